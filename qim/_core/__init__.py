@@ -1,0 +1,26 @@
+"""Compiled hot paths of QIM, chosen once at import (STYLE.md: msgpack/aiokafka).
+
+`from qim._core import frame, mailbox_seq, watermark, eventgroup, ids` gives the
+compiled Cython modules, or their pure-Python twins in `qim._core._pure` when
+`QIM_PUREPYTHON=1`. There is no silent fallback: a missing or broken compiled module
+raises ImportError, so a broken wheel fails loudly.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+PURE = os.environ.get("QIM_PUREPYTHON", "") == "1"
+_NAMES = ("frame", "mailbox_seq", "watermark", "eventgroup", "ids")
+_base = "qim._core._pure" if PURE else "qim._core"
+
+frame = importlib.import_module(f"{_base}.frame")
+mailbox_seq = importlib.import_module(f"{_base}.mailbox_seq")
+watermark = importlib.import_module(f"{_base}.watermark")
+eventgroup = importlib.import_module(f"{_base}.eventgroup")
+ids = importlib.import_module(f"{_base}.ids")
+
+COMPILED = not PURE
+
+__all__ = ["frame", "mailbox_seq", "watermark", "eventgroup", "ids", "COMPILED", "PURE"]

@@ -1,0 +1,1 @@
+"""Process entry points: wiring, config, signals; no logic (STYLE.md)."""

@@ -1,0 +1,206 @@
+"""Configuration from QIM_* environment variables, parsed once into frozen dataclasses.
+
+Every value is validated at start; an invalid one raises ConfigError naming the
+variable (DESIGN.md §11). Names reuse the seed's where they exist.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+from qim.consts import (
+    DEFAULT_SHARD_COUNT,
+    FANOUT_BATCH_DEFAULT,
+    FANOUT_BATCH_MAX,
+    MAX_MESSAGE_BODY,
+    METRICS_PORTS,
+    WRITER_INFLIGHT_DEFAULT,
+    WRITER_INFLIGHT_MAX,
+)
+from qim.errors import ConfigError
+from qim.net.framed import parse_addr
+
+
+class Env:
+    """Typed reads of one environment mapping; each getter raises ConfigError by name."""
+
+    def __init__(self, environ: Optional[Mapping[str, str]] = None) -> None:
+        self._env = os.environ if environ is None else environ
+
+    def str(self, name: str, default: Optional[str] = None) -> str:
+        value = self._env.get(name, default)
+        if value is None or value == "":
+            raise ConfigError(f"{name} is required")
+        return value
+
+    def int(self, name: str, default: int, lo: int, hi: int) -> int:
+        raw = self._env.get(name)
+        if raw is None or raw == "":
+            return default
+        try:
+            value = int(raw, 0)
+        except ValueError:
+            raise ConfigError(f"{name}={raw!r} is not an integer") from None
+        if not lo <= value <= hi:
+            raise ConfigError(f"{name}={value} is outside {lo}..{hi}")
+        return value
+
+    def addr(self, name: str, default: Optional[str] = None) -> str:
+        value = self.str(name, default)
+        try:
+            parse_addr(value)
+        except ValueError as exc:
+            raise ConfigError(f"{name}: {exc}") from None
+        return value
+
+    def addrs(self, name: str, default: Optional[str] = None) -> tuple[str, ...]:
+        value = self.str(name, default)
+        out = tuple(a.strip() for a in value.split(",") if a.strip())
+        if not out:
+            raise ConfigError(f"{name} lists no address")
+        for a in out:
+            try:
+                parse_addr(a)
+            except ValueError as exc:
+                raise ConfigError(f"{name}: {exc}") from None
+        return out
+
+    def flag(self, name: str) -> bool:
+        raw = self._env.get(name, "")
+        if raw not in ("", "0", "1"):
+            raise ConfigError(f"{name}={raw!r} must be 0 or 1")
+        return raw == "1"
+
+    def shard_count(self) -> int:
+        """QIM_MAILBOX_SHARD_COUNT: power of two, validated identically by every service."""
+        value = self.int("QIM_MAILBOX_SHARD_COUNT", DEFAULT_SHARD_COUNT, 1, 65536)
+        if value & (value - 1):
+            raise ConfigError(f"QIM_MAILBOX_SHARD_COUNT={value} is not a power of two")
+        return value
+
+    def metrics_listen(self, service: str) -> str:
+        return self.addr(f"QIM_{service.upper()}_METRICS_LISTEN", f"127.0.0.1:{METRICS_PORTS[service]}")
+
+    def tenant(self) -> int:
+        raw = self._env.get("QIM_TENANT_ID", "0")
+        try:
+            value = int(raw, 0)
+        except ValueError:
+            raise ConfigError(f"QIM_TENANT_ID={raw!r} is not an integer") from None
+        if not 0 <= value < 1 << 128:
+            raise ConfigError("QIM_TENANT_ID must be a u128")
+        return value
+
+
+@dataclass(frozen=True)
+class CommonConfig:
+    """What every service shares: Redis, Kafka bootstrap, shard count, tenant."""
+
+    redis_addr: str
+    kafka_bootstrap: str
+    shard_count: int
+    tenant: int
+    allow_unsafe_dev: bool
+
+    @classmethod
+    def from_env(cls, env: Env) -> "CommonConfig":
+        return cls(
+            redis_addr=env.addr("QIM_REDIS_ADDR"),
+            kafka_bootstrap=env.str("QIM_KAFKA_BOOTSTRAP"),
+            shard_count=env.shard_count(),
+            tenant=env.tenant(),
+            allow_unsafe_dev=env.flag("QIM_REDIS_ALLOW_UNSAFE_DEV"),
+        )
+
+
+@dataclass(frozen=True)
+class WriterConfig:
+    common: CommonConfig
+    listen: str
+    metrics_listen: str
+    writer_id: int  # 0 = lease one automatically
+    region_id: int
+    inflight_limit: int
+    fault_point: str  # "" in production; see qim/services/writer/faults.py
+
+    @classmethod
+    def from_env(cls, env: Env) -> "WriterConfig":
+        return cls(
+            common=CommonConfig.from_env(env),
+            listen=env.addr("QIM_WRITER_LISTEN", "127.0.0.1:7101"),
+            metrics_listen=env.metrics_listen("writer"),
+            writer_id=env.int("QIM_WRITER_ID", 0, 0, 65535),
+            region_id=env.int("QIM_REGION_ID", 0, 0, 65535),
+            inflight_limit=env.int("QIM_WRITER_REQUEST_INFLIGHT_LIMIT", WRITER_INFLIGHT_DEFAULT, 1, WRITER_INFLIGHT_MAX),
+            fault_point=env._env.get("QIM_WRITER_FAULT_POINT", "") if env.flag("QIM_FAULT_INJECTION") else "",
+        )
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    common: CommonConfig
+    listen: str
+    metrics_listen: str
+    push_listen: str
+    writer_addrs: tuple[str, ...]
+    mailbox_addrs: tuple[str, ...]  # index i serves the shards assigned to mailbox node i
+    token_secret: bytes
+    inflight_limit: int
+    max_body: int
+
+    @classmethod
+    def from_env(cls, env: Env) -> "GatewayConfig":
+        return cls(
+            common=CommonConfig.from_env(env),
+            listen=env.addr("QIM_GATEWAY_LISTEN", "127.0.0.1:7100"),
+            metrics_listen=env.metrics_listen("gateway"),
+            push_listen=env.addr("QIM_GATEWAY_PUSH_ADDR", "127.0.0.1:7104"),
+            writer_addrs=env.addrs("QIM_WRITER_ADDRS", "127.0.0.1:7101"),
+            mailbox_addrs=env.addrs("QIM_MAILBOX_ADDRS", "127.0.0.1:7102"),
+            token_secret=env.str("QIM_DEV_TOKEN_SECRET").encode(),
+            inflight_limit=env.int("QIM_WRITER_REQUEST_INFLIGHT_LIMIT", WRITER_INFLIGHT_DEFAULT, 1, WRITER_INFLIGHT_MAX),
+            max_body=env.int("QIM_MAX_MESSAGE_BODY", MAX_MESSAGE_BODY, 1, MAX_MESSAGE_BODY),
+        )
+
+
+@dataclass(frozen=True)
+class FanoutConfig:
+    common: CommonConfig
+    metrics_listen: str
+    batch_size: int
+
+    @classmethod
+    def from_env(cls, env: Env) -> "FanoutConfig":
+        return cls(
+            common=CommonConfig.from_env(env),
+            metrics_listen=env.metrics_listen("fanout"),
+            batch_size=env.int("QIM_FANOUT_BATCH_SIZE", FANOUT_BATCH_DEFAULT, 1, FANOUT_BATCH_MAX),
+        )
+
+
+@dataclass(frozen=True)
+class MailboxConfig:
+    common: CommonConfig
+    listen: str
+    metrics_listen: str
+    gateway_push_addrs: tuple[str, ...]
+    node_index: int
+    node_count: int
+
+    @classmethod
+    def from_env(cls, env: Env) -> "MailboxConfig":
+        node_count = env.int("QIM_MAILBOX_NODE_COUNT", 1, 1, 1024)
+        return cls(
+            common=CommonConfig.from_env(env),
+            listen=env.addr("QIM_MAILBOX_LISTEN", "127.0.0.1:7102"),
+            metrics_listen=env.metrics_listen("mailbox"),
+            gateway_push_addrs=env.addrs("QIM_GATEWAY_PUSH_ADDR", "127.0.0.1:7104"),
+            node_index=env.int("QIM_MAILBOX_NODE_INDEX", 0, 0, node_count - 1),
+            node_count=node_count,
+        )
+
+    def owned_shards(self) -> list[int]:
+        """Static assignment: shard s belongs to node s mod node_count."""
+        return [s for s in range(self.common.shard_count) if s % self.node_count == self.node_index]

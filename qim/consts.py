@@ -1,0 +1,99 @@
+"""Contract constants, defined once (DESIGN.md §3, §4, §11).
+
+Every other module imports these names; the compiled core re-asserts the immutable
+ones at import time so a stale build cannot disagree with this file.
+"""
+
+# --- identifiers and sequences (DESIGN.md §3) ---------------------------------
+LANE_COUNT = 64
+VIRTUAL_BUCKET_COUNT = 65536
+COMMIT_BUCKET_COUNT = 256
+DEFAULT_SHARD_COUNT = 64
+MAILBOX_EPOCH_BITS = 16
+MAILBOX_OFFSET_BITS = 48
+MAILBOX_OFFSET_MASK = (1 << MAILBOX_OFFSET_BITS) - 1
+MAILBOX_EPOCH_MAX = (1 << 15) - 1  # bit 63 of a mailbox_seq stays clear
+ID_LEN = 16  # u128 ids on the wire: 16 bytes big-endian
+U63_MAX = (1 << 63) - 1
+
+CONVERSATION_KIND_DIRECT = 1
+CONVERSATION_KIND_GROUP = 2
+CONVERSATION_KIND_ROOM = 3
+
+# BLAKE3 domains (DESIGN.md §3 table)
+DOMAIN_DIRECT = b"qim.direct.v1\0"
+DOMAIN_GROUP = b"qim.group.v1\0"
+DOMAIN_ROOM = b"qim.room.v1\0"
+DOMAIN_VBUCKET = b"qim.vbucket.v1\0"
+DOMAIN_COMMIT_BUCKET = b"qim.commit-bucket.v1\0"
+DOMAIN_DISPATCH = b"qim.group-dispatch.v1\0"
+DOMAIN_EVENT = b"qim.event.v1\0"
+DOMAIN_CMID = b"qim.cmid.v1\0"
+DOMAIN_ENDPOINT_SCOPE = b"qim.endpoint-scope.v1\0"
+
+# --- packed watermark (DESIGN.md §3) -------------------------------------------
+WM_RECORD_LEN = 19
+WM_FULL_LEN = WM_RECORD_LEN * LANE_COUNT  # 1216
+WM_FLAG_MATERIALIZED = 0x01
+WM_FLAG_RECOMPUTED = 0x02
+WM_LAYOUT_V1 = 1
+
+# --- frame (DESIGN.md §4) --------------------------------------------------------
+FRAME_MAGIC = 0x5149
+FRAME_VERSION = 1
+FRAME_HEADER_LEN = 20
+FLAG_COMPRESSED = 0x01
+FLAG_MORE = 0x02
+FLAG_NEED_ACK = 0x04  # reserved: must be 0 on the wire
+FLAGS_KNOWN = FLAG_COMPRESSED | FLAG_MORE
+STREAM_WRITE_CHUNK_BYTES = 64 * 1024
+MAX_FRAME_BODY = 4 * 1024 * 1024
+MAX_MESSAGE_BODY = 1024 * 1024
+MAX_CUSTOM_TYPE_BYTES = 64
+
+# --- message types (DESIGN.md §4; raw values fixed) ------------------------------
+MESSAGE_TYPE_UNKNOWN = 0
+MESSAGE_TYPE_TEXT = 1
+MESSAGE_TYPE_MEDIA = 2
+MESSAGE_TYPE_CUSTOM = 3
+MESSAGE_TYPE_CONTROL = 4
+
+# --- event groups (DESIGN.md §5, seed 000 "事件组硬上限") --------------------------
+EVENT_GROUP_MAX_EVENTS = 8
+EVENT_GROUP_MAX_BYTES = 8 * 1024
+INLINE_BODY_BUDGET_BYTES = 8 * 1024
+
+# --- defaults (DESIGN.md §11) ----------------------------------------------------
+FANOUT_BATCH_DEFAULT = 512
+FANOUT_BATCH_MAX = 1024
+MAILBOX_SHARD_FIFO = 128
+MAILBOX_GLOBAL_PERMIT = 64
+WRITER_INFLIGHT_DEFAULT = 1024
+WRITER_INFLIGHT_MAX = 8192
+COMMIT_HELPER_TTL_MS = 2 * 3600 * 1000
+HLC_WINDOW_MS = 60_000
+HLC_RENEW_BEFORE_MS = 20_000
+WRITER_ID_LEASE_MS = 60_000
+MAILBOX_RETENTION_DAYS = 7
+MAILBOX_PAGE_MAX_ENTRIES = 256
+MAILBOX_PAGE_MAX_BYTES = 512 * 1024
+SEND_ACK_PROBE_S = 3.0
+HEARTBEAT_START_S = 60.0
+
+OUTBOX_TOPIC = "qim.outbox"
+DISPATCH_TOPIC = "qim.dispatch"
+# broker/topic record limit: a 1 MiB body plus envelope fits with room to spare
+KAFKA_MAX_RECORD_BYTES = 8 * 1024 * 1024
+
+METRICS_PORTS = {
+    "gateway": 9100,
+    "writer": 9101,
+    "mailbox": 9102,
+    "session": 9103,
+    "fanout": 9106,
+    "archiver": 9107,
+}
+
+assert LANE_COUNT & (LANE_COUNT - 1) == 0
+assert VIRTUAL_BUCKET_COUNT == 1 << 16
+assert MAILBOX_EPOCH_BITS + MAILBOX_OFFSET_BITS == 64

@@ -1,0 +1,1 @@
+"""Development tooling: private engines (Redis, Kafka) and the `qim-dev` CLI."""

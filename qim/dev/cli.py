@@ -1,0 +1,88 @@
+"""`qim-dev`: development helpers.
+
+    qim-dev engines up     [--dir DIR] [--shard-count N]   start Redis + Kafka, print env file
+    qim-dev engines down   [--dir DIR]                     stop exactly the recorded pids
+    qim-dev engines status [--dir DIR]                     exit 1 unless both answer
+
+DIR defaults to `<repo>/.qim/engines`. Load the addresses with
+`set -a; . DIR/engines.env; set +a`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+
+from qim.dev.engines import EngineSet, default_dir
+from qim.errors import EngineError
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="qim-dev", description="QIM development helpers")
+    p.add_argument("-v", "--verbose", action="store_true", help="log progress (INFO)")
+    sub = p.add_subparsers(dest="group", required=True)
+    eng = sub.add_parser("engines", help="private Redis + Kafka for development")
+    eng.add_argument("action", choices=["up", "down", "status"])
+    eng.add_argument("--dir", default=None, help=f"engine directory (default {default_dir()})")
+    eng.add_argument("--shard-count", type=int, default=None,
+                     help="qim.dispatch partitions (default: recorded, else 64)")
+    eng.add_argument("--timeout", type=float, default=15.0,
+                     help="down: seconds between SIGTERM and SIGKILL")
+    return p
+
+
+def _up(args) -> int:
+    t0 = time.monotonic()
+    es = EngineSet.up(args.dir, args.shard_count)
+    print(es.env_path.read_text(), end="")
+    print(f"# engines up in {time.monotonic() - t0:.1f}s; env file:")
+    print(es.env_path)
+    return 0
+
+
+def _down(args) -> int:
+    es = EngineSet.load(args.dir or default_dir())
+    if es is None:
+        print(f"no engines recorded in {args.dir or default_dir()}")
+        return 0
+    es.down(args.timeout)
+    print(f"engines in {es.dir} stopped")
+    return 0
+
+
+def _status(args) -> int:
+    es = EngineSet.load(args.dir or default_dir())
+    if es is None:
+        print(f"no engines recorded in {args.dir or default_dir()}")
+        return 1
+    rows = es.status()
+    for r in rows:
+        state = "up" if r["healthy"] else ("not answering" if r["alive"] else "down")
+        print(f"{r['name']:6} pid={r['pid'] or '-':<8} alive={str(r['alive']).lower():5} "
+              f"{state:13} {r['addr']}  rss={r['rss_mib']}MiB")
+    if es.env_path.exists():
+        print(f"env file: {es.env_path}")
+    return 0 if all(r["healthy"] for r in rows) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `qim-dev` console script; returns the exit code.
+
+    EngineError is reported as `qim-dev: error: …` with exit code 2.
+    """
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return {"up": _up, "down": _down, "status": _status}[args.action](args)
+    except EngineError as e:
+        print(f"qim-dev: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""Development engine set: one private Redis and one private Kafka broker.
+
+`EngineSet.up(dir)` installs what is missing, starts (or restarts, keeping ports and
+data) both engines, creates the QIM topics and writes:
+
+- `dir/engines.env`: `QIM_REDIS_ADDR=…`, `QIM_KAFKA_BOOTSTRAP=…`,
+  `QIM_MAILBOX_SHARD_COUNT=…` (shell- and dotenv-readable);
+- `dir/state.json`: pids, ports, dirs, shard count — `down` stops exactly those pids.
+
+Used by the `qim-dev engines` CLI and by the pytest `engines` fixture.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from qim.consts import DEFAULT_SHARD_COUNT
+from qim.dev._proc import free_ports, rss_bytes
+from qim.dev.kafka_engine import (KafkaEngine, create_topics, ensure_kafka_jars,
+                                  kafka_cache_dir, start_kafka)
+from qim.dev.redis_engine import RedisEngine, ensure_redis_installed, start_redis
+from qim.errors import EngineError
+
+__all__ = ["EngineSet", "RedisEngine", "KafkaEngine", "start_redis", "start_kafka",
+           "create_topics", "default_dir", "kafka_cache_dir"]
+
+log = logging.getLogger(__name__)
+STATE_FILE = "state.json"
+ENV_FILE = "engines.env"
+
+
+def default_dir() -> Path:
+    """`<repo>/.qim/engines` (git-ignored)."""
+    return Path(__file__).resolve().parents[2] / ".qim" / "engines"
+
+
+class EngineSet:
+    """A Redis and a Kafka engine recorded together in `dir/state.json`.
+
+    Attributes: `dir`, `redis` (RedisEngine), `kafka` (KafkaEngine), `shard_count`;
+    `redis_addr` / `kafka_bootstrap` are "127.0.0.1:PORT" strings.
+    """
+
+    def __init__(self, dir: Path, redis: RedisEngine, kafka: KafkaEngine,
+                 shard_count: int) -> None:
+        self.dir = Path(dir).resolve()
+        self.redis = redis
+        self.kafka = kafka
+        self.shard_count = shard_count
+
+    # --- addresses ----------------------------------------------------------
+    @property
+    def redis_addr(self) -> str:
+        return self.redis.addr
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        return self.kafka.addr
+
+    @property
+    def engines(self) -> list:
+        return [self.redis, self.kafka]
+
+    @property
+    def env_path(self) -> Path:
+        return self.dir / ENV_FILE
+
+    def env(self) -> dict[str, str]:
+        """The QIM_* variables services read to find these engines."""
+        return {"QIM_REDIS_ADDR": self.redis_addr,
+                "QIM_KAFKA_BOOTSTRAP": self.kafka_bootstrap,
+                "QIM_MAILBOX_SHARD_COUNT": str(self.shard_count)}
+
+    # --- persistence ----------------------------------------------------------
+    def to_state(self) -> dict[str, Any]:
+        return {"shard_count": self.shard_count, "dir": str(self.dir),
+                "redis": self.redis.to_state(), "kafka": self.kafka.to_state()}
+
+    def save(self) -> None:
+        """Write state.json atomically (a crash mid-write must not lose the pids)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.dir / (STATE_FILE + ".tmp")
+        tmp.write_text(json.dumps(self.to_state(), indent=2) + "\n")
+        os.replace(tmp, self.dir / STATE_FILE)
+
+    def write_env(self) -> Path:
+        """Write engines.env and return its path."""
+        self.env_path.write_text("".join(f"{k}={v}\n" for k, v in self.env().items()))
+        return self.env_path
+
+    @classmethod
+    def load(cls, dir: Path | str) -> "EngineSet | None":
+        """The set recorded in `dir/state.json`, or None if there is none.
+
+        Raises EngineError if the file is unreadable.
+        """
+        dir = Path(dir).resolve()
+        path = dir / STATE_FILE
+        if not path.exists():
+            return None
+        try:
+            st = json.loads(path.read_text())
+            r, k = st["redis"], st["kafka"]
+            return cls(dir, RedisEngine(Path(r["dir"]), r["ports"], r.get("pid")),
+                       KafkaEngine(Path(k["dir"]), k["ports"], k.get("pid")),
+                       int(st["shard_count"]))
+        except (ValueError, KeyError, TypeError) as e:
+            raise EngineError(f"{path} is corrupt ({e}); stop its processes by hand "
+                              f"and remove {dir}") from e
+
+    # --- lifecycle --------------------------------------------------------------
+    @classmethod
+    def up(cls, dir: Path | str | None = None, shard_count: int | None = None,
+           die_with_parent: bool = False) -> "EngineSet":
+        """Start both engines (idempotent) and return the running set.
+
+        Healthy recorded engines are left alone; dead ones are restarted on their
+        recorded ports and data. `shard_count` defaults to the recorded one, else 64;
+        a different count than recorded raises EngineError (topics cannot shrink).
+        `die_with_parent` makes the engines exit with this process (test sessions).
+        Raises EngineError if anything cannot be installed or started; engines
+        started so far stay recorded in state.json so `down` can stop them.
+        """
+        dir = Path(dir or default_dir()).resolve()
+        es = cls.load(dir)
+        if es is not None and shard_count and shard_count != es.shard_count:
+            raise EngineError(f"engines in {dir} were created with shard count "
+                              f"{es.shard_count}, not {shard_count}; run `down` and "
+                              f"remove {dir} to change it")
+        shard_count = shard_count or (es.shard_count if es else DEFAULT_SHARD_COUNT)
+        if shard_count < 1 or shard_count & (shard_count - 1):
+            raise EngineError(f"shard count must be a power of two, got {shard_count}")
+        # install first, so a missing package fails before anything is running
+        ensure_redis_installed()
+        lib = ensure_kafka_jars()
+        if es is None:
+            rp, kp, cp = free_ports(3)
+            es = cls(dir, RedisEngine(dir / "redis", {"main": rp}),
+                     KafkaEngine(dir / "kafka", {"main": kp, "controller": cp}),
+                     shard_count)
+        es.kafka.lib = lib
+        for eng in es.engines:
+            eng.die_with_parent = die_with_parent
+            if eng.healthy():
+                log.info("%s already running pid=%s at %s", eng.name, eng.pid, eng.addr)
+                continue
+            if eng.alive():  # started by an earlier `up` that is still booting
+                eng.wait_ready(eng.start_timeout)
+            else:
+                eng.start()
+            es.save()
+        create_topics(es.kafka_bootstrap, es.shard_count)
+        es.save()
+        es.write_env()
+        return es
+
+    def down(self, timeout: float = 15.0) -> None:
+        """Stop exactly the recorded pids (SIGTERM, then SIGKILL after `timeout`).
+
+        Ports and data stay recorded, so a later `up` brings the same engines back.
+        Removes engines.env, which would otherwise point at dead ports.
+        """
+        for eng in reversed(self.engines):  # Kafka first: it is the slower to stop
+            eng.stop(timeout)
+            self.save()
+        self.env_path.unlink(missing_ok=True)
+
+    def status(self) -> list[dict[str, Any]]:
+        """One dict per engine: name, pid, alive, healthy, addr, rss_mib."""
+        out = []
+        for eng in self.engines:
+            alive = eng.alive()
+            out.append({"name": eng.name, "pid": eng.pid, "alive": alive,
+                        "healthy": alive and eng.healthy(), "addr": eng.addr,
+                        "rss_mib": rss_bytes(eng.pid) >> 20 if alive else 0})
+        return out
+
+    def all_healthy(self) -> bool:
+        return all(s["healthy"] for s in self.status())

@@ -1,0 +1,281 @@
+"""A private single-node KRaft Kafka broker built from Maven Central jars.
+
+Production runs Redpanda, which is in no registry; Apache Kafka speaks the same API
+(ENGINES.md, "Kafka API"). The jars come from `dev/kafka/pom.xml` through Maven into a
+cache reused between runs; each broker gets its own data dir and ports.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from qim.consts import DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC
+from qim.dev._proc import Engine, apt_install, free_ports, port_open, require_executable
+from qim.errors import EngineError
+
+log = logging.getLogger(__name__)
+
+# keep in step with <kafka.version> in dev/kafka/pom.xml; it names the jar cache
+KAFKA_VERSION = "4.1.1"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+POM = REPO_ROOT / "dev" / "kafka" / "pom.xml"
+HEAP = "-Xmx512m"
+_rdkafka_log = logging.getLogger("qim.dev.librdkafka")
+
+LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>
+<Configuration status="WARN">
+  <Appenders>
+    <File name="file" fileName="{log}">
+      <PatternLayout pattern="[%d] %p %m (%c)%n"/>
+    </File>
+  </Appenders>
+  <Loggers>
+    <Root level="{level}"><AppenderRef ref="file"/></Root>
+  </Loggers>
+</Configuration>
+"""
+
+
+def kafka_cache_dir() -> Path:
+    """Jar cache: $QIM_KAFKA_CACHE or ~/.cache/qim/kafka-<version>."""
+    env = os.environ.get("QIM_KAFKA_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "qim" / f"kafka-{KAFKA_VERSION}"
+
+
+def ensure_kafka_jars(cache: Path | None = None) -> Path:
+    """Return the directory of broker jars, fetching them with Maven if needed.
+
+    Shape: `<cache>/lib/*.jar`; a `.complete` marker holds the pom's sha256 so an
+    edited pom refetches. A file lock makes parallel test sessions wait for one
+    download. Installs java/maven from Debian if missing (root only).
+    Raises EngineError if Maven fails (message carries Maven's output tail).
+    """
+    cache = cache or kafka_cache_dir()
+    try:
+        return _ensure_kafka_jars(cache)
+    except OSError as e:
+        raise EngineError(f"kafka: cannot prepare the jar cache {cache}: {e}") from e
+
+
+def _ensure_kafka_jars(cache: Path) -> Path:
+    lib = cache / "lib"
+    if not POM.exists():
+        raise EngineError(f"kafka: {POM} not found (run from a QIM source checkout)")
+    digest = hashlib.sha256(POM.read_bytes()).hexdigest()
+    marker = cache / ".complete"
+    if marker.exists() and marker.read_text().strip() == digest:
+        return lib
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists() and marker.read_text().strip() == digest:
+            return lib  # another process fetched them while we waited
+        _ensure_java_and_maven()
+        tmp = cache / "lib.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        cmd = ["mvn", "-q", "-B", "-f", str(POM),
+               "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies",
+               f"-DoutputDirectory={tmp}", "-DincludeScope=runtime"]
+        log.info("fetching Kafka %s jars: %s", KAFKA_VERSION, " ".join(cmd))
+        t0 = time.monotonic()
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0 or not any(tmp.glob("kafka_2.13-*.jar")):
+            raise EngineError(f"kafka: Maven could not fetch the broker jars "
+                              f"(exit {r.returncode}):\n{(r.stdout + r.stderr)[-4000:]}")
+        shutil.rmtree(lib, ignore_errors=True)
+        tmp.rename(lib)
+        marker.write_text(digest + "\n")
+        log.info("Kafka jars ready in %s (%.1fs)", lib, time.monotonic() - t0)
+    return lib
+
+
+def _ensure_java_and_maven() -> None:
+    missing = [pkg for exe, pkg in (("java", "openjdk-17-jre-headless"), ("mvn", "maven"))
+               if not shutil.which(exe)]
+    if missing:
+        apt_install(missing)
+
+
+def _random_cluster_id() -> str:
+    # Kafka's Uuid.randomUuid(): url-safe base64 of 16 random bytes, no padding, and
+    # never starting with "-" (it would read as a command-line option)
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
+
+
+def admin_client(bootstrap: str, **extra) -> AdminClient:
+    """AdminClient whose librdkafka log goes to Python logging, not stderr."""
+    conf = {"bootstrap.servers": bootstrap, "logger": _rdkafka_log,
+            "socket.connection.setup.timeout.ms": 2000}
+    conf.update(extra)
+    return AdminClient(conf)
+
+
+class KafkaEngine(Engine):
+    """Single-node KRaft broker+controller in `dir` (data in `dir/data`).
+
+    ports: {"main": PLAINTEXT, "controller": CONTROLLER}; `.addr` is the bootstrap
+    "127.0.0.1:PORT". Restart keeps ports, cluster id and data.
+    """
+
+    name = "kafka"
+    start_timeout = 90.0  # a cold JVM on two busy cores takes ~10 s; leave room
+
+    def __init__(self, dir, ports, pid=None, die_with_parent=False, lib: Path | None = None):
+        super().__init__(dir, ports, pid, die_with_parent)
+        self.lib = Path(lib) if lib else kafka_cache_dir() / "lib"
+
+    @property
+    def bootstrap(self) -> str:
+        return self.addr
+
+    @property
+    def log_paths(self) -> list[Path]:
+        return [self.dir / "stdout.log", self.dir / "server.log"]
+
+    def _properties(self) -> str:
+        p, c = self.ports["main"], self.ports["controller"]
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": 1,
+            "controller.quorum.voters": f"1@127.0.0.1:{c}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{p}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": self.dir / "data",
+            "auto.create.topics.enable": "false",  # topics come from create_topics only
+            "num.partitions": 1,
+            "default.replication.factor": 1,
+            "min.insync.replicas": 1,
+            "offsets.topic.replication.factor": 1,
+            "offsets.topic.num.partitions": 4,  # default 50 is heavy for one dev broker
+            "transaction.state.log.replication.factor": 1,
+            "transaction.state.log.min.isr": 1,
+            "transaction.state.log.num.partitions": 4,
+            "share.coordinator.state.topic.replication.factor": 1,
+            "share.coordinator.state.topic.min.isr": 1,
+            "group.initial.rebalance.delay.ms": 0,
+            "log.cleaner.dedupe.buffer.size": 1048577,  # default 128 MB OOMs -Xmx512m
+            "message.max.bytes": KAFKA_MAX_RECORD_BYTES,
+            "replica.fetch.max.bytes": KAFKA_MAX_RECORD_BYTES,
+            # Redpanda fsyncs before it acks; flush every append so a crash test
+            # against this broker has the same durability as production
+            "log.flush.interval.messages": 1,
+            # after a SIGKILL the restarted broker must wait for its old session to
+            # expire (default 9 s); crash tests restart often, so keep it short
+            "broker.session.timeout.ms": 3000,
+            "broker.heartbeat.interval.ms": 750,
+            "num.network.threads": 2,  # two cores: the defaults (3 / 8) only contend
+            "num.io.threads": 2,
+        }
+        return "".join(f"{k}={v}\n" for k, v in props.items())
+
+    def _java(self, main_class: str, *args: str, heap: str = HEAP) -> list[str]:
+        return [require_executable("java"), heap, "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true",
+                f"-Dlog4j2.configurationFile={self.dir / 'log4j2.xml'}",
+                f"-Dkafka.logs.dir={self.dir}",
+                "-cp", f"{self.lib}/*", main_class, *args]
+
+    def _prepare(self) -> None:
+        if not any(self.lib.glob("kafka_2.13-*.jar")):
+            raise EngineError(f"kafka: no broker jars in {self.lib} (ensure_kafka_jars first)")
+        (self.dir / "server.properties").write_text(self._properties())
+        # WARN keeps the log small; QIM_KAFKA_LOG_LEVEL=INFO when debugging the broker
+        level = os.environ.get("QIM_KAFKA_LOG_LEVEL", "WARN")
+        (self.dir / "log4j2.xml").write_text(
+            LOG4J2_XML.format(log=self.dir / "server.log", level=level))
+        if (self.dir / "data" / "meta.properties").exists():
+            return  # formatted before: keep cluster id and data across restarts
+        cmd = self._java("kafka.tools.StorageTool", "format", "-t", _random_cluster_id(),
+                         "-c", str(self.dir / "server.properties"), heap="-Xmx256m")
+        r = subprocess.run(cmd, cwd=self.dir, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise EngineError(f"kafka: storage format failed ({r.returncode}):\n"
+                              f"{(r.stdout + r.stderr)[-3000:]}")
+
+    def _command(self) -> list[str]:
+        return self._java("kafka.Kafka", str(self.dir / "server.properties"))
+
+    def _check_ready(self) -> bool:
+        # TCP first: librdkafka would otherwise log a connection error per attempt
+        if not port_open(self.ports["main"]):
+            return False
+        md = admin_client(self.addr).list_topics(timeout=3)
+        return len(md.brokers) >= 1
+
+
+def start_kafka(dir: Path | str, shard_count: int | None = None, ports: dict | None = None,
+                timeout: float | None = None, die_with_parent: bool = False) -> KafkaEngine:
+    """Fetch jars if needed, start a private broker under `dir`, wait for metadata.
+
+    If `shard_count` is given, also creates the QIM topics (see `create_topics`).
+    Raises EngineError (with the tail of the broker logs) if it cannot start.
+    """
+    lib = ensure_kafka_jars()
+    if not ports:
+        main, controller = free_ports(2)
+        ports = {"main": main, "controller": controller}
+    eng = KafkaEngine(Path(dir), ports, lib=lib, die_with_parent=die_with_parent)
+    try:
+        eng.start(timeout)
+    except OSError as e:
+        raise EngineError(f"kafka: cannot start in {dir}: {e}") from e
+    if shard_count:
+        create_topics(eng.addr, shard_count)
+    return eng
+
+
+def create_topics(bootstrap: str, shard_count: int, timeout: float = 60.0) -> dict[str, int]:
+    """Create `qim.outbox` (1 partition) and `qim.dispatch` (shard_count partitions).
+
+    Both get max.message.bytes = KAFKA_MAX_RECORD_BYTES and replication factor 1.
+    Existing topics are accepted if their partition count matches. Returns
+    {topic: partitions}. Raises EngineError on a mismatch or if the broker refuses.
+    """
+    want = {OUTBOX_TOPIC: 1, DISPATCH_TOPIC: shard_count}
+    admin = admin_client(bootstrap)
+    deadline = time.monotonic() + timeout
+    while True:
+        md = admin.list_topics(timeout=10)
+        have = {t: len(md.topics[t].partitions) for t in want if t in md.topics}
+        bad = {t: n for t, n in have.items() if n != want[t]}
+        if bad:
+            raise EngineError(f"kafka {bootstrap}: topics exist with other partition counts "
+                              f"{bad}, wanted {want}; remove the engines dir to recreate")
+        missing = [t for t in want if t not in have]
+        if not missing:
+            return want
+        new = [NewTopic(t, num_partitions=want[t], replication_factor=1,
+                        config={"max.message.bytes": str(KAFKA_MAX_RECORD_BYTES)})
+               for t in missing]
+        errors = []
+        for topic, fut in admin.create_topics(new, request_timeout=15).items():
+            try:
+                fut.result()
+                log.info("created topic %s (%d partitions)", topic, want[topic])
+            except KafkaException as e:
+                if e.args[0].name() != "TOPIC_ALREADY_EXISTS":
+                    errors.append(f"{topic}: {e.args[0]}")
+        if time.monotonic() > deadline:
+            raise EngineError(f"kafka {bootstrap}: topics {missing} not ready within "
+                              f"{timeout:.0f}s: {errors or 'not in metadata yet'}")
+        # errors: a just-started controller may still be electing itself; no errors:
+        # re-read metadata to confirm the partition counts once it has propagated
+        time.sleep(0.5 if errors else 0.1)

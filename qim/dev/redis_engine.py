@@ -1,0 +1,103 @@
+"""A private development Redis with the durability settings of DESIGN.md §8.
+
+One instance holds commit facts in the development stack, so it runs with
+`appendfsync always` and `noeviction` (ENGINES.md, "Redis").
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import redis
+
+from qim.dev._proc import Engine, apt_install, free_port, require_executable
+from qim.errors import EngineError
+
+log = logging.getLogger(__name__)
+
+# Settings checked by tests and by the services' start-up persistence checks.
+REDIS_SETTINGS = {
+    "appendonly": "yes",
+    "appendfsync": "always",
+    "no-appendfsync-on-rewrite": "no",
+    "maxmemory-policy": "noeviction",
+    "save": '""',
+}
+
+
+def ensure_redis_installed() -> str:
+    """Path of `redis-server`, installing the Debian package if it is missing.
+
+    Raises EngineError if apt-get fails or is not allowed (not root).
+    """
+    if not shutil.which("redis-server"):
+        log.info("redis-server not found; installing it from Debian")
+        apt_install(["redis-server"])
+    return require_executable("redis-server")
+
+
+class RedisEngine(Engine):
+    """Private Redis in `dir` on 127.0.0.1:`port` (AOF always, noeviction).
+
+    `.addr` is "127.0.0.1:PORT"; `.stop()/.kill()/.restart()` from `Engine`.
+    Data lives in `dir` (appendonlydir/), so a restart replays the AOF.
+    """
+
+    name = "redis"
+    start_timeout = 20.0
+
+    @property
+    def port(self) -> int:
+        return self.ports["main"]
+
+    def client(self, **kw) -> redis.Redis:
+        """A redis-py client for this instance (short timeouts for dev use)."""
+        kw.setdefault("socket_timeout", 5)
+        kw.setdefault("socket_connect_timeout", 1)
+        return redis.Redis(host="127.0.0.1", port=self.port, **kw)
+
+    def _prepare(self) -> None:
+        # a config file (not argv) so that restart() brings back the same settings
+        lines = [
+            f"port {self.port}",
+            "bind 127.0.0.1",
+            "protected-mode yes",
+            f"dir {self.dir}",
+            f"pidfile {self.dir / 'redis.pid'}",
+            "daemonize no",  # we hold the pid ourselves; --daemonize would fork away
+            'logfile ""',
+            "loglevel warning",
+            *(f"{k} {v}" for k, v in REDIS_SETTINGS.items()),
+        ]
+        (self.dir / "redis.conf").write_text("\n".join(lines) + "\n")
+
+    def _command(self) -> list[str]:
+        return [ensure_redis_installed(), str(self.dir / "redis.conf")]
+
+    def _check_ready(self) -> bool:
+        c = self.client(socket_timeout=1)
+        try:
+            # while Redis replays the AOF it answers LOADING (redis-py raises
+            # BusyLoadingError), so a PONG means the data is loaded
+            return bool(c.ping())
+        finally:
+            c.close()
+
+
+def start_redis(dir: Path | str, port: int | None = None, timeout: float | None = None,
+                die_with_parent: bool = False) -> RedisEngine:
+    """Start a private Redis under `dir` (created) and wait for PING.
+
+    `port` defaults to a free one. Returns the running RedisEngine.
+    Raises EngineError (with the tail of the Redis log) if it cannot start.
+    """
+    ensure_redis_installed()
+    eng = RedisEngine(Path(dir), {"main": port or free_port()}, die_with_parent=die_with_parent)
+    try:
+        return eng.start(timeout)
+    except EngineError:
+        raise
+    except OSError as e:
+        raise EngineError(f"redis: cannot start in {dir}: {e}") from e

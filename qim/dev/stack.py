@@ -1,0 +1,167 @@
+"""Development supervisor: runs qim-writer, qim-mailbox, qim-fanout and qim-gateway as
+separate processes against engines started by `qim-dev engines up`.
+
+Each service gets free loopback ports, its own log file under DIR/logs and its pid in
+DIR/stack.json; `down` stops exactly those pids. `up` waits until every /healthz
+answers 200 and writes DIR/stack.env (QIM_GATEWAY_ADDR, QIM_DEV_TOKEN_SECRET) for clients.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from qim.dev._proc import free_ports
+from qim.errors import EngineError
+
+SERVICES = ("writer", "mailbox", "gateway", "fanout")
+READY_TIMEOUT_S = 60.0
+
+
+@dataclass
+class Stack:
+    """A running (or recorded) set of service processes."""
+
+    dir: Path
+    env: dict[str, str]
+    metrics: dict[str, str]
+    pids: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def gateway_addr(self) -> str:
+        return self.env["QIM_GATEWAY_LISTEN"]
+
+    @property
+    def token_secret(self) -> str:
+        return self.env["QIM_DEV_TOKEN_SECRET"]
+
+    def save(self) -> None:
+        (self.dir / "stack.json").write_text(json.dumps(
+            {"env": self.env, "metrics": self.metrics, "pids": self.pids}, indent=2))
+        (self.dir / "stack.env").write_text(
+            f"QIM_GATEWAY_ADDR={self.gateway_addr}\nQIM_DEV_TOKEN_SECRET={self.token_secret}\n")
+
+    @classmethod
+    def load(cls, dir: Path) -> Optional["Stack"]:
+        path = Path(dir) / "stack.json"
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text())
+        return cls(Path(dir), data["env"], data["metrics"], {k: int(v) for k, v in data["pids"].items()})
+
+    def start_service(self, name: str) -> int:
+        """Start one service process (again); returns its pid."""
+        logs = self.dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
+        with open(logs / f"{name}.log", "ab") as log:
+            proc = subprocess.Popen([sys.executable, "-m", f"qim.app.{name}"], env=env, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True, cwd=self.dir)
+        self.pids[name] = proc.pid
+        self.save()
+        return proc.pid
+
+    def healthz(self, name: str) -> tuple[int, str]:
+        """(HTTP status, body) of a service's /healthz; (0, reason) when unreachable."""
+        try:
+            with urllib.request.urlopen(f"http://{self.metrics[name]}/healthz", timeout=1.0) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+        except (urllib.error.URLError, OSError) as exc:
+            return 0, str(exc)
+
+    def alive(self, name: str) -> bool:
+        pid = self.pids.get(name)
+        if not pid:
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        # A zombie child of this process still "exists"; reap it if it is ours.
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            return done == 0
+        except ChildProcessError:
+            return True
+
+    def wait_ready(self, names=SERVICES, timeout: float = READY_TIMEOUT_S) -> None:
+        """Block until every named /healthz is 200. EngineError (with log tail) otherwise."""
+        deadline = time.monotonic() + timeout
+        pending = list(names)
+        while pending:
+            name = pending[0]
+            if not self.alive(name):
+                raise EngineError(f"{name} exited during start:\n{self.log_tail(name)}")
+            status, body = self.healthz(name)
+            if status == 200:
+                pending.pop(0)
+                continue
+            if time.monotonic() > deadline:
+                raise EngineError(f"{name} not ready after {timeout}s ({status} {body.strip()}):\n{self.log_tail(name)}")
+            time.sleep(0.2)
+
+    def log_tail(self, name: str, lines: int = 30) -> str:
+        path = self.dir / "logs" / f"{name}.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else "(no log)"
+
+    def stop_service(self, name: str, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
+        """Stop exactly the recorded pid (SIGKILL after timeout)."""
+        pid = self.pids.get(name)
+        if not pid or not self.alive(name):
+            return
+        os.kill(pid, sig)
+        deadline = time.monotonic() + timeout
+        while self.alive(name) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self.alive(name):
+            os.kill(pid, signal.SIGKILL)
+            while self.alive(name):
+                time.sleep(0.05)
+
+    def kill_service(self, name: str) -> None:
+        """SIGKILL, for crash tests."""
+        self.stop_service(name, signal.SIGKILL, 5.0)
+
+    def down(self) -> None:
+        for name in reversed(SERVICES):
+            self.stop_service(name)
+        (self.dir / "stack.json").unlink(missing_ok=True)
+
+
+def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str, str]] = None) -> Stack:
+    """Start every service on fresh loopback ports and wait until all are healthy."""
+    dir = Path(dir)
+    dir.mkdir(parents=True, exist_ok=True)
+    ports = free_ports(9)
+    addr = [f"127.0.0.1:{p}" for p in ports]
+    env = {
+        **engine_env,
+        "QIM_GATEWAY_LISTEN": addr[0], "QIM_GATEWAY_PUSH_ADDR": addr[1], "QIM_WRITER_LISTEN": addr[2],
+        "QIM_WRITER_ADDRS": addr[2], "QIM_MAILBOX_LISTEN": addr[3], "QIM_MAILBOX_ADDRS": addr[3],
+        "QIM_GATEWAY_METRICS_LISTEN": addr[4], "QIM_WRITER_METRICS_LISTEN": addr[5],
+        "QIM_MAILBOX_METRICS_LISTEN": addr[6], "QIM_FANOUT_METRICS_LISTEN": addr[7],
+        "QIM_DEV_TOKEN_SECRET": secrets.token_hex(16), "QIM_REDIS_ALLOW_UNSAFE_DEV": "1",
+    }
+    env.update(extra_env or {})
+    metrics = {s: env[f"QIM_{s.upper()}_METRICS_LISTEN"] for s in SERVICES}
+    stack = Stack(dir, env, metrics)
+    try:
+        for name in SERVICES:
+            stack.start_service(name)
+        stack.wait_ready()
+    except BaseException:
+        stack.down()
+        raise
+    return stack

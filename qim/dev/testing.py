@@ -1,0 +1,84 @@
+"""pytest fixtures for real engines (imported by tests/conftest.py).
+
+- `engines` (session): ONE private Redis + Kafka for the whole run, under a tmp dir,
+  own ports, qim.dispatch with TEST_SHARD_COUNT partitions; stopped at session end.
+  Yields an `EngineSet`: `.redis_addr`, `.kafka_bootstrap`, `.shard_count`, `.env()`.
+- `private_redis` / `private_kafka` (function): instances of a test's own, for tests
+  that kill or restart an engine so they cannot disturb the shared ones.
+
+An engine that cannot start FAILS the tests that need it (ENGINES.md, "Rules").
+The engines get a parent-death signal (setpriv --pdeathsig), so a killed pytest does not leave them running.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from qim.dev.engines import EngineSet
+from qim.dev.kafka_engine import KafkaEngine, start_kafka
+from qim.dev.redis_engine import RedisEngine, start_redis
+from qim.errors import EngineError
+
+log = logging.getLogger(__name__)
+
+# 8 dispatch partitions instead of 64 keep the test broker light on two cores
+TEST_SHARD_COUNT = 8
+
+
+def start_test_engines(base_dir, shard_count: int = TEST_SHARD_COUNT) -> EngineSet:
+    """Start a private EngineSet under `base_dir`; on failure stop what started.
+
+    Raises EngineError with the engine's log tail.
+    """
+    try:
+        return EngineSet.up(base_dir, shard_count, die_with_parent=True)
+    except BaseException:
+        es = EngineSet.load(base_dir)
+        if es is not None:
+            es.down(timeout=5)
+        raise
+
+
+def _start(fn):
+    # returns (engine, None) or (None, message): pytest.fail outside the except block
+    # keeps the report to the engine's own message, without a chained traceback
+    try:
+        return fn(), None
+    except EngineError as e:
+        return None, str(e)
+
+
+@pytest.fixture(scope="session")
+def engines(tmp_path_factory):
+    """Session-wide private Redis + Kafka (see module docstring)."""
+    base = tmp_path_factory.mktemp("engines")
+    es, err = _start(lambda: start_test_engines(base))
+    if err:
+        pytest.fail(f"engines could not start: {err}", pytrace=False)
+    yield es
+    es.down()
+
+
+@pytest.fixture
+def private_redis(tmp_path) -> RedisEngine:
+    """A Redis of this test's own (AOF always); stopped after the test."""
+    eng, err = _start(lambda: start_redis(tmp_path / "redis", die_with_parent=True))
+    if err:
+        pytest.fail(f"redis could not start: {err}", pytrace=False)
+    yield eng
+    eng.stop()
+
+
+@pytest.fixture
+def private_kafka(tmp_path) -> KafkaEngine:
+    """A Kafka broker of this test's own with the QIM topics; stopped after the test.
+
+    Costs ~5 s and ~200 MiB: use only for tests that crash or restart the broker.
+    """
+    eng, err = _start(lambda: start_kafka(tmp_path / "kafka", TEST_SHARD_COUNT, die_with_parent=True))
+    if err:
+        pytest.fail(f"kafka could not start: {err}", pytrace=False)
+    yield eng
+    eng.stop()

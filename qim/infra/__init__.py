@@ -1,0 +1,1 @@
+"""Clients of the engines; foreign errors are converted here (STYLE.md)."""

@@ -1,0 +1,1 @@
+"""confluent-kafka behind an asyncio thread bridge."""

@@ -1,0 +1,172 @@
+"""confluent-kafka through a thread bridge (STYLE.md: confluent_kafka/aio/_common.py).
+
+librdkafka calls block; none may run on the event loop. The producer is polled by one
+daemon thread and resolves asyncio futures with `call_soon_threadsafe`; consumer calls
+run on a dedicated single-thread executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from typing import Any, Optional
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from qim.consts import KAFKA_MAX_RECORD_BYTES
+from qim.errors import EngineError
+
+logger = logging.getLogger(__name__)
+
+
+class AsyncProducer:
+    """Idempotent producer with acks=all (DESIGN.md §5.2).
+
+    `await produce(topic, value, key, partition)` -> (partition, offset) once the record
+    is durable on the broker; raises EngineError on delivery failure.
+    """
+
+    def __init__(self, bootstrap: str, extra: Optional[dict[str, Any]] = None) -> None:
+        conf = {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 1,
+            "message.max.bytes": KAFKA_MAX_RECORD_BYTES,
+            "compression.type": "none",
+        }
+        conf.update(extra or {})
+        self._producer = Producer(conf)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, name="qim-kafka-producer", daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            self._producer.poll(0.05)
+
+    def produce(self, topic: str, value: bytes, key: Optional[bytes] = None,
+                partition: Optional[int] = None) -> asyncio.Future:
+        """Enqueue one record; the returned future yields (partition, offset).
+        Must be called on the event loop thread. BufferError from a full local queue is
+        raised as EngineError (back-pressure is the caller's)."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+
+        def on_delivery(err: Optional[KafkaError], msg: Any) -> None:
+            if err is not None:
+                result: Any = EngineError(f"kafka delivery to {topic} failed: {err.str()}")
+            else:
+                result = (msg.partition(), msg.offset())
+            loop.call_soon_threadsafe(_resolve, fut, result)
+
+        kwargs: dict[str, Any] = {"value": value, "on_delivery": on_delivery}
+        if key is not None:
+            kwargs["key"] = key
+        if partition is not None:
+            kwargs["partition"] = partition
+        try:
+            self._producer.produce(topic, **kwargs)
+        except (BufferError, KafkaException) as exc:
+            raise EngineError(f"kafka produce to {topic} refused: {exc}") from exc
+        return fut
+
+    async def close(self, timeout: float = 10.0) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self._producer.flush, timeout)
+        self._stop.set()
+
+
+def _resolve(fut: asyncio.Future, result: Any) -> None:
+    if fut.done():
+        return
+    if isinstance(result, BaseException):
+        fut.set_exception(result)
+    else:
+        fut.set_result(result)
+
+
+class AsyncConsumer:
+    """A statically assigned consumer (no group rebalancing, DESIGN.md §8).
+
+    Offsets are committed explicitly (`commit`) under `group_id`; positions are hints,
+    watermarks are truth. All librdkafka calls run on one private thread.
+    """
+
+    def __init__(self, bootstrap: str, group_id: str, extra: Optional[dict[str, Any]] = None) -> None:
+        conf = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group_id,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest",
+            "fetch.max.bytes": KAFKA_MAX_RECORD_BYTES * 2,
+            "max.partition.fetch.bytes": KAFKA_MAX_RECORD_BYTES,
+            "isolation.level": "read_committed",
+            "fetch.wait.max.ms": 20,
+        }
+        conf.update(extra or {})
+        self._consumer = Consumer(conf)
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="qim-kafka-consumer")
+
+    async def _run(self, fn, *args):
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        except KafkaException as exc:
+            raise EngineError(f"kafka consumer call failed: {exc}") from exc
+
+    async def assign(self, topic: str, partitions_offsets: dict[int, int]) -> None:
+        """Assign partitions at explicit start offsets (an offset < 0 means the committed
+        position, else the earliest)."""
+        tps = [TopicPartition(topic, p, o) if o >= 0 else TopicPartition(topic, p) for p, o in partitions_offsets.items()]
+        await self._run(self._consumer.assign, tps)
+
+    async def committed(self, topic: str, partitions: list[int], timeout: float = 10.0) -> dict[int, int]:
+        """Committed offsets per partition (-1 when none)."""
+        tps = await self._run(self._consumer.committed, [TopicPartition(topic, p) for p in partitions], timeout)
+        return {tp.partition: tp.offset for tp in tps}
+
+    async def consume(self, max_records: int, timeout: float) -> list:
+        """Up to max_records messages (may be empty). A message carrying a broker error
+        other than partition EOF raises EngineError."""
+        msgs = await self._run(self._consumer.consume, max_records, timeout)
+        out = []
+        for m in msgs:
+            err = m.error()
+            if err is None:
+                out.append(m)
+            elif err.code() != KafkaError._PARTITION_EOF:
+                raise EngineError(f"kafka consume error: {err.str()}")
+        return out
+
+    async def commit(self, topic: str, partition: int, next_offset: int) -> None:
+        """Synchronously commit `next_offset` (the next record to read) for one partition."""
+        await self._run(lambda: self._consumer.commit(offsets=[TopicPartition(topic, partition, next_offset)], asynchronous=False))
+
+    async def pause(self, topic: str, partitions: list[int]) -> None:
+        await self._run(self._consumer.pause, [TopicPartition(topic, p) for p in partitions])
+
+    async def resume(self, topic: str, partitions: list[int]) -> None:
+        await self._run(self._consumer.resume, [TopicPartition(topic, p) for p in partitions])
+
+    async def close(self) -> None:
+        await self._run(self._consumer.close)
+        self._executor.shutdown(wait=False)
+
+
+async def topic_partitions(bootstrap: str, topic: str, timeout: float = 10.0) -> int:
+    """Partition count of `topic` from broker metadata; EngineError when absent/unreachable."""
+    from confluent_kafka.admin import AdminClient
+
+    def fetch() -> int:
+        md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=timeout)
+        t = md.topics.get(topic)
+        if t is None or t.error is not None:
+            raise EngineError(f"topic {topic} missing on {bootstrap}: {t.error if t else 'absent'}")
+        return len(t.partitions)
+
+    try:
+        return await asyncio.get_running_loop().run_in_executor(None, fetch)
+    except KafkaException as exc:
+        raise EngineError(f"kafka metadata from {bootstrap} failed: {exc}") from exc

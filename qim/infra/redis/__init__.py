@@ -1,0 +1,1 @@
+"""Redis client factory and Lua scripts called by cached SHA."""

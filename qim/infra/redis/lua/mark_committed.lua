@@ -1,0 +1,18 @@
+-- mark_committed (DESIGN.md §5.2): the Outbox record is durable (its offset is the
+-- OUTBOXED evidence), so the commit hash shrinks to the ACK coordinates and expires
+-- at committed_at + 2 h. Idempotent: a second call on COMMITTED changes nothing.
+-- KEYS: 1 commit hash, 2 in-flight zset
+-- ARGV: 1 outbox offset, 2 committed_at_ms, 3 helper ttl ms
+-- Returns {state, message_id, conversation_seq, created_at_ms}
+local st = redis.call('HGET', KEYS[1], 'st')
+if not st then
+  return redis.error_reply('QIM_NOT_FOUND commit state vanished')
+end
+if st ~= 'COMMITTED' then
+  redis.call('HSET', KEYS[1], 'st', 'COMMITTED', 'obo', ARGV[1], 'upd', ARGV[2])
+  redis.call('HDEL', KEYS[1], 'aud')
+  redis.call('PEXPIREAT', KEYS[1], tonumber(ARGV[2]) + tonumber(ARGV[3]))
+  redis.call('ZREM', KEYS[2], KEYS[1])
+end
+local r = redis.call('HMGET', KEYS[1], 'st', 'mid', 'cseq', 'cat')
+return r

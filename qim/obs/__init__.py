@@ -1,0 +1,1 @@
+"""Observability: /metrics and /healthz for every service (DESIGN.md §2)."""

@@ -1,0 +1,1 @@
+"""Generated Protobuf modules live in qim.proto.v1."""

@@ -1,0 +1,1 @@
+"""Generated Protobuf modules (tools/gen_proto.py). Do not edit."""

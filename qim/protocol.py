@@ -1,0 +1,71 @@
+"""Frozen wire numbers: opcodes, event types, kick reasons (docs/protocol.md).
+
+The high byte of an opcode is its category (DESIGN.md §4). Two values are anchored by
+the design: READ_SYNC = 0x0406 and LEAVE_GROUP = 0x0A04. Error codes live in
+`qim.errors.ErrorCode` and in `proto/qim/v1/common.proto` with the same numbers.
+Never renumber: add new values only.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class Opcode(enum.IntEnum):
+    """Frame opcodes. 0x7Fxx are internal (service to service) and refused from clients."""
+
+    AUTH = 0x0101
+    AUTH_OK = 0x0102
+    PING = 0x0103
+    PONG = 0x0104
+    KICKED = 0x0105
+    ERROR = 0x0106
+
+    SEND_MESSAGE = 0x0201
+    SEND_ACK = 0x0202
+
+    PULL_MAILBOX = 0x0301
+    MAILBOX_BATCH = 0x0302
+    PUSH_EVENTS = 0x0303
+
+    PULL_SESSION_LIST = 0x0401
+    SESSION_LIST_BATCH = 0x0402
+    SESSION_DELTA = 0x0403
+    MARK_READ = 0x0404
+    MARK_READ_OK = 0x0405
+    READ_SYNC = 0x0406
+
+    PULL_HISTORY = 0x0501
+    HISTORY_BATCH = 0x0502
+
+    JOIN_ROOM = 0x0601
+    ROOM_JOINED = 0x0602
+    ROOM_SEND = 0x0603
+    ROOM_ACK = 0x0604
+    ROOM_EVENTS = 0x0605
+    LEAVE_ROOM = 0x0606
+
+    CREATE_GROUP = 0x0A01
+    PULL_MEMBERS = 0x0A02
+    MEMBERS_BATCH = 0x0A03
+    LEAVE_GROUP = 0x0A04
+    GROUP_OK = 0x0A05
+
+    WRITER_SEND = 0x7F01
+    MAILBOX_PULL = 0x7F02
+    PUSH_BATCH = 0x7F03
+
+
+INTERNAL_CATEGORY = 0x7F
+
+
+class EventType(enum.IntEnum):
+    """Mailbox event types (one per type per event group)."""
+
+    MESSAGE = 1
+    RECALL = 2
+    MEMBERSHIP = 3
+    DELETE = 4
+
+
+assert Opcode.READ_SYNC == 0x0406 and Opcode.LEAVE_GROUP == 0x0A04

@@ -1,0 +1,202 @@
+"""One authenticated client connection: request/reply correlation over FramedStream.
+
+`Connection.open(endpoint, token)` connects (TCP), sends AUTH and waits for AUTH_OK
+(DESIGN.md §4, docs/protocol.md). Afterwards `request(opcode, body)` sends one frame
+with a fresh request_id (u32, never 0) and returns the reply (opcode, body); an ERROR
+reply raises ServerError, a dropped connection ConnectionLost. Server-initiated
+frames (request_id 0: PUSH_EVENTS, KICKED) go to `on_push` / `on_kicked`.
+
+`await_probed` implements the ACK deadline (DESIGN.md §9, §11): after 3 s without a
+reply it sends PING; no PONG within `probe_s` (4 s) aborts the connection, so an
+unavailable server is detected within 7 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Callable, Optional
+
+from qim.consts import SEND_ACK_PROBE_S
+from qim.errors import ErrorCode, FrameError
+from qim.net.framed import FramedStream, StreamClosed, open_framed, parse_addr
+from qim.proto.v1 import common_pb2, connection_pb2, mailbox_pb2
+from qim.protocol import Opcode
+from qim.sdk.events import ConnectionLost, ServerError
+
+logger = logging.getLogger(__name__)
+PROBE_S = 4.0
+CLIENT_VERSION = "qim-sdk-py/0.1"
+
+
+def _server_error(body: bytes) -> ServerError:
+    err = common_pb2.Error()
+    try:
+        err.ParseFromString(body)
+        return ServerError(ErrorCode(err.code), err.message, err.request_opcode)
+    except Exception:  # an unreadable ERROR must still surface as an error
+        return ServerError(ErrorCode.INTERNAL, "unreadable ERROR body")
+
+
+class Connection:
+    """An authenticated stream. Create with `await Connection.open(...)`."""
+
+    def __init__(self, stream: FramedStream) -> None:
+        self._stream = stream
+        self._waiters: dict[int, asyncio.Future] = {}
+        self._next_id = 0
+        self.auth: Optional[connection_pb2.AuthOk] = None
+        self.on_push: Callable[[mailbox_pb2.PushEvents], None] = lambda push: None
+        self.on_kicked: Callable[[int], None] = lambda reason: None
+        self.closed = asyncio.get_running_loop().create_future()  # result: reason str
+        self._reader: Optional[asyncio.Task] = None
+
+    @classmethod
+    async def open(cls, endpoint: str, token: str, timeout: float = 5.0) -> "Connection":
+        """Connect and authenticate. ServerError(UNAUTHENTICATED) on a refused token,
+        ConnectionLost when the endpoint cannot be reached or drops during AUTH."""
+        host, port = parse_addr(endpoint)
+        try:
+            stream = await open_framed(host, port, timeout)
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise ConnectionLost(f"cannot reach {endpoint}: {exc.__class__.__name__}") from exc
+        conn = cls(stream)
+        conn._reader = asyncio.get_running_loop().create_task(conn._read_loop())
+        try:
+            op, body = await conn.request(Opcode.AUTH, connection_pb2.Auth(
+                token=token, client_version=CLIENT_VERSION).SerializeToString(), timeout=timeout)
+            if op != Opcode.AUTH_OK:
+                raise ConnectionLost(f"unexpected reply 0x{op:04x} to AUTH")
+            conn.auth = connection_pb2.AuthOk.FromString(body)
+        except BaseException:
+            conn.abort("auth failed")
+            raise
+        return conn
+
+    @property
+    def is_open(self) -> bool:
+        return not self.closed.done()
+
+    def _rid(self) -> int:
+        self._next_id = self._next_id % 0xFFFFFFFF + 1  # u32, never 0 (0 = server-initiated)
+        return self._next_id
+
+    def send_request(self, opcode: int, body: bytes) -> asyncio.Future:
+        """Queue one request frame; the future gets (opcode, body) or an exception."""
+        if not self.is_open:
+            raise ConnectionLost("connection is closed")
+        rid = self._rid()
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters[rid] = fut
+        fut.add_done_callback(lambda _f: self._waiters.pop(rid, None))
+        try:
+            self._stream.send(opcode, rid, body)
+        except StreamClosed as exc:
+            self._waiters.pop(rid, None)
+            raise ConnectionLost("connection is closed") from exc
+        return fut
+
+    async def request(self, opcode: int, body: bytes, timeout: Optional[float] = None) -> tuple[int, bytes]:
+        """Send and await the reply; asyncio.TimeoutError after `timeout` seconds."""
+        fut = self.send_request(opcode, body)
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        finally:
+            fut.cancel()
+
+    async def await_probed(self, fut: asyncio.Future, deadline_s: float = SEND_ACK_PROBE_S,
+                           probe_s: float = PROBE_S) -> tuple[int, bytes]:
+        """Await a reply; each `deadline_s` without one, PING; no PONG → abort + ConnectionLost."""
+        try:
+            while True:
+                done, _ = await asyncio.wait({fut}, timeout=deadline_s)
+                if done:
+                    return fut.result()
+                await self.ping(probe_s)
+        finally:
+            fut.cancel()
+
+    async def ping(self, timeout: float = PROBE_S) -> int:
+        """PING → PONG; returns the server time (ms). No PONG in time: abort, ConnectionLost."""
+        body = connection_pb2.Ping(client_time_ms=int(time.time() * 1000)).SerializeToString()
+        try:
+            op, reply = await self.request(Opcode.PING, body, timeout)
+        except asyncio.TimeoutError:
+            self.abort("ping timeout")
+            raise ConnectionLost("no PONG within the probe deadline") from None
+        if op != Opcode.PONG:
+            raise ConnectionLost(f"unexpected reply 0x{op:04x} to PING")
+        return connection_pb2.Pong.FromString(reply).server_time_ms
+
+    async def flush(self) -> None:
+        """Wait until queued frames were handed to the socket."""
+        try:
+            await self._stream.flush()
+        except StreamClosed as exc:
+            raise ConnectionLost("connection is closed") from exc
+
+    async def _read_loop(self) -> None:
+        reason = "closed by server"
+        try:
+            while True:
+                frame = await self._stream.read_frame()
+                if frame is None:
+                    break
+                opcode, rid, body = frame
+                if rid == 0:
+                    self._server_frame(opcode, body)
+                    continue
+                fut = self._waiters.get(rid)
+                if fut is None or fut.done():
+                    continue  # a reply after its waiter gave up (timeout/cancel)
+                if opcode == Opcode.ERROR:
+                    fut.set_exception(_server_error(body))
+                else:
+                    fut.set_result((opcode, body))
+        except FrameError as exc:
+            reason = f"frame error {exc.__class__.__name__}"
+        except (ConnectionError, OSError) as exc:
+            reason = f"socket error {exc.__class__.__name__}"
+        finally:
+            self._finish(reason)
+
+    def _server_frame(self, opcode: int, body: bytes) -> None:
+        try:
+            if opcode == Opcode.PUSH_EVENTS:
+                self.on_push(mailbox_pb2.PushEvents.FromString(body))
+            elif opcode == Opcode.KICKED:
+                self.on_kicked(connection_pb2.Kicked.FromString(body).reason)
+            else:
+                logger.debug("ignoring server frame 0x%04x", opcode)
+        except Exception:  # a bad push must not kill the reader
+            logger.exception("server frame 0x%04x could not be handled", opcode)
+
+    def _finish(self, reason: str) -> None:
+        if not self.closed.done():
+            self.closed.set_result(reason)
+        for fut in list(self._waiters.values()):
+            if not fut.done():
+                fut.set_exception(ConnectionLost(reason))
+                fut.exception()  # mark retrieved: nobody may be waiting any more
+        self._waiters.clear()
+
+    def abort(self, reason: str = "aborted") -> None:
+        """Drop the connection at once (queued frames are lost)."""
+        self._stream.abort()
+        self._finish(reason)
+
+    async def close(self) -> None:
+        """Close after queued frames are written; waits for the reader to stop."""
+        self._stream.close()
+        self._finish("closed by client")
+        if self._reader is not None:
+            self._reader.cancel()
+            try:
+                await self._reader
+            except BaseException:  # noqa: BLE001 — reader cancelled or already failed
+                pass
+        try:
+            await asyncio.wait_for(self._stream.wait_closed(), 2.0)
+        except (asyncio.TimeoutError, ConnectionError, OSError):
+            pass

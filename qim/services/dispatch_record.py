@@ -1,0 +1,103 @@
+"""The GroupDispatch record: one deterministic canonical encoding (DESIGN.md §5.3).
+
+FanoutCoordinator writes it to `qim.dispatch` partition = target shard (key =
+dispatch_id); MailboxMaterializer reads it. payload_digest = BLAKE3 of the canonical
+bytes, so a replayed dispatch is recognised and a different one with the same id is not.
+
+Layout, big-endian:
+  version u8 = 1 | tenant 16 | dispatch_id 16 | message_id 16 | conversation_id 16 |
+  conversation_seq u64 | sender_id u64 | created_at_ms u64 | message_type u32 |
+  target_shard u32 | flags u8 (bit0 inline body) | sender client_message_id 16 |
+  custom_type_len u8 | custom_type | recipient_count u32 | recipients u64 × n (ascending,
+  distinct) | [body_len u32 | body]   (present iff bit0)
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Optional
+
+import blake3
+
+from qim.consts import MAX_CUSTOM_TYPE_BYTES, MAX_MESSAGE_BODY
+
+VERSION = 1
+FLAG_INLINE = 0x01
+_HEAD = struct.Struct(">B16s16s16s16sQQQIIB16sB")
+
+
+class DispatchDecodeError(ValueError):
+    """The bytes are not a canonical dispatch record."""
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """A decoded dispatch; `body` is None when the entries reference the message."""
+
+    tenant: int
+    dispatch_id: bytes
+    message_id: bytes
+    conversation_id: bytes
+    conversation_seq: int
+    sender_id: int
+    created_at_ms: int
+    message_type: int
+    target_shard: int
+    client_message_id: bytes
+    custom_type: bytes
+    recipients: tuple[int, ...]
+    body: Optional[bytes]
+
+    def encode(self) -> bytes:
+        """Canonical bytes. ValueError when recipients are not ascending and distinct."""
+        if list(self.recipients) != sorted(set(self.recipients)) or not self.recipients:
+            raise ValueError("recipients must be non-empty, ascending and distinct")
+        head = _HEAD.pack(VERSION, self.tenant.to_bytes(16, "big"), self.dispatch_id, self.message_id,
+                          self.conversation_id, self.conversation_seq, self.sender_id, self.created_at_ms,
+                          self.message_type, self.target_shard, FLAG_INLINE if self.body is not None else 0,
+                          self.client_message_id, len(self.custom_type))
+        parts = [head, self.custom_type, struct.pack(">I", len(self.recipients)),
+                 struct.pack(f">{len(self.recipients)}Q", *self.recipients)]
+        if self.body is not None:
+            parts += [struct.pack(">I", len(self.body)), self.body]
+        return b"".join(parts)
+
+
+def payload_digest(canonical: bytes) -> bytes:
+    """32-byte BLAKE3 of the canonical bytes."""
+    return blake3.blake3(canonical).digest()
+
+
+def decode(data: bytes) -> Dispatch:
+    """Strict inverse of Dispatch.encode; DispatchDecodeError on any deviation."""
+    try:
+        (version, tenant, dispatch_id, message_id, conversation_id, cseq, sender, created, mtype, shard,
+         flags, cmid, ct_len) = _HEAD.unpack_from(data, 0)
+        if version != VERSION or flags & ~FLAG_INLINE or ct_len > MAX_CUSTOM_TYPE_BYTES:
+            raise DispatchDecodeError("bad version, flags or custom_type length")
+        pos = _HEAD.size
+        custom_type = data[pos:pos + ct_len]
+        pos += ct_len
+        (count,) = struct.unpack_from(">I", data, pos)
+        pos += 4
+        recipients = struct.unpack_from(f">{count}Q", data, pos)
+        pos += 8 * count
+        body = None
+        if flags & FLAG_INLINE:
+            (body_len,) = struct.unpack_from(">I", data, pos)
+            pos += 4
+            if body_len > MAX_MESSAGE_BODY:
+                raise DispatchDecodeError("inline body too large")
+            body = data[pos:pos + body_len]
+            pos += body_len
+            if len(body) != body_len:
+                raise DispatchDecodeError("truncated body")
+    except struct.error as exc:
+        raise DispatchDecodeError(f"truncated dispatch: {exc}") from None
+    if pos != len(data) or len(custom_type) != ct_len:
+        raise DispatchDecodeError("trailing or missing bytes")
+    if count == 0 or list(recipients) != sorted(set(recipients)):
+        raise DispatchDecodeError("recipients must be non-empty, ascending and distinct")
+    return Dispatch(int.from_bytes(tenant, "big"), dispatch_id, message_id, conversation_id, cseq, sender, created,
+                    mtype, shard, cmid, bytes(custom_type), tuple(recipients), None if body is None else bytes(body))

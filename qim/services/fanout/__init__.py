@@ -1,0 +1,1 @@
+"""FanoutCoordinator (qim-fanout): Outbox -> one GroupDispatch per target MailboxShard."""

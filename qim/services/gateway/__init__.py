@@ -1,0 +1,1 @@
+"""ConnectionNode (qim-gateway): client connections, auth, validation, routing, PUSH."""

@@ -1,0 +1,148 @@
+"""One client connection of the ConnectionNode (DESIGN.md §4, §5.1).
+
+Frame faults close the connection at once (no resync). Request faults get an ERROR
+frame with the request's id. Validation happens here before anything reaches a writer;
+the actor identity comes from AUTH, never from a request body. At most
+`inflight_limit` requests per connection are in progress; past that the connection
+stops reading (TCP back-pressure; nothing is dropped).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from google.protobuf.message import DecodeError
+from prometheus_client import Counter
+
+from qim._core import ids
+from qim.errors import ErrorCode, FrameError, RequestError
+from qim.net.framed import FramedStream
+from qim.net.rpc import error_body
+from qim.proto.v1 import connection_pb2, internal_pb2, mailbox_pb2
+from qim.protocol import INTERNAL_CATEGORY, Opcode
+from qim.services.gateway.auth import verify_dev_token
+from qim.services.writer.validate import check_send_shape, direct_audience, parse_send
+
+logger = logging.getLogger(__name__)
+
+FRAME_FAULTS = Counter("qim_gateway_frame_faults", "Connections closed for a frame-level fault", ["kind"])
+REQUEST_ERRORS = Counter("qim_gateway_request_errors", "ERROR frames sent", ["code"])
+REQUESTS = Counter("qim_gateway_requests", "Client requests received", ["opcode"])
+HEARTBEAT_S = 60
+RESERVED = {op.value for op in Opcode if (op >> 8) in (0x04, 0x05, 0x06, 0x0A)}
+
+
+class ClientConnection:
+    """Serves one client stream until it closes; `run()` returns when done."""
+
+    def __init__(self, stream: FramedStream, gateway) -> None:
+        self.stream = stream
+        self.gw = gateway
+        self.tenant = 0
+        self.user_id = 0
+        self.device_id = 0
+        self.shard = 0
+        self._permits = asyncio.Semaphore(gateway.config.inflight_limit)
+        self._tasks: set[asyncio.Task] = set()
+
+    # DeviceConn protocol (sessions.OnlineRegistry)
+    def send(self, opcode: int, request_id: int, body: bytes) -> None:
+        self.stream.send(opcode, request_id, body)
+
+    def kick(self) -> None:
+        self.stream.close()
+
+    @property
+    def queued_bytes(self) -> int:
+        return self.stream.queued_bytes
+
+    def _actor(self) -> internal_pb2.Actor:
+        return internal_pb2.Actor(tenant_id=self.tenant.to_bytes(16, "big"), user_id=self.user_id,
+                                  device_id=self.device_id)
+
+    async def run(self) -> None:
+        try:
+            while True:
+                item = await self.stream.read_frame()
+                if item is None:
+                    break
+                opcode, request_id, body = item
+                REQUESTS.labels(opcode=f"0x{opcode:04x}").inc()
+                await self._permits.acquire()
+                task = asyncio.get_running_loop().create_task(self._serve(opcode, request_id, body))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        except FrameError as exc:
+            FRAME_FAULTS.labels(kind=type(exc).__name__).inc()
+            logger.info("closing %s: %s", self.stream.peer, type(exc).__name__)
+            self.stream.abort()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            for t in list(self._tasks):
+                t.cancel()
+            if self.user_id:
+                self.gw.online.unregister(self)
+            self.stream.close()
+
+    async def _serve(self, opcode: int, request_id: int, body: bytes) -> None:
+        try:
+            reply_opcode, reply = await self._dispatch(opcode, body)
+        except RequestError as exc:
+            REQUEST_ERRORS.labels(code=exc.code.name).inc()
+            reply_opcode, reply = Opcode.ERROR, error_body(exc.code, exc.message, opcode)
+        except Exception:
+            logger.exception("request 0x%04x failed", opcode)
+            REQUEST_ERRORS.labels(code="INTERNAL").inc()
+            reply_opcode, reply = Opcode.ERROR, error_body(ErrorCode.INTERNAL, "internal error", opcode)
+        finally:
+            self._permits.release()
+        if reply_opcode and not self.stream.closed:
+            self.stream.send(reply_opcode, request_id, reply)
+
+    async def _dispatch(self, opcode: int, body: bytes) -> tuple[int, bytes]:
+        if opcode == Opcode.PING:
+            return Opcode.PONG, connection_pb2.Pong(server_time_ms=time.time_ns() // 1_000_000,
+                                                    heartbeat_s=HEARTBEAT_S).SerializeToString()
+        if opcode == Opcode.AUTH:
+            return self._auth(body)
+        if (opcode >> 8) == INTERNAL_CATEGORY:
+            raise RequestError(ErrorCode.FORBIDDEN, "internal opcode")
+        if not self.user_id:
+            raise RequestError(ErrorCode.UNAUTHENTICATED, "AUTH first")
+        if opcode == Opcode.SEND_MESSAGE:
+            msg = parse_send(body)
+            check_send_shape(msg, self.gw.config.max_body)
+            direct_audience(self.tenant, self.user_id, msg)
+            req = internal_pb2.WriterSend(actor=self._actor(), upstream=body)
+            return await self.gw.router.call_writer(msg.conversation_id, Opcode.WRITER_SEND, req.SerializeToString())
+        if opcode == Opcode.PULL_MAILBOX:
+            try:
+                mailbox_pb2.PullMailbox.FromString(body)
+            except DecodeError:
+                raise RequestError(ErrorCode.INVALID_ARGUMENT, "PULL_MAILBOX body is not a valid PullMailbox") from None
+            req = internal_pb2.MailboxPull(actor=self._actor(), upstream=body)
+            return await self.gw.router.call_mailbox(self.shard, Opcode.MAILBOX_PULL, req.SerializeToString())
+        if opcode in RESERVED:
+            raise RequestError(ErrorCode.INVALID_ARGUMENT, f"opcode 0x{opcode:04x} not supported yet")
+        raise RequestError(ErrorCode.INVALID_ARGUMENT, f"unknown opcode 0x{opcode:04x}")
+
+    def _auth(self, body: bytes) -> tuple[int, bytes]:
+        if self.user_id:
+            raise RequestError(ErrorCode.INVALID_ARGUMENT, "already authenticated")
+        try:
+            auth = connection_pb2.Auth.FromString(body)
+        except DecodeError:
+            raise RequestError(ErrorCode.INVALID_ARGUMENT, "AUTH body is not a valid Auth") from None
+        tenant, user, device = verify_dev_token(self.gw.config.token_secret, auth.token)
+        if tenant != self.gw.config.common.tenant:
+            raise RequestError(ErrorCode.UNAUTHENTICATED, "token is for another tenant")
+        lane, _, shard = ids.user_placement(tenant, user, self.gw.config.common.shard_count)
+        self.tenant, self.user_id, self.device_id, self.shard = tenant, user, device, shard
+        self.gw.online.register(self)
+        ok = connection_pb2.AuthOk(tenant_id=tenant.to_bytes(16, "big"), user_id=user, device_id=device,
+                                   server_time_ms=time.time_ns() // 1_000_000, heartbeat_s=HEARTBEAT_S,
+                                   mailbox_lane=lane, mailbox_shard=shard)
+        return Opcode.AUTH_OK, ok.SerializeToString()

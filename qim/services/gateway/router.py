@@ -1,0 +1,49 @@
+"""Backend routing of the gateway (DESIGN.md §5.1).
+
+Writers: rendezvous (highest random weight) hash of conversation_id over
+QIM_WRITER_ADDRS; when the first choice is unreachable the next one is tried. Routing
+is affinity only: every writer commits correctly for every conversation.
+Mailbox: the node that owns the user's shard (static assignment, shard mod node count).
+"""
+
+from __future__ import annotations
+
+import blake3
+
+from qim.errors import ErrorCode, RequestError
+from qim.net.rpc import RpcClient
+
+
+def rendezvous_order(key: bytes, addrs: tuple[str, ...]) -> list[int]:
+    """Indexes of addrs by descending BLAKE3(addr ‖ key) weight (stable for a key)."""
+    weights = [(blake3.blake3(a.encode() + b"\0" + key).digest()[:8], i) for i, a in enumerate(addrs)]
+    return [i for _, i in sorted(weights, reverse=True)]
+
+
+class BackendRouter:
+    """RPC clients to writers and mailbox nodes, with failover for writers."""
+
+    def __init__(self, writer_addrs: tuple[str, ...], mailbox_addrs: tuple[str, ...]) -> None:
+        self._writer_addrs = writer_addrs
+        self._writers = [RpcClient(a) for a in writer_addrs]
+        self._mailboxes = [RpcClient(a) for a in mailbox_addrs]
+
+    async def call_writer(self, conversation_id: bytes, opcode: int, body: bytes) -> tuple[int, bytes]:
+        """Send to the rendezvous writer; on UNAVAILABLE try the next. Raises the last
+        RequestError(UNAVAILABLE) when none answers."""
+        last = RequestError(ErrorCode.UNAVAILABLE, "no writer configured")
+        for i in rendezvous_order(conversation_id, self._writer_addrs):
+            try:
+                return await self._writers[i].call(opcode, body)
+            except RequestError as exc:
+                if exc.code != ErrorCode.UNAVAILABLE:
+                    raise
+                last = exc
+        raise last
+
+    async def call_mailbox(self, shard: int, opcode: int, body: bytes) -> tuple[int, bytes]:
+        return await self._mailboxes[shard % len(self._mailboxes)].call(opcode, body)
+
+    async def close(self) -> None:
+        for c in self._writers + self._mailboxes:
+            await c.close()

@@ -1,0 +1,1 @@
+"""MailboxNode + MailboxMaterializer (qim-mailbox): dispatch log -> user mailboxes."""

@@ -1,0 +1,96 @@
+"""PULL_MAILBOX (DESIGN.md §5.5): entries after the device cursor, never past the lane's
+materialized watermark, split only at mailbox_seq boundaries, referenced bodies filled
+from MessageStore in one pipelined read per page.
+"""
+
+from __future__ import annotations
+
+from google.protobuf.message import DecodeError
+
+from qim._core import eventgroup, ids, watermark
+from qim._core import mailbox_seq as mseq
+from qim.consts import MAILBOX_PAGE_MAX_BYTES, MAILBOX_PAGE_MAX_ENTRIES
+from qim.errors import ErrorCode, RequestError, SeqError
+from qim.proto.v1 import internal_pb2, mailbox_pb2, message_pb2
+from qim.services.mailbox.materializer import MailboxMaterializer
+from qim.services.mailbox.store import RedisMailboxStore
+from qim.services.writer.keys import CommitKeys
+
+
+def entry_pb(seq: int, ev) -> mailbox_pb2.MailboxEntry:
+    """Wire form of one MailboxEvent at `seq` (body filled later when referenced)."""
+    return mailbox_pb2.MailboxEntry(
+        mailbox_seq=seq, event_type=ev.event_type, event_id=ev.event_id, message_id=ev.message_id,
+        conversation_id=ev.conversation_id, conversation_seq=ev.conversation_seq, sender_id=ev.sender_id,
+        created_at_ms=ev.created_at_ms, message_type=ev.message_type, custom_type=ev.custom_type,
+        client_message_id=ev.client_message_id, body=ev.body or b"",
+    )
+
+
+class MailboxPuller:
+    """Serves MAILBOX_PULL for the shards this node owns.
+
+    Raises RequestError: INVALID_ARGUMENT (bad body or cursor), UNAVAILABLE (shard not
+    owned here or not ready), MAILBOX_DIRTY (the node stopped materializing).
+    """
+
+    def __init__(self, redis, store: RedisMailboxStore, materializer: MailboxMaterializer, shard_count: int) -> None:
+        self._redis = redis
+        self._store = store
+        self._mat = materializer
+        self._shard_count = shard_count
+
+    async def pull(self, req: internal_pb2.MailboxPull) -> mailbox_pb2.MailboxBatch:
+        try:
+            q = mailbox_pb2.PullMailbox.FromString(req.upstream)
+        except DecodeError:
+            raise RequestError(ErrorCode.INVALID_ARGUMENT, "PULL_MAILBOX body is not a valid PullMailbox") from None
+        tenant = int.from_bytes(req.actor.tenant_id, "big")
+        user = req.actor.user_id
+        lane, _, shard = ids.user_placement(tenant, user, self._shard_count)
+        state = self._mat.shards.get(shard)
+        if state is None:
+            raise RequestError(ErrorCode.UNAVAILABLE, "mailbox shard not served by this node")
+        if self._mat.dirty_reason:
+            raise RequestError(ErrorCode.MAILBOX_DIRTY, "mailbox shard stopped; retry later")
+        if q.cursor == 0:
+            after = -1
+        else:
+            try:
+                epoch, after = mseq.split(q.cursor)
+            except SeqError:
+                raise RequestError(ErrorCode.INVALID_ARGUMENT, "cursor is not a mailbox_seq") from None
+            if epoch != state.epoch:
+                raise RequestError(ErrorCode.INVALID_ARGUMENT, "cursor belongs to another shard epoch")
+        visible = watermark.visible_offset(state.blob, lane)
+        max_entries = min(q.max_entries or MAILBOX_PAGE_MAX_ENTRIES, MAILBOX_PAGE_MAX_ENTRIES)
+        max_bytes = min(q.max_bytes or MAILBOX_PAGE_MAX_BYTES, MAILBOX_PAGE_MAX_BYTES)
+        rows = await self._store.read_range(tenant, user, after, visible, max_entries + 1)
+        batch = mailbox_pb2.MailboxBatch(next_cursor=q.cursor, lane=lane, shard_epoch=state.epoch)
+        used = 0
+        refs = []
+        for i, (member, _score) in enumerate(rows):
+            if i == max_entries or (i > 0 and used + len(member) > max_bytes):
+                batch.has_more = True
+                break
+            seq = mseq.from_bytes(member[:8])
+            for ev in eventgroup.unpack_group(member[8:]):
+                entry = batch.entries.add()
+                entry.CopyFrom(entry_pb(seq, ev))
+                if ev.body is None:
+                    refs.append((entry, ev))
+            used += len(member)
+            batch.next_cursor = seq
+        if refs:
+            await self._fill_bodies(tenant, refs)
+        return batch
+
+    async def _fill_bodies(self, tenant: int, refs: list) -> None:
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for _, ev in refs:
+                pipe.get(CommitKeys(tenant, ev.conversation_id).record(ev.message_id))
+            records = await pipe.execute()
+        for (entry, _), raw in zip(refs, records):
+            if raw is None:
+                raise RequestError(ErrorCode.INTERNAL, "referenced message missing from MessageStore")
+            entry.body = message_pb2.MessageRecord.FromString(raw).body

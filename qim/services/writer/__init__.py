@@ -1,0 +1,1 @@
+"""ConversationWriter + MessageCommitter (qim-writer): the only producer of SEND_ACK."""

@@ -1,0 +1,58 @@
+"""Redis key layout of the commit path (DESIGN.md §3 commit bucket, seed 004 §2).
+
+Every key of one conversation carries the hash tag `{bNNN}` of its commit bucket so a
+bucket's keys live on one instance (DESIGN.md §8). The idempotency key is in the
+conversation's bucket too: a client_message_id reused for another conversation is only
+detected when both land in one bucket (docs/decisions/0002-commit-keys.md).
+"""
+
+from __future__ import annotations
+
+from qim._core import ids
+
+
+class CommitKeys:
+    """Keys of one conversation in one tenant. `bucket` is computed once per request."""
+
+    __slots__ = ("tag", "tenant_hex", "conv_hex", "bucket")
+
+    def __init__(self, tenant: int, conversation_id: bytes) -> None:
+        self.bucket = ids.commit_bucket(tenant, conversation_id)
+        self.tag = "{b%03d}" % self.bucket
+        self.tenant_hex = "%032x" % tenant
+        self.conv_hex = conversation_id.hex()
+
+    def commit(self, sender_id: int, cmid: bytes) -> str:
+        """Commit hash: state, identity digest, ACK coordinates (2 h after commit)."""
+        return f"qim:commit:{self.tag}:{self.tenant_hex}:{sender_id}:{cmid.hex()}"
+
+    def seq(self) -> str:
+        return f"qim:cseq:{self.tag}:{self.tenant_hex}:{self.conv_hex}"
+
+    def record(self, message_id: bytes) -> str:
+        return f"qim:msg:{self.tag}:{message_id.hex()}"
+
+    def history(self) -> str:
+        return f"qim:hist:{self.tag}:{self.tenant_hex}:{self.conv_hex}"
+
+    def inflight(self) -> str:
+        return inflight_key(self.bucket)
+
+
+def inflight_key(bucket: int) -> str:
+    """ZSET of commit hashes not yet COMMITTED, scored by last update (CommitRecovery)."""
+    return "qim:inflight:{b%03d}" % bucket
+
+
+def record_key_for(commit_key: str, message_id: bytes) -> str:
+    """The record key in the same bucket as `commit_key`."""
+    tag = commit_key.split(":")[2]
+    return f"qim:msg:{tag}:{message_id.hex()}"
+
+
+def hlc_key(region_id: int, writer_id: int) -> str:
+    return f"qim:hlc:{region_id}:{writer_id}"
+
+
+def writer_lease_key(region_id: int, writer_id: int) -> str:
+    return f"qim:writer-lease:{region_id}:{writer_id}"

@@ -1,0 +1,103 @@
+"""ConversationWriter: internal RPC front of the MessageCommitter (DESIGN.md §2, §5.2).
+
+Serves WRITER_SEND from gateways; counts every request received (the bad-input test
+reads `qim_writer_requests_total` to prove malformed client input never got here).
+Readiness: Redis reachable, HLC window held, Outbox topic confirmed by broker metadata.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from google.protobuf.message import DecodeError
+from prometheus_client import Counter, Histogram
+
+from qim.config import WriterConfig
+from qim.consts import OUTBOX_TOPIC
+from qim.errors import EngineError, ErrorCode, RequestError
+from qim.infra.kafka.bridge import AsyncProducer, topic_partitions
+from qim.infra.redis.client import LuaScripts, connect
+from qim.net.framed import parse_addr
+from qim.net.rpc import serve_rpc
+from qim.obs.http import serve_http
+from qim.proto.v1 import internal_pb2
+from qim.protocol import Opcode
+from qim.services.writer.committer import MessageCommitter
+from qim.services.writer.hlc import HlcClock
+
+logger = logging.getLogger(__name__)
+
+REQUESTS = Counter("qim_writer_requests", "Internal requests received by the writer", ["opcode"])
+COMMITS = Counter("qim_writer_commits", "Send commits by result code", ["result"])
+COMMIT_SECONDS = Histogram("qim_writer_commit_seconds", "Time from request to SendAck")
+SCRIPTS = ("reserve_and_record", "mark_committed", "hlc_lease", "lease_renew")
+
+
+class ConversationWriter:
+    """Wires Redis, the Outbox producer, the HLC clock and the committer; `run()` serves."""
+
+    def __init__(self, config: WriterConfig) -> None:
+        self.config = config
+        self.redis = connect(config.common.redis_addr)
+        self.scripts = LuaScripts(self.redis, SCRIPTS)
+        self.producer = AsyncProducer(config.common.kafka_bootstrap)
+        self.clock = HlcClock(self.redis, self.scripts, config.region_id, config.writer_id)
+        self.committer = MessageCommitter(self.redis, self.scripts, self.producer, self.clock,
+                                          config.common.shard_count)
+        self._outbox_ok = False
+        self._redis_ok = False
+        self._tasks: list[asyncio.Task] = []
+
+    def not_ready(self):
+        if not self._redis_ok:
+            yield "redis unreachable"
+        if not self.clock.ready:
+            yield "hlc window not held"
+        if not self._outbox_ok:
+            yield "outbox topic not confirmed"
+
+    async def handle(self, opcode: int, body: bytes) -> tuple[int, bytes]:
+        REQUESTS.labels(opcode=f"0x{opcode:04x}").inc()
+        if opcode != Opcode.WRITER_SEND:
+            raise RequestError(ErrorCode.INVALID_ARGUMENT, f"writer does not serve opcode 0x{opcode:04x}")
+        try:
+            req = internal_pb2.WriterSend.FromString(body)
+        except DecodeError:
+            raise RequestError(ErrorCode.INVALID_ARGUMENT, "bad WriterSend") from None
+        started = time.perf_counter()
+        try:
+            ack = await self.committer.commit(req.actor, req.upstream)
+        except RequestError as exc:
+            COMMITS.labels(result=exc.code.name).inc()
+            raise
+        COMMITS.labels(result="OK").inc()
+        COMMIT_SECONDS.observe(time.perf_counter() - started)
+        return Opcode.SEND_ACK, ack.SerializeToString()
+
+    async def _watch_redis(self) -> None:
+        while True:
+            try:
+                await self.redis.ping()
+                self._redis_ok = True
+            except Exception:
+                self._redis_ok = False
+            await asyncio.sleep(2.0)
+
+    async def start(self) -> asyncio.AbstractServer:
+        """Check engines, lease the clock, start listeners. EngineError when not possible."""
+        await self.redis.ping()
+        self._redis_ok = True
+        if await topic_partitions(self.config.common.kafka_bootstrap, OUTBOX_TOPIC) != 1:
+            raise EngineError(f"{OUTBOX_TOPIC} must have exactly 1 partition")
+        self._outbox_ok = True
+        await self.clock.start()
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self.clock.maintain()), loop.create_task(self.committer.recovery_loop()),
+                       loop.create_task(self._watch_redis())]
+        await serve_http(self.config.metrics_listen, self.not_ready)
+        host, port = parse_addr(self.config.listen)
+        server = await serve_rpc(host, port, self.handle, self.config.inflight_limit)
+        logger.info("writer %d listening on %s", self.clock.writer_id, self.config.listen)
+        return server

@@ -1,0 +1,30 @@
+"""Build the Cython extensions of qim._core (QIM_DEBUG=1 compiles invariant checks in)."""
+
+import os
+
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+MODULES = ("frame", "mailbox_seq", "watermark", "eventgroup", "ids")
+DEBUG = os.environ.get("QIM_DEBUG", "") == "1"
+# frame.pyx calls zlib's C crc32 (zlib.h); the others need no C library
+LIBRARIES = {"frame": ["z"]}
+
+extensions = [
+    Extension(
+        f"qim._core.{name}",
+        [f"qim/_core/{name}.pyx"],
+        extra_compile_args=["-O2"],
+        libraries=LIBRARIES.get(name, []),
+    )
+    for name in MODULES
+]
+
+setup(
+    ext_modules=cythonize(
+        extensions,
+        language_level=3,
+        compile_time_env={"QIM_DEBUG": DEBUG},
+        compiler_directives={"boundscheck": DEBUG, "wraparound": False, "cdivision": True},
+    ),
+)

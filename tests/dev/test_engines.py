@@ -1,0 +1,164 @@
+"""Real-engine tests of the development engine manager (qim/dev).
+
+No mocks: every test talks to a real redis-server or Kafka broker started by
+qim.dev, on its own ports under a tmp dir.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import ConfigResource
+
+from qim.consts import DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC
+from qim.dev import redis_engine
+from qim.dev._proc import pid_alive
+from qim.dev.engines import EngineSet
+from qim.dev.kafka_engine import admin_client
+from qim.dev.redis_engine import start_redis
+from qim.dev.testing import TEST_SHARD_COUNT
+from qim.errors import EngineError
+
+
+def _cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "qim.dev.cli", *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_env_shape(engines):
+    env = engines.env()
+    assert env == {"QIM_REDIS_ADDR": engines.redis_addr,
+                   "QIM_KAFKA_BOOTSTRAP": engines.kafka_bootstrap,
+                   "QIM_MAILBOX_SHARD_COUNT": str(TEST_SHARD_COUNT)}
+    assert engines.redis_addr.startswith("127.0.0.1:")
+    assert engines.redis_addr.split(":")[1] != "6379"
+    assert engines.kafka_bootstrap.split(":")[1] != "9092"
+    lines = engines.env_path.read_text().splitlines()
+    assert lines == [f"{k}={v}" for k, v in env.items()]
+
+
+def test_redis_answers_with_durable_config(engines):
+    r = engines.redis.client(decode_responses=True)
+    assert r.ping()
+    assert r.config_get("appendonly") == {"appendonly": "yes"}
+    assert r.config_get("appendfsync") == {"appendfsync": "always"}
+    assert r.config_get("maxmemory-policy") == {"maxmemory-policy": "noeviction"}
+    assert r.config_get("no-appendfsync-on-rewrite") == {"no-appendfsync-on-rewrite": "no"}
+    assert r.config_get("save") == {"save": ""}
+    assert r.info("server")["redis_version"] >= "7.0"
+    r.close()
+
+
+def test_kafka_topics_and_limits(engines):
+    admin = admin_client(engines.kafka_bootstrap)
+    md = admin.list_topics(timeout=10)
+    assert len(md.topics[OUTBOX_TOPIC].partitions) == 1
+    assert len(md.topics[DISPATCH_TOPIC].partitions) == TEST_SHARD_COUNT
+    res = [ConfigResource("topic", OUTBOX_TOPIC), ConfigResource("topic", DISPATCH_TOPIC)]
+    for fut in admin.describe_configs(res).values():
+        cfg = fut.result(timeout=10)
+        assert cfg["max.message.bytes"].value == str(KAFKA_MAX_RECORD_BYTES)
+    broker = admin.describe_configs([ConfigResource("broker", "1")])
+    cfg = next(iter(broker.values())).result(timeout=10)
+    assert cfg["message.max.bytes"].value == str(KAFKA_MAX_RECORD_BYTES)
+    assert cfg["replica.fetch.max.bytes"].value == str(KAFKA_MAX_RECORD_BYTES)
+
+
+def test_two_mib_record_roundtrip(engines):
+    payload = os.urandom(2 * 1024 * 1024 + 17)  # random: compression cannot shrink it
+    key = uuid.uuid4().bytes
+    delivered = []
+    p = Producer({"bootstrap.servers": engines.kafka_bootstrap, "acks": "all",
+                  "enable.idempotence": True, "message.max.bytes": KAFKA_MAX_RECORD_BYTES})
+    p.produce(DISPATCH_TOPIC, payload, key=key, partition=3,
+              on_delivery=lambda err, msg: delivered.append((err, msg)))
+    assert p.flush(30) == 0
+    (err, msg), = delivered
+    assert err is None, err
+    c = Consumer({"bootstrap.servers": engines.kafka_bootstrap, "group.id": "t-roundtrip",
+                  "enable.auto.commit": False,
+                  "max.partition.fetch.bytes": KAFKA_MAX_RECORD_BYTES,
+                  "fetch.max.bytes": 2 * KAFKA_MAX_RECORD_BYTES,
+                  "receive.message.max.bytes": 2 * KAFKA_MAX_RECORD_BYTES + 65536})
+    # static assign, as the services do (DESIGN.md §8): no group rebalancing
+    c.assign([TopicPartition(DISPATCH_TOPIC, 3, msg.offset())])
+    got = c.poll(30)
+    c.close()
+    assert got is not None and got.error() is None
+    assert got.key() == key
+    assert got.value() == payload
+
+
+def test_redis_restart_keeps_aof_key(private_redis):
+    r = private_redis.client()
+    r.set("qim:test:k", b"v1")
+    r.close()
+    port, old_pid = private_redis.port, private_redis.pid
+    private_redis.restart(hard=True)  # SIGKILL: only the fsynced AOF survives
+    assert private_redis.port == port and private_redis.pid != old_pid
+    assert not pid_alive(old_pid)
+    r = private_redis.client()
+    assert r.get("qim:test:k") == b"v1"
+    r.close()
+    assert (private_redis.dir / "appendonlydir").is_dir()
+
+
+def test_start_failure_raises_with_log_tail(tmp_path, monkeypatch):
+    monkeypatch.setitem(redis_engine.REDIS_SETTINGS, "no-such-directive", "1")
+    with pytest.raises(EngineError) as ei:
+        start_redis(tmp_path / "bad")
+    msg = str(ei.value)
+    assert "exited during start-up" in msg
+    assert "no-such-directive" in msg  # Redis's own complaint, from the log tail
+
+
+def test_cli_rejects_bad_shard_count(tmp_path):
+    r = _cli("engines", "up", "--dir", str(tmp_path / "e"), "--shard-count", "3")
+    assert r.returncode == 2
+    assert "qim-dev: error:" in r.stderr and "power of two" in r.stderr
+
+
+def test_cli_status_without_engines(tmp_path):
+    r = _cli("engines", "status", "--dir", str(tmp_path / "none"))
+    assert r.returncode == 1
+
+
+def test_cli_up_status_down_stops_exactly_recorded_pids(tmp_path, private_redis):
+    d = tmp_path / "eng"
+    r = _cli("engines", "up", "--dir", str(d), "--shard-count", "2")
+    try:
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip().splitlines()[-1] == str(d / "engines.env")
+        state = json.loads((d / "state.json").read_text())
+        pids = [state["redis"]["pid"], state["kafka"]["pid"]]
+        assert all(pid_alive(p) for p in pids)
+
+        assert _cli("engines", "status", "--dir", str(d)).returncode == 0
+        again = _cli("engines", "up", "--dir", str(d))  # idempotent: same processes
+        assert again.returncode == 0, again.stderr
+        state2 = json.loads((d / "state.json").read_text())
+        assert [state2["redis"]["pid"], state2["kafka"]["pid"]] == pids
+        assert "QIM_MAILBOX_SHARD_COUNT=2" in again.stdout
+
+        # a decoy: another redis-server (the private one) and a plain child process
+        decoy = subprocess.Popen(["sleep", "60"])
+        down = _cli("engines", "down", "--dir", str(d))
+        assert down.returncode == 0, down.stderr
+        assert not any(pid_alive(p) for p in pids)
+        assert private_redis.alive() and private_redis.client().ping()
+        assert decoy.poll() is None
+        decoy.kill()
+        decoy.wait()
+        assert not (d / "engines.env").exists()
+        st = _cli("engines", "status", "--dir", str(d))
+        assert st.returncode == 1 and "down" in st.stdout
+    finally:
+        es = EngineSet.load(d)
+        if es is not None:
+            es.down(timeout=5)

@@ -1,0 +1,151 @@
+"""An in-process stand-in for the gateway + writer + mailbox, for SDK tests only.
+
+It speaks the real frames (FramedStream) and the protocol of docs/protocol.md closely
+enough to drive ClientRuntime: AUTH with dev tokens, PING, SEND_MESSAGE idempotent on
+(sender, cmid) with CONFLICT on other content, per-user mailboxes with the cmid only in
+the sender's own entry, PULL_MAILBOX paging with has_more, best-effort PUSH_EVENTS.
+Knobs: `drop_acks` (commit but never answer), `materialize_delay` (entries become
+visible later, like a lagging watermark), `push` on/off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+
+from qim.net.framed import FramedStream
+from qim.proto.v1 import common_pb2, connection_pb2, mailbox_pb2, message_pb2
+from qim.protocol import Opcode
+from qim.services.gateway.auth import verify_dev_token
+from qim.errors import RequestError
+
+LANE, EPOCH = 5, 1
+
+
+class FakeGateway:
+    def __init__(self, secret: bytes) -> None:
+        self.secret = secret
+        self.committed: dict[tuple[int, bytes], tuple[bytes, message_pb2.SendAck]] = {}
+        self.mailboxes: dict[int, list[mailbox_pb2.MailboxEntry]] = {}
+        self.conv_seq: dict[bytes, int] = {}
+        self.online: dict[int, list[FramedStream]] = {}
+        self.drop_acks = 0          # this many next SEND_MESSAGEs commit without reply
+        self.materialize_delay = 0.0
+        self.push = True
+        self.silent = False
+        self.sends_seen = 0
+        self._offset = 0
+        self.server: asyncio.AbstractServer | None = None
+        self._handlers: set[asyncio.Task] = set()
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return f"127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def stop(self) -> None:
+        self.server.close()
+        for task in list(self._handlers):
+            task.cancel()
+        await asyncio.gather(*self._handlers, return_exceptions=True)
+
+    async def _serve(self, reader, writer) -> None:
+        task = asyncio.current_task()
+        self._handlers.add(task)
+        try:
+            await self._serve_stream(FramedStream(reader, writer))
+        except asyncio.CancelledError:
+            writer.transport.abort()
+        finally:
+            self._handlers.discard(task)
+
+    async def _serve_stream(self, stream: FramedStream) -> None:
+        user = None
+        try:
+            while True:
+                frame = await stream.read_frame()
+                if frame is None:
+                    return
+                op, rid, body = frame
+                if op == Opcode.AUTH:
+                    try:
+                        tenant, user, device = verify_dev_token(self.secret, connection_pb2.Auth.FromString(body).token)
+                    except RequestError as exc:
+                        self._error(stream, rid, exc.code, op)
+                        stream.close()
+                        return
+                    self.online.setdefault(user, []).append(stream)
+                    stream.send(Opcode.AUTH_OK, rid, connection_pb2.AuthOk(
+                        tenant_id=tenant.to_bytes(16, "big"), user_id=user, device_id=device,
+                        server_time_ms=int(time.time() * 1000), heartbeat_s=60, mailbox_lane=LANE).SerializeToString())
+                elif self.silent:
+                    continue  # a half-open peer: reads everything, answers nothing
+                elif user is None:
+                    self._error(stream, rid, 2, op)
+                elif op == Opcode.PING:
+                    stream.send(Opcode.PONG, rid, connection_pb2.Pong(server_time_ms=1).SerializeToString())
+                elif op == Opcode.SEND_MESSAGE:
+                    await self._send(stream, rid, user, body)
+                elif op == Opcode.PULL_MAILBOX:
+                    self._pull(stream, rid, user, mailbox_pb2.PullMailbox.FromString(body))
+                else:
+                    self._error(stream, rid, 5, op)
+        except (ConnectionError, OSError):
+            return
+        finally:
+            if user is not None and stream in self.online.get(user, []):
+                self.online[user].remove(stream)
+            stream.close()
+
+    def _error(self, stream, rid, code, op) -> None:
+        stream.send(Opcode.ERROR, rid, common_pb2.Error(code=code, message="x", request_opcode=op).SerializeToString())
+
+    async def _send(self, stream, rid, user, body) -> None:
+        self.sends_seen += 1
+        req = message_pb2.SendMessage.FromString(body)
+        digest = hashlib.sha256(body).digest()
+        key = (user, req.client_message_id)
+        if key in self.committed:
+            old_digest, ack = self.committed[key]
+            if old_digest != digest:
+                self._error(stream, rid, 8, Opcode.SEND_MESSAGE)
+            else:
+                stream.send(Opcode.SEND_ACK, rid, ack.SerializeToString())
+            return
+        seq = self.conv_seq.get(req.conversation_id, 0) + 1
+        self.conv_seq[req.conversation_id] = seq
+        mid = (int(time.time() * 1000) << 80 | len(self.committed) + 1).to_bytes(16, "big")
+        ack = message_pb2.SendAck(client_message_id=req.client_message_id, message_id=mid,
+                                  conversation_id=req.conversation_id, conversation_seq=seq,
+                                  created_at_ms=int(time.time() * 1000))
+        self.committed[key] = (digest, ack)
+        common = dict(event_type=1, message_id=mid, conversation_id=req.conversation_id, conversation_seq=seq,
+                      sender_id=user, created_at_ms=ack.created_at_ms, message_type=req.message_type,
+                      custom_type=req.custom_type, body=req.body)
+        own = dict(common, client_message_id=req.client_message_id)
+        targets = [(req.recipient_user_id, common), (user, own)]
+
+        async def materialize() -> None:
+            if self.materialize_delay:
+                await asyncio.sleep(self.materialize_delay)
+            for target, fields in targets:
+                self._offset += 1
+                e = mailbox_pb2.MailboxEntry(mailbox_seq=(EPOCH << 48) | self._offset, **fields)
+                self.mailboxes.setdefault(target, []).append(e)
+                if self.push:
+                    for s in list(self.online.get(target, [])):
+                        if not s.closed:
+                            s.send(Opcode.PUSH_EVENTS, 0, mailbox_pb2.PushEvents(entries=[e]).SerializeToString())
+
+        asyncio.get_running_loop().create_task(materialize())
+        if self.drop_acks:
+            self.drop_acks -= 1
+            return
+        stream.send(Opcode.SEND_ACK, rid, ack.SerializeToString())
+
+    def _pull(self, stream, rid, user, req) -> None:
+        box = [e for e in self.mailboxes.get(user, []) if e.mailbox_seq > req.cursor]
+        page = box[: min(req.max_entries or 256, 3)]  # small pages to exercise has_more
+        batch = mailbox_pb2.MailboxBatch(entries=page, next_cursor=page[-1].mailbox_seq if page else req.cursor,
+                                         has_more=len(box) > len(page), lane=LANE, shard_epoch=EPOCH)
+        stream.send(Opcode.MAILBOX_BATCH, rid, batch.SerializeToString())

@@ -1,0 +1,169 @@
+"""ClientRuntime against an in-process fake gateway (real frames, fake backend).
+
+The real services are covered by tests/e2e; these check the SDK state machine: login
+sync, ACK, push never moving the cursor, reconnect reconciliation with the same cmid,
+the ACK deadline probe and event ordering (DESIGN.md §9).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from qim.sdk import ClientRuntime, LocalStore, SendTimeout, ServerError, direct_conversation
+from qim.sdk import events as ev
+from qim.services.gateway.auth import issue_dev_token
+from tests.sdk.fakegateway import FakeGateway
+
+SECRET = b"test-secret"
+TENANT, A, B = 0, 11, 22
+CONV = direct_conversation(TENANT, A, B)
+
+
+@pytest.fixture
+async def gw():
+    g = FakeGateway(SECRET)
+    g.addr = await g.start()
+    yield g
+    await g.stop()
+
+
+def runtime(gw, tmp_path, user, **kw) -> ClientRuntime:
+    store = LocalStore.open(LocalStore.path_for(str(tmp_path), gw.addr, TENANT, user), TENANT, user)
+    token = issue_dev_token(SECRET, TENANT, user, store.device_id)
+    return ClientRuntime(gw.addr, token, store, **kw)
+
+
+async def wait_for(pred, timeout=5.0):
+    end = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < end, "condition not reached"
+        await asyncio.sleep(0.01)
+
+
+async def test_online_send_push_and_event_order(gw, tmp_path):
+    a, b = runtime(gw, tmp_path, A), runtime(gw, tmp_path, B)
+    await a.connect(); await b.connect()
+    ack = await a.send_message(CONV, B, b"hello \xe4\xbd\xa0\xe5\xa5\xbd")
+    assert ack.conversation_seq == 1  # by SEND_ACK or by our own pushed entry, whichever first
+    await wait_for(lambda: b.store.has_message(ack.message_id))
+    await b.pull_mailbox()
+    (msg,) = b.store.messages(CONV)
+    assert msg.body == b"hello \xe4\xbd\xa0\xe5\xa5\xbd" and msg.sender_id == A and msg.client_message_id is None
+    assert b.store.cursor() is not None and b.stats["pushes"] >= 1
+    kinds = []
+    while not b.events.empty():
+        kinds.append(type(b.events.get_nowait()))
+    i = kinds.index(ev.ConversationsUpdated)
+    assert kinds[i + 1] is ev.MessagesAdded
+    await a.close(); await b.close()
+
+
+async def test_push_alone_does_not_move_cursor(gw, tmp_path):
+    a, b = runtime(gw, tmp_path, A), runtime(gw, tmp_path, B)
+    await a.connect(); await b.connect()
+    before = b.store.cursor()
+    b._ready = False  # suppress the pull a push triggers, to observe the push path alone
+    ack = await a.send_message(CONV, B, b"x")
+    await wait_for(lambda: b.store.has_message(ack.message_id))
+    assert b.store.cursor() == before
+    await a.close(); await b.close()
+
+
+async def test_offline_recipient_pulls_at_login(gw, tmp_path):
+    a = runtime(gw, tmp_path, A)
+    await a.connect()
+    acks = [await a.send_message(CONV, B, f"m{i}".encode()) for i in range(7)]  # > one page of 3
+    b = runtime(gw, tmp_path, B)
+    await b.connect()  # connect() returns after the login sync
+    got = b.store.messages(CONV)
+    assert [m.message_id for m in got] == [x.message_id for x in acks]
+    assert [m.body for m in got] == [f"m{i}".encode() for i in range(7)]
+    await a.close(); await b.close()
+
+
+async def test_cut_before_ack_resends_same_cmid_once(gw, tmp_path):
+    a = runtime(gw, tmp_path, A)
+    await a.connect()
+    gw.materialize_delay = 0.5  # the own entry is not visible at reconnect: forces a resend
+    a.cut_after_next_send()
+    ack = await a.send_message(CONV, B, b"cut")
+    assert gw.sends_seen == 2 and len(gw.committed) == 1
+    (cmid, (_d, server_ack)), = [(k[1], v) for k, v in gw.committed.items()]
+    assert ack.client_message_id == cmid and ack.message_id == server_ack.message_id
+    assert a.stats["reconnects"] == 1 and a.stats["resends"] == 1
+    await a.close()
+
+
+async def test_cut_before_ack_reconciled_from_own_entry(gw, tmp_path):
+    a = runtime(gw, tmp_path, A, reconnect_backoff=(0.3, 1.0))
+    await a.connect()
+    a.cut_after_next_send()
+    ack = await a.send_message(CONV, B, b"cut")  # own entry visible before the reconnect
+    assert ack.reconciled and gw.sends_seen == 1 and a.stats["resends"] == 0
+    assert a.store.pending_sends() == []
+    await a.close()
+
+
+async def test_pending_from_previous_process_resent_after_login(gw, tmp_path):
+    a = runtime(gw, tmp_path, A)
+    row = a.store.add_pending(CONV, B, 1, b"", b"written before a crash")
+    await a.connect()
+    await wait_for(lambda: a.store.pending_state(row.client_message_id) in ("acked", "committed"))
+    assert (A, row.client_message_id) in gw.committed
+    await a.close()
+
+
+async def test_lost_ack_with_live_peer_is_retried_idempotently(gw, tmp_path):
+    a = runtime(gw, tmp_path, A, ack_deadline_s=0.2, probe_s=0.5)
+    await a.connect()
+    gw.materialize_delay = 5
+    gw.drop_acks = 1
+    ack = await a.send_message(CONV, B, b"slow")
+    assert gw.sends_seen == 2 and len(gw.committed) == 1 and ack.conversation_seq == 1
+    await a.close()
+
+
+async def test_silent_server_detected_by_probe(gw, tmp_path):
+    a = runtime(gw, tmp_path, A, ack_deadline_s=0.2, probe_s=0.3, auto_reconnect=False, send_timeout=2)
+    await a.connect()
+    gw.silent = True
+    start = time.monotonic()
+    task = asyncio.ensure_future(a.send_message(CONV, B, b"into the void"))
+    await wait_for(lambda: not a.connected, timeout=2)
+    assert time.monotonic() - start < 0.2 + 0.3 + 0.3  # deadline + probe (+ slack)
+    with pytest.raises(SendTimeout):
+        await task  # no reconnect: the send stays pending until the caller's timeout
+    seen = []
+    while not a.events.empty():
+        seen.append(a.events.get_nowait())
+    assert any(isinstance(e, ev.Disconnected) and "ping" in e.reason for e in seen)
+    assert len(a.store.pending_sends()) == 1  # kept for the next connect
+    await a.close()
+
+
+async def test_conflict_is_typed_error(gw, tmp_path):
+    a = runtime(gw, tmp_path, A)
+    await a.connect()
+    ack = await a.send_message(CONV, B, b"one")
+    # forge a second pending row reusing the first cmid with other content
+    a.store._db.execute("UPDATE pending SET body = ?, state = 'pending' WHERE client_message_id = ?",
+                        (b"two", ack.client_message_id))
+    (row,) = a.store.pending_sends()
+    a._waiters[row.client_message_id] = asyncio.get_running_loop().create_future()
+    a._spawn(a._transmit(a._conn, row))
+    with pytest.raises(ServerError) as info:
+        await a.wait_ack(row.client_message_id, timeout=2)
+    assert info.value.code.name == "CONFLICT"
+    assert a.store.pending_state(row.client_message_id) == "failed"
+    await a.close()
+
+
+async def test_bad_token_is_unauthenticated(gw, tmp_path):
+    store = LocalStore.open(":memory:", TENANT, A)
+    rt = ClientRuntime(gw.addr, issue_dev_token(b"wrong", TENANT, A, store.device_id), store)
+    with pytest.raises(ServerError) as info:
+        await rt.connect()
+    assert info.value.code.name == "UNAUTHENTICATED"
