@@ -8,4 +8,4 @@ cdef enum:
     EV_FIXED_LEN = 80   # head 7 + ids 48 + seq/sender/created 24 + custom_type_len 1
 
 cdef bytes c_pack_event(object event)
-cdef tuple c_unpack_event(const unsigned char* p, Py_ssize_t n)
+cdef object c_unpack_event(const unsigned char* p, Py_ssize_t n)

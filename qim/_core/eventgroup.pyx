@@ -105,7 +105,7 @@ cdef inline bytes take_id(const unsigned char* p, str what):
     return PyBytes_FromStringAndSize(<const char*>p, QIM_ID_LEN)
 
 
-cdef tuple c_unpack_event(const unsigned char* p, Py_ssize_t n):
+cdef object c_unpack_event(const unsigned char* p, Py_ssize_t n):
     cdef Py_ssize_t off, ct_len, blen
     cdef int flags
     if n < EV_FIXED_LEN:
@@ -170,7 +170,7 @@ def pack_group(events):
     cdef Py_ssize_t total = 1, count, i, off
     cdef int etype
     cdef bytes raw
-    if not isinstance(events, (list, tuple)):
+    if not isinstance(events, (list, tuple)) or isinstance(events, _Event):
         raise TypeError("events must be a list of MailboxEvent")
     count = len(events)
     if count < 1 or count > QIM_EG_MAX_EVENTS:

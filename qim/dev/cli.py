@@ -4,7 +4,9 @@
     qim-dev engines down   [--dir DIR]                     stop exactly the recorded pids
     qim-dev engines status [--dir DIR]                     exit 1 unless both answer
 
-DIR defaults to `<repo>/.qim/engines`. Load the addresses with
+    qim-dev stack up|down|status [--dir DIR] [--engines-dir D]   the four QIM services
+
+DIR defaults to `<repo>/.qim/engines` (engines) and `<repo>/.qim/stack` (services). Load the addresses with
 `set -a; . DIR/engines.env; set +a`.
 """
 
@@ -15,6 +17,7 @@ import logging
 import sys
 import time
 
+from qim.dev import stack_cli
 from qim.dev.engines import EngineSet, default_dir
 from qim.errors import EngineError
 
@@ -30,6 +33,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="qim.dispatch partitions (default: recorded, else 64)")
     eng.add_argument("--timeout", type=float, default=15.0,
                      help="down: seconds between SIGTERM and SIGKILL")
+    stack_cli.add_parser(sub)
     return p
 
 
@@ -76,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        if args.group == "stack":
+            return stack_cli.run(args)
         return {"up": _up, "down": _down, "status": _status}[args.action](args)
     except EngineError as e:
         print(f"qim-dev: error: {e}", file=sys.stderr)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from qim.dev._proc import free_ports
+from qim.dev._proc import _death_wrapper, free_ports
 from qim.errors import EngineError
 
 SERVICES = ("writer", "mailbox", "gateway", "fanout")
@@ -36,6 +36,7 @@ class Stack:
     env: dict[str, str]
     metrics: dict[str, str]
     pids: dict[str, int] = field(default_factory=dict)
+    die_with_parent: bool = False  # test runs: services get SIGTERM when pytest dies
 
     @property
     def gateway_addr(self) -> str:
@@ -65,7 +66,8 @@ class Stack:
         logs.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
         with open(logs / f"{name}.log", "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", f"qim.app.{name}"], env=env, stdout=log,
+            argv = _death_wrapper(self.die_with_parent) + [sys.executable, "-m", f"qim.app.{name}"]
+            proc = subprocess.Popen(argv, env=env, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True, cwd=self.dir)
         self.pids[name] = proc.pid
         self.save()
@@ -140,7 +142,8 @@ class Stack:
         (self.dir / "stack.json").unlink(missing_ok=True)
 
 
-def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str, str]] = None) -> Stack:
+def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str, str]] = None,
+             die_with_parent: bool = False) -> Stack:
     """Start every service on fresh loopback ports and wait until all are healthy."""
     dir = Path(dir)
     dir.mkdir(parents=True, exist_ok=True)
@@ -156,7 +159,7 @@ def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str
     }
     env.update(extra_env or {})
     metrics = {s: env[f"QIM_{s.upper()}_METRICS_LISTEN"] for s in SERVICES}
-    stack = Stack(dir, env, metrics)
+    stack = Stack(dir, env, metrics, die_with_parent=die_with_parent)
     try:
         for name in SERVICES:
             stack.start_service(name)

@@ -77,7 +77,8 @@ def private_kafka(tmp_path) -> KafkaEngine:
 
     Costs ~5 s and ~200 MiB: use only for tests that crash or restart the broker.
     """
-    eng, err = _start(lambda: start_kafka(tmp_path / "kafka", TEST_SHARD_COUNT, die_with_parent=True))
+    eng, err = _start(lambda: start_kafka(tmp_path / "kafka", TEST_SHARD_COUNT,
+                                          die_with_parent=True))
     if err:
         pytest.fail(f"kafka could not start: {err}", pytrace=False)
     yield eng

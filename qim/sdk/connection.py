@@ -6,7 +6,7 @@ with a fresh request_id (u32, never 0) and returns the reply (opcode, body); an 
 reply raises ServerError, a dropped connection ConnectionLost. Server-initiated
 frames (request_id 0: PUSH_EVENTS, KICKED) go to `on_push` / `on_kicked`.
 
-`await_probed` implements the ACK deadline (DESIGN.md §9, §11): after 3 s without a
+`request_probed` implements the ACK deadline (DESIGN.md §9, §11): after 3 s without a
 reply it sends PING; no PONG within `probe_s` (4 s) aborts the connection, so an
 unavailable server is detected within 7 s.
 """
@@ -51,6 +51,7 @@ class Connection:
         self.on_kicked: Callable[[int], None] = lambda reason: None
         self.closed = asyncio.get_running_loop().create_future()  # result: reason str
         self._reader: Optional[asyncio.Task] = None
+        self._deaf = False
 
     @classmethod
     async def open(cls, endpoint: str, token: str, timeout: float = 5.0) -> "Connection":
@@ -105,17 +106,41 @@ class Connection:
         finally:
             fut.cancel()
 
-    async def await_probed(self, fut: asyncio.Future, deadline_s: float = SEND_ACK_PROBE_S,
-                           probe_s: float = PROBE_S) -> tuple[int, bytes]:
-        """Await a reply; each `deadline_s` without one, PING; no PONG → abort + ConnectionLost."""
+    async def request_probed(self, opcode: int, body: bytes, deadline_s: float = SEND_ACK_PROBE_S,
+                             probe_s: float = PROBE_S, repeat: bool = False) -> tuple[int, bytes]:
+        """Send and await the reply. Each `deadline_s` without one sends PING: no PONG
+        within `probe_s` aborts the connection (ConnectionLost); with a PONG the wait
+        goes on, and with `repeat` (idempotent requests only: a SEND_MESSAGE keeps its
+        client_message_id) the request is sent again under a new request_id."""
+        futs = [self.send_request(opcode, body)]
         try:
             while True:
-                done, _ = await asyncio.wait({fut}, timeout=deadline_s)
+                done, _ = await asyncio.wait(futs, timeout=deadline_s, return_when=asyncio.FIRST_COMPLETED)
                 if done:
-                    return fut.result()
+                    return done.pop().result()
                 await self.ping(probe_s)
+                if repeat:
+                    futs.append(self.send_request(opcode, body))
         finally:
-            fut.cancel()
+            for fut in futs:
+                fut.cancel()
+
+    async def send_then_cut(self, opcode: int, body: bytes) -> None:
+        """Test hook: write one request, then cut the connection before any reply can be
+        seen (inbound frames are dropped from the moment of sending). Always raises
+        ConnectionLost, like a network failure between the write and the reply."""
+        self._deaf = True
+        self.send_request(opcode, body).cancel()
+        await self.flush()
+        self.abort("cut after send (test hook)")
+        raise ConnectionLost("cut after send (test hook)")
+
+    async def heartbeat(self, interval: float, probe_s: float = PROBE_S) -> None:
+        """PING every `interval` seconds while open; a missing PONG aborts (see ping)."""
+        while self.is_open:
+            await asyncio.sleep(interval)
+            if self.is_open:
+                await self.ping(probe_s)
 
     async def ping(self, timeout: float = PROBE_S) -> int:
         """PING → PONG; returns the server time (ms). No PONG in time: abort, ConnectionLost."""
@@ -144,6 +169,8 @@ class Connection:
                 if frame is None:
                     break
                 opcode, rid, body = frame
+                if self._deaf:
+                    continue  # test hook: the network is already cut for inbound frames
                 if rid == 0:
                     self._server_frame(opcode, body)
                     continue

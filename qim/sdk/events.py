@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from qim.errors import ErrorCode, QimError, RequestError
-from qim.sdk.store import StoredMessage
+from qim.sdk.model import StoredMessage
 
 
 @dataclass(frozen=True)

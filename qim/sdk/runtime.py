@@ -70,6 +70,10 @@ class ClientRuntime:
         ServerError(UNAUTHENTICATED), ConnectionLost, StoreError (store/device mismatch)."""
         if self.connected:
             return
+        if self._reconnect_task is not None and not self._reconnect_task.done():
+            await asyncio.shield(self._reconnect_task)  # never run two logins of one device
+            if self.connected:
+                return
         self._closing = False
         try:
             await self._establish()
@@ -100,31 +104,29 @@ class ClientRuntime:
         """Test hook: abort right after the next SEND_MESSAGE frame was written, before its ACK."""
         self._cut_after_next_send = True
 
-    async def _establish(self) -> None:
+    async def _establish(self, reconnect: bool = False) -> None:
         conn = await Connection.open(self.endpoint, self._token)
+        if reconnect:
+            self.stats["reconnects"] += 1
         auth = conn.auth
         if auth.user_id != self.store.user_id or auth.device_id != self.store.device_id:
             conn.abort("identity mismatch")
             self._closing = True
             raise StoreError("AUTH_OK identity differs from the LocalStore's (user, device)")
+        old, self._conn = self._conn, None
+        if old is not None:
+            old.abort("replaced by a new connection")
         conn.on_push = self._on_push
         conn.on_kicked = self._on_kicked
         self._conn, self._ready, self._inflight = conn, False, set()
         conn.closed.add_done_callback(lambda f, c=conn: self._on_closed(c, f.result()))
         self._emit(ev.Connected(auth.user_id, auth.device_id, auth.mailbox_lane))
-        self._spawn(self._heartbeat(conn, max(1.0, min(auth.heartbeat_s or 60, 120) / 2)))
+        self._spawn(conn.heartbeat(max(1.0, min(auth.heartbeat_s or 60, 120) / 2), self.probe_s))
         try:
             await self._sync_and_reconcile(conn)
         except BaseException:
             conn.abort("sync failed")
             raise
-
-    async def _heartbeat(self, conn: Connection, interval: float) -> None:
-        """PING every half heartbeat; a missing PONG aborts the connection (Connection.ping)."""
-        while conn.is_open:
-            await asyncio.sleep(interval)
-            if conn.is_open:
-                await conn.ping(self.probe_s)
 
     async def _sync_and_reconcile(self, conn: Connection) -> None:
         await self.pull_mailbox()
@@ -152,8 +154,7 @@ class ClientRuntime:
         while not self._closing:
             await asyncio.sleep(delay)
             try:
-                await self._establish()
-                self.stats["reconnects"] += 1
+                await self._establish(reconnect=True)
                 return
             except ServerError as exc:
                 if exc.code == ErrorCode.UNAUTHENTICATED:
@@ -222,7 +223,11 @@ class ClientRuntime:
         try:
             while True:
                 try:
-                    op, reply = await self._send_once(conn, body)
+                    if self._cut_after_next_send:
+                        self._cut_after_next_send = False
+                        await conn.send_then_cut(Opcode.SEND_MESSAGE, body)
+                    op, reply = await conn.request_probed(Opcode.SEND_MESSAGE, body, self.ack_deadline_s,
+                                                          self.probe_s, repeat=True)
                 except ServerError as exc:
                     if exc.code in RETRYABLE:
                         await asyncio.sleep(delay)
@@ -244,27 +249,6 @@ class ClientRuntime:
         finally:
             if conn is self._conn:
                 self._inflight.discard(cmid)
-
-    async def _send_once(self, conn: Connection, body: bytes) -> tuple[int, bytes]:
-        """One SEND_MESSAGE until a reply. Each ACK deadline without a reply sends a PING
-        (no PONG: ConnectionLost); with a PONG the same request (same cmid, new
-        request_id) is repeated, which the server answers idempotently (docs/protocol.md)."""
-        futs = [conn.send_request(Opcode.SEND_MESSAGE, body)]
-        if self._cut_after_next_send:
-            self._cut_after_next_send = False
-            await conn.flush()
-            conn.abort("cut after send (test hook)")
-        try:
-            while True:
-                done, _ = await asyncio.wait(futs, timeout=self.ack_deadline_s,
-                                             return_when=asyncio.FIRST_COMPLETED)
-                if done:
-                    return done.pop().result()
-                await conn.ping(self.probe_s)
-                futs.append(conn.send_request(Opcode.SEND_MESSAGE, body))
-        finally:
-            for fut in futs:
-                fut.cancel()
 
     def _settle(self, cmid: bytes, ack: Optional[SendAck] = None, exc: Optional[BaseException] = None) -> None:
         fut = self._waiters.get(cmid)
@@ -295,8 +279,8 @@ class ClientRuntime:
         req = mailbox_pb2.PullMailbox(cursor=cursor[2] if cursor else 0, max_entries=MAILBOX_PAGE_MAX_ENTRIES,
                                       max_bytes=MAILBOX_PAGE_MAX_BYTES)
         try:
-            op, body = await conn.await_probed(conn.send_request(Opcode.PULL_MAILBOX, req.SerializeToString()),
-                                               self.ack_deadline_s, self.probe_s)
+            op, body = await conn.request_probed(Opcode.PULL_MAILBOX, req.SerializeToString(),
+                                                 self.ack_deadline_s, self.probe_s)
         except ServerError as exc:
             if exc.code != ErrorCode.CURSOR_EXPIRED:
                 raise

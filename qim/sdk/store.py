@@ -31,13 +31,14 @@ import os
 import secrets
 import sqlite3
 import time
-from dataclasses import astuple, dataclass
+from dataclasses import astuple
 from typing import Any, Callable, Iterable, Optional, TypeVar
 
 from qim._core import ids
 from qim.consts import U63_MAX
-from qim.errors import ErrorCode, QimError
 from qim.protocol import EventType
+from qim.sdk.model import (ApplyResult, PendingSend, Resolved, StoredMessage, StoreError,  # noqa: F401
+                           canonical_endpoint)
 
 T = TypeVar("T")
 SCHEMA_VERSION = 1
@@ -81,71 +82,6 @@ CREATE TABLE IF NOT EXISTS pending (
   state TEXT NOT NULL,
   message_id BLOB, conversation_seq INTEGER, created_at_ms INTEGER) WITHOUT ROWID;
 """
-
-
-class StoreError(QimError):
-    """LocalStore fault: identity mismatch, cursor regression, failed transaction."""
-
-    code = ErrorCode.INTERNAL
-
-
-@dataclass(frozen=True)
-class StoredMessage:
-    """One row of `messages` (ids as 16 raw bytes, times in unix ms)."""
-
-    message_id: bytes
-    conversation_id: bytes
-    conversation_seq: int
-    sender_id: int
-    created_at_ms: int
-    message_type: int
-    custom_type: bytes
-    body: bytes
-    client_message_id: Optional[bytes]
-    mailbox_seq: int
-
-
-@dataclass(frozen=True)
-class PendingSend:
-    """One row of `pending`: everything needed to resend with the same cmid."""
-
-    client_message_id: bytes
-    ordinal: int
-    conversation_id: bytes
-    recipient_user_id: int
-    message_type: int
-    custom_type: bytes
-    body: bytes
-    created_local_ms: int
-    state: str
-
-
-@dataclass(frozen=True)
-class Resolved:
-    """A pending send found committed: its cmid and the ACK coordinates."""
-
-    client_message_id: bytes
-    message_id: bytes
-    conversation_id: bytes
-    conversation_seq: int
-    created_at_ms: int
-
-
-@dataclass(frozen=True)
-class ApplyResult:
-    """What one apply committed: newly inserted messages (in entry order) and resolved sends."""
-
-    inserted: list[StoredMessage]
-    resolved: list[Resolved]
-
-
-def canonical_endpoint(endpoint: str) -> str:
-    """'Host:Port' -> 'host:port' (lowercase host, IPv6 in brackets); ValueError if no port."""
-    host, sep, port = endpoint.strip().rpartition(":")
-    host = host.strip("[]").lower()
-    if not sep or not host or not port.isdigit():
-        raise ValueError(f"bad endpoint {endpoint!r}: expected host:port")
-    return f"[{host}]:{int(port)}" if ":" in host else f"{host}:{int(port)}"
 
 
 class LocalStore:

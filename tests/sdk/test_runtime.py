@@ -145,19 +145,18 @@ async def test_silent_server_detected_by_probe(gw, tmp_path):
 
 
 async def test_conflict_is_typed_error(gw, tmp_path):
+    from qim._core import ids
+    from qim.proto.v1 import message_pb2
+
     a = runtime(gw, tmp_path, A)
     await a.connect()
-    ack = await a.send_message(CONV, B, b"one")
-    # forge a second pending row reusing the first cmid with other content
-    a.store._db.execute("UPDATE pending SET body = ?, state = 'pending' WHERE client_message_id = ?",
-                        (b"two", ack.client_message_id))
-    (row,) = a.store.pending_sends()
-    a._waiters[row.client_message_id] = asyncio.get_running_loop().create_future()
-    a._spawn(a._transmit(a._conn, row))
+    nxt = a.store.reserve_ordinal() + 1  # same block: the next send uses this ordinal
+    cmid = ids.client_message_id(a.store.device_id, nxt)
+    gw.committed[(A, cmid)] = (b"digest of other content", message_pb2.SendAck())
     with pytest.raises(ServerError) as info:
-        await a.wait_ack(row.client_message_id, timeout=2)
-    assert info.value.code.name == "CONFLICT"
-    assert a.store.pending_state(row.client_message_id) == "failed"
+        await a.send_message(CONV, B, b"mine")
+    assert info.value.code.name == "CONFLICT" and info.value.request_opcode == 0x0201
+    assert a.store.pending_state(cmid) == "failed" and a.store.pending_sends() == []
     await a.close()
 
 

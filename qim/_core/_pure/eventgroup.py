@@ -127,7 +127,7 @@ def unpack_event(data: bytes) -> MailboxEvent:
 
 def pack_group(events: list[MailboxEvent]) -> bytes:
     """Canonical bytes of an event group: 1..8 events, <= 8 KiB, one per event_type."""
-    if not isinstance(events, (list, tuple)):
+    if not isinstance(events, (list, tuple)) or isinstance(events, MailboxEvent):
         raise TypeError("events must be a list of MailboxEvent")
     if not 1 <= len(events) <= EVENT_GROUP_MAX_EVENTS:
         raise EventGroupError(f"event group needs 1..8 events, got {len(events)}")

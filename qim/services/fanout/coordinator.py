@@ -46,8 +46,19 @@ class FanoutCoordinator:
         self.stopped_reason = ""
         self.ready = False
 
-    async def _position(self) -> None:
-        committed = (await self._consumer.committed(OUTBOX_TOPIC, [0]))[0]
+    async def _position(self, timeout_s: float = 60.0) -> None:
+        # A fresh broker answers NOT_COORDINATOR until its offsets topic is loaded:
+        # retry (not ready meanwhile) instead of dying.
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                committed = (await self._consumer.committed(OUTBOX_TOPIC, [0]))[0]
+                break
+            except EngineError as exc:
+                if time.monotonic() > deadline:
+                    raise
+                logger.info("waiting for the outbox position: %s", exc)
+                await asyncio.sleep(0.5)
         self.position = committed if committed >= 0 else 0
         await self._consumer.assign(OUTBOX_TOPIC, {0: self.position})
         POSITION.set(self.position)

@@ -1,0 +1,43 @@
+# QIM developer commands. `make demo` and `make test` work on a fresh machine of this
+# kind: every install step lives here or in the scripts it calls.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+CORE_SRC := $(wildcard qim/_core/*.pyx qim/_core/*.pxd)
+DEMO_LANGS ?= english,chinese
+PYTEST_ARGS ?=
+
+.PHONY: install engines up demo down test test-pure bench proto clean
+
+$(STAMP): pyproject.toml setup.py $(CORE_SRC)
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q "Cython>=3.0,<4" "setuptools>=68" wheel
+	$(BIN)/pip install -q --no-build-isolation -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+engines: install
+	$(BIN)/qim-dev engines up
+
+up: engines
+	$(BIN)/qim-dev stack up
+
+demo: up
+	set -a; . .qim/stack/stack.env; set +a; $(BIN)/qim-loadgen replay --langs $(DEMO_LANGS)
+
+down:
+	@if [ -x $(BIN)/qim-dev ]; then $(BIN)/qim-dev stack down; $(BIN)/qim-dev engines down; fi
+
+# Every test, then the core suite again on the pure-Python twins (QIM_PUREPYTHON=1).
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	QIM_PUREPYTHON=1 $(BIN)/python -m pytest -q tests/core
+
+proto: install
+	$(BIN)/python tools/gen_proto.py
+
+clean: down
+	rm -rf build $(VENV) .qim qim/_core/*.c qim/_core/*.so

@@ -1,0 +1,1 @@
+"""Command-line hosts: qim-loadgen (replay demo, load), qimctl."""

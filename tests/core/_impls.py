@@ -1,0 +1,45 @@
+"""Which implementations of qim._core the tests run against.
+
+Compiled modules are imported directly (`qim._core.<name>`) and must be real
+extension modules; the pure twins come from `qim._core._pure.<name>`. With
+QIM_PUREPYTHON=1 only the pure twins are the target (the compiled ones are still used
+by the differential tests when they happen to be built).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import os
+from types import ModuleType
+
+NAMES = ("frame", "mailbox_seq", "watermark", "eventgroup", "ids")
+PURE_MODE = os.environ.get("QIM_PUREPYTHON", "") == "1"
+
+
+def _load_compiled() -> tuple[dict[str, ModuleType], dict[str, str]]:
+    mods: dict[str, ModuleType] = {}
+    errors: dict[str, str] = {}
+    for name in NAMES:
+        try:
+            mod = importlib.import_module(f"qim._core.{name}")
+        except ImportError as e:
+            errors[name] = f"{type(e).__name__}: {e}"
+            continue
+        path = getattr(mod, "__file__", "") or ""
+        if not path.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)):
+            errors[name] = f"not an extension module: {path}"
+            continue
+        mods[name] = mod
+    return mods, errors
+
+
+COMPILED, COMPILED_ERRORS = _load_compiled()
+PURE = {name: importlib.import_module(f"qim._core._pure.{name}") for name in NAMES}
+HAVE_COMPILED = not COMPILED_ERRORS
+IMPL_IDS = ["pure"] if PURE_MODE else ["pure", "compiled"]
+
+
+def module(name: str, impl: str) -> ModuleType:
+    """The `impl` ("pure" or "compiled") implementation of qim._core.<name>."""
+    return PURE[name] if impl == "pure" else COMPILED[name]

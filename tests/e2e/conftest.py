@@ -1,0 +1,47 @@
+"""End-to-end fixtures: the four QIM services as real processes on the session engines.
+
+`stack` (session): writer, mailbox, gateway and fanout started by qim.dev.stack against
+the `engines` fixture; a service that cannot start FAILS the tests (never skips).
+`fresh_stack` (function): private engines and services of the test's own, for tests that
+need untouched partitions or will kill something.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from qim.dev.stack import stack_up
+from qim.dev.testing import start_test_engines
+from qim.errors import EngineError
+
+
+def _up(path, env):
+    try:
+        return stack_up(path, env, die_with_parent=True), None
+    except EngineError as exc:
+        return None, str(exc)
+
+
+@pytest.fixture(scope="session")
+def stack(engines, tmp_path_factory):
+    st, err = _up(tmp_path_factory.mktemp("stack"), engines.env())
+    if err:
+        pytest.fail(f"QIM services could not start: {err}", pytrace=False)
+    yield st
+    st.down()
+
+
+@pytest.fixture
+def fresh_stack(tmp_path):
+    try:
+        es = start_test_engines(tmp_path / "engines")
+    except EngineError as exc:
+        pytest.fail(f"engines could not start: {exc}", pytrace=False)
+    st, err = _up(tmp_path / "stack", es.env())
+    if err:
+        es.down()
+        pytest.fail(f"QIM services could not start: {err}", pytrace=False)
+    st.engines = es
+    yield st
+    st.down()
+    es.down()

@@ -1,0 +1,84 @@
+"""A minimal frame-level client for end-to-end tests (no SDK logic, no retries)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from qim._core import ids
+from qim.net.framed import FramedStream, open_framed, parse_addr
+from qim.proto.v1 import common_pb2, connection_pb2, mailbox_pb2, message_pb2
+from qim.protocol import Opcode
+from qim.services.gateway.auth import issue_dev_token
+
+
+class RawClient:
+    """One authenticated connection; `request()` returns (opcode, parsed reply)."""
+
+    def __init__(self, stream: FramedStream, user: int, device: int) -> None:
+        self.stream = stream
+        self.user = user
+        self.device = device
+        self._rid = 100
+        self.pushes: list = []
+
+    @classmethod
+    async def login(cls, stack, user: int, device: int = 1) -> "RawClient":
+        stream = await open_framed(*parse_addr(stack.gateway_addr))
+        client = cls(stream, user, device)
+        token = issue_dev_token(stack.token_secret.encode(), 0, user, device)
+        op, reply = await client.request(Opcode.AUTH, connection_pb2.Auth(token=token).SerializeToString())
+        assert op == Opcode.AUTH_OK, reply
+        return client
+
+    async def request(self, opcode: int, body: bytes, timeout: float = 10.0):
+        self._rid += 1
+        rid = self._rid
+        self.stream.send(opcode, rid, body)
+        while True:
+            item = await asyncio.wait_for(self.stream.read_frame(), timeout)
+            assert item is not None, "connection closed"
+            op, got_rid, reply = item
+            if got_rid == 0:
+                self.pushes.append((op, reply))
+                continue
+            assert got_rid == rid, (got_rid, rid)
+            return op, parse_reply(op, reply)
+
+    async def send_text(self, peer: int, body: bytes, cmid: bytes | None = None, **kw):
+        msg = message_pb2.SendMessage(client_message_id=cmid or os.urandom(16),
+                                      conversation_id=ids.conversation_id_direct(0, self.user, peer),
+                                      recipient_user_id=peer, message_type=kw.pop("message_type", 1), body=body, **kw)
+        return await self.request(Opcode.SEND_MESSAGE, msg.SerializeToString())
+
+    async def pull_all(self, cursor: int = 0, timeout: float = 10.0) -> tuple[list, int]:
+        """Pull until has_more is false; returns (entries, cursor)."""
+        entries = []
+        while True:
+            op, batch = await self.request(Opcode.PULL_MAILBOX, mailbox_pb2.PullMailbox(cursor=cursor).SerializeToString())
+            assert op == Opcode.MAILBOX_BATCH, batch
+            entries.extend(batch.entries)
+            cursor = batch.next_cursor
+            if not batch.has_more:
+                return entries, cursor
+
+    async def close(self) -> None:
+        self.stream.abort()
+
+
+def parse_reply(op: int, body: bytes):
+    table = {Opcode.AUTH_OK: connection_pb2.AuthOk, Opcode.ERROR: common_pb2.Error, Opcode.SEND_ACK: message_pb2.SendAck,
+             Opcode.MAILBOX_BATCH: mailbox_pb2.MailboxBatch, Opcode.PONG: connection_pb2.Pong,
+             Opcode.PUSH_EVENTS: mailbox_pb2.PushEvents, Opcode.KICKED: connection_pb2.Kicked}
+    cls = table.get(op)
+    return cls.FromString(body) if cls else body
+
+
+async def wait_for_entries(client: RawClient, count: int, timeout: float = 15.0) -> list:
+    """Pull from 0 until at least `count` entries are visible (materialization is async)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        entries, _ = await client.pull_all()
+        if len(entries) >= count or asyncio.get_running_loop().time() > deadline:
+            return entries
+        await asyncio.sleep(0.1)
