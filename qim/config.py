@@ -83,6 +83,24 @@ class Env:
     def metrics_listen(self, service: str) -> str:
         return self.addr(f"QIM_{service.upper()}_METRICS_LISTEN", f"127.0.0.1:{METRICS_PORTS[service]}")
 
+    def fault_point(self, name: str, listeners: tuple[str, ...]) -> str:
+        """A fault-injection point, honoured only with QIM_FAULT_INJECTION=1 and loopback
+        listeners (never in a production configuration). ConfigError otherwise."""
+        point = self._env.get(name, "")
+        if not point:
+            return ""
+        if not self.flag("QIM_FAULT_INJECTION"):
+            raise ConfigError(f"{name} is set but QIM_FAULT_INJECTION=1 is not")
+        for var in listeners:
+            host = parse_addr(self._env.get(var, "127.0.0.1:0"))[0]
+            if host not in ("127.0.0.1", "localhost", "::1"):
+                raise ConfigError(f"{name} requires loopback listeners; {var} is {host}")
+        from qim.services.writer.faults import POINTS
+
+        if point not in POINTS:
+            raise ConfigError(f"{name}={point!r} is not one of {', '.join(POINTS)}")
+        return point
+
     def tenant(self) -> int:
         raw = self._env.get("QIM_TENANT_ID", "0")
         try:
@@ -124,6 +142,7 @@ class WriterConfig:
     region_id: int
     inflight_limit: int
     fault_point: str  # "" in production; see qim/services/writer/faults.py
+    recovery_stale_ms: int
 
     @classmethod
     def from_env(cls, env: Env) -> "WriterConfig":
@@ -134,7 +153,8 @@ class WriterConfig:
             writer_id=env.int("QIM_WRITER_ID", 0, 0, 65535),
             region_id=env.int("QIM_REGION_ID", 0, 0, 65535),
             inflight_limit=env.int("QIM_WRITER_REQUEST_INFLIGHT_LIMIT", WRITER_INFLIGHT_DEFAULT, 1, WRITER_INFLIGHT_MAX),
-            fault_point=env._env.get("QIM_WRITER_FAULT_POINT", "") if env.flag("QIM_FAULT_INJECTION") else "",
+            fault_point=env.fault_point("QIM_WRITER_FAULT_POINT", ("QIM_WRITER_LISTEN", "QIM_WRITER_METRICS_LISTEN")),
+            recovery_stale_ms=env.int("QIM_COMMIT_RECOVERY_STALE_MS", 5000, 100, 3_600_000),
         )
 
 

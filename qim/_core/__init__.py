@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 
 PURE = os.environ.get("QIM_PUREPYTHON", "") == "1"
 _NAMES = ("frame", "mailbox_seq", "watermark", "eventgroup", "ids")
@@ -22,5 +23,11 @@ eventgroup = importlib.import_module(f"{_base}.eventgroup")
 ids = importlib.import_module(f"{_base}.ids")
 
 COMPILED = not PURE
+
+if PURE:
+    # `import qim._core.frame` must give the twin too, never load the extension behind
+    # the facade's back (that would silently mix implementations in one process).
+    for _name in _NAMES:
+        sys.modules[f"qim._core.{_name}"] = globals()[_name]
 
 __all__ = ["frame", "mailbox_seq", "watermark", "eventgroup", "ids", "COMPILED", "PURE"]

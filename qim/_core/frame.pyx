@@ -248,9 +248,9 @@ cdef class FrameDecoder:
                 break
             self._chunk(&h, p + pos + QIM_FRAME_HEADER_LEN, out)
             pos = end
-        if direct:
-            self._buf = PyByteArray_FromStringAndSize(<const char*>p + pos, n - pos)
-            self._pos = 0
+        if direct:  # _buf is empty here; keep only an unparsed tail
+            if pos < n:
+                self._buf = PyByteArray_FromStringAndSize(<const char*>p + pos, n - pos)
         elif pos == n:
             PyByteArray_Resize(self._buf, 0)
             self._pos = 0
@@ -267,7 +267,7 @@ cdef class FrameDecoder:
         cdef bint more = (h.flags & QIM_FLAG_MORE) != 0
         cdef Py_ssize_t blen = h.body_len, have
         cdef _Partial part
-        found = self._partials.get(key)
+        found = self._partials.get(key) if self._partials else None  # usual: nothing open
         if found is None:
             if h.index != 0:
                 raise ChunkOrder(f"frame ({h.opcode}, {h.request_id}) starts at chunk {h.index}")

@@ -54,12 +54,14 @@ class Tally:
     duplicated: int = 0
     out_of_order: int = 0
     by_mode: dict = field(default_factory=dict)
+    sdk: dict = field(default_factory=dict)  # summed ClientRuntime.stats (reconnects, resends, ...)
 
     def add(self, other: "Tally") -> None:
         for name in ("conversations", "messages", "delivered", "lost", "duplicated", "out_of_order"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
-        for mode, n in other.by_mode.items():
-            self.by_mode[mode] = self.by_mode.get(mode, 0) + n
+        for mine, theirs in ((self.by_mode, other.by_mode), (self.sdk, other.sdk)):
+            for key, n in theirs.items():
+                mine[key] = mine.get(key, 0) + n
 
     @property
     def ok(self) -> bool:
@@ -133,6 +135,8 @@ class Dialogue:
             t.lost = t.messages - t.delivered
         finally:
             for rt in self.rts.values():
+                for key, n in rt.stats.items():
+                    t.sdk[key] = t.sdk.get(key, 0) + n
                 await rt.close()
                 rt.store.close()
         return t
@@ -228,12 +232,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     logging.basicConfig(level=logging.DEBUG if cfg.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not cfg.gateway or not cfg.token_secret:
-        print("replay: --gateway/QIM_GATEWAY_ADDR and --token-secret/QIM_DEV_TOKEN_SECRET are required",
+        print("qim-loadgen replay: --gateway/QIM_GATEWAY_ADDR and --token-secret/QIM_DEV_TOKEN_SECRET are required",
               file=sys.stderr)
         return 2
     started = time.monotonic()
     total = asyncio.run(replay(cfg))
-    print(f"modes: {total.by_mode} elapsed: {time.monotonic() - started:.1f}s", file=sys.stderr)
+    print(f"modes: {total.by_mode} sdk: {total.sdk} elapsed: {time.monotonic() - started:.1f}s", file=sys.stderr)
     print(total.line(), flush=True)
     return 0 if total.ok else 1
 

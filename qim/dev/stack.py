@@ -25,6 +25,11 @@ from qim.dev._proc import _death_wrapper, free_ports
 from qim.errors import EngineError
 
 SERVICES = ("writer", "mailbox", "gateway", "fanout")
+
+
+def module_of(name: str) -> str:
+    """Instance name -> entry module: "writer2" runs qim.app.writer."""
+    return name.rstrip("0123456789")
 READY_TIMEOUT_S = 60.0
 
 
@@ -37,6 +42,7 @@ class Stack:
     metrics: dict[str, str]
     pids: dict[str, int] = field(default_factory=dict)
     die_with_parent: bool = False  # test runs: services get SIGTERM when pytest dies
+    instance_env: dict[str, dict[str, str]] = field(default_factory=dict)  # per-instance overrides
 
     @property
     def gateway_addr(self) -> str:
@@ -48,7 +54,8 @@ class Stack:
 
     def save(self) -> None:
         (self.dir / "stack.json").write_text(json.dumps(
-            {"env": self.env, "metrics": self.metrics, "pids": self.pids}, indent=2))
+            {"env": self.env, "metrics": self.metrics, "pids": self.pids, "instance_env": self.instance_env},
+            indent=2))
         (self.dir / "stack.env").write_text(
             f"QIM_GATEWAY_ADDR={self.gateway_addr}\nQIM_DEV_TOKEN_SECRET={self.token_secret}\n")
 
@@ -58,15 +65,22 @@ class Stack:
         if not path.exists():
             return None
         data = json.loads(path.read_text())
-        return cls(Path(dir), data["env"], data["metrics"], {k: int(v) for k, v in data["pids"].items()})
+        return cls(Path(dir), data["env"], data["metrics"], {k: int(v) for k, v in data["pids"].items()},
+                   instance_env=data.get("instance_env", {}))
 
-    def start_service(self, name: str) -> int:
-        """Start one service process (again); returns its pid."""
+    @property
+    def names(self) -> list[str]:
+        return list(self.metrics)
+
+    def start_service(self, name: str, extra_env: Optional[dict[str, str]] = None) -> int:
+        """Start one service instance (again), optionally with extra environment (fault
+        injection); returns its pid."""
         logs = self.dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, **self.env, **self.instance_env.get(name, {}), **(extra_env or {}),
+               "PYTHONUNBUFFERED": "1"}
         with open(logs / f"{name}.log", "ab") as log:
-            argv = _death_wrapper(self.die_with_parent) + [sys.executable, "-m", f"qim.app.{name}"]
+            argv = _death_wrapper(self.die_with_parent) + [sys.executable, "-m", f"qim.app.{module_of(name)}"]
             proc = subprocess.Popen(argv, env=env, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True, cwd=self.dir)
         self.pids[name] = proc.pid
@@ -98,10 +112,10 @@ class Stack:
         except ChildProcessError:
             return True
 
-    def wait_ready(self, names=SERVICES, timeout: float = READY_TIMEOUT_S) -> None:
+    def wait_ready(self, names=None, timeout: float = READY_TIMEOUT_S) -> None:
         """Block until every named /healthz is 200. EngineError (with log tail) otherwise."""
         deadline = time.monotonic() + timeout
-        pending = list(names)
+        pending = list(names or self.names)
         while pending:
             name = pending[0]
             if not self.alive(name):
@@ -137,31 +151,35 @@ class Stack:
         self.stop_service(name, signal.SIGKILL, 5.0)
 
     def down(self) -> None:
-        for name in reversed(SERVICES):
+        for name in reversed(self.names):
             self.stop_service(name)
         (self.dir / "stack.json").unlink(missing_ok=True)
 
 
 def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str, str]] = None,
-             die_with_parent: bool = False) -> Stack:
-    """Start every service on fresh loopback ports and wait until all are healthy."""
+             die_with_parent: bool = False, writers: int = 1) -> Stack:
+    """Start every service (and `writers` writer instances: writer, writer2, ...) on fresh
+    loopback ports and wait until all are healthy. EngineError when one cannot start."""
     dir = Path(dir)
     dir.mkdir(parents=True, exist_ok=True)
-    ports = free_ports(9)
-    addr = [f"127.0.0.1:{p}" for p in ports]
+    addr = [f"127.0.0.1:{p}" for p in free_ports(8 + 2 * writers)]
+    writer_names = ["writer"] + [f"writer{i}" for i in range(2, writers + 1)]
     env = {
         **engine_env,
-        "QIM_GATEWAY_LISTEN": addr[0], "QIM_GATEWAY_PUSH_ADDR": addr[1], "QIM_WRITER_LISTEN": addr[2],
-        "QIM_WRITER_ADDRS": addr[2], "QIM_MAILBOX_LISTEN": addr[3], "QIM_MAILBOX_ADDRS": addr[3],
-        "QIM_GATEWAY_METRICS_LISTEN": addr[4], "QIM_WRITER_METRICS_LISTEN": addr[5],
-        "QIM_MAILBOX_METRICS_LISTEN": addr[6], "QIM_FANOUT_METRICS_LISTEN": addr[7],
-        "QIM_DEV_TOKEN_SECRET": secrets.token_hex(16), "QIM_REDIS_ALLOW_UNSAFE_DEV": "1",
+        "QIM_GATEWAY_LISTEN": addr[0], "QIM_GATEWAY_PUSH_ADDR": addr[1], "QIM_MAILBOX_LISTEN": addr[2],
+        "QIM_MAILBOX_ADDRS": addr[2], "QIM_GATEWAY_METRICS_LISTEN": addr[3],
+        "QIM_MAILBOX_METRICS_LISTEN": addr[4], "QIM_FANOUT_METRICS_LISTEN": addr[5],
+        "QIM_WRITER_ADDRS": ",".join(addr[8 + 2 * i] for i in range(writers)),
+        "QIM_DEV_TOKEN_SECRET": secrets.token_hex(16),
     }
     env.update(extra_env or {})
-    metrics = {s: env[f"QIM_{s.upper()}_METRICS_LISTEN"] for s in SERVICES}
-    stack = Stack(dir, env, metrics, die_with_parent=die_with_parent)
+    instance_env = {name: {"QIM_WRITER_LISTEN": addr[8 + 2 * i], "QIM_WRITER_METRICS_LISTEN": addr[9 + 2 * i]}
+                    for i, name in enumerate(writer_names)}
+    metrics = {name: instance_env[name]["QIM_WRITER_METRICS_LISTEN"] for name in writer_names}
+    metrics.update({s: env[f"QIM_{s.upper()}_METRICS_LISTEN"] for s in SERVICES if s != "writer"})
+    stack = Stack(dir, env, metrics, die_with_parent=die_with_parent, instance_env=instance_env)
     try:
-        for name in SERVICES:
+        for name in stack.names:
             stack.start_service(name)
         stack.wait_ready()
     except BaseException:

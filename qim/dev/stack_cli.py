@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from qim.dev.engines import EngineSet, default_dir
-from qim.dev.stack import SERVICES, Stack, stack_up
+from qim.dev.stack import Stack, stack_up
 
 
 def default_stack_dir() -> Path:
@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     dir = Path(args.dir) if args.dir else default_stack_dir()
     existing = Stack.load(dir)
     if args.action == "up":
-        if existing is not None and all(existing.healthz(s)[0] == 200 for s in SERVICES):
+        if existing is not None and all(existing.healthz(s)[0] == 200 for s in existing.names):
             print(f"stack already up; env file:\n{dir / 'stack.env'}")
             return 0
         if existing is not None:
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"stack in {dir} stopped")
         return 0
     ok = True
-    for name in SERVICES:
+    for name in existing.names:
         status, body = existing.healthz(name)
         ok &= status == 200
         print(f"{name:8} pid={existing.pids.get(name)} alive={existing.alive(name)} healthz={status} {body.strip()[:80]}")

@@ -250,11 +250,13 @@ class ClientRuntime:
             if conn is self._conn:
                 self._inflight.discard(cmid)
 
-    def _settle(self, cmid: bytes, ack: Optional[SendAck] = None, exc: Optional[BaseException] = None) -> None:
+    def _settle(self, cmid: bytes, ack: Optional[SendAck] = None, exc: Optional[BaseException] = None) -> bool:
+        """Resolve the waiter of `cmid`; False when there is none or it was already resolved."""
         fut = self._waiters.get(cmid)
         if fut is None or fut.done():
-            return
+            return False
         fut.set_exception(exc) if exc is not None else fut.set_result(ack)
+        return True
 
     # --- mailbox -------------------------------------------------------------------
     async def pull_mailbox(self) -> None:
@@ -316,9 +318,8 @@ class ClientRuntime:
         if result.resolved:
             acks = tuple(SendAck(r.client_message_id, r.message_id, r.conversation_id, r.conversation_seq,
                                  r.created_at_ms, reconciled=True) for r in result.resolved)
-            for ack in acks:
-                self.stats["reconciled"] += 1
-                self._settle(ack.client_message_id, ack=ack)
+            for ack in acks:  # counts only sends that no SEND_ACK had settled
+                self.stats["reconciled"] += self._settle(ack.client_message_id, ack=ack)
             self._emit(ev.PendingResolved(acks))
 
     async def ping(self) -> int:

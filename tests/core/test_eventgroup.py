@@ -10,7 +10,7 @@ from qim.consts import EVENT_GROUP_MAX_BYTES
 from qim.errors import EventGroupError
 from qim._core.types import MailboxEvent
 
-from ._impls import COMPILED, HAVE_COMPILED, PURE
+from ._impls import COMPILED, PURE
 
 EID, MID = bytes(range(1, 17)), bytes(range(17, 33))
 CID, CMID = b"\x01" + bytes(range(40, 55)), b"\xcc" * 16
@@ -152,7 +152,7 @@ event_st = st.builds(
 )
 
 
-@pytest.mark.skipif(not HAVE_COMPILED, reason="compiled core not built (QIM_PUREPYTHON=1)")
+@pytest.mark.differential
 @settings(max_examples=300, deadline=None)
 @given(events=st.lists(event_st, max_size=9), flip=st.tuples(st.integers(0), st.integers(0, 255)),
        junk=st.binary(max_size=120))

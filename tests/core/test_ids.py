@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from qim.errors import IdError
 
-from ._impls import COMPILED, HAVE_COMPILED, PURE
+from ._impls import COMPILED, PURE
 
 U64 = 2**64 - 1
 BIG = 2**128 - 1
@@ -146,7 +146,7 @@ FNS = [("conversation_id_direct", "iii"), ("conversation_id_group", "ii"),
        ("client_message_id", "ii"), ("compose_message_id", "iiii"), ("split_message_id", "b")]
 
 
-@pytest.mark.skipif(not HAVE_COMPILED, reason="compiled core not built (QIM_PUREPYTHON=1)")
+@pytest.mark.differential
 @settings(max_examples=300, deadline=None)
 @given(ints=st.lists(int_st, min_size=4, max_size=4), blobs=st.lists(bytes_st, min_size=2,
        max_size=2), text=st.text(max_size=30), shard=st.sampled_from([1, 2, 3, 64, 65536, 0]))

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from qim.consts import MAILBOX_EPOCH_MAX, MAILBOX_OFFSET_MASK
 from qim.errors import SeqError
 
-from ._impls import COMPILED, HAVE_COMPILED, PURE
+from ._impls import COMPILED, PURE
 
 
 def test_compose_one_zero_is_a_real_position(mailbox_seq) -> None:
@@ -73,7 +73,7 @@ def _call(fn, *args):
 ints = st.one_of(st.integers(-10, 2**66), st.integers(2**47, 2**49), st.integers(0, 2**16))
 
 
-@pytest.mark.skipif(not HAVE_COMPILED, reason="compiled core not built (QIM_PUREPYTHON=1)")
+@pytest.mark.differential
 @settings(max_examples=500, deadline=None)
 @given(a=ints, b=ints, raw=st.binary(max_size=10))
 def test_differential(a, b, raw) -> None:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from qim.errors import WatermarkError
 
-from ._impls import COMPILED, HAVE_COMPILED, PURE
+from ._impls import COMPILED, PURE
 
 M = (1 << 48) - 1
 
@@ -137,7 +137,7 @@ blob_st = st.one_of(
 )
 
 
-@pytest.mark.skipif(not HAVE_COMPILED, reason="compiled core not built (QIM_PUREPYTHON=1)")
+@pytest.mark.differential
 @settings(max_examples=300, deadline=None)
 @given(blob=blob_st, off=st.integers(-2, M + 2), lane=st.integers(-1, 65),
        records=st.lists(record_st, min_size=63, max_size=65))

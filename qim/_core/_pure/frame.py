@@ -224,9 +224,9 @@ class FrameDecoder:
                     break
                 self._chunk(flags, opcode, index, rid, mv[pos + FRAME_HEADER_LEN:end], out)
                 pos = end
-        if direct:
-            self._buf = bytearray(data[pos:])
-            self._pos = 0
+        if direct:  # _buf is empty here; keep only an unparsed tail
+            if pos < n:
+                self._buf = bytearray(data[pos:])
         elif pos == n:
             self._buf = bytearray()
             self._pos = 0

@@ -20,6 +20,7 @@ from qim.errors import EngineError, ErrorCode, RequestError
 from qim.infra.kafka.bridge import AsyncProducer
 from qim.infra.redis.client import LuaScripts, ScriptError
 from qim.proto.v1 import internal_pb2, message_pb2
+from qim.services.writer.faults import FaultPoints
 from qim.services.writer.hlc import HlcClock, now_ms
 from qim.services.writer.keys import CommitKeys, inflight_key, record_key_for
 from qim.services.writer.validate import check_send_shape, direct_audience, identity_digest, parse_send
@@ -29,8 +30,7 @@ logger = logging.getLogger(__name__)
 # Bytes of a mailbox event besides its body (eventgroup layout, worst case) plus the
 # group framing: an inline body must leave room for them inside one 8 KiB group.
 EVENT_OVERHEAD_MAX = 256
-RECOVERY_STALE_MS = 5_000
-RECOVERY_PERIOD_S = 2.0
+RECOVERY_PERIOD_S = 1.0
 
 
 def _varint(n: int) -> bytes:
@@ -57,12 +57,14 @@ class MessageCommitter:
     """
 
     def __init__(self, redis, scripts: LuaScripts, producer: AsyncProducer, clock: HlcClock,
-                 shard_count: int) -> None:
+                 shard_count: int, faults: FaultPoints, recovery_stale_ms: int) -> None:
         self._redis = redis
         self._scripts = scripts
         self._producer = producer
         self._clock = clock
         self._shard_count = shard_count
+        self._faults = faults
+        self._stale_ms = recovery_stale_ms
 
     async def commit(self, actor: internal_pb2.Actor, raw: bytes) -> message_pb2.SendAck:
         msg = parse_send(raw)
@@ -89,7 +91,8 @@ class MessageCommitter:
             status, state, mid, cseq, cat = await self._scripts.call(
                 "reserve_and_record",
                 [commit_key, keys.seq(), keys.record(message_id), keys.history(), keys.inflight()],
-                [digest, message_id, created_at, record.SerializeToString(), audience.SerializeToString(), now_ms()],
+                [digest, message_id, created_at, record.SerializeToString(), audience.SerializeToString(), now_ms(),
+                 "1" if self._faults.split_reserve else "0"],
             )
         except ScriptError as exc:
             if exc.reason == "QIM_CONFLICT":
@@ -99,17 +102,36 @@ class MessageCommitter:
             raise RequestError(ErrorCode.UNAVAILABLE, "commit store unavailable") from exc
         if state == b"COMMITTED":
             return _ack(msg.client_message_id, mid, msg.conversation_id, int(cseq), int(cat))
+        if status == b"FRESH" and state == b"RESERVED":
+            self._faults.hit("after_reserve")
         return await self._finish(commit_key, mid, keys.inflight())
 
-    async def _finish(self, commit_key: str, message_id: bytes, inflight: str) -> message_pb2.SendAck:
-        """Publish the Outbox record of an in-flight commit and mark it COMMITTED."""
+    async def _load(self, commit_key: str, message_id: bytes) -> tuple:
         try:
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.get(record_key_for(commit_key, message_id))
-                pipe.hmget(commit_key, "st", "aud", "cseq", "cat")
-                record_bytes, (state, audience, cseq, cat) = await pipe.execute()
+                pipe.hmget(commit_key, "st", "aud", "cseq", "cat", "rec")
+                record_bytes, fields = await pipe.execute()
         except Exception as exc:  # redis errors of any kind: the commit stays resumable
             raise RequestError(ErrorCode.UNAVAILABLE, "commit store unavailable") from exc
+        return (record_bytes, *fields)
+
+    async def _record(self, commit_key: str, reserved_record: bytes) -> None:
+        """RESERVED → RECORDED (the second call of split mode, also used by resumption)."""
+        rec = message_pb2.MessageRecord.FromString(reserved_record)
+        keys = CommitKeys(int.from_bytes(rec.tenant_id, "big"), rec.conversation_id)
+        try:
+            await self._scripts.call("record", [commit_key, keys.record(rec.message_id), keys.history()], [now_ms()])
+        except (EngineError, ScriptError) as exc:
+            raise RequestError(ErrorCode.UNAVAILABLE, "commit store unavailable") from exc
+        self._faults.hit("after_record")
+
+    async def _finish(self, commit_key: str, message_id: bytes, inflight: str) -> message_pb2.SendAck:
+        """Resume an in-flight commit from its stored state up to COMMITTED."""
+        record_bytes, state, audience, cseq, cat, reserved = await self._load(commit_key, message_id)
+        if state == b"RESERVED":
+            await self._record(commit_key, reserved)
+            record_bytes, state, audience, cseq, cat, reserved = await self._load(commit_key, message_id)
         record = message_pb2.MessageRecord.FromString(record_bytes or b"")
         if state == b"COMMITTED" or audience is None:
             if state != b"COMMITTED":
@@ -120,16 +142,18 @@ class MessageCommitter:
         outbox = audience + b"\x0a" + _varint(len(record_bytes)) + record_bytes
         try:
             _, offset = await self._producer.produce(OUTBOX_TOPIC, outbox, key=message_id, partition=0)
+            self._faults.hit("after_outbox")
             res = await self._scripts.call("mark_committed", [commit_key, inflight],
                                            [offset, now_ms(), COMMIT_HELPER_TTL_MS])
         except (EngineError, ScriptError) as exc:
             raise RequestError(ErrorCode.UNAVAILABLE, "outbox or commit store unavailable") from exc
+        self._faults.hit("after_commit")
         _, mid, cseq, cat = res
         return _ack(record.client_message_id, mid, record.conversation_id, int(cseq), int(cat))
 
-    async def recover_once(self, stale_ms: int = RECOVERY_STALE_MS) -> int:
-        """Resume every in-flight commit idle for more than stale_ms; returns how many."""
-        cutoff = now_ms() - stale_ms
+    async def recover_once(self) -> int:
+        """Resume every in-flight commit idle for more than the stale threshold; returns how many."""
+        cutoff = now_ms() - self._stale_ms
         async with self._redis.pipeline(transaction=False) as pipe:
             for bucket in range(COMMIT_BUCKET_COUNT):
                 pipe.zrangebyscore(inflight_key(bucket), "-inf", cutoff, start=0, num=64)

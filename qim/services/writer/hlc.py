@@ -18,7 +18,7 @@ import time
 from qim._core import ids
 from qim.consts import HLC_RENEW_BEFORE_MS, HLC_WINDOW_MS, WRITER_ID_LEASE_MS
 from qim.errors import EngineError, ErrorCode, RequestError
-from qim.infra.redis.client import LuaScripts
+from qim.infra.redis.client import LuaScripts, ScriptError
 from qim.services.writer.keys import hlc_key, writer_lease_key
 
 logger = logging.getLogger(__name__)
@@ -66,10 +66,13 @@ class HlcClock:
         logger.info("writer_id %d leased, window %d..%d", self.writer_id, self._start, self._end)
 
     async def _lease_window(self) -> None:
+        """Fresh lease at start, then extensions while we still hold the high-water."""
+        expected = str(self._end) if self._end else ""
         start, end = await self._scripts.call("hlc_lease", [hlc_key(self.region_id, self.writer_id)],
-                                              [now_ms(), HLC_WINDOW_MS])
-        self._start, self._end = int(start), int(end)
-        self._last_ms = max(self._last_ms, self._start - 1)
+                                              [now_ms(), HLC_WINDOW_MS, expected])
+        if start:
+            self._start = int(start)
+        self._end = int(end)
 
     async def maintain(self) -> None:
         """Background loop: renew the writer_id lease and the window 20 s before its end."""
@@ -83,13 +86,19 @@ class HlcClock:
                     return
                 if now_ms() >= self._end - HLC_RENEW_BEFORE_MS:
                     await self._lease_window()
+            except ScriptError as exc:
+                logger.error("hlc window lost (%s); refusing to issue ids", exc.reason)
+                self._end = 0
+                return
             except EngineError as exc:
                 logger.warning("hlc maintenance failed: %s", exc)
             await asyncio.sleep(1.0)
 
     def next_id(self) -> tuple[bytes, int]:
         """(message_id, unix_ms). RequestError(UNAVAILABLE) when the window is not provable."""
-        ms = max(now_ms(), self._last_ms)
+        # HLC: the clock may run ahead of the wall clock inside the leased window (after
+        # a restart the window starts strictly above the previous high-water).
+        ms = max(now_ms(), self._last_ms, self._start)
         if ms == self._last_ms:
             self._logical += 1
             if self._logical > LOGICAL_MAX:

@@ -18,6 +18,7 @@ from qim.config import WriterConfig
 from qim.consts import OUTBOX_TOPIC
 from qim.errors import EngineError, ErrorCode, RequestError
 from qim.infra.kafka.bridge import AsyncProducer, topic_partitions
+from qim.infra.redis.checks import check_deployment
 from qim.infra.redis.client import LuaScripts, connect
 from qim.net.framed import parse_addr
 from qim.net.rpc import serve_rpc
@@ -25,6 +26,7 @@ from qim.obs.http import serve_http
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
 from qim.services.writer.committer import MessageCommitter
+from qim.services.writer.faults import FaultPoints
 from qim.services.writer.hlc import HlcClock
 
 logger = logging.getLogger(__name__)
@@ -32,7 +34,7 @@ logger = logging.getLogger(__name__)
 REQUESTS = Counter("qim_writer_requests", "Internal requests received by the writer", ["opcode"])
 COMMITS = Counter("qim_writer_commits", "Send commits by result code", ["result"])
 COMMIT_SECONDS = Histogram("qim_writer_commit_seconds", "Time from request to SendAck")
-SCRIPTS = ("reserve_and_record", "mark_committed", "hlc_lease", "lease_renew")
+SCRIPTS = ("reserve_and_record", "record", "mark_committed", "hlc_lease", "lease_renew")
 
 
 class ConversationWriter:
@@ -45,7 +47,8 @@ class ConversationWriter:
         self.producer = AsyncProducer(config.common.kafka_bootstrap)
         self.clock = HlcClock(self.redis, self.scripts, config.region_id, config.writer_id)
         self.committer = MessageCommitter(self.redis, self.scripts, self.producer, self.clock,
-                                          config.common.shard_count)
+                                          config.common.shard_count, FaultPoints(config.fault_point),
+                                          config.recovery_stale_ms)
         self._outbox_ok = False
         self._redis_ok = False
         self._tasks: list[asyncio.Task] = []
@@ -87,7 +90,8 @@ class ConversationWriter:
 
     async def start(self) -> asyncio.AbstractServer:
         """Check engines, lease the clock, start listeners. EngineError when not possible."""
-        await self.redis.ping()
+        await check_deployment(self.redis, self.config.common.redis_addr, commit_facts=True,
+                               allow_unsafe_dev=self.config.common.allow_unsafe_dev)
         self._redis_ok = True
         if await topic_partitions(self.config.common.kafka_bootstrap, OUTBOX_TOPIC) != 1:
             raise EngineError(f"{OUTBOX_TOPIC} must have exactly 1 partition")

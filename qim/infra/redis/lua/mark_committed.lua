@@ -8,9 +8,12 @@ local st = redis.call('HGET', KEYS[1], 'st')
 if not st then
   return redis.error_reply('QIM_NOT_FOUND commit state vanished')
 end
+if st == 'RESERVED' then
+  return redis.error_reply('QIM_NOT_RECORDED commit is still RESERVED')
+end
 if st ~= 'COMMITTED' then
   redis.call('HSET', KEYS[1], 'st', 'COMMITTED', 'obo', ARGV[1], 'upd', ARGV[2])
-  redis.call('HDEL', KEYS[1], 'aud')
+  redis.call('HDEL', KEYS[1], 'aud', 'rec')
   redis.call('PEXPIREAT', KEYS[1], tonumber(ARGV[2]) + tonumber(ARGV[3]))
   redis.call('ZREM', KEYS[2], KEYS[1])
 end

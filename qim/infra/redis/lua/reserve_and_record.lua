@@ -4,7 +4,9 @@
 -- bad input never consumes a sequence number.
 -- KEYS: 1 commit hash, 2 conversation seq, 3 message record, 4 history zset, 5 in-flight zset
 -- ARGV: 1 identity digest (36 B), 2 message_id (16 B), 3 created_at_ms, 4 record bytes
---       without conversation_seq, 5 frozen audience (opaque), 6 now_ms
+--       without conversation_seq, 5 frozen audience (opaque), 6 now_ms, 7 "1" = split
+--       mode (fault injection): stop at RESERVED with the record kept in the commit
+--       hash; record.lua performs the RECORDED step as a second call.
 -- Returns {status, state, message_id, conversation_seq, created_at_ms}; status is
 -- FRESH or EXISTING. Error reply "QIM_CONFLICT" when the digest differs.
 local existing = redis.call('HMGET', KEYS[1], 'dg', 'st', 'mid', 'cseq', 'cat')
@@ -27,9 +29,16 @@ local function varint(n)
   return table.concat(out)
 end
 local record = ARGV[4] .. string.char(0x20) .. varint(seq)
-redis.call('SET', KEYS[3], record)
-redis.call('ZADD', KEYS[4], seq, ARGV[2])
-redis.call('HSET', KEYS[1], 'dg', ARGV[1], 'st', 'RECORDED', 'mid', ARGV[2], 'cseq', string.format('%d', seq),
+local state = 'RECORDED'
+redis.call('HSET', KEYS[1], 'dg', ARGV[1], 'mid', ARGV[2], 'cseq', string.format('%d', seq),
            'cat', ARGV[3], 'aud', ARGV[5], 'upd', ARGV[6])
+if ARGV[7] == '1' then
+  state = 'RESERVED'
+  redis.call('HSET', KEYS[1], 'st', state, 'rec', record)
+else
+  redis.call('SET', KEYS[3], record)
+  redis.call('ZADD', KEYS[4], seq, ARGV[2])
+  redis.call('HSET', KEYS[1], 'st', state)
+end
 redis.call('ZADD', KEYS[5], ARGV[6], KEYS[1])
-return {'FRESH', 'RECORDED', ARGV[2], string.format('%d', seq), ARGV[3]}
+return {'FRESH', state, ARGV[2], string.format('%d', seq), ARGV[3]}
