@@ -168,6 +168,6 @@ async def open_framed(host: str, port: int, timeout: float = 5.0) -> FramedStrea
 def parse_addr(addr: str) -> tuple[str, int]:
     """'host:port' -> (host, port); ValueError with the address on a bad form."""
     host, sep, port = addr.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
         raise ValueError(f"bad address {addr!r}: expected host:port")
     return host.strip("[]"), int(port)
