@@ -20,6 +20,7 @@ from qim.consts import (
     WRITER_INFLIGHT_MAX,
 )
 from qim.errors import ConfigError
+from qim.faults import FANOUT_POINTS, MAILBOX_POINTS, WRITER_POINTS
 from qim.net.framed import parse_addr
 
 
@@ -83,7 +84,7 @@ class Env:
     def metrics_listen(self, service: str) -> str:
         return self.addr(f"QIM_{service.upper()}_METRICS_LISTEN", f"127.0.0.1:{METRICS_PORTS[service]}")
 
-    def fault_point(self, name: str, listeners: tuple[str, ...]) -> str:
+    def fault_point(self, name: str, listeners: tuple[str, ...], allowed: tuple[str, ...]) -> str:
         """A fault-injection point, honoured only with QIM_FAULT_INJECTION=1 and loopback
         listeners (never in a production configuration). ConfigError otherwise."""
         point = self._env.get(name, "")
@@ -95,10 +96,8 @@ class Env:
             host = parse_addr(self._env.get(var, "127.0.0.1:0"))[0]
             if host not in ("127.0.0.1", "localhost", "::1"):
                 raise ConfigError(f"{name} requires loopback listeners; {var} is {host}")
-        from qim.services.writer.faults import POINTS
-
-        if point not in POINTS:
-            raise ConfigError(f"{name}={point!r} is not one of {', '.join(POINTS)}")
+        if point not in allowed:
+            raise ConfigError(f"{name}={point!r} is not one of {', '.join(allowed)}")
         return point
 
     def tenant(self) -> int:
@@ -153,7 +152,8 @@ class WriterConfig:
             writer_id=env.int("QIM_WRITER_ID", 0, 0, 65535),
             region_id=env.int("QIM_REGION_ID", 0, 0, 65535),
             inflight_limit=env.int("QIM_WRITER_REQUEST_INFLIGHT_LIMIT", WRITER_INFLIGHT_DEFAULT, 1, WRITER_INFLIGHT_MAX),
-            fault_point=env.fault_point("QIM_WRITER_FAULT_POINT", ("QIM_WRITER_LISTEN", "QIM_WRITER_METRICS_LISTEN")),
+            fault_point=env.fault_point("QIM_WRITER_FAULT_POINT", ("QIM_WRITER_LISTEN", "QIM_WRITER_METRICS_LISTEN"),
+                                        WRITER_POINTS),
             recovery_stale_ms=env.int("QIM_COMMIT_RECOVERY_STALE_MS", 5000, 100, 3_600_000),
         )
 
@@ -190,6 +190,7 @@ class FanoutConfig:
     common: CommonConfig
     metrics_listen: str
     batch_size: int
+    fault_point: str
 
     @classmethod
     def from_env(cls, env: Env) -> "FanoutConfig":
@@ -197,6 +198,7 @@ class FanoutConfig:
             common=CommonConfig.from_env(env),
             metrics_listen=env.metrics_listen("fanout"),
             batch_size=env.int("QIM_FANOUT_BATCH_SIZE", FANOUT_BATCH_DEFAULT, 1, FANOUT_BATCH_MAX),
+            fault_point=env.fault_point("QIM_FANOUT_FAULT_POINT", ("QIM_FANOUT_METRICS_LISTEN",), FANOUT_POINTS),
         )
 
 
@@ -208,6 +210,8 @@ class MailboxConfig:
     gateway_push_addrs: tuple[str, ...]
     node_index: int
     node_count: int
+    fault_point: str
+    dp_gc_safety_ms: int  # 0: DispatchProgress GC disabled (the default)
 
     @classmethod
     def from_env(cls, env: Env) -> "MailboxConfig":
@@ -219,6 +223,9 @@ class MailboxConfig:
             gateway_push_addrs=env.addrs("QIM_GATEWAY_PUSH_ADDR", "127.0.0.1:7104"),
             node_index=env.int("QIM_MAILBOX_NODE_INDEX", 0, 0, node_count - 1),
             node_count=node_count,
+            fault_point=env.fault_point("QIM_MAILBOX_FAULT_POINT", ("QIM_MAILBOX_LISTEN", "QIM_MAILBOX_METRICS_LISTEN"),
+                                        MAILBOX_POINTS),
+            dp_gc_safety_ms=env.int("QIM_DISPATCH_PROGRESS_GC_SAFETY_MS", 0, 0, 365 * 86_400_000),
         )
 
     def owned_shards(self) -> list[int]:

@@ -12,7 +12,10 @@ def main() -> None:
         from qim.services.fanout.coordinator import UNPLANNABLE, FanoutCoordinator
 
         config = FanoutConfig.from_env(Env())
-        coordinator = FanoutCoordinator(config.common.kafka_bootstrap, config.common.shard_count, config.batch_size)
+        from qim.faults import FANOUT_POINTS, FaultPoints
+
+        coordinator = FanoutCoordinator(config.common.kafka_bootstrap, config.common.shard_count, config.batch_size,
+                                        FaultPoints(config.fault_point, FANOUT_POINTS))
 
         def not_ready():
             if not coordinator.ready:
@@ -20,7 +23,9 @@ def main() -> None:
             yield from invariant_reasons([UNPLANNABLE])
 
         await serve_http(config.metrics_listen, not_ready)
+        lag = asyncio.get_running_loop().create_task(coordinator.lag_loop())
         await coordinator.run()
+        lag.cancel()
         # Stopped on a record it must not skip: stay up, unhealthy, for the operator.
         await asyncio.Event().wait()
 

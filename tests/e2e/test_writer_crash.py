@@ -21,7 +21,7 @@ from qim.dev.stack import stack_up
 from qim.dev.testing import start_test_engines
 from qim.errors import EngineError, ErrorCode
 from qim.protocol import Opcode
-from qim.services.writer.faults import POINTS
+from qim.faults import WRITER_POINTS as POINTS
 from tests.e2e.rawclient import RawClient, wait_for_entries
 
 NO_RECOVERY = {"QIM_COMMIT_RECOVERY_STALE_MS": "3600000"}

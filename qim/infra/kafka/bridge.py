@@ -127,6 +127,13 @@ class AsyncConsumer:
         tps = await self._run(self._consumer.committed, [TopicPartition(topic, p) for p in partitions], timeout)
         return {tp.partition: tp.offset for tp in tps}
 
+    async def high_watermarks(self, topic: str, partitions: list[int], timeout: float = 10.0) -> dict[int, int]:
+        """High watermark (next offset to be written) per partition, from the broker."""
+        def fetch() -> dict[int, int]:
+            return {p: self._consumer.get_watermark_offsets(TopicPartition(topic, p), timeout, cached=False)[1]
+                    for p in partitions}
+        return await self._run(fetch)
+
     async def consume(self, max_records: int, timeout: float) -> list:
         """Up to max_records messages (may be empty). A message carrying a broker error
         other than partition EOF raises EngineError."""

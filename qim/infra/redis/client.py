@@ -26,6 +26,18 @@ def connect(addr: str, max_connections: int = 64) -> aioredis.Redis:
                           socket_connect_timeout=2.0, health_check_interval=30)
 
 
+def load_source(name: str) -> str:
+    """Script text with `--#include NAME` lines replaced by NAME.lua, so shared Lua
+    functions are written once (the fused and the step-wise mailbox scripts share them)."""
+    out = []
+    for line in (LUA_DIR / f"{name}.lua").read_text().splitlines():
+        if line.startswith("--#include "):
+            out.append(load_source(line.split()[1]))
+        else:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
 class LuaScripts:
     """Named scripts of one client: `await scripts.call("name", keys, args)`.
 
@@ -35,7 +47,7 @@ class LuaScripts:
 
     def __init__(self, client: aioredis.Redis, names: Sequence[str]) -> None:
         self._client = client
-        self._scripts = {n: client.register_script((LUA_DIR / f"{n}.lua").read_text()) for n in names}
+        self._scripts = {n: client.register_script(load_source(n)) for n in names}
 
     async def call(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         try:

@@ -18,6 +18,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from qim.consts import DISPATCH_TOPIC, OUTBOX_TOPIC
 from qim.errors import EngineError
+from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncConsumer, AsyncProducer
 from qim.services.fanout.plan import PlanError, plan
 
@@ -30,13 +31,15 @@ COMMIT_TIME = Histogram("qim_fanout_offset_commit_seconds", "Synchronous source 
 DISPATCHES = Counter("qim_fanout_dispatches", "Dispatch records produced")
 REPLAYS = Counter("qim_fanout_batch_replays", "Batches re-read after a failure")
 POSITION = Gauge("qim_fanout_outbox_position", "Next Outbox offset to read")
+LAG = Gauge("qim_fanout_outbox_lag", "Outbox records not yet fanned out (high watermark - position)")
 UNPLANNABLE = Counter("qim_fanout_unplannable_records", "Outbox records that could not be planned (must stay 0)")
 
 
 class FanoutCoordinator:
     """`run()` loops until cancelled; `stopped_reason` is set when it stops on a bad record."""
 
-    def __init__(self, bootstrap: str, shard_count: int, batch_size: int) -> None:
+    def __init__(self, bootstrap: str, shard_count: int, batch_size: int, faults: FaultPoints) -> None:
+        self._faults = faults
         self._bootstrap = bootstrap
         self._shard_count = shard_count
         self._batch_size = batch_size
@@ -106,12 +109,24 @@ class FanoutCoordinator:
         if failed:
             raise EngineError(f"{len(failed)} of {len(results)} dispatch deliveries failed: {failed[0]}")
         DISPATCHES.inc(len(results))
+        self._faults.hit("after_dispatch")
         next_offset = records[-1].offset() + 1
         started = time.perf_counter()
         await self._consumer.commit(OUTBOX_TOPIC, 0, next_offset)
         COMMIT_TIME.observe(time.perf_counter() - started)
         self.position = next_offset
         POSITION.set(next_offset)
+
+    async def lag_loop(self, period_s: float = 5.0) -> None:
+        """Export the Outbox lag; the broker's high watermark is read off the event loop."""
+        while True:
+            try:
+                hw = (await self._consumer.high_watermarks(OUTBOX_TOPIC, [0]))[0]
+                if self.position >= 0:
+                    LAG.set(max(0, hw - self.position))
+            except EngineError as exc:
+                logger.debug("outbox lag unavailable: %s", exc)
+            await asyncio.sleep(period_s)
 
     async def close(self) -> None:
         await self._producer.close()

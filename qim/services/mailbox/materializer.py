@@ -1,11 +1,13 @@
 """MailboxMaterializer (DESIGN.md §5.4, seed 001 §2.5, seed 004 §5).
 
-Statically assigns its dispatch partitions, seeks each to the watermark's start offset
-(never trusts committed group offsets), and runs one FIFO worker per shard (capacity
-128, strictly serial within a partition) under a global permit (64). A full shard
-queue pauses only that partition. Per record: one fused materialize call (DP + entries
-+ watermark), then a best-effort push. Any store failure: W does not move, the node
-stops consuming (MailboxDirty, /healthz 503) and replays on restart.
+Statically assigns its dispatch partitions and seeks each to the watermark's start
+offset (never trusts committed group offsets); reports ready only after catching up to
+the high watermark seen at start. One FIFO worker per shard (capacity 128, strictly
+serial within a partition) under a global permit (64); a full FIFO pauses only its
+partition. A Redis failure is retried with backoff (W has not moved, or the stored
+watermark proves the record finished); a digest conflict, an undecodable record or a
+watermark moved by someone else stops that shard (MailboxDirty, /healthz 503) until a
+restart replays it. Push is best effort and never awaited on the shard path.
 """
 
 from __future__ import annotations
@@ -13,57 +15,62 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from typing import Callable, Deque, Optional
+import time
+from typing import Callable, Deque
 
 from prometheus_client import Counter, Gauge
 
-from qim._core import eventgroup, ids, watermark
-from qim._core import mailbox_seq as mseq
-from qim._core.types import MailboxEvent
+from qim._core import watermark
 from qim.consts import DISPATCH_TOPIC, MAILBOX_GLOBAL_PERMIT, MAILBOX_SHARD_FIFO
 from qim.errors import EngineError, MailboxDirty
+from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncConsumer
-from qim.protocol import EventType
-from qim.services import dispatch_record
+from qim.services.mailbox.record import ShardCursor, materialize
 from qim.services.mailbox.store import RedisMailboxStore
 
 logger = logging.getLogger(__name__)
 
 RECORDS = Counter("qim_mailbox_records", "Dispatch records materialized", ["status"])
 DIRTY = Counter("qim_mailbox_dirty", "Shards stopped by MailboxDirty (must stay 0)")
+RETRIES = Counter("qim_mailbox_store_retries", "Records retried after a Redis failure")
 PAUSES = Counter("qim_mailbox_partition_pauses", "Partitions paused because their FIFO was full")
-LAG = Gauge("qim_mailbox_queued_records", "Records queued in shard FIFOs")
+QUEUED = Gauge("qim_mailbox_queued_records", "Records queued in shard FIFOs")
+DP_GC = Counter("qim_mailbox_dispatch_progress_gc", "DispatchProgress entries garbage collected")
 
-# Called after a record is final: (tenant, [(user_id, mailbox_seq, events)]). It must
-# only queue (never await): push is off the shard path (DESIGN.md §5.4).
-PushHook = Callable[[int, list[tuple[int, int, list[MailboxEvent]]]], None]
+PushHook = Callable[[int, int, list], None]  # (tenant, mailbox_seq, [(user, events)]); must not await
 
 
-class ShardState:
-    """In-memory view of one owned shard; `blob` mirrors the stored watermark."""
-
-    def __init__(self, shard: int, epoch: int, blob: Optional[bytes]) -> None:
-        self.shard = shard
-        self.epoch = epoch
-        self.stored_blob = blob  # None until the first record is materialized
-        self.blob = blob if blob is not None else watermark.empty()
+class ShardState(ShardCursor):
+    def __init__(self, shard: int, epoch: int, blob) -> None:
+        super().__init__(shard, epoch, blob)
         self.queue: Deque = collections.deque()
         self.wakeup = asyncio.Event()
         self.paused = False
+        self.dirty = ""
+        self.catch_up_to = 0  # high watermark at start: ready once W reaches it - 1
 
 
 class MailboxMaterializer:
-    """`start()` positions the shards; `run()` consumes until cancelled or dirty."""
+    """`start()` positions the shards; `run()` consumes until cancelled."""
 
-    def __init__(self, bootstrap: str, store: RedisMailboxStore, shards: list[int], push: PushHook) -> None:
+    def __init__(self, bootstrap: str, store: RedisMailboxStore, shards: list[int], push: PushHook,
+                 faults: FaultPoints, dp_gc_safety_ms: int = 0) -> None:
         self._consumer = AsyncConsumer(bootstrap, "qim-mailbox")
         self._store = store
         self._owned = shards
         self._push = push
+        self._faults = faults
+        self._gc_safety_ms = dp_gc_safety_ms
         self._permit = asyncio.Semaphore(MAILBOX_GLOBAL_PERMIT)
         self.shards: dict[int, ShardState] = {}
-        self.dirty_reason = ""
-        self.ready = False
+        self.running = False
+
+    @property
+    def dirty_reasons(self) -> list[str]:
+        return [f"shard {s.shard}: {s.dirty}" for s in self.shards.values() if s.dirty]
+
+    def caught_up(self) -> bool:
+        return all(_w(s) >= s.catch_up_to - 1 for s in self.shards.values() if not s.dirty)
 
     async def start(self) -> None:
         starts = {}
@@ -74,13 +81,18 @@ class MailboxMaterializer:
             self.shards[shard] = state
             starts[shard] = watermark.start_offset(state.blob)
         await self._consumer.assign(DISPATCH_TOPIC, starts)
+        for shard, hw in (await self._consumer.high_watermarks(DISPATCH_TOPIC, self._owned)).items():
+            self.shards[shard].catch_up_to = hw
         logger.info("mailbox owns %d shards", len(self._owned))
 
     async def run(self) -> None:
-        workers = [asyncio.get_running_loop().create_task(self._worker(s)) for s in self.shards.values()]
-        self.ready = True
+        loop = asyncio.get_running_loop()
+        tasks = [loop.create_task(self._worker(s)) for s in self.shards.values()]
+        if self._gc_safety_ms:
+            tasks.append(loop.create_task(self._gc_loop()))
+        self.running = True
         try:
-            while not self.dirty_reason:
+            while True:
                 try:
                     msgs = await self._consumer.consume(256, 0.1)
                 except EngineError as exc:
@@ -98,19 +110,18 @@ class MailboxMaterializer:
                 if full:
                     PAUSES.inc(len(full))
                     await self._consumer.pause(DISPATCH_TOPIC, full)
-                LAG.set(sum(len(s.queue) for s in self.shards.values()))
-                await self._resume_drained()
+                QUEUED.set(sum(len(s.queue) for s in self.shards.values()))
+                drained = [s for s in self.shards.values()
+                           if s.paused and not s.dirty and len(s.queue) < MAILBOX_SHARD_FIFO // 2]
+                if drained:
+                    for s in drained:
+                        s.paused = False
+                    await self._consumer.resume(DISPATCH_TOPIC, [s.shard for s in drained])
         finally:
-            for w in workers:
-                w.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
-
-    async def _resume_drained(self) -> None:
-        ready = [s.shard for s in self.shards.values() if s.paused and len(s.queue) < MAILBOX_SHARD_FIFO // 2]
-        if ready:
-            for shard in ready:
-                self.shards[shard].paused = False
-            await self._consumer.resume(DISPATCH_TOPIC, ready)
+            self.running = False
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _worker(self, state: ShardState) -> None:
         while True:
@@ -121,39 +132,73 @@ class MailboxMaterializer:
             msg = state.queue[0]
             async with self._permit:
                 try:
-                    await self._materialize(state, msg.offset(), msg.value())
-                except (MailboxDirty, EngineError, dispatch_record.DispatchDecodeError) as exc:
+                    await self._one(state, msg.offset(), msg.value())
+                except MailboxDirty as exc:
                     DIRTY.inc()
-                    self.dirty_reason = f"shard {state.shard} offset {msg.offset()}: {exc}"
-                    self.ready = False
-                    logger.error("mailbox stopped: %s", self.dirty_reason)
+                    state.dirty = f"offset {msg.offset()}: {exc}"
+                    state.queue.clear()
+                    logger.error("mailbox shard %d stopped: %s", state.shard, state.dirty)
+                    await self._consumer.pause(DISPATCH_TOPIC, [state.shard])
                     return
             state.queue.popleft()
 
-    async def _materialize(self, state: ShardState, offset: int, value: bytes) -> None:
-        d = dispatch_record.decode(value)
-        if d.target_shard != state.shard:
-            raise MailboxDirty(f"dispatch for shard {d.target_shard} found in partition {state.shard}")
-        digest = dispatch_record.payload_digest(value)
-        per_user = []
-        for user in d.recipients:
-            event = MailboxEvent(
-                event_type=EventType.MESSAGE, event_id=ids.event_id(d.dispatch_id, user, EventType.MESSAGE),
-                message_id=d.message_id, conversation_id=d.conversation_id, conversation_seq=d.conversation_seq,
-                sender_id=d.sender_id, created_at_ms=d.created_at_ms, message_type=d.message_type,
-                custom_type=d.custom_type, client_message_id=d.client_message_id if user == d.sender_id else b"",
-                body=d.body,
-            )
-            per_user.append((user, [event]))
-        seq_bytes = mseq.to_bytes(mseq.compose(state.epoch, offset))
-        members = [(u, seq_bytes + eventgroup.pack_group(evs)) for u, evs in per_user]
-        new_blob = watermark.advance_all(state.blob, offset)
-        status, used_seq = await self._store.materialize(state.shard, state.epoch, d.tenant, d.dispatch_id, digest,
-                                                         offset, members, state.stored_blob, new_blob)
-        state.blob = state.stored_blob = new_blob
-        RECORDS.labels(status=status).inc()
-        if status == "FRESH":
-            self._push(d.tenant, [(u, used_seq, evs) for u, evs in per_user])
+    async def _one(self, state: ShardState, offset: int, value: bytes) -> None:
+        delay = 0.2
+        while True:
+            try:
+                done = await materialize(self._store, state, offset, value, self._faults)
+                break
+            except EngineError as exc:
+                RETRIES.inc()
+                logger.warning("shard %d offset %d: %s; retrying", state.shard, offset, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                if await self._finished_meanwhile(state, offset):
+                    return
+        state.stored_blob = done.new_blob
+        RECORDS.labels(status=done.status).inc()
+        if done.status != "DUPLICATE":
+            self._push(done.tenant, done.mailbox_seq, done.per_user)
+
+    async def _finished_meanwhile(self, state: ShardState, offset: int) -> bool:
+        """After a failed call the reply may have been lost while Redis applied it: the
+        stored watermark tells. True when the record is already final (no push then:
+        clients recover by pulling)."""
+        try:
+            blob, _ = await self._store.load_watermark(state.shard)
+        except EngineError:
+            return False
+        if blob == state.stored_blob:
+            return False
+        if blob is not None and watermark.start_offset(blob) == offset + 1:
+            state.stored_blob = blob
+            RECORDS.labels(status="RECOVERED").inc()
+            return True
+        raise MailboxDirty("watermark moved under us")
+
+    async def _gc_loop(self) -> None:
+        """DispatchProgress GC: delete DP whose highest observed offset is at or below the
+        W every lane had `safety` ms ago (so W passed it and the replay window elapsed)."""
+        history: dict[int, Deque] = {s: collections.deque() for s in self.shards}
+        while True:
+            now = time.monotonic()
+            for shard, state in self.shards.items():
+                history[shard].append((now, _w(state)))
+                old = None
+                while history[shard] and now - history[shard][0][0] >= self._gc_safety_ms / 1000:
+                    old = history[shard].popleft()[1]
+                if old is not None and old >= 0:
+                    history[shard].appendleft((now - self._gc_safety_ms / 1000, old))
+                    try:
+                        DP_GC.inc(await self._store.gc_dispatch_progress(shard, old))
+                    except Exception as exc:
+                        logger.warning("DispatchProgress GC of shard %d failed: %s", shard, exc)
+            await asyncio.sleep(min(1.0, self._gc_safety_ms / 1000))
 
     async def close(self) -> None:
         await self._consumer.close()
+
+
+def _w(state: ShardCursor) -> int:
+    """Lowest materialized W over the lanes, -1 when nothing was materialized."""
+    return watermark.start_offset(state.blob) - 1

@@ -15,6 +15,7 @@ from prometheus_client import Counter
 
 from qim.config import MailboxConfig
 from qim.errors import ErrorCode, RequestError
+from qim.faults import MAILBOX_POINTS, FaultPoints
 from qim.infra.redis.client import connect
 from qim.net.framed import StreamClosed, parse_addr
 from qim.net.rpc import RpcClient, serve_rpc
@@ -40,19 +41,23 @@ class MailboxNode:
         self.redis = connect(config.common.redis_addr)
         self.store = RedisMailboxStore(self.redis)
         self.materializer = MailboxMaterializer(config.common.kafka_bootstrap, self.store, config.owned_shards(),
-                                                self.push)
+                                                self.push, FaultPoints(config.fault_point, MAILBOX_POINTS),
+                                                config.dp_gc_safety_ms)
         self.puller = MailboxPuller(self.redis, self.store, self.materializer, config.common.shard_count)
         self._gateways = [RpcClient(a) for a in config.gateway_push_addrs]
         self._tasks: list[asyncio.Task] = []
 
     def not_ready(self):
-        if not self.materializer.ready:
-            yield "materializer not running" + (f": {self.materializer.dirty_reason}" if self.materializer.dirty_reason else "")
+        if not self.materializer.running:
+            yield "materializer not running"
+        elif not self.materializer.caught_up():
+            yield "catching up with the dispatch log"
+        yield from self.materializer.dirty_reasons
         yield from invariant_reasons([DIRTY])
 
-    def push(self, tenant: int, items) -> None:
+    def push(self, tenant: int, seq: int, items) -> None:
         batch = internal_pb2.PushBatch(tenant_id=tenant.to_bytes(16, "big"))
-        for user, seq, events in items:
+        for user, events in items:
             target = batch.targets.add(user_id=user)
             for ev in events:
                 target.entries.add().CopyFrom(entry_pb(seq, ev))

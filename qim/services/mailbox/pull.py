@@ -10,7 +10,7 @@ from google.protobuf.message import DecodeError
 from qim._core import eventgroup, ids, watermark
 from qim._core import mailbox_seq as mseq
 from qim.consts import MAILBOX_PAGE_MAX_BYTES, MAILBOX_PAGE_MAX_ENTRIES
-from qim.errors import ErrorCode, RequestError, SeqError
+from qim.errors import EngineError, ErrorCode, RequestError, SeqError
 from qim.proto.v1 import internal_pb2, mailbox_pb2, message_pb2
 from qim.services.mailbox.materializer import MailboxMaterializer
 from qim.services.mailbox.store import RedisMailboxStore
@@ -51,7 +51,7 @@ class MailboxPuller:
         state = self._mat.shards.get(shard)
         if state is None:
             raise RequestError(ErrorCode.UNAVAILABLE, "mailbox shard not served by this node")
-        if self._mat.dirty_reason:
+        if state.dirty:
             raise RequestError(ErrorCode.MAILBOX_DIRTY, "mailbox shard stopped; retry later")
         if q.cursor == 0:
             after = -1
@@ -65,7 +65,18 @@ class MailboxPuller:
         visible = watermark.visible_offset(state.blob, lane)
         max_entries = min(q.max_entries or MAILBOX_PAGE_MAX_ENTRIES, MAILBOX_PAGE_MAX_ENTRIES)
         max_bytes = min(q.max_bytes or MAILBOX_PAGE_MAX_BYTES, MAILBOX_PAGE_MAX_BYTES)
-        rows = await self._store.read_range(tenant, user, after, visible, max_entries + 1)
+        try:
+            days, trim, known = await self._store.trim_and_days(tenant, user)
+        except EngineError:
+            raise RequestError(ErrorCode.UNAVAILABLE, "mailbox store unavailable") from None
+        if q.cursor != 0 and (after < trim or not known):
+            # Entries after this cursor were removed by retention (or everything was):
+            # the device must REBUILD (DESIGN.md §5.5, §9). A zero cursor never expires.
+            raise RequestError(ErrorCode.CURSOR_EXPIRED, "cursor is below the mailbox trim boundary")
+        try:
+            rows = await self._store.read_range(tenant, user, days, after, visible, max_entries + 1)
+        except EngineError:
+            raise RequestError(ErrorCode.UNAVAILABLE, "mailbox store unavailable") from None
         batch = mailbox_pb2.MailboxBatch(next_cursor=q.cursor, lane=lane, shard_epoch=state.epoch)
         used = 0
         refs = []

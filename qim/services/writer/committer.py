@@ -20,7 +20,7 @@ from qim.errors import EngineError, ErrorCode, RequestError
 from qim.infra.kafka.bridge import AsyncProducer
 from qim.infra.redis.client import LuaScripts, ScriptError
 from qim.proto.v1 import internal_pb2, message_pb2
-from qim.services.writer.faults import FaultPoints
+from qim.faults import FaultPoints
 from qim.services.writer.hlc import HlcClock, now_ms
 from qim.services.writer.keys import CommitKeys, inflight_key, record_key_for
 from qim.services.writer.validate import check_send_shape, direct_audience, identity_digest, parse_send
@@ -92,7 +92,7 @@ class MessageCommitter:
                 "reserve_and_record",
                 [commit_key, keys.seq(), keys.record(message_id), keys.history(), keys.inflight()],
                 [digest, message_id, created_at, record.SerializeToString(), audience.SerializeToString(), now_ms(),
-                 "1" if self._faults.split_reserve else "0"],
+                 "1" if self._faults.active else "0"],
             )
         except ScriptError as exc:
             if exc.reason == "QIM_CONFLICT":

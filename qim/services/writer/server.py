@@ -26,7 +26,7 @@ from qim.obs.http import serve_http
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
 from qim.services.writer.committer import MessageCommitter
-from qim.services.writer.faults import FaultPoints
+from qim.faults import FaultPoints
 from qim.services.writer.hlc import HlcClock
 
 logger = logging.getLogger(__name__)

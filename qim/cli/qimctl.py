@@ -1,0 +1,270 @@
+"""qimctl: the admin plane (DESIGN.md §2 "admin / load: qimctl ... audits").
+
+    qimctl audit dispatch [--kafka-bootstrap HOST:PORT] [--redis-addr HOST:PORT[,...]]
+                          [--shard-count N] [--outbox-topic T] [--dispatch-topic T]
+                          [--fanout-group G] [--no-wait] [--timeout S]
+
+Defaults come from QIM_KAFKA_BOOTSTRAP, QIM_REDIS_ADDR and QIM_MAILBOX_SHARD_COUNT.
+
+`audit dispatch` (DESIGN.md §12, seed 000 "orphan 独立审计"; issue 5):
+1. unless --no-wait, waits (each step bounded by --timeout) until the writer's in-flight
+   ZSETs `qim:inflight:{bNNN}` (all 256 commit buckets, on every --redis-addr) are
+   empty, then until the committed offset of the fanout group on Outbox partition 0
+   reaches the Outbox high watermark;
+2. reads the Outbox, then every dispatch partition, from the low to the high watermark
+   (snapshotted after the wait) by static assign, never a group subscription, nothing
+   committed; --timeout also bounds a read that makes no progress;
+3. compares them with qim.services.audit.dispatch_audit (digests only, no bodies).
+
+Output (stdout): `read: ...` counts, one line per undecodable/unplannable record (with
+its offset), up to 20 orphan details, then exactly
+`audit: committed_without_dispatch=A dispatch_without_commit=B coordinate_mismatch=C wrong_partition=D`.
+Exit 0 when all four are 0, 1 when any is non-zero, 2 on errors (engine unreachable,
+drain timeout, bad configuration, any undecodable or unplannable record).
+The audit is meant for a quiescent system: with live traffic the drain may time out,
+and --no-wait can report commits whose fanout has not happened yet. An Outbox trimmed by
+retention makes dispatches of trimmed commits count as dispatch_without_commit (a note
+on stderr says so).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import os
+import sys
+import time
+import uuid
+from typing import Callable, Optional, Sequence
+
+import redis
+from confluent_kafka import (Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException,
+                             TopicPartition)
+from confluent_kafka.admin import AdminClient
+
+from qim.config import Env
+from qim.consts import COMMIT_BUCKET_COUNT, DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC
+from qim.errors import ConfigError, EngineError
+from qim.net.framed import parse_addr
+from qim.services.audit.dispatch_audit import DispatchAudit
+from qim.services.writer.keys import inflight_key
+
+FANOUT_GROUP = "qim-fanout"  # qim.services.fanout.coordinator.GROUP_ID (not imported: metrics side effects)
+KAFKA_CALL_TIMEOUT_S = 10.0
+POLL_INTERVAL_S = 0.2
+
+Sink = Callable[[int, int, Optional[bytes]], None]
+
+
+def wait_commits_drained(redis_addrs: Sequence[str], timeout_s: float) -> None:
+    """Block until every `qim:inflight:{bNNN}` ZSET is empty on every instance.
+
+    EngineError when Redis is unreachable or commits stay in flight past timeout_s.
+    """
+    deadline = time.monotonic() + timeout_s
+    clients = []
+    for addr in redis_addrs:
+        host, port = parse_addr(addr)
+        clients.append((addr, redis.Redis(host=host, port=port, socket_connect_timeout=2.0, socket_timeout=5.0)))
+    try:
+        while True:
+            pending = 0
+            for addr, client in clients:
+                try:
+                    pipe = client.pipeline(transaction=False)
+                    for bucket in range(COMMIT_BUCKET_COUNT):
+                        pipe.zcard(inflight_key(bucket))
+                    pending += sum(pipe.execute())
+                except redis.RedisError as exc:
+                    raise EngineError(f"redis at {addr} unreachable: {exc.__class__.__name__}: {exc}") from None
+            if pending == 0:
+                return
+            if time.monotonic() > deadline:
+                raise EngineError(f"{pending} commits still in flight (qim:inflight:*) after {timeout_s:g}s")
+            time.sleep(POLL_INTERVAL_S)
+    finally:
+        for _, client in clients:
+            client.close()
+
+
+def high_watermarks(consumer: Consumer, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
+    """{partition: (low, high)} straight from the broker (never cached)."""
+    return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=KAFKA_CALL_TIMEOUT_S, cached=False)
+            for p in range(partitions)}
+
+
+def wait_fanout_caught_up(admin: AdminClient, consumer: Consumer, topic: str, group: str,
+                          timeout_s: float) -> None:
+    """Block until `group`'s committed offset on `topic`[0] reaches its high watermark.
+
+    No committed offset counts as 0 (an empty Outbox is caught up). EngineError on timeout.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        _, high = high_watermarks(consumer, topic, 1)[0]
+        req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])
+        res = admin.list_consumer_group_offsets([req])[group].result(timeout=KAFKA_CALL_TIMEOUT_S)
+        tp = res.topic_partitions[0]
+        if tp.error is not None:
+            raise EngineError(f"committed offset of {group} on {topic}[0]: {tp.error}")
+        committed = max(tp.offset, 0)
+        if committed >= high:
+            return
+        if time.monotonic() > deadline:
+            raise EngineError(f"fanout group {group} at {topic}[0] offset {committed}, high watermark {high}, "
+                              f"after {timeout_s:g}s")
+        time.sleep(POLL_INTERVAL_S)
+
+
+def read_topic(consumer: Consumer, topic: str, marks: dict[int, tuple[int, int]], sink: Sink,
+               stall_s: float) -> None:
+    """Feed every record of `topic` between the given (low, high) marks to sink(partition,
+    offset, value), partition by partition in offset order. Static assign; nothing committed.
+
+    EngineError on a broker error or when no progress happens for stall_s seconds.
+    """
+    todo = {p: hi for p, (lo, hi) in marks.items() if hi > lo}
+    if not todo:
+        return
+    consumer.assign([TopicPartition(topic, p, marks[p][0]) for p in todo])
+    last_progress = time.monotonic()
+    while todo:
+        for m in consumer.consume(1000, 0.5):
+            err, p = m.error(), m.partition()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    if p in todo and m.offset() >= todo[p]:
+                        del todo[p]
+                    continue
+                raise EngineError(f"reading {topic}[{p}]: {err.str()}")
+            if p not in todo or m.offset() >= todo[p]:
+                continue  # written after the snapshot
+            sink(p, m.offset(), m.value())
+            last_progress = time.monotonic()
+            if m.offset() + 1 >= todo[p]:
+                del todo[p]
+        for tp in consumer.position([TopicPartition(topic, p) for p in todo]):
+            if tp.offset >= todo[tp.partition]:  # offsets without a record (markers) at the end
+                del todo[tp.partition]
+        if todo and time.monotonic() - last_progress > stall_s:
+            where = ", ".join(f"{topic}[{p}] below {hi}" for p, hi in sorted(todo.items()))
+            raise EngineError(f"read stalled for {stall_s:g}s: {where}")
+    consumer.unassign()
+
+
+def topic_partition_count(admin: AdminClient, topic: str) -> int:
+    """Partition count from broker metadata; EngineError when the topic is absent."""
+    md = admin.list_topics(topic, timeout=KAFKA_CALL_TIMEOUT_S)
+    t = md.topics.get(topic)
+    if t is None or t.error is not None or not t.partitions:
+        raise EngineError(f"topic {topic} missing: {t.error if t is not None else 'absent'}")
+    return len(t.partitions)
+
+
+def audit_dispatch(args: argparse.Namespace, out=sys.stdout) -> int:
+    """Run the audit described in the module docstring; returns the exit code (0/1/2)."""
+    # librdkafka's own log lines (one per reconnect attempt) are silenced: failures
+    # surface once, as the EngineError of the call that needed the broker
+    quiet = {"bootstrap.servers": args.kafka_bootstrap, "log_level": 0}
+    admin = AdminClient(dict(quiet))
+    consumer = Consumer({
+        **quiet, "group.id": f"qimctl-audit-{uuid.uuid4().hex}",
+        "enable.auto.commit": False, "enable.auto.offset.store": False, "enable.partition.eof": True,
+        "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+        "max.partition.fetch.bytes": KAFKA_MAX_RECORD_BYTES, "fetch.max.bytes": 2 * KAFKA_MAX_RECORD_BYTES,
+        "receive.message.max.bytes": 2 * KAFKA_MAX_RECORD_BYTES + 65536,
+    })
+    try:
+        if topic_partition_count(admin, args.outbox_topic) != 1:
+            raise EngineError(f"{args.outbox_topic} must have exactly 1 partition")
+        dispatch_parts = topic_partition_count(admin, args.dispatch_topic)
+        if dispatch_parts != args.shard_count:
+            raise EngineError(f"{args.dispatch_topic} has {dispatch_parts} partitions, shard count is "
+                              f"{args.shard_count}")
+        if not args.no_wait:
+            wait_commits_drained(args.redis_addr, args.timeout)
+            wait_fanout_caught_up(admin, consumer, args.outbox_topic, args.fanout_group, args.timeout)
+        outbox_marks = high_watermarks(consumer, args.outbox_topic, 1)
+        dispatch_marks = high_watermarks(consumer, args.dispatch_topic, dispatch_parts)
+        if outbox_marks[0][0] > 0:
+            print(f"note: {args.outbox_topic} starts at offset {outbox_marks[0][0]} (retention); dispatches of "
+                  "trimmed commits count as dispatch_without_commit", file=sys.stderr)
+        audit = DispatchAudit(args.shard_count)
+        read_topic(consumer, args.outbox_topic, outbox_marks, lambda _p, o, v: audit.add_outbox(o, v), args.timeout)
+        read_topic(consumer, args.dispatch_topic, dispatch_marks, audit.add_dispatch, args.timeout)
+    except (KafkaException, concurrent.futures.TimeoutError) as exc:
+        raise EngineError(f"kafka at {args.kafka_bootstrap}: {exc.__class__.__name__}: {exc}") from None
+    finally:
+        consumer.close()
+    result = audit.finish()
+    print(result.counts_line(), file=out)
+    for line in result.errors:
+        print(f"error: {line}", file=out)
+    for line in result.details:
+        print(f"orphan: {line}", file=out)
+    print(result.counters_line(), file=out, flush=True)
+    if result.errors:
+        return 2
+    return 0 if result.clean else 1
+
+
+def build_parser(environ=None) -> argparse.ArgumentParser:
+    """The argparse tree; defaults read from `environ` (os.environ when None)."""
+    env = os.environ if environ is None else environ
+    parser = argparse.ArgumentParser(prog="qimctl", description="QIM admin plane")
+    sub = parser.add_subparsers(dest="command", required=True)
+    audit = sub.add_parser("audit", help="independent audits of the durable logs")
+    audit_sub = audit.add_subparsers(dest="audit", required=True)
+    d = audit_sub.add_parser("dispatch", help="Outbox against the dispatch log: four orphan counters")
+    d.add_argument("--kafka-bootstrap", default=env.get("QIM_KAFKA_BOOTSTRAP"),
+                   help="Kafka-API bootstrap (default $QIM_KAFKA_BOOTSTRAP)")
+    d.add_argument("--redis-addr", default=env.get("QIM_REDIS_ADDR"),
+                   help="commit Redis host:port, comma-separated for several (default $QIM_REDIS_ADDR)")
+    d.add_argument("--shard-count", default=env.get("QIM_MAILBOX_SHARD_COUNT"),
+                   help="mailbox shard count = dispatch partitions (default $QIM_MAILBOX_SHARD_COUNT or 64)")
+    d.add_argument("--outbox-topic", default=OUTBOX_TOPIC)
+    d.add_argument("--dispatch-topic", default=DISPATCH_TOPIC)
+    d.add_argument("--fanout-group", default=FANOUT_GROUP, help="consumer group whose Outbox offset is awaited")
+    d.add_argument("--no-wait", action="store_true", help="skip waiting for commits and fanout to drain")
+    d.add_argument("--timeout", type=float, default=60.0, help="seconds per wait step / read stall (default 60)")
+    d.set_defaults(func=audit_dispatch)
+    return parser
+
+
+def _validate(args: argparse.Namespace) -> None:
+    """Normalise the audit arguments in place; ConfigError naming the flag otherwise."""
+    if not args.kafka_bootstrap:
+        raise ConfigError("--kafka-bootstrap (or QIM_KAFKA_BOOTSTRAP) is required")
+    try:
+        args.shard_count = Env({"QIM_MAILBOX_SHARD_COUNT": args.shard_count or ""}).shard_count()
+    except ConfigError as exc:
+        raise ConfigError(f"--shard-count / {exc}") from None
+    if args.timeout <= 0:
+        raise ConfigError("--timeout must be positive")
+    if args.no_wait:
+        args.redis_addr = ()
+        return
+    addrs = tuple(a.strip() for a in (args.redis_addr or "").split(",") if a.strip())
+    if not addrs:
+        raise ConfigError("--redis-addr (or QIM_REDIS_ADDR) is required unless --no-wait")
+    for addr in addrs:
+        try:
+            parse_addr(addr)
+        except ValueError as exc:
+            raise ConfigError(f"--redis-addr: {exc}") from None
+    args.redis_addr = addrs
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Console entry point (`qimctl`); returns the process exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        _validate(args)
+        return args.func(args)
+    except (ConfigError, EngineError) as exc:
+        print(f"qimctl: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

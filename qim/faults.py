@@ -1,0 +1,39 @@
+"""Fault injection for crash gates (issues 4 and 5).
+
+Enabled only with QIM_FAULT_INJECTION=1 on loopback-only listeners (config refuses it
+otherwise, so a production configuration cannot carry it). With a point set, the
+process SIGKILLs itself when it reaches that point.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+
+logger = logging.getLogger(__name__)
+
+# Writer (DESIGN.md §5.2): with a point set, reserve and record run as two calls.
+WRITER_POINTS = ("after_reserve", "after_record", "after_outbox", "after_commit")
+# Mailbox (DESIGN.md §5.4): after every entry is appended, before finish_dispatch.
+MAILBOX_POINTS = ("after_append",)
+# Fanout (DESIGN.md §5.3): after the dispatches of a batch are durable, before the commit.
+FANOUT_POINTS = ("after_dispatch",)
+
+
+class FaultPoints:
+    """`hit(name)` kills the process when `name` is the configured point."""
+
+    def __init__(self, point: str = "", allowed: tuple[str, ...] = WRITER_POINTS) -> None:
+        if point and point not in allowed:
+            raise ValueError(f"unknown fault point {point!r}; expected one of {', '.join(allowed)}")
+        self.point = point
+
+    @property
+    def active(self) -> bool:
+        return bool(self.point)
+
+    def hit(self, name: str) -> None:
+        if name == self.point:
+            logger.warning("fault injection: SIGKILL at %s", name)
+            os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,48 @@
+-- Shared functions of the mailbox scripts (DESIGN.md §5.4, seed 004 §5). Included by
+-- mailbox_begin/append/finish and by the fused single-recipient script; never loaded
+-- alone. Errors are raised as {err = "QIM_<REASON> ..."} and stop the shard.
+
+-- begin_dispatch: DispatchProgress (digest, first mailbox_seq, first and highest observed
+-- offset, state) and the shard's DP index (score = highest observed offset, for GC).
+-- Returns status (FRESH | RESUME | DUPLICATE) and the mailbox_seq the entries use.
+local function qim_begin(dp_key, dpidx_key, digest, offset, seq)
+  local dp = redis.call('HMGET', dp_key, 'dg', 'seq', 'st', 'off', 'hi')
+  if dp[1] then
+    if dp[1] ~= digest then
+      error({err = 'QIM_DIGEST_CONFLICT dispatch_id seen with another payload'})
+    end
+    local hi = math.max(tonumber(dp[5]), tonumber(offset))
+    redis.call('HSET', dp_key, 'hi', string.format('%d', hi))
+    redis.call('ZADD', dpidx_key, hi, dp_key)
+    if dp[3] == 'DONE' then
+      return 'DUPLICATE', dp[2]
+    end
+    return 'RESUME', dp[2]
+  end
+  redis.call('HSET', dp_key, 'dg', digest, 'seq', seq, 'off', offset, 'hi', offset, 'st', 'BEGUN')
+  redis.call('ZADD', dpidx_key, tonumber(offset), dp_key)
+  return 'FRESH', seq
+end
+
+-- append: one recipient's event group into its day bucket, and the day's highest
+-- offset into the user's day index (the trim boundary is derived from it).
+local function qim_append(bucket_key, days_key, member, offset, day, expire_at, index_ttl)
+  redis.call('ZADD', bucket_key, tonumber(offset), member)
+  redis.call('EXPIREAT', bucket_key, tonumber(expire_at))
+  local cur = tonumber(redis.call('HGET', days_key, day) or '-1')
+  if tonumber(offset) > cur then
+    redis.call('HSET', days_key, day, offset)
+  end
+  redis.call('EXPIRE', days_key, tonumber(index_ttl))
+end
+
+-- finish_dispatch: completion and the packed watermark, compare-and-set against the
+-- blob this node wrote last (another writer of W means two owners: stop).
+local function qim_finish(dp_key, wm_key, expected_wm, new_wm, epoch)
+  local current = redis.call('HGET', wm_key, 'blob') or ''
+  if current ~= expected_wm then
+    error({err = 'QIM_WM_CONFLICT watermark moved under us'})
+  end
+  redis.call('HSET', dp_key, 'st', 'DONE')
+  redis.call('HSET', wm_key, 'blob', new_wm, 'layout', '1', 'epoch', epoch)
+end

@@ -1,0 +1,87 @@
+"""Materialization of one dispatch record (DESIGN.md §5.4, seed 004 §5).
+
+Deterministic: every input comes from the record and its log offset (no wall clock, no
+random ids). A single-recipient record takes the fused script (one round trip); any
+other takes begin_dispatch → append → finish_dispatch. A DUPLICATE (same dispatch_id and
+digest already finished at another offset) appends nothing, reuses the first
+mailbox_seq and still advances W to this offset. A RESUME (begun, never finished)
+appends again with the first mailbox_seq (idempotent) and finishes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from qim._core import eventgroup, ids, watermark
+from qim._core import mailbox_seq as mseq
+from qim._core.types import MailboxEvent
+from qim.errors import MailboxDirty
+from qim.faults import FaultPoints
+from qim.protocol import EventType
+from qim.services import dispatch_record
+from qim.services.mailbox.store import RedisMailboxStore, day_of
+
+
+@dataclass
+class ShardCursor:
+    """What one shard worker knows of its shard: epoch and the watermark it last wrote."""
+
+    shard: int
+    epoch: int
+    stored_blob: Optional[bytes]  # None until the first record is materialized
+
+    @property
+    def blob(self) -> bytes:
+        return self.stored_blob if self.stored_blob is not None else watermark.empty()
+
+
+@dataclass
+class Materialized:
+    status: str  # FRESH | RESUME | DUPLICATE
+    tenant: int
+    mailbox_seq: int
+    per_user: list  # [(user_id, [MailboxEvent])]
+    new_blob: bytes
+
+
+def build_events(d: dispatch_record.Dispatch) -> list[tuple[int, list[MailboxEvent]]]:
+    """One MESSAGE event per recipient; only the sender's own entry carries the cmid."""
+    out = []
+    for user in d.recipients:
+        out.append((user, [MailboxEvent(
+            event_type=EventType.MESSAGE, event_id=ids.event_id(d.dispatch_id, user, EventType.MESSAGE),
+            message_id=d.message_id, conversation_id=d.conversation_id, conversation_seq=d.conversation_seq,
+            sender_id=d.sender_id, created_at_ms=d.created_at_ms, message_type=d.message_type,
+            custom_type=d.custom_type, client_message_id=d.client_message_id if user == d.sender_id else b"",
+            body=d.body)]))
+    return out
+
+
+async def materialize(store: RedisMailboxStore, cur: ShardCursor, offset: int, value: bytes,
+                      faults: FaultPoints) -> Materialized:
+    """Materialize the record at `offset`. Raises MailboxDirty (stop the shard) or
+    EngineError (Redis failed; W has not moved unless the last call's reply was lost)."""
+    try:
+        d = dispatch_record.decode(value)
+    except dispatch_record.DispatchDecodeError as exc:
+        raise MailboxDirty(f"undecodable dispatch: {exc}") from None
+    if d.target_shard != cur.shard:
+        raise MailboxDirty(f"dispatch for shard {d.target_shard} found in partition {cur.shard}")
+    digest = dispatch_record.payload_digest(value)
+    seq8 = mseq.to_bytes(mseq.compose(cur.epoch, offset))
+    per_user = build_events(d)
+    new_blob = watermark.advance_all(cur.blob, offset)
+    day = day_of(d.created_at_ms)
+    if len(per_user) == 1 and not faults.active:
+        user, events = per_user[0]
+        status, used = await store.fused(cur.shard, cur.epoch, d.tenant, d.dispatch_id, digest, offset, seq8, day,
+                                         user, seq8 + eventgroup.pack_group(events), cur.stored_blob, new_blob)
+    else:
+        status, used = await store.begin(cur.shard, d.dispatch_id, digest, offset, seq8)
+        if status != "DUPLICATE":
+            members = [(u, used + eventgroup.pack_group(evs)) for u, evs in per_user]
+            await store.append(d.tenant, offset, day, members)
+            faults.hit("after_append")
+        await store.finish(cur.shard, cur.epoch, d.dispatch_id, cur.stored_blob, new_blob)
+    return Materialized(status, d.tenant, mseq.from_bytes(used), per_user, new_blob)
