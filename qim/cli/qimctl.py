@@ -152,9 +152,9 @@ def read_topic(consumer: Consumer, topic: str, marks: dict[int, tuple[int, int]]
     consumer.unassign()
 
 
-def topic_partition_count(admin: AdminClient, topic: str) -> int:
+def topic_partition_count(admin: AdminClient, topic: str, timeout_s: float = KAFKA_CALL_TIMEOUT_S) -> int:
     """Partition count from broker metadata; EngineError when the topic is absent."""
-    md = admin.list_topics(topic, timeout=KAFKA_CALL_TIMEOUT_S)
+    md = admin.list_topics(topic, timeout=timeout_s)
     t = md.topics.get(topic)
     if t is None or t.error is not None or not t.partitions:
         raise EngineError(f"topic {topic} missing: {t.error if t is not None else 'absent'}")
@@ -175,9 +175,10 @@ def audit_dispatch(args: argparse.Namespace, out=sys.stdout) -> int:
         "receive.message.max.bytes": 2 * KAFKA_MAX_RECORD_BYTES + 65536,
     })
     try:
-        if topic_partition_count(admin, args.outbox_topic) != 1:
+        first_call_s = min(args.timeout, KAFKA_CALL_TIMEOUT_S)  # an unreachable broker fails fast
+        if topic_partition_count(admin, args.outbox_topic, first_call_s) != 1:
             raise EngineError(f"{args.outbox_topic} must have exactly 1 partition")
-        dispatch_parts = topic_partition_count(admin, args.dispatch_topic)
+        dispatch_parts = topic_partition_count(admin, args.dispatch_topic, first_call_s)
         if dispatch_parts != args.shard_count:
             raise EngineError(f"{args.dispatch_topic} has {dispatch_parts} partitions, shard count is "
                               f"{args.shard_count}")

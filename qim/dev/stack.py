@@ -24,7 +24,6 @@ from typing import Optional
 from qim.dev._proc import _death_wrapper, free_ports
 from qim.errors import EngineError
 
-SERVICES = ("writer", "mailbox", "gateway", "fanout")
 
 
 def module_of(name: str) -> str:
@@ -157,26 +156,32 @@ class Stack:
 
 
 def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str, str]] = None,
-             die_with_parent: bool = False, writers: int = 1) -> Stack:
-    """Start every service (and `writers` writer instances: writer, writer2, ...) on fresh
-    loopback ports and wait until all are healthy. EngineError when one cannot start."""
+             die_with_parent: bool = False, writers: int = 1, mailboxes: int = 1) -> Stack:
+    """Start every service on fresh loopback ports — `writers` writer instances (writer,
+    writer2, ...) and `mailboxes` mailbox nodes (mailbox, mailbox2, ...; shards split by
+    static assignment) — and wait until all are healthy. EngineError when one cannot start."""
     dir = Path(dir)
     dir.mkdir(parents=True, exist_ok=True)
-    addr = [f"127.0.0.1:{p}" for p in free_ports(8 + 2 * writers)]
-    writer_names = ["writer"] + [f"writer{i}" for i in range(2, writers + 1)]
+    ports = iter(f"127.0.0.1:{p}" for p in free_ports(4 + 2 * (writers + mailboxes)))
     env = {
         **engine_env,
-        "QIM_GATEWAY_LISTEN": addr[0], "QIM_GATEWAY_PUSH_ADDR": addr[1], "QIM_MAILBOX_LISTEN": addr[2],
-        "QIM_MAILBOX_ADDRS": addr[2], "QIM_GATEWAY_METRICS_LISTEN": addr[3],
-        "QIM_MAILBOX_METRICS_LISTEN": addr[4], "QIM_FANOUT_METRICS_LISTEN": addr[5],
-        "QIM_WRITER_ADDRS": ",".join(addr[8 + 2 * i] for i in range(writers)),
-        "QIM_DEV_TOKEN_SECRET": secrets.token_hex(16),
+        "QIM_GATEWAY_LISTEN": next(ports), "QIM_GATEWAY_PUSH_ADDR": next(ports),
+        "QIM_GATEWAY_METRICS_LISTEN": next(ports), "QIM_FANOUT_METRICS_LISTEN": next(ports),
+        "QIM_DEV_TOKEN_SECRET": secrets.token_hex(16), "QIM_MAILBOX_NODE_COUNT": str(mailboxes),
     }
     env.update(extra_env or {})
-    instance_env = {name: {"QIM_WRITER_LISTEN": addr[8 + 2 * i], "QIM_WRITER_METRICS_LISTEN": addr[9 + 2 * i]}
-                    for i, name in enumerate(writer_names)}
-    metrics = {name: instance_env[name]["QIM_WRITER_METRICS_LISTEN"] for name in writer_names}
-    metrics.update({s: env[f"QIM_{s.upper()}_METRICS_LISTEN"] for s in SERVICES if s != "writer"})
+    instance_env: dict[str, dict[str, str]] = {}
+    for i in range(writers):
+        instance_env["writer" if i == 0 else f"writer{i + 1}"] = {
+            "QIM_WRITER_LISTEN": next(ports), "QIM_WRITER_METRICS_LISTEN": next(ports)}
+    for i in range(mailboxes):
+        instance_env["mailbox" if i == 0 else f"mailbox{i + 1}"] = {
+            "QIM_MAILBOX_LISTEN": next(ports), "QIM_MAILBOX_METRICS_LISTEN": next(ports),
+            "QIM_MAILBOX_NODE_INDEX": str(i)}
+    env["QIM_WRITER_ADDRS"] = ",".join(e["QIM_WRITER_LISTEN"] for n, e in instance_env.items() if n.startswith("w"))
+    env["QIM_MAILBOX_ADDRS"] = ",".join(e["QIM_MAILBOX_LISTEN"] for n, e in instance_env.items() if n.startswith("m"))
+    metrics = {n: e.get("QIM_WRITER_METRICS_LISTEN") or e["QIM_MAILBOX_METRICS_LISTEN"] for n, e in instance_env.items()}
+    metrics.update({"gateway": env["QIM_GATEWAY_METRICS_LISTEN"], "fanout": env["QIM_FANOUT_METRICS_LISTEN"]})
     stack = Stack(dir, env, metrics, die_with_parent=die_with_parent, instance_env=instance_env)
     try:
         for name in stack.names:

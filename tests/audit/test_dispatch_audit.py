@@ -281,7 +281,7 @@ def test_cli_waits_for_inflight_commits_and_fanout(engines, topics, private_redi
 
 
 def test_cli_exits_2_when_the_broker_is_unreachable():
-    rc, got, out = run_cli("127.0.0.1:1", "--no-wait")
+    rc, got, out = run_cli("127.0.0.1:1", "--no-wait", "--timeout", "2")
     assert rc == 2 and not got and "qimctl: error: kafka" in out, out
 
 

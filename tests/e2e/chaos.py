@@ -1,0 +1,103 @@
+"""Helpers for crash and restart gates: private stacks, a retrying sender, checks."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+from qim.dev.stack import stack_up
+from qim.dev.testing import start_test_engines
+from qim.errors import EngineError, ErrorCode
+from qim.protocol import Opcode
+from tests.e2e.rawclient import RawClient
+
+
+def private_stack(base, **kw):
+    """Private engines + services under `base` (fails the test when they cannot start)."""
+    try:
+        es = start_test_engines(base / "engines")
+    except EngineError as exc:
+        pytest.fail(f"engines could not start: {exc}", pytrace=False)
+    try:
+        st = stack_up(base / "stack", es.env(), die_with_parent=True, **kw)
+    except EngineError as exc:
+        es.down()
+        pytest.fail(f"QIM services could not start: {exc}", pytrace=False)
+    st.engines = es
+    return st
+
+
+class Conversation:
+    """A sender that retries each message with the same cmid until it is ACKed, the way
+    the SDK does; records every ACK so the checks can compare coordinates."""
+
+    def __init__(self, stack, sender: int, peer: int) -> None:
+        self.stack, self.sender, self.peer = stack, sender, peer
+        self.client = None
+        self.acks: dict[bytes, object] = {}  # body -> ack
+        self.order: list[bytes] = []
+
+    async def _conn(self) -> RawClient:
+        if self.client is None:
+            self.client = await RawClient.login(self.stack, self.sender, device=random.getrandbits(31) + 1)
+        return self.client
+
+    async def send(self, body: bytes, deadline_s: float = 60.0) -> None:
+        cmid = os.urandom(16)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + deadline_s
+        while True:
+            try:
+                op, reply = await (await self._conn()).send_text(self.peer, body, cmid=cmid)
+                if op == Opcode.SEND_ACK:
+                    if body in self.acks:
+                        assert (self.acks[body].message_id, self.acks[body].conversation_seq) == \
+                            (reply.message_id, reply.conversation_seq)
+                    self.acks[body] = reply
+                    self.order.append(body)
+                    return
+                assert reply.code == ErrorCode.UNAVAILABLE, reply
+            except (AssertionError,):
+                raise
+            except Exception:  # connection dropped or timed out: reconnect and retry
+                if self.client is not None:
+                    await self.client.close()
+                self.client = None
+            if loop.time() > end:
+                raise AssertionError(f"message {body!r} not acknowledged within {deadline_s}s")
+            await asyncio.sleep(0.2)
+
+
+async def delivered_once(stack, user: int, expected_bodies: list[bytes], timeout: float = 60.0) -> list:
+    """Pull user's mailbox until every expected body is there; assert each message once
+    (by message_id) and in send order."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    entries = []
+    while loop.time() < end:
+        try:
+            client = await RawClient.login(stack, user, device=random.getrandbits(31) + 1)
+            entries, _ = await client.pull_all()
+            await client.close()
+        except (AssertionError, OSError, asyncio.TimeoutError):
+            entries = []
+        if {e.body for e in entries} >= set(expected_bodies):
+            break
+        await asyncio.sleep(0.3)
+    bodies = [e.body for e in entries if e.body in set(expected_bodies)]
+    assert bodies == expected_bodies, f"missing or out of order: {len(bodies)} of {len(expected_bodies)}"
+    mids = [e.message_id for e in entries]
+    assert len(mids) == len(set(mids)), "a message was delivered twice"
+    return entries
+
+
+def run_audit(stack) -> subprocess.CompletedProcess:
+    """`qimctl audit dispatch` against the stack's engines (waits for drain)."""
+    env = {**os.environ, **stack.engines.env()}
+    return subprocess.run([sys.executable, "-m", "qim.cli.qimctl", "audit", "dispatch", "--timeout", "60"],
+                          env=env, capture_output=True, text=True, timeout=120)
