@@ -166,6 +166,7 @@ class GatewayConfig:
     push_listen: str
     writer_addrs: tuple[str, ...]
     mailbox_addrs: tuple[str, ...]  # index i serves the shards assigned to mailbox node i
+    session_addrs: tuple[str, ...]  # user u is served by session node u mod n
     token_secret: bytes
     inflight_limit: int
     max_body: int
@@ -179,6 +180,7 @@ class GatewayConfig:
             push_listen=env.addr("QIM_GATEWAY_PUSH_ADDR", "127.0.0.1:7104"),
             writer_addrs=env.addrs("QIM_WRITER_ADDRS", "127.0.0.1:7101"),
             mailbox_addrs=env.addrs("QIM_MAILBOX_ADDRS", "127.0.0.1:7102"),
+            session_addrs=env.addrs("QIM_SESSION_ADDRS", "127.0.0.1:7103"),
             token_secret=env.str("QIM_DEV_TOKEN_SECRET").encode(),
             inflight_limit=env.int("QIM_WRITER_REQUEST_INFLIGHT_LIMIT", WRITER_INFLIGHT_DEFAULT, 1, WRITER_INFLIGHT_MAX),
             max_body=env.int("QIM_MAX_MESSAGE_BODY", MAX_MESSAGE_BODY, 1, MAX_MESSAGE_BODY),

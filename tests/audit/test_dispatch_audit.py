@@ -175,6 +175,9 @@ def test_dispatch_in_another_partition_is_wrong_partition():
     moved = dataclasses.replace(d, target_shard=(q + 1) % N, dispatch_id=ids.dispatch_id(d.message_id, (q + 1) % N))
     res = audit(obx, dsp + [((q + 1) % N, 41, moved.encode())], N)
     assert res.wrong_partition == 1 and res.dispatch_without_commit == 0, res.counters_line()
+    # recipients belong to the partition it sits in, but its target_shard names another
+    relabelled = dataclasses.replace(d, target_shard=(q + 1) % N)
+    assert audit(obx, dsp + [(q, 42, relabelled.encode())], N).wrong_partition == 1
 
 
 def test_undecodable_and_unplannable_records_are_counted_with_their_offset():

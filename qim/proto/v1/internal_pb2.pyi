@@ -19,12 +19,70 @@ class Actor(_message.Message):
     def __init__(self, tenant_id: _Optional[bytes] = ..., user_id: _Optional[int] = ..., device_id: _Optional[int] = ...) -> None: ...
 
 class WriterSend(_message.Message):
-    __slots__ = ("actor", "upstream")
+    __slots__ = ("actor", "upstream", "opcode")
     ACTOR_FIELD_NUMBER: _ClassVar[int]
     UPSTREAM_FIELD_NUMBER: _ClassVar[int]
+    OPCODE_FIELD_NUMBER: _ClassVar[int]
     actor: Actor
     upstream: bytes
-    def __init__(self, actor: _Optional[_Union[Actor, _Mapping]] = ..., upstream: _Optional[bytes] = ...) -> None: ...
+    opcode: int
+    def __init__(self, actor: _Optional[_Union[Actor, _Mapping]] = ..., upstream: _Optional[bytes] = ..., opcode: _Optional[int] = ...) -> None: ...
+
+class AdminRequest(_message.Message):
+    __slots__ = ("tenant_id", "membership", "delete_message")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBERSHIP_FIELD_NUMBER: _ClassVar[int]
+    DELETE_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: bytes
+    membership: MembershipEdit
+    delete_message: DeleteMessage
+    def __init__(self, tenant_id: _Optional[bytes] = ..., membership: _Optional[_Union[MembershipEdit, _Mapping]] = ..., delete_message: _Optional[_Union[DeleteMessage, _Mapping]] = ...) -> None: ...
+
+class MembershipEdit(_message.Message):
+    __slots__ = ("group_id", "add", "remove", "request_id")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    ADD_FIELD_NUMBER: _ClassVar[int]
+    REMOVE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    group_id: int
+    add: _containers.RepeatedScalarFieldContainer[int]
+    remove: _containers.RepeatedScalarFieldContainer[int]
+    request_id: bytes
+    def __init__(self, group_id: _Optional[int] = ..., add: _Optional[_Iterable[int]] = ..., remove: _Optional[_Iterable[int]] = ..., request_id: _Optional[bytes] = ...) -> None: ...
+
+class DeleteMessage(_message.Message):
+    __slots__ = ("conversation_id", "message_id", "request_id")
+    CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    conversation_id: bytes
+    message_id: bytes
+    request_id: bytes
+    def __init__(self, conversation_id: _Optional[bytes] = ..., message_id: _Optional[bytes] = ..., request_id: _Optional[bytes] = ...) -> None: ...
+
+class SessionCall(_message.Message):
+    __slots__ = ("actor", "opcode", "upstream")
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    OPCODE_FIELD_NUMBER: _ClassVar[int]
+    UPSTREAM_FIELD_NUMBER: _ClassVar[int]
+    actor: Actor
+    opcode: int
+    upstream: bytes
+    def __init__(self, actor: _Optional[_Union[Actor, _Mapping]] = ..., opcode: _Optional[int] = ..., upstream: _Optional[bytes] = ...) -> None: ...
+
+class DeviceFrames(_message.Message):
+    __slots__ = ("tenant_id", "user_id", "exclude_device_id", "opcode", "body")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    OPCODE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: bytes
+    user_id: int
+    exclude_device_id: int
+    opcode: int
+    body: bytes
+    def __init__(self, tenant_id: _Optional[bytes] = ..., user_id: _Optional[int] = ..., exclude_device_id: _Optional[int] = ..., opcode: _Optional[int] = ..., body: _Optional[bytes] = ...) -> None: ...
 
 class MailboxPull(_message.Message):
     __slots__ = ("actor", "upstream")
@@ -50,13 +108,19 @@ class PushBatch(_message.Message):
     def __init__(self, tenant_id: _Optional[bytes] = ..., targets: _Optional[_Iterable[_Union[PushBatch.Target, _Mapping]]] = ...) -> None: ...
 
 class OutboxRecord(_message.Message):
-    __slots__ = ("record", "recipients", "inline_body", "shard_count")
+    __slots__ = ("record", "recipients", "inline_body", "shard_count", "group_conversation_id", "membership_version", "event_type")
     RECORD_FIELD_NUMBER: _ClassVar[int]
     RECIPIENTS_FIELD_NUMBER: _ClassVar[int]
     INLINE_BODY_FIELD_NUMBER: _ClassVar[int]
     SHARD_COUNT_FIELD_NUMBER: _ClassVar[int]
+    GROUP_CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBERSHIP_VERSION_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
     record: _message_pb2.MessageRecord
     recipients: _containers.RepeatedScalarFieldContainer[int]
     inline_body: bool
     shard_count: int
-    def __init__(self, record: _Optional[_Union[_message_pb2.MessageRecord, _Mapping]] = ..., recipients: _Optional[_Iterable[int]] = ..., inline_body: _Optional[bool] = ..., shard_count: _Optional[int] = ...) -> None: ...
+    group_conversation_id: bytes
+    membership_version: int
+    event_type: int
+    def __init__(self, record: _Optional[_Union[_message_pb2.MessageRecord, _Mapping]] = ..., recipients: _Optional[_Iterable[int]] = ..., inline_body: _Optional[bool] = ..., shard_count: _Optional[int] = ..., group_conversation_id: _Optional[bytes] = ..., membership_version: _Optional[int] = ..., event_type: _Optional[int] = ...) -> None: ...

@@ -1,9 +1,21 @@
 from qim.proto.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class MessageState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MESSAGE_STATE_NORMAL: _ClassVar[MessageState]
+    MESSAGE_STATE_RECALLED: _ClassVar[MessageState]
+    MESSAGE_STATE_DELETED: _ClassVar[MessageState]
+MESSAGE_STATE_NORMAL: MessageState
+MESSAGE_STATE_RECALLED: MessageState
+MESSAGE_STATE_DELETED: MessageState
 
 class SendMessage(_message.Message):
     __slots__ = ("client_message_id", "conversation_id", "recipient_user_id", "message_type", "custom_type", "body", "group_id")
@@ -38,7 +50,7 @@ class SendAck(_message.Message):
     def __init__(self, client_message_id: _Optional[bytes] = ..., message_id: _Optional[bytes] = ..., conversation_id: _Optional[bytes] = ..., conversation_seq: _Optional[int] = ..., created_at_ms: _Optional[int] = ...) -> None: ...
 
 class MessageRecord(_message.Message):
-    __slots__ = ("tenant_id", "message_id", "conversation_id", "conversation_seq", "sender_id", "sender_device_id", "client_message_id", "message_type", "custom_type", "body", "created_at_ms")
+    __slots__ = ("tenant_id", "message_id", "conversation_id", "conversation_seq", "sender_id", "sender_device_id", "client_message_id", "message_type", "custom_type", "body", "created_at_ms", "state")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +62,7 @@ class MessageRecord(_message.Message):
     CUSTOM_TYPE_FIELD_NUMBER: _ClassVar[int]
     BODY_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
     tenant_id: bytes
     message_id: bytes
     conversation_id: bytes
@@ -61,4 +74,71 @@ class MessageRecord(_message.Message):
     custom_type: bytes
     body: bytes
     created_at_ms: int
-    def __init__(self, tenant_id: _Optional[bytes] = ..., message_id: _Optional[bytes] = ..., conversation_id: _Optional[bytes] = ..., conversation_seq: _Optional[int] = ..., sender_id: _Optional[int] = ..., sender_device_id: _Optional[int] = ..., client_message_id: _Optional[bytes] = ..., message_type: _Optional[_Union[_common_pb2.MessageType, str]] = ..., custom_type: _Optional[bytes] = ..., body: _Optional[bytes] = ..., created_at_ms: _Optional[int] = ...) -> None: ...
+    state: MessageState
+    def __init__(self, tenant_id: _Optional[bytes] = ..., message_id: _Optional[bytes] = ..., conversation_id: _Optional[bytes] = ..., conversation_seq: _Optional[int] = ..., sender_id: _Optional[int] = ..., sender_device_id: _Optional[int] = ..., client_message_id: _Optional[bytes] = ..., message_type: _Optional[_Union[_common_pb2.MessageType, str]] = ..., custom_type: _Optional[bytes] = ..., body: _Optional[bytes] = ..., created_at_ms: _Optional[int] = ..., state: _Optional[_Union[MessageState, str]] = ...) -> None: ...
+
+class RecallMessage(_message.Message):
+    __slots__ = ("conversation_id", "message_id", "client_message_id", "peer_user_id")
+    CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    PEER_USER_ID_FIELD_NUMBER: _ClassVar[int]
+    conversation_id: bytes
+    message_id: bytes
+    client_message_id: bytes
+    peer_user_id: int
+    def __init__(self, conversation_id: _Optional[bytes] = ..., message_id: _Optional[bytes] = ..., client_message_id: _Optional[bytes] = ..., peer_user_id: _Optional[int] = ...) -> None: ...
+
+class RecallOk(_message.Message):
+    __slots__ = ("message_id", "state", "control_conversation_seq")
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    CONTROL_CONVERSATION_SEQ_FIELD_NUMBER: _ClassVar[int]
+    message_id: bytes
+    state: MessageState
+    control_conversation_seq: int
+    def __init__(self, message_id: _Optional[bytes] = ..., state: _Optional[_Union[MessageState, str]] = ..., control_conversation_seq: _Optional[int] = ...) -> None: ...
+
+class ControlEvent(_message.Message):
+    __slots__ = ("membership", "state_change")
+    MEMBERSHIP_FIELD_NUMBER: _ClassVar[int]
+    STATE_CHANGE_FIELD_NUMBER: _ClassVar[int]
+    membership: MembershipChange
+    state_change: MessageStateChange
+    def __init__(self, membership: _Optional[_Union[MembershipChange, _Mapping]] = ..., state_change: _Optional[_Union[MessageStateChange, _Mapping]] = ...) -> None: ...
+
+class MembershipChange(_message.Message):
+    __slots__ = ("kind", "users", "actor_user_id", "membership_version", "group_id")
+    class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        KIND_UNSPECIFIED: _ClassVar[MembershipChange.Kind]
+        CREATED: _ClassVar[MembershipChange.Kind]
+        JOINED: _ClassVar[MembershipChange.Kind]
+        LEFT: _ClassVar[MembershipChange.Kind]
+        REMOVED: _ClassVar[MembershipChange.Kind]
+    KIND_UNSPECIFIED: MembershipChange.Kind
+    CREATED: MembershipChange.Kind
+    JOINED: MembershipChange.Kind
+    LEFT: MembershipChange.Kind
+    REMOVED: MembershipChange.Kind
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    USERS_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_USER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBERSHIP_VERSION_FIELD_NUMBER: _ClassVar[int]
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    kind: MembershipChange.Kind
+    users: _containers.RepeatedScalarFieldContainer[int]
+    actor_user_id: int
+    membership_version: int
+    group_id: int
+    def __init__(self, kind: _Optional[_Union[MembershipChange.Kind, str]] = ..., users: _Optional[_Iterable[int]] = ..., actor_user_id: _Optional[int] = ..., membership_version: _Optional[int] = ..., group_id: _Optional[int] = ...) -> None: ...
+
+class MessageStateChange(_message.Message):
+    __slots__ = ("message_id", "state", "conversation_seq")
+    MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    CONVERSATION_SEQ_FIELD_NUMBER: _ClassVar[int]
+    message_id: bytes
+    state: MessageState
+    conversation_seq: int
+    def __init__(self, message_id: _Optional[bytes] = ..., state: _Optional[_Union[MessageState, str]] = ..., conversation_seq: _Optional[int] = ...) -> None: ...

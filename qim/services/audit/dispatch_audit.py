@@ -176,7 +176,7 @@ class DispatchAudit:
         return ""
 
     def _bad_outbox(self, offset: int, why: str, mid: Optional[bytes] = None) -> None:
-        pass
+        self.result.committed_without_dispatch += 1
         self.result.errors.append(f"outbox@{offset}: {why}")
         if mid is not None and mid not in self._committed:
             self._committed[mid] = None  # its dispatches are not "without commit"; not comparable
@@ -233,7 +233,7 @@ class DispatchAudit:
             self._finished = True
             for key, (mid, shard, _) in self._expected.items():
                 if key not in self._covered:
-                    pass
+                    self.result.committed_without_dispatch += 1
                     self._detail(f"committed_without_dispatch: message {mid.hex()} shard {shard}")
         return self.result
 

@@ -23,7 +23,7 @@ from qim.net.rpc import error_body
 from qim.proto.v1 import connection_pb2, internal_pb2, mailbox_pb2
 from qim.protocol import INTERNAL_CATEGORY, Opcode
 from qim.services.gateway.auth import verify_dev_token
-from qim.services.writer.validate import check_send_shape, direct_audience, parse_send
+from qim.services.gateway.requests import SESSION_OPS, WRITER_OPS, session_check
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +31,8 @@ FRAME_FAULTS = Counter("qim_gateway_frame_faults", "Connections closed for a fra
 REQUEST_ERRORS = Counter("qim_gateway_request_errors", "ERROR frames sent", ["code"])
 REQUESTS = Counter("qim_gateway_requests", "Client requests received", ["opcode"])
 HEARTBEAT_S = 60
-RESERVED = {op.value for op in Opcode if (op >> 8) in (0x04, 0x05, 0x06, 0x0A)}
+# Frozen but not served yet (chatrooms), and server-to-client opcodes sent upstream.
+RESERVED = {op.value for op in Opcode if (op >> 8) in (0x04, 0x05, 0x06, 0x0A)} - set(WRITER_OPS) - SESSION_OPS
 
 
 class ClientConnection:
@@ -112,12 +113,15 @@ class ClientConnection:
             raise RequestError(ErrorCode.FORBIDDEN, "internal opcode")
         if not self.user_id:
             raise RequestError(ErrorCode.UNAUTHENTICATED, "AUTH first")
-        if opcode == Opcode.SEND_MESSAGE:
-            msg = parse_send(body)
-            check_send_shape(msg, self.gw.config.max_body)
-            direct_audience(self.tenant, self.user_id, msg)
-            req = internal_pb2.WriterSend(actor=self._actor(), upstream=body)
-            return await self.gw.router.call_writer(msg.conversation_id, Opcode.WRITER_SEND, req.SerializeToString())
+        route = WRITER_OPS.get(opcode)
+        if route is not None:
+            key = route(self, body)
+            req = internal_pb2.WriterSend(actor=self._actor(), upstream=body, opcode=opcode)
+            return await self.gw.router.call_writer(key, Opcode.WRITER_SEND, req.SerializeToString())
+        if opcode in SESSION_OPS:
+            session_check(self, body, opcode)
+            req = internal_pb2.SessionCall(actor=self._actor(), opcode=opcode, upstream=body)
+            return await self.gw.router.call_session(self.user_id, Opcode.SESSION_CALL, req.SerializeToString())
         if opcode == Opcode.PULL_MAILBOX:
             try:
                 mailbox_pb2.PullMailbox.FromString(body)

@@ -23,10 +23,12 @@ def rendezvous_order(key: bytes, addrs: tuple[str, ...]) -> list[int]:
 class BackendRouter:
     """RPC clients to writers and mailbox nodes, with failover for writers."""
 
-    def __init__(self, writer_addrs: tuple[str, ...], mailbox_addrs: tuple[str, ...]) -> None:
+    def __init__(self, writer_addrs: tuple[str, ...], mailbox_addrs: tuple[str, ...],
+                 session_addrs: tuple[str, ...] = ()) -> None:
         self._writer_addrs = writer_addrs
         self._writers = [RpcClient(a) for a in writer_addrs]
         self._mailboxes = [RpcClient(a) for a in mailbox_addrs]
+        self._sessions = [RpcClient(a) for a in session_addrs]
 
     async def call_writer(self, conversation_id: bytes, opcode: int, body: bytes) -> tuple[int, bytes]:
         """Send to the rendezvous writer; on UNAVAILABLE try the next. Raises the last
@@ -44,6 +46,12 @@ class BackendRouter:
     async def call_mailbox(self, shard: int, opcode: int, body: bytes) -> tuple[int, bytes]:
         return await self._mailboxes[shard % len(self._mailboxes)].call(opcode, body)
 
+    async def call_session(self, user_id: int, opcode: int, body: bytes) -> tuple[int, bytes]:
+        """The session node of the user (user id mod node count). UNAVAILABLE when none."""
+        if not self._sessions:
+            raise RequestError(ErrorCode.UNAVAILABLE, "no session service configured")
+        return await self._sessions[user_id % len(self._sessions)].call(opcode, body)
+
     async def close(self) -> None:
-        for c in self._writers + self._mailboxes:
+        for c in self._writers + self._mailboxes + self._sessions:
             await c.close()

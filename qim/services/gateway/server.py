@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 # Always zero: the gateway never drops a client request on its way to a backend (the
 # per-connection in-flight limit pushes back on the socket instead).
 BACKEND_DROPPED = Counter("qim_gateway_backend_queue_dropped", "Client requests dropped before a backend (must stay 0)")
-BAD_PUSH = Counter("qim_gateway_bad_push_batches", "Undecodable PushBatch frames from a mailbox node")
+BAD_PUSH = Counter("qim_gateway_bad_push_batches", "Undecodable or unknown frames on the push listener")
 
 
 class ConnectionNode:
@@ -32,7 +32,7 @@ class ConnectionNode:
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
         self.online = OnlineRegistry()
-        self.router = BackendRouter(config.writer_addrs, config.mailbox_addrs)
+        self.router = BackendRouter(config.writer_addrs, config.mailbox_addrs, config.session_addrs)
         self._conns: set[ClientConnection] = set()
 
     def not_ready(self):
@@ -47,14 +47,15 @@ class ConnectionNode:
             self._conns.discard(conn)
 
     async def _on_push(self, opcode: int, body: bytes) -> None:
-        if opcode != Opcode.PUSH_BATCH:
-            return
         try:
-            batch = internal_pb2.PushBatch.FromString(body)
+            if opcode == Opcode.PUSH_BATCH:
+                self.online.deliver(internal_pb2.PushBatch.FromString(body))
+            elif opcode == Opcode.DEVICE_FRAMES:
+                self.online.deliver_frames(internal_pb2.DeviceFrames.FromString(body))
+            else:
+                BAD_PUSH.inc()
         except DecodeError:
             BAD_PUSH.inc()
-            return
-        self.online.deliver(batch)
 
     async def _no_requests(self, opcode: int, body: bytes) -> tuple[int, bytes]:
         from qim.errors import ErrorCode, RequestError

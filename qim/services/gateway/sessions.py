@@ -64,6 +64,25 @@ class OnlineRegistry:
                 del self._users[(conn.tenant, conn.user_id)]
         CONNECTIONS.set(sum(len(d) for d in self._users.values()))
 
+    def deliver_frames(self, frames: internal_pb2.DeviceFrames) -> None:
+        """One server-initiated frame (READ_SYNC, SESSION_DELTA) to every online device of
+        the user but `exclude_device_id`; dropped (counted) for a slow device."""
+        if frames.opcode not in (Opcode.READ_SYNC, Opcode.SESSION_DELTA):
+            PUSH_DROPPED.inc()
+            return
+        devices = self._users.get((int.from_bytes(frames.tenant_id, "big"), frames.user_id), {})
+        for device_id, conn in list(devices.items()):
+            if device_id == frames.exclude_device_id:
+                continue
+            if conn.queued_bytes > PUSH_QUEUE_LIMIT:
+                PUSH_DROPPED.inc()
+                continue
+            try:
+                conn.send(frames.opcode, 0, frames.body)
+                PUSH_FRAMES.inc()
+            except ConnectionError:
+                PUSH_DROPPED.inc()
+
     def deliver(self, batch: internal_pb2.PushBatch) -> None:
         tenant = int.from_bytes(batch.tenant_id, "big")
         for target in batch.targets:

@@ -38,6 +38,25 @@ class CommitKeys:
     def inflight(self) -> str:
         return inflight_key(self.bucket)
 
+    def state(self, message_id: bytes) -> str:
+        """STRING RECALLED | DELETED once a message is recalled or deleted (absent: NORMAL).
+        Read by mailbox pulls to drop inline bodies and by the session list for unread."""
+        return f"qim:msgst:{self.tag}:{message_id.hex()}"
+
+    # --- groups (DESIGN.md §7): keys of the group conversation's commit bucket ---------
+    def group_meta(self) -> str:
+        """HASH gid, owner, ver (membership_version), count (current members), cat."""
+        return f"qim:grp:{self.tag}:{self.tenant_hex}:{self.conv_hex}"
+
+    def group_members(self) -> str:
+        """HASH user_id -> "<joined_at>:<left_at>" (conversation_seq bounds; left_at 0 =
+        current member). A member sees seq with joined_at < seq and (left_at == 0 or seq <= left_at)."""
+        return f"qim:grpmember:{self.tag}:{self.tenant_hex}:{self.conv_hex}"
+
+    def group_snapshot(self, version: int) -> str:
+        """STRING: current members at `version`, sorted, u64 big-endian each (immutable)."""
+        return f"qim:grpsnap:{self.tag}:{self.tenant_hex}:{self.conv_hex}:{version}"
+
 
 def inflight_key(bucket: int) -> str:
     """ZSET of commit hashes not yet COMMITTED, scored by last update (CommitRecovery)."""

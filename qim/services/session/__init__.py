@@ -1,0 +1,1 @@
+"""SessionProjection (qim-session): conversation sets, session list, unread, MARK_READ."""
