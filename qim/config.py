@@ -15,7 +15,9 @@ from qim.consts import (
     FANOUT_BATCH_DEFAULT,
     FANOUT_BATCH_MAX,
     MAX_MESSAGE_BODY,
+    RECALL_WINDOW_MS_DEFAULT,
     METRICS_PORTS,
+    SESSION_SNAPSHOT_TTL_MS,
     WRITER_INFLIGHT_DEFAULT,
     WRITER_INFLIGHT_MAX,
 )
@@ -142,6 +144,7 @@ class WriterConfig:
     inflight_limit: int
     fault_point: str  # "" in production; see qim/services/writer/faults.py
     recovery_stale_ms: int
+    recall_window_ms: int
 
     @classmethod
     def from_env(cls, env: Env) -> "WriterConfig":
@@ -155,6 +158,7 @@ class WriterConfig:
             fault_point=env.fault_point("QIM_WRITER_FAULT_POINT", ("QIM_WRITER_LISTEN", "QIM_WRITER_METRICS_LISTEN"),
                                         WRITER_POINTS),
             recovery_stale_ms=env.int("QIM_COMMIT_RECOVERY_STALE_MS", 5000, 100, 3_600_000),
+            recall_window_ms=env.int("QIM_RECALL_WINDOW_MS", RECALL_WINDOW_MS_DEFAULT, 0, 30 * 86_400_000),
         )
 
 
@@ -214,6 +218,7 @@ class MailboxConfig:
     node_count: int
     fault_point: str
     dp_gc_safety_ms: int  # 0: DispatchProgress GC disabled (the default)
+    session_addrs: tuple[str, ...]  # low-latency Projection: user u -> session node u mod n
 
     @classmethod
     def from_env(cls, env: Env) -> "MailboxConfig":
@@ -228,8 +233,38 @@ class MailboxConfig:
             fault_point=env.fault_point("QIM_MAILBOX_FAULT_POINT", ("QIM_MAILBOX_LISTEN", "QIM_MAILBOX_METRICS_LISTEN"),
                                         MAILBOX_POINTS),
             dp_gc_safety_ms=env.int("QIM_DISPATCH_PROGRESS_GC_SAFETY_MS", 0, 0, 365 * 86_400_000),
+            session_addrs=env.addrs("QIM_SESSION_ADDRS", "127.0.0.1:7103"),
         )
 
     def owned_shards(self) -> list[int]:
         """Static assignment: shard s belongs to node s mod node_count."""
         return [s for s in range(self.common.shard_count) if s % self.node_count == self.node_index]
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    """qim-session (SessionProjection). Node i of n serves users with user_id mod n == i;
+    n is the length of QIM_SESSION_ADDRS, the same list the gateway and the mailbox
+    route by, so they agree by construction."""
+
+    common: CommonConfig
+    listen: str
+    metrics_listen: str
+    gateway_push_addrs: tuple[str, ...]  # DEVICE_FRAMES (READ_SYNC, SESSION_DELTA) go to every gateway
+    node_index: int
+    node_count: int
+    snapshot_ttl_ms: int
+
+    @classmethod
+    def from_env(cls, env: Env) -> "SessionConfig":
+        listen = env.addr("QIM_SESSION_LISTEN", "127.0.0.1:7103")
+        node_count = len(env.addrs("QIM_SESSION_ADDRS", listen))
+        return cls(
+            common=CommonConfig.from_env(env),
+            listen=listen,
+            metrics_listen=env.metrics_listen("session"),
+            gateway_push_addrs=env.addrs("QIM_GATEWAY_PUSH_ADDR", "127.0.0.1:7104"),
+            node_index=env.int("QIM_SESSION_NODE_INDEX", 0, 0, node_count - 1),
+            node_count=node_count,
+            snapshot_ttl_ms=env.int("QIM_SESSION_SNAPSHOT_TTL_MS", SESSION_SNAPSHOT_TTL_MS, 0, 3_600_000),
+        )

@@ -72,6 +72,13 @@ HISTORY_PAGE_DEFAULT_LIMIT = 50
 HISTORY_PAGE_MAX_LIMIT = 200
 UNREAD_EXACT_WINDOW = 200
 
+# --- session list (DESIGN.md §6, §11; seed 000 会话列表) ------------------------------
+SESSION_SNAPSHOT_TTL_MS = 5 * 60 * 1000
+SESSION_PAGE_DEFAULT_LIMIT = 50
+SESSION_PAGE_MAX_LIMIT = 200
+SESSION_CONSUME_BATCH = 512  # dispatch records per durable projection batch
+SESSION_PROJECTION_QUEUE = 65536  # low-latency projections waiting for Redis; past it they drop
+
 # --- defaults (DESIGN.md §11) ----------------------------------------------------
 FANOUT_BATCH_DEFAULT = 512
 FANOUT_BATCH_MAX = 1024

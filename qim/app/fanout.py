@@ -14,8 +14,11 @@ def main() -> None:
         config = FanoutConfig.from_env(Env())
         from qim.faults import FANOUT_POINTS, FaultPoints
 
+        from qim.infra.redis.client import connect
+
         coordinator = FanoutCoordinator(config.common.kafka_bootstrap, config.common.shard_count, config.batch_size,
-                                        FaultPoints(config.fault_point, FANOUT_POINTS))
+                                        FaultPoints(config.fault_point, FANOUT_POINTS),
+                                        connect(config.common.redis_addr))
 
         def not_ready():
             if not coordinator.ready:

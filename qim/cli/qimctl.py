@@ -1,5 +1,6 @@
 """qimctl: the admin plane (DESIGN.md §2 "admin / load: qimctl ... audits").
 
+    qimctl membership add|remove ...   qimctl message delete ...   (qim/cli/qimctl_admin.py)
     qimctl audit dispatch [--kafka-bootstrap HOST:PORT] [--redis-addr HOST:PORT[,...]]
                           [--shard-count N] [--outbox-topic T] [--dispatch-topic T]
                           [--fanout-group G] [--no-wait] [--timeout S]
@@ -46,6 +47,7 @@ from qim.config import Env
 from qim.consts import COMMIT_BUCKET_COUNT, DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC
 from qim.errors import ConfigError, EngineError
 from qim.net.framed import parse_addr
+from qim.cli import qimctl_admin
 from qim.services.audit.dispatch_audit import DispatchAudit
 from qim.services.writer.keys import inflight_key
 
@@ -229,6 +231,7 @@ def build_parser(environ=None) -> argparse.ArgumentParser:
     d.add_argument("--no-wait", action="store_true", help="skip waiting for commits and fanout to drain")
     d.add_argument("--timeout", type=float, default=60.0, help="seconds per wait step / read stall (default 60)")
     d.set_defaults(func=audit_dispatch)
+    qimctl_admin.add_parsers(sub, env)
     return parser
 
 
@@ -260,7 +263,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Console entry point (`qimctl`); returns the process exit code."""
     args = build_parser().parse_args(argv)
     try:
-        _validate(args)
+        if args.command == "audit":
+            _validate(args)
         return args.func(args)
     except (ConfigError, EngineError) as exc:
         print(f"qimctl: error: {exc}", file=sys.stderr)

@@ -1,5 +1,5 @@
-"""Development supervisor: runs qim-writer, qim-mailbox, qim-fanout and qim-gateway as
-separate processes against engines started by `qim-dev engines up`.
+"""Development supervisor: runs qim-writer, qim-mailbox, qim-session, qim-fanout and
+qim-gateway as separate processes against engines started by `qim-dev engines up`.
 
 Each service gets free loopback ports, its own log file under DIR/logs and its pid in
 DIR/stack.json; `down` stops exactly those pids. `up` waits until every /healthz
@@ -156,13 +156,14 @@ class Stack:
 
 
 def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str, str]] = None,
-             die_with_parent: bool = False, writers: int = 1, mailboxes: int = 1) -> Stack:
+             die_with_parent: bool = False, writers: int = 1, mailboxes: int = 1, sessions: int = 1) -> Stack:
     """Start every service on fresh loopback ports — `writers` writer instances (writer,
-    writer2, ...) and `mailboxes` mailbox nodes (mailbox, mailbox2, ...; shards split by
-    static assignment) — and wait until all are healthy. EngineError when one cannot start."""
+    writer2, ...), `mailboxes` mailbox nodes (mailbox, mailbox2, ...; shards split by
+    static assignment) and `sessions` session nodes (session, session2, ...; user u on
+    node u mod n) — and wait until all are healthy. EngineError when one cannot start."""
     dir = Path(dir)
     dir.mkdir(parents=True, exist_ok=True)
-    ports = iter(f"127.0.0.1:{p}" for p in free_ports(4 + 2 * (writers + mailboxes)))
+    ports = iter(f"127.0.0.1:{p}" for p in free_ports(4 + 2 * (writers + mailboxes + sessions)))
     env = {
         **engine_env,
         "QIM_GATEWAY_LISTEN": next(ports), "QIM_GATEWAY_PUSH_ADDR": next(ports),
@@ -178,9 +179,14 @@ def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str
         instance_env["mailbox" if i == 0 else f"mailbox{i + 1}"] = {
             "QIM_MAILBOX_LISTEN": next(ports), "QIM_MAILBOX_METRICS_LISTEN": next(ports),
             "QIM_MAILBOX_NODE_INDEX": str(i)}
+    for i in range(sessions):
+        instance_env["session" if i == 0 else f"session{i + 1}"] = {
+            "QIM_SESSION_LISTEN": next(ports), "QIM_SESSION_METRICS_LISTEN": next(ports),
+            "QIM_SESSION_NODE_INDEX": str(i)}
+    env["QIM_SESSION_ADDRS"] = ",".join(e["QIM_SESSION_LISTEN"] for n, e in instance_env.items() if n.startswith("s"))
     env["QIM_WRITER_ADDRS"] = ",".join(e["QIM_WRITER_LISTEN"] for n, e in instance_env.items() if n.startswith("w"))
     env["QIM_MAILBOX_ADDRS"] = ",".join(e["QIM_MAILBOX_LISTEN"] for n, e in instance_env.items() if n.startswith("m"))
-    metrics = {n: e.get("QIM_WRITER_METRICS_LISTEN") or e["QIM_MAILBOX_METRICS_LISTEN"] for n, e in instance_env.items()}
+    metrics = {n: next(v for k, v in e.items() if k.endswith("_METRICS_LISTEN")) for n, e in instance_env.items()}
     metrics.update({"gateway": env["QIM_GATEWAY_METRICS_LISTEN"], "fanout": env["QIM_FANOUT_METRICS_LISTEN"]})
     stack = Stack(dir, env, metrics, die_with_parent=die_with_parent, instance_env=instance_env)
     try:

@@ -14,7 +14,7 @@ def default_stack_dir() -> Path:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("stack", help="run qim-writer, qim-mailbox, qim-gateway, qim-fanout")
+    p = sub.add_parser("stack", help="run qim-writer, qim-mailbox, qim-session, qim-gateway, qim-fanout")
     p.add_argument("action", choices=["up", "down", "status"])
     p.add_argument("--dir", default=None, help=f"stack directory (default {default_stack_dir()})")
     p.add_argument("--engines-dir", default=None, help=f"engine directory (default {default_dir()})")

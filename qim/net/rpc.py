@@ -104,6 +104,11 @@ class RpcClient:
             self._pending.pop(request_id, None)
             raise RequestError(ErrorCode.UNAVAILABLE, f"{self.addr} did not answer in {timeout}s") from exc
 
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes queued on the connection but not yet written (0 when not connected)."""
+        return self._stream.queued_bytes if self._stream is not None else 0
+
     def send_oneway(self, opcode: int, body: bytes) -> None:
         """Queue a frame that gets no reply (request_id 0). Raises StreamClosed when not connected."""
         if self._stream is None or self._stream.closed:

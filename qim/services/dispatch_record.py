@@ -7,7 +7,8 @@ bytes, so a replayed dispatch is recognised and a different one with the same id
 Layout, big-endian:
   version u8 = 1 | tenant 16 | dispatch_id 16 | message_id 16 | conversation_id 16 |
   conversation_seq u64 | sender_id u64 | created_at_ms u64 | message_type u32 |
-  target_shard u32 | flags u8 (bit0 inline body) | sender client_message_id 16 |
+  event_type u8 (qim.protocol.EventType) | target_shard u32 | flags u8 (bit0 inline
+  body) | sender client_message_id 16 |
   custom_type_len u8 | custom_type | recipient_count u32 | recipients u64 × n (ascending,
   distinct) | [body_len u32 | body]   (present iff bit0)
 """
@@ -24,7 +25,7 @@ from qim.consts import MAX_CUSTOM_TYPE_BYTES, MAX_MESSAGE_BODY
 
 VERSION = 1
 FLAG_INLINE = 0x01
-_HEAD = struct.Struct(">B16s16s16s16sQQQIIB16sB")
+_HEAD = struct.Struct(">B16s16s16s16sQQQIBIB16sB")
 
 
 class DispatchDecodeError(ValueError):
@@ -48,6 +49,7 @@ class Dispatch:
     custom_type: bytes
     recipients: tuple[int, ...]
     body: Optional[bytes]
+    event_type: int = 1  # EventType.MESSAGE
 
     def encode(self) -> bytes:
         """Canonical bytes. ValueError when recipients are not ascending and distinct."""
@@ -55,7 +57,8 @@ class Dispatch:
             raise ValueError("recipients must be non-empty, ascending and distinct")
         head = _HEAD.pack(VERSION, self.tenant.to_bytes(16, "big"), self.dispatch_id, self.message_id,
                           self.conversation_id, self.conversation_seq, self.sender_id, self.created_at_ms,
-                          self.message_type, self.target_shard, FLAG_INLINE if self.body is not None else 0,
+                          self.message_type, self.event_type, self.target_shard,
+                          FLAG_INLINE if self.body is not None else 0,
                           self.client_message_id, len(self.custom_type))
         parts = [head, self.custom_type, struct.pack(">I", len(self.recipients)),
                  struct.pack(f">{len(self.recipients)}Q", *self.recipients)]
@@ -72,10 +75,10 @@ def payload_digest(canonical: bytes) -> bytes:
 def decode(data: bytes) -> Dispatch:
     """Strict inverse of Dispatch.encode; DispatchDecodeError on any deviation."""
     try:
-        (version, tenant, dispatch_id, message_id, conversation_id, cseq, sender, created, mtype, shard,
-         flags, cmid, ct_len) = _HEAD.unpack_from(data, 0)
-        if version != VERSION or flags & ~FLAG_INLINE or ct_len > MAX_CUSTOM_TYPE_BYTES:
-            raise DispatchDecodeError("bad version, flags or custom_type length")
+        (version, tenant, dispatch_id, message_id, conversation_id, cseq, sender, created, mtype, event_type,
+         shard, flags, cmid, ct_len) = _HEAD.unpack_from(data, 0)
+        if version != VERSION or flags & ~FLAG_INLINE or ct_len > MAX_CUSTOM_TYPE_BYTES or event_type == 0:
+            raise DispatchDecodeError("bad version, flags, event_type or custom_type length")
         pos = _HEAD.size
         custom_type = data[pos:pos + ct_len]
         pos += ct_len
@@ -100,4 +103,5 @@ def decode(data: bytes) -> Dispatch:
     if count == 0 or list(recipients) != sorted(set(recipients)):
         raise DispatchDecodeError("recipients must be non-empty, ascending and distinct")
     return Dispatch(int.from_bytes(tenant, "big"), dispatch_id, message_id, conversation_id, cseq, sender, created,
-                    mtype, shard, cmid, bytes(custom_type), tuple(recipients), None if body is None else bytes(body))
+                    mtype, shard, cmid, bytes(custom_type), tuple(recipients), None if body is None else bytes(body),
+                    event_type)

@@ -36,7 +36,7 @@ from qim.proto.v1 import internal_pb2, message_pb2
 from qim.protocol import Opcode
 from qim.services.audit import audit
 from qim.services.dispatch_record import Dispatch
-from qim.services.fanout.plan import plan
+from qim.services.fanout.plan import parse_outbox, plan
 from qim.services.writer.keys import inflight_key
 
 N = TEST_SHARD_COUNT
@@ -115,7 +115,7 @@ def test_consistent_set_with_replays_is_clean():
 
 def test_agrees_with_the_fanout_planner():
     obx, _, _ = consistent_set()
-    dsp = [(shard, 0, d.encode()) for _, v in obx for shard, d in plan(v, N)]
+    dsp = [(shard, 0, d.encode()) for _, v in obx for shard, d in plan(parse_outbox(v, N), N)]
     assert audit(obx, dsp, N).clean
 
 

@@ -71,7 +71,7 @@ def parse_reply(op: int, body: bytes):
              Opcode.MAILBOX_BATCH: mailbox_pb2.MailboxBatch, Opcode.PONG: connection_pb2.Pong,
              Opcode.PUSH_EVENTS: mailbox_pb2.PushEvents, Opcode.KICKED: connection_pb2.Kicked}
     cls = table.get(op)
-    return cls.FromString(body) if cls else body
+    return cls.FromString(body) if cls else parse_more(op, body)
 
 
 async def wait_for_entries(client: RawClient, count: int, timeout: float = 15.0) -> list:
@@ -82,3 +82,16 @@ async def wait_for_entries(client: RawClient, count: int, timeout: float = 15.0)
         if len(entries) >= count or asyncio.get_running_loop().time() > deadline:
             return entries
         await asyncio.sleep(0.1)
+
+
+async def call(client: RawClient, opcode: int, message) -> tuple[int, object]:
+    """Send a protobuf request and return (reply opcode, parsed reply)."""
+    return await client.request(opcode, message.SerializeToString())
+
+
+def parse_more(op: int, body: bytes):
+    from qim.proto.v1 import group_pb2, history_pb2, message_pb2 as m
+
+    table = {Opcode.GROUP_OK: group_pb2.GroupOk, Opcode.MEMBERS_BATCH: group_pb2.MembersBatch,
+             Opcode.HISTORY_BATCH: history_pb2.HistoryBatch, Opcode.RECALL_OK: m.RecallOk}
+    return table[op].FromString(body) if op in table else body

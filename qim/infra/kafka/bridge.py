@@ -134,6 +134,14 @@ class AsyncConsumer:
                     for p in partitions}
         return await self._run(fetch)
 
+    async def watermark_ranges(self, topic: str, partitions: list[int], timeout: float = 10.0) -> dict[int, tuple[int, int]]:
+        """(low, high) watermark per partition, from the broker: the first retained offset
+        and the next offset to be written."""
+        def fetch() -> dict[int, tuple[int, int]]:
+            return {p: tuple(self._consumer.get_watermark_offsets(TopicPartition(topic, p), timeout, cached=False))
+                    for p in partitions}
+        return await self._run(fetch)
+
     async def consume(self, max_records: int, timeout: float) -> list:
         """Up to max_records messages (may be empty). A message carrying a broker error
         other than partition EOF raises EngineError."""
@@ -177,3 +185,27 @@ async def topic_partitions(bootstrap: str, topic: str, timeout: float = 10.0) ->
         return await asyncio.get_running_loop().run_in_executor(None, fetch)
     except KafkaException as exc:
         raise EngineError(f"kafka metadata from {bootstrap} failed: {exc}") from exc
+
+
+async def topic_identity(bootstrap: str, topic: str, timeout: float = 10.0) -> tuple[str, str, int]:
+    """(cluster_id, topic_id, partition count) of `topic` from the broker (KIP-516 topic
+    ids), for checkpoints that must notice a different cluster or a re-created topic.
+    EngineError when unreachable, absent, or without a cluster id or non-zero topic id."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    def fetch() -> tuple[str, str, int]:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        cluster = admin.describe_cluster(request_timeout=timeout).result(timeout).cluster_id
+        desc = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)[topic].result(timeout)
+        uuid = desc.topic_id
+        if uuid is None or (uuid.get_most_significant_bits() == 0 and uuid.get_least_significant_bits() == 0):
+            raise EngineError(f"topic {topic} has no topic id (broker without KIP-516)")
+        if not cluster:
+            raise EngineError("broker reports no cluster id")
+        return str(cluster), str(uuid), len(desc.partitions)
+
+    try:
+        return await asyncio.get_running_loop().run_in_executor(None, fetch)
+    except (KafkaException, concurrent.futures.TimeoutError) as exc:
+        raise EngineError(f"kafka metadata of {topic} from {bootstrap} failed: {exc}") from exc

@@ -11,7 +11,7 @@ import pathlib
 from typing import Any, Sequence
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 
 from qim.errors import EngineError
 from qim.net.framed import parse_addr
@@ -61,6 +61,37 @@ class LuaScripts:
     def script(self, name: str):
         """The redis-py Script object (for pipelines: script(keys, args, client=pipe))."""
         return self._scripts[name]
+
+    async def call_many(self, name: str, calls: Sequence[tuple[Sequence[Any], Sequence[Any]]]) -> list:
+        """Run one script once per (keys, args) in ONE pipelined round trip by SHA.
+
+        redis-py's pipeline support sends SCRIPT EXISTS before every execute; this sends
+        EVALSHA only and loads the script once on NOSCRIPT, then replays the batch (so
+        the scripts must be idempotent). Raises EngineError when Redis fails and
+        ScriptError for the first script error reply."""
+        script = self._scripts[name]
+        for attempt in (0, 1):
+            try:
+                async with self._client.pipeline(transaction=False) as pipe:
+                    for keys, args in calls:
+                        pipe.evalsha(script.sha, len(keys), *keys, *args)
+                    results = await pipe.execute(raise_on_error=False)
+            except RedisError as exc:
+                raise EngineError(f"redis script {name} failed: {exc.__class__.__name__}") from exc
+            if attempt == 0 and any(isinstance(r, NoScriptError) for r in results):
+                try:
+                    script.sha = await self._client.script_load(script.script)
+                except RedisError as exc:
+                    raise EngineError(f"redis script {name} could not load: {exc.__class__.__name__}") from exc
+                continue
+            for r in results:
+                if isinstance(r, Exception):
+                    message = str(r)
+                    if "QIM_" in message:
+                        raise ScriptError(message[message.index("QIM_"):])
+                    raise EngineError(f"redis script {name} failed: {r.__class__.__name__}")
+            return results
+        raise AssertionError("unreachable")
 
 
 class ScriptError(Exception):

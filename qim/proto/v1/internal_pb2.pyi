@@ -51,14 +51,16 @@ class MembershipEdit(_message.Message):
     def __init__(self, group_id: _Optional[int] = ..., add: _Optional[_Iterable[int]] = ..., remove: _Optional[_Iterable[int]] = ..., request_id: _Optional[bytes] = ...) -> None: ...
 
 class DeleteMessage(_message.Message):
-    __slots__ = ("conversation_id", "message_id", "request_id")
+    __slots__ = ("conversation_id", "message_id", "request_id", "peer_user_id")
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    PEER_USER_ID_FIELD_NUMBER: _ClassVar[int]
     conversation_id: bytes
     message_id: bytes
     request_id: bytes
-    def __init__(self, conversation_id: _Optional[bytes] = ..., message_id: _Optional[bytes] = ..., request_id: _Optional[bytes] = ...) -> None: ...
+    peer_user_id: int
+    def __init__(self, conversation_id: _Optional[bytes] = ..., message_id: _Optional[bytes] = ..., request_id: _Optional[bytes] = ..., peer_user_id: _Optional[int] = ...) -> None: ...
 
 class SessionCall(_message.Message):
     __slots__ = ("actor", "opcode", "upstream")

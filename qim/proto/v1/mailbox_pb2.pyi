@@ -1,4 +1,5 @@
 from qim.proto.v1 import common_pb2 as _common_pb2
+from qim.proto.v1 import message_pb2 as _message_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -8,7 +9,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class MailboxEntry(_message.Message):
-    __slots__ = ("mailbox_seq", "event_type", "event_id", "message_id", "conversation_id", "conversation_seq", "sender_id", "created_at_ms", "message_type", "custom_type", "client_message_id", "body")
+    __slots__ = ("mailbox_seq", "event_type", "event_id", "message_id", "conversation_id", "conversation_seq", "sender_id", "created_at_ms", "message_type", "custom_type", "client_message_id", "body", "state")
     MAILBOX_SEQ_FIELD_NUMBER: _ClassVar[int]
     EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -21,6 +22,7 @@ class MailboxEntry(_message.Message):
     CUSTOM_TYPE_FIELD_NUMBER: _ClassVar[int]
     CLIENT_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     BODY_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
     mailbox_seq: int
     event_type: int
     event_id: bytes
@@ -33,7 +35,8 @@ class MailboxEntry(_message.Message):
     custom_type: bytes
     client_message_id: bytes
     body: bytes
-    def __init__(self, mailbox_seq: _Optional[int] = ..., event_type: _Optional[int] = ..., event_id: _Optional[bytes] = ..., message_id: _Optional[bytes] = ..., conversation_id: _Optional[bytes] = ..., conversation_seq: _Optional[int] = ..., sender_id: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., message_type: _Optional[_Union[_common_pb2.MessageType, str]] = ..., custom_type: _Optional[bytes] = ..., client_message_id: _Optional[bytes] = ..., body: _Optional[bytes] = ...) -> None: ...
+    state: _message_pb2.MessageState
+    def __init__(self, mailbox_seq: _Optional[int] = ..., event_type: _Optional[int] = ..., event_id: _Optional[bytes] = ..., message_id: _Optional[bytes] = ..., conversation_id: _Optional[bytes] = ..., conversation_seq: _Optional[int] = ..., sender_id: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., message_type: _Optional[_Union[_common_pb2.MessageType, str]] = ..., custom_type: _Optional[bytes] = ..., client_message_id: _Optional[bytes] = ..., body: _Optional[bytes] = ..., state: _Optional[_Union[_message_pb2.MessageState, str]] = ...) -> None: ...
 
 class PullMailbox(_message.Message):
     __slots__ = ("cursor", "max_entries", "max_bytes")

@@ -58,12 +58,14 @@ class SessionDelta(_message.Message):
     def __init__(self, sessions: _Optional[_Iterable[_Union[SessionEntry, _Mapping]]] = ...) -> None: ...
 
 class MarkRead(_message.Message):
-    __slots__ = ("conversation_id", "read_conversation_seq")
+    __slots__ = ("conversation_id", "read_conversation_seq", "peer_user_id")
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     READ_CONVERSATION_SEQ_FIELD_NUMBER: _ClassVar[int]
+    PEER_USER_ID_FIELD_NUMBER: _ClassVar[int]
     conversation_id: bytes
     read_conversation_seq: int
-    def __init__(self, conversation_id: _Optional[bytes] = ..., read_conversation_seq: _Optional[int] = ...) -> None: ...
+    peer_user_id: int
+    def __init__(self, conversation_id: _Optional[bytes] = ..., read_conversation_seq: _Optional[int] = ..., peer_user_id: _Optional[int] = ...) -> None: ...
 
 class MarkReadOk(_message.Message):
     __slots__ = ("conversation_id", "read_conversation_seq")

@@ -20,7 +20,7 @@ from qim.consts import DISPATCH_TOPIC, OUTBOX_TOPIC
 from qim.errors import EngineError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncConsumer, AsyncProducer
-from qim.services.fanout.plan import PlanError, plan
+from qim.services.fanout.plan import PlanError, SnapshotCache, parse_outbox, plan, snapshot_key
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +38,9 @@ UNPLANNABLE = Counter("qim_fanout_unplannable_records", "Outbox records that cou
 class FanoutCoordinator:
     """`run()` loops until cancelled; `stopped_reason` is set when it stops on a bad record."""
 
-    def __init__(self, bootstrap: str, shard_count: int, batch_size: int, faults: FaultPoints) -> None:
+    def __init__(self, bootstrap: str, shard_count: int, batch_size: int, faults: FaultPoints, redis) -> None:
         self._faults = faults
+        self._snapshots = SnapshotCache(redis, shard_count)
         self._bootstrap = bootstrap
         self._shard_count = shard_count
         self._batch_size = batch_size
@@ -97,9 +98,17 @@ class FanoutCoordinator:
             # A discontinuity (e.g. a retention gap) is logged; positions are hints.
             logger.info("outbox position moved from %d to %d", self.position, records[0].offset())
         BATCH.observe(len(records))
+        outboxes = [parse_outbox(rec.value(), self._shard_count) for rec in records]
+        try:
+            snapshots = await self._snapshots.load({k for k in map(snapshot_key, outboxes) if k is not None})
+        except PlanError:
+            raise
+        except Exception as exc:  # Redis unreachable: the batch replays later
+            raise EngineError(f"member snapshot read failed: {exc.__class__.__name__}") from exc
         futures = []
-        for rec in records:
-            for shard, dispatch in plan(rec.value(), self._shard_count):
+        for outbox in outboxes:
+            key = snapshot_key(outbox)
+            for shard, dispatch in plan(outbox, self._shard_count, snapshots.get(key) if key else None):
                 futures.append(self._producer.produce(DISPATCH_TOPIC, dispatch.encode(),
                                                       key=dispatch.dispatch_id, partition=shard))
         started = time.perf_counter()

@@ -1,43 +1,108 @@
-"""Deterministic planning of one Outbox record (DESIGN.md §5.3, seed 001 §2.4).
+"""Deterministic planning of Outbox records (DESIGN.md §5.3, seed 001 §2.4).
 
-Direct: the shards of the frozen recipients (peer and sender). The plan depends only
-on the record, so a replayed batch produces byte-identical dispatches.
+Direct and CONTROL messages carry their frozen recipients; a group message carries
+(group conversation, membership_version) and its recipients are the member snapshot of
+exactly that version (immutable, cached), never the current members. The plan depends
+only on the record and that snapshot, so a replayed batch produces byte-identical
+dispatches. Users are grouped by MailboxShard once per snapshot version (one BLAKE3
+per member per version, not per message).
 """
 
 from __future__ import annotations
 
+import collections
+from typing import Optional
+
 from qim._core import ids
 from qim.errors import QimError
 from qim.proto.v1 import internal_pb2
+from qim.protocol import EventType
 from qim.services.dispatch_record import Dispatch
+from qim.services.writer.groups import unpack_members
+from qim.services.writer.keys import CommitKeys
+
+SNAPSHOT_CACHE_VERSIONS = 4096
 
 
 class PlanError(QimError):
-    """The Outbox record cannot be planned (undecodable or frozen shard_count differs)."""
+    """The Outbox record cannot be planned (undecodable, shard_count differs, snapshot gone)."""
 
 
-def plan(outbox_bytes: bytes, shard_count: int) -> list[tuple[int, Dispatch]]:
-    """[(target_shard, dispatch)] in ascending shard order. PlanError on a bad record."""
+def parse_outbox(outbox_bytes: bytes, shard_count: int) -> internal_pb2.OutboxRecord:
+    """Parse and check one Outbox record. PlanError on a bad record."""
     try:
         rec = internal_pb2.OutboxRecord.FromString(outbox_bytes)
     except Exception as exc:  # protobuf raises DecodeError and friends
         raise PlanError(f"undecodable outbox record: {exc.__class__.__name__}") from None
     if rec.shard_count != shard_count:
         raise PlanError(f"outbox record frozen with shard_count={rec.shard_count}, fanout runs {shard_count}")
+    if len(rec.record.message_id) != 16 or not (rec.recipients or rec.group_conversation_id):
+        raise PlanError("outbox record without message_id or audience")
+    return rec
+
+
+def snapshot_key(rec: internal_pb2.OutboxRecord) -> Optional[tuple[int, bytes, int]]:
+    """(tenant, group conversation, version) when the audience is a group snapshot."""
+    if rec.recipients:
+        return None
+    return int.from_bytes(rec.record.tenant_id, "big"), rec.group_conversation_id, rec.membership_version
+
+
+def by_shard(tenant: int, users, shard_count: int) -> dict[int, tuple[int, ...]]:
+    out: dict[int, list[int]] = {}
+    for user in sorted(set(users)):
+        out.setdefault(ids.mailbox_shard(tenant, user, shard_count), []).append(user)
+    return {s: tuple(u) for s, u in sorted(out.items())}
+
+
+def plan(rec: internal_pb2.OutboxRecord, shard_count: int,
+         group_shards: Optional[dict[int, tuple[int, ...]]] = None) -> list[tuple[int, Dispatch]]:
+    """[(target_shard, dispatch)] in ascending shard order. `group_shards` is the
+    snapshot grouped by shard (required for a group audience). PlanError otherwise."""
     m = rec.record
-    if len(m.message_id) != 16 or not rec.recipients:
-        raise PlanError("outbox record without message_id or recipients")
     tenant = int.from_bytes(m.tenant_id, "big")
-    by_shard: dict[int, list[int]] = {}
-    for user in rec.recipients:
-        by_shard.setdefault(ids.mailbox_shard(tenant, user, shard_count), []).append(user)
-    out = []
-    for shard in sorted(by_shard):
-        out.append((shard, Dispatch(
-            tenant=tenant, dispatch_id=ids.dispatch_id(m.message_id, shard), message_id=m.message_id,
-            conversation_id=m.conversation_id, conversation_seq=m.conversation_seq, sender_id=m.sender_id,
-            created_at_ms=m.created_at_ms, message_type=m.message_type, target_shard=shard,
-            client_message_id=m.client_message_id, custom_type=m.custom_type,
-            recipients=tuple(sorted(set(by_shard[shard]))), body=m.body if rec.inline_body else None,
-        )))
-    return out
+    if rec.recipients:
+        targets = by_shard(tenant, rec.recipients, shard_count)
+    elif group_shards is not None:
+        targets = group_shards
+    else:
+        raise PlanError("group audience without its member snapshot")
+    body = m.body if rec.inline_body else None
+    return [(shard, Dispatch(
+        tenant=tenant, dispatch_id=ids.dispatch_id(m.message_id, shard), message_id=m.message_id,
+        conversation_id=m.conversation_id, conversation_seq=m.conversation_seq, sender_id=m.sender_id,
+        created_at_ms=m.created_at_ms, message_type=m.message_type, target_shard=shard,
+        client_message_id=m.client_message_id, custom_type=m.custom_type, recipients=users, body=body,
+        event_type=rec.event_type or EventType.MESSAGE)) for shard, users in targets.items()]
+
+
+class SnapshotCache:
+    """Member snapshots by (tenant, conversation, version), grouped by shard. Versions are
+    immutable, so entries never go stale; the cache is bounded (LRU)."""
+
+    def __init__(self, redis, shard_count: int, capacity: int = SNAPSHOT_CACHE_VERSIONS) -> None:
+        self._redis = redis
+        self._shard_count = shard_count
+        self._capacity = capacity
+        self._cache: collections.OrderedDict = collections.OrderedDict()
+
+    async def load(self, wanted: set) -> dict:
+        """{key: by-shard users} for every wanted key, one pipelined read for the misses.
+        PlanError when a snapshot is gone (it must outlive every replay window)."""
+        missing = [k for k in wanted if k not in self._cache]
+        if missing:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for tenant, conv, version in missing:
+                    pipe.get(CommitKeys(tenant, conv).group_snapshot(version))
+                raws = await pipe.execute()
+            for key, raw in zip(missing, raws):
+                if raw is None:
+                    raise PlanError(f"member snapshot version {key[2]} of a group is missing")
+                self._cache[key] = by_shard(key[0], unpack_members(raw), self._shard_count)
+        out = {}
+        for key in wanted:
+            self._cache.move_to_end(key)
+            out[key] = self._cache[key]
+        while len(self._cache) > self._capacity:
+            self._cache.popitem(last=False)
+        return out

@@ -25,6 +25,7 @@ from qim.protocol import Opcode
 from qim.services.mailbox.materializer import DIRTY, MailboxMaterializer
 from qim.services.mailbox.pull import MailboxPuller, entry_pb
 from qim.services.mailbox.store import RedisMailboxStore
+from qim.services.session.feed import ProjectionFeed
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ class MailboxNode:
                                                 config.dp_gc_safety_ms)
         self.puller = MailboxPuller(self.redis, self.store, self.materializer, config.common.shard_count)
         self._gateways = [RpcClient(a) for a in config.gateway_push_addrs]
+        self._projection = ProjectionFeed(config.session_addrs)  # low-latency path to SessionProjection
         self._tasks: list[asyncio.Task] = []
 
     def not_ready(self):
@@ -70,6 +72,7 @@ class MailboxNode:
                 PUSH_SENT.inc()
             except StreamClosed:
                 PUSH_DROPPED.inc()
+        self._projection.send(tenant, items)
 
     async def _keep_gateways(self) -> None:
         while True:
@@ -97,6 +100,7 @@ class MailboxNode:
         await self.materializer.start()
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._keep_gateways()))
+        self._tasks.append(loop.create_task(self._projection.keep_connected()))
         await serve_http(self.config.metrics_listen, self.not_ready)
         host, port = parse_addr(self.config.listen)
         await serve_rpc(host, port, self.handle, 1024)

@@ -16,6 +16,8 @@ from qim.services.mailbox.materializer import MailboxMaterializer
 from qim.services.mailbox.store import RedisMailboxStore
 from qim.services.writer.keys import CommitKeys
 
+STATES = {b"RECALLED": message_pb2.MESSAGE_STATE_RECALLED, b"DELETED": message_pb2.MESSAGE_STATE_DELETED}
+
 
 def entry_pb(seq: int, ev) -> mailbox_pb2.MailboxEntry:
     """Wire form of one MailboxEvent at `seq` (body filled later when referenced)."""
@@ -92,16 +94,28 @@ class MailboxPuller:
                     refs.append((entry, ev))
             used += len(member)
             batch.next_cursor = seq
-        if refs:
-            await self._fill_bodies(tenant, refs)
+        if batch.entries:
+            await self._fill_bodies(tenant, refs, [e for e in batch.entries if e.body])
         return batch
 
-    async def _fill_bodies(self, tenant: int, refs: list) -> None:
+    async def _fill_bodies(self, tenant: int, refs: list, inline: list) -> None:
+        """One pipelined read per page: referenced records (their state is inside), and
+        the state keys of inline entries, so a recalled/deleted body is never served."""
         async with self._redis.pipeline(transaction=False) as pipe:
             for _, ev in refs:
                 pipe.get(CommitKeys(tenant, ev.conversation_id).record(ev.message_id))
-            records = await pipe.execute()
-        for (entry, _), raw in zip(refs, records):
+            for entry in inline:
+                pipe.get(CommitKeys(tenant, entry.conversation_id).state(entry.message_id))
+            replies = await pipe.execute() if refs or inline else []
+        for (entry, _), raw in zip(refs, replies):
             if raw is None:
                 raise RequestError(ErrorCode.INTERNAL, "referenced message missing from MessageStore")
-            entry.body = message_pb2.MessageRecord.FromString(raw).body
+            try:
+                rec = message_pb2.MessageRecord.FromString(raw)
+            except DecodeError:
+                raise RequestError(ErrorCode.INTERNAL, "corrupt record in MessageStore") from None
+            entry.body, entry.state = rec.body, rec.state
+        for entry, state in zip(inline, replies[len(refs):]):
+            if state is not None:
+                entry.body = b""
+                entry.state = STATES[state]

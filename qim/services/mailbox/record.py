@@ -18,7 +18,6 @@ from qim._core import mailbox_seq as mseq
 from qim._core.types import MailboxEvent
 from qim.errors import MailboxDirty
 from qim.faults import FaultPoints
-from qim.protocol import EventType
 from qim.services import dispatch_record
 from qim.services.mailbox.store import RedisMailboxStore, day_of
 
@@ -46,11 +45,12 @@ class Materialized:
 
 
 def build_events(d: dispatch_record.Dispatch) -> list[tuple[int, list[MailboxEvent]]]:
-    """One MESSAGE event per recipient; only the sender's own entry carries the cmid."""
+    """One event per recipient (MESSAGE, or the CONTROL kind: MEMBERSHIP / RECALL / DELETE);
+    only the sender's own entry carries the cmid."""
     out = []
     for user in d.recipients:
         out.append((user, [MailboxEvent(
-            event_type=EventType.MESSAGE, event_id=ids.event_id(d.dispatch_id, user, EventType.MESSAGE),
+            event_type=d.event_type, event_id=ids.event_id(d.dispatch_id, user, d.event_type),
             message_id=d.message_id, conversation_id=d.conversation_id, conversation_seq=d.conversation_seq,
             sender_id=d.sender_id, created_at_ms=d.created_at_ms, message_type=d.message_type,
             custom_type=d.custom_type, client_message_id=d.client_message_id if user == d.sender_id else b"",

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Sequence
 
-from qim.consts import COMMIT_HELPER_TTL_MS, COMMIT_BUCKET_COUNT, EVENT_GROUP_MAX_BYTES, INLINE_BODY_BUDGET_BYTES, OUTBOX_TOPIC
+from qim.consts import (COMMIT_BUCKET_COUNT, COMMIT_HELPER_TTL_MS, CONVERSATION_KIND_GROUP, EVENT_GROUP_MAX_BYTES,
+                        INLINE_BODY_BUDGET_BYTES, OUTBOX_TOPIC)
 from qim.errors import EngineError, ErrorCode, RequestError
 from qim.infra.kafka.bridge import AsyncProducer
 from qim.infra.redis.client import LuaScripts, ScriptError
@@ -31,6 +33,14 @@ logger = logging.getLogger(__name__)
 # group framing: an inline body must leave room for them inside one 8 KiB group.
 EVENT_OVERHEAD_MAX = 256
 RECOVERY_PERIOD_S = 1.0
+# Script refusals that mean "plan again from fresh reads" (bounded by the caller).
+REPLAN = frozenset({"QIM_MEMBERSHIP_CHANGED", "QIM_RECORD_CHANGED"})
+SCRIPT_ERRORS = {"QIM_CONFLICT": ErrorCode.CONFLICT, "QIM_FORBIDDEN": ErrorCode.FORBIDDEN,
+                 "QIM_NOT_FOUND": ErrorCode.NOT_FOUND}
+
+
+class Replan(Exception):
+    """The group membership or the target record moved between read and commit."""
 
 
 def _varint(n: int) -> bytes:
@@ -65,46 +75,62 @@ class MessageCommitter:
         self._shard_count = shard_count
         self._faults = faults
         self._stale_ms = recovery_stale_ms
+        self.group_sender = None  # set by the writer: GroupSends.send (groups.py)
 
-    async def commit(self, actor: internal_pb2.Actor, raw: bytes) -> message_pb2.SendAck:
-        msg = parse_send(raw)
-        check_send_shape(msg)
-        if len(actor.tenant_id) != 16 or actor.user_id == 0:
-            raise RequestError(ErrorCode.UNAUTHENTICATED, "no authenticated actor")
-        tenant = int.from_bytes(actor.tenant_id, "big")
-        recipients = direct_audience(tenant, actor.user_id, msg)
-        digest = identity_digest(msg)
-        keys = CommitKeys(tenant, msg.conversation_id)
-        commit_key = keys.commit(actor.user_id, msg.client_message_id)
+    def new_record(self, actor: internal_pb2.Actor, conversation_id: bytes, cmid: bytes, message_type: int,
+                   custom_type: bytes, body: bytes) -> message_pb2.MessageRecord:
+        """A canonical record with a fresh HLC message_id (UNAVAILABLE without a window)."""
         message_id, created_at = self._clock.next_id()
-        record = message_pb2.MessageRecord(
-            tenant_id=actor.tenant_id, message_id=message_id, conversation_id=msg.conversation_id,
-            sender_id=actor.user_id, sender_device_id=actor.device_id,
-            client_message_id=msg.client_message_id, message_type=msg.message_type,
-            custom_type=msg.custom_type, body=msg.body, created_at_ms=created_at,
-        )
-        audience = internal_pb2.OutboxRecord(
-            recipients=recipients, inline_body=inline_decision(len(recipients), len(msg.body)),
-            shard_count=self._shard_count,
-        )
+        return message_pb2.MessageRecord(
+            tenant_id=actor.tenant_id, message_id=message_id, conversation_id=conversation_id,
+            sender_id=actor.user_id, sender_device_id=actor.device_id, client_message_id=cmid,
+            message_type=message_type, custom_type=custom_type, body=body, created_at_ms=created_at)
+
+    def audience(self, **fields) -> internal_pb2.OutboxRecord:
+        return internal_pb2.OutboxRecord(shard_count=self._shard_count, **fields)
+
+    async def run_commit(self, script: str, keys: CommitKeys, sender_id: int, digest: bytes,
+                         record: message_pb2.MessageRecord, audience: internal_pb2.OutboxRecord,
+                         extra_keys: Sequence[str] = (), extra_args: Sequence = ()) -> message_pb2.SendAck:
+        """Reserve + record with `script` (same leading KEYS/ARGV as reserve_and_record),
+        then publish and mark COMMITTED. Raises RequestError (CONFLICT, FORBIDDEN,
+        NOT_FOUND, UNAVAILABLE) or Replan when the group or target record moved."""
+        commit_key = keys.commit(sender_id, record.client_message_id)
         try:
             status, state, mid, cseq, cat = await self._scripts.call(
-                "reserve_and_record",
-                [commit_key, keys.seq(), keys.record(message_id), keys.history(), keys.inflight()],
-                [digest, message_id, created_at, record.SerializeToString(), audience.SerializeToString(), now_ms(),
-                 "1" if self._faults.active else "0"],
+                script,
+                [commit_key, keys.seq(), keys.record(record.message_id), keys.history(), keys.inflight(), *extra_keys],
+                [digest, record.message_id, record.created_at_ms, record.SerializeToString(),
+                 audience.SerializeToString(), now_ms(), "1" if self._faults.active else "0", *extra_args],
             )
         except ScriptError as exc:
-            if exc.reason == "QIM_CONFLICT":
-                raise RequestError(ErrorCode.CONFLICT, "client_message_id already used with other content") from None
-            raise
+            if exc.reason in REPLAN:
+                raise Replan(exc.reason) from None
+            code = SCRIPT_ERRORS.get(exc.reason, ErrorCode.INTERNAL)
+            raise RequestError(code, str(exc).split(" script:")[0].split(" ", 1)[-1]) from None
         except EngineError as exc:
             raise RequestError(ErrorCode.UNAVAILABLE, "commit store unavailable") from exc
         if state == b"COMMITTED":
-            return _ack(msg.client_message_id, mid, msg.conversation_id, int(cseq), int(cat))
+            return _ack(record.client_message_id, mid, record.conversation_id, int(cseq), int(cat))
         if status == b"FRESH" and state == b"RESERVED":
             self._faults.hit("after_reserve")
         return await self._finish(commit_key, mid, keys.inflight())
+
+    async def commit(self, actor: internal_pb2.Actor, raw: bytes) -> message_pb2.SendAck:
+        """SEND_MESSAGE: direct sends here, group sends through GroupSends (same commit path)."""
+        msg = parse_send(raw)
+        kind = check_send_shape(msg)
+        if len(actor.tenant_id) != 16 or actor.user_id == 0:
+            raise RequestError(ErrorCode.UNAUTHENTICATED, "no authenticated actor")
+        tenant = int.from_bytes(actor.tenant_id, "big")
+        if kind == CONVERSATION_KIND_GROUP:
+            return await self.group_sender(actor, tenant, msg)
+        recipients = direct_audience(tenant, actor.user_id, msg)
+        record = self.new_record(actor, msg.conversation_id, msg.client_message_id, msg.message_type,
+                                 msg.custom_type, msg.body)
+        audience = self.audience(recipients=recipients, inline_body=inline_decision(len(recipients), len(msg.body)))
+        return await self.run_commit("reserve_and_record", CommitKeys(tenant, msg.conversation_id), actor.user_id,
+                                     identity_digest(msg), record, audience)
 
     async def _load(self, commit_key: str, message_id: bytes) -> tuple:
         try:

@@ -27,14 +27,18 @@ from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
 from qim.services.writer.committer import MessageCommitter
 from qim.faults import FaultPoints
+from qim.services.writer.groups import Groups
 from qim.services.writer.hlc import HlcClock
+from qim.services.writer.moderation import Moderation
+from qim.services.writer.server_ops import WriterOps
 
 logger = logging.getLogger(__name__)
 
 REQUESTS = Counter("qim_writer_requests", "Internal requests received by the writer", ["opcode"])
-COMMITS = Counter("qim_writer_commits", "Send commits by result code", ["result"])
-COMMIT_SECONDS = Histogram("qim_writer_commit_seconds", "Time from request to SendAck")
-SCRIPTS = ("reserve_and_record", "record", "mark_committed", "hlc_lease", "lease_renew")
+COMMITS = Counter("qim_writer_results", "Client requests by result code", ["result"])
+COMMIT_SECONDS = Histogram("qim_writer_request_seconds", "Time from request to reply", ["op"])
+SCRIPTS = ("reserve_and_record", "reserve_group_send", "group_change", "state_change", "record", "mark_committed",
+           "hlc_lease", "lease_renew")
 
 
 class ConversationWriter:
@@ -49,6 +53,10 @@ class ConversationWriter:
         self.committer = MessageCommitter(self.redis, self.scripts, self.producer, self.clock,
                                           config.common.shard_count, FaultPoints(config.fault_point),
                                           config.recovery_stale_ms)
+        self.groups = Groups(self.redis, self.committer)
+        self.committer.group_sender = self.groups.send
+        self.ops = WriterOps(self.redis, self.committer, self.groups,
+                             Moderation(self.redis, self.committer, self.groups, config.recall_window_ms))
         self._outbox_ok = False
         self._redis_ok = False
         self._tasks: list[asyncio.Task] = []
@@ -63,21 +71,24 @@ class ConversationWriter:
 
     async def handle(self, opcode: int, body: bytes) -> tuple[int, bytes]:
         REQUESTS.labels(opcode=f"0x{opcode:04x}").inc()
-        if opcode != Opcode.WRITER_SEND:
-            raise RequestError(ErrorCode.INVALID_ARGUMENT, f"writer does not serve opcode 0x{opcode:04x}")
         try:
+            if opcode == Opcode.WRITER_ADMIN:
+                return await self.ops.admin(internal_pb2.AdminRequest.FromString(body))
+            if opcode != Opcode.WRITER_SEND:
+                raise RequestError(ErrorCode.INVALID_ARGUMENT, f"writer does not serve opcode 0x{opcode:04x}")
             req = internal_pb2.WriterSend.FromString(body)
         except DecodeError:
-            raise RequestError(ErrorCode.INVALID_ARGUMENT, "bad WriterSend") from None
+            raise RequestError(ErrorCode.INVALID_ARGUMENT, "bad internal request") from None
         started = time.perf_counter()
+        kind = Opcode(req.opcode).name if req.opcode in Opcode._value2member_map_ else "SEND_MESSAGE"
         try:
-            ack = await self.committer.commit(req.actor, req.upstream)
+            reply = await self.ops.client(req.actor, req.opcode, req.upstream)
         except RequestError as exc:
             COMMITS.labels(result=exc.code.name).inc()
             raise
         COMMITS.labels(result="OK").inc()
-        COMMIT_SECONDS.observe(time.perf_counter() - started)
-        return Opcode.SEND_ACK, ack.SerializeToString()
+        COMMIT_SECONDS.labels(op=kind).observe(time.perf_counter() - started)
+        return reply
 
     async def _watch_redis(self) -> None:
         while True:

@@ -13,7 +13,7 @@ import blake3
 from google.protobuf.message import DecodeError
 
 from qim._core import ids
-from qim.consts import CONVERSATION_KIND_DIRECT, ID_LEN, MAX_CUSTOM_TYPE_BYTES, MAX_MESSAGE_BODY
+from qim.consts import CONVERSATION_KIND_DIRECT, CONVERSATION_KIND_GROUP, ID_LEN, MAX_CUSTOM_TYPE_BYTES, MAX_MESSAGE_BODY
 from qim.errors import ErrorCode, IdError, RequestError
 from qim.proto.v1 import message_pb2
 
@@ -48,9 +48,9 @@ def check_send_shape(msg: message_pb2.SendMessage, max_body: int = MAX_MESSAGE_B
         kind = ids.conversation_kind(msg.conversation_id)
     except IdError:
         raise RequestError(ErrorCode.INVALID_ARGUMENT, "conversation_id has an unknown kind") from None
-    if kind != CONVERSATION_KIND_DIRECT:
-        # Groups arrive with issue 6; rooms never go through the writer.
-        raise RequestError(ErrorCode.INVALID_ARGUMENT, "only direct conversations are supported yet")
+    if kind not in (CONVERSATION_KIND_DIRECT, CONVERSATION_KIND_GROUP):
+        # Rooms have their own send path (room_seq) and never go through the writer.
+        raise RequestError(ErrorCode.INVALID_ARGUMENT, "rooms are not sent with SEND_MESSAGE")
     return kind
 
 
@@ -63,6 +63,16 @@ def direct_audience(tenant: int, actor_user: int, msg: message_pb2.SendMessage) 
     if ids.conversation_id_direct(tenant, actor_user, peer) != msg.conversation_id:
         raise RequestError(ErrorCode.FORBIDDEN, "conversation_id is not the direct conversation of sender and recipient")
     return sorted({peer, actor_user})
+
+
+def op_digest(*parts: bytes) -> bytes:
+    """36-byte identity of a non-send operation (group change, recall, delete): BLAKE3-256
+    over length-prefixed parts ‖ part count u32."""
+    h = blake3.blake3(b"qim.op-identity.v1\0")
+    for part in parts:
+        h.update(struct.pack(">I", len(part)))
+        h.update(part)
+    return h.digest() + struct.pack(">I", len(parts))
 
 
 def identity_digest(msg: message_pb2.SendMessage) -> bytes:

@@ -1,0 +1,187 @@
+"""SessionProjection's durable dispatch consumer (DESIGN.md §6; seed 000: "qsession 独立
+静态消费 dispatch 并把 Redis checkpoint 绑定 cluster_id + topic_id + partition_count").
+
+Reads every partition of qim.dispatch by static assignment from its OWN checkpoint in
+Redis (never a consumer-group offset), registers the recipients this node owns (user
+mod node count) with the shared registration script, and only after every registration
+of the batch succeeded advances the checkpoint by compare-and-set. A crash replays the
+batch; registration is idempotent. Ready once caught up to the high watermarks seen at
+start (before that the node refuses list pages: they could miss conversations).
+
+Fails closed — stays up, not ready, the reason in /healthz and in UNAVAILABLE replies —
+when the checkpoint is bound to another cluster id, topic id or partition count; when
+the topic has no topic id or not QIM_MAILBOX_SHARD_COUNT partitions; when a checkpoint
+offset is below the retained log start (records lost to retention) or past the log end
+(topic re-created); when the checkpoint moved under us (two nodes with one index); on
+an undecodable dispatch record. Redis and broker outages are retried with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable, Optional
+
+from prometheus_client import Counter
+from redis.exceptions import RedisError
+
+from qim.consts import DISPATCH_TOPIC, SESSION_CONSUME_BATCH
+from qim.errors import EngineError
+from qim.infra.kafka.bridge import AsyncConsumer, topic_identity
+from qim.infra.redis.client import LuaScripts, ScriptError
+from qim.services import dispatch_record
+from qim.services.session.keys import checkpoint_key
+from qim.services.session.register import REGISTRATIONS, Registrar, Registration, from_message, merge
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_SCRIPT = "session_checkpoint"
+RECORDS = Counter("qim_session_dispatch_records", "Dispatch records projected by the durable consumer")
+RETRIES = Counter("qim_session_durable_retries", "Durable projection batches retried after an outage")
+IDENTITY_WAIT_S = 60.0
+
+
+class DurableProjector:
+    """`start()` binds and positions; `run()` consumes until cancelled or failed closed.
+    `on_registered(regs)` is called after each batch's Redis writes (cache marks)."""
+
+    def __init__(self, bootstrap: str, redis, scripts: LuaScripts, registrar: Registrar, shard_count: int,
+                 node_index: int, node_count: int, on_registered: Callable[[list[Registration]], None]) -> None:
+        self._bootstrap = bootstrap
+        self._consumer = AsyncConsumer(bootstrap, f"qim-session-{node_index}")
+        self._redis = redis
+        self._scripts = scripts
+        self._registrar = registrar
+        self._shard_count = shard_count
+        self._index, self._count = node_index, node_count
+        self._key = checkpoint_key(node_index, node_count)
+        self._on_registered = on_registered
+        self._binding = ""
+        self.next: dict[int, int] = {}
+        self.catch_up_to: dict[int, int] = {}
+        self.stopped = ""
+        self.running = False
+
+    def owns(self, user: int) -> bool:
+        return user % self._count == self._index
+
+    def not_ready(self) -> Optional[str]:
+        """Why list pages must not be served now, or None."""
+        if self.stopped:
+            return f"durable projection failed closed: {self.stopped}"
+        if not self.running:
+            return "durable projection not running"
+        if any(self.next[p] < hw for p, hw in self.catch_up_to.items()):
+            return "durable projection catching up with the dispatch log"
+        return None
+
+    def _fail_closed(self, reason: str) -> None:
+        self.stopped = reason
+        logger.error("session durable projection stopped: %s", reason)
+
+    async def start(self) -> None:
+        """Bind the checkpoint and assign. Raises EngineError when the broker stays
+        unreachable; every other problem fails closed (see the module docstring)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + IDENTITY_WAIT_S
+        while True:
+            try:
+                cluster, topic_id, parts = await topic_identity(self._bootstrap, DISPATCH_TOPIC)
+                break
+            except EngineError as exc:
+                if loop.time() > deadline or "topic id" in str(exc):
+                    raise
+                logger.info("waiting for dispatch topic metadata: %s", exc)
+                await asyncio.sleep(1.0)
+        if parts != self._shard_count:
+            return self._fail_closed(f"{DISPATCH_TOPIC} has {parts} partitions, QIM_MAILBOX_SHARD_COUNT={self._shard_count}")
+        self._binding = f"{cluster}|{topic_id}|{parts}"
+        res = await self._scripts.call(CHECKPOINT_SCRIPT, [self._key], ["init", self._binding, parts])
+        if res[0] == b"MISMATCH":
+            return self._fail_closed(f"checkpoint bound to {res[1].decode(errors='replace')}, "
+                                     f"the broker has {self._binding}")
+        self.next = {p: int(off) for p, off in enumerate(res[1:])}
+        for p, (low, high) in (await self._consumer.watermark_ranges(DISPATCH_TOPIC, list(range(parts)))).items():
+            if self.next[p] < low:
+                return self._fail_closed(f"partition {p}: checkpoint {self.next[p]} below the retained log start {low}")
+            if self.next[p] > high:
+                return self._fail_closed(f"partition {p}: checkpoint {self.next[p]} past the log end {high}")
+            self.catch_up_to[p] = high
+        await self._consumer.assign(DISPATCH_TOPIC, dict(self.next))
+        logger.info("session durable projection %s at %s (%s)", self._key, sum(self.next.values()),
+                    "new checkpoint" if res[0] == b"NEW" else "resumed")
+
+    async def run(self) -> None:
+        if self.stopped:
+            return
+        self.running = True
+        try:
+            while not self.stopped:
+                try:
+                    msgs = await self._consumer.consume(SESSION_CONSUME_BATCH, 0.1)
+                except EngineError as exc:
+                    logger.warning("dispatch read failed: %s", exc)
+                    await asyncio.sleep(0.5)
+                    continue
+                if msgs:
+                    await self._batch(msgs)
+        finally:
+            self.running = False
+
+    async def _batch(self, msgs: list) -> None:
+        regs: list[Registration] = []
+        advance: dict[int, int] = {}
+        for m in msgs:
+            part, off = m.partition(), m.offset()
+            if off < self.next[part]:
+                continue
+            try:
+                d = dispatch_record.decode(m.value())
+                regs += from_message(d.tenant, d.conversation_id, d.conversation_seq, d.created_at_ms, d.sender_id,
+                                     d.recipients, self.owns)
+            except (dispatch_record.DispatchDecodeError, ValueError) as exc:
+                # never skip a record: a gap here is a conversation missing from a list
+                return self._fail_closed(f"partition {part} offset {off}: {exc}")
+            advance[part] = off + 1
+        if not advance:
+            return
+        regs = merge(regs)
+        args: list = ["advance", self._binding]
+        for part, new in sorted(advance.items()):
+            args += [f"p{part}", str(self.next[part]), str(new)]
+        delay = 0.2
+        while True:
+            try:
+                await self._registrar.apply(regs)
+                await self._advance(args)
+                break
+            except ScriptError as exc:
+                return self._fail_closed(f"checkpoint: {exc}")
+            except EngineError as exc:
+                RETRIES.inc()
+                logger.warning("durable projection batch failed (%s); retrying", exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        self.next.update(advance)
+        RECORDS.inc(len(msgs))
+        REGISTRATIONS.labels(path="durable").inc(len(regs))
+        self._on_registered(regs)
+
+    async def _advance(self, args: list) -> None:
+        """Compare-and-set; a CONFLICT whose stored values are already ours means our
+        previous attempt was applied and only its reply was lost."""
+        try:
+            await self._scripts.call(CHECKPOINT_SCRIPT, [self._key], args)
+        except ScriptError as exc:
+            if exc.reason != "QIM_CKPT_CONFLICT":
+                raise
+            fields, new = args[2::3], args[4::3]
+            try:
+                stored = await self._redis.hmget(self._key, fields)
+            except RedisError as err:
+                raise EngineError(f"checkpoint read failed: {err.__class__.__name__}") from err
+            if [s.decode() if s else "" for s in stored] != new:
+                raise
+
+    async def close(self) -> None:
+        await self._consumer.close()

@@ -1,0 +1,215 @@
+"""PULL_SESSION_LIST and MARK_READ of SessionProjection (DESIGN.md §6, seed 000 会话列表).
+
+Requests arrive as SESSION_CALL from the gateway, which routes user u to session node
+u mod n; the projection paths route and filter by the same rule, so one node holds every
+mark of its users. Replies: SESSION_LIST_BATCH / MARK_READ_OK, or RequestError:
+INVALID_ARGUMENT (bad body or cursor), FORBIDDEN / NOT_FOUND (MARK_READ on a conversation
+the actor is not in), UNAVAILABLE (Redis down; the durable projection not ready or
+failed closed), INTERNAL (a missing or corrupt record: the whole page fails).
+
+Cursor: 24 bytes = score u64 ‖ conversation_id of the last entry returned (keyset over
+the (score, conversation_id) order; scores only grow, so no entry repeats across pages).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+from typing import Callable, Optional
+
+from google.protobuf.message import DecodeError, Message
+from prometheus_client import Counter, Histogram
+from redis.exceptions import RedisError
+
+from qim._core import ids
+from qim.consts import (CONVERSATION_KIND_DIRECT, CONVERSATION_KIND_GROUP, ID_LEN, SESSION_PAGE_DEFAULT_LIMIT,
+                        SESSION_PAGE_MAX_LIMIT)
+from qim.errors import EngineError, ErrorCode, IdError, RequestError
+from qim.infra.redis.client import LuaScripts
+from qim.proto.v1 import internal_pb2, session_pb2
+from qim.protocol import Opcode
+from qim.services.session.cache import Snapshot, SnapshotCache
+from qim.services.session.keys import convs_key, read_key
+from qim.services.session.summary import PageError, parse_interval, summarize
+from qim.services.writer.keys import CommitKeys
+
+logger = logging.getLogger(__name__)
+
+LIST_SECONDS = Histogram("qim_session_list_seconds", "PULL_SESSION_LIST service time", ["snapshot"],
+                         buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5))
+PAGE_FAILURES = Counter("qim_session_page_failures", "Session pages failed with ERROR", ["reason"])
+MARK_READS = Counter("qim_session_mark_read", "MARK_READ calls", ["moved"])
+MARK_READ_SCRIPT = "session_mark_read"
+CURSOR = struct.Struct(">Q16s")
+REFRESH_ATTEMPTS = 3
+
+DeviceSend = Callable[[int, int, int, int, bytes], None]  # (tenant, user, exclude_device, opcode, body)
+
+
+def _parse(cls: type[Message], body: bytes, name: str) -> Message:
+    try:
+        return cls.FromString(body)
+    except DecodeError:
+        raise RequestError(ErrorCode.INVALID_ARGUMENT, f"{name} body is not a valid {cls.__name__}") from None
+
+
+class SessionService:
+    """`await handle(body)` -> (reply_opcode, reply_body) for one SessionCall body."""
+
+    def __init__(self, redis, scripts: LuaScripts, cache: SnapshotCache, send_devices: DeviceSend,
+                 not_ready: Callable[[], Optional[str]]) -> None:
+        self._redis = redis
+        self._scripts = scripts
+        self.cache = cache
+        self._send_devices = send_devices
+        self._not_ready = not_ready
+        self._tasks: set[asyncio.Task] = set()
+
+    async def handle(self, body: bytes) -> tuple[int, bytes]:
+        call = _parse(internal_pb2.SessionCall, body, "SESSION_CALL")
+        actor = call.actor
+        if len(actor.tenant_id) != ID_LEN or actor.user_id == 0:
+            raise RequestError(ErrorCode.UNAUTHENTICATED, "no authenticated actor")
+        try:
+            if call.opcode == Opcode.PULL_SESSION_LIST:
+                req = _parse(session_pb2.PullSessionList, call.upstream, "PULL_SESSION_LIST")
+                return Opcode.SESSION_LIST_BATCH, (await self.pull_list(actor, req)).SerializeToString()
+            if call.opcode == Opcode.MARK_READ:
+                req = _parse(session_pb2.MarkRead, call.upstream, "MARK_READ")
+                return Opcode.MARK_READ_OK, (await self.mark_read(actor, req)).SerializeToString()
+        except (RedisError, EngineError) as exc:
+            PAGE_FAILURES.labels(reason="unavailable").inc()
+            raise RequestError(ErrorCode.UNAVAILABLE, f"session store unavailable: {exc.__class__.__name__}") from None
+        raise RequestError(ErrorCode.INVALID_ARGUMENT, f"session does not serve opcode 0x{call.opcode:04x}")
+
+    # --- PULL_SESSION_LIST -------------------------------------------------------------
+    async def pull_list(self, actor, req: session_pb2.PullSessionList) -> session_pb2.SessionListBatch:
+        reason = self._not_ready()
+        if reason:
+            raise RequestError(ErrorCode.UNAVAILABLE, f"session projection not ready: {reason}")
+        if req.cursor and len(req.cursor) != CURSOR.size:
+            raise RequestError(ErrorCode.INVALID_ARGUMENT, "bad session list cursor")
+        after = CURSOR.unpack(req.cursor) if req.cursor else None
+        limit = min(req.limit or SESSION_PAGE_DEFAULT_LIMIT, SESSION_PAGE_MAX_LIMIT)
+        tenant, user = int.from_bytes(actor.tenant_id, "big"), actor.user_id
+        t0 = time.perf_counter()
+        try:
+            snap, how = await self.snapshot(tenant, user)
+            convs, nxt = snap.page(after, limit)
+            pending = [c for c in convs if snap.entries[c].summary is None]
+            fresh = await summarize(self._redis, tenant, user, pending)
+        except PageError as exc:
+            PAGE_FAILURES.labels(reason="corrupt").inc()
+            logger.error("session page failed: %s", exc)
+            raise RequestError(ErrorCode.INTERNAL, f"session list unavailable: {exc}") from None
+        batch = session_pb2.SessionListBatch(has_more=nxt is not None)
+        for conv in convs:
+            entry = snap.entries[conv]
+            if entry.summary is None:
+                entry.summary = fresh[conv]
+            batch.sessions.append(entry.summary)
+        if nxt is not None:
+            batch.next_cursor = CURSOR.pack(*nxt)
+        LIST_SECONDS.labels(snapshot=how).observe(time.perf_counter() - t0)
+        return batch
+
+    async def snapshot(self, tenant: int, user: int) -> tuple[Snapshot, str]:
+        """A snapshot covering every mark taken before the call: rebuilt when absent or
+        expired, refreshed when dirty. Returns it and "cold" | "refresh" | "warm"."""
+        key = (tenant, user)
+        how = "warm"
+        snap = None
+        for _ in range(REFRESH_ATTEMPTS):
+            snap = self.cache.current(key)
+            if snap is None:
+                how = "cold"
+                start = self.cache.begin_rebuild(key)
+                try:
+                    rows = await self._redis.zrange(convs_key(tenant, user), 0, -1, withscores=True)
+                    parsed = [(_conv(m), int(s)) for m, s in rows]
+                except BaseException:
+                    self.cache.abort_rebuild(key, start)
+                    raise
+                snap = self.cache.install_rebuild(key, start, parsed)
+            dirty, upto = self.cache.dirty(key, snap)
+            if not dirty:
+                return snap, how
+            how = "refresh" if how == "warm" else how
+            scores = await self._redis.zmscore(convs_key(tenant, user), [c.hex() for c in dirty])
+            new = self.cache.install_refresh(key, snap, upto, dict(zip(dirty, scores)))
+            if new is not None:
+                return new, how
+        # Contention with other requests of this user: serve an uninstalled refresh.
+        dirty, upto = self.cache.dirty(key, snap)
+        scores = await self._redis.zmscore(convs_key(tenant, user), [c.hex() for c in dirty]) if dirty else []
+        return snap.updated(0, upto, dict(zip(dirty, scores))), how
+
+    # --- MARK_READ ---------------------------------------------------------------------
+    async def mark_read(self, actor, req: session_pb2.MarkRead) -> session_pb2.MarkReadOk:
+        tenant, user = int.from_bytes(actor.tenant_id, "big"), actor.user_id
+        conv = req.conversation_id
+        try:
+            kind = ids.conversation_kind(conv)
+        except IdError:
+            raise RequestError(ErrorCode.INVALID_ARGUMENT, "conversation_id must be 16 non-zero bytes") from None
+        keys = CommitKeys(tenant, conv)
+        if kind == CONVERSATION_KIND_DIRECT:
+            if req.peer_user_id and ids.conversation_id_direct(tenant, user, req.peer_user_id) != conv:
+                raise RequestError(ErrorCode.FORBIDDEN, "not a participant of this conversation")
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.zscore(convs_key(tenant, user), conv.hex())
+                pipe.zrevrange(keys.history(), 0, 0, withscores=True)
+                listed, rows = await pipe.execute()
+            if not req.peer_user_id and listed is None:
+                raise RequestError(ErrorCode.NOT_FOUND, "conversation not in the user's list")
+        elif kind == CONVERSATION_KIND_GROUP:
+            raw = await self._redis.hget(keys.group_members(), user)
+            if raw is None:
+                raise RequestError(ErrorCode.FORBIDDEN, "not a member of this group")
+            try:
+                lo, hi = parse_interval(raw, conv)
+            except PageError as exc:
+                raise RequestError(ErrorCode.INTERNAL, str(exc)) from None
+            rows = await self._redis.zrevrangebyscore(keys.history(), "+inf" if hi is None else hi, f"({lo}",
+                                                      start=0, num=1, withscores=True)
+        else:
+            raise RequestError(ErrorCode.INVALID_ARGUMENT, "rooms have no read position")
+        if not rows:
+            raise RequestError(ErrorCode.NOT_FOUND, "no visible message in this conversation")
+        target = min(req.read_conversation_seq, int(rows[0][1]))
+        seq, moved = await self._scripts.call(MARK_READ_SCRIPT, [read_key(tenant, user)], [conv.hex(), target])
+        seq = int(seq)
+        self.cache.mark((tenant, user), conv)
+        MARK_READS.labels(moved=str(bool(moved)).lower()).inc()
+        if moved:
+            task = asyncio.get_running_loop().create_task(self._sync_devices(tenant, user, actor.device_id, conv, seq))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return session_pb2.MarkReadOk(conversation_id=conv, read_conversation_seq=seq)
+
+    async def _sync_devices(self, tenant: int, user: int, device: int, conv: bytes, seq: int) -> None:
+        """READ_SYNC (absolute position) to the user's other devices, then SESSION_DELTA
+        (absolute entry) to all of them. Best effort: a failure is logged, the next list
+        pull is exact anyway."""
+        body = session_pb2.ReadSync(conversation_id=conv, read_conversation_seq=seq).SerializeToString()
+        self._send_devices(tenant, user, device, Opcode.READ_SYNC, body)
+        try:
+            entry = (await summarize(self._redis, tenant, user, [conv]))[conv]
+        except (PageError, RedisError) as exc:
+            logger.warning("SESSION_DELTA after MARK_READ skipped: %s", exc.__class__.__name__)
+            return
+        delta = session_pb2.SessionDelta(sessions=[entry]).SerializeToString()
+        self._send_devices(tenant, user, 0, Opcode.SESSION_DELTA, delta)
+
+
+def _conv(member: bytes) -> bytes:
+    """conversation_id from a convs member (hex); PageError when it is not one."""
+    try:
+        conv = bytes.fromhex(member.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        conv = b""
+    if len(conv) != ID_LEN:
+        raise PageError("corrupt member in the conversation set")
+    return conv

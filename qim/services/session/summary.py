@@ -1,0 +1,161 @@
+"""Session list entries, computed on the read path from canonical history (DESIGN.md §6,
+§7; seed 000 未读与已读 and "会话头不额外写第二份").
+
+Visible interval of a user: direct conversations everything; groups lo < seq <= hi with
+lo = joined_at and hi = left_at (open while a member), from the group_members HASH.
+Head: the newest visible message of any type (a recalled or deleted one without body).
+Unread, the single definition, never accumulated on the write path:
+  |{m : base < m.seq <= hi ∧ m.sender_id ≠ self ∧ m.type ≠ CONTROL ∧ m.state = NORMAL}|
+with base = max(read_conversation_seq, lo); exact while head.seq − base ≤ 200
+(UNREAD_EXACT_WINDOW), else unread = 200 and unread_exact = false. Never latest − read.
+
+Reads per page, pipelined, whatever the page size: (1) read positions, peers, group
+intervals and ids; (2) each conversation's head index entry; (3) the exact windows and
+the head records; (4) the window records not fetched yet (skipped when none). Any
+missing or corrupt input raises PageError: the page fails, never a silent zero.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+from google.protobuf.message import DecodeError
+
+from qim._core import ids
+from qim.consts import CONVERSATION_KIND_GROUP, MESSAGE_TYPE_CONTROL, UNREAD_EXACT_WINDOW
+from qim.proto.v1 import history_pb2, message_pb2, session_pb2
+from qim.services.session.keys import peers_key, read_key
+from qim.services.writer.keys import CommitKeys
+
+NORMAL = message_pb2.MESSAGE_STATE_NORMAL
+
+
+class PageError(Exception):
+    """A record, index entry or interval needed by the page is missing or corrupt."""
+
+
+def count_unread(records: Iterable[message_pb2.MessageRecord], user: int, base: int, hi: Optional[int]) -> int:
+    """The unread definition over `records` (any order, any superset of the window)."""
+    return sum(1 for r in records
+               if r.conversation_seq > base and (hi is None or r.conversation_seq <= hi)
+               and r.sender_id != user and r.message_type != MESSAGE_TYPE_CONTROL and r.state == NORMAL)
+
+
+def head_item(rec: message_pb2.MessageRecord, user: int) -> history_pb2.HistoryItem:
+    """History form of the head; recalled/deleted: no body; cmid only on the user's own."""
+    included = rec.state == NORMAL
+    return history_pb2.HistoryItem(
+        message_id=rec.message_id, conversation_seq=rec.conversation_seq, sender_id=rec.sender_id,
+        created_at_ms=rec.created_at_ms, message_type=rec.message_type, custom_type=rec.custom_type,
+        body=rec.body if included else b"", body_included=included, state=rec.state,
+        client_message_id=rec.client_message_id if rec.sender_id == user else b"")
+
+
+def parse_interval(raw: Optional[bytes], conv: bytes) -> tuple[int, Optional[int]]:
+    """group_members value "<joined_at>:<left_at>" -> (lo, hi | None)."""
+    if raw is None:
+        raise PageError(f"member interval missing for group {conv.hex()}")
+    try:
+        joined, left = (int(x) for x in raw.split(b":"))
+    except ValueError:
+        raise PageError(f"corrupt member interval for group {conv.hex()}") from None
+    return joined, (left or None)
+
+
+class _Conv:
+    __slots__ = ("conv", "kind", "keys", "read", "peer", "group_id", "lo", "hi", "head", "window", "exact")
+
+    def __init__(self, conv: bytes, tenant: int) -> None:
+        self.conv = conv
+        self.kind = ids.conversation_kind(conv)
+        self.keys = CommitKeys(tenant, conv)
+        self.read = self.peer = self.group_id = self.lo = 0
+        self.hi: Optional[int] = None
+        self.head: Optional[tuple[bytes, int]] = None
+        self.window: list[tuple[bytes, int]] = []
+        self.exact = True
+
+    @property
+    def base(self) -> int:
+        return max(self.read, self.lo)
+
+
+async def summarize(redis, tenant: int, user: int, convs: list[bytes]) -> dict[bytes, session_pb2.SessionEntry]:
+    """SessionEntry per conversation of `convs` for `user`. Raises PageError (corrupt or
+    missing data) and redis errors (the caller maps them to UNAVAILABLE)."""
+    if not convs:
+        return {}
+    items = [_Conv(c, tenant) for c in convs]
+    groups = [it for it in items if it.kind == CONVERSATION_KIND_GROUP]
+    hexes = [c.hex() for c in convs]
+    async with redis.pipeline(transaction=False) as pipe:  # (1)
+        pipe.hmget(read_key(tenant, user), hexes)
+        pipe.hmget(peers_key(tenant, user), hexes)
+        for it in groups:
+            pipe.hget(it.keys.group_members(), user)
+            pipe.hget(it.keys.group_meta(), "gid")
+        res = await pipe.execute()
+    for it, read, peer in zip(items, res[0], res[1]):
+        it.read, it.peer = int(read or 0), int(peer or 0)
+    for i, it in enumerate(groups):
+        it.lo, it.hi = parse_interval(res[2 + 2 * i], it.conv)
+        gid = res[3 + 2 * i]
+        if gid is None:
+            raise PageError(f"group meta missing for {it.conv.hex()}")
+        it.group_id, it.peer = int(gid), 0
+    async with redis.pipeline(transaction=False) as pipe:  # (2)
+        for it in items:
+            pipe.zrevrangebyscore(it.keys.history(), "+inf" if it.hi is None else it.hi, f"({it.lo}",
+                                  start=0, num=1, withscores=True)
+        res = await pipe.execute()
+    for it, rows in zip(items, res):
+        if not rows:
+            raise PageError(f"no visible message in {it.conv.hex()}")
+        it.head = (rows[0][0], int(rows[0][1]))
+        it.exact = it.head[1] - it.base <= UNREAD_EXACT_WINDOW
+    exact = [it for it in items if it.exact and it.head[1] > it.base]
+    async with redis.pipeline(transaction=False) as pipe:  # (3)
+        for it in exact:
+            pipe.zrangebyscore(it.keys.history(), f"({it.base}", it.head[1], withscores=True)
+        for it in items:
+            pipe.get(it.keys.record(it.head[0]))
+        res = await pipe.execute()
+    records: dict[bytes, message_pb2.MessageRecord] = {}
+    for it, rows in zip(exact, res):
+        it.window = [(mid, int(seq)) for mid, seq in rows]
+    for it, raw in zip(items, res[len(exact):]):
+        records[it.head[0]] = _record(raw, it.conv, *it.head)
+    missing = [(it, mid, seq) for it in exact for mid, seq in it.window if mid not in records]
+    if missing:
+        async with redis.pipeline(transaction=False) as pipe:  # (4)
+            for it, mid, _ in missing:
+                pipe.get(it.keys.record(mid))
+            res = await pipe.execute()
+        for (it, mid, seq), raw in zip(missing, res):
+            records[mid] = _record(raw, it.conv, mid, seq)
+    out = {}
+    for it in items:
+        head = records[it.head[0]]
+        if it.exact:
+            unread = count_unread((records[mid] for mid, _ in it.window), user, it.base, it.hi)
+        else:
+            unread = UNREAD_EXACT_WINDOW
+        out[it.conv] = session_pb2.SessionEntry(
+            conversation_id=it.conv, kind=it.kind, last_message=head_item(head, user),
+            last_activity_id=head.message_id, read_conversation_seq=it.read, unread=unread,
+            unread_exact=it.exact, joined_at=it.lo, left_at=it.hi or 0, peer_user_id=it.peer,
+            group_id=it.group_id)
+    return out
+
+
+def _record(raw: Optional[bytes], conv: bytes, mid: bytes, seq: int) -> message_pb2.MessageRecord:
+    """Parse and cross-check one record against its history index entry."""
+    if raw is None:
+        raise PageError(f"record missing at conversation_seq {seq} of {conv.hex()}")
+    try:
+        rec = message_pb2.MessageRecord.FromString(raw)
+    except DecodeError:
+        raise PageError(f"corrupt record at conversation_seq {seq} of {conv.hex()}") from None
+    if rec.message_id != mid or rec.conversation_seq != seq or rec.conversation_id != conv:
+        raise PageError(f"history index and record disagree at conversation_seq {seq} of {conv.hex()}")
+    return rec

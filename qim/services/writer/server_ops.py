@@ -1,0 +1,73 @@
+"""Opcode table of the ConversationWriter: which client or admin request goes where.
+
+Every handler takes the authenticated actor attached by the gateway (or the trusted
+admin plane) and the upstream bytes unchanged; parsing failures are INVALID_ARGUMENT.
+"""
+
+from __future__ import annotations
+
+from google.protobuf.message import DecodeError, Message
+
+from qim.errors import ErrorCode, RequestError
+from qim.proto.v1 import group_pb2, history_pb2, internal_pb2, message_pb2
+from qim.protocol import Opcode
+from qim.services.writer.history import pull_history
+
+
+def parse(cls: type[Message], body: bytes) -> Message:
+    try:
+        return cls.FromString(body)
+    except DecodeError:
+        raise RequestError(ErrorCode.INVALID_ARGUMENT, f"not a valid {cls.__name__}") from None
+
+
+class WriterOps:
+    """`client(actor, opcode, upstream)` and `admin(request)` -> (reply opcode, reply bytes)."""
+
+    def __init__(self, redis, committer, groups, moderation) -> None:
+        self._redis = redis
+        self._committer = committer
+        self._groups = groups
+        self._moderation = moderation
+
+    async def client(self, actor: internal_pb2.Actor, opcode: int, upstream: bytes) -> tuple[int, bytes]:
+        if len(actor.tenant_id) != 16 or actor.user_id == 0:
+            raise RequestError(ErrorCode.UNAUTHENTICATED, "no authenticated actor")
+        tenant = int.from_bytes(actor.tenant_id, "big")
+        if opcode in (0, Opcode.SEND_MESSAGE):
+            return Opcode.SEND_ACK, (await self._committer.commit(actor, upstream)).SerializeToString()
+        if opcode == Opcode.PULL_HISTORY:
+            batch = await pull_history(self._redis, actor, parse(history_pb2.PullHistory, upstream))
+            return Opcode.HISTORY_BATCH, batch.SerializeToString()
+        if opcode == Opcode.RECALL_MESSAGE:
+            ok = await self._moderation.recall(actor, parse(message_pb2.RecallMessage, upstream))
+            return Opcode.RECALL_OK, ok.SerializeToString()
+        if opcode == Opcode.CREATE_GROUP:
+            ok = await self._groups.create(actor, tenant, parse(group_pb2.CreateGroup, upstream))
+            return Opcode.GROUP_OK, ok.SerializeToString()
+        if opcode == Opcode.LEAVE_GROUP:
+            req = parse(group_pb2.LeaveGroup, upstream)
+            ok = await self._groups.edit(actor, tenant, req.group_id, req.client_message_id, [], [actor.user_id])
+            return Opcode.GROUP_OK, ok.SerializeToString()
+        if opcode == Opcode.PULL_MEMBERS:
+            batch = await self._groups.members(actor, tenant, parse(group_pb2.PullMembers, upstream))
+            return Opcode.MEMBERS_BATCH, batch.SerializeToString()
+        raise RequestError(ErrorCode.INVALID_ARGUMENT, f"writer does not serve opcode 0x{opcode:04x}")
+
+    async def admin(self, req: internal_pb2.AdminRequest) -> tuple[int, bytes]:
+        """Trusted admin plane (qimctl): membership edits and operator deletes, actor 0."""
+        if len(req.tenant_id) != 16:
+            raise RequestError(ErrorCode.INVALID_ARGUMENT, "tenant_id must be 16 bytes")
+        tenant = int.from_bytes(req.tenant_id, "big")
+        which = req.WhichOneof("op")
+        if which == "membership":
+            m = req.membership
+            if len(m.request_id) != 16 or not any(m.request_id):
+                raise RequestError(ErrorCode.INVALID_ARGUMENT, "request_id must be 16 non-zero bytes")
+            operator = internal_pb2.Actor(tenant_id=req.tenant_id, user_id=0, device_id=0)
+            ok = await self._groups.edit(operator, tenant, m.group_id, m.request_id, list(m.add), list(m.remove))
+            return Opcode.GROUP_OK, ok.SerializeToString()
+        if which == "delete_message":
+            ok = await self._moderation.delete(tenant, req.delete_message)
+            return Opcode.RECALL_OK, ok.SerializeToString()
+        raise RequestError(ErrorCode.INVALID_ARGUMENT, "empty admin request")

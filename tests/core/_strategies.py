@@ -1,0 +1,185 @@
+"""Hypothesis argument strategies for the differential tests (tests/core/test_differential.py).
+
+Every public function gets `call_args(*params)`: each parameter is a pair
+(valid values, bad values). A drawn argument tuple is either all valid or has exactly
+one parameter replaced by a bad value (out of range by a little or a lot, the wrong
+type, a truncated or corrupted encoding), so every validation branch is reached while
+most draws still get past the earlier checks. Valid encodings are built with the pure
+twin; the tests compare both implementations on them and on their corruptions.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import zstandard
+from hypothesis import strategies as st
+
+from qim._core.types import MailboxEvent
+
+from ._impls import PURE
+
+M48 = (1 << 48) - 1
+U63 = (1 << 63) - 1
+U64 = (1 << 64) - 1
+U128 = (1 << 128) - 1
+
+# values of the wrong type for any parameter (bool is an int and is tested as one)
+JUNK = st.one_of(st.none(), st.floats(-1e3, 1e3, allow_nan=False), st.text(max_size=3),
+                 st.just([1]), st.just(()), st.just(object()))
+
+
+def call_args(*params) -> st.SearchStrategy[tuple]:
+    """Argument tuples: all valid, or all valid but one parameter drawn from its bad values."""
+    valid = st.tuples(*(v for v, _ in params))
+    if not params:
+        return valid
+
+    def one_bad(i: int) -> st.SearchStrategy[tuple]:
+        return st.tuples(*(bad if j == i else ok for j, (ok, bad) in enumerate(params)))
+
+    return st.one_of(valid, st.integers(0, len(params) - 1).flatmap(one_bad))
+
+
+def uint(lo: int, hi: int, *edges: int) -> tuple:
+    """(valid, bad) for an int parameter with range lo..hi (more edges may be given)."""
+    points = (lo, hi, *edges)
+    valid = st.one_of(st.integers(lo, hi), st.sampled_from([p for p in points if lo <= p <= hi]))
+    bad = st.one_of(st.integers(lo - 3, lo - 1), st.integers(hi + 1, hi + 3),
+                    st.integers(-(1 << 130), 1 << 130), JUNK)
+    return valid, bad
+
+
+def as_buffer(raw: bytes) -> st.SearchStrategy:
+    """The same bytes as bytes, bytearray or memoryview (all accepted as input)."""
+    return st.sampled_from([bytes, bytearray, memoryview]).map(lambda kind: kind(raw))
+
+
+def corrupted(good: st.SearchStrategy[bytes]) -> st.SearchStrategy:
+    """Encodings that are wrong: truncated, one byte changed, extended, random, wrong type."""
+    cut = good.flatmap(lambda b: st.integers(0, max(len(b) - 1, 0)).map(lambda i: b[:i]))
+    flip = st.tuples(good, st.integers(0), st.integers(1, 255)).map(
+        lambda t: t[0] and t[0][:t[1] % len(t[0])] + bytes([t[0][t[1] % len(t[0])] ^ t[2]])
+        + t[0][t[1] % len(t[0]) + 1:])
+    longer = st.tuples(good, st.binary(min_size=1, max_size=3)).map(lambda t: t[0] + t[1])
+    return st.one_of(cut, flip, longer, st.binary(max_size=40), JUNK, st.integers())
+
+
+def encoded(good: st.SearchStrategy[bytes]) -> tuple:
+    """(valid, bad) for a bytes parameter holding an encoding."""
+    return good.flatmap(as_buffer), corrupted(good)
+
+
+# --- frame ------------------------------------------------------------------------
+F = PURE["frame"]
+header_fields = st.tuples(st.integers(0, 3), st.integers(0, 0xFFFF), st.integers(0, 0xFFFF),
+                          st.integers(0, 0xFFFFFFFF), st.integers(0, 65536))
+good_header = header_fields.map(lambda f: F.encode_header(*f))
+body = (st.binary(max_size=400), st.one_of(JUNK, st.integers()))
+compress = (st.booleans(), st.sampled_from([0, 1, None, "", "x"]))
+
+
+def _zstd(raw: bytes, mode: int) -> bytes:
+    if mode == 2:  # streamed: no content size in the frame header
+        cobj = zstandard.ZstdCompressor().compressobj()
+        return cobj.compress(raw) + cobj.flush()
+    return zstandard.ZstdCompressor(write_content_size=bool(mode)).compress(raw)
+
+
+good_zstd = st.builds(_zstd, st.binary(max_size=600) | st.integers(0, 900).map(bytes),
+                      st.integers(0, 2))
+
+frames_spec = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.binary(max_size=200),
+                                 st.booleans(), st.integers(1, 90)), max_size=4)
+
+
+def _wire(frames, shuffle, flip) -> bytes:
+    chunks = [c for op, rid, b, comp, step in frames
+              for c in F.encode_frame(op, rid, b, compress=comp, chunk_bytes=step)]
+    if shuffle and len(chunks) > 1:
+        chunks = chunks[shuffle % len(chunks):] + chunks[:shuffle % len(chunks)]
+    wire = bytearray(b"".join(chunks))
+    if flip and wire:
+        wire[flip[0] % len(wire)] ^= flip[1]
+    return bytes(wire)
+
+
+def _cut(raw: bytes, cuts: list[int]) -> list[bytes]:
+    marks = [0, *sorted({c for c in cuts if 0 < c < len(raw)}), len(raw)]
+    return [raw[a:b] for a, b in zip(marks, marks[1:])] or [raw]
+
+
+wire = st.builds(_wire, frames_spec, st.integers(0, 5),
+                 st.none() | st.tuples(st.integers(0), st.integers(1, 255)))
+feeds = st.tuples(wire, st.lists(st.integers(0, 2000), max_size=5)).flatmap(
+    lambda t: st.tuples(*(as_buffer(p) for p in _cut(*t))))
+decoder_args = call_args(uint(0, 1 << 32, 0, 100, 400), uint(1, 1 << 16, 1, 2, 4),
+                         (feeds, st.lists(JUNK, min_size=1, max_size=2).map(tuple)))
+
+
+# --- mailbox_seq ---------------------------------------------------------------------
+seq_value = uint(1 << 48, U63, 1 << 49, U63 - 1)
+seq_bytes = encoded(st.integers(1 << 48, U63).map(lambda v: v.to_bytes(8, "big")))
+
+# --- watermark -----------------------------------------------------------------------
+record = st.tuples(st.sampled_from([0, 1, 2, 3]), st.integers(0, 40) | st.just(M48),
+                   st.integers(0, 40) | st.just(M48)).filter(
+    lambda r: not r[0] & 1 or r[1] >= r[2])
+raw_record = st.tuples(st.sampled_from([0, 1, 2, 3, 4, 0x80]),
+                       st.sampled_from([0, 1, 5, M48, M48 + 1, U64]),
+                       st.sampled_from([0, 1, 5, M48, M48 + 1, U64]))
+bad_record = st.tuples(st.sampled_from([4, 0x80, 256, -1]), st.integers(-1, 3) | st.just(M48 + 1),
+                       st.integers(0, 3) | st.just(M48 + 1))
+records = st.one_of(st.lists(record, min_size=64, max_size=64), record.map(lambda r: [r] * 64))
+
+
+def _blob(recs, reserved: int = 0) -> bytes:
+    return b"".join(struct.pack(">BQQH", f, w, fl, reserved) for f, w, fl in recs)
+
+
+good_blob = st.one_of(record.map(lambda r: _blob([r])), records.map(_blob))
+bad_blob = st.one_of(corrupted(good_blob), raw_record.map(lambda r: _blob([r])),
+                     st.lists(raw_record, min_size=64, max_size=64).map(_blob),
+                     record.map(lambda r: _blob([r], reserved=1)))
+blob = (good_blob.flatmap(as_buffer), bad_blob)
+records_arg = (records.flatmap(lambda rs: st.sampled_from([rs, tuple(rs), [list(r) for r in rs]])),
+               st.one_of(st.lists(record, min_size=63, max_size=65).filter(lambda rs: len(rs) != 64),
+                         st.lists(bad_record | JUNK, min_size=64, max_size=64), JUNK))
+
+# --- eventgroup ----------------------------------------------------------------------
+nz_id = st.binary(min_size=16, max_size=16).filter(any)
+bad_id = st.one_of(st.just(bytes(16)), st.binary(max_size=15), st.binary(min_size=17, max_size=18),
+                   JUNK, st.integers())
+EVENT_FIELDS = (
+    uint(1, 255), (nz_id, bad_id), (nz_id, bad_id), (nz_id, bad_id), uint(0, U63),
+    uint(0, U63), uint(0, U63), uint(0, 0xFFFFFFFF, 1, 3, 5),
+    (st.binary(max_size=64), st.one_of(st.binary(min_size=65, max_size=66), JUNK, st.integers())),
+    (st.just(b"") | nz_id, bad_id), (st.none() | st.binary(max_size=1100), JUNK | st.integers()),
+)
+good_event = st.tuples(*(v for v, _ in EVENT_FIELDS)).map(lambda t: MailboxEvent(*t))
+any_event = call_args(*EVENT_FIELDS).map(lambda t: MailboxEvent(*t))
+event_arg = (good_event, st.one_of(any_event, JUNK, st.integers(),
+                                   st.lists(st.integers(), min_size=11, max_size=11).map(tuple)))
+EG = PURE["eventgroup"]
+good_group = st.lists(good_event, min_size=1, max_size=8, unique_by=lambda e: e.event_type)
+group_arg = (good_group,
+             st.one_of(st.lists(any_event, max_size=9), good_group.map(tuple), JUNK,
+                       st.lists(good_event, min_size=2, max_size=3).map(
+                           lambda es: [e._replace(event_type=7) for e in es])))
+event_bytes = encoded(good_event.map(EG.pack_event))
+group_bytes = encoded(good_group.map(lambda es: EG.pack_group(
+    [e._replace(body=None if e.body is None else e.body[:600]) for e in es])))
+
+# --- ids -----------------------------------------------------------------------------
+tenant = uint(0, U128, 1, U64, U64 + 1)
+nz64 = uint(1, U64, 1, 2)
+conv_id = (st.one_of(nz_id, st.sampled_from([k.to_bytes(1, "big") + b"\x05" * 15
+                                             for k in (0, 1, 2, 3, 4, 255)])), bad_id)
+shard_count = (st.sampled_from([1 << k for k in range(17)]),
+               st.one_of(st.sampled_from([0, 3, 48, 65535, 1 << 17]), JUNK))
+endpoint = (st.text(min_size=1, max_size=30), st.one_of(st.just(""), st.just("bad\udcff"),
+                                                        st.binary(max_size=5), JUNK))
+message_id = (st.tuples(st.integers(0, M48), st.integers(0, 0xFFFF), st.integers(0, 0xFFFF),
+                        st.integers(0, 0xFFFF)).filter(any).map(
+    lambda t: PURE["ids"].compose_message_id(*t)),
+              st.one_of(bad_id, st.binary(min_size=16, max_size=16)))
