@@ -7,15 +7,12 @@ from setuptools import Extension, setup
 
 MODULES = ("frame", "mailbox_seq", "watermark", "eventgroup", "ids")
 DEBUG = os.environ.get("QIM_DEBUG", "") == "1"
-# frame.pyx calls zlib's C crc32 (zlib.h); the others need no C library
-LIBRARIES = {"frame": ["z"]}
 
 extensions = [
     Extension(
         f"qim._core.{name}",
         [f"qim/_core/{name}.pyx"],
         extra_compile_args=["-O2"],
-        libraries=LIBRARIES.get(name, []),
     )
     for name in MODULES
 ]

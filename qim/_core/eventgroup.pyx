@@ -30,8 +30,22 @@ from qim.errors import EventGroupError
 check_consts()  # import-time guard against a stale build
 assert len(MailboxEvent._fields) == 11
 
-cdef object _tuple_new = tuple.__new__
 cdef object _Event = MailboxEvent
+
+cdef extern from "Python.h":
+    # tuple's tp_new slot: building a MailboxEvent through it skips the Python-level
+    # call of tuple.__new__ (MailboxEvent is a namedtuple, so the layouts are equal)
+    """
+    static PyObject* qim_tuple_subtype_new(PyObject* cls, PyObject* items) {
+        PyObject* args = PyTuple_Pack(1, items);
+        PyObject* out;
+        if (args == NULL) return NULL;
+        out = PyTuple_Type.tp_new((PyTypeObject*)cls, args, NULL);
+        Py_DECREF(args);
+        return out;
+    }
+    """
+    object qim_tuple_subtype_new(object cls, tuple items)
 
 
 cdef bytes id16(object value, str what):
@@ -149,7 +163,7 @@ cdef object c_unpack_event(const unsigned char* p, Py_ssize_t n):
         off += blen
     if off != n:
         raise EventGroupError("trailing bytes after event")
-    return _tuple_new(_Event, (p[1], eid, mid, cid, cseq, sender, created,
+    return qim_tuple_subtype_new(_Event, (p[1], eid, mid, cid, cseq, sender, created,
                                load_be32(p + 3), ctype, cmid, body))
 
 

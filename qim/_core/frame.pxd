@@ -4,10 +4,6 @@
 from libc.stdint cimport uint32_t
 
 
-cdef extern from "zlib.h":
-    unsigned long crc32(unsigned long crc, const unsigned char* buf, unsigned int len) nogil
-
-
 ctypedef struct Header:
     int flags
     int opcode
@@ -37,7 +33,10 @@ cdef class FrameDecoder:
     cdef Py_ssize_t _partial_bytes
     cdef object _poison_cls        # FrameError subclass once poisoned, else None
     cdef str _poison_msg
+    cdef int _op_val               # last opcode seen and its int object (reused: frames
+    cdef object _op_obj            # of one stream mostly share a few opcodes)
 
     cdef list _feed(self, bytes data)
     cdef int _chunk(self, const Header* h, const unsigned char* body, list out) except -1
     cdef object _finish(self, bint compressed, object body)
+    cdef inline object _opcode(self, int opcode)

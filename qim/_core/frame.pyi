@@ -21,6 +21,11 @@ def encode_frame(opcode: int, request_id: int, body: bytes, compress: bool = Fal
     body is one chunk with body_len 0. FrameTooLarge when the (compressed) body > 4 MiB
     or the uncompressed body > 4 MiB."""
 
+def decompress_bounded(data: bytes, max_frame: int) -> bytes:
+    """One complete zstd frame (no trailing bytes) decompressed to at most max_frame
+    (0..2**32) bytes. FrameTooLarge when it would exceed max_frame, DecompressError when
+    invalid, TypeError / ValueError on a bad argument."""
+
 class FrameDecoder:
     """Incremental stream decoder: copes with partial reads, interleaved chunks of
     different frames (keyed by (opcode, request_id)), zstd with a bounded output.

@@ -9,7 +9,8 @@ Checked in this order: magic, CRC, version, flags, body_len. A frame is compress
 (zstd, flag on every chunk), then split into chunks of at most 64 KiB; chunks of
 different frames may interleave and are reassembled by (opcode, request_id). Bodies are
 bounded by max_frame (4 MiB) before and after decompression. Any FrameError poisons the
-decoder (no resync). CRC is zlib's C crc32; zstd goes through the `zstandard` module.
+decoder (no resync). CRC is a slice-by-16 table CRC-32 equal to zlib.crc32 (checked at import); zstd
+goes through the `zstandard` module.
 FrameDecoder parses straight from the caller's bytes when nothing is pending and keeps
 a bytearray plus a read offset otherwise, so many small frames cost no buffer copies.
 Pure twin: _pure/frame.py.
@@ -19,7 +20,7 @@ from cpython.bytearray cimport (
     PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_GET_SIZE,
     PyByteArray_Resize,
 )
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize
 from libc.stdint cimport uint32_t, uint64_t
 from libc.string cimport memcpy
 
@@ -32,6 +33,7 @@ from qim._core.limits cimport (
 )
 
 import threading
+import zlib
 
 import zstandard
 
@@ -41,6 +43,48 @@ from qim.errors import (
 )
 
 check_consts()  # import-time guard against a stale build
+
+# CRC-32 (zlib polynomial, reflected 0xEDB88320) of exactly 16 bytes, slice-by-16: the
+# 16 table lookups are independent, so a header costs a few ns instead of zlib's
+# byte-serial loop for short inputs. The tables are built once below and checked
+# against zlib.crc32 before the module is usable.
+cdef uint32_t _CRC_T[16][256]
+
+
+cdef void _crc_init() noexcept:
+    cdef uint32_t c
+    cdef int i, j, k
+    for i in range(256):
+        c = <uint32_t>i
+        for j in range(8):
+            c = (c >> 1) ^ (0xEDB88320 if c & 1 else 0)
+        _CRC_T[0][i] = c
+    for k in range(1, 16):
+        for i in range(256):
+            c = _CRC_T[k - 1][i]
+            _CRC_T[k][i] = (c >> 8) ^ _CRC_T[0][c & 0xFF]
+
+
+cdef inline uint32_t header_crc(const unsigned char* p) noexcept nogil:
+    """zlib.crc32(p[0:16]): the initial ~0 folds into the first four bytes."""
+    cdef uint32_t c = (_CRC_T[15][p[0] ^ 0xFF] ^ _CRC_T[14][p[1] ^ 0xFF]
+                       ^ _CRC_T[13][p[2] ^ 0xFF] ^ _CRC_T[12][p[3] ^ 0xFF])
+    c ^= _CRC_T[11][p[4]] ^ _CRC_T[10][p[5]] ^ _CRC_T[9][p[6]] ^ _CRC_T[8][p[7]]
+    c ^= _CRC_T[7][p[8]] ^ _CRC_T[6][p[9]] ^ _CRC_T[5][p[10]] ^ _CRC_T[4][p[11]]
+    c ^= _CRC_T[3][p[12]] ^ _CRC_T[2][p[13]] ^ _CRC_T[1][p[14]] ^ _CRC_T[0][p[15]]
+    return ~c
+
+
+cdef void _crc_check() except *:
+    cdef bytes probe
+    for seed in range(64):
+        probe = bytes((seed * 37 + i * 101) & 0xFF for i in range(16))
+        if header_crc(bptr(probe)) != zlib.crc32(probe):
+            raise ImportError("qim._core.frame: header CRC table disagrees with zlib.crc32")
+
+
+_crc_init()
+_crc_check()
 
 ZSTD_LEVEL = 3
 cdef object _tls = threading.local()  # zstd contexts are not safe for concurrent use
@@ -90,15 +134,18 @@ cdef object decompress_bounded_c(object data, Py_ssize_t max_frame):
 
 
 def decompress_bounded(data, max_frame):
-    """Python entry to the bounded zstd decoder (same contract as the pure twin)."""
-    return decompress_bounded_c(data, max_frame)
+    """One complete zstd frame decompressed to <= max_frame bytes (0..2**32): TypeError
+    or ValueError on a bad argument, FrameTooLarge, DecompressError (as the pure twin)."""
+    cdef bytes raw = as_bytes(data, "data")
+    cdef Py_ssize_t limit = <Py_ssize_t>check_u64(max_frame, 0, 1 << 32, ValueError, "max_frame")
+    return decompress_bounded_c(raw, limit)
 
 
 cdef int parse_header(const unsigned char* p, Header* h) except -1:
     """Validate the 20 header bytes at p into h (magic, CRC, version, flags, body_len)."""
     if load_be16(p) != QIM_FRAME_MAGIC:
         raise BadMagic(f"bad frame magic 0x{load_be16(p):04x}")
-    if crc32(0, p, 16) != load_be32(p + 16):
+    if header_crc(p) != load_be32(p + 16):
         raise BadCrc("frame header CRC mismatch")
     if p[2] != QIM_FRAME_VERSION:
         raise BadVersion(f"unknown frame version {p[2]}")
@@ -123,7 +170,7 @@ cdef void write_header(unsigned char* p, int flags, int opcode, int index,
     store_be16(p + 6, <unsigned short>index)
     store_be32(p + 8, request_id)
     store_be32(p + 12, body_len)
-    store_be32(p + 16, <uint32_t>crc32(0, p, 16))
+    store_be32(p + 16, header_crc(p))
 
 
 def encode_header(flags, opcode, chunk_index, request_id, body_len):
@@ -211,6 +258,8 @@ cdef class FrameDecoder:
         self._partial_bytes = 0
         self._poison_cls = None
         self._poison_msg = ""
+        self._op_val = -1
+        self._op_obj = None
 
     def feed(self, data):
         """Append `data`; return every frame it completes as (opcode, request_id, body)."""
@@ -246,7 +295,13 @@ cdef class FrameDecoder:
             end = pos + QIM_FRAME_HEADER_LEN + h.body_len
             if end > n:
                 break
-            self._chunk(&h, p + pos + QIM_FRAME_HEADER_LEN, out)
+            if (h.flags == 0 and h.index == 0 and not self._partials
+                    and <Py_ssize_t>h.body_len <= self._max_frame):
+                # the usual frame: one uncompressed chunk, nothing under reassembly
+                out.append((self._opcode(h.opcode), h.request_id, PyBytes_FromStringAndSize(
+                    <const char*>p + pos + QIM_FRAME_HEADER_LEN, h.body_len)))
+            else:
+                self._chunk(&h, p + pos + QIM_FRAME_HEADER_LEN, out)
             pos = end
         if direct:  # _buf is empty here; keep only an unparsed tail
             if pos < n:
@@ -283,7 +338,7 @@ cdef class FrameDecoder:
                 self._partials[key] = part
                 self._partial_bytes += blen
             else:
-                out.append((h.opcode, h.request_id, self._finish(
+                out.append((self._opcode(h.opcode), h.request_id, self._finish(
                     compressed, PyBytes_FromStringAndSize(<const char*>body, blen))))
             return 0
         part = <_Partial>found
@@ -302,13 +357,22 @@ cdef class FrameDecoder:
         if not more:
             del self._partials[key]
             self._partial_bytes -= have + blen
-            out.append((h.opcode, h.request_id, self._finish(compressed, part.data)))
+            out.append((self._opcode(h.opcode), h.request_id, self._finish(compressed, part.data)))
         return 0
 
     cdef object _finish(self, bint compressed, object body):
+        """The frame body from `body` (bytes, or the bytearray of a reassembly)."""
         if compressed:
             return decompress_bounded_c(body, self._max_frame)
-        return bytes(body)
+        if PyBytes_CheckExact(body):
+            return body
+        return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(body), PyByteArray_GET_SIZE(body))
+
+    cdef inline object _opcode(self, int opcode):
+        if opcode != self._op_val:
+            self._op_val = opcode
+            self._op_obj = opcode
+        return self._op_obj
 
     @property
     def buffered(self):

@@ -47,7 +47,7 @@ cdef int store_tenant(unsigned char* p, object tenant) except -1:
     if not isinstance(tenant, int):
         raise TypeError(f"tenant must be int, not {type(tenant).__name__}")
     if tenant < 0 or tenant > U128_MAX:
-        raise IdError("tenant out of range 0..2**128-1")
+        raise IdError(f"tenant out of range 0..{U128_MAX}")  # as _pure check_int
     if tenant <= QIM_U64_MAX:
         store_be64(p, 0)
         store_be64(p + 8, <uint64_t>tenant)

@@ -105,8 +105,11 @@ def decode(blob):
     """64 (flags, W, W_floor) tuples in lane order; WatermarkError on any bad field."""
     cdef WmLane lanes[64]
     cdef int i
-    if parse_blob(blob, lanes) == QIM_WM_RECORD_LEN:
+    cdef bytes raw = as_bytes(blob, "blob")
+    if len(raw) == QIM_WM_RECORD_LEN:  # uniform form: one record, no 64-lane expansion
+        parse_record(bptr(raw), &lanes[0])
         return [(lanes[0].flags, lanes[0].w, lanes[0].floor)] * QIM_LANE_COUNT
+    parse_blob(raw, lanes)
     return [(lanes[i].flags, lanes[i].w, lanes[i].floor) for i in range(QIM_LANE_COUNT)]
 
 

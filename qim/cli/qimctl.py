@@ -49,7 +49,8 @@ from qim.errors import ConfigError, EngineError
 from qim.net.framed import parse_addr
 from qim.cli import qimctl_admin
 from qim.services.audit.dispatch_audit import DispatchAudit
-from qim.services.writer.keys import inflight_key
+from qim.services.writer.groups import unpack_members
+from qim.services.writer.keys import CommitKeys, inflight_key
 
 FANOUT_GROUP = "qim-fanout"  # qim.services.fanout.coordinator.GROUP_ID (not imported: metrics side effects)
 KAFKA_CALL_TIMEOUT_S = 10.0
@@ -163,6 +164,22 @@ def topic_partition_count(admin: AdminClient, topic: str, timeout_s: float = KAF
     return len(t.partitions)
 
 
+def snapshot_reader(redis_addrs: Sequence[str]):
+    """Group member snapshots by exact version from the commit Redis (None without one)."""
+    if not redis_addrs:
+        return None
+    clients = [redis.Redis(*parse_addr(a), socket_timeout=KAFKA_CALL_TIMEOUT_S) for a in redis_addrs]
+
+    def read(tenant: int, conversation_id: bytes, version: int):
+        for client in clients:
+            raw = client.get(CommitKeys(tenant, conversation_id).group_snapshot(version))
+            if raw is not None:
+                return unpack_members(raw)
+        return None
+
+    return read
+
+
 def audit_dispatch(args: argparse.Namespace, out=sys.stdout) -> int:
     """Run the audit described in the module docstring; returns the exit code (0/1/2)."""
     # librdkafka's own log lines (one per reconnect attempt) are silenced: failures
@@ -192,7 +209,7 @@ def audit_dispatch(args: argparse.Namespace, out=sys.stdout) -> int:
         if outbox_marks[0][0] > 0:
             print(f"note: {args.outbox_topic} starts at offset {outbox_marks[0][0]} (retention); dispatches of "
                   "trimmed commits count as dispatch_without_commit", file=sys.stderr)
-        audit = DispatchAudit(args.shard_count)
+        audit = DispatchAudit(args.shard_count, snapshot_reader(args.redis_addr))
         read_topic(consumer, args.outbox_topic, outbox_marks, lambda _p, o, v: audit.add_outbox(o, v), args.timeout)
         read_topic(consumer, args.dispatch_topic, dispatch_marks, audit.add_dispatch, args.timeout)
     except (KafkaException, concurrent.futures.TimeoutError) as exc:
@@ -245,11 +262,8 @@ def _validate(args: argparse.Namespace) -> None:
         raise ConfigError(f"--shard-count / {exc}") from None
     if args.timeout <= 0:
         raise ConfigError("--timeout must be positive")
-    if args.no_wait:
-        args.redis_addr = ()
-        return
     addrs = tuple(a.strip() for a in (args.redis_addr or "").split(",") if a.strip())
-    if not addrs:
+    if not addrs and not args.no_wait:
         raise ConfigError("--redis-addr (or QIM_REDIS_ADDR) is required unless --no-wait")
     for addr in addrs:
         try:

@@ -65,7 +65,8 @@ def test_unknown_message_type_is_carried(eventgroup) -> None:
     dict(client_message_id=b"\x01" * 15), dict(client_message_id=b"\x01" * 17),
 ])
 def test_pack_event_violations(eventgroup, bad) -> None:
-    with pytest.raises(EventGroupError):
+    (field,) = bad  # the error names the offending field
+    with pytest.raises(EventGroupError, match=field):
         eventgroup.pack_event(ev(**bad))
 
 
@@ -83,13 +84,18 @@ def test_unpack_event_violations(eventgroup) -> None:
         with pytest.raises(EventGroupError):
             eventgroup.unpack_event(raw[:i])
     mutations = [
-        raw + b"\0", b"\x00" + raw[1:], raw[:1] + b"\x00" + raw[2:], raw[:2] + b"\x07" + raw[3:],
-        raw[:2] + b"\x01" + raw[3:], raw[:2] + b"\x02" + raw[3:],
-        raw[:79] + b"\x41" + raw[80:], raw[:23] + bytes(16) + raw[39:],
-        raw[:71] + b"\x80" + raw[72:],
+        (raw + b"\0", "trailing bytes"), (b"\x00" + raw[1:], "unknown event version 0"),
+        (raw[:1] + b"\x00" + raw[2:], "event_type 0"),
+        (raw[:2] + b"\x07" + raw[3:], "unknown event flag bits 0x07"),
+        (raw[:2] + b"\x01" + raw[3:], "trailing bytes"),  # body present but not flagged
+        (raw[:2] + b"\x02" + raw[3:], "truncated body"),  # cmid read as body_len 0xcccccccc
+        (raw[:79] + b"\x41" + raw[80:], "custom_type longer than 64"),
+        (raw[:23] + bytes(16) + raw[39:], "message_id must be 16 non-zero"),
+        (raw[:71] + b"\x80" + raw[72:], "bit 63"),
+        (raw[:80 + 3] + bytes(16) + raw[80 + 3 + 16:], "client_message_id must be 16 non-zero"),
     ]
-    for m in mutations:
-        with pytest.raises(EventGroupError):
+    for m, message in mutations:
+        with pytest.raises(EventGroupError, match=message):
             eventgroup.unpack_event(m)
 
 
@@ -121,14 +127,69 @@ def test_group_limits(eventgroup) -> None:
         eventgroup.pack_group(ev(1))
 
 
+def _group_bytes(*raw_events: bytes, count: int | None = None) -> bytes:
+    """A group encoded by hand (count byte, then u16 length + bytes per event)."""
+    n = len(raw_events) if count is None else count
+    return bytes([n]) + b"".join(len(r).to_bytes(2, "big") + r for r in raw_events)
+
+
+def _full(event_type: int, body_len: int) -> MailboxEvent:
+    """An event with every optional field non-empty (custom_type at its 64-byte limit)."""
+    return ev(event_type, custom_type=bytes([0x40 + event_type]) * 64,
+              client_message_id=bytes([event_type]) * 16, body=bytes([event_type]) * body_len,
+              message_type=event_type * 1000, conversation_seq=event_type, sender_id=7)
+
+
+def _eight_full_events_of(total: int) -> list[MailboxEvent]:
+    """8 full events of distinct types whose group encodes to exactly `total` bytes."""
+    per_event = 2 + 80 + 64 + 16 + 4  # length prefix, fixed part, custom_type, cmid, body_len
+    budget = total - 1 - 8 * per_event
+    sizes = [budget // 8] * 7 + [budget - 7 * (budget // 8)]
+    return [_full(t, size) for t, size in zip(range(1, 9), sizes)]
+
+
+def test_group_of_eight_full_events_at_8_kib(eventgroup) -> None:
+    events = _eight_full_events_of(EVENT_GROUP_MAX_BYTES)
+    raw = eventgroup.pack_group(events)
+    assert len(raw) == EVENT_GROUP_MAX_BYTES and raw[0] == 8
+    back = eventgroup.unpack_group(raw)
+    assert back == events and all(type(e) is MailboxEvent for e in back)
+    assert all(e.custom_type and e.client_message_id and e.body for e in back)
+    too_big = _eight_full_events_of(EVENT_GROUP_MAX_BYTES + 1)
+    with pytest.raises(EventGroupError, match="larger than 8 KiB"):
+        eventgroup.pack_group(too_big)
+    with pytest.raises(EventGroupError, match="larger than 8 KiB"):
+        eventgroup.unpack_group(_group_bytes(*map(eventgroup.pack_event, too_big)))
+
+
+@pytest.mark.parametrize("events,message", [
+    ([], "needs 1..8 events, got 0"),
+    ([ev(t) for t in range(1, 10)], "needs 1..8 events, got 9"),
+    ([ev(1), ev(3), ev(3, body=b"other")], "two events of event_type 3"),
+    ([ev(1, body=b"z" * 5000), ev(2, body=b"z" * 5000)], "larger than 8 KiB"),
+    ([ev(1), ev(2, custom_type=b"x" * 65)], "custom_type"),
+])
+def test_pack_group_violation_errors(eventgroup, events, message) -> None:
+    with pytest.raises(EventGroupError, match=message):
+        eventgroup.pack_group(events)
+
+
 def test_unpack_group_violations(eventgroup) -> None:
-    one = eventgroup.pack_event(ev(1))
-    good = eventgroup.pack_group([ev(1), ev(2)])
-    for bad in [b"", b"\x00", b"\x09" + good[1:], b"\x03" + good[1:], good + b"\0",
-                good[:-1], b"\x02" + (len(one).to_bytes(2, "big") + one) * 2,
-                b"\x01" + b"\x00\x00", b"\x01" + bytes(EVENT_GROUP_MAX_BYTES),
-                b"\x01" + (len(one) + 1).to_bytes(2, "big") + one + b"\0"]:
-        with pytest.raises(EventGroupError):
+    one, two = eventgroup.pack_event(ev(1)), eventgroup.pack_event(ev(2))
+    cases = [
+        (b"", "empty event group"),
+        (b"\x00", "count 0 not in 1..8"),
+        (_group_bytes(one, two, count=9), "count 9 not in 1..8"),
+        (_group_bytes(one, two, count=3), "truncated event length"),
+        (_group_bytes(one, two) + b"\0", "trailing bytes after event group"),
+        (_group_bytes(one, two)[:-1], "truncated event"),
+        (_group_bytes(one, one), "two events of event_type 1"),
+        (b"\x01\x00\x00", "shorter than its fixed part"),
+        (b"\x01" + bytes(EVENT_GROUP_MAX_BYTES), "larger than 8 KiB"),
+        (b"\x01" + (len(one) + 1).to_bytes(2, "big") + one + b"\0", "trailing bytes after event"),
+    ]
+    for bad, message in cases:
+        with pytest.raises(EventGroupError, match=message):
             eventgroup.unpack_group(bad)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import struct
-import time
 import zlib
 
 import pytest
@@ -344,19 +343,17 @@ def test_decoder_arguments(frame) -> None:
     assert frame.FrameDecoder().feed(memoryview(PING_1)) == [(0x0103, 1, b"")]
 
 
-def test_many_small_frames_in_one_buffer(frame, impl) -> None:
+def test_many_small_frames_in_one_buffer(frame) -> None:
+    # speed is measured in benches/ (make bench); this checks the results only
     n = 50_000
-    wire = b"".join(frame.encode_frame(0x0103, i, b"p%d" % i)[0] for i in range(n))
+    wire = b"".join(frame.encode_frame(0x0103 + i % 3, i, b"p%d" % i)[0] for i in range(n))
+    expect = [(0x0103 + i % 3, i, b"p%d" % i) for i in range(n)]
     dec = frame.FrameDecoder()
-    t0 = time.perf_counter()
-    got = dec.feed(wire)
-    elapsed = time.perf_counter() - t0
-    assert len(got) == n and got[-1] == (0x0103, n - 1, b"p%d" % (n - 1))
-    # linear, not quadratic: also fed in 4 KiB reads that split headers everywhere
+    assert dec.feed(wire) == expect and dec.at_boundary()
+    # also fed in 4 KiB reads that split headers and bodies everywhere
     dec = frame.FrameDecoder()
-    got = feed_all(dec, [wire[i:i + 4093] for i in range(0, len(wire), 4093)])
-    assert len(got) == n and dec.at_boundary()
-    assert elapsed < (0.5 if impl == "compiled" else 5.0)
+    assert feed_all(dec, [wire[i:i + 4093] for i in range(0, len(wire), 4093)]) == expect
+    assert dec.at_boundary() and dec.buffered == 0
 
 
 # --- differential: compiled vs pure on random, partly corrupted streams ---------------

@@ -201,3 +201,11 @@ async def test_recall_and_delete_reach_offline_members_and_bodies_are_gone(stack
     op, page = await history(cc, gconv(gid))
     assert [(i.state, i.body_included) for i in page.items if i.message_id == gm.message_id] == \
         [(message_pb2.MESSAGE_STATE_DELETED, False)]
+
+
+def test_audit_counts_group_audiences_from_their_snapshots(stack, engines):
+    env = {**os.environ, **engines.env()}
+    proc = subprocess.run([sys.executable, "-m", "qim.cli.qimctl", "audit", "dispatch", "--timeout", "60"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "committed_without_dispatch=0 dispatch_without_commit=0 coordinate_mismatch=0 wrong_partition=0" in proc.stdout

@@ -75,7 +75,10 @@ def decompress_bounded(data: bytes, max_frame: int) -> bytes:
     bytes. FrameTooLarge when it would exceed max_frame, DecompressError when invalid.
     A declared content size is checked first (libzstd enforces it while decoding); a
     frame without one is read through a stream reader capped at max_frame + 1 bytes
-    before the completeness check."""
+    before the completeness check. TypeError / ValueError on a bad argument (max_frame
+    must be an int in 0..2**32)."""
+    data = as_bytes(data, "data")
+    check_int(max_frame, 0, _MAX_FRAME_LIMIT, ValueError, "max_frame")
     dctx = _dctx()
     try:
         declared = zstandard.frame_content_size(data)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 import blake3
 
@@ -106,7 +106,12 @@ class DispatchAudit:
     ValueError when shard_count is not a power of two; RuntimeError on feeding out of order.
     """
 
-    def __init__(self, shard_count: int) -> None:
+    def __init__(self, shard_count: int,
+                 snapshot: Optional[Callable[[int, bytes, int], Optional[list[int]]]] = None) -> None:
+        """`snapshot(tenant, group conversation, version)` -> member ids, or None when the
+        snapshot is gone; needed for group audiences (a group record without it is
+        reported as unplannable, never skipped)."""
+        self._snapshot = snapshot
         if shard_count < 1 or shard_count & (shard_count - 1) or shard_count > 65536:
             raise ValueError(f"shard_count={shard_count} is not a power of two in 1..65536")
         self.shard_count = shard_count
@@ -141,9 +146,16 @@ class DispatchAudit:
             return
         tenant = int.from_bytes(m.tenant_id, "big")
         body = m.body if rec.inline_body else None
+        audience = list(rec.recipients)
+        if not audience:
+            members = self._snapshot(tenant, rec.group_conversation_id, rec.membership_version) if self._snapshot else None
+            if not members:
+                self._bad_outbox(offset, f"unplannable (member snapshot v{rec.membership_version} unavailable)", mid)
+                return
+            audience = members
         by_shard: dict[int, list[int]] = {}
         try:
-            for user in rec.recipients:
+            for user in audience:
                 by_shard.setdefault(ids.mailbox_shard(tenant, user, self.shard_count), []).append(user)
             shards = {s: coords_digest(tenant, mid, m.conversation_id, m.conversation_seq, m.sender_id,
                                        m.created_at_ms, m.message_type, m.client_message_id, m.custom_type,
@@ -169,8 +181,8 @@ class DispatchAudit:
         m = rec.record
         if len(m.message_id) != 16 or len(m.conversation_id) != 16 or len(m.tenant_id) > 16:
             return "unplannable (bad message_id, conversation_id or tenant_id length)"
-        if not rec.recipients:
-            return "unplannable (no recipients)"
+        if not rec.recipients and len(rec.group_conversation_id) != 16:
+            return "unplannable (no recipients and no group audience)"
         if rec.shard_count != self.shard_count:
             return f"unplannable (frozen shard_count={rec.shard_count}, audit runs {self.shard_count})"
         return ""

@@ -12,6 +12,7 @@ import logging
 
 from google.protobuf.message import DecodeError
 from prometheus_client import Counter
+from redis.exceptions import RedisError
 
 from qim.config import MailboxConfig
 from qim.errors import ErrorCode, RequestError
@@ -91,7 +92,10 @@ class MailboxNode:
             req = internal_pb2.MailboxPull.FromString(body)
         except DecodeError:
             raise RequestError(ErrorCode.INVALID_ARGUMENT, "bad MailboxPull") from None
-        batch = await self.puller.pull(req)
+        try:
+            batch = await self.puller.pull(req)
+        except RedisError as exc:
+            raise RequestError(ErrorCode.UNAVAILABLE, "mailbox store unavailable") from exc
         return Opcode.MAILBOX_BATCH, batch.SerializeToString()
 
     async def start(self) -> asyncio.Task:

@@ -13,6 +13,7 @@ import time
 
 from google.protobuf.message import DecodeError
 from prometheus_client import Counter, Histogram
+from redis.exceptions import RedisError
 
 from qim.config import WriterConfig
 from qim.consts import OUTBOX_TOPIC
@@ -73,7 +74,10 @@ class ConversationWriter:
         REQUESTS.labels(opcode=f"0x{opcode:04x}").inc()
         try:
             if opcode == Opcode.WRITER_ADMIN:
-                return await self.ops.admin(internal_pb2.AdminRequest.FromString(body))
+                try:
+                    return await self.ops.admin(internal_pb2.AdminRequest.FromString(body))
+                except RedisError as exc:
+                    raise RequestError(ErrorCode.UNAVAILABLE, "store unavailable") from exc
             if opcode != Opcode.WRITER_SEND:
                 raise RequestError(ErrorCode.INVALID_ARGUMENT, f"writer does not serve opcode 0x{opcode:04x}")
             req = internal_pb2.WriterSend.FromString(body)
@@ -82,7 +86,10 @@ class ConversationWriter:
         started = time.perf_counter()
         kind = Opcode(req.opcode).name if req.opcode in Opcode._value2member_map_ else "SEND_MESSAGE"
         try:
-            reply = await self.ops.client(req.actor, req.opcode, req.upstream)
+            try:
+                reply = await self.ops.client(req.actor, req.opcode, req.upstream)
+            except RedisError as exc:  # any read path that met a Redis outage: retryable
+                raise RequestError(ErrorCode.UNAVAILABLE, "store unavailable") from exc
         except RequestError as exc:
             COMMITS.labels(result=exc.code.name).inc()
             raise

@@ -1,0 +1,82 @@
+"""Session-list helpers for end-to-end tests (frames through the real gateway)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+from qim.proto.v1 import common_pb2, session_pb2
+from qim.protocol import Opcode
+
+
+def new_user() -> int:
+    """A user id no other test of the shared stack uses."""
+    return random.getrandbits(40) + 1000
+
+
+async def pull_page(client, limit: int = 0, cursor: bytes = b""):
+    """(opcode, SessionListBatch | Error) of one PULL_SESSION_LIST."""
+    op, body = await client.request(Opcode.PULL_SESSION_LIST,
+                                    session_pb2.PullSessionList(limit=limit, cursor=cursor).SerializeToString())
+    if op == Opcode.SESSION_LIST_BATCH:
+        return op, session_pb2.SessionListBatch.FromString(body)
+    assert op == Opcode.ERROR, hex(op)
+    return op, body if isinstance(body, common_pb2.Error) else common_pb2.Error.FromString(body)
+
+
+async def sessions(client, limit: int = 0) -> list:
+    """Every SessionEntry of the user, newest first, following the cursor."""
+    out, cursor = [], b""
+    while True:
+        op, batch = await pull_page(client, limit, cursor)
+        assert op == Opcode.SESSION_LIST_BATCH, batch
+        out.extend(batch.sessions)
+        if not batch.has_more:
+            return out
+        cursor = batch.next_cursor
+
+
+async def entry_when(client, conv: bytes, predicate, timeout: float = 10.0):
+    """Pull the list until the entry of `conv` satisfies `predicate` (the projection is
+    asynchronous); returns it or fails with the last entry seen."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    last = None
+    while True:
+        last = next((e for e in await sessions(client) if e.conversation_id == conv), None)
+        if last is not None and predicate(last):
+            return last
+        assert loop.time() < deadline, f"entry never satisfied the condition; last: {last}"
+        await asyncio.sleep(0.1)
+
+
+async def mark_read(client, conv: bytes, seq: int, peer: int = 0):
+    op, body = await client.request(Opcode.MARK_READ, session_pb2.MarkRead(
+        conversation_id=conv, read_conversation_seq=seq, peer_user_id=peer).SerializeToString())
+    if op == Opcode.MARK_READ_OK:
+        return op, session_pb2.MarkReadOk.FromString(body)
+    return op, body if isinstance(body, common_pb2.Error) else common_pb2.Error.FromString(body)
+
+
+PUSH_TYPES = {Opcode.READ_SYNC: session_pb2.ReadSync, Opcode.SESSION_DELTA: session_pb2.SessionDelta}
+
+
+async def wait_push(client, opcode: int, predicate=lambda m: True, timeout: float = 10.0):
+    """Wait for a server-initiated frame of `opcode` matching `predicate` (PINGs keep the
+    client reading); returns it parsed, consuming it from client.pushes."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        for i, (op, raw) in enumerate(client.pushes):
+            if op == opcode:
+                msg = PUSH_TYPES[opcode].FromString(raw)
+                if predicate(msg):
+                    del client.pushes[i]
+                    return msg
+        assert loop.time() < deadline, f"no 0x{opcode:04x} frame; got {[hex(o) for o, _ in client.pushes]}"
+        await client.request(Opcode.PING, b"")
+        await asyncio.sleep(0.05)
+
+
+def pushed(client, opcode: int) -> list:
+    return [PUSH_TYPES[opcode].FromString(raw) for op, raw in client.pushes if op == opcode]
