@@ -14,6 +14,9 @@ Mode by dialogue index i (i % 3), DESIGN.md §12:
             SEND_MESSAGE frame is written and before its ACK; the runtime reconnects,
             syncs its mailbox and resends with the same client_message_id if needed.
 
+Every 5th dialogue is replayed in a small group instead (qim/cli/replay_group.py): the
+two speakers and an offline listener.
+
 Afterwards each recipient syncs its mailbox and the run checks: delivered =
 byte-identical body, right sender, right conversation_seq, at the right recipient;
 each message once (per message_id); turn order = conversation_seq order. Output: one
@@ -35,6 +38,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
+from qim.cli.replay_group import GROUP_EVERY, GroupDialogue
 from qim.sdk import ClientRuntime, LocalStore, SendAck, direct_conversation
 from qim.services.gateway.auth import issue_dev_token
 
@@ -199,14 +203,20 @@ async def replay(cfg: argparse.Namespace) -> Tally:
     dialogues = load_dialogues([x.strip() for x in cfg.langs.split(",") if x.strip()])
     if cfg.limit:
         dialogues = dialogues[: cfg.limit]
-    base = secrets.randbits(62) + 1  # fresh users every run; + 2N stays below 2^63
+    base = secrets.randbits(62) + 1  # fresh users and groups every run; + 3N stays below 2^63
     total = Tally()
     sem = asyncio.Semaphore(max(1, cfg.concurrency))
     with tempfile.TemporaryDirectory(prefix="qim-replay-") as base_dir:
         async def one(i: int, turns: list[str]) -> None:
             async with sem:
-                d = Dialogue(i, turns, (base + 2 * i, base + 2 * i + 1), cfg, base_dir)
-                total.add(await d.run())
+                if i % GROUP_EVERY == GROUP_EVERY - 1:
+                    listener = base + 2 * len(dialogues) + i
+                    g = GroupDialogue(i, turns, (base + 2 * i, base + 2 * i + 1, listener), base + i, cfg,
+                                      base_dir, TENANT)
+                    total.add(await g.run(Tally))
+                else:
+                    d = Dialogue(i, turns, (base + 2 * i, base + 2 * i + 1), cfg, base_dir)
+                    total.add(await d.run())
 
         await asyncio.gather(*(one(i, turns) for i, (_lang, turns) in enumerate(dialogues)))
     return total

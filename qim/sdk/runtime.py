@@ -179,6 +179,13 @@ class ClientRuntime:
             if not fut.done():
                 fut.set_exception(exc)
 
+    async def request(self, opcode: int, body: bytes, timeout: Optional[float] = None) -> tuple[int, bytes]:
+        """One request on the live connection -> (reply opcode, body). NotConnected,
+        ServerError (ERROR reply), ConnectionLost."""
+        if not self.connected:
+            raise NotConnected("call connect() first")
+        return await self._conn.request(opcode, body, timeout or self.send_timeout)
+
     # --- sending -------------------------------------------------------------------
     async def submit_message(self, conversation_id: bytes, recipient_user_id: int, body: bytes,
                              message_type: int = MESSAGE_TYPE_TEXT, custom_type: bytes = b"") -> bytes:

@@ -80,3 +80,29 @@ async def wait_push(client, opcode: int, predicate=lambda m: True, timeout: floa
 
 def pushed(client, opcode: int) -> list:
     return [PUSH_TYPES[opcode].FromString(raw) for op, raw in client.pushes if op == opcode]
+
+
+async def durable_caught_up(stack, redis_client, timeout: float = 20.0) -> None:
+    """Wait until the durable projection's checkpoint reached the end of every dispatch
+    partition (so no late replay of an old registration is still on its way)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from qim.consts import DISPATCH_TOPIC
+    from qim.services.session.keys import checkpoint_key
+
+    consumer = Consumer({"bootstrap.servers": stack.env["QIM_KAFKA_BOOTSTRAP"], "group.id": "qim-test-watermarks"})
+    loop = asyncio.get_running_loop()
+    try:
+        parts = int(stack.env["QIM_MAILBOX_SHARD_COUNT"])
+        deadline = loop.time() + timeout
+        while True:
+            high = await loop.run_in_executor(None, lambda: [
+                consumer.get_watermark_offsets(TopicPartition(DISPATCH_TOPIC, p), 5.0, cached=False)[1]
+                for p in range(parts)])
+            ckpt = await redis_client.hgetall(checkpoint_key(0, 1))
+            if all(int(ckpt.get(f"p{p}".encode(), -1)) >= h for p, h in enumerate(high)):
+                return
+            assert loop.time() < deadline, "durable projection did not catch up"
+            await asyncio.sleep(0.1)
+    finally:
+        consumer.close()
