@@ -55,12 +55,18 @@ def as_buffer(raw: bytes) -> st.SearchStrategy:
     return st.sampled_from([bytes, bytearray, memoryview]).map(lambda kind: kind(raw))
 
 
+def _flip(raw: bytes, at: int, mask: int) -> bytes:
+    """raw with the byte at `at` (mod len) XOR-ed with mask (b"" stays b"")."""
+    if not raw:
+        return raw
+    at %= len(raw)
+    return raw[:at] + bytes([raw[at] ^ mask]) + raw[at + 1:]
+
+
 def corrupted(good: st.SearchStrategy[bytes]) -> st.SearchStrategy:
     """Encodings that are wrong: truncated, one byte changed, extended, random, wrong type."""
     cut = good.flatmap(lambda b: st.integers(0, max(len(b) - 1, 0)).map(lambda i: b[:i]))
-    flip = st.tuples(good, st.integers(0), st.integers(1, 255)).map(
-        lambda t: t[0] and t[0][:t[1] % len(t[0])] + bytes([t[0][t[1] % len(t[0])] ^ t[2]])
-        + t[0][t[1] % len(t[0]) + 1:])
+    flip = st.builds(_flip, good, st.integers(0), st.integers(1, 255))
     longer = st.tuples(good, st.binary(min_size=1, max_size=3)).map(lambda t: t[0] + t[1])
     return st.one_of(cut, flip, longer, st.binary(max_size=40), JUNK, st.integers())
 
@@ -98,10 +104,7 @@ def _wire(frames, shuffle, flip) -> bytes:
               for c in F.encode_frame(op, rid, b, compress=comp, chunk_bytes=step)]
     if shuffle and len(chunks) > 1:
         chunks = chunks[shuffle % len(chunks):] + chunks[:shuffle % len(chunks)]
-    wire = bytearray(b"".join(chunks))
-    if flip and wire:
-        wire[flip[0] % len(wire)] ^= flip[1]
-    return bytes(wire)
+    return _flip(b"".join(chunks), *flip) if flip else b"".join(chunks)
 
 
 def _cut(raw: bytes, cuts: list[int]) -> list[bytes]:
