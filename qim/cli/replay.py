@@ -14,7 +14,7 @@ Mode by dialogue index i (i % 3), DESIGN.md §12:
             SEND_MESSAGE frame is written and before its ACK; the runtime reconnects,
             syncs its mailbox and resends with the same client_message_id if needed.
 
-Every 5th dialogue is replayed in a small group instead (qim/cli/replay_group.py): the
+Every 5th dialogue (--group-every) is replayed in a small group instead (qim/cli/replay_group.py): the
 two speakers and an offline listener.
 
 Afterwards each recipient syncs its mailbox and the run checks: delivered =
@@ -35,9 +35,10 @@ import secrets
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from qim.cli.replay_common import Tally, close_runtimes
 from qim.cli.replay_group import GROUP_EVERY, GroupDialogue
 from qim.sdk import ClientRuntime, LocalStore, SendAck, direct_conversation
 from qim.services.gateway.auth import issue_dev_token
@@ -45,36 +46,6 @@ from qim.services.gateway.auth import issue_dev_token
 logger = logging.getLogger(__name__)
 MODES = ("online", "offline", "cut")
 TENANT = 0
-
-
-@dataclass
-class Tally:
-    """Counters of one run (or one dialogue); `add` merges."""
-
-    conversations: int = 0
-    messages: int = 0
-    delivered: int = 0
-    lost: int = 0
-    duplicated: int = 0
-    out_of_order: int = 0
-    by_mode: dict = field(default_factory=dict)
-    sdk: dict = field(default_factory=dict)  # summed ClientRuntime.stats (reconnects, resends, ...)
-
-    def add(self, other: "Tally") -> None:
-        for name in ("conversations", "messages", "delivered", "lost", "duplicated", "out_of_order"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        for mine, theirs in ((self.by_mode, other.by_mode), (self.sdk, other.sdk)):
-            for key, n in theirs.items():
-                mine[key] = mine.get(key, 0) + n
-
-    @property
-    def ok(self) -> bool:
-        return self.delivered == self.messages and self.lost == self.duplicated == self.out_of_order == 0
-
-    def line(self) -> str:
-        return (f"replay: conversations={self.conversations} messages={self.messages} "
-                f"delivered={self.delivered} lost={self.lost} duplicated={self.duplicated} "
-                f"out_of_order={self.out_of_order}")
 
 
 def load_dialogues(langs: Sequence[str]) -> list[tuple[str, list[str]]]:
@@ -138,11 +109,7 @@ class Dialogue:
             print(f"dialogue {self.index} ({self.mode}) failed: {exc.__class__.__name__}: {exc}", file=sys.stderr)
             t.lost = t.messages - t.delivered
         finally:
-            for rt in self.rts.values():
-                for key, n in rt.stats.items():
-                    t.sdk[key] = t.sdk.get(key, 0) + n
-                await rt.close()
-                rt.store.close()
+            await close_runtimes(self.rts.values(), t)
         return t
 
     async def _send_all(self) -> None:
@@ -209,11 +176,11 @@ async def replay(cfg: argparse.Namespace) -> Tally:
     with tempfile.TemporaryDirectory(prefix="qim-replay-") as base_dir:
         async def one(i: int, turns: list[str]) -> None:
             async with sem:
-                if i % GROUP_EVERY == GROUP_EVERY - 1:
+                if cfg.group_every and i % cfg.group_every == cfg.group_every - 1:
                     listener = base + 2 * len(dialogues) + i
                     g = GroupDialogue(i, turns, (base + 2 * i, base + 2 * i + 1, listener), base + i, cfg,
                                       base_dir, TENANT)
-                    total.add(await g.run(Tally))
+                    total.add(await g.run())
                 else:
                     d = Dialogue(i, turns, (base + 2 * i, base + 2 * i + 1), cfg, base_dir)
                     total.add(await d.run())
@@ -231,6 +198,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--langs", default="english,chinese", help="comma-separated corpus languages")
     p.add_argument("--limit", type=int, default=0, help="number of dialogues (0 = all)")
     p.add_argument("--concurrency", type=int, default=8, help="dialogues run at once")
+    p.add_argument("--group-every", type=int, default=GROUP_EVERY,
+                   help="replay every Nth dialogue as a small group (0: none)")
     p.add_argument("--sync-timeout", type=float, default=20.0, help="seconds to wait for delivery")
     p.add_argument("--send-timeout", type=float, default=30.0, help="seconds to wait for one ACK")
     p.add_argument("-v", "--verbose", action="store_true")

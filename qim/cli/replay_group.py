@@ -15,6 +15,7 @@ import sys
 import time
 
 from qim._core import ids
+from qim.cli.replay_common import Tally, close_runtimes
 from qim.consts import MESSAGE_TYPE_CONTROL
 from qim.sdk import ClientRuntime, LocalStore
 from qim.sdk.requests import create_group
@@ -24,7 +25,7 @@ GROUP_EVERY = 5  # every 5th dialogue is replayed as a group
 
 
 class GroupDialogue:
-    """One dialogue in a 3-member group; `run()` returns its Tally (imported lazily)."""
+    """One dialogue in a 3-member group; `run()` returns its Tally."""
 
     def __init__(self, index: int, turns: list[str], users: tuple[int, int, int], group_id: int, cfg,
                  base_dir: str, tenant: int) -> None:
@@ -37,8 +38,8 @@ class GroupDialogue:
             self.rts[user] = ClientRuntime(cfg.gateway, token, store, event_queue=False, send_timeout=cfg.send_timeout)
         self.sent: list[tuple[int, int, bytes, object]] = []  # (turn, sender, body, ack)
 
-    async def run(self, tally_cls):
-        t = tally_cls(conversations=1, messages=len(self.turns), by_mode={"group": 1})
+    async def run(self) -> Tally:
+        t = Tally(conversations=1, messages=len(self.turns), by_mode={"group": 1})
         try:
             a, b, listener = self.users
             await self.rts[a].connect()
@@ -54,11 +55,7 @@ class GroupDialogue:
             print(f"dialogue {self.index} (group) failed: {exc.__class__.__name__}: {exc}", file=sys.stderr)
             t.lost = t.messages - t.delivered
         finally:
-            for rt in self.rts.values():
-                for key, n in rt.stats.items():
-                    t.sdk[key] = t.sdk.get(key, 0) + n
-                await rt.close()
-                rt.store.close()
+            await close_runtimes(self.rts.values(), t)
         return t
 
     async def _sync(self) -> None:

@@ -12,6 +12,7 @@ The engines get a parent-death signal (setpriv --pdeathsig), so a killed pytest 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import pytest
@@ -83,3 +84,31 @@ def private_kafka(tmp_path) -> KafkaEngine:
         pytest.fail(f"kafka could not start: {err}", pytrace=False)
     yield eng
     eng.stop()
+
+
+def start_private_stack(base, **stack_kw):
+    """Private engines and QIM services under `base` (the caller stops `st` and
+    `st.engines`); FAILS the test (never skips) when they cannot start. `stack_kw` goes
+    to qim.dev.stack.stack_up (writers=, mailboxes=, extra_env=)."""
+    from qim.dev.stack import stack_up
+
+    es, err = _start(lambda: start_test_engines(base / "engines"))
+    if err:
+        pytest.fail(f"engines could not start: {err}", pytrace=False)
+    st, err = _start(lambda: stack_up(base / "stack", es.env(), die_with_parent=True, **stack_kw))
+    if err:
+        es.down()
+        pytest.fail(f"QIM services could not start: {err}", pytrace=False)
+    st.engines = es
+    return st
+
+
+@contextlib.contextmanager
+def running_stack(base, **stack_kw):
+    """start_private_stack for a `with` block: both are stopped afterwards."""
+    st = start_private_stack(base, **stack_kw)
+    try:
+        yield st
+    finally:
+        st.down()
+        st.engines.down()

@@ -29,9 +29,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartiti
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from qim._core import ids
-from qim.dev.stack import stack_up
-from qim.dev.testing import TEST_SHARD_COUNT, start_test_engines
-from qim.errors import EngineError
+from qim.dev.testing import TEST_SHARD_COUNT, running_stack
 from qim.proto.v1 import internal_pb2, message_pb2
 from qim.protocol import Opcode
 from qim.services.audit import audit
@@ -260,7 +258,7 @@ def test_cli_reports_each_injected_orphan(engines, topics, kind):
     assert got[counter] > 0, out
     assert rc == (2 if kind == "undecodable" else 1), out
     if kind == "undecodable":
-        assert re.search(rf"error: dispatch\[5\]@\d+: undecodable", out), out
+        assert re.search(r"error: dispatch\[5\]@\d+: undecodable", out), out
 
 
 def test_cli_waits_for_inflight_commits_and_fanout(engines, topics, private_redis):
@@ -291,21 +289,8 @@ def test_cli_exits_2_when_the_broker_is_unreachable():
 # --- e2e: real traffic through real services ------------------------------------------
 @pytest.fixture(scope="module")
 def audit_stack(tmp_path_factory):
-    """Private engines and the four services (isolated from the session stack)."""
-    base = tmp_path_factory.mktemp("audit")
-    try:
-        es = start_test_engines(base / "engines")
-    except EngineError as exc:
-        pytest.fail(f"engines could not start: {exc}", pytrace=False)
-    try:
-        st = stack_up(base / "stack", es.env(), die_with_parent=True)
-    except EngineError as exc:
-        es.down()
-        pytest.fail(f"QIM services could not start: {exc}", pytrace=False)
-    st.engines = es
-    yield st
-    st.down()
-    es.down()
+    with running_stack(tmp_path_factory.mktemp("audit")) as st:
+        yield st
 
 
 async def test_audit_after_real_traffic_is_clean(audit_stack):

@@ -8,28 +8,15 @@ import random
 import subprocess
 import sys
 
-import pytest
-
-from qim.dev.stack import stack_up
-from qim.dev.testing import start_test_engines
-from qim.errors import EngineError, ErrorCode
+from qim.dev.testing import start_private_stack
+from qim.errors import ErrorCode
 from qim.protocol import Opcode
 from tests.e2e.rawclient import RawClient
 
 
 def private_stack(base, **kw):
-    """Private engines + services under `base` (fails the test when they cannot start)."""
-    try:
-        es = start_test_engines(base / "engines")
-    except EngineError as exc:
-        pytest.fail(f"engines could not start: {exc}", pytrace=False)
-    try:
-        st = stack_up(base / "stack", es.env(), die_with_parent=True, **kw)
-    except EngineError as exc:
-        es.down()
-        pytest.fail(f"QIM services could not start: {exc}", pytrace=False)
-    st.engines = es
-    return st
+    """Private engines + services under `base`; the caller stops them."""
+    return start_private_stack(base, **kw)
 
 
 class Conversation:

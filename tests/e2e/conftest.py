@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from qim.dev.stack import stack_up
-from qim.dev.testing import start_test_engines
+from qim.dev.testing import running_stack
 from qim.errors import EngineError
 
 
@@ -33,15 +33,5 @@ def stack(engines, tmp_path_factory):
 
 @pytest.fixture
 def fresh_stack(tmp_path):
-    try:
-        es = start_test_engines(tmp_path / "engines")
-    except EngineError as exc:
-        pytest.fail(f"engines could not start: {exc}", pytrace=False)
-    st, err = _up(tmp_path / "stack", es.env())
-    if err:
-        es.down()
-        pytest.fail(f"QIM services could not start: {err}", pytrace=False)
-    st.engines = es
-    yield st
-    st.down()
-    es.down()
+    with running_stack(tmp_path) as st:
+        yield st

@@ -15,15 +15,15 @@ import urllib.request
 
 import pytest
 
-from tests.e2e.chaos import Conversation, delivered_once, private_stack, run_audit
+from qim.dev.testing import running_stack
+
+from tests.e2e.chaos import Conversation, delivered_once, run_audit
 
 
 @pytest.fixture(scope="module")
 def chaos_stack(tmp_path_factory):
-    st = private_stack(tmp_path_factory.mktemp("chaos"))
-    yield st
-    st.down()
-    st.engines.down()
+    with running_stack(tmp_path_factory.mktemp("chaos")) as st:
+        yield st
 
 
 def mailbox_records(stack, status: str) -> float:

@@ -14,6 +14,8 @@ import urllib.error
 import urllib.request
 
 import pytest
+
+from qim.dev.testing import running_stack
 import redis
 from confluent_kafka import Producer
 
@@ -24,7 +26,7 @@ from qim.errors import ErrorCode
 from qim.proto.v1 import mailbox_pb2
 from qim.protocol import Opcode
 from qim.services.dispatch_record import Dispatch
-from tests.e2e.chaos import Conversation, delivered_once, private_stack
+from tests.e2e.chaos import Conversation, delivered_once
 from tests.e2e.rawclient import RawClient
 
 SHARDS = 8
@@ -32,10 +34,8 @@ SHARDS = 8
 
 @pytest.fixture(scope="module")
 def store_stack(tmp_path_factory):
-    st = private_stack(tmp_path_factory.mktemp("mbx"))
-    yield st
-    st.down()
-    st.engines.down()
+    with running_stack(tmp_path_factory.mktemp("mbx")) as st:
+        yield st
 
 
 def inject(stack, d: Dispatch) -> int:
@@ -118,11 +118,9 @@ async def test_digest_conflict_stops_only_its_shard(store_stack):
 
 @pytest.fixture(scope="module")
 def split_stack(tmp_path_factory):
-    st = private_stack(tmp_path_factory.mktemp("split"), mailboxes=2,
-                       extra_env={"QIM_DISPATCH_PROGRESS_GC_SAFETY_MS": "300"})
-    yield st
-    st.down()
-    st.engines.down()
+    with running_stack(tmp_path_factory.mktemp("split"), mailboxes=2,
+                       extra_env={"QIM_DISPATCH_PROGRESS_GC_SAFETY_MS": "300"}) as st:
+        yield st
 
 
 async def test_two_mailbox_processes_split_the_shards_and_gc_runs(split_stack):

@@ -7,7 +7,6 @@ import os
 import random
 import urllib.request
 
-import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from qim._core import mailbox_seq

@@ -17,9 +17,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from qim.consts import OUTBOX_TOPIC
-from qim.dev.stack import stack_up
-from qim.dev.testing import start_test_engines
-from qim.errors import EngineError, ErrorCode
+from qim.dev.testing import running_stack
+from qim.errors import ErrorCode
 from qim.protocol import Opcode
 from qim.faults import WRITER_POINTS as POINTS
 from tests.e2e.rawclient import RawClient, wait_for_entries
@@ -30,20 +29,8 @@ FAST_RECOVERY = {"QIM_COMMIT_RECOVERY_STALE_MS": "300"}
 
 @pytest.fixture(scope="module")
 def crash_stack(tmp_path_factory):
-    base = tmp_path_factory.mktemp("crash")
-    try:
-        es = start_test_engines(base / "engines")
-    except EngineError as exc:
-        pytest.fail(f"engines could not start: {exc}", pytrace=False)
-    try:
-        st = stack_up(base / "stack", es.env(), die_with_parent=True)
-    except EngineError as exc:
-        es.down()
-        pytest.fail(f"QIM services could not start: {exc}", pytrace=False)
-    st.engines = es
-    yield st
-    st.down()
-    es.down()
+    with running_stack(tmp_path_factory.mktemp("crash")) as st:
+        yield st
 
 
 def restart_writer(stack, env: dict) -> None:

@@ -13,9 +13,7 @@ import pytest
 
 from qim._core import ids
 from qim.consts import COMMIT_HELPER_TTL_MS
-from qim.dev.stack import stack_up
-from qim.dev.testing import start_test_engines
-from qim.errors import EngineError
+from qim.dev.testing import running_stack
 from qim.protocol import Opcode
 from qim.services.gateway.router import rendezvous_order
 from qim.services.writer.keys import CommitKeys
@@ -52,20 +50,8 @@ async def test_commit_helper_state_is_small_and_expires(stack, engines):
 
 @pytest.fixture(scope="module")
 def two_writers(tmp_path_factory):
-    base = tmp_path_factory.mktemp("two-writers")
-    try:
-        es = start_test_engines(base / "engines")
-    except EngineError as exc:
-        pytest.fail(f"engines could not start: {exc}", pytrace=False)
-    try:
-        st = stack_up(base / "stack", es.env(), die_with_parent=True, writers=2)
-    except EngineError as exc:
-        es.down()
-        pytest.fail(f"QIM services could not start: {exc}", pytrace=False)
-    st.engines = es
-    yield st
-    st.down()
-    es.down()
+    with running_stack(tmp_path_factory.mktemp("two-writers"), writers=2) as st:
+        yield st
 
 
 async def test_one_conversation_through_both_writers(two_writers):

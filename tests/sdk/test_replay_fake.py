@@ -15,7 +15,8 @@ SECRET = "replay-secret"
 
 def cfg(addr: str, limit: int) -> argparse.Namespace:
     return replay.parser().parse_args(["--gateway", addr, "--token-secret", SECRET, "--limit", str(limit),
-                                       "--sync-timeout", "1.5", "--concurrency", "4"])
+                                       "--sync-timeout", "1.5", "--concurrency", "4",
+                                       "--group-every", "0"])  # the fake gateway has no groups
 
 
 @pytest.fixture
