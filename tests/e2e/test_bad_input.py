@@ -19,7 +19,7 @@ import pytest
 from qim._core import ids
 from qim.errors import ErrorCode
 from qim.net.framed import parse_addr
-from qim.proto.v1 import message_pb2
+from qim.proto.v1 import group_pb2, history_pb2, message_pb2
 from qim.protocol import Opcode
 from tests.e2e.rawclient import RawClient
 
@@ -98,6 +98,22 @@ REQUEST_FAULTS = {
     "internal opcode": (Opcode.WRITER_SEND, b"", ErrorCode.FORBIDDEN),
     "unknown opcode": (0x0999, b"", ErrorCode.INVALID_ARGUMENT),
     "second auth": (Opcode.AUTH, b"", ErrorCode.INVALID_ARGUMENT),
+    "room conversation send": (Opcode.SEND_MESSAGE, send(conv=ids.conversation_id_room(0, 5)), ErrorCode.INVALID_ARGUMENT),
+    "garbage create group": (Opcode.CREATE_GROUP, b"\x08", ErrorCode.INVALID_ARGUMENT),
+    "group id zero": (Opcode.CREATE_GROUP, group_pb2.CreateGroup(group_id=0, client_message_id=b"\x01" * 16)
+                      .SerializeToString(), ErrorCode.INVALID_ARGUMENT),
+    "group too large": (Opcode.CREATE_GROUP, group_pb2.CreateGroup(
+        group_id=7, members=range(1, 1001), client_message_id=b"\x01" * 16).SerializeToString(),
+        ErrorCode.PAYLOAD_TOO_LARGE),
+    "leave without cmid": (Opcode.LEAVE_GROUP, group_pb2.LeaveGroup(group_id=7).SerializeToString(),
+                           ErrorCode.INVALID_ARGUMENT),
+    "history of a zero conversation": (Opcode.PULL_HISTORY, history_pb2.PullHistory(
+        conversation_id=bytes(16)).SerializeToString(), ErrorCode.INVALID_ARGUMENT),
+    "recall with zero ids": (Opcode.RECALL_MESSAGE, message_pb2.RecallMessage(
+        conversation_id=ids.conversation_id_direct(0, USER_A, USER_B), message_id=bytes(16),
+        client_message_id=bytes(16)).SerializeToString(), ErrorCode.INVALID_ARGUMENT),
+    "garbage mark read": (Opcode.MARK_READ, b"\x0a\x05", ErrorCode.INVALID_ARGUMENT),
+    "server opcode upstream": (Opcode.SEND_ACK, b"", ErrorCode.INVALID_ARGUMENT),
 }
 
 
