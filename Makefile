@@ -8,7 +8,7 @@ CORE_SRC := $(wildcard qim/_core/*.pyx qim/_core/*.pxd)
 DEMO_LANGS ?= english,chinese
 PYTEST_ARGS ?=
 
-.PHONY: install engines up demo down test test-pure bench proto clean
+.PHONY: install engines up demo down test test-pure bench wheel proto clean
 
 $(STAMP): pyproject.toml setup.py $(CORE_SRC)
 	@# the frame codec links zlib's C crc32; Debian keeps the header in zlib1g-dev
@@ -37,6 +37,19 @@ down:
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 	QIM_PUREPYTHON=1 $(BIN)/python -m pytest -q tests/core
+
+# pytest-benchmark: every bench on the pure twin and the compiled module in one run;
+# the last line printed is `bench: frame_stream_x=… watermark_x=… eventgroup_x=…`.
+bench: install
+	mkdir -p .benchmarks
+	$(BIN)/python -m pytest benches -q -p no:cacheprovider -o python_files='bench_*.py' \
+		--benchmark-only --benchmark-max-time=0.5 --benchmark-columns=min,median,rounds \
+		--benchmark-json=.benchmarks/bench.json
+	$(BIN)/python benches/report.py .benchmarks/bench.json
+
+# manylinux wheel into wheelhouse/: build, auditwheel repair, install into a fresh venv, import
+wheel: install
+	$(BIN)/python tools/wheel_check.py --out wheelhouse
 
 proto: install
 	$(BIN)/python tools/gen_proto.py

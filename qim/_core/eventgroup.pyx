@@ -164,7 +164,7 @@ cdef object c_unpack_event(const unsigned char* p, Py_ssize_t n):
     if off != n:
         raise EventGroupError("trailing bytes after event")
     return qim_tuple_subtype_new(_Event, (p[1], eid, mid, cid, cseq, sender, created,
-                               load_be32(p + 3), ctype, cmid, body))
+                                          load_be32(p + 3), ctype, cmid, body))
 
 
 def pack_event(event):

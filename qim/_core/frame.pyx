@@ -9,10 +9,12 @@ Checked in this order: magic, CRC, version, flags, body_len. A frame is compress
 (zstd, flag on every chunk), then split into chunks of at most 64 KiB; chunks of
 different frames may interleave and are reassembled by (opcode, request_id). Bodies are
 bounded by max_frame (4 MiB) before and after decompression. Any FrameError poisons the
-decoder (no resync). CRC is a slice-by-16 table CRC-32 equal to zlib.crc32 (checked at import); zstd
-goes through the `zstandard` module.
+decoder (no resync). The header CRC is a slice-by-16 table CRC-32, checked against
+zlib.crc32 at import; zstd goes through the `zstandard` module.
 FrameDecoder parses straight from the caller's bytes when nothing is pending and keeps
-a bytearray plus a read offset otherwise, so many small frames cost no buffer copies.
+a bytearray plus a read offset otherwise, so many small frames cost no buffer copies;
+a single-chunk uncompressed frame with nothing under reassembly (the usual case) is
+emitted inline as one tuple and one bytes object, reusing the opcode's int object.
 Pure twin: _pure/frame.py.
 """
 
@@ -27,6 +29,7 @@ from libc.string cimport memcpy
 from qim._core.bytesio cimport (
     as_bytes, bptr, check_u64, load_be16, load_be32, store_be16, store_be32,
 )
+from qim._core.crc cimport qim_crc_init, qim_header_crc
 from qim._core.limits cimport (
     QIM_CHUNK_MAX, QIM_FLAG_COMPRESSED, QIM_FLAG_MORE, QIM_FLAGS_KNOWN, QIM_FRAME_HEADER_LEN,
     QIM_FRAME_MAGIC, QIM_FRAME_VERSION, QIM_MAX_FRAME_BODY, check_consts,
@@ -44,47 +47,12 @@ from qim.errors import (
 
 check_consts()  # import-time guard against a stale build
 
-# CRC-32 (zlib polynomial, reflected 0xEDB88320) of exactly 16 bytes, slice-by-16: the
-# 16 table lookups are independent, so a header costs a few ns instead of zlib's
-# byte-serial loop for short inputs. The tables are built once below and checked
-# against zlib.crc32 before the module is usable.
-cdef uint32_t _CRC_T[16][256]
-
-
-cdef void _crc_init() noexcept:
-    cdef uint32_t c
-    cdef int i, j, k
-    for i in range(256):
-        c = <uint32_t>i
-        for j in range(8):
-            c = (c >> 1) ^ (0xEDB88320 if c & 1 else 0)
-        _CRC_T[0][i] = c
-    for k in range(1, 16):
-        for i in range(256):
-            c = _CRC_T[k - 1][i]
-            _CRC_T[k][i] = (c >> 8) ^ _CRC_T[0][c & 0xFF]
-
-
-cdef inline uint32_t header_crc(const unsigned char* p) noexcept nogil:
-    """zlib.crc32(p[0:16]): the initial ~0 folds into the first four bytes."""
-    cdef uint32_t c = (_CRC_T[15][p[0] ^ 0xFF] ^ _CRC_T[14][p[1] ^ 0xFF]
-                       ^ _CRC_T[13][p[2] ^ 0xFF] ^ _CRC_T[12][p[3] ^ 0xFF])
-    c ^= _CRC_T[11][p[4]] ^ _CRC_T[10][p[5]] ^ _CRC_T[9][p[6]] ^ _CRC_T[8][p[7]]
-    c ^= _CRC_T[7][p[8]] ^ _CRC_T[6][p[9]] ^ _CRC_T[5][p[10]] ^ _CRC_T[4][p[11]]
-    c ^= _CRC_T[3][p[12]] ^ _CRC_T[2][p[13]] ^ _CRC_T[1][p[14]] ^ _CRC_T[0][p[15]]
-    return ~c
-
-
-cdef void _crc_check() except *:
-    cdef bytes probe
-    for seed in range(64):
-        probe = bytes((seed * 37 + i * 101) & 0xFF for i in range(16))
-        if header_crc(bptr(probe)) != zlib.crc32(probe):
-            raise ImportError("qim._core.frame: header CRC table disagrees with zlib.crc32")
-
-
-_crc_init()
-_crc_check()
+qim_crc_init()
+for _seed in range(64):  # the table CRC must equal zlib's, or the module is unusable
+    _probe = bytes((_seed * 37 + _i * 101) & 0xFF for _i in range(16))
+    if qim_header_crc(bptr(_probe)) != zlib.crc32(_probe):
+        raise ImportError("qim._core.frame: header CRC table disagrees with zlib.crc32")
+del _seed, _probe
 
 ZSTD_LEVEL = 3
 cdef object _tls = threading.local()  # zstd contexts are not safe for concurrent use
@@ -145,7 +113,7 @@ cdef int parse_header(const unsigned char* p, Header* h) except -1:
     """Validate the 20 header bytes at p into h (magic, CRC, version, flags, body_len)."""
     if load_be16(p) != QIM_FRAME_MAGIC:
         raise BadMagic(f"bad frame magic 0x{load_be16(p):04x}")
-    if header_crc(p) != load_be32(p + 16):
+    if qim_header_crc(p) != load_be32(p + 16):
         raise BadCrc("frame header CRC mismatch")
     if p[2] != QIM_FRAME_VERSION:
         raise BadVersion(f"unknown frame version {p[2]}")
@@ -170,7 +138,7 @@ cdef void write_header(unsigned char* p, int flags, int opcode, int index,
     store_be16(p + 6, <unsigned short>index)
     store_be32(p + 8, request_id)
     store_be32(p + 12, body_len)
-    store_be32(p + 16, header_crc(p))
+    store_be32(p + 16, qim_header_crc(p))
 
 
 def encode_header(flags, opcode, chunk_index, request_id, body_len):

@@ -3,9 +3,8 @@
 Subcommands:
   replay   replay chatterbot-corpus dialogues through the real stack and verify
            delivery (qim/cli/replay.py; the `make demo` target).
-
-The rate-driven load lane (explicit target rate, per-5 s latency segments) is not
-built yet; it will be another subcommand here.
+  rate     open-loop load at an explicit target rate with per-5 s ACK and
+           end-to-end latency segments (qim/cli/loadgen_rate.py).
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from __future__ import annotations
 import sys
 from typing import Optional, Sequence
 
-USAGE = "usage: qim-loadgen replay [options]   (qim-loadgen replay --help for options)"
+USAGE = "usage: qim-loadgen replay|rate [options]   (qim-loadgen COMMAND --help for options)"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -26,6 +25,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from qim.cli import replay
 
         return replay.main(rest)
+    if command == "rate":
+        from qim.cli import loadgen_rate
+
+        return loadgen_rate.main(rest)
     print(f"qim-loadgen: unknown command {command!r}\n{USAGE}", file=sys.stderr)
     return 2
 

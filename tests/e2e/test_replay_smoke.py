@@ -36,3 +36,19 @@ def test_replay_both_languages_all_modes_and_groups(stack):
     assert (lost, duplicated, out_of_order) == (0, 0, 0), proc.stderr[-4000:]
     assert delivered == messages
     assert proc.returncode == 0, proc.stderr[-4000:]
+
+
+def test_rate_loadgen_smoke_reports_segments_and_a_final_line(stack):
+    secret = stack.token_secret
+    proc = subprocess.run(
+        [sys.executable, "-m", "qim.cli.loadgen", "rate", "--gateway", stack.gateway_addr, "--token-secret",
+         secret if isinstance(secret, str) else secret.decode(), "--rate", "40", "--duration", "6", "--pairs", "4"],
+        capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    lines = proc.stdout.strip().splitlines()
+    assert any(line.startswith("segment t=") for line in lines), proc.stdout + proc.stderr[-2000:]
+    final = re.match(r"^loadgen: target_rate=40.0 duration_s=6.0 sent=(\d+) acked=(\d+) errors=(\d+) "
+                     r"arrival=([\d.]+) push_coverage=([\d.]+) ack_p99_ms=([\d.]+) e2e_p99_ms=", lines[-1])
+    assert final, lines[-1]
+    sent, acked, errors = (int(final.group(i)) for i in (1, 2, 3))
+    assert sent >= 0.99 * 40 * 6 and acked == sent and errors == 0, lines[-1] + proc.stderr[-2000:]
+    assert proc.returncode == 0

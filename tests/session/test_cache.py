@@ -18,9 +18,14 @@ class Clock:
         return self.t
 
 
+def asc(rows) -> list:
+    """ZRANGE order of [(conv, score)]: ascending (score, conv)."""
+    return sorted((score, conv) for conv, score in rows)
+
+
 def built(cache: SnapshotCache, rows) -> object:
     start = cache.begin_rebuild(U)
-    return cache.install_rebuild(U, start, rows)
+    return cache.install_rebuild(U, start, asc(rows))
 
 
 def test_page_is_newest_first_with_a_keyset_cursor():
@@ -68,7 +73,7 @@ def test_loss_mode_1_mark_during_a_full_rebuild_is_kept():
     rows = [(A, 10)]  # read from Redis before the write below
     cache.mark(U, A)  # A got a newer message (and maybe B is new): written, then marked
     cache.mark(U, B)
-    snap = cache.install_rebuild(U, start, rows)
+    snap = cache.install_rebuild(U, start, asc(rows))
     dirty, upto = cache.dirty(U, snap)
     assert sorted(dirty) == [A, B]
     new = cache.install_refresh(U, snap, upto, {A: 40, B: 35})
@@ -122,8 +127,8 @@ def test_loss_mode_3_older_rebuild_yields_to_a_newer_install():
     new_start = cache.begin_rebuild(U)
     new_rows = [(A, 10), (B, 20)]
     cache.mark(U, C)  # after both reads
-    newer = cache.install_rebuild(U, new_start, new_rows)
-    kept = cache.install_rebuild(U, old_start, old_rows)
+    newer = cache.install_rebuild(U, new_start, asc(new_rows))
+    kept = cache.install_rebuild(U, old_start, asc(old_rows))
     assert kept is newer and cache.yielded == 1
     assert cache.current(U).page(None, 5)[0] == [B, A]
     assert cache.dirty(U, newer)[0] == [C]
@@ -135,8 +140,8 @@ def test_loss_mode_3_newer_rebuild_replaces_an_older_install_and_keeps_later_mar
     cache.mark(U, A)
     new_start = cache.begin_rebuild(U)
     cache.mark(U, B)
-    cache.install_rebuild(U, old_start, [(C, 5)])
-    snap = cache.install_rebuild(U, new_start, [(A, 10), (C, 5)])
+    cache.install_rebuild(U, old_start, asc([(C, 5)]))
+    snap = cache.install_rebuild(U, new_start, asc([(A, 10), (C, 5)]))
     assert cache.current(U) is snap
     assert cache.dirty(U, snap)[0] == [B]
 
@@ -155,7 +160,7 @@ def test_mark_covered_by_a_refresh_survives_a_slower_rebuild_that_started_before
     refreshed = cache.install_refresh(U, first, upto, {A: 99, B: 20})
     assert refreshed is not None and cache.dirty(U, refreshed)[0] == []
     assert cache.mark_count == 1  # A's mark kept: the slow rebuild does not cover it
-    after = cache.install_rebuild(U, slow_start, slow_rows)
+    after = cache.install_rebuild(U, slow_start, asc(slow_rows))
     assert after is not refreshed and cache.current(U) is after
     assert cache.dirty(U, after)[0] == [A]
 

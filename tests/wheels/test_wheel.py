@@ -15,10 +15,14 @@ import pathlib
 import platform
 import subprocess
 import sys
+import tomllib
 import zipfile
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NAMES = ("frame", "mailbox_seq", "watermark", "eventgroup", "ids")
+VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 
 def _wheel_check():
@@ -35,13 +39,15 @@ def test_auditwheel_and_patchelf_are_installed() -> None:
         path = wc.tool(name)  # WheelCheckError (a failure) when missing
         proc = subprocess.run([path, "--version"], capture_output=True, text=True)
         assert proc.returncode == 0, (name, proc.stderr)
+    with pytest.raises(wc.WheelCheckError, match="not found"):
+        wc.tool("qim-no-such-tool")
 
 
 def test_manylinux_wheel_installs_and_imports(tmp_path: pathlib.Path) -> None:
     result = _wheel_check().check(tmp_path / "wheelhouse")
     wheel: pathlib.Path = result["wheel"]
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    assert wheel.name.startswith(f"qim-0.1.0-{tag}-{tag}-") and "manylinux" in wheel.name
+    assert wheel.name.startswith(f"qim-{VERSION}-{tag}-{tag}-") and "manylinux" in wheel.name
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
     for name in NAMES:

@@ -19,11 +19,17 @@ from qim.net.framed import parse_addr
 LUA_DIR = pathlib.Path(__file__).with_name("lua")
 
 
-def connect(addr: str, max_connections: int = 64) -> aioredis.Redis:
-    """An asyncio Redis client (hiredis parser when installed) for 'host:port'; bytes replies."""
+def connect(addr: str, max_connections: int = 64, wait_s: float = 5.0) -> aioredis.Redis:
+    """An asyncio Redis client (hiredis parser when installed) for 'host:port'; bytes replies.
+
+    A blocking pool: a call that finds all `max_connections` busy waits up to `wait_s`
+    for one (back-pressure) instead of failing with "Too many connections", which
+    redis-py's default pool does under load.
+    """
     host, port = parse_addr(addr)
-    return aioredis.Redis(host=host, port=port, max_connections=max_connections,
-                          socket_connect_timeout=2.0, health_check_interval=30)
+    pool = aioredis.BlockingConnectionPool(host=host, port=port, max_connections=max_connections, timeout=wait_s,
+                                           socket_connect_timeout=2.0, health_check_interval=30)
+    return aioredis.Redis(connection_pool=pool)
 
 
 def load_source(name: str) -> str:
@@ -100,3 +106,13 @@ class ScriptError(Exception):
     @property
     def reason(self) -> str:
         return str(self).split()[0]
+
+
+def int_score_pairs(reply: list) -> list[tuple[bytes, int]]:
+    """[(member, int score)] from a raw WITHSCORES reply of `execute_command`, RESP3
+    (nested [member, double]) or RESP2 (flat member, score bytes). The raw reply skips
+    redis-py's per-pair Python callback (~5 µs a member); scores must be integers
+    below 2^53 (conversation_seq, created_at_ms)."""
+    if reply and isinstance(reply[0], list):
+        return [(m, int(s)) for m, s in reply]
+    return [(reply[i], int(float(reply[i + 1]))) for i in range(0, len(reply), 2)]

@@ -4,16 +4,14 @@
 Pure in-memory logic, no I/O: the caller reads Redis between the begin_* and install_*
 steps, so tests can drive every interleaving with plain data.
 
-Shapes. A Snapshot holds one user's conversation set: `asc` = [(score, conversation_id)]
-ascending (score = created_at_ms of the newest message, pages are read from the end)
-and `entries` = conversation_id -> Entry(score | None when absent, covered, summary).
-Marks: after every Redis write that can change a conversation of a user (registration
+Shapes. A Snapshot holds one user's conversation set: `asc` = [(score, conv)] ascending
+(score = created_at_ms of the newest message, pages are read from the end; conv is any
+bytes key ordered like the conversation_id, the service uses the convs member, i.e. the
+lowercase hex), `scores`, per-conversation `covers` and lazily filled `summaries`. Marks: after every Redis write that can change a conversation of a user (registration
 on either projection path, MARK_READ), the writer calls `mark(user, conv)`, which takes
 the next global mark number. An entry *covers* mark m when its data were read from Redis
 after m was taken (covered >= m), so it includes m's write. A conversation is dirty
-while it has a mark above its coverage (absent conversations use the snapshot's
-`covered`). Summaries (heads, unread) are filled lazily per page and belong to their
-entry: a summary read after the entry was created is at least as fresh as it.
+while it has a mark above its coverage (`covers`, else the snapshot's `covered`).
 
 The seed lost marks three ways; the rule closing each:
 1. A mark that arrived while a full rebuild was between "read Redis" and "install" was
@@ -43,32 +41,27 @@ INF = float("inf")
 SMALL_UPDATE = 32  # below this many changed entries, re-sort by bisect instead of sorting
 
 
-class Entry:
-    __slots__ = ("score", "covered", "summary")
-
-    def __init__(self, score: Optional[int], covered: int, summary=None) -> None:
-        self.score = score
-        self.covered = covered
-        self.summary = summary
-
-
 class Snapshot:
-    """One user's frozen conversation set; never mutated after install except for
-    lazily filled `Entry.summary`."""
+    """One user's frozen conversation set. `asc` = [(score, conv)] ascending, `scores`
+    = conv -> score, `covers` = coverage of conversations re-read by refreshes (others
+    have `covered`), `summaries` = conv -> page entry filled lazily (the only mutation
+    after install; a summary read after install is at least as fresh as its entry)."""
 
-    __slots__ = ("rev", "built_at", "covered", "entries", "asc")
+    __slots__ = ("rev", "built_at", "covered", "asc", "scores", "covers", "summaries")
 
-    def __init__(self, rev: int, built_at: float, covered: int, entries: dict, asc: list) -> None:
-        self.rev, self.built_at, self.covered, self.entries, self.asc = rev, built_at, covered, entries, asc
+    def __init__(self, rev: int, built_at: float, covered: int, asc: list, scores: dict,
+                 covers: Optional[dict] = None, summaries: Optional[dict] = None) -> None:
+        self.rev, self.built_at, self.covered, self.asc, self.scores = rev, built_at, covered, asc, scores
+        self.covers = covers if covers is not None else {}
+        self.summaries = summaries if summaries is not None else {}
 
-    def coverage(self, conv: bytes) -> int:
-        entry = self.entries.get(conv)
-        return self.covered if entry is None else entry.covered
+    def coverage(self, conv) -> int:
+        return self.covers.get(conv, self.covered)
 
-    def page(self, after: Optional[tuple[int, bytes]], limit: int) -> tuple[list[bytes], Optional[tuple[int, bytes]]]:
+    def page(self, after: Optional[tuple[int, bytes]], limit: int) -> tuple[list, Optional[tuple[int, bytes]]]:
         """Newest first: up to `limit` conversations strictly below the keyset cursor
-        `after` = (score, conversation_id) (None = from the top); returns them and the
-        cursor of the next page (None when this page reaches the end)."""
+        `after` = (score, conv) (None = from the top); returns them and the cursor of
+        the next page (None when this page reaches the end)."""
         hi = len(self.asc) if after is None else bisect.bisect_left(self.asc, after)
         lo = max(0, hi - limit)
         rows = self.asc[lo:hi]
@@ -76,13 +69,21 @@ class Snapshot:
         return [c for _, c in rows], (rows[-1] if lo > 0 and rows else None)
 
     def updated(self, rev: int, upto: int, scores: dict) -> "Snapshot":
-        """A copy with the conversations in `scores` (conv -> score | None) re-read at
-        mark number `upto`: new entries without summaries, re-sorted."""
-        entries = dict(self.entries)
-        old_keys = [(e.score, c) for c in scores if (e := entries.get(c)) is not None and e.score is not None]
+        """A copy with the conversations in `scores` (conv -> score | None = absent)
+        re-read at mark number `upto`: their summaries dropped, re-sorted."""
+        new_scores = dict(self.scores)
+        covers = dict(self.covers)
+        summaries = dict(self.summaries)
+        old_keys = [(self.scores[c], c) for c in scores if c in self.scores]
+        new_keys = []
         for conv, score in scores.items():
-            entries[conv] = Entry(None if score is None else int(score), upto)
-        new_keys = [(int(s), c) for c, s in scores.items() if s is not None]
+            covers[conv] = upto
+            summaries.pop(conv, None)
+            if score is None:
+                new_scores.pop(conv, None)
+            else:
+                new_scores[conv] = int(score)
+                new_keys.append((int(score), conv))
         if len(scores) <= SMALL_UPDATE:
             asc = list(self.asc)
             for key in old_keys:
@@ -92,9 +93,8 @@ class Snapshot:
             for key in new_keys:
                 bisect.insort(asc, key)
         else:
-            changed = set(scores)
-            asc = sorted([k for k in self.asc if k[1] not in changed] + new_keys)
-        return Snapshot(rev, self.built_at, self.covered, entries, asc)
+            asc = sorted([k for k in self.asc if k[1] not in scores] + new_keys)
+        return Snapshot(rev, self.built_at, self.covered, asc, new_scores, covers, summaries)
 
 
 class _User:
@@ -175,10 +175,10 @@ class SnapshotCache:
         st.rebuilds.remove(start)
         self._prune(user, st)
 
-    def install_rebuild(self, user, start: int, rows: Iterable[tuple[bytes, int]]) -> Snapshot:
-        """Install the conversation set read after `start` (rows = (conv, score)) unless a
-        live snapshot already covers at least as much (loss mode 3); returns the snapshot
-        now installed."""
+    def install_rebuild(self, user, start: int, asc: list) -> Snapshot:
+        """Install the conversation set read after `start` — `asc` = [(score, conv)]
+        ascending by (score, conv), as ZRANGE returns it — unless a live snapshot already
+        covers at least as much (loss mode 3); returns the snapshot now installed."""
         st = self._users[user]
         st.rebuilds.remove(start)
         live = st.snap
@@ -188,13 +188,7 @@ class SnapshotCache:
             self.yielded += 1
             self._prune(user, st)
             return live
-        entries = {}
-        asc = []
-        for conv, score in rows:
-            entries[conv] = Entry(int(score), start)
-            asc.append((int(score), conv))
-        asc.sort()
-        st.snap = Snapshot(next(self._revs), self._clock(), start, entries, asc)
+        st.snap = Snapshot(next(self._revs), self._clock(), start, asc, {c: s for s, c in asc})
         self.rebuilt += 1
         self._prune(user, st)
         return st.snap

@@ -76,7 +76,7 @@ class SessionNode:
 
     def _marked(self, regs: list[Registration]) -> None:
         for r in regs:
-            self.cache.mark((r.tenant, r.user), r.conversation_id)
+            self.cache.mark((r.tenant, r.user), r.conversation_id.hex().encode())  # the convs member
 
     def _send_devices(self, tenant: int, user: int, exclude_device: int, opcode: int, body: bytes) -> None:
         frames = internal_pb2.DeviceFrames(tenant_id=tenant.to_bytes(16, "big"), user_id=user,

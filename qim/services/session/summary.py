@@ -9,9 +9,9 @@ Unread, the single definition, never accumulated on the write path:
 with base = max(read_conversation_seq, lo); exact while head.seq − base ≤ 200
 (UNREAD_EXACT_WINDOW), else unread = 200 and unread_exact = false. Never latest − read.
 
-Reads per page, pipelined, whatever the page size: (1) read positions, peers, group
-intervals and ids; (2) each conversation's head index entry; (3) the exact windows and
-the head records; (4) the window records not fetched yet (skipped when none). Any
+Reads per page: three pipelined round trips whatever the page size: (1) read
+positions, peers, group intervals and ids; (2) per conversation the head index entry
+and the index entries above the base (at most 201); (3) every record needed. Any
 missing or corrupt input raises PageError: the page fails, never a silent zero.
 """
 
@@ -23,6 +23,7 @@ from google.protobuf.message import DecodeError
 
 from qim._core import ids
 from qim.consts import CONVERSATION_KIND_GROUP, MESSAGE_TYPE_CONTROL, UNREAD_EXACT_WINDOW
+from qim.infra.redis.client import int_score_pairs
 from qim.proto.v1 import history_pb2, message_pb2, session_pb2
 from qim.services.session.keys import peers_key, read_key
 from qim.services.writer.keys import CommitKeys
@@ -103,36 +104,30 @@ async def summarize(redis, tenant: int, user: int, convs: list[bytes]) -> dict[b
         if gid is None:
             raise PageError(f"group meta missing for {it.conv.hex()}")
         it.group_id, it.peer = int(gid), 0
-    async with redis.pipeline(transaction=False) as pipe:  # (2)
+    async with redis.pipeline(transaction=False) as pipe:  # (2) raw replies, see int_score_pairs
         for it in items:
-            pipe.zrevrangebyscore(it.keys.history(), "+inf" if it.hi is None else it.hi, f"({it.lo}",
-                                  start=0, num=1, withscores=True)
+            top = "+inf" if it.hi is None else it.hi
+            pipe.execute_command("ZREVRANGEBYSCORE", it.keys.history(), top, f"({it.lo}", "WITHSCORES", "LIMIT", 0, 1)
+            pipe.execute_command("ZREVRANGEBYSCORE", it.keys.history(), top, f"({it.base}", "WITHSCORES",
+                                 "LIMIT", 0, UNREAD_EXACT_WINDOW + 1)
         res = await pipe.execute()
-    for it, rows in zip(items, res):
-        if not rows:
+    for i, it in enumerate(items):
+        head = int_score_pairs(res[2 * i])
+        if not head:
             raise PageError(f"no visible message in {it.conv.hex()}")
-        it.head = (rows[0][0], int(rows[0][1]))
+        it.head = head[0]
         it.exact = it.head[1] - it.base <= UNREAD_EXACT_WINDOW
-    exact = [it for it in items if it.exact and it.head[1] > it.base]
+        if it.exact:  # then the window holds every message above the base (at most 200)
+            it.window = int_score_pairs(res[2 * i + 1])
+    wanted = {}
+    for it in items:
+        for mid, seq in [it.head] + it.window:
+            wanted.setdefault(mid, (it, seq))
     async with redis.pipeline(transaction=False) as pipe:  # (3)
-        for it in exact:
-            pipe.zrangebyscore(it.keys.history(), f"({it.base}", it.head[1], withscores=True)
-        for it in items:
-            pipe.get(it.keys.record(it.head[0]))
+        for mid, (it, _) in wanted.items():
+            pipe.get(it.keys.record(mid))
         res = await pipe.execute()
-    records: dict[bytes, message_pb2.MessageRecord] = {}
-    for it, rows in zip(exact, res):
-        it.window = [(mid, int(seq)) for mid, seq in rows]
-    for it, raw in zip(items, res[len(exact):]):
-        records[it.head[0]] = _record(raw, it.conv, *it.head)
-    missing = [(it, mid, seq) for it in exact for mid, seq in it.window if mid not in records]
-    if missing:
-        async with redis.pipeline(transaction=False) as pipe:  # (4)
-            for it, mid, _ in missing:
-                pipe.get(it.keys.record(mid))
-            res = await pipe.execute()
-        for (it, mid, seq), raw in zip(missing, res):
-            records[mid] = _record(raw, it.conv, mid, seq)
+    records = {mid: _record(raw, it.conv, mid, seq) for (mid, (it, seq)), raw in zip(wanted.items(), res)}
     out = {}
     for it in items:
         head = records[it.head[0]]
