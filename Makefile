@@ -56,3 +56,9 @@ proto: install
 
 clean: down
 	rm -rf build $(VENV) .qim qim/_core/*.c qim/_core/*.so
+
+# T-HEAVY: one user with 5000 conversations built through the real write path; first
+# session-list page cold (snapshot rebuild included) and warm. Private engines and stack.
+.PHONY: bench-sessions
+bench-sessions: install
+	$(BIN)/python benches/bench_sessions.py

@@ -14,7 +14,6 @@ import pytest
 
 from qim._core._pure import eventgroup as pure_eg
 from qim._core._pure import ids as pure_ids
-from qim._core._pure import mailbox_seq as pure_seq
 from qim._core._pure import watermark as pure_wm
 from qim._core.types import MailboxEvent
 

@@ -4,8 +4,9 @@
 Slice-by-16: the reflected zlib polynomial 0xEDB88320 expanded into 16 tables of 256
 entries, so the 16 lookups for one header are independent instead of zlib's
 byte-serial loop for short inputs. The initial ~0 folds into the first four bytes.
-qim_crc_init() fills the tables (call once at import, then compare with zlib.crc32);
-the tables are static, so every module that cimports this has its own copy.
+crc_ready() fills the tables and checks them against zlib.crc32 (call it once at
+import: ImportError on a mismatch); the tables are static, so every module that
+cimports this has its own copy.
 """
 
 from libc.stdint cimport uint32_t
@@ -40,3 +41,15 @@ cdef extern from *:
     """
     void qim_crc_init() noexcept nogil
     uint32_t qim_header_crc(const unsigned char* p) noexcept nogil
+
+
+cdef inline int crc_ready() except -1:
+    """Fill the tables, then prove qim_header_crc equals zlib.crc32 on 64 probes."""
+    import zlib
+    cdef bytes probe
+    qim_crc_init()
+    for seed in range(64):
+        probe = bytes([(seed * 37 + i * 101) & 0xFF for i in range(16)])
+        if qim_header_crc(<const unsigned char*>probe) != zlib.crc32(probe):
+            raise ImportError("qim._core: header CRC table disagrees with zlib.crc32")
+    return 0

@@ -29,14 +29,13 @@ from libc.string cimport memcpy
 from qim._core.bytesio cimport (
     as_bytes, bptr, check_u64, load_be16, load_be32, store_be16, store_be32,
 )
-from qim._core.crc cimport qim_crc_init, qim_header_crc
+from qim._core.crc cimport crc_ready, qim_header_crc
 from qim._core.limits cimport (
     QIM_CHUNK_MAX, QIM_FLAG_COMPRESSED, QIM_FLAG_MORE, QIM_FLAGS_KNOWN, QIM_FRAME_HEADER_LEN,
     QIM_FRAME_MAGIC, QIM_FRAME_VERSION, QIM_MAX_FRAME_BODY, check_consts,
 )
 
 import threading
-import zlib
 
 import zstandard
 
@@ -47,12 +46,7 @@ from qim.errors import (
 
 check_consts()  # import-time guard against a stale build
 
-qim_crc_init()
-for _seed in range(64):  # the table CRC must equal zlib's, or the module is unusable
-    _probe = bytes((_seed * 37 + _i * 101) & 0xFF for _i in range(16))
-    if qim_header_crc(bptr(_probe)) != zlib.crc32(_probe):
-        raise ImportError("qim._core.frame: header CRC table disagrees with zlib.crc32")
-del _seed, _probe
+crc_ready()  # header CRC tables built and checked against zlib.crc32
 
 ZSTD_LEVEL = 3
 cdef object _tls = threading.local()  # zstd contexts are not safe for concurrent use
@@ -290,7 +284,10 @@ cdef class FrameDecoder:
         cdef bint more = (h.flags & QIM_FLAG_MORE) != 0
         cdef Py_ssize_t blen = h.body_len, have
         cdef _Partial part
-        found = self._partials.get(key) if self._partials else None  # usual: nothing open
+        found = pykey = None  # the int key object is made once, and only when needed
+        if self._partials:  # usual: nothing open
+            pykey = key
+            found = self._partials.get(pykey)
         if found is None:
             if h.index != 0:
                 raise ChunkOrder(f"frame ({h.opcode}, {h.request_id}) starts at chunk {h.index}")
@@ -303,7 +300,7 @@ cdef class FrameDecoder:
                 part.next_index = 1
                 part.compressed = compressed
                 part.data = PyByteArray_FromStringAndSize(<const char*>body, blen)
-                self._partials[key] = part
+                self._partials[key if pykey is None else pykey] = part
                 self._partial_bytes += blen
             else:
                 out.append((self._opcode(h.opcode), h.request_id, self._finish(
@@ -323,7 +320,7 @@ cdef class FrameDecoder:
         part.next_index += 1
         self._partial_bytes += blen
         if not more:
-            del self._partials[key]
+            del self._partials[pykey]
             self._partial_bytes -= have + blen
             out.append((self._opcode(h.opcode), h.request_id, self._finish(compressed, part.data)))
         return 0

@@ -20,6 +20,25 @@ from tests.e2e.rawclient import RawClient, wait_for_entries
 
 
 
+def outbox_values(bootstrap: str, message_id: bytes) -> list[bytes]:
+    """Every Outbox record keyed by message_id, read from offset 0 to the end."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "t-" + os.urandom(4).hex(),
+                         "enable.partition.eof": True})
+    consumer.assign([TopicPartition(OUTBOX_TOPIC, 0, 0)])
+    out = []
+    try:
+        while True:
+            m = consumer.poll(5.0)
+            assert m is not None, "outbox read stalled"
+            if m.error() is not None:
+                assert m.error().code() == -191, m.error()  # _PARTITION_EOF: done
+                return out
+            if m.key() == message_id:
+                out.append(m.value())
+    finally:
+        consumer.close()
+
+
 def users(n: int) -> list[int]:
     base = random.getrandbits(40) + 1
     return [base + i for i in range(n)]
@@ -60,15 +79,9 @@ async def test_ack_only_after_commit_and_outbox(stack, engines):
     state = r.hgetall(keys.commit(a_id, ack.client_message_id))
     assert state[b"st"] == b"COMMITTED" and state[b"mid"] == ack.message_id
     assert r.pttl(keys.commit(a_id, ack.client_message_id)) > 0  # helper state expires (2 h)
-    consumer = Consumer({"bootstrap.servers": engines.kafka_bootstrap, "group.id": "t-" + os.urandom(4).hex()})
-    consumer.assign([TopicPartition(OUTBOX_TOPIC, 0, 0)])
     found = None
-    for _ in range(200):
-        m = consumer.poll(0.2)
-        if m is not None and m.error() is None and m.key() == ack.message_id:
-            found = internal_pb2.OutboxRecord.FromString(m.value())
-            break
-    consumer.close()
+    for value in outbox_values(engines.kafka_bootstrap, ack.message_id):
+        found = internal_pb2.OutboxRecord.FromString(value)
     assert found is not None and found.record.body == b"durable"
     assert sorted(found.recipients) == sorted([a_id, b_id])
     await a.close()

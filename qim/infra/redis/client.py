@@ -108,11 +108,12 @@ class ScriptError(Exception):
         return str(self).split()[0]
 
 
-def int_score_pairs(reply: list) -> list[tuple[bytes, int]]:
+def int_score_pairs(reply: list, swap: bool = False) -> list[tuple]:
     """[(member, int score)] from a raw WITHSCORES reply of `execute_command`, RESP3
     (nested [member, double]) or RESP2 (flat member, score bytes). The raw reply skips
     redis-py's per-pair Python callback (~5 µs a member); scores must be integers
-    below 2^53 (conversation_seq, created_at_ms)."""
+    below 2^53 (conversation_seq, created_at_ms). `swap`: [(int score, member)]."""
     if reply and isinstance(reply[0], list):
-        return [(m, int(s)) for m, s in reply]
-    return [(reply[i], int(float(reply[i + 1]))) for i in range(0, len(reply), 2)]
+        return [(int(s), m) for m, s in reply] if swap else [(m, int(s)) for m, s in reply]
+    pairs = [(reply[i], int(float(reply[i + 1]))) for i in range(0, len(reply), 2)]
+    return [(s, m) for m, s in pairs] if swap else pairs

@@ -148,5 +148,9 @@ class ProjectionIntake:
                 INTAKE_DROPPED.labels(reason="redis").inc(len(batch))
                 logger.warning("low-latency projection of %d messages dropped: %s", len(batch), exc)
                 continue
+            except Exception:  # noqa: BLE001 — this loop must outlive a bug; the durable path recovers
+                INTAKE_DROPPED.labels(reason="error").inc(len(batch))
+                logger.exception("low-latency projection of %d messages failed", len(batch))
+                continue
             REGISTRATIONS.labels(path="lowlatency").inc(len(regs))
             self._on_registered(regs)
