@@ -11,8 +11,6 @@ PYTEST_ARGS ?=
 .PHONY: install engines up demo down test test-pure bench wheel proto clean
 
 $(STAMP): pyproject.toml setup.py $(CORE_SRC)
-	@# the frame codec links zlib's C crc32; Debian keeps the header in zlib1g-dev
-	test -f /usr/include/zlib.h || (apt-get update -qq && apt-get install -y -qq zlib1g-dev)
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "Cython>=3.0,<4" "setuptools>=68" wheel

@@ -56,3 +56,7 @@ def core(impl: str) -> Callable[[str], ModuleType]:
             return importlib.import_module(f"qim._core._pure.{name}")
         return _compiled(name)
     return load
+
+# bench_sessions.py is a standalone script (`make bench-sessions`) with its own real stack,
+# not a pytest-benchmark module: never collect it with the micro-benches.
+collect_ignore = ["bench_sessions.py"]

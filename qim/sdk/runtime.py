@@ -27,6 +27,7 @@ from qim.errors import ErrorCode, QimError
 from qim.proto.v1 import mailbox_pb2, message_pb2
 from qim.protocol import Opcode
 from qim.sdk import events as ev
+from qim.sdk.rebuild import rebuild
 from qim.sdk.connection import PROBE_S, Connection
 from qim.sdk.events import ConnectionLost, Kicked, NotConnected, SendAck, SendTimeout, ServerError
 from qim.sdk.store import ApplyResult, LocalStore, PendingSend, Resolved, StoreError
@@ -293,9 +294,10 @@ class ClientRuntime:
         except ServerError as exc:
             if exc.code != ErrorCode.CURSOR_EXPIRED:
                 raise
-            # REBUILD phase one: a zero cursor never expires (DESIGN.md §5); history
-            # back-fill waits for PULL_HISTORY (issue 6).
-            await self.store.run(self.store.reset_cursor)
+            # REBUILD: session list → per-conversation history → cursor from 0 (DESIGN.md §9)
+            for result in await rebuild(self, lambda op, b: conn.request(op, b, self.send_timeout)):
+                self._after_apply(result)
+            self.stats["rebuilds"] = self.stats.get("rebuilds", 0) + 1
             self._emit(ev.CursorReset())
             return True
         if op != Opcode.MAILBOX_BATCH:

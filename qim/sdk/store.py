@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterable, Optional, TypeVar
 
 from qim._core import ids
 from qim.consts import U63_MAX
+from qim.proto.v1 import message_pb2
 from qim.protocol import EventType
 from qim.sdk.model import (ApplyResult, PendingSend, Resolved, StoredMessage, StoreError,  # noqa: F401
                            canonical_endpoint)
@@ -240,8 +241,12 @@ class LocalStore:
         inserted: list[StoredMessage] = []
         resolved: list[Resolved] = []
         for e in entries:
+            if e.event_type in (EventType.RECALL, EventType.DELETE):
+                # the CONTROL notice of a recall/delete: the local copy loses its body too
+                target = message_pb2.ControlEvent.FromString(bytes(e.body)).state_change.message_id
+                self._db.execute("UPDATE messages SET body = x'' WHERE message_id = ?", (target,))
             if e.event_type != EventType.MESSAGE:
-                continue  # RECALL/MEMBERSHIP/DELETE: not applied by this phase (cursor still moves)
+                continue  # MEMBERSHIP and the notices themselves are not stored as messages
             cmid = bytes(e.client_message_id) or None
             msg = StoredMessage(bytes(e.message_id), bytes(e.conversation_id), e.conversation_seq, e.sender_id,
                                 e.created_at_ms, int(e.message_type), bytes(e.custom_type), bytes(e.body),
