@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import os
 import secrets
 import sqlite3
@@ -34,12 +35,16 @@ import time
 from dataclasses import astuple
 from typing import Any, Callable, Iterable, Optional, TypeVar
 
+from google.protobuf.message import DecodeError
+
 from qim._core import ids
 from qim.consts import U63_MAX
 from qim.proto.v1 import message_pb2
 from qim.protocol import EventType
 from qim.sdk.model import (ApplyResult, PendingSend, Resolved, StoredMessage, StoreError,  # noqa: F401
                            canonical_endpoint)
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 SCHEMA_VERSION = 1
@@ -243,7 +248,12 @@ class LocalStore:
         for e in entries:
             if e.event_type in (EventType.RECALL, EventType.DELETE):
                 # the CONTROL notice of a recall/delete: the local copy loses its body too
-                target = message_pb2.ControlEvent.FromString(bytes(e.body)).state_change.message_id
+                try:
+                    target = message_pb2.ControlEvent.FromString(bytes(e.body)).state_change.message_id
+                except DecodeError:
+                    # a server bug must not wedge the cursor on this entry forever
+                    logger.warning("unreadable recall/delete notice at mailbox_seq %d", e.mailbox_seq)
+                    target = b""
                 self._db.execute("UPDATE messages SET body = x'' WHERE message_id = ?", (target,))
             if e.event_type != EventType.MESSAGE:
                 continue  # MEMBERSHIP and the notices themselves are not stored as messages

@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from qim._core import ids
-from qim.proto.v1 import mailbox_pb2
+from qim.proto.v1 import mailbox_pb2, message_pb2
 from qim.sdk import store as store_mod
 from qim.sdk.store import ACKED, COMMITTED, PENDING, LocalStore, Resolved, StoreError
 
@@ -165,8 +165,19 @@ def test_pending_resolved_only_by_own_entry(path):
 
 def test_non_message_events_move_cursor_only(path):
     s = LocalStore.open(path, TENANT, ME)
-    r = s.apply_mailbox_batch([entry(10, 1, event_type=2)], 10, 3, 1)
+    r = s.apply_mailbox_batch([entry(10, 1, event_type=3)], 10, 3, 1)  # MEMBERSHIP
     assert r.inserted == [] and s.cursor() == (3, 1, 10) and s.messages() == []
+
+
+def test_recall_notice_clears_the_local_body_and_a_garbled_one_changes_nothing(path):
+    s = LocalStore.open(path, TENANT, ME)
+    s.apply_mailbox_batch([entry(10, 1), entry(11, 2)], 11, 3, 1)
+    notice = message_pb2.ControlEvent(state_change=message_pb2.MessageStateChange(
+        message_id=(1).to_bytes(16, "big"), state=message_pb2.MESSAGE_STATE_RECALLED)).SerializeToString()
+    r = s.apply_mailbox_batch([entry(12, 3, event_type=2, body=notice), entry(13, 4, event_type=4, body=b"\xff")],
+                              13, 3, 1)
+    assert r.inserted == [] and s.cursor() == (3, 1, 13)
+    assert [m.body for m in s.messages()] == [b"", b"body 2"]
 
 
 def test_memory_store_when_asked():
