@@ -174,6 +174,7 @@ class GatewayConfig:
     token_secret: bytes
     inflight_limit: int
     max_body: int
+    auth_timeout_s: float
 
     @classmethod
     def from_env(cls, env: Env) -> "GatewayConfig":
@@ -188,6 +189,7 @@ class GatewayConfig:
             token_secret=env.str("QIM_DEV_TOKEN_SECRET").encode(),
             inflight_limit=env.int("QIM_WRITER_REQUEST_INFLIGHT_LIMIT", WRITER_INFLIGHT_DEFAULT, 1, WRITER_INFLIGHT_MAX),
             max_body=env.int("QIM_MAX_MESSAGE_BODY", MAX_MESSAGE_BODY, 1, MAX_MESSAGE_BODY),
+            auth_timeout_s=env.int("QIM_AUTH_TIMEOUT_MS", 10_000, 100, 600_000) / 1000,
         )
 
 

@@ -71,6 +71,7 @@ HISTORY_PAGE_MAX_BYTES = 512 * 1024
 HISTORY_PAGE_DEFAULT_LIMIT = 50
 HISTORY_PAGE_MAX_LIMIT = 200
 UNREAD_EXACT_WINDOW = 200
+SESSION_HEAD_BODY_MAX = 4096  # larger head bodies are left out of SESSION_LIST_BATCH
 
 # --- session list (DESIGN.md §6, §11; seed 000 会话列表) ------------------------------
 SESSION_SNAPSHOT_TTL_MS = 5 * 60 * 1000

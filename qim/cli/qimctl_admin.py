@@ -17,6 +17,7 @@ import asyncio
 import os
 import sys
 
+from qim.consts import U63_MAX
 from qim.errors import ConfigError, RequestError
 from qim.net.rpc import RpcClient, parse_error
 from qim.proto.v1 import group_pb2, internal_pb2, message_pb2
@@ -66,8 +67,8 @@ def build_request(args: argparse.Namespace) -> internal_pb2.AdminRequest:
     request_id = _hex16(args.request_id, "--request-id") if args.request_id else os.urandom(16)
     req = internal_pb2.AdminRequest(tenant_id=args.tenant.to_bytes(16, "big"))
     if args.command == "membership":
-        if not 0 < args.group < 1 << 64 or any(not 0 < u < 1 << 64 for u in args.user):
-            raise ConfigError("--group and --user must be non-zero u64")
+        if not 0 < args.group <= U63_MAX or any(not 0 < u <= U63_MAX for u in args.user):
+            raise ConfigError("--group and --user must be non-zero with bit 63 clear")
         edit = req.membership
         edit.group_id, edit.request_id = args.group, request_id
         (edit.add if args.action == "add" else edit.remove).extend(args.user)

@@ -24,6 +24,7 @@ READ_SIZE = 256 * 1024
 # Above this many queued bytes the writer awaits drain(); it is the per-connection
 # socket back-pressure point.
 WRITE_HIGH_WATER = 1024 * 1024
+MAX_OPEN_MULTI = 8  # multi-chunk frames interleaved at once (receivers allow 16 open)
 
 
 class StreamClosed(ConnectionError):
@@ -46,11 +47,14 @@ class FramedStream:
         self._writer = writer
         self._decoder = frame_codec.FrameDecoder(max_frame)
         self._ready: Deque[tuple[int, int, bytes]] = collections.deque()
-        # Round-robin of active frames; a frame whose (opcode, request_id) key is already
-        # active waits in _held so two frames with one key never interleave.
-        self._frames: Deque[tuple[tuple[int, int], Iterator[bytes]]] = collections.deque()
+        # Round-robin of active frames. A frame waits in _pending while a frame with its
+        # (opcode, request_id) key is active (two frames with one key never interleave)
+        # or while MAX_OPEN_MULTI multi-chunk frames are open (every receiver refuses more
+        # than 16 open reassemblies and would drop the whole connection).
+        self._frames: Deque[tuple[tuple[int, int], Iterator[bytes], bool]] = collections.deque()
         self._active: set[tuple[int, int]] = set()
-        self._held: dict[tuple[int, int], Deque[Iterator[bytes]]] = {}
+        self._pending: Deque[tuple[tuple[int, int], list[bytes]]] = collections.deque()
+        self._open_multi = 0
         self._wakeup = asyncio.Event()
         self._closed = False
         self.queued_bytes = 0
@@ -85,13 +89,24 @@ class FramedStream:
             raise StreamClosed("stream is closed")
         chunks = frame_codec.encode_frame(opcode, request_id, body, compress, STREAM_WRITE_CHUNK_BYTES)
         self.queued_bytes += sum(len(c) for c in chunks)
-        key = (opcode, request_id)
-        if key in self._active:
-            self._held.setdefault(key, collections.deque()).append(iter(chunks))
-        else:
-            self._active.add(key)
-            self._frames.append((key, iter(chunks)))
+        self._pending.append(((opcode, request_id), chunks))
+        self._activate()
         self._wakeup.set()
+
+    def _activate(self) -> None:
+        """Move pending frames into the round-robin, in arrival order per key."""
+        blocked: set[tuple[int, int]] = set()
+        keep: Deque = collections.deque()
+        for key, chunks in self._pending:
+            multi = len(chunks) > 1
+            if key in self._active or key in blocked or (multi and self._open_multi >= MAX_OPEN_MULTI):
+                blocked.add(key)
+                keep.append((key, chunks))
+                continue
+            self._active.add(key)
+            self._open_multi += multi
+            self._frames.append((key, iter(chunks), multi))
+        self._pending = keep
 
     async def _write_loop(self) -> None:
         try:
@@ -102,18 +117,15 @@ class FramedStream:
                     self._wakeup.clear()
                     await self._wakeup.wait()
                     continue
-                key, frame_chunks = self._frames.popleft()
+                key, frame_chunks, multi = self._frames.popleft()
                 chunk = next(frame_chunks, None)
                 if chunk is None:
-                    held = self._held.get(key)
-                    if held:
-                        self._frames.append((key, held.popleft()))
-                        if not held:
-                            del self._held[key]
-                    else:
-                        self._active.discard(key)
+                    self._active.discard(key)
+                    self._open_multi -= multi
+                    if self._pending:
+                        self._activate()
                     continue
-                self._frames.append((key, frame_chunks))
+                self._frames.append((key, frame_chunks, multi))
                 self._writer.write(chunk)
                 self.queued_bytes -= len(chunk)
                 if self._writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER:
@@ -124,12 +136,18 @@ class FramedStream:
         finally:
             self._closed = True
             self._frames.clear()
-            self._held.clear()
+            self._pending.clear()
             self._writer.close()
+
+    async def wait_writable(self, limit: int) -> None:
+        """Wait while more than `limit` bytes are queued (a reader's back-pressure point:
+        stop reading requests from a peer that does not read its replies)."""
+        while self.queued_bytes > limit and not self._closed:
+            await asyncio.sleep(0.005)
 
     async def flush(self) -> None:
         """Wait until every queued frame was handed to the socket."""
-        while self._frames and not self._writer_task.done():
+        while (self._frames or self._pending) and not self._writer_task.done():
             await asyncio.sleep(0.001)
         if not self._writer.is_closing():
             try:
@@ -146,6 +164,7 @@ class FramedStream:
         """Close at once, dropping queued frames (used on frame faults and kills)."""
         self._closed = True
         self._frames.clear()
+        self._pending.clear()
         self._wakeup.set()
         transport = self._writer.transport
         if transport is not None:

@@ -20,6 +20,7 @@ from qim.protocol import Opcode
 logger = logging.getLogger(__name__)
 
 Handler = Callable[[int, bytes], Awaitable[tuple[int, bytes]]]
+REPLY_BACKLOG_BYTES = 32 * 1024 * 1024
 
 
 def error_body(code: ErrorCode, message: str, request_opcode: int = 0) -> bytes:
@@ -154,6 +155,7 @@ async def serve_rpc(host: str, port: int, handler: Handler, inflight_limit: int,
 
         try:
             while True:
+                await stream.wait_writable(REPLY_BACKLOG_BYTES)  # a peer not reading replies is not read
                 item = await stream.read_frame()
                 if item is None:
                     break

@@ -49,7 +49,6 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 SCHEMA_VERSION = 1
 ORDINAL_BLOCK = 64
-U64_MAX = (1 << 64) - 1
 PENDING, ACKED, COMMITTED, FAILED = "pending", "acked", "committed", "failed"
 
 _SCHEMA = """
@@ -117,7 +116,7 @@ class LocalStore:
         """Open or create the store. A new store takes `device_id` or a random non-zero
         63-bit one; an existing store must match tenant/user (and device_id if given),
         else StoreError."""
-        if not (0 < user_id <= U64_MAX) or not (0 <= tenant < 1 << 128):
+        if not (0 < user_id <= U63_MAX) or not (0 <= tenant < 1 << 128):
             raise StoreError("tenant must be u128 and user_id a non-zero u64")
         if path != ":memory:":
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -14,10 +14,12 @@ from qim.dev.stack import stack_up
 from qim.dev.testing import running_stack
 from qim.errors import EngineError
 
+AUTH_TIMEOUT_MS = 2000  # the session stack's gateway closes silent unauthenticated connections fast
+
 
 def _up(path, env):
     try:
-        return stack_up(path, env, die_with_parent=True), None
+        return stack_up(path, env, die_with_parent=True, extra_env={"QIM_AUTH_TIMEOUT_MS": str(AUTH_TIMEOUT_MS)}), None
     except EngineError as exc:
         return None, str(exc)
 

@@ -46,11 +46,13 @@ async def closed_after(stack, raw: bytes, authenticate: bool = True) -> bool:
         item = await asyncio.wait_for(reader_stream.read_frame(), 5)
         return item is None
     reader, writer = await asyncio.open_connection(*parse_addr(stack.gateway_addr))
+    started = asyncio.get_running_loop().time()
     writer.write(raw)
     writer.write_eof()
     data = await asyncio.wait_for(reader.read(), 5)
     writer.close()
-    return data == b""
+    # closed by the fault itself, not by the unauthenticated-connection timeout (2 s here)
+    return data == b"" and asyncio.get_running_loop().time() - started < 1.5
 
 
 FRAME_FAULTS = {
@@ -155,3 +157,27 @@ async def test_other_clients_are_served_after_faults(stack):
     op, _ = await a.send_text(USER_B + 10, b"after the storm")
     assert op == Opcode.SEND_ACK
     await a.close()
+
+
+async def test_request_id_zero_is_refused_and_cursors_ahead_of_the_mailbox_too(stack):
+    client = await RawClient.login(stack, USER_A, device=4)
+    client.stream.send(Opcode.PING, 0, b"")  # 0 marks server frames
+    op, rid, body = await asyncio.wait_for(client.stream.read_frame(), 5)
+    assert (op, rid) == (Opcode.ERROR, 0)
+    from qim._core import mailbox_seq
+    from qim.proto.v1 import mailbox_pb2
+
+    op, err = await client.request(Opcode.PULL_MAILBOX, mailbox_pb2.PullMailbox(
+        cursor=mailbox_seq.compose(1, (1 << 48) - 1)).SerializeToString())
+    assert op == Opcode.ERROR and err.code == ErrorCode.INVALID_ARGUMENT
+    await client.close()
+
+
+async def test_a_connection_that_never_authenticates_is_closed(stack):
+    from tests.e2e.conftest import AUTH_TIMEOUT_MS
+
+    reader, writer = await asyncio.open_connection(*parse_addr(stack.gateway_addr))
+    started = asyncio.get_running_loop().time()
+    data = await asyncio.wait_for(reader.read(), AUTH_TIMEOUT_MS / 1000 + 5)
+    assert data == b"" and asyncio.get_running_loop().time() - started >= AUTH_TIMEOUT_MS / 1000 * 0.9
+    writer.close()

@@ -10,16 +10,16 @@ from __future__ import annotations
 import hashlib
 import hmac
 
+from qim.consts import U63_MAX
 from qim.errors import ErrorCode, RequestError
 
 PREFIX = "dev1"
-U64_MAX = (1 << 64) - 1
 
 
 def issue_dev_token(secret: bytes, tenant: int, user_id: int, device_id: int) -> str:
     """A token for (tenant u128, user u64 > 0, device u64 > 0). ValueError on bad ids."""
-    if not (0 <= tenant < 1 << 128) or not (0 < user_id <= U64_MAX) or not (0 < device_id <= U64_MAX):
-        raise ValueError("tenant must be u128, user_id and device_id non-zero u64")
+    if not (0 <= tenant < 1 << 128) or not (0 < user_id <= U63_MAX) or not (0 < device_id <= U63_MAX):
+        raise ValueError("tenant must be u128, user_id and device_id non-zero with bit 63 clear")
     payload = f"{PREFIX}.{tenant:032x}.{user_id}.{device_id}"
     mac = hmac.new(secret, payload.encode(), hashlib.sha256).hexdigest()
     return f"{payload}.{mac}"
@@ -39,6 +39,7 @@ def verify_dev_token(secret: bytes, token: str) -> tuple[int, int, int]:
         tenant, user_id, device_id = int(parts[1], 16), int(parts[2]), int(parts[3])
     except ValueError:
         raise fail from None
-    if len(parts[1]) != 32 or not (0 < user_id <= U64_MAX) or not (0 < device_id <= U64_MAX):
+    # ids reach CQL bigint and the event codec: bit 63 must be clear (DESIGN.md §3)
+    if len(parts[1]) != 32 or not (0 < user_id <= U63_MAX) or not (0 < device_id <= U63_MAX):
         raise fail
     return tenant, user_id, device_id

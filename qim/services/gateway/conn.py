@@ -31,6 +31,8 @@ FRAME_FAULTS = Counter("qim_gateway_frame_faults", "Connections closed for a fra
 REQUEST_ERRORS = Counter("qim_gateway_request_errors", "ERROR frames sent", ["code"])
 REQUESTS = Counter("qim_gateway_requests", "Client requests received", ["opcode"])
 HEARTBEAT_S = 60
+REPLY_BACKLOG_BYTES = 8 * 1024 * 1024
+AUTH_TIMEOUTS = Counter("qim_gateway_auth_timeouts", "Connections closed for not authenticating in time")
 # Frozen but not served yet (chatrooms), and server-to-client opcodes sent upstream.
 RESERVED = {op.value for op in Opcode if (op >> 8) in (0x04, 0x05, 0x06, 0x0A)} - set(WRITER_OPS) - SESSION_OPS
 
@@ -64,14 +66,24 @@ class ClientConnection:
                                   device_id=self.device_id)
 
     async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        auth_deadline = loop.time() + self.gw.config.auth_timeout_s
         try:
             while True:
-                item = await self.stream.read_frame()
+                # a client that does not read its replies stops being read (back-pressure)
+                await self.stream.wait_writable(REPLY_BACKLOG_BYTES)
+                if self.user_id:
+                    item = await self.stream.read_frame()
+                else:  # an unauthenticated connection has QIM_AUTH_TIMEOUT_MS to authenticate
+                    item = await asyncio.wait_for(self.stream.read_frame(), max(0.0, auth_deadline - loop.time()))
                 if item is None:
                     break
                 opcode, request_id, body = item
                 REQUESTS.labels(opcode=f"0x{opcode:04x}").inc()
                 await self._permits.acquire()
+                if opcode == Opcode.AUTH:  # inline: the identity is known before the next read
+                    await self._serve(opcode, request_id, body)
+                    continue
                 task = asyncio.get_running_loop().create_task(self._serve(opcode, request_id, body))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
@@ -81,6 +93,9 @@ class ClientConnection:
             self.stream.abort()
         except (ConnectionError, OSError):
             pass
+        except asyncio.TimeoutError:
+            AUTH_TIMEOUTS.inc()
+            self.stream.abort()
         finally:
             for t in list(self._tasks):
                 t.cancel()
@@ -90,6 +105,9 @@ class ClientConnection:
 
     async def _serve(self, opcode: int, request_id: int, body: bytes) -> None:
         try:
+            if request_id == 0:
+                # 0 marks server-initiated frames: a reply with id 0 would look like a push
+                raise RequestError(ErrorCode.INVALID_ARGUMENT, "request_id 0 is reserved for server frames")
             reply_opcode, reply = await self._dispatch(opcode, body)
         except RequestError as exc:
             REQUEST_ERRORS.labels(code=exc.code.name).inc()

@@ -12,7 +12,7 @@ from typing import Callable
 from google.protobuf.message import DecodeError, Message
 
 from qim._core import ids
-from qim.consts import CONVERSATION_KIND_DIRECT, CONVERSATION_KIND_GROUP, GROUP_MAX_MEMBERS, ID_LEN
+from qim.consts import CONVERSATION_KIND_DIRECT, CONVERSATION_KIND_GROUP, GROUP_MAX_MEMBERS, ID_LEN, U63_MAX
 from qim.errors import ErrorCode, IdError, RequestError
 from qim.proto.v1 import group_pb2, history_pb2, message_pb2, session_pb2
 from qim.protocol import Opcode
@@ -45,8 +45,8 @@ def check_conversation(conversation_id: bytes) -> int:
 
 
 def check_group_id(group_id: int) -> None:
-    if not 0 < group_id < 1 << 64:
-        raise RequestError(ErrorCode.INVALID_ARGUMENT, "group_id must be a non-zero u64")
+    if not 0 < group_id <= U63_MAX:
+        raise RequestError(ErrorCode.INVALID_ARGUMENT, "group_id must be non-zero with bit 63 clear")
 
 
 def send_key(conn, body: bytes) -> bytes:
@@ -78,8 +78,8 @@ def create_group_key(conn, body: bytes) -> bytes:
     members = set(req.members) | {conn.user_id}
     if len(members) > GROUP_MAX_MEMBERS:
         raise RequestError(ErrorCode.PAYLOAD_TOO_LARGE, f"a group holds at most {GROUP_MAX_MEMBERS} members")
-    if any(not 0 < m < 1 << 64 for m in members):
-        raise RequestError(ErrorCode.INVALID_ARGUMENT, "member ids must be non-zero u64")
+    if any(not 0 < m <= U63_MAX for m in members):
+        raise RequestError(ErrorCode.INVALID_ARGUMENT, "member ids must be non-zero with bit 63 clear")
     return ids.conversation_id_group(conn.tenant, req.group_id)
 
 

@@ -133,9 +133,9 @@ class MailboxMaterializer:
             async with self._permit:
                 try:
                     await self._one(state, msg.offset(), msg.value())
-                except MailboxDirty as exc:
+                except Exception as exc:  # MailboxDirty, or any bug: stop the shard visibly, never silently
                     DIRTY.inc()
-                    state.dirty = f"offset {msg.offset()}: {exc}"
+                    state.dirty = f"offset {msg.offset()}: {exc.__class__.__name__}: {exc}"
                     state.queue.clear()
                     logger.error("mailbox shard %d stopped: %s", state.shard, state.dirty)
                     await self._consumer.pause(DISPATCH_TOPIC, [state.shard])

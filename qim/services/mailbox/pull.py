@@ -65,6 +65,9 @@ class MailboxPuller:
             if epoch != state.epoch:
                 raise RequestError(ErrorCode.INVALID_ARGUMENT, "cursor belongs to another shard epoch")
         visible = watermark.visible_offset(state.blob, lane)
+        if after > visible and q.cursor != 0:
+            # a cursor the mailbox never handed out: storing it would skip future entries
+            raise RequestError(ErrorCode.INVALID_ARGUMENT, "cursor is ahead of the mailbox watermark")
         max_entries = min(q.max_entries or MAILBOX_PAGE_MAX_ENTRIES, MAILBOX_PAGE_MAX_ENTRIES)
         max_bytes = min(q.max_bytes or MAILBOX_PAGE_MAX_BYTES, MAILBOX_PAGE_MAX_BYTES)
         try:
@@ -80,23 +83,37 @@ class MailboxPuller:
         except EngineError:
             raise RequestError(ErrorCode.UNAVAILABLE, "mailbox store unavailable") from None
         batch = mailbox_pb2.MailboxBatch(next_cursor=q.cursor, lane=lane, shard_epoch=state.epoch)
+        groups = [(mseq.from_bytes(m[:8]), eventgroup.unpack_group(m[8:]), len(m)) for m, _ in rows[:max_entries + 1]]
+        # The byte budget counts referenced bodies too (filled after the cut), so their
+        # stored sizes are read first: a page never exceeds the frame limit.
+        ref_sizes = await self._record_sizes(tenant, [ev for _, evs, _ in groups for ev in evs if ev.body is None])
         used = 0
         refs = []
-        for i, (member, _score) in enumerate(rows):
-            if i == max_entries or (i > 0 and used + len(member) > max_bytes):
+        for i, (seq, events, member_len) in enumerate(groups):
+            size = member_len + sum(ref_sizes.get(ev.message_id, 0) for ev in events if ev.body is None)
+            if i == max_entries or (i > 0 and used + size > max_bytes):
                 batch.has_more = True
                 break
-            seq = mseq.from_bytes(member[:8])
-            for ev in eventgroup.unpack_group(member[8:]):
+            for ev in events:
                 entry = batch.entries.add()
                 entry.CopyFrom(entry_pb(seq, ev))
                 if ev.body is None:
                     refs.append((entry, ev))
-            used += len(member)
+            used += size
             batch.next_cursor = seq
         if batch.entries:
             await self._fill_bodies(tenant, refs, [e for e in batch.entries if e.body])
         return batch
+
+    async def _record_sizes(self, tenant: int, events: list) -> dict[bytes, int]:
+        """message_id -> stored record size of referenced events (one pipelined STRLEN)."""
+        if not events:
+            return {}
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for ev in events:
+                pipe.strlen(CommitKeys(tenant, ev.conversation_id).record(ev.message_id))
+            sizes = await pipe.execute()
+        return {ev.message_id: n for ev, n in zip(events, sizes)}
 
     async def _fill_bodies(self, tenant: int, refs: list, inline: list) -> None:
         """One pipelined read per page: referenced records (their state is inside), and

@@ -22,10 +22,11 @@ from typing import Iterable, Optional
 from google.protobuf.message import DecodeError
 
 from qim._core import ids
-from qim.consts import CONVERSATION_KIND_GROUP, MESSAGE_TYPE_CONTROL, UNREAD_EXACT_WINDOW
+from qim.consts import CONVERSATION_KIND_GROUP, MESSAGE_TYPE_CONTROL, SESSION_HEAD_BODY_MAX, UNREAD_EXACT_WINDOW
 from qim.infra.redis.client import int_score_pairs
 from qim.proto.v1 import history_pb2, message_pb2, session_pb2
 from qim.services.session.keys import peers_key, read_key
+from qim.services.writer.history import history_item
 from qim.services.writer.keys import CommitKeys
 
 NORMAL = message_pb2.MESSAGE_STATE_NORMAL
@@ -43,13 +44,9 @@ def count_unread(records: Iterable[message_pb2.MessageRecord], user: int, base: 
 
 
 def head_item(rec: message_pb2.MessageRecord, user: int) -> history_pb2.HistoryItem:
-    """History form of the head; recalled/deleted: no body; cmid only on the user's own."""
-    included = rec.state == NORMAL
-    return history_pb2.HistoryItem(
-        message_id=rec.message_id, conversation_seq=rec.conversation_seq, sender_id=rec.sender_id,
-        created_at_ms=rec.created_at_ms, message_type=rec.message_type, custom_type=rec.custom_type,
-        body=rec.body if included else b"", body_included=included, state=rec.state,
-        client_message_id=rec.client_message_id if rec.sender_id == user else b"")
+    """History form of the head; its body only up to SESSION_HEAD_BODY_MAX, so a page of
+    heads stays far below the 4 MiB frame limit (DESIGN.md §4)."""
+    return history_item(rec, user, SESSION_HEAD_BODY_MAX)
 
 
 def parse_interval(raw: Optional[bytes], conv: bytes) -> tuple[int, Optional[int]]:

@@ -125,6 +125,10 @@ class Groups:
             [keys.group_meta(), keys.group_members(), keys.group_snapshot(version)],
             [op, "" if op == "create" else state.version, actor.user_id, pack_members(after), len(after),
              SNAPSHOT_TTL_S, group_id, *items])
+        if ack.message_id != record.message_id:
+            # a replay: answer with the version that change produced, read from its own record
+            stored = message_pb2.MessageRecord.FromString(await self._redis.get(keys.record(ack.message_id)) or b"")
+            version = message_pb2.ControlEvent.FromString(stored.body).membership.membership_version
         return group_pb2.GroupOk(conversation_id=conv, membership_version=version, conversation_seq=ack.conversation_seq)
 
     async def create(self, actor: internal_pb2.Actor, tenant: int, req: group_pb2.CreateGroup) -> group_pb2.GroupOk:

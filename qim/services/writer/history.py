@@ -10,6 +10,8 @@ existing messages (docs/decisions/0005-groups-history.md).
 
 from __future__ import annotations
 
+from typing import Optional
+
 from google.protobuf.message import DecodeError
 
 from qim.consts import HISTORY_PAGE_DEFAULT_LIMIT, HISTORY_PAGE_MAX_BYTES, HISTORY_PAGE_MAX_LIMIT
@@ -21,9 +23,12 @@ from qim.services.writer.keys import CommitKeys
 ITEM_OVERHEAD = 96  # fixed fields of a HistoryItem on the wire, for the byte budget
 
 
-def history_item(rec: message_pb2.MessageRecord, actor_user: int) -> history_pb2.HistoryItem:
-    """Wire form of a stored record: recalled/deleted records carry no body."""
-    included = rec.state == message_pb2.MESSAGE_STATE_NORMAL
+def history_item(rec: message_pb2.MessageRecord, actor_user: int,
+                 body_limit: Optional[int] = None) -> history_pb2.HistoryItem:
+    """Wire form of a stored record: recalled/deleted records carry no body, and neither
+    does a body above `body_limit` (session heads: body_included false, the client reads
+    it from history). The actor's own messages carry their client_message_id."""
+    included = rec.state == message_pb2.MESSAGE_STATE_NORMAL and (body_limit is None or len(rec.body) <= body_limit)
     return history_pb2.HistoryItem(
         message_id=rec.message_id, conversation_seq=rec.conversation_seq, sender_id=rec.sender_id,
         created_at_ms=rec.created_at_ms, message_type=rec.message_type, custom_type=rec.custom_type,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from google.protobuf.message import DecodeError, Message
 
+from qim.consts import U63_MAX
 from qim.errors import ErrorCode, RequestError
 from qim.proto.v1 import group_pb2, history_pb2, internal_pb2, message_pb2
 from qim.protocol import Opcode
@@ -31,7 +32,7 @@ class WriterOps:
         self._moderation = moderation
 
     async def client(self, actor: internal_pb2.Actor, opcode: int, upstream: bytes) -> tuple[int, bytes]:
-        if len(actor.tenant_id) != 16 or actor.user_id == 0:
+        if len(actor.tenant_id) != 16 or not 0 < actor.user_id <= U63_MAX:
             raise RequestError(ErrorCode.UNAUTHENTICATED, "no authenticated actor")
         tenant = int.from_bytes(actor.tenant_id, "big")
         if opcode in (0, Opcode.SEND_MESSAGE):
