@@ -116,8 +116,10 @@ async def run(cfg: argparse.Namespace) -> int:
     padding = b"x" * max(0, cfg.size - 16)
     start = time.perf_counter()
     seg_start, n, rid = start, 0, 1
-    while (now := time.perf_counter()) - start < cfg.duration:
-        due = int((now - start) * cfg.rate) - n
+    total_due = round(cfg.rate * cfg.duration)
+    while n < total_due:
+        now = time.perf_counter()
+        due = min(total_due, int((now - start) * cfg.rate) + 1) - n
         for _ in range(due):
             i, rid = n % cfg.pairs, rid + 1
             body = struct.pack(">QQ", time.perf_counter_ns(), n) + padding
@@ -132,11 +134,17 @@ async def run(cfg: argparse.Namespace) -> int:
             print(seg.line(f"segment t={now - start:5.1f}s", cfg.rate, now - seg_start), flush=True)
             seg, seg_start = Stats(), now
         await asyncio.sleep(TICK_S)
-    deadline = time.perf_counter() + cfg.drain
+    send_end = time.perf_counter()
+    deadline = send_end + cfg.drain
     while pending and time.perf_counter() < deadline:
         await asyncio.sleep(0.05)
     await asyncio.sleep(0.5)  # late pushes
-    arrival = total.sent / (cfg.rate * cfg.duration)
+    now = time.perf_counter()
+    if seg.sent:  # the last (possibly partial) segment, with its replies drained
+        print(seg.line(f"segment t={now - start:5.1f}s", cfg.rate, max(1e-3, min(now, start + cfg.duration) - seg_start)),
+              flush=True)
+    # a generator that fell behind needed longer than the duration to send them all
+    arrival = total.sent / (cfg.rate * max(cfg.duration, send_end - start))
     print(f"loadgen: target_rate={cfg.rate} duration_s={cfg.duration} sent={total.sent} acked={total.acked} "
           f"errors={total.errors} arrival={arrival:.3f} push_coverage={total.pushed / max(1, total.sent):.3f} "
           f"ack_p99_ms={pct(total.ack_ms, 0.99):.1f} e2e_p99_ms={pct(total.e2e_ms, 0.99):.1f}", flush=True)

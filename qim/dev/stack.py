@@ -3,7 +3,8 @@ qim-gateway as separate processes against engines started by `qim-dev engines up
 
 Each service gets free loopback ports, its own log file under DIR/logs and its pid in
 DIR/stack.json; `down` stops exactly those pids. `up` waits until every /healthz
-answers 200 and writes DIR/stack.env (QIM_GATEWAY_ADDR, QIM_DEV_TOKEN_SECRET) for clients.
+answers 200 and writes DIR/stack.env: everything a client or admin command needs
+(gateway address, development token secret, writer addresses, engine addresses).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ def module_of(name: str) -> str:
     """Instance name -> entry module: "writer2" runs qim.app.writer."""
     return name.rstrip("0123456789")
 READY_TIMEOUT_S = 60.0
+# copied into stack.env so qim-loadgen and qimctl work after sourcing one file
+CLIENT_VARS = ("QIM_WRITER_ADDRS", "QIM_REDIS_ADDR", "QIM_KAFKA_BOOTSTRAP", "QIM_MAILBOX_SHARD_COUNT", "QIM_TENANT_ID")
 
 
 @dataclass
@@ -55,8 +58,9 @@ class Stack:
         (self.dir / "stack.json").write_text(json.dumps(
             {"env": self.env, "metrics": self.metrics, "pids": self.pids, "instance_env": self.instance_env},
             indent=2))
-        (self.dir / "stack.env").write_text(
-            f"QIM_GATEWAY_ADDR={self.gateway_addr}\nQIM_DEV_TOKEN_SECRET={self.token_secret}\n")
+        client_env = {"QIM_GATEWAY_ADDR": self.gateway_addr, "QIM_DEV_TOKEN_SECRET": self.token_secret}
+        client_env.update({k: self.env[k] for k in CLIENT_VARS if k in self.env})
+        (self.dir / "stack.env").write_text("".join(f"{k}={v}\n" for k, v in client_env.items()))
 
     @classmethod
     def load(cls, dir: Path) -> Optional["Stack"]:
@@ -153,6 +157,7 @@ class Stack:
         for name in reversed(self.names):
             self.stop_service(name)
         (self.dir / "stack.json").unlink(missing_ok=True)
+        (self.dir / "stack.env").unlink(missing_ok=True)  # a stale file would point at dead ports
 
 
 def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str, str]] = None,

@@ -46,5 +46,7 @@ def run(args: argparse.Namespace) -> int:
     for name in existing.names:
         status, body = existing.healthz(name)
         ok &= status == 200
-        print(f"{name:8} pid={existing.pids.get(name)} alive={existing.alive(name)} healthz={status} {body.strip()[:80]}")
+        listen = {**existing.env, **existing.instance_env.get(name, {})}.get(f"QIM_{name.rstrip('0123456789').upper()}_LISTEN", "-")
+        print(f"{name:8} pid={existing.pids.get(name)} alive={existing.alive(name)} listen={listen} "
+              f"metrics=http://{existing.metrics[name]} healthz={status} {body.strip()[:80]}")
     return 0 if ok else 1

@@ -145,7 +145,7 @@ class AsyncConsumer:
     async def consume(self, max_records: int, timeout: float) -> list:
         """Up to max_records messages (may be empty). A message carrying a broker error
         other than partition EOF raises EngineError."""
-        msgs = await self._run(self._consumer.consume, max_records, timeout)
+        msgs = await self._run(self._take, max_records, timeout)
         out = []
         for m in msgs:
             err = m.error()
@@ -154,6 +154,14 @@ class AsyncConsumer:
             elif err.code() != KafkaError._PARTITION_EOF:
                 raise EngineError(f"kafka consume error: {err.str()}")
         return out
+
+    def _take(self, max_records: int, timeout: float) -> list:
+        # consume(n, t) waits until n records or t: at low rates that adds up to t to every
+        # record's latency. Wait for the first record only, then take what is queued.
+        first = self._consumer.consume(1, timeout)
+        if not first or max_records <= 1:
+            return first
+        return first + self._consumer.consume(max_records - 1, 0)
 
     async def commit(self, topic: str, partition: int, next_offset: int) -> None:
         """Synchronously commit `next_offset` (the next record to read) for one partition."""
