@@ -42,7 +42,8 @@ class HoldingRouter:
 async def test_inflight_limit_holds_back_reading_and_drops_nothing():
     router = HoldingRouter()
     gw = SimpleNamespace(router=router, online=OnlineRegistry(), config=SimpleNamespace(
-        inflight_limit=2, token_secret=SECRET, max_body=1 << 20, common=SimpleNamespace(tenant=0, shard_count=8)))
+        inflight_limit=2, token_secret=SECRET, max_body=1 << 20, auth_timeout_s=10.0,
+        common=SimpleNamespace(tenant=0, shard_count=8)))
 
     async def on_client(reader, writer):
         await ClientConnection(FramedStream(reader, writer), gw).run()
