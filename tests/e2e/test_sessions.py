@@ -41,7 +41,9 @@ async def test_unread_three_mark_read_on_a_then_zero_on_b_with_read_sync(stack):
     on_b = await entry_when(dev_b, conv, lambda e: e.unread == 3)
     assert on_b.unread_exact and on_b.read_conversation_seq == 0 and on_b.peer_user_id == peer
     assert on_b.last_message.body == b"m2" and on_b.last_activity_id == acks[2].message_id
-    sender_view = await entry_when(sender, conv, lambda e: e.last_message.conversation_seq == acks[2].conversation_seq)
+    # sending marks read up to the sent message; the projection applies it shortly after
+    sender_view = await entry_when(sender, conv, lambda e: e.last_message.conversation_seq == acks[2].conversation_seq
+                                   and e.read_conversation_seq == acks[2].conversation_seq)
     assert sender_view.unread == 0
 
     op, ok = await mark_read(dev_a, conv, acks[2].conversation_seq, peer=peer)
