@@ -176,3 +176,16 @@ async def serve_rpc(host: str, port: int, handler: Handler, inflight_limit: int,
             stream.close()
 
     return await asyncio.start_server(on_conn, host, port)
+
+
+async def keep_connected(clients: list[RpcClient], period_s: float = 0.5) -> None:
+    """Background loop: reconnect every client that lost its connection (best-effort
+    one-way senders such as push and projection links; failures are retried quietly)."""
+    while True:
+        for client in clients:
+            if not client.connected:
+                try:
+                    await client.connect()
+                except RequestError:
+                    pass
+        await asyncio.sleep(period_s)

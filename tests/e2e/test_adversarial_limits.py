@@ -30,8 +30,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import hashlib
-import hmac
 import os
 import random
 import re
@@ -45,7 +43,6 @@ from qim.net.framed import open_framed, parse_addr
 from qim.proto.v1 import common_pb2, connection_pb2, group_pb2, history_pb2, mailbox_pb2, message_pb2, session_pb2
 from qim.protocol import Opcode
 from qim.services.gateway.auth import issue_dev_token
-from qim.net.framed import open_framed, parse_addr
 from tests.e2e.rawclient import RawClient, call
 
 MIB = 1024 * 1024

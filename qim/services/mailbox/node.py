@@ -19,7 +19,7 @@ from qim.errors import ErrorCode, RequestError
 from qim.faults import MAILBOX_POINTS, FaultPoints
 from qim.infra.redis.client import connect
 from qim.net.framed import StreamClosed, parse_addr
-from qim.net.rpc import RpcClient, serve_rpc
+from qim.net.rpc import RpcClient, keep_connected, serve_rpc
 from qim.obs.http import invariant_reasons, serve_http
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
@@ -75,16 +75,6 @@ class MailboxNode:
                 PUSH_DROPPED.inc()
         self._projection.send(tenant, items)
 
-    async def _keep_gateways(self) -> None:
-        while True:
-            for gw in self._gateways:
-                if not gw.connected:
-                    try:
-                        await gw.connect()
-                    except RequestError:
-                        pass
-            await asyncio.sleep(0.5)
-
     async def handle(self, opcode: int, body: bytes) -> tuple[int, bytes]:
         if opcode != Opcode.MAILBOX_PULL:
             raise RequestError(ErrorCode.INVALID_ARGUMENT, f"mailbox does not serve opcode 0x{opcode:04x}")
@@ -103,7 +93,7 @@ class MailboxNode:
         await self.redis.ping()
         await self.materializer.start()
         loop = asyncio.get_running_loop()
-        self._tasks.append(loop.create_task(self._keep_gateways()))
+        self._tasks.append(loop.create_task(keep_connected(self._gateways)))
         self._tasks.append(loop.create_task(self._projection.keep_connected()))
         await serve_http(self.config.metrics_listen, self.not_ready)
         host, port = parse_addr(self.config.listen)

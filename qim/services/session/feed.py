@@ -24,10 +24,10 @@ from prometheus_client import Counter
 
 from qim._core import ids
 from qim.consts import CONVERSATION_KIND_DIRECT, SESSION_PROJECTION_QUEUE
-from qim.errors import EngineError, IdError, RequestError
+from qim.errors import EngineError, IdError
 from qim.infra.redis.client import ScriptError
 from qim.net.framed import StreamClosed
-from qim.net.rpc import RpcClient
+from qim.net.rpc import RpcClient, keep_connected
 from qim.proto.v1 import projection_pb2
 from qim.protocol import Opcode
 from qim.services.session.register import REGISTRATIONS, Registrar, Registration, from_message, merge
@@ -91,14 +91,7 @@ class ProjectionFeed:
                 FEED_DROPPED.inc()
 
     async def keep_connected(self) -> None:
-        while True:
-            for node in self._nodes:
-                if not node.connected:
-                    try:
-                        await node.connect()
-                    except RequestError:
-                        pass
-            await asyncio.sleep(0.5)
+        await keep_connected(self._nodes)
 
 
 class ProjectionIntake:

@@ -20,7 +20,7 @@ from qim.errors import EngineError, ErrorCode, RequestError
 from qim.infra.redis.checks import check_deployment
 from qim.infra.redis.client import LuaScripts, connect
 from qim.net.framed import StreamClosed, parse_addr
-from qim.net.rpc import RpcClient, serve_rpc
+from qim.net.rpc import RpcClient, keep_connected, serve_rpc
 from qim.obs.http import serve_http
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
@@ -107,16 +107,6 @@ class SessionNode:
         else:
             BAD_ONEWAY.inc()
 
-    async def _keep_gateways(self) -> None:
-        while True:
-            for gw in self._gateways:
-                if not gw.connected:
-                    try:
-                        await gw.connect()
-                    except RequestError:
-                        pass
-            await asyncio.sleep(0.5)
-
     async def _sweep(self) -> None:
         while True:
             await asyncio.sleep(SWEEP_S)
@@ -131,7 +121,7 @@ class SessionNode:
         await serve_http(self.config.metrics_listen, self.not_ready)
         await self.projector.start()
         loop = asyncio.get_running_loop()
-        for coro in (self._keep_gateways(), self.intake.run(), self._sweep()):
+        for coro in (keep_connected(self._gateways), self.intake.run(), self._sweep()):
             self._tasks.append(loop.create_task(coro))
         host, port = parse_addr(self.config.listen)
         await serve_rpc(host, port, self.handle, 1024, on_oneway=self.on_oneway)
