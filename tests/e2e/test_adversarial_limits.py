@@ -1,4 +1,5 @@
-"""Adversarial findings through the public protocol (each test FAILS while its bug exists).
+"""Regression tests for adversarial findings through the public protocol (each one failed
+before its fix; the numbered list says what was found).
 
 Every test states what DESIGN.md / docs/protocol.md expect and what the stack did when
 it was found. They use only the public client protocol (RawClient / raw frames).
