@@ -58,6 +58,9 @@ class FramedStream:
         self._wakeup = asyncio.Event()
         self._closed = False
         self.queued_bytes = 0
+        # Optional cap on bytes held by the decoder (partial frames); the gateway sets a
+        # small one until AUTH so an anonymous peer cannot park megabytes of chunks.
+        self.buffer_limit: Optional[int] = None
         self._writer_task = asyncio.get_running_loop().create_task(self._write_loop())
 
     @property
@@ -81,6 +84,10 @@ class FramedStream:
                     raise TruncatedFrame("stream ended inside a frame")
                 return None
             self._ready.extend(self._decoder.feed(data))
+            if self.buffer_limit is not None and self._decoder.buffered > self.buffer_limit:
+                from qim.errors import FrameTooLarge
+
+                raise FrameTooLarge(f"more than {self.buffer_limit} bytes of partial frames held")
         return self._ready.popleft()
 
     def send(self, opcode: int, request_id: int, body: bytes, compress: bool = False) -> None:

@@ -181,3 +181,23 @@ async def test_a_connection_that_never_authenticates_is_closed(stack):
     data = await asyncio.wait_for(reader.read(), AUTH_TIMEOUT_MS / 1000 + 5)
     assert data == b"" and asyncio.get_running_loop().time() - started >= AUTH_TIMEOUT_MS / 1000 * 0.9
     writer.close()
+
+
+async def test_an_anonymous_peer_cannot_park_megabytes_of_partial_frames(stack):
+    from qim._core import frame as frame_codec
+
+    reader, writer = await asyncio.open_connection(*parse_addr(stack.gateway_addr))
+    started = asyncio.get_running_loop().time()
+    chunks = frame_codec.encode_frame(Opcode.SEND_MESSAGE, 5, b"x" * (1024 * 1024))
+    for chunk in chunks[:8]:  # 512 KiB of an unfinished frame, no AUTH
+        writer.write(chunk)
+    try:
+        data = await asyncio.wait_for(reader.read(), 5)
+    except ConnectionResetError:  # the gateway aborts the socket: an RST is a close too
+        data = b""
+    assert data == b"" and asyncio.get_running_loop().time() - started < 1.5  # closed at once
+    writer.close()
+    client = await RawClient.login(stack, USER_A, device=6)  # after AUTH, big frames are fine
+    op, err = await client.send_text(USER_B, b"y" * (2 * 1024 * 1024))
+    assert op == Opcode.ERROR and err.code == ErrorCode.PAYLOAD_TOO_LARGE
+    await client.close()

@@ -32,6 +32,7 @@ REQUEST_ERRORS = Counter("qim_gateway_request_errors", "ERROR frames sent", ["co
 REQUESTS = Counter("qim_gateway_requests", "Client requests received", ["opcode"])
 HEARTBEAT_S = 60
 REPLY_BACKLOG_BYTES = 8 * 1024 * 1024
+PRE_AUTH_BUFFER_BYTES = 256 * 1024  # an AUTH frame is tiny; anonymous peers hold no more
 AUTH_TIMEOUTS = Counter("qim_gateway_auth_timeouts", "Connections closed for not authenticating in time")
 # Frozen but not served yet (chatrooms), and server-to-client opcodes sent upstream.
 RESERVED = {op.value for op in Opcode if (op >> 8) in (0x04, 0x05, 0x06, 0x0A)} - set(WRITER_OPS) - SESSION_OPS
@@ -48,6 +49,7 @@ class ClientConnection:
         self.device_id = 0
         self.shard = 0
         self._permits = asyncio.Semaphore(gateway.config.inflight_limit)
+        stream.buffer_limit = PRE_AUTH_BUFFER_BYTES  # lifted by a successful AUTH
         self._tasks: set[asyncio.Task] = set()
 
     # DeviceConn protocol (sessions.OnlineRegistry)
@@ -163,6 +165,7 @@ class ClientConnection:
             raise RequestError(ErrorCode.UNAUTHENTICATED, "token is for another tenant")
         lane, _, shard = ids.user_placement(tenant, user, self.gw.config.common.shard_count)
         self.tenant, self.user_id, self.device_id, self.shard = tenant, user, device, shard
+        self.stream.buffer_limit = None
         self.gw.online.register(self)
         ok = connection_pb2.AuthOk(tenant_id=tenant.to_bytes(16, "big"), user_id=user, device_id=device,
                                    server_time_ms=time.time_ns() // 1_000_000, heartbeat_s=HEARTBEAT_S,
