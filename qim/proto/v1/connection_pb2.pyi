@@ -14,7 +14,7 @@ class Auth(_message.Message):
     def __init__(self, token: _Optional[str] = ..., client_version: _Optional[str] = ...) -> None: ...
 
 class AuthOk(_message.Message):
-    __slots__ = ("tenant_id", "user_id", "device_id", "server_time_ms", "heartbeat_s", "mailbox_lane", "mailbox_shard")
+    __slots__ = ("tenant_id", "user_id", "device_id", "server_time_ms", "heartbeat_s", "mailbox_lane", "mailbox_shard", "max_body_bytes")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     USER_ID_FIELD_NUMBER: _ClassVar[int]
     DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -22,6 +22,7 @@ class AuthOk(_message.Message):
     HEARTBEAT_S_FIELD_NUMBER: _ClassVar[int]
     MAILBOX_LANE_FIELD_NUMBER: _ClassVar[int]
     MAILBOX_SHARD_FIELD_NUMBER: _ClassVar[int]
+    MAX_BODY_BYTES_FIELD_NUMBER: _ClassVar[int]
     tenant_id: bytes
     user_id: int
     device_id: int
@@ -29,7 +30,8 @@ class AuthOk(_message.Message):
     heartbeat_s: int
     mailbox_lane: int
     mailbox_shard: int
-    def __init__(self, tenant_id: _Optional[bytes] = ..., user_id: _Optional[int] = ..., device_id: _Optional[int] = ..., server_time_ms: _Optional[int] = ..., heartbeat_s: _Optional[int] = ..., mailbox_lane: _Optional[int] = ..., mailbox_shard: _Optional[int] = ...) -> None: ...
+    max_body_bytes: int
+    def __init__(self, tenant_id: _Optional[bytes] = ..., user_id: _Optional[int] = ..., device_id: _Optional[int] = ..., server_time_ms: _Optional[int] = ..., heartbeat_s: _Optional[int] = ..., mailbox_lane: _Optional[int] = ..., mailbox_shard: _Optional[int] = ..., max_body_bytes: _Optional[int] = ...) -> None: ...
 
 class Ping(_message.Message):
     __slots__ = ("client_time_ms",)

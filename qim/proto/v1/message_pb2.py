@@ -25,31 +25,31 @@ _sym_db = _symbol_database.Default()
 from qim.proto.v1 import common_pb2 as qim_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14qim/v1/message.proto\x12\x06qim.v1\x1a\x13qim/v1/common.proto\"\xbc\x01\n\x0bSendMessage\x12\x19\n\x11\x63lient_message_id\x18\x01 \x01(\x0c\x12\x17\n\x0f\x63onversation_id\x18\x02 \x01(\x0c\x12\x19\n\x11recipient_user_id\x18\x03 \x01(\x04\x12)\n\x0cmessage_type\x18\x04 \x01(\x0e\x32\x13.qim.v1.MessageType\x12\x13\n\x0b\x63ustom_type\x18\x05 \x01(\x0c\x12\x0c\n\x04\x62ody\x18\x06 \x01(\x0c\x12\x10\n\x08group_id\x18\x07 \x01(\x04\"\x82\x01\n\x07SendAck\x12\x19\n\x11\x63lient_message_id\x18\x01 \x01(\x0c\x12\x12\n\nmessage_id\x18\x02 \x01(\x0c\x12\x17\n\x0f\x63onversation_id\x18\x03 \x01(\x0c\x12\x18\n\x10\x63onversation_seq\x18\x04 \x01(\x04\x12\x15\n\rcreated_at_ms\x18\x05 \x01(\x04\"\xbb\x02\n\rMessageRecord\x12\x11\n\ttenant_id\x18\x01 \x01(\x0c\x12\x12\n\nmessage_id\x18\x02 \x01(\x0c\x12\x17\n\x0f\x63onversation_id\x18\x03 \x01(\x0c\x12\x18\n\x10\x63onversation_seq\x18\x04 \x01(\x04\x12\x11\n\tsender_id\x18\x05 \x01(\x04\x12\x18\n\x10sender_device_id\x18\x06 \x01(\x04\x12\x19\n\x11\x63lient_message_id\x18\x07 \x01(\x0c\x12)\n\x0cmessage_type\x18\x08 \x01(\x0e\x32\x13.qim.v1.MessageType\x12\x13\n\x0b\x63ustom_type\x18\t \x01(\x0c\x12\x0c\n\x04\x62ody\x18\n \x01(\x0c\x12\x15\n\rcreated_at_ms\x18\x0b \x01(\x04\x12#\n\x05state\x18\x0c \x01(\x0e\x32\x14.qim.v1.MessageState\"m\n\rRecallMessage\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x12\n\nmessage_id\x18\x02 \x01(\x0c\x12\x19\n\x11\x63lient_message_id\x18\x03 \x01(\x0c\x12\x14\n\x0cpeer_user_id\x18\x04 \x01(\x04\"e\n\x08RecallOk\x12\x12\n\nmessage_id\x18\x01 \x01(\x0c\x12#\n\x05state\x18\x02 \x01(\x0e\x32\x14.qim.v1.MessageState\x12 \n\x18\x63ontrol_conversation_seq\x18\x03 \x01(\x04\"{\n\x0c\x43ontrolEvent\x12.\n\nmembership\x18\x01 \x01(\x0b\x32\x18.qim.v1.MembershipChangeH\x00\x12\x32\n\x0cstate_change\x18\x02 \x01(\x0b\x32\x1a.qim.v1.MessageStateChangeH\x00\x42\x07\n\x05\x65vent\"\xe1\x01\n\x10MembershipChange\x12+\n\x04kind\x18\x01 \x01(\x0e\x32\x1d.qim.v1.MembershipChange.Kind\x12\r\n\x05users\x18\x02 \x03(\x04\x12\x15\n\ractor_user_id\x18\x03 \x01(\x04\x12\x1a\n\x12membership_version\x18\x04 \x01(\x04\x12\x10\n\x08group_id\x18\x05 \x01(\x04\"L\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\x0b\n\x07\x43REATED\x10\x01\x12\n\n\x06JOINED\x10\x02\x12\x08\n\x04LEFT\x10\x03\x12\x0b\n\x07REMOVED\x10\x04\"g\n\x12MessageStateChange\x12\x12\n\nmessage_id\x18\x01 \x01(\x0c\x12#\n\x05state\x18\x02 \x01(\x0e\x32\x14.qim.v1.MessageState\x12\x18\n\x10\x63onversation_seq\x18\x03 \x01(\x04*_\n\x0cMessageState\x12\x18\n\x14MESSAGE_STATE_NORMAL\x10\x00\x12\x1a\n\x16MESSAGE_STATE_RECALLED\x10\x01\x12\x19\n\x15MESSAGE_STATE_DELETED\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14qim/v1/message.proto\x12\x06qim.v1\x1a\x13qim/v1/common.proto\"\xe0\x01\n\x0bSendMessage\x12\x19\n\x11\x63lient_message_id\x18\x01 \x01(\x0c\x12\x17\n\x0f\x63onversation_id\x18\x02 \x01(\x0c\x12\x19\n\x11recipient_user_id\x18\x03 \x01(\x04\x12)\n\x0cmessage_type\x18\x04 \x01(\x0e\x32\x13.qim.v1.MessageType\x12\x13\n\x0b\x63ustom_type\x18\x05 \x01(\x0c\x12\x0c\n\x04\x62ody\x18\x06 \x01(\x0c\x12\x10\n\x08group_id\x18\x07 \x01(\x04\x12\"\n\x1aprevious_client_message_id\x18\x08 \x01(\x0c\"\x82\x01\n\x07SendAck\x12\x19\n\x11\x63lient_message_id\x18\x01 \x01(\x0c\x12\x12\n\nmessage_id\x18\x02 \x01(\x0c\x12\x17\n\x0f\x63onversation_id\x18\x03 \x01(\x0c\x12\x18\n\x10\x63onversation_seq\x18\x04 \x01(\x04\x12\x15\n\rcreated_at_ms\x18\x05 \x01(\x04\"\xbb\x02\n\rMessageRecord\x12\x11\n\ttenant_id\x18\x01 \x01(\x0c\x12\x12\n\nmessage_id\x18\x02 \x01(\x0c\x12\x17\n\x0f\x63onversation_id\x18\x03 \x01(\x0c\x12\x18\n\x10\x63onversation_seq\x18\x04 \x01(\x04\x12\x11\n\tsender_id\x18\x05 \x01(\x04\x12\x18\n\x10sender_device_id\x18\x06 \x01(\x04\x12\x19\n\x11\x63lient_message_id\x18\x07 \x01(\x0c\x12)\n\x0cmessage_type\x18\x08 \x01(\x0e\x32\x13.qim.v1.MessageType\x12\x13\n\x0b\x63ustom_type\x18\t \x01(\x0c\x12\x0c\n\x04\x62ody\x18\n \x01(\x0c\x12\x15\n\rcreated_at_ms\x18\x0b \x01(\x04\x12#\n\x05state\x18\x0c \x01(\x0e\x32\x14.qim.v1.MessageState\"m\n\rRecallMessage\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x12\n\nmessage_id\x18\x02 \x01(\x0c\x12\x19\n\x11\x63lient_message_id\x18\x03 \x01(\x0c\x12\x14\n\x0cpeer_user_id\x18\x04 \x01(\x04\"e\n\x08RecallOk\x12\x12\n\nmessage_id\x18\x01 \x01(\x0c\x12#\n\x05state\x18\x02 \x01(\x0e\x32\x14.qim.v1.MessageState\x12 \n\x18\x63ontrol_conversation_seq\x18\x03 \x01(\x04\"{\n\x0c\x43ontrolEvent\x12.\n\nmembership\x18\x01 \x01(\x0b\x32\x18.qim.v1.MembershipChangeH\x00\x12\x32\n\x0cstate_change\x18\x02 \x01(\x0b\x32\x1a.qim.v1.MessageStateChangeH\x00\x42\x07\n\x05\x65vent\"\xe1\x01\n\x10MembershipChange\x12+\n\x04kind\x18\x01 \x01(\x0e\x32\x1d.qim.v1.MembershipChange.Kind\x12\r\n\x05users\x18\x02 \x03(\x04\x12\x15\n\ractor_user_id\x18\x03 \x01(\x04\x12\x1a\n\x12membership_version\x18\x04 \x01(\x04\x12\x10\n\x08group_id\x18\x05 \x01(\x04\"L\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\x0b\n\x07\x43REATED\x10\x01\x12\n\n\x06JOINED\x10\x02\x12\x08\n\x04LEFT\x10\x03\x12\x0b\n\x07REMOVED\x10\x04\"g\n\x12MessageStateChange\x12\x12\n\nmessage_id\x18\x01 \x01(\x0c\x12#\n\x05state\x18\x02 \x01(\x0e\x32\x14.qim.v1.MessageState\x12\x18\n\x10\x63onversation_seq\x18\x03 \x01(\x04*_\n\x0cMessageState\x12\x18\n\x14MESSAGE_STATE_NORMAL\x10\x00\x12\x1a\n\x16MESSAGE_STATE_RECALLED\x10\x01\x12\x19\n\x15MESSAGE_STATE_DELETED\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'qim.v1.message_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_MESSAGESTATE']._serialized_start=1367
-  _globals['_MESSAGESTATE']._serialized_end=1462
+  _globals['_MESSAGESTATE']._serialized_start=1403
+  _globals['_MESSAGESTATE']._serialized_end=1498
   _globals['_SENDMESSAGE']._serialized_start=54
-  _globals['_SENDMESSAGE']._serialized_end=242
-  _globals['_SENDACK']._serialized_start=245
-  _globals['_SENDACK']._serialized_end=375
-  _globals['_MESSAGERECORD']._serialized_start=378
-  _globals['_MESSAGERECORD']._serialized_end=693
-  _globals['_RECALLMESSAGE']._serialized_start=695
-  _globals['_RECALLMESSAGE']._serialized_end=804
-  _globals['_RECALLOK']._serialized_start=806
-  _globals['_RECALLOK']._serialized_end=907
-  _globals['_CONTROLEVENT']._serialized_start=909
-  _globals['_CONTROLEVENT']._serialized_end=1032
-  _globals['_MEMBERSHIPCHANGE']._serialized_start=1035
-  _globals['_MEMBERSHIPCHANGE']._serialized_end=1260
-  _globals['_MEMBERSHIPCHANGE_KIND']._serialized_start=1184
-  _globals['_MEMBERSHIPCHANGE_KIND']._serialized_end=1260
-  _globals['_MESSAGESTATECHANGE']._serialized_start=1262
-  _globals['_MESSAGESTATECHANGE']._serialized_end=1365
+  _globals['_SENDMESSAGE']._serialized_end=278
+  _globals['_SENDACK']._serialized_start=281
+  _globals['_SENDACK']._serialized_end=411
+  _globals['_MESSAGERECORD']._serialized_start=414
+  _globals['_MESSAGERECORD']._serialized_end=729
+  _globals['_RECALLMESSAGE']._serialized_start=731
+  _globals['_RECALLMESSAGE']._serialized_end=840
+  _globals['_RECALLOK']._serialized_start=842
+  _globals['_RECALLOK']._serialized_end=943
+  _globals['_CONTROLEVENT']._serialized_start=945
+  _globals['_CONTROLEVENT']._serialized_end=1068
+  _globals['_MEMBERSHIPCHANGE']._serialized_start=1071
+  _globals['_MEMBERSHIPCHANGE']._serialized_end=1296
+  _globals['_MEMBERSHIPCHANGE_KIND']._serialized_start=1220
+  _globals['_MEMBERSHIPCHANGE_KIND']._serialized_end=1296
+  _globals['_MESSAGESTATECHANGE']._serialized_start=1298
+  _globals['_MESSAGESTATECHANGE']._serialized_end=1401
 # @@protoc_insertion_point(module_scope)

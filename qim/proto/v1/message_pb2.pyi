@@ -18,7 +18,7 @@ MESSAGE_STATE_RECALLED: MessageState
 MESSAGE_STATE_DELETED: MessageState
 
 class SendMessage(_message.Message):
-    __slots__ = ("client_message_id", "conversation_id", "recipient_user_id", "message_type", "custom_type", "body", "group_id")
+    __slots__ = ("client_message_id", "conversation_id", "recipient_user_id", "message_type", "custom_type", "body", "group_id", "previous_client_message_id")
     CLIENT_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     RECIPIENT_USER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -26,6 +26,7 @@ class SendMessage(_message.Message):
     CUSTOM_TYPE_FIELD_NUMBER: _ClassVar[int]
     BODY_FIELD_NUMBER: _ClassVar[int]
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_CLIENT_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     client_message_id: bytes
     conversation_id: bytes
     recipient_user_id: int
@@ -33,7 +34,8 @@ class SendMessage(_message.Message):
     custom_type: bytes
     body: bytes
     group_id: int
-    def __init__(self, client_message_id: _Optional[bytes] = ..., conversation_id: _Optional[bytes] = ..., recipient_user_id: _Optional[int] = ..., message_type: _Optional[_Union[_common_pb2.MessageType, str]] = ..., custom_type: _Optional[bytes] = ..., body: _Optional[bytes] = ..., group_id: _Optional[int] = ...) -> None: ...
+    previous_client_message_id: bytes
+    def __init__(self, client_message_id: _Optional[bytes] = ..., conversation_id: _Optional[bytes] = ..., recipient_user_id: _Optional[int] = ..., message_type: _Optional[_Union[_common_pb2.MessageType, str]] = ..., custom_type: _Optional[bytes] = ..., body: _Optional[bytes] = ..., group_id: _Optional[int] = ..., previous_client_message_id: _Optional[bytes] = ...) -> None: ...
 
 class SendAck(_message.Message):
     __slots__ = ("client_message_id", "message_id", "conversation_id", "conversation_seq", "created_at_ms")

@@ -169,5 +169,6 @@ class ClientConnection:
         self.gw.online.register(self)
         ok = connection_pb2.AuthOk(tenant_id=tenant.to_bytes(16, "big"), user_id=user, device_id=device,
                                    server_time_ms=time.time_ns() // 1_000_000, heartbeat_s=HEARTBEAT_S,
-                                   mailbox_lane=lane, mailbox_shard=shard)
+                                   mailbox_lane=lane, mailbox_shard=shard,
+                                   max_body_bytes=self.gw.config.max_body)
         return Opcode.AUTH_OK, ok.SerializeToString()
