@@ -25,7 +25,10 @@ engines: install
 up: engines
 	$(BIN)/qim-dev stack up
 
+# The note goes to stderr *before* the replay: the replay's `replay: …` line must stay
+# the last line `make demo` prints (docs/decisions/0014).
 demo: up
+	@echo "demo: engines and services stay up after this replay (.qim/stack/stack.env); stop them with 'make down'" >&2
 	set -a; . .qim/stack/stack.env; set +a; $(BIN)/qim-loadgen replay --langs $(DEMO_LANGS)
 
 down:

@@ -1,12 +1,28 @@
-"""Process plumbing shared by the development engines (Redis, Kafka).
+"""Process plumbing shared by the development engines and the service supervisor.
 
-An `Engine` owns one server process started from files in its own directory, on
-ports fixed at creation, so `restart()` brings the same server back with the same
-address and data. Processes run in their own session so that a CLI `up` can exit and
-leave them running, and a Ctrl-C in the terminal does not reach them.
+Starting a process and waiting until it answers is mirakuru's job, choosing free local
+ports is port-for's. What is left here is what neither does for us:
 
-We stop only the pid we started (checked against the engine directory, which both
-servers use as their working directory) and never look processes up by name.
+- `port_in_use`: port-for's check refuses a port in TIME_WAIT (see its docstring);
+- `Launcher` is a mirakuru `Executor` with three rules changed (1 and 3: without them
+  tests/dev/test_proc.py::test_engine_started_by_an_exiting_process_keeps_running
+  fails, i.e. a plain executor kills its server when the starting process exits):
+  1. no `mirakuru_uuid` marker in the child's environment: mirakuru's atexit hook kills
+     every process whose marker *contains* the exiting process's pid as a substring, so
+     `qim-dev engines up` would take its engines down with it when the CLI exits (and a
+     test session could hit another session's processes whose uuid happens to contain
+     its pid). Stop/kill signal exactly the process group we started (the server, and
+     a child it forks itself, e.g. Redis's AOF rewrite), nothing found by environment;
+  2. the new session comes from `start_new_session=True`, not mirakuru's
+     `preexec_fn=os.setsid` (a preexec_fn is unsafe once librdkafka threads exist);
+  3. dropping the executor object never kills the process (mirakuru's `__del__` does),
+     so the CLI can exit and leave the servers running.
+- Processes recorded by pid in a state file by an earlier CLI run are not our children:
+  `pid_alive`, `stop_pid` and `kill_pid` handle those; mirakuru has no way to adopt a pid.
+- `death_wrapper`: parent-death signal, so a killed pytest leaves nothing running.
+
+We stop only pids we started or recorded (checked against their working directory) and
+never look processes up by name.
 """
 
 from __future__ import annotations
@@ -20,44 +36,57 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
+
+import mirakuru
+import port_for
+import psutil
+from mirakuru.base import ENV_UUID
+from mirakuru.exceptions import ProcessExitedWithError
 
 from qim.errors import EngineError
 
 log = logging.getLogger(__name__)
 
-def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that was free a moment ago (bind to port 0).
 
-    The kernel hands out ephemeral ports round-robin, so a port just released is not
-    handed to the next caller; the small race with other programs is accepted.
+def pick_ports(n: int, exclude: Iterable[int] = ()) -> list[int]:
+    """`n` distinct ports that are free now, chosen by port-for.
+
+    port-for picks outside the kernel's ephemeral range, so a port we remember across
+    restarts (engines, `.qim/ports.json`) is not handed to an outgoing connection
+    while its server is down. Raises EngineError if none is free.
     """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    candidates = port_for.available_good_ports() - set(exclude)
+    out: list[int] = []
+    for _ in range(n):
+        try:
+            port = port_for.select_random(candidates)
+        except port_for.PortForException as e:
+            raise EngineError(f"no free local port left to choose: {e}") from e
+        candidates.discard(port)
+        out.append(port)
+    return out
 
 
-def free_ports(n: int) -> list[int]:
-    """`n` distinct free ports, all held open together while choosing them."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            socks.append(s)
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+def port_in_use(port: int) -> bool:
+    """True if something listens on 127.0.0.1:`port` or holds it bound.
 
-
-def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.2) -> bool:
-    """True if something accepts TCP connections on host:port."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
+    Not port-for's `port_is_used`: its bind has no SO_REUSEADDR, so it calls a port
+    "used" while the last connection to our just-killed server sits in TIME_WAIT, and
+    restart() would refuse its own port (test_restart_same_port_same_dir_new_pid).
+    Servers bind with SO_REUSEADDR, so that is the question to ask.
+    """
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        if s.connect_ex(("127.0.0.1", port)) == 0:
             return True
-    except OSError:
-        return False
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -94,20 +123,47 @@ def pid_alive(pid: int | None) -> bool:
 def pid_cwd(pid: int) -> str | None:
     """Working directory of `pid` or None if it cannot be read."""
     try:
-        return os.readlink(f"/proc/{pid}/cwd")
-    except OSError:
+        return psutil.Process(pid).cwd()
+    except (psutil.Error, OSError):
         return None
 
 
-def rss_bytes(pid: int) -> int:
+def rss_bytes(pid: int | None) -> int:
     """Resident set size of `pid` in bytes (0 if unknown)."""
     try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+        return psutil.Process(pid).memory_info().rss if pid else 0
+    except (psutil.Error, OSError):
+        return 0
+
+
+def stop_pid(pid: int, timeout: float, sig: int = signal.SIGTERM) -> None:
+    """Send `sig` to exactly `pid`, wait up to `timeout` s, then SIGKILL it.
+
+    For processes recorded by an earlier run (not our children); the caller has
+    checked the pid is ours.
+    """
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not pid_alive(pid):
+            return
+        time.sleep(0.05)
+    log.warning("pid %d ignored signal %d for %.0fs, killing it", pid, sig, timeout)
+    kill_pid(pid)
+
+
+def kill_pid(pid: int, wait: float = 10.0) -> None:
+    """SIGKILL exactly `pid` and wait up to `wait` s until it (all threads) is gone."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + wait
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def log_tail(*paths: Path, lines: int = 40) -> str:
@@ -120,7 +176,7 @@ def log_tail(*paths: Path, lines: int = 40) -> str:
     return "\n".join(out) if out else "(no log written)"
 
 
-def _death_wrapper(die_with_parent: bool) -> list[str]:
+def death_wrapper(die_with_parent: bool) -> list[str]:
     """argv prefix that makes the child get SIGTERM when its parent thread exits.
 
     Used for test sessions, so a killed pytest does not leave brokers behind on a CI
@@ -135,6 +191,7 @@ def _death_wrapper(die_with_parent: bool) -> list[str]:
         log.warning("setpriv not found: engines will outlive a killed test run")
         return []
     return [setpriv, "--pdeathsig", "TERM", "--"]
+
 
 
 def require_executable(name: str) -> str:
@@ -157,158 +214,92 @@ def apt_install(packages: list[str]) -> None:
             raise EngineError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stderr[-3000:]}")
 
 
-class Engine:
-    """One server process with fixed ports and its own directory.
+class Launcher(mirakuru.Executor):
+    """A mirakuru Executor for one server process, with QIM's rules (module docstring).
 
-    Subclasses set `name`, implement `_prepare()` (write config files, idempotent),
-    `_command()` (argv), `_check_ready()` (raise or return False until it answers)
-    and `addr`. `ports` maps a role ("main", "controller") to a port.
+    `argv` runs in `cwd` with `env` added to os.environ, stdout+stderr appended to
+    `log_path`, stdin from /dev/null, in a session of its own. `start()` returns once
+    `ready()` is true (None: at once); raises mirakuru's TimeoutExpired (the process is
+    killed first) or ProcessExitedWithError. `last_error` keeps the last exception a
+    readiness check raised, for the caller's message. `stop_within()`/`kill()` signal
+    the process group we started (the server is its only member unless it forks).
     """
 
-    name = "engine"
-    start_timeout = 30.0
-
-    def __init__(self, dir: Path, ports: dict[str, int], pid: int | None = None,
-                 die_with_parent: bool = False) -> None:
-        self.dir = Path(dir).resolve()
-        self.ports = dict(ports)
-        self.pid = pid
-        self.die_with_parent = die_with_parent
-        self._proc: subprocess.Popen | None = None
-
-    # --- subclass hooks -----------------------------------------------------
-    @property
-    def addr(self) -> str:
-        """"host:port" clients connect to."""
-        return f"127.0.0.1:{self.ports['main']}"
+    def __init__(self, argv: list[str], *, cwd: Path, log_path: Path, timeout: float,
+                 env: dict[str, str] | None = None,
+                 ready: Callable[[], bool] | None = None,
+                 expected_returncode: int | None = None) -> None:
+        self._log_path = Path(log_path)
+        self._ready = ready
+        self.last_error: Exception | None = None
+        super().__init__(argv, cwd=str(cwd), timeout=timeout, envvars=env,
+                         stdin=subprocess.DEVNULL, stdout=None, stderr=None,
+                         expected_returncode=expected_returncode)
 
     @property
-    def log_paths(self) -> list[Path]:
-        return [self.dir / "stdout.log"]
+    def pid(self) -> int | None:
+        """Pid of the running process, None before start / after stop."""
+        return self.process.pid if self.process is not None else None
 
-    def _prepare(self) -> None:
-        raise NotImplementedError
+    @property
+    def envvars(self) -> dict[str, str]:
+        """os.environ plus `env`, without mirakuru's marker (rule 1)."""
+        env = os.environ.copy()
+        env.update(self._envvars)
+        env.pop(ENV_UUID, None)  # rule 1: no marker, so no kill-by-environment
+        return env
 
-    def _command(self) -> list[str]:
-        raise NotImplementedError
+    @property
+    def _popen_kwargs(self) -> dict[str, Any]:
+        kw = super()._popen_kwargs
+        kw.pop("preexec_fn", None)  # rule 2
+        kw["start_new_session"] = True
+        kw["universal_newlines"] = False
+        return kw
 
-    def _check_ready(self) -> bool:
-        raise NotImplementedError
-
-    # --- lifecycle ------------------------------------------------------------
-    def start(self, timeout: float | None = None) -> "Engine":
-        """Start the server and wait until it answers.
-
-        Raises EngineError (with the log tail) if it exits or does not answer within
-        `timeout` seconds; the half-started process is killed first.
-        """
-        if self.alive():
-            return self
-        for role, port in self.ports.items():
-            if port_open(port):
-                raise EngineError(f"{self.name}: {role} port {port} is already in use "
-                                  f"by another process (dir {self.dir})")
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self._prepare()
-        out = open(self.dir / "stdout.log", "ab")
-        try:
-            self._proc = subprocess.Popen(
-                _death_wrapper(self.die_with_parent) + self._command(), cwd=self.dir,
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True)
-        finally:
-            out.close()
-        self.pid = self._proc.pid
-        log.info("%s started pid=%d addr=%s", self.name, self.pid, self.addr)
-        try:
-            self.wait_ready(timeout or self.start_timeout)
-        except BaseException:
-            self.kill()
-            raise
-        return self
-
-    def wait_ready(self, timeout: float) -> None:
-        """Poll `_check_ready` until true; EngineError on exit or timeout."""
-        deadline = time.monotonic() + timeout
-        last: Exception | None = None
-        while True:
-            if not self.alive():
-                raise EngineError(f"{self.name} (pid {self.pid}) exited during start-up\n"
-                                  + log_tail(*self.log_paths))
+    def start(self) -> "Launcher":
+        """Start and wait until ready (see class docstring)."""
+        self._log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self._log_path, "ab") as out:  # Popen dups the fd; we close ours
+            self._stdout = out
+            self._stderr = subprocess.STDOUT
             try:
-                if self._check_ready():
-                    return
-            except Exception as e:  # noqa: BLE001 - any failure just means "not yet"
-                last = e
-            if time.monotonic() > deadline:
-                raise EngineError(f"{self.name} at {self.addr} did not answer within "
-                                  f"{timeout:.0f}s (last error: {last})\n"
-                                  + log_tail(*self.log_paths))
-            time.sleep(0.1)
+                return super().start()
+            finally:
+                self._stdout = self._stderr = None
 
-    def owns_pid(self) -> bool:
-        """True if the recorded pid is alive and runs in this engine's directory.
+    def pre_start_check(self) -> bool:
+        """Always False: the caller checks (and names) a taken port before starting."""
+        return False
 
-        The cwd check guards against pid reuse after a reboot or a crash: we never
-        signal a process that is not ours.
-        """
-        if not pid_alive(self.pid):
-            return False
-        if self._proc is not None and self._proc.pid == self.pid:
+    def after_start_check(self) -> bool:
+        """`ready()`, any exception meaning "not yet" (kept in `last_error`); raises
+        ProcessExitedWithError if the process exited, even with code 0."""
+        if self.process is not None and self.process.poll() == 0:
+            # exited "successfully" before it answered: as much a failure as exit 1
+            raise ProcessExitedWithError(self, 0)
+        if self._ready is None:
             return True
-        return pid_cwd(self.pid) == str(self.dir)
-
-    def alive(self) -> bool:
-        """True if our process is running (it may not answer yet)."""
-        return self.owns_pid()
-
-    def healthy(self) -> bool:
-        """True if our process is running and answers right now."""
         try:
-            return self.alive() and bool(self._check_ready())
-        except Exception:  # noqa: BLE001
+            return bool(self._ready())
+        except Exception as e:  # noqa: BLE001 - any failure means "not yet"
+            self.last_error = e
             return False
 
-    def stop(self, timeout: float = 15.0) -> None:
-        """SIGTERM the recorded pid, wait up to `timeout` s, then SIGKILL it."""
-        if not self.owns_pid():
-            self._forget()
+    def stop_within(self, timeout: float, sig: int = signal.SIGTERM) -> None:
+        """`sig`, wait up to `timeout` s, then SIGKILL; reaps the process.
+
+        Raises mirakuru's ProcessFinishedWithError if it exits with a code other than
+        the expected one (a server that failed to shut down cleanly).
+        """
+        if not self.running():
+            self._clear_process()
             return
-        log.info("stopping %s pid=%d", self.name, self.pid)
-        os.kill(self.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not pid_alive(self.pid):
-                self._forget()
-                return
-            time.sleep(0.05)
-        log.warning("%s pid=%d ignored SIGTERM for %.0fs, killing", self.name, self.pid, timeout)
-        self.kill()
+        self._timeout = timeout  # mirakuru waits `_timeout` for start and stop alike
+        self.stop(stop_signal=sig)
 
-    def kill(self) -> None:
-        """SIGKILL the recorded pid (a crash, as far as the server can tell)."""
-        if self.owns_pid():
-            os.kill(self.pid, signal.SIGKILL)
-            deadline = time.monotonic() + 10
-            while pid_alive(self.pid) and time.monotonic() < deadline:
-                time.sleep(0.02)
-        self._forget()
+    def _kill_all_kids(self, sig: int) -> set[int]:
+        return set()  # rule 1: we signal our own process group only
 
-    def restart(self, timeout: float | None = None, hard: bool = False) -> "Engine":
-        """Stop (SIGKILL if `hard`) and start again on the same ports and data."""
-        self.kill() if hard else self.stop()
-        return self.start(timeout)
-
-    def _forget(self) -> None:
-        if self._proc is not None:
-            try:
-                self._proc.wait(timeout=0)
-            except subprocess.TimeoutExpired:
-                pass
-        self._proc = None
-        self.pid = None
-
-    def to_state(self) -> dict[str, Any]:
-        """JSON-able record: name, pid, ports, dir, addr."""
-        return {"name": self.name, "pid": self.pid, "ports": self.ports,
-                "dir": str(self.dir), "addr": self.addr}
+    def __del__(self) -> None:
+        pass  # rule 3: the process outlives this object (CLI `up` exits)

@@ -1,13 +1,16 @@
 """`qim-dev`: development helpers.
 
-    qim-dev engines up     [--dir DIR] [--shard-count N]   start Redis + Kafka, print env file
-    qim-dev engines down   [--dir DIR]                     stop exactly the recorded pids
-    qim-dev engines status [--dir DIR]                     exit 1 unless both answer
+    qim-dev engines up     [--dir DIR] [--shard-count N] [--with-cassandra]
+                                          start Redis + Kafka (+ Cassandra), print env file
+    qim-dev engines down   [--dir DIR]    stop exactly the recorded pids
+    qim-dev engines status [--dir DIR]    exit 1 unless every running engine answers
 
-    qim-dev stack up|down|status [--dir DIR] [--engines-dir D]   the four QIM services
+    qim-dev stack up|down|status [--dir DIR] [--engines-dir D]   the QIM services
+    qim-dev stack restart NAME                                   one service, same ports
 
-DIR defaults to `<repo>/.qim/engines` (engines) and `<repo>/.qim/stack` (services). Load the addresses with
-`set -a; . DIR/engines.env; set +a`.
+DIR defaults to `<repo>/.qim/engines` (engines) and `<repo>/.qim/stack` (services). Load
+the addresses with `set -a; . DIR/engines.env; set +a`. A user's mistake (a taken port,
+a missing engine, a corrupt state file) prints one `qim-dev: error: …` line and exits 2.
 """
 
 from __future__ import annotations
@@ -26,11 +29,14 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="qim-dev", description="QIM development helpers")
     p.add_argument("-v", "--verbose", action="store_true", help="log progress (INFO)")
     sub = p.add_subparsers(dest="group", required=True)
-    eng = sub.add_parser("engines", help="private Redis + Kafka for development")
+    eng = sub.add_parser("engines", help="private Redis + Kafka (+ Cassandra) for development")
     eng.add_argument("action", choices=["up", "down", "status"])
     eng.add_argument("--dir", default=None, help=f"engine directory (default {default_dir()})")
     eng.add_argument("--shard-count", type=int, default=None,
                      help="qim.dispatch partitions (default: recorded, else 64)")
+    eng.add_argument("--with-cassandra", action="store_true", default=None,
+                     help="up: also start Cassandra 5.0, the local stand-in for ScyllaDB "
+                          "(default: $QIM_DEV_WITH_CASSANDRA, else no)")
     eng.add_argument("--timeout", type=float, default=15.0,
                      help="down: seconds between SIGTERM and SIGKILL")
     stack_cli.add_parser(sub)
@@ -39,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _up(args) -> int:
     t0 = time.monotonic()
-    es = EngineSet.up(args.dir, args.shard_count)
+    es = EngineSet.up(args.dir, args.shard_count, with_cassandra=args.with_cassandra)
     print(es.env_path.read_text(), end="")
     print(f"# engines up in {time.monotonic() - t0:.1f}s; env file:")
     print(es.env_path)
@@ -61,20 +67,23 @@ def _status(args) -> int:
     if es is None:
         print(f"no engines recorded in {args.dir or default_dir()}")
         return 1
-    rows = es.status()
-    for r in rows:
+    ok = True
+    for r in es.status():
         state = "up" if r["healthy"] else ("not answering" if r["alive"] else "down")
-        print(f"{r['name']:6} pid={r['pid'] or '-':<8} alive={str(r['alive']).lower():5} "
+        # Cassandra is opt-in: stopped, it is not a fault of the set
+        ok &= r["healthy"] or (r["name"] == "cassandra" and not r["alive"])
+        print(f"{r['name']:9} pid={r['pid'] or '-':<8} alive={str(r['alive']).lower():5} "
               f"{state:13} {r['addr']}  rss={r['rss_mib']}MiB")
     if es.env_path.exists():
         print(f"env file: {es.env_path}")
-    return 0 if all(r["healthy"] for r in rows) else 1
+    return 0 if ok else 1
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `qim-dev` console script; returns the exit code.
 
-    EngineError is reported as `qim-dev: error: …` with exit code 2.
+    EngineError and OSError (a directory we cannot write, ...) are reported as one
+    `qim-dev: error: …` message with exit code 2, never as a traceback.
     """
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -83,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.group == "stack":
             return stack_cli.run(args)
         return {"up": _up, "down": _down, "status": _status}[args.action](args)
-    except EngineError as e:
+    except (EngineError, OSError) as e:
         print(f"qim-dev: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

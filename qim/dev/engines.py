@@ -1,13 +1,17 @@
-"""Development engine set: one private Redis and one private Kafka broker.
+"""Development engine set: one private Redis, one Kafka broker, optionally one Cassandra.
 
 `EngineSet.up(dir)` installs what is missing, starts (or restarts, keeping ports and
-data) both engines, creates the QIM topics and writes:
+data) the engines, creates the QIM topics and writes:
 
 - `dir/engines.env`: `QIM_REDIS_ADDR=…`, `QIM_KAFKA_BOOTSTRAP=…`,
-  `QIM_MAILBOX_SHARD_COUNT=…` (shell- and dotenv-readable);
-- `dir/state.json`: pids, ports, dirs, shard count — `down` stops exactly those pids.
+  `QIM_MAILBOX_SHARD_COUNT=…` and, with Cassandra, `QIM_SCYLLA_ADDRS=…` and
+  `QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV=1` (shell- and dotenv-readable);
+- `dir/state.json`: pids, ports, dirs, shard count — `down` stops exactly those pids,
+  and the next `up` reuses the ports and data.
 
-Used by the `qim-dev engines` CLI and by the pytest `engines` fixture.
+Cassandra (the local stand-in for ScyllaDB) is opt-in: `with_cassandra=True`
+(`qim-dev engines up --with-cassandra`) or QIM_DEV_WITH_CASSANDRA=1. Used by the
+`qim-dev engines` CLI and by the pytest fixtures in qim.dev.testing.
 """
 
 from __future__ import annotations
@@ -19,14 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from qim.consts import DEFAULT_SHARD_COUNT
-from qim.dev._proc import free_ports, rss_bytes
+from qim.dev._proc import pick_ports, rss_bytes
+from qim.dev.cassandra_engine import CassandraEngine, ensure_cassandra_jars
+from qim.dev.engine import Engine
 from qim.dev.kafka_engine import (KafkaEngine, create_topics, ensure_kafka_jars,
                                   kafka_cache_dir, start_kafka)
 from qim.dev.redis_engine import RedisEngine, ensure_redis_installed, start_redis
 from qim.errors import EngineError
 
-__all__ = ["EngineSet", "RedisEngine", "KafkaEngine", "start_redis", "start_kafka",
-           "create_topics", "default_dir", "kafka_cache_dir"]
+__all__ = ["EngineSet", "RedisEngine", "KafkaEngine", "CassandraEngine", "start_redis",
+           "start_kafka", "create_topics", "default_dir", "kafka_cache_dir",
+           "cassandra_wanted"]
 
 log = logging.getLogger(__name__)
 STATE_FILE = "state.json"
@@ -38,47 +45,74 @@ def default_dir() -> Path:
     return Path(__file__).resolve().parents[2] / ".qim" / "engines"
 
 
-class EngineSet:
-    """A Redis and a Kafka engine recorded together in `dir/state.json`.
+def cassandra_wanted() -> bool:
+    """True if QIM_DEV_WITH_CASSANDRA asks for the Cassandra engine ("1"/"0").
 
-    Attributes: `dir`, `redis` (RedisEngine), `kafka` (KafkaEngine), `shard_count`;
-    `redis_addr` / `kafka_bootstrap` are "127.0.0.1:PORT" strings.
+    Raises EngineError for any other value (a typo must not silently mean "no").
+    """
+    raw = os.environ.get("QIM_DEV_WITH_CASSANDRA", "0")
+    if raw not in ("0", "1"):
+        raise EngineError(f"QIM_DEV_WITH_CASSANDRA must be 0 or 1, got {raw!r}")
+    return raw == "1"
+
+
+class EngineSet:
+    """Redis, Kafka and (optional) Cassandra engines recorded together in `dir/state.json`.
+
+    Attributes: `dir`, `redis`, `kafka`, `cassandra` (None unless ever opted in),
+    `shard_count`; `redis_addr` / `kafka_bootstrap` are "127.0.0.1:PORT" strings.
     """
 
     def __init__(self, dir: Path, redis: RedisEngine, kafka: KafkaEngine,
-                 shard_count: int) -> None:
+                 shard_count: int, cassandra: CassandraEngine | None = None) -> None:
         self.dir = Path(dir).resolve()
         self.redis = redis
         self.kafka = kafka
+        self.cassandra = cassandra
         self.shard_count = shard_count
 
     # --- addresses ----------------------------------------------------------
     @property
     def redis_addr(self) -> str:
+        """"127.0.0.1:PORT" of Redis."""
         return self.redis.addr
 
     @property
     def kafka_bootstrap(self) -> str:
+        """"127.0.0.1:PORT" of the Kafka broker."""
         return self.kafka.addr
 
     @property
-    def engines(self) -> list:
-        return [self.redis, self.kafka]
+    def engines(self) -> list[Engine]:
+        """Every recorded engine, in start order."""
+        return [e for e in (self.redis, self.kafka, self.cassandra) if e is not None]
 
     @property
     def env_path(self) -> Path:
+        """Path of engines.env."""
         return self.dir / ENV_FILE
 
     def env(self) -> dict[str, str]:
-        """The QIM_* variables services read to find these engines."""
-        return {"QIM_REDIS_ADDR": self.redis_addr,
-                "QIM_KAFKA_BOOTSTRAP": self.kafka_bootstrap,
-                "QIM_MAILBOX_SHARD_COUNT": str(self.shard_count)}
+        """The QIM_* variables services read to find these engines.
+
+        The Cassandra variables appear only while it runs (it is opt-in).
+        """
+        env = {"QIM_REDIS_ADDR": self.redis_addr,
+               "QIM_KAFKA_BOOTSTRAP": self.kafka_bootstrap,
+               "QIM_MAILBOX_SHARD_COUNT": str(self.shard_count)}
+        if self.cassandra is not None and self.cassandra.alive():
+            env["QIM_SCYLLA_ADDRS"] = self.cassandra.addr
+            env["QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV"] = "1"  # DESIGN §8: RF=1 only with it
+        return env
 
     # --- persistence ----------------------------------------------------------
     def to_state(self) -> dict[str, Any]:
-        return {"shard_count": self.shard_count, "dir": str(self.dir),
-                "redis": self.redis.to_state(), "kafka": self.kafka.to_state()}
+        """JSON-able record of every engine (pids, ports, dirs) and the shard count."""
+        st = {"shard_count": self.shard_count, "dir": str(self.dir),
+              "redis": self.redis.to_state(), "kafka": self.kafka.to_state()}
+        if self.cassandra is not None:
+            st["cassandra"] = self.cassandra.to_state()
+        return st
 
     def save(self) -> None:
         """Write state.json atomically (a crash mid-write must not lose the pids)."""
@@ -104,10 +138,13 @@ class EngineSet:
             return None
         try:
             st = json.loads(path.read_text())
-            r, k = st["redis"], st["kafka"]
+            r, k, c = st["redis"], st["kafka"], st.get("cassandra")
+            cassandra = (CassandraEngine(Path(c["dir"]), c["ports"], c.get("pid"))
+                         if c else None)
             return cls(dir, RedisEngine(Path(r["dir"]), r["ports"], r.get("pid")),
-                       KafkaEngine(Path(k["dir"]), k["ports"], k.get("pid")),
-                       int(st["shard_count"]))
+                       KafkaEngine(Path(k["dir"]), k["ports"], k.get("pid"),
+                                   topics=k.get("topics")),
+                       int(st["shard_count"]), cassandra)
         except (ValueError, KeyError, TypeError) as e:
             raise EngineError(f"{path} is corrupt ({e}); stop its processes by hand "
                               f"and remove {dir}") from e
@@ -115,17 +152,22 @@ class EngineSet:
     # --- lifecycle --------------------------------------------------------------
     @classmethod
     def up(cls, dir: Path | str | None = None, shard_count: int | None = None,
-           die_with_parent: bool = False) -> "EngineSet":
-        """Start both engines (idempotent) and return the running set.
+           die_with_parent: bool = False, with_cassandra: bool | None = None) -> "EngineSet":
+        """Start the engines (idempotent) and return the running set, each truly ready.
 
         Healthy recorded engines are left alone; dead ones are restarted on their
-        recorded ports and data. `shard_count` defaults to the recorded one, else 64;
-        a different count than recorded raises EngineError (topics cannot shrink).
-        `die_with_parent` makes the engines exit with this process (test sessions).
-        Raises EngineError if anything cannot be installed or started; engines
-        started so far stay recorded in state.json so `down` can stop them.
+        recorded ports and data; one still booting is waited for. `shard_count`
+        defaults to the recorded one, else 64; a different count than recorded raises
+        EngineError (topics cannot shrink). `with_cassandra` (default: env
+        QIM_DEV_WITH_CASSANDRA) also starts Cassandra; a recorded Cassandra that is not
+        asked for is left as it is. `die_with_parent` makes the engines exit with this
+        process (test sessions). Raises EngineError if anything cannot be installed or
+        started; engines started so far stay recorded in state.json so `down` can
+        stop them.
         """
         dir = Path(dir or default_dir()).resolve()
+        if with_cassandra is None:
+            with_cassandra = cassandra_wanted()
         es = cls.load(dir)
         if es is not None and shard_count and shard_count != es.shard_count:
             raise EngineError(f"engines in {dir} were created with shard count "
@@ -137,13 +179,21 @@ class EngineSet:
         # install first, so a missing package fails before anything is running
         ensure_redis_installed()
         lib = ensure_kafka_jars()
+        cassandra_lib = ensure_cassandra_jars() if with_cassandra else None
         if es is None:
-            rp, kp, cp = free_ports(3)
+            rp, kp, cp = pick_ports(3)
             es = cls(dir, RedisEngine(dir / "redis", {"main": rp}),
                      KafkaEngine(dir / "kafka", {"main": kp, "controller": cp}),
                      shard_count)
+        if with_cassandra and es.cassandra is None:
+            used = [p for e in es.engines for p in e.ports.values()]
+            cq, cs = pick_ports(2, exclude=used)
+            es.cassandra = CassandraEngine(dir / "cassandra", {"main": cq, "storage": cs})
         es.kafka.lib = lib
-        for eng in es.engines:
+        if es.cassandra is not None and cassandra_lib is not None:
+            es.cassandra.lib = cassandra_lib
+        wanted = [es.redis, es.kafka] + ([es.cassandra] if with_cassandra else [])
+        for eng in wanted:
             eng.die_with_parent = die_with_parent
             if eng.healthy():
                 log.info("%s already running pid=%s at %s", eng.name, eng.pid, eng.addr)
@@ -153,8 +203,9 @@ class EngineSet:
             else:
                 eng.start()
             es.save()
-        create_topics(es.kafka_bootstrap, es.shard_count)
+        es.kafka.topics = create_topics(es.kafka_bootstrap, es.shard_count)
         es.save()
+        es.kafka.wait_ready(es.kafka.start_timeout)  # every new partition answers
         es.write_env()
         return es
 
@@ -164,10 +215,12 @@ class EngineSet:
         Ports and data stay recorded, so a later `up` brings the same engines back.
         Removes engines.env, which would otherwise point at dead ports.
         """
-        for eng in reversed(self.engines):  # Kafka first: it is the slower to stop
-            eng.stop(timeout)
-            self.save()
-        self.env_path.unlink(missing_ok=True)
+        try:
+            for eng in reversed(self.engines):  # the JVMs first: they are slower to stop
+                eng.stop(timeout)
+                self.save()
+        finally:
+            self.env_path.unlink(missing_ok=True)
 
     def status(self) -> list[dict[str, Any]]:
         """One dict per engine: name, pid, alive, healthy, addr, rss_mib."""
@@ -180,4 +233,5 @@ class EngineSet:
         return out
 
     def all_healthy(self) -> bool:
+        """True if every recorded engine is ready right now."""
         return all(s["healthy"] for s in self.status())

@@ -8,28 +8,26 @@ cache reused between runs; each broker gets its own data dir and ports.
 from __future__ import annotations
 
 import base64
-import fcntl
-import hashlib
 import logging
 import os
-import shutil
 import subprocess
 import time
 import uuid
 from pathlib import Path
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from qim.consts import DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC
-from qim.dev._proc import Engine, apt_install, free_ports, port_open, require_executable
+from qim.dev._proc import pick_ports, port_in_use, require_executable
+from qim.dev.engine import Engine
+from qim.dev.maven import REPO_ROOT, ensure_jars
 from qim.errors import EngineError
 
 log = logging.getLogger(__name__)
 
 # keep in step with <kafka.version> in dev/kafka/pom.xml; it names the jar cache
 KAFKA_VERSION = "4.1.1"
-REPO_ROOT = Path(__file__).resolve().parents[2]
 POM = REPO_ROOT / "dev" / "kafka" / "pom.xml"
 HEAP = "-Xmx512m"
 _rdkafka_log = logging.getLogger("qim.dev.librdkafka")
@@ -55,57 +53,9 @@ def kafka_cache_dir() -> Path:
 
 
 def ensure_kafka_jars(cache: Path | None = None) -> Path:
-    """Return the directory of broker jars, fetching them with Maven if needed.
-
-    Shape: `<cache>/lib/*.jar`; a `.complete` marker holds the pom's sha256 so an
-    edited pom refetches. A file lock makes parallel test sessions wait for one
-    download. Installs java/maven from Debian if missing (root only).
-    Raises EngineError if Maven fails (message carries Maven's output tail).
-    """
-    cache = cache or kafka_cache_dir()
-    try:
-        return _ensure_kafka_jars(cache)
-    except OSError as e:
-        raise EngineError(f"kafka: cannot prepare the jar cache {cache}: {e}") from e
-
-
-def _ensure_kafka_jars(cache: Path) -> Path:
-    lib = cache / "lib"
-    if not POM.exists():
-        raise EngineError(f"kafka: {POM} not found (run from a QIM source checkout)")
-    digest = hashlib.sha256(POM.read_bytes()).hexdigest()
-    marker = cache / ".complete"
-    if marker.exists() and marker.read_text().strip() == digest:
-        return lib
-    cache.mkdir(parents=True, exist_ok=True)
-    with open(cache / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if marker.exists() and marker.read_text().strip() == digest:
-            return lib  # another process fetched them while we waited
-        _ensure_java_and_maven()
-        tmp = cache / "lib.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        cmd = ["mvn", "-q", "-B", "-f", str(POM),
-               "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies",
-               f"-DoutputDirectory={tmp}", "-DincludeScope=runtime"]
-        log.info("fetching Kafka %s jars: %s", KAFKA_VERSION, " ".join(cmd))
-        t0 = time.monotonic()
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0 or not any(tmp.glob("kafka_2.13-*.jar")):
-            raise EngineError(f"kafka: Maven could not fetch the broker jars "
-                              f"(exit {r.returncode}):\n{(r.stdout + r.stderr)[-4000:]}")
-        shutil.rmtree(lib, ignore_errors=True)
-        tmp.rename(lib)
-        marker.write_text(digest + "\n")
-        log.info("Kafka jars ready in %s (%.1fs)", lib, time.monotonic() - t0)
-    return lib
-
-
-def _ensure_java_and_maven() -> None:
-    missing = [pkg for exe, pkg in (("java", "openjdk-17-jre-headless"), ("mvn", "maven"))
-               if not shutil.which(exe)]
-    if missing:
-        apt_install(missing)
+    """Return the directory of broker jars (`<cache>/lib/*.jar`), fetching them with
+    Maven if needed (qim.dev.maven.ensure_jars). Raises EngineError if Maven fails."""
+    return ensure_jars("kafka", POM, cache or kafka_cache_dir(), "kafka_2.13-*.jar")
 
 
 def _random_cluster_id() -> str:
@@ -129,22 +79,30 @@ class KafkaEngine(Engine):
     """Single-node KRaft broker+controller in `dir` (data in `dir/data`).
 
     ports: {"main": PLAINTEXT, "controller": CONTROLLER}; `.addr` is the bootstrap
-    "127.0.0.1:PORT". Restart keeps ports, cluster id and data.
+    "127.0.0.1:PORT". Restart keeps ports, cluster id and data. `topics`
+    ({name: partitions}, set once `create_topics` made them) is part of readiness: a
+    restarted broker is ready only when its metadata lists them with a leader for
+    every partition.
     """
 
     name = "kafka"
     start_timeout = 90.0  # a cold JVM on two busy cores takes ~10 s; leave room
+    exit_code_on_term = 143  # the JVM's exit code after its SIGTERM shutdown hooks
 
-    def __init__(self, dir, ports, pid=None, die_with_parent=False, lib: Path | None = None):
+    def __init__(self, dir, ports, pid=None, die_with_parent=False, lib: Path | None = None,
+                 topics: dict[str, int] | None = None):
         super().__init__(dir, ports, pid, die_with_parent)
         self.lib = Path(lib) if lib else kafka_cache_dir() / "lib"
+        self.topics = dict(topics or {})
 
     @property
     def bootstrap(self) -> str:
+        """Bootstrap address "127.0.0.1:PORT" (same as `addr`)."""
         return self.addr
 
     @property
     def log_paths(self) -> list[Path]:
+        """stdout.log and the broker's server.log."""
         return [self.dir / "stdout.log", self.dir / "server.log"]
 
     def _properties(self) -> str:
@@ -214,11 +172,47 @@ class KafkaEngine(Engine):
         return self._java("kafka.Kafka", str(self.dir / "server.properties"))
 
     def _check_ready(self) -> bool:
+        """The broker answers a metadata request listing itself and our topics, each
+        with its partition count and a leader for every partition, and the leader of
+        every partition answers ListOffsets.
+
+        Metadata alone is not enough: right after a topic is created (or the broker
+        restarted) it names a leader while that broker still answers
+        NOT_LEADER_FOR_PARTITION, and a service that starts then fails on its first
+        watermark query (issue 10, fault 7).
+        """
         # TCP first: librdkafka would otherwise log a connection error per attempt
-        if not port_open(self.ports["main"]):
+        if not port_in_use(self.ports["main"]):
             return False
         md = admin_client(self.addr).list_topics(timeout=3)
-        return len(md.brokers) >= 1
+        if len(md.brokers) < 1:
+            return False
+        for name, partitions in self.topics.items():
+            t = md.topics.get(name)
+            if t is None or t.error is not None or len(t.partitions) != partitions:
+                return False
+            if any(p.error is not None or p.leader < 0 for p in t.partitions.values()):
+                return False
+        return self._partitions_answer()
+
+    def _partitions_answer(self) -> bool:
+        """One ListOffsets (latest) for every partition of `topics`; raises the first
+        partition's KafkaException (e.g. NOT_LEADER_FOR_PARTITION) if one fails."""
+        if not self.topics:
+            return True
+        want = {TopicPartition(t, p): OffsetSpec.latest()
+                for t, n in self.topics.items() for p in range(n)}
+        # keep the client referenced until every future resolved: a collected
+        # AdminClient never completes its futures
+        admin = admin_client(self.addr)
+        futures = admin.list_offsets(want, request_timeout=5)
+        for fut in futures.values():
+            fut.result(timeout=10)
+        return True
+
+    def to_state(self) -> dict:
+        """Engine.to_state plus the topics readiness waits for."""
+        return {**super().to_state(), "topics": self.topics}
 
 
 def start_kafka(dir: Path | str, shard_count: int | None = None, ports: dict | None = None,
@@ -230,7 +224,7 @@ def start_kafka(dir: Path | str, shard_count: int | None = None, ports: dict | N
     """
     lib = ensure_kafka_jars()
     if not ports:
-        main, controller = free_ports(2)
+        main, controller = pick_ports(2)
         ports = {"main": main, "controller": controller}
     eng = KafkaEngine(Path(dir), ports, lib=lib, die_with_parent=die_with_parent)
     try:
@@ -238,7 +232,8 @@ def start_kafka(dir: Path | str, shard_count: int | None = None, ports: dict | N
     except OSError as e:
         raise EngineError(f"kafka: cannot start in {dir}: {e}") from e
     if shard_count:
-        create_topics(eng.addr, shard_count)
+        eng.topics = create_topics(eng.addr, shard_count)
+        eng.wait_ready(timeout or eng.start_timeout)  # every new partition answers
     return eng
 
 

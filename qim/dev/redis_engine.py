@@ -12,7 +12,8 @@ from pathlib import Path
 
 import redis
 
-from qim.dev._proc import Engine, apt_install, free_port, require_executable
+from qim.dev._proc import apt_install, pick_ports, require_executable
+from qim.dev.engine import Engine
 from qim.errors import EngineError
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class RedisEngine(Engine):
 
     @property
     def port(self) -> int:
+        """The Redis port."""
         return self.ports["main"]
 
     def client(self, **kw) -> redis.Redis:
@@ -77,11 +79,19 @@ class RedisEngine(Engine):
         return [ensure_redis_installed(), str(self.dir / "redis.conf")]
 
     def _check_ready(self) -> bool:
-        c = self.client(socket_timeout=1)
+        """PING answers and INFO persistence says the dataset is loaded.
+
+        While Redis replays the AOF it refuses most commands with -LOADING (redis-py:
+        BusyLoadingError, raised here). INFO is served during loading, and `loading:0`
+        (plus `async_loading:0`, a replica loading in the background while it serves
+        old data) is the positive proof that every acknowledged write is back.
+        """
+        c = self.client(socket_timeout=1, decode_responses=True)
         try:
-            # while Redis replays the AOF it answers LOADING (redis-py raises
-            # BusyLoadingError), so a PONG means the data is loaded
-            return bool(c.ping())
+            if not c.ping():
+                return False
+            info = c.info("persistence")
+            return int(info.get("loading", 1)) == 0 and int(info.get("async_loading", 0)) == 0
         finally:
             c.close()
 
@@ -94,10 +104,9 @@ def start_redis(dir: Path | str, port: int | None = None, timeout: float | None 
     Raises EngineError (with the tail of the Redis log) if it cannot start.
     """
     ensure_redis_installed()
-    eng = RedisEngine(Path(dir), {"main": port or free_port()}, die_with_parent=die_with_parent)
+    eng = RedisEngine(Path(dir), {"main": port or pick_ports(1)[0]},
+                      die_with_parent=die_with_parent)
     try:
         return eng.start(timeout)
-    except EngineError:
-        raise
     except OSError as e:
         raise EngineError(f"redis: cannot start in {dir}: {e}") from e

@@ -1,19 +1,17 @@
 """Development supervisor: runs qim-writer, qim-mailbox, qim-session, qim-fanout and
 qim-gateway as separate processes against engines started by `qim-dev engines up`.
 
-Each service gets free loopback ports, its own log file under DIR/logs and its pid in
-DIR/stack.json; `down` stops exactly those pids. `up` waits until every /healthz
-answers 200 and writes DIR/stack.env: everything a client or admin command needs
-(gateway address, development token secret, writer addresses, engine addresses).
+Each service gets loopback ports (fresh, or remembered in a PortBook file: see
+qim.dev.stack_ports), its own log file under DIR/logs and its pid in DIR/stack.json;
+`down` stops exactly those pids. `up` waits until every /healthz answers 200 and
+writes DIR/stack.env: everything a client or admin command needs (gateway address,
+development token secret, writer addresses, engine addresses).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import secrets
 import signal
-import subprocess
 import sys
 import time
 import urllib.error
@@ -22,73 +20,105 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from qim.dev._proc import _death_wrapper, free_ports
+from mirakuru.exceptions import ProcessExitedWithError, ProcessFinishedWithError
+
+from qim.dev._proc import Launcher, death_wrapper, pid_alive, pid_cwd, stop_pid
+from qim.dev.stack_ports import PortBook, dev_secret
 from qim.errors import EngineError
 
+READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 10.0
+# copied into stack.env so qim-loadgen and qimctl work after sourcing one file
+CLIENT_VARS = ("QIM_WRITER_ADDRS", "QIM_REDIS_ADDR", "QIM_KAFKA_BOOTSTRAP",
+               "QIM_MAILBOX_SHARD_COUNT", "QIM_TENANT_ID")
 
 
 def module_of(name: str) -> str:
     """Instance name -> entry module: "writer2" runs qim.app.writer."""
     return name.rstrip("0123456789")
-READY_TIMEOUT_S = 60.0
-# copied into stack.env so qim-loadgen and qimctl work after sourcing one file
-CLIENT_VARS = ("QIM_WRITER_ADDRS", "QIM_REDIS_ADDR", "QIM_KAFKA_BOOTSTRAP", "QIM_MAILBOX_SHARD_COUNT", "QIM_TENANT_ID")
 
 
 @dataclass
 class Stack:
-    """A running (or recorded) set of service processes."""
+    """A running (or recorded) set of service processes.
+
+    `env`: variables every service gets; `instance_env`: per-instance overrides
+    (listen addresses); `metrics`: name -> "host:port" of its /metrics and /healthz;
+    `pids`: name -> pid. Processes this object started are held by mirakuru launchers;
+    pids loaded from stack.json (an earlier CLI run) are stopped by pid.
+    """
 
     dir: Path
     env: dict[str, str]
     metrics: dict[str, str]
     pids: dict[str, int] = field(default_factory=dict)
     die_with_parent: bool = False  # test runs: services get SIGTERM when pytest dies
-    instance_env: dict[str, dict[str, str]] = field(default_factory=dict)  # per-instance overrides
+    instance_env: dict[str, dict[str, str]] = field(default_factory=dict)
+    # exit code of a service that exited non-zero after stop_service's signal
+    exit_codes: dict[str, int] = field(default_factory=dict, repr=False)
+    _launchers: dict[str, Launcher] = field(default_factory=dict, repr=False)
 
     @property
     def gateway_addr(self) -> str:
+        """Client address of the gateway ("127.0.0.1:PORT")."""
         return self.env["QIM_GATEWAY_LISTEN"]
 
     @property
     def token_secret(self) -> str:
+        """Development token secret (hex)."""
         return self.env["QIM_DEV_TOKEN_SECRET"]
 
     def save(self) -> None:
+        """Write stack.json (pids, addresses) and stack.env (client variables)."""
         (self.dir / "stack.json").write_text(json.dumps(
-            {"env": self.env, "metrics": self.metrics, "pids": self.pids, "instance_env": self.instance_env},
-            indent=2))
-        client_env = {"QIM_GATEWAY_ADDR": self.gateway_addr, "QIM_DEV_TOKEN_SECRET": self.token_secret}
+            {"env": self.env, "metrics": self.metrics, "pids": self.pids,
+             "instance_env": self.instance_env}, indent=2))
+        client_env = {"QIM_GATEWAY_ADDR": self.gateway_addr,
+                      "QIM_DEV_TOKEN_SECRET": self.token_secret}
         client_env.update({k: self.env[k] for k in CLIENT_VARS if k in self.env})
         (self.dir / "stack.env").write_text("".join(f"{k}={v}\n" for k, v in client_env.items()))
 
     @classmethod
     def load(cls, dir: Path) -> Optional["Stack"]:
+        """The stack recorded in `dir/stack.json`, None if none; EngineError if corrupt."""
         path = Path(dir) / "stack.json"
         if not path.exists():
             return None
-        data = json.loads(path.read_text())
-        return cls(Path(dir), data["env"], data["metrics"], {k: int(v) for k, v in data["pids"].items()},
-                   instance_env=data.get("instance_env", {}))
+        try:
+            data = json.loads(path.read_text())
+            return cls(Path(dir), data["env"], data["metrics"],
+                       {k: int(v) for k, v in data["pids"].items()},
+                       instance_env=data.get("instance_env", {}))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise EngineError(f"{path} is corrupt ({e}); stop its processes by hand "
+                              f"and remove it") from e
 
     @property
     def names(self) -> list[str]:
+        """Service instance names in start order."""
         return list(self.metrics)
 
     def start_service(self, name: str, extra_env: Optional[dict[str, str]] = None) -> int:
         """Start one service instance (again), optionally with extra environment (fault
-        injection); returns its pid."""
-        logs = self.dir / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **self.env, **self.instance_env.get(name, {}), **(extra_env or {}),
+        injection); returns its pid without waiting for /healthz (see wait_ready)."""
+        if name not in self.metrics:
+            raise EngineError(f"no service {name!r} in this stack; it has "
+                              f"{', '.join(self.names)}")
+        env = {**self.env, **self.instance_env.get(name, {}), **(extra_env or {}),
                "PYTHONUNBUFFERED": "1"}
-        with open(logs / f"{name}.log", "ab") as log:
-            argv = _death_wrapper(self.die_with_parent) + [sys.executable, "-m", f"qim.app.{module_of(name)}"]
-            proc = subprocess.Popen(argv, env=env, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True, cwd=self.dir)
-        self.pids[name] = proc.pid
+        argv = death_wrapper(self.die_with_parent) + [sys.executable, "-m",
+                                                      f"qim.app.{module_of(name)}"]
+        launcher = Launcher(argv, cwd=self.dir, log_path=self.dir / "logs" / f"{name}.log",
+                            env=env, timeout=READY_TIMEOUT_S)
+        try:
+            launcher.start()  # no readiness callback: returns once spawned
+        except ProcessExitedWithError as e:
+            raise EngineError(f"{name} exited at once (code {e.exit_code}):\n"
+                              f"{self.log_tail(name)}") from None
+        self._launchers[name] = launcher
+        self.pids[name] = launcher.pid
         self.save()
-        return proc.pid
+        return launcher.pid
 
     def healthz(self, name: str) -> tuple[int, str]:
         """(HTTP status, body) of a service's /healthz; (0, reason) when unreachable."""
@@ -101,19 +131,13 @@ class Stack:
             return 0, str(exc)
 
     def alive(self, name: str) -> bool:
+        """True if the service's process runs (a recorded pid only while it still runs
+        in this stack's directory: the pid may have been reused since)."""
+        launcher = self._launchers.get(name)
+        if launcher is not None and launcher.pid is not None:
+            return launcher.running()
         pid = self.pids.get(name)
-        if not pid:
-            return False
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        # A zombie child of this process still "exists"; reap it if it is ours.
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-            return done == 0
-        except ChildProcessError:
-            return True
+        return pid_alive(pid) and pid_cwd(pid) == str(Path(self.dir).resolve())
 
     def wait_ready(self, names=None, timeout: float = READY_TIMEOUT_S) -> None:
         """Block until every named /healthz is 200. EngineError (with log tail) otherwise."""
@@ -128,71 +152,110 @@ class Stack:
                 pending.pop(0)
                 continue
             if time.monotonic() > deadline:
-                raise EngineError(f"{name} not ready after {timeout}s ({status} {body.strip()}):\n{self.log_tail(name)}")
+                raise EngineError(f"{name} not ready after {timeout}s ({status} "
+                                  f"{body.strip()}):\n{self.log_tail(name)}")
             time.sleep(0.2)
 
     def log_tail(self, name: str, lines: int = 30) -> str:
+        """Last `lines` lines of the service's log file."""
         path = self.dir / "logs" / f"{name}.log"
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else "(no log)"
+        return ("\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+                if path.exists() else "(no log)")
 
-    def stop_service(self, name: str, sig: int = signal.SIGTERM, timeout: float = 10.0) -> None:
-        """Stop exactly the recorded pid (SIGKILL after timeout)."""
-        pid = self.pids.get(name)
-        if not pid or not self.alive(name):
-            return
-        os.kill(pid, sig)
-        deadline = time.monotonic() + timeout
-        while self.alive(name) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if self.alive(name):
-            os.kill(pid, signal.SIGKILL)
-            while self.alive(name):
-                time.sleep(0.05)
+    def stop_service(self, name: str, sig: int = signal.SIGTERM,
+                     timeout: float = STOP_TIMEOUT_S) -> None:
+        """Stop exactly the recorded pid (`sig`, SIGKILL after `timeout` s).
+
+        A service that already exited (a fault-injection crash) is only reaped.
+        """
+        launcher = self._launchers.pop(name, None)
+        if launcher is not None and launcher.pid is not None:
+            try:
+                launcher.stop_within(timeout, sig)
+            except ProcessFinishedWithError as e:
+                # the stop itself worked (the process is gone); the code is kept for
+                # tests that care how a service shut down, its log says why
+                self.exit_codes[name] = e.exit_code
+        elif self.alive(name):
+            stop_pid(self.pids[name], timeout, sig)
 
     def kill_service(self, name: str) -> None:
         """SIGKILL, for crash tests."""
         self.stop_service(name, signal.SIGKILL, 5.0)
 
+    def restart_service(self, name: str, timeout: float = READY_TIMEOUT_S) -> int:
+        """Stop one service by its pid and start it again with the same ports and
+        environment; returns the new pid once its /healthz is 200 (EngineError if not)."""
+        if name not in self.metrics:
+            raise EngineError(f"no service {name!r} in this stack; it has "
+                              f"{', '.join(self.names)}")
+        self.stop_service(name)
+        pid = self.start_service(name)
+        self.wait_ready([name], timeout)
+        return pid
+
     def down(self) -> None:
+        """Stop every service (reverse start order) and remove stack.json/stack.env."""
         for name in reversed(self.names):
             self.stop_service(name)
         (self.dir / "stack.json").unlink(missing_ok=True)
         (self.dir / "stack.env").unlink(missing_ok=True)  # a stale file would point at dead ports
 
 
+def _port_keys(writers: int, mailboxes: int, sessions: int) -> dict[str, list[str]]:
+    """Instance name -> its port keys ([listen, metrics]); shared keys under ""."""
+    def names(kind: str, n: int) -> list[str]:
+        return [kind if i == 0 else f"{kind}{i + 1}" for i in range(n)]
+    keys = {"": ["gateway", "gateway_push", "gateway_metrics", "fanout_metrics"]}
+    for name in names("writer", writers) + names("mailbox", mailboxes) + names("session", sessions):
+        keys[name] = [name, f"{name}_metrics"]
+    return keys
+
+
 def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str, str]] = None,
-             die_with_parent: bool = False, writers: int = 1, mailboxes: int = 1, sessions: int = 1) -> Stack:
-    """Start every service on fresh loopback ports — `writers` writer instances (writer,
-    writer2, ...), `mailboxes` mailbox nodes (mailbox, mailbox2, ...; shards split by
-    static assignment) and `sessions` session nodes (session, session2, ...; user u on
-    node u mod n) — and wait until all are healthy. EngineError when one cannot start."""
+             die_with_parent: bool = False, writers: int = 1, mailboxes: int = 1,
+             sessions: int = 1, ports_file: Optional[Path] = None,
+             secret_file: Optional[Path] = None) -> Stack:
+    """Start every service and wait until all are healthy.
+
+    `writers` writer instances (writer, writer2, ...), `mailboxes` mailbox nodes
+    (mailbox, mailbox2, ...; shards split by static assignment) and `sessions` session
+    nodes (session, ...; user u on node u mod n). Ports are fresh unless `ports_file`
+    remembers them, the token secret likewise with `secret_file` (qim.dev.stack_ports).
+    Raises EngineError when a remembered port is taken or a service cannot start
+    (everything started is stopped first).
+    """
     dir = Path(dir)
     dir.mkdir(parents=True, exist_ok=True)
-    ports = iter(f"127.0.0.1:{p}" for p in free_ports(4 + 2 * (writers + mailboxes + sessions)))
+    book = PortBook(ports_file)
+    layout = _port_keys(writers, mailboxes, sessions)
+    all_keys = [k for keys in layout.values() for k in keys]
+    ports = {k: f"127.0.0.1:{p}" for k, p in book.take(all_keys).items()}
+    book.check_free(all_keys)
+    secret = dev_secret(secret_file)
+    book.save()
     env = {
         **engine_env,
-        "QIM_GATEWAY_LISTEN": next(ports), "QIM_GATEWAY_PUSH_ADDR": next(ports),
-        "QIM_GATEWAY_METRICS_LISTEN": next(ports), "QIM_FANOUT_METRICS_LISTEN": next(ports),
-        "QIM_DEV_TOKEN_SECRET": secrets.token_hex(16), "QIM_MAILBOX_NODE_COUNT": str(mailboxes),
+        "QIM_GATEWAY_LISTEN": ports["gateway"], "QIM_GATEWAY_PUSH_ADDR": ports["gateway_push"],
+        "QIM_GATEWAY_METRICS_LISTEN": ports["gateway_metrics"],
+        "QIM_FANOUT_METRICS_LISTEN": ports["fanout_metrics"],
+        "QIM_DEV_TOKEN_SECRET": secret, "QIM_MAILBOX_NODE_COUNT": str(mailboxes),
     }
     env.update(extra_env or {})
     instance_env: dict[str, dict[str, str]] = {}
-    for i in range(writers):
-        instance_env["writer" if i == 0 else f"writer{i + 1}"] = {
-            "QIM_WRITER_LISTEN": next(ports), "QIM_WRITER_METRICS_LISTEN": next(ports)}
-    for i in range(mailboxes):
-        instance_env["mailbox" if i == 0 else f"mailbox{i + 1}"] = {
-            "QIM_MAILBOX_LISTEN": next(ports), "QIM_MAILBOX_METRICS_LISTEN": next(ports),
-            "QIM_MAILBOX_NODE_INDEX": str(i)}
-    for i in range(sessions):
-        instance_env["session" if i == 0 else f"session{i + 1}"] = {
-            "QIM_SESSION_LISTEN": next(ports), "QIM_SESSION_METRICS_LISTEN": next(ports),
-            "QIM_SESSION_NODE_INDEX": str(i)}
-    env["QIM_SESSION_ADDRS"] = ",".join(e["QIM_SESSION_LISTEN"] for n, e in instance_env.items() if n.startswith("s"))
-    env["QIM_WRITER_ADDRS"] = ",".join(e["QIM_WRITER_LISTEN"] for n, e in instance_env.items() if n.startswith("w"))
-    env["QIM_MAILBOX_ADDRS"] = ",".join(e["QIM_MAILBOX_LISTEN"] for n, e in instance_env.items() if n.startswith("m"))
-    metrics = {n: next(v for k, v in e.items() if k.endswith("_METRICS_LISTEN")) for n, e in instance_env.items()}
-    metrics.update({"gateway": env["QIM_GATEWAY_METRICS_LISTEN"], "fanout": env["QIM_FANOUT_METRICS_LISTEN"]})
+    for name in (n for n in layout if n):
+        var = module_of(name).upper()
+        instance_env[name] = {f"QIM_{var}_LISTEN": ports[name],
+                              f"QIM_{var}_METRICS_LISTEN": ports[f"{name}_metrics"]}
+        if var in ("MAILBOX", "SESSION"):
+            index = int(name[len(var):] or 1) - 1
+            instance_env[name][f"QIM_{var}_NODE_INDEX"] = str(index)
+    for var in ("SESSION", "WRITER", "MAILBOX"):
+        env[f"QIM_{var}_ADDRS"] = ",".join(e[f"QIM_{var}_LISTEN"] for n, e in instance_env.items()
+                                           if module_of(n) == var.lower())
+    metrics = {n: e[f"QIM_{module_of(n).upper()}_METRICS_LISTEN"] for n, e in instance_env.items()}
+    metrics.update({"gateway": env["QIM_GATEWAY_METRICS_LISTEN"],
+                    "fanout": env["QIM_FANOUT_METRICS_LISTEN"]})
     stack = Stack(dir, env, metrics, die_with_parent=die_with_parent, instance_env=instance_env)
     try:
         for name in stack.names:

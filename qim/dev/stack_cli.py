@@ -1,21 +1,33 @@
-"""`qim-dev stack up|down|status`: the QIM services on top of `qim-dev engines`."""
+"""`qim-dev stack up|down|status|restart NAME`: the QIM services on top of `qim-dev engines`.
+
+The stack directory keeps `ports.json` and `dev_secret` across `down`/`up`, so the
+gateway address and the token secret of one checkout never change by themselves
+(qim.dev.stack_ports).
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from qim.dev.engines import EngineSet, default_dir
 from qim.dev.stack import Stack, stack_up
+from qim.dev.stack_ports import PORTS_FILE, SECRET_FILE, PortBook
 
 
 def default_stack_dir() -> Path:
+    """`<repo>/.qim/stack`."""
     return default_dir().parent / "stack"
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("stack", help="run qim-writer, qim-mailbox, qim-session, qim-gateway, qim-fanout")
-    p.add_argument("action", choices=["up", "down", "status"])
+    """Register the `stack` subcommand on an argparse subparsers object."""
+    p = sub.add_parser("stack", help="run qim-writer, qim-mailbox, qim-session, qim-gateway, "
+                                     "qim-fanout")
+    p.add_argument("action", choices=["up", "down", "status", "restart"])
+    p.add_argument("name", nargs="?", help="restart: the service instance (gateway, writer, "
+                                           "mailbox, session, fanout, writer2, ...)")
     p.add_argument("--dir", default=None, help=f"stack directory (default {default_stack_dir()})")
     p.add_argument("--engines-dir", default=None, help=f"engine directory (default {default_dir()})")
 
@@ -23,18 +35,12 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Carry out one stack action; returns the exit code (EngineError propagates)."""
     dir = Path(args.dir) if args.dir else default_stack_dir()
+    if args.action != "restart" and args.name:
+        print(f"qim-dev: error: `stack {args.action}` takes no service name", file=sys.stderr)
+        return 2
     existing = Stack.load(dir)
     if args.action == "up":
-        if existing is not None and all(existing.healthz(s)[0] == 200 for s in existing.names):
-            print(f"stack already up; env file:\n{dir / 'stack.env'}")
-            return 0
-        if existing is not None:
-            existing.down()
-        engines = EngineSet.up(args.engines_dir, None)
-        stack = stack_up(dir, engines.env())
-        print((dir / "stack.env").read_text(), end="")
-        print(f"# services up: {', '.join(f'{k}={v}' for k, v in stack.pids.items())}; env file:\n{dir / 'stack.env'}")
-        return 0
+        return _up(args, dir, existing)
     if existing is None:
         print(f"no stack recorded in {dir}")
         return 0 if args.action == "down" else 1
@@ -42,11 +48,43 @@ def run(args: argparse.Namespace) -> int:
         existing.down()
         print(f"stack in {dir} stopped")
         return 0
+    if args.action == "restart":
+        if not args.name:
+            print(f"qim-dev: error: `stack restart` needs a service name: "
+                  f"{', '.join(existing.names)}", file=sys.stderr)
+            return 2
+        pid = existing.restart_service(args.name)
+        print(f"{args.name} restarted: pid={pid} healthz=200")
+        return 0
+    return _status(existing)
+
+
+def _up(args: argparse.Namespace, dir: Path, existing: Stack | None) -> int:
+    if existing is not None and all(existing.healthz(s)[0] == 200 for s in existing.names):
+        print(f"stack already up; env file:\n{dir / 'stack.env'}")
+        return 0
+    if existing is not None:
+        existing.down()
+    # a remembered port someone else took fails here, before any engine is started
+    book = PortBook(dir / PORTS_FILE)
+    book.check_free(sorted(book.remembered))
+    engines = EngineSet.up(args.engines_dir, None)
+    stack = stack_up(dir, engines.env(), ports_file=dir / PORTS_FILE,
+                     secret_file=dir / SECRET_FILE)
+    print((dir / "stack.env").read_text(), end="")
+    print(f"# services up: {', '.join(f'{k}={v}' for k, v in stack.pids.items())}; "
+          f"env file:\n{dir / 'stack.env'}")
+    return 0
+
+
+def _status(existing: Stack) -> int:
     ok = True
     for name in existing.names:
         status, body = existing.healthz(name)
         ok &= status == 200
-        listen = {**existing.env, **existing.instance_env.get(name, {})}.get(f"QIM_{name.rstrip('0123456789').upper()}_LISTEN", "-")
-        print(f"{name:8} pid={existing.pids.get(name)} alive={existing.alive(name)} listen={listen} "
-              f"metrics=http://{existing.metrics[name]} healthz={status} {body.strip()[:80]}")
+        env = {**existing.env, **existing.instance_env.get(name, {})}
+        listen = env.get(f"QIM_{name.rstrip('0123456789').upper()}_LISTEN", "-")
+        print(f"{name:8} pid={existing.pids.get(name)} alive={existing.alive(name)} "
+              f"listen={listen} metrics=http://{existing.metrics[name]} healthz={status} "
+              f"{body.strip()[:80]}")
     return 0 if ok else 1

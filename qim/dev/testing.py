@@ -5,6 +5,11 @@
   Yields an `EngineSet`: `.redis_addr`, `.kafka_bootstrap`, `.shard_count`, `.env()`.
 - `private_redis` / `private_kafka` (function): instances of a test's own, for tests
   that kill or restart an engine so they cannot disturb the shared ones.
+- `private_cassandra` (function): a Cassandra 5.0 node of the test's own (the local
+  stand-in for ScyllaDB; ~10-40 s and ~1 GiB: only for tests that need CQL).
+
+`start_test_engines(base, with_cassandra=True)` (or QIM_DEV_WITH_CASSANDRA=1) adds
+Cassandra to an EngineSet.
 
 An engine that cannot start FAILS the tests that need it (ENGINES.md, "Rules").
 The engines get a parent-death signal (setpriv --pdeathsig), so a killed pytest does not leave them running.
@@ -17,6 +22,7 @@ import logging
 
 import pytest
 
+from qim.dev.cassandra_engine import CassandraEngine, start_cassandra
 from qim.dev.engines import EngineSet
 from qim.dev.kafka_engine import KafkaEngine, start_kafka
 from qim.dev.redis_engine import RedisEngine, start_redis
@@ -28,13 +34,16 @@ log = logging.getLogger(__name__)
 TEST_SHARD_COUNT = 8
 
 
-def start_test_engines(base_dir, shard_count: int = TEST_SHARD_COUNT) -> EngineSet:
+def start_test_engines(base_dir, shard_count: int = TEST_SHARD_COUNT,
+                       with_cassandra: bool | None = None) -> EngineSet:
     """Start a private EngineSet under `base_dir`; on failure stop what started.
 
-    Raises EngineError with the engine's log tail.
+    `with_cassandra` defaults to QIM_DEV_WITH_CASSANDRA. Raises EngineError with the
+    engine's log tail.
     """
     try:
-        return EngineSet.up(base_dir, shard_count, die_with_parent=True)
+        return EngineSet.up(base_dir, shard_count, die_with_parent=True,
+                            with_cassandra=with_cassandra)
     except BaseException:
         es = EngineSet.load(base_dir)
         if es is not None:
@@ -82,6 +91,17 @@ def private_kafka(tmp_path) -> KafkaEngine:
                                           die_with_parent=True))
     if err:
         pytest.fail(f"kafka could not start: {err}", pytrace=False)
+    yield eng
+    eng.stop()
+
+
+@pytest.fixture
+def private_cassandra(tmp_path) -> CassandraEngine:
+    """A Cassandra node of this test's own (.cluster() for a scylla-driver Cluster);
+    stopped after the test."""
+    eng, err = _start(lambda: start_cassandra(tmp_path / "cassandra", die_with_parent=True))
+    if err:
+        pytest.fail(f"cassandra could not start: {err}", pytrace=False)
     yield eng
     eng.stop()
 

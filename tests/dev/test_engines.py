@@ -10,9 +10,12 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 import uuid
 
 import pytest
+import redis
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource
 
@@ -20,7 +23,7 @@ from qim.consts import DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC
 from qim.dev import redis_engine
 from qim.dev._proc import pid_alive
 from qim.dev.engines import EngineSet
-from qim.dev.kafka_engine import admin_client
+from qim.dev.kafka_engine import KafkaEngine, admin_client
 from qim.dev.redis_engine import start_redis
 from qim.dev.testing import TEST_SHARD_COUNT
 from qim.errors import EngineError
@@ -165,3 +168,100 @@ def test_cli_up_status_down_stops_exactly_recorded_pids(tmp_path, private_redis)
         es = EngineSet.load(d)
         if es is not None:
             es.down(timeout=5)
+
+
+def _append_sets_to_aof(redis_dir, n: int, value: bytes) -> int:
+    """Append `n` SET commands (RESP) to the incr AOF of a stopped Redis; returns bytes."""
+    incr = sorted((redis_dir / "appendonlydir").glob("*.incr.aof"))[-1]
+    vlen = b"$%d\r\n%s\r\n" % (len(value), value)
+    chunk = b"".join(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n" % (len(k), k) + vlen
+                     for k in (b"qim:load:%d" % i for i in range(n)))
+    with open(incr, "ab") as f:
+        f.write(chunk)
+    return len(chunk)
+
+
+def test_redis_restart_with_large_aof_is_not_ready_while_loading(private_redis):
+    # issue 10 fault 7: readiness = PING answered *and* INFO persistence loading:0
+    r = private_redis.client()
+    r.set("qim:test:before", b"1")
+    r.close()
+    private_redis.stop()
+    n = 400_000
+    size = _append_sets_to_aof(private_redis.dir, n, b"v" * 16)
+    assert size > 15 * 2**20  # "an AOF of some MB": replaying it takes a visible while
+
+    # (INFO loading flag, the engine's check just before it): loading never goes from 0
+    # back to 1, so "ready" followed by loading:1 proves a premature "ready"
+    samples = []
+    done = threading.Event()
+
+    def sample():
+        c = redis.Redis(host="127.0.0.1", port=private_redis.port, socket_timeout=1,
+                        decode_responses=True)
+        while not done.is_set():
+            try:
+                ready = private_redis.healthy()
+                samples.append((int(c.info("persistence")["loading"]), ready))
+            except redis.ConnectionError:
+                pass  # not listening yet
+            time.sleep(0.005)
+        c.close()
+
+    t = threading.Thread(target=sample)
+    t.start()
+    try:
+        private_redis.start()
+    finally:
+        done.set()
+        t.join()
+    c = private_redis.client(decode_responses=True)
+    assert c.info("persistence")["loading"] == 0  # start() returned only once loaded
+    assert c.dbsize() == n + 1 and c.get("qim:load:399999") == "v" * 16
+    c.close()
+    assert any(loading for loading, _ in samples), "the AOF loaded too fast to observe"
+    assert not any(ready for loading, ready in samples if loading), \
+        "reported ready while Redis was still loading its AOF"
+
+
+def test_kafka_ready_means_our_topics_have_leaders(private_kafka):
+    # readiness after a crash restart includes the QIM topics, not only "a broker"
+    assert private_kafka.topics == {OUTBOX_TOPIC: 1, DISPATCH_TOPIC: TEST_SHARD_COUNT}
+    probe = KafkaEngine(private_kafka.dir, private_kafka.ports, topics={"qim.absent": 1})
+    assert not probe._check_ready()  # a topic it should have is missing: not ready
+    private_kafka.restart(hard=True)
+    md = admin_client(private_kafka.bootstrap).list_topics(timeout=5)
+    for topic, partitions in private_kafka.topics.items():
+        parts = md.topics[topic].partitions
+        assert len(parts) == partitions
+        assert all(p.leader >= 0 and p.error is None for p in parts.values())
+
+
+def test_cli_corrupt_state_is_one_line_error(tmp_path):
+    d = tmp_path / "eng"
+    d.mkdir()
+    (d / "state.json").write_text("{not json")
+    r = _cli("engines", "status", "--dir", str(d))
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("qim-dev: error:")
+    assert "Traceback" not in r.stderr
+
+
+def test_engines_up_returns_only_when_every_partition_answers(tmp_path):
+    # issue 10 fault 7: `engines up` returned while the just-created qim.dispatch
+    # partitions still answered NOT_LEADER_FOR_PARTITION; the mailbox's first
+    # watermark query then failed and `make up` with it
+    es = EngineSet.up(tmp_path / "e", 64, die_with_parent=True)
+    try:
+        c = Consumer({"bootstrap.servers": es.kafka_bootstrap, "group.id": "t-ready",
+                      "enable.auto.commit": False})
+        try:
+            for topic, n in ((DISPATCH_TOPIC, 64), (OUTBOX_TOPIC, 1)):
+                for p in range(n):  # what MailboxNode does first, with no retry
+                    low, high = c.get_watermark_offsets(TopicPartition(topic, p), 2,
+                                                        cached=False)
+                    assert (low, high) == (0, 0)
+        finally:
+            c.close()
+    finally:
+        es.down(timeout=5)

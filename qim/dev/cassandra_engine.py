@@ -1,0 +1,219 @@
+"""A private single-node Apache Cassandra 5.0: the local stand-in for ScyllaDB.
+
+ScyllaDB is in no registry; Cassandra speaks the same CQL protocol and its jars are on
+Maven Central (`dev/cassandra/pom.xml`, cached like the Kafka jars). The JVM is started
+the way Cassandra's own scripts start it (conf/jvm17-server.options of the 5.0 source:
+the JPMS `--add-exports/--add-opens` list; cassandra-env.sh: the jamm javaagent), with
+a minimal cassandra.yaml: one token, SimpleSnitch, 127.0.0.1, own ports and
+directories. No JMX port is opened (no `cassandra.jmx.*` property).
+
+Opt-in: not started by `qim-dev engines up` unless `--with-cassandra` or
+QIM_DEV_WITH_CASSANDRA=1 (the HistoryArchiver that needs it comes next).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from qim.dev._proc import pick_ports, port_in_use, require_executable
+from qim.dev.engine import Engine
+from qim.dev.maven import REPO_ROOT, ensure_jars
+from qim.errors import EngineError
+
+log = logging.getLogger(__name__)
+
+# keep in step with <cassandra.version> in dev/cassandra/pom.xml; it names the jar cache
+CASSANDRA_VERSION = "5.0.6"
+POM = REPO_ROOT / "dev" / "cassandra" / "pom.xml"
+# fits beside Kafka (-Xmx512m) on a 2-core / 24 GiB machine; QIM_CASSANDRA_HEAP_MB overrides
+HEAP_MB = 512  # measured: RSS ~0.95 GiB idle
+CQL_PROTOCOL_VERSION = 4  # the newest ScyllaDB speaks; Cassandra 5.0 would offer v5
+
+# conf/jvm17-server.options ("JPMS"), Cassandra 5.0
+JVM17_SERVER_OPTIONS = [
+    "-Djdk.attach.allowAttachSelf=true",
+    "--add-exports", "java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-exports", "java.management.rmi/com.sun.jmx.remote.internal.rmi=ALL-UNNAMED",
+    "--add-exports", "java.rmi/sun.rmi.registry=ALL-UNNAMED",
+    "--add-exports", "java.rmi/sun.rmi.server=ALL-UNNAMED",
+    "--add-exports", "java.sql/java.sql=ALL-UNNAMED",
+    "--add-exports", "java.base/java.lang.ref=ALL-UNNAMED",
+    "--add-exports", "jdk.unsupported/sun.misc=ALL-UNNAMED",
+    "--add-exports", "jdk.compiler/com.sun.tools.javac.file=ALL-UNNAMED",
+    "--add-exports", "jdk.attach/sun.tools.attach=ALL-UNNAMED",
+    "--add-opens", "java.base/java.lang.module=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.loader=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.reflect=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.math=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.module=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.util.jar=ALL-UNNAMED",
+    "--add-opens", "jdk.management/com.sun.management.internal=ALL-UNNAMED",
+    "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens", "java.base/java.io=ALL-UNNAMED",
+    "--add-opens", "java.base/java.lang.reflect=ALL-UNNAMED",
+    "--add-opens", "jdk.compiler/com.sun.tools.javac=ALL-UNNAMED",
+    "--add-opens", "java.base/java.lang=ALL-UNNAMED",
+    "--add-opens", "java.base/java.util=ALL-UNNAMED",
+    "-Dio.netty.tryReflectionSetAccessible=true",
+    "-Dio.netty.allocator.useCacheForAllThreads=true",
+    "-Dio.netty.allocator.maxOrder=11",
+]
+
+LOGBACK_XML = """<configuration scan="false">
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>{log}</file>
+    <encoder><pattern>%-5level [%thread] %date{{ISO8601}} %F:%L - %msg%n</pattern></encoder>
+  </appender>
+  <root level="{level}"><appender-ref ref="FILE"/></root>
+</configuration>
+"""
+
+
+def cassandra_cache_dir() -> Path:
+    """Jar cache: $QIM_CASSANDRA_CACHE or ~/.cache/qim/cassandra-<version>."""
+    env = os.environ.get("QIM_CASSANDRA_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "qim" / f"cassandra-{CASSANDRA_VERSION}"
+
+
+def ensure_cassandra_jars(cache: Path | None = None) -> Path:
+    """Return the directory of Cassandra jars (`<cache>/lib/*.jar`), fetching them with
+    Maven if needed (qim.dev.maven.ensure_jars). Raises EngineError if Maven fails."""
+    return ensure_jars("cassandra", POM, cache or cassandra_cache_dir(), "cassandra-all-*.jar")
+
+
+class CassandraEngine(Engine):
+    """Single-node Cassandra 5.0 in `dir` (data, commitlog, hints, caches below it).
+
+    ports: {"main": native transport (CQL), "storage": internode}; `.addr` is
+    "127.0.0.1:<CQL port>". Ready when a CQL session answers
+    `SELECT release_version FROM system.local`. Restart keeps ports and data; the
+    commit log is synced before a write is acknowledged (`commitlog_sync: batch`), so a
+    SIGKILL loses no acknowledged write, as on ScyllaDB.
+    """
+
+    name = "cassandra"
+    start_timeout = 180.0  # ~25-40 s on two idle cores; much more beside a busy test run
+    exit_code_on_term = 143
+
+    def __init__(self, dir, ports, pid=None, die_with_parent=False, lib: Path | None = None):
+        super().__init__(dir, ports, pid, die_with_parent)
+        self.lib = Path(lib) if lib else cassandra_cache_dir() / "lib"
+
+    @property
+    def port(self) -> int:
+        """CQL (native transport) port."""
+        return self.ports["main"]
+
+    @property
+    def log_paths(self) -> list[Path]:
+        """stdout.log (JVM warnings) and system.log (Cassandra's logback log)."""
+        return [self.dir / "stdout.log", self.dir / "system.log"]
+
+    def cluster(self, **kw):
+        """A scylla-driver `Cluster` for this node (call `.connect()`, then `.shutdown()`)."""
+        # the scylla-driver: a dev/test dependency, imported only when CQL is used
+        from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+        from cassandra.policies import WhiteListRoundRobinPolicy
+
+        profile = ExecutionProfile(
+            load_balancing_policy=WhiteListRoundRobinPolicy(["127.0.0.1"]), request_timeout=10)
+        kw.setdefault("protocol_version", CQL_PROTOCOL_VERSION)
+        kw.setdefault("connect_timeout", 5)
+        kw.setdefault("control_connection_timeout", 5)
+        return Cluster(["127.0.0.1"], port=self.port,
+                       execution_profiles={EXEC_PROFILE_DEFAULT: profile}, **kw)
+
+    def _yaml(self) -> str:
+        d = self.dir
+        # keys in the duration/size form of 5.0 (the *_in_ms forms are deprecated)
+        return "\n".join([
+            "cluster_name: qim-dev",
+            "num_tokens: 1",
+            "initial_token: 0",  # one node: any token; a fixed one avoids a warning
+            "partitioner: org.apache.cassandra.dht.Murmur3Partitioner",
+            "endpoint_snitch: SimpleSnitch",
+            "seed_provider:",
+            "  - class_name: org.apache.cassandra.locator.SimpleSeedProvider",
+            f"    parameters: [{{seeds: \"127.0.0.1:{self.ports['storage']}\"}}]",
+            "listen_address: 127.0.0.1",
+            "rpc_address: 127.0.0.1",
+            f"storage_port: {self.ports['storage']}",
+            f"native_transport_port: {self.port}",
+            "start_native_transport: true",
+            "auto_bootstrap: false",
+            f"data_file_directories: [{d / 'data'}]",
+            f"commitlog_directory: {d / 'commitlog'}",
+            f"saved_caches_directory: {d / 'saved_caches'}",
+            f"hints_directory: {d / 'hints'}",
+            f"cdc_raw_directory: {d / 'cdc_raw'}",
+            "commitlog_sync: batch",
+            "commitlog_segment_size: 8MiB",
+            "auto_snapshot: false",  # a dropped test keyspace leaves no snapshot behind
+            "concurrent_compactors: 1",
+            "disk_optimization_strategy: ssd",
+            "",
+        ])
+
+    def _prepare(self) -> None:
+        if not any(self.lib.glob("cassandra-all-*.jar")):
+            raise EngineError(f"cassandra: no jars in {self.lib} (ensure_cassandra_jars first)")
+        (self.dir / "cassandra.yaml").write_text(self._yaml())
+        (self.dir / "triggers").mkdir(exist_ok=True)
+        level = os.environ.get("QIM_CASSANDRA_LOG_LEVEL", "WARN")
+        (self.dir / "logback.xml").write_text(
+            LOGBACK_XML.format(log=self.dir / "system.log", level=level))
+
+    def _command(self) -> list[str]:
+        raw = os.environ.get("QIM_CASSANDRA_HEAP_MB", str(HEAP_MB))
+        if not raw.isdigit() or not 256 <= int(raw) <= 16384:
+            raise EngineError(f"QIM_CASSANDRA_HEAP_MB must be a number of MiB in 256..16384, "
+                              f"got {raw!r}")
+        heap = int(raw)
+        jamm = sorted(self.lib.glob("jamm-*.jar"))
+        if not jamm:
+            raise EngineError(f"cassandra: no jamm jar in {self.lib}")
+        return [require_executable("java"), f"-Xms{heap}m", f"-Xmx{heap}m", "-Xss256k",
+                "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=300", "-XX:+ExitOnOutOfMemoryError",
+                "-XX:ActiveProcessorCount=2", "-Djava.net.preferIPv4Stack=true",
+                "-Djava.awt.headless=true", *JVM17_SERVER_OPTIONS,
+                f"-javaagent:{jamm[-1]}",
+                f"-Dcassandra.config=file://{self.dir / 'cassandra.yaml'}",
+                "-Dcassandra-foreground=yes",
+                f"-Dcassandra.storagedir={self.dir}", f"-Dcassandra.logdir={self.dir}",
+                f"-Dlogback.configurationFile={self.dir / 'logback.xml'}",
+                f"-Dcassandra.triggers_dir={self.dir / 'triggers'}",
+                # one node, its own seed: nothing to wait for in gossip
+                "-Dcassandra.skip_wait_for_gossip_to_settle=0",
+                "-cp", f"{self.lib}/*", "org.apache.cassandra.service.CassandraDaemon"]
+
+    def _check_ready(self) -> bool:
+        """A CQL session answers `SELECT release_version FROM system.local`."""
+        if not port_in_use(self.port):  # cheap, and keeps the driver's log quiet
+            return False
+        cluster = self.cluster()
+        try:
+            row = cluster.connect().execute("SELECT release_version FROM system.local").one()
+            return bool(row and row.release_version)
+        finally:
+            cluster.shutdown()
+
+
+def start_cassandra(dir: Path | str, ports: dict | None = None, timeout: float | None = None,
+                    die_with_parent: bool = False) -> CassandraEngine:
+    """Fetch jars if needed, start a private Cassandra under `dir`, wait for CQL.
+
+    `ports` defaults to free ones ({"main": CQL, "storage": internode}). Raises
+    EngineError (with the tail of its logs) if it cannot start.
+    """
+    lib = ensure_cassandra_jars()
+    if not ports:
+        main, storage = pick_ports(2)
+        ports = {"main": main, "storage": storage}
+    eng = CassandraEngine(Path(dir), ports, lib=lib, die_with_parent=die_with_parent)
+    try:
+        return eng.start(timeout)
+    except OSError as e:
+        raise EngineError(f"cassandra: cannot start in {dir}: {e}") from e

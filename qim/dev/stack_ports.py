@@ -1,0 +1,95 @@
+"""Stable addresses and secret of the development stack of one checkout.
+
+`make down && make up` must give the same QIM_GATEWAY_LISTEN (a client's LocalStore
+path is derived from the gateway address) and the same QIM_DEV_TOKEN_SECRET (tokens a
+client holds stay valid). The stack CLI remembers both in its directory:
+`.qim/stack/ports.json` ({key: port}) and `.qim/stack/dev_secret` (mode 0600).
+
+A remembered port that another process holds is an error naming the port, not a
+reason to pick another one silently: a moved gateway would orphan every client's local
+store (docs/decisions/0014-dev-stack-stable-ports-and-readiness.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+from pathlib import Path
+
+from qim.dev._proc import pick_ports, port_in_use
+from qim.errors import EngineError
+
+PORTS_FILE = "ports.json"
+SECRET_FILE = "dev_secret"
+_SECRET_RE = re.compile(r"^[0-9a-f]{32,128}$")
+
+
+class PortBook:
+    """Ports by key ("gateway", "writer2_metrics", ...), optionally remembered in a file.
+
+    `path=None`: fresh ports every time, nothing written (tests). Otherwise keys already
+    in the file keep their port and new keys get a free one, saved by `save()`.
+    Raises EngineError if the file is corrupt.
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = Path(path) if path else None
+        self.ports: dict[str, int] = {}
+        self.remembered: set[str] = set()
+        if self.path is not None and self.path.exists():
+            try:
+                raw = json.loads(self.path.read_text())
+                self.ports = {str(k): int(v) for k, v in raw.items()}
+            except (ValueError, TypeError, AttributeError) as e:
+                raise EngineError(f"{self.path} is corrupt ({e}); remove it to choose "
+                                  f"new ports") from e
+            self.remembered = set(self.ports)
+
+    def take(self, keys: list[str]) -> dict[str, int]:
+        """Ports for `keys` (remembered ones first, the rest newly chosen)."""
+        new = [k for k in keys if k not in self.ports]
+        for key, port in zip(new, pick_ports(len(new), exclude=self.ports.values())):
+            self.ports[key] = port
+        return {k: self.ports[k] for k in keys}
+
+    def check_free(self, keys: list[str]) -> None:
+        """Raise EngineError (one line) if a remembered port of `keys` is in use."""
+        for key in keys:
+            if key in self.remembered and port_in_use(self.ports[key]):
+                raise EngineError(
+                    f"port {self.ports[key]} ({key}) remembered in {self.path} is in use by "
+                    f"another process; stop it, or remove {self.path} to choose new ports")
+
+    def save(self) -> None:
+        """Write the file (no-op without a path)."""
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.ports, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, self.path)
+
+
+def dev_secret(path: Path | None) -> str:
+    """The development token secret: read from `path`, else new (and written, 0600).
+
+    `path=None` gives a fresh secret (tests). Raises EngineError if the file holds
+    something other than 32..128 lowercase hex digits.
+    """
+    if path is None:
+        return secrets.token_hex(16)
+    path = Path(path)
+    if path.exists():
+        value = path.read_text().strip()
+        if not _SECRET_RE.match(value):
+            raise EngineError(f"{path} must hold 32..128 lowercase hex digits; remove it "
+                              f"to generate a new secret")
+        return value
+    value = secrets.token_hex(16)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(value + "\n")
+    return value

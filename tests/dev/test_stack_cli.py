@@ -1,0 +1,117 @@
+"""`qim-dev stack` of one checkout: same addresses and secret across down/up, restart of
+one service by its recorded pid, and one-line errors for a user's mistakes.
+
+Real engines and real service processes, started through the CLI as `make up` does,
+under a tmp dir with their own ports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+
+from qim.dev._proc import pid_alive
+from qim.dev.engines import EngineSet
+from qim.dev.stack import Stack
+
+
+def _cli(*args, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "qim.dev.cli", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _env(path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines())
+
+
+def _one_line_error(r: subprocess.CompletedProcess) -> str:
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr
+    assert r.stderr.count("\n") == 1, r.stderr
+    return r.stderr
+
+
+def test_down_up_keeps_addresses_and_secret_and_restart_one_service(tmp_path):
+    sd, ed = tmp_path / "stack", tmp_path / "engines"
+    dirs = ("--dir", sd, "--engines-dir", ed)
+    try:
+        up = _cli("stack", "up", *dirs)
+        assert up.returncode == 0, up.stderr
+        env1 = _env(sd / "stack.env")
+        ports1 = json.loads((sd / "ports.json").read_text())
+        secret = (sd / "dev_secret").read_text().strip()
+        assert env1["QIM_DEV_TOKEN_SECRET"] == secret
+        assert stat.S_IMODE(os.stat(sd / "dev_secret").st_mode) == 0o600
+        assert env1["QIM_GATEWAY_ADDR"] == f"127.0.0.1:{ports1['gateway']}"
+
+        before = Stack.load(sd).pids
+        rs = _cli("stack", "restart", "gateway", "--dir", sd)
+        assert rs.returncode == 0, rs.stderr
+        after = Stack.load(sd)
+        assert after.pids["gateway"] != before["gateway"]
+        assert not pid_alive(before["gateway"])
+        assert {k: v for k, v in after.pids.items() if k != "gateway"} == \
+            {k: v for k, v in before.items() if k != "gateway"}
+        assert after.healthz("gateway")[0] == 200
+        assert f"gateway restarted: pid={after.pids['gateway']}" in rs.stdout
+        assert _env(sd / "stack.env") == env1
+
+        # `make down && make up`
+        assert _cli("stack", "down", "--dir", sd).returncode == 0
+        assert _cli("engines", "down", "--dir", ed).returncode == 0
+        assert not any(pid_alive(p) for p in after.pids.values())
+        up2 = _cli("stack", "up", *dirs)
+        assert up2.returncode == 0, up2.stderr
+        assert _env(sd / "stack.env") == env1  # gateway, secret, writer and engine addresses
+        assert json.loads((sd / "ports.json").read_text()) == ports1
+    finally:
+        st = Stack.load(sd)
+        if st is not None:
+            st.down()
+        es = EngineSet.load(ed)
+        if es is not None:
+            es.down(timeout=5)
+
+
+def test_remembered_port_taken_fails_in_one_line_before_starting_anything(tmp_path):
+    sd, ed = tmp_path / "stack", tmp_path / "engines"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        sd.mkdir()
+        (sd / "ports.json").write_text(json.dumps({"gateway": port}))
+        r = _cli("stack", "up", "--dir", sd, "--engines-dir", ed)
+    err = _one_line_error(r)
+    assert r.returncode == 2
+    assert f"port {port} (gateway)" in err and "ports.json" in err
+    assert not ed.exists()  # no engine was started for a stack that cannot come up
+
+
+def test_restart_without_a_stack_or_with_an_unknown_name(tmp_path):
+    r = _cli("stack", "restart", "gateway", "--dir", tmp_path / "none")
+    assert r.returncode == 1 and "no stack recorded" in r.stdout
+    sd = tmp_path / "stack"
+    sd.mkdir()
+    (sd / "stack.json").write_text(json.dumps(
+        {"env": {}, "metrics": {"gateway": "127.0.0.1:1"}, "pids": {}, "instance_env": {}}))
+    err = _one_line_error(_cli("stack", "restart", "gatewya", "--dir", sd))
+    assert "no service 'gatewya'" in err and "gateway" in err
+    err = _one_line_error(_cli("stack", "restart", "--dir", sd))
+    assert "needs a service name" in err
+
+
+def test_corrupt_stack_state_and_ports_file_are_one_line_errors(tmp_path):
+    sd = tmp_path / "stack"
+    sd.mkdir()
+    (sd / "stack.json").write_text("[1, 2")
+    err = _one_line_error(_cli("stack", "status", "--dir", sd))
+    assert "stack.json is corrupt" in err
+    (sd / "stack.json").unlink()
+    (sd / "ports.json").write_text('{"gateway": "x"}')
+    err = _one_line_error(_cli("stack", "up", "--dir", sd, "--engines-dir", tmp_path / "e"))
+    assert "ports.json is corrupt" in err
