@@ -35,8 +35,9 @@ def dispatch_id(message_id: bytes, target_shard: int) -> bytes:
 def event_id(dispatch_id: bytes, recipient_user: int, event_type: int) -> bytes:
     """BLAKE3("qim.event.v1\\0" ‖ dispatch_id ‖ recipient u64 ‖ event_type u8)[0..16]."""
 
-def client_message_id(device_id: int, ordinal: int) -> bytes:
-    """BLAKE3("qim.cmid.v1\\0" ‖ device_id u64 ‖ ordinal u64)[0..16] (ordinal may be 0)."""
+def client_message_id(store_nonce: bytes, device_id: int, ordinal: int) -> bytes:
+    """BLAKE3("qim.cmid.v2\\0" ‖ store_nonce (16, non-zero) ‖ device_id u64 ‖ ordinal u64)[0..16]
+    (ordinal may be 0); the nonce makes a cmid unique per local store for ever."""
 
 def endpoint_scope(canonical_endpoint: str) -> str:
     """32 lowercase hex of BLAKE3("qim.endpoint-scope.v1\\0" ‖ utf8(endpoint))[0..16]."""

@@ -36,7 +36,7 @@ cdef bytes D_VBUCKET = DOMAIN_VBUCKET, D_COMMIT = DOMAIN_COMMIT_BUCKET
 cdef bytes D_DISPATCH = DOMAIN_DISPATCH, D_EVENT = DOMAIN_EVENT, D_CMID = DOMAIN_CMID
 cdef bytes D_ENDPOINT = DOMAIN_ENDPOINT_SCOPE
 assert max(len(d) for d in (D_DIRECT, D_GROUP, D_ROOM, D_VBUCKET, D_COMMIT, D_DISPATCH,
-                            D_EVENT, D_CMID)) <= 32  # every buffer below is 80 bytes
+                            D_EVENT, D_CMID)) <= 32  # every buffer below is 80 bytes (cmid: 32 + 32)
 
 cdef object U128_MAX = (1 << 128) - 1
 cdef object U64_MASK = (1 << 64) - 1
@@ -206,13 +206,19 @@ def event_id(dispatch_id, recipient_user, event_type):
     return digest(buf, n + 25)[:16]
 
 
-def client_message_id(device_id, ordinal):
-    """BLAKE3("qim.cmid.v1\\0" ‖ device_id u64 ‖ ordinal u64)[0..16] (ordinal may be 0)."""
+def client_message_id(store_nonce, device_id, ordinal):
+    """BLAKE3("qim.cmid.v2\\0" ‖ store_nonce (16) ‖ device_id u64 ‖ ordinal u64)[0..16].
+
+    store_nonce: the 16 random non-zero bytes a LocalStore draws when it is created, so
+    a cmid is unique per local store for ever (a reinstalled device reusing its
+    device_id never repeats an earlier store's cmids). Ordinal may be 0."""
     cdef unsigned char buf[80]
     cdef Py_ssize_t n = put_domain(buf, D_CMID)
-    store_be64(buf + n, nz64(device_id, "device_id"))
-    store_be64(buf + n + 8, check_u64(ordinal, 0, QIM_U64_MAX, IdError, "ordinal"))
-    return digest(buf, n + 16)[:16]
+    cdef bytes nonce = id16(store_nonce, "store_nonce")
+    memcpy(buf + n, bptr(nonce), QIM_ID_LEN)
+    store_be64(buf + n + 16, nz64(device_id, "device_id"))
+    store_be64(buf + n + 24, check_u64(ordinal, 0, QIM_U64_MAX, IdError, "ordinal"))
+    return digest(buf, n + 32)[:16]
 
 
 def endpoint_scope(canonical_endpoint):

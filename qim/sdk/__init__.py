@@ -9,8 +9,9 @@
 from __future__ import annotations
 
 from qim._core import ids
-from qim.sdk.events import (ConnectionLost, ConversationsUpdated, Kicked, MessagesAdded, NotConnected,
-                            PendingResolved, SendAck, SendTimeout, ServerError)
+from qim.sdk.events import (ConnectionLost, ConversationsUpdated, Kicked, MessagesAdded, MessagesRemoved,
+                            MessagesUpdated, NotConnected, PendingResolved, SendAck, SendFailed, SendRefused,
+                            SendTimeout, ServerError, SyncFailed)
 from qim.sdk.runtime import ClientRuntime
 from qim.sdk.store import LocalStore, StoredMessage, StoreError
 
@@ -22,6 +23,6 @@ def direct_conversation(tenant: int, user_a: int, user_b: int) -> bytes:
 
 __all__ = [
     "ClientRuntime", "LocalStore", "StoredMessage", "StoreError", "SendAck", "ServerError", "ConnectionLost",
-    "NotConnected", "Kicked", "SendTimeout", "ConversationsUpdated", "MessagesAdded", "PendingResolved",
-    "direct_conversation",
+    "NotConnected", "Kicked", "SendTimeout", "SendRefused", "ConversationsUpdated", "MessagesAdded",
+    "MessagesUpdated", "MessagesRemoved", "PendingResolved", "SendFailed", "SyncFailed", "direct_conversation",
 ]

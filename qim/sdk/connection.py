@@ -8,7 +8,11 @@ frames (request_id 0: PUSH_EVENTS, KICKED) go to `on_push` / `on_kicked`.
 
 `request_probed` implements the ACK deadline (DESIGN.md §9, §11): after 3 s without a
 reply it sends PING; no PONG within `probe_s` (4 s) aborts the connection, so an
-unavailable server is detected within 7 s.
+unavailable server is detected within 7 s. Liveness is progress (issue 10 fault 11):
+a PONG may queue behind the bytes of a large page on a slow link, so the probe only
+fails when NO byte arrived during a whole `probe_s` window; while bytes keep arriving
+the connection is alive and the wait goes on. `last_rx` is the monotonic time of the
+last byte received.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Callable, Optional
 
 from qim.consts import SEND_ACK_PROBE_S
 from qim.errors import ErrorCode, FrameError
-from qim.net.framed import FramedStream, StreamClosed, open_framed, parse_addr
+from qim.net.framed import FramedStream, StreamClosed, parse_addr
 from qim.proto.v1 import common_pb2, connection_pb2, mailbox_pb2
 from qim.protocol import Opcode
 from qim.sdk.events import ConnectionLost, ServerError
@@ -28,6 +32,22 @@ from qim.sdk.events import ConnectionLost, ServerError
 logger = logging.getLogger(__name__)
 PROBE_S = 4.0
 CLIENT_VERSION = "qim-sdk-py/0.1"
+
+
+class _ProgressReader:
+    """The StreamReader FramedStream reads from, noting when bytes last arrived."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+        self.last_rx = time.monotonic()
+        self.bytes_rx = 0
+
+    async def read(self, n: int = -1) -> bytes:
+        data = await self._reader.read(n)
+        if data:
+            self.last_rx = time.monotonic()
+            self.bytes_rx += len(data)
+        return data
 
 
 def _server_error(body: bytes) -> ServerError:
@@ -42,8 +62,9 @@ def _server_error(body: bytes) -> ServerError:
 class Connection:
     """An authenticated stream. Create with `await Connection.open(...)`."""
 
-    def __init__(self, stream: FramedStream) -> None:
+    def __init__(self, stream: FramedStream, progress: Optional[_ProgressReader] = None) -> None:
         self._stream = stream
+        self._progress = progress
         self._waiters: dict[int, asyncio.Future] = {}
         self._next_id = 0
         self.auth: Optional[connection_pb2.AuthOk] = None
@@ -59,10 +80,11 @@ class Connection:
         ConnectionLost when the endpoint cannot be reached or drops during AUTH."""
         host, port = parse_addr(endpoint)
         try:
-            stream = await open_framed(host, port, timeout)
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
         except (OSError, asyncio.TimeoutError) as exc:
             raise ConnectionLost(f"cannot reach {endpoint}: {exc.__class__.__name__}") from exc
-        conn = cls(stream)
+        progress = _ProgressReader(reader)
+        conn = cls(FramedStream(progress, writer), progress)  # FramedStream only calls read(n)
         conn._reader = asyncio.get_running_loop().create_task(conn._read_loop())
         try:
             op, body = await conn.request(Opcode.AUTH, connection_pb2.Auth(
@@ -78,6 +100,11 @@ class Connection:
     @property
     def is_open(self) -> bool:
         return not self.closed.done()
+
+    @property
+    def last_rx(self) -> float:
+        """Monotonic time of the last byte received (the connection's start before any)."""
+        return self._progress.last_rx if self._progress is not None else 0.0
 
     def _rid(self) -> int:
         self._next_id = self._next_id % 0xFFFFFFFF + 1  # u32, never 0 (0 = server-initiated)
@@ -106,13 +133,17 @@ class Connection:
         finally:
             fut.cancel()
 
-    async def request_probed(self, opcode: int, body: bytes, deadline_s: float = SEND_ACK_PROBE_S,
-                             probe_s: float = PROBE_S, repeat: bool = False) -> tuple[int, bytes]:
-        """Send and await the reply. Each `deadline_s` without one sends PING: no PONG
-        within `probe_s` aborts the connection (ConnectionLost); with a PONG the wait
+    async def request_probed(self, opcode: int, body: bytes | Callable[[], bytes],
+                             deadline_s: float = SEND_ACK_PROBE_S, probe_s: float = PROBE_S,
+                             repeat: bool = False, first: Optional[asyncio.Future] = None) -> tuple[int, bytes]:
+        """Send and await the reply. Each `deadline_s` without one sends PING (see ping:
+        no byte and no PONG within `probe_s` aborts, ConnectionLost); with a PONG the wait
         goes on, and with `repeat` (idempotent requests only: a SEND_MESSAGE keeps its
-        client_message_id) the request is sent again under a new request_id."""
-        futs = [self.send_request(opcode, body)]
+        client_message_id) the request is sent again under a new request_id. `body` may
+        be a callable giving the bytes of each transmission (fields recomputed per
+        transmission); `first` is a transmission already queued by send_request."""
+        make = body if callable(body) else (lambda: body)
+        futs = [first if first is not None else self.send_request(opcode, make())]
         try:
             while True:
                 done, _ = await asyncio.wait(futs, timeout=deadline_s, return_when=asyncio.FIRST_COMPLETED)
@@ -120,20 +151,15 @@ class Connection:
                     return done.pop().result()
                 await self.ping(probe_s)
                 if repeat:
-                    futs.append(self.send_request(opcode, body))
+                    futs.append(self.send_request(opcode, make()))
         finally:
             for fut in futs:
                 fut.cancel()
 
-    async def send_then_cut(self, opcode: int, body: bytes) -> None:
-        """Test hook: write one request, then cut the connection before any reply can be
-        seen (inbound frames are dropped from the moment of sending). Always raises
-        ConnectionLost, like a network failure between the write and the reply."""
+    def go_deaf(self) -> None:
+        """Test hook: drop every inbound frame from now on (the network is cut for replies;
+        the caller aborts the connection after its last write was flushed)."""
         self._deaf = True
-        self.send_request(opcode, body).cancel()
-        await self.flush()
-        self.abort("cut after send (test hook)")
-        raise ConnectionLost("cut after send (test hook)")
 
     async def heartbeat(self, interval: float, probe_s: float = PROBE_S) -> None:
         """PING every `interval` seconds while open; a missing PONG aborts (see ping)."""
@@ -143,13 +169,24 @@ class Connection:
                 await self.ping(probe_s)
 
     async def ping(self, timeout: float = PROBE_S) -> int:
-        """PING → PONG; returns the server time (ms). No PONG in time: abort, ConnectionLost."""
+        """PING → PONG; returns the server time (ms). The probe fails only when a whole
+        `timeout` window passes with neither the PONG nor any other byte received (a
+        PONG may wait behind page bytes on a slow link): then abort, ConnectionLost."""
         body = connection_pb2.Ping(client_time_ms=int(time.time() * 1000)).SerializeToString()
+        fut = self.send_request(Opcode.PING, body)
         try:
-            op, reply = await self.request(Opcode.PING, body, timeout)
-        except asyncio.TimeoutError:
-            self.abort("ping timeout")
-            raise ConnectionLost("no PONG within the probe deadline") from None
+            while True:
+                window = time.monotonic()
+                try:
+                    op, reply = await asyncio.wait_for(asyncio.shield(fut), timeout)
+                    break
+                except asyncio.TimeoutError:
+                    if self.is_open and self.last_rx >= window:
+                        continue  # bytes arrived during the window: alive, still receiving
+                    self.abort("ping timeout")
+                    raise ConnectionLost("no PONG and no byte within the probe deadline") from None
+        finally:
+            fut.cancel()
         if op != Opcode.PONG:
             raise ConnectionLost(f"unexpected reply 0x{op:04x} to PING")
         return connection_pb2.Pong.FromString(reply).server_time_ms

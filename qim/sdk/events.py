@@ -1,7 +1,10 @@
 """Events the ClientRuntime hands to its host, and the SDK's typed errors (DESIGN.md §9).
 
-Ordering rule: for one applied batch, ConversationsUpdated comes before MessagesAdded,
-and both only after the SQLite transaction committed (seed 004 §7).
+Ordering rule: for one applied batch, ConversationsUpdated comes before MessagesAdded
+(then MessagesUpdated, MessagesRemoved), all only after the SQLite transaction
+committed (seed 004 §7). MessagesAdded holds each conversation in conversation_seq
+order with whole bodies; nothing is told from a PUSH_EVENTS frame (a push only wakes a
+pull).
 """
 
 from __future__ import annotations
@@ -54,16 +57,52 @@ class MessagesAdded:
 
 
 @dataclass(frozen=True)
+class MessagesUpdated:
+    """Stored messages whose state or body changed (recalled, deleted: `state` set and
+    body empty; or a body repaired from a full copy). Told after the commit."""
+
+    messages: tuple[StoredMessage, ...]
+
+
+@dataclass(frozen=True)
+class MessagesRemoved:
+    """Messages no longer shown (REBUILD found them outside every member interval)."""
+
+    message_ids: tuple[bytes, ...]
+
+
+@dataclass(frozen=True)
 class PendingResolved:
     acks: tuple[SendAck, ...]
 
 
 @dataclass(frozen=True)
+class SendFailed:
+    """A send the server refused for good (e.g. CONFLICT): the pending row is `failed`
+    and keeps its body; `code` is the wire ErrorCode. The waiter, if any, gets ServerError."""
+
+    client_message_id: bytes
+    code: ErrorCode
+    message: str
+
+
+@dataclass(frozen=True)
+class SyncFailed:
+    """A background mailbox sync (woken by a push) failed after its retries; the next
+    push, pull_mailbox() or reconnect tries again. `code` is the ErrorCode."""
+
+    code: ErrorCode
+    message: str
+
+
+@dataclass(frozen=True)
 class CursorReset:
-    """CURSOR_EXPIRED: the cursor restarted from 0 (history back-fill: PULL_HISTORY, issue 6)."""
+    """CURSOR_EXPIRED: REBUILD ran (history agrees with the store) and the cursor
+    restarted from 0."""
 
 
-Event = Connected | Disconnected | KickedEvent | ConversationsUpdated | MessagesAdded | PendingResolved | CursorReset
+Event = (Connected | Disconnected | KickedEvent | ConversationsUpdated | MessagesAdded | MessagesUpdated
+         | MessagesRemoved | PendingResolved | SendFailed | SyncFailed | CursorReset)
 
 
 class ServerError(RequestError):
@@ -72,6 +111,11 @@ class ServerError(RequestError):
     def __init__(self, code: ErrorCode, message: str, request_opcode: int = 0) -> None:
         super().__init__(code, message)
         self.request_opcode = request_opcode
+
+
+class SendRefused(RequestError):
+    """The SDK refused a send before storing anything: the server would refuse it too
+    (`code` PAYLOAD_TOO_LARGE or INVALID_ARGUMENT; DESIGN.md §4 validation)."""
 
 
 class ConnectionLost(QimError):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from qim.errors import ErrorCode, QimError
@@ -27,7 +27,8 @@ class StoredMessage:
     custom_type: bytes
     body: bytes
     client_message_id: Optional[bytes]
-    mailbox_seq: int
+    mailbox_seq: int  # 0: learnt from history (REBUILD), not from a mailbox
+    state: int = 0  # MessageState: 0 NORMAL, 1 RECALLED, 2 DELETED (then body is empty)
 
 
 @dataclass(frozen=True)
@@ -58,10 +59,14 @@ class Resolved:
 
 @dataclass(frozen=True)
 class ApplyResult:
-    """What one apply committed: newly inserted messages (in entry order) and resolved sends."""
+    """What one apply committed: newly inserted messages (per conversation in
+    conversation_seq order), resolved sends, messages whose state or body changed
+    (recalled, deleted, repaired) and ids of messages no longer shown."""
 
     inserted: list[StoredMessage]
     resolved: list[Resolved]
+    updated: list[StoredMessage] = field(default_factory=list)
+    removed: list[bytes] = field(default_factory=list)
 
 
 def canonical_endpoint(endpoint: str) -> str:

@@ -1,32 +1,50 @@
-"""REBUILD after CURSOR_EXPIRED (DESIGN.md §9, seed 001 §3.2):
+"""REBUILD after CURSOR_EXPIRED (DESIGN.md §9, seed 001 §3.2; issue 10 fault 3):
 session list → per-conversation history → new cursor.
 
 Entries between the device cursor and the mailbox trim boundary are gone from the
-mailbox, but every message is still in canonical history. The client pages the whole
-session list, then each conversation's history NEWER than the highest
-conversation_seq it holds, stores those messages (idempotent on message_id, cursor
-untouched), and only then restarts its cursor from 0 (a zero cursor never expires).
-Errors: ServerError / ConnectionLost from the requests; nothing is half-applied because
-every page is one SQLite transaction and the cursor moves last.
+mailbox, and with them any recall or delete notice and any membership change they
+carried; canonical history still has every message as it is now. So REBUILD makes the
+whole store agree with history, not only the part newer than the newest local row:
+for each conversation of the session list and each conversation the store holds, it
+pages history NEWER from just below the lowest stored conversation_seq (from 0 when it
+holds none) to the end, stores new messages, applies states (recalled, deleted: the
+local text goes, the state stays) and repairs bodies, and then removes the stored rows
+history did not return (outside every member interval of this user: no longer shown).
+A group history the user may not read at all (FORBIDDEN) removes every stored row of
+it. Only then does the cursor restart from 0 (a zero cursor never expires).
+
+Errors: ServerError / ConnectionLost from the requests (the caller retries transient
+ones), StoreError when history returns a NORMAL item without its body. Nothing is
+half-applied: every page is one SQLite transaction and the cursor moves last, so an
+interrupted REBUILD runs again on the next CURSOR_EXPIRED.
 """
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+import logging
+from typing import Awaitable, Callable
 
-from qim.consts import HISTORY_PAGE_MAX_LIMIT, MESSAGE_TYPE_CONTROL
+from qim._core import ids
+from qim.consts import CONVERSATION_KIND_GROUP, HISTORY_PAGE_MAX_BYTES, HISTORY_PAGE_MAX_LIMIT
+from qim.errors import ErrorCode
 from qim.proto.v1 import history_pb2, session_pb2
-from qim.protocol import EventType, Opcode
+from qim.protocol import Opcode
+from qim.sdk.events import ServerError
+from qim.sdk.model import ApplyResult
+from qim.sdk.store import LocalStore
 
+logger = logging.getLogger(__name__)
 SESSION_PAGE = 200
+Call = Callable[[int, bytes], Awaitable[tuple[int, bytes]]]
+Apply = Callable[..., Awaitable[ApplyResult]]  # apply(store_method, *args): commit, then tell the app
 
 
-async def session_list(call) -> list[session_pb2.SessionEntry]:
+async def session_list(call: Call) -> list[session_pb2.SessionEntry]:
     """Every entry of the user's conversation list, all pages."""
     out, cursor = [], b""
     while True:
         _, body = await call(Opcode.PULL_SESSION_LIST,
-                                   session_pb2.PullSessionList(cursor=cursor, limit=SESSION_PAGE).SerializeToString())
+                             session_pb2.PullSessionList(cursor=cursor, limit=SESSION_PAGE).SerializeToString())
         batch = session_pb2.SessionListBatch.FromString(body)
         out.extend(batch.sessions)
         if not batch.has_more or not batch.next_cursor:
@@ -34,38 +52,44 @@ async def session_list(call) -> list[session_pb2.SessionEntry]:
         cursor = batch.next_cursor
 
 
-def as_entry(conversation_id: bytes, item: history_pb2.HistoryItem) -> SimpleNamespace:
-    """A history item in the shape LocalStore applies (mailbox_seq 0: not from a mailbox)."""
-    return SimpleNamespace(event_type=EventType.MESSAGE, message_id=item.message_id, conversation_id=conversation_id,
-                           conversation_seq=item.conversation_seq, sender_id=item.sender_id,
-                           created_at_ms=item.created_at_ms, message_type=item.message_type,
-                           custom_type=item.custom_type, client_message_id=item.client_message_id,
-                           body=item.body, mailbox_seq=0)
-
-
-async def backfill(rt, call, entry: session_pb2.SessionEntry) -> list:
-    """History of one conversation newer than what the store holds; returns ApplyResults."""
-    rows = await rt.store.run(rt.store.messages, entry.conversation_id)
-    anchor = max((r.conversation_seq for r in rows), default=0)
-    results = []
+async def reconcile(store: LocalStore, call: Call, conversation_id: bytes, peer_user_id: int, above_seq: int,
+                    apply: Apply, max_bytes: int = HISTORY_PAGE_MAX_BYTES) -> None:
+    """Walk the conversation's history NEWER from `above_seq` (exclusive) to its end,
+    applying each page; then remove stored rows above `above_seq` it did not return."""
+    seen: set[bytes] = set()
+    anchor = above_seq
     while True:
-        req = history_pb2.PullHistory(conversation_id=entry.conversation_id, peer_user_id=entry.peer_user_id,
-                                      anchor_seq=anchor, direction=history_pb2.NEWER, limit=HISTORY_PAGE_MAX_LIMIT)
+        req = history_pb2.PullHistory(conversation_id=conversation_id, peer_user_id=peer_user_id,
+                                      anchor_seq=anchor, direction=history_pb2.NEWER, limit=HISTORY_PAGE_MAX_LIMIT,
+                                      max_bytes=max_bytes)
         _, body = await call(Opcode.PULL_HISTORY, req.SerializeToString())
         page = history_pb2.HistoryBatch.FromString(body)
-        items = [as_entry(entry.conversation_id, i) for i in page.items if i.message_type != MESSAGE_TYPE_CONTROL]
-        if items:
-            results.append(await rt.store.run(rt.store.apply_push, items))
+        seen.update(bytes(i.message_id) for i in page.items)
+        await apply(store.apply_history, conversation_id, list(page.items))
         if not page.has_more or not page.items:
-            return results
+            break
         anchor = page.next_anchor
+    await apply(store.remove_absent, conversation_id, above_seq, seen)
 
 
-async def rebuild(rt, call) -> list:
+async def rebuild(store: LocalStore, call: Call, apply: Apply, max_bytes: int = HISTORY_PAGE_MAX_BYTES) -> None:
     """The whole REBUILD over `call(opcode, body) -> (opcode, body)` (the connection in
-    use: it runs during the connect-time sync too); returns the back-filled ApplyResults."""
-    results = []
-    for entry in await session_list(call):
-        results.extend(await backfill(rt, call, entry))
-    await rt.store.run(rt.store.reset_cursor)
-    return results
+    use: it runs during the connect-time sync too); `apply(store_method, *args)` commits
+    one change and tells the app what it changed."""
+    sessions = {bytes(s.conversation_id): s.peer_user_id for s in await session_list(call)}
+    held = await store.run(store.conversations_held)
+    for conv in list(sessions) + [c for c in held if c not in sessions]:
+        low, hint = held.get(conv, (1, 0))
+        peer = sessions.get(conv) or hint
+        try:
+            await reconcile(store, call, conv, peer, low - 1, apply, max_bytes)
+        except ServerError as exc:
+            if exc.code != ErrorCode.FORBIDDEN or conv in sessions:
+                raise
+            if ids.conversation_kind(conv) != CONVERSATION_KIND_GROUP:
+                # a direct conversation whose peer we cannot name: leave its rows, say so
+                logger.warning("REBUILD could not check a direct conversation it holds (no peer known)")
+                continue
+            # no member interval at all: none of its stored rows may be shown
+            await apply(store.remove_absent, conv, -1, set())
+    await store.run(store.reset_cursor)

@@ -1,51 +1,94 @@
 """Request/reply operations of the SDK besides sending (issue 6): groups, history, recall.
 
-Each takes a connected ClientRuntime, reserves a client_message_id from the LocalStore
-where the server needs one for idempotency (CONTROL messages), and returns the parsed
-reply. Errors: NotConnected, ServerError (with the wire ErrorCode), ConnectionLost.
+Mutating operations are idempotent on retry (issue 10 fault 14), like sends: each
+keeps its client_message_id in the LocalStore `ops` table, keyed by the operation and
+its arguments, until it has an answer. A call after a lost reply (ConnectionLost,
+timeout) sends the same cmid again and the writer replays the original answer (the
+same conversation_seq and membership_version; the recall's control seq), instead of
+CONFLICT, FORBIDDEN or a recall reply with control seq 0. Once answered:
+create_group and recall return the stored answer on a repeated call (a group is
+created once, a message recalled once); a later leave_group is a new operation (the
+user may have re-joined). A permanent ERROR is an answer too: it is raised and the
+next call starts afresh. Transient ERRORs are retried with bounded backoff.
+
+Errors: NotConnected, ServerError (with the wire ErrorCode), ConnectionLost.
 """
 
 from __future__ import annotations
 
-from qim._core import ids
+import struct
+from typing import Callable, TypeVar
+
+from google.protobuf.message import Message
+
 from qim.proto.v1 import group_pb2, history_pb2, message_pb2
 from qim.protocol import Opcode
+from qim.sdk.events import ServerError
+from qim.sdk.retry import RETRYABLE, Backoff, with_retry
 from qim.sdk.runtime import ClientRuntime
+
+M = TypeVar("M", bound=Message)
 
 
 async def new_cmid(rt: ClientRuntime) -> bytes:
     """A client_message_id from an ordinal reserved durably in SQLite (DESIGN.md §3)."""
     ordinal = await rt.store.run(rt.store.reserve_ordinal)
-    return ids.client_message_id(rt.store.device_id, ordinal)
+    return rt.store.cmid_for(ordinal)
+
+
+async def _operation(rt: ClientRuntime, kind: str, key: bytes, replay_answer: bool, opcode: int,
+                     build: Callable[[bytes], bytes], reply_type: type[M]) -> M:
+    """Run one idempotent operation: reuse its open cmid, or return its stored answer."""
+    cmid, answer = await rt.store.run(rt.store.op_begin, kind, key, replay_answer)
+    if answer is None:
+        body = build(cmid)
+        try:
+            _, answer = await with_retry(lambda: rt.request(opcode, body), Backoff(budget=rt.retry_budget_s))
+        except ServerError as exc:
+            if exc.code not in RETRYABLE:
+                await rt.store.run(rt.store.op_end, kind, key, cmid, None)
+            raise
+        await rt.store.run(rt.store.op_end, kind, key, cmid, answer)
+    return reply_type.FromString(answer)
 
 
 async def create_group(rt: ClientRuntime, group_id: int, members: list[int]) -> group_pb2.GroupOk:
-    """CREATE_GROUP; ServerError(CONFLICT) when the group exists."""
-    req = group_pb2.CreateGroup(group_id=group_id, members=members, client_message_id=await new_cmid(rt))
-    _, body = await rt.request(Opcode.CREATE_GROUP, req.SerializeToString())
-    return group_pb2.GroupOk.FromString(body)
+    """CREATE_GROUP; ServerError(CONFLICT) when the group exists (created by anyone
+    else, or by this store with other members)."""
+    wanted = sorted(set(members))
+    key = struct.pack(f">Q{len(wanted)}Q", group_id, *wanted)
+    return await _operation(rt, "create_group", key, True, Opcode.CREATE_GROUP,
+                            lambda cmid: group_pb2.CreateGroup(group_id=group_id, members=wanted,
+                                                               client_message_id=cmid).SerializeToString(),
+                            group_pb2.GroupOk)
 
 
 async def leave_group(rt: ClientRuntime, group_id: int) -> group_pb2.GroupOk:
-    req = group_pb2.LeaveGroup(group_id=group_id, client_message_id=await new_cmid(rt))
-    _, body = await rt.request(Opcode.LEAVE_GROUP, req.SerializeToString())
-    return group_pb2.GroupOk.FromString(body)
+    """LEAVE_GROUP of the user itself; FORBIDDEN when it is no member."""
+    return await _operation(rt, "leave_group", struct.pack(">Q", group_id), False, Opcode.LEAVE_GROUP,
+                            lambda cmid: group_pb2.LeaveGroup(group_id=group_id,
+                                                              client_message_id=cmid).SerializeToString(),
+                            group_pb2.GroupOk)
 
 
 async def pull_history(rt: ClientRuntime, conversation_id: bytes, peer_user_id: int = 0, anchor_seq: int = 0,
                        newer: bool = False, limit: int = 50, max_bytes: int = 0) -> history_pb2.HistoryBatch:
-    """One HISTORY_BATCH page (OLDER from the latest by default)."""
+    """One HISTORY_BATCH page (OLDER from the latest by default). Items carry
+    body_included and state: body_included=false means no body (recalled/deleted)."""
     req = history_pb2.PullHistory(conversation_id=conversation_id, peer_user_id=peer_user_id, anchor_seq=anchor_seq,
                                   direction=history_pb2.NEWER if newer else history_pb2.OLDER, limit=limit,
                                   max_bytes=max_bytes)
-    _, body = await rt.request(Opcode.PULL_HISTORY, req.SerializeToString())
+    _, body = await with_retry(lambda: rt.request(Opcode.PULL_HISTORY, req.SerializeToString()),
+                               Backoff(budget=rt.retry_budget_s))
     return history_pb2.HistoryBatch.FromString(body)
 
 
 async def recall(rt: ClientRuntime, conversation_id: bytes, message_id: bytes,
                  peer_user_id: int = 0) -> message_pb2.RecallOk:
-    """RECALL_MESSAGE of one of the user's own messages."""
-    req = message_pb2.RecallMessage(conversation_id=conversation_id, message_id=message_id,
-                                    client_message_id=await new_cmid(rt), peer_user_id=peer_user_id)
-    _, body = await rt.request(Opcode.RECALL_MESSAGE, req.SerializeToString())
-    return message_pb2.RecallOk.FromString(body)
+    """RECALL_MESSAGE of one of the user's own messages (peer_user_id: the peer of a
+    direct conversation)."""
+    return await _operation(rt, "recall", bytes(conversation_id) + bytes(message_id), True, Opcode.RECALL_MESSAGE,
+                            lambda cmid: message_pb2.RecallMessage(
+                                conversation_id=conversation_id, message_id=message_id, client_message_id=cmid,
+                                peer_user_id=peer_user_id).SerializeToString(),
+                            message_pb2.RecallOk)

@@ -1,102 +1,66 @@
 """LocalStore: the device's SQLite database (DESIGN.md §9; seed 001 §2.9, seed 004 §7).
 
 One file per (endpoint scope, tenant, user) at a stable path (`path_for`); `:memory:`
-only when a test asks. The store owns every durable device fact:
+only when a test asks. Schema and migrations: qim/sdk/schema.py (version 2). The store
+owns every durable device fact:
 
-- meta: self identity (tenant, user_id, device_id) and `next_ordinal`, the first
-  ordinal not yet reserved. Ordinals are reserved in blocks under BEGIN IMMEDIATE
-  (seed 004 "BEGIN IMMEDIATE 预留 ordinal 号段"), so a crash loses at most the rest of a
-  block and an ordinal is never handed out twice, even by two processes on one file.
-  client_message_id = ids.client_message_id(device_id, ordinal).
+- meta: self identity (tenant, user_id, device_id), the store nonce (16 random bytes
+  drawn at creation) and `next_ordinal`, the first ordinal not yet reserved. Ordinals
+  are reserved in blocks under BEGIN IMMEDIATE (seed 004 "BEGIN IMMEDIATE 预留 ordinal
+  号段"), so a crash loses at most the rest of a block and an ordinal is never handed
+  out twice, even by two processes on one file. client_message_id =
+  ids.client_message_id(store_nonce, device_id, ordinal): unique per local store for
+  ever, also when a reinstalled device reuses its device_id (issue 10 fault 4).
 - cursor: (lane, shard_epoch, last_applied_seq), moved only by a MAILBOX_BATCH and only
   in the same transaction as the batch's messages.
-- messages: one row per message_id (idempotent); PUSH_EVENTS land here too but never
-  touch the cursor.
+- messages: one row per message_id with its state (NORMAL, RECALLED, DELETED), only
+  from MAILBOX_BATCH and HISTORY_BATCH, which carry whole bodies (qim/sdk/apply.py);
+  never from PUSH_EVENTS.
 - pending: one row per send the device has not seen committed yet (`state` pending →
   acked on SEND_ACK → committed once its own mailbox entry is applied; failed on a
-  permanent ERROR).
+  permanent ERROR, body kept so the app can show or resend the text).
+- ops: the idempotency key (cmid) of each create_group / leave_group / recall, kept
+  until the request has an answer, and the answer.
 
 Every method is synchronous and must run on one thread: hosts call them through
 `await store.run(store.method, ...)`, which uses the store's single-thread executor so
 the event loop never waits for the disk. Errors: `StoreError` (a QimError) for a bad
-identity or a cursor regression; sqlite3 errors inside a transaction roll it back and
-are re-raised as StoreError.
+identity, an unknown schema, a cursor regression or an incomplete body; sqlite3
+errors inside a transaction roll it back and are re-raised as StoreError.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import logging
 import os
-import secrets
 import sqlite3
 import time
-from dataclasses import astuple
 from typing import Any, Callable, Iterable, Optional, TypeVar
 
-from google.protobuf.message import DecodeError
-
 from qim._core import ids
-from qim.consts import U63_MAX
-from qim.proto.v1 import message_pb2
-from qim.protocol import EventType
+from qim.consts import CONVERSATION_KIND_DIRECT, U63_MAX
+from qim.sdk import apply
 from qim.sdk.model import (ApplyResult, PendingSend, Resolved, StoredMessage, StoreError,  # noqa: F401
                            canonical_endpoint)
-
-logger = logging.getLogger(__name__)
+from qim.sdk.schema import SCHEMA_VERSION, open_db  # noqa: F401
 
 T = TypeVar("T")
-SCHEMA_VERSION = 1
 ORDINAL_BLOCK = 64
 PENDING, ACKED, COMMITTED, FAILED = "pending", "acked", "committed", "failed"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (
-  id INTEGER PRIMARY KEY CHECK (id = 1),
-  schema_version INTEGER NOT NULL,
-  tenant_hex TEXT NOT NULL,
-  user_id INTEGER NOT NULL,
-  device_id INTEGER NOT NULL,
-  next_ordinal INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS cursor (
-  id INTEGER PRIMARY KEY CHECK (id = 1),
-  lane INTEGER NOT NULL, shard_epoch INTEGER NOT NULL, last_applied_seq INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS messages (
-  message_id BLOB PRIMARY KEY CHECK (length(message_id) = 16),
-  conversation_id BLOB NOT NULL CHECK (length(conversation_id) = 16),
-  conversation_seq INTEGER NOT NULL,
-  sender_id INTEGER NOT NULL,
-  created_at_ms INTEGER NOT NULL,
-  message_type INTEGER NOT NULL,
-  custom_type BLOB NOT NULL,
-  body BLOB NOT NULL,
-  client_message_id BLOB,
-  mailbox_seq INTEGER NOT NULL,
-  source TEXT NOT NULL) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS messages_by_conv ON messages (conversation_id, conversation_seq);
-CREATE TABLE IF NOT EXISTS pending (
-  client_message_id BLOB PRIMARY KEY CHECK (length(client_message_id) = 16),
-  ordinal INTEGER NOT NULL UNIQUE,
-  conversation_id BLOB NOT NULL CHECK (length(conversation_id) = 16),
-  recipient_user_id INTEGER NOT NULL,
-  message_type INTEGER NOT NULL,
-  custom_type BLOB NOT NULL,
-  body BLOB NOT NULL,
-  created_local_ms INTEGER NOT NULL,
-  state TEXT NOT NULL,
-  message_id BLOB, conversation_seq INTEGER, created_at_ms INTEGER) WITHOUT ROWID;
-"""
+OP_OPEN, OP_DONE, OP_FAILED = "open", "done", "failed"
 
 
 class LocalStore:
     """The SQLite device store. Open with `LocalStore.open(path, tenant, user_id)`."""
 
-    def __init__(self, conn: sqlite3.Connection, tenant: int, user_id: int, device_id: int) -> None:
+    def __init__(self, conn: sqlite3.Connection, tenant: int, user_id: int, device_id: int,
+                 store_nonce: bytes) -> None:
         self._db = conn
         self.tenant = tenant
         self.user_id = user_id
         self.device_id = device_id
+        self.store_nonce = store_nonce  # 16 bytes, drawn when the store was created
         self._block_next = 0  # next ordinal of the reserved in-memory block
         self._block_end = 0   # exclusive end of the block
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="qim-localstore")
@@ -113,36 +77,25 @@ class LocalStore:
 
     @classmethod
     def open(cls, path: str, tenant: int, user_id: int, device_id: Optional[int] = None) -> "LocalStore":
-        """Open or create the store. A new store takes `device_id` or a random non-zero
-        63-bit one; an existing store must match tenant/user (and device_id if given),
-        else StoreError."""
+        """Open, create or migrate (schema 1 -> 2) the store. A new store takes
+        `device_id` or a random non-zero 63-bit one and draws its nonce; an existing
+        store must match tenant/user (and device_id if given), else StoreError."""
         if not (0 < user_id <= U63_MAX) or not (0 <= tenant < 1 << 128):
             raise StoreError("tenant must be u128 and user_id a non-zero u64")
         if path != ":memory:":
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
-        conn.execute("PRAGMA journal_mode=WAL" if path != ":memory:" else "PRAGMA journal_mode=MEMORY")
-        conn.execute("PRAGMA synchronous=FULL")  # a pending row must survive a crash
-        conn.executescript(_SCHEMA)
-        conn.execute("BEGIN IMMEDIATE")
         try:
-            row = conn.execute("SELECT schema_version, tenant_hex, user_id, device_id FROM meta").fetchone()
-            if row is None:
-                device = device_id or (secrets.randbits(63) or 1)
-                conn.execute("INSERT INTO meta VALUES (1, ?, ?, ?, ?, 0)",
-                             (SCHEMA_VERSION, f"{tenant:032x}", user_id, device))
-            else:
-                version, tenant_hex, stored_user, device = row
-                if version != SCHEMA_VERSION or tenant_hex != f"{tenant:032x}" or stored_user != user_id:
-                    raise StoreError("store belongs to another identity or schema")
-                if device_id is not None and device_id != device:
-                    raise StoreError("store belongs to another device")
-            conn.execute("COMMIT")
+            conn.execute("PRAGMA journal_mode=WAL" if path != ":memory:" else "PRAGMA journal_mode=MEMORY")
+            conn.execute("PRAGMA synchronous=FULL")  # a pending row must survive a crash
+            device, nonce = open_db(conn, tenant, user_id, device_id)
+        except sqlite3.Error as exc:
+            conn.close()
+            raise StoreError(f"cannot open the store: {exc.__class__.__name__}: {exc}") from exc
         except BaseException:
-            conn.execute("ROLLBACK")
             conn.close()
             raise
-        return cls(conn, tenant, user_id, device)
+        return cls(conn, tenant, user_id, device, nonce)
 
     def close(self) -> None:
         """Close the database and the executor (pending work finishes first)."""
@@ -171,11 +124,16 @@ class LocalStore:
         self._block_next += 1
         return ordinal
 
+    def cmid_for(self, ordinal: int) -> bytes:
+        """The client_message_id of `ordinal` in this store (DESIGN.md §3, cmid v2)."""
+        return ids.client_message_id(self.store_nonce, self.device_id, ordinal)
+
     def add_pending(self, conversation_id: bytes, recipient_user_id: int, message_type: int,
                     custom_type: bytes, body: bytes, now_ms: Optional[int] = None) -> PendingSend:
-        """Reserve a cmid and store the local_pending row durably before anything is sent."""
+        """Reserve a cmid and store the local_pending row durably before anything is sent.
+        The caller validated the send (qim/sdk/validate.py)."""
         ordinal = self.reserve_ordinal()
-        row = PendingSend(ids.client_message_id(self.device_id, ordinal), ordinal, bytes(conversation_id),
+        row = PendingSend(self.cmid_for(ordinal), ordinal, bytes(conversation_id),
                           recipient_user_id, message_type, bytes(custom_type), bytes(body),
                           now_ms if now_ms is not None else int(time.time() * 1000), PENDING)
         with self._tx():
@@ -209,11 +167,41 @@ class LocalStore:
                              (ACKED, r.message_id, r.conversation_seq, r.created_at_ms, r.client_message_id,
                               PENDING, FAILED))
 
-    def mark_failed(self, client_message_id: bytes) -> None:
-        """A permanent ERROR: never resend this row."""
+    def mark_failed(self, client_message_id: bytes) -> bool:
+        """A permanent ERROR: never resend this row; its body stays for the app. True
+        when the row was pending (False: already resolved)."""
         with self._tx():
-            self._db.execute("UPDATE pending SET state = ? WHERE client_message_id = ? AND state = ?",
-                             (FAILED, client_message_id, PENDING))
+            cur = self._db.execute("UPDATE pending SET state = ? WHERE client_message_id = ? AND state = ?",
+                                   (FAILED, client_message_id, PENDING))
+        return bool(cur.rowcount)
+
+    # --- idempotency keys of other mutating requests (issue 10 fault 14) -----------
+    def op_begin(self, kind: str, key: bytes, replay_answer: bool) -> tuple[bytes, Optional[bytes]]:
+        """The cmid for operation (kind, key) and its stored answer, if any. An open
+        operation (no answer yet) keeps its cmid, so a retry is the same request. An
+        answered one returns (cmid, reply) when `replay_answer` (operations that can
+        only happen once, e.g. creating one group), else a new operation starts."""
+        got = self._db.execute("SELECT cmid, state, reply FROM ops WHERE kind = ? AND key = ?",
+                               (kind, key)).fetchone()
+        if got is not None:
+            cmid, state, reply = got
+            if state == OP_OPEN:
+                return bytes(cmid), None
+            if state == OP_DONE and replay_answer:
+                return bytes(cmid), bytes(reply)
+        cmid = self.cmid_for(self.reserve_ordinal())  # before the transaction: it may take a block
+        with self._tx():
+            self._db.execute("DELETE FROM ops WHERE kind = ? AND key = ?", (kind, key))
+            self._db.execute("INSERT INTO ops (kind, key, cmid, state, created_local_ms) VALUES (?,?,?,?,?)",
+                             (kind, key, cmid, OP_OPEN, int(time.time() * 1000)))
+        return cmid, None
+
+    def op_end(self, kind: str, key: bytes, cmid: bytes, reply: Optional[bytes]) -> None:
+        """Record the answer of an open operation: its reply (done) or None (a permanent
+        error: the next call is a new operation)."""
+        with self._tx():
+            self._db.execute("UPDATE ops SET state = ?, reply = ? WHERE kind = ? AND key = ? AND cmid = ?",
+                             (OP_DONE if reply is not None else OP_FAILED, reply, kind, key, cmid))
 
     # --- mailbox -------------------------------------------------------------------
     def cursor(self) -> Optional[tuple[int, int, int]]:
@@ -222,59 +210,38 @@ class LocalStore:
 
     def apply_mailbox_batch(self, entries: Iterable[Any], next_cursor: int, lane: int,
                             shard_epoch: int) -> ApplyResult:
-        """Insert a MAILBOX_BATCH's entries (idempotent on message_id), resolve pending
-        rows whose cmid is in our own entries, and set the cursor, all in ONE
-        transaction (DESIGN.md §9): any failure leaves messages, pending and cursor as
-        they were. StoreError on a cursor regression within one (lane, shard_epoch)."""
+        """Apply a MAILBOX_BATCH's entries (idempotent on message_id; recall/delete
+        notices change the target's state), resolve pending rows whose cmid is in our
+        own entries, and set the cursor, all in ONE transaction (DESIGN.md §9): any
+        failure leaves messages, pending and cursor as they were. StoreError on a
+        cursor regression within one (lane, shard_epoch)."""
         with self._tx():
-            result = self._apply_entries(entries, "mailbox")
+            result = apply.apply_mailbox_entries(self._db, self.user_id, entries)
             self._write_cursor(next_cursor, lane, shard_epoch)
         return result
 
-    def apply_push(self, entries: Iterable[Any]) -> ApplyResult:
-        """Store PUSH_EVENTS entries (idempotent) without touching the cursor."""
+    def apply_history(self, conversation_id: bytes, items: Iterable[Any]) -> ApplyResult:
+        """Apply one HISTORY_BATCH page of a conversation (REBUILD) without touching the
+        cursor; StoreError (nothing applied) when a NORMAL item lacks its body."""
         with self._tx():
-            return self._apply_entries(entries, "push")
+            return apply.apply_history_items(self._db, self.user_id, conversation_id, items)
+
+    def remove_absent(self, conversation_id: bytes, above_seq: int, seen: set[bytes]) -> ApplyResult:
+        """Delete stored rows of the conversation above `above_seq` that a complete history
+        walk did not return (outside every member interval); their ids in `removed`."""
+        with self._tx():
+            return ApplyResult([], [], [], apply.remove_absent(self._db, conversation_id, above_seq, seen))
+
+    def rebuild_needed(self) -> bool:
+        """True when the next connect must REBUILD first (set by the schema migration)."""
+        return bool(self._db.execute("SELECT rebuild_needed FROM meta").fetchone()[0])
 
     def reset_cursor(self) -> None:
-        """Drop the cursor (CURSOR_EXPIRED): the next pull starts from 0; messages stay."""
+        """After a REBUILD: drop the cursor (the next pull starts from 0, which never
+        expires) and clear rebuild_needed; messages stay."""
         with self._tx():
             self._db.execute("DELETE FROM cursor")
-
-    def _apply_entries(self, entries: Iterable[Any], source: str) -> ApplyResult:
-        inserted: list[StoredMessage] = []
-        resolved: list[Resolved] = []
-        for e in entries:
-            if e.event_type in (EventType.RECALL, EventType.DELETE):
-                # the CONTROL notice of a recall/delete: the local copy loses its body too
-                try:
-                    target = message_pb2.ControlEvent.FromString(bytes(e.body)).state_change.message_id
-                except DecodeError:
-                    # a server bug must not wedge the cursor on this entry forever
-                    logger.warning("unreadable recall/delete notice at mailbox_seq %d", e.mailbox_seq)
-                    target = b""
-                self._db.execute("UPDATE messages SET body = x'' WHERE message_id = ?", (target,))
-            if e.event_type != EventType.MESSAGE:
-                continue  # MEMBERSHIP and the notices themselves are not stored as messages
-            cmid = bytes(e.client_message_id) or None
-            msg = StoredMessage(bytes(e.message_id), bytes(e.conversation_id), e.conversation_seq, e.sender_id,
-                                e.created_at_ms, int(e.message_type), bytes(e.custom_type), bytes(e.body),
-                                cmid, e.mailbox_seq)
-            # ON CONFLICT, not OR IGNORE: OR IGNORE would also swallow CHECK/NOT NULL
-            # violations and let the cursor pass an entry that was never stored.
-            cur = self._db.execute("INSERT INTO messages VALUES (?,?,?,?,?,?,?,?,?,?,?)"
-                                   " ON CONFLICT (message_id) DO NOTHING", (*astuple(msg), source))
-            if cur.rowcount:
-                inserted.append(msg)
-            if cmid is not None and e.sender_id == self.user_id:
-                cur = self._db.execute(
-                    "UPDATE pending SET state = ?, message_id = ?, conversation_seq = ?, created_at_ms = ?"
-                    " WHERE client_message_id = ? AND state != ?",
-                    (COMMITTED, msg.message_id, msg.conversation_seq, msg.created_at_ms, cmid, COMMITTED))
-                if cur.rowcount:
-                    resolved.append(Resolved(cmid, msg.message_id, msg.conversation_id, msg.conversation_seq,
-                                             msg.created_at_ms))
-        return ApplyResult(inserted, resolved)
+            self._db.execute("UPDATE meta SET rebuild_needed = 0")
 
     def _write_cursor(self, next_cursor: int, lane: int, shard_epoch: int) -> None:
         old = self.cursor()
@@ -287,8 +254,7 @@ class LocalStore:
     # --- reads ---------------------------------------------------------------------
     def messages(self, conversation_id: Optional[bytes] = None) -> list[StoredMessage]:
         """Stored messages ordered by (conversation_id, conversation_seq)."""
-        sql = ("SELECT message_id, conversation_id, conversation_seq, sender_id, created_at_ms, message_type,"
-               " custom_type, body, client_message_id, mailbox_seq FROM messages")
+        sql = f"SELECT {apply.COLUMNS} FROM messages"
         if conversation_id is None:
             rows = self._db.execute(sql + " ORDER BY conversation_id, conversation_seq")
         else:
@@ -297,6 +263,24 @@ class LocalStore:
 
     def has_message(self, message_id: bytes) -> bool:
         return self._db.execute("SELECT 1 FROM messages WHERE message_id = ?", (message_id,)).fetchone() is not None
+
+    def conversations_held(self) -> dict[bytes, tuple[int, int]]:
+        """conversation_id -> (lowest stored conversation_seq, a peer user id or 0): what
+        REBUILD must check against history. The peer of a direct conversation is another
+        sender found in its rows, else a recipient of our own sends (0 for groups)."""
+        out = {}
+        for conv, low in self._db.execute("SELECT conversation_id, min(conversation_seq) FROM messages"
+                                          " GROUP BY conversation_id").fetchall():
+            if ids.conversation_kind(conv) != CONVERSATION_KIND_DIRECT:
+                out[bytes(conv)] = (low, 0)  # groups are authorised by membership, not by a peer
+                continue
+            peer = self._db.execute(
+                "SELECT sender_id FROM messages WHERE conversation_id = ? AND sender_id != ? LIMIT 1",
+                (conv, self.user_id)).fetchone() or self._db.execute(
+                "SELECT recipient_user_id FROM pending WHERE conversation_id = ? AND recipient_user_id != 0"
+                " LIMIT 1", (conv,)).fetchone()
+            out[bytes(conv)] = (low, peer[0] if peer else 0)
+        return out
 
 
 class _Tx:

@@ -82,7 +82,7 @@ SPECS: dict[str, dict[str, st.SearchStrategy[tuple]]] = {
         "commit_bucket": S.call_args(S.tenant, S.conv_id),
         "dispatch_id": S.call_args(S.message_id, S.uint(0, 0xFFFFFFFF, 1)),
         "event_id": S.call_args(S.message_id, S.nz64, S.uint(1, 255)),
-        "client_message_id": S.call_args(S.nz64, S.uint(0, S.U64, 1)),
+        "client_message_id": S.call_args(S.message_id, S.nz64, S.uint(0, S.U64, 1)),
         "endpoint_scope": S.call_args(S.endpoint),
         "compose_message_id": S.call_args(S.uint(0, S.M48), S.uint(0, 0xFFFF), S.uint(0, 0xFFFF),
                                           S.uint(0, 0xFFFF)),

@@ -71,8 +71,12 @@ def test_commit_bucket_dispatch_event_cmid(ids) -> None:
     e = ids.event_id(d0, 42, 1)
     assert len(e) == 16 and e != ids.event_id(d0, 42, 2) and e != ids.event_id(d0, 43, 1)
     assert e == ids.event_id(bytearray(d0), 42, 1)  # deterministic, never random
-    c0 = ids.client_message_id(9, 0)
-    assert len(c0) == 16 and c0 != ids.client_message_id(9, 1) and any(c0)
+    nonce, other = b"\x07" * 16, b"\x08" * 16
+    c0 = ids.client_message_id(nonce, 9, 0)
+    assert len(c0) == 16 and c0 != ids.client_message_id(nonce, 9, 1) and any(c0)
+    # a reinstalled device (same device_id, new store) never repeats an earlier store's cmid
+    assert c0 != ids.client_message_id(other, 9, 0)
+    assert c0 == blake3(b"qim.cmid.v2\0" + nonce + (9).to_bytes(8, "big") + bytes(8)).digest()[:16]
 
 
 def test_endpoint_scope(ids) -> None:
@@ -108,7 +112,8 @@ def test_message_id_compose_split(ids) -> None:
     lambda m: m.mailbox_shard(0, 1, 48), lambda m: m.user_placement(0, 1, 0),
     lambda m: m.commit_bucket(0, b"\x01" * 15), lambda m: m.dispatch_id(bytes(16), 0),
     lambda m: m.dispatch_id(b"\x01" * 16, -1), lambda m: m.event_id(b"\x01" * 16, 1, 0),
-    lambda m: m.client_message_id(0, 0), lambda m: m.client_message_id(1, U64 + 1),
+    lambda m: m.client_message_id(b"\x01" * 16, 0, 0), lambda m: m.client_message_id(b"\x01" * 16, 1, U64 + 1),
+    lambda m: m.client_message_id(bytes(16), 1, 0), lambda m: m.client_message_id(b"\x01" * 15, 1, 0),
     lambda m: m.compose_message_id(2**48, 0, 0, 0), lambda m: m.compose_message_id(1, 0, -1, 0),
 ])
 def test_id_errors(ids, call) -> None:
@@ -143,7 +148,7 @@ FNS = [("conversation_id_direct", "iii"), ("conversation_id_group", "ii"),
        ("conversation_id_room", "ii"), ("conversation_kind", "b"), ("lane_id", "ii"),
        ("virtual_bucket", "ii"), ("mailbox_shard", "iii"), ("user_placement", "iii"),
        ("commit_bucket", "ib"), ("dispatch_id", "bi"), ("event_id", "bii"),
-       ("client_message_id", "ii"), ("compose_message_id", "iiii"), ("split_message_id", "b")]
+       ("client_message_id", "bii"), ("compose_message_id", "iiii"), ("split_message_id", "b")]
 
 
 @pytest.mark.differential

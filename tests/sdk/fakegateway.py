@@ -4,8 +4,13 @@ It speaks the real frames (FramedStream) and the protocol of docs/protocol.md cl
 enough to drive ClientRuntime: AUTH with dev tokens, PING, SEND_MESSAGE idempotent on
 (sender, cmid) with CONFLICT on other content, per-user mailboxes with the cmid only in
 the sender's own entry, PULL_MAILBOX paging with has_more, best-effort PUSH_EVENTS.
-Knobs: `drop_acks` (commit but never answer), `materialize_delay` (entries become
-visible later, like a lagging watermark), `push` on/off.
+Knobs: `drop_acks` (commit but never answer), `drop_frames` (lose the next
+SEND_MESSAGE frames entirely: no commit, no answer), `materialize_delay` (entries
+become visible later, like a lagging watermark), `push` on/off, `push_reference`
+(push entries carry no body, like referenced ones), `require_previous` (refuse a send
+whose previous_client_message_id holds no commit yet: UNAVAILABLE, as the writer does),
+`pull_errors` (ErrorCodes answered to the next PULL_MAILBOXes). `frames` records every
+SendMessage received, in arrival order.
 """
 
 from __future__ import annotations
@@ -33,6 +38,11 @@ class FakeGateway:
         self.drop_acks = 0          # this many next SEND_MESSAGEs commit without reply
         self.materialize_delay = 0.0
         self.push = True
+        self.push_reference = False
+        self.require_previous = False
+        self.drop_frames = 0
+        self.pull_errors: list[int] = []
+        self.frames: list[message_pb2.SendMessage] = []
         self.silent = False
         self.sends_seen = 0
         self._offset = 0
@@ -86,6 +96,8 @@ class FakeGateway:
                     stream.send(Opcode.PONG, rid, connection_pb2.Pong(server_time_ms=1).SerializeToString())
                 elif op == Opcode.SEND_MESSAGE:
                     await self._send(stream, rid, user, body)
+                elif op == Opcode.PULL_MAILBOX and self.pull_errors:
+                    self._error(stream, rid, self.pull_errors.pop(0), op)
                 elif op == Opcode.PULL_MAILBOX:
                     self._pull(stream, rid, user, mailbox_pb2.PullMailbox.FromString(body))
                 else:
@@ -103,7 +115,19 @@ class FakeGateway:
     async def _send(self, stream, rid, user, body) -> None:
         self.sends_seen += 1
         req = message_pb2.SendMessage.FromString(body)
-        digest = hashlib.sha256(body).digest()
+        self.frames.append(req)
+        if self.drop_frames:
+            self.drop_frames -= 1
+            return
+        prev = req.previous_client_message_id
+        if self.require_previous and prev and (user, prev) not in self.committed:
+            stream.send(Opcode.ERROR, rid, common_pb2.Error(code=11, message="previous send not yet sequenced",
+                                                            request_opcode=Opcode.SEND_MESSAGE).SerializeToString())
+            return
+        ident = message_pb2.SendMessage()
+        ident.CopyFrom(req)
+        ident.previous_client_message_id = b""  # not part of the identity (a retry may name another)
+        digest = hashlib.sha256(ident.SerializeToString()).digest()
         key = (user, req.client_message_id)
         if key in self.committed:
             old_digest, ack = self.committed[key]
@@ -133,9 +157,13 @@ class FakeGateway:
                 e = mailbox_pb2.MailboxEntry(mailbox_seq=(EPOCH << 48) | self._offset, **fields)
                 self.mailboxes.setdefault(target, []).append(e)
                 if self.push:
+                    pushed = mailbox_pb2.MailboxEntry()
+                    pushed.CopyFrom(e)
+                    if self.push_reference:
+                        pushed.body = b""  # a reference: the body comes with the pull
                     for s in list(self.online.get(target, [])):
                         if not s.closed:
-                            s.send(Opcode.PUSH_EVENTS, 0, mailbox_pb2.PushEvents(entries=[e]).SerializeToString())
+                            s.send(Opcode.PUSH_EVENTS, 0, mailbox_pb2.PushEvents(entries=[pushed]).SerializeToString())
 
         asyncio.get_running_loop().create_task(materialize())
         if self.drop_acks:

@@ -16,7 +16,8 @@ SECRET = "replay-secret"
 def cfg(addr: str, limit: int) -> argparse.Namespace:
     return replay.parser().parse_args(["--gateway", addr, "--token-secret", SECRET, "--limit", str(limit),
                                        "--sync-timeout", "1.5", "--concurrency", "4",
-                                       "--group-every", "0"])  # the fake gateway has no groups
+                                       "--group-every", "0",  # the fake gateway has no groups
+                                       "--no-unread", "--no-recall"])  # nor a session list, nor recall
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """ClientRuntime against an in-process fake gateway (real frames, fake backend).
 
 The real services are covered by tests/e2e; these check the SDK state machine: login
-sync, ACK, push never moving the cursor, reconnect reconciliation with the same cmid,
+sync, ACK, a push being only a wake-up, reconnect reconciliation with the same cmid,
 the ACK deadline probe and event ordering (DESIGN.md §9).
 """
 
@@ -36,6 +36,13 @@ def runtime(gw, tmp_path, user, **kw) -> ClientRuntime:
     return ClientRuntime(gw.addr, token, store, **kw)
 
 
+def drain(rt) -> list:
+    out = []
+    while not rt.events.empty():
+        out.append(rt.events.get_nowait())
+    return out
+
+
 async def wait_for(pred, timeout=5.0):
     end = time.monotonic() + timeout
     while not pred():
@@ -61,14 +68,22 @@ async def test_online_send_push_and_event_order(gw, tmp_path):
     await a.close(); await b.close()
 
 
-async def test_push_alone_does_not_move_cursor(gw, tmp_path):
-    a, b = runtime(gw, tmp_path, A), runtime(gw, tmp_path, B)
+async def test_push_is_only_a_wake_up_for_a_pull(gw, tmp_path):
+    gw.push_reference = True  # push entries reference the body, as the mailbox's do above the inline budget
+    a, b = runtime(gw, tmp_path, A), runtime(gw, tmp_path, B, event_queue=False)
+    told = []
+    b.on_event = told.append
     await a.connect(); await b.connect()
-    before = b.store.cursor()
-    b._ready = False  # suppress the pull a push triggers, to observe the push path alone
-    ack = await a.send_message(CONV, B, b"x")
-    await wait_for(lambda: b.store.has_message(ack.message_id))
-    assert b.store.cursor() == before
+    ack = await a.send_message(CONV, B, b"whole body" * 500)
+
+    def added() -> list:
+        return [m for e in told if isinstance(e, ev.MessagesAdded) for m in e.messages]
+
+    await wait_for(added)
+    (msg,) = b.store.messages(CONV)
+    assert msg.body == b"whole body" * 500 and msg.mailbox_seq == b.store.cursor()[2]  # applied by a pull
+    added = added()
+    assert [m.body for m in added] == [b"whole body" * 500] and b.stats["pushes"] >= 1
     await a.close(); await b.close()
 
 
@@ -151,12 +166,16 @@ async def test_conflict_is_typed_error(gw, tmp_path):
     a = runtime(gw, tmp_path, A)
     await a.connect()
     nxt = a.store.reserve_ordinal() + 1  # same block: the next send uses this ordinal
-    cmid = ids.client_message_id(a.store.device_id, nxt)
+    cmid = ids.client_message_id(a.store.store_nonce, a.store.device_id, nxt)
     gw.committed[(A, cmid)] = (b"digest of other content", message_pb2.SendAck())
     with pytest.raises(ServerError) as info:
         await a.send_message(CONV, B, b"mine")
     assert info.value.code.name == "CONFLICT" and info.value.request_opcode == 0x0201
     assert a.store.pending_state(cmid) == "failed" and a.store.pending_sends() == []
+    (row,) = a.store.pending_sends(("failed",))
+    assert row.body == b"mine"  # the text is kept for the app
+    failed = [e for e in drain(a) if isinstance(e, ev.SendFailed)]
+    assert [(e.client_message_id, e.code.name) for e in failed] == [(cmid, "CONFLICT")]
     await a.close()
 
 

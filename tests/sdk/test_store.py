@@ -12,6 +12,7 @@ from qim.sdk import store as store_mod
 from qim.sdk.store import ACKED, COMMITTED, PENDING, LocalStore, Resolved, StoreError
 
 TENANT, ME, PEER = 7, 1001, 2002
+RECALLED, DELETED = message_pb2.MESSAGE_STATE_RECALLED, message_pb2.MESSAGE_STATE_DELETED
 CONV = ids.conversation_id_direct(TENANT, ME, PEER)
 
 
@@ -62,14 +63,26 @@ def test_two_handles_on_one_file_never_share_an_ordinal(path):
 
 def test_cmid_derivation_and_pending_row_persist(path):
     s = LocalStore.open(path, TENANT, ME)
+    nonce = s.store_nonce
     row = s.add_pending(CONV, PEER, 1, b"", b"hello")
-    assert row.client_message_id == ids.client_message_id(s.device_id, row.ordinal)
+    assert len(nonce) == 16 and any(nonce)
+    assert row.client_message_id == ids.client_message_id(nonce, s.device_id, row.ordinal)
     s.close()
     s = LocalStore.open(path, TENANT, ME)
+    assert s.store_nonce == nonce  # the nonce is durable: a cmid never changes meaning
     (again,) = s.pending_sends()
     assert again == row and again.state == PENDING
     assert s.add_pending(CONV, PEER, 1, b"", b"x").client_message_id != row.client_message_id
     s.close()
+
+
+def test_a_new_store_with_a_reused_device_id_never_repeats_a_cmid(tmp_path):
+    old = LocalStore.open(str(tmp_path / "old.sqlite3"), TENANT, ME, device_id=77)
+    new = LocalStore.open(str(tmp_path / "new.sqlite3"), TENANT, ME, device_id=77)  # reinstall, empty store
+    a = [old.add_pending(CONV, PEER, 1, b"", b"same text") for _ in range(3)]
+    b = [new.add_pending(CONV, PEER, 1, b"", b"same text") for _ in range(3)]
+    assert [r.ordinal for r in a] == [r.ordinal for r in b] == [0, 1, 2]
+    assert not {r.client_message_id for r in a} & {r.client_message_id for r in b}
 
 
 def test_identity_mismatch_refused(path):
@@ -122,14 +135,24 @@ def test_failure_writing_cursor_rolls_back_messages(path, monkeypatch):
     assert len(s.apply_mailbox_batch([entry(10, 1), entry(11, 2)], 11, 3, 1).inserted) == 2
 
 
-def test_reapply_is_idempotent_and_push_does_not_move_cursor(path):
+def test_reapply_is_idempotent(path):
     s = LocalStore.open(path, TENANT, ME)
-    pushed = s.apply_push([entry(10, 1)])
-    assert len(pushed.inserted) == 1 and s.cursor() is None
+    assert not hasattr(s, "apply_push")  # a push never reaches the store (it may carry references only)
     r = s.apply_mailbox_batch([entry(10, 1), entry(11, 2)], 11, 3, 1)
-    assert [m.conversation_seq for m in r.inserted] == [2]
+    assert [m.conversation_seq for m in r.inserted] == [1, 2]
     r = s.apply_mailbox_batch([entry(10, 1), entry(11, 2)], 11, 3, 1)
-    assert r.inserted == [] and len(s.messages()) == 2 and s.cursor() == (3, 1, 11)
+    assert r.inserted == r.updated == [] and len(s.messages()) == 2 and s.cursor() == (3, 1, 11)
+
+
+def test_inserted_messages_are_told_per_conversation_in_seq_order(path):
+    s = LocalStore.open(path, TENANT, ME)
+    other = ids.conversation_id_direct(TENANT, ME, PEER + 1)
+    late = entry(10, 5)
+    x = entry(11, 1)
+    x.conversation_id = other
+    r = s.apply_mailbox_batch([late, x, entry(12, 3), entry(13, 4)], 13, 3, 1)
+    assert [(m.conversation_id, m.conversation_seq) for m in r.inserted] == [
+        (CONV, 3), (CONV, 4), (CONV, 5), (other, 1)]
 
 
 def test_cursor_never_moves_backwards(path):
@@ -177,7 +200,8 @@ def test_recall_notice_clears_the_local_body_and_a_garbled_one_changes_nothing(p
     r = s.apply_mailbox_batch([entry(12, 3, event_type=2, body=notice), entry(13, 4, event_type=4, body=b"\xff")],
                               13, 3, 1)
     assert r.inserted == [] and s.cursor() == (3, 1, 13)
-    assert [m.body for m in s.messages()] == [b"", b"body 2"]
+    assert [(m.body, m.state) for m in s.messages()] == [(b"", RECALLED), (b"body 2", 0)]
+    assert [(m.message_id, m.state, m.body) for m in r.updated] == [((1).to_bytes(16, "big"), RECALLED, b"")]
 
 
 def test_memory_store_when_asked():

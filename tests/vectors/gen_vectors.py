@@ -83,9 +83,11 @@ def gen_ids():
             for user, et in [(1, 1), (U64, 255), (99, 3)]:
                 eid = b3(b"qim.event.v1\0" + did + u64(user) + bytes([et]))[:16]
                 cases.append(ok("event_id", [H(did), user, et], H(eid)))
-    for dev, ordinal in [(1, 0), (1, 1), (777, 123456789), (U64, U64)]:
-        cmid = b3(b"qim.cmid.v1\0" + u64(dev) + u64(ordinal))[:16]
-        cases.append(ok("client_message_id", [dev, ordinal], H(cmid)))
+    nonces = [bytes(15) + b"\x01", bytes(range(16, 32)), b"\xff" * 16]
+    for nonce, dev, ordinal in [(nonces[0], 1, 0), (nonces[0], 1, 1), (nonces[1], 1, 0),
+                                (nonces[1], 777, 123456789), (nonces[2], U64, U64)]:
+        cmid = b3(b"qim.cmid.v2\0" + nonce + u64(dev) + u64(ordinal))[:16]
+        cases.append(ok("client_message_id", [H(nonce), dev, ordinal], H(cmid)))
     for ep in ["tcp://127.0.0.1:7000", "tls://im.example.com:443", "wss://héllo.example/ws"]:
         scope = b3(b"qim.endpoint-scope.v1\0" + ep.encode("utf-8"))[:16].hex()
         cases.append(ok("endpoint_scope", [ep], scope))
@@ -116,8 +118,10 @@ def gen_ids():
         bad("event_id", [H(mids[1]), 1, 0], "IdError"),
         bad("event_id", [H(mids[1]), 1, 256], "IdError"),
         bad("event_id", [H(mids[1]), 0, 1], "IdError"),
-        bad("client_message_id", [0, 1], "IdError"),
-        bad("client_message_id", [1, -1], "IdError"),
+        bad("client_message_id", [H(one16), 0, 1], "IdError"),
+        bad("client_message_id", [H(one16), 1, -1], "IdError"),
+        bad("client_message_id", [H(z16), 1, 1], "IdError"),  # the store nonce is never all zero
+        bad("client_message_id", [H(one16[:15]), 1, 1], "IdError"),
         bad("endpoint_scope", [""], "IdError"),
         bad("compose_message_id", [0, 0, 0, 0], "IdError"),
         bad("compose_message_id", [1 << 48, 0, 0, 0], "IdError"),

@@ -145,11 +145,15 @@ def event_id(dispatch_id: bytes, recipient_user: int, event_type: int) -> bytes:
     return _h(DOMAIN_EVENT + did + rcpt + bytes((etype,)))[:16]
 
 
-def client_message_id(device_id: int, ordinal: int) -> bytes:
-    """BLAKE3("qim.cmid.v1\\0" ‖ device_id u64 ‖ ordinal u64)[0..16] (ordinal may be 0)."""
+def client_message_id(store_nonce: bytes, device_id: int, ordinal: int) -> bytes:
+    """BLAKE3("qim.cmid.v2\\0" ‖ store_nonce (16) ‖ device_id u64 ‖ ordinal u64)[0..16].
+
+    store_nonce: the 16 random non-zero bytes a LocalStore draws when it is created, so
+    a cmid is unique per local store for ever. Ordinal may be 0."""
+    nonce = _id16(store_nonce, "store_nonce")
     dev = _nz64(device_id, "device_id")
     ordn = check_int(ordinal, 0, _U64, IdError, "ordinal")
-    return _h(DOMAIN_CMID + dev + ordn.to_bytes(8, "big"))[:16]
+    return _h(DOMAIN_CMID + nonce + dev + ordn.to_bytes(8, "big"))[:16]
 
 
 def endpoint_scope(canonical_endpoint: str) -> str:

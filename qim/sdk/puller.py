@@ -1,0 +1,156 @@
+"""Mailbox pulls of one runtime (DESIGN.md §5 step 5, §9; issue 10 faults 1, 5, 7, 11).
+
+- Single flight, never losing a wake-up: every request (a PUSH_EVENTS frame, an
+  explicit pull_mailbox(), the connect-time sync) sets a dirty mark; a running pull
+  loops again while the mark is set, so a request that arrives during any state of
+  the runtime (syncing, a pull in flight) is honoured.
+- A push is only a wake-up: its entries may carry references instead of bodies, so
+  nothing from a push reaches the store or the app; MAILBOX_BATCH does.
+- Transient ERRORs (UNAVAILABLE, RATE_LIMITED, MAILBOX_DIRTY) are retried with bounded
+  exponential backoff (qim/sdk/retry.py); CURSOR_EXPIRED runs REBUILD; other errors
+  surface (and a background pull that fails tells the app SyncFailed).
+- Adaptive pages: a device on a slow link asks for pages of about PAGE_TARGET_S of its
+  measured throughput (never below PAGE_MIN_BYTES; the server always returns the first
+  entry), and for larger pages again while pages come back fast, up to
+  MAILBOX_PAGE_MAX_BYTES. Liveness while a page arrives is the connection's (bytes
+  count as progress), so a slow page is never mistaken for a dead server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from qim.consts import MAILBOX_PAGE_MAX_BYTES, MAILBOX_PAGE_MAX_ENTRIES
+from qim.errors import ErrorCode, QimError
+from qim.proto.v1 import mailbox_pb2
+from qim.protocol import Opcode
+from qim.sdk import events as ev
+from qim.sdk.connection import Connection
+from qim.sdk.events import ConnectionLost, NotConnected, ServerError
+from qim.sdk.model import ApplyResult
+from qim.sdk.rebuild import rebuild
+from qim.sdk.retry import Backoff, with_retry
+
+if TYPE_CHECKING:
+    from qim.sdk.runtime import ClientRuntime
+
+PAGE_START_BYTES = 128 * 1024  # first page of a connection's life; grows while fast
+PAGE_MIN_BYTES = 8 * 1024
+PAGE_TARGET_S = 1.0  # aim a page at about this much of the measured throughput
+PAGE_FAST_S = 0.25   # a page at least half full that came back this fast: ask for more
+
+
+class Puller:
+    """Single-flight PULL_MAILBOX loop with dirty marks, retries and adaptive pages."""
+
+    def __init__(self, rt: "ClientRuntime") -> None:
+        self._rt = rt
+        self.page_bytes = PAGE_START_BYTES
+        self._task: Optional[asyncio.Task] = None
+        self._dirty = False
+
+    def wake(self) -> None:
+        """A notification (PUSH_EVENTS): pull soon. Never awaits and is never lost: a
+        running pull runs again; without a connection the next connect pulls anyway."""
+        self._dirty = True
+        conn = self._rt._conn
+        if (self._task is None or self._task.done()) and conn is not None and conn.is_open:
+            self._start()
+
+    async def pull(self) -> None:
+        """Pull until has_more is false, joining a running pull (it runs again).
+        ConnectionLost / NotConnected / ServerError (after retries) / StoreError."""
+        self._dirty = True
+        if self._task is None or self._task.done():
+            self._start()
+        await asyncio.shield(self._task)
+
+    def cancel(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    def _start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._loop())
+        self._task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()  # retrieved here, so a pull nobody awaits never fails silently
+        if exc is None or isinstance(exc, (ConnectionLost, NotConnected)):
+            return  # the reconnect syncs again
+        code = exc.code if isinstance(exc, QimError) else ErrorCode.INTERNAL
+        self._rt._emit(ev.SyncFailed(code, str(exc)))
+
+    async def _loop(self) -> None:
+        while self._dirty:
+            self._dirty = False
+            while await self._page():
+                pass
+
+    async def _page(self) -> bool:
+        rt = self._rt
+        conn = rt._conn
+        if conn is None or not conn.is_open:
+            raise NotConnected("no connection")
+        cursor = await rt.store.run(rt.store.cursor)
+
+        async def attempt() -> tuple[int, bytes]:
+            req = mailbox_pb2.PullMailbox(cursor=cursor[2] if cursor else 0, max_entries=MAILBOX_PAGE_MAX_ENTRIES,
+                                          max_bytes=self.page_bytes).SerializeToString()
+            start = time.monotonic()
+            reply = await conn.request_probed(Opcode.PULL_MAILBOX, req, rt.ack_deadline_s, rt.probe_s)
+            self._adapt(len(reply[1]), time.monotonic() - start)
+            return reply
+
+        try:
+            op, body = await with_retry(attempt, Backoff(budget=rt.retry_budget_s))
+        except ServerError as exc:
+            if exc.code != ErrorCode.CURSOR_EXPIRED:
+                raise
+            await self.rebuild(conn)
+            return True
+        if op != Opcode.MAILBOX_BATCH:
+            conn.abort(f"unexpected reply 0x{op:04x} to PULL_MAILBOX")
+            raise ConnectionLost(f"unexpected reply 0x{op:04x} to PULL_MAILBOX")
+        batch = mailbox_pb2.MailboxBatch.FromString(body)
+        await self.apply(rt.store.apply_mailbox_batch, list(batch.entries), batch.next_cursor, batch.lane,
+                         batch.shard_epoch)
+        return batch.has_more
+
+    async def apply(self, fn: Callable[..., ApplyResult], *args: Any) -> ApplyResult:
+        """Run a store apply, then tell the app (runtime._after_apply), as one unit that a
+        cancellation (close() during a pull) cannot split: a committed batch whose
+        events were never emitted would never be told (the next copy is a duplicate)."""
+        rt = self._rt
+
+        async def unit() -> ApplyResult:
+            result = await rt.store.run(fn, *args)
+            rt._after_apply(result)
+            return result
+
+        return await asyncio.shield(asyncio.ensure_future(unit()))
+
+    async def rebuild(self, conn: Connection) -> None:
+        """REBUILD (session list → history of every conversation → cursor from 0) on
+        `conn`, transient errors retried; tells the app what changed, page by page."""
+        rt = self._rt
+
+        async def call(opcode: int, body: bytes) -> tuple[int, bytes]:
+            return await with_retry(lambda: conn.request_probed(opcode, body, rt.ack_deadline_s, rt.probe_s),
+                                    Backoff(budget=rt.retry_budget_s))
+
+        await rebuild(rt.store, call, self.apply, self.page_bytes)
+        rt.stats["rebuilds"] = rt.stats.get("rebuilds", 0) + 1
+        rt._emit(ev.CursorReset())
+
+    def _adapt(self, nbytes: int, elapsed: float) -> None:
+        """Page budget from the last page's size and time (see the module docstring)."""
+        if elapsed <= PAGE_FAST_S:
+            if nbytes * 2 >= self.page_bytes:
+                self.page_bytes = min(self.page_bytes * 2, MAILBOX_PAGE_MAX_BYTES)
+        elif elapsed > PAGE_TARGET_S and nbytes >= PAGE_MIN_BYTES:  # small pages: latency, not the link
+            rate = nbytes / elapsed
+            self.page_bytes = int(max(PAGE_MIN_BYTES, min(MAILBOX_PAGE_MAX_BYTES, rate * PAGE_TARGET_S)))

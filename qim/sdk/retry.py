@@ -1,0 +1,60 @@
+"""Bounded exponential backoff for transient server errors (issue 10 fault 7).
+
+UNAVAILABLE, RATE_LIMITED and MAILBOX_DIRTY mean "not now" (docs/protocol.md: retry
+with the same client_message_id); every other ErrorCode is permanent and surfaces at
+once. `Backoff` doubles from `start` to `cap` seconds and gives up once `budget`
+seconds have passed since the first failure, so a caller never waits for ever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Awaitable, Callable, Optional, TypeVar
+
+from qim.errors import ErrorCode
+from qim.sdk.events import ServerError
+
+T = TypeVar("T")
+RETRYABLE = frozenset({ErrorCode.UNAVAILABLE, ErrorCode.RATE_LIMITED, ErrorCode.MAILBOX_DIRTY})
+RETRY_START_S, RETRY_CAP_S, RETRY_BUDGET_S = 0.05, 2.0, 30.0
+
+
+def retryable(exc: BaseException) -> bool:
+    """True for a ServerError whose code means "try again later"."""
+    return isinstance(exc, ServerError) and exc.code in RETRYABLE
+
+
+class Backoff:
+    """Delays start, 2*start, ... capped at `cap`; `budget` seconds in all (None: no limit)."""
+
+    def __init__(self, start: float = RETRY_START_S, cap: float = RETRY_CAP_S,
+                 budget: Optional[float] = RETRY_BUDGET_S) -> None:
+        self.start, self.cap, self.budget = start, cap, budget
+        self.delay = start
+        self.began: Optional[float] = None
+        self.attempts = 0
+
+    async def wait(self, exc: BaseException) -> None:
+        """Sleep before the next attempt, or re-raise `exc` when the budget is spent."""
+        now = time.monotonic()
+        if self.began is None:
+            self.began = now
+        if self.budget is not None and now + self.delay - self.began > self.budget:
+            raise exc
+        self.attempts += 1
+        await asyncio.sleep(self.delay)
+        self.delay = min(self.delay * 2, self.cap)
+
+
+async def with_retry(call: Callable[[], Awaitable[T]], backoff: Optional[Backoff] = None) -> T:
+    """`await call()` again after each retryable ServerError until the backoff budget is
+    spent (then that error is raised); other errors propagate at once."""
+    backoff = backoff or Backoff()
+    while True:
+        try:
+            return await call()
+        except ServerError as exc:
+            if exc.code not in RETRYABLE:
+                raise
+            await backoff.wait(exc)

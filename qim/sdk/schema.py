@@ -1,0 +1,142 @@
+"""The LocalStore's SQLite schema (version 2) and the migration from version 1.
+
+Version 2 (issue 10) adds:
+- meta.store_nonce: 16 random bytes drawn when the store is created; part of every
+  client_message_id derivation (DESIGN.md §3, §9: unique per local store for ever).
+- meta.rebuild_needed: 1 when the next connect must REBUILD before pulling (set by
+  the migration when version-1 rows may disagree with the server).
+- messages.state: MessageState (0 NORMAL, 1 RECALLED, 2 DELETED), so an app can show
+  a recalled or deleted message as such.
+- ops: idempotency keys of mutating requests other than sends (create_group,
+  leave_group, recall), kept until the request has an answer.
+
+Migration 1 -> 2 (in one transaction, on open): add the columns and the table, draw the
+nonce, and mark a REBUILD when any version-1 row has an empty body: version 1 stored
+PUSH_EVENTS entries whose body was only referenced as empty (issue 10 fault 1) and
+cleared recalled bodies without a state; REBUILD asks history what each one really is.
+Pending rows keep their version-1 cmids (already on the wire); new cmids use v2.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sqlite3
+from typing import Optional
+
+from qim.consts import U63_MAX
+from qim.sdk.model import StoreError
+
+SCHEMA_VERSION = 2
+
+TABLES = """
+CREATE TABLE IF NOT EXISTS meta (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  schema_version INTEGER NOT NULL,
+  tenant_hex TEXT NOT NULL,
+  user_id INTEGER NOT NULL,
+  device_id INTEGER NOT NULL,
+  next_ordinal INTEGER NOT NULL,
+  store_nonce BLOB CHECK (length(store_nonce) = 16),
+  rebuild_needed INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS cursor (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  lane INTEGER NOT NULL, shard_epoch INTEGER NOT NULL, last_applied_seq INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS messages (
+  message_id BLOB PRIMARY KEY CHECK (length(message_id) = 16),
+  conversation_id BLOB NOT NULL CHECK (length(conversation_id) = 16),
+  conversation_seq INTEGER NOT NULL,
+  sender_id INTEGER NOT NULL,
+  created_at_ms INTEGER NOT NULL,
+  message_type INTEGER NOT NULL,
+  custom_type BLOB NOT NULL,
+  body BLOB NOT NULL,
+  client_message_id BLOB,
+  mailbox_seq INTEGER NOT NULL,
+  source TEXT NOT NULL,
+  state INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS messages_by_conv ON messages (conversation_id, conversation_seq);
+CREATE TABLE IF NOT EXISTS pending (
+  client_message_id BLOB PRIMARY KEY CHECK (length(client_message_id) = 16),
+  ordinal INTEGER NOT NULL UNIQUE,
+  conversation_id BLOB NOT NULL CHECK (length(conversation_id) = 16),
+  recipient_user_id INTEGER NOT NULL,
+  message_type INTEGER NOT NULL,
+  custom_type BLOB NOT NULL,
+  body BLOB NOT NULL,
+  created_local_ms INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  message_id BLOB, conversation_seq INTEGER, created_at_ms INTEGER) WITHOUT ROWID;
+"""
+
+OPS_TABLE = """
+CREATE TABLE IF NOT EXISTS ops (
+  kind TEXT NOT NULL,
+  key BLOB NOT NULL,
+  cmid BLOB NOT NULL UNIQUE CHECK (length(cmid) = 16),
+  state TEXT NOT NULL,
+  reply BLOB,
+  created_local_ms INTEGER NOT NULL,
+  PRIMARY KEY (kind, key)) WITHOUT ROWID;
+"""
+
+
+def _has_table(db: sqlite3.Connection, name: str) -> bool:
+    return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
+
+
+def _migrate_1_to_2(db: sqlite3.Connection) -> None:
+    db.execute("ALTER TABLE meta ADD COLUMN store_nonce BLOB CHECK (length(store_nonce) = 16)")
+    db.execute("ALTER TABLE meta ADD COLUMN rebuild_needed INTEGER NOT NULL DEFAULT 0")
+    db.execute("ALTER TABLE messages ADD COLUMN state INTEGER NOT NULL DEFAULT 0")
+    db.execute(OPS_TABLE)
+    suspect = db.execute("SELECT 1 FROM messages WHERE body = x'' LIMIT 1").fetchone() is not None
+    db.execute("UPDATE meta SET schema_version = ?, store_nonce = ?, rebuild_needed = ?",
+               (SCHEMA_VERSION, new_nonce(), int(suspect)))
+
+
+def new_nonce() -> bytes:
+    """16 random bytes, never all zero (ids.client_message_id refuses a zero nonce)."""
+    while True:
+        nonce = secrets.token_bytes(16)
+        if any(nonce):
+            return nonce
+
+
+def open_db(db: sqlite3.Connection, tenant: int, user_id: int,
+            device_id: Optional[int]) -> tuple[int, bytes]:
+    """Create, migrate or check the schema and the identity; returns (device_id,
+    store_nonce). StoreError on another identity, another device or an unknown
+    (newer) schema version."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        version = None
+        if _has_table(db, "meta"):
+            row = db.execute("SELECT schema_version FROM meta").fetchone()
+            version = row[0] if row else None
+        if version == 1:
+            _migrate_1_to_2(db)
+        elif version is not None and version != SCHEMA_VERSION:
+            raise StoreError(f"store schema version {version} is not supported (this SDK: {SCHEMA_VERSION})")
+        for statement in (TABLES + OPS_TABLE).split(";"):
+            if statement.strip():
+                db.execute(statement)
+        row = db.execute("SELECT tenant_hex, user_id, device_id, store_nonce FROM meta").fetchone()
+        if row is None:
+            device = device_id or (secrets.randbits(63) or 1)
+            if not 0 < device <= U63_MAX:
+                raise StoreError("device_id must be a non-zero u64 with bit 63 clear")
+            nonce = new_nonce()
+            db.execute("INSERT INTO meta (id, schema_version, tenant_hex, user_id, device_id, next_ordinal,"
+                       " store_nonce) VALUES (1, ?, ?, ?, ?, 0, ?)",
+                       (SCHEMA_VERSION, f"{tenant:032x}", user_id, device, nonce))
+        else:
+            tenant_hex, stored_user, device, nonce = row
+            if tenant_hex != f"{tenant:032x}" or stored_user != user_id:
+                raise StoreError("store belongs to another identity")
+            if device_id is not None and device_id != device:
+                raise StoreError("store belongs to another device")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    return device, bytes(nonce)
