@@ -14,6 +14,9 @@ from qim.consts import (
     DEFAULT_SHARD_COUNT,
     FANOUT_BATCH_DEFAULT,
     FANOUT_BATCH_MAX,
+    MAILBOX_RETENTION_MS_DEFAULT,
+    MAILBOX_RETENTION_MS_MAX,
+    MAILBOX_RETENTION_MS_MIN,
     MAX_MESSAGE_BODY,
     RECALL_WINDOW_MS_DEFAULT,
     METRICS_PORTS,
@@ -102,6 +105,16 @@ class Env:
             raise ConfigError(f"{name}={point!r} is not one of {', '.join(allowed)}")
         return point
 
+    def clock_skew(self, name: str, listeners: tuple[str, ...]) -> int:
+        """A wall-clock shift in ms (±1 day) for tests of a clock that is behind or ahead;
+        honoured only with loopback listeners (never in a production configuration)."""
+        skew = self.int(name, 0, -86_400_000, 86_400_000)
+        for var in listeners if skew else ():
+            host = parse_addr(self._env.get(var, "127.0.0.1:0"))[0]
+            if host not in ("127.0.0.1", "localhost", "::1"):
+                raise ConfigError(f"{name} requires loopback listeners; {var} is {host}")
+        return skew
+
     def tenant(self) -> int:
         raw = self._env.get("QIM_TENANT_ID", "0")
         try:
@@ -145,6 +158,7 @@ class WriterConfig:
     fault_point: str  # "" in production; see qim/services/writer/faults.py
     recovery_stale_ms: int
     recall_window_ms: int
+    clock_skew_ms: int  # test/dev knob (QIM_CLOCK_SKEW_MS); 0 in production
 
     @classmethod
     def from_env(cls, env: Env) -> "WriterConfig":
@@ -159,6 +173,7 @@ class WriterConfig:
                                         WRITER_POINTS),
             recovery_stale_ms=env.int("QIM_COMMIT_RECOVERY_STALE_MS", 5000, 100, 3_600_000),
             recall_window_ms=env.int("QIM_RECALL_WINDOW_MS", RECALL_WINDOW_MS_DEFAULT, 0, 30 * 86_400_000),
+            clock_skew_ms=env.clock_skew("QIM_CLOCK_SKEW_MS", ("QIM_WRITER_LISTEN", "QIM_WRITER_METRICS_LISTEN")),
         )
 
 
@@ -221,6 +236,7 @@ class MailboxConfig:
     fault_point: str
     dp_gc_safety_ms: int  # 0: DispatchProgress GC disabled (the default)
     session_addrs: tuple[str, ...]  # low-latency Projection: user u -> session node u mod n
+    retention_ms: int = MAILBOX_RETENTION_MS_DEFAULT  # QIM_MAILBOX_RETENTION_MS: entries older are not served
 
     @classmethod
     def from_env(cls, env: Env) -> "MailboxConfig":
@@ -236,6 +252,8 @@ class MailboxConfig:
                                         MAILBOX_POINTS),
             dp_gc_safety_ms=env.int("QIM_DISPATCH_PROGRESS_GC_SAFETY_MS", 0, 0, 365 * 86_400_000),
             session_addrs=env.addrs("QIM_SESSION_ADDRS", "127.0.0.1:7103"),
+            retention_ms=env.int("QIM_MAILBOX_RETENTION_MS", MAILBOX_RETENTION_MS_DEFAULT, MAILBOX_RETENTION_MS_MIN,
+                                 MAILBOX_RETENTION_MS_MAX),
         )
 
     def owned_shards(self) -> list[int]:

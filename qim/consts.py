@@ -28,7 +28,7 @@ DOMAIN_VBUCKET = b"qim.vbucket.v1\0"
 DOMAIN_COMMIT_BUCKET = b"qim.commit-bucket.v1\0"
 DOMAIN_DISPATCH = b"qim.group-dispatch.v1\0"
 DOMAIN_EVENT = b"qim.event.v1\0"
-DOMAIN_CMID = b"qim.cmid.v1\0"
+DOMAIN_CMID = b"qim.cmid.v2\0"  # v2: store nonce in the input (docs/decisions/0016)
 DOMAIN_ENDPOINT_SCOPE = b"qim.endpoint-scope.v1\0"
 
 # --- packed watermark (DESIGN.md §3) -------------------------------------------
@@ -65,6 +65,7 @@ INLINE_BODY_BUDGET_BYTES = 8 * 1024
 
 # --- groups (DESIGN.md §7, §11) ---------------------------------------------------
 GROUP_MAX_MEMBERS = 1000
+MEMBER_INTERVALS_MAX = 16  # member intervals kept per (group, user); older ones are dropped
 MEMBERSHIP_EVENT_BROADCAST_MAX = 500
 RECALL_WINDOW_MS_DEFAULT = 24 * 3600 * 1000
 HISTORY_PAGE_MAX_BYTES = 512 * 1024
@@ -88,10 +89,29 @@ MAILBOX_GLOBAL_PERMIT = 64
 WRITER_INFLIGHT_DEFAULT = 1024
 WRITER_INFLIGHT_MAX = 8192
 COMMIT_HELPER_TTL_MS = 2 * 3600 * 1000
+# Group changes and recall/delete keep their commit state as long as the SDK may retry a
+# pending operation (DESIGN.md §11 pending max age): a retry replays the original reply.
+COMMIT_OP_HELPER_TTL_MS = 24 * 3600 * 1000
+# Unpublished commits of a conversation a reserve hands back to be published first
+# (a crashed writer's reservations; docs/decisions/0017-writer-order-and-time.md).
+UNPUBLISHED_SCAN_MAX = 1024
 HLC_WINDOW_MS = 60_000
 HLC_RENEW_BEFORE_MS = 20_000
 WRITER_ID_LEASE_MS = 60_000
-MAILBOX_RETENTION_DAYS = 7
+# HLC issue ceiling (docs/decisions/0017): a writer publishes now + this to the cluster-wide
+# high-water every HLC_CEILING_PERIOD_S and never issues an id above its published
+# ceiling; a new window of any writer starts above every ceiling ever published.
+HLC_CEILING_SLACK_MS = 2_000
+HLC_CEILING_PERIOD_S = 0.5
+DAY_MS = 86_400_000
+# Mailbox retention (QIM_MAILBOX_RETENTION_MS; DESIGN.md §8 "mailbox 7 days"): entries
+# older than this are never served; a non-zero cursor behind one gets CURSOR_EXPIRED.
+MAILBOX_RETENTION_MS_DEFAULT = 7 * DAY_MS
+MAILBOX_RETENTION_MS_MIN = 1_000
+MAILBOX_RETENTION_MS_MAX = 3650 * DAY_MS
+# The per-user day index (and its persisted trim boundary) outlives the newest bucket
+# by this much, so a device idle that long still gets CURSOR_EXPIRED, not an empty page.
+MAILBOX_INDEX_GRACE_MS = 30 * DAY_MS
 MAILBOX_PAGE_MAX_ENTRIES = 256
 MAILBOX_PAGE_MAX_BYTES = 512 * 1024
 SEND_ACK_PROBE_S = 3.0

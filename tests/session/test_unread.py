@@ -6,7 +6,7 @@ import pytest
 
 from qim.consts import MESSAGE_TYPE_CONTROL, MESSAGE_TYPE_CUSTOM, MESSAGE_TYPE_TEXT
 from qim.proto.v1 import message_pb2
-from qim.services.session.summary import PageError, count_unread, head_item, parse_interval
+from qim.services.session.summary import PageError, count_unread, head_item, parse_member_intervals
 
 ME, PEER = 5, 9
 
@@ -46,8 +46,9 @@ def test_head_withholds_recalled_bodies_and_foreign_cmids():
 
 
 def test_member_interval_parsing_fails_closed():
-    assert parse_interval(b"0:0", b"g" * 16) == (0, None)
-    assert parse_interval(b"4:17", b"g" * 16) == (4, 17)
-    for raw in (None, b"", b"4", b"x:1"):
+    assert parse_member_intervals(b"0:0", b"g" * 16) == ((0, None),)
+    assert parse_member_intervals(b"4:17", b"g" * 16) == ((4, 17),)
+    assert parse_member_intervals(b"0:5,9:0", b"g" * 16) == ((0, 5), (9, None))  # left and re-joined
+    for raw in (None, b"", b"4", b"x:1", b"0:0,9:0", b"0:9,5:0", b"7:3"):
         with pytest.raises(PageError):
-            parse_interval(raw, b"g" * 16)
+            parse_member_intervals(raw, b"g" * 16)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from qim._core import ids
+from qim.consts import HLC_CEILING_SLACK_MS
 from qim.errors import RequestError
 from qim.infra.redis.client import LuaScripts, connect
 from qim.services.writer import hlc
@@ -54,4 +55,20 @@ async def test_no_ids_without_a_provable_window(engines):
     with pytest.raises(RequestError):
         clock.next_id()
     assert other.ready
+    await redis.aclose()
+
+
+async def test_a_restart_continues_above_every_issued_id_without_jumping_a_window_ahead(engines):
+    redis = connect(engines.redis_addr)
+    writer_id = 41000 + (id(redis) % 1000)
+    first = await new_clock(redis, writer_id)
+    before = [first.next_id()[0] for _ in range(10)]
+    other = await new_clock(redis, 0)  # another writer_id: starts above every published ceiling too
+    restarted = await new_clock(redis, writer_id)  # the same writer_id again (its old window still runs)
+    for clock in (other, restarted):
+        mid, ms = clock.next_id()
+        assert key(mid) > max(key(m) for m in before)
+        # above the cluster ceiling (now + HLC_CEILING_SLACK_MS at most), not above the old
+        # window's end (now + 60 s): ids stay near wall time after a restart
+        assert ms - hlc.now_ms() <= 3 * HLC_CEILING_SLACK_MS
     await redis.aclose()

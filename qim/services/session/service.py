@@ -32,7 +32,8 @@ from qim.proto.v1 import internal_pb2, session_pb2
 from qim.protocol import Opcode
 from qim.services.session.cache import Snapshot, SnapshotCache
 from qim.services.session.keys import convs_key, read_key
-from qim.services.session.summary import PageError, parse_interval, summarize
+from qim.services.session.summary import PageError, parse_member_intervals, summarize
+from qim.services.writer.intervals import descending_ranges
 from qim.services.writer.keys import CommitKeys
 
 logger = logging.getLogger(__name__)
@@ -175,11 +176,15 @@ class SessionService:
             if raw is None:
                 raise RequestError(ErrorCode.FORBIDDEN, "not a member of this group")
             try:
-                lo, hi = parse_interval(raw, conv)
+                intervals = parse_member_intervals(raw, conv)
             except PageError as exc:
                 raise RequestError(ErrorCode.INTERNAL, str(exc)) from None
-            rows = await self._redis.zrevrangebyscore(keys.history(), "+inf" if hi is None else hi, f"({lo}",
-                                                      start=0, num=1, withscores=True)
+            # the newest message the user can see: the top of its newest non-empty interval
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for lo, hi in descending_ranges(intervals, None):
+                    pipe.zrevrangebyscore(keys.history(), "+inf" if hi is None else hi, f"({lo}",
+                                          start=0, num=1, withscores=True)
+                rows = next((r for r in await pipe.execute() if r), [])
         else:
             raise RequestError(ErrorCode.INVALID_ARGUMENT, "rooms have no read position")
         if not rows:

@@ -1,35 +1,39 @@
-"""Who may read a conversation, and which part of it (DESIGN.md §7, ADR-0021 notes).
+"""Who may read a conversation, and which part of it (DESIGN.md §7).
 
 Direct: the actor must be one of the two participants (the request names the peer and
-the conversation_id must be theirs). Group: the actor's member interval bounds what is
-visible: seq > joined_at and, after leaving, seq <= left_at. A non-member or a stranger
-gets FORBIDDEN, never an empty page.
+the conversation_id must be theirs). Group: the actor's member intervals bound what is
+visible: seq in (joined_at, left_at] of some interval (intervals.py). A non-member or a
+stranger gets FORBIDDEN, never an empty page.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Sequence
 
 from qim._core import ids
 from qim.consts import CONVERSATION_KIND_DIRECT
 from qim.errors import ErrorCode, IdError, RequestError
+from qim.services.writer.intervals import OPEN, Interval, contains, is_current, parse_intervals
 from qim.services.writer.keys import CommitKeys
 
 
 class Visible:
-    """Visible conversation_seq interval: lo < seq <= hi (hi None = open)."""
+    """The actor's visible conversation_seq intervals (ascending, disjoint)."""
 
-    __slots__ = ("lo", "hi", "current_member")
+    __slots__ = ("intervals", "current_member")
 
-    def __init__(self, lo: int = 0, hi: Optional[int] = None, current_member: bool = True) -> None:
-        self.lo, self.hi, self.current_member = lo, hi, current_member
+    def __init__(self, intervals: Sequence[Interval] = OPEN) -> None:
+        self.intervals = tuple(intervals)
+        self.current_member = is_current(self.intervals)
 
     def contains(self, seq: int) -> bool:
-        return seq > self.lo and (self.hi is None or seq <= self.hi)
+        """Whether conversation_seq `seq` is visible to the actor."""
+        return contains(self.intervals, seq)
 
 
 async def visible_interval(redis, tenant: int, actor_user: int, conversation_id: bytes, peer_user: int) -> Visible:
-    """The actor's visible interval of the conversation; FORBIDDEN when it has none."""
+    """The actor's visible intervals of the conversation. FORBIDDEN when it has none,
+    INVALID_ARGUMENT for an unknown kind, INTERNAL for a corrupt member entry."""
     try:
         kind = ids.conversation_kind(conversation_id)
     except IdError:
@@ -41,5 +45,7 @@ async def visible_interval(redis, tenant: int, actor_user: int, conversation_id:
     entry = await redis.hget(CommitKeys(tenant, conversation_id).group_members(), actor_user)
     if entry is None:
         raise RequestError(ErrorCode.FORBIDDEN, "not a member of this group")
-    joined, left = (int(x) for x in entry.split(b":"))
-    return Visible(joined, left or None, current_member=left == 0)
+    try:
+        return Visible(parse_intervals(entry))
+    except ValueError:
+        raise RequestError(ErrorCode.INTERNAL, "corrupt member interval") from None

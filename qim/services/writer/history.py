@@ -1,7 +1,8 @@
 """PULL_HISTORY in the writer (issue 6; DESIGN.md §5 step 7, §7, §11 history page 512 KiB).
 
 Pages the history index (ZSET, score = conversation_seq) in either direction from an
-anchor, clipped to the actor's visible interval, bounded by a limit and a byte budget
+anchor, clipped to the actor's visible intervals (a re-joined member pages across the
+gap between its memberships, seeing neither the gap nor anything outside), bounded by a limit and a byte budget
 (the first item is always returned). Records come from MessageStore in one pipelined
 read per page. A missing or corrupt record fails the page (INTERNAL), never a silent
 gap. Gaps in conversation_seq are legal and cost nothing here: the index holds only
@@ -18,6 +19,7 @@ from qim.consts import HISTORY_PAGE_DEFAULT_LIMIT, HISTORY_PAGE_MAX_BYTES, HISTO
 from qim.errors import ErrorCode, RequestError
 from qim.proto.v1 import history_pb2, internal_pb2, message_pb2
 from qim.services.writer.access import visible_interval
+from qim.services.writer.intervals import ascending_ranges, descending_ranges
 from qim.services.writer.keys import CommitKeys
 
 ITEM_OVERHEAD = 96  # fixed fields of a HistoryItem on the wire, for the byte budget
@@ -43,16 +45,21 @@ async def pull_history(redis, actor: internal_pb2.Actor, req: history_pb2.PullHi
     limit = min(req.limit or HISTORY_PAGE_DEFAULT_LIMIT, HISTORY_PAGE_MAX_LIMIT)
     max_bytes = min(req.max_bytes or HISTORY_PAGE_MAX_BYTES, HISTORY_PAGE_MAX_BYTES)
     keys = CommitKeys(tenant, req.conversation_id)
-    if req.direction == history_pb2.NEWER:
-        lo = max(req.anchor_seq, vis.lo)
-        hi = "+inf" if vis.hi is None else vis.hi
-        rows = await redis.zrangebyscore(keys.history(), f"({lo}", hi, start=0, num=limit + 1, withscores=True)
-    elif req.direction == history_pb2.OLDER:
-        top = [x for x in (req.anchor_seq - 1 if req.anchor_seq else None, vis.hi) if x is not None]
-        hi = min(top) if top else "+inf"
-        rows = await redis.zrevrangebyscore(keys.history(), hi, f"({vis.lo}", start=0, num=limit + 1, withscores=True)
-    else:
-        raise RequestError(ErrorCode.INVALID_ARGUMENT, "unknown history direction")
+    # one range query per visible interval (at most MEMBER_INTERVALS_MAX), one round trip;
+    # the gaps between intervals are never read, so a page spans them without leaking
+    async with redis.pipeline(transaction=False) as pipe:
+        if req.direction == history_pb2.NEWER:
+            for lo, hi in ascending_ranges(vis.intervals, req.anchor_seq):
+                pipe.zrangebyscore(keys.history(), f"({lo}", "+inf" if hi is None else hi,
+                                   start=0, num=limit + 1, withscores=True)
+        elif req.direction == history_pb2.OLDER:
+            for lo, hi in descending_ranges(vis.intervals, req.anchor_seq - 1 if req.anchor_seq else None):
+                pipe.zrevrangebyscore(keys.history(), "+inf" if hi is None else hi, f"({lo}",
+                                      start=0, num=limit + 1, withscores=True)
+        else:
+            raise RequestError(ErrorCode.INVALID_ARGUMENT, "unknown history direction")
+        parts = await pipe.execute() if len(pipe) else []
+    rows = [row for part in parts for row in part][:limit + 1]
     page = rows[:limit]
     async with redis.pipeline(transaction=False) as pipe:
         for mid, _ in page:

@@ -1,11 +1,24 @@
 """HLC message ids from clock windows leased in Redis (DESIGN.md §3, §5.2).
 
 A writer first leases a writer_id (SET NX with a TTL renewed every 20 s), then a
-60 s window of milliseconds strictly above the stored high-water of (region,
-writer_id). Ids are issued only inside the window; the window is renewed 20 s before
-it runs out. A writer that cannot prove its window issues nothing (`ready` is False
-and `next_id` raises UNAVAILABLE), so ids never repeat across crash, restart or a
-clock stepped back.
+60 s window of milliseconds strictly above the cluster-wide high-water. Ids are issued
+only inside the window; the window is renewed 20 s before it runs out. A writer that
+cannot prove its window issues nothing (`ready` is False and `next_id` raises
+UNAVAILABLE), so ids never repeat across crash, restart or a clock stepped back.
+
+Cluster-wide monotonicity (docs/decisions/0017): a writer never issues an id above the
+issue ceiling it last published to `qim:hlc:cluster` (max(now + 2 s, last + 1 ms),
+published every 0.5 s with the writer_id lease renewal, sooner when ids approach it:
+a clock waiting ahead of wall time claims no more than it uses), and a new
+window of any writer starts above every ceiling ever published. So a writer restarted
+with its clock behind, under any writer_id, continues above every id issued before (its
+physical part waits at the window start, at most the slack ahead of the previous
+writers' time, and the logical counter moves). Between live writers the reserve script
+keeps created_at non-decreasing per conversation and `observe` applies the HLC receive
+rule to the id it reports.
+
+`QIM_CLOCK_SKEW_MS` (test/dev knob, loopback listeners only) shifts `now_ms`, the
+writer's only wall-clock read, to test a clock that is behind.
 """
 
 from __future__ import annotations
@@ -16,17 +29,26 @@ import os
 import time
 
 from qim._core import ids
-from qim.consts import HLC_RENEW_BEFORE_MS, HLC_WINDOW_MS, WRITER_ID_LEASE_MS
+from qim.consts import (HLC_CEILING_PERIOD_S, HLC_CEILING_SLACK_MS, HLC_RENEW_BEFORE_MS, HLC_WINDOW_MS,
+                        WRITER_ID_LEASE_MS)
 from qim.errors import EngineError, ErrorCode, RequestError
 from qim.infra.redis.client import LuaScripts, ScriptError
-from qim.services.writer.keys import hlc_key, writer_lease_key
+from qim.services.writer.keys import hlc_cluster_key, hlc_key, writer_lease_key
 
 logger = logging.getLogger(__name__)
 LOGICAL_MAX = 0xFFFF
+_skew_ms = 0
+
+
+def set_clock_skew(skew_ms: int) -> None:
+    """Shift `now_ms` by `skew_ms` (QIM_CLOCK_SKEW_MS; tests and development only)."""
+    global _skew_ms
+    _skew_ms = skew_ms
 
 
 def now_ms() -> int:
-    return time.time_ns() // 1_000_000
+    """The writer's wall clock in unix ms (plus the configured test skew)."""
+    return time.time_ns() // 1_000_000 + _skew_ms
 
 
 class HlcClock:
@@ -43,10 +65,12 @@ class HlcClock:
         self._end = 0
         self._last_ms = 0
         self._logical = 0
-        self._renewing = False
+        self._ceiling = 0  # highest ms this writer may issue: published to the cluster key
+        self._publish_soon = asyncio.Event()
 
     @property
     def ready(self) -> bool:
+        """Whether a leased window covers the clock (else no ids: readiness fails)."""
         return self._end > 0 and max(now_ms(), self._last_ms) < self._end
 
     async def start(self) -> None:
@@ -68,23 +92,39 @@ class HlcClock:
     async def _lease_window(self) -> None:
         """Fresh lease at start, then extensions while we still hold the high-water."""
         expected = str(self._end) if self._end else ""
-        start, end = await self._scripts.call("hlc_lease", [hlc_key(self.region_id, self.writer_id)],
-                                              [now_ms(), HLC_WINDOW_MS, expected])
+        start, end, ceiling = await self._scripts.call(
+            "hlc_lease", [hlc_key(self.region_id, self.writer_id), hlc_cluster_key()],
+            [max(now_ms(), self._last_ms), HLC_WINDOW_MS, expected, HLC_CEILING_SLACK_MS])
         if start:
             self._start = int(start)
+            self._ceiling = int(ceiling)
         self._end = int(end)
 
+    async def _publish_ceiling(self) -> bool:
+        """Renew the writer_id lease and publish the issue ceiling max(now + slack,
+        last + 1) to the cluster high-water (one script call). False when the lease is
+        lost. A clock waiting ahead of wall time (after a start above another writer's
+        ceiling, or an observed newer id) claims only 1 ms above its last id, so starts
+        in quick succession do not stack the slack."""
+        ceiling = max(now_ms() + HLC_CEILING_SLACK_MS, self._last_ms + 1)
+        renewed = await self._scripts.call(
+            "lease_renew", [writer_lease_key(self.region_id, self.writer_id), hlc_cluster_key()],
+            [self._token, WRITER_ID_LEASE_MS, ceiling])
+        if int(renewed):
+            self._ceiling = max(self._ceiling, ceiling)
+        return bool(int(renewed))
+
     async def maintain(self) -> None:
-        """Background loop: renew the writer_id lease and the window 20 s before its end."""
+        """Background loop: renew the writer_id lease and publish the issue ceiling every
+        HLC_CEILING_PERIOD_S (sooner when ids approach it), renew the window 20 s before
+        its end."""
         while True:
             try:
-                renewed = await self._scripts.call("lease_renew", [writer_lease_key(self.region_id, self.writer_id)],
-                                                   [self._token, WRITER_ID_LEASE_MS])
-                if not int(renewed):
+                if not await self._publish_ceiling():
                     logger.error("writer_id %d lease lost; refusing to issue ids", self.writer_id)
                     self._end = 0
                     return
-                if now_ms() >= self._end - HLC_RENEW_BEFORE_MS:
+                if max(now_ms(), self._last_ms) >= self._end - HLC_RENEW_BEFORE_MS:
                     await self._lease_window()
             except ScriptError as exc:
                 logger.error("hlc window lost (%s); refusing to issue ids", exc.reason)
@@ -92,21 +132,53 @@ class HlcClock:
                 return
             except EngineError as exc:
                 logger.warning("hlc maintenance failed: %s", exc)
-            await asyncio.sleep(1.0)
+            self._publish_soon.clear()
+            try:
+                await asyncio.wait_for(self._publish_soon.wait(), HLC_CEILING_PERIOD_S)
+                await asyncio.sleep(HLC_CEILING_PERIOD_S / 10)  # woken early: never a busy loop
+            except asyncio.TimeoutError:
+                pass
+
+    async def catch_up(self) -> None:
+        """After `observe` moved the clock ahead: extend the window and publish a higher
+        ceiling now when the next id would need them (rare: another writer's clock is
+        ahead). Raises RequestError(UNAVAILABLE) when Redis refuses."""
+        try:
+            if self._last_ms + 1 >= self._end - HLC_RENEW_BEFORE_MS:
+                await self._lease_window()
+            if self._last_ms + 1 > self._ceiling:
+                if not await self._publish_ceiling():
+                    raise RequestError(ErrorCode.UNAVAILABLE, "writer_id lease lost")
+        except (ScriptError, EngineError) as exc:
+            raise RequestError(ErrorCode.UNAVAILABLE, "writer clock window not renewed") from exc
+
+    def observe(self, message_id: bytes) -> None:
+        """HLC receive rule: a newer id seen elsewhere (the reserve script's refusal)
+        moves this clock to it, so the next id is above it."""
+        ms, logical, _, _ = ids.split_message_id(message_id)
+        if ms > self._last_ms:
+            self._last_ms, self._logical = ms, logical
+        elif ms == self._last_ms:
+            self._logical = max(self._logical, logical)
 
     def next_id(self) -> tuple[bytes, int]:
-        """(message_id, unix_ms). RequestError(UNAVAILABLE) when the window is not provable."""
-        # HLC: the clock may run ahead of the wall clock inside the leased window (after
-        # a restart the window starts strictly above the previous high-water).
-        ms = max(now_ms(), self._last_ms, self._start)
+        """(message_id, unix_ms). RequestError(UNAVAILABLE) when the window is not provable
+        or the id would pass the published ceiling (retry: the ceiling follows shortly)."""
+        # HLC: the clock may run ahead of the wall clock inside the leased window (a new
+        # window starts above every published ceiling; an observed newer id moves it)
+        now = now_ms()
+        ms = max(now, self._last_ms, self._start)
+        logical = 0
         if ms == self._last_ms:
-            self._logical += 1
-            if self._logical > LOGICAL_MAX:
-                ms += 1
-                self._logical = 0
-        else:
-            self._logical = 0
+            logical = self._logical + 1
+            if logical > LOGICAL_MAX:
+                ms, logical = ms + 1, 0
         if ms < self._start or ms >= self._end:
             raise RequestError(ErrorCode.UNAVAILABLE, "writer clock window not held")
-        self._last_ms = ms
-        return ids.compose_message_id(ms, self._logical, self.region_id, self.writer_id), ms
+        if ms > self._ceiling - HLC_CEILING_SLACK_MS // 2 and (now + HLC_CEILING_SLACK_MS > self._ceiling
+                                                               or ms >= self._ceiling):
+            self._publish_soon.set()  # a publication now would raise the ceiling: do it early
+        if ms > self._ceiling:
+            raise RequestError(ErrorCode.UNAVAILABLE, "writer clock above its published ceiling; retry")
+        self._last_ms, self._logical = ms, logical
+        return ids.compose_message_id(ms, logical, self.region_id, self.writer_id), ms

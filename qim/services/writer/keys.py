@@ -27,16 +27,37 @@ class CommitKeys:
         return f"qim:commit:{self.tag}:{self.tenant_hex}:{sender_id}:{cmid.hex()}"
 
     def seq(self) -> str:
+        """STRING: the conversation's last conversation_seq (INCR)."""
         return f"qim:cseq:{self.tag}:{self.tenant_hex}:{self.conv_hex}"
 
     def record(self, message_id: bytes) -> str:
+        """STRING: the canonical MessageRecord of `message_id`."""
         return f"qim:msg:{self.tag}:{message_id.hex()}"
 
     def history(self) -> str:
+        """ZSET: message_id scored by conversation_seq (existing messages only)."""
         return f"qim:hist:{self.tag}:{self.tenant_hex}:{self.conv_hex}"
 
     def inflight(self) -> str:
+        """The in-flight ZSET of this conversation's commit bucket."""
         return inflight_key(self.bucket)
+
+    def unpublished(self) -> str:
+        """ZSET conversation_seq -> commit hash of reserved commits whose Outbox record is
+        not yet known durable (added by the reserve, removed by mark_committed): a reserve
+        that finds older ones of another writer publishes them first (Outbox order =
+        conversation_seq order, docs/decisions/0017)."""
+        return f"qim:unpub:{self.tag}:{self.tenant_hex}:{self.conv_hex}"
+
+    def unpublished_owners(self) -> str:
+        """HASH writer token -> count of its commits in `unpublished` (the O(1) check
+        "only this writer has unpublished commits here")."""
+        return f"qim:unpubown:{self.tag}:{self.tenant_hex}:{self.conv_hex}"
+
+    def last_id(self) -> str:
+        """STRING: message_id (16 bytes) of the conversation's newest reservation; a
+        reserve below it is refused, so created_at never decreases with conversation_seq."""
+        return f"qim:clast:{self.tag}:{self.tenant_hex}:{self.conv_hex}"
 
     def state(self, message_id: bytes) -> str:
         """STRING RECALLED | DELETED once a message is recalled or deleted (absent: NORMAL).
@@ -49,8 +70,10 @@ class CommitKeys:
         return f"qim:grp:{self.tag}:{self.tenant_hex}:{self.conv_hex}"
 
     def group_members(self) -> str:
-        """HASH user_id -> "<joined_at>:<left_at>" (conversation_seq bounds; left_at 0 =
-        current member). A member sees seq with joined_at < seq and (left_at == 0 or seq <= left_at)."""
+        """HASH user_id -> member intervals "<joined_at>:<left_at>[,...]", oldest first, at
+        most MEMBER_INTERVALS_MAX (conversation_seq bounds; left_at 0 = current member). A
+        member sees seq with joined_at < seq and (left_at == 0 or seq <= left_at) for some
+        interval (qim/services/writer/intervals.py)."""
         return f"qim:grpmember:{self.tag}:{self.tenant_hex}:{self.conv_hex}"
 
     def group_snapshot(self, version: int) -> str:
@@ -70,8 +93,16 @@ def record_key_for(commit_key: str, message_id: bytes) -> str:
 
 
 def hlc_key(region_id: int, writer_id: int) -> str:
+    """STRING: end of the last clock window leased by (region, writer_id)."""
     return f"qim:hlc:{region_id}:{writer_id}"
 
 
+def hlc_cluster_key() -> str:
+    """STRING: the highest HLC issue ceiling any writer of this cluster published (ms); a
+    new window starts above it (docs/decisions/0017)."""
+    return "qim:hlc:cluster"
+
+
 def writer_lease_key(region_id: int, writer_id: int) -> str:
+    """STRING: token of the process holding (region, writer_id), with a TTL."""
     return f"qim:writer-lease:{region_id}:{writer_id}"

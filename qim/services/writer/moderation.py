@@ -10,6 +10,7 @@ one Lua call (state_change.lua), guarded by the SHA-1 of the record as read.
 from __future__ import annotations
 
 import hashlib
+from typing import Optional
 
 from qim.consts import CONVERSATION_KIND_GROUP, MESSAGE_TYPE_CONTROL
 from qim._core import ids
@@ -21,7 +22,13 @@ from qim.services.writer.committer import MessageCommitter, Replan, inline_decis
 from qim.services.writer.groups import REPLAN_ATTEMPTS, Groups
 from qim.services.writer.hlc import now_ms
 from qim.services.writer.keys import CommitKeys
+from qim.services.writer.sequencer import Turn
 from qim.services.writer.validate import op_digest
+
+def _digest(actor: internal_pb2.Actor, message_id: bytes, state: int) -> bytes:
+    """Identity of a recall/delete request: target, new state and actor."""
+    return op_digest(b"state", message_id, bytes([state]), actor.user_id.to_bytes(8, "big"))
+
 
 STATE_NAMES = {message_pb2.MESSAGE_STATE_RECALLED: "RECALLED", message_pb2.MESSAGE_STATE_DELETED: "DELETED"}
 
@@ -35,25 +42,54 @@ class Moderation:
         self._groups = groups
         self._window_ms = recall_window_ms
 
-    async def recall(self, actor: internal_pb2.Actor, req: message_pb2.RecallMessage) -> message_pb2.RecallOk:
-        """RECALL_MESSAGE: only the sender, only within the recall window, only a participant."""
+    async def recall(self, actor: internal_pb2.Actor, req: message_pb2.RecallMessage,
+                     turn: Turn) -> message_pb2.RecallOk:
+        """RECALL_MESSAGE: only the sender, only within the recall window, only a participant.
+        A retry with the same client_message_id replays the original RecallOk (same
+        control_conversation_seq) before any of those checks: a lost reply must not turn
+        into FORBIDDEN after the actor left or the window passed."""
         tenant = int.from_bytes(actor.tenant_id, "big")
+        state = message_pb2.MESSAGE_STATE_RECALLED
+        replayed = await self._replayed(actor, tenant, req.conversation_id, req.message_id, req.client_message_id,
+                                        state)
+        if replayed is not None:
+            return replayed
         vis = await visible_interval(self._redis, tenant, actor.user_id, req.conversation_id, req.peer_user_id)
         if not vis.current_member:
             raise RequestError(ErrorCode.FORBIDDEN, "not a member of this group any more")
         return await self._change(actor, tenant, req.conversation_id, req.message_id, req.client_message_id,
-                                  message_pb2.MESSAGE_STATE_RECALLED, req.peer_user_id)
+                                  state, req.peer_user_id, turn)
 
-    async def delete(self, tenant: int, req: internal_pb2.DeleteMessage) -> message_pb2.RecallOk:
-        """Operator delete through qimctl (trusted admin plane; actor 0)."""
+    async def delete(self, tenant: int, req: internal_pb2.DeleteMessage, turn: Turn) -> message_pb2.RecallOk:
+        """Operator delete through qimctl (trusted admin plane; actor 0); a retry with the
+        same request_id replays the original answer."""
         actor = internal_pb2.Actor(tenant_id=tenant.to_bytes(16, "big"), user_id=0, device_id=0)
+        state = message_pb2.MESSAGE_STATE_DELETED
+        replayed = await self._replayed(actor, tenant, req.conversation_id, req.message_id, req.request_id, state)
+        if replayed is not None:
+            return replayed
         return await self._change(actor, tenant, req.conversation_id, req.message_id, req.request_id,
-                                  message_pb2.MESSAGE_STATE_DELETED, req.peer_user_id)
+                                  state, req.peer_user_id, turn)
+
+    async def _replayed(self, actor, tenant: int, conversation_id: bytes, message_id: bytes, cmid: bytes,
+                        state: int) -> Optional[message_pb2.RecallOk]:
+        """The original answer of a COMMITTED change with this cmid (kept 24 h), None when
+        there is none yet (an in-flight one resumes through `_change`). CONFLICT when the
+        cmid was used for another request."""
+        keys = CommitKeys(tenant, conversation_id)
+        digest, st, cseq = await self._redis.hmget(keys.commit(actor.user_id, cmid), "dg", "st", "cseq")
+        if digest is None:
+            return None
+        if digest != _digest(actor, message_id, state):
+            raise RequestError(ErrorCode.CONFLICT, "client_message_id reused with other content")
+        if st != b"COMMITTED":
+            return None
+        return message_pb2.RecallOk(message_id=message_id, state=state, control_conversation_seq=int(cseq))
 
     async def _change(self, actor, tenant: int, conversation_id: bytes, message_id: bytes, cmid: bytes,
-                      state: int, peer: int) -> message_pb2.RecallOk:
+                      state: int, peer: int, turn: Turn) -> message_pb2.RecallOk:
         keys = CommitKeys(tenant, conversation_id)
-        digest = op_digest(b"state", message_id, bytes([state]), actor.user_id.to_bytes(8, "big"))
+        digest = _digest(actor, message_id, state)
         for _ in range(REPLAN_ATTEMPTS):
             raw = await self._redis.get(keys.record(message_id))
             if raw is None:
@@ -100,7 +136,7 @@ class Moderation:
                                                     inline_body=inline_decision(len(users), len(body)))
             try:
                 ack = await self._committer.run_commit(
-                    "state_change", keys, actor.user_id, digest, record, audience, extra_keys,
+                    "state_change", keys, actor.user_id, digest, record, audience, turn, extra_keys,
                     [hashlib.sha1(raw).hexdigest(), new.SerializeToString(), STATE_NAMES[state], group_version,
                      check_actor])
             except Replan:

@@ -29,8 +29,9 @@ from qim.protocol import Opcode
 from qim.services.writer.committer import MessageCommitter
 from qim.faults import FaultPoints
 from qim.services.writer.groups import Groups
-from qim.services.writer.hlc import HlcClock
+from qim.services.writer.hlc import HlcClock, set_clock_skew
 from qim.services.writer.moderation import Moderation
+from qim.services.writer.recovery import CommitRecovery
 from qim.services.writer.server_ops import WriterOps
 
 logger = logging.getLogger(__name__)
@@ -47,13 +48,14 @@ class ConversationWriter:
 
     def __init__(self, config: WriterConfig) -> None:
         self.config = config
+        set_clock_skew(config.clock_skew_ms)
         self.redis = connect(config.common.redis_addr)
         self.scripts = LuaScripts(self.redis, SCRIPTS)
         self.producer = AsyncProducer(config.common.kafka_bootstrap)
         self.clock = HlcClock(self.redis, self.scripts, config.region_id, config.writer_id)
         self.committer = MessageCommitter(self.redis, self.scripts, self.producer, self.clock,
-                                          config.common.shard_count, FaultPoints(config.fault_point),
-                                          config.recovery_stale_ms)
+                                          config.common.shard_count, FaultPoints(config.fault_point))
+        self.recovery = CommitRecovery(self.redis, self.committer, config.recovery_stale_ms)
         self.groups = Groups(self.redis, self.committer)
         self.committer.group_sender = self.groups.send
         self.ops = WriterOps(self.redis, self.committer, self.groups,
@@ -63,6 +65,7 @@ class ConversationWriter:
         self._tasks: list[asyncio.Task] = []
 
     def not_ready(self):
+        """Reasons the writer is not ready (/healthz 503 while any)."""
         if not self._redis_ok:
             yield "redis unreachable"
         if not self.clock.ready:
@@ -71,6 +74,8 @@ class ConversationWriter:
             yield "outbox topic not confirmed"
 
     async def handle(self, opcode: int, body: bytes) -> tuple[int, bytes]:
+        """One internal request -> (reply opcode, reply bytes); RequestError for an ERROR.
+        Nothing awaits before WriterOps takes the conversation's turn (arrival order)."""
         REQUESTS.labels(opcode=f"0x{opcode:04x}").inc()
         try:
             if opcode == Opcode.WRITER_ADMIN:
@@ -116,7 +121,7 @@ class ConversationWriter:
         self._outbox_ok = True
         await self.clock.start()
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self.clock.maintain()), loop.create_task(self.committer.recovery_loop()),
+        self._tasks = [loop.create_task(self.clock.maintain()), loop.create_task(self.recovery.recovery_loop()),
                        loop.create_task(self._watch_redis())]
         await serve_http(self.config.metrics_listen, self.not_ready)
         host, port = parse_addr(self.config.listen)

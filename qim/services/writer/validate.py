@@ -39,6 +39,11 @@ def check_send_shape(msg: message_pb2.SendMessage, max_body: int = MAX_MESSAGE_B
         value = getattr(msg, name)
         if len(value) != ID_LEN or value == ZERO_ID:
             raise RequestError(ErrorCode.INVALID_ARGUMENT, f"{name} must be 16 non-zero bytes")
+    previous = msg.previous_client_message_id
+    if previous and (len(previous) != ID_LEN or previous == ZERO_ID):
+        raise RequestError(ErrorCode.INVALID_ARGUMENT, "previous_client_message_id must be empty or 16 non-zero bytes")
+    if previous == msg.client_message_id:
+        raise RequestError(ErrorCode.INVALID_ARGUMENT, "previous_client_message_id names the send itself")
     if len(msg.custom_type) > MAX_CUSTOM_TYPE_BYTES:
         raise RequestError(ErrorCode.PAYLOAD_TOO_LARGE, f"custom_type exceeds {MAX_CUSTOM_TYPE_BYTES} bytes")
     if len(msg.body) > max_body:
@@ -81,7 +86,9 @@ def op_digest(*parts: bytes) -> bytes:
 
 def identity_digest(msg: message_pb2.SendMessage) -> bytes:
     """36-byte identity of a send (DESIGN.md §5.2): BLAKE3-256 over the content fields
-    ‖ body length u32. Two sends with one cmid are the same request iff digests match."""
+    ‖ body length u32. Two sends with one cmid are the same request iff digests match.
+    previous_client_message_id is left out on purpose: a retry may name another
+    previous send (docs/decisions/0017)."""
     h = blake3.blake3(IDENTITY_DOMAIN)
     h.update(msg.conversation_id)
     h.update(struct.pack(">QIB", msg.recipient_user_id, msg.message_type, len(msg.custom_type)))

@@ -1,17 +1,38 @@
--- Shared functions of the commit scripts (DESIGN.md §5.2). Included by
+-- Shared functions of the reserving scripts (DESIGN.md §5.2). Included by
 -- reserve_and_record, reserve_group_send, group_change and state_change; never loaded
 -- alone. Errors are raised as {err = "QIM_<REASON> ..."}.
+--
+-- Every reserving script takes the same leading KEYS and ARGV (k, a below):
+-- KEYS 1 commit hash, 2 conversation seq, 3 message record, 4 history zset,
+--      5 in-flight zset, 6 unpublished zset (conversation_seq -> commit hash),
+--      7 unpublished owners hash (writer token -> count), 8 last message_id of the
+--      conversation, 9 commit hash of the previous send (= KEYS 1 when none)
+-- ARGV 1 identity digest (36 B), 2 message_id (16 B), 3 created_at_ms, 4 record bytes
+--      without conversation_seq, 5 frozen audience (opaque), 6 now_ms, 7 "1" = split
+--      mode (fault injection: stop at RESERVED), 8 writer token, 9 "1" = list every
+--      older unpublished commit, 10 "1" = KEYS 9 must exist, 11 how many older
+--      unpublished commits to list at most
+-- Script-specific KEYS start at 10 and ARGV at 12.
+-- Reply: {status, state, message_id, conversation_seq, created_at_ms, older} where
+-- status is FRESH or EXISTING and older = {commit key, seq, ...} of unpublished
+-- commits below this one that the caller must publish first (docs/decisions/0017).
+
+local function qim_older(k, a, seqs)
+  return redis.call('ZRANGEBYSCORE', k[6], '-inf', '(' .. seqs, 'WITHSCORES', 'LIMIT', 0, tonumber(a[11]))
+end
 
 -- Idempotency on (tenant, sender, cmid): an existing commit hash with the same identity
--- digest is returned as {"EXISTING", state, message_id, conversation_seq, created_at};
+-- digest is returned (with the older unpublished commits when it is still in flight);
 -- another digest is CONFLICT. nil when absent.
-local function qim_existing(commit_key, digest)
-  local e = redis.call('HMGET', commit_key, 'dg', 'st', 'mid', 'cseq', 'cat')
+local function qim_existing(k, a)
+  local e = redis.call('HMGET', k[1], 'dg', 'st', 'mid', 'cseq', 'cat')
   if e[1] then
-    if e[1] ~= digest then
+    if e[1] ~= a[1] then
       error({err = 'QIM_CONFLICT client_message_id reused with other content'})
     end
-    return {'EXISTING', e[2], e[3], e[4], e[5]}
+    local older = {}
+    if e[2] ~= 'COMMITTED' then older = qim_older(k, a, e[4]) end
+    return {'EXISTING', e[2], e[3], e[4], e[5], older}
   end
   return nil
 end
@@ -26,8 +47,12 @@ local function qim_varint(n)
   return table.concat(out)
 end
 
--- A group actor must be a current member (left_at 0) and the membership version the
--- caller planned with must still be the group's.
+local function qim_hex(s)
+  return (string.gsub(s, '.', function(c) return string.format('%02x', string.byte(c)) end))
+end
+
+-- A group actor must be a current member (its last interval is open: ":0" at the end)
+-- and the membership version the caller planned with must still be the group's.
 local function qim_group_check(meta_key, members_key, actor, expected_version)
   local m = redis.call('HGET', members_key, actor)
   if not m or not string.find(m, ':0$') then
@@ -38,16 +63,38 @@ local function qim_group_check(meta_key, members_key, actor, expected_version)
   end
 end
 
+-- Checks every reservation passes before anything is written (scripts are not rolled
+-- back): the previous send of the device holds a commit state, and the message_id
+-- (hence created_at) is not below the conversation's last one, so created_at never
+-- decreases as conversation_seq grows. The refusal carries the last id (hex): the
+-- writer's HLC observes it and issues a new id (HLC receive rule).
+local function qim_reserve_checks(k, a)
+  if a[10] == '1' and redis.call('EXISTS', k[9]) == 0 then
+    error({err = 'QIM_PREVIOUS_PENDING previous send not yet sequenced'})
+  end
+  local last = redis.call('GET', k[8])
+  if last and #last == 16 then
+    for i = 1, 16 do
+      local x, y = string.byte(a[2], i), string.byte(last, i)
+      if x ~= y then
+        if x < y then error({err = 'QIM_CLOCK_BEHIND ' .. qim_hex(last)}) end
+        break
+      end
+    end
+  end
+end
+
 -- INCR conversation_seq, store the canonical record (field 4 = seq appended: protobuf
--- keeps the last value), the history index and the commit hash; register in-flight.
--- split = "1" (fault injection) stops at RESERVED with the record in the commit hash.
--- k = {commit, seq, record, history, inflight}; a = {digest, mid, cat, prefix, audience, now, split}
+-- keeps the last value), the history index and the commit hash; register in-flight and
+-- unpublished (removed by mark_committed). split = "1" (fault injection) stops at
+-- RESERVED with the record in the commit hash.
 local function qim_record(k, a)
   local seq = redis.call('INCR', k[2])
   local record = a[4] .. string.char(0x20) .. qim_varint(seq)
   local seqs = string.format('%d', seq)
   local state = 'RECORDED'
-  redis.call('HSET', k[1], 'dg', a[1], 'mid', a[2], 'cseq', seqs, 'cat', a[3], 'aud', a[5], 'upd', a[6])
+  redis.call('HSET', k[1], 'dg', a[1], 'mid', a[2], 'cseq', seqs, 'cat', a[3], 'aud', a[5], 'upd', a[6],
+    'own', a[8])
   if a[7] == '1' then
     state = 'RESERVED'
     redis.call('HSET', k[1], 'st', state, 'rec', record)
@@ -57,5 +104,11 @@ local function qim_record(k, a)
     redis.call('HSET', k[1], 'st', state)
   end
   redis.call('ZADD', k[5], a[6], k[1])
-  return {'FRESH', state, a[2], seqs, a[3]}, seq
+  redis.call('SET', k[8], a[2])
+  redis.call('ZADD', k[6], seq, k[1])
+  redis.call('HINCRBY', k[7], a[8], 1)
+  local older = {}
+  -- fast path: only this writer has unpublished commits here, and it tracks its own
+  if a[9] == '1' or redis.call('HLEN', k[7]) > 1 then older = qim_older(k, a, seqs) end
+  return {'FRESH', state, a[2], seqs, a[3], older}, seq
 end

@@ -1,46 +1,67 @@
 -- group_change (DESIGN.md §7): a membership change and its CONTROL message in one call.
 -- The message takes conversation_seq J; joiners get joined_at = J-1 (initial members 0),
--- leavers left_at = J. The new member snapshot of the new version is stored (immutable).
--- KEYS: 1..5 as reserve_and_record, 6 group meta, 7 group members, 8 snapshot of the new version
--- ARGV: 1..7 as reserve_and_record, 8 op ("create" | "edit"), 9 expected version ("" for
---       create), 10 actor user id, 11 new snapshot bytes, 12 new member count,
---       13 snapshot ttl s, 14 group_id, then "+<user>" (join) / "-<user>" (leave) items.
+-- leavers left_at = J. A member's value is its list of intervals, oldest first,
+-- "j1:l1,j2:l2,...,jn:ln" (ln = 0 while a member): a re-join appends an interval, at most
+-- ARGV 19 are kept (the oldest is dropped). The new member snapshot of the new version
+-- is stored (immutable).
+-- KEYS: 1..9 as reserve_and_record, 10 group meta, 11 group members, 12 snapshot of the
+--       new version
+-- ARGV: 1..11 as reserve_and_record, 12 op ("create" | "edit"), 13 expected version (""
+--       for create), 14 actor user id, 15 new snapshot bytes, 16 new member count,
+--       17 snapshot ttl s, 18 group_id, 19 intervals kept per member, then "+<user>"
+--       (join) / "-<user>" (leave) items.
 -- Errors: QIM_CONFLICT (group exists / cmid reused), QIM_NOT_FOUND (no group),
--- QIM_MEMBERSHIP_CHANGED (version moved: re-plan).
+-- QIM_MEMBERSHIP_CHANGED (version moved: re-plan), the checks of qim_reserve_checks.
 --#include commit_lib
-local existing = qim_existing(KEYS[1], ARGV[1])
+local existing = qim_existing(KEYS, ARGV)
 if existing then return existing end
 local version = 1
-if ARGV[8] == 'create' then
-  if redis.call('EXISTS', KEYS[6]) == 1 then
+if ARGV[12] == 'create' then
+  if redis.call('EXISTS', KEYS[10]) == 1 then
     error({err = 'QIM_CONFLICT group already exists'})
   end
 else
-  local ver = redis.call('HGET', KEYS[6], 'ver')
+  local ver = redis.call('HGET', KEYS[10], 'ver')
   if not ver then
     error({err = 'QIM_NOT_FOUND no such group'})
   end
-  if ver ~= ARGV[9] then
+  if ver ~= ARGV[13] then
     error({err = 'QIM_MEMBERSHIP_CHANGED membership version moved'})
   end
   version = tonumber(ver) + 1
 end
+qim_reserve_checks(KEYS, ARGV)
 local out, j = qim_record(KEYS, ARGV)
-for i = 15, #ARGV do
+local keep = tonumber(ARGV[19])
+for i = 20, #ARGV do
   local user = string.sub(ARGV[i], 2)
+  local m = redis.call('HGET', KEYS[11], user)
   if string.sub(ARGV[i], 1, 1) == '+' then
     local joined = 0
-    if ARGV[8] ~= 'create' then joined = j - 1 end
-    redis.call('HSET', KEYS[7], user, string.format('%d:0', joined))
+    if ARGV[12] ~= 'create' then joined = j - 1 end
+    local interval = string.format('%d:0', joined)
+    if m and not string.find(m, ':0$') then
+      -- a re-join: keep the earlier intervals (history of every period stays visible)
+      local parts = {}
+      for p in string.gmatch(m, '[^,]+') do parts[#parts + 1] = p end
+      parts[#parts + 1] = interval
+      while #parts > keep do table.remove(parts, 1) end
+      redis.call('HSET', KEYS[11], user, table.concat(parts, ','))
+    elseif not m then
+      redis.call('HSET', KEYS[11], user, interval)
+    end
   else
-    local m = redis.call('HGET', KEYS[7], user) or '0:0'
-    local joined = string.match(m, '^(%d+):')
-    redis.call('HSET', KEYS[7], user, joined .. ':' .. string.format('%d', j))
+    local left = string.format('%d', j)
+    if not m then
+      redis.call('HSET', KEYS[11], user, '0:' .. left)
+    elseif string.find(m, ':0$') then
+      redis.call('HSET', KEYS[11], user, string.sub(m, 1, #m - 1) .. left)
+    end
   end
 end
-redis.call('HSET', KEYS[6], 'ver', string.format('%d', version), 'count', ARGV[12])
-if ARGV[8] == 'create' then
-  redis.call('HSET', KEYS[6], 'gid', ARGV[14], 'owner', ARGV[10], 'cat', ARGV[3])
+redis.call('HSET', KEYS[10], 'ver', string.format('%d', version), 'count', ARGV[16])
+if ARGV[12] == 'create' then
+  redis.call('HSET', KEYS[10], 'gid', ARGV[18], 'owner', ARGV[14], 'cat', ARGV[3])
 end
-redis.call('SET', KEYS[8], ARGV[11], 'EX', tonumber(ARGV[13]))
+redis.call('SET', KEYS[12], ARGV[15], 'EX', tonumber(ARGV[17]))
 return out
