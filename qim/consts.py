@@ -100,8 +100,10 @@ HLC_RENEW_BEFORE_MS = 20_000
 WRITER_ID_LEASE_MS = 60_000
 # HLC issue ceiling (docs/decisions/0017): a writer publishes now + this to the cluster-wide
 # high-water every HLC_CEILING_PERIOD_S and never issues an id above its published
-# ceiling; a new window of any writer starts above every ceiling ever published.
-HLC_CEILING_SLACK_MS = 2_000
+# ceiling; a new window of any writer starts above every ceiling ever published. 5 s: an
+# event loop stalled for seconds on a busy 2-core host still issues ids, and a restarted
+# writer starts at most this far ahead of wall time.
+HLC_CEILING_SLACK_MS = 5_000
 HLC_CEILING_PERIOD_S = 0.5
 DAY_MS = 86_400_000
 # Mailbox retention (QIM_MAILBOX_RETENTION_MS; DESIGN.md §8 "mailbox 7 days"): entries

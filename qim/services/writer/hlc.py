@@ -7,7 +7,7 @@ cannot prove its window issues nothing (`ready` is False and `next_id` raises
 UNAVAILABLE), so ids never repeat across crash, restart or a clock stepped back.
 
 Cluster-wide monotonicity (docs/decisions/0017): a writer never issues an id above the
-issue ceiling it last published to `qim:hlc:cluster` (max(now + 2 s, last + 1 ms),
+issue ceiling it last published to `qim:hlc:cluster` (max(now + 5 s, last + 1 ms),
 published every 0.5 s with the writer_id lease renewal, sooner when ids approach it:
 a clock waiting ahead of wall time claims no more than it uses), and a new
 window of any writer starts above every ceiling ever published. So a writer restarted
