@@ -19,7 +19,7 @@ import sys
 
 from qim.consts import U63_MAX
 from qim.errors import ConfigError, RequestError
-from qim.net.rpc import RpcClient, parse_error
+from qim.net.rpc import RemoteError, RpcClient
 from qim.proto.v1 import group_pb2, internal_pb2, message_pb2
 from qim.protocol import Opcode
 
@@ -93,13 +93,12 @@ def run_admin(args: argparse.Namespace, out=sys.stdout) -> int:
     print(f"request_id={(req.membership.request_id or req.delete_message.request_id).hex()}", file=out)
     try:
         opcode, reply = asyncio.run(_call(args.writer, req.SerializeToString()))
+    except RemoteError as err:  # the writer answered ERROR
+        print(f"refused: {err.code.name}: {err.message}", file=out)
+        return 1
     except RequestError as exc:
         print(f"qimctl: error: {exc.code.name}: {exc.message}", file=sys.stderr)
         return 2
-    if opcode == Opcode.ERROR:
-        err = parse_error(reply)
-        print(f"refused: {err.code.name}: {err.message}", file=out)
-        return 1
     if opcode == Opcode.GROUP_OK:
         ok = group_pb2.GroupOk.FromString(reply)
         print(f"ok: membership_version={ok.membership_version} conversation_seq={ok.conversation_seq}", file=out)

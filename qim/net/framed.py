@@ -1,11 +1,22 @@
 """One TCP stream that speaks QIM frames (DESIGN.md §4).
 
 Reading: bytes go through `qim._core.frame.FrameDecoder`; a FrameError propagates and
-the caller closes the stream (there is no resync). Writing: each frame becomes its
-chunks (<= 64 KiB) and a single writer task sends them round-robin across frames, so a
-4 MiB frame never holds back a PONG or an ACK queued after it. Frames to one peer with
-the same (opcode, request_id) are never interleaved because request ids are unique per
-direction and server pushes (request_id 0) are queued as whole frames in order.
+the caller closes the stream (there is no resync).
+
+Writing: each frame becomes its chunks and a single writer task sends them one chunk at
+a time, so that a PONG or an ACK never waits behind a large frame:
+- control replies (PONG, ERROR, SEND_ACK, AUTH_OK, KICKED; one chunk each) go before
+  any other chunk; other frames share the link round-robin, chunk by chunk;
+- the writer hands the socket the next chunk only when the previous one left user
+  space (asyncio write-buffer limits of about one chunk, then `drain()`), and asks the
+  kernel to keep at most about one chunk unsent (TCP_NOTSENT_LOWAT). Before this, a
+  whole page (up to 1 MiB) went to the socket at once and a PONG queued after it waited
+  ~9 s on a 100 KiB/s link (issue 10, fault 11; docs/decisions/0011-slow-links.md).
+What a slow peer has not taken yet stays queued here, counted in `queued_bytes`; callers
+bound it (stop reading the peer, drop best-effort traffic with a counter).
+Frames to one peer with the same (opcode, request_id) are never interleaved: request ids
+are unique per direction and server pushes (request_id 0) are queued as whole frames in
+order.
 """
 
 from __future__ import annotations
@@ -13,18 +24,19 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import socket
 from typing import Deque, Iterator, Optional
 
 from qim._core import frame as frame_codec
 from qim.consts import MAX_FRAME_BODY, STREAM_WRITE_CHUNK_BYTES
+from qim.protocol import Opcode
 
 logger = logging.getLogger(__name__)
 
 READ_SIZE = 256 * 1024
-# Above this many queued bytes the writer awaits drain(); it is the per-connection
-# socket back-pressure point.
-WRITE_HIGH_WATER = 1024 * 1024
 MAX_OPEN_MULTI = 8  # multi-chunk frames interleaved at once (receivers allow 16 open)
+# Replies that a peer's liveness probe or send path waits for: sent before bulk chunks.
+URGENT_OPCODES = frozenset({Opcode.PONG, Opcode.ERROR, Opcode.SEND_ACK, Opcode.AUTH_OK, Opcode.KICKED})
 
 
 class StreamClosed(ConnectionError):
@@ -37,16 +49,23 @@ class FramedStream:
     `read_frame()` -> (opcode, request_id, body) or None on a clean EOF; raises
     qim.errors.FrameError on a bad stream and TruncatedFrame on EOF inside a frame.
     `send(opcode, request_id, body)` queues a frame and returns at once; `queued_bytes`
-    tells how much is waiting so callers can apply back-pressure or drop best-effort
-    traffic (with a counter).
+    tells how much is waiting (not yet handed to the socket) so callers can apply
+    back-pressure (`wait_writable`) or drop best-effort traffic (with a counter).
+    `chunk_bytes` (1..64 KiB) is the chunk size of frames this side sends: smaller
+    chunks let control replies overtake sooner on slow links (the gateway uses 16 KiB
+    toward clients); it also sizes the socket buffering described in the module doc.
     """
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 max_frame: int = MAX_FRAME_BODY) -> None:
+                 max_frame: int = MAX_FRAME_BODY, chunk_bytes: int = STREAM_WRITE_CHUNK_BYTES) -> None:
+        if not 0 < chunk_bytes <= STREAM_WRITE_CHUNK_BYTES:
+            raise ValueError(f"chunk_bytes must be 1..{STREAM_WRITE_CHUNK_BYTES}")
         self._reader = reader
         self._writer = writer
+        self._chunk_bytes = chunk_bytes
         self._decoder = frame_codec.FrameDecoder(max_frame)
         self._ready: Deque[tuple[int, int, bytes]] = collections.deque()
+        self._urgent: Deque[bytes] = collections.deque()  # single-chunk control replies
         # Round-robin of active frames. A frame waits in _pending while a frame with its
         # (opcode, request_id) key is active (two frames with one key never interleave)
         # or while MAX_OPEN_MULTI multi-chunk frames are open (every receiver refuses more
@@ -56,11 +75,13 @@ class FramedStream:
         self._pending: Deque[tuple[tuple[int, int], list[bytes]]] = collections.deque()
         self._open_multi = 0
         self._wakeup = asyncio.Event()
+        self._progress = asyncio.Event()  # set whenever queued_bytes shrinks or the stream closes
         self._closed = False
         self.queued_bytes = 0
         # Optional cap on bytes held by the decoder (partial frames); the gateway sets a
         # small one until AUTH so an anonymous peer cannot park megabytes of chunks.
         self.buffer_limit: Optional[int] = None
+        _limit_socket_buffering(writer, chunk_bytes)
         self._writer_task = asyncio.get_running_loop().create_task(self._write_loop())
 
     @property
@@ -94,10 +115,15 @@ class FramedStream:
         """Queue one frame. Raises StreamClosed after close(); FrameTooLarge for > 4 MiB."""
         if self._closed:
             raise StreamClosed("stream is closed")
-        chunks = frame_codec.encode_frame(opcode, request_id, body, compress, STREAM_WRITE_CHUNK_BYTES)
+        chunks = frame_codec.encode_frame(opcode, request_id, body, compress, self._chunk_bytes)
         self.queued_bytes += sum(len(c) for c in chunks)
-        self._pending.append(((opcode, request_id), chunks))
-        self._activate()
+        key = (opcode, request_id)
+        if (opcode in URGENT_OPCODES and len(chunks) == 1 and key not in self._active
+                and all(k != key for k, _ in self._pending)):
+            self._urgent.append(chunks[0])
+        else:
+            self._pending.append((key, chunks))
+            self._activate()
         self._wakeup.set()
 
     def _activate(self) -> None:
@@ -115,47 +141,64 @@ class FramedStream:
             self._frames.append((key, iter(chunks), multi))
         self._pending = keep
 
+    def _next_chunk(self) -> Optional[bytes]:
+        """The next chunk to write: urgent replies first, then round-robin; None when idle."""
+        if self._urgent:
+            return self._urgent.popleft()
+        while self._frames:
+            key, frame_chunks, multi = self._frames.popleft()
+            chunk = next(frame_chunks, None)
+            if chunk is None:
+                self._active.discard(key)
+                self._open_multi -= multi
+                if self._pending:
+                    self._activate()
+                continue
+            self._frames.append((key, frame_chunks, multi))
+            return chunk
+        return None
+
     async def _write_loop(self) -> None:
         try:
             while True:
-                if not self._frames:
+                chunk = self._next_chunk()
+                if chunk is None:
                     if self._closed:
                         break
+                    self._progress.set()  # idle: flush() waiters see every frame handed over
                     self._wakeup.clear()
                     await self._wakeup.wait()
                     continue
-                key, frame_chunks, multi = self._frames.popleft()
-                chunk = next(frame_chunks, None)
-                if chunk is None:
-                    self._active.discard(key)
-                    self._open_multi -= multi
-                    if self._pending:
-                        self._activate()
-                    continue
-                self._frames.append((key, frame_chunks, multi))
                 self._writer.write(chunk)
                 self.queued_bytes -= len(chunk)
-                if self._writer.transport.get_write_buffer_size() > WRITE_HIGH_WATER:
-                    await self._writer.drain()
+                self._progress.set()
+                # Returns at once unless the transport holds more than about one chunk:
+                # then it waits for the socket, and whatever is queued meanwhile (a PONG)
+                # is chosen afresh instead of sitting behind bytes already handed over.
+                await self._writer.drain()
             await self._writer.drain()
         except (ConnectionError, OSError) as exc:
             logger.debug("write to %s failed: %s", self.peer, exc.__class__.__name__)
         finally:
             self._closed = True
+            self._urgent.clear()
             self._frames.clear()
             self._pending.clear()
+            self._progress.set()
             self._writer.close()
 
     async def wait_writable(self, limit: int) -> None:
         """Wait while more than `limit` bytes are queued (a reader's back-pressure point:
         stop reading requests from a peer that does not read its replies)."""
         while self.queued_bytes > limit and not self._closed:
-            await asyncio.sleep(0.005)
+            self._progress.clear()
+            await self._progress.wait()
 
     async def flush(self) -> None:
         """Wait until every queued frame was handed to the socket."""
-        while (self._frames or self._pending) and not self._writer_task.done():
-            await asyncio.sleep(0.001)
+        while (self._urgent or self._frames or self._pending) and not self._writer_task.done():
+            self._progress.clear()
+            await self._progress.wait()
         if not self._writer.is_closing():
             try:
                 await self._writer.drain()
@@ -166,13 +209,16 @@ class FramedStream:
         """Stop after the queued frames are written (the writer task closes the socket)."""
         self._closed = True
         self._wakeup.set()
+        self._progress.set()
 
     def abort(self) -> None:
         """Close at once, dropping queued frames (used on frame faults and kills)."""
         self._closed = True
+        self._urgent.clear()
         self._frames.clear()
         self._pending.clear()
         self._wakeup.set()
+        self._progress.set()
         transport = self._writer.transport
         if transport is not None:
             transport.abort()
@@ -183,6 +229,29 @@ class FramedStream:
             await self._writer.wait_closed()
         except (ConnectionError, OSError):
             pass
+
+
+def _limit_socket_buffering(writer: asyncio.StreamWriter, chunk_bytes: int) -> None:
+    """Keep about one chunk in the transport and one unsent in the kernel.
+
+    The transport's high-water mark is one chunk, so `drain()` waits as soon as a chunk
+    did not fit into the socket. TCP_NOTSENT_LOWAT makes the socket writable only while
+    fewer than `chunk_bytes` bytes are unsent (bytes in flight on the network are not
+    limited, so throughput on a fast link does not suffer). A socket without the option
+    (not TCP, or another OS) keeps only the transport limit: still bounded, by the
+    kernel's send buffer."""
+    transport = writer.transport
+    if transport is None:
+        return
+    transport.set_write_buffer_limits(high=chunk_bytes, low=chunk_bytes // 4)
+    sock = writer.get_extra_info("socket")
+    lowat = getattr(socket, "TCP_NOTSENT_LOWAT", None)
+    if sock is None or lowat is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, lowat, chunk_bytes)
+    except OSError as exc:  # a capability probe: the transport limit above still applies
+        logger.debug("TCP_NOTSENT_LOWAT unavailable: %s", exc.__class__.__name__)
 
 
 async def open_framed(host: str, port: int, timeout: float = 5.0) -> FramedStream:

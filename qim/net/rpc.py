@@ -28,22 +28,32 @@ def error_body(code: ErrorCode, message: str, request_opcode: int = 0) -> bytes:
     return common_pb2.Error(code=int(code), message=message, request_opcode=request_opcode).SerializeToString()
 
 
-def parse_error(body: bytes) -> RequestError:
-    """RequestError from an ERROR body (INTERNAL when the body itself is unreadable)."""
+class RemoteError(RequestError):
+    """The peer answered with an ERROR frame: `code` and `message` are the peer's.
+
+    It carries no opcode on purpose: whoever re-raises it to a client builds the ERROR
+    body with the client's own request opcode (docs/protocol.md, ERROR)."""
+
+
+def parse_error(body: bytes) -> RemoteError:
+    """RemoteError from an ERROR body (INTERNAL when the body itself is unreadable)."""
     err = common_pb2.Error()
     try:
         err.ParseFromString(body)
-        return RequestError(ErrorCode(err.code), err.message)
+        return RemoteError(ErrorCode(err.code), err.message)
     except Exception:  # a peer bug must still surface as an error, never vanish
-        return RequestError(ErrorCode.INTERNAL, "unreadable ERROR body")
+        return RemoteError(ErrorCode.INTERNAL, "unreadable ERROR body")
 
 
 class RpcClient:
     """Multiplexed client to one service address ('host:port').
 
-    `call(opcode, body, timeout)` -> (reply_opcode, reply_body). Raises RequestError with
-    UNAVAILABLE when the peer cannot be reached or the connection drops before the
+    `call(opcode, body, timeout)` -> (reply_opcode, reply_body) for any reply but ERROR.
+    Raises RemoteError (a RequestError) when the peer answered ERROR, and RequestError
+    with UNAVAILABLE when the peer cannot be reached or the connection drops before the
     reply (the request may or may not have been applied: callers retry idempotently).
+    An ERROR reply is never returned as data: its body names the internal opcode, and a
+    caller forwarding it would show that opcode to a client (issue 10, fault 8).
     """
 
     def __init__(self, addr: str, connect_timeout: float = 2.0) -> None:
@@ -100,10 +110,13 @@ class RpcClient:
             self._pending.pop(request_id, None)
             raise RequestError(ErrorCode.UNAVAILABLE, f"connection to {self.addr} lost") from exc
         try:
-            return await asyncio.wait_for(fut, timeout)
+            reply_opcode, reply = await asyncio.wait_for(fut, timeout)
         except asyncio.TimeoutError as exc:
             self._pending.pop(request_id, None)
             raise RequestError(ErrorCode.UNAVAILABLE, f"{self.addr} did not answer in {timeout}s") from exc
+        if reply_opcode == Opcode.ERROR:
+            raise parse_error(reply)
+        return reply_opcode, reply
 
     @property
     def queued_bytes(self) -> int:
@@ -119,6 +132,13 @@ class RpcClient:
     async def connect(self) -> None:
         """Connect now (RequestError UNAVAILABLE on failure)."""
         await self._ensure()
+
+    async def wait_lost(self, timeout: float) -> None:
+        """Return once the current connection is lost (at once when there is none), or
+        after `timeout` seconds."""
+        task = self._reader_task
+        if task is not None and not task.done() and self.connected:
+            await asyncio.wait([task], timeout=timeout)
 
     async def close(self) -> None:
         if self._stream is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -26,9 +27,12 @@ from qim.services.mailbox.store import RedisMailboxStore
 SHARDS = 8
 
 
+NOW_MS = time.time_ns() // 1_000_000  # entries must be younger than the mailbox retention
+
+
 def event(user: int, n: int, body: bytes) -> MailboxEvent:
     return MailboxEvent(EventType.MESSAGE, os.urandom(16), os.urandom(16), ids.conversation_id_direct(0, user, user + 1),
-                        n, user + 1, 1_796_000_000_000 + n, 1, b"", b"", body)
+                        n, user + 1, NOW_MS + n, 1, b"", b"", body)
 
 
 @pytest.fixture

@@ -5,6 +5,12 @@ frame with the request's id. Validation happens here before anything reaches a w
 the actor identity comes from AUTH, never from a request body. At most
 `inflight_limit` requests per connection are in progress; past that the connection
 stops reading (TCP back-pressure; nothing is dropped).
+
+Memory per connection is bounded for a slow reader (issue 10, fault 11): the connection
+stops reading while more than REPLY_BACKLOG_BYTES of replies wait for the socket, and
+paged replies (mailbox, history, members, session list) are fetched at most
+BULK_INFLIGHT at a time and only while the backlog has room, so a device that pipelines
+pulls gets its pages at the pace it reads them.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Optional
 
 from google.protobuf.message import DecodeError
 from prometheus_client import Counter
@@ -19,7 +26,7 @@ from prometheus_client import Counter
 from qim._core import ids
 from qim.errors import ErrorCode, FrameError, RequestError
 from qim.net.framed import FramedStream
-from qim.net.rpc import error_body
+from qim.net.rpc import error_body, parse_error
 from qim.proto.v1 import connection_pb2, internal_pb2, mailbox_pb2
 from qim.protocol import INTERNAL_CATEGORY, Opcode
 from qim.services.gateway.auth import verify_dev_token
@@ -31,7 +38,14 @@ FRAME_FAULTS = Counter("qim_gateway_frame_faults", "Connections closed for a fra
 REQUEST_ERRORS = Counter("qim_gateway_request_errors", "ERROR frames sent", ["code"])
 REQUESTS = Counter("qim_gateway_requests", "Client requests received", ["opcode"])
 HEARTBEAT_S = 60
-REPLY_BACKLOG_BYTES = 8 * 1024 * 1024
+# Replies queued for one connection above which it is not read (back-pressure). A page
+# is up to ~1.5 MiB (512 KiB budget, first entry always whole), so one fits.
+REPLY_BACKLOG_BYTES = 2 * 1024 * 1024
+BULK_INFLIGHT = 2  # paged replies fetched at once per connection
+BULK_OPS = frozenset({Opcode.PULL_MAILBOX, Opcode.PULL_HISTORY, Opcode.PULL_MEMBERS, Opcode.PULL_SESSION_LIST})
+# Chunk size toward clients: a PONG waits behind at most ~one chunk in the gateway's
+# socket buffers (qim/net/framed.py), 0.5 s at 30 KiB/s.
+CLIENT_CHUNK_BYTES = 16 * 1024
 PRE_AUTH_BUFFER_BYTES = 256 * 1024  # an AUTH frame is tiny; anonymous peers hold no more
 AUTH_TIMEOUTS = Counter("qim_gateway_auth_timeouts", "Connections closed for not authenticating in time")
 # Frozen but not served yet (chatrooms), and server-to-client opcodes sent upstream.
@@ -49,8 +63,10 @@ class ClientConnection:
         self.device_id = 0
         self.shard = 0
         self._permits = asyncio.Semaphore(gateway.config.inflight_limit)
+        self._bulk = asyncio.Semaphore(BULK_INFLIGHT)
         stream.buffer_limit = PRE_AUTH_BUFFER_BYTES  # lifted by a successful AUTH
         self._tasks: set[asyncio.Task] = set()
+        self._wake_task: Optional[asyncio.Task] = None
 
     # DeviceConn protocol (sessions.OnlineRegistry)
     def send(self, opcode: int, request_id: int, body: bytes) -> None:
@@ -58,6 +74,20 @@ class ClientConnection:
 
     def kick(self) -> None:
         self.stream.close()
+
+    def wake_when_drained(self, limit: int, wake) -> None:
+        """Call `wake(self)` once the outbound queue is at or below `limit` bytes (a push
+        was dropped because it was fuller: the device must still learn to pull). One
+        pending wake-up per connection; later drops fold into it."""
+        if self._wake_task is None or self._wake_task.done():
+            self._wake_task = asyncio.get_running_loop().create_task(self._wake_after_drain(limit, wake))
+            self._tasks.add(self._wake_task)
+            self._wake_task.add_done_callback(self._tasks.discard)
+
+    async def _wake_after_drain(self, limit: int, wake) -> None:
+        await self.stream.wait_writable(limit)
+        if not self.stream.closed:
+            wake(self)
 
     @property
     def queued_bytes(self) -> int:
@@ -107,10 +137,26 @@ class ClientConnection:
 
     async def _serve(self, opcode: int, request_id: int, body: bytes) -> None:
         try:
+            if opcode in BULK_OPS and self.user_id:
+                async with self._bulk:
+                    # fetch a page only while this connection's queue has room for it
+                    await self.stream.wait_writable(REPLY_BACKLOG_BYTES)
+                    await self._answer(opcode, request_id, body)
+            else:
+                await self._answer(opcode, request_id, body)
+        finally:
+            self._permits.release()
+
+    async def _answer(self, opcode: int, request_id: int, body: bytes) -> None:
+        """Run one request and queue its reply (or ERROR naming the client's opcode)."""
+        try:
             if request_id == 0:
                 # 0 marks server-initiated frames: a reply with id 0 would look like a push
                 raise RequestError(ErrorCode.INVALID_ARGUMENT, "request_id 0 is reserved for server frames")
             reply_opcode, reply = await self._dispatch(opcode, body)
+            if reply_opcode == Opcode.ERROR:
+                # a backend's ERROR body names its internal opcode: rebuild it for this request
+                raise parse_error(reply)
         except RequestError as exc:
             REQUEST_ERRORS.labels(code=exc.code.name).inc()
             reply_opcode, reply = Opcode.ERROR, error_body(exc.code, exc.message, opcode)
@@ -118,8 +164,6 @@ class ClientConnection:
             logger.exception("request 0x%04x failed", opcode)
             REQUEST_ERRORS.labels(code="INTERNAL").inc()
             reply_opcode, reply = Opcode.ERROR, error_body(ErrorCode.INTERNAL, "internal error", opcode)
-        finally:
-            self._permits.release()
         if reply_opcode and not self.stream.closed:
             self.stream.send(reply_opcode, request_id, reply)
 

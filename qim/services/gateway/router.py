@@ -11,7 +11,7 @@ from __future__ import annotations
 import blake3
 
 from qim.errors import ErrorCode, RequestError
-from qim.net.rpc import RpcClient
+from qim.net.rpc import RemoteError, RpcClient
 
 
 def rendezvous_order(key: bytes, addrs: tuple[str, ...]) -> list[int]:
@@ -31,12 +31,16 @@ class BackendRouter:
         self._sessions = [RpcClient(a) for a in session_addrs]
 
     async def call_writer(self, conversation_id: bytes, opcode: int, body: bytes) -> tuple[int, bytes]:
-        """Send to the rendezvous writer; on UNAVAILABLE try the next. Raises the last
-        RequestError(UNAVAILABLE) when none answers."""
+        """Send to the rendezvous writer; when it cannot be reached (RequestError
+        UNAVAILABLE) try the next. Raises the last RequestError(UNAVAILABLE) when none
+        answers; a writer's own ERROR reply, whatever its code, is raised at once as
+        qim.net.rpc.RemoteError (the caller names the client's opcode in it)."""
         last = RequestError(ErrorCode.UNAVAILABLE, "no writer configured")
         for i in rendezvous_order(conversation_id, self._writer_addrs):
             try:
                 return await self._writers[i].call(opcode, body)
+            except RemoteError:
+                raise
             except RequestError as exc:
                 if exc.code != ErrorCode.UNAVAILABLE:
                     raise

@@ -1,8 +1,12 @@
 """Online devices of this gateway and PUSH delivery (DESIGN.md §4, §5.5).
 
 A second login of the same (user, device) kicks the older connection with
-KICKED{REPLACED}. Pushes never move a cursor; a push to a connection whose outbound
-queue is over its limit is dropped (counted) and the client recovers by pulling.
+KICKED{REPLACED}. Pushes never move a cursor. A push to a connection whose outbound
+queue is over PUSH_QUEUE_LIMIT is dropped (counted) and that device gets a wake-up (an
+empty PUSH_EVENTS: the client pulls on any push) once its queue has drained to half the
+limit; `wake_node` wakes every device served by one mailbox node when pushes from it may
+have been lost (docs/decisions/0012-push-link-repair.md). No lost push leaves an online
+device behind.
 """
 
 from __future__ import annotations
@@ -21,7 +25,16 @@ CONNECTIONS = Gauge("qim_gateway_online_devices", "Authenticated connections")
 KICKS = Counter("qim_gateway_kicks", "Connections replaced by a newer login of the same device")
 PUSH_FRAMES = Counter("qim_gateway_push_frames", "PUSH_EVENTS frames queued to devices")
 PUSH_DROPPED = Counter("qim_gateway_push_dropped", "PUSH_EVENTS dropped for a slow device")
-PUSH_QUEUE_LIMIT = 4 * 1024 * 1024
+WAKEUPS = Counter("qim_gateway_push_wakeups", "Empty PUSH_EVENTS sent to repair dropped pushes", ["reason"])
+PUSH_STRIPPED = Counter("qim_gateway_push_stripped", "PUSH_EVENTS sent without entries (over the size cap)")
+# Outbound bytes above which a device's pushes are dropped (it is still reading an
+# earlier page; the wake-up after the drain makes it pull everything at once).
+PUSH_QUEUE_LIMIT = 1024 * 1024
+# A PUSH_EVENTS larger than this goes out without entries: it is only a wake-up, and
+# far below the 4 MiB frame limit whatever the batch held.
+PUSH_EVENTS_MAX_BYTES = 256 * 1024
+WAKE_BODY = mailbox_pb2.PushEvents().SerializeToString()  # empty: a valid wake-up
+DEVICE_FRAMES_QUEUE_LIMIT = 4 * 1024 * 1024  # READ_SYNC / SESSION_DELTA (absolute values)
 
 
 class DeviceConn(Protocol):
@@ -29,8 +42,11 @@ class DeviceConn(Protocol):
     user_id: int
     device_id: int
 
+    shard: int
+
     def send(self, opcode: int, request_id: int, body: bytes) -> None: ...
     def kick(self) -> None: ...
+    def wake_when_drained(self, limit: int, wake) -> None: ...
     @property
     def queued_bytes(self) -> int: ...
 
@@ -74,7 +90,7 @@ class OnlineRegistry:
         for device_id, conn in list(devices.items()):
             if device_id == frames.exclude_device_id:
                 continue
-            if conn.queued_bytes > PUSH_QUEUE_LIMIT:
+            if conn.queued_bytes > DEVICE_FRAMES_QUEUE_LIMIT:
                 PUSH_DROPPED.inc()
                 continue
             try:
@@ -84,18 +100,50 @@ class OnlineRegistry:
                 PUSH_DROPPED.inc()
 
     def deliver(self, batch: internal_pb2.PushBatch) -> None:
+        """PUSH_EVENTS with each target's entries to its online devices."""
         tenant = int.from_bytes(batch.tenant_id, "big")
         for target in batch.targets:
             devices = self._users.get((tenant, target.user_id))
             if not devices:
                 continue
             body = mailbox_pb2.PushEvents(entries=target.entries).SerializeToString()
+            if len(body) > PUSH_EVENTS_MAX_BYTES:
+                PUSH_STRIPPED.inc()
+                body = WAKE_BODY
             for conn in list(devices.values()):
                 if conn.queued_bytes > PUSH_QUEUE_LIMIT:
                     PUSH_DROPPED.inc()
+                    conn.wake_when_drained(PUSH_QUEUE_LIMIT // 2, _wake_drained)
                     continue
                 try:
                     conn.send(Opcode.PUSH_EVENTS, 0, body)
                     PUSH_FRAMES.inc()
-                except ConnectionError:
+                except ConnectionError:  # closing: the device pulls when it reconnects
                     PUSH_DROPPED.inc()
+
+    def wake_node(self, node_index: int, node_count: int) -> int:
+        """Empty PUSH_EVENTS to every online device whose mailbox shard is served by
+        mailbox node `node_index` of `node_count` (shard mod count); returns how many."""
+        woken = 0
+        for devices in list(self._users.values()):
+            for conn in list(devices.values()):
+                if conn.shard % node_count != node_index:
+                    continue
+                if conn.queued_bytes > PUSH_QUEUE_LIMIT:
+                    conn.wake_when_drained(PUSH_QUEUE_LIMIT // 2, _wake_drained)
+                    continue
+                try:
+                    conn.send(Opcode.PUSH_EVENTS, 0, WAKE_BODY)
+                    woken += 1
+                except ConnectionError:
+                    pass  # closing: the device pulls when it reconnects
+        WAKEUPS.labels(reason="link").inc(woken)
+        return woken
+
+
+def _wake_drained(conn: DeviceConn) -> None:
+    try:
+        conn.send(Opcode.PUSH_EVENTS, 0, WAKE_BODY)
+        WAKEUPS.labels(reason="drained").inc()
+    except ConnectionError:
+        pass  # closed meanwhile: the device pulls when it reconnects

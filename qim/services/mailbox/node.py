@@ -1,8 +1,10 @@
 """MailboxNode: owns shards by static assignment, serves MAILBOX_PULL, pushes to gateways.
 
-Push is best effort and off the shard path: PushBatch frames are queued to every
-gateway's push listener; a gateway that is down or too slow loses the push (counted in
-`qim_mailbox_push_dropped_total`) and its clients recover by PULL_MAILBOX.
+Push is best effort and off the shard path: PushBatch frames (split to stay far below
+the frame limit) are queued to every gateway's push link (qim/services/mailbox/pushlink.py):
+a link that is down keeps a bounded backlog for its reconnect, and anything dropped
+(counted in `qim_mailbox_push_dropped_total{reason}`) makes that gateway wake the
+affected devices, which pull (docs/decisions/0012-push-link-repair.md).
 """
 
 from __future__ import annotations
@@ -11,28 +13,26 @@ import asyncio
 import logging
 
 from google.protobuf.message import DecodeError
-from prometheus_client import Counter
 from redis.exceptions import RedisError
 
 from qim.config import MailboxConfig
 from qim.errors import ErrorCode, RequestError
 from qim.faults import MAILBOX_POINTS, FaultPoints
 from qim.infra.redis.client import connect
-from qim.net.framed import StreamClosed, parse_addr
-from qim.net.rpc import RpcClient, keep_connected, serve_rpc
+from qim.net.framed import parse_addr
+from qim.net.rpc import serve_rpc
 from qim.obs.http import invariant_reasons, serve_http
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
 from qim.services.mailbox.materializer import DIRTY, MailboxMaterializer
 from qim.services.mailbox.pull import MailboxPuller, entry_pb
+from qim.services.mailbox.pushlink import PushLink
 from qim.services.mailbox.store import RedisMailboxStore
 from qim.services.session.feed import ProjectionFeed
 
 logger = logging.getLogger(__name__)
 
-PUSH_SENT = Counter("qim_mailbox_push_batches", "PushBatch frames queued to gateways")
-PUSH_DROPPED = Counter("qim_mailbox_push_dropped", "PushBatch frames dropped (gateway down or slow)")
-PUSH_QUEUE_LIMIT = 8 * 1024 * 1024
+PUSH_BATCH_MAX_BYTES = 256 * 1024  # one PushBatch frame (the frame limit is 4 MiB)
 
 
 class MailboxNode:
@@ -41,12 +41,14 @@ class MailboxNode:
     def __init__(self, config: MailboxConfig) -> None:
         self.config = config
         self.redis = connect(config.common.redis_addr)
-        self.store = RedisMailboxStore(self.redis)
+        self.store = RedisMailboxStore(self.redis, config.retention_ms)
         self.materializer = MailboxMaterializer(config.common.kafka_bootstrap, self.store, config.owned_shards(),
                                                 self.push, FaultPoints(config.fault_point, MAILBOX_POINTS),
                                                 config.dp_gc_safety_ms)
         self.puller = MailboxPuller(self.redis, self.store, self.materializer, config.common.shard_count)
-        self._gateways = [RpcClient(a) for a in config.gateway_push_addrs]
+        tenant = config.common.tenant.to_bytes(16, "big")
+        self.push_links = [PushLink(a, config.node_index, config.node_count, tenant)
+                           for a in config.gateway_push_addrs]
         self._projection = ProjectionFeed(config.session_addrs)  # low-latency path to SessionProjection
         self._tasks: list[asyncio.Task] = []
 
@@ -59,20 +61,10 @@ class MailboxNode:
         yield from invariant_reasons([DIRTY])
 
     def push(self, tenant: int, seq: int, items) -> None:
-        batch = internal_pb2.PushBatch(tenant_id=tenant.to_bytes(16, "big"))
-        for user, events in items:
-            target = batch.targets.add(user_id=user)
-            for ev in events:
-                target.entries.add().CopyFrom(entry_pb(seq, ev))
-        body = batch.SerializeToString()
-        for gw in self._gateways:
-            try:
-                if not gw.connected:
-                    raise StreamClosed("not connected")
-                gw.send_oneway(Opcode.PUSH_BATCH, body)
-                PUSH_SENT.inc()
-            except StreamClosed:
-                PUSH_DROPPED.inc()
+        """PushBatch of one materialized record to every gateway (never awaits)."""
+        for body in push_bodies(tenant, seq, items):
+            for link in self.push_links:
+                link.push(body)
         self._projection.send(tenant, items)
 
     async def handle(self, opcode: int, body: bytes) -> tuple[int, bytes]:
@@ -93,7 +85,7 @@ class MailboxNode:
         await self.redis.ping()
         await self.materializer.start()
         loop = asyncio.get_running_loop()
-        self._tasks.append(loop.create_task(keep_connected(self._gateways)))
+        self._tasks += [loop.create_task(link.run()) for link in self.push_links]
         self._tasks.append(loop.create_task(self._projection.keep_connected()))
         await serve_http(self.config.metrics_listen, self.not_ready)
         host, port = parse_addr(self.config.listen)
@@ -101,3 +93,25 @@ class MailboxNode:
         logger.info("mailbox node %d/%d listening on %s", self.config.node_index, self.config.node_count,
                     self.config.listen)
         return loop.create_task(self.materializer.run())
+
+
+def push_bodies(tenant: int, seq: int, items) -> list[bytes]:
+    """Serialized PushBatch frames for one record's [(user, events)], each at most about
+    PUSH_BATCH_MAX_BYTES (a single target is never split: its entries are one event
+    group, at most 8 events of at most 8 KiB inline body each)."""
+    tenant_id = tenant.to_bytes(16, "big")
+    bodies = []
+    batch = internal_pb2.PushBatch(tenant_id=tenant_id)
+    size = 0
+    for user, events in items:
+        target = internal_pb2.PushBatch.Target(user_id=user, entries=[entry_pb(seq, ev) for ev in events])
+        target_size = target.ByteSize() + 6  # + field tag and length prefix
+        if batch.targets and size + target_size > PUSH_BATCH_MAX_BYTES:
+            bodies.append(batch.SerializeToString())
+            batch = internal_pb2.PushBatch(tenant_id=tenant_id)
+            size = 0
+        batch.targets.append(target)
+        size += target_size
+    if batch.targets:
+        bodies.append(batch.SerializeToString())
+    return bodies

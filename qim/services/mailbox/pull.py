@@ -13,9 +13,12 @@ from qim.consts import MAILBOX_PAGE_MAX_BYTES, MAILBOX_PAGE_MAX_ENTRIES
 from qim.errors import EngineError, ErrorCode, RequestError, SeqError
 from qim.proto.v1 import internal_pb2, mailbox_pb2, message_pb2
 from qim.services.mailbox.materializer import MailboxMaterializer
-from qim.services.mailbox.store import RedisMailboxStore
+from qim.services.mailbox.store import RedisMailboxStore, Retained
 from qim.services.writer.keys import CommitKeys
 
+# A zero-cursor pull that finds only expired entries removes this many pages of them
+# before it answers (empty, has_more) so that one request stays bounded.
+ZERO_CURSOR_TRIM_ROUNDS = 8
 STATES = {b"RECALLED": message_pb2.MESSAGE_STATE_RECALLED, b"DELETED": message_pb2.MESSAGE_STATE_DELETED}
 
 
@@ -71,39 +74,77 @@ class MailboxPuller:
         max_entries = min(q.max_entries or MAILBOX_PAGE_MAX_ENTRIES, MAILBOX_PAGE_MAX_ENTRIES)
         max_bytes = min(q.max_bytes or MAILBOX_PAGE_MAX_BYTES, MAILBOX_PAGE_MAX_BYTES)
         try:
-            days, trim, known = await self._store.trim_and_days(tenant, user)
-        except EngineError:
-            raise RequestError(ErrorCode.UNAVAILABLE, "mailbox store unavailable") from None
-        if q.cursor != 0 and (after < trim or not known):
-            # Entries after this cursor were removed by retention (or everything was):
-            # the device must REBUILD (DESIGN.md §5.5, §9). A zero cursor never expires.
-            raise RequestError(ErrorCode.CURSOR_EXPIRED, "cursor is below the mailbox trim boundary")
-        try:
-            rows = await self._store.read_range(tenant, user, days, after, visible, max_entries + 1)
+            kept = await self._store.trim_and_days(tenant, user)
+            if q.cursor != 0 and (after < kept.trim or not kept.known):
+                # Entries after this cursor were removed by retention (or everything was):
+                # the device must REBUILD (DESIGN.md §5.5, §9). A zero cursor never expires.
+                raise RequestError(ErrorCode.CURSOR_EXPIRED, "cursor is below the mailbox trim boundary")
+            groups, expired = await self._read(tenant, user, kept, after, visible, max_entries + 1)
+            if q.cursor != 0 and any(expired):
+                await self._trim(tenant, user, kept, groups, expired)
+                raise RequestError(ErrorCode.CURSOR_EXPIRED, "an entry after the cursor is past the mailbox retention")
+            rounds = 1
+            while all(expired) and len(groups) > max_entries:  # zero cursor, nothing retained yet
+                await self._trim(tenant, user, kept, groups, expired)
+                if rounds == ZERO_CURSOR_TRIM_ROUNDS:  # bounded work per request: pull again
+                    return mailbox_pb2.MailboxBatch(next_cursor=0, has_more=True, lane=lane, shard_epoch=state.epoch)
+                groups, expired = await self._read(tenant, user, kept, after, visible, max_entries + 1)
+                rounds += 1
         except EngineError:
             raise RequestError(ErrorCode.UNAVAILABLE, "mailbox store unavailable") from None
         batch = mailbox_pb2.MailboxBatch(next_cursor=q.cursor, lane=lane, shard_epoch=state.epoch)
-        groups = [(mseq.from_bytes(m[:8]), eventgroup.unpack_group(m[8:]), len(m)) for m, _ in rows[:max_entries + 1]]
         # The byte budget counts referenced bodies too (filled after the cut), so their
         # stored sizes are read first: a page never exceeds the frame limit.
-        ref_sizes = await self._record_sizes(tenant, [ev for _, evs, _ in groups for ev in evs if ev.body is None])
-        used = 0
+        ref_sizes = await self._record_sizes(tenant, [ev for (_, evs, _, _), old in zip(groups, expired) if not old
+                                                      for ev in evs if ev.body is None])
+        used = served = examined = 0
         refs = []
-        for i, (seq, events, member_len) in enumerate(groups):
-            size = member_len + sum(ref_sizes.get(ev.message_id, 0) for ev in events if ev.body is None)
-            if i == max_entries or (i > 0 and used + size > max_bytes):
+        for (seq, events, member_len, _), old in zip(groups, expired):
+            if served == max_entries:
                 batch.has_more = True
                 break
-            for ev in events:
-                entry = batch.entries.add()
-                entry.CopyFrom(entry_pb(seq, ev))
-                if ev.body is None:
-                    refs.append((entry, ev))
-            used += size
-            batch.next_cursor = seq
+            if not old:
+                size = member_len + sum(ref_sizes.get(ev.message_id, 0) for ev in events if ev.body is None)
+                if served > 0 and used + size > max_bytes:
+                    batch.has_more = True
+                    break
+                for ev in events:
+                    entry = batch.entries.add()
+                    entry.CopyFrom(entry_pb(seq, ev))
+                    if ev.body is None:
+                        refs.append((entry, ev))
+                used += size
+                served += 1
+            examined += 1
+        else:
+            batch.has_more = len(groups) > max_entries
+        if served:  # past skipped (and removed) entries too: the trim boundary stays behind it
+            batch.next_cursor = groups[examined - 1][0]
+        if any(expired[:examined]):  # zero cursor: what it stepped over is removed for good
+            try:
+                await self._trim(tenant, user, kept, groups[:examined], expired[:examined])
+            except EngineError:
+                raise RequestError(ErrorCode.UNAVAILABLE, "mailbox store unavailable") from None
         if batch.entries:
             await self._fill_bodies(tenant, refs, [e for e in batch.entries if e.body])
         return batch
+
+    async def _read(self, tenant: int, user: int, kept: Retained, after: int, upto: int,
+                    limit: int) -> tuple[list, list[bool]]:
+        """Rows after `after` as (seq, events, member length, (member, offset)) and, per
+        row, whether it is past the retention. One event group is one dispatch record:
+        its events share created_at. Only the oldest retained day can hold such entries
+        (it straddles the cutoff), so the check costs nothing otherwise."""
+        rows = await self._store.read_range(tenant, user, kept.days, after, upto, limit)
+        groups = [(mseq.from_bytes(m[:8]), eventgroup.unpack_group(m[8:]), len(m), (m, off)) for m, off in rows]
+        straddles = kept.straddles()
+        return groups, [straddles and g[1][0].created_at_ms < kept.cutoff_ms for g in groups]
+
+    async def _trim(self, tenant: int, user: int, kept: Retained, groups: list, expired: list[bool]) -> None:
+        """Remove the expired rows (all from the straddling day) and raise the boundary."""
+        members = [g[3] for g, old in zip(groups, expired) if old]
+        if members:
+            await self._store.trim_entries(tenant, user, kept.days[0], members)
 
     async def _record_sizes(self, tenant: int, events: list) -> dict[bytes, int]:
         """message_id -> stored record size of referenced events (one pipelined STRLEN)."""

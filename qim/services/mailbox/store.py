@@ -3,9 +3,14 @@
 Keys (tenant as 32 hex):
 - `qim:mbx:<tenant>:<user>:d<day>` ZSET, one per day of created_at (UTC days since the
   epoch): score = 48-bit log offset, member = mailbox_seq (8 bytes) ‖ event group.
-  EXPIREAT = end of that day + retention (7 days).
+  EXPIREAT = end of that day + retention (QIM_MAILBOX_RETENTION_MS, default 7 days).
 - `qim:mbxdays:<tenant>:<user>` HASH: day -> highest offset in that day, and `trim` =
-  the highest offset ever removed (the persisted trim boundary).
+  the highest offset ever removed (the persisted trim boundary); it expires
+  retention + 1 day + MAILBOX_INDEX_GRACE_MS after the last write.
+Retention is exact without a per-entry cost (docs/decisions/0013-mailbox-retention-ms.md):
+a day bucket is removed once its whole day is older than the retention; entries of the
+one bucket that straddles the cutoff are filtered by created_at on the read that
+returns them anyway (`Retained.cutoff_ms`).
 - `qim:dp:{s<shard>}:<dispatch_id>` DispatchProgress; `qim:dpidx:{s<shard>}` its index
   (score = highest observed offset); `qim:wm:{s<shard>}` the watermark (blob, layout, epoch).
 Range reads merge the day buckets by offset and include offset 0 for a zero cursor
@@ -16,15 +21,14 @@ from __future__ import annotations
 
 import heapq
 import time
-from typing import Optional
+from typing import NamedTuple, Optional
 
-from qim.consts import MAILBOX_RETENTION_DAYS, WM_LAYOUT_V1
+from qim.consts import DAY_MS, MAILBOX_INDEX_GRACE_MS, MAILBOX_RETENTION_MS_DEFAULT, WM_LAYOUT_V1
 from qim.errors import EngineError, MailboxDirty
 from qim.infra.redis.client import LuaScripts, ScriptError
 
-DAY_MS = 86_400_000
-INDEX_TTL_S = 30 * 86400  # the day index (and its trim boundary) outlives the buckets
-SCRIPTS = ("mailbox_begin", "mailbox_append", "mailbox_finish", "mailbox_fused", "mailbox_trim")
+SCRIPTS = ("mailbox_begin", "mailbox_append", "mailbox_finish", "mailbox_fused", "mailbox_trim",
+           "mailbox_trim_entries")
 
 
 def mailbox_key(tenant: int, user_id: int, day: int) -> str:
@@ -51,6 +55,21 @@ def day_of(created_at_ms: int) -> int:
     return created_at_ms // DAY_MS
 
 
+class Retained(NamedTuple):
+    """What retention leaves of one user's mailbox at `now`: the retained days
+    (ascending), the persisted trim boundary (-1: nothing removed yet), whether the user
+    has any mailbox metadata, and the cutoff: entries created before it are not served."""
+
+    days: list[int]
+    trim: int
+    known: bool
+    cutoff_ms: int
+
+    def straddles(self) -> bool:
+        """True when the oldest retained bucket holds entries older than the cutoff."""
+        return bool(self.days) and self.days[0] * DAY_MS < self.cutoff_ms
+
+
 class RedisMailboxStore:
     """Materialization steps and range reads over one Redis instance.
 
@@ -58,13 +77,15 @@ class RedisMailboxStore:
     (the shard must stop); EngineError when Redis fails (W has not moved; retry).
     """
 
-    def __init__(self, redis, retention_days: int = MAILBOX_RETENTION_DAYS) -> None:
+    def __init__(self, redis, retention_ms: int = MAILBOX_RETENTION_MS_DEFAULT) -> None:
         self._redis = redis
         self._scripts = LuaScripts(redis, SCRIPTS)
-        self.retention_days = retention_days
+        self.retention_ms = retention_ms
+        self.index_ttl_s = -(-(retention_ms + DAY_MS + MAILBOX_INDEX_GRACE_MS) // 1000)
 
     def expire_at(self, day: int) -> int:
-        return (day + 1 + self.retention_days) * 86400
+        """Unix seconds at which a day bucket's key expires: its day's end + retention."""
+        return -(-((day + 1) * DAY_MS + self.retention_ms) // 1000)
 
     async def _call(self, name: str, keys: list, args: list):
         try:
@@ -90,7 +111,7 @@ class RedisMailboxStore:
 
     async def append(self, tenant: int, offset: int, day: int, members: list[tuple[int, bytes]]) -> None:
         """Append each (user, member) into its day bucket (idempotent)."""
-        keys, args = [], [offset, INDEX_TTL_S]
+        keys, args = [], [offset, self.index_ttl_s]
         for user, member in members:
             keys += [mailbox_key(tenant, user, day), days_key(tenant, user)]
             args += [member, day, self.expire_at(day)]
@@ -107,27 +128,35 @@ class RedisMailboxStore:
         """begin + append + finish for a single-recipient dispatch, one round trip."""
         keys = [dp_key(shard, dispatch_id), dpidx_key(shard), wm_key(shard), mailbox_key(tenant, user, day),
                 days_key(tenant, user)]
-        args = [digest, offset, seq8, expected_wm or b"", new_wm, epoch, member, day, self.expire_at(day), INDEX_TTL_S]
+        args = [digest, offset, seq8, expected_wm or b"", new_wm, epoch, member, day, self.expire_at(day),
+                self.index_ttl_s]
         status, seq = await self._call("mailbox_fused", keys, args)
         return status.decode(), seq
 
-    async def trim_and_days(self, tenant: int, user_id: int, now_ms: Optional[int] = None) -> tuple[list[int], int, bool]:
-        """Trim expired day buckets; return (retained days ascending, trim boundary or -1,
-        whether the user has any mailbox metadata at all)."""
+    async def trim_and_days(self, tenant: int, user_id: int, now_ms: Optional[int] = None) -> Retained:
+        """Remove the day buckets whose whole day is older than the retention (raising the
+        persisted trim boundary) and return what is retained. EngineError on Redis failure."""
+        cutoff = (time.time_ns() // 1_000_000 if now_ms is None else now_ms) - self.retention_ms
         try:
             index = await self._redis.hgetall(days_key(tenant, user_id))
         except Exception as exc:
             raise EngineError(f"mailbox read failed: {exc.__class__.__name__}") from exc
         if not index:
-            return [], -1, False
-        today = (time.time_ns() // 1_000_000 if now_ms is None else now_ms) // DAY_MS
+            return Retained([], -1, False, cutoff)
         trim = int(index.pop(b"trim", b"-1"))
         days = sorted(int(d) for d in index)
-        expired = [d for d in days if d < today - self.retention_days]
+        expired = [d for d in days if (d + 1) * DAY_MS <= cutoff]
         if expired:
             keys = [days_key(tenant, user_id)] + [mailbox_key(tenant, user_id, d) for d in expired]
             trim = int(await self._call("mailbox_trim", keys, expired))
-        return [d for d in days if d not in expired], trim, True
+        return Retained(days[len(expired):], trim, True, cutoff)
+
+    async def trim_entries(self, tenant: int, user_id: int, day: int, members: list[tuple[bytes, int]]) -> int:
+        """Remove (member, offset) entries of `day`'s bucket that a read found past the
+        retention and raise the trim boundary to their highest offset; returns it."""
+        keys = [days_key(tenant, user_id), mailbox_key(tenant, user_id, day)]
+        hi = max(offset for _, offset in members)
+        return int(await self._call("mailbox_trim_entries", keys, [hi] + [m for m, _ in members]))
 
     async def read_range(self, tenant: int, user_id: int, days: list[int], after_offset: int, upto_offset: int,
                          limit: int) -> list[tuple[bytes, int]]:

@@ -1,0 +1,126 @@
+"""The gateway's push listener (QIM_GATEWAY_PUSH_ADDR): PUSH_BATCH from mailbox nodes,
+DEVICE_FRAMES from session nodes, and the readiness of the push path (issue 10, fault 13;
+docs/decisions/0012-push-link-repair.md).
+
+Every mailbox link opens with a hello (a PushBatch with `hello`, its node index and
+count). The gateway is ready only while every node of QIM_MAILBOX_ADDRS has a live link:
+a gateway that takes devices before its push path exists loses their pushes. When a
+node's link comes back after this gateway saw it drop (the frames in flight are lost),
+or the node says it dropped pushes (`wake_all`), every online device of that node's
+shards gets an empty PUSH_EVENTS and pulls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Iterator, Optional
+
+from google.protobuf.message import DecodeError
+from prometheus_client import Counter, Gauge
+
+from qim.errors import ErrorCode, FrameError
+from qim.net.framed import FramedStream
+from qim.net.rpc import error_body
+from qim.proto.v1 import internal_pb2
+from qim.protocol import Opcode
+from qim.services.gateway.sessions import OnlineRegistry
+
+logger = logging.getLogger(__name__)
+
+BAD_PUSH = Counter("qim_gateway_bad_push_batches", "Undecodable or unknown frames on the push listener")
+LINKS = Gauge("qim_gateway_push_links", "Mailbox nodes with a live push link to this gateway")
+LINK_LOSSES = Counter("qim_gateway_push_link_losses", "Mailbox push links that dropped")
+
+
+class PushListener:
+    """Serves the push listener for `online`; `mailbox_count` = len(QIM_MAILBOX_ADDRS)."""
+
+    def __init__(self, online: OnlineRegistry, mailbox_count: int) -> None:
+        self.online = online
+        self._count = mailbox_count
+        self._links: dict[int, FramedStream] = {}  # node index -> its live link
+        self._lost: set[int] = set()  # nodes whose link dropped since their last hello
+        self._mismatch = ""
+
+    def not_ready(self) -> Iterator[str]:
+        """Readiness reasons: a mailbox node without a push link, a misconfigured node."""
+        missing = [i for i in range(self._count) if i not in self._links]
+        if missing:
+            yield f"no push link from mailbox node(s) {', '.join(map(str, missing))} of {self._count}"
+        if self._mismatch:
+            yield self._mismatch
+
+    def linked(self, node_index: int) -> bool:
+        return node_index in self._links
+
+    async def start(self, host: str, port: int) -> asyncio.AbstractServer:
+        return await asyncio.start_server(self._on_conn, host, port)
+
+    async def _on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        stream = FramedStream(reader, writer)
+        node: Optional[int] = None
+        try:
+            while True:
+                item = await stream.read_frame()
+                if item is None:
+                    break
+                opcode, request_id, body = item
+                if request_id:  # every frame here is one-way; a request still gets its ERROR
+                    stream.send(Opcode.ERROR, request_id, error_body(
+                        ErrorCode.INVALID_ARGUMENT, "push listener takes only PUSH_BATCH and DEVICE_FRAMES", opcode))
+                    continue
+                node = self.on_frame(stream, node, opcode, body)
+        except (FrameError, ConnectionError, OSError) as exc:
+            logger.warning("push peer %s dropped: %s", stream.peer, exc.__class__.__name__)
+        finally:
+            self.on_closed(stream, node)
+            stream.close()
+
+    def on_frame(self, stream, node: Optional[int], opcode: int, body: bytes) -> Optional[int]:
+        """Handle one frame of a link; returns the link's node index once it said hello."""
+        try:
+            if opcode == Opcode.DEVICE_FRAMES:
+                self.online.deliver_frames(internal_pb2.DeviceFrames.FromString(body))
+                return node
+            if opcode != Opcode.PUSH_BATCH:
+                BAD_PUSH.inc()
+                return node
+            batch = internal_pb2.PushBatch.FromString(body)
+        except DecodeError:
+            BAD_PUSH.inc()
+            return node
+        if batch.hello or batch.wake_all:
+            if batch.node_count != self._count or batch.node_index >= self._count:
+                BAD_PUSH.inc()
+                self._mismatch = (f"mailbox node {batch.node_index} of {batch.node_count} does not match "
+                                  f"QIM_MAILBOX_ADDRS ({self._count} nodes)")
+                return node
+        if batch.hello:
+            node = self._hello(stream, batch)
+        elif batch.wake_all:
+            self.online.wake_node(batch.node_index, self._count)
+        self.online.deliver(batch)
+        return node
+
+    def _hello(self, stream, batch: internal_pb2.PushBatch) -> int:
+        i = batch.node_index
+        old = self._links.get(i)
+        # The frames in flight on a dropped (or superseded) link are lost: wake the
+        # node's devices even when the node itself knows of no drop.
+        wake = batch.wake_all or i in self._lost or (old is not None and old is not stream)
+        self._lost.discard(i)
+        self._links[i] = stream
+        LINKS.set(len(self._links))
+        if wake:
+            woken = self.online.wake_node(i, self._count)
+            logger.info("push link from mailbox node %d: woke %d devices", i, woken)
+        return i
+
+    def on_closed(self, stream, node: Optional[int]) -> None:
+        """Forget a closed link; its node's next hello wakes that node's devices."""
+        if node is not None and self._links.get(node) is stream:
+            del self._links[node]
+            self._lost.add(node)
+            LINK_LOSSES.inc()
+            LINKS.set(len(self._links))

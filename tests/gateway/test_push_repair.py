@@ -1,0 +1,155 @@
+"""Gateway side of push repair (issue 10, fault 13; docs/decisions/0012-push-link-repair.md):
+readiness waits for every mailbox node's push link, a link that comes back after a loss
+wakes that node's devices, and a device whose push was dropped for a full queue gets a
+wake-up once its queue drains. Pure logic with stand-in connections, plus one real
+ClientConnection over loopback for the drain case.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import struct
+from types import SimpleNamespace
+
+from prometheus_client import REGISTRY
+
+from qim.consts import FRAME_HEADER_LEN
+from qim.net.framed import FramedStream
+from qim.proto.v1 import internal_pb2, mailbox_pb2
+from qim.protocol import Opcode
+from qim.services.gateway.conn import CLIENT_CHUNK_BYTES, ClientConnection
+from qim.services.gateway.pushlink import PushListener
+from qim.services.gateway.sessions import PUSH_EVENTS_MAX_BYTES, OnlineRegistry
+
+
+class FakeConn:
+    def __init__(self, user: int, shard: int, queued: int = 0) -> None:
+        self.tenant, self.user_id, self.device_id, self.shard = 0, user, 1, shard
+        self.queued_bytes = queued
+        self.sent: list[tuple[int, bytes]] = []
+        self.wake_requests = 0
+
+    def send(self, opcode: int, request_id: int, body: bytes) -> None:
+        self.sent.append((opcode, body))
+
+    def kick(self) -> None:
+        pass
+
+    def wake_when_drained(self, limit: int, wake) -> None:
+        self.wake_requests += 1
+
+
+def hello(index: int, count: int = 2, wake_all: bool = False) -> bytes:
+    return internal_pb2.PushBatch(hello=True, node_index=index, node_count=count, wake_all=wake_all).SerializeToString()
+
+
+def wakes(conn: FakeConn) -> int:
+    return sum(1 for op, body in conn.sent if op == Opcode.PUSH_EVENTS and not mailbox_pb2.PushEvents.FromString(body).entries)
+
+
+def setup(count: int = 2):
+    online = OnlineRegistry()
+    conns = [FakeConn(100 + s, s) for s in range(4)]  # shards 0..3: node s % 2
+    for c in conns:
+        online.register(c)
+    return PushListener(online, count), conns
+
+
+def test_not_ready_until_every_mailbox_node_has_linked():
+    pl, _ = setup()
+    assert list(pl.not_ready()) == ["no push link from mailbox node(s) 0, 1 of 2"]
+    a, b = object(), object()
+    node_a = pl.on_frame(a, None, Opcode.PUSH_BATCH, hello(0))
+    assert node_a == 0 and list(pl.not_ready()) == ["no push link from mailbox node(s) 1 of 2"]
+    pl.on_frame(b, None, Opcode.PUSH_BATCH, hello(1))
+    assert list(pl.not_ready()) == []
+    pl.on_closed(a, node_a)
+    assert list(pl.not_ready()) == ["no push link from mailbox node(s) 0 of 2"]
+
+
+def test_a_first_link_wakes_nobody_but_a_link_back_after_a_loss_wakes_its_nodes_devices():
+    pl, conns = setup()
+    link = object()
+    node = pl.on_frame(link, None, Opcode.PUSH_BATCH, hello(1))
+    assert [wakes(c) for c in conns] == [0, 0, 0, 0]  # devices logged in after it pulled anyway
+    pl.on_closed(link, node)
+    pl.on_frame(object(), None, Opcode.PUSH_BATCH, hello(1))
+    assert [wakes(c) for c in conns] == [0, 1, 0, 1]  # shards 1 and 3 belong to node 1
+
+
+def test_a_superseding_link_and_a_wake_all_request_wake_the_nodes_devices():
+    pl, conns = setup()
+    pl.on_frame(object(), None, Opcode.PUSH_BATCH, hello(0))
+    pl.on_frame(object(), None, Opcode.PUSH_BATCH, hello(0))  # the old link's frames may be lost
+    assert [wakes(c) for c in conns] == [1, 0, 1, 0]
+    pl.on_frame(object(), None, Opcode.PUSH_BATCH, hello(1, wake_all=True))  # the node dropped pushes
+    assert [wakes(c) for c in conns] == [1, 1, 1, 1]
+    wake = internal_pb2.PushBatch(wake_all=True, node_index=0, node_count=2).SerializeToString()
+    pl.on_frame(object(), 0, Opcode.PUSH_BATCH, wake)
+    assert [wakes(c) for c in conns] == [2, 1, 2, 1]
+
+
+def test_a_node_of_another_configuration_is_refused_and_named():
+    pl, conns = setup()
+    before = REGISTRY.get_sample_value("qim_gateway_bad_push_batches_total") or 0
+    assert pl.on_frame(object(), None, Opcode.PUSH_BATCH, hello(0, count=3)) is None
+    assert (REGISTRY.get_sample_value("qim_gateway_bad_push_batches_total") or 0) - before == 1
+    assert "mailbox node 0 of 3 does not match QIM_MAILBOX_ADDRS (2 nodes)" in list(pl.not_ready())
+
+
+def test_a_full_device_queue_drops_the_push_and_asks_for_a_wake_up_and_a_huge_push_is_only_a_wake_up():
+    online = OnlineRegistry()
+    slow, ok = FakeConn(7, 0, queued=5 * 1024 * 1024), FakeConn(8, 0)
+    online.register(slow)
+    online.register(ok)
+    entry = mailbox_pb2.MailboxEntry(mailbox_seq=1, body=b"x" * 100)
+    huge = mailbox_pb2.MailboxEntry(mailbox_seq=2, body=b"y" * (PUSH_EVENTS_MAX_BYTES + 1))
+    online.deliver(internal_pb2.PushBatch(tenant_id=bytes(16), targets=[
+        internal_pb2.PushBatch.Target(user_id=7, entries=[entry]),
+        internal_pb2.PushBatch.Target(user_id=8, entries=[huge])]))
+    assert slow.sent == [] and slow.wake_requests == 1
+    (op, body), = ok.sent
+    assert op == Opcode.PUSH_EVENTS and mailbox_pb2.PushEvents.FromString(body).entries == []
+
+
+async def test_a_device_whose_push_was_dropped_is_woken_when_its_queue_drains():
+    gw = SimpleNamespace(online=OnlineRegistry(), config=SimpleNamespace(
+        inflight_limit=8, token_secret=b"s", max_body=1 << 20, auth_timeout_s=10.0,
+        common=SimpleNamespace(tenant=0, shard_count=8)))
+    accepted: asyncio.Future = asyncio.get_running_loop().create_future()
+
+    async def on_conn(reader, writer):
+        accepted.set_result(FramedStream(reader, writer, chunk_bytes=CLIENT_CHUNK_BYTES))
+
+    server = await asyncio.start_server(on_conn, "127.0.0.1", 0)
+    peer = socket.socket()
+    peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 * 1024)
+    peer.setblocking(False)
+    loop = asyncio.get_running_loop()
+    await loop.sock_connect(peer, server.sockets[0].getsockname())
+    conn = ClientConnection(await accepted, gw)
+    conn.tenant, conn.user_id, conn.device_id, conn.shard = 0, 42, 1, 3
+    gw.online.register(conn)
+    conn.send(Opcode.MAILBOX_BATCH, 9, os.urandom(3 * 1024 * 1024))  # a page the device reads slowly
+    await asyncio.sleep(0.1)
+    entry = mailbox_pb2.MailboxEntry(mailbox_seq=1, body=b"pushed")
+    gw.online.deliver(internal_pb2.PushBatch(tenant_id=bytes(16), targets=[
+        internal_pb2.PushBatch.Target(user_id=42, entries=[entry])]))
+    frames, buf = [], b""
+    async with asyncio.timeout(20):  # the device now reads everything
+        while not any(op == Opcode.PUSH_EVENTS for op, _ in frames):
+            buf += await loop.sock_recv(peer, 65536)
+            while len(buf) >= FRAME_HEADER_LEN:
+                _, _, flags, op, _, _, n, _ = struct.unpack_from(">HBBHHIII", buf)
+                if len(buf) < FRAME_HEADER_LEN + n:
+                    break
+                frames.append((op, buf[FRAME_HEADER_LEN:FRAME_HEADER_LEN + n]))
+                buf = buf[FRAME_HEADER_LEN + n:]
+    pushes = [body for op, body in frames if op == Opcode.PUSH_EVENTS]
+    assert pushes == [b""]  # the dropped push became one empty wake-up after the drain
+    assert sum(1 for op, _ in frames if op == Opcode.MAILBOX_BATCH) > 100  # it came after the page's chunks
+    peer.close()
+    conn.stream.abort()
+    server.close()

@@ -1,0 +1,163 @@
+"""Backlog and wake-up logic of a mailbox push link (issue 10, fault 13;
+docs/decisions/0012-push-link-repair.md). Pure logic: the RPC client is a stand-in that
+records what would go on the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from prometheus_client import REGISTRY
+
+from qim.proto.v1 import internal_pb2
+from qim.protocol import Opcode
+from qim.services.mailbox import pushlink
+from qim.services.mailbox.node import PUSH_BATCH_MAX_BYTES, push_bodies
+from qim.services.mailbox.pushlink import PushLink
+
+
+class FakeClient:
+    def __init__(self) -> None:
+        self.connected = False
+        self.queued_bytes = 0
+        self.sent: list[bytes] = []
+        self.refuse = False
+        self.lost = asyncio.Event()
+
+    def send_oneway(self, opcode: int, body: bytes) -> None:
+        assert opcode == Opcode.PUSH_BATCH and self.connected
+        self.sent.append(body)
+
+    async def connect(self) -> None:
+        from qim.errors import ErrorCode, RequestError
+
+        if self.refuse:
+            raise RequestError(ErrorCode.UNAVAILABLE, "refused")
+        self.connected = True
+        self.lost.clear()
+
+    async def wait_lost(self, timeout: float) -> None:
+        try:
+            await asyncio.wait_for(self.lost.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+
+    def drop(self) -> None:
+        self.connected = False
+        self.lost.set()
+
+
+def decoded(bodies: list[bytes]) -> list[internal_pb2.PushBatch]:
+    return [internal_pb2.PushBatch.FromString(b) for b in bodies]
+
+
+def dropped(reason: str) -> float:
+    return REGISTRY.get_sample_value("qim_mailbox_push_dropped_total", {"reason": reason}) or 0.0
+
+
+def link(**kw) -> tuple[PushLink, FakeClient]:
+    client = FakeClient()
+    return PushLink("127.0.0.1:1", 2, 4, bytes(16), client=client, **kw), client
+
+
+def body(user: int) -> bytes:
+    return internal_pb2.PushBatch(tenant_id=bytes(16), targets=[internal_pb2.PushBatch.Target(user_id=user)]
+                                  ).SerializeToString()
+
+
+def test_a_new_process_greets_with_wake_all_then_sends_its_backlog_in_order():
+    pl, client = link()
+    pl.push(body(1))
+    pl.push(body(2))  # link not up yet: kept
+    assert client.sent == [] and pl.backlog_bytes == len(body(1)) + len(body(2))
+    client.connected = True
+    assert pl.on_connected() == 2
+    hello, *rest = decoded(client.sent)
+    assert (hello.hello, hello.node_index, hello.node_count, hello.wake_all) == (True, 2, 4, True)
+    assert [b.targets[0].user_id for b in rest] == [1, 2] and pl.backlog_bytes == 0
+    pl.push(body(3))  # live link: straight out, behind the backlog
+    assert decoded(client.sent)[-1].targets[0].user_id == 3
+
+
+def test_a_reconnect_without_drops_does_not_ask_for_a_wake_up():
+    pl, client = link()
+    client.connected = True
+    pl.on_connected()
+    client.drop()
+    pl.push(body(7))  # the gateway restarts: kept for the new link
+    client.sent.clear()
+    client.connected = True
+    pl.on_connected()
+    hello, flushed = decoded(client.sent)
+    assert hello.hello and not hello.wake_all and flushed.targets[0].user_id == 7
+
+
+def test_a_full_backlog_drops_with_a_counter_and_the_next_hello_wakes_the_devices():
+    pl, client = link(backlog_bytes=3 * len(body(1)))
+    client.connected = True
+    pl.on_connected()
+    client.drop()
+    before = dropped("backlog_full")
+    for user in range(1, 6):
+        pl.push(body(user))
+    assert dropped("backlog_full") - before == 2
+    client.sent.clear()
+    client.connected = True
+    pl.on_connected()
+    hello, *rest = decoded(client.sent)
+    assert hello.hello and hello.wake_all  # the two dropped pushes are repaired by a wake-up
+    assert [b.targets[0].user_id for b in rest] == [1, 2, 3]
+
+
+def test_a_gateway_that_does_not_read_loses_pushes_and_gets_a_wake_request_once_drained():
+    pl, client = link(queue_limit=1000)
+    client.connected = True
+    pl.on_connected()
+    client.sent.clear()
+    client.queued_bytes = 5000
+    before = dropped("gateway_slow")
+    pl.push(body(1))
+    pl.maybe_wake()  # still full: nothing yet
+    assert client.sent == [] and dropped("gateway_slow") - before == 1
+    client.queued_bytes = 400
+    pl.maybe_wake()
+    (wake,) = decoded(client.sent)
+    assert wake.wake_all and not wake.hello and (wake.node_index, wake.node_count) == (2, 4)
+    pl.maybe_wake()
+    assert len(client.sent) == 1  # one request per episode
+
+
+async def test_run_reconnects_within_the_backoff_cap_and_flushes(monkeypatch):
+    monkeypatch.setattr(pushlink, "RECONNECT_MIN_S", 0.01)
+    pl, client = link()
+    client.refuse = True
+    task = asyncio.get_running_loop().create_task(pl.run())
+    await asyncio.sleep(0.1)
+    pl.push(body(9))
+    assert client.sent == []
+    client.refuse = False
+    for _ in range(100):
+        if len(client.sent) == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert [b.hello for b in decoded(client.sent)] == [True, False] and pl.linked
+    client.drop()  # lost: the loop notices at once and links again
+    for _ in range(100):
+        if len(client.sent) == 3:
+            break
+        await asyncio.sleep(0.01)
+    assert decoded(client.sent)[-1].hello
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+def test_push_bodies_split_a_large_audience_far_below_the_frame_limit():
+    from qim._core.types import MailboxEvent
+
+    ev = MailboxEvent(1, bytes(range(16)), bytes(16), bytes([1]) + bytes(15), 1, 5, 1, 1, b"t" * 64, b"", b"x" * 300)
+    items = [(u, [ev]) for u in range(1, 20_001)]  # a designed-for 100k group's shard share
+    bodies = push_bodies(0, 1 << 48, items)
+    assert len(bodies) > 1 and max(len(b) for b in bodies) <= PUSH_BATCH_MAX_BYTES + 1024
+    users = [t.user_id for b in decoded(bodies) for t in b.targets]
+    assert users == list(range(1, 20_001))
+
