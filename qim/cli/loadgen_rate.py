@@ -2,13 +2,22 @@
 
 Sends are scheduled at the target rate regardless of replies (open loop: a slow server
 shows up as latency and as arrival below target, never as a quietly lower rate). Each
-sender connection pipelines its sends; each message goes to a connected receiver whose
-PUSH_EVENTS give the end-to-end latency (body = send time ns ‖ sequence ‖ padding).
+sender connection pipelines its sends to its own receiver (one direct conversation per
+pair). Bodies are send time ns ‖ ordinal ‖ pseudo-random padding (qim/cli/bodies.py);
+the generator keeps each body's SHA-256. Receivers (qim/cli/rate_receiver.py) take a
+PUSH_EVENTS as a wake-up and as the first sighting for latency, and PULL their mailbox
+with their own cursor after pushes (at most every --pull-gap, 0.25 s) and at least once
+a second: hash, order and loss are verified on what they pull (pushes may be dropped by
+design).
 Every 5 s segment prints sent, arrival ratio (sent / target), ACK and end-to-end
-P50/P95/P99/max in ms; the last line is
-`loadgen: target_rate=R duration_s=D sent=S acked=A errors=E arrival=X push_coverage=Y ack_p99_ms=… e2e_p99_ms=…`.
-Exit 0 when arrival ≥ 0.99 and every send was acknowledged, 1 otherwise. Short runs
-are smoke, never capacity claims. Loopback targets only (the gateway address given).
+P50/P95/P99/max in ms (np.percentile); the last line is
+`loadgen: target_rate=R duration_s=D sent=S acked=A errors=E arrival=X push_coverage=Y
+ack_p99_ms=… e2e_p99_ms=… lost=L duplicated=U corrupt=C out_of_order=O`.
+push_coverage = messages first seen in a push / sent. Exit 0 when arrival ≥ 0.99,
+every send was acknowledged and L = U = C = O = 0, 1 otherwise (out_of_order: ACKs
+below the previous submission's conversation_seq plus messages pulled after a higher
+one; stderr splits them). Short runs are smoke, never capacity claims. Loopback
+targets only (the gateway address given).
 """
 
 from __future__ import annotations
@@ -23,9 +32,11 @@ import time
 from typing import Optional, Sequence
 
 from qim._core import ids
-from qim.net.framed import open_framed, parse_addr
+from qim.cli.bodies import body_bytes, digest
+from qim.cli.rate_receiver import PULL_GAP_S, Ledger, Receiver, Sent, p99, summary
 from qim.errors import ErrorCode
-from qim.proto.v1 import common_pb2, connection_pb2, mailbox_pb2, message_pb2
+from qim.net.framed import open_framed, parse_addr
+from qim.proto.v1 import common_pb2, connection_pb2, message_pb2
 from qim.protocol import Opcode
 from qim.services.gateway.auth import issue_dev_token
 
@@ -33,20 +44,11 @@ SEGMENT_S = 5.0
 TICK_S = 0.005
 
 
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def summary(values: list[float]) -> str:
-    return "/".join(f"{pct(values, q):.1f}" for q in (0.5, 0.95, 0.99)) + f"/{max(values, default=float('nan')):.1f}"
-
-
 class Stats:
+    """Counters and latency samples (ms) of one segment or of the whole run."""
+
     def __init__(self) -> None:
-        self.sent = self.acked = self.errors = self.pushed = 0
+        self.sent = self.acked = self.errors = 0
         self.ack_ms: list[float] = []
         self.e2e_ms: list[float] = []
 
@@ -56,7 +58,13 @@ class Stats:
                 f"ack_ms(p50/p95/p99/max)={summary(self.ack_ms)} e2e_ms={summary(self.e2e_ms)}")
 
 
+def padding(seed: bytes, n: int, size: int) -> bytes:
+    """Pseudo-random padding of message `n` (a corrupted or swapped body changes its hash)."""
+    return body_bytes(seed + n.to_bytes(8, "big"), size) if size > 0 else b""
+
+
 async def login(addr: str, secret: bytes, user: int):
+    """A raw authenticated stream of `user` (device 1); RuntimeError when AUTH is refused."""
     stream = await open_framed(*parse_addr(addr))
     stream.send(Opcode.AUTH, 1, connection_pb2.Auth(token=issue_dev_token(secret, 0, user, 1)).SerializeToString())
     item = await asyncio.wait_for(stream.read_frame(), 10)
@@ -66,16 +74,25 @@ async def login(addr: str, secret: bytes, user: int):
 
 
 async def run(cfg: argparse.Namespace) -> int:
+    """The whole run described by `cfg` (see `parser()`); returns the exit code."""
     secret = cfg.token_secret.encode()
     base = secrets.randbits(60) + 1
     senders = [base + i for i in range(cfg.pairs)]
     receivers = [base + cfg.pairs + i for i in range(cfg.pairs)]
     streams = await asyncio.gather(*(login(cfg.gateway, secret, u) for u in senders + receivers))
-    out_streams, in_streams = streams[:cfg.pairs], streams[cfg.pairs:]
+    out_streams = streams[:cfg.pairs]
     convs = [ids.conversation_id_direct(0, s, r) for s, r in zip(senders, receivers)]
-    pending: dict[tuple[int, int], int] = {}
     seg, total = Stats(), Stats()
+    ledger = Ledger(senders, receivers, convs)
+
+    def latency(ms: float) -> None:
+        seg.e2e_ms.append(ms)
+        total.e2e_ms.append(ms)
+
+    ledger.on_latency = latency
+    pending: dict[tuple[int, int], int] = {}  # (pair, request_id) -> message ordinal n
     error_codes: dict[str, int] = {}
+    pad_seed = base.to_bytes(8, "big")
 
     async def read_acks(i: int) -> None:
         while True:
@@ -83,37 +100,27 @@ async def run(cfg: argparse.Namespace) -> int:
             if item is None:
                 return
             op, rid, body = item
-            started = pending.pop((i, rid), None)
-            if started is None:
+            n = pending.pop((i, rid), None)
+            if n is None:
                 continue
-            if op != Opcode.SEND_ACK:
-                code = ErrorCode(common_pb2.Error.FromString(body).code).name
+            ack_ms = (time.perf_counter_ns() - ledger.sent[n].sent_ns) / 1e6
+            if op == Opcode.SEND_ACK:
+                a = message_pb2.SendAck.FromString(body)
+                ledger.acked(n, a.message_id, a.conversation_seq)
+            else:
+                code = ErrorCode(common_pb2.Error.FromString(body).code).name if op == Opcode.ERROR else hex(op)
                 error_codes[code] = error_codes.get(code, 0) + 1
             for st in (seg, total):
                 if op == Opcode.SEND_ACK:
                     st.acked += 1
-                    st.ack_ms.append((time.perf_counter_ns() - started) / 1e6)
+                    st.ack_ms.append(ack_ms)
                 else:
                     st.errors += 1
 
-    async def read_pushes(i: int) -> None:
-        while True:
-            item = await in_streams[i].read_frame()
-            if item is None:
-                return
-            if item[0] != Opcode.PUSH_EVENTS:
-                continue
-            now = time.perf_counter_ns()
-            for e in mailbox_pb2.PushEvents.FromString(item[2]).entries:
-                if len(e.body) >= 16 and e.sender_id != receivers[i]:
-                    sent_ns, _ = struct.unpack_from(">QQ", e.body)
-                    for st in (seg, total):
-                        st.pushed += 1
-                        st.e2e_ms.append((now - sent_ns) / 1e6)
-
-    readers = [asyncio.get_running_loop().create_task(read_acks(i)) for i in range(cfg.pairs)]
-    readers += [asyncio.get_running_loop().create_task(read_pushes(i)) for i in range(cfg.pairs)]
-    padding = b"x" * max(0, cfg.size - 16)
+    rx = [Receiver(i, s, ledger, cfg.pull_gap) for i, s in enumerate(streams[cfg.pairs:])]
+    loop = asyncio.get_running_loop()
+    tasks = [loop.create_task(read_acks(i)) for i in range(cfg.pairs)]
+    tasks += [loop.create_task(r.read_loop()) for r in rx] + [loop.create_task(r.pull_loop()) for r in rx]
     start = time.perf_counter()
     seg_start, n, rid = start, 0, 1
     total_due = round(cfg.rate * cfg.duration)
@@ -122,10 +129,12 @@ async def run(cfg: argparse.Namespace) -> int:
         due = min(total_due, int((now - start) * cfg.rate) + 1) - n
         for _ in range(due):
             i, rid = n % cfg.pairs, rid + 1
-            body = struct.pack(">QQ", time.perf_counter_ns(), n) + padding
+            sent_ns = time.perf_counter_ns()
+            body = struct.pack(">QQ", sent_ns, n) + padding(pad_seed, n, cfg.size - 16)
             msg = message_pb2.SendMessage(client_message_id=os.urandom(16), conversation_id=convs[i],
                                           recipient_user_id=receivers[i], message_type=1, body=body)
-            pending[(i, rid)] = time.perf_counter_ns()
+            ledger.sent.append(Sent(i, sent_ns, digest(body)))
+            pending[(i, rid)] = n
             out_streams[i].send(Opcode.SEND_MESSAGE, rid, msg.SerializeToString())
             seg.sent += 1
             total.sent += 1
@@ -138,23 +147,38 @@ async def run(cfg: argparse.Namespace) -> int:
     deadline = send_end + cfg.drain
     while pending and time.perf_counter() < deadline:
         await asyncio.sleep(0.05)
-    await asyncio.sleep(0.5)  # late pushes
+    while not ledger.all_pulled() and time.perf_counter() < deadline:  # receivers catch up by pulling
+        for r in rx:
+            r.wake.set()
+        await asyncio.sleep(0.1)
     now = time.perf_counter()
     if seg.sent:  # the last (possibly partial) segment, with its replies drained
-        print(seg.line(f"segment t={now - start:5.1f}s", cfg.rate, max(1e-3, min(now, start + cfg.duration) - seg_start)),
-              flush=True)
+        seg_s = max(1e-3, min(now, start + cfg.duration) - seg_start)
+        print(seg.line(f"segment t={now - start:5.1f}s", cfg.rate, seg_s), flush=True)
+    for r in rx:
+        r.stop()
+    v = ledger.verdict()
     # a generator that fell behind needed longer than the duration to send them all
     arrival = total.sent / (cfg.rate * max(cfg.duration, send_end - start))
     print(f"loadgen: target_rate={cfg.rate} duration_s={cfg.duration} sent={total.sent} acked={total.acked} "
-          f"errors={total.errors} arrival={arrival:.3f} push_coverage={total.pushed / max(1, total.sent):.3f} "
-          f"ack_p99_ms={pct(total.ack_ms, 0.99):.1f} e2e_p99_ms={pct(total.e2e_ms, 0.99):.1f}", flush=True)
+          f"errors={total.errors} arrival={arrival:.3f} push_coverage={ledger.pushed_first / max(1, total.sent):.3f} "
+          f"ack_p99_ms={p99(total.ack_ms):.1f} e2e_p99_ms={p99(total.e2e_ms):.1f} lost={v['lost']} "
+          f"duplicated={v['duplicated']} corrupt={v['corrupt']} out_of_order={v['out_of_order']}", flush=True)
+    if v["out_of_order"]:
+        print(f"out_of_order: {ledger.ack_inversions} ACKs below the previous submission's seq, "
+              f"{ledger.pull_inversions} pulled after a higher seq", file=sys.stderr)
     if error_codes:
         print(f"errors by code: {error_codes}", file=sys.stderr)
+    pull_errors = {k: n for r in rx for k, n in r.pull_errors.items()}
+    if pull_errors:
+        print(f"receiver pull errors by code: {pull_errors}", file=sys.stderr)
     for s in streams:
         s.abort()
-    for r in readers:
-        r.cancel()
-    return 0 if arrival >= 0.99 and total.acked == total.sent else 1
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    clean = v["lost"] == v["duplicated"] == v["corrupt"] == v["out_of_order"] == 0
+    return 0 if arrival >= 0.99 and total.acked == total.sent and clean else 1
 
 
 def parser() -> argparse.ArgumentParser:
@@ -165,7 +189,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, default=180.0, help="seconds of load (180 for acceptance)")
     p.add_argument("--pairs", type=int, default=20, help="sender/receiver connection pairs")
     p.add_argument("--size", type=int, default=64, help="body bytes (>= 16)")
-    p.add_argument("--drain", type=float, default=30.0, help="seconds to wait for outstanding ACKs")
+    p.add_argument("--pull-gap", type=float, default=PULL_GAP_S,
+                   help="seconds a receiver waits at least between pulls (0: pull on every push)")
+    p.add_argument("--drain", type=float, default=30.0,
+                   help="seconds to wait for outstanding ACKs and for receivers to pull everything")
     return p
 
 

@@ -1,10 +1,18 @@
-"""`qim-loadgen replay` (the `make demo` replay): real dialogues through the real stack.
+"""`qim-loadgen replay` (the `make demo` replay): real dialogues through the real stack,
+checked on what every app is told.
 
 Dialogues come from the PyPI package chatterbot-corpus (chatterbot_corpus/data/<lang>/
 *.yml, key `conversations`: lists of strings), languages interleaved round-robin so a
-`--limit` covers every language. Each dialogue gets two fresh users (random 62-bit
-base per run), each with its own ClientRuntime and SQLite LocalStore in a temp dir.
-Turns alternate senders; each turn is sent after the previous one was acknowledged.
+`--limit` covers every language. Each dialogue gets fresh users (random 62-bit base per
+run), each with its own ClientRuntime and SQLite LocalStore in a temp dir. Turns
+alternate senders; each turn is sent after the previous one was acknowledged.
+
+Bodies: the corpus lines (UTF-8 TEXT) plus binary CUSTOM turns (qim/cli/bodies.py):
+every size at and around each threshold (inline budget of direct and of the group,
+8 KiB event group, 4 KiB session head, 64 KiB chunk, 1 MiB limit) dealt over the first
+dialogues of each kind, so `--limit 10` covers them all, and a mix of large bodies
+(--blob-rate per turn, default 3 %: mostly 4-64 KiB, some up to 256 KiB, a few near
+1 MiB). A body of 1 MiB + 1 must be refused locally by the SDK (PAYLOAD_TOO_LARGE).
 
 Mode by dialogue index i (i % 3), DESIGN.md §12:
   0 online  both users connected;
@@ -13,15 +21,26 @@ Mode by dialogue index i (i % 3), DESIGN.md §12:
   2 cut     both connected; the sender's connection is cut right after the
             SEND_MESSAGE frame is written and before its ACK; the runtime reconnects,
             syncs its mailbox and resends with the same client_message_id if needed.
+Every 5th dialogue (--group-every) is replayed in a small group instead
+(qim/cli/replay_group.py): the two speakers and an offline listener. A second device is
+given to the second user of every 4th direct dialogue (i % 4 == 1) and to the listener
+of every other group dialogue. In every 8th direct dialogue (i % 8 == 2) and every third
+group dialogue the first speaker recalls its first message after the last turn.
 
-Every 5th dialogue (--group-every) is replayed in a small group instead (qim/cli/replay_group.py): the
-two speakers and an offline listener.
+Afterwards every device catches up and the run checks what each app was told
+(qim/cli/verify.py, MessagesAdded events only, never the SDK's store): each body
+byte-exact (SHA-256), right sender, conversation_seq and type, each message once, each
+conversation in conversation_seq order; then unread on every member's session list
+(the one definition of DESIGN.md §6 over what was sent: own messages never unread),
+and unread 0 after MARK_READ on a second device of the same user; a recalled message
+must end up shown recalled (no body) and is not unread.
 
-Afterwards each recipient syncs its mailbox and the run checks: delivered =
-byte-identical body, right sender, right conversation_seq, at the right recipient;
-each message once (per message_id); turn order = conversation_seq order. Output: one
-final line `replay: conversations=N messages=M delivered=D lost=L duplicated=X
-out_of_order=O`; exit 0 only when D == M and L == X == O == 0.
+Output: `replay: not_sent=K (reasons)` (messages never sent: setup errors, refusals),
+then the final line `replay: conversations=N messages=M delivered=D lost=L
+duplicated=X out_of_order=O corrupt=C unread_wrong=U` (unread_wrong counts session-list
+entries whose unread differed). Exit 0 only when D == M, L == X == O == C == U == 0,
+the only messages not sent are the intended over-limit refusals and every mode was
+exercised as planned (a cut that did not cut is reported on stderr).
 """
 
 from __future__ import annotations
@@ -31,21 +50,22 @@ import asyncio
 import glob
 import logging
 import os
+import random
 import secrets
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from qim.cli.replay_common import Tally, close_runtimes
+from qim.cli.bodies import OVER_LIMIT, Blob, deal, plan_blobs, threshold_sizes
+from qim.cli.replay_common import TENANT, Tally
+from qim.cli.replay_dialogue import DialogueBase, Item, items_of
 from qim.cli.replay_group import GROUP_EVERY, GroupDialogue
-from qim.sdk import ClientRuntime, LocalStore, SendAck, direct_conversation
-from qim.services.gateway.auth import issue_dev_token
+from qim.sdk import SendAck, direct_conversation
 
 logger = logging.getLogger(__name__)
 MODES = ("online", "offline", "cut")
-TENANT = 0
+THRESHOLDS_PER_DIALOGUE = 3
 
 
 def load_dialogues(langs: Sequence[str]) -> list[tuple[str, list[str]]]:
@@ -74,95 +94,64 @@ def load_dialogues(langs: Sequence[str]) -> list[tuple[str, list[str]]]:
     return out
 
 
-@dataclass
-class Sent:
-    turn: int
-    sender: int
-    recipient: int
-    body: bytes
-    ack: SendAck
+class Dialogue(DialogueBase):
+    """One direct dialogue between two fresh users (mode by index, module docstring)."""
 
-
-class Dialogue:
-    """One dialogue between two fresh users; `run()` returns its Tally."""
-
-    def __init__(self, index: int, turns: list[str], users: tuple[int, int], cfg: argparse.Namespace,
+    def __init__(self, index: int, items: list[Item], users: tuple[int, int], cfg: argparse.Namespace,
                  base_dir: str) -> None:
-        self.index, self.turns, self.users, self.cfg = index, turns, users, cfg
+        super().__init__(index, items, cfg, base_dir, users[1] if index % 4 == 1 else None,
+                         cfg.recall and index % 8 == 2)
         self.mode = MODES[index % 3]
+        self.members = users
         self.conv = direct_conversation(TENANT, *users)
-        self.rts: dict[int, ClientRuntime] = {}
-        for user in users:
-            store = LocalStore.open(LocalStore.path_for(base_dir, cfg.gateway, TENANT, user), TENANT, user)
-            token = issue_dev_token(cfg.token_secret.encode(), TENANT, user, store.device_id)
-            self.rts[user] = ClientRuntime(cfg.gateway, token, store, event_queue=False,
-                                           send_timeout=cfg.send_timeout)
-        self.sent: list[Sent] = []
 
-    async def run(self) -> Tally:
-        t = Tally(conversations=1, messages=len(self.turns), by_mode={self.mode: 1})
-        try:
-            await self._send_all()
-            await self._sync_recipients()
-            self._verify(t)
-        except Exception as exc:  # one broken dialogue must not hide the others' results
-            print(f"dialogue {self.index} ({self.mode}) failed: {exc.__class__.__name__}: {exc}", file=sys.stderr)
-            t.lost = t.messages - t.delivered
-        finally:
-            await close_runtimes(self.rts.values(), t)
-        return t
+    def peer_of(self, user: int) -> int:
+        a, b = self.members
+        return b if user == a else a
 
-    async def _send_all(self) -> None:
-        a, b = self.users
+    def sender_of(self, i: int) -> int:
+        return self.members[i % 2]
+
+    async def setup(self) -> None:
         if self.mode != "offline":
-            await asyncio.gather(*(rt.connect() for rt in self.rts.values()))
-        for i, text in enumerate(self.turns):
-            sender, recipient = (a, b) if i % 2 == 0 else (b, a)
-            rt, body = self.rts[sender], text.encode("utf-8")
-            if self.mode == "offline":
-                await rt.connect()
-            reconnects = rt.stats["reconnects"]
-            if self.mode == "cut":
-                rt.cut_after_next_send()
-            ack = await rt.send_message(self.conv, recipient, body)
-            if self.mode == "cut" and rt.stats["reconnects"] == reconnects:
-                raise RuntimeError("cut mode: the send resolved without a reconnect")
+            await asyncio.gather(*(d.rt.connect() for d in self.devices.values()))
+
+    async def send_item(self, sender: int, item: Item, over_limit: bool) -> SendAck:
+        rt = self.devices[sender].rt
+        if self.mode == "offline":
+            await rt.connect()
+        cut = self.mode == "cut" and not over_limit  # a refused body never reaches the wire
+        reconnects = rt.stats["reconnects"]
+        if cut:
+            rt.cut_after_next_send()
+        try:
+            ack = await rt.send_message(self.conv, self.peer_of(sender), item.body, item.message_type,
+                                        item.custom_type)
+        finally:
             if self.mode == "offline":
                 await rt.close()
-            self.sent.append(Sent(i, sender, recipient, body, ack))
+        if cut and rt.stats["reconnects"] == reconnects:  # the message is judged all the same
+            self.harness.append("cut mode: a send resolved without a reconnect")
+        return ack
 
-    async def _sync_recipients(self) -> None:
-        deadline = time.monotonic() + self.cfg.sync_timeout
-        for user in self.users:
-            rt = self.rts[user]
-            await rt.connect()
-            want = [s.ack.message_id for s in self.sent if s.recipient == user]
-            while True:
-                await rt.pull_mailbox()
-                missing = [m for m in want if not await rt.store.run(rt.store.has_message, m)]
-                if not missing or time.monotonic() > deadline:
-                    break
-                await asyncio.sleep(0.1)  # the mailbox watermark may still be catching up
 
-    def _verify(self, t: Tally) -> None:
-        seqs = [s.ack.conversation_seq for s in self.sent]
-        t.out_of_order += sum(1 for x, y in zip(seqs, seqs[1:]) if y <= x)
-        for user in self.users:
-            expected = [s for s in self.sent if s.recipient == user]
-            rows = [r for r in self.rts[user].store.messages(self.conv) if r.sender_id != user]
-            by_id = {r.message_id: r for r in rows}
-            ok_turns = []
-            for s in expected:
-                r = by_id.get(s.ack.message_id)
-                if (r is not None and r.body == s.body and r.sender_id == s.sender
-                        and r.conversation_seq == s.ack.conversation_seq):
-                    t.delivered += 1
-                    ok_turns.append((r.conversation_seq, s.turn))
-            wanted = {s.ack.message_id for s in expected}
-            t.duplicated += sum(1 for r in rows if r.message_id not in wanted)
-            order = [turn for _seq, turn in sorted(ok_turns)]
-            t.out_of_order += sum(1 for x, y in zip(order, order[1:]) if y < x)
-        t.lost += t.messages - t.delivered
+def plan_blob_turns(dialogues: list[list[str]], cfg: argparse.Namespace) -> list[list[Blob]]:
+    """Binary turns of every dialogue: the dealt threshold sizes (first dialogues of each
+    kind, the over-limit body among them) and the large-body mix (deterministic per index)."""
+    is_group = [is_group_dialogue(i, cfg) for i in range(len(dialogues))]
+    dealt: dict[int, list[int]] = {}
+    for group, audience in ((False, 2), (True, 3)):
+        sizes = threshold_sizes(audience) if cfg.thresholds else []
+        if sizes:
+            sizes.insert(THRESHOLDS_PER_DIALOGUE, OVER_LIMIT)
+        slots = [i for i, g in enumerate(is_group) if g == group]
+        dealt.update(zip(slots, deal(sizes, len(slots), THRESHOLDS_PER_DIALOGUE)))
+    return [plan_blobs(len(turns), dealt.get(i, []), cfg.blob_rate, random.Random(f"qim-replay-{i}"))
+            for i, turns in enumerate(dialogues)]
+
+
+def is_group_dialogue(i: int, cfg: argparse.Namespace) -> bool:
+    return bool(cfg.group_every) and i % cfg.group_every == cfg.group_every - 1
 
 
 async def replay(cfg: argparse.Namespace) -> Tally:
@@ -171,18 +160,19 @@ async def replay(cfg: argparse.Namespace) -> Tally:
     if cfg.limit:
         dialogues = dialogues[: cfg.limit]
     base = secrets.randbits(62) + 1  # fresh users and groups every run; + 3N stays below 2^63
+    blobs = plan_blob_turns([turns for _lang, turns in dialogues], cfg)
     total = Tally()
     sem = asyncio.Semaphore(max(1, cfg.concurrency))
     with tempfile.TemporaryDirectory(prefix="qim-replay-") as base_dir:
         async def one(i: int, turns: list[str]) -> None:
-            async with sem:
-                if cfg.group_every and i % cfg.group_every == cfg.group_every - 1:
+            async with sem:  # bodies are made here, so a run holds only the running dialogues' bytes
+                items = items_of(turns, blobs[i], (base + i).to_bytes(8, "big"))
+                if is_group_dialogue(i, cfg):
                     listener = base + 2 * len(dialogues) + i
-                    g = GroupDialogue(i, turns, (base + 2 * i, base + 2 * i + 1, listener), base + i, cfg,
-                                      base_dir, TENANT)
+                    g = GroupDialogue(i, items, (base + 2 * i, base + 2 * i + 1, listener), base + i, cfg, base_dir)
                     total.add(await g.run())
                 else:
-                    d = Dialogue(i, turns, (base + 2 * i, base + 2 * i + 1), cfg, base_dir)
+                    d = Dialogue(i, items, (base + 2 * i, base + 2 * i + 1), cfg, base_dir)
                     total.add(await d.run())
 
         await asyncio.gather(*(one(i, turns) for i, (_lang, turns) in enumerate(dialogues)))
@@ -200,6 +190,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=int, default=8, help="dialogues run at once")
     p.add_argument("--group-every", type=int, default=GROUP_EVERY,
                    help="replay every Nth dialogue as a small group (0: none)")
+    p.add_argument("--blob-rate", type=float, default=0.03,
+                   help="per text turn, chance of an extra binary turn from the large-body mix (0: none)")
+    p.add_argument("--no-thresholds", dest="thresholds", action="store_false",
+                   help="leave out the binary turns at the threshold sizes")
+    p.add_argument("--no-unread", dest="unread", action="store_false",
+                   help="skip the unread and MARK_READ checks (backends without a session list)")
+    p.add_argument("--no-recall", dest="recall", action="store_false",
+                   help="send no recalls (backends without RECALL_MESSAGE)")
     p.add_argument("--sync-timeout", type=float, default=20.0, help="seconds to wait for delivery")
     p.add_argument("--send-timeout", type=float, default=30.0, help="seconds to wait for one ACK")
     p.add_argument("-v", "--verbose", action="store_true")
@@ -216,7 +214,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     started = time.monotonic()
     total = asyncio.run(replay(cfg))
-    print(f"modes: {total.by_mode} sdk: {total.sdk} elapsed: {time.monotonic() - started:.1f}s", file=sys.stderr)
+    print(f"modes: {total.by_mode} recalled: {total.recalled} sdk: {total.sdk} "
+          f"elapsed: {time.monotonic() - started:.1f}s", file=sys.stderr)
+    if total.harness:
+        print(f"replay: not exercised as planned: {total.harness}", file=sys.stderr)
+    print(total.not_sent_line(), flush=True)
     print(total.line(), flush=True)
     return 0 if total.ok else 1
 

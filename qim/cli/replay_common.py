@@ -1,13 +1,29 @@
-"""Shared pieces of the replay: the tally and the runtime teardown."""
+"""Shared pieces of the replay: the tally, devices with their app views, the session-list
+requests the unread check makes, and the runtime teardown."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import time
 from dataclasses import dataclass, field
+
+from qim.cli.verify import AppView, Verdict
+from qim.proto.v1 import session_pb2
+from qim.protocol import Opcode
+from qim.sdk import ClientRuntime, LocalStore
+from qim.services.gateway.auth import issue_dev_token
+
+TENANT = 0
+COUNTS = ("conversations", "messages", "delivered", "lost", "duplicated", "out_of_order", "corrupt", "unread_wrong",
+          "recalled")
+EXPECTED_REFUSAL = "PAYLOAD_TOO_LARGE refused locally"  # the one reason a message may go unsent in a good run
 
 
 @dataclass
 class Tally:
-    """Counters of one run (or one dialogue); `add` merges."""
+    """Counters of one run (or one dialogue); `add` merges. `not_sent` counts messages
+    never sent by reason (setup errors, refusals): they are not in `messages`."""
 
     conversations: int = 0
     messages: int = 0
@@ -15,30 +31,120 @@ class Tally:
     lost: int = 0
     duplicated: int = 0
     out_of_order: int = 0
+    corrupt: int = 0
+    unread_wrong: int = 0
+    recalled: int = 0  # messages recalled by their sender (judged as shown recalled)
+    not_sent: dict = field(default_factory=dict)
+    harness: dict = field(default_factory=dict)  # what the run could not exercise (e.g. a cut that did not cut)
     by_mode: dict = field(default_factory=dict)
     sdk: dict = field(default_factory=dict)  # summed ClientRuntime.stats (reconnects, resends, ...)
 
     def add(self, other: "Tally") -> None:
-        for name in ("conversations", "messages", "delivered", "lost", "duplicated", "out_of_order"):
+        for name in COUNTS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
-        for mine, theirs in ((self.by_mode, other.by_mode), (self.sdk, other.sdk)):
+        for mine, theirs in ((self.not_sent, other.not_sent), (self.harness, other.harness),
+                             (self.by_mode, other.by_mode), (self.sdk, other.sdk)):
             for key, n in theirs.items():
                 mine[key] = mine.get(key, 0) + n
 
+    def add_verdict(self, v: Verdict) -> None:
+        """Add the counts of one conversation's client-view verdict."""
+        for name in ("delivered", "lost", "duplicated", "out_of_order", "corrupt"):
+            setattr(self, name, getattr(self, name) + getattr(v, name))
+
+    def skip(self, reason: str, n: int = 1) -> None:
+        """Count `n` messages that were never sent, and why."""
+        self.not_sent[reason] = self.not_sent.get(reason, 0) + n
+
     @property
     def ok(self) -> bool:
-        return self.delivered == self.messages and self.lost == self.duplicated == self.out_of_order == 0
+        """Everything told whole, once, in order, unread right, nothing unsent but the
+        intended over-limit refusals, and every mode exercised as planned."""
+        return (self.delivered == self.messages and self.lost == self.duplicated == self.out_of_order == 0
+                and self.corrupt == self.unread_wrong == 0 and set(self.not_sent) <= {EXPECTED_REFUSAL}
+                and not self.harness)
+
+    def not_sent_line(self) -> str:
+        reasons = ", ".join(f"{k}: {n}" for k, n in sorted(self.not_sent.items()))
+        return f"replay: not_sent={sum(self.not_sent.values())} ({reasons or 'none'})"
 
     def line(self) -> str:
         return (f"replay: conversations={self.conversations} messages={self.messages} "
                 f"delivered={self.delivered} lost={self.lost} duplicated={self.duplicated} "
-                f"out_of_order={self.out_of_order}")
+                f"out_of_order={self.out_of_order} corrupt={self.corrupt} unread_wrong={self.unread_wrong}")
 
 
-async def close_runtimes(rts, t: Tally) -> None:
+class Device:
+    """One device of a user: its own LocalStore (under `base_dir/label`), ClientRuntime and AppView."""
+
+    def __init__(self, cfg, base_dir: str, user: int, label: str) -> None:
+        self.user, self.label = user, label
+        self.view = AppView(user, f"user {user} {label}")
+        path = LocalStore.path_for(os.path.join(base_dir, label), cfg.gateway, TENANT, user)
+        self.store = LocalStore.open(path, TENANT, user)
+        token = issue_dev_token(cfg.token_secret.encode(), TENANT, user, self.store.device_id)
+        self.rt = ClientRuntime(cfg.gateway, token, self.store, event_queue=False, send_timeout=cfg.send_timeout,
+                                on_event=self.view.on_event)
+
+    async def wait_told(self, message_ids: list[bytes], deadline: float, recalled: list[bytes] = ()) -> bool:
+        """Connect and pull until the app was told every id and shown each of `recalled`
+        as recalled (the mailbox watermark may still be catching up), or until `deadline`
+        (time.monotonic); True when complete."""
+        await self.rt.connect()
+        while True:
+            if self.view.has_all(message_ids, recalled):
+                return True
+            if time.monotonic() > deadline:
+                return False
+            await self.rt.pull_mailbox()
+            if not self.view.has_all(message_ids, recalled):
+                await asyncio.sleep(0.1)
+
+
+async def session_entry(rt: ClientRuntime, conversation_id: bytes):
+    """The user's SessionEntry of `conversation_id` (all pages of PULL_SESSION_LIST through
+    the runtime's request()), or None when the list does not hold it."""
+    cursor = b""
+    while True:
+        _, body = await rt.request(Opcode.PULL_SESSION_LIST,
+                                   session_pb2.PullSessionList(cursor=cursor, limit=200).SerializeToString())
+        batch = session_pb2.SessionListBatch.FromString(body)
+        for entry in batch.sessions:
+            if entry.conversation_id == conversation_id:
+                return entry
+        if not batch.has_more or not batch.next_cursor:
+            return None
+        cursor = batch.next_cursor
+
+
+async def mark_read(rt: ClientRuntime, conversation_id: bytes, seq: int, peer: int = 0) -> int:
+    """MARK_READ through the runtime's request(); returns the absolute position after it."""
+    _, body = await rt.request(Opcode.MARK_READ, session_pb2.MarkRead(
+        conversation_id=conversation_id, read_conversation_seq=seq, peer_user_id=peer).SerializeToString())
+    return session_pb2.MarkReadOk.FromString(body).read_conversation_seq
+
+
+async def unread_settles(rt: ClientRuntime, conversation_id: bytes, want: int, deadline: float) -> tuple[bool, str]:
+    """Poll the session list until the entry's unread equals `want` (the projection is
+    asynchronous) or `deadline` passes; (matched, what was last seen)."""
+    seen = "no entry"
+    while True:
+        entry = await session_entry(rt, conversation_id)
+        if entry is not None:
+            seen = f"unread={entry.unread} read_seq={entry.read_conversation_seq}"
+            if entry.unread == want:
+                return True, seen
+        if time.monotonic() > deadline:
+            return False, seen
+        await asyncio.sleep(0.05)
+
+
+async def close_devices(devices, t: Tally) -> None:
     """Add each runtime's stats to `t`, then close the runtime and its store."""
-    for rt in rts:
-        for key, n in rt.stats.items():
+    for d in devices:
+        for key, n in d.rt.stats.items():
             t.sdk[key] = t.sdk.get(key, 0) + n
-        await rt.close()
-        rt.store.close()
+        try:
+            await d.rt.close()
+        finally:
+            d.store.close()

@@ -3,7 +3,11 @@
 The `stack` fixture (tests/e2e/conftest.py) runs the services and exposes
 `.gateway_addr` ('host:port') and `.token_secret`. `--limit 10` with the languages
 interleaved alternates english and chinese; dialogues 4 and 9 are small groups, the
-others cycle online, offline, cut by index: both languages go through every mode.
+others cycle online, offline, cut by index: both languages go through every mode. The
+first dialogues of each kind carry every threshold body size (qim/cli/bodies.py),
+among them one 1 MiB + 1 body per kind that the SDK must refuse locally; dialogues 2
+and 9 recall their first message; dialogue 1 and the listener of 4 get a second device that
+marks the conversation read.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import subprocess
 import sys
 
 LINE = re.compile(r"^replay: conversations=(\d+) messages=(\d+) delivered=(\d+) lost=(\d+) "
-                  r"duplicated=(\d+) out_of_order=(\d+)$")
+                  r"duplicated=(\d+) out_of_order=(\d+) corrupt=(\d+) unread_wrong=(\d+)$")
 
 
 def test_replay_both_languages_all_modes_and_groups(stack):
@@ -29,11 +33,14 @@ def test_replay_both_languages_all_modes_and_groups(stack):
     assert lines, proc.stderr[-4000:]
     m = LINE.match(lines[-1])
     assert m, lines[-1]
-    conversations, messages, delivered, lost, duplicated, out_of_order = map(int, m.groups())
+    conversations, messages, delivered, lost, duplicated, out_of_order, corrupt, unread_wrong = map(int, m.groups())
     for mode, n in (("online", 3), ("offline", 2), ("cut", 3), ("group", 2)):
         assert f"'{mode}': {n}" in proc.stderr, proc.stderr[-2000:]
-    assert conversations == 10 and messages >= 10, lines[-1]
-    assert (lost, duplicated, out_of_order) == (0, 0, 0), proc.stderr[-4000:]
+    assert "recalled: 2 " in proc.stderr, proc.stderr[-2000:]  # dialogue 2 (cut) and 9 (group)
+    # 20 text turns and 41 threshold bodies (19 direct + 22 group sizes)
+    assert conversations == 10 and messages >= 61, lines[-1]
+    assert lines[-2] == "replay: not_sent=2 (PAYLOAD_TOO_LARGE refused locally: 2)", proc.stderr[-4000:]
+    assert (lost, duplicated, out_of_order, corrupt, unread_wrong) == (0, 0, 0, 0, 0), proc.stderr[-4000:]
     assert delivered == messages
     assert proc.returncode == 0, proc.stderr[-4000:]
 
@@ -47,8 +54,11 @@ def test_rate_loadgen_smoke_reports_segments_and_a_final_line(stack):
     lines = proc.stdout.strip().splitlines()
     assert any(line.startswith("segment t=") for line in lines), proc.stdout + proc.stderr[-2000:]
     final = re.match(r"^loadgen: target_rate=40.0 duration_s=6.0 sent=(\d+) acked=(\d+) errors=(\d+) "
-                     r"arrival=([\d.]+) push_coverage=([\d.]+) ack_p99_ms=([\d.]+) e2e_p99_ms=", lines[-1])
+                     r"arrival=([\d.]+) push_coverage=([\d.]+) ack_p99_ms=([\d.]+) e2e_p99_ms=([\d.]+) "
+                     r"lost=(\d+) duplicated=(\d+) corrupt=(\d+) out_of_order=(\d+)$", lines[-1])
     assert final, lines[-1]
     sent, acked, errors = (int(final.group(i)) for i in (1, 2, 3))
     assert sent >= 0.99 * 40 * 6 and acked == sent and errors == 0, lines[-1] + proc.stderr[-2000:]
+    # verified on what the receivers pulled with their own cursors
+    assert [int(final.group(i)) for i in (8, 9, 10, 11)] == [0, 0, 0, 0], lines[-1] + proc.stderr[-2000:]
     assert proc.returncode == 0

@@ -1,0 +1,235 @@
+"""Receivers and bookkeeping of `qim-loadgen rate` (qim/cli/loadgen_rate.py).
+
+A receiver is one raw authenticated connection of a user that only receives. PUSH_EVENTS
+are a wake-up and the first sighting of a message for latency (pushes may be dropped by
+design); what is verified is what the receiver PULLs with its own cursor
+(PULL_MAILBOX -> MAILBOX_BATCH), pulled after a push (pushes within PULL_GAP_S are
+coalesced into one pull, so verification does not multiply the server's pull load) and
+at least every PULL_EVERY_S.
+
+`Ledger` holds what the senders intended (per message ordinal n: pair, send time, body
+digest, and after the ACK its message_id and conversation_seq) and what the receivers
+pulled, and computes lost / duplicated / corrupt / out_of_order:
+  lost          acknowledged, never pulled by its own receiver
+  duplicated    pulled twice (same message_id) by one receiver
+  corrupt       pulled with a body whose SHA-256 differs, or with another sender,
+                conversation or conversation_seq than sent (or by the wrong receiver);
+                a message whose send got an ERROR or no reply but committed anyway is
+                recognised by its body (ordinal in the header, digest) and not judged
+  out_of_order  per receiver, a message pulled after one with a higher or equal
+                conversation_seq; per pair, an ACK whose conversation_seq is not above
+                the one of the send submitted before it
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from qim.cli.bodies import digest
+from qim.consts import MESSAGE_TYPE_CONTROL
+from qim.errors import ErrorCode
+from qim.net.framed import FramedStream
+from qim.proto.v1 import common_pb2, mailbox_pb2
+from qim.protocol import Opcode
+
+PULL_EVERY_S = 1.0  # a receiver pulls at least this often: a dropped push costs at most this much latency
+PULL_GAP_S = 0.25  # and at most this often: pushes in between are coalesced (latency comes from the push)
+
+
+def summary(values) -> str:
+    """'p50/p95/p99/max' of `values` in ms with one decimal ('nan' when empty), np.percentile."""
+    a = np.asarray(values, dtype=np.float64)
+    if a.size == 0:
+        return "nan/nan/nan/nan"
+    p = np.percentile(a, [50, 95, 99, 100])
+    return "/".join(f"{x:.1f}" for x in p)
+
+
+def p99(values) -> float:
+    a = np.asarray(values, dtype=np.float64)
+    return float(np.percentile(a, 99)) if a.size else float("nan")
+
+
+@dataclass
+class Sent:
+    pair: int
+    sent_ns: int
+    digest: bytes
+    message_id: Optional[bytes] = None
+    conversation_seq: int = 0
+
+
+@dataclass
+class Ledger:
+    """Intended sends and pulled entries of one run (see module docstring)."""
+
+    senders: list
+    receivers: list
+    conversations: list
+    sent: list = field(default_factory=list)                 # index n -> Sent
+    by_mid: dict = field(default_factory=dict)                # message_id -> n
+    first_seen: dict = field(default_factory=dict)            # message_id -> perf_counter_ns of first sighting
+    pulled: dict = field(default_factory=dict)                # pair -> [(message_id, seq, digest, conv, sender, n)]
+    on_latency: object = None                                 # callable(ms) for the segment statistics
+    pushed_first: int = 0                                     # messages first sighted in a push
+    ack_inversions: int = 0                                   # out_of_order parts (set by verdict)
+    pull_inversions: int = 0
+
+    def acked(self, n: int, message_id: bytes, conversation_seq: int) -> None:
+        """SEND_ACK of message `n`: its coordinates, and its latency if already sighted."""
+        s = self.sent[n]
+        s.message_id, s.conversation_seq = message_id, conversation_seq
+        self.by_mid[message_id] = n
+        seen = self.first_seen.get(message_id)
+        if seen is not None and self.on_latency is not None:
+            self.on_latency((seen - s.sent_ns) / 1e6)
+
+    def sighted(self, message_id: bytes, now_ns: int, push: bool = False) -> None:
+        """First sighting (push or pull) of a message: the end-to-end latency sample."""
+        if message_id in self.first_seen:
+            return
+        self.first_seen[message_id] = now_ns
+        self.pushed_first += push
+        n = self.by_mid.get(message_id)
+        if n is not None and self.on_latency is not None:
+            self.on_latency((now_ns - self.sent[n].sent_ns) / 1e6)
+
+    def unanswered(self, n: int, dig: bytes, pair: int) -> bool:
+        """True when message `n` (from the body header) was sent by `pair` with this
+        digest and never acknowledged."""
+        if not 0 <= n < len(self.sent):
+            return False
+        s = self.sent[n]
+        return s.message_id is None and s.digest == dig and s.pair == pair
+
+    def _got(self) -> dict[int, set]:
+        return {pair: {mid for mid, *_ in rows} for pair, rows in self.pulled.items()}
+
+    def all_pulled(self) -> bool:
+        """Every acknowledged message pulled by its own receiver."""
+        got = self._got()
+        return all(s.message_id in got.get(s.pair, ()) for s in self.sent if s.message_id is not None)
+
+    def verdict(self) -> dict:
+        """{'lost', 'duplicated', 'corrupt', 'out_of_order'} over everything pulled so far."""
+        lost = duplicated = corrupt = out_of_order = 0
+        for pair, rows in self.pulled.items():
+            seen, last = set(), 0
+            for mid, seq, dig, conv, sender, n_hint in rows:
+                if mid in seen:
+                    duplicated += 1
+                    continue
+                seen.add(mid)
+                if seq <= last:
+                    out_of_order += 1
+                last = max(last, seq)
+                n = self.by_mid.get(mid)
+                if n is None and self.unanswered(n_hint, dig, pair):
+                    continue  # its send got an ERROR or no reply, yet it committed: not ours to judge
+                s = self.sent[n] if n is not None else None
+                if (s is None or s.digest != dig or s.pair != pair or s.conversation_seq != seq
+                        or conv != self.conversations[pair] or sender != self.senders[pair]):
+                    corrupt += 1
+        got = self._got()
+        per_pair: dict[int, list[int]] = {}
+        for s in self.sent:
+            if s.message_id is not None:
+                per_pair.setdefault(s.pair, []).append(s.conversation_seq)
+                lost += s.message_id not in got.get(s.pair, ())
+        self.ack_inversions = sum(1 for seqs in per_pair.values() for a, b in zip(seqs, seqs[1:]) if b <= a)
+        self.pull_inversions = out_of_order
+        return {"lost": lost, "duplicated": duplicated, "corrupt": corrupt,
+                "out_of_order": out_of_order + self.ack_inversions}
+
+
+class Receiver:
+    """One receiving connection (pair index `pair`); `run()` until `stop()`."""
+
+    def __init__(self, pair: int, stream: FramedStream, ledger: Ledger, pull_gap_s: float = PULL_GAP_S) -> None:
+        self.pair, self.stream, self.ledger, self.pull_gap_s = pair, stream, ledger, pull_gap_s
+        self.user = ledger.receivers[pair]
+        self.cursor = 0
+        self.pushes = 0
+        self.pull_errors: dict[str, int] = {}
+        self.wake = asyncio.Event()
+        self._rid = 1
+        self._reply: Optional[asyncio.Future] = None
+        self._running = True
+        ledger.pulled.setdefault(pair, [])
+
+    def stop(self) -> None:
+        self._running = False
+        self.wake.set()
+
+    async def read_loop(self) -> None:
+        """Frames of this connection: pushes (sighting + wake-up) and pull replies."""
+        while True:
+            item = await self.stream.read_frame()
+            if item is None:
+                if self._reply is not None and not self._reply.done():
+                    self._reply.set_exception(ConnectionError("receiver connection closed"))
+                return
+            op, rid, body = item
+            if rid == 0:
+                if op == Opcode.PUSH_EVENTS:
+                    now = time.perf_counter_ns()
+                    self.pushes += 1
+                    for e in mailbox_pb2.PushEvents.FromString(body).entries:
+                        self.ledger.sighted(e.message_id, now, push=True)
+                    self.wake.set()
+                continue
+            if self._reply is not None and not self._reply.done() and rid == self._rid:
+                self._reply.set_result((op, body))
+
+    async def pull_loop(self) -> None:
+        """Pull on a wake-up (at most every `pull_gap_s`) and at least every PULL_EVERY_S
+        until stopped. A failed
+        pull is counted in `pull_errors` (what it never brought shows up as lost); a closed
+        connection ends the loop."""
+        loop = asyncio.get_running_loop()
+        while self._running:
+            try:
+                await asyncio.wait_for(self.wake.wait(), PULL_EVERY_S)
+            except asyncio.TimeoutError:
+                pass
+            started = loop.time()
+            self.wake.clear()
+            try:
+                while self._running and await self.pull_page():
+                    pass
+            except (asyncio.TimeoutError, ConnectionError) as exc:
+                name = exc.__class__.__name__
+                self.pull_errors[name] = self.pull_errors.get(name, 0) + 1
+                if self.stream.closed:
+                    return
+            await asyncio.sleep(max(0.0, started + self.pull_gap_s - loop.time()))
+
+    async def pull_page(self) -> bool:
+        """One PULL_MAILBOX from the own cursor; True when the server has more."""
+        self._rid += 1
+        self._reply = asyncio.get_running_loop().create_future()
+        req = mailbox_pb2.PullMailbox(cursor=self.cursor)
+        self.stream.send(Opcode.PULL_MAILBOX, self._rid, req.SerializeToString())
+        op, body = await asyncio.wait_for(self._reply, 30.0)
+        if op != Opcode.MAILBOX_BATCH:
+            code = ErrorCode(common_pb2.Error.FromString(body).code).name if op == Opcode.ERROR else hex(op)
+            self.pull_errors[code] = self.pull_errors.get(code, 0) + 1
+            await asyncio.sleep(0.2)
+            return False
+        batch = mailbox_pb2.MailboxBatch.FromString(body)
+        now = time.perf_counter_ns()
+        rows = self.ledger.pulled[self.pair]
+        for e in batch.entries:
+            if e.message_type == MESSAGE_TYPE_CONTROL:
+                continue
+            self.ledger.sighted(e.message_id, now)
+            n_hint = struct.unpack_from(">Q", e.body, 8)[0] if len(e.body) >= 16 else -1
+            rows.append((e.message_id, e.conversation_seq, digest(e.body), e.conversation_id, e.sender_id, n_hint))
+        self.cursor = batch.next_cursor or self.cursor
+        return batch.has_more

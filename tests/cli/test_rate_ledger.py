@@ -1,0 +1,143 @@
+"""Bookkeeping of `qim-loadgen rate` (qim/cli/rate_receiver.py): the verdict over what the
+receivers pulled, latency from the first sighting, percentiles by numpy."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import struct
+
+from qim.cli.bodies import digest
+from qim.cli.rate_receiver import Ledger, Receiver, Sent, p99, summary
+from qim.proto.v1 import mailbox_pb2
+from qim.protocol import Opcode
+
+SENDERS, RECEIVERS, CONVS = [1, 2], [3, 4], [b"\x01" * 16, b"\x02" * 16]
+
+
+def ledger_with(n_per_pair: int = 3) -> Ledger:
+    led = Ledger(SENDERS, RECEIVERS, CONVS)
+    for n in range(2 * n_per_pair):
+        pair = n % 2
+        led.sent.append(Sent(pair, 0, digest(b"body%d" % n)))
+        led.acked(n, b"m%015d" % n, n // 2 + 1)
+    return led
+
+
+def pull(led: Ledger, n: int, body: bytes | None = None, seq: int | None = None, pair: int | None = None) -> None:
+    s = led.sent[n]
+    p = s.pair if pair is None else pair
+    led.pulled.setdefault(p, []).append((s.message_id, s.conversation_seq if seq is None else seq,
+                                         digest(body if body is not None else b"body%d" % n), CONVS[p], SENDERS[p], n))
+
+
+def test_everything_pulled_once_in_order_is_clean():
+    led = ledger_with()
+    for n in range(6):
+        pull(led, n)
+    assert led.all_pulled()
+    assert led.verdict() == {"lost": 0, "duplicated": 0, "corrupt": 0, "out_of_order": 0}
+
+
+def test_each_fault_is_counted():
+    led = ledger_with()
+    pull(led, 2), pull(led, 0)           # pair 0 pulls seq 2 before seq 1
+    pull(led, 0)                         # and seq 1 again
+    pull(led, 1, body=b"other")          # pair 1: a body that differs
+    pull(led, 3), pull(led, 5, pair=0)   # a message of pair 1 at pair 0's receiver
+    v = led.verdict()
+    assert not led.all_pulled()
+    # lost: 4 never pulled, 5 pulled only by the wrong receiver
+    assert v == {"lost": 2, "duplicated": 1, "corrupt": 2, "out_of_order": 1}, v
+
+
+def test_ack_order_against_submission_order():
+    led = Ledger(SENDERS, RECEIVERS, CONVS)
+    for n, seq in enumerate((2, 1)):
+        led.sent.append(Sent(0, 0, digest(b"x%d" % n)))
+        led.acked(n, b"k%015d" % n, seq)
+    for n in (1, 0):
+        led.pulled.setdefault(0, []).append((led.sent[n].message_id, led.sent[n].conversation_seq,
+                                             led.sent[n].digest, CONVS[0], SENDERS[0], n))
+    assert led.verdict()["out_of_order"] == 1
+
+
+def test_a_send_answered_with_an_error_that_committed_is_not_judged():
+    led = ledger_with(1)
+    led.sent.append(Sent(0, 0, digest(b"late")))  # n = 2: ERROR reply, committed anyway
+    pull(led, 0), pull(led, 1)
+    led.pulled[0].append((b"z" * 16, 2, digest(b"late"), CONVS[0], SENDERS[0], 2))
+    assert led.verdict() == {"lost": 0, "duplicated": 0, "corrupt": 0, "out_of_order": 0}
+    led.pulled[0].append((b"y" * 16, 3, digest(b"other"), CONVS[0], SENDERS[0], 2))  # same ordinal, other body
+    assert led.verdict()["corrupt"] == 1
+
+
+def test_latency_from_the_first_sighting_before_or_after_the_ack():
+    samples = []
+    led = Ledger(SENDERS, RECEIVERS, CONVS, on_latency=samples.append)
+    led.sent += [Sent(0, 1_000_000, b""), Sent(1, 2_000_000, b"")]
+    led.sighted(b"a" * 16, 5_000_000, push=True)   # push before the ACK
+    led.acked(0, b"a" * 16, 1)
+    led.acked(1, b"b" * 16, 1)
+    led.sighted(b"b" * 16, 4_000_000)              # pull after the ACK
+    led.sighted(b"b" * 16, 9_000_000)              # later sightings do not count
+    assert samples == [4.0, 2.0] and led.pushed_first == 1
+
+
+def test_percentiles():
+    assert summary([]) == "nan/nan/nan/nan" and math.isnan(p99([]))
+    values = list(range(1, 101))
+    assert summary(values) == "50.5/95.0/99.0/100.0"
+    assert p99(values) == 99.01
+
+
+class FakeStream:
+    """Frames in (`incoming`), frames out (`sent`); answers each PULL_MAILBOX with `pages`."""
+
+    def __init__(self, pages):
+        self.incoming, self.sent, self.pages, self.closed = asyncio.Queue(), [], list(pages), False
+
+    def send(self, op, rid, body):
+        self.sent.append((op, rid, body))
+        if op == Opcode.PULL_MAILBOX:
+            page = self.pages.pop(0) if self.pages else mailbox_pb2.MailboxBatch(
+                next_cursor=mailbox_pb2.PullMailbox.FromString(body).cursor)
+            self.incoming.put_nowait((Opcode.MAILBOX_BATCH, rid, page.SerializeToString()))
+
+    async def read_frame(self):
+        return await self.incoming.get()
+
+
+def entry(led: Ledger, n: int, mseq: int, body: bytes) -> mailbox_pb2.MailboxEntry:
+    s = led.sent[n]
+    return mailbox_pb2.MailboxEntry(mailbox_seq=mseq, message_id=s.message_id, conversation_id=CONVS[s.pair],
+                                    conversation_seq=s.conversation_seq, sender_id=SENDERS[s.pair], message_type=1,
+                                    body=body)
+
+
+async def test_receiver_pulls_on_pushes_coalesced_and_follows_its_cursor():
+    led = Ledger(SENDERS, RECEIVERS, CONVS)
+    bodies = [struct.pack(">QQ", 0, n) + b"pad" for n in range(3)]
+    for n, b in enumerate(bodies):
+        led.sent.append(Sent(0, 0, digest(b)))
+        led.acked(n, b"r%015d" % n, n + 1)
+    page1 = mailbox_pb2.MailboxBatch(entries=[entry(led, 0, 10, bodies[0]), entry(led, 1, 11, bodies[1])],
+                                     next_cursor=11, has_more=True)
+    page2 = mailbox_pb2.MailboxBatch(entries=[entry(led, 2, 12, bodies[2])], next_cursor=12)
+    stream = FakeStream([page1, page2])
+    rx = Receiver(0, stream, led, pull_gap_s=0.2)
+    tasks = [asyncio.create_task(rx.read_loop()), asyncio.create_task(rx.pull_loop())]
+    push = mailbox_pb2.PushEvents(entries=[entry(led, 0, 10, b"")]).SerializeToString()
+    for _ in range(5):  # a burst of pushes: one pull round (two pages), not five
+        stream.incoming.put_nowait((Opcode.PUSH_EVENTS, 0, push))
+    await asyncio.sleep(0.05)
+    stream.incoming.put_nowait((Opcode.PUSH_EVENTS, 0, push))  # within the gap: waits for it
+    await asyncio.sleep(0.05)
+    rx.stop()
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    pulls = [mailbox_pb2.PullMailbox.FromString(b).cursor for op, _, b in stream.sent if op == Opcode.PULL_MAILBOX]
+    assert pulls == [0, 11] and rx.cursor == 12 and rx.pushes == 6
+    assert led.all_pulled() and led.pushed_first == 1
+    assert led.verdict() == {"lost": 0, "duplicated": 0, "corrupt": 0, "out_of_order": 0}
