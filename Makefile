@@ -8,7 +8,7 @@ CORE_SRC := $(wildcard qim/_core/*.pyx qim/_core/*.pxd)
 DEMO_LANGS ?= english,chinese
 PYTEST_ARGS ?=
 
-.PHONY: install engines up demo down test test-pure bench wheel proto clean
+.PHONY: install engines up demo down test test-pure bench wheel proto clean test-tools
 
 $(STAMP): pyproject.toml setup.py $(CORE_SRC)
 	$(PY) -m venv $(VENV)
@@ -34,8 +34,12 @@ demo: up
 down:
 	@if [ -x $(BIN)/qim-dev ]; then $(BIN)/qim-dev stack down; $(BIN)/qim-dev engines down; fi
 
+# tmux (Debian) for the test that drives two real qim-desktop processes (tests/e2e/test_desktop_tmux.py)
+test-tools:
+	@command -v tmux >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux; }
+
 # Every test, then the core suite again on the pure-Python twins (QIM_PUREPYTHON=1).
-test: install
+test: install test-tools
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 	QIM_PUREPYTHON=1 $(BIN)/python -m pytest -q tests/core
 

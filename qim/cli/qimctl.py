@@ -1,6 +1,7 @@
 """qimctl: the admin plane (DESIGN.md §2 "admin / load: qimctl ... audits").
 
     qimctl membership add|remove ...   qimctl message delete ...   (qim/cli/qimctl_admin.py)
+    qimctl token --user U --device D   qimctl group create ...     (qim/cli/qimctl_dev.py)
     qimctl audit dispatch [--kafka-bootstrap HOST:PORT] [--redis-addr HOST:PORT[,...]]
                           [--shard-count N] [--outbox-topic T] [--dispatch-topic T]
                           [--fanout-group G] [--no-wait] [--timeout S]
@@ -47,7 +48,7 @@ from qim.config import Env
 from qim.consts import COMMIT_BUCKET_COUNT, DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC
 from qim.errors import ConfigError, EngineError
 from qim.net.framed import parse_addr
-from qim.cli import qimctl_admin
+from qim.cli import qimctl_admin, qimctl_dev
 from qim.services.audit.dispatch_audit import DispatchAudit
 from qim.services.writer.groups import unpack_members
 from qim.services.writer.keys import CommitKeys, inflight_key
@@ -249,6 +250,7 @@ def build_parser(environ=None) -> argparse.ArgumentParser:
     d.add_argument("--timeout", type=float, default=60.0, help="seconds per wait step / read stall (default 60)")
     d.set_defaults(func=audit_dispatch)
     qimctl_admin.add_parsers(sub, env)
+    qimctl_dev.add_parsers(sub, env)
     return parser
 
 

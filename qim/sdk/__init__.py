@@ -1,17 +1,45 @@
-"""QIM client SDK (DESIGN.md §9): ClientRuntime over a SQLite LocalStore.
+"""QIM client SDK (DESIGN.md §9; docs/sdk.md): `Client`, the one object an app holds,
+over ClientRuntime (the connection state machine) and LocalStore (SQLite).
 
-    store = LocalStore.open(LocalStore.path_for(base, "127.0.0.1:7000", tenant, user), tenant, user)
-    rt = ClientRuntime("127.0.0.1:7000", token, store)
-    await rt.connect()
-    ack = await rt.send_message(direct_conversation(tenant, user, peer), peer, b"hi")
+Runs as written against a running stack (`make up`, then
+`set -a; . .qim/stack/stack.env; set +a`; a test executes it):
+
+    import asyncio, os, random, tempfile
+    from qim.sdk import Client, MessagesAdded
+    from qim.wire.devtoken import issue_dev_token
+
+    async def main():
+        endpoint = os.environ["QIM_GATEWAY_ADDR"]
+        secret = os.environ["QIM_DEV_TOKEN_SECRET"].encode()
+        alice, bob = random.sample(range(1, 1 << 40), 2)  # user ids of tenant 0
+        with tempfile.TemporaryDirectory() as data_dir:
+            a = await Client.open(endpoint, issue_dev_token(secret, 0, alice, 1), data_dir=data_dir)
+            b = await Client.open(endpoint, issue_dev_token(secret, 0, bob, 1), data_dir=data_dir)
+            await a.connect()
+            await b.connect()
+            chat = await a.open_direct(bob)
+            await a.send_text(chat.conversation_id, "你好, Bob 👋")
+            while not isinstance(event := await b.events.get(), MessagesAdded):
+                pass
+            print(event.messages[0].body.decode())  # 你好, Bob 👋
+            (conv,) = await b.conversations()
+            print(conv.unread, conv.unread_exact)  # 1 True
+            await a.close()
+            await b.close()
+
+    asyncio.run(main())
 """
 
 from __future__ import annotations
 
 from qim._core import ids
-from qim.sdk.events import (ConnectionLost, ConversationsUpdated, Kicked, MessagesAdded, MessagesRemoved,
-                            MessagesUpdated, NotConnected, PendingResolved, SendAck, SendFailed, SendRefused,
+from qim.sdk.client import Client, Member
+from qim.sdk.events import (ConnectionLost, ConnectionState, ConversationsUpdated, Kicked, KickedEvent,
+                            MembershipChanged, MessagesAdded, MessagesRemoved, MessagesUpdated, NotConnected,
+                            PendingResolved, ReadPositionChanged, SendAck, SendFailed, SendPending, SendRefused,
                             SendTimeout, ServerError, SyncFailed)
+from qim.sdk.identity import DeviceIdentity, default_data_dir, device_identity
+from qim.sdk.model import Conversation, LastMessage, Membership
 from qim.sdk.runtime import ClientRuntime
 from qim.sdk.store import LocalStore, StoredMessage, StoreError
 
@@ -22,7 +50,9 @@ def direct_conversation(tenant: int, user_a: int, user_b: int) -> bytes:
 
 
 __all__ = [
-    "ClientRuntime", "LocalStore", "StoredMessage", "StoreError", "SendAck", "ServerError", "ConnectionLost",
-    "NotConnected", "Kicked", "SendTimeout", "SendRefused", "ConversationsUpdated", "MessagesAdded",
-    "MessagesUpdated", "MessagesRemoved", "PendingResolved", "SendFailed", "SyncFailed", "direct_conversation",
+    "Client", "Member", "Conversation", "LastMessage", "Membership", "DeviceIdentity", "device_identity",
+    "default_data_dir", "ClientRuntime", "LocalStore", "StoredMessage", "StoreError", "SendAck", "ServerError",
+    "ConnectionLost", "NotConnected", "Kicked", "KickedEvent", "SendTimeout", "SendRefused", "ConnectionState",
+    "ConversationsUpdated", "MessagesAdded", "MessagesUpdated", "MessagesRemoved", "PendingResolved", "SendPending",
+    "SendFailed", "SyncFailed", "ReadPositionChanged", "MembershipChanged", "direct_conversation",
 ]

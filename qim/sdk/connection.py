@@ -4,7 +4,8 @@
 (DESIGN.md §4, docs/protocol.md). Afterwards `request(opcode, body)` sends one frame
 with a fresh request_id (u32, never 0) and returns the reply (opcode, body); an ERROR
 reply raises ServerError, a dropped connection ConnectionLost. Server-initiated
-frames (request_id 0: PUSH_EVENTS, KICKED) go to `on_push` / `on_kicked`.
+frames (request_id 0) go to `on_push` (PUSH_EVENTS), `on_kicked` (KICKED),
+`on_session_delta` (SESSION_DELTA) and `on_read_sync` (READ_SYNC).
 
 `request_probed` implements the ACK deadline (DESIGN.md §9, §11): after 3 s without a
 reply it sends PING; no PONG within `probe_s` (4 s) aborts the connection, so an
@@ -25,7 +26,7 @@ from typing import Callable, Optional
 from qim.consts import SEND_ACK_PROBE_S
 from qim.errors import ErrorCode, FrameError
 from qim.net.framed import FramedStream, StreamClosed, parse_addr
-from qim.proto.v1 import common_pb2, connection_pb2, mailbox_pb2
+from qim.proto.v1 import common_pb2, connection_pb2, mailbox_pb2, session_pb2
 from qim.protocol import Opcode
 from qim.sdk.events import ConnectionLost, ServerError
 
@@ -70,6 +71,8 @@ class Connection:
         self.auth: Optional[connection_pb2.AuthOk] = None
         self.on_push: Callable[[mailbox_pb2.PushEvents], None] = lambda push: None
         self.on_kicked: Callable[[int], None] = lambda reason: None
+        self.on_session_delta: Callable[[session_pb2.SessionDelta], None] = lambda delta: None
+        self.on_read_sync: Callable[[session_pb2.ReadSync], None] = lambda sync: None
         self.closed = asyncio.get_running_loop().create_future()  # result: reason str
         self._reader: Optional[asyncio.Task] = None
         self._deaf = False
@@ -231,6 +234,10 @@ class Connection:
                 self.on_push(mailbox_pb2.PushEvents.FromString(body))
             elif opcode == Opcode.KICKED:
                 self.on_kicked(connection_pb2.Kicked.FromString(body).reason)
+            elif opcode == Opcode.SESSION_DELTA:
+                self.on_session_delta(session_pb2.SessionDelta.FromString(body))
+            elif opcode == Opcode.READ_SYNC:
+                self.on_read_sync(session_pb2.ReadSync.FromString(body))
             else:
                 logger.debug("ignoring server frame 0x%04x", opcode)
         except Exception:  # a bad push must not kill the reader

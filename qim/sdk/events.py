@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from qim.errors import ErrorCode, QimError, RequestError
-from qim.sdk.model import StoredMessage
+from qim.sdk.model import Conversation, Membership, PendingSend, StoredMessage
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,48 @@ class KickedEvent:
 
 
 @dataclass(frozen=True)
+class ConnectionState:
+    """The runtime's state changed: "connecting", "syncing", "ready", "reconnecting",
+    "offline" (closed by the host or a failed connect), "kicked"; `reason` says why."""
+
+    state: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class ConversationsUpdated:
+    """List entries changed; `conversations` holds their values after the change
+    (unread already counts the messages of the same batch: an app replaces its entry,
+    never adds the MessagesAdded that follow)."""
+
     conversation_ids: tuple[bytes, ...]
+    conversations: tuple[Conversation, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReadPositionChanged:
+    """The user's read position of a conversation moved (absolute, forward only).
+    `source`: "local" (this device's MARK_READ or send), "sync" (READ_SYNC from another
+    device of the user) or "server" (session list / SESSION_DELTA)."""
+
+    conversation_id: bytes
+    read_conversation_seq: int
+    source: str
+
+
+@dataclass(frozen=True)
+class MembershipChanged:
+    """A membership CONTROL message of a group reached this device (create, join,
+    leave, remove): `change.users` are the users it concerns."""
+
+    change: Membership
+
+
+@dataclass(frozen=True)
+class SendPending:
+    """A send was stored as pending (the app can show it as "sending" at once)."""
+
+    pending: PendingSend
 
 
 @dataclass(frozen=True)
@@ -101,8 +141,9 @@ class CursorReset:
     restarted from 0."""
 
 
-Event = (Connected | Disconnected | KickedEvent | ConversationsUpdated | MessagesAdded | MessagesUpdated
-         | MessagesRemoved | PendingResolved | SendFailed | SyncFailed | CursorReset)
+Event = (Connected | Disconnected | KickedEvent | ConnectionState | ConversationsUpdated | MessagesAdded
+         | MessagesUpdated | MessagesRemoved | PendingResolved | SendPending | SendFailed | SyncFailed | CursorReset
+         | ReadPositionChanged | MembershipChanged)
 
 
 class ServerError(RequestError):

@@ -58,15 +58,83 @@ class Resolved:
 
 
 @dataclass(frozen=True)
+class LastMessage:
+    """The head of a conversation (its newest visible message of any type, DESIGN.md §6)
+    for a list preview. `body` may be cut (`body_complete` False): read the message
+    itself for the whole body. A CONTROL head's body is a ControlEvent."""
+
+    message_id: bytes
+    conversation_seq: int
+    sender_id: int
+    created_at_ms: int
+    message_type: int
+    custom_type: bytes
+    body: bytes
+    body_complete: bool
+    state: int  # MessageState: 0 NORMAL, 1 RECALLED, 2 DELETED
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """One entry of the device's conversation list (qim/sdk/conversations.py).
+
+    `unread` follows the one definition of DESIGN.md §6 (messages above the read
+    position, not our own, not CONTROL, NORMAL); `unread_exact` is False when the
+    window head − base exceeds 200 (then `unread` is 200) or while the store cannot
+    tell the exact count yet. `read_conversation_seq` is the user's read position
+    (shared by devices, forward only). Groups: `joined_at`/`left_at` of the latest
+    member interval (`left_at` 0 while a member). Ids as 16 raw bytes."""
+
+    conversation_id: bytes
+    kind: int  # 1 direct, 2 group
+    peer_user_id: int
+    group_id: int
+    read_conversation_seq: int
+    unread: int
+    unread_exact: bool
+    last_conversation_seq: int
+    last_activity_id: Optional[bytes]
+    last_message: Optional[LastMessage]
+    joined_at: int = 0
+    left_at: int = 0
+
+    @property
+    def is_group(self) -> bool:
+        return self.kind == 2
+
+    @property
+    def is_member(self) -> bool:
+        """False once the user left (or was removed from) the group."""
+        return self.left_at == 0
+
+
+@dataclass(frozen=True)
+class Membership:
+    """A membership CONTROL message of a group as this device applied it."""
+
+    conversation_id: bytes
+    group_id: int
+    conversation_seq: int
+    kind: int  # MembershipChange.Kind: 1 CREATED, 2 JOINED, 3 LEFT, 4 REMOVED
+    users: tuple[int, ...]
+    actor_user_id: int  # 0: the operator (qimctl)
+
+
+@dataclass(frozen=True)
 class ApplyResult:
     """What one apply committed: newly inserted messages (per conversation in
     conversation_seq order), resolved sends, messages whose state or body changed
-    (recalled, deleted, repaired) and ids of messages no longer shown."""
+    (recalled, deleted, repaired), ids of messages no longer shown, and the conversation
+    list entries it changed (their values after the commit), read positions it moved
+    ((conversation_id, read_conversation_seq)) and membership changes it applied."""
 
     inserted: list[StoredMessage]
     resolved: list[Resolved]
     updated: list[StoredMessage] = field(default_factory=list)
     removed: list[bytes] = field(default_factory=list)
+    conversations: list[Conversation] = field(default_factory=list)
+    reads: list[tuple[bytes, int]] = field(default_factory=list)
+    membership: list[Membership] = field(default_factory=list)
 
 
 def canonical_endpoint(endpoint: str) -> str:

@@ -92,3 +92,18 @@ async def recall(rt: ClientRuntime, conversation_id: bytes, message_id: bytes,
                                 conversation_id=conversation_id, message_id=message_id, client_message_id=cmid,
                                 peer_user_id=peer_user_id).SerializeToString(),
                             message_pb2.RecallOk)
+
+
+async def pull_members(rt: ClientRuntime, group_id: int, page: int = 1000) -> list[group_pb2.Member]:
+    """Every current member of the group (PULL_MEMBERS, all pages, by user id).
+    ServerError(FORBIDDEN) for a non-member."""
+    out: list[group_pb2.Member] = []
+    after = 0
+    while True:
+        req = group_pb2.PullMembers(group_id=group_id, after_user_id=after, limit=page).SerializeToString()
+        _, body = await with_retry(lambda: rt.request(Opcode.PULL_MEMBERS, req), Backoff(budget=rt.retry_budget_s))
+        batch = group_pb2.MembersBatch.FromString(body)
+        out.extend(batch.members)
+        if not batch.has_more or not batch.members:
+            return out
+        after = batch.members[-1].user_id

@@ -25,18 +25,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, Optional
+from typing import Awaitable, Callable, Optional
 
 from qim.consts import MAX_MESSAGE_BODY, MESSAGE_TYPE_TEXT, SEND_ACK_PROBE_S
-from qim.errors import ErrorCode, QimError
-from qim.proto.v1 import mailbox_pb2
+from qim.errors import QimError
+from qim.proto.v1 import mailbox_pb2, session_pb2
 from qim.sdk import events as ev
 from qim.sdk.connection import PROBE_S, Connection
 from qim.sdk.events import ConnectionLost, Kicked, NotConnected, SendAck, SendTimeout, ServerError
 from qim.sdk.puller import Puller
+from qim.sdk.reconnect import reconnect_loop
 from qim.sdk.retry import RETRY_BUDGET_S, RETRYABLE, Backoff
 from qim.sdk.sender import Sender
 from qim.sdk.store import ApplyResult, LocalStore, StoreError
+from qim.sdk.tell import tell
 from qim.sdk.validate import check_send
 
 logger = logging.getLogger(__name__)
@@ -71,8 +73,19 @@ class ClientRuntime:
         self._cut_after_next_send = False
         self._connecting = False  # an explicit connect() retries itself: no reconnect loop meanwhile
         self.stats = {"reconnects": 0, "resends": 0, "reconciled": 0, "pushes": 0}
+        self.state = "offline"  # see ev.ConnectionState
+        # awaited after every (re)connect's sync, on its connection (Client: the session list);
+        # a failure is told as SyncFailed, never fails the connect
+        self.after_sync: list[Callable[[Connection], Awaitable[None]]] = []
+        self.on_session_delta: Optional[Callable[[session_pb2.SessionDelta], None]] = None
+        self.on_read_sync: Optional[Callable[[session_pb2.ReadSync], None]] = None
 
     # --- lifecycle -----------------------------------------------------------------
+    def _set_state(self, state: str, reason: str = "") -> None:
+        if state != self.state:
+            self.state = state
+            self._emit(ev.ConnectionState(state, reason))
+
     @property
     def connected(self) -> bool:
         return self._ready and self._conn is not None and self._conn.is_open
@@ -94,6 +107,7 @@ class ClientRuntime:
             if self.connected:
                 return
         self._closing, self._connecting = False, True
+        self._set_state("connecting")
         backoff = Backoff(self._backoff[0], self._backoff[1], self.retry_budget_s)
         try:
             while True:
@@ -117,6 +131,7 @@ class ClientRuntime:
 
     def _connect_failed(self) -> None:
         self._closing = True  # a failed explicit connect does not start reconnecting
+        self._set_state("offline", "connect failed")
         if self._conn is not None:
             self._conn.abort("connect failed")
 
@@ -125,6 +140,7 @@ class ClientRuntime:
         Waiting sends keep their pending rows and time out or resolve after a later connect()."""
         self._closing = True
         self._ready = False
+        self._set_state("offline", "closed by the app")
         self._puller.cancel()
         for task in [self._reconnect_task, *self._tasks]:
             if task is not None and not task.done():
@@ -158,10 +174,15 @@ class ClientRuntime:
             old.abort("replaced by a new connection")
         conn.on_push = self._on_push
         conn.on_kicked = self._on_kicked
+        if self.on_session_delta is not None:
+            conn.on_session_delta = self.on_session_delta
+        if self.on_read_sync is not None:
+            conn.on_read_sync = self.on_read_sync
         self._conn, self._ready = conn, False
         self._sender.new_connection()
         conn.closed.add_done_callback(lambda f, c=conn: self._on_closed(c, f.result()))
         self._emit(ev.Connected(auth.user_id, auth.device_id, auth.mailbox_lane))
+        self._set_state("syncing")
         self._spawn(conn.heartbeat(max(1.0, min(auth.heartbeat_s or 60, 120) / 2), self.probe_s))
         try:
             await self._sync_and_reconcile(conn)
@@ -182,6 +203,15 @@ class ClientRuntime:
         for row in self._sender.unresolved():  # ordinal order: frames leave in submission order
             self.stats["resends"] += 1
             self._sender.start(conn, row)
+        for hook in self.after_sync:
+            try:
+                await hook(conn)
+            except (ConnectionLost, NotConnected):
+                raise
+            except QimError as exc:  # the connection is usable: tell the app, keep it
+                self._emit(ev.SyncFailed(exc.code, str(exc)))
+        if conn is self._conn and conn.is_open:
+            self._set_state("ready")
 
     def _on_closed(self, conn: Connection, reason: str) -> None:
         if conn is not self._conn:
@@ -190,30 +220,14 @@ class ClientRuntime:
         self._emit(ev.Disconnected(reason))
         idle = self._reconnect_task is None or self._reconnect_task.done()
         if self.auto_reconnect and not self._closing and not self._connecting and idle:
-            self._reconnect_task = asyncio.get_running_loop().create_task(self._reconnect_loop())
-
-    async def _reconnect_loop(self) -> None:
-        delay = self._backoff[0]
-        while not self._closing:
-            await asyncio.sleep(delay)
-            try:
-                await self._establish(reconnect=True)
-                return
-            except ServerError as exc:
-                if exc.code == ErrorCode.UNAUTHENTICATED:
-                    logger.warning("reconnect refused: %s", exc.code.name)
-                    self._fail_waiters(exc)
-                    return
-                logger.debug("reconnect sync failed: %s", exc.code.name)
-            except StoreError as exc:  # identity mismatch: reconnecting cannot fix it
-                self._fail_waiters(exc)
-                return
-            except (QimError, asyncio.TimeoutError, OSError) as exc:
-                logger.debug("reconnect failed: %s", exc.__class__.__name__)
-            delay = min(delay * 2, self._backoff[1])
+            self._set_state("reconnecting", reason)
+            self._reconnect_task = asyncio.get_running_loop().create_task(reconnect_loop(self))
+        elif self._closing and self.state not in ("kicked", "offline"):
+            self._set_state("offline", reason)
 
     def _on_kicked(self, reason: int) -> None:
         self._closing = True  # a kicked device does not fight back by reconnecting
+        self._set_state("kicked", f"reason {reason}")
         self._emit(ev.KickedEvent(reason))
         self._fail_waiters(Kicked(reason))
 
@@ -241,6 +255,7 @@ class ClientRuntime:
                                    message_type, custom_type, body)
         cmid = row.client_message_id
         self._waiters.setdefault(cmid, asyncio.get_running_loop().create_future())
+        self._emit(ev.SendPending(row))
         self._sender.track(row)
         if self._ready and self._conn is not None:
             self._sender.start(self._conn, row)
@@ -291,24 +306,10 @@ class ClientRuntime:
         self.stats["pushes"] += 1
         self._puller.wake()
 
-    def _after_apply(self, result: ApplyResult) -> None:
-        """Only after the SQLite commit: events and pending resolution (seed 000 §362)."""
-        changed = result.inserted + result.updated
-        if changed:
-            self._emit(ev.ConversationsUpdated(tuple(dict.fromkeys(m.conversation_id for m in changed))))
-        if result.inserted:
-            self._emit(ev.MessagesAdded(tuple(result.inserted)))
-        if result.updated:
-            self._emit(ev.MessagesUpdated(tuple(result.updated)))
-        if result.removed:
-            self._emit(ev.MessagesRemoved(tuple(result.removed)))
-        if result.resolved:
-            acks = tuple(SendAck(r.client_message_id, r.message_id, r.conversation_id, r.conversation_seq,
-                                 r.created_at_ms, reconciled=True) for r in result.resolved)
-            for ack in acks:  # counts only sends that no SEND_ACK had settled
-                self._sender.resolved(ack.client_message_id)
-                self.stats["reconciled"] += self._settle(ack.client_message_id, ack=ack)
-            self._emit(ev.PendingResolved(acks))
+    def _after_apply(self, result: ApplyResult, read_source: str = "local") -> None:
+        """Only after the SQLite commit: events and pending resolution (seed 000 §362;
+        qim/sdk/tell.py)."""
+        tell(self, result, read_source)
 
     async def ping(self) -> int:
         """PING/PONG round trip; returns server time in ms. NotConnected, ConnectionLost."""

@@ -1,4 +1,4 @@
-"""The LocalStore's SQLite schema (version 2) and the migration from version 1.
+"""The LocalStore's SQLite schema (version 3) and the migrations from versions 1 and 2.
 
 Version 2 (issue 10) adds:
 - meta.store_nonce: 16 random bytes drawn when the store is created; part of every
@@ -15,6 +15,12 @@ nonce, and mark a REBUILD when any version-1 row has an empty body: version 1 st
 PUSH_EVENTS entries whose body was only referenced as empty (issue 10 fault 1) and
 cleared recalled bodies without a state; REBUILD asks history what each one really is.
 Pending rows keep their version-1 cmids (already on the wire); new cmids use v2.
+
+Version 3 (issue 13) adds `conversations`: the device's conversation list (kind, peer
+or group, member interval, read position, head, the last server snapshot of the entry
+and the unread count derived from both; qim/sdk/conversations.py). Migration 2 -> 3
+creates the table; the rows are filled from the stored messages (their unread is a
+local count until the next session-list pull brings the server's values).
 """
 
 from __future__ import annotations
@@ -24,9 +30,10 @@ import sqlite3
 from typing import Optional
 
 from qim.consts import U63_MAX
+from qim.sdk import conversations
 from qim.sdk.model import StoreError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -80,6 +87,29 @@ CREATE TABLE IF NOT EXISTS ops (
 """
 
 
+CONVERSATIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS conversations (
+  conversation_id BLOB PRIMARY KEY CHECK (length(conversation_id) = 16),
+  kind INTEGER NOT NULL,
+  peer_user_id INTEGER NOT NULL DEFAULT 0,
+  group_id INTEGER NOT NULL DEFAULT 0,
+  joined_at INTEGER NOT NULL DEFAULT 0,
+  left_at INTEGER NOT NULL DEFAULT 0,
+  read_seq INTEGER NOT NULL DEFAULT 0,
+  read_confirmed INTEGER NOT NULL DEFAULT 0,
+  head_seq INTEGER NOT NULL DEFAULT 0,
+  last_activity_id BLOB,
+  head BLOB,
+  srv_read_seq INTEGER, srv_head_seq INTEGER, srv_unread INTEGER, srv_exact INTEGER,
+  complete INTEGER NOT NULL DEFAULT 0,
+  unread INTEGER NOT NULL DEFAULT 0,
+  unread_exact INTEGER NOT NULL DEFAULT 1,
+  oldest_reached INTEGER NOT NULL DEFAULT 0,
+  updated_local_ms INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS conversations_by_activity ON conversations (last_activity_id);
+"""
+
+
 def _has_table(db: sqlite3.Connection, name: str) -> bool:
     return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
 
@@ -109,17 +139,23 @@ def open_db(db: sqlite3.Connection, tenant: int, user_id: int,
     (newer) schema version."""
     db.execute("BEGIN IMMEDIATE")
     try:
-        version = None
+        version, migrated = None, False
         if _has_table(db, "meta"):
             row = db.execute("SELECT schema_version FROM meta").fetchone()
             version = row[0] if row else None
         if version == 1:
             _migrate_1_to_2(db)
+            version = 2
+        if version == 2:
+            db.execute("UPDATE meta SET schema_version = ?", (SCHEMA_VERSION,))
+            migrated = True
         elif version is not None and version != SCHEMA_VERSION:
             raise StoreError(f"store schema version {version} is not supported (this SDK: {SCHEMA_VERSION})")
-        for statement in (TABLES + OPS_TABLE).split(";"):
+        for statement in (TABLES + OPS_TABLE + CONVERSATIONS_TABLE).split(";"):
             if statement.strip():
                 db.execute(statement)
+        if migrated:  # the rows of a migrated store come from its messages
+            conversations.fill_from_messages(db, user_id)
         row = db.execute("SELECT tenant_hex, user_id, device_id, store_nonce FROM meta").fetchone()
         if row is None:
             device = device_id or (secrets.randbits(63) or 1)

@@ -162,9 +162,13 @@ class Sender:
 
     async def _acked(self, cmid: bytes, a: message_pb2.SendAck) -> None:
         rt = self._rt
-        await rt.store.run(rt.store.mark_acked, Resolved(cmid, a.message_id, a.conversation_id, a.conversation_seq,
-                                                         a.created_at_ms))
-        rt._settle(cmid, ack=SendAck(cmid, a.message_id, a.conversation_id, a.conversation_seq, a.created_at_ms))
+        changed = await rt.store.run(rt.store.mark_acked, Resolved(cmid, a.message_id, a.conversation_id,
+                                                                   a.conversation_seq, a.created_at_ms))
+        ack = SendAck(cmid, a.message_id, a.conversation_id, a.conversation_seq, a.created_at_ms)
+        rt._settle(cmid, ack=ack)
+        if changed.conversations or changed.reads:  # the row was pending: tell its new state
+            rt._after_apply(changed)
+            rt._emit(ev.PendingResolved((ack,)))
 
     async def _fail(self, row: PendingSend, exc: BaseException) -> None:
         """A permanent outcome: row failed (body kept), waiter gets `exc`, app a SendFailed."""

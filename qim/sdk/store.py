@@ -40,10 +40,11 @@ from typing import Any, Callable, Iterable, Optional, TypeVar
 
 from qim._core import ids
 from qim.consts import CONVERSATION_KIND_DIRECT, U63_MAX
-from qim.sdk import apply
+from qim.sdk import apply, conversations
 from qim.sdk.model import (ApplyResult, PendingSend, Resolved, StoredMessage, StoreError,  # noqa: F401
                            canonical_endpoint)
 from qim.sdk.schema import SCHEMA_VERSION, open_db  # noqa: F401
+from qim.sdk.store_lists import ListsMixin
 
 T = TypeVar("T")
 ORDINAL_BLOCK = 64
@@ -51,8 +52,9 @@ PENDING, ACKED, COMMITTED, FAILED = "pending", "acked", "committed", "failed"
 OP_OPEN, OP_DONE, OP_FAILED = "open", "done", "failed"
 
 
-class LocalStore:
-    """The SQLite device store. Open with `LocalStore.open(path, tenant, user_id)`."""
+class LocalStore(ListsMixin):
+    """The SQLite device store. Open with `LocalStore.open(path, tenant, user_id)`.
+    The conversation list and message pages: qim/sdk/store_lists.py."""
 
     def __init__(self, conn: sqlite3.Connection, tenant: int, user_id: int, device_id: int,
                  store_nonce: bytes) -> None:
@@ -137,6 +139,7 @@ class LocalStore:
                           recipient_user_id, message_type, bytes(custom_type), bytes(body),
                           now_ms if now_ms is not None else int(time.time() * 1000), PENDING)
         with self._tx():
+            conversations.ensure(self._db, row.conversation_id, peer=recipient_user_id)
             self._db.execute("INSERT INTO pending (client_message_id, ordinal, conversation_id, recipient_user_id,"
                              " message_type, custom_type, body, created_local_ms, state)"
                              " VALUES (?,?,?,?,?,?,?,?,?)",
@@ -159,13 +162,18 @@ class LocalStore:
                                (client_message_id,)).fetchone()
         return row[0] if row else None
 
-    def mark_acked(self, r: Resolved) -> None:
-        """Record a SEND_ACK; a row already committed stays committed."""
+    def mark_acked(self, r: Resolved) -> ApplyResult:
+        """Record a SEND_ACK; a row already committed stays committed. Sending marks the
+        conversation read up to the message and makes it the head: the list entries
+        changed are in the result."""
         with self._tx():
-            self._db.execute("UPDATE pending SET state = ?, message_id = ?, conversation_seq = ?, created_at_ms = ?"
-                             " WHERE client_message_id = ? AND state IN (?, ?)",
-                             (ACKED, r.message_id, r.conversation_seq, r.created_at_ms, r.client_message_id,
-                              PENDING, FAILED))
+            cur = self._db.execute("UPDATE pending SET state = ?, message_id = ?, conversation_seq = ?,"
+                                   " created_at_ms = ? WHERE client_message_id = ? AND state IN (?, ?)",
+                                   (ACKED, r.message_id, r.conversation_seq, r.created_at_ms, r.client_message_id,
+                                    PENDING, FAILED))
+            if not cur.rowcount:
+                return ApplyResult([], [])
+            return conversations.after_ack(self._db, self.user_id, r)
 
     def mark_failed(self, client_message_id: bytes) -> bool:
         """A permanent ERROR: never resend this row; its body stays for the app. True
@@ -215,8 +223,10 @@ class LocalStore:
         own entries, and set the cursor, all in ONE transaction (DESIGN.md §9): any
         failure leaves messages, pending and cursor as they were. StoreError on a
         cursor regression within one (lane, shard_epoch)."""
+        entries = list(entries)
         with self._tx():
             result = apply.apply_mailbox_entries(self._db, self.user_id, entries)
+            conversations.after_mailbox(self._db, self.user_id, entries, result)
             self._write_cursor(next_cursor, lane, shard_epoch)
         return result
 
@@ -224,13 +234,15 @@ class LocalStore:
         """Apply one HISTORY_BATCH page of a conversation (REBUILD) without touching the
         cursor; StoreError (nothing applied) when a NORMAL item lacks its body."""
         with self._tx():
-            return apply.apply_history_items(self._db, self.user_id, conversation_id, items)
+            result = apply.apply_history_items(self._db, self.user_id, conversation_id, items)
+            return conversations.after_history(self._db, self.user_id, result)
 
     def remove_absent(self, conversation_id: bytes, above_seq: int, seen: set[bytes]) -> ApplyResult:
         """Delete stored rows of the conversation above `above_seq` that a complete history
         walk did not return (outside every member interval); their ids in `removed`."""
         with self._tx():
-            return ApplyResult([], [], [], apply.remove_absent(self._db, conversation_id, above_seq, seen))
+            result = ApplyResult([], [], [], apply.remove_absent(self._db, conversation_id, above_seq, seen))
+            return conversations.after_removal(self._db, self.user_id, conversation_id, result)
 
     def rebuild_needed(self) -> bool:
         """True when the next connect must REBUILD first (set by the schema migration)."""

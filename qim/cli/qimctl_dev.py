@@ -1,0 +1,119 @@
+"""qimctl development commands: tokens and groups made by the operator (issue 13).
+
+    qimctl token --user U --device D [--tenant T] [--secret S]
+        prints only the development token (secret: --secret, else $QIM_DEV_TOKEN_SECRET)
+    qimctl group create --group G --owner U --members U [U ...] [--writer H:P] [--tenant T]
+                        [--request-id HEX32]
+        creates a group that does not exist, with U as owner and member, through the
+        writer's internal RPC (the trusted admin plane): the writer runs the same
+        CREATE_GROUP as for a client with the owner as actor (CONFLICT when it exists).
+        A retry with the same --request-id replays the original answer.
+
+Exit codes: 0 done, 1 the writer refused (code and reason printed), 2 a bad argument
+or an unreachable writer (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+
+from qim.cli.qimctl_admin import _hex16
+from qim.consts import U63_MAX
+from qim.errors import ConfigError, RequestError
+from qim.net.framed import parse_addr
+from qim.net.rpc import RemoteError, RpcClient
+from qim.proto.v1 import group_pb2, internal_pb2
+from qim.protocol import Opcode
+from qim.wire.devtoken import SECRET_ENV, issue_dev_token, secret_from_env
+
+
+def _id(value: str) -> int:
+    if not value.isdigit() or not 0 < int(value) <= U63_MAX:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a non-zero id with bit 63 clear")
+    return int(value)
+
+
+def _tenant(value: str) -> int:
+    try:
+        tenant = int(value, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
+    if not 0 <= tenant < 1 << 128:
+        raise argparse.ArgumentTypeError("the tenant is an unsigned 128-bit number")
+    return tenant
+
+
+def add_parsers(sub, env) -> None:
+    """Register `token` and `group` under the qimctl subcommands."""
+    tenant_default = env.get("QIM_TENANT_ID") or "0"
+    t = sub.add_parser("token", help="print a development token for (tenant, user, device)")
+    t.add_argument("--user", type=_id, required=True, help="user id (required)")
+    t.add_argument("--device", type=_id, required=True, help="device id the token names (required)")
+    t.add_argument("--tenant", type=_tenant, default=tenant_default,
+                   help="tenant id, decimal or 0x hex (default: $QIM_TENANT_ID, else 0)")
+    t.add_argument("--secret", default=None, help=f"development token secret (default: ${SECRET_ENV})")
+    t.set_defaults(func=run_token)
+
+    default_writer = (env.get("QIM_WRITER_ADDRS") or "127.0.0.1:7101").split(",")[0]
+    g = sub.add_parser("group", help="operator group commands")
+    actions = g.add_subparsers(dest="action", required=True)
+    c = actions.add_parser("create", help="create a group with an owner and members (CONFLICT when it exists)")
+    c.add_argument("--group", type=_id, required=True, help="group id (required)")
+    c.add_argument("--owner", type=_id, required=True, help="owner user id; becomes a member too (required)")
+    c.add_argument("--members", type=_id, nargs="+", default=[],
+                   help="member user ids besides the owner (default: none)")
+    c.add_argument("--writer", default=default_writer,
+                   help="writer internal HOST:PORT (default: first of $QIM_WRITER_ADDRS, else 127.0.0.1:7101)")
+    c.add_argument("--tenant", type=_tenant, default=tenant_default,
+                   help="tenant id, decimal or 0x hex (default: $QIM_TENANT_ID, else 0)")
+    c.add_argument("--request-id", default=None,
+                   help="32 hex digits; reuse it to retry idempotently (default: a new random one)")
+    c.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the writer (default: 10)")
+    c.set_defaults(func=run_group_create)
+
+
+def run_token(args: argparse.Namespace, out=sys.stdout) -> int:
+    """Print the token only (so `$(qimctl token ...)` works). ConfigError without a secret."""
+    try:
+        secret = secret_from_env(args.secret)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    print(issue_dev_token(secret, int(args.tenant), args.user, args.device), file=out)
+    return 0
+
+
+async def _call(addr: str, body: bytes, timeout: float) -> tuple[int, bytes]:
+    client = RpcClient(addr)
+    try:
+        return await client.call(Opcode.WRITER_SEND, body, timeout)
+    finally:
+        await client.close()
+
+
+def run_group_create(args: argparse.Namespace, out=sys.stdout) -> int:
+    """CREATE_GROUP with the owner as actor over WRITER_SEND (module docstring)."""
+    request_id = _hex16(args.request_id, "--request-id") if args.request_id else os.urandom(16)
+    try:
+        parse_addr(args.writer)
+    except ValueError as exc:
+        raise ConfigError(f"--writer: {exc}") from None
+    tenant = int(args.tenant).to_bytes(16, "big")
+    members = sorted(set(args.members) - {args.owner})
+    create = group_pb2.CreateGroup(group_id=args.group, members=members, client_message_id=request_id)
+    req = internal_pb2.WriterSend(actor=internal_pb2.Actor(tenant_id=tenant, user_id=args.owner, device_id=0),
+                                  upstream=create.SerializeToString(), opcode=Opcode.CREATE_GROUP)
+    print(f"request_id={request_id.hex()}", file=out)
+    try:
+        _, reply = asyncio.run(_call(args.writer, req.SerializeToString(), args.timeout))
+    except RemoteError as err:
+        print(f"refused: {err.code.name}: {err.message}", file=out)
+        return 1
+    except RequestError as exc:
+        raise ConfigError(f"writer at {args.writer}: {exc.code.name}: {exc.message}") from None
+    ok = group_pb2.GroupOk.FromString(reply)
+    print(f"ok: conversation_id={ok.conversation_id.hex()} membership_version={ok.membership_version}"
+          f" conversation_seq={ok.conversation_seq}", file=out)
+    return 0

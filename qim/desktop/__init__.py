@@ -1,0 +1,2 @@
+"""qim-desktop: the terminal client (DESIGN.md §2 "client"), a full-screen Textual app
+on qim.sdk.Client. Entry point: qim.desktop.cli:main."""

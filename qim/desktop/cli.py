@@ -1,0 +1,150 @@
+"""qim-desktop command line: log in with a development token, then the full-screen app.
+
+    qim-desktop --user 1001 [--device D] [--secret S] [--endpoint HOST:PORT] [--chat 1002]
+    qim-desktop --token "$(qimctl token --user 1001 --device 5)"
+
+The local store lives per endpoint, tenant and user under --data-dir (the SDK's stable
+path); its device id is kept there, so the same person on the same machine is the same
+device next time. Mistakes a person makes — a closed port, a wrong secret, a bad
+address, a store of another device — print ONE line on stderr and exit 2, never a
+traceback. /quit exits 0; being kicked (the device logged in elsewhere) prints why and
+exits 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from typing import Optional, Sequence
+
+from qim.errors import ErrorCode, QimError
+from qim.net.framed import parse_addr
+from qim.sdk import Client, ConnectionLost
+from qim.sdk.identity import DATA_DIR_ENV, default_data_dir, device_identity
+from qim.sdk.model import StoreError, canonical_endpoint
+from qim.wire.devtoken import SECRET_ENV, issue_dev_token, secret_from_env, token_claims
+
+DEFAULT_ENDPOINT = "127.0.0.1:7100"  # qim-gateway's default QIM_GATEWAY_LISTEN
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """A mistake in the command line or its environment: one line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line instead of usage + error
+        raise UsageError(f"{message} (see --help)")
+
+
+def _u63(value: str) -> int:
+    if not value.isdigit() or not 0 < int(value) < 1 << 63:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a non-zero id below 2^63")
+    return int(value)
+
+
+def build_parser(environ=None) -> argparse.ArgumentParser:
+    """The argument parser; defaults read from `environ` (os.environ when None)."""
+    env = os.environ if environ is None else environ
+    p = _Parser(prog="qim-desktop", description="QIM terminal chat client (full screen). Inside: Enter sends, "
+                "Ctrl+J new line, Ctrl+U older messages, Ctrl+Q or /quit exits, /help lists the commands.")
+    p.add_argument("--endpoint", default=env.get("QIM_GATEWAY_ADDR") or DEFAULT_ENDPOINT,
+                   help=f"gateway HOST:PORT (default: $QIM_GATEWAY_ADDR, else {DEFAULT_ENDPOINT})")
+    p.add_argument("--token", default=env.get("QIM_TOKEN"),
+                   help="development token naming tenant, user and device, e.g. from `qimctl token` "
+                        "(default: $QIM_TOKEN; not needed with --user)")
+    p.add_argument("--user", type=_u63, help="log in as this user id with a token made from --secret "
+                                             "(default: none; give --user or --token)")
+    p.add_argument("--device", type=_u63, help="device id for --user (default: the device id kept in this "
+                                               "user's store under --data-dir; a new random one the first time)")
+    p.add_argument("--tenant", type=lambda v: int(v, 0), default=int(env.get("QIM_TENANT_ID") or "0", 0),
+                   help="tenant id for --user, decimal or 0x hex (default: $QIM_TENANT_ID, else 0)")
+    p.add_argument("--secret", default=None,
+                   help=f"development token secret for --user (default: ${SECRET_ENV})")
+    p.add_argument("--data-dir", default=default_data_dir(env),
+                   help=f"where local stores live, one per endpoint, tenant and user (default: ${DATA_DIR_ENV}, "
+                        "else $XDG_DATA_HOME/qim, else ~/.local/share/qim)")
+    p.add_argument("--chat", type=_u63, default=None,
+                   help="open the direct chat with this user id at start (default: none)")
+    p.add_argument("--connect-timeout", type=float, default=15.0,
+                   help="seconds to wait for the first connection and sync (default: 15)")
+    return p
+
+
+async def _login(args: argparse.Namespace) -> Client:
+    """The token, the store and a connected Client. UsageError for every person's mistake."""
+    try:
+        canonical_endpoint(args.endpoint)
+        parse_addr(args.endpoint)
+    except ValueError as exc:
+        raise UsageError(f"--endpoint: {exc}") from None
+    if args.token:
+        token = args.token.strip()
+        try:
+            token_claims(token)
+        except ValueError as exc:
+            raise UsageError(f"--token: {exc}") from None
+    elif args.user:
+        try:
+            secret = secret_from_env(args.secret)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        if not 0 <= args.tenant < 1 << 128:
+            raise UsageError("--tenant must be an unsigned 128-bit number")
+        try:
+            ident = await device_identity(args.endpoint, args.tenant, args.user, args.data_dir, args.device)
+        except StoreError as exc:
+            raise UsageError(str(exc)) from None
+        token = issue_dev_token(secret, args.tenant, args.user, ident.device_id)
+    else:
+        raise UsageError("give --user (with --secret or $QIM_DEV_TOKEN_SECRET) or --token")
+    try:
+        client = await Client.open(args.endpoint, token, data_dir=args.data_dir)
+    except (StoreError, OSError) as exc:
+        raise UsageError(f"local store: {exc}") from None
+    try:
+        await asyncio.wait_for(client.connect(), args.connect_timeout)
+    except asyncio.TimeoutError:
+        await client.close()
+        raise UsageError(f"no answer from {args.endpoint} within {args.connect_timeout:g} s") from None
+    except QimError as exc:
+        await client.close()
+        if exc.code == ErrorCode.UNAUTHENTICATED:
+            raise UsageError(f"the gateway at {args.endpoint} refused the token (wrong --secret or "
+                             f"${SECRET_ENV}?)") from None
+        if isinstance(exc, ConnectionLost):
+            raise UsageError(f"{exc} (is qim-gateway listening there?)") from None
+        raise UsageError(f"cannot connect to {args.endpoint}: {exc.code.name}: {exc}") from None
+    return client
+
+
+async def _main(args: argparse.Namespace) -> tuple[int, str]:
+    from qim.desktop.app import run_app  # textual is imported only for a real session
+
+    client = await _login(args)
+    try:
+        app = await run_app(client, args.chat)
+    finally:
+        await client.close()
+    return app.exit_code, app.exit_message
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Console entry point (`qim-desktop`); returns the exit code."""
+    try:
+        args = build_parser().parse_args(argv)
+        code, message = asyncio.run(_main(args))
+    except UsageError as exc:
+        print(f"qim-desktop: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    if message:
+        print(f"qim-desktop: {message}", file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

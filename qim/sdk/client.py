@@ -1,0 +1,248 @@
+"""Client: the one object an app holds (issue 13), over ClientRuntime and LocalStore.
+
+    client = await Client.open(endpoint, token, data_dir=DIR)   # store at a stable path
+    await client.connect()                 # AUTH, mailbox sync, resends, session list
+    for conv in await client.conversations(): ...   # unread, exact flag, last message
+    ack = await client.send_text(conv_id, "你好")
+    await client.mark_read(conv_id)
+    event = await client.events.get()     # typed events (qim/sdk/events.py)
+    await client.close()
+
+What it adds to the runtime: the conversation list kept current (session list after
+every connect, SESSION_DELTA, READ_SYNC and every applied batch; qim/sdk/sessions.py,
+qim/sdk/conversations.py), messages of a conversation local first with history
+back-fill when the app scrolls back, sends by conversation (the direct peer is known
+to the store), recall, read positions and groups. Every operation is the runtime's
+(idempotent retries, local refusal of over-limit sends, reconnects): see docs/sdk.md.
+
+Errors: ValueError (a token that is not a development token, a bad endpoint),
+StoreError (the store belongs to another device), NotConnected, ConnectionLost,
+ServerError (with the wire ErrorCode), SendRefused, SendTimeout, Kicked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from dataclasses import dataclass, replace
+from typing import Optional, Union
+
+from qim._core import ids
+from qim.consts import CONVERSATION_KIND_GROUP, MESSAGE_TYPE_CUSTOM, MESSAGE_TYPE_TEXT, U63_MAX
+from qim.errors import ErrorCode
+from qim.proto.v1 import message_pb2
+from qim.sdk import identity, requests
+from qim.sdk.events import ConnectionLost, NotConnected, SendAck, SendRefused
+from qim.sdk.model import Conversation, PendingSend, StoredMessage
+from qim.sdk.runtime import ClientRuntime
+from qim.sdk.sessions import Sessions
+from qim.wire.devtoken import token_claims
+
+PAGE = 50  # messages per page of messages()
+
+
+@dataclass(frozen=True)
+class Member:
+    """A current member of a group (PULL_MEMBERS): sees conversation_seq > joined_at."""
+
+    user_id: int
+    joined_at: int
+    owner: bool
+
+
+class Client:
+    """The app's client: one user on one device at one endpoint (module docstring).
+    Create with `await Client.open(...)`; `events` is the asyncio.Queue of typed events
+    (None when `event_queue=False`; `on_event` is then the only listener)."""
+
+    def __init__(self, runtime: ClientRuntime, store_path: str) -> None:
+        self.runtime = runtime
+        self.store = runtime.store
+        self.store_path = store_path
+        self.sessions = Sessions(runtime)
+        self.sessions.attach()
+
+    @classmethod
+    async def open(cls, endpoint: str, token: str, *, data_dir: Optional[str] = None,
+                   store_path: Optional[str] = None, **runtime_kw) -> "Client":
+        """Open the device's store (at `store_path`, else the stable path under
+        `data_dir`, else under identity.default_data_dir()) for the identity the token
+        names, and a runtime for `endpoint` ("host:port"); does not connect.
+        `runtime_kw` go to ClientRuntime (on_event, event_queue, send_timeout, ...).
+        ValueError (not a development token, bad endpoint), StoreError (another device)."""
+        tenant, user, device = token_claims(token)
+        path = store_path or identity.store_path(endpoint, tenant, user, data_dir)
+        store = await asyncio.to_thread(identity.open_store, path, tenant, user, device)
+        try:
+            return cls(ClientRuntime(endpoint, token, store, **runtime_kw), path)
+        except BaseException:
+            store.close()
+            raise
+
+    # --- identity and lifecycle ----------------------------------------------------
+    @property
+    def user_id(self) -> int:
+        return self.store.user_id
+
+    @property
+    def device_id(self) -> int:
+        return self.store.device_id
+
+    @property
+    def tenant(self) -> int:
+        return self.store.tenant
+
+    @property
+    def endpoint(self) -> str:
+        return self.runtime.endpoint
+
+    @property
+    def events(self) -> Optional[asyncio.Queue]:
+        return self.runtime.events
+
+    @property
+    def state(self) -> str:
+        """"connecting", "syncing", "ready", "reconnecting", "offline" or "kicked"."""
+        return self.runtime.state
+
+    @property
+    def connected(self) -> bool:
+        return self.runtime.connected
+
+    async def connect(self) -> None:
+        """Connect, authenticate, sync the mailbox, resend, pull the session list.
+        Reconnects on its own afterwards. ServerError (UNAUTHENTICATED: the token was
+        refused), ConnectionLost (endpoint unreachable), StoreError."""
+        await self.runtime.connect()
+
+    async def close(self) -> None:
+        """Close the connection and the store (pending sends stay for the next run)."""
+        await self.runtime.close()
+        await asyncio.to_thread(self.store.close)
+
+    async def __aenter__(self) -> "Client":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    # --- conversation list ---------------------------------------------------------
+    async def conversations(self, limit: Optional[int] = None) -> list[Conversation]:
+        """The list, newest activity first, with unread (+ exact flag) and last message."""
+        return await self.store.run(self.store.conversations, limit)
+
+    async def conversation(self, conversation_id: bytes) -> Optional[Conversation]:
+        return await self.store.run(self.store.conversation, conversation_id)
+
+    async def refresh_conversations(self) -> list[Conversation]:
+        """Pull the whole session list now (connect() already does). NotConnected,
+        ConnectionLost, ServerError."""
+        await self.sessions.pull_list()
+        return await self.conversations()
+
+    def direct_id(self, peer_user_id: int) -> bytes:
+        """The direct conversation_id of this user and `peer_user_id`."""
+        return ids.conversation_id_direct(self.tenant, self.user_id, peer_user_id)
+
+    async def open_direct(self, peer_user_id: int) -> Conversation:
+        """The direct conversation with `peer_user_id`, listed from now on (ValueError
+        for a bad id or oneself)."""
+        if not 0 < peer_user_id <= U63_MAX or peer_user_id == self.user_id:
+            raise ValueError("peer_user_id must be another user's non-zero id with bit 63 clear")
+        conv = self.direct_id(peer_user_id)
+        await self.runtime._puller.apply(self.store.open_conversation, conv, peer_user_id, 0)
+        return await self.conversation(conv)
+
+    # --- messages ------------------------------------------------------------------
+    async def messages(self, conversation_id: bytes, before_seq: int = 0, limit: int = PAGE) -> list[StoredMessage]:
+        """Up to `limit` messages with conversation_seq < before_seq (0: the newest), in
+        conversation_seq order: the store's first; when it has fewer, older pages of
+        history (PULL_HISTORY OLDER) are stored with their states and returned too.
+        Offline it returns what the store has. ServerError (FORBIDDEN) otherwise."""
+        conv = bytes(conversation_id)
+        page = await self.store.run(self.store.messages_before, conv, before_seq, limit)
+        if len(page) >= limit or await self.store.run(self.store.oldest_reached, conv):
+            return page
+        peer = await self.store.run(self.store.peer_of, conv)
+        anchor = page[0].conversation_seq if page else before_seq
+        try:
+            while len(page) < limit:
+                batch = await requests.pull_history(self.runtime, conv, peer, anchor_seq=anchor, limit=limit)
+                if batch.items:  # back-fill is the app's answer, not news: no MessagesAdded
+                    result = await self.store.run(self.store.apply_history, conv, list(batch.items))
+                    self.runtime._after_apply(replace(result, inserted=[]))
+                if not batch.has_more or not batch.items:
+                    await self.store.run(self.store.set_oldest_reached, conv)
+                    break
+                anchor = batch.next_anchor
+                page = await self.store.run(self.store.messages_before, conv, before_seq, limit)
+        except (NotConnected, ConnectionLost):
+            pass  # offline: the store's part only
+        return await self.store.run(self.store.messages_before, conv, before_seq, limit)
+
+    async def unsent(self, conversation_id: Optional[bytes] = None) -> list[PendingSend]:
+        """Sends not yet in the store as messages: state "pending" (not acknowledged),
+        "acked" (committed, its mailbox entry not applied yet) or "failed" (refused)."""
+        return await self.store.run(self.store.unsent, conversation_id)
+
+    async def send(self, conversation_id: bytes, body: bytes, message_type: int = MESSAGE_TYPE_TEXT,
+                   custom_type: bytes = b"", wait: bool = True) -> Union[SendAck, bytes]:
+        """Send to a conversation (direct: the peer the store knows; group: its members).
+        Stored as pending first (SendPending); `wait` returns the SendAck, else the
+        client_message_id at once. SendRefused (unknown peer, over-limit body, ...),
+        ServerError, SendTimeout (the send stays pending and is resent)."""
+        conv = bytes(conversation_id)
+        recipient = 0
+        if ids.conversation_kind(conv) != CONVERSATION_KIND_GROUP:
+            recipient = await self.store.run(self.store.peer_of, conv)
+            if not recipient:
+                raise SendRefused(ErrorCode.INVALID_ARGUMENT, "unknown peer: open_direct(peer_user_id) first")
+        if wait:
+            return await self.runtime.send_message(conv, recipient, body, message_type, custom_type)
+        return await self.runtime.submit_message(conv, recipient, body, message_type, custom_type)
+
+    async def send_text(self, conversation_id: bytes, text: str, wait: bool = True) -> Union[SendAck, bytes]:
+        """A TEXT message of UTF-8 `text` (any script, emoji, several lines)."""
+        return await self.send(conversation_id, text.encode("utf-8"), MESSAGE_TYPE_TEXT, b"", wait)
+
+    async def send_custom(self, conversation_id: bytes, custom_type: str, body: bytes,
+                          wait: bool = True) -> Union[SendAck, bytes]:
+        """A CUSTOM message: `custom_type` (≤ 64 bytes UTF-8) tells the app what `body` is."""
+        return await self.send(conversation_id, body, MESSAGE_TYPE_CUSTOM, custom_type.encode("utf-8"), wait)
+
+    async def recall(self, conversation_id: bytes, message_id: bytes) -> message_pb2.RecallOk:
+        """Recall one of the user's own messages (24 h window on the server); the stored
+        copy loses its body at once (MessagesUpdated). ServerError (FORBIDDEN: not ours
+        or too old, NOT_FOUND)."""
+        conv = bytes(conversation_id)
+        peer = await self.store.run(self.store.peer_of, conv)
+        ok = await requests.recall(self.runtime, conv, bytes(message_id), peer)
+        await self.runtime._puller.apply(self.store.mark_state, bytes(message_id), int(ok.state))
+        return ok
+
+    async def mark_read(self, conversation_id: bytes, seq: Optional[int] = None) -> int:
+        """Move the read position (default: to the newest message); returns it. Other
+        devices get READ_SYNC. ServerError (FORBIDDEN, NOT_FOUND)."""
+        return await self.sessions.mark_read(conversation_id, seq)
+
+    # --- groups --------------------------------------------------------------------
+    async def create_group(self, members: list[int], group_id: Optional[int] = None) -> Conversation:
+        """Create a group (a new random id unless `group_id`) with this user as owner
+        and `members`; returns its list entry. ServerError(CONFLICT) when it exists."""
+        gid = group_id or secrets.randbits(62) + 1
+        ok = await requests.create_group(self.runtime, gid, [m for m in members if m != self.user_id])
+        await self.runtime._puller.apply(self.store.note_group, bytes(ok.conversation_id), gid,
+                                         ok.conversation_seq, True)
+        return await self.conversation(bytes(ok.conversation_id))
+
+    async def leave_group(self, group_id: int) -> Conversation:
+        """Leave the group; it stays listed with `left_at` set (what came before stays
+        readable). ServerError(FORBIDDEN) when not a member."""
+        ok = await requests.leave_group(self.runtime, group_id)
+        await self.runtime._puller.apply(self.store.note_group, bytes(ok.conversation_id), group_id,
+                                         ok.conversation_seq, False)
+        return await self.conversation(bytes(ok.conversation_id))
+
+    async def members(self, group_id: int) -> list[Member]:
+        """Current members, by user id. ServerError(FORBIDDEN) for a non-member."""
+        return [Member(m.user_id, m.joined_at, m.owner) for m in await requests.pull_members(self.runtime, group_id)]

@@ -1,0 +1,142 @@
+"""The conversation list kept current from the server (DESIGN.md §4, §6; issue 13).
+
+- After every (re)connect's mailbox sync the whole list is pulled (PULL_SESSION_LIST,
+  every page; seed 000: "登录序列自动拉一次会话列表取回，不能等宿主开口") and each
+  entry's absolute values become the store's server snapshot (qim/sdk/conversations.py),
+  then read positions this device moved but the server never confirmed are sent again
+  (MARK_READ; "本地更高时反向回补 MARK_READ").
+- SESSION_DELTA (absolute entries) is applied like a list page; READ_SYNC (another
+  device of the user moved the read position) moves it here, forward only, and is told
+  as ReadPositionChanged(source="sync").
+- mark_read moves the position locally at once (durable), then MARK_READ; without a
+  connection it stays unconfirmed and is sent after the next list pull.
+
+Every change is one store transaction, told after the commit (qim/sdk/tell.py).
+Errors: a failed background apply is told as SyncFailed; mark_read raises ServerError
+for a permanent refusal (FORBIDDEN, NOT_FOUND).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from qim.errors import ErrorCode, QimError
+from qim.proto.v1 import session_pb2
+from qim.protocol import Opcode
+from qim.sdk import events as ev
+from qim.sdk.connection import Connection
+from qim.sdk.events import ConnectionLost, NotConnected
+from qim.sdk.model import ApplyResult
+from qim.sdk.retry import Backoff, with_retry
+
+if TYPE_CHECKING:
+    from qim.sdk.runtime import ClientRuntime
+
+logger = logging.getLogger(__name__)
+SESSION_PAGE = 200  # PullSessionList.limit maximum (docs/protocol.md)
+
+
+class Sessions:
+    """Session list, SESSION_DELTA, READ_SYNC and MARK_READ of one runtime."""
+
+    def __init__(self, rt: "ClientRuntime") -> None:
+        self._rt = rt
+        self.pulls = 0  # complete list pulls applied (for tests and status lines)
+
+    def attach(self) -> None:
+        """Hook into the runtime: list pull after each sync, server frames."""
+        self._rt.after_sync.append(self.pull_list)
+        self._rt.on_session_delta = self.on_delta
+        self._rt.on_read_sync = self.on_read_sync
+
+    async def _apply(self, source: str, fn: Callable[..., ApplyResult], *args: Any) -> ApplyResult:
+        """Store change then events, as one unit a cancellation cannot split."""
+        rt = self._rt
+
+        async def unit() -> ApplyResult:
+            result = await rt.store.run(fn, *args)
+            rt._after_apply(result, source)
+            return result
+
+        return await asyncio.shield(asyncio.ensure_future(unit()))
+
+    async def pull_list(self, conn: Optional[Connection] = None) -> None:
+        """Every page of PULL_SESSION_LIST on `conn` (the live connection by default),
+        each applied as it arrives; then unconfirmed read positions are sent again.
+        ServerError after retries, ConnectionLost, NotConnected."""
+        rt = self._rt
+        conn = conn or rt._conn
+        if conn is None or not conn.is_open:
+            raise NotConnected("no connection")
+        cursor = b""
+        while True:
+            body = session_pb2.PullSessionList(cursor=cursor, limit=SESSION_PAGE).SerializeToString()
+            _, reply = await with_retry(
+                lambda: conn.request_probed(Opcode.PULL_SESSION_LIST, body, rt.ack_deadline_s, rt.probe_s),
+                Backoff(budget=rt.retry_budget_s))
+            batch = session_pb2.SessionListBatch.FromString(reply)
+            await self._apply("server", rt.store.apply_sessions, list(batch.sessions))
+            if not batch.has_more or not batch.next_cursor:
+                break
+            cursor = batch.next_cursor
+        self.pulls += 1
+        for conv, seq, peer in await rt.store.run(rt.store.unconfirmed_reads):
+            try:
+                await self._send_mark(conn, conv, seq, peer)
+            except (ConnectionLost, NotConnected):
+                raise
+            except QimError as exc:  # refused for good (e.g. no longer a member): stop asking
+                logger.info("read position not accepted by the server: %s", exc.code.name)
+                await self._apply("server", rt.store.move_read, conv, seq, True)
+
+    def on_delta(self, delta: session_pb2.SessionDelta) -> None:
+        """SESSION_DELTA: absolute entries, applied in arrival order."""
+        self._rt._spawn(self._guard(self._apply("server", self._rt.store.apply_sessions, list(delta.sessions))))
+
+    def on_read_sync(self, sync: session_pb2.ReadSync) -> None:
+        """READ_SYNC from another device of the user: move the position, forward only."""
+        self._rt._spawn(self._guard(self._apply("sync", self._rt.store.move_read, bytes(sync.conversation_id),
+                                                sync.read_conversation_seq, True)))
+
+    async def _guard(self, coro) -> None:
+        try:
+            await coro
+        except QimError as exc:
+            self._rt._emit(ev.SyncFailed(exc.code, str(exc)))
+        except Exception as exc:  # noqa: BLE001 — a server frame we could not apply is told, not logged away
+            self._rt._emit(ev.SyncFailed(ErrorCode.INTERNAL, f"{exc.__class__.__name__}: {exc}"))
+
+    async def mark_read(self, conversation_id: bytes, seq: Optional[int] = None) -> int:
+        """Move the user's read position of the conversation to `seq` (default: its
+        newest known message) and tell the server; returns the position now held
+        locally. Offline, the move is kept and sent after the next connect.
+        ServerError (FORBIDDEN, NOT_FOUND, INVALID_ARGUMENT) when the server refuses."""
+        rt = self._rt
+        conv = bytes(conversation_id)
+        entry = await rt.store.run(rt.store.conversation, conv)
+        target = seq if seq is not None else (entry.last_conversation_seq if entry else 0)
+        current = entry.read_conversation_seq if entry else 0
+        if target <= current:
+            return current
+        await self._apply("local", rt.store.move_read, conv, target, False)
+        conn = rt._conn
+        if not rt.connected or conn is None:
+            return target
+        try:
+            await self._send_mark(conn, conv, target, entry.peer_user_id if entry else 0)
+        except (ConnectionLost, NotConnected):
+            pass  # unconfirmed: sent again after the next list pull
+        return max(target, (await rt.store.run(rt.store.conversation, conv)).read_conversation_seq)
+
+    async def _send_mark(self, conn: Connection, conv: bytes, seq: int, peer: int) -> None:
+        rt = self._rt
+        body = session_pb2.MarkRead(conversation_id=conv, read_conversation_seq=seq,
+                                    peer_user_id=peer).SerializeToString()
+        _, reply = await with_retry(lambda: conn.request_probed(Opcode.MARK_READ, body, rt.ack_deadline_s,
+                                                                rt.probe_s),
+                                    Backoff(budget=rt.retry_budget_s))
+        ok = session_pb2.MarkReadOk.FromString(reply)
+        # the server clamps to its newest visible message: what we asked for is settled
+        await self._apply("server", rt.store.move_read, conv, max(seq, ok.read_conversation_seq), True)

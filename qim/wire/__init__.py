@@ -1,0 +1,1 @@
+"""Wire-level helpers shared by clients and servers (no service imports)."""

@@ -1,0 +1,111 @@
+"""Two real qim-desktop processes in tmux against the real stack (issue 13: "a test
+drives two qim-desktop instances through a conversation with Chinese text and a
+recall"). Keys are typed with `tmux send-keys` and the screens read with
+`tmux capture-pane`, as a person would see them. tmux comes from Debian; `make test`
+installs it when missing, and without it this test FAILS with that instruction."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.sdk.realstack import users
+
+DESKTOP = Path(sys.executable).parent / "qim-desktop"
+
+
+class Tmux:
+    """A tmux server of this test's own (its own socket), killed at the end."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        exe = shutil.which("tmux")
+        if exe is None:
+            pytest.fail("tmux is not installed: `apt-get install -y tmux` (make test does this)", pytrace=False)
+        self.base = [exe, "-u", "-L", f"qim-desktop-test-{os.getpid()}", "-f", "/dev/null"]
+        self.tmp = tmp_path
+
+    def run(self, *args: str) -> str:
+        return subprocess.run(self.base + list(args), check=True, capture_output=True, text=True,
+                              encoding="utf-8", env={**os.environ, "LANG": "C.UTF-8"}).stdout
+
+    def start(self, name: str, argv: list[str], env: dict[str, str]) -> Path:
+        """Run argv in a 120x36 window; returns the file its exit code is written to."""
+        rc = self.tmp / f"{name}.rc"
+        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        cmd = f"env {exports} {shlex.join(argv)}; echo $? > {shlex.quote(str(rc))}; sleep 60"
+        self.run("new-session", "-d", "-s", name, "-x", "120", "-y", "36", cmd)
+        return rc
+
+    def type(self, name: str, text: str) -> None:
+        self.run("send-keys", "-t", name, "-l", text)
+
+    def key(self, name: str, *keys: str) -> None:
+        self.run("send-keys", "-t", name, *keys)
+
+    def screen(self, name: str) -> str:
+        return self.run("capture-pane", "-p", "-t", name)
+
+    def wait_for(self, name: str, text: str, timeout: float = 30.0, gone: bool = False) -> str:
+        end = time.monotonic() + timeout
+        while True:
+            shown = self.screen(name)
+            if (text not in shown) if gone else (text in shown):
+                return shown
+            assert time.monotonic() < end, f"{name}: {text!r} {'still' if gone else 'not'} on screen:\n{shown}"
+            time.sleep(0.2)
+
+    def kill(self) -> None:
+        subprocess.run(self.base + ["kill-server"], capture_output=True)
+
+
+def wait_file(path: Path, timeout: float = 20.0) -> str:
+    end = time.monotonic() + timeout
+    while not path.exists() or not path.read_text().strip():
+        assert time.monotonic() < end, f"{path.name}: the process did not exit"
+        time.sleep(0.1)
+    return path.read_text().strip()
+
+
+def test_two_desktops_chat_in_chinese_and_recall(stack, tmp_path):
+    a, b = users(2)
+    tmux = Tmux(tmp_path)
+    env = {"QIM_GATEWAY_ADDR": stack.gateway_addr, "QIM_DEV_TOKEN_SECRET": stack.token_secret,
+           "QIM_DATA_DIR": str(tmp_path / "data"), "LANG": "C.UTF-8", "TERM": "xterm-256color",
+           "PATH": os.environ.get("PATH", "")}
+    try:
+        rc_a = tmux.start("alice", [str(DESKTOP), "--user", str(a), "--chat", str(b)], env)
+        rc_b = tmux.start("bob", [str(DESKTOP), "--user", str(b), "--chat", str(a)], env)
+        tmux.wait_for("alice", "online")
+        tmux.wait_for("bob", "online")
+
+        tmux.type("alice", "你好，世界 🌏")
+        tmux.key("alice", "C-j")
+        tmux.type("alice", "第二行：晚上见")
+        tmux.key("alice", "Enter")
+        shown = tmux.wait_for("bob", "第二行：晚上见")
+        assert "你好，世界 🌏" in shown and f"{a} #" in shown
+
+        tmux.type("bob", "收到！👍 [不是标记]")
+        tmux.key("bob", "Enter")
+        tmux.wait_for("alice", "收到！👍 [不是标记]")
+
+        tmux.type("alice", "/recall")
+        tmux.key("alice", "Enter")
+        shown = tmux.wait_for("bob", "(message recalled)")
+        assert "你好，世界" not in shown and "收到！👍" in shown
+        tmux.wait_for("alice", "(message recalled)")
+
+        tmux.type("alice", "/quit")
+        tmux.key("alice", "Enter")
+        assert wait_file(rc_a) == "0"
+        tmux.key("bob", "C-q")
+        assert wait_file(rc_b) == "0"
+    finally:
+        tmux.kill()
