@@ -27,11 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from qim._core import ids  # noqa: E402
 from qim.dev.stack import stack_up  # noqa: E402
-from qim.dev.testing import start_test_engines  # noqa: E402
 from qim.net.framed import open_framed, parse_addr  # noqa: E402
 from qim.proto.v1 import connection_pb2, message_pb2, session_pb2  # noqa: E402
 from qim.protocol import Opcode  # noqa: E402
 from qim.services.gateway.auth import issue_dev_token  # noqa: E402
+from tests.fixtures import start_test_engines  # noqa: E402
 
 USER = 7_000_000_001
 SENDERS = 32  # concurrent peer connections while building

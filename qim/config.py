@@ -18,15 +18,15 @@ from qim.consts import (
     MAILBOX_RETENTION_MS_MAX,
     MAILBOX_RETENTION_MS_MIN,
     MAX_MESSAGE_BODY,
-    RECALL_WINDOW_MS_DEFAULT,
     METRICS_PORTS,
+    RECALL_WINDOW_MS_DEFAULT,
     SESSION_SNAPSHOT_TTL_MS,
     WRITER_INFLIGHT_DEFAULT,
     WRITER_INFLIGHT_MAX,
 )
 from qim.errors import ConfigError
 from qim.faults import FANOUT_POINTS, MAILBOX_POINTS, WRITER_POINTS
-from qim.net.framed import parse_addr
+from qim.wire.addr import parse_addr
 
 
 class Env:
@@ -35,13 +35,15 @@ class Env:
     def __init__(self, environ: Optional[Mapping[str, str]] = None) -> None:
         self._env = os.environ if environ is None else environ
 
-    def str(self, name: str, default: Optional[str] = None) -> str:
+    def text(self, name: str, default: Optional[str] = None) -> str:
+        """A required string (`default` when unset); ConfigError when empty."""
         value = self._env.get(name, default)
         if value is None or value == "":
             raise ConfigError(f"{name} is required")
         return value
 
-    def int(self, name: str, default: int, lo: int, hi: int) -> int:
+    def integer(self, name: str, default: int, lo: int, hi: int) -> int:
+        """An integer in lo..hi (decimal, 0x.. hex); `default` when unset."""
         raw = self._env.get(name)
         if raw is None or raw == "":
             return default
@@ -54,7 +56,8 @@ class Env:
         return value
 
     def addr(self, name: str, default: Optional[str] = None) -> str:
-        value = self.str(name, default)
+        """A 'host:port' address (qim/wire/addr.py form)."""
+        value = self.text(name, default)
         try:
             parse_addr(value)
         except ValueError as exc:
@@ -62,7 +65,8 @@ class Env:
         return value
 
     def addrs(self, name: str, default: Optional[str] = None) -> tuple[str, ...]:
-        value = self.str(name, default)
+        """A comma-separated list of at least one 'host:port' address."""
+        value = self.text(name, default)
         out = tuple(a.strip() for a in value.split(",") if a.strip())
         if not out:
             raise ConfigError(f"{name} lists no address")
@@ -74,6 +78,7 @@ class Env:
         return out
 
     def flag(self, name: str) -> bool:
+        """'1' -> True, '0' or unset -> False; anything else is a ConfigError."""
         raw = self._env.get(name, "")
         if raw not in ("", "0", "1"):
             raise ConfigError(f"{name}={raw!r} must be 0 or 1")
@@ -81,12 +86,13 @@ class Env:
 
     def shard_count(self) -> int:
         """QIM_MAILBOX_SHARD_COUNT: power of two, validated identically by every service."""
-        value = self.int("QIM_MAILBOX_SHARD_COUNT", DEFAULT_SHARD_COUNT, 1, 65536)
+        value = self.integer("QIM_MAILBOX_SHARD_COUNT", DEFAULT_SHARD_COUNT, 1, 65536)
         if value & (value - 1):
             raise ConfigError(f"QIM_MAILBOX_SHARD_COUNT={value} is not a power of two")
         return value
 
     def metrics_listen(self, service: str) -> str:
+        """QIM_<SERVICE>_METRICS_LISTEN, default 127.0.0.1:<the service's port> (DESIGN.md §11)."""
         return self.addr(f"QIM_{service.upper()}_METRICS_LISTEN", f"127.0.0.1:{METRICS_PORTS[service]}")
 
     def fault_point(self, name: str, listeners: tuple[str, ...], allowed: tuple[str, ...]) -> str:
@@ -108,7 +114,7 @@ class Env:
     def clock_skew(self, name: str, listeners: tuple[str, ...]) -> int:
         """A wall-clock shift in ms (±1 day) for tests of a clock that is behind or ahead;
         honoured only with loopback listeners (never in a production configuration)."""
-        skew = self.int(name, 0, -86_400_000, 86_400_000)
+        skew = self.integer(name, 0, -86_400_000, 86_400_000)
         for var in listeners if skew else ():
             host = parse_addr(self._env.get(var, "127.0.0.1:0"))[0]
             if host not in ("127.0.0.1", "localhost", "::1"):
@@ -116,6 +122,7 @@ class Env:
         return skew
 
     def tenant(self) -> int:
+        """QIM_TENANT_ID: a u128 (default 0, single-tenant)."""
         raw = self._env.get("QIM_TENANT_ID", "0")
         try:
             value = int(raw, 0)
@@ -138,9 +145,10 @@ class CommonConfig:
 
     @classmethod
     def from_env(cls, env: Env) -> "CommonConfig":
+        """Read and validate every variable; ConfigError naming the first bad one."""
         return cls(
             redis_addr=env.addr("QIM_REDIS_ADDR"),
-            kafka_bootstrap=env.str("QIM_KAFKA_BOOTSTRAP"),
+            kafka_bootstrap=env.text("QIM_KAFKA_BOOTSTRAP"),
             shard_count=env.shard_count(),
             tenant=env.tenant(),
             allow_unsafe_dev=env.flag("QIM_REDIS_ALLOW_UNSAFE_DEV"),
@@ -149,6 +157,8 @@ class CommonConfig:
 
 @dataclass(frozen=True)
 class WriterConfig:
+    """qim-writer (ConversationWriter)."""
+
     common: CommonConfig
     listen: str
     metrics_listen: str
@@ -162,23 +172,26 @@ class WriterConfig:
 
     @classmethod
     def from_env(cls, env: Env) -> "WriterConfig":
+        """Read and validate every variable; ConfigError naming the first bad one."""
         return cls(
             common=CommonConfig.from_env(env),
             listen=env.addr("QIM_WRITER_LISTEN", "127.0.0.1:7101"),
             metrics_listen=env.metrics_listen("writer"),
-            writer_id=env.int("QIM_WRITER_ID", 0, 0, 65535),
-            region_id=env.int("QIM_REGION_ID", 0, 0, 65535),
-            inflight_limit=env.int("QIM_WRITER_REQUEST_INFLIGHT_LIMIT", WRITER_INFLIGHT_DEFAULT, 1, WRITER_INFLIGHT_MAX),
+            writer_id=env.integer("QIM_WRITER_ID", 0, 0, 65535),
+            region_id=env.integer("QIM_REGION_ID", 0, 0, 65535),
+            inflight_limit=env.integer("QIM_WRITER_REQUEST_INFLIGHT_LIMIT", WRITER_INFLIGHT_DEFAULT, 1, WRITER_INFLIGHT_MAX),
             fault_point=env.fault_point("QIM_WRITER_FAULT_POINT", ("QIM_WRITER_LISTEN", "QIM_WRITER_METRICS_LISTEN"),
                                         WRITER_POINTS),
-            recovery_stale_ms=env.int("QIM_COMMIT_RECOVERY_STALE_MS", 5000, 100, 3_600_000),
-            recall_window_ms=env.int("QIM_RECALL_WINDOW_MS", RECALL_WINDOW_MS_DEFAULT, 0, 30 * 86_400_000),
+            recovery_stale_ms=env.integer("QIM_COMMIT_RECOVERY_STALE_MS", 5000, 100, 3_600_000),
+            recall_window_ms=env.integer("QIM_RECALL_WINDOW_MS", RECALL_WINDOW_MS_DEFAULT, 0, 30 * 86_400_000),
             clock_skew_ms=env.clock_skew("QIM_CLOCK_SKEW_MS", ("QIM_WRITER_LISTEN", "QIM_WRITER_METRICS_LISTEN")),
         )
 
 
 @dataclass(frozen=True)
 class GatewayConfig:
+    """qim-gateway (ConnectionNode)."""
+
     common: CommonConfig
     listen: str
     metrics_listen: str
@@ -193,6 +206,7 @@ class GatewayConfig:
 
     @classmethod
     def from_env(cls, env: Env) -> "GatewayConfig":
+        """Read and validate every variable; ConfigError naming the first bad one."""
         return cls(
             common=CommonConfig.from_env(env),
             listen=env.addr("QIM_GATEWAY_LISTEN", "127.0.0.1:7100"),
@@ -201,15 +215,17 @@ class GatewayConfig:
             writer_addrs=env.addrs("QIM_WRITER_ADDRS", "127.0.0.1:7101"),
             mailbox_addrs=env.addrs("QIM_MAILBOX_ADDRS", "127.0.0.1:7102"),
             session_addrs=env.addrs("QIM_SESSION_ADDRS", "127.0.0.1:7103"),
-            token_secret=env.str("QIM_DEV_TOKEN_SECRET").encode(),
-            inflight_limit=env.int("QIM_WRITER_REQUEST_INFLIGHT_LIMIT", WRITER_INFLIGHT_DEFAULT, 1, WRITER_INFLIGHT_MAX),
-            max_body=env.int("QIM_MAX_MESSAGE_BODY", MAX_MESSAGE_BODY, 1, MAX_MESSAGE_BODY),
-            auth_timeout_s=env.int("QIM_AUTH_TIMEOUT_MS", 10_000, 100, 600_000) / 1000,
+            token_secret=env.text("QIM_DEV_TOKEN_SECRET").encode(),
+            inflight_limit=env.integer("QIM_WRITER_REQUEST_INFLIGHT_LIMIT", WRITER_INFLIGHT_DEFAULT, 1, WRITER_INFLIGHT_MAX),
+            max_body=env.integer("QIM_MAX_MESSAGE_BODY", MAX_MESSAGE_BODY, 1, MAX_MESSAGE_BODY),
+            auth_timeout_s=env.integer("QIM_AUTH_TIMEOUT_MS", 10_000, 100, 600_000) / 1000,
         )
 
 
 @dataclass(frozen=True)
 class FanoutConfig:
+    """qim-fanout (FanoutCoordinator)."""
+
     common: CommonConfig
     metrics_listen: str
     batch_size: int
@@ -217,16 +233,19 @@ class FanoutConfig:
 
     @classmethod
     def from_env(cls, env: Env) -> "FanoutConfig":
+        """Read and validate every variable; ConfigError naming the first bad one."""
         return cls(
             common=CommonConfig.from_env(env),
             metrics_listen=env.metrics_listen("fanout"),
-            batch_size=env.int("QIM_FANOUT_BATCH_SIZE", FANOUT_BATCH_DEFAULT, 1, FANOUT_BATCH_MAX),
+            batch_size=env.integer("QIM_FANOUT_BATCH_SIZE", FANOUT_BATCH_DEFAULT, 1, FANOUT_BATCH_MAX),
             fault_point=env.fault_point("QIM_FANOUT_FAULT_POINT", ("QIM_FANOUT_METRICS_LISTEN",), FANOUT_POINTS),
         )
 
 
 @dataclass(frozen=True)
 class MailboxConfig:
+    """qim-mailbox (MailboxNode); node i of QIM_MAILBOX_NODE_COUNT owns shards s with s mod n == i."""
+
     common: CommonConfig
     listen: str
     metrics_listen: str
@@ -240,19 +259,20 @@ class MailboxConfig:
 
     @classmethod
     def from_env(cls, env: Env) -> "MailboxConfig":
-        node_count = env.int("QIM_MAILBOX_NODE_COUNT", 1, 1, 1024)
+        """Read and validate every variable; ConfigError naming the first bad one."""
+        node_count = env.integer("QIM_MAILBOX_NODE_COUNT", 1, 1, 1024)
         return cls(
             common=CommonConfig.from_env(env),
             listen=env.addr("QIM_MAILBOX_LISTEN", "127.0.0.1:7102"),
             metrics_listen=env.metrics_listen("mailbox"),
             gateway_push_addrs=env.addrs("QIM_GATEWAY_PUSH_ADDR", "127.0.0.1:7104"),
-            node_index=env.int("QIM_MAILBOX_NODE_INDEX", 0, 0, node_count - 1),
+            node_index=env.integer("QIM_MAILBOX_NODE_INDEX", 0, 0, node_count - 1),
             node_count=node_count,
             fault_point=env.fault_point("QIM_MAILBOX_FAULT_POINT", ("QIM_MAILBOX_LISTEN", "QIM_MAILBOX_METRICS_LISTEN"),
                                         MAILBOX_POINTS),
-            dp_gc_safety_ms=env.int("QIM_DISPATCH_PROGRESS_GC_SAFETY_MS", 0, 0, 365 * 86_400_000),
+            dp_gc_safety_ms=env.integer("QIM_DISPATCH_PROGRESS_GC_SAFETY_MS", 0, 0, 365 * 86_400_000),
             session_addrs=env.addrs("QIM_SESSION_ADDRS", "127.0.0.1:7103"),
-            retention_ms=env.int("QIM_MAILBOX_RETENTION_MS", MAILBOX_RETENTION_MS_DEFAULT, MAILBOX_RETENTION_MS_MIN,
+            retention_ms=env.integer("QIM_MAILBOX_RETENTION_MS", MAILBOX_RETENTION_MS_DEFAULT, MAILBOX_RETENTION_MS_MIN,
                                  MAILBOX_RETENTION_MS_MAX),
         )
 
@@ -277,6 +297,7 @@ class SessionConfig:
 
     @classmethod
     def from_env(cls, env: Env) -> "SessionConfig":
+        """Read and validate every variable; ConfigError naming the first bad one."""
         listen = env.addr("QIM_SESSION_LISTEN", "127.0.0.1:7103")
         node_count = len(env.addrs("QIM_SESSION_ADDRS", listen))
         return cls(
@@ -284,7 +305,7 @@ class SessionConfig:
             listen=listen,
             metrics_listen=env.metrics_listen("session"),
             gateway_push_addrs=env.addrs("QIM_GATEWAY_PUSH_ADDR", "127.0.0.1:7104"),
-            node_index=env.int("QIM_SESSION_NODE_INDEX", 0, 0, node_count - 1),
+            node_index=env.integer("QIM_SESSION_NODE_INDEX", 0, 0, node_count - 1),
             node_count=node_count,
-            snapshot_ttl_ms=env.int("QIM_SESSION_SNAPSHOT_TTL_MS", SESSION_SNAPSHOT_TTL_MS, 0, 3_600_000),
+            snapshot_ttl_ms=env.integer("QIM_SESSION_SNAPSHOT_TTL_MS", SESSION_SNAPSHOT_TTL_MS, 0, 3_600_000),
         )

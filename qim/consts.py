@@ -88,6 +88,9 @@ MAILBOX_SHARD_FIFO = 128
 MAILBOX_GLOBAL_PERMIT = 64
 WRITER_INFLIGHT_DEFAULT = 1024
 WRITER_INFLIGHT_MAX = 8192
+# Internal requests a mailbox or session node runs at once per gateway connection (past it
+# the node stops reading that connection: TCP back-pressure, nothing dropped).
+INTERNAL_RPC_INFLIGHT = 1024
 COMMIT_HELPER_TTL_MS = 2 * 3600 * 1000
 # Group changes and recall/delete keep their commit state as long as the SDK may retry a
 # pending operation (DESIGN.md §11 pending max age): a retry replays the original reply.

@@ -31,9 +31,11 @@ class FaultPoints:
 
     @property
     def active(self) -> bool:
+        """True when a fault point is configured."""
         return bool(self.point)
 
     def hit(self, name: str) -> None:
+        """SIGKILL this process when `name` is the configured point (a crash gate)."""
         if name == self.point:
             logger.warning("fault injection: SIGKILL at %s", name)
             os.kill(os.getpid(), signal.SIGKILL)

@@ -1,9 +1,8 @@
 """Shared pytest configuration.
 
-Real-engine fixtures live in qim/dev/testing.py (see its docstring):
+Real-engine fixtures live in tests/fixtures.py (see its docstring; not part of the wheel):
 `engines` (session: one private Redis + Kafka), `private_redis`, `private_kafka`,
 `private_cassandra`.
 """
 
-from qim.dev.testing import (engines, private_cassandra, private_kafka,  # noqa: F401
-                             private_redis)
+from tests.fixtures import engines, private_cassandra, private_kafka, private_redis  # noqa: F401

@@ -1,4 +1,5 @@
-"""Import every compiled qim._core module of an installed qim wheel and use each once.
+"""Import every compiled qim._core module of an installed qim wheel and use each once,
+and prove an app-only install (no extras) is enough for the SDK.
 
 Run inside a fresh virtual environment by tools/wheel_check.py, and by cibuildwheel's
 test-command, always as `python -I` so neither a checkout nor the user site can shadow
@@ -11,12 +12,15 @@ from __future__ import annotations
 
 import importlib
 import importlib.machinery
+import importlib.util
 import json
 import pathlib
+import subprocess
 import sys
 import sysconfig
 
 NAMES = ("frame", "mailbox_seq", "watermark", "eventgroup", "ids")
+SERVER_EXTRA = ("redis", "confluent_kafka", "prometheus_client", "pyroaring", "numpy")
 # PING, opcode 0x0103, request_id 1, empty body: written out literally (DESIGN.md §4)
 PING_1 = b"\x51\x49\x01\x00\x01\x03\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x94\x2b\x9c\x1a"
 
@@ -58,14 +62,32 @@ def check_behaviour() -> None:
     assert core.ids.conversation_id_direct(0, 2, 1) == expect
 
 
+def check_app_only() -> dict[str, object]:
+    """The installed wheel without extras: SDK importable, server modules absent, a
+    service refuses with the pip command; py.typed shipped, fixtures not."""
+    present = [m for m in SERVER_EXTRA if importlib.util.find_spec(m) is not None]
+    assert not present, f"installed without extras but {present} are importable"
+    import qim
+    import qim.sdk  # noqa: F401 — the import is the check
+
+    package = pathlib.Path(qim.__file__).parent
+    assert (package / "py.typed").is_file(), "py.typed missing"
+    assert not (package / "dev" / "testing.py").exists(), "test fixtures shipped in the wheel"
+    proc = subprocess.run([sys.executable, "-I", "-c", "from qim.app.writer import main; main()"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 4 and "pip install 'qim[server]'" in proc.stderr, (proc.returncode, proc.stderr)
+    return {"sdk": True, "server_extra_absent": list(SERVER_EXTRA), "service_exit": proc.returncode}
+
+
 def main() -> int:
     try:
         modules = check_modules()
         check_behaviour()
+        app_only = check_app_only()
     except (AssertionError, ImportError) as e:
         print(f"wheel smoke test failed: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
-    print(json.dumps({"python": sys.version.split()[0], "modules": modules}))
+    print(json.dumps({"python": sys.version.split()[0], "modules": modules, "app_only": app_only}))
     return 0
 
 

@@ -1,22 +1,17 @@
-"""qim-mailbox entry point."""
+"""qim-mailbox entry point (MailboxNode)."""
 
-import asyncio
-
-from qim.app.run import run_service
+from qim.app.run import run_node
 from qim.config import Env, MailboxConfig
 
 
 def main() -> None:
-    async def body() -> None:
+    """Configuration from QIM_* variables, then the node until SIGTERM (qim/app/run.py)."""
+    def build():  # imported here: an app-only install gets run_node's one-line message
         from qim.services.mailbox.node import MailboxNode
 
-        node = MailboxNode(MailboxConfig.from_env(Env()))
-        task = await node.start()
-        await task
-        # Stopped dirty: stay up and unhealthy; a restart replays from the watermark.
-        await asyncio.Event().wait()
+        return MailboxNode(MailboxConfig.from_env(Env()))
 
-    run_service("mailbox", body)
+    run_node("mailbox", build)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,12 @@
-"""Shared process shell: logging, config errors, signals, graceful stop."""
+"""Shared process shell: logging, signals, exit codes around one ServiceNode.
+
+`run_node(service, build)`: `build()` reads the configuration and returns the node
+(qim/obs/node.py); the node starts, serves until SIGTERM or SIGINT, then stops cleanly
+and the process exits 0. Exit codes otherwise, each with a one-line message on stderr:
+2 configuration error (the message names the variable), 3 cannot start (an engine
+check failed, a port is taken), 4 the `server` extra is not installed
+(docs/decisions/0020-service-shell.md).
+"""
 
 from __future__ import annotations
 
@@ -7,44 +15,81 @@ import logging
 import os
 import signal
 import sys
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Callable
 
 from qim.errors import ConfigError, EngineError
 
+if TYPE_CHECKING:
+    from qim.obs.node import ServiceNode
+
+# Top-level modules of the `server` extra (pyproject.toml): a service importing one of
+# them on an app-only install fails with EXIT_NO_SERVER_EXTRA and the pip command.
+SERVER_EXTRA_MODULES = frozenset({"redis", "hiredis", "confluent_kafka", "prometheus_client", "pyroaring", "numpy"})
+EXIT_CONFIG, EXIT_CANNOT_START, EXIT_NO_SERVER_EXTRA = 2, 3, 4
+
 
 def setup_logging(service: str) -> None:
+    """Log lines `time service LEVEL logger: message` at QIM_LOG_LEVEL (default INFO)."""
     level = os.environ.get("QIM_LOG_LEVEL", "INFO").upper()
     logging.basicConfig(level=getattr(logging, level, logging.INFO),
                         format=f"%(asctime)s {service} %(levelname)s %(name)s: %(message)s")
-    # librdkafka and redis-py are chatty at INFO; their warnings still show.
+    # asyncio's INFO lines (slow callbacks) are noise at INFO; its warnings still show.
     logging.getLogger("asyncio").setLevel(logging.WARNING)
 
 
-def run_service(service: str, body: Callable[[], Awaitable[None]]) -> None:
-    """Run `body()` until it returns or SIGTERM/SIGINT. Exit 2 with a message naming the
-    variable on ConfigError, 3 on EngineError at start."""
+def missing_server_module(exc: ModuleNotFoundError) -> str:
+    """The top-level module name when `exc` is a module of the server extra, else ""."""
+    top = (exc.name or "").split(".")[0]
+    return top if top in SERVER_EXTRA_MODULES else ""
+
+
+def run_node(service: str, build: Callable[[], "ServiceNode"]) -> None:
+    """Run the node `build()` returns until SIGTERM/SIGINT; exits as the module doc says."""
     setup_logging(service)
-    log = logging.getLogger(f"qim.app.{service}")
-
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, task.cancel)
-        try:
-            await body()
-        except asyncio.CancelledError:
-            log.info("stopping")
-
+    prog = f"qim-{service}"
     try:
-        asyncio.run(main())
+        asyncio.run(serve_until_signal(service, build))
     except ConfigError as exc:
-        print(f"{service}: configuration error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        print(f"{prog}: configuration error: {exc}", file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
     except EngineError as exc:
-        print(f"{service}: cannot start: {exc}", file=sys.stderr)
-        sys.exit(3)
+        print(f"{prog}: cannot start: {exc}", file=sys.stderr)
+        sys.exit(EXIT_CANNOT_START)
+    except ModuleNotFoundError as exc:
+        module = missing_server_module(exc)
+        if not module:
+            raise
+        print(f"{prog}: the server extra is not installed (no module {module!r}); "
+              f"install it with: pip install 'qim[server]'", file=sys.stderr)
+        sys.exit(EXIT_NO_SERVER_EXTRA)
 
 
-async def forever() -> None:
-    await asyncio.Event().wait()
+async def serve_until_signal(service: str, build: Callable[[], "ServiceNode"]) -> None:
+    """Build and start the node, wait for SIGTERM/SIGINT, stop it. A signal during the
+    start stops what was started. Raises what `build()`/`start()` raise; an OSError of
+    a listener (port taken) becomes EngineError."""
+    log = logging.getLogger(f"qim.app.{service}")
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    node = build()
+    starting = loop.create_task(node.start(), name=f"{service}:start")
+    signalled = loop.create_task(stop.wait(), name=f"{service}:signal")
+    await asyncio.wait({starting, signalled}, return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():
+        log.info("stopping during start")
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)  # start() stops the node
+        return
+    exc = starting.exception()
+    if exc is not None:
+        signalled.cancel()
+        if isinstance(exc, OSError):
+            raise EngineError(f"cannot listen: {exc}") from exc
+        raise exc
+    log.info("started")
+    await signalled
+    log.info("stopping")
+    await node.stop()
+    log.info("stopped")

@@ -1,23 +1,17 @@
 """qim-session entry point (SessionProjection)."""
 
-import asyncio
-
-from qim.app.run import run_service
+from qim.app.run import run_node
 from qim.config import Env, SessionConfig
 
 
 def main() -> None:
-    async def body() -> None:
+    """Configuration from QIM_* variables, then the node until SIGTERM (qim/app/run.py)."""
+    def build():  # imported here: an app-only install gets run_node's one-line message
         from qim.services.session.node import SessionNode
 
-        node = SessionNode(SessionConfig.from_env(Env()))
-        task = await node.start()
-        await task
-        # The durable projection failed closed: stay up and unhealthy for the operator
-        # (the reason is in /healthz); MARK_READ keeps working.
-        await asyncio.Event().wait()
+        return SessionNode(SessionConfig.from_env(Env()))
 
-    run_service("session", body)
+    run_node("session", build)
 
 
 if __name__ == "__main__":

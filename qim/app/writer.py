@@ -1,18 +1,17 @@
-"""qim-writer entry point."""
+"""qim-writer entry point (ConversationWriter)."""
 
-from qim.app.run import forever, run_service
+from qim.app.run import run_node
 from qim.config import Env, WriterConfig
 
 
 def main() -> None:
-    async def body() -> None:
+    """Configuration from QIM_* variables, then the node until SIGTERM (qim/app/run.py)."""
+    def build():  # imported here: an app-only install gets run_node's one-line message
         from qim.services.writer.server import ConversationWriter
 
-        writer = ConversationWriter(WriterConfig.from_env(Env()))
-        await writer.start()
-        await forever()
+        return ConversationWriter(WriterConfig.from_env(Env()))
 
-    run_service("writer", body)
+    run_node("writer", build)
 
 
 if __name__ == "__main__":

@@ -25,8 +25,14 @@ import random
 from dataclasses import dataclass
 from functools import lru_cache
 
-from qim.consts import (EVENT_GROUP_MAX_BYTES, INLINE_BODY_BUDGET_BYTES, MAX_MESSAGE_BODY, MESSAGE_TYPE_CUSTOM,
-                        SESSION_HEAD_BODY_MAX, STREAM_WRITE_CHUNK_BYTES)
+from qim.consts import (
+    EVENT_GROUP_MAX_BYTES,
+    INLINE_BODY_BUDGET_BYTES,
+    MAX_MESSAGE_BODY,
+    MESSAGE_TYPE_CUSTOM,
+    SESSION_HEAD_BODY_MAX,
+    STREAM_WRITE_CHUNK_BYTES,
+)
 from qim.proto.v1 import mailbox_pb2, message_pb2
 from qim.services.writer.committer import EVENT_OVERHEAD_MAX
 

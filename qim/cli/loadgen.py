@@ -16,6 +16,7 @@ USAGE = "usage: qim-loadgen replay|rate [options]   (qim-loadgen COMMAND --help 
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Dispatch `qim-loadgen SUBCOMMAND ...` (replay, rate); the exit code of the subcommand."""
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
         print(__doc__.strip() + "\n\n" + USAGE)

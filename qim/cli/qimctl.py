@@ -10,8 +10,8 @@ Defaults come from QIM_KAFKA_BOOTSTRAP, QIM_REDIS_ADDR and QIM_MAILBOX_SHARD_COU
 
 `audit dispatch` (DESIGN.md §12, seed 000 "orphan 独立审计"; issue 5):
 1. unless --no-wait, waits (each step bounded by --timeout) until the writer's in-flight
-   ZSETs `qim:inflight:{bNNN}` (all 256 commit buckets, on every --redis-addr) are
-   empty, then until the committed offset of the fanout group on Outbox partition 0
+   commits (CommitStore.inflight_count: all 256 commit buckets, on every --redis-addr)
+   are none, then until the committed offset of the fanout group on Outbox partition 0
    reaches the Outbox high watermark;
 2. reads the Outbox, then every dispatch partition, from the low to the high watermark
    (snapshotted after the wait) by static assign, never a group subscription, nothing
@@ -32,6 +32,7 @@ on stderr says so).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import concurrent.futures
 import os
 import sys
@@ -39,19 +40,17 @@ import time
 import uuid
 from typing import Callable, Optional, Sequence
 
-import redis
-from confluent_kafka import (Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException,
-                             TopicPartition)
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from qim.config import Env
-from qim.consts import COMMIT_BUCKET_COUNT, DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC
-from qim.errors import ConfigError, EngineError
-from qim.net.framed import parse_addr
 from qim.cli import qimctl_admin, qimctl_dev
+from qim.config import Env
+from qim.consts import DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC
+from qim.errors import ConfigError, EngineError
 from qim.services.audit.dispatch_audit import DispatchAudit
-from qim.services.writer.groups import unpack_members
-from qim.services.writer.keys import CommitKeys, inflight_key
+from qim.stores.groups import SnapshotKey
+from qim.stores.open import Stores, open_stores
+from qim.wire.addr import parse_addr
 
 FANOUT_GROUP = "qim-fanout"  # qim.services.fanout.coordinator.GROUP_ID (not imported: metrics side effects)
 KAFKA_CALL_TIMEOUT_S = 10.0
@@ -60,35 +59,57 @@ POLL_INTERVAL_S = 0.2
 Sink = Callable[[int, int, Optional[bytes]], None]
 
 
-def wait_commits_drained(redis_addrs: Sequence[str], timeout_s: float) -> None:
-    """Block until every `qim:inflight:{bNNN}` ZSET is empty on every instance.
+class StoreReader:
+    """The stores of every commit instance (--redis-addr), read from this synchronous CLI
+    through a private event loop. Errors are the stores' typed errors (StoreUnavailable
+    is an EngineError: exit 2)."""
+
+    def __init__(self, addrs: Sequence[str]) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._stores: list[tuple[str, Stores]] = [(a, open_stores(a)) for a in addrs]
+
+    def _run(self, coro):
+        return self._loop.run_until_complete(coro)
+
+    def inflight(self) -> int:
+        """Commits not yet COMMITTED on every instance."""
+        total = 0
+        for addr, stores in self._stores:
+            try:
+                total += self._run(stores.commits.inflight_count())
+            except EngineError as exc:
+                raise EngineError(f"redis at {addr} unreachable: {exc}") from None
+        return total
+
+    def snapshot(self, tenant: int, conversation_id: bytes, version: int):
+        """Member ids of a group's snapshot at `version` (the first instance holding it),
+        None when no instance does."""
+        for _, stores in self._stores:
+            found = self._run(stores.groups.snapshots([SnapshotKey(tenant, conversation_id, version)]))[0]
+            if found is not None:
+                return found
+        return None
+
+    def close(self) -> None:
+        """Close every connection and the loop."""
+        for _, stores in self._stores:
+            self._run(stores.close())
+        self._loop.close()
+
+
+def wait_commits_drained(reader: StoreReader, timeout_s: float) -> None:
+    """Block until no commit is in flight on any instance.
 
     EngineError when Redis is unreachable or commits stay in flight past timeout_s.
     """
     deadline = time.monotonic() + timeout_s
-    clients = []
-    for addr in redis_addrs:
-        host, port = parse_addr(addr)
-        clients.append((addr, redis.Redis(host=host, port=port, socket_connect_timeout=2.0, socket_timeout=5.0)))
-    try:
-        while True:
-            pending = 0
-            for addr, client in clients:
-                try:
-                    pipe = client.pipeline(transaction=False)
-                    for bucket in range(COMMIT_BUCKET_COUNT):
-                        pipe.zcard(inflight_key(bucket))
-                    pending += sum(pipe.execute())
-                except redis.RedisError as exc:
-                    raise EngineError(f"redis at {addr} unreachable: {exc.__class__.__name__}: {exc}") from None
-            if pending == 0:
-                return
-            if time.monotonic() > deadline:
-                raise EngineError(f"{pending} commits still in flight (qim:inflight:*) after {timeout_s:g}s")
-            time.sleep(POLL_INTERVAL_S)
-    finally:
-        for _, client in clients:
-            client.close()
+    while True:
+        pending = reader.inflight()
+        if pending == 0:
+            return
+        if time.monotonic() > deadline:
+            raise EngineError(f"{pending} commits still in flight (qim:inflight:*) after {timeout_s:g}s")
+        time.sleep(POLL_INTERVAL_S)
 
 
 def high_watermarks(consumer: Consumer, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
@@ -134,18 +155,18 @@ def read_topic(consumer: Consumer, topic: str, marks: dict[int, tuple[int, int]]
     last_progress = time.monotonic()
     while todo:
         for m in consumer.consume(1000, 0.5):
-            err, p = m.error(), m.partition()
+            err, p, offset = m.error(), m.partition(), m.offset()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
-                    if p in todo and m.offset() >= todo[p]:
+                    if p in todo and offset is not None and offset >= todo[p]:
                         del todo[p]
                     continue
                 raise EngineError(f"reading {topic}[{p}]: {err.str()}")
-            if p not in todo or m.offset() >= todo[p]:
-                continue  # written after the snapshot
-            sink(p, m.offset(), m.value())
+            if p not in todo or offset is None or offset >= todo[p]:
+                continue  # written after the snapshot (a record always has an offset)
+            sink(p, offset, m.value())
             last_progress = time.monotonic()
-            if m.offset() + 1 >= todo[p]:
+            if offset + 1 >= todo[p]:
                 del todo[p]
         for tp in consumer.position([TopicPartition(topic, p) for p in todo]):
             if tp.offset >= todo[tp.partition]:  # offsets without a record (markers) at the end
@@ -165,22 +186,6 @@ def topic_partition_count(admin: AdminClient, topic: str, timeout_s: float = KAF
     return len(t.partitions)
 
 
-def snapshot_reader(redis_addrs: Sequence[str]):
-    """Group member snapshots by exact version from the commit Redis (None without one)."""
-    if not redis_addrs:
-        return None
-    clients = [redis.Redis(*parse_addr(a), socket_timeout=KAFKA_CALL_TIMEOUT_S) for a in redis_addrs]
-
-    def read(tenant: int, conversation_id: bytes, version: int):
-        for client in clients:
-            raw = client.get(CommitKeys(tenant, conversation_id).group_snapshot(version))
-            if raw is not None:
-                return unpack_members(raw)
-        return None
-
-    return read
-
-
 def audit_dispatch(args: argparse.Namespace, out=sys.stdout) -> int:
     """Run the audit described in the module docstring; returns the exit code (0/1/2)."""
     # librdkafka's own log lines (one per reconnect attempt) are silenced: failures
@@ -194,6 +199,7 @@ def audit_dispatch(args: argparse.Namespace, out=sys.stdout) -> int:
         "max.partition.fetch.bytes": KAFKA_MAX_RECORD_BYTES, "fetch.max.bytes": 2 * KAFKA_MAX_RECORD_BYTES,
         "receive.message.max.bytes": 2 * KAFKA_MAX_RECORD_BYTES + 65536,
     })
+    stores = StoreReader(args.redis_addr)
     try:
         first_call_s = min(args.timeout, KAFKA_CALL_TIMEOUT_S)  # an unreachable broker fails fast
         if topic_partition_count(admin, args.outbox_topic, first_call_s) != 1:
@@ -203,20 +209,21 @@ def audit_dispatch(args: argparse.Namespace, out=sys.stdout) -> int:
             raise EngineError(f"{args.dispatch_topic} has {dispatch_parts} partitions, shard count is "
                               f"{args.shard_count}")
         if not args.no_wait:
-            wait_commits_drained(args.redis_addr, args.timeout)
+            wait_commits_drained(stores, args.timeout)
             wait_fanout_caught_up(admin, consumer, args.outbox_topic, args.fanout_group, args.timeout)
         outbox_marks = high_watermarks(consumer, args.outbox_topic, 1)
         dispatch_marks = high_watermarks(consumer, args.dispatch_topic, dispatch_parts)
         if outbox_marks[0][0] > 0:
             print(f"note: {args.outbox_topic} starts at offset {outbox_marks[0][0]} (retention); dispatches of "
                   "trimmed commits count as dispatch_without_commit", file=sys.stderr)
-        audit = DispatchAudit(args.shard_count, snapshot_reader(args.redis_addr))
+        audit = DispatchAudit(args.shard_count, stores.snapshot if args.redis_addr else None)
         read_topic(consumer, args.outbox_topic, outbox_marks, lambda _p, o, v: audit.add_outbox(o, v), args.timeout)
         read_topic(consumer, args.dispatch_topic, dispatch_marks, audit.add_dispatch, args.timeout)
     except (KafkaException, concurrent.futures.TimeoutError) as exc:
         raise EngineError(f"kafka at {args.kafka_bootstrap}: {exc.__class__.__name__}: {exc}") from None
     finally:
         consumer.close()
+        stores.close()
     result = audit.finish()
     print(result.counts_line(), file=out)
     for line in result.errors:

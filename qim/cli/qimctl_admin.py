@@ -89,6 +89,7 @@ async def _call(addr: str, body: bytes) -> tuple[int, bytes]:
 
 
 def run_admin(args: argparse.Namespace, out=sys.stdout) -> int:
+    """Send one admin request (membership edit or operator delete) to a writer; prints the request id and the result, returns the exit code."""
     req = build_request(args)
     print(f"request_id={(req.membership.request_id or req.delete_message.request_id).hex()}", file=out)
     try:
@@ -103,6 +104,7 @@ def run_admin(args: argparse.Namespace, out=sys.stdout) -> int:
         ok = group_pb2.GroupOk.FromString(reply)
         print(f"ok: membership_version={ok.membership_version} conversation_seq={ok.conversation_seq}", file=out)
     else:
-        ok = message_pb2.RecallOk.FromString(reply)
-        print(f"ok: state={message_pb2.MessageState.Name(ok.state)} control_seq={ok.control_conversation_seq}", file=out)
+        done = message_pb2.RecallOk.FromString(reply)
+        print(f"ok: state={message_pb2.MessageState.Name(done.state)} control_seq={done.control_conversation_seq}",
+              file=out)
     return 0

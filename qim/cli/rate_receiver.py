@@ -27,7 +27,7 @@ import asyncio
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -52,12 +52,15 @@ def summary(values) -> str:
 
 
 def p99(values) -> float:
+    """The 99th percentile of `values` (NaN when empty)."""
     a = np.asarray(values, dtype=np.float64)
     return float(np.percentile(a, 99)) if a.size else float("nan")
 
 
 @dataclass
 class Sent:
+    """One send of the rate lane: pair, send time (ns), body digest, message_id once acked."""
+
     pair: int
     sent_ns: int
     digest: bytes
@@ -76,7 +79,7 @@ class Ledger:
     by_mid: dict = field(default_factory=dict)                # message_id -> n
     first_seen: dict = field(default_factory=dict)            # message_id -> perf_counter_ns of first sighting
     pulled: dict = field(default_factory=dict)                # pair -> [(message_id, seq, digest, conv, sender, n)]
-    on_latency: object = None                                 # callable(ms) for the segment statistics
+    on_latency: Optional[Callable[[float], None]] = None  # callable(ms) for the segment statistics
     pushed_first: int = 0                                     # messages first sighted in a push
     ack_inversions: int = 0                                   # out_of_order parts (set by verdict)
     pull_inversions: int = 0
@@ -164,6 +167,7 @@ class Receiver:
         ledger.pulled.setdefault(pair, [])
 
     def stop(self) -> None:
+        """Stop the read loop after the current frame."""
         self._running = False
         self.wake.set()
 

@@ -74,7 +74,7 @@ def load_dialogues(langs: Sequence[str]) -> list[tuple[str, list[str]]]:
     import yaml
 
     root = os.path.join(os.path.dirname(chatterbot_corpus.__file__), "data")
-    per_lang = []
+    per_lang: list[list[tuple[str, list[str]]]] = []
     for lang in langs:
         files = sorted(glob.glob(os.path.join(root, lang, "*.yml")))
         if not files:
@@ -88,7 +88,7 @@ def load_dialogues(langs: Sequence[str]) -> list[tuple[str, list[str]]]:
                 if turns:
                     dialogues.append((lang, turns))
         per_lang.append(dialogues)
-    out = []
+    out: list[tuple[str, list[str]]] = []
     for i in range(max((len(d) for d in per_lang), default=0)):
         out.extend(d[i] for d in per_lang if i < len(d))
     return out
@@ -106,17 +106,21 @@ class Dialogue(DialogueBase):
         self.conv = direct_conversation(TENANT, *users)
 
     def peer_of(self, user: int) -> int:
+        """The other member of this two-person dialogue."""
         a, b = self.members
         return b if user == a else a
 
     def sender_of(self, i: int) -> int:
+        """Who sends line `i` (the members alternate)."""
         return self.members[i % 2]
 
     async def setup(self) -> None:
+        """Connect both devices (an offline dialogue connects only to send and to pull)."""
         if self.mode != "offline":
             await asyncio.gather(*(d.rt.connect() for d in self.devices.values()))
 
     async def send_item(self, sender: int, item: Item, over_limit: bool) -> SendAck:
+        """Send one corpus line from `sender`; the SendAck (over-limit lines expect a refusal)."""
         rt = self.devices[sender].rt
         if self.mode == "offline":
             await rt.connect()
@@ -151,6 +155,7 @@ def plan_blob_turns(dialogues: list[list[str]], cfg: argparse.Namespace) -> list
 
 
 def is_group_dialogue(i: int, cfg: argparse.Namespace) -> bool:
+    """True for every `--group-every`-th dialogue (replayed as a small group)."""
     return bool(cfg.group_every) and i % cfg.group_every == cfg.group_every - 1
 
 
@@ -180,6 +185,7 @@ async def replay(cfg: argparse.Namespace) -> Tally:
 
 
 def parser() -> argparse.ArgumentParser:
+    """The command line of `qim-loadgen replay`."""
     p = argparse.ArgumentParser(prog="qim-loadgen replay", description=__doc__.split("\n\n")[0])
     p.add_argument("--gateway", default=os.environ.get("QIM_GATEWAY_ADDR"),
                    help="gateway host:port (default: $QIM_GATEWAY_ADDR)")
@@ -205,6 +211,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Replay the corpus; 0 when the client view is clean (nothing lost, duplicated, reordered, corrupt)."""
     cfg = parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if cfg.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -7,6 +7,7 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from qim.cli.verify import AppView, Verdict
 from qim.proto.v1 import session_pb2
@@ -40,6 +41,7 @@ class Tally:
     sdk: dict = field(default_factory=dict)  # summed ClientRuntime.stats (reconnects, resends, ...)
 
     def add(self, other: "Tally") -> None:
+        """Add another dialogue's counts and notes into this one."""
         for name in COUNTS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for mine, theirs in ((self.not_sent, other.not_sent), (self.harness, other.harness),
@@ -65,10 +67,12 @@ class Tally:
                 and not self.harness)
 
     def not_sent_line(self) -> str:
+        """The `replay: not_sent=...` line with its reasons."""
         reasons = ", ".join(f"{k}: {n}" for k, n in sorted(self.not_sent.items()))
         return f"replay: not_sent={sum(self.not_sent.values())} ({reasons or 'none'})"
 
     def line(self) -> str:
+        """The `replay: ...` verdict line (the last line `make demo` prints)."""
         return (f"replay: conversations={self.conversations} messages={self.messages} "
                 f"delivered={self.delivered} lost={self.lost} duplicated={self.duplicated} "
                 f"out_of_order={self.out_of_order} corrupt={self.corrupt} unread_wrong={self.unread_wrong}")
@@ -86,7 +90,7 @@ class Device:
         self.rt = ClientRuntime(cfg.gateway, token, self.store, event_queue=False, send_timeout=cfg.send_timeout,
                                 on_event=self.view.on_event)
 
-    async def wait_told(self, message_ids: list[bytes], deadline: float, recalled: list[bytes] = ()) -> bool:
+    async def wait_told(self, message_ids: list[bytes], deadline: float, recalled: Sequence[bytes] = ()) -> bool:
         """Connect and pull until the app was told every id and shown each of `recalled`
         as recalled (the mailbox watermark may still be catching up), or until `deadline`
         (time.monotonic); True when complete."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from qim.cli.bodies import BLOB_CUSTOM_TYPE, BLOB_MESSAGE_TYPE, Blob, body_bytes, digest
-from qim.cli.replay_common import (EXPECTED_REFUSAL, Device, Tally, close_devices, mark_read, unread_settles)
+from qim.cli.replay_common import EXPECTED_REFUSAL, Device, Tally, close_devices, mark_read, unread_settles
 from qim.cli.verify import Intent, expected_unread, judge
 from qim.consts import MAX_MESSAGE_BODY, MESSAGE_TYPE_TEXT
 from qim.errors import ErrorCode, QimError
@@ -94,6 +94,7 @@ class DialogueBase:
         return 0
 
     def note(self, text: str) -> None:
+        """One diagnostic line on stderr naming this dialogue."""
         print(f"dialogue {self.index} ({self.mode}): {text}", file=sys.stderr)
 
     async def run(self) -> Tally:
@@ -156,7 +157,7 @@ class DialogueBase:
         other member's app must end up showing it recalled, without its body."""
         first = self.members[0]
         target = next((i for i in self.intents if i.sender == first), None)
-        if target is None:
+        if target is None or target.message_id is None:  # intents are appended once acked
             return
         rt = self.devices[first].rt
         try:
@@ -183,8 +184,9 @@ class DialogueBase:
         async def catch_up(user: int, dev: Device) -> None:
             try:
                 mine = [i for i in acked if user in i.recipients]
-                if not await dev.wait_told([i.message_id for i in mine], deadline,
-                                           [i.message_id for i in mine if i.recalled]):
+                ids = [i.message_id for i in mine if i.message_id is not None]  # acked: all of them
+                if not await dev.wait_told(ids, deadline, [i.message_id for i in mine
+                                                           if i.recalled and i.message_id is not None]):
                     self.note(f"user {user}: not every message told within --sync-timeout")
             except Exception as exc:  # judge() counts what was not told as lost
                 self.note(f"user {user}: catching up failed: {exc.__class__.__name__}: {exc}")
@@ -205,7 +207,8 @@ class DialogueBase:
             second = Device(self.cfg, self.base_dir, user, "d2")
             self.extra.append(second)
             mine = [i for i in acked if user in i.recipients]
-            await second.wait_told([i.message_id for i in mine], deadline, [i.message_id for i in mine if i.recalled])
+            await second.wait_told([i.message_id for i in mine if i.message_id is not None], deadline,
+                                   [i.message_id for i in mine if i.recalled and i.message_id is not None])
             top = max(i.conversation_seq for i in acked)
             position = await mark_read(second.rt, self.conv, top, self.peer_of(user))
         except Exception as exc:
@@ -229,10 +232,13 @@ class DialogueBase:
 
     # --- subclass hooks -----------------------------------------------------------
     async def setup(self) -> None:
+        """Subclass hook: connect the devices this dialogue starts with."""
         raise NotImplementedError
 
     def sender_of(self, i: int) -> int:
+        """Subclass hook: who sends line `i`."""
         raise NotImplementedError
 
     async def send_item(self, sender: int, item: Item, over_limit: bool) -> SendAck:
+        """Subclass hook: send one corpus line from `sender`; the SendAck."""
         raise NotImplementedError

@@ -38,14 +38,17 @@ class GroupDialogue(DialogueBase):
         self.conv = ids.conversation_id_group(TENANT, group_id)
 
     def sender_of(self, i: int) -> int:
+        """Who sends line `i` (the two talkers alternate; the third member only listens)."""
         return self.members[i % 2]
 
     async def setup(self) -> None:
+        """Connect the two talkers and create the group (the listener joins as a member)."""
         a, b, listener = self.members
         await self.devices[a].rt.connect()
         await self.devices[b].rt.connect()
         await create_group(self.devices[a].rt, self.group_id, [b, listener])
 
     async def send_item(self, sender: int, item: Item, over_limit: bool) -> SendAck:
+        """Send one corpus line to the group from `sender`."""
         return await self.devices[sender].rt.send_message(self.conv, 0, item.body, item.message_type,
                                                           item.custom_type)

@@ -130,7 +130,8 @@ class Verdict:
 def mismatch(i: Intent, t: Told) -> Optional[str]:
     """What differs between the intent and a telling (None: nothing). A recalled intent
     may be told whole and normal or recalled without a body."""
-    body = (("size", i.size, t.size), ("digest", i.digest, t.digest), ("state", MESSAGE_STATE_NORMAL, t.state))
+    body: tuple[tuple[str, object, object], ...] = (
+        ("size", i.size, t.size), ("digest", i.digest, t.digest), ("state", MESSAGE_STATE_NORMAL, t.state))
     if i.recalled and t.state == MESSAGE_STATE_RECALLED:
         body = (("size", 0, t.size),)
     for name, want, got in (*body, ("sender", i.sender, t.sender),
@@ -139,7 +140,8 @@ def mismatch(i: Intent, t: Told) -> Optional[str]:
                             ("message_type", i.message_type, t.message_type),
                             ("custom_type", i.custom_type, t.custom_type)):
         if want != got:
-            shown = (f"{want.hex()[:12]} vs {got.hex()[:12]}" if isinstance(want, bytes) else f"{want} vs {got}")
+            shown = (f"{want.hex()[:12]} vs {got.hex()[:12]}" if isinstance(want, bytes) and isinstance(got, bytes)
+                     else f"{want!r} vs {got!r}" if isinstance(want, bytes) else f"{want} vs {got}")
             return f"{name} {shown}"
     return None
 
@@ -153,15 +155,22 @@ def ack_order(intents: list[Intent]) -> int:
     return sum(1 for seqs in by_key.values() for (_, a), (_, b) in zip(sorted(seqs), sorted(seqs)[1:]) if b <= a)
 
 
+def _acked_id(i: Intent) -> bytes:
+    """The message_id of an acknowledged intent (judge() looks only at those)."""
+    if i.message_id is None:
+        raise ValueError("intent was not acknowledged")
+    return i.message_id
+
+
 def judge(intents: list[Intent], views: list[AppView], unknown_ok: Iterable[tuple[bytes, int, bytes]] = ()) -> Verdict:
     """The verdict of one conversation set (see module docstring). `unknown_ok`:
     (conversation, sender, digest) of sends whose outcome is unknown (no ACK): told or
     not, they count nowhere."""
     v = Verdict()
     acked = [i for i in intents if i.message_id is not None]
-    by_id = {i.message_id: i for i in acked}
+    by_id = {_acked_id(i): i for i in acked}
     maybe = set(unknown_ok)
-    state: dict[bytes, str] = {i.message_id: "delivered" for i in acked}
+    state: dict[bytes, str] = {_acked_id(i): "delivered" for i in acked}
     for view in views:
         first: dict[bytes, Told] = {}
         last_seq: dict[bytes, int] = {}
@@ -183,23 +192,24 @@ def judge(intents: list[Intent], views: list[AppView], unknown_ok: Iterable[tupl
                 continue
             bad = mismatch(i, t)
             if bad is not None:
-                state[i.message_id] = "corrupt"
+                state[_acked_id(i)] = "corrupt"
                 v.notes.append(f"{view.label}: seq {i.conversation_seq} ({i.size} B) told with {bad}")
         for t in view.updated:  # a later change must still show what was sent
             i = by_id.get(t.message_id)
             bad = mismatch(i, t) if i is not None else None
-            if bad is not None:
-                state[i.message_id] = "corrupt"
+            if i is not None and bad is not None:
+                state[_acked_id(i)] = "corrupt"
                 v.notes.append(f"{view.label}: seq {i.conversation_seq} ({i.size} B) updated to {bad}")
         for i in acked:
-            if view.user not in i.recipients or state[i.message_id] != "delivered":
+            mid = _acked_id(i)
+            if view.user not in i.recipients or state[mid] != "delivered":
                 continue
-            if i.message_id not in first or i.message_id in view.removed:
-                state[i.message_id] = "lost"
-                what = "removed" if i.message_id in first else "never told"
+            if mid not in first or mid in view.removed:
+                state[mid] = "lost"
+                what = "removed" if mid in first else "never told"
                 v.notes.append(f"{view.label}: seq {i.conversation_seq} ({i.size} B) {what}")
-            elif i.recalled and view.final_state(i.message_id) != MESSAGE_STATE_RECALLED:
-                state[i.message_id] = "corrupt"
+            elif i.recalled and view.final_state(mid) != MESSAGE_STATE_RECALLED:
+                state[mid] = "corrupt"
                 v.notes.append(f"{view.label}: seq {i.conversation_seq} still shown as sent after its recall")
     v.out_of_order += ack_order(intents)
     for s in state.values():

@@ -37,6 +37,7 @@ class Composer(TextArea):
     """Multi-line input: Enter submits, Ctrl+J inserts a newline."""
 
     class Submitted(Message):
+        """Posted when the person presses Enter: the text typed (a message or a /command)."""
         def __init__(self, text: str) -> None:
             super().__init__()
             self.text = text
@@ -58,6 +59,7 @@ class Composer(TextArea):
 
 
 class ConvItem(ListItem):
+    """One row of the conversation list (remembers its conversation_id)."""
     def __init__(self, conv: Conversation, text: Text) -> None:
         super().__init__(Static(text))
         self.conversation_id = conv.conversation_id
@@ -93,6 +95,7 @@ class ChatApp(App):
         self.states_seen: list[str] = []  # connection states shown, in order
 
     def compose(self) -> ComposeResult:
+        """The screen: status line, conversation list, open chat, notice line, composer."""
         yield Static(id="status")
         with Horizontal(id="body"):
             yield ListView(id="convs")
@@ -104,6 +107,7 @@ class ChatApp(App):
         yield Static(id="notice")
 
     async def on_mount(self) -> None:
+        """Load the list from the store, open --chat when given, start taking SDK events."""
         self.show_status()
         self.query_one("#scroll", VerticalScroll).can_focus = False  # Tab: list <-> composer
         for conv in await self.client.conversations():
@@ -116,10 +120,15 @@ class ChatApp(App):
 
     # --- SDK events ----------------------------------------------------------------
     async def pump(self) -> None:
+        """Hand every SDK event to the screen, in order, for as long as the app runs."""
+        queue = self.client.events
+        if queue is None:  # the client is built with its event queue (cli.py)
+            raise RuntimeError("qim-desktop needs the SDK client's event queue")
         while True:
-            await self.on_sdk_event(await self.client.events.get())
+            await self.on_sdk_event(await queue.get())
 
     async def on_sdk_event(self, e) -> None:
+        """Apply one SDK event to the screen (state, list, messages, kicks)."""
         if isinstance(e, ev.ConnectionState):
             self.states_seen.append(e.state)
             self.show_status()
@@ -152,6 +161,7 @@ class ChatApp(App):
 
     # --- showing -------------------------------------------------------------------
     def show_status(self) -> None:
+        """Redraw the status line: who, where, and the connection state."""
         c = self.client
         state = {"ready": "● online", "reconnecting": "○ reconnecting…", "syncing": "◐ syncing…",
                  "connecting": "◐ connecting…"}.get(c.state, f"○ {c.state}")
@@ -159,6 +169,7 @@ class ChatApp(App):
             Text(f" qim-desktop · user {c.user_id} · device {c.device_id} · {c.endpoint} · {state}"))
 
     async def show_list(self) -> None:
+        """Redraw the conversation list, newest activity first, keeping the selection."""
         view = self.query_one("#convs", ListView)
         ordered = sorted(self.convs.values(), key=lambda c: c.last_activity_id or b"", reverse=True)
         keep = view.index
@@ -172,6 +183,7 @@ class ChatApp(App):
             view.index = min(keep or 0, len(ids) - 1)
 
     def show_chat(self, scroll_end: bool = False) -> None:
+        """Redraw the open chat (in conversation_seq order, unsent ones last)."""
         conv = self.convs.get(self.current) if self.current else None
         title = render.conversation_name(conv) if conv else "no chat open: /dm USER or pick one on the left"
         self.query_one("#title", Static).update(Text(f" {title}"))
@@ -186,6 +198,7 @@ class ChatApp(App):
         return "\n".join(item.text.plain for item in self.query(ConvItem))
 
     def tell(self, text: str) -> None:
+        """Show one line in the notice area (empty clears it)."""
         self.query_one("#notice", Static).update(Text(text))
 
     def transcript_text(self) -> str:
@@ -195,6 +208,7 @@ class ChatApp(App):
 
     # --- actions -------------------------------------------------------------------
     async def open_chat(self, conversation_id: bytes) -> None:
+        """Open a conversation: its newest page from the store, its unsent messages, then mark it read."""
         self.current = conversation_id
         conv = await self.client.conversation(conversation_id)
         if conv is not None:
@@ -207,6 +221,7 @@ class ChatApp(App):
         await self.show_list()
 
     async def read_current(self) -> None:
+        """Mark the open chat read up to its newest message (a failure is shown, not raised)."""
         if self.current is None or not self.shown:
             return
         try:
@@ -215,11 +230,13 @@ class ChatApp(App):
             self.tell(f"mark read failed: {exc}")
 
     async def on_list_view_selected(self, event: ListView.Selected) -> None:
+        """A row of the list was chosen: open that chat."""
         if isinstance(event.item, ConvItem):
             await self.open_chat(event.item.conversation_id)
             self.query_one(Composer).focus()
 
     async def action_older(self) -> None:
+        """Page back: the next older page of the open chat (history back-fill when needed)."""
         if self.current is None:
             return
         oldest = min((m.conversation_seq for m in self.shown.values()), default=0)
@@ -231,9 +248,11 @@ class ChatApp(App):
         self.query_one("#scroll", VerticalScroll).scroll_home(animate=False)
 
     async def action_leave_app(self) -> None:
+        """Quit the app (the key binding)."""
         self.exit()
 
     async def on_composer_submitted(self, event: Composer.Submitted) -> None:
+        """Run what was typed: a /command or a message to the open chat; errors are shown."""
         try:
             command, text = commands.parse(event.text)
             if command is None:
@@ -246,6 +265,7 @@ class ChatApp(App):
             self.tell(f"{exc.code.name}: {exc}")
 
     async def send(self, text: str) -> None:
+        """Send text to the open chat (pending until acknowledged; never waits for the server)."""
         if self.current is None:
             self.tell("open a chat first: /dm USER, /group USER..., or pick one on the left")
             return
@@ -253,6 +273,7 @@ class ChatApp(App):
         self.tell("")
 
     async def run_command(self, cmd: commands.Command) -> None:
+        """Run one parsed /command (dm, group, leave, members, recall, older, read, help, quit)."""
         c = self.client
         conv = self.convs.get(self.current) if self.current else None
         if cmd.name == "quit":
@@ -283,6 +304,7 @@ class ChatApp(App):
             await self.recall(cmd.ids[0] if cmd.ids else None)
 
     async def recall(self, seq: Optional[int]) -> None:
+        """Recall this person's newest message (or the one at #seq) in the open chat."""
         own = [m for m in self.shown.values() if m.sender_id == self.client.user_id and m.state == 0
                and (seq is None or m.conversation_seq == seq)]
         if not own:

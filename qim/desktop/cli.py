@@ -17,7 +17,7 @@ import argparse
 import asyncio
 import os
 import sys
-from typing import Optional, Sequence
+from typing import NoReturn, Optional, Sequence
 
 from qim.errors import ErrorCode, QimError
 from qim.net.framed import parse_addr
@@ -35,7 +35,7 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line instead of usage + error
+    def error(self, message: str) -> NoReturn:  # one line instead of usage + error
         raise UsageError(f"{message} (see --help)")
 
 

@@ -25,6 +25,7 @@ NAMES = ("dm", "group", "leave", "members", "recall", "older", "read", "help", "
 
 
 class Command(NamedTuple):
+    """A parsed slash command: its name and its numeric arguments."""
     name: str
     ids: tuple[int, ...]
 

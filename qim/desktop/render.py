@@ -36,6 +36,7 @@ def badge(conv: Conversation) -> str:
 
 
 def who(sender_id: int, me: int) -> str:
+    """How a sender is shown: "me" or the user id."""
     return "me" if sender_id == me else str(sender_id)
 
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from mirakuru.exceptions import ProcessExitedWithError, ProcessFinishedWithError, TimeoutExpired
 
-from qim.dev._proc import (Launcher, death_wrapper, kill_pid, log_tail, pid_alive, pid_cwd,
-                           port_in_use, stop_pid)
+from qim.dev._proc import Launcher, death_wrapper, kill_pid, log_tail, pid_alive, pid_cwd, port_in_use, stop_pid
 from qim.errors import EngineError
 
 log = logging.getLogger(__name__)
@@ -67,7 +66,7 @@ class Engine:
         raise NotImplementedError
 
     # --- lifecycle ------------------------------------------------------------
-    def start(self, timeout: float | None = None) -> "Engine":
+    def start(self, timeout: float | None = None) -> Self:
         """Start the server and wait until it is ready (if it already runs: wait only).
 
         Raises EngineError: a port of ours is taken by another process (one line), or
@@ -138,9 +137,10 @@ class Engine:
         """
         if self._launcher is not None and self._launcher.pid is not None:
             return self._launcher.running()
-        if not pid_alive(self.pid):
+        pid = self.pid
+        if pid is None or not pid_alive(pid):
             return False
-        return pid_cwd(self.pid) == str(self.dir)
+        return pid_cwd(pid) == str(self.dir)
 
     def healthy(self) -> bool:
         """True if our process runs and is ready right now."""
@@ -161,7 +161,7 @@ class Engine:
         try:
             if self._launcher is not None and self._launcher.pid is not None:
                 self._launcher.stop_within(timeout)
-            else:
+            elif self.pid is not None:  # alive() above: a recorded pid that still runs here
                 stop_pid(self.pid, timeout)
         except ProcessFinishedWithError as e:
             raise EngineError(f"{self.name} (pid {self.pid}) exited with code {e.exit_code} "
@@ -173,7 +173,7 @@ class Engine:
         """SIGKILL exactly our process (a crash, as far as the server can tell)."""
         if self._launcher is not None and self._launcher.pid is not None:
             self._launcher.kill()
-        elif self.alive():
+        elif self.alive() and self.pid is not None:
             kill_pid(self.pid)
         self._forget()
 

@@ -11,7 +11,7 @@ data) the engines, creates the QIM topics and writes:
 
 Cassandra (the local stand-in for ScyllaDB) is opt-in: `with_cassandra=True`
 (`qim-dev engines up --with-cassandra`) or QIM_DEV_WITH_CASSANDRA=1. Used by the
-`qim-dev engines` CLI and by the pytest fixtures in qim.dev.testing.
+`qim-dev engines` CLI and by the pytest fixtures in tests/fixtures.py.
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ from qim.consts import DEFAULT_SHARD_COUNT
 from qim.dev._proc import pick_ports, rss_bytes
 from qim.dev.cassandra_engine import CassandraEngine, ensure_cassandra_jars
 from qim.dev.engine import Engine
-from qim.dev.kafka_engine import (KafkaEngine, create_topics, ensure_kafka_jars,
-                                  kafka_cache_dir, start_kafka)
+from qim.dev.kafka_engine import KafkaEngine, create_topics, ensure_kafka_jars, kafka_cache_dir, start_kafka
 from qim.dev.redis_engine import RedisEngine, ensure_redis_installed, start_redis
 from qim.errors import EngineError
 
@@ -192,7 +191,9 @@ class EngineSet:
         es.kafka.lib = lib
         if es.cassandra is not None and cassandra_lib is not None:
             es.cassandra.lib = cassandra_lib
-        wanted = [es.redis, es.kafka] + ([es.cassandra] if with_cassandra else [])
+        wanted: list[Engine] = [es.redis, es.kafka]
+        if with_cassandra and es.cassandra is not None:  # set just above when wanted
+            wanted.append(es.cassandra)
         for eng in wanted:
             eng.die_with_parent = die_with_parent
             if eng.healthy():

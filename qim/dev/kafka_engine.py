@@ -14,6 +14,7 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
@@ -69,7 +70,7 @@ def _random_cluster_id() -> str:
 
 def admin_client(bootstrap: str, **extra) -> AdminClient:
     """AdminClient whose librdkafka log goes to Python logging, not stderr."""
-    conf = {"bootstrap.servers": bootstrap, "logger": _rdkafka_log,
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": _rdkafka_log,
             "socket.connection.setup.timeout.ms": 2000}
     conf.update(extra)
     return AdminClient(conf)

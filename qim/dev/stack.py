@@ -115,10 +115,13 @@ class Stack:
         except ProcessExitedWithError as e:
             raise EngineError(f"{name} exited at once (code {e.exit_code}):\n"
                               f"{self.log_tail(name)}") from None
+        pid = launcher.pid
+        if pid is None:  # start() returned, so mirakuru spawned it: never None here
+            raise EngineError(f"{name} has no pid after start")
         self._launchers[name] = launcher
-        self.pids[name] = launcher.pid
+        self.pids[name] = pid
         self.save()
-        return launcher.pid
+        return pid
 
     def healthz(self, name: str) -> tuple[int, str]:
         """(HTTP status, body) of a service's /healthz; (0, reason) when unreachable."""
@@ -137,7 +140,7 @@ class Stack:
         if launcher is not None and launcher.pid is not None:
             return launcher.running()
         pid = self.pids.get(name)
-        return pid_alive(pid) and pid_cwd(pid) == str(Path(self.dir).resolve())
+        return pid is not None and pid_alive(pid) and pid_cwd(pid) == str(Path(self.dir).resolve())
 
     def wait_ready(self, names=None, timeout: float = READY_TIMEOUT_S) -> None:
         """Block until every named /healthz is 200. EngineError (with log tail) otherwise."""

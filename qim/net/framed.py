@@ -25,11 +25,14 @@ import asyncio
 import collections
 import logging
 import socket
-from typing import Deque, Iterator, Optional
+from typing import Deque, Iterator, Optional, Protocol
 
 from qim._core import frame as frame_codec
 from qim.consts import MAX_FRAME_BODY, STREAM_WRITE_CHUNK_BYTES
 from qim.protocol import Opcode
+from qim.wire.addr import parse_addr
+
+__all__ = ["FramedStream", "StreamClosed", "open_framed", "parse_addr"]  # parse_addr: qim/wire/addr.py
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +44,15 @@ URGENT_OPCODES = frozenset({Opcode.PONG, Opcode.ERROR, Opcode.SEND_ACK, Opcode.A
 
 class StreamClosed(ConnectionError):
     """The stream was closed locally or by the peer."""
+
+
+class ByteReader(Protocol):
+    """What FramedStream reads from: an asyncio.StreamReader or a wrapper of one (the
+    SDK's connection counts the bytes it receives)."""
+
+    async def read(self, n: int = -1) -> bytes:
+        """Up to `n` bytes; b"" at EOF."""
+        ...
 
 
 class FramedStream:
@@ -56,7 +68,7 @@ class FramedStream:
     toward clients); it also sizes the socket buffering described in the module doc.
     """
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+    def __init__(self, reader: ByteReader, writer: asyncio.StreamWriter,
                  max_frame: int = MAX_FRAME_BODY, chunk_bytes: int = STREAM_WRITE_CHUNK_BYTES) -> None:
         if not 0 < chunk_bytes <= STREAM_WRITE_CHUNK_BYTES:
             raise ValueError(f"chunk_bytes must be 1..{STREAM_WRITE_CHUNK_BYTES}")
@@ -86,14 +98,19 @@ class FramedStream:
 
     @property
     def peer(self) -> str:
+        """'host:port' of the peer ('?' when unknown): for log lines."""
         peer = self._writer.get_extra_info("peername")
         return f"{peer[0]}:{peer[1]}" if peer else "?"
 
     @property
     def closed(self) -> bool:
+        """True once closed locally or by the peer (send() raises StreamClosed)."""
         return self._closed
 
     async def read_frame(self) -> Optional[tuple[int, int, bytes]]:
+        """The next whole frame (opcode, request_id, body), or None on a clean EOF.
+        Raises FrameError (no resync), TruncatedFrame on EOF inside a frame, FrameTooLarge
+        past `buffer_limit`."""
         while not self._ready:
             if self._closed:
                 return None
@@ -224,6 +241,7 @@ class FramedStream:
             transport.abort()
 
     async def wait_closed(self) -> None:
+        """Wait until the writer task ended and the socket is closed."""
         await asyncio.shield(self._writer_task)
         try:
             await self._writer.wait_closed()
@@ -258,11 +276,3 @@ async def open_framed(host: str, port: int, timeout: float = 5.0) -> FramedStrea
     """Connect to host:port and wrap the stream. Raises OSError / asyncio.TimeoutError."""
     reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
     return FramedStream(reader, writer)
-
-
-def parse_addr(addr: str) -> tuple[str, int]:
-    """'host:port' -> (host, port); ValueError with the address on a bad form."""
-    host, sep, port = addr.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
-        raise ValueError(f"bad address {addr!r}: expected host:port")
-    return host.strip("[]"), int(port)

@@ -13,36 +13,20 @@ import logging
 from typing import Awaitable, Callable, Optional
 
 from qim.errors import ErrorCode, FrameError, RequestError
-from qim.net.framed import FramedStream, StreamClosed, open_framed, parse_addr
-from qim.proto.v1 import common_pb2
+from qim.net.framed import FramedStream, StreamClosed, open_framed
 from qim.protocol import Opcode
+from qim.wire.addr import parse_addr
+from qim.wire.errors import RemoteError, error_body, parse_error
+
+# error_body, parse_error and RemoteError are defined in qim/wire/errors.py; these names
+# stay importable from here for older callers.
+__all__ = ["Handler", "OnewayHandler", "RemoteError", "RpcClient", "error_body", "parse_error",
+           "rpc_connection_handler", "serve_rpc"]
 
 logger = logging.getLogger(__name__)
 
 Handler = Callable[[int, bytes], Awaitable[tuple[int, bytes]]]
 REPLY_BACKLOG_BYTES = 32 * 1024 * 1024
-
-
-def error_body(code: ErrorCode, message: str, request_opcode: int = 0) -> bytes:
-    """Serialized `qim.v1.Error` for an ERROR frame."""
-    return common_pb2.Error(code=int(code), message=message, request_opcode=request_opcode).SerializeToString()
-
-
-class RemoteError(RequestError):
-    """The peer answered with an ERROR frame: `code` and `message` are the peer's.
-
-    It carries no opcode on purpose: whoever re-raises it to a client builds the ERROR
-    body with the client's own request opcode (docs/protocol.md, ERROR)."""
-
-
-def parse_error(body: bytes) -> RemoteError:
-    """RemoteError from an ERROR body (INTERNAL when the body itself is unreadable)."""
-    err = common_pb2.Error()
-    try:
-        err.ParseFromString(body)
-        return RemoteError(ErrorCode(err.code), err.message)
-    except Exception:  # a peer bug must still surface as an error, never vanish
-        return RemoteError(ErrorCode.INTERNAL, "unreadable ERROR body")
 
 
 class RpcClient:
@@ -68,6 +52,7 @@ class RpcClient:
 
     @property
     def connected(self) -> bool:
+        """True while the connection is up (it may still drop before the next call)."""
         return self._stream is not None and not self._stream.closed
 
     async def _ensure(self) -> FramedStream:
@@ -100,6 +85,7 @@ class RpcClient:
                     fut.set_exception(RequestError(ErrorCode.UNAVAILABLE, f"connection to {self.addr} lost"))
 
     async def call(self, opcode: int, body: bytes, timeout: float = 10.0) -> tuple[int, bytes]:
+        """One request -> (reply_opcode, reply_body); see the class doc for the errors."""
         stream = await self._ensure()
         request_id = next(self._ids) & 0xFFFFFFFF or next(self._ids)
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
@@ -141,19 +127,27 @@ class RpcClient:
             await asyncio.wait([task], timeout=timeout)
 
     async def close(self) -> None:
+        """Drop the connection (pending calls fail with UNAVAILABLE) and await the reader."""
         if self._stream is not None:
             self._stream.abort()
         if self._reader_task is not None:
             await asyncio.gather(self._reader_task, return_exceptions=True)
 
 
-async def serve_rpc(host: str, port: int, handler: Handler, inflight_limit: int,
-                    on_oneway: Optional[Callable[[int, bytes], Awaitable[None]]] = None) -> asyncio.AbstractServer:
-    """Serve internal RPC. `handler(opcode, body)` -> (reply_opcode, reply_body); a raised
-    RequestError becomes an ERROR frame with the request's id, any other exception an
-    ERROR(INTERNAL). At most `inflight_limit` requests per connection run at once; past
-    that the server stops reading the socket (TCP back-pressure, nothing dropped).
-    Frames with request_id 0 go to `on_oneway` (no reply)."""
+OnewayHandler = Callable[[int, bytes], Awaitable[None]]
+
+
+def rpc_connection_handler(handler: Handler, inflight_limit: int, on_oneway: Optional[OnewayHandler] = None
+                           ) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
+    """The per-connection coroutine of an internal RPC listener (for
+    `asyncio.start_server` or qim.obs.node.ServiceNode.listen).
+
+    `handler(opcode, body)` -> (reply_opcode, reply_body); a raised RequestError becomes
+    an ERROR frame with the request's id, any other exception an ERROR(INTERNAL). At
+    most `inflight_limit` requests per connection run at once; past that the server
+    stops reading the socket (TCP back-pressure, nothing dropped), and it stops reading
+    too while more than REPLY_BACKLOG_BYTES of replies wait for a peer that does not read
+    them. Frames with request_id 0 go to `on_oneway` (no reply)."""
 
     async def on_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         stream = FramedStream(reader, writer)
@@ -195,17 +189,11 @@ async def serve_rpc(host: str, port: int, handler: Handler, inflight_limit: int,
                 await asyncio.gather(*tasks, return_exceptions=True)
             stream.close()
 
-    return await asyncio.start_server(on_conn, host, port)
+    return on_conn
 
 
-async def keep_connected(clients: list[RpcClient], period_s: float = 0.5) -> None:
-    """Background loop: reconnect every client that lost its connection (best-effort
-    one-way senders such as push and projection links; failures are retried quietly)."""
-    while True:
-        for client in clients:
-            if not client.connected:
-                try:
-                    await client.connect()
-                except RequestError:
-                    pass
-        await asyncio.sleep(period_s)
+async def serve_rpc(host: str, port: int, handler: Handler, inflight_limit: int,
+                    on_oneway: Optional[OnewayHandler] = None) -> asyncio.AbstractServer:
+    """Serve internal RPC on host:port with `rpc_connection_handler` (a listener the
+    caller closes; services use ServiceNode.serve_rpc, which also tracks connections)."""
+    return await asyncio.start_server(rpc_connection_handler(handler, inflight_limit, on_oneway), host, port)

@@ -1,1 +1,2 @@
-"""Observability: /metrics and /healthz for every service (DESIGN.md §2)."""
+"""Observability and the service shell: ServiceNode (node.py), per-node metrics
+(metrics.py), /metrics and /healthz (http.py)."""

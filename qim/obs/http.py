@@ -1,8 +1,10 @@
 """A tiny asyncio HTTP listener serving /metrics (Prometheus text) and /healthz.
 
-/healthz answers 200 "ok" when the service reports ready and every always-zero
-invariant counter is zero; otherwise 503 with the failing reasons (DESIGN.md §2).
-Metric names start with `qim_`; labels never carry user or message ids.
+/healthz answers 200 "ok" when the node reports no reason against its health (ready,
+no failed task, every always-zero invariant counter zero); otherwise 503 with the
+reasons, one a line (DESIGN.md §2). /metrics renders the node's own registry
+(qim/obs/metrics.py). Metric names start with `qim_`; labels never carry user or
+message ids.
 """
 
 from __future__ import annotations
@@ -11,42 +13,38 @@ import asyncio
 import logging
 from typing import Callable, Iterable
 
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
-from prometheus_client import Counter
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from qim.net.framed import parse_addr
+from qim.obs.metrics import invariant_reasons
+
+__all__ = ["Readiness", "invariant_reasons", "serve_http"]
 
 logger = logging.getLogger(__name__)
 
-Readiness = Callable[[], Iterable[str]]  # yields reasons for NOT being ready
+Readiness = Callable[[], Iterable[str]]  # yields reasons for NOT being healthy
+REQUEST_TIMEOUT_S = 5.0
 
 
-def invariant_reasons(counters: Iterable[Counter]) -> list[str]:
-    """Names of always-zero counters that are not zero."""
-    out = []
-    for c in counters:
-        for metric in c.collect():
-            for sample in metric.samples:
-                if sample.name.endswith("_total") and sample.value:
-                    out.append(f"{sample.name}={int(sample.value)}")
-    return out
+async def serve_http(listen: str, health: Readiness, registry: CollectorRegistry) -> asyncio.AbstractServer:
+    """Start the listener on 'host:port' (port 0 picks a free one: see `.sockets`).
 
-
-async def serve_http(listen: str, not_ready: Readiness) -> asyncio.AbstractServer:
-    """Start the listener on 'host:port'. Port 0 picks a free port (see .sockets)."""
+    `health()` yields the reasons against health (none = 200); `registry` is what
+    /metrics renders. Raises OSError when the address cannot be bound, ValueError on a
+    malformed address."""
     host, port = parse_addr(listen)
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            request = await asyncio.wait_for(reader.readline(), 5.0)
-            while (await asyncio.wait_for(reader.readline(), 5.0)) not in (b"\r\n", b"\n", b""):
+            request = await asyncio.wait_for(reader.readline(), REQUEST_TIMEOUT_S)
+            while (await asyncio.wait_for(reader.readline(), REQUEST_TIMEOUT_S)) not in (b"\r\n", b"\n", b""):
                 pass
             parts = request.decode("latin-1").split()
             path = parts[1] if len(parts) >= 2 else ""
             if path == "/metrics":
-                status, ctype, body = "200 OK", CONTENT_TYPE_LATEST, generate_latest(REGISTRY)
+                status, ctype, body = "200 OK", CONTENT_TYPE_LATEST, generate_latest(registry)
             elif path == "/healthz":
-                reasons = list(not_ready())
+                reasons = list(health())
                 status = "503 Service Unavailable" if reasons else "200 OK"
                 body = ("\n".join(reasons) if reasons else "ok").encode() + b"\n"
                 ctype = "text/plain; charset=utf-8"
@@ -56,7 +54,7 @@ async def serve_http(listen: str, not_ready: Readiness) -> asyncio.AbstractServe
                          f"Connection: close\r\n\r\n".encode() + body)
             await writer.drain()
         except (asyncio.TimeoutError, ConnectionError, OSError):
-            pass
+            pass  # a scraper that went away or never spoke: nothing to answer
         finally:
             writer.close()
 

@@ -34,10 +34,27 @@ from __future__ import annotations
 
 from qim._core import ids
 from qim.sdk.client import Client, Member
-from qim.sdk.events import (ConnectionLost, ConnectionState, ConversationsUpdated, Kicked, KickedEvent,
-                            MembershipChanged, MessagesAdded, MessagesRemoved, MessagesUpdated, NotConnected,
-                            PendingResolved, ReadPositionChanged, SendAck, SendFailed, SendPending, SendRefused,
-                            SendTimeout, ServerError, SyncFailed)
+from qim.sdk.events import (
+    ConnectionLost,
+    ConnectionState,
+    ConversationsUpdated,
+    Kicked,
+    KickedEvent,
+    MembershipChanged,
+    MessagesAdded,
+    MessagesRemoved,
+    MessagesUpdated,
+    NotConnected,
+    PendingResolved,
+    ReadPositionChanged,
+    SendAck,
+    SendFailed,
+    SendPending,
+    SendRefused,
+    SendTimeout,
+    ServerError,
+    SyncFailed,
+)
 from qim.sdk.identity import DeviceIdentity, default_data_dir, device_identity
 from qim.sdk.model import Conversation, LastMessage, Membership
 from qim.sdk.runtime import ClientRuntime

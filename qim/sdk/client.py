@@ -82,22 +82,27 @@ class Client:
     # --- identity and lifecycle ----------------------------------------------------
     @property
     def user_id(self) -> int:
+        """The authenticated user this client (and its LocalStore) belongs to."""
         return self.store.user_id
 
     @property
     def device_id(self) -> int:
+        """This device's id (kept with the store)."""
         return self.store.device_id
 
     @property
     def tenant(self) -> int:
+        """The tenant (0 in single-tenant deployments)."""
         return self.store.tenant
 
     @property
     def endpoint(self) -> str:
+        """The gateway address 'host:port'."""
         return self.runtime.endpoint
 
     @property
     def events(self) -> Optional[asyncio.Queue]:
+        """The queue of typed events (qim.sdk.events), or None when built without one."""
         return self.runtime.events
 
     @property
@@ -107,6 +112,7 @@ class Client:
 
     @property
     def connected(self) -> bool:
+        """True while a connection is up and synced."""
         return self.runtime.connected
 
     async def connect(self) -> None:
@@ -132,7 +138,15 @@ class Client:
         return await self.store.run(self.store.conversations, limit)
 
     async def conversation(self, conversation_id: bytes) -> Optional[Conversation]:
+        """One conversation of the list, or None when it is not listed on this device."""
         return await self.store.run(self.store.conversation, conversation_id)
+
+    async def _listed(self, conversation_id: bytes) -> Conversation:
+        """A conversation this client has just listed (open, create, leave)."""
+        conv = await self.conversation(conversation_id)
+        if conv is None:  # the store applied it just before: a store bug, never silent
+            raise RuntimeError(f"conversation {conversation_id.hex()} missing right after it was listed")
+        return conv
 
     async def refresh_conversations(self) -> list[Conversation]:
         """Pull the whole session list now (connect() already does). NotConnected,
@@ -151,7 +165,7 @@ class Client:
             raise ValueError("peer_user_id must be another user's non-zero id with bit 63 clear")
         conv = self.direct_id(peer_user_id)
         await self.runtime._puller.apply(self.store.open_conversation, conv, peer_user_id, 0)
-        return await self.conversation(conv)
+        return await self._listed(conv)
 
     # --- messages ------------------------------------------------------------------
     async def messages(self, conversation_id: bytes, before_seq: int = 0, limit: int = PAGE) -> list[StoredMessage]:
@@ -233,7 +247,7 @@ class Client:
         ok = await requests.create_group(self.runtime, gid, [m for m in members if m != self.user_id])
         await self.runtime._puller.apply(self.store.note_group, bytes(ok.conversation_id), gid,
                                          ok.conversation_seq, True)
-        return await self.conversation(bytes(ok.conversation_id))
+        return await self._listed(bytes(ok.conversation_id))
 
     async def leave_group(self, group_id: int) -> Conversation:
         """Leave the group; it stays listed with `left_at` set (what came before stays
@@ -241,7 +255,7 @@ class Client:
         ok = await requests.leave_group(self.runtime, group_id)
         await self.runtime._puller.apply(self.store.note_group, bytes(ok.conversation_id), group_id,
                                          ok.conversation_seq, False)
-        return await self.conversation(bytes(ok.conversation_id))
+        return await self._listed(bytes(ok.conversation_id))
 
     async def members(self, group_id: int) -> list[Member]:
         """Current members, by user id. ServerError(FORBIDDEN) for a non-member."""

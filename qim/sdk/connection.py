@@ -68,7 +68,7 @@ class Connection:
         self._progress = progress
         self._waiters: dict[int, asyncio.Future] = {}
         self._next_id = 0
-        self.auth: Optional[connection_pb2.AuthOk] = None
+        self.auth = connection_pb2.AuthOk()  # filled by open(), which returns only after AUTH_OK
         self.on_push: Callable[[mailbox_pb2.PushEvents], None] = lambda push: None
         self.on_kicked: Callable[[int], None] = lambda reason: None
         self.on_session_delta: Callable[[session_pb2.SessionDelta], None] = lambda delta: None
@@ -102,6 +102,7 @@ class Connection:
 
     @property
     def is_open(self) -> bool:
+        """True until the connection closed (locally or by the peer)."""
         return not self.closed.done()
 
     @property

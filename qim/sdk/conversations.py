@@ -28,8 +28,7 @@ from typing import Any, Iterable, Optional
 from google.protobuf.message import DecodeError
 
 from qim._core import ids
-from qim.consts import (CONVERSATION_KIND_GROUP, MESSAGE_TYPE_CONTROL, SESSION_HEAD_BODY_MAX,
-                        UNREAD_EXACT_WINDOW)
+from qim.consts import CONVERSATION_KIND_GROUP, MESSAGE_TYPE_CONTROL, SESSION_HEAD_BODY_MAX, UNREAD_EXACT_WINDOW
 from qim.errors import IdError
 from qim.proto.v1 import history_pb2, message_pb2
 from qim.protocol import EventType
@@ -52,6 +51,7 @@ class Touch:
         self.membership: list[Membership] = []
 
     def add(self, conversation_id: bytes) -> None:
+        """Mark a conversation for recomputation after this transaction."""
         self.convs.setdefault(bytes(conversation_id), None)
 
 

@@ -31,6 +31,7 @@ class SendAck:
 
 @dataclass(frozen=True)
 class Connected:
+    """A connection authenticated: who this device is and its mailbox lane."""
     user_id: int
     device_id: int
     mailbox_lane: int
@@ -38,11 +39,13 @@ class Connected:
 
 @dataclass(frozen=True)
 class Disconnected:
+    """The connection dropped; `reason` says why."""
     reason: str
 
 
 @dataclass(frozen=True)
 class KickedEvent:
+    """The server closed the connection for good (a newer login of this device, or shutdown)."""
     reason: int  # Kicked.Reason: 1 REPLACED, 2 SERVER_SHUTDOWN
 
 
@@ -93,6 +96,7 @@ class SendPending:
 
 @dataclass(frozen=True)
 class MessagesAdded:
+    """Messages newly stored for the app, whole bodies, per conversation in conversation_seq order."""
     messages: tuple[StoredMessage, ...]
 
 
@@ -113,6 +117,7 @@ class MessagesRemoved:
 
 @dataclass(frozen=True)
 class PendingResolved:
+    """Sends the server acknowledged (SEND_ACK or found again while reconciling)."""
     acks: tuple[SendAck, ...]
 
 

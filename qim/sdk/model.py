@@ -100,6 +100,7 @@ class Conversation:
 
     @property
     def is_group(self) -> bool:
+        """True for a group conversation (kind 2)."""
         return self.kind == 2
 
     @property

@@ -63,17 +63,20 @@ class Puller:
         """Pull until has_more is false, joining a running pull (it runs again).
         ConnectionLost / NotConnected / ServerError (after retries) / StoreError."""
         self._dirty = True
-        if self._task is None or self._task.done():
-            self._start()
-        await asyncio.shield(self._task)
+        task = self._task
+        if task is None or task.done():
+            task = self._start()
+        await asyncio.shield(task)
 
     def cancel(self) -> None:
+        """Stop a running pull (on close or a lost connection)."""
         if self._task is not None and not self._task.done():
             self._task.cancel()
 
-    def _start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._loop())
-        self._task.add_done_callback(self._done)
+    def _start(self) -> asyncio.Task:
+        self._task = task = asyncio.get_running_loop().create_task(self._loop())
+        task.add_done_callback(self._done)
+        return task
 
     def _done(self, task: asyncio.Task) -> None:
         if task.cancelled():

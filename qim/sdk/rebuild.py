@@ -41,7 +41,8 @@ Apply = Callable[..., Awaitable[ApplyResult]]  # apply(store_method, *args): com
 
 async def session_list(call: Call) -> list[session_pb2.SessionEntry]:
     """Every entry of the user's conversation list, all pages."""
-    out, cursor = [], b""
+    out: list[session_pb2.SessionEntry] = []
+    cursor = b""
     while True:
         _, body = await call(Opcode.PULL_SESSION_LIST,
                              session_pb2.PullSessionList(cursor=cursor, limit=SESSION_PAGE).SerializeToString())

@@ -16,6 +16,7 @@ Errors: NotConnected, ServerError (with the wire ErrorCode), ConnectionLost.
 
 from __future__ import annotations
 
+import functools
 import struct
 from typing import Callable, TypeVar
 
@@ -39,16 +40,17 @@ async def new_cmid(rt: ClientRuntime) -> bytes:
 async def _operation(rt: ClientRuntime, kind: str, key: bytes, replay_answer: bool, opcode: int,
                      build: Callable[[bytes], bytes], reply_type: type[M]) -> M:
     """Run one idempotent operation: reuse its open cmid, or return its stored answer."""
-    cmid, answer = await rt.store.run(rt.store.op_begin, kind, key, replay_answer)
-    if answer is None:
-        body = build(cmid)
-        try:
-            _, answer = await with_retry(lambda: rt.request(opcode, body), Backoff(budget=rt.retry_budget_s))
-        except ServerError as exc:
-            if exc.code not in RETRYABLE:
-                await rt.store.run(rt.store.op_end, kind, key, cmid, None)
-            raise
-        await rt.store.run(rt.store.op_end, kind, key, cmid, answer)
+    cmid, stored = await rt.store.run(rt.store.op_begin, kind, key, replay_answer)
+    if stored is not None:
+        return reply_type.FromString(stored)
+    body = build(cmid)
+    try:
+        _, answer = await with_retry(lambda: rt.request(opcode, body), Backoff(budget=rt.retry_budget_s))
+    except ServerError as exc:
+        if exc.code not in RETRYABLE:
+            await rt.store.run(rt.store.op_end, kind, key, cmid, None)
+        raise
+    await rt.store.run(rt.store.op_end, kind, key, cmid, answer)
     return reply_type.FromString(answer)
 
 
@@ -101,7 +103,8 @@ async def pull_members(rt: ClientRuntime, group_id: int, page: int = 1000) -> li
     after = 0
     while True:
         req = group_pb2.PullMembers(group_id=group_id, after_user_id=after, limit=page).SerializeToString()
-        _, body = await with_retry(lambda: rt.request(Opcode.PULL_MEMBERS, req), Backoff(budget=rt.retry_budget_s))
+        _, body = await with_retry(functools.partial(rt.request, Opcode.PULL_MEMBERS, req),
+                                   Backoff(budget=rt.retry_budget_s))
         batch = group_pb2.MembersBatch.FromString(body)
         out.extend(batch.members)
         if not batch.has_more or not batch.members:

@@ -88,6 +88,7 @@ class ClientRuntime:
 
     @property
     def connected(self) -> bool:
+        """True while a connection is up and the mailbox sync after it finished."""
         return self._ready and self._conn is not None and self._conn.is_open
 
     @property
@@ -180,7 +181,7 @@ class ClientRuntime:
             conn.on_read_sync = self.on_read_sync
         self._conn, self._ready = conn, False
         self._sender.new_connection()
-        conn.closed.add_done_callback(lambda f, c=conn: self._on_closed(c, f.result()))
+        conn.closed.add_done_callback(lambda f: self._on_closed(conn, f.result()))
         self._emit(ev.Connected(auth.user_id, auth.device_id, auth.mailbox_lane))
         self._set_state("syncing")
         self._spawn(conn.heartbeat(max(1.0, min(auth.heartbeat_s or 60, 120) / 2), self.probe_s))
@@ -239,9 +240,10 @@ class ClientRuntime:
     async def request(self, opcode: int, body: bytes, timeout: Optional[float] = None) -> tuple[int, bytes]:
         """One request on the live connection -> (reply opcode, body). NotConnected,
         ServerError (ERROR reply), ConnectionLost."""
-        if not self.connected:
+        conn = self._conn
+        if conn is None or not self.connected:
             raise NotConnected("call connect() first")
-        return await self._conn.request(opcode, body, timeout or self.send_timeout)
+        return await conn.request(opcode, body, timeout or self.send_timeout)
 
     # --- sending -------------------------------------------------------------------
     async def submit_message(self, conversation_id: bytes, recipient_user_id: int, body: bytes,

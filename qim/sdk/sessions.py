@@ -19,6 +19,7 @@ for a permanent refusal (FORBIDDEN, NOT_FOUND).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
@@ -74,7 +75,7 @@ class Sessions:
         while True:
             body = session_pb2.PullSessionList(cursor=cursor, limit=SESSION_PAGE).SerializeToString()
             _, reply = await with_retry(
-                lambda: conn.request_probed(Opcode.PULL_SESSION_LIST, body, rt.ack_deadline_s, rt.probe_s),
+                functools.partial(conn.request_probed, Opcode.PULL_SESSION_LIST, body, rt.ack_deadline_s, rt.probe_s),
                 Backoff(budget=rt.retry_budget_s))
             batch = session_pb2.SessionListBatch.FromString(reply)
             await self._apply("server", rt.store.apply_sessions, list(batch.sessions))
@@ -128,7 +129,8 @@ class Sessions:
             await self._send_mark(conn, conv, target, entry.peer_user_id if entry else 0)
         except (ConnectionLost, NotConnected):
             pass  # unconfirmed: sent again after the next list pull
-        return max(target, (await rt.store.run(rt.store.conversation, conv)).read_conversation_seq)
+        now = await rt.store.run(rt.store.conversation, conv)
+        return max(target, now.read_conversation_seq if now is not None else 0)
 
     async def _send_mark(self, conn: Connection, conv: bytes, seq: int, peer: int) -> None:
         rt = self._rt

@@ -36,13 +36,12 @@ import concurrent.futures
 import os
 import sqlite3
 import time
-from typing import Any, Callable, Iterable, Optional, TypeVar
+from typing import Any, Callable, Iterable, Literal, Optional, TypeVar
 
 from qim._core import ids
 from qim.consts import CONVERSATION_KIND_DIRECT, U63_MAX
 from qim.sdk import apply, conversations
-from qim.sdk.model import (ApplyResult, PendingSend, Resolved, StoredMessage, StoreError,  # noqa: F401
-                           canonical_endpoint)
+from qim.sdk.model import ApplyResult, PendingSend, Resolved, StoredMessage, StoreError, canonical_endpoint  # noqa: F401
 from qim.sdk.schema import SCHEMA_VERSION, open_db  # noqa: F401
 from qim.sdk.store_lists import ListsMixin
 
@@ -274,6 +273,7 @@ class LocalStore(ListsMixin):
         return [StoredMessage(*r) for r in rows]
 
     def has_message(self, message_id: bytes) -> bool:
+        """True when a message with this message_id is stored."""
         return self._db.execute("SELECT 1 FROM messages WHERE message_id = ?", (message_id,)).fetchone() is not None
 
     def conversations_held(self) -> dict[bytes, tuple[int, int]]:
@@ -304,7 +304,7 @@ class _Tx:
     def __enter__(self) -> None:
         self._db.execute("BEGIN IMMEDIATE")
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> Literal[False]:
         if exc_type is None:
             self._db.execute("COMMIT")
             return False

@@ -111,6 +111,7 @@ class ListsMixin:
         return bool(got and got[0])
 
     def set_oldest_reached(self, conversation_id: bytes) -> None:
+        """History back-fill reached the first message of the conversation: stop asking."""
         with self._tx():
             conversations.ensure(self._db, conversation_id)
             self._db.execute("UPDATE conversations SET oldest_reached = 1 WHERE conversation_id = ?",

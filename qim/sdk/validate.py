@@ -13,8 +13,14 @@ direct recipient that is not the conversation's peer, a recipient on a group sen
 from __future__ import annotations
 
 from qim._core import ids
-from qim.consts import (CONVERSATION_KIND_DIRECT, CONVERSATION_KIND_GROUP, ID_LEN, MAX_CUSTOM_TYPE_BYTES,
-                        MESSAGE_TYPE_CONTROL, U63_MAX)
+from qim.consts import (
+    CONVERSATION_KIND_DIRECT,
+    CONVERSATION_KIND_GROUP,
+    ID_LEN,
+    MAX_CUSTOM_TYPE_BYTES,
+    MESSAGE_TYPE_CONTROL,
+    U63_MAX,
+)
 from qim.errors import ErrorCode, IdError
 from qim.sdk.events import SendRefused
 

@@ -29,13 +29,13 @@ from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartiti
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from qim._core import ids
-from qim.dev.testing import TEST_SHARD_COUNT, running_stack
 from qim.proto.v1 import internal_pb2, message_pb2
 from qim.protocol import Opcode
 from qim.services.audit import audit
-from qim.services.dispatch_record import Dispatch
 from qim.services.fanout.plan import parse_outbox, plan
-from qim.services.writer.keys import inflight_key
+from qim.stores.redis.keys import inflight_key
+from qim.wire.dispatch import Dispatch
+from tests.fixtures import TEST_SHARD_COUNT, running_stack
 
 N = TEST_SHARD_COUNT
 REPO = Path(__file__).resolve().parents[2]

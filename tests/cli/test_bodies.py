@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import random
 
-from qim.cli.bodies import (BLOB_CUSTOM_TYPE, BLOB_MESSAGE_TYPE, OVER_LIMIT, body_bytes, chunk_edges, deal,
-                            inline_limit, plan_blobs, threshold_sizes)
+from qim.cli.bodies import (
+    BLOB_CUSTOM_TYPE,
+    BLOB_MESSAGE_TYPE,
+    OVER_LIMIT,
+    body_bytes,
+    chunk_edges,
+    deal,
+    inline_limit,
+    plan_blobs,
+    threshold_sizes,
+)
 from qim.consts import MAX_MESSAGE_BODY, STREAM_WRITE_CHUNK_BYTES
 from qim.proto.v1 import message_pb2
 from qim.services.writer.committer import inline_decision

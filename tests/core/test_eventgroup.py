@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from qim._core.types import MailboxEvent
 from qim.consts import EVENT_GROUP_MAX_BYTES
 from qim.errors import EventGroupError
-from qim._core.types import MailboxEvent
 
 from ._impls import COMPILED, PURE
 

@@ -14,8 +14,15 @@ from hypothesis import strategies as st
 
 from qim.consts import FLAG_COMPRESSED, FLAG_MORE, MAX_FRAME_BODY, STREAM_WRITE_CHUNK_BYTES
 from qim.errors import (
-    BadCrc, BadFlags, BadMagic, BadVersion, ChunkOrder, ChunkTooLarge, DecompressError,
-    FrameTooLarge, TruncatedFrame,
+    BadCrc,
+    BadFlags,
+    BadMagic,
+    BadVersion,
+    ChunkOrder,
+    ChunkTooLarge,
+    DecompressError,
+    FrameTooLarge,
+    TruncatedFrame,
 )
 
 from ._impls import COMPILED, PURE

@@ -25,8 +25,8 @@ from qim.dev._proc import pid_alive
 from qim.dev.engines import EngineSet
 from qim.dev.kafka_engine import KafkaEngine, admin_client
 from qim.dev.redis_engine import start_redis
-from qim.dev.testing import TEST_SHARD_COUNT
 from qim.errors import EngineError
+from tests.fixtures import TEST_SHARD_COUNT
 
 
 def _cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:

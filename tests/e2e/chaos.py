@@ -8,10 +8,10 @@ import random
 import subprocess
 import sys
 
-from qim.dev.testing import start_private_stack
 from qim.errors import ErrorCode
 from qim.protocol import Opcode
 from tests.e2e.rawclient import RawClient
+from tests.fixtures import start_private_stack
 
 
 def private_stack(base, **kw):
@@ -49,7 +49,7 @@ class Conversation:
                     self.order.append(body)
                     return
                 assert reply.code == ErrorCode.UNAVAILABLE, reply
-            except (AssertionError,):
+            except AssertionError:
                 raise
             except Exception:  # connection dropped or timed out: reconnect and retry
                 if self.client is not None:

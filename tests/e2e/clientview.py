@@ -30,7 +30,7 @@ from qim.proto.v1 import group_pb2
 from qim.protocol import Opcode
 from qim.sdk import ClientRuntime, LocalStore
 from qim.services.gateway.auth import issue_dev_token
-from qim.services.mailbox.store import days_key, mailbox_key
+from qim.stores.redis.keys import days_key, mailbox_key
 from tests.e2e import clientview_reads as reads
 
 WAIT_S = 60.0

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from qim.dev.stack import stack_up
-from qim.dev.testing import running_stack
 from qim.errors import EngineError
+from tests.fixtures import running_stack
 
 AUTH_TIMEOUT_MS = 2000  # the session stack's gateway closes silent unauthenticated connections fast
 

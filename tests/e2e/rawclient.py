@@ -90,7 +90,8 @@ async def call(client: RawClient, opcode: int, message) -> tuple[int, object]:
 
 
 def parse_more(op: int, body: bytes):
-    from qim.proto.v1 import group_pb2, history_pb2, message_pb2 as m
+    from qim.proto.v1 import group_pb2, history_pb2
+    from qim.proto.v1 import message_pb2 as m
 
     table = {Opcode.GROUP_OK: group_pb2.GroupOk, Opcode.MEMBERS_BATCH: group_pb2.MembersBatch,
              Opcode.HISTORY_BATCH: history_pb2.HistoryBatch, Opcode.RECALL_OK: m.RecallOk}

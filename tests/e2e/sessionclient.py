@@ -88,7 +88,7 @@ async def durable_caught_up(stack, redis_client, timeout: float = 20.0) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
     from qim.consts import DISPATCH_TOPIC
-    from qim.services.session.keys import checkpoint_key
+    from qim.stores.redis.keys import checkpoint_key
 
     consumer = Consumer({"bootstrap.servers": stack.env["QIM_KAFKA_BOOTSTRAP"], "group.id": "qim-test-watermarks"})
     loop = asyncio.get_running_loop()

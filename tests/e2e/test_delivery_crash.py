@@ -15,9 +15,8 @@ import urllib.request
 
 import pytest
 
-from qim.dev.testing import running_stack
-
 from tests.e2e.chaos import Conversation, delivered_once, run_audit
+from tests.fixtures import running_stack
 
 
 @pytest.fixture(scope="module")

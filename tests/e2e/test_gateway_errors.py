@@ -13,8 +13,7 @@ from __future__ import annotations
 import os
 import random
 
-from qim._core import ids
-from qim._core import mailbox_seq
+from qim._core import ids, mailbox_seq
 from qim.errors import ErrorCode
 from qim.proto.v1 import group_pb2, history_pb2, mailbox_pb2, message_pb2, session_pb2
 from qim.protocol import Opcode

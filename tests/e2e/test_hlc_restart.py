@@ -17,7 +17,6 @@ import random
 import pytest
 
 from qim._core import ids
-from qim.dev.testing import running_stack
 from qim.errors import RequestError
 from qim.net.rpc import RpcClient, parse_error
 from qim.proto.v1 import internal_pb2, message_pb2
@@ -25,6 +24,7 @@ from qim.protocol import Opcode
 from tests.e2e.rawclient import RawClient
 from tests.e2e.sessionclient import entry_when, sessions
 from tests.e2e.test_groups import history
+from tests.fixtures import running_stack
 
 BEHIND_MS = -300_000
 

@@ -14,8 +14,6 @@ import urllib.error
 import urllib.request
 
 import pytest
-
-from qim.dev.testing import running_stack
 import redis
 from confluent_kafka import Producer
 
@@ -25,9 +23,10 @@ from qim.consts import DISPATCH_TOPIC
 from qim.errors import ErrorCode
 from qim.proto.v1 import mailbox_pb2
 from qim.protocol import Opcode
-from qim.services.dispatch_record import Dispatch
+from qim.wire.dispatch import Dispatch
 from tests.e2e.chaos import Conversation, delivered_once
 from tests.e2e.rawclient import RawClient
+from tests.fixtures import running_stack
 
 SHARDS = 8
 

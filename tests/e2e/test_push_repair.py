@@ -18,9 +18,9 @@ import urllib.request
 
 import pytest
 
-from qim.dev.testing import running_stack
 from qim.protocol import Opcode
 from tests.e2e.rawclient import RawClient
+from tests.fixtures import running_stack
 
 PUSH_DEADLINE_S = 10.0
 

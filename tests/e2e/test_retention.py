@@ -20,11 +20,11 @@ import time
 import pytest
 
 from qim.consts import DAY_MS
-from qim.dev.testing import running_stack
 from qim.errors import ErrorCode
 from qim.proto.v1 import mailbox_pb2
 from qim.protocol import Opcode
 from tests.e2e.rawclient import RawClient, wait_for_entries
+from tests.fixtures import running_stack
 
 RETENTION_MS = 3_000
 

@@ -13,7 +13,7 @@ from qim._core import mailbox_seq as mseq
 from qim.sdk import ClientRuntime, LocalStore, direct_conversation
 from qim.sdk.requests import recall
 from qim.services.gateway.auth import issue_dev_token
-from qim.services.mailbox.store import days_key, mailbox_key
+from qim.stores.redis.keys import days_key, mailbox_key
 
 
 def runtime(stack, tmp_path, user: int) -> ClientRuntime:

@@ -17,8 +17,7 @@ from qim.proto.v1 import message_pb2
 from qim.sdk import direct_conversation
 from qim.sdk import events as ev
 from qim.sdk.requests import create_group, recall
-from qim.services.mailbox.store import days_key, mailbox_key
-from qim.services.writer.keys import CommitKeys
+from qim.stores.redis.keys import CommitKeys, days_key, mailbox_key
 from tests.sdk.realstack import eventually, runtime, shutdown, users
 
 

@@ -13,7 +13,7 @@ import redis
 from qim.consts import MAILBOX_PAGE_MAX_BYTES
 from qim.sdk import direct_conversation
 from qim.sdk import events as ev
-from qim.services.mailbox.store import mailbox_key
+from qim.stores.redis.keys import mailbox_key
 from tests.sdk.realstack import runtime, shutdown, users
 from tests.sdk.throttle import ThrottleProxy
 

@@ -9,15 +9,13 @@ import urllib.request
 
 from confluent_kafka import Consumer, TopicPartition
 
-from qim._core import mailbox_seq
+from qim._core import ids, mailbox_seq
 from qim.consts import OUTBOX_TOPIC
 from qim.errors import ErrorCode
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
-from qim.services.writer.keys import CommitKeys
-from qim._core import ids
+from qim.stores.redis.keys import CommitKeys
 from tests.e2e.rawclient import RawClient, wait_for_entries
-
 
 
 def outbox_values(bootstrap: str, message_id: bytes) -> list[bytes]:

@@ -10,7 +10,7 @@ import urllib.request
 from qim._core import ids
 from qim.errors import ErrorCode
 from qim.protocol import Opcode
-from qim.services.session.keys import checkpoint_key
+from qim.stores.redis.keys import checkpoint_key
 from tests.e2e.chaos import private_stack
 from tests.e2e.rawclient import RawClient
 from tests.e2e.sessionclient import entry_when, mark_read, new_user, pull_page, sessions

@@ -12,10 +12,18 @@ import redis.asyncio as aioredis
 from qim._core import ids
 from qim.errors import ErrorCode
 from qim.protocol import Opcode
-from qim.services.session.keys import convs_key, read_key
-from qim.services.writer.keys import CommitKeys
+from qim.stores.redis.keys import CommitKeys, convs_key, read_key
 from tests.e2e.rawclient import RawClient
-from tests.e2e.sessionclient import durable_caught_up, entry_when, mark_read, new_user, pull_page, pushed, sessions, wait_push
+from tests.e2e.sessionclient import (
+    durable_caught_up,
+    entry_when,
+    mark_read,
+    new_user,
+    pull_page,
+    pushed,
+    sessions,
+    wait_push,
+)
 
 
 async def send_n(client: RawClient, peer: int, n: int, tag: bytes = b"m") -> list:
@@ -110,7 +118,8 @@ async def test_own_messages_never_count_also_after_relogin_with_an_empty_store(s
         await r.hdel(read_key(0, me), conv.hex())
         late = await send_n(other, me, 1, b"after%d" % attempt)  # marks the conversation dirty for `me`
         peer_seqs.append(late[0].conversation_seq)
-        entry = await entry_when(fresh, conv, lambda e: e.last_message.conversation_seq == late[0].conversation_seq)
+        seq = late[0].conversation_seq
+        entry = await entry_when(fresh, conv, lambda e, seq=seq: e.last_message.conversation_seq == seq)
         assert entry.unread == sum(1 for q in peer_seqs if q > entry.read_conversation_seq)
         if entry.read_conversation_seq == 0:
             assert entry.unread == len(peer_seqs)  # every peer message, none of the 4 own

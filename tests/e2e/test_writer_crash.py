@@ -17,11 +17,11 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from qim.consts import OUTBOX_TOPIC
-from qim.dev.testing import running_stack
 from qim.errors import ErrorCode
-from qim.protocol import Opcode
 from qim.faults import WRITER_POINTS as POINTS
+from qim.protocol import Opcode
 from tests.e2e.rawclient import RawClient, wait_for_entries
+from tests.fixtures import running_stack
 
 NO_RECOVERY = {"QIM_COMMIT_RECOVERY_STALE_MS": "3600000"}
 FAST_RECOVERY = {"QIM_COMMIT_RECOVERY_STALE_MS": "300"}

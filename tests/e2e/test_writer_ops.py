@@ -13,11 +13,11 @@ import pytest
 
 from qim._core import ids
 from qim.consts import COMMIT_HELPER_TTL_MS
-from qim.dev.testing import running_stack
 from qim.protocol import Opcode
 from qim.services.gateway.router import rendezvous_order
-from qim.services.writer.keys import CommitKeys
+from qim.stores.redis.keys import CommitKeys
 from tests.e2e.rawclient import RawClient, wait_for_entries
+from tests.fixtures import running_stack
 
 
 def healthz(stack, name: str) -> int:

@@ -20,7 +20,7 @@ from qim.consts import COMMIT_HELPER_TTL_MS
 from qim.net.framed import parse_addr
 from qim.proto.v1 import group_pb2, message_pb2
 from qim.protocol import Opcode
-from qim.services.writer.keys import CommitKeys
+from qim.stores.redis.keys import CommitKeys
 from tests.e2e.rawclient import RawClient, call
 from tests.e2e.test_groups import create, gconv, gsend, qimctl, users
 

@@ -13,15 +13,14 @@ import socket
 import struct
 from types import SimpleNamespace
 
-from prometheus_client import REGISTRY
-
 from qim.consts import FRAME_HEADER_LEN
 from qim.net.framed import FramedStream
 from qim.proto.v1 import internal_pb2, mailbox_pb2
 from qim.protocol import Opcode
 from qim.services.gateway.conn import CLIENT_CHUNK_BYTES, ClientConnection
+from qim.services.gateway.metrics import GatewayMetrics
+from qim.services.gateway.online import PUSH_EVENTS_MAX_BYTES, OnlineRegistry
 from qim.services.gateway.pushlink import PushListener
-from qim.services.gateway.sessions import PUSH_EVENTS_MAX_BYTES, OnlineRegistry
 
 
 class FakeConn:
@@ -49,12 +48,12 @@ def wakes(conn: FakeConn) -> int:
     return sum(1 for op, body in conn.sent if op == Opcode.PUSH_EVENTS and not mailbox_pb2.PushEvents.FromString(body).entries)
 
 
-def setup(count: int = 2):
-    online = OnlineRegistry()
+def setup(count: int = 2, metrics: GatewayMetrics | None = None):
+    online = OnlineRegistry(metrics)
     conns = [FakeConn(100 + s, s) for s in range(4)]  # shards 0..3: node s % 2
     for c in conns:
         online.register(c)
-    return PushListener(online, count), conns
+    return PushListener(online, count, metrics), conns
 
 
 def test_not_ready_until_every_mailbox_node_has_linked():
@@ -92,10 +91,10 @@ def test_a_superseding_link_and_a_wake_all_request_wake_the_nodes_devices():
 
 
 def test_a_node_of_another_configuration_is_refused_and_named():
-    pl, conns = setup()
-    before = REGISTRY.get_sample_value("qim_gateway_bad_push_batches_total") or 0
+    metrics = GatewayMetrics()
+    pl, conns = setup(metrics=metrics)
     assert pl.on_frame(object(), None, Opcode.PUSH_BATCH, hello(0, count=3)) is None
-    assert (REGISTRY.get_sample_value("qim_gateway_bad_push_batches_total") or 0) - before == 1
+    assert metrics.value("qim_gateway_bad_push_batches_total") == 1
     assert "mailbox node 0 of 3 does not match QIM_MAILBOX_ADDRS (2 nodes)" in list(pl.not_ready())
 
 

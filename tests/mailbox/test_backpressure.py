@@ -15,6 +15,7 @@ from qim.consts import MAILBOX_SHARD_FIFO
 from qim.faults import FaultPoints
 from qim.services.mailbox import materializer as mat_mod
 from qim.services.mailbox.materializer import MailboxMaterializer
+from qim.services.mailbox.metrics import MailboxMetrics
 
 
 class FakeConsumer:
@@ -57,6 +58,7 @@ async def test_a_stuck_shard_pauses_only_its_partition_and_others_flow(monkeypat
     m._consumer = FakeConsumer({0: 1000, 1: 1000})
     m._store, m._owned, m._push, m._faults, m._gc_safety_ms = None, [0, 1], lambda *a: None, FaultPoints(), 0
     m._permit = asyncio.Semaphore(64)
+    m._m = MailboxMetrics()
     m.shards = {s: mat_mod.ShardState(s, 1, None) for s in (0, 1)}
     m.running = False
     runner = asyncio.get_running_loop().create_task(m.run())

@@ -22,7 +22,8 @@ from qim.infra.redis.client import connect
 from qim.proto.v1 import internal_pb2, mailbox_pb2
 from qim.protocol import EventType
 from qim.services.mailbox.pull import MailboxPuller
-from qim.services.mailbox.store import RedisMailboxStore
+from qim.stores.redis.mailboxes import RedisMailboxStore
+from qim.stores.redis.messages import RedisMessageStore
 
 SHARDS = 8
 
@@ -44,7 +45,7 @@ async def setup(engines):
     state = SimpleNamespace(epoch=1, dirty="", blob=watermark.empty())
     mat = SimpleNamespace(shards={shard: state})
     yield SimpleNamespace(redis=redis, store=store, user=user, lane=lane, shard=shard, state=state,
-                          puller=MailboxPuller(redis, store, mat, SHARDS))
+                          puller=MailboxPuller(RedisMessageStore(redis), store, mat, SHARDS))
     await redis.aclose()
 
 

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import asyncio
 
-from prometheus_client import REGISTRY
-
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
 from qim.services.mailbox import pushlink
+from qim.services.mailbox.metrics import MailboxMetrics
 from qim.services.mailbox.node import PUSH_BATCH_MAX_BYTES, push_bodies
 from qim.services.mailbox.pushlink import PushLink
 
@@ -23,6 +22,9 @@ class FakeClient:
         self.sent: list[bytes] = []
         self.refuse = False
         self.lost = asyncio.Event()
+
+    async def close(self) -> None:
+        self.connected = False
 
     def send_oneway(self, opcode: int, body: bytes) -> None:
         assert opcode == Opcode.PUSH_BATCH and self.connected
@@ -51,13 +53,16 @@ def decoded(bodies: list[bytes]) -> list[internal_pb2.PushBatch]:
     return [internal_pb2.PushBatch.FromString(b) for b in bodies]
 
 
+METRICS = MailboxMetrics()  # every link of this module counts here
+
+
 def dropped(reason: str) -> float:
-    return REGISTRY.get_sample_value("qim_mailbox_push_dropped_total", {"reason": reason}) or 0.0
+    return METRICS.value("qim_mailbox_push_dropped_total", {"reason": reason})
 
 
 def link(**kw) -> tuple[PushLink, FakeClient]:
     client = FakeClient()
-    return PushLink("127.0.0.1:1", 2, 4, bytes(16), client=client, **kw), client
+    return PushLink("127.0.0.1:1", 2, 4, bytes(16), client=client, metrics=METRICS, **kw), client
 
 
 def body(user: int) -> bytes:

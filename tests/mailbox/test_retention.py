@@ -28,7 +28,10 @@ from qim.infra.redis.client import connect
 from qim.proto.v1 import internal_pb2, mailbox_pb2
 from qim.protocol import EventType
 from qim.services.mailbox.pull import MailboxPuller
-from qim.services.mailbox.store import RedisMailboxStore, day_of, days_key
+from qim.stores.mailboxes import day_of
+from qim.stores.redis.keys import days_key
+from qim.stores.redis.mailboxes import RedisMailboxStore
+from qim.stores.redis.messages import RedisMessageStore
 
 SHARDS = 8
 RETENTION_MS = 2_000
@@ -42,11 +45,12 @@ def now_ms() -> int:
 async def mbx(engines):
     redis = connect(engines.redis_addr)
     store = RedisMailboxStore(redis, RETENTION_MS)
+    messages = RedisMessageStore(redis)
     user = random.getrandbits(40) + 1
     lane, _, shard = ids.user_placement(0, user, SHARDS)
     state = SimpleNamespace(epoch=1, dirty="", blob=watermark.empty())
     s = SimpleNamespace(redis=redis, store=store, user=user, state=state, next_offset=0,
-                        puller=MailboxPuller(redis, store, SimpleNamespace(shards={shard: state}), SHARDS))
+                        puller=MailboxPuller(messages, store, SimpleNamespace(shards={shard: state}), SHARDS))
     yield s
     await redis.aclose()
 

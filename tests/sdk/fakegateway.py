@@ -19,11 +19,11 @@ import asyncio
 import hashlib
 import time
 
+from qim.errors import RequestError
 from qim.net.framed import FramedStream
 from qim.proto.v1 import common_pb2, connection_pb2, mailbox_pb2, message_pb2
 from qim.protocol import Opcode
 from qim.services.gateway.auth import verify_dev_token
-from qim.errors import RequestError
 
 LANE, EPOCH = 5, 1
 

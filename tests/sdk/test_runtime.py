@@ -52,7 +52,8 @@ async def wait_for(pred, timeout=5.0):
 
 async def test_online_send_push_and_event_order(gw, tmp_path):
     a, b = runtime(gw, tmp_path, A), runtime(gw, tmp_path, B)
-    await a.connect(); await b.connect()
+    await a.connect()
+    await b.connect()
     ack = await a.send_message(CONV, B, b"hello \xe4\xbd\xa0\xe5\xa5\xbd")
     assert ack.conversation_seq == 1  # by SEND_ACK or by our own pushed entry, whichever first
     await wait_for(lambda: b.store.has_message(ack.message_id))
@@ -65,7 +66,8 @@ async def test_online_send_push_and_event_order(gw, tmp_path):
         kinds.append(type(b.events.get_nowait()))
     i = kinds.index(ev.ConversationsUpdated)
     assert kinds[i + 1] is ev.MessagesAdded
-    await a.close(); await b.close()
+    await a.close()
+    await b.close()
 
 
 async def test_push_is_only_a_wake_up_for_a_pull(gw, tmp_path):
@@ -73,8 +75,9 @@ async def test_push_is_only_a_wake_up_for_a_pull(gw, tmp_path):
     a, b = runtime(gw, tmp_path, A), runtime(gw, tmp_path, B, event_queue=False)
     told = []
     b.on_event = told.append
-    await a.connect(); await b.connect()
-    ack = await a.send_message(CONV, B, b"whole body" * 500)
+    await a.connect()
+    await b.connect()
+    await a.send_message(CONV, B, b"whole body" * 500)
 
     def added() -> list:
         return [m for e in told if isinstance(e, ev.MessagesAdded) for m in e.messages]
@@ -84,7 +87,8 @@ async def test_push_is_only_a_wake_up_for_a_pull(gw, tmp_path):
     assert msg.body == b"whole body" * 500 and msg.mailbox_seq == b.store.cursor()[2]  # applied by a pull
     added = added()
     assert [m.body for m in added] == [b"whole body" * 500] and b.stats["pushes"] >= 1
-    await a.close(); await b.close()
+    await a.close()
+    await b.close()
 
 
 async def test_offline_recipient_pulls_at_login(gw, tmp_path):
@@ -96,7 +100,8 @@ async def test_offline_recipient_pulls_at_login(gw, tmp_path):
     got = b.store.messages(CONV)
     assert [m.message_id for m in got] == [x.message_id for x in acks]
     assert [m.body for m in got] == [f"m{i}".encode() for i in range(7)]
-    await a.close(); await b.close()
+    await a.close()
+    await b.close()
 
 
 async def test_cut_before_ack_resends_same_cmid_once(gw, tmp_path):

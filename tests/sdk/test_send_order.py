@@ -108,7 +108,8 @@ async def test_retry_budget_bounds_a_transient_error(gw, tmp_path):
 
 async def test_push_during_a_pull_runs_the_pull_again(gw, tmp_path):
     a, b = runtime(gw, tmp_path, A), runtime(gw, tmp_path, B)
-    await a.connect(); await b.connect()
+    await a.connect()
+    await b.connect()
     gate = asyncio.Event()
     original_pull = gw._pull
 
@@ -134,12 +135,14 @@ async def test_push_during_a_pull_runs_the_pull_again(gw, tmp_path):
     gate.set()
     await pulling  # the first page was empty: only the second round (dirty) brings the message
     assert b.store.has_message(ack.message_id)
-    await a.close(); await b.close()
+    await a.close()
+    await b.close()
 
 
 async def test_a_batch_committed_while_closing_is_still_told(gw, tmp_path):
     a, b = runtime(gw, tmp_path, A), runtime(gw, tmp_path, B)
-    await a.connect(); await b.connect()
+    await a.connect()
+    await b.connect()
     entered, release = threading.Event(), threading.Event()
     real = b.store.apply_mailbox_batch
 

@@ -58,7 +58,8 @@ def test_two_handles_on_one_file_never_share_an_ordinal(path):
     got = [a.reserve_ordinal() for _ in range(3)] + [b.reserve_ordinal() for _ in range(3)]
     got += [a.reserve_ordinal() for _ in range(store_mod.ORDINAL_BLOCK)]
     assert len(set(got)) == len(got)
-    a.close(); b.close()
+    a.close()
+    b.close()
 
 
 def test_cmid_derivation_and_pending_row_persist(path):

@@ -1,10 +1,10 @@
-"""SnapshotCache: ordering, paging, TTL, and the three ways the seed lost dirty marks
+"""SessionListCache: ordering, paging, TTL, and the three ways the seed lost dirty marks
 (seed 000, 2026-09-26). Each race is driven step by step: the service reads Redis
 between begin_* and install_*, here the "read" is plain data chosen by the test."""
 
 from __future__ import annotations
 
-from qim.services.session.cache import SnapshotCache
+from qim.services.session.cache import SessionListCache
 
 U = (0, 7)  # (tenant, user)
 A, B, C, D = (bytes([1]) + bytes([i]) * 15 for i in (1, 2, 3, 4))
@@ -23,13 +23,13 @@ def asc(rows) -> list:
     return sorted((score, conv) for conv, score in rows)
 
 
-def built(cache: SnapshotCache, rows) -> object:
+def built(cache: SessionListCache, rows) -> object:
     start = cache.begin_rebuild(U)
     return cache.install_rebuild(U, start, asc(rows))
 
 
 def test_page_is_newest_first_with_a_keyset_cursor():
-    cache = SnapshotCache(300)
+    cache = SessionListCache(300)
     snap = built(cache, [(A, 10), (B, 30), (C, 20), (D, 20)])
     first, nxt = snap.page(None, 2)
     assert first == [B, D]  # ties on score: higher conversation_id first, like ZREVRANGE
@@ -40,7 +40,7 @@ def test_page_is_newest_first_with_a_keyset_cursor():
 
 def test_snapshot_expires_after_the_ttl():
     clock = Clock()
-    cache = SnapshotCache(300, clock)
+    cache = SessionListCache(300, clock)
     snap = built(cache, [(A, 1)])
     clock.t += 299
     assert cache.current(U) is snap
@@ -49,7 +49,7 @@ def test_snapshot_expires_after_the_ttl():
 
 
 def test_a_mark_makes_only_that_conversation_dirty_and_a_refresh_clears_it():
-    cache = SnapshotCache(300)
+    cache = SessionListCache(300)
     snap = built(cache, [(A, 10), (B, 20)])
     cache.mark(U, A)
     dirty, upto = cache.dirty(U, snap)
@@ -60,7 +60,7 @@ def test_a_mark_makes_only_that_conversation_dirty_and_a_refresh_clears_it():
 
 
 def test_marks_of_users_without_snapshot_or_rebuild_are_not_kept():
-    cache = SnapshotCache(300)
+    cache = SessionListCache(300)
     cache.mark(U, A)  # the next rebuild reads Redis after this write anyway
     assert cache.mark_count == 0
 
@@ -68,7 +68,7 @@ def test_marks_of_users_without_snapshot_or_rebuild_are_not_kept():
 def test_loss_mode_1_mark_during_a_full_rebuild_is_kept():
     """Seed ①: a mark arriving between "read Redis" and "install" of a full rebuild was
     dropped because no snapshot was live yet."""
-    cache = SnapshotCache(300)
+    cache = SessionListCache(300)
     start = cache.begin_rebuild(U)
     rows = [(A, 10)]  # read from Redis before the write below
     cache.mark(U, A)  # A got a newer message (and maybe B is new): written, then marked
@@ -84,7 +84,7 @@ def test_loss_mode_2_mark_after_refresh_took_the_dirty_set_survives_its_install(
     """Seed ②: the low-latency path invalidated the whole snapshot; marks arriving after
     an in-flight refresh took its dirty set were deleted and the refresh installed its
     old base again. Now every path only marks, and the install keeps newer marks."""
-    cache = SnapshotCache(300)
+    cache = SessionListCache(300)
     snap = built(cache, [(A, 10), (B, 20)])
     cache.mark(U, A)
     dirty, upto = cache.dirty(U, snap)
@@ -97,7 +97,7 @@ def test_loss_mode_2_mark_after_refresh_took_the_dirty_set_survives_its_install(
 
 
 def test_loss_mode_2_refresh_never_reinstalls_a_replaced_base():
-    cache = SnapshotCache(300)
+    cache = SessionListCache(300)
     base = built(cache, [(A, 10), (B, 20)])
     cache.mark(U, A)
     dirty1, upto1 = cache.dirty(U, base)  # refresh 1 starts on base
@@ -110,7 +110,7 @@ def test_loss_mode_2_refresh_never_reinstalls_a_replaced_base():
 
 
 def test_taking_the_dirty_set_deletes_nothing_so_a_failed_refresh_needs_no_repair():
-    cache = SnapshotCache(300)
+    cache = SessionListCache(300)
     snap = built(cache, [(A, 10)])
     cache.mark(U, A)
     cache.dirty(U, snap)  # the refresh then fails on Redis and installs nothing
@@ -120,7 +120,7 @@ def test_taking_the_dirty_set_deletes_nothing_so_a_failed_refresh_needs_no_repai
 def test_loss_mode_3_older_rebuild_yields_to_a_newer_install():
     """Seed ③: two concurrent full rebuilds; the later installer overwrote the earlier
     one and its dirty set."""
-    cache = SnapshotCache(300)
+    cache = SessionListCache(300)
     old_start = cache.begin_rebuild(U)
     old_rows = [(A, 10)]
     cache.mark(U, B)  # B registered between the two reads
@@ -135,7 +135,7 @@ def test_loss_mode_3_older_rebuild_yields_to_a_newer_install():
 
 
 def test_loss_mode_3_newer_rebuild_replaces_an_older_install_and_keeps_later_marks():
-    cache = SnapshotCache(300)
+    cache = SessionListCache(300)
     old_start = cache.begin_rebuild(U)
     cache.mark(U, A)
     new_start = cache.begin_rebuild(U)
@@ -149,7 +149,7 @@ def test_loss_mode_3_newer_rebuild_replaces_an_older_install_and_keeps_later_mar
 def test_mark_covered_by_a_refresh_survives_a_slower_rebuild_that_started_before_it():
     """A refresh on an older snapshot covers mark m and installs; a rebuild that began
     before m installs afterwards: m must still be dirty (it may not be in its read)."""
-    cache = SnapshotCache(300)
+    cache = SessionListCache(300)
     first = built(cache, [(A, 10)])
     cache.mark(U, B)  # B registered: the slow rebuild below covers more than `first`
     slow_start = cache.begin_rebuild(U)  # reads Redis slowly
@@ -167,7 +167,7 @@ def test_mark_covered_by_a_refresh_survives_a_slower_rebuild_that_started_before
 
 def test_sweep_drops_expired_snapshots_and_their_marks():
     clock = Clock()
-    cache = SnapshotCache(300, clock)
+    cache = SessionListCache(300, clock)
     built(cache, [(A, 1)])
     cache.mark(U, A)
     clock.t += 301

@@ -10,13 +10,14 @@ import pytest
 
 from qim._core import ids
 from qim.consts import DISPATCH_TOPIC
-from qim.dev.testing import TEST_SHARD_COUNT
 from qim.infra.kafka.bridge import AsyncProducer
-from qim.infra.redis.client import LuaScripts, ScriptError, connect
-from qim.services import dispatch_record
-from qim.services.session.consumer import CHECKPOINT_SCRIPT, DurableProjector
-from qim.services.session.keys import checkpoint_key, convs_key, read_key
-from qim.services.session.register import REGISTER_SCRIPT, Registrar
+from qim.infra.redis.client import connect
+from qim.services.session.consumer import DurableProjector
+from qim.stores.errors import CheckpointConflict
+from qim.stores.redis.keys import checkpoint_key, convs_key, read_key
+from qim.stores.redis.sessions import RedisSessionStore
+from qim.wire import dispatch as dispatch_record
+from tests.fixtures import TEST_SHARD_COUNT
 
 
 def dispatch(partition: int, seq: int, sender: int, recipients: tuple[int, ...]) -> bytes:
@@ -33,12 +34,11 @@ class Harness:
     def __init__(self, kafka, redis_addr: str) -> None:
         self.kafka = kafka
         self.redis = connect(redis_addr)
-        self.scripts = LuaScripts(self.redis, [REGISTER_SCRIPT, CHECKPOINT_SCRIPT])
+        self.sessions = RedisSessionStore(self.redis)
         self.marked: list = []
 
     def projector(self) -> DurableProjector:
-        return DurableProjector(self.kafka.addr, self.redis, self.scripts, Registrar(self.scripts), TEST_SHARD_COUNT,
-                                0, 1, self.marked.extend)
+        return DurableProjector(self.kafka.addr, self.sessions, TEST_SHARD_COUNT, 0, 1, self.marked.extend)
 
     async def produce(self, partition: int, value: bytes) -> None:
         producer = AsyncProducer(self.kafka.addr)
@@ -87,8 +87,9 @@ async def test_checkpoint_binds_resumes_and_fails_closed(harness):
 
     # compare-and-set: an advance from a position that is not the stored one (a second
     # owner of the same checkpoint) is refused and changes nothing
-    with pytest.raises(ScriptError, match="QIM_CKPT_CONFLICT"):
-        await h.scripts.call(CHECKPOINT_SCRIPT, [checkpoint_key(0, 1)], ["advance", ckpt[b"bind"], "p4", "7", "9"])
+    with pytest.raises(CheckpointConflict) as conflict:
+        await h.sessions.checkpoint_advance(0, 1, ckpt[b"bind"].decode(), {4: (7, 9)})
+    assert conflict.value.reason == "QIM_CKPT_CONFLICT"
     assert await h.redis.hget(checkpoint_key(0, 1), "p4") == b"0"
 
     # resumes from its checkpoint: a later record is projected, the old ones not re-read

@@ -9,9 +9,10 @@ import itertools
 import pytest
 
 from qim._core import ids
-from qim.infra.redis.client import LuaScripts, connect
-from qim.services.session.keys import convs_key, peers_key, read_key
-from qim.services.session.register import REGISTER_SCRIPT, Registrar, Registration, from_message, merge
+from qim.infra.redis.client import connect
+from qim.services.session.register import Registration, from_message, merge
+from qim.stores.redis.keys import convs_key, peers_key, read_key
+from qim.stores.redis.sessions import RedisReadPositions, RedisSessionStore
 
 DIRECT = ids.conversation_id_direct(0, 5, 9)
 GROUP = ids.conversation_id_group(0, 77)
@@ -59,7 +60,7 @@ async def test_both_paths_in_any_order_reach_one_state(private_redis):
     (recipient dispatch + mirror) and the low-latency path (recipient list), in every
     interleaving, including a late replay of the old message after the new one."""
     r = connect(private_redis.addr)
-    registrar = Registrar(LuaScripts(r, [REGISTER_SCRIPT]))
+    registrar = RedisSessionStore(r)
     m1 = from_message(0, DIRECT, 1, 1000, sender=9, users=[5], owns=EVERYONE)
     m2 = from_message(0, DIRECT, 2, 2000, sender=5, users=[9], owns=EVERYONE)
     low1 = from_message(0, DIRECT, 1, 1000, sender=9, users=[5, 9], owns=EVERYONE)
@@ -68,8 +69,8 @@ async def test_both_paths_in_any_order_reach_one_state(private_redis):
     for order in itertools.permutations(batches):
         await r.flushdb()
         for batch in order:
-            await registrar.apply(batch)
-        await registrar.apply(m1)  # a replay after a crash
+            await registrar.register(batch)
+        await registrar.register(m1)  # a replay after a crash
         states.add(repr(await _state(r, 5)) + repr(await _state(r, 9)))
     assert len(states) == 1
     convs, read, peers = await _state(r, 5)
@@ -84,14 +85,13 @@ async def test_both_paths_in_any_order_reach_one_state(private_redis):
 
 async def test_registration_reports_new_conversations_and_read_never_moves_back(private_redis):
     r = connect(private_redis.addr)
-    scripts = LuaScripts(r, [REGISTER_SCRIPT, "session_mark_read"])
-    registrar = Registrar(scripts)
-    assert await registrar.apply([Registration(0, 5, GROUP, 10, 8, 0)]) == 1
-    assert await registrar.apply([Registration(0, 5, GROUP, 5, 3, 0)]) == 0
+    registrar, reads = RedisSessionStore(r), RedisReadPositions(r)
+    assert await registrar.register([Registration(0, 5, GROUP, 10, 8, 0)]) == 1
+    assert await registrar.register([Registration(0, 5, GROUP, 5, 3, 0)]) == 0
     assert await r.hget(read_key(0, 5), GROUP.hex()) == b"8"
-    assert await scripts.call("session_mark_read", [read_key(0, 5)], [GROUP.hex(), 6]) == [b"8", 0]
-    assert await scripts.call("session_mark_read", [read_key(0, 5)], [GROUP.hex(), 12]) == [b"12", 1]
+    assert await reads.mark_read(0, 5, GROUP, 6) == (8, False)
+    assert await reads.mark_read(0, 5, GROUP, 12) == (12, True)
     assert await r.zscore(convs_key(0, 5), GROUP.hex()) == 10.0
     await r.script_flush()  # the batch path reloads by SHA after NOSCRIPT
-    assert await registrar.apply([Registration(0, 6, GROUP, 1, 0, 0)]) == 1
+    assert await registrar.register([Registration(0, 6, GROUP, 1, 0, 0)]) == 1
     await r.aclose()

@@ -54,6 +54,10 @@ def test_manylinux_wheel_installs_and_imports(tmp_path: pathlib.Path) -> None:
         assert any(n.startswith(f"qim/_core/{name}.cpython-") and n.endswith(".so")
                    for n in names), name
     assert not [n for n in names if n.endswith(".c")]  # sources are not shipped
+    assert "qim/py.typed" in names and not [n for n in names if n.startswith("tests/") or n.endswith("/testing.py")]
     report = json.loads(result["smoke"])
+    # installed without extras: the SDK imports, redis and friends are absent, and a
+    # service entry point names `pip install 'qim[server]'` (issue 11)
+    assert report["app_only"]["sdk"] is True and report["app_only"]["service_exit"] == 4
     assert report["python"] == platform.python_version()
     assert sorted(report["modules"]) == sorted(NAMES)

@@ -9,11 +9,10 @@ import pytest
 from qim._core import ids
 from qim.consts import HLC_CEILING_SLACK_MS
 from qim.errors import RequestError
-from qim.infra.redis.client import LuaScripts, connect
+from qim.infra.redis.client import connect
 from qim.services.writer import hlc
 from qim.services.writer.hlc import HlcClock
-
-SCRIPTS = ("hlc_lease", "lease_renew")
+from qim.stores.redis.leases import RedisClockLeases
 
 
 def key(mid: bytes) -> tuple[int, int]:
@@ -22,7 +21,7 @@ def key(mid: bytes) -> tuple[int, int]:
 
 
 async def new_clock(redis, writer_id: int) -> HlcClock:
-    clock = HlcClock(redis, LuaScripts(redis, SCRIPTS), region_id=7, writer_id=writer_id)
+    clock = HlcClock(RedisClockLeases(redis), region_id=7, writer_id=writer_id)
     await clock.start()
     return clock
 

@@ -18,7 +18,7 @@ from qim.proto.v1 import connection_pb2, message_pb2
 from qim.protocol import Opcode
 from qim.services.gateway.auth import issue_dev_token
 from qim.services.gateway.conn import ClientConnection
-from qim.services.gateway.sessions import OnlineRegistry
+from qim.services.gateway.online import OnlineRegistry
 
 SECRET = b"s" * 16
 

@@ -1,11 +1,10 @@
-"""Member intervals (DESIGN.md §7; qim/services/writer/intervals.py): pure logic."""
+"""Member intervals (DESIGN.md §7; qim/stores/intervals.py): pure logic."""
 
 from __future__ import annotations
 
 import pytest
 
-from qim.services.writer.intervals import (ascending_ranges, contains, descending_ranges, is_current, latest,
-                                           parse_intervals)
+from qim.stores.intervals import ascending_ranges, contains, descending_ranges, is_current, latest, parse_intervals
 
 REJOINED = parse_intervals(b"0:4,6:9,12:0")  # member until 4, again 7..9, again since 13
 

@@ -1,5 +1,5 @@
-"""Member intervals in the writer against the real engines (DESIGN.md §7; qim/services/
-writer/intervals.py): a user removed and re-added many times keeps its last
+"""Member intervals in the writer against the real engines (DESIGN.md §7; qim/stores/
+intervals.py): a user removed and re-added many times keeps its last
 MEMBER_INTERVALS_MAX intervals; history shows exactly the messages inside them."""
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ from qim.config import Env, WriterConfig
 from qim.consts import MEMBER_INTERVALS_MAX, MESSAGE_TYPE_CONTROL
 from qim.proto.v1 import group_pb2, history_pb2, internal_pb2, message_pb2
 from qim.protocol import Opcode
-from qim.services.writer.intervals import parse_intervals
-from qim.services.writer.keys import CommitKeys
 from qim.services.writer.server import ConversationWriter
 
 OWNER = 7
@@ -56,8 +54,7 @@ async def test_a_member_keeps_its_last_intervals_and_sees_exactly_them(engines):
         await say(b"period %d" % p)
         await admin(remove=[user])
         await say(b"gap %d" % p)
-    raw = await writer.redis.hget(CommitKeys(0, conv).group_members(), user)
-    intervals = parse_intervals(raw)
+    intervals = await writer.stores.groups.intervals_of(0, conv, user)
     assert len(intervals) == MEMBER_INTERVALS_MAX and intervals[-1][1] is not None  # removed at the end
     page = history_pb2.HistoryBatch.FromString(await client(user, Opcode.PULL_HISTORY, history_pb2.PullHistory(
         conversation_id=conv, direction=history_pb2.NEWER, limit=200)))
@@ -65,4 +62,4 @@ async def test_a_member_keeps_its_last_intervals_and_sees_exactly_them(engines):
     assert bodies == [b"period %d" % p for p in range(periods - MEMBER_INTERVALS_MAX, periods)]  # oldest dropped
     maintain.cancel()
     await writer.producer.close()
-    await writer.redis.aclose()
+    await writer.stores.close()

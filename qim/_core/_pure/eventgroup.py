@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import struct
 
+from qim._core.types import MailboxEvent
 from qim.consts import (
     EVENT_GROUP_MAX_BYTES,
     EVENT_GROUP_MAX_EVENTS,
@@ -21,7 +22,6 @@ from qim.consts import (
     U63_MAX,
 )
 from qim.errors import EventGroupError
-from qim._core.types import MailboxEvent
 
 from ._util import as_bytes, check_int
 

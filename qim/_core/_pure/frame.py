@@ -178,7 +178,7 @@ def encode_frame(opcode: int, request_id: int, body: bytes, compress: bool = Fal
 class _Partial:
     __slots__ = ("next_index", "compressed", "data")
 
-    def __init__(self, compressed: bool, data: bytes) -> None:
+    def __init__(self, compressed: bool, data: bytes | memoryview) -> None:
         self.next_index = 1
         self.compressed = compressed
         self.data = bytearray(data)

@@ -74,6 +74,7 @@ class AsyncProducer:
         return fut
 
     async def close(self, timeout: float = 10.0) -> None:
+        """Flush what is queued (up to `timeout` s, off the event loop) and stop the poll thread."""
         await asyncio.get_running_loop().run_in_executor(None, self._producer.flush, timeout)
         self._stop.set()
 
@@ -138,8 +139,11 @@ class AsyncConsumer:
         """(low, high) watermark per partition, from the broker: the first retained offset
         and the next offset to be written."""
         def fetch() -> dict[int, tuple[int, int]]:
-            return {p: tuple(self._consumer.get_watermark_offsets(TopicPartition(topic, p), timeout, cached=False))
-                    for p in partitions}
+            out = {}
+            for p in partitions:
+                low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, p), timeout, cached=False)
+                out[p] = (low, high)
+            return out
         return await self._run(fetch)
 
     async def consume(self, max_records: int, timeout: float) -> list:
@@ -168,12 +172,15 @@ class AsyncConsumer:
         await self._run(lambda: self._consumer.commit(offsets=[TopicPartition(topic, partition, next_offset)], asynchronous=False))
 
     async def pause(self, topic: str, partitions: list[int]) -> None:
+        """Stop fetching these partitions (a full shard FIFO)."""
         await self._run(self._consumer.pause, [TopicPartition(topic, p) for p in partitions])
 
     async def resume(self, topic: str, partitions: list[int]) -> None:
+        """Fetch these partitions again."""
         await self._run(self._consumer.resume, [TopicPartition(topic, p) for p in partitions])
 
     async def close(self) -> None:
+        """Close the consumer on its own thread (no offsets are committed: auto-commit is off)."""
         await self._run(self._consumer.close)
         self._executor.shutdown(wait=False)
 

@@ -1,1 +1,2 @@
-"""Redis client factory and Lua scripts called by cached SHA."""
+"""Redis plumbing: connections and deployment checks. Key layouts, Lua scripts and the
+error table belong to the stores (qim/stores/redis/)."""

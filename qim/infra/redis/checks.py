@@ -13,7 +13,7 @@ import ipaddress
 import socket
 
 from qim.errors import EngineError
-from qim.net.framed import parse_addr
+from qim.wire.addr import parse_addr
 
 
 class RedisDeploymentError(EngineError):
@@ -21,6 +21,7 @@ class RedisDeploymentError(EngineError):
 
 
 def is_loopback(addr: str) -> bool:
+    """Whether every address 'host:port' resolves to is a loopback address (False when it does not resolve)."""
     host, _ = parse_addr(addr)
     try:
         infos = socket.getaddrinfo(host, None)

@@ -30,7 +30,7 @@ class PullHistory(_message.Message):
     direction: HistoryDirection
     limit: int
     max_bytes: int
-    def __init__(self, conversation_id: _Optional[bytes] = ..., peer_user_id: _Optional[int] = ..., anchor_seq: _Optional[int] = ..., direction: _Optional[_Union[HistoryDirection, str]] = ..., limit: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+    def __init__(self, conversation_id: _Optional[bytes] = ..., peer_user_id: _Optional[int] = ..., anchor_seq: _Optional[int] = ..., direction: _Optional[_Union[HistoryDirection, str, int]] = ..., limit: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
 
 class HistoryItem(_message.Message):
     __slots__ = ("message_id", "conversation_seq", "sender_id", "created_at_ms", "message_type", "custom_type", "body", "body_included", "state", "client_message_id")
@@ -54,7 +54,7 @@ class HistoryItem(_message.Message):
     body_included: bool
     state: _message_pb2.MessageState
     client_message_id: bytes
-    def __init__(self, message_id: _Optional[bytes] = ..., conversation_seq: _Optional[int] = ..., sender_id: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., message_type: _Optional[_Union[_common_pb2.MessageType, str]] = ..., custom_type: _Optional[bytes] = ..., body: _Optional[bytes] = ..., body_included: _Optional[bool] = ..., state: _Optional[_Union[_message_pb2.MessageState, str]] = ..., client_message_id: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, message_id: _Optional[bytes] = ..., conversation_seq: _Optional[int] = ..., sender_id: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., message_type: _Optional[_Union[_common_pb2.MessageType, str, int]] = ..., custom_type: _Optional[bytes] = ..., body: _Optional[bytes] = ..., body_included: _Optional[bool] = ..., state: _Optional[_Union[_message_pb2.MessageState, str, int]] = ..., client_message_id: _Optional[bytes] = ...) -> None: ...
 
 class HistoryBatch(_message.Message):
     __slots__ = ("items", "has_more", "next_anchor")

@@ -36,7 +36,7 @@ class MailboxEntry(_message.Message):
     client_message_id: bytes
     body: bytes
     state: _message_pb2.MessageState
-    def __init__(self, mailbox_seq: _Optional[int] = ..., event_type: _Optional[int] = ..., event_id: _Optional[bytes] = ..., message_id: _Optional[bytes] = ..., conversation_id: _Optional[bytes] = ..., conversation_seq: _Optional[int] = ..., sender_id: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., message_type: _Optional[_Union[_common_pb2.MessageType, str]] = ..., custom_type: _Optional[bytes] = ..., client_message_id: _Optional[bytes] = ..., body: _Optional[bytes] = ..., state: _Optional[_Union[_message_pb2.MessageState, str]] = ...) -> None: ...
+    def __init__(self, mailbox_seq: _Optional[int] = ..., event_type: _Optional[int] = ..., event_id: _Optional[bytes] = ..., message_id: _Optional[bytes] = ..., conversation_id: _Optional[bytes] = ..., conversation_seq: _Optional[int] = ..., sender_id: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., message_type: _Optional[_Union[_common_pb2.MessageType, str, int]] = ..., custom_type: _Optional[bytes] = ..., client_message_id: _Optional[bytes] = ..., body: _Optional[bytes] = ..., state: _Optional[_Union[_message_pb2.MessageState, str, int]] = ...) -> None: ...
 
 class PullMailbox(_message.Message):
     __slots__ = ("cursor", "max_entries", "max_bytes")

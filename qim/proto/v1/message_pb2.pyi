@@ -35,7 +35,7 @@ class SendMessage(_message.Message):
     body: bytes
     group_id: int
     previous_client_message_id: bytes
-    def __init__(self, client_message_id: _Optional[bytes] = ..., conversation_id: _Optional[bytes] = ..., recipient_user_id: _Optional[int] = ..., message_type: _Optional[_Union[_common_pb2.MessageType, str]] = ..., custom_type: _Optional[bytes] = ..., body: _Optional[bytes] = ..., group_id: _Optional[int] = ..., previous_client_message_id: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, client_message_id: _Optional[bytes] = ..., conversation_id: _Optional[bytes] = ..., recipient_user_id: _Optional[int] = ..., message_type: _Optional[_Union[_common_pb2.MessageType, str, int]] = ..., custom_type: _Optional[bytes] = ..., body: _Optional[bytes] = ..., group_id: _Optional[int] = ..., previous_client_message_id: _Optional[bytes] = ...) -> None: ...
 
 class SendAck(_message.Message):
     __slots__ = ("client_message_id", "message_id", "conversation_id", "conversation_seq", "created_at_ms")
@@ -77,7 +77,7 @@ class MessageRecord(_message.Message):
     body: bytes
     created_at_ms: int
     state: MessageState
-    def __init__(self, tenant_id: _Optional[bytes] = ..., message_id: _Optional[bytes] = ..., conversation_id: _Optional[bytes] = ..., conversation_seq: _Optional[int] = ..., sender_id: _Optional[int] = ..., sender_device_id: _Optional[int] = ..., client_message_id: _Optional[bytes] = ..., message_type: _Optional[_Union[_common_pb2.MessageType, str]] = ..., custom_type: _Optional[bytes] = ..., body: _Optional[bytes] = ..., created_at_ms: _Optional[int] = ..., state: _Optional[_Union[MessageState, str]] = ...) -> None: ...
+    def __init__(self, tenant_id: _Optional[bytes] = ..., message_id: _Optional[bytes] = ..., conversation_id: _Optional[bytes] = ..., conversation_seq: _Optional[int] = ..., sender_id: _Optional[int] = ..., sender_device_id: _Optional[int] = ..., client_message_id: _Optional[bytes] = ..., message_type: _Optional[_Union[_common_pb2.MessageType, str, int]] = ..., custom_type: _Optional[bytes] = ..., body: _Optional[bytes] = ..., created_at_ms: _Optional[int] = ..., state: _Optional[_Union[MessageState, str, int]] = ...) -> None: ...
 
 class RecallMessage(_message.Message):
     __slots__ = ("conversation_id", "message_id", "client_message_id", "peer_user_id")
@@ -99,7 +99,7 @@ class RecallOk(_message.Message):
     message_id: bytes
     state: MessageState
     control_conversation_seq: int
-    def __init__(self, message_id: _Optional[bytes] = ..., state: _Optional[_Union[MessageState, str]] = ..., control_conversation_seq: _Optional[int] = ...) -> None: ...
+    def __init__(self, message_id: _Optional[bytes] = ..., state: _Optional[_Union[MessageState, str, int]] = ..., control_conversation_seq: _Optional[int] = ...) -> None: ...
 
 class ControlEvent(_message.Message):
     __slots__ = ("membership", "state_change")
@@ -133,7 +133,7 @@ class MembershipChange(_message.Message):
     actor_user_id: int
     membership_version: int
     group_id: int
-    def __init__(self, kind: _Optional[_Union[MembershipChange.Kind, str]] = ..., users: _Optional[_Iterable[int]] = ..., actor_user_id: _Optional[int] = ..., membership_version: _Optional[int] = ..., group_id: _Optional[int] = ...) -> None: ...
+    def __init__(self, kind: _Optional[_Union[MembershipChange.Kind, str, int]] = ..., users: _Optional[_Iterable[int]] = ..., actor_user_id: _Optional[int] = ..., membership_version: _Optional[int] = ..., group_id: _Optional[int] = ...) -> None: ...
 
 class MessageStateChange(_message.Message):
     __slots__ = ("message_id", "state", "conversation_seq")
@@ -143,4 +143,4 @@ class MessageStateChange(_message.Message):
     message_id: bytes
     state: MessageState
     conversation_seq: int
-    def __init__(self, message_id: _Optional[bytes] = ..., state: _Optional[_Union[MessageState, str]] = ..., conversation_seq: _Optional[int] = ...) -> None: ...
+    def __init__(self, message_id: _Optional[bytes] = ..., state: _Optional[_Union[MessageState, str, int]] = ..., conversation_seq: _Optional[int] = ...) -> None: ...

@@ -39,8 +39,9 @@ import blake3
 
 from qim._core import ids
 from qim.errors import IdError
-from qim.proto.v1 import internal_pb2
-from qim.services.dispatch_record import DispatchDecodeError, decode
+from qim.wire.dispatch import DispatchDecodeError, decode
+from qim.wire.outbox import OutboxDecodeError
+from qim.wire.outbox import decode as decode_outbox
 
 _DOMAIN = b"qim.audit.dispatch-coords.v1\0"
 _FIXED = struct.Struct(">16s16sQQQqI")  # tenant mid cseq sender created mtype shard
@@ -91,10 +92,12 @@ class AuditResult:
                     or self.coordinate_mismatch or self.wrong_partition)
 
     def counts_line(self) -> str:
+        """The `read: ...` line: how much of each log the audit read."""
         return (f"read: outbox_records={self.outbox_records} committed_messages={self.committed_messages} "
                 f"expected_dispatches={self.expected_dispatches} dispatch_records={self.dispatch_records}")
 
     def counters_line(self) -> str:
+        """The `audit: ...` line: the four orphan counters (all zero when clean)."""
         return (f"audit: committed_without_dispatch={self.committed_without_dispatch} "
                 f"dispatch_without_commit={self.dispatch_without_commit} "
                 f"coordinate_mismatch={self.coordinate_mismatch} wrong_partition={self.wrong_partition}")
@@ -134,9 +137,9 @@ class DispatchAudit:
         r = self.result
         r.outbox_records += 1
         try:
-            rec = internal_pb2.OutboxRecord.FromString(value if value is not None else b"")
-        except Exception as exc:  # protobuf DecodeError and friends
-            self._bad_outbox(offset, f"undecodable ({exc.__class__.__name__})")
+            rec = decode_outbox(value if value is not None else b"")
+        except OutboxDecodeError as exc:
+            self._bad_outbox(offset, f"undecodable ({exc})")
             return
         m = rec.record
         mid = m.message_id

@@ -13,34 +13,30 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-
-from prometheus_client import Counter, Gauge, Histogram
+from typing import Optional
 
 from qim.consts import DISPATCH_TOPIC, OUTBOX_TOPIC
 from qim.errors import EngineError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncConsumer, AsyncProducer
-from qim.services.fanout.plan import PlanError, SnapshotCache, parse_outbox, plan, snapshot_key
+from qim.services.fanout.metrics import FanoutMetrics
+from qim.services.fanout.plan import MemberSnapshotCache, PlanError, parse_outbox, plan, snapshot_key
+from qim.stores.groups import GroupStore
 
 logger = logging.getLogger(__name__)
 
 GROUP_ID = "qim-fanout"
-BATCH = Histogram("qim_fanout_batch_records", "Outbox records per batch", buckets=(1, 4, 16, 64, 256, 512, 1024))
-DELIVERY_WAIT = Histogram("qim_fanout_delivery_wait_seconds", "Wait for all dispatch deliveries of a batch")
-COMMIT_TIME = Histogram("qim_fanout_offset_commit_seconds", "Synchronous source offset commit")
-DISPATCHES = Counter("qim_fanout_dispatches", "Dispatch records produced")
-REPLAYS = Counter("qim_fanout_batch_replays", "Batches re-read after a failure")
-POSITION = Gauge("qim_fanout_outbox_position", "Next Outbox offset to read")
-LAG = Gauge("qim_fanout_outbox_lag", "Outbox records not yet fanned out (high watermark - position)")
-UNPLANNABLE = Counter("qim_fanout_unplannable_records", "Outbox records that could not be planned (must stay 0)")
 
 
 class FanoutCoordinator:
-    """`run()` loops until cancelled; `stopped_reason` is set when it stops on a bad record."""
+    """`run()` loops until cancelled; `stopped_reason` is set when it stops on a bad record.
+    Counts into `metrics` (a private FanoutMetrics when None)."""
 
-    def __init__(self, bootstrap: str, shard_count: int, batch_size: int, faults: FaultPoints, redis) -> None:
+    def __init__(self, bootstrap: str, shard_count: int, batch_size: int, faults: FaultPoints, groups: GroupStore,
+                 metrics: Optional[FanoutMetrics] = None) -> None:
+        self._m = metrics if metrics is not None else FanoutMetrics()
         self._faults = faults
-        self._snapshots = SnapshotCache(redis, shard_count)
+        self._snapshots = MemberSnapshotCache(groups, shard_count)
         self._bootstrap = bootstrap
         self._shard_count = shard_count
         self._batch_size = batch_size
@@ -65,9 +61,11 @@ class FanoutCoordinator:
                 await asyncio.sleep(0.5)
         self.position = committed if committed >= 0 else 0
         await self._consumer.assign(OUTBOX_TOPIC, {0: self.position})
-        POSITION.set(self.position)
+        self._m.position.set(self.position)
 
     async def run(self) -> None:
+        """Position, then fan out batch after batch; returns only when stopped on an
+        unplannable record (`stopped_reason`), never skipping it."""
         await self._position()
         self.ready = True
         while True:
@@ -82,13 +80,13 @@ class FanoutCoordinator:
             try:
                 await self._process(records)
             except PlanError as exc:
-                UNPLANNABLE.inc()
+                self._m.unplannable.inc()
                 self.stopped_reason = str(exc)
                 self.ready = False
                 logger.error("fanout stopped at outbox offset %d: %s", records[0].offset(), exc)
                 return
             except EngineError as exc:
-                REPLAYS.inc()
+                self._m.replays.inc()
                 logger.warning("fanout batch failed, replaying from %d: %s", records[0].offset(), exc)
                 await asyncio.sleep(0.5)
                 await self._consumer.assign(OUTBOX_TOPIC, {0: self.position})
@@ -97,14 +95,10 @@ class FanoutCoordinator:
         if records[0].offset() != self.position:
             # A discontinuity (e.g. a retention gap) is logged; positions are hints.
             logger.info("outbox position moved from %d to %d", self.position, records[0].offset())
-        BATCH.observe(len(records))
+        self._m.batch_records.observe(len(records))
         outboxes = [parse_outbox(rec.value(), self._shard_count) for rec in records]
-        try:
-            snapshots = await self._snapshots.load({k for k in map(snapshot_key, outboxes) if k is not None})
-        except PlanError:
-            raise
-        except Exception as exc:  # Redis unreachable: the batch replays later
-            raise EngineError(f"member snapshot read failed: {exc.__class__.__name__}") from exc
+        # PlanError stops the coordinator; StoreUnavailable (an EngineError) replays the batch
+        snapshots = await self._snapshots.load({k for k in map(snapshot_key, outboxes) if k is not None})
         futures = []
         for outbox in outboxes:
             key = snapshot_key(outbox)
@@ -113,18 +107,18 @@ class FanoutCoordinator:
                                                       key=dispatch.dispatch_id, partition=shard))
         started = time.perf_counter()
         results = await asyncio.gather(*futures, return_exceptions=True)
-        DELIVERY_WAIT.observe(time.perf_counter() - started)
+        self._m.delivery_wait.observe(time.perf_counter() - started)
         failed = [r for r in results if isinstance(r, BaseException)]
         if failed:
             raise EngineError(f"{len(failed)} of {len(results)} dispatch deliveries failed: {failed[0]}")
-        DISPATCHES.inc(len(results))
+        self._m.dispatches.inc(len(results))
         self._faults.hit("after_dispatch")
         next_offset = records[-1].offset() + 1
         started = time.perf_counter()
         await self._consumer.commit(OUTBOX_TOPIC, 0, next_offset)
-        COMMIT_TIME.observe(time.perf_counter() - started)
+        self._m.offset_commit.observe(time.perf_counter() - started)
         self.position = next_offset
-        POSITION.set(next_offset)
+        self._m.position.set(next_offset)
 
     async def lag_loop(self, period_s: float = 5.0) -> None:
         """Export the Outbox lag; the broker's high watermark is read off the event loop."""
@@ -132,11 +126,12 @@ class FanoutCoordinator:
             try:
                 hw = (await self._consumer.high_watermarks(OUTBOX_TOPIC, [0]))[0]
                 if self.position >= 0:
-                    LAG.set(max(0, hw - self.position))
+                    self._m.lag.set(max(0, hw - self.position))
             except EngineError as exc:
                 logger.debug("outbox lag unavailable: %s", exc)
             await asyncio.sleep(period_s)
 
     async def close(self) -> None:
+        """Flush and close the producer and the consumer."""
         await self._producer.close()
         await self._consumer.close()

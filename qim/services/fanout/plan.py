@@ -17,9 +17,11 @@ from qim._core import ids
 from qim.errors import QimError
 from qim.proto.v1 import internal_pb2
 from qim.protocol import EventType
-from qim.services.dispatch_record import Dispatch
-from qim.services.writer.groups import unpack_members
-from qim.services.writer.keys import CommitKeys
+from qim.stores.errors import StoreCorrupt
+from qim.stores.groups import GroupStore, SnapshotKey
+from qim.wire.dispatch import Dispatch
+from qim.wire.outbox import OutboxDecodeError
+from qim.wire.outbox import decode as decode_outbox
 
 SNAPSHOT_CACHE_VERSIONS = 4096
 
@@ -31,9 +33,9 @@ class PlanError(QimError):
 def parse_outbox(outbox_bytes: bytes, shard_count: int) -> internal_pb2.OutboxRecord:
     """Parse and check one Outbox record. PlanError on a bad record."""
     try:
-        rec = internal_pb2.OutboxRecord.FromString(outbox_bytes)
-    except Exception as exc:  # protobuf raises DecodeError and friends
-        raise PlanError(f"undecodable outbox record: {exc.__class__.__name__}") from None
+        rec = decode_outbox(outbox_bytes)
+    except OutboxDecodeError as exc:
+        raise PlanError(str(exc)) from None
     if rec.shard_count != shard_count:
         raise PlanError(f"outbox record frozen with shard_count={rec.shard_count}, fanout runs {shard_count}")
     if len(rec.record.message_id) != 16 or not (rec.recipients or rec.group_conversation_id):
@@ -41,14 +43,16 @@ def parse_outbox(outbox_bytes: bytes, shard_count: int) -> internal_pb2.OutboxRe
     return rec
 
 
-def snapshot_key(rec: internal_pb2.OutboxRecord) -> Optional[tuple[int, bytes, int]]:
+def snapshot_key(rec: internal_pb2.OutboxRecord) -> Optional[SnapshotKey]:
     """(tenant, group conversation, version) when the audience is a group snapshot."""
     if rec.recipients:
         return None
-    return int.from_bytes(rec.record.tenant_id, "big"), rec.group_conversation_id, rec.membership_version
+    return SnapshotKey(int.from_bytes(rec.record.tenant_id, "big"), rec.group_conversation_id,
+                       rec.membership_version)
 
 
 def by_shard(tenant: int, users, shard_count: int) -> dict[int, tuple[int, ...]]:
+    """Users grouped by their MailboxShard, ascending within and across shards (one BLAKE3 per user)."""
     out: dict[int, list[int]] = {}
     for user in sorted(set(users)):
         out.setdefault(ids.mailbox_shard(tenant, user, shard_count), []).append(user)
@@ -76,29 +80,30 @@ def plan(rec: internal_pb2.OutboxRecord, shard_count: int,
         event_type=rec.event_type or EventType.MESSAGE)) for shard, users in targets.items()]
 
 
-class SnapshotCache:
+class MemberSnapshotCache:
     """Member snapshots by (tenant, conversation, version), grouped by shard. Versions are
     immutable, so entries never go stale; the cache is bounded (LRU)."""
 
-    def __init__(self, redis, shard_count: int, capacity: int = SNAPSHOT_CACHE_VERSIONS) -> None:
-        self._redis = redis
+    def __init__(self, groups: GroupStore, shard_count: int, capacity: int = SNAPSHOT_CACHE_VERSIONS) -> None:
+        self._groups = groups
         self._shard_count = shard_count
         self._capacity = capacity
         self._cache: collections.OrderedDict = collections.OrderedDict()
 
     async def load(self, wanted: set) -> dict:
-        """{key: by-shard users} for every wanted key, one pipelined read for the misses.
-        PlanError when a snapshot is gone (it must outlive every replay window)."""
+        """{key: by-shard users} for every wanted key, one store read for the misses.
+        PlanError when a snapshot is gone (it must outlive every replay window) or
+        corrupt; StoreUnavailable (an EngineError: the batch replays) on an outage."""
         missing = [k for k in wanted if k not in self._cache]
         if missing:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for tenant, conv, version in missing:
-                    pipe.get(CommitKeys(tenant, conv).group_snapshot(version))
-                raws = await pipe.execute()
-            for key, raw in zip(missing, raws):
-                if raw is None:
+            try:
+                found = await self._groups.snapshots(missing)
+            except StoreCorrupt as exc:
+                raise PlanError(f"member snapshot unreadable: {exc.message}") from None
+            for key, members in zip(missing, found):
+                if members is None:
                     raise PlanError(f"member snapshot version {key[2]} of a group is missing")
-                self._cache[key] = by_shard(key[0], unpack_members(raw), self._shard_count)
+                self._cache[key] = by_shard(key[0], members, self._shard_count)
         out = {}
         for key in wanted:
             self._cache.move_to_end(key)

@@ -18,46 +18,45 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from google.protobuf.message import DecodeError
-from prometheus_client import Counter
 
 from qim._core import ids
 from qim.errors import ErrorCode, FrameError, RequestError
 from qim.net.framed import FramedStream
-from qim.net.rpc import error_body, parse_error
-from qim.proto.v1 import connection_pb2, internal_pb2, mailbox_pb2
+from qim.proto.v1 import connection_pb2, internal_pb2
 from qim.protocol import INTERNAL_CATEGORY, Opcode
 from qim.services.gateway.auth import verify_dev_token
-from qim.services.gateway.requests import SESSION_OPS, WRITER_OPS, session_check
+from qim.services.gateway.metrics import GatewayMetrics
+from qim.services.gateway.routes import RESERVED, ROUTES, forward
+from qim.wire.errors import error_body, parse_error
 
 logger = logging.getLogger(__name__)
 
-FRAME_FAULTS = Counter("qim_gateway_frame_faults", "Connections closed for a frame-level fault", ["kind"])
-REQUEST_ERRORS = Counter("qim_gateway_request_errors", "ERROR frames sent", ["code"])
-REQUESTS = Counter("qim_gateway_requests", "Client requests received", ["opcode"])
 HEARTBEAT_S = 60
 # Replies queued for one connection above which it is not read (back-pressure). A page
 # is up to ~1.5 MiB (512 KiB budget, first entry always whole), so one fits.
 REPLY_BACKLOG_BYTES = 2 * 1024 * 1024
 BULK_INFLIGHT = 2  # paged replies fetched at once per connection
-BULK_OPS = frozenset({Opcode.PULL_MAILBOX, Opcode.PULL_HISTORY, Opcode.PULL_MEMBERS, Opcode.PULL_SESSION_LIST})
+BULK_OPS = frozenset(op for op, route in ROUTES.items() if route.bulk)
 # Chunk size toward clients: a PONG waits behind at most ~one chunk in the gateway's
 # socket buffers (qim/net/framed.py), 0.5 s at 30 KiB/s.
 CLIENT_CHUNK_BYTES = 16 * 1024
 PRE_AUTH_BUFFER_BYTES = 256 * 1024  # an AUTH frame is tiny; anonymous peers hold no more
-AUTH_TIMEOUTS = Counter("qim_gateway_auth_timeouts", "Connections closed for not authenticating in time")
-# Frozen but not served yet (chatrooms), and server-to-client opcodes sent upstream.
-RESERVED = {op.value for op in Opcode if (op >> 8) in (0x04, 0x05, 0x06, 0x0A)} - set(WRITER_OPS) - SESSION_OPS
 
 
 class ClientConnection:
-    """Serves one client stream until it closes; `run()` returns when done."""
+    """Serves one client stream until it closes; `run()` returns when done.
 
-    def __init__(self, stream: FramedStream, gateway) -> None:
+    `gateway` is the ConnectionNode (or a stand-in in unit tests): `config`
+    (GatewayConfig), `online` (OnlineRegistry), `router` (BackendRouter) and `metrics`
+    (GatewayMetrics; a private one when the stand-in has none)."""
+
+    def __init__(self, stream: FramedStream, gateway: Any) -> None:
         self.stream = stream
         self.gw = gateway
+        self._m: GatewayMetrics = getattr(gateway, "metrics", None) or GatewayMetrics()
         self.tenant = 0
         self.user_id = 0
         self.device_id = 0
@@ -68,14 +67,16 @@ class ClientConnection:
         self._tasks: set[asyncio.Task] = set()
         self._wake_task: Optional[asyncio.Task] = None
 
-    # DeviceConn protocol (sessions.OnlineRegistry)
+    # DeviceConn protocol (online.OnlineRegistry)
     def send(self, opcode: int, request_id: int, body: bytes) -> None:
+        """Queue one frame to the device (StreamClosed when the stream is closed)."""
         self.stream.send(opcode, request_id, body)
 
     def kick(self) -> None:
+        """Close after the queued frames (a newer login replaced this one)."""
         self.stream.close()
 
-    def wake_when_drained(self, limit: int, wake) -> None:
+    def wake_when_drained(self, limit: int, wake: Callable[[Any], None]) -> None:
         """Call `wake(self)` once the outbound queue is at or below `limit` bytes (a push
         was dropped because it was fuller: the device must still learn to pull). One
         pending wake-up per connection; later drops fold into it."""
@@ -84,13 +85,14 @@ class ClientConnection:
             self._tasks.add(self._wake_task)
             self._wake_task.add_done_callback(self._tasks.discard)
 
-    async def _wake_after_drain(self, limit: int, wake) -> None:
+    async def _wake_after_drain(self, limit: int, wake: Callable[[Any], None]) -> None:
         await self.stream.wait_writable(limit)
         if not self.stream.closed:
             wake(self)
 
     @property
     def queued_bytes(self) -> int:
+        """Outbound bytes not yet handed to the socket."""
         return self.stream.queued_bytes
 
     def _actor(self) -> internal_pb2.Actor:
@@ -98,6 +100,7 @@ class ClientConnection:
                                   device_id=self.device_id)
 
     async def run(self) -> None:
+        """Read and serve requests until EOF, a frame fault or the AUTH timeout."""
         loop = asyncio.get_running_loop()
         auth_deadline = loop.time() + self.gw.config.auth_timeout_s
         try:
@@ -111,7 +114,7 @@ class ClientConnection:
                 if item is None:
                     break
                 opcode, request_id, body = item
-                REQUESTS.labels(opcode=f"0x{opcode:04x}").inc()
+                self._m.requests.labels(opcode=f"0x{opcode:04x}").inc()
                 await self._permits.acquire()
                 if opcode == Opcode.AUTH:  # inline: the identity is known before the next read
                     await self._serve(opcode, request_id, body)
@@ -120,13 +123,13 @@ class ClientConnection:
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
         except FrameError as exc:
-            FRAME_FAULTS.labels(kind=type(exc).__name__).inc()
+            self._m.frame_faults.labels(kind=type(exc).__name__).inc()
             logger.info("closing %s: %s", self.stream.peer, type(exc).__name__)
             self.stream.abort()
         except (ConnectionError, OSError):
             pass
         except asyncio.TimeoutError:
-            AUTH_TIMEOUTS.inc()
+            self._m.auth_timeouts.inc()
             self.stream.abort()
         finally:
             for t in list(self._tasks):
@@ -158,11 +161,11 @@ class ClientConnection:
                 # a backend's ERROR body names its internal opcode: rebuild it for this request
                 raise parse_error(reply)
         except RequestError as exc:
-            REQUEST_ERRORS.labels(code=exc.code.name).inc()
+            self._m.request_errors.labels(code=exc.code.name).inc()
             reply_opcode, reply = Opcode.ERROR, error_body(exc.code, exc.message, opcode)
         except Exception:
             logger.exception("request 0x%04x failed", opcode)
-            REQUEST_ERRORS.labels(code="INTERNAL").inc()
+            self._m.request_errors.labels(code="INTERNAL").inc()
             reply_opcode, reply = Opcode.ERROR, error_body(ErrorCode.INTERNAL, "internal error", opcode)
         if reply_opcode and not self.stream.closed:
             self.stream.send(reply_opcode, request_id, reply)
@@ -177,25 +180,13 @@ class ClientConnection:
             raise RequestError(ErrorCode.FORBIDDEN, "internal opcode")
         if not self.user_id:
             raise RequestError(ErrorCode.UNAUTHENTICATED, "AUTH first")
-        route = WRITER_OPS.get(opcode)
-        if route is not None:
-            key = route(self, body)
-            req = internal_pb2.WriterSend(actor=self._actor(), upstream=body, opcode=opcode)
-            return await self.gw.router.call_writer(key, Opcode.WRITER_SEND, req.SerializeToString())
-        if opcode in SESSION_OPS:
-            session_check(self, body, opcode)
-            req = internal_pb2.SessionCall(actor=self._actor(), opcode=opcode, upstream=body)
-            return await self.gw.router.call_session(self.user_id, Opcode.SESSION_CALL, req.SerializeToString())
-        if opcode == Opcode.PULL_MAILBOX:
-            try:
-                mailbox_pb2.PullMailbox.FromString(body)
-            except DecodeError:
-                raise RequestError(ErrorCode.INVALID_ARGUMENT, "PULL_MAILBOX body is not a valid PullMailbox") from None
-            req = internal_pb2.MailboxPull(actor=self._actor(), upstream=body)
-            return await self.gw.router.call_mailbox(self.shard, Opcode.MAILBOX_PULL, req.SerializeToString())
-        if opcode in RESERVED:
-            raise RequestError(ErrorCode.INVALID_ARGUMENT, f"opcode 0x{opcode:04x} not supported yet")
-        raise RequestError(ErrorCode.INVALID_ARGUMENT, f"unknown opcode 0x{opcode:04x}")
+        route = ROUTES.get(opcode)
+        if route is None:
+            if opcode in RESERVED:
+                raise RequestError(ErrorCode.INVALID_ARGUMENT, f"opcode 0x{opcode:04x} not supported yet")
+            raise RequestError(ErrorCode.INVALID_ARGUMENT, f"unknown opcode 0x{opcode:04x}")
+        key = route.check(self, body)
+        return await forward(self.gw.router, route, key, self._actor(), opcode, body)
 
     def _auth(self, body: bytes) -> tuple[int, bytes]:
         if self.user_id:

@@ -17,27 +17,25 @@ import logging
 from typing import Iterator, Optional
 
 from google.protobuf.message import DecodeError
-from prometheus_client import Counter, Gauge
 
 from qim.errors import ErrorCode, FrameError
 from qim.net.framed import FramedStream
-from qim.net.rpc import error_body
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
-from qim.services.gateway.sessions import OnlineRegistry
+from qim.services.gateway.metrics import GatewayMetrics
+from qim.services.gateway.online import OnlineRegistry
+from qim.wire.errors import error_body
 
 logger = logging.getLogger(__name__)
 
-BAD_PUSH = Counter("qim_gateway_bad_push_batches", "Undecodable or unknown frames on the push listener")
-LINKS = Gauge("qim_gateway_push_links", "Mailbox nodes with a live push link to this gateway")
-LINK_LOSSES = Counter("qim_gateway_push_link_losses", "Mailbox push links that dropped")
-
 
 class PushListener:
-    """Serves the push listener for `online`; `mailbox_count` = len(QIM_MAILBOX_ADDRS)."""
+    """Serves the push listener for `online`; `mailbox_count` = len(QIM_MAILBOX_ADDRS).
+    `on_connection` is the listener's per-connection coroutine (ServiceNode.listen)."""
 
-    def __init__(self, online: OnlineRegistry, mailbox_count: int) -> None:
+    def __init__(self, online: OnlineRegistry, mailbox_count: int, metrics: Optional[GatewayMetrics] = None) -> None:
         self.online = online
+        self._m = metrics if metrics is not None else GatewayMetrics()
         self._count = mailbox_count
         self._links: dict[int, FramedStream] = {}  # node index -> its live link
         self._lost: set[int] = set()  # nodes whose link dropped since their last hello
@@ -52,12 +50,15 @@ class PushListener:
             yield self._mismatch
 
     def linked(self, node_index: int) -> bool:
+        """True while mailbox node `node_index` has a live, greeted link."""
         return node_index in self._links
 
     async def start(self, host: str, port: int) -> asyncio.AbstractServer:
-        return await asyncio.start_server(self._on_conn, host, port)
+        """A listener of its own (tests; the gateway node listens through ServiceNode)."""
+        return await asyncio.start_server(self.on_connection, host, port)
 
-    async def _on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Serve one mailbox or session link until it closes."""
         stream = FramedStream(reader, writer)
         node: Optional[int] = None
         try:
@@ -84,15 +85,15 @@ class PushListener:
                 self.online.deliver_frames(internal_pb2.DeviceFrames.FromString(body))
                 return node
             if opcode != Opcode.PUSH_BATCH:
-                BAD_PUSH.inc()
+                self._m.bad_push.inc()
                 return node
             batch = internal_pb2.PushBatch.FromString(body)
         except DecodeError:
-            BAD_PUSH.inc()
+            self._m.bad_push.inc()
             return node
         if batch.hello or batch.wake_all:
             if batch.node_count != self._count or batch.node_index >= self._count:
-                BAD_PUSH.inc()
+                self._m.bad_push.inc()
                 self._mismatch = (f"mailbox node {batch.node_index} of {batch.node_count} does not match "
                                   f"QIM_MAILBOX_ADDRS ({self._count} nodes)")
                 return node
@@ -111,7 +112,7 @@ class PushListener:
         wake = batch.wake_all or i in self._lost or (old is not None and old is not stream)
         self._lost.discard(i)
         self._links[i] = stream
-        LINKS.set(len(self._links))
+        self._m.push_links.set(len(self._links))
         if wake:
             woken = self.online.wake_node(i, self._count)
             logger.info("push link from mailbox node %d: woke %d devices", i, woken)
@@ -122,5 +123,5 @@ class PushListener:
         if node is not None and self._links.get(node) is stream:
             del self._links[node]
             self._lost.add(node)
-            LINK_LOSSES.inc()
-            LINKS.set(len(self._links))
+            self._m.link_losses.inc()
+            self._m.push_links.set(len(self._links))

@@ -1,55 +1,39 @@
-"""Gateway-side validation and routing of client requests (DESIGN.md §4, §5.1, §7).
+"""Gateway-side validation of client requests for the writer (DESIGN.md §4, §5.1, §7).
 
-Each function parses the upstream bytes (INVALID_ARGUMENT on garbage), checks what
-needs no storage (id shapes, sizes, limits) and returns the routing key. The bytes are
-forwarded unchanged; authorisation against membership happens in the writer.
+Each `*_key` function parses the upstream bytes (INVALID_ARGUMENT on garbage), checks
+what needs no storage (id shapes, sizes, limits; the shared checks of qim/wire/validate.py)
+and returns the routing key (the conversation_id); the routing table is
+qim/services/gateway/routes.py. The bytes are forwarded unchanged; authorisation
+against membership happens in the writer. `conn` is the client connection: `tenant`,
+`user_id` from AUTH and `gw.config.max_body`.
 """
 
 from __future__ import annotations
 
-from typing import Callable
-
-from google.protobuf.message import DecodeError, Message
+from typing import Any
 
 from qim._core import ids
-from qim.consts import CONVERSATION_KIND_DIRECT, CONVERSATION_KIND_GROUP, GROUP_MAX_MEMBERS, ID_LEN, U63_MAX
-from qim.errors import ErrorCode, IdError, RequestError
-from qim.proto.v1 import group_pb2, history_pb2, message_pb2, session_pb2
-from qim.protocol import Opcode
-from qim.services.writer.validate import check_send_shape, direct_audience, parse_send
+from qim.consts import CONVERSATION_KIND_DIRECT, GROUP_MAX_MEMBERS, U63_MAX
+from qim.errors import ErrorCode, RequestError
+from qim.proto.v1 import group_pb2, history_pb2, message_pb2
+from qim.wire.validate import (
+    check_conversation,
+    check_group_id,
+    check_id,
+    check_send_shape,
+    direct_audience,
+    parse_request,
+    parse_send,
+)
 
-ZERO_ID = bytes(ID_LEN)
+parse = parse_request  # the routing table's session and mailbox checks use the same parser
 
-
-def parse(cls: type[Message], body: bytes, name: str) -> Message:
-    try:
-        return cls.FromString(body)
-    except DecodeError:
-        raise RequestError(ErrorCode.INVALID_ARGUMENT, f"{name} body is not a valid {cls.__name__}") from None
-
-
-def check_id(value: bytes, name: str) -> None:
-    if len(value) != ID_LEN or value == ZERO_ID:
-        raise RequestError(ErrorCode.INVALID_ARGUMENT, f"{name} must be 16 non-zero bytes")
+__all__ = ["check_conversation", "check_group_id", "check_id", "create_group_key", "history_key", "leave_group_key",
+           "members_key", "parse", "recall_key", "send_key"]
 
 
-def check_conversation(conversation_id: bytes) -> int:
-    check_id(conversation_id, "conversation_id")
-    try:
-        kind = ids.conversation_kind(conversation_id)
-    except IdError:
-        raise RequestError(ErrorCode.INVALID_ARGUMENT, "conversation_id has an unknown kind") from None
-    if kind not in (CONVERSATION_KIND_DIRECT, CONVERSATION_KIND_GROUP):
-        raise RequestError(ErrorCode.INVALID_ARGUMENT, "rooms are not served through this opcode")
-    return kind
-
-
-def check_group_id(group_id: int) -> None:
-    if not 0 < group_id <= U63_MAX:
-        raise RequestError(ErrorCode.INVALID_ARGUMENT, "group_id must be non-zero with bit 63 clear")
-
-
-def send_key(conn, body: bytes) -> bytes:
+def send_key(conn: Any, body: bytes) -> bytes:
+    """SEND_MESSAGE: shape, body size (QIM_MAX_MESSAGE_BODY), direct audience."""
     msg = parse_send(body)
     kind = check_send_shape(msg, conn.gw.config.max_body)
     if kind == CONVERSATION_KIND_DIRECT:
@@ -57,22 +41,26 @@ def send_key(conn, body: bytes) -> bytes:
     return msg.conversation_id
 
 
-def recall_key(conn, body: bytes) -> bytes:
-    req = parse(message_pb2.RecallMessage, body, "RECALL_MESSAGE")
+def recall_key(conn: Any, body: bytes) -> bytes:
+    """RECALL_MESSAGE: conversation, message and client message ids."""
+    req = parse_request(message_pb2.RecallMessage, body, "RECALL_MESSAGE")
     check_conversation(req.conversation_id)
     check_id(req.message_id, "message_id")
     check_id(req.client_message_id, "client_message_id")
     return req.conversation_id
 
 
-def history_key(conn, body: bytes) -> bytes:
-    req = parse(history_pb2.PullHistory, body, "PULL_HISTORY")
+def history_key(conn: Any, body: bytes) -> bytes:
+    """PULL_HISTORY: a direct or group conversation."""
+    req = parse_request(history_pb2.PullHistory, body, "PULL_HISTORY")
     check_conversation(req.conversation_id)
     return req.conversation_id
 
 
-def create_group_key(conn, body: bytes) -> bytes:
-    req = parse(group_pb2.CreateGroup, body, "CREATE_GROUP")
+def create_group_key(conn: Any, body: bytes) -> bytes:
+    """CREATE_GROUP: group id, request id, at most GROUP_MAX_MEMBERS valid members
+    (PAYLOAD_TOO_LARGE past it); the key is the group's conversation."""
+    req = parse_request(group_pb2.CreateGroup, body, "CREATE_GROUP")
     check_group_id(req.group_id)
     check_id(req.client_message_id, "client_message_id")
     members = set(req.members) | {conn.user_id}
@@ -83,34 +71,16 @@ def create_group_key(conn, body: bytes) -> bytes:
     return ids.conversation_id_group(conn.tenant, req.group_id)
 
 
-def leave_group_key(conn, body: bytes) -> bytes:
-    req = parse(group_pb2.LeaveGroup, body, "LEAVE_GROUP")
+def leave_group_key(conn: Any, body: bytes) -> bytes:
+    """LEAVE_GROUP: group id and request id; the key is the group's conversation."""
+    req = parse_request(group_pb2.LeaveGroup, body, "LEAVE_GROUP")
     check_group_id(req.group_id)
     check_id(req.client_message_id, "client_message_id")
     return ids.conversation_id_group(conn.tenant, req.group_id)
 
 
-def members_key(conn, body: bytes) -> bytes:
-    req = parse(group_pb2.PullMembers, body, "PULL_MEMBERS")
+def members_key(conn: Any, body: bytes) -> bytes:
+    """PULL_MEMBERS: group id; the key is the group's conversation."""
+    req = parse_request(group_pb2.PullMembers, body, "PULL_MEMBERS")
     check_group_id(req.group_id)
     return ids.conversation_id_group(conn.tenant, req.group_id)
-
-
-def session_check(conn, body: bytes, opcode: int) -> None:
-    if opcode == Opcode.MARK_READ:
-        req = parse(session_pb2.MarkRead, body, "MARK_READ")
-        check_conversation(req.conversation_id)
-    else:
-        parse(session_pb2.PullSessionList, body, "PULL_SESSION_LIST")
-
-
-# opcode -> routing-key function; every one of these goes to a writer.
-WRITER_OPS: dict[int, Callable] = {
-    Opcode.SEND_MESSAGE: send_key,
-    Opcode.RECALL_MESSAGE: recall_key,
-    Opcode.PULL_HISTORY: history_key,
-    Opcode.CREATE_GROUP: create_group_key,
-    Opcode.LEAVE_GROUP: leave_group_key,
-    Opcode.PULL_MEMBERS: members_key,
-}
-SESSION_OPS = frozenset({Opcode.PULL_SESSION_LIST, Opcode.MARK_READ})

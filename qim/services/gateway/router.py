@@ -11,7 +11,8 @@ from __future__ import annotations
 import blake3
 
 from qim.errors import ErrorCode, RequestError
-from qim.net.rpc import RemoteError, RpcClient
+from qim.net.rpc import RpcClient
+from qim.wire.errors import RemoteError
 
 
 def rendezvous_order(key: bytes, addrs: tuple[str, ...]) -> list[int]:
@@ -48,6 +49,7 @@ class BackendRouter:
         raise last
 
     async def call_mailbox(self, shard: int, opcode: int, body: bytes) -> tuple[int, bytes]:
+        """The mailbox node that owns `shard` (shard mod node count)."""
         return await self._mailboxes[shard % len(self._mailboxes)].call(opcode, body)
 
     async def call_session(self, user_id: int, opcode: int, body: bytes) -> tuple[int, bytes]:
@@ -57,5 +59,6 @@ class BackendRouter:
         return await self._sessions[user_id % len(self._sessions)].call(opcode, body)
 
     async def close(self) -> None:
+        """Close every backend client."""
         for c in self._writers + self._mailboxes + self._sessions:
             await c.close()

@@ -9,50 +9,47 @@ from __future__ import annotations
 
 import asyncio
 import logging
-
-from prometheus_client import Counter
+from typing import Iterator
 
 from qim.config import GatewayConfig
-from qim.net.framed import FramedStream, parse_addr
-from qim.obs.http import invariant_reasons, serve_http
+from qim.net.framed import FramedStream
+from qim.obs.node import ServiceNode
 from qim.services.gateway.conn import CLIENT_CHUNK_BYTES, ClientConnection
+from qim.services.gateway.metrics import GatewayMetrics
+from qim.services.gateway.online import OnlineRegistry
 from qim.services.gateway.pushlink import PushListener
 from qim.services.gateway.router import BackendRouter
-from qim.services.gateway.sessions import OnlineRegistry
 
 logger = logging.getLogger(__name__)
 
-# Always zero: the gateway never drops a client request on its way to a backend (the
-# per-connection in-flight limit pushes back on the socket instead).
-BACKEND_DROPPED = Counter("qim_gateway_backend_queue_dropped", "Client requests dropped before a backend (must stay 0)")
 
+class ConnectionNode(ServiceNode):
+    """The qim-gateway process: `start()` opens /metrics, the push listener and the
+    client listener (OSError when a port is taken); `stop()` closes them and every
+    connection, then the backend clients."""
 
-class ConnectionNode:
-    """`start()` opens the listeners and returns the client server."""
+    service = "gateway"
 
     def __init__(self, config: GatewayConfig) -> None:
+        super().__init__(config.metrics_listen)
         self.config = config
-        self.online = OnlineRegistry()
+        self.metrics = GatewayMetrics(self.registry)
+        self.online = OnlineRegistry(self.metrics)
         self.router = BackendRouter(config.writer_addrs, config.mailbox_addrs, config.session_addrs)
-        self.push = PushListener(self.online, len(config.mailbox_addrs))
-        self._conns: set[ClientConnection] = set()
+        self.push = PushListener(self.online, len(config.mailbox_addrs), self.metrics)
+        self.always_zero(self.metrics.backend_dropped)
+        self.closing(self.router.close, "backend clients")
 
-    def not_ready(self):
+    def not_ready(self) -> Iterator[str]:
+        """No push link yet from some mailbox node, or a misconfigured one."""
         yield from self.push.not_ready()
-        yield from invariant_reasons([BACKEND_DROPPED])
 
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = ClientConnection(FramedStream(reader, writer, chunk_bytes=CLIENT_CHUNK_BYTES), self)
-        self._conns.add(conn)
-        try:
-            await conn.run()
-        finally:
-            self._conns.discard(conn)
+        await conn.run()
 
-    async def start(self) -> asyncio.AbstractServer:
-        await serve_http(self.config.metrics_listen, self.not_ready)
-        await self.push.start(*parse_addr(self.config.push_listen))
-        host, port = parse_addr(self.config.listen)
-        server = await asyncio.start_server(self._on_client, host, port)
+    async def setup(self) -> None:
+        """Push listener first (mailbox nodes link while clients connect), then clients."""
+        await self.listen(self.config.push_listen, self.push.on_connection)
+        await self.listen(self.config.listen, self._on_client)
         logger.info("gateway listening on %s (push %s)", self.config.listen, self.config.push_listen)
-        return server

@@ -16,31 +16,24 @@ import asyncio
 import collections
 import logging
 import time
-from typing import Callable, Deque
-
-from prometheus_client import Counter, Gauge
+from typing import Callable, Deque, Optional
 
 from qim._core import watermark
 from qim.consts import DISPATCH_TOPIC, MAILBOX_GLOBAL_PERMIT, MAILBOX_SHARD_FIFO
 from qim.errors import EngineError, MailboxDirty
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncConsumer
+from qim.services.mailbox.metrics import MailboxMetrics
 from qim.services.mailbox.record import ShardCursor, materialize
-from qim.services.mailbox.store import RedisMailboxStore
+from qim.stores.mailboxes import MailboxStore
 
 logger = logging.getLogger(__name__)
-
-RECORDS = Counter("qim_mailbox_records", "Dispatch records materialized", ["status"])
-DIRTY = Counter("qim_mailbox_dirty", "Shards stopped by MailboxDirty (must stay 0)")
-RETRIES = Counter("qim_mailbox_store_retries", "Records retried after a Redis failure")
-PAUSES = Counter("qim_mailbox_partition_pauses", "Partitions paused because their FIFO was full")
-QUEUED = Gauge("qim_mailbox_queued_records", "Records queued in shard FIFOs")
-DP_GC = Counter("qim_mailbox_dispatch_progress_gc", "DispatchProgress entries garbage collected")
 
 PushHook = Callable[[int, int, list], None]  # (tenant, mailbox_seq, [(user, events)]); must not await
 
 
 class ShardState(ShardCursor):
+    """A shard worker's state: its cursor, FIFO of records, pause flag, dirty reason and catch-up target."""
     def __init__(self, shard: int, epoch: int, blob) -> None:
         super().__init__(shard, epoch, blob)
         self.queue: Deque = collections.deque()
@@ -51,10 +44,12 @@ class ShardState(ShardCursor):
 
 
 class MailboxMaterializer:
-    """`start()` positions the shards; `run()` consumes until cancelled."""
+    """`start()` positions the shards; `run()` consumes until cancelled. Counts into
+    `metrics` (a private MailboxMetrics when None)."""
 
-    def __init__(self, bootstrap: str, store: RedisMailboxStore, shards: list[int], push: PushHook,
-                 faults: FaultPoints, dp_gc_safety_ms: int = 0) -> None:
+    def __init__(self, bootstrap: str, store: MailboxStore, shards: list[int], push: PushHook,
+                 faults: FaultPoints, dp_gc_safety_ms: int = 0, metrics: Optional[MailboxMetrics] = None) -> None:
+        self._m = metrics if metrics is not None else MailboxMetrics()
         self._consumer = AsyncConsumer(bootstrap, "qim-mailbox")
         self._store = store
         self._owned = shards
@@ -67,12 +62,15 @@ class MailboxMaterializer:
 
     @property
     def dirty_reasons(self) -> list[str]:
+        """One line per shard stopped by MailboxDirty (readiness reasons)."""
         return [f"shard {s.shard}: {s.dirty}" for s in self.shards.values() if s.dirty]
 
     def caught_up(self) -> bool:
+        """Whether every clean shard's W reached the high watermark seen at start."""
         return all(_w(s) >= s.catch_up_to - 1 for s in self.shards.values() if not s.dirty)
 
     async def start(self) -> None:
+        """Load every owned shard's watermark (fail closed on a corrupt one) and assign the partitions from it."""
         starts = {}
         for shard in self._owned:
             blob, epoch = await self._store.load_watermark(shard)
@@ -86,6 +84,7 @@ class MailboxMaterializer:
         logger.info("mailbox owns %d shards", len(self._owned))
 
     async def run(self) -> None:
+        """Consume and feed the shard FIFOs until cancelled (workers and GC as tasks)."""
         loop = asyncio.get_running_loop()
         tasks = [loop.create_task(self._worker(s)) for s in self.shards.values()]
         if self._gc_safety_ms:
@@ -108,9 +107,9 @@ class MailboxMaterializer:
                         state.paused = True
                         full.append(state.shard)
                 if full:
-                    PAUSES.inc(len(full))
+                    self._m.pauses.inc(len(full))
                     await self._consumer.pause(DISPATCH_TOPIC, full)
-                QUEUED.set(sum(len(s.queue) for s in self.shards.values()))
+                self._m.queued.set(sum(len(s.queue) for s in self.shards.values()))
                 drained = [s for s in self.shards.values()
                            if s.paused and not s.dirty and len(s.queue) < MAILBOX_SHARD_FIFO // 2]
                 if drained:
@@ -134,7 +133,7 @@ class MailboxMaterializer:
                 try:
                     await self._one(state, msg.offset(), msg.value())
                 except Exception as exc:  # MailboxDirty, or any bug: stop the shard visibly, never silently
-                    DIRTY.inc()
+                    self._m.dirty.inc()
                     state.dirty = f"offset {msg.offset()}: {exc.__class__.__name__}: {exc}"
                     state.queue.clear()
                     logger.error("mailbox shard %d stopped: %s", state.shard, state.dirty)
@@ -149,14 +148,14 @@ class MailboxMaterializer:
                 done = await materialize(self._store, state, offset, value, self._faults)
                 break
             except EngineError as exc:
-                RETRIES.inc()
+                self._m.retries.inc()
                 logger.warning("shard %d offset %d: %s; retrying", state.shard, offset, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 if await self._finished_meanwhile(state, offset):
                     return
         state.stored_blob = done.new_blob
-        RECORDS.labels(status=done.status).inc()
+        self._m.records.labels(status=done.status).inc()
         if done.status != "DUPLICATE":
             self._push(done.tenant, done.mailbox_seq, done.per_user)
 
@@ -172,7 +171,7 @@ class MailboxMaterializer:
             return False
         if blob is not None and watermark.start_offset(blob) == offset + 1:
             state.stored_blob = blob
-            RECORDS.labels(status="RECOVERED").inc()
+            self._m.records.labels(status="RECOVERED").inc()
             return True
         raise MailboxDirty("watermark moved under us")
 
@@ -190,12 +189,13 @@ class MailboxMaterializer:
                 if old is not None and old >= 0:
                     history[shard].appendleft((now - self._gc_safety_ms / 1000, old))
                     try:
-                        DP_GC.inc(await self._store.gc_dispatch_progress(shard, old))
+                        self._m.dp_gc.inc(await self._store.gc_dispatch_progress(shard, old))
                     except Exception as exc:
                         logger.warning("DispatchProgress GC of shard %d failed: %s", shard, exc)
             await asyncio.sleep(min(1.0, self._gc_safety_ms / 1000))
 
     async def close(self) -> None:
+        """Close the dispatch consumer."""
         await self._consumer.close()
 
 

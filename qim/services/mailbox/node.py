@@ -9,58 +9,66 @@ affected devices, which pull (docs/decisions/0012-push-link-repair.md).
 
 from __future__ import annotations
 
-import asyncio
 import logging
+from typing import Any, Iterator
 
 from google.protobuf.message import DecodeError
-from redis.exceptions import RedisError
 
 from qim.config import MailboxConfig
+from qim.consts import INTERNAL_RPC_INFLIGHT
 from qim.errors import ErrorCode, RequestError
 from qim.faults import MAILBOX_POINTS, FaultPoints
-from qim.infra.redis.client import connect
-from qim.net.framed import parse_addr
-from qim.net.rpc import serve_rpc
-from qim.obs.http import invariant_reasons, serve_http
+from qim.obs.node import ServiceNode
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
-from qim.services.mailbox.materializer import DIRTY, MailboxMaterializer
+from qim.services.mailbox.materializer import MailboxMaterializer
+from qim.services.mailbox.metrics import MailboxMetrics
+from qim.services.mailbox.projection import ProjectionFeed
 from qim.services.mailbox.pull import MailboxPuller, entry_pb
 from qim.services.mailbox.pushlink import PushLink
-from qim.services.mailbox.store import RedisMailboxStore
-from qim.services.session.feed import ProjectionFeed
+from qim.stores.open import open_stores
 
 logger = logging.getLogger(__name__)
 
 PUSH_BATCH_MAX_BYTES = 256 * 1024  # one PushBatch frame (the frame limit is 4 MiB)
 
 
-class MailboxNode:
-    """Wires the materializer, the puller and the push clients; `start()` serves."""
+class MailboxNode(ServiceNode):
+    """Wires the materializer, the puller and the push links; the materializer runs as
+    a supervised task (a stopped or dirty materializer leaves the node up, unhealthy)."""
+
+    service = "mailbox"
 
     def __init__(self, config: MailboxConfig) -> None:
+        super().__init__(config.metrics_listen)
         self.config = config
-        self.redis = connect(config.common.redis_addr)
-        self.store = RedisMailboxStore(self.redis, config.retention_ms)
+        self.metrics = MailboxMetrics(self.registry)
+        self.stores = open_stores(config.common.redis_addr, mailbox_retention_ms=config.retention_ms)
+        self.store = self.stores.mailboxes
         self.materializer = MailboxMaterializer(config.common.kafka_bootstrap, self.store, config.owned_shards(),
                                                 self.push, FaultPoints(config.fault_point, MAILBOX_POINTS),
-                                                config.dp_gc_safety_ms)
-        self.puller = MailboxPuller(self.redis, self.store, self.materializer, config.common.shard_count)
+                                                config.dp_gc_safety_ms, self.metrics)
+        self.puller = MailboxPuller(self.stores.messages, self.store, self.materializer, config.common.shard_count)
         tenant = config.common.tenant.to_bytes(16, "big")
-        self.push_links = [PushLink(a, config.node_index, config.node_count, tenant)
+        self.push_links = [PushLink(a, config.node_index, config.node_count, tenant, metrics=self.metrics)
                            for a in config.gateway_push_addrs]
-        self._projection = ProjectionFeed(config.session_addrs)  # low-latency path to SessionProjection
-        self._tasks: list[asyncio.Task] = []
+        self.metrics.watch_push_links(self.push_links)
+        self._projection = ProjectionFeed(config.session_addrs, self.metrics)  # low-latency path to sessions
+        self.always_zero(self.metrics.dirty)
+        self.closing(self.stores.close, "stores")
+        self.closing(self.materializer.close, "dispatch consumer")
+        for link in self.push_links + self._projection.links:
+            self.closing(link.close, f"{link.name} link {link.addr}")
 
-    def not_ready(self):
+    def not_ready(self) -> Iterator[str]:
+        """Materializer not running or catching up; dirty shards."""
         if not self.materializer.running:
             yield "materializer not running"
         elif not self.materializer.caught_up():
             yield "catching up with the dispatch log"
         yield from self.materializer.dirty_reasons
-        yield from invariant_reasons([DIRTY])
 
-    def push(self, tenant: int, seq: int, items) -> None:
+    def push(self, tenant: int, seq: int, items: Any) -> None:
         """PushBatch of one materialized record to every gateway (never awaits)."""
         for body in push_bodies(tenant, seq, items):
             for link in self.push_links:
@@ -68,34 +76,29 @@ class MailboxNode:
         self._projection.send(tenant, items)
 
     async def handle(self, opcode: int, body: bytes) -> tuple[int, bytes]:
+        """MAILBOX_PULL from a gateway -> MAILBOX_BATCH (RequestError otherwise)."""
         if opcode != Opcode.MAILBOX_PULL:
             raise RequestError(ErrorCode.INVALID_ARGUMENT, f"mailbox does not serve opcode 0x{opcode:04x}")
         try:
             req = internal_pb2.MailboxPull.FromString(body)
         except DecodeError:
             raise RequestError(ErrorCode.INVALID_ARGUMENT, "bad MailboxPull") from None
-        try:
-            batch = await self.puller.pull(req)
-        except RedisError as exc:
-            raise RequestError(ErrorCode.UNAVAILABLE, "mailbox store unavailable") from exc
+        batch = await self.puller.pull(req)  # a store outage is StoreUnavailable (UNAVAILABLE)
         return Opcode.MAILBOX_BATCH, batch.SerializeToString()
 
-    async def start(self) -> asyncio.Task:
-        """Position shards, start listeners; returns the materializer task."""
-        await self.redis.ping()
+    async def setup(self) -> None:
+        """Position shards, link to gateways and session nodes, serve pulls, materialize."""
+        await self.stores.ping()
         await self.materializer.start()
-        loop = asyncio.get_running_loop()
-        self._tasks += [loop.create_task(link.run()) for link in self.push_links]
-        self._tasks.append(loop.create_task(self._projection.keep_connected()))
-        await serve_http(self.config.metrics_listen, self.not_ready)
-        host, port = parse_addr(self.config.listen)
-        await serve_rpc(host, port, self.handle, 1024)
+        for link in self.push_links + self._projection.links:
+            self.spawn(link.run(), f"{link.name} link {link.addr}")
+        await self.serve_rpc(self.config.listen, self.handle, INTERNAL_RPC_INFLIGHT)
         logger.info("mailbox node %d/%d listening on %s", self.config.node_index, self.config.node_count,
                     self.config.listen)
-        return loop.create_task(self.materializer.run())
+        self.spawn(self.materializer.run(), "materializer")
 
 
-def push_bodies(tenant: int, seq: int, items) -> list[bytes]:
+def push_bodies(tenant: int, seq: int, items: Any) -> list[bytes]:
     """Serialized PushBatch frames for one record's [(user, events)], each at most about
     PUSH_BATCH_MAX_BYTES (a single target is never split: its entries are one event
     group, at most 8 events of at most 8 KiB inline body each)."""

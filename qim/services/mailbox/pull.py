@@ -1,6 +1,6 @@
 """PULL_MAILBOX (DESIGN.md §5.5): entries after the device cursor, never past the lane's
 materialized watermark, split only at mailbox_seq boundaries, referenced bodies filled
-from MessageStore in one pipelined read per page.
+from MessageStore in one read per page (MessageStore.resolve).
 """
 
 from __future__ import annotations
@@ -11,15 +11,14 @@ from qim._core import eventgroup, ids, watermark
 from qim._core import mailbox_seq as mseq
 from qim.consts import MAILBOX_PAGE_MAX_BYTES, MAILBOX_PAGE_MAX_ENTRIES
 from qim.errors import EngineError, ErrorCode, RequestError, SeqError
-from qim.proto.v1 import internal_pb2, mailbox_pb2, message_pb2
+from qim.proto.v1 import internal_pb2, mailbox_pb2
 from qim.services.mailbox.materializer import MailboxMaterializer
-from qim.services.mailbox.store import RedisMailboxStore, Retained
-from qim.services.writer.keys import CommitKeys
+from qim.stores.mailboxes import MailboxStore, Retained
+from qim.stores.messages import MessageRef, MessageStore
 
 # A zero-cursor pull that finds only expired entries removes this many pages of them
 # before it answers (empty, has_more) so that one request stays bounded.
 ZERO_CURSOR_TRIM_ROUNDS = 8
-STATES = {b"RECALLED": message_pb2.MESSAGE_STATE_RECALLED, b"DELETED": message_pb2.MESSAGE_STATE_DELETED}
 
 
 def entry_pb(seq: int, ev) -> mailbox_pb2.MailboxEntry:
@@ -39,13 +38,15 @@ class MailboxPuller:
     owned here or not ready), MAILBOX_DIRTY (the node stopped materializing).
     """
 
-    def __init__(self, redis, store: RedisMailboxStore, materializer: MailboxMaterializer, shard_count: int) -> None:
-        self._redis = redis
+    def __init__(self, messages: MessageStore, store: MailboxStore, materializer: MailboxMaterializer,
+                 shard_count: int) -> None:
+        self._messages = messages
         self._store = store
         self._mat = materializer
         self._shard_count = shard_count
 
     async def pull(self, req: internal_pb2.MailboxPull) -> mailbox_pb2.MailboxBatch:
+        """One MAILBOX_BATCH for the actor's device cursor (see the class docstring for errors)."""
         try:
             q = mailbox_pb2.PullMailbox.FromString(req.upstream)
         except DecodeError:
@@ -147,33 +148,25 @@ class MailboxPuller:
             await self._store.trim_entries(tenant, user, kept.days[0], members)
 
     async def _record_sizes(self, tenant: int, events: list) -> dict[bytes, int]:
-        """message_id -> stored record size of referenced events (one pipelined STRLEN)."""
+        """message_id -> stored record size of referenced events (one store read)."""
         if not events:
             return {}
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for ev in events:
-                pipe.strlen(CommitKeys(tenant, ev.conversation_id).record(ev.message_id))
-            sizes = await pipe.execute()
+        sizes = await self._messages.record_sizes(tenant, [MessageRef(ev.conversation_id, ev.message_id)
+                                                           for ev in events])
         return {ev.message_id: n for ev, n in zip(events, sizes)}
 
     async def _fill_bodies(self, tenant: int, refs: list, inline: list) -> None:
-        """One pipelined read per page: referenced records (their state is inside), and
-        the state keys of inline entries, so a recalled/deleted body is never served."""
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for _, ev in refs:
-                pipe.get(CommitKeys(tenant, ev.conversation_id).record(ev.message_id))
-            for entry in inline:
-                pipe.get(CommitKeys(tenant, entry.conversation_id).state(entry.message_id))
-            replies = await pipe.execute() if refs or inline else []
-        for (entry, _), raw in zip(refs, replies):
-            if raw is None:
+        """One store read per page: referenced records (their state is inside), and the
+        state of inline entries, so a recalled/deleted body is never served. INTERNAL when
+        a referenced record is missing or corrupt (StoreCorrupt)."""
+        records, states = await self._messages.resolve(
+            tenant, [MessageRef(ev.conversation_id, ev.message_id) for _, ev in refs],
+            [MessageRef(entry.conversation_id, entry.message_id) for entry in inline])
+        for (entry, _), rec in zip(refs, records):
+            if rec is None:
                 raise RequestError(ErrorCode.INTERNAL, "referenced message missing from MessageStore")
-            try:
-                rec = message_pb2.MessageRecord.FromString(raw)
-            except DecodeError:
-                raise RequestError(ErrorCode.INTERNAL, "corrupt record in MessageStore") from None
             entry.body, entry.state = rec.body, rec.state
-        for entry, state in zip(inline, replies[len(refs):]):
-            if state is not None:
+        for entry, state in zip(inline, states):
+            if state:  # recalled or deleted
                 entry.body = b""
-                entry.state = STATES[state]
+                entry.state = state

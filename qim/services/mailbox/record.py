@@ -18,8 +18,8 @@ from qim._core import mailbox_seq as mseq
 from qim._core.types import MailboxEvent
 from qim.errors import MailboxDirty
 from qim.faults import FaultPoints
-from qim.services import dispatch_record
-from qim.services.mailbox.store import RedisMailboxStore, day_of
+from qim.stores.mailboxes import MailboxStore, day_of
+from qim.wire import dispatch as dispatch_record
 
 
 @dataclass
@@ -32,11 +32,13 @@ class ShardCursor:
 
     @property
     def blob(self) -> bytes:
+        """The watermark blob to advance from (the empty blob before the first record)."""
         return self.stored_blob if self.stored_blob is not None else watermark.empty()
 
 
 @dataclass
 class Materialized:
+    """The outcome of one record: status, tenant, the mailbox_seq used, the events per user and the new watermark."""
     status: str  # FRESH | RESUME | DUPLICATE
     tenant: int
     mailbox_seq: int
@@ -58,10 +60,10 @@ def build_events(d: dispatch_record.Dispatch) -> list[tuple[int, list[MailboxEve
     return out
 
 
-async def materialize(store: RedisMailboxStore, cur: ShardCursor, offset: int, value: bytes,
+async def materialize(store: MailboxStore, cur: ShardCursor, offset: int, value: bytes,
                       faults: FaultPoints) -> Materialized:
     """Materialize the record at `offset`. Raises MailboxDirty (stop the shard) or
-    EngineError (Redis failed; W has not moved unless the last call's reply was lost)."""
+    StoreUnavailable, an EngineError (W has not moved unless the last call's reply was lost)."""
     try:
         d = dispatch_record.decode(value)
     except dispatch_record.DispatchDecodeError as exc:

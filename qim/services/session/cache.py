@@ -56,6 +56,7 @@ class Snapshot:
         self.summaries = summaries if summaries is not None else {}
 
     def coverage(self, conv) -> int:
+        """The mark number through which `conv`'s data is known to be fresh."""
         return self.covers.get(conv, self.covered)
 
     def page(self, after: Optional[tuple[int, bytes]], limit: int) -> tuple[list, Optional[tuple[int, bytes]]]:
@@ -106,7 +107,7 @@ class _User:
         self.rebuilds: list[int] = []  # starts of rebuilds in flight (a multiset)
 
 
-class SnapshotCache:
+class SessionListCache:
     """Per-user snapshots keyed by any hashable user key (the service uses (tenant, user)).
 
     Protocol of a reader: `current` -> None? `begin_rebuild`, read the conversation set,
@@ -133,11 +134,13 @@ class SnapshotCache:
         st.marks[conv] = self._seq
 
     def mark_many(self, pairs: Iterable[tuple]) -> None:
+        """`mark(user, conv)` for each pair."""
         for user, conv in pairs:
             self.mark(user, conv)
 
     @property
     def mark_count(self) -> int:
+        """Dirty marks held over every user (a gauge: bounded by the users with snapshots or rebuilds)."""
         return sum(len(st.marks) for st in self._users.values())
 
     # --- reading -----------------------------------------------------------------------
@@ -171,6 +174,7 @@ class SnapshotCache:
         return self._seq
 
     def abort_rebuild(self, user, start: int) -> None:
+        """A rebuild that started at mark `start` failed: forget it (its marks may now be pruned)."""
         st = self._users[user]
         st.rebuilds.remove(start)
         self._prune(user, st)

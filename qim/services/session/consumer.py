@@ -22,39 +22,34 @@ import asyncio
 import logging
 from typing import Callable, Optional
 
-from prometheus_client import Counter
-from redis.exceptions import RedisError
-
 from qim.consts import DISPATCH_TOPIC, SESSION_CONSUME_BATCH
 from qim.errors import EngineError
 from qim.infra.kafka.bridge import AsyncConsumer, topic_identity
-from qim.infra.redis.client import LuaScripts, ScriptError
-from qim.services import dispatch_record
-from qim.services.session.keys import checkpoint_key
-from qim.services.session.register import REGISTRATIONS, Registrar, Registration, from_message, merge
+from qim.services.session.metrics import SessionMetrics
+from qim.services.session.register import Registration, from_message, merge
+from qim.stores.errors import StoreError
+from qim.stores.sessions import SessionStore
+from qim.wire import dispatch as dispatch_record
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT_SCRIPT = "session_checkpoint"
-RECORDS = Counter("qim_session_dispatch_records", "Dispatch records projected by the durable consumer")
-RETRIES = Counter("qim_session_durable_retries", "Durable projection batches retried after an outage")
 IDENTITY_WAIT_S = 60.0
 
 
 class DurableProjector:
     """`start()` binds and positions; `run()` consumes until cancelled or failed closed.
-    `on_registered(regs)` is called after each batch's Redis writes (cache marks)."""
+    `on_registered(regs)` is called after each batch's store writes (cache marks)."""
 
-    def __init__(self, bootstrap: str, redis, scripts: LuaScripts, registrar: Registrar, shard_count: int,
-                 node_index: int, node_count: int, on_registered: Callable[[list[Registration]], None]) -> None:
+    def __init__(self, bootstrap: str, sessions: SessionStore, shard_count: int, node_index: int, node_count: int,
+                 on_registered: Callable[[list[Registration]], None],
+                 metrics: Optional[SessionMetrics] = None) -> None:
+        self._m = metrics if metrics is not None else SessionMetrics()
         self._bootstrap = bootstrap
         self._consumer = AsyncConsumer(bootstrap, f"qim-session-{node_index}")
-        self._redis = redis
-        self._scripts = scripts
-        self._registrar = registrar
+        self._sessions = sessions
         self._shard_count = shard_count
         self._index, self._count = node_index, node_count
-        self._key = checkpoint_key(node_index, node_count)
+        self._key = f"{node_index} of {node_count}"
         self._on_registered = on_registered
         self._binding = ""
         self.next: dict[int, int] = {}
@@ -63,6 +58,7 @@ class DurableProjector:
         self.running = False
 
     def owns(self, user: int) -> bool:
+        """Whether this node projects user `user` (user mod node count = node index)."""
         return user % self._count == self._index
 
     def not_ready(self) -> Optional[str]:
@@ -96,11 +92,10 @@ class DurableProjector:
         if parts != self._shard_count:
             return self._fail_closed(f"{DISPATCH_TOPIC} has {parts} partitions, QIM_MAILBOX_SHARD_COUNT={self._shard_count}")
         self._binding = f"{cluster}|{topic_id}|{parts}"
-        res = await self._scripts.call(CHECKPOINT_SCRIPT, [self._key], ["init", self._binding, parts])
-        if res[0] == b"MISMATCH":
-            return self._fail_closed(f"checkpoint bound to {res[1].decode(errors='replace')}, "
-                                     f"the broker has {self._binding}")
-        self.next = {p: int(off) for p, off in enumerate(res[1:])}
+        ckpt = await self._sessions.checkpoint_bind(self._index, self._count, self._binding, parts)
+        if ckpt.status == "MISMATCH":
+            return self._fail_closed(f"checkpoint bound to {ckpt.binding}, the broker has {self._binding}")
+        self.next = dict(enumerate(ckpt.offsets))
         for p, (low, high) in (await self._consumer.watermark_ranges(DISPATCH_TOPIC, list(range(parts)))).items():
             if self.next[p] < low:
                 return self._fail_closed(f"partition {p}: checkpoint {self.next[p]} below the retained log start {low}")
@@ -109,9 +104,10 @@ class DurableProjector:
             self.catch_up_to[p] = high
         await self._consumer.assign(DISPATCH_TOPIC, dict(self.next))
         logger.info("session durable projection %s at %s (%s)", self._key, sum(self.next.values()),
-                    "new checkpoint" if res[0] == b"NEW" else "resumed")
+                    "new checkpoint" if ckpt.status == "NEW" else "resumed")
 
     async def run(self) -> None:
+        """Consume and project batch after batch until cancelled or failed closed (see the module docstring)."""
         if self.stopped:
             return
         self.running = True
@@ -146,42 +142,26 @@ class DurableProjector:
         if not advance:
             return
         regs = merge(regs)
-        args: list = ["advance", self._binding]
-        for part, new in sorted(advance.items()):
-            args += [f"p{part}", str(self.next[part]), str(new)]
+        moves = {part: (self.next[part], new) for part, new in advance.items()}
         delay = 0.2
         while True:
             try:
-                await self._registrar.apply(regs)
-                await self._advance(args)
+                await self._sessions.register(regs)
+                # compare-and-set; a retry after a lost reply finds its own values and passes
+                await self._sessions.checkpoint_advance(self._index, self._count, self._binding, moves)
                 break
-            except ScriptError as exc:
-                return self._fail_closed(f"checkpoint: {exc}")
-            except EngineError as exc:
-                RETRIES.inc()
+            except EngineError as exc:  # StoreUnavailable: nothing moved, retry the batch
+                self._m.durable_retries.inc()
                 logger.warning("durable projection batch failed (%s); retrying", exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
+            except StoreError as exc:  # another owner of the checkpoint, or it was rebound
+                return self._fail_closed(f"checkpoint: {exc.reason or 'refused'} {exc.message}")
         self.next.update(advance)
-        RECORDS.inc(len(msgs))
-        REGISTRATIONS.labels(path="durable").inc(len(regs))
+        self._m.dispatch_records.inc(len(msgs))
+        self._m.registrations.labels(path="durable").inc(len(regs))
         self._on_registered(regs)
 
-    async def _advance(self, args: list) -> None:
-        """Compare-and-set; a CONFLICT whose stored values are already ours means our
-        previous attempt was applied and only its reply was lost."""
-        try:
-            await self._scripts.call(CHECKPOINT_SCRIPT, [self._key], args)
-        except ScriptError as exc:
-            if exc.reason != "QIM_CKPT_CONFLICT":
-                raise
-            fields, new = args[2::3], args[4::3]
-            try:
-                stored = await self._redis.hmget(self._key, fields)
-            except RedisError as err:
-                raise EngineError(f"checkpoint read failed: {err.__class__.__name__}") from err
-            if [s.decode() if s else "" for s in stored] != new:
-                raise
-
     async def close(self) -> None:
+        """Close the dispatch consumer."""
         await self._consumer.close()

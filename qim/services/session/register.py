@@ -10,37 +10,21 @@ with the recipient as peer, so a user who only ever sent into a conversation sti
 learns whom it is with after a relogin with an empty local store.
 
 Both paths (durable dispatch consumer, the mailbox's low-latency Projection) build
-registrations with `from_message` and write them with `Registrar.apply`, i.e. the one
-script `session_register.lua`: the seed lost registrations when the two paths wrote
-differently (docs/decisions/0006-session-projection.md).
+registrations with `from_message` and write them with `SessionStore.register`, the one
+order-independent write (qim/stores/sessions.py): the seed lost registrations when the
+two paths wrote differently (docs/decisions/0006-session-projection.md).
 """
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, NamedTuple
+from typing import Callable, Iterable
 
-from prometheus_client import Counter
 from qim._core import ids
 from qim.consts import CONVERSATION_KIND_DIRECT, CONVERSATION_KIND_GROUP
 from qim.errors import IdError
-from qim.infra.redis.client import LuaScripts
-from qim.services.session.keys import convs_key, peers_key, read_key
+from qim.stores.sessions import Registration
 
-REGISTER_SCRIPT = "session_register"
-REGISTRATIONS = Counter("qim_session_registrations", "Conversation registrations written", ["path"])
-
-
-class Registration(NamedTuple):
-    """One (user, conversation) registration. own_seq: the conversation_seq when the user
-    sent the message, else 0. peer: the other participant of a direct conversation when
-    known, else 0."""
-
-    tenant: int
-    user: int
-    conversation_id: bytes
-    created_at_ms: int
-    own_seq: int
-    peer: int
+__all__ = ["Registration", "from_message", "merge"]
 
 
 def from_message(tenant: int, conversation_id: bytes, seq: int, created_at_ms: int, sender: int,
@@ -83,21 +67,3 @@ def merge(regs: Iterable[Registration]) -> list[Registration]:
             acc[key] = Registration(r.tenant, r.user, r.conversation_id, max(prev.created_at_ms, r.created_at_ms),
                                     max(prev.own_seq, r.own_seq), prev.peer or r.peer)
     return list(acc.values())
-
-
-class Registrar:
-    """Writes registrations with session_register.lua, all of a batch in one pipelined
-    round trip (the seed's session once awaited one write per projection: throughput
-    ≈ 1/RTT, 75 % dropped at 15k msg/s). `apply` returns how many conversations were
-    new for their user; raises EngineError (Redis) or ScriptError."""
-
-    def __init__(self, scripts: LuaScripts) -> None:
-        self._scripts = scripts
-
-    async def apply(self, regs: list[Registration]) -> int:
-        if not regs:
-            return 0
-        calls = [((convs_key(r.tenant, r.user), read_key(r.tenant, r.user), peers_key(r.tenant, r.user)),
-                  (r.conversation_id.hex(), r.created_at_ms, r.own_seq, r.peer)) for r in regs]
-        results = await self._scripts.call_many(REGISTER_SCRIPT, calls)
-        return sum(int(x) for x in results)

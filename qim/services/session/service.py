@@ -19,74 +19,73 @@ import struct
 import time
 from typing import Callable, Optional
 
-from google.protobuf.message import DecodeError, Message
-from prometheus_client import Counter, Histogram
-from redis.exceptions import RedisError
-
 from qim._core import ids
-from qim.consts import (CONVERSATION_KIND_DIRECT, CONVERSATION_KIND_GROUP, ID_LEN, SESSION_PAGE_DEFAULT_LIMIT,
-                        SESSION_PAGE_MAX_LIMIT)
+from qim.consts import (
+    CONVERSATION_KIND_DIRECT,
+    CONVERSATION_KIND_GROUP,
+    ID_LEN,
+    SESSION_PAGE_DEFAULT_LIMIT,
+    SESSION_PAGE_MAX_LIMIT,
+)
 from qim.errors import EngineError, ErrorCode, IdError, RequestError
-from qim.infra.redis.client import LuaScripts, int_score_pairs
 from qim.proto.v1 import internal_pb2, session_pb2
 from qim.protocol import Opcode
-from qim.services.session.cache import Snapshot, SnapshotCache
-from qim.services.session.keys import convs_key, read_key
-from qim.services.session.summary import PageError, parse_member_intervals, summarize
-from qim.services.writer.intervals import descending_ranges
-from qim.services.writer.keys import CommitKeys
+from qim.services.session.cache import SessionListCache, Snapshot
+from qim.services.session.metrics import SessionMetrics
+from qim.services.session.summary import PageError, Summarizer
+from qim.stores.groups import GroupStore
+from qim.stores.intervals import OPEN
+from qim.stores.messages import MessageStore
+from qim.stores.reads import ReadPositionStore
+from qim.stores.sessions import SessionStore
+from qim.wire.validate import parse_request
 
 logger = logging.getLogger(__name__)
 
-LIST_SECONDS = Histogram("qim_session_list_seconds", "PULL_SESSION_LIST service time", ["snapshot"],
-                         buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5))
-PAGE_FAILURES = Counter("qim_session_page_failures", "Session pages failed with ERROR", ["reason"])
-MARK_READS = Counter("qim_session_mark_read", "MARK_READ calls", ["moved"])
-MARK_READ_SCRIPT = "session_mark_read"
 CURSOR = struct.Struct(">Q16s")
 REFRESH_ATTEMPTS = 3
 
 DeviceSend = Callable[[int, int, int, int, bytes], None]  # (tenant, user, exclude_device, opcode, body)
 
 
-def _parse(cls: type[Message], body: bytes, name: str) -> Message:
-    try:
-        return cls.FromString(body)
-    except DecodeError:
-        raise RequestError(ErrorCode.INVALID_ARGUMENT, f"{name} body is not a valid {cls.__name__}") from None
-
-
 class SessionService:
     """`await handle(body)` -> (reply_opcode, reply_body) for one SessionCall body."""
 
-    def __init__(self, redis, scripts: LuaScripts, cache: SnapshotCache, send_devices: DeviceSend,
-                 not_ready: Callable[[], Optional[str]]) -> None:
-        self._redis = redis
-        self._scripts = scripts
+    def __init__(self, messages: MessageStore, groups: GroupStore, sessions: SessionStore, reads: ReadPositionStore,
+                 cache: SessionListCache, send_devices: DeviceSend, not_ready: Callable[[], Optional[str]],
+                 metrics: Optional[SessionMetrics] = None) -> None:
+        self._m = metrics if metrics is not None else SessionMetrics()
+        self._messages = messages
+        self._groups = groups
+        self._sessions = sessions
+        self._reads = reads
+        self._summarizer = Summarizer(messages, groups, sessions, reads)
         self.cache = cache
         self._send_devices = send_devices
         self._not_ready = not_ready
         self._tasks: set[asyncio.Task] = set()
 
     async def handle(self, body: bytes) -> tuple[int, bytes]:
-        call = _parse(internal_pb2.SessionCall, body, "SESSION_CALL")
+        """One SessionCall body -> (reply opcode, reply body); RequestError (see the module docstring)."""
+        call = parse_request(internal_pb2.SessionCall, body, "SESSION_CALL")
         actor = call.actor
         if len(actor.tenant_id) != ID_LEN or actor.user_id == 0:
             raise RequestError(ErrorCode.UNAUTHENTICATED, "no authenticated actor")
         try:
             if call.opcode == Opcode.PULL_SESSION_LIST:
-                req = _parse(session_pb2.PullSessionList, call.upstream, "PULL_SESSION_LIST")
+                req = parse_request(session_pb2.PullSessionList, call.upstream, "PULL_SESSION_LIST")
                 return Opcode.SESSION_LIST_BATCH, (await self.pull_list(actor, req)).SerializeToString()
             if call.opcode == Opcode.MARK_READ:
-                req = _parse(session_pb2.MarkRead, call.upstream, "MARK_READ")
-                return Opcode.MARK_READ_OK, (await self.mark_read(actor, req)).SerializeToString()
-        except (RedisError, EngineError) as exc:
-            PAGE_FAILURES.labels(reason="unavailable").inc()
+                mark = parse_request(session_pb2.MarkRead, call.upstream, "MARK_READ")
+                return Opcode.MARK_READ_OK, (await self.mark_read(actor, mark)).SerializeToString()
+        except EngineError as exc:  # StoreUnavailable, or the broker
+            self._m.page_failures.labels(reason="unavailable").inc()
             raise RequestError(ErrorCode.UNAVAILABLE, f"session store unavailable: {exc.__class__.__name__}") from None
         raise RequestError(ErrorCode.INVALID_ARGUMENT, f"session does not serve opcode 0x{call.opcode:04x}")
 
     # --- PULL_SESSION_LIST -------------------------------------------------------------
     async def pull_list(self, actor, req: session_pb2.PullSessionList) -> session_pb2.SessionListBatch:
+        """PULL_SESSION_LIST: one page of the user's list from the cached snapshot, entries summarized on the read path."""
         reason = self._not_ready()
         if reason:
             raise RequestError(ErrorCode.UNAVAILABLE, f"session projection not ready: {reason}")
@@ -103,10 +102,10 @@ class SessionService:
             snap, how = await self.snapshot(tenant, user)
             members, nxt = snap.page(after, limit)
             convs = [_conv(m) for m in members]
-            fresh = await summarize(self._redis, tenant, user,
+            fresh = await self._summarizer.summarize(tenant, user,
                                     [c for m, c in zip(members, convs) if m not in snap.summaries])
         except PageError as exc:
-            PAGE_FAILURES.labels(reason="corrupt").inc()
+            self._m.page_failures.labels(reason="corrupt").inc()
             logger.error("session page failed: %s", exc)
             raise RequestError(ErrorCode.INTERNAL, f"session list unavailable: {exc}") from None
         batch = session_pb2.SessionListBatch(has_more=nxt is not None)
@@ -117,7 +116,7 @@ class SessionService:
             batch.sessions.append(summary)
         if nxt is not None:
             batch.next_cursor = CURSOR.pack(nxt[0], _conv(nxt[1]))
-        LIST_SECONDS.labels(snapshot=how).observe(time.perf_counter() - t0)
+        self._m.list_seconds.labels(snapshot=how).observe(time.perf_counter() - t0)
         return batch
 
     async def snapshot(self, tenant: int, user: int) -> tuple[Snapshot, str]:
@@ -125,17 +124,15 @@ class SessionService:
         expired, refreshed when dirty. Returns it and "cold" | "refresh" | "warm"."""
         key = (tenant, user)
         how = "warm"
-        snap = None
+        snap: Optional[Snapshot] = None
         for _ in range(REFRESH_ATTEMPTS):
             snap = self.cache.current(key)
             if snap is None:
                 how = "cold"
                 start = self.cache.begin_rebuild(key)
                 try:
-                    # raw reply: redis-py's score-pair callback costs ~5 µs per member;
-                    # ZRANGE order is (score, member) ascending, what the cache keeps
-                    raw = await self._redis.execute_command("ZRANGE", convs_key(tenant, user), 0, -1, "WITHSCORES")
-                    asc = int_score_pairs(raw, swap=True)
+                    # (score, member) ascending, what the cache keeps
+                    asc = await self._sessions.conversations(tenant, user)
                 except BaseException:
                     self.cache.abort_rebuild(key, start)
                     raise
@@ -144,56 +141,45 @@ class SessionService:
             if not dirty:
                 return snap, how
             how = "refresh" if how == "warm" else how
-            scores = await self._redis.zmscore(convs_key(tenant, user), dirty)
+            scores = await self._sessions.scores(tenant, user, dirty)
             new = self.cache.install_refresh(key, snap, upto, dict(zip(dirty, scores)))
             if new is not None:
                 return new, how
         # Contention with other requests of this user: serve an uninstalled refresh.
+        assert snap is not None  # REFRESH_ATTEMPTS >= 1
         dirty, upto = self.cache.dirty(key, snap)
-        scores = await self._redis.zmscore(convs_key(tenant, user), dirty) if dirty else []
+        scores = await self._sessions.scores(tenant, user, dirty) if dirty else []
         return snap.updated(0, upto, dict(zip(dirty, scores))), how
 
     # --- MARK_READ ---------------------------------------------------------------------
     async def mark_read(self, actor, req: session_pb2.MarkRead) -> session_pb2.MarkReadOk:
+        """MARK_READ: the read position moved forward to at most the newest visible message; READ_SYNC and SESSION_DELTA follow."""
         tenant, user = int.from_bytes(actor.tenant_id, "big"), actor.user_id
         conv = req.conversation_id
         try:
             kind = ids.conversation_kind(conv)
         except IdError:
             raise RequestError(ErrorCode.INVALID_ARGUMENT, "conversation_id must be 16 non-zero bytes") from None
-        keys = CommitKeys(tenant, conv)
         if kind == CONVERSATION_KIND_DIRECT:
             if req.peer_user_id and ids.conversation_id_direct(tenant, user, req.peer_user_id) != conv:
                 raise RequestError(ErrorCode.FORBIDDEN, "not a participant of this conversation")
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.zscore(convs_key(tenant, user), conv.hex())
-                pipe.zrevrange(keys.history(), 0, 0, withscores=True)
-                listed, rows = await pipe.execute()
-            if not req.peer_user_id and listed is None:
+            listed, newest = await asyncio.gather(self._sessions.listed(tenant, user, conv),
+                                                  self._messages.latest_seq(tenant, conv, OPEN))
+            if not req.peer_user_id and not listed:
                 raise RequestError(ErrorCode.NOT_FOUND, "conversation not in the user's list")
         elif kind == CONVERSATION_KIND_GROUP:
-            raw = await self._redis.hget(keys.group_members(), user)
-            if raw is None:
+            intervals = await self._groups.intervals_of(tenant, conv, user)  # StoreCorrupt: INTERNAL
+            if intervals is None:
                 raise RequestError(ErrorCode.FORBIDDEN, "not a member of this group")
-            try:
-                intervals = parse_member_intervals(raw, conv)
-            except PageError as exc:
-                raise RequestError(ErrorCode.INTERNAL, str(exc)) from None
             # the newest message the user can see: the top of its newest non-empty interval
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for lo, hi in descending_ranges(intervals, None):
-                    pipe.zrevrangebyscore(keys.history(), "+inf" if hi is None else hi, f"({lo}",
-                                          start=0, num=1, withscores=True)
-                rows = next((r for r in await pipe.execute() if r), [])
+            newest = await self._messages.latest_seq(tenant, conv, intervals)
         else:
             raise RequestError(ErrorCode.INVALID_ARGUMENT, "rooms have no read position")
-        if not rows:
+        if newest is None:
             raise RequestError(ErrorCode.NOT_FOUND, "no visible message in this conversation")
-        target = min(req.read_conversation_seq, int(rows[0][1]))
-        seq, moved = await self._scripts.call(MARK_READ_SCRIPT, [read_key(tenant, user)], [conv.hex(), target])
-        seq = int(seq)
+        seq, moved = await self._reads.mark_read(tenant, user, conv, min(req.read_conversation_seq, newest))
         self.cache.mark((tenant, user), conv.hex().encode())
-        MARK_READS.labels(moved=str(bool(moved)).lower()).inc()
+        self._m.mark_reads.labels(moved=str(bool(moved)).lower()).inc()
         if moved:
             task = asyncio.get_running_loop().create_task(self._sync_devices(tenant, user, actor.device_id, conv, seq))
             self._tasks.add(task)
@@ -207,7 +193,7 @@ class SessionService:
         body = session_pb2.ReadSync(conversation_id=conv, read_conversation_seq=seq).SerializeToString()
         self._send_devices(tenant, user, device, Opcode.READ_SYNC, body)
         try:
-            entry = (await summarize(self._redis, tenant, user, [conv]))[conv]
+            entry = (await self._summarizer.summarize(tenant, user, [conv]))[conv]
         except Exception as exc:  # noqa: BLE001 — best effort: the next list pull is exact anyway
             logger.warning("SESSION_DELTA after MARK_READ skipped: %s", exc.__class__.__name__)
             return

@@ -3,34 +3,35 @@
 
 Visible part for a user: direct conversations everything; groups the union of the
 user's member intervals lo < seq <= hi (lo = joined_at, hi = left_at, open while a
-member; a re-joined member holds several, qim/services/writer/intervals.py), from the
-group_members HASH. Head: the newest visible message of any type (a recalled or deleted
-one without body). Unread, the single definition, never accumulated on the write path:
+member; a re-joined member holds several, qim/stores/intervals.py). Head: the newest
+visible message of any type (a recalled or deleted one without body). Unread, the single
+definition, never accumulated on the write path:
   |{m visible : base < m.seq ∧ m.sender_id ≠ self ∧ m.type ≠ CONTROL ∧ m.state = NORMAL}|
 with base = max(read_conversation_seq, lo of the first interval); exact while
 head.seq − base ≤ 200 (UNREAD_EXACT_WINDOW), else unread = 200 and unread_exact = false.
 Never latest − read. The entry's joined_at / left_at report the latest interval.
 
-Reads per page: three pipelined round trips whatever the page size: (1) read
-positions, peers, group intervals and ids; (2) per conversation and visible interval the
-head index entry and the index entries above the base (at most 201); (3) every record
-needed. Any missing or corrupt input raises PageError: the page fails, never a silent zero.
+Reads per page, whatever its size: read positions, peers and group views concurrently
+(ReadPositionStore, SessionStore, GroupStore), then heads and unread windows in one
+MessageStore.tails call. Any missing or corrupt input raises PageError: the page fails,
+never a silent zero.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Iterable, Optional
-
-from google.protobuf.message import DecodeError
 
 from qim._core import ids
 from qim.consts import CONVERSATION_KIND_GROUP, MESSAGE_TYPE_CONTROL, SESSION_HEAD_BODY_MAX, UNREAD_EXACT_WINDOW
-from qim.infra.redis.client import int_score_pairs
 from qim.proto.v1 import history_pb2, message_pb2, session_pb2
-from qim.services.session.keys import peers_key, read_key
-from qim.services.writer.history import history_item
-from qim.services.writer.intervals import OPEN, Interval, descending_ranges, latest, parse_intervals
-from qim.services.writer.keys import CommitKeys
+from qim.stores.errors import StoreCorrupt
+from qim.stores.groups import GroupStore
+from qim.stores.intervals import OPEN, Interval, latest, parse_intervals
+from qim.stores.messages import MessageStore, TailQuery
+from qim.stores.reads import ReadPositionStore
+from qim.stores.sessions import SessionStore
+from qim.wire.history import history_item
 
 NORMAL = message_pb2.MESSAGE_STATE_NORMAL
 
@@ -53,7 +54,7 @@ def head_item(rec: message_pb2.MessageRecord, user: int) -> history_pb2.HistoryI
 
 
 def parse_member_intervals(raw: Optional[bytes], conv: bytes) -> tuple[Interval, ...]:
-    """group_members value "<joined_at>:<left_at>[,...]" -> ((lo, hi | None), ...)."""
+    """Member interval text "<joined_at>:<left_at>[,...]" -> ((lo, hi | None), ...)."""
     if raw is None:
         raise PageError(f"member interval missing for group {conv.hex()}")
     try:
@@ -62,101 +63,61 @@ def parse_member_intervals(raw: Optional[bytes], conv: bytes) -> tuple[Interval,
         raise PageError(f"corrupt member interval for group {conv.hex()}") from None
 
 
-class _Conv:
-    __slots__ = ("conv", "kind", "keys", "read", "peer", "group_id", "intervals", "head", "window", "exact", "n_head")
+class Summarizer:
+    """`await summarize(tenant, user, convs)` -> {conversation_id: SessionEntry}."""
 
-    def __init__(self, conv: bytes, tenant: int) -> None:
-        self.conv = conv
-        self.kind = ids.conversation_kind(conv)
-        self.keys = CommitKeys(tenant, conv)
-        self.read = self.peer = self.group_id = self.n_head = 0
-        self.intervals: tuple[Interval, ...] = OPEN
-        self.head: Optional[tuple[bytes, int]] = None
-        self.window: list[tuple[bytes, int]] = []
-        self.exact = True
+    def __init__(self, messages: MessageStore, groups: GroupStore, sessions: SessionStore,
+                 reads: ReadPositionStore) -> None:
+        self._messages = messages
+        self._groups = groups
+        self._sessions = sessions
+        self._reads = reads
 
-    @property
-    def base(self) -> int:
-        return max(self.read, self.intervals[0][0])
-
-
-async def summarize(redis, tenant: int, user: int, convs: list[bytes]) -> dict[bytes, session_pb2.SessionEntry]:
-    """SessionEntry per conversation of `convs` for `user`. Raises PageError (corrupt or
-    missing data) and redis errors (the caller maps them to UNAVAILABLE)."""
-    if not convs:
-        return {}
-    items = [_Conv(c, tenant) for c in convs]
-    groups = [it for it in items if it.kind == CONVERSATION_KIND_GROUP]
-    hexes = [c.hex() for c in convs]
-    async with redis.pipeline(transaction=False) as pipe:  # (1)
-        pipe.hmget(read_key(tenant, user), hexes)
-        pipe.hmget(peers_key(tenant, user), hexes)
-        for it in groups:
-            pipe.hget(it.keys.group_members(), user)
-            pipe.hget(it.keys.group_meta(), "gid")
-        res = await pipe.execute()
-    for it, read, peer in zip(items, res[0], res[1]):
-        it.read, it.peer = int(read or 0), int(peer or 0)
-    for i, it in enumerate(groups):
-        it.intervals = parse_member_intervals(res[2 + 2 * i], it.conv)
-        gid = res[3 + 2 * i]
-        if gid is None:
-            raise PageError(f"group meta missing for {it.conv.hex()}")
-        it.group_id, it.peer = int(gid), 0
-    async with redis.pipeline(transaction=False) as pipe:  # (2) raw replies, see int_score_pairs
-        for it in items:
-            heads = descending_ranges(it.intervals, None)
-            it.n_head = len(heads)
-            for lo, hi in heads:
-                pipe.execute_command("ZREVRANGEBYSCORE", it.keys.history(), "+inf" if hi is None else hi, f"({lo}",
-                                     "WITHSCORES", "LIMIT", 0, 1)
-            for lo, hi in heads:
-                pipe.execute_command("ZREVRANGEBYSCORE", it.keys.history(), "+inf" if hi is None else hi,
-                                     f"({max(lo, it.base)}", "WITHSCORES", "LIMIT", 0, UNREAD_EXACT_WINDOW + 1)
-        res = await pipe.execute()
-    at = 0
-    for it in items:
-        head = next((pairs for pairs in map(int_score_pairs, res[at:at + it.n_head]) if pairs), None)
-        if not head:
-            raise PageError(f"no visible message in {it.conv.hex()}")
-        it.head = head[0]
-        it.exact = it.head[1] - it.base <= UNREAD_EXACT_WINDOW
-        if it.exact:  # then the window holds every visible message above the base (at most 200)
-            it.window = [p for part in res[at + it.n_head:at + 2 * it.n_head] for p in int_score_pairs(part)]
-        at += 2 * it.n_head
-    wanted = {}
-    for it in items:
-        for mid, seq in [it.head] + it.window:
-            wanted.setdefault(mid, (it, seq))
-    async with redis.pipeline(transaction=False) as pipe:  # (3)
-        for mid, (it, _) in wanted.items():
-            pipe.get(it.keys.record(mid))
-        res = await pipe.execute()
-    records = {mid: _record(raw, it.conv, mid, seq) for (mid, (it, seq)), raw in zip(wanted.items(), res)}
-    out = {}
-    for it in items:
-        head = records[it.head[0]]
-        if it.exact:
-            unread = count_unread((records[mid] for mid, _ in it.window), user, it.base, None)
-        else:
-            unread = UNREAD_EXACT_WINDOW
-        out[it.conv] = session_pb2.SessionEntry(
-            conversation_id=it.conv, kind=it.kind, last_message=head_item(head, user),
-            last_activity_id=head.message_id, read_conversation_seq=it.read, unread=unread,
-            unread_exact=it.exact, joined_at=latest(it.intervals)[0], left_at=latest(it.intervals)[1] or 0,
-            peer_user_id=it.peer,
-            group_id=it.group_id)
-    return out
-
-
-def _record(raw: Optional[bytes], conv: bytes, mid: bytes, seq: int) -> message_pb2.MessageRecord:
-    """Parse and cross-check one record against its history index entry."""
-    if raw is None:
-        raise PageError(f"record missing at conversation_seq {seq} of {conv.hex()}")
-    try:
-        rec = message_pb2.MessageRecord.FromString(raw)
-    except DecodeError:
-        raise PageError(f"corrupt record at conversation_seq {seq} of {conv.hex()}") from None
-    if rec.message_id != mid or rec.conversation_seq != seq or rec.conversation_id != conv:
-        raise PageError(f"history index and record disagree at conversation_seq {seq} of {conv.hex()}")
-    return rec
+    async def summarize(self, tenant: int, user: int, convs: list[bytes]) -> dict[bytes, session_pb2.SessionEntry]:
+        """SessionEntry per conversation of `convs` for `user`. Raises PageError (corrupt or
+        missing data) and StoreUnavailable (the caller answers UNAVAILABLE)."""
+        if not convs:
+            return {}
+        kinds = [ids.conversation_kind(c) for c in convs]
+        group_convs = [c for c, k in zip(convs, kinds) if k == CONVERSATION_KIND_GROUP]
+        try:
+            reads, peers, views = await asyncio.gather(
+                self._reads.positions(tenant, user, convs), self._sessions.peers(tenant, user, convs),
+                self._groups.member_views(tenant, user, group_convs))
+        except StoreCorrupt as exc:
+            raise PageError(exc.message) from None
+        by_group = dict(zip(group_convs, views))
+        intervals: list[tuple[Interval, ...]] = []
+        group_ids: list[int] = []
+        for conv, kind, i in zip(convs, kinds, range(len(convs))):
+            if kind != CONVERSATION_KIND_GROUP:
+                intervals.append(OPEN)
+                group_ids.append(0)
+                continue
+            view = by_group[conv]
+            if view.intervals is None:
+                raise PageError(f"member interval missing for group {conv.hex()}")
+            if view.group_id is None:
+                raise PageError(f"group meta missing for {conv.hex()}")
+            intervals.append(view.intervals)
+            group_ids.append(view.group_id)
+            peers[i] = 0
+        bases = [max(read, iv[0][0]) for read, iv in zip(reads, intervals)]
+        try:
+            tails = await self._messages.tails(tenant, [TailQuery(c, iv, b) for c, iv, b in zip(convs, intervals, bases)],
+                                               UNREAD_EXACT_WINDOW)
+        except StoreCorrupt as exc:
+            raise PageError(exc.message) from None
+        out = {}
+        for conv, kind, iv, read, peer, gid, base, tail in zip(convs, kinds, intervals, reads, peers, group_ids, bases,
+                                                              tails):
+            if tail.head is None:
+                raise PageError(f"no visible message in {conv.hex()}")
+            exact = tail.window is not None
+            unread = count_unread(tail.window, user, base, None) if tail.window is not None else UNREAD_EXACT_WINDOW
+            out[conv] = session_pb2.SessionEntry(
+                conversation_id=conv, kind=kind, last_message=head_item(tail.head, user),
+                last_activity_id=tail.head.message_id, read_conversation_seq=read, unread=unread,
+                unread_exact=exact, joined_at=latest(iv)[0], left_at=latest(iv)[1] or 0, peer_user_id=peer,
+                group_id=gid)
+        return out

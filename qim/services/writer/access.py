@@ -2,8 +2,8 @@
 
 Direct: the actor must be one of the two participants (the request names the peer and
 the conversation_id must be theirs). Group: the actor's member intervals bound what is
-visible: seq in (joined_at, left_at] of some interval (intervals.py). A non-member or a
-stranger gets FORBIDDEN, never an empty page.
+visible: seq in (joined_at, left_at] of some interval (qim/stores/intervals.py). A
+non-member or a stranger gets FORBIDDEN, never an empty page.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Sequence
 from qim._core import ids
 from qim.consts import CONVERSATION_KIND_DIRECT
 from qim.errors import ErrorCode, IdError, RequestError
-from qim.services.writer.intervals import OPEN, Interval, contains, is_current, parse_intervals
-from qim.services.writer.keys import CommitKeys
+from qim.stores.groups import GroupStore
+from qim.stores.intervals import OPEN, Interval, contains, is_current
 
 
 class Visible:
@@ -31,9 +31,11 @@ class Visible:
         return contains(self.intervals, seq)
 
 
-async def visible_interval(redis, tenant: int, actor_user: int, conversation_id: bytes, peer_user: int) -> Visible:
+async def visible_interval(groups: GroupStore, tenant: int, actor_user: int, conversation_id: bytes,
+                           peer_user: int) -> Visible:
     """The actor's visible intervals of the conversation. FORBIDDEN when it has none,
-    INVALID_ARGUMENT for an unknown kind, INTERNAL for a corrupt member entry."""
+    INVALID_ARGUMENT for an unknown kind, INTERNAL (StoreCorrupt) for a corrupt member
+    entry."""
     try:
         kind = ids.conversation_kind(conversation_id)
     except IdError:
@@ -42,10 +44,7 @@ async def visible_interval(redis, tenant: int, actor_user: int, conversation_id:
         if not peer_user or ids.conversation_id_direct(tenant, actor_user, peer_user) != conversation_id:
             raise RequestError(ErrorCode.FORBIDDEN, "not a participant of this conversation")
         return Visible()
-    entry = await redis.hget(CommitKeys(tenant, conversation_id).group_members(), actor_user)
-    if entry is None:
+    intervals = await groups.intervals_of(tenant, conversation_id, actor_user)
+    if intervals is None:
         raise RequestError(ErrorCode.FORBIDDEN, "not a member of this group")
-    try:
-        return Visible(parse_intervals(entry))
-    except ValueError:
-        raise RequestError(ErrorCode.INTERNAL, "corrupt member interval") from None
+    return Visible(intervals)

@@ -1,13 +1,16 @@
 """MessageCommitter: ABSENT → RESERVED → RECORDED → OUTBOXED → COMMITTED → SEND_ACK
 (DESIGN.md §5.2, seed 001 §2.3).
 
-One Lua call reserves and records (idempotency, conversation_seq, frozen audience,
-canonical MessageRecord, history index). The Outbox record is then produced from the
-bytes the writer already holds (a fresh commit reads nothing back) and awaited; its
-offset is the OUTBOXED evidence and is written by the same Lua call that marks COMMITTED
+One CommitStore call reserves and records (idempotency, conversation_seq, frozen
+audience, canonical MessageRecord, history index). The Outbox record is then produced
+from the bytes the writer already holds (a fresh commit reads nothing back) and awaited;
+its offset is the OUTBOXED evidence and is written by the same call that marks COMMITTED
 (docs/decisions/0002-commit-keys.md). Only a COMMITTED result becomes a SendAck. A retry
 of an in-flight send, and CommitRecovery for sends nobody retries, resume through
 OutboxPublisher.resume.
+
+The audience of a send is planned by the AudiencePlanner of its conversation kind
+(planner.py: direct recipients, or a group's membership_version), given at construction.
 
 Order (docs/decisions/0017): every reservation holds its conversation's turn
 (sequencer.py) from the reserve until its Outbox record is enqueued, and publishes the
@@ -18,34 +21,34 @@ conversation_seq order = reserve order = Outbox order per conversation.
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Awaitable, Callable, Mapping, Optional, Protocol
 
-from qim.consts import CONVERSATION_KIND_GROUP, EVENT_GROUP_MAX_BYTES, INLINE_BODY_BUDGET_BYTES, UNPUBLISHED_SCAN_MAX
-from qim.errors import EngineError, ErrorCode, RequestError
+from qim.consts import EVENT_GROUP_MAX_BYTES, INLINE_BODY_BUDGET_BYTES
+from qim.errors import ErrorCode, RequestError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncProducer
-from qim.infra.redis.client import LuaScripts, ScriptError
 from qim.proto.v1 import internal_pb2, message_pb2
 from qim.services.writer.hlc import HlcClock, now_ms
-from qim.services.writer.keys import CommitKeys
-from qim.services.writer.outbox import OutboxPublisher, ack, full_record
+from qim.services.writer.metrics import WriterMetrics
+from qim.services.writer.outbox import OutboxPublisher, ack
 from qim.services.writer.sequencer import ConversationTurns, Turn
-from qim.services.writer.validate import check_send_shape, direct_audience, identity_digest
+from qim.stores.commits import COMMITTED, RESERVED, CommitRef, CommitStore, GroupSendCheck, Reservation, Reserved
+from qim.stores.errors import ClockBehind, MembershipChanged, RecordChanged, StoreUnavailable
+from qim.wire.outbox import stored_record
+from qim.wire.validate import check_send_shape, identity_digest
 
 # Bytes of a mailbox event besides its body (eventgroup layout, worst case) plus the
 # group framing: an inline body must leave room for them inside one 8 KiB group.
 EVENT_OVERHEAD_MAX = 256
-# Script refusals that mean "plan again from fresh reads" (bounded by the caller).
-REPLAN = frozenset({"QIM_MEMBERSHIP_CHANGED", "QIM_RECORD_CHANGED"})
-SCRIPT_ERRORS = {"QIM_CONFLICT": ErrorCode.CONFLICT, "QIM_FORBIDDEN": ErrorCode.FORBIDDEN,
-                 "QIM_NOT_FOUND": ErrorCode.NOT_FOUND, "QIM_PREVIOUS_PENDING": ErrorCode.UNAVAILABLE}
+# Store refusals that mean "plan again from fresh reads", and how often (then UNAVAILABLE).
+REPLAN = (MembershipChanged, RecordChanged)
+REPLAN_ATTEMPTS = 3
 # A reserve refused because another writer's id in the conversation is newer: observe
 # it and take a new id; more than this many refusals in a row means the clock is unusable.
 CLOCK_ATTEMPTS = 3
 
-
-class Replan(Exception):
-    """The group membership or the target record moved between read and commit."""
+Reserve = Callable[[Reservation], Awaitable[Reserved]]
 
 
 def inline_decision(recipient_count: int, body_len: int) -> bool:
@@ -53,29 +56,48 @@ def inline_decision(recipient_count: int, body_len: int) -> bool:
     return recipient_count * body_len <= INLINE_BODY_BUDGET_BYTES and body_len + EVENT_OVERHEAD_MAX <= EVENT_GROUP_MAX_BYTES
 
 
+@dataclass
+class SendPlan:
+    """A planned audience: OutboxRecord audience fields (recipients, or the group's
+    conversation and membership_version; inline_body) and, for a group, the check the
+    reserve repeats atomically (MembershipChanged when it moved)."""
+
+    audience: dict = field(default_factory=dict)
+    group: Optional[GroupSendCheck] = None
+
+
+class AudiencePlanner(Protocol):
+    """Plans the audience of a send of one conversation kind (planner.py)."""
+
+    async def plan(self, actor: internal_pb2.Actor, tenant: int, msg: message_pb2.SendMessage) -> SendPlan:
+        """The audience of `msg` by `actor`; RequestError (FORBIDDEN, INVALID_ARGUMENT) for
+        a send the actor may not make. May read (group membership), never writes."""
+        ...
+
+
 class MessageCommitter:
     """The only component allowed to produce a SendAck.
 
     `await commit(actor, msg, turn)` -> message_pb2.SendAck. Raises RequestError:
     INVALID_ARGUMENT / PAYLOAD_TOO_LARGE / FORBIDDEN for bad input (before any sequence
-    is consumed), CONFLICT for a reused cmid with other content, UNAVAILABLE when Redis,
-    the broker or the HLC window is not available or the previous send named by the
-    request holds no commit state yet (the client retries with the same cmid).
+    is consumed), CONFLICT for a reused cmid with other content, UNAVAILABLE when the
+    commit store, the broker or the HLC window is not available or the previous send
+    named by the request holds no commit state yet (the client retries with the same cmid).
     """
 
-    def __init__(self, redis, scripts: LuaScripts, producer: AsyncProducer, clock: HlcClock,
-                 shard_count: int, faults: FaultPoints) -> None:
-        self._redis = redis
-        self._scripts = scripts
+    def __init__(self, commits: CommitStore, producer: AsyncProducer, clock: HlcClock, shard_count: int,
+                 faults: FaultPoints, planners: Mapping[int, AudiencePlanner],
+                 metrics: Optional[WriterMetrics] = None) -> None:
+        self._commits = commits
         self._clock = clock
         self._shard_count = shard_count
         self._faults = faults
+        self._planners = dict(planners)
         self.turns = ConversationTurns()
-        self.outbox = OutboxPublisher(redis, scripts, producer, faults)
+        self.outbox = OutboxPublisher(commits, producer, faults, metrics)
         # Owner of this process's reservations in the conversations' unpublished sets:
         # new per process, so a restarted writer's leftovers count as another writer's.
         self.token = os.urandom(8).hex()
-        self.group_sender = None  # set by the writer: GroupSends.send (groups.py)
 
     def ticket(self, tenant_id: bytes, conversation_id: bytes) -> Turn:
         """A turn in the conversation's line; call before the request's first await."""
@@ -94,84 +116,84 @@ class MessageCommitter:
         """The frozen audience part of the Outbox record (shard_count filled in)."""
         return internal_pb2.OutboxRecord(shard_count=self._shard_count, **fields)
 
-    async def run_commit(self, script: str, keys: CommitKeys, sender_id: int, digest: bytes,
-                         record: message_pb2.MessageRecord, audience: internal_pb2.OutboxRecord, turn: Turn,
-                         extra_keys: Sequence[str] = (), extra_args: Sequence = (),
+    async def run_commit(self, ref: CommitRef, digest: bytes, record: message_pb2.MessageRecord,
+                         audience: internal_pb2.OutboxRecord, turn: Turn, reserve: Reserve,
                          previous: bytes = b"") -> message_pb2.SendAck:
-        """Reserve + record with `script` (the common KEYS/ARGV of commit_lib.lua first),
-        publish and mark COMMITTED. Waits for `turn` and releases it once the Outbox
-        record is enqueued; on an exception the caller releases it (a Replan keeps it).
-        Raises RequestError (CONFLICT, FORBIDDEN, NOT_FOUND, UNAVAILABLE) or Replan."""
-        commit_key = keys.commit(sender_id, record.client_message_id)
+        """Reserve + record with `reserve` (a CommitStore reserving call), publish and mark
+        COMMITTED. Waits for `turn` and releases it once the Outbox record is enqueued; on
+        an exception the caller releases it (a re-plan keeps it). Raises RequestError
+        (CONFLICT, FORBIDDEN, NOT_FOUND, UNAVAILABLE) or a REPLAN error."""
         audience_bytes = audience.SerializeToString()
         await turn.wait()
-        (status, state, mid, cseq, cat, older), prefix = await self._reserve(
-            script, keys, commit_key, digest, record, audience_bytes, extra_keys, extra_args, previous)
-        cmid = record.client_message_id
-        if state == b"COMMITTED":
+        reserved, prefix = await self._reserve(ref, digest, record, audience_bytes, reserve, previous)
+        if reserved.state == COMMITTED:
             turn.release()
-            return ack(cmid, mid, record.conversation_id, int(cseq), int(cat))
-        seq = int(cseq)
-        others = self.outbox.publish_older(keys, older, commit_key)
-        before = await self.outbox.resume(keys, others) if others else []
-        if status == b"FRESH":
-            if state == b"RESERVED":
+            return ack(ref.client_message_id, reserved.message_id, ref.conversation_id, reserved.conversation_seq,
+                       reserved.created_at_ms)
+        others = self.outbox.publish_older(reserved.older, ref)
+        before = await self.outbox.resume(others) if others else []
+        if reserved.fresh:
+            if reserved.state == RESERVED:
                 self._faults.hit("after_reserve")
-                await self.outbox.record(commit_key, keys, mid)
-            pending = self.outbox.enqueue(commit_key, keys, cmid, mid, full_record(prefix, seq), audience_bytes,
-                                          record.message_type)
+                await self.outbox.record(ref, reserved.message_id)
+            pending = self.outbox.enqueue(ref, reserved.message_id, stored_record(prefix, reserved.conversation_seq),
+                                          audience_bytes, record.message_type)
         else:  # a retry of an in-flight commit: resume it from its stored state
-            pending = (await self.outbox.resume(keys, [(commit_key, seq)]))[0]
+            pending = (await self.outbox.resume([(ref, reserved.conversation_seq)]))[0]
         turn.release()
         self.outbox.complete_in_background(before)
         return await self.outbox.complete(pending)
 
-    async def _reserve(self, script: str, keys: CommitKeys, commit_key: str, digest: bytes,
-                       record: message_pb2.MessageRecord, audience: bytes, extra_keys: Sequence[str],
-                       extra_args: Sequence, previous: bytes) -> tuple[list, bytes]:
-        """One reserving Lua call with a fresh HLC id; a QIM_CLOCK_BEHIND refusal is
-        observed by the clock and retried with a newer id (bounded)."""
-        prev_key = keys.commit(record.sender_id, previous) if previous else commit_key
-        split = "1" if self._faults.active else "0"
+    async def _reserve(self, ref: CommitRef, digest: bytes, record: message_pb2.MessageRecord, audience: bytes,
+                       reserve: Reserve, previous: bytes) -> tuple[Reserved, bytes]:
+        """One reserving call with a fresh HLC id; a ClockBehind refusal is observed by
+        the clock and retried with a newer id (bounded)."""
+        conversation = (ref.tenant, ref.conversation_id)
         for _ in range(CLOCK_ATTEMPTS):
             record.message_id, record.created_at_ms = self._clock.next_id()
             prefix = record.SerializeToString()
-            scan = "1" if keys.conv_hex in self.outbox.rescan else "0"
+            scan = conversation in self.outbox.rescan
             try:
-                reply = await self._scripts.call(
-                    script,
-                    [commit_key, keys.seq(), keys.record(record.message_id), keys.history(), keys.inflight(),
-                     keys.unpublished(), keys.unpublished_owners(), keys.last_id(), prev_key, *extra_keys],
-                    [digest, record.message_id, record.created_at_ms, prefix, audience, now_ms(), split,
-                     self.token, scan, "1" if previous else "0", UNPUBLISHED_SCAN_MAX, *extra_args])
-            except ScriptError as exc:
-                if exc.reason == "QIM_CLOCK_BEHIND":
-                    self._clock.observe(bytes.fromhex(str(exc).split()[1]))
-                    await self._clock.catch_up()
-                    continue
-                if exc.reason in REPLAN:
-                    raise Replan(exc.reason) from None
-                code = SCRIPT_ERRORS.get(exc.reason, ErrorCode.INTERNAL)
-                raise RequestError(code, str(exc).split(" script:")[0].split(" ", 1)[-1]) from None
-            except EngineError as exc:
+                reserved = await reserve(Reservation(
+                    ref, digest, record.message_id, record.created_at_ms, prefix, audience, now_ms(), self.token,
+                    split=self._faults.active, list_older=scan, previous=previous))
+            except ClockBehind as exc:
+                self._clock.observe(exc.message_id)
+                await self._clock.catch_up()
+                continue
+            except StoreUnavailable as exc:
                 raise RequestError(ErrorCode.UNAVAILABLE, "commit store unavailable") from exc
-            if scan == "1":
-                self.outbox.rescan.discard(keys.conv_hex)
-            return reply, prefix
+            if scan:
+                self.outbox.rescan.discard(conversation)
+            return reserved, prefix
         raise RequestError(ErrorCode.UNAVAILABLE, "writer clock behind the conversation; retry")
 
     async def commit(self, actor: internal_pb2.Actor, msg: message_pb2.SendMessage, turn: Turn) -> message_pb2.SendAck:
-        """SEND_MESSAGE: direct sends here, group sends through GroupSends (same commit path)."""
+        """SEND_MESSAGE: the audience from the planner of the conversation's kind (a group's
+        membership may move between plan and reserve: planned again, bounded)."""
         kind = check_send_shape(msg)
         if len(actor.tenant_id) != 16 or actor.user_id == 0:
             raise RequestError(ErrorCode.UNAUTHENTICATED, "no authenticated actor")
+        planner = self._planners.get(kind)
+        if planner is None:
+            raise RequestError(ErrorCode.INVALID_ARGUMENT, "no sends to this conversation kind")
         tenant = int.from_bytes(actor.tenant_id, "big")
-        if kind == CONVERSATION_KIND_GROUP:
-            return await self.group_sender(actor, tenant, msg, turn)
-        recipients = direct_audience(tenant, actor.user_id, msg)
-        record = self.new_record(actor, msg.conversation_id, msg.client_message_id, msg.message_type,
-                                 msg.custom_type, msg.body)
-        audience = self.audience(recipients=recipients, inline_body=inline_decision(len(recipients), len(msg.body)))
-        return await self.run_commit("reserve_and_record", CommitKeys(tenant, msg.conversation_id), actor.user_id,
-                                     identity_digest(msg), record, audience, turn,
-                                     previous=msg.previous_client_message_id)
+        ref = CommitRef(tenant, msg.conversation_id, actor.user_id, msg.client_message_id)
+        digest = identity_digest(msg)
+        for _ in range(REPLAN_ATTEMPTS):
+            # planned before the conversation's turn comes (reads overlap); a re-plan reads
+            # again while the turn is held, so arrival order is kept
+            plan = await planner.plan(actor, tenant, msg)
+            record = self.new_record(actor, msg.conversation_id, msg.client_message_id, msg.message_type,
+                                     msg.custom_type, msg.body)
+            group = plan.group
+
+            def reserve(res: Reservation, group: Optional[GroupSendCheck] = group) -> Awaitable[Reserved]:
+                return self._commits.reserve(res, group)
+
+            try:
+                return await self.run_commit(ref, digest, record, self.audience(**plan.audience), turn, reserve,
+                                             msg.previous_client_message_id)
+            except MembershipChanged:
+                continue
+        raise RequestError(ErrorCode.UNAVAILABLE, "group membership kept changing; retry")

@@ -1,13 +1,14 @@
 """HLC message ids from clock windows leased in Redis (DESIGN.md §3, §5.2).
 
-A writer first leases a writer_id (SET NX with a TTL renewed every 20 s), then a
-60 s window of milliseconds strictly above the cluster-wide high-water. Ids are issued
+A writer first leases a writer_id (a token with a TTL renewed every 20 s), then a
+60 s window of milliseconds strictly above the cluster-wide high-water, both through the
+ClockLeaseStore (qim/stores/leases.py). Ids are issued
 only inside the window; the window is renewed 20 s before it runs out. A writer that
 cannot prove its window issues nothing (`ready` is False and `next_id` raises
 UNAVAILABLE), so ids never repeat across crash, restart or a clock stepped back.
 
 Cluster-wide monotonicity (docs/decisions/0017): a writer never issues an id above the
-issue ceiling it last published to `qim:hlc:cluster` (max(now + 5 s, last + 1 ms),
+issue ceiling it last published to the cluster high-water (max(now + 5 s, last + 1 ms),
 published every 0.5 s with the writer_id lease renewal, sooner when ids approach it:
 a clock waiting ahead of wall time claims no more than it uses), and a new
 window of any writer starts above every ceiling ever published. So a writer restarted
@@ -29,11 +30,16 @@ import os
 import time
 
 from qim._core import ids
-from qim.consts import (HLC_CEILING_PERIOD_S, HLC_CEILING_SLACK_MS, HLC_RENEW_BEFORE_MS, HLC_WINDOW_MS,
-                        WRITER_ID_LEASE_MS)
+from qim.consts import (
+    HLC_CEILING_PERIOD_S,
+    HLC_CEILING_SLACK_MS,
+    HLC_RENEW_BEFORE_MS,
+    HLC_WINDOW_MS,
+    WRITER_ID_LEASE_MS,
+)
 from qim.errors import EngineError, ErrorCode, RequestError
-from qim.infra.redis.client import LuaScripts, ScriptError
-from qim.services.writer.keys import hlc_cluster_key, hlc_key, writer_lease_key
+from qim.stores.errors import LeaseLost, StoreError
+from qim.stores.leases import ClockLeaseStore
 
 logger = logging.getLogger(__name__)
 LOGICAL_MAX = 0xFFFF
@@ -54,9 +60,8 @@ def now_ms() -> int:
 class HlcClock:
     """Issues message ids `(unix_ms, logical, region_id, writer_id)` inside a leased window."""
 
-    def __init__(self, redis, scripts: LuaScripts, region_id: int, writer_id: int = 0) -> None:
-        self._redis = redis
-        self._scripts = scripts
+    def __init__(self, leases: ClockLeaseStore, region_id: int, writer_id: int = 0) -> None:
+        self._leases = leases
         self.region_id = region_id
         self.writer_id = writer_id
         self._fixed_id = writer_id != 0
@@ -74,31 +79,27 @@ class HlcClock:
         return self._end > 0 and max(now_ms(), self._last_ms) < self._end
 
     async def start(self) -> None:
-        """Lease the writer_id (unless fixed) and the first window. EngineError on failure."""
-        if not self._fixed_id:
-            for candidate in range(1, 65536):
-                ok = await self._redis.set(writer_lease_key(self.region_id, candidate), self._token,
-                                           nx=True, px=WRITER_ID_LEASE_MS)
-                if ok:
-                    self.writer_id = candidate
-                    break
-            else:
+        """Lease the writer_id (unless fixed) and the first window. EngineError on failure
+        (StoreUnavailable is one)."""
+        try:
+            taken = await self._leases.take_writer_id(self.region_id, self._token, WRITER_ID_LEASE_MS,
+                                                      self.writer_id if self._fixed_id else 0)
+            if not taken:
                 raise EngineError("no free writer_id to lease")
-        else:
-            await self._redis.set(writer_lease_key(self.region_id, self.writer_id), self._token, px=WRITER_ID_LEASE_MS)
-        await self._lease_window()
+            self.writer_id = taken
+            await self._lease_window()
+        except LeaseLost as exc:
+            raise EngineError(f"hlc window not leased: {exc.message}") from exc
         logger.info("writer_id %d leased, window %d..%d", self.writer_id, self._start, self._end)
 
     async def _lease_window(self) -> None:
         """Fresh lease at start, then extensions while we still hold the high-water."""
-        expected = str(self._end) if self._end else ""
-        start, end, ceiling = await self._scripts.call(
-            "hlc_lease", [hlc_key(self.region_id, self.writer_id), hlc_cluster_key()],
-            [max(now_ms(), self._last_ms), HLC_WINDOW_MS, expected, HLC_CEILING_SLACK_MS])
-        if start:
-            self._start = int(start)
-            self._ceiling = int(ceiling)
-        self._end = int(end)
+        window = await self._leases.lease_window(self.region_id, self.writer_id, max(now_ms(), self._last_ms),
+                                                 HLC_WINDOW_MS, self._end, HLC_CEILING_SLACK_MS)
+        if window.start is not None:
+            self._start = window.start
+            self._ceiling = window.ceiling or 0
+        self._end = window.end
 
     async def _publish_ceiling(self) -> bool:
         """Renew the writer_id lease and publish the issue ceiling max(now + slack,
@@ -107,12 +108,10 @@ class HlcClock:
         ceiling, or an observed newer id) claims only 1 ms above its last id, so starts
         in quick succession do not stack the slack."""
         ceiling = max(now_ms() + HLC_CEILING_SLACK_MS, self._last_ms + 1)
-        renewed = await self._scripts.call(
-            "lease_renew", [writer_lease_key(self.region_id, self.writer_id), hlc_cluster_key()],
-            [self._token, WRITER_ID_LEASE_MS, ceiling])
-        if int(renewed):
+        renewed = await self._leases.renew(self.region_id, self.writer_id, self._token, WRITER_ID_LEASE_MS, ceiling)
+        if renewed:
             self._ceiling = max(self._ceiling, ceiling)
-        return bool(int(renewed))
+        return renewed
 
     async def maintain(self) -> None:
         """Background loop: renew the writer_id lease and publish the issue ceiling every
@@ -126,7 +125,7 @@ class HlcClock:
                     return
                 if max(now_ms(), self._last_ms) >= self._end - HLC_RENEW_BEFORE_MS:
                     await self._lease_window()
-            except ScriptError as exc:
+            except LeaseLost as exc:
                 logger.error("hlc window lost (%s); refusing to issue ids", exc.reason)
                 self._end = 0
                 return
@@ -149,7 +148,7 @@ class HlcClock:
             if self._last_ms + 1 > self._ceiling:
                 if not await self._publish_ceiling():
                     raise RequestError(ErrorCode.UNAVAILABLE, "writer_id lease lost")
-        except (ScriptError, EngineError) as exc:
+        except StoreError as exc:
             raise RequestError(ErrorCode.UNAVAILABLE, "writer clock window not renewed") from exc
 
     def observe(self, message_id: bytes) -> None:

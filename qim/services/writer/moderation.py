@@ -1,45 +1,46 @@
 """Recall (by the sender) and delete (by an operator) of a stored message (issue 6).
 
 The record stays in MessageStore with its state and no body (no explicit DELETE of a
-message row); a state key lets mailbox pulls drop inline bodies; a CONTROL message
+message row); its state lets mailbox pulls drop inline bodies; a CONTROL message
 (ControlEvent.state_change) reaches the conversation's members through their mailboxes
 with event_type RECALL or DELETE. The rewrite and the CONTROL message's reservation are
-one Lua call (state_change.lua), guarded by the SHA-1 of the record as read.
+one CommitStore call, conditional on the record's version as read (RecordChanged: read
+again).
 """
 
 from __future__ import annotations
 
-import hashlib
-from typing import Optional
+from typing import Awaitable, Optional
 
-from qim.consts import CONVERSATION_KIND_GROUP, MESSAGE_TYPE_CONTROL
 from qim._core import ids
+from qim.consts import CONVERSATION_KIND_GROUP, MESSAGE_TYPE_CONTROL
 from qim.errors import ErrorCode, RequestError
 from qim.proto.v1 import internal_pb2, message_pb2
 from qim.protocol import EventType
 from qim.services.writer.access import visible_interval
-from qim.services.writer.committer import MessageCommitter, Replan, inline_decision
-from qim.services.writer.groups import REPLAN_ATTEMPTS, Groups
+from qim.services.writer.committer import REPLAN, REPLAN_ATTEMPTS, MessageCommitter, inline_decision
 from qim.services.writer.hlc import now_ms
-from qim.services.writer.keys import CommitKeys
 from qim.services.writer.sequencer import Turn
-from qim.services.writer.validate import op_digest
+from qim.stores.commits import COMMITTED, CommitRef, CommitStore, Reservation, Reserved, StateChange
+from qim.stores.groups import GroupStore
+from qim.stores.messages import MessageStore
+from qim.wire.validate import op_digest
+
 
 def _digest(actor: internal_pb2.Actor, message_id: bytes, state: int) -> bytes:
     """Identity of a recall/delete request: target, new state and actor."""
     return op_digest(b"state", message_id, bytes([state]), actor.user_id.to_bytes(8, "big"))
 
 
-STATE_NAMES = {message_pb2.MESSAGE_STATE_RECALLED: "RECALLED", message_pb2.MESSAGE_STATE_DELETED: "DELETED"}
-
-
 class Moderation:
     """Errors: RequestError (NOT_FOUND, FORBIDDEN, CONFLICT, UNAVAILABLE)."""
 
-    def __init__(self, redis, committer: MessageCommitter, groups: Groups, recall_window_ms: int) -> None:
-        self._redis = redis
-        self._committer = committer
+    def __init__(self, messages: MessageStore, groups: GroupStore, commits: CommitStore,
+                 committer: MessageCommitter, recall_window_ms: int) -> None:
+        self._messages = messages
         self._groups = groups
+        self._commits = commits
+        self._committer = committer
         self._window_ms = recall_window_ms
 
     async def recall(self, actor: internal_pb2.Actor, req: message_pb2.RecallMessage,
@@ -54,7 +55,7 @@ class Moderation:
                                         state)
         if replayed is not None:
             return replayed
-        vis = await visible_interval(self._redis, tenant, actor.user_id, req.conversation_id, req.peer_user_id)
+        vis = await visible_interval(self._groups, tenant, actor.user_id, req.conversation_id, req.peer_user_id)
         if not vis.current_member:
             raise RequestError(ErrorCode.FORBIDDEN, "not a member of this group any more")
         return await self._change(actor, tenant, req.conversation_id, req.message_id, req.client_message_id,
@@ -76,25 +77,24 @@ class Moderation:
         """The original answer of a COMMITTED change with this cmid (kept 24 h), None when
         there is none yet (an in-flight one resumes through `_change`). CONFLICT when the
         cmid was used for another request."""
-        keys = CommitKeys(tenant, conversation_id)
-        digest, st, cseq = await self._redis.hmget(keys.commit(actor.user_id, cmid), "dg", "st", "cseq")
-        if digest is None:
+        reply = await self._commits.reply_of(CommitRef(tenant, conversation_id, actor.user_id, cmid))
+        if reply is None:
             return None
-        if digest != _digest(actor, message_id, state):
+        if reply.digest != _digest(actor, message_id, state):
             raise RequestError(ErrorCode.CONFLICT, "client_message_id reused with other content")
-        if st != b"COMMITTED":
+        if reply.state != COMMITTED:
             return None
-        return message_pb2.RecallOk(message_id=message_id, state=state, control_conversation_seq=int(cseq))
+        return message_pb2.RecallOk(message_id=message_id, state=state, control_conversation_seq=reply.conversation_seq)
 
     async def _change(self, actor, tenant: int, conversation_id: bytes, message_id: bytes, cmid: bytes,
-                      state: int, peer: int, turn: Turn) -> message_pb2.RecallOk:
-        keys = CommitKeys(tenant, conversation_id)
+                      state: message_pb2.MessageState, peer: int, turn: Turn) -> message_pb2.RecallOk:
+        ref = CommitRef(tenant, conversation_id, actor.user_id, cmid)
         digest = _digest(actor, message_id, state)
         for _ in range(REPLAN_ATTEMPTS):
-            raw = await self._redis.get(keys.record(message_id))
-            if raw is None:
+            stored = await self._messages.get(tenant, conversation_id, message_id)
+            if stored is None:
                 raise RequestError(ErrorCode.NOT_FOUND, "no such message in this conversation")
-            target = message_pb2.MessageRecord.FromString(raw)
+            target = stored.record
             if target.conversation_id != conversation_id or target.message_type == MESSAGE_TYPE_CONTROL:
                 raise RequestError(ErrorCode.NOT_FOUND, "no such message in this conversation")
             if actor.user_id:
@@ -102,45 +102,41 @@ class Moderation:
                     raise RequestError(ErrorCode.FORBIDDEN, "only the sender may recall a message")
                 if now_ms() - target.created_at_ms > self._window_ms:
                     raise RequestError(ErrorCode.FORBIDDEN, "the recall window has passed")
-            replay = await self._redis.exists(keys.commit(actor.user_id, cmid))
+            replay = await self._commits.exists(ref)
             if target.state != message_pb2.MESSAGE_STATE_NORMAL and not replay:
                 return message_pb2.RecallOk(message_id=message_id, state=target.state)
             new = message_pb2.MessageRecord()
             new.CopyFrom(target)
             new.body = b""
             new.state = state
-            change = message_pb2.MessageStateChange(message_id=message_id, state=state,
+            notice = message_pb2.MessageStateChange(message_id=message_id, state=state,
                                                     conversation_seq=target.conversation_seq)
-            body = message_pb2.ControlEvent(state_change=change).SerializeToString()
+            body = message_pb2.ControlEvent(state_change=notice).SerializeToString()
             record = self._committer.new_record(actor, conversation_id, cmid, MESSAGE_TYPE_CONTROL, b"", body)
             event = EventType.RECALL if state == message_pb2.MESSAGE_STATE_RECALLED else EventType.DELETE
-            extra_keys = [keys.record(message_id), keys.state(message_id), keys.group_meta(), keys.group_members()]
-            group_version, check_actor = "", ""
+            change = StateChange(message_id, stored.version, new.SerializeToString(), state)
             if ids.conversation_kind(conversation_id) == CONVERSATION_KIND_GROUP:
-                group, _ = await self._groups.read(keys)
+                group = await self._groups.read(tenant, conversation_id)
                 if group.version is None:
                     raise RequestError(ErrorCode.NOT_FOUND, "no such group")
                 audience = self._committer.audience(
                     group_conversation_id=conversation_id, membership_version=group.version, event_type=event,
                     inline_body=inline_decision(len(group.current), len(body)))
-                group_version = group.version
-                check_actor = actor.user_id if actor.user_id else ""
-                if not actor.user_id:
-                    group_version = ""  # the operator is no member; no membership check
-                    audience.membership_version = group.version
+                if actor.user_id:  # the operator is no member: no membership check for it
+                    change.group_version, change.actor = group.version, actor.user_id
             else:
                 if not peer or ids.conversation_id_direct(tenant, target.sender_id, peer) != conversation_id:
                     raise RequestError(ErrorCode.INVALID_ARGUMENT, "peer_user_id does not match the conversation")
                 users = sorted({target.sender_id, peer})
                 audience = self._committer.audience(recipients=users, event_type=event,
                                                     inline_body=inline_decision(len(users), len(body)))
+
+            def reserve(res: Reservation, change: StateChange = change) -> Awaitable[Reserved]:
+                return self._commits.reserve_state_change(res, change)
+
             try:
-                ack = await self._committer.run_commit(
-                    "state_change", keys, actor.user_id, digest, record, audience, turn, extra_keys,
-                    [hashlib.sha1(raw).hexdigest(), new.SerializeToString(), STATE_NAMES[state], group_version,
-                     check_actor])
-            except Replan:
+                ack = await self._committer.run_commit(ref, digest, record, audience, turn, reserve)
+            except REPLAN:
                 continue
             return message_pb2.RecallOk(message_id=message_id, state=state, control_conversation_seq=ack.conversation_seq)
         raise RequestError(ErrorCode.UNAVAILABLE, "the message kept changing; retry")
-

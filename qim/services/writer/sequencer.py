@@ -32,7 +32,7 @@ class Turn:
 
     async def wait(self) -> None:
         """Wait for this ticket's turn (returns at once when it is already at the head)."""
-        if self.released:
+        if self.released or self._line is None:
             return
         queue = self._line._queues[self._key]
         if queue[0] is self:
@@ -49,7 +49,8 @@ class Turn:
         if self.released:
             return
         self.released = True
-        self._line._leave(self)
+        if self._line is not None:
+            self._line._leave(self)
 
 
 NO_TURN = Turn(None, b"")  # requests that reserve nothing (reads) or failed before a key

@@ -12,8 +12,6 @@ is released when the request ends at the latest.
 
 from __future__ import annotations
 
-from google.protobuf.message import DecodeError, Message
-
 from qim._core import ids
 from qim.consts import U63_MAX
 from qim.errors import ErrorCode, RequestError
@@ -21,28 +19,23 @@ from qim.proto.v1 import group_pb2, history_pb2, internal_pb2, message_pb2
 from qim.protocol import Opcode
 from qim.services.writer.history import pull_history
 from qim.services.writer.sequencer import NO_TURN
-from qim.services.writer.validate import parse_send
-
-
-def parse(cls: type[Message], body: bytes) -> Message:
-    """Parse `body` as `cls`; RequestError(INVALID_ARGUMENT) on garbage."""
-    try:
-        return cls.FromString(body)
-    except DecodeError:
-        raise RequestError(ErrorCode.INVALID_ARGUMENT, f"not a valid {cls.__name__}") from None
+from qim.stores.groups import GroupStore
+from qim.stores.messages import MessageStore
+from qim.wire.validate import check_group_id, parse_send
+from qim.wire.validate import parse_request as parse
 
 
 def _group_conversation(tenant: int, group_id: int) -> bytes:
-    if not 0 < group_id <= U63_MAX:
-        raise RequestError(ErrorCode.INVALID_ARGUMENT, "group_id must be non-zero with bit 63 clear")
+    check_group_id(group_id)
     return ids.conversation_id_group(tenant, group_id)
 
 
 class WriterOps:
     """`client(actor, opcode, upstream)` and `admin(request)` -> (reply opcode, reply bytes)."""
 
-    def __init__(self, redis, committer, groups, moderation) -> None:
-        self._redis = redis
+    def __init__(self, messages: MessageStore, group_store: GroupStore, committer, groups, moderation) -> None:
+        self._messages = messages
+        self._group_store = group_store
         self._committer = committer
         self._groups = groups
         self._moderation = moderation
@@ -60,23 +53,23 @@ class WriterOps:
                 turn = self._committer.ticket(actor.tenant_id, msg.conversation_id)
                 return Opcode.SEND_ACK, (await self._committer.commit(actor, msg, turn)).SerializeToString()
             if opcode == Opcode.RECALL_MESSAGE:
-                req = parse(message_pb2.RecallMessage, upstream)
-                turn = self._committer.ticket(actor.tenant_id, req.conversation_id)
-                ok = await self._moderation.recall(actor, req, turn)
-                return Opcode.RECALL_OK, ok.SerializeToString()
+                recall = parse(message_pb2.RecallMessage, upstream)
+                turn = self._committer.ticket(actor.tenant_id, recall.conversation_id)
+                recalled = await self._moderation.recall(actor, recall, turn)
+                return Opcode.RECALL_OK, recalled.SerializeToString()
             if opcode == Opcode.CREATE_GROUP:
-                req = parse(group_pb2.CreateGroup, upstream)
-                turn = self._committer.ticket(actor.tenant_id, _group_conversation(tenant, req.group_id))
-                ok = await self._groups.create(actor, tenant, req, turn)
-                return Opcode.GROUP_OK, ok.SerializeToString()
+                create = parse(group_pb2.CreateGroup, upstream)
+                turn = self._committer.ticket(actor.tenant_id, _group_conversation(tenant, create.group_id))
+                return Opcode.GROUP_OK, (await self._groups.create(actor, tenant, create, turn)).SerializeToString()
             if opcode == Opcode.LEAVE_GROUP:
-                req = parse(group_pb2.LeaveGroup, upstream)
-                turn = self._committer.ticket(actor.tenant_id, _group_conversation(tenant, req.group_id))
-                ok = await self._groups.edit(actor, tenant, req.group_id, req.client_message_id, [], [actor.user_id],
-                                             turn)
+                leave = parse(group_pb2.LeaveGroup, upstream)
+                turn = self._committer.ticket(actor.tenant_id, _group_conversation(tenant, leave.group_id))
+                ok = await self._groups.edit(actor, tenant, leave.group_id, leave.client_message_id, [],
+                                             [actor.user_id], turn)
                 return Opcode.GROUP_OK, ok.SerializeToString()
             if opcode == Opcode.PULL_HISTORY:
-                batch = await pull_history(self._redis, actor, parse(history_pb2.PullHistory, upstream))
+                batch = await pull_history(self._messages, self._group_store, actor,
+                                           parse(history_pb2.PullHistory, upstream))
                 return Opcode.HISTORY_BATCH, batch.SerializeToString()
             if opcode == Opcode.PULL_MEMBERS:
                 batch = await self._groups.members(actor, tenant, parse(group_pb2.PullMembers, upstream))

@@ -1,25 +1,72 @@
 """Validation of a send before anything is reserved (DESIGN.md §4 gateway validation,
 §5.2 "all validation happens before INCR").
 
-Shared by the gateway (first line) and the writer (which re-authorises from the actor
-the gateway attached). Raises RequestError with the wire code; never truncates.
+The one definition (issue 11), shared by the gateway (first line), the writer (which
+re-authorises from the actor the gateway attached) and SessionProjection. Raises
+RequestError with the wire code; never truncates.
 """
 
 from __future__ import annotations
 
 import struct
+from typing import TypeVar
 
 import blake3
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 
 from qim._core import ids
-from qim.consts import (CONVERSATION_KIND_DIRECT, CONVERSATION_KIND_GROUP, ID_LEN, MAX_CUSTOM_TYPE_BYTES, MAX_MESSAGE_BODY,
-                        MESSAGE_TYPE_CONTROL, U63_MAX)
+from qim.consts import (
+    CONVERSATION_KIND_DIRECT,
+    CONVERSATION_KIND_GROUP,
+    ID_LEN,
+    MAX_CUSTOM_TYPE_BYTES,
+    MAX_MESSAGE_BODY,
+    MESSAGE_TYPE_CONTROL,
+    U63_MAX,
+)
 from qim.errors import ErrorCode, IdError, RequestError
 from qim.proto.v1 import message_pb2
 
 IDENTITY_DOMAIN = b"qim.send-identity.v1\0"
+M = TypeVar("M", bound=Message)
 ZERO_ID = bytes(ID_LEN)
+
+
+def parse_request(cls: type[M], body: bytes, name: str = "") -> M:
+    """Parse `body` as `cls`; RequestError(INVALID_ARGUMENT) on garbage, naming the
+    request (`name`, e.g. "PULL_HISTORY") when given."""
+    try:
+        return cls.FromString(body)
+    except DecodeError:
+        what = f"{name} body is not" if name else "not"
+        raise RequestError(ErrorCode.INVALID_ARGUMENT, f"{what} a valid {cls.__name__}") from None
+
+
+def check_id(value: bytes, name: str) -> None:
+    """A 16-byte id (DESIGN.md §3: u128 ids are exactly 16 bytes, non-zero);
+    RequestError(INVALID_ARGUMENT) naming the field otherwise."""
+    if len(value) != ID_LEN or value == ZERO_ID:
+        raise RequestError(ErrorCode.INVALID_ARGUMENT, f"{name} must be 16 non-zero bytes")
+
+
+def check_conversation(conversation_id: bytes) -> int:
+    """The kind of a direct or group conversation_id; INVALID_ARGUMENT for a bad id, an
+    unknown kind or a room (rooms have their own path, never the writer's or the
+    session list's)."""
+    check_id(conversation_id, "conversation_id")
+    try:
+        kind = ids.conversation_kind(conversation_id)
+    except IdError:
+        raise RequestError(ErrorCode.INVALID_ARGUMENT, "conversation_id has an unknown kind") from None
+    if kind not in (CONVERSATION_KIND_DIRECT, CONVERSATION_KIND_GROUP):
+        raise RequestError(ErrorCode.INVALID_ARGUMENT, "rooms are not served through this opcode")
+    return kind
+
+
+def check_group_id(group_id: int) -> None:
+    """group_id is u64, non-zero, bit 63 clear (DESIGN.md §3); INVALID_ARGUMENT otherwise."""
+    if not 0 < group_id <= U63_MAX:
+        raise RequestError(ErrorCode.INVALID_ARGUMENT, "group_id must be non-zero with bit 63 clear")
 
 
 def parse_send(raw: bytes) -> message_pb2.SendMessage:

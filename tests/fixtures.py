@@ -1,4 +1,5 @@
-"""pytest fixtures for real engines (imported by tests/conftest.py).
+"""pytest fixtures for real engines (imported by tests/conftest.py). They live under
+tests/, not in the qim package, so the wheel carries no test code (issue 11).
 
 - `engines` (session): ONE private Redis + Kafka for the whole run, under a tmp dir,
   own ports, qim.dispatch with TEST_SHARD_COUNT partitions; stopped at session end.

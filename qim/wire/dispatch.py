@@ -1,8 +1,9 @@
-"""The GroupDispatch record: one deterministic canonical encoding (DESIGN.md §5.3).
+"""The GroupDispatch record codec: one deterministic canonical encoding (DESIGN.md §5.3).
 
-FanoutCoordinator writes it to `qim.dispatch` partition = target shard (key =
-dispatch_id); MailboxMaterializer reads it. payload_digest = BLAKE3 of the canonical
-bytes, so a replayed dispatch is recognised and a different one with the same id is not.
+The one definition: FanoutCoordinator writes it to `qim.dispatch` partition = target
+shard (key = dispatch_id); MailboxMaterializer, SessionProjection's durable consumer and
+`qimctl audit dispatch` read it. payload_digest = BLAKE3 of the canonical bytes, so a
+replayed dispatch is recognised and a different one with the same id is not.
 
 Layout, big-endian:
   version u8 = 1 | tenant 16 | dispatch_id 16 | message_id 16 | conversation_id 16 |

@@ -12,21 +12,13 @@ device behind.
 from __future__ import annotations
 
 import logging
-from typing import Optional, Protocol
-
-from prometheus_client import Counter, Gauge
+from typing import Callable, Optional, Protocol
 
 from qim.proto.v1 import connection_pb2, internal_pb2, mailbox_pb2
 from qim.protocol import Opcode
+from qim.services.gateway.metrics import GatewayMetrics
 
 logger = logging.getLogger(__name__)
-
-CONNECTIONS = Gauge("qim_gateway_online_devices", "Authenticated connections")
-KICKS = Counter("qim_gateway_kicks", "Connections replaced by a newer login of the same device")
-PUSH_FRAMES = Counter("qim_gateway_push_frames", "PUSH_EVENTS frames queued to devices")
-PUSH_DROPPED = Counter("qim_gateway_push_dropped", "PUSH_EVENTS dropped for a slow device")
-WAKEUPS = Counter("qim_gateway_push_wakeups", "Empty PUSH_EVENTS sent to repair dropped pushes", ["reason"])
-PUSH_STRIPPED = Counter("qim_gateway_push_stripped", "PUSH_EVENTS sent without entries (over the size cap)")
 # Outbound bytes above which a device's pushes are dropped (it is still reading an
 # earlier page; the wake-up after the drain makes it pull everything at once).
 PUSH_QUEUE_LIMIT = 1024 * 1024
@@ -38,24 +30,35 @@ DEVICE_FRAMES_QUEUE_LIMIT = 4 * 1024 * 1024  # READ_SYNC / SESSION_DELTA (absolu
 
 
 class DeviceConn(Protocol):
+    """What the registry needs of a client connection (gateway/conn.py ClientConnection)."""
+
     tenant: int
     user_id: int
     device_id: int
 
     shard: int
 
-    def send(self, opcode: int, request_id: int, body: bytes) -> None: ...
-    def kick(self) -> None: ...
-    def wake_when_drained(self, limit: int, wake) -> None: ...
+    def send(self, opcode: int, request_id: int, body: bytes) -> None:
+        """Queue one frame (ConnectionError when the connection is closing)."""
+
+    def kick(self) -> None:
+        """Close the connection after what is queued."""
+
+    def wake_when_drained(self, limit: int, wake: Callable[["DeviceConn"], None]) -> None:
+        """Call `wake(conn)` once its outbound queue is at or below `limit` bytes."""
+
     @property
-    def queued_bytes(self) -> int: ...
+    def queued_bytes(self) -> int:
+        """Outbound bytes not yet handed to the socket."""
 
 
 class OnlineRegistry:
-    """(tenant, user) -> {device_id: connection} of this gateway."""
+    """(tenant, user) -> {device_id: connection} of this gateway; counts into `metrics`
+    (a private GatewayMetrics when None)."""
 
-    def __init__(self) -> None:
+    def __init__(self, metrics: Optional[GatewayMetrics] = None) -> None:
         self._users: dict[tuple[int, int], dict[int, DeviceConn]] = {}
+        self._m = metrics if metrics is not None else GatewayMetrics()
 
     def register(self, conn: DeviceConn) -> Optional[DeviceConn]:
         """Add conn; returns the connection it replaced (already sent KICKED) or None."""
@@ -63,41 +66,42 @@ class OnlineRegistry:
         old = devices.get(conn.device_id)
         devices[conn.device_id] = conn
         if old is not None and old is not conn:
-            KICKS.inc()
+            self._m.kicks.inc()
             body = connection_pb2.Kicked(reason=connection_pb2.Kicked.REPLACED).SerializeToString()
             try:
                 old.send(Opcode.KICKED, 0, body)
             finally:
                 old.kick()
-        CONNECTIONS.set(sum(len(d) for d in self._users.values()))
+        self._m.online_devices.set(sum(len(d) for d in self._users.values()))
         return old
 
     def unregister(self, conn: DeviceConn) -> None:
+        """Forget conn (a no-op when a newer login of its device replaced it)."""
         devices = self._users.get((conn.tenant, conn.user_id))
         if devices and devices.get(conn.device_id) is conn:
             del devices[conn.device_id]
             if not devices:
                 del self._users[(conn.tenant, conn.user_id)]
-        CONNECTIONS.set(sum(len(d) for d in self._users.values()))
+        self._m.online_devices.set(sum(len(d) for d in self._users.values()))
 
     def deliver_frames(self, frames: internal_pb2.DeviceFrames) -> None:
         """One server-initiated frame (READ_SYNC, SESSION_DELTA) to every online device of
         the user but `exclude_device_id`; dropped (counted) for a slow device."""
         if frames.opcode not in (Opcode.READ_SYNC, Opcode.SESSION_DELTA):
-            PUSH_DROPPED.inc()
+            self._m.push_dropped.inc()
             return
         devices = self._users.get((int.from_bytes(frames.tenant_id, "big"), frames.user_id), {})
         for device_id, conn in list(devices.items()):
             if device_id == frames.exclude_device_id:
                 continue
             if conn.queued_bytes > DEVICE_FRAMES_QUEUE_LIMIT:
-                PUSH_DROPPED.inc()
+                self._m.push_dropped.inc()
                 continue
             try:
                 conn.send(frames.opcode, 0, frames.body)
-                PUSH_FRAMES.inc()
+                self._m.push_frames.inc()
             except ConnectionError:
-                PUSH_DROPPED.inc()
+                self._m.push_dropped.inc()
 
     def deliver(self, batch: internal_pb2.PushBatch) -> None:
         """PUSH_EVENTS with each target's entries to its online devices."""
@@ -108,18 +112,18 @@ class OnlineRegistry:
                 continue
             body = mailbox_pb2.PushEvents(entries=target.entries).SerializeToString()
             if len(body) > PUSH_EVENTS_MAX_BYTES:
-                PUSH_STRIPPED.inc()
+                self._m.push_stripped.inc()
                 body = WAKE_BODY
             for conn in list(devices.values()):
                 if conn.queued_bytes > PUSH_QUEUE_LIMIT:
-                    PUSH_DROPPED.inc()
-                    conn.wake_when_drained(PUSH_QUEUE_LIMIT // 2, _wake_drained)
+                    self._m.push_dropped.inc()
+                    conn.wake_when_drained(PUSH_QUEUE_LIMIT // 2, self._wake_drained)
                     continue
                 try:
                     conn.send(Opcode.PUSH_EVENTS, 0, body)
-                    PUSH_FRAMES.inc()
+                    self._m.push_frames.inc()
                 except ConnectionError:  # closing: the device pulls when it reconnects
-                    PUSH_DROPPED.inc()
+                    self._m.push_dropped.inc()
 
     def wake_node(self, node_index: int, node_count: int) -> int:
         """Empty PUSH_EVENTS to every online device whose mailbox shard is served by
@@ -130,20 +134,19 @@ class OnlineRegistry:
                 if conn.shard % node_count != node_index:
                     continue
                 if conn.queued_bytes > PUSH_QUEUE_LIMIT:
-                    conn.wake_when_drained(PUSH_QUEUE_LIMIT // 2, _wake_drained)
+                    conn.wake_when_drained(PUSH_QUEUE_LIMIT // 2, self._wake_drained)
                     continue
                 try:
                     conn.send(Opcode.PUSH_EVENTS, 0, WAKE_BODY)
                     woken += 1
                 except ConnectionError:
                     pass  # closing: the device pulls when it reconnects
-        WAKEUPS.labels(reason="link").inc(woken)
+        self._m.wakeups.labels(reason="link").inc(woken)
         return woken
 
-
-def _wake_drained(conn: DeviceConn) -> None:
-    try:
-        conn.send(Opcode.PUSH_EVENTS, 0, WAKE_BODY)
-        WAKEUPS.labels(reason="drained").inc()
-    except ConnectionError:
-        pass  # closed meanwhile: the device pulls when it reconnects
+    def _wake_drained(self, conn: DeviceConn) -> None:
+        try:
+            conn.send(Opcode.PUSH_EVENTS, 0, WAKE_BODY)
+            self._m.wakeups.labels(reason="drained").inc()
+        except ConnectionError:
+            pass  # closed meanwhile: the device pulls when it reconnects

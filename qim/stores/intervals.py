@@ -2,15 +2,16 @@
 several intervals. History, unread and heads outside every interval are invisible; a
 leaver still reads what came before leaving.").
 
-Stored per (group, user) in the group_members HASH as "j1:l1,j2:l2,...,jn:ln", oldest
-first, written only by group_change.lua: interval i covers conversation_seq s with
+Stored form (every backend): per (group, user) the text "j1:l1,j2:l2,...,jn:ln", oldest
+first, written only by the group change of the commit store: interval i covers conversation_seq s with
 j_i < s <= l_i (l_i = 0: still a member, open). Intervals are disjoint and ascending (a
 re-join's j is the seq of its JOINED message minus one, at or above the previous
 left_at). At most MEMBER_INTERVALS_MAX are kept; a 17th membership drops the oldest, whose
 messages then become invisible to that user.
 
-Pure logic, no I/O: the writer's history pages, the session list and MARK_READ use the
-same functions, so every read path draws the same boundaries.
+Pure logic, no I/O: the group store parses with it, and the writer's history pages, the
+session list, MARK_READ and the message store's history reads use the same functions, so
+every read path draws the same boundaries.
 """
 
 from __future__ import annotations

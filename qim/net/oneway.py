@@ -1,0 +1,163 @@
+"""Best-effort one-way frames to one peer (issue 11: one helper for every such path).
+
+Used by the mailbox push links to gateways (with a backlog and a repair hook:
+qim/services/mailbox/pushlink.py, docs/decisions/0012-push-link-repair.md), the
+session node's DEVICE_FRAMES to gateways and the mailbox's PROJECTION feed to session
+nodes (no backlog: a lost frame is recovered by another path).
+
+Rules, the same for every user:
+- `send(body)` never awaits and never raises: it queues the frame on a live link, keeps
+  it in a bounded backlog while the link is down (`backlog_bytes`, 0 = no backlog), or
+  drops it. A drop calls `dropped(reason)` once (reason DROP_BACKLOG_FULL or
+  DROP_PEER_SLOW; by default the `on_drop` callback) so the owner counts it and
+  arranges the repair;
+- a live link whose peer has more than `queue_limit` bytes not yet taken drops (a peer
+  that does not read must not grow this process's memory);
+- `run()` keeps the link up: reconnects with a doubling delay capped at
+  `reconnect_max_s`; on every (re)connect it sends the `greeting()` frame (if any)
+  and then the backlog in order, synchronously, so a `send()` after the reconnect goes
+  behind them; on a live link it calls `idle()` every `poll_s` (a repair hook that may
+  `send_control()`).
+A link with a protocol of its own (the push link's hello and wake requests) subclasses
+and overrides `greeting()`, `idle()`, `dropped()` or `on_connected()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from typing import Callable, Deque, Optional
+
+from qim.errors import RequestError
+from qim.net.framed import StreamClosed
+from qim.net.rpc import RpcClient
+
+logger = logging.getLogger(__name__)
+
+SENT, KEPT, DROPPED = "sent", "kept", "dropped"
+# Bytes a peer may leave unread on a live link before frames to it drop (the default
+# of the links without a backlog: device frames, projections).
+PEER_QUEUE_LIMIT = 4 * 1024 * 1024
+DROP_BACKLOG_FULL = "backlog_full"  # link down and the backlog has no room (or is 0)
+DROP_PEER_SLOW = "peer_slow"  # link up but the peer has not taken queue_limit bytes
+
+
+class OneWayLink:
+    """One peer address, frames of one opcode with request_id 0 (no reply).
+
+    `client` is an RpcClient-like object (tests pass a stand-in): `connected`,
+    `queued_bytes`, `send_oneway(opcode, body)`, `connect()`, `wait_lost(timeout)`,
+    `close()`. `name` only labels log lines ("push", "projection", ...)."""
+
+    def __init__(self, addr: str, opcode: int, *, queue_limit: int, backlog_bytes: int = 0,
+                 on_drop: Optional[Callable[[str], None]] = None,
+                 reconnect_min_s: float = 0.05, reconnect_max_s: float = 0.25, poll_s: float = 0.1,
+                 client=None, name: str = "one-way") -> None:
+        self.addr = addr
+        self.name = name
+        self._opcode = opcode
+        self._client = client if client is not None else RpcClient(addr, connect_timeout=1.0)
+        self._queue_limit = queue_limit
+        self._backlog: Deque[bytes] = collections.deque()
+        self._backlog_size = 0
+        self._backlog_limit = backlog_bytes
+        self._on_drop = on_drop
+        self._delays = (reconnect_min_s, reconnect_max_s)
+        self._poll_s = poll_s
+        self.linked = False  # connected and greeted: send() goes straight out
+
+    @property
+    def backlog_bytes(self) -> int:
+        """Bytes kept for the next reconnect."""
+        return self._backlog_size
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes queued on the live connection but not yet taken by the peer."""
+        return self._client.queued_bytes
+
+    @property
+    def live(self) -> bool:
+        """Linked and the connection still up."""
+        return self.linked and self._client.connected
+
+    def send(self, body: bytes) -> str:
+        """Queue, keep or drop one frame; returns SENT, KEPT or DROPPED (never raises)."""
+        if self.live:
+            if self._client.queued_bytes > self._queue_limit:
+                return self._drop(DROP_PEER_SLOW)
+            try:
+                self._client.send_oneway(self._opcode, body)
+                return SENT
+            except StreamClosed:
+                pass  # lost between the check and the send: keep it like any frame of a down link
+        self.linked = False
+        if self._backlog_size + len(body) > self._backlog_limit:
+            return self._drop(DROP_BACKLOG_FULL)
+        self._backlog.append(body)
+        self._backlog_size += len(body)
+        return KEPT
+
+    def send_control(self, body: bytes) -> None:
+        """Send a frame of the link's own protocol (a hello, a wake request) on the
+        current connection, past the queue limit. Raises StreamClosed when not connected."""
+        self._client.send_oneway(self._opcode, body)
+
+    def _drop(self, reason: str) -> str:
+        self.dropped(reason)
+        return DROPPED
+
+    def dropped(self, reason: str) -> None:
+        """Hook: one frame was dropped for `reason` (calls `on_drop` by default)."""
+        if self._on_drop is not None:
+            self._on_drop(reason)
+
+    def greeting(self) -> Optional[bytes]:
+        """Hook: the first frame of every (re)connected link, or None."""
+        return None
+
+    def idle(self) -> None:
+        """Hook: called every `poll_s` on a live link (may `send_control()`)."""
+
+    def on_connected(self) -> int:
+        """The connection is up: greet, then send the backlog in order; returns how many
+        backlog frames went out. The link is live afterwards."""
+        hello = self.greeting()
+        if hello is not None:
+            self._client.send_oneway(self._opcode, hello)
+        flushed = 0
+        while self._backlog:
+            body = self._backlog.popleft()
+            self._backlog_size -= len(body)
+            self._client.send_oneway(self._opcode, body)
+            flushed += 1
+        self.linked = True
+        return flushed
+
+    async def run(self) -> None:
+        """Keep the link up until cancelled (see the module doc)."""
+        delay_min, delay_max = self._delays
+        delay = delay_min
+        while True:
+            if not self._client.connected:
+                self.linked = False
+                try:
+                    await self._client.connect()
+                except RequestError:
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, delay_max)
+                    continue
+                delay = delay_min
+                try:
+                    flushed = self.on_connected()
+                except StreamClosed:
+                    continue  # lost while greeting: the backlog left is kept for the next try
+                logger.info("%s link to %s up (%d backlog frames sent)", self.name, self.addr, flushed)
+            self.idle()
+            await self._client.wait_lost(self._poll_s)
+
+    async def close(self) -> None:
+        """Close the connection (the owner cancels `run()` first)."""
+        self.linked = False
+        await self._client.close()

@@ -1,0 +1,27 @@
+"""Metrics of the FanoutCoordinator (qim-fanout), created per node (qim/obs/metrics.py)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from prometheus_client import CollectorRegistry
+
+from qim.obs.metrics import MetricSet
+
+
+class FanoutMetrics(MetricSet):
+    """Every qim_fanout_* metric."""
+
+    def __init__(self, registry: Optional[CollectorRegistry] = None) -> None:
+        super().__init__(registry)
+        self.batch_records = self.histogram("qim_fanout_batch_records", "Outbox records per batch",
+                                            buckets=(1, 4, 16, 64, 256, 512, 1024))
+        self.delivery_wait = self.histogram("qim_fanout_delivery_wait_seconds",
+                                            "Wait for all dispatch deliveries of a batch")
+        self.offset_commit = self.histogram("qim_fanout_offset_commit_seconds", "Synchronous source offset commit")
+        self.dispatches = self.counter("qim_fanout_dispatches", "Dispatch records produced")
+        self.replays = self.counter("qim_fanout_batch_replays", "Batches re-read after a failure")
+        self.position = self.gauge("qim_fanout_outbox_position", "Next Outbox offset to read")
+        self.lag = self.gauge("qim_fanout_outbox_lag", "Outbox records not yet fanned out (high watermark - position)")
+        self.unplannable = self.counter("qim_fanout_unplannable_records",
+                                        "Outbox records that could not be planned (must stay 0)")

@@ -1,0 +1,42 @@
+"""Metrics of a ConnectionNode (qim-gateway), created per node (qim/obs/metrics.py)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from prometheus_client import CollectorRegistry
+
+from qim.obs.metrics import MetricSet
+
+
+class GatewayMetrics(MetricSet):
+    """Every qim_gateway_* metric. Built by the node on its registry and passed to the
+    online registry, the push listener and the client connections."""
+
+    def __init__(self, registry: Optional[CollectorRegistry] = None) -> None:
+        super().__init__(registry)
+        # online devices and PUSH delivery (online.py)
+        self.online_devices = self.gauge("qim_gateway_online_devices", "Authenticated connections")
+        self.kicks = self.counter("qim_gateway_kicks", "Connections replaced by a newer login of the same device")
+        self.push_frames = self.counter("qim_gateway_push_frames", "PUSH_EVENTS frames queued to devices")
+        self.push_dropped = self.counter("qim_gateway_push_dropped", "PUSH_EVENTS dropped for a slow device")
+        self.wakeups = self.counter("qim_gateway_push_wakeups", "Empty PUSH_EVENTS sent to repair dropped pushes",
+                                    ["reason"])
+        self.push_stripped = self.counter("qim_gateway_push_stripped",
+                                          "PUSH_EVENTS sent without entries (over the size cap)")
+        # the push listener (pushlink.py)
+        self.bad_push = self.counter("qim_gateway_bad_push_batches",
+                                     "Undecodable or unknown frames on the push listener")
+        self.push_links = self.gauge("qim_gateway_push_links", "Mailbox nodes with a live push link to this gateway")
+        self.link_losses = self.counter("qim_gateway_push_link_losses", "Mailbox push links that dropped")
+        # client connections (conn.py)
+        self.frame_faults = self.counter("qim_gateway_frame_faults", "Connections closed for a frame-level fault",
+                                         ["kind"])
+        self.request_errors = self.counter("qim_gateway_request_errors", "ERROR frames sent", ["code"])
+        self.requests = self.counter("qim_gateway_requests", "Client requests received", ["opcode"])
+        self.auth_timeouts = self.counter("qim_gateway_auth_timeouts",
+                                          "Connections closed for not authenticating in time")
+        # Always zero: the gateway never drops a client request on its way to a backend
+        # (the per-connection in-flight limit pushes back on the socket instead).
+        self.backend_dropped = self.counter("qim_gateway_backend_queue_dropped",
+                                            "Client requests dropped before a backend (must stay 0)")

@@ -1,0 +1,45 @@
+"""Metrics of a MailboxNode (qim-mailbox), created per node (qim/obs/metrics.py)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from prometheus_client import CollectorRegistry
+
+from qim.obs.metrics import MetricSet
+
+
+class MailboxMetrics(MetricSet):
+    """Every qim_mailbox_* metric. Built by the node on its registry and passed to the
+    materializer, the push links and the projection feed. The backlog and link gauges
+    are read from the links at scrape time (`watch_push_links`)."""
+
+    def __init__(self, registry: Optional[CollectorRegistry] = None) -> None:
+        super().__init__(registry)
+        # the materializer
+        self.records = self.counter("qim_mailbox_records", "Dispatch records materialized", ["status"])
+        self.dirty = self.counter("qim_mailbox_dirty", "Shards stopped by MailboxDirty (must stay 0)")
+        self.retries = self.counter("qim_mailbox_store_retries", "Records retried after a Redis failure")
+        self.pauses = self.counter("qim_mailbox_partition_pauses", "Partitions paused because their FIFO was full")
+        self.queued = self.gauge("qim_mailbox_queued_records", "Records queued in shard FIFOs")
+        self.dp_gc = self.counter("qim_mailbox_dispatch_progress_gc", "DispatchProgress entries garbage collected")
+        # push links to gateways (pushlink.py)
+        self.push_sent = self.counter("qim_mailbox_push_batches", "PushBatch frames queued to gateways")
+        self.push_dropped = self.counter("qim_mailbox_push_dropped", "PushBatch frames dropped (repaired by a wake-up)",
+                                         ["reason"])
+        self.push_flushed = self.counter("qim_mailbox_push_backlog_flushed",
+                                         "PushBatch frames sent from a backlog after a reconnect")
+        self.push_wakes = self.counter("qim_mailbox_push_wake_requests",
+                                       "wake_all requests sent to gateways after dropped pushes")
+        self.push_backlog = self.gauge("qim_mailbox_push_backlog_bytes", "PushBatch bytes waiting for a gateway link")
+        self.push_links_up = self.gauge("qim_mailbox_push_links_up", "Gateway push links connected and greeted")
+        # the low-latency projection feed to session nodes (projection.py)
+        self.projection_frames = self.counter("qim_mailbox_projection_frames",
+                                              "PROJECTION frames queued to session nodes")
+        self.projection_dropped = self.counter("qim_mailbox_projection_dropped",
+                                               "PROJECTION frames dropped (session node down or slow)")
+
+    def watch_push_links(self, links: list) -> None:
+        """Export the backlog bytes and live links of `links` (PushLink objects)."""
+        self.push_backlog.set_function(lambda: float(sum(link.backlog_bytes for link in links)))
+        self.push_links_up.set_function(lambda: float(sum(1 for link in links if link.live)))

@@ -1,0 +1,57 @@
+"""Metrics of a SessionNode (qim-session), created per node (qim/obs/metrics.py)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Optional
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from qim.obs.metrics import MetricSet
+
+CACHE_EVENTS = ("rebuilt", "yielded", "refreshed", "abandoned")
+
+
+class SessionMetrics(MetricSet):
+    """Every qim_session_* metric. `watch_cache(cache)` exports the session list cache's
+    own counters at scrape time (the cache stays free of metric objects)."""
+
+    def __init__(self, registry: Optional[CollectorRegistry] = None) -> None:
+        super().__init__(registry)
+        self.registrations = self.counter("qim_session_registrations", "Conversation registrations written",
+                                          ["path"])
+        self.list_seconds = self.histogram("qim_session_list_seconds", "PULL_SESSION_LIST service time",
+                                           ["snapshot"],
+                                           buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                                                    2.5))
+        self.page_failures = self.counter("qim_session_page_failures", "Session pages failed with ERROR", ["reason"])
+        self.mark_reads = self.counter("qim_session_mark_read", "MARK_READ calls", ["moved"])
+        self.projection_dropped = self.counter("qim_session_projection_dropped", "Low-latency projections dropped",
+                                               ["reason"])
+        self.dispatch_records = self.counter("qim_session_dispatch_records",
+                                             "Dispatch records projected by the durable consumer")
+        self.durable_retries = self.counter("qim_session_durable_retries",
+                                            "Durable projection batches retried after an outage")
+        self.device_frames = self.counter("qim_session_device_frames", "DEVICE_FRAMES queued to gateways",
+                                          ["opcode"])
+        self.device_frames_dropped = self.counter("qim_session_device_frames_dropped",
+                                                  "DEVICE_FRAMES dropped (gateway down or slow)")
+        self.bad_oneway = self.counter("qim_session_bad_oneway", "Unknown oneway frames on the session listener")
+
+    def watch_cache(self, cache: Any) -> None:
+        """Export `cache`'s event counters and dirty-mark count (SessionListCache)."""
+        self.registry.register(_CacheCollector(cache))
+
+
+class _CacheCollector:
+    """Reads the cache's plain counters at scrape time."""
+
+    def __init__(self, cache: Any) -> None:
+        self._cache = cache
+
+    def collect(self) -> Iterator[Any]:
+        c = CounterMetricFamily("qim_session_snapshot_events", "Snapshot cache events", labels=["event"])
+        for event in CACHE_EVENTS:
+            c.add_metric([event], getattr(self._cache, event))
+        yield c
+        yield GaugeMetricFamily("qim_session_dirty_marks", "Dirty conversation marks held", self._cache.mark_count)

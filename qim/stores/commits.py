@@ -1,0 +1,209 @@
+"""CommitStore: the commit state machine of the MessageCommitter (DESIGN.md §5.2,
+docs/decisions/0002-commit-keys.md, 0017-writer-order-and-time.md).
+
+ABSENT → RESERVED → RECORDED → (OUTBOXED) → COMMITTED. A reserving call is ONE atomic
+operation: idempotency on (tenant, sender, cmid) by a 36-byte identity digest (same
+digest: the existing commit is returned; another digest: Conflict), the reservation
+checks (the device's previous send is sequenced, the message_id is not below the
+conversation's newest one), INCR of conversation_seq, the frozen audience, the canonical
+MessageRecord and its history index entry, the in-flight and unpublished indexes. The
+group change and the state change (recall/delete) add their own writes to the same
+operation. All validation happens before the sequence is taken.
+
+Errors: StoreUnavailable; Conflict, Forbidden, NotFound (group change: no such group),
+MembershipChanged, RecordChanged, ClockBehind(message_id), PreviousNotSequenced from the
+reserving calls; NotFound / NotRecorded from `mark_committed`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple, Optional, Protocol, Sequence
+
+from qim.consts import UNPUBLISHED_SCAN_MAX
+
+RESERVED, RECORDED, COMMITTED = "RESERVED", "RECORDED", "COMMITTED"
+
+
+class CommitRef(NamedTuple):
+    """One commit: (tenant, conversation, sender, client_message_id)."""
+
+    tenant: int
+    conversation_id: bytes
+    sender_id: int
+    client_message_id: bytes
+
+
+@dataclass
+class Reservation:
+    """What every reserving call takes. `record_prefix`: the serialized MessageRecord
+    without conversation_seq (the store appends it: qim/wire/outbox.stored_record);
+    `audience`: the serialized OutboxRecord without its record (opaque to the store);
+    `split`: fault-injection mode, stop at RESERVED (the record step is `record`);
+    `writer_token`: owner of this process's reservations in the unpublished index;
+    `list_older`: list every older unpublished commit even when only this writer has
+    some; `previous`: cmid of the device's previous send ("" = none)."""
+
+    ref: CommitRef
+    digest: bytes
+    message_id: bytes
+    created_at_ms: int
+    record_prefix: bytes
+    audience: bytes
+    now_ms: int
+    writer_token: str
+    split: bool = False
+    list_older: bool = False
+    previous: bytes = b""
+    older_max: int = UNPUBLISHED_SCAN_MAX
+
+
+@dataclass(frozen=True)
+class GroupSendCheck:
+    """A group send: `actor` must be a current member and `version` still the group's
+    membership_version (else Forbidden / MembershipChanged)."""
+
+    version: int
+    actor: int
+
+
+@dataclass
+class GroupChange:
+    """A membership change (DESIGN.md §7): `op` "create" (Conflict when the group exists)
+    or "edit" (NotFound without a group, MembershipChanged when `expected_version` moved).
+    The message's seq J gives joiners joined_at = J-1 (0 on create) and leavers left_at =
+    J; a member keeps at most `intervals_kept` intervals; `members_after` is stored as the
+    immutable snapshot of the new version for `snapshot_ttl_s`."""
+
+    op: str
+    expected_version: Optional[int]
+    actor: int
+    members_after: Sequence[int]
+    group_id: int
+    snapshot_ttl_s: int
+    intervals_kept: int
+    joins: Sequence[int] = ()
+    leaves: Sequence[int] = ()
+
+
+@dataclass
+class StateChange:
+    """Recall/delete of `message_id` (same conversation): rewrite it as `new_record` and
+    mark its state (RecordChanged when it no longer is the stored `expected_version`);
+    with `group_version` set, `actor` must be a current member at that version."""
+
+    message_id: bytes
+    expected_version: str
+    new_record: bytes
+    state: int
+    group_version: Optional[int] = None
+    actor: int = 0
+
+
+@dataclass
+class Reserved:
+    """A reserving call's answer. `fresh`: this call reserved (else the existing commit
+    of the same request); `older`: unpublished commits below this one, (ref, seq), that
+    the caller publishes first (Outbox order = conversation_seq order)."""
+
+    fresh: bool
+    state: str
+    message_id: bytes
+    conversation_seq: int
+    created_at_ms: int
+    older: list[tuple[CommitRef, int]] = field(default_factory=list)
+
+
+@dataclass
+class LoadedCommit:
+    """A commit as stored, for resumption: `record` is the canonical record bytes (from
+    the commit itself while RESERVED), `audience` None once COMMITTED."""
+
+    state: str
+    message_id: bytes
+    conversation_seq: int
+    created_at_ms: int
+    audience: Optional[bytes]
+    record: Optional[bytes]
+
+
+@dataclass
+class Committed:
+    """ACK coordinates of a COMMITTED commit."""
+
+    message_id: bytes
+    conversation_seq: int
+    created_at_ms: int
+
+
+@dataclass
+class CommitReply:
+    """The identity and progress of a stored commit (operation replays)."""
+
+    digest: bytes
+    state: str
+    conversation_seq: int
+
+
+@dataclass
+class StaleScan:
+    """In-flight commits not updated since the cutoff, as (ref, seq), and how many were
+    left in place because their record is unreadable (logged by the caller)."""
+
+    commits: list[tuple[CommitRef, int]]
+    unreadable: int = 0
+
+
+class CommitStore(Protocol):
+    """Commit state of every conversation (one commit bucket per conversation)."""
+
+    async def reserve(self, res: Reservation, group: Optional[GroupSendCheck] = None) -> Reserved:
+        """Reserve and record a send (direct, or a group send checked by `group`)."""
+        ...
+
+    async def reserve_group_change(self, res: Reservation, change: GroupChange) -> Reserved:
+        """Reserve a membership change's CONTROL message and apply the change."""
+        ...
+
+    async def reserve_state_change(self, res: Reservation, change: StateChange) -> Reserved:
+        """Reserve a recall/delete CONTROL message and rewrite the target."""
+        ...
+
+    async def record(self, ref: CommitRef, message_id: bytes, now_ms: int) -> str:
+        """RESERVED → RECORDED (split mode; idempotent) of the commit reserving
+        `message_id`: the state after the call.
+        NotFound when the commit vanished."""
+        ...
+
+    async def mark_committed(self, ref: CommitRef, outbox_offset: int, now_ms: int, ttl_ms: int) -> Committed:
+        """The Outbox record is durable: COMMITTED, shrink to the ACK coordinates, expire
+        at now + ttl, leave the in-flight and unpublished indexes (idempotent). NotFound
+        when the commit vanished, NotRecorded while RESERVED."""
+        ...
+
+    async def load(self, refs: Sequence[CommitRef]) -> list[Optional[LoadedCommit]]:
+        """Each commit as stored (None when absent), a fixed number of round trips."""
+        ...
+
+    async def unpublished(self, tenant: int, conversation_id: bytes, upto_seq: int,
+                          limit: int) -> list[tuple[CommitRef, int]]:
+        """The conversation's reserved commits not yet known durable, seq <= upto_seq,
+        ascending, at most `limit`."""
+        ...
+
+    async def stale(self, updated_before_ms: int, per_bucket: int) -> StaleScan:
+        """In-flight commits not updated since `updated_before_ms` (at most `per_bucket`
+        per commit bucket); entries whose commit vanished are removed from the index."""
+        ...
+
+    async def reply_of(self, ref: CommitRef) -> Optional[CommitReply]:
+        """Identity digest, state and seq of a stored commit; None when absent."""
+        ...
+
+    async def exists(self, ref: CommitRef) -> bool:
+        """Whether the commit holds state (an idempotent replay)."""
+        ...
+
+    async def inflight_count(self) -> int:
+        """Commits not yet COMMITTED, over every bucket (qimctl's drain wait)."""
+        ...

@@ -1,0 +1,96 @@
+"""MailboxStore: user mailboxes, DispatchProgress and shard watermarks (DESIGN.md §3
+packed watermark, §5.4–5.5, §8; seed 001 §2.6, seed 004 §5).
+
+A user's mailbox holds one entry per (user, mailbox_seq): the 8-byte mailbox_seq ‖ the
+event group, ordered by the 48-bit log offset of its dispatch record (offset 0 is a real
+position: a range from a zero cursor includes it). Entries live in per-day buckets of
+created_at so retention (QIM_MAILBOX_RETENTION_MS, docs/decisions/0013) is exact without
+a per-entry cost; the highest offset ever removed is the persisted trim boundary.
+Materialization of one dispatch record: `begin` (DispatchProgress: digest, first
+mailbox_seq), `append` every recipient's entry, `finish` (completion + packed watermark
+compare-and-set), or the three `fused` for a single recipient (docs/decisions/0003).
+
+Errors: MailboxDirty (qim.errors) for a digest conflict or a watermark moved by someone
+else (the shard must stop); StoreUnavailable when the backend fails (W has not moved:
+retry).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional, Protocol, Sequence
+
+from qim.consts import DAY_MS
+
+FRESH, RESUME, DUPLICATE = "FRESH", "RESUME", "DUPLICATE"
+
+
+def day_of(created_at_ms: int) -> int:
+    """UTC day (days since the epoch) of a created_at: the entry's bucket."""
+    return created_at_ms // DAY_MS
+
+
+class Retained(NamedTuple):
+    """What retention leaves of one user's mailbox at `now`: the retained days
+    (ascending), the persisted trim boundary (-1: nothing removed yet), whether the user
+    has any mailbox metadata, and the cutoff: entries created before it are not served."""
+
+    days: list[int]
+    trim: int
+    known: bool
+    cutoff_ms: int
+
+    def straddles(self) -> bool:
+        """True when the oldest retained bucket holds entries older than the cutoff."""
+        return bool(self.days) and self.days[0] * DAY_MS < self.cutoff_ms
+
+
+class MailboxStore(Protocol):
+    """Mailboxes of the users whose shards a node owns. Offsets are 48-bit log offsets,
+    `seq8` the 8-byte big-endian mailbox_seq, blobs packed watermarks."""
+
+    retention_ms: int
+
+    async def load_watermark(self, shard: int) -> tuple[Optional[bytes], int]:
+        """(watermark blob or None when never written, shard_epoch). MailboxDirty for an
+        unknown layout."""
+        ...
+
+    async def begin(self, shard: int, dispatch_id: bytes, digest: bytes, offset: int, seq8: bytes) -> tuple[str, bytes]:
+        """begin_dispatch -> (FRESH | RESUME | DUPLICATE, mailbox_seq bytes to use)."""
+        ...
+
+    async def append(self, tenant: int, offset: int, day: int, members: Sequence[tuple[int, bytes]]) -> None:
+        """Append each (user, entry) into its `day` bucket at `offset` (idempotent)."""
+        ...
+
+    async def finish(self, shard: int, epoch: int, dispatch_id: bytes, expected_wm: Optional[bytes],
+                     new_wm: bytes) -> None:
+        """finish_dispatch: completion and W compare-and-set from `expected_wm`."""
+        ...
+
+    async def fused(self, shard: int, epoch: int, tenant: int, dispatch_id: bytes, digest: bytes, offset: int,
+                    seq8: bytes, day: int, user: int, member: bytes, expected_wm: Optional[bytes],
+                    new_wm: bytes) -> tuple[str, bytes]:
+        """begin + append + finish of a single-recipient dispatch in one operation."""
+        ...
+
+    async def trim_and_days(self, tenant: int, user_id: int, now_ms: Optional[int] = None) -> Retained:
+        """Remove the day buckets whose whole day is past the retention (raising the trim
+        boundary) and return what is retained at `now_ms` (default: the wall clock)."""
+        ...
+
+    async def trim_entries(self, tenant: int, user_id: int, day: int, members: Sequence[tuple[bytes, int]]) -> int:
+        """Remove (entry, offset) pairs of `day` a read found past the retention and raise
+        the trim boundary to their highest offset; returns the boundary."""
+        ...
+
+    async def read_range(self, tenant: int, user_id: int, days: Sequence[int], after_offset: int, upto_offset: int,
+                         limit: int) -> list[tuple[bytes, int]]:
+        """Entries with after_offset < offset <= upto_offset (after_offset -1 includes 0)
+        across `days`, merged by offset, at most `limit`, as (entry, offset)."""
+        ...
+
+    async def gc_dispatch_progress(self, shard: int, upto_offset: int, batch: int = 512) -> int:
+        """Delete DispatchProgress whose highest observed offset <= upto_offset (the
+        caller guarantees W passed it and the replay window elapsed); how many."""
+        ...

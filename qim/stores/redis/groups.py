@@ -1,0 +1,82 @@
+"""GroupStore on Redis (qim/stores/groups.py): meta and member HASHes and snapshot
+STRINGs in the group conversation's commit bucket (keys.py), written by the commit
+store's group_change.lua."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from pyroaring import BitMap64
+
+from qim.stores.errors import StoreCorrupt
+from qim.stores.groups import GroupView, MemberView, SnapshotKey, decode_members
+from qim.stores.intervals import Interval, parse_intervals
+from qim.stores.redis.keys import CommitKeys
+from qim.stores.redis.scripts import boundary
+
+
+def intervals_or_corrupt(raw: bytes, conversation_id: bytes) -> tuple[Interval, ...]:
+    """Parsed member intervals; StoreCorrupt naming the group otherwise."""
+    try:
+        return parse_intervals(raw)
+    except ValueError:
+        raise StoreCorrupt(f"corrupt member interval for group {conversation_id.hex()}") from None
+
+
+class RedisGroupStore:
+    """GroupStore over one Redis client (see the Protocol for shapes and errors)."""
+
+    def __init__(self, client) -> None:
+        self._redis = client
+
+    async def read(self, tenant: int, conversation_id: bytes) -> GroupView:
+        """GroupStore.read: HGETALL of meta and members, one pipeline."""
+        keys = CommitKeys(tenant, conversation_id)
+        with boundary("group read"):
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.hgetall(keys.group_meta())
+                pipe.hgetall(keys.group_members())
+                meta, members = await pipe.execute()
+        try:
+            view = GroupView(int(meta[b"ver"]) if b"ver" in meta else None, int(meta.get(b"owner", b"0")),
+                             int(meta.get(b"gid", b"0")))
+            for user, raw in members.items():
+                view.members[int(user)] = intervals_or_corrupt(raw, conversation_id)
+        except ValueError:
+            raise StoreCorrupt(f"corrupt group meta for {conversation_id.hex()}") from None
+        return view
+
+    async def intervals_of(self, tenant: int, conversation_id: bytes, user: int) -> Optional[tuple[Interval, ...]]:
+        """GroupStore.intervals_of: one HGET of the members HASH."""
+        with boundary("member read"):
+            raw = await self._redis.hget(CommitKeys(tenant, conversation_id).group_members(), user)
+        return None if raw is None else intervals_or_corrupt(raw, conversation_id)
+
+    async def member_views(self, tenant: int, user: int, conversation_ids: Sequence[bytes]) -> list[MemberView]:
+        """GroupStore.member_views: two HGETs per group, one pipeline."""
+        if not conversation_ids:
+            return []
+        with boundary("member read"):
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for conv in conversation_ids:
+                    keys = CommitKeys(tenant, conv)
+                    pipe.hget(keys.group_members(), user)
+                    pipe.hget(keys.group_meta(), "gid")
+                res = await pipe.execute()
+        out = []
+        for i, conv in enumerate(conversation_ids):
+            raw, gid = res[2 * i], res[2 * i + 1]
+            out.append(MemberView(None if raw is None else intervals_or_corrupt(raw, conv),
+                                  None if gid is None else int(gid)))
+        return out
+
+    async def snapshots(self, keys: Sequence[SnapshotKey]) -> list[Optional[BitMap64]]:
+        """GroupStore.snapshots: one GET per version, one pipeline."""
+        if not keys:
+            return []
+        with boundary("member snapshot read"):
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for tenant, conv, version in keys:
+                    pipe.get(CommitKeys(tenant, conv).group_snapshot(version))
+                raws = await pipe.execute()
+        return [None if raw is None else decode_members(raw) for raw in raws]

@@ -1,0 +1,174 @@
+"""Every Redis key family of QIM, defined once (DESIGN.md §3 commit bucket, §8; seed 004
+§2). Each family names the one store that owns it (reads and writes it; a family written
+inside another store's atomic script says so). docs/decisions/0019-storage-layer.md has
+the table.
+
+Every key of one conversation carries the hash tag `{bNNN}` of its commit bucket so a
+bucket's keys live on one instance. The idempotency key is in the conversation's bucket
+too: a client_message_id reused for another conversation is only detected when both land
+in one bucket (docs/decisions/0002-commit-keys.md). Tenants are written as 32 hex digits.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from qim._core import ids
+
+
+class CommitKeys:
+    """Keys of one conversation in one tenant (commit bucket computed once)."""
+
+    __slots__ = ("tag", "tenant_hex", "conv_hex", "bucket")
+
+    def __init__(self, tenant: int, conversation_id: bytes) -> None:
+        self.bucket = ids.commit_bucket(tenant, conversation_id)
+        self.tag = "{b%03d}" % self.bucket
+        self.tenant_hex = "%032x" % tenant
+        self.conv_hex = conversation_id.hex()
+
+    # --- CommitStore ------------------------------------------------------------------
+    def commit(self, sender_id: int, cmid: bytes) -> str:
+        """HASH, CommitStore: state, identity digest, ACK coordinates (expires 2 h, 24 h
+        for CONTROL messages, after commit)."""
+        return f"qim:commit:{self.tag}:{self.tenant_hex}:{sender_id}:{cmid.hex()}"
+
+    def seq(self) -> str:
+        """STRING, CommitStore: the conversation's last conversation_seq (INCR)."""
+        return f"qim:cseq:{self.tag}:{self.tenant_hex}:{self.conv_hex}"
+
+    def inflight(self) -> str:
+        """The in-flight ZSET of this conversation's commit bucket (CommitStore)."""
+        return inflight_key(self.bucket)
+
+    def unpublished(self) -> str:
+        """ZSET, CommitStore: conversation_seq -> commit hash of reserved commits whose
+        Outbox record is not yet known durable (added by the reserve, removed by
+        mark_committed; docs/decisions/0017)."""
+        return f"qim:unpub:{self.tag}:{self.tenant_hex}:{self.conv_hex}"
+
+    def unpublished_owners(self) -> str:
+        """HASH, CommitStore: writer token -> count of its commits in `unpublished`."""
+        return f"qim:unpubown:{self.tag}:{self.tenant_hex}:{self.conv_hex}"
+
+    def last_id(self) -> str:
+        """STRING, CommitStore: message_id (16 bytes) of the conversation's newest
+        reservation; a reserve below it is refused (created_at never decreases)."""
+        return f"qim:clast:{self.tag}:{self.tenant_hex}:{self.conv_hex}"
+
+    # --- MessageStore (written inside the CommitStore's reserving scripts) ------------
+    def record(self, message_id: bytes) -> str:
+        """STRING, MessageStore: the canonical MessageRecord of `message_id`."""
+        return f"qim:msg:{self.tag}:{message_id.hex()}"
+
+    def history(self) -> str:
+        """ZSET, MessageStore: message_id scored by conversation_seq (existing messages)."""
+        return f"qim:hist:{self.tag}:{self.tenant_hex}:{self.conv_hex}"
+
+    def state(self, message_id: bytes) -> str:
+        """STRING, MessageStore: RECALLED | DELETED once recalled or deleted (absent:
+        NORMAL); read by mailbox pulls to drop inline bodies."""
+        return f"qim:msgst:{self.tag}:{message_id.hex()}"
+
+    # --- GroupStore (written inside the CommitStore's group_change script) ------------
+    def group_meta(self) -> str:
+        """HASH, GroupStore: gid, owner, ver (membership_version), count, cat."""
+        return f"qim:grp:{self.tag}:{self.tenant_hex}:{self.conv_hex}"
+
+    def group_members(self) -> str:
+        """HASH, GroupStore: user_id -> member intervals (qim/stores/intervals.py)."""
+        return f"qim:grpmember:{self.tag}:{self.tenant_hex}:{self.conv_hex}"
+
+    def group_snapshot(self, version: int) -> str:
+        """STRING, GroupStore: current members at `version` (qim/stores/groups.py form),
+        immutable, 8 days."""
+        return f"qim:grpsnap:{self.tag}:{self.tenant_hex}:{self.conv_hex}:{version}"
+
+
+def inflight_key(bucket: int) -> str:
+    """ZSET, CommitStore: commit hashes not yet COMMITTED, scored by last update."""
+    return "qim:inflight:{b%03d}" % bucket
+
+
+def parse_commit_key(key: str) -> Optional[tuple[int, int, bytes]]:
+    """(tenant, sender_id, client_message_id) of a commit hash key; None when it is not one."""
+    parts = key.split(":")
+    if len(parts) != 6 or parts[:2] != ["qim", "commit"]:
+        return None
+    try:
+        return int(parts[3], 16), int(parts[4]), bytes.fromhex(parts[5])
+    except ValueError:
+        return None
+
+
+def record_key_for(commit_key: str, message_id: bytes) -> str:
+    """The record key in the same bucket as `commit_key`."""
+    return f"qim:msg:{commit_key.split(':')[2]}:{message_id.hex()}"
+
+
+# --- ClockLeaseStore ------------------------------------------------------------------
+def hlc_key(region_id: int, writer_id: int) -> str:
+    """STRING, ClockLeaseStore: end of the last clock window leased by (region, writer_id)."""
+    return f"qim:hlc:{region_id}:{writer_id}"
+
+
+def hlc_cluster_key() -> str:
+    """STRING, ClockLeaseStore: the highest HLC issue ceiling any writer published (ms)."""
+    return "qim:hlc:cluster"
+
+
+def writer_lease_key(region_id: int, writer_id: int) -> str:
+    """STRING, ClockLeaseStore: token of the process holding (region, writer_id), TTL."""
+    return f"qim:writer-lease:{region_id}:{writer_id}"
+
+
+# --- MailboxStore ---------------------------------------------------------------------
+def mailbox_key(tenant: int, user_id: int, day: int) -> str:
+    """ZSET, MailboxStore: one user's entries of one UTC day of created_at; score = log
+    offset, member = mailbox_seq (8 bytes) ‖ event group; expires at the day's end +
+    retention."""
+    return f"qim:mbx:{tenant:032x}:{user_id}:d{day}"
+
+
+def days_key(tenant: int, user_id: int) -> str:
+    """HASH, MailboxStore: day -> highest offset in that day, and `trim` = the highest
+    offset ever removed (persisted trim boundary)."""
+    return f"qim:mbxdays:{tenant:032x}:{user_id}"
+
+
+def dp_key(shard: int, dispatch_id: bytes) -> str:
+    """HASH, MailboxStore: DispatchProgress of one dispatch (digest, mailbox_seq, offsets)."""
+    return f"qim:dp:{{s{shard}}}:{dispatch_id.hex()}"
+
+
+def dpidx_key(shard: int) -> str:
+    """ZSET, MailboxStore: DispatchProgress keys by highest observed offset (GC)."""
+    return f"qim:dpidx:{{s{shard}}}"
+
+
+def wm_key(shard: int) -> str:
+    """HASH, MailboxStore: the shard's packed watermark (blob, layout, epoch)."""
+    return f"qim:wm:{{s{shard}}}"
+
+
+# --- SessionStore and ReadPositionStore -----------------------------------------------
+def convs_key(tenant: int, user_id: int) -> str:
+    """ZSET, SessionStore: conversation_id hex -> created_at_ms of the newest message (GT)."""
+    return f"qim:convs:{tenant:032x}:{user_id}"
+
+
+def peers_key(tenant: int, user_id: int) -> str:
+    """HASH, SessionStore: direct conversation_id hex -> the other participant (HSETNX)."""
+    return f"qim:convpeer:{tenant:032x}:{user_id}"
+
+
+def checkpoint_key(node_index: int, node_count: int) -> str:
+    """HASH, SessionStore: the durable projection checkpoint of session node `index` of
+    `count` (bind = "<cluster_id>|<topic_id>|<partitions>", p<N> = next offset)."""
+    return f"qim:session:ckpt:{node_index}of{node_count}"
+
+
+def read_key(tenant: int, user_id: int) -> str:
+    """HASH, ReadPositionStore: conversation_id hex -> read_conversation_seq (forward
+    only; also moved by SessionStore's registration of the user's own sends)."""
+    return f"qim:read:{tenant:032x}:{user_id}"

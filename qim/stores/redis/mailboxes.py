@@ -1,0 +1,131 @@
+"""MailboxStore on Redis (qim/stores/mailboxes.py), phase one (DESIGN.md §5.4–5.5, §8).
+
+Keys (keys.py): per (user, UTC day of created_at) a ZSET `qim:mbx:...:d<day>` scored by
+the 48-bit log offset, member = mailbox_seq (8 bytes) ‖ event group, EXPIREAT = end of
+that day + retention; per user the day index `qim:mbxdays:...` (day -> highest offset,
+`trim` = the persisted trim boundary) expiring retention + 1 day + MAILBOX_INDEX_GRACE_MS
+after the last write (docs/decisions/0013); per shard DispatchProgress `qim:dp:{s<N>}:...`,
+its index and the watermark `qim:wm:{s<N>}`. Range reads merge the day buckets by offset
+and include offset 0 for a zero cursor (seed lesson: the offset-0 exclusion bug).
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from typing import Optional, Sequence
+
+from qim.consts import DAY_MS, MAILBOX_INDEX_GRACE_MS, MAILBOX_RETENTION_MS_DEFAULT, WM_LAYOUT_V1
+from qim.errors import MailboxDirty
+from qim.stores.mailboxes import Retained
+from qim.stores.redis.keys import days_key, dp_key, dpidx_key, mailbox_key, wm_key
+from qim.stores.redis.scripts import Scripts, boundary
+
+SCRIPTS = ("mailbox_begin", "mailbox_append", "mailbox_finish", "mailbox_fused", "mailbox_trim",
+           "mailbox_trim_entries")
+
+
+class RedisMailboxStore:
+    """MailboxStore over one Redis instance (see the Protocol for shapes and errors)."""
+
+    def __init__(self, client, retention_ms: int = MAILBOX_RETENTION_MS_DEFAULT) -> None:
+        self._redis = client
+        self._scripts = Scripts(client, SCRIPTS)
+        self.retention_ms = retention_ms
+        self.index_ttl_s = -(-(retention_ms + DAY_MS + MAILBOX_INDEX_GRACE_MS) // 1000)
+
+    def expire_at(self, day: int) -> int:
+        """Unix seconds at which a day bucket's key expires: its day's end + retention."""
+        return -(-((day + 1) * DAY_MS + self.retention_ms) // 1000)
+
+    async def load_watermark(self, shard: int) -> tuple[Optional[bytes], int]:
+        """MailboxStore.load_watermark: HMGET of the watermark HASH."""
+        with boundary("watermark read"):
+            blob, layout, epoch = await self._redis.hmget(wm_key(shard), "blob", "layout", "epoch")
+        if blob is not None and int(layout or 0) != WM_LAYOUT_V1:
+            raise MailboxDirty(f"shard {shard}: unknown watermark layout {layout!r}")
+        return blob, int(epoch or 1)
+
+    async def begin(self, shard: int, dispatch_id: bytes, digest: bytes, offset: int, seq8: bytes) -> tuple[str, bytes]:
+        """MailboxStore.begin: mailbox_begin.lua."""
+        status, seq = await self._scripts.call("mailbox_begin", [dp_key(shard, dispatch_id), dpidx_key(shard)],
+                                               [digest, offset, seq8])
+        return status.decode(), seq
+
+    async def append(self, tenant: int, offset: int, day: int, members: Sequence[tuple[int, bytes]]) -> None:
+        """MailboxStore.append: mailbox_append.lua, every recipient in one call."""
+        keys: list = []
+        args: list = [offset, self.index_ttl_s]
+        for user, member in members:
+            keys += [mailbox_key(tenant, user, day), days_key(tenant, user)]
+            args += [member, day, self.expire_at(day)]
+        await self._scripts.call("mailbox_append", keys, args)
+
+    async def finish(self, shard: int, epoch: int, dispatch_id: bytes, expected_wm: Optional[bytes],
+                     new_wm: bytes) -> None:
+        """MailboxStore.finish: mailbox_finish.lua."""
+        await self._scripts.call("mailbox_finish", [dp_key(shard, dispatch_id), wm_key(shard)],
+                                 [expected_wm or b"", new_wm, epoch])
+
+    async def fused(self, shard: int, epoch: int, tenant: int, dispatch_id: bytes, digest: bytes, offset: int,
+                    seq8: bytes, day: int, user: int, member: bytes, expected_wm: Optional[bytes],
+                    new_wm: bytes) -> tuple[str, bytes]:
+        """MailboxStore.fused: mailbox_fused.lua (docs/decisions/0003)."""
+        keys = [dp_key(shard, dispatch_id), dpidx_key(shard), wm_key(shard), mailbox_key(tenant, user, day),
+                days_key(tenant, user)]
+        args = [digest, offset, seq8, expected_wm or b"", new_wm, epoch, member, day, self.expire_at(day),
+                self.index_ttl_s]
+        status, seq = await self._scripts.call("mailbox_fused", keys, args)
+        return status.decode(), seq
+
+    async def trim_and_days(self, tenant: int, user_id: int, now_ms: Optional[int] = None) -> Retained:
+        """MailboxStore.trim_and_days: HGETALL of the day index, mailbox_trim.lua when days expired."""
+        cutoff = (time.time_ns() // 1_000_000 if now_ms is None else now_ms) - self.retention_ms
+        with boundary("mailbox read"):
+            index = await self._redis.hgetall(days_key(tenant, user_id))
+        if not index:
+            return Retained([], -1, False, cutoff)
+        trim = int(index.pop(b"trim", b"-1"))
+        days = sorted(int(d) for d in index)
+        expired = [d for d in days if (d + 1) * DAY_MS <= cutoff]
+        if expired:
+            keys = [days_key(tenant, user_id)] + [mailbox_key(tenant, user_id, d) for d in expired]
+            trim = int(await self._scripts.call("mailbox_trim", keys, expired))
+        return Retained(days[len(expired):], trim, True, cutoff)
+
+    async def trim_entries(self, tenant: int, user_id: int, day: int, members: Sequence[tuple[bytes, int]]) -> int:
+        """MailboxStore.trim_entries: mailbox_trim_entries.lua."""
+        keys = [days_key(tenant, user_id), mailbox_key(tenant, user_id, day)]
+        hi = max(offset for _, offset in members)
+        return int(await self._scripts.call("mailbox_trim_entries", keys, [hi] + [m for m, _ in members]))
+
+    async def read_range(self, tenant: int, user_id: int, days: Sequence[int], after_offset: int, upto_offset: int,
+                         limit: int) -> list[tuple[bytes, int]]:
+        """MailboxStore.read_range: one ZRANGEBYSCORE per day bucket, one pipeline."""
+        if upto_offset <= after_offset or not days:
+            return []
+        with boundary("mailbox read"):
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for day in days:
+                    pipe.zrangebyscore(mailbox_key(tenant, user_id, day), f"({after_offset}", upto_offset,
+                                       start=0, num=limit, withscores=True)
+                per_day = await pipe.execute()
+        merged = heapq.merge(*([(int(s), m) for m, s in rows] for rows in per_day))
+        out = []
+        for offset, member in merged:
+            out.append((member, offset))
+            if len(out) == limit:
+                break
+        return out
+
+    async def gc_dispatch_progress(self, shard: int, upto_offset: int, batch: int = 512) -> int:
+        """MailboxStore.gc_dispatch_progress: ZRANGEBYSCORE of the index, then DEL + ZREM in one transaction."""
+        idx = dpidx_key(shard)
+        with boundary("dispatch progress gc"):
+            victims = await self._redis.zrangebyscore(idx, "-inf", upto_offset, start=0, num=batch)
+            if victims:
+                async with self._redis.pipeline(transaction=True) as pipe:
+                    pipe.delete(*victims)
+                    pipe.zrem(idx, *victims)
+                    await pipe.execute()
+        return len(victims)

@@ -1,0 +1,115 @@
+"""SessionStore and ReadPositionStore on Redis (qim/stores/sessions.py, reads.py): the
+conversation set ZSET, the peers HASH, the read HASH and the checkpoint HASH (keys.py);
+session_register.lua (the one registration script of both projection paths),
+session_mark_read.lua and session_checkpoint.lua."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from qim.stores.errors import CheckpointConflict, StoreCorrupt
+from qim.stores.redis.keys import checkpoint_key, convs_key, peers_key, read_key
+from qim.stores.redis.scripts import Scripts, boundary, int_score_pairs
+from qim.stores.sessions import Checkpoint, Registration
+
+SESSION_SCRIPTS = ("session_register", "session_checkpoint")
+READ_SCRIPTS = ("session_mark_read",)
+
+
+class RedisSessionStore:
+    """SessionStore over one Redis client (see the Protocol for shapes and errors)."""
+
+    def __init__(self, client) -> None:
+        self._redis = client
+        self._scripts = Scripts(client, SESSION_SCRIPTS)
+
+    async def register(self, regs: Sequence[Registration]) -> int:
+        # all of a batch in one pipelined round trip (the seed's session once awaited one
+        # write per projection: throughput ≈ 1/RTT, 75 % dropped at 15k msg/s)
+        """SessionStore.register: session_register.lua once per registration, one pipelined round trip."""
+        if not regs:
+            return 0
+        calls = [((convs_key(r.tenant, r.user), read_key(r.tenant, r.user), peers_key(r.tenant, r.user)),
+                  (r.conversation_id.hex(), r.created_at_ms, r.own_seq, r.peer)) for r in regs]
+        return sum(int(x) for x in await self._scripts.call_many("session_register", calls))
+
+    async def conversations(self, tenant: int, user: int) -> list[tuple[int, bytes]]:
+        """SessionStore.conversations: one ZRANGE WITHSCORES (raw reply)."""
+        with boundary("conversation set read"):
+            # raw reply: redis-py's score-pair callback costs ~5 µs per member
+            raw = await self._redis.execute_command("ZRANGE", convs_key(tenant, user), 0, -1, "WITHSCORES")
+        return int_score_pairs(raw, swap=True)
+
+    async def scores(self, tenant: int, user: int, members: Sequence[bytes]) -> list[Optional[int]]:
+        """SessionStore.scores: one ZMSCORE."""
+        if not members:
+            return []
+        with boundary("conversation set read"):
+            got = await self._redis.zmscore(convs_key(tenant, user), list(members))
+        return [None if s is None else int(s) for s in got]
+
+    async def listed(self, tenant: int, user: int, conversation_id: bytes) -> bool:
+        """SessionStore.listed: one ZSCORE."""
+        with boundary("conversation set read"):
+            return await self._redis.zscore(convs_key(tenant, user), conversation_id.hex()) is not None
+
+    async def peers(self, tenant: int, user: int, conversation_ids: Sequence[bytes]) -> list[int]:
+        """SessionStore.peers: one HMGET of the peers HASH."""
+        if not conversation_ids:
+            return []
+        with boundary("peer read"):
+            got = await self._redis.hmget(peers_key(tenant, user), [c.hex() for c in conversation_ids])
+        return [int(p or 0) for p in got]
+
+    async def checkpoint_bind(self, node_index: int, node_count: int, binding: str, partitions: int) -> Checkpoint:
+        """SessionStore.checkpoint_bind: session_checkpoint.lua init."""
+        res = await self._scripts.call("session_checkpoint", [checkpoint_key(node_index, node_count)],
+                                       ["init", binding, partitions])
+        status = res[0].decode()
+        if status == "MISMATCH":
+            return Checkpoint(status, res[1].decode(errors="replace"))
+        return Checkpoint(status, binding, [int(off) for off in res[1:]])
+
+    async def checkpoint_advance(self, node_index: int, node_count: int, binding: str,
+                                 moves: dict[int, tuple[int, int]]) -> None:
+        """SessionStore.checkpoint_advance: session_checkpoint.lua advance; on QIM_CKPT_CONFLICT the stored offsets are read back (a lost reply of our own write passes)."""
+        key = checkpoint_key(node_index, node_count)
+        args: list = ["advance", binding]
+        for part, (expected, new) in sorted(moves.items()):
+            args += [f"p{part}", str(expected), str(new)]
+        try:
+            await self._scripts.call("session_checkpoint", [key], args)
+        except CheckpointConflict as exc:
+            if exc.reason != "QIM_CKPT_CONFLICT":  # rebound under us: never our own write
+                raise
+            # our previous attempt may have been applied with only its reply lost
+            fields = [f"p{p}" for p in sorted(moves)]
+            with boundary("checkpoint read"):
+                stored = await self._redis.hmget(key, fields)
+            if [s.decode() if s else "" for s in stored] != [str(moves[p][1]) for p in sorted(moves)]:
+                raise
+
+
+class RedisReadPositions:
+    """ReadPositionStore over one Redis client."""
+
+    def __init__(self, client) -> None:
+        self._redis = client
+        self._scripts = Scripts(client, READ_SCRIPTS)
+
+    async def positions(self, tenant: int, user: int, conversation_ids: Sequence[bytes]) -> list[int]:
+        """ReadPositionStore.positions: one HMGET of the read HASH."""
+        if not conversation_ids:
+            return []
+        with boundary("read position read"):
+            got = await self._redis.hmget(read_key(tenant, user), [c.hex() for c in conversation_ids])
+        try:
+            return [int(r or 0) for r in got]
+        except ValueError:
+            raise StoreCorrupt("corrupt read position") from None
+
+    async def mark_read(self, tenant: int, user: int, conversation_id: bytes, seq: int) -> tuple[int, bool]:
+        """ReadPositionStore.mark_read: session_mark_read.lua (forward only)."""
+        pos, moved = await self._scripts.call("session_mark_read", [read_key(tenant, user)],
+                                              [conversation_id.hex(), seq])
+        return int(pos), bool(int(moved))

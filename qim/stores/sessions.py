@@ -1,0 +1,85 @@
+"""SessionStore: conversation sets, direct peers and the durable projection's checkpoint
+(DESIGN.md §6; seed 000 会话列表, seed 004 §6; docs/decisions/0006-session-projection.md).
+
+A user's conversation set orders its conversations by the created_at_ms of the newest
+message seen (only grows). A registration (one committed message for one user) is ONE
+order-independent write used by both projection paths (durable dispatch consumer, the
+mailbox's low-latency Projection): the set (greater-than only), the read position when the
+user sent the message ("sending marks the conversation read", the ReadPositionStore's
+value moved forward only) and the direct peer (set once). The seed lost registrations
+when the two paths wrote differently.
+
+Conversation set members are the conversation_id as 32 lowercase hex ASCII bytes (the
+session list cache's key form); scores are created_at_ms.
+
+The checkpoint of session node `index` of `count` is bound to "<cluster_id>|<topic_id>|
+<partitions>" of the dispatch topic and holds the next offset of every partition.
+
+Errors: StoreUnavailable; CheckpointConflict when an advance finds other values;
+StoreCorrupt for a checkpoint missing a partition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple, Optional, Protocol, Sequence
+
+
+class Registration(NamedTuple):
+    """One (user, conversation) registration. own_seq: the conversation_seq when the user
+    sent the message, else 0. peer: the other participant of a direct conversation when
+    known, else 0."""
+
+    tenant: int
+    user: int
+    conversation_id: bytes
+    created_at_ms: int
+    own_seq: int
+    peer: int
+
+
+@dataclass
+class Checkpoint:
+    """`status`: "NEW" (created at offset 0), "OK" (resumed) or "MISMATCH" (bound to
+    `binding` as stored, which differs); `offsets[p]` = next offset of partition p."""
+
+    status: str
+    binding: str = ""
+    offsets: list[int] = field(default_factory=list)
+
+
+class SessionStore(Protocol):
+    """Session state of the users a session node owns."""
+
+    async def register(self, regs: Sequence[Registration]) -> int:
+        """Write every registration (one round trip for all); how many conversations were
+        new for their user."""
+        ...
+
+    async def conversations(self, tenant: int, user: int) -> list[tuple[int, bytes]]:
+        """The whole conversation set as (score, member), ascending."""
+        ...
+
+    async def scores(self, tenant: int, user: int, members: Sequence[bytes]) -> list[Optional[int]]:
+        """The score of each member (None when not in the set)."""
+        ...
+
+    async def listed(self, tenant: int, user: int, conversation_id: bytes) -> bool:
+        """Whether the conversation is in the user's set."""
+        ...
+
+    async def peers(self, tenant: int, user: int, conversation_ids: Sequence[bytes]) -> list[int]:
+        """The recorded direct peer of each conversation (0 when unknown)."""
+        ...
+
+    async def checkpoint_bind(self, node_index: int, node_count: int, binding: str, partitions: int) -> Checkpoint:
+        """Create the checkpoint at offset 0 when absent, else resume it (MISMATCH when
+        bound to something else)."""
+        ...
+
+    async def checkpoint_advance(self, node_index: int, node_count: int, binding: str,
+                                 moves: dict[int, tuple[int, int]]) -> None:
+        """Compare-and-set partition -> (expected next offset, new next offset); a
+        retry whose values are already stored (a lost reply) succeeds. Else
+        CheckpointConflict (another owner, or rebound)."""
+        ...

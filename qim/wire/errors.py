@@ -1,0 +1,33 @@
+"""ERROR frame bodies (docs/protocol.md ERROR; DESIGN.md §4 "every request gets a reply
+or an ERROR frame with its request_id"): the one encode/decode pair, used by the
+gateway (to clients), the RPC server and client (between services) and qimctl.
+
+`RemoteError` is what a caller raises for an ERROR reply. It carries no opcode on
+purpose: whoever re-raises it to a client builds the body with the client's own request
+opcode (issue 10, fault 8)."""
+
+from __future__ import annotations
+
+from qim.errors import ErrorCode, RequestError
+from qim.proto.v1 import common_pb2
+
+
+def error_body(code: ErrorCode, message: str, request_opcode: int = 0) -> bytes:
+    """Serialized `qim.v1.Error` for an ERROR frame (`message` must be safe to show:
+    no keys, tokens or bodies)."""
+    return common_pb2.Error(code=int(code), message=message, request_opcode=request_opcode).SerializeToString()
+
+
+class RemoteError(RequestError):
+    """The peer answered with an ERROR frame: `code` and `message` are the peer's."""
+
+
+def parse_error(body: bytes) -> RemoteError:
+    """RemoteError from an ERROR body (INTERNAL when the body itself is unreadable or
+    names an unknown code: a peer bug must still surface as an error, never vanish)."""
+    err = common_pb2.Error()
+    try:
+        err.ParseFromString(body)
+        return RemoteError(ErrorCode(err.code), err.message)
+    except Exception:  # noqa: BLE001 — DecodeError or an unknown ErrorCode value
+        return RemoteError(ErrorCode.INTERNAL, "unreadable ERROR body")

@@ -1,0 +1,23 @@
+"""Wire form of a stored message for history pages and session heads (DESIGN.md §5
+step 7, §6; docs/protocol.md HISTORY_BATCH): the one definition, used by the writer's
+PULL_HISTORY and by SessionProjection's list heads."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from qim.proto.v1 import history_pb2, message_pb2
+
+
+def history_item(rec: message_pb2.MessageRecord, actor_user: int,
+                 body_limit: Optional[int] = None) -> history_pb2.HistoryItem:
+    """HistoryItem of a stored record for `actor_user`: recalled/deleted records carry no
+    body, and neither does a body above `body_limit` bytes (session heads:
+    body_included false, the client reads it from history). The actor's own messages
+    carry their client_message_id (the SDK's reconciliation anchor)."""
+    included = rec.state == message_pb2.MESSAGE_STATE_NORMAL and (body_limit is None or len(rec.body) <= body_limit)
+    return history_pb2.HistoryItem(
+        message_id=rec.message_id, conversation_seq=rec.conversation_seq, sender_id=rec.sender_id,
+        created_at_ms=rec.created_at_ms, message_type=rec.message_type, custom_type=rec.custom_type,
+        body=rec.body if included else b"", body_included=included, state=rec.state,
+        client_message_id=rec.client_message_id if rec.sender_id == actor_user else b"")

@@ -1,0 +1,78 @@
+"""Configuration from QIM_* variables (qim/config.py; DESIGN.md §11 "invalid values stop
+the process at start with a message naming the variable"). Pure logic over a dict."""
+
+from __future__ import annotations
+
+import pytest
+
+from qim.config import Env, FanoutConfig, GatewayConfig, MailboxConfig, SessionConfig, WriterConfig
+from qim.consts import FANOUT_BATCH_DEFAULT, METRICS_PORTS
+from qim.errors import ConfigError
+
+BASE = {"QIM_REDIS_ADDR": "127.0.0.1:6379", "QIM_KAFKA_BOOTSTRAP": "127.0.0.1:9092", "QIM_DEV_TOKEN_SECRET": "s"}
+
+
+def env(**kw: str) -> Env:
+    return Env({**BASE, **kw})
+
+
+def refused(build, **kw: str) -> str:
+    with pytest.raises(ConfigError) as exc:
+        build(env(**kw))
+    return str(exc.value)
+
+
+def test_defaults_are_the_design_defaults():
+    gw = GatewayConfig.from_env(env())
+    assert gw.listen == "127.0.0.1:7100" and gw.metrics_listen == f"127.0.0.1:{METRICS_PORTS['gateway']}"
+    assert gw.common.shard_count == 64 and gw.common.tenant == 0 and not gw.common.allow_unsafe_dev
+    assert FanoutConfig.from_env(env()).batch_size == FANOUT_BATCH_DEFAULT
+    mb = MailboxConfig.from_env(env(QIM_MAILBOX_NODE_COUNT="4", QIM_MAILBOX_NODE_INDEX="1",
+                                    QIM_MAILBOX_SHARD_COUNT="16"))
+    assert mb.owned_shards() == [1, 5, 9, 13]
+    session = SessionConfig.from_env(env(QIM_SESSION_ADDRS="127.0.0.1:1,127.0.0.1:2", QIM_SESSION_NODE_INDEX="1"))
+    assert (session.node_index, session.node_count) == (1, 2)
+
+
+@pytest.mark.parametrize("name, value, needle", [
+    ("QIM_MAILBOX_SHARD_COUNT", "48", "QIM_MAILBOX_SHARD_COUNT=48 is not a power of two"),
+    ("QIM_MAILBOX_SHARD_COUNT", "0", "QIM_MAILBOX_SHARD_COUNT=0 is outside 1..65536"),
+    ("QIM_WRITER_REQUEST_INFLIGHT_LIMIT", "lots", "QIM_WRITER_REQUEST_INFLIGHT_LIMIT='lots' is not an integer"),
+    ("QIM_WRITER_REQUEST_INFLIGHT_LIMIT", "9000", "QIM_WRITER_REQUEST_INFLIGHT_LIMIT=9000 is outside 1..8192"),
+    ("QIM_WRITER_LISTEN", "7101", "QIM_WRITER_LISTEN: bad address '7101'"),
+    ("QIM_REDIS_ALLOW_UNSAFE_DEV", "yes", "QIM_REDIS_ALLOW_UNSAFE_DEV='yes' must be 0 or 1"),
+    ("QIM_TENANT_ID", "-1", "QIM_TENANT_ID must be a u128"),
+    ("QIM_TENANT_ID", "abc", "QIM_TENANT_ID='abc' is not an integer"),
+    ("QIM_REDIS_ADDR", "", "QIM_REDIS_ADDR is required"),
+])
+def test_a_bad_value_names_its_variable(name, value, needle):
+    assert needle in refused(WriterConfig.from_env, **{name: value})
+
+
+def test_lists_addresses_and_indexes_are_checked_per_service():
+    assert "QIM_WRITER_ADDRS lists no address" in refused(GatewayConfig.from_env, QIM_WRITER_ADDRS=" , ")
+    assert "QIM_MAILBOX_ADDRS: bad address 'nope'" in refused(GatewayConfig.from_env,
+                                                               QIM_MAILBOX_ADDRS="127.0.0.1:1,nope")
+    assert "QIM_MAILBOX_NODE_INDEX=2 is outside 0..1" in refused(MailboxConfig.from_env, QIM_MAILBOX_NODE_COUNT="2",
+                                                                 QIM_MAILBOX_NODE_INDEX="2")
+    assert "QIM_SESSION_NODE_INDEX=1 is outside 0..0" in refused(SessionConfig.from_env, QIM_SESSION_NODE_INDEX="1")
+    assert "QIM_DEV_TOKEN_SECRET is required" in refused(GatewayConfig.from_env, QIM_DEV_TOKEN_SECRET="")
+    assert "QIM_FANOUT_BATCH_SIZE=0 is outside" in refused(FanoutConfig.from_env, QIM_FANOUT_BATCH_SIZE="0")
+
+
+def test_fault_points_need_the_switch_and_loopback_listeners():
+    assert "QIM_FAULT_INJECTION=1 is not" in refused(WriterConfig.from_env, QIM_WRITER_FAULT_POINT="after_record")
+    msg = refused(WriterConfig.from_env, QIM_WRITER_FAULT_POINT="after_record", QIM_FAULT_INJECTION="1",
+                  QIM_WRITER_LISTEN="10.0.0.1:7101")
+    assert "requires loopback listeners; QIM_WRITER_LISTEN is 10.0.0.1" in msg
+    msg = refused(WriterConfig.from_env, QIM_WRITER_FAULT_POINT="nowhere", QIM_FAULT_INJECTION="1")
+    assert "QIM_WRITER_FAULT_POINT='nowhere' is not one of" in msg
+    ok = WriterConfig.from_env(env(QIM_WRITER_FAULT_POINT="after_record", QIM_FAULT_INJECTION="1"))
+    assert ok.fault_point == "after_record"
+
+
+def test_hex_values_and_the_clock_skew_guard():
+    assert WriterConfig.from_env(env(QIM_TENANT_ID="0x10")).common.tenant == 16
+    assert WriterConfig.from_env(env(QIM_CLOCK_SKEW_MS="-5000")).clock_skew_ms == -5000
+    assert "QIM_CLOCK_SKEW_MS requires loopback" in refused(WriterConfig.from_env, QIM_CLOCK_SKEW_MS="1",
+                                                            QIM_WRITER_METRICS_LISTEN="0.0.0.0:9101")

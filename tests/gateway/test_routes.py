@@ -1,0 +1,148 @@
+"""The gateway's routing table and validators (qim/services/gateway/routes.py,
+requests.py) and the writer choice (router.py): pure logic, a stand-in router records
+what would go to which backend."""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import pytest
+
+from qim._core import ids
+from qim.consts import GROUP_MAX_MEMBERS
+from qim.errors import ErrorCode, RequestError
+from qim.proto.v1 import group_pb2, history_pb2, internal_pb2, mailbox_pb2, message_pb2, session_pb2
+from qim.protocol import Opcode
+from qim.services.gateway.conn import BULK_OPS
+from qim.services.gateway.router import BackendRouter, rendezvous_order
+from qim.services.gateway.routes import RESERVED, ROUTES, Backend, forward
+
+TENANT, USER, DEVICE, SHARD = 0, 5, 1, 3
+CONV = ids.conversation_id_direct(TENANT, USER, 6)
+GROUP_CONV = ids.conversation_id_group(TENANT, 77)
+
+
+def conn(max_body: int = 1 << 20) -> SimpleNamespace:
+    return SimpleNamespace(tenant=TENANT, user_id=USER, device_id=DEVICE, shard=SHARD,
+                           gw=SimpleNamespace(config=SimpleNamespace(max_body=max_body)))
+
+
+def send(**kw) -> bytes:
+    fields = dict(client_message_id=os.urandom(16), conversation_id=CONV, recipient_user_id=6, body=b"hi")
+    fields.update(kw)
+    return message_pb2.SendMessage(**fields).SerializeToString()
+
+
+def rejected(opcode: int, body: bytes, c=None) -> RequestError:
+    with pytest.raises(RequestError) as exc:
+        ROUTES[opcode].check(c or conn(), body)
+    return exc.value
+
+
+def test_every_client_request_opcode_has_one_route_to_its_backend():
+    backends = {op: route.backend for op, route in ROUTES.items()}
+    assert backends == {
+        Opcode.SEND_MESSAGE: Backend.WRITER, Opcode.RECALL_MESSAGE: Backend.WRITER, Opcode.PULL_HISTORY: Backend.WRITER,
+        Opcode.CREATE_GROUP: Backend.WRITER, Opcode.LEAVE_GROUP: Backend.WRITER, Opcode.PULL_MEMBERS: Backend.WRITER,
+        Opcode.PULL_SESSION_LIST: Backend.SESSION, Opcode.MARK_READ: Backend.SESSION,
+        Opcode.PULL_MAILBOX: Backend.MAILBOX}
+    assert BULK_OPS == {Opcode.PULL_HISTORY, Opcode.PULL_MEMBERS, Opcode.PULL_SESSION_LIST, Opcode.PULL_MAILBOX}
+    # reserved = frozen opcodes of the served categories that have no route (rooms, replies)
+    assert Opcode.JOIN_ROOM in RESERVED and Opcode.READ_SYNC in RESERVED and Opcode.SESSION_LIST_BATCH in RESERVED
+    assert not RESERVED & set(ROUTES) and Opcode.MAILBOX_BATCH not in RESERVED
+
+
+def test_routing_keys_are_the_conversation_the_user_and_the_shard():
+    c = conn()
+    assert ROUTES[Opcode.SEND_MESSAGE].check(c, send()) == CONV
+    assert ROUTES[Opcode.PULL_HISTORY].check(c, history_pb2.PullHistory(conversation_id=CONV).SerializeToString()) == CONV
+    create = group_pb2.CreateGroup(group_id=77, client_message_id=os.urandom(16), members=[6, 7]).SerializeToString()
+    assert ROUTES[Opcode.CREATE_GROUP].check(c, create) == GROUP_CONV
+    assert ROUTES[Opcode.PULL_MEMBERS].check(c, group_pb2.PullMembers(group_id=77).SerializeToString()) == GROUP_CONV
+    assert ROUTES[Opcode.PULL_SESSION_LIST].check(c, session_pb2.PullSessionList().SerializeToString()) == USER
+    assert ROUTES[Opcode.MARK_READ].check(c, session_pb2.MarkRead(conversation_id=CONV).SerializeToString()) == USER
+    assert ROUTES[Opcode.PULL_MAILBOX].check(c, mailbox_pb2.PullMailbox().SerializeToString()) == SHARD
+
+
+def test_garbage_bodies_are_invalid_argument_naming_the_request():
+    for opcode, name in [(Opcode.SEND_MESSAGE, "SEND_MESSAGE"), (Opcode.PULL_MAILBOX, "PULL_MAILBOX"),
+                         (Opcode.MARK_READ, "MARK_READ"), (Opcode.CREATE_GROUP, "CREATE_GROUP"),
+                         (Opcode.PULL_SESSION_LIST, "PULL_SESSION_LIST")]:
+        err = rejected(opcode, b"\xff\xff\xff")
+        assert err.code == ErrorCode.INVALID_ARGUMENT and err.message.startswith(f"{name} body is not a valid")
+
+
+def test_id_shapes_sizes_and_limits_are_refused_before_any_backend():
+    assert rejected(Opcode.SEND_MESSAGE, send(client_message_id=bytes(16))).code == ErrorCode.INVALID_ARGUMENT
+    assert rejected(Opcode.SEND_MESSAGE, send(conversation_id=b"short")).code == ErrorCode.INVALID_ARGUMENT
+    assert rejected(Opcode.SEND_MESSAGE, send(body=b"x" * 11), conn(max_body=10)).code == ErrorCode.PAYLOAD_TOO_LARGE
+    room = ids.conversation_id_room(TENANT, 9)
+    err = rejected(Opcode.MARK_READ, session_pb2.MarkRead(conversation_id=room).SerializeToString())
+    assert err.message == "rooms are not served through this opcode"
+    err = rejected(Opcode.PULL_MEMBERS, group_pb2.PullMembers(group_id=1 << 63).SerializeToString())
+    assert err.message == "group_id must be non-zero with bit 63 clear"
+    too_many = group_pb2.CreateGroup(group_id=77, client_message_id=os.urandom(16),
+                                     members=range(100, 100 + GROUP_MAX_MEMBERS)).SerializeToString()
+    assert rejected(Opcode.CREATE_GROUP, too_many).code == ErrorCode.PAYLOAD_TOO_LARGE  # + the creator
+    recall = message_pb2.RecallMessage(conversation_id=CONV, message_id=bytes(16), client_message_id=os.urandom(16))
+    assert rejected(Opcode.RECALL_MESSAGE, recall.SerializeToString()).message == "message_id must be 16 non-zero bytes"
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object, int, bytes]] = []
+
+    async def call_writer(self, key, opcode, body):
+        self.calls.append(("writer", key, opcode, body))
+        return Opcode.SEND_ACK, b""
+
+    async def call_session(self, key, opcode, body):
+        self.calls.append(("session", key, opcode, body))
+        return Opcode.MARK_READ_OK, b""
+
+    async def call_mailbox(self, key, opcode, body):
+        self.calls.append(("mailbox", key, opcode, body))
+        return Opcode.MAILBOX_BATCH, b""
+
+
+async def test_forward_wraps_the_unchanged_upstream_bytes_with_the_actor_from_auth():
+    actor = internal_pb2.Actor(tenant_id=bytes(16), user_id=USER, device_id=DEVICE)
+    rec = Recorder()
+    upstream = send() + b"\x98\x06\x01"  # an unknown field (99): forwarded untouched
+    await forward(rec, ROUTES[Opcode.SEND_MESSAGE], CONV, actor, Opcode.SEND_MESSAGE, upstream)
+    await forward(rec, ROUTES[Opcode.MARK_READ], USER, actor, Opcode.MARK_READ, b"m")
+    await forward(rec, ROUTES[Opcode.PULL_MAILBOX], SHARD, actor, Opcode.PULL_MAILBOX, b"p")
+    (w, wk, wop, wbody), (s, sk, sop, sbody), (m, mk, mop, mbody) = rec.calls
+    sent = internal_pb2.WriterSend.FromString(wbody)
+    assert (w, wk, wop) == ("writer", CONV, Opcode.WRITER_SEND)
+    assert sent.upstream == upstream and sent.opcode == Opcode.SEND_MESSAGE and sent.actor == actor
+    call = internal_pb2.SessionCall.FromString(sbody)
+    assert (s, sk, sop, call.upstream, call.opcode) == ("session", USER, Opcode.SESSION_CALL, b"m", Opcode.MARK_READ)
+    pull = internal_pb2.MailboxPull.FromString(mbody)
+    assert (m, mk, mop, pull.upstream, pull.actor) == ("mailbox", SHARD, Opcode.MAILBOX_PULL, b"p", actor)
+
+
+def test_rendezvous_order_is_stable_per_key_and_spreads_keys():
+    addrs = ("127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3")
+    order = rendezvous_order(CONV, addrs)
+    assert sorted(order) == [0, 1, 2] and rendezvous_order(CONV, addrs) == order
+    # a writer's removal keeps every other key's order (affinity only moves for its keys)
+    firsts = {rendezvous_order(os.urandom(16), addrs)[0] for _ in range(200)}
+    assert firsts == {0, 1, 2}
+    for _ in range(50):
+        key = os.urandom(16)
+        full = [addrs[i] for i in rendezvous_order(key, addrs)]
+        fewer = [addrs[i] for i in rendezvous_order(key, addrs[:2])]
+        assert [a for a in full if a in addrs[:2]] == fewer
+
+
+async def test_the_router_fails_over_to_the_next_writer_only_when_one_is_unreachable():
+    router = BackendRouter(("127.0.0.1:1", "127.0.0.1:2"), ("127.0.0.1:3",))
+    with pytest.raises(RequestError) as exc:
+        await router.call_writer(CONV, Opcode.WRITER_SEND, b"")  # both unreachable
+    assert exc.value.code == ErrorCode.UNAVAILABLE
+    with pytest.raises(RequestError) as exc:
+        await router.call_session(USER, Opcode.SESSION_CALL, b"")  # none configured
+    assert exc.value.code == ErrorCode.UNAVAILABLE and "no session service" in exc.value.message
+    await router.close()

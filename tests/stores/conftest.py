@@ -1,0 +1,132 @@
+"""The store contract suite (issue 11; docs/decisions/0019-storage-layer.md): one set of
+vectors run against every store backend through the Protocol interfaces of qim/stores
+only. Today the backend is Redis (a Redis of this package's own); the CQL backend joins
+by adding its factory to BACKENDS, and every test then runs against it unchanged.
+
+Data is written the way services write it (CommitStore reserving calls, group changes,
+registrations), never by driver commands, so the vectors hold for any backend.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import pytest
+
+from qim._core import ids
+from qim.consts import COMMIT_HELPER_TTL_MS, MEMBER_INTERVALS_MAX
+from qim.dev.redis_engine import start_redis
+from qim.errors import EngineError
+from qim.proto.v1 import message_pb2
+from qim.stores.commits import CommitRef, GroupChange, GroupSendCheck, Reservation, Reserved
+from qim.stores.open import Stores
+
+
+def _redis_backend(addr: str) -> Stores:
+    from qim.stores.redis.backend import RedisBackend
+
+    return RedisBackend(addr)
+
+
+# backend name -> factory(engine address) -> Stores
+BACKENDS: dict[str, Callable[[str], Stores]] = {"redis": _redis_backend}
+
+
+@pytest.fixture(scope="package")
+def store_engines(tmp_path_factory) -> dict[str, str]:
+    """backend name -> address of an engine of this package's own."""
+    try:
+        redis = start_redis(tmp_path_factory.mktemp("stores-redis"), die_with_parent=True)
+    except EngineError as exc:
+        pytest.fail(f"redis could not start: {exc}", pytrace=False)
+    yield {"redis": redis.addr}
+    redis.stop()
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+async def stores(request, store_engines) -> Stores:
+    """A backend's stores over an emptied engine (global families such as in-flight
+    indexes, leases and checkpoints start empty in every test)."""
+    backend = BACKENDS[request.param](store_engines[request.param])
+    await _wipe(request.param, backend)
+    yield backend
+    await backend.close()
+
+
+async def _wipe(name: str, backend) -> None:
+    if name == "redis":
+        await backend.client.flushdb()
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def digest_of(*parts: bytes) -> bytes:
+    """A 36-byte identity digest (the store treats it as opaque bytes)."""
+    return hashlib.sha256(b"\0".join(parts)).digest() + len(parts).to_bytes(4, "big")
+
+
+@dataclass
+class Conv:
+    """One conversation written through the CommitStore as the writer does: ids from a
+    per-conversation clock (so reserves never go below the newest id), committed at once."""
+
+    stores: Stores
+    tenant: int
+    conversation_id: bytes
+    clock_ms: int = field(default_factory=now_ms)
+    token: str = "writer-a"
+    offsets: int = 0
+
+    def next_id(self) -> tuple[bytes, int]:
+        self.clock_ms += 1
+        return ids.compose_message_id(self.clock_ms, 0, 1, 1), self.clock_ms
+
+    def reservation(self, sender: int, cmid: bytes, body: bytes = b"hi", *, message_type: int = 1,
+                    previous: bytes = b"", split: bool = False, digest: Optional[bytes] = None,
+                    message_id: Optional[bytes] = None, list_older: bool = False) -> Reservation:
+        mid, ms = (message_id, self.clock_ms) if message_id else self.next_id()
+        rec = message_pb2.MessageRecord(tenant_id=self.tenant.to_bytes(16, "big"), message_id=mid,
+                                        conversation_id=self.conversation_id, sender_id=sender, sender_device_id=1,
+                                        client_message_id=cmid, message_type=message_type, body=body,
+                                        created_at_ms=ms)
+        return Reservation(CommitRef(self.tenant, self.conversation_id, sender, cmid),
+                           digest if digest is not None else digest_of(body, cmid), mid, ms, rec.SerializeToString(),
+                           b"audience:" + cmid, now_ms(), self.token, split=split, previous=previous,
+                           list_older=list_older)
+
+    async def commit(self, reserved: Reserved, ref: CommitRef) -> Reserved:
+        self.offsets += 1
+        await self.stores.commits.mark_committed(ref, self.offsets, now_ms(), COMMIT_HELPER_TTL_MS)
+        return reserved
+
+    async def send(self, sender: int, body: bytes = b"hi", *, cmid: Optional[bytes] = None, message_type: int = 1,
+                   group: Optional[GroupSendCheck] = None, commit: bool = True) -> Reserved:
+        cmid = cmid or self.clock_ms.to_bytes(8, "big") + sender.to_bytes(8, "big")
+        res = self.reservation(sender, cmid, body, message_type=message_type)
+        reserved = await self.stores.commits.reserve(res, group)
+        return await self.commit(reserved, res.ref) if commit else reserved
+
+    async def change(self, actor: int, op: str, members_after, *, version: Optional[int] = None, joins=(),
+                     leaves=(), group_id: int = 1) -> Reserved:
+        """A membership change (CONTROL message) as the writer's Groups makes it."""
+        cmid = b"g" + self.clock_ms.to_bytes(8, "big") + bytes(7)
+        res = self.reservation(actor, cmid, b"membership", message_type=4)
+        change = GroupChange(op, version, actor, sorted(members_after), group_id, 3600, MEMBER_INTERVALS_MAX,
+                             list(joins), list(leaves))
+        reserved = await self.stores.commits.reserve_group_change(res, change)
+        return await self.commit(reserved, res.ref)
+
+
+def direct(stores: Stores, tenant: int = 7, a: int = 5, b: int = 9) -> Conv:
+    """The direct conversation of users a and b."""
+    return Conv(stores, tenant, ids.conversation_id_direct(tenant, a, b))
+
+
+def group(stores: Stores, tenant: int = 7, group_id: int = 1) -> Conv:
+    """The conversation of group `group_id`."""
+    return Conv(stores, tenant, ids.conversation_id_group(tenant, group_id))

@@ -1,0 +1,88 @@
+"""MailboxStore contract (DESIGN.md §5.4–5.5; seed 004 §5): begin / append / finish and the
+fused single-recipient path, duplicates and digest conflicts, the watermark
+compare-and-set, ranges including offset 0, retention trims and the trim boundary."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from qim._core import mailbox_seq as mseq
+from qim.consts import DAY_MS
+from qim.errors import MailboxDirty
+from qim.stores.mailboxes import DUPLICATE, FRESH, RESUME, day_of
+
+SHARD, EPOCH, TENANT = 3, 1, 7
+DAY = day_of(time.time_ns() // 1_000_000) - 1  # yesterday: buckets expire a retention after their day
+
+
+def seq8(offset: int) -> bytes:
+    return mseq.to_bytes(mseq.compose(EPOCH, offset))
+
+
+async def test_step_wise_materialization_duplicate_and_resume(stores):
+    m = stores.mailboxes
+    assert await m.load_watermark(SHARD) == (None, 1)
+    assert await m.begin(SHARD, b"d" * 16, b"g" * 32, 0, seq8(0)) == (FRESH, seq8(0))
+    assert await m.begin(SHARD, b"d" * 16, b"g" * 32, 0, seq8(0)) == (RESUME, seq8(0))  # begun, not finished
+    await m.append(TENANT, 0, DAY, [(5, seq8(0) + b"e5"), (9, seq8(0) + b"e9")])
+    await m.append(TENANT, 0, DAY, [(5, seq8(0) + b"e5")])  # idempotent
+    await m.finish(SHARD, EPOCH, b"d" * 16, None, b"W1")
+    assert await m.load_watermark(SHARD) == (b"W1", EPOCH)
+    # the same dispatch seen again at offset 4 reuses the first mailbox_seq
+    assert await m.begin(SHARD, b"d" * 16, b"g" * 32, 4, seq8(4)) == (DUPLICATE, seq8(0))
+    with pytest.raises(MailboxDirty):  # same dispatch_id, another payload
+        await m.begin(SHARD, b"d" * 16, b"other digest".ljust(32), 5, seq8(5))
+    with pytest.raises(MailboxDirty):  # W moved by someone else: two owners
+        await m.finish(SHARD, EPOCH, b"d" * 16, b"not what is stored", b"W2")
+    rows = await m.read_range(TENANT, 5, [DAY], -1, 10, 10)
+    assert rows == [(seq8(0) + b"e5", 0)]  # offset 0 is included for a zero cursor
+
+
+async def test_fused_single_recipient(stores):
+    m = stores.mailboxes
+    status, used = await m.fused(SHARD, EPOCH, TENANT, b"f" * 16, b"h" * 32, 2, seq8(2), DAY, 5, seq8(2) + b"x",
+                                 None, b"W")
+    assert (status, used) == (FRESH, seq8(2))
+    again = await m.fused(SHARD, EPOCH, TENANT, b"f" * 16, b"h" * 32, 3, seq8(3), DAY, 5, seq8(3) + b"x", b"W",
+                          b"W'")
+    assert again == (DUPLICATE, seq8(2))
+    assert await m.read_range(TENANT, 5, [DAY], -1, 10, 10) == [(seq8(2) + b"x", 2)]
+
+
+async def test_ranges_merge_days_by_offset_with_limits(stores):
+    m = stores.mailboxes
+    for offset, day in [(0, DAY), (1, DAY + 1), (2, DAY), (3, DAY + 1), (4, DAY + 1)]:
+        await m.append(TENANT, offset, day, [(5, seq8(offset))])
+    days = [DAY, DAY + 1]
+    assert [o for _, o in await m.read_range(TENANT, 5, days, -1, 10, 10)] == [0, 1, 2, 3, 4]
+    assert [o for _, o in await m.read_range(TENANT, 5, days, 0, 3, 10)] == [1, 2, 3]
+    assert [o for _, o in await m.read_range(TENANT, 5, days, -1, 10, 2)] == [0, 1]
+    assert await m.read_range(TENANT, 5, days, 4, 4, 10) == []
+    assert await m.read_range(TENANT, 5, [], -1, 10, 10) == []
+
+
+async def test_retention_trims_whole_days_and_straddling_entries(stores):
+    m = stores.mailboxes
+    retention = m.retention_ms
+    for offset, day in [(0, DAY), (1, DAY + 1), (2, DAY + 2)]:
+        await m.append(TENANT, offset, day, [(5, seq8(offset))])
+    now = (DAY + 2) * DAY_MS + retention + DAY_MS // 2  # DAY and DAY+1 are wholly past, DAY+2 straddles
+    kept = await m.trim_and_days(TENANT, 5, now)
+    assert kept.known and kept.days == [DAY + 2] and kept.trim == 1 and kept.straddles()
+    assert await m.read_range(TENANT, 5, [DAY, DAY + 1], -1, 10, 10) == []  # removed for good
+    assert await m.trim_entries(TENANT, 5, DAY + 2, [(seq8(2), 2)]) == 2
+    assert await m.read_range(TENANT, 5, [DAY + 2], -1, 10, 10) == []
+    unknown = await m.trim_and_days(TENANT, 404, now)
+    assert (unknown.known, unknown.days, unknown.trim) == (False, [], -1)
+    assert day_of(DAY * DAY_MS + 5) == DAY
+
+
+async def test_dispatch_progress_gc(stores):
+    m = stores.mailboxes
+    for n, offset in enumerate((1, 2, 9)):
+        await m.begin(SHARD, bytes([n + 1]) * 16, b"g" * 32, offset, seq8(offset))
+    assert await m.gc_dispatch_progress(SHARD, 2) == 2
+    assert await m.begin(SHARD, b"\3" * 16, b"g" * 32, 9, seq8(9)) == (RESUME, seq8(9))  # kept
+    assert await m.begin(SHARD, b"\1" * 16, b"g" * 32, 1, seq8(1)) == (FRESH, seq8(1))  # collected

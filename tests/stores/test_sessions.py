@@ -1,0 +1,48 @@
+"""SessionStore and ReadPositionStore contract (DESIGN.md §6; docs/decisions/0006):
+order-independent registrations, the conversation set, peers, forward-only read
+positions, and the durable projection's checkpoint (bind, compare-and-set, lost replies)."""
+
+from __future__ import annotations
+
+import pytest
+
+from qim._core import ids
+from qim.stores.errors import CheckpointConflict
+from qim.stores.sessions import Registration
+
+DIRECT = ids.conversation_id_direct(7, 5, 9)
+GROUP = ids.conversation_id_group(7, 77)
+
+
+async def test_registrations_sets_peers_and_read_positions(stores):
+    s, r = stores.sessions, stores.reads
+    assert await s.register([Registration(7, 5, DIRECT, 2000, 2, 9), Registration(7, 5, GROUP, 1000, 0, 0)]) == 2
+    assert await s.register([Registration(7, 5, DIRECT, 1500, 1, 9)]) == 0  # older: nothing moves back
+    assert await s.register([]) == 0
+    assert await s.conversations(7, 5) == [(1000, GROUP.hex().encode()), (2000, DIRECT.hex().encode())]
+    assert await s.scores(7, 5, [DIRECT.hex().encode(), b"00" * 16]) == [2000, None]
+    assert await s.listed(7, 5, DIRECT) and not await s.listed(7, 9, DIRECT)
+    assert await s.peers(7, 5, [DIRECT, GROUP]) == [9, 0]
+    assert await r.positions(7, 5, [DIRECT, GROUP]) == [2, 0]  # sending marked it read
+    assert await r.mark_read(7, 5, DIRECT, 1) == (2, False)  # never back
+    assert await r.mark_read(7, 5, GROUP, 4) == (4, True)
+    assert await r.positions(7, 5, [GROUP]) == [4]
+    assert await s.conversations(7, 404) == [] and await r.positions(7, 5, []) == []
+
+
+async def test_checkpoint_binds_advances_and_refuses_a_second_owner(stores):
+    s = stores.sessions
+    new = await s.checkpoint_bind(0, 2, "cluster|topic|4", 4)
+    assert (new.status, new.offsets) == ("NEW", [0, 0, 0, 0])
+    await s.checkpoint_advance(0, 2, "cluster|topic|4", {1: (0, 5), 3: (0, 2)})
+    await s.checkpoint_advance(0, 2, "cluster|topic|4", {1: (0, 5), 3: (0, 2)})  # a retry after a lost reply
+    resumed = await s.checkpoint_bind(0, 2, "cluster|topic|4", 4)
+    assert (resumed.status, resumed.offsets) == ("OK", [0, 5, 0, 2])
+    with pytest.raises(CheckpointConflict) as conflict:
+        await s.checkpoint_advance(0, 2, "cluster|topic|4", {1: (3, 9)})  # not the stored position
+    assert conflict.value.reason == "QIM_CKPT_CONFLICT"
+    with pytest.raises(CheckpointConflict):
+        await s.checkpoint_advance(0, 2, "other|binding|4", {1: (5, 6)})
+    mismatch = await s.checkpoint_bind(0, 2, "cluster|other-topic|4", 4)
+    assert (mismatch.status, mismatch.binding) == ("MISMATCH", "cluster|topic|4")
+    assert (await s.checkpoint_bind(1, 2, "cluster|topic|4", 4)).status == "NEW"  # node 1 of 2 has its own
