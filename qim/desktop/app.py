@@ -91,6 +91,7 @@ class ChatApp(App):
         self.unsent: list = []
         self.note = ""
         self.exit_code = 0
+        self.leaving = False  # set before exit(): queued SDK events must not redraw a closing screen
         self.exit_message = ""
         self.states_seen: list[str] = []  # connection states shown, in order
 
@@ -124,7 +125,7 @@ class ChatApp(App):
         queue = self.client.events
         if queue is None:  # the client is built with its event queue (cli.py)
             raise RuntimeError("qim-desktop needs the SDK client's event queue")
-        while True:
+        while not self.leaving:
             await self.on_sdk_event(await queue.get())
 
     async def on_sdk_event(self, e) -> None:
@@ -135,6 +136,7 @@ class ChatApp(App):
             if e.state == "kicked":
                 self.exit_code = EXIT_KICKED
                 self.exit_message = "kicked: this device logged in again elsewhere"
+                self.leaving = True
                 self.exit()
         elif isinstance(e, ev.ConversationsUpdated):
             for conv in e.conversations:
@@ -171,6 +173,8 @@ class ChatApp(App):
     async def show_list(self) -> None:
         """Redraw the conversation list, newest activity first, keeping the selection."""
         view = self.query_one("#convs", ListView)
+        if self.leaving or not view.is_mounted:
+            return
         ordered = sorted(self.convs.values(), key=lambda c: c.last_activity_id or b"", reverse=True)
         keep = view.index
         await view.clear()
@@ -249,6 +253,7 @@ class ChatApp(App):
 
     async def action_leave_app(self) -> None:
         """Quit the app (the key binding)."""
+        self.leaving = True
         self.exit()
 
     async def on_composer_submitted(self, event: Composer.Submitted) -> None:
@@ -277,6 +282,7 @@ class ChatApp(App):
         c = self.client
         conv = self.convs.get(self.current) if self.current else None
         if cmd.name == "quit":
+            self.leaving = True
             self.exit()
         elif cmd.name == "help":
             self.tell(" ".join(line.split()[0] for line in commands.HELP.splitlines() if line.strip()))
