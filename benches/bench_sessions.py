@@ -22,15 +22,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from qim._core import ids  # noqa: E402
 from qim.dev.stack import stack_up  # noqa: E402
 from qim.net.framed import open_framed, parse_addr  # noqa: E402
+from qim.net.tls import client_port_context  # noqa: E402
 from qim.proto.v1 import connection_pb2, message_pb2, session_pb2  # noqa: E402
 from qim.protocol import Opcode  # noqa: E402
-from qim.services.gateway.auth import issue_dev_token  # noqa: E402
+from qim.wire.devtoken import issue_dev_token  # noqa: E402
 from tests.fixtures import start_test_engines  # noqa: E402
 
 USER = 7_000_000_001
@@ -45,10 +47,11 @@ class Client:
         self.rid = 0
 
     @classmethod
-    async def login(cls, addr: str, secret: str, user: int) -> "Client":
-        c = cls(await open_framed(*parse_addr(addr)))
+    async def login(cls, addr: str, key: str, user: int, ca_file: Optional[str] = None) -> "Client":
+        host, port = parse_addr(addr)  # over TLS with the stack's CA, as every client
+        c = cls(await open_framed(host, port, tls=client_port_context(ca_file) if ca_file else None))
         op, body = await c.request(Opcode.AUTH, connection_pb2.Auth(
-            token=issue_dev_token(secret.encode(), 0, user, 1)).SerializeToString())
+            token=issue_dev_token(key, 0, user, 1)).SerializeToString())
         assert op == Opcode.AUTH_OK, body
         return c
 
@@ -67,7 +70,7 @@ async def build(stack, peers: int) -> None:
     async def worker() -> None:
         for i in todo:
             peer = USER + i
-            c = await Client.login(stack.gateway_addr, stack.token_secret, peer)
+            c = await Client.login(stack.gateway_addr, stack.token_key, peer, stack.ca_file)
             msg = message_pb2.SendMessage(client_message_id=os.urandom(16),
                                           conversation_id=ids.conversation_id_direct(0, USER, peer),
                                           recipient_user_id=USER, message_type=1, body=b"hello %d" % i)
@@ -93,7 +96,7 @@ async def count_listed(client: Client) -> int:
 
 
 async def first_pages(stack, samples: int) -> tuple[list[float], session_pb2.SessionListBatch]:
-    client = await Client.login(stack.gateway_addr, stack.token_secret, USER)
+    client = await Client.login(stack.gateway_addr, stack.token_key, USER, stack.ca_file)
     out, batch = [], None
     for _ in range(samples):
         t0 = time.perf_counter()
@@ -125,7 +128,7 @@ async def main(peers: int, samples: int) -> None:
             t0 = time.monotonic()
             await build(stack, peers)
             print(f"built: {peers} conversations through the write path in {time.monotonic() - t0:.1f} s", flush=True)
-            probe = await Client.login(stack.gateway_addr, stack.token_secret, USER)
+            probe = await Client.login(stack.gateway_addr, stack.token_key, USER, stack.ca_file)
             deadline = time.monotonic() + 120
             while (listed := await count_listed(probe)) != peers:
                 assert time.monotonic() < deadline, f"list holds {listed} of {peers} conversations"

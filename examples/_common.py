@@ -1,4 +1,4 @@
-"""Shared by the examples: the stack's address and secret, tokens, fresh user ids."""
+"""Shared by the examples: the stack's address and development key, tokens, fresh user ids."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ def endpoint() -> str:
     try:
         return os.environ["QIM_GATEWAY_ADDR"]
     except KeyError:
-        sys.exit("set QIM_GATEWAY_ADDR and QIM_DEV_TOKEN_SECRET: set -a; . .qim/stack/stack.env; set +a")
+        sys.exit("set QIM_GATEWAY_ADDR and QIM_DEV_TOKEN_KEY: set -a; . .qim/stack/stack.env; set +a")
 
 
 def token(user: int, device: int) -> str:
-    """A development token for (tenant 0, user, device) made with $QIM_DEV_TOKEN_SECRET."""
-    return issue_dev_token(os.environ["QIM_DEV_TOKEN_SECRET"].encode(), 0, user, device)
+    """A development token for (tenant 0, user, device) signed with the key at $QIM_DEV_TOKEN_KEY."""
+    return issue_dev_token(os.environ["QIM_DEV_TOKEN_KEY"], 0, user, device)
 
 
 def fresh_users(n: int) -> list[int]:

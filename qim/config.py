@@ -7,9 +7,11 @@ variable (DESIGN.md §11). Names reuse the seed's where they exist.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Optional
 
+from qim.config_tier import TierConfig
+from qim.config_tls import client_port_tls, internal_tls
 from qim.consts import (
     DEFAULT_SHARD_COUNT,
     FANOUT_BATCH_DEFAULT,
@@ -17,15 +19,25 @@ from qim.consts import (
     MAILBOX_RETENTION_MS_DEFAULT,
     MAILBOX_RETENTION_MS_MAX,
     MAILBOX_RETENTION_MS_MIN,
+    MAX_CONNECTIONS_PER_USER_DEFAULT,
     MAX_MESSAGE_BODY,
     METRICS_PORTS,
+    RATE_CONN_BURST_DEFAULT,
+    RATE_CONN_PER_S_DEFAULT,
+    RATE_USER_BURST_DEFAULT,
+    RATE_USER_PER_S_DEFAULT,
     RECALL_WINDOW_MS_DEFAULT,
     SESSION_SNAPSHOT_TTL_MS,
+    TOKEN_AUDIENCE_DEFAULT,
+    TOKEN_ISSUER_DEFAULT,
+    TOKEN_LEEWAY_S_DEFAULT,
+    TOKEN_MAX_TTL_S_DEFAULT,
     WRITER_INFLIGHT_DEFAULT,
     WRITER_INFLIGHT_MAX,
 )
 from qim.errors import ConfigError
 from qim.faults import FANOUT_POINTS, MAILBOX_POINTS, WRITER_POINTS
+from qim.net.tls import TlsFiles
 from qim.wire.addr import parse_addr
 
 
@@ -34,6 +46,10 @@ class Env:
 
     def __init__(self, environ: Optional[Mapping[str, str]] = None) -> None:
         self._env = os.environ if environ is None else environ
+
+    def raw(self, name: str) -> str:
+        """The variable as set ("" when unset), unvalidated: for presence checks."""
+        return self._env.get(name, "")
 
     def text(self, name: str, default: Optional[str] = None) -> str:
         """A required string (`default` when unset); ConfigError when empty."""
@@ -121,6 +137,18 @@ class Env:
                 raise ConfigError(f"{name} requires loopback listeners; {var} is {host}")
         return skew
 
+    def token_keys(self, name: str = "QIM_TOKEN_PUBLIC_KEYS") -> tuple:
+        """QIM_TOKEN_PUBLIC_KEYS: comma-separated paths of the PEM public keys the gateway
+        trusts, selected by kid (two during a rotation); qim.wire.tokens.VerifyKey
+        objects. ConfigError for an unreadable file, a private key, another key type
+        or one key listed twice."""
+        from qim.wire.tokens import load_verify_keys  # cryptography: only the gateway loads keys
+
+        try:
+            return load_verify_keys(self.text(name).split(","))
+        except ValueError as exc:
+            raise ConfigError(f"{name}: {exc}") from None
+
     def tenant(self) -> int:
         """QIM_TENANT_ID: a u128 (default 0, single-tenant)."""
         raw = self._env.get("QIM_TENANT_ID", "0")
@@ -142,6 +170,8 @@ class CommonConfig:
     shard_count: int
     tenant: int
     allow_unsafe_dev: bool
+    # the MessageStore backend and the archive tier (qim/config_tier.py)
+    tier: TierConfig = TierConfig()
 
     @classmethod
     def from_env(cls, env: Env) -> "CommonConfig":
@@ -152,6 +182,7 @@ class CommonConfig:
             shard_count=env.shard_count(),
             tenant=env.tenant(),
             allow_unsafe_dev=env.flag("QIM_REDIS_ALLOW_UNSAFE_DEV"),
+            tier=TierConfig.from_env(env),
         )
 
 
@@ -169,11 +200,12 @@ class WriterConfig:
     recovery_stale_ms: int
     recall_window_ms: int
     clock_skew_ms: int  # test/dev knob (QIM_CLOCK_SKEW_MS); 0 in production
+    internal_tls: Optional[TlsFiles] = None  # QIM_INTERNAL_* (qim/config_tls.py); None: plaintext development
 
     @classmethod
     def from_env(cls, env: Env) -> "WriterConfig":
         """Read and validate every variable; ConfigError naming the first bad one."""
-        return cls(
+        cfg = cls(
             common=CommonConfig.from_env(env),
             listen=env.addr("QIM_WRITER_LISTEN", "127.0.0.1:7101"),
             metrics_listen=env.metrics_listen("writer"),
@@ -186,6 +218,7 @@ class WriterConfig:
             recall_window_ms=env.integer("QIM_RECALL_WINDOW_MS", RECALL_WINDOW_MS_DEFAULT, 0, 30 * 86_400_000),
             clock_skew_ms=env.clock_skew("QIM_CLOCK_SKEW_MS", ("QIM_WRITER_LISTEN", "QIM_WRITER_METRICS_LISTEN")),
         )
+        return replace(cfg, internal_tls=internal_tls(env, {"QIM_WRITER_LISTEN": [cfg.listen]}))
 
 
 @dataclass(frozen=True)
@@ -199,15 +232,28 @@ class GatewayConfig:
     writer_addrs: tuple[str, ...]
     mailbox_addrs: tuple[str, ...]  # index i serves the shards assigned to mailbox node i
     session_addrs: tuple[str, ...]  # user u is served by session node u mod n
-    token_secret: bytes
+    token_keys: tuple  # qim.wire.tokens.VerifyKey, by kid (QIM_TOKEN_PUBLIC_KEYS)
     inflight_limit: int
     max_body: int
     auth_timeout_s: float
+    token_audience: str = TOKEN_AUDIENCE_DEFAULT
+    token_issuer: str = TOKEN_ISSUER_DEFAULT
+    token_leeway_s: int = TOKEN_LEEWAY_S_DEFAULT
+    token_max_ttl_s: int = TOKEN_MAX_TTL_S_DEFAULT
+    # send-rate token buckets for the mutating opcodes (0 per second: no limit) and the
+    # cap on one user's connections to this gateway (qim/services/gateway/ratelimit.py)
+    rate_user_per_s: int = RATE_USER_PER_S_DEFAULT
+    rate_user_burst: int = RATE_USER_BURST_DEFAULT
+    rate_conn_per_s: int = RATE_CONN_PER_S_DEFAULT
+    rate_conn_burst: int = RATE_CONN_BURST_DEFAULT
+    max_connections_per_user: int = MAX_CONNECTIONS_PER_USER_DEFAULT
+    client_tls: Optional[TlsFiles] = None  # QIM_GATEWAY_TLS_* (qim/config_tls.py); None: plaintext development
+    internal_tls: Optional[TlsFiles] = None  # QIM_INTERNAL_*; None: plaintext development
 
     @classmethod
     def from_env(cls, env: Env) -> "GatewayConfig":
         """Read and validate every variable; ConfigError naming the first bad one."""
-        return cls(
+        cfg = cls(
             common=CommonConfig.from_env(env),
             listen=env.addr("QIM_GATEWAY_LISTEN", "127.0.0.1:7100"),
             metrics_listen=env.metrics_listen("gateway"),
@@ -215,11 +261,24 @@ class GatewayConfig:
             writer_addrs=env.addrs("QIM_WRITER_ADDRS", "127.0.0.1:7101"),
             mailbox_addrs=env.addrs("QIM_MAILBOX_ADDRS", "127.0.0.1:7102"),
             session_addrs=env.addrs("QIM_SESSION_ADDRS", "127.0.0.1:7103"),
-            token_secret=env.text("QIM_DEV_TOKEN_SECRET").encode(),
+            token_keys=env.token_keys(),
             inflight_limit=env.integer("QIM_WRITER_REQUEST_INFLIGHT_LIMIT", WRITER_INFLIGHT_DEFAULT, 1, WRITER_INFLIGHT_MAX),
             max_body=env.integer("QIM_MAX_MESSAGE_BODY", MAX_MESSAGE_BODY, 1, MAX_MESSAGE_BODY),
             auth_timeout_s=env.integer("QIM_AUTH_TIMEOUT_MS", 10_000, 100, 600_000) / 1000,
+            token_audience=env.text("QIM_TOKEN_AUDIENCE", TOKEN_AUDIENCE_DEFAULT),
+            token_issuer=env.text("QIM_TOKEN_ISSUER", TOKEN_ISSUER_DEFAULT),
+            token_leeway_s=env.integer("QIM_TOKEN_LEEWAY_S", TOKEN_LEEWAY_S_DEFAULT, 0, 300),
+            token_max_ttl_s=env.integer("QIM_TOKEN_MAX_TTL_S", TOKEN_MAX_TTL_S_DEFAULT, 60, 30 * 86_400),
+            rate_user_per_s=env.integer("QIM_RATE_USER_PER_S", RATE_USER_PER_S_DEFAULT, 0, 1_000_000),
+            rate_user_burst=env.integer("QIM_RATE_USER_BURST", RATE_USER_BURST_DEFAULT, 1, 1_000_000),
+            rate_conn_per_s=env.integer("QIM_RATE_CONN_PER_S", RATE_CONN_PER_S_DEFAULT, 0, 1_000_000),
+            rate_conn_burst=env.integer("QIM_RATE_CONN_BURST", RATE_CONN_BURST_DEFAULT, 1, 1_000_000),
+            max_connections_per_user=env.integer("QIM_MAX_CONNECTIONS_PER_USER", MAX_CONNECTIONS_PER_USER_DEFAULT,
+                                                 1, 65_536),
         )
+        peers = {"QIM_GATEWAY_PUSH_ADDR": [cfg.push_listen], "QIM_WRITER_ADDRS": cfg.writer_addrs,
+                 "QIM_MAILBOX_ADDRS": cfg.mailbox_addrs, "QIM_SESSION_ADDRS": cfg.session_addrs}
+        return replace(cfg, client_tls=client_port_tls(env, cfg.listen), internal_tls=internal_tls(env, peers))
 
 
 @dataclass(frozen=True)
@@ -256,12 +315,13 @@ class MailboxConfig:
     dp_gc_safety_ms: int  # 0: DispatchProgress GC disabled (the default)
     session_addrs: tuple[str, ...]  # low-latency Projection: user u -> session node u mod n
     retention_ms: int = MAILBOX_RETENTION_MS_DEFAULT  # QIM_MAILBOX_RETENTION_MS: entries older are not served
+    internal_tls: Optional[TlsFiles] = None  # QIM_INTERNAL_* (qim/config_tls.py); None: plaintext development
 
     @classmethod
     def from_env(cls, env: Env) -> "MailboxConfig":
         """Read and validate every variable; ConfigError naming the first bad one."""
         node_count = env.integer("QIM_MAILBOX_NODE_COUNT", 1, 1, 1024)
-        return cls(
+        cfg = cls(
             common=CommonConfig.from_env(env),
             listen=env.addr("QIM_MAILBOX_LISTEN", "127.0.0.1:7102"),
             metrics_listen=env.metrics_listen("mailbox"),
@@ -275,6 +335,9 @@ class MailboxConfig:
             retention_ms=env.integer("QIM_MAILBOX_RETENTION_MS", MAILBOX_RETENTION_MS_DEFAULT, MAILBOX_RETENTION_MS_MIN,
                                  MAILBOX_RETENTION_MS_MAX),
         )
+        peers = {"QIM_MAILBOX_LISTEN": [cfg.listen], "QIM_GATEWAY_PUSH_ADDR": cfg.gateway_push_addrs,
+                 "QIM_SESSION_ADDRS": cfg.session_addrs}
+        return replace(cfg, internal_tls=internal_tls(env, peers))
 
     def owned_shards(self) -> list[int]:
         """Static assignment: shard s belongs to node s mod node_count."""
@@ -294,13 +357,14 @@ class SessionConfig:
     node_index: int
     node_count: int
     snapshot_ttl_ms: int
+    internal_tls: Optional[TlsFiles] = None  # QIM_INTERNAL_* (qim/config_tls.py); None: plaintext development
 
     @classmethod
     def from_env(cls, env: Env) -> "SessionConfig":
         """Read and validate every variable; ConfigError naming the first bad one."""
         listen = env.addr("QIM_SESSION_LISTEN", "127.0.0.1:7103")
         node_count = len(env.addrs("QIM_SESSION_ADDRS", listen))
-        return cls(
+        cfg = cls(
             common=CommonConfig.from_env(env),
             listen=listen,
             metrics_listen=env.metrics_listen("session"),
@@ -309,3 +373,5 @@ class SessionConfig:
             node_count=node_count,
             snapshot_ttl_ms=env.integer("QIM_SESSION_SNAPSHOT_TTL_MS", SESSION_SNAPSHOT_TTL_MS, 0, 3_600_000),
         )
+        peers = {"QIM_SESSION_LISTEN": [cfg.listen], "QIM_GATEWAY_PUSH_ADDR": cfg.gateway_push_addrs}
+        return replace(cfg, internal_tls=internal_tls(env, peers))

@@ -122,6 +122,24 @@ MAILBOX_PAGE_MAX_BYTES = 512 * 1024
 SEND_ACK_PROBE_S = 3.0
 HEARTBEAT_START_S = 60.0
 
+# --- tokens and limits of the gateway (issue 15; docs/operations.md "Tokens and keys") ---
+TOKEN_MAX_BYTES = 8192  # a JWT of this deployment is ~300 bytes; longer is refused as malformed
+TOKEN_AUDIENCE_DEFAULT = "qim"  # QIM_TOKEN_AUDIENCE
+TOKEN_ISSUER_DEFAULT = "qim-dev"  # QIM_TOKEN_ISSUER; `qimctl token` always issues as this
+TOKEN_LEEWAY_S_DEFAULT = 5  # clock difference allowed between issuer and gateway
+TOKEN_MAX_TTL_S_DEFAULT = 86_400  # QIM_TOKEN_MAX_TTL_S: exp - iat above this is refused
+DEV_TOKEN_TTL_S = 3600  # `qimctl token --ttl` default
+# Send-rate token buckets (QIM_RATE_*): generous enough that qim-loadgen rate at 1,000
+# msg/s over 20 pairs (50 msg/s per sender connection) and `make demo` never meet them.
+RATE_CONN_PER_S_DEFAULT = 200
+RATE_CONN_BURST_DEFAULT = 400
+RATE_USER_PER_S_DEFAULT = 400
+RATE_USER_BURST_DEFAULT = 800
+MAX_CONNECTIONS_PER_USER_DEFAULT = 16
+# retry-after told to an AUTH over the connection cap: a slot frees only when another
+# device of the user disconnects, so the device should not come back every second
+CONNECTION_CAP_RETRY_AFTER_MS = 60_000
+
 OUTBOX_TOPIC = "qim.outbox"
 DISPATCH_TOPIC = "qim.dispatch"
 # broker/topic record limit: a 1 MiB body plus envelope fits with room to spare
@@ -135,6 +153,34 @@ METRICS_PORTS = {
     "fanout": 9106,
     "archiver": 9107,
 }
+
+# --- archive tier (issue 14; DESIGN.md §5 step 7, §8; docs/decisions/0023-archive-tier.md) ---
+# Hot window: history stays in Redis at least this long (QIM_HISTORY_HOT_WINDOW_MS).
+HISTORY_HOT_WINDOW_MS_DEFAULT = 7 * DAY_MS
+# Retention classes of a conversation's history (QIM_DEFAULT_HISTORY_RETENTION_DAYS for
+# "default"); a CQL row's TTL is what is left of it after created_at.
+HISTORY_RETENTION_DAYS_DEFAULT = 30
+HISTORY_RETENTION_DAYS_MAX = 3650
+RETENTION_DEFAULT, RETENTION_EPHEMERAL_24H, RETENTION_COMPLIANCE_HOLD = "default", "ephemeral_24h", "compliance_hold"
+RETENTION_CLASSES = (RETENTION_DEFAULT, RETENTION_EPHEMERAL_24H, RETENTION_COMPLIANCE_HOLD)
+EPHEMERAL_RETENTION_MS = DAY_MS
+# The trimmer deletes only what is older than min(now - hot window, archive watermark -
+# recovery window (QIM_OUTBOX_RETENTION_MS) - slack (clock skew between hosts)).
+OUTBOX_RECOVERY_WINDOW_MS_DEFAULT = 7 * DAY_MS
+HISTORY_TRIM_SLACK_MS_DEFAULT = 60_000
+HISTORY_TRIM_PERIOD_MS_DEFAULT = 5_000
+HISTORY_TRIM_BATCH = 512  # messages of one conversation per trim step
+HISTORY_TRIM_CONVERSATIONS = 256  # conversations looked at per trim step
+HISTORY_TRIM_BUDGET_S = 2.0  # work per trim period, then the next period
+ARCHIVE_BATCH_DEFAULT = 512  # Outbox records per archiver batch
+ARCHIVE_BATCH_MAX = 4096
+# conversation_seq bucket of a CQL history partition: (tenant, conversation, seq >> 14),
+# so a partition holds at most 16384 messages (a conversation may hold millions)
+ARCHIVE_BUCKET_BITS = 14
+CQL_WRITE_CONCURRENCY = 64  # CQL statements of one archiver batch in flight at once
+CQL_READ_CONCURRENCY = 64  # point reads of one call in flight at once (mailbox fills, audits)
+SCYLLA_KEYSPACE_DEFAULT = "qim"
+SCYLLA_SCHEMA_VERSION = 1  # what `qimctl schema apply` installs and services require
 
 assert LANE_COUNT & (LANE_COUNT - 1) == 0
 assert VIRTUAL_BUCKET_COUNT == 1 << 16

@@ -111,6 +111,14 @@ class ConfigError(QimError):
     """Invalid configuration; the message names the variable (DESIGN.md §11)."""
 
 
+class TlsError(QimError):
+    """A TLS failure that trying again does not fix (qim/net/tls.py): a server
+    certificate the client does not trust, a handshake without ALPN qim/1 or TLS 1.3, an
+    unreadable certificate, key or CA file. The message names the file or the reason."""
+
+    code = ErrorCode.UNAVAILABLE
+
+
 class EngineError(QimError):
     """A Redis or Kafka engine could not be started, reached or configured."""
 

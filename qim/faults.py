@@ -19,6 +19,8 @@ WRITER_POINTS = ("after_reserve", "after_record", "after_outbox", "after_commit"
 MAILBOX_POINTS = ("after_append",)
 # Fanout (DESIGN.md §5.3): after the dispatches of a batch are durable, before the commit.
 FANOUT_POINTS = ("after_dispatch",)
+# HistoryArchiver (issue 14): after a batch's rows are written, before its position moves.
+ARCHIVER_POINTS = ("after_write",)
 
 
 class FaultPoints:

@@ -7,7 +7,9 @@ tests/, not in the qim package, so the wheel carries no test code (issue 11).
 - `private_redis` / `private_kafka` (function): instances of a test's own, for tests
   that kill or restart an engine so they cannot disturb the shared ones.
 - `private_cassandra` (function): a Cassandra 5.0 node of the test's own (the local
-  stand-in for ScyllaDB; ~10-40 s and ~1 GiB: only for tests that need CQL).
+  stand-in for ScyllaDB; ~10-40 s and ~1 GiB: only for tests that restart it).
+- `shared_cassandra` (session): ONE Cassandra node for every other test that needs CQL
+  (each takes a keyspace of its own; issue 14).
 
 `start_test_engines(base, with_cassandra=True)` (or QIM_DEV_WITH_CASSANDRA=1) adds
 Cassandra to an EngineSet.
@@ -104,6 +106,46 @@ def private_cassandra(tmp_path) -> CassandraEngine:
     if err:
         pytest.fail(f"cassandra could not start: {err}", pytrace=False)
     yield eng
+    eng.stop()
+
+
+class SharedCassandra:
+    """The session's one CQL node: `addr` ("127.0.0.1:PORT"), `engine` (None when it is
+    an outside node named by QIM_TEST_SCYLLA_ADDR), `scylla(keyspace)` -> ScyllaConfig."""
+
+    def __init__(self, addr: str, engine: CassandraEngine | None) -> None:
+        self.addr = addr
+        self.engine = engine
+
+    def scylla(self, keyspace: str):
+        """A single-node development ScyllaConfig for `keyspace` on this node."""
+        from qim.config_tier import ScyllaConfig
+
+        host, port = self.addr.rsplit(":", 1)
+        return ScyllaConfig((host,), int(port), keyspace, allow_single_node_dev=True)
+
+    def env(self, keyspace: str) -> dict[str, str]:
+        """The QIM_SCYLLA_* variables of a stack using `keyspace` on this node."""
+        return {"QIM_SCYLLA_ADDRS": self.addr, "QIM_SCYLLA_KEYSPACE": keyspace,
+                "QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV": "1"}
+
+
+@pytest.fixture(scope="session")
+def shared_cassandra(tmp_path_factory) -> SharedCassandra:
+    """ONE Cassandra node for every test that needs CQL (issue 14: CI on two cores cannot
+    afford one per test; each user takes a keyspace of its own). QIM_TEST_SCYLLA_ADDR
+    (host:port) uses a node that is already running instead (development)."""
+    import os
+
+    outside = os.environ.get("QIM_TEST_SCYLLA_ADDR", "")
+    if outside:
+        yield SharedCassandra(outside, None)
+        return
+    base = tmp_path_factory.mktemp("cassandra")
+    eng, err = _start(lambda: start_cassandra(base, die_with_parent=True))
+    if err:
+        pytest.fail(f"cassandra could not start: {err}", pytrace=False)
+    yield SharedCassandra(eng.addr, eng)
     eng.stop()
 
 

@@ -70,8 +70,11 @@ cdef object _dctx():
 
 cdef object decompress_bounded_c(object data, Py_ssize_t max_frame):
     """One complete zstd frame, no trailing bytes, decompressed to <= max_frame bytes.
-    A declared content size is checked first (libzstd enforces it while decoding); a
-    frame without one is first read through a stream reader capped at max_frame + 1."""
+    Never allocates more than about max_frame, whatever the frame claims (issue 15): a
+    declared content size (> 0) is the exact size of the one output buffer (a frame that
+    produces more or less fails); a frame without one, or declaring 0, is first read
+    through a stream reader capped at max_frame + 1, which bounds the second, checking
+    pass over the same frame (decoding is deterministic)."""
     dctx = _dctx()
     try:
         declared = _content_size(data)
@@ -80,18 +83,19 @@ cdef object decompress_bounded_c(object data, Py_ssize_t max_frame):
     if declared > max_frame:
         raise FrameTooLarge(f"zstd content size {declared} > {max_frame}")
     try:
-        if declared < 0:
-            probe = dctx.stream_reader(data, read_across_frames=False).read(max_frame + 1)
-            if len(probe) > max_frame:
-                raise FrameTooLarge(f"decompressed body exceeds {max_frame}")
+        if declared > 0:
+            return dctx.decompress(data, allow_extra_data=False)
+        size = len(dctx.stream_reader(data, read_across_frames=False).read(max_frame + 1))
+        if declared == 0 and size:  # checked first: an empty frame's reader may read on into the next
+            raise DecompressError("zstd frame holds more than its declared content size 0")
+        if size > max_frame:
+            raise FrameTooLarge(f"decompressed body exceeds {max_frame}")
         dobj = dctx.decompressobj()
         out = dobj.decompress(data)
     except _ZstdError as e:
         raise DecompressError(f"bad zstd body: {e}") from None
     if not dobj.eof or dobj.unused_data:
         raise DecompressError("zstd body is truncated or has trailing bytes")
-    if len(out) > max_frame:
-        raise FrameTooLarge(f"decompressed body exceeds {max_frame}")
     return out
 
 

@@ -2,7 +2,7 @@
 
 `run_node(service, build)`: `build()` reads the configuration and returns the node
 (qim/obs/node.py); the node starts, serves until SIGTERM or SIGINT, then stops cleanly
-and the process exits 0. Exit codes otherwise, each with a one-line message on stderr:
+and the process exits 0. SIGHUP reloads the node's TLS certificates (ServiceNode.reload_tls). Exit codes otherwise, each with a one-line message on stderr:
 2 configuration error (the message names the variable), 3 cannot start (an engine
 check failed, a port is taken), 4 the `server` extra is not installed
 (docs/decisions/0020-service-shell.md).
@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 # Top-level modules of the `server` extra (pyproject.toml): a service importing one of
 # them on an app-only install fails with EXIT_NO_SERVER_EXTRA and the pip command.
-SERVER_EXTRA_MODULES = frozenset({"redis", "hiredis", "confluent_kafka", "prometheus_client", "pyroaring", "numpy"})
+SERVER_EXTRA_MODULES = frozenset({"redis", "hiredis", "confluent_kafka", "prometheus_client", "pyroaring", "numpy",
+                                  "cassandra"})
 EXIT_CONFIG, EXIT_CANNOT_START, EXIT_NO_SERVER_EXTRA = 2, 3, 4
 
 
@@ -74,6 +75,8 @@ async def serve_until_signal(service: str, build: Callable[[], "ServiceNode"]) -
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     node = build()
+    # certificate rotation: new connections use the reloaded files (docs/operations.md)
+    loop.add_signal_handler(signal.SIGHUP, node.reload_tls)
     starting = loop.create_task(node.start(), name=f"{service}:start")
     signalled = loop.create_task(stop.wait(), name=f"{service}:signal")
     await asyncio.wait({starting, signalled}, return_when=asyncio.FIRST_COMPLETED)

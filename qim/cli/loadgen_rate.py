@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import os
 import secrets
+import ssl
 import struct
 import sys
 import time
@@ -34,11 +35,14 @@ from typing import Optional, Sequence
 from qim._core import ids
 from qim.cli.bodies import body_bytes, digest
 from qim.cli.rate_receiver import PULL_GAP_S, Ledger, Receiver, Sent, p99, summary
-from qim.errors import ErrorCode
+from qim.cli.tlsopts import add_client_args, client_context
+from qim.errors import ConfigError, ErrorCode
 from qim.net.framed import open_framed, parse_addr
+from qim.net.tls import ALPN
 from qim.proto.v1 import common_pb2, connection_pb2, message_pb2
 from qim.protocol import Opcode
-from qim.services.gateway.auth import issue_dev_token
+from qim.wire.devtoken import issue_dev_token, load_dev_key
+from qim.wire.tokens import SigningKey
 
 SEGMENT_S = 5.0
 TICK_S = 0.005
@@ -64,10 +68,15 @@ def padding(seed: bytes, n: int, size: int) -> bytes:
     return body_bytes(seed + n.to_bytes(8, "big"), size) if size > 0 else b""
 
 
-async def login(addr: str, secret: bytes, user: int):
-    """A raw authenticated stream of `user` (device 1); RuntimeError when AUTH is refused."""
-    stream = await open_framed(*parse_addr(addr))
-    stream.send(Opcode.AUTH, 1, connection_pb2.Auth(token=issue_dev_token(secret, 0, user, 1)).SerializeToString())
+async def login(addr: str, key: SigningKey, user: int, tls: Optional[ssl.SSLContext] = None):
+    """A raw authenticated stream of `user` (device 1) over TLS with `tls` (None:
+    plaintext); RuntimeError when AUTH or ALPN qim/1 is refused."""
+    host, port = parse_addr(addr)
+    stream = await open_framed(host, port, tls=tls, server_hostname=host)
+    if tls is not None and stream.alpn != ALPN:
+        stream.abort()
+        raise RuntimeError(f"{addr} did not agree to ALPN {ALPN}")
+    stream.send(Opcode.AUTH, 1, connection_pb2.Auth(token=issue_dev_token(key, 0, user, 1)).SerializeToString())
     item = await asyncio.wait_for(stream.read_frame(), 10)
     if item is None or item[0] != Opcode.AUTH_OK:
         raise RuntimeError(f"AUTH failed for user {user}")
@@ -76,11 +85,11 @@ async def login(addr: str, secret: bytes, user: int):
 
 async def run(cfg: argparse.Namespace) -> int:
     """The whole run described by `cfg` (see `parser()`); returns the exit code."""
-    secret = cfg.token_secret.encode()
+    key = cfg.token_key
     base = secrets.randbits(60) + 1
     senders = [base + i for i in range(cfg.pairs)]
     receivers = [base + cfg.pairs + i for i in range(cfg.pairs)]
-    streams = await asyncio.gather(*(login(cfg.gateway, secret, u) for u in senders + receivers))
+    streams = await asyncio.gather(*(login(cfg.gateway, key, u, cfg.tls) for u in senders + receivers))
     out_streams = streams[:cfg.pairs]
     convs = [ids.conversation_id_direct(0, s, r) for s, r in zip(senders, receivers)]
     seg, total = Stats(), Stats()
@@ -186,7 +195,8 @@ def parser() -> argparse.ArgumentParser:
     """The command line of `qim-loadgen rate`."""
     p = argparse.ArgumentParser(prog="qim-loadgen rate", description=__doc__.split("\n\n")[0])
     p.add_argument("--gateway", default=os.environ.get("QIM_GATEWAY_ADDR"))
-    p.add_argument("--token-secret", default=os.environ.get("QIM_DEV_TOKEN_SECRET"))
+    p.add_argument("--token-key", default=os.environ.get("QIM_DEV_TOKEN_KEY"),
+                   help="development token key, a PEM private key file (default: $QIM_DEV_TOKEN_KEY)")
     p.add_argument("--rate", type=float, required=True, help="target sends per second")
     p.add_argument("--duration", type=float, default=180.0, help="seconds of load (180 for acceptance)")
     p.add_argument("--pairs", type=int, default=20, help="sender/receiver connection pairs")
@@ -195,6 +205,7 @@ def parser() -> argparse.ArgumentParser:
                    help="seconds a receiver waits at least between pulls (0: pull on every push)")
     p.add_argument("--drain", type=float, default=30.0,
                    help="seconds to wait for outstanding ACKs and for receivers to pull everything")
+    add_client_args(p)  # --ca-file, --plaintext (qim/cli/tlsopts.py)
     return p
 
 
@@ -202,9 +213,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the open-loop load: 0 when arrival reached 99 % of the target, every send was
     acknowledged and the client view is clean; 1 otherwise, 2 on bad arguments."""
     cfg = parser().parse_args(argv)
-    if not cfg.gateway or not cfg.token_secret:
-        print("qim-loadgen rate: --gateway/QIM_GATEWAY_ADDR and --token-secret/QIM_DEV_TOKEN_SECRET are required",
+    if not cfg.gateway or not cfg.token_key:
+        print("qim-loadgen rate: --gateway/QIM_GATEWAY_ADDR and --token-key/QIM_DEV_TOKEN_KEY are required",
               file=sys.stderr)
+        return 2
+    try:
+        cfg.token_key = load_dev_key(cfg.token_key)
+        cfg.tls = client_context(cfg, cfg.gateway)
+    except (ValueError, ConfigError) as exc:
+        print(f"qim-loadgen rate: {exc}", file=sys.stderr)
         return 2
     if cfg.rate <= 0 or cfg.duration <= 0 or cfg.pairs <= 0 or cfg.size < 16:
         print("qim-loadgen rate: --rate, --duration and --pairs must be positive, --size >= 16", file=sys.stderr)

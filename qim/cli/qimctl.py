@@ -2,6 +2,8 @@
 
     qimctl membership add|remove ...   qimctl message delete ...   (qim/cli/qimctl_admin.py)
     qimctl token --user U --device D   qimctl group create ...     (qim/cli/qimctl_dev.py)
+    qimctl schema apply|check                                      (qim/cli/qimctl_schema.py)
+    qimctl audit archive ...   qimctl retention set|get ...        (qim/cli/qimctl_archive.py)
     qimctl audit dispatch [--kafka-bootstrap HOST:PORT] [--redis-addr HOST:PORT[,...]]
                           [--shard-count N] [--outbox-topic T] [--dispatch-topic T]
                           [--fanout-group G] [--no-wait] [--timeout S]
@@ -43,7 +45,7 @@ from typing import Callable, Optional, Sequence
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from qim.cli import qimctl_admin, qimctl_dev
+from qim.cli import qimctl_admin, qimctl_archive, qimctl_dev, qimctl_schema
 from qim.config import Env
 from qim.consts import DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC
 from qim.errors import ConfigError, EngineError
@@ -256,8 +258,11 @@ def build_parser(environ=None) -> argparse.ArgumentParser:
     d.add_argument("--no-wait", action="store_true", help="skip waiting for commits and fanout to drain")
     d.add_argument("--timeout", type=float, default=60.0, help="seconds per wait step / read stall (default 60)")
     d.set_defaults(func=audit_dispatch)
+    qimctl_archive.add_audit_parser(audit_sub, env)
     qimctl_admin.add_parsers(sub, env)
     qimctl_dev.add_parsers(sub, env)
+    qimctl_schema.add_parsers(sub, env)
+    qimctl_archive.add_parsers(sub, env)
     return parser
 
 
@@ -286,7 +291,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Console entry point (`qimctl`); returns the process exit code."""
     args = build_parser().parse_args(argv)
     try:
-        if args.command == "audit":
+        if args.command == "audit" and args.audit == "dispatch":
             _validate(args)
         return args.func(args)
     except (ConfigError, EngineError) as exc:

@@ -16,10 +16,14 @@ import argparse
 import asyncio
 import os
 import sys
+from typing import Optional
 
+from qim.cli.tlsopts import add_internal_args, internal_contexts
 from qim.consts import U63_MAX
 from qim.errors import ConfigError, RequestError
+from qim.net.allow import WRITER
 from qim.net.rpc import RemoteError, RpcClient
+from qim.net.tls import TlsContexts
 from qim.proto.v1 import group_pb2, internal_pb2, message_pb2
 from qim.protocol import Opcode
 
@@ -48,6 +52,7 @@ def add_parsers(sub, env) -> None:
 
 def _common(p, default_writer: str, env) -> None:
     p.add_argument("--writer", default=default_writer, help="writer host:port (default: first of $QIM_WRITER_ADDRS)")
+    add_internal_args(p, env)  # mutual TLS with qimctl's certificate (qim/cli/tlsopts.py)
     p.add_argument("--tenant", type=lambda v: int(v, 0), default=int(env.get("QIM_TENANT_ID", "0"), 0))
     p.add_argument("--request-id", default=None, help="32 hex; reuse it to retry idempotently")
 
@@ -80,8 +85,8 @@ def build_request(args: argparse.Namespace) -> internal_pb2.AdminRequest:
     return req
 
 
-async def _call(addr: str, body: bytes) -> tuple[int, bytes]:
-    client = RpcClient(addr)
+async def _call(addr: str, body: bytes, tls: Optional[TlsContexts]) -> tuple[int, bytes]:
+    client = RpcClient(addr, tls=tls, expect_service=WRITER)
     try:
         return await client.call(Opcode.WRITER_ADMIN, body)
     finally:
@@ -91,9 +96,10 @@ async def _call(addr: str, body: bytes) -> tuple[int, bytes]:
 def run_admin(args: argparse.Namespace, out=sys.stdout) -> int:
     """Send one admin request (membership edit or operator delete) to a writer; prints the request id and the result, returns the exit code."""
     req = build_request(args)
+    tls = internal_contexts(args, args.writer)
     print(f"request_id={(req.membership.request_id or req.delete_message.request_id).hex()}", file=out)
     try:
-        opcode, reply = asyncio.run(_call(args.writer, req.SerializeToString()))
+        opcode, reply = asyncio.run(_call(args.writer, req.SerializeToString(), tls))
     except RemoteError as err:  # the writer answered ERROR
         print(f"refused: {err.code.name}: {err.message}", file=out)
         return 1

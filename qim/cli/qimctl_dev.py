@@ -1,7 +1,8 @@
 """qimctl development commands: tokens and groups made by the operator (issue 13).
 
-    qimctl token --user U --device D [--tenant T] [--secret S]
-        prints only the development token (secret: --secret, else $QIM_DEV_TOKEN_SECRET)
+    qimctl token --user U --device D [--ttl S] [--tenant T] [--key PATH] [--audience A]
+        prints only a development token (a JWT signed with the development key: --key,
+        else $QIM_DEV_TOKEN_KEY; never any other key), valid --ttl seconds (3600)
     qimctl group create --group G --owner U --members U [U ...] [--writer H:P] [--tenant T]
                         [--request-id HEX32]
         creates a group that does not exist, with U as owner and member, through the
@@ -19,20 +20,30 @@ import argparse
 import asyncio
 import os
 import sys
+from typing import Optional
 
 from qim.cli.qimctl_admin import _hex16
-from qim.consts import U63_MAX
+from qim.cli.tlsopts import add_internal_args, internal_contexts
+from qim.consts import DEV_TOKEN_TTL_S, TOKEN_MAX_TTL_S_DEFAULT, U63_MAX
 from qim.errors import ConfigError, RequestError
+from qim.net.allow import WRITER
 from qim.net.framed import parse_addr
 from qim.net.rpc import RemoteError, RpcClient
+from qim.net.tls import TlsContexts
 from qim.proto.v1 import group_pb2, internal_pb2
 from qim.protocol import Opcode
-from qim.wire.devtoken import SECRET_ENV, issue_dev_token, secret_from_env
+from qim.wire.devtoken import AUDIENCE_ENV, KEY_ENV, dev_key_from_env, issue_dev_token
 
 
 def _id(value: str) -> int:
     if not value.isdigit() or not 0 < int(value) <= U63_MAX:
         raise argparse.ArgumentTypeError(f"{value!r} is not a non-zero id with bit 63 clear")
+    return int(value)
+
+
+def _ttl(value: str) -> int:
+    if not value.isdigit() or not 0 < int(value) <= TOKEN_MAX_TTL_S_DEFAULT:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds in 1..{TOKEN_MAX_TTL_S_DEFAULT}")
     return int(value)
 
 
@@ -49,12 +60,18 @@ def _tenant(value: str) -> int:
 def add_parsers(sub, env) -> None:
     """Register `token` and `group` under the qimctl subcommands."""
     tenant_default = env.get("QIM_TENANT_ID") or "0"
-    t = sub.add_parser("token", help="print a development token for (tenant, user, device)")
+    t = sub.add_parser("token", help="print a development token for (tenant, user, device), signed with the "
+                                     "development key")
     t.add_argument("--user", type=_id, required=True, help="user id (required)")
     t.add_argument("--device", type=_id, required=True, help="device id the token names (required)")
     t.add_argument("--tenant", type=_tenant, default=tenant_default,
                    help="tenant id, decimal or 0x hex (default: $QIM_TENANT_ID, else 0)")
-    t.add_argument("--secret", default=None, help=f"development token secret (default: ${SECRET_ENV})")
+    t.add_argument("--ttl", type=_ttl, default=DEV_TOKEN_TTL_S,
+                   help=f"seconds the token is valid (default: {DEV_TOKEN_TTL_S})")
+    t.add_argument("--key", default=None,
+                   help=f"development key, a PEM private key file (default: ${KEY_ENV}, from .qim/stack/stack.env)")
+    t.add_argument("--audience", default=None,
+                   help=f"the gateway's token audience (default: ${AUDIENCE_ENV}, else qim)")
     t.set_defaults(func=run_token)
 
     default_writer = (env.get("QIM_WRITER_ADDRS") or "127.0.0.1:7101").split(",")[0]
@@ -72,21 +89,24 @@ def add_parsers(sub, env) -> None:
     c.add_argument("--request-id", default=None,
                    help="32 hex digits; reuse it to retry idempotently (default: a new random one)")
     c.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the writer (default: 10)")
+    add_internal_args(c, env)  # mutual TLS with qimctl's certificate (qim/cli/tlsopts.py)
     c.set_defaults(func=run_group_create)
 
 
 def run_token(args: argparse.Namespace, out=sys.stdout) -> int:
-    """Print the token only (so `$(qimctl token ...)` works). ConfigError without a secret."""
+    """Print the token only (so `$(qimctl token ...)` works). ConfigError (one line)
+    without a usable development key."""
     try:
-        secret = secret_from_env(args.secret)
+        key = dev_key_from_env(args.key)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    print(issue_dev_token(secret, int(args.tenant), args.user, args.device), file=out)
+    print(issue_dev_token(key, int(args.tenant), args.user, args.device, ttl_s=args.ttl, audience=args.audience),
+          file=out)
     return 0
 
 
-async def _call(addr: str, body: bytes, timeout: float) -> tuple[int, bytes]:
-    client = RpcClient(addr)
+async def _call(addr: str, body: bytes, timeout: float, tls: Optional[TlsContexts]) -> tuple[int, bytes]:
+    client = RpcClient(addr, tls=tls, expect_service=WRITER)
     try:
         return await client.call(Opcode.WRITER_SEND, body, timeout)
     finally:
@@ -100,6 +120,7 @@ def run_group_create(args: argparse.Namespace, out=sys.stdout) -> int:
         parse_addr(args.writer)
     except ValueError as exc:
         raise ConfigError(f"--writer: {exc}") from None
+    tls = internal_contexts(args, args.writer)
     tenant = int(args.tenant).to_bytes(16, "big")
     members = sorted(set(args.members) - {args.owner})
     create = group_pb2.CreateGroup(group_id=args.group, members=members, client_message_id=request_id)
@@ -107,7 +128,7 @@ def run_group_create(args: argparse.Namespace, out=sys.stdout) -> int:
                                   upstream=create.SerializeToString(), opcode=Opcode.CREATE_GROUP)
     print(f"request_id={request_id.hex()}", file=out)
     try:
-        _, reply = asyncio.run(_call(args.writer, req.SerializeToString(), args.timeout))
+        _, reply = asyncio.run(_call(args.writer, req.SerializeToString(), args.timeout, tls))
     except RemoteError as err:
         print(f"refused: {err.code.name}: {err.message}", file=out)
         return 1

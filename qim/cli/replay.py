@@ -61,7 +61,11 @@ from qim.cli.bodies import OVER_LIMIT, Blob, deal, plan_blobs, threshold_sizes
 from qim.cli.replay_common import TENANT, Tally
 from qim.cli.replay_dialogue import DialogueBase, Item, items_of
 from qim.cli.replay_group import GROUP_EVERY, GroupDialogue
+from qim.cli.replay_history import history_check
+from qim.cli.tlsopts import add_client_args, client_context
+from qim.errors import ConfigError
 from qim.sdk import SendAck, direct_conversation
+from qim.wire.devtoken import load_dev_key
 
 logger = logging.getLogger(__name__)
 MODES = ("online", "offline", "cut")
@@ -160,7 +164,9 @@ def is_group_dialogue(i: int, cfg: argparse.Namespace) -> bool:
 
 
 async def replay(cfg: argparse.Namespace) -> Tally:
-    """Run the replay described by `cfg` (see `parser()`); returns the totals."""
+    """Run the replay described by `cfg` (see `parser()`); returns the totals. ConfigError
+    for a --ca-file that cannot be read or --plaintext toward a non-loopback gateway."""
+    cfg.tls = client_context(cfg, cfg.gateway)  # one TLS context for every device's runtime
     dialogues = load_dialogues([x.strip() for x in cfg.langs.split(",") if x.strip()])
     if cfg.limit:
         dialogues = dialogues[: cfg.limit]
@@ -168,6 +174,7 @@ async def replay(cfg: argparse.Namespace) -> Tally:
     blobs = plan_blob_turns([turns for _lang, turns in dialogues], cfg)
     total = Tally()
     sem = asyncio.Semaphore(max(1, cfg.concurrency))
+    done: list = []  # the dialogues, for --history-check
     with tempfile.TemporaryDirectory(prefix="qim-replay-") as base_dir:
         async def one(i: int, turns: list[str]) -> None:
             async with sem:  # bodies are made here, so a run holds only the running dialogues' bytes
@@ -176,11 +183,15 @@ async def replay(cfg: argparse.Namespace) -> Tally:
                     listener = base + 2 * len(dialogues) + i
                     g = GroupDialogue(i, items, (base + 2 * i, base + 2 * i + 1, listener), base + i, cfg, base_dir)
                     total.add(await g.run())
+                    done.append(g)
                 else:
                     d = Dialogue(i, items, (base + 2 * i, base + 2 * i + 1), cfg, base_dir)
                     total.add(await d.run())
+                    done.append(d)
 
         await asyncio.gather(*(one(i, turns) for i, (_lang, turns) in enumerate(dialogues)))
+        if cfg.history_check:  # issue 14: every history read again, across the archive's hot floor
+            total.history = await history_check(cfg, done, base_dir, int(time.time() * 1000))
     return total
 
 
@@ -189,8 +200,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="qim-loadgen replay", description=__doc__.split("\n\n")[0])
     p.add_argument("--gateway", default=os.environ.get("QIM_GATEWAY_ADDR"),
                    help="gateway host:port (default: $QIM_GATEWAY_ADDR)")
-    p.add_argument("--token-secret", default=os.environ.get("QIM_DEV_TOKEN_SECRET"),
-                   help="development token secret (default: $QIM_DEV_TOKEN_SECRET)")
+    p.add_argument("--token-key", default=os.environ.get("QIM_DEV_TOKEN_KEY"),
+                   help="development token key, a PEM private key file (default: $QIM_DEV_TOKEN_KEY)")
     p.add_argument("--langs", default="english,chinese", help="comma-separated corpus languages")
     p.add_argument("--limit", type=int, default=0, help="number of dialogues (0 = all)")
     p.add_argument("--concurrency", type=int, default=8, help="dialogues run at once")
@@ -206,7 +217,13 @@ def parser() -> argparse.ArgumentParser:
                    help="send no recalls (backends without RECALL_MESSAGE)")
     p.add_argument("--sync-timeout", type=float, default=20.0, help="seconds to wait for delivery")
     p.add_argument("--send-timeout", type=float, default=30.0, help="seconds to wait for one ACK")
+    p.add_argument("--history-check", action="store_true",
+                   help="afterwards read every conversation's history again through the SDK and compare it with "
+                        "what was sent (qim/cli/replay_history.py; printed before the last line)")
+    p.add_argument("--history-settle", type=float, default=0.0,
+                   help="--history-check: seconds to wait for the trimmer to give every conversation a hot floor")
     p.add_argument("-v", "--verbose", action="store_true")
+    add_client_args(p)  # --ca-file, --plaintext (qim/cli/tlsopts.py)
     return p
 
 
@@ -215,9 +232,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     cfg = parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if cfg.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if not cfg.gateway or not cfg.token_secret:
-        print("qim-loadgen replay: --gateway/QIM_GATEWAY_ADDR and --token-secret/QIM_DEV_TOKEN_SECRET are required",
+    if not cfg.gateway or not cfg.token_key:
+        print("qim-loadgen replay: --gateway/QIM_GATEWAY_ADDR and --token-key/QIM_DEV_TOKEN_KEY are required",
               file=sys.stderr)
+        return 2
+    try:
+        cfg.token_key = load_dev_key(cfg.token_key)
+        client_context(cfg, cfg.gateway)  # a bad --ca-file or --plaintext: exit 2 before anything runs
+    except (ValueError, ConfigError) as exc:
+        print(f"qim-loadgen replay: {exc}", file=sys.stderr)
         return 2
     started = time.monotonic()
     total = asyncio.run(replay(cfg))
@@ -226,6 +249,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if total.harness:
         print(f"replay: not exercised as planned: {total.harness}", file=sys.stderr)
     print(total.not_sent_line(), flush=True)
+    if total.history is not None:
+        print(total.history.line(), flush=True)
     print(total.line(), flush=True)
     return 0 if total.ok else 1
 

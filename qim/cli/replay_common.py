@@ -7,13 +7,13 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 from qim.cli.verify import AppView, Verdict
 from qim.proto.v1 import session_pb2
 from qim.protocol import Opcode
 from qim.sdk import ClientRuntime, LocalStore
-from qim.services.gateway.auth import issue_dev_token
+from qim.wire.devtoken import issue_dev_token
 
 TENANT = 0
 COUNTS = ("conversations", "messages", "delivered", "lost", "duplicated", "out_of_order", "corrupt", "unread_wrong",
@@ -39,6 +39,7 @@ class Tally:
     harness: dict = field(default_factory=dict)  # what the run could not exercise (e.g. a cut that did not cut)
     by_mode: dict = field(default_factory=dict)
     sdk: dict = field(default_factory=dict)  # summed ClientRuntime.stats (reconnects, resends, ...)
+    history: Any = None  # --history-check: qim.cli.replay_history.HistoryResult (issue 14)
 
     def add(self, other: "Tally") -> None:
         """Add another dialogue's counts and notes into this one."""
@@ -64,7 +65,7 @@ class Tally:
         intended over-limit refusals, and every mode exercised as planned."""
         return (self.delivered == self.messages and self.lost == self.duplicated == self.out_of_order == 0
                 and self.corrupt == self.unread_wrong == 0 and set(self.not_sent) <= {EXPECTED_REFUSAL}
-                and not self.harness)
+                and not self.harness and (self.history is None or self.history.mismatched == 0))
 
     def not_sent_line(self) -> str:
         """The `replay: not_sent=...` line with its reasons."""
@@ -86,9 +87,14 @@ class Device:
         self.view = AppView(user, f"user {user} {label}")
         path = LocalStore.path_for(os.path.join(base_dir, label), cfg.gateway, TENANT, user)
         self.store = LocalStore.open(path, TENANT, user)
-        token = issue_dev_token(cfg.token_secret.encode(), TENANT, user, self.store.device_id)
-        self.rt = ClientRuntime(cfg.gateway, token, self.store, event_queue=False, send_timeout=cfg.send_timeout,
-                                on_event=self.view.on_event)
+        device = self.store.device_id
+
+        def fresh_token() -> str:  # a replay may outlive one token (KICKED{TOKEN_EXPIRED})
+            return issue_dev_token(cfg.token_key, TENANT, user, device)
+
+        self.rt = ClientRuntime(cfg.gateway, fresh_token(), self.store, event_queue=False,
+                                send_timeout=cfg.send_timeout, on_event=self.view.on_event, token_provider=fresh_token,
+                                ssl_context=cfg.tls, plaintext=cfg.tls is None)  # cfg.tls: qim/cli/tlsopts.py
 
     async def wait_told(self, message_ids: list[bytes], deadline: float, recalled: Sequence[bytes] = ()) -> bool:
         """Connect and pull until the app was told every id and shown each of `recalled`

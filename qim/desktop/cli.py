@@ -1,11 +1,13 @@
 """qim-desktop command line: log in with a development token, then the full-screen app.
 
-    qim-desktop --user 1001 [--device D] [--secret S] [--endpoint HOST:PORT] [--chat 1002]
+    qim-desktop --user 1001 [--device D] [--key PATH] [--endpoint HOST:PORT] [--chat 1002]
     qim-desktop --token "$(qimctl token --user 1001 --device 5)"
 
 The local store lives per endpoint, tenant and user under --data-dir (the SDK's stable
 path); its device id is kept there, so the same person on the same machine is the same
-device next time. Mistakes a person makes — a closed port, a wrong secret, a bad
+device next time. With --user the tokens are made from the development key (--key, else
+$QIM_DEV_TOKEN_KEY) and renewed before they expire; a --token is used as given.
+Mistakes a person makes — a closed port, a wrong key, a bad
 address, a store of another device — print ONE line on stderr and exit 2, never a
 traceback. /quit exits 0; being kicked (the device logged in elsewhere) prints why and
 exits 3.
@@ -19,12 +21,13 @@ import os
 import sys
 from typing import NoReturn, Optional, Sequence
 
-from qim.errors import ErrorCode, QimError
+from qim.cli.tlsopts import add_client_args, client_context
+from qim.errors import ConfigError, ErrorCode, QimError, TlsError
 from qim.net.framed import parse_addr
 from qim.sdk import Client, ConnectionLost
 from qim.sdk.identity import DATA_DIR_ENV, default_data_dir, device_identity
 from qim.sdk.model import StoreError, canonical_endpoint
-from qim.wire.devtoken import SECRET_ENV, issue_dev_token, secret_from_env, token_claims
+from qim.wire.devtoken import KEY_ENV, dev_key_from_env, issue_dev_token, token_claims
 
 DEFAULT_ENDPOINT = "127.0.0.1:7100"  # qim-gateway's default QIM_GATEWAY_LISTEN
 EXIT_USAGE = 2
@@ -55,14 +58,14 @@ def build_parser(environ=None) -> argparse.ArgumentParser:
     p.add_argument("--token", default=env.get("QIM_TOKEN"),
                    help="development token naming tenant, user and device, e.g. from `qimctl token` "
                         "(default: $QIM_TOKEN; not needed with --user)")
-    p.add_argument("--user", type=_u63, help="log in as this user id with a token made from --secret "
+    p.add_argument("--user", type=_u63, help="log in as this user id with tokens made from --key "
                                              "(default: none; give --user or --token)")
     p.add_argument("--device", type=_u63, help="device id for --user (default: the device id kept in this "
                                                "user's store under --data-dir; a new random one the first time)")
     p.add_argument("--tenant", type=lambda v: int(v, 0), default=int(env.get("QIM_TENANT_ID") or "0", 0),
                    help="tenant id for --user, decimal or 0x hex (default: $QIM_TENANT_ID, else 0)")
-    p.add_argument("--secret", default=None,
-                   help=f"development token secret for --user (default: ${SECRET_ENV})")
+    p.add_argument("--key", default=None,
+                   help=f"development token key (PEM private key file) for --user (default: ${KEY_ENV})")
     p.add_argument("--data-dir", default=default_data_dir(env),
                    help=f"where local stores live, one per endpoint, tenant and user (default: ${DATA_DIR_ENV}, "
                         "else $XDG_DATA_HOME/qim, else ~/.local/share/qim)")
@@ -70,6 +73,7 @@ def build_parser(environ=None) -> argparse.ArgumentParser:
                    help="open the direct chat with this user id at start (default: none)")
     p.add_argument("--connect-timeout", type=float, default=15.0,
                    help="seconds to wait for the first connection and sync (default: 15)")
+    add_client_args(p, env)  # --ca-file (default $QIM_CA_FILE), --plaintext (qim/cli/tlsopts.py)
     return p
 
 
@@ -80,6 +84,11 @@ async def _login(args: argparse.Namespace) -> Client:
         parse_addr(args.endpoint)
     except ValueError as exc:
         raise UsageError(f"--endpoint: {exc}") from None
+    try:
+        tls = client_context(args, args.endpoint)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    provider = None
     if args.token:
         token = args.token.strip()
         try:
@@ -88,7 +97,7 @@ async def _login(args: argparse.Namespace) -> Client:
             raise UsageError(f"--token: {exc}") from None
     elif args.user:
         try:
-            secret = secret_from_env(args.secret)
+            key = dev_key_from_env(args.key)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         if not 0 <= args.tenant < 1 << 128:
@@ -97,11 +106,17 @@ async def _login(args: argparse.Namespace) -> Client:
             ident = await device_identity(args.endpoint, args.tenant, args.user, args.data_dir, args.device)
         except StoreError as exc:
             raise UsageError(str(exc)) from None
-        token = issue_dev_token(secret, args.tenant, args.user, ident.device_id)
+        tenant, user, device = args.tenant, args.user, ident.device_id
+
+        def provider() -> str:  # a session may outlive one token (1 h)
+            return issue_dev_token(key, tenant, user, device)
+
+        token = provider()
     else:
-        raise UsageError("give --user (with --secret or $QIM_DEV_TOKEN_SECRET) or --token")
+        raise UsageError(f"give --user (with --key or ${KEY_ENV}) or --token")
     try:
-        client = await Client.open(args.endpoint, token, data_dir=args.data_dir)
+        client = await Client.open(args.endpoint, token, data_dir=args.data_dir, token_provider=provider,
+                                   ssl_context=tls, plaintext=tls is None)
     except (StoreError, OSError) as exc:
         raise UsageError(f"local store: {exc}") from None
     try:
@@ -112,10 +127,12 @@ async def _login(args: argparse.Namespace) -> Client:
     except QimError as exc:
         await client.close()
         if exc.code == ErrorCode.UNAUTHENTICATED:
-            raise UsageError(f"the gateway at {args.endpoint} refused the token (wrong --secret or "
-                             f"${SECRET_ENV}?)") from None
+            raise UsageError(f"the gateway at {args.endpoint} refused the token (expired, or wrong --key or "
+                             f"${KEY_ENV}?)") from None
         if isinstance(exc, ConnectionLost):
             raise UsageError(f"{exc} (is qim-gateway listening there?)") from None
+        if isinstance(exc, TlsError):
+            raise UsageError(f"{exc} (check --ca-file or $QIM_CA_FILE)") from None
         raise UsageError(f"cannot connect to {args.endpoint}: {exc.code.name}: {exc}") from None
     return client
 

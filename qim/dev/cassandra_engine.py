@@ -7,8 +7,8 @@ the JPMS `--add-exports/--add-opens` list; cassandra-env.sh: the jamm javaagent)
 a minimal cassandra.yaml: one token, SimpleSnitch, 127.0.0.1, own ports and
 directories. No JMX port is opened (no `cassandra.jmx.*` property).
 
-Opt-in: not started by `qim-dev engines up` unless `--with-cassandra` or
-QIM_DEV_WITH_CASSANDRA=1 (the HistoryArchiver that needs it comes next).
+Started by `qim-dev engines up` unless `--without-cassandra` or QIM_DEV_WITH_CASSANDRA=0:
+the archive tier (qim-archiver, the tiered MessageStore; issue 14) runs on it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`qim-dev`: development helpers.
 
-    qim-dev engines up     [--dir DIR] [--shard-count N] [--with-cassandra]
-                                          start Redis + Kafka (+ Cassandra), print env file
+    qim-dev engines up     [--dir DIR] [--shard-count N] [--without-cassandra]
+                                          start Redis + Kafka + Cassandra, print env file
     qim-dev engines down   [--dir DIR]    stop exactly the recorded pids
     qim-dev engines status [--dir DIR]    exit 1 unless every running engine answers
 
@@ -21,7 +21,7 @@ import sys
 import time
 
 from qim.dev import stack_cli
-from qim.dev.engines import EngineSet, default_dir
+from qim.dev.engines import EngineSet, cassandra_wanted, default_dir
 from qim.errors import EngineError
 
 
@@ -34,9 +34,11 @@ def _parser() -> argparse.ArgumentParser:
     eng.add_argument("--dir", default=None, help=f"engine directory (default {default_dir()})")
     eng.add_argument("--shard-count", type=int, default=None,
                      help="qim.dispatch partitions (default: recorded, else 64)")
-    eng.add_argument("--with-cassandra", action="store_true", default=None,
-                     help="up: also start Cassandra 5.0, the local stand-in for ScyllaDB "
-                          "(default: $QIM_DEV_WITH_CASSANDRA, else no)")
+    eng.add_argument("--with-cassandra", dest="with_cassandra", action="store_const", const=True, default=None,
+                     help="up: also start Cassandra 5.0, the local stand-in for ScyllaDB (the archive tier) "
+                          "(default: $QIM_DEV_WITH_CASSANDRA, else yes)")
+    eng.add_argument("--without-cassandra", dest="with_cassandra", action="store_const", const=False,
+                     help="up: Redis and Kafka only (no archive tier)")
     eng.add_argument("--timeout", type=float, default=15.0,
                      help="down: seconds between SIGTERM and SIGKILL")
     stack_cli.add_parser(sub)
@@ -45,7 +47,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _up(args) -> int:
     t0 = time.monotonic()
-    es = EngineSet.up(args.dir, args.shard_count, with_cassandra=args.with_cassandra)
+    with_cassandra = args.with_cassandra if args.with_cassandra is not None else cassandra_wanted(default=True)
+    es = EngineSet.up(args.dir, args.shard_count, with_cassandra=with_cassandra)
     print(es.env_path.read_text(), end="")
     print(f"# engines up in {time.monotonic() - t0:.1f}s; env file:")
     print(es.env_path)

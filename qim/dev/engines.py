@@ -9,9 +9,10 @@ data) the engines, creates the QIM topics and writes:
 - `dir/state.json`: pids, ports, dirs, shard count — `down` stops exactly those pids,
   and the next `up` reuses the ports and data.
 
-Cassandra (the local stand-in for ScyllaDB) is opt-in: `with_cassandra=True`
-(`qim-dev engines up --with-cassandra`) or QIM_DEV_WITH_CASSANDRA=1. Used by the
-`qim-dev engines` CLI and by the pytest fixtures in tests/fixtures.py.
+Cassandra (the local stand-in for ScyllaDB, the archive tier of issue 14): `qim-dev
+engines up` starts it unless `--without-cassandra` or QIM_DEV_WITH_CASSANDRA=0; the
+library (`with_cassandra=None`) and the pytest fixtures in tests/fixtures.py only with
+QIM_DEV_WITH_CASSANDRA=1 or `with_cassandra=True`.
 """
 
 from __future__ import annotations
@@ -44,12 +45,14 @@ def default_dir() -> Path:
     return Path(__file__).resolve().parents[2] / ".qim" / "engines"
 
 
-def cassandra_wanted() -> bool:
-    """True if QIM_DEV_WITH_CASSANDRA asks for the Cassandra engine ("1"/"0").
+def cassandra_wanted(default: bool = False) -> bool:
+    """True if QIM_DEV_WITH_CASSANDRA asks for the Cassandra engine ("1"/"0"); `default`
+    when it is unset (the `qim-dev engines up` CLI: yes; the library and test fixtures: no,
+    tests share one node: tests/fixtures.py `shared_cassandra`).
 
     Raises EngineError for any other value (a typo must not silently mean "no").
     """
-    raw = os.environ.get("QIM_DEV_WITH_CASSANDRA", "0")
+    raw = os.environ.get("QIM_DEV_WITH_CASSANDRA", "1" if default else "0")
     if raw not in ("0", "1"):
         raise EngineError(f"QIM_DEV_WITH_CASSANDRA must be 0 or 1, got {raw!r}")
     return raw == "1"

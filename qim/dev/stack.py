@@ -5,7 +5,14 @@ Each service gets loopback ports (fresh, or remembered in a PortBook file: see
 qim.dev.stack_ports), its own log file under DIR/logs and its pid in DIR/stack.json;
 `down` stops exactly those pids. `up` waits until every /healthz answers 200 and
 writes DIR/stack.env: everything a client or admin command needs (gateway address,
-development token secret, writer addresses, engine addresses).
+the development token key's path and the token audience, writer addresses, engine
+addresses). The development token key is generated once per stack directory
+(qim.dev.devkeys); the gateway trusts its public half (QIM_TOKEN_PUBLIC_KEYS).
+
+Everything runs over TLS (issue 15): a development CA and certificates are made once
+under DIR/tls (qim.dev.certs; remade when they expire), the gateway's client port gets
+the `client-port` certificate, every service its own service certificate for mutual TLS,
+and stack.env carries QIM_CA_FILE for clients and qimctl's certificate.
 """
 
 from __future__ import annotations
@@ -22,15 +29,23 @@ from typing import Optional
 
 from mirakuru.exceptions import ProcessExitedWithError, ProcessFinishedWithError
 
+from qim.consts import TOKEN_AUDIENCE_DEFAULT
 from qim.dev._proc import Launcher, death_wrapper, pid_alive, pid_cwd, stop_pid
-from qim.dev.stack_ports import PortBook, dev_secret
+from qim.dev.certs import CLIENT_PORT, DevPki, ensure_dev_pki
+from qim.dev.devkeys import KEY_FILE as DEV_KEY_FILE
+from qim.dev.devkeys import dev_token_key
+from qim.dev.stack_archive import CLIENT_VARS as ARCHIVE_CLIENT_VARS
+from qim.dev.stack_archive import apply_schema, scylla_of
+from qim.dev.stack_ports import PortBook
 from qim.errors import EngineError
+from qim.net.tls import TlsFiles
 
 READY_TIMEOUT_S = 60.0
+TLS_DIR = "tls"  # the development CA and certificates, under the stack directory
 STOP_TIMEOUT_S = 10.0
 # copied into stack.env so qim-loadgen and qimctl work after sourcing one file
 CLIENT_VARS = ("QIM_WRITER_ADDRS", "QIM_REDIS_ADDR", "QIM_KAFKA_BOOTSTRAP",
-               "QIM_MAILBOX_SHARD_COUNT", "QIM_TENANT_ID")
+               "QIM_MAILBOX_SHARD_COUNT", "QIM_TENANT_ID", "QIM_TOKEN_AUDIENCE", *ARCHIVE_CLIENT_VARS)
 
 
 def module_of(name: str) -> str:
@@ -64,19 +79,41 @@ class Stack:
         return self.env["QIM_GATEWAY_LISTEN"]
 
     @property
-    def token_secret(self) -> str:
-        """Development token secret (hex)."""
-        return self.env["QIM_DEV_TOKEN_SECRET"]
+    def token_key(self) -> str:
+        """Path of the development token key (PEM private key, 0600): what
+        qim.wire.devtoken.issue_dev_token and `qimctl token --key` take."""
+        return str((self.dir / DEV_KEY_FILE).resolve())
+
+    @property
+    def tls(self) -> bool:
+        """True when the stack runs over TLS (every stack but a plaintext measurement's)."""
+        return "QIM_GATEWAY_TLS_CERT" in self.env
+
+    @property
+    def ca_file(self) -> Optional[str]:
+        """The CA a client verifies the gateway with (QIM_CA_FILE); None on a plaintext stack."""
+        return DevPki((self.dir / TLS_DIR).resolve()).ca_file if self.tls else None
+
+    def tls_files(self, service: str) -> TlsFiles:
+        """Certificate, key and CA of a development service identity ("gateway",
+        "mailbox", "qimctl", ...): what a test presents to speak as that service."""
+        return DevPki((self.dir / TLS_DIR).resolve()).files(service)
+
+    def client_env(self) -> dict[str, str]:
+        """The variables of stack.env: what a client or qimctl needs after sourcing it."""
+        client_env = {"QIM_GATEWAY_ADDR": self.gateway_addr,
+                      "QIM_DEV_TOKEN_KEY": self.token_key}
+        client_env.update({k: self.env[k] for k in CLIENT_VARS if k in self.env})
+        if self.tls:
+            client_env.update(DevPki((self.dir / TLS_DIR).resolve()).client_env())
+        return client_env
 
     def save(self) -> None:
         """Write stack.json (pids, addresses) and stack.env (client variables)."""
         (self.dir / "stack.json").write_text(json.dumps(
             {"env": self.env, "metrics": self.metrics, "pids": self.pids,
              "instance_env": self.instance_env}, indent=2))
-        client_env = {"QIM_GATEWAY_ADDR": self.gateway_addr,
-                      "QIM_DEV_TOKEN_SECRET": self.token_secret}
-        client_env.update({k: self.env[k] for k in CLIENT_VARS if k in self.env})
-        (self.dir / "stack.env").write_text("".join(f"{k}={v}\n" for k, v in client_env.items()))
+        (self.dir / "stack.env").write_text("".join(f"{k}={v}\n" for k, v in self.client_env().items()))
 
     @classmethod
     def load(cls, dir: Path) -> Optional["Stack"]:
@@ -209,7 +246,7 @@ def _port_keys(writers: int, mailboxes: int, sessions: int) -> dict[str, list[st
     """Instance name -> its port keys ([listen, metrics]); shared keys under ""."""
     def names(kind: str, n: int) -> list[str]:
         return [kind if i == 0 else f"{kind}{i + 1}" for i in range(n)]
-    keys = {"": ["gateway", "gateway_push", "gateway_metrics", "fanout_metrics"]}
+    keys = {"": ["gateway", "gateway_push", "gateway_metrics", "fanout_metrics", "archiver_metrics"]}
     for name in names("writer", writers) + names("mailbox", mailboxes) + names("session", sessions):
         keys[name] = [name, f"{name}_metrics"]
     return keys
@@ -217,14 +254,17 @@ def _port_keys(writers: int, mailboxes: int, sessions: int) -> dict[str, list[st
 
 def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str, str]] = None,
              die_with_parent: bool = False, writers: int = 1, mailboxes: int = 1,
-             sessions: int = 1, ports_file: Optional[Path] = None,
-             secret_file: Optional[Path] = None) -> Stack:
+             sessions: int = 1, ports_file: Optional[Path] = None, tls: bool = True) -> Stack:
     """Start every service and wait until all are healthy.
 
     `writers` writer instances (writer, writer2, ...), `mailboxes` mailbox nodes
     (mailbox, mailbox2, ...; shards split by static assignment) and `sessions` session
     nodes (session, ...; user u on node u mod n). Ports are fresh unless `ports_file`
-    remembers them, the token secret likewise with `secret_file` (qim.dev.stack_ports).
+    remembers them (qim.dev.stack_ports). The development token key of `dir` is kept,
+    or generated the first time (qim.dev.devkeys); `extra_env` may override
+    QIM_TOKEN_PUBLIC_KEYS (a second key for rotation tests). With `tls` (always, but for
+    a plaintext measurement) the development certificates of DIR/tls are made or reused
+    (qim.dev.certs) and every port is TLS; without, the plaintext development flags.
     Raises EngineError when a remembered port is taken or a service cannot start
     (everything started is stopped first).
     """
@@ -235,16 +275,27 @@ def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str
     all_keys = [k for keys in layout.values() for k in keys]
     ports = {k: f"127.0.0.1:{p}" for k, p in book.take(all_keys).items()}
     book.check_free(all_keys)
-    secret = dev_secret(secret_file)
+    _, public_key = dev_token_key(dir)
     book.save()
     env = {
         **engine_env,
         "QIM_GATEWAY_LISTEN": ports["gateway"], "QIM_GATEWAY_PUSH_ADDR": ports["gateway_push"],
         "QIM_GATEWAY_METRICS_LISTEN": ports["gateway_metrics"],
         "QIM_FANOUT_METRICS_LISTEN": ports["fanout_metrics"],
-        "QIM_DEV_TOKEN_SECRET": secret, "QIM_MAILBOX_NODE_COUNT": str(mailboxes),
+        "QIM_TOKEN_PUBLIC_KEYS": str(public_key.resolve()), "QIM_TOKEN_AUDIENCE": TOKEN_AUDIENCE_DEFAULT,
+        "QIM_MAILBOX_NODE_COUNT": str(mailboxes),
     }
+    pki = ensure_dev_pki((dir / TLS_DIR).resolve()) if tls else None
+    if pki is not None:
+        client_port = pki.files(CLIENT_PORT)
+        env.update({"QIM_GATEWAY_TLS_CERT": client_port.cert, "QIM_GATEWAY_TLS_KEY": client_port.key})
+    else:
+        env.update({"QIM_GATEWAY_PLAINTEXT_DEV": "1", "QIM_INTERNAL_PLAINTEXT_DEV": "1"})
     env.update(extra_env or {})
+    scylla = scylla_of(env)  # the archive tier (issue 14): schema first, then qim-archiver
+    if scylla is not None:
+        apply_schema(scylla)
+        env["QIM_ARCHIVER_METRICS_LISTEN"] = ports["archiver_metrics"]
     instance_env: dict[str, dict[str, str]] = {}
     for name in (n for n in layout if n):
         var = module_of(name).upper()
@@ -259,6 +310,11 @@ def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str
     metrics = {n: e[f"QIM_{module_of(n).upper()}_METRICS_LISTEN"] for n, e in instance_env.items()}
     metrics.update({"gateway": env["QIM_GATEWAY_METRICS_LISTEN"],
                     "fanout": env["QIM_FANOUT_METRICS_LISTEN"]})
+    if scylla is not None:
+        metrics["archiver"] = env["QIM_ARCHIVER_METRICS_LISTEN"]
+    if pki is not None:
+        for name in ["gateway", *instance_env]:  # each service its own certificate
+            instance_env.setdefault(name, {}).update(pki.service_env(module_of(name)))
     stack = Stack(dir, env, metrics, die_with_parent=die_with_parent, instance_env=instance_env)
     try:
         for name in stack.names:

@@ -1,19 +1,23 @@
 """`qim-dev stack up|down|status|restart NAME`: the QIM services on top of `qim-dev engines`.
 
-The stack directory keeps `ports.json` and `dev_secret` across `down`/`up`, so the
-gateway address and the token secret of one checkout never change by themselves
-(qim.dev.stack_ports).
+The stack directory keeps `ports.json` and the development token key
+(`dev_token_key.pem`, 0600, and `dev_token_pub.pem`) across `down`/`up`, so the gateway
+address and the tokens of one checkout never change by themselves (qim.dev.stack_ports,
+qim.dev.devkeys), and `tls/`, the development CA and certificates every port uses
+(qim.dev.certs; clients trust `tls/ca.crt`, QIM_CA_FILE in stack.env).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-from qim.dev.engines import EngineSet, default_dir
+from qim.dev.engines import EngineSet, cassandra_wanted, default_dir
 from qim.dev.stack import Stack, stack_up
-from qim.dev.stack_ports import PORTS_FILE, SECRET_FILE, PortBook
+from qim.dev.stack_archive import settings_differ, settings_from
+from qim.dev.stack_ports import PORTS_FILE, PortBook
 
 
 def default_stack_dir() -> Path:
@@ -24,7 +28,7 @@ def default_stack_dir() -> Path:
 def add_parser(sub) -> None:
     """Register the `stack` subcommand on an argparse subparsers object."""
     p = sub.add_parser("stack", help="run qim-writer, qim-mailbox, qim-session, qim-gateway, "
-                                     "qim-fanout")
+                                     "qim-fanout (and qim-archiver with a Cassandra engine)")
     p.add_argument("action", choices=["up", "down", "status", "restart"])
     p.add_argument("name", nargs="?", help="restart: the service instance (gateway, writer, "
                                            "mailbox, session, fanout, writer2, ...)")
@@ -60,7 +64,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace, dir: Path, existing: Stack | None) -> int:
-    if existing is not None and all(existing.healthz(s)[0] == 200 for s in existing.names):
+    settings = settings_from(os.environ)  # the archive tier's (issue 14): e.g. the demo's short hot window
+    if (existing is not None and all(existing.healthz(s)[0] == 200 for s in existing.names)
+            and not settings_differ(existing.env, settings)):
         print(f"stack already up; env file:\n{dir / 'stack.env'}")
         return 0
     if existing is not None:
@@ -68,9 +74,8 @@ def _up(args: argparse.Namespace, dir: Path, existing: Stack | None) -> int:
     # a remembered port someone else took fails here, before any engine is started
     book = PortBook(dir / PORTS_FILE)
     book.check_free(sorted(book.remembered))
-    engines = EngineSet.up(args.engines_dir, None)
-    stack = stack_up(dir, engines.env(), ports_file=dir / PORTS_FILE,
-                     secret_file=dir / SECRET_FILE)
+    engines = EngineSet.up(args.engines_dir, None, with_cassandra=cassandra_wanted(default=True))
+    stack = stack_up(dir, engines.env(), ports_file=dir / PORTS_FILE, extra_env=settings)
     print((dir / "stack.env").read_text(), end="")
     print(f"# services up: {', '.join(f'{k}={v}' for k, v in stack.pids.items())}; "
           f"env file:\n{dir / 'stack.env'}")

@@ -1,9 +1,9 @@
-"""Stable addresses and secret of the development stack of one checkout.
+"""Stable addresses of the development stack of one checkout.
 
 `make down && make up` must give the same QIM_GATEWAY_LISTEN (a client's LocalStore
-path is derived from the gateway address) and the same QIM_DEV_TOKEN_SECRET (tokens a
-client holds stay valid). The stack CLI remembers both in its directory:
-`.qim/stack/ports.json` ({key: port}) and `.qim/stack/dev_secret` (mode 0600).
+path is derived from the gateway address). The stack CLI remembers the ports in its
+directory: `.qim/stack/ports.json` ({key: port}). The development token key is kept
+beside it the same way (qim.dev.devkeys), so tokens a client holds stay valid.
 
 A remembered port that another process holds is an error naming the port, not a
 reason to pick another one silently: a moved gateway would orphan every client's local
@@ -14,16 +14,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import secrets
 from pathlib import Path
 
 from qim.dev._proc import pick_ports, port_in_use
 from qim.errors import EngineError
 
 PORTS_FILE = "ports.json"
-SECRET_FILE = "dev_secret"
-_SECRET_RE = re.compile(r"^[0-9a-f]{32,128}$")
 
 
 class PortBook:
@@ -70,26 +66,3 @@ class PortBook:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.ports, indent=2, sort_keys=True) + "\n")
         os.replace(tmp, self.path)
-
-
-def dev_secret(path: Path | None) -> str:
-    """The development token secret: read from `path`, else new (and written, 0600).
-
-    `path=None` gives a fresh secret (tests). Raises EngineError if the file holds
-    something other than 32..128 lowercase hex digits.
-    """
-    if path is None:
-        return secrets.token_hex(16)
-    path = Path(path)
-    if path.exists():
-        value = path.read_text().strip()
-        if not _SECRET_RE.match(value):
-            raise EngineError(f"{path} must hold 32..128 lowercase hex digits; remove it "
-                              f"to generate a new secret")
-        return value
-    value = secrets.token_hex(16)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(value + "\n")
-    return value

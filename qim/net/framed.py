@@ -25,10 +25,13 @@ import asyncio
 import collections
 import logging
 import socket
+import ssl
 from typing import Deque, Iterator, Optional, Protocol
 
 from qim._core import frame as frame_codec
 from qim.consts import MAX_FRAME_BODY, STREAM_WRITE_CHUNK_BYTES
+from qim.net.tls import connect as tls_connect
+from qim.net.tls import peer_service
 from qim.protocol import Opcode
 from qim.wire.addr import parse_addr
 
@@ -101,6 +104,18 @@ class FramedStream:
         """'host:port' of the peer ('?' when unknown): for log lines."""
         peer = self._writer.get_extra_info("peername")
         return f"{peer[0]}:{peer[1]}" if peer else "?"
+
+    @property
+    def peer_service(self) -> Optional[str]:
+        """The service named by the peer's verified certificate (qim/net/tls.py), None on
+        plaintext or without such a name."""
+        return peer_service(self._writer)
+
+    @property
+    def alpn(self) -> Optional[str]:
+        """The ALPN protocol the TLS handshake selected (None on plaintext or without one)."""
+        sslobj = self._writer.get_extra_info("ssl_object")
+        return sslobj.selected_alpn_protocol() if sslobj is not None else None
 
     @property
     def closed(self) -> bool:
@@ -257,7 +272,10 @@ def _limit_socket_buffering(writer: asyncio.StreamWriter, chunk_bytes: int) -> N
     fewer than `chunk_bytes` bytes are unsent (bytes in flight on the network are not
     limited, so throughput on a fast link does not suffer). A socket without the option
     (not TCP, or another OS) keeps only the transport limit: still bounded, by the
-    kernel's send buffer."""
+    kernel's send buffer. Over TLS `writer.transport` is asyncio's TLS layer (its limit
+    counts bytes encrypted but not yet handed on); the TCP transport beneath it got the
+    same one-chunk limit when qim/net/tls.py upgraded the connection, and the socket
+    option reaches the TCP socket through the TLS transport's extra info."""
     transport = writer.transport
     if transport is None:
         return
@@ -272,7 +290,16 @@ def _limit_socket_buffering(writer: asyncio.StreamWriter, chunk_bytes: int) -> N
         logger.debug("TCP_NOTSENT_LOWAT unavailable: %s", exc.__class__.__name__)
 
 
-async def open_framed(host: str, port: int, timeout: float = 5.0) -> FramedStream:
-    """Connect to host:port and wrap the stream. Raises OSError / asyncio.TimeoutError."""
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
-    return FramedStream(reader, writer)
+async def open_framed(host: str, port: int, timeout: float = 5.0, tls: Optional[ssl.SSLContext] = None,
+                      server_hostname: Optional[str] = None,
+                      chunk_bytes: int = STREAM_WRITE_CHUNK_BYTES) -> FramedStream:
+    """Connect to host:port and wrap the stream; with `tls`, upgrade to TLS first
+    (qim/net/tls.py `connect`: the server certificate verified by the context, against
+    `server_hostname`, default `host`, when the context checks host names). Raises OSError (ssl.SSLError
+    for a failed handshake) / asyncio.TimeoutError."""
+    if tls is None:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    else:  # the name checked against the certificate defaults to the host dialled
+        reader, writer = await tls_connect(host, port, tls, server_hostname=server_hostname or host,
+                                           chunk_bytes=chunk_bytes, timeout=timeout)
+    return FramedStream(reader, writer, chunk_bytes=chunk_bytes)

@@ -32,6 +32,7 @@ from typing import Callable, Deque, Optional
 from qim.errors import RequestError
 from qim.net.framed import StreamClosed
 from qim.net.rpc import RpcClient
+from qim.net.tls import TlsContexts
 
 logger = logging.getLogger(__name__)
 
@@ -48,16 +49,19 @@ class OneWayLink:
 
     `client` is an RpcClient-like object (tests pass a stand-in): `connected`,
     `queued_bytes`, `send_oneway(opcode, body)`, `connect()`, `wait_lost(timeout)`,
-    `close()`. `name` only labels log lines ("push", "projection", ...)."""
+    `close()`. `name` only labels log lines ("push", "projection", ...). `tls` and
+    `expect_service` go to the RpcClient (mutual TLS; qim/net/rpc.py)."""
 
     def __init__(self, addr: str, opcode: int, *, queue_limit: int, backlog_bytes: int = 0,
                  on_drop: Optional[Callable[[str], None]] = None,
                  reconnect_min_s: float = 0.05, reconnect_max_s: float = 0.25, poll_s: float = 0.1,
-                 client=None, name: str = "one-way") -> None:
+                 client=None, name: str = "one-way", tls: Optional[TlsContexts] = None,
+                 expect_service: Optional[str] = None) -> None:
         self.addr = addr
         self.name = name
         self._opcode = opcode
-        self._client = client if client is not None else RpcClient(addr, connect_timeout=1.0)
+        self._client = client if client is not None else RpcClient(addr, connect_timeout=1.0, tls=tls,
+                                                                   expect_service=expect_service)
         self._queue_limit = queue_limit
         self._backlog: Deque[bytes] = collections.deque()
         self._backlog_size = 0

@@ -1,8 +1,10 @@
 """Internal RPC between services: the frame codec over TCP (DESIGN.md §4 last paragraph).
 
 A request is one frame with a fresh request_id; the reply is one frame with the same
-request_id (any opcode; ERROR carries `qim.v1.Error`). Plaintext is for loopback
-development only; the production mTLS listener is not built yet (docs/status.md).
+request_id (any opcode; ERROR carries `qim.v1.Error`). Connections are mutual TLS 1.3
+(qim/net/tls.py): the client presents its service certificate and checks the server is
+the service it meant to reach; the listener checks every frame against the allow-list
+of qim/net/allow.py. Plaintext only for loopback development (no identity, no check).
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import logging
 from typing import Awaitable, Callable, Optional
 
 from qim.errors import ErrorCode, FrameError, RequestError
+from qim.net.allow import OPEN, RpcGuard, opcode_label
 from qim.net.framed import FramedStream, StreamClosed, open_framed
+from qim.net.tls import HandshakeFailed, TlsContexts, describe
 from qim.protocol import Opcode
 from qim.wire.addr import parse_addr
 from qim.wire.errors import RemoteError, error_body, parse_error
@@ -38,12 +42,22 @@ class RpcClient:
     reply (the request may or may not have been applied: callers retry idempotently).
     An ERROR reply is never returned as data: its body names the internal opcode, and a
     caller forwarding it would show that opcode to a client (issue 10, fault 8).
+    `tls`: this process's internal TlsContexts (None: plaintext development);
+    `expect_service`: the service the server's certificate must name (a TLS failure or a
+    wrong service is UNAVAILABLE too, logged once per distinct reason).
     """
 
-    def __init__(self, addr: str, connect_timeout: float = 2.0) -> None:
+    def __init__(self, addr: str, connect_timeout: float = 2.0, tls: Optional[TlsContexts] = None,
+                 expect_service: Optional[str] = None) -> None:
         self.addr = addr
         self._host, self._port = parse_addr(addr)
         self._timeout = connect_timeout
+        # mutual TLS (None: plaintext development): each connect uses the current client
+        # context (a reloaded certificate applies to the next connection); the server's
+        # certificate must name `expect_service`
+        self._tls = tls
+        self._expect = expect_service
+        self._last_failure = ""
         self._stream: Optional[FramedStream] = None
         self._reader_task: Optional[asyncio.Task] = None
         self._pending: dict[int, asyncio.Future] = {}
@@ -58,12 +72,31 @@ class RpcClient:
     async def _ensure(self) -> FramedStream:
         async with self._connect_lock:
             if self._stream is None or self._stream.closed:
-                try:
-                    self._stream = await open_framed(self._host, self._port, self._timeout)
-                except (OSError, asyncio.TimeoutError) as exc:
-                    raise RequestError(ErrorCode.UNAVAILABLE, f"{self.addr} unreachable") from exc
+                self._stream = await self._open()
                 self._reader_task = asyncio.get_running_loop().create_task(self._read_loop(self._stream))
             return self._stream
+
+    async def _open(self) -> FramedStream:
+        context = self._tls.client if self._tls is not None else None
+        try:
+            stream = await open_framed(self._host, self._port, self._timeout, tls=context)
+        except HandshakeFailed as exc:
+            raise self._failed(f"{self.addr}: {exc}") from exc
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise RequestError(ErrorCode.UNAVAILABLE, f"{self.addr} unreachable") from exc
+        if context is not None and self._expect is not None and stream.peer_service != self._expect:
+            stream.abort()
+            raise self._failed(f"{self.addr} presented the certificate of service {stream.peer_service!r}, "
+                               f"not {self._expect!r}")
+        self._last_failure = ""
+        return stream
+
+    def _failed(self, why: str) -> RequestError:
+        """A TLS failure: logged once per distinct reason (links retry several times a second)."""
+        if why != self._last_failure:
+            logger.error("%s", why)
+            self._last_failure = why
+        return RequestError(ErrorCode.UNAVAILABLE, why)
 
     async def _read_loop(self, stream: FramedStream) -> None:
         try:
@@ -76,7 +109,9 @@ class RpcClient:
                 if fut is not None and not fut.done():
                     fut.set_result((opcode, body))
         except (FrameError, ConnectionError, OSError) as exc:
-            logger.warning("rpc stream to %s failed: %s", self.addr, exc.__class__.__name__)
+            # over TLS 1.3 a listener that refuses our certificate says so only after the
+            # handshake: its alert surfaces here (describe() names it)
+            logger.warning("rpc stream to %s failed: %s", self.addr, describe(exc))
         finally:
             stream.abort()
             pending, self._pending = self._pending, {}
@@ -137,7 +172,8 @@ class RpcClient:
 OnewayHandler = Callable[[int, bytes], Awaitable[None]]
 
 
-def rpc_connection_handler(handler: Handler, inflight_limit: int, on_oneway: Optional[OnewayHandler] = None
+def rpc_connection_handler(handler: Handler, inflight_limit: int, on_oneway: Optional[OnewayHandler] = None,
+                           guard: RpcGuard = OPEN
                            ) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
     """The per-connection coroutine of an internal RPC listener (for
     `asyncio.start_server` or qim.obs.node.ServiceNode.listen).
@@ -147,7 +183,10 @@ def rpc_connection_handler(handler: Handler, inflight_limit: int, on_oneway: Opt
     most `inflight_limit` requests per connection run at once; past that the server
     stops reading the socket (TCP back-pressure, nothing dropped), and it stops reading
     too while more than REPLY_BACKLOG_BYTES of replies wait for a peer that does not read
-    them. Frames with request_id 0 go to `on_oneway` (no reply)."""
+    them. Frames with request_id 0 go to `on_oneway` (no reply). `guard` checks each
+    frame against the peer certificate's service (qim/net/allow.py): a refused request
+    gets ERROR(FORBIDDEN) with its id, a refused one-way frame is dropped (both counted by
+    the guard); the handler never sees either."""
 
     async def on_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         stream = FramedStream(reader, writer)
@@ -167,6 +206,7 @@ def rpc_connection_handler(handler: Handler, inflight_limit: int, on_oneway: Opt
             if not stream.closed:
                 stream.send(reply_opcode, request_id, reply)
 
+        peer = stream.peer_service
         try:
             while True:
                 await stream.wait_writable(REPLY_BACKLOG_BYTES)  # a peer not reading replies is not read
@@ -174,6 +214,11 @@ def rpc_connection_handler(handler: Handler, inflight_limit: int, on_oneway: Opt
                 if item is None:
                     break
                 opcode, request_id, body = item
+                if not guard.allows(opcode, peer):
+                    if request_id:
+                        stream.send(Opcode.ERROR, request_id, error_body(
+                            ErrorCode.FORBIDDEN, f"service {peer} may not call {opcode_label(opcode)}", opcode))
+                    continue
                 if request_id == 0:
                     if on_oneway is not None:
                         await on_oneway(opcode, body)
@@ -194,6 +239,7 @@ def rpc_connection_handler(handler: Handler, inflight_limit: int, on_oneway: Opt
 
 async def serve_rpc(host: str, port: int, handler: Handler, inflight_limit: int,
                     on_oneway: Optional[OnewayHandler] = None) -> asyncio.AbstractServer:
-    """Serve internal RPC on host:port with `rpc_connection_handler` (a listener the
-    caller closes; services use ServiceNode.serve_rpc, which also tracks connections)."""
+    """Serve plaintext internal RPC on host:port with `rpc_connection_handler` (a
+    listener the caller closes; tests). Services use ServiceNode.serve_rpc: TLS, the
+    allow-list, tracked connections."""
     return await asyncio.start_server(rpc_connection_handler(handler, inflight_limit, on_oneway), host, port)

@@ -7,7 +7,13 @@ It owns
 - health: `health()` = failed background tasks + `not_ready()` (the service's readiness
   reasons) + always-zero invariant counters that are not zero (DESIGN.md §2);
 - listeners: `listen()` for any stream protocol and `serve_rpc()` for internal RPC
-  (qim/net/rpc.py); the node tracks every connection they serve;
+  (qim/net/rpc.py); the node tracks every connection they serve. With TLS contexts
+  (`tls_contexts()`, qim/net/tls.py) a listener upgrades each connection before the
+  protocol sees it; a failed handshake is counted
+  (`qim_tls_handshake_failures_total{listener, reason}`) and logged (at most once a
+  second per listener), and internal RPC checks the allow-list of qim/net/allow.py
+  (`qim_rpc_refused_total{opcode, peer_service}`). `reload_tls()` (SIGHUP) rebuilds
+  every context from its files for new connections;
 - supervised background tasks: `spawn(coro, name)`. A task that raises marks the node
   unhealthy with its reason and is logged once with its traceback; one that returns or
   is cancelled while the node is running marks it unhealthy too (every background task
@@ -27,12 +33,18 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from typing import Any, Awaitable, Callable, Coroutine, Iterable, Iterator, Optional
 
 from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR, Counter
 
+from qim.consts import STREAM_WRITE_CHUNK_BYTES
+from qim.errors import ConfigError, TlsError
+from qim.net.allow import RpcGuard
 from qim.net.framed import parse_addr
 from qim.net.rpc import Handler, OnewayHandler, rpc_connection_handler
+from qim.net.tls import HANDSHAKE_TIMEOUT_S, TlsContexts, TlsFiles, check_alpn, describe, handshake_failure
+from qim.net.tls import accept as tls_accept
 from qim.obs.http import serve_http
 from qim.obs.metrics import MetricSet, invariant_reasons
 
@@ -42,6 +54,7 @@ ConnectionCallback = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awai
 # How long stop() lets cancelled connection handlers (in-flight requests still answer)
 # and tasks finish their cleanup, and each client close.
 STOP_GRACE_S = 3.0  # then a second cancel; normally everything ends at the first
+TLS_LOG_EVERY_S = 1.0  # failed handshakes are logged at most once a second per listener (each is counted)
 
 
 class ServiceNode:
@@ -67,6 +80,16 @@ class ServiceNode:
             self.registry.register(collector)
         self._task_failures = self.metrics_base.counter(
             "qim_node_task_failures", "Background tasks of this node that died or ended", ["task"])
+        self._tls_failures = self.metrics_base.counter(
+            "qim_tls_handshake_failures", "Connections refused during or right after the TLS handshake",
+            ["listener", "reason"])
+        self._rpc_refused = self.metrics_base.counter(
+            "qim_rpc_refused", "Internal frames refused by the per-opcode allow-list", ["opcode", "peer_service"])
+        self._tls_reloads = self.metrics_base.counter("qim_tls_reloads", "Certificate reloads (SIGHUP)", ["result"])
+        self._tls_loaded = self.metrics_base.gauge(
+            "qim_tls_loaded_timestamp_seconds", "When the certificates in use were loaded", ["what"])
+        self._tls_sets: list[tuple[str, TlsContexts]] = []
+        self._tls_logged: dict[str, tuple[float, int]] = {}  # listener -> (last line, failures since)
         self._invariants: list[Counter] = []
         self._failures: list[str] = []
         self._tasks: dict[asyncio.Task, str] = {}
@@ -102,10 +125,81 @@ class ServiceNode:
         registration (a client registered after its dependency closes first)."""
         self._closers.append((what or getattr(close, "__qualname__", "close"), close))
 
-    async def listen(self, addr: str, on_connection: ConnectionCallback) -> asyncio.AbstractServer:
+    def tls_contexts(self, files: Optional[TlsFiles], what: str, variables: str,
+                     alpn: Optional[str] = None) -> Optional[TlsContexts]:
+        """Contexts for `files` (None stays None: plaintext development), reloaded by
+        `reload_tls()`. ConfigError naming `variables` when a file cannot be loaded."""
+        if files is None:
+            return None
+        try:
+            contexts = TlsContexts(files, alpn=alpn)
+        except TlsError as exc:
+            raise ConfigError(f"{variables}: {exc}") from None
+        self._tls_sets.append((what, contexts))
+        self._tls_loaded.labels(what=what).set(contexts.loaded_at)
+        return contexts
+
+    def reload_tls(self) -> bool:
+        """Rebuild every TLS context from its files (SIGHUP): new connections use the new
+        certificates, established ones keep theirs. A file that fails to load keeps the
+        contexts in use, is logged and counted (result="failed"); returns False then."""
+        ok = True
+        for what, contexts in self._tls_sets:
+            try:
+                contexts.reload()
+            except TlsError as exc:
+                ok = False
+                self._tls_reloads.labels(result="failed").inc()
+                self.log.error("TLS reload of %s failed, the certificate in use stays: %s", what, exc)
+                continue
+            self._tls_reloads.labels(result="ok").inc()
+            self._tls_loaded.labels(what=what).set(contexts.loaded_at)
+            self.log.info("TLS certificates of %s reloaded from %s", what, contexts.files.cert)
+        return ok
+
+    def rpc_guard(self, enforce: bool) -> RpcGuard:
+        """The allow-list check of this node's internal listeners (qim/net/allow.py),
+        counting refusals; `enforce=False` for plaintext development (no identity)."""
+        return RpcGuard(enforce, lambda op, peer: self._rpc_refused.labels(opcode=op, peer_service=peer).inc(),
+                        listener=self.service)
+
+    def _tls_refused(self, listener: str, reason: str, peer: str, detail: str) -> None:
+        self._tls_failures.labels(listener=listener, reason=reason).inc()
+        now = time.monotonic()
+        last, since = self._tls_logged.get(listener, (0.0, 0))
+        if now - last < TLS_LOG_EVERY_S:
+            self._tls_logged[listener] = (last, since + 1)
+            return
+        more = f" ({since} more since the last line)" if since else ""
+        self.log.info("%s listener refused %s: %s (%s)%s", listener, peer, reason, detail, more)
+        self._tls_logged[listener] = (now, 0)
+
+    async def _handshake(self, writer: asyncio.StreamWriter, tls: TlsContexts, listener: str,
+                         chunk_bytes: int, timeout: float) -> bool:
+        """Upgrade one accepted connection; False (counted, logged, closed) when refused."""
+        peer = writer.get_extra_info("peername")
+        who = f"{peer[0]}:{peer[1]}" if peer else "?"
+        try:
+            await tls_accept(writer, tls.server, chunk_bytes, timeout)
+        except (OSError, asyncio.TimeoutError) as exc:
+            self._tls_refused(listener, handshake_failure(exc), who, describe(exc))
+            return False
+        if tls.alpn and not check_alpn(writer):
+            self._tls_refused(listener, "alpn", who, f"ALPN {tls.alpn} not offered")
+            writer.transport.abort()
+            return False
+        return True
+
+    async def listen(self, addr: str, on_connection: ConnectionCallback, tls: Optional[TlsContexts] = None,
+                     chunk_bytes: int = STREAM_WRITE_CHUNK_BYTES, name: str = "",
+                     handshake_timeout: float = HANDSHAKE_TIMEOUT_S) -> asyncio.AbstractServer:
         """A TCP listener on 'host:port' whose connection handlers the node tracks (and
-        cancels on stop). OSError when the address cannot be bound."""
+        cancels on stop). With `tls`, each connection is upgraded first (`chunk_bytes`:
+        the chunk size the protocol writes, which bounds the TCP buffer under TLS;
+        `name` labels the failure metric, default the address). OSError when the
+        address cannot be bound."""
         host, port = parse_addr(addr)
+        listener = name or addr
 
         async def tracked(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             task = asyncio.current_task()
@@ -114,6 +208,10 @@ class ServiceNode:
                 return
             self._connections.add(task)
             try:
+                # nothing awaits before the handshake: the ClientHello must reach the TLS layer
+                if tls is not None and not await self._handshake(writer, tls, listener, chunk_bytes,
+                                                                 handshake_timeout):
+                    return
                 await on_connection(reader, writer)
             except asyncio.CancelledError:
                 writer.transport.abort()  # stopping: the peer sees the connection drop
@@ -125,9 +223,13 @@ class ServiceNode:
         return server
 
     async def serve_rpc(self, addr: str, handler: Handler, inflight_limit: int,
-                        on_oneway: Optional[OnewayHandler] = None) -> asyncio.AbstractServer:
-        """Internal RPC on 'host:port' (qim/net/rpc.py rpc_connection_handler)."""
-        return await self.listen(addr, rpc_connection_handler(handler, inflight_limit, on_oneway))
+                        on_oneway: Optional[OnewayHandler] = None,
+                        tls: Optional[TlsContexts] = None) -> asyncio.AbstractServer:
+        """Internal RPC on 'host:port' (qim/net/rpc.py rpc_connection_handler): mutual
+        TLS with the allow-list when `tls` is given, plaintext without a check otherwise."""
+        guard = self.rpc_guard(enforce=tls is not None)
+        return await self.listen(addr, rpc_connection_handler(handler, inflight_limit, on_oneway, guard),
+                                 tls=tls, name="rpc")
 
     # --- health -----------------------------------------------------------------------
     @property

@@ -10,11 +10,11 @@ Runs as written against a running stack (`make up`, then
 
     async def main():
         endpoint = os.environ["QIM_GATEWAY_ADDR"]
-        secret = os.environ["QIM_DEV_TOKEN_SECRET"].encode()
+        key = os.environ["QIM_DEV_TOKEN_KEY"]  # path of the development key
         alice, bob = random.sample(range(1, 1 << 40), 2)  # user ids of tenant 0
         with tempfile.TemporaryDirectory() as data_dir:
-            a = await Client.open(endpoint, issue_dev_token(secret, 0, alice, 1), data_dir=data_dir)
-            b = await Client.open(endpoint, issue_dev_token(secret, 0, bob, 1), data_dir=data_dir)
+            a = await Client.open(endpoint, issue_dev_token(key, 0, alice, 1), data_dir=data_dir)
+            b = await Client.open(endpoint, issue_dev_token(key, 0, bob, 1), data_dir=data_dir)
             await a.connect()
             await b.connect()
             chat = await a.open_direct(bob)
@@ -33,6 +33,7 @@ Runs as written against a running stack (`make up`, then
 from __future__ import annotations
 
 from qim._core import ids
+from qim.errors import TlsError
 from qim.sdk.client import Client, Member
 from qim.sdk.events import (
     ConnectionLost,
@@ -71,5 +72,5 @@ __all__ = [
     "default_data_dir", "ClientRuntime", "LocalStore", "StoredMessage", "StoreError", "SendAck", "ServerError",
     "ConnectionLost", "NotConnected", "Kicked", "KickedEvent", "SendTimeout", "SendRefused", "ConnectionState",
     "ConversationsUpdated", "MessagesAdded", "MessagesUpdated", "MessagesRemoved", "PendingResolved", "SendPending",
-    "SendFailed", "SyncFailed", "ReadPositionChanged", "MembershipChanged", "direct_conversation",
+    "SendFailed", "SyncFailed", "ReadPositionChanged", "MembershipChanged", "direct_conversation", "TlsError",
 ]

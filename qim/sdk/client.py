@@ -15,7 +15,11 @@ back-fill when the app scrolls back, sends by conversation (the direct peer is k
 to the store), recall, read positions and groups. Every operation is the runtime's
 (idempotent retries, local refusal of over-limit sends, reconnects): see docs/sdk.md.
 
-Errors: ValueError (a token that is not a development token, a bad endpoint),
+Tokens expire: pass `token_provider=` (a function or coroutine function returning a
+fresh token) to `Client.open`, or call `update_token()`; the runtime uses it on the next
+(re)connect (qim/sdk/credentials.py, docs/sdk.md "Tokens").
+
+Errors: ValueError (a token that is not a QIM token, a bad endpoint),
 StoreError (the store belongs to another device), NotConnected, ConnectionLost,
 ServerError (with the wire ErrorCode), SendRefused, SendTimeout, Kicked.
 """
@@ -36,7 +40,7 @@ from qim.sdk.events import ConnectionLost, NotConnected, SendAck, SendRefused
 from qim.sdk.model import Conversation, PendingSend, StoredMessage
 from qim.sdk.runtime import ClientRuntime
 from qim.sdk.sessions import Sessions
-from qim.wire.devtoken import token_claims
+from qim.wire.tokens import token_claims
 
 PAGE = 50  # messages per page of messages()
 
@@ -68,8 +72,9 @@ class Client:
         """Open the device's store (at `store_path`, else the stable path under
         `data_dir`, else under identity.default_data_dir()) for the identity the token
         names, and a runtime for `endpoint` ("host:port"); does not connect.
-        `runtime_kw` go to ClientRuntime (on_event, event_queue, send_timeout, ...).
-        ValueError (not a development token, bad endpoint), StoreError (another device)."""
+        `runtime_kw` go to ClientRuntime (on_event, event_queue, send_timeout,
+        token_provider, ca_file / ssl_context / plaintext for TLS, ...). ValueError (not a QIM token, bad endpoint), StoreError
+        (another device)."""
         tenant, user, device = token_claims(token)
         path = store_path or identity.store_path(endpoint, tenant, user, data_dir)
         store = await asyncio.to_thread(identity.open_store, path, tenant, user, device)
@@ -114,6 +119,12 @@ class Client:
     def connected(self) -> bool:
         """True while a connection is up and synced."""
         return self.runtime.connected
+
+    def update_token(self, token: str) -> None:
+        """Authenticate with `token` from the next (re)connect on (e.g. before the held
+        one expires, when the app has no token_provider). ValueError when it names
+        another tenant, user or device."""
+        self.runtime.update_token(token)
 
     async def connect(self) -> None:
         """Connect, authenticate, sync the mailbox, resend, pull the session list.

@@ -1,7 +1,10 @@
 """One authenticated client connection: request/reply correlation over FramedStream.
 
-`Connection.open(endpoint, token)` connects (TCP), sends AUTH and waits for AUTH_OK
-(DESIGN.md §4, docs/protocol.md). Afterwards `request(opcode, body)` sends one frame
+`Connection.open(endpoint, token, tls=...)` connects (TCP, then TLS 1.3 with ALPN qim/1
+and the server certificate verified: `client_tls()`), sends AUTH and waits for AUTH_OK
+(DESIGN.md §4, docs/protocol.md). A certificate the client does not trust, or a server
+that refuses TLS 1.3 or ALPN qim/1, raises TlsError: trying again cannot help, so the
+runtime does not retry it (no reconnect storm against a misconfigured endpoint). Afterwards `request(opcode, body)` sends one frame
 with a fresh request_id (u32, never 0) and returns the reply (opcode, body); an ERROR
 reply raises ServerError, a dropped connection ConnectionLost. Server-initiated
 frames (request_id 0) go to `on_push` (PUSH_EVENTS), `on_kicked` (KICKED),
@@ -20,11 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from typing import Callable, Optional
 
-from qim.consts import SEND_ACK_PROBE_S
-from qim.errors import ErrorCode, FrameError
+from qim.consts import SEND_ACK_PROBE_S, STREAM_WRITE_CHUNK_BYTES
+from qim.errors import ErrorCode, FrameError, TlsError
+from qim.net import tls as qtls
 from qim.net.framed import FramedStream, StreamClosed, parse_addr
 from qim.proto.v1 import common_pb2, connection_pb2, mailbox_pb2, session_pb2
 from qim.protocol import Opcode
@@ -51,11 +56,50 @@ class _ProgressReader:
         return data
 
 
+def client_tls(endpoint: str, ca_file: Optional[str] = None, ssl_context: Optional[ssl.SSLContext] = None,
+               plaintext: bool = False) -> Optional[ssl.SSLContext]:
+    """The TLS context a client of `endpoint` connects with: `ssl_context` as given, else
+    TLS 1.3 with ALPN qim/1 verifying the server against `ca_file`, else $QIM_CA_FILE,
+    else the system's trust store (qim/net/tls.py client_port_context). `plaintext=True`
+    (None: no TLS) only toward a development gateway on loopback
+    (QIM_GATEWAY_PLAINTEXT_DEV=1): ValueError for another address (a token must never
+    cross a network in the clear) or with a CA. TlsError when the CA file cannot be read."""
+    if plaintext:
+        if ca_file or ssl_context:
+            raise ValueError("plaintext=True takes no ca_file or ssl_context")
+        if not qtls.is_loopback(parse_addr(endpoint)[0]):
+            raise ValueError(f"plaintext=True only toward a loopback gateway, not {endpoint}")
+        return None
+    return ssl_context or qtls.client_port_context(qtls.ca_file_from_env(ca_file))
+
+
+async def _open_stream(host: str, port: int, endpoint: str, tls: Optional[ssl.SSLContext],
+                       timeout: float) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """TCP (and TLS) to the gateway: ConnectionLost when it cannot be reached or the
+    handshake broke off, TlsError when it failed for good (untrusted certificate, no TLS
+    1.3, no ALPN qim/1)."""
+    try:
+        if tls is None:
+            return await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        reader, writer = await qtls.connect(host, port, tls, server_hostname=host,
+                                            chunk_bytes=STREAM_WRITE_CHUNK_BYTES, timeout=timeout)
+    except qtls.HandshakeFailed as exc:
+        if exc.permanent:
+            raise TlsError(f"TLS to {endpoint} refused: {exc.detail}") from exc
+        raise ConnectionLost(f"TLS to {endpoint} broke off: {exc}") from exc
+    except (OSError, asyncio.TimeoutError) as exc:
+        raise ConnectionLost(f"cannot reach {endpoint}: {exc.__class__.__name__}") from exc
+    if not qtls.check_alpn(writer):
+        writer.transport.abort()
+        raise TlsError(f"{endpoint} did not agree to ALPN {qtls.ALPN}: not a QIM gateway port")
+    return reader, writer
+
+
 def _server_error(body: bytes) -> ServerError:
     err = common_pb2.Error()
     try:
         err.ParseFromString(body)
-        return ServerError(ErrorCode(err.code), err.message, err.request_opcode)
+        return ServerError(ErrorCode(err.code), err.message, err.request_opcode, err.retry_after_ms)
     except Exception:  # an unreadable ERROR must still surface as an error
         return ServerError(ErrorCode.INTERNAL, "unreadable ERROR body")
 
@@ -78,14 +122,14 @@ class Connection:
         self._deaf = False
 
     @classmethod
-    async def open(cls, endpoint: str, token: str, timeout: float = 5.0) -> "Connection":
-        """Connect and authenticate. ServerError(UNAUTHENTICATED) on a refused token,
-        ConnectionLost when the endpoint cannot be reached or drops during AUTH."""
+    async def open(cls, endpoint: str, token: str, timeout: float = 5.0,
+                   tls: Optional[ssl.SSLContext] = None) -> "Connection":
+        """Connect and authenticate; `tls`: the context of `client_tls()` (None:
+        plaintext, development only). ServerError(UNAUTHENTICATED) on a refused token,
+        ConnectionLost when the endpoint cannot be reached or drops during AUTH, TlsError
+        when TLS fails for good (module doc)."""
         host, port = parse_addr(endpoint)
-        try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
-        except (OSError, asyncio.TimeoutError) as exc:
-            raise ConnectionLost(f"cannot reach {endpoint}: {exc.__class__.__name__}") from exc
+        reader, writer = await _open_stream(host, port, endpoint, tls, timeout)
         progress = _ProgressReader(reader)
         conn = cls(FramedStream(progress, writer), progress)  # FramedStream only calls read(n)
         conn._reader = asyncio.get_running_loop().create_task(conn._read_loop())

@@ -45,7 +45,8 @@ class Disconnected:
 
 @dataclass(frozen=True)
 class KickedEvent:
-    """The server closed the connection for good (a newer login of this device, or shutdown)."""
+    """The server closed the connection for good (a newer login of this device, or shutdown).
+    KICKED{TOKEN_EXPIRED} is no such event: the runtime reconnects with a fresh token."""
     reason: int  # Kicked.Reason: 1 REPLACED, 2 SERVER_SHUTDOWN
 
 
@@ -152,11 +153,13 @@ Event = (Connected | Disconnected | KickedEvent | ConnectionState | Conversation
 
 
 class ServerError(RequestError):
-    """The server answered a request with ERROR; `code` is the wire ErrorCode."""
+    """The server answered a request with ERROR; `code` is the wire ErrorCode,
+    `retry_after_ms` the server's hint for a retry (RATE_LIMITED; 0 = none)."""
 
-    def __init__(self, code: ErrorCode, message: str, request_opcode: int = 0) -> None:
+    def __init__(self, code: ErrorCode, message: str, request_opcode: int = 0, retry_after_ms: int = 0) -> None:
         super().__init__(code, message)
         self.request_opcode = request_opcode
+        self.retry_after_ms = retry_after_ms
 
 
 class SendRefused(RequestError):

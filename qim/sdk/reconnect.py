@@ -1,11 +1,16 @@
 """The automatic reconnect of a ClientRuntime after its connection dropped (DESIGN.md §9).
 
 Backoff doubles from the runtime's reconnect_backoff start to its cap; each attempt is
-a whole `_establish` (AUTH, REBUILD when needed, mailbox sync, resends, after-sync
-hooks). It stops for good when the token is refused (UNAUTHENTICATED) or the store
-belongs to another identity — reconnecting cannot fix either — failing the waiting
-sends with that error and telling the app ConnectionState("offline"). Any other
-failure (unreachable, transient ERROR, a sync cut short) tries again.
+a whole `_establish` (AUTH with the current token — a fresh one from the app's token
+provider when it expires soon or the gateway closed the connection for expiry:
+qim/sdk/credentials.py — REBUILD when needed, mailbox sync, resends, after-sync hooks).
+It stops for good when the token is refused (UNAUTHENTICATED; with a provider, after
+one more try with a fresh token), the store belongs to another identity, or TLS failed
+for good (TlsError: the gateway's certificate is not trusted) — reconnecting cannot fix
+any of them — failing the waiting sends with that error and telling
+the app ConnectionState("offline", "token refused"). A RATE_LIMITED AUTH (the user's
+connection cap) waits its retry-after hint. Any other failure (unreachable, transient
+ERROR, a sync cut short) tries again.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from qim.errors import ErrorCode, QimError
+from qim.errors import ErrorCode, QimError, TlsError
 from qim.sdk.events import ServerError
 from qim.sdk.model import StoreError
 
@@ -26,24 +31,35 @@ logger = logging.getLogger(__name__)
 
 async def reconnect_loop(rt: "ClientRuntime") -> None:
     """Reconnect until connected, closed, kicked, or refused for good."""
-    delay = rt._backoff[0]
+    delay, hint = rt._backoff[0], 0.0
+    refreshed = False
     while not rt._closing:
-        await asyncio.sleep(delay)
+        await asyncio.sleep(max(delay, hint))
+        hint = 0.0
         try:
             await rt._establish(reconnect=True)
             return
         except ServerError as exc:
+            if exc.code == ErrorCode.UNAUTHENTICATED and rt.tokens.provider is not None and not refreshed:
+                refreshed = rt.tokens.refresh_next = True  # once more with a fresh token
+                continue
             if exc.code == ErrorCode.UNAUTHENTICATED:
                 logger.warning("reconnect refused: %s", exc.code.name)
                 rt._set_state("offline", "token refused")
                 rt._fail_waiters(exc)
                 return
             logger.debug("reconnect sync failed: %s", exc.code.name)
+            hint = exc.retry_after_ms / 1000  # the server said when (RATE_LIMITED): no earlier attempt
         except StoreError as exc:
             rt._set_state("offline", "store identity mismatch")
             rt._fail_waiters(exc)
             return
-        except (QimError, asyncio.TimeoutError, OSError) as exc:
+        except TlsError as exc:  # an untrusted certificate: retrying would only storm the gateway
+            logger.warning("reconnect refused: %s", exc)
+            rt._set_state("offline", "tls refused")
+            rt._fail_waiters(exc)
+            return
+        except (QimError, asyncio.TimeoutError, OSError) as exc:  # incl. TokenProviderError: try again
             logger.debug("reconnect failed: %s", exc.__class__.__name__)
         if not rt._closing:
             rt._set_state("reconnecting", "attempt failed")

@@ -3,7 +3,10 @@
 UNAVAILABLE, RATE_LIMITED and MAILBOX_DIRTY mean "not now" (docs/protocol.md: retry
 with the same client_message_id); every other ErrorCode is permanent and surfaces at
 once. `Backoff` doubles from `start` to `cap` seconds and gives up once `budget`
-seconds have passed since the first failure, so a caller never waits for ever.
+seconds have passed since the first failure, so a caller never waits for ever. An
+ERROR with `retry_after_ms` (RATE_LIMITED, issue 15) is never retried sooner than that.
+`RateGate` paces the sends a runtime retries after RATE_LIMITED: they pass one at a time,
+the server's hint apart, instead of all at once when their hints run out (no retry storm).
 """
 
 from __future__ import annotations
@@ -25,6 +28,38 @@ def retryable(exc: BaseException) -> bool:
     return isinstance(exc, ServerError) and exc.code in RETRYABLE
 
 
+def retry_after_s(exc: BaseException) -> float:
+    """The server's retry-after hint of an ERROR in seconds (0.0 when it gave none)."""
+    return getattr(exc, "retry_after_ms", 0) / 1000
+
+
+class RateGate:
+    """One runtime's pacing of retries refused with RATE_LIMITED: `refused(exc)` notes
+    the hint; `wait()` lets one waiter through at a time, each at least the latest hint
+    after the one before (the hint is about one token of the server's bucket)."""
+
+    def __init__(self) -> None:
+        self._until = 0.0
+        self._interval = 0.0
+        self._lock = asyncio.Lock()
+        self.refusals = 0
+
+    def refused(self, exc: BaseException) -> None:
+        """A request got RATE_LIMITED with `exc.retry_after_ms`: nobody retries sooner."""
+        hint = retry_after_s(exc) or RETRY_START_S
+        self.refusals += 1
+        self._interval = hint
+        self._until = max(self._until, time.monotonic() + hint)
+
+    async def wait(self) -> None:
+        """Return when this caller may retry."""
+        async with self._lock:
+            delay = self._until - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            self._until = max(self._until, time.monotonic()) + self._interval
+
+
 class Backoff:
     """Delays start, 2*start, ... capped at `cap`; `budget` seconds in all (None: no limit)."""
 
@@ -40,10 +75,11 @@ class Backoff:
         now = time.monotonic()
         if self.began is None:
             self.began = now
-        if self.budget is not None and now + self.delay - self.began > self.budget:
+        delay = max(self.delay, retry_after_s(exc))
+        if self.budget is not None and now + delay - self.began > self.budget:
             raise exc
         self.attempts += 1
-        await asyncio.sleep(self.delay)
+        await asyncio.sleep(delay)
         self.delay = min(self.delay * 2, self.cap)
 
 

@@ -25,17 +25,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from typing import Awaitable, Callable, Optional
 
 from qim.consts import MAX_MESSAGE_BODY, MESSAGE_TYPE_TEXT, SEND_ACK_PROBE_S
-from qim.errors import QimError
-from qim.proto.v1 import mailbox_pb2, session_pb2
+from qim.errors import ErrorCode, QimError
+from qim.proto.v1 import connection_pb2, mailbox_pb2, session_pb2
 from qim.sdk import events as ev
-from qim.sdk.connection import PROBE_S, Connection
+from qim.sdk.connection import PROBE_S, Connection, client_tls
+from qim.sdk.credentials import TokenProvider, TokenSource
 from qim.sdk.events import ConnectionLost, Kicked, NotConnected, SendAck, SendTimeout, ServerError
 from qim.sdk.puller import Puller
 from qim.sdk.reconnect import reconnect_loop
-from qim.sdk.retry import RETRY_BUDGET_S, RETRYABLE, Backoff
+from qim.sdk.retry import RETRY_BUDGET_S, RETRYABLE, Backoff, RateGate
 from qim.sdk.sender import Sender
 from qim.sdk.store import ApplyResult, LocalStore, StoreError
 from qim.sdk.tell import tell
@@ -48,14 +50,24 @@ class ClientRuntime:
     """Client state machine over one endpoint ('host:port'), one token, one LocalStore.
 
     `retry_budget_s`: how long transient server errors are retried in connect(), pulls
-    and REBUILD before they surface (seconds)."""
+    and REBUILD before they surface (seconds). `token_provider`: called (sync or async)
+    for a fresh token when the held one expires soon or was refused (qim/sdk/credentials.py).
+    Transport: TLS 1.3 verifying the gateway against `ca_file` (else $QIM_CA_FILE, else
+    the system trust store) or an `ssl_context` of the app's; `plaintext=True` only for a
+    development gateway (qim/sdk/connection.py client_tls; TlsError ends connect() and
+    the reconnect loop: trying again cannot fix a certificate)."""
 
     def __init__(self, endpoint: str, token: str, store: LocalStore, *, auto_reconnect: bool = True,
                  send_timeout: float = 60.0, on_event: Optional[Callable[[ev.Event], None]] = None,
                  event_queue: bool = True, reconnect_backoff: tuple[float, float] = (0.05, 2.0),
                  ack_deadline_s: float = SEND_ACK_PROBE_S, probe_s: float = PROBE_S,
-                 retry_budget_s: float = RETRY_BUDGET_S) -> None:
-        self.endpoint, self._token, self.store = endpoint, token, store
+                 retry_budget_s: float = RETRY_BUDGET_S, token_provider: Optional[TokenProvider] = None,
+                 ca_file: Optional[str] = None, ssl_context: Optional[ssl.SSLContext] = None,
+                 plaintext: bool = False) -> None:
+        self.endpoint, self.store = endpoint, store
+        self._tls = client_tls(endpoint, ca_file, ssl_context, plaintext)  # built once: reads the CA file now
+        self.tokens = TokenSource(token, (store.tenant, store.user_id, store.device_id), token_provider)
+        self.rate_gate = RateGate()  # paces retries the server refused with RATE_LIMITED
         self.auto_reconnect, self.send_timeout = auto_reconnect, send_timeout
         self.on_event = on_event
         self.events: Optional[asyncio.Queue] = asyncio.Queue() if event_queue else None
@@ -110,12 +122,16 @@ class ClientRuntime:
         self._closing, self._connecting = False, True
         self._set_state("connecting")
         backoff = Backoff(self._backoff[0], self._backoff[1], self.retry_budget_s)
+        refreshed = False
         try:
             while True:
                 try:
                     await self._establish()
                     return
                 except ServerError as exc:
+                    if exc.code == ErrorCode.UNAUTHENTICATED and self.tokens.provider and not refreshed:
+                        refreshed = self.tokens.refresh_next = True  # once: a fresh token from the provider
+                        continue
                     if exc.code in RETRYABLE and not self._closing:
                         try:
                             await backoff.wait(exc)
@@ -159,8 +175,14 @@ class ClientRuntime:
         """Test hook: abort right after the next SEND_MESSAGE frame was written, before its ACK."""
         self._cut_after_next_send = True
 
+    def update_token(self, token: str) -> None:
+        """Authenticate with `token` from the next (re)connect on (a live connection
+        keeps its session until the gateway closes it at the old token's expiry).
+        ValueError when it names another tenant, user or device than the store."""
+        self.tokens.update(token)
+
     async def _establish(self, reconnect: bool = False) -> None:
-        conn = await Connection.open(self.endpoint, self._token)
+        conn = await Connection.open(self.endpoint, await self.tokens.current(), tls=self._tls)
         if reconnect:
             self.stats["reconnects"] += 1
         auth = conn.auth
@@ -227,6 +249,9 @@ class ClientRuntime:
             self._set_state("offline", reason)
 
     def _on_kicked(self, reason: int) -> None:
+        if reason == connection_pb2.Kicked.TOKEN_EXPIRED:
+            self.tokens.refresh_next = True  # the reconnect asks the provider (offline without one)
+            return
         self._closing = True  # a kicked device does not fight back by reconnecting
         self._set_state("kicked", f"reason {reason}")
         self._emit(ev.KickedEvent(reason))

@@ -11,7 +11,9 @@ reconnect every unresolved send is started again in ordinal order.
 
 Outcomes settle the send's waiter (runtime._settle) and never vanish: SEND_ACK →
 acked; a retryable ERROR (UNAVAILABLE, e.g. "previous send not yet sequenced",
-RATE_LIMITED, MAILBOX_DIRTY) → back off and retransmit with a recomputed previous id;
+MAILBOX_DIRTY) → back off and retransmit with a recomputed previous id; RATE_LIMITED →
+retransmit through the runtime's RateGate, not before the server's retry_after_ms and
+one at a time (qim/sdk/retry.py);
 a permanent ERROR (CONFLICT, ...) → row failed with its body kept, the waiter gets
 ServerError and the app a SendFailed event; ConnectionLost → the reconnect resends;
 any other exception → the same as a permanent error (never pending for ever).
@@ -138,7 +140,11 @@ class Sender:
                     if exc.code not in RETRYABLE:
                         await self._fail(row, exc)
                         return
-                    await backoff.wait(exc)
+                    if exc.code == ErrorCode.RATE_LIMITED:
+                        rt.rate_gate.refused(exc)
+                        await rt.rate_gate.wait()
+                    else:
+                        await backoff.wait(exc)
                     if cmid not in self._rows:
                         return  # resolved meanwhile (our own mailbox entry)
                     first = self._transmit(conn, row)  # previous id recomputed

@@ -11,8 +11,12 @@ One store per domain, each the only owner of its keys, scripts and error mapping
 | mailboxes.py | MailboxStore | user mailboxes, DispatchProgress, shard watermarks |
 | sessions.py | SessionStore | conversation sets, direct peers, the projection checkpoint |
 | reads.py | ReadPositionStore | read_conversation_seq per (user, conversation) |
+| archive.py | ArchiveStore, ConversationStateStore, ArchiveStateStore, HotHistory | the archive tier (issue 14) |
+| tiered.py | TieredMessageStore | MessageStore over Redis above each hot floor and CQL below |
+| retention.py | (pure) | retention classes and row TTLs |
 
 Services depend on these typing.Protocol interfaces and the typed errors of
 qim/stores/errors.py, never on a driver; `qim.stores.open.open_stores` builds a backend
-(Redis today in qim/stores/redis/, CQL next). Importing this package imports no driver.
+(Redis in qim/stores/redis/, with the archive tier in qim/stores/cql/ when configured:
+docs/decisions/0023-archive-tier.md). Importing this package imports no driver.
 """

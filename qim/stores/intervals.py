@@ -72,3 +72,13 @@ def descending_ranges(intervals: Sequence[Interval], below: Optional[int]) -> li
 def latest(intervals: Sequence[Interval]) -> Interval:
     """The newest interval (the one SessionEntry.joined_at / left_at report)."""
     return intervals[-1]
+
+
+def clip(intervals: Sequence[Interval], floor: int) -> tuple[Interval, ...]:
+    """The parts of `intervals` at or below `floor` (issue 14: what the archive serves
+    below a conversation's hot floor); empty when floor is 0."""
+    out = []
+    for lo, hi in intervals:
+        if lo < floor:
+            out.append((lo, floor if hi is None else min(hi, floor)))
+    return tuple(out)

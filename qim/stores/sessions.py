@@ -22,7 +22,10 @@ StoreCorrupt for a checkpoint missing a partition.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Optional, Protocol, Sequence
+
+if TYPE_CHECKING:
+    from qim.stores.archive import FirstSeen
 
 
 class Registration(NamedTuple):
@@ -70,6 +73,15 @@ class SessionStore(Protocol):
 
     async def peers(self, tenant: int, user: int, conversation_ids: Sequence[bytes]) -> list[int]:
         """The recorded direct peer of each conversation (0 when unknown)."""
+        ...
+
+    async def pending_first(self, limit: int) -> list["FirstSeen"]:
+        """First registrations waiting for CQL user_conversation_state (issue 14; queued
+        by `register` only when the archive tier is configured), oldest first."""
+        ...
+
+    async def done_first(self, rows: Sequence["FirstSeen"]) -> None:
+        """Drop rows of `pending_first` once they are in CQL."""
         ...
 
     async def checkpoint_bind(self, node_index: int, node_count: int, binding: str, partitions: int) -> Checkpoint:

@@ -1,90 +1,77 @@
-"""Development tokens for AUTH (docs/protocol.md "Auth.token"): the one definition,
-used by the gateway (verify) and by qimctl, qim-loadgen, qim-desktop, the SDK examples
-and tests (issue).
+"""Development tokens: signed JWTs from the development key (issue 15; qim/wire/tokens.py).
 
-Form: `dev1.<tenant_hex32>.<user>.<device>.<hmac_hex>`, hmac = HMAC-SHA256(secret,
-everything before the last dot) in lowercase hex. The secret is the bytes of
-`QIM_DEV_TOKEN_SECRET` as written (development only: production auth is a separate
-token service, not built; docs/status.md). The token names the device: one token per
-(tenant, user, device). Tokens are never logged.
+Used by `qimctl token`, qim-loadgen, qim-desktop, the SDK examples and the tests. The
+development stack generates one Ed25519 key per stack directory (qim/dev/devkeys.py):
+the private key `.qim/stack/dev_token_key.pem` (mode 0600) whose path stack.env gives
+as QIM_DEV_TOKEN_KEY, and its public half, which the stack's gateway trusts through
+QIM_TOKEN_PUBLIC_KEYS. Development tokens always carry `iss` = "qim-dev"
+(TOKEN_ISSUER_DEFAULT) and live DEV_TOKEN_TTL_S (1 h) unless asked otherwise; a
+production gateway trusts neither the key nor, with its own QIM_TOKEN_ISSUER, the issuer.
+
+Migration from the HMAC `dev1.` tokens (QIM_DEV_TOKEN_SECRET, gone): `issue_dev_token`
+keeps its argument order but takes the key (a SigningKey or the path of its PEM file)
+where it took the secret bytes; bytes are refused with a message saying so.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import os
-from typing import NamedTuple, Optional
+from functools import lru_cache
+from pathlib import Path
+from typing import Mapping, Optional, Union
 
-from qim.consts import U63_MAX
-from qim.errors import ErrorCode, RequestError
+from qim.consts import DEV_TOKEN_TTL_S, TOKEN_AUDIENCE_DEFAULT, TOKEN_ISSUER_DEFAULT
+from qim.wire.tokens import SigningKey, TokenClaims, issue_token, token_claims, token_expiry
 
-PREFIX = "dev1"
-SECRET_ENV = "QIM_DEV_TOKEN_SECRET"
+KEY_ENV = "QIM_DEV_TOKEN_KEY"
+AUDIENCE_ENV = "QIM_TOKEN_AUDIENCE"
+DEV_ISSUER = TOKEN_ISSUER_DEFAULT
+KeyLike = Union[SigningKey, str, os.PathLike]
 
-
-class TokenClaims(NamedTuple):
-    """Identity a development token names (tenant u128, user and device u64 > 0)."""
-
-    tenant: int
-    user_id: int
-    device_id: int
-
-
-def _payload(tenant: int, user_id: int, device_id: int) -> str:
-    if not (0 <= tenant < 1 << 128) or not (0 < user_id <= U63_MAX) or not (0 < device_id <= U63_MAX):
-        raise ValueError("tenant must be u128, user_id and device_id non-zero with bit 63 clear")
-    return f"{PREFIX}.{tenant:032x}.{user_id}.{device_id}"
+__all__ = ["AUDIENCE_ENV", "DEV_ISSUER", "KEY_ENV", "TokenClaims", "dev_key_from_env", "issue_dev_token",
+           "load_dev_key", "token_claims", "token_expiry"]
 
 
-def issue_dev_token(secret: bytes, tenant: int, user_id: int, device_id: int) -> str:
-    """A token for (tenant u128, user u64 > 0, device u64 > 0). ValueError on bad ids."""
-    payload = _payload(tenant, user_id, device_id)
-    mac = hmac.new(secret, payload.encode(), hashlib.sha256).hexdigest()
-    return f"{payload}.{mac}"
+@lru_cache(maxsize=16)
+def _load(path: str, mtime_ns: int) -> SigningKey:
+    return SigningKey.load(path)
 
 
-def token_claims(token: str) -> TokenClaims:
-    """The identity a token names, WITHOUT checking its signature (a client learns its
-    own tenant/user/device this way; only the gateway can verify). ValueError when the
-    token is not of the dev1 form."""
-    payload, sep, mac = token.strip().rpartition(".")
-    parts = payload.split(".")
-    if not sep or len(parts) != 4 or parts[0] != PREFIX or len(parts[1]) != 32 or len(mac) != 64:
-        raise ValueError("not a development token (dev1.<tenant_hex32>.<user>.<device>.<hmac>)")
+def load_dev_key(key: KeyLike) -> SigningKey:
+    """The SigningKey itself, or the one in the PEM file at `key` (read once per file
+    version). ValueError (one line) when the file is missing or holds no private key;
+    TypeError for bytes (an old HMAC secret)."""
+    if isinstance(key, SigningKey):
+        return key
+    if isinstance(key, (bytes, bytearray)):
+        raise TypeError("development tokens are signed with the dev key now: pass its path ($QIM_DEV_TOKEN_KEY) "
+                        "or a SigningKey, not an HMAC secret")
+    path = os.fspath(key)
     try:
-        claims = TokenClaims(int(parts[1], 16), int(parts[2]), int(parts[3]))
-    except ValueError:
-        raise ValueError("development token with a non-numeric field") from None
-    _payload(*claims)  # ids in range (ValueError otherwise)
-    return claims
+        return _load(path, os.stat(path).st_mtime_ns)
+    except OSError as exc:
+        raise ValueError(f"cannot read the development token key {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
 
 
-def verify_dev_token(secret: bytes, token: str) -> tuple[int, int, int]:
-    """(tenant, user_id, device_id) of a valid token; RequestError(UNAUTHENTICATED) otherwise."""
-    fail = RequestError(ErrorCode.UNAUTHENTICATED, "invalid token")
-    payload, sep, mac = token.rpartition(".")
-    parts = payload.split(".")
-    if not sep or len(parts) != 4 or parts[0] != PREFIX:
-        raise fail
-    expected = hmac.new(secret, payload.encode(), hashlib.sha256).hexdigest()
-    if not hmac.compare_digest(expected, mac):
-        raise fail
-    try:
-        tenant, user_id, device_id = int(parts[1], 16), int(parts[2]), int(parts[3])
-    except ValueError:
-        raise fail from None
-    # ids reach CQL bigint and the event codec: bit 63 must be clear (DESIGN.md §3)
-    if len(parts[1]) != 32 or not (0 < user_id <= U63_MAX) or not (0 < device_id <= U63_MAX):
-        raise fail
-    return tenant, user_id, device_id
-
-
-def secret_from_env(explicit: Optional[str] = None, environ=None) -> bytes:
-    """The secret bytes: `explicit` when given, else $QIM_DEV_TOKEN_SECRET. ValueError
-    when neither is set (or it is empty)."""
+def dev_key_from_env(explicit: Optional[str] = None, environ: Optional[Mapping[str, str]] = None) -> SigningKey:
+    """The development key from `explicit` (a path), else $QIM_DEV_TOKEN_KEY. ValueError
+    (one line) when neither is set or the file is not a private key."""
     env = os.environ if environ is None else environ
-    value = explicit if explicit is not None else env.get(SECRET_ENV, "")
-    if not value:
-        raise ValueError(f"no token secret: pass --secret or set {SECRET_ENV}")
-    return value.encode()
+    path = explicit or env.get(KEY_ENV, "")
+    if not path:
+        raise ValueError(f"no development token key: pass --key or set {KEY_ENV} "
+                         f"(`set -a; . .qim/stack/stack.env; set +a` after `make up`)")
+    return load_dev_key(Path(path))
+
+
+def issue_dev_token(key: KeyLike, tenant: int, user_id: int, device_id: int, ttl_s: int = DEV_TOKEN_TTL_S,
+                    audience: Optional[str] = None, now: Optional[int] = None) -> str:
+    """A development token for (tenant u128, user u64 > 0, device u64 > 0) signed with
+    the dev key, valid `ttl_s` seconds from `now` (unix seconds, default the current
+    time) for `audience` (default $QIM_TOKEN_AUDIENCE, else "qim"). ValueError on bad
+    ids, ttl or key file; TypeError for an HMAC secret."""
+    aud = audience or os.environ.get(AUDIENCE_ENV) or TOKEN_AUDIENCE_DEFAULT
+    return issue_token(load_dev_key(key), tenant, user_id, device_id, audience=aud, issuer=DEV_ISSUER, ttl_s=ttl_s,
+                       now=now)

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -22,9 +23,10 @@ from qim.net.framed import FramedStream
 from qim.proto.v1 import connection_pb2, internal_pb2
 from qim.protocol import Opcode
 from qim.wire.devtoken import issue_dev_token
+from qim.wire.tokens import SigningKey
 
 ROOT = Path(__file__).resolve().parents[2]
-SECRET = "shutdown-test-secret"
+KEY = SigningKey.generate()  # the gateway under test trusts its public half (a file per env)
 TRACEBACK_MARKS = ("Traceback", "CancelledError", "Task was destroyed", "Event loop is closed", "never retrieved")
 
 
@@ -34,13 +36,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+_KEY_DIR = tempfile.TemporaryDirectory()  # removed when the test process ends
+
+
+def public_key_file() -> str:
+    path = Path(_KEY_DIR.name) / "token_pub.pem"
+    path.write_bytes(KEY.verify_key().public_pem())
+    return str(path)
+
+
 def gateway_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("QIM_")}
     env.update({
         "QIM_REDIS_ADDR": "127.0.0.1:1", "QIM_KAFKA_BOOTSTRAP": "127.0.0.1:1",
         "QIM_GATEWAY_LISTEN": f"127.0.0.1:{free_port()}", "QIM_GATEWAY_PUSH_ADDR": f"127.0.0.1:{free_port()}",
-        "QIM_GATEWAY_METRICS_LISTEN": f"127.0.0.1:{free_port()}", "QIM_DEV_TOKEN_SECRET": SECRET,
+        "QIM_GATEWAY_METRICS_LISTEN": f"127.0.0.1:{free_port()}", "QIM_TOKEN_PUBLIC_KEYS": public_key_file(),
         "QIM_MAILBOX_ADDRS": "127.0.0.1:1", "PYTHONPATH": str(ROOT),
+        # plaintext on loopback: this tests the process shell (TLS: tests/e2e/test_tls_*.py)
+        "QIM_GATEWAY_PLAINTEXT_DEV": "1", "QIM_INTERNAL_PLAINTEXT_DEV": "1",
     })
     env.update(extra)
     return env
@@ -79,7 +92,7 @@ async def test_sigterm_with_live_connections_exits_0_without_a_traceback():
         # a device logged in, and a mailbox node's push link that said hello
         reader, writer = await asyncio.open_connection(*addr(env, "QIM_GATEWAY_LISTEN"))
         device = FramedStream(reader, writer)
-        token = issue_dev_token(SECRET.encode(), 0, 7, 1)
+        token = issue_dev_token(KEY, 0, 7, 1)
         device.send(Opcode.AUTH, 1, connection_pb2.Auth(token=token).SerializeToString())
         assert (await asyncio.wait_for(device.read_frame(), 10))[0] == Opcode.AUTH_OK
         reader, writer = await asyncio.open_connection(*addr(env, "QIM_GATEWAY_PUSH_ADDR"))

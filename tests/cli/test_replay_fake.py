@@ -9,27 +9,30 @@ import argparse
 import pytest
 
 from qim.cli import replay
+from qim.wire.tokens import SigningKey
 from tests.sdk.fakegateway import FakeGateway
 
-SECRET = "replay-secret"
+KEY = SigningKey.generate()  # the fake gateway trusts it; the replay signs with its file
 
 
-def cfg(addr: str, limit: int, *extra: str) -> argparse.Namespace:
-    return replay.parser().parse_args(["--gateway", addr, "--token-secret", SECRET, "--limit", str(limit),
+def cfg(gw, limit: int, *extra: str) -> argparse.Namespace:
+    return replay.parser().parse_args(["--gateway", gw.addr, "--token-key", gw.key_file, "--limit", str(limit),
                                        "--sync-timeout", "1.5", "--concurrency", "4", "--group-every", "0",
-                                       "--no-unread", "--no-recall", "--no-thresholds", *extra])
+                                       "--no-unread", "--no-recall", "--no-thresholds", "--plaintext", *extra])
 
 
 @pytest.fixture
-async def gw():
-    g = FakeGateway(SECRET.encode())
+async def gw(tmp_path):
+    g = FakeGateway(KEY)
+    g.key_file = str(tmp_path / "dev_token_key.pem")
+    (tmp_path / "dev_token_key.pem").write_bytes(KEY.private_pem())
     g.addr = await g.start()
     yield g
     await g.stop()
 
 
 async def test_replay_all_modes_clean_with_binary_bodies(gw):
-    total = await replay.replay(cfg(gw.addr, 9, "--blob-rate", "0.5"))
+    total = await replay.replay(cfg(gw, 9, "--blob-rate", "0.5"))
     assert total.conversations == 9 and total.by_mode == {"online": 3, "offline": 3, "cut": 3}
     assert total.messages > 18 and total.ok, total.line()  # 18 text turns and some binary ones
     assert total.delivered == total.messages and not total.not_sent
@@ -47,7 +50,7 @@ def wrap_pull(gw, before):
 
 async def test_replay_detects_loss(gw):
     wrap_pull(gw, lambda user, box, cursor: box.clear() if user % 7 == 3 else None)
-    total = await replay.replay(cfg(gw.addr, 12, "--blob-rate", "0"))
+    total = await replay.replay(cfg(gw, 12, "--blob-rate", "0"))
     assert total.lost > 0 and total.delivered < total.messages and not total.ok
 
 
@@ -58,7 +61,7 @@ async def test_replay_detects_truncated_bodies(gw):
                 e.body = e.body[:-1]
 
     wrap_pull(gw, truncate)
-    total = await replay.replay(cfg(gw.addr, 12, "--blob-rate", "0"))
+    total = await replay.replay(cfg(gw, 12, "--blob-rate", "0"))
     assert total.corrupt > 0 and total.lost == 0 and not total.ok, total.line()
 
 
@@ -75,7 +78,7 @@ async def test_replay_detects_order_told_against_conversation_seq(gw):
             gw.swapped = True
 
     wrap_pull(gw, swap)
-    total = await replay.replay(cfg(gw.addr, 6, "--blob-rate", "1"))  # binary turns: longer dialogues
+    total = await replay.replay(cfg(gw, 6, "--blob-rate", "1"))  # binary turns: longer dialogues
     assert gw.swapped and total.out_of_order > 0 and not total.ok, total.line()
 
 
@@ -89,5 +92,5 @@ async def test_replay_detects_duplicate(gw):
             box.append(e)
 
     wrap_pull(gw, duplicate)
-    total = await replay.replay(cfg(gw.addr, 6, "--blob-rate", "0"))
+    total = await replay.replay(cfg(gw, 6, "--blob-rate", "0"))
     assert total.duplicated > 0 and not total.ok, total.line()

@@ -3,13 +3,25 @@ the process at start with a message naming the variable"). Pure logic over a dic
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from qim.config import Env, FanoutConfig, GatewayConfig, MailboxConfig, SessionConfig, WriterConfig
 from qim.consts import FANOUT_BATCH_DEFAULT, METRICS_PORTS
 from qim.errors import ConfigError
+from qim.wire.tokens import SigningKey
 
-BASE = {"QIM_REDIS_ADDR": "127.0.0.1:6379", "QIM_KAFKA_BOOTSTRAP": "127.0.0.1:9092", "QIM_DEV_TOKEN_SECRET": "s"}
+_KEYS = tempfile.TemporaryDirectory()  # the gateway's token public keys; removed at exit
+KEY, OTHER = SigningKey.generate(), SigningKey.generate("ES256")
+PUB, PUB2, PRIVATE = (str(Path(_KEYS.name) / n) for n in ("pub.pem", "pub2.pem", "private.pem"))
+Path(PUB).write_bytes(KEY.verify_key().public_pem())
+Path(PUB2).write_bytes(OTHER.verify_key().public_pem())
+Path(PRIVATE).write_bytes(KEY.private_pem())
+BASE = {"QIM_REDIS_ADDR": "127.0.0.1:6379", "QIM_KAFKA_BOOTSTRAP": "127.0.0.1:9092", "QIM_TOKEN_PUBLIC_KEYS": PUB,
+        # loopback defaults: plaintext is allowed with the development flags (TLS: tests/config/test_tls_config.py)
+        "QIM_GATEWAY_PLAINTEXT_DEV": "1", "QIM_INTERNAL_PLAINTEXT_DEV": "1"}
 
 
 def env(**kw: str) -> Env:
@@ -56,7 +68,7 @@ def test_lists_addresses_and_indexes_are_checked_per_service():
     assert "QIM_MAILBOX_NODE_INDEX=2 is outside 0..1" in refused(MailboxConfig.from_env, QIM_MAILBOX_NODE_COUNT="2",
                                                                  QIM_MAILBOX_NODE_INDEX="2")
     assert "QIM_SESSION_NODE_INDEX=1 is outside 0..0" in refused(SessionConfig.from_env, QIM_SESSION_NODE_INDEX="1")
-    assert "QIM_DEV_TOKEN_SECRET is required" in refused(GatewayConfig.from_env, QIM_DEV_TOKEN_SECRET="")
+    assert "QIM_TOKEN_PUBLIC_KEYS is required" in refused(GatewayConfig.from_env, QIM_TOKEN_PUBLIC_KEYS="")
     assert "QIM_FANOUT_BATCH_SIZE=0 is outside" in refused(FanoutConfig.from_env, QIM_FANOUT_BATCH_SIZE="0")
 
 
@@ -76,3 +88,24 @@ def test_hex_values_and_the_clock_skew_guard():
     assert WriterConfig.from_env(env(QIM_CLOCK_SKEW_MS="-5000")).clock_skew_ms == -5000
     assert "QIM_CLOCK_SKEW_MS requires loopback" in refused(WriterConfig.from_env, QIM_CLOCK_SKEW_MS="1",
                                                             QIM_WRITER_METRICS_LISTEN="0.0.0.0:9101")
+
+
+def test_token_keys_two_for_a_rotation_and_each_bad_file_named():
+    gw = GatewayConfig.from_env(env(QIM_TOKEN_PUBLIC_KEYS=f"{PUB}, {PUB2}"))
+    assert [(k.kid, k.alg) for k in gw.token_keys] == [(KEY.kid, "EdDSA"), (OTHER.kid, "ES256")]
+    assert (gw.token_audience, gw.token_issuer, gw.token_leeway_s) == ("qim", "qim-dev", 5)
+    missing = str(Path(_KEYS.name) / "missing.pem")
+    assert f"QIM_TOKEN_PUBLIC_KEYS: cannot read {missing}" in refused(GatewayConfig.from_env,
+                                                                      QIM_TOKEN_PUBLIC_KEYS=missing)
+    assert "private key" in refused(GatewayConfig.from_env, QIM_TOKEN_PUBLIC_KEYS=PRIVATE)
+    assert "same key" in refused(GatewayConfig.from_env, QIM_TOKEN_PUBLIC_KEYS=f"{PUB},{PUB}")
+    assert "QIM_TOKEN_LEEWAY_S=301 is outside 0..300" in refused(GatewayConfig.from_env, QIM_TOKEN_LEEWAY_S="301")
+
+
+def test_rate_limits_and_connection_cap():
+    gw = GatewayConfig.from_env(env(QIM_RATE_USER_PER_S="3", QIM_RATE_USER_BURST="4", QIM_RATE_CONN_PER_S="0",
+                                    QIM_MAX_CONNECTIONS_PER_USER="2"))
+    assert (gw.rate_user_per_s, gw.rate_user_burst, gw.rate_conn_per_s, gw.max_connections_per_user) == (3, 4, 0, 2)
+    assert "QIM_RATE_CONN_BURST=0 is outside" in refused(GatewayConfig.from_env, QIM_RATE_CONN_BURST="0")
+    assert "QIM_MAX_CONNECTIONS_PER_USER=0 is outside" in refused(GatewayConfig.from_env,
+                                                                  QIM_MAX_CONNECTIONS_PER_USER="0")

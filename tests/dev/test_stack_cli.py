@@ -1,4 +1,4 @@
-"""`qim-dev stack` of one checkout: same addresses and secret across down/up, restart of
+"""`qim-dev stack` of one checkout: same addresses and token key across down/up, restart of
 one service by its recorded pid, and one-line errors for a user's mistakes.
 
 Real engines and real service processes, started through the CLI as `make up` does,
@@ -35,7 +35,7 @@ def _one_line_error(r: subprocess.CompletedProcess) -> str:
     return r.stderr
 
 
-def test_down_up_keeps_addresses_and_secret_and_restart_one_service(tmp_path):
+def test_down_up_keeps_addresses_and_token_key_and_restart_one_service(tmp_path):
     sd, ed = tmp_path / "stack", tmp_path / "engines"
     dirs = ("--dir", sd, "--engines-dir", ed)
     try:
@@ -43,9 +43,13 @@ def test_down_up_keeps_addresses_and_secret_and_restart_one_service(tmp_path):
         assert up.returncode == 0, up.stderr
         env1 = _env(sd / "stack.env")
         ports1 = json.loads((sd / "ports.json").read_text())
-        secret = (sd / "dev_secret").read_text().strip()
-        assert env1["QIM_DEV_TOKEN_SECRET"] == secret
-        assert stat.S_IMODE(os.stat(sd / "dev_secret").st_mode) == 0o600
+        assert env1["QIM_DEV_TOKEN_KEY"] == str((sd / "dev_token_key.pem").resolve())
+        assert stat.S_IMODE(os.stat(sd / "dev_token_key.pem").st_mode) == 0o600
+        key_pem = (sd / "dev_token_key.pem").read_bytes()
+        # TLS: the development CA clients trust, and qimctl's certificate (issue 15)
+        assert env1["QIM_CA_FILE"] == str((sd / "tls" / "ca.crt").resolve())
+        assert env1["QIM_QIMCTL_TLS_CERT"] == str((sd / "tls" / "qimctl.crt").resolve())
+        ca_pem = (sd / "tls" / "ca.crt").read_bytes()
         assert env1["QIM_GATEWAY_ADDR"] == f"127.0.0.1:{ports1['gateway']}"
 
         before = Stack.load(sd).pids
@@ -66,7 +70,9 @@ def test_down_up_keeps_addresses_and_secret_and_restart_one_service(tmp_path):
         assert not any(pid_alive(p) for p in after.pids.values())
         up2 = _cli("stack", "up", *dirs)
         assert up2.returncode == 0, up2.stderr
-        assert _env(sd / "stack.env") == env1  # gateway, secret, writer and engine addresses
+        assert _env(sd / "stack.env") == env1  # gateway, token key, writer and engine addresses
+        assert (sd / "dev_token_key.pem").read_bytes() == key_pem  # tokens made before stay valid
+        assert (sd / "tls" / "ca.crt").read_bytes() == ca_pem  # clients keep trusting the gateway
         assert json.loads((sd / "ports.json").read_text()) == ports1
     finally:
         st = Stack.load(sd)

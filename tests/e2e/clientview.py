@@ -29,9 +29,10 @@ from qim.cli.verify import AppView, Intent, mismatch
 from qim.proto.v1 import group_pb2
 from qim.protocol import Opcode
 from qim.sdk import ClientRuntime, LocalStore
-from qim.services.gateway.auth import issue_dev_token
 from qim.stores.redis.keys import days_key, mailbox_key
+from qim.wire.devtoken import issue_dev_token
 from tests.e2e import clientview_reads as reads
+from tests.e2e.rawclient import sdk_transport
 
 WAIT_S = 60.0
 SEND_CONCURRENCY = 6
@@ -55,8 +56,9 @@ class Device:
     def __init__(self, stack, tmp, user: int, events: list) -> None:
         self.user, self.view, self.events = user, AppView(user, f"user {user}"), events
         self.store = LocalStore.open(str(tmp / f"{user}.sqlite3"), 0, user)
-        token = issue_dev_token(stack.token_secret.encode(), 0, user, self.store.device_id)
+        token = issue_dev_token(stack.token_key, 0, user, self.store.device_id)
         self.rt = ClientRuntime(stack.gateway_addr, token, self.store, event_queue=False, send_timeout=40,
+                                **sdk_transport(stack),
                                 on_event=self.on_event)
 
     def on_event(self, event) -> None:

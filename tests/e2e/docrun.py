@@ -1,6 +1,6 @@
 """Run the code examples of the SDK's documentation as written (issue 13): the qim.sdk
 module docstring and the ```python blocks of docs/sdk.md, each as its own Python
-process with the stack's client environment (QIM_GATEWAY_ADDR, QIM_DEV_TOKEN_SECRET),
+process with the stack's client environment (QIM_GATEWAY_ADDR, QIM_DEV_TOKEN_KEY),
 exactly what a reader gets after sourcing .qim/stack/stack.env."""
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ def markdown_blocks(path: Path) -> list[str]:
 def client_env(stack, **extra: str) -> dict[str, str]:
     """The environment a reader has after sourcing the stack's stack.env."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("QIM_")}
-    env.update(QIM_GATEWAY_ADDR=stack.gateway_addr, QIM_DEV_TOKEN_SECRET=stack.token_secret,
+    env.update(QIM_GATEWAY_ADDR=stack.gateway_addr, QIM_DEV_TOKEN_KEY=stack.token_key,
                QIM_WRITER_ADDRS=stack.env["QIM_WRITER_ADDRS"], PYTHONPATH=str(ROOT), PYTHONIOENCODING="utf-8",
                **extra)
+    env.update(stack.client_env())  # QIM_CA_FILE and qimctl's certificate: the whole stack.env
     return env
 
 

@@ -1,15 +1,55 @@
-"""A minimal frame-level client for end-to-end tests (no SDK logic, no retries)."""
+"""A minimal frame-level client for end-to-end tests (no SDK logic, no retries), over
+TLS 1.3 with the stack's CA like every client (plaintext only toward a plaintext stack).
+
+`client_tls(stack)` is the context, `open_raw(stack)` a TLS connection to the client
+port before AUTH, `end_input(writer)` the end of what a raw test sends (TLS has no
+half-close in asyncio: close_notify plays the FIN's part)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import ssl
+from typing import Optional
 
 from qim._core import ids
 from qim.net.framed import FramedStream, open_framed, parse_addr
+from qim.net.tls import client_port_context
+from qim.net.tls import connect as tls_connect
 from qim.proto.v1 import common_pb2, connection_pb2, mailbox_pb2, message_pb2
 from qim.protocol import Opcode
-from qim.services.gateway.auth import issue_dev_token
+from qim.wire.devtoken import issue_dev_token
+
+
+def client_tls(stack) -> Optional[ssl.SSLContext]:
+    """What a client of `stack` verifies the gateway with (None: a plaintext stack)."""
+    ca_file = getattr(stack, "ca_file", None)
+    return client_port_context(ca_file) if ca_file else None
+
+
+async def open_raw(stack, addr: Optional[str] = None) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection to the client port (or `addr`, a proxy in front of it), TLS done, no AUTH."""
+    host, port = parse_addr(addr or stack.gateway_addr)
+    tls = client_tls(stack)
+    if tls is None:
+        return await asyncio.open_connection(host, port)
+    return await tls_connect(host, port, tls, server_hostname=host, chunk_bytes=64 * 1024, timeout=10)
+
+
+def sdk_transport(stack) -> dict:
+    """Client.open / ClientRuntime keywords that reach `stack`'s gateway: its CA, or
+    plaintext toward a plaintext stack."""
+    ca_file = getattr(stack, "ca_file", None)
+    return {"ca_file": ca_file} if ca_file else {"plaintext": True}
+
+
+def end_input(writer: asyncio.StreamWriter) -> None:
+    """No more bytes from this side: FIN on plaintext, close_notify over TLS (the reader
+    still sees what the server sends until it closes)."""
+    if writer.can_write_eof():
+        writer.write_eof()
+    else:
+        writer.close()
 
 
 class RawClient:
@@ -24,9 +64,10 @@ class RawClient:
 
     @classmethod
     async def login(cls, stack, user: int, device: int = 1) -> "RawClient":
-        stream = await open_framed(*parse_addr(stack.gateway_addr))
+        host, port = parse_addr(stack.gateway_addr)
+        stream = await open_framed(host, port, tls=client_tls(stack), server_hostname=host)
         client = cls(stream, user, device)
-        token = issue_dev_token(stack.token_secret.encode(), 0, user, device)
+        token = issue_dev_token(stack.token_key, 0, user, device)
         op, reply = await client.request(Opcode.AUTH, connection_pb2.Auth(token=token).SerializeToString())
         assert op == Opcode.AUTH_OK, reply
         return client

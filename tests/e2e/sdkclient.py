@@ -8,17 +8,20 @@ from qim.proto.v1 import session_pb2
 from qim.protocol import Opcode
 from qim.sdk import Client
 from qim.wire.devtoken import issue_dev_token
+from tests.e2e.rawclient import sdk_transport
 from tests.sdk.realstack import Told
 
 
 async def client(stack, tmp_path, user: int, device: int = 1, *, name: str = "", **kw) -> Client:
     """A Client of `user` on `device` with a data directory of its own (name tells two
     installs apart); `c.told` records every event in order."""
-    token = issue_dev_token(stack.token_secret.encode(), 0, user, device)
+    token = issue_dev_token(stack.token_key, 0, user, device)
     told = Told()
     kw.setdefault("send_timeout", 30)
     kw.setdefault("event_queue", False)
     kw.setdefault("on_event", told)
+    for name, value in sdk_transport(stack).items():  # TLS with the stack's CA
+        kw.setdefault(name, value)
     c = await Client.open(stack.gateway_addr, token, data_dir=str(tmp_path / f"data-{user}-{device}{name}"), **kw)
     c.told = told
     return c

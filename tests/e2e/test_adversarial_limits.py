@@ -29,13 +29,13 @@ it was found. They use only the public client protocol (RawClient / raw frames).
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import os
 import random
 import re
-import socket
+import time
 import urllib.request
+
+import jwt
 
 from qim._core import frame as frame_codec
 from qim._core import ids
@@ -43,8 +43,9 @@ from qim.errors import ErrorCode
 from qim.net.framed import open_framed, parse_addr
 from qim.proto.v1 import common_pb2, connection_pb2, group_pb2, history_pb2, mailbox_pb2, message_pb2, session_pb2
 from qim.protocol import Opcode
-from qim.services.gateway.auth import issue_dev_token
-from tests.e2e.rawclient import RawClient, call
+from qim.wire.devtoken import issue_dev_token, load_dev_key
+from tests.e2e.rawclient import RawClient, call, client_tls
+from tests.net.tlspeer import tls_socket
 
 MIB = 1024 * 1024
 MAX_FRAME = 4 * MIB
@@ -200,25 +201,22 @@ async def test_a_client_that_never_reads_cannot_queue_replies_without_bound(stac
     op, ack = await c.send_text(peer, os.urandom(60 * 1024))
     assert op == Opcode.SEND_ACK, ack
     before = counter(stack, "gateway", "qim_gateway_requests_total", 'opcode="0x0501"')
-    host, port = stack.gateway_addr.rsplit(":", 1)
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    s.connect((host, int(port)))
-    token = issue_dev_token(stack.token_secret.encode(), 0, me, 77)
-    s.sendall(b"".join(frame_codec.encode_frame(Opcode.AUTH, 1, connection_pb2.Auth(token=token).SerializeToString())))
+    # a raw socket with a tiny receive buffer (TLS through memory BIOs: the socket stays ours)
+    raw = await tls_socket(parse_addr(stack.gateway_addr), client_tls(stack), rcvbuf=4096)
+    token = issue_dev_token(stack.token_key, 0, me, 77)
+    await raw.sendall(b"".join(frame_codec.encode_frame(Opcode.AUTH, 1,
+                                                         connection_pb2.Auth(token=token).SerializeToString())))
     req = history_pb2.PullHistory(conversation_id=ids.conversation_id_direct(0, me, peer), peer_user_id=peer,
                                   limit=1).SerializeToString()
     n = 4000
     data = b"".join(b"".join(frame_codec.encode_frame(Opcode.PULL_HISTORY, 10 + i, req)) for i in range(n))
-    s.setblocking(False)
-    loop = asyncio.get_running_loop()
     try:
-        await asyncio.wait_for(loop.sock_sendall(s, data), 10)
+        await asyncio.wait_for(raw.sendall(data), 10)
     except asyncio.TimeoutError:
         pass  # the gateway stopped reading: the back-pressure this test asks for
     await asyncio.sleep(5)
     accepted = counter(stack, "gateway", "qim_gateway_requests_total", 'opcode="0x0501"') - before
-    s.close()
+    raw.sock.close()
     await c.close()
     queued_mib = accepted * 60 / 1024
     # any sane bound (in-flight limit 1024 plus a few MiB of replies) stays far below n
@@ -284,9 +282,13 @@ async def test_user_id_with_bit_63_cannot_wedge_mailbox_shards(fresh_stack):
     v = await RawClient.login(stack, victim)
     b = await RawClient.login(stack, bystander)
     # sign the token by hand: the test is about what the server accepts on the wire
-    payload = f"dev1.{0:032x}.{big}.1"
-    token = f"{payload}.{hmac.new(stack.token_secret.encode(), payload.encode(), hashlib.sha256).hexdigest()}"
-    x = RawClient(await open_framed(*parse_addr(stack.gateway_addr)), big, 1)
+    key = load_dev_key(stack.token_key)
+    now = int(time.time())
+    token = jwt.encode({"iss": "qim-dev", "aud": "qim", "sub": str(big), "tenant": f"{0:032x}", "dev": "1",
+                        "iat": now, "nbf": now, "exp": now + 600}, key.private, algorithm=key.alg,
+                       headers={"kid": key.kid})
+    host, port = parse_addr(stack.gateway_addr)
+    x = RawClient(await open_framed(host, port, tls=client_tls(stack), server_hostname=host), big, 1)
     op, _ = await x.request(Opcode.AUTH, connection_pb2.Auth(token=token).SerializeToString())
     if op != Opcode.AUTH_OK:
         await x.close()

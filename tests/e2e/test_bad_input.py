@@ -18,10 +18,9 @@ import pytest
 
 from qim._core import ids
 from qim.errors import ErrorCode
-from qim.net.framed import parse_addr
 from qim.proto.v1 import group_pb2, history_pb2, message_pb2
 from qim.protocol import Opcode
-from tests.e2e.rawclient import RawClient
+from tests.e2e.rawclient import RawClient, end_input, open_raw
 
 USER_A, USER_B = 9_100_001, 9_100_002
 
@@ -45,10 +44,10 @@ async def closed_after(stack, raw: bytes, authenticate: bool = True) -> bool:
         reader_stream._writer.write(raw)
         item = await asyncio.wait_for(reader_stream.read_frame(), 5)
         return item is None
-    reader, writer = await asyncio.open_connection(*parse_addr(stack.gateway_addr))
+    reader, writer = await open_raw(stack)
     started = asyncio.get_running_loop().time()
     writer.write(raw)
-    writer.write_eof()
+    end_input(writer)
     data = await asyncio.wait_for(reader.read(), 5)
     writer.close()
     # closed by the fault itself, not by the unauthenticated-connection timeout (2 s here)
@@ -134,7 +133,7 @@ async def test_request_faults_get_error_with_request_id_and_never_reach_writer(s
 
 
 async def test_requests_before_auth_are_unauthenticated(stack):
-    reader, writer = await asyncio.open_connection(*parse_addr(stack.gateway_addr))
+    reader, writer = await open_raw(stack)
     from qim.net.framed import FramedStream
 
     stream = FramedStream(reader, writer)
@@ -176,7 +175,7 @@ async def test_request_id_zero_is_refused_and_cursors_ahead_of_the_mailbox_too(s
 async def test_a_connection_that_never_authenticates_is_closed(stack):
     from tests.e2e.conftest import AUTH_TIMEOUT_MS
 
-    reader, writer = await asyncio.open_connection(*parse_addr(stack.gateway_addr))
+    reader, writer = await open_raw(stack)
     started = asyncio.get_running_loop().time()
     data = await asyncio.wait_for(reader.read(), AUTH_TIMEOUT_MS / 1000 + 5)
     assert data == b"" and asyncio.get_running_loop().time() - started >= AUTH_TIMEOUT_MS / 1000 * 0.9
@@ -186,7 +185,7 @@ async def test_a_connection_that_never_authenticates_is_closed(stack):
 async def test_an_anonymous_peer_cannot_park_megabytes_of_partial_frames(stack):
     from qim._core import frame as frame_codec
 
-    reader, writer = await asyncio.open_connection(*parse_addr(stack.gateway_addr))
+    reader, writer = await open_raw(stack)
     started = asyncio.get_running_loop().time()
     chunks = frame_codec.encode_frame(Opcode.SEND_MESSAGE, 5, b"x" * (1024 * 1024))
     for chunk in chunks[:8]:  # 512 KiB of an unfinished frame, no AUTH

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from qim.sdk import Client
 from qim.sdk.identity import open_store, store_path
+from qim.wire.tokens import SigningKey
+from tests.e2e.rawclient import sdk_transport
 from tests.e2e.sdkclient import close_all
 from tests.sdk.realstack import eventually, users
 
@@ -40,28 +42,37 @@ def one_line_error(done: subprocess.CompletedProcess, *words: str) -> None:
         assert word in lines[0], lines[0]
 
 
-def test_closed_port_bad_address_and_missing_secret_are_one_line(tmp_path):
+def a_key_file(path: Path) -> str:
+    """A development key of nobody's gateway, as a PEM file."""
+    path.write_bytes(SigningKey.generate().private_pem())
+    return str(path)
+
+
+def test_closed_port_bad_address_and_missing_key_are_one_line(tmp_path):
     data = ["--data-dir", str(tmp_path)]
-    one_line_error(run("qim-desktop", "--user", "5", "--secret", "s", "--endpoint", f"127.0.0.1:{closed_port()}",
+    key = a_key_file(tmp_path / "key.pem")
+    one_line_error(run("qim-desktop", "--user", "5", "--key", key, "--endpoint", f"127.0.0.1:{closed_port()}",
                        *data), "cannot reach", "qim-gateway")
-    one_line_error(run("qim-desktop", "--user", "5", "--secret", "s", "--endpoint", "localhost", *data),
+    one_line_error(run("qim-desktop", "--user", "5", "--key", key, "--endpoint", "localhost", *data),
                    "--endpoint", "host:port")
-    one_line_error(run("qim-desktop", "--user", "5", "--secret", "s", "--endpoint", "no-such-host.invalid:7100",
+    one_line_error(run("qim-desktop", "--user", "5", "--key", key, "--endpoint", "no-such-host.invalid:7100",
                        *data), "cannot reach")
-    one_line_error(run("qim-desktop", "--user", "5", *data), "QIM_DEV_TOKEN_SECRET")
+    one_line_error(run("qim-desktop", "--user", "5", *data), "QIM_DEV_TOKEN_KEY")
+    one_line_error(run("qim-desktop", "--user", "5", "--key", str(tmp_path / "none.pem"), *data), "none.pem")
     one_line_error(run("qim-desktop", *data), "--user")
     one_line_error(run("qim-desktop", "--user", "-3", *data), "--user")
     one_line_error(run("qim-desktop", "--token", "not-a-token", *data), "--token")
 
 
-def test_wrong_secret_and_another_devices_store_are_one_line(stack, tmp_path):
-    data = ["--data-dir", str(tmp_path), "--endpoint", stack.gateway_addr]
-    one_line_error(run("qim-desktop", "--user", "5", "--secret", "wrong", *data), "refused the token", "--secret")
-    token = run("qimctl", "token", "--user", "6", "--device", "1", "--secret", stack.token_secret).stdout.strip()
-    other = run("qimctl", "token", "--user", "6", "--device", "2", "--secret", stack.token_secret).stdout.strip()
+def test_wrong_key_and_another_devices_store_are_one_line(stack, tmp_path):
+    data = ["--data-dir", str(tmp_path), "--endpoint", stack.gateway_addr, "--ca-file", stack.ca_file]
+    one_line_error(run("qim-desktop", "--user", "5", "--key", a_key_file(tmp_path / "wrong.pem"), *data),
+                   "refused the token", "--key")
+    token = run("qimctl", "token", "--user", "6", "--device", "1", "--key", stack.token_key).stdout.strip()
+    other = run("qimctl", "token", "--user", "6", "--device", "2", "--key", stack.token_key).stdout.strip()
     # user 6's store in this data directory belongs to device 1; a token of device 2 is refused clearly
     open_store(store_path(stack.gateway_addr, 0, 6, str(tmp_path)), 0, 6, 1).close()
-    assert token.startswith("dev1.")
+    assert token.startswith("eyJ") and token.count(".") == 2  # a JWT
     one_line_error(run("qim-desktop", "--token", other, *data), "belongs to device 1")
 
 
@@ -70,7 +81,7 @@ def test_help_texts_name_every_default():
                        ("qimctl", ["group", "create", "--help"])):
         done = run(tool, *args)
         assert done.returncode == 0
-        options = [line for line in done.stdout.splitlines() if line.strip().startswith("--")]
+        options = [line for line in done.stdout.splitlines() if line.startswith("  --")]  # argparse option rows, not wrapped help
         text = " ".join(done.stdout.split())
         assert options
         for line in options:
@@ -83,12 +94,12 @@ async def test_qimctl_token_logs_in_and_group_create_is_seen_by_the_owner(stack,
     owner, member = users(2)
     gid = int.from_bytes(os.urandom(7), "big") + 1
     token = run("qimctl", "token", "--user", str(owner), "--device", "9",
-                env_extra={"QIM_DEV_TOKEN_SECRET": stack.token_secret})
+                env_extra={"QIM_DEV_TOKEN_KEY": stack.token_key})
     assert token.returncode == 0 and token.stdout.count("\n") == 1 and token.stderr == ""
-    c = await Client.open(stack.gateway_addr, token.stdout.strip(), data_dir=str(tmp_path))
+    c = await Client.open(stack.gateway_addr, token.stdout.strip(), data_dir=str(tmp_path), **sdk_transport(stack))
     await c.connect()
     assert c.device_id == 9
-    env = {"QIM_WRITER_ADDRS": stack.env["QIM_WRITER_ADDRS"]}
+    env = stack.client_env()  # what sourcing stack.env gives: the writer, the CA, qimctl's certificate
     made = run("qimctl", "group", "create", "--group", str(gid), "--owner", str(owner), "--members", str(member),
                env_extra=env)
     assert made.returncode == 0 and "ok: conversation_id=" in made.stdout, made.stdout + made.stderr

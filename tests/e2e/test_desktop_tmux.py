@@ -76,9 +76,9 @@ def wait_file(path: Path, timeout: float = 20.0) -> str:
 def test_two_desktops_chat_in_chinese_and_recall(stack, tmp_path):
     a, b = users(2)
     tmux = Tmux(tmp_path)
-    env = {"QIM_GATEWAY_ADDR": stack.gateway_addr, "QIM_DEV_TOKEN_SECRET": stack.token_secret,
+    env = {"QIM_GATEWAY_ADDR": stack.gateway_addr, "QIM_DEV_TOKEN_KEY": stack.token_key,
            "QIM_DATA_DIR": str(tmp_path / "data"), "LANG": "C.UTF-8", "TERM": "xterm-256color",
-           "PATH": os.environ.get("PATH", "")}
+           "PATH": os.environ.get("PATH", ""), "QIM_CA_FILE": stack.ca_file}
     try:
         rc_a = tmux.start("alice", [str(DESKTOP), "--user", str(a), "--chat", str(b)], env)
         rc_b = tmux.start("bob", [str(DESKTOP), "--user", str(b), "--chat", str(a)], env)

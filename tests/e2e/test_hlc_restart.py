@@ -19,6 +19,7 @@ import pytest
 from qim._core import ids
 from qim.errors import RequestError
 from qim.net.rpc import RpcClient, parse_error
+from qim.net.tls import TlsContexts
 from qim.proto.v1 import internal_pb2, message_pb2
 from qim.protocol import Opcode
 from tests.e2e.rawclient import RawClient
@@ -75,14 +76,15 @@ async def test_writers_restarted_with_the_clock_behind_keep_time_moving_forward(
     await client.close()
 
 
-async def direct_send(addr: str, sender: int, peer: int, body: bytes) -> message_pb2.SendAck:
-    """SEND_MESSAGE straight to one writer's internal RPC (bypassing gateway routing)."""
+async def direct_send(stack, addr: str, sender: int, peer: int, body: bytes) -> message_pb2.SendAck:
+    """SEND_MESSAGE straight to one writer's internal RPC (bypassing gateway routing),
+    over mutual TLS with the gateway's certificate (WRITER_SEND is a gateway's call)."""
     msg = message_pb2.SendMessage(client_message_id=random.randbytes(16),
                                   conversation_id=ids.conversation_id_direct(0, sender, peer),
                                   recipient_user_id=peer, message_type=1, body=body)
     req = internal_pb2.WriterSend(actor=internal_pb2.Actor(tenant_id=bytes(16), user_id=sender, device_id=1),
                                   upstream=msg.SerializeToString(), opcode=Opcode.SEND_MESSAGE)
-    rpc = RpcClient(addr)
+    rpc = RpcClient(addr, tls=TlsContexts(stack.tls_files("gateway")), expect_service="writer")
     try:
         op, body = await rpc.call(Opcode.WRITER_SEND, req.SerializeToString())
     finally:
@@ -98,9 +100,9 @@ async def test_a_writer_behind_another_does_not_write_older_times_into_a_convers
     sender, peer = random.getrandbits(40) + 1, random.getrandbits(40) + 1
     ahead = two_writers.instance_env["writer2"]["QIM_WRITER_LISTEN"]
     behind = two_writers.instance_env["writer"]["QIM_WRITER_LISTEN"]
-    first = await direct_send(ahead, sender, peer, b"from the writer ahead")
+    first = await direct_send(two_writers, ahead, sender, peer, b"from the writer ahead")
     try:
-        second = await direct_send(behind, sender, peer, b"from the writer behind")
+        second = await direct_send(two_writers, behind, sender, peer, b"from the writer behind")
     except RequestError as exc:
         pytest.fail(f"the writer behind refused instead of catching up: {exc}")
     assert second.conversation_seq > first.conversation_seq

@@ -1,7 +1,7 @@
 """`make demo` in small: the replay through the real stack (DESIGN.md §12).
 
 The `stack` fixture (tests/e2e/conftest.py) runs the services and exposes
-`.gateway_addr` ('host:port') and `.token_secret`. `--limit 10` with the languages
+`.gateway_addr` ('host:port') and `.token_key` (the development key's path). `--limit 10` with the languages
 interleaved alternates english and chinese; dialogues 4 and 9 are small groups, the
 others cycle online, offline, cut by index: both languages go through every mode. The
 first dialogues of each kind carry every threshold body size (qim/cli/bodies.py),
@@ -22,12 +22,10 @@ LINE = re.compile(r"^replay: conversations=(\d+) messages=(\d+) delivered=(\d+) 
 
 
 def test_replay_both_languages_all_modes_and_groups(stack):
-    secret = stack.token_secret
-    secret = secret.decode() if isinstance(secret, bytes) else str(secret)
     proc = subprocess.run(
         [sys.executable, "-m", "qim.cli.loadgen", "replay", "--gateway", stack.gateway_addr,
-         "--token-secret", secret, "--langs", "english,chinese", "--limit", "10", "--concurrency", "3",
-         "--group-every", "5"],
+         "--token-key", stack.token_key, "--langs", "english,chinese", "--limit", "10", "--concurrency", "3",
+         "--group-every", "5", "--ca-file", stack.ca_file],
         capture_output=True, text=True, timeout=300, env=dict(os.environ))
     lines = proc.stdout.strip().splitlines()
     assert lines, proc.stderr[-4000:]
@@ -46,10 +44,9 @@ def test_replay_both_languages_all_modes_and_groups(stack):
 
 
 def test_rate_loadgen_smoke_reports_segments_and_a_final_line(stack):
-    secret = stack.token_secret
     proc = subprocess.run(
-        [sys.executable, "-m", "qim.cli.loadgen", "rate", "--gateway", stack.gateway_addr, "--token-secret",
-         secret if isinstance(secret, str) else secret.decode(), "--rate", "40", "--duration", "6", "--pairs", "4"],
+        [sys.executable, "-m", "qim.cli.loadgen", "rate", "--gateway", stack.gateway_addr, "--token-key",
+         stack.token_key, "--rate", "40", "--duration", "6", "--pairs", "4", "--ca-file", stack.ca_file],
         capture_output=True, text=True, timeout=120, env=dict(os.environ))
     lines = proc.stdout.strip().splitlines()
     assert any(line.startswith("segment t=") for line in lines), proc.stdout + proc.stderr[-2000:]

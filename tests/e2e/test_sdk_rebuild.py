@@ -12,14 +12,15 @@ from qim._core import ids
 from qim._core import mailbox_seq as mseq
 from qim.sdk import ClientRuntime, LocalStore, direct_conversation
 from qim.sdk.requests import recall
-from qim.services.gateway.auth import issue_dev_token
 from qim.stores.redis.keys import days_key, mailbox_key
+from qim.wire.devtoken import issue_dev_token
+from tests.e2e.rawclient import sdk_transport
 
 
 def runtime(stack, tmp_path, user: int) -> ClientRuntime:
     store = LocalStore.open(str(tmp_path / f"{user}.sqlite3"), 0, user)
-    token = issue_dev_token(stack.token_secret.encode(), 0, user, store.device_id)
-    return ClientRuntime(stack.gateway_addr, token, store, event_queue=False, send_timeout=20)
+    token = issue_dev_token(stack.token_key, 0, user, store.device_id)
+    return ClientRuntime(stack.gateway_addr, token, store, event_queue=False, send_timeout=20, **sdk_transport(stack))
 
 
 async def bodies(rt: ClientRuntime, conv: bytes) -> list[bytes]:

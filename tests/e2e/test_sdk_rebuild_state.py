@@ -54,7 +54,7 @@ async def receive(rt, conv: bytes, count: int) -> None:
 
 
 def qimctl(stack, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "QIM_WRITER_ADDRS": stack.env["QIM_WRITER_ADDRS"]}
+    env = {**os.environ, **stack.client_env()}  # the writer, the CA and qimctl's certificate (stack.env)
     return subprocess.run([sys.executable, "-m", "qim.cli.qimctl", *args], env=env, capture_output=True,
                           text=True, timeout=60)
 

@@ -36,7 +36,8 @@ def users(n: int) -> list[int]:
 
 
 async def slow_login(stack, proxy_addr: str, user: int) -> RawClient:
-    return await RawClient.login(SimpleNamespace(gateway_addr=proxy_addr, token_secret=stack.token_secret), user,
+    return await RawClient.login(SimpleNamespace(gateway_addr=proxy_addr, token_key=stack.token_key,
+                                                 ca_file=stack.ca_file), user,
                                  device=random.getrandbits(31) + 1)
 
 

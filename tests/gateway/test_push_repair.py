@@ -11,7 +11,6 @@ import asyncio
 import os
 import socket
 import struct
-from types import SimpleNamespace
 
 from qim.consts import FRAME_HEADER_LEN
 from qim.net.framed import FramedStream
@@ -21,6 +20,7 @@ from qim.services.gateway.conn import CLIENT_CHUNK_BYTES, ClientConnection
 from qim.services.gateway.metrics import GatewayMetrics
 from qim.services.gateway.online import PUSH_EVENTS_MAX_BYTES, OnlineRegistry
 from qim.services.gateway.pushlink import PushListener
+from tests.gateway.standin import gateway
 
 
 class FakeConn:
@@ -114,9 +114,7 @@ def test_a_full_device_queue_drops_the_push_and_asks_for_a_wake_up_and_a_huge_pu
 
 
 async def test_a_device_whose_push_was_dropped_is_woken_when_its_queue_drains():
-    gw = SimpleNamespace(online=OnlineRegistry(), config=SimpleNamespace(
-        inflight_limit=8, token_secret=b"s", max_body=1 << 20, auth_timeout_s=10.0,
-        common=SimpleNamespace(tenant=0, shard_count=8)))
+    gw = gateway()
     accepted: asyncio.Future = asyncio.get_running_loop().create_future()
 
     async def on_conn(reader, writer):

@@ -148,7 +148,8 @@ async def test_bucket_and_index_expiry_follow_the_retention():
 
 
 def test_qim_mailbox_retention_ms_is_validated_at_start():
-    base = {"QIM_REDIS_ADDR": "127.0.0.1:6379", "QIM_KAFKA_BOOTSTRAP": "127.0.0.1:9092"}
+    base = {"QIM_REDIS_ADDR": "127.0.0.1:6379", "QIM_KAFKA_BOOTSTRAP": "127.0.0.1:9092",
+            "QIM_INTERNAL_PLAINTEXT_DEV": "1"}
     assert MailboxConfig.from_env(Env(base)).retention_ms == MAILBOX_RETENTION_MS_DEFAULT
     assert MailboxConfig.from_env(Env({**base, "QIM_MAILBOX_RETENTION_MS": "3000"})).retention_ms == 3000
     for bad in ("7d", "999", "-1", str(3651 * DAY_MS)):

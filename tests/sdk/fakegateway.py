@@ -1,7 +1,7 @@
 """An in-process stand-in for the gateway + writer + mailbox, for SDK tests only.
 
 It speaks the real frames (FramedStream) and the protocol of docs/protocol.md closely
-enough to drive ClientRuntime: AUTH with dev tokens, PING, SEND_MESSAGE idempotent on
+enough to drive ClientRuntime: AUTH with signed tokens (its `key`), PING, SEND_MESSAGE idempotent on
 (sender, cmid) with CONFLICT on other content, per-user mailboxes with the cmid only in
 the sender's own entry, PULL_MAILBOX paging with has_more, best-effort PUSH_EVENTS.
 Knobs: `drop_acks` (commit but never answer), `drop_frames` (lose the next
@@ -19,18 +19,20 @@ import asyncio
 import hashlib
 import time
 
+from qim.consts import TOKEN_AUDIENCE_DEFAULT, TOKEN_ISSUER_DEFAULT
 from qim.errors import RequestError
 from qim.net.framed import FramedStream
 from qim.proto.v1 import common_pb2, connection_pb2, mailbox_pb2, message_pb2
 from qim.protocol import Opcode
-from qim.services.gateway.auth import verify_dev_token
+from qim.wire.tokens import SigningKey, TokenVerifier
 
 LANE, EPOCH = 5, 1
 
 
 class FakeGateway:
-    def __init__(self, secret: bytes) -> None:
-        self.secret = secret
+    def __init__(self, key: SigningKey) -> None:
+        self.key = key
+        self.verifier = TokenVerifier([key.verify_key()], TOKEN_AUDIENCE_DEFAULT, TOKEN_ISSUER_DEFAULT)
         self.committed: dict[tuple[int, bytes], tuple[bytes, message_pb2.SendAck]] = {}
         self.mailboxes: dict[int, list[mailbox_pb2.MailboxEntry]] = {}
         self.conv_seq: dict[bytes, int] = {}
@@ -79,7 +81,7 @@ class FakeGateway:
                 op, rid, body = frame
                 if op == Opcode.AUTH:
                     try:
-                        tenant, user, device = verify_dev_token(self.secret, connection_pb2.Auth.FromString(body).token)
+                        tenant, user, device, _ = self.verifier.verify(connection_pb2.Auth.FromString(body).token)
                     except RequestError as exc:
                         self._error(stream, rid, exc.code, op)
                         stream.close()

@@ -14,7 +14,8 @@ from typing import Optional
 
 from qim.sdk import ClientRuntime, LocalStore
 from qim.sdk import events as ev
-from qim.services.gateway.auth import issue_dev_token
+from qim.wire.devtoken import issue_dev_token
+from tests.e2e.rawclient import sdk_transport
 
 
 def users(n: int) -> list[int]:
@@ -46,9 +47,11 @@ def runtime(stack, tmp_path, user: int, *, device: Optional[int] = None, name: s
     """A ClientRuntime for `user` on a store file of its own (name tells two stores of
     one user apart); `rt.told` records its events."""
     store = LocalStore.open(str(tmp_path / f"{user}{name}.sqlite3"), 0, user, device)
-    token = issue_dev_token(stack.token_secret.encode(), 0, user, store.device_id)
+    token = issue_dev_token(stack.token_key, 0, user, store.device_id)
     told = Told()
     kw.setdefault("send_timeout", 30)
+    for name, value in sdk_transport(stack).items():  # TLS with the stack's CA (also through a proxy)
+        kw.setdefault(name, value)
     rt = ClientRuntime(endpoint or stack.gateway_addr, token, store, event_queue=False, on_event=told, **kw)
     rt.told = told
     return rt

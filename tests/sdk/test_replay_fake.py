@@ -8,28 +8,32 @@ import argparse
 import pytest
 
 from qim.cli import replay
+from qim.wire.tokens import SigningKey
 from tests.sdk.fakegateway import FakeGateway
 
-SECRET = "replay-secret"
+KEY = SigningKey.generate()  # the fake gateway trusts it; the replay signs with its file
 
 
-def cfg(addr: str, limit: int) -> argparse.Namespace:
-    return replay.parser().parse_args(["--gateway", addr, "--token-secret", SECRET, "--limit", str(limit),
+def cfg(gw, limit: int) -> argparse.Namespace:
+    return replay.parser().parse_args(["--gateway", gw.addr, "--token-key", gw.key_file, "--limit", str(limit),
                                        "--sync-timeout", "1.5", "--concurrency", "4",
                                        "--group-every", "0",  # the fake gateway has no groups
-                                       "--no-unread", "--no-recall"])  # nor a session list, nor recall
+                                       "--no-unread", "--no-recall",  # nor a session list, nor recall
+                                       "--plaintext"])  # nor TLS
 
 
 @pytest.fixture
-async def gw():
-    g = FakeGateway(SECRET.encode())
+async def gw(tmp_path):
+    g = FakeGateway(KEY)
+    g.key_file = str(tmp_path / "dev_token_key.pem")
+    (tmp_path / "dev_token_key.pem").write_bytes(KEY.private_pem())
     g.addr = await g.start()
     yield g
     await g.stop()
 
 
 async def test_replay_all_modes_clean(gw):
-    total = await replay.replay(cfg(gw.addr, 9))
+    total = await replay.replay(cfg(gw, 9))
     assert total.conversations == 9 and total.by_mode == {"online": 3, "offline": 3, "cut": 3}
     assert total.messages > 9 and total.ok, total.line()
     assert total.delivered == total.messages
@@ -44,7 +48,7 @@ async def test_replay_detects_loss(gw):
         original(stream, rid, user, req)
 
     gw._pull, gw.push = lossy, False
-    total = await replay.replay(cfg(gw.addr, 12))
+    total = await replay.replay(cfg(gw, 12))
     assert total.lost > 0 and total.delivered < total.messages and not total.ok
 
 
@@ -62,5 +66,5 @@ async def test_replay_detects_duplicate(gw):
         original(stream, rid, user, req)
 
     gw._pull = duplicating
-    total = await replay.replay(cfg(gw.addr, 6))
+    total = await replay.replay(cfg(gw, 6))
     assert total.duplicated > 0 and not total.ok

@@ -14,17 +14,18 @@ import pytest
 
 from qim.sdk import ClientRuntime, LocalStore, SendTimeout, ServerError, direct_conversation
 from qim.sdk import events as ev
-from qim.services.gateway.auth import issue_dev_token
+from qim.wire.devtoken import issue_dev_token
+from qim.wire.tokens import SigningKey
 from tests.sdk.fakegateway import FakeGateway
 
-SECRET = b"test-secret"
+KEY = SigningKey.generate()  # the fake gateway's token key
 TENANT, A, B = 0, 11, 22
 CONV = direct_conversation(TENANT, A, B)
 
 
 @pytest.fixture
 async def gw():
-    g = FakeGateway(SECRET)
+    g = FakeGateway(KEY)
     g.addr = await g.start()
     yield g
     await g.stop()
@@ -32,8 +33,8 @@ async def gw():
 
 def runtime(gw, tmp_path, user, **kw) -> ClientRuntime:
     store = LocalStore.open(LocalStore.path_for(str(tmp_path), gw.addr, TENANT, user), TENANT, user)
-    token = issue_dev_token(SECRET, TENANT, user, store.device_id)
-    return ClientRuntime(gw.addr, token, store, **kw)
+    token = issue_dev_token(KEY, TENANT, user, store.device_id)
+    return ClientRuntime(gw.addr, token, store, plaintext=True, **kw)  # the fake gateway speaks plaintext
 
 
 def drain(rt) -> list:
@@ -186,7 +187,8 @@ async def test_conflict_is_typed_error(gw, tmp_path):
 
 async def test_bad_token_is_unauthenticated(gw, tmp_path):
     store = LocalStore.open(":memory:", TENANT, A)
-    rt = ClientRuntime(gw.addr, issue_dev_token(b"wrong", TENANT, A, store.device_id), store)
+    rt = ClientRuntime(gw.addr, issue_dev_token(SigningKey.generate(), TENANT, A, store.device_id), store,
+                       plaintext=True)
     with pytest.raises(ServerError) as info:
         await rt.connect()
     assert info.value.code.name == "UNAUTHENTICATED"

@@ -12,7 +12,7 @@ import pytest
 from qim.sdk import ServerError, direct_conversation
 from qim.sdk import events as ev
 from tests.sdk.fakegateway import FakeGateway
-from tests.sdk.test_runtime import SECRET, TENANT, drain, runtime, wait_for
+from tests.sdk.test_runtime import KEY, TENANT, drain, runtime, wait_for
 
 A, B, C = 11, 22, 33
 X, Y = direct_conversation(TENANT, A, B), direct_conversation(TENANT, A, C)
@@ -20,7 +20,7 @@ X, Y = direct_conversation(TENANT, A, B), direct_conversation(TENANT, A, C)
 
 @pytest.fixture
 async def gw():
-    g = FakeGateway(SECRET)
+    g = FakeGateway(KEY)
     g.addr = await g.start()
     g.require_previous = True  # the writer's rule: a send waits for its previous one to be sequenced
     yield g

@@ -1,7 +1,9 @@
 """The store contract suite (issue 11; docs/decisions/0019-storage-layer.md): one set of
 vectors run against every store backend through the Protocol interfaces of qim/stores
-only. Today the backend is Redis (a Redis of this package's own); the CQL backend joins
-by adding its factory to BACKENDS, and every test then runs against it unchanged.
+only: Redis (a Redis of this package's own), and the archive tier (issue 14: the CQL
+MessageStore behind the TieredMessageStore, on a keyspace of the shared Cassandra node)
+as "cql" (every read from the archive) and "seam" (reads across the hot floor); see
+tests/stores/archived.py.
 
 Data is written the way services write it (CommitStore reserving calls, group changes,
 registrations), never by driver commands, so the vectors hold for any backend.
@@ -25,40 +27,65 @@ from qim.stores.commits import CommitRef, GroupChange, GroupSendCheck, Reservati
 from qim.stores.open import Stores
 
 
-def _redis_backend(addr: str) -> Stores:
+def _redis_backend(engines: dict) -> Stores:
     from qim.stores.redis.backend import RedisBackend
 
-    return RedisBackend(addr)
+    return RedisBackend(engines["redis"])
 
 
-# backend name -> factory(engine address) -> Stores
-BACKENDS: dict[str, Callable[[str], Stores]] = {"redis": _redis_backend}
+def _archive_backend(fraction: float) -> Callable[[dict], Stores]:
+    """Redis stores whose MessageStore reads through the TieredMessageStore after the
+    archive caught up and `fraction` of each conversation was trimmed (tests/stores/archived.py)."""
+    def build(engines: dict) -> Stores:
+        from qim.stores.open import ArchiveTier, TieredStores
+        from qim.stores.redis.backend import RedisBackend
+        from tests.stores.archived import SyncedTier
+
+        redis = RedisBackend(engines["redis"])
+        tier = ArchiveTier(redis.client, engines["cql"])
+        stores = TieredStores(redis, tier, tiered_reads=True)
+        stores.messages = SyncedTier(stores.messages, tier, redis.client, fraction)  # type: ignore[assignment]
+        return stores
+    return build
+
+
+# backend name -> factory(engines: {"redis": addr, "cql": ScyllaConfig}) -> Stores
+BACKENDS: dict[str, Callable[[dict], Stores]] = {
+    "redis": _redis_backend,
+    "cql": _archive_backend(1.0),  # every read served by the archive (CQL)
+    "seam": _archive_backend(0.5),  # the older half archived and trimmed: reads cross the hot floor
+}
 
 
 @pytest.fixture(scope="package")
-def store_engines(tmp_path_factory) -> dict[str, str]:
-    """backend name -> address of an engine of this package's own."""
+def store_engines(tmp_path_factory, shared_cassandra) -> dict:
+    """Engines of this package: its own Redis, and a keyspace of the shared CQL node."""
     try:
         redis = start_redis(tmp_path_factory.mktemp("stores-redis"), die_with_parent=True)
     except EngineError as exc:
         pytest.fail(f"redis could not start: {exc}", pytrace=False)
-    yield {"redis": redis.addr}
+    yield {"redis": redis.addr, "cql": shared_cassandra.scylla("qim_contract")}
     redis.stop()
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 async def stores(request, store_engines) -> Stores:
-    """A backend's stores over an emptied engine (global families such as in-flight
+    """A backend's stores over emptied engines (global families such as in-flight
     indexes, leases and checkpoints start empty in every test)."""
-    backend = BACKENDS[request.param](store_engines[request.param])
+    backend = BACKENDS[request.param](store_engines)
     await _wipe(request.param, backend)
     yield backend
     await backend.close()
 
 
 async def _wipe(name: str, backend) -> None:
-    if name == "redis":
-        await backend.client.flushdb()
+    from tests.stores.archived import truncate
+
+    client = backend.client if name == "redis" else backend.redis.client
+    await client.flushdb()
+    if name != "redis":
+        await backend.archive_tier.cql.apply_schema()
+        await truncate(backend.archive_tier)
 
 
 def now_ms() -> int:

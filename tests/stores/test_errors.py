@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from redis import exceptions as rx
 
+from qim.config_tier import ScyllaConfig  # noqa: E402
 from qim.errors import EngineError, ErrorCode, MailboxDirty, RequestError
 from qim.stores.commits import CommitRef
 from qim.stores.errors import CheckpointConflict, ClockBehind, Conflict, LeaseLost, StoreCorrupt, StoreUnavailable
@@ -17,7 +18,10 @@ from qim.stores.redis.errors import translate
 from qim.stores.sessions import Registration
 from tests.stores.conftest import BACKENDS, direct
 
-DEAD = {"redis": "127.0.0.1:1"}  # backend -> an address nothing listens on
+_NOWHERE = ScyllaConfig(("127.0.0.1",), 1, "qim_nowhere", allow_single_node_dev=True)
+# backend -> engines nothing listens on
+DEAD = {"redis": {"redis": "127.0.0.1:1"}, "cql": {"redis": "127.0.0.1:1", "cql": _NOWHERE},
+        "seam": {"redis": "127.0.0.1:1", "cql": _NOWHERE}}
 
 
 @pytest.mark.parametrize("exc", [

@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-from types import SimpleNamespace
 
 from qim._core import ids
 from qim.net.framed import FramedStream
 from qim.proto.v1 import connection_pb2, message_pb2
 from qim.protocol import Opcode
-from qim.services.gateway.auth import issue_dev_token
 from qim.services.gateway.conn import ClientConnection
-from qim.services.gateway.online import OnlineRegistry
-
-SECRET = b"s" * 16
+from tests.gateway.standin import gateway, token
 
 
 class HoldingRouter:
@@ -41,9 +37,7 @@ class HoldingRouter:
 
 async def test_inflight_limit_holds_back_reading_and_drops_nothing():
     router = HoldingRouter()
-    gw = SimpleNamespace(router=router, online=OnlineRegistry(), config=SimpleNamespace(
-        inflight_limit=2, token_secret=SECRET, max_body=1 << 20, auth_timeout_s=10.0,
-        common=SimpleNamespace(tenant=0, shard_count=8)))
+    gw = gateway(router, inflight_limit=2)
 
     async def on_client(reader, writer):
         await ClientConnection(FramedStream(reader, writer), gw).run()
@@ -52,7 +46,7 @@ async def test_inflight_limit_holds_back_reading_and_drops_nothing():
     port = server.sockets[0].getsockname()[1]
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     client = FramedStream(reader, writer)
-    client.send(Opcode.AUTH, 1, connection_pb2.Auth(token=issue_dev_token(SECRET, 0, 5, 1)).SerializeToString())
+    client.send(Opcode.AUTH, 1, connection_pb2.Auth(token=token(5, 1)).SerializeToString())
     assert (await client.read_frame())[0] == Opcode.AUTH_OK
     conv = ids.conversation_id_direct(0, 5, 6)
     for rid in range(10, 20):

@@ -23,7 +23,8 @@ def actor(user: int) -> internal_pb2.Actor:
 
 
 async def test_a_member_keeps_its_last_intervals_and_sees_exactly_them(engines):
-    writer = ConversationWriter(WriterConfig.from_env(Env({**engines.env(), "QIM_WRITER_LISTEN": "127.0.0.1:1"})))
+    writer = ConversationWriter(WriterConfig.from_env(Env({**engines.env(), "QIM_WRITER_LISTEN": "127.0.0.1:1",
+                                                           "QIM_INTERNAL_PLAINTEXT_DEV": "1"})))
     await writer.clock.start()
     maintain = asyncio.get_running_loop().create_task(writer.clock.maintain())  # publishes the HLC ceiling
     gid = random.getrandbits(62) + 1

@@ -49,7 +49,8 @@ def evalsha_calls(client) -> int:
 
 
 async def test_sends_cost_one_reserve_and_one_commit(engines, private_redis, monkeypatch):
-    env = {**engines.env(), "QIM_REDIS_ADDR": private_redis.addr, "QIM_WRITER_LISTEN": "127.0.0.1:1"}
+    env = {**engines.env(), "QIM_REDIS_ADDR": private_redis.addr, "QIM_WRITER_LISTEN": "127.0.0.1:1",
+           "QIM_INTERNAL_PLAINTEXT_DEV": "1"}
     writer = ConversationWriter(WriterConfig.from_env(Env(env)))
     await writer.clock.start()
     a, b = random.getrandbits(40) + 10, random.getrandbits(40) + 10

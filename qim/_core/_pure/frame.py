@@ -73,10 +73,12 @@ def _dctx() -> zstandard.ZstdDecompressor:
 def decompress_bounded(data: bytes, max_frame: int) -> bytes:
     """One complete zstd frame (no trailing bytes) decompressed to at most max_frame
     bytes. FrameTooLarge when it would exceed max_frame, DecompressError when invalid.
-    A declared content size is checked first (libzstd enforces it while decoding); a
-    frame without one is read through a stream reader capped at max_frame + 1 bytes
-    before the completeness check. TypeError / ValueError on a bad argument (max_frame
-    must be an int in 0..2**32)."""
+    TypeError / ValueError on a bad argument (max_frame must be an int in 0..2**32).
+    Never allocates more than about max_frame, whatever the frame claims (issue 15):
+    a declared content size (> 0) is the exact size of the one output buffer, and a
+    frame that produces more or less is refused; a frame without one, or declaring 0,
+    is first read through a stream reader capped at max_frame + 1 bytes, which bounds
+    the second, checking pass over the same frame (decoding is deterministic)."""
     data = as_bytes(data, "data")
     check_int(max_frame, 0, _MAX_FRAME_LIMIT, ValueError, "max_frame")
     dctx = _dctx()
@@ -87,18 +89,19 @@ def decompress_bounded(data: bytes, max_frame: int) -> bytes:
     if declared > max_frame:
         raise FrameTooLarge(f"zstd content size {declared} > {max_frame}")
     try:
-        if declared < 0:  # unknown: bound the output before decoding in one piece
-            probe = dctx.stream_reader(data, read_across_frames=False).read(max_frame + 1)
-            if len(probe) > max_frame:
-                raise FrameTooLarge(f"decompressed body exceeds {max_frame}")
+        if declared > 0:  # a buffer of exactly the declared size: more, less or extra bytes fail
+            return dctx.decompress(data, allow_extra_data=False)
+        size = len(dctx.stream_reader(data, read_across_frames=False).read(max_frame + 1))
+        if declared == 0 and size:  # checked first: an empty frame's reader may read on into the next
+            raise DecompressError("zstd frame holds more than its declared content size 0")
+        if size > max_frame:
+            raise FrameTooLarge(f"decompressed body exceeds {max_frame}")
         dobj = dctx.decompressobj()
         out = dobj.decompress(data)
     except zstandard.ZstdError as e:
         raise DecompressError(f"bad zstd body: {e}") from None
     if not dobj.eof or dobj.unused_data:
         raise DecompressError("zstd body is truncated or has trailing bytes")
-    if len(out) > max_frame:
-        raise FrameTooLarge(f"decompressed body exceeds {max_frame}")
     return out
 
 

@@ -48,11 +48,13 @@ UNAVAILABLE: ErrorCode
 INTERNAL: ErrorCode
 
 class Error(_message.Message):
-    __slots__ = ("code", "message", "request_opcode")
+    __slots__ = ("code", "message", "request_opcode", "retry_after_ms")
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     REQUEST_OPCODE_FIELD_NUMBER: _ClassVar[int]
+    RETRY_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
     code: ErrorCode
     message: str
     request_opcode: int
-    def __init__(self, code: _Optional[_Union[ErrorCode, str, int]] = ..., message: _Optional[str] = ..., request_opcode: _Optional[int] = ...) -> None: ...
+    retry_after_ms: int
+    def __init__(self, code: _Optional[_Union[ErrorCode, str, int]] = ..., message: _Optional[str] = ..., request_opcode: _Optional[int] = ..., retry_after_ms: _Optional[int] = ...) -> None: ...

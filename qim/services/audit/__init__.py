@@ -2,6 +2,8 @@
 
 `dispatch_audit`: Outbox (commit facts with frozen audience) against the dispatch log;
 pure comparison logic fed by `qimctl audit dispatch` (qim/cli/qimctl.py).
+`archive_audit`: Outbox against the archived rows (issue 14), fed by `qimctl audit
+archive` (qim/cli/qimctl_archive.py).
 """
 
 from qim.services.audit.dispatch_audit import AuditResult, DispatchAudit, audit

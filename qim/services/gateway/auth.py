@@ -1,12 +1,41 @@
-"""Development tokens for AUTH (docs/protocol.md "Auth.token").
+"""AUTH at the ConnectionNode (issue 15; docs/protocol.md AUTH; docs/operations.md
+"Tokens and keys").
 
-The definition lives in qim/wire/devtoken.py (one definition for the gateway, which
-verifies, and for qimctl, qim-loadgen, qim-desktop and the SDK examples, which issue);
-the names stay importable from here for existing callers.
+A token is a signed, expiring JWT (qim/wire/tokens.py) checked against the public keys
+of QIM_TOKEN_PUBLIC_KEYS (selected by kid: two are valid at once during a rotation),
+QIM_TOKEN_AUDIENCE, QIM_TOKEN_ISSUER, QIM_TOKEN_LEEWAY_S and QIM_TOKEN_MAX_TTL_S, and
+must name this deployment's tenant (QIM_TENANT_ID). Every refusal is
+ERROR(UNAUTHENTICATED) followed by a close (conn.py) and counts in
+qim_gateway_auth_refused_total{reason}; the token itself is never logged or echoed.
 """
 
 from __future__ import annotations
 
-from qim.wire.devtoken import PREFIX, issue_dev_token, token_claims, verify_dev_token
+from typing import Any, Optional
 
-__all__ = ["PREFIX", "issue_dev_token", "token_claims", "verify_dev_token"]
+from qim.services.gateway.metrics import GatewayMetrics
+from qim.wire.tokens import TokenRefused, TokenVerifier, VerifiedToken
+
+
+class Authenticator:
+    """Verifies AUTH tokens for one gateway (`config`: GatewayConfig). ValueError when
+    the configured keys cannot form a verifier (none, duplicate kid)."""
+
+    def __init__(self, config: Any, metrics: Optional[GatewayMetrics] = None) -> None:
+        self.verifier = TokenVerifier(config.token_keys, config.token_audience, config.token_issuer,
+                                      config.token_leeway_s, config.token_max_ttl_s)
+        self.tenant = config.common.tenant
+        self.leeway_s = config.token_leeway_s
+        self._m = metrics if metrics is not None else GatewayMetrics()
+
+    def authenticate(self, token: str) -> VerifiedToken:
+        """The identity and expiry the token proves; TokenRefused (UNAUTHENTICATED,
+        counted by reason) for anything else, including a token of another tenant."""
+        try:
+            verified = self.verifier.verify(token)
+            if verified.tenant != self.tenant:
+                raise TokenRefused("tenant", "token is for another tenant")
+        except TokenRefused as exc:
+            self._m.auth_refused.labels(reason=exc.reason).inc()
+            raise
+        return verified

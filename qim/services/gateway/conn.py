@@ -11,6 +11,13 @@ stops reading while more than REPLY_BACKLOG_BYTES of replies wait for the socket
 paged replies (mailbox, history, members, session list) are fetched at most
 BULK_INFLIGHT at a time and only while the backlog has room, so a device that pipelines
 pulls gets its pages at the pace it reads them.
+
+AUTH (issue 15): a refused AUTH (UNAUTHENTICATED: auth.py; RATE_LIMITED past the
+per-user connection cap: online.py) is answered and the connection closed. An accepted
+connection lives until its token's exp (+ leeway): then it gets KICKED{TOKEN_EXPIRED}
+and is closed (the client reconnects with a fresh token). Mutating requests pass the
+connection's and the user's token buckets first (ratelimit.py: RATE_LIMITED with
+retry_after_ms).
 """
 
 from __future__ import annotations
@@ -27,10 +34,12 @@ from qim.errors import ErrorCode, FrameError, RequestError
 from qim.net.framed import FramedStream
 from qim.proto.v1 import connection_pb2, internal_pb2
 from qim.protocol import INTERNAL_CATEGORY, Opcode
-from qim.services.gateway.auth import verify_dev_token
+from qim.services.gateway.auth import Authenticator
 from qim.services.gateway.metrics import GatewayMetrics
+from qim.services.gateway.ratelimit import LIMITED_OPCODES, SendLimiter
 from qim.services.gateway.routes import RESERVED, ROUTES, forward
 from qim.wire.errors import error_body, parse_error
+from qim.wire.tokens import TokenRefused
 
 logger = logging.getLogger(__name__)
 
@@ -50,13 +59,19 @@ class ClientConnection:
     """Serves one client stream until it closes; `run()` returns when done.
 
     `gateway` is the ConnectionNode (or a stand-in in unit tests): `config`
-    (GatewayConfig), `online` (OnlineRegistry), `router` (BackendRouter) and `metrics`
-    (GatewayMetrics; a private one when the stand-in has none)."""
+    (GatewayConfig), `online` (OnlineRegistry), `router` (BackendRouter), and when it
+    has them `metrics` (GatewayMetrics), `auth` (Authenticator) and `limiter`
+    (SendLimiter; private ones are made from `config` for a stand-in without)."""
 
     def __init__(self, stream: FramedStream, gateway: Any) -> None:
         self.stream = stream
         self.gw = gateway
         self._m: GatewayMetrics = getattr(gateway, "metrics", None) or GatewayMetrics()
+        self._authn: Authenticator = getattr(gateway, "auth", None) or Authenticator(gateway.config, self._m)
+        self._limiter: SendLimiter = getattr(gateway, "limiter", None) or SendLimiter.from_config(gateway.config,
+                                                                                                  self._m)
+        self._bucket = self._limiter.conn_bucket()
+        self._expiry: Optional[asyncio.TimerHandle] = None
         self.tenant = 0
         self.user_id = 0
         self.device_id = 0
@@ -118,6 +133,8 @@ class ClientConnection:
                 await self._permits.acquire()
                 if opcode == Opcode.AUTH:  # inline: the identity is known before the next read
                     await self._serve(opcode, request_id, body)
+                    if not self.user_id:
+                        break  # refused: the ERROR goes out, then the close (finally)
                     continue
                 task = asyncio.get_running_loop().create_task(self._serve(opcode, request_id, body))
                 self._tasks.add(task)
@@ -132,6 +149,8 @@ class ClientConnection:
             self._m.auth_timeouts.inc()
             self.stream.abort()
         finally:
+            if self._expiry is not None:
+                self._expiry.cancel()
             for t in list(self._tasks):
                 t.cancel()
             if self.user_id:
@@ -162,7 +181,8 @@ class ClientConnection:
                 raise parse_error(reply)
         except RequestError as exc:
             self._m.request_errors.labels(code=exc.code.name).inc()
-            reply_opcode, reply = Opcode.ERROR, error_body(exc.code, exc.message, opcode)
+            reply_opcode, reply = Opcode.ERROR, error_body(exc.code, exc.message, opcode,
+                                                           getattr(exc, "retry_after_ms", 0))
         except Exception:
             logger.exception("request 0x%04x failed", opcode)
             self._m.request_errors.labels(code="INTERNAL").inc()
@@ -185,8 +205,19 @@ class ClientConnection:
             if opcode in RESERVED:
                 raise RequestError(ErrorCode.INVALID_ARGUMENT, f"opcode 0x{opcode:04x} not supported yet")
             raise RequestError(ErrorCode.INVALID_ARGUMENT, f"unknown opcode 0x{opcode:04x}")
+        if opcode in LIMITED_OPCODES:
+            self._limiter.admit((self.tenant, self.user_id), self._bucket)
         key = route.check(self, body)
         return await forward(self.gw.router, route, key, self._actor(), opcode, body)
+
+    def _token_expired(self) -> None:
+        """The token's exp (+ leeway) passed: KICKED{TOKEN_EXPIRED}, then close."""
+        if self.stream.closed:
+            return
+        self._m.token_expired.inc()
+        body = connection_pb2.Kicked(reason=connection_pb2.Kicked.TOKEN_EXPIRED).SerializeToString()
+        self.stream.send(Opcode.KICKED, 0, body)
+        self.stream.close()
 
     def _auth(self, body: bytes) -> tuple[int, bytes]:
         if self.user_id:
@@ -195,13 +226,22 @@ class ClientConnection:
             auth = connection_pb2.Auth.FromString(body)
         except DecodeError:
             raise RequestError(ErrorCode.INVALID_ARGUMENT, "AUTH body is not a valid Auth") from None
-        tenant, user, device = verify_dev_token(self.gw.config.token_secret, auth.token)
-        if tenant != self.gw.config.common.tenant:
-            raise RequestError(ErrorCode.UNAUTHENTICATED, "token is for another tenant")
+        try:
+            tenant, user, device, expires_at = self._authn.authenticate(auth.token)
+        except TokenRefused as exc:  # the reason only: never the token (DESIGN.md §2)
+            logger.debug("AUTH from %s refused: %s", self.stream.peer, exc.reason)
+            raise
         lane, _, shard = ids.user_placement(tenant, user, self.gw.config.common.shard_count)
         self.tenant, self.user_id, self.device_id, self.shard = tenant, user, device, shard
+        try:
+            self.gw.online.register(self)  # RateLimited past the per-user connection cap
+        except RequestError:
+            self.tenant = self.user_id = self.device_id = self.shard = 0
+            raise
         self.stream.buffer_limit = None
-        self.gw.online.register(self)
+        # the session ends with the token (docs/decisions/0021-tokens-and-limits.md)
+        delay = max(0.0, expires_at + self._authn.leeway_s - time.time())
+        self._expiry = asyncio.get_running_loop().call_later(delay, self._token_expired)
         ok = connection_pb2.AuthOk(tenant_id=tenant.to_bytes(16, "big"), user_id=user, device_id=device,
                                    server_time_ms=time.time_ns() // 1_000_000, heartbeat_s=HEARTBEAT_S,
                                    mailbox_lane=lane, mailbox_shard=shard,

@@ -36,6 +36,14 @@ class GatewayMetrics(MetricSet):
         self.requests = self.counter("qim_gateway_requests", "Client requests received", ["opcode"])
         self.auth_timeouts = self.counter("qim_gateway_auth_timeouts",
                                           "Connections closed for not authenticating in time")
+        # auth and limits (auth.py, ratelimit.py, online.py)
+        self.auth_refused = self.counter("qim_gateway_auth_refused", "AUTH refused with UNAUTHENTICATED, by reason",
+                                         ["reason"])
+        self.token_expired = self.counter("qim_gateway_token_expired_kicks",
+                                          "Connections closed with KICKED{TOKEN_EXPIRED} when their token expired")
+        self.rate_limited = self.counter("qim_gateway_rate_limited",
+                                         "Requests or AUTHs refused with RATE_LIMITED, by scope "
+                                         "(user, connection, connection_cap)", ["scope"])
         # Always zero: the gateway never drops a client request on its way to a backend
         # (the per-connection in-flight limit pushes back on the socket instead).
         self.backend_dropped = self.counter("qim_gateway_backend_queue_dropped",

@@ -1,11 +1,14 @@
 """Online devices of this gateway and PUSH delivery (DESIGN.md §4, §5.5).
 
 A second login of the same (user, device) kicks the older connection with
-KICKED{REPLACED}. Pushes never move a cursor. A push to a connection whose outbound
-queue is over PUSH_QUEUE_LIMIT is dropped (counted) and that device gets a wake-up (an
-empty PUSH_EVENTS: the client pulls on any push) once its queue has drained to half the
-limit; `wake_node` wakes every device served by one mailbox node when pushes from it may
-have been lost (docs/decisions/0012-push-link-repair.md). No lost push leaves an online
+KICKED{REPLACED}. A user holds at most `max_per_user` connections here
+(QIM_MAX_CONNECTIONS_PER_USER): the login of one more device is refused with
+ERROR(RATE_LIMITED) and a retry-after hint (docs/decisions/0021-tokens-and-limits.md).
+Pushes never move a cursor. A push to a connection whose outbound queue is over
+PUSH_QUEUE_LIMIT is dropped (counted) and that device gets a wake-up (an empty
+PUSH_EVENTS: the client pulls on any push) once its queue has drained to half the limit;
+`wake_node` wakes every device served by one mailbox node when pushes from it may have
+been lost (docs/decisions/0012-push-link-repair.md). No lost push leaves an online
 device behind.
 """
 
@@ -14,9 +17,11 @@ from __future__ import annotations
 import logging
 from typing import Callable, Optional, Protocol
 
+from qim.consts import CONNECTION_CAP_RETRY_AFTER_MS
 from qim.proto.v1 import connection_pb2, internal_pb2, mailbox_pb2
 from qim.protocol import Opcode
 from qim.services.gateway.metrics import GatewayMetrics
+from qim.services.gateway.ratelimit import RateLimited
 
 logger = logging.getLogger(__name__)
 # Outbound bytes above which a device's pushes are dropped (it is still reading an
@@ -54,15 +59,24 @@ class DeviceConn(Protocol):
 
 class OnlineRegistry:
     """(tenant, user) -> {device_id: connection} of this gateway; counts into `metrics`
-    (a private GatewayMetrics when None)."""
+    (a private GatewayMetrics when None). `max_per_user`: connections one user may hold
+    (0: no cap)."""
 
-    def __init__(self, metrics: Optional[GatewayMetrics] = None) -> None:
+    def __init__(self, metrics: Optional[GatewayMetrics] = None, max_per_user: int = 0) -> None:
         self._users: dict[tuple[int, int], dict[int, DeviceConn]] = {}
         self._m = metrics if metrics is not None else GatewayMetrics()
+        self.max_per_user = max_per_user
 
     def register(self, conn: DeviceConn) -> Optional[DeviceConn]:
-        """Add conn; returns the connection it replaced (already sent KICKED) or None."""
-        devices = self._users.setdefault((conn.tenant, conn.user_id), {})
+        """Add conn; returns the connection it replaced (already sent KICKED) or None.
+        RateLimited (nothing registered) when the user already holds `max_per_user`
+        connections of other devices; a device replacing itself is always allowed."""
+        devices = self._users.get((conn.tenant, conn.user_id), {})
+        if self.max_per_user and conn.device_id not in devices and len(devices) >= self.max_per_user:
+            self._m.rate_limited.labels(scope="connection_cap").inc()
+            raise RateLimited(f"too many connections for this user (at most {self.max_per_user})",
+                              CONNECTION_CAP_RETRY_AFTER_MS)
+        devices = self._users.setdefault((conn.tenant, conn.user_id), devices)
         old = devices.get(conn.device_id)
         devices[conn.device_id] = conn
         if old is not None and old is not conn:

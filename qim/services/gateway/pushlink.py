@@ -19,6 +19,7 @@ from typing import Iterator, Optional
 from google.protobuf.message import DecodeError
 
 from qim.errors import ErrorCode, FrameError
+from qim.net.allow import OPEN, RpcGuard
 from qim.net.framed import FramedStream
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
@@ -31,10 +32,14 @@ logger = logging.getLogger(__name__)
 
 class PushListener:
     """Serves the push listener for `online`; `mailbox_count` = len(QIM_MAILBOX_ADDRS).
-    `on_connection` is the listener's per-connection coroutine (ServiceNode.listen)."""
+    `on_connection` is the listener's per-connection coroutine (ServiceNode.listen).
+    `guard` refuses (drops, counted) a frame whose sender's certificate may not send it
+    (PUSH_BATCH: mailbox, DEVICE_FRAMES: session; qim/net/allow.py)."""
 
-    def __init__(self, online: OnlineRegistry, mailbox_count: int, metrics: Optional[GatewayMetrics] = None) -> None:
+    def __init__(self, online: OnlineRegistry, mailbox_count: int, metrics: Optional[GatewayMetrics] = None,
+                 guard: RpcGuard = OPEN) -> None:
         self.online = online
+        self._guard = guard
         self._m = metrics if metrics is not None else GatewayMetrics()
         self._count = mailbox_count
         self._links: dict[int, FramedStream] = {}  # node index -> its live link
@@ -60,6 +65,7 @@ class PushListener:
     async def on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Serve one mailbox or session link until it closes."""
         stream = FramedStream(reader, writer)
+        peer = stream.peer_service
         node: Optional[int] = None
         try:
             while True:
@@ -67,6 +73,11 @@ class PushListener:
                 if item is None:
                     break
                 opcode, request_id, body = item
+                if not self._guard.allows(opcode, peer):
+                    if request_id:
+                        stream.send(Opcode.ERROR, request_id, error_body(
+                            ErrorCode.FORBIDDEN, f"service {peer} may not send this frame", opcode))
+                    continue
                 if request_id:  # every frame here is one-way; a request still gets its ERROR
                     stream.send(Opcode.ERROR, request_id, error_body(
                         ErrorCode.INVALID_ARGUMENT, "push listener takes only PUSH_BATCH and DEVICE_FRAMES", opcode))

@@ -8,10 +8,13 @@ Mailbox: the node that owns the user's shard (static assignment, shard mod node 
 
 from __future__ import annotations
 
+from typing import Optional
+
 import blake3
 
 from qim.errors import ErrorCode, RequestError
 from qim.net.rpc import RpcClient
+from qim.net.tls import TlsContexts
 from qim.wire.errors import RemoteError
 
 
@@ -22,14 +25,17 @@ def rendezvous_order(key: bytes, addrs: tuple[str, ...]) -> list[int]:
 
 
 class BackendRouter:
-    """RPC clients to writers and mailbox nodes, with failover for writers."""
+    """RPC clients to writers and mailbox nodes, with failover for writers. `tls`: the
+    gateway's internal TlsContexts (None: plaintext development); `services`: the service
+    each kind of backend must prove in its certificate (writer, mailbox, session)."""
 
     def __init__(self, writer_addrs: tuple[str, ...], mailbox_addrs: tuple[str, ...],
-                 session_addrs: tuple[str, ...] = ()) -> None:
+                 session_addrs: tuple[str, ...] = (), tls: Optional[TlsContexts] = None,
+                 services: tuple[Optional[str], ...] = (None, None, None)) -> None:
         self._writer_addrs = writer_addrs
-        self._writers = [RpcClient(a) for a in writer_addrs]
-        self._mailboxes = [RpcClient(a) for a in mailbox_addrs]
-        self._sessions = [RpcClient(a) for a in session_addrs]
+        self._writers = [RpcClient(a, tls=tls, expect_service=services[0]) for a in writer_addrs]
+        self._mailboxes = [RpcClient(a, tls=tls, expect_service=services[1]) for a in mailbox_addrs]
+        self._sessions = [RpcClient(a, tls=tls, expect_service=services[2]) for a in session_addrs]
 
     async def call_writer(self, conversation_id: bytes, opcode: int, body: bytes) -> tuple[int, bytes]:
         """Send to the rendezvous writer; when it cannot be reached (RequestError

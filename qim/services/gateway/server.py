@@ -3,6 +3,12 @@
 Ready once every mailbox node of QIM_MAILBOX_ADDRS has linked its push path to this
 gateway (qim/services/gateway/pushlink.py): until then a device could log in and miss
 its pushes.
+
+Transport security (issue 15, qim/net/tls.py): the client port is TLS 1.3 with ALPN
+qim/1 (QIM_GATEWAY_TLS_*; the handshake counts toward QIM_AUTH_TIMEOUT_MS); the push
+listener and the backend clients are mutual TLS with this process's service certificate
+(QIM_INTERNAL_*); PUSH_BATCH is taken only from mailbox certificates, DEVICE_FRAMES only
+from session certificates (qim/net/allow.py).
 """
 
 from __future__ import annotations
@@ -12,12 +18,16 @@ import logging
 from typing import Iterator
 
 from qim.config import GatewayConfig
+from qim.net.allow import MAILBOX, SESSION, WRITER
 from qim.net.framed import FramedStream
+from qim.net.tls import ALPN
 from qim.obs.node import ServiceNode
+from qim.services.gateway.auth import Authenticator
 from qim.services.gateway.conn import CLIENT_CHUNK_BYTES, ClientConnection
 from qim.services.gateway.metrics import GatewayMetrics
 from qim.services.gateway.online import OnlineRegistry
 from qim.services.gateway.pushlink import PushListener
+from qim.services.gateway.ratelimit import SendLimiter
 from qim.services.gateway.router import BackendRouter
 
 logger = logging.getLogger(__name__)
@@ -34,9 +44,16 @@ class ConnectionNode(ServiceNode):
         super().__init__(config.metrics_listen)
         self.config = config
         self.metrics = GatewayMetrics(self.registry)
-        self.online = OnlineRegistry(self.metrics)
-        self.router = BackendRouter(config.writer_addrs, config.mailbox_addrs, config.session_addrs)
-        self.push = PushListener(self.online, len(config.mailbox_addrs), self.metrics)
+        self.online = OnlineRegistry(self.metrics, config.max_connections_per_user)
+        self.auth = Authenticator(config, self.metrics)  # AUTH tokens (QIM_TOKEN_*)
+        self.limiter = SendLimiter.from_config(config, self.metrics)  # QIM_RATE_*
+        self.client_tls = self.tls_contexts(config.client_tls, "client port",
+                                            "QIM_GATEWAY_TLS_CERT/QIM_GATEWAY_TLS_KEY", alpn=ALPN)
+        self.internal_tls = self.tls_contexts(config.internal_tls, "internal", "QIM_INTERNAL_CA/TLS_CERT/TLS_KEY")
+        self.router = BackendRouter(config.writer_addrs, config.mailbox_addrs, config.session_addrs,
+                                    tls=self.internal_tls, services=(WRITER, MAILBOX, SESSION))
+        self.push = PushListener(self.online, len(config.mailbox_addrs), self.metrics,
+                                 guard=self.rpc_guard(enforce=self.internal_tls is not None))
         self.always_zero(self.metrics.backend_dropped)
         self.closing(self.router.close, "backend clients")
 
@@ -50,6 +67,7 @@ class ConnectionNode(ServiceNode):
 
     async def setup(self) -> None:
         """Push listener first (mailbox nodes link while clients connect), then clients."""
-        await self.listen(self.config.push_listen, self.push.on_connection)
-        await self.listen(self.config.listen, self._on_client)
+        await self.listen(self.config.push_listen, self.push.on_connection, tls=self.internal_tls, name="push")
+        await self.listen(self.config.listen, self._on_client, tls=self.client_tls, chunk_bytes=CLIENT_CHUNK_BYTES,
+                          name="client", handshake_timeout=self.config.auth_timeout_s)
         logger.info("gateway listening on %s (push %s)", self.config.listen, self.config.push_listen)

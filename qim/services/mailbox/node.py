@@ -18,6 +18,7 @@ from qim.config import MailboxConfig
 from qim.consts import INTERNAL_RPC_INFLIGHT
 from qim.errors import ErrorCode, RequestError
 from qim.faults import MAILBOX_POINTS, FaultPoints
+from qim.net.allow import GATEWAY
 from qim.obs.node import ServiceNode
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
@@ -43,17 +44,22 @@ class MailboxNode(ServiceNode):
         super().__init__(config.metrics_listen)
         self.config = config
         self.metrics = MailboxMetrics(self.registry)
-        self.stores = open_stores(config.common.redis_addr, mailbox_retention_ms=config.retention_ms)
+        # mutual TLS: serves MAILBOX_PULL to gateways, dials gateways and session nodes
+        self.internal_tls = self.tls_contexts(config.internal_tls, "internal", "QIM_INTERNAL_CA/TLS_CERT/TLS_KEY")
+        self.stores = open_stores(config.common.redis_addr, mailbox_retention_ms=config.retention_ms,
+                                  tier=config.common.tier)  # trimmed records are read from the archive
         self.store = self.stores.mailboxes
         self.materializer = MailboxMaterializer(config.common.kafka_bootstrap, self.store, config.owned_shards(),
                                                 self.push, FaultPoints(config.fault_point, MAILBOX_POINTS),
                                                 config.dp_gc_safety_ms, self.metrics)
         self.puller = MailboxPuller(self.stores.messages, self.store, self.materializer, config.common.shard_count)
         tenant = config.common.tenant.to_bytes(16, "big")
-        self.push_links = [PushLink(a, config.node_index, config.node_count, tenant, metrics=self.metrics)
+        self.push_links = [PushLink(a, config.node_index, config.node_count, tenant, metrics=self.metrics,
+                                    tls=self.internal_tls, expect_service=GATEWAY)
                            for a in config.gateway_push_addrs]
         self.metrics.watch_push_links(self.push_links)
-        self._projection = ProjectionFeed(config.session_addrs, self.metrics)  # low-latency path to sessions
+        self._projection = ProjectionFeed(config.session_addrs, self.metrics,  # low-latency path to sessions
+                                          tls=self.internal_tls)
         self.always_zero(self.metrics.dirty)
         self.closing(self.stores.close, "stores")
         self.closing(self.materializer.close, "dispatch consumer")
@@ -92,7 +98,7 @@ class MailboxNode(ServiceNode):
         await self.materializer.start()
         for link in self.push_links + self._projection.links:
             self.spawn(link.run(), f"{link.name} link {link.addr}")
-        await self.serve_rpc(self.config.listen, self.handle, INTERNAL_RPC_INFLIGHT)
+        await self.serve_rpc(self.config.listen, self.handle, INTERNAL_RPC_INFLIGHT, tls=self.internal_tls)
         logger.info("mailbox node %d/%d listening on %s", self.config.node_index, self.config.node_count,
                     self.config.listen)
         self.spawn(self.materializer.run(), "materializer")

@@ -18,7 +18,9 @@ from typing import Any, Iterable, Optional
 from qim._core import ids
 from qim.consts import CONVERSATION_KIND_DIRECT
 from qim.errors import IdError
+from qim.net.allow import SESSION
 from qim.net.oneway import PEER_QUEUE_LIMIT, SENT, OneWayLink
+from qim.net.tls import TlsContexts
 from qim.proto.v1 import projection_pb2
 from qim.protocol import Opcode
 from qim.services.mailbox.metrics import MailboxMetrics
@@ -31,12 +33,14 @@ RECONNECT_MAX_S = 0.5
 class ProjectionFeed:
     """`send(tenant, items)` with items = [(user, [MailboxEvent])] of one final dispatch
     record; `links` are run by the node (one OneWayLink per session node, user u on node
-    u mod n)."""
+    u mod n; mutual TLS with `tls`, the peer must be a session certificate)."""
 
-    def __init__(self, session_addrs: Iterable[str], metrics: Optional[MailboxMetrics] = None) -> None:
+    def __init__(self, session_addrs: Iterable[str], metrics: Optional[MailboxMetrics] = None,
+                 tls: Optional[TlsContexts] = None) -> None:
         self._m = metrics if metrics is not None else MailboxMetrics()
         self.links = [OneWayLink(a, Opcode.PROJECTION, queue_limit=PEER_QUEUE_LIMIT, on_drop=self._dropped,
-                                 reconnect_max_s=RECONNECT_MAX_S, name="projection") for a in session_addrs]
+                                 reconnect_max_s=RECONNECT_MAX_S, name="projection", tls=tls,
+                                 expect_service=SESSION) for a in session_addrs]
 
     def _dropped(self, reason: str) -> None:
         self._m.projection_dropped.inc()

@@ -9,7 +9,7 @@ from google.protobuf.message import DecodeError
 
 from qim._core import eventgroup, ids, watermark
 from qim._core import mailbox_seq as mseq
-from qim.consts import MAILBOX_PAGE_MAX_BYTES, MAILBOX_PAGE_MAX_ENTRIES
+from qim.consts import ID_LEN, MAILBOX_PAGE_MAX_BYTES, MAILBOX_PAGE_MAX_ENTRIES, U63_MAX
 from qim.errors import EngineError, ErrorCode, RequestError, SeqError
 from qim.proto.v1 import internal_pb2, mailbox_pb2
 from qim.services.mailbox.materializer import MailboxMaterializer
@@ -34,8 +34,9 @@ def entry_pb(seq: int, ev) -> mailbox_pb2.MailboxEntry:
 class MailboxPuller:
     """Serves MAILBOX_PULL for the shards this node owns.
 
-    Raises RequestError: INVALID_ARGUMENT (bad body or cursor), UNAVAILABLE (shard not
-    owned here or not ready), MAILBOX_DIRTY (the node stopped materializing).
+    Raises RequestError: UNAUTHENTICATED (no valid actor), INVALID_ARGUMENT (bad body or
+    cursor), UNAVAILABLE (shard not owned here or not ready), MAILBOX_DIRTY (the node
+    stopped materializing).
     """
 
     def __init__(self, messages: MessageStore, store: MailboxStore, materializer: MailboxMaterializer,
@@ -51,6 +52,9 @@ class MailboxPuller:
             q = mailbox_pb2.PullMailbox.FromString(req.upstream)
         except DecodeError:
             raise RequestError(ErrorCode.INVALID_ARGUMENT, "PULL_MAILBOX body is not a valid PullMailbox") from None
+        if len(req.actor.tenant_id) != ID_LEN or not 0 < req.actor.user_id <= U63_MAX:
+            # as in the writer and the session service: never an IdError (INTERNAL) below
+            raise RequestError(ErrorCode.UNAUTHENTICATED, "no authenticated actor")
         tenant = int.from_bytes(req.actor.tenant_id, "big")
         user = req.actor.user_id
         lane, _, shard = ids.user_placement(tenant, user, self._shard_count)

@@ -22,6 +22,7 @@ import logging
 from typing import Any, Optional
 
 from qim.net.oneway import DROP_PEER_SLOW, SENT, OneWayLink
+from qim.net.tls import TlsContexts
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
 from qim.services.mailbox.metrics import MailboxMetrics
@@ -42,10 +43,11 @@ class PushLink(OneWayLink):
 
     def __init__(self, addr: str, node_index: int, node_count: int, tenant: bytes,
                  backlog_bytes: int = PUSH_BACKLOG_BYTES, queue_limit: int = PUSH_QUEUE_LIMIT,
-                 client: Any = None, metrics: Optional[MailboxMetrics] = None) -> None:
+                 client: Any = None, metrics: Optional[MailboxMetrics] = None, tls: Optional[TlsContexts] = None,
+                 expect_service: Optional[str] = None) -> None:
         super().__init__(addr, Opcode.PUSH_BATCH, queue_limit=queue_limit, backlog_bytes=backlog_bytes,
                          reconnect_min_s=RECONNECT_MIN_S, reconnect_max_s=RECONNECT_MAX_S, poll_s=POLL_S,
-                         client=client, name="push")
+                         client=client, name="push", tls=tls, expect_service=expect_service)
         self._m = metrics if metrics is not None else MailboxMetrics()
         self._node = (node_index, node_count)
         self._tenant = tenant

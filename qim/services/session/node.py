@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 from typing import Iterator
 
 from qim.config import SessionConfig
 from qim.consts import INTERNAL_RPC_INFLIGHT
 from qim.errors import ErrorCode, RequestError
+from qim.net.allow import GATEWAY
 from qim.net.oneway import PEER_QUEUE_LIMIT, SENT, OneWayLink
 from qim.obs.node import ServiceNode
 from qim.proto.v1 import internal_pb2
@@ -24,6 +26,7 @@ from qim.protocol import Opcode
 from qim.services.session.cache import SessionListCache
 from qim.services.session.consumer import DurableProjector
 from qim.services.session.feed import ProjectionIntake
+from qim.services.session.firstreg import FirstRegistrations, restore_list
 from qim.services.session.metrics import SessionMetrics
 from qim.services.session.register import Registration
 from qim.services.session.service import SessionService
@@ -44,16 +47,25 @@ class SessionNode(ServiceNode):
         super().__init__(config.metrics_listen)
         self.config = config
         self.metrics = SessionMetrics(self.registry)
-        self.stores = stores = open_stores(config.common.redis_addr)
+        # mutual TLS: serves SESSION_CALL (gateways) and PROJECTION (mailbox nodes), dials gateways
+        self.internal_tls = self.tls_contexts(config.internal_tls, "internal", "QIM_INTERNAL_CA/TLS_CERT/TLS_KEY")
+        self.stores = stores = open_stores(config.common.redis_addr, tier=config.common.tier)
         self.cache = SessionListCache(config.snapshot_ttl_ms / 1000)
         self.projector = DurableProjector(config.common.kafka_bootstrap, stores.sessions, config.common.shard_count,
                                           config.node_index, config.node_count, self._marked, self.metrics)
         self.intake = ProjectionIntake(stores.sessions, self.projector.owns, self._marked, metrics=self.metrics)
+        tier = stores.archive_tier  # issue 14: first registrations in CQL, lists rebuilt from them
+        self.first_registrations = (FirstRegistrations(stores.sessions, tier.conversations, self.metrics)
+                                    if tier is not None else None)
+        restore = None if tier is None else partial(restore_list, sessions=stores.sessions,
+                                                    conversations=tier.conversations, messages=stores.messages,
+                                                    groups=stores.groups, metrics=self.metrics)
         self.sessions = SessionService(stores.messages, stores.groups, stores.sessions, stores.reads, self.cache,
-                                       self._send_devices, self.projector.not_ready, self.metrics)
+                                       self._send_devices, self.projector.not_ready, self.metrics, restore)
         self._gateways = [OneWayLink(a, Opcode.DEVICE_FRAMES, queue_limit=PEER_QUEUE_LIMIT,
                                      on_drop=self._frame_dropped, reconnect_max_s=GATEWAY_RECONNECT_MAX_S,
-                                     name="device frames") for a in config.gateway_push_addrs]
+                                     name="device frames", tls=self.internal_tls, expect_service=GATEWAY)
+                          for a in config.gateway_push_addrs]
         self.metrics.watch_cache(self.cache)
         self.closing(stores.close, "stores")
         self.closing(self.projector.close, "dispatch consumer")
@@ -108,7 +120,10 @@ class SessionNode(ServiceNode):
             self.spawn(link.run(), f"gateway link {link.addr}")
         self.spawn(self.intake.run(), "projection intake")
         self.spawn(self._sweep(), "cache sweep")
-        await self.serve_rpc(self.config.listen, self.handle, INTERNAL_RPC_INFLIGHT, on_oneway=self.on_oneway)
+        if self.first_registrations is not None:
+            self.spawn(self.first_registrations.run(), "first registrations")
+        await self.serve_rpc(self.config.listen, self.handle, INTERNAL_RPC_INFLIGHT, on_oneway=self.on_oneway,
+                             tls=self.internal_tls)
         logger.info("session node %d/%d listening on %s", self.config.node_index, self.config.node_count,
                     self.config.listen)
         self.spawn(self.projector.run(), "durable projection")

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import struct
 import time
-from typing import Callable, Optional
+from typing import Awaitable, Callable, Optional
 
 from qim._core import ids
 from qim.consts import (
@@ -53,7 +53,8 @@ class SessionService:
 
     def __init__(self, messages: MessageStore, groups: GroupStore, sessions: SessionStore, reads: ReadPositionStore,
                  cache: SessionListCache, send_devices: DeviceSend, not_ready: Callable[[], Optional[str]],
-                 metrics: Optional[SessionMetrics] = None) -> None:
+                 metrics: Optional[SessionMetrics] = None,
+                 restore: Optional[Callable[[int, int], Awaitable[int]]] = None) -> None:
         self._m = metrics if metrics is not None else SessionMetrics()
         self._messages = messages
         self._groups = groups
@@ -63,6 +64,9 @@ class SessionService:
         self.cache = cache
         self._send_devices = send_devices
         self._not_ready = not_ready
+        # rebuilds an empty conversation set from CQL user_conversation_state (issue 14:
+        # qim/services/session/firstreg.py restore_list); None without the archive tier
+        self._restore = restore
         self._tasks: set[asyncio.Task] = set()
 
     async def handle(self, body: bytes) -> tuple[int, bytes]:
@@ -133,6 +137,8 @@ class SessionService:
                 try:
                     # (score, member) ascending, what the cache keeps
                     asc = await self._sessions.conversations(tenant, user)
+                    if not asc and self._restore is not None and await self._restore(tenant, user):
+                        asc = await self._sessions.conversations(tenant, user)
                 except BaseException:
                     self.cache.abort_rebuild(key, start)
                     raise

@@ -1,6 +1,9 @@
 """ConversationWriter: internal RPC front of the MessageCommitter (DESIGN.md §2, §5.2).
 
-Serves WRITER_SEND from gateways; counts every request received (the bad-input test
+Serves WRITER_SEND from gateways (and qimctl group create) and WRITER_ADMIN from qimctl,
+over mutual TLS with the allow-list of qim/net/allow.py (a mailbox or gateway
+certificate calling WRITER_ADMIN gets FORBIDDEN before anything here runs); counts every
+request received (the bad-input test
 reads `qim_writer_requests_total` to prove malformed client input never got here).
 Readiness: the stores reachable, HLC window held, Outbox topic confirmed by broker
 metadata. Storage comes from qim.stores.open (no driver here).
@@ -31,6 +34,7 @@ from qim.services.writer.moderation import Moderation
 from qim.services.writer.planner import DirectAudience, GroupAudience
 from qim.services.writer.recovery import CommitRecovery
 from qim.services.writer.server_ops import WriterOps
+from qim.services.writer.trimmer import HistoryTrimmer
 from qim.stores.errors import StoreError
 from qim.stores.open import open_stores
 
@@ -50,8 +54,10 @@ class ConversationWriter(ServiceNode):
         super().__init__(config.metrics_listen)
         self.config = config
         self.metrics = WriterMetrics(self.registry)
+        # first: a certificate that does not load stops the start before any client exists
+        self.internal_tls = self.tls_contexts(config.internal_tls, "internal", "QIM_INTERNAL_CA/TLS_CERT/TLS_KEY")
         set_clock_skew(config.clock_skew_ms)
-        self.stores = stores = open_stores(config.common.redis_addr)
+        self.stores = stores = open_stores(config.common.redis_addr, tier=config.common.tier)
         self.producer = AsyncProducer(config.common.kafka_bootstrap)
         self.clock = HlcClock(stores.leases, config.region_id, config.writer_id)
         planners: dict[int, AudiencePlanner] = {CONVERSATION_KIND_DIRECT: DirectAudience(),
@@ -63,6 +69,11 @@ class ConversationWriter(ServiceNode):
         self.ops = WriterOps(stores.messages, stores.groups, self.committer, self.groups,
                              Moderation(stores.messages, stores.groups, stores.commits, self.committer,
                                         config.recall_window_ms))
+        # the hot-window trimmer (issue 14): only where reads are tiered, else history
+        # trimmed from Redis would vanish from every read
+        tier = stores.archive_tier
+        self.trimmer = (HistoryTrimmer(tier.state, tier.archive, config.common.tier, self.metrics)
+                        if tier is not None and config.common.tier.tiered else None)
         self._outbox_ok = False
         self._redis_ok = False
         self.closing(stores.close, "stores")
@@ -122,5 +133,7 @@ class ConversationWriter(ServiceNode):
         self.spawn(self.clock.maintain(), "hlc window")
         self.spawn(self.recovery.recovery_loop(), "commit recovery")
         self.spawn(self._watch_redis(), "redis watch")
-        await self.serve_rpc(self.config.listen, self.handle, self.config.inflight_limit)
+        if self.trimmer is not None:
+            self.spawn(self.trimmer.run(), "history trim")
+        await self.serve_rpc(self.config.listen, self.handle, self.config.inflight_limit, tls=self.internal_tls)
         logger.info("writer %d listening on %s", self.clock.writer_id, self.config.listen)

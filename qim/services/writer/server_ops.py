@@ -72,7 +72,9 @@ class WriterOps:
                                            parse(history_pb2.PullHistory, upstream))
                 return Opcode.HISTORY_BATCH, batch.SerializeToString()
             if opcode == Opcode.PULL_MEMBERS:
-                batch = await self._groups.members(actor, tenant, parse(group_pb2.PullMembers, upstream))
+                pull = parse(group_pb2.PullMembers, upstream)
+                check_group_id(pull.group_id)  # as every other group opcode here (issue 15)
+                batch = await self._groups.members(actor, tenant, pull)
                 return Opcode.MEMBERS_BATCH, batch.SerializeToString()
             raise RequestError(ErrorCode.INVALID_ARGUMENT, f"writer does not serve opcode 0x{opcode:04x}")
         finally:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Optional
+
 from qim.consts import MAILBOX_RETENTION_MS_DEFAULT
 from qim.infra.redis.checks import check_deployment
 from qim.infra.redis.client import connect
@@ -21,13 +23,17 @@ from qim.stores.redis.scripts import boundary
 from qim.stores.redis.sessions import RedisReadPositions, RedisSessionStore
 from qim.stores.sessions import SessionStore
 
+if TYPE_CHECKING:
+    from qim.stores.open import ArchiveTier
+
 
 class RedisBackend:
     """One Redis instance ('host:port') holding every store of a process."""
 
     name = "redis"
 
-    def __init__(self, addr: str, mailbox_retention_ms: int = MAILBOX_RETENTION_MS_DEFAULT) -> None:
+    def __init__(self, addr: str, mailbox_retention_ms: int = MAILBOX_RETENTION_MS_DEFAULT,
+                 first_registrations: bool = False) -> None:
         self.addr = addr
         self.client = connect(addr)
         # annotated with the interfaces: mypy checks each implementation against its Protocol
@@ -36,8 +42,10 @@ class RedisBackend:
         self.leases: ClockLeaseStore = RedisClockLeases(self.client)
         self.groups: GroupStore = RedisGroupStore(self.client)
         self.mailboxes: MailboxStore = RedisMailboxStore(self.client, mailbox_retention_ms)
-        self.sessions: SessionStore = RedisSessionStore(self.client)
+        # first_registrations: queue them for CQL user_conversation_state (the archive tier, issue 14)
+        self.sessions: SessionStore = RedisSessionStore(self.client, first_registrations)
         self.reads: ReadPositionStore = RedisReadPositions(self.client)
+        self.archive_tier: Optional[ArchiveTier] = None  # the Redis backend alone has no archive tier (qim/stores/open.py)
 
     async def check(self, commit_facts: bool, allow_unsafe_dev: bool) -> None:
         """Refuse an unsafe deployment (RedisDeploymentError, an EngineError, naming every

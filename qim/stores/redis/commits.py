@@ -89,14 +89,16 @@ class RedisCommitStore:
              change.group_id, change.intervals_kept, *items])
 
     async def reserve_state_change(self, res: Reservation, change: StateChange) -> Reserved:
-        """CommitStore.reserve_state_change: state_change.lua, guarded by the SHA-1 of the record as read."""
+        """CommitStore.reserve_state_change: state_change.lua, guarded by the SHA-1 of the record as read
+        (expected_version "": the record was read from the archive, issue 14)."""
         keys = CommitKeys(res.ref.tenant, res.ref.conversation_id)
         return await self._reserve(
             "state_change", res,
             [keys.record(change.message_id), keys.state(change.message_id), keys.group_meta(),
-             keys.group_members()],
+             keys.group_members(), keys.archived_states()],
             [change.expected_version, change.new_record, STATE_NAMES[change.state],
-             "" if change.group_version is None else change.group_version, change.actor or ""])
+             "" if change.group_version is None else change.group_version, change.actor or "",
+             change.message_id.hex()])
 
     async def record(self, ref: CommitRef, message_id: bytes, now_ms: int) -> str:
         """CommitStore.record: record.lua (split mode only)."""

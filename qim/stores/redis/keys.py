@@ -70,6 +70,32 @@ class CommitKeys:
         NORMAL); read by mailbox pulls to drop inline bodies."""
         return f"qim:msgst:{self.tag}:{message_id.hex()}"
 
+    # --- ArchiveStateStore (issue 14; docs/decisions/0023-archive-tier.md) --------------
+    def floor(self) -> str:
+        """STRING, ArchiveStateStore: the hot floor: the highest conversation_seq trimmed
+        from Redis (every message at or below it is read from CQL); only moves up, in the
+        same script that deletes what it covers."""
+        return f"qim:histfloor:{self.tag}:{self.tenant_hex}:{self.conv_hex}"
+
+    def archived_states(self) -> str:
+        """ZSET, ArchiveStateStore (written by CommitStore's state_change): recalls and
+        deletes of messages already trimmed, member = message_id hex, score = seq of the
+        CONTROL message announcing it; their state keys are dropped once the trim passes
+        that seq (the archive holds the state by then)."""
+        return f"qim:archstate:{self.tag}:{self.tenant_hex}:{self.conv_hex}"
+
+    def retention(self) -> str:
+        """STRING, ArchiveStateStore: the conversation's retention class (absent: default)."""
+        return f"qim:retention:{self.tag}:{self.tenant_hex}:{self.conv_hex}"
+
+    def record_prefix(self) -> str:
+        """The record key without the message_id hex (for the trim script)."""
+        return f"qim:msg:{self.tag}:"
+
+    def state_prefix(self) -> str:
+        """The state key without the message_id hex (for the trim script)."""
+        return f"qim:msgst:{self.tag}:"
+
     # --- GroupStore (written inside the CommitStore's group_change script) ------------
     def group_meta(self) -> str:
         """HASH, GroupStore: gid, owner, ver (membership_version), count, cat."""
@@ -104,6 +130,36 @@ def parse_commit_key(key: str) -> Optional[tuple[int, int, bytes]]:
 def record_key_for(commit_key: str, message_id: bytes) -> str:
     """The record key in the same bucket as `commit_key`."""
     return f"qim:msg:{commit_key.split(':')[2]}:{message_id.hex()}"
+
+
+# --- ArchiveStateStore (global families) --------------------------------------------
+def archive_checkpoint_key() -> str:
+    """HASH, ArchiveStateStore: the HistoryArchiver's Outbox position (session_checkpoint
+    form: bind = "<cluster_id>|<topic_id>|1", p0 = next offset)."""
+    return "qim:archive:ckpt"
+
+
+def archive_watermark_key() -> str:
+    """STRING, ArchiveStateStore: the archive watermark (ms; only moves forward)."""
+    return "qim:archive:watermark"
+
+
+def trim_queue_key() -> str:
+    """ZSET, ArchiveStateStore: "<tenant hex>:<conversation hex>" of conversations with
+    archived messages still in Redis, scored by the created_at_ms of the oldest one."""
+    return "qim:archive:trimq"
+
+
+def lease_key(name: str) -> str:
+    """STRING, ArchiveStateStore: holder token of the lease `name` (the trimmer), TTL."""
+    return f"qim:archive:lease:{name}"
+
+
+def ucs_pending_key() -> str:
+    """ZSET, SessionStore (issue 14): first registrations not yet in CQL
+    user_conversation_state, member = "<tenant hex>:<user>:<conversation hex>:<peer>",
+    score = created_at_ms of the registering message."""
+    return "qim:ucs:pending"
 
 
 # --- ClockLeaseStore ------------------------------------------------------------------

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from qim.stores.archive import FirstSeen
 from qim.stores.errors import CheckpointConflict, StoreCorrupt
-from qim.stores.redis.keys import checkpoint_key, convs_key, peers_key, read_key
+from qim.stores.redis.keys import checkpoint_key, convs_key, peers_key, read_key, ucs_pending_key
 from qim.stores.redis.scripts import Scripts, boundary, int_score_pairs
 from qim.stores.sessions import Checkpoint, Registration
 
@@ -19,9 +20,11 @@ READ_SCRIPTS = ("session_mark_read",)
 class RedisSessionStore:
     """SessionStore over one Redis client (see the Protocol for shapes and errors)."""
 
-    def __init__(self, client) -> None:
+    def __init__(self, client, first_registrations: bool = False) -> None:
         self._redis = client
         self._scripts = Scripts(client, SESSION_SCRIPTS)
+        # with the archive tier (issue 14): first registrations are queued for CQL
+        self.first_registrations = first_registrations
 
     async def register(self, regs: Sequence[Registration]) -> int:
         # all of a batch in one pipelined round trip (the seed's session once awaited one
@@ -29,9 +32,36 @@ class RedisSessionStore:
         """SessionStore.register: session_register.lua once per registration, one pipelined round trip."""
         if not regs:
             return 0
-        calls = [((convs_key(r.tenant, r.user), read_key(r.tenant, r.user), peers_key(r.tenant, r.user)),
-                  (r.conversation_id.hex(), r.created_at_ms, r.own_seq, r.peer)) for r in regs]
+        calls: list[tuple[tuple, tuple]]
+        if self.first_registrations:
+            calls = [((convs_key(r.tenant, r.user), read_key(r.tenant, r.user), peers_key(r.tenant, r.user),
+                       ucs_pending_key()),
+                      (r.conversation_id.hex(), r.created_at_ms, r.own_seq, r.peer, _pending_member(r)))
+                     for r in regs]
+        else:
+            calls = [((convs_key(r.tenant, r.user), read_key(r.tenant, r.user), peers_key(r.tenant, r.user)),
+                      (r.conversation_id.hex(), r.created_at_ms, r.own_seq, r.peer)) for r in regs]
         return sum(int(x) for x in await self._scripts.call_many("session_register", calls))
+
+    async def pending_first(self, limit: int) -> list[FirstSeen]:
+        """SessionStore.pending_first: one ZRANGE WITHSCORES of the queue."""
+        with boundary("first registration queue read"):
+            raw = await self._redis.execute_command("ZRANGE", ucs_pending_key(), 0, limit - 1, "WITHSCORES")
+        out = []
+        for member, seen in int_score_pairs(raw):
+            try:
+                t, u, c, p = member.decode().split(":")
+                conv = bytes.fromhex(c)
+                out.append(FirstSeen(int(t, 16), int(u), conv, conv[0], int(p), seen))
+            except (UnicodeDecodeError, ValueError, IndexError):
+                raise StoreCorrupt("malformed first registration queue member") from None
+        return out
+
+    async def done_first(self, rows: Sequence[FirstSeen]) -> None:
+        """SessionStore.done_first: one ZREM of the rows' members."""
+        if rows:
+            with boundary("first registration queue write"):
+                await self._redis.zrem(ucs_pending_key(), *[_pending_member(r) for r in rows])
 
     async def conversations(self, tenant: int, user: int) -> list[tuple[int, bytes]]:
         """SessionStore.conversations: one ZRANGE WITHSCORES (raw reply)."""
@@ -88,6 +118,11 @@ class RedisSessionStore:
                 stored = await self._redis.hmget(key, fields)
             if [s.decode() if s else "" for s in stored] != [str(moves[p][1]) for p in sorted(moves)]:
                 raise
+
+
+def _pending_member(r) -> str:
+    """The first-registration queue member of a Registration or FirstSeen."""
+    return f"{r.tenant:032x}:{r.user}:{r.conversation_id.hex()}:{r.peer}"
 
 
 class RedisReadPositions:

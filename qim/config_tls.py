@@ -1,0 +1,79 @@
+"""TLS configuration (issue 15; qim/net/tls.py; docs/operations.md "Certificates, keys
+and rotation"). Read through qim.config.Env; an invalid value raises ConfigError naming
+the variable.
+
+| variable | read by | meaning |
+|---|---|---|
+| QIM_GATEWAY_TLS_CERT, QIM_GATEWAY_TLS_KEY | gateway | client-port certificate chain and key (TLS 1.3, ALPN qim/1) |
+| QIM_GATEWAY_PLAINTEXT_DEV=1 | gateway | plaintext client port instead; only on a loopback QIM_GATEWAY_LISTEN |
+| QIM_INTERNAL_CA | gateway, writer, mailbox, session, qimctl | CA bundle trusted for service certificates (old + new during a CA rotation) |
+| QIM_INTERNAL_TLS_CERT, QIM_INTERNAL_TLS_KEY | gateway, writer, mailbox, session | this process's service certificate (SAN URI qim://service/NAME) and key |
+| QIM_INTERNAL_PLAINTEXT_DEV=1 | same | plaintext internal RPC instead; only when every address the process listens on or dials is loopback |
+
+Without a certificate and without the development flag a service does not start (exit
+2): plaintext is never a silent default.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Iterable, Mapping, Optional
+
+from qim.errors import ConfigError
+from qim.net.tls import TlsFiles, is_loopback
+from qim.wire.addr import parse_addr
+
+if TYPE_CHECKING:
+    from qim.config import Env
+
+INTERNAL_VARS = ("QIM_INTERNAL_CA", "QIM_INTERNAL_TLS_CERT", "QIM_INTERNAL_TLS_KEY")
+
+
+def file_var(env: "Env", name: str) -> str:
+    """An optional file path ("" when unset); ConfigError naming `name` when the file
+    does not exist or cannot be read."""
+    path = env.raw(name)
+    if path and not os.access(path, os.R_OK):
+        raise ConfigError(f"{name}={path!r}: no such readable file")
+    return path
+
+
+def _require_loopback(flag: str, addrs: Mapping[str, Iterable[str]]) -> None:
+    for var, values in addrs.items():
+        for addr in values:
+            host = parse_addr(addr)[0]
+            if not is_loopback(host):
+                raise ConfigError(f"{flag}=1 requires loopback addresses; {var} has {host}")
+
+
+def client_port_tls(env: "Env", listen: str) -> Optional[TlsFiles]:
+    """The gateway's client-port certificate, or None with QIM_GATEWAY_PLAINTEXT_DEV=1 on a
+    loopback QIM_GATEWAY_LISTEN (module doc)."""
+    cert, key = file_var(env, "QIM_GATEWAY_TLS_CERT"), file_var(env, "QIM_GATEWAY_TLS_KEY")
+    if env.flag("QIM_GATEWAY_PLAINTEXT_DEV"):
+        if cert or key:
+            raise ConfigError("QIM_GATEWAY_PLAINTEXT_DEV=1 and QIM_GATEWAY_TLS_CERT/KEY are both set: choose one")
+        _require_loopback("QIM_GATEWAY_PLAINTEXT_DEV", {"QIM_GATEWAY_LISTEN": (listen,)})
+        return None
+    if not cert or not key:
+        raise ConfigError("QIM_GATEWAY_TLS_CERT and QIM_GATEWAY_TLS_KEY are required: the client port is TLS 1.3 "
+                          "(plaintext only with QIM_GATEWAY_PLAINTEXT_DEV=1 on a loopback QIM_GATEWAY_LISTEN)")
+    return TlsFiles(cert, key)
+
+
+def internal_tls(env: "Env", addrs: Mapping[str, Iterable[str]]) -> Optional[TlsFiles]:
+    """This process's service certificate for internal RPC, or None with
+    QIM_INTERNAL_PLAINTEXT_DEV=1 when every address in `addrs` ({variable: addresses it
+    listens on or dials}) is loopback (module doc)."""
+    ca, cert, key = (file_var(env, n) for n in INTERNAL_VARS)
+    if env.flag("QIM_INTERNAL_PLAINTEXT_DEV"):
+        if ca or cert or key:
+            raise ConfigError("QIM_INTERNAL_PLAINTEXT_DEV=1 and QIM_INTERNAL_CA/TLS_CERT/TLS_KEY are both set: "
+                              "choose one")
+        _require_loopback("QIM_INTERNAL_PLAINTEXT_DEV", addrs)
+        return None
+    missing = [n for n, v in zip(INTERNAL_VARS, (ca, cert, key)) if not v]
+    if missing:
+        raise ConfigError(f"{', '.join(missing)} required: internal RPC is mutual TLS (plaintext only with "
+                          "QIM_INTERNAL_PLAINTEXT_DEV=1 and loopback addresses)")
+    return TlsFiles(cert, key, ca)

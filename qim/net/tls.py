@@ -1,0 +1,264 @@
+"""TLS 1.3 for the client port and mutual TLS between services (DESIGN.md §4; issue 15;
+docs/decisions/0022-tls-in-place-upgrade-and-service-identity.md).
+
+Only the standard library's `ssl` (the SDK and the services need nothing else).
+
+- Client port: TLS 1.3 only, ALPN `qim/1` (a handshake that did not select it is closed
+  at once), the server certificate verified by the client against a CA file.
+- Internal RPC: TLS 1.3 with a certificate on both sides, every certificate issued by
+  the internal CA bundle. A certificate names its service in a SAN URI
+  `qim://service/<name>` (`peer_service()`): the per-opcode allow-list
+  (qim/net/allow.py) is checked against that name, never against a fixed leaf, so new
+  leaves under a trusted CA need no configuration change. Host names are not checked
+  between services: the identity is the service name, and the dialling side checks it
+  is the service it meant to reach.
+- Connections are made and accepted in plaintext and upgraded in place
+  (`connect()` / `accept()`), which lets the raw TCP transport keep about one chunk, as
+  in plaintext (decision 0011): below asyncio's TLS layer the TCP transport keeps its
+  own write buffer, whose 64 KiB default held a PONG behind ~112 KiB of a stuck frame
+  with 16 KiB chunks (64 KiB with the limit; tests/net/test_tls_framed_slow_peer.py).
+  It also gives one place to time out, count and log a failed handshake (asyncio's own
+  `start_server(ssl=)` only reports it to the loop's exception handler).
+- `TlsContexts.reload()` rebuilds the contexts from their files: new connections use the
+  new certificate (a process reloads on SIGHUP), established ones keep theirs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import os
+import ssl
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+from qim.errors import TlsError
+
+ALPN = "qim/1"
+SERVICE_URI_PREFIX = "qim://service/"
+HANDSHAKE_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files of one TLS identity: `cert` (leaf first, then intermediates), `key`,
+    and `ca`, the bundle trusted for the peer's certificate ("" on the client port,
+    where clients present none). During a CA rotation `ca` holds the old and the new CA."""
+
+    cert: str
+    key: str
+    ca: str = ""
+
+
+def _tls13(ctx: ssl.SSLContext) -> ssl.SSLContext:
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_3
+    return ctx
+
+
+def _load_identity(ctx: ssl.SSLContext, files: TlsFiles, what: str) -> None:
+    try:
+        ctx.load_cert_chain(files.cert, files.key)
+    except (OSError, ssl.SSLError) as exc:
+        raise TlsError(f"{what}: cannot load certificate {files.cert} with key {files.key}: "
+                       f"{getattr(exc, 'reason', None) or exc.strerror or exc}") from None
+
+
+def _load_ca(ctx: ssl.SSLContext, ca: str, what: str) -> None:
+    try:
+        ctx.load_verify_locations(cafile=ca)
+    except (OSError, ssl.SSLError) as exc:
+        raise TlsError(f"{what}: cannot load CA bundle {ca}: "
+                       f"{getattr(exc, 'reason', None) or exc.strerror or exc}") from None
+
+
+def server_context(files: TlsFiles, *, alpn: Optional[str] = None) -> ssl.SSLContext:
+    """A TLS 1.3 server context for `files`; with `files.ca` a client certificate issued
+    by that bundle is required (mutual TLS). `alpn`: the protocol offered (the caller
+    checks it was selected: `check_alpn`). Raises TlsError naming the file."""
+    ctx = _tls13(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER))
+    ctx.num_tickets = 0  # no resumption: asyncio clients never offer a session back
+    _load_identity(ctx, files, "server")
+    if files.ca:
+        _load_ca(ctx, files.ca, "server")
+        ctx.verify_mode = ssl.CERT_REQUIRED
+    if alpn:
+        ctx.set_alpn_protocols([alpn])
+    return ctx
+
+
+def internal_client_context(files: TlsFiles) -> ssl.SSLContext:
+    """A TLS 1.3 client context presenting `files.cert` and trusting `files.ca` for the
+    server; host names are not checked (the service identity is: `expect_service`)."""
+    ctx = _tls13(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT))
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    _load_ca(ctx, files.ca, "client")
+    _load_identity(ctx, files, "client")
+    return ctx
+
+
+def client_port_context(ca_file: Optional[str] = None) -> ssl.SSLContext:
+    """What a client (SDK, loadgen, qim-desktop) uses toward the gateway: TLS 1.3, ALPN
+    qim/1, the server certificate verified (host name included) against `ca_file`, or
+    against the system's trust store when None. TlsError when the file cannot be read."""
+    ctx = _tls13(ssl.create_default_context())
+    if ca_file:
+        _load_ca(ctx, ca_file, "client")
+    ctx.set_alpn_protocols([ALPN])
+    return ctx
+
+
+class TlsContexts:
+    """The current server (and, with a CA, client) context of one TlsFiles.
+
+    `server` serves a listener; `client` dials other services (None on the client port).
+    `reload()` builds both afresh from the files and swaps them in only when both built:
+    a bad file raises TlsError and leaves the ones in use. `alpn` is offered by `server`."""
+
+    def __init__(self, files: TlsFiles, *, alpn: Optional[str] = None) -> None:
+        self.files = files
+        self.alpn = alpn
+        self.server, self.client = self._build()
+        self.loaded_at = time.time()
+
+    def _build(self) -> tuple[ssl.SSLContext, Optional[ssl.SSLContext]]:
+        server = server_context(self.files, alpn=self.alpn)
+        client = internal_client_context(self.files) if self.files.ca else None
+        return server, client
+
+    def reload(self) -> None:
+        """Rebuild from the files (new connections use the result). TlsError when a file
+        is missing or bad; the contexts in use stay."""
+        self.server, self.client = self._build()
+        self.loaded_at = time.time()
+
+
+def peer_service(writer: asyncio.StreamWriter) -> Optional[str]:
+    """The service a verified peer certificate names (SAN URI qim://service/NAME), None
+    for a plaintext connection or a certificate without such a name."""
+    cert = writer.get_extra_info("peercert")
+    if not cert:
+        return None
+    for kind, value in cert.get("subjectAltName", ()):
+        if kind == "URI" and value.startswith(SERVICE_URI_PREFIX):
+            name = value[len(SERVICE_URI_PREFIX):]
+            if name and name.isascii() and name.replace("-", "").isalnum():
+                return name
+    return None
+
+
+def check_alpn(writer: asyncio.StreamWriter) -> bool:
+    """True when the TLS handshake on `writer` selected ALPN qim/1."""
+    sslobj = writer.get_extra_info("ssl_object")
+    return sslobj is not None and sslobj.selected_alpn_protocol() == ALPN
+
+
+def _limit_raw_buffer(writer: asyncio.StreamWriter, chunk_bytes: int) -> None:
+    """About one chunk in the TCP transport below the TLS layer (module doc; the TLS
+    transport's own limit is set by FramedStream)."""
+    if writer.transport is not None:
+        writer.transport.set_write_buffer_limits(high=chunk_bytes, low=chunk_bytes // 4)
+
+
+async def accept(writer: asyncio.StreamWriter, context: ssl.SSLContext, chunk_bytes: int,
+                 timeout: float = HANDSHAKE_TIMEOUT_S) -> None:
+    """Upgrade a just-accepted connection to TLS as the server. Call it first thing in
+    the connection's callback, before anything awaits: the ClientHello must reach the TLS
+    layer, not the plaintext reader (reading is paused here, synchronously, and resumed by
+    the TLS layer). Raises ssl.SSLError, ConnectionError/OSError (a handshake slower than
+    `timeout` is a ConnectionAbortedError); `handshake_failure` names them. The connection
+    is closed on failure (after the alert that tells the peer why)."""
+    transport = writer.transport
+    assert isinstance(transport, asyncio.Transport)  # a stream server's socket transport
+    transport.pause_reading()
+    _limit_raw_buffer(writer, chunk_bytes)
+    try:
+        await writer.start_tls(context, ssl_handshake_timeout=timeout)
+    except BaseException:
+        writer.transport.close()  # asyncio closes it too; idempotent
+        raise
+
+
+class HandshakeFailed(ConnectionError):
+    """The TCP connection was made but the TLS handshake failed. `reason` is the bounded
+    label of `handshake_failure`, `permanent` is True when trying again cannot help (the
+    server's certificate is not trusted, TLS 1.3 refused); the cause is chained."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.detail = describe(exc)
+        super().__init__(f"TLS handshake failed: {self.detail}")
+        self.reason = handshake_failure(exc)
+        self.permanent = self.reason in ("certificate", "version")
+
+
+async def connect(host: str, port: int, context: ssl.SSLContext, *, server_hostname: Optional[str],
+                  chunk_bytes: int, timeout: float) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Open a TCP connection and upgrade it to TLS as the client (certificate verified by
+    `context`). Raises OSError or asyncio.TimeoutError when no TCP connection is made in
+    `timeout`, HandshakeFailed (an OSError) when the handshake fails or takes longer;
+    nothing stays open on failure."""
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    _limit_raw_buffer(writer, chunk_bytes)
+    try:
+        await writer.start_tls(context, server_hostname=server_hostname, ssl_handshake_timeout=timeout)
+    except (OSError, asyncio.TimeoutError) as exc:
+        writer.transport.close()
+        raise HandshakeFailed(exc) from exc
+    except BaseException:
+        writer.transport.close()
+        raise
+    return reader, writer
+
+
+# OpenSSL reasons -> a small set of label values (qim_tls_handshake_failures_total{reason})
+_REASONS = {
+    "plaintext": ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "HTTPS_PROXY_REQUEST", "UNKNOWN_PROTOCOL",
+                  "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG"),
+    "version": ("UNSUPPORTED_PROTOCOL", "TLSV1_ALERT_PROTOCOL_VERSION", "NO_PROTOCOLS_AVAILABLE",
+                "VERSION_TOO_LOW", "VERSION_TOO_HIGH"),
+    "certificate": ("PEER_DID_NOT_RETURN_A_CERTIFICATE", "CERTIFICATE_VERIFY_FAILED", "CERTIFICATE_REQUIRED",
+                    "TLSV13_ALERT_CERTIFICATE_REQUIRED", "SSLV3_ALERT_BAD_CERTIFICATE", "TLSV1_ALERT_UNKNOWN_CA",
+                    "SSLV3_ALERT_CERTIFICATE_UNKNOWN", "NO_CERTIFICATE_RETURNED"),
+}
+
+
+def handshake_failure(exc: BaseException) -> str:
+    """A bounded reason for a failed handshake: plaintext, version, certificate, timeout,
+    closed (the peer went away) or other."""
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) or "taking longer" in str(exc):
+        return "timeout"
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return "certificate"
+    reason = getattr(exc, "reason", None) or ""
+    for label, names in _REASONS.items():
+        if reason in names:
+            return label
+    if isinstance(exc, (ssl.SSLEOFError, ssl.SSLZeroReturnError, ConnectionError)):
+        return "closed"
+    return "other"
+
+
+def describe(exc: BaseException) -> str:
+    """One short line about a TLS failure for logs and client errors (no secrets: the
+    OpenSSL reason or the exception class)."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return f"certificate verify failed: {exc.verify_message}"
+    reason = getattr(exc, "reason", None)
+    return reason.lower().replace("_", " ") if reason else type(exc).__name__
+
+
+def is_loopback(host: str) -> bool:
+    """localhost, 127.0.0.0/8 or ::1: where plaintext is allowed for development."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def ca_file_from_env(explicit: Optional[str] = None) -> Optional[str]:
+    """`explicit`, else $QIM_CA_FILE, else None (the system trust store)."""
+    return explicit or os.environ.get("QIM_CA_FILE") or None

@@ -1,0 +1,217 @@
+"""HistoryArchiver: the Outbox's second, independent consumer (DESIGN.md §5 step 7; seed
+000 ADR-0018: "以独立消费组读 Outbox ... 批量普通 INSERT 写 Scylla（先记录后索引，无 LWT，同值
+幂等）... 全部确认后才同步提交位点，再按“批前取 T0 与 Outbox 高水位 H0，位点 ≥ H0 后推进到 T0”
+发布归档水位"; seed 004 §3; docs/decisions/0023-archive-tier.md).
+
+Position: its own, in Redis (ArchiveStateStore.position_*), bound to the broker's cluster
+id and the Outbox topic id like the session checkpoint, never a consumer-group offset.
+It fails closed (stays up, not ready, the reason in /healthz) when the binding differs,
+when its position is below the retained log start (records were lost to retention
+before they were archived) or past the log end (the topic was re-created), on an Outbox
+record it must not skip (qim/services/archiver/plan.py), or when the position moved
+under it (two archivers).
+
+Per batch: plan (retention classes from Redis), write every row and wait for every
+acknowledgement (qim/stores/cql/archive.py: records and state changes, then the index),
+queue the conversations for the trimmer, then move the position by compare-and-set. A
+failed write is retried with backoff (the batch stays in memory; every write is
+idempotent); a crash replays from the position. It never blocks a send: a stalled
+archiver only stops the trim.
+
+Watermark: before reading, T0 = now and H0 = the Outbox high watermark; once the
+position reaches H0, every record produced before T0 is archived, and the watermark
+moves to T0 (only forward).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import defaultdict
+from typing import Optional
+
+from qim.consts import OUTBOX_TOPIC
+from qim.errors import EngineError
+from qim.faults import FaultPoints
+from qim.infra.kafka.bridge import AsyncConsumer, topic_identity
+from qim.services.archiver.metrics import ArchiverMetrics
+from qim.services.archiver.plan import PlanError, plan, records_of
+from qim.stores.archive import ArchiveStateStore, ArchiveStore
+from qim.stores.errors import CheckpointConflict, StoreError
+
+logger = logging.getLogger(__name__)
+
+GROUP_ID = "qim-archiver"  # librdkafka needs one; nothing is ever committed under it
+IDENTITY_WAIT_S = 60.0
+MARK_PERIOD_S = 0.5  # a new (T0, H0) at most this often
+RETRY_MAX_S = 5.0
+
+
+def now_ms() -> int:
+    """Wall clock in ms (the watermark's T0)."""
+    return time.time_ns() // 1_000_000
+
+
+class HistoryArchiver:
+    """`start()` binds and positions; `run()` archives until cancelled or failed closed."""
+
+    def __init__(self, bootstrap: str, state: ArchiveStateStore, archive: ArchiveStore, batch_size: int,
+                 default_retention_days: int, faults: Optional[FaultPoints] = None,
+                 metrics: Optional[ArchiverMetrics] = None) -> None:
+        self._m = metrics if metrics is not None else ArchiverMetrics()
+        self._bootstrap = bootstrap
+        self._state = state
+        self._archive = archive
+        self._batch_size = batch_size
+        self._days = default_retention_days
+        self._faults = faults or FaultPoints()
+        self._consumer = AsyncConsumer(bootstrap, GROUP_ID)
+        self._binding = ""
+        self._mark: Optional[tuple[int, int]] = None  # (T0 ms, H0 offset)
+        self._mark_at = 0.0
+        self.next = -1
+        self.stopped = ""
+        self.running = False
+
+    def not_ready(self) -> Optional[str]:
+        """Why the archiver is not archiving, or None."""
+        if self.stopped:
+            return f"archiver failed closed: {self.stopped}"
+        if not self.running:
+            return "archiver not running"
+        return None
+
+    def _fail_closed(self, reason: str) -> None:
+        self.stopped = reason
+        self._m.unarchivable.inc()
+        logger.error("archiver stopped: %s", reason)
+
+    async def start(self) -> None:
+        """Bind the position to the Outbox and assign. EngineError when the broker stays
+        unreachable; every other problem fails closed (module docstring)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + IDENTITY_WAIT_S
+        while True:
+            try:
+                cluster, topic_id, parts = await topic_identity(self._bootstrap, OUTBOX_TOPIC)
+                break
+            except EngineError as exc:
+                if loop.time() > deadline or "topic id" in str(exc):
+                    raise
+                logger.info("waiting for outbox metadata: %s", exc)
+                await asyncio.sleep(1.0)
+        if parts != 1:
+            return self._fail_closed(f"{OUTBOX_TOPIC} has {parts} partitions, not 1")
+        self._binding = f"{cluster}|{topic_id}|1"
+        ckpt = await self._state.position_bind(self._binding)
+        if ckpt.status == "MISMATCH":
+            return self._fail_closed(f"position bound to {ckpt.binding}, the broker has {self._binding}")
+        self.next = ckpt.offsets[0]
+        low, high = (await self._consumer.watermark_ranges(OUTBOX_TOPIC, [0]))[0]
+        if self.next < low:
+            return self._fail_closed(f"position {self.next} is below the retained Outbox start {low}: records were "
+                                     "lost to retention before they were archived")
+        if self.next > high:
+            return self._fail_closed(f"position {self.next} is past the Outbox end {high}")
+        await self._consumer.assign(OUTBOX_TOPIC, {0: self.next})
+        self._m.position.set(self.next)
+        logger.info("archiver at outbox offset %d (%s)", self.next, "new position" if ckpt.status == "NEW" else "resumed")
+
+    async def _take_mark(self) -> None:
+        if self._mark is not None or time.monotonic() - self._mark_at < MARK_PERIOD_S:
+            return
+        t0 = now_ms()  # before H0: whatever was produced before T0 lies below H0
+        high = (await self._consumer.high_watermarks(OUTBOX_TOPIC, [0]))[0]
+        self._mark, self._mark_at = (t0, high), time.monotonic()
+        self._m.lag.set(max(0, high - self.next))
+
+    async def _publish_mark(self) -> None:
+        if self._mark is None or self.next < self._mark[1]:
+            return
+        wm = await self._state.advance_watermark(self._mark[0])
+        self._mark = None
+        self._m.watermark.set(wm)
+        self._m.watermark_lag.set(max(0.0, (now_ms() - wm) / 1000))
+
+    async def run(self) -> None:
+        """Archive batch after batch until cancelled or failed closed."""
+        if self.stopped:
+            return
+        self.running = True
+        delay = 0.2
+        try:
+            while not self.stopped:
+                try:
+                    await self._take_mark()
+                    msgs = await self._consumer.consume(self._batch_size, 0.2)
+                    if msgs:
+                        await self._batch(msgs)
+                    await self._publish_mark()
+                    delay = 0.2
+                except (EngineError, StoreError) as exc:  # broker or Redis outage: nothing moved
+                    if isinstance(exc, CheckpointConflict):
+                        return self._fail_closed(f"position: {exc.reason or 'refused'} {exc.message}")
+                    logger.warning("archiver pass failed (%s); retrying", exc)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, RETRY_MAX_S)
+        finally:
+            self.running = False
+
+    async def _batch(self, msgs: list) -> None:
+        msgs = [m for m in msgs if m.offset() >= self.next]
+        if not msgs:
+            return
+        if msgs[0].offset() != self.next:
+            logger.info("outbox position moved from %d to %d", self.next, msgs[0].offset())
+        try:
+            recs = records_of([m.value() for m in msgs])
+        except PlanError as exc:
+            return self._fail_closed(f"outbox offsets {msgs[0].offset()}..{msgs[-1].offset()}: {exc}")
+        by_tenant: dict[int, list[bytes]] = defaultdict(list)
+        for r in recs:
+            by_tenant[int.from_bytes(r.tenant_id, "big")].append(r.conversation_id)
+        classes = {}
+        for tenant, convs in by_tenant.items():
+            convs = list(dict.fromkeys(convs))
+            for conv, cls in zip(convs, await self._state.retention_classes(tenant, convs)):
+                classes[(tenant, conv)] = cls
+        try:
+            batches = plan(recs, classes, self._days, now_ms())
+        except PlanError as exc:
+            return self._fail_closed(f"outbox offsets {msgs[0].offset()}..{msgs[-1].offset()}: {exc}")
+        await self._write(batches)
+        self._faults.hit("after_write")
+        for tenant, b in batches.items():
+            await self._state.mark_archived(tenant, b.oldest)
+        new = msgs[-1].offset() + 1
+        await self._state.position_advance(self._binding, self.next, new)
+        self.next = new
+        self._m.position.set(new)
+        self._m.records.inc(len(msgs))
+        self._m.batch_records.observe(len(msgs))
+        for b in batches.values():
+            self._m.rows_written.inc(len(b.records))
+            self._m.state_changes.inc(len(b.changes))
+            self._m.expired.inc(b.expired)
+
+    async def _write(self, batches) -> None:
+        """Write every tenant's rows, retrying a failed write with backoff until it is
+        acknowledged (idempotent; the Outbox is not read meanwhile)."""
+        delay = 0.2
+        while True:
+            started = time.perf_counter()
+            try:
+                for tenant, b in batches.items():
+                    await self._archive.write(tenant, b.records, b.changes)
+                self._m.batch_seconds.observe(time.perf_counter() - started)
+                return
+            except EngineError as exc:  # StoreUnavailable: the archive is down or slow
+                self._m.write_failures.inc()
+                logger.warning("archive write failed (%s); writing the batch again in %.1f s", exc, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX_S)
+
+    async def close(self) -> None:
+        """Close the Outbox consumer."""
+        await self._consumer.close()

@@ -1,0 +1,138 @@
+"""Keyspace, tables and migrations of the archive tier (issue 14; DESIGN.md §8;
+docs/decisions/0023-archive-tier.md has the reasons).
+
+`apply` (qimctl schema apply) creates the keyspace when absent and runs every migration
+above the recorded version, in order, recording each in `schema_version`; running it
+again changes nothing. `check` (every process that uses the tier, at start) refuses a
+keyspace without the current version or with a single-node replication the deployment
+did not allow, naming `qimctl schema apply` or the variable.
+
+Replication: NetworkTopologyStrategy with 3 replicas in QIM_SCYLLA_LOCAL_DC;
+SimpleStrategy with 1 only when QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV=1 (DESIGN.md §8).
+Every table keeps default_time_to_live 0: a message row's TTL is set per write from
+its conversation's retention class; message tables see no DELETE (a recall or delete
+rewrites the row's state and body with a later write timestamp).
+
+Tables (u128 = 16-byte blob, u64 = bigint with bit 63 clear):
+- message_record ((tenant, message_id)): the canonical record by id (mailbox page
+  fills, recall/delete lookups);
+- conversation_history ((tenant, conversation_id, bucket), conversation_seq DESC): the
+  history index, carrying the whole record so a page is one query per partition;
+  bucket = conversation_seq >> 14 keeps a partition at 16384 messages at most;
+- conversation_archive ((tenant, conversation_id)): max_seq archived, written with
+  write timestamp = max_seq so the highest wins in any order (paging from the latest);
+- user_conversation_state ((tenant, user_id), conversation_id): first registrations of
+  SessionProjection (kind, peer, first_seen_at_ms);
+- schema_version (component, version).
+"""
+
+from __future__ import annotations
+
+import time
+
+from qim.consts import SCYLLA_SCHEMA_VERSION
+from qim.errors import EngineError
+from qim.stores.cql.session import CqlSession
+
+COMPONENT = "qim"
+RECORD_FIELDS = ("conversation_id blob, conversation_seq bigint, sender_id bigint, sender_device_id bigint, "
+                 "client_message_id blob, message_type int, custom_type blob, body blob, created_at_ms bigint, "
+                 "state int")
+
+# version -> (description, statements); {ks} is the keyspace
+MIGRATIONS: dict[int, tuple[str, tuple[str, ...]]] = {
+    1: ("archive tier: records, history index, archive bounds, user_conversation_state", (
+        "CREATE TABLE IF NOT EXISTS {ks}.message_record (tenant blob, message_id blob, " + RECORD_FIELDS
+        + ", PRIMARY KEY ((tenant, message_id))) WITH default_time_to_live = 0",
+        "CREATE TABLE IF NOT EXISTS {ks}.conversation_history (tenant blob, bucket bigint, message_id blob, "
+        + RECORD_FIELDS + ", PRIMARY KEY ((tenant, conversation_id, bucket), conversation_seq)) "
+        "WITH CLUSTERING ORDER BY (conversation_seq DESC) AND default_time_to_live = 0",
+        "CREATE TABLE IF NOT EXISTS {ks}.conversation_archive (tenant blob, conversation_id blob, max_seq bigint, "
+        "PRIMARY KEY ((tenant, conversation_id))) WITH default_time_to_live = 0",
+        "CREATE TABLE IF NOT EXISTS {ks}.user_conversation_state (tenant blob, user_id bigint, conversation_id blob, "
+        "kind int, peer_user_id bigint, first_seen_at_ms bigint, PRIMARY KEY ((tenant, user_id), conversation_id)) "
+        "WITH default_time_to_live = 0",
+    )),
+}
+assert max(MIGRATIONS) == SCYLLA_SCHEMA_VERSION
+
+
+def replication(session: CqlSession) -> str:
+    """The keyspace's replication map as CQL text."""
+    cfg = session.cfg
+    if cfg.allow_single_node_dev:
+        return "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+    return "{'class': 'NetworkTopologyStrategy', '%s': 3}" % cfg.local_dc
+
+
+async def _versions(session: CqlSession) -> set[int]:
+    rows = await session.execute(f"SELECT version FROM {session.keyspace}.schema_version WHERE component = %s",
+                                 (COMPONENT,), "schema version")
+    return {r[0] for r in rows}
+
+
+async def _keyspace_replication(session: CqlSession) -> dict | None:
+    rows = await session.execute("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s",
+                                 (session.keyspace,), "keyspace read")
+    return dict(rows[0][0]) if rows else None
+
+
+def _single_node(repl: dict) -> bool:
+    counts = [int(v) for k, v in repl.items() if k not in ("class", "replication_factor")]
+    if "replication_factor" in repl:
+        counts.append(int(repl["replication_factor"]))
+    return max(counts or [0]) < 3
+
+
+async def apply(session: CqlSession) -> list[int]:
+    """Create the keyspace if absent and run the missing migrations; returns the versions
+    applied now (empty: already current). EngineError when the keyspace exists with a
+    single-node replication that QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV does not allow."""
+    ks = session.keyspace
+    await session.execute(f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {replication(session)} "
+                          "AND durable_writes = true", None, "create keyspace")
+    repl = await _keyspace_replication(session)
+    if repl is not None and _single_node(repl) and not session.cfg.allow_single_node_dev:
+        raise EngineError(f"keyspace {ks} has fewer than 3 replicas ({repl}); allowed only with "
+                          "QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV=1")
+    await session.execute(f"CREATE TABLE IF NOT EXISTS {ks}.schema_version (component text, version int, "
+                          "applied_at_ms bigint, description text, PRIMARY KEY (component, version))",
+                          None, "create schema_version")
+    done = await _versions(session)
+    applied = []
+    for version in sorted(MIGRATIONS):
+        if version in done:
+            continue
+        description, statements = MIGRATIONS[version]
+        for stmt in statements:
+            await session.execute(stmt.format(ks=ks), None, f"migration {version}")
+        await session.execute(f"INSERT INTO {ks}.schema_version (component, version, applied_at_ms, description) "
+                              "VALUES (%s, %s, %s, %s)", (COMPONENT, version, int(time.time() * 1000), description),
+                              "record migration")
+        applied.append(version)
+    return applied
+
+
+async def check(session: CqlSession) -> None:
+    """Refuse to run against a keyspace that is missing, not at SCYLLA_SCHEMA_VERSION, or
+    single-node without QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV=1 (EngineError naming the fix).
+    StoreUnavailable when no node answers."""
+    ks = session.keyspace
+    repl = await _keyspace_replication(session)
+    if repl is None:
+        raise EngineError(f"keyspace {ks} does not exist: run `qimctl schema apply`")
+    if _single_node(repl) and not session.cfg.allow_single_node_dev:
+        raise EngineError(f"keyspace {ks} has fewer than 3 replicas; set QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV=1 "
+                          "only for a single-node development cluster")
+    rows = await session.execute("SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s",
+                                 (ks,), "table list")
+    if "schema_version" not in {r[0] for r in rows}:
+        raise EngineError(f"keyspace {ks} has no schema_version table: run `qimctl schema apply`")
+    versions = await _versions(session)
+    top = max(versions or {0})
+    if top < SCYLLA_SCHEMA_VERSION:
+        raise EngineError(f"keyspace {ks} is at schema version {top}, this build needs {SCYLLA_SCHEMA_VERSION}: "
+                          "run `qimctl schema apply`")
+    if top > SCYLLA_SCHEMA_VERSION:
+        raise EngineError(f"keyspace {ks} is at schema version {top}, newer than this build "
+                          f"({SCYLLA_SCHEMA_VERSION}): upgrade the binaries")

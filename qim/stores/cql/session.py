@@ -1,0 +1,170 @@
+"""One scylla-driver Cluster and Session per process, bridged to asyncio (issue 14).
+
+The driver runs its own I/O thread (libev); `execute_async` returns a ResponseFuture
+whose callbacks fire on that thread, so results reach the event loop through
+`call_soon_threadsafe` and nothing blocks the loop. The blocking calls (connect,
+prepare, shutdown) run in the default executor.
+
+Routing: on loopback contact points (development) only those hosts are used (the
+driver would otherwise try peers it discovers on the contact port); elsewhere
+token-aware over DC-aware round robin in QIM_SCYLLA_LOCAL_DC. Consistency LOCAL_QUORUM
+(DESIGN.md §8); paging is off (every query of the tier is bounded by a LIMIT or a key).
+CQL protocol v4, the newest ScyllaDB speaks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Iterable, Optional, Sequence
+
+from qim.config_tier import ScyllaConfig
+from qim.stores.cql.errors import is_driver_error, translate
+
+CQL_PROTOCOL_VERSION = 4
+REQUEST_TIMEOUT_S = 10.0
+CONNECT_TIMEOUT_S = 5.0
+
+
+def build_cluster(cfg: ScyllaConfig) -> Any:
+    """A driver Cluster for `cfg` (not connected)."""
+    from cassandra import ConsistencyLevel
+    from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+    from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy, WhiteListRoundRobinPolicy
+    from cassandra.query import tuple_factory
+
+    policy: Any
+    if cfg.loopback:
+        policy = WhiteListRoundRobinPolicy(list(cfg.hosts))
+    else:
+        policy = TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=cfg.local_dc))
+    profile = ExecutionProfile(load_balancing_policy=policy, request_timeout=REQUEST_TIMEOUT_S,
+                               consistency_level=ConsistencyLevel.LOCAL_QUORUM,
+                               serial_consistency_level=ConsistencyLevel.LOCAL_SERIAL,
+                               row_factory=tuple_factory)
+    return Cluster(list(cfg.hosts), port=cfg.port, protocol_version=CQL_PROTOCOL_VERSION,
+                   execution_profiles={EXEC_PROFILE_DEFAULT: profile}, connect_timeout=CONNECT_TIMEOUT_S,
+                   control_connection_timeout=CONNECT_TIMEOUT_S)
+
+
+def _resolve(fut: asyncio.Future, result: Any, failed: bool) -> None:
+    if fut.done():
+        return
+    if failed:
+        fut.set_exception(result)
+    else:
+        fut.set_result(result)
+
+
+class CqlSession:
+    """`await open()`, then `prepare`/`execute`; every driver error leaves as a typed store
+    error (qim/stores/cql/errors.py). Statements name their keyspace explicitly."""
+
+    def __init__(self, cfg: ScyllaConfig) -> None:
+        self.cfg = cfg
+        self.keyspace = cfg.keyspace
+        self._cluster: Any = None
+        self._session: Any = None
+        self._prepared: dict[str, Any] = {}
+        self._opening: Optional[asyncio.Task] = None
+
+    async def open(self) -> None:
+        """Connect (idempotent, concurrent callers share one attempt); StoreUnavailable
+        when no contact point answers."""
+        if self._session is not None:
+            return
+        if self._opening is None or self._opening.done() and self._opening.exception() is not None:
+            self._opening = asyncio.get_running_loop().create_task(self._connect())
+        await asyncio.shield(self._opening)
+
+    async def _connect(self) -> None:
+        loop = asyncio.get_running_loop()
+        cluster = build_cluster(self.cfg)
+        try:
+            session = await loop.run_in_executor(None, cluster.connect)
+        except Exception as exc:
+            await loop.run_in_executor(None, cluster.shutdown)
+            if is_driver_error(exc):
+                raise translate(exc, "connect") from exc
+            raise
+        session.default_fetch_size = None  # bounded queries only: no paging
+        self._cluster, self._session = cluster, session
+
+    async def prepare(self, cql: str) -> Any:
+        """The prepared statement of `cql` (cached per text; prepared once)."""
+        stmt = self._prepared.get(cql)
+        if stmt is not None:
+            return stmt
+        await self.open()
+        try:
+            stmt = await asyncio.get_running_loop().run_in_executor(None, self._session.prepare, cql)
+        except Exception as exc:
+            if is_driver_error(exc):
+                raise translate(exc, "prepare") from exc
+            raise
+        self._prepared[cql] = stmt
+        return stmt
+
+    async def execute(self, stmt: Any, params: Optional[Sequence[Any]] = None, what: str = "query") -> list:
+        """Run one statement (text or prepared) -> its rows as tuples."""
+        if self._session is None:
+            await self.open()
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        try:
+            rf = self._session.execute_async(stmt, params)
+        except Exception as exc:
+            if is_driver_error(exc):
+                raise translate(exc, what) from exc
+            raise
+        rf.add_callbacks(lambda rows: loop.call_soon_threadsafe(_resolve, fut, rows, False),
+                         lambda exc: loop.call_soon_threadsafe(_resolve, fut, exc, True))
+        try:
+            rows = await fut
+        except Exception as exc:
+            if is_driver_error(exc):
+                raise translate(exc, what) from exc
+            raise
+        return list(rows or [])
+
+    async def execute_many(self, calls: Iterable[tuple[Any, Sequence[Any]]], concurrency: int,
+                           what: str = "write") -> int:
+        """Run every (statement, params) with at most `concurrency` in flight; waits for all
+        of them, then raises the first error (typed). Returns how many ran."""
+        sem = asyncio.Semaphore(concurrency)
+
+        async def one(stmt: Any, params: Sequence[Any]) -> None:
+            async with sem:
+                await self.execute(stmt, params, what)
+
+        results = await asyncio.gather(*(one(s, p) for s, p in calls), return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+        return len(results)
+
+    async def execute_all(self, stmt: Any, params: Sequence[Sequence[Any]], concurrency: int,
+                          what: str = "read") -> list[list]:
+        """Run `stmt` once per params (at most `concurrency` in flight); the rows of each,
+        in order. Raises the first error (typed) after all ended."""
+        sem = asyncio.Semaphore(concurrency)
+
+        async def one(p: Sequence[Any]) -> list:
+            async with sem:
+                return await self.execute(stmt, p, what)
+
+        results = await asyncio.gather(*(one(p) for p in params), return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+        return results  # type: ignore[return-value]
+
+    async def ping(self) -> None:
+        """Return when a node answers a local read; StoreUnavailable otherwise."""
+        await self.execute("SELECT release_version FROM system.local", None, "ping")
+
+    async def close(self) -> None:
+        """Shut the driver down (off the event loop)."""
+        cluster, self._cluster, self._session = self._cluster, None, None
+        self._prepared.clear()
+        if cluster is not None:
+            await asyncio.get_running_loop().run_in_executor(None, cluster.shutdown)

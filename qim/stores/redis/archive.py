@@ -1,0 +1,180 @@
+"""ArchiveStateStore on Redis (qim/stores/archive.py; issue 14): the archiver's position
+(session_checkpoint.lua with one partition), the archive watermark
+(archive_watermark.lua), retention classes, the trim queue, hot floors and the trim
+itself (history_trim.lua), the trimmer's lease (archive_lease.lua). Keys in keys.py."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from qim.consts import RETENTION_DEFAULT
+from qim.stores.archive import HotRow, TrimResult
+from qim.stores.errors import CheckpointConflict, StoreCorrupt
+from qim.stores.redis.keys import (
+    CommitKeys,
+    archive_checkpoint_key,
+    archive_watermark_key,
+    lease_key,
+    trim_queue_key,
+)
+from qim.stores.redis.messages import STATES
+from qim.stores.redis.scripts import Scripts, boundary, int_score_pairs
+from qim.stores.retention import check_class
+from qim.stores.sessions import Checkpoint
+
+SCRIPTS = ("session_checkpoint", "archive_watermark", "archive_lease", "history_trim")
+STATE_NAMES: dict[int, str] = {int(v): k.decode() for k, v in STATES.items()}
+
+
+def queue_member(tenant: int, conversation_id: bytes) -> str:
+    """The trim queue member of a conversation."""
+    return f"{tenant:032x}:{conversation_id.hex()}"
+
+
+def parse_member(member: bytes) -> tuple[int, bytes]:
+    """(tenant, conversation_id) of a trim queue member; StoreCorrupt when malformed."""
+    try:
+        t, c = member.decode().split(":")
+        conv = bytes.fromhex(c)
+        if len(conv) != 16:
+            raise ValueError
+        return int(t, 16), conv
+    except (UnicodeDecodeError, ValueError):
+        raise StoreCorrupt("malformed trim queue member") from None
+
+
+class RedisArchiveState:
+    """ArchiveStateStore over one Redis client (see the Protocol)."""
+
+    def __init__(self, client) -> None:
+        self._redis = client
+        self._scripts = Scripts(client, SCRIPTS)
+
+    async def position_bind(self, binding: str) -> Checkpoint:
+        """ArchiveStateStore.position_bind: session_checkpoint.lua init with one partition."""
+        res = await self._scripts.call("session_checkpoint", [archive_checkpoint_key()], ["init", binding, 1])
+        status = res[0].decode()
+        if status == "MISMATCH":
+            return Checkpoint(status, res[1].decode(errors="replace"))
+        return Checkpoint(status, binding, [int(res[1])])
+
+    async def position(self) -> Optional[int]:
+        """ArchiveStateStore.position: one HGET."""
+        with boundary("archive position read"):
+            raw = await self._redis.hget(archive_checkpoint_key(), "p0")
+        return None if raw is None else int(raw)
+
+    async def position_advance(self, binding: str, expected: int, new: int) -> None:
+        """ArchiveStateStore.position_advance: compare-and-set; a lost reply of our own
+        write (the stored value is already `new`) passes."""
+        try:
+            await self._scripts.call("session_checkpoint", [archive_checkpoint_key()],
+                                     ["advance", binding, "p0", str(expected), str(new)])
+        except CheckpointConflict as exc:
+            if exc.reason != "QIM_CKPT_CONFLICT":
+                raise
+            with boundary("archive position read"):
+                stored = await self._redis.hget(archive_checkpoint_key(), "p0")
+            if (stored or b"").decode() != str(new):
+                raise
+
+    async def watermark(self) -> int:
+        """ArchiveStateStore.watermark: one GET."""
+        with boundary("archive watermark read"):
+            raw = await self._redis.get(archive_watermark_key())
+        return int(raw or 0)
+
+    async def advance_watermark(self, t0_ms: int) -> int:
+        """ArchiveStateStore.advance_watermark: archive_watermark.lua."""
+        return int(await self._scripts.call("archive_watermark", [archive_watermark_key()], [t0_ms]))
+
+    async def retention_classes(self, tenant: int, conversation_ids: Sequence[bytes]) -> list[str]:
+        """ArchiveStateStore.retention_classes: one pipeline of GETs."""
+        if not conversation_ids:
+            return []
+        with boundary("retention read"):
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for conv in conversation_ids:
+                    pipe.get(CommitKeys(tenant, conv).retention())
+                got = await pipe.execute()
+        out = []
+        for raw in got:
+            name = raw.decode() if raw else RETENTION_DEFAULT
+            try:
+                out.append(check_class(name))
+            except ValueError:
+                raise StoreCorrupt("unknown retention class stored") from None
+        return out
+
+    async def set_retention(self, tenant: int, conversation_id: bytes, name: str) -> None:
+        """ArchiveStateStore.set_retention: one SET (DEL for "default")."""
+        key = CommitKeys(tenant, conversation_id).retention()
+        with boundary("retention write"):
+            if check_class(name) == RETENTION_DEFAULT:
+                await self._redis.delete(key)
+            else:
+                await self._redis.set(key, name)
+
+    async def mark_archived(self, tenant: int, oldest: dict[bytes, int]) -> None:
+        """ArchiveStateStore.mark_archived: one ZADD LT (kept at the earliest time)."""
+        if not oldest:
+            return
+        with boundary("trim queue write"):
+            await self._redis.zadd(trim_queue_key(), {queue_member(tenant, c): ms for c, ms in oldest.items()},
+                                   lt=True)
+
+    async def trim_candidates(self, upto_ms: int, limit: int) -> list[tuple[int, bytes]]:
+        """ArchiveStateStore.trim_candidates: one ZRANGEBYSCORE."""
+        with boundary("trim queue read"):
+            got = await self._redis.zrangebyscore(trim_queue_key(), "-inf", upto_ms, start=0, num=limit)
+        return [parse_member(m) for m in got]
+
+    async def hot_rows(self, tenant: int, conversation_id: bytes, limit: int) -> tuple[int, list[HotRow]]:
+        """ArchiveStateStore.hot_rows: floor and index in one MULTI, then the state keys."""
+        keys = CommitKeys(tenant, conversation_id)
+        with boundary("hot rows read"):
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.get(keys.floor())
+                pipe.execute_command("ZRANGE", keys.history(), "-inf", "+inf", "BYSCORE", "LIMIT", 0, limit,
+                                     "WITHSCORES")
+                raw_floor, raw_rows = await pipe.execute()
+            floor = int(raw_floor or 0)
+            rows = [(m, s) for m, s in int_score_pairs(raw_rows) if s > floor]
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for mid, _ in rows:
+                    pipe.get(keys.state(mid))
+                states = await pipe.execute() if rows else []
+        return floor, [HotRow(seq, mid, STATES.get(st, 0) if st else 0) for (mid, seq), st in zip(rows, states)]
+
+    async def trim(self, tenant: int, conversation_id: bytes, rows: Sequence[HotRow]) -> TrimResult:
+        """ArchiveStateStore.trim: history_trim.lua."""
+        keys = CommitKeys(tenant, conversation_id)
+        args: list = [queue_member(tenant, conversation_id), keys.record_prefix(), keys.state_prefix()]
+        for r in rows:
+            args += [r.message_id, r.conversation_seq, STATE_NAMES.get(r.state, "")]
+        floor, n = await self._scripts.call("history_trim", [keys.history(), keys.floor(), trim_queue_key(),
+                                                             keys.archived_states()], args)
+        return TrimResult(int(floor), int(n))
+
+    async def archived_states(self, tenant: int, conversation_id: bytes) -> list[tuple[int, bytes, int]]:
+        """ArchiveStateStore.archived_states: one ZRANGE WITHSCORES."""
+        with boundary("archived states read"):
+            raw = await self._redis.execute_command("ZRANGE", CommitKeys(tenant, conversation_id).archived_states(),
+                                                    0, -1, "WITHSCORES")
+        out = []
+        for member, seq in int_score_pairs(raw):
+            h, _, st = member.decode().partition(":")
+            out.append((seq, bytes.fromhex(h), STATES.get(st.encode(), 0)))
+        return out
+
+    async def floors(self, tenant: int, conversation_ids: Sequence[bytes]) -> list[int]:
+        """ArchiveStateStore.floors: one MGET."""
+        if not conversation_ids:
+            return []
+        with boundary("floor read"):
+            got = await self._redis.mget([CommitKeys(tenant, c).floor() for c in conversation_ids])
+        return [int(v or 0) for v in got]
+
+    async def lease(self, name: str, token: str, ttl_ms: int) -> bool:
+        """ArchiveStateStore.lease: archive_lease.lua."""
+        return bool(int(await self._scripts.call("archive_lease", [lease_key(name)], [token, ttl_ms])))

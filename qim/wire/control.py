@@ -1,0 +1,31 @@
+"""CONTROL message bodies read outside the writer (issue 14): the recall/delete a CONTROL
+record announces (the HistoryArchiver applies it to the archived target; the archive
+audit expects it there), and a message's created_at from its id. Pure codec."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from google.protobuf.message import DecodeError
+
+from qim.consts import MESSAGE_TYPE_CONTROL
+from qim.proto.v1 import message_pb2
+
+
+def state_change_of(rec: message_pb2.MessageRecord) -> Optional[message_pb2.MessageStateChange]:
+    """The recall/delete a CONTROL record announces (ControlEvent.state_change), None for
+    any other record (another CONTROL body, a message of another type)."""
+    if rec.message_type != MESSAGE_TYPE_CONTROL or rec.state != message_pb2.MESSAGE_STATE_NORMAL:
+        return None
+    try:
+        event = message_pb2.ControlEvent.FromString(rec.body)
+    except DecodeError:
+        return None
+    if event.WhichOneof("event") != "state_change":
+        return None
+    return event.state_change
+
+
+def created_at_of(message_id: bytes) -> int:
+    """created_at_ms of a message: the HLC physical part, the top 48 bits (DESIGN.md §3)."""
+    return int.from_bytes(message_id[:6], "big")
