@@ -62,6 +62,7 @@ from qim.cli.replay_common import TENANT, Tally
 from qim.cli.replay_dialogue import DialogueBase, Item, items_of
 from qim.cli.replay_group import GROUP_EVERY, GroupDialogue
 from qim.cli.replay_history import history_check
+from qim.cli.replay_progress import ReplayProgress, print_summary
 from qim.cli.tlsopts import add_client_args, client_context
 from qim.errors import ConfigError
 from qim.sdk import SendAck, direct_conversation
@@ -165,7 +166,8 @@ def is_group_dialogue(i: int, cfg: argparse.Namespace) -> bool:
 
 async def replay(cfg: argparse.Namespace) -> Tally:
     """Run the replay described by `cfg` (see `parser()`); returns the totals. ConfigError
-    for a --ca-file that cannot be read or --plaintext toward a non-loopback gateway."""
+    for a --ca-file that cannot be read or --plaintext toward a non-loopback gateway.
+    Progress goes to stderr unless `cfg.progress` is false (qim/cli/replay_progress.py)."""
     cfg.tls = client_context(cfg, cfg.gateway)  # one TLS context for every device's runtime
     dialogues = load_dialogues([x.strip() for x in cfg.langs.split(",") if x.strip()])
     if cfg.limit:
@@ -175,23 +177,28 @@ async def replay(cfg: argparse.Namespace) -> Tally:
     total = Tally()
     sem = asyncio.Semaphore(max(1, cfg.concurrency))
     done: list = []  # the dialogues, for --history-check
-    with tempfile.TemporaryDirectory(prefix="qim-replay-") as base_dir:
+    with tempfile.TemporaryDirectory(prefix="qim-replay-") as base_dir, \
+            ReplayProgress(len(dialogues), getattr(cfg, "progress", False)) as progress:
         async def one(i: int, turns: list[str]) -> None:
             async with sem:  # bodies are made here, so a run holds only the running dialogues' bytes
                 items = items_of(turns, blobs[i], (base + i).to_bytes(8, "big"))
                 if is_group_dialogue(i, cfg):
                     listener = base + 2 * len(dialogues) + i
                     g = GroupDialogue(i, items, (base + 2 * i, base + 2 * i + 1, listener), base + i, cfg, base_dir)
-                    total.add(await g.run())
+                    tally = await g.run()
                     done.append(g)
                 else:
                     d = Dialogue(i, items, (base + 2 * i, base + 2 * i + 1), cfg, base_dir)
-                    total.add(await d.run())
+                    tally = await d.run()
                     done.append(d)
+                total.add(tally)
+                progress.dialogue_done(tally)
 
         await asyncio.gather(*(one(i, turns) for i, (_lang, turns) in enumerate(dialogues)))
         if cfg.history_check:  # issue 14: every history read again, across the archive's hot floor
-            total.history = await history_check(cfg, done, base_dir, int(time.time() * 1000))
+            progress.history_started(len(done))
+            total.history = await history_check(cfg, done, base_dir, int(time.time() * 1000),
+                                                on_done=progress.history_done)
     return total
 
 
@@ -222,6 +229,8 @@ def parser() -> argparse.ArgumentParser:
                         "what was sent (qim/cli/replay_history.py; printed before the last line)")
     p.add_argument("--history-settle", type=float, default=0.0,
                    help="--history-check: seconds to wait for the trimmer to give every conversation a hot floor")
+    p.add_argument("--no-progress", dest="progress", action="store_false",
+                   help="no progress bars or summary table on stderr (the verdict lines are printed either way)")
     p.add_argument("-v", "--verbose", action="store_true")
     add_client_args(p)  # --ca-file, --plaintext (qim/cli/tlsopts.py)
     return p
@@ -244,8 +253,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     started = time.monotonic()
     total = asyncio.run(replay(cfg))
-    print(f"modes: {total.by_mode} recalled: {total.recalled} sdk: {total.sdk} "
-          f"elapsed: {time.monotonic() - started:.1f}s", file=sys.stderr)
+    print_summary(total, time.monotonic() - started, cfg.progress)
     if total.harness:
         print(f"replay: not exercised as planned: {total.harness}", file=sys.stderr)
     print(total.not_sent_line(), flush=True)

@@ -19,7 +19,7 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from qim.cli.bodies import digest
 from qim.cli.replay_common import TENANT, Device
@@ -110,8 +110,10 @@ def compare(intents: Sequence, items: Sequence, floor: int, result: HistoryResul
 
 
 async def history_check(cfg, dialogues: Sequence, base_dir: str, replay_end_ms: int,
-                        redis_addr: Optional[str] = None) -> HistoryResult:
-    """Re-read every dialogue's history (see the module docstring)."""
+                        redis_addr: Optional[str] = None,
+                        on_done: Optional[Callable[[], None]] = None) -> HistoryResult:
+    """Re-read every dialogue's history (see the module docstring); `on_done()` after
+    each conversation (progress)."""
     redis_addr = redis_addr or os.environ.get("QIM_REDIS_ADDR", "")
     convs = [d.conv for d in dialogues]
     floors = await _floors(redis_addr, convs, replay_end_ms, cfg.history_settle) if redis_addr else {}
@@ -128,6 +130,8 @@ async def history_check(cfg, dialogues: Sequence, base_dir: str, replay_end_ms: 
                 await device.rt.close()
                 device.store.close()
             compare(d.intents, items, floors.get(d.conv, 0), result)
+            if on_done is not None:
+                on_done()
 
     await asyncio.gather(*(one(d) for d in dialogues))
     return result

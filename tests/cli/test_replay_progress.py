@@ -1,0 +1,44 @@
+"""`qim-loadgen replay` progress and summary (qim/cli/replay_progress.py): everything on
+stderr, problems named, nothing printed with --no-progress, stdout untouched."""
+
+from __future__ import annotations
+
+import re
+
+from qim.cli.replay_common import Tally
+from qim.cli.replay_progress import ReplayProgress, print_summary
+
+
+def _tally(**counts) -> Tally:
+    t = Tally(conversations=2, messages=10, delivered=9)
+    for k, v in counts.items():
+        setattr(t, k, v)
+    return t
+
+
+def test_summary_names_every_problem_on_stderr_only(capsys):
+    print_summary(_tally(lost=1, unread_wrong=2, not_sent={"PAYLOAD_TOO_LARGE refused locally": 2}), 12.3)
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "replay in 12 s" in err and "10 / 9" in err
+    rows = dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in err.splitlines()[1:] if line.strip())
+    assert rows["lost"] == "1" and rows["unread wrong"] == "2" and rows["duplicated"] == "0"
+    assert "PAYLOAD_TOO_LARGE refused locally: 2" in err
+
+
+def test_no_progress_prints_nothing(capsys):
+    with ReplayProgress(3, enabled=False) as p:
+        p.dialogue_done(_tally())
+        p.history_started(3)
+        p.history_done()
+    print_summary(_tally(), 1.0, enabled=False)
+    assert capsys.readouterr() == ("", "")
+
+
+def test_progress_counts_dialogues_and_problems(capsys):
+    with ReplayProgress(2) as p:
+        p.dialogue_done(_tally(duplicated=1))
+        p.dialogue_done(_tally())
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "2/2" in err and "messages 20" in err and "delivered 18" in err and "problems 1" in err
