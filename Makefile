@@ -51,14 +51,33 @@ test: install test-tools
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 	QIM_PUREPYTHON=1 $(BIN)/python -m pytest -q tests/core
 
-# pytest-benchmark: every bench on the pure twin and the compiled module in one run;
-# the last line printed is `bench: frame_stream_x=… watermark_x=… eventgroup_x=…`.
+# pytest-benchmark: every bench on the pure twin and the compiled module in one run,
+# plus the reference bench; then the gate (benches/gate.py): each group's compiled/pure
+# ratio at or above its floor (benches/floors.toml) and each compiled bench within the
+# stated margin of its ratio to the reference in benches/baseline.json. Exits non-zero
+# naming the figure otherwise. The last line printed is
+# `bench: frame_stream_x=… watermark_x=… eventgroup_x=…`. `make bench-baseline` rewrites
+# the baseline after an intended change (commit benches/baseline.json with it).
+BENCH_REPORT_ARGS ?=
 bench: install
 	mkdir -p .benchmarks
 	$(BIN)/python -m pytest benches -q -p no:cacheprovider -o python_files='bench_*.py' \
 		--benchmark-only --benchmark-max-time=0.5 --benchmark-columns=min,median,rounds \
 		--benchmark-json=.benchmarks/bench.json
-	$(BIN)/python benches/report.py .benchmarks/bench.json
+	$(BIN)/python benches/report.py .benchmarks/bench.json $(BENCH_REPORT_ARGS)
+
+.PHONY: bench-baseline
+bench-baseline:
+	$(MAKE) bench BENCH_REPORT_ARGS=--update-baseline
+
+# Throughput and latency (issue 12, docs/perf.md): a private stack in .perf/ (own ports
+# and data, stopped at the end), a ladder of rates with `qim-loadgen rate` (SDK lane on),
+# CPU per message per process from /proc, .perf/perf.json and .perf/perf.png. Shorten
+# with PERF_RATES=25,100 PERF_SECONDS=10 PERF_HOLD_SECONDS=10; PERF_GROUP_STEP=1 adds the
+# 1,000-member group step. The last line is `perf: max_rate=… … low_load_e2e_p99_ms=…`.
+.PHONY: perf
+perf: install
+	$(BIN)/python -m qim.dev.perf
 
 # manylinux wheel into wheelhouse/: build, auditwheel repair, install into a fresh venv, import
 wheel: install

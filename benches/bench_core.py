@@ -99,7 +99,7 @@ ID_CALLS = {
     "commit_bucket": (0, CID),
     "dispatch_id": (MID, 17),
     "event_id": (MID, 123_456, 1),
-    "client_message_id": (9, 1234),
+    "client_message_id": (b"\x09" * 16, 9, 1234),
     "compose_message_id": (1_717_000_000_000, 7, 1, 3),
     "split_message_id": (MID,),
 }

@@ -1,49 +1,47 @@
-"""Turn a pytest-benchmark JSON file into compiled-vs-pure ratios.
+"""Turn a pytest-benchmark JSON file into compiled-vs-pure ratios and gate them.
 
-Usage: python benches/report.py BENCH.json
+Usage: python benches/report.py BENCH.json [--update-baseline]
 Pairs every bench's "pure" and "compiled" runs (same group, test and other
 parameters), prints one row per pair (fastest round of each, ratio = pure / compiled,
 i.e. how many times faster compiled is), then one figure per group: the geometric mean
 of its ratios. The fastest round is used rather than the median because the two runs
 of a pair are timed one after the other on a shared machine: other load only ever adds
 time, and the minimum of many rounds is the figure it disturbs least.
-The last line is exactly `bench: frame_stream_x=… watermark_x=… eventgroup_x=…`.
-Exits 1 when a bench lacks one of its two runs or a headline group is missing.
+Then the gate (benches/gate.py): every group at or above its floor in
+benches/floors.toml, and every compiled bench within the stated margin of its ratio to
+the reference bench in benches/baseline.json. `--update-baseline` rewrites the baseline
+from this run instead of judging regressions (floors still apply).
+The last line is exactly `bench: frame_stream_x=… watermark_x=… eventgroup_x=…`; a
+failure is printed before it (stderr, naming the figure) and the exit code is 1.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import sys
-from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gate import (  # noqa: E402 - benches/ is not a package
+    GateError,
+    group_ratios,
+    hot_ratios,
+    load_baseline,
+    load_floors,
+    pairs,
+    save_baseline,
+    verdict,
+)
 
 HEADLINE = ("frame_stream", "watermark", "eventgroup")
 
 
-def pairs(doc: dict) -> dict[tuple[str, str], dict[str, float]]:
-    """(group, bench id without impl) -> {"pure": min s, "compiled": min s}."""
-    out: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
-    for bench in doc["benchmarks"]:
-        params = dict(bench.get("params") or {})
-        impl = params.pop("impl")
-        rest = ",".join(f"{k}={v}" for k, v in sorted(params.items()))
-        name = bench["name"].split("[")[0] + (f"[{rest}]" if rest else "")
-        out[(bench["group"], name)][impl] = bench["stats"]["min"]
-    return out
-
-
-def group_ratios(table: dict[tuple[str, str], dict[str, float]]) -> dict[str, float]:
-    """Geometric mean of pure/compiled per group."""
-    logs: dict[str, list[float]] = defaultdict(list)
-    for (group, _), runs in table.items():
-        logs[group].append(math.log(runs["pure"] / runs["compiled"]))
-    return {g: math.exp(sum(v) / len(v)) for g, v in logs.items()}
-
-
-def main(path: str) -> int:
+def main(path: str, update: bool = False) -> int:
+    """Print the table, gate it; 0 when the gate holds, 1 otherwise."""
     with open(path, encoding="utf-8") as f:
-        table = pairs(json.load(f))
+        doc = json.load(f)
+    table = pairs(doc)
     broken = [key for key, runs in table.items() if set(runs) != {"pure", "compiled"}]
     if broken:
         print(f"bench: missing pure or compiled run for {broken}", file=sys.stderr)
@@ -58,13 +56,29 @@ def main(path: str) -> int:
     if missing:
         print(f"bench: no results for {missing}", file=sys.stderr)
         return 1
+    try:
+        floors, margin, min_ratio = load_floors()
+        hot = hot_ratios(doc)
+        if update:
+            save_baseline(hot)
+            print(f"baseline: {len(hot)} hot functions written to benches/baseline.json")
+        failures = verdict(ratios, hot, floors, {} if update else load_baseline(), margin, min_ratio)
+    except GateError as exc:
+        print(f"bench: gate broken: {exc}", file=sys.stderr)
+        failures = [str(exc)]
     others = " ".join(f"{g}_x={r:.1f}" for g, r in sorted(ratios.items()) if g not in HEADLINE)
     print(f"other groups: {others}")
-    print("bench: " + " ".join(f"{g}_x={ratios[g]:.1f}" for g in HEADLINE))
-    return 0
+    for msg in failures:
+        print(f"bench gate FAILED: {msg}", file=sys.stderr)
+    sys.stderr.flush()
+    print("bench: " + " ".join(f"{g}_x={ratios[g]:.1f}" for g in HEADLINE), flush=True)
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    update = "--update-baseline" in args
+    args = [a for a in args if a != "--update-baseline"]
+    if len(args) != 1:
         sys.exit(__doc__)
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(args[0], update))

@@ -12,12 +12,13 @@ at most one event per event_type. Pure twin: _pure/eventgroup.py.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.ref cimport Py_INCREF
 from libc.stdint cimport uint64_t
 from libc.string cimport memcpy, memset
 
 from qim._core.bytesio cimport (
-    all_zero, as_bytes, bptr, check_u64, load_be16, load_be32, load_be64,
-    store_be16, store_be32, store_be64,
+    all_zero, as_bytes, bptr, load_be16, load_be32, load_be64, store_be16, store_be32, store_be64,
 )
 from qim._core.limits cimport (
     QIM_CUSTOM_TYPE_MAX, QIM_EG_MAX_BYTES, QIM_EG_MAX_EVENTS, QIM_ID_LEN, QIM_U63_MAX,
@@ -33,83 +34,148 @@ assert len(MailboxEvent._fields) == 11
 cdef object _Event = MailboxEvent
 
 cdef extern from "Python.h":
-    # tuple's tp_new slot: building a MailboxEvent through it skips the Python-level
-    # call of tuple.__new__ (MailboxEvent is a namedtuple, so the layouts are equal)
+    # Why these, not Python-level code (issue 12, the 8.9x event group figure): the
+    # profile of the compiled codec showed two rich comparisons per integer field
+    # (`value < 0`, `value > 2**64-1` on Python ints) and three tuple allocations per
+    # unpacked event (the item tuple, PyTuple_Pack, tuple.__new__'s copy). A
+    # MailboxEvent is a namedtuple without __dict__: allocating it with its own
+    # tp_alloc and filling the slots is exactly what tuple.__new__ does for a subtype.
     """
-    static PyObject* qim_tuple_subtype_new(PyObject* cls, PyObject* items) {
-        PyObject* args = PyTuple_Pack(1, items);
-        PyObject* out;
-        if (args == NULL) return NULL;
-        out = PyTuple_Type.tp_new((PyTypeObject*)cls, args, NULL);
-        Py_DECREF(args);
-        return out;
+    static PyObject* qim_event_alloc(PyObject* cls) {
+        return ((PyTypeObject*)cls)->tp_alloc((PyTypeObject*)cls, 11);
+    }
+    static void qim_event_set(PyObject* ev, Py_ssize_t i, PyObject* item) {
+        Py_INCREF(item);
+        PyTuple_SET_ITEM(ev, i, item);
     }
     """
-    object qim_tuple_subtype_new(object cls, tuple items)
+    object qim_event_alloc(object cls)
+    void qim_event_set(object ev, Py_ssize_t i, object item)
+    unsigned long long PyLong_AsUnsignedLongLong(object o) noexcept
+    void* PyErr_Occurred() noexcept
+    void PyErr_Clear() noexcept
 
 
-cdef bytes id16(object value, str what):
+cdef struct EvParts:
+    # one validated event: integers as C values, byte fields as pointers into bytes
+    # objects kept alive by the caller (the event tuple itself, or `keep`)
+    int etype
+    int flags
+    uint64_t cseq, sender, created, mtype
+    const unsigned char* eid
+    const unsigned char* mid
+    const unsigned char* cid
+    const unsigned char* ctype
+    const unsigned char* cmid
+    const unsigned char* body
+    Py_ssize_t ct_len, blen, n
+
+
+cdef inline uint64_t int_in(object value, uint64_t lo, uint64_t hi, str what) except? 0xFFFFFFFFFFFFFFFF:
+    """`value` as a C u64 when it is an int in lo..hi: TypeError for a non-int,
+    EventGroupError out of range (the messages of _pure/_util.check_int)."""
+    cdef unsigned long long v
+    if not isinstance(value, int):
+        raise TypeError(f"{what} must be int, not {type(value).__name__}")
+    v = PyLong_AsUnsignedLongLong(value)  # OverflowError for < 0 or >= 2**64
+    if v == <unsigned long long>-1 and PyErr_Occurred() != NULL:
+        PyErr_Clear()
+        raise EventGroupError(f"{what} out of range {lo}..{hi}")
+    if v < lo or v > hi:
+        raise EventGroupError(f"{what} out of range {lo}..{hi}")
+    return v
+
+
+cdef inline bytes held(object value, str what, list keep):
+    """as_bytes(value); a converted copy (bytearray, memoryview) is kept alive in `keep`."""
+    if type(value) is bytes:
+        return <bytes>value
     cdef bytes raw = as_bytes(value, what)
-    if len(raw) != QIM_ID_LEN or all_zero(bptr(raw), QIM_ID_LEN):
-        raise EventGroupError(f"{what} must be 16 non-zero bytes")
+    keep.append(raw)
     return raw
 
 
-cdef inline uint64_t u63(object value, str what) except? 0xFFFFFFFFFFFFFFFF:
-    return check_u64(value, 0, QIM_U63_MAX, EventGroupError, what)
+cdef inline const unsigned char* id16(object value, str what, list keep) except NULL:
+    cdef bytes raw = held(value, what, keep)
+    if len(raw) != QIM_ID_LEN or all_zero(bptr(raw), QIM_ID_LEN):
+        raise EventGroupError(f"{what} must be 16 non-zero bytes")
+    return bptr(raw)
 
 
-cdef bytes c_pack_event(object event):
+cdef list c_parse_event(object event, EvParts* e):
+    """Validate one event into `e` (same checks, order and messages as the pure twin).
+    Returns the list holding converted copies of bytes-like fields that were not bytes
+    (keep it while `e` is used), None when every field was bytes (no list allocated)."""
     if not isinstance(event, tuple) or len(event) != 11:
         raise TypeError("event must be a MailboxEvent")
     cdef tuple ev = <tuple>event
-    cdef int etype = <int>check_u64(ev[0], 1, 0xFF, EventGroupError, "event_type")
-    cdef bytes eid = id16(ev[1], "event_id")
-    cdef bytes mid = id16(ev[2], "message_id")
-    cdef bytes cid = id16(ev[3], "conversation_id")
-    cdef uint64_t cseq = u63(ev[4], "conversation_seq")
-    cdef uint64_t sender = u63(ev[5], "sender_id")
-    cdef uint64_t created = u63(ev[6], "created_at_ms")
-    cdef uint64_t mtype = check_u64(ev[7], 0, 0xFFFFFFFF, EventGroupError, "message_type")
-    cdef bytes ctype = as_bytes(ev[8], "custom_type")
-    cdef Py_ssize_t ct_len = len(ctype), blen = 0, n, off
-    if ct_len > QIM_CUSTOM_TYPE_MAX:
+    cdef bytes raw
+    cdef list keep = None
+    if not (type(ev[1]) is bytes and type(ev[2]) is bytes and type(ev[3]) is bytes and type(ev[8]) is bytes
+            and type(ev[9]) is bytes and (ev[10] is None or type(ev[10]) is bytes)):
+        keep = []
+    e.etype = <int>int_in(ev[0], 1, 0xFF, "event_type")
+    e.eid = id16(ev[1], "event_id", keep)
+    e.mid = id16(ev[2], "message_id", keep)
+    e.cid = id16(ev[3], "conversation_id", keep)
+    e.cseq = int_in(ev[4], 0, QIM_U63_MAX, "conversation_seq")
+    e.sender = int_in(ev[5], 0, QIM_U63_MAX, "sender_id")
+    e.created = int_in(ev[6], 0, QIM_U63_MAX, "created_at_ms")
+    e.mtype = int_in(ev[7], 0, 0xFFFFFFFF, "message_type")
+    raw = held(ev[8], "custom_type", keep)
+    e.ct_len = len(raw)
+    if e.ct_len > QIM_CUSTOM_TYPE_MAX:
         raise EventGroupError("custom_type longer than 64 bytes")
-    cdef bytes cmid = as_bytes(ev[9], "client_message_id")
-    cdef bytes body = None
-    cdef int flags = 0
-    if len(cmid):
-        cmid = id16(cmid, "client_message_id")
-        flags |= EV_FLAG_CMID
+    e.ctype = bptr(raw)
+    raw = held(ev[9], "client_message_id", keep)
+    e.flags = 0
+    e.cmid = NULL
+    e.body = NULL
+    e.blen = 0
+    if len(raw):
+        e.cmid = id16(raw, "client_message_id", keep)
+        e.flags |= EV_FLAG_CMID
     if ev[10] is not None:
-        body = as_bytes(ev[10], "body")
-        blen = len(body)
-        if <uint64_t>blen > 0xFFFFFFFF:
+        raw = held(ev[10], "body", keep)
+        e.blen = len(raw)
+        if <uint64_t>e.blen > 0xFFFFFFFF:
             raise EventGroupError("body longer than u32")
-        flags |= EV_FLAG_BODY
-    n = EV_FIXED_LEN + ct_len + (QIM_ID_LEN if flags & EV_FLAG_CMID else 0)
-    n += (4 + blen) if flags & EV_FLAG_BODY else 0
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, n)
-    cdef unsigned char* q = <unsigned char*>PyBytes_AS_STRING(out)
+        e.body = bptr(raw)
+        e.flags |= EV_FLAG_BODY
+    e.n = EV_FIXED_LEN + e.ct_len + (QIM_ID_LEN if e.flags & EV_FLAG_CMID else 0)
+    e.n += (4 + e.blen) if e.flags & EV_FLAG_BODY else 0
+    return keep
+
+
+cdef void c_write_event(const EvParts* e, unsigned char* q) noexcept:
+    """The canonical bytes of a parsed event at `q` (e.n bytes)."""
+    cdef Py_ssize_t off
     q[0] = EVENT_VERSION
-    q[1] = <unsigned char>etype
-    q[2] = <unsigned char>flags
-    store_be32(q + 3, <unsigned int>mtype)
-    memcpy(q + 7, bptr(eid), QIM_ID_LEN)
-    memcpy(q + 23, bptr(mid), QIM_ID_LEN)
-    memcpy(q + 39, bptr(cid), QIM_ID_LEN)
-    store_be64(q + 55, cseq)
-    store_be64(q + 63, sender)
-    store_be64(q + 71, created)
-    q[79] = <unsigned char>ct_len
-    memcpy(q + 80, bptr(ctype), ct_len)
-    off = EV_FIXED_LEN + ct_len
-    if flags & EV_FLAG_CMID:
-        memcpy(q + off, bptr(cmid), QIM_ID_LEN)
+    q[1] = <unsigned char>e.etype
+    q[2] = <unsigned char>e.flags
+    store_be32(q + 3, <unsigned int>e.mtype)
+    memcpy(q + 7, e.eid, QIM_ID_LEN)
+    memcpy(q + 23, e.mid, QIM_ID_LEN)
+    memcpy(q + 39, e.cid, QIM_ID_LEN)
+    store_be64(q + 55, e.cseq)
+    store_be64(q + 63, e.sender)
+    store_be64(q + 71, e.created)
+    q[79] = <unsigned char>e.ct_len
+    memcpy(q + 80, e.ctype, e.ct_len)
+    off = EV_FIXED_LEN + e.ct_len
+    if e.flags & EV_FLAG_CMID:
+        memcpy(q + off, e.cmid, QIM_ID_LEN)
         off += QIM_ID_LEN
-    if flags & EV_FLAG_BODY:
-        store_be32(q + off, <unsigned int>blen)
-        memcpy(q + off + 4, bptr(body), blen)
+    if e.flags & EV_FLAG_BODY:
+        store_be32(q + off, <unsigned int>e.blen)
+        memcpy(q + off + 4, e.body, e.blen)
+
+
+cdef bytes c_pack_event(object event):
+    cdef EvParts e
+    keep = c_parse_event(event, &e)  # noqa: F841 - holds converted fields while writing
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, e.n)
+    c_write_event(&e, <unsigned char*>PyBytes_AS_STRING(out))
     return out
 
 
@@ -163,8 +229,19 @@ cdef object c_unpack_event(const unsigned char* p, Py_ssize_t n):
         off += blen
     if off != n:
         raise EventGroupError("trailing bytes after event")
-    return qim_tuple_subtype_new(_Event, (p[1], eid, mid, cid, cseq, sender, created,
-                                          load_be32(p + 3), ctype, cmid, body))
+    ev = qim_event_alloc(_Event)
+    qim_event_set(ev, 0, p[1])
+    qim_event_set(ev, 1, eid)
+    qim_event_set(ev, 2, mid)
+    qim_event_set(ev, 3, cid)
+    qim_event_set(ev, 4, cseq)
+    qim_event_set(ev, 5, sender)
+    qim_event_set(ev, 6, created)
+    qim_event_set(ev, 7, load_be32(p + 3))
+    qim_event_set(ev, 8, ctype)
+    qim_event_set(ev, 9, cmid)
+    qim_event_set(ev, 10, body)
+    return ev
 
 
 def pack_event(event):
@@ -179,38 +256,32 @@ def unpack_event(data):
 
 
 def pack_group(events):
-    """Canonical bytes of an event group: 1..8 events, <= 8 KiB, one per event_type."""
+    """Canonical bytes of an event group: 1..8 events, <= 8 KiB, one per event_type.
+
+    Each event is validated, then written straight into one stack buffer (no bytes
+    object per event, no list of parts)."""
     cdef unsigned char seen[256]
-    cdef Py_ssize_t total = 1, count, i, off
-    cdef int etype
-    cdef bytes raw
+    cdef unsigned char buf[QIM_EG_MAX_BYTES]
+    cdef Py_ssize_t total = 1, count
+    cdef EvParts e
     if not isinstance(events, (list, tuple)) or isinstance(events, _Event):
         raise TypeError("events must be a list of MailboxEvent")
     count = len(events)
     if count < 1 or count > QIM_EG_MAX_EVENTS:
         raise EventGroupError(f"event group needs 1..8 events, got {count}")
     memset(seen, 0, sizeof(seen))
-    parts = []
+    buf[0] = <unsigned char>count
     for ev in events:
-        raw = c_pack_event(ev)
-        etype = bptr(raw)[1]
-        if seen[etype]:
-            raise EventGroupError(f"two events of event_type {etype} in one group")
-        seen[etype] = 1
-        total += 2 + len(raw)
-        if total > QIM_EG_MAX_BYTES:
+        keep = c_parse_event(ev, &e)  # held until the event is written below
+        if seen[e.etype]:
+            raise EventGroupError(f"two events of event_type {e.etype} in one group")
+        seen[e.etype] = 1
+        if total + 2 + e.n > QIM_EG_MAX_BYTES:
             raise EventGroupError("event group larger than 8 KiB")
-        parts.append(raw)
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, total)
-    cdef unsigned char* q = <unsigned char*>PyBytes_AS_STRING(out)
-    q[0] = <unsigned char>count
-    off = 1
-    for i in range(count):
-        raw = <bytes>parts[i]
-        store_be16(q + off, <unsigned short>len(raw))
-        memcpy(q + off + 2, bptr(raw), len(raw))
-        off += 2 + len(raw)
-    return out
+        store_be16(buf + total, <unsigned short>e.n)
+        c_write_event(&e, buf + total + 2)
+        total += 2 + e.n
+    return PyBytes_FromStringAndSize(<const char*>buf, total)
 
 
 def unpack_group(data):
@@ -228,7 +299,7 @@ def unpack_group(data):
     if count < 1 or count > QIM_EG_MAX_EVENTS:
         raise EventGroupError(f"event group count {count} not in 1..8")
     memset(seen, 0, sizeof(seen))
-    out = []
+    out = PyList_New(count)
     for i in range(count):
         if off + 2 > n:
             raise EventGroupError("truncated event length")
@@ -242,7 +313,8 @@ def unpack_group(data):
         if seen[etype]:
             raise EventGroupError(f"two events of event_type {etype} in one group")
         seen[etype] = 1
-        out.append(ev)
+        Py_INCREF(ev)
+        PyList_SET_ITEM(out, i, ev)
     if off != n:
         raise EventGroupError("trailing bytes after event group")
     return out

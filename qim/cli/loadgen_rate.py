@@ -18,23 +18,38 @@ every send was acknowledged and L = U = C = O = 0, 1 otherwise (out_of_order: AC
 below the previous submission's conversation_seq plus messages pulled after a higher
 one; stderr splits them). Short runs are smoke, never capacity claims. Loopback
 targets only (the gateway address given).
+
+SDK lane (qim/cli/loadgen_sdk.py): `--sdk-clients N` real SDK clients (default 5 % of
+the frame-level connections, whole pairs; 0 = off, the capacity control) send to each
+other at their share of the target (every sending connection carries the same rate:
+the lane gets N / (pairs + N) of it, the frame-level senders the rest); their view is
+checked at the end (`sdk_lane: …` line) and its failures make the exit code 1. The last
+line then also has `sdk_sent=… sdk_failures=…`. Latency statistics: numpy
+(qim/cli/loadgen_stats.py). `--json PATH` writes the whole report (segments, totals,
+histograms, the SDK lane's verdict) for qim/dev/perf.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import secrets
 import ssl
 import struct
 import sys
 import time
+from pathlib import Path
 from typing import Optional, Sequence
 
 from qim._core import ids
 from qim.cli.bodies import body_bytes, digest
-from qim.cli.rate_receiver import PULL_GAP_S, Ledger, Receiver, Sent, p99, summary
+from qim.cli.loadgen_group import GroupSender
+from qim.cli.loadgen_sdk import SdkLane, default_clients
+from qim.cli.loadgen_sdkcheck import SdkVerdict
+from qim.cli.loadgen_stats import HIST_EDGES_MS, Latencies
+from qim.cli.rate_receiver import PULL_GAP_S, Ledger, Receiver, Sent
 from qim.cli.tlsopts import add_client_args, client_context
 from qim.errors import ConfigError, ErrorCode
 from qim.net.framed import open_framed, parse_addr
@@ -53,14 +68,19 @@ class Stats:
 
     def __init__(self) -> None:
         self.sent = self.acked = self.errors = 0
-        self.ack_ms: list[float] = []
-        self.e2e_ms: list[float] = []
+        self.ack_ms = Latencies()
+        self.e2e_ms = Latencies()
 
     def line(self, label: str, target: float, elapsed: float) -> str:
         """One report line of this segment: arrival ratio and ACK / end-to-end percentiles."""
         arrival = self.sent / max(1.0, target * elapsed)
         return (f"{label}: sent={self.sent} arrival={arrival:.3f} acked={self.acked} errors={self.errors} "
-                f"ack_ms(p50/p95/p99/max)={summary(self.ack_ms)} e2e_ms={summary(self.e2e_ms)}")
+                f"ack_ms(p50/p95/p99/max)={self.ack_ms.summary()} e2e_ms={self.e2e_ms.summary()}")
+
+    def to_dict(self, **extra) -> dict:
+        """The JSON form of these figures (`extra` first: t_s, duration_s, ...)."""
+        return {**extra, "sent": self.sent, "acked": self.acked, "errors": self.errors,
+                "ack": self.ack_ms.to_dict(), "e2e": self.e2e_ms.to_dict()}
 
 
 def padding(seed: bytes, n: int, size: int) -> bytes:
@@ -96,8 +116,8 @@ async def run(cfg: argparse.Namespace) -> int:
     ledger = Ledger(senders, receivers, convs)
 
     def latency(ms: float) -> None:
-        seg.e2e_ms.append(ms)
-        total.e2e_ms.append(ms)
+        seg.e2e_ms.add(ms)
+        total.e2e_ms.add(ms)
 
     ledger.on_latency = latency
     pending: dict[tuple[int, int], int] = {}  # (pair, request_id) -> message ordinal n
@@ -123,20 +143,37 @@ async def run(cfg: argparse.Namespace) -> int:
             for st in (seg, total):
                 if op == Opcode.SEND_ACK:
                     st.acked += 1
-                    st.ack_ms.append(ack_ms)
+                    st.ack_ms.add(ack_ms)
                 else:
                     st.errors += 1
 
+    lane = None
+    if cfg.sdk_clients:
+        lane = SdkLane(cfg.gateway, key, cfg.sdk_clients, cfg.rate * cfg.sdk_clients / (cfg.pairs + cfg.sdk_clients),
+                       cfg.size, base + 2 * cfg.pairs, cfg.ca_file, cfg.plaintext)
+        await lane.start()
+    rate = cfg.rate * cfg.pairs / (cfg.pairs + cfg.sdk_clients)  # the frame-level lane's share
+    group = None
+    if cfg.group_members:  # one more sender, to a big group, at a direct sender's rate (loadgen_group.py)
+        owner = base + 2 * cfg.pairs + cfg.sdk_clients
+        group = GroupSender(await login(cfg.gateway, key, owner, cfg.tls), owner, cfg.group_members,
+                            rate / cfg.pairs, cfg.size)
+        await group.start()
+    segments: list[dict] = []
     rx = [Receiver(i, s, ledger, cfg.pull_gap) for i, s in enumerate(streams[cfg.pairs:])]
     loop = asyncio.get_running_loop()
     tasks = [loop.create_task(read_acks(i)) for i in range(cfg.pairs)]
     tasks += [loop.create_task(r.read_loop()) for r in rx] + [loop.create_task(r.pull_loop()) for r in rx]
     start = time.perf_counter()
     seg_start, n, rid = start, 0, 1
-    total_due = round(cfg.rate * cfg.duration)
+    total_due = round(rate * cfg.duration)
     while n < total_due:
         now = time.perf_counter()
-        due = min(total_due, int((now - start) * cfg.rate) + 1) - n
+        if lane is not None:
+            await lane.send_due(now - start)
+        if group is not None:
+            group.send_due(min(now - start, cfg.duration))
+        due = min(total_due, int((now - start) * rate) + 1) - n
         for _ in range(due):
             i, rid = n % cfg.pairs, rid + 1
             sent_ns = time.perf_counter_ns()
@@ -150,13 +187,20 @@ async def run(cfg: argparse.Namespace) -> int:
             total.sent += 1
             n += 1
         if now - seg_start >= SEGMENT_S:
-            print(seg.line(f"segment t={now - start:5.1f}s", cfg.rate, now - seg_start), flush=True)
+            print(seg.line(f"segment t={now - start:5.1f}s", rate, now - seg_start), flush=True)
+            segments.append(seg.to_dict(t_s=round(now - start, 3), duration_s=round(now - seg_start, 3)))
             seg, seg_start = Stats(), now
         await asyncio.sleep(TICK_S)
     send_end = time.perf_counter()
     deadline = send_end + cfg.drain
+    sdk = SdkVerdict()
+    if lane is not None:
+        await lane.send_due(cfg.duration)  # what fell due in the last tick
+        lane_task = loop.create_task(lane.finish(cfg.drain))
     while pending and time.perf_counter() < deadline:  # noqa: ASYNC110 — ACKs empty it from many tasks
         await asyncio.sleep(0.05)
+    if group is not None:
+        await group.drain(deadline)
     while not ledger.all_pulled() and time.perf_counter() < deadline:  # receivers catch up by pulling
         for r in rx:
             r.wake.set()
@@ -164,16 +208,28 @@ async def run(cfg: argparse.Namespace) -> int:
     now = time.perf_counter()
     if seg.sent:  # the last (possibly partial) segment, with its replies drained
         seg_s = max(1e-3, min(now, start + cfg.duration) - seg_start)
-        print(seg.line(f"segment t={now - start:5.1f}s", cfg.rate, seg_s), flush=True)
+        print(seg.line(f"segment t={now - start:5.1f}s", rate, seg_s), flush=True)
+        segments.append(seg.to_dict(t_s=round(now - start, 3), duration_s=round(seg_s, 3)))
     for r in rx:
         r.stop()
     v = ledger.verdict()
+    if lane is not None:
+        sdk = await lane_task
+        print(sdk.line(), flush=True)
+        for note in sdk.notes[:20]:
+            print(f"sdk_lane: {note}", file=sys.stderr)
+        await lane.close()
+    if group is not None:
+        print(group.line(total.ack_ms), flush=True)
+        group.stream.abort()
     # a generator that fell behind needed longer than the duration to send them all
-    arrival = total.sent / (cfg.rate * max(cfg.duration, send_end - start))
+    arrival = total.sent / (rate * max(cfg.duration, send_end - start))
+    sdk_tail = f" sdk_sent={len(lane.intents)} sdk_failures={sdk.failures}" if lane is not None else ""
     print(f"loadgen: target_rate={cfg.rate} duration_s={cfg.duration} sent={total.sent} acked={total.acked} "
           f"errors={total.errors} arrival={arrival:.3f} push_coverage={ledger.pushed_first / max(1, total.sent):.3f} "
-          f"ack_p99_ms={p99(total.ack_ms):.1f} e2e_p99_ms={p99(total.e2e_ms):.1f} lost={v['lost']} "
-          f"duplicated={v['duplicated']} corrupt={v['corrupt']} out_of_order={v['out_of_order']}", flush=True)
+          f"ack_p99_ms={total.ack_ms.p99():.1f} e2e_p99_ms={total.e2e_ms.p99():.1f} lost={v['lost']} "
+          f"duplicated={v['duplicated']} corrupt={v['corrupt']} out_of_order={v['out_of_order']}{sdk_tail}",
+          flush=True)
     if v["out_of_order"]:
         print(f"out_of_order: {ledger.ack_inversions} ACKs below the previous submission's seq, "
               f"{ledger.pull_inversions} pulled after a higher seq", file=sys.stderr)
@@ -188,7 +244,22 @@ async def run(cfg: argparse.Namespace) -> int:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     clean = v["lost"] == v["duplicated"] == v["corrupt"] == v["out_of_order"] == 0
-    return 0 if arrival >= 0.99 and total.acked == total.sent and clean else 1
+    ok = arrival >= 0.99 and total.acked == total.sent and clean and sdk.failures == 0
+    ok = ok and (group is None or group.acked == group.sent)
+    if cfg.json:
+        report = {"target_rate": cfg.rate, "frame_rate": rate, "duration_s": cfg.duration, "pairs": cfg.pairs,
+                  "size": cfg.size, "ok": ok, "arrival": arrival, "send_s": send_end - start,
+                  "push_coverage": ledger.pushed_first / max(1, total.sent), "verdict": v,
+                  "error_codes": error_codes, "pull_errors": pull_errors,
+                  "total": total.to_dict(), "segments": segments, "hist_edges_ms": HIST_EDGES_MS.tolist(),
+                  "hist": {"ack": total.ack_ms.histogram(), "e2e": total.e2e_ms.histogram()},
+                  "sdk": None if lane is None else {**{k: getattr(sdk, k) for k in (
+                      "clients", "acked", "delivered", "lost", "duplicated", "out_of_order", "corrupt",
+                      "listing_errors", "unread_errors", "send_failures", "checked")},
+                      "sent": len(lane.intents), "failures": sdk.failures, "notes": sdk.notes[:50]},
+                  "group": None if group is None else group.report(total.ack_ms)}
+        await asyncio.to_thread(Path(cfg.json).write_text, json.dumps(report, indent=1), "utf-8")
+    return 0 if ok else 1
 
 
 def parser() -> argparse.ArgumentParser:
@@ -205,6 +276,11 @@ def parser() -> argparse.ArgumentParser:
                    help="seconds a receiver waits at least between pulls (0: pull on every push)")
     p.add_argument("--drain", type=float, default=30.0,
                    help="seconds to wait for outstanding ACKs and for receivers to pull everything")
+    p.add_argument("--sdk-clients", type=int, default=None,
+                   help="real SDK clients, paired (default: 5 %% of the connections, at least 2; 0: off)")
+    p.add_argument("--group-members", type=int, default=0,
+                   help="also send from one more connection to a group of this many members (0: off)")
+    p.add_argument("--json", default=None, help="write the whole report as JSON to this path")
     add_client_args(p)  # --ca-file, --plaintext (qim/cli/tlsopts.py)
     return p
 
@@ -225,5 +301,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     if cfg.rate <= 0 or cfg.duration <= 0 or cfg.pairs <= 0 or cfg.size < 16:
         print("qim-loadgen rate: --rate, --duration and --pairs must be positive, --size >= 16", file=sys.stderr)
+        return 2
+    if cfg.sdk_clients is None:
+        cfg.sdk_clients = default_clients(2 * cfg.pairs)
+    if cfg.sdk_clients < 0 or cfg.sdk_clients % 2:
+        print(f"qim-loadgen rate: --sdk-clients must be 0 or an even number (paired), got {cfg.sdk_clients}",
+              file=sys.stderr)
         return 2
     return asyncio.run(run(cfg))

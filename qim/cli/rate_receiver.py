@@ -29,9 +29,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-import numpy as np
-
 from qim.cli.bodies import digest
+from qim.cli.loadgen_stats import percentiles
 from qim.consts import MESSAGE_TYPE_CONTROL
 from qim.errors import ErrorCode
 from qim.net.framed import FramedStream
@@ -43,18 +42,14 @@ PULL_GAP_S = 0.25  # and at most this often: pushes in between are coalesced (la
 
 
 def summary(values) -> str:
-    """'p50/p95/p99/max' of `values` in ms with one decimal ('nan' when empty), np.percentile."""
-    a = np.asarray(values, dtype=np.float64)
-    if a.size == 0:
-        return "nan/nan/nan/nan"
-    p = np.percentile(a, [50, 95, 99, 100])
-    return "/".join(f"{x:.1f}" for x in p)
+    """'p50/p95/p99/max' of `values` in ms with one decimal ('nan' when empty), via
+    qim/cli/loadgen_stats.py (np.percentile)."""
+    return "/".join(f"{x:.1f}" for x in percentiles(values))
 
 
 def p99(values) -> float:
     """The 99th percentile of `values` (NaN when empty)."""
-    a = np.asarray(values, dtype=np.float64)
-    return float(np.percentile(a, 99)) if a.size else float("nan")
+    return percentiles(values, (99.0,))[0]
 
 
 @dataclass

@@ -46,7 +46,8 @@ def test_replay_both_languages_all_modes_and_groups(stack):
 def test_rate_loadgen_smoke_reports_segments_and_a_final_line(stack):
     proc = subprocess.run(
         [sys.executable, "-m", "qim.cli.loadgen", "rate", "--gateway", stack.gateway_addr, "--token-key",
-         stack.token_key, "--rate", "40", "--duration", "6", "--pairs", "4", "--ca-file", stack.ca_file],
+         stack.token_key, "--rate", "40", "--duration", "6", "--pairs", "4", "--ca-file", stack.ca_file,
+         "--sdk-clients", "0"],  # the frame-level lane alone (the SDK lane: test_loadgen_sdk_lane.py)
         capture_output=True, text=True, timeout=120, env=dict(os.environ))
     lines = proc.stdout.strip().splitlines()
     assert any(line.startswith("segment t=") for line in lines), proc.stdout + proc.stderr[-2000:]

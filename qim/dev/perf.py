@@ -1,0 +1,222 @@
+"""`make perf` (issue 12): a private stack, a ladder of rates, CPU per message from
+/proc, `.perf/perf.json`, `.perf/perf.png` and one last line
+
+    perf: max_rate=… ack_p99_ms=… e2e_p99_ms=… cpu_ms_per_msg=… low_load_e2e_p99_ms=…
+
+The stack is this command's own: engines and services in .perf/ (own ports, own data,
+no Cassandra), started with `die_with_parent` and stopped by pid at the end, also on an
+error, Ctrl-C or SIGTERM. Each step runs `qim-loadgen rate --json` (SDK lane on, 5 %)
+for PERF_SECONDS at one rate of PERF_RATES; the CPU of every engine, service and of the
+load generator (its rusage) over the step is divided by the messages ACKed. The ladder
+stops climbing after the first failed step (errors, loss, ...); then the best passing
+rate is held for PERF_HOLD_SECONDS (a failed hold tries the next lower passing rate).
+`--group-step` (PERF_GROUP_STEP=1) adds one step where one more connection sends to a
+1,000-member group at a direct sender's rate (its ACK P99 against the direct sends').
+A load generator that ends without its report (the stack refused its logins, ...) makes
+a failed step with its last line as the reason. Rules of the figures:
+qim/dev/perf_report.py. Exit 0 whatever the stack achieved; 1 when the instrument itself
+broke (the private stack did not start, a stack process vanished, CPU counters that do
+not add up), with the reason; 130 on Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from qim.dev.perf_report import Step, cpu_ms_per_msg, final_line, max_rate, no_report, plot, read_cpu_s
+
+DEFAULT_RATES = "25,100,250,500,750,1000,1250"
+OUT_DIR = Path(__file__).resolve().parents[2] / ".perf"
+DRAIN_S = 30.0
+
+
+class InstrumentError(RuntimeError):
+    """The measurement itself broke (not the stack under test): exit 1 with the reason."""
+
+
+def parser() -> argparse.ArgumentParser:
+    """Options; each defaults to its PERF_* variable (for `make perf PERF_SECONDS=10`)."""
+    env = os.environ.get
+    p = argparse.ArgumentParser(prog="python -m qim.dev.perf", description=__doc__.split("\n\n")[0])
+    p.add_argument("--rates", default=env("PERF_RATES", DEFAULT_RATES), help="msg/s per step, comma-separated")
+    p.add_argument("--seconds", type=float, default=float(env("PERF_SECONDS", "60")), help="seconds per step")
+    p.add_argument("--hold-seconds", type=float, default=float(env("PERF_HOLD_SECONDS", "180")))
+    p.add_argument("--pairs", type=int, default=int(env("PERF_PAIRS", "20")))
+    p.add_argument("--sdk-clients", default=env("PERF_SDK_CLIENTS"), help="default: the load generator's (5 %%)")
+    p.add_argument("--group-step", action="store_true", default=env("PERF_GROUP_STEP", "0") == "1")
+    p.add_argument("--group-rate", type=float, default=float(env("PERF_GROUP_RATE", "100")))
+    p.add_argument("--out", default=env("PERF_OUT", str(OUT_DIR)))
+    return p
+
+
+def _progress():
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    console = Console(stderr=True, soft_wrap=True)  # stdout keeps only the final line
+    return console, Progress(TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn(),
+                             console=console, transient=True)
+
+
+class Bench:
+    """The private stack and the steps run against it."""
+
+    def __init__(self, cfg: argparse.Namespace) -> None:
+        self.cfg, self.out = cfg, Path(cfg.out)
+        self.engines: Any = None  # EngineSet and Stack once `up` ran (imported there: qim.dev needs `dev`)
+        self.stack: Any = None
+        self.console, self.progress = _progress()
+
+    def up(self) -> None:
+        """Engines and services of our own (.perf/engines, .perf/stack)."""
+        from qim.dev.engines import EngineSet
+        from qim.dev.stack import stack_up
+        from qim.errors import EngineError
+
+        try:
+            self.engines = EngineSet.up(self.out / "engines", die_with_parent=True, with_cassandra=False)
+            self.stack = stack_up(self.out / "stack", self.engines.env(), die_with_parent=True)
+        except EngineError as exc:
+            raise InstrumentError(f"the private stack did not start: {exc}") from exc
+
+    def down(self) -> None:
+        """Stop exactly what `up` started (by pid)."""
+        if self.stack is not None:
+            self.stack.down()
+        if self.engines is not None:
+            self.engines.down(timeout=15)
+
+    def pids(self) -> dict[str, int]:
+        """Every measured process but the load generator: engines, then services."""
+        out = {e.name: e.pid for e in self.engines.engines if e.pid}
+        out.update(self.stack.pids)
+        return out
+
+    def sample(self, pids: dict[str, int]) -> dict[str, float]:
+        """CPU seconds of each process now; InstrumentError when one is gone."""
+        try:
+            return {name: read_cpu_s(pid) for name, pid in pids.items()}
+        except ProcessLookupError as exc:
+            raise InstrumentError(f"{exc}: a stack process died during the run") from exc
+
+    def step(self, rate: float, seconds: float, label: str, extra: Sequence[str] = ()) -> Step:
+        """One `qim-loadgen rate` run with CPU samples around it."""
+        steps_dir = self.out / "steps"
+        steps_dir.mkdir(parents=True, exist_ok=True)
+        report = steps_dir / f"{label}.json"
+        report.unlink(missing_ok=True)
+        argv = [sys.executable, "-m", "qim.cli.loadgen", "rate", "--rate", f"{rate:g}", "--duration", f"{seconds:g}",
+                "--pairs", str(self.cfg.pairs), "--drain", f"{DRAIN_S:g}", "--json", str(report), *extra]
+        if self.cfg.sdk_clients is not None:
+            argv += ["--sdk-clients", str(self.cfg.sdk_clients)]
+        pids = self.pids()
+        before = self.sample(pids)
+        with open(steps_dir / f"{label}.log", "w") as log:
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                    env={**os.environ, **self.stack.client_env()})
+            task = self.progress.add_task(f"{label}: {rate:g} msg/s", total=seconds + DRAIN_S)
+            t0 = time.monotonic()
+            try:
+                while True:  # wait4 for the load generator's own rusage (it is its CPU)
+                    pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+                    if pid:
+                        proc.returncode = os.waitstatus_to_exitcode(status)
+                        break
+                    self.progress.update(task, completed=min(time.monotonic() - t0, seconds + DRAIN_S))
+                    time.sleep(0.5)
+            finally:
+                if proc.returncode is None:  # interrupted: the load generator goes too
+                    proc.kill()
+                    proc.wait()
+                self.progress.remove_task(task)
+        after = self.sample(pids)
+        if report.exists():
+            doc = json.loads(report.read_text())
+        else:  # it gave up before its report (e.g. the stack refused the logins): a failed step
+            tail = (steps_dir / f"{label}.log").read_text(errors="replace").strip().splitlines()[-1:]
+            doc = no_report(f"exit {proc.returncode} without a report: {tail[0] if tail else '(no output)'}")
+        before["loadgen"], after["loadgen"] = 0.0, usage.ru_utime + usage.ru_stime
+        s = Step(rate, seconds, doc, {}, proc.returncode)
+        if s.acked:
+            try:
+                s.cpu_ms = cpu_ms_per_msg(before, after, s.acked)
+            except ValueError as exc:
+                raise InstrumentError(f"{label}: {exc}") from exc
+        t = doc["total"]
+        if doc.get("error"):
+            self.console.print(f"{label}: {doc['error']}")
+        self.console.print(f"{label}: {rate:g} msg/s {'PASS' if s.passes else 'FAIL' if s.failed else 'slow'} "
+                           f"acked={s.acked} ack_p99={t['ack']['p99_ms']} e2e_p99={t['e2e']['p99_ms']} ms "
+                           f"cpu={sum(s.cpu_ms.values()):.2f} ms/msg")
+        return s
+
+    def run(self) -> tuple[list[Step], list[Step], Optional[Step]]:
+        """The ladder, the hold, the group step."""
+        rates = [float(r) for r in self.cfg.rates.split(",") if r.strip()]
+        steps: list[Step] = []
+        for rate in rates:
+            steps.append(self.step(rate, self.cfg.seconds, f"step-{rate:g}"))
+            if steps[-1].failed:
+                break
+        holds: list[Step] = []
+        for rate in sorted({s.rate for s in steps if s.passes}, reverse=True):
+            holds.append(self.step(rate, self.cfg.hold_seconds, f"hold-{rate:g}"))
+            holds[-1].hold = True
+            if holds[-1].passes:
+                break
+        group = None
+        if self.cfg.group_step:
+            group = self.step(self.cfg.group_rate, self.cfg.seconds, f"group-{self.cfg.group_rate:g}",
+                              ["--group-members", "1000"])
+        return steps, holds, group
+
+
+def _document(cfg, steps: list[Step], holds: list[Step], group: Optional[Step], line: str) -> dict:
+    return {"line": line, "config": {k: v for k, v in vars(cfg).items()}, "loadavg": os.getloadavg(),
+            "cpus": os.cpu_count(), "max_rate": max_rate(holds),
+            "steps": [s.to_dict() for s in steps], "holds": [h.to_dict() for h in holds],
+            "cold_start": steps[0].segments() if steps else [],
+            "group_step": None if group is None else {**(group.report.get("group") or {}),
+                                                     "step": group.to_dict()}}
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt  # SIGTERM stops the stack like Ctrl-C (the finally of main)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run `make perf`; see the module docstring for the exit codes."""
+    cfg = parser().parse_args(argv)
+    bench = Bench(cfg)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        with bench.progress:
+            bench.console.print(f"perf: starting a private stack in {bench.out}")
+            bench.up()
+            steps, holds, group = bench.run()
+        line = final_line(steps, holds)
+        bench.out.mkdir(parents=True, exist_ok=True)
+        (bench.out / "perf.json").write_text(json.dumps(_document(cfg, steps, holds, group, line), indent=1))
+        plot(steps, str(bench.out / "perf.png"))
+    except InstrumentError as exc:
+        print(f"perf: instrument broke: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("perf: interrupted; the private stack is stopped", file=sys.stderr)
+        return 130
+    finally:
+        bench.down()
+    print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""The figures of `make perf` (issue 12), pure logic: CPU per message from /proc samples,
+the pass rule of a step, max_rate, the final line, the JSON document and the plot.
+
+Inputs are the JSON reports of `qim-loadgen rate --json` (qim/cli/loadgen_rate.py) and
+samples of /proc/PID/stat taken before and after each step by qim/dev/perf.py.
+
+Rules (issue 12 "Goals"):
+  a step passes      the load generator's verdict is clean (every send ACKed, arrival
+                     >= 99 %, nothing lost, duplicated, reordered or corrupt, SDK lane
+                     clean) and ACK P99 <= 50 ms and E2E P99 <= 200 ms
+  a step failed      the load generator's verdict is not clean (errors, loss, ...): the
+                     ladder stops climbing after it
+  max_rate           the highest rate whose hold (PERF_HOLD_SECONDS, 180 s) passed; 0
+                     when none did
+  cpu_ms_per_msg     all processes' user+system CPU over the step / messages ACKed
+                     (frame lane + SDK lane), at 500 msg/s or the nearest step
+  low_load_e2e_p99   the highest E2E P99 over the steps at <= 100 msg/s
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+ACK_P99_GOAL_MS = 50.0
+E2E_P99_GOAL_MS = 200.0
+CPU_AT_RATE = 500.0
+LOW_LOAD_RATE = 100.0
+
+
+def parse_proc_stat(text: str) -> tuple[int, int]:
+    """(utime, stime) in clock ticks from the text of /proc/PID/stat (all threads of the
+    process). The command name may hold spaces and parentheses: fields are counted after
+    the last ')'. ValueError on a malformed line."""
+    head, sep, rest = text.rpartition(")")
+    fields = rest.split()
+    if not sep or len(fields) < 13:
+        raise ValueError(f"not a /proc/PID/stat line: {text[:60]!r}")
+    return int(fields[11]), int(fields[12])  # fields 14 and 15 of proc(5), counted from 1
+
+
+def read_cpu_s(pid: int, proc: str = "/proc") -> float:
+    """User+system CPU seconds of `pid` so far. ProcessLookupError when it is gone."""
+    try:
+        with open(f"{proc}/{pid}/stat", encoding="ascii", errors="replace") as f:
+            utime, stime = parse_proc_stat(f.read())
+    except FileNotFoundError:
+        raise ProcessLookupError(f"process {pid} is gone") from None
+    return (utime + stime) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_ms_per_msg(before: dict[str, float], after: dict[str, float], messages: int) -> dict[str, float]:
+    """{process name: CPU ms per message} over one step from two samples of CPU seconds
+    ({name: s}). ValueError when a process is missing from a sample, its counter went
+    backwards (another process with the pid: the instrument broke) or no message was
+    ACKed."""
+    if messages <= 0:
+        raise ValueError("no message acknowledged: CPU per message is undefined")
+    missing = sorted(set(before) ^ set(after))
+    if missing:
+        raise ValueError(f"processes sampled only once: {missing}")
+    out = {}
+    for name, t0 in before.items():
+        d = after[name] - t0
+        if d < 0:
+            raise ValueError(f"CPU time of {name} went backwards ({t0:.2f} -> {after[name]:.2f} s)")
+        out[name] = round(d * 1000.0 / messages, 4)
+    return out
+
+
+def no_report(error: str) -> dict:
+    """The report of a step whose load generator ended without one: failed, no figures."""
+    empty = {"count": 0, "p50_ms": None, "p95_ms": None, "p99_ms": None, "max_ms": None, "mean_ms": None}
+    return {"ok": False, "error": error, "total": {"sent": 0, "acked": 0, "errors": 0, "ack": empty, "e2e": empty},
+            "segments": []}
+
+
+@dataclass
+class Step:
+    """One rung of the ladder (or the hold): the load generator's report and the CPU."""
+
+    rate: float
+    seconds: float
+    report: dict                     # qim-loadgen rate --json
+    cpu_ms: dict                     # {process: ms per message}
+    exit_code: int = 0
+    hold: bool = False
+
+    @property
+    def acked(self) -> int:
+        """Messages ACKed in this step: the frame lane's and the SDK lane's."""
+        sdk = self.report.get("sdk") or {}
+        return int(self.report["total"]["acked"]) + int(sdk.get("acked", 0))
+
+    def p99(self, kind: str) -> Optional[float]:
+        """ACK ("ack") or end-to-end ("e2e") P99 in ms of the whole step (None: no sample)."""
+        return self.report["total"][kind]["p99_ms"]
+
+    @property
+    def failed(self) -> bool:
+        """The load generator's verdict is not clean (errors, loss, arrival, SDK lane)."""
+        return self.exit_code != 0 or not self.report.get("ok", False)
+
+    @property
+    def passes(self) -> bool:
+        """Clean, and within the ACK and end-to-end P99 goals."""
+        ack, e2e = self.p99("ack"), self.p99("e2e")
+        return (not self.failed and ack is not None and e2e is not None
+                and ack <= ACK_P99_GOAL_MS and e2e <= E2E_P99_GOAL_MS)
+
+    def segments(self) -> list[dict]:
+        """The 5 s segments: t_s, ACK and E2E P99 (the cold-start view of the first step)."""
+        return [{"t_s": s["t_s"], "sent": s["sent"], "ack_p99_ms": s["ack"]["p99_ms"],
+                 "e2e_p99_ms": s["e2e"]["p99_ms"]} for s in self.report.get("segments", [])]
+
+    def to_dict(self) -> dict:
+        """The step as perf.json keeps it."""
+        t = self.report["total"]
+        return {"rate": self.rate, "seconds": self.seconds, "hold": self.hold, "failed": self.failed,
+                "error": self.report.get("error"),
+                "passes": self.passes, "acked": self.acked, "sent": t["sent"], "errors": t["errors"],
+                "arrival": self.report.get("arrival"), "verdict": self.report.get("verdict"),
+                "ack": t["ack"], "e2e": t["e2e"], "cpu_ms_per_msg": self.cpu_ms,
+                "cpu_ms_per_msg_total": round(sum(self.cpu_ms.values()), 4), "sdk": self.report.get("sdk"),
+                "group": self.report.get("group"), "segments": self.segments()}
+
+
+def max_rate(holds: list[Step]) -> float:
+    """The highest rate whose hold passed (0.0 when none did)."""
+    return max((h.rate for h in holds if h.passes), default=0.0)
+
+
+def cpu_at(steps: list[Step], rate: float = CPU_AT_RATE) -> Optional[float]:
+    """Total CPU ms per message of the ladder step nearest to `rate` (the lower on a tie;
+    None without a step that ACKed anything)."""
+    usable = [s for s in steps if s.cpu_ms]
+    if not usable:
+        return None
+    best = min(usable, key=lambda s: (abs(s.rate - rate), s.rate))
+    return round(sum(best.cpu_ms.values()), 3)
+
+
+def low_load_e2e_p99(steps: list[Step], limit: float = LOW_LOAD_RATE) -> Optional[float]:
+    """The highest E2E P99 over the steps at rates <= `limit` (None without one)."""
+    vals = [s.p99("e2e") for s in steps if s.rate <= limit and s.p99("e2e") is not None]
+    return max(vals) if vals else None  # type: ignore[type-var]
+
+
+def _fmt(x: Optional[float]) -> str:
+    return "nan" if x is None else f"{x:.1f}" if abs(x) >= 1 else f"{x:.2f}"
+
+
+def final_line(steps: list[Step], holds: list[Step]) -> str:
+    """`perf: max_rate=… ack_p99_ms=… e2e_p99_ms=… cpu_ms_per_msg=… low_load_e2e_p99_ms=…`.
+    ACK/E2E P99 are the passing hold's at max_rate; without one, the last hold's; without
+    a hold, the first step's."""
+    best = max_rate(holds)
+    shown = next((h for h in holds if h.passes and h.rate == best), holds[-1] if holds else
+                 (steps[0] if steps else None))
+    ack = shown.p99("ack") if shown else None
+    e2e = shown.p99("e2e") if shown else None
+    return (f"perf: max_rate={best:g} ack_p99_ms={_fmt(ack)} e2e_p99_ms={_fmt(e2e)} "
+            f"cpu_ms_per_msg={_fmt(cpu_at(steps))} low_load_e2e_p99_ms={_fmt(low_load_e2e_p99(steps))}")
+
+
+def plot(steps: list[Step], path: str) -> None:
+    """The PNG of a run: ACK and E2E P50/P99 against rate (log scale, goals dashed) and
+    CPU ms per message by process, stacked, per step. matplotlib (the `perf` extra)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    fig, (lat, cpu) = plt.subplots(1, 2, figsize=(13, 5))
+    rates = [s.rate for s in steps]
+    for kind, color in (("ack", "tab:blue"), ("e2e", "tab:orange")):
+        for q, style in (("p50_ms", ":"), ("p99_ms", "-")):
+            ys = [s.report["total"][kind][q] for s in steps]
+            lat.plot(rates, [float("nan") if y is None else y for y in ys], style, marker="o", color=color,
+                     label=f"{kind.upper()} {q[:3].upper()}")
+    lat.axhline(ACK_P99_GOAL_MS, color="tab:blue", linestyle="--", linewidth=0.8)
+    lat.axhline(E2E_P99_GOAL_MS, color="tab:orange", linestyle="--", linewidth=0.8)
+    lat.set(xlabel="offered rate (msg/s)", ylabel="latency (ms)", yscale="log", title="latency by rate")
+    lat.legend()
+    names = sorted({n for s in steps for n in s.cpu_ms})
+    bottom = [0.0] * len(steps)
+    x = list(range(len(steps)))
+    for name in names:
+        ys = [s.cpu_ms.get(name, 0.0) for s in steps]
+        cpu.bar(x, ys, bottom=bottom, label=name)
+        bottom = [b + y for b, y in zip(bottom, ys)]
+    cpu.set_xticks(x, [f"{r:g}" for r in rates])
+    cpu.set(xlabel="offered rate (msg/s)", ylabel="CPU ms per message", title="CPU per message by process")
+    cpu.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
