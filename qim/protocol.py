@@ -64,6 +64,12 @@ class Opcode(enum.IntEnum):
 
 INTERNAL_CATEGORY = 0x7F
 
+# The mutating requests the gateway's send-rate token buckets charge (docs/operations.md
+# "Rate limits"): the gateway limits exactly these, and the SDK paces exactly these
+# through its RateGate after a RATE_LIMITED (qim/sdk/rategate.py).
+RATE_LIMITED_OPCODES = frozenset({Opcode.SEND_MESSAGE, Opcode.RECALL_MESSAGE, Opcode.CREATE_GROUP,
+                                  Opcode.LEAVE_GROUP, Opcode.MARK_READ})
+
 
 class EventType(enum.IntEnum):
     """Mailbox event types (one per type per event group)."""

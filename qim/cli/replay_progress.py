@@ -7,6 +7,7 @@ terminal. Without a terminal rich prints no animation, only the final state.
 
 from __future__ import annotations
 
+import time
 from types import TracebackType
 from typing import Optional
 
@@ -15,6 +16,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 
 from qim.cli.replay_common import Tally
+
+LOG_EVERY_S = 30.0  # without a terminal: one progress line this often
 
 
 class ReplayProgress:
@@ -31,6 +34,9 @@ class ReplayProgress:
         self._dialogues = self._progress.add_task("dialogues", total=dialogues, note="")
         self._history: Optional[TaskID] = None
         self._seen = Tally()
+        self._total = dialogues
+        self._plain = enabled and not self._console.is_terminal
+        self._started = self._logged = time.monotonic()
 
     def __enter__(self) -> "ReplayProgress":
         self._progress.start()
@@ -44,8 +50,9 @@ class ReplayProgress:
         self._seen.add(tally)
         s = self._seen
         problems = s.lost + s.duplicated + s.out_of_order + s.corrupt + s.unread_wrong
-        self._progress.update(self._dialogues, advance=1,
-                              note=f"messages {s.messages}  delivered {s.delivered}  problems {problems}")
+        note = f"messages {s.messages}  delivered {s.delivered}  problems {problems}"
+        self._progress.update(self._dialogues, advance=1, note=note)
+        self._log(f"dialogues {s.conversations}/{self._total}  {note}")
 
     def history_started(self, conversations: int) -> None:
         """The history check begins over `conversations` conversations."""
@@ -55,6 +62,14 @@ class ReplayProgress:
         """`n` more conversations' histories were read and compared."""
         if self._history is not None:
             self._progress.update(self._history, advance=n)
+            task = self._progress.tasks[self._history]
+            self._log(f"history {task.completed:.0f}/{task.total:.0f}")
+
+    def _log(self, what: str) -> None:
+        now = time.monotonic()
+        if self._plain and now - self._logged >= LOG_EVERY_S:
+            self._logged = now
+            self._console.print(f"progress: {what} ({now - self._started:.0f} s)", soft_wrap=True)
 
 
 def print_summary(total: Tally, elapsed_s: float, enabled: bool = True) -> None:

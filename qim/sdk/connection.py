@@ -8,7 +8,10 @@ runtime does not retry it (no reconnect storm against a misconfigured endpoint).
 with a fresh request_id (u32, never 0) and returns the reply (opcode, body); an ERROR
 reply raises ServerError, a dropped connection ConnectionLost. Server-initiated
 frames (request_id 0) go to `on_push` (PUSH_EVENTS), `on_kicked` (KICKED),
-`on_session_delta` (SESSION_DELTA) and `on_read_sync` (READ_SYNC).
+`on_session_delta` (SESSION_DELTA) and `on_read_sync` (READ_SYNC). Every
+ERROR(RATE_LIMITED) to a request the send-rate buckets charge goes to
+`on_rate_limited(retry_after_ms)` before its waiter hears of it, also when nobody waits
+any more (a repeat's answer): the runtime's RateGate must know every refusal.
 
 `request_probed` implements the ACK deadline (DESIGN.md §9, §11): after 3 s without a
 reply it sends PING; no PONG within `probe_s` (4 s) aborts the connection, so an
@@ -25,14 +28,14 @@ import asyncio
 import logging
 import ssl
 import time
-from typing import Callable, Optional
+from typing import Awaitable, Callable, Optional
 
 from qim.consts import SEND_ACK_PROBE_S, STREAM_WRITE_CHUNK_BYTES
 from qim.errors import ErrorCode, FrameError, TlsError
 from qim.net import tls as qtls
 from qim.net.framed import FramedStream, StreamClosed, parse_addr
 from qim.proto.v1 import common_pb2, connection_pb2, mailbox_pb2, session_pb2
-from qim.protocol import Opcode
+from qim.protocol import RATE_LIMITED_OPCODES, Opcode
 from qim.sdk.events import ConnectionLost, ServerError
 
 logger = logging.getLogger(__name__)
@@ -117,6 +120,7 @@ class Connection:
         self.on_kicked: Callable[[int], None] = lambda reason: None
         self.on_session_delta: Callable[[session_pb2.SessionDelta], None] = lambda delta: None
         self.on_read_sync: Callable[[session_pb2.ReadSync], None] = lambda sync: None
+        self.on_rate_limited: Callable[[int], None] = lambda retry_after_ms: None
         self.closed = asyncio.get_running_loop().create_future()  # result: reason str
         self._reader: Optional[asyncio.Task] = None
         self._deaf = False
@@ -183,12 +187,14 @@ class Connection:
 
     async def request_probed(self, opcode: int, body: bytes | Callable[[], bytes],
                              deadline_s: float = SEND_ACK_PROBE_S, probe_s: float = PROBE_S,
-                             repeat: bool = False, first: Optional[asyncio.Future] = None) -> tuple[int, bytes]:
+                             repeat: bool = False, first: Optional[asyncio.Future] = None,
+                             pace: Optional[Callable[[], Awaitable[None]]] = None) -> tuple[int, bytes]:
         """Send and await the reply. Each `deadline_s` without one sends PING (see ping:
         no byte and no PONG within `probe_s` aborts, ConnectionLost); with a PONG the wait
         goes on, and with `repeat` (idempotent requests only: a SEND_MESSAGE keeps its
-        client_message_id) the request is sent again under a new request_id. `body` may
-        be a callable giving the bytes of each transmission (fields recomputed per
+        client_message_id) the request is sent again under a new request_id, after
+        `await pace()` (the RateGate's Permit.again: a repeat costs a token too). `body`
+        may be a callable giving the bytes of each transmission (fields recomputed per
         transmission); `first` is a transmission already queued by send_request."""
         make = body if callable(body) else (lambda: body)
         futs = [first if first is not None else self.send_request(opcode, make())]
@@ -199,6 +205,8 @@ class Connection:
                     return done.pop().result()
                 await self.ping(probe_s)
                 if repeat:
+                    if pace is not None:
+                        await pace()
                     futs.append(self.send_request(opcode, make()))
         finally:
             for fut in futs:
@@ -260,11 +268,13 @@ class Connection:
                     self._server_frame(opcode, body)
                     continue
                 fut = self._waiters.get(rid)
-                if fut is None or fut.done():
-                    continue  # a reply after its waiter gave up (timeout/cancel)
                 if opcode == Opcode.ERROR:
-                    fut.set_exception(_server_error(body))
-                else:
+                    exc = _server_error(body)
+                    if exc.code == ErrorCode.RATE_LIMITED and exc.request_opcode in RATE_LIMITED_OPCODES:
+                        self.on_rate_limited(exc.retry_after_ms)  # first: the gate closes before anyone retries
+                    if fut is not None and not fut.done():
+                        fut.set_exception(exc)
+                elif fut is not None and not fut.done():  # else a reply after its waiter gave up
                     fut.set_result((opcode, body))
         except FrameError as exc:
             reason = f"frame error {exc.__class__.__name__}"

@@ -5,8 +5,8 @@ with the same client_message_id); every other ErrorCode is permanent and surface
 once. `Backoff` doubles from `start` to `cap` seconds and gives up once `budget`
 seconds have passed since the first failure, so a caller never waits for ever. An
 ERROR with `retry_after_ms` (RATE_LIMITED, issue 15) is never retried sooner than that.
-`RateGate` paces the sends a runtime retries after RATE_LIMITED: they pass one at a time,
-the server's hint apart, instead of all at once when their hints run out (no retry storm).
+The requests the gateway's send-rate buckets charge go through the runtime's RateGate
+instead (qim/sdk/rategate.py: one gate for all of them, no retry storm).
 """
 
 from __future__ import annotations
@@ -33,33 +33,6 @@ def retry_after_s(exc: BaseException) -> float:
     return getattr(exc, "retry_after_ms", 0) / 1000
 
 
-class RateGate:
-    """One runtime's pacing of retries refused with RATE_LIMITED: `refused(exc)` notes
-    the hint; `wait()` lets one waiter through at a time, each at least the latest hint
-    after the one before (the hint is about one token of the server's bucket)."""
-
-    def __init__(self) -> None:
-        self._until = 0.0
-        self._interval = 0.0
-        self._lock = asyncio.Lock()
-        self.refusals = 0
-
-    def refused(self, exc: BaseException) -> None:
-        """A request got RATE_LIMITED with `exc.retry_after_ms`: nobody retries sooner."""
-        hint = retry_after_s(exc) or RETRY_START_S
-        self.refusals += 1
-        self._interval = hint
-        self._until = max(self._until, time.monotonic() + hint)
-
-    async def wait(self) -> None:
-        """Return when this caller may retry."""
-        async with self._lock:
-            delay = self._until - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            self._until = max(self._until, time.monotonic()) + self._interval
-
-
 class Backoff:
     """Delays start, 2*start, ... capped at `cap`; `budget` seconds in all (None: no limit)."""
 
@@ -70,14 +43,19 @@ class Backoff:
         self.began: Optional[float] = None
         self.attempts = 0
 
-    async def wait(self, exc: BaseException) -> None:
-        """Sleep before the next attempt, or re-raise `exc` when the budget is spent."""
+    def charge(self, exc: BaseException, delay: float = 0.0) -> None:
+        """Re-raise `exc` when waiting `delay` (default: its retry-after hint) more would
+        pass the budget; the caller waits elsewhere (the RateGate)."""
         now = time.monotonic()
         if self.began is None:
             self.began = now
-        delay = max(self.delay, retry_after_s(exc))
-        if self.budget is not None and now + delay - self.began > self.budget:
+        if self.budget is not None and now + max(delay, retry_after_s(exc)) - self.began > self.budget:
             raise exc
+
+    async def wait(self, exc: BaseException) -> None:
+        """Sleep before the next attempt, or re-raise `exc` when the budget is spent."""
+        delay = max(self.delay, retry_after_s(exc))
+        self.charge(exc, delay)
         self.attempts += 1
         await asyncio.sleep(delay)
         self.delay = min(self.delay * 2, self.cap)

@@ -31,13 +31,15 @@ from typing import Awaitable, Callable, Optional
 from qim.consts import MAX_MESSAGE_BODY, MESSAGE_TYPE_TEXT, SEND_ACK_PROBE_S
 from qim.errors import ErrorCode, QimError
 from qim.proto.v1 import connection_pb2, mailbox_pb2, session_pb2
+from qim.protocol import RATE_LIMITED_OPCODES
 from qim.sdk import events as ev
 from qim.sdk.connection import PROBE_S, Connection, client_tls
 from qim.sdk.credentials import TokenProvider, TokenSource
 from qim.sdk.events import ConnectionLost, Kicked, NotConnected, SendAck, SendTimeout, ServerError
 from qim.sdk.puller import Puller
+from qim.sdk.rategate import RateGate
 from qim.sdk.reconnect import reconnect_loop
-from qim.sdk.retry import RETRY_BUDGET_S, RETRYABLE, Backoff, RateGate
+from qim.sdk.retry import RETRY_BUDGET_S, RETRYABLE, Backoff
 from qim.sdk.sender import Sender
 from qim.sdk.store import ApplyResult, LocalStore, StoreError
 from qim.sdk.tell import tell
@@ -67,7 +69,7 @@ class ClientRuntime:
         self.endpoint, self.store = endpoint, store
         self._tls = client_tls(endpoint, ca_file, ssl_context, plaintext)  # built once: reads the CA file now
         self.tokens = TokenSource(token, (store.tenant, store.user_id, store.device_id), token_provider)
-        self.rate_gate = RateGate()  # paces retries the server refused with RATE_LIMITED
+        self.rate_gate = RateGate()  # every request the send-rate buckets charge passes it (rategate.py)
         self.auto_reconnect, self.send_timeout = auto_reconnect, send_timeout
         self.on_event = on_event
         self.events: Optional[asyncio.Queue] = asyncio.Queue() if event_queue else None
@@ -197,6 +199,7 @@ class ClientRuntime:
             old.abort("replaced by a new connection")
         conn.on_push = self._on_push
         conn.on_kicked = self._on_kicked
+        conn.on_rate_limited = self.rate_gate.refused
         if self.on_session_delta is not None:
             conn.on_session_delta = self.on_session_delta
         if self.on_read_sync is not None:
@@ -263,11 +266,14 @@ class ClientRuntime:
                 fut.set_exception(exc)
 
     async def request(self, opcode: int, body: bytes, timeout: Optional[float] = None) -> tuple[int, bytes]:
-        """One request on the live connection -> (reply opcode, body). NotConnected,
-        ServerError (ERROR reply), ConnectionLost."""
+        """One request on the live connection -> (reply opcode, body); one the send-rate
+        buckets charge waits for the RateGate first. NotConnected, ServerError (ERROR
+        reply), ConnectionLost."""
         conn = self._conn
         if conn is None or not self.connected:
             raise NotConnected("call connect() first")
+        if opcode in RATE_LIMITED_OPCODES:
+            return await self.rate_gate.through(lambda _permit: conn.request(opcode, body, timeout or self.send_timeout))
         return await conn.request(opcode, body, timeout or self.send_timeout)
 
     # --- sending -------------------------------------------------------------------

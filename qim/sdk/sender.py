@@ -9,11 +9,16 @@ recomputed at every (re)transmission. Frames are written in ordinal order: the f
 transmission of a send is queued synchronously when it is started, and after a
 reconnect every unresolved send is started again in ordinal order.
 
+Every transmission holds a Permit of the runtime's RateGate (qim/sdk/rategate.py): the
+gateway charges each one a token, also a retransmission. A send takes its ticket (its
+place in line) when it is first started, so after a RATE_LIMITED sends go out again in
+submission order, one at a time, never one before its previous send was answered.
+
 Outcomes settle the send's waiter (runtime._settle) and never vanish: SEND_ACK →
-acked; a retryable ERROR (UNAVAILABLE, e.g. "previous send not yet sequenced",
-MAILBOX_DIRTY) → back off and retransmit with a recomputed previous id; RATE_LIMITED →
-retransmit through the runtime's RateGate, not before the server's retry_after_ms and
-one at a time (qim/sdk/retry.py);
+acked; UNAVAILABLE (e.g. "previous send not yet sequenced") or MAILBOX_DIRTY → back
+off and retransmit with a recomputed previous id, keeping the permit (paced by the
+gate: Permit.again); RATE_LIMITED → the permit goes back and the send waits in line
+for the gate (not before the server's retry_after_ms);
 a permanent ERROR (CONFLICT, ...) → row failed with its body kept, the waiter gets
 ServerError and the app a SendFailed event; ConnectionLost → the reconnect resends;
 any other exception → the same as a permanent error (never pending for ever).
@@ -24,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from qim.errors import ErrorCode, QimError
 from qim.proto.v1 import message_pb2
@@ -32,6 +37,7 @@ from qim.protocol import Opcode
 from qim.sdk import events as ev
 from qim.sdk.connection import Connection
 from qim.sdk.events import ConnectionLost, SendAck, ServerError
+from qim.sdk.rategate import Permit
 from qim.sdk.retry import RETRYABLE, Backoff
 from qim.sdk.store import PendingSend, Resolved
 
@@ -40,6 +46,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 SEND_RETRY_START_S = 0.02  # "previous send not yet sequenced" clears within a commit
+NOT_SENT = ConnectionLost("no answer under this permit")  # Permit.close: neither admitted nor refused
 
 
 class Sender:
@@ -50,6 +57,7 @@ class Sender:
         self._rows: dict[bytes, PendingSend] = {}  # unresolved sends by cmid
         self._by_conv: dict[bytes, list[tuple[int, bytes]]] = {}  # conversation -> sorted (ordinal, cmid)
         self._inflight: set[bytes] = set()  # cmids with a transmission on the current connection
+        self._tickets: dict[bytes, int] = {}  # cmid -> RateGate ticket, taken when first started
 
     # --- the unresolved set ----------------------------------------------------------
     def track(self, row: PendingSend) -> None:
@@ -62,6 +70,7 @@ class Sender:
     def resolved(self, cmid: bytes) -> None:
         """The send is acked, committed or failed: later sends stop naming it."""
         row = self._rows.pop(cmid, None)
+        self._tickets.pop(cmid, None)
         if row is None:
             return
         entries = self._by_conv.get(row.conversation_id, [])
@@ -94,22 +103,30 @@ class Sender:
 
     # --- transmission ----------------------------------------------------------------
     def start(self, conn: Connection, row: PendingSend) -> None:
-        """Queue the first transmission now (so frames leave in the order sends are
-        started) and await its outcome in a task. No-op when already in flight."""
+        """Queue the first transmission now when the RateGate is open (so frames leave in
+        the order sends are started; a closed gate keeps that order by ticket) and await
+        its outcome in a task. No-op when already in flight."""
         cmid = row.client_message_id
         if cmid in self._inflight or cmid not in self._rows:
             return
         self._inflight.add(cmid)
-        try:
-            first = self._transmit(conn, row)
-        except ConnectionLost:
-            self._inflight.discard(cmid)  # the reconnect's reconciliation resends it
-            return
-        except Exception as exc:  # noqa: BLE001 — settle the waiter, never pending for ever
-            self._inflight.discard(cmid)
-            self._rt._spawn(self._fail(row, exc))
-            return
-        self._rt._spawn(self._outcome(conn, row, first))
+        if cmid not in self._tickets:
+            self._tickets[cmid] = self._rt.rate_gate.ticket()
+        permit = self._rt.rate_gate.try_acquire(self._tickets[cmid])
+        first = None
+        if permit is not None:
+            try:
+                first = self._transmit(conn, row)
+            except ConnectionLost as exc:
+                permit.close(exc)
+                self._inflight.discard(cmid)  # the reconnect's reconciliation resends it
+                return
+            except Exception as exc:  # noqa: BLE001 — settle the waiter, never pending for ever
+                permit.close(exc)
+                self._inflight.discard(cmid)
+                self._rt._spawn(self._fail(row, exc))
+                return
+        self._rt._spawn(self._outcome(conn, row, permit, first))
 
     def _transmit(self, conn: Connection, row: PendingSend) -> asyncio.Future:
         rt = self._rt
@@ -128,27 +145,39 @@ class Sender:
         finally:
             conn.abort("cut after send (test hook)")
 
-    async def _outcome(self, conn: Connection, row: PendingSend, first: asyncio.Future) -> None:
+    async def _outcome(self, conn: Connection, row: PendingSend, permit: Optional[Permit],
+                       first: Optional[asyncio.Future]) -> None:
         rt, cmid = self._rt, row.client_message_id
+        ticket = self._tickets.get(cmid) or rt.rate_gate.ticket()
         backoff = Backoff(SEND_RETRY_START_S, budget=None)  # retried until answered; the waiter has its timeout
+        answered: BaseException = NOT_SENT  # how the permit's last transmission was answered
         try:
             while True:
+                if permit is None:  # in line behind the gate (RATE_LIMITED seen)
+                    permit = await rt.rate_gate.acquire(ticket)
+                if first is None:
+                    if cmid not in self._rows:  # resolved meanwhile (our own mailbox entry)
+                        permit.close(answered)  # after an UNAVAILABLE the bucket did admit it
+                        return
+                    first = self._transmit(conn, row)  # previous id recomputed
                 try:
                     op, reply = await conn.request_probed(Opcode.SEND_MESSAGE, lambda: self.frame(row),
-                                                          rt.ack_deadline_s, rt.probe_s, repeat=True, first=first)
+                                                          rt.ack_deadline_s, rt.probe_s, repeat=True, first=first,
+                                                          pace=permit.again)
                 except ServerError as exc:
+                    first, answered = None, exc
                     if exc.code not in RETRYABLE:
+                        permit.close(exc)
                         await self._fail(row, exc)
                         return
                     if exc.code == ErrorCode.RATE_LIMITED:
-                        rt.rate_gate.refused(exc)
-                        await rt.rate_gate.wait()
+                        permit.close(exc)  # back in line (the same ticket); the gate holds the hint
+                        permit, answered = None, NOT_SENT
                     else:
                         await backoff.wait(exc)
-                    if cmid not in self._rows:
-                        return  # resolved meanwhile (our own mailbox entry)
-                    first = self._transmit(conn, row)  # previous id recomputed
+                        await permit.again()  # the retransmission costs a token too
                     continue
+                permit.close(None)
                 if op != Opcode.SEND_ACK:
                     conn.abort(f"unexpected reply 0x{op:04x} to SEND_MESSAGE")
                     return  # the reconnect resends it with the same cmid
@@ -163,6 +192,8 @@ class Sender:
         except Exception as exc:  # noqa: BLE001 — settle the waiter, never pending for ever
             await self._fail(row, exc)
         finally:
+            if permit is not None:
+                permit.close(NOT_SENT)  # no answer (lost, cancelled); idempotent after close(None)
             if conn is rt._conn:
                 self._inflight.discard(cmid)
 

@@ -30,6 +30,7 @@ from qim.sdk import events as ev
 from qim.sdk.connection import Connection
 from qim.sdk.events import ConnectionLost, NotConnected
 from qim.sdk.model import ApplyResult
+from qim.sdk.rategate import gated_retry
 from qim.sdk.retry import Backoff, with_retry
 
 if TYPE_CHECKING:
@@ -136,9 +137,8 @@ class Sessions:
         rt = self._rt
         body = session_pb2.MarkRead(conversation_id=conv, read_conversation_seq=seq,
                                     peer_user_id=peer).SerializeToString()
-        _, reply = await with_retry(lambda: conn.request_probed(Opcode.MARK_READ, body, rt.ack_deadline_s,
-                                                                rt.probe_s),
-                                    Backoff(budget=rt.retry_budget_s))
+        _, reply = await gated_retry(rt.rate_gate, lambda permit: conn.request_probed(
+            Opcode.MARK_READ, body, rt.ack_deadline_s, rt.probe_s, pace=permit.again), Backoff(budget=rt.retry_budget_s))
         ok = session_pb2.MarkReadOk.FromString(reply)
         # the server clamps to its newest visible message: what we asked for is settled
         await self._apply("server", rt.store.move_read, conv, max(seq, ok.read_conversation_seq), True)

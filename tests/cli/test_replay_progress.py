@@ -42,3 +42,15 @@ def test_progress_counts_dialogues_and_problems(capsys):
     out, err = capsys.readouterr()
     assert out == ""
     assert "2/2" in err and "messages 20" in err and "delivered 18" in err and "problems 1" in err
+
+
+def test_without_a_terminal_a_plain_line_tells_the_run_is_alive(capsys, monkeypatch):
+    from qim.cli import replay_progress
+    monkeypatch.setattr(replay_progress, "LOG_EVERY_S", 0.0)
+    with ReplayProgress(3) as p:  # capsys is not a terminal
+        p.dialogue_done(_tally(lost=1))
+        p.history_started(3)
+        p.history_done(2)
+    err = capsys.readouterr().err
+    assert "progress: dialogues 2/3  messages 10  delivered 9  problems 1" in err
+    assert "progress: history 2/3" in err

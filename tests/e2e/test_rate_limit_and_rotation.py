@@ -26,6 +26,7 @@ from qim.wire.tokens import SigningKey
 from tests.e2e.test_tokens_auth import gateway_stream, metric, transport, try_auth
 from tests.fixtures import running_stack
 from tests.sdk.realstack import eventually, users
+from tests.sdk.test_rate_gate import early_transmissions, record_wire
 
 RATE = 2  # QIM_RATE_USER_PER_S = QIM_RATE_USER_BURST
 NEXT_KEY = SigningKey.generate("ES256")  # the key being rotated in
@@ -78,35 +79,52 @@ async def test_a_sender_above_the_user_rate_gets_rate_limited_with_retry_after(l
         s.abort()
 
 
-async def test_the_sdk_waits_for_the_hint_and_delivers_everything(limited, tmp_path):
-    a, b = users(2)
-    sender = await Client.open(limited.gateway_addr, issue_dev_token(limited.token_key, 0, a, 1),
-                               data_dir=str(tmp_path / "a"), **transport(limited))
-    reader = await Client.open(limited.gateway_addr, issue_dev_token(limited.token_key, 0, b, 1),
-                               data_dir=str(tmp_path / "b"), **transport(limited))
+async def test_the_sdk_waits_for_the_hint_and_delivers_everything(limited, tmp_path, monkeypatch):
+    """8 sends and a MARK_READ at once from one user limited to 2 requests per second:
+    every request the SDK transmits after a RATE_LIMITED waits for that reply's hint (one
+    RateGate for sends, their UNAVAILABLE retries and MARK_READ: qim/sdk/rategate.py),
+    and the gateway refuses no more than one request per request made (before the gate
+    covered all of them, CI counted 31 refusals for 8 sends)."""
+    a, b, c = users(3)
+    opened = []
+    for user, name in ((a, "a"), (b, "b"), (c, "c")):
+        opened.append(await Client.open(limited.gateway_addr, issue_dev_token(limited.token_key, 0, user, 1),
+                                        data_dir=str(tmp_path / name), **transport(limited)))
+    sender, reader, third = opened
     try:
-        await sender.connect()
-        await reader.connect()
+        for client in opened:
+            await client.connect()
         chat = await sender.open_direct(b)
+        other = await third.open_direct(a)
+        await third.send_text(other.conversation_id, "unread")  # for the sender's MARK_READ below
+        await eventually(lambda: sender.store.messages(other.conversation_id), what="the message to mark read")
+        await asyncio.sleep(1.0)  # the sender's bucket full again: the burst below starts from `burst` tokens
         refused_before = metric(limited, "qim_gateway_rate_limited_total", 'scope="user"')
+        gate_before = sender.runtime.rate_gate.refusals
+        sent, refusals = record_wire(monkeypatch)  # from here on only the sender transmits counted requests
         n = 8
         started = time.monotonic()
-        acks = await asyncio.gather(*(sender.send_text(chat.conversation_id, f"m{i}") for i in range(n)))
+        acks, read = await asyncio.gather(
+            asyncio.gather(*(sender.send_text(chat.conversation_id, f"m{i}") for i in range(n))),
+            sender.mark_read(other.conversation_id))
         elapsed = time.monotonic() - started
+        assert read == 1
         assert sorted(a.conversation_seq for a in acks) == sorted({a.conversation_seq for a in acks})  # n distinct
-        # open_direct and connect's MARK_READ took tokens too: at 2/s the n sends need >= (n - 2) / 2 s
-        assert elapsed >= (n - RATE) / RATE - 0.5, elapsed
+        requests = n + 1  # the sends and the MARK_READ: each takes a token of the user's bucket
+        assert elapsed >= (requests - RATE) / RATE - 0.5, elapsed  # 2 tokens in the bucket, then 2 per second
         refused = metric(limited, "qim_gateway_rate_limited_total", 'scope="user"') - refused_before
         assert refused > 0, "the limit never refused anything: the test proves nothing"
-        assert refused <= 2 * n, f"{refused} refusals for {n} sends: the SDK retries in a storm"
-        assert sender.runtime.rate_gate.refusals == refused
+        # about one refusal per request at worst (qim/sdk/rategate.py "Bound"); a storm is several each
+        assert refused <= requests, f"{refused} refusals for {requests} requests: the SDK retries in a storm"
+        assert early_transmissions(sent, refusals) == [], "a request left before the hint it had received"
+        assert sender.runtime.rate_gate.refusals - gate_before == refused == len(refusals)  # it heard every one
         await eventually(lambda: len(reader.store.messages(chat.conversation_id)) == n, timeout=30,
                          what="every message delivered")
         assert sorted(m.body.decode() for m in reader.store.messages(chat.conversation_id)) == \
             sorted(f"m{i}" for i in range(n))
     finally:
-        await sender.close()
-        await reader.close()
+        for client in opened:
+            await client.close()
 
 
 async def test_the_connection_cap_refuses_a_third_device_and_closes(limited, tmp_path):

@@ -9,8 +9,11 @@ SEND_MESSAGE frames entirely: no commit, no answer), `materialize_delay` (entrie
 become visible later, like a lagging watermark), `push` on/off, `push_reference`
 (push entries carry no body, like referenced ones), `require_previous` (refuse a send
 whose previous_client_message_id holds no commit yet: UNAVAILABLE, as the writer does),
-`pull_errors` (ErrorCodes answered to the next PULL_MAILBOXes). `frames` records every
-SendMessage received, in arrival order.
+`pull_errors` (ErrorCodes answered to the next PULL_MAILBOXes), `limiter` (the gateway's
+own SendLimiter: SEND_MESSAGE and MARK_READ are charged per user and refused with
+RATE_LIMITED + retry_after_ms, counted in `refusals`), `stall_after_refusal_s` (after
+its first refusal the connection reads nothing for that long, like a gateway the
+machine did not schedule). `frames` records every SendMessage received, in arrival order.
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ import hashlib
 import time
 
 from qim.consts import TOKEN_AUDIENCE_DEFAULT, TOKEN_ISSUER_DEFAULT
-from qim.errors import RequestError
+from qim.errors import ErrorCode, RequestError
 from qim.net.framed import FramedStream
-from qim.proto.v1 import common_pb2, connection_pb2, mailbox_pb2, message_pb2
+from qim.proto.v1 import common_pb2, connection_pb2, mailbox_pb2, message_pb2, session_pb2
 from qim.protocol import Opcode
+from qim.services.gateway.ratelimit import RateLimited, SendLimiter
 from qim.wire.tokens import SigningKey, TokenVerifier
 
 LANE, EPOCH = 5, 1
@@ -47,6 +51,9 @@ class FakeGateway:
         self.frames: list[message_pb2.SendMessage] = []
         self.silent = False
         self.sends_seen = 0
+        self.limiter: SendLimiter | None = None
+        self.refusals = 0
+        self.stall_after_refusal_s = 0.0
         self._offset = 0
         self.server: asyncio.AbstractServer | None = None
         self._handlers: set[asyncio.Task] = set()
@@ -94,6 +101,10 @@ class FakeGateway:
                     continue  # a half-open peer: reads everything, answers nothing
                 elif user is None:
                     self._error(stream, rid, 2, op)
+                elif self._refused(stream, rid, user, op):
+                    if self.stall_after_refusal_s:
+                        stall, self.stall_after_refusal_s = self.stall_after_refusal_s, 0.0
+                        await asyncio.sleep(stall)
                 elif op == Opcode.PING:
                     stream.send(Opcode.PONG, rid, connection_pb2.Pong(server_time_ms=1).SerializeToString())
                 elif op == Opcode.SEND_MESSAGE:
@@ -102,6 +113,11 @@ class FakeGateway:
                     self._error(stream, rid, self.pull_errors.pop(0), op)
                 elif op == Opcode.PULL_MAILBOX:
                     self._pull(stream, rid, user, mailbox_pb2.PullMailbox.FromString(body))
+                elif op == Opcode.MARK_READ:
+                    req = session_pb2.MarkRead.FromString(body)
+                    stream.send(Opcode.MARK_READ_OK, rid, session_pb2.MarkReadOk(
+                        conversation_id=req.conversation_id,
+                        read_conversation_seq=req.read_conversation_seq).SerializeToString())
                 else:
                     self._error(stream, rid, 5, op)
         except (ConnectionError, OSError):
@@ -110,6 +126,19 @@ class FakeGateway:
             if user is not None and stream in self.online.get(user, []):
                 self.online[user].remove(stream)
             stream.close()
+
+    def _refused(self, stream, rid, user, op) -> bool:
+        """With a `limiter`: charge a SEND_MESSAGE / MARK_READ, or answer RATE_LIMITED."""
+        if self.limiter is None or op not in (Opcode.SEND_MESSAGE, Opcode.MARK_READ):
+            return False
+        try:
+            self.limiter.admit(user, None)
+            return False
+        except RateLimited as exc:
+            self.refusals += 1
+            stream.send(Opcode.ERROR, rid, common_pb2.Error(code=ErrorCode.RATE_LIMITED, message="x", request_opcode=op,
+                                                            retry_after_ms=exc.retry_after_ms).SerializeToString())
+            return True
 
     def _error(self, stream, rid, code, op) -> None:
         stream.send(Opcode.ERROR, rid, common_pb2.Error(code=code, message="x", request_opcode=op).SerializeToString())

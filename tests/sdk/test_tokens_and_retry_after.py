@@ -1,7 +1,8 @@
 """The SDK's side of issue 15: tokens refreshed through the app's token provider (after
 KICKED{TOKEN_EXPIRED}, before a stale token is used, once after UNAUTHENTICATED), and
-the server's retry_after_ms honoured without a retry storm (qim/sdk/credentials.py,
-qim/sdk/retry.py). Against the in-process fake gateway (real frames)."""
+the server's retry_after_ms honoured by the backoff (qim/sdk/credentials.py,
+qim/sdk/retry.py; the RateGate: tests/sdk/test_rate_gate.py). Against the in-process
+fake gateway (real frames)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from qim.proto.v1 import connection_pb2
 from qim.protocol import Opcode
 from qim.sdk import ClientRuntime, LocalStore, ServerError
 from qim.sdk.credentials import TokenProviderError, TokenSource
-from qim.sdk.retry import Backoff, RateGate
+from qim.sdk.retry import Backoff
 from qim.wire.devtoken import issue_dev_token
 from tests.sdk.fakegateway import FakeGateway
 from tests.sdk.test_runtime import KEY, TENANT, wait_for
@@ -107,19 +108,3 @@ async def test_backoff_never_retries_before_the_servers_hint(monkeypatch):
     assert slept == [0.05, 1.5, 0.2]  # the hint when longer, the own schedule otherwise
     with pytest.raises(ServerError):  # a hint beyond the budget surfaces at once
         await Backoff(budget=30.0).wait(ServerError(ErrorCode.RATE_LIMITED, "x", retry_after_ms=60_000))
-
-
-async def test_the_rate_gate_lets_refused_requests_through_one_hint_apart():
-    gate = RateGate()
-    for _ in range(3):
-        gate.refused(ServerError(ErrorCode.RATE_LIMITED, "x", retry_after_ms=100))
-    started = time.monotonic()
-    passed: list[float] = []
-
-    async def retry() -> None:
-        await gate.wait()
-        passed.append(time.monotonic() - started)
-
-    await asyncio.gather(*(retry() for _ in range(3)))
-    assert passed[0] >= 0.09  # not before the hint
-    assert all(b - a >= 0.09 for a, b in zip(passed, passed[1:])), passed  # and one at a time

@@ -21,11 +21,10 @@ import time
 from typing import Callable, Hashable, Optional
 
 from qim.errors import ErrorCode, RequestError
-from qim.protocol import Opcode
+from qim.protocol import RATE_LIMITED_OPCODES
 from qim.services.gateway.metrics import GatewayMetrics
 
-LIMITED_OPCODES = frozenset({Opcode.SEND_MESSAGE, Opcode.RECALL_MESSAGE, Opcode.CREATE_GROUP, Opcode.LEAVE_GROUP,
-                             Opcode.MARK_READ})
+LIMITED_OPCODES = RATE_LIMITED_OPCODES  # defined with the protocol: the SDK's RateGate paces the same set
 SWEEP_S = 60.0
 
 
