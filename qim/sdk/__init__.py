@@ -48,6 +48,7 @@ from qim.sdk.events import (
     NotConnected,
     PendingResolved,
     ReadPositionChanged,
+    Recalled,
     SendAck,
     SendFailed,
     SendPending,
@@ -69,7 +70,7 @@ def direct_conversation(tenant: int, user_a: int, user_b: int) -> bytes:
 
 __all__ = [
     "Client", "Member", "Conversation", "LastMessage", "Membership", "DeviceIdentity", "device_identity",
-    "default_data_dir", "ClientRuntime", "LocalStore", "StoredMessage", "StoreError", "SendAck", "ServerError",
+    "default_data_dir", "ClientRuntime", "LocalStore", "StoredMessage", "StoreError", "SendAck", "Recalled", "ServerError",
     "ConnectionLost", "NotConnected", "Kicked", "KickedEvent", "SendTimeout", "SendRefused", "ConnectionState",
     "ConversationsUpdated", "MessagesAdded", "MessagesUpdated", "MessagesRemoved", "PendingResolved", "SendPending",
     "SendFailed", "SyncFailed", "ReadPositionChanged", "MembershipChanged", "direct_conversation", "TlsError",

@@ -34,9 +34,8 @@ from typing import Optional, Union
 from qim._core import ids
 from qim.consts import CONVERSATION_KIND_GROUP, MESSAGE_TYPE_CUSTOM, MESSAGE_TYPE_TEXT, U63_MAX
 from qim.errors import ErrorCode
-from qim.proto.v1 import message_pb2
 from qim.sdk import identity, requests
-from qim.sdk.events import ConnectionLost, NotConnected, SendAck, SendRefused
+from qim.sdk.events import ConnectionLost, NotConnected, Recalled, SendAck, SendRefused
 from qim.sdk.model import Conversation, PendingSend, StoredMessage
 from qim.sdk.runtime import ClientRuntime
 from qim.sdk.sessions import Sessions
@@ -235,15 +234,16 @@ class Client:
         """A CUSTOM message: `custom_type` (≤ 64 bytes UTF-8) tells the app what `body` is."""
         return await self.send(conversation_id, body, MESSAGE_TYPE_CUSTOM, custom_type.encode("utf-8"), wait)
 
-    async def recall(self, conversation_id: bytes, message_id: bytes) -> message_pb2.RecallOk:
+    async def recall(self, conversation_id: bytes, message_id: bytes) -> Recalled:
         """Recall one of the user's own messages (24 h window on the server); the stored
-        copy loses its body at once (MessagesUpdated). ServerError (FORBIDDEN: not ours
-        or too old, NOT_FOUND)."""
+        copy loses its body at once (MessagesUpdated), the other members' copies when the
+        CONTROL message reaches them. ServerError (FORBIDDEN: not ours or too old,
+        NOT_FOUND)."""
         conv = bytes(conversation_id)
         peer = await self.store.run(self.store.peer_of, conv)
         ok = await requests.recall(self.runtime, conv, bytes(message_id), peer)
         await self.runtime._puller.apply(self.store.mark_state, bytes(message_id), int(ok.state))
-        return ok
+        return Recalled(bytes(ok.message_id), int(ok.state), ok.control_conversation_seq)
 
     async def mark_read(self, conversation_id: bytes, seq: Optional[int] = None) -> int:
         """Move the read position (default: to the newest message); returns it. Other

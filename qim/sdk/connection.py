@@ -76,6 +76,12 @@ def client_tls(endpoint: str, ca_file: Optional[str] = None, ssl_context: Option
     return ssl_context or qtls.client_port_context(qtls.ca_file_from_env(ca_file))
 
 
+# TCP + TLS handshake + AUTH answer. A refused port fails at once whatever this is; the
+# bound is for a gateway that answers slowly, and a busy 2-core host (CI, a laptop on
+# battery) took more than 5 s for a TLS handshake under load, which failed connect().
+CONNECT_TIMEOUT_S = 15.0
+
+
 async def _open_stream(host: str, port: int, endpoint: str, tls: Optional[ssl.SSLContext],
                        timeout: float) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """TCP (and TLS) to the gateway: ConnectionLost when it cannot be reached or the
@@ -126,7 +132,7 @@ class Connection:
         self._deaf = False
 
     @classmethod
-    async def open(cls, endpoint: str, token: str, timeout: float = 5.0,
+    async def open(cls, endpoint: str, token: str, timeout: float = CONNECT_TIMEOUT_S,
                    tls: Optional[ssl.SSLContext] = None) -> "Connection":
         """Connect and authenticate; `tls`: the context of `client_tls()` (None:
         plaintext, development only). ServerError(UNAUTHENTICATED) on a refused token,

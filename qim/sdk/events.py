@@ -30,6 +30,17 @@ class SendAck:
 
 
 @dataclass(frozen=True)
+class Recalled:
+    """Outcome of `Client.recall`: the message (16 raw bytes) now has `state` (1 RECALLED)
+    and the CONTROL message announcing it to the conversation has
+    `control_conversation_seq`."""
+
+    message_id: bytes
+    state: int
+    control_conversation_seq: int
+
+
+@dataclass(frozen=True)
 class Connected:
     """A connection authenticated: who this device is and its mailbox lane."""
     user_id: int

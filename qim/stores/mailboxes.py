@@ -9,10 +9,13 @@ a per-entry cost; the highest offset ever removed is the persisted trim boundary
 Materialization of one dispatch record: `begin` (DispatchProgress: digest, first
 mailbox_seq), `append` every recipient's entry, `finish` (completion + packed watermark
 compare-and-set), or the three `fused` for a single recipient (docs/decisions/0003).
+Every call is safe to repeat after a failure whose outcome is unknown: `finish`
+recognises its own earlier write by the writer token stored beside W
+(docs/decisions/0024-mailbox-finish-recognises-its-own-write.md).
 
 Errors: MailboxDirty (qim.errors) for a digest conflict or a watermark moved by someone
-else (the shard must stop); StoreUnavailable when the backend fails (W has not moved:
-retry).
+else (the shard must stop); StoreUnavailable when the backend fails (the call may or may
+not have applied: repeat it).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import NamedTuple, Optional, Protocol, Sequence
 from qim.consts import DAY_MS
 
 FRESH, RESUME, DUPLICATE = "FRESH", "RESUME", "DUPLICATE"
+RECOVERED = "RECOVERED"  # this writer had already finished the call; only its reply was lost
 
 
 def day_of(created_at_ms: int) -> int:
@@ -64,14 +68,18 @@ class MailboxStore(Protocol):
         ...
 
     async def finish(self, shard: int, epoch: int, dispatch_id: bytes, expected_wm: Optional[bytes],
-                     new_wm: bytes) -> None:
-        """finish_dispatch: completion and W compare-and-set from `expected_wm`."""
+                     new_wm: bytes, writer: bytes = b"") -> bool:
+        """finish_dispatch: completion and W compare-and-set from `expected_wm`, recording
+        `writer`. True when W was written now; False when W already was `new_wm` written by
+        this same non-empty `writer` (this finish applied before and its reply was lost).
+        MailboxDirty when W is anything else (another writer)."""
         ...
 
     async def fused(self, shard: int, epoch: int, tenant: int, dispatch_id: bytes, digest: bytes, offset: int,
                     seq8: bytes, day: int, user: int, member: bytes, expected_wm: Optional[bytes],
-                    new_wm: bytes) -> tuple[str, bytes]:
-        """begin + append + finish of a single-recipient dispatch in one operation."""
+                    new_wm: bytes, writer: bytes = b"") -> tuple[str, bytes]:
+        """begin + append + finish of a single-recipient dispatch in one operation; the
+        status is RECOVERED when finish recognised `writer`'s own earlier write."""
         ...
 
     async def trim_and_days(self, tenant: int, user_id: int, now_ms: Optional[int] = None) -> Retained:

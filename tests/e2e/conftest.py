@@ -14,7 +14,7 @@ from qim.dev.stack import stack_up
 from qim.errors import EngineError
 from tests.fixtures import running_stack
 
-AUTH_TIMEOUT_MS = 2000  # the session stack's gateway closes silent unauthenticated connections fast
+AUTH_TIMEOUT_MS = 5000  # silent unauthenticated connections close fast; also the TLS handshake bound, which a loaded CI host needs
 
 
 def _up(path, env):

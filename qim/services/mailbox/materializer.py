@@ -4,10 +4,13 @@ Statically assigns its dispatch partitions and seeks each to the watermark's sta
 offset (never trusts committed group offsets); reports ready only after catching up to
 the high watermark seen at start. One FIFO worker per shard (capacity 128, strictly
 serial within a partition) under a global permit (64); a full FIFO pauses only its
-partition. A Redis failure is retried with backoff (W has not moved, or the stored
-watermark proves the record finished); a digest conflict, an undecodable record or a
-watermark moved by someone else stops that shard (MailboxDirty, /healthz 503) until a
-restart replays it. Push is best effort and never awaited on the shard path.
+partition. A Redis failure is retried with backoff by repeating the record: the
+failed call may have applied (a reply lost to a client timeout), and the repeat either
+completes it or recognises, by this materializer's writer token stored beside W, that
+it already did (docs/decisions/0024-mailbox-finish-recognises-its-own-write.md). A
+digest conflict, an undecodable record or a watermark moved by anyone else stops that
+shard (MailboxDirty, /healthz 503) until a restart replays it. Push is best effort and
+never awaited on the shard path.
 """
 
 from __future__ import annotations
@@ -15,12 +18,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import os
+import secrets
 import time
 from typing import Callable, Deque, Optional
 
 from qim._core import watermark
 from qim.consts import DISPATCH_TOPIC, MAILBOX_GLOBAL_PERMIT, MAILBOX_SHARD_FIFO
-from qim.errors import EngineError, MailboxDirty
+from qim.errors import EngineError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncConsumer
 from qim.services.mailbox.metrics import MailboxMetrics
@@ -34,8 +39,8 @@ PushHook = Callable[[int, int, list], None]  # (tenant, mailbox_seq, [(user, eve
 
 class ShardState(ShardCursor):
     """A shard worker's state: its cursor, FIFO of records, pause flag, dirty reason and catch-up target."""
-    def __init__(self, shard: int, epoch: int, blob) -> None:
-        super().__init__(shard, epoch, blob)
+    def __init__(self, shard: int, epoch: int, blob, writer: bytes = b"") -> None:
+        super().__init__(shard, epoch, blob, writer)
         self.queue: Deque = collections.deque()
         self.wakeup = asyncio.Event()
         self.paused = False
@@ -45,12 +50,16 @@ class ShardState(ShardCursor):
 
 class MailboxMaterializer:
     """`start()` positions the shards; `run()` consumes until cancelled. Counts into
-    `metrics` (a private MailboxMetrics when None)."""
+    `metrics` (a private MailboxMetrics when None). `consumer`: the dispatch consumer
+    (default: an AsyncConsumer on `bootstrap`). `writer` is this instance's token, stored
+    beside every watermark it writes: unique per process start, so a restarted or second
+    owner never passes for this one."""
 
     def __init__(self, bootstrap: str, store: MailboxStore, shards: list[int], push: PushHook,
-                 faults: FaultPoints, dp_gc_safety_ms: int = 0, metrics: Optional[MailboxMetrics] = None) -> None:
+                 faults: FaultPoints, dp_gc_safety_ms: int = 0, metrics: Optional[MailboxMetrics] = None,
+                 consumer: Optional[AsyncConsumer] = None) -> None:
         self._m = metrics if metrics is not None else MailboxMetrics()
-        self._consumer = AsyncConsumer(bootstrap, "qim-mailbox")
+        self._consumer = consumer if consumer is not None else AsyncConsumer(bootstrap, "qim-mailbox")
         self._store = store
         self._owned = shards
         self._push = push
@@ -59,6 +68,7 @@ class MailboxMaterializer:
         self._permit = asyncio.Semaphore(MAILBOX_GLOBAL_PERMIT)
         self.shards: dict[int, ShardState] = {}
         self.running = False
+        self.writer = f"{os.getpid()}-{secrets.token_hex(8)}".encode()
 
     @property
     def dirty_reasons(self) -> list[str]:
@@ -74,7 +84,7 @@ class MailboxMaterializer:
         starts = {}
         for shard in self._owned:
             blob, epoch = await self._store.load_watermark(shard)
-            state = ShardState(shard, epoch, blob)
+            state = ShardState(shard, epoch, blob, self.writer)
             watermark.decode(state.blob)  # fail closed on a corrupt blob before serving
             self.shards[shard] = state
             starts[shard] = watermark.start_offset(state.blob)
@@ -147,33 +157,15 @@ class MailboxMaterializer:
             try:
                 done = await materialize(self._store, state, offset, value, self._faults)
                 break
-            except EngineError as exc:
+            except EngineError as exc:  # applied or not: repeating the record is safe (module doc)
                 self._m.retries.inc()
                 logger.warning("shard %d offset %d: %s; retrying", state.shard, offset, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
-                if await self._finished_meanwhile(state, offset):
-                    return
         state.stored_blob = done.new_blob
         self._m.records.labels(status=done.status).inc()
-        if done.status != "DUPLICATE":
+        if done.status != "DUPLICATE":  # RECOVERED: the push of the lost attempt never happened
             self._push(done.tenant, done.mailbox_seq, done.per_user)
-
-    async def _finished_meanwhile(self, state: ShardState, offset: int) -> bool:
-        """After a failed call the reply may have been lost while Redis applied it: the
-        stored watermark tells. True when the record is already final (no push then:
-        clients recover by pulling)."""
-        try:
-            blob, _ = await self._store.load_watermark(state.shard)
-        except EngineError:
-            return False
-        if blob == state.stored_blob:
-            return False
-        if blob is not None and watermark.start_offset(blob) == offset + 1:
-            state.stored_blob = blob
-            self._m.records.labels(status="RECOVERED").inc()
-            return True
-        raise MailboxDirty("watermark moved under us")
 
     async def _gc_loop(self) -> None:
         """DispatchProgress GC: delete DP whose highest observed offset is at or below the

@@ -6,6 +6,11 @@ other takes begin_dispatch → append → finish_dispatch. A DUPLICATE (same dis
 digest already finished at another offset) appends nothing, reuses the first
 mailbox_seq and still advances W to this offset. A RESUME (begun, never finished)
 appends again with the first mailbox_seq (idempotent) and finishes.
+
+Repeatable after any store failure, whether or not the failed call applied: begin and
+append are idempotent, and finish recognises a W this very writer already wrote for
+this record (RECOVERED: its reply was lost) while still refusing any other writer's W
+(docs/decisions/0024-mailbox-finish-recognises-its-own-write.md).
 """
 
 from __future__ import annotations
@@ -18,17 +23,19 @@ from qim._core import mailbox_seq as mseq
 from qim._core.types import MailboxEvent
 from qim.errors import MailboxDirty
 from qim.faults import FaultPoints
-from qim.stores.mailboxes import MailboxStore, day_of
+from qim.stores.mailboxes import DUPLICATE, RECOVERED, MailboxStore, day_of
 from qim.wire import dispatch as dispatch_record
 
 
 @dataclass
 class ShardCursor:
-    """What one shard worker knows of its shard: epoch and the watermark it last wrote."""
+    """What one shard worker knows of its shard: epoch, the watermark it last wrote, and
+    its writer token (stored beside W; empty: a retry never recognises its own write)."""
 
     shard: int
     epoch: int
     stored_blob: Optional[bytes]  # None until the first record is materialized
+    writer: bytes = b""
 
     @property
     def blob(self) -> bytes:
@@ -39,7 +46,7 @@ class ShardCursor:
 @dataclass
 class Materialized:
     """The outcome of one record: status, tenant, the mailbox_seq used, the events per user and the new watermark."""
-    status: str  # FRESH | RESUME | DUPLICATE
+    status: str  # FRESH | RESUME | DUPLICATE | RECOVERED (this writer finished it before; reply lost)
     tenant: int
     mailbox_seq: int
     per_user: list  # [(user_id, [MailboxEvent])]
@@ -63,7 +70,8 @@ def build_events(d: dispatch_record.Dispatch) -> list[tuple[int, list[MailboxEve
 async def materialize(store: MailboxStore, cur: ShardCursor, offset: int, value: bytes,
                       faults: FaultPoints) -> Materialized:
     """Materialize the record at `offset`. Raises MailboxDirty (stop the shard) or
-    StoreUnavailable, an EngineError (W has not moved unless the last call's reply was lost)."""
+    StoreUnavailable, an EngineError (call again with the same cursor: whatever applied,
+    the repeat completes the record or recognises that this writer already did)."""
     try:
         d = dispatch_record.decode(value)
     except dispatch_record.DispatchDecodeError as exc:
@@ -78,12 +86,16 @@ async def materialize(store: MailboxStore, cur: ShardCursor, offset: int, value:
     if len(per_user) == 1 and not faults.active:
         user, events = per_user[0]
         status, used = await store.fused(cur.shard, cur.epoch, d.tenant, d.dispatch_id, digest, offset, seq8, day,
-                                         user, seq8 + eventgroup.pack_group(events), cur.stored_blob, new_blob)
+                                         user, seq8 + eventgroup.pack_group(events), cur.stored_blob, new_blob,
+                                         writer=cur.writer)
     else:
         status, used = await store.begin(cur.shard, d.dispatch_id, digest, offset, seq8)
-        if status != "DUPLICATE":
+        if status != DUPLICATE:
             members = [(u, used + eventgroup.pack_group(evs)) for u, evs in per_user]
             await store.append(d.tenant, offset, day, members)
             faults.hit("after_append")
-        await store.finish(cur.shard, cur.epoch, d.dispatch_id, cur.stored_blob, new_blob)
+        if not await store.finish(cur.shard, cur.epoch, d.dispatch_id, cur.stored_blob, new_blob, writer=cur.writer):
+            status = RECOVERED
+    if status == RECOVERED and used != seq8:
+        status = DUPLICATE  # the dispatch was first materialized at an earlier offset: nothing new here
     return Materialized(status, d.tenant, mseq.from_bytes(used), per_user, new_blob)

@@ -5,7 +5,8 @@ the 48-bit log offset, member = mailbox_seq (8 bytes) ‖ event group, EXPIREAT 
 that day + retention; per user the day index `qim:mbxdays:...` (day -> highest offset,
 `trim` = the persisted trim boundary) expiring retention + 1 day + MAILBOX_INDEX_GRACE_MS
 after the last write (docs/decisions/0013); per shard DispatchProgress `qim:dp:{s<N>}:...`,
-its index and the watermark `qim:wm:{s<N>}`. Range reads merge the day buckets by offset
+its index and the watermark `qim:wm:{s<N>}` (blob, layout, epoch, and the writer
+token of the materializer that wrote it last). Range reads merge the day buckets by offset
 and include offset 0 for a zero cursor (seed lesson: the offset-0 exclusion bug).
 """
 
@@ -62,19 +63,20 @@ class RedisMailboxStore:
         await self._scripts.call("mailbox_append", keys, args)
 
     async def finish(self, shard: int, epoch: int, dispatch_id: bytes, expected_wm: Optional[bytes],
-                     new_wm: bytes) -> None:
+                     new_wm: bytes, writer: bytes = b"") -> bool:
         """MailboxStore.finish: mailbox_finish.lua."""
-        await self._scripts.call("mailbox_finish", [dp_key(shard, dispatch_id), wm_key(shard)],
-                                 [expected_wm or b"", new_wm, epoch])
+        wrote = await self._scripts.call("mailbox_finish", [dp_key(shard, dispatch_id), wm_key(shard)],
+                                         [expected_wm or b"", new_wm, epoch, writer])
+        return bool(wrote)
 
     async def fused(self, shard: int, epoch: int, tenant: int, dispatch_id: bytes, digest: bytes, offset: int,
                     seq8: bytes, day: int, user: int, member: bytes, expected_wm: Optional[bytes],
-                    new_wm: bytes) -> tuple[str, bytes]:
+                    new_wm: bytes, writer: bytes = b"") -> tuple[str, bytes]:
         """MailboxStore.fused: mailbox_fused.lua (docs/decisions/0003)."""
         keys = [dp_key(shard, dispatch_id), dpidx_key(shard), wm_key(shard), mailbox_key(tenant, user, day),
                 days_key(tenant, user)]
         args = [digest, offset, seq8, expected_wm or b"", new_wm, epoch, member, day, self.expire_at(day),
-                self.index_ttl_s]
+                self.index_ttl_s, writer]
         status, seq = await self._scripts.call("mailbox_fused", keys, args)
         return status.decode(), seq
 

@@ -37,12 +37,26 @@ local function qim_append(bucket_key, days_key, member, offset, day, expire_at, 
 end
 
 -- finish_dispatch: completion and the packed watermark, compare-and-set against the
--- blob this node wrote last (another writer of W means two owners: stop).
-local function qim_finish(dp_key, wm_key, expected_wm, new_wm, epoch)
-  local current = redis.call('HGET', wm_key, 'blob') or ''
+-- blob this node wrote last (another writer of W means two owners: stop). `writer`
+-- names the materializer incarnation and is stored beside the blob: when W already is
+-- `new_wm` written by this same writer, this very finish applied before and its reply
+-- was lost (a client timeout, a retry): nothing to do. Only that writer's own write is
+-- recognised, so a second owner that wrote the same blob still stops the shard.
+-- Returns 1 when it wrote W now, 0 when it recognised its own earlier write.
+local function qim_finish(dp_key, wm_key, expected_wm, new_wm, epoch, writer)
+  writer = writer or ''
+  local wm = redis.call('HMGET', wm_key, 'blob', 'writer')
+  local current = wm[1] or ''
   if current ~= expected_wm then
+    if writer ~= '' and current == new_wm and wm[2] == writer then
+      if redis.call('EXISTS', dp_key) == 1 then  -- begun again after a GC: complete it
+        redis.call('HSET', dp_key, 'st', 'DONE')
+      end
+      return 0
+    end
     error({err = 'QIM_WM_CONFLICT watermark moved under us'})
   end
   redis.call('HSET', dp_key, 'st', 'DONE')
-  redis.call('HSET', wm_key, 'blob', new_wm, 'layout', '1', 'epoch', epoch)
+  redis.call('HSET', wm_key, 'blob', new_wm, 'layout', '1', 'epoch', epoch, 'writer', writer)
+  return 1
 end
