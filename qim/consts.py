@@ -185,3 +185,20 @@ SCYLLA_SCHEMA_VERSION = 1  # what `qimctl schema apply` installs and services re
 assert LANE_COUNT & (LANE_COUNT - 1) == 0
 assert VIRTUAL_BUCKET_COUNT == 1 << 16
 assert MAILBOX_EPOCH_BITS + MAILBOX_OFFSET_BITS == 64
+
+# --- per-message costs (issue 12; docs/perf-profile.md) ----------------------------
+# Script calls of one event-loop iteration sent as one pipeline (group commit of the
+# writer's reserve and mark_committed): at most this many commands per pipeline.
+REDIS_COALESCE_MAX_CALLS = 256
+# Producers (writer Outbox, fanout dispatch): linger before a batch leaves. librdkafka
+# also batches what is enqueued while a request is in flight, so a small linger costs an
+# idle send little and still batches under load.
+KAFKA_PRODUCER_LINGER_MS = 1
+# The producer's poll thread blocks this long at most per poll (it wakes on any report).
+KAFKA_PRODUCER_POLL_S = 0.05
+# Consumers: the broker holds an empty fetch at most this long (it answers as soon as one
+# record arrives: fetch.min.bytes = 1), so it bounds only idle fetch traffic.
+KAFKA_CONSUMER_FETCH_WAIT_MS = 20
+# The fanout commits its Outbox position at most this often while busy (at once after an
+# idle spell); a crash replays at most this much more (docs/decisions/0026).
+FANOUT_COMMIT_INTERVAL_S = 0.1

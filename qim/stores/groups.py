@@ -85,6 +85,16 @@ class MemberView(NamedTuple):
     group_id: Optional[int]
 
 
+class GroupSendView(NamedTuple):
+    """What a group send is planned from (issue 12: O(1), never the member list): the
+    membership_version (None: no such group), the current member count, and the
+    sender's own intervals (None: never a member)."""
+
+    version: Optional[int]
+    member_count: int
+    intervals: Optional[tuple[Interval, ...]]
+
+
 class SnapshotKey(NamedTuple):
     """(tenant, group conversation_id, membership_version) of one member snapshot."""
 
@@ -102,6 +112,10 @@ class GroupStore(Protocol):
 
     async def intervals_of(self, tenant: int, conversation_id: bytes, user: int) -> Optional[tuple[Interval, ...]]:
         """`user`'s intervals in the group, None when it never was a member."""
+        ...
+
+    async def send_view(self, tenant: int, conversation_id: bytes, user: int) -> GroupSendView:
+        """Version, current member count and `user`'s intervals (one round trip, O(1))."""
         ...
 
     async def member_views(self, tenant: int, user: int, conversation_ids: Sequence[bytes]) -> list[MemberView]:

@@ -99,3 +99,18 @@ def test_corrupt_snapshots_are_refused(data):
 def test_ids_outside_the_u63_range_cannot_be_stored(users):
     with pytest.raises(ValueError):
         encode_members(users)
+
+
+async def test_send_view_is_version_count_and_the_senders_intervals(stores):
+    """What a group send is planned from (issue 12): O(1) reads, the same answers as the
+    full member read (version, number of current members, the sender's intervals)."""
+    g = group(stores, group_id=91)
+    assert await stores.groups.send_view(g.tenant, g.conversation_id, 5) == (None, 0, None)  # no group
+    await g.change(5, "create", [5, 6, 7], joins=[5, 6, 7], group_id=91)
+    await g.change(0, "edit", [5, 7], version=1, leaves=[6], group_id=91)
+    view = await stores.groups.read(g.tenant, g.conversation_id)
+    left = await stores.groups.send_view(g.tenant, g.conversation_id, 6)
+    assert (left.version, left.member_count, left.intervals) == (2, len(view.current), view.members[6])
+    assert left.intervals == ((0, 2),)  # left at J = 2
+    assert await stores.groups.send_view(g.tenant, g.conversation_id, 5) == (2, 2, ((0, None),))
+    assert (await stores.groups.send_view(g.tenant, g.conversation_id, 8)).intervals is None

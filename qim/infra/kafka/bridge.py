@@ -15,7 +15,12 @@ from typing import Any, Optional
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from qim.consts import KAFKA_MAX_RECORD_BYTES
+from qim.consts import (
+    KAFKA_CONSUMER_FETCH_WAIT_MS,
+    KAFKA_MAX_RECORD_BYTES,
+    KAFKA_PRODUCER_LINGER_MS,
+    KAFKA_PRODUCER_POLL_S,
+)
 from qim.errors import EngineError
 
 logger = logging.getLogger(__name__)
@@ -26,6 +31,11 @@ class AsyncProducer:
 
     `await produce(topic, value, key, partition)` -> (partition, offset) once the record
     is durable on the broker; raises EngineError on delivery failure.
+
+    Per-message cost (issue 12): the delivery reports of one poll are handed to the event
+    loop in ONE `call_soon_threadsafe` (one self-pipe wake-up per poll, not per record).
+    Batching: `linger.ms` stays small (an idle send leaves at once); under load the
+    records enqueued while a request is in flight leave together in the next one.
     """
 
     def __init__(self, bootstrap: str, extra: Optional[dict[str, Any]] = None) -> None:
@@ -33,34 +43,50 @@ class AsyncProducer:
             "bootstrap.servers": bootstrap,
             "enable.idempotence": True,
             "acks": "all",
-            "linger.ms": 1,
+            "linger.ms": KAFKA_PRODUCER_LINGER_MS,
             "message.max.bytes": KAFKA_MAX_RECORD_BYTES,
             "compression.type": "none",
         }
         conf.update(extra or {})
         self._producer = Producer(conf)
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        # (future, result) of deliveries reported by the current poll, handed over at its end
+        self._reported: list[tuple[asyncio.Future, Any]] = []
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, name="qim-kafka-producer", daemon=True)
         self._thread.start()
 
     def _poll(self) -> None:
         while not self._stop.is_set():
-            self._producer.poll(0.05)
+            self._producer.poll(KAFKA_PRODUCER_POLL_S)
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Give the event loop every delivery reported so far, in one wake-up."""
+        with self._lock:
+            reported, self._reported = self._reported, []
+        if reported and self._loop is not None:
+            try:
+                self._loop.call_soon_threadsafe(_resolve_all, reported)
+            except RuntimeError:  # the loop is closed: nobody awaits these any more
+                pass
 
     def produce(self, topic: str, value: bytes, key: Optional[bytes] = None,
                 partition: Optional[int] = None) -> asyncio.Future:
         """Enqueue one record; the returned future yields (partition, offset).
         Must be called on the event loop thread. BufferError from a full local queue is
         raised as EngineError (back-pressure is the caller's)."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         fut = loop.create_future()
 
-        def on_delivery(err: Optional[KafkaError], msg: Any) -> None:
+        def on_delivery(err: Optional[KafkaError], msg: Any) -> None:  # on the poll thread
             if err is not None:
                 result: Any = EngineError(f"kafka delivery to {topic} failed: {err.str()}")
             else:
                 result = (msg.partition(), msg.offset())
-            loop.call_soon_threadsafe(_resolve, fut, result)
+            with self._lock:
+                self._reported.append((fut, result))
 
         kwargs: dict[str, Any] = {"value": value, "on_delivery": on_delivery}
         if key is not None:
@@ -77,15 +103,17 @@ class AsyncProducer:
         """Flush what is queued (up to `timeout` s, off the event loop) and stop the poll thread."""
         await asyncio.get_running_loop().run_in_executor(None, self._producer.flush, timeout)
         self._stop.set()
+        self._hand_over()  # reports served by flush() on the executor thread
 
 
-def _resolve(fut: asyncio.Future, result: Any) -> None:
-    if fut.done():
-        return
-    if isinstance(result, BaseException):
-        fut.set_exception(result)
-    else:
-        fut.set_result(result)
+def _resolve_all(reported: list[tuple[asyncio.Future, Any]]) -> None:
+    for fut, result in reported:
+        if fut.done():  # the awaiting task was cancelled
+            continue
+        if isinstance(result, BaseException):
+            fut.set_exception(result)
+        else:
+            fut.set_result(result)
 
 
 class AsyncConsumer:
@@ -105,7 +133,7 @@ class AsyncConsumer:
             "fetch.max.bytes": KAFKA_MAX_RECORD_BYTES * 2,
             "max.partition.fetch.bytes": KAFKA_MAX_RECORD_BYTES,
             "isolation.level": "read_committed",
-            "fetch.wait.max.ms": 20,
+            "fetch.wait.max.ms": KAFKA_CONSUMER_FETCH_WAIT_MS,
         }
         conf.update(extra or {})
         self._consumer = Consumer(conf)

@@ -2,10 +2,17 @@
 
 The single Outbox partition is read by static assignment from the committed position.
 Per batch: plan every record, produce every dispatch (partition = shard, key =
-dispatch_id), await every delivery, then commit the source offset synchronously. Any
-failure leaves the position where it was; the batch is re-read from its first offset
-(the only seek besides the first positioning) and converges through dispatch_id.
-No Kafka transactions. An unplannable record stops the coordinator (never skipped).
+dispatch_id), await every delivery, then advance the position. Any failure leaves the
+position where it was; the batch is re-read from its first offset (the only seek besides
+the first positioning) and converges through dispatch_id. No Kafka transactions. An
+unplannable record stops the coordinator (never skipped).
+
+The position is committed synchronously by its own task (`_commit_loop`), never before
+every dispatch below it is delivered, at once after an idle spell and then at most every
+FANOUT_COMMIT_INTERVAL_S (issue 12): the batch loop no longer waits a broker write (an
+fsynced __consumer_offsets append) per batch, and a busy fanout writes one commit per
+interval instead of one per batch. A crash replays at most one interval more, which
+converges through dispatch_id like any replay (docs/decisions/0026).
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ import logging
 import time
 from typing import Optional
 
-from qim.consts import DISPATCH_TOPIC, OUTBOX_TOPIC
+from qim.consts import DISPATCH_TOPIC, FANOUT_COMMIT_INTERVAL_S, OUTBOX_TOPIC
 from qim.errors import EngineError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncConsumer, AsyncProducer
@@ -42,7 +49,9 @@ class FanoutCoordinator:
         self._batch_size = batch_size
         self._consumer = AsyncConsumer(bootstrap, GROUP_ID)
         self._producer = AsyncProducer(bootstrap)
-        self.position = -1
+        self.position = -1  # next Outbox offset to fan out: every dispatch below it is delivered
+        self.committed = -1  # the position last committed to the broker
+        self._advanced = asyncio.Event()  # the position moved past `committed`
         self.stopped_reason = ""
         self.ready = False
 
@@ -59,7 +68,7 @@ class FanoutCoordinator:
                     raise
                 logger.info("waiting for the outbox position: %s", exc)
                 await asyncio.sleep(0.5)
-        self.position = committed if committed >= 0 else 0
+        self.position = self.committed = committed if committed >= 0 else 0
         await self._consumer.assign(OUTBOX_TOPIC, {0: self.position})
         self._m.position.set(self.position)
 
@@ -68,6 +77,14 @@ class FanoutCoordinator:
         unplannable record (`stopped_reason`), never skipping it."""
         await self._position()
         self.ready = True
+        committer = asyncio.get_running_loop().create_task(self._commit_loop(), name="fanout:commit")
+        try:
+            await self._fan_out()
+        finally:
+            committer.cancel()
+            await asyncio.gather(committer, return_exceptions=True)
+
+    async def _fan_out(self) -> None:
         while True:
             try:
                 records = await self._consumer.consume(self._batch_size, 0.2)
@@ -113,12 +130,37 @@ class FanoutCoordinator:
             raise EngineError(f"{len(failed)} of {len(results)} dispatch deliveries failed: {failed[0]}")
         self._m.dispatches.inc(len(results))
         self._faults.hit("after_dispatch")
-        next_offset = records[-1].offset() + 1
+        self.position = records[-1].offset() + 1
+        self._m.position.set(self.position)
+        self._advanced.set()
+
+    async def _commit_loop(self) -> None:
+        """Commit the position whenever it moved, at most every FANOUT_COMMIT_INTERVAL_S;
+        a failed commit is retried (positions are hints: the next commit covers it)."""
+        while True:
+            await self._advanced.wait()
+            self._advanced.clear()
+            if await self.commit_position():
+                await asyncio.sleep(FANOUT_COMMIT_INTERVAL_S)
+            else:
+                self._advanced.set()
+                await asyncio.sleep(0.5)
+
+    async def commit_position(self) -> bool:
+        """Commit the current position synchronously if it moved; False when the broker
+        refused (logged)."""
+        position = self.position
+        if position <= self.committed:
+            return True
         started = time.perf_counter()
-        await self._consumer.commit(OUTBOX_TOPIC, 0, next_offset)
+        try:
+            await self._consumer.commit(OUTBOX_TOPIC, 0, position)
+        except EngineError as exc:
+            logger.warning("outbox position commit failed (retried): %s", exc)
+            return False
         self._m.offset_commit.observe(time.perf_counter() - started)
-        self.position = next_offset
-        self._m.position.set(next_offset)
+        self.committed = position
+        return True
 
     async def lag_loop(self, period_s: float = 5.0) -> None:
         """Export the Outbox lag; the broker's high watermark is read off the event loop."""
@@ -132,6 +174,8 @@ class FanoutCoordinator:
             await asyncio.sleep(period_s)
 
     async def close(self) -> None:
-        """Flush and close the producer and the consumer."""
+        """Commit the position, flush and close the producer and the consumer."""
+        if self.position >= 0:
+            await self.commit_position()
         await self._producer.close()
         await self._consumer.close()

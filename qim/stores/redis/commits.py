@@ -51,7 +51,9 @@ class RedisCommitStore:
 
     def __init__(self, client) -> None:
         self._redis = client
-        self._scripts = Scripts(client, SCRIPTS)
+        # group commit (issue 12): the reserves and mark_committeds of concurrent sends
+        # of one event-loop iteration share one pipelined round trip
+        self._scripts = Scripts(client, SCRIPTS, coalesce=True)
 
     async def _reserve(self, script: str, res: Reservation, extra_keys: Sequence[str],
                        extra_args: Sequence) -> Reserved:

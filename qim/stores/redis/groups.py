@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 from pyroaring import BitMap64
 
 from qim.stores.errors import StoreCorrupt
-from qim.stores.groups import GroupView, MemberView, SnapshotKey, decode_members
+from qim.stores.groups import GroupSendView, GroupView, MemberView, SnapshotKey, decode_members
 from qim.stores.intervals import Interval, parse_intervals
 from qim.stores.redis.keys import CommitKeys
 from qim.stores.redis.scripts import boundary
@@ -45,6 +45,25 @@ class RedisGroupStore:
         except ValueError:
             raise StoreCorrupt(f"corrupt group meta for {conversation_id.hex()}") from None
         return view
+
+    async def send_view(self, tenant: int, conversation_id: bytes, user: int) -> GroupSendView:
+        """GroupStore.send_view: the meta's version and member count (written by every
+        group change) and the sender's member field, one pipeline; StoreCorrupt when
+        the meta has a version without a count."""
+        keys = CommitKeys(tenant, conversation_id)
+        with boundary("group read"):
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.hmget(keys.group_meta(), "ver", "count")
+                pipe.hget(keys.group_members(), user)
+                (ver, count), raw = await pipe.execute()
+        if ver is None:
+            return GroupSendView(None, 0, None)
+        try:
+            version, member_count = int(ver), int(count)
+        except (TypeError, ValueError):
+            raise StoreCorrupt(f"corrupt group meta for {conversation_id.hex()}") from None
+        return GroupSendView(version, member_count,
+                             None if raw is None else intervals_or_corrupt(raw, conversation_id))
 
     async def intervals_of(self, tenant: int, conversation_id: bytes, user: int) -> Optional[tuple[Interval, ...]]:
         """GroupStore.intervals_of: one HGET of the members HASH."""

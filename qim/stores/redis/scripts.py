@@ -7,16 +7,24 @@ NOSCRIPT (the seed lost a third of a core re-hashing scripts per call: never do 
 
 `boundary(operation)` wraps every Redis call of a store: a redis-py exception leaves it
 as the typed error of qim/stores/redis/errors.py, never raw.
+
+Group commit (issue 12): a store built with `coalesce=True` sends the script calls
+made in one event-loop iteration as ONE pipelined round trip (EVALSHA each, in call
+order) instead of one connection checkout, write and read per call. Each caller still
+gets its own reply or its own typed error; Redis runs every script atomically as before
+and (appendfsync always) answers only after the AOF write covering them is fsynced.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import pathlib
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 from redis import exceptions as rx
 
+from qim.consts import REDIS_COALESCE_MAX_CALLS
 from qim.stores.redis.errors import translate
 
 LUA_DIR = pathlib.Path(__file__).with_name("lua")
@@ -45,16 +53,80 @@ def load_source(name: str) -> str:
 
 class Scripts:
     """Named scripts of one client: `await scripts.call("name", keys, args)`. Every error
-    leaves as a typed store error (script refusals by their QIM_<REASON>)."""
+    leaves as a typed store error (script refusals by their QIM_<REASON>).
 
-    def __init__(self, client: Any, names: Sequence[str]) -> None:
+    `coalesce`: calls of one event-loop iteration share one pipelined round trip (at most
+    REDIS_COALESCE_MAX_CALLS per pipeline; the module doc). Off: one EVALSHA per call."""
+
+    def __init__(self, client: Any, names: Sequence[str], coalesce: bool = False) -> None:
         self._client = client
         self._scripts = {n: client.register_script(load_source(n)) for n in names}
+        self._coalesce = coalesce
+        # calls waiting for this iteration's pipeline: (script name, keys, args, future)
+        self._queued: list[tuple[str, list, list, asyncio.Future]] = []
+        self._flushing: set[asyncio.Task] = set()
 
     async def call(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-        """EVALSHA of script `name` (loaded on NOSCRIPT by redis-py)."""
-        with boundary(name):
-            return await self._scripts[name](keys=list(keys), args=list(args))
+        """EVALSHA of script `name` (loaded on NOSCRIPT)."""
+        if not self._coalesce:
+            with boundary(name):
+                return await self._scripts[name](keys=list(keys), args=list(args))
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        if not self._queued:  # the first call of this iteration schedules the pipeline
+            loop.call_soon(self._flush)
+        self._queued.append((name, list(keys), list(args), fut))
+        return await fut
+
+    def _flush(self) -> None:
+        batch, self._queued = self._queued, []
+        for i in range(0, len(batch), REDIS_COALESCE_MAX_CALLS):
+            task = asyncio.get_running_loop().create_task(self._send(batch[i:i + REDIS_COALESCE_MAX_CALLS]))
+            self._flushing.add(task)
+            task.add_done_callback(self._flushing.discard)
+
+    async def _send(self, batch: list[tuple[str, list, list, asyncio.Future]]) -> None:
+        """One pipeline for `batch`; calls refused with NOSCRIPT (script cache flushed) are
+        sent again once after loading their scripts. Never raises: every future gets its
+        reply or its typed error."""
+        try:
+            todo = batch
+            for attempt in (0, 1):
+                results = await self._pipeline(todo)
+                missing = {name for (name, *_), r in zip(todo, results) if isinstance(r, rx.NoScriptError)}
+                if attempt == 1 or not missing:
+                    break
+                for name in missing:  # not executed: safe to send again
+                    script = self._scripts[name]
+                    script.sha = await self._client.script_load(script.script)
+                self._settle([c for c, r in zip(todo, results) if not isinstance(r, rx.NoScriptError)],
+                             [r for r in results if not isinstance(r, rx.NoScriptError)])
+                todo = [c for c, r in zip(todo, results) if isinstance(r, rx.NoScriptError)]
+            self._settle(todo, results)
+        except Exception as exc:  # the connection failed: nothing is known of any call
+            for name, _, _, fut in batch:
+                if not fut.done():
+                    fut.set_exception(translate(exc, name) if isinstance(exc, rx.RedisError) else exc)
+        except BaseException:  # cancelled (shutdown): the callers are cancelled too
+            for *_, fut in batch:
+                fut.cancel()
+            raise
+
+    async def _pipeline(self, batch: Sequence[tuple[str, list, list, Optional[asyncio.Future]]]) -> list:
+        async with self._client.pipeline(transaction=False) as pipe:
+            for name, keys, args, _ in batch:
+                pipe.evalsha(self._scripts[name].sha, len(keys), *keys, *args)
+            return await pipe.execute(raise_on_error=False)
+
+    @staticmethod
+    def _settle(batch: Sequence[tuple[str, list, list, asyncio.Future]], results: Sequence[Any]) -> None:
+        for (name, _, _, fut), r in zip(batch, results):
+            if fut.done():  # the caller was cancelled; the script ran (or not) as it would alone
+                continue
+            if isinstance(r, Exception):
+                fut.set_exception(translate(r, name) if isinstance(r, rx.RedisError) else r)
+            else:
+                fut.set_result(r)
 
     async def call_many(self, name: str, calls: Sequence[tuple[Sequence[Any], Sequence[Any]]]) -> list:
         """Run one script once per (keys, args) in ONE pipelined round trip by SHA.
