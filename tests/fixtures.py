@@ -10,6 +10,13 @@ tests/, not in the qim package, so the wheel carries no test code (issue 11).
   stand-in for ScyllaDB; ~10-40 s and ~1 GiB: only for tests that restart it).
 - `shared_cassandra` (session): ONE Cassandra node for every other test that needs CQL
   (each takes a keyspace of its own; issue 14).
+- `stack` (session): writer, mailbox, session, gateway and fanout as real processes on
+  `engines`; a service that cannot start FAILS the tests (never skips). Defined here
+  and only here: a second definition of a session fixture (a conftest importing it) is
+  a second instance, and two stacks on one set of engines are two owners of every
+  mailbox shard (tests/test_fixtures_defined_once.py).
+- `fresh_stack` (function): private engines and services of the test's own, for tests
+  that need untouched partitions or will kill something.
 
 `start_test_engines(base, with_cassandra=True)` (or QIM_DEV_WITH_CASSANDRA=1) adds
 Cassandra to an EngineSet.
@@ -29,12 +36,16 @@ from qim.dev.cassandra_engine import CassandraEngine, start_cassandra
 from qim.dev.engines import EngineSet
 from qim.dev.kafka_engine import KafkaEngine, start_kafka
 from qim.dev.redis_engine import RedisEngine, start_redis
+from qim.dev.stack import stack_up
 from qim.errors import EngineError
 
 log = logging.getLogger(__name__)
 
 # 8 dispatch partitions instead of 64 keep the test broker light on two cores
 TEST_SHARD_COUNT = 8
+# the session stack closes silent unauthenticated connections fast; this is also the
+# TLS handshake bound, which a loaded CI host needs to be a few seconds
+AUTH_TIMEOUT_MS = 5000
 
 
 def start_test_engines(base_dir, shard_count: int = TEST_SHARD_COUNT,
@@ -175,3 +186,24 @@ def running_stack(base, **stack_kw):
     finally:
         st.down()
         st.engines.down()
+
+
+@pytest.fixture(scope="session")
+def stack(engines, tmp_path_factory):
+    """The session's one QIM stack on `engines` (module docstring)."""
+    try:
+        st, err = stack_up(tmp_path_factory.mktemp("stack"), engines.env(), die_with_parent=True,
+                           extra_env={"QIM_AUTH_TIMEOUT_MS": str(AUTH_TIMEOUT_MS)}), None
+    except EngineError as exc:
+        st, err = None, str(exc)
+    if err:
+        pytest.fail(f"QIM services could not start: {err}", pytrace=False)
+    yield st
+    st.down()
+
+
+@pytest.fixture
+def fresh_stack(tmp_path):
+    """Private engines and services of the test's own, stopped afterwards."""
+    with running_stack(tmp_path) as st:
+        yield st

@@ -173,7 +173,7 @@ async def test_request_id_zero_is_refused_and_cursors_ahead_of_the_mailbox_too(s
 
 
 async def test_a_connection_that_never_authenticates_is_closed(stack):
-    from tests.e2e.conftest import AUTH_TIMEOUT_MS
+    from tests.fixtures import AUTH_TIMEOUT_MS
 
     reader, writer = await open_raw(stack)
     started = asyncio.get_running_loop().time()
@@ -192,8 +192,8 @@ async def test_an_anonymous_peer_cannot_park_megabytes_of_partial_frames(stack):
         writer.write(chunk)
     try:
         data = await asyncio.wait_for(reader.read(), 5)
-    except ConnectionResetError:  # the gateway aborts the socket: an RST is a close too
-        data = b""
+    except (ConnectionResetError, BrokenPipeError):  # the gateway aborted the socket while we still wrote:
+        data = b""  # an RST or EPIPE is a close too
     assert data == b"" and asyncio.get_running_loop().time() - started < 1.5  # closed at once
     writer.close()
     client = await RawClient.login(stack, USER_A, device=6)  # after AUTH, big frames are fine
