@@ -79,6 +79,9 @@ SESSION_SNAPSHOT_TTL_MS = 5 * 60 * 1000
 SESSION_PAGE_DEFAULT_LIMIT = 50
 SESSION_PAGE_MAX_LIMIT = 200
 SESSION_CONSUME_BATCH = 512  # dispatch records per durable projection batch
+# registrations per session_project script call (one durable batch, one round trip);
+# bounds how long one script holds Redis (a larger batch sends the rest pipelined first)
+SESSION_PROJECT_MAX_REGS = 2048
 SESSION_PROJECTION_QUEUE = 65536  # low-latency projections waiting for Redis; past it they drop
 
 # --- defaults (DESIGN.md §11) ----------------------------------------------------

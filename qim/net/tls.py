@@ -30,14 +30,16 @@ import ipaddress
 import os
 import ssl
 import time
+import types
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Callable, Coroutine, Generator, Optional, TypeVar, cast
 
 from qim.errors import TlsError
 
 ALPN = "qim/1"
 SERVICE_URI_PREFIX = "qim://service/"
 HANDSHAKE_TIMEOUT_S = 10.0
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -162,23 +164,93 @@ def _limit_raw_buffer(writer: asyncio.StreamWriter, chunk_bytes: int) -> None:
         writer.transport.set_write_buffer_limits(high=chunk_bytes, low=chunk_bytes // 4)
 
 
-async def accept(writer: asyncio.StreamWriter, context: ssl.SSLContext, chunk_bytes: int,
-                 timeout: float = HANDSHAKE_TIMEOUT_S) -> None:
+async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, context: ssl.SSLContext,
+                 chunk_bytes: int, timeout: float = HANDSHAKE_TIMEOUT_S) -> None:
     """Upgrade a just-accepted connection to TLS as the server. Call it first thing in
-    the connection's callback, before anything awaits: the ClientHello must reach the TLS
-    layer, not the plaintext reader (reading is paused here, synchronously, and resumed by
-    the TLS layer). Raises ssl.SSLError, ConnectionError/OSError (a handshake slower than
-    `timeout` is a ConnectionAbortedError); `handshake_failure` names them. The connection
-    is closed on failure (after the alert that tells the peer why)."""
-    transport = writer.transport
-    assert isinstance(transport, asyncio.Transport)  # a stream server's socket transport
-    transport.pause_reading()
+    the connection's callback, before anything awaits. Raises ssl.SSLError,
+    ConnectionError/OSError (a handshake slower than `timeout` is a
+    ConnectionAbortedError); `handshake_failure` names them. The connection is closed on
+    failure (after the alert that tells the peer why).
+
+    The ClientHello may already sit in `reader`: asyncio's loop only starts reading after
+    this callback's first step, but uvloop reads as soon as the connection is made, so a
+    client that sends at once (or a busy loop) leaves its first bytes in the plaintext
+    reader, where the TLS layer never saw them and the handshake hung until `timeout`
+    (docs/decisions/0027). Those bytes are handed to the TLS layer before anything else
+    it reads."""
+    # a socket transport (asyncio's or uvloop's, which is not an asyncio.Transport subclass)
+    transport = cast(asyncio.Transport, writer.transport)
+    transport.pause_reading()  # nothing more reaches the plaintext reader
+    early = _take_buffered(reader)
     _limit_raw_buffer(writer, chunk_bytes)
     try:
-        await writer.start_tls(context, ssl_handshake_timeout=timeout)
+        upgrade = writer.start_tls(context, ssl_handshake_timeout=timeout)
+        await _after_first_step(upgrade, lambda: _feed_tls_layer(transport, early))
     except BaseException:
         writer.transport.close()  # asyncio closes it too; idempotent
         raise
+
+
+def _take_buffered(reader: asyncio.StreamReader) -> bytes:
+    """The bytes the plaintext reader already holds (emptied). StreamReader has no public
+    way to take them without waiting when there are none: its `_buffer` is read here."""
+    buffered: bytearray = reader._buffer  # type: ignore[attr-defined]  # see above
+    early = bytes(buffered)
+    buffered.clear()
+    return early
+
+
+def _feed_tls_layer(transport: asyncio.BaseTransport, early: bytes) -> None:
+    """Give `early` to the TLS protocol just installed on `transport` (asyncio's and
+    uvloop's SSLProtocol are buffered protocols whose incoming BIO exists from their
+    construction, so bytes given before their `connection_made` start the handshake)."""
+    if not early:
+        return
+    installed = transport.get_protocol()
+    # uvloop's SSLProtocol is a Cython class, not an asyncio.BufferedProtocol: duck-typed
+    if isinstance(installed, asyncio.StreamReaderProtocol) or not hasattr(installed, "buffer_updated"):
+        raise TlsError(f"cannot hand {len(early)} early bytes to the TLS layer: "
+                       f"{type(installed).__name__} is not the TLS protocol")
+    tls_protocol = cast(asyncio.BufferedProtocol, installed)
+    view = memoryview(early)
+    while view:
+        buf = memoryview(tls_protocol.get_buffer(len(view))).cast("B")
+        n = min(len(buf), len(view))
+        buf[:n] = view[:n]
+        tls_protocol.buffer_updated(n)
+        view = view[n:]
+
+
+@types.coroutine
+def _after_first_step(coro: Coroutine[Any, Any, T], then: Callable[[], None]) -> Generator[Any, Any, T]:
+    """Await `coro`, calling `then()` right after its first step (before the loop runs
+    anything else). StreamWriter.start_tls installs the TLS protocol and schedules its
+    `connection_made` and the transport's `resume_reading` synchronously before its first
+    suspension: `then` runs in between, where bytes can be given to the TLS layer in order."""
+    step = coro.__await__()
+    try:
+        yielded = step.send(None)
+    except StopIteration as done:
+        then()
+        return done.value
+    try:
+        then()
+    except BaseException:
+        step.close()
+        raise
+    while True:
+        try:
+            sent = yield yielded
+        except BaseException as exc:  # cancellation or a thrown error goes to `coro`
+            try:
+                yielded = step.throw(exc)
+            except StopIteration as done:
+                return done.value
+        else:
+            try:
+                yielded = step.send(sent)
+            except StopIteration as done:
+                return done.value
 
 
 class HandshakeFailed(ConnectionError):

@@ -174,13 +174,13 @@ class ServiceNode:
         self.log.info("%s listener refused %s: %s (%s)%s", listener, peer, reason, detail, more)
         self._tls_logged[listener] = (now, 0)
 
-    async def _handshake(self, writer: asyncio.StreamWriter, tls: TlsContexts, listener: str,
-                         chunk_bytes: int, timeout: float) -> bool:
+    async def _handshake(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, tls: TlsContexts,
+                         listener: str, chunk_bytes: int, timeout: float) -> bool:
         """Upgrade one accepted connection; False (counted, logged, closed) when refused."""
         peer = writer.get_extra_info("peername")
         who = f"{peer[0]}:{peer[1]}" if peer else "?"
         try:
-            await tls_accept(writer, tls.server, chunk_bytes, timeout)
+            await tls_accept(reader, writer, tls.server, chunk_bytes, timeout)
         except (OSError, asyncio.TimeoutError) as exc:
             self._tls_refused(listener, handshake_failure(exc), who, describe(exc))
             return False
@@ -209,7 +209,7 @@ class ServiceNode:
             self._connections.add(task)
             try:
                 # nothing awaits before the handshake: the ClientHello must reach the TLS layer
-                if tls is not None and not await self._handshake(writer, tls, listener, chunk_bytes,
+                if tls is not None and not await self._handshake(reader, writer, tls, listener, chunk_bytes,
                                                                  handshake_timeout):
                     return
                 await on_connection(reader, writer)

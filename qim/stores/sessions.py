@@ -95,3 +95,11 @@ class SessionStore(Protocol):
         retry whose values are already stored (a lost reply) succeeds. Else
         CheckpointConflict (another owner, or rebound)."""
         ...
+
+    async def project(self, node_index: int, node_count: int, binding: str, moves: dict[int, tuple[int, int]],
+                      regs: Sequence[Registration]) -> int:
+        """One durable projection batch: write every registration, then compare-and-set
+        the checkpoint as `checkpoint_advance` (same errors, a lost reply's retry passes),
+        in one round trip; the checkpoint never moves unless every registration was
+        written. How many conversations were new for their user."""
+        ...

@@ -33,7 +33,7 @@ async def tls_slow_pair(tmp_path, chunk_bytes: int, peer_rcvbuf: int = 8 * KIB):
     accepted: asyncio.Future = asyncio.get_running_loop().create_future()
 
     async def on_conn(reader, writer):
-        await tls.accept(writer, server_ctx, chunk_bytes)
+        await tls.accept(reader, writer, server_ctx, chunk_bytes)
         accepted.set_result(FramedStream(reader, writer, chunk_bytes=chunk_bytes))
 
     server = await asyncio.start_server(on_conn, "127.0.0.1", 0)

@@ -3,8 +3,9 @@
 
 Reads every partition of qim.dispatch by static assignment from its OWN checkpoint in
 Redis (never a consumer-group offset), registers the recipients this node owns (user
-mod node count) with the shared registration script, and only after every registration
-of the batch succeeded advances the checkpoint by compare-and-set. A crash replays the
+mod node count) with the shared registration function, and only after every registration
+of the batch succeeded advances the checkpoint by compare-and-set: both in one script,
+one Redis round trip per poll (session_project.lua). A crash replays the
 batch; registration is idempotent. Ready once caught up to the high watermarks seen at
 start (before that the node refuses list pages: they could miss conversations).
 
@@ -146,9 +147,9 @@ class DurableProjector:
         delay = 0.2
         while True:
             try:
-                await self._sessions.register(regs)
-                # compare-and-set; a retry after a lost reply finds its own values and passes
-                await self._sessions.checkpoint_advance(self._index, self._count, self._binding, moves)
+                # registrations then the checkpoint's compare-and-set, one round trip per
+                # poll (issue 12); a retry after a lost reply finds its own values and passes
+                await self._sessions.project(self._index, self._count, self._binding, moves, regs)
                 break
             except EngineError as exc:  # StoreUnavailable: nothing moved, retry the batch
                 self._m.durable_retries.inc()

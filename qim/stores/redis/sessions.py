@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from qim.consts import SESSION_PROJECT_MAX_REGS
 from qim.stores.archive import FirstSeen
 from qim.stores.errors import CheckpointConflict, StoreCorrupt
 from qim.stores.redis.keys import checkpoint_key, convs_key, peers_key, read_key, ucs_pending_key
 from qim.stores.redis.scripts import Scripts, boundary, int_score_pairs
 from qim.stores.sessions import Checkpoint, Registration
 
-SESSION_SCRIPTS = ("session_register", "session_checkpoint")
+SESSION_SCRIPTS = ("session_register", "session_checkpoint", "session_project")
 READ_SCRIPTS = ("session_mark_read",)
 
 
@@ -32,16 +33,36 @@ class RedisSessionStore:
         """SessionStore.register: session_register.lua once per registration, one pipelined round trip."""
         if not regs:
             return 0
-        calls: list[tuple[tuple, tuple]]
-        if self.first_registrations:
-            calls = [((convs_key(r.tenant, r.user), read_key(r.tenant, r.user), peers_key(r.tenant, r.user),
-                       ucs_pending_key()),
-                      (r.conversation_id.hex(), r.created_at_ms, r.own_seq, r.peer, _pending_member(r)))
-                     for r in regs]
-        else:
-            calls = [((convs_key(r.tenant, r.user), read_key(r.tenant, r.user), peers_key(r.tenant, r.user)),
-                      (r.conversation_id.hex(), r.created_at_ms, r.own_seq, r.peer)) for r in regs]
+        calls = [(self._reg_keys(r) + ((ucs_pending_key(),) if self.first_registrations else ()),
+                  self._reg_args(r)[:5 if self.first_registrations else 4]) for r in regs]
         return sum(int(x) for x in await self._scripts.call_many("session_register", calls))
+
+    async def project(self, node_index: int, node_count: int, binding: str, moves: dict[int, tuple[int, int]],
+                      regs: Sequence[Registration]) -> int:
+        """SessionStore.project: session_project.lua, one round trip for a batch of up to
+        SESSION_PROJECT_MAX_REGS registrations (the leading ones of a larger batch go
+        first through `register`, one more pipelined round trip): the checkpoint moves
+        only after every registration ran. CheckpointConflict as checkpoint_advance; a
+        retry after a lost reply finds its own offsets and passes (returns 0)."""
+        head, tail = regs[:-SESSION_PROJECT_MAX_REGS], regs[-SESSION_PROJECT_MAX_REGS:]
+        added = await self.register(head) if head else 0
+        keys: list = [checkpoint_key(node_index, node_count), ucs_pending_key()]
+        args: list = [binding, len(moves), "1" if self.first_registrations else "0"]
+        for part, (expected, new) in sorted(moves.items()):
+            args += [f"p{part}", str(expected), str(new)]
+        for r in tail:
+            keys += self._reg_keys(r)
+            args += self._reg_args(r)
+        res = int(await self._scripts.call("session_project", keys, args))
+        return added + max(res, 0)
+
+    @staticmethod
+    def _reg_keys(r: Registration) -> tuple:
+        return convs_key(r.tenant, r.user), read_key(r.tenant, r.user), peers_key(r.tenant, r.user)
+
+    def _reg_args(self, r: Registration) -> tuple:
+        member = _pending_member(r) if self.first_registrations else ""
+        return r.conversation_id.hex(), r.created_at_ms, r.own_seq, r.peer, member
 
     async def pending_first(self, limit: int) -> list[FirstSeen]:
         """SessionStore.pending_first: one ZRANGE WITHSCORES of the queue."""
