@@ -10,7 +10,6 @@ StoreUnavailable after HOT_READ_ATTEMPTS), never served with a gap or a missing 
 
 from __future__ import annotations
 
-import hashlib
 from typing import Optional, Sequence
 
 from qim.proto.v1 import message_pb2
@@ -19,7 +18,7 @@ from qim.stores.errors import StoreUnavailable
 from qim.stores.intervals import Interval, ascending_ranges, descending_ranges
 from qim.stores.messages import NEWER, OLDER, MessageRef, StoredMessage, TailQuery
 from qim.stores.redis.keys import CommitKeys
-from qim.stores.redis.messages import STATES, _checked, parse_record
+from qim.stores.redis.messages import STATES, RedisMessageStore, _checked, parse_record
 from qim.stores.redis.scripts import boundary, int_score_pairs
 
 HOT_READ_ATTEMPTS = 5
@@ -47,6 +46,7 @@ class RedisHotHistory:
 
     def __init__(self, client) -> None:
         self._redis = client
+        self._messages = RedisMessageStore(client)  # record reads are the MessageStore's own
 
     async def _records(self, floor_keys: list[str], floors: list[int],
                        wanted: list[tuple[CommitKeys, bytes]]) -> Optional[list[Optional[bytes]]]:
@@ -163,12 +163,8 @@ class RedisHotHistory:
         raise StoreUnavailable("session heads: the hot floor kept moving; retry")
 
     async def get(self, tenant: int, conversation_id: bytes, message_id: bytes) -> Optional[StoredMessage]:
-        """HotHistory.get: one GET; the version is the SHA-1 of the stored bytes."""
-        with boundary("message read"):
-            raw = await self._redis.get(CommitKeys(tenant, conversation_id).record(message_id))
-        if raw is None:
-            return None
-        return StoredMessage(parse_record(raw, "in MessageStore"), hashlib.sha1(raw).hexdigest())
+        """HotHistory.get: MessageStore.get (one GET; the version is the SHA-1 of the bytes)."""
+        return await self._messages.get(tenant, conversation_id, message_id)
 
     async def resolve(self, tenant: int, records: Sequence[MessageRef], states: Sequence[MessageRef]
                       ) -> tuple[list[Optional[message_pb2.MessageRecord]], list[int], list[int], list[bool]]:
@@ -202,11 +198,5 @@ class RedisHotHistory:
         return [_state(s) for s in got]
 
     async def record_sizes(self, tenant: int, refs: Sequence[MessageRef]) -> list[int]:
-        """HotHistory.record_sizes: one STRLEN per record, one pipeline."""
-        if not refs:
-            return []
-        with boundary("message sizes"):
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for conv, mid in refs:
-                    pipe.strlen(CommitKeys(tenant, conv).record(mid))
-                return [int(n) for n in await pipe.execute()]
+        """HotHistory.record_sizes: MessageStore.record_sizes (one STRLEN per record, one pipeline)."""
+        return await self._messages.record_sizes(tenant, refs)
