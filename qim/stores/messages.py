@@ -18,7 +18,7 @@ record that does not decode or disagrees with its index entry).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple, Optional, Protocol, Sequence
+from typing import Iterable, NamedTuple, Optional, Protocol, Sequence
 
 from qim.proto.v1 import message_pb2
 from qim.stores.intervals import Interval
@@ -60,6 +60,23 @@ class HistoryPage:
 
     records: list[message_pb2.MessageRecord] = field(default_factory=list)
     has_more: bool = False
+
+
+def budget_page(records: Iterable[message_pb2.MessageRecord], more: bool, max_bytes: int) -> HistoryPage:
+    """The history page rule (DESIGN.md §5, §11), defined once for every backend: records
+    in page order until the next would pass `max_bytes` by item_size, the first one
+    always; `more` is whether rows beyond `records` exist (has_more also when the budget
+    cut the page). `records` may be lazy: nothing past the cut is decoded."""
+    out = HistoryPage(has_more=more)
+    used = 0
+    for rec in records:
+        size = item_size(rec)
+        if out.records and used + size > max_bytes:
+            out.has_more = True
+            break
+        out.records.append(rec)
+        used += size
+    return out
 
 
 class TailQuery(NamedTuple):

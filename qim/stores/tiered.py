@@ -32,7 +32,7 @@ from qim.stores.messages import (
     StoredMessage,
     Tail,
     TailQuery,
-    item_size,
+    budget_page,
 )
 
 
@@ -57,7 +57,7 @@ class TieredMessageStore:
         """MessageStore.history_page across the seam (see the module docstring)."""
         if direction == NEWER:
             records, more = await self._newer(tenant, conversation_id, intervals, anchor, limit)
-            return _budget(records, more, max_bytes)
+            return budget_page(records, more, max_bytes)
         hot = await self.hot.page(tenant, conversation_id, intervals, anchor, direction, limit)
         records, more = hot.records, hot.found > limit
         below = clip(intervals, hot.floor)
@@ -66,7 +66,7 @@ class TieredMessageStore:
             cold = await self.cold.history_page(tenant, conversation_id, below, anchor, OLDER, want, 1 << 62)
             records = records + _overlaid(cold.records[:want], hot.pending)
             more = cold.has_more
-        return _budget(records, more, max_bytes)
+        return budget_page(records, more, max_bytes)
 
     async def _newer(self, tenant: int, conversation_id: bytes, intervals: Sequence[Interval], anchor: int,
                      limit: int) -> tuple[list[message_pb2.MessageRecord], bool]:
@@ -169,17 +169,3 @@ def _overlaid(recs: list[message_pb2.MessageRecord], pending: dict[bytes, int]) 
         for r in recs:
             overlay(r, pending.get(r.message_id, 0))
     return recs
-
-
-def _budget(records: list[message_pb2.MessageRecord], more: bool, max_bytes: int) -> HistoryPage:
-    """The page within `max_bytes` by item_size (the first record always)."""
-    out = HistoryPage(has_more=more)
-    used = 0
-    for rec in records:
-        size = item_size(rec)
-        if out.records and used + size > max_bytes:
-            out.has_more = True
-            break
-        out.records.append(rec)
-        used += size
-    return out

@@ -20,7 +20,7 @@ from qim.proto.v1 import message_pb2
 from qim.stores.cql.codec import RECORD_COLUMNS, buckets_between, record_of, tenant_blob
 from qim.stores.cql.session import CqlSession
 from qim.stores.intervals import Interval, ascending_ranges, descending_ranges
-from qim.stores.messages import NEWER, OLDER, HistoryPage, MessageRef, StoredMessage, Tail, TailQuery, item_size
+from qim.stores.messages import NEWER, OLDER, HistoryPage, MessageRef, StoredMessage, Tail, TailQuery, budget_page
 
 ARCHIVED_VERSION = ""  # the version of a record read from the archive (no Redis copy)
 
@@ -82,17 +82,8 @@ class CqlMessageStore:
             raise ValueError(f"unknown history direction {direction}")
         rows = await self.scan(tenant, conversation_id, ranges, direction, limit + 1)
         t = tenant_blob(tenant)
-        out = HistoryPage(has_more=len(rows) > limit)
-        used = 0
-        for row in rows[:limit]:
-            rec = record_of(row, t, f"at conversation_seq {row[0]} of {conversation_id.hex()}")
-            size = item_size(rec)
-            if out.records and used + size > max_bytes:
-                out.has_more = True
-                break
-            out.records.append(rec)
-            used += size
-        return out
+        return budget_page((record_of(row, t, f"at conversation_seq {row[0]} of {conversation_id.hex()}")
+                            for row in rows[:limit]), len(rows) > limit, max_bytes)
 
     async def latest_seq(self, tenant: int, conversation_id: bytes, intervals: Sequence[Interval]) -> Optional[int]:
         """MessageStore.latest_seq: the first row of the newest non-empty interval."""

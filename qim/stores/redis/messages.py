@@ -13,7 +13,7 @@ from google.protobuf.message import DecodeError
 from qim.proto.v1 import message_pb2
 from qim.stores.errors import StoreCorrupt
 from qim.stores.intervals import Interval, ascending_ranges, descending_ranges
-from qim.stores.messages import NEWER, OLDER, HistoryPage, MessageRef, StoredMessage, Tail, TailQuery, item_size
+from qim.stores.messages import NEWER, OLDER, HistoryPage, MessageRef, StoredMessage, Tail, TailQuery, budget_page
 from qim.stores.redis.keys import CommitKeys
 from qim.stores.redis.scripts import boundary, int_score_pairs
 
@@ -97,17 +97,8 @@ class RedisMessageStore:
                 for mid, _ in page:
                     pipe.get(keys.record(mid))
                 raws = await pipe.execute() if page else []
-        out = HistoryPage(has_more=len(rows) > limit)
-        used = 0
-        for (mid, seq), raw in zip(page, raws):
-            rec = _checked(raw, conversation_id, mid, seq)
-            size = item_size(rec)
-            if out.records and used + size > max_bytes:
-                out.has_more = True
-                break
-            out.records.append(rec)
-            used += size
-        return out
+        return budget_page((_checked(raw, conversation_id, mid, seq) for (mid, seq), raw in zip(page, raws)),
+                           len(rows) > limit, max_bytes)
 
     async def latest_seq(self, tenant: int, conversation_id: bytes, intervals: Sequence[Interval]) -> Optional[int]:
         """MessageStore.latest_seq: one ZREVRANGEBYSCORE LIMIT 1 per interval, one pipeline."""
