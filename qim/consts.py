@@ -148,15 +148,6 @@ DISPATCH_TOPIC = "qim.dispatch"
 # broker/topic record limit: a 1 MiB body plus envelope fits with room to spare
 KAFKA_MAX_RECORD_BYTES = 8 * 1024 * 1024
 
-METRICS_PORTS = {
-    "gateway": 9100,
-    "writer": 9101,
-    "mailbox": 9102,
-    "session": 9103,
-    "fanout": 9106,
-    "archiver": 9107,
-}
-
 # --- archive tier (issue 14; DESIGN.md §5 step 7, §8; docs/decisions/0023-archive-tier.md) ---
 # Hot window: history stays in Redis at least this long (QIM_HISTORY_HOT_WINDOW_MS).
 HISTORY_HOT_WINDOW_MS_DEFAULT = 7 * DAY_MS

@@ -21,11 +21,11 @@ from typing import Optional
 from qim.cli.tlsopts import add_internal_args, internal_contexts
 from qim.consts import U63_MAX
 from qim.errors import ConfigError, RequestError
-from qim.net.allow import WRITER
 from qim.net.rpc import RemoteError, RpcClient
 from qim.net.tls import TlsContexts
 from qim.proto.v1 import group_pb2, internal_pb2, message_pb2
 from qim.protocol import Opcode
+from qim.topology import WRITER
 
 
 def add_parsers(sub, env) -> None:

@@ -30,7 +30,7 @@ import uuid
 
 from qim.cli.qimctl_schema import add_scylla_args, scylla_from
 from qim.config import Env
-from qim.config_tier import TierConfig
+from qim.config.tier import TierConfig
 from qim.consts import KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC, RETENTION_CLASSES
 from qim.errors import ConfigError, EngineError
 from qim.services.audit.archive_audit import ArchiveAudit

@@ -19,7 +19,7 @@ import asyncio
 import sys
 
 from qim.config import Env
-from qim.config_tier import ScyllaConfig
+from qim.config.tier import ScyllaConfig
 from qim.consts import SCYLLA_SCHEMA_VERSION
 from qim.errors import ConfigError, EngineError
 from qim.stores.errors import StoreError

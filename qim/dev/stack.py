@@ -25,20 +25,22 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Mapping, Optional
 
 from mirakuru.exceptions import ProcessExitedWithError, ProcessFinishedWithError
 
 from qim.consts import TOKEN_AUDIENCE_DEFAULT
 from qim.dev._proc import Launcher, death_wrapper, pid_alive, pid_cwd, stop_pid
-from qim.dev.certs import CLIENT_PORT, DevPki, ensure_dev_pki
+from qim.dev.certs import CLIENT_PORT, DEV_SERVICES, DevPki, ensure_dev_pki
 from qim.dev.devkeys import KEY_FILE as DEV_KEY_FILE
 from qim.dev.devkeys import dev_token_key
 from qim.dev.stack_archive import CLIENT_VARS as ARCHIVE_CLIENT_VARS
 from qim.dev.stack_archive import apply_schema, scylla_of
+from qim.dev.stack_layout import environment, instances, kind_of, port_keys
 from qim.dev.stack_ports import PortBook
 from qim.errors import EngineError
 from qim.net.tls import TlsFiles
+from qim.topology import GATEWAY, MAILBOX, SESSION, WRITER
 
 READY_TIMEOUT_S = 60.0
 TLS_DIR = "tls"  # the development CA and certificates, under the stack directory
@@ -46,11 +48,6 @@ STOP_TIMEOUT_S = 10.0
 # copied into stack.env so qim-loadgen and qimctl work after sourcing one file
 CLIENT_VARS = ("QIM_WRITER_ADDRS", "QIM_REDIS_ADDR", "QIM_KAFKA_BOOTSTRAP",
                "QIM_MAILBOX_SHARD_COUNT", "QIM_TENANT_ID", "QIM_TOKEN_AUDIENCE", *ARCHIVE_CLIENT_VARS)
-
-
-def module_of(name: str) -> str:
-    """Instance name -> entry module: "writer2" runs qim.app.writer."""
-    return name.rstrip("0123456789")
 
 
 @dataclass
@@ -75,8 +72,8 @@ class Stack:
 
     @property
     def gateway_addr(self) -> str:
-        """Client address of the gateway ("127.0.0.1:PORT")."""
-        return self.env["QIM_GATEWAY_LISTEN"]
+        """Client address of the (first) gateway ("127.0.0.1:PORT")."""
+        return self.instance_env[GATEWAY]["QIM_GATEWAY_LISTEN"]
 
     @property
     def token_key(self) -> str:
@@ -143,8 +140,7 @@ class Stack:
                               f"{', '.join(self.names)}")
         env = {**self.env, **self.instance_env.get(name, {}), **(extra_env or {}),
                "PYTHONUNBUFFERED": "1"}
-        argv = death_wrapper(self.die_with_parent) + [sys.executable, "-m",
-                                                      f"qim.app.{module_of(name)}"]
+        argv = death_wrapper(self.die_with_parent) + [sys.executable, "-m", "qim.app", kind_of(name).name]
         launcher = Launcher(argv, cwd=self.dir, log_path=self.dir / "logs" / f"{name}.log",
                             env=env, timeout=READY_TIMEOUT_S)
         try:
@@ -242,24 +238,18 @@ class Stack:
         (self.dir / "stack.env").unlink(missing_ok=True)  # a stale file would point at dead ports
 
 
-def _port_keys(writers: int, mailboxes: int, sessions: int) -> dict[str, list[str]]:
-    """Instance name -> its port keys ([listen, metrics]); shared keys under ""."""
-    def names(kind: str, n: int) -> list[str]:
-        return [kind if i == 0 else f"{kind}{i + 1}" for i in range(n)]
-    keys = {"": ["gateway", "gateway_push", "gateway_metrics", "fanout_metrics", "archiver_metrics"]}
-    for name in names("writer", writers) + names("mailbox", mailboxes) + names("session", sessions):
-        keys[name] = [name, f"{name}_metrics"]
-    return keys
-
-
 def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str, str]] = None,
              die_with_parent: bool = False, writers: int = 1, mailboxes: int = 1,
-             sessions: int = 1, ports_file: Optional[Path] = None, tls: bool = True) -> Stack:
+             sessions: int = 1, ports_file: Optional[Path] = None, tls: bool = True,
+             nodes: Optional[Mapping[str, int]] = None) -> Stack:
     """Start every service and wait until all are healthy.
 
+    The layout comes from the service table (qim.dev.stack_layout): `nodes` ({service:
+    count}, 1 each by default) instances of each kind, or through the older keywords
     `writers` writer instances (writer, writer2, ...), `mailboxes` mailbox nodes
     (mailbox, mailbox2, ...; shards split by static assignment) and `sessions` session
-    nodes (session, ...; user u on node u mod n). Ports are fresh unless `ports_file`
+    nodes (session, ...; user u on node u mod n); qim-archiver only with the archive tier.
+    Ports are fresh unless `ports_file`
     remembers them (qim.dev.stack_ports). The development token key of `dir` is kept,
     or generated the first time (qim.dev.devkeys); `extra_env` may override
     QIM_TOKEN_PUBLIC_KEYS (a second key for rotation tests). With `tls` (always, but for
@@ -270,21 +260,7 @@ def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str
     """
     dir = Path(dir)
     dir.mkdir(parents=True, exist_ok=True)
-    book = PortBook(ports_file)
-    layout = _port_keys(writers, mailboxes, sessions)
-    all_keys = [k for keys in layout.values() for k in keys]
-    ports = {k: f"127.0.0.1:{p}" for k, p in book.take(all_keys).items()}
-    book.check_free(all_keys)
-    _, public_key = dev_token_key(dir)
-    book.save()
-    env = {
-        **engine_env,
-        "QIM_GATEWAY_LISTEN": ports["gateway"], "QIM_GATEWAY_PUSH_ADDR": ports["gateway_push"],
-        "QIM_GATEWAY_METRICS_LISTEN": ports["gateway_metrics"],
-        "QIM_FANOUT_METRICS_LISTEN": ports["fanout_metrics"],
-        "QIM_TOKEN_PUBLIC_KEYS": str(public_key.resolve()), "QIM_TOKEN_AUDIENCE": TOKEN_AUDIENCE_DEFAULT,
-        "QIM_MAILBOX_NODE_COUNT": str(mailboxes),
-    }
+    env = {**engine_env, "QIM_TOKEN_AUDIENCE": TOKEN_AUDIENCE_DEFAULT}
     pki = ensure_dev_pki((dir / TLS_DIR).resolve()) if tls else None
     if pki is not None:
         client_port = pki.files(CLIENT_PORT)
@@ -292,29 +268,24 @@ def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str
     else:
         env.update({"QIM_GATEWAY_PLAINTEXT_DEV": "1", "QIM_INTERNAL_PLAINTEXT_DEV": "1"})
     env.update(extra_env or {})
-    scylla = scylla_of(env)  # the archive tier (issue 14): schema first, then qim-archiver
+    scylla = scylla_of(env)  # the archive tier: schema first, then qim-archiver
+    counts = {WRITER: writers, MAILBOX: mailboxes, SESSION: sessions, **(nodes or {})}
+    layout = instances(counts, archive=scylla is not None)
+    book = PortBook(ports_file)
+    keys = port_keys(layout)
+    ports = {k: f"127.0.0.1:{p}" for k, p in book.take(keys).items()}
+    book.check_free(keys)
+    _, public_key = dev_token_key(dir)
+    book.save()
+    shared, instance_env = environment(layout, ports)
+    env = {**shared, **env, "QIM_TOKEN_PUBLIC_KEYS": env.get("QIM_TOKEN_PUBLIC_KEYS", str(public_key.resolve()))}
     if scylla is not None:
         apply_schema(scylla)
-        env["QIM_ARCHIVER_METRICS_LISTEN"] = ports["archiver_metrics"]
-    instance_env: dict[str, dict[str, str]] = {}
-    for name in (n for n in layout if n):
-        var = module_of(name).upper()
-        instance_env[name] = {f"QIM_{var}_LISTEN": ports[name],
-                              f"QIM_{var}_METRICS_LISTEN": ports[f"{name}_metrics"]}
-        if var in ("MAILBOX", "SESSION"):
-            index = int(name[len(var):] or 1) - 1
-            instance_env[name][f"QIM_{var}_NODE_INDEX"] = str(index)
-    for var in ("SESSION", "WRITER", "MAILBOX"):
-        env[f"QIM_{var}_ADDRS"] = ",".join(e[f"QIM_{var}_LISTEN"] for n, e in instance_env.items()
-                                           if module_of(n) == var.lower())
-    metrics = {n: e[f"QIM_{module_of(n).upper()}_METRICS_LISTEN"] for n, e in instance_env.items()}
-    metrics.update({"gateway": env["QIM_GATEWAY_METRICS_LISTEN"],
-                    "fanout": env["QIM_FANOUT_METRICS_LISTEN"]})
-    if scylla is not None:
-        metrics["archiver"] = env["QIM_ARCHIVER_METRICS_LISTEN"]
     if pki is not None:
-        for name in ["gateway", *instance_env]:  # each service its own certificate
-            instance_env.setdefault(name, {}).update(pki.service_env(module_of(name)))
+        for inst in layout:  # each service its own certificate, when it speaks internal RPC
+            if inst.service.name in DEV_SERVICES:
+                instance_env[inst.name].update(pki.service_env(inst.service.name))
+    metrics = {inst.name: instance_env[inst.name][inst.service.metrics_var] for inst in layout}
     stack = Stack(dir, env, metrics, die_with_parent=die_with_parent, instance_env=instance_env)
     try:
         for name in stack.names:

@@ -9,7 +9,7 @@ import asyncio
 import concurrent.futures
 
 from qim.config import Env
-from qim.config_tier import ScyllaConfig
+from qim.config.tier import ScyllaConfig
 from qim.errors import ConfigError, EngineError
 from qim.stores.errors import StoreError
 

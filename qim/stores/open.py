@@ -7,7 +7,7 @@ a backend.
     stores.messages / commits / leases / groups / mailboxes / sessions / reads
     stores.archive_tier   # None without QIM_SCYLLA_ADDRS, else an ArchiveTier
 
-Backends (QIM_MESSAGE_STORE_BACKEND, qim/config_tier.py): "redis" (every store in Redis;
+Backends (QIM_MESSAGE_STORE_BACKEND, qim/config/tier.py): "redis" (every store in Redis;
 the default without QIM_SCYLLA_ADDRS) and "tiered" (the default with it: MessageStore is
 the TieredMessageStore, Redis above each conversation's hot floor and CQL below it).
 `open_archive_tier` gives the HistoryArchiver and qimctl the archive tier alone.
@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional, Protocol
 
-from qim.config_tier import ScyllaConfig, TierConfig
+from qim.config.tier import ScyllaConfig, TierConfig
 from qim.consts import MAILBOX_RETENTION_MS_DEFAULT
 from qim.stores.archive import ArchiveStateStore, ArchiveStore, ConversationStateStore
 from qim.stores.commits import CommitStore

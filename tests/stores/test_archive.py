@@ -265,7 +265,7 @@ async def test_watermark_only_moves_forward_and_the_position_is_compare_and_set(
 
 
 async def test_an_unreachable_archive_is_store_unavailable_below_the_floor(tiered, store_engines):
-    from qim.config_tier import ScyllaConfig
+    from qim.config.tier import ScyllaConfig
 
     c = direct(tiered)
     for n in range(4):

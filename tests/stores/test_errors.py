@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from redis import exceptions as rx
 
-from qim.config_tier import ScyllaConfig  # noqa: E402
+from qim.config.tier import ScyllaConfig  # noqa: E402
 from qim.errors import EngineError, ErrorCode, MailboxDirty, RequestError
 from qim.stores.commits import CommitRef
 from qim.stores.errors import CheckpointConflict, ClockBehind, Conflict, LeaseLost, StoreCorrupt, StoreUnavailable

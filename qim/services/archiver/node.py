@@ -12,7 +12,7 @@ import asyncio
 import logging
 from typing import Iterator
 
-from qim.config_tier import ArchiverConfig
+from qim.config.archiver import ArchiverConfig
 from qim.faults import ARCHIVER_POINTS, FaultPoints
 from qim.obs.node import ServiceNode
 from qim.services.archiver.archiver import HistoryArchiver

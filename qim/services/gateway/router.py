@@ -1,20 +1,23 @@
-"""Backend routing of the gateway (DESIGN.md §5.1).
+"""Backend routing of the gateway (DESIGN.md §5.1): one rule per backend, named by its
+row in qim/topology.py.
 
-Writers: rendezvous (highest random weight) hash of conversation_id over
-QIM_WRITER_ADDRS; when the first choice is unreachable the next one is tried. Routing
-is affinity only: every writer commits correctly for every conversation.
-Mailbox: the node that owns the user's shard (static assignment, shard mod node count).
+- RENDEZVOUS (writers): highest random weight hash of the key (conversation_id) over
+  the service's addresses; when the first choice is unreachable the next one is tried.
+  Routing is affinity only: every writer commits correctly for every conversation.
+- MODULO (mailbox by shard, session by user_id): node key mod node count (static
+  assignment), no failover: only that node serves the key.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Mapping, Optional, Union
 
 import blake3
 
 from qim.errors import ErrorCode, RequestError
 from qim.net.rpc import RpcClient
 from qim.net.tls import TlsContexts
+from qim.topology import RENDEZVOUS, service
 from qim.wire.errors import RemoteError
 
 
@@ -25,27 +28,33 @@ def rendezvous_order(key: bytes, addrs: tuple[str, ...]) -> list[int]:
 
 
 class BackendRouter:
-    """RPC clients to writers and mailbox nodes, with failover for writers. `tls`: the
-    gateway's internal TlsContexts (None: plaintext development); `services`: the service
-    each kind of backend must prove in its certificate (writer, mailbox, session)."""
+    """RPC clients to every backend of `backends` ({service name: addresses}), each
+    reached by its row's routing rule. `tls`: the gateway's internal TlsContexts (None:
+    plaintext development); each backend must prove its service name in its certificate."""
 
-    def __init__(self, writer_addrs: tuple[str, ...], mailbox_addrs: tuple[str, ...],
-                 session_addrs: tuple[str, ...] = (), tls: Optional[TlsContexts] = None,
-                 services: tuple[Optional[str], ...] = (None, None, None)) -> None:
-        self._writer_addrs = writer_addrs
-        self._writers = [RpcClient(a, tls=tls, expect_service=services[0]) for a in writer_addrs]
-        self._mailboxes = [RpcClient(a, tls=tls, expect_service=services[1]) for a in mailbox_addrs]
-        self._sessions = [RpcClient(a, tls=tls, expect_service=services[2]) for a in session_addrs]
+    def __init__(self, backends: Mapping[str, tuple[str, ...]], tls: Optional[TlsContexts] = None) -> None:
+        self._addrs = dict(backends)
+        self._rules = {name: service(name).gateway for name in backends}
+        self._clients = {name: [RpcClient(a, tls=tls, expect_service=name) for a in addrs]
+                         for name, addrs in backends.items()}
 
-    async def call_writer(self, conversation_id: bytes, opcode: int, body: bytes) -> tuple[int, bytes]:
-        """Send to the rendezvous writer; when it cannot be reached (RequestError
-        UNAVAILABLE) try the next. Raises the last RequestError(UNAVAILABLE) when none
-        answers; a writer's own ERROR reply, whatever its code, is raised at once as
-        qim.net.rpc.RemoteError (the caller names the client's opcode in it)."""
-        last = RequestError(ErrorCode.UNAVAILABLE, "no writer configured")
-        for i in rendezvous_order(conversation_id, self._writer_addrs):
+    async def call(self, backend: str, key: Union[bytes, int], opcode: int, body: bytes) -> tuple[int, bytes]:
+        """Send to the node of `backend` that `key` routes to. RequestError(UNAVAILABLE)
+        when none is configured or (rendezvous) none answers; a backend's own ERROR
+        reply, whatever its code, is raised at once as qim.net.rpc.RemoteError (the
+        caller names the client's opcode in it)."""
+        clients = self._clients.get(backend) or []
+        if not clients:
+            raise RequestError(ErrorCode.UNAVAILABLE, f"no {backend} service configured")
+        rule = self._rules[backend]
+        if rule is None or rule.routing != RENDEZVOUS:
+            assert isinstance(key, int)
+            return await clients[key % len(clients)].call(opcode, body)
+        assert isinstance(key, bytes)
+        last = RequestError(ErrorCode.UNAVAILABLE, f"no {backend} service configured")
+        for i in rendezvous_order(key, self._addrs[backend]):
             try:
-                return await self._writers[i].call(opcode, body)
+                return await clients[i].call(opcode, body)
             except RemoteError:
                 raise
             except RequestError as exc:
@@ -54,17 +63,8 @@ class BackendRouter:
                 last = exc
         raise last
 
-    async def call_mailbox(self, shard: int, opcode: int, body: bytes) -> tuple[int, bytes]:
-        """The mailbox node that owns `shard` (shard mod node count)."""
-        return await self._mailboxes[shard % len(self._mailboxes)].call(opcode, body)
-
-    async def call_session(self, user_id: int, opcode: int, body: bytes) -> tuple[int, bytes]:
-        """The session node of the user (user id mod node count). UNAVAILABLE when none."""
-        if not self._sessions:
-            raise RequestError(ErrorCode.UNAVAILABLE, "no session service configured")
-        return await self._sessions[user_id % len(self._sessions)].call(opcode, body)
-
     async def close(self) -> None:
         """Close every backend client."""
-        for c in self._writers + self._mailboxes + self._sessions:
-            await c.close()
+        for clients in self._clients.values():
+            for c in clients:
+                await c.close()

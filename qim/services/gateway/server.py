@@ -4,11 +4,11 @@ Ready once every mailbox node of QIM_MAILBOX_ADDRS has linked its push path to t
 gateway (qim/services/gateway/pushlink.py): until then a device could log in and miss
 its pushes.
 
-Transport security (issue 15, qim/net/tls.py): the client port is TLS 1.3 with ALPN
+Transport security (qim/net/tls.py, docs/decisions/0022): the client port is TLS 1.3 with ALPN
 qim/1 (QIM_GATEWAY_TLS_*; the handshake counts toward QIM_AUTH_TIMEOUT_MS); the push
 listener and the backend clients are mutual TLS with this process's service certificate
 (QIM_INTERNAL_*); PUSH_BATCH is taken only from mailbox certificates, DEVICE_FRAMES only
-from session certificates (qim/net/allow.py).
+from session certificates (the service table, qim/topology.py; checked by qim/net/allow.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import logging
 from typing import Iterator
 
 from qim.config import GatewayConfig
-from qim.net.allow import MAILBOX, SESSION, WRITER
 from qim.net.framed import FramedStream
 from qim.net.tls import ALPN
 from qim.obs.node import ServiceNode
@@ -29,6 +28,7 @@ from qim.services.gateway.online import OnlineRegistry
 from qim.services.gateway.pushlink import PushListener
 from qim.services.gateway.ratelimit import SendLimiter
 from qim.services.gateway.router import BackendRouter
+from qim.topology import MAILBOX, gateway_backends
 
 logger = logging.getLogger(__name__)
 
@@ -50,9 +50,8 @@ class ConnectionNode(ServiceNode):
         self.client_tls = self.tls_contexts(config.client_tls, "client port",
                                             "QIM_GATEWAY_TLS_CERT/QIM_GATEWAY_TLS_KEY", alpn=ALPN)
         self.internal_tls = self.tls_contexts(config.internal_tls, "internal", "QIM_INTERNAL_CA/TLS_CERT/TLS_KEY")
-        self.router = BackendRouter(config.writer_addrs, config.mailbox_addrs, config.session_addrs,
-                                    tls=self.internal_tls, services=(WRITER, MAILBOX, SESSION))
-        self.push = PushListener(self.online, len(config.mailbox_addrs), self.metrics,
+        self.router = BackendRouter({s.name: config.peers[s.name] for s in gateway_backends()}, tls=self.internal_tls)
+        self.push = PushListener(self.online, len(config.peers[MAILBOX]), self.metrics,
                                  guard=self.rpc_guard(enforce=self.internal_tls is not None))
         self.always_zero(self.metrics.backend_dropped)
         self.closing(self.router.close, "backend clients")

@@ -18,7 +18,6 @@ from qim.config import MailboxConfig
 from qim.consts import INTERNAL_RPC_INFLIGHT
 from qim.errors import ErrorCode, RequestError
 from qim.faults import MAILBOX_POINTS, FaultPoints
-from qim.net.allow import GATEWAY
 from qim.obs.node import ServiceNode
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
@@ -28,6 +27,7 @@ from qim.services.mailbox.projection import ProjectionFeed
 from qim.services.mailbox.pull import MailboxPuller, entry_pb
 from qim.services.mailbox.pushlink import PushLink
 from qim.stores.open import open_stores
+from qim.topology import GATEWAY, SESSION
 
 logger = logging.getLogger(__name__)
 
@@ -56,9 +56,9 @@ class MailboxNode(ServiceNode):
         tenant = config.common.tenant.to_bytes(16, "big")
         self.push_links = [PushLink(a, config.node_index, config.node_count, tenant, metrics=self.metrics,
                                     tls=self.internal_tls, expect_service=GATEWAY)
-                           for a in config.gateway_push_addrs]
+                           for a in config.peers[GATEWAY]]
         self.metrics.watch_push_links(self.push_links)
-        self._projection = ProjectionFeed(config.session_addrs, self.metrics,  # low-latency path to sessions
+        self._projection = ProjectionFeed(config.peers[SESSION], self.metrics,  # low-latency path to sessions
                                           tls=self.internal_tls)
         self.always_zero(self.metrics.dirty)
         self.closing(self.stores.close, "stores")

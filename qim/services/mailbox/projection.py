@@ -18,12 +18,12 @@ from typing import Any, Iterable, Optional
 from qim._core import ids
 from qim.consts import CONVERSATION_KIND_DIRECT
 from qim.errors import IdError
-from qim.net.allow import SESSION
 from qim.net.oneway import PEER_QUEUE_LIMIT, SENT, OneWayLink
 from qim.net.tls import TlsContexts
 from qim.proto.v1 import projection_pb2
 from qim.protocol import Opcode
 from qim.services.mailbox.metrics import MailboxMetrics
+from qim.topology import SESSION
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,6 @@ from typing import Iterator
 from qim.config import SessionConfig
 from qim.consts import INTERNAL_RPC_INFLIGHT
 from qim.errors import ErrorCode, RequestError
-from qim.net.allow import GATEWAY
 from qim.net.oneway import PEER_QUEUE_LIMIT, SENT, OneWayLink
 from qim.obs.node import ServiceNode
 from qim.proto.v1 import internal_pb2
@@ -31,6 +30,7 @@ from qim.services.session.metrics import SessionMetrics
 from qim.services.session.register import Registration
 from qim.services.session.service import SessionService
 from qim.stores.open import open_stores
+from qim.topology import GATEWAY
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class SessionNode(ServiceNode):
         self._gateways = [OneWayLink(a, Opcode.DEVICE_FRAMES, queue_limit=PEER_QUEUE_LIMIT,
                                      on_drop=self._frame_dropped, reconnect_max_s=GATEWAY_RECONNECT_MAX_S,
                                      name="device frames", tls=self.internal_tls, expect_service=GATEWAY)
-                          for a in config.gateway_push_addrs]
+                          for a in config.peers[GATEWAY]]
         self.metrics.watch_cache(self.cache)
         self.closing(stores.close, "stores")
         self.closing(self.projector.close, "dispatch consumer")

@@ -29,7 +29,7 @@ import time
 from itertools import takewhile
 from typing import Optional, Sequence
 
-from qim.config_tier import TierConfig
+from qim.config.tier import TierConfig
 from qim.consts import (
     DAY_MS,
     EPHEMERAL_RETENTION_MS,

@@ -3,7 +3,7 @@ the schema check at start and liveness. Built by qim.stores.open.open_archive.""
 
 from __future__ import annotations
 
-from qim.config_tier import ScyllaConfig
+from qim.config.tier import ScyllaConfig
 from qim.stores.archive import ArchiveStore, ConversationStateStore
 from qim.stores.cql import schema
 from qim.stores.cql.archive import CqlArchive, CqlConversationState

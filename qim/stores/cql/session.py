@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Iterable, Optional, Sequence
 
-from qim.config_tier import ScyllaConfig
+from qim.config.tier import ScyllaConfig
 from qim.stores.cql.errors import is_driver_error, translate
 
 CQL_PROTOCOL_VERSION = 4

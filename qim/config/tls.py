@@ -1,6 +1,6 @@
-"""TLS configuration (issue 15; qim/net/tls.py; docs/operations.md "Certificates, keys
-and rotation"). Read through qim.config.Env; an invalid value raises ConfigError naming
-the variable.
+"""TLS configuration (qim/net/tls.py; docs/decisions/0022; docs/operations.md
+"Certificates, keys and rotation"). Read through qim.config.Env; an invalid value raises
+ConfigError naming the variable.
 
 | variable | read by | meaning |
 |---|---|---|
@@ -17,19 +17,18 @@ Without a certificate and without the development flag a service does not start 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Iterable, Mapping, Optional
+from typing import Iterable, Mapping, Optional
 
+from qim.config.env import Env
 from qim.errors import ConfigError
 from qim.net.tls import TlsFiles, is_loopback
+from qim.topology import service
 from qim.wire.addr import parse_addr
-
-if TYPE_CHECKING:
-    from qim.config import Env
 
 INTERNAL_VARS = ("QIM_INTERNAL_CA", "QIM_INTERNAL_TLS_CERT", "QIM_INTERNAL_TLS_KEY")
 
 
-def file_var(env: "Env", name: str) -> str:
+def file_var(env: Env, name: str) -> str:
     """An optional file path ("" when unset); ConfigError naming `name` when the file
     does not exist or cannot be read."""
     path = env.raw(name)
@@ -46,7 +45,7 @@ def _require_loopback(flag: str, addrs: Mapping[str, Iterable[str]]) -> None:
                 raise ConfigError(f"{flag}=1 requires loopback addresses; {var} has {host}")
 
 
-def client_port_tls(env: "Env", listen: str) -> Optional[TlsFiles]:
+def client_port_tls(env: Env, listen: str) -> Optional[TlsFiles]:
     """The gateway's client-port certificate, or None with QIM_GATEWAY_PLAINTEXT_DEV=1 on a
     loopback QIM_GATEWAY_LISTEN (module doc)."""
     cert, key = file_var(env, "QIM_GATEWAY_TLS_CERT"), file_var(env, "QIM_GATEWAY_TLS_KEY")
@@ -61,7 +60,7 @@ def client_port_tls(env: "Env", listen: str) -> Optional[TlsFiles]:
     return TlsFiles(cert, key)
 
 
-def internal_tls(env: "Env", addrs: Mapping[str, Iterable[str]]) -> Optional[TlsFiles]:
+def internal_tls(env: Env, addrs: Mapping[str, Iterable[str]]) -> Optional[TlsFiles]:
     """This process's service certificate for internal RPC, or None with
     QIM_INTERNAL_PLAINTEXT_DEV=1 when every address in `addrs` ({variable: addresses it
     listens on or dials}) is loopback (module doc)."""
@@ -77,3 +76,15 @@ def internal_tls(env: "Env", addrs: Mapping[str, Iterable[str]]) -> Optional[Tls
         raise ConfigError(f"{', '.join(missing)} required: internal RPC is mutual TLS (plaintext only with "
                           "QIM_INTERNAL_PLAINTEXT_DEV=1 and loopback addresses)")
     return TlsFiles(cert, key, ca)
+
+
+def service_tls(env: Env, name: str, listen: str, peers: Mapping[str, Iterable[str]]) -> Optional[TlsFiles]:
+    """internal_tls of service `name` (qim/topology.py): the addresses checked are its
+    internal listener (`listen`) and every peer it dials ({service name: addresses}, as
+    Env.peers reads them), each under the variable it was read from."""
+    row = service(name)
+    addrs: dict[str, Iterable[str]] = {}
+    if row.internal_listener is not None:
+        addrs[row.internal_listener.var] = (listen,)
+    addrs.update({service(peer).addrs_var: values for peer, values in peers.items()})
+    return internal_tls(env, addrs)
