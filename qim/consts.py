@@ -125,7 +125,7 @@ MAILBOX_PAGE_MAX_BYTES = 512 * 1024
 SEND_ACK_PROBE_S = 3.0
 HEARTBEAT_START_S = 60.0
 
-# --- tokens and limits of the gateway (issue 15; docs/operations.md "Tokens and keys") ---
+# --- tokens and limits of the gateway (docs/decisions/0021; docs/operations.md "Tokens and keys") ---
 TOKEN_MAX_BYTES = 8192  # a JWT of this deployment is ~300 bytes; longer is refused as malformed
 TOKEN_AUDIENCE_DEFAULT = "qim"  # QIM_TOKEN_AUDIENCE
 TOKEN_ISSUER_DEFAULT = "qim-dev"  # QIM_TOKEN_ISSUER; `qimctl token` always issues as this
@@ -148,7 +148,7 @@ DISPATCH_TOPIC = "qim.dispatch"
 # broker/topic record limit: a 1 MiB body plus envelope fits with room to spare
 KAFKA_MAX_RECORD_BYTES = 8 * 1024 * 1024
 
-# --- archive tier (issue 14; DESIGN.md §5 step 7, §8; docs/decisions/0023-archive-tier.md) ---
+# --- archive tier (DESIGN.md §5 step 7, §8; docs/decisions/0023-archive-tier.md) ---
 # Hot window: history stays in Redis at least this long (QIM_HISTORY_HOT_WINDOW_MS).
 HISTORY_HOT_WINDOW_MS_DEFAULT = 7 * DAY_MS
 # Retention classes of a conversation's history (QIM_DEFAULT_HISTORY_RETENTION_DAYS for
@@ -180,7 +180,7 @@ assert LANE_COUNT & (LANE_COUNT - 1) == 0
 assert VIRTUAL_BUCKET_COUNT == 1 << 16
 assert MAILBOX_EPOCH_BITS + MAILBOX_OFFSET_BITS == 64
 
-# --- per-message costs (issue 12; docs/perf-profile.md) ----------------------------
+# --- per-message costs (docs/perf-profile.md; docs/decisions/0026) -------------------
 # Script calls of one event-loop iteration sent as one pipeline (group commit of the
 # writer's reserve and mark_committed): at most this many commands per pipeline.
 REDIS_COALESCE_MAX_CALLS = 256

@@ -1,4 +1,4 @@
-"""qimctl admin commands: group membership and operator deletes (issue 6).
+"""qimctl admin commands: group membership and operator deletes (docs/decisions/0005-groups-history.md).
 
     qimctl membership add    --group G --user U [--user U ...] [--writer H:P] [--tenant T] [--request-id HEX32]
     qimctl membership remove --group G --user U [--user U ...] ...

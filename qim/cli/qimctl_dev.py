@@ -1,4 +1,4 @@
-"""qimctl development commands: tokens and groups made by the operator (issue 13).
+"""qimctl development commands: tokens and groups made by the operator (docs/decisions/0018).
 
     qimctl token --user U --device D [--ttl S] [--tenant T] [--key PATH] [--audience A]
         prints only a development token (a JWT signed with the development key: --key,

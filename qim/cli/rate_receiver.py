@@ -32,10 +32,10 @@ from typing import Callable, Optional
 from qim.cli.bodies import digest
 from qim.cli.loadgen_stats import percentiles
 from qim.consts import MESSAGE_TYPE_CONTROL
-from qim.errors import ErrorCode
 from qim.net.framed import FramedStream
-from qim.proto.v1 import common_pb2, mailbox_pb2
+from qim.proto.v1 import mailbox_pb2
 from qim.protocol import Opcode
+from qim.wire.errors import decode_error
 
 PULL_EVERY_S = 1.0  # a receiver pulls at least this often: a dropped push costs at most this much latency
 PULL_GAP_S = 0.25  # and at most this often: pushes in between are coalesced (latency comes from the push)
@@ -217,7 +217,7 @@ class Receiver:
         self.stream.send(Opcode.PULL_MAILBOX, self._rid, req.SerializeToString())
         op, body = await asyncio.wait_for(self._reply, 30.0)
         if op != Opcode.MAILBOX_BATCH:
-            code = ErrorCode(common_pb2.Error.FromString(body).code).name if op == Opcode.ERROR else hex(op)
+            code = decode_error(body).code.name if op == Opcode.ERROR else hex(op)
             self.pull_errors[code] = self.pull_errors.get(code, 0) + 1
             await asyncio.sleep(0.2)
             return False

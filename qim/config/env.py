@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Mapping, Optional
 
-from qim.consts import DEFAULT_SHARD_COUNT
+from qim.consts import DEFAULT_SHARD_COUNT, MAX_MESSAGE_BODY
 from qim.errors import ConfigError
 from qim.topology import SERVICES, Listener, dials, service
 from qim.wire.addr import parse_addr
@@ -82,6 +82,12 @@ class Env:
         if value & (value - 1):
             raise ConfigError(f"QIM_MAILBOX_SHARD_COUNT={value} is not a power of two")
         return value
+
+    def max_body(self) -> int:
+        """QIM_MAX_MESSAGE_BODY: the body limit in bytes (1 .. the built-in 1 MiB), read the
+        same by the gateway (checked before forwarding) and the writer (checked again on
+        every WRITER_SEND, whoever sent it)."""
+        return self.integer("QIM_MAX_MESSAGE_BODY", MAX_MESSAGE_BODY, 1, MAX_MESSAGE_BODY)
 
     def metrics_listen(self, name: str) -> str:
         """QIM_<ENV>_METRICS_LISTEN of service `name`, default 127.0.0.1:<its metrics port>

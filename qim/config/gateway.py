@@ -10,7 +10,6 @@ from qim.config.env import Env
 from qim.config.tls import client_port_tls, service_tls
 from qim.consts import (
     MAX_CONNECTIONS_PER_USER_DEFAULT,
-    MAX_MESSAGE_BODY,
     RATE_CONN_BURST_DEFAULT,
     RATE_CONN_PER_S_DEFAULT,
     RATE_USER_BURST_DEFAULT,
@@ -67,7 +66,7 @@ class GatewayConfig:
             peers=env.peers(GATEWAY),
             token_keys=env.token_keys(),
             inflight_limit=env.integer("QIM_WRITER_REQUEST_INFLIGHT_LIMIT", WRITER_INFLIGHT_DEFAULT, 1, WRITER_INFLIGHT_MAX),
-            max_body=env.integer("QIM_MAX_MESSAGE_BODY", MAX_MESSAGE_BODY, 1, MAX_MESSAGE_BODY),
+            max_body=env.max_body(),
             auth_timeout_s=env.integer("QIM_AUTH_TIMEOUT_MS", 10_000, 100, 600_000) / 1000,
             token_audience=env.text("QIM_TOKEN_AUDIENCE", TOKEN_AUDIENCE_DEFAULT),
             token_issuer=env.text("QIM_TOKEN_ISSUER", TOKEN_ISSUER_DEFAULT),

@@ -8,7 +8,7 @@ from typing import Optional
 from qim.config.common import CommonConfig
 from qim.config.env import Env
 from qim.config.tls import service_tls
-from qim.consts import RECALL_WINDOW_MS_DEFAULT, WRITER_INFLIGHT_DEFAULT, WRITER_INFLIGHT_MAX
+from qim.consts import MAX_MESSAGE_BODY, RECALL_WINDOW_MS_DEFAULT, WRITER_INFLIGHT_DEFAULT, WRITER_INFLIGHT_MAX
 from qim.faults import WRITER_POINTS
 from qim.net.tls import TlsFiles
 from qim.topology import WRITER
@@ -30,6 +30,7 @@ class WriterConfig:
     recovery_stale_ms: int
     recall_window_ms: int
     clock_skew_ms: int  # test/dev knob (QIM_CLOCK_SKEW_MS); 0 in production
+    max_body: int = MAX_MESSAGE_BODY  # QIM_MAX_MESSAGE_BODY (Env.max_body): the gateway's limit, checked again
     internal_tls: Optional[TlsFiles] = None  # QIM_INTERNAL_* (qim/config/tls.py); None: plaintext development
 
     @classmethod
@@ -46,5 +47,6 @@ class WriterConfig:
             recovery_stale_ms=env.integer("QIM_COMMIT_RECOVERY_STALE_MS", 5000, 100, 3_600_000),
             recall_window_ms=env.integer("QIM_RECALL_WINDOW_MS", RECALL_WINDOW_MS_DEFAULT, 0, 30 * 86_400_000),
             clock_skew_ms=env.clock_skew("QIM_CLOCK_SKEW_MS", _LISTENERS),
+            max_body=env.max_body(),
         )
         return replace(cfg, internal_tls=service_tls(env, WRITER, cfg.listen, {}))

@@ -180,7 +180,7 @@ class KafkaEngine(Engine):
         Metadata alone is not enough: right after a topic is created (or the broker
         restarted) it names a leader while that broker still answers
         NOT_LEADER_FOR_PARTITION, and a service that starts then fails on its first
-        watermark query (issue 10, fault 7).
+        watermark query (a stale answer would make an audit or a test wait on an old position).
         """
         # TCP first: librdkafka would otherwise log a connection error per attempt
         if not port_in_use(self.ports["main"]):

@@ -1,5 +1,7 @@
-"""Development supervisor: runs qim-writer, qim-mailbox, qim-session, qim-fanout and
-qim-gateway as separate processes against engines started by `qim-dev engines up`.
+"""Development supervisor: runs every process of the service table (qim/topology.py:
+qim-writer, qim-mailbox, qim-session, qim-gateway, qim-fanout, and qim-archiver with the
+archive tier) as separate processes against engines started by `qim-dev engines up`,
+laid out by qim.dev.stack_layout (any number of nodes per kind; one each by default).
 
 Each service gets loopback ports (fresh, or remembered in a PortBook file: see
 qim.dev.stack_ports), its own log file under DIR/logs and its pid in DIR/stack.json;
@@ -9,7 +11,7 @@ the development token key's path and the token audience, writer addresses, engin
 addresses). The development token key is generated once per stack directory
 (qim.dev.devkeys); the gateway trusts its public half (QIM_TOKEN_PUBLIC_KEYS).
 
-Everything runs over TLS (issue 15): a development CA and certificates are made once
+Everything runs over TLS (docs/decisions/0022): a development CA and certificates are made once
 under DIR/tls (qim.dev.certs; remade when they expire), the gateway's client port gets
 the `client-port` certificate, every service its own service certificate for mutual TLS,
 and stack.env carries QIM_CA_FILE for clients and qimctl's certificate.

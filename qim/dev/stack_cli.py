@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace, dir: Path, existing: Stack | None) -> int:
-    settings = settings_from(os.environ)  # the archive tier's (issue 14): e.g. the demo's short hot window
+    settings = settings_from(os.environ)  # the archive tier's (docs/decisions/0023): e.g. the demo's short hot window
     if (existing is not None and all(existing.healthz(s)[0] == 200 for s in existing.names)
             and not settings_differ(existing.env, settings)):
         print(f"stack already up; env file:\n{dir / 'stack.env'}")

@@ -11,7 +11,7 @@ a time, so that a PONG or an ACK never waits behind a large frame:
   space (asyncio write-buffer limits of about one chunk, then `drain()`), and asks the
   kernel to keep at most about one chunk unsent (TCP_NOTSENT_LOWAT). Before this, a
   whole page (up to 1 MiB) went to the socket at once and a PONG queued after it waited
-  ~9 s on a 100 KiB/s link (issue 10, fault 11; docs/decisions/0011-slow-links.md).
+  ~9 s on a 100 KiB/s link (docs/decisions/0011-slow-links.md).
 What a slow peer has not taken yet stays queued here, counted in `queued_bytes`; callers
 bound it (stop reading the peer, drop best-effort traffic with a counter).
 Frames to one peer with the same (opcode, request_id) are never interleaved: request ids

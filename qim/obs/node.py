@@ -1,4 +1,4 @@
-"""ServiceNode: the shell every QIM service process is built on (issue 11).
+"""ServiceNode: the shell every QIM service process is built on (docs/decisions/0020-service-shell.md).
 
 One node per process (tests may hold several in one process: nothing here is global).
 It owns

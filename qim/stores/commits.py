@@ -11,7 +11,7 @@ group change and the state change (recall/delete) add their own writes to the sa
 operation. All validation happens before the sequence is taken.
 
 Errors: StoreUnavailable; Conflict, Forbidden, NotFound (group change: no such group),
-MembershipChanged, RecordChanged, ClockBehind(message_id), PreviousNotSequenced from the
+MembershipMoved, RecordChanged, ClockBehind(message_id), PreviousNotSequenced from the
 reserving calls; NotFound / NotRecorded from `mark_committed`.
 """
 
@@ -61,7 +61,7 @@ class Reservation:
 @dataclass(frozen=True)
 class GroupSendCheck:
     """A group send: `actor` must be a current member and `version` still the group's
-    membership_version (else Forbidden / MembershipChanged)."""
+    membership_version (else Forbidden / MembershipMoved)."""
 
     version: int
     actor: int
@@ -70,7 +70,7 @@ class GroupSendCheck:
 @dataclass
 class GroupChange:
     """A membership change (DESIGN.md §7): `op` "create" (Conflict when the group exists)
-    or "edit" (NotFound without a group, MembershipChanged when `expected_version` moved).
+    or "edit" (NotFound without a group, MembershipMoved when `expected_version` moved).
     The message's seq J gives joiners joined_at = J-1 (0 on create) and leavers left_at =
     J; a member keeps at most `intervals_kept` intervals; `members_after` is stored as the
     immutable snapshot of the new version for `snapshot_ttl_s`."""

@@ -13,7 +13,7 @@ from qim.stores.errors import (
     ClockBehind,
     Conflict,
     Forbidden,
-    MembershipChanged,
+    MembershipMoved,
     NotFound,
     NotRecorded,
     PreviousNotSequenced,
@@ -153,6 +153,6 @@ async def test_group_sends_are_checked_against_membership_atomically(stores):
     with pytest.raises(Forbidden):
         await g.send(7, b"stranger", group=GroupSendCheck(1, 7))
     await g.change(5, "edit", [5, 6, 7], version=1, joins=[7])  # version 2
-    with pytest.raises(MembershipChanged):
+    with pytest.raises(MembershipMoved):
         await g.send(6, b"planned with v1", group=GroupSendCheck(1, 6))
     assert (await g.send(7, b"joined", group=GroupSendCheck(2, 7))).fresh

@@ -32,7 +32,7 @@ class AsyncProducer:
     `await produce(topic, value, key, partition)` -> (partition, offset) once the record
     is durable on the broker; raises EngineError on delivery failure.
 
-    Per-message cost (issue 12): the delivery reports of one poll are handed to the event
+    Per-message cost (docs/perf-profile.md): the delivery reports of one poll are handed to the event
     loop in ONE `call_soon_threadsafe` (one self-pipe wake-up per poll, not per record).
     Batching: `linger.ms` stays small (an idle send leaves at once); under load the
     records enqueued while a request is in flight leave together in the next one.

@@ -36,9 +36,9 @@ from qim.errors import EngineError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncConsumer, topic_identity
 from qim.services.archiver.metrics import ArchiverMetrics
-from qim.services.archiver.plan import PlanError, plan, records_of
+from qim.services.archiver.plan import ArchivePlanError, plan, records_of
 from qim.stores.archive import ArchiveStateStore, ArchiveStore
-from qim.stores.errors import CheckpointConflict, StoreError
+from qim.stores.errors import CheckpointConflict, StorageError
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ class HistoryArchiver:
                         await self._batch(msgs)
                     await self._publish_mark()
                     delay = 0.2
-                except (EngineError, StoreError) as exc:  # broker or Redis outage: nothing moved
+                except (EngineError, StorageError) as exc:  # broker or Redis outage: nothing moved
                     if isinstance(exc, CheckpointConflict):
                         return self._fail_closed(f"position: {exc.reason or 'refused'} {exc.message}")
                     logger.warning("archiver pass failed (%s); retrying", exc)
@@ -166,7 +166,7 @@ class HistoryArchiver:
             logger.info("outbox position moved from %d to %d", self.next, msgs[0].offset())
         try:
             recs = records_of([m.value() for m in msgs])
-        except PlanError as exc:
+        except ArchivePlanError as exc:
             return self._fail_closed(f"outbox offsets {msgs[0].offset()}..{msgs[-1].offset()}: {exc}")
         by_tenant: dict[int, list[bytes]] = defaultdict(list)
         for r in recs:
@@ -178,7 +178,7 @@ class HistoryArchiver:
                 classes[(tenant, conv)] = cls
         try:
             batches = plan(recs, classes, self._days, now_ms())
-        except PlanError as exc:
+        except ArchivePlanError as exc:
             return self._fail_closed(f"outbox offsets {msgs[0].offset()}..{msgs[-1].offset()}: {exc}")
         await self._write(batches)
         self._faults.hit("after_write")

@@ -9,7 +9,7 @@ unplannable record stops the coordinator (never skipped).
 
 The position is committed synchronously by its own task (`_commit_loop`), never before
 every dispatch below it is delivered, at once after an idle spell and then at most every
-FANOUT_COMMIT_INTERVAL_S (issue 12): the batch loop no longer waits a broker write (an
+FANOUT_COMMIT_INTERVAL_S (docs/decisions/0026): the batch loop no longer waits a broker write (an
 fsynced __consumer_offsets append) per batch, and a busy fanout writes one commit per
 interval instead of one per batch. A crash replays at most one interval more, which
 converges through dispatch_id like any replay (docs/decisions/0026).

@@ -6,13 +6,13 @@ the actor identity comes from AUTH, never from a request body. At most
 `inflight_limit` requests per connection are in progress; past that the connection
 stops reading (TCP back-pressure; nothing is dropped).
 
-Memory per connection is bounded for a slow reader (issue 10, fault 11): the connection
+Memory per connection is bounded for a slow reader (docs/decisions/0011-slow-links.md): the connection
 stops reading while more than REPLY_BACKLOG_BYTES of replies wait for the socket, and
 paged replies (mailbox, history, members, session list) are fetched at most
 BULK_INFLIGHT at a time and only while the backlog has room, so a device that pipelines
 pulls gets its pages at the pace it reads them.
 
-AUTH (issue 15): a refused AUTH (UNAUTHENTICATED: auth.py; RATE_LIMITED past the
+AUTH (docs/decisions/0021-tokens-and-limits.md): a refused AUTH (UNAUTHENTICATED: auth.py; RATE_LIMITED past the
 per-user connection cap: online.py) is answered and the connection closed. An accepted
 connection lives until its token's exp (+ leeway): then it gets KICKED{TOKEN_EXPIRED}
 and is closed (the client reconnects with a fresh token). Mutating requests pass the

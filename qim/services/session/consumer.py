@@ -28,7 +28,7 @@ from qim.errors import EngineError
 from qim.infra.kafka.bridge import AsyncConsumer, topic_identity
 from qim.services.session.metrics import SessionMetrics
 from qim.services.session.register import Registration, from_message, merge
-from qim.stores.errors import StoreError
+from qim.stores.errors import StorageError
 from qim.stores.sessions import SessionStore
 from qim.wire import dispatch as dispatch_record
 
@@ -134,7 +134,8 @@ class DurableProjector:
                 continue
             try:
                 d = dispatch_record.decode(m.value())
-                regs += from_message(d.tenant, d.conversation_id, d.conversation_seq, d.created_at_ms, d.sender_id,
+                c = d.coord
+                regs += from_message(d.tenant, c.conversation_id, c.conversation_seq, c.created_at_ms, c.sender_id,
                                      d.recipients, self.owns)
             except (dispatch_record.DispatchDecodeError, ValueError) as exc:
                 # never skip a record: a gap here is a conversation missing from a list
@@ -148,7 +149,7 @@ class DurableProjector:
         while True:
             try:
                 # registrations then the checkpoint's compare-and-set, one round trip per
-                # poll (issue 12); a retry after a lost reply finds its own values and passes
+                # poll (no per-record round trip); a retry after a lost reply finds its own values and passes
                 await self._sessions.project(self._index, self._count, self._binding, moves, regs)
                 break
             except EngineError as exc:  # StoreUnavailable: nothing moved, retry the batch
@@ -156,7 +157,7 @@ class DurableProjector:
                 logger.warning("durable projection batch failed (%s); retrying", exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
-            except StoreError as exc:  # another owner of the checkpoint, or it was rebound
+            except StorageError as exc:  # another owner of the checkpoint, or it was rebound
                 return self._fail_closed(f"checkpoint: {exc.reason or 'refused'} {exc.message}")
         self.next.update(advance)
         self._m.dispatch_records.inc(len(msgs))

@@ -54,7 +54,7 @@ class SessionNode(ServiceNode):
         self.projector = DurableProjector(config.common.kafka_bootstrap, stores.sessions, config.common.shard_count,
                                           config.node_index, config.node_count, self._marked, self.metrics)
         self.intake = ProjectionIntake(stores.sessions, self.projector.owns, self._marked, metrics=self.metrics)
-        tier = stores.archive_tier  # issue 14: first registrations in CQL, lists rebuilt from them
+        tier = stores.archive_tier  # the archive tier: first registrations in CQL, lists rebuilt from them
         self.first_registrations = (FirstRegistrations(stores.sessions, tier.conversations, self.metrics)
                                     if tier is not None else None)
         restore = None if tier is None else partial(restore_list, sessions=stores.sessions,

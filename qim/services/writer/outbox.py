@@ -25,7 +25,7 @@ from qim.proto.v1 import message_pb2
 from qim.services.writer.hlc import now_ms
 from qim.services.writer.metrics import WriterMetrics
 from qim.stores.commits import COMMITTED, RESERVED, CommitRef, CommitStore, LoadedCommit
-from qim.stores.errors import StoreError
+from qim.stores.errors import StorageError
 from qim.wire import outbox as outbox_codec
 
 logger = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ class OutboxPublisher:
         except EngineError as exc:  # the broker, or StoreUnavailable
             self.rescan.add((ref.tenant, ref.conversation_id))  # the next reserve lists its unpublished commits
             raise RequestError(ErrorCode.UNAVAILABLE, "outbox or commit store unavailable") from exc
-        except StoreError as exc:  # NotFound, NotRecorded: the commit state is not where it must be
+        except StorageError as exc:  # NotFound, NotRecorded: the commit state is not where it must be
             raise RequestError(ErrorCode.UNAVAILABLE, f"commit state: {exc.reason or exc.message}") from exc
         finally:
             if self.enqueued.get(ref) is pending:
@@ -121,7 +121,7 @@ class OutboxPublisher:
         fresh = [ref for ref, _ in entries if ref not in self.enqueued]
         try:
             loaded = dict(zip(fresh, await self._commits.load(fresh))) if fresh else {}
-        except StoreError as exc:
+        except StorageError as exc:
             error = RequestError(ErrorCode.UNAVAILABLE, "commit store unavailable")
             error.__cause__ = exc
             return [self.enqueued.get(ref) or Pending(ref, error=error) for ref, _ in entries]
@@ -176,6 +176,6 @@ class OutboxPublisher:
         """RESERVED → RECORDED (the second call of split mode, also used by resumption)."""
         try:
             await self._commits.record(ref, message_id, now_ms())
-        except StoreError as exc:
+        except StorageError as exc:
             raise RequestError(ErrorCode.UNAVAILABLE, "commit store unavailable") from exc
         self._faults.hit("after_record")

@@ -4,7 +4,7 @@ checked against the group meta in the same script)"; §7).
 
 Given to the committer at construction (qim/services/writer/server.py wiring): the
 committer never knows how an audience is found, only that a group's may move between
-plan and reserve (MembershipChanged: planned again).
+plan and reserve (MembershipMoved: planned again).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class GroupAudience:
     async def plan(self, actor: internal_pb2.Actor, tenant: int, msg: message_pb2.SendMessage) -> SendPlan:
         """FORBIDDEN unless the actor is a current member of an existing group. Reads the
         version, the member count and the actor's own intervals (O(1) in the group's size:
-        a 1,000-member group once parsed every member per send, issue 12)."""
+        a 1,000-member group once parsed every member per send: the plan must not grow with the group)."""
         view = await self._groups.send_view(tenant, msg.conversation_id, actor.user_id)
         if view.version is None or view.intervals is None or not is_current(view.intervals):
             raise RequestError(ErrorCode.FORBIDDEN, "not a member of this group")

@@ -1,4 +1,4 @@
-"""The CQL backend of a process (issue 14): one CqlSession and every CQL store over it,
+"""The CQL backend of a process (docs/decisions/0023): one CqlSession and every CQL store over it,
 the schema check at start and liveness. Built by qim.stores.open.open_archive."""
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ class RedisCommitStore:
 
     def __init__(self, client) -> None:
         self._redis = client
-        # group commit (issue 12): the reserves and mark_committeds of concurrent sends
+        # group commit (docs/decisions/0026): the reserves and mark_committeds of concurrent sends
         # of one event-loop iteration share one pipelined round trip
         self._scripts = Scripts(client, SCRIPTS, coalesce=True)
 
@@ -92,7 +92,7 @@ class RedisCommitStore:
 
     async def reserve_state_change(self, res: Reservation, change: StateChange) -> Reserved:
         """CommitStore.reserve_state_change: state_change.lua, guarded by the SHA-1 of the record as read
-        (expected_version "": the record was read from the archive, issue 14)."""
+        (expected_version "": the record was read from the archive, docs/decisions/0023)."""
         keys = CommitKeys(res.ref.tenant, res.ref.conversation_id)
         return await self._reserve(
             "state_change", res,

@@ -32,7 +32,7 @@ class RedisMailboxStore:
     def __init__(self, client, retention_ms: int = MAILBOX_RETENTION_MS_DEFAULT) -> None:
         self._redis = client
         # the records of different shards materialized in one event-loop iteration share
-        # one pipelined round trip (issue 12; each script still atomic, each call its own reply)
+        # one pipelined round trip (no per-message round trip; each script still atomic, each call its own reply)
         self._scripts = Scripts(client, SCRIPTS, coalesce=True)
         self.retention_ms = retention_ms
         self.index_ttl_s = -(-(retention_ms + DAY_MS + MAILBOX_INDEX_GRACE_MS) // 1000)

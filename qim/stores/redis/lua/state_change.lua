@@ -1,7 +1,7 @@
--- state_change (recall / delete, DESIGN.md issue 6): rewrite the target record with its
+-- state_change (recall / delete, docs/decisions/0005-groups-history.md): rewrite the target record with its
 -- new state and no body (the row stays; no DELETE), mark its state key, and reserve the
 -- CONTROL message that announces it, all in one call.
--- A target already trimmed from the hot tier (issue 14; read from the archive, expected
+-- A target already trimmed from the hot tier (docs/decisions/0023; read from the archive, expected
 -- version ""): its record is not written back to Redis; the state key is set (mailbox
 -- pulls and reads of the archived row overlay it) and the target is listed in the
 -- conversation's archived-states zset at the CONTROL message's seq, until the trim passes
