@@ -176,3 +176,30 @@ def test_no_per_service_list_is_kept_by_hand(tmp_path):
     (tmp_path / "qim" / "dev").mkdir(parents=True)
     (tmp_path / "qim" / "dev" / "certs.py").write_text('DEV_SERVICES = ("gateway", "writer")\nPORTS = {"fanout": 1}\n')
     assert hand_lists(tmp_path) == ["qim/dev/certs.py:1: gateway, writer"]
+
+
+def test_a_new_service_is_one_row(monkeypatch):
+    """A RoomWriter row (docs/architecture.md "How to add a service"), with a stand-in
+    internal opcode and envelope: every derived list picks it up without another edit."""
+    import qim.dev.stack_layout as layout
+    import qim.topology as topology
+    from qim.services.gateway.routes import build_routes
+    from qim.topology import ClientRoute, GatewayBackend, Listener, Service
+
+    room_call = 0x7F7E  # not a real opcode: the room's own comes with its package
+    room = Service("room", "RoomWriter", "ROOM", 9188, "qim.services.room.node:RoomNode", "qim.config.room:RoomConfig",
+                   listeners=(Listener("QIM_ROOM_LISTEN", 7188),), serves={room_call: frozenset({GATEWAY})},
+                   gateway=GatewayBackend(room_call, "SessionCall", topology.RENDEZVOUS, {
+                       Opcode.JOIN_ROOM: ClientRoute("qim.services.gateway.requests:session_list_key")}))
+    table = {**SERVICES, "room": room}
+    monkeypatch.setattr(topology, "SERVICES", table)
+    monkeypatch.setattr(layout, "SERVICES", table)
+    assert topology.rpc_allow()[room_call] == {"gateway"} and topology.speaks_rpc("room")
+    assert "room" in [s.name for s in topology.dials("gateway")]
+    assert build_routes()[Opcode.JOIN_ROOM].backend == "room"
+    nodes = layout.instances({"room": 2}, archive=False)
+    assert [i.name for i in nodes if i.service is room] == ["room", "room2"]
+    keys = port_keys(nodes)
+    shared, own = layout.environment(nodes, {k: f"127.0.0.1:{20000 + i}" for i, k in enumerate(keys)})
+    assert shared["QIM_ROOM_ADDRS"].count(",") == 1 and set(own["room2"]) == {"QIM_ROOM_LISTEN", "QIM_ROOM_METRICS_LISTEN"}
+    assert Env({}).peers("gateway")["room"] == ("127.0.0.1:7188",)
