@@ -147,6 +147,13 @@ OUTBOX_TOPIC = "qim.outbox"
 DISPATCH_TOPIC = "qim.dispatch"
 # broker/topic record limit: a 1 MiB body plus envelope fits with room to spare
 KAFKA_MAX_RECORD_BYTES = 8 * 1024 * 1024
+# Every QIM topic's configuration. LogAppendTime: the broker stamps each record with its
+# own clock, so no producer's clock decides a record's retention or gets it refused
+# (with CreateTime, Kafka 4 refuses a record stamped more than
+# message.timestamp.after.max.ms = 1 h ahead of the broker: a writer whose clock runs
+# 2 h ahead could publish nothing; docs/decisions/0028).
+KAFKA_TOPIC_CONFIG = {"max.message.bytes": str(KAFKA_MAX_RECORD_BYTES),
+                      "message.timestamp.type": "LogAppendTime"}
 
 METRICS_PORTS = {
     "gateway": 9100,

@@ -29,7 +29,7 @@ from qim.errors import ErrorCode, RequestError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncProducer
 from qim.proto.v1 import internal_pb2, message_pb2
-from qim.services.writer.hlc import HlcClock, now_ms
+from qim.services.writer.hlc import HlcClock
 from qim.services.writer.metrics import WriterMetrics
 from qim.services.writer.outbox import OutboxPublisher, ack
 from qim.services.writer.sequencer import ConversationTurns, Turn
@@ -155,7 +155,7 @@ class MessageCommitter:
             scan = conversation in self.outbox.rescan
             try:
                 reserved = await reserve(Reservation(
-                    ref, digest, record.message_id, record.created_at_ms, prefix, audience, now_ms(), self.token,
+                    ref, digest, record.message_id, record.created_at_ms, prefix, audience, self.token,
                     split=self._faults.active, list_older=scan, previous=previous))
             except ClockBehind as exc:
                 self._clock.observe(exc.message_id)
