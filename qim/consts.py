@@ -143,6 +143,10 @@ MAX_CONNECTIONS_PER_USER_DEFAULT = 16
 # device of the user disconnects, so the device should not come back every second
 CONNECTION_CAP_RETRY_AFTER_MS = 60_000
 
+# Groups whose (membership_version, member count) a writer keeps to plan sends without a
+# read (qim/services/writer/planner.py; the reserve checks them): ~100 B each.
+GROUP_PLAN_CACHE_GROUPS = 16_384
+
 OUTBOX_TOPIC = "qim.outbox"
 DISPATCH_TOPIC = "qim.dispatch"
 # broker/topic record limit: a 1 MiB body plus envelope fits with room to spare
