@@ -43,9 +43,11 @@ def outbox_audiences(bootstrap: str, start: int, conversation_id: bytes, count: 
 
 
 async def test_a_membership_moved_by_another_writer_is_planned_again_and_a_leaver_refused(
-        engines, private_redis, monkeypatch):
-    env = {**engines.env(), "QIM_REDIS_ADDR": private_redis.addr, "QIM_WRITER_LISTEN": "127.0.0.1:1",
-           "QIM_INTERNAL_PLAINTEXT_DEV": "1"}
+        engines, private_redis, private_kafka, monkeypatch):
+    # a Kafka of its own: these group records name snapshots only in private_redis, and the
+    # session stack's fanout reading the shared Outbox would stop on them (fail closed)
+    env = {**engines.env(), "QIM_REDIS_ADDR": private_redis.addr, "QIM_KAFKA_BOOTSTRAP": private_kafka.addr,
+           "QIM_WRITER_LISTEN": "127.0.0.1:1", "QIM_INTERNAL_PLAINTEXT_DEV": "1"}
     writer, other = (ConversationWriter(WriterConfig.from_env(Env(env))) for _ in range(2))
     await writer.clock.start()
     await other.clock.start()
@@ -62,7 +64,7 @@ async def test_a_membership_moved_by_another_writer_is_planned_again_and_a_leave
     try:
         create = group_pb2.CreateGroup(group_id=gid, members=[b], client_message_id=os.urandom(16))
         await writer.ops.client(actor(a), Opcode.CREATE_GROUP, create.SerializeToString())  # version 1
-        start = outbox_end(engines.kafka_bootstrap)
+        start = outbox_end(private_kafka.addr)
         await send(writer, a, b"v1, read")
         trips = RoundTrips(writer.stores.client, monkeypatch)
         await send(writer, a, b"v1, known")
@@ -77,7 +79,7 @@ async def test_a_membership_moved_by_another_writer_is_planned_again_and_a_leave
             await send(writer, b, b"from a member who left")
         assert refused.value.code == ErrorCode.FORBIDDEN
         await send(writer, c, b"v3")
-        records = outbox_audiences(engines.kafka_bootstrap, start, conv, 6)
+        records = outbox_audiences(private_kafka.addr, start, conv, 6)
         sent = [(r.record.body, r.membership_version) for r in records if r.record.message_type == 1]
         assert sent == [(b"v1, read", 1), (b"v1, known", 1), (b"v2, planned again", 2), (b"v3", 3)]
     finally:
