@@ -50,9 +50,11 @@ def evalsha_calls(client) -> int:
     return client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
 
 
-async def test_sends_cost_one_reserve_and_one_commit(engines, private_redis, monkeypatch):
-    env = {**engines.env(), "QIM_REDIS_ADDR": private_redis.addr, "QIM_WRITER_LISTEN": "127.0.0.1:1",
-           "QIM_INTERNAL_PLAINTEXT_DEV": "1"}
+async def test_sends_cost_one_reserve_and_one_commit(engines, private_redis, private_kafka, monkeypatch):
+    # a Kafka of its own: its group records name a snapshot only in private_redis, and the
+    # session stack's fanout reading the shared Outbox stopped on them (fail closed)
+    env = {**engines.env(), "QIM_REDIS_ADDR": private_redis.addr, "QIM_KAFKA_BOOTSTRAP": private_kafka.addr,
+           "QIM_WRITER_LISTEN": "127.0.0.1:1", "QIM_INTERNAL_PLAINTEXT_DEV": "1"}
     writer = ConversationWriter(WriterConfig.from_env(Env(env)))
     await writer.clock.start()
     a, b = random.getrandbits(40) + 10, random.getrandbits(40) + 10
