@@ -143,10 +143,21 @@ MAX_CONNECTIONS_PER_USER_DEFAULT = 16
 # device of the user disconnects, so the device should not come back every second
 CONNECTION_CAP_RETRY_AFTER_MS = 60_000
 
+# Groups whose (membership_version, member count) a writer keeps to plan sends without a
+# read (qim/services/writer/planner.py; the reserve checks them): ~100 B each.
+GROUP_PLAN_CACHE_GROUPS = 16_384
+
 OUTBOX_TOPIC = "qim.outbox"
 DISPATCH_TOPIC = "qim.dispatch"
 # broker/topic record limit: a 1 MiB body plus envelope fits with room to spare
 KAFKA_MAX_RECORD_BYTES = 8 * 1024 * 1024
+# Every QIM topic's configuration. LogAppendTime: the broker stamps each record with its
+# own clock, so no producer's clock decides a record's retention or gets it refused
+# (with CreateTime, Kafka 4 refuses a record stamped more than
+# message.timestamp.after.max.ms = 1 h ahead of the broker: a writer whose clock runs
+# 2 h ahead could publish nothing; docs/decisions/0028).
+KAFKA_TOPIC_CONFIG = {"max.message.bytes": str(KAFKA_MAX_RECORD_BYTES),
+                      "message.timestamp.type": "LogAppendTime"}
 
 # --- archive tier (DESIGN.md §5 step 7, §8; docs/decisions/0023-archive-tier.md) ---
 # Hot window: history stays in Redis at least this long (QIM_HISTORY_HOT_WINDOW_MS).

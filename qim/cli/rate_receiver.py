@@ -179,8 +179,11 @@ class Receiver:
                 if op == Opcode.PUSH_EVENTS:
                     now = time.perf_counter_ns()
                     self.pushes += 1
-                    for e in mailbox_pb2.PushEvents.FromString(body).entries:
-                        self.ledger.sighted(e.message_id, now, push=True)
+                    push = mailbox_pb2.PushEvents.FromString(body)
+                    # a push is a position with the ids of its messages (docs/decisions/0029);
+                    # a gateway from before positions sent whole entries
+                    for mid in [*push.message_ids, *(e.message_id for e in push.entries)]:
+                        self.ledger.sighted(mid, now, push=True)
                     self.wake.set()
                 continue
             if self._reply is not None and not self._reply.done() and rid == self._rid:

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, OffsetSpec
 
-from qim.consts import DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC
+from qim.consts import DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, KAFKA_TOPIC_CONFIG, OUTBOX_TOPIC
 from qim.dev._proc import pick_ports, port_in_use, require_executable
 from qim.dev.engine import Engine
 from qim.dev.maven import REPO_ROOT, ensure_jars
@@ -241,8 +241,9 @@ def start_kafka(dir: Path | str, shard_count: int | None = None, ports: dict | N
 def create_topics(bootstrap: str, shard_count: int, timeout: float = 60.0) -> dict[str, int]:
     """Create `qim.outbox` (1 partition) and `qim.dispatch` (shard_count partitions).
 
-    Both get max.message.bytes = KAFKA_MAX_RECORD_BYTES and replication factor 1.
-    Existing topics are accepted if their partition count matches. Returns
+    Both get KAFKA_TOPIC_CONFIG (record limit, LogAppendTime) and replication factor 1.
+    Existing topics are accepted if their partition count matches; their configuration
+    is set to KAFKA_TOPIC_CONFIG (an engines dir from before LogAppendTime). Returns
     {topic: partitions}. Raises EngineError on a mismatch or if the broker refuses.
     """
     want = {OUTBOX_TOPIC: 1, DISPATCH_TOPIC: shard_count}
@@ -257,9 +258,9 @@ def create_topics(bootstrap: str, shard_count: int, timeout: float = 60.0) -> di
                               f"{bad}, wanted {want}; remove the engines dir to recreate")
         missing = [t for t in want if t not in have]
         if not missing:
+            _configure(admin, bootstrap, list(want))
             return want
-        new = [NewTopic(t, num_partitions=want[t], replication_factor=1,
-                        config={"max.message.bytes": str(KAFKA_MAX_RECORD_BYTES)})
+        new = [NewTopic(t, num_partitions=want[t], replication_factor=1, config=dict(KAFKA_TOPIC_CONFIG))
                for t in missing]
         errors = []
         for topic, fut in admin.create_topics(new, request_timeout=15).items():
@@ -275,3 +276,16 @@ def create_topics(bootstrap: str, shard_count: int, timeout: float = 60.0) -> di
         # errors: a just-started controller may still be electing itself; no errors:
         # re-read metadata to confirm the partition counts once it has propagated
         time.sleep(0.5 if errors else 0.1)
+
+
+def _configure(admin: AdminClient, bootstrap: str, topics: list[str]) -> None:
+    """Set KAFKA_TOPIC_CONFIG on existing `topics` (incremental: other settings stay).
+    EngineError when the broker refuses."""
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, t, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in KAFKA_TOPIC_CONFIG.items()])
+        for t in topics]
+    for res, fut in admin.incremental_alter_configs(resources, request_timeout=15).items():
+        try:
+            fut.result()
+        except KafkaException as e:
+            raise EngineError(f"kafka {bootstrap}: configuring {res.name} refused: {e.args[0]}") from None

@@ -73,8 +73,10 @@ class AsyncProducer:
                 pass
 
     def produce(self, topic: str, value: bytes, key: Optional[bytes] = None,
-                partition: Optional[int] = None) -> asyncio.Future:
+                partition: Optional[int] = None, timestamp_ms: Optional[int] = None) -> asyncio.Future:
         """Enqueue one record; the returned future yields (partition, offset).
+        `timestamp_ms`: the record's CreateTime (default: librdkafka reads the host's
+        clock); QIM topics are LogAppendTime, so the broker replaces it with its own.
         Must be called on the event loop thread. BufferError from a full local queue is
         raised as EngineError (back-pressure is the caller's)."""
         loop = self._loop = asyncio.get_running_loop()
@@ -93,6 +95,8 @@ class AsyncProducer:
             kwargs["key"] = key
         if partition is not None:
             kwargs["partition"] = partition
+        if timestamp_ms is not None:
+            kwargs["timestamp"] = timestamp_ms
         try:
             self._producer.produce(topic, **kwargs)
         except (BufferError, KafkaException) as exc:

@@ -95,7 +95,7 @@ class MailboxPull(_message.Message):
     def __init__(self, actor: _Optional[_Union[Actor, _Mapping]] = ..., upstream: _Optional[bytes] = ...) -> None: ...
 
 class PushBatch(_message.Message):
-    __slots__ = ("tenant_id", "targets", "hello", "node_index", "node_count", "wake_all")
+    __slots__ = ("tenant_id", "targets", "positions", "hello", "node_index", "node_count", "wake_all")
     class Target(_message.Message):
         __slots__ = ("user_id", "entries")
         USER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -103,19 +103,30 @@ class PushBatch(_message.Message):
         user_id: int
         entries: _containers.RepeatedCompositeFieldContainer[_mailbox_pb2.MailboxEntry]
         def __init__(self, user_id: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[_mailbox_pb2.MailboxEntry, _Mapping]]] = ...) -> None: ...
+    class Position(_message.Message):
+        __slots__ = ("mailbox_seq", "message_id", "user_ids")
+        MAILBOX_SEQ_FIELD_NUMBER: _ClassVar[int]
+        MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+        USER_IDS_FIELD_NUMBER: _ClassVar[int]
+        mailbox_seq: int
+        message_id: bytes
+        user_ids: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, mailbox_seq: _Optional[int] = ..., message_id: _Optional[bytes] = ..., user_ids: _Optional[_Iterable[int]] = ...) -> None: ...
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     TARGETS_FIELD_NUMBER: _ClassVar[int]
+    POSITIONS_FIELD_NUMBER: _ClassVar[int]
     HELLO_FIELD_NUMBER: _ClassVar[int]
     NODE_INDEX_FIELD_NUMBER: _ClassVar[int]
     NODE_COUNT_FIELD_NUMBER: _ClassVar[int]
     WAKE_ALL_FIELD_NUMBER: _ClassVar[int]
     tenant_id: bytes
     targets: _containers.RepeatedCompositeFieldContainer[PushBatch.Target]
+    positions: _containers.RepeatedCompositeFieldContainer[PushBatch.Position]
     hello: bool
     node_index: int
     node_count: int
     wake_all: bool
-    def __init__(self, tenant_id: _Optional[bytes] = ..., targets: _Optional[_Iterable[_Union[PushBatch.Target, _Mapping]]] = ..., hello: _Optional[bool] = ..., node_index: _Optional[int] = ..., node_count: _Optional[int] = ..., wake_all: _Optional[bool] = ...) -> None: ...
+    def __init__(self, tenant_id: _Optional[bytes] = ..., targets: _Optional[_Iterable[_Union[PushBatch.Target, _Mapping]]] = ..., positions: _Optional[_Iterable[_Union[PushBatch.Position, _Mapping]]] = ..., hello: _Optional[bool] = ..., node_index: _Optional[int] = ..., node_count: _Optional[int] = ..., wake_all: _Optional[bool] = ...) -> None: ...
 
 class OutboxRecord(_message.Message):
     __slots__ = ("record", "recipients", "inline_body", "shard_count", "group_conversation_id", "membership_version", "event_type")

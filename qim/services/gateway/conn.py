@@ -76,6 +76,7 @@ class ClientConnection:
         self.user_id = 0
         self.device_id = 0
         self.shard = 0
+        self.lane = 0  # the device's mailbox lane (AUTH_OK mailbox_lane): pushes carry it
         self._permits = asyncio.Semaphore(gateway.config.inflight_limit)
         self._bulk = asyncio.Semaphore(BULK_INFLIGHT)
         stream.buffer_limit = PRE_AUTH_BUFFER_BYTES  # lifted by a successful AUTH
@@ -232,7 +233,7 @@ class ClientConnection:
             logger.debug("AUTH from %s refused: %s", self.stream.peer, exc.reason)
             raise
         lane, _, shard = ids.user_placement(tenant, user, self.gw.config.common.shard_count)
-        self.tenant, self.user_id, self.device_id, self.shard = tenant, user, device, shard
+        self.tenant, self.user_id, self.device_id, self.shard, self.lane = tenant, user, device, shard, lane
         try:
             self.gw.online.register(self)  # RateLimited past the per-user connection cap
         except RequestError:

@@ -22,8 +22,6 @@ class GatewayMetrics(MetricSet):
         self.push_dropped = self.counter("qim_gateway_push_dropped", "PUSH_EVENTS dropped for a slow device")
         self.wakeups = self.counter("qim_gateway_push_wakeups", "Empty PUSH_EVENTS sent to repair dropped pushes",
                                     ["reason"])
-        self.push_stripped = self.counter("qim_gateway_push_stripped",
-                                          "PUSH_EVENTS sent without entries (over the size cap)")
         # the push listener (pushlink.py)
         self.bad_push = self.counter("qim_gateway_bad_push_batches",
                                      "Undecodable or unknown frames on the push listener")

@@ -1,7 +1,10 @@
 """MailboxNode: owns shards by static assignment, serves MAILBOX_PULL, pushes to gateways.
 
-Push is best effort and off the shard path: PushBatch frames (split to stay far below
-the frame limit) are queued to every gateway's push link (qim/services/mailbox/pushlink.py):
+Push is best effort and off the shard path. A push is a position, not a payload
+(docs/decisions/0029): per materialized record one PushBatch position (its mailbox_seq,
+its message_id and its recipients; split to stay far below the frame limit), never the
+entries or their bodies, which the devices pull. The frames are queued to every
+gateway's push link (qim/services/mailbox/pushlink.py):
 a link that is down keeps a bounded backlog for its reconnect, and anything dropped
 (counted in `qim_mailbox_push_dropped_total{reason}`) makes that gateway wake the
 affected devices, which pull (docs/decisions/0012-push-link-repair.md).
@@ -10,7 +13,7 @@ affected devices, which pull (docs/decisions/0012-push-link-repair.md).
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from google.protobuf.message import DecodeError
 
@@ -24,14 +27,15 @@ from qim.protocol import Opcode
 from qim.services.mailbox.materializer import MailboxMaterializer
 from qim.services.mailbox.metrics import MailboxMetrics
 from qim.services.mailbox.projection import ProjectionFeed
-from qim.services.mailbox.pull import MailboxPuller, entry_pb
+from qim.services.mailbox.pull import MailboxPuller
 from qim.services.mailbox.pushlink import PushLink
 from qim.stores.open import open_stores
 from qim.topology import GATEWAY, SESSION
 
 logger = logging.getLogger(__name__)
 
-PUSH_BATCH_MAX_BYTES = 256 * 1024  # one PushBatch frame (the frame limit is 4 MiB)
+# recipients per PushBatch frame: at most ~10 bytes each, ~160 KiB (the frame limit is 4 MiB)
+PUSH_USERS_PER_FRAME = 16_384
 
 
 class MailboxNode(ServiceNode):
@@ -75,8 +79,10 @@ class MailboxNode(ServiceNode):
         yield from self.materializer.dirty_reasons
 
     def push(self, tenant: int, seq: int, items: Any) -> None:
-        """PushBatch of one materialized record to every gateway (never awaits)."""
-        for body in push_bodies(tenant, seq, items):
+        """The position of one materialized record to every gateway (never awaits)."""
+        users = [user for user, _ in items]
+        message_id = next((ev.message_id for _, events in items for ev in events), b"")
+        for body in push_bodies(tenant, seq, message_id, users):
             for link in self.push_links:
                 link.push(body)
         self._projection.send(tenant, items)
@@ -104,23 +110,15 @@ class MailboxNode(ServiceNode):
         self.spawn(self.materializer.run(), "materializer")
 
 
-def push_bodies(tenant: int, seq: int, items: Any) -> list[bytes]:
-    """Serialized PushBatch frames for one record's [(user, events)], each at most about
-    PUSH_BATCH_MAX_BYTES (a single target is never split: its entries are one event
-    group, at most 8 events of at most 8 KiB inline body each)."""
+def push_bodies(tenant: int, seq: int, message_id: bytes, users: Sequence[int]) -> list[bytes]:
+    """Serialized PushBatch frames of one record's position: mailbox_seq `seq`, the
+    record's `message_id` (16 bytes; the load generator's first sighting) and its
+    recipients `users`, at most PUSH_USERS_PER_FRAME per frame. No entry and no body:
+    a device pulls them (its cursor may already be there)."""
     tenant_id = tenant.to_bytes(16, "big")
     bodies = []
-    batch = internal_pb2.PushBatch(tenant_id=tenant_id)
-    size = 0
-    for user, events in items:
-        target = internal_pb2.PushBatch.Target(user_id=user, entries=[entry_pb(seq, ev) for ev in events])
-        target_size = target.ByteSize() + 6  # + field tag and length prefix
-        if batch.targets and size + target_size > PUSH_BATCH_MAX_BYTES:
-            bodies.append(batch.SerializeToString())
-            batch = internal_pb2.PushBatch(tenant_id=tenant_id)
-            size = 0
-        batch.targets.append(target)
-        size += target_size
-    if batch.targets:
+    for i in range(0, len(users), PUSH_USERS_PER_FRAME):
+        batch = internal_pb2.PushBatch(tenant_id=tenant_id)
+        batch.positions.add(mailbox_seq=seq, message_id=message_id, user_ids=users[i:i + PUSH_USERS_PER_FRAME])
         bodies.append(batch.SerializeToString())
     return bodies

@@ -29,7 +29,7 @@ from qim.errors import ErrorCode, RequestError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncProducer
 from qim.proto.v1 import internal_pb2, message_pb2
-from qim.services.writer.hlc import HlcClock, now_ms
+from qim.services.writer.hlc import HlcClock
 from qim.services.writer.metrics import WriterMetrics
 from qim.services.writer.outbox import OutboxPublisher, ack
 from qim.services.writer.sequencer import ConversationTurns, Turn
@@ -69,9 +69,12 @@ class SendPlan:
 class AudiencePlanner(Protocol):
     """Plans the audience of a send of one conversation kind (planner.py)."""
 
-    async def plan(self, actor: internal_pb2.Actor, tenant: int, msg: message_pb2.SendMessage) -> SendPlan:
+    async def plan(self, actor: internal_pb2.Actor, tenant: int, msg: message_pb2.SendMessage,
+                   fresh: bool = False) -> SendPlan:
         """The audience of `msg` by `actor`; RequestError (FORBIDDEN, INVALID_ARGUMENT) for
-        a send the actor may not make. May read (group membership), never writes."""
+        a send the actor may not make. May read (group membership) or plan from what it
+        read before; `fresh` (the reserve refused the last plan: MembershipMoved) reads
+        again. Never writes."""
         ...
 
 
@@ -156,7 +159,7 @@ class MessageCommitter:
             scan = conversation in self.outbox.rescan
             try:
                 reserved = await reserve(Reservation(
-                    ref, digest, record.message_id, record.created_at_ms, prefix, audience, now_ms(), self.token,
+                    ref, digest, record.message_id, record.created_at_ms, prefix, audience, self.token,
                     split=self._faults.active, list_older=scan, previous=previous))
             except ClockBehind as exc:
                 self._clock.observe(exc.message_id)
@@ -181,10 +184,10 @@ class MessageCommitter:
         tenant = int.from_bytes(actor.tenant_id, "big")
         ref = CommitRef(tenant, msg.conversation_id, actor.user_id, msg.client_message_id)
         digest = identity_digest(msg)
-        for _ in range(REPLAN_ATTEMPTS):
+        for attempt in range(REPLAN_ATTEMPTS):
             # planned before the conversation's turn comes (reads overlap); a re-plan reads
             # again while the turn is held, so arrival order is kept
-            plan = await planner.plan(actor, tenant, msg)
+            plan = await planner.plan(actor, tenant, msg, fresh=attempt > 0)
             record = self.new_record(actor, msg.conversation_id, msg.client_message_id, msg.message_type,
                                      msg.custom_type, msg.body)
             group = plan.group

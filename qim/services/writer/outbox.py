@@ -75,10 +75,12 @@ class OutboxPublisher:
 
     def enqueue(self, ref: CommitRef, message_id: bytes, record: bytes, audience: bytes,
                 message_type: int) -> Pending:
-        """produce() one Outbox record now (qim/wire/outbox.py: audience ‖ field 1 record)."""
+        """produce() one Outbox record now (qim/wire/outbox.py: audience ‖ field 1 record),
+        stamped with the writer's clock as librdkafka would (the broker's LogAppendTime
+        replaces it: docs/decisions/0028)."""
         try:
             delivery = self._producer.produce(OUTBOX_TOPIC, outbox_codec.encode(audience, record), key=message_id,
-                                              partition=0)
+                                              partition=0, timestamp_ms=now_ms())
         except EngineError as exc:
             self.rescan.add((ref.tenant, ref.conversation_id))
             raise RequestError(ErrorCode.UNAVAILABLE, "outbox unavailable") from exc
@@ -98,7 +100,7 @@ class OutboxPublisher:
         try:
             _, offset = await pending.delivery
             self._faults.hit("after_outbox")
-            done = await self._commits.mark_committed(ref, offset, now_ms(), pending.ttl_ms)
+            done = await self._commits.mark_committed(ref, offset, pending.ttl_ms)
         except EngineError as exc:  # the broker, or StoreUnavailable
             self.rescan.add((ref.tenant, ref.conversation_id))  # the next reserve lists its unpublished commits
             raise RequestError(ErrorCode.UNAVAILABLE, "outbox or commit store unavailable") from exc
@@ -175,7 +177,7 @@ class OutboxPublisher:
     async def record(self, ref: CommitRef, message_id: bytes) -> None:
         """RESERVED → RECORDED (the second call of split mode, also used by resumption)."""
         try:
-            await self._commits.record(ref, message_id, now_ms())
+            await self._commits.record(ref, message_id)
         except StorageError as exc:
             raise RequestError(ErrorCode.UNAVAILABLE, "commit store unavailable") from exc
         self._faults.hit("after_record")
