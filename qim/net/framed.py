@@ -35,7 +35,7 @@ from qim.net.tls import peer_service
 from qim.protocol import Opcode
 from qim.wire.addr import parse_addr
 
-__all__ = ["FramedStream", "StreamClosed", "open_framed", "parse_addr"]  # parse_addr: qim/wire/addr.py
+__all__ = ["FramedStream", "StreamClosed", "open_framed", "parse_addr", "release"]  # parse_addr: qim/wire/addr.py
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,18 @@ URGENT_OPCODES = frozenset({Opcode.PONG, Opcode.ERROR, Opcode.SEND_ACK, Opcode.A
 
 
 class StreamClosed(ConnectionError):
-    """The stream was closed locally or by the peer."""
+    """The stream was closed locally or by the peer (a transport error is its cause)."""
+
+
+def release(exc: BaseException) -> BaseException:
+    """Drop the traceback of `exc`, a connection's terminal error, once it is handled;
+    returns `exc`. asyncio keeps that error in the connection's StreamReader (and the
+    futures that waited on it), and its traceback holds the frames that hold the reader:
+    a reference cycle, so the whole connection (with its TLS buffers, 256 KiB under
+    uvloop) waited for the next full garbage collection instead of being freed when it
+    closed (docs/decisions/0028-edge-connections-freed-when-they-close.md)."""
+    exc.__traceback__ = None
+    return exc
 
 
 class ByteReader(Protocol):
@@ -129,7 +140,10 @@ class FramedStream:
         while not self._ready:
             if self._closed:
                 return None
-            data = await self._reader.read(READ_SIZE)
+            try:
+                data = await self._reader.read(READ_SIZE)
+            except (ConnectionError, OSError) as exc:
+                raise StreamClosed(f"read failed: {type(exc).__name__}") from release(exc)
             if not data:
                 if not self._decoder.at_boundary():
                     from qim.errors import TruncatedFrame
@@ -211,6 +225,7 @@ class FramedStream:
             await self._writer.drain()
         except (ConnectionError, OSError) as exc:
             logger.debug("write to %s failed: %s", self.peer, exc.__class__.__name__)
+            release(exc)
         finally:
             self._closed = True
             self._urgent.clear()
@@ -235,7 +250,7 @@ class FramedStream:
             try:
                 await self._writer.drain()
             except (ConnectionError, OSError) as exc:
-                raise StreamClosed(str(exc)) from exc
+                raise StreamClosed(str(exc)) from release(exc)
 
     def close(self) -> None:
         """Stop after the queued frames are written (the writer task closes the socket)."""
@@ -260,8 +275,8 @@ class FramedStream:
         await asyncio.shield(self._writer_task)
         try:
             await self._writer.wait_closed()
-        except (ConnectionError, OSError):
-            pass
+        except (ConnectionError, OSError) as exc:
+            release(exc)
 
 
 def _limit_socket_buffering(writer: asyncio.StreamWriter, chunk_bytes: int) -> None:

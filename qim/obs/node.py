@@ -41,7 +41,7 @@ from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTO
 from qim.consts import STREAM_WRITE_CHUNK_BYTES
 from qim.errors import ConfigError, TlsError
 from qim.net.allow import RpcGuard
-from qim.net.framed import parse_addr
+from qim.net.framed import parse_addr, release
 from qim.net.rpc import Handler, OnewayHandler, rpc_connection_handler
 from qim.net.tls import HANDSHAKE_TIMEOUT_S, TlsContexts, TlsFiles, check_alpn, describe, handshake_failure
 from qim.net.tls import accept as tls_accept
@@ -183,6 +183,7 @@ class ServiceNode:
             await tls_accept(reader, writer, tls.server, chunk_bytes, timeout)
         except (OSError, asyncio.TimeoutError) as exc:
             self._tls_refused(listener, handshake_failure(exc), who, describe(exc))
+            release(exc)  # the reader keeps it: freed with the connection (qim/net/framed.py)
             return False
         if tls.alpn and not check_alpn(writer):
             self._tls_refused(listener, "alpn", who, f"ALPN {tls.alpn} not offered")

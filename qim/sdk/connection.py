@@ -285,7 +285,7 @@ class Connection:
         except FrameError as exc:
             reason = f"frame error {exc.__class__.__name__}"
         except (ConnectionError, OSError) as exc:
-            reason = f"socket error {exc.__class__.__name__}"
+            reason = f"socket error {(exc.__cause__ or exc).__class__.__name__}"  # StreamClosed names its cause
         finally:
             self._finish(reason)
 

@@ -125,7 +125,10 @@ class ClientConnection:
                 if self.user_id:
                     item = await self.stream.read_frame()
                 else:  # an unauthenticated connection has QIM_AUTH_TIMEOUT_MS to authenticate
-                    item = await asyncio.wait_for(self.stream.read_frame(), max(0.0, auth_deadline - loop.time()))
+                    # (a deadline, not wait_for: its inner task would keep a FrameError whose
+                    # traceback holds that task, a cycle freed only by a full collection)
+                    async with asyncio.timeout_at(auth_deadline):
+                        item = await self.stream.read_frame()
                 if item is None:
                     break
                 opcode, request_id, body = item
