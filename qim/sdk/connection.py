@@ -1,4 +1,5 @@
-"""One authenticated client connection: request/reply correlation over FramedStream.
+"""One authenticated client connection: request/reply correlation over a FrameTransport
+(qim/net/transport.py; the one the endpoint names: qim/sdk/transports.py).
 
 `Connection.open(endpoint, token, tls=...)` connects (TCP, then TLS 1.3 with ALPN qim/1
 and the server certificate verified: `client_tls()`), sends AUTH and waits for AUTH_OK
@@ -34,6 +35,7 @@ from qim.consts import SEND_ACK_PROBE_S, STREAM_WRITE_CHUNK_BYTES
 from qim.errors import ErrorCode, FrameError, TlsError
 from qim.net import tls as qtls
 from qim.net.framed import FramedStream, StreamClosed, parse_addr
+from qim.net.transport import FrameTransport
 from qim.proto.v1 import common_pb2, connection_pb2, mailbox_pb2, session_pb2
 from qim.protocol import RATE_LIMITED_OPCODES, Opcode
 from qim.sdk.events import ConnectionLost, ServerError
@@ -116,7 +118,7 @@ def _server_error(body: bytes) -> ServerError:
 class Connection:
     """An authenticated stream. Create with `await Connection.open(...)`."""
 
-    def __init__(self, stream: FramedStream, progress: Optional[_ProgressReader] = None) -> None:
+    def __init__(self, stream: FrameTransport, progress: Optional[_ProgressReader] = None) -> None:
         self._stream = stream
         self._progress = progress
         self._waiters: dict[int, asyncio.Future] = {}

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Iterator
+from typing import Awaitable, Callable, Iterator, Optional
 
 from qim.config import GatewayConfig
 from qim.net.allow import MAILBOX, SESSION, WRITER
 from qim.net.framed import FramedStream
-from qim.net.tls import ALPN
+from qim.net.tls import ALPN, selected_alpn
+from qim.net.transport import FrameTransport
 from qim.obs.node import ServiceNode
 from qim.services.gateway.auth import Authenticator
 from qim.services.gateway.conn import CLIENT_CHUNK_BYTES, ClientConnection
@@ -31,6 +32,8 @@ from qim.services.gateway.ratelimit import SendLimiter
 from qim.services.gateway.router import BackendRouter
 
 logger = logging.getLogger(__name__)
+# makes the FrameTransport of one accepted (and TLS-upgraded) connection, None when refused
+ClientTransport = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[Optional[FrameTransport]]]
 
 
 class ConnectionNode(ServiceNode):
@@ -47,8 +50,13 @@ class ConnectionNode(ServiceNode):
         self.online = OnlineRegistry(self.metrics, config.max_connections_per_user)
         self.auth = Authenticator(config, self.metrics)  # AUTH tokens (QIM_TOKEN_*)
         self.limiter = SendLimiter.from_config(config, self.metrics)  # QIM_RATE_*
+        # The client port's transports by the ALPN protocol its TLS handshake selected
+        # (None: plaintext development), each a FrameTransport (qim/net/transport.py);
+        # the port offers exactly these.
+        self.transports: dict[Optional[str], ClientTransport] = {ALPN: self._framed, None: self._framed}
         self.client_tls = self.tls_contexts(config.client_tls, "client port",
-                                            "QIM_GATEWAY_TLS_CERT/QIM_GATEWAY_TLS_KEY", alpn=ALPN)
+                                            "QIM_GATEWAY_TLS_CERT/QIM_GATEWAY_TLS_KEY",
+                                            alpn=[a for a in self.transports if a])
         self.internal_tls = self.tls_contexts(config.internal_tls, "internal", "QIM_INTERNAL_CA/TLS_CERT/TLS_KEY")
         self.router = BackendRouter(config.writer_addrs, config.mailbox_addrs, config.session_addrs,
                                     tls=self.internal_tls, services=(WRITER, MAILBOX, SESSION))
@@ -57,13 +65,20 @@ class ConnectionNode(ServiceNode):
         self.always_zero(self.metrics.backend_dropped)
         self.closing(self.router.close, "backend clients")
 
+    async def _framed(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Optional[FrameTransport]:
+        """ALPN qim/1 (and plaintext development): raw frames (qim/net/framed.py)."""
+        return FramedStream(reader, writer, chunk_bytes=CLIENT_CHUNK_BYTES)
+
     def not_ready(self) -> Iterator[str]:
         """No push link yet from some mailbox node, or a misconfigured one."""
         yield from self.push.not_ready()
 
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = ClientConnection(FramedStream(reader, writer, chunk_bytes=CLIENT_CHUNK_BYTES), self)
-        await conn.run()
+        """One client-port connection: the transport its handshake chose, then the one
+        connection handler (the listener already refused an ALPN outside `transports`)."""
+        stream = await self.transports[selected_alpn(writer)](reader, writer)
+        if stream is not None:  # None: the transport's own handshake refused it
+            await ClientConnection(stream, self).run()
 
     async def setup(self) -> None:
         """Push listener first (mailbox nodes link while clients connect), then clients."""
