@@ -17,7 +17,7 @@ traffic with a counter).
 
 FramedStream is also the base of the WebSocket transport (qim/net/websocket.py), which
 runs over the same asyncio stream and replaces only how bytes become frames and chunks
-become bytes (`_decode`, `_emit`, `_at_eof`, `_closing`).
+become bytes (`_decode`, `_at_eof`, `_ended`, `_emit`, `_closing`).
 """
 
 from __future__ import annotations
@@ -112,6 +112,10 @@ class FramedStream:
         if not self._decoder.at_boundary():
             raise TruncatedFrame("stream ended inside a frame")
 
+    def _ended(self) -> bool:
+        """True once the peer said it is done before its bytes ended (never on TCP)."""
+        return False
+
     def _emit(self, chunk: bytes) -> None:
         """Hand one chunk to the socket."""
         self._writer.write(chunk)
@@ -134,6 +138,8 @@ class FramedStream:
                 self._at_eof()
                 return None
             self._ready.extend(self._decode(data))
+            if not self._ready and self._ended():
+                return None
             if self.buffer_limit is not None and self._decoder.buffered > self.buffer_limit:
                 raise FrameTooLarge(f"more than {self.buffer_limit} bytes of partial frames held")
         return self._ready.popleft()

@@ -149,11 +149,11 @@ class ClientConnection:
             self._m.frame_faults.labels(kind=type(exc).__name__).inc()
             logger.info("closing %s: %s", self.stream.peer, type(exc).__name__)
             self.stream.abort(f"bad frame: {type(exc).__name__}")
-        except (ConnectionError, OSError):
-            pass
-        except asyncio.TimeoutError:
+        except asyncio.TimeoutError:  # before OSError: TimeoutError is one (it was caught there and never counted)
             self._m.auth_timeouts.inc()
             self.stream.abort("no AUTH in time")
+        except (ConnectionError, OSError):
+            pass
         finally:
             if self._expiry is not None:
                 self._expiry.cancel()

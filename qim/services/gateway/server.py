@@ -20,7 +20,7 @@ from typing import Awaitable, Callable, Iterator, Optional
 from qim.config import GatewayConfig
 from qim.net.allow import MAILBOX, SESSION, WRITER
 from qim.net.framed import FramedStream
-from qim.net.tls import ALPN, selected_alpn
+from qim.net.tls import ALPN, ALPN_HTTP, selected_alpn
 from qim.net.transport import FrameTransport
 from qim.obs.node import ServiceNode
 from qim.services.gateway.auth import Authenticator
@@ -30,6 +30,7 @@ from qim.services.gateway.online import OnlineRegistry
 from qim.services.gateway.pushlink import PushListener
 from qim.services.gateway.ratelimit import SendLimiter
 from qim.services.gateway.router import BackendRouter
+from qim.services.gateway.ws import WebSocketUpgrade
 
 logger = logging.getLogger(__name__)
 # makes the FrameTransport of one accepted (and TLS-upgraded) connection, None when refused
@@ -53,7 +54,9 @@ class ConnectionNode(ServiceNode):
         # The client port's transports by the ALPN protocol its TLS handshake selected
         # (None: plaintext development), each a FrameTransport (qim/net/transport.py);
         # the port offers exactly these.
-        self.transports: dict[Optional[str], ClientTransport] = {ALPN: self._framed, None: self._framed}
+        self.websocket = WebSocketUpgrade(self, CLIENT_CHUNK_BYTES)  # QIM_GATEWAY_WS_* (ws.py)
+        self.transports: dict[Optional[str], ClientTransport] = {ALPN: self._framed, None: self._framed,
+                                                                  ALPN_HTTP: self.websocket.accept}
         self.client_tls = self.tls_contexts(config.client_tls, "client port",
                                             "QIM_GATEWAY_TLS_CERT/QIM_GATEWAY_TLS_KEY",
                                             alpn=[a for a in self.transports if a])
@@ -78,11 +81,18 @@ class ConnectionNode(ServiceNode):
         connection handler (the listener already refused an ALPN outside `transports`)."""
         stream = await self.transports[selected_alpn(writer)](reader, writer)
         if stream is not None:  # None: the transport's own handshake refused it
-            await ClientConnection(stream, self).run()
+            await self.serve(stream)
+
+    async def serve(self, stream: FrameTransport) -> None:
+        """Serve one client link, whatever its transport, until it ends."""
+        await ClientConnection(stream, self).run()
 
     async def setup(self) -> None:
         """Push listener first (mailbox nodes link while clients connect), then clients."""
         await self.listen(self.config.push_listen, self.push.on_connection, tls=self.internal_tls, name="push")
         await self.listen(self.config.listen, self._on_client, tls=self.client_tls, chunk_bytes=CLIENT_CHUNK_BYTES,
                           name="client", handshake_timeout=self.config.auth_timeout_s)
-        logger.info("gateway listening on %s (push %s)", self.config.listen, self.config.push_listen)
+        if self.config.ws_listen:  # development only: plain ws:// on loopback (qim/config_tls.py)
+            await self.listen(self.config.ws_listen, self.websocket.serve_plain, name="ws-dev")
+        logger.info("gateway listening on %s (push %s%s)", self.config.listen, self.config.push_listen,
+                    f", ws:// {self.config.ws_listen}" if self.config.ws_listen else "")
