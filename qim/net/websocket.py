@@ -33,7 +33,7 @@ from websockets.server import ServerProtocol
 from qim.consts import FRAME_HEADER_LEN, MAX_FRAME_BODY, STREAM_WRITE_CHUNK_BYTES, WS_PATH
 from qim.errors import FrameError, TruncatedFrame
 from qim.net.framed import FramedStream
-from qim.net.transport import ByteReader
+from qim.net.transport import ByteReader, release
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class WebSocketStream(FramedStream):
         super().__init__(reader, writer, max_frame=max_frame, chunk_bytes=chunk_bytes)
         self._ws = ws
         self._message: Optional[bytearray] = None  # a fragmented message being received
-        self._fault: Optional[WebSocketFault] = None
+        self._fault: Optional[tuple[int, str]] = None  # (close code, reason) of a fault seen
         self._peer_closed = False
         self._early = list(events or ())
 
@@ -96,6 +96,7 @@ class WebSocketStream(FramedStream):
                 if isinstance(event, Frame):
                     frames.extend(self._on_ws_frame(event))
             if self._ws.parser_exc is not None:  # the library failed the connection (max_size, bad framing)
+                release(self._ws.parser_exc)  # it keeps the error; its traceback holds the protocol
                 sent = self._ws.close_sent
                 raise WebSocketFault(sent.code if sent else CloseCode.PROTOCOL_ERROR,
                                      sent.reason if sent else str(self._ws.parser_exc))
@@ -148,8 +149,9 @@ class WebSocketStream(FramedStream):
     def _fail(self, exc: FrameError) -> None:
         """Remember the fault's close code for `abort()`; a decoder fault inside a
         message is a protocol error named by its class."""
-        self._fault = exc if isinstance(exc, WebSocketFault) else WebSocketFault(
-            CloseCode.PROTOCOL_ERROR, f"bad frame: {type(exc).__name__}")
+        # the code and line only: the exception's traceback holds this stream (a cycle)
+        self._fault = ((exc.close_code, exc.reason) if isinstance(exc, WebSocketFault)
+                       else (CloseCode.PROTOCOL_ERROR, f"bad frame: {type(exc).__name__}"))
 
     def _send_close(self, code: int, reason: str) -> None:
         if self._ws.close_sent is None and not self._ws.eof_sent:
@@ -171,8 +173,8 @@ class WebSocketStream(FramedStream):
         """Close at once with a close frame: the fault's code (module doc), else 1008
         with `reason`; queued frames are dropped."""
         if not self.closed:
-            fault = self._fault
-            self._send_close(fault.close_code if fault else CloseCode.POLICY_VIOLATION, fault.reason if fault else reason)
+            code, line = self._fault or (CloseCode.POLICY_VIOLATION, reason)
+            self._send_close(code, line)
         self._closed = True
         self._out.clear()
         self._wakeup.set()

@@ -32,6 +32,7 @@ from websockets.server import ServerProtocol
 from websockets.uri import parse_uri
 
 from qim.consts import WS_ORIGIN_PATTERN, WS_PATH
+from qim.net.transport import release
 from qim.net.websocket import MESSAGE_MAX_BYTES
 
 REQUEST_MAX_BYTES = 16 * 1024  # an upgrade request is a few hundred bytes
@@ -112,6 +113,8 @@ async def accept_upgrade(reader: asyncio.StreamReader, writer: asyncio.StreamWri
     else:
         response = proto.accept(request)
         reason = "origin" if isinstance(proto.handshake_exc, InvalidOrigin) else "request"
+    if proto.handshake_exc is not None:  # kept by the protocol; its traceback holds the request (a cycle)
+        release(proto.handshake_exc)
     proto.send_response(response)
     for chunk in proto.data_to_send():
         if chunk:

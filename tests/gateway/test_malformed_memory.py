@@ -152,3 +152,42 @@ async def test_a_live_gateway_keeps_its_rss_flat_across_batches_of_malformed_con
         gateway.stop()
     growth = rss[-1] - rss[0]
     assert growth <= SUITE_BOUND_MB, f"gateway RSS after each batch (MiB): {[round(r) for r in rss]}"
+
+
+async def _ws_census(tmp) -> collections.Counter:
+    from websockets.server import ServerProtocol
+
+    from tests.gateway import wspeer
+
+    found: collections.Counter = collections.Counter()
+    async with wspeer.gateway(tmp, auth_timeout_s=0.5) as node:
+        gc.collect()
+        gc.disable()
+        try:
+            ping = wspeer.frame(Opcode.PING, 3, b"a" * 40)[0]
+            for bad in ([b"x"], ["text"], [ping + ping], [b"q" * 70_000], [b"\x00" + ping[1:]], []):
+                ws = await wspeer.ws_client(node)
+                for message in bad:  # [] says nothing: the AUTH deadline closes it
+                    await ws.send(message)
+                await asyncio.wait_for(ws.wait_closed(), 10)
+            try:
+                await wspeer.ws_client(node, origin="https://evil.example.com")
+            except Exception:  # noqa: BLE001 — the refusal is what this connection is for
+                pass
+            await asyncio.sleep(0.3)
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            gc.collect()
+            # the gateway's side only (the test's client is the websockets library's)
+            found.update(type(o).__name__ for o in gc.garbage
+                         if type(o).__module__.startswith("qim.") or type(o) is ServerProtocol)
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+            gc.enable()
+    return found
+
+
+def test_a_malformed_websocket_connection_is_freed_when_it_closes(tmp_path):
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        found = runner.run(_ws_census(tmp_path))
+    assert not found, f"gateway objects of WebSocket connections left to the cycle collector: {dict(found)}"
