@@ -154,7 +154,8 @@ SERVICES: Mapping[str, Service] = MappingProxyType({s.name: s for s in (
             node_index=True),
     Service(GATEWAY, "ConnectionNode", "GATEWAY", 9100,
             "qim.services.gateway.server:ConnectionNode", "qim.config.gateway:GatewayConfig",
-            listeners=(Listener("QIM_GATEWAY_LISTEN", 7100), Listener("QIM_GATEWAY_PUSH_ADDR", 7104, "_push")),
+            listeners=(Listener("QIM_GATEWAY_LISTEN", 7100), Listener("QIM_GATEWAY_PUSH_ADDR", 7104, "_push"),
+                       Listener("QIM_GATEWAY_WS_LISTEN", 7105, "_ws")),  # plain ws://: development only
             internal="QIM_GATEWAY_PUSH_ADDR", peers_var="QIM_GATEWAY_PUSH_ADDR",
             serves={Opcode.PUSH_BATCH: _callers(MAILBOX), Opcode.DEVICE_FRAMES: _callers(SESSION)}),
     Service(FANOUT, "FanoutCoordinator", "FANOUT", 9106,

@@ -7,7 +7,7 @@ from typing import Mapping, Optional
 
 from qim.config.common import CommonConfig
 from qim.config.env import Env
-from qim.config.tls import client_port_tls, service_tls
+from qim.config.tls import client_port_tls, service_tls, ws_dev_listen, ws_origins
 from qim.consts import (
     MAX_CONNECTIONS_PER_USER_DEFAULT,
     RATE_CONN_BURST_DEFAULT,
@@ -54,6 +54,8 @@ class GatewayConfig:
     max_connections_per_user: int = MAX_CONNECTIONS_PER_USER_DEFAULT
     client_tls: Optional[TlsFiles] = None  # QIM_GATEWAY_TLS_* (qim/config/tls.py); None: plaintext development
     internal_tls: Optional[TlsFiles] = None  # QIM_INTERNAL_*; None: plaintext development
+    ws_origins: tuple[str, ...] = ()  # QIM_GATEWAY_WS_ORIGINS: browser origins allowed to open a WebSocket
+    ws_listen: str = ""  # QIM_GATEWAY_WS_LISTEN: plain ws:// listener for development ("" = none)
 
     @classmethod
     def from_env(cls, env: Env) -> "GatewayConfig":
@@ -80,4 +82,5 @@ class GatewayConfig:
                                                  1, 65_536),
         )
         return replace(cfg, client_tls=client_port_tls(env, cfg.listen),
-                       internal_tls=service_tls(env, GATEWAY, cfg.push_listen, cfg.peers))
+                       internal_tls=service_tls(env, GATEWAY, cfg.push_listen, cfg.peers),
+                       ws_origins=ws_origins(env), ws_listen=ws_dev_listen(env))

@@ -20,6 +20,7 @@ and stack.env carries QIM_CA_FILE for clients and qimctl's certificate.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
@@ -31,7 +32,7 @@ from typing import Mapping, Optional
 
 from mirakuru.exceptions import ProcessExitedWithError, ProcessFinishedWithError
 
-from qim.consts import TOKEN_AUDIENCE_DEFAULT
+from qim.consts import TOKEN_AUDIENCE_DEFAULT, WS_PATH
 from qim.dev._proc import Launcher, death_wrapper, pid_alive, pid_cwd, stop_pid
 from qim.dev.certs import CLIENT_PORT, DEV_SERVICES, DevPki, ensure_dev_pki
 from qim.dev.devkeys import KEY_FILE as DEV_KEY_FILE
@@ -48,6 +49,7 @@ READY_TIMEOUT_S = 60.0
 TLS_DIR = "tls"  # the development CA and certificates, under the stack directory
 STOP_TIMEOUT_S = 10.0
 # copied into stack.env so qim-loadgen and qimctl work after sourcing one file
+DEV_WS_ORIGINS = "http://localhost:*,http://127.0.0.1:*"  # pages of the development web client
 CLIENT_VARS = ("QIM_WRITER_ADDRS", "QIM_REDIS_ADDR", "QIM_KAFKA_BOOTSTRAP",
                "QIM_MAILBOX_SHARD_COUNT", "QIM_TENANT_ID", "QIM_TOKEN_AUDIENCE", *ARCHIVE_CLIENT_VARS)
 
@@ -99,9 +101,15 @@ class Stack:
         return DevPki((self.dir / TLS_DIR).resolve()).files(service)
 
     def client_env(self) -> dict[str, str]:
-        """The variables of stack.env: what a client or qimctl needs after sourcing it."""
+        """The variables of stack.env: what a client or qimctl needs after sourcing it
+        (QIM_GATEWAY_WS_ADDR / QIM_GATEWAY_WSS_ADDR: the WebSocket endpoints)."""
         client_env = {"QIM_GATEWAY_ADDR": self.gateway_addr,
                       "QIM_DEV_TOKEN_KEY": self.token_key}
+        ws_listen = self.instance_env[GATEWAY].get("QIM_GATEWAY_WS_LISTEN")
+        if ws_listen:
+            client_env["QIM_GATEWAY_WS_ADDR"] = f"ws://{ws_listen}{WS_PATH}"
+        if self.tls:
+            client_env["QIM_GATEWAY_WSS_ADDR"] = f"wss://{self.gateway_addr}{WS_PATH}"
         client_env.update({k: self.env[k] for k in CLIENT_VARS if k in self.env})
         if self.tls:
             client_env.update(DevPki((self.dir / TLS_DIR).resolve()).client_env())
@@ -262,7 +270,11 @@ def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str
     """
     dir = Path(dir)
     dir.mkdir(parents=True, exist_ok=True)
-    env = {**engine_env, "QIM_TOKEN_AUDIENCE": TOKEN_AUDIENCE_DEFAULT}
+    env = {**engine_env, "QIM_TOKEN_AUDIENCE": TOKEN_AUDIENCE_DEFAULT,
+           # WebSocket for the browser client: wss:// on the client port (ALPN http/1.1) and a
+           # plain ws:// development listener (the gateway row's "_ws" listener); pages served
+           # from any local port may connect
+           "QIM_GATEWAY_WS_ORIGINS": os.environ.get("QIM_GATEWAY_WS_ORIGINS", DEV_WS_ORIGINS)}
     pki = ensure_dev_pki((dir / TLS_DIR).resolve()) if tls else None
     if pki is not None:
         client_port = pki.files(CLIENT_PORT)
