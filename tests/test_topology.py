@@ -106,7 +106,7 @@ def test_the_dev_stack_layout_keeps_its_port_keys_and_expresses_n_nodes():
     assert [i.name for i in one] == ["writer", "mailbox", "session", "gateway", "fanout", "archiver"]
     # the keys a remembered ports.json holds (docs/decisions/0014): unchanged for one node each
     assert port_keys(one) == ["writer", "writer_metrics", "mailbox", "mailbox_metrics", "session", "session_metrics",
-                              "gateway", "gateway_push", "gateway_metrics", "fanout_metrics", "archiver_metrics"]
+                              "gateway", "gateway_push", "gateway_ws", "gateway_metrics", "fanout_metrics", "archiver_metrics"]
     assert "archiver" not in [i.name for i in instances({}, archive=False)]
     many = instances({"gateway": 2, "writer": 3, "mailbox": 2, "session": 2, "fanout": 2}, archive=False)
     keys = port_keys(many)
@@ -117,6 +117,7 @@ def test_the_dev_stack_layout_keeps_its_port_keys_and_expresses_n_nodes():
     assert shared["QIM_GATEWAY_PUSH_ADDR"] == f"{ports['gateway_push']},{ports['gateway2_push']}"
     assert shared["QIM_MAILBOX_NODE_COUNT"] == "2" and own["mailbox2"]["QIM_MAILBOX_NODE_INDEX"] == "1"
     assert own["gateway2"] == {"QIM_GATEWAY_LISTEN": ports["gateway2"], "QIM_GATEWAY_PUSH_ADDR": ports["gateway2_push"],
+                               "QIM_GATEWAY_WS_LISTEN": ports["gateway2_ws"],
                                "QIM_GATEWAY_METRICS_LISTEN": ports["gateway2_metrics"]}
     assert kind_of("writer3").name == "writer"
     with pytest.raises(EngineError):
