@@ -76,7 +76,8 @@ export class LocalStore {
     return this.db.transaction(ALL, "readwrite");
   }
 
-  private async commit<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+  /** Run `fn` in one readwrite transaction over every store; StoreError (rolled back) on failure. */
+  async transact<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
     const tx = this.tx();
     try {
       const out = await fn(tx);
@@ -97,7 +98,7 @@ export class LocalStore {
   /** Reserve a cmid (the next ordinal) and store the pending row, before anything is sent. */
   addPending(conv: Uint8Array, recipient: bigint, messageType: number, customType: Uint8Array,
     body: Uint8Array): Promise<PendingSend> {
-    return this.commit(async (tx) => {
+    return this.transact(async (tx) => {
       const meta = (await tx.objectStore("meta").get("meta"))!;
       const ordinal = meta.nextOrdinal;
       await tx.objectStore("meta").put({ ...meta, nextOrdinal: ordinal + 1n }, "meta");
@@ -122,7 +123,7 @@ export class LocalStore {
 
   /** Record a SEND_ACK: the message becomes the head, the conversation read up to it. */
   markAcked(r: Resolved): Promise<ApplyResult> {
-    return this.commit(async (tx) => {
+    return this.transact(async (tx) => {
       const store = tx.objectStore("pending");
       const p = await store.get(toHex(r.clientMessageId));
       if (!p || (p.state !== "pending" && p.state !== "failed")) return emptyResult();
@@ -140,7 +141,7 @@ export class LocalStore {
 
   /** A permanent refusal: never resent, body kept for the app. True when it was pending. */
   markFailed(cmid: Uint8Array, failure: string): Promise<boolean> {
-    return this.commit(async (tx) => {
+    return this.transact(async (tx) => {
       const p = await tx.objectStore("pending").get(toHex(cmid));
       if (!p || p.state !== "pending") return false;
       await tx.objectStore("pending").put({ ...p, state: "failed", failure });
@@ -156,7 +157,7 @@ export class LocalStore {
 
   /** Entries, pending resolution and the cursor in ONE transaction. */
   applyMailboxBatch(entries: MailboxEntry[], nextCursor: bigint, lane: number, shardEpoch: number): Promise<ApplyResult> {
-    return this.commit(async (tx) => {
+    return this.transact(async (tx) => {
       const out = emptyResult();
       const list = new ListTx(tx, this.userId);
       await applyMailboxEntries(list, entries, out);
@@ -172,7 +173,7 @@ export class LocalStore {
 
   /** One HISTORY_BATCH page (back-fill or REBUILD); the cursor is not touched. */
   applyHistory(conv: Uint8Array, items: HistoryItem[]): Promise<ApplyResult> {
-    return this.commit(async (tx) => {
+    return this.transact(async (tx) => {
       const out = emptyResult();
       const list = new ListTx(tx, this.userId);
       await applyHistoryItems(list, conv, items, out);
@@ -182,7 +183,7 @@ export class LocalStore {
 
   /** After a complete history walk above `aboveSeq`: delete rows it did not return. */
   removeAbsent(conv: Uint8Array, aboveSeq: bigint, seen: Set<string>): Promise<ApplyResult> {
-    return this.commit(async (tx) => {
+    return this.transact(async (tx) => {
       const out = emptyResult();
       const c = toHex(conv);
       const from = aboveSeq < 0n ? "" : seqKey(aboveSeq + 1n);
@@ -212,7 +213,7 @@ export class LocalStore {
 
   /** After a REBUILD: the next pull starts from 0 (which never expires); messages stay. */
   resetCursor(): Promise<void> {
-    return this.commit(async (tx) => {
+    return this.transact(async (tx) => {
       await tx.objectStore("cursor").delete("cursor");
       const meta = (await tx.objectStore("meta").get("meta"))!;
       await tx.objectStore("meta").put({ ...meta, rebuildNeeded: false }, "meta");
@@ -222,7 +223,7 @@ export class LocalStore {
   // --- the list ----------------------------------------------------------------------
   /** SESSION_LIST_BATCH / SESSION_DELTA entries (absolute values). */
   applySessions(entries: SessionEntry[]): Promise<ApplyResult> {
-    return this.commit(async (tx) => {
+    return this.transact(async (tx) => {
       const list = new ListTx(tx, this.userId);
       for (const e of entries) await applySessionEntry(list, e);
       return list.finish(emptyResult());
@@ -231,7 +232,7 @@ export class LocalStore {
 
   /** Read position forward only; `confirmed`: the server holds it. */
   moveRead(conv: Uint8Array, seq: bigint, confirmed: boolean): Promise<ApplyResult> {
-    return this.commit(async (tx) => {
+    return this.transact(async (tx) => {
       const list = new ListTx(tx, this.userId);
       const row = await list.row(conv);
       if (row) list.moveRead(row, seq, confirmed);
@@ -300,7 +301,7 @@ export class LocalStore {
     const got = await this.db.get("ops", [kind, key]);
     if (got && got.state === "open") return [got.cmid, null];
     if (got && got.state === "done" && replay) return [got.cmid, got.reply];
-    return this.commit(async (tx) => {
+    return this.transact(async (tx) => {
       const meta = (await tx.objectStore("meta").get("meta"))!;
       await tx.objectStore("meta").put({ ...meta, nextOrdinal: meta.nextOrdinal + 1n }, "meta");
       const row: OpRow = { kind, key, cmid: clientMessageId(meta.nonce, meta.deviceId, meta.nextOrdinal),
