@@ -110,3 +110,16 @@ describe("LocalStore (IndexedDB)", () => {
     expect([c.unread, c.unreadExact]).toEqual([1, false]);
   });
 });
+
+describe("LocalStore list edge cases", () => {
+  it("a server snapshot whose head is at or below its read position counts nothing", async () => {
+    const s = await LocalStore.open(EP(), 0n, 7n, 1n);
+    const conv = conversationIdDirect(0n, 7n, 9n);
+    const head = { messageId: mid(3), conversationSeq: 3n, senderId: 7n, messageType: 1, body: utf8("mine"),
+      bodyIncluded: true };
+    await s.applySessions([create(SessionEntrySchema, { conversationId: conv, kind: 1, peerUserId: 9n,
+      readConversationSeq: 3n, unread: 0, unreadExact: true, lastMessage: head })]);
+    const c = (await s.conversation(conv))!;
+    expect([c.unread, c.unreadExact, c.readConversationSeq]).toEqual([0, true, 3n]);
+  });
+});

@@ -114,6 +114,7 @@ export class ListTx {
 
   /** Messages of `conv` with seq in (above, upto] that count as unread. */
   async count(conv: string, above: bigint, upto: bigint | null): Promise<number> {
+    if (upto !== null && upto <= above) return 0;
     const hi = upto === null ? [conv, "\uffff"] : [conv, seqKey(upto)];
     const range = IDBKeyRange.bound([conv, seqKey(above + 1n)], hi);
     let n = 0;
