@@ -83,6 +83,7 @@ async function signIn(s: Saved): Promise<void> {
     tokenProvider: config.devTokens ? () => devToken(session.user, session.name, session.device) : undefined,
   });
   client = c;
+  (window as unknown as { qimClient: Client }).qimClient = c; // for debugging from the console
   c.on((e) => {
     if (e.type === "state") setConn(e.state, e.reason);
     if (e.type === "kicked") {

@@ -123,6 +123,7 @@ export class ChatView {
       if (last) {
         if (last.state !== 0) preview = "(message recalled)";
         else if (last.messageType === MessageType.CONTROL) preview = "(group change)";
+        else if (!last.bodyComplete) preview = `${last.senderId === this.client.userId ? "me" : this.nameOf(last.senderId)}: (long message)`;
         else preview = `${last.senderId === this.client.userId ? "me" : this.nameOf(last.senderId)}: ${fromUtf8(last.body)}`;
       }
       li.append(el("span", "last", preview, { "data-testid": "last-message" }));

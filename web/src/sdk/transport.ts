@@ -21,7 +21,46 @@ export interface Transport {
 /** Opens a transport to an endpoint; rejects with ConnectionLost when it cannot. */
 export type Dialer = (endpoint: string) => Promise<Transport>;
 
-/** The browser's WebSocket as a Transport (ws:// in development, wss:// otherwise). */
+/**
+ * The browser's WebSocket as a Transport (ws:// in development, wss:// otherwise).
+ * A class, not an object literal with stub callbacks: a bundler may treat a literal's
+ * `onClose: () => {}` as a constant and drop the call the Connection replaces it with.
+ */
+export class WebSocketTransport implements Transport {
+  onMessage: (data: Uint8Array) => void = () => undefined;
+  onClose: (reason: string) => void = () => undefined;
+  private done = false;
+
+  constructor(private readonly ws: WebSocket) {
+    ws.onmessage = (ev) => {
+      if (!(ev.data instanceof ArrayBuffer)) {
+        this.close("text message from the server"); // the protocol is binary only, as on the server
+        return;
+      }
+      this.onMessage(new Uint8Array(ev.data));
+    };
+    ws.onclose = (ev) => this.fire(`closed by the server (code ${ev.code}${ev.reason ? ": " + ev.reason : ""})`);
+  }
+
+  send(chunk: Uint8Array): void {
+    this.ws.send(chunk);
+  }
+
+  close(reason: string): void {
+    if (this.ws.readyState === WebSocket.CONNECTING || this.ws.readyState === WebSocket.OPEN) {
+      this.ws.close(1000, reason.slice(0, 100));
+    }
+    this.fire(reason);
+  }
+
+  private fire(reason: string): void {
+    if (this.done) return;
+    this.done = true;
+    this.onClose(reason);
+  }
+}
+
+/** Open a WebSocket to `endpoint`; ConnectionLost when it does not open. */
 export const dialWebSocket: Dialer = (endpoint) => new Promise((resolve, reject) => {
   let ws: WebSocket;
   try {
@@ -31,37 +70,7 @@ export const dialWebSocket: Dialer = (endpoint) => new Promise((resolve, reject)
     return;
   }
   ws.binaryType = "arraybuffer";
-  let opened = false;
-  let closed = false;
-  const t: Transport = {
-    send: (chunk) => ws.send(chunk),
-    close: (reason) => {
-      if (ws.readyState === WebSocket.CONNECTING || ws.readyState === WebSocket.OPEN) ws.close(1000, reason.slice(0, 100));
-      fire(reason);
-    },
-    onMessage: () => undefined,
-    onClose: () => undefined,
-  };
-  const fire = (reason: string) => {
-    if (closed) return;
-    closed = true;
-    t.onClose(reason);
-  };
-  ws.onopen = () => {
-    opened = true;
-    resolve(t);
-  };
-  ws.onmessage = (ev) => {
-    if (!(ev.data instanceof ArrayBuffer)) {
-      // the protocol is binary only: a text message is a fault, as on the server
-      t.close("text message from the server");
-      return;
-    }
-    t.onMessage(new Uint8Array(ev.data));
-  };
-  ws.onclose = (ev) => {
-    if (!opened) reject(new ConnectionLost(`cannot connect to ${endpoint} (close ${ev.code})`));
-    fire(`closed by the server (code ${ev.code}${ev.reason ? ": " + ev.reason : ""})`);
-  };
+  ws.onopen = () => resolve(new WebSocketTransport(ws));
+  ws.onclose = (ev) => reject(new ConnectionLost(`cannot connect to ${endpoint} (close ${ev.code})`));
   ws.onerror = () => undefined; // onclose follows with the code
 });
