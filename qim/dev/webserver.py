@@ -152,7 +152,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     except (ValueError, OSError) as exc:
         print(f"qim-web: {exc}", file=sys.stderr)
         return 2
-    host, port = httpd.server_address[:2]
+    host, port = str(httpd.server_address[0]), int(httpd.server_address[1])
     print(f"qim-web: http://{host}:{port}/ (gateway {args.gateway_ws})", flush=True)
     try:
         threading.Event().wait()
