@@ -35,7 +35,8 @@ demo: export QIM_HISTORY_HOT_WINDOW_MS = 5000
 demo: export QIM_OUTBOX_RETENTION_MS = 2000
 demo: export QIM_HISTORY_TRIM_SLACK_MS = 1000
 demo: export QIM_HISTORY_TRIM_PERIOD_MS = 1000
-demo: up web-up
+demo: up
+	-@$(MAKE) --no-print-directory web-up
 	@echo "demo: engines and services stay up after this replay (.qim/stack/stack.env); stop them with 'make down'" >&2
 	set -a; . .qim/stack/stack.env; set +a; $(BIN)/qim-loadgen replay --langs $(DEMO_LANGS) --history-check --history-settle 20
 
@@ -56,17 +57,17 @@ WEB_STAMP := web/node_modules/.ci-stamp
 WEB_PID := .qim/web/qim-web.pid
 QIM_WEB_PORT ?= 8088
 
-web-tools: $(WEB_STAMP)
+web-tools:
 	@dpkg -s $(WEB_APT) >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(WEB_APT); }
 
 $(WEB_STAMP): web/package.json web/package-lock.json
 	cd web && npm ci --no-audit --no-fund
 	touch $@
 
-web-build: web-tools
+web-build: $(WEB_STAMP)
 	cd web && npm run build
 
-test-web: install web-build
+test-web: install web-tools web-build
 	cd web && npm test
 	$(BIN)/python -m pytest -q tests/web
 
@@ -74,6 +75,7 @@ web-up: install web-build
 	@mkdir -p .qim/web
 	@if [ -f $(WEB_PID) ] && kill -0 $$(cat $(WEB_PID)) 2>/dev/null; then kill $$(cat $(WEB_PID)); sleep 0.5; fi
 	@set -a; . .qim/stack/stack.env; set +a; \
+	  if [ -z "$$QIM_GATEWAY_WS_URL" ]; then echo "web: this stack's gateway has no WebSocket listener (QIM_GATEWAY_WS_URL unset in .qim/stack/stack.env): qim-web not started" >&2; exit 1; fi; \
 	  nohup $(BIN)/qim-web --port $(QIM_WEB_PORT) > .qim/web/qim-web.log 2>&1 & echo $$! > $(WEB_PID); \
 	  sleep 1; if kill -0 $$(cat $(WEB_PID)) 2>/dev/null; then \
 	    echo "web: open http://127.0.0.1:$(QIM_WEB_PORT)/ (sign in as any user id; qim-web pid $$(cat $(WEB_PID)), stopped by 'make down')" >&2; \
@@ -85,7 +87,7 @@ test-tools:
 
 # Every test (the qim-js unit tests first, then pytest, which includes the browser
 # tests of tests/web), then the core suite again on the pure-Python twins (QIM_PUREPYTHON=1).
-test: install test-tools web-build
+test: install test-tools web-tools web-build
 	cd web && npm test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 	QIM_PUREPYTHON=1 $(BIN)/python -m pytest -q tests/core

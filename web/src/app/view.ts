@@ -67,7 +67,10 @@ export class ChatView {
         break;
       case "messagesAdded":
       case "messagesUpdated":
-        for (const m of e.messages) rows?.message(m);
+        for (const m of e.messages) {
+          if (m.senderName) this.names.set(String(m.senderId), m.senderName);
+          rows?.message(m);
+        }
         if (e.type === "messagesAdded" && this.open && e.messages.some((m) => toHex(m.conversationId) === this.open
           && m.senderId !== this.client.userId)) void this.markRead();
         break;
@@ -145,7 +148,7 @@ export class ChatView {
     const mine = r.senderId === this.client.userId;
     const li = el("li", "msg" + (mine ? " mine" : ""), "", { "data-testid": "message", "data-key": r.key,
       "data-state": r.state, "data-seq": r.seq === null ? "" : String(r.seq) });
-    li.append(el("div", "who", mine ? "me" : this.nameOf(r.senderId), { "data-testid": "message-sender" }));
+    li.append(el("div", "who", mine ? "me" : r.senderName || this.nameOf(r.senderId), { "data-testid": "message-sender" }));
     const text = r.state === "recalled" ? "message recalled" : r.state === "deleted" ? "message deleted" : r.text;
     li.append(el("div", "text", text, { "data-testid": "message-text" }));
     const meta = el("div", "meta");
@@ -218,6 +221,10 @@ export class ChatView {
     ul.hidden = false;
     try {
       const members = await this.client.members(c.groupId);
+      for (const m of members) {
+        const name = (m as { name?: unknown }).name; // display names, when the server lists them
+        if (typeof name === "string" && name) this.names.set(String(m.userId), name);
+      }
       ul.replaceChildren(...members.map((m) => el("li", "", `${this.nameOf(m.userId)}${m.owner ? " (owner)" : ""}`,
         { "data-testid": "member", "data-user": String(m.userId) })));
     } catch (e) {

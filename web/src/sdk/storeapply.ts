@@ -22,6 +22,12 @@ import { headOf, ListTx } from "./storelist";
 const NOTICE_STATES: Record<number, number> = { [EventType.RECALL]: MessageState.RECALLED,
   [EventType.DELETE]: MessageState.DELETED };
 
+/** A display name the server may attach to an entry or item (names a person can read). */
+function nameOf(x: object): string {
+  const n = (x as { senderName?: unknown }).senderName;
+  return typeof n === "string" ? n : "";
+}
+
 function rowOf(m: StoredMessage): MessageRow {
   return { ...m, id: toHex(m.messageId), conv: toHex(m.conversationId), seqKey: seqKey(m.conversationSeq) };
 }
@@ -123,7 +129,7 @@ export async function applyMailboxEntries(list: ListTx, entries: MailboxEntry[],
     await record(list, { messageId: e.messageId, conversationId: e.conversationId, conversationSeq: e.conversationSeq,
       senderId: e.senderId, createdAtMs: e.createdAtMs, messageType: e.messageType, customType: e.customType,
       body: normal ? e.body : new Uint8Array(0), clientMessageId: e.clientMessageId.length ? e.clientMessageId : null,
-      mailboxSeq: e.mailboxSeq, state: e.state }, out);
+      mailboxSeq: e.mailboxSeq, state: e.state, senderName: nameOf(e) }, out);
   }
   ordered(out);
 }
@@ -140,7 +146,7 @@ export async function applyHistoryItems(list: ListTx, conv: Uint8Array, items: H
     await record(list, { messageId: it.messageId, conversationId: conv, conversationSeq: it.conversationSeq,
       senderId: it.senderId, createdAtMs: it.createdAtMs, messageType: it.messageType, customType: it.customType,
       body: normal ? it.body : new Uint8Array(0), clientMessageId: it.clientMessageId.length ? it.clientMessageId : null,
-      mailboxSeq: 0n, state: it.state }, out);
+      mailboxSeq: 0n, state: it.state, senderName: nameOf(it) }, out);
   }
   ordered(out);
 }
