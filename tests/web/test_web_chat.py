@@ -1,11 +1,12 @@
 """The web client in a real browser against the real stack (issue 21, docs/sdk.md
 "qim-js"): two pages chat with each other and with a Python SDK client, byte-exact
 Chinese text, emoji and a long message; one row per send; a group with its members;
-a recall removes the text on the other side. Screenshots go to web/test-results/, and
+a recall removes the text on the other side; paging back through history. Screenshots go to web/test-results/, and
 the side-by-side one of two conversations to docs/web-two-pages.png."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from PIL import Image
@@ -103,5 +104,29 @@ def test_group_members_and_recall(pages, stack, tmp_path):
             a.page.wait_for_timeout(200)
         assert [m.state for m in peer.run(peer.client.messages(group_conv)) if m.message_type == 1] == [1]
         b.shot("recalled-bo")
+    finally:
+        peer.close()
+
+
+def test_history_pages_back(pages, stack, tmp_path):
+    ada, cy = new_user(), new_user()
+    peer = SdkPeer(stack, tmp_path / "cy", cy)
+    try:
+        conv = peer.run(peer.client.open_direct(ada)).conversation_id
+        for i in range(64):
+            peer.run(peer.client.send_text(conv, f"第 {i} 条 · message {i}", wait=False))
+        for _ in range(300):  # every send acknowledged (the SDK paces them by the rate gate)
+            if not peer.run(peer.client.unsent(conv)):
+                break
+            time.sleep(0.1)
+        assert not peer.run(peer.client.unsent(conv))
+        a = pages(ada, "Ada")
+        a.page.wait_for_selector(f"[data-testid=conversation][data-conversation='{conv.hex()}']")
+        a.open_conversation(0)
+        a.wait_rows("rows => rows.length === 50")
+        assert a.rows()[0]["text"] == "第 14 条 · message 14" and a.rows()[-1]["text"] == "第 63 条 · message 63"
+        a.page.click("[data-testid=load-older]")
+        a.wait_rows("rows => rows.length === 64")
+        assert [r["text"] for r in a.rows()] == [f"第 {i} 条 · message {i}" for i in range(64)]
     finally:
         peer.close()
