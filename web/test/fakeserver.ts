@@ -34,6 +34,7 @@ export class FakeGateway {
   dropAfterSend = false;
   cursorFloor = 0n;
   refuseDial = false;
+  refuseAuth = false;
   private seq = 0n;
 
   constructor(readonly userId: bigint, readonly deviceId: bigint) {}
@@ -100,7 +101,10 @@ export class FakeGateway {
   }
 
   private handle(link: Link, op: number, rid: number, body: Uint8Array): void {
-    if (op === Op.AUTH) {
+    if (op === Op.AUTH && this.refuseAuth) {
+      this.error(link, rid, op, ErrorCode.UNAUTHENTICATED, "token refused");
+      setTimeout(() => link.close("auth refused"), 1);
+    } else if (op === Op.AUTH) {
       this.reply(link, Op.AUTH_OK, rid, AuthOkSchema, { tenantId: new Uint8Array(16), userId: this.userId,
         deviceId: this.deviceId, heartbeatS: 60, maxBodyBytes: 1 << 20 });
     } else if (op === Op.PING) this.reply(link, Op.PONG, rid, PongSchema, {});

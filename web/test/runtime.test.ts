@@ -120,4 +120,22 @@ describe("qim-js runtime against a fake gateway", () => {
     expect(events.some((e) => e.type === "kicked" && e.reason === KickReason.REPLACED)).toBe(true);
     await expect(c.connect()).rejects.toThrow(/kicked/);
   });
+
+  it("a refused token stops the reconnect: offline with the reason, waiting sends fail", async () => {
+    const gw = new FakeGateway(1001n, 1n);
+    const { c, events } = await client(gw);
+    await c.connect();
+    const conv = (await c.openDirect(1002n)).conversationId;
+    gw.refuseAuth = true;
+    gw.refuseDial = false;
+    c.runtime.abortConnection();
+    const waiting = c.sendText(conv, "later");
+    await until(() => c.state === "offline");
+    expect(events.some((e) => e.type === "state" && e.state === "offline" && e.reason === "token refused")).toBe(true);
+    await expect(waiting).rejects.toThrow(/UNAUTHENTICATED/);
+    const dials = gw.dials;
+    await new Promise((r) => setTimeout(r, 100));
+    expect(gw.dials).toBe(dials); // stopped, not retrying
+    expect((await c.unsent(conv)).map((p) => p.state)).toEqual(["pending"]); // kept for a later connect
+  });
 });

@@ -171,6 +171,7 @@ export class Client {
     const recipient = await this.check(conv, body, messageType, customType);
     const row = await this.store.addPending(conv, recipient, messageType, customType, body);
     const ack = wait ? rt.waitAck(row.clientMessageId) : null;
+    ack?.catch(() => undefined); // told to the caller below; never an unhandled rejection meanwhile
     rt.emit({ type: "sendPending", pending: row });
     rt.sender.track(row);
     if (rt.connected && rt.conn) rt.sender.start(rt.conn, row);

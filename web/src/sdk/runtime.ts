@@ -18,7 +18,8 @@ import type { ConnState, Listener, QimEvent, SendAck } from "./events";
 import type { ApplyResult } from "./model";
 import { KickReason, RATE_LIMITED_OPS } from "./protocol";
 import { Puller } from "./puller";
-import { Backoff, RateGate, sleep } from "./retry";
+import { reconnectLoop } from "./reconnect";
+import { Backoff, RateGate } from "./retry";
 import { Sender } from "./sender";
 import type { LocalStore } from "./store";
 import { dialWebSocket, type Dialer } from "./transport";
@@ -56,6 +57,7 @@ export class Runtime {
   private reconnecting: Promise<void> | null = null;
   private connecting = false;
   private refreshToken = false;
+  private stoppedBy: Error | null = null; // why the runtime stopped for good (until the next connect)
 
   constructor(readonly endpoint: string, private token: string, readonly store: LocalStore,
     private readonly opts: RuntimeOptions = {}) {
@@ -124,6 +126,7 @@ export class Runtime {
     if (this.reconnecting) return this.reconnecting;
     this.closing = false;
     this.connecting = true;
+    this.stoppedBy = null;
     this.setState("connecting");
     const backoff = new Backoff(50, 2000, this.retryBudgetMs);
     try {
@@ -241,45 +244,10 @@ export class Runtime {
 
   private startReconnect(reason: string): void {
     this.setState("reconnecting", reason);
-    this.reconnecting = this.reconnectLoop().finally(() => {
+    this.reconnecting = reconnectLoop(this, this.opts.reconnectBackoffMs ?? [50, 2000],
+      this.opts.tokenProvider !== undefined).finally(() => {
       this.reconnecting = null;
     });
-  }
-
-  private async reconnectLoop(): Promise<void> {
-    const [start, cap] = this.opts.reconnectBackoffMs ?? [50, 2000];
-    let delay = start, hint = 0, refreshed = false;
-    while (!this.closing) {
-      await sleep(Math.max(delay, hint));
-      hint = 0;
-      if (this.closing) return;
-      try {
-        await this.establish(true);
-        return;
-      } catch (e) {
-        if (e instanceof ServerError && e.code === ErrorCode.UNAUTHENTICATED) {
-          if (this.opts.tokenProvider && !refreshed) {
-            refreshed = this.refreshToken = true;
-            continue;
-          }
-          this.stop("token refused", e);
-          return;
-        }
-        if (e instanceof StoreError) {
-          this.stop("store identity mismatch", e);
-          return;
-        }
-        if (e instanceof ServerError) hint = e.retryAfterMs;
-      }
-      if (!this.closing) this.setState("reconnecting", "attempt failed");
-      delay = Math.min(delay * 2, cap);
-    }
-  }
-
-  private stop(reason: string, e: Error): void {
-    this.closing = true;
-    this.setState("offline", reason);
-    this.failWaiters(e);
   }
 
   private onKicked(reason: number): void {
@@ -313,8 +281,13 @@ export class Runtime {
     }
   }
 
-  /** A promise of the send's SendAck (Kicked, ServerError for a permanent refusal). */
+  /**
+   * A promise of the send's SendAck (Kicked, ServerError for a permanent refusal). A
+   * runtime already stopped for good (kicked, token refused) rejects it at once with
+   * that cause: a waiter registered after failWaiters ran would never settle.
+   */
   waitAck(cmid: Uint8Array): Promise<SendAck> {
+    if (this.stoppedBy) return Promise.reject(this.stoppedBy);
     return new Promise((resolve, reject) => this.waiters.set(toHex(cmid), { resolve, reject }));
   }
 
@@ -327,7 +300,20 @@ export class Runtime {
     return true;
   }
 
+  /** Stopped for good (token refused, store mismatch): offline, waiting sends fail with `e`. */
+  stop(reason: string, e: Error): void {
+    this.closing = true;
+    this.setState("offline", reason);
+    this.failWaiters(e);
+  }
+
+  /** Ask the token provider before the next AUTH. */
+  wantFreshToken(): void {
+    this.refreshToken = true;
+  }
+
   private failWaiters(e: Error): void {
+    this.stoppedBy = e;
     for (const w of this.waiters.values()) w.reject(e);
     this.waiters.clear();
   }
