@@ -128,7 +128,7 @@ proto: install
 	$(BIN)/python tools/gen_proto.py
 
 clean: down
-	rm -rf build $(VENV) .qim qim/_core/*.c qim/_core/*.so
+	rm -rf build $(VENV) .qim qim/_core/*.c qim/_core/*.so web/node_modules web/dist web/src/gen web/test-results
 
 # T-HEAVY: one user with 5000 conversations built through the real write path; first
 # session-list page cold (snapshot rebuild included) and warm. Private engines and stack.

@@ -35,6 +35,10 @@ export class FakeGateway {
   cursorFloor = 0n;
   refuseDial = false;
   refuseAuth = false;
+  /** A token bucket of one token refilled every `refillMs` for sends (0: no limit). */
+  refillMs = 0;
+  refused = 0;
+  private tokenAt = 0;
   private seq = 0n;
 
   constructor(readonly userId: bigint, readonly deviceId: bigint) {}
@@ -131,6 +135,16 @@ export class FakeGateway {
   }
 
   private onSend(link: Link, rid: number, m: SendMessage): void {
+    if (this.refillMs) {
+      const now = Date.now();
+      if (now < this.tokenAt) {
+        this.refused++;
+        this.reply(link, Op.ERROR, rid, ErrorSchema, { code: ErrorCode.RATE_LIMITED, message: "slow down",
+          requestOpcode: Op.SEND_MESSAGE, retryAfterMs: this.tokenAt - now });
+        return;
+      }
+      this.tokenAt = now + this.refillMs;
+    }
     const key = toHex(m.clientMessageId);
     this.sends.push(m);
     let ack = this.acks.get(key);

@@ -138,4 +138,19 @@ describe("qim-js runtime against a fake gateway", () => {
     expect(gw.dials).toBe(dials); // stopped, not retrying
     expect((await c.unsent(conv)).map((p) => p.state)).toEqual(["pending"]); // kept for a later connect
   });
+
+  it("a burst above the rate limit: about one refusal per send, sent in submission order", async () => {
+    const gw = new FakeGateway(1001n, 1n);
+    const { c } = await client(gw);
+    await c.connect();
+    const conv = (await c.openDirect(1002n)).conversationId;
+    gw.refillMs = 30;
+    const texts = Array.from({ length: 8 }, (_, i) => `m${i}`);
+    const acks = await Promise.all(texts.map((t) => c.sendText(conv, t)));
+    expect(acks.map((a) => (a as { conversationSeq: bigint }).conversationSeq)).toEqual(texts.map((_, i) => BigInt(i + 1)));
+    const admitted = gw.sends.filter((s, i) => gw.sends.findIndex((x) => toHex(x.clientMessageId) === toHex(s.clientMessageId)) === i);
+    expect(admitted.map((s) => fromUtf8(s.body))).toEqual(texts); // first transmissions in submission order
+    expect(gw.refused).toBeLessThanOrEqual(texts.length + 2); // no storm of refusals
+    expect(c.runtime.gate.refusals).toBe(gw.refused);
+  });
 });

@@ -46,21 +46,3 @@ export async function withRetry<T>(call: () => Promise<T>, backoff = new Backoff
     }
   }
 }
-
-/**
- * The gate of the requests the gateway's send-rate buckets charge (a simplified
- * qim/sdk/rategate.py): after a RATE_LIMITED nothing of them leaves before the hint.
- */
-export class RateGate {
-  private until = 0;
-
-  /** Wait until the gate is open. */
-  async pass(): Promise<void> {
-    while (Date.now() < this.until) await sleep(this.until - Date.now());
-  }
-
-  /** A RATE_LIMITED answer: closed for `retryAfterMs` (at least 50 ms). */
-  refused(retryAfterMs: number): void {
-    this.until = Math.max(this.until, Date.now() + Math.max(retryAfterMs, RETRY_START_MS));
-  }
-}

@@ -19,7 +19,8 @@ import type { ApplyResult } from "./model";
 import { KickReason, RATE_LIMITED_OPS } from "./protocol";
 import { Puller } from "./puller";
 import { reconnectLoop } from "./reconnect";
-import { Backoff, RateGate } from "./retry";
+import { RateGate } from "./rategate";
+import { Backoff } from "./retry";
 import { Sender } from "./sender";
 import type { LocalStore } from "./store";
 import { dialWebSocket, type Dialer } from "./transport";
@@ -272,13 +273,8 @@ export class Runtime {
   async request(opcode: number, body: Uint8Array) {
     const conn = this.conn;
     if (!conn || !this.connected) throw new NotConnected();
-    if (RATE_LIMITED_OPS.has(opcode)) await this.gate.pass();
-    try {
-      return await conn.request(opcode, body, this.sendTimeoutMs);
-    } catch (e) {
-      if (e instanceof ServerError && e.code === ErrorCode.RATE_LIMITED) this.gate.refused(e.retryAfterMs);
-      throw e;
-    }
+    if (!RATE_LIMITED_OPS.has(opcode)) return conn.request(opcode, body, this.sendTimeoutMs);
+    return this.gate.through(this.gate.ticket(), () => conn.request(opcode, body, this.sendTimeoutMs));
   }
 
   /**

@@ -24,10 +24,13 @@ import { Op } from "./protocol";
 import { Backoff } from "./retry";
 import type { Runtime } from "./runtime";
 
+const ALREADY_RESOLVED = new Error("resolved while waiting at the rate gate");
+
 /** The unresolved sends of one runtime and their transmission. */
 export class Sender {
   private rows = new Map<string, PendingSend>();
   private inflight = new Set<string>();
+  private tickets = new Map<string, number>(); // RateGate place in line, taken when first started
 
   constructor(private readonly rt: Runtime) {}
 
@@ -40,6 +43,7 @@ export class Sender {
   /** The send is acked, committed or failed: later sends stop naming it. */
   resolved(cmid: Uint8Array): void {
     this.rows.delete(toHex(cmid));
+    this.tickets.delete(toHex(cmid));
   }
 
   /** True while the send is unresolved here. */
@@ -79,6 +83,7 @@ export class Sender {
     const id = toHex(row.clientMessageId);
     if (this.inflight.has(id) || !this.rows.has(id)) return;
     this.inflight.add(id);
+    if (!this.tickets.has(id)) this.tickets.set(id, this.rt.gate.ticket());
     void this.outcome(conn, row).finally(() => {
       if (conn === this.rt.conn) this.inflight.delete(id);
     });
@@ -90,18 +95,22 @@ export class Sender {
     for (;;) {
       if (!this.has(row.clientMessageId)) return; // resolved meanwhile (our own mailbox entry)
       let reply;
+      const ticket = this.tickets.get(toHex(row.clientMessageId)) ?? rt.gate.ticket();
       try {
-        await rt.gate.pass();
-        if (!conn.open) return; // the reconnect resends it
-        reply = await conn.request(Op.SEND_MESSAGE, this.frame(row), rt.sendTimeoutMs);
+        // RATE_LIMITED waits in line inside the gate; the frame (previous id) is built per transmission
+        reply = await rt.gate.through(ticket, () => {
+          if (!conn.open) throw new ConnectionLost("connection closed while waiting at the rate gate");
+          if (!this.has(row.clientMessageId)) throw ALREADY_RESOLVED;
+          return conn.request(Op.SEND_MESSAGE, this.frame(row), rt.sendTimeoutMs);
+        });
       } catch (e) {
+        if (e === ALREADY_RESOLVED) return; // our own mailbox entry resolved it while it waited
         if (e instanceof ConnectionLost) {
           if (conn.open) conn.abort(e.message); // no reply on a live link: reconnect and reconcile
           return;
         }
         if (e instanceof ServerError && RETRYABLE.has(e.code)) {
-          if (e.code === ErrorCode.RATE_LIMITED) rt.gate.refused(e.retryAfterMs);
-          else await backoff.wait(e);
+          await backoff.wait(e); // UNAVAILABLE ("previous send not yet sequenced"), MAILBOX_DIRTY
           continue;
         }
         await this.fail(row, e as Error);
