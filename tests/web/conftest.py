@@ -11,7 +11,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -26,17 +25,25 @@ def _free_port() -> int:
 
 
 def gateway_ws_url(stack) -> tuple[str, object]:
-    """The stack gateway's WebSocket URL (and a process to stop, or None)."""
-    url = stack.env.get("QIM_GATEWAY_WS_URL", "")
+    """The stack gateway's WebSocket URL, and a process to stop (or None). A stack whose
+    gateway has no WebSocket listener at all gets tests/web/wsbridge.py in front of its
+    TLS port (said on stderr); one that has a listener but no ws:// URL here FAILS."""
+    env = {**stack.env, **stack.client_env()}
+    url = env.get("QIM_GATEWAY_WS_URL") or next((v for v in env.values() if v.startswith(("ws://", "wss://"))), "")
     if url:
         return url, None
-    bridge = os.environ.get("QIM_TEST_WS_BRIDGE", "")  # development only, until the gateway listens
-    if not bridge:
-        pytest.fail("the stack's gateway has no WebSocket listener (QIM_GATEWAY_WS_URL)", pytrace=False)
+    if any("WEBSOCKET" in k or "_WS_" in k or k.endswith("_WS") for k in env):
+        pytest.fail("the stack's gateway listens for WebSockets but names no ws:// URL (QIM_GATEWAY_WS_URL)",
+                    pytrace=False)
     port = _free_port()
-    env = {**os.environ, "QIM_GATEWAY_ADDR": stack.gateway_addr, "QIM_CA_FILE": stack.ca_file or ""}
-    proc = subprocess.Popen([sys.executable, bridge, str(port)], env=env)
-    time.sleep(1.0)
+    penv = {**os.environ, "QIM_GATEWAY_ADDR": stack.gateway_addr, "QIM_CA_FILE": stack.ca_file or ""}
+    proc = subprocess.Popen([sys.executable, "-m", "tests.web.wsbridge", str(port)], env=penv,
+                            stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline() if proc.stdout else ""
+    if not line.startswith("wsbridge:"):
+        proc.kill()
+        pytest.fail(f"tests/web/wsbridge.py did not start: {line!r}", pytrace=False)
+    print(f"\ntests/web: the stack's gateway has no WebSocket listener; using {line.strip()}", file=sys.stderr)
     return f"ws://127.0.0.1:{port}/", proc
 
 
@@ -47,8 +54,7 @@ def web_url(stack):
         pytest.fail(f"{DIST}/index.html is missing: run `make web-build`", pytrace=False)
     url, proc = gateway_ws_url(stack)
     httpd = serve("127.0.0.1", 0, DIST, url, stack.token_key)
-    host, port = httpd.server_address[:2]
-    yield f"http://{host}:{port}/"
+    yield f"http://127.0.0.1:{int(httpd.server_address[1])}/"
     httpd.shutdown()
     if proc is not None:
         proc.terminate()
