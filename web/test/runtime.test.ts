@@ -130,6 +130,7 @@ describe("qim-js runtime against a fake gateway", () => {
     gw.refuseDial = false;
     c.runtime.abortConnection();
     const waiting = c.sendText(conv, "later");
+    waiting.catch(() => undefined); // asserted below, after the state change
     await until(() => c.state === "offline");
     expect(events.some((e) => e.type === "state" && e.state === "offline" && e.reason === "token refused")).toBe(true);
     await expect(waiting).rejects.toThrow(/UNAUTHENTICATED/);
