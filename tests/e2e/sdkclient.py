@@ -12,10 +12,12 @@ from tests.e2e.rawclient import sdk_transport
 from tests.sdk.realstack import Told
 
 
-async def client(stack, tmp_path, user: int, device: int = 1, *, name: str = "", **kw) -> Client:
+async def client(stack, tmp_path, user: int, device: int = 1, *, name: str = "", display_name: str = "",
+                 **kw) -> Client:
     """A Client of `user` on `device` with a data directory of its own (name tells two
-    installs apart); `c.told` records every event in order."""
-    token = issue_dev_token(stack.token_key, 0, user, device)
+    installs apart; `display_name` is the token's name claim); `c.told` records every
+    event in order."""
+    token = issue_dev_token(stack.token_key, 0, user, device, name=display_name)
     told = Told()
     kw.setdefault("send_timeout", 30)
     kw.setdefault("event_queue", False)

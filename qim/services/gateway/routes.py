@@ -66,6 +66,8 @@ ROUTES: dict[int, Route] = {
     Opcode.CREATE_GROUP: Route(Backend.WRITER, rq.create_group_key),
     Opcode.LEAVE_GROUP: Route(Backend.WRITER, rq.leave_group_key),
     Opcode.PULL_MEMBERS: Route(Backend.WRITER, rq.members_key, bulk=True),
+    Opcode.SET_GROUP_TITLE: Route(Backend.WRITER, rq.set_title_key),
+    Opcode.PULL_PROFILES: Route(Backend.SESSION, rq.profiles_key),
     Opcode.PULL_SESSION_LIST: Route(Backend.SESSION, _session_list_key, bulk=True),
     Opcode.MARK_READ: Route(Backend.SESSION, _mark_read_key),
     Opcode.PULL_MAILBOX: Route(Backend.MAILBOX, _pull_mailbox_key, bulk=True),
