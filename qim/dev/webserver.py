@@ -116,7 +116,7 @@ def make_handler(dist: Path, config: dict, tokens: Optional[Callable[[dict], str
                 if not isinstance(request, dict):
                     raise BadRequest("the body must be a JSON object")
                 self._json(HTTPStatus.OK, {"token": tokens(request)})
-            except (BadRequest, json.JSONDecodeError, UnicodeDecodeError) as exc:
+            except (ValueError, UnicodeDecodeError) as exc:  # BadRequest, bad JSON, a name the token refuses
                 self._json(HTTPStatus.BAD_REQUEST, {"error": str(exc).splitlines()[0]})
 
     return Handler

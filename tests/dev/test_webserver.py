@@ -49,7 +49,8 @@ def test_dev_tokens_for_valid_ids_only(site):
     claims = token_claims(json.loads(body)["token"])
     assert (claims.user_id, claims.device_id) == (9007199254740993, 7)  # exact: ids travel as strings
     for bad in [{"user": "0", "device": "1"}, {"user": "1", "device": str(1 << 63)}, {"user": "1e3", "device": "1"},
-                {"user": "1", "device": "1", "name": "x" * 65}, [1, 2]]:
+                {"user": "1", "device": "1", "name": "x" * 65}, {"user": "1", "device": "1", "name": "a\u0000b"},
+                [1, 2]]:
         status, body = get(site + "/api/dev-token", json.dumps(bad).encode())
         assert status == 400 and json.loads(body)["error"]
     assert get(site + "/api/dev-token", b"{not json")[0] == 400

@@ -44,6 +44,10 @@ def test_two_pages_and_an_sdk_client_chat(pages, stack, tmp_path):
         b.open_conversation(0)
         b.wait_rows("rows => rows.length === 1")
         assert [r["text"] for r in b.rows()] == [HELLO]
+        # display names from the token's name claim (PULL_PROFILES), ids stay the keys
+        b.page.wait_for_function("() => document.querySelector('[data-testid=conversation-title]').textContent === 'Ada'")
+        assert b.page.text_content("[data-testid=message-sender]") == "Ada"
+        assert b.page.text_content("[data-testid=chat-title]") == "Ada"
         b.page.wait_for_selector("[data-testid=unread-badge]", state="detached")
         b.send(REPLY)
         a.wait_rows("rows => rows.length === 2 && rows.every(r => r.state === 'sent')")
@@ -91,6 +95,7 @@ def test_group_members_and_recall(pages, stack, tmp_path):
         a.send("秘密 🤫 secret")
         a.wait_rows("rows => rows.length === 1 && rows[0].state === 'sent'")
         b.page.wait_for_selector("[data-testid=unread-badge]")
+        assert b.page.text_content("[data-testid=conversation-title]") == "周末爬山 ⛰️"  # the title given at creation
         b.open_conversation(0)
         b.wait_rows("rows => rows.some(r => r.text === '秘密 🤫 secret')")
         a.page.click("[data-testid=recall]")

@@ -23,7 +23,6 @@ export interface Row {
   state: RowState;
   createdAtMs: number;
   failure: string;
-  senderName: string;
 }
 
 const stateOf = (s: number): RowState => s === MessageState.RECALLED ? "recalled"
@@ -44,7 +43,7 @@ export class Rows {
     const old = this.byKey.get(key);
     this.byKey.set(key, { key, messageId: mid, seq: m.conversationSeq, ordinal: old?.ordinal ?? null,
       senderId: m.senderId, text: fromUtf8(m.body), state: stateOf(m.state), createdAtMs: Number(m.createdAtMs),
-      failure: "", senderName: m.senderName ?? "" });
+      failure: "" });
     this.keyOfMid.set(mid, key);
   }
 
@@ -57,8 +56,7 @@ export class Rows {
     const state: RowState = p.state === "failed" ? "failed" : p.state === "pending" ? "pending" : "sent";
     this.byKey.set(key, { key, messageId: p.messageId ? toHex(p.messageId) : null,
       seq: p.state === "pending" || p.state === "failed" ? null : p.conversationSeq, ordinal: p.ordinal,
-      senderId: this.me, text: fromUtf8(p.body), state, createdAtMs: p.createdLocalMs, failure: p.failure,
-      senderName: "" });
+      senderId: this.me, text: fromUtf8(p.body), state, createdAtMs: p.createdLocalMs, failure: p.failure });
     if (p.messageId) this.keyOfMid.set(toHex(p.messageId), key);
   }
 

@@ -31,6 +31,7 @@ export class ChatView {
   private rows: Rows | null = null;
   private names = new Map<string, string>();
   private pendingRender = false;
+  private wanted = new Set<bigint>(); // user ids drawn without a known name
   private off: () => void;
 
   constructor(private readonly client: Client, private readonly showError: (m: string) => void) {
@@ -51,7 +52,28 @@ export class ChatView {
   }
 
   private nameOf(user: bigint): string {
-    return this.names.get(String(user)) ?? `user ${user}`;
+    const name = this.names.get(String(user));
+    if (name === undefined) this.wanted.add(user);
+    return name || `user ${user}`;
+  }
+
+  /** Ask the server for the names of `users` not known yet (PULL_PROFILES), then redraw. */
+  private async learnNames(users: bigint[]): Promise<void> {
+    if (!this.client.runtime.connected) return; // asked again on the next draw
+    try {
+      for (const [u, name] of await this.client.displayNames(users)) this.names.set(String(u), name);
+    } catch (e) {
+      this.showError(`names: ${(e as Error).message}`);
+    }
+  }
+
+  private askNames(): void {
+    const users = [...this.wanted];
+    this.wanted.clear();
+    if (!users.length) return;
+    void this.learnNames(users).then(() => {
+      if (users.some((u) => this.names.get(String(u)))) this.schedule();
+    });
   }
 
   private titleOf(c: Conversation): string {
@@ -67,10 +89,7 @@ export class ChatView {
         break;
       case "messagesAdded":
       case "messagesUpdated":
-        for (const m of e.messages) {
-          if (m.senderName) this.names.set(String(m.senderId), m.senderName);
-          rows?.message(m);
-        }
+        for (const m of e.messages) rows?.message(m);
         if (e.type === "messagesAdded" && this.open && e.messages.some((m) => toHex(m.conversationId) === this.open
           && m.senderId !== this.client.userId)) void this.markRead();
         break;
@@ -89,6 +108,9 @@ export class ChatView {
       case "membership":
         if (this.open === toHex(e.change.conversationId) && !$("members").hidden) void this.showMembers();
         break;
+      case "state":
+        if (e.state !== "ready") return;
+        break; // redraw: names unknown while offline can be asked now
       case "syncFailed":
         this.showError(`sync failed: ${e.message}`);
         break;
@@ -133,22 +155,26 @@ export class ChatView {
       li.onclick = () => void this.openConversation(id);
       ul.append(li);
     }
+    this.askNames();
   }
 
   private renderRows(scroll: boolean): void {
     if (!this.rows) return;
+    const open = this.open ? this.convs.get(this.open) : undefined;
+    if (open) $("chat-title").textContent = this.titleOf(open); // names and titles learnt meanwhile
     const box = $("messages");
     const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
     const ul = $("rows");
     ul.replaceChildren(...this.rows.list().map((r) => this.rowNode(r)));
     if (scroll || atBottom) box.scrollTop = box.scrollHeight;
+    this.askNames();
   }
 
   private rowNode(r: Row): HTMLElement {
     const mine = r.senderId === this.client.userId;
     const li = el("li", "msg" + (mine ? " mine" : ""), "", { "data-testid": "message", "data-key": r.key,
       "data-state": r.state, "data-seq": r.seq === null ? "" : String(r.seq) });
-    li.append(el("div", "who", mine ? "me" : r.senderName || this.nameOf(r.senderId), { "data-testid": "message-sender" }));
+    li.append(el("div", "who", mine ? "me" : this.nameOf(r.senderId), { "data-testid": "message-sender" }));
     const text = r.state === "recalled" ? "message recalled" : r.state === "deleted" ? "message deleted" : r.text;
     li.append(el("div", "text", text, { "data-testid": "message-text" }));
     const meta = el("div", "meta");
@@ -171,6 +197,7 @@ export class ChatView {
     const c = this.convs.get(id) ?? (await this.client.conversation(conv));
     $("chat").hidden = false;
     $("chat-title").textContent = c ? this.titleOf(c) : id;
+    $("chat-title").dataset.conversation = id;
     $("show-members").hidden = !c || c.kind !== KIND_GROUP;
     $("members").hidden = true;
     for (const p of await this.client.unsent(conv)) rows.pending(p);
@@ -221,10 +248,7 @@ export class ChatView {
     ul.hidden = false;
     try {
       const members = await this.client.members(c.groupId);
-      for (const m of members) {
-        const name = (m as { name?: unknown }).name; // display names, when the server lists them
-        if (typeof name === "string" && name) this.names.set(String(m.userId), name);
-      }
+      await this.learnNames(members.map((m) => m.userId));
       ul.replaceChildren(...members.map((m) => el("li", "", `${this.nameOf(m.userId)}${m.owner ? " (owner)" : ""}`,
         { "data-testid": "member", "data-user": String(m.userId) })));
     } catch (e) {

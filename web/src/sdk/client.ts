@@ -10,7 +10,8 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { ErrorCode } from "../gen/qim/v1/common_pb";
 import { CreateGroupSchema, GroupOkSchema, LeaveGroupSchema, MembersBatchSchema, PullMembersSchema,
-  type Member } from "../gen/qim/v1/group_pb";
+  SetGroupTitleSchema, type Member } from "../gen/qim/v1/group_pb";
+import { ProfilesBatchSchema, PullProfilesSchema } from "../gen/qim/v1/session_pb";
 import { HistoryBatchSchema, HistoryDirection, PullHistorySchema } from "../gen/qim/v1/history_pb";
 import { RecallMessageSchema, RecallOkSchema } from "../gen/qim/v1/message_pb";
 import { beBytes, concat, parseU64, toHex, utf8 } from "./bytes";
@@ -18,7 +19,7 @@ import { ConnectionLost, NotConnected, retryable, SendRefused, ServerError } fro
 import type { Listener, SendAck } from "./events";
 import { conversationIdDirect, conversationKind, KIND_DIRECT, KIND_GROUP } from "./ids";
 import type { Conversation, PendingSend, StoredMessage } from "./model";
-import { MAX_CUSTOM_TYPE_BYTES, MessageType, Op } from "./protocol";
+import { MAX_CUSTOM_TYPE_BYTES, MessageType, Op, PROFILES_MAX_IDS } from "./protocol";
 import { Backoff, withRetry } from "./retry";
 import { Runtime, type RuntimeOptions } from "./runtime";
 import { Sessions } from "./sessions";
@@ -62,6 +63,7 @@ export interface ClientOptions extends RuntimeOptions {
 /** The app-facing client of one device. */
 export class Client {
   readonly sessions: Sessions;
+  private names = new Map<bigint, string>(); // display names learnt by PULL_PROFILES ("" = none given)
 
   private constructor(readonly runtime: Runtime, readonly store: LocalStore, readonly claims: TokenClaims) {
     this.sessions = new Sessions(runtime);
@@ -238,12 +240,38 @@ export class Client {
   async createGroup(members: bigint[], groupId?: bigint, title = ""): Promise<Conversation> {
     const gid = groupId ?? (BigInt.asUintN(62, BigInt("0x" + toHex(crypto.getRandomValues(new Uint8Array(8))))) + 1n);
     const wanted = [...new Set(members.filter((m) => m !== this.userId))].sort((a, b) => (a < b ? -1 : 1));
-    const hasTitle = CreateGroupSchema.fields.some((f) => f.localName === "title"); // names: when the server has them
     const reply = await this.operation("create_group", concat(beBytes(gid, 8), ...wanted.map((m) => beBytes(m, 8))),
       true, Op.CREATE_GROUP, (cmid) => toBinary(CreateGroupSchema, create(CreateGroupSchema,
-        { groupId: gid, members: wanted, clientMessageId: cmid, ...(hasTitle && title ? { title } : {}) })));
+        { groupId: gid, members: wanted, clientMessageId: cmid, title })));
     this.runtime.tell(await noteGroup(this.store, reply, gid, true, title));
     return (await this.conversation(fromBinary(GroupOkSchema, reply).conversationId))!;
+  }
+
+  /** Rename a group (its owner only; "" removes the title); members learn it by a CONTROL notice. */
+  async setGroupTitle(groupId: bigint, title: string): Promise<Conversation> {
+    const reply = await this.operation("set_group_title", concat(beBytes(groupId, 8), utf8(title)), false,
+      Op.SET_GROUP_TITLE, (cmid) => toBinary(SetGroupTitleSchema, create(SetGroupTitleSchema,
+        { groupId, title, clientMessageId: cmid })));
+    this.runtime.tell(await noteGroup(this.store, reply, groupId, true, title, true));
+    return (await this.conversation(fromBinary(GroupOkSchema, reply).conversationId))!;
+  }
+
+  /**
+   * Display names of users (PULL_PROFILES, 200 ids a request; docs/protocol.md "Names"):
+   * user id → name, "" when the user gave none. Names are learnt once per client;
+   * ids stay the keys. The token's own `name` is this user's.
+   */
+  async displayNames(users: bigint[]): Promise<Map<bigint, string>> {
+    if (this.claims.name) this.names.set(this.userId, this.claims.name);
+    const missing = [...new Set(users)].filter((u) => !this.names.has(u) && u > 0n && u <= U63_MAX);
+    for (let i = 0; i < missing.length; i += PROFILES_MAX_IDS) {
+      const req = toBinary(PullProfilesSchema, create(PullProfilesSchema, { userIds: missing.slice(i, i + PROFILES_MAX_IDS) }));
+      const rt = this.runtime;
+      const b = fromBinary(ProfilesBatchSchema, (await withRetry(() => rt.request(Op.PULL_PROFILES, req),
+        new Backoff(50, 2000, rt.retryBudgetMs))).body);
+      for (const p of b.profiles) this.names.set(p.userId, p.displayName);
+    }
+    return new Map(users.filter((u) => this.names.has(u)).map((u) => [u, this.names.get(u)!]));
   }
 
   /** Leave a group; it stays listed with leftAt. */

@@ -18,8 +18,6 @@ export interface StoredMessage {
   clientMessageId: Uint8Array | null;
   mailboxSeq: bigint;
   state: number;
-  /** The sender's display name when the server carries one (a `sender_name` field), else "". */
-  senderName?: string;
 }
 
 /** pending → acked (SEND_ACK) / committed (own mailbox entry) / failed (permanent ERROR). */

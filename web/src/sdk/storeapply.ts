@@ -13,6 +13,7 @@ import type { MailboxEntry } from "../gen/qim/v1/mailbox_pb";
 import type { HistoryItem } from "../gen/qim/v1/history_pb";
 import type { SessionEntry } from "../gen/qim/v1/session_pb";
 import { equalBytes, seqKey, toHex } from "./bytes";
+import { KIND_GROUP } from "./ids";
 import type { ApplyResult, Resolved, StoredMessage } from "./model";
 import { EventType, MessageState, MessageType } from "./protocol";
 import { StoreError } from "./errors";
@@ -21,12 +22,6 @@ import { headOf, ListTx } from "./storelist";
 
 const NOTICE_STATES: Record<number, number> = { [EventType.RECALL]: MessageState.RECALLED,
   [EventType.DELETE]: MessageState.DELETED };
-
-/** A display name the server may attach to an entry or item (names a person can read). */
-function nameOf(x: object): string {
-  const n = (x as { senderName?: unknown }).senderName;
-  return typeof n === "string" ? n : "";
-}
 
 function rowOf(m: StoredMessage): MessageRow {
   return { ...m, id: toHex(m.messageId), conv: toHex(m.conversationId), seqKey: seqKey(m.conversationSeq) };
@@ -89,13 +84,14 @@ async function noteControl(list: ListTx, e: MailboxEntry): Promise<void> {
   if (e.conversationId.length !== 16 || e.conversationId.every((x) => x === 0)) return;
   const ev = e.eventType === EventType.MEMBERSHIP ? control(e.body) : null;
   const change = ev?.event.case === "membership" ? ev.event.value : null;
-  const r = await list.row(e.conversationId, 0n, change?.groupId ?? 0n);
+  const retitle = ev?.event.case === "titleChange" ? ev.event.value : null;
+  const r = await list.row(e.conversationId, 0n, change?.groupId ?? retitle?.groupId ?? 0n);
   if (!r) return;
   list.advanceHead(r, headOf(e.messageId, e.conversationSeq, e.senderId, e.createdAtMs, MessageType.CONTROL, e.body,
     MessageState.NORMAL));
+  if (retitle) r.title = retitle.title; // the owner renamed the group ("" removes the title)
   if (!change) return;
-  const title = (change as { title?: string }).title; // group titles (set at creation, changed by the owner)
-  if (title) r.title = title;
+  if (change.kind === Kind.CREATED && change.title) r.title = change.title;
   list.membership.push({ conversationId: e.conversationId, groupId: change.groupId, conversationSeq: e.conversationSeq,
     kind: change.kind, users: [...change.users], actorUserId: change.actorUserId });
   if (!change.users.includes(list.userId)) return;
@@ -129,7 +125,7 @@ export async function applyMailboxEntries(list: ListTx, entries: MailboxEntry[],
     await record(list, { messageId: e.messageId, conversationId: e.conversationId, conversationSeq: e.conversationSeq,
       senderId: e.senderId, createdAtMs: e.createdAtMs, messageType: e.messageType, customType: e.customType,
       body: normal ? e.body : new Uint8Array(0), clientMessageId: e.clientMessageId.length ? e.clientMessageId : null,
-      mailboxSeq: e.mailboxSeq, state: e.state, senderName: nameOf(e) }, out);
+      mailboxSeq: e.mailboxSeq, state: e.state }, out);
   }
   ordered(out);
 }
@@ -146,7 +142,7 @@ export async function applyHistoryItems(list: ListTx, conv: Uint8Array, items: H
     await record(list, { messageId: it.messageId, conversationId: conv, conversationSeq: it.conversationSeq,
       senderId: it.senderId, createdAtMs: it.createdAtMs, messageType: it.messageType, customType: it.customType,
       body: normal ? it.body : new Uint8Array(0), clientMessageId: it.clientMessageId.length ? it.clientMessageId : null,
-      mailboxSeq: 0n, state: it.state, senderName: nameOf(it) }, out);
+      mailboxSeq: 0n, state: it.state }, out);
   }
   ordered(out);
 }
@@ -155,8 +151,7 @@ export async function applyHistoryItems(list: ListTx, conv: Uint8Array, items: H
 export async function applySessionEntry(list: ListTx, e: SessionEntry): Promise<void> {
   const r = await list.row(e.conversationId, e.peerUserId, e.groupId);
   if (!r) return;
-  const title = (e as { title?: string }).title;
-  if (title) r.title = title;
+  if (r.kind === KIND_GROUP) r.title = e.groupTitle; // absolute, as every field of an entry
   const head = e.lastMessage;
   Object.assign(r, { srvReadSeq: e.readConversationSeq, srvHeadSeq: head ? head.conversationSeq : 0n,
     srvUnread: e.unread, srvExact: e.unreadExact, complete: false, joinedAt: e.joinedAt, leftAt: e.leftAt });

@@ -20,14 +20,15 @@ export function openConversation(s: LocalStore, conv: Uint8Array, peer: bigint, 
   });
 }
 
-/** A group this user created (joined from seq 0) or left (at the CONTROL seq); title when given. */
+/** A group this user created (joined from seq 0), left (at the CONTROL seq) or renamed (`retitled`). */
 export function noteGroup(s: LocalStore, reply: Uint8Array, groupId: bigint, joined: boolean,
-  title = ""): Promise<ApplyResult> {
+  title = "", retitled = false): Promise<ApplyResult> {
   const ok = fromBinary(GroupOkSchema, reply);
   return s.transact(async (tx) => {
     const list = new ListTx(tx, s.userId);
     const r = await list.row(ok.conversationId, 0n, groupId);
-    if (r) {
+    if (r && retitled) r.title = title;
+    else if (r) {
       if (joined) Object.assign(r, { joinedAt: 0n, leftAt: 0n });
       else r.leftAt = ok.conversationSeq;
       if (title) r.title = title;
