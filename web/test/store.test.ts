@@ -123,3 +123,21 @@ describe("LocalStore list edge cases", () => {
     expect([c.unread, c.unreadExact, c.readConversationSeq]).toEqual([0, true, 3n]);
   });
 });
+
+describe("group titles", () => {
+  it("from the session list, the CREATED notice and a rename", async () => {
+    const s = await LocalStore.open(EP(), 0n, 7n, 1n);
+    const conv = conversationIdGroup(0n, 77n);
+    const created = toBinary(ControlEventSchema, create(ControlEventSchema, { event: { case: "membership",
+      value: { kind: MembershipChange_Kind.CREATED, users: [5n, 7n], groupId: 77n, actorUserId: 5n, title: "家人 🏠" } } }));
+    await s.applyMailboxBatch([entry(1, conv, 1, 5n, { eventType: 3, messageType: 4, body: created })], 1n, 0, 1);
+    expect((await s.conversation(conv))!.title).toBe("家人 🏠");
+    const renamed = toBinary(ControlEventSchema, create(ControlEventSchema, { event: { case: "titleChange",
+      value: { groupId: 77n, title: "Family", actorUserId: 5n } } }));
+    await s.applyMailboxBatch([entry(2, conv, 2, 5n, { eventType: 3, messageType: 4, body: renamed })], 2n, 0, 1);
+    const c = (await s.conversation(conv))!;
+    expect([c.title, c.unread]).toEqual(["Family", 0]); // a CONTROL notice is never unread
+    await s.applySessions([create(SessionEntrySchema, { conversationId: conv, kind: 2, groupId: 77n, groupTitle: "" })]);
+    expect((await s.conversation(conv))!.title).toBe(""); // absolute: the title was removed
+  });
+});
