@@ -75,7 +75,7 @@ web-up: install web-build
 	@mkdir -p .qim/web
 	@if [ -f $(WEB_PID) ] && kill -0 $$(cat $(WEB_PID)) 2>/dev/null; then kill $$(cat $(WEB_PID)); sleep 0.5; fi
 	@set -a; . .qim/stack/stack.env; set +a; \
-	  if [ -z "$$QIM_GATEWAY_WS_URL" ]; then echo "web: this stack's gateway has no WebSocket listener (QIM_GATEWAY_WS_URL unset in .qim/stack/stack.env): qim-web not started" >&2; exit 1; fi; \
+	  if [ -z "$$QIM_GATEWAY_WS_ADDR" ]; then echo "web: this stack's gateway has no WebSocket listener (QIM_GATEWAY_WS_ADDR unset in .qim/stack/stack.env): qim-web not started" >&2; exit 1; fi; \
 	  nohup $(BIN)/qim-web --port $(QIM_WEB_PORT) > .qim/web/qim-web.log 2>&1 & echo $$! > $(WEB_PID); \
 	  sleep 1; if kill -0 $$(cat $(WEB_PID)) 2>/dev/null; then \
 	    echo "web: open http://127.0.0.1:$(QIM_WEB_PORT)/ (sign in as any user id; qim-web pid $$(cat $(WEB_PID)), stopped by 'make down')" >&2; \

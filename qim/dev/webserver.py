@@ -8,7 +8,7 @@ as decimal strings (64-bit values never pass through a JSON number). Loopback on
 it refuses to bind another address, since it hands out tokens. Bad input gets a 400
 with a one-line {"error"}; nothing is logged about tokens.
 
-Config: --gateway-ws (else $QIM_GATEWAY_WS_URL), --port (else $QIM_WEB_PORT, else 8088),
+Config: --gateway-ws (else $QIM_GATEWAY_WS_ADDR), --port (else $QIM_WEB_PORT, else 8088),
 --dist (else web/dist of the checkout), $QIM_DEV_TOKEN_KEY (the key's path; without
 it the page takes pasted tokens only), $QIM_DEV_TENANT (tenant of issued tokens, 0).
 """
@@ -143,11 +143,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=int(os.environ.get("QIM_WEB_PORT") or DEFAULT_PORT))
     p.add_argument("--dist", type=Path, default=DIST)
-    p.add_argument("--gateway-ws", default=os.environ.get("QIM_GATEWAY_WS_URL", ""),
-                   help="the gateway's WebSocket URL (default $QIM_GATEWAY_WS_URL)")
+    p.add_argument("--gateway-ws", default=os.environ.get("QIM_GATEWAY_WS_ADDR", ""),
+                   help="the gateway's WebSocket URL (default $QIM_GATEWAY_WS_ADDR)")
     args = p.parse_args(argv)
     if not args.gateway_ws.startswith(("ws://", "wss://")):
-        print("qim-web: --gateway-ws (or $QIM_GATEWAY_WS_URL) must be a ws:// or wss:// URL", file=sys.stderr)
+        print("qim-web: --gateway-ws (or $QIM_GATEWAY_WS_ADDR) must be a ws:// or wss:// URL", file=sys.stderr)
         return 2
     try:
         httpd = serve(args.host, args.port, args.dist, args.gateway_ws, os.environ.get("QIM_DEV_TOKEN_KEY"),

@@ -29,11 +29,12 @@ def gateway_ws_url(stack) -> tuple[str, object]:
     gateway has no WebSocket listener at all gets tests/web/wsbridge.py in front of its
     TLS port (said on stderr); one that has a listener but no ws:// URL here FAILS."""
     env = {**stack.env, **stack.client_env()}
-    url = env.get("QIM_GATEWAY_WS_URL") or next((v for v in env.values() if v.startswith(("ws://", "wss://"))), "")
+    # the plain development listener: Chromium would not trust the dev CA of wss://
+    url = env.get("QIM_GATEWAY_WS_ADDR") or next((v for v in env.values() if v.startswith("ws://")), "")
     if url:
         return url, None
     if any("WEBSOCKET" in k or "_WS_" in k or k.endswith("_WS") for k in env):
-        pytest.fail("the stack's gateway listens for WebSockets but names no ws:// URL (QIM_GATEWAY_WS_URL)",
+        pytest.fail("the stack's gateway listens for WebSockets but names no ws:// URL (QIM_GATEWAY_WS_ADDR)",
                     pytrace=False)
     port = _free_port()
     penv = {**os.environ, "QIM_GATEWAY_ADDR": stack.gateway_addr, "QIM_CA_FILE": stack.ca_file or ""}
