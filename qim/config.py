@@ -11,7 +11,7 @@ from typing import Optional
 
 from qim.config_env import Env
 from qim.config_tier import TierConfig
-from qim.config_tls import client_port_tls, internal_tls
+from qim.config_tls import client_port_tls, internal_tls, ws_dev_listen, ws_origins
 from qim.consts import (
     FANOUT_BATCH_DEFAULT,
     FANOUT_BATCH_MAX,
@@ -125,6 +125,8 @@ class GatewayConfig:
     max_connections_per_user: int = MAX_CONNECTIONS_PER_USER_DEFAULT
     client_tls: Optional[TlsFiles] = None  # QIM_GATEWAY_TLS_* (qim/config_tls.py); None: plaintext development
     internal_tls: Optional[TlsFiles] = None  # QIM_INTERNAL_*; None: plaintext development
+    ws_origins: tuple[str, ...] = ()  # QIM_GATEWAY_WS_ORIGINS: browser origins allowed to open a WebSocket
+    ws_listen: str = ""  # QIM_GATEWAY_WS_LISTEN: plain ws:// listener for development ("" = none)
 
     @classmethod
     def from_env(cls, env: Env) -> "GatewayConfig":
@@ -154,7 +156,8 @@ class GatewayConfig:
         )
         peers = {"QIM_GATEWAY_PUSH_ADDR": [cfg.push_listen], "QIM_WRITER_ADDRS": cfg.writer_addrs,
                  "QIM_MAILBOX_ADDRS": cfg.mailbox_addrs, "QIM_SESSION_ADDRS": cfg.session_addrs}
-        return replace(cfg, client_tls=client_port_tls(env, cfg.listen), internal_tls=internal_tls(env, peers))
+        return replace(cfg, client_tls=client_port_tls(env, cfg.listen), internal_tls=internal_tls(env, peers),
+                       ws_origins=ws_origins(env), ws_listen=ws_dev_listen(env))
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ the variable.
 | QIM_INTERNAL_CA | gateway, writer, mailbox, session, qimctl | CA bundle trusted for service certificates (old + new during a CA rotation) |
 | QIM_INTERNAL_TLS_CERT, QIM_INTERNAL_TLS_KEY | gateway, writer, mailbox, session | this process's service certificate (SAN URI qim://service/NAME) and key |
 | QIM_INTERNAL_PLAINTEXT_DEV=1 | same | plaintext internal RPC instead; only when every address the process listens on or dials is loopback |
+| QIM_GATEWAY_WS_ORIGINS | gateway | browser origins allowed to upgrade to WebSocket (ALPN http/1.1 on the client port, and the dev listener) |
+| QIM_GATEWAY_WS_LISTEN | gateway | a plain ws:// listener for development; loopback only; unset: none |
 
 Without a certificate and without the development flag a service does not start (exit
 2): plaintext is never a silent default.
@@ -17,8 +19,10 @@ Without a certificate and without the development flag a service does not start 
 from __future__ import annotations
 
 import os
+import re
 from typing import TYPE_CHECKING, Iterable, Mapping, Optional
 
+from qim.consts import WS_ORIGIN_PATTERN
 from qim.errors import ConfigError
 from qim.net.tls import TlsFiles, is_loopback
 from qim.wire.addr import parse_addr
@@ -77,3 +81,27 @@ def internal_tls(env: "Env", addrs: Mapping[str, Iterable[str]]) -> Optional[Tls
         raise ConfigError(f"{', '.join(missing)} required: internal RPC is mutual TLS (plaintext only with "
                           "QIM_INTERNAL_PLAINTEXT_DEV=1 and loopback addresses)")
     return TlsFiles(cert, key, ca)
+
+
+def ws_origins(env: "Env") -> tuple[str, ...]:
+    """QIM_GATEWAY_WS_ORIGINS: the browser origins allowed to open a WebSocket to the
+    gateway (comma list of scheme://host[:port|:*]; empty: none, only non-browser
+    clients, which send no Origin). ConfigError naming the variable for a bad entry."""
+    entries = tuple(e.strip() for e in env.raw("QIM_GATEWAY_WS_ORIGINS").split(",") if e.strip())
+    for entry in entries:
+        if not re.fullmatch(WS_ORIGIN_PATTERN, entry):
+            raise ConfigError(f"QIM_GATEWAY_WS_ORIGINS: {entry!r} is not an origin "
+                              "(scheme://host[:port], the port may be *)")
+    return entries
+
+
+def ws_dev_listen(env: "Env") -> str:
+    """QIM_GATEWAY_WS_LISTEN: the plain ws:// listener for development ("" = none),
+    loopback only (a token never crosses a network in the clear)."""
+    addr = env.raw("QIM_GATEWAY_WS_LISTEN").strip()
+    if addr:
+        addr = env.addr("QIM_GATEWAY_WS_LISTEN")
+        if not is_loopback(parse_addr(addr)[0]):
+            raise ConfigError(f"QIM_GATEWAY_WS_LISTEN={addr}: the plain WebSocket listener is for development, "
+                              "loopback only (browsers use wss:// on QIM_GATEWAY_LISTEN)")
+    return addr

@@ -48,6 +48,10 @@ FLAG_NEED_ACK = 0x04  # reserved: must be 0 on the wire
 FLAGS_KNOWN = FLAG_COMPRESSED | FLAG_MORE
 STREAM_WRITE_CHUNK_BYTES = 64 * 1024
 MAX_FRAME_BODY = 4 * 1024 * 1024
+WS_PATH = "/qim/ws"  # the one path the gateway upgrades to WebSocket (docs/protocol.md "WebSocket")
+# A WebSocket Origin allow-list entry (QIM_GATEWAY_WS_ORIGINS): scheme://host, an
+# optional :port, or :* for any port (qim/net/ws_handshake.py origin_patterns)
+WS_ORIGIN_PATTERN = r"https?://[A-Za-z0-9.\-]+(:(\d{1,5}|\*))?"
 MAX_MESSAGE_BODY = 1024 * 1024
 MAX_CUSTOM_TYPE_BYTES = 64
 

@@ -18,6 +18,7 @@ and stack.env carries QIM_CA_FILE for clients and qimctl's certificate.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
@@ -29,7 +30,7 @@ from typing import Optional
 
 from mirakuru.exceptions import ProcessExitedWithError, ProcessFinishedWithError
 
-from qim.consts import TOKEN_AUDIENCE_DEFAULT
+from qim.consts import TOKEN_AUDIENCE_DEFAULT, WS_PATH
 from qim.dev._proc import Launcher, death_wrapper, pid_alive, pid_cwd, stop_pid
 from qim.dev.certs import CLIENT_PORT, DevPki, ensure_dev_pki
 from qim.dev.devkeys import KEY_FILE as DEV_KEY_FILE
@@ -44,6 +45,7 @@ READY_TIMEOUT_S = 60.0
 TLS_DIR = "tls"  # the development CA and certificates, under the stack directory
 STOP_TIMEOUT_S = 10.0
 # copied into stack.env so qim-loadgen and qimctl work after sourcing one file
+DEV_WS_ORIGINS = "http://localhost:*,http://127.0.0.1:*"  # pages of the development web client
 CLIENT_VARS = ("QIM_WRITER_ADDRS", "QIM_REDIS_ADDR", "QIM_KAFKA_BOOTSTRAP",
                "QIM_MAILBOX_SHARD_COUNT", "QIM_TENANT_ID", "QIM_TOKEN_AUDIENCE", *ARCHIVE_CLIENT_VARS)
 
@@ -100,9 +102,14 @@ class Stack:
         return DevPki((self.dir / TLS_DIR).resolve()).files(service)
 
     def client_env(self) -> dict[str, str]:
-        """The variables of stack.env: what a client or qimctl needs after sourcing it."""
+        """The variables of stack.env: what a client or qimctl needs after sourcing it
+        (QIM_GATEWAY_WS_ADDR / QIM_GATEWAY_WSS_ADDR: the WebSocket endpoints)."""
         client_env = {"QIM_GATEWAY_ADDR": self.gateway_addr,
                       "QIM_DEV_TOKEN_KEY": self.token_key}
+        if self.env.get("QIM_GATEWAY_WS_LISTEN"):
+            client_env["QIM_GATEWAY_WS_ADDR"] = f"ws://{self.env['QIM_GATEWAY_WS_LISTEN']}{WS_PATH}"
+        if self.tls:
+            client_env["QIM_GATEWAY_WSS_ADDR"] = f"wss://{self.gateway_addr}{WS_PATH}"
         client_env.update({k: self.env[k] for k in CLIENT_VARS if k in self.env})
         if self.tls:
             client_env.update(DevPki((self.dir / TLS_DIR).resolve()).client_env())
@@ -246,7 +253,7 @@ def _port_keys(writers: int, mailboxes: int, sessions: int) -> dict[str, list[st
     """Instance name -> its port keys ([listen, metrics]); shared keys under ""."""
     def names(kind: str, n: int) -> list[str]:
         return [kind if i == 0 else f"{kind}{i + 1}" for i in range(n)]
-    keys = {"": ["gateway", "gateway_push", "gateway_metrics", "fanout_metrics", "archiver_metrics"]}
+    keys = {"": ["gateway", "gateway_ws", "gateway_push", "gateway_metrics", "fanout_metrics", "archiver_metrics"]}
     for name in names("writer", writers) + names("mailbox", mailboxes) + names("session", sessions):
         keys[name] = [name, f"{name}_metrics"]
     return keys
@@ -281,6 +288,10 @@ def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str
         **engine_env,
         "QIM_GATEWAY_LISTEN": ports["gateway"], "QIM_GATEWAY_PUSH_ADDR": ports["gateway_push"],
         "QIM_GATEWAY_METRICS_LISTEN": ports["gateway_metrics"],
+        # WebSocket for the browser client: wss:// on the client port (ALPN http/1.1) and a
+        # plain ws:// development listener; pages served from any local port may connect
+        "QIM_GATEWAY_WS_LISTEN": ports["gateway_ws"],
+        "QIM_GATEWAY_WS_ORIGINS": os.environ.get("QIM_GATEWAY_WS_ORIGINS", DEV_WS_ORIGINS),
         "QIM_FANOUT_METRICS_LISTEN": ports["fanout_metrics"],
         "QIM_TOKEN_PUBLIC_KEYS": str(public_key.resolve()), "QIM_TOKEN_AUDIENCE": TOKEN_AUDIENCE_DEFAULT,
         "QIM_MAILBOX_NODE_COUNT": str(mailboxes),

@@ -31,7 +31,7 @@ from google.protobuf.message import DecodeError
 
 from qim._core import ids
 from qim.errors import ErrorCode, FrameError, RequestError
-from qim.net.framed import FramedStream
+from qim.net.transport import FrameTransport
 from qim.proto.v1 import connection_pb2, internal_pb2
 from qim.protocol import INTERNAL_CATEGORY, Opcode
 from qim.services.gateway.auth import Authenticator
@@ -56,14 +56,17 @@ PRE_AUTH_BUFFER_BYTES = 256 * 1024  # an AUTH frame is tiny; anonymous peers hol
 
 
 class ClientConnection:
-    """Serves one client stream until it closes; `run()` returns when done.
+    """Serves one client link until it closes; `run()` returns when done. `stream` is
+    any FrameTransport (qim/net/transport.py: TCP or TLS, WebSocket): the transport is a
+    detail below this class, so AUTH, limits, rate buckets, back-pressure and chunking
+    are the same on every one.
 
     `gateway` is the ConnectionNode (or a stand-in in unit tests): `config`
     (GatewayConfig), `online` (OnlineRegistry), `router` (BackendRouter), and when it
     has them `metrics` (GatewayMetrics), `auth` (Authenticator) and `limiter`
     (SendLimiter; private ones are made from `config` for a stand-in without)."""
 
-    def __init__(self, stream: FramedStream, gateway: Any) -> None:
+    def __init__(self, stream: FrameTransport, gateway: Any) -> None:
         self.stream = stream
         self.gw = gateway
         self._m: GatewayMetrics = getattr(gateway, "metrics", None) or GatewayMetrics()
@@ -126,7 +129,10 @@ class ClientConnection:
                 if self.user_id:
                     item = await self.stream.read_frame()
                 else:  # an unauthenticated connection has QIM_AUTH_TIMEOUT_MS to authenticate
-                    item = await asyncio.wait_for(self.stream.read_frame(), max(0.0, auth_deadline - loop.time()))
+                    # (a deadline, not wait_for: its inner task would keep a FrameError whose
+                    # traceback holds that task, a cycle freed only by a full collection)
+                    async with asyncio.timeout_at(auth_deadline):
+                        item = await self.stream.read_frame()
                 if item is None:
                     break
                 opcode, request_id, body = item
@@ -143,12 +149,12 @@ class ClientConnection:
         except FrameError as exc:
             self._m.frame_faults.labels(kind=type(exc).__name__).inc()
             logger.info("closing %s: %s", self.stream.peer, type(exc).__name__)
-            self.stream.abort()
+            self.stream.abort(f"bad frame: {type(exc).__name__}")
+        except asyncio.TimeoutError:  # before OSError: TimeoutError is one (it was caught there and never counted)
+            self._m.auth_timeouts.inc()
+            self.stream.abort("no AUTH in time")
         except (ConnectionError, OSError):
             pass
-        except asyncio.TimeoutError:
-            self._m.auth_timeouts.inc()
-            self.stream.abort()
         finally:
             if self._expiry is not None:
                 self._expiry.cancel()

@@ -36,6 +36,11 @@ class GatewayMetrics(MetricSet):
         self.requests = self.counter("qim_gateway_requests", "Client requests received", ["opcode"])
         self.auth_timeouts = self.counter("qim_gateway_auth_timeouts",
                                           "Connections closed for not authenticating in time")
+        # WebSocket (ws.py)
+        self.ws_connections = self.counter("qim_gateway_ws_connections", "WebSocket upgrades accepted")
+        self.ws_refused = self.counter("qim_gateway_ws_refused",
+                                       "WebSocket upgrades refused, by reason (path, origin, request, timeout, closed)",
+                                       ["reason"])
         # auth and limits (auth.py, ratelimit.py, online.py)
         self.auth_refused = self.counter("qim_gateway_auth_refused", "AUTH refused with UNAUTHENTICATED, by reason",
                                          ["reason"])

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Iterator
+from typing import Awaitable, Callable, Iterator, Optional
 
 from qim.config import GatewayConfig
 from qim.net.allow import MAILBOX, SESSION, WRITER
 from qim.net.framed import FramedStream
-from qim.net.tls import ALPN
+from qim.net.tls import ALPN, ALPN_HTTP, selected_alpn
+from qim.net.transport import FrameTransport
 from qim.obs.node import ServiceNode
 from qim.services.gateway.auth import Authenticator
 from qim.services.gateway.conn import CLIENT_CHUNK_BYTES, ClientConnection
@@ -29,8 +30,11 @@ from qim.services.gateway.online import OnlineRegistry
 from qim.services.gateway.pushlink import PushListener
 from qim.services.gateway.ratelimit import SendLimiter
 from qim.services.gateway.router import BackendRouter
+from qim.services.gateway.ws import WebSocketUpgrade
 
 logger = logging.getLogger(__name__)
+# makes the FrameTransport of one accepted (and TLS-upgraded) connection, None when refused
+ClientTransport = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[Optional[FrameTransport]]]
 
 
 class ConnectionNode(ServiceNode):
@@ -47,8 +51,15 @@ class ConnectionNode(ServiceNode):
         self.online = OnlineRegistry(self.metrics, config.max_connections_per_user)
         self.auth = Authenticator(config, self.metrics)  # AUTH tokens (QIM_TOKEN_*)
         self.limiter = SendLimiter.from_config(config, self.metrics)  # QIM_RATE_*
+        # The client port's transports by the ALPN protocol its TLS handshake selected
+        # (None: plaintext development), each a FrameTransport (qim/net/transport.py);
+        # the port offers exactly these.
+        self.websocket = WebSocketUpgrade(self, CLIENT_CHUNK_BYTES)  # QIM_GATEWAY_WS_* (ws.py)
+        self.transports: dict[Optional[str], ClientTransport] = {ALPN: self._framed, None: self._framed,
+                                                                  ALPN_HTTP: self.websocket.accept}
         self.client_tls = self.tls_contexts(config.client_tls, "client port",
-                                            "QIM_GATEWAY_TLS_CERT/QIM_GATEWAY_TLS_KEY", alpn=ALPN)
+                                            "QIM_GATEWAY_TLS_CERT/QIM_GATEWAY_TLS_KEY",
+                                            alpn=[a for a in self.transports if a])
         self.internal_tls = self.tls_contexts(config.internal_tls, "internal", "QIM_INTERNAL_CA/TLS_CERT/TLS_KEY")
         self.router = BackendRouter(config.writer_addrs, config.mailbox_addrs, config.session_addrs,
                                     tls=self.internal_tls, services=(WRITER, MAILBOX, SESSION))
@@ -57,17 +68,31 @@ class ConnectionNode(ServiceNode):
         self.always_zero(self.metrics.backend_dropped)
         self.closing(self.router.close, "backend clients")
 
+    async def _framed(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Optional[FrameTransport]:
+        """ALPN qim/1 (and plaintext development): raw frames (qim/net/framed.py)."""
+        return FramedStream(reader, writer, chunk_bytes=CLIENT_CHUNK_BYTES)
+
     def not_ready(self) -> Iterator[str]:
         """No push link yet from some mailbox node, or a misconfigured one."""
         yield from self.push.not_ready()
 
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = ClientConnection(FramedStream(reader, writer, chunk_bytes=CLIENT_CHUNK_BYTES), self)
-        await conn.run()
+        """One client-port connection: the transport its handshake chose, then the one
+        connection handler (the listener already refused an ALPN outside `transports`)."""
+        stream = await self.transports[selected_alpn(writer)](reader, writer)
+        if stream is not None:  # None: the transport's own handshake refused it
+            await self.serve(stream)
+
+    async def serve(self, stream: FrameTransport) -> None:
+        """Serve one client link, whatever its transport, until it ends."""
+        await ClientConnection(stream, self).run()
 
     async def setup(self) -> None:
         """Push listener first (mailbox nodes link while clients connect), then clients."""
         await self.listen(self.config.push_listen, self.push.on_connection, tls=self.internal_tls, name="push")
         await self.listen(self.config.listen, self._on_client, tls=self.client_tls, chunk_bytes=CLIENT_CHUNK_BYTES,
                           name="client", handshake_timeout=self.config.auth_timeout_s)
-        logger.info("gateway listening on %s (push %s)", self.config.listen, self.config.push_listen)
+        if self.config.ws_listen:  # development only: plain ws:// on loopback (qim/config_tls.py)
+            await self.listen(self.config.ws_listen, self.websocket.serve_plain, name="ws-dev")
+        logger.info("gateway listening on %s (push %s%s)", self.config.listen, self.config.push_listen,
+                    f", ws:// {self.config.ws_listen}" if self.config.ws_listen else "")
