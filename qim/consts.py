@@ -82,6 +82,8 @@ SESSION_HEAD_BODY_MAX = 4096  # larger head bodies are left out of SESSION_LIST_
 SESSION_SNAPSHOT_TTL_MS = 5 * 60 * 1000
 SESSION_PAGE_DEFAULT_LIMIT = 50
 SESSION_PAGE_MAX_LIMIT = 200
+PROFILES_PAGE_MAX = 200  # user ids per PULL_PROFILES (docs/protocol.md "Names")
+NAME_MAX_BYTES = 64  # a display name (token claim `name`) or a group title, in UTF-8 bytes
 SESSION_CONSUME_BATCH = 512  # dispatch records per durable projection batch
 # registrations per session_project script call (one durable batch, one round trip);
 # bounds how long one script holds Redis (a larger batch sends the rest pipelined first)

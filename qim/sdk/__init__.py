@@ -33,7 +33,7 @@ Runs as written against a running stack (`make up`, then
 from __future__ import annotations
 
 from qim._core import ids
-from qim.errors import TlsError
+from qim.errors import IdError, TlsError
 from qim.sdk.client import Client, Member
 from qim.sdk.events import (
     ConnectionLost,
@@ -74,4 +74,5 @@ __all__ = [
     "ConnectionLost", "NotConnected", "Kicked", "KickedEvent", "SendTimeout", "SendRefused", "ConnectionState",
     "ConversationsUpdated", "MessagesAdded", "MessagesUpdated", "MessagesRemoved", "PendingResolved", "SendPending",
     "SendFailed", "SyncFailed", "ReadPositionChanged", "MembershipChanged", "direct_conversation", "TlsError",
+    "IdError",
 ]

@@ -107,10 +107,20 @@ class Connection:
             if op != Opcode.AUTH_OK:
                 raise ConnectionLost(f"unexpected reply 0x{op:04x} to AUTH")
             conn.auth = connection_pb2.AuthOk.FromString(body)
+        except ConnectionLost as exc:
+            conn.abort("auth failed")
+            if tls is None and conn.bytes_received == 0:  # a TLS port reads a plaintext AUTH as a bad ClientHello
+                raise ConnectionLost(f"{endpoint} closed the connection before answering AUTH in plaintext") from exc
+            raise
         except BaseException:
             conn.abort("auth failed")
             raise
         return conn
+
+    @property
+    def bytes_received(self) -> int:
+        """Bytes read from the gateway so far."""
+        return self._progress.bytes_rx if self._progress is not None else 0
 
     @property
     def is_open(self) -> bool:

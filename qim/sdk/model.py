@@ -84,7 +84,8 @@ class Conversation:
     window head − base exceeds 200 (then `unread` is 200) or while the store cannot
     tell the exact count yet. `read_conversation_seq` is the user's read position
     (shared by devices, forward only). Groups: `joined_at`/`left_at` of the latest
-    member interval (`left_at` 0 while a member). Ids as 16 raw bytes."""
+    member interval (`left_at` 0 while a member); `title` the group's title ("" none:
+    show the group id; docs/sdk.md "Names"). Ids as 16 raw bytes."""
 
     conversation_id: bytes
     kind: int  # 1 direct, 2 group
@@ -98,6 +99,7 @@ class Conversation:
     last_message: Optional[LastMessage]
     joined_at: int = 0
     left_at: int = 0
+    title: str = ""
 
     @property
     def is_group(self) -> bool:

@@ -74,7 +74,9 @@ class GroupChange:
     or "edit" (NotFound without a group, MembershipMoved when `expected_version` moved).
     The message's seq J gives joiners joined_at = J-1 (0 on create) and leavers left_at =
     J; a member keeps at most `intervals_kept` intervals; `members_after` is stored as the
-    immutable snapshot of the new version for `snapshot_ttl_s`."""
+    immutable snapshot of the new version for `snapshot_ttl_s`. `title` is the group's
+    title set on create; op "title" sets only the title (members and version unchanged;
+    NotFound / MembershipMoved as for "edit")."""
 
     op: str
     expected_version: Optional[int]
@@ -85,6 +87,7 @@ class GroupChange:
     intervals_kept: int
     joins: Sequence[int] = ()
     leaves: Sequence[int] = ()
+    title: str = ""
 
 
 @dataclass

@@ -79,10 +79,11 @@ class GroupView:
 
 class MemberView(NamedTuple):
     """One user's view of one group for the session list: its intervals (None: never a
-    member) and the group_id (None: no group meta)."""
+    member), the group_id (None: no group meta) and its title ("" none)."""
 
     intervals: Optional[tuple[Interval, ...]]
     group_id: Optional[int]
+    title: str = ""
 
 
 class GroupSendView(NamedTuple):

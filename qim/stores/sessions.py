@@ -85,6 +85,14 @@ class SessionStore(Protocol):
         """The recorded direct peer of each conversation (0 when unknown)."""
         ...
 
+    async def set_display_name(self, tenant: int, user: int, name: str) -> None:
+        """Keep `name` as the user's display name ("" removes it; docs/protocol.md "Names")."""
+        ...
+
+    async def display_names(self, tenant: int, users: Sequence[int]) -> list[str]:
+        """Each user's display name, "" when none is known (one round trip)."""
+        ...
+
     async def pending_first(self, limit: int) -> list[FirstSeen]:
         """First registrations waiting for CQL user_conversation_state (the archive tier, docs/decisions/0023; queued
         by `register` only when the archive tier is configured), oldest first."""

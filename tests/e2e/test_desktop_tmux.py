@@ -90,7 +90,7 @@ def test_two_desktops_chat_in_chinese_and_recall(stack, tmp_path):
         tmux.type("alice", "第二行：晚上见")
         tmux.key("alice", "Enter")
         shown = tmux.wait_for("bob", "第二行：晚上见")
-        assert "你好，世界 🌏" in shown and f"{a} #" in shown
+        assert "你好，世界 🌏" in shown and f"{a}: " in shown
 
         tmux.type("bob", "收到！👍 [不是标记]")
         tmux.key("bob", "Enter")

@@ -45,7 +45,8 @@ def test_every_client_request_opcode_has_one_route_to_its_backend():
     assert backends == {
         Opcode.SEND_MESSAGE: "writer", Opcode.RECALL_MESSAGE: "writer", Opcode.PULL_HISTORY: "writer",
         Opcode.CREATE_GROUP: "writer", Opcode.LEAVE_GROUP: "writer", Opcode.PULL_MEMBERS: "writer",
-        Opcode.PULL_SESSION_LIST: "session", Opcode.MARK_READ: "session",
+        Opcode.SET_GROUP_TITLE: "writer",
+        Opcode.PULL_SESSION_LIST: "session", Opcode.MARK_READ: "session", Opcode.PULL_PROFILES: "session",
         Opcode.PULL_MAILBOX: "mailbox"}
     assert BULK_OPS == {Opcode.PULL_HISTORY, Opcode.PULL_MEMBERS, Opcode.PULL_SESSION_LIST, Opcode.PULL_MAILBOX}
     # reserved = frozen opcodes of the served categories that have no route (rooms, replies)

@@ -78,6 +78,7 @@ class ClientConnection:
         self.tenant = 0
         self.user_id = 0
         self.device_id = 0
+        self.display_name = ""  # the token's `name` claim, carried in the Actor (docs/protocol.md "Names")
         self.shard = 0
         self.lane = 0  # the device's mailbox lane (AUTH_OK mailbox_lane): pushes carry it
         self._permits = asyncio.Semaphore(gateway.config.inflight_limit)
@@ -116,7 +117,7 @@ class ClientConnection:
 
     def _actor(self) -> internal_pb2.Actor:
         return internal_pb2.Actor(tenant_id=self.tenant.to_bytes(16, "big"), user_id=self.user_id,
-                                  device_id=self.device_id)
+                                  device_id=self.device_id, display_name=self.display_name)
 
     async def run(self) -> None:
         """Read and serve requests until EOF, a frame fault or the AUTH timeout."""
@@ -234,12 +235,13 @@ class ClientConnection:
         except DecodeError:
             raise RequestError(ErrorCode.INVALID_ARGUMENT, "AUTH body is not a valid Auth") from None
         try:
-            tenant, user, device, expires_at = self._authn.authenticate(auth.token)
+            tenant, user, device, expires_at, name = self._authn.authenticate(auth.token)
         except TokenRefused as exc:  # the reason only: never the token (DESIGN.md §2)
             logger.debug("AUTH from %s refused: %s", self.stream.peer, exc.reason)
             raise
         lane, _, shard = ids.user_placement(tenant, user, self.gw.config.common.shard_count)
         self.tenant, self.user_id, self.device_id, self.shard, self.lane = tenant, user, device, shard, lane
+        self.display_name = name
         try:
             self.gw.online.register(self)  # RateLimited past the per-user connection cap
         except RequestError:

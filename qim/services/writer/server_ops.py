@@ -67,6 +67,10 @@ class WriterOps:
                 ok = await self._groups.edit(actor, tenant, leave.group_id, leave.client_message_id, [],
                                              [actor.user_id], turn)
                 return Opcode.GROUP_OK, ok.SerializeToString()
+            if opcode == Opcode.SET_GROUP_TITLE:
+                retitle = parse(group_pb2.SetGroupTitle, upstream)
+                turn = self._committer.ticket(actor.tenant_id, _group_conversation(tenant, retitle.group_id))
+                return Opcode.GROUP_OK, (await self._groups.retitle(actor, tenant, retitle, turn)).SerializeToString()
             if opcode == Opcode.PULL_HISTORY:
                 batch = await pull_history(self._messages, self._group_store, actor,
                                            parse(history_pb2.PullHistory, upstream))

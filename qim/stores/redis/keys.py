@@ -218,6 +218,11 @@ def peers_key(tenant: int, user_id: int) -> str:
     return f"qim:convpeer:{tenant:032x}:{user_id}"
 
 
+def name_key(tenant: int, user_id: int) -> str:
+    """STRING, SessionStore: the user's display name (the newest token `name` claim seen)."""
+    return f"qim:name:{tenant:032x}:{user_id}"
+
+
 def checkpoint_key(node_index: int, node_count: int) -> str:
     """HASH, SessionStore: the durable projection checkpoint of session node `index` of
     `count` (bind = "<cluster_id>|<topic_id>|<partitions>", p<N> = next offset)."""
