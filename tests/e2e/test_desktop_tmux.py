@@ -35,12 +35,12 @@ class Tmux:
         return subprocess.run(self.base + list(args), check=True, capture_output=True, text=True,
                               encoding="utf-8", env={**os.environ, "LANG": "C.UTF-8"}).stdout
 
-    def start(self, name: str, argv: list[str], env: dict[str, str]) -> Path:
-        """Run argv in a 120x36 window; returns the file its exit code is written to."""
+    def start(self, name: str, argv: list[str], env: dict[str, str], size: tuple[int, int] = (120, 36)) -> Path:
+        """Run argv in a window of `size` (columns, rows); returns the file its exit code is written to."""
         rc = self.tmp / f"{name}.rc"
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         cmd = f"env {exports} {shlex.join(argv)}; echo $? > {shlex.quote(str(rc))}; sleep 60"
-        self.run("new-session", "-d", "-s", name, "-x", "120", "-y", "36", cmd)
+        self.run("new-session", "-d", "-s", name, "-x", str(size[0]), "-y", str(size[1]), cmd)
         return rc
 
     def type(self, name: str, text: str) -> None:
