@@ -35,8 +35,9 @@ conversation in conversation_seq order; then unread on every member's session li
 and unread 0 after MARK_READ on a second device of the same user; a recalled message
 must end up shown recalled (no body) and is not unread.
 
-Output: `replay: not_sent=K (reasons)` (messages never sent: setup errors, refusals),
-then the final line `replay: conversations=N messages=M delivered=D lost=L
+Output: `replay: over_limit_refused=R (as intended: ...) unsent=K (reasons)` (R bodies
+above the size limit the SDK refused on purpose; K messages never sent for any other
+reason: setup errors, refusals), then the final line `replay: conversations=N messages=M delivered=D lost=L
 duplicated=X out_of_order=O corrupt=C unread_wrong=U` (unread_wrong counts session-list
 entries whose unread differed). Exit 0 only when D == M, L == X == O == C == U == 0,
 the only messages not sent are the intended over-limit refusals and every mode was
