@@ -1,7 +1,7 @@
 """Configuration from QIM_* environment variables, parsed once into frozen dataclasses.
 
 Every value is validated at start; an invalid one raises ConfigError naming the
-variable (DESIGN.md §11). Names reuse the seed's where they exist.
+variable (docs/design.md §11). Names reuse the seed's where they exist.
 """
 
 from __future__ import annotations

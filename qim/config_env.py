@@ -1,5 +1,5 @@
 """Typed reads of QIM_* environment variables (`Env`): each getter validates and raises
-ConfigError naming the variable (DESIGN.md §11). The per-service dataclasses built from
+ConfigError naming the variable (docs/design.md §11). The per-service dataclasses built from
 it are in qim/config.py."""
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class Env:
         return value
 
     def metrics_listen(self, service: str) -> str:
-        """QIM_<SERVICE>_METRICS_LISTEN, default 127.0.0.1:<the service's port> (DESIGN.md §11)."""
+        """QIM_<SERVICE>_METRICS_LISTEN, default 127.0.0.1:<the service's port> (docs/design.md §11)."""
         return self.addr(f"QIM_{service.upper()}_METRICS_LISTEN", f"127.0.0.1:{METRICS_PORTS[service]}")
 
     def fault_point(self, name: str, listeners: tuple[str, ...], allowed: tuple[str, ...]) -> str:

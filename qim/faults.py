@@ -13,11 +13,11 @@ import signal
 
 logger = logging.getLogger(__name__)
 
-# Writer (DESIGN.md §5.2): with a point set, reserve and record run as two calls.
+# Writer (docs/design.md §5.2): with a point set, reserve and record run as two calls.
 WRITER_POINTS = ("after_reserve", "after_record", "after_outbox", "after_commit")
-# Mailbox (DESIGN.md §5.4): after every entry is appended, before finish_dispatch.
+# Mailbox (docs/design.md §5.4): after every entry is appended, before finish_dispatch.
 MAILBOX_POINTS = ("after_append",)
-# Fanout (DESIGN.md §5.3): after the dispatches of a batch are durable, before the commit.
+# Fanout (docs/design.md §5.3): after the dispatches of a batch are durable, before the commit.
 FANOUT_POINTS = ("after_dispatch",)
 # HistoryArchiver (issue 14): after a batch's rows are written, before its position moves.
 ARCHIVER_POINTS = ("after_write",)

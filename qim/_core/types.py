@@ -6,11 +6,11 @@ from typing import NamedTuple, Optional
 
 
 class MailboxEvent(NamedTuple):
-    """One event of a user's mailbox entry (DESIGN.md §5 step 4, §5 last paragraph).
+    """One event of a user's mailbox entry (docs/design.md §5 step 4, §5 last paragraph).
 
     ids are 16-byte big-endian `bytes`; integers are unsigned. `custom_type` is at most
     64 bytes; `client_message_id` is b"" except in the sender's own entry (the
-    reconciliation anchor, DESIGN.md §5 step 3); `body` is None when the entry only
+    reconciliation anchor, docs/design.md §5 step 3); `body` is None when the entry only
     references the message (filled from MessageStore at pull time) and the inline body
     bytes otherwise (may be b"").
     """

@@ -1,4 +1,4 @@
-"""Which service may call which internal opcode (issue 15; DESIGN.md §4 "a per-method
+"""Which service may call which internal opcode (issue 15; docs/design.md §4 "a per-method
 allow-list on internal RPC"): the one table, checked on every internal listener against
 the service name of the peer's certificate (qim/net/tls.py `peer_service`).
 

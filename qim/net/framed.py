@@ -1,4 +1,4 @@
-"""One TCP stream that speaks QIM frames (DESIGN.md §4).
+"""One TCP stream that speaks QIM frames (docs/design.md §4).
 
 Reading: bytes go through `qim._core.frame.FrameDecoder`; a FrameError propagates and
 the caller closes the stream (there is no resync).

@@ -172,7 +172,7 @@ class SigningKey:
 
 def check_identity(tenant: int, user_id: int, device_id: int) -> None:
     """ValueError unless tenant is a u128 and user and device are non-zero with bit 63
-    clear (they reach CQL bigint and the event codec: DESIGN.md §3)."""
+    clear (they reach CQL bigint and the event codec: docs/design.md §3)."""
     if not (0 <= tenant < 1 << 128) or not (0 < user_id <= U63_MAX) or not (0 < device_id <= U63_MAX):
         raise ValueError("tenant must be u128, user_id and device_id non-zero with bit 63 clear")
 

@@ -1,4 +1,4 @@
-"""`make demo` in small: the replay through the real stack (DESIGN.md §12).
+"""`make demo` in small: the replay through the real stack (docs/design.md §12).
 
 The `stack` fixture (tests/e2e/conftest.py) runs the services and exposes
 `.gateway_addr` ('host:port') and `.token_key` (the development key's path). `--limit 10` with the languages

@@ -1,4 +1,4 @@
-"""One client connection of the ConnectionNode (DESIGN.md §4, §5.1).
+"""One client connection of the ConnectionNode (docs/design.md §4, §5.1).
 
 Frame faults close the connection at once (no resync). Request faults get an ERROR
 frame with the request's id. Validation happens here before anything reaches a writer;
@@ -229,7 +229,7 @@ class ClientConnection:
             raise RequestError(ErrorCode.INVALID_ARGUMENT, "AUTH body is not a valid Auth") from None
         try:
             tenant, user, device, expires_at, name = self._authn.authenticate(auth.token)
-        except TokenRefused as exc:  # the reason only: never the token (DESIGN.md §2)
+        except TokenRefused as exc:  # the reason only: never the token (docs/design.md §2)
             logger.debug("AUTH from %s refused: %s", self.stream.peer, exc.reason)
             raise
         lane, _, shard = ids.user_placement(tenant, user, self.gw.config.common.shard_count)

@@ -1,4 +1,4 @@
-"""Backend routing of the gateway (DESIGN.md §5.1).
+"""Backend routing of the gateway (docs/design.md §5.1).
 
 Writers: rendezvous (highest random weight) hash of conversation_id over
 QIM_WRITER_ADDRS; when the first choice is unreachable the next one is tried. Routing

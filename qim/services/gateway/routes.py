@@ -1,5 +1,5 @@
 """The gateway's routing table: client opcode -> (validator, backend, routing key)
-(DESIGN.md §4 "Gateway validation", §5.1; issue 11 "table-driven gateway routing").
+(docs/design.md §4 "Gateway validation", §5.1; issue 11 "table-driven gateway routing").
 
 Each route's `check(conn, body)` parses the upstream bytes, rejects what needs no
 storage to reject (INVALID_ARGUMENT, PAYLOAD_TOO_LARGE: qim/services/gateway/requests.py)

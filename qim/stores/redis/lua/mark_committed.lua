@@ -1,4 +1,4 @@
--- mark_committed (DESIGN.md §5.2): the Outbox record is durable (its offset is the
+-- mark_committed (docs/design.md §5.2): the Outbox record is durable (its offset is the
 -- OUTBOXED evidence), so the commit hash shrinks to the ACK coordinates and expires
 -- at committed_at + ttl (2 h for sends, 24 h for group changes and recall/delete, whose
 -- retries must replay the original reply). The commit leaves the conversation's

@@ -1,4 +1,4 @@
--- state_change (recall / delete, DESIGN.md issue 6): rewrite the target record with its
+-- state_change (recall / delete, docs/design.md issue 6): rewrite the target record with its
 -- new state and no body (the row stays; no DELETE), mark its state key, and reserve the
 -- CONTROL message that announces it, all in one call.
 -- A target already trimmed from the hot tier (issue 14; read from the archive, expected
