@@ -81,7 +81,7 @@ def describe_control(body: bytes, names: Names = NO_NAMES) -> str:
         return "(a group event)"
     if event.HasField("membership"):
         m = event.membership
-        actor = person(m.actor_user_id, names) if m.actor_user_id else "the operator"
+        actor = (names.get(m.actor_user_id) or f"user {m.actor_user_id}") if m.actor_user_id else "the operator"
         users = ", ".join(names.get(u) or str(u) for u in m.users)
         if m.kind == 3:
             return f"{users} left"
@@ -89,7 +89,7 @@ def describe_control(body: bytes, names: Names = NO_NAMES) -> str:
         return f"{actor} {MEMBERSHIP_WORDS.get(m.kind, 'changed')} {users}" + (f", named{named}" if named else "")
     if event.HasField("title_change"):
         t = event.title_change
-        actor = person(t.actor_user_id, names) if t.actor_user_id else "the operator"
+        actor = (names.get(t.actor_user_id) or f"user {t.actor_user_id}") if t.actor_user_id else "the operator"
         return f'{actor} named the group "{t.title}"' if t.title else f"{actor} removed the group's title"
     if event.HasField("state_change"):
         return "a message was recalled" if event.state_change.state == RECALLED else "a message was deleted"

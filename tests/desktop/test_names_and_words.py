@@ -32,7 +32,7 @@ def test_titles_and_display_names_are_shown_ids_stay_beside():
 def test_control_notices_for_titles_read_as_words():
     renamed = message_pb2.ControlEvent(title_change=message_pb2.GroupTitleChange(group_id=7, title="Lunch",
                                                                                 actor_user_id=1002))
-    assert render.describe_control(renamed.SerializeToString(), {1002: "Bob"}) == 'Bob (1002) named the group "Lunch"'
+    assert render.describe_control(renamed.SerializeToString(), {1002: "Bob"}) == 'Bob named the group "Lunch"'
     created = message_pb2.ControlEvent(membership=message_pb2.MembershipChange(kind=1, users=[ME, 1002],
                                                                               actor_user_id=ME, title="Lunch"))
     assert render.describe_control(created.SerializeToString()) == f'user {ME} created the group with {ME}, 1002, ' \
