@@ -6,9 +6,9 @@ display names (`--name`); text typed while the list has the focus reaches the co
 
 from __future__ import annotations
 
-import os
+import time
 
-from tests.e2e.test_desktop_tmux import DESKTOP, Tmux, wait_file
+from tests.e2e.test_desktop_tmux import DESKTOP, Tmux, desktop_env, quit_both
 from tests.sdk.realstack import users
 
 SMALL = (80, 24)
@@ -17,9 +17,7 @@ SMALL = (80, 24)
 def test_a_new_user_at_80x24(stack, tmp_path):
     a, b = users(2)
     tmux = Tmux(tmp_path)
-    env = {"QIM_GATEWAY_ADDR": stack.gateway_addr, "QIM_DEV_TOKEN_KEY": stack.token_key,
-           "QIM_DATA_DIR": str(tmp_path / "data"), "LANG": "C.UTF-8", "TERM": "xterm-256color",
-           "PATH": os.environ.get("PATH", ""), "QIM_CA_FILE": stack.ca_file}
+    env = desktop_env(stack, tmp_path)
     try:
         rc_a = tmux.start("alice", [str(DESKTOP), "--user", str(a), "--name", "Alice", "--chat", str(b)], env, SMALL)
         rc_b = tmux.start("bob", [str(DESKTOP), "--user", str(b), "--name", "Bob", "--chat", str(a)], env, SMALL)
@@ -42,14 +40,10 @@ def test_a_new_user_at_80x24(stack, tmp_path):
         assert "Bob: " in tmux.wait_for("alice", "Bob: the newest one"), shown
 
         tmux.key("alice", "BTab")  # the list has the focus; typing goes to the composer anyway
+        time.sleep(1)  # as a person does: Textual moves the focus after the key (deferred)
         tmux.type("alice", "got it 收到")
         tmux.key("alice", "Enter")
         tmux.wait_for("bob", "Alice: got it 收到")
-
-        tmux.type("alice", "/quit")
-        tmux.key("alice", "Enter")
-        assert wait_file(rc_a) == "0"
-        tmux.key("bob", "C-q")
-        assert wait_file(rc_b) == "0"
+        quit_both(tmux, rc_a, rc_b)
     finally:
         tmux.kill()
