@@ -14,7 +14,8 @@ $(STAMP): pyproject.toml setup.py $(CORE_SRC)
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "Cython>=3.0,<4" "setuptools>=68" wheel
-	$(BIN)/pip install -q --no-build-isolation -e ".[test]"
+	@# setuptools' "Editable installation" notice is a warning block on every fresh install: not ours to show
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q --no-build-isolation -e ".[test]"
 	touch $(STAMP)
 
 install: $(STAMP)

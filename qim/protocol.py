@@ -1,6 +1,6 @@
 """Frozen wire numbers: opcodes, event types, kick reasons (docs/protocol.md).
 
-The high byte of an opcode is its category (DESIGN.md §4). Two values are anchored by
+The high byte of an opcode is its category (docs/design.md §4). Two values are anchored by
 the design: READ_SYNC = 0x0406 and LEAVE_GROUP = 0x0A04. Error codes live in
 `qim.errors.ErrorCode` and in `proto/qim/v1/common.proto` with the same numbers.
 Never renumber: add new values only.

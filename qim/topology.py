@@ -84,7 +84,7 @@ class Service:
     with the archive tier (QIM_SCYLLA_ADDRS)."""
 
     name: str
-    entity: str  # the design's entity name (DESIGN.md §2)
+    entity: str  # the design's entity name (docs/design.md §2)
     env: str
     metrics_port: Optional[int] = None
     entry: Optional[str] = None

@@ -1,4 +1,4 @@
-"""qimctl: the admin plane (DESIGN.md §2 "admin / load: qimctl ... audits").
+"""qimctl: the admin plane (docs/design.md §2 "admin / load: qimctl ... audits").
 
     qimctl membership add|remove ...   qimctl message delete ...   (qim/cli/qimctl_admin.py)
     qimctl token --user U --device D   qimctl group create ...     (qim/cli/qimctl_dev.py)
@@ -10,7 +10,7 @@
 
 Defaults come from QIM_KAFKA_BOOTSTRAP, QIM_REDIS_ADDR and QIM_MAILBOX_SHARD_COUNT.
 
-`audit dispatch` (DESIGN.md §12, seed 000 "orphan 独立审计"):
+`audit dispatch` (docs/design.md §12, seed 000 "orphan 独立审计"):
 1. unless --no-wait, waits (each step bounded by --timeout) until the writer's in-flight
    commits (CommitStore.inflight_count: all 256 commit buckets, on every --redis-addr)
    are none, then until the committed offset of the fanout group on Outbox partition 0

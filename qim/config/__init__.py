@@ -1,7 +1,7 @@
 """Configuration from QIM_* environment variables, parsed once into frozen dataclasses,
 one module per section: env (typed reads), common, tier (archive tier), tls, and one per
 service (writer, gateway, fanout, mailbox, session, archiver). Every value is validated
-at start; an invalid one raises ConfigError naming the variable (DESIGN.md §11). Names
+at start; an invalid one raises ConfigError naming the variable (docs/design.md §11). Names
 reuse the seed's where they exist; defaults of addresses come from qim/topology.py."""
 
 from qim.config.archiver import ArchiverConfig

@@ -7,19 +7,21 @@ refusal raises Refused; the app keeps the typed text in the composer then.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import Any, Optional
 
 from qim.desktop import commands, render
 
-if TYPE_CHECKING:
-    from qim.desktop.app import ChatApp
+# `app` below is the ChatApp (qim/desktop/app.py): its client, convs, current, shown and
+# names, and its tell / open_chat / learn_names / action_* methods. Typed loosely so this
+# module does not import the screen that imports it.
+ChatApp = Any
 
 
 class Refused(Exception):
     """A command that cannot run as typed (the message is the one-line refusal)."""
 
 
-async def run(app: "ChatApp", cmd: commands.Command) -> None:
+async def run(app: ChatApp, cmd: commands.Command) -> None:
     """Run one parsed command against the app's client. Refused, or the SDK's errors
     (QimError, ValueError) for the app to show."""
     c = app.client
@@ -69,7 +71,7 @@ async def run(app: "ChatApp", cmd: commands.Command) -> None:
         await recall(app, cmd.ids[0] if cmd.ids else 1)
 
 
-async def recall(app: "ChatApp", nth: int) -> None:
+async def recall(app: ChatApp, nth: int) -> None:
     """Recall this person's `nth` newest message shown in the open chat."""
     own = sorted((m for m in app.shown.values() if m.sender_id == app.client.user_id and m.state == 0),
                  key=lambda m: m.conversation_seq, reverse=True)

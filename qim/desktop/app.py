@@ -51,6 +51,7 @@ class ChatApp(App):
     #scroll { height: 1fr; }
     #composer { height: 5; }
     #notice { height: auto; max-height: 14; color: $warning; }
+    ConvItem Static { text-wrap: nowrap; text-overflow: ellipsis; }
     """
     BINDINGS = [Binding("ctrl+q", "leave_app", "Quit", priority=True),
                 Binding("ctrl+u", "older", "Older messages", priority=True)]
@@ -322,7 +323,7 @@ class ChatApp(App):
 
     async def on_composer_submitted(self, event: Composer.Submitted) -> None:
         """Run what was typed: a /command or a message to the open chat. A refusal is
-        one line in the notice area and the text stays in the composer to be fixed."""
+        one line in the notice area and the text goes back into the composer to be fixed."""
         try:
             command, text = commands.parse(event.text)
             if command is None:
@@ -330,17 +331,15 @@ class ChatApp(App):
             else:
                 self.tell("")
                 await actions.run(self, command)
+            return
         except (commands.CommandError, actions.Refused) as exc:
             self.tell(str(exc))
-            return
         except QimError as exc:  # the SDK's typed refusals (SendRefused, ServerError, NotConnected, ...)
             self.tell(f"refused: {exc.code.name}: {exc}")
-            return
         except ValueError as exc:  # the SDK's bad-argument errors (an id out of range)
             self.tell(f"refused: {exc}")
-            return
         if not self.leaving:
-            self.query_one(Composer).clear()
+            self.query_one(Composer).restore(event.text)
 
     async def send(self, text: str) -> None:
         """Send text to the open chat (pending until acknowledged; never waits for the server)."""

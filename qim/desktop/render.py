@@ -26,8 +26,8 @@ from qim.wire.control import control_event
 RECALLED = message_pb2.MESSAGE_STATE_RECALLED
 DELETED = message_pb2.MESSAGE_STATE_DELETED
 MEMBERSHIP_WORDS = {1: "created the group with", 2: "added", 3: "left", 4: "removed"}
-PREVIEW_CELLS = 28  # a list row's second line: 30 columns less its indent (CJK counts two)
-NAME_CELLS = 26     # a list row's first line before the badge
+LIST_CELLS = 29  # a list row: the 30-column list less its border (qim/desktop/app.py CSS)
+PREVIEW_CELLS = LIST_CELLS - 5  # the second line, after its 4-column indent (CJK counts two)
 Names = Mapping[int, str]
 NO_NAMES: Names = {}
 STATE_WORDS = {"ready": "● online", "reconnecting": "○ reconnecting…", "syncing": "◐ syncing…",
@@ -80,7 +80,7 @@ def describe_control(body: bytes, names: Names = NO_NAMES) -> str:
         return "(a group event)"
     if event.HasField("membership"):
         m = event.membership
-        actor = person(m.actor_user_id, names) if m.actor_user_id else "the operator"
+        actor = (names.get(m.actor_user_id) or f"user {m.actor_user_id}") if m.actor_user_id else "the operator"
         users = ", ".join(names.get(u) or str(u) for u in m.users)
         if m.kind == 3:
             return f"{users} left"
@@ -88,7 +88,7 @@ def describe_control(body: bytes, names: Names = NO_NAMES) -> str:
         return f"{actor} {MEMBERSHIP_WORDS.get(m.kind, 'changed')} {users}" + (f", named{named}" if named else "")
     if event.HasField("title_change"):
         t = event.title_change
-        actor = person(t.actor_user_id, names) if t.actor_user_id else "the operator"
+        actor = (names.get(t.actor_user_id) or f"user {t.actor_user_id}") if t.actor_user_id else "the operator"
         return f'{actor} named the group "{t.title}"' if t.title else f"{actor} removed the group's title"
     if event.HasField("state_change"):
         return "a message was recalled" if event.state_change.state == RECALLED else "a message was deleted"
@@ -131,8 +131,8 @@ def list_entry(conv: Conversation, me: int, current: bool, names: Names = NO_NAM
     out.append("▶ " if current else "  ", style="bold")
     mark = badge(conv)
     left = " (left)" if not conv.is_member else ""
-    out.append(cut(conversation_name(conv, names), NAME_CELLS - len(mark) - len(left)),
-               style="bold" if conv.unread else "")
+    room = LIST_CELLS - 3 - (len(mark) + 1 if mark else 0) - len(left)  # "▶ " before the name
+    out.append(cut(conversation_name(conv, names), room), style="bold" if conv.unread else "")
     if left:
         out.append(left, style="dim")
     if mark:

@@ -18,8 +18,9 @@ from qim.sdk.model import Conversation
 
 
 class Composer(TextArea):
-    """Multi-line input: Enter submits, Ctrl+J inserts a newline. The text stays until
-    the app accepted it (`clear()`): a refused command or send keeps what was typed."""
+    """Multi-line input: Enter submits (and empties it at once, so keys typed while the
+    app handles the text start the next message), Ctrl+J inserts a newline. A refused
+    text is put back by the app (`restore`)."""
 
     class Submitted(Message):
         """Posted when the person presses Enter: the text typed (a message or a /command)."""
@@ -31,8 +32,10 @@ class Composer(TextArea):
         if event.key == "enter":
             event.stop()
             event.prevent_default()
-            if self.text.strip():
-                self.post_message(self.Submitted(self.text))
+            text = self.text
+            if text.strip():
+                self.clear()
+                self.post_message(self.Submitted(text))
             return
         if event.key == "ctrl+j":
             event.stop()
@@ -40,6 +43,12 @@ class Composer(TextArea):
             self.insert("\n")
             return
         await super()._on_key(event)
+
+
+    def restore(self, text: str) -> None:
+        """Put a refused `text` back, before anything typed since (nothing typed is lost)."""
+        self.load_text(text + self.text)
+        self.move_cursor(self.document.end)
 
 
 class ConvItem(ListItem):
@@ -71,5 +80,7 @@ class ConvList(ListView):
             event.stop()
             event.prevent_default()
             composer = self.app.query_one(f"#{self._composer_id}", Composer)
-            composer.focus()
+            # at once, not `focus()` (deferred): the keys of a burst already queued behind
+            # this one, and its Enter, must reach the composer, not the list
+            self.screen.set_focus(composer)
             composer.insert(event.character)

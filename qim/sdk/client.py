@@ -278,18 +278,15 @@ class Client:
         gid = group_id or secrets.randbits(62) + 1
         ok = await requests.create_group(self.runtime, gid, [m for m in members if m != self.user_id], title)
         await self.runtime._puller.apply(self.store.note_group, bytes(ok.conversation_id), gid,
-                                         ok.conversation_seq, True)
-        if title:
-            await self.runtime._puller.apply(self.store.note_group, bytes(ok.conversation_id), gid,
-                                             ok.conversation_seq, True, title)
+                                         ok.conversation_seq, True, title)
         return await self._listed(bytes(ok.conversation_id))
 
     async def set_group_title(self, group_id: int, title: str) -> Conversation:
         """Rename the group ("" removes the title); members learn it from a CONTROL
         notice (never unread). ServerError FORBIDDEN unless this user owns the group."""
         ok = await names.set_group_title(self.runtime, group_id, title)
-        await self.runtime._puller.apply(self.store.note_group, bytes(ok.conversation_id), group_id,
-                                         ok.conversation_seq, True, title)
+        await self.runtime._puller.apply(self.store.note_title, bytes(ok.conversation_id), group_id, title,
+                                         ok.conversation_seq)
         return await self._listed(bytes(ok.conversation_id))
 
     async def leave_group(self, group_id: int) -> Conversation:

@@ -1,4 +1,4 @@
-"""The device's conversation list in the LocalStore (DESIGN.md §6, §9; seed 000 未读与已读).
+"""The device's conversation list in the LocalStore (docs/design.md §6, §9; seed 000 未读与已读).
 
 One row per conversation: kind, peer (direct) or group id and the latest member
 interval, the user's read position (forward only, shared by devices), the head (newest
@@ -123,7 +123,7 @@ def note_message(db: sqlite3.Connection, user_id: int, msg: StoredMessage, touch
 def note_control(db: sqlite3.Connection, user_id: int, e: Any, touch: Touch) -> None:
     """A CONTROL mailbox entry (membership, recall or delete notice): it is the newest
     message of its conversation, and a membership change of the user itself moves the
-    member interval (joiners see seq > J−1, leavers up to J; DESIGN.md §7)."""
+    member interval (joiners see seq > J−1, leavers up to J; docs/design.md §7)."""
     conv = bytes(getattr(e, "conversation_id", b""))
     if len(conv) != 16 or not any(conv):
         return  # a garbled notice: the message apply already refused to act on it

@@ -1,4 +1,4 @@
-"""The automatic reconnect of a ClientRuntime after its connection dropped (DESIGN.md §9).
+"""The automatic reconnect of a ClientRuntime after its connection dropped (docs/design.md §9).
 
 Backoff doubles from the runtime's reconnect_backoff start to its cap; each attempt is
 a whole `_establish` (AUTH with the current token — a fresh one from the app's token

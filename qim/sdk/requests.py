@@ -32,7 +32,7 @@ M = TypeVar("M", bound=Message)
 
 
 async def new_cmid(rt: ClientRuntime) -> bytes:
-    """A client_message_id from an ordinal reserved durably in SQLite (DESIGN.md §3)."""
+    """A client_message_id from an ordinal reserved durably in SQLite (docs/design.md §3)."""
     ordinal = await rt.store.run(rt.store.reserve_ordinal)
     return rt.store.cmid_for(ordinal)
 

@@ -2,7 +2,7 @@
 
 Version 2 (issue 10) adds:
 - meta.store_nonce: 16 random bytes drawn when the store is created; part of every
-  client_message_id derivation (DESIGN.md §3, §9: unique per local store for ever).
+  client_message_id derivation (docs/design.md §3, §9: unique per local store for ever).
 - meta.rebuild_needed: 1 when the next connect must REBUILD before pulling (set by
   the migration when version-1 rows may disagree with the server).
 - messages.state: MessageState (0 NORMAL, 1 RECALLED, 2 DELETED), so an app can show

@@ -67,14 +67,14 @@ class ListsMixin:
         return conversations.unconfirmed_reads(self._db)
 
     def note_group(self, conversation_id: bytes, group_id: int, seq: int, member: bool,
-                   title: Optional[str] = None) -> ApplyResult:
-        """A GroupOk of this user's own create (member, joined at 0), leave (left at seq)
-        or title change (`title` as of seq, member unchanged: `member` ignored)."""
+                   title: str = "") -> ApplyResult:
+        """A GroupOk of this user's own create (member, joined at 0; named `title`) or
+        leave (left at seq)."""
         with self._tx():
             conversations.ensure(self._db, conversation_id, group_id=group_id)
-            if title is not None:
+            if title:
                 titles.set_title(self._db, conversation_id, title, seq)
-            elif member:
+            if member:
                 self._db.execute("UPDATE conversations SET joined_at = 0, left_at = 0 WHERE conversation_id = ?",
                                  (conversation_id,))
             else:
@@ -95,6 +95,15 @@ class ListsMixin:
                 out.updated.append(changed)
                 conversations.note_message(self._db, self.user_id, changed, touch)
             return conversations.finish(self._db, self.user_id, touch, out)
+
+    def note_title(self, conversation_id: bytes, group_id: int, title: str, seq: int) -> ApplyResult:
+        """A GroupOk of this user's own SET_GROUP_TITLE: the title as of its seq."""
+        with self._tx():
+            conversations.ensure(self._db, conversation_id, group_id=group_id)
+            titles.set_title(self._db, conversation_id, title, seq)
+            touch = Touch()
+            touch.add(conversation_id)
+            return conversations.finish(self._db, self.user_id, touch, ApplyResult([], []))
 
     # --- display names (docs/sdk.md "Names") ---------------------------------------
     def profiles(self, user_ids: Iterable[int]) -> dict[int, str]:

@@ -1,4 +1,4 @@
-"""Interfaces of the archive tier (docs/decisions/0023-archive-tier.md; DESIGN.md §5 step 7, §8; seed 000 ADR-0018,
+"""Interfaces of the archive tier (docs/decisions/0023-archive-tier.md; docs/design.md §5 step 7, §8; seed 000 ADR-0018,
 seed 004 §3; docs/decisions/0023-archive-tier.md).
 
 Three stores besides the MessageStore read side (qim/stores/messages.py):

@@ -44,7 +44,7 @@ class StoreCorrupt(StorageError):
 
 class Conflict(StorageError):
     """The write conflicts with what is stored: a client_message_id reused with other
-    content, a group that already exists (DESIGN.md §5.2, §7)."""
+    content, a group that already exists (docs/design.md §5.2, §7)."""
 
     code = ErrorCode.CONFLICT
 

@@ -1,4 +1,4 @@
-"""GroupStore: group meta, member intervals and member snapshots (DESIGN.md §7;
+"""GroupStore: group meta, member intervals and member snapshots (docs/design.md §7;
 docs/decisions/0005-groups-history.md, 0019-storage-layer.md).
 
 Written only by the commit store's group change (atomically with its CONTROL message);

@@ -1,4 +1,4 @@
-"""MailboxStore: user mailboxes, DispatchProgress and shard watermarks (DESIGN.md §3
+"""MailboxStore: user mailboxes, DispatchProgress and shard watermarks (docs/design.md §3
 packed watermark, §5.4–5.5, §8; seed 001 §2.6, seed 004 §5).
 
 A user's mailbox holds one entry per (user, mailbox_seq): the 8-byte mailbox_seq ‖ the

@@ -1,5 +1,5 @@
 """SessionStore: conversation sets, direct peers and the durable projection's checkpoint
-(DESIGN.md §6; seed 000 会话列表, seed 004 §6; docs/decisions/0006-session-projection.md).
+(docs/design.md §6; seed 000 会话列表, seed 004 §6; docs/decisions/0006-session-projection.md).
 
 A user's conversation set orders its conversations by the created_at_ms of the newest
 message seen (only grows). A registration (one committed message for one user) is ONE

@@ -53,14 +53,13 @@ class TokenClaims(NamedTuple):
 
 
 class VerifiedToken(NamedTuple):
-    """A token the verifier accepted: its identity, `expires_at` (unix seconds) and the
-    display `name` it claims ("" none)."""
+    """A token the verifier accepted: its identity and `expires_at` (unix seconds). Its
+    display name (checked by the verifier too) is `token_name(token)`."""
 
     tenant: int
     user_id: int
     device_id: int
     expires_at: int
-    name: str = ""
 
 
 class TokenRefused(RequestError):
@@ -172,7 +171,7 @@ class SigningKey:
 
 def check_identity(tenant: int, user_id: int, device_id: int) -> None:
     """ValueError unless tenant is a u128 and user and device are non-zero with bit 63
-    clear (they reach CQL bigint and the event codec: DESIGN.md §3)."""
+    clear (they reach CQL bigint and the event codec: docs/design.md §3)."""
     if not (0 <= tenant < 1 << 128) or not (0 < user_id <= U63_MAX) or not (0 < device_id <= U63_MAX):
         raise ValueError("tenant must be u128, user_id and device_id non-zero with bit 63 clear")
 
@@ -301,10 +300,10 @@ class TokenVerifier:
         if not isinstance(exp, int) or not isinstance(iat, int) or exp - iat > self.max_ttl_s:
             raise TokenRefused("lifetime", f"token lives longer than {self.max_ttl_s} s")
         try:
-            name = check_name(claims.get("name", ""))
+            check_name(claims.get("name", ""))  # shown on other people's screens: token_name reads it
         except ValueError as exc:
             raise TokenRefused("claims", f"token claim name is refused: {exc}") from None
-        return VerifiedToken(ident.tenant, ident.user_id, ident.device_id, exp, name)
+        return VerifiedToken(ident.tenant, ident.user_id, ident.device_id, exp)
 
 
 def load_verify_keys(paths: Iterable[str]) -> tuple[VerifyKey, ...]:

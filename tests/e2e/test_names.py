@@ -91,3 +91,22 @@ async def test_a_bad_conversation_is_a_refused_send(stack, tmp_path):
         assert err.value.code == ErrorCode.INVALID_ARGUMENT
     assert issubclass(IdError, ValueError)  # exported for the id errors of the other calls
     await close_all(c)
+
+
+async def test_qimctl_group_create_takes_a_title(stack, tmp_path):
+    import os
+
+    from tests.e2e.test_desktop_cli import run
+    owner, member = users(2)
+    c = await client(stack, tmp_path, member)
+    await c.connect()
+    gid = int.from_bytes(os.urandom(7), "big") + 1
+    made = run("qimctl", "group", "create", "--group", str(gid), "--owner", str(owner), "--members", str(member),
+               "--title", "运维 on-call", env_extra=stack.client_env())
+    assert made.returncode == 0, made.stdout + made.stderr
+
+    async def titled() -> bool:
+        return any(x.group_id == gid and x.title == "运维 on-call" for x in await c.conversations())
+
+    await eventually(titled, what="the member's list has the titled group")
+    await close_all(c)

@@ -150,3 +150,23 @@ async def test_the_router_fails_over_to_the_next_writer_only_when_one_is_unreach
         await router.call("session", USER, Opcode.SESSION_CALL, b"")  # none configured
     assert exc.value.code == ErrorCode.UNAVAILABLE and "no session service" in exc.value.message
     await router.close()
+
+
+def test_titles_and_profile_requests_are_checked_before_a_backend():
+    def title(t: str, **kw) -> bytes:
+        fields = dict(group_id=77, title=t, client_message_id=os.urandom(16))
+        fields.update(kw)
+        return group_pb2.SetGroupTitle(**fields).SerializeToString()
+
+    assert ROUTES[Opcode.SET_GROUP_TITLE].check(conn(), title("周末 hiking 🥾")) == GROUP_CONV
+    assert ROUTES[Opcode.SET_GROUP_TITLE].check(conn(), title("")) == GROUP_CONV  # removes the title
+    for bad, code in ((title(" x"), ErrorCode.INVALID_ARGUMENT), (title("a\u202eb"), ErrorCode.INVALID_ARGUMENT),
+                      (title("名" * 22), ErrorCode.PAYLOAD_TOO_LARGE), (title("x", group_id=0), ErrorCode.INVALID_ARGUMENT),
+                      (title("x", client_message_id=b""), ErrorCode.INVALID_ARGUMENT)):
+        assert rejected(Opcode.SET_GROUP_TITLE, bad).code == code
+    create = group_pb2.CreateGroup(group_id=77, client_message_id=os.urandom(16), title="tab\there")
+    assert rejected(Opcode.CREATE_GROUP, create.SerializeToString()).code == ErrorCode.INVALID_ARGUMENT
+    ask = session_pb2.PullProfiles
+    assert ROUTES[Opcode.PULL_PROFILES].check(conn(), ask(user_ids=[6, 7]).SerializeToString()) == USER
+    for bad in ([], [0], list(range(1, 202)), [1 << 63]):
+        assert rejected(Opcode.PULL_PROFILES, ask(user_ids=bad).SerializeToString()).code == ErrorCode.INVALID_ARGUMENT

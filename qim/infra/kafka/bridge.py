@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 
 class AsyncProducer:
-    """Idempotent producer with acks=all (DESIGN.md §5.2).
+    """Idempotent producer with acks=all (docs/design.md §5.2).
 
     `await produce(topic, value, key, partition)` -> (partition, offset) once the record
     is durable on the broker; raises EngineError on delivery failure.
@@ -121,7 +121,7 @@ def _resolve_all(reported: list[tuple[asyncio.Future, Any]]) -> None:
 
 
 class AsyncConsumer:
-    """A statically assigned consumer (no group rebalancing, DESIGN.md §8).
+    """A statically assigned consumer (no group rebalancing, docs/design.md §8).
 
     Offsets are committed explicitly (`commit`) under `group_id`; positions are hints,
     watermarks are truth. All librdkafka calls run on one private thread.

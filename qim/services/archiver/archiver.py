@@ -1,4 +1,4 @@
-"""HistoryArchiver: the Outbox's second, independent consumer (DESIGN.md §5 step 7; seed
+"""HistoryArchiver: the Outbox's second, independent consumer (docs/design.md §5 step 7; seed
 000 ADR-0018: "以独立消费组读 Outbox ... 批量普通 INSERT 写 Scylla（先记录后索引，无 LWT，同值
 幂等）... 全部确认后才同步提交位点，再按“批前取 T0 与 Outbox 高水位 H0，位点 ≥ H0 后推进到 T0”
 发布归档水位"; seed 004 §3; docs/decisions/0023-archive-tier.md).

@@ -1,4 +1,4 @@
-"""ArchiverNode: the qim-archiver process around the HistoryArchiver (DESIGN.md §2, §5
+"""ArchiverNode: the qim-archiver process around the HistoryArchiver (docs/design.md §2, §5
 step 7; docs/decisions/0023). Unhealthy while the archiver is positioning or failed closed (the
 reason in /healthz, `qim_archiver_unarchivable_records_total` > 0 when it stopped on a
 record); a restart resumes from its position in Redis. Storage from

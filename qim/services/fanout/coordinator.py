@@ -1,4 +1,4 @@
-"""FanoutCoordinator loop (DESIGN.md §5.3): Outbox batch → dispatches → wait → commit.
+"""FanoutCoordinator loop (docs/design.md §5.3): Outbox batch → dispatches → wait → commit.
 
 The single Outbox partition is read by static assignment from the committed position.
 Per batch: plan every record, produce every dispatch (partition = shard, key =

@@ -1,4 +1,4 @@
-"""FanoutNode: the qim-fanout process around the FanoutCoordinator (DESIGN.md §5.3).
+"""FanoutNode: the qim-fanout process around the FanoutCoordinator (docs/design.md §5.3).
 
 Unhealthy while the coordinator is not running; when it stops on a record it must not
 skip (unplannable: `qim_fanout_unplannable_records_total` > 0) the process stays up and

@@ -1,4 +1,4 @@
-"""One client connection of the ConnectionNode (DESIGN.md §4, §5.1).
+"""One client connection of the ConnectionNode (docs/design.md §4, §5.1).
 
 Frame faults close the connection at once (no resync). Request faults get an ERROR
 frame with the request's id. Validation happens here before anything reaches a writer;
@@ -39,7 +39,7 @@ from qim.services.gateway.metrics import GatewayMetrics
 from qim.services.gateway.ratelimit import LIMITED_OPCODES, SendLimiter
 from qim.services.gateway.routes import RESERVED, ROUTES, forward
 from qim.wire.errors import error_body, parse_error
-from qim.wire.tokens import TokenRefused
+from qim.wire.tokens import TokenRefused, token_name
 
 logger = logging.getLogger(__name__)
 
@@ -235,13 +235,13 @@ class ClientConnection:
         except DecodeError:
             raise RequestError(ErrorCode.INVALID_ARGUMENT, "AUTH body is not a valid Auth") from None
         try:
-            tenant, user, device, expires_at, name = self._authn.authenticate(auth.token)
-        except TokenRefused as exc:  # the reason only: never the token (DESIGN.md §2)
+            tenant, user, device, expires_at = self._authn.authenticate(auth.token)
+        except TokenRefused as exc:  # the reason only: never the token (docs/design.md §2)
             logger.debug("AUTH from %s refused: %s", self.stream.peer, exc.reason)
             raise
         lane, _, shard = ids.user_placement(tenant, user, self.gw.config.common.shard_count)
         self.tenant, self.user_id, self.device_id, self.shard, self.lane = tenant, user, device, shard, lane
-        self.display_name = name
+        self.display_name = token_name(auth.token)  # the verifier checked the claim
         try:
             self.gw.online.register(self)  # RateLimited past the per-user connection cap
         except RequestError:

@@ -1,4 +1,4 @@
-"""Online devices of this gateway and PUSH delivery (DESIGN.md §4, §5.5).
+"""Online devices of this gateway and PUSH delivery (docs/design.md §4, §5.5).
 
 A second login of the same (user, device) kicks the older connection with
 KICKED{REPLACED}. A user holds at most `max_per_user` connections here

@@ -1,4 +1,4 @@
-"""Gateway-side validation of client requests (DESIGN.md §4, §5.1, §7).
+"""Gateway-side validation of client requests (docs/design.md §4, §5.1, §7).
 
 Each `*_key` function parses the upstream bytes (INVALID_ARGUMENT on garbage), checks
 what needs no storage (id shapes, sizes, limits; the shared checks of qim/wire/validate.py)

@@ -1,4 +1,4 @@
-"""Backend routing of the gateway (DESIGN.md §5.1): one rule per backend, named by its
+"""Backend routing of the gateway (docs/design.md §5.1): one rule per backend, named by its
 row in qim/topology.py.
 
 - RENDEZVOUS (writers): highest random weight hash of the key (conversation_id) over

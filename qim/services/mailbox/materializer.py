@@ -1,4 +1,4 @@
-"""MailboxMaterializer (DESIGN.md §5.4, seed 001 §2.5, seed 004 §5).
+"""MailboxMaterializer (docs/design.md §5.4, seed 001 §2.5, seed 004 §5).
 
 Statically assigns its dispatch partitions and seeks each to the watermark's start
 offset (never trusts committed group offsets); reports ready only after catching up to

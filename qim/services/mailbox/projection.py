@@ -1,4 +1,4 @@
-"""Mailbox side of the low-latency Projection path, mailbox -> session (DESIGN.md §5.4
+"""Mailbox side of the low-latency Projection path, mailbox -> session (docs/design.md §5.4
 last step, §6; seed 004 §5 "Projection → session（try_send，满则丢）").
 
 After a dispatch record is final, one PROJECTION frame (opcode 0x7F07, one-way) per

@@ -1,4 +1,4 @@
-"""Materialization of one dispatch record (DESIGN.md §5.4, seed 004 §5).
+"""Materialization of one dispatch record (docs/design.md §5.4, seed 004 §5).
 
 Deterministic: every input comes from the record and its log offset (no wall clock, no
 random ids). A single-recipient record takes the fused script (one round trip); any

@@ -1,4 +1,4 @@
-"""SessionProjection's durable dispatch consumer (DESIGN.md §6; seed 000: "qsession 独立
+"""SessionProjection's durable dispatch consumer (docs/design.md §6; seed 000: "qsession 独立
 静态消费 dispatch 并把 Redis checkpoint 绑定 cluster_id + topic_id + partition_count").
 
 Reads every partition of qim.dispatch by static assignment from its OWN checkpoint in

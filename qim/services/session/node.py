@@ -1,4 +1,4 @@
-"""SessionNode: the qim-session process (DESIGN.md §2 SessionProjection, §6).
+"""SessionNode: the qim-session process (docs/design.md §2 SessionProjection, §6).
 
 Wires the durable dispatch consumer, the low-latency Projection intake (one-way frames
 on the RPC listener), the session list cache, the request service (SESSION_CALL from

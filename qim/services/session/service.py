@@ -1,4 +1,4 @@
-"""PULL_SESSION_LIST and MARK_READ of SessionProjection (DESIGN.md §6, seed 000 会话列表).
+"""PULL_SESSION_LIST and MARK_READ of SessionProjection (docs/design.md §6, seed 000 会话列表).
 
 Requests arrive as SESSION_CALL from the gateway, which routes user u to session node
 u mod n; the projection paths route and filter by the same rule, so one node holds every

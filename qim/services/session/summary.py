@@ -1,4 +1,4 @@
-"""Session list entries, computed on the read path from canonical history (DESIGN.md §6,
+"""Session list entries, computed on the read path from canonical history (docs/design.md §6,
 §7; seed 000 未读与已读 and "会话头不额外写第二份").
 
 Visible part for a user: direct conversations everything; groups the union of the
@@ -49,7 +49,7 @@ def count_unread(records: Iterable[message_pb2.MessageRecord], user: int, base: 
 
 def head_item(rec: message_pb2.MessageRecord, user: int) -> history_pb2.HistoryItem:
     """History form of the head; its body only up to SESSION_HEAD_BODY_MAX, so a page of
-    heads stays far below the 4 MiB frame limit (DESIGN.md §4)."""
+    heads stays far below the 4 MiB frame limit (docs/design.md §4)."""
     return history_item(rec, user, SESSION_HEAD_BODY_MAX)
 
 

@@ -1,4 +1,4 @@
-"""Groups in the writer (DESIGN.md §7, seed 001 §2.8): create, leave, admin edits and
+"""Groups in the writer (docs/design.md §7, seed 001 §2.8): create, leave, admin edits and
 member pages, every one re-authorised from the authenticated actor. Group sends are
 planned by planner.GroupAudience.
 

@@ -1,5 +1,5 @@
 """Outbox publishing of the MessageCommitter: RECORDED → OUTBOXED → COMMITTED
-(DESIGN.md §5.2; docs/decisions/0002, 0017).
+(docs/design.md §5.2; docs/decisions/0002, 0017).
 
 `enqueue` calls the producer's produce() (the confluent-kafka enqueue, synchronous) and
 returns a Pending whose delivery is awaited later by `complete`, so the caller can

@@ -1,4 +1,4 @@
-"""ConversationWriter: internal RPC front of the MessageCommitter (DESIGN.md §2, §5.2).
+"""ConversationWriter: internal RPC front of the MessageCommitter (docs/design.md §2, §5.2).
 
 Serves WRITER_SEND from gateways (and qimctl group create) and WRITER_ADMIN from qimctl,
 over mutual TLS with the allow-list of qim/net/allow.py (a mailbox or gateway

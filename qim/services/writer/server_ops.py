@@ -6,7 +6,7 @@ admin plane) and the upstream bytes unchanged; parsing failures are INVALID_ARGU
 Requests that reserve a conversation_seq (sends, group changes, recall, delete) take
 their conversation's turn (sequencer.py) here, synchronously, before the first await:
 the RPC server starts one task per frame in arrival order, so the turns of one
-conversation are handed out in arrival order (DESIGN.md §3 submission order). The turn
+conversation are handed out in arrival order (docs/design.md §3 submission order). The turn
 is released when the request ends at the latest.
 """
 

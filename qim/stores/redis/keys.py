@@ -1,4 +1,4 @@
-"""Every Redis key family of QIM, defined once (DESIGN.md §3 commit bucket, §8; seed 004
+"""Every Redis key family of QIM, defined once (docs/design.md §3 commit bucket, §8; seed 004
 §2). Each family names the one store that owns it (reads and writes it; a family written
 inside another store's atomic script says so). docs/decisions/0019-storage-layer.md has
 the table.

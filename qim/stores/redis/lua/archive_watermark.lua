@@ -1,4 +1,4 @@
--- archive_watermark (DESIGN.md §5 step 7, seed 000 ADR-0018): the archive watermark only
+-- archive_watermark (docs/design.md §5 step 7, seed 000 ADR-0018): the archive watermark only
 -- moves forward. KEYS: 1 watermark STRING. ARGV: 1 candidate (ms).
 -- Returns the watermark after the call.
 local cur = tonumber(redis.call('GET', KEYS[1]) or '0')

@@ -1,4 +1,4 @@
--- group_change (DESIGN.md §7): a membership change and its CONTROL message in one call.
+-- group_change (docs/design.md §7): a membership change and its CONTROL message in one call.
 -- The message takes conversation_seq J; joiners get joined_at = J-1 (initial members 0),
 -- leavers left_at = J. A member's value is its list of intervals, oldest first,
 -- "j1:l1,j2:l2,...,jn:ln" (ln = 0 while a member): a re-join appends an interval, at most

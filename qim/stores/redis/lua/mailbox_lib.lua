@@ -1,4 +1,4 @@
--- Shared functions of the mailbox scripts (DESIGN.md §5.4, seed 004 §5). Included by
+-- Shared functions of the mailbox scripts (docs/design.md §5.4, seed 004 §5). Included by
 -- mailbox_begin/append/finish and by the fused single-recipient script; never loaded
 -- alone. Errors are raised as {err = "QIM_<REASON> ..."} and stop the shard.
 
