@@ -164,6 +164,11 @@ class Connection:
         """Monotonic time of the last byte received (the connection's start before any)."""
         return self._progress.last_rx if self._progress is not None else 0.0
 
+    @property
+    def bytes_rx(self) -> int:
+        """Bytes received on this connection so far (0 when not counted)."""
+        return self._progress.bytes_rx if self._progress is not None else 0
+
     def _rid(self) -> int:
         self._next_id = self._next_id % 0xFFFFFFFF + 1  # u32, never 0 (0 = server-initiated)
         return self._next_id

@@ -12,8 +12,11 @@
 - Adaptive pages: a device on a slow link asks for pages of about PAGE_TARGET_S of its
   measured throughput (never below PAGE_MIN_BYTES; the server always returns the first
   entry), and for larger pages again while pages come back fast, up to
-  MAILBOX_PAGE_MAX_BYTES. Liveness while a page arrives is the connection's (bytes
-  count as progress), so a slow page is never mistaken for a dead server.
+  MAILBOX_PAGE_MAX_BYTES; a page the connection lost half way (a session ended by its
+  token's expiry) shrinks the next one to the rate its bytes arrived at. Liveness
+  while a page arrives is the connection's (bytes count as progress), so a slow page
+  is never mistaken for a dead server. A pull still running on a connection that is
+  gone is let end before a pull on the new one starts (it would fail the new sync).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class Puller:
         self._rt = rt
         self.page_bytes = PAGE_START_BYTES
         self._task: Optional[asyncio.Task] = None
+        self._task_conn: Optional[Connection] = None  # the connection the running pull started on
         self._dirty = False
 
     def wake(self) -> None:
@@ -64,6 +68,12 @@ class Puller:
         ConnectionLost / NotConnected / ServerError (after retries) / StoreError."""
         self._dirty = True
         task = self._task
+        if task is not None and not task.done() and self._task_conn is not self._rt._conn:
+            try:  # a pull of a connection that is gone: let it end, then pull on this one
+                await asyncio.shield(task)
+            except (ConnectionLost, NotConnected):
+                pass
+            task = self._task
         if task is None or task.done():
             task = self._start()
         await asyncio.shield(task)
@@ -74,6 +84,7 @@ class Puller:
             self._task.cancel()
 
     def _start(self) -> asyncio.Task:
+        self._task_conn = self._rt._conn
         self._task = task = asyncio.get_running_loop().create_task(self._loop())
         task.add_done_callback(self._done)
         return task
@@ -103,8 +114,12 @@ class Puller:
         async def attempt() -> tuple[int, bytes]:
             req = mailbox_pb2.PullMailbox(cursor=cursor[2] if cursor else 0, max_entries=MAILBOX_PAGE_MAX_ENTRIES,
                                           max_bytes=self.page_bytes).SerializeToString()
-            start = time.monotonic()
-            reply = await conn.request_probed(Opcode.PULL_MAILBOX, req, rt.ack_deadline_s, rt.probe_s)
+            start, rx = time.monotonic(), conn.bytes_rx
+            try:
+                reply = await conn.request_probed(Opcode.PULL_MAILBOX, req, rt.ack_deadline_s, rt.probe_s)
+            except ConnectionLost:  # a page cut short (e.g. the session's token expired): no larger next time
+                self._shrink(conn.bytes_rx - rx, time.monotonic() - start)
+                raise
             self._adapt(len(reply[1]), time.monotonic() - start)
             return reply
 
@@ -148,6 +163,13 @@ class Puller:
         await rebuild(rt.store, call, self.apply, self.page_bytes)
         rt.stats["rebuilds"] = rt.stats.get("rebuilds", 0) + 1
         rt._emit(ev.CursorReset())
+
+    def _shrink(self, nbytes: int, elapsed: float) -> None:
+        """A page the connection lost after `nbytes` of it arrived in `elapsed` s: the
+        next one aims at PAGE_TARGET_S of that rate (never larger than now). Without
+        this a link too slow for one page per session (a short token) never progressed."""
+        if elapsed > PAGE_TARGET_S and nbytes > 0:
+            self.page_bytes = int(max(PAGE_MIN_BYTES, min(self.page_bytes, nbytes / elapsed * PAGE_TARGET_S)))
 
     def _adapt(self, nbytes: int, elapsed: float) -> None:
         """Page budget from the last page's size and time (see the module docstring)."""

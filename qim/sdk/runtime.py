@@ -29,17 +29,17 @@ import ssl
 from typing import Awaitable, Callable, Optional
 
 from qim.consts import MAX_MESSAGE_BODY, MESSAGE_TYPE_TEXT, SEND_ACK_PROBE_S
-from qim.errors import ErrorCode, QimError
+from qim.errors import QimError
 from qim.proto.v1 import connection_pb2, mailbox_pb2, session_pb2
 from qim.protocol import RATE_LIMITED_OPCODES
 from qim.sdk import events as ev
 from qim.sdk.connection import PROBE_S, Connection, client_tls
 from qim.sdk.credentials import TokenProvider, TokenSource
-from qim.sdk.events import ConnectionLost, Kicked, NotConnected, SendAck, SendTimeout, ServerError
+from qim.sdk.events import ConnectionLost, Kicked, NotConnected, SendAck, SendTimeout
 from qim.sdk.puller import Puller
 from qim.sdk.rategate import RateGate
-from qim.sdk.reconnect import reconnect_loop
-from qim.sdk.retry import RETRY_BUDGET_S, RETRYABLE, Backoff
+from qim.sdk.reconnect import Supervisor
+from qim.sdk.retry import RETRY_BUDGET_S
 from qim.sdk.sender import Sender
 from qim.sdk.store import ApplyResult, LocalStore, StoreError
 from qim.sdk.tell import tell
@@ -83,9 +83,8 @@ class ClientRuntime:
         self._sender = Sender(self)
         self._puller = Puller(self)
         self._tasks: set[asyncio.Task] = set()
-        self._reconnect_task: Optional[asyncio.Task] = None
+        self._supervisor = Supervisor(self)
         self._cut_after_next_send = False
-        self._connecting = False  # an explicit connect() retries itself: no reconnect loop meanwhile
         self.stats = {"reconnects": 0, "resends": 0, "reconciled": 0, "pushes": 0}
         self.state = "offline"  # see ev.ConnectionState
         # awaited after every (re)connect's sync, on its connection (Client: the session list);
@@ -94,7 +93,7 @@ class ClientRuntime:
         self.on_session_delta: Optional[Callable[[session_pb2.SessionDelta], None]] = None
         self.on_read_sync: Optional[Callable[[session_pb2.ReadSync], None]] = None
 
-    # --- lifecycle -----------------------------------------------------------------
+    # --- lifecycle (the loop itself: qim/sdk/reconnect.py) -------------------------
     def _set_state(self, state: str, reason: str = "") -> None:
         if state != self.state:
             self.state = state
@@ -111,48 +110,28 @@ class ClientRuntime:
         return self._puller.page_bytes
 
     async def connect(self) -> None:
-        """Connect, AUTH, (REBUILD,) sync the mailbox, resend unresolved pending sends.
-        Transient ERRORs are retried for `retry_budget_s`. Raises ServerError
-        (UNAUTHENTICATED, or a transient one after the budget), ConnectionLost, StoreError
-        (store/device mismatch)."""
+        """Connect, AUTH, (REBUILD,) sync the mailbox, resend unresolved pending sends;
+        returns when ready. Transient ERRORs are retried for `retry_budget_s`; a
+        connection lost after AUTH succeeded is a reconnect (connect() waits on).
+        Raises ServerError (UNAUTHENTICATED, or a transient one after the budget),
+        ConnectionLost (unreachable), TlsError, StoreError (store/device mismatch),
+        NotConnected (close() meanwhile). qim/sdk/reconnect.py."""
         if self.connected:
             return
-        if self._reconnect_task is not None and not self._reconnect_task.done():
-            await asyncio.shield(self._reconnect_task)  # never run two logins of one device
-            if self.connected:
-                return
-        self._closing, self._connecting = False, True
-        self._set_state("connecting")
-        backoff = Backoff(self._backoff[0], self._backoff[1], self.retry_budget_s)
-        refreshed = False
-        try:
-            while True:
-                try:
-                    await self._establish()
-                    return
-                except ServerError as exc:
-                    if exc.code == ErrorCode.UNAUTHENTICATED and self.tokens.provider and not refreshed:
-                        refreshed = self.tokens.refresh_next = True  # once: a fresh token from the provider
-                        continue
-                    if exc.code in RETRYABLE and not self._closing:
-                        try:
-                            await backoff.wait(exc)
-                            continue
-                        except ServerError:
-                            pass
-                    self._connect_failed()
-                    raise
-                except BaseException:
-                    self._connect_failed()
-                    raise
-        finally:
-            self._connecting = False
+        if not self._supervisor.running:
+            self._closing = False
+            self._set_state("connecting")
+        await self._supervisor.connect()
 
-    def _connect_failed(self) -> None:
-        self._closing = True  # a failed explicit connect does not start reconnecting
-        self._set_state("offline", "connect failed")
+    def _stopped(self, reason: str, cause: Optional[BaseException]) -> None:
+        """The connection loop ended for good: told as offline(reason); waiting sends
+        get `cause` (None: they stay pending for a later connect())."""
+        self._closing, self._ready = True, False
+        self._set_state("offline", reason)
+        if cause is not None:
+            self._fail_waiters(cause)
         if self._conn is not None:
-            self._conn.abort("connect failed")
+            self._conn.abort(reason)
 
     async def close(self) -> None:
         """Stop reconnecting and close the connection; the store stays open (host owns it).
@@ -160,9 +139,10 @@ class ClientRuntime:
         self._closing = True
         self._ready = False
         self._set_state("offline", "closed by the app")
+        self._supervisor.cancel(NotConnected("closed by the app"))
         self._puller.cancel()
-        for task in [self._reconnect_task, *self._tasks]:
-            if task is not None and not task.done():
+        for task in list(self._tasks):
+            if not task.done():
                 task.cancel()
         if self._conn is not None:
             await self._conn.close()
@@ -183,14 +163,16 @@ class ClientRuntime:
         ValueError when it names another tenant, user or device than the store."""
         self.tokens.update(token)
 
-    async def _establish(self, reconnect: bool = False) -> None:
+    async def _open(self, reconnect: bool = False) -> Connection:
+        """One connection: TCP, TLS, AUTH (bounded: CONNECT_TIMEOUT_S), wired to this
+        runtime and made the current one (state syncing). StoreError when AUTH names
+        another identity than the store."""
         conn = await Connection.open(self.endpoint, await self.tokens.current(), tls=self._tls)
         if reconnect:
             self.stats["reconnects"] += 1
         auth = conn.auth
         if auth.user_id != self.store.user_id or auth.device_id != self.store.device_id:
             conn.abort("identity mismatch")
-            self._closing = True
             raise StoreError("AUTH_OK identity differs from the LocalStore's (user, device)")
         if auth.max_body_bytes:
             self.max_body_bytes = auth.max_body_bytes
@@ -198,7 +180,7 @@ class ClientRuntime:
         if old is not None:
             old.abort("replaced by a new connection")
         conn.on_push = self._on_push
-        conn.on_kicked = self._on_kicked
+        conn.on_kicked = lambda reason: self._on_kicked(conn, reason)
         conn.on_rate_limited = self.rate_gate.refused
         if self.on_session_delta is not None:
             conn.on_session_delta = self.on_session_delta
@@ -210,13 +192,12 @@ class ClientRuntime:
         self._emit(ev.Connected(auth.user_id, auth.device_id, auth.mailbox_lane))
         self._set_state("syncing")
         self._spawn(conn.heartbeat(max(1.0, min(auth.heartbeat_s or 60, 120) / 2), self.probe_s))
-        try:
-            await self._sync_and_reconcile(conn)
-        except BaseException:
-            conn.abort("sync failed")
-            raise
+        return conn
 
-    async def _sync_and_reconcile(self, conn: Connection) -> None:
+    async def _sync(self, conn: Connection) -> None:
+        """REBUILD when needed, the mailbox sync, resends in ordinal order, the after-sync
+        hooks; then `ready`. ConnectionLost when `conn` is gone by then (never a sync
+        that returns on a dead connection), ServerError, StoreError."""
         if await self.store.run(self.store.rebuild_needed):
             await self._puller.rebuild(conn)
         await self._puller.pull()
@@ -236,24 +217,21 @@ class ClientRuntime:
                 raise
             except QimError as exc:  # the connection is usable: tell the app, keep it
                 self._emit(ev.SyncFailed(exc.code, str(exc)))
-        if conn is self._conn and conn.is_open:
-            self._set_state("ready")
+        if conn is not self._conn or not conn.is_open:
+            raise ConnectionLost("connection dropped during sync")
+        self._set_state("ready")
 
     def _on_closed(self, conn: Connection, reason: str) -> None:
-        if conn is not self._conn:
-            return
-        self._ready = False
-        self._emit(ev.Disconnected(reason))
-        idle = self._reconnect_task is None or self._reconnect_task.done()
-        if self.auto_reconnect and not self._closing and not self._connecting and idle:
-            self._set_state("reconnecting", reason)
-            self._reconnect_task = asyncio.get_running_loop().create_task(reconnect_loop(self))
-        elif self._closing and self.state not in ("kicked", "offline"):
-            self._set_state("offline", reason)
+        if conn is self._conn:
+            self._ready = False
+            self._emit(ev.Disconnected(reason))
 
-    def _on_kicked(self, reason: int) -> None:
+    def _on_kicked(self, conn: Connection, reason: int) -> None:
+        if conn is not self._conn:
+            return  # a connection this runtime already replaced: its kick is stale
         if reason == connection_pb2.Kicked.TOKEN_EXPIRED:
             self.tokens.refresh_next = True  # the reconnect asks the provider (offline without one)
+            self._supervisor.expired = True
             return
         self._closing = True  # a kicked device does not fight back by reconnecting
         self._set_state("kicked", f"reason {reason}")

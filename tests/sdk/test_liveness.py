@@ -91,3 +91,13 @@ def test_page_budget_follows_throughput():
     assert p.page_bytes == MAILBOX_PAGE_MAX_BYTES
     p._adapt(MAILBOX_PAGE_MAX_BYTES, 600.0)  # a crawling link: never below the floor
     assert p.page_bytes == PAGE_MIN_BYTES
+
+
+def test_a_page_cut_short_shrinks_the_next_one():
+    p = Puller(rt=None)
+    p._shrink(24_000, 2.0)  # the session ended after 24 kB in 2 s of a 128 KiB page
+    assert p.page_bytes == 12_000
+    p._shrink(1_000, 0.5)  # too short to measure: unchanged
+    assert p.page_bytes == 12_000
+    p._shrink(100, 30.0)  # never below the floor
+    assert p.page_bytes == PAGE_MIN_BYTES
