@@ -176,6 +176,7 @@ class ClientRuntime:
             raise StoreError("AUTH_OK identity differs from the LocalStore's (user, device)")
         if auth.max_body_bytes:
             self.max_body_bytes = auth.max_body_bytes
+        self.rate_gate.limit(auth.send_rate_per_s, auth.send_burst)  # paced below the gateway's limit
         old, self._conn = self._conn, None
         if old is not None:
             old.abort("replaced by a new connection")

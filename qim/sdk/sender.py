@@ -14,6 +14,20 @@ gateway charges each one a token, also a retransmission. A send takes its ticket
 place in line) when it is first started, so after a RATE_LIMITED sends go out again in
 submission order, one at a time, never one before its previous send was answered.
 
+A per-conversation send window follows what the writer can sequence (decision 0029):
+only the `window` oldest unresolved sends of a conversation may be on the wire, and a
+send outside it waits (held) until earlier ones resolve. The writer sequences one
+conversation's sends one after the other, so sends beyond its rate only queue there:
+the window starts at WINDOW_START, grows by one per SEND_ACK answered within
+LATENCY_TARGET of the ACK deadline, shrinks to 3/4 (at most once per such latency)
+when an ACK took longer, and halves on a "not now" or RATE_LIMITED answer (never
+below 1, never above WINDOW_MAX). So a burst waits here rather than in the writer's
+line, no send reaches its ACK deadline and is repeated, and after a refusal (the
+writer refuses a send whose previous one holds no commit state, so the sends behind a
+refused one are refused too) only the sends already in flight are refused; their
+retransmissions wait for their turn in the window again, in ordinal order, instead of
+each retrying on its own.
+
 Outcomes settle the send's waiter (runtime._settle) and never vanish: SEND_ACK →
 acked; UNAVAILABLE (e.g. "previous send not yet sequenced") or MAILBOX_DIRTY → back
 off and retransmit with a recomputed previous id, keeping the permit (paced by the
@@ -29,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
+import time
 from typing import TYPE_CHECKING, Optional
 
 from qim.errors import ErrorCode, QimError
@@ -46,6 +61,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 SEND_RETRY_START_S = 0.02  # "previous send not yet sequenced" clears within a commit
+WINDOW_START, WINDOW_MAX = 32, 512  # sends of one conversation on the wire at once (module doc)
+LATENCY_TARGET = 1 / 3  # of the ACK deadline: an ACK slower than this means the writer's line is long
 NOT_SENT = ConnectionLost("no answer under this permit")  # Permit.close: neither admitted nor refused
 
 
@@ -58,6 +75,10 @@ class Sender:
         self._by_conv: dict[bytes, list[tuple[int, bytes]]] = {}  # conversation -> sorted (ordinal, cmid)
         self._inflight: set[bytes] = set()  # cmids with a transmission on the current connection
         self._tickets: dict[bytes, int] = {}  # cmid -> RateGate ticket, taken when first started
+        self._window: dict[bytes, float] = {}  # conversation -> its send window (module doc)
+        self._cut_at: dict[bytes, float] = {}  # conversation -> monotonic time its window last shrank for latency
+        self._sent_at: dict[bytes, float] = {}  # cmid -> monotonic time of its latest transmission
+        self._turns: dict[bytes, list[asyncio.Future]] = {}  # conversation -> retransmissions waiting for the window
 
     # --- the unresolved set ----------------------------------------------------------
     def track(self, row: PendingSend) -> None:
@@ -71,6 +92,7 @@ class Sender:
         """The send is acked, committed or failed: later sends stop naming it."""
         row = self._rows.pop(cmid, None)
         self._tickets.pop(cmid, None)
+        self._sent_at.pop(cmid, None)
         if row is None:
             return
         entries = self._by_conv.get(row.conversation_id, [])
@@ -79,6 +101,8 @@ class Sender:
             del entries[i]
         if not entries:
             self._by_conv.pop(row.conversation_id, None)
+            self._window.pop(row.conversation_id, None)
+        self._release(row.conversation_id)
 
     def previous(self, row: PendingSend) -> bytes:
         """cmid of the nearest earlier unresolved send to the same conversation, or b""."""
@@ -96,6 +120,49 @@ class Sender:
     def new_connection(self) -> None:
         """Transmissions of an earlier connection are gone with it."""
         self._inflight = set()
+        self._window.clear()
+        self._cut_at.clear()
+
+    # --- the send window (module doc) ------------------------------------------------
+    def _in_window(self, row: PendingSend) -> bool:
+        entries = self._by_conv.get(row.conversation_id, [])
+        position = bisect.bisect_left(entries, (row.ordinal, row.client_message_id))
+        return position < int(self._window.get(row.conversation_id, WINDOW_START))
+
+    def _answered(self, conv: bytes, cmid: bytes) -> None:
+        """A SEND_ACK: grow the window while ACKs are quick, shrink it when they queue."""
+        now = time.monotonic()
+        latency = now - self._sent_at.get(cmid, now)
+        window = self._window.get(conv, WINDOW_START)
+        if latency <= LATENCY_TARGET * self._rt.ack_deadline_s:
+            self._window[conv] = min(WINDOW_MAX, window + 1)
+        elif now - self._cut_at.get(conv, 0.0) > latency:  # once per round trip: the cut needs time to show
+            self._window[conv], self._cut_at[conv] = max(1.0, window * 0.75), now
+
+    def _shrink(self, conv: bytes) -> None:
+        self._window[conv] = max(1.0, self._window.get(conv, WINDOW_START) / 2)
+
+    def _release(self, conv: bytes) -> None:
+        """The window moved: wake retransmissions waiting for it, start held sends now in it."""
+        for fut in self._turns.pop(conv, []):
+            if not fut.done():
+                fut.set_result(None)
+        conn = self._rt._conn
+        if not self._rt._ready or conn is None or not conn.is_open:
+            return  # the next connection's sync starts them
+        entries = self._by_conv.get(conv, [])
+        for _, cmid in entries[:int(self._window.get(conv, WINDOW_START))]:
+            if cmid not in self._inflight and cmid in self._rows:
+                self.start(conn, self._rows[cmid])
+
+    async def _turn(self, conn: Connection, row: PendingSend) -> None:
+        """Wait until `row` is in its conversation's window (ConnectionLost when `conn` ends first)."""
+        while row.client_message_id in self._rows and not self._in_window(row):
+            fut = asyncio.get_running_loop().create_future()
+            self._turns.setdefault(row.conversation_id, []).append(fut)
+            await asyncio.wait([fut, conn.closed], return_when=asyncio.FIRST_COMPLETED)
+            if not conn.is_open:
+                raise ConnectionLost("connection closed while waiting for the send window")
 
     def unresolved(self) -> list[PendingSend]:
         """Every tracked unresolved send in ordinal order."""
@@ -107,8 +174,8 @@ class Sender:
         the order sends are started; a closed gate keeps that order by ticket) and await
         its outcome in a task. No-op when already in flight."""
         cmid = row.client_message_id
-        if cmid in self._inflight or cmid not in self._rows:
-            return
+        if cmid in self._inflight or cmid not in self._rows or not self._in_window(row):
+            return  # outside the window: held until earlier sends resolve (_release)
         self._inflight.add(cmid)
         if cmid not in self._tickets:
             self._tickets[cmid] = self._rt.rate_gate.ticket()
@@ -130,6 +197,7 @@ class Sender:
 
     def _transmit(self, conn: Connection, row: PendingSend) -> asyncio.Future:
         rt = self._rt
+        self._sent_at[row.client_message_id] = time.monotonic()
         if rt._cut_after_next_send:  # test hook: the frame leaves, then the network is cut
             rt._cut_after_next_send = False
             fut = conn.send_request(Opcode.SEND_MESSAGE, self.frame(row))
@@ -159,7 +227,7 @@ class Sender:
                     if cmid not in self._rows:  # resolved meanwhile (our own mailbox entry)
                         permit.close(answered)  # after an UNAVAILABLE the bucket did admit it
                         return
-                    first = self._transmit(conn, row)  # previous id recomputed
+                    first = self._transmit(conn, row)  # previous id recomputed (in the window: see except)
                 try:
                     op, reply = await conn.request_probed(Opcode.SEND_MESSAGE, lambda: self.frame(row),
                                                           rt.ack_deadline_s, rt.probe_s, repeat=True, first=first,
@@ -170,18 +238,22 @@ class Sender:
                         permit.close(exc)
                         await self._fail(row, exc)
                         return
+                    self._shrink(row.conversation_id)
                     if exc.code == ErrorCode.RATE_LIMITED:
                         permit.close(exc)  # back in line (the same ticket); the gate holds the hint
                         permit, answered = None, NOT_SENT
+                        await self._turn(conn, row)
                     else:
                         await backoff.wait(exc)
-                        await permit.again()  # the retransmission costs a token too
+                        await self._turn(conn, row)
+                        await permit.again(charged=False)  # the gateway gave the refused one's token back
                     continue
                 permit.close(None)
                 if op != Opcode.SEND_ACK:
                     conn.abort(f"unexpected reply 0x{op:04x} to SEND_MESSAGE")
                     return  # the reconnect resends it with the same cmid
                 a = message_pb2.SendAck.FromString(reply)
+                self._answered(row.conversation_id, cmid)
                 self.resolved(cmid)
                 await _unit(self._acked(cmid, a))
                 return

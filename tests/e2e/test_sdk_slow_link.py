@@ -14,8 +14,8 @@ from qim.consts import MAILBOX_PAGE_MAX_BYTES
 from qim.sdk import direct_conversation
 from qim.sdk import events as ev
 from qim.stores.redis.keys import mailbox_key
-from tests.sdk.realstack import runtime, shutdown, users
 from tests.sdk.faultproxy import FaultProxy
+from tests.sdk.realstack import runtime, shutdown, users
 
 
 async def mailbox_count(r: redis.Redis, user: int, count: int) -> None:

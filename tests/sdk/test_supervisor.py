@@ -8,8 +8,7 @@ import asyncio
 
 import pytest
 
-from qim.sdk import ClientRuntime, LocalStore, direct_conversation
-from qim.sdk import credentials
+from qim.sdk import ClientRuntime, LocalStore, credentials, direct_conversation
 from qim.sdk import events as ev
 from qim.sdk.credentials import TokenProviderError
 from qim.wire.devtoken import issue_dev_token
