@@ -4,24 +4,21 @@
 and the server certificate verified: `client_tls()`), sends AUTH and waits for AUTH_OK
 (DESIGN.md §4, docs/protocol.md). A certificate the client does not trust, or a server
 that refuses TLS 1.3 or ALPN qim/1, raises TlsError: trying again cannot help, so the
-runtime does not retry it (no reconnect storm against a misconfigured endpoint). Afterwards `request(opcode, body)` sends one frame
-with a fresh request_id (u32, never 0) and returns the reply (opcode, body); an ERROR
-reply raises ServerError, a dropped connection ConnectionLost. Server-initiated
-frames (request_id 0) go to `on_push` (PUSH_EVENTS), `on_kicked` (KICKED),
-`on_session_delta` (SESSION_DELTA) and `on_read_sync` (READ_SYNC). Every
-ERROR(RATE_LIMITED) to a request the send-rate buckets charge goes to
+runtime does not retry it. Afterwards `request(opcode, body)` sends one frame with a
+fresh request_id (u32, never 0) and returns the reply (opcode, body); an ERROR reply
+raises ServerError, a dropped connection ConnectionLost. Server-initiated frames
+(request_id 0) go to `on_push`, `on_kicked`, `on_session_delta` and `on_read_sync`.
+Every ERROR(RATE_LIMITED) to a request the send-rate buckets charge goes to
 `on_rate_limited(retry_after_ms)` before its waiter hears of it, also when nobody waits
 any more (a repeat's answer): the runtime's RateGate must know every refusal.
 
 `request_probed` implements the ACK deadline (DESIGN.md §9, §11): after 3 s without a
 reply it sends PING; no PONG within `probe_s` (4 s) aborts the connection, so an
-unavailable server is detected within 7 s. Liveness is progress (issue 10 fault 11):
-a PONG may queue behind the bytes of a large page on a slow link, so the probe only
-fails when NO byte arrived during a whole `probe_s` window; while bytes keep arriving
-the connection is alive and the wait goes on. `last_rx` is the monotonic time of the
-last byte received.
+unavailable server is detected within 7 s. Liveness is progress (decision 0011): a
+PONG may queue behind the bytes of a large page on a slow link, so the probe only fails
+when NO byte arrived during a whole `probe_s` window. `last_rx` is the monotonic time
+of the last byte received, `bytes_rx` how many arrived.
 """
-
 from __future__ import annotations
 
 import asyncio
@@ -47,9 +44,7 @@ class _ProgressReader:
     """The StreamReader FramedStream reads from, noting when bytes last arrived."""
 
     def __init__(self, reader: asyncio.StreamReader) -> None:
-        self._reader = reader
-        self.last_rx = time.monotonic()
-        self.bytes_rx = 0
+        self._reader, self.last_rx, self.bytes_rx = reader, time.monotonic(), 0
 
     async def read(self, n: int = -1) -> bytes:
         data = await self._reader.read(n)
@@ -105,9 +100,8 @@ async def _open_stream(host: str, port: int, endpoint: str, tls: Optional[ssl.SS
 
 
 def _server_error(body: bytes) -> ServerError:
-    err = common_pb2.Error()
     try:
-        err.ParseFromString(body)
+        err = common_pb2.Error.FromString(body)
         return ServerError(ErrorCode(err.code), err.message, err.request_opcode, err.retry_after_ms)
     except Exception:  # an unreadable ERROR must still surface as an error
         return ServerError(ErrorCode.INTERNAL, "unreadable ERROR body")
@@ -117,8 +111,7 @@ class Connection:
     """An authenticated stream. Create with `await Connection.open(...)`."""
 
     def __init__(self, stream: FramedStream, progress: Optional[_ProgressReader] = None) -> None:
-        self._stream = stream
-        self._progress = progress
+        self._stream, self._progress = stream, progress
         self._waiters: dict[int, asyncio.Future] = {}
         self._next_id = 0
         self.auth = connection_pb2.AuthOk()  # filled by open(), which returns only after AUTH_OK
@@ -166,7 +159,7 @@ class Connection:
 
     @property
     def bytes_rx(self) -> int:
-        """Bytes received on this connection so far (0 when not counted)."""
+        """Bytes received so far (0 when not counted)."""
         return self._progress.bytes_rx if self._progress is not None else 0
 
     def _rid(self) -> int:
@@ -216,16 +209,14 @@ class Connection:
                     return done.pop().result()
                 await self.ping(probe_s)
                 if repeat:
-                    if pace is not None:
-                        await pace()
+                    await (pace() if pace is not None else asyncio.sleep(0))
                     futs.append(self.send_request(opcode, make()))
         finally:
             for fut in futs:
                 fut.cancel()
 
     def go_deaf(self) -> None:
-        """Test hook: drop every inbound frame from now on (the network is cut for replies;
-        the caller aborts the connection after its last write was flushed)."""
+        """Drop every inbound frame from now on: only qim/sdk/faults.py's test cut calls it."""
         self._deaf = True
 
     async def heartbeat(self, interval: float, probe_s: float = PROBE_S) -> None:

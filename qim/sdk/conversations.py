@@ -8,21 +8,18 @@ the unread count derived from both. Every function runs inside the caller's
 transaction, so a batch and the list entries it changes commit together and the app is
 told ConversationsUpdated (already counting the batch) before MessagesAdded.
 
-Unread has one definition, the server's (qim/services/session/summary.py): |{m visible :
-m.seq > base ∧ m.sender ≠ self ∧ type ≠ CONTROL ∧ state = NORMAL}|, base = max(read
-position, joined_at), visible = inside the member interval (seq ≤ left_at once the user
-left a group) — never latest − read. Exact
-while head − base ≤ 200 (UNREAD_EXACT_WINDOW), else 200 and not exact (the server's
-rule). The local count is exact only when the store holds every such message: the
+Unread has the server's one definition (qim/services/session/summary.py): |{m visible :
+m.seq > base ∧ m.sender ≠ self ∧ type ≠ CONTROL ∧ state = NORMAL}|, base = max(read,
+joined_at), visible = inside the member interval (seq ≤ left_at once the user left) —
+never latest − read. Exact while head − base ≤ 200 (UNREAD_EXACT_WINDOW), else 200 and
+not exact. The local count is exact only when the store holds every such message: the
 server's snapshot tells (its count over (its base, its head] equals ours: `complete`),
 and until then the server's count plus ours above its head is used while the read
 position is the one the server counted from; otherwise the local count is a lower
 bound with `unread_exact` False (seed: "同步完成前是下界，只会少报不会多报"). Own
-messages of every type, CONTROL included (a leave, a recall notice), move the read
-position to them, as the server's registration does (sending marks read): a group
-left without reading is read up to the LEFT message on every device of the user.
+messages of every type (a leave, a recall notice) move the read position to them, as
+the server's registration does: a group left unread is read up to its LEFT message.
 """
-
 from __future__ import annotations
 
 import sqlite3
@@ -278,27 +275,6 @@ def after_removal(db: sqlite3.Connection, user_id: int, conversation_id: bytes, 
     touch = Touch()
     touch.add(conv)
     return finish(db, user_id, touch, out)
-
-
-def fill_from_messages(db: sqlite3.Connection, user_id: int) -> None:
-    """Rows for the conversations of a store migrated from schema 2 (module docstring)."""
-    touch = Touch()
-    for (conv,) in db.execute("SELECT DISTINCT conversation_id FROM messages").fetchall():
-        newest = db.execute("SELECT message_id, conversation_seq, sender_id, created_at_ms, message_type,"
-                            " custom_type, body, state FROM messages WHERE conversation_id = ?"
-                            " ORDER BY conversation_seq DESC LIMIT 1", (conv,)).fetchone()
-        peer = db.execute("SELECT sender_id FROM messages WHERE conversation_id = ? AND sender_id != ? LIMIT 1",
-                          (conv, user_id)).fetchone()
-        is_group = ids.conversation_kind(bytes(conv)) == CONVERSATION_KIND_GROUP
-        ensure(db, conv, peer=peer[0] if peer and not is_group else 0)
-        advance_head(db, conv, newest[0], newest[1], head_item(*newest))
-        own = db.execute("SELECT max(conversation_seq) FROM messages WHERE conversation_id = ? AND sender_id = ?",
-                         (conv, user_id)).fetchone()[0]
-        if own:
-            move_read(db, conv, own, True, touch)
-        touch.add(conv)
-    for conv in touch.convs:
-        recompute(db, user_id, conv)
 
 
 def _last(blob: Optional[bytes]) -> Optional[LastMessage]:

@@ -31,16 +31,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Optional
+from typing import Awaitable, Callable, Optional
 
 from qim.errors import ErrorCode, QimError, TlsError
 from qim.sdk.connection import Connection
+from qim.sdk.core import RuntimeCore
+from qim.sdk.credentials import TokenSource
 from qim.sdk.events import ConnectionLost, NotConnected, ServerError
 from qim.sdk.model import StoreError
 from qim.sdk.retry import RETRYABLE, Backoff
-
-if TYPE_CHECKING:
-    from qim.sdk.runtime import ClientRuntime
 
 logger = logging.getLogger(__name__)
 TOKEN_EXPIRED = "token expired"
@@ -56,10 +55,14 @@ class Stop(Exception):
 
 
 class Supervisor:
-    """Runs the connection loop of one runtime (module docstring)."""
+    """Runs the connection loop of one runtime (module docstring): `open_conn(reconnect)`
+    makes an authenticated connection the current one, `sync(conn)` brings it to
+    `ready` (the runtime's; redis-py's Retry takes its operation the same way), `core`
+    is the shared state, `tokens` the runtime's TokenSource."""
 
-    def __init__(self, rt: "ClientRuntime") -> None:
-        self._rt = rt
+    def __init__(self, core: RuntimeCore, tokens: TokenSource, open_conn: Callable[[bool], Awaitable[Connection]],
+                 sync: Callable[[Connection], Awaitable[None]]) -> None:
+        self._core, self._tokens, self._open, self._sync = core, tokens, open_conn, sync
         self._task: Optional[asyncio.Task] = None
         self._waiters: list[asyncio.Future] = []  # connect() calls waiting for the next ready
         self.expired = False  # the current connection was ended by KICKED{TOKEN_EXPIRED}
@@ -98,21 +101,21 @@ class Supervisor:
         self._waiters.clear()
 
     async def _run(self) -> None:
-        rt = self._rt
-        start, cap = rt._backoff
+        core, tuning = self._core, self._core.tuning
+        start, cap = tuning.reconnect_backoff
         delay = start
         try:
             first = True  # connect()'s rules until an AUTH succeeded
-            budget = Backoff(start, cap, rt.retry_budget_s)
+            budget = Backoff(start, cap, tuning.retry_budget_s)
             refreshed = synced = False
-            while not rt._closing:
+            while not core.closing:
                 hint, reason, ready = 0.0, "attempt failed", False
                 try:
-                    conn = await rt._open(reconnect=not first)
+                    conn = await self._open(not first)
                 except ServerError as exc:
                     if exc.code == ErrorCode.UNAUTHENTICATED:
-                        if rt.tokens.provider is not None and not refreshed:
-                            refreshed = rt.tokens.refresh_next = True  # once more with a fresh token
+                        if self._tokens.provider is not None and not refreshed:
+                            refreshed = self._tokens.refresh_next = True  # once more with a fresh token
                             continue
                         raise Stop(TOKEN_EXPIRED if self.expired else "token refused", exc) from exc
                     if first:
@@ -135,29 +138,28 @@ class Supervisor:
                     first = refreshed = self.expired = False
                     reason, ready = await self._serve(conn, fail_on_error=not synced)
                     synced = synced or ready
-                if rt._closing:
+                if core.closing:
                     return
                 if ready:
                     delay = start
-                    if not rt.auto_reconnect:
+                    if not tuning.auto_reconnect:
                         raise Stop("connection lost", ConnectionLost(reason), fail_sends=False)
-                rt._set_state("reconnecting", reason)
+                core.set_state("reconnecting", reason)
                 await asyncio.sleep(max(delay, hint))
                 delay = min(delay * 2, cap)
         except Stop as stop:
-            if not rt._closing:
+            if not core.closing:
                 logger.info("connection stopped: %s", stop.reason)
-                rt._stopped(stop.reason, stop.cause if stop.fail_sends else None)
+                core.stop(stop.reason, stop.cause if stop.fail_sends else None)
             self._wake(stop.cause)
 
     async def _serve(self, conn: Connection, fail_on_error: bool) -> tuple[str, bool]:
         """Sync on `conn`, then wait until it ends: (why it ended, whether it was ready).
         Stop for a store mismatch, and for an ERROR of the first sync of an explicit
         connect (`fail_on_error`)."""
-        rt = self._rt
         ready = False
         try:
-            await rt._sync(conn)
+            await self._sync(conn)
             ready = True
             self._wake()
         except (ConnectionLost, NotConnected):

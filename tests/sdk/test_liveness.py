@@ -78,7 +78,7 @@ async def test_silent_peer_fails_the_probe():
 
 
 def test_page_budget_follows_throughput():
-    p = Puller(rt=None)
+    p = Puller(None)
     assert p.page_bytes == PAGE_START_BYTES
     p._adapt(PAGE_START_BYTES, 6.4)  # 20 KiB/s: aim at ~1 s of it
     assert p.page_bytes == 20 * 1024
@@ -94,7 +94,7 @@ def test_page_budget_follows_throughput():
 
 
 def test_a_page_cut_short_shrinks_the_next_one():
-    p = Puller(rt=None)
+    p = Puller(None)
     p._shrink(24_000, 2.0)  # the session ended after 24 kB in 2 s of a 128 KiB page
     assert p.page_bytes == 12_000
     p._shrink(1_000, 0.5)  # too short to measure: unchanged
