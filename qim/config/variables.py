@@ -27,7 +27,7 @@ from qim.consts import (
     TOKEN_MAX_TTL_S_DEFAULT,
     WRITER_INFLIGHT_DEFAULT,
 )
-from qim.topology import ARCHIVER, FANOUT, GATEWAY, MAILBOX, QIMCTL, SESSION, WRITER, SERVICES, dials, processes
+from qim.topology import ARCHIVER, FANOUT, GATEWAY, MAILBOX, QIMCTL, SERVICES, SESSION, WRITER, dials, processes
 
 ALL, CLIENTS, DEV = "all", "clients", "dev"
 _RPC = (GATEWAY, WRITER, MAILBOX, SESSION)  # the services with an internal certificate
@@ -153,9 +153,9 @@ def _derived() -> tuple[Var, ...]:
         out.append(Var(row.metrics_var, "addr", f"127.0.0.1:{row.metrics_port}", (row.name,),
                        f"{row.name} /metrics and /healthz (HTTP on loopback unless QIM_METRICS_TLS_CERT)"))
         if row.node_index:
-            out.append(Var(f"QIM_{row.env}_NODE_INDEX", "int", 0, (row.name,), "this node's index among its kind"))
+            out.append(Var(f"QIM_{row.env}_NODE_INDEX", "int", "0", (row.name,), "this node's index among its kind"))
             if row.name != SESSION:  # a session node counts QIM_SESSION_ADDRS instead
-                out.append(Var(f"QIM_{row.env}_NODE_COUNT", "int", 1, (row.name,), "nodes of this kind"))
+                out.append(Var(f"QIM_{row.env}_NODE_COUNT", "int", "1", (row.name,), "nodes of this kind"))
     for row in SERVICES.values():  # address lists: read by every service that dials the kind
         listener = row.internal_listener
         if listener is None:
@@ -188,3 +188,20 @@ def render_reference() -> str:
     for v in sorted(variables().values(), key=lambda v: v.name):
         lines.append(f"| `{v.name}` | {v.type} | {v.default} | {', '.join(v.readers)} | {v.meaning} |")
     return "\n".join([*lines, "", END])
+
+
+def update_doc(text: str) -> str:
+    """`text` (docs/operations.md) with its reference block replaced by render_reference();
+    ValueError when the markers are missing."""
+    start, end = text.find(BEGIN), text.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"no {BEGIN!r} ... {END!r} block")
+    return text[:start] + render_reference() + text[end + len(END):]
+
+
+if __name__ == "__main__":  # python -m qim.config.variables docs/operations.md: rewrite its block
+    import sys
+    from pathlib import Path
+
+    doc = Path(sys.argv[1])
+    doc.write_text(update_doc(doc.read_text()))

@@ -62,8 +62,9 @@ async def test_a_killed_gateway_is_back_and_serving(ops_stack):
         assert time.monotonic() - t0 < RESTART_WITHIN_S, "the gateway is not back and serving"
         await asyncio.sleep(0.2)
     assert not pid_alive(old)
-    status = subprocess.run([sys.executable, "-m", "qim.dev.cli", "stack", "status", "--dir", str(st.dir)],
-                            capture_output=True, text=True, timeout=60)
+    status = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "qim.dev.cli", "stack", "status", "--dir", str(st.dir)],
+        capture_output=True, text=True, timeout=60)
     line = next(ln for ln in status.stdout.splitlines() if ln.startswith("gateway "))
     assert f"pid={new} " in line and f"restarts={counted + 1} " in line, status.stdout
     assert re.search(r"^supervisor pid=\d+ alive=True", status.stdout, re.M), status.stdout
