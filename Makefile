@@ -82,9 +82,13 @@ web-up: install web-build
 	    echo "web: open http://127.0.0.1:$(QIM_WEB_PORT)/ (sign in as any user id; qim-web pid $$(cat $(WEB_PID)), stopped by 'make down')" >&2; \
 	  else echo "web: qim-web did not start: $$(tail -1 .qim/web/qim-web.log)" >&2; exit 1; fi
 
-# tmux (Debian) for the test that drives two real qim-desktop processes (tests/e2e/test_desktop_tmux.py)
+# Debian packages of the tests: tmux (two real qim-desktop processes, tests/e2e/test_desktop_tmux.py),
+# promtool from prometheus (the alert rules, tests/ops/test_alerts.py) and systemd-analyze from
+# systemd (the production units, tests/ops/test_units.py); --no-install-recommends keeps
+# prometheus to its binaries (no exporters)
+TEST_APT := tmux prometheus systemd
 test-tools:
-	@command -v tmux >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux; }
+	@dpkg -s $(TEST_APT) >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(TEST_APT); }
 
 # Every test (the qim-js unit tests first, then pytest, which includes the browser
 # tests of tests/web), then the core suite again on the pure-Python twins (QIM_PUREPYTHON=1).
