@@ -23,6 +23,10 @@ install: $(STAMP)
 engines: install
 	$(BIN)/qim-dev engines up
 
+# The services run under the stack's supervisor (qim/dev/supervisor.py): one that dies is
+# started again after 0.5 s, doubling up to 30 s while it keeps dying; `qim-dev stack
+# status` shows each one's restarts and .qim/stack/logs/supervisor.log each exit status.
+# `make down` stops the supervisor first (by its recorded pid), then anything left.
 up: engines
 	$(BIN)/qim-dev stack up
 

@@ -21,6 +21,8 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Callable
 
+from qim.config.env import Env
+from qim.config.tls import metrics_tls
 from qim.errors import ConfigError, EngineError
 
 if TYPE_CHECKING:
@@ -96,6 +98,8 @@ async def serve_until_signal(service: str, build: Callable[[], "ServiceNode"]) -
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     node = build()
+    # /metrics and /healthz: HTTPS with a certificate, else plain HTTP on loopback only
+    node.metrics_tls = metrics_tls(Env(), node.metrics_listen)
     # certificate rotation: new connections use the reloaded files (docs/operations.md)
     loop.add_signal_handler(signal.SIGHUP, node.reload_tls)
     starting = loop.create_task(node.start(), name=f"{service}:start")

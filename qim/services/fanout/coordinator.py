@@ -113,6 +113,7 @@ class FanoutCoordinator:
             # A discontinuity (e.g. a retention gap) is logged; positions are hints.
             logger.info("outbox position moved from %d to %d", self.position, records[0].offset())
         self._m.batch_records.observe(len(records))
+        batch_started = time.perf_counter()
         outboxes = [parse_outbox(rec.value(), self._shard_count) for rec in records]
         # PlanError stops the coordinator; StoreUnavailable (an EngineError) replays the batch
         snapshots = await self._snapshots.load({k for k in map(snapshot_key, outboxes) if k is not None})
@@ -129,6 +130,7 @@ class FanoutCoordinator:
         if failed:
             raise EngineError(f"{len(failed)} of {len(results)} dispatch deliveries failed: {failed[0]}")
         self._m.dispatches.inc(len(results))
+        self._m.stage.labels(stage="fanout").observe(time.perf_counter() - batch_started)
         self._faults.hit("after_dispatch")
         self.position = records[-1].offset() + 1
         self._m.position.set(self.position)

@@ -35,7 +35,7 @@ from qim.net.transport import FrameTransport
 from qim.proto.v1 import connection_pb2, internal_pb2
 from qim.protocol import INTERNAL_CATEGORY, Opcode
 from qim.services.gateway.auth import Authenticator
-from qim.services.gateway.metrics import GatewayMetrics
+from qim.services.gateway.metrics import GatewayMetrics, opcode_name
 from qim.services.gateway.ratelimit import LIMITED_OPCODES, SendLimiter
 from qim.services.gateway.routes import RESERVED, ROUTES, forward
 from qim.wire.errors import error_body, parse_error
@@ -178,7 +178,9 @@ class ClientConnection:
             self._permits.release()
 
     async def _answer(self, opcode: int, request_id: int, body: bytes) -> None:
-        """Run one request and queue its reply (or ERROR naming the client's opcode)."""
+        """Run one request and queue its reply (or ERROR naming the client's opcode),
+        timed in qim_gateway_request_seconds{opcode=NAME}."""
+        started = time.perf_counter()
         try:
             if request_id == 0:
                 # 0 marks server-initiated frames: a reply with id 0 would look like a push
@@ -197,6 +199,7 @@ class ClientConnection:
             reply_opcode, reply = Opcode.ERROR, error_body(ErrorCode.INTERNAL, "internal error", opcode)
         if reply_opcode and not self.stream.closed:
             self.stream.send(reply_opcode, request_id, reply)
+        self._m.request_seconds.labels(opcode=opcode_name(opcode)).observe(time.perf_counter() - started)
 
     async def _dispatch(self, opcode: int, body: bytes) -> tuple[int, bytes]:
         if opcode == Opcode.PING:

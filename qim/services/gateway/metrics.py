@@ -6,7 +6,16 @@ from typing import Optional
 
 from prometheus_client import CollectorRegistry
 
-from qim.obs.metrics import MetricSet
+from qim.obs.metrics import LATENCY_BUCKETS, MetricSet
+from qim.protocol import Opcode
+
+
+def opcode_name(opcode: int) -> str:
+    """The label of a client opcode: its name, "UNKNOWN" for any other value (bounded)."""
+    try:
+        return Opcode(opcode).name
+    except ValueError:
+        return "UNKNOWN"
 
 
 class GatewayMetrics(MetricSet):
@@ -32,6 +41,14 @@ class GatewayMetrics(MetricSet):
                                          ["kind"])
         self.request_errors = self.counter("qim_gateway_request_errors", "ERROR frames sent", ["code"])
         self.requests = self.counter("qim_gateway_requests", "Client requests received", ["opcode"])
+        # by opcode NAME (opcode_name): SEND_MESSAGE is the ACK latency a client sees, less the network
+        self.request_seconds = self.histogram("qim_gateway_request_seconds",
+                                              "Client request, frame read to reply queued", ["opcode"], LATENCY_BUCKETS)
+        self.stage = self.send_stages()
+        # end to end on the server: the message's commit time (its id's HLC ms) to the push queued here
+        self.commit_to_push = self.histogram("qim_gateway_commit_to_push_seconds",
+                                             "Commit (message id time) to PUSH_EVENTS queued to the device",
+                                             buckets=LATENCY_BUCKETS)
         self.auth_timeouts = self.counter("qim_gateway_auth_timeouts",
                                           "Connections closed for not authenticating in time")
         # WebSocket (ws.py)

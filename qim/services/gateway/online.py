@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from typing import Callable, Optional, Protocol, Sequence
 
+from qim._core.ids import split_message_id
 from qim.consts import CONNECTION_CAP_RETRY_AFTER_MS, LANE_COUNT
+from qim.errors import IdError
 from qim.proto.v1 import connection_pb2, internal_pb2, mailbox_pb2
 from qim.protocol import Opcode
 from qim.services.gateway.metrics import GatewayMetrics
@@ -128,6 +131,7 @@ class OnlineRegistry:
         """PUSH_EVENTS with its position to every online device of each position's users.
         A batch of whole entries (`targets`, a mailbox node from before positions, during
         a rolling upgrade) is delivered as the position of its newest entry."""
+        started = time.perf_counter()
         tenant = int.from_bytes(batch.tenant_id, "big")
         for pos in batch.positions:
             self._deliver_position(tenant, pos.mailbox_seq, [pos.message_id] if pos.message_id else [], pos.user_ids)
@@ -135,6 +139,14 @@ class OnlineRegistry:
             seq = max((e.mailbox_seq for e in target.entries), default=0)
             self._deliver_position(tenant, seq, [e.message_id for e in target.entries if e.message_id],
                                    [target.user_id])
+        self._m.stage.labels(stage="push").observe(time.perf_counter() - started)
+        now_ms = time.time() * 1000
+        for pos in batch.positions:  # the id's HLC ms is its commit time (writer clocks within the skew bound)
+            try:
+                committed_ms = split_message_id(pos.message_id)[0]
+            except (IdError, ValueError, TypeError):  # no id, or not a writer's: nothing to time
+                continue
+            self._m.commit_to_push.observe(max(0.0, now_ms - committed_ms) / 1000)
 
     def _deliver_position(self, tenant: int, seq: int, message_ids: list[bytes], users: Sequence[int]) -> None:
         # serialized once per position; a device's frame is its lane field + this (protobuf

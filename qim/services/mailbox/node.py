@@ -108,6 +108,7 @@ class MailboxNode(ServiceNode):
         logger.info("mailbox node %d/%d listening on %s", self.config.node_index, self.config.node_count,
                     self.config.listen)
         self.spawn(self.materializer.run(), "materializer")
+        self.spawn(self.materializer.lag_loop(), "dispatch lag")
 
 
 def push_bodies(tenant: int, seq: int, message_id: bytes, users: Sequence[int]) -> list[bytes]:

@@ -164,6 +164,17 @@ class DurableProjector:
         self._m.registrations.labels(path="durable").inc(len(regs))
         self._on_registered(regs)
 
+    async def lag_loop(self, period_s: float = 5.0) -> None:
+        """Export the durable projection's lag over every dispatch partition."""
+        while True:
+            try:
+                if self.next:
+                    hws = await self._consumer.high_watermarks(DISPATCH_TOPIC, list(self.next))
+                    self._m.lag.set(sum(max(0, hw - self.next[p]) for p, hw in hws.items()))
+            except EngineError as exc:
+                logger.debug("dispatch lag unavailable: %s", exc)
+            await asyncio.sleep(period_s)
+
     async def close(self) -> None:
         """Close the dispatch consumer."""
         await self._consumer.close()

@@ -21,6 +21,7 @@ conversation_seq order = reserve order = Outbox order per conversation.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Mapping, Optional, Protocol
 
@@ -98,7 +99,8 @@ class MessageCommitter:
         self._faults = faults
         self._planners = dict(planners)
         self.turns = ConversationTurns()
-        self.outbox = OutboxPublisher(commits, producer, faults, metrics)
+        self._m = metrics if metrics is not None else WriterMetrics()
+        self.outbox = OutboxPublisher(commits, producer, faults, self._m)
         # Owner of this process's reservations in the conversations' unpublished sets:
         # new per process, so a restarted writer's leftovers count as another writer's.
         self.token = os.urandom(8).hex()
@@ -157,6 +159,7 @@ class MessageCommitter:
             record.message_id, record.created_at_ms = self._clock.next_id()
             prefix = record.SerializeToString()
             scan = conversation in self.outbox.rescan
+            started = time.perf_counter()
             try:
                 reserved = await reserve(Reservation(
                     ref, digest, record.message_id, record.created_at_ms, prefix, audience, self.token,
@@ -167,6 +170,7 @@ class MessageCommitter:
                 continue
             except StoreUnavailable as exc:
                 raise RequestError(ErrorCode.UNAVAILABLE, "commit store unavailable") from exc
+            self._m.stage.labels(stage="reserve").observe(time.perf_counter() - started)
             if scan:
                 self.outbox.rescan.discard(conversation)
             return reserved, prefix
