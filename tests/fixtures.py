@@ -211,9 +211,23 @@ def stack(engines, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def ops_stack(tmp_path_factory):
-    """A supervised private stack for the operator tests (module docstring)."""
-    with running_stack(tmp_path_factory.mktemp("ops"), supervise=True,
-                       extra_env={"QIM_AUTH_TIMEOUT_MS": str(AUTH_TIMEOUT_MS)}) as st:
+    """A supervised private stack for the operator tests (module docstring). Its gateway
+    trusts the development key and a JWKS document (`st.jwks_path`, first key
+    `st.jwks_key` under kid "ops-a", read again every 5 s) and allows no clock leeway (so
+    token expiry tests are short)."""
+    import json
+
+    from qim.wire.jwks import jwk_of
+    from qim.wire.tokens import SigningKey
+
+    base = tmp_path_factory.mktemp("ops")
+    key = SigningKey.generate()
+    jwks = base / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [jwk_of(key.verify_key(), "ops-a")]}))
+    with running_stack(base, supervise=True,
+                       extra_env={"QIM_AUTH_TIMEOUT_MS": str(AUTH_TIMEOUT_MS), "QIM_TOKEN_JWKS": str(jwks),
+                                  "QIM_TOKEN_JWKS_REFRESH_S": "5", "QIM_TOKEN_LEEWAY_S": "0"}) as st:
+        st.jwks_path, st.jwks_key = jwks, key
         yield st
 
 

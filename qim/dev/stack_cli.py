@@ -22,6 +22,7 @@ from qim.dev.engines import EngineSet, cassandra_wanted, default_dir
 from qim.dev.stack import Stack
 from qim.dev.stack_archive import settings_differ, settings_from
 from qim.dev.stack_layout import kind_of
+from qim.dev.rolling import rolling_order
 from qim.dev.stack_ports import PORTS_FILE, PortBook
 from qim.dev.supervisor import request_restart, supervised_stack_up
 
@@ -35,7 +36,8 @@ def add_parser(sub) -> None:
     """Register the `stack` subcommand on an argparse subparsers object."""
     p = sub.add_parser("stack", help="run qim-writer, qim-mailbox, qim-session, qim-gateway, "
                                      "qim-fanout (and qim-archiver with a Cassandra engine)")
-    p.add_argument("action", choices=["up", "down", "status", "restart"])
+    p.add_argument("action", choices=["up", "down", "status", "restart", "roll"],
+                   help="roll: restart every node one at a time, readers first (qim/dev/rolling.py)")
     p.add_argument("name", nargs="?", help="restart: the service instance (gateway, writer, "
                                            "mailbox, session, fanout, writer2, ...)")
     p.add_argument("--dir", default=None, help=f"stack directory (default {default_stack_dir()})")
@@ -57,6 +59,13 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "down":
         existing.down()
         print(f"stack in {dir} stopped")
+        return 0
+    if args.action == "roll":
+        for name in rolling_order(existing.names):
+            pid = (request_restart(existing, name) if existing.supervised()
+                   else existing.restart_service(name))
+            existing = Stack.load(dir) or existing
+            print(f"{name} restarted: pid={pid} healthz=200", flush=True)
         return 0
     if args.action == "restart":
         if not args.name:

@@ -34,7 +34,7 @@ from qim.proto.v1 import connection_pb2, mailbox_pb2, session_pb2
 from qim.protocol import RATE_LIMITED_OPCODES
 from qim.sdk import events as ev
 from qim.sdk.connection import PROBE_S, Connection, client_tls
-from qim.sdk.credentials import TokenProvider, TokenSource
+from qim.sdk.credentials import TokenProvider, TokenSource, keep_fresh
 from qim.sdk.events import ConnectionLost, Kicked, NotConnected, SendAck, SendTimeout, ServerError
 from qim.sdk.puller import Puller
 from qim.sdk.rategate import RateGate
@@ -210,6 +210,7 @@ class ClientRuntime:
         self._emit(ev.Connected(auth.user_id, auth.device_id, auth.mailbox_lane))
         self._set_state("syncing")
         self._spawn(conn.heartbeat(max(1.0, min(auth.heartbeat_s or 60, 120) / 2), self.probe_s))
+        self._spawn(keep_fresh(conn, self.tokens))  # AUTH again ahead of the token's expiry, no reconnect
         try:
             await self._sync_and_reconcile(conn)
         except BaseException:
@@ -256,7 +257,11 @@ class ClientRuntime:
             self.tokens.refresh_next = True  # the reconnect asks the provider (offline without one)
             return
         self._closing = True  # a kicked device does not fight back by reconnecting
-        self._set_state("kicked", f"reason {reason}")
+        try:  # the app is told why: REPLACED, REVOKED (qimctl token revoke), ...
+            why = connection_pb2.Kicked.Reason.Name(reason)
+        except ValueError:
+            why = f"reason {reason}"
+        self._set_state("kicked", why)
         self._emit(ev.KickedEvent(reason))
         self._fail_waiters(Kicked(reason))
 

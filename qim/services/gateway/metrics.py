@@ -59,6 +59,17 @@ class GatewayMetrics(MetricSet):
         # auth and limits (auth.py, ratelimit.py, online.py)
         self.auth_refused = self.counter("qim_gateway_auth_refused", "AUTH refused with UNAUTHENTICATED, by reason",
                                          ["reason"])
+        self.token_keys = self.gauge("qim_gateway_token_keys", "Token verification keys in use (files + JWKS)")
+        self.jwks_failures = self.counter("qim_gateway_jwks_refresh_failures",
+                                          "JWKS reads or documents refused (the keys in use are kept)")
+        self.revoked_kicks = self.counter("qim_gateway_revoked_kicks",
+                                          "Connections closed with KICKED{REVOKED} after qimctl token revoke")
+        self.revocation_feed = self.gauge("qim_gateway_revocation_feed_up",
+                                          "1 while the gateway is subscribed to revocations")
+        self.revocation_unchecked = self.counter("qim_gateway_revocation_unchecked",
+                                                 "AUTHs let in while the revocation list could not be read")
+        self.token_refreshes = self.counter("qim_gateway_token_refreshes",
+                                            "AUTH with a fresh token on a live connection (same device)")
         self.token_expired = self.counter("qim_gateway_token_expired_kicks",
                                           "Connections closed with KICKED{TOKEN_EXPIRED} when their token expired")
         self.rate_limited = self.counter("qim_gateway_rate_limited",

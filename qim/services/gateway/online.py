@@ -108,6 +108,12 @@ class OnlineRegistry:
                 del self._users[(conn.tenant, conn.user_id)]
         self._m.online_devices.set(sum(len(d) for d in self._users.values()))
 
+    def connections(self, tenant: Optional[int] = None, user_id: int = 0) -> list[DeviceConn]:
+        """The online connections of one user, or of everyone when `tenant` is None."""
+        if tenant is None:
+            return [c for devices in self._users.values() for c in devices.values()]
+        return list(self._users.get((tenant, user_id), {}).values())
+
     def deliver_frames(self, frames: internal_pb2.DeviceFrames) -> None:
         """One server-initiated frame (READ_SYNC, SESSION_DELTA) to every online device of
         the user but `exclude_device_id`; dropped (counted) for a slow device."""
