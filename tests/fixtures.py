@@ -211,7 +211,9 @@ def stack(engines, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def ops_stack(tmp_path_factory):
-    """A supervised private stack for the operator tests (module docstring). Its gateway
+    """A supervised private stack for the operator tests (module docstring): two writers,
+    mailbox and session nodes each (a rolling restart covers several nodes of a kind),
+    one gateway and fanout. Its gateway
     trusts the development key and a JWKS document (`st.jwks_path`, first key
     `st.jwks_key` under kid "ops-a", read again every 5 s) and allows no clock leeway (so
     token expiry tests are short)."""
@@ -224,7 +226,7 @@ def ops_stack(tmp_path_factory):
     key = SigningKey.generate()
     jwks = base / "jwks.json"
     jwks.write_text(json.dumps({"keys": [jwk_of(key.verify_key(), "ops-a")]}))
-    with running_stack(base, supervise=True,
+    with running_stack(base, supervise=True, nodes={"writer": 2, "mailbox": 2, "session": 2},
                        extra_env={"QIM_AUTH_TIMEOUT_MS": str(AUTH_TIMEOUT_MS), "QIM_TOKEN_JWKS": str(jwks),
                                   "QIM_TOKEN_JWKS_REFRESH_S": "5", "QIM_TOKEN_LEEWAY_S": "0"}) as st:
         st.jwks_path, st.jwks_key = jwks, key

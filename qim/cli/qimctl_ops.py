@@ -20,7 +20,7 @@ import time
 
 from qim.consts import TOKEN_MAX_TTL_S_DEFAULT
 from qim.errors import ConfigError, EngineError
-from qim.stores.revocations import RevocationStore
+from qim.stores.revocations import open_revocations
 from qim.wire.addr import parse_addr
 
 # a revocation outlives every token it refuses: the longest lifetime a gateway accepts
@@ -30,7 +30,7 @@ assert REVOCATION_TTL_S > TOKEN_MAX_TTL_S_DEFAULT
 
 
 async def _revoke(addr: str, tenant: int, user: int, device: int, cutoff: int) -> int:
-    store = RevocationStore.open(addr)
+    store = open_revocations(addr)
     try:
         return await store.revoke(tenant, user, device, cutoff, REVOCATION_TTL_S)
     finally:

@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 
 from qim.dev.engines import EngineSet, cassandra_wanted, default_dir
+from qim.dev.rolling import rolling_order
 from qim.dev.stack import Stack
 from qim.dev.stack_archive import settings_differ, settings_from
 from qim.dev.stack_layout import kind_of
-from qim.dev.rolling import rolling_order
 from qim.dev.stack_ports import PORTS_FILE, PortBook
 from qim.dev.supervisor import request_restart, supervised_stack_up
 

@@ -45,7 +45,7 @@ def parse_jwks(data: Union[bytes, str]) -> tuple[VerifyKey, ...]:
             raise ValueError("a JWKS entry is not an object")
         if "d" in jwk:
             raise ValueError(f"JWKS key {jwk.get('kid')!r} holds private key material: publish public keys only")
-        alg = _ALG.get((jwk.get("kty"), jwk.get("crv")))
+        alg = _ALG.get((str(jwk.get("kty")), str(jwk.get("crv"))))
         if alg is None or jwk.get("use", "sig") != "sig":
             continue
         kid = jwk.get("kid")

@@ -10,18 +10,57 @@ independent audit (`qimctl audit dispatch`) reports zeros."""
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import subprocess
 import sys
 
 from qim.dev.rolling import rolling_order
 from qim.dev.stack import Stack
+from qim.errors import ErrorCode
+from qim.protocol import Opcode
 from tests.e2e.chaos import Conversation, delivered_once, run_audit
 
 SENDERS = 4
 
 
-async def _traffic(conv: Conversation, tag: str, stop: asyncio.Event) -> list[bytes]:
+class RollingSender(Conversation):
+    """chaos.Conversation whose retry also covers the gateway closing the connection (a
+    restarted gateway): the same client_message_id until the ACK, as the SDK does."""
+
+    async def send(self, body: bytes, deadline_s: float = 120.0) -> None:
+        cmid = os.urandom(16)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + deadline_s
+        while True:
+            try:
+                op, reply = await (await self._conn()).send_text(self.peer, body, cmid=cmid)
+                if op == Opcode.SEND_ACK:
+                    if body in self.acks:  # a retry's ACK names the first commit
+                        assert (self.acks[body].message_id, self.acks[body].conversation_seq) == \
+                            (reply.message_id, reply.conversation_seq)
+                    else:
+                        self.order.append(body)
+                    self.acks[body] = reply
+                    return
+                assert reply.code == ErrorCode.UNAVAILABLE, reply
+            except AssertionError as exc:
+                if "connection closed" not in str(exc):
+                    raise
+                await self._drop()
+            except Exception:  # connection dropped or timed out: reconnect and retry
+                await self._drop()
+            if loop.time() > end:
+                raise AssertionError(f"message {body!r} not acknowledged within {deadline_s}s")
+            await asyncio.sleep(0.2)
+
+    async def _drop(self) -> None:
+        if self.client is not None:
+            await self.client.close()
+        self.client = None
+
+
+async def _traffic(conv: "RollingSender", tag: str, stop: asyncio.Event) -> list[bytes]:
     sent = []
     i = 0
     while not stop.is_set():
@@ -39,7 +78,7 @@ async def test_every_node_restarted_in_turn_under_traffic_loses_duplicates_and_r
     order = rolling_order(names)
     assert sorted(order) == sorted(names) and order[0].startswith("gateway") and order[-1].startswith("writer")
     base = random.getrandbits(40) + 1
-    convs = [Conversation(st, base + 2 * i, base + 2 * i + 1) for i in range(SENDERS)]
+    convs = [RollingSender(st, base + 2 * i, base + 2 * i + 1) for i in range(SENDERS)]
     stop = asyncio.Event()
     traffic = [asyncio.create_task(_traffic(c, f"roll{i}", stop)) for i, c in enumerate(convs)]
     await asyncio.sleep(2)  # traffic flowing before the first restart

@@ -26,7 +26,6 @@ from typing import Any, Protocol
 
 from qim.errors import EngineError
 from qim.services.gateway.metrics import GatewayMetrics
-from qim.stores.revocations import RevocationStore
 from qim.wire.tokens import TokenRefused
 
 logger = logging.getLogger(__name__)
@@ -48,7 +47,7 @@ class Revocable(Protocol):
 class Revocations:
     """Checks and applies revocations for one gateway (`online`: OnlineRegistry)."""
 
-    def __init__(self, store: RevocationStore, online: Any, metrics: GatewayMetrics) -> None:
+    def __init__(self, store: Any, online: Any, metrics: GatewayMetrics) -> None:
         self.store, self.online, self._m = store, online, metrics
         self.feed_up = False
         self.recheck_due = False  # a connection was let in unchecked: check everyone once the list answers

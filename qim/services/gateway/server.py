@@ -33,7 +33,7 @@ from qim.services.gateway.ratelimit import SendLimiter
 from qim.services.gateway.revocation import Revocations
 from qim.services.gateway.router import BackendRouter
 from qim.services.gateway.ws import WebSocketUpgrade
-from qim.stores.revocations import RevocationStore
+from qim.stores.revocations import open_revocations
 from qim.topology import MAILBOX, gateway_backends
 
 logger = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ class ConnectionNode(ServiceNode):
         # revocations on the commit Redis, checked at AUTH and followed live (revocation.py)
         # (a unit test's stand-in configuration has no Redis: no revocations then)
         redis_addr = getattr(config.common, "redis_addr", "")
-        self.revocation_store = RevocationStore.open(redis_addr) if redis_addr else None
+        self.revocation_store = open_revocations(redis_addr) if redis_addr else None
         self.revocations = (Revocations(self.revocation_store, self.online, self.metrics)
                             if self.revocation_store is not None else None)
         self.limiter = SendLimiter.from_config(config, self.metrics)  # QIM_RATE_*
