@@ -216,7 +216,7 @@ def ops_stack(tmp_path_factory):
     one gateway and fanout. Its gateway
     trusts the development key and a JWKS document (`st.jwks_path`, first key
     `st.jwks_key` under kid "ops-a", read again every 5 s) and allows no clock leeway (so
-    token expiry tests are short)."""
+    token expiry tests are short); every service logs its per-message trace lines."""
     import json
 
     from qim.wire.jwks import jwk_of
@@ -228,7 +228,8 @@ def ops_stack(tmp_path_factory):
     jwks.write_text(json.dumps({"keys": [jwk_of(key.verify_key(), "ops-a")]}))
     with running_stack(base, supervise=True, nodes={"writer": 2, "mailbox": 2, "session": 2},
                        extra_env={"QIM_AUTH_TIMEOUT_MS": str(AUTH_TIMEOUT_MS), "QIM_TOKEN_JWKS": str(jwks),
-                                  "QIM_TOKEN_JWKS_REFRESH_S": "5", "QIM_TOKEN_LEEWAY_S": "0"}) as st:
+                                  "QIM_TOKEN_JWKS_REFRESH_S": "5", "QIM_TOKEN_LEEWAY_S": "0",
+                                  "QIM_LOG_TRACE": "1"}) as st:
         st.jwks_path, st.jwks_key = jwks, key
         yield st
 

@@ -3,7 +3,7 @@ the variable table (qim/config/variables.py): one template unit per process kind
 `qim-<kind>@.service`, whose instance name is the node (`qim-mailbox@2`), and
 `qim.target` that groups them. deploy/systemd/ holds the generated files;
 tests/ops/test_units.py checks they are current and runs `systemd-analyze verify` on
-them (docs/operations.md "Production units"; docs/decisions/0031-ops-supervision-and-units.md).
+them (docs/operations.md "Production units"; docs/decisions/0032-ops-supervision-and-units.md).
 
 Each unit: `Restart=always` with a short bounded restart delay and no start limit (a
 service that dies is started again whatever happened, like the development supervisor),
@@ -11,7 +11,7 @@ service that dies is started again whatever happened, like the development super
 the archive tier, ScyllaDB; the Debian/vendor unit names below, adapt them with a
 drop-in), environment from /etc/qim/qim.env (shared), /etc/qim/<kind>.env and the
 instance's /etc/qim/<kind>-<instance>.env (its listen and metrics ports, its node index),
-SIGHUP reloads TLS certificates, SIGTERM stops cleanly (exit 0), and hardening: no new
+`node={kind}@{instance}` in every log line (QIM_NODE_NAME), SIGHUP reloads TLS certificates, SIGTERM stops cleanly (exit 0), and hardening: no new
 privileges, a read-only system, no home, private /tmp and devices, no capabilities,
 only IP and Unix sockets, the @system-service system calls.
 
@@ -82,6 +82,7 @@ Group=qim
 EnvironmentFile=/etc/qim/qim.env
 EnvironmentFile=-/etc/qim/{row.name}.env
 EnvironmentFile=-/etc/qim/{row.name}-%i.env
+Environment=QIM_NODE_NAME={row.name}@%i
 ExecStart={prefix}/qim-{row.name}
 ExecReload=/bin/kill -HUP $MAINPID
 KillSignal=SIGTERM

@@ -26,6 +26,7 @@ from qim.consts import DISPATCH_TOPIC, FANOUT_COMMIT_INTERVAL_S, OUTBOX_TOPIC
 from qim.errors import EngineError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncConsumer, AsyncProducer
+from qim.obs.logcontext import bind, tracer
 from qim.services.fanout.metrics import FanoutMetrics
 from qim.services.fanout.plan import MemberSnapshotCache, PlanError, parse_outbox, plan, snapshot_key
 from qim.stores.groups import GroupStore
@@ -120,9 +121,13 @@ class FanoutCoordinator:
         futures = []
         for outbox in outboxes:
             key = snapshot_key(outbox)
-            for shard, dispatch in plan(outbox, self._shard_count, snapshots.get(key) if key else None):
+            planned = plan(outbox, self._shard_count, snapshots.get(key) if key else None)
+            for shard, dispatch in planned:
                 futures.append(self._producer.produce(DISPATCH_TOPIC, dispatch.encode(),
                                                       key=dispatch.dispatch_id, partition=shard))
+            if tracer.isEnabledFor(logging.DEBUG):
+                with bind(trace=outbox.trace_id):
+                    tracer.debug("dispatch records produced for shards %s", sorted(shard for shard, _ in planned))
         started = time.perf_counter()
         results = await asyncio.gather(*futures, return_exceptions=True)
         self._m.delivery_wait.observe(time.perf_counter() - started)

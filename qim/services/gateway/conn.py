@@ -32,6 +32,7 @@ from google.protobuf.message import DecodeError
 from qim._core import ids
 from qim.errors import ErrorCode, FrameError, RequestError
 from qim.net.transport import FrameTransport
+from qim.obs.logcontext import bind
 from qim.proto.v1 import connection_pb2, internal_pb2
 from qim.protocol import INTERNAL_CATEGORY, Opcode
 from qim.services.gateway.auth import Authenticator
@@ -189,6 +190,13 @@ class ClientConnection:
         """Run one request and queue its reply (or ERROR naming the client's opcode),
         timed in qim_gateway_request_seconds{opcode=NAME}."""
         started = time.perf_counter()
+        with bind(op=opcode_name(opcode), rid=request_id):
+            reply_opcode, reply = await self._reply(opcode, request_id, body)
+        if reply_opcode and not self.stream.closed:
+            self.stream.send(reply_opcode, request_id, reply)
+        self._m.request_seconds.labels(opcode=opcode_name(opcode)).observe(time.perf_counter() - started)
+
+    async def _reply(self, opcode: int, request_id: int, body: bytes) -> tuple[int, bytes]:
         try:
             if request_id == 0:
                 # 0 marks server-initiated frames: a reply with id 0 would look like a push
@@ -205,9 +213,7 @@ class ClientConnection:
             logger.exception("request 0x%04x failed", opcode)
             self._m.request_errors.labels(code="INTERNAL").inc()
             reply_opcode, reply = Opcode.ERROR, error_body(ErrorCode.INTERNAL, "internal error", opcode)
-        if reply_opcode and not self.stream.closed:
-            self.stream.send(reply_opcode, request_id, reply)
-        self._m.request_seconds.labels(opcode=opcode_name(opcode)).observe(time.perf_counter() - started)
+        return reply_opcode, reply
 
     async def _dispatch(self, opcode: int, body: bytes) -> tuple[int, bytes]:
         if opcode == Opcode.PING:

@@ -28,6 +28,7 @@ from qim.consts import DISPATCH_TOPIC, MAILBOX_GLOBAL_PERMIT, MAILBOX_SHARD_FIFO
 from qim.errors import EngineError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncConsumer
+from qim.obs.logcontext import bind, tracer
 from qim.services.mailbox.metrics import MailboxMetrics
 from qim.services.mailbox.record import ShardCursor, materialize
 from qim.stores.mailboxes import MailboxStore
@@ -166,8 +167,11 @@ class MailboxMaterializer:
         self._m.stage.labels(stage="materialize").observe(time.perf_counter() - started)
         state.stored_blob = done.new_blob
         self._m.records.labels(status=done.status).inc()
-        if done.status != "DUPLICATE":  # RECOVERED: the push of the lost attempt never happened
-            self._push(done.tenant, done.mailbox_seq, done.per_user)
+        with bind(trace=done.trace_id):  # the push hook reads it (pushes and projections carry it)
+            tracer.debug("materialized shard %d offset %d for %d recipient(s): %s", state.shard, offset,
+                         len(done.per_user), done.status)
+            if done.status != "DUPLICATE":  # RECOVERED: the push of the lost attempt never happened
+                self._push(done.tenant, done.mailbox_seq, done.per_user)
 
     async def _gc_loop(self) -> None:
         """DispatchProgress GC: delete DP whose highest observed offset is at or below the

@@ -26,6 +26,7 @@ from typing import Callable, Optional
 from qim.consts import DISPATCH_TOPIC, SESSION_CONSUME_BATCH
 from qim.errors import EngineError
 from qim.infra.kafka.bridge import AsyncConsumer, topic_identity
+from qim.obs.logcontext import bind, tracer
 from qim.services.session.metrics import SessionMetrics
 from qim.services.session.register import Registration, from_message, merge
 from qim.stores.errors import StorageError
@@ -135,6 +136,9 @@ class DurableProjector:
             try:
                 d = dispatch_record.decode(m.value())
                 c = d.coord
+                if d.trace_id and tracer.isEnabledFor(logging.DEBUG):
+                    with bind(trace=d.trace_id):
+                        tracer.debug("durable projection of partition %d offset %d", part, off)
                 regs += from_message(d.tenant, c.conversation_id, c.conversation_seq, c.created_at_ms, c.sender_id,
                                      d.recipients, self.owns)
             except (dispatch_record.DispatchDecodeError, ValueError) as exc:
