@@ -30,6 +30,7 @@ from qim._core.mailbox_seq import from_bytes as mseq_from_bytes
 from qim.cli.topic_read import KAFKA_CALL_TIMEOUT_S, high_watermarks, read_topic
 from qim.consts import DISPATCH_TOPIC, OUTBOX_TOPIC
 from qim.errors import ConfigError, EngineError
+from qim.proto.v1 import internal_pb2
 from qim.stores.redis.keys import dp_key, wm_key
 from qim.wire import dispatch as dispatch_codec
 from qim.wire import outbox as outbox_codec
@@ -58,11 +59,12 @@ def _start(consumer: Consumer, topic: str, parts: int, ms: int) -> dict[int, tup
             for tp in found}
 
 
-def _find(bootstrap: str, mid: bytes, shard_count: int) -> tuple[Optional[tuple[int, object]], list]:
+def _find(bootstrap: str, mid: bytes, shard_count: int) -> tuple[Optional[tuple[int, internal_pb2.OutboxRecord]],
+                                                                  list]:
     since = ids.split_message_id(mid)[0] - LOOKBACK_MS
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "qimctl-trace", "enable.auto.commit": False,
                          "enable.partition.eof": True})
-    outbox: list = []
+    outbox: list[tuple[int, internal_pb2.OutboxRecord]] = []
     dispatches: list = []
     try:
         def on_outbox(p: int, offset: int, value: Optional[bytes]) -> None:
@@ -116,7 +118,7 @@ def run_trace(args: argparse.Namespace, out=sys.stdout) -> int:
             w = watermark.start_offset(blob) - 1 if blob else -1
             seq8, state = r.hmget(dp_key(shard, d.dispatch_id), "seq", "st")
             if w >= doff or state == b"DONE":
-                seq = mseq_from_bytes(seq8) if seq8 else 0
+                seq = mseq_from_bytes(seq8) if isinstance(seq8, bytes) else 0
                 print(f"materialized: shard {shard} mailbox_seq {seq} (W={w}) for {list(d.recipients)}", file=out)
                 for user in d.recipients:
                     if user in cursors:
