@@ -157,7 +157,8 @@ class ChatApp(App):
         self.show_status()
         if e.state == "kicked":
             self.exit_code = EXIT_KICKED
-            self.exit_message = "kicked: this device logged in again elsewhere"
+            self.exit_message = ("kicked: an operator revoked this device's sign-in; sign in again"
+                                 if e.reason == "REVOKED" else "kicked: this device logged in again elsewhere")
             self.leaving = True
             self.exit()
             return
