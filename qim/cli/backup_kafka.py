@@ -1,4 +1,4 @@
-"""Kafka half of `qimctl backup` / `qimctl restore` (docs/decisions/0034-ops-backups.md):
+"""Kafka half of `qimctl backup` / `qimctl restore` (docs/decisions/0037-ops-backups.md):
 the Outbox (`qim.outbox`) and the dispatch log (`qim.dispatch`) record by record, and the
 FanoutCoordinator's committed Outbox position. Nothing else in Kafka is state: the
 mailbox, session and archiver positions live in Redis.

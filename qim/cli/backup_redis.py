@@ -1,5 +1,5 @@
 """Redis half of `qimctl backup` / `qimctl restore` (docs/operations.md "Backup and restore";
-docs/decisions/0034-ops-backups.md): engine-native steps only.
+docs/decisions/0037-ops-backups.md): engine-native steps only.
 
 - `snapshot(addr, path)`: a point-in-time RDB of the running commit Redis, fetched over
   the replication protocol (`redis-cli --rdb`): the server forks and streams the

@@ -1,5 +1,5 @@
 """`qimctl backup --to DIR` and `qimctl restore --from DIR` (docs/operations.md "Backup and
-restore"; docs/decisions/0034-ops-backups.md says why this order makes a consistent cut).
+restore"; docs/decisions/0037-ops-backups.md says why this order makes a consistent cut).
 
 backup, on a running stack, nothing paused:
   1. Redis: a point-in-time RDB (qim/cli/backup_redis.py). THE BACKUP POINT: every

@@ -1,6 +1,6 @@
 """The development stack's supervisor: one small process per stack that starts every
 service of DIR/stack.json, restarts one that dies and stops them all on SIGTERM
-(docs/operations.md "Supervision"; docs/decisions/0032-ops-supervision-and-units.md).
+(docs/operations.md "Supervision"; docs/decisions/0035-ops-supervision-and-units.md).
 
 Why a process of its own: `qim-dev stack up` exits after the stack is ready, and a dead
 service must come back without anyone running a command. The supervisor is started in

@@ -3,7 +3,7 @@ the variable table (qim/config/variables.py): one template unit per process kind
 `qim-<kind>@.service`, whose instance name is the node (`qim-mailbox@2`), and
 `qim.target` that groups them. deploy/systemd/ holds the generated files;
 tests/ops/test_units.py checks they are current and runs `systemd-analyze verify` on
-them (docs/operations.md "Production units"; docs/decisions/0032-ops-supervision-and-units.md).
+them (docs/operations.md "Production units"; docs/decisions/0035-ops-supervision-and-units.md).
 
 Each unit: `Restart=always` with a short bounded restart delay and no start limit (a
 service that dies is started again whatever happened, like the development supervisor),

@@ -1,6 +1,6 @@
 """RevocationStore: revoked tokens as a session epoch in time per (user, device), or for
 a whole user (device 0), with a feed of revocations to every gateway (the Redis store and
-its rules: qim/stores/redis/revocations.py; docs/decisions/0033-ops-tokens-jwks-revocation.md).
+its rules: qim/stores/redis/revocations.py; docs/decisions/0036-ops-tokens-jwks-revocation.md).
 
     store = open_revocations(redis_addr)
     await store.cutoffs([(tenant, user, device), ...])   # unix s, 0 = nothing revoked

@@ -1,4 +1,4 @@
-"""Token revocation at the ConnectionNode (qim/stores/revocations.py; docs/decisions/0033-ops-tokens-jwks-revocation.md).
+"""Token revocation at the ConnectionNode (qim/stores/revocations.py; docs/decisions/0036-ops-tokens-jwks-revocation.md).
 
 `admit(conn, issued_at)`: at AUTH (and at a token refresh), after the connection is
 registered, its (user, device) cutoff is read: a token issued at or before it is refused

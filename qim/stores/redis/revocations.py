@@ -1,7 +1,7 @@
 """RevocationStore on Redis (the interface: qim/stores/revocations.py): which tokens are revoked, per (user, device) or for a whole user
 (device 0), as a session epoch in time: tokens issued at or before the cutoff (their
 `iat`, unix seconds) are refused at AUTH, and a connection authenticated with one is
-closed (docs/operations.md "Tokens and keys"; docs/decisions/0033-ops-tokens-jwks-revocation.md).
+closed (docs/operations.md "Tokens and keys"; docs/decisions/0036-ops-tokens-jwks-revocation.md).
 
 Keys: qim/stores/redis/keys.py `revocation_key`, on the commit Redis. A revocation is a
 SET with a TTL (the longest token lifetime and the leeway: then every token it refuses
