@@ -6,7 +6,9 @@ backup, on a running stack, nothing paused:
      message acknowledged before it started is COMMITTED in this snapshot.
   2. Kafka: the Outbox and the dispatch log up to the watermarks seen after step 1, and
      the fanout position (qim/cli/backup_kafka.py): a superset of what step 1 refers to.
-  3. manifest.json (shard count, what was taken, in which order).
+  3. The archive tier (when QIM_SCYLLA_ADDRS names one): every table with its cells'
+     write times and TTLs (qim/cli/backup_cql.py), a superset of what step 1 trimmed.
+  4. manifest.json (shard count, what was taken, in which order).
 restore, into an EMPTY stack whose services are not running (engines up):
   1. Redis from the RDB.
   2. The cut: an Outbox record whose conversation_seq is above the restored
@@ -16,6 +18,9 @@ restore, into an EMPTY stack whose services are not running (engines up):
   3. Kafka: the kept records (their offsets preserved up to the first left-out one);
      the fanout position mapped to the kept Outbox; the session and archiver
      checkpoints bound to the new broker's cluster and topic ids (same offsets).
+  4. The archive tier (a backup that has one needs QIM_SCYLLA_ADDRS): the schema, then
+     the rows, less those of the left-out messages, archive bounds cut to the restored
+     sequences.
   Then start the services: fanout, mailbox and session resume from the restored
   positions (anything replayed is absorbed as DUPLICATE), CommitRecovery finishes the
   commits that were in flight at the backup point.
@@ -34,10 +39,13 @@ from pathlib import Path
 
 import redis
 
-from qim.cli import backup_kafka, backup_redis
+from qim.cli import backup_cql, backup_kafka, backup_redis
+from qim.cli.qimctl_schema import add_scylla_args, scylla_from
+from qim.config.tier import ScyllaConfig
 from qim.consts import DISPATCH_TOPIC, OUTBOX_TOPIC
 from qim.errors import ConfigError, EngineError
 from qim.infra.kafka.bridge import topic_identity
+from qim.stores.errors import StorageError
 from qim.stores.redis.keys import CommitKeys, archive_checkpoint_key
 from qim.wire import dispatch as dispatch_codec
 from qim.wire import outbox as outbox_codec
@@ -58,7 +66,8 @@ def add_parsers(sub, env) -> None:
                        help="Kafka bootstrap (default $QIM_KAFKA_BOOTSTRAP)")
         p.add_argument("--shard-count", type=int, default=int(env.get("QIM_MAILBOX_SHARD_COUNT") or 64),
                        help="qim.dispatch partitions (default $QIM_MAILBOX_SHARD_COUNT or 64)")
-        p.set_defaults(func=run_backup if name == "backup" else run_restore)
+        add_scylla_args(p)
+        p.set_defaults(func=run_backup if name == "backup" else run_restore, environ=env)
 
 
 def _check(args: argparse.Namespace) -> Path:
@@ -72,6 +81,14 @@ def _check(args: argparse.Namespace) -> Path:
     return Path(args.dir)
 
 
+def _scylla(args: argparse.Namespace) -> ScyllaConfig | None:
+    """The archive tier's configuration, None when neither QIM_SCYLLA_ADDRS nor
+    --scylla-addrs names one (a stack without the tier)."""
+    if not (args.scylla_addrs or args.environ.get("QIM_SCYLLA_ADDRS")):
+        return None
+    return scylla_from(args, args.environ)
+
+
 def run_backup(args: argparse.Namespace, out=sys.stdout) -> int:
     """Steps of the module doc, in order."""
     dir = _check(args)
@@ -82,11 +99,18 @@ def run_backup(args: argparse.Namespace, out=sys.stdout) -> int:
     size = backup_redis.snapshot(args.redis_addr, dir / "redis.rdb")
     meta = backup_kafka.export(args.kafka_bootstrap, dir / "kafka", args.shard_count)
     counts = {t: sum(hi - lo for lo, hi in info["marks"].values()) for t, info in meta["topics"].items()}
+    scylla = _scylla(args)
+    try:
+        rows = backup_cql.export(scylla, dir / "cql") if scylla is not None else None
+    except StorageError as exc:
+        raise EngineError(f"backup: archive tier: {exc.message}") from None
     (dir / MANIFEST).write_text(json.dumps({
         "format": FORMAT, "backup_point_unix_s": started, "shard_count": args.shard_count,
-        "order": ["redis", "kafka"], "redis_rdb_bytes": size, "kafka_records": counts}, indent=2))
+        "order": ["redis", "kafka", *(["cql"] if rows is not None else [])], "redis_rdb_bytes": size,
+        "kafka_records": counts, "cql_rows": rows}, indent=2))
+    archive = f" archive={sum(rows.values())} rows" if rows is not None else " (no archive tier)"
     print(f"backup: {dir} redis={size} bytes outbox={counts[OUTBOX_TOPIC]} dispatch={counts[DISPATCH_TOPIC]} "
-          f"records; backup point {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(started))}", file=out)
+          f"records{archive}; backup point {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(started))}", file=out)
     return 0
 
 
@@ -130,6 +154,9 @@ def run_restore(args: argparse.Namespace, out=sys.stdout) -> int:
     if manifest.get("format") != FORMAT or manifest["shard_count"] != args.shard_count:
         raise ConfigError(f"backup format {manifest.get('format')} with {manifest.get('shard_count')} shards; "
                           f"this stack runs format {FORMAT} with {args.shard_count} shards")
+    scylla = _scylla(args)
+    if "cql" in manifest["order"] and scylla is None:
+        raise ConfigError("this backup has the archive tier: QIM_SCYLLA_ADDRS (or --scylla-addrs) is required")
     keys = backup_redis.restore(args.redis_addr, dir / "redis.rdb", dir / "restore-tmp")
     host, port = parse_addr(args.redis_addr)
     r = redis.Redis(host=host, port=port, socket_timeout=30)
@@ -148,13 +175,23 @@ def run_restore(args: argparse.Namespace, out=sys.stdout) -> int:
             backup_kafka.set_fanout_position(
                 args.kafka_bootstrap, low + sum(1 for o, _ in moved[(OUTBOX_TOPIC, 0)] if o < old))
         rebound = _rebind(r, args.kafka_bootstrap)
+        rows = None
+        if scylla is not None and "cql" in manifest["order"]:  # checked above: the tier is named
+            def seq_of(tenant: bytes, conversation_id: bytes) -> int:
+                return int(r.get(CommitKeys(int.from_bytes(tenant, "big"), conversation_id).seq()) or 0)
+
+            rows = backup_cql.restore(scylla, dir / "cql", dropped, seq_of)
     except EngineError:
         raise
+    except StorageError as exc:  # StoreCorrupt: the target keyspace refused a statement
+        raise EngineError(f"restore: archive tier: {exc.message}") from None
     except (redis.exceptions.RedisError, ValueError) as exc:
         raise EngineError(f"restore: {exc}") from None
     finally:
         r.close()
     kept = sum(len(v) for (t, _), v in moved.items() if t == OUTBOX_TOPIC)
+    archive = f"; archive {sum(rows.values())} rows" if rows is not None else ""
     print(f"restore: {keys} Redis keys; outbox {kept} records kept, {len(dropped)} reserved after the backup "
-          f"point left out; {rebound} checkpoint(s) bound to the new broker; start the services now", file=out)
+          f"point left out; {rebound} checkpoint(s) bound to the new broker{archive}; start the services now",
+          file=out)
     return 0
