@@ -90,10 +90,16 @@ def run_trace(args: argparse.Namespace, out=sys.stdout) -> int:
     """Print the message's way (module doc)."""
     try:
         mid = bytes.fromhex(args.message_id)
+    except ValueError:
+        raise ConfigError(f"MESSAGE_ID {args.message_id!r} is not hex: 32 hex digits of a message id") from None
+    try:
         ids.split_message_id(mid)  # IdError (a ValueError) for anything a writer never made
+    except ValueError as exc:
+        raise ConfigError(f"MESSAGE_ID {args.message_id} is not a message id a writer makes: {exc}") from None
+    try:
         cursors = {int(u): int(s) for u, s in (c.split("=", 1) for c in args.cursor)}
     except ValueError:
-        raise ConfigError("MESSAGE_ID is 32 hex digits of a message id; --cursor is USER=SEQ") from None
+        raise ConfigError(f"--cursor {args.cursor}: each is USER=SEQ (two integers)") from None
     if not args.kafka_bootstrap or not args.redis_addr:
         raise ConfigError("--kafka-bootstrap and --redis-addr (or their variables) are required")
     committed, dispatches = _find(args.kafka_bootstrap, mid, args.shard_count)
@@ -111,8 +117,10 @@ def run_trace(args: argparse.Namespace, out=sys.stdout) -> int:
         print("dispatched: not yet (fanout behind, see qim_fanout_outbox_lag)", file=out)
     host, port = parse_addr(args.redis_addr)
     r = redis.Redis(host=host, port=port, socket_timeout=10)
+    told: set[int] = set()
     try:
         for shard, doff, d in sorted(dispatches, key=lambda x: x[:2]):
+            told.update(d.recipients)
             print(f"dispatched: shard {shard} offset {doff} recipients {list(d.recipients)}", file=out)
             blob = r.hget(wm_key(shard), "blob")
             w = watermark.start_offset(blob) - 1 if blob else -1
@@ -130,4 +138,6 @@ def run_trace(args: argparse.Namespace, out=sys.stdout) -> int:
         raise EngineError(f"redis at {args.redis_addr}: {exc}") from None
     finally:
         r.close()
+    for user in sorted(set(cursors) - told):  # a cursor nobody could compare: say so, never nothing
+        print(f"cursor: user {user} is not among the recipients dispatched so far", file=out)
     return 0

@@ -46,12 +46,13 @@ async def test_one_trace_id_from_commit_to_every_service_log(ops_stack):
         await sender.close()
         await peer.close()
     mid = ack.message_id.hex()
-    r = await _trace(st, mid, "--cursor", f"9100002={seq}")
+    r = await _trace(st, mid, "--cursor", f"9100002={seq}", "--cursor", "9100003=1")
     assert r.returncode == 0, r.stdout + r.stderr
     trace = re.search(r"trace=([0-9a-f]{32})", r.stdout).group(1)
     assert re.search(rf"committed: outbox offset \d+ conversation [0-9a-f]+ seq {ack.conversation_seq} ", r.stdout)
     assert "dispatched: shard" in r.stdout and "materialized: shard" in r.stdout, r.stdout
     assert f"cursor: user 9100002 cursor {seq}: entry {seq} is below it" in r.stdout, r.stdout
+    assert "cursor: user 9100003 is not among the recipients" in r.stdout, r.stdout  # said, not left out
 
     for kind, stage in STAGES.items():
         text = ""
@@ -67,4 +68,4 @@ async def test_one_trace_id_from_commit_to_every_service_log(ops_stack):
     unknown = await _trace(st, compose_message_id(int(time.time() * 1000), 0, 0, 4242).hex())
     assert unknown.returncode == 1 and "not committed" in unknown.stdout
     bad = await _trace(st, "00" * 16)
-    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "MESSAGE_ID" in bad.stderr, bad.stderr
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "not a message id a writer makes" in bad.stderr
