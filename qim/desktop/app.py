@@ -157,8 +157,7 @@ class ChatApp(App):
         self.show_status()
         if e.state == "kicked":
             self.exit_code = EXIT_KICKED
-            self.exit_message = ("kicked: an operator revoked this device's sign-in; sign in again"
-                                 if e.reason == "REVOKED" else "kicked: this device logged in again elsewhere")
+            self.exit_message = render.kicked_words(e.reason)
             self.leaving = True
             self.exit()
             return
