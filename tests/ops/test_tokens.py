@@ -129,10 +129,10 @@ async def live_refresh(st, tmp_path) -> None:
     peer = await RawClient.login(st, user + 1, device=1)
     try:
         await app.connect()
-        first = app.runtime._conn
+        first = app.runtime.core.conn
         await asyncio.sleep(TTL_S + 3)  # past the first token's exp (no leeway on this gateway)
         assert calls, "the SDK never asked its provider for a fresh token"
-        assert app.runtime._conn is first and first.is_open and app.runtime.state == "ready"
+        assert app.runtime.core.conn is first and first is not None and first.is_open and app.runtime.state == "ready"
         assert not app.told.of(ev.Disconnected), app.told.of(ev.Disconnected)
         op, _ = await peer.send_text(user, b"still here")
         assert op == Opcode.SEND_ACK
