@@ -65,6 +65,7 @@ async def test_one_trace_id_from_commit_to_every_service_log(ops_stack):
         lines = [ln for ln in text.splitlines() if LINE.match(ln)]
         assert lines and all(f"[service={kind} node={kind}" in ln for ln in lines), \
             next(ln for ln in lines if f"[service={kind}" not in ln)
+    assert f"trace={trace}]: committed message_id={mid} " in _logs(st, "writer")  # from a trace to qimctl trace
     unknown = await _trace(st, compose_message_id(int(time.time() * 1000), 0, 0, 4242).hex())
     assert unknown.returncode == 1 and "not committed" in unknown.stdout
     bad = await _trace(st, "00" * 16)

@@ -159,7 +159,7 @@ class MessageCommitter:
         turn.release()
         self.outbox.complete_in_background(before)
         done = await self.outbox.complete(pending)
-        tracer.debug("committed conversation_seq=%d", done.conversation_seq)
+        tracer.debug("committed message_id=%s conversation_seq=%d", done.message_id.hex(), done.conversation_seq)
         return done
 
     async def _reserve(self, ref: CommitRef, digest: bytes, record: message_pb2.MessageRecord, audience: bytes,
