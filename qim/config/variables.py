@@ -12,6 +12,7 @@ helpers, examples), `dev` (qim-dev, qim-web), `all` (every service process).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from qim.consts import (
@@ -201,9 +202,22 @@ def update_doc(text: str) -> str:
     return text[:start] + render_reference() + text[end + len(END):]
 
 
-if __name__ == "__main__":  # python -m qim.config.variables docs/operations.md: rewrite its block
-    import sys
+def main(argv: list[str]) -> int:
+    """`python -m qim.config.variables DOC`: rewrite DOC's reference block; exit 0, or 2
+    with one line (no argument, an unreadable file, no block in it)."""
     from pathlib import Path
 
-    doc = Path(sys.argv[1])
-    doc.write_text(update_doc(doc.read_text()))
+    if len(argv) != 1:
+        print("usage: python -m qim.config.variables docs/operations.md", file=sys.stderr)
+        return 2
+    doc = Path(argv[0])
+    try:
+        doc.write_text(update_doc(doc.read_text()))
+    except (OSError, ValueError) as exc:
+        print(f"qim.config.variables: {doc}: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -123,5 +123,19 @@ def write(dir: Path, prefix: str = PREFIX) -> None:
         (dir / name).write_text(text)
 
 
+def main(argv: list[str]) -> int:
+    """`python -m qim.dev.units DIR`: write the units into DIR; exit 0, or 2 with one
+    line (no argument, a directory that cannot be written)."""
+    if len(argv) != 1:
+        print("usage: python -m qim.dev.units deploy/systemd", file=sys.stderr)
+        return 2
+    try:
+        write(Path(argv[0]))
+    except OSError as exc:
+        print(f"qim.dev.units: {argv[0]}: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 if __name__ == "__main__":
-    write(Path(sys.argv[1]))
+    sys.exit(main(sys.argv[1:]))

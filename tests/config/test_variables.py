@@ -83,3 +83,15 @@ def test_every_qim_name_in_the_code_is_in_the_table():
 def test_operations_md_carries_the_reference_as_rendered():
     text = (ROOT / "docs" / "operations.md").read_text()
     assert render_reference() in text, "docs/operations.md is stale: python -m qim.config.variables docs/operations.md"
+
+
+def test_the_renderer_refuses_bad_arguments_in_one_line(tmp_path, capsys):
+    from qim.config.variables import main
+
+    no_block = tmp_path / "other.md"
+    no_block.write_text("# no reference block here\n")
+    for argv in ([], [str(tmp_path / "missing.md")], [str(no_block)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert no_block.read_text() == "# no reference block here\n"  # nothing written on a refusal

@@ -62,3 +62,16 @@ def test_hardening_exposure_is_low(instantiated):
         found = re.search(r"Overall exposure level for \S+: ([0-9.]+)", r.stdout)
         assert found, r.stdout[-500:] + r.stderr
         assert float(found.group(1)) <= EXPOSURE_AT_MOST, (path, found.group(0))
+
+
+def test_the_generator_refuses_bad_arguments_in_one_line(tmp_path, capsys):
+    from qim.dev.units import main
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for argv in ([], [str(blocker / "units")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert main([str(tmp_path / "units")]) == 0 and sorted(p.name for p in (tmp_path / "units").iterdir()) == \
+        sorted(units())
