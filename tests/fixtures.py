@@ -227,7 +227,7 @@ def ops_stack(tmp_path_factory):
     jwks = base / "jwks.json"
     jwks.write_text(json.dumps({"keys": [jwk_of(key.verify_key(), "ops-a")]}))
     with running_stack(base, supervise=True, nodes={"writer": 2, "mailbox": 2, "session": 2},
-                       extra_env={"QIM_AUTH_TIMEOUT_MS": str(AUTH_TIMEOUT_MS), "QIM_TOKEN_JWKS": str(jwks),
+                       extra_env={"QIM_TOKEN_JWKS": str(jwks),  # the default 10 s AUTH (and TLS) timeout
                                   "QIM_TOKEN_JWKS_REFRESH_S": "5", "QIM_TOKEN_LEEWAY_S": "0",
                                   "QIM_LOG_TRACE": "1"}) as st:
         st.jwks_path, st.jwks_key = jwks, key
