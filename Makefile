@@ -23,6 +23,10 @@ install: $(STAMP)
 engines: install
 	$(BIN)/qim-dev engines up
 
+# The services run under the stack's supervisor (qim/dev/supervisor.py): one that dies is
+# started again after 0.5 s, doubling up to 30 s while it keeps dying; `qim-dev stack
+# status` shows each one's restarts and .qim/stack/logs/supervisor.log each exit status.
+# `make down` stops the supervisor first (by its recorded pid), then anything left.
 up: engines
 	$(BIN)/qim-dev stack up
 
@@ -82,9 +86,13 @@ web-up: install web-build
 	    echo "web: open http://127.0.0.1:$(QIM_WEB_PORT)/ (sign in as any user id; qim-web pid $$(cat $(WEB_PID)), stopped by 'make down')" >&2; \
 	  else echo "web: qim-web did not start: $$(tail -1 .qim/web/qim-web.log)" >&2; exit 1; fi
 
-# tmux (Debian) for the test that drives two real qim-desktop processes (tests/e2e/test_desktop_tmux.py)
+# Debian packages of the tests: tmux (two real qim-desktop processes, tests/e2e/test_desktop_tmux.py),
+# promtool from prometheus (the alert rules, tests/ops/test_alerts.py) and systemd-analyze from
+# systemd (the production units, tests/ops/test_units.py); --no-install-recommends keeps
+# prometheus to its binaries (no exporters)
+TEST_APT := tmux prometheus systemd
 test-tools:
-	@command -v tmux >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux; }
+	@dpkg -s $(TEST_APT) >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(TEST_APT); }
 
 # Every test (the qim-js unit tests first, then pytest, which includes the browser
 # tests of tests/web), then the core suite again on the pure-Python twins (QIM_PUREPYTHON=1).

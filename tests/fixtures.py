@@ -17,6 +17,9 @@ tests/, not in the qim package, so the wheel carries no test code (issue 11).
   mailbox shard (tests/test_fixtures_defined_once.py).
 - `fresh_stack` (function): private engines and services of the test's own, for tests
   that need untouched partitions or will kill something.
+- `ops_stack` (session, created only when a test asks): private engines and services
+  run by the stack's supervisor (qim/dev/supervisor.py), as `make up` runs them: for the
+  operator tests that kill, restart or revoke (supervision, rolling restart, tokens).
 
 `start_test_engines(base, with_cassandra=True)` (or QIM_DEV_WITH_CASSANDRA=1) adds
 Cassandra to an EngineSet.
@@ -160,16 +163,20 @@ def shared_cassandra(tmp_path_factory) -> SharedCassandra:
     eng.stop()
 
 
-def start_private_stack(base, **stack_kw):
+def start_private_stack(base, supervise: bool = False, **stack_kw):
     """Private engines and QIM services under `base` (the caller stops `st` and
     `st.engines`); FAILS the test (never skips) when they cannot start. `stack_kw` goes
-    to qim.dev.stack.stack_up (writers=, mailboxes=, extra_env=)."""
+    to qim.dev.stack.stack_up (writers=, mailboxes=, extra_env=); `supervise`: the
+    services run under the stack's supervisor (qim.dev.supervisor)."""
     from qim.dev.stack import stack_up
+    from qim.dev.supervisor import supervised_stack_up
+
+    up = supervised_stack_up if supervise else stack_up
 
     es, err = _start(lambda: start_test_engines(base / "engines"))
     if err:
         pytest.fail(f"engines could not start: {err}", pytrace=False)
-    st, err = _start(lambda: stack_up(base / "stack", es.env(), die_with_parent=True, **stack_kw))
+    st, err = _start(lambda: up(base / "stack", es.env(), die_with_parent=True, **stack_kw))
     if err:
         es.down()
         pytest.fail(f"QIM services could not start: {err}", pytrace=False)
@@ -200,6 +207,31 @@ def stack(engines, tmp_path_factory):
         pytest.fail(f"QIM services could not start: {err}", pytrace=False)
     yield st
     st.down()
+
+
+@pytest.fixture(scope="session")
+def ops_stack(tmp_path_factory):
+    """A supervised private stack for the operator tests (module docstring): two writers,
+    mailbox and session nodes each (a rolling restart covers several nodes of a kind),
+    one gateway and fanout. Its gateway
+    trusts the development key and a JWKS document (`st.jwks_path`, first key
+    `st.jwks_key` under kid "ops-a", read again every 5 s) and allows no clock leeway (so
+    token expiry tests are short); every service logs its per-message trace lines."""
+    import json
+
+    from qim.wire.jwks import jwk_of
+    from qim.wire.tokens import SigningKey
+
+    base = tmp_path_factory.mktemp("ops")
+    key = SigningKey.generate()
+    jwks = base / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [jwk_of(key.verify_key(), "ops-a")]}))
+    with running_stack(base, supervise=True, nodes={"writer": 2, "mailbox": 2, "session": 2},
+                       extra_env={"QIM_TOKEN_JWKS": str(jwks),  # the default 10 s AUTH (and TLS) timeout
+                                  "QIM_TOKEN_JWKS_REFRESH_S": "5", "QIM_TOKEN_LEEWAY_S": "0",
+                                  "QIM_LOG_TRACE": "1"}) as st:
+        st.jwks_path, st.jwks_key = jwks, key
+        yield st
 
 
 @pytest.fixture

@@ -118,7 +118,8 @@ def test_the_dev_stack_layout_keeps_its_port_keys_and_expresses_n_nodes():
     assert shared["QIM_MAILBOX_NODE_COUNT"] == "2" and own["mailbox2"]["QIM_MAILBOX_NODE_INDEX"] == "1"
     assert own["gateway2"] == {"QIM_GATEWAY_LISTEN": ports["gateway2"], "QIM_GATEWAY_PUSH_ADDR": ports["gateway2_push"],
                                "QIM_GATEWAY_WS_LISTEN": ports["gateway2_ws"],
-                               "QIM_GATEWAY_METRICS_LISTEN": ports["gateway2_metrics"]}
+                               "QIM_GATEWAY_METRICS_LISTEN": ports["gateway2_metrics"],
+                               "QIM_NODE_NAME": "gateway2"}  # the node in every log line (qim/obs/logcontext.py)
     assert kind_of("writer3").name == "writer"
     with pytest.raises(EngineError):
         kind_of("qimctl")
@@ -202,5 +203,6 @@ def test_a_new_service_is_one_row(monkeypatch):
     assert [i.name for i in nodes if i.service is room] == ["room", "room2"]
     keys = port_keys(nodes)
     shared, own = layout.environment(nodes, {k: f"127.0.0.1:{20000 + i}" for i, k in enumerate(keys)})
-    assert shared["QIM_ROOM_ADDRS"].count(",") == 1 and set(own["room2"]) == {"QIM_ROOM_LISTEN", "QIM_ROOM_METRICS_LISTEN"}
+    assert shared["QIM_ROOM_ADDRS"].count(",") == 1 and set(own["room2"]) == {"QIM_ROOM_LISTEN", "QIM_ROOM_METRICS_LISTEN",
+                                                                                 "QIM_NODE_NAME"}
     assert Env({}).peers("gateway")["room"] == ("127.0.0.1:7188",)

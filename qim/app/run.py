@@ -21,7 +21,10 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Callable
 
+from qim.config.env import Env
+from qim.config.tls import metrics_tls
 from qim.errors import ConfigError, EngineError
+from qim.obs import logcontext
 
 if TYPE_CHECKING:
     from qim.obs.node import ServiceNode
@@ -50,10 +53,18 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
 
 
 def setup_logging(service: str) -> None:
-    """Log lines `time service LEVEL logger: message` at QIM_LOG_LEVEL (default INFO)."""
+    """Log lines `time LEVEL logger [service=… node=… op=… rid=… trace=…]: message` at
+    QIM_LOG_LEVEL (default INFO), the context of qim/obs/logcontext.py on every line;
+    QIM_NODE_NAME names the node (default the service); QIM_LOG_TRACE=1 adds the
+    per-message stage lines of the `qim.trace` logger (DEBUG) whatever the level."""
     level = os.environ.get("QIM_LOG_LEVEL", "INFO").upper()
+    logcontext.set_process(service, os.environ.get("QIM_NODE_NAME", "").strip() or service)
     logging.basicConfig(level=getattr(logging, level, logging.INFO),
-                        format=f"%(asctime)s {service} %(levelname)s %(name)s: %(message)s")
+                        format="%(asctime)s %(levelname)s %(name)s [%(ctx)s]: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(logcontext.ContextFilter())
+    if os.environ.get("QIM_LOG_TRACE", "") == "1":
+        logging.getLogger(logcontext.TRACE_LOGGER).setLevel(logging.DEBUG)
     # asyncio's INFO lines (slow callbacks) are noise at INFO; its warnings still show.
     logging.getLogger("asyncio").setLevel(logging.WARNING)
 
@@ -96,6 +107,8 @@ async def serve_until_signal(service: str, build: Callable[[], "ServiceNode"]) -
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     node = build()
+    # /metrics and /healthz: HTTPS with a certificate, else plain HTTP on loopback only
+    node.metrics_tls = metrics_tls(Env(), node.metrics_listen)
     # certificate rotation: new connections use the reloaded files (docs/operations.md)
     loop.add_signal_handler(signal.SIGHUP, node.reload_tls)
     starting = loop.create_task(node.start(), name=f"{service}:start")

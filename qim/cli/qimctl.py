@@ -45,7 +45,7 @@ from typing import Optional, Sequence
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from qim.cli import qimctl_admin, qimctl_archive, qimctl_dev, qimctl_schema
+from qim.cli import qimctl_admin, qimctl_archive, qimctl_backup, qimctl_dev, qimctl_schema, qimctl_trace
 from qim.cli.topic_read import KAFKA_CALL_TIMEOUT_S, high_watermarks, read_topic
 from qim.config import Env
 from qim.consts import DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC
@@ -219,6 +219,8 @@ def build_parser(environ=None) -> argparse.ArgumentParser:
     qimctl_dev.add_parsers(sub, env)
     qimctl_schema.add_parsers(sub, env)
     qimctl_archive.add_parsers(sub, env)
+    qimctl_backup.add_parsers(sub, env)
+    qimctl_trace.add_parsers(sub, env)
     return parser
 
 

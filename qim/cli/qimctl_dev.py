@@ -70,9 +70,15 @@ def add_parsers(sub, env) -> None:
     """Register `token` and `group` under the qimctl subcommands."""
     tenant_default = env.get("QIM_TENANT_ID") or "0"
     t = sub.add_parser("token", help="print a development token for (tenant, user, device), signed with the "
-                                     "development key")
+                                     "development key; `token revoke`: refuse and cut a device's tokens")
+    t.add_argument("action", nargs="?", choices=("issue", "revoke"), default="issue",
+                   help="issue (default) or revoke (qim/cli/qimctl_ops.py: every gateway closes the device's "
+                        "connections within seconds and refuses its tokens issued until now)")
     t.add_argument("--user", type=_id, required=True, help="user id (required)")
-    t.add_argument("--device", type=_id, required=True, help="device id the token names (required)")
+    t.add_argument("--device", type=_id, default=None,
+                   help="device id the token names (required to issue; revoke: omitted = every device of the user)")
+    t.add_argument("--redis-addr", default=env.get("QIM_REDIS_ADDR"),
+                   help="revoke: the commit Redis (default $QIM_REDIS_ADDR)")
     t.add_argument("--tenant", type=_tenant, default=tenant_default,
                    help="tenant id, decimal or 0x hex (default: $QIM_TENANT_ID, else 0)")
     t.add_argument("--name", type=_name, default="",
@@ -109,7 +115,13 @@ def add_parsers(sub, env) -> None:
 
 def run_token(args: argparse.Namespace, out=sys.stdout) -> int:
     """Print the token only (so `$(qimctl token ...)` works). ConfigError (one line)
-    without a usable development key."""
+    without a usable development key; `revoke` is qim/cli/qimctl_ops.py's."""
+    if args.action == "revoke":
+        from qim.cli.qimctl_ops import run_revoke
+
+        return run_revoke(args, out)
+    if args.device is None:
+        raise ConfigError("--device is required to issue a token")
     try:
         key = dev_key_from_env(args.key)
     except ValueError as exc:

@@ -36,7 +36,7 @@ class GatewayConfig:
     listen: str
     metrics_listen: str
     push_listen: str
-    token_keys: tuple  # qim.wire.tokens.VerifyKey, by kid (QIM_TOKEN_PUBLIC_KEYS)
+    token_keys: tuple  # qim.wire.tokens.VerifyKey, by kid (QIM_TOKEN_PUBLIC_KEYS; () with a JWKS only)
     inflight_limit: int
     max_body: int
     auth_timeout_s: float
@@ -56,6 +56,8 @@ class GatewayConfig:
     internal_tls: Optional[TlsFiles] = None  # QIM_INTERNAL_*; None: plaintext development
     ws_origins: tuple[str, ...] = ()  # QIM_GATEWAY_WS_ORIGINS: browser origins allowed to open a WebSocket
     ws_listen: str = ""  # QIM_GATEWAY_WS_LISTEN: plain ws:// listener for development ("" = none)
+    token_jwks: str = ""  # QIM_TOKEN_JWKS: a JWKS file or http(s) URL, keys by kid (qim/wire/jwks.py)
+    token_jwks_refresh_s: int = 300  # QIM_TOKEN_JWKS_REFRESH_S
 
     @classmethod
     def from_env(cls, env: Env) -> "GatewayConfig":
@@ -66,7 +68,9 @@ class GatewayConfig:
             metrics_listen=env.metrics_listen(GATEWAY),
             push_listen=env.listen("QIM_GATEWAY_PUSH_ADDR"),
             peers=env.peers(GATEWAY),
-            token_keys=env.token_keys(),
+            token_keys=env.token_keys() if env.raw("QIM_TOKEN_PUBLIC_KEYS") or not env.raw("QIM_TOKEN_JWKS") else (),
+            token_jwks=env.raw("QIM_TOKEN_JWKS").strip(),
+            token_jwks_refresh_s=env.integer("QIM_TOKEN_JWKS_REFRESH_S", 300, 5, 86_400),
             inflight_limit=env.integer("QIM_WRITER_REQUEST_INFLIGHT_LIMIT", WRITER_INFLIGHT_DEFAULT, 1, WRITER_INFLIGHT_MAX),
             max_body=env.max_body(),
             auth_timeout_s=env.integer("QIM_AUTH_TIMEOUT_MS", 10_000, 100, 600_000) / 1000,

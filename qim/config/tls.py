@@ -116,3 +116,21 @@ def ws_dev_listen(env: "Env") -> str:
             raise ConfigError(f"QIM_GATEWAY_WS_LISTEN={addr}: the plain WebSocket listener is for development, "
                               "loopback only (browsers use wss:// on QIM_GATEWAY_LISTEN)")
     return addr
+
+
+def metrics_tls(env: Env, metrics_listen: str) -> Optional[TlsFiles]:
+    """/metrics and /healthz over HTTPS: QIM_METRICS_TLS_CERT/KEY (TLS 1.3; with
+    QIM_METRICS_CLIENT_CA a scraper must present a certificate of that CA), or None:
+    plain HTTP, allowed only on a loopback QIM_<ENV>_METRICS_LISTEN (a scraper on the
+    host, or a local proxy: docs/operations.md "Metrics"). ConfigError otherwise."""
+    cert, key = file_var(env, "QIM_METRICS_TLS_CERT"), file_var(env, "QIM_METRICS_TLS_KEY")
+    ca = file_var(env, "QIM_METRICS_CLIENT_CA")
+    if cert and key:
+        return TlsFiles(cert, key, ca)
+    if cert or key or ca:
+        raise ConfigError("QIM_METRICS_TLS_CERT and QIM_METRICS_TLS_KEY go together (QIM_METRICS_CLIENT_CA needs both)")
+    host = parse_addr(metrics_listen)[0]
+    if not is_loopback(host):
+        raise ConfigError(f"metrics address {metrics_listen} is not loopback: /metrics and /healthz are plain "
+                          "HTTP without QIM_METRICS_TLS_CERT/KEY; bind them to 127.0.0.1 or give them a certificate")
+    return None

@@ -157,7 +157,7 @@ class ChatApp(App):
         self.show_status()
         if e.state == "kicked":
             self.exit_code = EXIT_KICKED
-            self.exit_message = "kicked: this device logged in again elsewhere"
+            self.exit_message = render.kicked_words(e.reason)
             self.leaving = True
             self.exit()
             return

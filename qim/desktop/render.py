@@ -189,6 +189,15 @@ def connection_words(state: str, reason: str = "") -> str:
     return words
 
 
+def kicked_words(reason: str) -> str:
+    """What qim-desktop says when it stops because the server ended the session (the
+    SDK's ConnectionState("kicked", reason): "REVOKED" when an operator revoked the
+    device's sign-in, docs/sdk.md; anything else is this device signing in elsewhere)."""
+    if reason == "REVOKED":
+        return "kicked: an operator revoked this device's sign-in; sign in again"
+    return "kicked: this device logged in again elsewhere"
+
+
 def status_line(user: str, state: str, reason: str, endpoint: str, device_id: int) -> Text:
     """The top line, most important first (a narrow terminal cuts the tail)."""
     return Text(f" {user} · {connection_words(state, reason)} · {endpoint} · device {device_id}",

@@ -7,6 +7,7 @@
 
     qim-dev stack up|down|status [--dir DIR] [--engines-dir D]   the QIM services
     qim-dev stack restart NAME                                   one service, same ports
+    qim-dev stack roll                                           every node, one at a time, readers first
 
 DIR defaults to `<repo>/.qim/engines` (engines) and `<repo>/.qim/stack` (services). Load
 the addresses with `set -a; . DIR/engines.env; set +a`. A user's mistake (a taken port,

@@ -48,6 +48,7 @@ from qim.topology import GATEWAY, MAILBOX, SESSION, WRITER
 READY_TIMEOUT_S = 60.0
 TLS_DIR = "tls"  # the development CA and certificates, under the stack directory
 STOP_TIMEOUT_S = 10.0
+SUPERVISOR_STOP_S = 60.0  # it stops every service in turn (each up to STOP_TIMEOUT_S)
 # copied into stack.env so qim-loadgen and qimctl work after sourcing one file
 DEV_WS_ORIGINS = "http://localhost:*,http://127.0.0.1:*"  # pages of the development web client
 CLIENT_VARS = ("QIM_WRITER_ADDRS", "QIM_REDIS_ADDR", "QIM_KAFKA_BOOTSTRAP",
@@ -72,6 +73,8 @@ class Stack:
     instance_env: dict[str, dict[str, str]] = field(default_factory=dict)
     # exit code of a service that exited non-zero after stop_service's signal
     exit_codes: dict[str, int] = field(default_factory=dict, repr=False)
+    supervisor: Optional[int] = None  # pid of the stack's supervisor (qim/dev/supervisor.py), if any
+    restarts: dict[str, int] = field(default_factory=dict)  # name -> restarts after a death, by the supervisor
     _launchers: dict[str, Launcher] = field(default_factory=dict, repr=False)
 
     @property
@@ -116,11 +119,16 @@ class Stack:
         return client_env
 
     def save(self) -> None:
-        """Write stack.json (pids, addresses) and stack.env (client variables)."""
-        (self.dir / "stack.json").write_text(json.dumps(
-            {"env": self.env, "metrics": self.metrics, "pids": self.pids,
-             "instance_env": self.instance_env}, indent=2))
-        (self.dir / "stack.env").write_text("".join(f"{k}={v}\n" for k, v in self.client_env().items()))
+        """Write stack.json (pids, addresses) and stack.env (client variables), each whole
+        (a new file renamed over the old: the supervisor writes while the CLI reads)."""
+        for name, text in (("stack.json", json.dumps(
+                {"env": self.env, "metrics": self.metrics, "pids": self.pids,
+                 "instance_env": self.instance_env, "supervisor": self.supervisor,
+                 "restarts": self.restarts}, indent=2)),
+                ("stack.env", "".join(f"{k}={v}\n" for k, v in self.client_env().items()))):
+            tmp = self.dir / f".{name}.{os.getpid()}"
+            tmp.write_text(text)
+            os.replace(tmp, self.dir / name)
 
     @classmethod
     def load(cls, dir: Path) -> Optional["Stack"]:
@@ -132,7 +140,8 @@ class Stack:
             data = json.loads(path.read_text())
             return cls(Path(dir), data["env"], data["metrics"],
                        {k: int(v) for k, v in data["pids"].items()},
-                       instance_env=data.get("instance_env", {}))
+                       instance_env=data.get("instance_env", {}), supervisor=data.get("supervisor"),
+                       restarts={k: int(v) for k, v in data.get("restarts", {}).items()})
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise EngineError(f"{path} is corrupt ({e}); stop its processes by hand "
                               f"and remove it") from e
@@ -240,8 +249,18 @@ class Stack:
         self.wait_ready([name], timeout)
         return pid
 
+    def supervised(self) -> bool:
+        """True while the stack's supervisor process runs (it then owns the services)."""
+        return (self.supervisor is not None and pid_alive(self.supervisor)
+                and pid_cwd(self.supervisor) == str(Path(self.dir).resolve()))
+
     def down(self) -> None:
-        """Stop every service (reverse start order) and remove stack.json/stack.env."""
+        """Stop the supervisor first (by its pid: it stops its services, so nothing is
+        restarted behind us), then every service still running (reverse start order),
+        and remove stack.json/stack.env."""
+        if self.supervised():
+            assert self.supervisor is not None
+            stop_pid(self.supervisor, SUPERVISOR_STOP_S)
         for name in reversed(self.names):
             self.stop_service(name)
         (self.dir / "stack.json").unlink(missing_ok=True)
@@ -251,7 +270,7 @@ class Stack:
 def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str, str]] = None,
              die_with_parent: bool = False, writers: int = 1, mailboxes: int = 1,
              sessions: int = 1, ports_file: Optional[Path] = None, tls: bool = True,
-             nodes: Optional[Mapping[str, int]] = None) -> Stack:
+             nodes: Optional[Mapping[str, int]] = None, start: bool = True) -> Stack:
     """Start every service and wait until all are healthy.
 
     The layout comes from the service table (qim.dev.stack_layout): `nodes` ({service:
@@ -266,7 +285,8 @@ def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str
     a plaintext measurement) the development certificates of DIR/tls are made or reused
     (qim.dev.certs) and every port is TLS; without, the plaintext development flags.
     Raises EngineError when a remembered port is taken or a service cannot start
-    (everything started is stopped first).
+    (everything started is stopped first). `start=False` lays the stack out and saves
+    stack.json without starting anything (the supervisor does: qim.dev.supervisor).
     """
     dir = Path(dir)
     dir.mkdir(parents=True, exist_ok=True)
@@ -301,6 +321,9 @@ def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str
                 instance_env[inst.name].update(pki.service_env(inst.service.name))
     metrics = {inst.name: instance_env[inst.name][inst.service.metrics_var] for inst in layout}
     stack = Stack(dir, env, metrics, die_with_parent=die_with_parent, instance_env=instance_env)
+    if not start:  # a supervisor starts the services (qim/dev/supervisor.py)
+        stack.save()
+        return stack
     try:
         for name in stack.names:
             stack.start_service(name)

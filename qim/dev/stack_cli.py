@@ -1,5 +1,9 @@
 """`qim-dev stack up|down|status|restart NAME`: the QIM services on top of `qim-dev engines`.
 
+`up` hands the services to the stack's supervisor (qim.dev.supervisor): a service that
+dies is restarted with bounded backoff, `status` shows each one's restart counter, and
+`down` stops the supervisor first, by its recorded pid.
+
 The stack directory keeps `ports.json` and the development token key
 (`dev_token_key.pem`, 0600, and `dev_token_pub.pem`) across `down`/`up`, so the gateway
 address and the tokens of one checkout never change by themselves (qim.dev.stack_ports,
@@ -15,10 +19,12 @@ import sys
 from pathlib import Path
 
 from qim.dev.engines import EngineSet, cassandra_wanted, default_dir
-from qim.dev.stack import Stack, stack_up
+from qim.dev.rolling import rolling_order
+from qim.dev.stack import Stack
 from qim.dev.stack_archive import settings_differ, settings_from
 from qim.dev.stack_layout import kind_of
 from qim.dev.stack_ports import PORTS_FILE, PortBook
+from qim.dev.supervisor import request_restart, supervised_stack_up
 
 
 def default_stack_dir() -> Path:
@@ -30,7 +36,8 @@ def add_parser(sub) -> None:
     """Register the `stack` subcommand on an argparse subparsers object."""
     p = sub.add_parser("stack", help="run qim-writer, qim-mailbox, qim-session, qim-gateway, "
                                      "qim-fanout (and qim-archiver with a Cassandra engine)")
-    p.add_argument("action", choices=["up", "down", "status", "restart"])
+    p.add_argument("action", choices=["up", "down", "status", "restart", "roll"],
+                   help="roll: restart every node one at a time, readers first (qim/dev/rolling.py)")
     p.add_argument("name", nargs="?", help="restart: the service instance (gateway, writer, "
                                            "mailbox, session, fanout, writer2, ...)")
     p.add_argument("--dir", default=None, help=f"stack directory (default {default_stack_dir()})")
@@ -53,12 +60,21 @@ def run(args: argparse.Namespace) -> int:
         existing.down()
         print(f"stack in {dir} stopped")
         return 0
+    if args.action == "roll":
+        for name in rolling_order(existing.names):
+            pid = (request_restart(existing, name) if existing.supervised()
+                   else existing.restart_service(name))
+            existing = Stack.load(dir) or existing
+            print(f"{name} restarted: pid={pid} healthz=200", flush=True)
+        return 0
     if args.action == "restart":
         if not args.name:
             print(f"qim-dev: error: `stack restart` needs a service name: "
                   f"{', '.join(existing.names)}", file=sys.stderr)
             return 2
-        pid = existing.restart_service(args.name)
+        # a supervised stack's services are the supervisor's children: it restarts them
+        pid = (request_restart(existing, args.name) if existing.supervised()
+               else existing.restart_service(args.name))
         print(f"{args.name} restarted: pid={pid} healthz=200")
         return 0
     return _status(existing)
@@ -76,7 +92,7 @@ def _up(args: argparse.Namespace, dir: Path, existing: Stack | None) -> int:
     book = PortBook(dir / PORTS_FILE)
     book.check_free(sorted(book.remembered))
     engines = EngineSet.up(args.engines_dir, None, with_cassandra=cassandra_wanted(default=True))
-    stack = stack_up(dir, engines.env(), ports_file=dir / PORTS_FILE, extra_env=settings)
+    stack = supervised_stack_up(dir, engines.env(), ports_file=dir / PORTS_FILE, extra_env=settings)
     print((dir / "stack.env").read_text(), end="")
     print(f"# services up: {', '.join(f'{k}={v}' for k, v in stack.pids.items())}; "
           f"env file:\n{dir / 'stack.env'}")
@@ -85,6 +101,8 @@ def _up(args: argparse.Namespace, dir: Path, existing: Stack | None) -> int:
 
 def _status(existing: Stack) -> int:
     ok = True
+    print(f"supervisor pid={existing.supervisor} alive={existing.supervised()} "
+          f"log={existing.dir / 'logs' / 'supervisor.log'}")
     for name in existing.names:
         status, body = existing.healthz(name)
         ok &= status == 200
@@ -92,6 +110,7 @@ def _status(existing: Stack) -> int:
         listeners = kind_of(name).listeners
         listen = env.get(listeners[0].var, "-") if listeners else "-"
         print(f"{name:8} pid={existing.pids.get(name)} alive={existing.alive(name)} "
+              f"restarts={existing.restarts.get(name, 0)} "
               f"listen={listen} metrics=http://{existing.metrics[name]} healthz={status} "
               f"{body.strip()[:80]}")
     return 0 if ok else 1

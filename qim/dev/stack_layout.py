@@ -88,6 +88,7 @@ def environment(layout: list[Instance], ports: Mapping[str, str]) -> tuple[dict[
         by_kind.setdefault(row.name, []).append(inst)
         env = {ln.var: ports[inst.name + ln.suffix] for ln in row.listeners}
         env[row.metrics_var] = ports[f"{inst.name}_metrics"]
+        env["QIM_NODE_NAME"] = inst.name  # `node=` in its log lines (qim/obs/logcontext.py)
         if row.node_index:
             env[f"QIM_{row.env}_NODE_INDEX"] = str(inst.index)
         own[inst.name] = env

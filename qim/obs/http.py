@@ -2,7 +2,9 @@
 
 /healthz answers 200 "ok" when the node reports no reason against its health (ready,
 no failed task, every always-zero invariant counter zero); otherwise 503 with the
-reasons, one a line (docs/design.md §2). /metrics renders the node's own registry
+reasons, one a line (docs/design.md §2). Plain HTTP on a loopback address by default;
+HTTPS (TLS 1.3, optionally client certificates of a CA) when the process is given a
+certificate (qim/config/tls.py `metrics_tls`; docs/operations.md "Metrics"). /metrics renders the node's own registry
 (qim/obs/metrics.py). Metric names start with `qim_`; labels never carry user or
 message ids.
 """
@@ -11,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, Iterable
+import ssl
+from typing import Callable, Iterable, Optional
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -26,8 +29,10 @@ Readiness = Callable[[], Iterable[str]]  # yields reasons for NOT being healthy
 REQUEST_TIMEOUT_S = 5.0
 
 
-async def serve_http(listen: str, health: Readiness, registry: CollectorRegistry) -> asyncio.AbstractServer:
-    """Start the listener on 'host:port' (port 0 picks a free one: see `.sockets`).
+async def serve_http(listen: str, health: Readiness, registry: CollectorRegistry,
+                     tls: Optional[ssl.SSLContext] = None) -> asyncio.AbstractServer:
+    """Start the listener on 'host:port' (port 0 picks a free one: see `.sockets`);
+    HTTPS with `tls` (a TLS 1.3 server context: QIM_METRICS_TLS_CERT, qim/config/tls.py).
 
     `health()` yields the reasons against health (none = 200); `registry` is what
     /metrics renders. Raises OSError when the address cannot be bound, ValueError on a
@@ -58,4 +63,5 @@ async def serve_http(listen: str, health: Readiness, registry: CollectorRegistry
         finally:
             writer.close()
 
-    return await asyncio.start_server(handle, host, port)
+    return await asyncio.start_server(handle, host, port, ssl=tls,
+                                      ssl_handshake_timeout=REQUEST_TIMEOUT_S if tls else None)

@@ -14,6 +14,16 @@ from typing import Iterable, Optional, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+# The send path's stages, each timed where it runs (docs/operations.md "Metrics"): the
+# writer's reserve (reserve + record in one call unless split), record (split mode only),
+# outbox (enqueue to durable delivery) and commit (COMMITTED marked); fanout (one Outbox
+# batch planned, dispatched and delivered); materialize (one dispatch record appended);
+# push (one PushBatch turned into device frames at the gateway).
+SEND_STAGES = ("reserve", "record", "outbox", "commit", "fanout", "materialize", "push")
+# seconds: 100 µs .. 10 s, the span between a Redis call and a broker stall
+LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                   2.5, 5.0, 10.0)
+
 
 class MetricSet:
     """Factory and holder of metrics on one `CollectorRegistry`.
@@ -40,6 +50,12 @@ class MetricSet:
         if buckets is None:
             return Histogram(name, doc, list(labels), registry=self.registry)
         return Histogram(name, doc, list(labels), registry=self.registry, buckets=list(buckets))
+
+    def send_stages(self) -> Histogram:
+        """`qim_send_stage_seconds{stage}`: one name in every service, so one dashboard
+        panel shows the whole send path; each service observes only its own stages."""
+        return self.histogram("qim_send_stage_seconds", f"Send path stage duration ({', '.join(SEND_STAGES)})",
+                              ["stage"], LATENCY_BUCKETS)
 
     def value(self, name: str, labels: Optional[dict[str, str]] = None) -> float:
         """The current value of sample `name` (with `labels`), 0.0 when it has none."""

@@ -52,6 +52,7 @@ from qim.net.tls import (
     check_alpn,
     describe,
     handshake_failure,
+    server_context,
 )
 from qim.net.tls import accept as tls_accept
 from qim.obs.http import serve_http
@@ -81,6 +82,7 @@ class ServiceNode:
 
     def __init__(self, metrics_listen: str) -> None:
         self.metrics_listen = metrics_listen
+        self.metrics_tls: Optional[TlsFiles] = None  # HTTPS for /metrics, /healthz (set by qim/app/run.py)
         self.metrics_base = MetricSet()
         self.registry = self.metrics_base.registry
         # the process, Python platform and GC metrics /metrics always had (the default
@@ -275,7 +277,8 @@ class ServiceNode:
         """Serve /metrics and /healthz, then `setup()`. On failure the node is stopped
         and the error re-raised (EngineError, OSError for a busy port, ...)."""
         try:
-            self._http = await serve_http(self.metrics_listen, self.health, self.registry)
+            tls = server_context(self.metrics_tls) if self.metrics_tls is not None else None
+            self._http = await serve_http(self.metrics_listen, self.health, self.registry, tls)
             await self.setup()
         except BaseException:
             await self.stop()

@@ -15,13 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import time
-from typing import Awaitable, Callable, Optional, Union
+from typing import Any, Awaitable, Callable, Optional, Union
 
 from qim.errors import ErrorCode, QimError
+from qim.proto.v1 import connection_pb2
+from qim.protocol import Opcode
 from qim.wire.tokens import TokenClaims, token_claims, token_expiry
 
+logger = logging.getLogger(__name__)
+
 REFRESH_MARGIN_S = 30.0  # a token closer than this to its exp is refreshed before it is used
+PROVIDER_RETRY_S = 5.0  # a live refresh whose provider failed is tried again after this
 PROVIDER_TIMEOUT_S = 15.0  # a coroutine provider that has not answered by then fails the attempt
 TokenProvider = Callable[[], Union[str, Awaitable[str]]]
 
@@ -77,3 +83,42 @@ class TokenSource:
             except Exception as exc:  # the app's code: any failure is a failed connect attempt
                 raise TokenProviderError(f"token provider failed: {exc.__class__.__name__}: {exc}") from exc
         return self.token
+
+
+def refresh_delay(token: str, now: Optional[float] = None) -> Optional[float]:
+    """Seconds until a live connection should refresh `token`: REFRESH_MARGIN_S before its
+    exp, or half its remaining life when that is shorter (at least 1 s); None without exp
+    or with no margin (REFRESH_MARGIN_S 0: the token is used to its end, the reconnect
+    after KICKED{TOKEN_EXPIRED} refreshes it)."""
+    exp = token_expiry(token)
+    if exp is None or REFRESH_MARGIN_S <= 0:
+        return None
+    left = exp - (time.time() if now is None else now)
+    return max(1.0, left - REFRESH_MARGIN_S if left > 2 * REFRESH_MARGIN_S else left / 2)
+
+
+async def keep_fresh(conn: Any, tokens: TokenSource) -> None:
+    """With a provider: ahead of each expiry, AUTH again on the live connection `conn`
+    (qim.sdk.connection.Connection) with a fresh token, so the gateway's KICKED
+    {TOKEN_EXPIRED} and the reconnect never happen (docs/sdk.md "Tokens"). A gateway
+    that refuses a refresh (an older one answers INVALID_ARGUMENT) leaves the connection
+    as it is: it ends at the old expiry and the reconnect uses the fresh token. Ends
+    with the connection; a failing provider is retried after PROVIDER_RETRY_S."""
+    while tokens.provider is not None and conn.is_open:
+        delay = refresh_delay(tokens.token)
+        if delay is None:
+            return
+        await asyncio.sleep(delay)
+        if not conn.is_open:
+            return
+        tokens.refresh_next = True
+        try:
+            token = await tokens.current()
+        except TokenProviderError as exc:
+            logger.warning("token refresh: %s; retrying in %.0fs", exc, PROVIDER_RETRY_S)
+            await asyncio.sleep(PROVIDER_RETRY_S)
+            continue
+        op, _ = await conn.request(Opcode.AUTH, connection_pb2.Auth(token=token).SerializeToString(), 10.0)
+        if op != Opcode.AUTH_OK:
+            logger.info("the gateway did not take a live token refresh; the next reconnect uses the fresh token")
+            return

@@ -40,7 +40,7 @@ from qim.protocol import RATE_LIMITED_OPCODES
 from qim.sdk import events as ev
 from qim.sdk.connection import PROBE_S, Connection, client_tls
 from qim.sdk.core import RuntimeCore, Tuning
-from qim.sdk.credentials import TokenProvider, TokenSource
+from qim.sdk.credentials import TokenProvider, TokenSource, keep_fresh
 from qim.sdk.events import ConnectionLost, Kicked, NotConnected, SendAck
 from qim.sdk.faults import LinkFaults
 from qim.sdk.puller import Puller
@@ -209,6 +209,7 @@ class ClientRuntime:
         core.emit(ev.Connected(auth.user_id, auth.device_id, auth.mailbox_lane))
         core.set_state("syncing")
         core.spawn(conn.heartbeat(max(1.0, min(auth.heartbeat_s or 60, 120) / 2), core.tuning.probe_s))
+        core.spawn(keep_fresh(conn, self.tokens))  # AUTH again ahead of the token's expiry, no reconnect
         return conn
 
     async def _sync(self, conn: Connection) -> None:
@@ -253,7 +254,11 @@ class ClientRuntime:
             self._supervisor.expired = True
             return
         core.closing = True  # a kicked device does not fight back by reconnecting
-        core.set_state("kicked", f"reason {reason}")
+        try:  # the app is told why: REPLACED, REVOKED (qimctl token revoke), ...
+            why = connection_pb2.Kicked.Reason.Name(reason)
+        except ValueError:
+            why = f"reason {reason}"
+        core.set_state("kicked", why)
         core.emit(ev.KickedEvent(reason))
         core.ledger.fail_waiters(Kicked(reason))
 

@@ -12,6 +12,10 @@ Layout, big-endian:
   body) | sender client_message_id 16 |
   custom_type_len u8 | custom_type | recipient_count u32 | recipients u64 × n (ascending,
   distinct) | [body_len u32 | body]   (present iff bit0)
+Version 2 (a record whose Outbox record carries a trace id) appends trace_id 16; version 1
+has none. A reader takes both; the FanoutCoordinator writes version 2 for a traced
+message, so readers (mailbox, session, qimctl) are upgraded before fanout
+(docs/operations.md "Rolling upgrade"; docs/protocol.md "Internal records").
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from qim._core.types import MessageCoord
 from qim.consts import MAX_CUSTOM_TYPE_BYTES, MAX_MESSAGE_BODY
 
 VERSION = 1
+VERSION_TRACED = 2  # VERSION + the message's trace id (16 bytes) at the end
+TRACE_BYTES = 16
 FLAG_INLINE = 0x01
 _HEAD = struct.Struct(">B16s16s16s16sQQQIBIB16sB")
 
@@ -48,13 +54,16 @@ class Dispatch:
     recipients: tuple[int, ...]
     body: Optional[bytes]
     event_type: int = 1  # EventType.MESSAGE
+    trace_id: bytes = b""  # 16 bytes (version 2) or none (version 1)
 
     def encode(self) -> bytes:
         """Canonical bytes. ValueError when recipients are not ascending and distinct."""
         if list(self.recipients) != sorted(set(self.recipients)) or not self.recipients:
             raise ValueError("recipients must be non-empty, ascending and distinct")
         c = self.coord
-        head = _HEAD.pack(VERSION, self.tenant.to_bytes(16, "big"), self.dispatch_id, c.message_id,
+        if self.trace_id and len(self.trace_id) != TRACE_BYTES:
+            raise ValueError(f"trace_id must be {TRACE_BYTES} bytes")
+        head = _HEAD.pack(VERSION_TRACED if self.trace_id else VERSION, self.tenant.to_bytes(16, "big"), self.dispatch_id, c.message_id,
                           c.conversation_id, c.conversation_seq, c.sender_id, c.created_at_ms,
                           c.message_type, self.event_type, self.target_shard,
                           FLAG_INLINE if self.body is not None else 0,
@@ -63,6 +72,8 @@ class Dispatch:
                  struct.pack(f">{len(self.recipients)}Q", *self.recipients)]
         if self.body is not None:
             parts += [struct.pack(">I", len(self.body)), self.body]
+        if self.trace_id:
+            parts.append(self.trace_id)
         return b"".join(parts)
 
 
@@ -76,7 +87,7 @@ def decode(data: bytes) -> Dispatch:
     try:
         (version, tenant, dispatch_id, message_id, conversation_id, cseq, sender, created, mtype, event_type,
          shard, flags, cmid, ct_len) = _HEAD.unpack_from(data, 0)
-        if version != VERSION or flags & ~FLAG_INLINE or ct_len > MAX_CUSTOM_TYPE_BYTES or event_type == 0:
+        if version not in (VERSION, VERSION_TRACED) or flags & ~FLAG_INLINE or ct_len > MAX_CUSTOM_TYPE_BYTES or event_type == 0:
             raise DispatchDecodeError("bad version, flags, event_type or custom_type length")
         pos = _HEAD.size
         custom_type = data[pos:pos + ct_len]
@@ -95,6 +106,12 @@ def decode(data: bytes) -> Dispatch:
             pos += body_len
             if len(body) != body_len:
                 raise DispatchDecodeError("truncated body")
+        trace_id = b""
+        if version == VERSION_TRACED:
+            trace_id = bytes(data[pos:pos + TRACE_BYTES])
+            pos += TRACE_BYTES
+            if len(trace_id) != TRACE_BYTES:
+                raise DispatchDecodeError("truncated trace id")
     except struct.error as exc:
         raise DispatchDecodeError(f"truncated dispatch: {exc}") from None
     if pos != len(data) or len(custom_type) != ct_len:
@@ -103,4 +120,4 @@ def decode(data: bytes) -> Dispatch:
         raise DispatchDecodeError("recipients must be non-empty, ascending and distinct")
     coord = MessageCoord(message_id, conversation_id, cseq, sender, created, mtype, bytes(custom_type))
     return Dispatch(int.from_bytes(tenant, "big"), dispatch_id, coord, shard, cmid, tuple(recipients),
-                    None if body is None else bytes(body), event_type)
+                    None if body is None else bytes(body), event_type, trace_id)

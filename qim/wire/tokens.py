@@ -41,7 +41,7 @@ PublicKey = Union[ed25519.Ed25519PublicKey, ec.EllipticCurvePublicKey]
 
 # Refusal reasons, the label values of qim_gateway_auth_refused_total{reason}.
 REASONS = ("malformed", "algorithm", "unknown_kid", "signature", "expired", "not_yet_valid", "audience", "issuer",
-           "claims", "lifetime", "tenant")
+           "claims", "lifetime", "tenant", "revoked")
 
 
 class TokenClaims(NamedTuple):
@@ -230,13 +230,14 @@ def token_name(token: str) -> str:
         return ""
 
 
-def token_expiry(token: str) -> Optional[int]:
-    """The unverified `exp` of a token (unix seconds), None when it has none or is not a JWT."""
+def token_expiry(token: str, claim: str = "exp") -> Optional[int]:
+    """The unverified `exp` (or `claim`: "iat") of a token, unix seconds; None when it has
+    none or is not a JWT. Trusted only after TokenVerifier.verify accepted the token."""
     try:
-        exp = jwt.decode(token.strip(), options={"verify_signature": False}).get("exp")
+        value = jwt.decode(token.strip(), options={"verify_signature": False}).get(claim)
     except jwt.PyJWTError:
         return None
-    return exp if isinstance(exp, int) else None
+    return value if isinstance(value, int) else None
 
 
 _REQUIRED = ["exp", "iat", "sub", "aud", "iss"]
@@ -250,14 +251,20 @@ class TokenVerifier:
 
     def __init__(self, keys: Iterable[VerifyKey], audience: str, issuer: str, leeway_s: int = 5,
                  max_ttl_s: int = 86_400) -> None:
-        self.keys: dict[str, VerifyKey] = {}
-        for k in keys:
-            if k.kid in self.keys:
-                raise ValueError(f"two token keys have the same kid {k.kid} (the same key listed twice?)")
-            self.keys[k.kid] = k
-        if not self.keys:
-            raise ValueError("no token public key")
+        self.replace_keys(keys)
         self.audience, self.issuer, self.leeway_s, self.max_ttl_s = audience, issuer, leeway_s, max_ttl_s
+
+    def replace_keys(self, keys: Iterable[VerifyKey]) -> None:
+        """Trust exactly `keys` from now on (a JWKS refresh: rotation by kid); ValueError
+        as the constructor says, the old keys kept."""
+        new: dict[str, VerifyKey] = {}
+        for k in keys:
+            if k.kid in new:
+                raise ValueError(f"two token keys have the same kid {k.kid} (the same key listed twice?)")
+            new[k.kid] = k
+        if not new:
+            raise ValueError("no token public key")
+        self.keys = new
 
     def verify(self, token: str) -> VerifiedToken:
         """The identity and expiry of a valid token; TokenRefused(reason) otherwise."""

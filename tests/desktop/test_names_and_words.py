@@ -52,6 +52,8 @@ def test_connection_state_names_its_reason_and_unsent_rows_say_they_wait():
     assert render.connection_words("ready") == "● online"
     assert render.connection_words("offline", "token refused: token expired") == "○ offline: token expired"
     assert render.connection_words("offline", "tls refused") == "○ offline: tls refused"
+    assert "revoked" in render.kicked_words("REVOKED") and "sign in again" in render.kicked_words("REVOKED")
+    assert render.kicked_words("") == "kicked: this device logged in again elsewhere"
     row = PendingSend(b"x" * 16, 1, b"c" * 16, 1002, 1, b"", "稍等".encode(), 0, "pending")
     assert render.unsent_line(row).plain.endswith("稍等 (sending…)")
     assert render.unsent_line(row, online=False).plain.endswith("稍等 (not sent yet: offline)")

@@ -52,6 +52,8 @@ def test_down_up_keeps_addresses_and_token_key_and_restart_one_service(tmp_path)
         ca_pem = (sd / "tls" / "ca.crt").read_bytes()
         assert env1["QIM_GATEWAY_ADDR"] == f"127.0.0.1:{ports1['gateway']}"
 
+        supervisor = Stack.load(sd).supervisor  # `up` hands the services to a supervisor process
+        assert supervisor is not None and pid_alive(supervisor)
         before = Stack.load(sd).pids
         rs = _cli("stack", "restart", "gateway", "--dir", sd)
         assert rs.returncode == 0, rs.stderr
@@ -61,6 +63,7 @@ def test_down_up_keeps_addresses_and_token_key_and_restart_one_service(tmp_path)
         assert {k: v for k, v in after.pids.items() if k != "gateway"} == \
             {k: v for k, v in before.items() if k != "gateway"}
         assert after.healthz("gateway")[0] == 200
+        assert after.restarts.get("gateway", 0) == 0  # a requested restart is not a death
         assert f"gateway restarted: pid={after.pids['gateway']}" in rs.stdout
         assert _env(sd / "stack.env") == env1
 
@@ -68,6 +71,7 @@ def test_down_up_keeps_addresses_and_token_key_and_restart_one_service(tmp_path)
         assert _cli("stack", "down", "--dir", sd).returncode == 0
         assert _cli("engines", "down", "--dir", ed).returncode == 0
         assert not any(pid_alive(p) for p in after.pids.values())
+        assert not pid_alive(supervisor)  # `down` stopped it first, so nothing came back
         up2 = _cli("stack", "up", *dirs)
         assert up2.returncode == 0, up2.stderr
         assert _env(sd / "stack.env") == env1  # gateway, token key, writer and engine addresses

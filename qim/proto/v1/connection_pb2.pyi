@@ -59,10 +59,12 @@ class Kicked(_message.Message):
         REPLACED: _ClassVar[Kicked.Reason]
         SERVER_SHUTDOWN: _ClassVar[Kicked.Reason]
         TOKEN_EXPIRED: _ClassVar[Kicked.Reason]
+        REVOKED: _ClassVar[Kicked.Reason]
     REASON_UNSPECIFIED: Kicked.Reason
     REPLACED: Kicked.Reason
     SERVER_SHUTDOWN: Kicked.Reason
     TOKEN_EXPIRED: Kicked.Reason
+    REVOKED: Kicked.Reason
     REASON_FIELD_NUMBER: _ClassVar[int]
     reason: Kicked.Reason
     def __init__(self, reason: _Optional[_Union[Kicked.Reason, str, int]] = ...) -> None: ...

@@ -106,14 +106,16 @@ class PushBatch(_message.Message):
         entries: _containers.RepeatedCompositeFieldContainer[_mailbox_pb2.MailboxEntry]
         def __init__(self, user_id: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[_mailbox_pb2.MailboxEntry, _Mapping]]] = ...) -> None: ...
     class Position(_message.Message):
-        __slots__ = ("mailbox_seq", "message_id", "user_ids")
+        __slots__ = ("mailbox_seq", "message_id", "user_ids", "trace_id")
         MAILBOX_SEQ_FIELD_NUMBER: _ClassVar[int]
         MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
         USER_IDS_FIELD_NUMBER: _ClassVar[int]
+        TRACE_ID_FIELD_NUMBER: _ClassVar[int]
         mailbox_seq: int
         message_id: bytes
         user_ids: _containers.RepeatedScalarFieldContainer[int]
-        def __init__(self, mailbox_seq: _Optional[int] = ..., message_id: _Optional[bytes] = ..., user_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+        trace_id: bytes
+        def __init__(self, mailbox_seq: _Optional[int] = ..., message_id: _Optional[bytes] = ..., user_ids: _Optional[_Iterable[int]] = ..., trace_id: _Optional[bytes] = ...) -> None: ...
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     TARGETS_FIELD_NUMBER: _ClassVar[int]
     POSITIONS_FIELD_NUMBER: _ClassVar[int]
@@ -131,7 +133,7 @@ class PushBatch(_message.Message):
     def __init__(self, tenant_id: _Optional[bytes] = ..., targets: _Optional[_Iterable[_Union[PushBatch.Target, _Mapping]]] = ..., positions: _Optional[_Iterable[_Union[PushBatch.Position, _Mapping]]] = ..., hello: _Optional[bool] = ..., node_index: _Optional[int] = ..., node_count: _Optional[int] = ..., wake_all: _Optional[bool] = ...) -> None: ...
 
 class OutboxRecord(_message.Message):
-    __slots__ = ("record", "recipients", "inline_body", "shard_count", "group_conversation_id", "membership_version", "event_type")
+    __slots__ = ("record", "recipients", "inline_body", "shard_count", "group_conversation_id", "membership_version", "event_type", "trace_id")
     RECORD_FIELD_NUMBER: _ClassVar[int]
     RECIPIENTS_FIELD_NUMBER: _ClassVar[int]
     INLINE_BODY_FIELD_NUMBER: _ClassVar[int]
@@ -139,6 +141,7 @@ class OutboxRecord(_message.Message):
     GROUP_CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBERSHIP_VERSION_FIELD_NUMBER: _ClassVar[int]
     EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     record: _message_pb2.MessageRecord
     recipients: _containers.RepeatedScalarFieldContainer[int]
     inline_body: bool
@@ -146,4 +149,5 @@ class OutboxRecord(_message.Message):
     group_conversation_id: bytes
     membership_version: int
     event_type: int
-    def __init__(self, record: _Optional[_Union[_message_pb2.MessageRecord, _Mapping]] = ..., recipients: _Optional[_Iterable[int]] = ..., inline_body: _Optional[bool] = ..., shard_count: _Optional[int] = ..., group_conversation_id: _Optional[bytes] = ..., membership_version: _Optional[int] = ..., event_type: _Optional[int] = ...) -> None: ...
+    trace_id: bytes
+    def __init__(self, record: _Optional[_Union[_message_pb2.MessageRecord, _Mapping]] = ..., recipients: _Optional[_Iterable[int]] = ..., inline_body: _Optional[bool] = ..., shard_count: _Optional[int] = ..., group_conversation_id: _Optional[bytes] = ..., membership_version: _Optional[int] = ..., event_type: _Optional[int] = ..., trace_id: _Optional[bytes] = ...) -> None: ...

@@ -7,18 +7,20 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ProjectedMessage(_message.Message):
-    __slots__ = ("conversation_id", "conversation_seq", "created_at_ms", "sender_id", "users")
+    __slots__ = ("conversation_id", "conversation_seq", "created_at_ms", "sender_id", "users", "trace_id")
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     CONVERSATION_SEQ_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     SENDER_ID_FIELD_NUMBER: _ClassVar[int]
     USERS_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     conversation_id: bytes
     conversation_seq: int
     created_at_ms: int
     sender_id: int
     users: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, conversation_id: _Optional[bytes] = ..., conversation_seq: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., sender_id: _Optional[int] = ..., users: _Optional[_Iterable[int]] = ...) -> None: ...
+    trace_id: bytes
+    def __init__(self, conversation_id: _Optional[bytes] = ..., conversation_seq: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., sender_id: _Optional[int] = ..., users: _Optional[_Iterable[int]] = ..., trace_id: _Optional[bytes] = ...) -> None: ...
 
 class Projection(_message.Message):
     __slots__ = ("tenant_id", "messages")

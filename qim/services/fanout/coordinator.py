@@ -26,6 +26,7 @@ from qim.consts import DISPATCH_TOPIC, FANOUT_COMMIT_INTERVAL_S, OUTBOX_TOPIC
 from qim.errors import EngineError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncConsumer, AsyncProducer
+from qim.obs.logcontext import bind, tracer
 from qim.services.fanout.metrics import FanoutMetrics
 from qim.services.fanout.plan import MemberSnapshotCache, PlanError, parse_outbox, plan, snapshot_key
 from qim.stores.groups import GroupStore
@@ -113,15 +114,20 @@ class FanoutCoordinator:
             # A discontinuity (e.g. a retention gap) is logged; positions are hints.
             logger.info("outbox position moved from %d to %d", self.position, records[0].offset())
         self._m.batch_records.observe(len(records))
+        batch_started = time.perf_counter()
         outboxes = [parse_outbox(rec.value(), self._shard_count) for rec in records]
         # PlanError stops the coordinator; StoreUnavailable (an EngineError) replays the batch
         snapshots = await self._snapshots.load({k for k in map(snapshot_key, outboxes) if k is not None})
         futures = []
         for outbox in outboxes:
             key = snapshot_key(outbox)
-            for shard, dispatch in plan(outbox, self._shard_count, snapshots.get(key) if key else None):
+            planned = plan(outbox, self._shard_count, snapshots.get(key) if key else None)
+            for shard, dispatch in planned:
                 futures.append(self._producer.produce(DISPATCH_TOPIC, dispatch.encode(),
                                                       key=dispatch.dispatch_id, partition=shard))
+            if tracer.isEnabledFor(logging.DEBUG):
+                with bind(trace=outbox.trace_id):
+                    tracer.debug("dispatch records produced for shards %s", sorted(shard for shard, _ in planned))
         started = time.perf_counter()
         results = await asyncio.gather(*futures, return_exceptions=True)
         self._m.delivery_wait.observe(time.perf_counter() - started)
@@ -129,6 +135,7 @@ class FanoutCoordinator:
         if failed:
             raise EngineError(f"{len(failed)} of {len(results)} dispatch deliveries failed: {failed[0]}")
         self._m.dispatches.inc(len(results))
+        self._m.stage.labels(stage="fanout").observe(time.perf_counter() - batch_started)
         self._faults.hit("after_dispatch")
         self.position = records[-1].offset() + 1
         self._m.position.set(self.position)

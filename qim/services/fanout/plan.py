@@ -77,7 +77,8 @@ def plan(rec: internal_pb2.OutboxRecord, shard_count: int,
     return [(shard, Dispatch(
         tenant=tenant, dispatch_id=ids.dispatch_id(m.message_id, shard), coord=coord, target_shard=shard,
         client_message_id=m.client_message_id, recipients=users, body=body,
-        event_type=rec.event_type or EventType.MESSAGE)) for shard, users in targets.items()]
+        event_type=rec.event_type or EventType.MESSAGE, trace_id=rec.trace_id if len(rec.trace_id) == 16 else b""))
+        for shard, users in targets.items()]
 
 
 class MemberSnapshotCache:

@@ -33,14 +33,15 @@ from google.protobuf.message import DecodeError
 from qim._core import ids
 from qim.errors import ErrorCode, FrameError, RequestError
 from qim.net.transport import FrameTransport
+from qim.obs.logcontext import bind
 from qim.proto.v1 import connection_pb2, internal_pb2
 from qim.protocol import INTERNAL_CATEGORY, Opcode
 from qim.services.gateway.auth import Authenticator
-from qim.services.gateway.metrics import GatewayMetrics
+from qim.services.gateway.metrics import GatewayMetrics, opcode_name
 from qim.services.gateway.ratelimit import LIMITED_OPCODES, NOT_NOW, SendLimiter
 from qim.services.gateway.routes import RESERVED, ROUTES, forward
 from qim.wire.errors import error_body, parse_error
-from qim.wire.tokens import TokenRefused, token_name
+from qim.wire.tokens import TokenRefused, token_expiry, token_name
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +80,7 @@ class ClientConnection:
         self.tenant = 0
         self.user_id = 0
         self.device_id = 0
+        self.token_iat = 0  # the token's iat (unix s): revoked when at or before a cutoff (revocation.py)
         self.display_name = ""  # the token's `name` claim, carried in the Actor (docs/protocol.md "Names")
         self.shard = 0
         self.lane = 0  # the device's mailbox lane (AUTH_OK mailbox_lane): pushes carry it
@@ -95,6 +97,13 @@ class ClientConnection:
 
     def kick(self) -> None:
         """Close after the queued frames (a newer login replaced this one)."""
+        self.stream.close()
+
+    def revoked(self) -> None:
+        """Its token was revoked (revocation.py): KICKED{REVOKED}, then close."""
+        if self.stream.closed:
+            return
+        self.stream.send(Opcode.KICKED, 0, connection_pb2.Kicked(reason=connection_pb2.Kicked.REVOKED).SerializeToString())
         self.stream.close()
 
     def wake_when_drained(self, limit: int, wake: Callable[[Any], None]) -> None:
@@ -179,7 +188,16 @@ class ClientConnection:
             self._permits.release()
 
     async def _answer(self, opcode: int, request_id: int, body: bytes) -> None:
-        """Run one request and queue its reply (or ERROR naming the client's opcode)."""
+        """Run one request and queue its reply (or ERROR naming the client's opcode),
+        timed in qim_gateway_request_seconds{opcode=NAME}."""
+        started = time.perf_counter()
+        with bind(op=opcode_name(opcode), rid=request_id):
+            reply_opcode, reply = await self._reply(opcode, request_id, body)
+        if reply_opcode and not self.stream.closed:
+            self.stream.send(reply_opcode, request_id, reply)
+        self._m.request_seconds.labels(opcode=opcode_name(opcode)).observe(time.perf_counter() - started)
+
+    async def _reply(self, opcode: int, request_id: int, body: bytes) -> tuple[int, bytes]:
         try:
             if request_id == 0:
                 # 0 marks server-initiated frames: a reply with id 0 would look like a push
@@ -196,15 +214,14 @@ class ClientConnection:
             logger.exception("request 0x%04x failed", opcode)
             self._m.request_errors.labels(code="INTERNAL").inc()
             reply_opcode, reply = Opcode.ERROR, error_body(ErrorCode.INTERNAL, "internal error", opcode)
-        if reply_opcode and not self.stream.closed:
-            self.stream.send(reply_opcode, request_id, reply)
+        return reply_opcode, reply
 
     async def _dispatch(self, opcode: int, body: bytes) -> tuple[int, bytes]:
         if opcode == Opcode.PING:
             return Opcode.PONG, connection_pb2.Pong(server_time_ms=time.time_ns() // 1_000_000,
                                                     heartbeat_s=HEARTBEAT_S).SerializeToString()
         if opcode == Opcode.AUTH:
-            return self._auth(body)
+            return await self._auth(body)
         if (opcode >> 8) == INTERNAL_CATEGORY:
             raise RequestError(ErrorCode.FORBIDDEN, "internal opcode")
         if not self.user_id:
@@ -237,9 +254,10 @@ class ClientConnection:
         self.stream.send(Opcode.KICKED, 0, body)
         self.stream.close()
 
-    def _auth(self, body: bytes) -> tuple[int, bytes]:
-        if self.user_id:
-            raise RequestError(ErrorCode.INVALID_ARGUMENT, "already authenticated")
+    async def _auth(self, body: bytes) -> tuple[int, bytes]:
+        """AUTH, or on an authenticated connection a token refresh: a fresh token of the
+        same device replaces the old one (its expiry and revocation check) without a
+        reconnect (docs/protocol.md AUTH); another identity is INVALID_ARGUMENT."""
         try:
             auth = connection_pb2.Auth.FromString(body)
         except DecodeError:
@@ -249,21 +267,44 @@ class ClientConnection:
         except TokenRefused as exc:  # the reason only: never the token (docs/design.md §2)
             logger.debug("AUTH from %s refused: %s", self.stream.peer, exc.reason)
             raise
-        lane, _, shard = ids.user_placement(tenant, user, self.gw.config.common.shard_count)
-        self.tenant, self.user_id, self.device_id, self.shard, self.lane = tenant, user, device, shard, lane
+        iat = token_expiry(auth.token, "iat") or 0  # verified above
+        revocations = getattr(self.gw, "revocations", None)  # None: a unit-test stand-in
+        if self.user_id:
+            if (tenant, user, device) != (self.tenant, self.user_id, self.device_id):
+                raise RequestError(ErrorCode.INVALID_ARGUMENT, "already authenticated as another device")
+            old_iat, self.token_iat = self.token_iat, iat
+            try:
+                if revocations is not None:
+                    await revocations.admit(self)
+            except TokenRefused:  # revoked: this device is cut now, whatever its old token
+                self.revoked()
+                raise
+            except BaseException:
+                self.token_iat = old_iat
+                raise
+            self._m.token_refreshes.inc()
+        else:
+            lane, _, shard = ids.user_placement(tenant, user, self.gw.config.common.shard_count)
+            self.tenant, self.user_id, self.device_id, self.shard, self.lane = tenant, user, device, shard, lane
+            self.token_iat = iat
+            try:
+                self.gw.online.register(self)  # RateLimited past the per-user connection cap
+                if revocations is not None:  # after registering: a revocation published meanwhile finds it
+                    await revocations.admit(self)
+            except BaseException:
+                self.gw.online.unregister(self)
+                self.tenant = self.user_id = self.device_id = self.shard = self.lane = 0
+                raise
+            self.stream.buffer_limit = None
         self.display_name = token_name(auth.token)  # the verifier checked the claim
-        try:
-            self.gw.online.register(self)  # RateLimited past the per-user connection cap
-        except RequestError:
-            self.tenant = self.user_id = self.device_id = self.shard = 0
-            raise
-        self.stream.buffer_limit = None
         # the session ends with the token (docs/decisions/0021-tokens-and-limits.md)
+        if self._expiry is not None:
+            self._expiry.cancel()
         delay = max(0.0, expires_at + self._authn.leeway_s - time.time())
         self._expiry = asyncio.get_running_loop().call_later(delay, self._token_expired)
         ok = connection_pb2.AuthOk(tenant_id=tenant.to_bytes(16, "big"), user_id=user, device_id=device,
                                    server_time_ms=time.time_ns() // 1_000_000, heartbeat_s=HEARTBEAT_S,
-                                   mailbox_lane=lane, mailbox_shard=shard,
+                                   mailbox_lane=self.lane, mailbox_shard=self.shard,
                                    max_body_bytes=self.gw.config.max_body)
         ok.send_rate_per_s, ok.send_burst = self._limiter.advertised()  # the SDK paces below it (ratelimit.py)
         return Opcode.AUTH_OK, ok.SerializeToString()

@@ -6,7 +6,16 @@ from typing import Optional
 
 from prometheus_client import CollectorRegistry
 
-from qim.obs.metrics import MetricSet
+from qim.obs.metrics import LATENCY_BUCKETS, MetricSet
+from qim.protocol import Opcode
+
+
+def opcode_name(opcode: int) -> str:
+    """The label of a client opcode: its name, "UNKNOWN" for any other value (bounded)."""
+    try:
+        return Opcode(opcode).name
+    except ValueError:
+        return "UNKNOWN"
 
 
 class GatewayMetrics(MetricSet):
@@ -32,6 +41,14 @@ class GatewayMetrics(MetricSet):
                                          ["kind"])
         self.request_errors = self.counter("qim_gateway_request_errors", "ERROR frames sent", ["code"])
         self.requests = self.counter("qim_gateway_requests", "Client requests received", ["opcode"])
+        # by opcode NAME (opcode_name): SEND_MESSAGE is the ACK latency a client sees, less the network
+        self.request_seconds = self.histogram("qim_gateway_request_seconds",
+                                              "Client request, frame read to reply queued", ["opcode"], LATENCY_BUCKETS)
+        self.stage = self.send_stages()
+        # end to end on the server: the message's commit time (its id's HLC ms) to the push queued here
+        self.commit_to_push = self.histogram("qim_gateway_commit_to_push_seconds",
+                                             "Commit (message id time) to PUSH_EVENTS queued to the device",
+                                             buckets=LATENCY_BUCKETS)
         self.auth_timeouts = self.counter("qim_gateway_auth_timeouts",
                                           "Connections closed for not authenticating in time")
         # WebSocket (ws.py)
@@ -42,6 +59,17 @@ class GatewayMetrics(MetricSet):
         # auth and limits (auth.py, ratelimit.py, online.py)
         self.auth_refused = self.counter("qim_gateway_auth_refused", "AUTH refused with UNAUTHENTICATED, by reason",
                                          ["reason"])
+        self.token_keys = self.gauge("qim_gateway_token_keys", "Token verification keys in use (files + JWKS)")
+        self.jwks_failures = self.counter("qim_gateway_jwks_refresh_failures",
+                                          "JWKS reads or documents refused (the keys in use are kept)")
+        self.revoked_kicks = self.counter("qim_gateway_revoked_kicks",
+                                          "Connections closed with KICKED{REVOKED} after qimctl token revoke")
+        self.revocation_feed = self.gauge("qim_gateway_revocation_feed_up",
+                                          "1 while the gateway is subscribed to revocations")
+        self.revocation_unchecked = self.counter("qim_gateway_revocation_unchecked",
+                                                 "AUTHs let in while the revocation list could not be read")
+        self.token_refreshes = self.counter("qim_gateway_token_refreshes",
+                                            "AUTH with a fresh token on a live connection (same device)")
         self.token_expired = self.counter("qim_gateway_token_expired_kicks",
                                           "Connections closed with KICKED{TOKEN_EXPIRED} when their token expired")
         self.rate_limited = self.counter("qim_gateway_rate_limited",

@@ -18,9 +18,13 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from typing import Callable, Optional, Protocol, Sequence
 
+from qim._core.ids import split_message_id
 from qim.consts import CONNECTION_CAP_RETRY_AFTER_MS, LANE_COUNT
+from qim.errors import IdError
+from qim.obs.logcontext import bind, tracer
 from qim.proto.v1 import connection_pb2, internal_pb2, mailbox_pb2
 from qim.protocol import Opcode
 from qim.services.gateway.metrics import GatewayMetrics
@@ -105,6 +109,12 @@ class OnlineRegistry:
                 del self._users[(conn.tenant, conn.user_id)]
         self._m.online_devices.set(sum(len(d) for d in self._users.values()))
 
+    def connections(self, tenant: Optional[int] = None, user_id: int = 0) -> list[DeviceConn]:
+        """The online connections of one user, or of everyone when `tenant` is None."""
+        if tenant is None:
+            return [c for devices in self._users.values() for c in devices.values()]
+        return list(self._users.get((tenant, user_id), {}).values())
+
     def deliver_frames(self, frames: internal_pb2.DeviceFrames) -> None:
         """One server-initiated frame (READ_SYNC, SESSION_DELTA) to every online device of
         the user but `exclude_device_id`; dropped (counted) for a slow device."""
@@ -128,18 +138,31 @@ class OnlineRegistry:
         """PUSH_EVENTS with its position to every online device of each position's users.
         A batch of whole entries (`targets`, a mailbox node from before positions, during
         a rolling upgrade) is delivered as the position of its newest entry."""
+        started = time.perf_counter()
         tenant = int.from_bytes(batch.tenant_id, "big")
         for pos in batch.positions:
-            self._deliver_position(tenant, pos.mailbox_seq, [pos.message_id] if pos.message_id else [], pos.user_ids)
+            with bind(trace=pos.trace_id):
+                sent = self._deliver_position(tenant, pos.mailbox_seq, [pos.message_id] if pos.message_id else [],
+                                              pos.user_ids)
+                tracer.debug("push of mailbox_seq %d to %d device(s)", pos.mailbox_seq, sent)
         for target in batch.targets:
             seq = max((e.mailbox_seq for e in target.entries), default=0)
             self._deliver_position(tenant, seq, [e.message_id for e in target.entries if e.message_id],
                                    [target.user_id])
+        self._m.stage.labels(stage="push").observe(time.perf_counter() - started)
+        now_ms = time.time() * 1000
+        for pos in batch.positions:  # the id's HLC ms is its commit time (writer clocks within the skew bound)
+            try:
+                committed_ms = split_message_id(pos.message_id)[0]
+            except (IdError, ValueError, TypeError):  # no id, or not a writer's: nothing to time
+                continue
+            self._m.commit_to_push.observe(max(0.0, now_ms - committed_ms) / 1000)
 
-    def _deliver_position(self, tenant: int, seq: int, message_ids: list[bytes], users: Sequence[int]) -> None:
+    def _deliver_position(self, tenant: int, seq: int, message_ids: list[bytes], users: Sequence[int]) -> int:
         # serialized once per position; a device's frame is its lane field + this (protobuf
         # concatenation is a merge: the same bytes as serializing the whole message)
         common = mailbox_pb2.PushEvents(mailbox_seq=seq, message_ids=message_ids).SerializeToString()
+        sent = 0
         for user in users:
             devices = self._users.get((tenant, user))
             if not devices:
@@ -153,8 +176,10 @@ class OnlineRegistry:
                 try:
                     conn.send(Opcode.PUSH_EVENTS, 0, body)
                     self._m.push_frames.inc()
+                    sent += 1
                 except ConnectionError:  # closing: the device pulls when it reconnects
                     self._m.push_dropped.inc()
+        return sent
 
     def wake_node(self, node_index: int, node_count: int) -> int:
         """Empty PUSH_EVENTS to every online device whose mailbox shard is served by

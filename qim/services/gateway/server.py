@@ -30,8 +30,10 @@ from qim.services.gateway.metrics import GatewayMetrics
 from qim.services.gateway.online import OnlineRegistry
 from qim.services.gateway.pushlink import PushListener
 from qim.services.gateway.ratelimit import SendLimiter
+from qim.services.gateway.revocation import Revocations
 from qim.services.gateway.router import BackendRouter
 from qim.services.gateway.ws import WebSocketUpgrade
+from qim.stores.revocations import open_revocations
 from qim.topology import MAILBOX, gateway_backends
 
 logger = logging.getLogger(__name__)
@@ -51,7 +53,13 @@ class ConnectionNode(ServiceNode):
         self.config = config
         self.metrics = GatewayMetrics(self.registry)
         self.online = OnlineRegistry(self.metrics, config.max_connections_per_user)
-        self.auth = Authenticator(config, self.metrics)  # AUTH tokens (QIM_TOKEN_*)
+        self.auth = Authenticator(config, self.metrics)  # AUTH tokens (QIM_TOKEN_*, keys.py)
+        # revocations on the commit Redis, checked at AUTH and followed live (revocation.py)
+        # (a unit test's stand-in configuration has no Redis: no revocations then)
+        redis_addr = getattr(config.common, "redis_addr", "")
+        self.revocation_store = open_revocations(redis_addr) if redis_addr else None
+        self.revocations = (Revocations(self.revocation_store, self.online, self.metrics)
+                            if self.revocation_store is not None else None)
         self.limiter = SendLimiter.from_config(config, self.metrics)  # QIM_RATE_*
         # The client port's transports by the ALPN protocol its TLS handshake selected
         # (None: plaintext development), each a FrameTransport (qim/net/transport.py);
@@ -68,6 +76,8 @@ class ConnectionNode(ServiceNode):
                                  guard=self.rpc_guard(enforce=self.internal_tls is not None))
         self.always_zero(self.metrics.backend_dropped)
         self.closing(self.router.close, "backend clients")
+        if self.revocation_store is not None:
+            self.closing(self.revocation_store.close, "revocation store")
 
     async def _framed(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Optional[FrameTransport]:
         """ALPN qim/1 (and plaintext development): raw frames (qim/net/framed.py)."""
@@ -89,7 +99,11 @@ class ConnectionNode(ServiceNode):
         await ClientConnection(stream, self).run()
 
     async def setup(self) -> None:
-        """Push listener first (mailbox nodes link while clients connect), then clients."""
+        """Push listener first (mailbox nodes link while clients connect), then clients;
+        the revocation feed and the JWKS refresh as node tasks."""
+        if self.revocations is not None:
+            self.spawn(self.revocations.run(), "revocation feed")
+        self.spawn(self.auth.keys.run(), "token keys")
         await self.listen(self.config.push_listen, self.push.on_connection, tls=self.internal_tls, name="push")
         await self.listen(self.config.listen, self._on_client, tls=self.client_tls, chunk_bytes=CLIENT_CHUNK_BYTES,
                           name="client", handshake_timeout=self.config.auth_timeout_s)

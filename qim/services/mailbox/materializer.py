@@ -28,6 +28,7 @@ from qim.consts import DISPATCH_TOPIC, MAILBOX_GLOBAL_PERMIT, MAILBOX_SHARD_FIFO
 from qim.errors import EngineError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncConsumer
+from qim.obs.logcontext import bind, tracer
 from qim.services.mailbox.metrics import MailboxMetrics
 from qim.services.mailbox.record import ShardCursor, materialize
 from qim.stores.mailboxes import MailboxStore
@@ -153,6 +154,7 @@ class MailboxMaterializer:
 
     async def _one(self, state: ShardState, offset: int, value: bytes) -> None:
         delay = 0.2
+        started = time.perf_counter()
         while True:
             try:
                 done = await materialize(self._store, state, offset, value, self._faults)
@@ -162,10 +164,14 @@ class MailboxMaterializer:
                 logger.warning("shard %d offset %d: %s; retrying", state.shard, offset, exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
+        self._m.stage.labels(stage="materialize").observe(time.perf_counter() - started)
         state.stored_blob = done.new_blob
         self._m.records.labels(status=done.status).inc()
-        if done.status != "DUPLICATE":  # RECOVERED: the push of the lost attempt never happened
-            self._push(done.tenant, done.mailbox_seq, done.per_user)
+        with bind(trace=done.trace_id):  # the push hook reads it (pushes and projections carry it)
+            tracer.debug("materialized shard %d offset %d for %d recipient(s): %s", state.shard, offset,
+                         len(done.per_user), done.status)
+            if done.status != "DUPLICATE":  # RECOVERED: the push of the lost attempt never happened
+                self._push(done.tenant, done.mailbox_seq, done.per_user)
 
     async def _gc_loop(self) -> None:
         """DispatchProgress GC: delete DP whose highest observed offset is at or below the
@@ -185,6 +191,18 @@ class MailboxMaterializer:
                     except Exception as exc:
                         logger.warning("DispatchProgress GC of shard %d failed: %s", shard, exc)
             await asyncio.sleep(min(1.0, self._gc_safety_ms / 1000))
+
+    async def lag_loop(self, period_s: float = 5.0) -> None:
+        """Export the dispatch lag and the watermark sum of the owned shards (high
+        watermarks read from the broker off the event loop)."""
+        while True:
+            try:
+                hws = await self._consumer.high_watermarks(DISPATCH_TOPIC, self._owned)
+                self._m.lag.set(sum(max(0, hw - (_w(self.shards[p]) + 1)) for p, hw in hws.items() if p in self.shards))
+                self._m.watermark.set(sum(_w(s) + 1 for s in self.shards.values()))
+            except EngineError as exc:
+                logger.debug("dispatch lag unavailable: %s", exc)
+            await asyncio.sleep(period_s)
 
     async def close(self) -> None:
         """Close the dispatch consumer."""

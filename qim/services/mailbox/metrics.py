@@ -19,9 +19,15 @@ class MailboxMetrics(MetricSet):
         # the materializer
         self.records = self.counter("qim_mailbox_records", "Dispatch records materialized", ["status"])
         self.dirty = self.counter("qim_mailbox_dirty", "Shards stopped by MailboxDirty (must stay 0)")
+        self.stage = self.send_stages()  # materialize: one dispatch record appended (retries included)
         self.retries = self.counter("qim_mailbox_store_retries", "Records retried after a Redis failure")
         self.pauses = self.counter("qim_mailbox_partition_pauses", "Partitions paused because their FIFO was full")
         self.queued = self.gauge("qim_mailbox_queued_records", "Records queued in shard FIFOs")
+        # progress of the dispatch consumer (materializer.lag_loop): records behind the
+        # broker, and the sum over owned shards of the materialized watermark W (rises
+        # while records flow; flat with a lag above zero = a stalled watermark)
+        self.lag = self.gauge("qim_mailbox_dispatch_lag", "Dispatch records not yet materialized (owned shards)")
+        self.watermark = self.gauge("qim_mailbox_watermark", "Sum of the materialized watermark W of the owned shards")
         self.dp_gc = self.counter("qim_mailbox_dispatch_progress_gc", "DispatchProgress entries garbage collected")
         # push links to gateways (pushlink.py)
         self.push_sent = self.counter("qim_mailbox_push_batches", "PushBatch frames queued to gateways")

@@ -21,6 +21,7 @@ from qim.config import MailboxConfig
 from qim.consts import INTERNAL_RPC_INFLIGHT
 from qim.errors import ErrorCode, RequestError
 from qim.faults import MAILBOX_POINTS, FaultPoints
+from qim.obs.logcontext import current
 from qim.obs.node import ServiceNode
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
@@ -82,7 +83,8 @@ class MailboxNode(ServiceNode):
         """The position of one materialized record to every gateway (never awaits)."""
         users = [user for user, _ in items]
         message_id = next((ev.message_id for _, events in items for ev in events), b"")
-        for body in push_bodies(tenant, seq, message_id, users):
+        trace = current("trace")  # bound by the materializer for this record
+        for body in push_bodies(tenant, seq, message_id, users, bytes.fromhex(trace)):
             for link in self.push_links:
                 link.push(body)
         self._projection.send(tenant, items)
@@ -108,17 +110,20 @@ class MailboxNode(ServiceNode):
         logger.info("mailbox node %d/%d listening on %s", self.config.node_index, self.config.node_count,
                     self.config.listen)
         self.spawn(self.materializer.run(), "materializer")
+        self.spawn(self.materializer.lag_loop(), "dispatch lag")
 
 
-def push_bodies(tenant: int, seq: int, message_id: bytes, users: Sequence[int]) -> list[bytes]:
+def push_bodies(tenant: int, seq: int, message_id: bytes, users: Sequence[int], trace_id: bytes = b"") -> list[bytes]:
     """Serialized PushBatch frames of one record's position: mailbox_seq `seq`, the
     record's `message_id` (16 bytes; the load generator's first sighting) and its
     recipients `users`, at most PUSH_USERS_PER_FRAME per frame. No entry and no body:
-    a device pulls them (its cursor may already be there)."""
+    a device pulls them (its cursor may already be there). `trace_id`: the message's, for
+    the gateway's log lines."""
     tenant_id = tenant.to_bytes(16, "big")
     bodies = []
     for i in range(0, len(users), PUSH_USERS_PER_FRAME):
         batch = internal_pb2.PushBatch(tenant_id=tenant_id)
-        batch.positions.add(mailbox_seq=seq, message_id=message_id, user_ids=users[i:i + PUSH_USERS_PER_FRAME])
+        batch.positions.add(mailbox_seq=seq, message_id=message_id, user_ids=users[i:i + PUSH_USERS_PER_FRAME],
+                            trace_id=trace_id)
         bodies.append(batch.SerializeToString())
     return bodies

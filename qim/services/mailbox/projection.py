@@ -20,6 +20,7 @@ from qim.consts import CONVERSATION_KIND_DIRECT
 from qim.errors import IdError
 from qim.net.oneway import PEER_QUEUE_LIMIT, SENT, OneWayLink
 from qim.net.tls import TlsContexts
+from qim.obs.logcontext import current
 from qim.proto.v1 import projection_pb2
 from qim.protocol import Opcode
 from qim.services.mailbox.metrics import MailboxMetrics
@@ -58,6 +59,7 @@ class ProjectionFeed:
 
     def _send(self, tenant: int, items: Any) -> None:
         n = len(self.links)
+        trace = bytes.fromhex(current("trace"))  # the record's message (bound by the materializer)
         messages: dict[tuple, list[int]] = {}
         for user, events in items:
             for ev in events:
@@ -76,7 +78,7 @@ class ProjectionFeed:
                 if frame is None:
                     frame = frames[node] = projection_pb2.Projection(tenant_id=tenant.to_bytes(16, "big"))
                 frame.messages.add(conversation_id=conv, conversation_seq=seq, created_at_ms=created,
-                                   sender_id=sender, users=sorted(set(users)))
+                                   sender_id=sender, users=sorted(set(users)), trace_id=trace)
         for node, frame in frames.items():
             if self.links[node].send(frame.SerializeToString()) == SENT:
                 self._m.projection_frames.inc()

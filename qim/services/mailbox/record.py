@@ -51,6 +51,7 @@ class Materialized:
     mailbox_seq: int
     per_user: list  # [(user_id, [MailboxEvent])]
     new_blob: bytes
+    trace_id: bytes = b""  # the message's (dispatch version 2), for log lines and pushes
 
 
 def build_events(d: dispatch_record.Dispatch) -> list[tuple[int, list[MailboxEvent]]]:
@@ -95,4 +96,4 @@ async def materialize(store: MailboxStore, cur: ShardCursor, offset: int, value:
             status = RECOVERED
     if status == RECOVERED and used != seq8:
         status = DUPLICATE  # the dispatch was first materialized at an earlier offset: nothing new here
-    return Materialized(status, d.tenant, mseq.from_bytes(used), per_user, new_blob)
+    return Materialized(status, d.tenant, mseq.from_bytes(used), per_user, new_blob, d.trace_id)

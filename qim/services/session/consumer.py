@@ -26,6 +26,7 @@ from typing import Callable, Optional
 from qim.consts import DISPATCH_TOPIC, SESSION_CONSUME_BATCH
 from qim.errors import EngineError
 from qim.infra.kafka.bridge import AsyncConsumer, topic_identity
+from qim.obs.logcontext import bind, tracer
 from qim.services.session.metrics import SessionMetrics
 from qim.services.session.register import Registration, from_message, merge
 from qim.stores.errors import StorageError
@@ -135,6 +136,9 @@ class DurableProjector:
             try:
                 d = dispatch_record.decode(m.value())
                 c = d.coord
+                if d.trace_id and tracer.isEnabledFor(logging.DEBUG):
+                    with bind(trace=d.trace_id):
+                        tracer.debug("durable projection of partition %d offset %d", part, off)
                 regs += from_message(d.tenant, c.conversation_id, c.conversation_seq, c.created_at_ms, c.sender_id,
                                      d.recipients, self.owns)
             except (dispatch_record.DispatchDecodeError, ValueError) as exc:
@@ -163,6 +167,17 @@ class DurableProjector:
         self._m.dispatch_records.inc(len(msgs))
         self._m.registrations.labels(path="durable").inc(len(regs))
         self._on_registered(regs)
+
+    async def lag_loop(self, period_s: float = 5.0) -> None:
+        """Export the durable projection's lag over every dispatch partition."""
+        while True:
+            try:
+                if self.next:
+                    hws = await self._consumer.high_watermarks(DISPATCH_TOPIC, list(self.next))
+                    self._m.lag.set(sum(max(0, hw - self.next[p]) for p, hw in hws.items()))
+            except EngineError as exc:
+                logger.debug("dispatch lag unavailable: %s", exc)
+            await asyncio.sleep(period_s)
 
     async def close(self) -> None:
         """Close the dispatch consumer."""

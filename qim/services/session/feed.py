@@ -18,6 +18,7 @@ from typing import Callable, Optional
 from google.protobuf.message import DecodeError
 
 from qim.consts import SESSION_PROJECTION_QUEUE
+from qim.obs.logcontext import bind, tracer
 from qim.proto.v1 import projection_pb2
 from qim.services.session.metrics import SessionMetrics
 from qim.services.session.register import Registration, from_message, merge
@@ -57,6 +58,9 @@ class ProjectionIntake:
                 self._m.projection_dropped.labels(reason="queue_full").inc()
                 continue
             self._queue.append((tenant, m))
+            if tracer.isEnabledFor(logging.DEBUG):
+                with bind(trace=m.trace_id):
+                    tracer.debug("projection queued for %d recipient(s)", len(m.users))
         self._wakeup.set()
 
     async def run(self) -> None:

@@ -18,6 +18,7 @@ class SessionMetrics(MetricSet):
 
     def __init__(self, registry: Optional[CollectorRegistry] = None) -> None:
         super().__init__(registry)
+        self.lag = self.gauge("qim_session_dispatch_lag", "Dispatch records the durable projection has not applied")
         self.registrations = self.counter("qim_session_registrations", "Conversation registrations written",
                                           ["path"])
         self.list_seconds = self.histogram("qim_session_list_seconds", "PULL_SESSION_LIST service time",

@@ -127,3 +127,4 @@ class SessionNode(ServiceNode):
         logger.info("session node %d/%d listening on %s", self.config.node_index, self.config.node_count,
                     self.config.listen)
         self.spawn(self.projector.run(), "durable projection")
+        self.spawn(self.projector.lag_loop(), "durable projection lag")

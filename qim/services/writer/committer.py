@@ -21,6 +21,7 @@ conversation_seq order = reserve order = Outbox order per conversation.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Mapping, Optional, Protocol
 
@@ -28,6 +29,7 @@ from qim.consts import EVENT_GROUP_MAX_BYTES, INLINE_BODY_BUDGET_BYTES, MAX_MESS
 from qim.errors import ErrorCode, RequestError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncProducer
+from qim.obs.logcontext import bind, tracer
 from qim.proto.v1 import internal_pb2, message_pb2
 from qim.services.writer.hlc import HlcClock
 from qim.services.writer.metrics import WriterMetrics
@@ -98,7 +100,8 @@ class MessageCommitter:
         self._faults = faults
         self._planners = dict(planners)
         self.turns = ConversationTurns()
-        self.outbox = OutboxPublisher(commits, producer, faults, metrics)
+        self._m = metrics if metrics is not None else WriterMetrics()
+        self.outbox = OutboxPublisher(commits, producer, faults, self._m)
         # Owner of this process's reservations in the conversations' unpublished sets:
         # new per process, so a restarted writer's leftovers count as another writer's.
         self.token = os.urandom(8).hex()
@@ -117,8 +120,11 @@ class MessageCommitter:
             custom_type=custom_type, body=body)
 
     def audience(self, **fields) -> internal_pb2.OutboxRecord:
-        """The frozen audience part of the Outbox record (shard_count filled in)."""
-        return internal_pb2.OutboxRecord(shard_count=self._shard_count, **fields)
+        """The frozen audience part of the Outbox record (shard_count filled in) with the
+        message's trace id: 16 random bytes drawn here, at commit, stored with the
+        audience (a resumed commit keeps it) and carried by every record after it
+        (docs/operations.md "Tracing")."""
+        return internal_pb2.OutboxRecord(shard_count=self._shard_count, trace_id=os.urandom(16), **fields)
 
     async def run_commit(self, ref: CommitRef, digest: bytes, record: message_pb2.MessageRecord,
                          audience: internal_pb2.OutboxRecord, turn: Turn, reserve: Reserve,
@@ -130,6 +136,12 @@ class MessageCommitter:
         audience_bytes = audience.SerializeToString()
         await turn.wait()
         reserved, prefix = await self._reserve(ref, digest, record, audience_bytes, reserve, previous)
+        with bind(trace=audience.trace_id if reserved.fresh else None):  # a retry's stored trace is not ours
+            return await self._after_reserve(ref, record, audience, audience_bytes, turn, reserved, prefix)
+
+    async def _after_reserve(self, ref: CommitRef, record: message_pb2.MessageRecord,
+                             audience: internal_pb2.OutboxRecord, audience_bytes: bytes, turn: Turn,
+                             reserved: Reserved, prefix: bytes) -> message_pb2.SendAck:
         if reserved.state == COMMITTED:
             turn.release()
             return ack(ref.client_message_id, reserved.message_id, ref.conversation_id, reserved.conversation_seq,
@@ -146,7 +158,9 @@ class MessageCommitter:
             pending = (await self.outbox.resume([(ref, reserved.conversation_seq)]))[0]
         turn.release()
         self.outbox.complete_in_background(before)
-        return await self.outbox.complete(pending)
+        done = await self.outbox.complete(pending)
+        tracer.debug("committed message_id=%s conversation_seq=%d", done.message_id.hex(), done.conversation_seq)
+        return done
 
     async def _reserve(self, ref: CommitRef, digest: bytes, record: message_pb2.MessageRecord, audience: bytes,
                        reserve: Reserve, previous: bytes) -> tuple[Reserved, bytes]:
@@ -157,6 +171,7 @@ class MessageCommitter:
             record.message_id, record.created_at_ms = self._clock.next_id()
             prefix = record.SerializeToString()
             scan = conversation in self.outbox.rescan
+            started = time.perf_counter()
             try:
                 reserved = await reserve(Reservation(
                     ref, digest, record.message_id, record.created_at_ms, prefix, audience, self.token,
@@ -167,6 +182,7 @@ class MessageCommitter:
                 continue
             except StoreUnavailable as exc:
                 raise RequestError(ErrorCode.UNAVAILABLE, "commit store unavailable") from exc
+            self._m.stage.labels(stage="reserve").observe(time.perf_counter() - started)
             if scan:
                 self.outbox.rescan.discard(conversation)
             return reserved, prefix

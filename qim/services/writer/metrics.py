@@ -18,6 +18,7 @@ class WriterMetrics(MetricSet):
         self.requests = self.counter("qim_writer_requests", "Internal requests received by the writer", ["opcode"])
         self.results = self.counter("qim_writer_results", "Client requests by result code", ["result"])
         self.request_seconds = self.histogram("qim_writer_request_seconds", "Time from request to reply", ["op"])
+        self.stage = self.send_stages()  # reserve, record, outbox, commit
         self.older_published = self.counter(
             "qim_writer_older_commits_published",
             "Unpublished commits of another (crashed) writer published before a newer one")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Optional, Sequence
 
 from qim.consts import COMMIT_HELPER_TTL_MS, COMMIT_OP_HELPER_TTL_MS, MESSAGE_TYPE_CONTROL, OUTBOX_TOPIC
@@ -98,9 +99,13 @@ class OutboxPublisher:
         if pending.delivery is None:  # a Pending is built with one of delivery, done, error
             raise RequestError(ErrorCode.INTERNAL, "outbox commit without a delivery")
         try:
+            started = time.perf_counter()
             _, offset = await pending.delivery
+            outboxed = time.perf_counter()
+            self._m.stage.labels(stage="outbox").observe(outboxed - started)
             self._faults.hit("after_outbox")
             done = await self._commits.mark_committed(ref, offset, pending.ttl_ms)
+            self._m.stage.labels(stage="commit").observe(time.perf_counter() - outboxed)
         except EngineError as exc:  # the broker, or StoreUnavailable
             self.rescan.add((ref.tenant, ref.conversation_id))  # the next reserve lists its unpublished commits
             raise RequestError(ErrorCode.UNAVAILABLE, "outbox or commit store unavailable") from exc
@@ -176,8 +181,10 @@ class OutboxPublisher:
 
     async def record(self, ref: CommitRef, message_id: bytes) -> None:
         """RESERVED → RECORDED (the second call of split mode, also used by resumption)."""
+        started = time.perf_counter()
         try:
             await self._commits.record(ref, message_id)
         except StorageError as exc:
             raise RequestError(ErrorCode.UNAVAILABLE, "commit store unavailable") from exc
+        self._m.stage.labels(stage="record").observe(time.perf_counter() - started)
         self._faults.hit("after_record")

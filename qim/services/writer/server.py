@@ -23,6 +23,7 @@ from qim.consts import CONVERSATION_KIND_DIRECT, CONVERSATION_KIND_GROUP, OUTBOX
 from qim.errors import EngineError, ErrorCode, RequestError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncProducer, topic_partitions
+from qim.obs.logcontext import bind
 from qim.obs.node import ServiceNode
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
@@ -104,7 +105,8 @@ class ConversationWriter(ServiceNode):
         kind = Opcode(req.opcode).name if req.opcode in Opcode._value2member_map_ else "SEND_MESSAGE"
         try:
             # a store error is a RequestError with its wire code (qim/stores/errors.py)
-            reply = await self.ops.client(req.actor, req.opcode, req.upstream)
+            with bind(op=kind):  # every log line of this request says which one
+                reply = await self.ops.client(req.actor, req.opcode, req.upstream)
         except RequestError as exc:
             self.metrics.results.labels(result=exc.code.name).inc()
             raise

@@ -233,3 +233,14 @@ def read_key(tenant: int, user_id: int) -> str:
     """HASH, ReadPositionStore: conversation_id hex -> read_conversation_seq (forward
     only; also moved by SessionStore's registration of the user's own sends)."""
     return f"qim:read:{tenant:032x}:{user_id}"
+
+
+# --- RevocationStore ------------------------------------------------------------------
+REVOCATION_CHANNEL = "qim:revocations"  # PUBLISH "tenant_hex:user:device:cutoff" to every gateway
+
+
+def revocation_key(tenant: int, user_id: int, device_id: int) -> str:
+    """STRING, RevocationStore: unix seconds; tokens of (user, device) issued at or before
+    it are refused (device 0: every device of the user); expires after the longest token
+    lifetime (written by `qimctl token revoke`, read by gateways at AUTH)."""
+    return f"qim:revoked:{tenant:032x}:{user_id}:{device_id}"

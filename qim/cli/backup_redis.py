@@ -1,0 +1,111 @@
+"""Redis half of `qimctl backup` / `qimctl restore` (docs/operations.md "Backup and restore";
+docs/decisions/0037-ops-backups.md): engine-native steps only.
+
+- `snapshot(addr, path)`: a point-in-time RDB of the running commit Redis, fetched over
+  the replication protocol (`redis-cli --rdb`): the server forks and streams the
+  snapshot, nothing pauses, AOF stays as it is.
+- `restore(addr, path, workdir)`: the RDB into an EMPTY running Redis (refused otherwise):
+  a temporary `redis-server` on a loopback port serves the file, the target replicates
+  from it (`REPLICAOF`), then stands alone again (`REPLICAOF NO ONE`); the target's own
+  AOF is rewritten by the sync. Keys keep their expiry times. Run it on the Redis host
+  (the target dials the temporary server on 127.0.0.1).
+
+EngineError (one line) for anything that fails; the temporary server is stopped by its pid.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import redis
+
+from qim.errors import EngineError
+from qim.wire.addr import parse_addr
+
+SYNC_TIMEOUT_S = 300.0
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise EngineError(f"{name} is not on PATH (Debian package redis-tools / redis-server)")
+    return path
+
+
+def snapshot(addr: str, path: Path, timeout: float = SYNC_TIMEOUT_S) -> int:
+    """Write the RDB of the Redis at `addr` to `path`; its size in bytes."""
+    host, port = parse_addr(addr)
+    r = subprocess.run([_tool("redis-cli"), "-h", host, "-p", str(port), "--rdb", str(path)],
+                       capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0 or not path.exists():
+        raise EngineError(f"redis-cli --rdb from {addr} failed: {(r.stderr or r.stdout).strip()[-300:]}")
+    return path.stat().st_size
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(check, timeout: float, what: str) -> None:
+    end = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > end:
+            raise EngineError(f"{what} not done within {timeout:.0f}s")
+        time.sleep(0.1)
+
+
+def restore(addr: str, rdb: Path, workdir: Path, timeout: float = SYNC_TIMEOUT_S) -> int:
+    """Load `rdb` into the empty Redis at `addr` (module doc); the number of keys."""
+    host, port = parse_addr(addr)
+    target = redis.Redis(host=host, port=port, socket_timeout=30)
+    try:
+        if target.dbsize():
+            raise EngineError(f"the Redis at {addr} is not empty: restore only into an empty stack")
+        workdir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(rdb, workdir / "dump.rdb")
+        temp_port = _free_port()
+        temp = subprocess.Popen([_tool("redis-server"), "--port", str(temp_port), "--bind", "127.0.0.1",
+                                 "--dir", str(workdir), "--dbfilename", "dump.rdb", "--appendonly", "no",
+                                 "--save", "", "--protected-mode", "no"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=workdir)
+        try:
+            source = redis.Redis(host="127.0.0.1", port=temp_port, socket_timeout=30)
+
+            def up() -> bool:
+                try:
+                    return bool(source.ping()) and source.info("persistence").get("loading") == 0
+                except redis.exceptions.ConnectionError:
+                    if temp.poll() is not None:
+                        raise EngineError(f"the temporary redis-server exited ({temp.returncode})") from None
+                    return False
+
+            _wait(up, timeout, "loading the RDB")
+            keys = int(source.dbsize())
+            target.replicaof("127.0.0.1", temp_port)
+
+            def synced() -> bool:
+                info = target.info("replication")
+                return info.get("master_link_status") == "up" and not info.get("master_sync_in_progress")
+
+            _wait(synced, timeout, f"{addr} replicating the RDB")
+            target.replicaof("NO", "ONE")
+            if int(target.dbsize()) != keys:
+                raise EngineError(f"{addr} holds {target.dbsize()} keys after the sync, the RDB {keys}")
+            return keys
+        finally:
+            temp.terminate()
+            try:
+                temp.wait(30)
+            except subprocess.TimeoutExpired:
+                temp.kill()
+                temp.wait(10)
+    except redis.exceptions.RedisError as exc:
+        raise EngineError(f"redis at {addr}: {exc}") from None
+    finally:
+        target.close()

@@ -1,0 +1,143 @@
+"""`qimctl trace MESSAGE_ID` (docs/operations.md "Tracing"): where one message is on its way.
+
+    committed     its Outbox record (offset, conversation, conversation_seq, sender,
+                  audience) and its trace id: grep the services' logs for `trace=<id>`
+    dispatched    each dispatch record (shard, offset, recipients), found in every
+                  partition of qim.dispatch from a minute before the message's id time
+    materialized  per shard: the DispatchProgress of the record (mailbox_seq, state) and
+                  the shard's watermark W (materialized when W >= its offset)
+    cursor        with `--cursor USER=SEQ` (a device's mailbox cursor as its app reports
+                  it; cursors live on devices, the server keeps none): whether the entry
+                  is below (delivered to that device) or above it (still to pull)
+
+Reads only (Kafka by static assign, Redis GET/HMGET); nothing is committed or written.
+Exit codes: 0 found, 1 not in the Outbox (not committed, or older than its retention),
+2 a bad argument or an unreachable engine (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Optional
+
+import redis
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from qim._core import ids, watermark
+from qim._core.mailbox_seq import from_bytes as mseq_from_bytes
+from qim.cli.topic_read import KAFKA_CALL_TIMEOUT_S, high_watermarks, read_topic
+from qim.consts import DISPATCH_TOPIC, OUTBOX_TOPIC
+from qim.errors import ConfigError, EngineError
+from qim.proto.v1 import internal_pb2
+from qim.stores.redis.keys import dp_key, wm_key
+from qim.wire import dispatch as dispatch_codec
+from qim.wire import outbox as outbox_codec
+from qim.wire.addr import parse_addr
+
+LOOKBACK_MS = 60_000  # the id's time is its commit time; the broker's append time is a little later
+
+
+def add_parsers(sub, env) -> None:
+    """Register `trace`."""
+    p = sub.add_parser("trace", help="where one message is: committed, dispatched, materialized")
+    p.add_argument("message_id", help="32 hex digits")
+    p.add_argument("--cursor", action="append", default=[], metavar="USER=SEQ",
+                   help="a device's mailbox cursor as its app reports it (repeatable)")
+    p.add_argument("--redis-addr", default=env.get("QIM_REDIS_ADDR"), help="commit Redis (default $QIM_REDIS_ADDR)")
+    p.add_argument("--kafka-bootstrap", default=env.get("QIM_KAFKA_BOOTSTRAP"))
+    p.add_argument("--shard-count", type=int, default=int(env.get("QIM_MAILBOX_SHARD_COUNT") or 64))
+    p.set_defaults(func=run_trace)
+
+
+def _start(consumer: Consumer, topic: str, parts: int, ms: int) -> dict[int, tuple[int, int]]:
+    marks = high_watermarks(consumer, topic, parts)
+    found = consumer.offsets_for_times([TopicPartition(topic, p, ms) for p in range(parts)],
+                                       timeout=KAFKA_CALL_TIMEOUT_S)
+    return {tp.partition: (tp.offset if tp.offset >= 0 else marks[tp.partition][1], marks[tp.partition][1])
+            for tp in found}
+
+
+def _find(bootstrap: str, mid: bytes, shard_count: int) -> tuple[Optional[tuple[int, internal_pb2.OutboxRecord]],
+                                                                  list]:
+    since = ids.split_message_id(mid)[0] - LOOKBACK_MS
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "qimctl-trace", "enable.auto.commit": False,
+                         "enable.partition.eof": True})
+    outbox: list[tuple[int, internal_pb2.OutboxRecord]] = []
+    dispatches: list = []
+    try:
+        def on_outbox(p: int, offset: int, value: Optional[bytes]) -> None:
+            rec = outbox_codec.decode(value or b"")
+            if rec.record.message_id == mid:
+                outbox.append((offset, rec))
+
+        def on_dispatch(p: int, offset: int, value: Optional[bytes]) -> None:
+            d = dispatch_codec.decode(value or b"")
+            if d.coord.message_id == mid:
+                dispatches.append((p, offset, d))
+
+        read_topic(consumer, OUTBOX_TOPIC, _start(consumer, OUTBOX_TOPIC, 1, since), on_outbox, 30.0)
+        read_topic(consumer, DISPATCH_TOPIC, _start(consumer, DISPATCH_TOPIC, shard_count, since), on_dispatch, 30.0)
+    except KafkaException as exc:
+        raise EngineError(f"kafka at {bootstrap}: {exc}") from None
+    finally:
+        consumer.close()
+    return (outbox[0] if outbox else None), dispatches
+
+
+def run_trace(args: argparse.Namespace, out=sys.stdout) -> int:
+    """Print the message's way (module doc)."""
+    try:
+        mid = bytes.fromhex(args.message_id)
+    except ValueError:
+        raise ConfigError(f"MESSAGE_ID {args.message_id!r} is not hex: 32 hex digits of a message id") from None
+    try:
+        ids.split_message_id(mid)  # IdError (a ValueError) for anything a writer never made
+    except ValueError as exc:
+        raise ConfigError(f"MESSAGE_ID {args.message_id} is not a message id a writer makes: {exc}") from None
+    try:
+        cursors = {int(u): int(s) for u, s in (c.split("=", 1) for c in args.cursor)}
+    except ValueError:
+        raise ConfigError(f"--cursor {args.cursor}: each is USER=SEQ (two integers)") from None
+    if not args.kafka_bootstrap or not args.redis_addr:
+        raise ConfigError("--kafka-bootstrap and --redis-addr (or their variables) are required")
+    committed, dispatches = _find(args.kafka_bootstrap, mid, args.shard_count)
+    if committed is None:
+        print(f"not committed: no Outbox record of {mid.hex()} (or older than the Outbox retention)", file=out)
+        return 1
+    offset, rec = committed
+    m = rec.record
+    audience = (f"recipients {list(rec.recipients)}" if rec.recipients
+                else f"group snapshot version {rec.membership_version}")
+    print(f"committed: outbox offset {offset} conversation {m.conversation_id.hex()} seq {m.conversation_seq} "
+          f"sender {m.sender_id} {audience} at {time.strftime('%H:%M:%S', time.gmtime(m.created_at_ms / 1000))} "
+          f"trace={rec.trace_id.hex() or '-'}", file=out)
+    if not dispatches:
+        print("dispatched: not yet (fanout behind, see qim_fanout_outbox_lag)", file=out)
+    host, port = parse_addr(args.redis_addr)
+    r = redis.Redis(host=host, port=port, socket_timeout=10)
+    told: set[int] = set()
+    try:
+        for shard, doff, d in sorted(dispatches, key=lambda x: x[:2]):
+            told.update(d.recipients)
+            print(f"dispatched: shard {shard} offset {doff} recipients {list(d.recipients)}", file=out)
+            blob = r.hget(wm_key(shard), "blob")
+            w = watermark.start_offset(blob) - 1 if blob else -1
+            seq8, state = r.hmget(dp_key(shard, d.dispatch_id), "seq", "st")
+            if w >= doff or state == b"DONE":
+                seq = mseq_from_bytes(seq8) if isinstance(seq8, bytes) else 0
+                print(f"materialized: shard {shard} mailbox_seq {seq} (W={w}) for {list(d.recipients)}", file=out)
+                for user in d.recipients:
+                    if user in cursors:
+                        where = "below" if seq <= cursors[user] else "above"
+                        print(f"cursor: user {user} cursor {cursors[user]}: entry {seq} is {where} it", file=out)
+            else:
+                print(f"materialized: not yet on shard {shard} (W={w} < offset {doff})", file=out)
+    except redis.exceptions.RedisError as exc:
+        raise EngineError(f"redis at {args.redis_addr}: {exc}") from None
+    finally:
+        r.close()
+    for user in sorted(set(cursors) - told):  # a cursor nobody could compare: say so, never nothing
+        print(f"cursor: user {user} is not among the recipients dispatched so far", file=out)
+    return 0

@@ -1,0 +1,223 @@
+"""Every QIM_* variable, one row each: name, type, default, who reads it and what it means
+(docs/operations.md "Configuration reference" is rendered from this table by
+`render_reference()` and checked against it by tests/config/test_variables.py, which
+also checks that each service's configuration reads exactly the rows that name it and
+that no QIM_* name in the code is missing here).
+
+Rows of listeners, metrics addresses, address lists and node index/count are derived
+from the service table (qim/topology.py), never written twice. Readers are service
+names of that table, or `qimctl`, `clients` (qim-loadgen, qim-desktop, the SDK's
+helpers, examples), `dev` (qim-dev, qim-web), `all` (every service process).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from qim.consts import (
+    DEFAULT_SHARD_COUNT,
+    MAX_CONNECTIONS_PER_USER_DEFAULT,
+    RATE_CONN_BURST_DEFAULT,
+    RATE_CONN_PER_S_DEFAULT,
+    RATE_USER_BURST_DEFAULT,
+    RATE_USER_PER_S_DEFAULT,
+    TOKEN_AUDIENCE_DEFAULT,
+    TOKEN_ISSUER_DEFAULT,
+    TOKEN_LEEWAY_S_DEFAULT,
+    TOKEN_MAX_TTL_S_DEFAULT,
+    WRITER_INFLIGHT_DEFAULT,
+)
+from qim.topology import ARCHIVER, FANOUT, GATEWAY, MAILBOX, QIMCTL, SERVICES, SESSION, WRITER, dials, processes
+
+ALL, CLIENTS, DEV = "all", "clients", "dev"
+_RPC = (GATEWAY, WRITER, MAILBOX, SESSION)  # the services with an internal certificate
+_ENGINES = (WRITER, MAILBOX, SESSION, FANOUT, ARCHIVER, GATEWAY)
+_CQL = (*_ENGINES, QIMCTL)  # every service reads the tier (qim/config/common.py) even when it has no CQL work
+
+
+@dataclass(frozen=True)
+class Var:
+    """One variable: `type` as an operator reads it ("int 1..65536", "addr", "flag"...),
+    `default` ("required", "unset" or the value), `readers` (module doc), `meaning`."""
+
+    name: str
+    type: str
+    default: str
+    readers: tuple[str, ...]
+    meaning: str
+
+
+def _v(name: str, type: str, default: object, readers: tuple[str, ...] | str, meaning: str) -> Var:
+    return Var(name, type, str(default), (readers,) if isinstance(readers, str) else tuple(readers), meaning)
+
+
+_WRITTEN: tuple[Var, ...] = (
+    # shared by the services (qim/config/common.py)
+    _v("QIM_REDIS_ADDR", "addr", "required", (*_ENGINES, QIMCTL), "the commit Redis (host:port)"),
+    _v("QIM_KAFKA_BOOTSTRAP", "text", "required", (*_ENGINES, QIMCTL), "Kafka-API bootstrap servers"),
+    _v("QIM_MAILBOX_SHARD_COUNT", "int 1..65536, power of two", DEFAULT_SHARD_COUNT, (*_ENGINES, QIMCTL),
+       "mailbox shards = partitions of qim.dispatch, validated identically everywhere"),
+    _v("QIM_TENANT_ID", "u128", 0, (*_ENGINES, QIMCTL), "tenant of this deployment"),
+    _v("QIM_REDIS_ALLOW_UNSAFE_DEV", "flag", 0, _ENGINES, "accept a Redis without AOF fsync (development only)"),
+    _v("QIM_MAX_MESSAGE_BODY", "int 1..1048576", 1048576, (GATEWAY, WRITER), "body limit in bytes"),
+    _v("QIM_WRITER_REQUEST_INFLIGHT_LIMIT", "int 1..8192", WRITER_INFLIGHT_DEFAULT, (GATEWAY, WRITER),
+       "requests in flight per connection to a writer"),
+    # every process (qim/app/run.py, qim/_core)
+    _v("QIM_LOG_LEVEL", "DEBUG|INFO|WARNING|ERROR", "INFO", ALL, "log level"),
+    _v("QIM_NODE_NAME", "text", "the service name", ALL, "node name in every log line (`node=`)"),
+    _v("QIM_LOG_TRACE", "flag", 0, ALL, "per-message stage lines (`qim.trace`, DEBUG) with their trace id"),
+    _v("QIM_EVENT_LOOP", "uvloop|asyncio", "uvloop", ALL, "event loop"),
+    _v("QIM_PUREPYTHON", "flag", 0, ALL, "pure-Python twins of qim._core (tests only)"),
+    _v("QIM_FAULT_INJECTION", "flag", 0, (WRITER, MAILBOX, FANOUT, ARCHIVER), "allow a *_FAULT_POINT (crash tests, loopback only)"),
+    _v("QIM_METRICS_TLS_CERT", "path", "unset", ALL, "HTTPS on /metrics and /healthz with this certificate (TLS 1.3)"),
+    _v("QIM_METRICS_TLS_KEY", "path", "unset", ALL, "its key"),
+    _v("QIM_METRICS_CLIENT_CA", "path", "unset", ALL, "with the two above: scrapers must present a certificate of this CA"),
+    # TLS (qim/config/tls.py)
+    _v("QIM_GATEWAY_TLS_CERT", "path", "required", GATEWAY, "client-port certificate chain (TLS 1.3)"),
+    _v("QIM_GATEWAY_TLS_KEY", "path", "required", GATEWAY, "its key"),
+    _v("QIM_GATEWAY_PLAINTEXT_DEV", "flag", 0, GATEWAY, "plaintext client port on a loopback address (development)"),
+    _v("QIM_INTERNAL_CA", "path", "required", (*_RPC, QIMCTL), "CA bundle of service certificates"),
+    _v("QIM_INTERNAL_TLS_CERT", "path", "required", _RPC, "this process's service certificate (qim://service/NAME)"),
+    _v("QIM_INTERNAL_TLS_KEY", "path", "required", _RPC, "its key"),
+    _v("QIM_INTERNAL_PLAINTEXT_DEV", "flag", 0, _RPC, "plaintext internal RPC, loopback only (development)"),
+    _v("QIM_GATEWAY_WS_ORIGINS", "origins", "unset (no browser)", GATEWAY, "browser origins allowed to open a WebSocket"),
+    # gateway: tokens and limits
+    _v("QIM_TOKEN_PUBLIC_KEYS", "paths", "unset", GATEWAY, "PEM public keys trusted by kid (this or QIM_TOKEN_JWKS)"),
+    _v("QIM_TOKEN_JWKS", "path or http(s) URL", "unset", GATEWAY, "JWKS document of the token service's keys, by kid"),
+    _v("QIM_TOKEN_JWKS_REFRESH_S", "int 5..86400", 300, GATEWAY, "how often the JWKS is read again"),
+    _v("QIM_TOKEN_AUDIENCE", "text", TOKEN_AUDIENCE_DEFAULT, (GATEWAY, CLIENTS), "`aud` every token must carry"),
+    _v("QIM_TOKEN_ISSUER", "text", TOKEN_ISSUER_DEFAULT, GATEWAY, "`iss` every token must carry"),
+    _v("QIM_TOKEN_LEEWAY_S", "int 0..300", TOKEN_LEEWAY_S_DEFAULT, GATEWAY, "clock difference allowed for exp/nbf/iat"),
+    _v("QIM_TOKEN_MAX_TTL_S", "int 60..2592000", TOKEN_MAX_TTL_S_DEFAULT, GATEWAY, "longest token lifetime accepted"),
+    _v("QIM_AUTH_TIMEOUT_MS", "int 100..600000", 10000, GATEWAY, "a connection not authenticated by then is closed"),
+    _v("QIM_RATE_CONN_PER_S", "int 0..1000000", RATE_CONN_PER_S_DEFAULT, GATEWAY, "per-connection refill (0 = no limit)"),
+    _v("QIM_RATE_CONN_BURST", "int 1..1000000", RATE_CONN_BURST_DEFAULT, GATEWAY, "per-connection bucket"),
+    _v("QIM_RATE_USER_PER_S", "int 0..1000000", RATE_USER_PER_S_DEFAULT, GATEWAY, "per-user refill (0 = no limit)"),
+    _v("QIM_RATE_USER_BURST", "int 1..1000000", RATE_USER_BURST_DEFAULT, GATEWAY, "per-user bucket"),
+    _v("QIM_MAX_CONNECTIONS_PER_USER", "int 1..65536", MAX_CONNECTIONS_PER_USER_DEFAULT, GATEWAY,
+       "one user's connections to one gateway"),
+    # writer
+    _v("QIM_WRITER_ID", "int 0..65535", 0, WRITER, "0 = lease one"),
+    _v("QIM_REGION_ID", "int 0..65535", 0, WRITER, "region bits of message ids"),
+    _v("QIM_COMMIT_RECOVERY_STALE_MS", "int 100..3600000", 5000, WRITER, "a pending commit older than this is recovered"),
+    _v("QIM_RECALL_WINDOW_MS", "int 0..2592000000", 86400000, WRITER, "how long a sender may recall"),
+    _v("QIM_CLOCK_SKEW_MS", "int ±86400000", 0, WRITER, "shift of the writer's clock (tests only, loopback)"),
+    _v("QIM_WRITER_FAULT_POINT", "name", "unset", WRITER, "crash point (tests only)"),
+    # mailbox, session, fanout
+    _v("QIM_DISPATCH_PROGRESS_GC_SAFETY_MS", "int ms", 0, MAILBOX, "dispatch-progress GC safety (0 = GC off)"),
+    _v("QIM_MAILBOX_RETENTION_MS", "int 1000..3650 days", 604800000, MAILBOX, "entries older are not served"),
+    _v("QIM_MAILBOX_FAULT_POINT", "name", "unset", MAILBOX, "crash point (tests only)"),
+    _v("QIM_SESSION_SNAPSHOT_TTL_MS", "int 0..3600000", 300000, SESSION, "session-list snapshot lifetime"),
+    _v("QIM_FANOUT_BATCH_SIZE", "int 1..1024", 512, FANOUT, "Outbox records per fanout batch"),
+    _v("QIM_FANOUT_FAULT_POINT", "name", "unset", FANOUT, "crash point (tests only)"),
+    # archive tier (qim/config/tier.py, archiver.py)
+    _v("QIM_SCYLLA_ADDRS", "addrs", "unset (no archive tier)", _CQL, "ScyllaDB contact points"),
+    _v("QIM_SCYLLA_KEYSPACE", "name", "qim", _CQL, "keyspace"),
+    _v("QIM_SCYLLA_LOCAL_DC", "name", "datacenter1", _CQL, "local datacenter"),
+    _v("QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV", "flag", 0, _CQL, "replication factor 1 (development)"),
+    _v("QIM_MESSAGE_STORE_BACKEND", "redis|tiered", "tiered with QIM_SCYLLA_ADDRS", _CQL, "MessageStore backend"),
+    _v("QIM_HISTORY_HOT_WINDOW_MS", "int ms", "7 days", _CQL, "history kept hot in Redis"),
+    _v("QIM_DEFAULT_HISTORY_RETENTION_DAYS", "int 1..3650", 30, _CQL, "archive retention"),
+    _v("QIM_OUTBOX_RETENTION_MS", "int ms", "7 days", _CQL, "Outbox records kept (the recovery window)"),
+    _v("QIM_HISTORY_TRIM_SLACK_MS", "int ms", 60000, _CQL, "trim slack"),
+    _v("QIM_HISTORY_TRIM_PERIOD_MS", "int ms", 5000, _CQL, "trim period"),
+    _v("QIM_ARCHIVER_BATCH_SIZE", "int", 512, ARCHIVER, "rows per archive batch"),
+    _v("QIM_ARCHIVER_FAULT_POINT", "name", "unset", ARCHIVER, "crash point (tests only)"),
+    # clients and qimctl
+    _v("QIM_GATEWAY_ADDR", "addr", "127.0.0.1:7100", (CLIENTS, QIMCTL), "the gateway a client dials"),
+    _v("QIM_GATEWAY_WS_ADDR", "ws:// URL", "unset", (CLIENTS, DEV), "the development WebSocket endpoint"),
+    _v("QIM_GATEWAY_WSS_ADDR", "wss:// URL", "unset", CLIENTS, "the WebSocket endpoint on the client port"),
+    _v("QIM_CA_FILE", "path", "system trust", (CLIENTS, QIMCTL), "CA that verifies the gateway"),
+    _v("QIM_DEV_TOKEN_KEY", "path", "unset", (CLIENTS, QIMCTL, DEV), "development token signing key"),
+    _v("QIM_TOKEN", "text", "unset", CLIENTS, "a token for qim-desktop"),
+    _v("QIM_DATA_DIR", "path", "$XDG_DATA_HOME/qim", CLIENTS, "the SDK's local stores"),
+    _v("QIM_QIMCTL_TLS_CERT", "path", "unset", QIMCTL, "qimctl's service certificate"),
+    _v("QIM_QIMCTL_TLS_KEY", "path", "unset", QIMCTL, "its key"),
+    # development engines and pages
+    _v("QIM_KAFKA_CACHE", "path", "~/.cache/qim", DEV, "broker jar cache"),
+    _v("QIM_KAFKA_LOG_LEVEL", "level", "WARN", DEV, "broker log level"),
+    _v("QIM_CASSANDRA_CACHE", "path", "~/.cache/qim", DEV, "Cassandra tarball cache"),
+    _v("QIM_CASSANDRA_HEAP_MB", "int", 512, DEV, "Cassandra heap"),
+    _v("QIM_CASSANDRA_LOG_LEVEL", "level", "WARN", DEV, "Cassandra log level"),
+    _v("QIM_DEV_WITH_CASSANDRA", "flag", 1, DEV, "qim-dev engines up starts Cassandra"),
+    _v("QIM_WEB_PORT", "int", 8088, DEV, "qim-web's port"),
+    _v("QIM_DEV_TENANT", "int", 0, DEV, "tenant of qim-web's development tokens"),
+)
+
+
+def _derived() -> tuple[Var, ...]:
+    """Listener, metrics, address-list and node rows of every process (qim/topology.py)."""
+    out: list[Var] = []
+    for row in processes():
+        for ln in row.listeners:
+            default = "unset (none)" if ln.suffix == "_ws" else f"127.0.0.1:{ln.port}"
+            out.append(Var(ln.var, "addr", default, (row.name,), f"{row.name} listener"))
+        out.append(Var(row.metrics_var, "addr", f"127.0.0.1:{row.metrics_port}", (row.name,),
+                       f"{row.name} /metrics and /healthz (HTTP on loopback unless QIM_METRICS_TLS_CERT)"))
+        if row.node_index:
+            out.append(Var(f"QIM_{row.env}_NODE_INDEX", "int", "0", (row.name,), "this node's index among its kind"))
+            if row.name != SESSION:  # a session node counts QIM_SESSION_ADDRS instead
+                out.append(Var(f"QIM_{row.env}_NODE_COUNT", "int", "1", (row.name,), "nodes of this kind"))
+    for row in SERVICES.values():  # address lists: read by every service that dials the kind
+        listener = row.internal_listener
+        if listener is None:
+            continue
+        readers = tuple(s.name for s in SERVICES.values() if row in dials(s.name))
+        own = (row.name,) if row.name == SESSION else ()  # user u on node u mod len(list)
+        out.append(Var(row.addrs_var, "addrs", f"127.0.0.1:{listener.port}", (*readers, *own),
+                       f"every {row.name} node's internal address, in node order"))
+    return tuple(out)
+
+
+def variables() -> dict[str, Var]:
+    """Every row by name (written ones first; a derived row of the same name adds its readers)."""
+    out: dict[str, Var] = {}
+    for v in (*_WRITTEN, *_derived()):
+        if v.name in out:
+            old = out[v.name]
+            out[v.name] = Var(v.name, old.type, old.default, tuple(dict.fromkeys(old.readers + v.readers)), old.meaning)
+        else:
+            out[v.name] = v
+    return out
+
+
+BEGIN, END = "<!-- BEGIN configuration reference (qim/config/variables.py) -->", "<!-- END configuration reference -->"
+
+
+def render_reference() -> str:
+    """The markdown table of docs/operations.md "Configuration reference", between BEGIN and END."""
+    lines = [BEGIN, "", "| variable | type | default | read by | meaning |", "|---|---|---|---|---|"]
+    for v in sorted(variables().values(), key=lambda v: v.name):
+        lines.append(f"| `{v.name}` | {v.type} | {v.default} | {', '.join(v.readers)} | {v.meaning} |")
+    return "\n".join([*lines, "", END])
+
+
+def update_doc(text: str) -> str:
+    """`text` (docs/operations.md) with its reference block replaced by render_reference();
+    ValueError when the markers are missing."""
+    start, end = text.find(BEGIN), text.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"no {BEGIN!r} ... {END!r} block")
+    return text[:start] + render_reference() + text[end + len(END):]
+
+
+def main(argv: list[str]) -> int:
+    """`python -m qim.config.variables DOC`: rewrite DOC's reference block; exit 0, or 2
+    with one line (no argument, an unreadable file, no block in it)."""
+    from pathlib import Path
+
+    if len(argv) != 1:
+        print("usage: python -m qim.config.variables docs/operations.md", file=sys.stderr)
+        return 2
+    doc = Path(argv[0])
+    try:
+        doc.write_text(update_doc(doc.read_text()))
+    except (OSError, ValueError) as exc:
+        print(f"qim.config.variables: {doc}: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
