@@ -69,13 +69,22 @@ def set_state(db: sqlite3.Connection, message_id: bytes, state: int) -> Optional
 
 
 def resolve_own(db: sqlite3.Connection, user_id: int, msg: StoredMessage) -> Optional[Resolved]:
-    """Our own committed message carries its cmid: the pending row becomes committed."""
+    """Our own committed message carries its cmid: the pending row becomes committed,
+    but only when the message is the send that row holds. The writer's identity of a
+    send (qim/wire/validate.py identity_digest) is its conversation, type, custom type
+    and body (the recipient is named by a direct conversation's id, 0 in a group), so
+    those must match; the body only while the message still has it (a recalled or
+    deleted copy has none: the rest decides). An own message with our cmid and other
+    content is another device's send that took the cmid: it is shown as a message and
+    resolves nothing, and our send gets its own answer from the writer (CONFLICT)."""
     if msg.client_message_id is None or msg.sender_id != user_id:
         return None
     cur = db.execute("UPDATE pending SET state = ?, message_id = ?, conversation_seq = ?, created_at_ms = ?"
-                     " WHERE client_message_id = ? AND state != ?",
+                     " WHERE client_message_id = ? AND state != ? AND conversation_id = ? AND message_type = ?"
+                     " AND custom_type = ? AND (? OR body = ?)",
                      (COMMITTED, msg.message_id, msg.conversation_seq, msg.created_at_ms, msg.client_message_id,
-                      COMMITTED))
+                      COMMITTED, msg.conversation_id, msg.message_type, msg.custom_type, msg.state != NORMAL,
+                      msg.body))
     if not cur.rowcount:
         return None
     return Resolved(msg.client_message_id, msg.message_id, msg.conversation_id, msg.conversation_seq,
