@@ -8,6 +8,9 @@ newcomer can see.
   holds only service packages: shared code lives in qim/stores, qim/wire or qim/_core.
 - The store interfaces (qim/stores/*.py) import no driver at module level, and
   qim/wire imports neither services nor stores (codecs are pure).
+- qim-js (web/src) has no import circle: a Runtime's helpers hold the narrow seam of
+  web/src/sdk/core.ts, never runtime.ts (type-only imports count: they tie the files
+  as much as any other).
 
 Imports are read with `ast` from the source (also those inside functions), so a lazy
 import cannot hide an edge.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 from typing import Iterator
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -82,6 +86,66 @@ def violations(root: pathlib.Path = ROOT) -> list[str]:
 
 def test_the_import_graph_keeps_its_layers():
     assert violations() == []
+
+
+TS_IMPORT = re.compile(r"""^\s*(?:import|export)\b[^;'"]*?(?:from\s*)?["'](\.{1,2}/[^"']+)["']""", re.M)
+
+
+def ts_circles(src: pathlib.Path) -> list[list[str]]:
+    """The import circles among the .ts files under `src` (relative imports, `import type`
+    included), each as its files sorted, relative to `src` (Tarjan's strongly connected
+    components of more than one file, or a file importing itself)."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted(src.rglob("*.ts")):
+        name = path.relative_to(src).as_posix()
+        graph[name] = set()
+        for target in TS_IMPORT.findall(path.read_text()):
+            dep = (path.parent / target).resolve()
+            dep = dep if dep.suffix == ".ts" else dep.with_name(dep.name + ".ts")
+            if dep.is_file() and dep.is_relative_to(src.resolve()):
+                graph[name].add(dep.relative_to(src.resolve()).as_posix())
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1 or v in graph.get(v, ()):
+                out.append(sorted(part))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def test_qim_js_has_no_import_circle():
+    assert ts_circles(ROOT / "web" / "src") == []
+
+
+def test_the_circle_check_sees_a_type_only_circle(tmp_path):
+    (tmp_path / "sdk").mkdir()
+    (tmp_path / "sdk" / "runtime.ts").write_text('import { Puller } from "./puller";\nexport class Runtime {}\n')
+    (tmp_path / "sdk" / "puller.ts").write_text('import {\n  x,\n} from "./bytes";\n'
+                                                'import type { Runtime } from "./runtime";\n')
+    (tmp_path / "sdk" / "bytes.ts").write_text("export const x = 1;\n")
+    (tmp_path / "app.ts").write_text('import { Runtime } from "./sdk/runtime";\nimport "./app";\n')
+    assert ts_circles(tmp_path) == [["app.ts"], ["sdk/puller.ts", "sdk/runtime.ts"]]
 
 
 def test_the_rules_see_what_they_forbid(tmp_path):

@@ -20,12 +20,12 @@ import logging
 import sqlite3
 from typing import Any, Iterable, Optional
 
-from google.protobuf.message import DecodeError
-
+from qim._core.types import MessageCoord
 from qim.consts import MESSAGE_TYPE_CONTROL
 from qim.proto.v1 import message_pb2
 from qim.protocol import EventType
 from qim.sdk.model import ApplyResult, Resolved, StoredMessage, StoreError
+from qim.wire.control import control_event
 
 logger = logging.getLogger(__name__)
 
@@ -52,9 +52,7 @@ def upsert(db: sqlite3.Connection, msg: StoredMessage, source: str) -> str:
         # ON CONFLICT, not OR IGNORE: OR IGNORE would also swallow CHECK/NOT NULL
         # violations and let the cursor pass an entry that was never stored.
         db.execute(f"INSERT INTO messages ({COLUMNS}, source) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                   (msg.message_id, msg.conversation_id, msg.conversation_seq, msg.sender_id, msg.created_at_ms,
-                    msg.message_type, msg.custom_type, msg.body, msg.client_message_id, msg.mailbox_seq,
-                    msg.state, source))
+                   (*msg.coord, msg.body, msg.client_message_id, msg.mailbox_seq, msg.state, source))
         return "inserted"
     if (old.state, old.body) == (msg.state, msg.body) or (old.state != NORMAL and msg.state == NORMAL):
         return ""  # recall and delete are final (the writer never reverts them)
@@ -71,13 +69,22 @@ def set_state(db: sqlite3.Connection, message_id: bytes, state: int) -> Optional
 
 
 def resolve_own(db: sqlite3.Connection, user_id: int, msg: StoredMessage) -> Optional[Resolved]:
-    """Our own committed message carries its cmid: the pending row becomes committed."""
+    """Our own committed message carries its cmid: the pending row becomes committed,
+    but only when the message is the send that row holds. The writer's identity of a
+    send (qim/wire/validate.py identity_digest) is its conversation, type, custom type
+    and body (the recipient is named by a direct conversation's id, 0 in a group), so
+    those must match; the body only while the message still has it (a recalled or
+    deleted copy has none: the rest decides). An own message with our cmid and other
+    content is another device's send that took the cmid: it is shown as a message and
+    resolves nothing, and our send gets its own answer from the writer (CONFLICT)."""
     if msg.client_message_id is None or msg.sender_id != user_id:
         return None
     cur = db.execute("UPDATE pending SET state = ?, message_id = ?, conversation_seq = ?, created_at_ms = ?"
-                     " WHERE client_message_id = ? AND state != ?",
+                     " WHERE client_message_id = ? AND state != ? AND conversation_id = ? AND message_type = ?"
+                     " AND custom_type = ? AND (? OR body = ?)",
                      (COMMITTED, msg.message_id, msg.conversation_seq, msg.created_at_ms, msg.client_message_id,
-                      COMMITTED))
+                      COMMITTED, msg.conversation_id, msg.message_type, msg.custom_type, msg.state != NORMAL,
+                      msg.body))
     if not cur.rowcount:
         return None
     return Resolved(msg.client_message_id, msg.message_id, msg.conversation_id, msg.conversation_seq,
@@ -85,12 +92,12 @@ def resolve_own(db: sqlite3.Connection, user_id: int, msg: StoredMessage) -> Opt
 
 
 def _notice_target(e: Any) -> tuple[bytes, int]:
-    try:
-        change = message_pb2.ControlEvent.FromString(bytes(e.body)).state_change
-    except DecodeError:
+    event = control_event(bytes(e.body))
+    if event is None:
         # a server bug must not wedge the cursor on this entry forever
         logger.warning("unreadable recall/delete notice at mailbox_seq %d", e.mailbox_seq)
         return b"", 0
+    change = event.state_change
     return bytes(change.message_id), int(change.state) or NOTICE_STATES[e.event_type]
 
 
@@ -107,10 +114,8 @@ def apply_mailbox_entries(db: sqlite3.Connection, user_id: int, entries: Iterabl
         if e.event_type != EventType.MESSAGE:
             continue  # MEMBERSHIP notices are not stored as messages
         state = int(e.state)
-        msg = StoredMessage(bytes(e.message_id), bytes(e.conversation_id), e.conversation_seq, e.sender_id,
-                            e.created_at_ms, int(e.message_type), bytes(e.custom_type),
-                            bytes(e.body) if state == NORMAL else b"", bytes(e.client_message_id) or None,
-                            e.mailbox_seq, state)
+        msg = StoredMessage.at(MessageCoord.of(e), bytes(e.body) if state == NORMAL else b"",
+                               bytes(e.client_message_id) or None, e.mailbox_seq, state)
         _record(db, user_id, msg, "mailbox", out)
     return _ordered(out)
 
@@ -127,10 +132,10 @@ def apply_history_items(db: sqlite3.Connection, user_id: int, conversation_id: b
         state = int(item.state)
         if state == NORMAL and not item.body_included:
             raise StoreError(f"history item at conversation_seq {item.conversation_seq} came without its body")
-        msg = StoredMessage(bytes(item.message_id), bytes(conversation_id), item.conversation_seq, item.sender_id,
-                            item.created_at_ms, int(item.message_type), bytes(item.custom_type),
-                            bytes(item.body) if state == NORMAL else b"", bytes(item.client_message_id) or None,
-                            0, state)
+        coord = MessageCoord(bytes(item.message_id), bytes(conversation_id), item.conversation_seq, item.sender_id,
+                             item.created_at_ms, int(item.message_type), bytes(item.custom_type))
+        msg = StoredMessage.at(coord, bytes(item.body) if state == NORMAL else b"",
+                               bytes(item.client_message_id) or None, 0, state)
         _record(db, user_id, msg, "history", out)
     return _ordered(out)
 

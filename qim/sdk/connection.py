@@ -34,10 +34,11 @@ from typing import Awaitable, Callable, Optional
 from qim.consts import SEND_ACK_PROBE_S
 from qim.errors import ErrorCode, FrameError
 from qim.net.transport import FrameTransport, StreamClosed
-from qim.proto.v1 import common_pb2, connection_pb2, mailbox_pb2, session_pb2
+from qim.proto.v1 import connection_pb2, mailbox_pb2, session_pb2
 from qim.protocol import RATE_LIMITED_OPCODES, Opcode
 from qim.sdk.events import ConnectionLost, ServerError
 from qim.sdk.transports import ProgressReader, endpoint_tls, open_transport
+from qim.wire.errors import decode_error
 
 logger = logging.getLogger(__name__)
 PROBE_S = 4.0
@@ -63,11 +64,9 @@ CONNECT_TIMEOUT_S = 15.0
 
 
 def _server_error(body: bytes) -> ServerError:
-    try:
-        err = common_pb2.Error.FromString(body)
-        return ServerError(ErrorCode(err.code), err.message, err.request_opcode, err.retry_after_ms)
-    except Exception:  # an unreadable ERROR must still surface as an error
-        return ServerError(ErrorCode.INTERNAL, "unreadable ERROR body")
+    """The ServerError of an ERROR body (qim/wire/errors.py decode_error: an unreadable
+    body is INTERNAL, never a silent success)."""
+    return ServerError(*decode_error(body))
 
 
 class Connection:

@@ -27,8 +27,6 @@ import sqlite3
 import time
 from typing import Any, Iterable, Optional
 
-from google.protobuf.message import DecodeError
-
 from qim._core import ids
 from qim.consts import CONVERSATION_KIND_GROUP, MESSAGE_TYPE_CONTROL, SESSION_HEAD_BODY_MAX, UNREAD_EXACT_WINDOW
 from qim.errors import IdError
@@ -36,6 +34,7 @@ from qim.proto.v1 import history_pb2, message_pb2
 from qim.protocol import EventType
 from qim.sdk import titles
 from qim.sdk.model import ApplyResult, Conversation, LastMessage, Membership, StoredMessage
+from qim.wire.control import control_event
 
 NORMAL = message_pb2.MESSAGE_STATE_NORMAL
 Kind = message_pb2.MembershipChange
@@ -130,12 +129,10 @@ def note_control(db: sqlite3.Connection, user_id: int, e: Any, touch: Touch) -> 
         return  # a garbled notice: the message apply already refused to act on it
     change = named = None
     if e.event_type == EventType.MEMBERSHIP:
-        try:
-            event = message_pb2.ControlEvent.FromString(bytes(e.body))
+        event = control_event(bytes(e.body))  # None: unreadable; it moves the head only, the list pull corrects
+        if event is not None:
             change = event.membership if event.HasField("membership") else None
             named = titles.notice_title(event)
-        except DecodeError:
-            change = None  # an unreadable notice moves the head only; the list pull corrects the interval
     ensure(db, conv, group_id=change.group_id if change is not None else (named[0] if named else 0))
     if named is not None:
         titles.set_title(db, conv, named[1], e.conversation_seq)

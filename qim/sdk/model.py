@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 from urllib.parse import urlsplit
 
+from qim._core.types import MessageCoord
 from qim.errors import ErrorCode, QimError
 
 
@@ -17,7 +18,13 @@ class StoreError(QimError):
 
 @dataclass(frozen=True)
 class StoredMessage:
-    """One row of `messages` (ids as 16 raw bytes, times in unix ms)."""
+    """One row of `messages` (ids as 16 raw bytes, times in unix ms).
+
+    Its first seven fields are the message's coordinate, `MessageCoord`
+    (qim/_core/types.py), in that type's order, kept flat because they are the row's
+    column order and the attributes an app reads (docs/sdk.md "Messages and history"): build a row
+    from a coordinate with `StoredMessage.at`, read it back with `.coord`
+    (tests/sdk/test_store_states.py holds the two layouts together)."""
 
     message_id: bytes
     conversation_id: bytes
@@ -30,6 +37,18 @@ class StoredMessage:
     client_message_id: Optional[bytes]
     mailbox_seq: int  # 0: learnt from history (REBUILD), not from a mailbox
     state: int = 0  # MessageState: 0 NORMAL, 1 RECALLED, 2 DELETED (then body is empty)
+
+    @classmethod
+    def at(cls, coord: MessageCoord, body: bytes, client_message_id: Optional[bytes], mailbox_seq: int,
+           state: int = 0) -> "StoredMessage":
+        """The row of the message at `coord` (`client_message_id` None unless it is our own)."""
+        return cls(*coord, body, client_message_id, mailbox_seq, state)
+
+    @property
+    def coord(self) -> MessageCoord:
+        """Where the message stands and what it is (the row's first seven fields)."""
+        return MessageCoord(self.message_id, self.conversation_id, self.conversation_seq, self.sender_id,
+                            self.created_at_ms, self.message_type, self.custom_type)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from qim.proto.v1 import group_pb2, message_pb2
 from qim.sdk import ConnectionLost, ServerError, direct_conversation
 from qim.sdk import events as ev
 from qim.sdk.requests import create_group, leave_group, pull_history, recall
-from tests.e2e.rawclient import RawClient
+from tests.e2e.rawclient import RawClient, wait_for_entries
 from tests.sdk.realstack import eventually, runtime, shutdown, users
 
 
@@ -63,6 +63,37 @@ async def test_conflict_on_own_send_reaches_the_app_and_keeps_the_text(stack, tm
     assert info.value.code == ErrorCode.CONFLICT
     (failed,) = rt.told.of(ev.SendFailed)
     assert failed.client_message_id == cmid and failed.code == ErrorCode.CONFLICT
+    (row,) = await st.run(st.pending_sends, ("failed",))
+    assert row.client_message_id == cmid and row.body == b"my text"
+    # the other device's message (our cmid, its text) is shown whenever it arrives, before
+    # or after the CONFLICT, and never settles or revives our send
+    await eventually(lambda: rt.told.messages(conv), what="the other device's message")
+    assert [m.body for m in rt.told.messages(conv)] == [b"somebody else's text"]
+    assert await st.run(st.pending_state, cmid) == "failed" and not rt.told.of(ev.PendingResolved)
+    await shutdown(rt)
+
+
+async def test_own_entry_with_our_cmid_and_other_text_does_not_settle_our_send(stack, tmp_path):
+    # the order the race above may take, made certain: the other device's message (our
+    # cmid) is in our mailbox, our send waits offline, and connect()'s sync applies that
+    # entry while our row is pending, before the writer answers our resend
+    a, b = users(2)
+    conv = direct_conversation(0, a, b)
+    rt = runtime(stack, tmp_path, a)
+    st = rt.store
+    cmid = ids.client_message_id(st.store_nonce, st.device_id, st.reserve_ordinal() + 1)
+    raw = await RawClient.login(stack, a, device=st.device_id + 1)
+    await raw.send_text(b, b"somebody else's text", cmid=cmid)
+    assert [e.client_message_id for e in await wait_for_entries(raw, 1)] == [cmid]  # in a's mailbox now
+    await raw.close()
+    assert await rt.submit_message(conv, b, b"my text") == cmid  # offline: stored, sent after the sync
+    await rt.connect()
+    with pytest.raises(ServerError) as info:
+        await rt.wait_ack(cmid)
+    assert info.value.code == ErrorCode.CONFLICT
+    assert [m.body for m in rt.told.messages(conv)] == [b"somebody else's text"]
+    assert not rt.told.of(ev.PendingResolved)
+    assert [(f.client_message_id, f.code) for f in rt.told.of(ev.SendFailed)] == [(cmid, ErrorCode.CONFLICT)]
     (row,) = await st.run(st.pending_sends, ("failed",))
     assert row.client_message_id == cmid and row.body == b"my text"
     await shutdown(rt)

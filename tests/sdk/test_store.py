@@ -172,8 +172,8 @@ def test_pending_resolved_only_by_own_entry(path):
     b = s.add_pending(CONV, PEER, 1, b"", b"b")
     c = s.add_pending(CONV, PEER, 1, b"", b"c")
     # the peer's entry carrying a's cmid must not resolve it: only our own entries do
-    r = s.apply_mailbox_batch([entry(10, 1, sender=PEER, cmid=a.client_message_id),
-                               entry(11, 2, sender=ME, cmid=b.client_message_id)], 11, 3, 1)
+    r = s.apply_mailbox_batch([entry(10, 1, sender=PEER, cmid=a.client_message_id, body=b"a"),
+                               entry(11, 2, sender=ME, cmid=b.client_message_id, body=b"b")], 11, 3, 1)
     assert [x.client_message_id for x in r.resolved] == [b.client_message_id]
     assert r.resolved[0].message_id == (2).to_bytes(16, "big") and r.resolved[0].conversation_seq == 2
     s.mark_acked(Resolved(c.client_message_id, (9).to_bytes(16, "big"), CONV, 9, 1))
@@ -183,8 +183,40 @@ def test_pending_resolved_only_by_own_entry(path):
     # a later ACK for an already committed row leaves it committed; re-apply resolves nothing
     s.mark_acked(Resolved(b.client_message_id, (2).to_bytes(16, "big"), CONV, 2, 1))
     assert s.pending_state(b.client_message_id) == COMMITTED
-    r = s.apply_mailbox_batch([entry(11, 2, sender=ME, cmid=b.client_message_id)], 11, 3, 1)
+    r = s.apply_mailbox_batch([entry(11, 2, sender=ME, cmid=b.client_message_id, body=b"b")], 11, 3, 1)
     assert r.resolved == [] and r.inserted == []
+
+
+def test_own_entry_with_our_cmid_and_other_content_is_not_our_send(path):
+    # another device of the user sent with a cmid this store will use (a cloned store, a
+    # reused device id): the writer answers our send CONFLICT; its entry must neither
+    # resolve our pending row nor turn a failed one committed
+    s = LocalStore.open(path, TENANT, ME)
+    waiting = s.add_pending(CONV, PEER, 1, b"", b"my text")
+    failed = s.add_pending(CONV, PEER, 1, b"", b"also mine")
+    assert s.mark_failed(failed.client_message_id)
+    r = s.apply_mailbox_batch([entry(10, 1, sender=ME, cmid=waiting.client_message_id, body=b"their text"),
+                               entry(11, 2, sender=ME, cmid=failed.client_message_id, body=b"also theirs")],
+                              11, 3, 1)
+    assert r.resolved == [] and [m.body for m in r.inserted] == [b"their text", b"also theirs"]
+    assert s.pending_state(waiting.client_message_id) == PENDING
+    assert s.pending_state(failed.client_message_id) == "failed"
+    other = ids.conversation_id_direct(TENANT, ME, PEER + 1)  # same body, another conversation
+    elsewhere = entry(12, 3, sender=ME, cmid=waiting.client_message_id, body=b"my text")
+    elsewhere.conversation_id = other
+    assert s.apply_mailbox_batch([elsewhere], 12, 3, 1).resolved == []
+    assert s.pending_state(waiting.client_message_id) == PENDING
+
+
+def test_own_entry_already_recalled_resolves_by_what_it_still_names(path):
+    # a recalled copy has no body: conversation, type and custom type decide
+    s = LocalStore.open(path, TENANT, ME)
+    mine = s.add_pending(CONV, PEER, 1, b"", b"gone soon")
+    gone = entry(10, 1, sender=ME, cmid=mine.client_message_id, body=b"")
+    gone.state = RECALLED
+    r = s.apply_mailbox_batch([gone], 10, 3, 1)
+    assert [x.client_message_id for x in r.resolved] == [mine.client_message_id]
+    assert s.pending_state(mine.client_message_id) == COMMITTED
 
 
 def test_non_message_events_move_cursor_only(path):

@@ -3,13 +3,16 @@ migration from schema 1, idempotency keys of operations (issue 10; docs/design.m
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from types import SimpleNamespace
 
 import pytest
 
 from qim._core import ids
+from qim._core.types import MessageCoord
 from qim.proto.v1 import history_pb2, mailbox_pb2, message_pb2
+from qim.sdk.model import StoredMessage
 from qim.sdk.schema import SCHEMA_VERSION
 from qim.sdk.store import LocalStore, StoreError
 
@@ -38,6 +41,17 @@ def item(n: int, body: bytes = b"", included: bool = True, state: int = NORMAL, 
 @pytest.fixture
 def store():
     return LocalStore.open(":memory:", TENANT, ME)
+
+
+def test_a_row_starts_with_the_one_message_coordinate(store):
+    # the row's first fields are MessageCoord's, in its order (its flat layout is the
+    # table's column order): a coordinate field added or moved there must move here too
+    names = [f.name for f in dataclasses.fields(StoredMessage)]
+    assert names[:len(MessageCoord._fields)] == list(MessageCoord._fields)
+    store.apply_mailbox_batch([entry(10, 1, b"hi", custom_type=b"")], 10, 3, 1)
+    (got,) = store.messages()
+    assert got.coord == MessageCoord(mid(1), CONV, 1, PEER, 1, 1, b"")
+    assert StoredMessage.at(got.coord, got.body, got.client_message_id, got.mailbox_seq, got.state) == got
 
 
 def test_a_recalled_entry_is_stored_with_its_state_and_never_turns_normal_again(store):

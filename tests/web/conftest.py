@@ -1,4 +1,4 @@
-"""Fixtures of the browser tests (tests/web/harness.py): one Chromium for the session,
+"""Fixtures of the browser tests (tests/web/harness.py): one Chromium for the package,
 qim-web serving web/dist against the session `stack` (tests/fixtures.py, never
 redefined here), and a factory of signed-in pages whose contexts close after the test.
 web/dist must be built (`make web-build`, which `make test` runs first): a missing
@@ -12,6 +12,7 @@ import os
 import pytest
 
 from qim.dev.webserver import serve
+from tests.web.browser import BrowserThread
 from tests.web.harness import CHROMIUM, CHROMIUM_ARGS, DIST, WebPage
 
 
@@ -36,15 +37,14 @@ def web_url(stack):
 
 @pytest.fixture(scope="package")
 def browser():
-    """Debian's Chromium, headless, through Playwright (no browser download)."""
-    from playwright.sync_api import sync_playwright
-
+    """Debian's Chromium, headless, through Playwright (no browser download), on a
+    thread of its own (tests/web/browser.py): the main thread keeps no running event
+    loop, so asyncio tests run before, after or between these in any order."""
     if not os.path.exists(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing: run `make web-tools` (apt-get install chromium)", pytrace=False)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+    chromium = BrowserThread(CHROMIUM, CHROMIUM_ARGS)
+    yield chromium.browser
+    chromium.close()
 
 
 @pytest.fixture

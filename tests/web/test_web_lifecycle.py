@@ -1,7 +1,7 @@
 """The web client's connection life in a real browser (issue 21): a reload keeps
 history and pending sends (IndexedDB); a gateway outage and restart reconnects and
 resends once; the unread badge rises and clears on read, also in a second tab of the
-same user (READ_SYNC); a second login of the same device kicks the first page, which
+same user (READ_SYNC, also of a read the open tab made by itself); a second login of the same device kicks the first page, which
 shows the banner and does not reconnect by itself."""
 
 from __future__ import annotations
@@ -58,8 +58,18 @@ def test_unread_rises_and_clears_in_two_tabs(pages):
     for tab in (a1, a2):
         tab.page.wait_for_selector("[data-testid=unread-badge]", state="detached")
     assert a1.unread() == [0] and a2.unread() == [0]
+    # a1 still shows the conversation, so it reads what arrives there at once and a2
+    # follows: a2's badge for it is at most a moment's "1", never a state to wait for
     b.send("四")
+    a1.wait_rows("rows => rows.length === 4 && rows[3].text === '四'")
+    a2.page.wait_for_function("""() => {
+        const c = document.querySelector('[data-testid=conversation]');
+        return c?.dataset.unread === '0' && c.querySelector('[data-testid=last-message]').textContent.endsWith('四');
+    }""")
+    a1.page.close()  # no tab of Ada shows it now: the next message stays unread in a2
+    b.send("五")
     a2.page.wait_for_function("() => document.querySelector('[data-testid=unread-badge]')?.textContent === '1'")
+    assert a2.unread() == [1]
     a2.shot("unread-second-tab")
     conv = ids.conversation_id_direct(0, ada, bo).hex()
     assert a2.page.get_attribute("[data-testid=conversation]", "data-conversation") == conv

@@ -1,5 +1,5 @@
 /**
- * One authenticated connection of qim-js (the counterpart of qim/sdk/connection.py):
+ * One authenticated connection of qim-js (the counterpart of qim.sdk.connection):
  * AUTH on open, requests matched to replies by request_id, server-initiated frames
  * (request_id 0) handed to callbacks, and liveness: a PING after `heartbeatMs` of
  * silence or when a request waits longer than `ackDeadlineMs`; no byte for `probeMs`

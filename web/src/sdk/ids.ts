@@ -1,5 +1,5 @@
 /**
- * Id derivations of qim-js, equal to qim/_core/ids (docs/protocol.md; the DESIGN table
+ * Id derivations of qim-js, equal to qim._core.ids (docs/protocol.md; docs/design.md §3, the table
  * of ids) and checked against tests/vectors/ids.json. BLAKE3 from @noble/hashes.
  * Hash inputs are fixed-width big-endian: tenant u128 (16 bytes), user/device/group/
  * room u64, shard u32, event_type u8, ordinal u64; ids are 16 bytes, never all zero.

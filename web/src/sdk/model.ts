@@ -1,5 +1,5 @@
 /**
- * What qim-js stores and tells (the shapes of qim/sdk/model.py). Ids are 16-byte
+ * What qim-js stores and tells (the shapes of qim.sdk.model). Ids are 16-byte
  * Uint8Arrays (conversation, message, client_message_id) or bigint (user, group,
  * device, tenant); sequences are bigint; times are unix milliseconds (bigint from the
  * wire, safe as Number for display).

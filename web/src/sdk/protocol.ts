@@ -1,6 +1,6 @@
 /**
  * Frozen numbers of protocol v1 that qim-js uses (docs/protocol.md; defined for the
- * server in qim/protocol.py). Error codes come from the generated common_pb ErrorCode.
+ * server in qim.protocol). Error codes come from the generated common_pb ErrorCode.
  */
 
 export const Op = {
@@ -14,7 +14,7 @@ export const Op = {
   SET_GROUP_TITLE: 0x0a06,
 } as const;
 
-/** Requests the gateway's send-rate buckets charge (qim/protocol.py RATE_LIMITED_OPCODES). */
+/** Requests the gateway's send-rate buckets charge (qim.protocol RATE_LIMITED_OPCODES). */
 export const RATE_LIMITED_OPS = new Set<number>([Op.SEND_MESSAGE, Op.RECALL_MESSAGE, Op.CREATE_GROUP,
   Op.LEAVE_GROUP, Op.MARK_READ, Op.SET_GROUP_TITLE]);
 
@@ -30,7 +30,7 @@ export const MessageState = { NORMAL: 0, RECALLED: 1, DELETED: 2 } as const;
 /** Kicked.Reason. */
 export const KickReason = { REPLACED: 1, SERVER_SHUTDOWN: 2, TOKEN_EXPIRED: 3 } as const;
 
-/** Limits the server enforces (qim/consts.py); the SDK refuses before storing. */
+/** Limits the server enforces (qim.consts); the SDK refuses before storing. */
 export const MAX_MESSAGE_BODY = 1024 * 1024;
 export const MAX_CUSTOM_TYPE_BYTES = 64;
 export const HISTORY_PAGE_MAX_LIMIT = 200;

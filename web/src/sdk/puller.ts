@@ -1,5 +1,5 @@
 /**
- * Mailbox pulls and REBUILD of one runtime (qim/sdk/puller.py, qim/sdk/rebuild.py).
+ * Mailbox pulls and REBUILD of one runtime (qim.sdk.puller, qim.sdk.rebuild).
  *
  * Single flight, never losing a wake-up: every request (a PUSH_EVENTS, the connect-time
  * sync, an explicit pull) sets a dirty mark and a running pull loops again while it is
@@ -22,14 +22,14 @@ import { conversationKind, KIND_GROUP } from "./ids";
 import { HISTORY_PAGE_MAX_BYTES, HISTORY_PAGE_MAX_LIMIT, MAILBOX_PAGE_MAX_BYTES, MAILBOX_PAGE_MAX_ENTRIES, Op,
   SESSION_PAGE_MAX_LIMIT } from "./protocol";
 import { Backoff, withRetry } from "./retry";
-import type { Runtime } from "./runtime";
+import type { RuntimeCore } from "./core";
 
 /** Single-flight PULL_MAILBOX loop with dirty marks, retries and REBUILD. */
 export class Puller {
   private running: Promise<void> | null = null;
   private dirty = false;
 
-  constructor(private readonly rt: Runtime) {}
+  constructor(private readonly rt: RuntimeCore) {}
 
   /** A notification: pull soon; never lost (a running pull runs again). */
   wake(): void {

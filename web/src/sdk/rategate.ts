@@ -1,6 +1,6 @@
 /**
  * One runtime's gate for the requests the gateway's send-rate buckets charge (the
- * contract of qim/sdk/rategate.py, decisions/0025, with a simpler estimate of the
+ * contract of qim.sdk.rategate, decisions/0025, with a simpler estimate of the
  * refill interval): SEND_MESSAGE, MARK_READ, RECALL_MESSAGE, CREATE_GROUP, LEAVE_GROUP.
  *
  * Open (no refusal seen): a request passes at once, any number in flight. After a

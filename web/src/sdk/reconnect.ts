@@ -1,6 +1,6 @@
 /**
  * The automatic reconnect of a Runtime after its connection dropped (the counterpart of
- * qim/sdk/reconnect.py). Backoff doubles from start to cap; each attempt is a whole
+ * qim.sdk.reconnect). Backoff doubles from start to cap; each attempt is a whole
  * establish (AUTH, REBUILD when needed, mailbox sync, resends, list pull). It stops for
  * good when the token is refused (UNAUTHENTICATED; with a token provider after one more
  * try with a fresh token) or the store belongs to another identity, telling the app
@@ -10,10 +10,10 @@
 import { ErrorCode } from "../gen/qim/v1/common_pb";
 import { ServerError, StoreError } from "./errors";
 import { sleep } from "./retry";
-import type { Runtime } from "./runtime";
+import type { Reconnectable } from "./core";
 
 /** Reconnect `rt` until connected, closed, kicked or refused for good. */
-export async function reconnectLoop(rt: Runtime, [start, cap]: [number, number], hasProvider: boolean): Promise<void> {
+export async function reconnectLoop(rt: Reconnectable, [start, cap]: [number, number], hasProvider: boolean): Promise<void> {
   let delay = start, hint = 0, refreshed = false;
   while (!rt.closing) {
     await sleep(Math.max(delay, hint));

@@ -1,5 +1,5 @@
 /**
- * Bounded exponential backoff for transient server errors (qim/sdk/retry.py):
+ * Bounded exponential backoff for transient server errors (qim.sdk.retry):
  * UNAVAILABLE, RATE_LIMITED and MAILBOX_DIRTY mean "not now"; delays double from
  * 50 ms to 2 s, 30 s in all, never sooner than the server's retry_after_ms. Every
  * other error surfaces at once.

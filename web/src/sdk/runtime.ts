@@ -1,6 +1,6 @@
 /**
  * Runtime: the qim-js connection state machine (the counterpart of
- * qim/sdk/runtime.py; docs/sdk.md). States: connecting → syncing → ready ⇄
+ * qim.sdk.runtime; docs/sdk.md). States: connecting → syncing → ready ⇄
  * reconnecting; offline (stopped for a reason told to the app) and kicked (terminal).
  * Every (re)connect authenticates, REBUILDs first when the store asks, syncs the
  * mailbox (PULL_MAILBOX until has_more is false, each batch committed with its cursor)
@@ -13,6 +13,7 @@ import { ErrorCode } from "../gen/qim/v1/common_pb";
 import type { PushEvents } from "../gen/qim/v1/mailbox_pb";
 import { toHex } from "./bytes";
 import { Connection, DEFAULT_TIMING, type Timing } from "./connection";
+import type { Reconnectable, ReadSource, RuntimeCore, RuntimeStats } from "./core";
 import { ConnectionLost, Kicked, NotConnected, retryable, ServerError, StoreError } from "./errors";
 import type { ConnState, Listener, QimEvent, SendAck } from "./events";
 import type { ApplyResult } from "./model";
@@ -35,8 +36,12 @@ export interface RuntimeOptions {
   tokenProvider?: () => Promise<string>;
 }
 
-/** One device's connection, store and sends. */
-export class Runtime {
+/**
+ * One device's connection, store and sends. Its helpers (puller, sender, sessions,
+ * the reconnect loop) hold it as a RuntimeCore / Reconnectable (core.ts), never as
+ * a Runtime.
+ */
+export class Runtime implements RuntimeCore, Reconnectable {
   state: ConnState = "offline";
   conn: Connection | null = null;
   ready = false;
@@ -46,7 +51,7 @@ export class Runtime {
   readonly sender: Sender;
   readonly puller: Puller;
   readonly afterSync: ((c: Connection) => Promise<void>)[] = [];
-  readonly stats = { reconnects: 0, resends: 0, reconciled: 0, pushes: 0, rebuilds: 0 };
+  readonly stats: RuntimeStats = { reconnects: 0, resends: 0, reconciled: 0, pushes: 0, rebuilds: 0 };
   onSessionDelta: Connection["onSessionDelta"] = () => undefined;
   onReadSync: Connection["onReadSync"] = () => undefined;
   readonly dial: Dialer;
@@ -93,8 +98,8 @@ export class Runtime {
     this.emit({ type: "state", state, reason });
   }
 
-  /** Tell one committed apply, in order (qim/sdk/tell.py), and settle the sends it resolved. */
-  tell(r: ApplyResult, readSource: "local" | "sync" | "server" = "local"): void {
+  /** Tell one committed apply, in order (qim.sdk.tell), and settle the sends it resolved. */
+  tell(r: ApplyResult, readSource: ReadSource = "local"): void {
     if (r.conversations.length) this.emit({ type: "conversations", conversations: r.conversations });
     if (r.inserted.length) this.emit({ type: "messagesAdded", messages: r.inserted });
     if (r.updated.length) this.emit({ type: "messagesUpdated", messages: r.updated });

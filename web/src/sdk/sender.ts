@@ -1,5 +1,5 @@
 /**
- * Transmission of pending sends (qim/sdk/sender.py). One device's sends to one
+ * Transmission of pending sends (qim.sdk.sender). One device's sends to one
  * conversation get conversation_seq in submission order, also across retries and
  * reconnects: every transmission names, as previous_client_message_id, the nearest
  * earlier (by ordinal) send to the same conversation that is still unresolved, and the
@@ -22,7 +22,7 @@ import type { SendAck } from "./events";
 import type { PendingSend } from "./model";
 import { Op } from "./protocol";
 import { Backoff } from "./retry";
-import type { Runtime } from "./runtime";
+import type { RuntimeCore } from "./core";
 
 const ALREADY_RESOLVED = new Error("resolved while waiting at the rate gate");
 
@@ -32,7 +32,7 @@ export class Sender {
   private inflight = new Set<string>();
   private tickets = new Map<string, number>(); // RateGate place in line, taken when first started
 
-  constructor(private readonly rt: Runtime) {}
+  constructor(private readonly rt: RuntimeCore) {}
 
   /** Remember an unresolved send (idempotent). */
   track(row: PendingSend): void {

@@ -1,5 +1,5 @@
 /**
- * The conversation list kept current from the server (qim/sdk/sessions.py): after
+ * The conversation list kept current from the server (qim.sdk.sessions): after
  * every (re)connect's mailbox sync the whole list is pulled (each page's absolute
  * entries become the store's server snapshot), then read positions this device moved
  * but the server never confirmed are sent again. SESSION_DELTA (absolute) is applied
@@ -17,13 +17,13 @@ import { ConnectionLost, NotConnected, ServerError } from "./errors";
 import type { ApplyResult } from "./model";
 import { Op, SESSION_PAGE_MAX_LIMIT } from "./protocol";
 import { Backoff, withRetry } from "./retry";
-import type { Runtime } from "./runtime";
+import type { RuntimeCore } from "./core";
 
 /** Session list, SESSION_DELTA, READ_SYNC and MARK_READ of one runtime. */
 export class Sessions {
   pulls = 0;
 
-  constructor(private readonly rt: Runtime) {
+  constructor(private readonly rt: RuntimeCore) {
     rt.afterSync.push((c) => this.pullList(c));
     rt.onSessionDelta = (d) => this.guard(this.onDelta(d));
     rt.onReadSync = (r) => this.guard(this.onReadSync(r));

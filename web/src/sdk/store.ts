@@ -1,6 +1,6 @@
 /**
  * LocalStore of qim-js: the device's IndexedDB database (schema: storedb.ts), the
- * counterpart of qim/sdk/store.py. A send is stored as pending (its cmid reserved from
+ * counterpart of qim.sdk.store. A send is stored as pending (its cmid reserved from
  * the store's ordinal) before anything leaves; a MAILBOX_BATCH is applied with its
  * cursor in ONE transaction (any failure leaves messages, pending and cursor as they
  * were); every change returns an ApplyResult that the runtime tells the app after the

@@ -1,6 +1,6 @@
 /**
- * How the store applies what the server says (a port of qim/sdk/apply.py and the list
- * half of qim/sdk/conversations.py). Only MAILBOX_BATCH entries and HISTORY_BATCH items
+ * How the store applies what the server says (a port of qim.sdk.apply and the list
+ * half of qim.sdk.conversations). Only MAILBOX_BATCH entries and HISTORY_BATCH items
  * carry whole bodies and reach the store; PUSH_EVENTS never do (a push is a wake-up),
  * nor session heads (their body may be cut). Every function runs inside the caller's
  * transaction and returns what changed, so the app is told only after the commit.

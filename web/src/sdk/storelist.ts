@@ -1,6 +1,6 @@
 /**
  * The device's conversation list inside one store transaction (a port of
- * qim/sdk/conversations.py; DESIGN rules of unread and read positions).
+ * qim.sdk.conversations; docs/design.md §6, unread and read positions).
  *
  * Unread has one definition: |{m : m.seq > base ∧ m.sender ≠ self ∧ type ≠ CONTROL ∧
  * state = NORMAL}|, base = max(read position, joined_at for groups), never latest −

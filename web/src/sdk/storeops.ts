@@ -1,5 +1,5 @@
 /**
- * Store operations of the app-facing Client (qim/sdk/client.py's store calls): a
+ * Store operations of the app-facing Client (qim.sdk.client's store calls): a
  * conversation opened before any message, a group created or left, a recall applied
  * locally, the history floor reached, the peer of a direct conversation.
  */
