@@ -201,15 +201,30 @@ assert MAILBOX_EPOCH_BITS + MAILBOX_OFFSET_BITS == 64
 # Script calls of one event-loop iteration sent as one pipeline (group commit of the
 # writer's reserve and mark_committed): at most this many commands per pipeline.
 REDIS_COALESCE_MAX_CALLS = 256
-# Producers (writer Outbox, fanout dispatch): linger before a batch leaves. librdkafka
-# also batches what is enqueued while a request is in flight, so a small linger costs an
-# idle send little and still batches under load.
+# Producers (writer Outbox, fanout dispatch): linger before a batch leaves, and ONE
+# produce request in flight per broker connection: the broker answers the requests of
+# one connection one at a time anyway (and appends to one partition in series), so what
+# is enqueued while a request is in flight leaves in the next one instead of as another
+# request queued behind it: an idle send leaves at once, a busy stream batches by
+# itself (docs/decisions/0053-kafka-idle-and-batching.md).
 KAFKA_PRODUCER_LINGER_MS = 1
-# The producer's poll thread blocks this long at most per poll (it wakes on any report).
-KAFKA_PRODUCER_POLL_S = 0.05
-# Consumers: the broker holds an empty fetch at most this long (it answers as soon as one
-# record arrives: fetch.min.bytes = 1), so it bounds only idle fetch traffic.
-KAFKA_CONSUMER_FETCH_WAIT_MS = 20
+KAFKA_PRODUCER_IN_FLIGHT = 1
+# The producer's poll thread blocks this long at most per poll: it wakes at once on any
+# delivery report, so this only bounds idle wake-ups (and how long close() may wait).
+KAFKA_PRODUCER_POLL_S = 1.0
+# Consumers: the broker holds an empty fetch at most this long and answers it as soon as
+# one record arrives (fetch.min.bytes = 1), so this bounds only the idle fetch traffic:
+# with static assignment and no fetch sessions in librdkafka, every fetch names every
+# assigned partition (64 for the mailbox and the session), and at 20 ms four idle
+# consumers cost the broker ~60 ms of CPU a second (docs/perf-profile.md, "Idle").
+KAFKA_CONSUMER_FETCH_WAIT_MS = 500
+# Consumers whose latency no user waits on (the session's durable projection, the
+# archiver): the broker answers a fetch once this many bytes are there or the wait is
+# over, so a busy log is read in a few large batches instead of one fetch per append.
+KAFKA_BATCH_FETCH = {"fetch.min.bytes": 256 * 1024, "fetch.wait.max.ms": 200}
+# How long a service's consume call waits for a first record before it returns empty
+# (it returns on the first record): only the idle loop's wake-ups.
+KAFKA_CONSUME_WAIT_S = 1.0
 # The fanout commits its Outbox position at most this often while busy (at once after an
 # idle spell); a crash replays at most this much more (docs/decisions/0026).
 FANOUT_COMMIT_INTERVAL_S = 0.1

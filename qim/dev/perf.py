@@ -2,16 +2,21 @@
 /proc, `.perf/perf.json`, `.perf/perf.png` and one last line
 
     perf: max_rate=… ack_p99_ms=… e2e_p99_ms=… cpu_ms_per_msg=… low_load_e2e_p99_ms=…
+          idle_cpu_ms_per_s=… cpu_ms_per_msg_loadgen=…
 
 The stack is this command's own: engines and services in .perf/ (own ports, own data,
-no Cassandra), started with `die_with_parent` and stopped by pid at the end, also on an
-error, Ctrl-C or SIGTERM. Each step runs `qim-loadgen rate --json` (SDK lane on, 5 %)
+no Cassandra unless `--archive`, PERF_ARCHIVE=1: then Cassandra and qim-archiver too, the
+archive tier of `make up`), started with `die_with_parent` and stopped by pid at the
+end, also on an error, Ctrl-C or SIGTERM. Each step runs `qim-loadgen rate --json` (SDK lane on, 5 %)
 for PERF_SECONDS at one rate of PERF_RATES; the CPU of every engine, service and of the
 load generator (its rusage) over the step is divided by the messages ACKed. The ladder
 stops climbing after the first failed step (errors, loss, ...); then the best passing
 rate is held for PERF_HOLD_SECONDS (a failed hold tries the next lower passing rate).
 `--group-step` (PERF_GROUP_STEP=1) adds one step where one more connection sends to a
 1,000-member group at a direct sender's rate (its ACK P99 against the direct sends').
+After the steps, once the pipeline drained (no Outbox lag at the fanout or the archiver,
+no record queued at the mailbox), every engine's and service's CPU is sampled over
+PERF_IDLE_SECONDS of no load: the idle figure, ms of CPU per second (0: skipped).
 A load generator that ends without its report (the stack refused its logins, ...) makes
 a failed step with its last line as the reason. Rules of the figures:
 qim/dev/perf_report.py. Exit 0 whatever the stack achieved; 1 when the instrument itself
@@ -31,11 +36,24 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from qim.dev.perf_report import Step, cpu_ms_per_msg, final_line, max_rate, no_report, plot, read_cpu_s
+from qim.dev.perf_report import (
+    LOADGEN,
+    Step,
+    backlog_of,
+    cpu_ms_per_msg,
+    final_line,
+    idle_ms_per_s,
+    max_rate,
+    no_report,
+    plot,
+    read_cpu_s,
+    stack_total,
+)
 
 DEFAULT_RATES = "25,100,250,500,750,1000,1250"
 OUT_DIR = Path(__file__).resolve().parents[2] / ".perf"
 DRAIN_S = 30.0
+QUIET_TIMEOUT_S = 300.0  # the longest wait for the pipeline to drain before the idle window
 
 
 class InstrumentError(RuntimeError):
@@ -53,6 +71,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--sdk-clients", default=env("PERF_SDK_CLIENTS"), help="default: the load generator's (5 %%)")
     p.add_argument("--group-step", action="store_true", default=env("PERF_GROUP_STEP", "0") == "1")
     p.add_argument("--group-rate", type=float, default=float(env("PERF_GROUP_RATE", "100")))
+    p.add_argument("--idle-seconds", type=float, default=float(env("PERF_IDLE_SECONDS", "60")),
+                   help="seconds of the idle window after the steps (0: none)")
+    p.add_argument("--archive", action="store_true", default=env("PERF_ARCHIVE", "0") == "1",
+                   help="with the archive tier (Cassandra and qim-archiver), as `make up` runs")
     p.add_argument("--out", default=env("PERF_OUT", str(OUT_DIR)))
     return p
 
@@ -82,7 +104,7 @@ class Bench:
         from qim.errors import EngineError
 
         try:
-            self.engines = EngineSet.up(self.out / "engines", die_with_parent=True, with_cassandra=False)
+            self.engines = EngineSet.up(self.out / "engines", die_with_parent=True, with_cassandra=self.cfg.archive)
             self.stack = stack_up(self.out / "stack", self.engines.env(), die_with_parent=True)
         except EngineError as exc:
             raise InstrumentError(f"the private stack did not start: {exc}") from exc
@@ -143,7 +165,7 @@ class Bench:
         else:  # it gave up before its report (e.g. the stack refused the logins): a failed step
             tail = (steps_dir / f"{label}.log").read_text(errors="replace").strip().splitlines()[-1:]
             doc = no_report(f"exit {proc.returncode} without a report: {tail[0] if tail else '(no output)'}")
-        before["loadgen"], after["loadgen"] = 0.0, usage.ru_utime + usage.ru_stime
+        before[LOADGEN], after[LOADGEN] = 0.0, usage.ru_utime + usage.ru_stime
         s = Step(rate, seconds, doc, {}, proc.returncode)
         if s.acked:
             try:
@@ -155,8 +177,46 @@ class Bench:
             self.console.print(f"{label}: {doc['error']}")
         self.console.print(f"{label}: {rate:g} msg/s {'PASS' if s.passes else 'FAIL' if s.failed else 'slow'} "
                            f"acked={s.acked} ack_p99={t['ack']['p99_ms']} e2e_p99={t['e2e']['p99_ms']} ms "
-                           f"cpu={sum(s.cpu_ms.values()):.2f} ms/msg")
+                           f"cpu={stack_total(s.cpu_ms):.2f} ms/msg (loadgen {s.cpu_ms.get(LOADGEN, 0):.2f})")
         return s
+
+    def backlog(self) -> float:
+        """Work still queued in the pipeline over every instance (perf_report.backlog_of);
+        a metrics endpoint that does not answer counts as work left."""
+        import urllib.request
+
+        left = 0.0
+        for addr in self.stack.metrics.values():
+            try:
+                with urllib.request.urlopen(f"http://{addr}/metrics", timeout=2.0) as r:
+                    left += backlog_of(r.read().decode())
+            except OSError:
+                return float("inf")
+        return left
+
+    def idle(self, seconds: float) -> Optional[dict[str, float]]:
+        """CPU ms per second of every engine and service over `seconds` of no load, once
+        the pipeline drained (None when `seconds` is 0). InstrumentError when it never
+        drains within QUIET_TIMEOUT_S."""
+        if seconds <= 0:
+            return None
+        deadline = time.monotonic() + QUIET_TIMEOUT_S
+        while self.backlog() > 0:
+            if time.monotonic() > deadline:
+                raise InstrumentError(f"the pipeline did not drain within {QUIET_TIMEOUT_S:g} s: no idle figure")
+            time.sleep(2.0)
+        pids = self.pids()
+        self.console.print(f"idle: {seconds:g} s without load")
+        before, t0 = self.sample(pids), time.monotonic()
+        time.sleep(seconds)
+        after, elapsed = self.sample(pids), time.monotonic() - t0
+        try:
+            out = idle_ms_per_s(before, after, elapsed)
+        except ValueError as exc:
+            raise InstrumentError(f"idle: {exc}") from exc
+        self.console.print(f"idle: {stack_total(out):.1f} ms of CPU per second "
+                           + " ".join(f"{k}={v:g}" for k, v in sorted(out.items(), key=lambda kv: -kv[1])))
+        return out
 
     def run(self) -> tuple[list[Step], list[Step], Optional[Step]]:
         """The ladder, the hold, the group step."""
@@ -179,8 +239,10 @@ class Bench:
         return steps, holds, group
 
 
-def _document(cfg, steps: list[Step], holds: list[Step], group: Optional[Step], line: str) -> dict:
+def _document(cfg, steps: list[Step], holds: list[Step], group: Optional[Step], line: str,
+              idle: Optional[dict[str, float]]) -> dict:
     return {"line": line, "config": {k: v for k, v in vars(cfg).items()}, "loadavg": os.getloadavg(),
+            "idle_cpu_ms_per_s": idle,
             "cpus": os.cpu_count(), "max_rate": max_rate(holds),
             "steps": [s.to_dict() for s in steps], "holds": [h.to_dict() for h in holds],
             "cold_start": steps[0].segments() if steps else [],
@@ -202,9 +264,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             bench.console.print(f"perf: starting a private stack in {bench.out}")
             bench.up()
             steps, holds, group = bench.run()
-        line = final_line(steps, holds)
+            idle = bench.idle(cfg.idle_seconds)
+        line = final_line(steps, holds, idle)
         bench.out.mkdir(parents=True, exist_ok=True)
-        (bench.out / "perf.json").write_text(json.dumps(_document(cfg, steps, holds, group, line), indent=1))
+        (bench.out / "perf.json").write_text(json.dumps(_document(cfg, steps, holds, group, line, idle), indent=1))
         plot(steps, str(bench.out / "perf.png"))
     except InstrumentError as exc:
         print(f"perf: instrument broke: {exc}", file=sys.stderr)

@@ -12,9 +12,13 @@ Rules:
                      ladder stops climbing after it
   max_rate           the highest rate whose hold (PERF_HOLD_SECONDS, 180 s) passed; 0
                      when none did
-  cpu_ms_per_msg     all processes' user+system CPU over the step / messages ACKed
-                     (frame lane + SDK lane), at 500 msg/s or the nearest step
+  cpu_ms_per_msg     the engines' and services' user+system CPU over the step / messages
+                     ACKed (frame lane + SDK lane), at 500 msg/s or the nearest step;
+                     the load generator's own CPU is reported apart
+                     (cpu_ms_per_msg_loadgen, same step)
   low_load_e2e_p99   the highest E2E P99 over the steps at <= 100 msg/s
+  idle_cpu_ms_per_s  the engines' and services' CPU per second of wall time while no load
+                     runs (after the ladder, once the pipeline drained): 50 is 5 % of one core
 """
 
 from __future__ import annotations
@@ -27,6 +31,10 @@ ACK_P99_GOAL_MS = 50.0
 E2E_P99_GOAL_MS = 200.0
 CPU_AT_RATE = 500.0
 LOW_LOAD_RATE = 100.0
+LOADGEN = "loadgen"  # the load generator's entry in a step's CPU: never part of the stack's total
+# gauges that are 0 once nothing is left to do (Outbox lag of the fanout and the archiver,
+# records queued in the mailbox's shard FIFOs): the idle window waits for them
+BACKLOG_GAUGES = ("qim_fanout_outbox_lag", "qim_mailbox_queued_records", "qim_archiver_outbox_lag")
 
 
 def parse_proc_stat(text: str) -> tuple[int, int]:
@@ -67,6 +75,32 @@ def cpu_ms_per_msg(before: dict[str, float], after: dict[str, float], messages: 
             raise ValueError(f"CPU time of {name} went backwards ({t0:.2f} -> {after[name]:.2f} s)")
         out[name] = round(d * 1000.0 / messages, 4)
     return out
+
+
+def idle_ms_per_s(before: dict[str, float], after: dict[str, float], seconds: float) -> dict[str, float]:
+    """{process name: CPU ms per second of wall time} between two samples of CPU seconds
+    taken `seconds` apart (the idle figure). ValueError as `cpu_ms_per_msg`, or when
+    `seconds` is not positive."""
+    if seconds <= 0:
+        raise ValueError(f"an idle window of {seconds} s")
+    return {name: round(ms / seconds, 2) for name, ms in cpu_ms_per_msg(before, after, 1).items()}
+
+
+def stack_total(cpu_ms: dict[str, float]) -> float:
+    """The sum over engines and services of a step's (or the idle window's) CPU, the load
+    generator left out."""
+    return sum(v for name, v in cpu_ms.items() if name != LOADGEN)
+
+
+def backlog_of(metrics_text: str) -> float:
+    """The work a service still has queued, from its Prometheus text: the sum of
+    BACKLOG_GAUGES (0 once the pipeline drained). ValueError on a malformed value."""
+    left = 0.0
+    for line in metrics_text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in BACKLOG_GAUGES:
+            left += float(value)
+    return left
 
 
 def no_report(error: str) -> dict:
@@ -122,7 +156,8 @@ class Step:
                 "passes": self.passes, "acked": self.acked, "sent": t["sent"], "errors": t["errors"],
                 "arrival": self.report.get("arrival"), "verdict": self.report.get("verdict"),
                 "ack": t["ack"], "e2e": t["e2e"], "cpu_ms_per_msg": self.cpu_ms,
-                "cpu_ms_per_msg_total": round(sum(self.cpu_ms.values()), 4), "sdk": self.report.get("sdk"),
+                "cpu_ms_per_msg_total": round(stack_total(self.cpu_ms), 4),
+                "cpu_ms_per_msg_loadgen": self.cpu_ms.get(LOADGEN), "sdk": self.report.get("sdk"),
                 "group": self.report.get("group"), "segments": self.segments()}
 
 
@@ -131,14 +166,24 @@ def max_rate(holds: list[Step]) -> float:
     return max((h.rate for h in holds if h.passes), default=0.0)
 
 
-def cpu_at(steps: list[Step], rate: float = CPU_AT_RATE) -> Optional[float]:
-    """Total CPU ms per message of the ladder step nearest to `rate` (the lower on a tie;
-    None without a step that ACKed anything)."""
+def _nearest(steps: list[Step], rate: float) -> Optional[Step]:
     usable = [s for s in steps if s.cpu_ms]
-    if not usable:
-        return None
-    best = min(usable, key=lambda s: (abs(s.rate - rate), s.rate))
-    return round(sum(best.cpu_ms.values()), 3)
+    return min(usable, key=lambda s: (abs(s.rate - rate), s.rate)) if usable else None
+
+
+def cpu_at(steps: list[Step], rate: float = CPU_AT_RATE) -> Optional[float]:
+    """CPU ms per message of the engines and services (the load generator left out) at
+    the ladder step nearest to `rate` (the lower on a tie; None without a step that
+    ACKed anything)."""
+    best = _nearest(steps, rate)
+    return None if best is None else round(stack_total(best.cpu_ms), 3)
+
+
+def loadgen_cpu_at(steps: list[Step], rate: float = CPU_AT_RATE) -> Optional[float]:
+    """The load generator's CPU ms per message at the same step as `cpu_at` (None
+    without one, or when the step has no load generator figure)."""
+    best = _nearest(steps, rate)
+    return None if best is None or LOADGEN not in best.cpu_ms else round(best.cpu_ms[LOADGEN], 3)
 
 
 def low_load_e2e_p99(steps: list[Step], limit: float = LOW_LOAD_RATE) -> Optional[float]:
@@ -151,17 +196,20 @@ def _fmt(x: Optional[float]) -> str:
     return "nan" if x is None else f"{x:.1f}" if abs(x) >= 1 else f"{x:.2f}"
 
 
-def final_line(steps: list[Step], holds: list[Step]) -> str:
-    """`perf: max_rate=… ack_p99_ms=… e2e_p99_ms=… cpu_ms_per_msg=… low_load_e2e_p99_ms=…`.
-    ACK/E2E P99 are the passing hold's at max_rate; without one, the last hold's; without
-    a hold, the first step's."""
+def final_line(steps: list[Step], holds: list[Step], idle: Optional[dict[str, float]] = None) -> str:
+    """`perf: max_rate=… ack_p99_ms=… e2e_p99_ms=… cpu_ms_per_msg=… low_load_e2e_p99_ms=…
+    idle_cpu_ms_per_s=… cpu_ms_per_msg_loadgen=…`. ACK/E2E P99 are the passing hold's at
+    max_rate; without one, the last hold's; without a hold, the first step's. `idle`:
+    ms/s per process of the idle window (None: not measured, nan)."""
     best = max_rate(holds)
     shown = next((h for h in holds if h.passes and h.rate == best), holds[-1] if holds else
                  (steps[0] if steps else None))
     ack = shown.p99("ack") if shown else None
     e2e = shown.p99("e2e") if shown else None
     return (f"perf: max_rate={best:g} ack_p99_ms={_fmt(ack)} e2e_p99_ms={_fmt(e2e)} "
-            f"cpu_ms_per_msg={_fmt(cpu_at(steps))} low_load_e2e_p99_ms={_fmt(low_load_e2e_p99(steps))}")
+            f"cpu_ms_per_msg={_fmt(cpu_at(steps))} low_load_e2e_p99_ms={_fmt(low_load_e2e_p99(steps))} "
+            f"idle_cpu_ms_per_s={_fmt(None if idle is None else stack_total(idle))} "
+            f"cpu_ms_per_msg_loadgen={_fmt(loadgen_cpu_at(steps))}")
 
 
 def plot(steps: list[Step], path: str) -> None:

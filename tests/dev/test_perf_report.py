@@ -9,9 +9,12 @@ import pytest
 
 from qim.dev.perf_report import (
     Step,
+    backlog_of,
     cpu_at,
     cpu_ms_per_msg,
     final_line,
+    idle_ms_per_s,
+    loadgen_cpu_at,
     low_load_e2e_p99,
     max_rate,
     parse_proc_stat,
@@ -78,6 +81,34 @@ def test_cpu_is_taken_at_500_or_the_nearest_step() -> None:
     assert cpu_at([]) is None
 
 
+def test_the_load_generator_is_reported_apart_from_the_stack() -> None:
+    steps = [_step(100, 1, 1, cpu={"kafka": 2.0, "loadgen": 1.5}),
+             _step(500, 1, 1, cpu={"kafka": 0.75, "writer": 0.5, "loadgen": 0.6})]
+    assert cpu_at(steps) == 1.25 and loadgen_cpu_at(steps) == 0.6
+    assert steps[1].to_dict()["cpu_ms_per_msg_total"] == 1.25
+    assert steps[1].to_dict()["cpu_ms_per_msg_loadgen"] == 0.6
+    assert loadgen_cpu_at([_step(500, 1, 1, cpu={"kafka": 1.0})]) is None and loadgen_cpu_at([]) is None
+
+
+def test_idle_cpu_is_ms_per_second_of_the_window() -> None:
+    before = {"kafka": 10.0, "writer": 2.0}
+    after = {"kafka": 10.6, "writer": 2.3}
+    assert idle_ms_per_s(before, after, 60.0) == {"kafka": 10.0, "writer": 5.0}
+    with pytest.raises(ValueError, match="idle window"):
+        idle_ms_per_s(before, after, 0.0)
+    with pytest.raises(ValueError, match="backwards"):
+        idle_ms_per_s(before, {**after, "kafka": 9.0}, 60.0)
+
+
+def test_backlog_is_the_queued_work_the_services_report() -> None:
+    text = ("# HELP qim_fanout_outbox_lag Outbox records not yet fanned out\n# TYPE qim_fanout_outbox_lag gauge\n"
+            "qim_fanout_outbox_lag 3.0\nqim_fanout_outbox_position 912.0\n")
+    assert backlog_of(text) == 3.0
+    assert backlog_of("qim_mailbox_queued_records 0.0\nqim_mailbox_records_total{status=\"FRESH\"} 9.0\n") == 0.0
+    assert backlog_of("qim_mailbox_queued_records 2.0\nqim_archiver_outbox_lag 5.0\n") == 7.0
+    assert backlog_of("") == 0.0
+
+
 def test_low_load_is_the_worst_e2e_p99_up_to_100() -> None:
     steps = [_step(25, 3, 18.0), _step(100, 3, 26.5), _step(250, 3, 90.0)]
     assert low_load_e2e_p99(steps) == 26.5
@@ -88,11 +119,14 @@ def test_the_final_line() -> None:
     steps = [_step(25, 3.0, 18.0), _step(500, 12.0, 40.0, cpu={"kafka": 1.0, "writer": 0.8})]
     holds = [_step(500, 14.25, 41.0)]
     assert final_line(steps, holds) == ("perf: max_rate=500 ack_p99_ms=14.2 e2e_p99_ms=41.0 cpu_ms_per_msg=1.8 "
-                                        "low_load_e2e_p99_ms=18.0")
+                                        "low_load_e2e_p99_ms=18.0 idle_cpu_ms_per_s=nan cpu_ms_per_msg_loadgen=nan")
     failed_hold = [_step(500, 70.0, 41.0)]
     assert final_line(steps, failed_hold).startswith("perf: max_rate=0 ack_p99_ms=70.0 ")
     assert final_line([], []) == ("perf: max_rate=0 ack_p99_ms=nan e2e_p99_ms=nan cpu_ms_per_msg=nan "
-                                  "low_load_e2e_p99_ms=nan")
+                                  "low_load_e2e_p99_ms=nan idle_cpu_ms_per_s=nan cpu_ms_per_msg_loadgen=nan")
+    with_loadgen = [_step(500, 12.0, 40.0, cpu={"kafka": 1.0, "writer": 0.8, "loadgen": 0.5})]
+    assert final_line(with_loadgen, holds, {"kafka": 20.0, "writer": 5.5}).endswith(
+        "cpu_ms_per_msg=1.8 low_load_e2e_p99_ms=nan idle_cpu_ms_per_s=25.5 cpu_ms_per_msg_loadgen=0.50")
 
 
 def test_acked_counts_both_lanes_and_segments_give_the_cold_start() -> None:

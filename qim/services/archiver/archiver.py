@@ -31,7 +31,7 @@ import time
 from collections import defaultdict
 from typing import Optional
 
-from qim.consts import OUTBOX_TOPIC
+from qim.consts import KAFKA_BATCH_FETCH, OUTBOX_TOPIC
 from qim.errors import EngineError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncConsumer, topic_identity
@@ -66,7 +66,8 @@ class HistoryArchiver:
         self._batch_size = batch_size
         self._days = default_retention_days
         self._faults = faults or FaultPoints()
-        self._consumer = AsyncConsumer(bootstrap, GROUP_ID)
+        # nobody waits on the archive tier: large fetches (docs/decisions/0053)
+        self._consumer = AsyncConsumer(bootstrap, GROUP_ID, KAFKA_BATCH_FETCH)
         self._binding = ""
         self._mark: Optional[tuple[int, int]] = None  # (T0 ms, H0 offset)
         self._mark_at = 0.0
@@ -144,7 +145,7 @@ class HistoryArchiver:
             while not self.stopped:
                 try:
                     await self._take_mark()
-                    msgs = await self._consumer.consume(self._batch_size, 0.2)
+                    msgs = await self._consumer.consume(self._batch_size, MARK_PERIOD_S)
                     if msgs:
                         await self._batch(msgs)
                     await self._publish_mark()

@@ -22,7 +22,7 @@ import logging
 import time
 from typing import Optional
 
-from qim.consts import DISPATCH_TOPIC, FANOUT_COMMIT_INTERVAL_S, OUTBOX_TOPIC
+from qim.consts import DISPATCH_TOPIC, FANOUT_COMMIT_INTERVAL_S, KAFKA_CONSUME_WAIT_S, OUTBOX_TOPIC
 from qim.errors import EngineError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncConsumer, AsyncProducer
@@ -88,7 +88,7 @@ class FanoutCoordinator:
     async def _fan_out(self) -> None:
         while True:
             try:
-                records = await self._consumer.consume(self._batch_size, 0.2)
+                records = await self._consumer.consume(self._batch_size, KAFKA_CONSUME_WAIT_S)
             except EngineError as exc:
                 logger.warning("outbox read failed: %s", exc)
                 await asyncio.sleep(0.5)

@@ -24,7 +24,7 @@ import time
 from typing import Callable, Deque, Optional
 
 from qim._core import watermark
-from qim.consts import DISPATCH_TOPIC, MAILBOX_GLOBAL_PERMIT, MAILBOX_SHARD_FIFO
+from qim.consts import DISPATCH_TOPIC, KAFKA_CONSUME_WAIT_S, MAILBOX_GLOBAL_PERMIT, MAILBOX_SHARD_FIFO
 from qim.errors import EngineError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncConsumer
@@ -35,6 +35,7 @@ from qim.stores.mailboxes import MailboxStore
 
 logger = logging.getLogger(__name__)
 
+PAUSED_POLL_S = 0.1
 PushHook = Callable[[int, int, list], None]  # (tenant, mailbox_seq, [(user, events)]); must not await
 
 
@@ -103,8 +104,11 @@ class MailboxMaterializer:
         self.running = True
         try:
             while True:
+                # a paused shard is resumed after a consume returns: poll often while one is
+                # paused, else wait long (it returns on the first record; idle wake-ups only)
+                wait = PAUSED_POLL_S if any(s.paused for s in self.shards.values()) else KAFKA_CONSUME_WAIT_S
                 try:
-                    msgs = await self._consumer.consume(256, 0.1)
+                    msgs = await self._consumer.consume(256, wait)
                 except EngineError as exc:
                     logger.warning("dispatch read failed: %s", exc)
                     await asyncio.sleep(0.5)

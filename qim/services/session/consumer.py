@@ -23,7 +23,7 @@ import asyncio
 import logging
 from typing import Callable, Optional
 
-from qim.consts import DISPATCH_TOPIC, SESSION_CONSUME_BATCH
+from qim.consts import DISPATCH_TOPIC, KAFKA_BATCH_FETCH, KAFKA_CONSUME_WAIT_S, SESSION_CONSUME_BATCH
 from qim.errors import EngineError
 from qim.infra.kafka.bridge import AsyncConsumer, topic_identity
 from qim.obs.logcontext import bind, tracer
@@ -47,7 +47,9 @@ class DurableProjector:
                  metrics: Optional[SessionMetrics] = None) -> None:
         self._m = metrics if metrics is not None else SessionMetrics()
         self._bootstrap = bootstrap
-        self._consumer = AsyncConsumer(bootstrap, f"qim-session-{node_index}")
+        # no user waits on this path (the mailbox's low-latency feed comes first): large
+        # fetches, one script call per batch of many records (docs/decisions/0053)
+        self._consumer = AsyncConsumer(bootstrap, f"qim-session-{node_index}", KAFKA_BATCH_FETCH)
         self._sessions = sessions
         self._shard_count = shard_count
         self._index, self._count = node_index, node_count
@@ -116,7 +118,7 @@ class DurableProjector:
         try:
             while not self.stopped:
                 try:
-                    msgs = await self._consumer.consume(SESSION_CONSUME_BATCH, 0.1)
+                    msgs = await self._consumer.consume(SESSION_CONSUME_BATCH, KAFKA_CONSUME_WAIT_S)
                 except EngineError as exc:
                     logger.warning("dispatch read failed: %s", exc)
                     await asyncio.sleep(0.5)
