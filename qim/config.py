@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from qim.config_env import Env
+from qim.config_registry import RegistryConfig
 from qim.config_tier import TierConfig
 from qim.config_tls import client_port_tls, internal_tls
 from qim.consts import (
@@ -106,8 +107,10 @@ class GatewayConfig:
     metrics_listen: str
     push_listen: str
     writer_addrs: tuple[str, ...]
-    mailbox_addrs: tuple[str, ...]  # index i serves the shards assigned to mailbox node i
-    session_addrs: tuple[str, ...]  # user u is served by session node u mod n
+    # mailbox and session owners come from the ShardRegistry (`registry`); these lists
+    # only name the loopback peers a plaintext development stack may dial
+    mailbox_addrs: tuple[str, ...]
+    session_addrs: tuple[str, ...]
     token_keys: tuple  # qim.wire.tokens.VerifyKey, by kid (QIM_TOKEN_PUBLIC_KEYS)
     inflight_limit: int
     max_body: int
@@ -125,13 +128,15 @@ class GatewayConfig:
     max_connections_per_user: int = MAX_CONNECTIONS_PER_USER_DEFAULT
     client_tls: Optional[TlsFiles] = None  # QIM_GATEWAY_TLS_* (qim/config_tls.py); None: plaintext development
     internal_tls: Optional[TlsFiles] = None  # QIM_INTERNAL_*; None: plaintext development
+    registry: Optional[RegistryConfig] = None  # the ShardRegistry (qim/config_registry.py)
 
     @classmethod
     def from_env(cls, env: Env) -> "GatewayConfig":
         """Read and validate every variable; ConfigError naming the first bad one."""
+        listen = env.addr("QIM_GATEWAY_LISTEN", "127.0.0.1:7100")
         cfg = cls(
             common=CommonConfig.from_env(env),
-            listen=env.addr("QIM_GATEWAY_LISTEN", "127.0.0.1:7100"),
+            listen=listen,
             metrics_listen=env.metrics_listen("gateway"),
             push_listen=env.addr("QIM_GATEWAY_PUSH_ADDR", "127.0.0.1:7104"),
             writer_addrs=env.addrs("QIM_WRITER_ADDRS", "127.0.0.1:7101"),
@@ -154,7 +159,8 @@ class GatewayConfig:
         )
         peers = {"QIM_GATEWAY_PUSH_ADDR": [cfg.push_listen], "QIM_WRITER_ADDRS": cfg.writer_addrs,
                  "QIM_MAILBOX_ADDRS": cfg.mailbox_addrs, "QIM_SESSION_ADDRS": cfg.session_addrs}
-        return replace(cfg, client_tls=client_port_tls(env, cfg.listen), internal_tls=internal_tls(env, peers))
+        return replace(cfg, client_tls=client_port_tls(env, cfg.listen), internal_tls=internal_tls(env, peers),
+                       registry=RegistryConfig.from_env(env, "gateway", listen))
 
 
 @dataclass(frozen=True)
@@ -165,45 +171,45 @@ class FanoutConfig:
     metrics_listen: str
     batch_size: int
     fault_point: str
+    registry: Optional[RegistryConfig] = None  # Outbox partitions owned through the ShardRegistry
 
     @classmethod
     def from_env(cls, env: Env) -> "FanoutConfig":
         """Read and validate every variable; ConfigError naming the first bad one."""
+        metrics_listen = env.metrics_listen("fanout")
         return cls(
             common=CommonConfig.from_env(env),
-            metrics_listen=env.metrics_listen("fanout"),
+            metrics_listen=metrics_listen,
             batch_size=env.integer("QIM_FANOUT_BATCH_SIZE", FANOUT_BATCH_DEFAULT, 1, FANOUT_BATCH_MAX),
             fault_point=env.fault_point("QIM_FANOUT_FAULT_POINT", ("QIM_FANOUT_METRICS_LISTEN",), FANOUT_POINTS),
+            registry=RegistryConfig.from_env(env, "fanout", metrics_listen),
         )
 
 
 @dataclass(frozen=True)
 class MailboxConfig:
-    """qim-mailbox (MailboxNode); node i of QIM_MAILBOX_NODE_COUNT owns shards s with s mod n == i."""
+    """qim-mailbox (MailboxNode); its shards are leased from the ShardRegistry (`registry`)."""
 
     common: CommonConfig
     listen: str
     metrics_listen: str
     gateway_push_addrs: tuple[str, ...]
-    node_index: int
-    node_count: int
     fault_point: str
     dp_gc_safety_ms: int  # 0: DispatchProgress GC disabled (the default)
-    session_addrs: tuple[str, ...]  # low-latency Projection: user u -> session node u mod n
+    session_addrs: tuple[str, ...]  # loopback peers a plaintext development stack may dial (owners: the registry)
     retention_ms: int = MAILBOX_RETENTION_MS_DEFAULT  # QIM_MAILBOX_RETENTION_MS: entries older are not served
     internal_tls: Optional[TlsFiles] = None  # QIM_INTERNAL_* (qim/config_tls.py); None: plaintext development
+    registry: Optional[RegistryConfig] = None  # the ShardRegistry (qim/config_registry.py)
 
     @classmethod
     def from_env(cls, env: Env) -> "MailboxConfig":
         """Read and validate every variable; ConfigError naming the first bad one."""
-        node_count = env.integer("QIM_MAILBOX_NODE_COUNT", 1, 1, 1024)
+        listen = env.addr("QIM_MAILBOX_LISTEN", "127.0.0.1:7102")
         cfg = cls(
             common=CommonConfig.from_env(env),
-            listen=env.addr("QIM_MAILBOX_LISTEN", "127.0.0.1:7102"),
+            listen=listen,
             metrics_listen=env.metrics_listen("mailbox"),
             gateway_push_addrs=env.addrs("QIM_GATEWAY_PUSH_ADDR", "127.0.0.1:7104"),
-            node_index=env.integer("QIM_MAILBOX_NODE_INDEX", 0, 0, node_count - 1),
-            node_count=node_count,
             fault_point=env.fault_point("QIM_MAILBOX_FAULT_POINT", ("QIM_MAILBOX_LISTEN", "QIM_MAILBOX_METRICS_LISTEN"),
                                         MAILBOX_POINTS),
             dp_gc_safety_ms=env.integer("QIM_DISPATCH_PROGRESS_GC_SAFETY_MS", 0, 0, 365 * 86_400_000),
@@ -213,41 +219,34 @@ class MailboxConfig:
         )
         peers = {"QIM_MAILBOX_LISTEN": [cfg.listen], "QIM_GATEWAY_PUSH_ADDR": cfg.gateway_push_addrs,
                  "QIM_SESSION_ADDRS": cfg.session_addrs}
-        return replace(cfg, internal_tls=internal_tls(env, peers))
-
-    def owned_shards(self) -> list[int]:
-        """Static assignment: shard s belongs to node s mod node_count."""
-        return [s for s in range(self.common.shard_count) if s % self.node_count == self.node_index]
+        return replace(cfg, internal_tls=internal_tls(env, peers),
+                       registry=RegistryConfig.from_env(env, "mailbox", listen))
 
 
 @dataclass(frozen=True)
 class SessionConfig:
-    """qim-session (SessionProjection). Node i of n serves users with user_id mod n == i;
-    n is the length of QIM_SESSION_ADDRS, the same list the gateway and the mailbox
-    route by, so they agree by construction."""
+    """qim-session (SessionProjection). Its session shards (the users' MailboxShard
+    numbers: virtual bucket mod shard count) are leased from the ShardRegistry."""
 
     common: CommonConfig
     listen: str
     metrics_listen: str
     gateway_push_addrs: tuple[str, ...]  # DEVICE_FRAMES (READ_SYNC, SESSION_DELTA) go to every gateway
-    node_index: int
-    node_count: int
     snapshot_ttl_ms: int
     internal_tls: Optional[TlsFiles] = None  # QIM_INTERNAL_* (qim/config_tls.py); None: plaintext development
+    registry: Optional[RegistryConfig] = None  # the ShardRegistry (qim/config_registry.py)
 
     @classmethod
     def from_env(cls, env: Env) -> "SessionConfig":
         """Read and validate every variable; ConfigError naming the first bad one."""
         listen = env.addr("QIM_SESSION_LISTEN", "127.0.0.1:7103")
-        node_count = len(env.addrs("QIM_SESSION_ADDRS", listen))
         cfg = cls(
             common=CommonConfig.from_env(env),
             listen=listen,
             metrics_listen=env.metrics_listen("session"),
             gateway_push_addrs=env.addrs("QIM_GATEWAY_PUSH_ADDR", "127.0.0.1:7104"),
-            node_index=env.integer("QIM_SESSION_NODE_INDEX", 0, 0, node_count - 1),
-            node_count=node_count,
             snapshot_ttl_ms=env.integer("QIM_SESSION_SNAPSHOT_TTL_MS", SESSION_SNAPSHOT_TTL_MS, 0, 3_600_000),
         )
         peers = {"QIM_SESSION_LISTEN": [cfg.listen], "QIM_GATEWAY_PUSH_ADDR": cfg.gateway_push_addrs}
-        return replace(cfg, internal_tls=internal_tls(env, peers))
+        return replace(cfg, internal_tls=internal_tls(env, peers),
+                       registry=RegistryConfig.from_env(env, "session", listen))

@@ -44,6 +44,7 @@ from qim.wire.addr import parse_addr
 
 if TYPE_CHECKING:
     from qim.config import CommonConfig, Env
+    from qim.config_registry import RegistryConfig
 
 BACKENDS = ("redis", "tiered")
 _KEYSPACE_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
@@ -140,6 +141,7 @@ class ArchiverConfig:
     batch_size: int
     scylla: ScyllaConfig
     fault_point: str = ""  # QIM_ARCHIVER_FAULT_POINT (crash tests; loopback only)
+    registry: Optional["RegistryConfig"] = None  # Outbox partitions leased from the ShardRegistry
 
     @classmethod
     def from_env(cls, env: "Env") -> "ArchiverConfig":
@@ -149,7 +151,11 @@ class ArchiverConfig:
         common = CommonConfig.from_env(env)
         if common.tier.scylla is None:
             raise ConfigError("QIM_SCYLLA_ADDRS is required by qim-archiver")
-        return cls(common, env.metrics_listen("archiver"),
+        from qim.config_registry import RegistryConfig
+
+        metrics_listen = env.metrics_listen("archiver")
+        return cls(common, metrics_listen,
                    env.integer("QIM_ARCHIVER_BATCH_SIZE", ARCHIVE_BATCH_DEFAULT, 1, ARCHIVE_BATCH_MAX),
                    common.tier.scylla,
-                   env.fault_point("QIM_ARCHIVER_FAULT_POINT", ("QIM_ARCHIVER_METRICS_LISTEN",), ARCHIVER_POINTS))
+                   env.fault_point("QIM_ARCHIVER_FAULT_POINT", ("QIM_ARCHIVER_METRICS_LISTEN",), ARCHIVER_POINTS),
+                   RegistryConfig.from_env(env, "archiver", metrics_listen))

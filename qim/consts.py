@@ -143,6 +143,8 @@ MAX_CONNECTIONS_PER_USER_DEFAULT = 16
 # device of the user disconnects, so the device should not come back every second
 CONNECTION_CAP_RETRY_AFTER_MS = 60_000
 
+# --- several nodes of each kind (DESIGN.md §13; docs/decisions/0028-scale-leases-and-fencing.md) ---
+SHARD_LEASE_MS_DEFAULT = 10_000  # QIM_SHARD_LEASE_MS; renewed every quarter (QIM_SHARD_RENEW_MS)
 OUTBOX_TOPIC = "qim.outbox"
 DISPATCH_TOPIC = "qim.dispatch"
 # broker/topic record limit: a 1 MiB body plus envelope fits with room to spare

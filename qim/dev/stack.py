@@ -41,6 +41,7 @@ from qim.errors import EngineError
 from qim.net.tls import TlsFiles
 
 READY_TIMEOUT_S = 60.0
+DEV_LEASE_MS, DEV_RENEW_MS = 6000, 1000  # QIM_SHARD_LEASE_MS / QIM_SHARD_RENEW_MS of a development stack
 TLS_DIR = "tls"  # the development CA and certificates, under the stack directory
 STOP_TIMEOUT_S = 10.0
 # copied into stack.env so qim-loadgen and qimctl work after sourcing one file
@@ -258,8 +259,8 @@ def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str
     """Start every service and wait until all are healthy.
 
     `writers` writer instances (writer, writer2, ...), `mailboxes` mailbox nodes
-    (mailbox, mailbox2, ...; shards split by static assignment) and `sessions` session
-    nodes (session, ...; user u on node u mod n). Ports are fresh unless `ports_file`
+    (mailbox, mailbox2, ...) and `sessions` session nodes (session, ...); their shards are
+    leased from the ShardRegistry in Redis (rendezvous over the live nodes). Ports are fresh unless `ports_file`
     remembers them (qim.dev.stack_ports). The development token key of `dir` is kept,
     or generated the first time (qim.dev.devkeys); `extra_env` may override
     QIM_TOKEN_PUBLIC_KEYS (a second key for rotation tests). With `tls` (always, but for
@@ -283,7 +284,9 @@ def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str
         "QIM_GATEWAY_METRICS_LISTEN": ports["gateway_metrics"],
         "QIM_FANOUT_METRICS_LISTEN": ports["fanout_metrics"],
         "QIM_TOKEN_PUBLIC_KEYS": str(public_key.resolve()), "QIM_TOKEN_AUDIENCE": TOKEN_AUDIENCE_DEFAULT,
-        "QIM_MAILBOX_NODE_COUNT": str(mailboxes),
+        # shorter leases than production: a killed node's shards move within ~7 s
+        # (docs/operations.md "Several nodes of each kind")
+        "QIM_SHARD_LEASE_MS": str(DEV_LEASE_MS), "QIM_SHARD_RENEW_MS": str(DEV_RENEW_MS),
     }
     pki = ensure_dev_pki((dir / TLS_DIR).resolve()) if tls else None
     if pki is not None:
@@ -301,9 +304,6 @@ def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str
         var = module_of(name).upper()
         instance_env[name] = {f"QIM_{var}_LISTEN": ports[name],
                               f"QIM_{var}_METRICS_LISTEN": ports[f"{name}_metrics"]}
-        if var in ("MAILBOX", "SESSION"):
-            index = int(name[len(var):] or 1) - 1
-            instance_env[name][f"QIM_{var}_NODE_INDEX"] = str(index)
     for var in ("SESSION", "WRITER", "MAILBOX"):
         env[f"QIM_{var}_ADDRS"] = ",".join(e[f"QIM_{var}_LISTEN"] for n, e in instance_env.items()
                                            if module_of(n) == var.lower())

@@ -28,6 +28,7 @@ from qim.stores.leases import ClockLeaseStore
 from qim.stores.mailboxes import MailboxStore
 from qim.stores.messages import MessageStore
 from qim.stores.reads import ReadPositionStore
+from qim.stores.registry import ShardRegistry
 from qim.stores.sessions import SessionStore
 
 logger = logging.getLogger(__name__)
@@ -161,3 +162,12 @@ def open_archive_tier(redis_addr: str, scylla: ScyllaConfig) -> ArchiveTier:
     from qim.infra.redis.client import connect
 
     return ArchiveTier(connect(redis_addr), scylla, owns_redis=True)
+
+
+def open_registry(addr: str) -> "ShardRegistry":
+    """The ShardRegistry on the Redis at 'host:port' (QIM_REGISTRY_REDIS_ADDR, default
+    QIM_REDIS_ADDR), with a client of its own. ValueError for a bad address."""
+    from qim.infra.redis.client import connect
+    from qim.stores.redis.registry import RedisShardRegistry
+
+    return RedisShardRegistry(connect(addr, max_connections=8), owns_client=True)

@@ -151,6 +151,23 @@ class AsyncConsumer:
         tps = [TopicPartition(topic, p, o) if o >= 0 else TopicPartition(topic, p) for p, o in partitions_offsets.items()]
         await self._run(self._consumer.assign, tps)
 
+    async def add_partitions(self, topic: str, partitions_offsets: dict[int, int]) -> None:
+        """Add partitions to the assignment at explicit start offsets, keeping the others
+        (a shard taken over; docs/decisions/0028-scale-leases-and-fencing.md), never
+        paused: librdkafka keeps a partition's pause across unassign and assign, so a
+        shard given up while paused (a full FIFO) and taken again would never fetch."""
+        tps = [TopicPartition(topic, p, o) if o >= 0 else TopicPartition(topic, p) for p, o in partitions_offsets.items()]
+
+        def assign() -> None:
+            self._consumer.incremental_assign(tps)
+            self._consumer.resume([TopicPartition(topic, p) for p in partitions_offsets])
+        await self._run(assign)
+
+    async def remove_partitions(self, topic: str, partitions: list[int]) -> None:
+        """Drop partitions from the assignment (a shard given up or lost); nothing of them
+        is delivered afterwards."""
+        await self._run(self._consumer.incremental_unassign, [TopicPartition(topic, p) for p in partitions])
+
     async def committed(self, topic: str, partitions: list[int], timeout: float = 10.0) -> dict[int, int]:
         """Committed offsets per partition (-1 when none)."""
         tps = await self._run(self._consumer.committed, [TopicPartition(topic, p) for p in partitions], timeout)

@@ -95,7 +95,7 @@ class MailboxPull(_message.Message):
     def __init__(self, actor: _Optional[_Union[Actor, _Mapping]] = ..., upstream: _Optional[bytes] = ...) -> None: ...
 
 class PushBatch(_message.Message):
-    __slots__ = ("tenant_id", "targets", "hello", "node_index", "node_count", "wake_all")
+    __slots__ = ("tenant_id", "targets", "hello", "wake_all", "node_id", "shards")
     class Target(_message.Message):
         __slots__ = ("user_id", "entries")
         USER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -106,16 +106,16 @@ class PushBatch(_message.Message):
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     TARGETS_FIELD_NUMBER: _ClassVar[int]
     HELLO_FIELD_NUMBER: _ClassVar[int]
-    NODE_INDEX_FIELD_NUMBER: _ClassVar[int]
-    NODE_COUNT_FIELD_NUMBER: _ClassVar[int]
     WAKE_ALL_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
     tenant_id: bytes
     targets: _containers.RepeatedCompositeFieldContainer[PushBatch.Target]
     hello: bool
-    node_index: int
-    node_count: int
     wake_all: bool
-    def __init__(self, tenant_id: _Optional[bytes] = ..., targets: _Optional[_Iterable[_Union[PushBatch.Target, _Mapping]]] = ..., hello: _Optional[bool] = ..., node_index: _Optional[int] = ..., node_count: _Optional[int] = ..., wake_all: _Optional[bool] = ...) -> None: ...
+    node_id: str
+    shards: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, tenant_id: _Optional[bytes] = ..., targets: _Optional[_Iterable[_Union[PushBatch.Target, _Mapping]]] = ..., hello: _Optional[bool] = ..., wake_all: _Optional[bool] = ..., node_id: _Optional[str] = ..., shards: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class OutboxRecord(_message.Message):
     __slots__ = ("record", "recipients", "inline_body", "shard_count", "group_conversation_id", "membership_version", "event_type")

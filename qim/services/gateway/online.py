@@ -7,7 +7,7 @@ ERROR(RATE_LIMITED) and a retry-after hint (docs/decisions/0021-tokens-and-limit
 Pushes never move a cursor. A push to a connection whose outbound queue is over
 PUSH_QUEUE_LIMIT is dropped (counted) and that device gets a wake-up (an empty
 PUSH_EVENTS: the client pulls on any push) once its queue has drained to half the limit;
-`wake_node` wakes every device served by one mailbox node when pushes from it may have
+`wake_shards` wakes every device of some mailbox shards when pushes for them may have
 been lost (docs/decisions/0012-push-link-repair.md). No lost push leaves an online
 device behind.
 """
@@ -139,13 +139,13 @@ class OnlineRegistry:
                 except ConnectionError:  # closing: the device pulls when it reconnects
                     self._m.push_dropped.inc()
 
-    def wake_node(self, node_index: int, node_count: int) -> int:
-        """Empty PUSH_EVENTS to every online device whose mailbox shard is served by
-        mailbox node `node_index` of `node_count` (shard mod count); returns how many."""
+    def wake_shards(self, shards: set[int]) -> int:
+        """Empty PUSH_EVENTS to every online device whose mailbox shard is in `shards`;
+        returns how many."""
         woken = 0
         for devices in list(self._users.values()):
             for conn in list(devices.values()):
-                if conn.shard % node_count != node_index:
+                if conn.shard not in shards:
                     continue
                 if conn.queued_bytes > PUSH_QUEUE_LIMIT:
                     conn.wake_when_drained(PUSH_QUEUE_LIMIT // 2, self._wake_drained)

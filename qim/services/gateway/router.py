@@ -3,7 +3,11 @@
 Writers: rendezvous (highest random weight) hash of conversation_id over
 QIM_WRITER_ADDRS; when the first choice is unreachable the next one is tried. Routing
 is affinity only: every writer commits correctly for every conversation.
-Mailbox: the node that owns the user's shard (static assignment, shard mod node count).
+Mailbox and session: the node that owns the user's shard (the user's virtual bucket ->
+MailboxShard, the same shard number for both kinds) in the ShardRegistry, from the
+cached OwnerTable (qim/cluster/owners.py). An owner that refuses (UNAVAILABLE: not the
+owner any more, or unreachable) makes the table refresh at once; the call goes once more
+to the new owner when there is one (docs/decisions/0028-scale-leases-and-fencing.md).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from typing import Optional
 
 import blake3
 
+from qim.cluster.owners import OwnerTable
 from qim.errors import ErrorCode, RequestError
 from qim.net.rpc import RpcClient
 from qim.net.tls import TlsContexts
@@ -25,17 +30,20 @@ def rendezvous_order(key: bytes, addrs: tuple[str, ...]) -> list[int]:
 
 
 class BackendRouter:
-    """RPC clients to writers and mailbox nodes, with failover for writers. `tls`: the
-    gateway's internal TlsContexts (None: plaintext development); `services`: the service
-    each kind of backend must prove in its certificate (writer, mailbox, session)."""
+    """RPC clients to writers and to shard owners, with failover for writers and owner
+    lookup for mailbox and session nodes (`owners`: the OwnerTable of kinds "mailbox"
+    and "session"). `tls`: the gateway's internal TlsContexts (None: plaintext
+    development); `services`: the service each kind of backend must prove in its
+    certificate (writer, mailbox, session)."""
 
-    def __init__(self, writer_addrs: tuple[str, ...], mailbox_addrs: tuple[str, ...],
-                 session_addrs: tuple[str, ...] = (), tls: Optional[TlsContexts] = None,
+    def __init__(self, writer_addrs: tuple[str, ...], owners: OwnerTable, tls: Optional[TlsContexts] = None,
                  services: tuple[Optional[str], ...] = (None, None, None)) -> None:
         self._writer_addrs = writer_addrs
         self._writers = [RpcClient(a, tls=tls, expect_service=services[0]) for a in writer_addrs]
-        self._mailboxes = [RpcClient(a, tls=tls, expect_service=services[1]) for a in mailbox_addrs]
-        self._sessions = [RpcClient(a, tls=tls, expect_service=services[2]) for a in session_addrs]
+        self.owners = owners
+        self._tls = tls
+        self._services = {"mailbox": services[1], "session": services[2]}
+        self._owner_clients: dict[tuple[str, str], RpcClient] = {}  # (kind, addr) -> client
 
     async def call_writer(self, conversation_id: bytes, opcode: int, body: bytes) -> tuple[int, bytes]:
         """Send to the rendezvous writer; when it cannot be reached (RequestError
@@ -55,16 +63,44 @@ class BackendRouter:
         raise last
 
     async def call_mailbox(self, shard: int, opcode: int, body: bytes) -> tuple[int, bytes]:
-        """The mailbox node that owns `shard` (shard mod node count)."""
-        return await self._mailboxes[shard % len(self._mailboxes)].call(opcode, body)
+        """The mailbox node that owns `shard` (see the module doc); RequestError
+        UNAVAILABLE when it has no live owner or the owner cannot serve it."""
+        return await self._call_owner("mailbox", shard, opcode, body)
 
-    async def call_session(self, user_id: int, opcode: int, body: bytes) -> tuple[int, bytes]:
-        """The session node of the user (user id mod node count). UNAVAILABLE when none."""
-        if not self._sessions:
-            raise RequestError(ErrorCode.UNAVAILABLE, "no session service configured")
-        return await self._sessions[user_id % len(self._sessions)].call(opcode, body)
+    async def call_session(self, shard: int, opcode: int, body: bytes) -> tuple[int, bytes]:
+        """The session node that owns the user's shard `shard`; as call_mailbox."""
+        return await self._call_owner("session", shard, opcode, body)
+
+    def _client(self, kind: str, addr: str) -> RpcClient:
+        client = self._owner_clients.get((kind, addr))
+        if client is None:
+            client = self._owner_clients[(kind, addr)] = RpcClient(addr, tls=self._tls,
+                                                                   expect_service=self._services[kind])
+        return client
+
+    async def _call_owner(self, kind: str, shard: int, opcode: int, body: bytes) -> tuple[int, bytes]:
+        owner = self.owners.owner(kind, shard)
+        if owner is None:
+            await self.owners.refresh(force=True)
+            owner = self.owners.owner(kind, shard)
+        tried = ""
+        for _ in range(2):
+            if owner is None:
+                raise RequestError(ErrorCode.UNAVAILABLE, f"{kind} shard {shard} has no live owner (takeover in "
+                                   "progress); retry")
+            tried = owner.addr
+            try:
+                return await self._client(kind, owner.addr).call(opcode, body)
+            except RequestError as exc:  # RemoteError too: the owner's own ERROR reply
+                if exc.code != ErrorCode.UNAVAILABLE:
+                    raise
+                await self.owners.refresh(force=True)
+                owner = self.owners.owner(kind, shard)
+                if owner is None or owner.addr == tried:
+                    raise
+        raise AssertionError("unreachable")
 
     async def close(self) -> None:
         """Close every backend client."""
-        for c in self._writers + self._mailboxes + self._sessions:
+        for c in self._writers + list(self._owner_clients.values()):
             await c.close()

@@ -5,8 +5,8 @@ Each route's `check(conn, body)` parses the upstream bytes, rejects what needs n
 storage to reject (INVALID_ARGUMENT, PAYLOAD_TOO_LARGE: qim/services/gateway/requests.py)
 and returns the routing key of its backend:
 - WRITER: the conversation_id, routed by rendezvous hash over QIM_WRITER_ADDRS;
-- SESSION: the user_id (session node user mod n);
-- MAILBOX: the user's mailbox shard (mailbox node shard mod n).
+- SESSION and MAILBOX: the user's shard (virtual bucket -> MailboxShard), whose owner
+  in the ShardRegistry serves it (qim/services/gateway/router.py).
 The bytes are forwarded unchanged inside the backend's envelope with the actor from
 AUTH (`forward`). `bulk` routes answer with pages: the connection fetches at most
 BULK_INFLIGHT of them at a time and only while its reply backlog has room
@@ -45,13 +45,13 @@ class Route:
 
 def _session_list_key(conn: Any, body: bytes) -> int:
     rq.parse(session_pb2.PullSessionList, body, "PULL_SESSION_LIST")
-    return conn.user_id
+    return conn.shard
 
 
 def _mark_read_key(conn: Any, body: bytes) -> int:
     req = rq.parse(session_pb2.MarkRead, body, "MARK_READ")
     rq.check_conversation(req.conversation_id)
-    return conn.user_id
+    return conn.shard
 
 
 def _pull_mailbox_key(conn: Any, body: bytes) -> int:

@@ -1,8 +1,10 @@
 """ConnectionNode: client listener, push listener, /metrics and /healthz (DESIGN.md §2).
 
-Ready once every mailbox node of QIM_MAILBOX_ADDRS has linked its push path to this
-gateway (qim/services/gateway/pushlink.py): until then a device could log in and miss
-its pushes.
+Ready once every live mailbox node of the ShardRegistry has linked its push path to
+this gateway (qim/services/gateway/pushlink.py): until then a device could log in and
+miss its pushes. Mailbox and session requests go to the owner of the user's shard, read
+from the registry (qim/cluster/owners.py); the gateway holds a node lease of its own (its
+liveness; a second gateway with the same node id refuses to start).
 
 Transport security (issue 15, qim/net/tls.py): the client port is TLS 1.3 with ALPN
 qim/1 (QIM_GATEWAY_TLS_*; the handshake counts toward QIM_AUTH_TIMEOUT_MS); the push
@@ -17,7 +19,11 @@ import asyncio
 import logging
 from typing import Iterator
 
+from qim.cluster.keeper import ShardKeeper
+from qim.cluster.metrics import ShardMetrics
+from qim.cluster.owners import OwnerTable
 from qim.config import GatewayConfig
+from qim.errors import ConfigError
 from qim.net.allow import MAILBOX, SESSION, WRITER
 from qim.net.framed import FramedStream
 from qim.net.tls import ALPN
@@ -29,6 +35,7 @@ from qim.services.gateway.online import OnlineRegistry
 from qim.services.gateway.pushlink import PushListener
 from qim.services.gateway.ratelimit import SendLimiter
 from qim.services.gateway.router import BackendRouter
+from qim.stores.open import open_registry
 
 logger = logging.getLogger(__name__)
 
@@ -50,15 +57,28 @@ class ConnectionNode(ServiceNode):
         self.client_tls = self.tls_contexts(config.client_tls, "client port",
                                             "QIM_GATEWAY_TLS_CERT/QIM_GATEWAY_TLS_KEY", alpn=ALPN)
         self.internal_tls = self.tls_contexts(config.internal_tls, "internal", "QIM_INTERNAL_CA/TLS_CERT/TLS_KEY")
-        self.router = BackendRouter(config.writer_addrs, config.mailbox_addrs, config.session_addrs,
-                                    tls=self.internal_tls, services=(WRITER, MAILBOX, SESSION))
-        self.push = PushListener(self.online, len(config.mailbox_addrs), self.metrics,
-                                 guard=self.rpc_guard(enforce=self.internal_tls is not None))
+        if config.registry is None:
+            raise ConfigError("qim-gateway needs the ShardRegistry (QIM_REGISTRY_REDIS_ADDR / QIM_REDIS_ADDR)")
+        reg = config.registry
+        self.shard_registry = open_registry(reg.redis_addr)
+        shards = config.common.shard_count
+        self.owners = OwnerTable(self.shard_registry, {"mailbox": shards, "session": shards}, ("mailbox",))
+        self.keeper = ShardKeeper(self.shard_registry, "gateway", reg.node_id, 0, reg.lease_ms, reg.renew_ms,
+                                  addr=config.listen, extra=config.push_listen, metrics=ShardMetrics(self.registry))
+        self.router = BackendRouter(config.writer_addrs, self.owners, tls=self.internal_tls,
+                                    services=(WRITER, MAILBOX, SESSION))
+        self.push = PushListener(self.online, lambda: [n.node_id for n in self.owners.nodes("mailbox")],
+                                 self.metrics, guard=self.rpc_guard(enforce=self.internal_tls is not None))
         self.always_zero(self.metrics.backend_dropped)
+        self.closing(self.shard_registry.close, "shard registry")
         self.closing(self.router.close, "backend clients")
+        self.closing(self.keeper.stop, "node lease")
 
     def not_ready(self) -> Iterator[str]:
-        """No push link yet from some mailbox node, or a misconfigured one."""
+        """Not joined; the registry not read yet; no push link yet from some mailbox node."""
+        yield from self.keeper.not_ready()
+        if not self.owners.loaded:
+            yield f"shard registry not read yet ({self.owners.error or 'starting'})"
         yield from self.push.not_ready()
 
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -66,7 +86,12 @@ class ConnectionNode(ServiceNode):
         await conn.run()
 
     async def setup(self) -> None:
-        """Push listener first (mailbox nodes link while clients connect), then clients."""
+        """Join the registry, push listener first (mailbox nodes link while clients
+        connect), then clients."""
+        await self.keeper.join()  # JoinRefused (a ConfigError) when the node id is in use
+        await self.owners.refresh(force=True)
+        self.spawn(self.owners.run(), "shard owners")
+        self.spawn(self.keeper.run(), "node lease")
         await self.listen(self.config.push_listen, self.push.on_connection, tls=self.internal_tls, name="push")
         await self.listen(self.config.listen, self._on_client, tls=self.client_tls, chunk_bytes=CLIENT_CHUNK_BYTES,
                           name="client", handshake_timeout=self.config.auth_timeout_s)

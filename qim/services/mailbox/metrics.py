@@ -19,6 +19,8 @@ class MailboxMetrics(MetricSet):
         # the materializer
         self.records = self.counter("qim_mailbox_records", "Dispatch records materialized", ["status"])
         self.dirty = self.counter("qim_mailbox_dirty", "Shards stopped by MailboxDirty (must stay 0)")
+        self.fenced = self.counter("qim_mailbox_fenced_writes",
+                                   "Writes refused because a newer owner fenced the shard (the shard stopped here)")
         self.retries = self.counter("qim_mailbox_store_retries", "Records retried after a Redis failure")
         self.pauses = self.counter("qim_mailbox_partition_pauses", "Partitions paused because their FIFO was full")
         self.queued = self.gauge("qim_mailbox_queued_records", "Records queued in shard FIFOs")

@@ -1,4 +1,11 @@
-"""MailboxNode: owns shards by static assignment, serves MAILBOX_PULL, pushes to gateways.
+"""MailboxNode: owns shards leased from the ShardRegistry, serves MAILBOX_PULL, pushes to gateways.
+
+Shards (DESIGN.md §13; docs/decisions/0028-scale-leases-and-fencing.md): a ShardKeeper
+holds this node's leases; each grant is fenced in the shard's watermark and served from
+min(W)+1 (MailboxMaterializer.add_shard), each loss stops the shard at once; a pull for
+a shard this node does not hold (or whose lease ended) is UNAVAILABLE, and the gateway
+asks the registry again. A shard taken over wakes its online devices on every gateway
+(its previous owner may have died between a finish and its push).
 
 Push is best effort and off the shard path: PushBatch frames (split to stay far below
 the frame limit) are queued to every gateway's push link (qim/services/mailbox/pushlink.py):
@@ -14,9 +21,13 @@ from typing import Any, Iterator
 
 from google.protobuf.message import DecodeError
 
+from qim._core import ids
+from qim.cluster.keeper import ShardKeeper
+from qim.cluster.metrics import ShardMetrics
+from qim.cluster.owners import OwnerTable
 from qim.config import MailboxConfig
 from qim.consts import INTERNAL_RPC_INFLIGHT
-from qim.errors import ErrorCode, RequestError
+from qim.errors import ConfigError, ErrorCode, RequestError
 from qim.faults import MAILBOX_POINTS, FaultPoints
 from qim.net.allow import GATEWAY
 from qim.obs.node import ServiceNode
@@ -27,7 +38,7 @@ from qim.services.mailbox.metrics import MailboxMetrics
 from qim.services.mailbox.projection import ProjectionFeed
 from qim.services.mailbox.pull import MailboxPuller, entry_pb
 from qim.services.mailbox.pushlink import PushLink
-from qim.stores.open import open_stores
+from qim.stores.open import open_registry, open_stores
 
 logger = logging.getLogger(__name__)
 
@@ -49,25 +60,51 @@ class MailboxNode(ServiceNode):
         self.stores = open_stores(config.common.redis_addr, mailbox_retention_ms=config.retention_ms,
                                   tier=config.common.tier)  # trimmed records are read from the archive
         self.store = self.stores.mailboxes
-        self.materializer = MailboxMaterializer(config.common.kafka_bootstrap, self.store, config.owned_shards(),
-                                                self.push, FaultPoints(config.fault_point, MAILBOX_POINTS),
-                                                config.dp_gc_safety_ms, self.metrics)
-        self.puller = MailboxPuller(self.stores.messages, self.store, self.materializer, config.common.shard_count)
+        if config.registry is None:
+            raise ConfigError("qim-mailbox needs the ShardRegistry (QIM_REGISTRY_REDIS_ADDR / QIM_REDIS_ADDR)")
+        reg = config.registry
+        self.shard_registry = open_registry(reg.redis_addr)
+        shard_count = config.common.shard_count
+        self.keeper = ShardKeeper(self.shard_registry, "mailbox", reg.node_id, shard_count, reg.lease_ms,
+                                  reg.renew_ms, addr=config.listen, on_acquire=self._acquire,
+                                  on_release=self._release, metrics=ShardMetrics(self.registry))
+        self.materializer = MailboxMaterializer(config.common.kafka_bootstrap, self.store, [], self.push,
+                                                FaultPoints(config.fault_point, MAILBOX_POINTS),
+                                                config.dp_gc_safety_ms, self.metrics, on_lost=self.keeper.refused)
+        self.puller = MailboxPuller(self.stores.messages, self.store, self.materializer, shard_count,
+                                    holds=self.keeper.holds)
         tenant = config.common.tenant.to_bytes(16, "big")
-        self.push_links = [PushLink(a, config.node_index, config.node_count, tenant, metrics=self.metrics,
-                                    tls=self.internal_tls, expect_service=GATEWAY)
+        self.push_links = [PushLink(a, reg.node_id, lambda: sorted(self.materializer.shards), tenant,
+                                    metrics=self.metrics, tls=self.internal_tls, expect_service=GATEWAY)
                            for a in config.gateway_push_addrs]
         self.metrics.watch_push_links(self.push_links)
-        self._projection = ProjectionFeed(config.session_addrs, self.metrics,  # low-latency path to sessions
+        self.session_owners = OwnerTable(self.shard_registry, {"session": shard_count})
+        self._projection = ProjectionFeed(self.session_owners, self.spawn, self.metrics,  # low-latency path
                                           tls=self.internal_tls)
         self.always_zero(self.metrics.dirty)
+        self.closing(self.shard_registry.close, "shard registry")
         self.closing(self.stores.close, "stores")
         self.closing(self.materializer.close, "dispatch consumer")
-        for link in self.push_links + self._projection.links:
+        for link in self.push_links:
             self.closing(link.close, f"{link.name} link {link.addr}")
+        self.closing(self._close_projection_links, "projection links")
+        self.closing(self.keeper.stop, "shard leases")  # first: stop serving, release, leave
+
+    async def _close_projection_links(self) -> None:
+        for link in list(self._projection.links.values()):
+            await link.close()
+
+    async def _acquire(self, shard: int, owner_epoch: int) -> None:
+        await self.materializer.add_shard(shard, owner_epoch)
+        for link in self.push_links:
+            link.wake([shard])
+
+    async def _release(self, shard: int, reason: str) -> None:
+        await self.materializer.remove_shard(shard, reason)
 
     def not_ready(self) -> Iterator[str]:
-        """Materializer not running or catching up; dirty shards."""
+        """Not joined / leases ended; materializer not running or catching up; dirty shards."""
+        yield from self.keeper.not_ready()
         if not self.materializer.running:
             yield "materializer not running"
         elif not self.materializer.caught_up():
@@ -75,11 +112,14 @@ class MailboxNode(ServiceNode):
         yield from self.materializer.dirty_reasons
 
     def push(self, tenant: int, seq: int, items: Any) -> None:
-        """PushBatch of one materialized record to every gateway (never awaits)."""
+        """PushBatch of one materialized record to every gateway, PROJECTION to the owner
+        of its session shard (never awaits)."""
         for body in push_bodies(tenant, seq, items):
             for link in self.push_links:
                 link.push(body)
-        self._projection.send(tenant, items)
+        if items:  # every recipient of a record is in its shard: the first one names it
+            shard = ids.user_placement(tenant, items[0][0], self.config.common.shard_count)[2]
+            self._projection.send(shard, tenant, items)
 
     async def handle(self, opcode: int, body: bytes) -> tuple[int, bytes]:
         """MAILBOX_PULL from a gateway -> MAILBOX_BATCH (RequestError otherwise)."""
@@ -93,15 +133,18 @@ class MailboxNode(ServiceNode):
         return Opcode.MAILBOX_BATCH, batch.SerializeToString()
 
     async def setup(self) -> None:
-        """Position shards, link to gateways and session nodes, serve pulls, materialize."""
+        """Join the registry (JoinRefused: the node id is in use), link to gateways, serve
+        pulls, materialize; the keeper then takes this node's shards."""
         await self.stores.ping()
+        await self.keeper.join()
         await self.materializer.start()
-        for link in self.push_links + self._projection.links:
+        for link in self.push_links:
             self.spawn(link.run(), f"{link.name} link {link.addr}")
         await self.serve_rpc(self.config.listen, self.handle, INTERNAL_RPC_INFLIGHT, tls=self.internal_tls)
-        logger.info("mailbox node %d/%d listening on %s", self.config.node_index, self.config.node_count,
-                    self.config.listen)
+        logger.info("mailbox node %s listening on %s", self.keeper.node_id, self.config.listen)
         self.spawn(self.materializer.run(), "materializer")
+        self.spawn(self.session_owners.run(), "session owners")
+        self.spawn(self.keeper.run(), "shard leases")
 
 
 def push_bodies(tenant: int, seq: int, items: Any) -> list[bytes]:
