@@ -26,13 +26,14 @@ import urllib.request
 import pytest
 
 from qim._core import ids
+from qim.errors import ErrorCode
 from qim.infra.redis.client import connect
 from qim.proto.v1 import mailbox_pb2
 from qim.protocol import Opcode
 from qim.stores.redis.registry import RedisShardRegistry
 from tests.e2e.chaos import Conversation, delivered_once, run_audit
 from tests.e2e.rawclient import RawClient
-from tests.e2e.sessionclient import entry_when
+from tests.e2e.sessionclient import entry_when, pull_page
 from tests.fixtures import TEST_SHARD_COUNT, running_stack
 
 LEASE_MS, RENEW_MS = 4000, 500
@@ -196,8 +197,15 @@ async def test_a_killed_session_nodes_users_get_their_exact_list_from_the_surviv
     conv = ids.conversation_id_direct(0, me, peer)
     await entry_when(client, conv, lambda e: e.unread == 3, timeout=20)
     st.kill_service("session2")
+    killed = time.monotonic()
     op, _ = await sender.send_text(me, b"while the owner is dead")
     assert op == Opcode.SEND_ACK
+    while True:  # UNAVAILABLE until the survivor took the shard over (the SDK retries the same way)
+        op, page = await pull_page(client)
+        if op == Opcode.SESSION_LIST_BATCH:
+            break
+        assert page.code == ErrorCode.UNAVAILABLE and time.monotonic() - killed < 30, page
+        await asyncio.sleep(0.1)
     entry = await entry_when(client, conv, lambda e: e.unread == 4, timeout=30)  # served by the survivor
     assert entry.last_message.body == b"while the owner is dead"
     assert set((await owners(st, "session")).values()) == {node_id(st, "session")}
