@@ -147,6 +147,9 @@ CONNECTION_CAP_RETRY_AFTER_MS = 60_000
 SHARD_LEASE_MS_DEFAULT = 10_000  # QIM_SHARD_LEASE_MS; renewed every quarter (QIM_SHARD_RENEW_MS)
 OUTBOX_TOPIC = "qim.outbox"
 DISPATCH_TOPIC = "qim.dispatch"
+# PresenceEntry records, compacted, partition = the user's MailboxShard (docs/decisions/0030)
+PRESENCE_TOPIC = "qim.presence"
+PRESENCE_TTL_MS_DEFAULT = 3_600_000  # QIM_PRESENCE_TTL_MS: an entry not renewed stops counting
 # broker/topic record limit: a 1 MiB body plus envelope fits with room to spare
 KAFKA_MAX_RECORD_BYTES = 8 * 1024 * 1024
 

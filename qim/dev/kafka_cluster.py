@@ -25,8 +25,9 @@ def start_engines(engines: list[KafkaEngine], timeout: float | None = None) -> N
     """Start (or wait for) every broker of a cluster at once: none is ready before two of
     three controllers vote. EngineError naming the first broker that failed (the others
     that started are left running, for `down`)."""
-    if len(engines) == 1:
-        engines[0].start(timeout)
+    if len(engines) <= 1:
+        for e in engines:
+            e.start(timeout)
         return
     with concurrent.futures.ThreadPoolExecutor(len(engines)) as pool:
         futures = [pool.submit(e.start, timeout) for e in engines]

@@ -168,6 +168,11 @@ class AsyncConsumer:
         is delivered afterwards."""
         await self._run(self._consumer.incremental_unassign, [TopicPartition(topic, p) for p in partitions])
 
+    async def positions(self, topic: str, partitions: list[int]) -> dict[int, int]:
+        """The next offset this consumer fetches per partition (-1 when not known yet)."""
+        tps = await self._run(self._consumer.position, [TopicPartition(topic, p) for p in partitions])
+        return {tp.partition: tp.offset if tp.offset >= 0 else -1 for tp in tps}
+
     async def committed(self, topic: str, partitions: list[int], timeout: float = 10.0) -> dict[int, int]:
         """Committed offsets per partition (-1 when none)."""
         tps = await self._run(self._consumer.committed, [TopicPartition(topic, p) for p in partitions], timeout)
