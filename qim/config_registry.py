@@ -9,6 +9,9 @@ each kind").
 - QIM_SHARD_LEASE_MS (default 10000): how long a node's leases last without renewal: a
   dead or stalled node's shards are taken over within the lease + one renewal.
 - QIM_SHARD_RENEW_MS (default a quarter of the lease, at most half of it).
+- QIM_PRESENCE_TTL_MS (default 1 h): a gateway's PresenceEntry counts this long unless
+  renewed (it renews every half); a crashed gateway's entries stop counting with its
+  node lease anyway (docs/decisions/0030-scale-presence.md).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import re
 from dataclasses import dataclass
 
 from qim.config_env import Env
-from qim.consts import SHARD_LEASE_MS_DEFAULT
+from qim.consts import PRESENCE_TTL_MS_DEFAULT, SHARD_LEASE_MS_DEFAULT
 from qim.errors import ConfigError
 
 NODE_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}")
@@ -31,6 +34,7 @@ class RegistryConfig:
     node_id: str
     lease_ms: int = SHARD_LEASE_MS_DEFAULT
     renew_ms: int = SHARD_LEASE_MS_DEFAULT // 4
+    presence_ttl_ms: int = PRESENCE_TTL_MS_DEFAULT
 
     @classmethod
     def from_env(cls, env: Env, service: str, default_addr: str) -> "RegistryConfig":
@@ -43,4 +47,6 @@ class RegistryConfig:
         renew = env.integer("QIM_SHARD_RENEW_MS", lease // 4, 50, 300_000)
         if renew * 2 > lease:
             raise ConfigError(f"QIM_SHARD_RENEW_MS={renew} must be at most half of QIM_SHARD_LEASE_MS={lease}")
-        return cls(env.addr("QIM_REGISTRY_REDIS_ADDR", env.addr("QIM_REDIS_ADDR")), node_id, lease, renew)
+        presence_ttl = env.integer("QIM_PRESENCE_TTL_MS", PRESENCE_TTL_MS_DEFAULT, 10_000, 30 * 86_400_000)
+        return cls(env.addr("QIM_REGISTRY_REDIS_ADDR", env.addr("QIM_REDIS_ADDR")), node_id, lease, renew,
+                   presence_ttl)

@@ -80,6 +80,7 @@ class ShardKeeper:
         self.owned: dict[int, int] = {}
         self.live: list[str] = []
         self.joined = False
+        self.since_ms = 0  # when this incarnation joined (registry clock): orders incarnations of one id
         self.settled = False  # the first renewal and placement after joining are done
         self.gone = ""  # why this node stopped for good (its node id was taken)
         self.registry_error = ""  # the last failed renewal, "" once one succeeds
@@ -137,6 +138,7 @@ class ShardKeeper:
                 logger.warning("%s node %s: took the id over from an incarnation that stopped renewing",
                                self.kind, self.node_id)
         self.valid_until = sent + self.ttl_s - self._margin()
+        self.since_ms = res.since_ms
         self.joined = True
         logger.info("%s node %s joined the shard registry (incarnation %s)", self.kind, self.node_id, self.incarnation)
 

@@ -4,10 +4,12 @@
 The owner of a shard assigns the shard's presence partition from its start (the topic is
 compacted: reading it whole gives the current entries) and keeps, per user, every
 (device, gateway) entry. An entry counts only while its gateway holds a live node lease
-in the ShardRegistry under the incarnation that wrote it (a crashed gateway's entries
-stop counting when its lease ends; a gateway restarted faster than that is a new
-incarnation, so its old entries never count) and before its expiry. Nothing here is a
-remote call: the push path asks `gateways_of` and gets a set from memory.
+in the ShardRegistry and the entry was written by that lease's incarnation or a later
+one (entries carry when their incarnation joined: a crashed gateway's entries stop
+counting when its lease ends; a gateway restarted faster than that joined later, so its
+old entries never count, while the new incarnation's entries count even before this
+node's cached view of the registry noticed the restart), and before its expiry.
+Nothing here is a remote call: the push path asks `gateways_of` and gets a set from memory.
 
 `gateways_of` answers None while the shard's partition is still being read (the caller
 then pushes to every gateway, as before presence existed). `on_online(key)` is called for
@@ -32,8 +34,8 @@ from qim.wire.presence import PresenceError, PresenceKey, decode_entry, decode_k
 
 logger = logging.getLogger(__name__)
 
-Entry = tuple[int, str, int]  # (session_epoch, gateway incarnation, expires_at_ms)
-LiveGateways = Callable[[], dict[str, str]]  # live gateway node id -> its incarnation
+Entry = tuple[int, int, int]  # (session_epoch, gateway since_ms, expires_at_ms)
+LiveGateways = Callable[[], dict[str, int]]  # live gateway node id -> when its incarnation joined (ms)
 
 
 def now_ms() -> int:
@@ -59,6 +61,7 @@ class PresenceFollower:
         self._catch_up: dict[int, int] = {}  # shards still being read -> the high watermark to reach
         self._next: dict[int, int] = {}
         self._replaced: set[tuple[PresenceKey, int]] = set()
+        self._last_since: dict[str, int] = {}  # gateway -> the newest incarnation seen live
 
     def caught_up(self, shard: int) -> bool:
         """True once the shard's partition was read to the high watermark seen at add."""
@@ -84,8 +87,23 @@ class PresenceFollower:
         except EngineError as exc:
             logger.warning("presence partition %d: unassign failed: %s", shard, exc)
 
-    def _counts(self, entry: Entry, incarnation: Optional[str], now: int) -> bool:
-        return incarnation == entry[1] and entry[2] > now
+    def _live_now(self) -> dict[str, int]:
+        live = self._live()
+        for gw, since in live.items():
+            if since > self._last_since.get(gw, -1):
+                self._last_since[gw] = since
+        return live
+
+    def _counts(self, gw: str, entry: Entry, live: dict[str, int], now: int) -> bool:
+        """A live gateway's entry of its current or a later incarnation; a gateway not
+        (or no longer) listed: an entry of an incarnation later than any seen live (it
+        joined after the cached view was read; a crashed one's entries stay out)."""
+        if entry[2] <= now:
+            return False
+        since = live.get(gw)
+        if since is not None:
+            return entry[1] >= since
+        return entry[1] > self._last_since.get(gw, -1)
 
     def gateways_of(self, shard: int, tenant: int, user: int) -> Optional[set[str]]:
         """The gateways holding one of the user's devices now; None while the shard's
@@ -95,17 +113,17 @@ class PresenceFollower:
         devices = self._users[shard].get((tenant, user))
         if not devices:
             return set()
-        live, now = self._live(), now_ms()
-        return {gw for (_, gw), e in devices.items() if self._counts(e, live.get(gw), now)}
+        live, now = self._live_now(), now_ms()
+        return {gw for (_, gw), e in devices.items() if self._counts(gw, e, live, now)}
 
     def devices_of(self, shard: int, tenant: int, user: int) -> Optional[dict[str, set[int]]]:
         """gateway -> the user's devices online there; None while the shard is being read."""
         if not self.caught_up(shard):
             return None
-        live, now = self._live(), now_ms()
+        live, now = self._live_now(), now_ms()
         out: dict[str, set[int]] = {}
         for (device, gw), e in self._users[shard].get((tenant, user), {}).items():
-            if self._counts(e, live.get(gw), now):
+            if self._counts(gw, e, live, now):
                 out.setdefault(gw, set()).add(device)
         return out
 
@@ -145,7 +163,7 @@ class PresenceFollower:
             if not devices:
                 users.pop((key.tenant, key.user), None)
             return
-        devices[(key.device, key.gateway)] = (entry.session_epoch, entry.gateway_incarnation, entry.expires_at_ms)
+        devices[(key.device, key.gateway)] = (entry.session_epoch, entry.gateway_since_ms, entry.expires_at_ms)
         if shard in self._catch_up:
             return  # reading the past: no wake-ups, no kicks for sessions long gone
         if self._on_online is not None:
@@ -156,8 +174,8 @@ class PresenceFollower:
         """Every live entry of `device` but its newest session is a replaced one."""
         if self._on_replaced is None:
             return
-        live, now = self._live(), now_ms()
-        sessions = [(e[0], gw) for (d, gw), e in devices.items() if d == device and self._counts(e, live.get(gw), now)]
+        live, now = self._live_now(), now_ms()
+        sessions = [(e[0], gw) for (d, gw), e in devices.items() if d == device and self._counts(gw, e, live, now)]
         if len(sessions) < 2:
             return
         newest = max(sessions)

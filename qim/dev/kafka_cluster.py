@@ -26,15 +26,15 @@ def start_engines(engines: list[KafkaEngine], timeout: float | None = None) -> N
     three controllers vote. EngineError naming the first broker that failed (the others
     that started are left running, for `down`)."""
     if len(engines) <= 1:
-        for e in engines:
-            e.start(timeout)
+        for engine in engines:
+            engine.start(timeout)
         return
     with concurrent.futures.ThreadPoolExecutor(len(engines)) as pool:
-        futures = [pool.submit(e.start, timeout) for e in engines]
+        futures = [pool.submit(engine.start, timeout) for engine in engines]
         errors = [f.exception() for f in futures]
-    for e in errors:
-        if e is not None:
-            raise e
+    for err in errors:
+        if err is not None:
+            raise err
 
 
 def bootstrap_of(engines: list[KafkaEngine]) -> str:

@@ -26,7 +26,7 @@ from typing import Any
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
-from qim.consts import DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC
+from qim.consts import DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC, PRESENCE_TOPIC
 from qim.dev._proc import pick_ports, port_in_use, require_executable
 from qim.dev.engine import Engine
 from qim.dev.maven import REPO_ROOT, ensure_jars
@@ -271,18 +271,21 @@ def start_kafka(dir: Path | str, shard_count: int | None = None, ports: dict | N
 
 def create_topics(bootstrap: str, shard_count: int, timeout: float = 60.0, outbox_partitions: int = 1,
                   replicas: int = 1) -> dict[str, int]:
-    """Create `qim.outbox` (`outbox_partitions`: 1 by default, docs/decisions/0029) and
-    `qim.dispatch` (shard_count partitions).
+    """Create `qim.outbox` (`outbox_partitions`: 1 by default, docs/decisions/0029),
+    `qim.dispatch` (shard_count partitions) and `qim.presence` (shard_count partitions,
+    compacted: the PresenceDirectory, docs/decisions/0030).
 
-    Both get max.message.bytes = KAFKA_MAX_RECORD_BYTES and replication factor
+    All get max.message.bytes = KAFKA_MAX_RECORD_BYTES and replication factor
     `replicas` (3 on a three-broker cluster, with min.insync.replicas 2). Existing
     topics are accepted if their partition count matches. Returns {topic: partitions}.
     Raises EngineError on a mismatch or if the broker refuses.
     """
-    want = {OUTBOX_TOPIC: outbox_partitions, DISPATCH_TOPIC: shard_count}
+    want = {OUTBOX_TOPIC: outbox_partitions, DISPATCH_TOPIC: shard_count, PRESENCE_TOPIC: shard_count}
     config = {"max.message.bytes": str(KAFKA_MAX_RECORD_BYTES)}
     if replicas >= 3:
         config["min.insync.replicas"] = "2"
+    configs = {t: dict(config) for t in want}
+    configs[PRESENCE_TOPIC]["cleanup.policy"] = "compact"
     admin = admin_client(bootstrap)
     deadline = time.monotonic() + timeout
     while True:
@@ -295,7 +298,7 @@ def create_topics(bootstrap: str, shard_count: int, timeout: float = 60.0, outbo
         missing = [t for t in want if t not in have]
         if not missing:
             return want
-        new = [NewTopic(t, num_partitions=want[t], replication_factor=replicas, config=config) for t in missing]
+        new = [NewTopic(t, num_partitions=want[t], replication_factor=replicas, config=configs[t]) for t in missing]
         errors = []
         for topic, fut in admin.create_topics(new, request_timeout=15).items():
             try:

@@ -4,7 +4,7 @@ a backend.
 
     stores = open_stores(config.common.redis_addr, mailbox_retention_ms=..., tier=config.common.tier)
     await stores.check(commit_facts=True, allow_unsafe_dev=...)   # at start
-    stores.messages / commits / leases / groups / mailboxes / sessions / reads
+    stores.messages / commits / leases / groups / mailboxes / sessions / reads / epochs
     stores.archive_tier   # None without QIM_SCYLLA_ADDRS, else an ArchiveTier
 
 Backends (QIM_MESSAGE_STORE_BACKEND, qim/config_tier.py): "redis" (every store in Redis;
@@ -27,6 +27,7 @@ from qim.stores.groups import GroupStore
 from qim.stores.leases import ClockLeaseStore
 from qim.stores.mailboxes import MailboxStore
 from qim.stores.messages import MessageStore
+from qim.stores.presence import SessionEpochStore
 from qim.stores.reads import ReadPositionStore
 from qim.stores.registry import ShardRegistry
 from qim.stores.sessions import SessionStore
@@ -45,6 +46,7 @@ class Stores(Protocol):
     mailboxes: MailboxStore
     sessions: SessionStore
     reads: ReadPositionStore
+    epochs: SessionEpochStore
     archive_tier: Optional["ArchiveTier"]
 
     async def check(self, commit_facts: bool, allow_unsafe_dev: bool) -> None:
@@ -117,6 +119,7 @@ class TieredStores:
         self.mailboxes: MailboxStore = redis_backend.mailboxes
         self.sessions: SessionStore = redis_backend.sessions
         self.reads: ReadPositionStore = redis_backend.reads
+        self.epochs: SessionEpochStore = redis_backend.epochs
 
     async def check(self, commit_facts: bool, allow_unsafe_dev: bool) -> None:
         """The Redis deployment checks, then the CQL schema check. An archive that does not

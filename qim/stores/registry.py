@@ -80,15 +80,18 @@ class Heartbeat:
 
 @dataclass(frozen=True)
 class JoinResult:
-    """`joined` True when this incarnation now holds the node lease; otherwise the
-    holder's incarnation, its renewal count (`beat`) and the lease time left, so the
-    caller can tell a live duplicate (it renews) from a dead predecessor (it does not)."""
+    """`joined` True when this incarnation now holds the node lease (`since_ms`: when it
+    joined, by the registry's clock: later incarnations of one id have later ones);
+    otherwise the holder's incarnation, its renewal count (`beat`) and the lease time
+    left, so the caller can tell a live duplicate (it renews) from a dead predecessor
+    (it does not)."""
 
     joined: bool
     holder: str = ""
     beat: int = 0
     remaining_ms: int = 0
     addr: str = ""
+    since_ms: int = 0
 
 
 class JoinRefused(ConfigError):

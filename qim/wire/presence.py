@@ -55,12 +55,13 @@ def decode_key(raw: bytes) -> PresenceKey:
     return PresenceKey(int.from_bytes(tenant, "big"), user, device, gateway)
 
 
-def encode_entry(incarnation: str, session_epoch: int, expires_at_ms: int) -> bytes:
-    """The value of an online device: its gateway's incarnation (a restarted gateway's
-    old entries are not its own), the session_epoch of the connection, and when the
-    entry stops counting unless renewed."""
-    return internal_pb2.PresenceEntry(gateway_incarnation=incarnation, session_epoch=session_epoch,
-                                      expires_at_ms=expires_at_ms).SerializeToString()
+def encode_entry(incarnation: str, since_ms: int, session_epoch: int, expires_at_ms: int) -> bytes:
+    """The value of an online device: its gateway's incarnation and when that incarnation
+    joined the registry (`since_ms`: a restarted gateway's old entries name an earlier
+    one), the session_epoch of the connection, and when the entry stops counting unless
+    renewed."""
+    return internal_pb2.PresenceEntry(gateway_incarnation=incarnation, gateway_since_ms=since_ms,
+                                      session_epoch=session_epoch, expires_at_ms=expires_at_ms).SerializeToString()
 
 
 def decode_entry(raw: Optional[bytes]) -> Optional[internal_pb2.PresenceEntry]:

@@ -11,8 +11,8 @@ from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
 from qim.services.mailbox import pushlink
 from qim.services.mailbox.metrics import MailboxMetrics
-from qim.services.mailbox.node import PUSH_BATCH_MAX_BYTES, push_bodies
 from qim.services.mailbox.pushlink import PushLink
+from qim.services.mailbox.targets import PUSH_BATCH_MAX_BYTES, push_bodies
 
 
 class FakeClient:

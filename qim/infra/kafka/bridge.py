@@ -72,9 +72,10 @@ class AsyncProducer:
             except RuntimeError:  # the loop is closed: nobody awaits these any more
                 pass
 
-    def produce(self, topic: str, value: bytes, key: Optional[bytes] = None,
+    def produce(self, topic: str, value: Optional[bytes], key: Optional[bytes] = None,
                 partition: Optional[int] = None) -> asyncio.Future:
-        """Enqueue one record; the returned future yields (partition, offset).
+        """Enqueue one record (value None: a tombstone of `key` in a compacted topic);
+        the returned future yields (partition, offset).
         Must be called on the event loop thread. BufferError from a full local queue is
         raised as EngineError (back-pressure is the caller's)."""
         loop = self._loop = asyncio.get_running_loop()

@@ -76,6 +76,8 @@ class ClientConnection:
         self.user_id = 0
         self.device_id = 0
         self.shard = 0
+        self.session_epoch = 0  # of this login (SessionEpochStore; docs/decisions/0030-scale-presence.md)
+        self.replaced = False  # kicked by a newer session of its device: publishes no logout
         self._permits = asyncio.Semaphore(gateway.config.inflight_limit)
         self._bulk = asyncio.Semaphore(BULK_INFLIGHT)
         stream.buffer_limit = PRE_AUTH_BUFFER_BYTES  # lifted by a successful AUTH
@@ -89,6 +91,7 @@ class ClientConnection:
 
     def kick(self) -> None:
         """Close after the queued frames (a newer login replaced this one)."""
+        self.replaced = True
         self.stream.close()
 
     def wake_when_drained(self, limit: int, wake: Callable[[Any], None]) -> None:
@@ -155,6 +158,9 @@ class ClientConnection:
                 t.cancel()
             if self.user_id:
                 self.gw.online.unregister(self)
+                presence = getattr(self.gw, "presence", None)
+                if presence is not None and not self.replaced:
+                    presence.offline(self)
             self.stream.close()
 
     async def _serve(self, opcode: int, request_id: int, body: bytes) -> None:
@@ -195,7 +201,7 @@ class ClientConnection:
             return Opcode.PONG, connection_pb2.Pong(server_time_ms=time.time_ns() // 1_000_000,
                                                     heartbeat_s=HEARTBEAT_S).SerializeToString()
         if opcode == Opcode.AUTH:
-            return self._auth(body)
+            return await self._auth(body)
         if (opcode >> 8) == INTERNAL_CATEGORY:
             raise RequestError(ErrorCode.FORBIDDEN, "internal opcode")
         if not self.user_id:
@@ -219,7 +225,7 @@ class ClientConnection:
         self.stream.send(Opcode.KICKED, 0, body)
         self.stream.close()
 
-    def _auth(self, body: bytes) -> tuple[int, bytes]:
+    async def _auth(self, body: bytes) -> tuple[int, bytes]:
         if self.user_id:
             raise RequestError(ErrorCode.INVALID_ARGUMENT, "already authenticated")
         try:
@@ -232,12 +238,18 @@ class ClientConnection:
             logger.debug("AUTH from %s refused: %s", self.stream.peer, exc.reason)
             raise
         lane, _, shard = ids.user_placement(tenant, user, self.gw.config.common.shard_count)
+        epochs = getattr(self.gw, "epochs", None)  # a stand-in gateway of a unit test has none
+        epoch = await epochs.next_epoch(tenant, user, device) if epochs is not None else 0
         self.tenant, self.user_id, self.device_id, self.shard = tenant, user, device, shard
+        self.session_epoch = epoch
         try:
             self.gw.online.register(self)  # RateLimited past the per-user connection cap
         except RequestError:
             self.tenant = self.user_id = self.device_id = self.shard = 0
             raise
+        presence = getattr(self.gw, "presence", None)
+        if presence is not None:
+            presence.online(self)
         self.stream.buffer_limit = None
         # the session ends with the token (docs/decisions/0021-tokens-and-limits.md)
         delay = max(0.0, expires_at + self._authn.leeway_s - time.time())

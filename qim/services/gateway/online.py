@@ -42,6 +42,8 @@ class DeviceConn(Protocol):
     device_id: int
 
     shard: int
+    session_epoch: int
+    replaced: bool
 
     def send(self, opcode: int, request_id: int, body: bytes) -> None:
         """Queue one frame (ConnectionError when the connection is closing)."""
@@ -88,6 +90,30 @@ class OnlineRegistry:
                 old.kick()
         self._m.online_devices.set(sum(len(d) for d in self._users.values()))
         return old
+
+    def connections(self) -> list[DeviceConn]:
+        """Every online connection of this gateway (presence renewal)."""
+        return [c for devices in self._users.values() for c in devices.values()]
+
+    def kick_sessions(self, tenant: int, kicks) -> int:
+        """KICKED{REPLACED} to each connection named by (user_id, device_id,
+        session_epoch) of `kicks`: a newer session of its device logged in on another
+        gateway (docs/decisions/0030-scale-presence.md). Only that exact session: a newer
+        one here is never kicked. Returns how many were kicked."""
+        kicked = 0
+        for k in kicks:
+            conn = self._users.get((tenant, k.user_id), {}).get(k.device_id)
+            if conn is None or conn.session_epoch != k.session_epoch:
+                continue
+            self._m.remote_kicks.inc()
+            body = connection_pb2.Kicked(reason=connection_pb2.Kicked.REPLACED).SerializeToString()
+            try:
+                conn.send(Opcode.KICKED, 0, body)
+            except ConnectionError:
+                pass  # closing already
+            conn.kick()
+            kicked += 1
+        return kicked
 
     def unregister(self, conn: DeviceConn) -> None:
         """Forget conn (a no-op when a newer login of its device replaced it)."""

@@ -109,6 +109,8 @@ class PushListener:
             node = self._hello(stream, batch)
         elif batch.wake_all:
             self.online.wake_shards(set(batch.shards))
+        if batch.kicks:
+            self.online.kick_sessions(int.from_bytes(batch.tenant_id, "big"), batch.kicks)
         self.online.deliver(batch)
         return node
 

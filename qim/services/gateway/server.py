@@ -32,10 +32,11 @@ from qim.services.gateway.auth import Authenticator
 from qim.services.gateway.conn import CLIENT_CHUNK_BYTES, ClientConnection
 from qim.services.gateway.metrics import GatewayMetrics
 from qim.services.gateway.online import OnlineRegistry
+from qim.services.gateway.presence import PresencePublisher
 from qim.services.gateway.pushlink import PushListener
 from qim.services.gateway.ratelimit import SendLimiter
 from qim.services.gateway.router import BackendRouter
-from qim.stores.open import open_registry
+from qim.stores.open import open_registry, open_stores
 
 logger = logging.getLogger(__name__)
 
@@ -67,10 +68,17 @@ class ConnectionNode(ServiceNode):
                                   addr=config.listen, extra=config.push_listen, metrics=ShardMetrics(self.registry))
         self.router = BackendRouter(config.writer_addrs, self.owners, tls=self.internal_tls,
                                     services=(WRITER, MAILBOX, SESSION))
+        # session epochs (one INCR per AUTH) and the PresenceDirectory (docs/decisions/0030)
+        self.stores = open_stores(config.common.redis_addr)
+        self.epochs = self.stores.epochs
+        self.presence = PresencePublisher(config.common.kafka_bootstrap, reg.node_id, self.keeper.incarnation,
+                                          reg.presence_ttl_ms, self.metrics)
         self.push = PushListener(self.online, lambda: [n.node_id for n in self.owners.nodes("mailbox")],
                                  self.metrics, guard=self.rpc_guard(enforce=self.internal_tls is not None))
         self.always_zero(self.metrics.backend_dropped)
         self.closing(self.shard_registry.close, "shard registry")
+        self.closing(self.stores.close, "stores")
+        self.closing(self.presence.close, "presence producer")
         self.closing(self.router.close, "backend clients")
         self.closing(self.keeper.stop, "node lease")
 
@@ -89,9 +97,11 @@ class ConnectionNode(ServiceNode):
         """Join the registry, push listener first (mailbox nodes link while clients
         connect), then clients."""
         await self.keeper.join()  # JoinRefused (a ConfigError) when the node id is in use
+        self.presence.since_ms = self.keeper.since_ms
         await self.owners.refresh(force=True)
         self.spawn(self.owners.run(), "shard owners")
         self.spawn(self.keeper.run(), "node lease")
+        self.spawn(self.presence.renew(self.online.connections), "presence renewal")
         await self.listen(self.config.push_listen, self.push.on_connection, tls=self.internal_tls, name="push")
         await self.listen(self.config.listen, self._on_client, tls=self.client_tls, chunk_bytes=CLIENT_CHUNK_BYTES,
                           name="client", handshake_timeout=self.config.auth_timeout_s)

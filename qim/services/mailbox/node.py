@@ -8,10 +8,12 @@ asks the registry again. A shard taken over wakes its online devices on every ga
 (its previous owner may have died between a finish and its push).
 
 Push is best effort and off the shard path: PushBatch frames (split to stay far below
-the frame limit) are queued to every gateway's push link (qim/services/mailbox/pushlink.py):
-a link that is down keeps a bounded backlog for its reconnect, and anything dropped
-(counted in `qim_mailbox_push_dropped_total{reason}`) makes that gateway wake the
-affected devices, which pull (docs/decisions/0012-push-link-repair.md).
+the frame limit) are queued to the push link of each gateway holding a recipient's
+device (qim/services/mailbox/targets.py: the PresenceDirectory of the node's shards; a
+link per live gateway of the registry, qim/services/mailbox/pushlink.py): a link that is
+down keeps a bounded backlog for its reconnect, and anything dropped (counted in
+`qim_mailbox_push_dropped_total{reason}`) makes that gateway wake the affected devices,
+which pull (docs/decisions/0012-push-link-repair.md).
 """
 
 from __future__ import annotations
@@ -29,20 +31,18 @@ from qim.config import MailboxConfig
 from qim.consts import INTERNAL_RPC_INFLIGHT
 from qim.errors import ConfigError, ErrorCode, RequestError
 from qim.faults import MAILBOX_POINTS, FaultPoints
-from qim.net.allow import GATEWAY
 from qim.obs.node import ServiceNode
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
 from qim.services.mailbox.materializer import MailboxMaterializer
 from qim.services.mailbox.metrics import MailboxMetrics
 from qim.services.mailbox.projection import ProjectionFeed
-from qim.services.mailbox.pull import MailboxPuller, entry_pb
-from qim.services.mailbox.pushlink import PushLink
+from qim.services.mailbox.pull import MailboxPuller
+from qim.services.mailbox.targets import PushTargets
 from qim.stores.open import open_registry, open_stores
 
 logger = logging.getLogger(__name__)
 
-PUSH_BATCH_MAX_BYTES = 256 * 1024  # one PushBatch frame (the frame limit is 4 MiB)
 
 
 class MailboxNode(ServiceNode):
@@ -74,19 +74,18 @@ class MailboxNode(ServiceNode):
         self.puller = MailboxPuller(self.stores.messages, self.store, self.materializer, shard_count,
                                     holds=self.keeper.holds)
         tenant = config.common.tenant.to_bytes(16, "big")
-        self.push_links = [PushLink(a, reg.node_id, lambda: sorted(self.materializer.shards), tenant,
-                                    metrics=self.metrics, tls=self.internal_tls, expect_service=GATEWAY)
-                           for a in config.gateway_push_addrs]
-        self.metrics.watch_push_links(self.push_links)
-        self.session_owners = OwnerTable(self.shard_registry, {"session": shard_count})
-        self._projection = ProjectionFeed(self.session_owners, self.spawn, self.metrics,  # low-latency path
+        # session owners (projections) and live gateways (push links, presence), from the registry
+        self.peers = OwnerTable(self.shard_registry, {"session": shard_count}, ("gateway",))
+        self.targets = PushTargets(config.common.kafka_bootstrap, reg.node_id,
+                                   lambda: sorted(self.materializer.shards), self.peers, tenant, self.metrics,
+                                   self.internal_tls)
+        self._projection = ProjectionFeed(self.peers, self.spawn, self.metrics,  # low-latency path
                                           tls=self.internal_tls)
         self.always_zero(self.metrics.dirty)
         self.closing(self.shard_registry.close, "shard registry")
         self.closing(self.stores.close, "stores")
         self.closing(self.materializer.close, "dispatch consumer")
-        for link in self.push_links:
-            self.closing(link.close, f"{link.name} link {link.addr}")
+        self.closing(self.targets.close, "push links and presence")
         self.closing(self._close_projection_links, "projection links")
         self.closing(self.keeper.stop, "shard leases")  # first: stop serving, release, leave
 
@@ -96,11 +95,11 @@ class MailboxNode(ServiceNode):
 
     async def _acquire(self, shard: int, owner_epoch: int) -> None:
         await self.materializer.add_shard(shard, owner_epoch)
-        for link in self.push_links:
-            link.wake([shard])
+        await self.targets.add_shard(shard)
 
     async def _release(self, shard: int, reason: str) -> None:
         await self.materializer.remove_shard(shard, reason)
+        await self.targets.remove_shard(shard)
 
     def not_ready(self) -> Iterator[str]:
         """Not joined / leases ended; materializer not running or catching up; dirty shards."""
@@ -112,14 +111,14 @@ class MailboxNode(ServiceNode):
         yield from self.materializer.dirty_reasons
 
     def push(self, tenant: int, seq: int, items: Any) -> None:
-        """PushBatch of one materialized record to every gateway, PROJECTION to the owner
-        of its session shard (never awaits)."""
-        for body in push_bodies(tenant, seq, items):
-            for link in self.push_links:
-                link.push(body)
-        if items:  # every recipient of a record is in its shard: the first one names it
-            shard = ids.user_placement(tenant, items[0][0], self.config.common.shard_count)[2]
-            self._projection.send(shard, tenant, items)
+        """PushBatch of one materialized record to the gateways holding its recipients'
+        devices, PROJECTION to the owner of its session shard (never awaits)."""
+        if not items:
+            return
+        # every recipient of a record is in its shard: the first one names it
+        shard = ids.user_placement(tenant, items[0][0], self.config.common.shard_count)[2]
+        self.targets.push(shard, tenant, seq, items)
+        self._projection.send(shard, tenant, items)
 
     async def handle(self, opcode: int, body: bytes) -> tuple[int, bytes]:
         """MAILBOX_PULL from a gateway -> MAILBOX_BATCH (RequestError otherwise)."""
@@ -138,32 +137,10 @@ class MailboxNode(ServiceNode):
         await self.stores.ping()
         await self.keeper.join()
         await self.materializer.start()
-        for link in self.push_links:
-            self.spawn(link.run(), f"{link.name} link {link.addr}")
+        self.spawn(self.targets.gateways.run(), "gateway links")
+        self.spawn(self.targets.presence.run(), "presence")
         await self.serve_rpc(self.config.listen, self.handle, INTERNAL_RPC_INFLIGHT, tls=self.internal_tls)
         logger.info("mailbox node %s listening on %s", self.keeper.node_id, self.config.listen)
         self.spawn(self.materializer.run(), "materializer")
-        self.spawn(self.session_owners.run(), "session owners")
+
         self.spawn(self.keeper.run(), "shard leases")
-
-
-def push_bodies(tenant: int, seq: int, items: Any) -> list[bytes]:
-    """Serialized PushBatch frames for one record's [(user, events)], each at most about
-    PUSH_BATCH_MAX_BYTES (a single target is never split: its entries are one event
-    group, at most 8 events of at most 8 KiB inline body each)."""
-    tenant_id = tenant.to_bytes(16, "big")
-    bodies = []
-    batch = internal_pb2.PushBatch(tenant_id=tenant_id)
-    size = 0
-    for user, events in items:
-        target = internal_pb2.PushBatch.Target(user_id=user, entries=[entry_pb(seq, ev) for ev in events])
-        target_size = target.ByteSize() + 6  # + field tag and length prefix
-        if batch.targets and size + target_size > PUSH_BATCH_MAX_BYTES:
-            bodies.append(batch.SerializeToString())
-            batch = internal_pb2.PushBatch(tenant_id=tenant_id)
-            size = 0
-        batch.targets.append(target)
-        size += target_size
-    if batch.targets:
-        bodies.append(batch.SerializeToString())
-    return bodies

@@ -2,9 +2,11 @@
 
 Wires the durable dispatch consumer, the low-latency Projection intake (one-way frames
 on the RPC listener), the session list cache, the request service (SESSION_CALL from
-gateways) and DEVICE_FRAMES to every gateway's push listener (one qim/net/oneway.py
-link per gateway, no backlog: the frames carry absolute values and the next pull or
-delta repairs a lost one). /healthz is 503 while the durable projection is catching up
+gateways) and DEVICE_FRAMES (READ_SYNC, SESSION_DELTA) to the push listeners of the
+gateways holding the user's other devices (the PresenceDirectory of the node's shards,
+qim/cluster/presence.py; every gateway while a shard's presence is being read), one
+qim/net/oneway.py link per live gateway of the registry, no backlog: the frames carry
+absolute values and the next pull or delta repairs a lost one. /healthz is 503 while the durable projection is catching up
 or failed closed (the reason is the body); MARK_READ keeps working meanwhile.
 
 Session shards (DESIGN.md §13; docs/decisions/0028-scale-leases-and-fencing.md) are
@@ -23,7 +25,10 @@ from typing import Iterator, Optional
 
 from qim._core import ids
 from qim.cluster.keeper import ShardKeeper
+from qim.cluster.links import GatewayLinks
 from qim.cluster.metrics import ShardMetrics
+from qim.cluster.owners import OwnerTable
+from qim.cluster.presence import PresenceFollower
 from qim.config import SessionConfig
 from qim.consts import INTERNAL_RPC_INFLIGHT
 from qim.errors import ConfigError, ErrorCode, RequestError
@@ -79,16 +84,19 @@ class SessionNode(ServiceNode):
                                                     groups=stores.groups, metrics=self.metrics)
         self.sessions = SessionService(stores.messages, stores.groups, stores.sessions, stores.reads, self.cache,
                                        self._send_devices, self._unserved, self.metrics, restore)
-        self._gateways = [OneWayLink(a, Opcode.DEVICE_FRAMES, queue_limit=PEER_QUEUE_LIMIT,
-                                     on_drop=self._frame_dropped, reconnect_max_s=GATEWAY_RECONNECT_MAX_S,
-                                     name="device frames", tls=self.internal_tls, expect_service=GATEWAY)
-                          for a in config.gateway_push_addrs]
+        self.peers = OwnerTable(self.shard_registry, {}, ("gateway",))
+        self.gateways = GatewayLinks(self.peers, lambda gw, addr: OneWayLink(
+            addr, Opcode.DEVICE_FRAMES, queue_limit=PEER_QUEUE_LIMIT, on_drop=self._frame_dropped,
+            reconnect_max_s=GATEWAY_RECONNECT_MAX_S, name="device frames", tls=self.internal_tls,
+            expect_service=GATEWAY))
+        self.presence = PresenceFollower(config.common.kafka_bootstrap, "qim-session-presence", self.gateways.live,
+                                         on_bad=self.metrics.presence_bad.inc)
         self.metrics.watch_cache(self.cache)
         self.closing(self.shard_registry.close, "shard registry")
         self.closing(stores.close, "stores")
         self.closing(self.projector.close, "dispatch consumer")
-        for link in self._gateways:
-            self.closing(link.close, f"gateway link {link.addr}")
+        self.closing(self.presence.close, "presence consumer")
+        self.closing(self.gateways.close, "gateway links")
         self.closing(self.keeper.stop, "shard leases")  # first: stop serving, release, leave
 
     def _shard_of(self, tenant: int, user: int) -> int:
@@ -102,10 +110,12 @@ class SessionNode(ServiceNode):
 
     async def _acquire(self, shard: int, owner_epoch: int) -> None:
         await self.projector.add_shard(shard, owner_epoch)
+        await self.presence.add_shard(shard)
         self.cache.forget(lambda key: self._shard_of(*key) == shard)
 
     async def _release(self, shard: int, reason: str) -> None:
         await self.projector.remove_shard(shard, reason)
+        await self.presence.remove_shard(shard)
 
     def _marked(self, regs: list[Registration]) -> None:
         for r in regs:
@@ -118,7 +128,13 @@ class SessionNode(ServiceNode):
         frames = internal_pb2.DeviceFrames(tenant_id=tenant.to_bytes(16, "big"), user_id=user,
                                            exclude_device_id=exclude_device, opcode=opcode,
                                            body=body).SerializeToString()
-        for gw in self._gateways:
+        devices = self.presence.devices_of(self._shard_of(tenant, user), tenant, user)
+        if devices is None:  # the shard's presence is being read: every gateway
+            links = list(self.gateways)
+        else:  # only the gateways holding one of the user's devices other than the excluded one
+            links = [self.gateways.links[gw] for gw, held in devices.items()
+                     if held - {exclude_device} and gw in self.gateways.links]
+        for gw in links:
             if gw.send(frames) == SENT:
                 self.metrics.device_frames.labels(opcode=f"0x{opcode:04x}").inc()
 
@@ -153,8 +169,8 @@ class SessionNode(ServiceNode):
         await self.stores.check(commit_facts=False, allow_unsafe_dev=self.config.common.allow_unsafe_dev)
         await self.keeper.join()  # JoinRefused (a ConfigError) when the node id is in use
         await self.projector.start()
-        for link in self._gateways:
-            self.spawn(link.run(), f"gateway link {link.addr}")
+        self.spawn(self.gateways.run(), "gateway links")
+        self.spawn(self.presence.run(), "presence")
         self.spawn(self.intake.run(), "projection intake")
         self.spawn(self._sweep(), "cache sweep")
         if self.first_registrations is not None:

@@ -13,12 +13,14 @@ from qim.stores.groups import GroupStore
 from qim.stores.leases import ClockLeaseStore
 from qim.stores.mailboxes import MailboxStore
 from qim.stores.messages import MessageStore
+from qim.stores.presence import SessionEpochStore
 from qim.stores.reads import ReadPositionStore
 from qim.stores.redis.commits import RedisCommitStore
 from qim.stores.redis.groups import RedisGroupStore
 from qim.stores.redis.leases import RedisClockLeases
 from qim.stores.redis.mailboxes import RedisMailboxStore
 from qim.stores.redis.messages import RedisMessageStore
+from qim.stores.redis.presence import RedisSessionEpochs
 from qim.stores.redis.scripts import boundary
 from qim.stores.redis.sessions import RedisReadPositions, RedisSessionStore
 from qim.stores.sessions import SessionStore
@@ -45,6 +47,7 @@ class RedisBackend:
         # first_registrations: queue them for CQL user_conversation_state (the archive tier, issue 14)
         self.sessions: SessionStore = RedisSessionStore(self.client, first_registrations)
         self.reads: ReadPositionStore = RedisReadPositions(self.client)
+        self.epochs: SessionEpochStore = RedisSessionEpochs(self.client)
         self.archive_tier: Optional[ArchiveTier] = None  # the Redis backend alone has no archive tier (qim/stores/open.py)
 
     async def check(self, commit_facts: bool, allow_unsafe_dev: bool) -> None:

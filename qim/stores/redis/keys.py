@@ -259,3 +259,9 @@ def archive_partition_watermark_key(partition: int) -> str:
     """STRING, ArchiveStateStore: the archive watermark of one Outbox partition (ms,
     forward only); the archive watermark is the lowest over the partitions."""
     return f"qim:archive:watermark:p{partition}"
+
+
+def session_epoch_key(tenant: int, user_id: int, device_id: int) -> str:
+    """STRING, SessionEpochStore: the last session_epoch given to a login of the device
+    (INCR, never expires; docs/decisions/0030-scale-presence.md)."""
+    return f"qim:sepoch:{tenant:032x}:{user_id}:{device_id}"

@@ -43,7 +43,7 @@ class RedisShardRegistry:
         reply = await self._scripts.call("registry_join", [registry_node_key(kind, node_id), registry_nodes_key(kind)],
                                          [node_id, incarnation, ttl_ms, addr, extra, holder, beat])
         if _s(reply[0]) == "OK":
-            return JoinResult(True)
+            return JoinResult(True, since_ms=int(reply[1] or 0))
         return JoinResult(False, _s(reply[1]), int(reply[2]), int(reply[3]), _s(reply[4]))
 
     async def heartbeat(self, kind: str, node_id: str, incarnation: str, ttl_ms: int,

@@ -3,7 +3,8 @@
 -- incarnation ("" = none), 7 expected holder beat.
 -- The lease is taken when absent, expired, already this incarnation's, or still held by
 -- exactly the expected holder at the expected renewal count (a predecessor seen not
--- renewing). Returns {"OK"} or {"HELD", holder incarnation, beat, ms left, addr}.
+-- renewing). Returns {"OK", since} (when this incarnation joined, registry ms) or
+-- {"HELD", holder incarnation, beat, ms left, addr}.
 --#include registry_lib
 local now = qim_now()
 local cur = redis.call('HMGET', KEYS[1], 'inc', 'beat', 'exp', 'addr')
@@ -20,4 +21,4 @@ if cur[1] ~= ARGV[2] then
 end
 redis.call('HSET', KEYS[1], 'inc', ARGV[2], 'exp', until_ms, 'addr', ARGV[4], 'extra', ARGV[5])
 redis.call('ZADD', KEYS[2], until_ms, ARGV[1])
-return {'OK'}
+return {'OK', redis.call('HGET', KEYS[1], 'since')}

@@ -1,0 +1,126 @@
+"""Where a MailboxNode's pushes go (DESIGN.md §13 "Presence"; docs/decisions/0030-scale-presence.md).
+
+One push link per live gateway of the ShardRegistry (qim/cluster/links.py). The node
+follows the presence partitions of the shards it owns (qim/cluster/presence.py) and
+sends a materialized record's PushBatch only to the gateways holding one of its
+recipients' devices, one frame per holding gateway: no synchronous remote call on the
+push path (`qim_mailbox_push_gateways` counts the gateways each record went to). While a
+shard's presence is still being read (just taken over), its pushes go to every gateway.
+A device seen logging in is woken at once (a message materialized between its login
+pull and its entry reaching this node would otherwise wait for its next pull); a device
+whose newer session logged in on another gateway has its older session kicked there,
+exactly that session, once.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from qim.cluster.links import GatewayLinks
+from qim.cluster.owners import OwnerTable
+from qim.cluster.presence import PresenceFollower
+from qim.net.allow import GATEWAY
+from qim.net.tls import TlsContexts
+from qim.proto.v1 import internal_pb2
+from qim.services.mailbox.metrics import MailboxMetrics
+from qim.services.mailbox.pull import entry_pb
+from qim.services.mailbox.pushlink import PushLink
+from qim.wire.presence import PresenceKey
+
+PUSH_BATCH_MAX_BYTES = 256 * 1024  # one PushBatch frame (the frame limit is 4 MiB)
+
+
+class PushTargets:
+    """Push links and presence of one node (`node_id`, serving `served()` shards)."""
+
+    def __init__(self, bootstrap: str, node_id: str, served, peers: OwnerTable, tenant: bytes,
+                 metrics: MailboxMetrics, tls: TlsContexts | None) -> None:
+        self._m = metrics
+        self._tenant = tenant
+        self.gateways = GatewayLinks(peers, lambda gw, addr: PushLink(addr, node_id, served, tenant, metrics=metrics,
+                                                                       tls=tls, expect_service=GATEWAY))
+        self.presence = PresenceFollower(bootstrap, "qim-mailbox-presence", self.gateways.live,
+                                         on_online=self._online, on_replaced=self._replaced,
+                                         on_bad=metrics.presence_bad.inc)
+        metrics.watch_push_links(self.gateways)
+
+    async def add_shard(self, shard: int) -> None:
+        """Follow the shard's presence and wake its devices on every gateway (its previous
+        owner may have died between a finish and its push)."""
+        await self.presence.add_shard(shard)
+        for link in self.gateways:
+            link.wake([shard])
+
+    async def remove_shard(self, shard: int) -> None:
+        """Stop following the shard's presence."""
+        await self.presence.remove_shard(shard)
+
+    def push(self, shard: int, tenant: int, seq: int, items: list) -> None:
+        """PushBatch of one record of `shard` to each gateway holding a recipient's device
+        (every gateway while the shard's presence is being read). Never awaits."""
+        by_gateway: dict[str, list] = {}
+        everyone = False
+        for user, events in items:
+            gateways = self.presence.gateways_of(shard, tenant, user)
+            if gateways is None:
+                everyone = True
+                break
+            for gw in gateways:
+                by_gateway.setdefault(gw, []).append((user, events))
+        if everyone:
+            by_gateway = {gw: items for gw in self.gateways.links}
+        sent = 0
+        for gw, targets in by_gateway.items():
+            link = self.gateways.links.get(gw)
+            if link is None:
+                continue  # a gateway the registry did not list yet: its devices pull on the hello's wake
+            for body in push_bodies(tenant, seq, targets):
+                link.push(body)
+            sent += 1
+        self._m.push_gateways.observe(sent)
+
+    def _online(self, key: PresenceKey) -> None:
+        link = self.gateways.links.get(key.gateway)
+        if link is not None:  # an empty target is a wake-up: the device pulls
+            link.push(internal_pb2.PushBatch(tenant_id=key.tenant.to_bytes(16, "big"), targets=[
+                internal_pb2.PushBatch.Target(user_id=key.user)]).SerializeToString())
+
+    def _replaced(self, key: PresenceKey, session_epoch: int) -> None:
+        link = self.gateways.links.get(key.gateway)
+        if link is None:
+            return
+        self._m.kicks_requested.inc()
+        link.push(internal_pb2.PushBatch(tenant_id=key.tenant.to_bytes(16, "big"), kicks=[
+            internal_pb2.PushBatch.Kick(user_id=key.user, device_id=key.device,
+                                        session_epoch=session_epoch)]).SerializeToString())
+
+    def links(self) -> Iterable[Any]:
+        """The current push links."""
+        return list(self.gateways)
+
+    async def close(self) -> None:
+        """Close the links and the presence consumer."""
+        await self.gateways.close()
+        await self.presence.close()
+
+
+def push_bodies(tenant: int, seq: int, items: Any) -> list[bytes]:
+    """Serialized PushBatch frames for one record's [(user, events)], each at most about
+    PUSH_BATCH_MAX_BYTES (a single target is never split: its entries are one event
+    group, at most 8 events of at most 8 KiB inline body each)."""
+    tenant_id = tenant.to_bytes(16, "big")
+    bodies = []
+    batch = internal_pb2.PushBatch(tenant_id=tenant_id)
+    size = 0
+    for user, events in items:
+        target = internal_pb2.PushBatch.Target(user_id=user, entries=[entry_pb(seq, ev) for ev in events])
+        target_size = target.ByteSize() + 6  # + field tag and length prefix
+        if batch.targets and size + target_size > PUSH_BATCH_MAX_BYTES:
+            bodies.append(batch.SerializeToString())
+            batch = internal_pb2.PushBatch(tenant_id=tenant_id)
+            size = 0
+        batch.targets.append(target)
+        size += target_size
+    if batch.targets:
+        bodies.append(batch.SerializeToString())
+    return bodies
