@@ -103,6 +103,15 @@ bench-sessions: install
 bench-history: install
 	$(BIN)/python benches/bench_history_seam.py
 
+# The gateway's memory under 100,000 malformed connections (docs/operations.md "Memory
+# under malformed connections"): a lone qim-gateway, batches of 10,000 garbage
+# connections, its RSS after each; exits 1 when the RSS after the last batch is more than
+# 20 MB above its value after the first. ~10 min on two cores. The last line is
+# `malformed: connections=… growth_mb=… bound_mb=20`.
+.PHONY: soak-malformed
+soak-malformed: install
+	$(BIN)/python -m tests.gateway.malformed --total 100000
+
 # Fuzzing (issue 15, tests/fuzz/README.md): atheris (coverage-guided) on the frame
 # decoder, zstd bodies and request parsing with a random seed, then fuzzed frame
 # sequences against a private stack. FUZZ_RUNS per target (default 250000, 10^6 in all)

@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from qim._core import ids  # noqa: E402
-from qim.config_tier import ScyllaConfig  # noqa: E402
+from qim.config.tier import ScyllaConfig  # noqa: E402
 from qim.dev.cassandra_engine import start_cassandra  # noqa: E402
 from qim.dev.redis_engine import start_redis  # noqa: E402
 from qim.proto.v1 import message_pb2  # noqa: E402

@@ -48,6 +48,10 @@ FLAG_NEED_ACK = 0x04  # reserved: must be 0 on the wire
 FLAGS_KNOWN = FLAG_COMPRESSED | FLAG_MORE
 STREAM_WRITE_CHUNK_BYTES = 64 * 1024
 MAX_FRAME_BODY = 4 * 1024 * 1024
+WS_PATH = "/qim/ws"  # the one path the gateway upgrades to WebSocket (docs/protocol.md "WebSocket")
+# A WebSocket Origin allow-list entry (QIM_GATEWAY_WS_ORIGINS): scheme://host, an
+# optional :port, or :* for any port (qim/net/ws_handshake.py origin_patterns)
+WS_ORIGIN_PATTERN = r"https?://[A-Za-z0-9.\-]+(:(\d{1,5}|\*))?"
 MAX_MESSAGE_BODY = 1024 * 1024
 MAX_CUSTOM_TYPE_BYTES = 64
 
@@ -125,7 +129,7 @@ MAILBOX_PAGE_MAX_BYTES = 512 * 1024
 SEND_ACK_PROBE_S = 3.0
 HEARTBEAT_START_S = 60.0
 
-# --- tokens and limits of the gateway (issue 15; docs/operations.md "Tokens and keys") ---
+# --- tokens and limits of the gateway (docs/decisions/0021; docs/operations.md "Tokens and keys") ---
 TOKEN_MAX_BYTES = 8192  # a JWT of this deployment is ~300 bytes; longer is refused as malformed
 TOKEN_AUDIENCE_DEFAULT = "qim"  # QIM_TOKEN_AUDIENCE
 TOKEN_ISSUER_DEFAULT = "qim-dev"  # QIM_TOKEN_ISSUER; `qimctl token` always issues as this
@@ -145,6 +149,10 @@ CONNECTION_CAP_RETRY_AFTER_MS = 60_000
 
 # --- several nodes of each kind (DESIGN.md §13; docs/decisions/0028-scale-leases-and-fencing.md) ---
 SHARD_LEASE_MS_DEFAULT = 10_000  # QIM_SHARD_LEASE_MS; renewed every quarter (QIM_SHARD_RENEW_MS)
+# Groups whose (membership_version, member count) a writer keeps to plan sends without a
+# read (qim/services/writer/planner.py; the reserve checks them): ~100 B each.
+GROUP_PLAN_CACHE_GROUPS = 16_384
+
 OUTBOX_TOPIC = "qim.outbox"
 DISPATCH_TOPIC = "qim.dispatch"
 # PresenceEntry records, compacted, partition = the user's MailboxShard (docs/decisions/0030)
@@ -152,17 +160,15 @@ PRESENCE_TOPIC = "qim.presence"
 PRESENCE_TTL_MS_DEFAULT = 3_600_000  # QIM_PRESENCE_TTL_MS: an entry not renewed stops counting
 # broker/topic record limit: a 1 MiB body plus envelope fits with room to spare
 KAFKA_MAX_RECORD_BYTES = 8 * 1024 * 1024
+# Every QIM topic's configuration. LogAppendTime: the broker stamps each record with its
+# own clock, so no producer's clock decides a record's retention or gets it refused
+# (with CreateTime, Kafka 4 refuses a record stamped more than
+# message.timestamp.after.max.ms = 1 h ahead of the broker: a writer whose clock runs
+# 2 h ahead could publish nothing; docs/decisions/0028).
+KAFKA_TOPIC_CONFIG = {"max.message.bytes": str(KAFKA_MAX_RECORD_BYTES),
+                      "message.timestamp.type": "LogAppendTime"}
 
-METRICS_PORTS = {
-    "gateway": 9100,
-    "writer": 9101,
-    "mailbox": 9102,
-    "session": 9103,
-    "fanout": 9106,
-    "archiver": 9107,
-}
-
-# --- archive tier (issue 14; DESIGN.md §5 step 7, §8; docs/decisions/0023-archive-tier.md) ---
+# --- archive tier (DESIGN.md §5 step 7, §8; docs/decisions/0023-archive-tier.md) ---
 # Hot window: history stays in Redis at least this long (QIM_HISTORY_HOT_WINDOW_MS).
 HISTORY_HOT_WINDOW_MS_DEFAULT = 7 * DAY_MS
 # Retention classes of a conversation's history (QIM_DEFAULT_HISTORY_RETENTION_DAYS for
@@ -194,7 +200,7 @@ assert LANE_COUNT & (LANE_COUNT - 1) == 0
 assert VIRTUAL_BUCKET_COUNT == 1 << 16
 assert MAILBOX_EPOCH_BITS + MAILBOX_OFFSET_BITS == 64
 
-# --- per-message costs (issue 12; docs/perf-profile.md) ----------------------------
+# --- per-message costs (docs/perf-profile.md; docs/decisions/0026) -------------------
 # Script calls of one event-loop iteration sent as one pipeline (group commit of the
 # writer's reserve and mark_committed): at most this many commands per pipeline.
 REDIS_COALESCE_MAX_CALLS = 256

@@ -114,7 +114,9 @@ class ConfigError(QimError):
 class TlsError(QimError):
     """A TLS failure that trying again does not fix (qim/net/tls.py): a server
     certificate the client does not trust, a handshake without ALPN qim/1 or TLS 1.3, an
-    unreadable certificate, key or CA file. The message names the file or the reason."""
+    unreadable certificate, key or CA file; also an endpoint that is no QIM gateway's
+    transport (a WebSocket upgrade refused with a 4xx: qim/sdk/transports.py). The
+    message names the file or the reason."""
 
     code = ErrorCode.UNAVAILABLE
 

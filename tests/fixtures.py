@@ -130,7 +130,7 @@ class SharedCassandra:
 
     def scylla(self, keyspace: str):
         """A single-node development ScyllaConfig for `keyspace` on this node."""
-        from qim.config_tier import ScyllaConfig
+        from qim.config.tier import ScyllaConfig
 
         host, port = self.addr.rsplit(":", 1)
         return ScyllaConfig((host,), int(port), keyspace, allow_single_node_dev=True)

@@ -73,7 +73,7 @@ def check_app_only() -> dict[str, object]:
     package = pathlib.Path(qim.__file__).parent
     assert (package / "py.typed").is_file(), "py.typed missing"
     assert not (package / "dev" / "testing.py").exists(), "test fixtures shipped in the wheel"
-    proc = subprocess.run([sys.executable, "-I", "-c", "from qim.app.writer import main; main()"],
+    proc = subprocess.run([sys.executable, "-I", "-c", "from qim.app.main import main; main('writer')"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 4 and "pip install 'qim[server]'" in proc.stderr, (proc.returncode, proc.stderr)
     return {"sdk": True, "server_extra_absent": list(SERVER_EXTRA), "service_exit": proc.returncode}

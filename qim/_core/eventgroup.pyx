@@ -34,7 +34,7 @@ assert len(MailboxEvent._fields) == 11
 cdef object _Event = MailboxEvent
 
 cdef extern from "Python.h":
-    # Why these, not Python-level code (issue 12, the 8.9x event group figure): the
+    # Why these, not Python-level code (the 8.9x event group figure of docs/perf-profile.md): the
     # profile of the compiled codec showed two rich comparisons per integer field
     # (`value < 0`, `value > 2**64-1` on Python ints) and three tuple allocations per
     # unpacked event (the item tuple, PyTuple_Pack, tuple.__new__'s copy). A

@@ -15,7 +15,6 @@ ctypedef struct Header:
 cdef int parse_header(const unsigned char* p, Header* h) except -1
 cdef void write_header(unsigned char* p, int flags, int opcode, int index,
                        uint32_t request_id, uint32_t body_len) noexcept nogil
-cdef object decompress_bounded_c(object data, Py_ssize_t max_frame)
 
 
 cdef class _Partial:

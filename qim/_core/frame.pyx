@@ -10,7 +10,7 @@ Checked in this order: magic, CRC, version, flags, body_len. A frame is compress
 different frames may interleave and are reassembled by (opcode, request_id). Bodies are
 bounded by max_frame (4 MiB) before and after decompression. Any FrameError poisons the
 decoder (no resync). The header CRC is a slice-by-16 table CRC-32, checked against
-zlib.crc32 at import; zstd goes through the `zstandard` module.
+zlib.crc32 at import; zstd is qim/_core/zstd_bound.py (shared with the pure twin).
 FrameDecoder parses straight from the caller's bytes when nothing is pending and keeps
 a bytearray plus a read offset otherwise, so many small frames cost no buffer copies;
 a single-chunk uncompressed frame with nothing under reassembly (the usual case) is
@@ -35,68 +35,16 @@ from qim._core.limits cimport (
     QIM_FRAME_MAGIC, QIM_FRAME_VERSION, QIM_MAX_FRAME_BODY, check_consts,
 )
 
-import threading
-
-import zstandard
-
+from qim._core.zstd_bound import compressor as zstd_compressor
+from qim._core.zstd_bound import decompress as zstd_decompress
 from qim.errors import (
-    BadCrc, BadFlags, BadMagic, BadVersion, ChunkOrder, ChunkTooLarge, DecompressError,
-    FrameError, FrameTooLarge, TruncatedFrame,
+    BadCrc, BadFlags, BadMagic, BadVersion, ChunkOrder, ChunkTooLarge, FrameError, FrameTooLarge,
+    TruncatedFrame,
 )
 
 check_consts()  # import-time guard against a stale build
 
 crc_ready()  # header CRC tables built and checked against zlib.crc32
-
-ZSTD_LEVEL = 3
-cdef object _tls = threading.local()  # zstd contexts are not safe for concurrent use
-cdef object _ZstdError = zstandard.ZstdError
-cdef object _content_size = zstandard.frame_content_size
-
-
-cdef object _cctx():
-    c = getattr(_tls, "cctx", None)
-    if c is None:
-        c = _tls.cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
-    return c
-
-
-cdef object _dctx():
-    d = getattr(_tls, "dctx", None)
-    if d is None:
-        d = _tls.dctx = zstandard.ZstdDecompressor()
-    return d
-
-
-cdef object decompress_bounded_c(object data, Py_ssize_t max_frame):
-    """One complete zstd frame, no trailing bytes, decompressed to <= max_frame bytes.
-    Never allocates more than about max_frame, whatever the frame claims (issue 15): a
-    declared content size (> 0) is the exact size of the one output buffer (a frame that
-    produces more or less fails); a frame without one, or declaring 0, is first read
-    through a stream reader capped at max_frame + 1, which bounds the second, checking
-    pass over the same frame (decoding is deterministic)."""
-    dctx = _dctx()
-    try:
-        declared = _content_size(data)
-    except _ZstdError as e:
-        raise DecompressError(f"bad zstd frame header: {e}") from None
-    if declared > max_frame:
-        raise FrameTooLarge(f"zstd content size {declared} > {max_frame}")
-    try:
-        if declared > 0:
-            return dctx.decompress(data, allow_extra_data=False)
-        size = len(dctx.stream_reader(data, read_across_frames=False).read(max_frame + 1))
-        if declared == 0 and size:  # checked first: an empty frame's reader may read on into the next
-            raise DecompressError("zstd frame holds more than its declared content size 0")
-        if size > max_frame:
-            raise FrameTooLarge(f"decompressed body exceeds {max_frame}")
-        dobj = dctx.decompressobj()
-        out = dobj.decompress(data)
-    except _ZstdError as e:
-        raise DecompressError(f"bad zstd body: {e}") from None
-    if not dobj.eof or dobj.unused_data:
-        raise DecompressError("zstd body is truncated or has trailing bytes")
-    return out
 
 
 def decompress_bounded(data, max_frame):
@@ -104,7 +52,7 @@ def decompress_bounded(data, max_frame):
     or ValueError on a bad argument, FrameTooLarge, DecompressError (as the pure twin)."""
     cdef bytes raw = as_bytes(data, "data")
     cdef Py_ssize_t limit = <Py_ssize_t>check_u64(max_frame, 0, 1 << 32, ValueError, "max_frame")
-    return decompress_bounded_c(raw, limit)
+    return zstd_decompress(raw, limit)
 
 
 cdef int parse_header(const unsigned char* p, Header* h) except -1:
@@ -183,7 +131,7 @@ def encode_frame(opcode, request_id, body, compress=False, chunk_bytes=65536):
     if len(raw) > QIM_MAX_FRAME_BODY:
         raise FrameTooLarge(f"frame body {len(raw)} > {QIM_MAX_FRAME_BODY}")
     if compress:
-        raw = _cctx().compress(raw)
+        raw = zstd_compressor().compress(raw)
         flags = QIM_FLAG_COMPRESSED
         if len(raw) > QIM_MAX_FRAME_BODY:
             raise FrameTooLarge(f"compressed frame body {len(raw)} > {QIM_MAX_FRAME_BODY}")
@@ -332,7 +280,7 @@ cdef class FrameDecoder:
     cdef object _finish(self, bint compressed, object body):
         """The frame body from `body` (bytes, or the bytearray of a reassembly)."""
         if compressed:
-            return decompress_bounded_c(body, self._max_frame)
+            return zstd_decompress(body, self._max_frame)
         if PyBytes_CheckExact(body):
             return body
         return PyBytes_FromStringAndSize(PyByteArray_AS_STRING(body), PyByteArray_GET_SIZE(body))

@@ -1,5 +1,5 @@
 """Message bodies of the load generator: deterministic pseudo-random bytes and the sizes
-at and around every threshold a body crosses on its way to an app (issue 10).
+at and around every threshold a body crosses on its way to an app (each threshold is where a body was once cut or lost).
 
 Thresholds, each from the code that applies it:
   inline budget     N x body <= INLINE_BODY_BUDGET_BYTES (8 KiB) and body +

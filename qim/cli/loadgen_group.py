@@ -1,4 +1,4 @@
-"""The group sender of `qim-loadgen rate --group-members M` (issue 12: "a send to a
+"""The group sender of `qim-loadgen rate --group-members M` ("a send to a
 1,000-member group is acknowledged within 2x the time of a direct send at the same
 rate; fanout work never delays other senders' ACKs").
 
@@ -20,10 +20,10 @@ import time
 
 from qim.cli.loadgen_stats import Latencies
 from qim.consts import GROUP_MAX_MEMBERS
-from qim.errors import ErrorCode
 from qim.net.framed import FramedStream
-from qim.proto.v1 import common_pb2, group_pb2, message_pb2
+from qim.proto.v1 import group_pb2, message_pb2
 from qim.protocol import Opcode
+from qim.wire.errors import decode_error
 
 CREATE_TIMEOUT_S = 30.0
 
@@ -52,7 +52,7 @@ class GroupSender:
         self.stream.send(Opcode.CREATE_GROUP, self._rid, req.SerializeToString())
         item = await asyncio.wait_for(self.stream.read_frame(), CREATE_TIMEOUT_S)
         if item is None or item[0] != Opcode.GROUP_OK:
-            code = (ErrorCode(common_pb2.Error.FromString(item[2]).code).name
+            code = (decode_error(item[2]).code.name
                     if item is not None and item[0] == Opcode.ERROR else "no reply")
             raise RuntimeError(f"CREATE_GROUP of {len(self.members) + 1} members refused: {code}")
         self.conversation_id = group_pb2.GroupOk.FromString(item[2]).conversation_id
@@ -83,7 +83,7 @@ class GroupSender:
                 self.ack_ms.add((time.perf_counter_ns() - t0) / 1e6)
             else:
                 self.errors += 1
-                code = ErrorCode(common_pb2.Error.FromString(body).code).name if op == Opcode.ERROR else hex(op)
+                code = decode_error(body).code.name if op == Opcode.ERROR else hex(op)
                 self.error_codes[code] = self.error_codes.get(code, 0) + 1
 
     async def drain(self, deadline: float) -> None:

@@ -51,12 +51,13 @@ from qim.cli.loadgen_sdkcheck import SdkVerdict
 from qim.cli.loadgen_stats import HIST_EDGES_MS, Latencies
 from qim.cli.rate_receiver import PULL_GAP_S, Ledger, Receiver, Sent
 from qim.cli.tlsopts import add_client_args, client_context
-from qim.errors import ConfigError, ErrorCode
+from qim.errors import ConfigError
 from qim.net.framed import open_framed, parse_addr
 from qim.net.tls import ALPN
-from qim.proto.v1 import common_pb2, connection_pb2, message_pb2
+from qim.proto.v1 import connection_pb2, message_pb2
 from qim.protocol import Opcode
 from qim.wire.devtoken import issue_dev_token, load_dev_key
+from qim.wire.errors import decode_error
 from qim.wire.tokens import SigningKey
 
 SEGMENT_S = 5.0
@@ -138,7 +139,7 @@ async def run(cfg: argparse.Namespace) -> int:
                 a = message_pb2.SendAck.FromString(body)
                 ledger.acked(n, a.message_id, a.conversation_seq)
             else:
-                code = ErrorCode(common_pb2.Error.FromString(body).code).name if op == Opcode.ERROR else hex(op)
+                code = decode_error(body).code.name if op == Opcode.ERROR else hex(op)
                 error_codes[code] = error_codes.get(code, 0) + 1
             for st in (seg, total):
                 if op == Opcode.SEND_ACK:

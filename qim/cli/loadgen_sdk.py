@@ -1,4 +1,4 @@
-"""The SDK lane of `qim-loadgen rate` (issue 12; seed 000 "SDK 回归泳道").
+"""The SDK lane of `qim-loadgen rate` (seed 000 "SDK 回归泳道").
 
 A share of the load generator's connections (`--sdk-clients N`, default 5 % of them, 0 =
 off, the capacity control) are real `qim.sdk.Client`s, so the SDK's state machine

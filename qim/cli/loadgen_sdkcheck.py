@@ -1,4 +1,4 @@
-"""The check of the loadgen's SDK lane (issue 12; seed 000 "SDK 回归泳道").
+"""The check of the loadgen's SDK lane (seed 000 "SDK 回归泳道").
 
 The lane's clients are real `qim.sdk.Client`s; what they show is compared here with
 what the lane sent, by code that shares none of the SDK's state machine, cursor or

@@ -1,4 +1,4 @@
-"""Latency statistics of the load generator and of `make perf` (numpy; issue 12).
+"""Latency statistics of the load generator and of `make perf` (numpy; docs/perf-profile.md).
 
 One helper for every latency figure QIM reports: `qim-loadgen rate` (per 5 s segment
 and in all), its SDK lane, and qim/dev/perf.py (which reads the rate's JSON report).

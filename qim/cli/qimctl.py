@@ -11,7 +11,7 @@
 
 Defaults come from QIM_KAFKA_BOOTSTRAP, QIM_REDIS_ADDR and QIM_MAILBOX_SHARD_COUNT.
 
-`audit dispatch` (DESIGN.md §12, seed 000 "orphan 独立审计"; issue 5):
+`audit dispatch` (DESIGN.md §12, seed 000 "orphan 独立审计"):
 1. unless --no-wait, waits (each step bounded by --timeout) until the writer's in-flight
    commits (CommitStore.inflight_count: all 256 commit buckets, on every --redis-addr)
    are none, then until the committed offset of the fanout group on every Outbox
@@ -41,12 +41,13 @@ import os
 import sys
 import time
 import uuid
-from typing import Callable, Optional, Sequence
+from typing import Optional, Sequence
 
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from qim.cli import qimctl_admin, qimctl_archive, qimctl_dev, qimctl_schema, qimctl_shards
+from qim.cli.topic_read import KAFKA_CALL_TIMEOUT_S, high_watermarks, read_topic
 from qim.config import Env
 from qim.consts import DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC
 from qim.errors import ConfigError, EngineError
@@ -56,10 +57,7 @@ from qim.stores.open import Stores, open_stores
 from qim.wire.addr import parse_addr
 
 FANOUT_GROUP = "qim-fanout"  # qim.services.fanout.coordinator.GROUP_ID (not imported: metrics side effects)
-KAFKA_CALL_TIMEOUT_S = 10.0
 POLL_INTERVAL_S = 0.2
-
-Sink = Callable[[int, int, Optional[bytes]], None]
 
 
 class StoreReader:
@@ -115,12 +113,6 @@ def wait_commits_drained(reader: StoreReader, timeout_s: float) -> None:
         time.sleep(POLL_INTERVAL_S)
 
 
-def high_watermarks(consumer: Consumer, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
-    """{partition: (low, high)} straight from the broker (never cached)."""
-    return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=KAFKA_CALL_TIMEOUT_S, cached=False)
-            for p in range(partitions)}
-
-
 def wait_fanout_caught_up(admin: AdminClient, consumer: Consumer, topic: str, group: str,
                           timeout_s: float, partitions: int = 1) -> None:
     """Block until `group`'s committed offset on every partition of `topic` reaches its
@@ -145,42 +137,6 @@ def wait_fanout_caught_up(admin: AdminClient, consumer: Consumer, topic: str, gr
         if time.monotonic() > deadline:
             raise EngineError(f"fanout group {group} at {'; '.join(behind)}, after {timeout_s:g}s")
         time.sleep(POLL_INTERVAL_S)
-
-
-def read_topic(consumer: Consumer, topic: str, marks: dict[int, tuple[int, int]], sink: Sink,
-               stall_s: float) -> None:
-    """Feed every record of `topic` between the given (low, high) marks to sink(partition,
-    offset, value), partition by partition in offset order. Static assign; nothing committed.
-
-    EngineError on a broker error or when no progress happens for stall_s seconds.
-    """
-    todo = {p: hi for p, (lo, hi) in marks.items() if hi > lo}
-    if not todo:
-        return
-    consumer.assign([TopicPartition(topic, p, marks[p][0]) for p in todo])
-    last_progress = time.monotonic()
-    while todo:
-        for m in consumer.consume(1000, 0.5):
-            err, p, offset = m.error(), m.partition(), m.offset()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
-                    if p in todo and offset is not None and offset >= todo[p]:
-                        del todo[p]
-                    continue
-                raise EngineError(f"reading {topic}[{p}]: {err.str()}")
-            if p not in todo or offset is None or offset >= todo[p]:
-                continue  # written after the snapshot (a record always has an offset)
-            sink(p, offset, m.value())
-            last_progress = time.monotonic()
-            if offset + 1 >= todo[p]:
-                del todo[p]
-        for tp in consumer.position([TopicPartition(topic, p) for p in todo]):
-            if tp.offset >= todo[tp.partition]:  # offsets without a record (markers) at the end
-                del todo[tp.partition]
-        if todo and time.monotonic() - last_progress > stall_s:
-            where = ", ".join(f"{topic}[{p}] below {hi}" for p, hi in sorted(todo.items()))
-            raise EngineError(f"read stalled for {stall_s:g}s: {where}")
-    consumer.unassign()
 
 
 def topic_partition_count(admin: AdminClient, topic: str, timeout_s: float = KAFKA_CALL_TIMEOUT_S) -> int:

@@ -1,4 +1,4 @@
-"""qimctl admin commands: group membership and operator deletes (issue 6).
+"""qimctl admin commands: group membership and operator deletes (docs/decisions/0005-groups-history.md).
 
     qimctl membership add    --group G --user U [--user U ...] [--writer H:P] [--tenant T] [--request-id HEX32]
     qimctl membership remove --group G --user U [--user U ...] ...
@@ -21,11 +21,11 @@ from typing import Optional
 from qim.cli.tlsopts import add_internal_args, internal_contexts
 from qim.consts import U63_MAX
 from qim.errors import ConfigError, RequestError
-from qim.net.allow import WRITER
 from qim.net.rpc import RemoteError, RpcClient
 from qim.net.tls import TlsContexts
 from qim.proto.v1 import group_pb2, internal_pb2, message_pb2
 from qim.protocol import Opcode
+from qim.topology import WRITER
 
 
 def add_parsers(sub, env) -> None:

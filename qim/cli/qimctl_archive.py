@@ -1,4 +1,4 @@
-"""qimctl commands of the archive tier (issue 14; docs/operations.md "The archive tier").
+"""qimctl commands of the archive tier (docs/decisions/0023; docs/operations.md "The archive tier").
 
     qimctl audit archive [--kafka-bootstrap H:P] [--redis-addr H:P] [--scylla-addrs H:P[,...]]
                          [--keyspace K] [--no-wait] [--timeout S]
@@ -29,12 +29,13 @@ import time
 import uuid
 
 from qim.cli.qimctl_schema import add_scylla_args, scylla_from
+from qim.cli.topic_read import high_watermarks, read_topic
 from qim.config import Env
-from qim.config_tier import TierConfig
+from qim.config.tier import TierConfig
 from qim.consts import KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC, RETENTION_CLASSES
 from qim.errors import ConfigError, EngineError
 from qim.services.audit.archive_audit import ArchiveAudit
-from qim.stores.errors import StoreError
+from qim.stores.errors import StorageError
 from qim.wire.addr import parse_addr
 
 READ_CHUNK = 256
@@ -115,8 +116,6 @@ def _outbox_consumer(bootstrap: str):
 
 
 async def _wait(tier, commits, consumer, timeout_s: float, partitions: int) -> None:
-    from qim.cli.qimctl import high_watermarks  # qimctl imports this module
-
     deadline = time.monotonic() + timeout_s
     while await commits.inflight_count():
         if time.monotonic() > deadline:
@@ -138,7 +137,6 @@ async def _wait(tier, commits, consumer, timeout_s: float, partitions: int) -> N
 
 
 async def _audit(args: argparse.Namespace, tier_cfg: TierConfig) -> ArchiveAudit:
-    from qim.cli.qimctl import high_watermarks, read_topic
     from qim.infra.kafka.bridge import topic_partitions
     from qim.stores.open import open_archive_tier, open_stores
 
@@ -188,7 +186,7 @@ def audit_archive(args: argparse.Namespace, out=None) -> int:
     tier_cfg = TierConfig.from_env(Env(dict(args.environ)))
     try:
         audit = asyncio.run(_audit(args, tier_cfg))
-    except StoreError as exc:
+    except StorageError as exc:
         if isinstance(exc, EngineError):
             raise
         print(f"qimctl: error: {exc.message}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""qimctl development commands: tokens and groups made by the operator (issue 13).
+"""qimctl development commands: tokens and groups made by the operator (docs/decisions/0018).
 
     qimctl token --user U --device D [--ttl S] [--tenant T] [--key PATH] [--audience A]
         prints only a development token (a JWT signed with the development key: --key,
@@ -26,12 +26,12 @@ from qim.cli.qimctl_admin import _hex16
 from qim.cli.tlsopts import add_internal_args, internal_contexts
 from qim.consts import DEV_TOKEN_TTL_S, TOKEN_MAX_TTL_S_DEFAULT, U63_MAX
 from qim.errors import ConfigError, RequestError
-from qim.net.allow import WRITER
 from qim.net.framed import parse_addr
 from qim.net.rpc import RemoteError, RpcClient
 from qim.net.tls import TlsContexts
 from qim.proto.v1 import group_pb2, internal_pb2
 from qim.protocol import Opcode
+from qim.topology import WRITER
 from qim.wire.devtoken import AUDIENCE_ENV, KEY_ENV, dev_key_from_env, issue_dev_token
 
 

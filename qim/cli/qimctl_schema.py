@@ -1,4 +1,4 @@
-"""qimctl schema: the CQL keyspace and tables of the archive tier (issue 14;
+"""qimctl schema: the CQL keyspace and tables of the archive tier (docs/decisions/0023;
 qim/stores/cql/schema.py; docs/operations.md "The archive tier").
 
     qimctl schema apply   create the keyspace when absent and run every missing migration
@@ -19,10 +19,10 @@ import asyncio
 import sys
 
 from qim.config import Env
-from qim.config_tier import ScyllaConfig
+from qim.config.tier import ScyllaConfig
 from qim.consts import SCYLLA_SCHEMA_VERSION
 from qim.errors import ConfigError, EngineError
-from qim.stores.errors import StoreError
+from qim.stores.errors import StorageError
 
 
 def scylla_from(args: argparse.Namespace, environ) -> ScyllaConfig:
@@ -77,7 +77,7 @@ def run_schema(args: argparse.Namespace, out=None) -> int:
     cfg = scylla_from(args, args.environ)
     try:
         applied = asyncio.run(_run(cfg, args.action == "apply"))
-    except StoreError as exc:  # StoreUnavailable is an EngineError too: main prints it
+    except StorageError as exc:  # StoreUnavailable is an EngineError too: main prints it
         if isinstance(exc, EngineError):
             raise
         print(f"qimctl: error: {exc.message}", file=sys.stderr)

@@ -20,7 +20,8 @@ from typing import Optional
 
 from qim.consts import DEFAULT_SHARD_COUNT
 from qim.errors import ConfigError, EngineError
-from qim.stores.registry import KINDS, NodeInfo, Owner
+from qim.stores.registry import NodeInfo, Owner
+from qim.topology import OUTBOX, SHARDS, leasing
 
 
 def add_parser(sub, env) -> None:
@@ -28,7 +29,7 @@ def add_parser(sub, env) -> None:
     p = sub.add_parser("shards", help="print the ShardRegistry: live nodes, shard owners and owner epochs")
     p.add_argument("--registry", default=env.get("QIM_REGISTRY_REDIS_ADDR") or env.get("QIM_REDIS_ADDR"),
                    help="the registry's Redis host:port (default $QIM_REGISTRY_REDIS_ADDR, else $QIM_REDIS_ADDR)")
-    p.add_argument("--kind", action="append", choices=KINDS, default=None,
+    p.add_argument("--kind", action="append", choices=[s.name for s in leasing()], default=None,
                    help="only this kind (repeatable; default: every kind)")
     p.add_argument("--shard-count", type=int, default=int(env.get("QIM_MAILBOX_SHARD_COUNT") or DEFAULT_SHARD_COUNT),
                    help="mailbox and session shards (default $QIM_MAILBOX_SHARD_COUNT, else 64)")
@@ -39,9 +40,9 @@ def add_parser(sub, env) -> None:
 
 
 def counts(shard_count: int, outbox_partitions: int) -> dict[str, int]:
-    """Shards of each kind (gateways hold a node lease only)."""
-    return {"mailbox": shard_count, "session": shard_count, "fanout": outbox_partitions,
-            "archiver": outbox_partitions, "gateway": 0}
+    """Shards of each leasing kind of the service table (a node lease only: 0)."""
+    per = {SHARDS: shard_count, OUTBOX: outbox_partitions}
+    return {s.name: per.get(s.leases, 0) for s in leasing()}
 
 
 async def read_registry(addr: str, kinds: list[str], sizes: dict[str, int]) -> dict[str, tuple[list, list]]:
@@ -93,7 +94,7 @@ def run_shards(args: argparse.Namespace, out=sys.stdout) -> int:
                 partitions = asyncio.run(topic_partitions(args.kafka_bootstrap, OUTBOX_TOPIC))
             except EngineError:
                 partitions = 1
-    kinds = args.kind or list(KINDS)
+    kinds = args.kind or [s.name for s in leasing()]
     sizes = counts(args.shard_count, partitions)
     try:
         tables = asyncio.run(read_registry(args.registry, kinds, sizes))

@@ -32,10 +32,10 @@ from typing import Callable, Optional
 from qim.cli.bodies import digest
 from qim.cli.loadgen_stats import percentiles
 from qim.consts import MESSAGE_TYPE_CONTROL
-from qim.errors import ErrorCode
 from qim.net.framed import FramedStream
-from qim.proto.v1 import common_pb2, mailbox_pb2
+from qim.proto.v1 import mailbox_pb2
 from qim.protocol import Opcode
+from qim.wire.errors import decode_error
 
 PULL_EVERY_S = 1.0  # a receiver pulls at least this often: a dropped push costs at most this much latency
 PULL_GAP_S = 0.25  # and at most this often: pushes in between are coalesced (latency comes from the push)
@@ -179,8 +179,11 @@ class Receiver:
                 if op == Opcode.PUSH_EVENTS:
                     now = time.perf_counter_ns()
                     self.pushes += 1
-                    for e in mailbox_pb2.PushEvents.FromString(body).entries:
-                        self.ledger.sighted(e.message_id, now, push=True)
+                    push = mailbox_pb2.PushEvents.FromString(body)
+                    # a push is a position with the ids of its messages (docs/decisions/0029);
+                    # a gateway from before positions sent whole entries
+                    for mid in [*push.message_ids, *(e.message_id for e in push.entries)]:
+                        self.ledger.sighted(mid, now, push=True)
                     self.wake.set()
                 continue
             if self._reply is not None and not self._reply.done() and rid == self._rid:
@@ -217,7 +220,7 @@ class Receiver:
         self.stream.send(Opcode.PULL_MAILBOX, self._rid, req.SerializeToString())
         op, body = await asyncio.wait_for(self._reply, 30.0)
         if op != Opcode.MAILBOX_BATCH:
-            code = ErrorCode(common_pb2.Error.FromString(body).code).name if op == Opcode.ERROR else hex(op)
+            code = decode_error(body).code.name if op == Opcode.ERROR else hex(op)
             self.pull_errors[code] = self.pull_errors.get(code, 0) + 1
             await asyncio.sleep(0.2)
             return False

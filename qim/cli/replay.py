@@ -195,7 +195,7 @@ async def replay(cfg: argparse.Namespace) -> Tally:
                 progress.dialogue_done(tally)
 
         await asyncio.gather(*(one(i, turns) for i, (_lang, turns) in enumerate(dialogues)))
-        if cfg.history_check:  # issue 14: every history read again, across the archive's hot floor
+        if cfg.history_check:  # the archive tier: every history read again, across the archive's hot floor
             progress.history_started(len(done))
             total.history = await history_check(cfg, done, base_dir, int(time.time() * 1000),
                                                 on_done=progress.history_done)

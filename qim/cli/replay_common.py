@@ -39,7 +39,7 @@ class Tally:
     harness: dict = field(default_factory=dict)  # what the run could not exercise (e.g. a cut that did not cut)
     by_mode: dict = field(default_factory=dict)
     sdk: dict = field(default_factory=dict)  # summed ClientRuntime.stats (reconnects, resends, ...)
-    history: Any = None  # --history-check: qim.cli.replay_history.HistoryResult (issue 14)
+    history: Any = None  # --history-check: qim.cli.replay_history.HistoryResult (docs/decisions/0023)
 
     def add(self, other: "Tally") -> None:
         """Add another dialogue's counts and notes into this one."""

@@ -1,4 +1,4 @@
-"""Group dialogues of the replay (issue 6: "make demo also replays some dialogues as
+"""Group dialogues of the replay ("make demo also replays some dialogues as
 small groups").
 
 The two speakers of a dialogue and a silent listener form a fresh group (CREATE_GROUP by

@@ -1,4 +1,4 @@
-"""`qim-loadgen replay --history-check` (issue 14; `make demo`): after the replay, every
+"""`qim-loadgen replay --history-check` (docs/decisions/0023; `make demo`): after the replay, every
 conversation's history is read again through the SDK (PULL_HISTORY pages, NEWER, by a
 fresh device of one member) and compared with what was sent: every acknowledged message
 once, at its conversation_seq, from its sender, of its type, with a body byte-exact

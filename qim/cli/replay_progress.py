@@ -1,4 +1,4 @@
-"""Progress and summary of `qim-loadgen replay` on stderr (rich), issue 13.
+"""Progress and summary of `qim-loadgen replay` on stderr (rich): a person watching `make demo` sees it move.
 
 The replay's verdict lines stay on stdout and last; everything here goes to stderr so
 a script that reads the last line, or a pipe, sees the same output with or without a

@@ -1,4 +1,4 @@
-"""The TLS options of the command-line clients (issue 15; qim/net/tls.py).
+"""The TLS options of the command-line clients (docs/decisions/0022; qim/net/tls.py).
 
 Toward the gateway's client port (qim-loadgen, qim-desktop):
     --ca-file PATH   the CA that verifies the gateway's certificate

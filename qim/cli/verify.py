@@ -1,5 +1,5 @@
 """The client-view check of the load generator: what each app was told against what the
-senders intended (issue 10: "a client's view is checked by code that does not share the
+senders intended ("a client's view is checked by code that does not share the
 code under test").
 
 `Intent` is kept by the load generator when it sends (conversation, sender, submission

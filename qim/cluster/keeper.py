@@ -35,7 +35,7 @@ from typing import Awaitable, Callable, Iterator, Optional
 from qim.cluster.metrics import ShardMetrics
 from qim.cluster.placement import shards_of
 from qim.errors import EngineError
-from qim.stores.errors import NotOwner, StoreError
+from qim.stores.errors import NotOwner, StorageError
 from qim.stores.registry import JoinRefused, ShardRegistry
 
 logger = logging.getLogger(__name__)
@@ -150,7 +150,7 @@ class ShardKeeper:
             try:
                 await self.tick()
                 delay = self.renew_s - (time.monotonic() - started)
-            except (StoreError, EngineError, asyncio.TimeoutError) as exc:
+            except (StorageError, EngineError, asyncio.TimeoutError) as exc:
                 self._failed("heartbeat", exc)
                 delay = min(self.renew_s / 4, max(0.05, self.valid_until - time.monotonic()))
             if self.owned and time.monotonic() >= self.valid_until:
@@ -216,7 +216,7 @@ class ShardKeeper:
             self._m.lost.labels(kind=self.kind, reason="refused").inc()
             await self._release_quietly([shard])
             return
-        except (StoreError, EngineError, asyncio.TimeoutError) as exc:
+        except (StorageError, EngineError, asyncio.TimeoutError) as exc:
             logger.warning("%s shard %d: could not start serving (%s); released, retried next renewal", self.kind,
                            shard, exc)
             await self._release_quietly([shard])
@@ -228,7 +228,7 @@ class ShardKeeper:
     async def _release_quietly(self, shards: list[int]) -> None:
         try:
             await self._call("release", self._registry.release(self.kind, self.node_id, self.incarnation, shards))
-        except (StoreError, EngineError, asyncio.TimeoutError) as exc:
+        except (StorageError, EngineError, asyncio.TimeoutError) as exc:
             self._failed("release", exc)  # the lease ends by itself
 
     async def _drop_all(self, reason: str, why: str) -> None:
@@ -263,7 +263,7 @@ class ShardKeeper:
                 self._m.released.labels(kind=self.kind, reason="stop").inc(len(shards))
             if self.joined:
                 await self._call("leave", self._registry.leave(self.kind, self.node_id, self.incarnation))
-        except (StoreError, EngineError, asyncio.TimeoutError) as exc:
+        except (StorageError, EngineError, asyncio.TimeoutError) as exc:
             self._failed("leave", exc)
 
 

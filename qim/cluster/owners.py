@@ -17,7 +17,7 @@ import time
 from typing import Optional
 
 from qim.errors import EngineError
-from qim.stores.errors import StoreError
+from qim.stores.errors import StorageError
 from qim.stores.registry import NodeInfo, Owner, ShardRegistry
 
 logger = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ class OwnerTable:
                           for k, n in self._kinds.items()}
                 nodes = {k: await asyncio.wait_for(self._registry.nodes(k), REFRESH_TIMEOUT_S)
                          for k in self._node_kinds}
-            except (StoreError, EngineError, asyncio.TimeoutError) as exc:
+            except (StorageError, EngineError, asyncio.TimeoutError) as exc:
                 reason = exc.__class__.__name__ + (f": {exc}" if str(exc) else "")
                 if reason != self.error:
                     logger.warning("shard registry unreadable (%s); routing by the cached owners", reason)

@@ -10,12 +10,12 @@ from __future__ import annotations
 import time
 from typing import Iterable, Optional
 
-from google.protobuf.message import DecodeError
 from rich.text import Text
 
 from qim.consts import MESSAGE_TYPE_CONTROL, MESSAGE_TYPE_CUSTOM, MESSAGE_TYPE_MEDIA, MESSAGE_TYPE_TEXT
 from qim.proto.v1 import message_pb2
 from qim.sdk.model import Conversation, LastMessage, PendingSend, StoredMessage
+from qim.wire.control import control_event
 
 RECALLED = message_pb2.MESSAGE_STATE_RECALLED
 DELETED = message_pb2.MESSAGE_STATE_DELETED
@@ -42,9 +42,8 @@ def who(sender_id: int, me: int) -> str:
 
 def describe_control(body: bytes) -> str:
     """Words for a CONTROL message body (a ControlEvent)."""
-    try:
-        event = message_pb2.ControlEvent.FromString(body)
-    except DecodeError:
+    event = control_event(body)
+    if event is None:
         return "(a group event)"
     if event.HasField("membership"):
         m = event.membership

@@ -8,7 +8,7 @@ a minimal cassandra.yaml: one token, SimpleSnitch, 127.0.0.1, own ports and
 directories. No JMX port is opened (no `cassandra.jmx.*` property).
 
 Started by `qim-dev engines up` unless `--without-cassandra` or QIM_DEV_WITH_CASSANDRA=0:
-the archive tier (qim-archiver, the tiered MessageStore; issue 14) runs on it.
+the archive tier (qim-archiver, the tiered MessageStore; docs/decisions/0023) runs on it.
 """
 
 from __future__ import annotations

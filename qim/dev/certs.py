@@ -1,14 +1,15 @@
-"""Development CA and certificates for the stack (issue 15), made with `cryptography`
-(the dev extra; the services themselves only load PEM files with `ssl`).
+"""Development CA and certificates for the stack (docs/decisions/0022), made with
+`cryptography` (the dev extra; the services themselves only load PEM files with `ssl`).
 
 `ensure_dev_pki(dir)` keeps, under `dir` (the stack's `tls/`):
 - `ca.crt`, `ca.key`: the development CA (EC P-256), the trust anchor of the client
   port (QIM_CA_FILE) and of internal RPC (QIM_INTERNAL_CA);
 - `client-port.crt/.key`: the gateway's client-port certificate for `localhost`,
   `127.0.0.1` and `::1` (QIM_GATEWAY_TLS_CERT/KEY);
-- `<service>.crt/.key` for every name of DEV_SERVICES: the identity of one service on
-  internal RPC, a SAN URI `qim://service/<service>` (QIM_INTERNAL_TLS_CERT/KEY, and
-  QIM_QIMCTL_TLS_CERT/KEY for the operator's qimctl).
+- `<service>.crt/.key` for every name of DEV_SERVICES: every service of qim/topology.py
+  that serves or calls internal RPC; the identity of one service on internal RPC, a SAN
+  URI `qim://service/<service>` (QIM_INTERNAL_TLS_CERT/KEY, and QIM_QIMCTL_TLS_CERT/KEY
+  for the operator's qimctl).
 Files are reused across `make up` restarts; a CA or leaf that expires within
 RENEW_BEFORE, is unreadable, or a leaf not issued by the current CA, is made again (a new
 CA re-issues every leaf). Keys are written mode 0600.
@@ -30,8 +31,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from qim.net.tls import SERVICE_URI_PREFIX, TlsFiles
+from qim.topology import QIMCTL, SERVICES, speaks_rpc
 
-DEV_SERVICES = ("gateway", "writer", "mailbox", "session", "archiver", "qimctl")
+DEV_SERVICES = tuple(name for name in SERVICES if speaks_rpc(name))
 CLIENT_PORT = "client-port"
 CA_DAYS = 3650
 LEAF_DAYS = 365
@@ -174,7 +176,7 @@ class DevPki:
 
     def client_env(self) -> dict[str, str]:
         """What clients and the operator need: QIM_CA_FILE, and qimctl's identity."""
-        f = self.files("qimctl")
+        f = self.files(QIMCTL)
         return {"QIM_CA_FILE": self.ca_file, "QIM_INTERNAL_CA": f.ca, "QIM_QIMCTL_TLS_CERT": f.cert,
                 "QIM_QIMCTL_TLS_KEY": f.key}
 

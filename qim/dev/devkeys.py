@@ -1,4 +1,4 @@
-"""The development token key of one stack directory (issue 15; qim/wire/devtoken.py).
+"""The development token key of one stack directory (docs/decisions/0021; qim/wire/devtoken.py).
 
 `dev_token_key(dir)` makes sure `dir/dev_token_key.pem` (Ed25519, PKCS#8 PEM, mode
 0600: only `qimctl token`, qim-loadgen, qim-desktop, the examples and the tests read it,

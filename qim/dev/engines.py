@@ -10,7 +10,7 @@ data) the engines, creates the QIM topics and writes:
 - `dir/state.json`: pids, ports, dirs, shard count — `down` stops exactly those pids,
   and the next `up` reuses the ports and data.
 
-Cassandra (the local stand-in for ScyllaDB, the archive tier of issue 14): `qim-dev
+Cassandra (the local stand-in for ScyllaDB, the archive tier, docs/decisions/0015 and 0023): `qim-dev
 engines up` starts it unless `--without-cassandra` or QIM_DEV_WITH_CASSANDRA=0; the
 library (`with_cassandra=None`) and the pytest fixtures in tests/fixtures.py only with
 QIM_DEV_WITH_CASSANDRA=1 or `with_cassandra=True`.

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, OffsetSpec
 
-from qim.consts import DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC, PRESENCE_TOPIC
+from qim.consts import DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, KAFKA_TOPIC_CONFIG, OUTBOX_TOPIC, PRESENCE_TOPIC
 from qim.dev._proc import pick_ports, port_in_use, require_executable
 from qim.dev.engine import Engine
 from qim.dev.maven import REPO_ROOT, ensure_jars
@@ -203,7 +203,7 @@ class KafkaEngine(Engine):
         Metadata alone is not enough: right after a topic is created (or the broker
         restarted) it names a leader while that broker still answers
         NOT_LEADER_FOR_PARTITION, and a service that starts then fails on its first
-        watermark query (issue 10, fault 7).
+        watermark query (a stale answer would make an audit or a test wait on an old position).
         """
         # TCP first: librdkafka would otherwise log a connection error per attempt
         if not port_in_use(self.ports["main"]):
@@ -275,13 +275,14 @@ def create_topics(bootstrap: str, shard_count: int, timeout: float = 60.0, outbo
     `qim.dispatch` (shard_count partitions) and `qim.presence` (shard_count partitions,
     compacted: the PresenceDirectory, docs/decisions/0030).
 
-    All get max.message.bytes = KAFKA_MAX_RECORD_BYTES and replication factor
-    `replicas` (3 on a three-broker cluster, with min.insync.replicas 2). Existing
-    topics are accepted if their partition count matches. Returns {topic: partitions}.
-    Raises EngineError on a mismatch or if the broker refuses.
+    All get KAFKA_TOPIC_CONFIG (record limit, LogAppendTime) and replication factor
+    `replicas` (3 on a three-broker cluster, with min.insync.replicas 2). Existing topics
+    are accepted if their partition count matches; their configuration is set to
+    KAFKA_TOPIC_CONFIG (an engines dir from before LogAppendTime). Returns {topic:
+    partitions}. Raises EngineError on a mismatch or if the broker refuses.
     """
     want = {OUTBOX_TOPIC: outbox_partitions, DISPATCH_TOPIC: shard_count, PRESENCE_TOPIC: shard_count}
-    config = {"max.message.bytes": str(KAFKA_MAX_RECORD_BYTES)}
+    config = dict(KAFKA_TOPIC_CONFIG)
     if replicas >= 3:
         config["min.insync.replicas"] = "2"
     configs = {t: dict(config) for t in want}
@@ -297,6 +298,7 @@ def create_topics(bootstrap: str, shard_count: int, timeout: float = 60.0, outbo
                               f"{bad}, wanted {want}; remove the engines dir to recreate")
         missing = [t for t in want if t not in have]
         if not missing:
+            _configure(admin, bootstrap, list(want))
             return want
         new = [NewTopic(t, num_partitions=want[t], replication_factor=replicas, config=configs[t]) for t in missing]
         errors = []
@@ -313,3 +315,16 @@ def create_topics(bootstrap: str, shard_count: int, timeout: float = 60.0, outbo
         # errors: a just-started controller may still be electing itself; no errors:
         # re-read metadata to confirm the partition counts once it has propagated
         time.sleep(0.5 if errors else 0.1)
+
+
+def _configure(admin: AdminClient, bootstrap: str, topics: list[str]) -> None:
+    """Set KAFKA_TOPIC_CONFIG on existing `topics` (incremental: other settings stay).
+    EngineError when the broker refuses."""
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, t, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in KAFKA_TOPIC_CONFIG.items()])
+        for t in topics]
+    for res, fut in admin.incremental_alter_configs(resources, request_timeout=15).items():
+        try:
+            fut.result()
+        except KafkaException as e:
+            raise EngineError(f"kafka {bootstrap}: configuring {res.name} refused: {e.args[0]}") from None

@@ -1,4 +1,4 @@
-"""`make perf` (issue 12): a private stack, a ladder of rates, CPU per message from
+"""`make perf` (docs/perf-profile.md): a private stack, a ladder of rates, CPU per message from
 /proc, `.perf/perf.json`, `.perf/perf.png` and one last line
 
     perf: max_rate=… ack_p99_ms=… e2e_p99_ms=… cpu_ms_per_msg=… low_load_e2e_p99_ms=…

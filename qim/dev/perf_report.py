@@ -1,10 +1,10 @@
-"""The figures of `make perf` (issue 12), pure logic: CPU per message from /proc samples,
+"""The figures of `make perf` (docs/perf-profile.md), pure logic: CPU per message from /proc samples,
 the pass rule of a step, max_rate, the final line, the JSON document and the plot.
 
 Inputs are the JSON reports of `qim-loadgen rate --json` (qim/cli/loadgen_rate.py) and
 samples of /proc/PID/stat taken before and after each step by qim/dev/perf.py.
 
-Rules (issue 12 "Goals"):
+Rules:
   a step passes      the load generator's verdict is clean (every send ACKed, arrival
                      >= 99 %, nothing lost, duplicated, reordered or corrupt, SDK lane
                      clean) and ACK P99 <= 50 ms and E2E P99 <= 200 ms

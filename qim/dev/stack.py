@@ -1,5 +1,7 @@
-"""Development supervisor: runs qim-writer, qim-mailbox, qim-session, qim-fanout and
-qim-gateway as separate processes against engines started by `qim-dev engines up`.
+"""Development supervisor: runs every process of the service table (qim/topology.py:
+qim-writer, qim-mailbox, qim-session, qim-gateway, qim-fanout, and qim-archiver with the
+archive tier) as separate processes against engines started by `qim-dev engines up`,
+laid out by qim.dev.stack_layout (any number of nodes per kind; one each by default).
 
 Each service gets loopback ports (fresh, or remembered in a PortBook file: see
 qim.dev.stack_ports), its own log file under DIR/logs and its pid in DIR/stack.json;
@@ -9,7 +11,7 @@ the development token key's path and the token audience, writer addresses, engin
 addresses). The development token key is generated once per stack directory
 (qim.dev.devkeys); the gateway trusts its public half (QIM_TOKEN_PUBLIC_KEYS).
 
-Everything runs over TLS (issue 15): a development CA and certificates are made once
+Everything runs over TLS (docs/decisions/0022): a development CA and certificates are made once
 under DIR/tls (qim.dev.certs; remade when they expire), the gateway's client port gets
 the `client-port` certificate, every service its own service certificate for mutual TLS,
 and stack.env carries QIM_CA_FILE for clients and qimctl's certificate.
@@ -18,6 +20,7 @@ and stack.env carries QIM_CA_FILE for clients and qimctl's certificate.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
@@ -25,33 +28,31 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Mapping, Optional
 
 from mirakuru.exceptions import ProcessExitedWithError, ProcessFinishedWithError
 
-from qim.consts import TOKEN_AUDIENCE_DEFAULT
+from qim.consts import TOKEN_AUDIENCE_DEFAULT, WS_PATH
 from qim.dev._proc import Launcher, death_wrapper, pid_alive, pid_cwd, stop_pid
-from qim.dev.certs import CLIENT_PORT, DevPki, ensure_dev_pki
+from qim.dev.certs import CLIENT_PORT, DEV_SERVICES, DevPki, ensure_dev_pki
 from qim.dev.devkeys import KEY_FILE as DEV_KEY_FILE
 from qim.dev.devkeys import dev_token_key
 from qim.dev.stack_archive import CLIENT_VARS as ARCHIVE_CLIENT_VARS
 from qim.dev.stack_archive import apply_schema, scylla_of
+from qim.dev.stack_layout import environment, instances, kind_of, port_keys
 from qim.dev.stack_ports import PortBook
 from qim.errors import EngineError
 from qim.net.tls import TlsFiles
+from qim.topology import GATEWAY, MAILBOX, SESSION, WRITER
 
 READY_TIMEOUT_S = 60.0
 DEV_LEASE_MS, DEV_RENEW_MS = 6000, 1000  # QIM_SHARD_LEASE_MS / QIM_SHARD_RENEW_MS of a development stack
 TLS_DIR = "tls"  # the development CA and certificates, under the stack directory
 STOP_TIMEOUT_S = 10.0
 # copied into stack.env so qim-loadgen and qimctl work after sourcing one file
+DEV_WS_ORIGINS = "http://localhost:*,http://127.0.0.1:*"  # pages of the development web client
 CLIENT_VARS = ("QIM_WRITER_ADDRS", "QIM_REDIS_ADDR", "QIM_KAFKA_BOOTSTRAP",
                "QIM_MAILBOX_SHARD_COUNT", "QIM_TENANT_ID", "QIM_TOKEN_AUDIENCE", *ARCHIVE_CLIENT_VARS)
-
-
-def module_of(name: str) -> str:
-    """Instance name -> entry module: "writer2" runs qim.app.writer."""
-    return name.rstrip("0123456789")
 
 
 @dataclass
@@ -76,8 +77,8 @@ class Stack:
 
     @property
     def gateway_addr(self) -> str:
-        """Client address of the gateway ("127.0.0.1:PORT")."""
-        return self.env["QIM_GATEWAY_LISTEN"]
+        """Client address of the (first) gateway ("127.0.0.1:PORT")."""
+        return self.instance_env[GATEWAY]["QIM_GATEWAY_LISTEN"]
 
     @property
     def token_key(self) -> str:
@@ -101,9 +102,15 @@ class Stack:
         return DevPki((self.dir / TLS_DIR).resolve()).files(service)
 
     def client_env(self) -> dict[str, str]:
-        """The variables of stack.env: what a client or qimctl needs after sourcing it."""
+        """The variables of stack.env: what a client or qimctl needs after sourcing it
+        (QIM_GATEWAY_WS_ADDR / QIM_GATEWAY_WSS_ADDR: the WebSocket endpoints)."""
         client_env = {"QIM_GATEWAY_ADDR": self.gateway_addr,
                       "QIM_DEV_TOKEN_KEY": self.token_key}
+        ws_listen = self.instance_env[GATEWAY].get("QIM_GATEWAY_WS_LISTEN")
+        if ws_listen:
+            client_env["QIM_GATEWAY_WS_ADDR"] = f"ws://{ws_listen}{WS_PATH}"
+        if self.tls:
+            client_env["QIM_GATEWAY_WSS_ADDR"] = f"wss://{self.gateway_addr}{WS_PATH}"
         client_env.update({k: self.env[k] for k in CLIENT_VARS if k in self.env})
         if self.tls:
             client_env.update(DevPki((self.dir / TLS_DIR).resolve()).client_env())
@@ -144,8 +151,7 @@ class Stack:
                               f"{', '.join(self.names)}")
         env = {**self.env, **self.instance_env.get(name, {}), **(extra_env or {}),
                "PYTHONUNBUFFERED": "1"}
-        argv = death_wrapper(self.die_with_parent) + [sys.executable, "-m",
-                                                      f"qim.app.{module_of(name)}"]
+        argv = death_wrapper(self.die_with_parent) + [sys.executable, "-m", "qim.app", kind_of(name).name]
         launcher = Launcher(argv, cwd=self.dir, log_path=self.dir / "logs" / f"{name}.log",
                             env=env, timeout=READY_TIMEOUT_S)
         try:
@@ -243,24 +249,19 @@ class Stack:
         (self.dir / "stack.env").unlink(missing_ok=True)  # a stale file would point at dead ports
 
 
-def _port_keys(writers: int, mailboxes: int, sessions: int) -> dict[str, list[str]]:
-    """Instance name -> its port keys ([listen, metrics]); shared keys under ""."""
-    def names(kind: str, n: int) -> list[str]:
-        return [kind if i == 0 else f"{kind}{i + 1}" for i in range(n)]
-    keys = {"": ["gateway", "gateway_push", "gateway_metrics", "fanout_metrics", "archiver_metrics"]}
-    for name in names("writer", writers) + names("mailbox", mailboxes) + names("session", sessions):
-        keys[name] = [name, f"{name}_metrics"]
-    return keys
-
-
 def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str, str]] = None,
              die_with_parent: bool = False, writers: int = 1, mailboxes: int = 1,
-             sessions: int = 1, ports_file: Optional[Path] = None, tls: bool = True) -> Stack:
+             sessions: int = 1, ports_file: Optional[Path] = None, tls: bool = True,
+             nodes: Optional[Mapping[str, int]] = None) -> Stack:
     """Start every service and wait until all are healthy.
 
+    The layout comes from the service table (qim.dev.stack_layout): `nodes` ({service:
+    count}, 1 each by default) instances of each kind, or through the older keywords
     `writers` writer instances (writer, writer2, ...), `mailboxes` mailbox nodes
-    (mailbox, mailbox2, ...) and `sessions` session nodes (session, ...); their shards are
-    leased from the ShardRegistry in Redis (rendezvous over the live nodes). Ports are fresh unless `ports_file`
+    (mailbox, mailbox2, ...) and `sessions` session nodes (session, ...), their shards
+    leased from the ShardRegistry (rendezvous over the live nodes of each kind);
+    qim-archiver only with the archive tier.
+    Ports are fresh unless `ports_file`
     remembers them (qim.dev.stack_ports). The development token key of `dir` is kept,
     or generated the first time (qim.dev.devkeys); `extra_env` may override
     QIM_TOKEN_PUBLIC_KEYS (a second key for rotation tests). With `tls` (always, but for
@@ -271,23 +272,14 @@ def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str
     """
     dir = Path(dir)
     dir.mkdir(parents=True, exist_ok=True)
-    book = PortBook(ports_file)
-    layout = _port_keys(writers, mailboxes, sessions)
-    all_keys = [k for keys in layout.values() for k in keys]
-    ports = {k: f"127.0.0.1:{p}" for k, p in book.take(all_keys).items()}
-    book.check_free(all_keys)
-    _, public_key = dev_token_key(dir)
-    book.save()
-    env = {
-        **engine_env,
-        "QIM_GATEWAY_LISTEN": ports["gateway"], "QIM_GATEWAY_PUSH_ADDR": ports["gateway_push"],
-        "QIM_GATEWAY_METRICS_LISTEN": ports["gateway_metrics"],
-        "QIM_FANOUT_METRICS_LISTEN": ports["fanout_metrics"],
-        "QIM_TOKEN_PUBLIC_KEYS": str(public_key.resolve()), "QIM_TOKEN_AUDIENCE": TOKEN_AUDIENCE_DEFAULT,
-        # shorter leases than production: a killed node's shards move within ~7 s
-        # (docs/operations.md "Several nodes of each kind")
-        "QIM_SHARD_LEASE_MS": str(DEV_LEASE_MS), "QIM_SHARD_RENEW_MS": str(DEV_RENEW_MS),
-    }
+    env = {**engine_env, "QIM_TOKEN_AUDIENCE": TOKEN_AUDIENCE_DEFAULT,
+           # shorter leases than production: a killed node's shards move within ~7 s
+           # (docs/operations.md "Several nodes of each kind")
+           "QIM_SHARD_LEASE_MS": str(DEV_LEASE_MS), "QIM_SHARD_RENEW_MS": str(DEV_RENEW_MS),
+           # WebSocket for the browser client: wss:// on the client port (ALPN http/1.1) and a
+           # plain ws:// development listener (the gateway row's "_ws" listener); pages served
+           # from any local port may connect
+           "QIM_GATEWAY_WS_ORIGINS": os.environ.get("QIM_GATEWAY_WS_ORIGINS", DEV_WS_ORIGINS)}
     pki = ensure_dev_pki((dir / TLS_DIR).resolve()) if tls else None
     if pki is not None:
         client_port = pki.files(CLIENT_PORT)
@@ -295,26 +287,24 @@ def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str
     else:
         env.update({"QIM_GATEWAY_PLAINTEXT_DEV": "1", "QIM_INTERNAL_PLAINTEXT_DEV": "1"})
     env.update(extra_env or {})
-    scylla = scylla_of(env)  # the archive tier (issue 14): schema first, then qim-archiver
+    scylla = scylla_of(env)  # the archive tier: schema first, then qim-archiver
+    counts = {WRITER: writers, MAILBOX: mailboxes, SESSION: sessions, **(nodes or {})}
+    layout = instances(counts, archive=scylla is not None)
+    book = PortBook(ports_file)
+    keys = port_keys(layout)
+    ports = {k: f"127.0.0.1:{p}" for k, p in book.take(keys).items()}
+    book.check_free(keys)
+    _, public_key = dev_token_key(dir)
+    book.save()
+    shared, instance_env = environment(layout, ports)
+    env = {**shared, **env, "QIM_TOKEN_PUBLIC_KEYS": env.get("QIM_TOKEN_PUBLIC_KEYS", str(public_key.resolve()))}
     if scylla is not None:
         apply_schema(scylla)
-        env["QIM_ARCHIVER_METRICS_LISTEN"] = ports["archiver_metrics"]
-    instance_env: dict[str, dict[str, str]] = {}
-    for name in (n for n in layout if n):
-        var = module_of(name).upper()
-        instance_env[name] = {f"QIM_{var}_LISTEN": ports[name],
-                              f"QIM_{var}_METRICS_LISTEN": ports[f"{name}_metrics"]}
-    for var in ("SESSION", "WRITER", "MAILBOX"):
-        env[f"QIM_{var}_ADDRS"] = ",".join(e[f"QIM_{var}_LISTEN"] for n, e in instance_env.items()
-                                           if module_of(n) == var.lower())
-    metrics = {n: e[f"QIM_{module_of(n).upper()}_METRICS_LISTEN"] for n, e in instance_env.items()}
-    metrics.update({"gateway": env["QIM_GATEWAY_METRICS_LISTEN"],
-                    "fanout": env["QIM_FANOUT_METRICS_LISTEN"]})
-    if scylla is not None:
-        metrics["archiver"] = env["QIM_ARCHIVER_METRICS_LISTEN"]
     if pki is not None:
-        for name in ["gateway", *instance_env]:  # each service its own certificate
-            instance_env.setdefault(name, {}).update(pki.service_env(module_of(name)))
+        for inst in layout:  # each service its own certificate, when it speaks internal RPC
+            if inst.service.name in DEV_SERVICES:
+                instance_env[inst.name].update(pki.service_env(inst.service.name))
+    metrics = {inst.name: instance_env[inst.name][inst.service.metrics_var] for inst in layout}
     stack = Stack(dir, env, metrics, die_with_parent=die_with_parent, instance_env=instance_env)
     try:
         for name in stack.names:

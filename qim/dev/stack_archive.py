@@ -1,4 +1,4 @@
-"""The archive tier in the development stack (issue 14): when the engines include a CQL
+"""The archive tier in the development stack (docs/decisions/0023): when the engines include a CQL
 node (QIM_SCYLLA_ADDRS in engines.env), `qim-dev stack up` applies the schema
 (qimctl schema apply's code) before any service starts and runs qim-archiver beside the
 other services; without one the stack is Redis-only as before."""
@@ -9,9 +9,9 @@ import asyncio
 import concurrent.futures
 
 from qim.config import Env
-from qim.config_tier import ScyllaConfig
+from qim.config.tier import ScyllaConfig
 from qim.errors import ConfigError, EngineError
-from qim.stores.errors import StoreError
+from qim.stores.errors import StorageError
 
 # what qimctl (schema, retention, audit archive) and the demo's history check need from stack.env
 CLIENT_VARS = ("QIM_SCYLLA_ADDRS", "QIM_SCYLLA_KEYSPACE", "QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV", "QIM_SCYLLA_LOCAL_DC")
@@ -54,5 +54,5 @@ def apply_schema(cfg: ScyllaConfig) -> list[int]:
         # a thread of its own: stack_up may be called from a running event loop (async tests)
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             return pool.submit(asyncio.run, run()).result()
-    except StoreError as exc:
+    except StorageError as exc:
         raise EngineError(f"archive schema on {cfg.hosts[0]}:{cfg.port}: {exc.message}") from None

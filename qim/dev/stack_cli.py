@@ -17,6 +17,7 @@ from pathlib import Path
 from qim.dev.engines import EngineSet, cassandra_wanted, default_dir
 from qim.dev.stack import Stack, stack_up
 from qim.dev.stack_archive import settings_differ, settings_from
+from qim.dev.stack_layout import kind_of
 from qim.dev.stack_ports import PORTS_FILE, PortBook
 
 
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _up(args: argparse.Namespace, dir: Path, existing: Stack | None) -> int:
-    settings = settings_from(os.environ)  # the archive tier's (issue 14): e.g. the demo's short hot window
+    settings = settings_from(os.environ)  # the archive tier's (docs/decisions/0023): e.g. the demo's short hot window
     if (existing is not None and all(existing.healthz(s)[0] == 200 for s in existing.names)
             and not settings_differ(existing.env, settings)):
         print(f"stack already up; env file:\n{dir / 'stack.env'}")
@@ -88,7 +89,8 @@ def _status(existing: Stack) -> int:
         status, body = existing.healthz(name)
         ok &= status == 200
         env = {**existing.env, **existing.instance_env.get(name, {})}
-        listen = env.get(f"QIM_{name.rstrip('0123456789').upper()}_LISTEN", "-")
+        listeners = kind_of(name).listeners
+        listen = env.get(listeners[0].var, "-") if listeners else "-"
         print(f"{name:8} pid={existing.pids.get(name)} alive={existing.alive(name)} "
               f"listen={listen} metrics=http://{existing.metrics[name]} healthz={status} "
               f"{body.strip()[:80]}")

@@ -1,14 +1,15 @@
-"""Which service may call which internal opcode (issue 15; DESIGN.md §4 "a per-method
-allow-list on internal RPC"): the one table, checked on every internal listener against
-the service name of the peer's certificate (qim/net/tls.py `peer_service`).
+"""Which service may call which internal opcode (DESIGN.md §4 "a per-method allow-list
+on internal RPC"; docs/decisions/0022): the table of qim/topology.py (each row's
+`serves` column), checked on every internal listener against the service name of the
+peer's certificate (qim/net/tls.py `peer_service`).
 
-The callers, by path (docs/operations.md "Certificates, keys and rotation"):
-- WRITER_SEND: the gateway (client sends, group and history requests) and qimctl
-  (`qimctl group create` acts for the owner on the admin plane);
-- WRITER_ADMIN (membership edits, operator deletes): qimctl only, never a gateway;
-- MAILBOX_PULL, SESSION_CALL: the gateway;
-- PUSH_BATCH (to a gateway's push listener) and PROJECTION (to a session node): mailbox
-  nodes; DEVICE_FRAMES (to a gateway's push listener): session nodes.
+The callers, by path (docs/operations.md "Certificates, keys and rotation"), as the rows
+say them: WRITER_SEND from the gateway (client sends, group and history requests) and
+qimctl (`qimctl group create` acts for the owner on the admin plane); WRITER_ADMIN
+(membership edits, operator deletes) from qimctl only, never a gateway; MAILBOX_PULL and
+SESSION_CALL from the gateway; PUSH_BATCH (to a gateway's push listener) and PROJECTION
+(to a session node) from mailbox nodes; DEVICE_FRAMES (to a gateway's push listener)
+from session nodes.
 An opcode missing from the table is refused to everyone (fail closed). A refused request
 is answered ERROR(FORBIDDEN) with its request id, a refused one-way frame is dropped;
 both are counted (`qim_rpc_refused_total{opcode, peer_service}`) and logged without body.
@@ -21,21 +22,12 @@ import time
 from typing import Callable, Mapping, Optional
 
 from qim.protocol import Opcode
+from qim.topology import SERVICES, rpc_allow
 
 logger = logging.getLogger(__name__)
 
-GATEWAY, WRITER, MAILBOX, SESSION, ARCHIVER, QIMCTL = "gateway", "writer", "mailbox", "session", "archiver", "qimctl"
-KNOWN_SERVICES = frozenset({GATEWAY, WRITER, MAILBOX, SESSION, ARCHIVER, QIMCTL, "fanout"})
-
-RPC_ALLOW: Mapping[int, frozenset[str]] = {
-    Opcode.WRITER_SEND: frozenset({GATEWAY, QIMCTL}),
-    Opcode.WRITER_ADMIN: frozenset({QIMCTL}),
-    Opcode.MAILBOX_PULL: frozenset({GATEWAY}),
-    Opcode.SESSION_CALL: frozenset({GATEWAY}),
-    Opcode.PUSH_BATCH: frozenset({MAILBOX}),
-    Opcode.DEVICE_FRAMES: frozenset({SESSION}),
-    Opcode.PROJECTION: frozenset({MAILBOX}),
-}
+KNOWN_SERVICES = frozenset(SERVICES)  # the bounded values of the peer_service label
+RPC_ALLOW: Mapping[int, frozenset[str]] = rpc_allow()
 LOG_EVERY_S = 1.0  # refusals are logged at most once a second per listener (each is counted)
 
 

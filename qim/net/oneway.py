@@ -1,4 +1,4 @@
-"""Best-effort one-way frames to one peer (issue 11: one helper for every such path).
+"""Best-effort one-way frames to one peer (one helper for every such path: docs/decisions/0020).
 
 Used by the mailbox push links to gateways (with a backlog and a repair hook:
 qim/services/mailbox/pushlink.py, docs/decisions/0012-push-link-repair.md), the

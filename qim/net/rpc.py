@@ -41,7 +41,7 @@ class RpcClient:
     with UNAVAILABLE when the peer cannot be reached or the connection drops before the
     reply (the request may or may not have been applied: callers retry idempotently).
     An ERROR reply is never returned as data: its body names the internal opcode, and a
-    caller forwarding it would show that opcode to a client (issue 10, fault 8).
+    caller forwarding it would show that opcode to a client (docs/protocol.md ERROR).
     `tls`: this process's internal TlsContexts (None: plaintext development);
     `expect_service`: the service the server's certificate must name (a TLS failure or a
     wrong service is UNAVAILABLE too, logged once per distinct reason).

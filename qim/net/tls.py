@@ -32,14 +32,29 @@ import ssl
 import time
 import types
 from dataclasses import dataclass
-from typing import Any, Callable, Coroutine, Generator, Optional, TypeVar, cast
+from typing import Any, Callable, Coroutine, Generator, Optional, Sequence, TypeVar, Union, cast
 
 from qim.errors import TlsError
 
-ALPN = "qim/1"
+# re-exported: callers name them qim.net.tls.*
+from qim.net.tls_failures import HandshakeFailed as HandshakeFailed
+from qim.net.tls_failures import describe as describe
+from qim.net.tls_failures import handshake_failure as handshake_failure
+
+ALPN = "qim/1"  # raw frames (qim/net/framed.py)
+ALPN_HTTP = "http/1.1"  # a WebSocket upgrade on the same client port (qim/net/websocket.py)
 SERVICE_URI_PREFIX = "qim://service/"
 HANDSHAKE_TIMEOUT_S = 10.0
 T = TypeVar("T")
+# the ALPN protocol(s) a server offers, in its order of preference; None: no ALPN
+Alpn = Union[str, Sequence[str], None]
+
+
+def alpn_protocols(alpn: Alpn) -> tuple[str, ...]:
+    """`alpn` as a tuple of protocol names (() for None)."""
+    if not alpn:
+        return ()
+    return (alpn,) if isinstance(alpn, str) else tuple(alpn)
 
 
 @dataclass(frozen=True)
@@ -75,10 +90,10 @@ def _load_ca(ctx: ssl.SSLContext, ca: str, what: str) -> None:
                        f"{getattr(exc, 'reason', None) or exc.strerror or exc}") from None
 
 
-def server_context(files: TlsFiles, *, alpn: Optional[str] = None) -> ssl.SSLContext:
+def server_context(files: TlsFiles, *, alpn: Alpn = None) -> ssl.SSLContext:
     """A TLS 1.3 server context for `files`; with `files.ca` a client certificate issued
-    by that bundle is required (mutual TLS). `alpn`: the protocol offered (the caller
-    checks it was selected: `check_alpn`). Raises TlsError naming the file."""
+    by that bundle is required (mutual TLS). `alpn`: the protocol(s) offered (the caller
+    checks one was selected: `check_alpn`). Raises TlsError naming the file."""
     ctx = _tls13(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER))
     ctx.num_tickets = 0  # no resumption: asyncio clients never offer a session back
     _load_identity(ctx, files, "server")
@@ -86,7 +101,7 @@ def server_context(files: TlsFiles, *, alpn: Optional[str] = None) -> ssl.SSLCon
         _load_ca(ctx, files.ca, "server")
         ctx.verify_mode = ssl.CERT_REQUIRED
     if alpn:
-        ctx.set_alpn_protocols([alpn])
+        ctx.set_alpn_protocols(list(alpn_protocols(alpn)))
     return ctx
 
 
@@ -101,14 +116,15 @@ def internal_client_context(files: TlsFiles) -> ssl.SSLContext:
     return ctx
 
 
-def client_port_context(ca_file: Optional[str] = None) -> ssl.SSLContext:
+def client_port_context(ca_file: Optional[str] = None, alpn: str = ALPN) -> ssl.SSLContext:
     """What a client (SDK, loadgen, qim-desktop) uses toward the gateway: TLS 1.3, ALPN
-    qim/1, the server certificate verified (host name included) against `ca_file`, or
-    against the system's trust store when None. TlsError when the file cannot be read."""
+    qim/1 (`alpn=ALPN_HTTP` for a WebSocket client), the server certificate verified
+    (host name included) against `ca_file`, or against the system's trust store when
+    None. TlsError when the file cannot be read."""
     ctx = _tls13(ssl.create_default_context())
     if ca_file:
         _load_ca(ctx, ca_file, "client")
-    ctx.set_alpn_protocols([ALPN])
+    ctx.set_alpn_protocols([alpn])
     return ctx
 
 
@@ -119,7 +135,7 @@ class TlsContexts:
     `reload()` builds both afresh from the files and swaps them in only when both built:
     a bad file raises TlsError and leaves the ones in use. `alpn` is offered by `server`."""
 
-    def __init__(self, files: TlsFiles, *, alpn: Optional[str] = None) -> None:
+    def __init__(self, files: TlsFiles, *, alpn: Alpn = None) -> None:
         self.files = files
         self.alpn = alpn
         self.server, self.client = self._build()
@@ -151,10 +167,15 @@ def peer_service(writer: asyncio.StreamWriter) -> Optional[str]:
     return None
 
 
-def check_alpn(writer: asyncio.StreamWriter) -> bool:
-    """True when the TLS handshake on `writer` selected ALPN qim/1."""
+def selected_alpn(writer: asyncio.StreamWriter) -> Optional[str]:
+    """The ALPN protocol the TLS handshake on `writer` selected (None: plaintext, or none)."""
     sslobj = writer.get_extra_info("ssl_object")
-    return sslobj is not None and sslobj.selected_alpn_protocol() == ALPN
+    return sslobj.selected_alpn_protocol() if sslobj is not None else None
+
+
+def check_alpn(writer: asyncio.StreamWriter, offered: Alpn = ALPN) -> bool:
+    """True when the TLS handshake on `writer` selected one of `offered` (default qim/1)."""
+    return selected_alpn(writer) in alpn_protocols(offered)
 
 
 def _limit_raw_buffer(writer: asyncio.StreamWriter, chunk_bytes: int) -> None:
@@ -253,18 +274,6 @@ def _after_first_step(coro: Coroutine[Any, Any, T], then: Callable[[], None]) ->
                 return done.value
 
 
-class HandshakeFailed(ConnectionError):
-    """The TCP connection was made but the TLS handshake failed. `reason` is the bounded
-    label of `handshake_failure`, `permanent` is True when trying again cannot help (the
-    server's certificate is not trusted, TLS 1.3 refused); the cause is chained."""
-
-    def __init__(self, exc: BaseException) -> None:
-        self.detail = describe(exc)
-        super().__init__(f"TLS handshake failed: {self.detail}")
-        self.reason = handshake_failure(exc)
-        self.permanent = self.reason in ("certificate", "version")
-
-
 async def connect(host: str, port: int, context: ssl.SSLContext, *, server_hostname: Optional[str],
                   chunk_bytes: int, timeout: float) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """Open a TCP connection and upgrade it to TLS as the client (certificate verified by
@@ -282,43 +291,6 @@ async def connect(host: str, port: int, context: ssl.SSLContext, *, server_hostn
         writer.transport.close()
         raise
     return reader, writer
-
-
-# OpenSSL reasons -> a small set of label values (qim_tls_handshake_failures_total{reason})
-_REASONS = {
-    "plaintext": ("WRONG_VERSION_NUMBER", "HTTP_REQUEST", "HTTPS_PROXY_REQUEST", "UNKNOWN_PROTOCOL",
-                  "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG"),
-    "version": ("UNSUPPORTED_PROTOCOL", "TLSV1_ALERT_PROTOCOL_VERSION", "NO_PROTOCOLS_AVAILABLE",
-                "VERSION_TOO_LOW", "VERSION_TOO_HIGH"),
-    "certificate": ("PEER_DID_NOT_RETURN_A_CERTIFICATE", "CERTIFICATE_VERIFY_FAILED", "CERTIFICATE_REQUIRED",
-                    "TLSV13_ALERT_CERTIFICATE_REQUIRED", "SSLV3_ALERT_BAD_CERTIFICATE", "TLSV1_ALERT_UNKNOWN_CA",
-                    "SSLV3_ALERT_CERTIFICATE_UNKNOWN", "NO_CERTIFICATE_RETURNED"),
-}
-
-
-def handshake_failure(exc: BaseException) -> str:
-    """A bounded reason for a failed handshake: plaintext, version, certificate, timeout,
-    closed (the peer went away) or other."""
-    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) or "taking longer" in str(exc):
-        return "timeout"
-    if isinstance(exc, ssl.SSLCertVerificationError):
-        return "certificate"
-    reason = getattr(exc, "reason", None) or ""
-    for label, names in _REASONS.items():
-        if reason in names:
-            return label
-    if isinstance(exc, (ssl.SSLEOFError, ssl.SSLZeroReturnError, ConnectionError)):
-        return "closed"
-    return "other"
-
-
-def describe(exc: BaseException) -> str:
-    """One short line about a TLS failure for logs and client errors (no secrets: the
-    OpenSSL reason or the exception class)."""
-    if isinstance(exc, ssl.SSLCertVerificationError):
-        return f"certificate verify failed: {exc.verify_message}"
-    reason = getattr(exc, "reason", None)
-    return reason.lower().replace("_", " ") if reason else type(exc).__name__
 
 
 def is_loopback(host: str) -> bool:

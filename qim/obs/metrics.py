@@ -1,4 +1,4 @@
-"""Metrics of one node, on that node's own registry (DESIGN.md §2; issue 11).
+"""Metrics of one node, on that node's own registry (DESIGN.md §2; docs/decisions/0020).
 
 Every service process builds its metrics when its node is built, never at import: two
 nodes in one process (tests) each count their own, and importing a module registers

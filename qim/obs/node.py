@@ -1,4 +1,4 @@
-"""ServiceNode: the shell every QIM service process is built on (issue 11).
+"""ServiceNode: the shell every QIM service process is built on (docs/decisions/0020-service-shell.md).
 
 One node per process (tests may hold several in one process: nothing here is global).
 It owns
@@ -41,9 +41,18 @@ from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTO
 from qim.consts import STREAM_WRITE_CHUNK_BYTES
 from qim.errors import ConfigError, TlsError
 from qim.net.allow import RpcGuard
-from qim.net.framed import parse_addr
+from qim.net.framed import parse_addr, release
 from qim.net.rpc import Handler, OnewayHandler, rpc_connection_handler
-from qim.net.tls import HANDSHAKE_TIMEOUT_S, TlsContexts, TlsFiles, check_alpn, describe, handshake_failure
+from qim.net.tls import (
+    HANDSHAKE_TIMEOUT_S,
+    Alpn,
+    TlsContexts,
+    TlsFiles,
+    alpn_protocols,
+    check_alpn,
+    describe,
+    handshake_failure,
+)
 from qim.net.tls import accept as tls_accept
 from qim.obs.http import serve_http
 from qim.obs.metrics import MetricSet, invariant_reasons
@@ -127,7 +136,7 @@ class ServiceNode:
         self._closers.append((what or getattr(close, "__qualname__", "close"), close))
 
     def tls_contexts(self, files: Optional[TlsFiles], what: str, variables: str,
-                     alpn: Optional[str] = None) -> Optional[TlsContexts]:
+                     alpn: Alpn = None) -> Optional[TlsContexts]:
         """Contexts for `files` (None stays None: plaintext development), reloaded by
         `reload_tls()`. ConfigError naming `variables` when a file cannot be loaded."""
         if files is None:
@@ -184,9 +193,10 @@ class ServiceNode:
             await tls_accept(reader, writer, tls.server, chunk_bytes, timeout)
         except (OSError, asyncio.TimeoutError) as exc:
             self._tls_refused(listener, handshake_failure(exc), who, describe(exc))
+            release(exc)  # the reader keeps it: freed with the connection (qim/net/framed.py)
             return False
-        if tls.alpn and not check_alpn(writer):
-            self._tls_refused(listener, "alpn", who, f"ALPN {tls.alpn} not offered")
+        if tls.alpn and not check_alpn(writer, tls.alpn):
+            self._tls_refused(listener, "alpn", who, f"ALPN {'/'.join(alpn_protocols(tls.alpn))} not offered")
             writer.transport.abort()
             return False
         return True

@@ -1,10 +1,13 @@
-"""One authenticated client connection: request/reply correlation over FramedStream.
+"""One authenticated client connection: request/reply correlation over a FrameTransport
+(qim/net/transport.py; the one the endpoint names: qim/sdk/transports.py).
 
-`Connection.open(endpoint, token, tls=...)` connects (TCP, then TLS 1.3 with ALPN qim/1
-and the server certificate verified: `client_tls()`), sends AUTH and waits for AUTH_OK
-(DESIGN.md §4, docs/protocol.md). A certificate the client does not trust, or a server
-that refuses TLS 1.3 or ALPN qim/1, raises TlsError: trying again cannot help, so the
-runtime does not retry it (no reconnect storm against a misconfigured endpoint). Afterwards `request(opcode, body)` sends one frame
+`Connection.open(endpoint, token, tls=...)` connects with the endpoint's transport
+(host:port: TCP, then TLS 1.3 with ALPN qim/1; wss:// or ws://: WebSocket; the server
+certificate verified: `client_tls()`), sends AUTH and waits for AUTH_OK (DESIGN.md §4,
+docs/protocol.md). A certificate the client does not trust, a server that refuses TLS
+1.3 or the ALPN, or a WebSocket upgrade refused with a 4xx raises TlsError: trying again
+cannot help, so the runtime does not retry it (no reconnect storm against a
+misconfigured endpoint). Afterwards `request(opcode, body)` sends one frame
 with a fresh request_id (u32, never 0) and returns the reply (opcode, body); an ERROR
 reply raises ServerError, a dropped connection ConnectionLost. Server-initiated
 frames (request_id 0) go to `on_push` (PUSH_EVENTS), `on_kicked` (KICKED),
@@ -30,78 +33,35 @@ import ssl
 import time
 from typing import Awaitable, Callable, Optional
 
-from qim.consts import SEND_ACK_PROBE_S, STREAM_WRITE_CHUNK_BYTES
-from qim.errors import ErrorCode, FrameError, TlsError
-from qim.net import tls as qtls
-from qim.net.framed import FramedStream, StreamClosed, parse_addr
+from qim.consts import SEND_ACK_PROBE_S
+from qim.errors import ErrorCode, FrameError
+from qim.net.transport import FrameTransport, StreamClosed
 from qim.proto.v1 import common_pb2, connection_pb2, mailbox_pb2, session_pb2
 from qim.protocol import RATE_LIMITED_OPCODES, Opcode
 from qim.sdk.events import ConnectionLost, ServerError
+from qim.sdk.transports import ProgressReader, endpoint_tls, open_transport
 
 logger = logging.getLogger(__name__)
 PROBE_S = 4.0
 CLIENT_VERSION = "qim-sdk-py/0.1"
 
 
-class _ProgressReader:
-    """The StreamReader FramedStream reads from, noting when bytes last arrived."""
-
-    def __init__(self, reader: asyncio.StreamReader) -> None:
-        self._reader = reader
-        self.last_rx = time.monotonic()
-        self.bytes_rx = 0
-
-    async def read(self, n: int = -1) -> bytes:
-        data = await self._reader.read(n)
-        if data:
-            self.last_rx = time.monotonic()
-            self.bytes_rx += len(data)
-        return data
-
-
 def client_tls(endpoint: str, ca_file: Optional[str] = None, ssl_context: Optional[ssl.SSLContext] = None,
                plaintext: bool = False) -> Optional[ssl.SSLContext]:
     """The TLS context a client of `endpoint` connects with: `ssl_context` as given, else
-    TLS 1.3 with ALPN qim/1 verifying the server against `ca_file`, else $QIM_CA_FILE,
-    else the system's trust store (qim/net/tls.py client_port_context). `plaintext=True`
-    (None: no TLS) only toward a development gateway on loopback
-    (QIM_GATEWAY_PLAINTEXT_DEV=1): ValueError for another address (a token must never
-    cross a network in the clear) or with a CA. TlsError when the CA file cannot be read."""
-    if plaintext:
-        if ca_file or ssl_context:
-            raise ValueError("plaintext=True takes no ca_file or ssl_context")
-        if not qtls.is_loopback(parse_addr(endpoint)[0]):
-            raise ValueError(f"plaintext=True only toward a loopback gateway, not {endpoint}")
-        return None
-    return ssl_context or qtls.client_port_context(qtls.ca_file_from_env(ca_file))
+    TLS 1.3 verifying the server against `ca_file`, else $QIM_CA_FILE, else the system's
+    trust store (qim/net/tls.py client_port_context), offering ALPN qim/1 (host:port) or
+    http/1.1 (wss://; qim/sdk/transports.py). `plaintext=True` (None: no TLS) only toward
+    a development gateway on loopback (QIM_GATEWAY_PLAINTEXT_DEV=1), as is a ws://
+    endpoint: ValueError for another address (a token must never cross a network in the
+    clear), with a CA, or for a malformed endpoint. TlsError when the CA file cannot be read."""
+    return endpoint_tls(endpoint, ca_file, ssl_context, plaintext)
 
 
 # TCP + TLS handshake + AUTH answer. A refused port fails at once whatever this is; the
 # bound is for a gateway that answers slowly, and a busy 2-core host (CI, a laptop on
 # battery) took more than 5 s for a TLS handshake under load, which failed connect().
 CONNECT_TIMEOUT_S = 15.0
-
-
-async def _open_stream(host: str, port: int, endpoint: str, tls: Optional[ssl.SSLContext],
-                       timeout: float) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """TCP (and TLS) to the gateway: ConnectionLost when it cannot be reached or the
-    handshake broke off, TlsError when it failed for good (untrusted certificate, no TLS
-    1.3, no ALPN qim/1)."""
-    try:
-        if tls is None:
-            return await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
-        reader, writer = await qtls.connect(host, port, tls, server_hostname=host,
-                                            chunk_bytes=STREAM_WRITE_CHUNK_BYTES, timeout=timeout)
-    except qtls.HandshakeFailed as exc:
-        if exc.permanent:
-            raise TlsError(f"TLS to {endpoint} refused: {exc.detail}") from exc
-        raise ConnectionLost(f"TLS to {endpoint} broke off: {exc}") from exc
-    except (OSError, asyncio.TimeoutError) as exc:
-        raise ConnectionLost(f"cannot reach {endpoint}: {exc.__class__.__name__}") from exc
-    if not qtls.check_alpn(writer):
-        writer.transport.abort()
-        raise TlsError(f"{endpoint} did not agree to ALPN {qtls.ALPN}: not a QIM gateway port")
-    return reader, writer
 
 
 def _server_error(body: bytes) -> ServerError:
@@ -116,7 +76,7 @@ def _server_error(body: bytes) -> ServerError:
 class Connection:
     """An authenticated stream. Create with `await Connection.open(...)`."""
 
-    def __init__(self, stream: FramedStream, progress: Optional[_ProgressReader] = None) -> None:
+    def __init__(self, stream: FrameTransport, progress: Optional[ProgressReader] = None) -> None:
         self._stream = stream
         self._progress = progress
         self._waiters: dict[int, asyncio.Future] = {}
@@ -138,10 +98,8 @@ class Connection:
         plaintext, development only). ServerError(UNAUTHENTICATED) on a refused token,
         ConnectionLost when the endpoint cannot be reached or drops during AUTH, TlsError
         when TLS fails for good (module doc)."""
-        host, port = parse_addr(endpoint)
-        reader, writer = await _open_stream(host, port, endpoint, tls, timeout)
-        progress = _ProgressReader(reader)
-        conn = cls(FramedStream(progress, writer), progress)  # FramedStream only calls read(n)
+        stream, progress = await open_transport(endpoint, tls, timeout)  # the endpoint's transport
+        conn = cls(stream, progress)
         conn._reader = asyncio.get_running_loop().create_task(conn._read_loop())
         try:
             op, body = await conn.request(Opcode.AUTH, connection_pb2.Auth(
@@ -285,7 +243,7 @@ class Connection:
         except FrameError as exc:
             reason = f"frame error {exc.__class__.__name__}"
         except (ConnectionError, OSError) as exc:
-            reason = f"socket error {exc.__class__.__name__}"
+            reason = f"socket error {(exc.__cause__ or exc).__class__.__name__}"  # StreamClosed names its cause
         finally:
             self._finish(reason)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Optional
+from urllib.parse import urlsplit
 
 from qim.errors import ErrorCode, QimError
 
@@ -139,7 +140,15 @@ class ApplyResult:
 
 
 def canonical_endpoint(endpoint: str) -> str:
-    """'Host:Port' -> 'host:port' (lowercase host, IPv6 in brackets); ValueError if no port."""
+    """'Host:Port' -> 'host:port' (lowercase host, IPv6 in brackets); a WebSocket URI
+    'WSS://Host:Port/path' -> 'wss://host:port/path' (the default port made explicit);
+    ValueError if no port or not one of these forms."""
+    if "://" in endpoint:
+        parts = urlsplit(endpoint.strip())
+        if parts.scheme.lower() not in ("ws", "wss") or not parts.hostname:
+            raise ValueError(f"bad endpoint {endpoint!r}: expected host:port, ws:// or wss://")
+        ws_port = parts.port or (443 if parts.scheme.lower() == "wss" else 80)
+        return f"{parts.scheme.lower()}://{canonical_endpoint(f'[{parts.hostname}]:{ws_port}')}{parts.path or '/'}"
     host, sep, port = endpoint.strip().rpartition(":")
     host = host.strip("[]").lower()
     if not sep or not host or not port.isdigit():

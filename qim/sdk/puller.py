@@ -4,8 +4,11 @@
   explicit pull_mailbox(), the connect-time sync) sets a dirty mark; a running pull
   loops again while the mark is set, so a request that arrives during any state of
   the runtime (syncing, a pull in flight) is honoured.
-- A push is only a wake-up: its entries may carry references instead of bodies, so
-  nothing from a push reaches the store or the app; MAILBOX_BATCH does.
+- A push is only a wake-up: nothing from a push reaches the store or the app;
+  MAILBOX_BATCH does. A push is a position (lane, mailbox_seq; docs/decisions/0029):
+  one at or below this device's cursor on that lane asks for nothing (the entries are
+  applied already), also when it arrives during a pull that brings it; one without a
+  position (a wake-up) or above the cursor pulls.
 - Transient ERRORs (UNAVAILABLE, RATE_LIMITED, MAILBOX_DIRTY) are retried with bounded
   exponential backoff (qim/sdk/retry.py); CURSOR_EXPIRED runs REBUILD; other errors
   surface (and a background pull that fails tells the app SyncFailed).
@@ -50,6 +53,9 @@ class Puller:
         self.page_bytes = PAGE_START_BYTES
         self._task: Optional[asyncio.Task] = None
         self._dirty = False
+        # (lane, last applied mailbox_seq) as committed to the store, None while unknown
+        self.position: Optional[tuple[int, int]] = None
+        self._wanted: Optional[tuple[int, int]] = None  # the highest position pushed since the last pull began
 
     def wake(self) -> None:
         """A notification (PUSH_EVENTS): pull soon. Never awaits and is never lost: a
@@ -58,6 +64,33 @@ class Puller:
         conn = self._rt._conn
         if (self._task is None or self._task.done()) and conn is not None and conn.is_open:
             self._start()
+
+    def notify(self, push: mailbox_pb2.PushEvents) -> None:
+        """A PUSH_EVENTS frame: nothing when this device's cursor already covers its
+        position (counted in stats["pushes_skipped"]), else pull soon (as `wake`, but a
+        pull already running that brings the position does not run again for it)."""
+        if not push.mailbox_seq:  # a wake-up without a position
+            self.wake()
+            return
+        if self._covered(push.lane, push.mailbox_seq):
+            stats = self._rt.stats
+            stats["pushes_skipped"] = stats.get("pushes_skipped", 0) + 1
+            return
+        wanted = self._wanted
+        if wanted is None or wanted[0] != push.lane or wanted[1] < push.mailbox_seq:
+            self._wanted = (push.lane, push.mailbox_seq)
+        conn = self._rt._conn
+        if (self._task is None or self._task.done()) and conn is not None and conn.is_open:
+            self._start()
+
+    def _covered(self, lane: int, seq: int) -> bool:
+        pos = self.position
+        return pos is not None and pos[0] == lane and seq <= pos[1]
+
+    def _behind(self) -> bool:
+        """A pushed position the store does not cover yet (consumed: one pull per push)."""
+        wanted, self._wanted = self._wanted, None
+        return wanted is not None and not self._covered(*wanted)
 
     async def pull(self) -> None:
         """Pull until has_more is false, joining a running pull (it runs again).
@@ -88,7 +121,7 @@ class Puller:
         self._rt._emit(ev.SyncFailed(code, str(exc)))
 
     async def _loop(self) -> None:
-        while self._dirty:
+        while self._dirty or self._behind():
             self._dirty = False
             while await self._page():
                 pass
@@ -99,6 +132,7 @@ class Puller:
         if conn is None or not conn.is_open:
             raise NotConnected("no connection")
         cursor = await rt.store.run(rt.store.cursor)
+        self.position = (cursor[0], cursor[2]) if cursor else None
 
         async def attempt() -> tuple[int, bytes]:
             req = mailbox_pb2.PullMailbox(cursor=cursor[2] if cursor else 0, max_entries=MAILBOX_PAGE_MAX_ENTRIES,
@@ -121,6 +155,7 @@ class Puller:
         batch = mailbox_pb2.MailboxBatch.FromString(body)
         await self.apply(rt.store.apply_mailbox_batch, list(batch.entries), batch.next_cursor, batch.lane,
                          batch.shard_epoch)
+        self.position = (batch.lane, batch.next_cursor)  # committed: the store holds it
         return batch.has_more
 
     async def apply(self, fn: Callable[..., ApplyResult], *args: Any) -> ApplyResult:
@@ -140,6 +175,7 @@ class Puller:
         """REBUILD (session list → history of every conversation → cursor from 0) on
         `conn`, transient errors retried; tells the app what changed, page by page."""
         rt = self._rt
+        self.position = None  # the cursor restarts from 0
 
         async def call(opcode: int, body: bytes) -> tuple[int, bytes]:
             return await with_retry(lambda: conn.request_probed(opcode, body, rt.ack_deadline_s, rt.probe_s),

@@ -334,10 +334,10 @@ class ClientRuntime:
         await self._puller.pull()
 
     def _on_push(self, push: mailbox_pb2.PushEvents) -> None:
-        """PUSH_EVENTS are a wake-up only: their entries may carry a reference instead of
-        the body, so nothing of them is stored or told (issue 10 fault 1)."""
+        """PUSH_EVENTS are a wake-up only, and a position: nothing of them is stored or
+        told (issue 10 fault 1); one the cursor covers asks for no pull (puller.py)."""
         self.stats["pushes"] += 1
-        self._puller.wake()
+        self._puller.notify(push)
 
     def _after_apply(self, result: ApplyResult, read_source: str = "local") -> None:
         """Only after the SQLite commit: events and pending resolution (seed 000 §362;

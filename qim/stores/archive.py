@@ -1,4 +1,4 @@
-"""Interfaces of the archive tier (issue 14; DESIGN.md §5 step 7, §8; seed 000 ADR-0018,
+"""Interfaces of the archive tier (docs/decisions/0023-archive-tier.md; DESIGN.md §5 step 7, §8; seed 000 ADR-0018,
 seed 004 §3; docs/decisions/0023-archive-tier.md).
 
 Three stores besides the MessageStore read side (qim/stores/messages.py):
@@ -22,8 +22,8 @@ from typing import NamedTuple, Optional, Protocol, Sequence
 
 from qim.proto.v1 import message_pb2
 from qim.stores.intervals import Interval
-from qim.stores.messages import MessageRef, StoredMessage, TailQuery
-from qim.stores.sessions import Checkpoint
+from qim.stores.messages import MessageRef, TailQuery, VersionedRecord
+from qim.stores.sessions import Checkpoint, FirstSeen
 
 
 @dataclass
@@ -80,18 +80,6 @@ class ArchiveStore(Protocol):
                            seqs: Sequence[int]) -> dict[int, Optional[message_pb2.MessageRecord]]:
         """The history index's whole record at each seq (None when absent; the audit)."""
         ...
-
-
-class FirstSeen(NamedTuple):
-    """A conversation in a user's set: kind (1 direct, 2 group), the direct peer (0 when
-    unknown or a group) and when it was first registered (created_at_ms of that message)."""
-
-    tenant: int
-    user: int
-    conversation_id: bytes
-    kind: int
-    peer: int
-    first_seen_at_ms: int
 
 
 class ConversationStateStore(Protocol):
@@ -241,7 +229,7 @@ class HotHistory(Protocol):
         """Hot tails of a session page."""
         ...
 
-    async def get(self, tenant: int, conversation_id: bytes, message_id: bytes) -> Optional[StoredMessage]:
+    async def get(self, tenant: int, conversation_id: bytes, message_id: bytes) -> Optional[VersionedRecord]:
         """The record in Redis (None when trimmed or absent)."""
         ...
 

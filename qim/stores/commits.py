@@ -11,7 +11,7 @@ group change and the state change (recall/delete) add their own writes to the sa
 operation. All validation happens before the sequence is taken.
 
 Errors: StoreUnavailable; Conflict, Forbidden, NotFound (group change: no such group),
-MembershipChanged, RecordChanged, ClockBehind(message_id), PreviousNotSequenced from the
+MembershipMoved, RecordChanged, ClockBehind(message_id), PreviousNotSequenced from the
 reserving calls; NotFound / NotRecorded from `mark_committed`.
 """
 
@@ -40,6 +40,8 @@ class Reservation:
     without conversation_seq (the store appends it: qim/wire/outbox.stored_record);
     `audience`: the serialized OutboxRecord without its record (opaque to the store);
     `split`: fault-injection mode, stop at RESERVED (the record step is `record`);
+    no time of the caller's clock: the store stamps the in-flight index with its own
+    (docs/decisions/0028);
     `writer_token`: owner of this process's reservations in the unpublished index;
     `list_older`: list every older unpublished commit even when only this writer has
     some; `previous`: cmid of the device's previous send ("" = none)."""
@@ -50,7 +52,6 @@ class Reservation:
     created_at_ms: int
     record_prefix: bytes
     audience: bytes
-    now_ms: int
     writer_token: str
     split: bool = False
     list_older: bool = False
@@ -61,7 +62,7 @@ class Reservation:
 @dataclass(frozen=True)
 class GroupSendCheck:
     """A group send: `actor` must be a current member and `version` still the group's
-    membership_version (else Forbidden / MembershipChanged)."""
+    membership_version (else Forbidden / MembershipMoved)."""
 
     version: int
     actor: int
@@ -70,7 +71,7 @@ class GroupSendCheck:
 @dataclass
 class GroupChange:
     """A membership change (DESIGN.md §7): `op` "create" (Conflict when the group exists)
-    or "edit" (NotFound without a group, MembershipChanged when `expected_version` moved).
+    or "edit" (NotFound without a group, MembershipMoved when `expected_version` moved).
     The message's seq J gives joiners joined_at = J-1 (0 on create) and leavers left_at =
     J; a member keeps at most `intervals_kept` intervals; `members_after` is stored as the
     immutable snapshot of the new version for `snapshot_ttl_s`."""
@@ -169,16 +170,17 @@ class CommitStore(Protocol):
         """Reserve a recall/delete CONTROL message and rewrite the target."""
         ...
 
-    async def record(self, ref: CommitRef, message_id: bytes, now_ms: int) -> str:
+    async def record(self, ref: CommitRef, message_id: bytes) -> str:
         """RESERVED → RECORDED (split mode; idempotent) of the commit reserving
         `message_id`: the state after the call.
         NotFound when the commit vanished."""
         ...
 
-    async def mark_committed(self, ref: CommitRef, outbox_offset: int, now_ms: int, ttl_ms: int) -> Committed:
+    async def mark_committed(self, ref: CommitRef, outbox_offset: int, ttl_ms: int) -> Committed:
         """The Outbox record is durable: COMMITTED, shrink to the ACK coordinates, expire
-        at now + ttl, leave the in-flight and unpublished indexes (idempotent). NotFound
-        when the commit vanished, NotRecorded while RESERVED."""
+        `ttl_ms` from now by the store's clock (relative: never an absolute time of the
+        caller's clock, docs/decisions/0028), leave the in-flight and unpublished indexes
+        (idempotent). NotFound when the commit vanished, NotRecorded while RESERVED."""
         ...
 
     async def load(self, refs: Sequence[CommitRef]) -> list[Optional[LoadedCommit]]:
@@ -191,9 +193,11 @@ class CommitStore(Protocol):
         ascending, at most `limit`."""
         ...
 
-    async def stale(self, updated_before_ms: int, per_bucket: int) -> StaleScan:
-        """In-flight commits not updated since `updated_before_ms` (at most `per_bucket`
-        per commit bucket); entries whose commit vanished are removed from the index."""
+    async def stale(self, older_than_ms: int, per_bucket: int) -> StaleScan:
+        """In-flight commits not updated for `older_than_ms` by the store's own clock (at
+        most `per_bucket` per commit bucket; the age of a commit reserved by a writer
+        whose clock is off is still its real age); entries whose commit vanished are
+        removed from the index."""
         ...
 
     async def reply_of(self, ref: CommitRef) -> Optional[CommitReply]:

@@ -1,4 +1,4 @@
-"""Typed errors of the storage layer (issue 11; docs/decisions/0019-storage-layer.md).
+"""Typed errors of the storage layer (docs/decisions/0019-storage-layer.md).
 
 Every store backend raises only these (and qim.errors.MailboxDirty): the Redis backend
 maps redis-py exceptions and `QIM_<REASON>` script replies to them through ONE table at
@@ -19,7 +19,7 @@ from typing import Optional
 from qim.errors import EngineError, ErrorCode, RequestError
 
 
-class StoreError(RequestError):
+class StorageError(RequestError):
     """Root of the storage errors; `code` is the class's wire code, `reason` the
     backend's name for a refusal when it has one."""
 
@@ -30,54 +30,54 @@ class StoreError(RequestError):
         super().__init__(type(self).code, message)
 
 
-class StoreUnavailable(StoreError, EngineError):
+class StoreUnavailable(StorageError, EngineError):
     """The backend cannot be reached or refuses work for now (connection refused or lost,
     timeout, Redis LOADING, out of memory): retry later. Nothing was lost."""
 
     code = ErrorCode.UNAVAILABLE
 
 
-class StoreCorrupt(StoreError):
+class StoreCorrupt(StorageError):
     """Stored data is missing where it must exist or does not decode (a record behind a
     history index entry, a member interval, a snapshot, a checkpoint field)."""
 
     code = ErrorCode.INTERNAL
 
 
-class Conflict(StoreError):
+class Conflict(StorageError):
     """The write conflicts with what is stored: a client_message_id reused with other
     content, a group that already exists (DESIGN.md §5.2, §7)."""
 
     code = ErrorCode.CONFLICT
 
 
-class Forbidden(StoreError):
+class Forbidden(StorageError):
     """The actor may not do this (not a current member of the group)."""
 
     code = ErrorCode.FORBIDDEN
 
 
-class NotFound(StoreError):
+class NotFound(StorageError):
     """The addressed entity does not exist (a group, a commit state that vanished)."""
 
     code = ErrorCode.NOT_FOUND
 
 
-class MembershipChanged(StoreError):
+class MembershipMoved(StorageError):
     """The group's membership_version moved between the caller's read and its write: plan
     again from fresh reads (bounded by the caller)."""
 
     code = ErrorCode.UNAVAILABLE
 
 
-class RecordChanged(StoreError):
+class RecordChanged(StorageError):
     """The target record changed between the caller's read and its conditional write
     (recall/delete): read again (bounded by the caller)."""
 
     code = ErrorCode.UNAVAILABLE
 
 
-class ClockBehind(StoreError):
+class ClockBehind(StorageError):
     """A reservation's message_id is below the conversation's newest one: `message_id`
     (16 bytes) is that newest id; the writer's HLC observes it and issues a newer id
     (docs/decisions/0017)."""
@@ -89,33 +89,33 @@ class ClockBehind(StoreError):
         self.message_id = message_id
 
 
-class PreviousNotSequenced(StoreError):
+class PreviousNotSequenced(StorageError):
     """SendMessage.previous_client_message_id names a send that holds no commit state yet:
     the client retries with the same cmid (docs/decisions/0017)."""
 
     code = ErrorCode.UNAVAILABLE
 
 
-class NotRecorded(StoreError):
+class NotRecorded(StorageError):
     """A commit is still RESERVED (split mode) where RECORDED was required."""
 
     code = ErrorCode.UNAVAILABLE
 
 
-class LeaseLost(StoreError):
+class LeaseLost(StorageError):
     """Another process holds the lease (writer_id, HLC window): stop issuing ids."""
 
     code = ErrorCode.UNAVAILABLE
 
 
-class CheckpointConflict(StoreError):
+class CheckpointConflict(StorageError):
     """A compare-and-set of a consumer checkpoint found other values (another owner, or
     a rebinding under us): fail closed unless the stored values prove our own write."""
 
     code = ErrorCode.UNAVAILABLE
 
 
-class NotOwner(StoreError):
+class NotOwner(StorageError):
     """A shard owner's write carried a stale owner_epoch: a newer owner fenced the shard
     (docs/decisions/0028-scale-leases-and-fencing.md). The writer must stop serving that
     shard at once; nothing was written. `shard`: the refused shard when a call covered

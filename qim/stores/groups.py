@@ -9,7 +9,7 @@ DispatchProgress windows; the fanout plans a group message from exactly its vers
 
 Snapshot stored form (`encode_members` / `decode_members`, every backend): the smaller
 of (1) the members as u64 big-endian, ascending (also every snapshot written before
-issue 11; its first byte is < 0x80 because ids have bit 63 clear) and (2) 0xFF followed
+docs/decisions/0019; its first byte is < 0x80 because ids have bit 63 clear) and (2) 0xFF followed
 by the portable serialization of a 64-bit roaring bitmap (pyroaring BitMap64). Dense
 ids (sequential allocation) shrink to bytes; random ids stay at most 8 bytes a member.
 
@@ -86,7 +86,7 @@ class MemberView(NamedTuple):
 
 
 class GroupSendView(NamedTuple):
-    """What a group send is planned from (issue 12: O(1), never the member list): the
+    """What a group send is planned from (O(1), never the member list: no per-send cost that grows with the group): the
     membership_version (None: no such group), the current member count, and the
     sender's own intervals (None: never a member)."""
 

@@ -75,7 +75,7 @@ def latest(intervals: Sequence[Interval]) -> Interval:
 
 
 def clip(intervals: Sequence[Interval], floor: int) -> tuple[Interval, ...]:
-    """The parts of `intervals` at or below `floor` (issue 14: what the archive serves
+    """The parts of `intervals` at or below `floor` (the archive tier, docs/decisions/0023: what the archive serves
     below a conversation's hot floor); empty when floor is 0."""
     out = []
     for lo, hi in intervals:

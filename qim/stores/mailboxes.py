@@ -95,7 +95,8 @@ class MailboxStore(Protocol):
 
     async def trim_and_days(self, tenant: int, user_id: int, now_ms: Optional[int] = None) -> Retained:
         """Remove the day buckets whose whole day is past the retention (raising the trim
-        boundary) and return what is retained at `now_ms` (default: the wall clock)."""
+        boundary) and return what is retained at `now_ms` (default: the store's own
+        clock, the one that expires the buckets)."""
         ...
 
     async def trim_entries(self, tenant: int, user_id: int, day: int, members: Sequence[tuple[bytes, int]]) -> int:

@@ -45,7 +45,7 @@ class MessageRef(NamedTuple):
 
 
 @dataclass
-class StoredMessage:
+class VersionedRecord:
     """A record as stored and an opaque `version` of exactly those bytes: a conditional
     rewrite (recall/delete) names it and fails with RecordChanged when it moved."""
 
@@ -101,7 +101,7 @@ class Tail:
 class MessageStore(Protocol):
     """Read side of MessageStore. Tenants are u128 ints, ids 16-byte strings."""
 
-    async def get(self, tenant: int, conversation_id: bytes, message_id: bytes) -> Optional[StoredMessage]:
+    async def get(self, tenant: int, conversation_id: bytes, message_id: bytes) -> Optional[VersionedRecord]:
         """The record and its version; None when absent. StoreCorrupt when it does not decode."""
         ...
 

@@ -1,7 +1,7 @@
 """ShardRegistry: the one authority on which node owns which shard (DESIGN.md §2, §13;
 docs/decisions/0028-scale-leases-and-fencing.md).
 
-Nodes of one kind ("mailbox", "session", "fanout", "archiver", "gateway") each hold a
+Nodes of one kind (a service of qim/topology.py whose row names `leases`) each hold a
 node lease under their node id, and own shards of their kind (MailboxShards, session
 shards, Outbox partitions) through shard leases. Every lease expires by the registry's
 own clock (Redis TIME) unless renewed; a node's heartbeat renews its node lease and
@@ -28,9 +28,6 @@ from dataclasses import dataclass, field
 from typing import Optional, Protocol, Sequence
 
 from qim.errors import ConfigError
-
-KINDS = ("mailbox", "session", "fanout", "archiver", "gateway")
-
 
 @dataclass(frozen=True)
 class NodeInfo:

@@ -26,10 +26,7 @@ without its offset.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple, Optional, Protocol, Sequence
-
-if TYPE_CHECKING:
-    from qim.stores.archive import FirstSeen
+from typing import NamedTuple, Optional, Protocol, Sequence
 
 
 class Registration(NamedTuple):
@@ -43,6 +40,19 @@ class Registration(NamedTuple):
     created_at_ms: int
     own_seq: int
     peer: int
+
+
+class FirstSeen(NamedTuple):
+    """A conversation in a user's set, as the archive tier's ConversationStateStore
+    keeps it (user_conversation_state): kind (1 direct, 2 group), the direct peer (0 when
+    unknown or a group) and when it was first registered (created_at_ms of that message)."""
+
+    tenant: int
+    user: int
+    conversation_id: bytes
+    kind: int
+    peer: int
+    first_seen_at_ms: int
 
 
 @dataclass
@@ -80,12 +90,12 @@ class SessionStore(Protocol):
         """The recorded direct peer of each conversation (0 when unknown)."""
         ...
 
-    async def pending_first(self, limit: int) -> list["FirstSeen"]:
-        """First registrations waiting for CQL user_conversation_state (issue 14; queued
+    async def pending_first(self, limit: int) -> list[FirstSeen]:
+        """First registrations waiting for CQL user_conversation_state (the archive tier, docs/decisions/0023; queued
         by `register` only when the archive tier is configured), oldest first."""
         ...
 
-    async def done_first(self, rows: Sequence["FirstSeen"]) -> None:
+    async def done_first(self, rows: Sequence[FirstSeen]) -> None:
         """Drop rows of `pending_first` once they are in CQL."""
         ...
 

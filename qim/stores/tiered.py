@@ -1,5 +1,5 @@
 """TieredMessageStore: one MessageStore over the hot tier (Redis) and the archive (CQL)
-(issue 14; seed 000 ADR-0018: "seq <= floor reads Scylla, above it Redis; with floor 0
+(docs/decisions/0023-archive-tier.md; seed 000 ADR-0018: "seq <= floor reads Scylla, above it Redis; with floor 0
 exactly as Redis alone"; seed 004 §3; docs/decisions/0023-archive-tier.md).
 
 Each conversation has a hot floor: the highest conversation_seq the trimmer removed
@@ -29,9 +29,9 @@ from qim.stores.messages import (
     HistoryPage,
     MessageRef,
     MessageStore,
-    StoredMessage,
     Tail,
     TailQuery,
+    VersionedRecord,
     budget_page,
 )
 
@@ -127,7 +127,7 @@ class TieredMessageStore:
             out.append(Tail(_overlaid([head], h.pending)[0], rows))
         return out
 
-    async def get(self, tenant: int, conversation_id: bytes, message_id: bytes) -> Optional[StoredMessage]:
+    async def get(self, tenant: int, conversation_id: bytes, message_id: bytes) -> Optional[VersionedRecord]:
         """MessageStore.get: Redis, else the archive with the Redis state overlaid."""
         stored = await self.hot.get(tenant, conversation_id, message_id)
         if stored is not None:

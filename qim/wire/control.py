@@ -1,6 +1,7 @@
-"""CONTROL message bodies read outside the writer (issue 14): the recall/delete a CONTROL
-record announces (the HistoryArchiver applies it to the archived target; the archive
-audit expects it there), and a message's created_at from its id. Pure codec."""
+"""CONTROL message bodies (a ControlEvent: membership change or recall/delete): the one
+decoder (`control_event`), the recall/delete a CONTROL record announces (the
+HistoryArchiver applies it to the archived target; the archive audit expects it there;
+docs/decisions/0023), and a message's created_at from its id. Pure codec."""
 
 from __future__ import annotations
 
@@ -12,16 +13,22 @@ from qim.consts import MESSAGE_TYPE_CONTROL
 from qim.proto.v1 import message_pb2
 
 
+def control_event(body: bytes) -> Optional[message_pb2.ControlEvent]:
+    """The ControlEvent of a CONTROL body (b"" is an empty event), None when it does not
+    parse: the caller decides whether that is corruption or a notice to skip."""
+    try:
+        return message_pb2.ControlEvent.FromString(body)
+    except DecodeError:
+        return None
+
+
 def state_change_of(rec: message_pb2.MessageRecord) -> Optional[message_pb2.MessageStateChange]:
     """The recall/delete a CONTROL record announces (ControlEvent.state_change), None for
     any other record (another CONTROL body, a message of another type)."""
     if rec.message_type != MESSAGE_TYPE_CONTROL or rec.state != message_pb2.MESSAGE_STATE_NORMAL:
         return None
-    try:
-        event = message_pb2.ControlEvent.FromString(rec.body)
-    except DecodeError:
-        return None
-    if event.WhichOneof("event") != "state_change":
+    event = control_event(rec.body)
+    if event is None or event.WhichOneof("event") != "state_change":
         return None
     return event.state_change
 

@@ -1,4 +1,4 @@
-"""Development tokens: signed JWTs from the development key (issue 15; qim/wire/tokens.py).
+"""Development tokens: signed JWTs from the development key (docs/decisions/0021; qim/wire/tokens.py).
 
 Used by `qimctl token`, qim-loadgen, qim-desktop, the SDK examples and the tests. The
 development stack generates one Ed25519 key per stack directory (qim/dev/devkeys.py):

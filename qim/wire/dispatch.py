@@ -22,6 +22,7 @@ from typing import Optional
 
 import blake3
 
+from qim._core.types import MessageCoord
 from qim.consts import MAX_CUSTOM_TYPE_BYTES, MAX_MESSAGE_BODY
 
 VERSION = 1
@@ -35,19 +36,15 @@ class DispatchDecodeError(ValueError):
 
 @dataclass(frozen=True)
 class Dispatch:
-    """A decoded dispatch; `body` is None when the entries reference the message."""
+    """A decoded dispatch: the message's coordinate (qim._core.types.MessageCoord), its
+    target shard and recipients, the sender's client_message_id; `body` is None when the
+    entries reference the message."""
 
     tenant: int
     dispatch_id: bytes
-    message_id: bytes
-    conversation_id: bytes
-    conversation_seq: int
-    sender_id: int
-    created_at_ms: int
-    message_type: int
+    coord: MessageCoord
     target_shard: int
     client_message_id: bytes
-    custom_type: bytes
     recipients: tuple[int, ...]
     body: Optional[bytes]
     event_type: int = 1  # EventType.MESSAGE
@@ -56,12 +53,13 @@ class Dispatch:
         """Canonical bytes. ValueError when recipients are not ascending and distinct."""
         if list(self.recipients) != sorted(set(self.recipients)) or not self.recipients:
             raise ValueError("recipients must be non-empty, ascending and distinct")
-        head = _HEAD.pack(VERSION, self.tenant.to_bytes(16, "big"), self.dispatch_id, self.message_id,
-                          self.conversation_id, self.conversation_seq, self.sender_id, self.created_at_ms,
-                          self.message_type, self.event_type, self.target_shard,
+        c = self.coord
+        head = _HEAD.pack(VERSION, self.tenant.to_bytes(16, "big"), self.dispatch_id, c.message_id,
+                          c.conversation_id, c.conversation_seq, c.sender_id, c.created_at_ms,
+                          c.message_type, self.event_type, self.target_shard,
                           FLAG_INLINE if self.body is not None else 0,
-                          self.client_message_id, len(self.custom_type))
-        parts = [head, self.custom_type, struct.pack(">I", len(self.recipients)),
+                          self.client_message_id, len(c.custom_type))
+        parts = [head, c.custom_type, struct.pack(">I", len(self.recipients)),
                  struct.pack(f">{len(self.recipients)}Q", *self.recipients)]
         if self.body is not None:
             parts += [struct.pack(">I", len(self.body)), self.body]
@@ -103,6 +101,6 @@ def decode(data: bytes) -> Dispatch:
         raise DispatchDecodeError("trailing or missing bytes")
     if count == 0 or list(recipients) != sorted(set(recipients)):
         raise DispatchDecodeError("recipients must be non-empty, ascending and distinct")
-    return Dispatch(int.from_bytes(tenant, "big"), dispatch_id, message_id, conversation_id, cseq, sender, created,
-                    mtype, shard, cmid, bytes(custom_type), tuple(recipients), None if body is None else bytes(body),
-                    event_type)
+    coord = MessageCoord(message_id, conversation_id, cseq, sender, created, mtype, bytes(custom_type))
+    return Dispatch(int.from_bytes(tenant, "big"), dispatch_id, coord, shard, cmid, tuple(recipients),
+                    None if body is None else bytes(body), event_type)

@@ -2,11 +2,14 @@
 or an ERROR frame with its request_id"): the one encode/decode pair, used by the
 gateway (to clients), the RPC server and client (between services) and qimctl.
 
-`RemoteError` is what a caller raises for an ERROR reply. It carries no opcode on
-purpose: whoever re-raises it to a client builds the body with the client's own request
-opcode (issue 10, fault 8)."""
+`decode_error` is the one decoder of an ERROR body. `RemoteError` is what a caller
+raises for an ERROR reply. It carries no opcode on purpose: whoever re-raises it to a
+client builds the body with the client's own request opcode, so a client never sees
+the internal opcode of the hop that failed (docs/protocol.md ERROR)."""
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from qim.errors import ErrorCode, RequestError
 from qim.proto.v1 import common_pb2
@@ -23,12 +26,31 @@ class RemoteError(RequestError):
     """The peer answered with an ERROR frame: `code` and `message` are the peer's."""
 
 
-def parse_error(body: bytes) -> RemoteError:
-    """RemoteError from an ERROR body (INTERNAL when the body itself is unreadable or
-    names an unknown code: a peer bug must still surface as an error, never vanish)."""
+class ErrorBody(NamedTuple):
+    """A decoded ERROR body: the code, the message (safe to show), the opcode of the
+    request it answers (0 = not named) and the RATE_LIMITED retry hint (0 = none)."""
+
+    code: ErrorCode
+    message: str
+    request_opcode: int = 0
+    retry_after_ms: int = 0
+
+
+UNREADABLE = ErrorBody(ErrorCode.INTERNAL, "unreadable ERROR body")
+
+
+def decode_error(body: bytes) -> ErrorBody:
+    """The ERROR body's fields; UNREADABLE (INTERNAL) when the body itself does not parse
+    or names an unknown code: a peer bug must still surface as an error, never vanish."""
     err = common_pb2.Error()
     try:
         err.ParseFromString(body)
-        return RemoteError(ErrorCode(err.code), err.message)
+        return ErrorBody(ErrorCode(err.code), err.message, err.request_opcode, err.retry_after_ms)
     except Exception:  # noqa: BLE001 — DecodeError or an unknown ErrorCode value
-        return RemoteError(ErrorCode.INTERNAL, "unreadable ERROR body")
+        return UNREADABLE
+
+
+def parse_error(body: bytes) -> RemoteError:
+    """RemoteError from an ERROR body (decode_error's code and message)."""
+    err = decode_error(body)
+    return RemoteError(err.code, err.message)

@@ -1,5 +1,5 @@
 """Signed, expiring AUTH tokens: JWT (PyJWT) over Ed25519 (EdDSA) or P-256 (ES256) keys
-(issue 15; docs/protocol.md "Auth.token"; docs/operations.md "Tokens and keys").
+(docs/decisions/0021; docs/protocol.md "Auth.token"; docs/operations.md "Tokens and keys").
 
 A token names one device: header `{"alg": "EdDSA"|"ES256", "kid": KID, "typ": "JWT"}`,
 claims `iss`, `aud` (the deployment's audience, QIM_TOKEN_AUDIENCE), `sub` (user id,

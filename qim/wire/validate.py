@@ -1,7 +1,7 @@
 """Validation of a send before anything is reserved (DESIGN.md §4 gateway validation,
 §5.2 "all validation happens before INCR").
 
-The one definition (issue 11), shared by the gateway (first line), the writer (which
+The one definition (docs/decisions/0019), shared by the gateway (first line), the writer (which
 re-authorises from the actor the gateway attached) and SessionProjection. Raises
 RequestError with the wire code; never truncates.
 """

@@ -62,7 +62,7 @@ def gateway_env(redis_addr: str = "127.0.0.1:1", **extra: str) -> dict[str, str]
 
 
 def start_gateway(env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "qim.app.gateway"], env=env, cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-m", "qim.app", "gateway"], env=env, cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -170,8 +170,8 @@ def test_without_the_server_extra_a_service_names_the_pip_command():
     blocked = "redis", "hiredis", "confluent_kafka", "prometheus_client", "pyroaring", "numpy"
     code = ("import sys\n"
             f"for m in {blocked!r}: sys.modules[m] = None\n"
-            "from qim.app.writer import main\n"
-            "main()\n")
+            "from qim.app.main import main\n"
+            "main('writer')\n")
     proc = subprocess.run([sys.executable, "-c", code], env=gateway_env(), cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 4, proc.stderr

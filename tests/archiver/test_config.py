@@ -1,4 +1,4 @@
-"""Archive tier configuration (qim/config_tier.py; DESIGN.md §11: invalid values stop the
+"""Archive tier configuration (qim/config/tier.py; DESIGN.md §11: invalid values stop the
 process at start naming the variable). Pure logic over a dict."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from qim.config import CommonConfig, Env
-from qim.config_tier import ArchiverConfig
+from qim.config.archiver import ArchiverConfig
 from qim.errors import ConfigError
 
 BASE = {"QIM_REDIS_ADDR": "127.0.0.1:6379", "QIM_KAFKA_BOOTSTRAP": "127.0.0.1:9092"}

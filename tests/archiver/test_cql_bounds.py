@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from qim.config_tier import ScyllaConfig
+from qim.config.tier import ScyllaConfig
 from qim.consts import CQL_READ_CONCURRENCY
 from qim.stores.cql.archive import CqlArchive
 from qim.stores.cql.messages import CqlMessageStore

@@ -7,7 +7,7 @@ import pytest
 
 from qim.consts import DAY_MS, MESSAGE_TYPE_CONTROL, U63_MAX
 from qim.proto.v1 import internal_pb2, message_pb2
-from qim.services.archiver.plan import PlanError, plan, records_of
+from qim.services.archiver.plan import ArchivePlanError, plan, records_of
 from qim.stores.retention import check_class, retention_ms, ttl_seconds
 from qim.wire.outbox import encode
 
@@ -58,7 +58,7 @@ def test_expired_messages_are_counted_not_written_and_compliance_hold_never_expi
 def test_a_message_twice_is_written_once_and_one_seq_with_two_messages_stops():
     a = rec(1)
     assert len(plan([a, a], {}, 30, NOW)[3].records) == 1
-    with pytest.raises(PlanError, match="two messages"):
+    with pytest.raises(ArchivePlanError, match="two messages"):
         plan([a, rec(1, mid=b"\x02" * 16)], {}, 30, NOW)
 
 
@@ -70,15 +70,15 @@ def test_tenants_are_planned_apart():
 def test_outbox_values_that_must_not_be_archived_stop_the_batch():
     good = encode(internal_pb2.OutboxRecord(shard_count=8).SerializeToString(), rec(1).SerializeToString())
     assert records_of([good]) == [rec(1)]
-    with pytest.raises(PlanError, match="record 1 of the batch"):
+    with pytest.raises(ArchivePlanError, match="record 1 of the batch"):
         records_of([good, b"\xff\xff\xff"])
     short = rec(1)
     short.conversation_id = b"\x01" * 3
-    with pytest.raises(PlanError, match="wrong length"):
+    with pytest.raises(ArchivePlanError, match="wrong length"):
         records_of([encode(b"", short.SerializeToString())])
     big = rec(1)
     big.sender_id = U63_MAX + 1
-    with pytest.raises(PlanError, match="bit 63"):
+    with pytest.raises(ArchivePlanError, match="bit 63"):
         records_of([encode(b"", big.SerializeToString())])
 
 

@@ -29,6 +29,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartiti
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from qim._core import ids
+from qim._core.types import MessageCoord
 from qim.proto.v1 import internal_pb2, message_pb2
 from qim.protocol import Opcode
 from qim.services.audit import audit
@@ -62,12 +63,13 @@ def dispatches(ob: internal_pb2.OutboxRecord, **over) -> list[tuple[int, Dispatc
         by_shard.setdefault(ids.mailbox_shard(0, u, N), []).append(u)
     out = []
     for shard, users in sorted(by_shard.items()):
-        fields = dict(tenant=0, dispatch_id=ids.dispatch_id(m.message_id, shard), message_id=m.message_id,
-                      conversation_id=m.conversation_id, conversation_seq=m.conversation_seq,
-                      sender_id=m.sender_id, created_at_ms=m.created_at_ms, message_type=m.message_type,
-                      target_shard=shard, client_message_id=m.client_message_id, custom_type=m.custom_type,
+        fields = dict(tenant=0, dispatch_id=ids.dispatch_id(m.message_id, shard),
+                      coord=MessageCoord(m.message_id, m.conversation_id, m.conversation_seq, m.sender_id,
+                                         m.created_at_ms, m.message_type, m.custom_type)._replace(
+                          **{k: v for k, v in over.items() if k in MessageCoord._fields}),
+                      target_shard=shard, client_message_id=m.client_message_id,
                       recipients=tuple(sorted(users)), body=m.body if ob.inline_body else None)
-        fields.update(over)
+        fields.update({k: v for k, v in over.items() if k not in MessageCoord._fields})
         out.append((shard, Dispatch(**fields)))
     return out
 
@@ -170,7 +172,8 @@ def test_dispatch_in_another_partition_is_wrong_partition():
     nonzero_only(res, "wrong_partition", "committed_without_dispatch")  # its own shard lacks it
     # target_shard and partition agree, but the recipients live elsewhere
     q, d = dispatches(recs[0])[0]
-    moved = dataclasses.replace(d, target_shard=(q + 1) % N, dispatch_id=ids.dispatch_id(d.message_id, (q + 1) % N))
+    moved = dataclasses.replace(d, target_shard=(q + 1) % N,
+                                dispatch_id=ids.dispatch_id(d.coord.message_id, (q + 1) % N))
     res = audit(obx, dsp + [((q + 1) % N, 41, moved.encode())], N)
     assert res.wrong_partition == 1 and res.dispatch_without_commit == 0, res.counters_line()
     # recipients belong to the partition it sits in, but its target_shard names another

@@ -1,4 +1,4 @@
-"""Configuration from QIM_* variables (qim/config.py; DESIGN.md §11 "invalid values stop
+"""Configuration from QIM_* variables (qim/config/; DESIGN.md §11 "invalid values stop
 the process at start with a message naming the variable"). Pure logic over a dict."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from qim.config import Env, FanoutConfig, GatewayConfig, MailboxConfig, SessionConfig, WriterConfig
-from qim.consts import FANOUT_BATCH_DEFAULT, METRICS_PORTS, SHARD_LEASE_MS_DEFAULT
+from qim.consts import FANOUT_BATCH_DEFAULT, SHARD_LEASE_MS_DEFAULT
 from qim.errors import ConfigError
+from qim.topology import SERVICES
 from qim.wire.tokens import SigningKey
 
 _KEYS = tempfile.TemporaryDirectory()  # the gateway's token public keys; removed at exit
@@ -36,7 +37,7 @@ def refused(build, **kw: str) -> str:
 
 def test_defaults_are_the_design_defaults():
     gw = GatewayConfig.from_env(env())
-    assert gw.listen == "127.0.0.1:7100" and gw.metrics_listen == f"127.0.0.1:{METRICS_PORTS['gateway']}"
+    assert gw.listen == "127.0.0.1:7100" and gw.metrics_listen == f"127.0.0.1:{SERVICES['gateway'].metrics_port}"
     assert gw.common.shard_count == 64 and gw.common.tenant == 0 and not gw.common.allow_unsafe_dev
     assert FanoutConfig.from_env(env()).batch_size == FANOUT_BATCH_DEFAULT
     # shards are leased from the ShardRegistry (docs/decisions/0028): a node id, a lease

@@ -12,17 +12,21 @@ from tests.e2e.rawclient import sdk_transport
 from tests.sdk.realstack import Told
 
 
-async def client(stack, tmp_path, user: int, device: int = 1, *, name: str = "", **kw) -> Client:
+async def client(stack, tmp_path, user: int, device: int = 1, *, name: str = "", endpoint: str = "",
+                 **kw) -> Client:
     """A Client of `user` on `device` with a data directory of its own (name tells two
-    installs apart); `c.told` records every event in order."""
+    installs apart) at `endpoint` (default the stack's host:port; a ws:// or wss://
+    endpoint takes the WebSocket transport); `c.told` records every event in order."""
     token = issue_dev_token(stack.token_key, 0, user, device)
     told = Told()
     kw.setdefault("send_timeout", 30)
     kw.setdefault("event_queue", False)
     kw.setdefault("on_event", told)
-    for name, value in sdk_transport(stack).items():  # TLS with the stack's CA
-        kw.setdefault(name, value)
-    c = await Client.open(stack.gateway_addr, token, data_dir=str(tmp_path / f"data-{user}-{device}{name}"), **kw)
+    endpoint = endpoint or stack.gateway_addr
+    transport = {} if endpoint.startswith("ws://") else sdk_transport(stack)  # ws:// is plaintext by its scheme
+    for key, value in transport.items():  # TLS with the stack's CA
+        kw.setdefault(key, value)
+    c = await Client.open(endpoint, token, data_dir=str(tmp_path / f"data-{user}-{device}{name}"), **kw)
     c.told = told
     return c
 

@@ -22,7 +22,7 @@ from qim.net.rpc import RpcClient, parse_error
 from qim.net.tls import TlsContexts
 from qim.proto.v1 import internal_pb2, message_pb2
 from qim.protocol import Opcode
-from tests.e2e.rawclient import RawClient
+from tests.e2e.rawclient import RawClient, wait_for_entries
 from tests.e2e.sessionclient import entry_when, sessions
 from tests.e2e.test_groups import history
 from tests.fixtures import running_stack
@@ -107,3 +107,24 @@ async def test_a_writer_behind_another_does_not_write_older_times_into_a_convers
         pytest.fail(f"the writer behind refused instead of catching up: {exc}")
     assert second.conversation_seq > first.conversation_seq
     assert (second.created_at_ms, second.message_id) > (first.created_at_ms, first.message_id)
+
+
+async def test_a_writer_two_hours_ahead_of_the_broker_acknowledges_its_sends(two_writers):
+    """The writer stamps its Outbox records with its own clock, as librdkafka does with the
+    host's; with CreateTime topics Kafka 4 refused every record more than 1 h ahead of the
+    broker (message.timestamp.after.max.ms), so this writer committed nothing. QIM topics
+    are LogAppendTime: the broker's clock stamps them (docs/decisions/0028). Last in this
+    module: the stack's HLC high-water stays 2 h ahead afterwards."""
+    restart_writers(two_writers, ["writer2"], {"QIM_CLOCK_SKEW_MS": "7260000"})
+    sender, peer = random.getrandbits(40) + 1, random.getrandbits(40) + 1
+    ahead = two_writers.instance_env["writer2"]["QIM_WRITER_LISTEN"]
+    try:
+        first = await direct_send(two_writers, ahead, sender, peer, b"from a writer 2 h ahead")
+        again = await direct_send(two_writers, ahead, sender, peer, b"and a second one")
+    except RequestError as exc:
+        pytest.fail(f"the writer ahead could not commit: {exc}")
+    assert again.conversation_seq == first.conversation_seq + 1
+    client = await RawClient.login(two_writers, peer)
+    got = await wait_for_entries(client, 2)
+    assert [e.body for e in got] == [b"from a writer 2 h ahead", b"and a second one"]
+    await client.close()

@@ -19,6 +19,7 @@ from confluent_kafka import Producer
 
 from qim._core import ids
 from qim._core import mailbox_seq as mseq
+from qim._core.types import MessageCoord
 from qim.consts import DISPATCH_TOPIC
 from qim.errors import ErrorCode
 from qim.proto.v1 import mailbox_pb2
@@ -52,10 +53,9 @@ def inject(stack, d: Dispatch) -> int:
 def dispatch_for(user: int, created_at_ms: int, body: bytes, dispatch_id: bytes | None = None) -> Dispatch:
     shard = ids.mailbox_shard(0, user, SHARDS)
     mid = os.urandom(16)
-    return Dispatch(tenant=0, dispatch_id=dispatch_id or ids.dispatch_id(mid, shard), message_id=mid,
-                    conversation_id=ids.conversation_id_direct(0, user, user + 1), conversation_seq=1,
-                    sender_id=user + 1, created_at_ms=created_at_ms, message_type=1, target_shard=shard,
-                    client_message_id=os.urandom(16), custom_type=b"", recipients=(user,), body=body)
+    coord = MessageCoord(mid, ids.conversation_id_direct(0, user, user + 1), 1, user + 1, created_at_ms, 1, b"")
+    return Dispatch(tenant=0, dispatch_id=dispatch_id or ids.dispatch_id(mid, shard), coord=coord,
+                    target_shard=shard, client_message_id=os.urandom(16), recipients=(user,), body=body)
 
 
 async def pull(stack, user: int, cursor: int):

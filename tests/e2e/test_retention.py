@@ -68,5 +68,5 @@ async def test_short_retention_expires_cursors_and_a_zero_cursor_reads_what_is_r
 
 def test_a_bad_retention_stops_the_mailbox_at_start_naming_the_variable(short_stack):
     env = {**os.environ, **short_stack.env, **short_stack.instance_env["mailbox"], "QIM_MAILBOX_RETENTION_MS": "7d"}
-    proc = subprocess.run([sys.executable, "-m", "qim.app.mailbox"], env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "qim.app", "mailbox"], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "QIM_MAILBOX_RETENTION_MS" in proc.stderr, (proc.returncode, proc.stderr)

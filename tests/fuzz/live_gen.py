@@ -36,6 +36,7 @@ class Sequence:
     requests: list[tuple[int, int, bytes]]
     fault: bool
     authed: bool
+    chunks: tuple[bytes, ...] = ()  # `wire` chunk by chunk (the WebSocket target sends one per message)
 
 
 def _frames(d: Draw, ctx: Ctx, token_for: Callable[[int, int], str]) -> tuple[list[list[bytes]], bool]:
@@ -88,4 +89,4 @@ def sequence(d: Draw, token_for: Callable[[int, int], str]) -> Sequence:
             broken = True
             break
     # an unfinished tail is a fault too, at EOF
-    return Sequence(b"".join(chunks), requests, broken or not dec.at_boundary(), authed)
+    return Sequence(b"".join(chunks), requests, broken or not dec.at_boundary(), authed, tuple(chunks))

@@ -58,16 +58,18 @@ def live(seed: int, work: Path) -> tuple[int, int]:
     report = work / "live.json"
     report.unlink(missing_ok=True)
     env = dict(os.environ, PYTHONPATH=str(ROOT), QIM_FUZZ_LIVE_SEQUENCES=str(count), QIM_FUZZ_SEED=str(seed),
-               QIM_FUZZ_REPORT=str(report))
+               QIM_FUZZ_REPORT=str(report), QIM_FUZZ_LIVE_WS_SEQUENCES=str(max(1, count // 5)))
     log = work / "logs" / "live.log"
     with open(log, "w") as fh:
         code = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                "tests/fuzz/test_live_gateway.py"], cwd=ROOT, env=env, stdout=fh,
+                                "tests/fuzz/test_live_gateway.py", "tests/fuzz/test_live_websocket.py"],
+                               cwd=ROOT, env=env, stdout=fh,
                                stderr=subprocess.STDOUT)
     if code != 0:
         print(f"fuzz: live finding (seed {seed}); see {log}")
         return count, 1
-    return json.loads(report.read_text())["inputs"], 0
+    ws_report = Path(f"{report}.ws")  # the WebSocket half (tests/fuzz/test_live_websocket.py)
+    return json.loads(report.read_text())["inputs"] + json.loads(ws_report.read_text())["inputs"], 0
 
 
 def main() -> None:

@@ -50,7 +50,8 @@ class StubRouter:
         self.calls.append((internal, key, envelope))
         return Opcode.GROUP_OK, b""
 
-    call_writer = call_session = call_mailbox = _call
+    async def call(self, backend: str, key: Any, internal: int, envelope: bytes) -> tuple[int, bytes]:
+        return await self._call(key, internal, envelope)
 
 
 _GW: Optional[Any] = None

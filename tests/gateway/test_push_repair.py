@@ -18,7 +18,7 @@ from qim.proto.v1 import internal_pb2, mailbox_pb2
 from qim.protocol import Opcode
 from qim.services.gateway.conn import CLIENT_CHUNK_BYTES, ClientConnection
 from qim.services.gateway.metrics import GatewayMetrics
-from qim.services.gateway.online import PUSH_EVENTS_MAX_BYTES, OnlineRegistry
+from qim.services.gateway.online import OnlineRegistry
 from qim.services.gateway.pushlink import PushListener
 from tests.gateway.standin import gateway
 
@@ -26,6 +26,7 @@ from tests.gateway.standin import gateway
 class FakeConn:
     def __init__(self, user: int, shard: int, queued: int = 0) -> None:
         self.tenant, self.user_id, self.device_id, self.shard = 0, user, 1, shard
+        self.lane = user % 7
         self.queued_bytes = queued
         self.sent: list[tuple[int, bytes]] = []
         self.wake_requests = 0
@@ -48,7 +49,9 @@ def hello(node: str, wake_all: bool = False) -> bytes:
 
 
 def wakes(conn: FakeConn) -> int:
-    return sum(1 for op, body in conn.sent if op == Opcode.PUSH_EVENTS and not mailbox_pb2.PushEvents.FromString(body).entries)
+    """Wake-ups: PUSH_EVENTS without a position (docs/decisions/0029)."""
+    return sum(1 for op, body in conn.sent
+               if op == Opcode.PUSH_EVENTS and not mailbox_pb2.PushEvents.FromString(body).mailbox_seq)
 
 
 def setup(metrics: GatewayMetrics | None = None, live=("mailbox@0", "mailbox@1")):
@@ -102,19 +105,35 @@ def test_a_hello_without_a_node_id_is_refused_and_counted():
     assert list(pl.not_ready()) == ["no push link from mailbox node(s) mailbox@0, mailbox@1"]
 
 
-def test_a_full_device_queue_drops_the_push_and_asks_for_a_wake_up_and_a_huge_push_is_only_a_wake_up():
+def test_a_full_device_queue_drops_the_push_and_asks_for_a_wake_up_and_entries_go_out_as_a_position():
     online = OnlineRegistry()
     slow, ok = FakeConn(7, 0, queued=5 * 1024 * 1024), FakeConn(8, 0)
     online.register(slow)
     online.register(ok)
-    entry = mailbox_pb2.MailboxEntry(mailbox_seq=1, body=b"x" * 100)
-    huge = mailbox_pb2.MailboxEntry(mailbox_seq=2, body=b"y" * (PUSH_EVENTS_MAX_BYTES + 1))
-    online.deliver(internal_pb2.PushBatch(tenant_id=bytes(16), targets=[
+    entry = mailbox_pb2.MailboxEntry(mailbox_seq=1, message_id=b"m" * 16, body=b"x" * 100)
+    huge = mailbox_pb2.MailboxEntry(mailbox_seq=2, message_id=b"h" * 16, body=b"y" * (256 * 1024 + 1))
+    online.deliver(internal_pb2.PushBatch(tenant_id=bytes(16), targets=[  # a mailbox node from before 0029
         internal_pb2.PushBatch.Target(user_id=7, entries=[entry]),
         internal_pb2.PushBatch.Target(user_id=8, entries=[huge])]))
     assert slow.sent == [] and slow.wake_requests == 1
     (op, body), = ok.sent
-    assert op == Opcode.PUSH_EVENTS and mailbox_pb2.PushEvents.FromString(body).entries == []
+    push = mailbox_pb2.PushEvents.FromString(body)
+    assert op == Opcode.PUSH_EVENTS and (push.lane, push.mailbox_seq, list(push.message_ids)) == (8 % 7, 2, [b"h" * 16])
+    assert push.entries == [] and len(body) < 64  # a position, never the body
+
+
+def test_a_position_reaches_every_online_recipient_with_its_own_lane():
+    online = OnlineRegistry()
+    conns = [FakeConn(u, 0) for u in (10, 11, 17)]  # lanes 3, 4, 3
+    for c in conns:
+        online.register(c)
+    batch = internal_pb2.PushBatch(tenant_id=bytes(16))
+    batch.positions.add(mailbox_seq=(1 << 48) | 5, message_id=b"p" * 16, user_ids=[10, 11, 12, 17])  # 12 offline
+    online.deliver(batch)
+    got = [[(p.lane, p.mailbox_seq, list(p.message_ids)) for p in map(mailbox_pb2.PushEvents.FromString,
+                                                                    (b for _, b in c.sent))] for c in conns]
+    assert got == [[(3, (1 << 48) | 5, [b"p" * 16])], [(4, (1 << 48) | 5, [b"p" * 16])],
+                   [(3, (1 << 48) | 5, [b"p" * 16])]]
 
 
 async def test_a_device_whose_push_was_dropped_is_woken_when_its_queue_drains():
@@ -131,7 +150,7 @@ async def test_a_device_whose_push_was_dropped_is_woken_when_its_queue_drains():
     loop = asyncio.get_running_loop()
     await loop.sock_connect(peer, server.sockets[0].getsockname())
     conn = ClientConnection(await accepted, gw)
-    conn.tenant, conn.user_id, conn.device_id, conn.shard = 0, 42, 1, 3
+    conn.tenant, conn.user_id, conn.device_id, conn.shard, conn.lane = 0, 42, 1, 3, 5
     gw.online.register(conn)
     conn.send(Opcode.MAILBOX_BATCH, 9, os.urandom(3 * 1024 * 1024))  # a page the device reads slowly
     await asyncio.sleep(0.1)

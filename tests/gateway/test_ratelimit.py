@@ -83,6 +83,9 @@ def test_refilled_user_buckets_are_swept():
 class AckRouter:
     """Answers every writer/session call at once."""
 
+    async def call(self, backend, key, opcode, body):
+        return await getattr(self, f"call_{backend}")(key, opcode, body)
+
     async def call_writer(self, key, opcode, body):
         return Opcode.SEND_ACK, message_pb2.SendAck(conversation_seq=1).SerializeToString()
 

@@ -17,7 +17,7 @@ from qim.proto.v1 import group_pb2, history_pb2, internal_pb2, mailbox_pb2, mess
 from qim.protocol import Opcode
 from qim.services.gateway.conn import BULK_OPS
 from qim.services.gateway.router import BackendRouter, rendezvous_order
-from qim.services.gateway.routes import RESERVED, ROUTES, Backend, forward
+from qim.services.gateway.routes import RESERVED, ROUTES, forward
 from qim.stores.registry import Owner
 
 TENANT, USER, DEVICE, SHARD = 0, 5, 1, 3
@@ -45,10 +45,10 @@ def rejected(opcode: int, body: bytes, c=None) -> RequestError:
 def test_every_client_request_opcode_has_one_route_to_its_backend():
     backends = {op: route.backend for op, route in ROUTES.items()}
     assert backends == {
-        Opcode.SEND_MESSAGE: Backend.WRITER, Opcode.RECALL_MESSAGE: Backend.WRITER, Opcode.PULL_HISTORY: Backend.WRITER,
-        Opcode.CREATE_GROUP: Backend.WRITER, Opcode.LEAVE_GROUP: Backend.WRITER, Opcode.PULL_MEMBERS: Backend.WRITER,
-        Opcode.PULL_SESSION_LIST: Backend.SESSION, Opcode.MARK_READ: Backend.SESSION,
-        Opcode.PULL_MAILBOX: Backend.MAILBOX}
+        Opcode.SEND_MESSAGE: "writer", Opcode.RECALL_MESSAGE: "writer", Opcode.PULL_HISTORY: "writer",
+        Opcode.CREATE_GROUP: "writer", Opcode.LEAVE_GROUP: "writer", Opcode.PULL_MEMBERS: "writer",
+        Opcode.PULL_SESSION_LIST: "session", Opcode.MARK_READ: "session",
+        Opcode.PULL_MAILBOX: "mailbox"}
     assert BULK_OPS == {Opcode.PULL_HISTORY, Opcode.PULL_MEMBERS, Opcode.PULL_SESSION_LIST, Opcode.PULL_MAILBOX}
     # reserved = frozen opcodes of the served categories that have no route (rooms, replies)
     assert Opcode.JOIN_ROOM in RESERVED and Opcode.READ_SYNC in RESERVED and Opcode.SESSION_LIST_BATCH in RESERVED
@@ -95,6 +95,9 @@ def test_id_shapes_sizes_and_limits_are_refused_before_any_backend():
 class Recorder:
     def __init__(self) -> None:
         self.calls: list[tuple[str, object, int, bytes]] = []
+
+    async def call(self, backend, key, opcode, body):
+        return await getattr(self, f"call_{backend}")(key, opcode, body)
 
     async def call_writer(self, key, opcode, body):
         self.calls.append(("writer", key, opcode, body))
@@ -157,12 +160,13 @@ class NoOwners:
 async def test_the_router_fails_over_to_the_next_writer_only_when_one_is_unreachable():
     registry = NoOwners()
     owners = OwnerTable(registry, {"mailbox": 8, "session": 8})  # type: ignore[arg-type]
-    router = BackendRouter(("127.0.0.1:1", "127.0.0.1:2"), owners)
+    router = BackendRouter({"writer": ("127.0.0.1:1", "127.0.0.1:2"), "mailbox": ("127.0.0.1:3",),
+                            "session": ()}, owners=owners)
     with pytest.raises(RequestError) as exc:
-        await router.call_writer(CONV, Opcode.WRITER_SEND, b"")  # both unreachable
+        await router.call("writer", CONV, Opcode.WRITER_SEND, b"")  # both unreachable
     assert exc.value.code == ErrorCode.UNAVAILABLE
     with pytest.raises(RequestError) as exc:
-        await router.call_session(SHARD, Opcode.SESSION_CALL, b"")  # nobody holds the shard now
+        await router.call("session", SHARD, Opcode.SESSION_CALL, b"")  # nobody holds the shard now
     assert exc.value.code == ErrorCode.UNAVAILABLE and "session shard 3 has no live owner" in exc.value.message
     assert registry.reads == 2  # the cached table was empty: read the registry again once
     await router.close()

@@ -27,6 +27,7 @@ import redis.asyncio as aioredis
 
 from qim._core import ids, watermark
 from qim._core import mailbox_seq as mseq
+from qim._core.types import MessageCoord
 from qim.faults import MAILBOX_POINTS, FaultPoints
 from qim.infra.redis.client import connect
 from qim.services.mailbox.materializer import MailboxMaterializer
@@ -136,9 +137,10 @@ class DispatchLog:
 
 def record(offset: int, recipients: tuple[int, ...]) -> bytes:
     """A dispatch record for SHARD (one recipient: the fused script; more: step-wise)."""
-    return Dispatch(TENANT, b"D" + offset.to_bytes(15, "big"), b"M" + offset.to_bytes(15, "big"),
-                    ids.conversation_id_direct(TENANT, 1, 2), offset + 1, recipients[0], NOW_MS + offset, 1, SHARD,
-                    b"c" * 16, b"", recipients, f"m{offset}".encode()).encode()
+    coord = MessageCoord(b"M" + offset.to_bytes(15, "big"), ids.conversation_id_direct(TENANT, 1, 2), offset + 1,
+                         recipients[0], NOW_MS + offset, 1, b"")
+    return Dispatch(TENANT, b"D" + offset.to_bytes(15, "big"), coord, SHARD, b"c" * 16, recipients,
+                    f"m{offset}".encode()).encode()
 
 
 class Node:

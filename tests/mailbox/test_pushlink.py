@@ -12,7 +12,7 @@ from qim.protocol import Opcode
 from qim.services.mailbox import pushlink
 from qim.services.mailbox.metrics import MailboxMetrics
 from qim.services.mailbox.pushlink import PushLink
-from qim.services.mailbox.targets import PUSH_BATCH_MAX_BYTES, push_bodies
+from qim.services.mailbox.targets import PUSH_USERS_PER_FRAME, push_bodies
 
 
 class FakeClient:
@@ -156,15 +156,14 @@ async def test_run_reconnects_within_the_backoff_cap_and_flushes(monkeypatch):
     await asyncio.gather(task, return_exceptions=True)
 
 
-def test_push_bodies_split_a_large_audience_far_below_the_frame_limit():
-    from qim._core.types import MailboxEvent
-
-    ev = MailboxEvent(1, bytes(range(16)), bytes(16), bytes([1]) + bytes(15), 1, 5, 1, 1, b"t" * 64, b"", b"x" * 300)
-    items = [(u, [ev]) for u in range(1, 20_001)]  # a designed-for 100k group's shard share
-    bodies = push_bodies(0, 1 << 48, items)
-    assert len(bodies) > 1 and max(len(b) for b in bodies) <= PUSH_BATCH_MAX_BYTES + 1024
-    users = [t.user_id for b in decoded(bodies) for t in b.targets]
-    assert users == list(range(1, 20_001))
+def test_push_bodies_are_positions_split_a_large_audience_far_below_the_frame_limit():
+    users = [(1 << 62) + u for u in range(1, 20_001)]  # a designed-for 100k group's shard share, large ids
+    bodies = push_bodies(0, (1 << 48) | 7, b"m" * 16, users)
+    assert len(bodies) == 2 and max(len(b) for b in bodies) <= PUSH_USERS_PER_FRAME * 10 + 64
+    positions = [p for b in decoded(bodies) for p in b.positions]
+    assert {(p.mailbox_seq, p.message_id) for p in positions} == {((1 << 48) | 7, b"m" * 16)}
+    assert [u for p in positions for u in p.user_ids] == users
+    assert all(not b.targets for b in decoded(bodies))  # no entries, no bodies (docs/decisions/0029)
 
 
 

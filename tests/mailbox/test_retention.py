@@ -155,3 +155,18 @@ def test_qim_mailbox_retention_ms_is_validated_at_start():
     for bad in ("7d", "999", "-1", str(3651 * DAY_MS)):
         with pytest.raises(ConfigError, match="QIM_MAILBOX_RETENTION_MS"):
             MailboxConfig.from_env(Env({**base, "QIM_MAILBOX_RETENTION_MS": bad}))
+
+
+async def test_a_mailbox_clock_behind_redis_still_expires_a_cursor_below_what_redis_dropped(mbx, monkeypatch):
+    """Day buckets expire by Redis's clock (EXPIREAT); the read path's cutoff must be the
+    same clock. Observed before the fix: with this process's clock 3 days behind Redis's,
+    a bucket Redis had dropped was read as retained (empty), and a device whose cursor
+    was below its entry got the later ones without CURSOR_EXPIRED: a silent gap."""
+    fresh_day_ok()
+    first = await put(mbx, now_ms())
+    await put(mbx, now_ms() - 2 * DAY_MS)  # its day is past the retention: Redis drops the bucket at once
+    last = await put(mbx, now_ms())
+    real = time.time_ns
+    monkeypatch.setattr(time, "time_ns", lambda: real() - 3 * DAY_MS * 1_000_000)  # this host, 3 days behind
+    assert await expired_cursor(mbx, first)  # the device never got the dropped entry
+    assert [e.mailbox_seq for e in (await pull(mbx)).entries] == [first, last]

@@ -11,6 +11,7 @@ import asyncio
 import pytest
 
 from qim._core import ids
+from qim._core.types import MessageCoord
 from qim.consts import DISPATCH_TOPIC
 from qim.infra.kafka.bridge import AsyncProducer
 from qim.infra.redis.client import connect
@@ -26,9 +27,9 @@ def dispatch(partition: int, seq: int, sender: int, recipients: tuple[int, ...])
     conv = ids.conversation_id_direct(0, 5, 9)
     mid = ids.compose_message_id(1_700_000_000_000 + seq, 0, 0, 1)
     return dispatch_record.Dispatch(
-        tenant=0, dispatch_id=ids.dispatch_id(mid, partition), message_id=mid, conversation_id=conv,
-        conversation_seq=seq, sender_id=sender, created_at_ms=1_700_000_000_000 + seq, message_type=1,
-        target_shard=partition, client_message_id=bytes(range(1, 17)), custom_type=b"", recipients=recipients,
+        tenant=0, dispatch_id=ids.dispatch_id(mid, partition),
+        coord=MessageCoord(mid, conv, seq, sender, 1_700_000_000_000 + seq, 1, b""),
+        target_shard=partition, client_message_id=bytes(range(1, 17)), recipients=recipients,
         body=None).encode()
 
 

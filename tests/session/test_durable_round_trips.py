@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from qim.stores.errors import StoreError
+from qim.stores.errors import StorageError
 from qim.stores.redis.keys import convs_key, session_shard_checkpoint_key
 from qim.stores.redis.scripts import load_source
 from qim.stores.sessions import Registration
@@ -55,7 +55,7 @@ async def test_a_failed_registration_keeps_the_checkpoint(harness):
     await h.redis.set(convs_key(0, 7), "not a zset")  # a corrupt key: the script errors
     good = Registration(0, 5, conv, 1_700_000_000_000, 0, 0)
     bad = Registration(0, 7, conv, 1_700_000_000_000, 0, 0)
-    with pytest.raises(StoreError):
+    with pytest.raises(StorageError):
         await h.sessions.project(binding, {1: (0, 0, 4)}, [good, bad])
     assert await h.redis.hget(session_shard_checkpoint_key(1), "p") == b"0"
     # the retry after repair writes both and moves; the same batch again (a lost reply) passes

@@ -123,12 +123,12 @@ class Conv:
                                         created_at_ms=ms)
         return Reservation(CommitRef(self.tenant, self.conversation_id, sender, cmid),
                            digest if digest is not None else digest_of(body, cmid), mid, ms, rec.SerializeToString(),
-                           b"audience:" + cmid, now_ms(), self.token, split=split, previous=previous,
+                           b"audience:" + cmid, self.token, split=split, previous=previous,
                            list_older=list_older)
 
     async def commit(self, reserved: Reserved, ref: CommitRef) -> Reserved:
         self.offsets += 1
-        await self.stores.commits.mark_committed(ref, self.offsets, now_ms(), COMMIT_HELPER_TTL_MS)
+        await self.stores.commits.mark_committed(ref, self.offsets, COMMIT_HELPER_TTL_MS)
         return reserved
 
     async def send(self, sender: int, body: bytes = b"hi", *, cmid: Optional[bytes] = None, message_type: int = 1,

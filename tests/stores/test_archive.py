@@ -278,7 +278,7 @@ async def test_per_partition_positions_are_fenced_and_the_watermark_is_the_lowes
 
 
 async def test_an_unreachable_archive_is_store_unavailable_below_the_floor(tiered, store_engines):
-    from qim.config_tier import ScyllaConfig
+    from qim.config.tier import ScyllaConfig
 
     c = direct(tiered)
     for n in range(4):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from redis import exceptions as rx
 
-from qim.config_tier import ScyllaConfig  # noqa: E402
+from qim.config.tier import ScyllaConfig  # noqa: E402
 from qim.errors import EngineError, ErrorCode, MailboxDirty, RequestError
 from qim.stores.commits import CommitRef
 from qim.stores.errors import CheckpointConflict, ClockBehind, Conflict, LeaseLost, StoreCorrupt, StoreUnavailable
@@ -68,7 +68,7 @@ def _operations(tenant: int, conv: bytes):
         "messages.tails": lambda s: s.messages.tails(tenant, [TailQuery(conv, ((0, None),), 0)], 200),
         "messages.resolve": lambda s: s.messages.resolve(tenant, [MessageRef(conv, b"m" * 16)], []),
         "commits.load": lambda s: s.commits.load([ref]),
-        "commits.mark_committed": lambda s: s.commits.mark_committed(ref, 1, 1, 1),
+        "commits.mark_committed": lambda s: s.commits.mark_committed(ref, 1, 1),
         "commits.stale": lambda s: s.commits.stale(1, 1),
         "leases.renew": lambda s: s.leases.renew(1, 1, "t", 1000, 1),
         "groups.read": lambda s: s.groups.read(tenant, conv),

@@ -9,7 +9,7 @@ import struct
 import pytest
 from pyroaring import BitMap64
 
-from qim.stores.errors import Conflict, MembershipChanged, NotFound, StoreCorrupt
+from qim.stores.errors import Conflict, MembershipMoved, NotFound, StoreCorrupt
 from qim.stores.groups import ROARING_TAG, SnapshotKey, decode_members, encode_members
 from tests.stores.conftest import group
 
@@ -39,7 +39,7 @@ async def test_refusals_of_group_changes(stores):
     await g.change(5, "create", [5], joins=[5], group_id=3)
     with pytest.raises(Conflict):
         await g.change(9, "create", [9], joins=[9], group_id=3)
-    with pytest.raises(MembershipChanged):
+    with pytest.raises(MembershipMoved):
         await g.change(0, "edit", [5, 6], version=7, joins=[6], group_id=3)
     assert (await stores.groups.read(g.tenant, g.conversation_id)).version == 1
 

@@ -26,6 +26,9 @@ class HoldingRouter:
         self.calls = 0
         self.release = asyncio.Event()
 
+    async def call(self, backend, key, opcode, body):
+        return await getattr(self, f"call_{backend}")(key, opcode, body)
+
     async def call_writer(self, conversation_id, opcode, body):
         self.calls += 1
         self.inflight += 1

@@ -52,7 +52,7 @@ def run_writer(redis_addr: str, kafka: str, extra: dict) -> subprocess.Completed
     env = {**os.environ, "QIM_REDIS_ADDR": redis_addr, "QIM_KAFKA_BOOTSTRAP": kafka, "QIM_MAILBOX_SHARD_COUNT": "8",
            "QIM_WRITER_LISTEN": "127.0.0.1:0", "QIM_WRITER_METRICS_LISTEN": "127.0.0.1:0",
            "QIM_INTERNAL_PLAINTEXT_DEV": "1", **extra}
-    return subprocess.run([sys.executable, "-m", "qim.app.writer"], env=env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "qim.app", "writer"], env=env, capture_output=True, text=True,
                           timeout=60)
 
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from qim.config_tier import TierConfig
+from qim.config.tier import TierConfig
 from qim.consts import DAY_MS
 from qim.services.archiver.plan import plan
 from qim.services.writer.trimmer import HistoryTrimmer, conversation_bound

@@ -13,11 +13,10 @@ most 64 KiB; chunks of different frames may interleave, reassembly is keyed by
 from __future__ import annotations
 
 import struct
-import threading
 import zlib
 
-import zstandard
-
+from qim._core.zstd_bound import compressor as zstd_compressor
+from qim._core.zstd_bound import decompress as zstd_decompress
 from qim.consts import (
     FLAG_COMPRESSED,
     FLAG_MORE,
@@ -35,7 +34,6 @@ from qim.errors import (
     BadVersion,
     ChunkOrder,
     ChunkTooLarge,
-    DecompressError,
     FrameError,
     FrameTooLarge,
     TruncatedFrame,
@@ -51,58 +49,15 @@ _U32 = 0xFFFFFFFF
 _MAX_CHUNKS = _U16 + 1
 _MAX_PARTIAL_LIMIT = 1 << 16
 _MAX_FRAME_LIMIT = 1 << 32
-ZSTD_LEVEL = 3
-
-_tls = threading.local()  # zstd contexts are not safe for concurrent use
-
-
-def _cctx() -> zstandard.ZstdCompressor:
-    c = getattr(_tls, "cctx", None)
-    if c is None:
-        c = _tls.cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
-    return c
-
-
-def _dctx() -> zstandard.ZstdDecompressor:
-    d = getattr(_tls, "dctx", None)
-    if d is None:
-        d = _tls.dctx = zstandard.ZstdDecompressor()
-    return d
-
-
 def decompress_bounded(data: bytes, max_frame: int) -> bytes:
     """One complete zstd frame (no trailing bytes) decompressed to at most max_frame
     bytes. FrameTooLarge when it would exceed max_frame, DecompressError when invalid.
     TypeError / ValueError on a bad argument (max_frame must be an int in 0..2**32).
-    Never allocates more than about max_frame, whatever the frame claims (issue 15):
-    a declared content size (> 0) is the exact size of the one output buffer, and a
-    frame that produces more or less is refused; a frame without one, or declaring 0,
-    is first read through a stream reader capped at max_frame + 1 bytes, which bounds
-    the second, checking pass over the same frame (decoding is deterministic)."""
+    The bound (qim/_core/zstd_bound.py, shared with the compiled codec) never allocates
+    more than about max_frame, whatever the frame claims."""
     data = as_bytes(data, "data")
     check_int(max_frame, 0, _MAX_FRAME_LIMIT, ValueError, "max_frame")
-    dctx = _dctx()
-    try:
-        declared = zstandard.frame_content_size(data)
-    except zstandard.ZstdError as e:
-        raise DecompressError(f"bad zstd frame header: {e}") from None
-    if declared > max_frame:
-        raise FrameTooLarge(f"zstd content size {declared} > {max_frame}")
-    try:
-        if declared > 0:  # a buffer of exactly the declared size: more, less or extra bytes fail
-            return dctx.decompress(data, allow_extra_data=False)
-        size = len(dctx.stream_reader(data, read_across_frames=False).read(max_frame + 1))
-        if declared == 0 and size:  # checked first: an empty frame's reader may read on into the next
-            raise DecompressError("zstd frame holds more than its declared content size 0")
-        if size > max_frame:
-            raise FrameTooLarge(f"decompressed body exceeds {max_frame}")
-        dobj = dctx.decompressobj()
-        out = dobj.decompress(data)
-    except zstandard.ZstdError as e:
-        raise DecompressError(f"bad zstd body: {e}") from None
-    if not dobj.eof or dobj.unused_data:
-        raise DecompressError("zstd body is truncated or has trailing bytes")
-    return out
+    return zstd_decompress(data, max_frame)
 
 
 def encode_header(flags: int, opcode: int, chunk_index: int, request_id: int, body_len: int) -> bytes:
@@ -162,7 +117,7 @@ def encode_frame(opcode: int, request_id: int, body: bytes, compress: bool = Fal
         raise FrameTooLarge(f"frame body {len(raw)} > {MAX_FRAME_BODY}")
     flags = 0
     if compress:
-        raw = _cctx().compress(raw)
+        raw = zstd_compressor().compress(raw)
         flags = FLAG_COMPRESSED
         if len(raw) > MAX_FRAME_BODY:
             raise FrameTooLarge(f"compressed frame body {len(raw)} > {MAX_FRAME_BODY}")

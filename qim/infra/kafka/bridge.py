@@ -32,7 +32,7 @@ class AsyncProducer:
     `await produce(topic, value, key, partition)` -> (partition, offset) once the record
     is durable on the broker; raises EngineError on delivery failure.
 
-    Per-message cost (issue 12): the delivery reports of one poll are handed to the event
+    Per-message cost (docs/perf-profile.md): the delivery reports of one poll are handed to the event
     loop in ONE `call_soon_threadsafe` (one self-pipe wake-up per poll, not per record).
     Batching: `linger.ms` stays small (an idle send leaves at once); under load the
     records enqueued while a request is in flight leave together in the next one.
@@ -73,9 +73,11 @@ class AsyncProducer:
                 pass
 
     def produce(self, topic: str, value: Optional[bytes], key: Optional[bytes] = None,
-                partition: Optional[int] = None) -> asyncio.Future:
+                partition: Optional[int] = None, timestamp_ms: Optional[int] = None) -> asyncio.Future:
         """Enqueue one record (value None: a tombstone of `key` in a compacted topic);
         the returned future yields (partition, offset).
+        `timestamp_ms`: the record's CreateTime (default: librdkafka reads the host's
+        clock); QIM topics are LogAppendTime, so the broker replaces it with its own.
         Must be called on the event loop thread. BufferError from a full local queue is
         raised as EngineError (back-pressure is the caller's)."""
         loop = self._loop = asyncio.get_running_loop()
@@ -94,6 +96,8 @@ class AsyncProducer:
             kwargs["key"] = key
         if partition is not None:
             kwargs["partition"] = partition
+        if timestamp_ms is not None:
+            kwargs["timestamp"] = timestamp_ms
         try:
             self._producer.produce(topic, **kwargs)
         except (BufferError, KafkaException) as exc:

@@ -95,7 +95,7 @@ class MailboxPull(_message.Message):
     def __init__(self, actor: _Optional[_Union[Actor, _Mapping]] = ..., upstream: _Optional[bytes] = ...) -> None: ...
 
 class PushBatch(_message.Message):
-    __slots__ = ("tenant_id", "targets", "hello", "wake_all", "node_id", "shards", "kicks")
+    __slots__ = ("tenant_id", "targets", "positions", "hello", "wake_all", "node_id", "shards", "kicks")
     class Target(_message.Message):
         __slots__ = ("user_id", "entries")
         USER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -103,6 +103,15 @@ class PushBatch(_message.Message):
         user_id: int
         entries: _containers.RepeatedCompositeFieldContainer[_mailbox_pb2.MailboxEntry]
         def __init__(self, user_id: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[_mailbox_pb2.MailboxEntry, _Mapping]]] = ...) -> None: ...
+    class Position(_message.Message):
+        __slots__ = ("mailbox_seq", "message_id", "user_ids")
+        MAILBOX_SEQ_FIELD_NUMBER: _ClassVar[int]
+        MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+        USER_IDS_FIELD_NUMBER: _ClassVar[int]
+        mailbox_seq: int
+        message_id: bytes
+        user_ids: _containers.RepeatedScalarFieldContainer[int]
+        def __init__(self, mailbox_seq: _Optional[int] = ..., message_id: _Optional[bytes] = ..., user_ids: _Optional[_Iterable[int]] = ...) -> None: ...
     class Kick(_message.Message):
         __slots__ = ("user_id", "device_id", "session_epoch")
         USER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -114,6 +123,7 @@ class PushBatch(_message.Message):
         def __init__(self, user_id: _Optional[int] = ..., device_id: _Optional[int] = ..., session_epoch: _Optional[int] = ...) -> None: ...
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     TARGETS_FIELD_NUMBER: _ClassVar[int]
+    POSITIONS_FIELD_NUMBER: _ClassVar[int]
     HELLO_FIELD_NUMBER: _ClassVar[int]
     WAKE_ALL_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -121,12 +131,13 @@ class PushBatch(_message.Message):
     KICKS_FIELD_NUMBER: _ClassVar[int]
     tenant_id: bytes
     targets: _containers.RepeatedCompositeFieldContainer[PushBatch.Target]
+    positions: _containers.RepeatedCompositeFieldContainer[PushBatch.Position]
     hello: bool
     wake_all: bool
     node_id: str
     shards: _containers.RepeatedScalarFieldContainer[int]
     kicks: _containers.RepeatedCompositeFieldContainer[PushBatch.Kick]
-    def __init__(self, tenant_id: _Optional[bytes] = ..., targets: _Optional[_Iterable[_Union[PushBatch.Target, _Mapping]]] = ..., hello: _Optional[bool] = ..., wake_all: _Optional[bool] = ..., node_id: _Optional[str] = ..., shards: _Optional[_Iterable[int]] = ..., kicks: _Optional[_Iterable[_Union[PushBatch.Kick, _Mapping]]] = ...) -> None: ...
+    def __init__(self, tenant_id: _Optional[bytes] = ..., targets: _Optional[_Iterable[_Union[PushBatch.Target, _Mapping]]] = ..., positions: _Optional[_Iterable[_Union[PushBatch.Position, _Mapping]]] = ..., hello: _Optional[bool] = ..., wake_all: _Optional[bool] = ..., node_id: _Optional[str] = ..., shards: _Optional[_Iterable[int]] = ..., kicks: _Optional[_Iterable[_Union[PushBatch.Kick, _Mapping]]] = ...) -> None: ...
 
 class PresenceEntry(_message.Message):
     __slots__ = ("gateway_incarnation", "session_epoch", "expires_at_ms", "gateway_since_ms")

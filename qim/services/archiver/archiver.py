@@ -42,9 +42,9 @@ from qim.errors import EngineError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncConsumer, topic_identity
 from qim.services.archiver.metrics import ArchiverMetrics
-from qim.services.archiver.plan import PlanError, plan, records_of
+from qim.services.archiver.plan import ArchivePlanError, plan, records_of
 from qim.stores.archive import ArchiveStateStore, ArchiveStore
-from qim.stores.errors import CheckpointConflict, NotOwner, StoreError
+from qim.stores.errors import CheckpointConflict, NotOwner, StorageError
 
 logger = logging.getLogger(__name__)
 
@@ -190,7 +190,7 @@ class HistoryArchiver:
                     delay = 0.2
                 except NotOwner as exc:  # a newer owner fenced a partition: stop archiving it
                     await self._lost(exc)
-                except (EngineError, StoreError) as exc:  # broker or Redis outage: nothing moved
+                except (EngineError, StorageError) as exc:  # broker or Redis outage: nothing moved
                     if isinstance(exc, CheckpointConflict):
                         return self._fail_closed(f"position: {exc.reason or 'refused'} {exc.message}")
                     logger.warning("archiver pass failed (%s); retrying", exc)
@@ -221,7 +221,7 @@ class HistoryArchiver:
         where = f"outbox offsets {msgs[0].offset()}..{msgs[-1].offset()}"
         try:
             recs = records_of([m.value() for m in msgs])
-        except PlanError as exc:
+        except ArchivePlanError as exc:
             return self._fail_closed(f"{where}: {exc}")
         by_tenant: dict[int, list[bytes]] = defaultdict(list)
         for r in recs:
@@ -233,7 +233,7 @@ class HistoryArchiver:
                 classes[(tenant, conv)] = cls
         try:
             batches = plan(recs, classes, self._days, now_ms())
-        except PlanError as exc:
+        except ArchivePlanError as exc:
             return self._fail_closed(f"{where}: {exc}")
         await self._write(batches)
         self._faults.hit("after_write")

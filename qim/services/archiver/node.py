@@ -1,5 +1,5 @@
 """ArchiverNode: the qim-archiver process around the HistoryArchiver (DESIGN.md §2, §5
-step 7; issue 14). Unhealthy while the archiver is positioning or failed closed (the
+step 7; docs/decisions/0023). Unhealthy while the archiver is positioning or failed closed (the
 reason in /healthz, `qim_archiver_unarchivable_records_total` > 0 when it stopped on a
 record); a restart resumes from its position in Redis. Storage from
 qim.stores.open.open_archive_tier (Redis for the position, watermark and retention
@@ -18,13 +18,13 @@ from typing import Iterator
 
 from qim.cluster.keeper import ShardKeeper
 from qim.cluster.metrics import ShardMetrics
-from qim.config_registry import RegistryConfig
-from qim.config_tier import ArchiverConfig
+from qim.config.archiver import ArchiverConfig
+from qim.config.registry import RegistryConfig
 from qim.faults import ARCHIVER_POINTS, FaultPoints
 from qim.obs.node import ServiceNode
 from qim.services.archiver.archiver import HistoryArchiver
 from qim.services.archiver.metrics import ArchiverMetrics
-from qim.stores.errors import StoreError
+from qim.stores.errors import StorageError
 from qim.stores.open import open_archive_tier, open_registry
 
 logger = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ class ArchiverNode(ServiceNode):
             try:
                 await self.tier.ping()
                 self._cql_ok = True
-            except StoreError:
+            except StorageError:
                 self._cql_ok = False
             await asyncio.sleep(WATCH_S)
 

@@ -1,4 +1,4 @@
-"""What one Outbox batch writes to the archive (issue 14; pure logic, no I/O).
+"""What one Outbox batch writes to the archive (docs/decisions/0023; pure logic, no I/O).
 
 Per Outbox record: the canonical MessageRecord is archived as it is, with the TTL left
 of its conversation's retention class (qim/stores/retention.py); a message already past
@@ -27,7 +27,7 @@ from qim.wire import outbox as outbox_codec
 from qim.wire.control import created_at_of, state_change_of
 
 
-class PlanError(Exception):
+class ArchivePlanError(Exception):
     """An Outbox record the archiver must not skip and cannot archive."""
 
 
@@ -43,17 +43,17 @@ class TenantBatch:
 
 
 def records_of(values: Sequence[bytes]) -> list[message_pb2.MessageRecord]:
-    """The MessageRecords of raw Outbox values; PlanError naming the index of a bad one."""
+    """The MessageRecords of raw Outbox values; ArchivePlanError naming the index of a bad one."""
     out = []
     for i, value in enumerate(values):
         try:
             rec = outbox_codec.decode(value).record
         except outbox_codec.OutboxDecodeError as exc:
-            raise PlanError(f"record {i} of the batch: {exc}") from None
+            raise ArchivePlanError(f"record {i} of the batch: {exc}") from None
         if len(rec.tenant_id) != 16 or len(rec.message_id) != 16 or len(rec.conversation_id) != 16:
-            raise PlanError(f"record {i} of the batch: ids of the wrong length")
+            raise ArchivePlanError(f"record {i} of the batch: ids of the wrong length")
         if max(rec.conversation_seq, rec.sender_id, rec.sender_device_id, rec.created_at_ms) > U63_MAX:
-            raise PlanError(f"record {i} of the batch: a u64 with bit 63 set")
+            raise ArchivePlanError(f"record {i} of the batch: a u64 with bit 63 set")
         out.append(rec)
     return out
 
@@ -70,8 +70,8 @@ def plan(records: Sequence[message_pb2.MessageRecord], classes: dict[tuple[int, 
         prior = seen.get(key)
         if prior is not None:
             if prior != rec.message_id:
-                raise PlanError(f"conversation_seq {rec.conversation_seq} of {rec.conversation_id.hex()} carries two "
-                                "messages in one batch")
+                raise ArchivePlanError(f"conversation_seq {rec.conversation_seq} of {rec.conversation_id.hex()} "
+                                       "carries two messages in one batch")
             continue
         seen[key] = rec.message_id
         cls = classes.get((tenant, rec.conversation_id), "default")

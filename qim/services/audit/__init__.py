@@ -2,7 +2,7 @@
 
 `dispatch_audit`: Outbox (commit facts with frozen audience) against the dispatch log;
 pure comparison logic fed by `qimctl audit dispatch` (qim/cli/qimctl.py).
-`archive_audit`: Outbox against the archived rows (issue 14), fed by `qimctl audit
+`archive_audit`: Outbox against the archived rows (docs/decisions/0023), fed by `qimctl audit
 archive` (qim/cli/qimctl_archive.py).
 """
 

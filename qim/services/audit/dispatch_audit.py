@@ -38,6 +38,7 @@ from typing import Callable, Iterable, Optional
 import blake3
 
 from qim._core import ids
+from qim._core.types import MessageCoord
 from qim.errors import IdError
 from qim.wire.dispatch import DispatchDecodeError, decode
 from qim.wire.outbox import OutboxDecodeError
@@ -52,9 +53,8 @@ def _var(b: bytes) -> bytes:
     return struct.pack(">I", len(b)) + b
 
 
-def coords_digest(tenant: int, message_id: bytes, conversation_id: bytes, conversation_seq: int,
-                  sender_id: int, created_at_ms: int, message_type: int, client_message_id: bytes,
-                  custom_type: bytes, shard: int, recipients: Iterable[int], body: Optional[bytes]) -> bytes:
+def coords_digest(tenant: int, coord: MessageCoord, client_message_id: bytes, shard: int,
+                  recipients: Iterable[int], body: Optional[bytes]) -> bytes:
     """32-byte digest of everything one shard's dispatch must carry (body: inline bytes or None).
 
     Variable-length fields are length-prefixed so no two field tuples collide by layout.
@@ -62,9 +62,9 @@ def coords_digest(tenant: int, message_id: bytes, conversation_id: bytes, conver
     """
     rcpt = sorted(set(recipients))
     h = blake3.blake3(_DOMAIN)
-    h.update(_FIXED.pack(tenant.to_bytes(16, "big"), message_id, conversation_seq, sender_id, created_at_ms,
-                         message_type, shard))
-    h.update(_var(conversation_id) + _var(client_message_id) + _var(custom_type))
+    h.update(_FIXED.pack(tenant.to_bytes(16, "big"), coord.message_id, coord.conversation_seq, coord.sender_id,
+                         coord.created_at_ms, coord.message_type, shard))
+    h.update(_var(coord.conversation_id) + _var(client_message_id) + _var(coord.custom_type))
     h.update(struct.pack(f">I{len(rcpt)}Q", len(rcpt), *rcpt))
     h.update(b"\0" if body is None else b"\1" + blake3.blake3(body).digest())
     return h.digest()
@@ -160,9 +160,10 @@ class DispatchAudit:
         try:
             for user in audience:
                 by_shard.setdefault(ids.mailbox_shard(tenant, user, self.shard_count), []).append(user)
-            shards = {s: coords_digest(tenant, mid, m.conversation_id, m.conversation_seq, m.sender_id,
-                                       m.created_at_ms, m.message_type, m.client_message_id, m.custom_type,
-                                       s, users, body) for s, users in by_shard.items()}
+            coord = MessageCoord(mid, m.conversation_id, m.conversation_seq, m.sender_id, m.created_at_ms,
+                                 m.message_type, m.custom_type)
+            shards = {s: coords_digest(tenant, coord, m.client_message_id, s, users, body)
+                      for s, users in by_shard.items()}
         except (IdError, ValueError, OverflowError, struct.error) as exc:
             self._bad_outbox(offset, f"unplannable ({exc})", mid)
             return
@@ -220,24 +221,22 @@ class DispatchAudit:
             r.errors.append(f"{where}: recipient cannot be placed ({exc})")
         if misplaced:
             r.wrong_partition += 1
-            self._detail(f"wrong_partition: {where} message {d.message_id.hex()} target_shard={d.target_shard}")
-        if d.message_id not in self._committed:
+            self._detail(f"wrong_partition: {where} message {d.coord.message_id.hex()} target_shard={d.target_shard}")
+        if d.coord.message_id not in self._committed:
             r.dispatch_without_commit += 1
-            self._detail(f"dispatch_without_commit: {where} message {d.message_id.hex()}")
+            self._detail(f"dispatch_without_commit: {where} message {d.coord.message_id.hex()}")
             return
-        if self._committed[d.message_id] is None:
+        if self._committed[d.coord.message_id] is None:
             return  # its Outbox record was already reported as unplannable
-        key = ids.dispatch_id(d.message_id, d.target_shard)
+        key = ids.dispatch_id(d.coord.message_id, d.target_shard)
         exp = self._expected.get(key)
         try:
-            coords = coords_digest(d.tenant, d.message_id, d.conversation_id, d.conversation_seq, d.sender_id,
-                                   d.created_at_ms, d.message_type, d.client_message_id, d.custom_type,
-                                   d.target_shard, d.recipients, d.body)
+            coords = coords_digest(d.tenant, d.coord, d.client_message_id, d.target_shard, d.recipients, d.body)
         except (ValueError, OverflowError, struct.error):
             coords = b""
         if exp is None or d.dispatch_id != key or exp[2] != coords:
             r.coordinate_mismatch += 1
-            self._detail(f"coordinate_mismatch: {where} message {d.message_id.hex()} target_shard={d.target_shard}")
+            self._detail(f"coordinate_mismatch: {where} message {d.coord.message_id.hex()} target_shard={d.target_shard}")
             return
         if not misplaced:
             self._covered.add(key)

@@ -20,7 +20,7 @@ so its next owner replays as little as possible.
 
 The positions are committed synchronously by their own task (`_commit_loop`), never
 before every dispatch below them is delivered, at once after an idle spell and then at
-most every FANOUT_COMMIT_INTERVAL_S (issue 12): the batch loop no longer waits a broker
+most every FANOUT_COMMIT_INTERVAL_S (docs/decisions/0026): the batch loop no longer waits a broker
 write (an fsynced __consumer_offsets append) per batch, and a busy fanout writes one
 commit per interval instead of one per batch. A crash replays at most one interval
 more, which converges through dispatch_id like any replay (docs/decisions/0026).

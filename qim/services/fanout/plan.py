@@ -14,6 +14,7 @@ import collections
 from typing import Optional
 
 from qim._core import ids
+from qim._core.types import MessageCoord
 from qim.errors import QimError
 from qim.proto.v1 import internal_pb2
 from qim.protocol import EventType
@@ -72,11 +73,10 @@ def plan(rec: internal_pb2.OutboxRecord, shard_count: int,
     else:
         raise PlanError("group audience without its member snapshot")
     body = m.body if rec.inline_body else None
+    coord = MessageCoord.of(m)
     return [(shard, Dispatch(
-        tenant=tenant, dispatch_id=ids.dispatch_id(m.message_id, shard), message_id=m.message_id,
-        conversation_id=m.conversation_id, conversation_seq=m.conversation_seq, sender_id=m.sender_id,
-        created_at_ms=m.created_at_ms, message_type=m.message_type, target_shard=shard,
-        client_message_id=m.client_message_id, custom_type=m.custom_type, recipients=users, body=body,
+        tenant=tenant, dispatch_id=ids.dispatch_id(m.message_id, shard), coord=coord, target_shard=shard,
+        client_message_id=m.client_message_id, recipients=users, body=body,
         event_type=rec.event_type or EventType.MESSAGE)) for shard, users in targets.items()]
 
 

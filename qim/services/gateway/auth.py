@@ -1,4 +1,4 @@
-"""AUTH at the ConnectionNode (issue 15; docs/protocol.md AUTH; docs/operations.md
+"""AUTH at the ConnectionNode (docs/decisions/0021-tokens-and-limits.md; docs/protocol.md AUTH; docs/operations.md
 "Tokens and keys").
 
 A token is a signed, expiring JWT (qim/wire/tokens.py) checked against the public keys

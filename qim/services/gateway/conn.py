@@ -6,13 +6,13 @@ the actor identity comes from AUTH, never from a request body. At most
 `inflight_limit` requests per connection are in progress; past that the connection
 stops reading (TCP back-pressure; nothing is dropped).
 
-Memory per connection is bounded for a slow reader (issue 10, fault 11): the connection
+Memory per connection is bounded for a slow reader (docs/decisions/0011-slow-links.md): the connection
 stops reading while more than REPLY_BACKLOG_BYTES of replies wait for the socket, and
 paged replies (mailbox, history, members, session list) are fetched at most
 BULK_INFLIGHT at a time and only while the backlog has room, so a device that pipelines
 pulls gets its pages at the pace it reads them.
 
-AUTH (issue 15): a refused AUTH (UNAUTHENTICATED: auth.py; RATE_LIMITED past the
+AUTH (docs/decisions/0021-tokens-and-limits.md): a refused AUTH (UNAUTHENTICATED: auth.py; RATE_LIMITED past the
 per-user connection cap: online.py) is answered and the connection closed. An accepted
 connection lives until its token's exp (+ leeway): then it gets KICKED{TOKEN_EXPIRED}
 and is closed (the client reconnects with a fresh token). Mutating requests pass the
@@ -31,7 +31,7 @@ from google.protobuf.message import DecodeError
 
 from qim._core import ids
 from qim.errors import ErrorCode, FrameError, RequestError
-from qim.net.framed import FramedStream
+from qim.net.transport import FrameTransport
 from qim.proto.v1 import connection_pb2, internal_pb2
 from qim.protocol import INTERNAL_CATEGORY, Opcode
 from qim.services.gateway.auth import Authenticator
@@ -56,14 +56,17 @@ PRE_AUTH_BUFFER_BYTES = 256 * 1024  # an AUTH frame is tiny; anonymous peers hol
 
 
 class ClientConnection:
-    """Serves one client stream until it closes; `run()` returns when done.
+    """Serves one client link until it closes; `run()` returns when done. `stream` is
+    any FrameTransport (qim/net/transport.py: TCP or TLS, WebSocket): the transport is a
+    detail below this class, so AUTH, limits, rate buckets, back-pressure and chunking
+    are the same on every one.
 
     `gateway` is the ConnectionNode (or a stand-in in unit tests): `config`
     (GatewayConfig), `online` (OnlineRegistry), `router` (BackendRouter), and when it
     has them `metrics` (GatewayMetrics), `auth` (Authenticator) and `limiter`
     (SendLimiter; private ones are made from `config` for a stand-in without)."""
 
-    def __init__(self, stream: FramedStream, gateway: Any) -> None:
+    def __init__(self, stream: FrameTransport, gateway: Any) -> None:
         self.stream = stream
         self.gw = gateway
         self._m: GatewayMetrics = getattr(gateway, "metrics", None) or GatewayMetrics()
@@ -76,7 +79,8 @@ class ClientConnection:
         self.user_id = 0
         self.device_id = 0
         self.shard = 0
-        self.session_epoch = 0  # of this login (SessionEpochStore; docs/decisions/0030-scale-presence.md)
+        self.lane = 0  # the device's mailbox lane (AUTH_OK mailbox_lane): pushes carry it
+        self.session_epoch = 0  # of this login (SessionEpochStore; docs/decisions/0033-scale-presence.md)
         self.replaced = False  # kicked by a newer session of its device: publishes no logout
         self._permits = asyncio.Semaphore(gateway.config.inflight_limit)
         self._bulk = asyncio.Semaphore(BULK_INFLIGHT)
@@ -128,7 +132,10 @@ class ClientConnection:
                 if self.user_id:
                     item = await self.stream.read_frame()
                 else:  # an unauthenticated connection has QIM_AUTH_TIMEOUT_MS to authenticate
-                    item = await asyncio.wait_for(self.stream.read_frame(), max(0.0, auth_deadline - loop.time()))
+                    # (a deadline, not wait_for: its inner task would keep a FrameError whose
+                    # traceback holds that task, a cycle freed only by a full collection)
+                    async with asyncio.timeout_at(auth_deadline):
+                        item = await self.stream.read_frame()
                 if item is None:
                     break
                 opcode, request_id, body = item
@@ -145,12 +152,12 @@ class ClientConnection:
         except FrameError as exc:
             self._m.frame_faults.labels(kind=type(exc).__name__).inc()
             logger.info("closing %s: %s", self.stream.peer, type(exc).__name__)
-            self.stream.abort()
+            self.stream.abort(f"bad frame: {type(exc).__name__}")
+        except asyncio.TimeoutError:  # before OSError: TimeoutError is one (it was caught there and never counted)
+            self._m.auth_timeouts.inc()
+            self.stream.abort("no AUTH in time")
         except (ConnectionError, OSError):
             pass
-        except asyncio.TimeoutError:
-            self._m.auth_timeouts.inc()
-            self.stream.abort()
         finally:
             if self._expiry is not None:
                 self._expiry.cancel()
@@ -240,7 +247,7 @@ class ClientConnection:
         lane, _, shard = ids.user_placement(tenant, user, self.gw.config.common.shard_count)
         epochs = getattr(self.gw, "epochs", None)  # a stand-in gateway of a unit test has none
         epoch = await epochs.next_epoch(tenant, user, device) if epochs is not None else 0
-        self.tenant, self.user_id, self.device_id, self.shard = tenant, user, device, shard
+        self.tenant, self.user_id, self.device_id, self.shard, self.lane = tenant, user, device, shard, lane
         self.session_epoch = epoch
         try:
             self.gw.online.register(self)  # RateLimited past the per-user connection cap

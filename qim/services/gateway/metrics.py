@@ -24,8 +24,6 @@ class GatewayMetrics(MetricSet):
         self.push_dropped = self.counter("qim_gateway_push_dropped", "PUSH_EVENTS dropped for a slow device")
         self.wakeups = self.counter("qim_gateway_push_wakeups", "Empty PUSH_EVENTS sent to repair dropped pushes",
                                     ["reason"])
-        self.push_stripped = self.counter("qim_gateway_push_stripped",
-                                          "PUSH_EVENTS sent without entries (over the size cap)")
         # the push listener (pushlink.py)
         self.bad_push = self.counter("qim_gateway_bad_push_batches",
                                      "Undecodable or unknown frames on the push listener")
@@ -38,6 +36,11 @@ class GatewayMetrics(MetricSet):
         self.requests = self.counter("qim_gateway_requests", "Client requests received", ["opcode"])
         self.auth_timeouts = self.counter("qim_gateway_auth_timeouts",
                                           "Connections closed for not authenticating in time")
+        # WebSocket (ws.py)
+        self.ws_connections = self.counter("qim_gateway_ws_connections", "WebSocket upgrades accepted")
+        self.ws_refused = self.counter("qim_gateway_ws_refused",
+                                       "WebSocket upgrades refused, by reason (path, origin, request, timeout, closed)",
+                                       ["reason"])
         # auth and limits (auth.py, ratelimit.py, online.py)
         self.auth_refused = self.counter("qim_gateway_auth_refused", "AUTH refused with UNAUTHENTICATED, by reason",
                                          ["reason"])

@@ -4,9 +4,11 @@ A second login of the same (user, device) kicks the older connection with
 KICKED{REPLACED}. A user holds at most `max_per_user` connections here
 (QIM_MAX_CONNECTIONS_PER_USER): the login of one more device is refused with
 ERROR(RATE_LIMITED) and a retry-after hint (docs/decisions/0021-tokens-and-limits.md).
-Pushes never move a cursor. A push to a connection whose outbound queue is over
-PUSH_QUEUE_LIMIT is dropped (counted) and that device gets a wake-up (an empty
-PUSH_EVENTS: the client pulls on any push) once its queue has drained to half the limit;
+Pushes never move a cursor. A push is a position (docs/decisions/0029): PUSH_EVENTS
+with the device's lane, the record's mailbox_seq and its message id, serialized once per
+lane and position, never an entry or a body. A push to a connection whose outbound
+queue is over PUSH_QUEUE_LIMIT is dropped (counted) and that device gets a wake-up (a
+PUSH_EVENTS without a position: the client pulls) once its queue has drained to half the limit;
 `wake_shards` wakes every device of some mailbox shards when pushes for them may have
 been lost (docs/decisions/0012-push-link-repair.md). No lost push leaves an online
 device behind.
@@ -14,10 +16,11 @@ device behind.
 
 from __future__ import annotations
 
+import functools
 import logging
-from typing import Callable, Optional, Protocol
+from typing import Callable, Optional, Protocol, Sequence
 
-from qim.consts import CONNECTION_CAP_RETRY_AFTER_MS
+from qim.consts import CONNECTION_CAP_RETRY_AFTER_MS, LANE_COUNT
 from qim.proto.v1 import connection_pb2, internal_pb2, mailbox_pb2
 from qim.protocol import Opcode
 from qim.services.gateway.metrics import GatewayMetrics
@@ -27,11 +30,14 @@ logger = logging.getLogger(__name__)
 # Outbound bytes above which a device's pushes are dropped (it is still reading an
 # earlier page; the wake-up after the drain makes it pull everything at once).
 PUSH_QUEUE_LIMIT = 1024 * 1024
-# A PUSH_EVENTS larger than this goes out without entries: it is only a wake-up, and
-# far below the 4 MiB frame limit whatever the batch held.
-PUSH_EVENTS_MAX_BYTES = 256 * 1024
-WAKE_BODY = mailbox_pb2.PushEvents().SerializeToString()  # empty: a valid wake-up
+WAKE_BODY = mailbox_pb2.PushEvents().SerializeToString()  # no position: pull
 DEVICE_FRAMES_QUEUE_LIMIT = 4 * 1024 * 1024  # READ_SYNC / SESSION_DELTA (absolute values)
+
+
+@functools.lru_cache(maxsize=LANE_COUNT)
+def _lane_field(lane: int) -> bytes:
+    """PushEvents.lane alone, serialized (a lane is one of LANE_COUNT)."""
+    return mailbox_pb2.PushEvents(lane=lane).SerializeToString()
 
 
 class DeviceConn(Protocol):
@@ -42,6 +48,7 @@ class DeviceConn(Protocol):
     device_id: int
 
     shard: int
+    lane: int
     session_epoch: int
     replaced: bool
 
@@ -144,17 +151,27 @@ class OnlineRegistry:
                 self._m.push_dropped.inc()
 
     def deliver(self, batch: internal_pb2.PushBatch) -> None:
-        """PUSH_EVENTS with each target's entries to its online devices."""
+        """PUSH_EVENTS with its position to every online device of each position's users.
+        A batch of whole entries (`targets`, a mailbox node from before positions, during
+        a rolling upgrade) is delivered as the position of its newest entry."""
         tenant = int.from_bytes(batch.tenant_id, "big")
+        for pos in batch.positions:
+            self._deliver_position(tenant, pos.mailbox_seq, [pos.message_id] if pos.message_id else [], pos.user_ids)
         for target in batch.targets:
-            devices = self._users.get((tenant, target.user_id))
+            seq = max((e.mailbox_seq for e in target.entries), default=0)
+            self._deliver_position(tenant, seq, [e.message_id for e in target.entries if e.message_id],
+                                   [target.user_id])
+
+    def _deliver_position(self, tenant: int, seq: int, message_ids: list[bytes], users: Sequence[int]) -> None:
+        # serialized once per position; a device's frame is its lane field + this (protobuf
+        # concatenation is a merge: the same bytes as serializing the whole message)
+        common = mailbox_pb2.PushEvents(mailbox_seq=seq, message_ids=message_ids).SerializeToString()
+        for user in users:
+            devices = self._users.get((tenant, user))
             if not devices:
                 continue
-            body = mailbox_pb2.PushEvents(entries=target.entries).SerializeToString()
-            if len(body) > PUSH_EVENTS_MAX_BYTES:
-                self._m.push_stripped.inc()
-                body = WAKE_BODY
             for conn in list(devices.values()):
+                body = _lane_field(conn.lane) + common
                 if conn.queued_bytes > PUSH_QUEUE_LIMIT:
                     self._m.push_dropped.inc()
                     conn.wake_when_drained(PUSH_QUEUE_LIMIT // 2, self._wake_drained)

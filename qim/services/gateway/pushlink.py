@@ -1,6 +1,6 @@
 """The gateway's push listener (QIM_GATEWAY_PUSH_ADDR): PUSH_BATCH from mailbox nodes,
-DEVICE_FRAMES from session nodes, and the readiness of the push path (issue 10, fault 13;
-docs/decisions/0012-push-link-repair.md).
+DEVICE_FRAMES from session nodes, and the readiness of the push path
+(docs/decisions/0012-push-link-repair.md).
 
 Every mailbox link opens with a hello (a PushBatch with `hello`, the node's registry id
 and the shards it serves). The gateway is ready only while every live mailbox node of

@@ -1,4 +1,4 @@
-"""Send-rate limits of the ConnectionNode (issue 15): token buckets per user (across the
+"""Send-rate limits of the ConnectionNode (docs/decisions/0021): token buckets per user (across the
 user's connections to this gateway) and per connection for the mutating opcodes, and
 the RATE_LIMITED error that tells the client when to come back.
 

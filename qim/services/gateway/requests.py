@@ -1,11 +1,13 @@
-"""Gateway-side validation of client requests for the writer (DESIGN.md §4, §5.1, §7).
+"""Gateway-side validation of client requests (DESIGN.md §4, §5.1, §7).
 
 Each `*_key` function parses the upstream bytes (INVALID_ARGUMENT on garbage), checks
 what needs no storage (id shapes, sizes, limits; the shared checks of qim/wire/validate.py)
-and returns the routing key (the conversation_id); the routing table is
+and returns the routing key: the conversation_id for the writer, the user_id for the
+session node, the user's mailbox shard for the mailbox node. The service table names
+each function for its client opcode (qim/topology.py); the routing table is
 qim/services/gateway/routes.py. The bytes are forwarded unchanged; authorisation
-against membership happens in the writer. `conn` is the client connection: `tenant`,
-`user_id` from AUTH and `gw.config.max_body`.
+against membership happens in the backend. `conn` is the client connection: `tenant`,
+`user_id` and `shard` from AUTH and `gw.config.max_body`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 from qim._core import ids
 from qim.consts import CONVERSATION_KIND_DIRECT, GROUP_MAX_MEMBERS, U63_MAX
 from qim.errors import ErrorCode, RequestError
-from qim.proto.v1 import group_pb2, history_pb2, message_pb2
+from qim.proto.v1 import group_pb2, history_pb2, mailbox_pb2, message_pb2, session_pb2
 from qim.wire.validate import (
     check_conversation,
     check_group_id,
@@ -26,10 +28,8 @@ from qim.wire.validate import (
     parse_send,
 )
 
-parse = parse_request  # the routing table's session and mailbox checks use the same parser
-
 __all__ = ["check_conversation", "check_group_id", "check_id", "create_group_key", "history_key", "leave_group_key",
-           "members_key", "parse", "recall_key", "send_key"]
+           "mark_read_key", "members_key", "pull_mailbox_key", "recall_key", "send_key", "session_list_key"]
 
 
 def send_key(conn: Any, body: bytes) -> bytes:
@@ -84,3 +84,23 @@ def members_key(conn: Any, body: bytes) -> bytes:
     req = parse_request(group_pb2.PullMembers, body, "PULL_MEMBERS")
     check_group_id(req.group_id)
     return ids.conversation_id_group(conn.tenant, req.group_id)
+
+
+def session_list_key(conn: Any, body: bytes) -> int:
+    """PULL_SESSION_LIST: a valid request; the key is the user's session shard (its
+    virtual bucket's MailboxShard, never a modulo of the node count: DESIGN.md §13)."""
+    parse_request(session_pb2.PullSessionList, body, "PULL_SESSION_LIST")
+    return conn.shard
+
+
+def mark_read_key(conn: Any, body: bytes) -> int:
+    """MARK_READ: a direct or group conversation; the key is the user's session shard."""
+    req = parse_request(session_pb2.MarkRead, body, "MARK_READ")
+    check_conversation(req.conversation_id)
+    return conn.shard
+
+
+def pull_mailbox_key(conn: Any, body: bytes) -> int:
+    """PULL_MAILBOX: a valid request; the key is the user's mailbox shard."""
+    parse_request(mailbox_pb2.PullMailbox, body, "PULL_MAILBOX")
+    return conn.shard

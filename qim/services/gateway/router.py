@@ -1,18 +1,22 @@
-"""Backend routing of the gateway (DESIGN.md §5.1).
+"""Backend routing of the gateway (DESIGN.md §5.1): one rule per backend, named by its
+row in qim/topology.py.
 
-Writers: rendezvous (highest random weight) hash of conversation_id over
-QIM_WRITER_ADDRS; when the first choice is unreachable the next one is tried. Routing
-is affinity only: every writer commits correctly for every conversation.
-Mailbox and session: the node that owns the user's shard (the user's virtual bucket ->
-MailboxShard, the same shard number for both kinds) in the ShardRegistry, from the
-cached OwnerTable (qim/cluster/owners.py). An owner that refuses (UNAVAILABLE: not the
-owner any more, or unreachable) makes the table refresh at once; the call goes once more
-to the new owner when there is one (docs/decisions/0028-scale-leases-and-fencing.md).
+- RENDEZVOUS (writers): highest random weight hash of the key (conversation_id) over
+  the service's addresses; when the first choice is unreachable the next one is tried.
+  Routing is affinity only: every writer commits correctly for every conversation.
+- MODULO: node key mod node count (static assignment), no failover: only that node
+  serves the key.
+- SHARD_OWNER (mailbox and session, key: the user's shard: virtual bucket ->
+  MailboxShard, the same number for both kinds): the live owner of the shard in the
+  ShardRegistry, from the cached OwnerTable (qim/cluster/owners.py). An owner that
+  refuses (UNAVAILABLE: not the owner any more, or unreachable) makes the table refresh
+  at once and the call goes once more to the new owner when there is one
+  (docs/decisions/0031-scale-leases-and-fencing.md).
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Mapping, Optional, Union
 
 import blake3
 
@@ -20,6 +24,7 @@ from qim.cluster.owners import OwnerTable
 from qim.errors import ErrorCode, RequestError
 from qim.net.rpc import RpcClient
 from qim.net.tls import TlsContexts
+from qim.topology import RENDEZVOUS, SHARD_OWNER, service
 from qim.wire.errors import RemoteError
 
 
@@ -30,30 +35,46 @@ def rendezvous_order(key: bytes, addrs: tuple[str, ...]) -> list[int]:
 
 
 class BackendRouter:
-    """RPC clients to writers and to shard owners, with failover for writers and owner
-    lookup for mailbox and session nodes (`owners`: the OwnerTable of kinds "mailbox"
-    and "session"). `tls`: the gateway's internal TlsContexts (None: plaintext
-    development); `services`: the service each kind of backend must prove in its
-    certificate (writer, mailbox, session)."""
+    """RPC clients to every backend of `backends` ({service name: addresses}), each
+    reached by its row's routing rule (SHARD_OWNER rows through `owners`, the OwnerTable
+    of their kinds). `tls`: the gateway's internal TlsContexts (None: plaintext
+    development); each backend must prove its service name in its certificate."""
 
-    def __init__(self, writer_addrs: tuple[str, ...], owners: OwnerTable, tls: Optional[TlsContexts] = None,
-                 services: tuple[Optional[str], ...] = (None, None, None)) -> None:
-        self._writer_addrs = writer_addrs
-        self._writers = [RpcClient(a, tls=tls, expect_service=services[0]) for a in writer_addrs]
-        self.owners = owners
+    def __init__(self, backends: Mapping[str, tuple[str, ...]], tls: Optional[TlsContexts] = None,
+                 owners: Optional[OwnerTable] = None) -> None:
+        self._addrs = dict(backends)
+        self._rules = {name: service(name).gateway for name in backends}
         self._tls = tls
-        self._services = {"mailbox": services[1], "session": services[2]}
+        self.owners = owners
         self._owner_clients: dict[tuple[str, str], RpcClient] = {}  # (kind, addr) -> client
+        self._clients = {name: [RpcClient(a, tls=tls, expect_service=name) for a in addrs]
+                         for name, addrs in backends.items() if not self._by_owner(name)}
 
-    async def call_writer(self, conversation_id: bytes, opcode: int, body: bytes) -> tuple[int, bytes]:
-        """Send to the rendezvous writer; when it cannot be reached (RequestError
-        UNAVAILABLE) try the next. Raises the last RequestError(UNAVAILABLE) when none
-        answers; a writer's own ERROR reply, whatever its code, is raised at once as
-        qim.net.rpc.RemoteError (the caller names the client's opcode in it)."""
-        last = RequestError(ErrorCode.UNAVAILABLE, "no writer configured")
-        for i in rendezvous_order(conversation_id, self._writer_addrs):
+    def _by_owner(self, backend: str) -> bool:
+        rule = self._rules.get(backend)
+        return rule is not None and rule.routing == SHARD_OWNER
+
+    async def call(self, backend: str, key: Union[bytes, int], opcode: int, body: bytes) -> tuple[int, bytes]:
+        """Send to the node of `backend` that `key` routes to. RequestError(UNAVAILABLE)
+        when none is configured, (rendezvous) none answers or (shard owner) the shard has
+        no live owner that serves it; a backend's own ERROR reply, whatever its code, is
+        raised at once as qim.net.rpc.RemoteError (the caller names the client's opcode
+        in it)."""
+        if self._by_owner(backend):
+            assert isinstance(key, int)
+            return await self._call_owner(backend, key, opcode, body)
+        rule = self._rules.get(backend)
+        clients = self._clients.get(backend) or []
+        if not clients:
+            raise RequestError(ErrorCode.UNAVAILABLE, f"no {backend} service configured")
+        if rule is None or rule.routing != RENDEZVOUS:
+            assert isinstance(key, int)
+            return await clients[key % len(clients)].call(opcode, body)
+        assert isinstance(key, bytes)
+        last = RequestError(ErrorCode.UNAVAILABLE, f"no {backend} service configured")
+        for i in rendezvous_order(key, self._addrs[backend]):
             try:
-                return await self._writers[i].call(opcode, body)
+                return await clients[i].call(opcode, body)
             except RemoteError:
                 raise
             except RequestError as exc:
@@ -62,35 +83,26 @@ class BackendRouter:
                 last = exc
         raise last
 
-    async def call_mailbox(self, shard: int, opcode: int, body: bytes) -> tuple[int, bytes]:
-        """The mailbox node that owns `shard` (see the module doc); RequestError
-        UNAVAILABLE when it has no live owner or the owner cannot serve it."""
-        return await self._call_owner("mailbox", shard, opcode, body)
-
-    async def call_session(self, shard: int, opcode: int, body: bytes) -> tuple[int, bytes]:
-        """The session node that owns the user's shard `shard`; as call_mailbox."""
-        return await self._call_owner("session", shard, opcode, body)
-
-    def _client(self, kind: str, addr: str) -> RpcClient:
+    def _owner_client(self, kind: str, addr: str) -> RpcClient:
         client = self._owner_clients.get((kind, addr))
         if client is None:
-            client = self._owner_clients[(kind, addr)] = RpcClient(addr, tls=self._tls,
-                                                                   expect_service=self._services[kind])
+            client = self._owner_clients[(kind, addr)] = RpcClient(addr, tls=self._tls, expect_service=kind)
         return client
 
     async def _call_owner(self, kind: str, shard: int, opcode: int, body: bytes) -> tuple[int, bytes]:
+        if self.owners is None:
+            raise RequestError(ErrorCode.UNAVAILABLE, f"no shard registry to find the {kind} owner")
         owner = self.owners.owner(kind, shard)
         if owner is None:
             await self.owners.refresh(force=True)
             owner = self.owners.owner(kind, shard)
-        tried = ""
         for _ in range(2):
             if owner is None:
                 raise RequestError(ErrorCode.UNAVAILABLE, f"{kind} shard {shard} has no live owner (takeover in "
                                    "progress); retry")
             tried = owner.addr
             try:
-                return await self._client(kind, owner.addr).call(opcode, body)
+                return await self._owner_client(kind, owner.addr).call(opcode, body)
             except RequestError as exc:  # RemoteError too: the owner's own ERROR reply
                 if exc.code != ErrorCode.UNAVAILABLE:
                     raise
@@ -102,5 +114,8 @@ class BackendRouter:
 
     async def close(self) -> None:
         """Close every backend client."""
-        for c in self._writers + list(self._owner_clients.values()):
+        for clients in self._clients.values():
+            for c in clients:
+                await c.close()
+        for c in self._owner_clients.values():
             await c.close()

@@ -7,13 +7,16 @@ a shard this node does not hold (or whose lease ended) is UNAVAILABLE, and the g
 asks the registry again. A shard taken over wakes its online devices on every gateway
 (its previous owner may have died between a finish and its push).
 
-Push is best effort and off the shard path: PushBatch frames (split to stay far below
-the frame limit) are queued to the push link of each gateway holding a recipient's
-device (qim/services/mailbox/targets.py: the PresenceDirectory of the node's shards; a
-link per live gateway of the registry, qim/services/mailbox/pushlink.py): a link that is
-down keeps a bounded backlog for its reconnect, and anything dropped (counted in
-`qim_mailbox_push_dropped_total{reason}`) makes that gateway wake the affected devices,
-which pull (docs/decisions/0012-push-link-repair.md).
+Push is best effort and off the shard path. A push is a position, not a payload
+(docs/decisions/0029): per materialized record one PushBatch position (its mailbox_seq,
+its message_id and its recipients; split to stay far below the frame limit), never the
+entries or their bodies, which the devices pull. The frames are queued to the push link
+of each gateway holding a recipient's device (qim/services/mailbox/targets.py: the
+PresenceDirectory of the node's shards; a link per live gateway of the registry,
+qim/services/mailbox/pushlink.py): a link that is down keeps a bounded backlog for its
+reconnect, and anything dropped (counted in `qim_mailbox_push_dropped_total{reason}`)
+makes that gateway wake the affected devices, which pull
+(docs/decisions/0012-push-link-repair.md).
 """
 
 from __future__ import annotations

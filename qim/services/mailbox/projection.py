@@ -20,12 +20,12 @@ import logging
 from typing import Any, Callable, Optional
 
 from qim.cluster.owners import OwnerTable
-from qim.net.allow import SESSION
 from qim.net.oneway import PEER_QUEUE_LIMIT, SENT, OneWayLink
 from qim.net.tls import TlsContexts
 from qim.proto.v1 import projection_pb2
 from qim.protocol import Opcode
 from qim.services.mailbox.metrics import MailboxMetrics
+from qim.topology import SESSION
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Mailbox -> gateway push links (DESIGN.md §5.4 "best-effort PushBatch"; issue 10,
+"""Mailbox -> gateway push links (DESIGN.md §5.4 "best-effort PushBatch"; docs/decisions/0012,
 fault 13; docs/decisions/0012-push-link-repair.md).
 
 A push is best effort, but a dropped one must never leave an online device behind

@@ -61,12 +61,9 @@ def build_events(d: dispatch_record.Dispatch) -> list[tuple[int, list[MailboxEve
     only the sender's own entry carries the cmid."""
     out = []
     for user in d.recipients:
-        out.append((user, [MailboxEvent(
-            event_type=d.event_type, event_id=ids.event_id(d.dispatch_id, user, d.event_type),
-            message_id=d.message_id, conversation_id=d.conversation_id, conversation_seq=d.conversation_seq,
-            sender_id=d.sender_id, created_at_ms=d.created_at_ms, message_type=d.message_type,
-            custom_type=d.custom_type, client_message_id=d.client_message_id if user == d.sender_id else b"",
-            body=d.body)]))
+        out.append((user, [MailboxEvent.at(
+            d.event_type, ids.event_id(d.dispatch_id, user, d.event_type), d.coord,
+            d.client_message_id if user == d.coord.sender_id else b"", d.body)]))
     return out
 
 
@@ -86,7 +83,7 @@ async def materialize(store: MailboxStore, cur: ShardCursor, offset: int, value:
     seq8 = mseq.to_bytes(mseq.compose(cur.epoch, offset))
     per_user = build_events(d)
     new_blob = watermark.advance_all(cur.blob, offset)
-    day = day_of(d.created_at_ms)
+    day = day_of(d.coord.created_at_ms)
     if len(per_user) == 1 and not faults.active:
         user, events = per_user[0]
         status, used = await store.fused(cur.shard, cur.epoch, d.tenant, d.dispatch_id, digest, offset, seq8, day,

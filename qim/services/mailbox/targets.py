@@ -2,9 +2,11 @@
 
 One push link per live gateway of the ShardRegistry (qim/cluster/links.py). The node
 follows the presence partitions of the shards it owns (qim/cluster/presence.py) and
-sends a materialized record's PushBatch only to the gateways holding one of its
-recipients' devices, one frame per holding gateway: no synchronous remote call on the
-push path (`qim_mailbox_push_gateways` counts the gateways each record went to). While a
+sends a materialized record's position (PushBatch position: mailbox_seq, message id and
+the recipients a gateway holds; never the entries, which the devices pull:
+docs/decisions/0029-path-push-positions-not-payloads.md) only to the gateways holding one
+of its recipients' devices, one frame per holding gateway: no synchronous remote call
+on the push path (`qim_mailbox_push_gateways` counts the gateways each record went to). While a
 shard's presence is still being read (just taken over), its pushes go to every gateway.
 A device seen logging in is woken at once (a message materialized between its login
 pull and its entry reaching this node would otherwise wait for its next pull); a device
@@ -14,20 +16,20 @@ exactly that session, once.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from qim.cluster.links import GatewayLinks
 from qim.cluster.owners import OwnerTable
 from qim.cluster.presence import PresenceFollower
-from qim.net.allow import GATEWAY
 from qim.net.tls import TlsContexts
 from qim.proto.v1 import internal_pb2
 from qim.services.mailbox.metrics import MailboxMetrics
-from qim.services.mailbox.pull import entry_pb
 from qim.services.mailbox.pushlink import PushLink
+from qim.topology import GATEWAY
 from qim.wire.presence import PresenceKey
 
-PUSH_BATCH_MAX_BYTES = 256 * 1024  # one PushBatch frame (the frame limit is 4 MiB)
+# recipients per PushBatch frame: at most ~10 bytes each, ~160 KiB (the frame limit is 4 MiB)
+PUSH_USERS_PER_FRAME = 16_384
 
 
 class PushTargets:
@@ -56,34 +58,33 @@ class PushTargets:
         await self.presence.remove_shard(shard)
 
     def push(self, shard: int, tenant: int, seq: int, items: list) -> None:
-        """PushBatch of one record of `shard` to each gateway holding a recipient's device
-        (every gateway while the shard's presence is being read). Never awaits."""
-        by_gateway: dict[str, list] = {}
-        everyone = False
-        for user, events in items:
+        """The position of one record of `shard` to each gateway holding a recipient's
+        device, with the recipients it holds (every gateway, every recipient, while the
+        shard's presence is being read). Never awaits."""
+        users = [user for user, _ in items]
+        message_id = next((ev.message_id for _, events in items for ev in events), b"")
+        by_gateway: dict[str, list[int]] = {}
+        for user in users:
             gateways = self.presence.gateways_of(shard, tenant, user)
             if gateways is None:
-                everyone = True
+                by_gateway = {gw: users for gw in self.gateways.links}
                 break
             for gw in gateways:
-                by_gateway.setdefault(gw, []).append((user, events))
-        if everyone:
-            by_gateway = {gw: items for gw in self.gateways.links}
+                by_gateway.setdefault(gw, []).append(user)
         sent = 0
-        for gw, targets in by_gateway.items():
+        for gw, held in by_gateway.items():
             link = self.gateways.links.get(gw)
             if link is None:
                 continue  # a gateway the registry did not list yet: its devices pull on the hello's wake
-            for body in push_bodies(tenant, seq, targets):
+            for body in push_bodies(tenant, seq, message_id, held):
                 link.push(body)
             sent += 1
         self._m.push_gateways.observe(sent)
 
     def _online(self, key: PresenceKey) -> None:
         link = self.gateways.links.get(key.gateway)
-        if link is not None:  # an empty target is a wake-up: the device pulls
-            link.push(internal_pb2.PushBatch(tenant_id=key.tenant.to_bytes(16, "big"), targets=[
-                internal_pb2.PushBatch.Target(user_id=key.user)]).SerializeToString())
+        if link is not None:  # a position without a mailbox_seq is a wake-up: the device pulls
+            link.push(push_bodies(key.tenant, 0, b"", [key.user])[0])
 
     def _replaced(self, key: PresenceKey, session_epoch: int) -> None:
         link = self.gateways.links.get(key.gateway)
@@ -104,23 +105,15 @@ class PushTargets:
         await self.presence.close()
 
 
-def push_bodies(tenant: int, seq: int, items: Any) -> list[bytes]:
-    """Serialized PushBatch frames for one record's [(user, events)], each at most about
-    PUSH_BATCH_MAX_BYTES (a single target is never split: its entries are one event
-    group, at most 8 events of at most 8 KiB inline body each)."""
+def push_bodies(tenant: int, seq: int, message_id: bytes, users: Sequence[int]) -> list[bytes]:
+    """Serialized PushBatch frames of one record's position: mailbox_seq `seq` (0: a
+    wake-up), the record's `message_id` (16 bytes; the load generator's first sighting)
+    and the recipients `users` a gateway holds, at most PUSH_USERS_PER_FRAME per frame.
+    No entry and no body: a device pulls them (its cursor may already be there)."""
     tenant_id = tenant.to_bytes(16, "big")
     bodies = []
-    batch = internal_pb2.PushBatch(tenant_id=tenant_id)
-    size = 0
-    for user, events in items:
-        target = internal_pb2.PushBatch.Target(user_id=user, entries=[entry_pb(seq, ev) for ev in events])
-        target_size = target.ByteSize() + 6  # + field tag and length prefix
-        if batch.targets and size + target_size > PUSH_BATCH_MAX_BYTES:
-            bodies.append(batch.SerializeToString())
-            batch = internal_pb2.PushBatch(tenant_id=tenant_id)
-            size = 0
-        batch.targets.append(target)
-        size += target_size
-    if batch.targets:
+    for i in range(0, len(users), PUSH_USERS_PER_FRAME):
+        batch = internal_pb2.PushBatch(tenant_id=tenant_id)
+        batch.positions.add(mailbox_seq=seq, message_id=message_id, user_ids=users[i:i + PUSH_USERS_PER_FRAME])
         bodies.append(batch.SerializeToString())
     return bodies

@@ -35,7 +35,7 @@ from qim.errors import EngineError
 from qim.infra.kafka.bridge import AsyncConsumer, topic_identity
 from qim.services.session.metrics import SessionMetrics
 from qim.services.session.register import Registration, from_message, merge
-from qim.stores.errors import NotOwner, StoreError
+from qim.stores.errors import NotOwner, StorageError
 from qim.stores.sessions import SessionStore
 from qim.wire import dispatch as dispatch_record
 
@@ -188,8 +188,9 @@ class DurableProjector:
                 continue  # a shard given up, or a record projected before
             try:
                 d = dispatch_record.decode(m.value())
+                c = d.coord
                 regs.setdefault(part, []).extend(from_message(
-                    d.tenant, d.conversation_id, d.conversation_seq, d.created_at_ms, d.sender_id, d.recipients,
+                    d.tenant, c.conversation_id, c.conversation_seq, c.created_at_ms, c.sender_id, d.recipients,
                     _everyone))
             except (dispatch_record.DispatchDecodeError, ValueError) as exc:
                 # never skip a record: a gap here is a conversation missing from a list
@@ -202,7 +203,7 @@ class DurableProjector:
             batch = merge([r for p in moves for r in regs.get(p, [])])
             try:
                 # registrations then every checkpoint's fenced compare-and-set, one round
-                # trip per poll (issue 12); a retry after a lost reply finds its own values
+                # trip per poll (no per-record round trip); a retry after a lost reply finds its own values
                 await self._sessions.project(self._binding, moves, batch)
                 break
             except NotOwner as exc:  # a newer owner fenced that shard: stop it, keep the others
@@ -219,7 +220,7 @@ class DurableProjector:
                 logger.warning("durable projection batch failed (%s); retrying", exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
-            except StoreError as exc:  # the checkpoint was rebound or moved under us
+            except StorageError as exc:  # the checkpoint was rebound or moved under us
                 return self._fail_closed(f"checkpoint: {exc.reason or 'refused'} {exc.message}")
         served = {p: new for p, new in advance.items() if p in self.next}
         if not served:

@@ -21,7 +21,7 @@ from qim.consts import SESSION_PROJECTION_QUEUE
 from qim.proto.v1 import projection_pb2
 from qim.services.session.metrics import SessionMetrics
 from qim.services.session.register import Registration, from_message, merge
-from qim.stores.errors import StoreError
+from qim.stores.errors import StorageError
 from qim.stores.sessions import SessionStore
 
 logger = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ class ProjectionIntake:
             regs = merge(regs)
             try:
                 await self._sessions.register(regs)
-            except StoreError as exc:
+            except StorageError as exc:
                 self._m.projection_dropped.labels(reason="redis").inc(len(batch))
                 logger.warning("low-latency projection of %d messages dropped: %s", len(batch), exc)
                 continue

@@ -1,4 +1,4 @@
-"""SessionProjection's first registrations in CQL (issue 14; seed 000 ADR-0021 decision 4:
+"""SessionProjection's first registrations in CQL (docs/decisions/0023; seed 000 ADR-0021 decision 4:
 "UserConversationState 首次进入集合时登记（投影 Lua 写 Redis 待登记队列、后台批量落表）";
 seed 004 §6).
 
@@ -24,7 +24,7 @@ from qim.consts import CONVERSATION_KIND_GROUP
 from qim.errors import EngineError
 from qim.services.session.metrics import SessionMetrics
 from qim.stores.archive import ConversationStateStore
-from qim.stores.errors import StoreError
+from qim.stores.errors import StorageError
 from qim.stores.groups import GroupStore
 from qim.stores.intervals import OPEN
 from qim.stores.messages import MessageStore, TailQuery
@@ -61,7 +61,7 @@ class FirstRegistrations:
             try:
                 n = await self.drain_once()
                 failing = False
-            except (StoreError, EngineError) as exc:
+            except (StorageError, EngineError) as exc:
                 self._m.first_registration_failures.inc()
                 if not failing:
                     logger.warning("first registrations not written to CQL (%s); retrying", exc)

@@ -41,7 +41,7 @@ class SessionMetrics(MetricSet):
         self.device_frames_dropped = self.counter("qim_session_device_frames_dropped",
                                                   "DEVICE_FRAMES dropped (gateway down or slow)")
         self.bad_oneway = self.counter("qim_session_bad_oneway", "Unknown oneway frames on the session listener")
-        # user_conversation_state in CQL (issue 14: qim/services/session/firstreg.py)
+        # user_conversation_state in CQL (qim/services/session/firstreg.py)
         self.first_registrations = self.counter("qim_session_first_registrations",
                                                 "First registrations written to CQL user_conversation_state")
         self.first_registration_failures = self.counter("qim_session_first_registration_failures",

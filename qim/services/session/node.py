@@ -32,7 +32,6 @@ from qim.cluster.presence import PresenceFollower
 from qim.config import SessionConfig
 from qim.consts import INTERNAL_RPC_INFLIGHT
 from qim.errors import ConfigError, ErrorCode, RequestError
-from qim.net.allow import GATEWAY
 from qim.net.oneway import PEER_QUEUE_LIMIT, SENT, OneWayLink
 from qim.obs.node import ServiceNode
 from qim.proto.v1 import internal_pb2
@@ -45,6 +44,7 @@ from qim.services.session.metrics import SessionMetrics
 from qim.services.session.register import Registration
 from qim.services.session.service import SessionService
 from qim.stores.open import open_registry, open_stores
+from qim.topology import GATEWAY
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class SessionNode(ServiceNode):
                                           self._marked, self.metrics, on_lost=self.keeper.refused)
         # a PROJECTION frame comes from the mailbox owner of the same shard: register all of it
         self.intake = ProjectionIntake(stores.sessions, lambda user: True, self._marked, metrics=self.metrics)
-        tier = stores.archive_tier  # issue 14: first registrations in CQL, lists rebuilt from them
+        tier = stores.archive_tier  # the archive tier: first registrations in CQL, lists rebuilt from them
         self.first_registrations = (FirstRegistrations(stores.sessions, tier.conversations, self.metrics)
                                     if tier is not None else None)
         restore = None if tier is None else partial(restore_list, sessions=stores.sessions,

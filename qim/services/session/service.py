@@ -69,7 +69,7 @@ class SessionService:
         self.cache = cache
         self._send_devices = send_devices
         self._unserved = unserved
-        # rebuilds an empty conversation set from CQL user_conversation_state (issue 14:
+        # rebuilds an empty conversation set from CQL user_conversation_state (docs/decisions/0023:
         # qim/services/session/firstreg.py restore_list); None without the archive tier
         self._restore = restore
         self._tasks: set[asyncio.Task] = set()

@@ -24,17 +24,17 @@ import os
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Mapping, Optional, Protocol
 
-from qim.consts import EVENT_GROUP_MAX_BYTES, INLINE_BODY_BUDGET_BYTES
+from qim.consts import EVENT_GROUP_MAX_BYTES, INLINE_BODY_BUDGET_BYTES, MAX_MESSAGE_BODY
 from qim.errors import ErrorCode, RequestError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncProducer
 from qim.proto.v1 import internal_pb2, message_pb2
-from qim.services.writer.hlc import HlcClock, now_ms
+from qim.services.writer.hlc import HlcClock
 from qim.services.writer.metrics import WriterMetrics
 from qim.services.writer.outbox import OutboxPublisher, ack
 from qim.services.writer.sequencer import ConversationTurns, Turn
 from qim.stores.commits import COMMITTED, RESERVED, CommitRef, CommitStore, GroupSendCheck, Reservation, Reserved
-from qim.stores.errors import ClockBehind, MembershipChanged, RecordChanged, StoreUnavailable
+from qim.stores.errors import ClockBehind, MembershipMoved, RecordChanged, StoreUnavailable
 from qim.wire.outbox import stored_record
 from qim.wire.validate import check_send_shape, identity_digest
 
@@ -42,7 +42,7 @@ from qim.wire.validate import check_send_shape, identity_digest
 # group framing: an inline body must leave room for them inside one 8 KiB group.
 EVENT_OVERHEAD_MAX = 256
 # Store refusals that mean "plan again from fresh reads", and how often (then UNAVAILABLE).
-REPLAN = (MembershipChanged, RecordChanged)
+REPLAN = (MembershipMoved, RecordChanged)
 REPLAN_ATTEMPTS = 3
 # A reserve refused because another writer's id in the conversation is newer: observe
 # it and take a new id; more than this many refusals in a row means the clock is unusable.
@@ -60,7 +60,7 @@ def inline_decision(recipient_count: int, body_len: int) -> bool:
 class SendPlan:
     """A planned audience: OutboxRecord audience fields (recipients, or the group's
     conversation and membership_version; inline_body) and, for a group, the check the
-    reserve repeats atomically (MembershipChanged when it moved)."""
+    reserve repeats atomically (MembershipMoved when it moved)."""
 
     audience: dict = field(default_factory=dict)
     group: Optional[GroupSendCheck] = None
@@ -69,9 +69,12 @@ class SendPlan:
 class AudiencePlanner(Protocol):
     """Plans the audience of a send of one conversation kind (planner.py)."""
 
-    async def plan(self, actor: internal_pb2.Actor, tenant: int, msg: message_pb2.SendMessage) -> SendPlan:
+    async def plan(self, actor: internal_pb2.Actor, tenant: int, msg: message_pb2.SendMessage,
+                   fresh: bool = False) -> SendPlan:
         """The audience of `msg` by `actor`; RequestError (FORBIDDEN, INVALID_ARGUMENT) for
-        a send the actor may not make. May read (group membership), never writes."""
+        a send the actor may not make. May read (group membership) or plan from what it
+        read before; `fresh` (the reserve refused the last plan: MembershipMoved) reads
+        again. Never writes."""
         ...
 
 
@@ -87,8 +90,9 @@ class MessageCommitter:
 
     def __init__(self, commits: CommitStore, producer: AsyncProducer, clock: HlcClock, shard_count: int,
                  faults: FaultPoints, planners: Mapping[int, AudiencePlanner],
-                 metrics: Optional[WriterMetrics] = None) -> None:
+                 metrics: Optional[WriterMetrics] = None, max_body: int = MAX_MESSAGE_BODY) -> None:
         self._commits = commits
+        self._max_body = max_body  # QIM_MAX_MESSAGE_BODY, the limit the gateway checks too
         self._clock = clock
         self._shard_count = shard_count
         self._faults = faults
@@ -155,7 +159,7 @@ class MessageCommitter:
             scan = conversation in self.outbox.rescan
             try:
                 reserved = await reserve(Reservation(
-                    ref, digest, record.message_id, record.created_at_ms, prefix, audience, now_ms(), self.token,
+                    ref, digest, record.message_id, record.created_at_ms, prefix, audience, self.token,
                     split=self._faults.active, list_older=scan, previous=previous))
             except ClockBehind as exc:
                 self._clock.observe(exc.message_id)
@@ -171,7 +175,7 @@ class MessageCommitter:
     async def commit(self, actor: internal_pb2.Actor, msg: message_pb2.SendMessage, turn: Turn) -> message_pb2.SendAck:
         """SEND_MESSAGE: the audience from the planner of the conversation's kind (a group's
         membership may move between plan and reserve: planned again, bounded)."""
-        kind = check_send_shape(msg)
+        kind = check_send_shape(msg, self._max_body)
         if len(actor.tenant_id) != 16 or actor.user_id == 0:
             raise RequestError(ErrorCode.UNAUTHENTICATED, "no authenticated actor")
         planner = self._planners.get(kind)
@@ -180,10 +184,10 @@ class MessageCommitter:
         tenant = int.from_bytes(actor.tenant_id, "big")
         ref = CommitRef(tenant, msg.conversation_id, actor.user_id, msg.client_message_id)
         digest = identity_digest(msg)
-        for _ in range(REPLAN_ATTEMPTS):
+        for attempt in range(REPLAN_ATTEMPTS):
             # planned before the conversation's turn comes (reads overlap); a re-plan reads
             # again while the turn is held, so arrival order is kept
-            plan = await planner.plan(actor, tenant, msg)
+            plan = await planner.plan(actor, tenant, msg, fresh=attempt > 0)
             record = self.new_record(actor, msg.conversation_id, msg.client_message_id, msg.message_type,
                                      msg.custom_type, msg.body)
             group = plan.group
@@ -194,6 +198,6 @@ class MessageCommitter:
             try:
                 return await self.run_commit(ref, digest, record, self.audience(**plan.audience), turn, reserve,
                                              msg.previous_client_message_id)
-            except MembershipChanged:
+            except MembershipMoved:
                 continue
         raise RequestError(ErrorCode.UNAVAILABLE, "group membership kept changing; retry")

@@ -24,9 +24,10 @@ from qim.protocol import EventType
 from qim.services.writer.committer import REPLAN_ATTEMPTS, MessageCommitter, inline_decision
 from qim.services.writer.sequencer import Turn
 from qim.stores.commits import CommitRef, CommitStore, GroupChange, Reservation, Reserved
-from qim.stores.errors import MembershipChanged
+from qim.stores.errors import MembershipMoved, StoreCorrupt
 from qim.stores.groups import GroupStore, GroupView
 from qim.stores.messages import MessageStore
+from qim.wire.control import control_event
 from qim.wire.validate import op_digest
 
 SNAPSHOT_TTL_S = 8 * 86400  # covers the Outbox, dispatch and DispatchProgress replay windows
@@ -90,7 +91,9 @@ class Groups:
         if ack.message_id != record.message_id:
             # a replay: answer with the version that change produced, read from its own record
             prior = await self._messages.get(tenant, conv, ack.message_id)
-            control = message_pb2.ControlEvent.FromString(prior.record.body if prior else b"")
+            control = control_event(prior.record.body if prior else b"")
+            if control is None:
+                raise StoreCorrupt("the CONTROL record of a replayed group change does not decode")
             version = control.membership.membership_version
         return group_pb2.GroupOk(conversation_id=conv, membership_version=version, conversation_seq=ack.conversation_seq)
 
@@ -134,7 +137,7 @@ class Groups:
             try:
                 return await self._change(actor, tenant, group_id, cmid, "edit", kind, joins, leaves, group, digest,
                                           turn)
-            except MembershipChanged:
+            except MembershipMoved:
                 continue
         raise RequestError(ErrorCode.UNAVAILABLE, "group membership kept changing; retry")
 

@@ -1,4 +1,5 @@
-"""PULL_HISTORY in the writer (issue 6; DESIGN.md §5 step 7, §7, §11 history page 512 KiB).
+"""PULL_HISTORY in the writer (docs/decisions/0005-groups-history.md; DESIGN.md §5 step 7,
+§7, §11 history page 512 KiB).
 
 Pages the conversation's history in either direction from an anchor, clipped to the
 actor's visible intervals (a re-joined member pages across the gap between its

@@ -38,7 +38,7 @@ from qim.consts import (
     WRITER_ID_LEASE_MS,
 )
 from qim.errors import EngineError, ErrorCode, RequestError
-from qim.stores.errors import LeaseLost, StoreError
+from qim.stores.errors import LeaseLost, StorageError
 from qim.stores.leases import ClockLeaseStore
 
 logger = logging.getLogger(__name__)
@@ -148,7 +148,7 @@ class HlcClock:
             if self._last_ms + 1 > self._ceiling:
                 if not await self._publish_ceiling():
                     raise RequestError(ErrorCode.UNAVAILABLE, "writer_id lease lost")
-        except StoreError as exc:
+        except StorageError as exc:
             raise RequestError(ErrorCode.UNAVAILABLE, "writer clock window not renewed") from exc
 
     def observe(self, message_id: bytes) -> None:

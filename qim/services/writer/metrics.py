@@ -23,7 +23,7 @@ class WriterMetrics(MetricSet):
             "Unpublished commits of another (crashed) writer published before a newer one")
         self.older_failed = self.counter("qim_writer_older_commit_failures",
                                          "Older commits whose publication failed (left to CommitRecovery)")
-        # hot-window trim (issue 14: qim/services/writer/trimmer.py)
+        # hot-window trim (qim/services/writer/trimmer.py)
         self.trimmed = self.counter("qim_writer_history_trimmed", "Messages removed from the hot tier (archived)")
         self.trim_blocked = self.counter(
             "qim_writer_history_trim_blocked",

@@ -1,4 +1,4 @@
-"""Recall (by the sender) and delete (by an operator) of a stored message (issue 6).
+"""Recall (by the sender) and delete (by an operator) of a stored message (docs/decisions/0005-groups-history.md).
 
 The record stays in MessageStore with its state and no body (no explicit DELETE of a
 message row); its state lets mailbox pulls drop inline bodies; a CONTROL message

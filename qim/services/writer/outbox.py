@@ -28,7 +28,7 @@ from qim.proto.v1 import message_pb2
 from qim.services.writer.hlc import now_ms
 from qim.services.writer.metrics import WriterMetrics
 from qim.stores.commits import COMMITTED, RESERVED, CommitRef, CommitStore, LoadedCommit
-from qim.stores.errors import StoreError
+from qim.stores.errors import StorageError
 from qim.wire import outbox as outbox_codec
 
 logger = logging.getLogger(__name__)
@@ -79,12 +79,14 @@ class OutboxPublisher:
 
     def enqueue(self, ref: CommitRef, message_id: bytes, record: bytes, audience: bytes,
                 message_type: int) -> Pending:
-        """produce() one Outbox record now (qim/wire/outbox.py: audience ‖ field 1 record)."""
+        """produce() one Outbox record now (qim/wire/outbox.py: audience ‖ field 1 record),
+        stamped with the writer's clock as librdkafka would (the broker's LogAppendTime
+        replaces it: docs/decisions/0028)."""
         try:
             # one conversation, one partition: its commit bucket decides (docs/decisions/0029)
             partition = ids.commit_bucket(ref.tenant, ref.conversation_id) % self.partitions
             delivery = self._producer.produce(OUTBOX_TOPIC, outbox_codec.encode(audience, record), key=message_id,
-                                              partition=partition)
+                                              partition=partition, timestamp_ms=now_ms())
         except EngineError as exc:
             self.rescan.add((ref.tenant, ref.conversation_id))
             raise RequestError(ErrorCode.UNAVAILABLE, "outbox unavailable") from exc
@@ -104,11 +106,11 @@ class OutboxPublisher:
         try:
             _, offset = await pending.delivery
             self._faults.hit("after_outbox")
-            done = await self._commits.mark_committed(ref, offset, now_ms(), pending.ttl_ms)
+            done = await self._commits.mark_committed(ref, offset, pending.ttl_ms)
         except EngineError as exc:  # the broker, or StoreUnavailable
             self.rescan.add((ref.tenant, ref.conversation_id))  # the next reserve lists its unpublished commits
             raise RequestError(ErrorCode.UNAVAILABLE, "outbox or commit store unavailable") from exc
-        except StoreError as exc:  # NotFound, NotRecorded: the commit state is not where it must be
+        except StorageError as exc:  # NotFound, NotRecorded: the commit state is not where it must be
             raise RequestError(ErrorCode.UNAVAILABLE, f"commit state: {exc.reason or exc.message}") from exc
         finally:
             if self.enqueued.get(ref) is pending:
@@ -127,7 +129,7 @@ class OutboxPublisher:
         fresh = [ref for ref, _ in entries if ref not in self.enqueued]
         try:
             loaded = dict(zip(fresh, await self._commits.load(fresh))) if fresh else {}
-        except StoreError as exc:
+        except StorageError as exc:
             error = RequestError(ErrorCode.UNAVAILABLE, "commit store unavailable")
             error.__cause__ = exc
             return [self.enqueued.get(ref) or Pending(ref, error=error) for ref, _ in entries]
@@ -181,7 +183,7 @@ class OutboxPublisher:
     async def record(self, ref: CommitRef, message_id: bytes) -> None:
         """RESERVED → RECORDED (the second call of split mode, also used by resumption)."""
         try:
-            await self._commits.record(ref, message_id, now_ms())
-        except StoreError as exc:
+            await self._commits.record(ref, message_id)
+        except StorageError as exc:
             raise RequestError(ErrorCode.UNAVAILABLE, "commit store unavailable") from exc
         self._faults.hit("after_record")

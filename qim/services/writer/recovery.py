@@ -19,7 +19,6 @@ from collections import defaultdict
 from qim.consts import UNPUBLISHED_SCAN_MAX
 from qim.errors import EngineError, RequestError
 from qim.services.writer.committer import MessageCommitter
-from qim.services.writer.hlc import now_ms
 from qim.stores.commits import CommitRef, CommitStore
 
 logger = logging.getLogger(__name__)
@@ -41,7 +40,7 @@ class CommitRecovery:
 
     async def recover_once(self) -> int:
         """One pass; returns how many stale commits were resumed."""
-        scan = await self._commits.stale(now_ms() - self._stale_ms, STALE_PER_BUCKET)
+        scan = await self._commits.stale(self._stale_ms, STALE_PER_BUCKET)
         if scan.unreadable:
             logger.error("%d in-flight commits without a readable record; left in place", scan.unreadable)
         by_conv: dict[tuple[int, bytes], list[tuple[CommitRef, int]]] = defaultdict(list)

@@ -35,7 +35,7 @@ from qim.services.writer.planner import DirectAudience, GroupAudience
 from qim.services.writer.recovery import CommitRecovery
 from qim.services.writer.server_ops import WriterOps
 from qim.services.writer.trimmer import HistoryTrimmer
-from qim.stores.errors import StoreError
+from qim.stores.errors import StorageError
 from qim.stores.open import open_stores
 
 logger = logging.getLogger(__name__)
@@ -63,13 +63,13 @@ class ConversationWriter(ServiceNode):
         planners: dict[int, AudiencePlanner] = {CONVERSATION_KIND_DIRECT: DirectAudience(),
                                                 CONVERSATION_KIND_GROUP: GroupAudience(stores.groups)}
         self.committer = MessageCommitter(stores.commits, self.producer, self.clock, config.common.shard_count,
-                                          FaultPoints(config.fault_point), planners, self.metrics)
+                                          FaultPoints(config.fault_point), planners, self.metrics, config.max_body)
         self.recovery = CommitRecovery(stores.commits, self.committer, config.recovery_stale_ms)
         self.groups = Groups(stores.groups, stores.commits, stores.messages, self.committer)
         self.ops = WriterOps(stores.messages, stores.groups, self.committer, self.groups,
                              Moderation(stores.messages, stores.groups, stores.commits, self.committer,
                                         config.recall_window_ms))
-        # the hot-window trimmer (issue 14): only where reads are tiered, else history
+        # the hot-window trimmer (docs/decisions/0023): only where reads are tiered, else history
         # trimmed from Redis would vanish from every read
         tier = stores.archive_tier
         self.trimmer = (HistoryTrimmer(tier.state, tier.archive, config.common.tier, self.metrics)
@@ -117,7 +117,7 @@ class ConversationWriter(ServiceNode):
             try:
                 await self.stores.ping()
                 self._redis_ok = True
-            except StoreError:  # not reachable: readiness says so
+            except StorageError:  # not reachable: readiness says so
                 self._redis_ok = False
             await asyncio.sleep(REDIS_WATCH_S)
 

@@ -73,7 +73,7 @@ class WriterOps:
                 return Opcode.HISTORY_BATCH, batch.SerializeToString()
             if opcode == Opcode.PULL_MEMBERS:
                 pull = parse(group_pb2.PullMembers, upstream)
-                check_group_id(pull.group_id)  # as every other group opcode here (issue 15)
+                check_group_id(pull.group_id)  # as every other group opcode here: a bad group id is INVALID_ARGUMENT
                 batch = await self._groups.members(actor, tenant, pull)
                 return Opcode.MEMBERS_BATCH, batch.SerializeToString()
             raise RequestError(ErrorCode.INVALID_ARGUMENT, f"writer does not serve opcode 0x{opcode:04x}")

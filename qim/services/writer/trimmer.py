@@ -1,4 +1,4 @@
-"""The hot-window trimmer of the writer (issue 14; seed 000 ADR-0018: "writer 每 5 s 批量
+"""The hot-window trimmer of the writer (docs/decisions/0023; seed 000 ADR-0018: "writer 每 5 s 批量
 裁剪：只删 committed_at ≤ min(now − 热窗口, 水位 − Outbox 恢复窗口 − 60 s) 的记录，并抬高每会话
 热层下界"; seed 004 §3; docs/decisions/0023-archive-tier.md).
 
@@ -29,7 +29,7 @@ import time
 from itertools import takewhile
 from typing import Optional, Sequence
 
-from qim.config_tier import TierConfig
+from qim.config.tier import TierConfig
 from qim.consts import (
     DAY_MS,
     EPHEMERAL_RETENTION_MS,
@@ -41,7 +41,7 @@ from qim.errors import EngineError
 from qim.services.writer.hlc import now_ms
 from qim.services.writer.metrics import WriterMetrics
 from qim.stores.archive import ArchiveStateStore, ArchiveStore, HotRow, TrimResult
-from qim.stores.errors import StoreError
+from qim.stores.errors import StorageError
 from qim.stores.retention import expired, retention_ms
 from qim.wire.control import created_at_of
 
@@ -152,7 +152,7 @@ class HistoryTrimmer:
                 if await self._state.lease(LEASE, self._token, int(self._tier.trim_period_ms * 3)):
                     await self.step()
                 self.last_error = ""
-            except (StoreError, EngineError) as exc:
+            except (StorageError, EngineError) as exc:
                 self._m.trim_failures.inc()
                 if str(exc) != self.last_error:
                     logger.warning("history trim failed: %s", exc)

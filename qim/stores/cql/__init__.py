@@ -1,4 +1,4 @@
-"""The CQL backend of the archive tier (issue 14; docs/decisions/0023-archive-tier.md).
+"""The CQL backend of the archive tier (docs/decisions/0023-archive-tier.md).
 
 ScyllaDB in production, Apache Cassandra 5.0 on development machines (decision 0015),
 through the scylla-driver (`cassandra` module), imported only inside this package.

@@ -1,4 +1,4 @@
-"""ArchiveStore and ConversationStateStore over CQL (issue 14; qim/stores/archive.py).
+"""ArchiveStore and ConversationStateStore over CQL (docs/decisions/0023; qim/stores/archive.py).
 
 Writes: plain INSERT/UPDATE with `USING TTL ? AND TIMESTAMP ?` (no LWT). The write time
 of a message's cells is its created_at (in µs); a recall/delete writes state and an
@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 
 from qim.consts import CQL_READ_CONCURRENCY, CQL_WRITE_CONCURRENCY
 from qim.proto.v1 import message_pb2
-from qim.stores.archive import ArchivedRow, ArchiveRecord, ArchiveStateChange, FirstSeen
+from qim.stores.archive import ArchivedRow, ArchiveRecord, ArchiveStateChange
 from qim.stores.cql.codec import (
     RECORD_COLUMNS,
     bucket_of,
@@ -28,6 +28,7 @@ from qim.stores.cql.codec import (
     u63,
 )
 from qim.stores.cql.session import CqlSession
+from qim.stores.sessions import FirstSeen
 
 _COLS = RECORD_COLUMNS.split(", ")
 _MARKS = ", ".join("?" for _ in _COLS)

@@ -1,9 +1,9 @@
-"""The CQL backend of a process (issue 14): one CqlSession and every CQL store over it,
+"""The CQL backend of a process (docs/decisions/0023): one CqlSession and every CQL store over it,
 the schema check at start and liveness. Built by qim.stores.open.open_archive."""
 
 from __future__ import annotations
 
-from qim.config_tier import ScyllaConfig
+from qim.config.tier import ScyllaConfig
 from qim.stores.archive import ArchiveStore, ConversationStateStore
 from qim.stores.cql import schema
 from qim.stores.cql.archive import CqlArchive, CqlConversationState

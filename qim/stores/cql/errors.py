@@ -1,4 +1,4 @@
-"""The one error table of the CQL backend (issue 14): scylla-driver exceptions become the
+"""The one error table of the CQL backend (docs/decisions/0023): scylla-driver exceptions become the
 typed errors of qim/stores/errors.py HERE, once (like qim/stores/redis/errors.py). No
 other module catches a driver exception; services never see one.
 
@@ -13,10 +13,10 @@ import cassandra
 from cassandra import cluster as cql_cluster
 from cassandra.connection import ConnectionException
 
-from qim.stores.errors import StoreCorrupt, StoreError, StoreUnavailable
+from qim.stores.errors import StorageError, StoreCorrupt, StoreUnavailable
 
 # driver exception class -> store error, first match wins (subclasses first)
-EXCEPTION_CLASSES: tuple[tuple[type[BaseException], type[StoreError]], ...] = (
+EXCEPTION_CLASSES: tuple[tuple[type[BaseException], type[StorageError]], ...] = (
     (cassandra.InvalidRequest, StoreCorrupt),  # schema missing or not as expected
     (cassandra.Unauthorized, StoreCorrupt),
     (cassandra.ConfigurationException, StoreCorrupt),
@@ -31,7 +31,7 @@ EXCEPTION_CLASSES: tuple[tuple[type[BaseException], type[StoreError]], ...] = (
 )
 
 
-def translate(exc: BaseException, operation: str) -> StoreError:
+def translate(exc: BaseException, operation: str) -> StorageError:
     """The store error for a driver exception raised by `operation`."""
     for cls, err in EXCEPTION_CLASSES:
         if isinstance(exc, cls):

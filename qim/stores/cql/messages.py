@@ -1,4 +1,4 @@
-"""MessageStore over the archived history in CQL (issue 14; qim/stores/messages.py is the
+"""MessageStore over the archived history in CQL (docs/decisions/0023; qim/stores/messages.py is the
 contract; the same vectors run against it in tests/stores).
 
 A page reads the history index partition by partition ((tenant, conversation, bucket),
@@ -20,7 +20,7 @@ from qim.proto.v1 import message_pb2
 from qim.stores.cql.codec import RECORD_COLUMNS, buckets_between, record_of, tenant_blob
 from qim.stores.cql.session import CqlSession
 from qim.stores.intervals import Interval, ascending_ranges, descending_ranges
-from qim.stores.messages import NEWER, OLDER, HistoryPage, MessageRef, StoredMessage, Tail, TailQuery, budget_page
+from qim.stores.messages import NEWER, OLDER, HistoryPage, MessageRef, Tail, TailQuery, VersionedRecord, budget_page
 
 ARCHIVED_VERSION = ""  # the version of a record read from the archive (no Redis copy)
 
@@ -117,10 +117,10 @@ class CqlMessageStore:
             out.append(rec if rec is not None and rec.conversation_id == conv else None)
         return out
 
-    async def get(self, tenant: int, conversation_id: bytes, message_id: bytes) -> Optional[StoredMessage]:
+    async def get(self, tenant: int, conversation_id: bytes, message_id: bytes) -> Optional[VersionedRecord]:
         """MessageStore.get: one point read; the version is ARCHIVED_VERSION."""
         rec = (await self._by_id(tenant, [MessageRef(conversation_id, message_id)]))[0]
-        return None if rec is None else StoredMessage(rec, ARCHIVED_VERSION)
+        return None if rec is None else VersionedRecord(rec, ARCHIVED_VERSION)
 
     async def record_sizes(self, tenant: int, refs: Sequence[MessageRef]) -> list[int]:
         """MessageStore.record_sizes: the serialized size of each record (0 when absent)."""

@@ -1,4 +1,4 @@
-"""Keyspace, tables and migrations of the archive tier (issue 14; DESIGN.md §8;
+"""Keyspace, tables and migrations of the archive tier (DESIGN.md §8;
 docs/decisions/0023-archive-tier.md has the reasons).
 
 `apply` (qimctl schema apply) creates the keyspace when absent and runs every migration

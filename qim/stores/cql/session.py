@@ -1,4 +1,4 @@
-"""One scylla-driver Cluster and Session per process, bridged to asyncio (issue 14).
+"""One scylla-driver Cluster and Session per process, bridged to asyncio (docs/decisions/0023).
 
 The driver runs its own I/O thread (libev); `execute_async` returns a ResponseFuture
 whose callbacks fire on that thread, so results reach the event loop through
@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Iterable, Optional, Sequence
 
-from qim.config_tier import ScyllaConfig
+from qim.config.tier import ScyllaConfig
 from qim.stores.cql.errors import is_driver_error, translate
 
 CQL_PROTOCOL_VERSION = 4

@@ -1,4 +1,4 @@
-"""ArchiveStateStore on Redis (qim/stores/archive.py; issue 14): the archiver's position
+"""ArchiveStateStore on Redis (qim/stores/archive.py; docs/decisions/0023): the archiver's position
 (session_checkpoint.lua with one partition), the archive watermark
 (archive_watermark.lua), retention classes, the trim queue, hot floors and the trim
 itself (history_trim.lua), the trimmer's lease (archive_lease.lua). Keys in keys.py."""

@@ -3,18 +3,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
-
 from qim.consts import MAILBOX_RETENTION_MS_DEFAULT
 from qim.infra.redis.checks import check_deployment
 from qim.infra.redis.client import connect
-from qim.stores.commits import CommitStore
-from qim.stores.groups import GroupStore
-from qim.stores.leases import ClockLeaseStore
-from qim.stores.mailboxes import MailboxStore
-from qim.stores.messages import MessageStore
-from qim.stores.presence import SessionEpochStore
-from qim.stores.reads import ReadPositionStore
+from qim.stores.base import Stores
 from qim.stores.redis.commits import RedisCommitStore
 from qim.stores.redis.groups import RedisGroupStore
 from qim.stores.redis.leases import RedisClockLeases
@@ -23,14 +15,11 @@ from qim.stores.redis.messages import RedisMessageStore
 from qim.stores.redis.presence import RedisSessionEpochs
 from qim.stores.redis.scripts import boundary
 from qim.stores.redis.sessions import RedisReadPositions, RedisSessionStore
-from qim.stores.sessions import SessionStore
-
-if TYPE_CHECKING:
-    from qim.stores.open import ArchiveTier
 
 
-class RedisBackend:
-    """One Redis instance ('host:port') holding every store of a process."""
+class RedisBackend(Stores):
+    """One Redis instance ('host:port') holding every store of a process (no archive tier:
+    qim/stores/open.py adds it)."""
 
     name = "redis"
 
@@ -38,17 +27,17 @@ class RedisBackend:
                  first_registrations: bool = False) -> None:
         self.addr = addr
         self.client = connect(addr)
-        # annotated with the interfaces: mypy checks each implementation against its Protocol
-        self.messages: MessageStore = RedisMessageStore(self.client)
-        self.commits: CommitStore = RedisCommitStore(self.client)
-        self.leases: ClockLeaseStore = RedisClockLeases(self.client)
-        self.groups: GroupStore = RedisGroupStore(self.client)
-        self.mailboxes: MailboxStore = RedisMailboxStore(self.client, mailbox_retention_ms)
-        # first_registrations: queue them for CQL user_conversation_state (the archive tier, issue 14)
-        self.sessions: SessionStore = RedisSessionStore(self.client, first_registrations)
-        self.reads: ReadPositionStore = RedisReadPositions(self.client)
-        self.epochs: SessionEpochStore = RedisSessionEpochs(self.client)
-        self.archive_tier: Optional[ArchiveTier] = None  # the Redis backend alone has no archive tier (qim/stores/open.py)
+        super().__init__(
+            messages=RedisMessageStore(self.client),
+            commits=RedisCommitStore(self.client),
+            leases=RedisClockLeases(self.client),
+            groups=RedisGroupStore(self.client),
+            mailboxes=RedisMailboxStore(self.client, mailbox_retention_ms),
+            # first_registrations: queue them for CQL user_conversation_state (the archive tier)
+            sessions=RedisSessionStore(self.client, first_registrations),
+            reads=RedisReadPositions(self.client),
+            epochs=RedisSessionEpochs(self.client),
+        )
 
     async def check(self, commit_facts: bool, allow_unsafe_dev: bool) -> None:
         """Refuse an unsafe deployment (RedisDeploymentError, an EngineError, naming every

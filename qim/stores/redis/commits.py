@@ -51,7 +51,7 @@ class RedisCommitStore:
 
     def __init__(self, client) -> None:
         self._redis = client
-        # group commit (issue 12): the reserves and mark_committeds of concurrent sends
+        # group commit (docs/decisions/0026): the reserves and mark_committeds of concurrent sends
         # of one event-loop iteration share one pipelined round trip
         self._scripts = Scripts(client, SCRIPTS, coalesce=True)
 
@@ -65,7 +65,7 @@ class RedisCommitStore:
             script,
             [ck, keys.seq(), keys.record(res.message_id), keys.history(), keys.inflight(), keys.unpublished(),
              keys.unpublished_owners(), keys.last_id(), prev, *extra_keys],
-            [res.digest, res.message_id, res.created_at_ms, res.record_prefix, res.audience, res.now_ms,
+            [res.digest, res.message_id, res.created_at_ms, res.record_prefix, res.audience,
              "1" if res.split else "0", res.writer_token, "1" if res.list_older else "0",
              "1" if res.previous else "0", res.older_max, *extra_args])
         listed = [(_ref_of(_text(older[i]), ref.conversation_id), int(older[i + 1])) for i in range(0, len(older), 2)]
@@ -92,7 +92,7 @@ class RedisCommitStore:
 
     async def reserve_state_change(self, res: Reservation, change: StateChange) -> Reserved:
         """CommitStore.reserve_state_change: state_change.lua, guarded by the SHA-1 of the record as read
-        (expected_version "": the record was read from the archive, issue 14)."""
+        (expected_version "": the record was read from the archive, docs/decisions/0023)."""
         keys = CommitKeys(res.ref.tenant, res.ref.conversation_id)
         return await self._reserve(
             "state_change", res,
@@ -102,21 +102,21 @@ class RedisCommitStore:
              "" if change.group_version is None else change.group_version, change.actor or "",
              change.message_id.hex()])
 
-    async def record(self, ref: CommitRef, message_id: bytes, now_ms: int) -> str:
+    async def record(self, ref: CommitRef, message_id: bytes) -> str:
         """CommitStore.record: record.lua (split mode only)."""
         keys = CommitKeys(ref.tenant, ref.conversation_id)
         state = await self._scripts.call(
             "record", [keys.commit(ref.sender_id, ref.client_message_id), keys.record(message_id), keys.history()],
-            [now_ms])
+            [])
         return _text(state)
 
-    async def mark_committed(self, ref: CommitRef, outbox_offset: int, now_ms: int, ttl_ms: int) -> Committed:
+    async def mark_committed(self, ref: CommitRef, outbox_offset: int, ttl_ms: int) -> Committed:
         """CommitStore.mark_committed: mark_committed.lua."""
         keys = CommitKeys(ref.tenant, ref.conversation_id)
         _, mid, cseq, cat = await self._scripts.call(
             "mark_committed", [keys.commit(ref.sender_id, ref.client_message_id), keys.inflight(),
                                keys.unpublished(), keys.unpublished_owners()],
-            [outbox_offset, now_ms, ttl_ms])
+            [outbox_offset, ttl_ms])
         return Committed(mid, int(cseq), int(cat))
 
     async def load(self, refs: Sequence[CommitRef]) -> list[Optional[LoadedCommit]]:
@@ -151,9 +151,12 @@ class RedisCommitStore:
                                                    withscores=True)
         return [(_ref_of(_text(ck), conversation_id), int(seq)) for ck, seq in rows]
 
-    async def stale(self, updated_before_ms: int, per_bucket: int) -> StaleScan:
-        """CommitStore.stale: three pipelined round trips over the 256 in-flight ZSETs."""
+    async def stale(self, older_than_ms: int, per_bucket: int) -> StaleScan:
+        """CommitStore.stale: TIME, then three pipelined round trips over the 256 in-flight
+        ZSETs (their scores are Redis's clock at the reserve: commit_lib.lua)."""
         with boundary("commit recovery scan"):
+            seconds, micros = await self._redis.time()
+            updated_before_ms = seconds * 1000 + micros // 1000 - older_than_ms
             async with self._redis.pipeline(transaction=False) as pipe:
                 for bucket in range(COMMIT_BUCKET_COUNT):
                     pipe.zrangebyscore(inflight_key(bucket), "-inf", updated_before_ms, start=0, num=per_bucket)

@@ -1,4 +1,4 @@
-"""The one error table of the Redis backend (issue 11; in the style of redis-py's
+"""The one error table of the Redis backend (docs/decisions/0019; in the style of redis-py's
 `_parsers/base.py EXCEPTION_CLASSES`): redis-py exceptions and `QIM_<REASON>` replies of
 our Lua scripts become typed store errors HERE, once. No store module catches a redis
 exception anywhere else; services never see one.
@@ -20,19 +20,19 @@ from qim.stores.errors import (
     Conflict,
     Forbidden,
     LeaseLost,
-    MembershipChanged,
+    MembershipMoved,
     NotFound,
     NotOwner,
     NotRecorded,
     PreviousNotSequenced,
     RecordChanged,
+    StorageError,
     StoreCorrupt,
-    StoreError,
     StoreUnavailable,
 )
 
 # redis-py exception class -> store error, first match wins (subclasses first).
-EXCEPTION_CLASSES: tuple[tuple[type[Exception], type[StoreError]], ...] = (
+EXCEPTION_CLASSES: tuple[tuple[type[Exception], type[StorageError]], ...] = (
     (rx.BusyLoadingError, StoreUnavailable),  # LOADING: replaying the AOF after a restart
     (rx.ConnectionError, StoreUnavailable),  # refused, reset, pool exhausted past its wait
     (rx.TimeoutError, StoreUnavailable),
@@ -48,7 +48,7 @@ SCRIPT_REPLIES: dict[str, type[QimError]] = {
     "QIM_FORBIDDEN": Forbidden,  # not a current member
     "QIM_NOT_FOUND": NotFound,  # no such group; commit state vanished
     "QIM_PREVIOUS_PENDING": PreviousNotSequenced,
-    "QIM_MEMBERSHIP_CHANGED": MembershipChanged,
+    "QIM_MEMBERSHIP_CHANGED": MembershipMoved,
     "QIM_RECORD_CHANGED": RecordChanged,
     "QIM_CLOCK_BEHIND": ClockBehind,
     "QIM_NOT_RECORDED": NotRecorded,
@@ -94,7 +94,7 @@ def translate(exc: BaseException, operation: str) -> QimError:
             if cls is MailboxDirty:
                 return MailboxDirty(reason)
             err = cls(detail or reason)
-            if isinstance(err, StoreError):
+            if isinstance(err, StorageError):
                 err.reason = reason
             if isinstance(err, NotOwner) and detail.startswith("shard="):  # which shard of a multi-shard call
                 err.shard = int(detail.split(" ", 1)[0][len("shard="):])

@@ -1,4 +1,4 @@
-"""HotHistory on Redis (qim/stores/archive.py; issue 14): history reads that agree with the
+"""HotHistory on Redis (qim/stores/archive.py; docs/decisions/0023): history reads that agree with the
 hot floor, for the TieredMessageStore.
 
 Every read takes the conversation's floor in the same MULTI as the history index, so
@@ -16,7 +16,7 @@ from qim.proto.v1 import message_pb2
 from qim.stores.archive import HotPage, HotTail
 from qim.stores.errors import StoreUnavailable
 from qim.stores.intervals import Interval, ascending_ranges, descending_ranges
-from qim.stores.messages import NEWER, OLDER, MessageRef, StoredMessage, TailQuery
+from qim.stores.messages import NEWER, OLDER, MessageRef, TailQuery, VersionedRecord
 from qim.stores.redis.keys import CommitKeys
 from qim.stores.redis.messages import STATES, RedisMessageStore, _checked, parse_record
 from qim.stores.redis.scripts import boundary, int_score_pairs
@@ -162,7 +162,7 @@ class RedisHotHistory:
                         for (q, _, _), floor, (head, rows), pending in zip(plans, floors, found, pendings)]
         raise StoreUnavailable("session heads: the hot floor kept moving; retry")
 
-    async def get(self, tenant: int, conversation_id: bytes, message_id: bytes) -> Optional[StoredMessage]:
+    async def get(self, tenant: int, conversation_id: bytes, message_id: bytes) -> Optional[VersionedRecord]:
         """HotHistory.get: MessageStore.get (one GET; the version is the SHA-1 of the bytes)."""
         return await self._messages.get(tenant, conversation_id, message_id)
 

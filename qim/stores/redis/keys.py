@@ -70,7 +70,7 @@ class CommitKeys:
         NORMAL); read by mailbox pulls to drop inline bodies."""
         return f"qim:msgst:{self.tag}:{message_id.hex()}"
 
-    # --- ArchiveStateStore (issue 14; docs/decisions/0023-archive-tier.md) --------------
+    # --- ArchiveStateStore (docs/decisions/0023-archive-tier.md) -------------------------
     def floor(self) -> str:
         """STRING, ArchiveStateStore: the hot floor: the highest conversation_seq trimmed
         from Redis (every message at or below it is read from CQL); only moves up, in the
@@ -156,7 +156,7 @@ def lease_key(name: str) -> str:
 
 
 def ucs_pending_key() -> str:
-    """ZSET, SessionStore (issue 14): first registrations not yet in CQL
+    """ZSET, SessionStore (the archive tier): first registrations not yet in CQL
     user_conversation_state, member = "<tenant hex>:<user>:<conversation hex>:<peer>",
     score = created_at_ms of the registering message."""
     return "qim:ucs:pending"

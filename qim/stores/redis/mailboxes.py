@@ -13,7 +13,6 @@ and include offset 0 for a zero cursor (seed lesson: the offset-0 exclusion bug)
 from __future__ import annotations
 
 import heapq
-import time
 from typing import Optional, Sequence
 
 from qim.consts import DAY_MS, MAILBOX_INDEX_GRACE_MS, MAILBOX_RETENTION_MS_DEFAULT, WM_LAYOUT_V1
@@ -33,7 +32,7 @@ class RedisMailboxStore:
     def __init__(self, client, retention_ms: int = MAILBOX_RETENTION_MS_DEFAULT) -> None:
         self._redis = client
         # the records of different shards materialized in one event-loop iteration share
-        # one pipelined round trip (issue 12; each script still atomic, each call its own reply)
+        # one pipelined round trip (no per-message round trip; each script still atomic, each call its own reply)
         self._scripts = Scripts(client, SCRIPTS, coalesce=True)
         self.retention_ms = retention_ms
         self.index_ttl_s = -(-(retention_ms + DAY_MS + MAILBOX_INDEX_GRACE_MS) // 1000)
@@ -89,10 +88,18 @@ class RedisMailboxStore:
         return status.decode(), seq
 
     async def trim_and_days(self, tenant: int, user_id: int, now_ms: Optional[int] = None) -> Retained:
-        """MailboxStore.trim_and_days: HGETALL of the day index, mailbox_trim.lua when days expired."""
-        cutoff = (time.time_ns() // 1_000_000 if now_ms is None else now_ms) - self.retention_ms
+        """MailboxStore.trim_and_days: TIME and HGETALL of the day index in one pipeline,
+        mailbox_trim.lua when days expired. The cutoff is Redis's clock (unless `now_ms`
+        is given), the clock that expires the day buckets (EXPIREAT): with this host's
+        clock behind Redis's, a bucket Redis already dropped was read as retained, and a
+        cursor below its entries passed them without CURSOR_EXPIRED (docs/decisions/0028)."""
         with boundary("mailbox read"):
-            index = await self._redis.hgetall(days_key(tenant, user_id))
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.time()
+                pipe.hgetall(days_key(tenant, user_id))
+                (seconds, micros), index = await pipe.execute()
+        now = seconds * 1000 + micros // 1000 if now_ms is None else now_ms
+        cutoff = now - self.retention_ms
         if not index:
             return Retained([], -1, False, cutoff)
         trim = int(index.pop(b"trim", b"-1"))

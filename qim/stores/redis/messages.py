@@ -13,7 +13,7 @@ from google.protobuf.message import DecodeError
 from qim.proto.v1 import message_pb2
 from qim.stores.errors import StoreCorrupt
 from qim.stores.intervals import Interval, ascending_ranges, descending_ranges
-from qim.stores.messages import NEWER, OLDER, HistoryPage, MessageRef, StoredMessage, Tail, TailQuery, budget_page
+from qim.stores.messages import NEWER, OLDER, HistoryPage, MessageRef, Tail, TailQuery, VersionedRecord, budget_page
 from qim.stores.redis.keys import CommitKeys
 from qim.stores.redis.scripts import boundary, int_score_pairs
 
@@ -38,14 +38,14 @@ class RedisMessageStore:
     def __init__(self, client) -> None:
         self._redis = client
 
-    async def get(self, tenant: int, conversation_id: bytes, message_id: bytes) -> Optional[StoredMessage]:
+    async def get(self, tenant: int, conversation_id: bytes, message_id: bytes) -> Optional[VersionedRecord]:
         """MessageStore.get: one GET; the version is the SHA-1 of the stored bytes."""
         with boundary("message read"):
             raw = await self._redis.get(CommitKeys(tenant, conversation_id).record(message_id))
         if raw is None:
             return None
         # the version is what the state change script compares (redis.sha1hex of the value)
-        return StoredMessage(parse_record(raw, "in MessageStore"), hashlib.sha1(raw).hexdigest())
+        return VersionedRecord(parse_record(raw, "in MessageStore"), hashlib.sha1(raw).hexdigest())
 
     async def record_sizes(self, tenant: int, refs: Sequence[MessageRef]) -> list[int]:
         """MessageStore.record_sizes: one STRLEN per record, one pipeline."""

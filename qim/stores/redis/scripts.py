@@ -8,7 +8,7 @@ NOSCRIPT (the seed lost a third of a core re-hashing scripts per call: never do 
 `boundary(operation)` wraps every Redis call of a store: a redis-py exception leaves it
 as the typed error of qim/stores/redis/errors.py, never raw.
 
-Group commit (issue 12): a store built with `coalesce=True` sends the script calls
+Group commit (docs/decisions/0026): a store built with `coalesce=True` sends the script calls
 made in one event-loop iteration as ONE pipelined round trip (EVALSHA each, in call
 order) instead of one connection checkout, write and read per call. Each caller still
 gets its own reply or its own typed error; Redis runs every script atomically as before

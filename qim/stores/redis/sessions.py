@@ -8,11 +8,10 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from qim.consts import SESSION_PROJECT_MAX_REGS
-from qim.stores.archive import FirstSeen
 from qim.stores.errors import CheckpointConflict, StoreCorrupt
 from qim.stores.redis.keys import convs_key, peers_key, read_key, session_shard_checkpoint_key, ucs_pending_key
 from qim.stores.redis.scripts import Scripts, boundary, int_score_pairs
-from qim.stores.sessions import Checkpoint, Registration
+from qim.stores.sessions import Checkpoint, FirstSeen, Registration
 
 # the single session node's checkpoint before shard leases (all partitions in one HASH):
 # a shard's first checkpoint resumes from it (docs/decisions/0028-scale-leases-and-fencing.md)
@@ -27,7 +26,7 @@ class RedisSessionStore:
     def __init__(self, client, first_registrations: bool = False) -> None:
         self._redis = client
         self._scripts = Scripts(client, SESSION_SCRIPTS)
-        # with the archive tier (issue 14): first registrations are queued for CQL
+        # with the archive tier (docs/decisions/0023): first registrations are queued for CQL
         self.first_registrations = first_registrations
 
     async def register(self, regs: Sequence[Registration]) -> int:

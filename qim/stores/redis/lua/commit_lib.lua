@@ -8,17 +8,21 @@
 --      7 unpublished owners hash (writer token -> count), 8 last message_id of the
 --      conversation, 9 commit hash of the previous send (= KEYS 1 when none)
 -- ARGV 1 identity digest (36 B), 2 message_id (16 B), 3 created_at_ms, 4 record bytes
---      without conversation_seq, 5 frozen audience (opaque), 6 now_ms, 7 "1" = split
---      mode (fault injection: stop at RESERVED), 8 writer token, 9 "1" = list every
---      older unpublished commit, 10 "1" = KEYS 9 must exist, 11 how many older
---      unpublished commits to list at most
--- Script-specific KEYS start at 10 and ARGV at 12.
+--      without conversation_seq, 5 frozen audience (opaque), 6 "1" = split mode (fault
+--      injection: stop at RESERVED), 7 writer token, 8 "1" = list every older
+--      unpublished commit, 9 "1" = KEYS 9 must exist, 10 how many older unpublished
+--      commits to list at most
+-- Script-specific KEYS start at 10 and ARGV at 11.
+-- Times are Redis's own (qim_now_ms): the in-flight index is judged by CommitRecovery
+-- against the same clock, never against the clock of the writer that reserved
+-- (docs/decisions/0028).
 -- Reply: {status, state, message_id, conversation_seq, created_at_ms, older} where
 -- status is FRESH or EXISTING and older = {commit key, seq, ...} of unpublished
 -- commits below this one that the caller must publish first (docs/decisions/0017).
+--#include clock_lib
 
 local function qim_older(k, a, seqs)
-  return redis.call('ZRANGEBYSCORE', k[6], '-inf', '(' .. seqs, 'WITHSCORES', 'LIMIT', 0, tonumber(a[11]))
+  return redis.call('ZRANGEBYSCORE', k[6], '-inf', '(' .. seqs, 'WITHSCORES', 'LIMIT', 0, tonumber(a[10]))
 end
 
 -- Idempotency on (tenant, sender, cmid): an existing commit hash with the same identity
@@ -69,7 +73,7 @@ end
 -- decreases as conversation_seq grows. The refusal carries the last id (hex): the
 -- writer's HLC observes it and issues a new id (HLC receive rule).
 local function qim_reserve_checks(k, a)
-  if a[10] == '1' and redis.call('EXISTS', k[9]) == 0 then
+  if a[9] == '1' and redis.call('EXISTS', k[9]) == 0 then
     error({err = 'QIM_PREVIOUS_PENDING previous send not yet sequenced'})
   end
   local last = redis.call('GET', k[8])
@@ -89,13 +93,14 @@ end
 -- unpublished (removed by mark_committed). split = "1" (fault injection) stops at
 -- RESERVED with the record in the commit hash.
 local function qim_record(k, a)
+  local now = qim_now_ms()
   local seq = redis.call('INCR', k[2])
   local record = a[4] .. string.char(0x20) .. qim_varint(seq)
   local seqs = string.format('%d', seq)
   local state = 'RECORDED'
-  redis.call('HSET', k[1], 'dg', a[1], 'mid', a[2], 'cseq', seqs, 'cat', a[3], 'aud', a[5], 'upd', a[6],
-    'own', a[8])
-  if a[7] == '1' then
+  redis.call('HSET', k[1], 'dg', a[1], 'mid', a[2], 'cseq', seqs, 'cat', a[3], 'aud', a[5], 'upd', now,
+    'own', a[7])
+  if a[6] == '1' then
     state = 'RESERVED'
     redis.call('HSET', k[1], 'st', state, 'rec', record)
   else
@@ -103,12 +108,12 @@ local function qim_record(k, a)
     redis.call('ZADD', k[4], seq, a[2])
     redis.call('HSET', k[1], 'st', state)
   end
-  redis.call('ZADD', k[5], a[6], k[1])
+  redis.call('ZADD', k[5], now, k[1])
   redis.call('SET', k[8], a[2])
   redis.call('ZADD', k[6], seq, k[1])
-  redis.call('HINCRBY', k[7], a[8], 1)
+  redis.call('HINCRBY', k[7], a[7], 1)
   local older = {}
   -- fast path: only this writer has unpublished commits here, and it tracks its own
-  if a[9] == '1' or redis.call('HLEN', k[7]) > 1 then older = qim_older(k, a, seqs) end
+  if a[8] == '1' or redis.call('HLEN', k[7]) > 1 then older = qim_older(k, a, seqs) end
   return {'FRESH', state, a[2], seqs, a[3], older}, seq
 end

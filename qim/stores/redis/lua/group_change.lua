@@ -2,13 +2,13 @@
 -- The message takes conversation_seq J; joiners get joined_at = J-1 (initial members 0),
 -- leavers left_at = J. A member's value is its list of intervals, oldest first,
 -- "j1:l1,j2:l2,...,jn:ln" (ln = 0 while a member): a re-join appends an interval, at most
--- ARGV 19 are kept (the oldest is dropped). The new member snapshot of the new version
+-- ARGV 18 are kept (the oldest is dropped). The new member snapshot of the new version
 -- is stored (immutable).
 -- KEYS: 1..9 as reserve_and_record, 10 group meta, 11 group members, 12 snapshot of the
 --       new version
--- ARGV: 1..11 as reserve_and_record, 12 op ("create" | "edit"), 13 expected version (""
---       for create), 14 actor user id, 15 new snapshot bytes, 16 new member count,
---       17 snapshot ttl s, 18 group_id, 19 intervals kept per member, then "+<user>"
+-- ARGV: 1..10 as reserve_and_record, 11 op ("create" | "edit"), 12 expected version (""
+--       for create), 13 actor user id, 14 new snapshot bytes, 15 new member count,
+--       16 snapshot ttl s, 17 group_id, 18 intervals kept per member, then "+<user>"
 --       (join) / "-<user>" (leave) items.
 -- Errors: QIM_CONFLICT (group exists / cmid reused), QIM_NOT_FOUND (no group),
 -- QIM_MEMBERSHIP_CHANGED (version moved: re-plan), the checks of qim_reserve_checks.
@@ -16,7 +16,7 @@
 local existing = qim_existing(KEYS, ARGV)
 if existing then return existing end
 local version = 1
-if ARGV[12] == 'create' then
+if ARGV[11] == 'create' then
   if redis.call('EXISTS', KEYS[10]) == 1 then
     error({err = 'QIM_CONFLICT group already exists'})
   end
@@ -25,20 +25,20 @@ else
   if not ver then
     error({err = 'QIM_NOT_FOUND no such group'})
   end
-  if ver ~= ARGV[13] then
+  if ver ~= ARGV[12] then
     error({err = 'QIM_MEMBERSHIP_CHANGED membership version moved'})
   end
   version = tonumber(ver) + 1
 end
 qim_reserve_checks(KEYS, ARGV)
 local out, j = qim_record(KEYS, ARGV)
-local keep = tonumber(ARGV[19])
-for i = 20, #ARGV do
+local keep = tonumber(ARGV[18])
+for i = 19, #ARGV do
   local user = string.sub(ARGV[i], 2)
   local m = redis.call('HGET', KEYS[11], user)
   if string.sub(ARGV[i], 1, 1) == '+' then
     local joined = 0
-    if ARGV[12] ~= 'create' then joined = j - 1 end
+    if ARGV[11] ~= 'create' then joined = j - 1 end
     local interval = string.format('%d:0', joined)
     if m and not string.find(m, ':0$') then
       -- a re-join: keep the earlier intervals (history of every period stays visible)
@@ -59,9 +59,9 @@ for i = 20, #ARGV do
     end
   end
 end
-redis.call('HSET', KEYS[10], 'ver', string.format('%d', version), 'count', ARGV[16])
-if ARGV[12] == 'create' then
-  redis.call('HSET', KEYS[10], 'gid', ARGV[18], 'owner', ARGV[14], 'cat', ARGV[3])
+redis.call('HSET', KEYS[10], 'ver', string.format('%d', version), 'count', ARGV[15])
+if ARGV[11] == 'create' then
+  redis.call('HSET', KEYS[10], 'gid', ARGV[17], 'owner', ARGV[13], 'cat', ARGV[3])
 end
-redis.call('SET', KEYS[12], ARGV[15], 'EX', tonumber(ARGV[17]))
+redis.call('SET', KEYS[12], ARGV[14], 'EX', tonumber(ARGV[16]))
 return out

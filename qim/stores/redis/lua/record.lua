@@ -1,8 +1,9 @@
 -- record (fault-injection mode only, DESIGN.md §5.2): RESERVED → RECORDED as a second
 -- call, so a crash between reserve and record can be tested. Idempotent.
 -- KEYS: 1 commit hash, 2 message record, 3 history zset
--- ARGV: 1 now_ms
+-- ARGV: none (the update time is Redis's clock).
 -- Returns the state after the call.
+--#include clock_lib
 local h = redis.call('HMGET', KEYS[1], 'st', 'rec', 'mid', 'cseq')
 if not h[1] then
   return redis.error_reply('QIM_NOT_FOUND commit state vanished')
@@ -12,6 +13,6 @@ if h[1] ~= 'RESERVED' then
 end
 redis.call('SET', KEYS[2], h[2])
 redis.call('ZADD', KEYS[3], tonumber(h[4]), h[3])
-redis.call('HSET', KEYS[1], 'st', 'RECORDED', 'upd', ARGV[1])
+redis.call('HSET', KEYS[1], 'st', 'RECORDED', 'upd', qim_now_ms())
 redis.call('HDEL', KEYS[1], 'rec')
 return 'RECORDED'

@@ -2,7 +2,7 @@
 -- INCR conversation_seq, freeze the audience and store the canonical MessageRecord and
 -- the history index, all in one atomic call. Validation happened before this call, so
 -- bad input never consumes a sequence number.
--- KEYS 1..9 and ARGV 1..11: see commit_lib.lua (nothing script-specific).
+-- KEYS 1..9 and ARGV 1..10: see commit_lib.lua (nothing script-specific).
 -- Returns {status, state, message_id, conversation_seq, created_at_ms, older}.
 -- Errors: QIM_CONFLICT (digest differs), QIM_PREVIOUS_PENDING, QIM_CLOCK_BEHIND <hex id>.
 --#include commit_lib

@@ -2,11 +2,11 @@
 -- sender must be a current member and the membership_version frozen in the audience
 -- must still be the group's (QIM_MEMBERSHIP_CHANGED: the writer re-plans, bounded).
 -- KEYS: 1..9 as reserve_and_record, 10 group meta, 11 group members
--- ARGV: 1..11 as reserve_and_record, 12 expected membership_version, 13 sender user id
+-- ARGV: 1..10 as reserve_and_record, 11 expected membership_version, 12 sender user id
 --#include commit_lib
 local existing = qim_existing(KEYS, ARGV)
 if existing then return existing end
-qim_group_check(KEYS[10], KEYS[11], ARGV[13], ARGV[12])
+qim_group_check(KEYS[10], KEYS[11], ARGV[12], ARGV[11])
 qim_reserve_checks(KEYS, ARGV)
 local out = qim_record(KEYS, ARGV)
 return out

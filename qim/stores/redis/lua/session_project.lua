@@ -1,4 +1,4 @@
--- session_project (issue 12): one durable projection batch in ONE round trip: the
+-- session_project (docs/perf-profile.md, per-message costs): one durable projection batch in ONE round trip: the
 -- registrations of a batch of dispatch records, then the compare-and-set advance of the
 -- checkpoint of every session shard the batch covers (session_checkpoint.lua's
 -- "advance", same errors; each checkpoint fenced by its owner_epoch:

@@ -3,7 +3,7 @@
 -- The writes are session_lib's qim_register, also run by session_project (the durable
 -- batch): the seed lost registrations when the low-latency path wrote differently from
 -- the durable one.
--- KEYS: 1 convs ZSET, 2 read HASH, 3 peers HASH, 4 (optional, issue 14) the ZSET of
+-- KEYS: 1 convs ZSET, 2 read HASH, 3 peers HASH, 4 (optional, the archive tier) the ZSET of
 --       first registrations waiting for CQL user_conversation_state
 -- ARGV: 1 conversation_id hex, 2 created_at_ms, 3 conversation_seq of the user's own
 --       message ("0": the user is not the sender), 4 direct peer ("0": unknown),

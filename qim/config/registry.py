@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from qim.config_env import Env
+from qim.config.env import Env
 from qim.consts import PRESENCE_TTL_MS_DEFAULT, SHARD_LEASE_MS_DEFAULT
 from qim.errors import ConfigError
 

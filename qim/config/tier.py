@@ -1,5 +1,6 @@
-"""Configuration of the archive tier (issue 14): ScyllaDB (Cassandra 5.0 stands in on
-development machines), the hot window, retention and the qim-archiver process.
+"""Configuration of the archive tier: ScyllaDB (Cassandra 5.0 stands in on development
+machines, docs/decisions/0015), the hot window and retention; qim-archiver's own
+settings are in qim/config/archiver.py.
 
 Read through qim.config.Env like every other QIM_* variable; an invalid value raises
 ConfigError naming the variable (DESIGN.md §11). docs/operations.md ("The archive tier")
@@ -24,11 +25,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
+from qim.config.env import Env
 from qim.consts import (
-    ARCHIVE_BATCH_DEFAULT,
-    ARCHIVE_BATCH_MAX,
     DAY_MS,
     HISTORY_HOT_WINDOW_MS_DEFAULT,
     HISTORY_RETENTION_DAYS_DEFAULT,
@@ -39,12 +39,7 @@ from qim.consts import (
     SCYLLA_KEYSPACE_DEFAULT,
 )
 from qim.errors import ConfigError
-from qim.faults import ARCHIVER_POINTS
 from qim.wire.addr import parse_addr
-
-if TYPE_CHECKING:
-    from qim.config import CommonConfig, Env
-    from qim.config_registry import RegistryConfig
 
 BACKENDS = ("redis", "tiered")
 _KEYSPACE_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
@@ -65,7 +60,7 @@ class ScyllaConfig:
     allow_single_node_dev: bool = False
 
     @classmethod
-    def from_env(cls, env: "Env") -> Optional["ScyllaConfig"]:
+    def from_env(cls, env: Env) -> Optional["ScyllaConfig"]:
         """None when QIM_SCYLLA_ADDRS is unset; ConfigError naming the variable otherwise."""
         if not env.raw("QIM_SCYLLA_ADDRS"):
             return None
@@ -111,7 +106,7 @@ class TierConfig:
         return self.backend == "tiered"
 
     @classmethod
-    def from_env(cls, env: "Env") -> "TierConfig":
+    def from_env(cls, env: Env) -> "TierConfig":
         """Read and validate every variable of the table above; ConfigError naming it."""
         scylla = ScyllaConfig.from_env(env)
         backend = env.raw("QIM_MESSAGE_STORE_BACKEND") or ("tiered" if scylla else "redis")
@@ -130,32 +125,3 @@ class TierConfig:
             trim_slack_ms=env.integer("QIM_HISTORY_TRIM_SLACK_MS", HISTORY_TRIM_SLACK_MS_DEFAULT, 0, 3_600_000),
             trim_period_ms=env.integer("QIM_HISTORY_TRIM_PERIOD_MS", HISTORY_TRIM_PERIOD_MS_DEFAULT, 100, 600_000),
         )
-
-
-@dataclass(frozen=True)
-class ArchiverConfig:
-    """qim-archiver (HistoryArchiver): needs QIM_SCYLLA_ADDRS whatever the backend."""
-
-    common: "CommonConfig"
-    metrics_listen: str
-    batch_size: int
-    scylla: ScyllaConfig
-    fault_point: str = ""  # QIM_ARCHIVER_FAULT_POINT (crash tests; loopback only)
-    registry: Optional["RegistryConfig"] = None  # Outbox partitions leased from the ShardRegistry
-
-    @classmethod
-    def from_env(cls, env: "Env") -> "ArchiverConfig":
-        """Read and validate every variable; ConfigError naming the first bad one."""
-        from qim.config import CommonConfig  # qim.config imports this module
-
-        common = CommonConfig.from_env(env)
-        if common.tier.scylla is None:
-            raise ConfigError("QIM_SCYLLA_ADDRS is required by qim-archiver")
-        from qim.config_registry import RegistryConfig
-
-        metrics_listen = env.metrics_listen("archiver")
-        return cls(common, metrics_listen,
-                   env.integer("QIM_ARCHIVER_BATCH_SIZE", ARCHIVE_BATCH_DEFAULT, 1, ARCHIVE_BATCH_MAX),
-                   common.tier.scylla,
-                   env.fault_point("QIM_ARCHIVER_FAULT_POINT", ("QIM_ARCHIVER_METRICS_LISTEN",), ARCHIVER_POINTS),
-                   RegistryConfig.from_env(env, "archiver", metrics_listen))

@@ -1,15 +1,20 @@
 """Typed reads of QIM_* environment variables (`Env`): each getter validates and raises
-ConfigError naming the variable (DESIGN.md §11). The per-service dataclasses built from
-it are in qim/config.py."""
+ConfigError naming the variable (DESIGN.md §11). Default addresses of listeners and
+metrics come from the service table (qim/topology.py); the per-service dataclasses built
+from it are the other modules of qim/config/."""
 
 from __future__ import annotations
 
 import os
 from typing import Mapping, Optional
 
-from qim.consts import DEFAULT_SHARD_COUNT, METRICS_PORTS
+from qim.consts import DEFAULT_SHARD_COUNT, MAX_MESSAGE_BODY
 from qim.errors import ConfigError
+from qim.topology import SERVICES, Listener, dials, service
 from qim.wire.addr import parse_addr
+
+# every listener of the table by its variable: where its default port comes from
+LISTENERS: dict[str, Listener] = {ln.var: ln for s in SERVICES.values() for ln in s.listeners}
 
 
 class Env:
@@ -78,9 +83,33 @@ class Env:
             raise ConfigError(f"QIM_MAILBOX_SHARD_COUNT={value} is not a power of two")
         return value
 
-    def metrics_listen(self, service: str) -> str:
-        """QIM_<SERVICE>_METRICS_LISTEN, default 127.0.0.1:<the service's port> (DESIGN.md §11)."""
-        return self.addr(f"QIM_{service.upper()}_METRICS_LISTEN", f"127.0.0.1:{METRICS_PORTS[service]}")
+    def max_body(self) -> int:
+        """QIM_MAX_MESSAGE_BODY: the body limit in bytes (1 .. the built-in 1 MiB), read the
+        same by the gateway (checked before forwarding) and the writer (checked again on
+        every WRITER_SEND, whoever sent it)."""
+        return self.integer("QIM_MAX_MESSAGE_BODY", MAX_MESSAGE_BODY, 1, MAX_MESSAGE_BODY)
+
+    def metrics_listen(self, name: str) -> str:
+        """QIM_<ENV>_METRICS_LISTEN of service `name`, default 127.0.0.1:<its metrics port>
+        (DESIGN.md §11; the port is the service's row in qim/topology.py)."""
+        row = service(name)
+        return self.addr(row.metrics_var, f"127.0.0.1:{row.metrics_port}")
+
+    def listen(self, var: str) -> str:
+        """A listener's address (QIM_WRITER_LISTEN, QIM_GATEWAY_PUSH_ADDR, ...), default
+        127.0.0.1:<its port in qim/topology.py>; KeyError for a variable no row lists."""
+        return self.addr(var, f"127.0.0.1:{LISTENERS[var].port}")
+
+    def peers(self, name: str) -> dict[str, tuple[str, ...]]:
+        """Addresses of every service `name` dials (qim.topology.dials), by service name:
+        each read from the service's QIM_<ENV>_ADDRS (the gateways' QIM_GATEWAY_PUSH_ADDR),
+        default its one internal listener on 127.0.0.1."""
+        out = {}
+        for row in dials(name):
+            listener = row.internal_listener
+            assert listener is not None  # a row that serves an opcode has an internal listener
+            out[row.name] = self.addrs(row.addrs_var, f"127.0.0.1:{listener.port}")
+        return out
 
     def fault_point(self, name: str, listeners: tuple[str, ...], allowed: tuple[str, ...]) -> str:
         """A fault-injection point, honoured only with QIM_FAULT_INJECTION=1 and loopback

@@ -1,0 +1,50 @@
+"""The archive tier's stores of a process (docs/decisions/0023-archive-tier.md): the
+CQL archive and conversation state, and the Redis stores of the archive tier (position,
+watermark, retention classes, hot floors). The drivers are imported only when a tier is
+built, so importing this module needs neither."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from qim.config.tier import ScyllaConfig
+from qim.stores.archive import ArchiveStateStore, ArchiveStore, ConversationStateStore
+from qim.stores.messages import MessageStore
+
+
+class ArchiveTier:
+    """The archive tier's stores: `state` (ArchiveStateStore, Redis), `archive`
+    (ArchiveStore, CQL), `conversations` (ConversationStateStore, CQL), `cold` (the
+    MessageStore over the archive alone), `hot` (HotHistory, Redis)."""
+
+    def __init__(self, redis_client: Any, scylla: ScyllaConfig, owns_redis: bool = False) -> None:
+        from qim.stores.cql.backend import CqlBackend  # the drivers are imported only here
+        from qim.stores.redis.archive import RedisArchiveState
+        from qim.stores.redis.hot import RedisHotHistory
+
+        self._redis = redis_client
+        self._owns_redis = owns_redis
+        self.cql = CqlBackend(scylla)
+        self.state: ArchiveStateStore = RedisArchiveState(redis_client)
+        self.hot = RedisHotHistory(redis_client)
+        self.archive: ArchiveStore = self.cql.archive
+        self.conversations: ConversationStateStore = self.cql.conversations
+        self.cold: MessageStore = self.cql.messages
+
+    async def check(self) -> None:
+        """The CQL schema check (EngineError naming `qimctl schema apply` or the variable)."""
+        await self.cql.check()
+
+    async def apply_schema(self) -> list[int]:
+        """qimctl schema apply: migration versions applied now."""
+        return await self.cql.apply_schema()
+
+    async def ping(self) -> None:
+        """Return when CQL answers; StoreUnavailable otherwise."""
+        await self.cql.ping()
+
+    async def close(self) -> None:
+        """Close the CQL session (and the Redis client when this tier opened it)."""
+        await self.cql.close()
+        if self._owns_redis:
+            await self._redis.aclose()

@@ -1,0 +1,229 @@
+"""The services of QIM, one row each: the single definition every per-service list is
+derived from (docs/architecture.md "Services"; docs/decisions/0028-topology-table.md).
+
+A row says what a service IS, never how it works: its name (also its certificate
+identity `qim://service/<name>`, its process `qim-<name>` and its metric label), the
+prefix of its variables (`QIM_<ENV>_*`), its listeners and metrics port, its entry
+(dotted paths, so this module imports no service), the internal opcodes it serves and
+which services may call each, and, when the gateway forwards client requests to it, the
+envelope and the routing rule. Derived from it (and checked by tests/test_topology.py):
+
+- the internal RPC allow-list and metric labels (qim/net/allow.py);
+- the development certificates (qim/dev/certs.py) and the dev stack layout: instances,
+  port keys, environment (qim/dev/stack_layout.py);
+- default listen and metrics addresses, and the peers each config dials (qim/config/);
+- one entry point for every process (`qim.app.main`, pyproject.toml `[project.scripts]`);
+- the gateway's client routes, envelopes and backend routing (qim/services/gateway/routes.py,
+  router.py).
+
+Synapse's `config/workers.py` (instance maps, stream writers) is the model. A new
+service (a RoomWriter, `qim-room`) is one row here plus its own packages.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping, Optional
+
+from qim.protocol import Opcode
+
+GATEWAY, WRITER, MAILBOX, SESSION, FANOUT, ARCHIVER, QIMCTL = (
+    "gateway", "writer", "mailbox", "session", "fanout", "archiver", "qimctl")
+# Routing rules of the gateway's backends (qim/services/gateway/router.py).
+RENDEZVOUS = "rendezvous"  # key: bytes; highest BLAKE3(addr ‖ key) first, the next when one is unreachable
+MODULO = "modulo"  # key: int; node key mod n (static assignment)
+# key: int, the user's shard; its live owner in the ShardRegistry (docs/decisions/0031-scale-leases-and-fencing.md)
+SHARD_OWNER = "shard-owner"
+ROUTINGS = (RENDEZVOUS, MODULO, SHARD_OWNER)
+# What a kind's nodes lease from the ShardRegistry (Service.leases)
+SHARDS = "shards"  # the users' shards: virtual bucket mod QIM_MAILBOX_SHARD_COUNT
+OUTBOX = "outbox"  # the Outbox partitions
+NODE = "node"  # a node lease only (liveness)
+_REQUESTS = "qim.services.gateway.requests"
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One address a process listens on: its variable, default port on 127.0.0.1, and the
+    suffix of its key in the dev stack's port book ("" = the instance name itself)."""
+
+    var: str
+    port: int
+    suffix: str = ""
+
+
+@dataclass(frozen=True)
+class ClientRoute:
+    """A client opcode the gateway forwards: `check` ("module:function", called as
+    check(conn, body) -> routing key; RequestError for bad input, before any backend) and
+    `bulk` (the answer is pages: the connection fetches a bounded number at a time)."""
+
+    check: str
+    bulk: bool = False
+
+
+@dataclass(frozen=True)
+class GatewayBackend:
+    """How the gateway reaches a service for client requests: the internal `opcode` it
+    sends, the internal_pb2 `envelope` message (fields actor, upstream, and opcode when
+    the message has one), the `routing` rule over the service's addresses, and the
+    client opcodes routed there."""
+
+    opcode: int
+    envelope: str
+    routing: str
+    routes: Mapping[int, ClientRoute]
+
+
+@dataclass(frozen=True)
+class Service:
+    """One row (module doc). `listeners`: the first is the internal one peers dial (the
+    gateway's push listener, a writer's RPC port) unless `internal` names another var;
+    `peers_var`: the variable listing every node of this kind for the services that dial
+    it (default QIM_<ENV>_ADDRS); `serves`: internal opcode -> the services allowed to
+    call it (a missing opcode is refused to everyone); `entry`/`config`: the node class
+    and its configuration dataclass ("module:Name"; None: not a process, e.g. qimctl);
+    `node_index`: each node of the kind gets QIM_<ENV>_NODE_INDEX and the kind
+    QIM_<ENV>_NODE_COUNT (static shard or user assignment); `archive_only`: runs only
+    with the archive tier (QIM_SCYLLA_ADDRS); `leases`: what its nodes lease from the
+    ShardRegistry (SHARDS: the users' shards, OUTBOX: Outbox partitions, NODE: a node
+    lease only, its liveness; "" none: docs/decisions/0031-scale-leases-and-fencing.md)."""
+
+    name: str
+    entity: str  # the design's entity name (DESIGN.md §2)
+    env: str
+    metrics_port: Optional[int] = None
+    entry: Optional[str] = None
+    config: Optional[str] = None
+    listeners: tuple[Listener, ...] = ()
+    internal: Optional[str] = None
+    peers_var: Optional[str] = None
+    serves: Mapping[int, frozenset[str]] = field(default_factory=dict)
+    gateway: Optional[GatewayBackend] = None
+    node_index: bool = False
+    archive_only: bool = False
+    leases: str = ""
+
+    @property
+    def process(self) -> bool:
+        """True for a service that runs as its own process `qim-<name>`."""
+        return self.entry is not None
+
+    @property
+    def internal_listener(self) -> Optional[Listener]:
+        """The listener other services dial (None: nobody dials this service)."""
+        if not self.serves:
+            return None
+        return next(ln for ln in self.listeners if self.internal in (None, ln.var))
+
+    @property
+    def addrs_var(self) -> str:
+        """The variable that lists the addresses of every node of this kind."""
+        return self.peers_var or f"QIM_{self.env}_ADDRS"
+
+    @property
+    def metrics_var(self) -> str:
+        """QIM_<ENV>_METRICS_LISTEN."""
+        return f"QIM_{self.env}_METRICS_LISTEN"
+
+
+def _callers(*names: str) -> frozenset[str]:
+    return frozenset(names)
+
+
+SERVICES: Mapping[str, Service] = MappingProxyType({s.name: s for s in (
+    Service(WRITER, "ConversationWriter", "WRITER", 9101,
+            "qim.services.writer.server:ConversationWriter", "qim.config.writer:WriterConfig",
+            listeners=(Listener("QIM_WRITER_LISTEN", 7101),),
+            serves={Opcode.WRITER_SEND: _callers(GATEWAY, QIMCTL),  # qimctl group create acts for the owner
+                    Opcode.WRITER_ADMIN: _callers(QIMCTL)},  # membership edits, operator deletes: never a gateway
+            gateway=GatewayBackend(Opcode.WRITER_SEND, "WriterSend", RENDEZVOUS, {
+                Opcode.SEND_MESSAGE: ClientRoute(f"{_REQUESTS}:send_key"),
+                Opcode.RECALL_MESSAGE: ClientRoute(f"{_REQUESTS}:recall_key"),
+                Opcode.PULL_HISTORY: ClientRoute(f"{_REQUESTS}:history_key", bulk=True),
+                Opcode.CREATE_GROUP: ClientRoute(f"{_REQUESTS}:create_group_key"),
+                Opcode.LEAVE_GROUP: ClientRoute(f"{_REQUESTS}:leave_group_key"),
+                Opcode.PULL_MEMBERS: ClientRoute(f"{_REQUESTS}:members_key", bulk=True)})),
+    Service(MAILBOX, "MailboxNode", "MAILBOX", 9102,
+            "qim.services.mailbox.node:MailboxNode", "qim.config.mailbox:MailboxConfig",
+            listeners=(Listener("QIM_MAILBOX_LISTEN", 7102),),
+            serves={Opcode.MAILBOX_PULL: _callers(GATEWAY)},
+            gateway=GatewayBackend(Opcode.MAILBOX_PULL, "MailboxPull", SHARD_OWNER, {  # key: the user's shard
+                Opcode.PULL_MAILBOX: ClientRoute(f"{_REQUESTS}:pull_mailbox_key", bulk=True)}),
+            leases=SHARDS),
+    Service(SESSION, "SessionProjection", "SESSION", 9103,
+            "qim.services.session.node:SessionNode", "qim.config.session:SessionConfig",
+            listeners=(Listener("QIM_SESSION_LISTEN", 7103),),
+            serves={Opcode.SESSION_CALL: _callers(GATEWAY), Opcode.PROJECTION: _callers(MAILBOX)},
+            gateway=GatewayBackend(Opcode.SESSION_CALL, "SessionCall", SHARD_OWNER, {  # key: the user's shard
+                Opcode.PULL_SESSION_LIST: ClientRoute(f"{_REQUESTS}:session_list_key", bulk=True),
+                Opcode.MARK_READ: ClientRoute(f"{_REQUESTS}:mark_read_key")}),
+            leases=SHARDS),
+    Service(GATEWAY, "ConnectionNode", "GATEWAY", 9100,
+            "qim.services.gateway.server:ConnectionNode", "qim.config.gateway:GatewayConfig",
+            listeners=(Listener("QIM_GATEWAY_LISTEN", 7100), Listener("QIM_GATEWAY_PUSH_ADDR", 7104, "_push"),
+                       Listener("QIM_GATEWAY_WS_LISTEN", 7105, "_ws")),  # plain ws://: development only
+            internal="QIM_GATEWAY_PUSH_ADDR", peers_var="QIM_GATEWAY_PUSH_ADDR",
+            serves={Opcode.PUSH_BATCH: _callers(MAILBOX), Opcode.DEVICE_FRAMES: _callers(SESSION)}, leases=NODE),
+    Service(FANOUT, "FanoutCoordinator", "FANOUT", 9106,
+            "qim.services.fanout.node:FanoutNode", "qim.config.fanout:FanoutConfig", leases=OUTBOX),
+    Service(ARCHIVER, "HistoryArchiver", "ARCHIVER", 9107,
+            "qim.services.archiver.node:ArchiverNode", "qim.config.archiver:ArchiverConfig", archive_only=True,
+            leases=OUTBOX),
+    Service(QIMCTL, "operator CLI", "QIMCTL"),  # an identity on internal RPC, not a process
+)})
+
+
+def service(name: str) -> Service:
+    """The row of `name`; KeyError naming the known services otherwise."""
+    try:
+        return SERVICES[name]
+    except KeyError:
+        raise KeyError(f"no service {name!r}; known: {', '.join(SERVICES)}") from None
+
+
+def processes() -> list[Service]:
+    """The rows that run as processes, in start order."""
+    return [s for s in SERVICES.values() if s.process]
+
+
+def leasing() -> list[Service]:
+    """The rows whose nodes hold leases in the ShardRegistry."""
+    return [s for s in SERVICES.values() if s.leases]
+
+
+def rpc_allow() -> dict[int, frozenset[str]]:
+    """Internal opcode -> the services that may send it, over every row."""
+    return {op: callers for s in SERVICES.values() for op, callers in s.serves.items()}
+
+
+def server_of(opcode: int) -> Service:
+    """The row that serves internal `opcode` (KeyError when none does)."""
+    for s in SERVICES.values():
+        if opcode in s.serves:
+            return s
+    raise KeyError(f"no service serves opcode 0x{opcode:04x}")
+
+
+def dials(name: str) -> list[Service]:
+    """The services `name` calls: those serving an opcode it may send (table order)."""
+    return [s for s in SERVICES.values() if any(name in callers for callers in s.serves.values())]
+
+
+def speaks_rpc(name: str) -> bool:
+    """True when `name` serves or calls internal RPC (it needs a service certificate)."""
+    return bool(service(name).serves) or bool(dials(name))
+
+
+def gateway_backends() -> list[Service]:
+    """The rows the gateway forwards client requests to."""
+    return [s for s in SERVICES.values() if s.gateway is not None]
+
+
+def load(path: str) -> Any:
+    """The object a "module:name" path of this table names, imported now (entries,
+    configs, route checks); ImportError/ModuleNotFoundError or AttributeError otherwise."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
