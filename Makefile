@@ -8,13 +8,14 @@ CORE_SRC := $(wildcard qim/_core/*.pyx qim/_core/*.pxd)
 DEMO_LANGS ?= english,chinese
 PYTEST_ARGS ?=
 
-.PHONY: install engines up demo down test test-pure bench wheel proto clean test-tools
+.PHONY: install engines up demo down test test-pure bench wheel proto clean test-tools web-tools web-build test-web web-up
 
 $(STAMP): pyproject.toml setup.py $(CORE_SRC)
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "Cython>=3.0,<4" "setuptools>=68" wheel
-	$(BIN)/pip install -q --no-build-isolation -e ".[test]"
+	@# setuptools' "Editable installation" notice is a warning block on every fresh install: not ours to show
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q --no-build-isolation -e ".[test]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -36,18 +37,59 @@ demo: export QIM_OUTBOX_RETENTION_MS = 2000
 demo: export QIM_HISTORY_TRIM_SLACK_MS = 1000
 demo: export QIM_HISTORY_TRIM_PERIOD_MS = 1000
 demo: up
+	-@$(MAKE) --no-print-directory web-up
 	@echo "demo: engines and services stay up after this replay (.qim/stack/stack.env); stop them with 'make down'" >&2
 	set -a; . .qim/stack/stack.env; set +a; $(BIN)/qim-loadgen replay --langs $(DEMO_LANGS) --history-check --history-settle 20
 
 down:
+	@if [ -f $(WEB_PID) ]; then kill $$(cat $(WEB_PID)) 2>/dev/null || true; rm -f $(WEB_PID); fi
 	@if [ -x $(BIN)/qim-dev ]; then $(BIN)/qim-dev stack down; $(BIN)/qim-dev engines down; fi
+
+# The web client (web/: qim-js and the page; docs/sdk.md "qim-js"). web-tools installs
+# Debian's Chromium with CJK and emoji fonts (the browser tests in tests/web drive it
+# through Playwright, never a downloaded browser) and the node packages pinned by
+# web/package-lock.json (npm ci); web-build generates the protobuf code (buf +
+# protoc-gen-es from npm, no protoc), type-checks and bundles the page into web/dist;
+# test-web runs the qim-js unit tests (vitest: codec vs tests/vectors, store, state
+# machine) and then the browser tests. web-up starts qim-web (the page's development
+# server, by recorded pid; `make down` stops it) and prints the address to open.
+WEB_APT := chromium fonts-noto-cjk fonts-noto-color-emoji
+WEB_STAMP := web/node_modules/.ci-stamp
+WEB_PID := .qim/web/qim-web.pid
+QIM_WEB_PORT ?= 8088
+
+web-tools:
+	@dpkg -s $(WEB_APT) >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(WEB_APT); }
+
+$(WEB_STAMP): web/package.json web/package-lock.json
+	cd web && npm ci --no-audit --no-fund
+	touch $@
+
+web-build: $(WEB_STAMP)
+	cd web && npm run build
+
+test-web: install web-tools web-build
+	cd web && npm test
+	$(BIN)/python -m pytest -q tests/web
+
+web-up: install web-build
+	@mkdir -p .qim/web
+	@if [ -f $(WEB_PID) ] && kill -0 $$(cat $(WEB_PID)) 2>/dev/null; then kill $$(cat $(WEB_PID)); sleep 0.5; fi
+	@set -a; . .qim/stack/stack.env; set +a; \
+	  if [ -z "$$QIM_GATEWAY_WS_ADDR" ]; then echo "web: this stack's gateway has no WebSocket listener (QIM_GATEWAY_WS_ADDR unset in .qim/stack/stack.env): qim-web not started" >&2; exit 1; fi; \
+	  nohup $(BIN)/qim-web --port $(QIM_WEB_PORT) > .qim/web/qim-web.log 2>&1 & echo $$! > $(WEB_PID); \
+	  sleep 1; if kill -0 $$(cat $(WEB_PID)) 2>/dev/null; then \
+	    echo "web: open http://127.0.0.1:$(QIM_WEB_PORT)/ (sign in as any user id; qim-web pid $$(cat $(WEB_PID)), stopped by 'make down')" >&2; \
+	  else echo "web: qim-web did not start: $$(tail -1 .qim/web/qim-web.log)" >&2; exit 1; fi
 
 # tmux (Debian) for the test that drives two real qim-desktop processes (tests/e2e/test_desktop_tmux.py)
 test-tools:
 	@command -v tmux >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux; }
 
-# Every test, then the core suite again on the pure-Python twins (QIM_PUREPYTHON=1).
-test: install test-tools
+# Every test (the qim-js unit tests first, then pytest, which includes the browser
+# tests of tests/web), then the core suite again on the pure-Python twins (QIM_PUREPYTHON=1).
+test: install test-tools web-tools web-build
+	cd web && npm test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 	QIM_PUREPYTHON=1 $(BIN)/python -m pytest -q tests/core
 
@@ -87,7 +129,7 @@ proto: install
 	$(BIN)/python tools/gen_proto.py
 
 clean: down
-	rm -rf build $(VENV) .qim qim/_core/*.c qim/_core/*.so
+	rm -rf build $(VENV) .qim qim/_core/*.c qim/_core/*.so web/node_modules web/dist web/src/gen web/test-results
 
 # T-HEAVY: one user with 5000 conversations built through the real write path; first
 # session-list page cold (snapshot rebuild included) and warm. Private engines and stack.

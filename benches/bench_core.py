@@ -1,4 +1,4 @@
-"""Benches of the watermark, mailbox_seq, event group and id codecs (DESIGN.md §3, §5).
+"""Benches of the watermark, mailbox_seq, event group and id codecs (docs/design.md §3, §5).
 
 watermark: decode / advance_all / start_offset (the min over lanes) / encode, each on
 the per-lane 1216-byte form (64 different lanes) and the uniform 19-byte form.

@@ -1,4 +1,4 @@
-"""Frame codec benches (DESIGN.md §4): stream decoding and the 20-byte header.
+"""Frame codec benches (docs/design.md §4): stream decoding and the 20-byte header.
 
 frame_stream: 1,000 frames of a typical mix (a few opcodes, bodies of 0..96 bytes) in
 one buffer; the same stream in 4 KiB reads (headers and bodies split across reads);

@@ -1,4 +1,4 @@
-"""T-HEAVY session-list bench (DESIGN.md §6, §12; seed 000: "5000 对端各发一条").
+"""T-HEAVY session-list bench (docs/design.md §6, §12; seed 000: "5000 对端各发一条").
 
 Starts private engines and the whole stack under a temp dir, builds one user with 5000
 conversations through the real write path (5000 peers each log in and send one message

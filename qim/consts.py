@@ -1,10 +1,10 @@
-"""Contract constants, defined once (DESIGN.md §3, §4, §11).
+"""Contract constants, defined once (docs/design.md §3, §4, §11).
 
 Every other module imports these names; the compiled core re-asserts the immutable
 ones at import time so a stale build cannot disagree with this file.
 """
 
-# --- identifiers and sequences (DESIGN.md §3) ---------------------------------
+# --- identifiers and sequences (docs/design.md §3) ---------------------------------
 LANE_COUNT = 64
 VIRTUAL_BUCKET_COUNT = 65536
 COMMIT_BUCKET_COUNT = 256
@@ -20,7 +20,7 @@ CONVERSATION_KIND_DIRECT = 1
 CONVERSATION_KIND_GROUP = 2
 CONVERSATION_KIND_ROOM = 3
 
-# BLAKE3 domains (DESIGN.md §3 table)
+# BLAKE3 domains (docs/design.md §3 table)
 DOMAIN_DIRECT = b"qim.direct.v1\0"
 DOMAIN_GROUP = b"qim.group.v1\0"
 DOMAIN_ROOM = b"qim.room.v1\0"
@@ -31,14 +31,14 @@ DOMAIN_EVENT = b"qim.event.v1\0"
 DOMAIN_CMID = b"qim.cmid.v2\0"  # v2: store nonce in the input (docs/decisions/0016)
 DOMAIN_ENDPOINT_SCOPE = b"qim.endpoint-scope.v1\0"
 
-# --- packed watermark (DESIGN.md §3) -------------------------------------------
+# --- packed watermark (docs/design.md §3) -------------------------------------------
 WM_RECORD_LEN = 19
 WM_FULL_LEN = WM_RECORD_LEN * LANE_COUNT  # 1216
 WM_FLAG_MATERIALIZED = 0x01
 WM_FLAG_RECOMPUTED = 0x02
 WM_LAYOUT_V1 = 1
 
-# --- frame (DESIGN.md §4) --------------------------------------------------------
+# --- frame (docs/design.md §4) --------------------------------------------------------
 FRAME_MAGIC = 0x5149
 FRAME_VERSION = 1
 FRAME_HEADER_LEN = 20
@@ -55,19 +55,19 @@ WS_ORIGIN_PATTERN = r"https?://[A-Za-z0-9.\-]+(:(\d{1,5}|\*))?"
 MAX_MESSAGE_BODY = 1024 * 1024
 MAX_CUSTOM_TYPE_BYTES = 64
 
-# --- message types (DESIGN.md §4; raw values fixed) ------------------------------
+# --- message types (docs/design.md §4; raw values fixed) ------------------------------
 MESSAGE_TYPE_UNKNOWN = 0
 MESSAGE_TYPE_TEXT = 1
 MESSAGE_TYPE_MEDIA = 2
 MESSAGE_TYPE_CUSTOM = 3
 MESSAGE_TYPE_CONTROL = 4
 
-# --- event groups (DESIGN.md §5, seed 000 "事件组硬上限") --------------------------
+# --- event groups (docs/design.md §5, seed 000 "事件组硬上限") --------------------------
 EVENT_GROUP_MAX_EVENTS = 8
 EVENT_GROUP_MAX_BYTES = 8 * 1024
 INLINE_BODY_BUDGET_BYTES = 8 * 1024
 
-# --- groups (DESIGN.md §7, §11) ---------------------------------------------------
+# --- groups (docs/design.md §7, §11) ---------------------------------------------------
 GROUP_MAX_MEMBERS = 1000
 MEMBER_INTERVALS_MAX = 16  # member intervals kept per (group, user); older ones are dropped
 MEMBERSHIP_EVENT_BROADCAST_MAX = 500
@@ -78,17 +78,19 @@ HISTORY_PAGE_MAX_LIMIT = 200
 UNREAD_EXACT_WINDOW = 200
 SESSION_HEAD_BODY_MAX = 4096  # larger head bodies are left out of SESSION_LIST_BATCH
 
-# --- session list (DESIGN.md §6, §11; seed 000 会话列表) ------------------------------
+# --- session list (docs/design.md §6, §11; seed 000 会话列表) ------------------------------
 SESSION_SNAPSHOT_TTL_MS = 5 * 60 * 1000
 SESSION_PAGE_DEFAULT_LIMIT = 50
 SESSION_PAGE_MAX_LIMIT = 200
+PROFILES_PAGE_MAX = 200  # user ids per PULL_PROFILES (docs/protocol.md "Names")
+NAME_MAX_BYTES = 64  # a display name (token claim `name`) or a group title, in UTF-8 bytes
 SESSION_CONSUME_BATCH = 512  # dispatch records per durable projection batch
 # registrations per session_project script call (one durable batch, one round trip);
 # bounds how long one script holds Redis (a larger batch sends the rest pipelined first)
 SESSION_PROJECT_MAX_REGS = 2048
 SESSION_PROJECTION_QUEUE = 65536  # low-latency projections waiting for Redis; past it they drop
 
-# --- defaults (DESIGN.md §11) ----------------------------------------------------
+# --- defaults (docs/design.md §11) ----------------------------------------------------
 FANOUT_BATCH_DEFAULT = 512
 FANOUT_BATCH_MAX = 1024
 MAILBOX_SHARD_FIFO = 128
@@ -100,7 +102,7 @@ WRITER_INFLIGHT_MAX = 8192
 INTERNAL_RPC_INFLIGHT = 1024
 COMMIT_HELPER_TTL_MS = 2 * 3600 * 1000
 # Group changes and recall/delete keep their commit state as long as the SDK may retry a
-# pending operation (DESIGN.md §11 pending max age): a retry replays the original reply.
+# pending operation (docs/design.md §11 pending max age): a retry replays the original reply.
 COMMIT_OP_HELPER_TTL_MS = 24 * 3600 * 1000
 # Unpublished commits of a conversation a reserve hands back to be published first
 # (a crashed writer's reservations; docs/decisions/0017-writer-order-and-time.md).
@@ -116,7 +118,7 @@ WRITER_ID_LEASE_MS = 60_000
 HLC_CEILING_SLACK_MS = 5_000
 HLC_CEILING_PERIOD_S = 0.5
 DAY_MS = 86_400_000
-# Mailbox retention (QIM_MAILBOX_RETENTION_MS; DESIGN.md §8 "mailbox 7 days"): entries
+# Mailbox retention (QIM_MAILBOX_RETENTION_MS; docs/design.md §8 "mailbox 7 days"): entries
 # older than this are never served; a non-zero cursor behind one gets CURSOR_EXPIRED.
 MAILBOX_RETENTION_MS_DEFAULT = 7 * DAY_MS
 MAILBOX_RETENTION_MS_MIN = 1_000
@@ -147,7 +149,7 @@ MAX_CONNECTIONS_PER_USER_DEFAULT = 16
 # device of the user disconnects, so the device should not come back every second
 CONNECTION_CAP_RETRY_AFTER_MS = 60_000
 
-# --- several nodes of each kind (DESIGN.md §13; docs/decisions/0028-scale-leases-and-fencing.md) ---
+# --- several nodes of each kind (docs/design.md §13; docs/decisions/0032-scale-leases-and-fencing.md) ---
 SHARD_LEASE_MS_DEFAULT = 10_000  # QIM_SHARD_LEASE_MS; renewed every quarter (QIM_SHARD_RENEW_MS)
 # Groups whose (membership_version, member count) a writer keeps to plan sends without a
 # read (qim/services/writer/planner.py; the reserve checks them): ~100 B each.
@@ -155,7 +157,7 @@ GROUP_PLAN_CACHE_GROUPS = 16_384
 
 OUTBOX_TOPIC = "qim.outbox"
 DISPATCH_TOPIC = "qim.dispatch"
-# PresenceEntry records, compacted, partition = the user's MailboxShard (docs/decisions/0030)
+# PresenceEntry records, compacted, partition = the user's MailboxShard (docs/decisions/0034)
 PRESENCE_TOPIC = "qim.presence"
 PRESENCE_TTL_MS_DEFAULT = 3_600_000  # QIM_PRESENCE_TTL_MS: an entry not renewed stops counting
 # broker/topic record limit: a 1 MiB body plus envelope fits with room to spare
@@ -168,7 +170,7 @@ KAFKA_MAX_RECORD_BYTES = 8 * 1024 * 1024
 KAFKA_TOPIC_CONFIG = {"max.message.bytes": str(KAFKA_MAX_RECORD_BYTES),
                       "message.timestamp.type": "LogAppendTime"}
 
-# --- archive tier (DESIGN.md §5 step 7, §8; docs/decisions/0023-archive-tier.md) ---
+# --- archive tier (docs/design.md §5 step 7, §8; docs/decisions/0023-archive-tier.md) ---
 # Hot window: history stays in Redis at least this long (QIM_HISTORY_HOT_WINDOW_MS).
 HISTORY_HOT_WINDOW_MS_DEFAULT = 7 * DAY_MS
 # Retention classes of a conversation's history (QIM_DEFAULT_HISTORY_RETENTION_DAYS for

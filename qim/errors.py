@@ -33,7 +33,7 @@ class QimError(Exception):
     code: ErrorCode = ErrorCode.INTERNAL
 
 
-# --- frame codec (DESIGN.md §4): every one of these closes the connection -------
+# --- frame codec (docs/design.md §4): every one of these closes the connection -------
 class FrameError(QimError):
     """A frame-level fault: the stream cannot be trusted any more (no resync)."""
 
@@ -76,7 +76,7 @@ class TruncatedFrame(FrameError):
     """The stream ended inside a header or a body."""
 
 
-# --- binary layouts of the core (DESIGN.md §3, §5) ------------------------------
+# --- binary layouts of the core (docs/design.md §3, §5) ------------------------------
 class SeqError(QimError, ValueError):
     """A mailbox_seq, shard_epoch or log offset is out of its range."""
 
@@ -108,7 +108,7 @@ class RequestError(QimError):
 
 
 class ConfigError(QimError):
-    """Invalid configuration; the message names the variable (DESIGN.md §11)."""
+    """Invalid configuration; the message names the variable (docs/design.md §11)."""
 
 
 class TlsError(QimError):

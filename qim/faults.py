@@ -1,5 +1,5 @@
 """Fault injection for crash gates: a process killed at a named point of the commit,
-fanout, mailbox or archive path must recover by itself (DESIGN.md §5.2-§5.4).
+fanout, mailbox or archive path must recover by itself (docs/design.md §5.2-§5.4).
 
 Enabled only with QIM_FAULT_INJECTION=1 on loopback-only listeners (config refuses it
 otherwise, so a production configuration cannot carry it). With a point set, the
@@ -14,11 +14,11 @@ import signal
 
 logger = logging.getLogger(__name__)
 
-# Writer (DESIGN.md §5.2): with a point set, reserve and record run as two calls.
+# Writer (docs/design.md §5.2): with a point set, reserve and record run as two calls.
 WRITER_POINTS = ("after_reserve", "after_record", "after_outbox", "after_commit")
-# Mailbox (DESIGN.md §5.4): after every entry is appended, before finish_dispatch.
+# Mailbox (docs/design.md §5.4): after every entry is appended, before finish_dispatch.
 MAILBOX_POINTS = ("after_append",)
-# Fanout (DESIGN.md §5.3): after the dispatches of a batch are durable, before the commit.
+# Fanout (docs/design.md §5.3): after the dispatches of a batch are durable, before the commit.
 FANOUT_POINTS = ("after_dispatch",)
 # HistoryArchiver (docs/decisions/0023): after a batch's rows are written, before its position moves.
 ARCHIVER_POINTS = ("after_write",)

@@ -1,6 +1,6 @@
 """Frozen wire numbers: opcodes, event types, kick reasons (docs/protocol.md).
 
-The high byte of an opcode is its category (DESIGN.md §4). Two values are anchored by
+The high byte of an opcode is its category (docs/design.md §4). Two values are anchored by
 the design: READ_SYNC = 0x0406 and LEAVE_GROUP = 0x0A04. Error codes live in
 `qim.errors.ErrorCode` and in `proto/qim/v1/common.proto` with the same numbers.
 Never renumber: add new values only.
@@ -36,6 +36,8 @@ class Opcode(enum.IntEnum):
     MARK_READ = 0x0404
     MARK_READ_OK = 0x0405
     READ_SYNC = 0x0406
+    PULL_PROFILES = 0x0407
+    PROFILES_BATCH = 0x0408
 
     PULL_HISTORY = 0x0501
     HISTORY_BATCH = 0x0502
@@ -52,6 +54,7 @@ class Opcode(enum.IntEnum):
     MEMBERS_BATCH = 0x0A03
     LEAVE_GROUP = 0x0A04
     GROUP_OK = 0x0A05
+    SET_GROUP_TITLE = 0x0A06
 
     WRITER_SEND = 0x7F01
     MAILBOX_PULL = 0x7F02
@@ -68,7 +71,7 @@ INTERNAL_CATEGORY = 0x7F
 # "Rate limits"): the gateway limits exactly these, and the SDK paces exactly these
 # through its RateGate after a RATE_LIMITED (qim/sdk/rategate.py).
 RATE_LIMITED_OPCODES = frozenset({Opcode.SEND_MESSAGE, Opcode.RECALL_MESSAGE, Opcode.CREATE_GROUP,
-                                  Opcode.LEAVE_GROUP, Opcode.MARK_READ})
+                                  Opcode.LEAVE_GROUP, Opcode.MARK_READ, Opcode.SET_GROUP_TITLE})
 
 
 class EventType(enum.IntEnum):

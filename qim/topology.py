@@ -34,7 +34,7 @@ GATEWAY, WRITER, MAILBOX, SESSION, FANOUT, ARCHIVER, QIMCTL = (
 # Routing rules of the gateway's backends (qim/services/gateway/router.py).
 RENDEZVOUS = "rendezvous"  # key: bytes; highest BLAKE3(addr ‖ key) first, the next when one is unreachable
 MODULO = "modulo"  # key: int; node key mod n (static assignment)
-# key: int, the user's shard; its live owner in the ShardRegistry (docs/decisions/0031-scale-leases-and-fencing.md)
+# key: int, the user's shard; its live owner in the ShardRegistry (docs/decisions/0032-scale-leases-and-fencing.md)
 SHARD_OWNER = "shard-owner"
 ROUTINGS = (RENDEZVOUS, MODULO, SHARD_OWNER)
 # What a kind's nodes lease from the ShardRegistry (Service.leases)
@@ -89,10 +89,10 @@ class Service:
     QIM_<ENV>_NODE_COUNT (static shard or user assignment); `archive_only`: runs only
     with the archive tier (QIM_SCYLLA_ADDRS); `leases`: what its nodes lease from the
     ShardRegistry (SHARDS: the users' shards, OUTBOX: Outbox partitions, NODE: a node
-    lease only, its liveness; "" none: docs/decisions/0031-scale-leases-and-fencing.md)."""
+    lease only, its liveness; "" none: docs/decisions/0032-scale-leases-and-fencing.md)."""
 
     name: str
-    entity: str  # the design's entity name (DESIGN.md §2)
+    entity: str  # the design's entity name (docs/design.md §2)
     env: str
     metrics_port: Optional[int] = None
     entry: Optional[str] = None
@@ -145,7 +145,8 @@ SERVICES: Mapping[str, Service] = MappingProxyType({s.name: s for s in (
                 Opcode.PULL_HISTORY: ClientRoute(f"{_REQUESTS}:history_key", bulk=True),
                 Opcode.CREATE_GROUP: ClientRoute(f"{_REQUESTS}:create_group_key"),
                 Opcode.LEAVE_GROUP: ClientRoute(f"{_REQUESTS}:leave_group_key"),
-                Opcode.PULL_MEMBERS: ClientRoute(f"{_REQUESTS}:members_key", bulk=True)})),
+                Opcode.PULL_MEMBERS: ClientRoute(f"{_REQUESTS}:members_key", bulk=True),
+                Opcode.SET_GROUP_TITLE: ClientRoute(f"{_REQUESTS}:set_title_key")})),
     Service(MAILBOX, "MailboxNode", "MAILBOX", 9102,
             "qim.services.mailbox.node:MailboxNode", "qim.config.mailbox:MailboxConfig",
             listeners=(Listener("QIM_MAILBOX_LISTEN", 7102),),
@@ -159,7 +160,8 @@ SERVICES: Mapping[str, Service] = MappingProxyType({s.name: s for s in (
             serves={Opcode.SESSION_CALL: _callers(GATEWAY), Opcode.PROJECTION: _callers(MAILBOX)},
             gateway=GatewayBackend(Opcode.SESSION_CALL, "SessionCall", SHARD_OWNER, {  # key: the user's shard
                 Opcode.PULL_SESSION_LIST: ClientRoute(f"{_REQUESTS}:session_list_key", bulk=True),
-                Opcode.MARK_READ: ClientRoute(f"{_REQUESTS}:mark_read_key")}),
+                Opcode.MARK_READ: ClientRoute(f"{_REQUESTS}:mark_read_key"),
+                Opcode.PULL_PROFILES: ClientRoute(f"{_REQUESTS}:profiles_key")}),
             leases=SHARDS),
     Service(GATEWAY, "ConnectionNode", "GATEWAY", 9100,
             "qim.services.gateway.server:ConnectionNode", "qim.config.gateway:GatewayConfig",

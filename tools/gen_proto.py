@@ -3,7 +3,7 @@
 protoc derives Python import paths from the proto package path (`qim/v1/...` ->
 `qim.v1`); the modules live in `qim.proto.v1`, so the imports are rewritten. In the
 .pyi stubs an enum field's constructor argument also accepts an int: proto3 enums are
-open and an unknown value is carried through unchanged (DESIGN.md §4 MessageType), so
+open and an unknown value is carried through unchanged (docs/design.md §4 MessageType), so
 passing a raw int is correct and must type-check (mypy runs in `make test`). Used by
 `make proto` and by the reproducibility test (which generates into a temp dir).
 Usage: python tools/gen_proto.py [OUT_DIR]   (default: qim/proto/v1)

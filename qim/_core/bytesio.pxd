@@ -1,7 +1,7 @@
 # cython: language_level=3
 """Inline big-endian loads/stores and argument coercion for the compiled core.
 
-Every hand-made binary layout of QIM is unsigned big-endian fixed width (DESIGN.md §3);
+Every hand-made binary layout of QIM is unsigned big-endian fixed width (docs/design.md §3);
 these helpers are the only place the compiled modules assemble or read such integers.
 Callers guarantee the pointer covers the bytes touched (asyncpg hton.pxd style).
 """

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""CRC-32 of a 16-byte frame header prefix, as zlib.crc32 computes it (DESIGN.md §4).
+"""CRC-32 of a 16-byte frame header prefix, as zlib.crc32 computes it (docs/design.md §4).
 
 Slice-by-16: the reflected zlib polynomial 0xEDB88320 expanded into 16 tables of 256
 entries, so the 16 lookups for one header are independent instead of zlib's

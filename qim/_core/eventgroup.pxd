@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Typed interface of qim._core.eventgroup (DESIGN.md §5): event and group codec."""
+"""Typed interface of qim._core.eventgroup (docs/design.md §5): event and group codec."""
 
 cdef enum:
     EVENT_VERSION = 1

@@ -1,4 +1,4 @@
-"""Mailbox entry and event-group encoding (DESIGN.md §5, seed 000 "事件组硬上限").
+"""Mailbox entry and event-group encoding (docs/design.md §5, seed 000 "事件组硬上限").
 
 Event (big-endian): version u8 = 1 | event_type u8 (1..255) | flags u8 (bit0 has
 client_message_id, bit1 has body, others 0) | message_type u32 (carried unchanged) |

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Mailbox entry events and event groups, compiled (DESIGN.md §5, seed 000 "事件组硬上限").
+"""Mailbox entry events and event groups, compiled (docs/design.md §5, seed 000 "事件组硬上限").
 
 Event, big-endian:
   0 version u8 = 1 | 1 event_type u8 (1..255) | 2 flags u8 (bit0 client_message_id,

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Typed interface of qim._core.frame (DESIGN.md §4): header codec and FrameDecoder."""
+"""Typed interface of qim._core.frame (docs/design.md §4): header codec and FrameDecoder."""
 
 from libc.stdint cimport uint32_t
 

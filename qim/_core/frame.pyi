@@ -1,4 +1,4 @@
-"""Frame codec (DESIGN.md §4): 20-byte big-endian header, chunking, zstd, reassembly.
+"""Frame codec (docs/design.md §4): 20-byte big-endian header, chunking, zstd, reassembly.
 
 Header: magic u16=0x5149 | version u8=1 | flags u8 | opcode u16 | chunk_index u16 |
 request_id u32 | body_len u32 | header_crc u32 = zlib.crc32(bytes 0..15).

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Frame codec, compiled (DESIGN.md §4 "Frame header").
+"""Frame codec, compiled (docs/design.md §4 "Frame header").
 
 Header, 20 bytes big-endian:
   0 magic u16 = 0x5149 | 2 version u8 = 1 | 3 flags u8 (bit0 COMPRESSED, bit1 MORE,

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Typed interface of qim._core.ids (DESIGN.md §3 table): hash-input builders."""
+"""Typed interface of qim._core.ids (docs/design.md §3 table): hash-input builders."""
 
 from libc.stdint cimport uint64_t
 

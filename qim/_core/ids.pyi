@@ -1,4 +1,4 @@
-"""Id derivations (DESIGN.md §3 table). tenant is u128 hashed as 16 bytes big-endian;
+"""Id derivations (docs/design.md §3 table). tenant is u128 hashed as 16 bytes big-endian;
 users, devices, groups, rooms, shards and ordinals are hashed as fixed-width big-endian.
 IdError on a zero or out-of-range integer, an id of the wrong length or an all-zero id."""
 

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Id derivations, compiled (DESIGN.md §3 table).
+"""Id derivations, compiled (docs/design.md §3 table).
 
 Hash inputs are fixed-width big-endian, assembled in a stack buffer: tenant u128
 (16 bytes), user/device/group/room u64, target shard u32, event_type u8, ordinal u64.

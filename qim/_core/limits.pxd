@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""C mirrors of the immutable contract constants (DESIGN.md §3, §4, §11).
+"""C mirrors of the immutable contract constants (docs/design.md §3, §4, §11).
 
 qim/consts.py is the source of truth; every compiled module asserts at import time
 that these mirrors still equal it (a stale build fails loudly instead of disagreeing).

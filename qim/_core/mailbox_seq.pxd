@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Typed interface of qim._core.mailbox_seq (DESIGN.md §3): shard_epoch (16) ‖ log_offset (48)."""
+"""Typed interface of qim._core.mailbox_seq (docs/design.md §3): shard_epoch (16) ‖ log_offset (48)."""
 
 from libc.stdint cimport uint64_t
 

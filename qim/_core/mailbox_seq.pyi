@@ -1,4 +1,4 @@
-"""mailbox_seq = shard_epoch (16) ‖ log_offset (48) (DESIGN.md §3).
+"""mailbox_seq = shard_epoch (16) ‖ log_offset (48) (docs/design.md §3).
 shard_epoch in 1..2**15-1 (bit 63 clear); log_offset in 0..2**48-1."""
 
 def compose(shard_epoch: int, log_offset: int) -> int:

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""mailbox_seq = shard_epoch (16) ‖ log_offset (48), compiled (DESIGN.md §3).
+"""mailbox_seq = shard_epoch (16) ‖ log_offset (48), compiled (docs/design.md §3).
 
 shard_epoch is 1..2**15-1 so bit 63 stays clear (CQL bigint); log_offset is
 0..2**48-1. Raw 0 is the "nothing applied yet" cursor and not a composed value, so

@@ -6,7 +6,7 @@ from typing import Any, NamedTuple, Optional
 
 
 class MessageCoord(NamedTuple):
-    """Where a message stands and what it is (DESIGN.md §3): the fields every record of a
+    """Where a message stands and what it is (docs/design.md §3): the fields every record of a
     committed message repeats, declared once. The dispatch record (qim/wire/dispatch.py)
     carries one; a MailboxEvent's fields 2..8 are exactly these, in this order (its flat
     layout is the frozen event-group encoding). ids are 16-byte big-endian `bytes`;
@@ -29,11 +29,11 @@ class MessageCoord(NamedTuple):
 
 
 class MailboxEvent(NamedTuple):
-    """One event of a user's mailbox entry (DESIGN.md §5 step 4, §5 last paragraph).
+    """One event of a user's mailbox entry (docs/design.md §5 step 4, §5 last paragraph).
 
     ids are 16-byte big-endian `bytes`; integers are unsigned. `custom_type` is at most
     64 bytes; `client_message_id` is b"" except in the sender's own entry (the
-    reconciliation anchor, DESIGN.md §5 step 3); `body` is None when the entry only
+    reconciliation anchor, docs/design.md §5 step 3); `body` is None when the entry only
     references the message (filled from MessageStore at pull time) and the inline body
     bytes otherwise (may be b"").
     """

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Typed interface of qim._core.watermark (DESIGN.md §3 "Packed watermark")."""
+"""Typed interface of qim._core.watermark (docs/design.md §3 "Packed watermark")."""
 
 from libc.stdint cimport uint8_t, uint64_t
 

@@ -1,4 +1,4 @@
-"""Packed 64-lane watermark (DESIGN.md §3 "Packed watermark").
+"""Packed 64-lane watermark (docs/design.md §3 "Packed watermark").
 
 Lane record, 19 bytes: flags u8 (bit0 materialized, bit1 recomputed, others must be 0) ‖
 W u64 ‖ W_floor u64 ‖ reserved u16 (must be 0). Blob of 19 bytes = one record for all

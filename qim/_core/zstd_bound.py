@@ -1,4 +1,4 @@
-"""Bounded zstd of frame bodies (DESIGN.md §4: a body is bounded by max_frame before and
+"""Bounded zstd of frame bodies (docs/design.md §4: a body is bounded by max_frame before and
 after decompression), one definition for the compiled frame codec and its pure twin:
 the work is zstandard's, so compiling the calls around it would gain nothing.
 

@@ -36,7 +36,7 @@ from qim.consts import (
 from qim.proto.v1 import mailbox_pb2, message_pb2
 from qim.services.writer.committer import EVENT_OVERHEAD_MAX
 
-BLOB_CUSTOM_TYPE = b"qim.loadgen.blob"  # binary turns are CUSTOM messages (never media in a body: DESIGN.md §10)
+BLOB_CUSTOM_TYPE = b"qim.loadgen.blob"  # binary turns are CUSTOM messages (never media in a body: docs/design.md §10)
 BLOB_MESSAGE_TYPE = MESSAGE_TYPE_CUSTOM
 OVER_LIMIT = MAX_MESSAGE_BODY + 1
 _DOMAIN = b"qim.loadgen.body.v1\0"

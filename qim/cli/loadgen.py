@@ -1,4 +1,4 @@
-"""`qim-loadgen`: acceptance and load driver (DESIGN.md §2, §12).
+"""`qim-loadgen`: acceptance and load driver (docs/design.md §2, §12).
 
 Subcommands:
   replay   replay chatterbot-corpus dialogues through the real stack and verify

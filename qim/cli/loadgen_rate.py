@@ -1,4 +1,4 @@
-"""`qim-loadgen rate`: open-loop load at an explicit target rate (DESIGN.md §12).
+"""`qim-loadgen rate`: open-loop load at an explicit target rate (docs/design.md §12).
 
 Sends are scheduled at the target rate regardless of replies (open loop: a slow server
 shows up as latency and as arrival below target, never as a quietly lower rate). Each

@@ -26,7 +26,7 @@ from qim.cli.bodies import digest
 from qim.cli.verify import AppView, Intent, expected_unread, judge
 from qim.consts import MESSAGE_TYPE_CONTROL
 
-UNREAD_WINDOW = 200  # the server's exact-unread window (DESIGN.md §6): above it 200, not exact
+UNREAD_WINDOW = 200  # the server's exact-unread window (docs/design.md §6): above it 200, not exact
 
 
 @dataclass(frozen=True)

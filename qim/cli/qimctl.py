@@ -1,4 +1,4 @@
-"""qimctl: the admin plane (DESIGN.md §2 "admin / load: qimctl ... audits").
+"""qimctl: the admin plane (docs/design.md §2 "admin / load: qimctl ... audits").
 
     qimctl membership add|remove ...   qimctl message delete ...   (qim/cli/qimctl_admin.py)
     qimctl token --user U --device D   qimctl group create ...     (qim/cli/qimctl_dev.py)
@@ -11,7 +11,7 @@
 
 Defaults come from QIM_KAFKA_BOOTSTRAP, QIM_REDIS_ADDR and QIM_MAILBOX_SHARD_COUNT.
 
-`audit dispatch` (DESIGN.md §12, seed 000 "orphan 独立审计"):
+`audit dispatch` (docs/design.md §12, seed 000 "orphan 独立审计"):
 1. unless --no-wait, waits (each step bounded by --timeout) until the writer's in-flight
    commits (CommitStore.inflight_count: all 256 commit buckets, on every --redis-addr)
    are none, then until the committed offset of the fanout group on every Outbox
@@ -116,7 +116,7 @@ def wait_commits_drained(reader: StoreReader, timeout_s: float) -> None:
 def wait_fanout_caught_up(admin: AdminClient, consumer: Consumer, topic: str, group: str,
                           timeout_s: float, partitions: int = 1) -> None:
     """Block until `group`'s committed offset on every partition of `topic` reaches its
-    high watermark (the Outbox may have several: docs/decisions/0029).
+    high watermark (the Outbox may have several: docs/decisions/0033).
 
     No committed offset counts as 0 (an empty Outbox is caught up). EngineError on timeout.
     """

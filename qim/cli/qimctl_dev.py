@@ -1,10 +1,11 @@
 """qimctl development commands: tokens and groups made by the operator (docs/decisions/0018).
 
-    qimctl token --user U --device D [--ttl S] [--tenant T] [--key PATH] [--audience A]
+    qimctl token --user U --device D [--name NAME] [--ttl S] [--tenant T] [--key PATH] [--audience A]
         prints only a development token (a JWT signed with the development key: --key,
-        else $QIM_DEV_TOKEN_KEY; never any other key), valid --ttl seconds (3600)
-    qimctl group create --group G --owner U --members U [U ...] [--writer H:P] [--tenant T]
-                        [--request-id HEX32]
+        else $QIM_DEV_TOKEN_KEY; never any other key), valid --ttl seconds (3600),
+        claiming the display name --name (shown beside the user's messages)
+    qimctl group create --group G --owner U --members U [U ...] [--title T] [--writer H:P]
+                        [--tenant T] [--request-id HEX32]
         creates a group that does not exist, with U as owner and member, through the
         writer's internal RPC (the trusted admin plane): the writer runs the same
         CREATE_GROUP as for a client with the owner as actor (CONFLICT when it exists).
@@ -24,7 +25,7 @@ from typing import Optional
 
 from qim.cli.qimctl_admin import _hex16
 from qim.cli.tlsopts import add_internal_args, internal_contexts
-from qim.consts import DEV_TOKEN_TTL_S, TOKEN_MAX_TTL_S_DEFAULT, U63_MAX
+from qim.consts import DEV_TOKEN_TTL_S, NAME_MAX_BYTES, TOKEN_MAX_TTL_S_DEFAULT, U63_MAX
 from qim.errors import ConfigError, RequestError
 from qim.net.framed import parse_addr
 from qim.net.rpc import RemoteError, RpcClient
@@ -33,6 +34,7 @@ from qim.proto.v1 import group_pb2, internal_pb2
 from qim.protocol import Opcode
 from qim.topology import WRITER
 from qim.wire.devtoken import AUDIENCE_ENV, KEY_ENV, dev_key_from_env, issue_dev_token
+from qim.wire.names import check_name
 
 
 def _id(value: str) -> int:
@@ -45,6 +47,13 @@ def _ttl(value: str) -> int:
     if not value.isdigit() or not 0 < int(value) <= TOKEN_MAX_TTL_S_DEFAULT:
         raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds in 1..{TOKEN_MAX_TTL_S_DEFAULT}")
     return int(value)
+
+
+def _name(value: str) -> str:
+    try:
+        return check_name(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _tenant(value: str) -> int:
@@ -66,6 +75,9 @@ def add_parsers(sub, env) -> None:
     t.add_argument("--device", type=_id, required=True, help="device id the token names (required)")
     t.add_argument("--tenant", type=_tenant, default=tenant_default,
                    help="tenant id, decimal or 0x hex (default: $QIM_TENANT_ID, else 0)")
+    t.add_argument("--name", type=_name, default="",
+                   help=f"display name the token claims, at most {NAME_MAX_BYTES} bytes of UTF-8 (default: none, "
+                        "the user id is shown)")
     t.add_argument("--ttl", type=_ttl, default=DEV_TOKEN_TTL_S,
                    help=f"seconds the token is valid (default: {DEV_TOKEN_TTL_S})")
     t.add_argument("--key", default=None,
@@ -82,6 +94,8 @@ def add_parsers(sub, env) -> None:
     c.add_argument("--owner", type=_id, required=True, help="owner user id; becomes a member too (required)")
     c.add_argument("--members", type=_id, nargs="+", default=[],
                    help="member user ids besides the owner (default: none)")
+    c.add_argument("--title", type=_name, default="",
+                   help=f"the group's title, at most {NAME_MAX_BYTES} bytes of UTF-8 (default: none)")
     c.add_argument("--writer", default=default_writer,
                    help="writer internal HOST:PORT (default: first of $QIM_WRITER_ADDRS, else 127.0.0.1:7101)")
     c.add_argument("--tenant", type=_tenant, default=tenant_default,
@@ -100,8 +114,8 @@ def run_token(args: argparse.Namespace, out=sys.stdout) -> int:
         key = dev_key_from_env(args.key)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    print(issue_dev_token(key, int(args.tenant), args.user, args.device, ttl_s=args.ttl, audience=args.audience),
-          file=out)
+    print(issue_dev_token(key, int(args.tenant), args.user, args.device, ttl_s=args.ttl, audience=args.audience,
+                          name=args.name), file=out)
     return 0
 
 
@@ -123,7 +137,8 @@ def run_group_create(args: argparse.Namespace, out=sys.stdout) -> int:
     tls = internal_contexts(args, args.writer)
     tenant = int(args.tenant).to_bytes(16, "big")
     members = sorted(set(args.members) - {args.owner})
-    create = group_pb2.CreateGroup(group_id=args.group, members=members, client_message_id=request_id)
+    create = group_pb2.CreateGroup(group_id=args.group, members=members, client_message_id=request_id,
+                                   title=args.title)
     req = internal_pb2.WriterSend(actor=internal_pb2.Actor(tenant_id=tenant, user_id=args.owner, device_id=0),
                                   upstream=create.SerializeToString(), opcode=Opcode.CREATE_GROUP)
     print(f"request_id={request_id.hex()}", file=out)

@@ -14,7 +14,7 @@ dialogues of each kind, so `--limit 10` covers them all, and a mix of large bodi
 (--blob-rate per turn, default 3 %: mostly 4-64 KiB, some up to 256 KiB, a few near
 1 MiB). A body of 1 MiB + 1 must be refused locally by the SDK (PAYLOAD_TOO_LARGE).
 
-Mode by dialogue index i (i % 3), DESIGN.md §12:
+Mode by dialogue index i (i % 3), docs/design.md §12:
   0 online  both users connected;
   1 offline only the current sender is connected while it sends, so every message
             reaches its recipient through the login pull (offline stash path);
@@ -31,12 +31,13 @@ Afterwards every device catches up and the run checks what each app was told
 (qim/cli/verify.py, MessagesAdded events only, never the SDK's store): each body
 byte-exact (SHA-256), right sender, conversation_seq and type, each message once, each
 conversation in conversation_seq order; then unread on every member's session list
-(the one definition of DESIGN.md §6 over what was sent: own messages never unread),
+(the one definition of docs/design.md §6 over what was sent: own messages never unread),
 and unread 0 after MARK_READ on a second device of the same user; a recalled message
 must end up shown recalled (no body) and is not unread.
 
-Output: `replay: not_sent=K (reasons)` (messages never sent: setup errors, refusals),
-then the final line `replay: conversations=N messages=M delivered=D lost=L
+Output: `replay: over_limit_refused=R (as intended: ...) unsent=K (reasons)` (R bodies
+above the size limit the SDK refused on purpose; K messages never sent for any other
+reason: setup errors, refusals), then the final line `replay: conversations=N messages=M delivered=D lost=L
 duplicated=X out_of_order=O corrupt=C unread_wrong=U` (unread_wrong counts session-list
 entries whose unread differed). Exit 0 only when D == M, L == X == O == C == U == 0,
 the only messages not sent are the intended over-limit refusals and every mode was

@@ -68,9 +68,14 @@ class Tally:
                 and not self.harness and (self.history is None or self.history.mismatched == 0))
 
     def not_sent_line(self) -> str:
-        """The `replay: not_sent=...` line with its reasons."""
-        reasons = ", ".join(f"{k}: {n}" for k, n in sorted(self.not_sent.items()))
-        return f"replay: not_sent={sum(self.not_sent.values())} ({reasons or 'none'})"
+        """The first result line: the intended over-limit refusals (the SDK's size check
+        at work, not a failure) apart from messages left unsent for any other reason,
+        `replay: over_limit_refused=2 (as intended: ...) unsent=0`."""
+        others = {k: n for k, n in sorted(self.not_sent.items()) if k != EXPECTED_REFUSAL}
+        reasons = ", ".join(f"{k}: {n}" for k, n in others.items())
+        return (f"replay: over_limit_refused={self.not_sent.get(EXPECTED_REFUSAL, 0)} (as intended: bodies above "
+                f"the size limit, refused by the SDK before sending) unsent={sum(others.values())}"
+                + (f" ({reasons})" if reasons else ""))
 
     def line(self) -> str:
         """The `replay: ...` verdict line (the last line `make demo` prints)."""

@@ -4,7 +4,7 @@ told (qim/cli/verify.py), check unread, then MARK_READ on a second device.
 
 A dialogue's items are its corpus lines (UTF-8 TEXT) with binary turns inserted
 (CUSTOM bodies of qim/cli/bodies.py at the threshold sizes and the large-body mix).
-Unread (DESIGN.md §6) is checked on every member's session list against the
+Unread (docs/design.md §6) is checked on every member's session list against the
 load generator's own record of what was sent: messages of others above the user's last
 own send. A user given a second device (`second_device`) then marks the conversation
 read on that device and the first device's list must show unread 0. A dialogue with
@@ -171,7 +171,7 @@ class DialogueBase:
                 await rt.close()
         target.recalled = True
         t.recalled += 1
-        # the recall is a CONTROL message of the first speaker: sending marks read up to it (DESIGN.md §6)
+        # the recall is a CONTROL message of the first speaker: sending marks read up to it (docs/design.md §6)
         self.read_marks[first] = max(self.read_marks.get(first, 0), ok.control_conversation_seq)
 
     async def check_views_and_unread(self, t: Tally) -> None:

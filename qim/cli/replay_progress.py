@@ -77,6 +77,9 @@ def print_summary(total: Tally, elapsed_s: float, enabled: bool = True) -> None:
     if not enabled:
         return
     t = Table(title=f"replay in {elapsed_s:.0f} s", show_header=False, box=None, padding=(0, 2))
+    # a label never wraps away from its number: the value column folds instead
+    t.add_column(no_wrap=True, min_width=len("messages sent / delivered"))
+    t.add_column(overflow="fold")  # wraps at spaces; only a word longer than the column is folded
     problems = {"lost": total.lost, "duplicated": total.duplicated, "out of order": total.out_of_order,
                 "corrupt": total.corrupt, "unread wrong": total.unread_wrong}
     t.add_row("conversations", str(total.conversations))

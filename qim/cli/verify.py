@@ -218,7 +218,7 @@ def judge(intents: list[Intent], views: list[AppView], unknown_ok: Iterable[tupl
 
 
 def expected_unread(intents: list[Intent], user: int, conversation_id: bytes, read_seq: int = 0) -> int:
-    """The single unread definition (DESIGN.md §6) over what was sent: messages of others
+    """The single unread definition (docs/design.md §6) over what was sent: messages of others
     above max(read_seq, the user's own last send), CONTROL, recalled and unknown outcomes
     left out."""
     mine = [i.conversation_seq for i in intents

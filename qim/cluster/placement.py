@@ -1,5 +1,5 @@
 """Which live node should own a shard: rendezvous (highest random weight) hashing of
-(kind, shard) over the live node ids (DESIGN.md §13 "Placement"; seed 000: 分片归属唯一权威是
+(kind, shard) over the live node ids (docs/design.md §13 "Placement"; seed 000: 分片归属唯一权威是
 ShardRegistry).
 
 Deterministic: every node computes the same answer from the same live set, so a joining

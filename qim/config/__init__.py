@@ -1,7 +1,8 @@
 """Configuration from QIM_* environment variables, parsed once into frozen dataclasses,
 one module per section: env (typed reads), common, tier (archive tier), tls, registry
-(the ShardRegistry: node id, leases), and one per service (writer, gateway, fanout, mailbox, session, archiver). Every value is validated
-at start; an invalid one raises ConfigError naming the variable (DESIGN.md §11). Names
+(the ShardRegistry: node id, leases), and one per service (writer, gateway, fanout,
+mailbox, session, archiver). Every value is validated
+at start; an invalid one raises ConfigError naming the variable (docs/design.md §11). Names
 reuse the seed's where they exist; defaults of addresses come from qim/topology.py."""
 
 from qim.config.archiver import ArchiverConfig

@@ -1,5 +1,5 @@
 """Typed reads of QIM_* environment variables (`Env`): each getter validates and raises
-ConfigError naming the variable (DESIGN.md §11). Default addresses of listeners and
+ConfigError naming the variable (docs/design.md §11). Default addresses of listeners and
 metrics come from the service table (qim/topology.py); the per-service dataclasses built
 from it are the other modules of qim/config/."""
 
@@ -91,7 +91,7 @@ class Env:
 
     def metrics_listen(self, name: str) -> str:
         """QIM_<ENV>_METRICS_LISTEN of service `name`, default 127.0.0.1:<its metrics port>
-        (DESIGN.md §11; the port is the service's row in qim/topology.py)."""
+        (docs/design.md §11; the port is the service's row in qim/topology.py)."""
         row = service(name)
         return self.addr(row.metrics_var, f"127.0.0.1:{row.metrics_port}")
 

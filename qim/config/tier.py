@@ -3,7 +3,7 @@ machines, docs/decisions/0015), the hot window and retention; qim-archiver's own
 settings are in qim/config/archiver.py.
 
 Read through qim.config.Env like every other QIM_* variable; an invalid value raises
-ConfigError naming the variable (DESIGN.md §11). docs/operations.md ("The archive tier")
+ConfigError naming the variable (docs/design.md §11). docs/operations.md ("The archive tier")
 lists them with their defaults; docs/decisions/0023-archive-tier.md says why.
 
 | variable | default | read by |
@@ -50,7 +50,7 @@ _DC_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 class ScyllaConfig:
     """Where the CQL tier is: contact points (one port for all: the driver reaches the
     nodes it discovers on the contact port), keyspace, local datacenter, and whether a
-    single-node keyspace (SimpleStrategy RF 1) is allowed (DESIGN.md §8: only with
+    single-node keyspace (SimpleStrategy RF 1) is allowed (docs/design.md §8: only with
     QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV=1)."""
 
     hosts: tuple[str, ...]

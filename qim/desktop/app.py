@@ -1,29 +1,32 @@
 """The full-screen qim-desktop app (Textual) over one connected qim.sdk.Client.
 
-Layout: a status line (user, device, endpoint, connection state), the conversation
-list with unread badges on the left, the open chat on the right (pages back through
-history with Ctrl+U or /older), and a multi-line composer (Enter sends, Ctrl+J starts
-a new line; any script and emoji). Slash commands: qim/desktop/commands.py.
+Layout: a status line (who, connection state and why, endpoint, device), the
+conversation list with unread badges and a key hint on the left, the open chat on the
+right (kept scrolled to the newest message until the person scrolls back; Ctrl+U or
+/older pages back through history), a multi-line composer (Enter sends, Ctrl+J starts a
+new line; any script and emoji) and a notice line (the outcome of the last command, a
+refusal, or why the client is offline). Keys and commands: qim/desktop/commands.py,
+docs/desktop.md.
 
 The app only reacts to the SDK's typed events (ConversationsUpdated replaces list
-entries, MessagesAdded/Updated/Removed change the open chat, ConnectionState is shown,
-KickedEvent ends the app with exit code 3). Reconnects after a server restart are the
-SDK's: the status line shows "reconnecting" and then "ready" again.
+entries, MessagesAdded/Updated/Removed change the open chat, ConnectionState is shown
+with its reason, KickedEvent ends the app with exit code 3). Reconnects after a server
+restart are the SDK's: the status line shows "reconnecting" and then "online" again.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Optional
+from typing import Iterable, Optional
 
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.message import Message
-from textual.widgets import ListItem, ListView, Static, TextArea
+from textual.widgets import Static
 
-from qim.desktop import commands, render
+from qim.desktop import actions, commands, render
+from qim.desktop.widgets import Composer, ConvItem, ConvList
 from qim.errors import QimError
 from qim.sdk import Client
 from qim.sdk import events as ev
@@ -31,39 +34,8 @@ from qim.sdk.model import Conversation, StoredMessage
 
 PAGE = 30
 EXIT_KICKED = 3
-
-
-class Composer(TextArea):
-    """Multi-line input: Enter submits, Ctrl+J inserts a newline."""
-
-    class Submitted(Message):
-        """Posted when the person presses Enter: the text typed (a message or a /command)."""
-        def __init__(self, text: str) -> None:
-            super().__init__()
-            self.text = text
-
-    async def _on_key(self, event) -> None:
-        if event.key == "enter":
-            event.stop()
-            event.prevent_default()
-            if self.text.strip():
-                self.post_message(self.Submitted(self.text))
-            self.clear()
-            return
-        if event.key == "ctrl+j":
-            event.stop()
-            event.prevent_default()
-            self.insert("\n")
-            return
-        await super()._on_key(event)
-
-
-class ConvItem(ListItem):
-    """One row of the conversation list (remembers its conversation_id)."""
-    def __init__(self, conv: Conversation, text: Text) -> None:
-        super().__init__(Static(text))
-        self.conversation_id = conv.conversation_id
-        self.text = text
+LIST_KEYS = "↑ ↓ choose · Enter open\nTab: list ⇄ composer"
+HINT = "/help lists the commands · Tab: list ⇄ composer · Ctrl+U older · Ctrl+Q quit"
 
 
 class ChatApp(App):
@@ -72,11 +44,14 @@ class ChatApp(App):
     CSS = """
     #status { height: 1; background: $primary; color: $text; }
     #body { height: 1fr; }
-    #convs { width: 34; border-right: solid $primary; }
+    #side { width: 30; border-right: solid $primary; }
+    #convs { height: 1fr; }
+    #keys { height: 2; color: $text-muted; }
     #title { height: 1; text-style: bold; }
     #scroll { height: 1fr; }
     #composer { height: 5; }
-    #notice { height: 1; color: $warning; }
+    #notice { height: auto; max-height: 14; color: $warning; }
+    ConvItem Static { text-wrap: nowrap; text-overflow: ellipsis; }
     """
     BINDINGS = [Binding("ctrl+q", "leave_app", "Quit", priority=True),
                 Binding("ctrl+u", "older", "Older messages", priority=True)]
@@ -89,17 +64,22 @@ class ChatApp(App):
         self.current: Optional[bytes] = None
         self.shown: dict[bytes, StoredMessage] = {}
         self.unsent: list = []
+        self.names: dict[int, str] = {}
         self.note = ""
         self.exit_code = 0
         self.leaving = False  # set before exit(): queued SDK events must not redraw a closing screen
         self.exit_message = ""
         self.states_seen: list[str] = []  # connection states shown, in order
+        self.reason = ""  # why the client is offline (the SDK's ConnectionState.reason)
+        self._list_lock = asyncio.Lock()  # one list redraw at a time (interleaved ones doubled rows)
 
     def compose(self) -> ComposeResult:
-        """The screen: status line, conversation list, open chat, notice line, composer."""
+        """The screen: status line, list and key hint, open chat, composer, notice line."""
         yield Static(id="status")
         with Horizontal(id="body"):
-            yield ListView(id="convs")
+            with Vertical(id="side"):
+                yield ConvList(id="convs", composer_id="composer")
+                yield Static(LIST_KEYS, id="keys")
             with Vertical():
                 yield Static(id="title")
                 with VerticalScroll(id="scroll"):
@@ -110,14 +90,21 @@ class ChatApp(App):
     async def on_mount(self) -> None:
         """Load the list from the store, open --chat when given, start taking SDK events."""
         self.show_status()
-        self.query_one("#scroll", VerticalScroll).can_focus = False  # Tab: list <-> composer
+        scroll = self.query_one("#scroll", VerticalScroll)
+        scroll.can_focus = False  # Tab: list <-> composer
+        scroll.anchor()  # stays at the newest message as the chat grows, until scrolled back
+        self.names[self.client.user_id] = self.client.display_name
         for conv in await self.client.conversations():
             self.convs[conv.conversation_id] = conv
         if self.open_peer:
             await self.open_chat((await self.client.open_direct(self.open_peer)).conversation_id)
+        else:
+            self.show_chat()
         await self.show_list()
         self.query_one(Composer).focus()
+        self.tell("")
         self.run_worker(self.pump(), exclusive=True, group="sdk-events")
+        self.run_worker(self.learn_names(c.peer_user_id for c in self.convs.values()), group="names")
 
     # --- SDK events ----------------------------------------------------------------
     async def pump(self) -> None:
@@ -131,84 +118,151 @@ class ChatApp(App):
     async def on_sdk_event(self, e) -> None:
         """Apply one SDK event to the screen (state, list, messages, kicks)."""
         if isinstance(e, ev.ConnectionState):
-            self.states_seen.append(e.state)
-            self.show_status()
-            if e.state == "kicked":
-                self.exit_code = EXIT_KICKED
-                self.exit_message = "kicked: this device logged in again elsewhere"
-                self.leaving = True
-                self.exit()
+            await self.on_state(e)
         elif isinstance(e, ev.ConversationsUpdated):
             for conv in e.conversations:
                 self.convs[conv.conversation_id] = conv
             await self.show_list()
+            if self.current in e.conversation_ids:
+                self.show_title()
         elif isinstance(e, (ev.MessagesAdded, ev.MessagesUpdated)):
-            mine = [m for m in e.messages if m.conversation_id == self.current]
+            # the open page grows at its end; older messages are reached by paging back
+            oldest = min((m.conversation_seq for m in self.shown.values()), default=0)
+            mine = [m for m in e.messages if m.conversation_id == self.current and
+                    (m.message_id in self.shown or (isinstance(e, ev.MessagesAdded) and m.conversation_seq > oldest))]
             for m in mine:
                 self.shown[m.message_id] = m
             if mine:
                 self.unsent = await self.client.unsent(self.current)
-                self.show_chat(scroll_end=isinstance(e, ev.MessagesAdded))
+                self.show_chat()
                 if isinstance(e, ev.MessagesAdded):
                     await self.read_current()
+            await self.learn_names(m.sender_id for m in e.messages)
         elif isinstance(e, ev.MessagesRemoved):
             if any(self.shown.pop(mid, None) for mid in e.message_ids):
                 self.show_chat()
         elif isinstance(e, (ev.SendPending, ev.PendingResolved, ev.SendFailed)):
             if self.current is not None:
                 self.unsent = await self.client.unsent(self.current)
-                self.show_chat(scroll_end=True)
+                self.show_chat()
+            if isinstance(e, ev.SendFailed):
+                self.tell(f"a message was refused: {e.code.name}: {e.message}")
         elif isinstance(e, ev.SyncFailed):
-            self.tell(f"sync failed: {e.code.name}")
+            self.tell(f"sync failed: {e.code.name}: {e.message}")
+
+    async def on_state(self, e: ev.ConnectionState) -> None:
+        """Show a connection state; a terminal one says why and what to do."""
+        self.states_seen.append(e.state)
+        self.reason = e.reason if e.state in ("offline", "kicked") else ""
+        self.show_status()
+        if e.state == "kicked":
+            self.exit_code = EXIT_KICKED
+            self.exit_message = "kicked: this device logged in again elsewhere"
+            self.leaving = True
+            self.exit()
+            return
+        if e.state == "offline" and e.reason and not self.leaving:
+            self.tell(f"offline: {e.reason}. Messages wait unsent; quit (Ctrl+Q) and start qim-desktop again "
+                      "(with a new --token, or --user for fresh tokens)")
+        if self.current is not None:
+            self.show_chat()  # pending rows now read "not sent yet" or "sending"
 
     # --- showing -------------------------------------------------------------------
+    @property
+    def online(self) -> bool:
+        """True unless the client stopped for good (offline, kicked)."""
+        return self.client.state not in ("offline", "kicked")
+
     def show_status(self) -> None:
-        """Redraw the status line: who, where, and the connection state."""
+        """Redraw the status line: who, the connection state (and why), where."""
         c = self.client
-        state = {"ready": "● online", "reconnecting": "○ reconnecting…", "syncing": "◐ syncing…",
-                 "connecting": "◐ connecting…"}.get(c.state, f"○ {c.state}")
-        self.query_one("#status", Static).update(
-            Text(f" qim-desktop · user {c.user_id} · device {c.device_id} · {c.endpoint} · {state}"))
+        me = f"{c.display_name} ({c.user_id})" if c.display_name else f"user {c.user_id}"
+        self.query_one("#status", Static).update(render.status_line(me, c.state, self.reason, c.endpoint,
+                                                                    c.device_id))
 
     async def show_list(self) -> None:
-        """Redraw the conversation list, newest activity first, keeping the selection."""
-        view = self.query_one("#convs", ListView)
-        if self.leaving or not view.is_mounted:
-            return
-        ordered = sorted(self.convs.values(), key=lambda c: c.last_activity_id or b"", reverse=True)
-        keep = view.index
-        await view.clear()
-        await view.extend([ConvItem(c, render.list_entry(c, self.client.user_id, c.conversation_id == self.current))
-                           for c in ordered])
-        ids = [c.conversation_id for c in ordered]
-        if self.current in ids:
-            view.index = ids.index(self.current)
-        elif ids:
-            view.index = min(keep or 0, len(ids) - 1)
+        """Redraw the conversation list, newest activity first, keeping the selection.
+        Rows are updated in place when the order did not change (no flicker)."""
+        async with self._list_lock:
+            view = self.query_one("#convs", ConvList)
+            if self.leaving or not view.is_mounted:
+                return
+            ordered = sorted(self.convs.values(), key=lambda c: c.last_activity_id or b"", reverse=True)
+            ids = [c.conversation_id for c in ordered]
+            texts = [render.list_entry(c, self.client.user_id, c.conversation_id == self.current, self.names)
+                     for c in ordered]
+            items = list(view.query(ConvItem))
+            if [item.conversation_id for item in items] == ids:
+                for item, text in zip(items, texts):
+                    item.show(text)
+                return
+            keep = view.index
+            await view.clear()
+            await view.extend([ConvItem(c, t) for c, t in zip(ordered, texts)])
+            if self.current in ids:
+                view.index = ids.index(self.current)
+            elif ids:
+                view.index = min(keep or 0, len(ids) - 1)
+
+    def show_title(self) -> None:
+        """The open chat's name above it (or how to open one)."""
+        conv = self.convs.get(self.current) if self.current else None
+        title = render.conversation_name(conv, self.names) if conv else \
+            "no chat open: /dm USER, or pick one on the left (Tab, ↑ ↓, Enter)"
+        self.query_one("#title", Static).update(Text(f" {title}", no_wrap=True, overflow="ellipsis"))
 
     def show_chat(self, scroll_end: bool = False) -> None:
-        """Redraw the open chat (in conversation_seq order, unsent ones last)."""
-        conv = self.convs.get(self.current) if self.current else None
-        title = render.conversation_name(conv) if conv else "no chat open: /dm USER or pick one on the left"
-        self.query_one("#title", Static).update(Text(f" {title}"))
-        messages = sorted(self.shown.values(), key=lambda m: m.conversation_seq)
-        self.query_one("#log", Static).update(render.transcript(messages, self.unsent, self.client.user_id,
-                                                                self.note))
+        """Redraw the open chat (in conversation_seq order, unsent ones last);
+        `scroll_end` brings the newest message into view (and keeps it there)."""
+        self.show_title()
+        self.query_one("#log", Static).update(self._transcript())
         if scroll_end:
             self.query_one("#scroll", VerticalScroll).scroll_end(animate=False)
+
+    def _transcript(self) -> Text:
+        if self.current is None:
+            return Text("")
+        messages = sorted(self.shown.values(), key=lambda m: m.conversation_seq)
+        return render.transcript(messages, self.unsent, self.client.user_id, self.note, self.names, self.online)
+
+    def list_ids(self) -> list[bytes]:
+        """The conversation_ids of the list rows, top to bottom."""
+        return [item.conversation_id for item in self.query(ConvItem)]
 
     def list_text(self) -> str:
         """The conversation list as plain text (what the person reads)."""
         return "\n".join(item.text.plain for item in self.query(ConvItem))
 
-    def tell(self, text: str) -> None:
-        """Show one line in the notice area (empty clears it)."""
-        self.query_one("#notice", Static).update(Text(text))
+    def tell(self, text: str, lines: bool = False) -> None:
+        """Show one line in the notice area (`lines`: several, e.g. /help); empty shows the key hint."""
+        shown = text if lines else " ".join(text.split())
+        self.query_one("#notice", Static).update(Text(shown) if text else Text(HINT, style="dim"))
+
+    def notice_text(self) -> str:
+        """The notice area as plain text."""
+        return str(self.query_one("#notice", Static).render())
 
     def transcript_text(self) -> str:
         """The open chat as plain text (what the person reads)."""
-        messages = sorted(self.shown.values(), key=lambda m: m.conversation_seq)
-        return render.transcript(messages, self.unsent, self.client.user_id, self.note).plain
+        return self._transcript().plain
+
+    async def learn_names(self, user_ids: Iterable[int]) -> None:
+        """Display names of these users (the SDK's cache, else one request); redraws
+        when one was new. A failure leaves ids shown, and is told."""
+        wanted = {u for u in user_ids if u and u not in self.names}
+        if not wanted:
+            return
+        try:
+            found = await self.client.display_names(sorted(wanted))
+        except QimError as exc:
+            self.tell(f"display names not available: {exc}")
+            return
+        fresh = {u: n for u, n in found.items() if n and self.names.get(u) != n}
+        self.names.update({u: found.get(u, "") for u in wanted})
+        if fresh and not self.leaving:
+            await self.show_list()
+            if self.current is not None:
+                self.show_chat()
 
     # --- actions -------------------------------------------------------------------
     async def open_chat(self, conversation_id: bytes) -> None:
@@ -223,6 +277,7 @@ class ChatApp(App):
         self.show_chat(scroll_end=True)
         await self.read_current()
         await self.show_list()
+        await self.learn_names(m.sender_id for m in self.shown.values())
 
     async def read_current(self) -> None:
         """Mark the open chat read up to its newest message (a failure is shown, not raised)."""
@@ -233,23 +288,33 @@ class ChatApp(App):
         except QimError as exc:
             self.tell(f"mark read failed: {exc}")
 
-    async def on_list_view_selected(self, event: ListView.Selected) -> None:
+    async def on_list_view_selected(self, event: ConvList.Selected) -> None:
         """A row of the list was chosen: open that chat."""
         if isinstance(event.item, ConvItem):
             await self.open_chat(event.item.conversation_id)
             self.query_one(Composer).focus()
+            self.tell("")
 
     async def action_older(self) -> None:
         """Page back: the next older page of the open chat (history back-fill when needed)."""
         if self.current is None:
+            self.tell(actions.older_note(None) + ": /dm USER, or pick one on the left")
             return
-        oldest = min((m.conversation_seq for m in self.shown.values()), default=0)
-        older = await self.client.messages(self.current, before_seq=oldest, limit=PAGE) if oldest else []
+        oldest = min((m.conversation_seq for m in self.shown.values()), default=0)  # 0: none shown, the newest
+        try:
+            older = await self.client.messages(self.current, before_seq=oldest, limit=PAGE)
+        except QimError as exc:  # a key binding must never take the app down
+            self.tell(f"older messages not available: {exc.code.name}: {exc}")
+            return
         for m in older:
             self.shown[m.message_id] = m
-        self.note = "" if older else "(beginning of the conversation)"
+        store = self.client.store  # a short page is the beginning only when history said so (not offline)
+        first = len(older) < PAGE and await store.run(store.oldest_reached, self.current)
+        self.note = "(beginning of the conversation)" if first else ""
         self.show_chat()
-        self.query_one("#scroll", VerticalScroll).scroll_home(animate=False)
+        self.query_one("#scroll", VerticalScroll).scroll_home(animate=False)  # releases the anchor
+        self.tell(actions.older_note(len(older), first))
+        await self.learn_names(m.sender_id for m in older)
 
     async def action_leave_app(self) -> None:
         """Quit the app (the key binding)."""
@@ -257,72 +322,41 @@ class ChatApp(App):
         self.exit()
 
     async def on_composer_submitted(self, event: Composer.Submitted) -> None:
-        """Run what was typed: a /command or a message to the open chat; errors are shown."""
+        """Run what was typed: a /command or a message to the open chat. A refusal is
+        one line in the notice area and the text goes back into the composer to be fixed."""
         try:
             command, text = commands.parse(event.text)
             if command is None:
                 await self.send(text)
             else:
-                await self.run_command(command)
-        except commands.CommandError as exc:
+                self.tell("")
+                await actions.run(self, command)
+            return
+        except (commands.CommandError, actions.Refused) as exc:
             self.tell(str(exc))
-        except QimError as exc:
-            self.tell(f"{exc.code.name}: {exc}")
+        except QimError as exc:  # the SDK's typed refusals (SendRefused, ServerError, NotConnected, ...)
+            self.tell(f"refused: {exc.code.name}: {exc}")
+        except ValueError as exc:  # the SDK's bad-argument errors (an id out of range)
+            self.tell(f"refused: {exc}")
+        if not self.leaving:
+            self.query_one(Composer).restore(event.text)
 
     async def send(self, text: str) -> None:
         """Send text to the open chat (pending until acknowledged; never waits for the server)."""
         if self.current is None:
-            self.tell("open a chat first: /dm USER, /group USER..., or pick one on the left")
-            return
+            raise actions.Refused("open a chat first: /dm USER, /group USER..., or pick one on the left "
+                                  "(Tab, ↑ ↓, Enter)")
+        conv = self.convs.get(self.current)
+        if conv is not None and conv.is_group and not conv.is_member:
+            raise actions.Refused("you left this group: you can read it, not write to it")
         await self.client.send_text(self.current, text, wait=False)
         self.tell("")
-
-    async def run_command(self, cmd: commands.Command) -> None:
-        """Run one parsed /command (dm, group, leave, members, recall, older, read, help, quit)."""
-        c = self.client
-        conv = self.convs.get(self.current) if self.current else None
-        if cmd.name == "quit":
-            self.leaving = True
-            self.exit()
-        elif cmd.name == "help":
-            self.tell(" ".join(line.split()[0] for line in commands.HELP.splitlines() if line.strip()))
-        elif cmd.name == "dm":
-            await self.open_chat((await c.open_direct(cmd.ids[0])).conversation_id)
-        elif cmd.name == "group":
-            group = await c.create_group(list(cmd.ids))
-            self.tell(f"created group {group.group_id}")
-            await self.open_chat(group.conversation_id)
-        elif cmd.name == "older":
-            await self.action_older()
-        elif conv is None:
-            self.tell(f"/{cmd.name} needs an open chat")
-        elif cmd.name == "read":
-            await c.mark_read(conv.conversation_id)
-        elif cmd.name in ("leave", "members") and not conv.is_group:
-            self.tell(f"/{cmd.name} works in a group chat")
-        elif cmd.name == "leave":
-            await c.leave_group(conv.group_id)
-            self.tell(f"you left group {conv.group_id}")
-        elif cmd.name == "members":
-            members = await c.members(conv.group_id)
-            self.tell("members: " + ", ".join(f"{m.user_id}{' (owner)' if m.owner else ''}" for m in members))
-        elif cmd.name == "recall":
-            await self.recall(cmd.ids[0] if cmd.ids else None)
-
-    async def recall(self, seq: Optional[int]) -> None:
-        """Recall this person's newest message (or the one at #seq) in the open chat."""
-        own = [m for m in self.shown.values() if m.sender_id == self.client.user_id and m.state == 0
-               and (seq is None or m.conversation_seq == seq)]
-        if not own:
-            self.tell("no message of yours to recall" + (f" at #{seq}" if seq else ""))
-            return
-        target = max(own, key=lambda m: m.conversation_seq)
-        await self.client.recall(target.conversation_id, target.message_id)
-        self.tell(f"recalled #{target.conversation_seq}")
+        self.show_chat(scroll_end=True)
 
 
 async def run_app(client: Client, open_peer: Optional[int] = None, *, headless: bool = False) -> ChatApp:
-    """Run the app until it exits; returns it (exit_code, exit_message)."""
+    """Run the app until it exits; returns it (exit_code, exit_message; `return_code`
+    is Textual's: 1 after an unhandled exception, see cli.exit_status)."""
     app = ChatApp(client, open_peer)
     await app.run_async(headless=headless)
     await asyncio.sleep(0)

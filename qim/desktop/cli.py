@@ -1,16 +1,17 @@
 """qim-desktop command line: log in with a development token, then the full-screen app.
 
-    qim-desktop --user 1001 [--device D] [--key PATH] [--endpoint HOST:PORT] [--chat 1002]
-    qim-desktop --token "$(qimctl token --user 1001 --device 5)"
+    qim-desktop --user 1001 [--name Alice] [--device D] [--key PATH] [--endpoint HOST:PORT] [--chat 1002]
+    qim-desktop --token "$(qimctl token --user 1001 --device 5 --name Alice)"
 
 The local store lives per endpoint, tenant and user under --data-dir (the SDK's stable
 path); its device id is kept there, so the same person on the same machine is the same
 device next time. With --user the tokens are made from the development key (--key, else
 $QIM_DEV_TOKEN_KEY) and renewed before they expire; a --token is used as given.
-Mistakes a person makes — a closed port, a wrong key, a bad
-address, a store of another device — print ONE line on stderr and exit 2, never a
-traceback. /quit exits 0; being kicked (the device logged in elsewhere) prints why and
-exits 3.
+Mistakes a person makes — a closed port, a wrong key, an expired token, a TLS port
+asked in plaintext, an internal port, a bad address, a store of another device, one's
+own id as --chat — print ONE line on stderr and exit 2, never a traceback. /quit exits
+0; being kicked (the device logged in elsewhere) prints why and exits 3; a fault of
+qim-desktop itself (a traceback) exits 1 (EXIT_CRASH), never 0.
 """
 
 from __future__ import annotations
@@ -24,13 +25,22 @@ from typing import NoReturn, Optional, Sequence
 from qim.cli.tlsopts import add_client_args, client_context
 from qim.errors import ConfigError, ErrorCode, QimError, TlsError
 from qim.net.framed import parse_addr
+from qim.net.tls import HandshakeFailed
 from qim.sdk import Client, ConnectionLost
 from qim.sdk.identity import DATA_DIR_ENV, default_data_dir, device_identity
 from qim.sdk.model import StoreError, canonical_endpoint
 from qim.wire.devtoken import KEY_ENV, dev_key_from_env, issue_dev_token, token_claims
+from qim.wire.names import check_name
 
 DEFAULT_ENDPOINT = "127.0.0.1:7100"  # qim-gateway's default QIM_GATEWAY_LISTEN
 EXIT_USAGE = 2
+EXIT_CRASH = 1
+# the gateway's refusal texts (qim/wire/tokens.py TokenVerifier) -> what the person can do
+TOKEN_HINTS = (("token expired", "make a new one (qimctl token), or log in with --user for fresh tokens"),
+               ("token signature is invalid", f"signed with another key: check --key or ${KEY_ENV}"),
+               ("signed by a key this gateway does not trust", f"signed with another key: check --key or ${KEY_ENV}"),
+               ("token not yet valid", "is this machine's clock right?"),
+               ("another audience", "check $QIM_TOKEN_AUDIENCE"))
 
 
 class UsageError(Exception):
@@ -48,6 +58,13 @@ def _u63(value: str) -> int:
     return int(value)
 
 
+def _name(value: str) -> str:
+    try:
+        return check_name(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def build_parser(environ=None) -> argparse.ArgumentParser:
     """The argument parser; defaults read from `environ` (os.environ when None)."""
     env = os.environ if environ is None else environ
@@ -60,6 +77,9 @@ def build_parser(environ=None) -> argparse.ArgumentParser:
                         "(default: $QIM_TOKEN; not needed with --user)")
     p.add_argument("--user", type=_u63, help="log in as this user id with tokens made from --key "
                                              "(default: none; give --user or --token)")
+    p.add_argument("--name", type=_name, default="",
+                   help="display name for --user, shown beside your messages on the other side "
+                        "(default: none, your user id is shown)")
     p.add_argument("--device", type=_u63, help="device id for --user (default: the device id kept in this "
                                                "user's store under --data-dir; a new random one the first time)")
     p.add_argument("--tenant", type=lambda v: int(v, 0), default=int(env.get("QIM_TENANT_ID") or "0", 0),
@@ -92,9 +112,10 @@ async def _login(args: argparse.Namespace) -> Client:
     if args.token:
         token = args.token.strip()
         try:
-            token_claims(token)
+            user = token_claims(token).user_id
         except ValueError as exc:
             raise UsageError(f"--token: {exc}") from None
+        _check_chat(args.chat, user)
     elif args.user:
         try:
             key = dev_key_from_env(args.key)
@@ -102,14 +123,15 @@ async def _login(args: argparse.Namespace) -> Client:
             raise UsageError(str(exc)) from None
         if not 0 <= args.tenant < 1 << 128:
             raise UsageError("--tenant must be an unsigned 128-bit number")
+        _check_chat(args.chat, args.user)
         try:
             ident = await device_identity(args.endpoint, args.tenant, args.user, args.data_dir, args.device)
         except StoreError as exc:
             raise UsageError(str(exc)) from None
-        tenant, user, device = args.tenant, args.user, ident.device_id
+        tenant, user, device, name = args.tenant, args.user, ident.device_id, args.name
 
         def provider() -> str:  # a session may outlive one token (1 h)
-            return issue_dev_token(key, tenant, user, device)
+            return issue_dev_token(key, tenant, user, device, name=name)
 
         token = provider()
     else:
@@ -126,15 +148,32 @@ async def _login(args: argparse.Namespace) -> Client:
         raise UsageError(f"no answer from {args.endpoint} within {args.connect_timeout:g} s") from None
     except QimError as exc:
         await client.close()
-        if exc.code == ErrorCode.UNAUTHENTICATED:
-            raise UsageError(f"the gateway at {args.endpoint} refused the token (expired, or wrong --key or "
-                             f"${KEY_ENV}?)") from None
-        if isinstance(exc, ConnectionLost):
-            raise UsageError(f"{exc} (is qim-gateway listening there?)") from None
-        if isinstance(exc, TlsError):
-            raise UsageError(f"{exc} (check --ca-file or $QIM_CA_FILE)") from None
-        raise UsageError(f"cannot connect to {args.endpoint}: {exc.code.name}: {exc}") from None
+        raise UsageError(connect_error(args.endpoint, bool(args.plaintext), exc)) from None
     return client
+
+
+def _check_chat(chat: Optional[int], user: int) -> None:
+    if chat is not None and chat == user:
+        raise UsageError(f"--chat {chat} is your own user id: give the user id of the person to chat with")
+
+
+def connect_error(endpoint: str, plaintext: bool, exc: QimError) -> str:
+    """The one line for a failed first connect: what the gateway or the network said,
+    and what the person can do about it."""
+    if exc.code == ErrorCode.UNAUTHENTICATED:
+        said = getattr(exc, "message", "") or str(exc)
+        hint = next((h for text, h in TOKEN_HINTS if text in said), f"check --key or ${KEY_ENV}")
+        return f"the gateway at {endpoint} refused the token: {said} ({hint})"
+    if isinstance(exc, TlsError):
+        if isinstance(exc.__cause__, HandshakeFailed):  # the certificate or the TLS version
+            return f"{exc} (check --ca-file or $QIM_CA_FILE)"
+        return (f"{exc} (--endpoint must be qim-gateway's client port, $QIM_GATEWAY_ADDR; internal service "
+                "ports take no clients)")
+    if isinstance(exc, ConnectionLost):
+        if plaintext and "before answering AUTH" in str(exc):
+            return f"{exc}: it expects TLS (leave out --plaintext; --ca-file or $QIM_CA_FILE names its CA)"
+        return f"{exc} (is qim-gateway listening there?)"
+    return f"cannot connect to {endpoint}: {exc.code.name}: {exc}"
 
 
 async def _main(args: argparse.Namespace) -> tuple[int, str]:
@@ -145,6 +184,14 @@ async def _main(args: argparse.Namespace) -> tuple[int, str]:
         app = await run_app(client, args.chat)
     finally:
         await client.close()
+    return exit_status(app)
+
+
+def exit_status(app) -> tuple[int, str]:
+    """(exit code, message) of a finished app: EXIT_CRASH after an unhandled exception
+    (Textual printed its traceback), else the app's own code (0, or 3 when kicked)."""
+    if app.return_code not in (None, 0):
+        return EXIT_CRASH, "stopped by an internal error (traceback above); please report it"
     return app.exit_code, app.exit_message
 
 

@@ -1,17 +1,22 @@
-"""Slash commands of qim-desktop's composer (parsed here, run by the app).
+"""Slash commands of qim-desktop's composer (parsed here, run by qim/desktop/actions.py).
 
-    /dm USER            open the direct chat with USER (a user id)
-    /group USER...      create a group of you and the users (a new random group id)
-    /leave              leave the open group
-    /members            list the open group's members
-    /recall [SEQ]       recall your message #SEQ of the open chat (default: your latest)
-    /older              load older messages of the open chat (also Ctrl+U)
-    /read               mark the open chat read
-    /help               this list
-    /quit               exit (also Ctrl+Q)
+    /dm USER              open the direct chat with USER (another user's id)
+    /group USER... [NAME] create a group of you and the users; NAME is its title
+    /title NAME           rename the open group (only its owner can)
+    /leave                leave the open group
+    /members              list the open group's members
+    /recall [N]           recall your newest message here (N: your N-th newest)
+    /older                load older messages of the open chat (also Ctrl+U)
+    /read                 mark the open chat read
+    /help                 this list
+    /quit                 exit (also Ctrl+Q)
+
+Keys: Tab / Shift+Tab between the list and the composer; in the list ↑ ↓ choose a chat
+and Enter opens it; Enter sends, Ctrl+J new line, Ctrl+U older, Ctrl+Q quits.
 
 Anything else is sent as a message to the open chat; '//' at the start sends a text
-that begins with '/'.
+that begins with '/'. In /group, the title starts at the first word that is not a
+number. A mistake gets a one-line refusal and the typed text stays in the composer.
 """
 
 from __future__ import annotations
@@ -19,33 +24,42 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 from qim.consts import U63_MAX
+from qim.wire.names import check_name
 
-HELP = __doc__.split("\n\n")[1]
-NAMES = ("dm", "group", "leave", "members", "recall", "older", "read", "help", "quit")
+_PARTS = __doc__.split("\n\n")
+HELP = _PARTS[1]
+KEYS = " ".join(_PARTS[2].split())
+NAMES = ("dm", "group", "title", "leave", "members", "recall", "older", "read", "help", "quit")
+_BARE = ("leave", "members", "older", "read", "help", "quit")
 
 
 class Command(NamedTuple):
-    """A parsed slash command: its name and its numeric arguments."""
+    """A parsed slash command: its name, its numeric arguments and its text (a title)."""
     name: str
     ids: tuple[int, ...]
+    text: str = ""
 
 
 class CommandError(ValueError):
     """A command typed wrong; the message is shown to the person."""
 
 
-def _ids(words: list[str]) -> tuple[int, ...]:
-    out = []
-    for w in words:
-        if not w.isdigit() or not 0 < int(w) <= U63_MAX:
-            raise CommandError(f"not a user id or number: {w!r}")
-        out.append(int(w))
-    return tuple(out)
+def _id(word: str) -> int:
+    if not word.isdigit() or not 0 < int(word) <= U63_MAX:
+        raise CommandError(f"not a user id or number: {word!r}")
+    return int(word)
+
+
+def _title(text: str) -> str:
+    try:
+        return check_name(text)
+    except ValueError as exc:
+        raise CommandError(f"not a group title: {exc}") from None
 
 
 def parse(text: str) -> tuple[Optional[Command], str]:
     """(command, "") for a slash command, (None, text to send) otherwise.
-    CommandError for an unknown command or bad arguments."""
+    CommandError for an unknown command or bad arguments (the usage line)."""
     stripped = text.strip()
     if stripped.startswith("//"):
         return None, text.lstrip()[1:]
@@ -54,13 +68,24 @@ def parse(text: str) -> tuple[Optional[Command], str]:
     name, *words = stripped[1:].split()
     if name not in NAMES:
         raise CommandError(f"unknown command /{name} (see /help)")
-    ids = _ids(words)
-    if name == "dm" and len(ids) != 1:
-        raise CommandError("usage: /dm USER")
-    if name == "group" and not ids:
-        raise CommandError("usage: /group USER [USER...]")
-    if name == "recall" and len(ids) > 1:
-        raise CommandError("usage: /recall [SEQ]")
-    if name in ("leave", "members", "older", "read", "help", "quit") and ids:
+    if name in _BARE and words:
         raise CommandError(f"/{name} takes no arguments")
-    return Command(name, ids), ""
+    if name == "dm":
+        if len(words) != 1:
+            raise CommandError("usage: /dm USER (a user id)")
+        return Command(name, (_id(words[0]),)), ""
+    if name == "group":
+        count = next((i for i, w in enumerate(words) if not w.isdigit()), len(words))
+        ids = tuple(dict.fromkeys(_id(w) for w in words[:count]))
+        if not ids:
+            raise CommandError("usage: /group USER [USER...] [NAME]")
+        return Command(name, ids, _title(" ".join(words[count:]))), ""
+    if name == "title":
+        if not words:
+            raise CommandError("usage: /title NAME")
+        return Command(name, (), _title(" ".join(words))), ""
+    if name == "recall":
+        if len(words) > 1:
+            raise CommandError("usage: /recall [N]")
+        return Command(name, tuple(_id(w) for w in words)), ""
+    return Command(name, ()), ""

@@ -2,14 +2,20 @@
 
 Bodies are the user's text: they are turned into rich `Text` objects, never parsed as
 markup, so "[b]" or "[/]" typed by a person shows as typed. Control messages (group
-membership, recalls) are described in words; a recalled message shows as such.
+membership, titles, recalls) are described in words; a recalled message shows as such.
+
+People and groups are shown by name where one is known (a group's title, a user's
+display name: docs/protocol.md "Names"), else by their numeric id; ids stay the keys.
+Messages are not numbered: conversation_seq has gaps (CONTROL messages take numbers
+too), and a gap is not a lost message (docs/desktop.md).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Iterable, Optional
+from typing import Iterable, Mapping, Optional
 
+from rich.cells import cell_len
 from rich.text import Text
 
 from qim.consts import MESSAGE_TYPE_CONTROL, MESSAGE_TYPE_CUSTOM, MESSAGE_TYPE_MEDIA, MESSAGE_TYPE_TEXT
@@ -20,12 +26,39 @@ from qim.wire.control import control_event
 RECALLED = message_pb2.MESSAGE_STATE_RECALLED
 DELETED = message_pb2.MESSAGE_STATE_DELETED
 MEMBERSHIP_WORDS = {1: "created the group with", 2: "added", 3: "left", 4: "removed"}
-PREVIEW_CHARS = 40
+LIST_CELLS = 29  # a list row: the 30-column list less its border (qim/desktop/app.py CSS)
+PREVIEW_CELLS = LIST_CELLS - 5  # the second line, after its 4-column indent (CJK counts two)
+Names = Mapping[int, str]
+NO_NAMES: Names = {}
+STATE_WORDS = {"ready": "● online", "reconnecting": "○ reconnecting…", "syncing": "◐ syncing…",
+               "connecting": "◐ connecting…", "offline": "○ offline", "kicked": "○ kicked"}
 
 
-def conversation_name(conv: Conversation) -> str:
-    """'user 1002' or 'group 77'."""
-    return f"group {conv.group_id}" if conv.is_group else f"user {conv.peer_user_id}"
+def cut(text: str, cells: int) -> str:
+    """`text` on one line, at most `cells` terminal cells wide ('…' when cut)."""
+    line = " ".join(text.split())
+    if cell_len(line) <= cells:
+        return line
+    out, used = [], 0
+    for ch in line:
+        used += cell_len(ch)
+        if used > cells - 1:
+            break
+        out.append(ch)
+    return "".join(out) + "…"
+
+
+def person(user_id: int, names: Names = NO_NAMES) -> str:
+    """'Alice (1002)' when the user's display name is known, else 'user 1002'."""
+    name = names.get(user_id)
+    return f"{name} ({user_id})" if name else f"user {user_id}"
+
+
+def conversation_name(conv: Conversation, names: Names = NO_NAMES) -> str:
+    """A group's title or 'group 77'; the peer of a direct chat as `person`."""
+    if conv.is_group:
+        return conv.title or f"group {conv.group_id}"
+    return person(conv.peer_user_id, names)
 
 
 def badge(conv: Conversation) -> str:
@@ -35,36 +68,41 @@ def badge(conv: Conversation) -> str:
     return f"({conv.unread}{'' if conv.unread_exact else '+'})"
 
 
-def who(sender_id: int, me: int) -> str:
-    """How a sender is shown: "me" or the user id."""
-    return "me" if sender_id == me else str(sender_id)
+def who(sender_id: int, me: int, names: Names = NO_NAMES) -> str:
+    """How a sender is shown beside a message: "me", the display name, or the user id."""
+    return "me" if sender_id == me else (names.get(sender_id) or str(sender_id))
 
 
-def describe_control(body: bytes) -> str:
+def describe_control(body: bytes, names: Names = NO_NAMES) -> str:
     """Words for a CONTROL message body (a ControlEvent)."""
     event = control_event(body)
     if event is None:
         return "(a group event)"
     if event.HasField("membership"):
         m = event.membership
-        actor = f"user {m.actor_user_id}" if m.actor_user_id else "the operator"
-        users = ", ".join(str(u) for u in m.users)
+        actor = (names.get(m.actor_user_id) or f"user {m.actor_user_id}") if m.actor_user_id else "the operator"
+        users = ", ".join(names.get(u) or str(u) for u in m.users)
         if m.kind == 3:
             return f"{users} left"
-        return f"{actor} {MEMBERSHIP_WORDS.get(m.kind, 'changed')} {users}"
+        named = f' "{m.title}"' if m.kind == 1 and m.title else ""
+        return f"{actor} {MEMBERSHIP_WORDS.get(m.kind, 'changed')} {users}" + (f", named{named}" if named else "")
+    if event.HasField("title_change"):
+        t = event.title_change
+        actor = (names.get(t.actor_user_id) or f"user {t.actor_user_id}") if t.actor_user_id else "the operator"
+        return f'{actor} named the group "{t.title}"' if t.title else f"{actor} removed the group's title"
     if event.HasField("state_change"):
         return "a message was recalled" if event.state_change.state == RECALLED else "a message was deleted"
     return "(a group event)"
 
 
-def body_text(message_type: int, custom_type: bytes, body: bytes, state: int) -> str:
+def body_text(message_type: int, custom_type: bytes, body: bytes, state: int, names: Names = NO_NAMES) -> str:
     """What a message says, in words for everything that is not plain text."""
     if state == RECALLED:
         return "(message recalled)"
     if state == DELETED:
         return "(message deleted)"
     if message_type == MESSAGE_TYPE_CONTROL:
-        return describe_control(body)
+        return describe_control(body, names)
     if message_type == MESSAGE_TYPE_TEXT:
         return body.decode("utf-8", errors="replace")
     if message_type == MESSAGE_TYPE_CUSTOM:
@@ -74,30 +112,32 @@ def body_text(message_type: int, custom_type: bytes, body: bytes, state: int) ->
     return f"<type {message_type}> {len(body)} bytes"
 
 
-def preview(last: Optional[LastMessage], me: int) -> str:
-    """One line for the list: 'me: 你好…'."""
+def preview(last: Optional[LastMessage], me: int, names: Names = NO_NAMES, cells: int = PREVIEW_CELLS) -> str:
+    """One line for the list, at most `cells` wide: 'me: 你好…'."""
     if last is None:
         return ""
-    text = body_text(last.message_type, last.custom_type, last.body, last.state)
+    text = body_text(last.message_type, last.custom_type, last.body, last.state, names)
     if last.message_type == MESSAGE_TYPE_TEXT and not last.body_complete and last.state == 0:
         text = "(long message)"
-    line = " ".join(text.split())
-    if len(line) > PREVIEW_CHARS:
-        line = line[:PREVIEW_CHARS - 1] + "…"
-    return line if last.message_type == MESSAGE_TYPE_CONTROL else f"{who(last.sender_id, me)}: {line}"
+    if last.message_type != MESSAGE_TYPE_CONTROL:
+        text = f"{who(last.sender_id, me, names)}: {text}"
+    return cut(text, cells)
 
 
-def list_entry(conv: Conversation, me: int, current: bool) -> Text:
-    """Two lines of the conversation list: name and badge, then the preview."""
-    out = Text()
+def list_entry(conv: Conversation, me: int, current: bool, names: Names = NO_NAMES) -> Text:
+    """Two lines of the conversation list: name and badge, then the preview (each one
+    line: a long name or preview is cut, never wrapped over the next entry)."""
+    out = Text(no_wrap=True, overflow="ellipsis")
     out.append("▶ " if current else "  ", style="bold")
-    out.append(conversation_name(conv), style="bold" if conv.unread else "")
-    if not conv.is_member:
-        out.append(" (left)", style="dim")
     mark = badge(conv)
+    left = " (left)" if not conv.is_member else ""
+    room = LIST_CELLS - 3 - (len(mark) + 1 if mark else 0) - len(left)  # "▶ " before the name
+    out.append(cut(conversation_name(conv, names), room), style="bold" if conv.unread else "")
+    if left:
+        out.append(left, style="dim")
     if mark:
         out.append(f" {mark}", style="bold reverse")
-    out.append("\n    " + preview(conv.last_message, me), style="dim")
+    out.append("\n    " + preview(conv.last_message, me, names), style="dim")
     return out
 
 
@@ -105,34 +145,51 @@ def _clock(ms: int) -> str:
     return time.strftime("%H:%M", time.localtime(ms / 1000)) if ms else "--:--"
 
 
-def message_line(msg: StoredMessage, me: int) -> Text:
-    """'12:01 1002 #7: text' (continuation lines of a multi-line text indented)."""
+def message_line(msg: StoredMessage, me: int, names: Names = NO_NAMES) -> Text:
+    """'12:01 Alice: text' (continuation lines of a multi-line text indented)."""
     out = Text()
     out.append(f"{_clock(msg.created_at_ms)} ", style="dim")
-    out.append(f"{who(msg.sender_id, me)} ", style="bold cyan" if msg.sender_id == me else "bold")
-    out.append(f"#{msg.conversation_seq}: ", style="dim")
-    text = body_text(msg.message_type, msg.custom_type, msg.body, msg.state)
+    out.append(f"{who(msg.sender_id, me, names)}: ", style="bold cyan" if msg.sender_id == me else "bold")
+    text = body_text(msg.message_type, msg.custom_type, msg.body, msg.state, names)
     out.append(text.replace("\n", "\n      "), style="italic dim" if msg.state else "")
     return out
 
 
-def unsent_line(row: PendingSend) -> Text:
-    """A send not yet in the store: 'me: text (sending…)' or '(failed)'."""
+def unsent_line(row: PendingSend, online: bool = True) -> Text:
+    """A send not yet in the store: 'me: text (sending…)', '(not sent yet: offline)'
+    while there is no connection, '(sent)' or '(failed)'."""
     out = Text()
     out.append(f"{_clock(row.created_local_ms)} ", style="dim")
-    out.append("me ", style="bold cyan")
+    out.append("me: ", style="bold cyan")
     out.append(body_text(row.message_type, row.custom_type, row.body, 0).replace("\n", "\n      "))
-    mark = {"pending": " (sending…)", "acked": " (sent)", "failed": " (failed)"}.get(row.state, "")
-    out.append(mark, style="red" if row.state == "failed" else "dim")
+    pending = " (sending…)" if online else " (not sent yet: offline)"
+    mark = {"pending": pending, "acked": " (sent)", "failed": " (failed)"}.get(row.state, "")
+    out.append(mark, style="red" if row.state == "failed" or not online else "dim")
     return out
 
 
 def transcript(messages: Iterable[StoredMessage], unsent: Iterable[PendingSend], me: int,
-               note: str = "") -> Text:
+               note: str = "", names: Names = NO_NAMES, online: bool = True) -> Text:
     """The conversation view: an optional note line, messages, then unsent sends."""
     out = Text()
     if note:
         out.append(note + "\n", style="dim")
-    lines = [message_line(m, me) for m in messages] + [unsent_line(p) for p in unsent]
+    lines = [message_line(m, me, names) for m in messages] + [unsent_line(p, online) for p in unsent]
     out.append(Text("\n").join(lines) if lines else Text("(no messages yet)", style="dim"))
     return out
+
+
+def connection_words(state: str, reason: str = "") -> str:
+    """The connection state as shown: '● online', '○ offline: token expired', ...
+    A terminal state names its reason (the SDK's ConnectionState.reason, e.g. "token
+    refused: token expired"), never only "offline"."""
+    words = STATE_WORDS.get(state, f"○ {state}")
+    if state in ("offline", "kicked") and reason:
+        words += f": {reason.removeprefix('token refused: ') if 'token' in reason else reason}"
+    return words
+
+
+def status_line(user: str, state: str, reason: str, endpoint: str, device_id: int) -> Text:
+    """The top line, most important first (a narrow terminal cuts the tail)."""
+    return Text(f" {user} · {connection_words(state, reason)} · {endpoint} · device {device_id}",
+                no_wrap=True, overflow="ellipsis")

@@ -1,4 +1,4 @@
-"""A three-broker KRaft cluster of KafkaEngines (qim/dev/kafka_engine.py; DESIGN.md §13
+"""A three-broker KRaft cluster of KafkaEngines (qim/dev/kafka_engine.py; docs/design.md §13
 "Brokers"): each broker is also a controller of one quorum, all on loopback with their
 own ports and directories, sharing one cluster id. Topics get replication factor 3 and
 min.insync.replicas 2 (`create_topics(..., replicas=3)`); producers use acks=all.

@@ -5,7 +5,7 @@ Production runs Redpanda, which is in no registry; Apache Kafka speaks the same 
 cache reused between runs; each broker gets its own data dir and ports.
 
 One broker (the default) flushes every append to stand in for replication. Three
-(`qim-dev engines up --brokers 3`, DESIGN.md §13 "Brokers") are each broker and
+(`qim-dev engines up --brokers 3`, docs/design.md §13 "Brokers") are each broker and
 controller of one KRaft quorum on loopback, with replication factor 3,
 min.insync.replicas 2 for every topic (producers use acks=all), and no per-append flush:
 durability is the replication, as in production. `start_cluster` starts them together
@@ -271,9 +271,9 @@ def start_kafka(dir: Path | str, shard_count: int | None = None, ports: dict | N
 
 def create_topics(bootstrap: str, shard_count: int, timeout: float = 60.0, outbox_partitions: int = 1,
                   replicas: int = 1) -> dict[str, int]:
-    """Create `qim.outbox` (`outbox_partitions`: 1 by default, docs/decisions/0029),
+    """Create `qim.outbox` (`outbox_partitions`: 1 by default, docs/decisions/0033),
     `qim.dispatch` (shard_count partitions) and `qim.presence` (shard_count partitions,
-    compacted: the PresenceDirectory, docs/decisions/0030).
+    compacted: the PresenceDirectory, docs/decisions/0034).
 
     All get KAFKA_TOPIC_CONFIG (record limit, LogAppendTime) and replication factor
     `replicas` (3 on a three-broker cluster, with min.insync.replicas 2). Existing topics

@@ -1,4 +1,4 @@
-"""A private development Redis with the durability settings of DESIGN.md §8.
+"""A private development Redis with the durability settings of docs/design.md §8.
 
 One instance holds commit facts in the development stack, so it runs with
 `appendfsync always` and `noeviction` (ENGINES.md, "Redis").

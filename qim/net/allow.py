@@ -1,4 +1,4 @@
-"""Which service may call which internal opcode (DESIGN.md §4 "a per-method allow-list
+"""Which service may call which internal opcode (docs/design.md §4 "a per-method allow-list
 on internal RPC"; docs/decisions/0022): the table of qim/topology.py (each row's
 `serves` column), checked on every internal listener against the service name of the
 peer's certificate (qim/net/tls.py `peer_service`).

@@ -1,4 +1,4 @@
-"""The outbound order of one link's chunks, whatever carries them (DESIGN.md §4;
+"""The outbound order of one link's chunks, whatever carries them (docs/design.md §4;
 docs/decisions/0011-slow-links.md).
 
 Each frame becomes its chunks (`qim._core.frame.encode_frame`); a transport's single

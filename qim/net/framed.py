@@ -1,4 +1,4 @@
-"""The TCP transport: QIM frames as a byte stream over TCP or TLS (DESIGN.md §4;
+"""The TCP transport: QIM frames as a byte stream over TCP or TLS (docs/design.md §4;
 the FrameTransport of qim/net/transport.py).
 
 Reading: bytes go through `qim._core.frame.FrameDecoder`; a FrameError propagates and

@@ -1,4 +1,4 @@
-"""Internal RPC between services: the frame codec over TCP (DESIGN.md §4 last paragraph).
+"""Internal RPC between services: the frame codec over TCP (docs/design.md §4 last paragraph).
 
 A request is one frame with a fresh request_id; the reply is one frame with the same
 request_id (any opcode; ERROR carries `qim.v1.Error`). Connections are mutual TLS 1.3

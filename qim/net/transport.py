@@ -1,7 +1,7 @@
 """What a connection handler uses of the link that carries its frames: the transport seam
 at the device edge (docs/decisions/0029-edge-transport-seam-and-websocket.md).
 
-The gateway's ClientConnection and the SDK's Connection speak QIM frames (DESIGN.md §4)
+The gateway's ClientConnection and the SDK's Connection speak QIM frames (docs/design.md §4)
 through a `FrameTransport` and never touch sockets, TLS objects or WebSocket messages.
 One file per transport implements it:
 - `qim/net/framed.py` FramedStream: the frames as a byte stream over TCP (or TLS);

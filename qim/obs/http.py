@@ -2,7 +2,7 @@
 
 /healthz answers 200 "ok" when the node reports no reason against its health (ready,
 no failed task, every always-zero invariant counter zero); otherwise 503 with the
-reasons, one a line (DESIGN.md §2). /metrics renders the node's own registry
+reasons, one a line (docs/design.md §2). /metrics renders the node's own registry
 (qim/obs/metrics.py). Metric names start with `qim_`; labels never carry user or
 message ids.
 """

@@ -1,4 +1,4 @@
-"""Metrics of one node, on that node's own registry (DESIGN.md §2; docs/decisions/0020).
+"""Metrics of one node, on that node's own registry (docs/design.md §2; docs/decisions/0020).
 
 Every service process builds its metrics when its node is built, never at import: two
 nodes in one process (tests) each count their own, and importing a module registers
@@ -48,7 +48,7 @@ class MetricSet:
 
 def invariant_reasons(counters: Iterable[Counter]) -> list[str]:
     """`name=value` of every always-zero counter sample that is not zero (a /healthz
-    reason: DESIGN.md §2 "503 while an always-zero invariant counter is non-zero")."""
+    reason: docs/design.md §2 "503 while an always-zero invariant counter is non-zero")."""
     out = []
     for c in counters:
         for metric in c.collect():

@@ -5,7 +5,7 @@ It owns
 - a Prometheus registry of its own (`self.registry`; metrics are created by the
   service's MetricSet on it, never at import) served with /healthz by qim/obs/http.py;
 - health: `health()` = failed background tasks + `not_ready()` (the service's readiness
-  reasons) + always-zero invariant counters that are not zero (DESIGN.md §2);
+  reasons) + always-zero invariant counters that are not zero (docs/design.md §2);
 - listeners: `listen()` for any stream protocol and `serve_rpc()` for internal RPC
   (qim/net/rpc.py); the node tracks every connection they serve. With TLS contexts
   (`tls_contexts()`, qim/net/tls.py) a listener upgrades each connection before the

@@ -1,4 +1,4 @@
-"""QIM client SDK (DESIGN.md §9; docs/sdk.md): `Client`, the one object an app holds,
+"""QIM client SDK (docs/design.md §9; docs/sdk.md): `Client`, the one object an app holds,
 over ClientRuntime (the connection state machine) and LocalStore (SQLite).
 
 Runs as written against a running stack (`make up`, then
@@ -33,7 +33,7 @@ Runs as written against a running stack (`make up`, then
 from __future__ import annotations
 
 from qim._core import ids
-from qim.errors import TlsError
+from qim.errors import IdError, TlsError
 from qim.sdk.client import Client, Member
 from qim.sdk.events import (
     ConnectionLost,
@@ -64,7 +64,7 @@ from qim.sdk.store import LocalStore, StoredMessage, StoreError
 
 
 def direct_conversation(tenant: int, user_a: int, user_b: int) -> bytes:
-    """The 16-byte direct conversation_id of two users (ids.conversation_id_direct, DESIGN.md §3)."""
+    """The 16-byte direct conversation_id of two users (ids.conversation_id_direct, docs/design.md §3)."""
     return ids.conversation_id_direct(tenant, user_a, user_b)
 
 
@@ -74,4 +74,5 @@ __all__ = [
     "ConnectionLost", "NotConnected", "Kicked", "KickedEvent", "SendTimeout", "SendRefused", "ConnectionState",
     "ConversationsUpdated", "MessagesAdded", "MessagesUpdated", "MessagesRemoved", "PendingResolved", "SendPending",
     "SendFailed", "SyncFailed", "ReadPositionChanged", "MembershipChanged", "direct_conversation", "TlsError",
+    "IdError",
 ]

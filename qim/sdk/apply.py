@@ -1,4 +1,4 @@
-"""How the LocalStore applies what the server says about messages (DESIGN.md §9).
+"""How the LocalStore applies what the server says about messages (docs/design.md §9).
 
 Only two sources carry whole bodies and reach the store: MAILBOX_BATCH entries (the
 mailbox resolves referenced bodies before it answers) and HISTORY_BATCH items.

@@ -19,6 +19,10 @@ Tokens expire: pass `token_provider=` (a function or coroutine function returnin
 fresh token) to `Client.open`, or call `update_token()`; the runtime uses it on the next
 (re)connect (qim/sdk/credentials.py, docs/sdk.md "Tokens").
 
+Names (docs/sdk.md "Names"): `display_name` (this user's, from its token),
+`display_names(user_ids)` (anyone's, cached in the store), a group's `title` in its
+Conversation, `create_group(..., title=)` and `set_group_title()`.
+
 Errors: ValueError (a token that is not a QIM token, a bad endpoint),
 StoreError (the store belongs to another device), NotConnected, ConnectionLost,
 ServerError (with the wire ErrorCode), SendRefused, SendTimeout, Kicked.
@@ -29,17 +33,17 @@ from __future__ import annotations
 import asyncio
 import secrets
 from dataclasses import dataclass, replace
-from typing import Optional, Union
+from typing import Iterable, Optional, Union
 
 from qim._core import ids
 from qim.consts import CONVERSATION_KIND_GROUP, MESSAGE_TYPE_CUSTOM, MESSAGE_TYPE_TEXT, U63_MAX
-from qim.errors import ErrorCode
-from qim.sdk import identity, requests
+from qim.errors import ErrorCode, IdError
+from qim.sdk import identity, names, requests
 from qim.sdk.events import ConnectionLost, NotConnected, Recalled, SendAck, SendRefused
 from qim.sdk.model import Conversation, PendingSend, StoredMessage
 from qim.sdk.runtime import ClientRuntime
 from qim.sdk.sessions import Sessions
-from qim.wire.tokens import token_claims
+from qim.wire.tokens import token_claims, token_name
 
 PAGE = 50  # messages per page of messages()
 
@@ -64,6 +68,7 @@ class Client:
         self.store_path = store_path
         self.sessions = Sessions(runtime)
         self.sessions.attach()
+        self.profiles = names.Profiles(runtime)
 
     @classmethod
     async def open(cls, endpoint: str, token: str, *, data_dir: Optional[str] = None,
@@ -103,6 +108,17 @@ class Client:
     def endpoint(self) -> str:
         """The gateway address 'host:port'."""
         return self.runtime.endpoint
+
+    @property
+    def display_name(self) -> str:
+        """This user's display name: the `name` claim of the token in use ("" none)."""
+        return token_name(self.runtime.tokens.token)
+
+    async def display_names(self, user_ids: Iterable[int]) -> dict[int, str]:
+        """user_id -> display name ("" when the user gave none) for each id: the store's,
+        asked from the server (PULL_PROFILES) when unknown or stale and connected. Ids
+        stay the keys: a name is for showing only. ServerError (a server without names)."""
+        return await self.profiles.names(user_ids)
 
     @property
     def events(self) -> Optional[asyncio.Queue]:
@@ -217,7 +233,11 @@ class Client:
         ServerError, SendTimeout (the send stays pending and is resent)."""
         conv = bytes(conversation_id)
         recipient = 0
-        if ids.conversation_kind(conv) != CONVERSATION_KIND_GROUP:
+        try:
+            kind = ids.conversation_kind(conv)
+        except IdError as exc:  # a bad conversation is a refused send, like every other bad input to send
+            raise SendRefused(ErrorCode.INVALID_ARGUMENT, f"not a conversation_id: {exc}") from None
+        if kind != CONVERSATION_KIND_GROUP:
             recipient = await self.store.run(self.store.peer_of, conv)
             if not recipient:
                 raise SendRefused(ErrorCode.INVALID_ARGUMENT, "unknown peer: open_direct(peer_user_id) first")
@@ -251,13 +271,22 @@ class Client:
         return await self.sessions.mark_read(conversation_id, seq)
 
     # --- groups --------------------------------------------------------------------
-    async def create_group(self, members: list[int], group_id: Optional[int] = None) -> Conversation:
+    async def create_group(self, members: list[int], group_id: Optional[int] = None, title: str = "") -> Conversation:
         """Create a group (a new random id unless `group_id`) with this user as owner
-        and `members`; returns its list entry. ServerError(CONFLICT) when it exists."""
+        and `members`, named `title` (≤ 64 bytes UTF-8; "" none); returns its list
+        entry. ServerError(CONFLICT) when it exists, INVALID_ARGUMENT for a bad title."""
         gid = group_id or secrets.randbits(62) + 1
-        ok = await requests.create_group(self.runtime, gid, [m for m in members if m != self.user_id])
+        ok = await requests.create_group(self.runtime, gid, [m for m in members if m != self.user_id], title)
         await self.runtime._puller.apply(self.store.note_group, bytes(ok.conversation_id), gid,
-                                         ok.conversation_seq, True)
+                                         ok.conversation_seq, True, title)
+        return await self._listed(bytes(ok.conversation_id))
+
+    async def set_group_title(self, group_id: int, title: str) -> Conversation:
+        """Rename the group ("" removes the title); members learn it from a CONTROL
+        notice (never unread). ServerError FORBIDDEN unless this user owns the group."""
+        ok = await names.set_group_title(self.runtime, group_id, title)
+        await self.runtime._puller.apply(self.store.note_title, bytes(ok.conversation_id), group_id, title,
+                                         ok.conversation_seq)
         return await self._listed(bytes(ok.conversation_id))
 
     async def leave_group(self, group_id: int) -> Conversation:

@@ -3,7 +3,7 @@
 
 `Connection.open(endpoint, token, tls=...)` connects with the endpoint's transport
 (host:port: TCP, then TLS 1.3 with ALPN qim/1; wss:// or ws://: WebSocket; the server
-certificate verified: `client_tls()`), sends AUTH and waits for AUTH_OK (DESIGN.md §4,
+certificate verified: `client_tls()`), sends AUTH and waits for AUTH_OK (docs/design.md §4,
 docs/protocol.md). A certificate the client does not trust, a server that refuses TLS
 1.3 or the ALPN, or a WebSocket upgrade refused with a 4xx raises TlsError: trying again
 cannot help, so the runtime does not retry it (no reconnect storm against a
@@ -16,7 +16,7 @@ ERROR(RATE_LIMITED) to a request the send-rate buckets charge goes to
 `on_rate_limited(retry_after_ms)` before its waiter hears of it, also when nobody waits
 any more (a repeat's answer): the runtime's RateGate must know every refusal.
 
-`request_probed` implements the ACK deadline (DESIGN.md §9, §11): after 3 s without a
+`request_probed` implements the ACK deadline (docs/design.md §9, §11): after 3 s without a
 reply it sends PING; no PONG within `probe_s` (4 s) aborts the connection, so an
 unavailable server is detected within 7 s. Liveness is progress (issue 10 fault 11):
 a PONG may queue behind the bytes of a large page on a slow link, so the probe only
@@ -107,10 +107,20 @@ class Connection:
             if op != Opcode.AUTH_OK:
                 raise ConnectionLost(f"unexpected reply 0x{op:04x} to AUTH")
             conn.auth = connection_pb2.AuthOk.FromString(body)
+        except ConnectionLost as exc:
+            conn.abort("auth failed")
+            if tls is None and conn.bytes_received == 0:  # a TLS port reads a plaintext AUTH as a bad ClientHello
+                raise ConnectionLost(f"{endpoint} closed the connection before answering AUTH in plaintext") from exc
+            raise
         except BaseException:
             conn.abort("auth failed")
             raise
         return conn
+
+    @property
+    def bytes_received(self) -> int:
+        """Bytes read from the gateway so far."""
+        return self._progress.bytes_rx if self._progress is not None else 0
 
     @property
     def is_open(self) -> bool:

@@ -1,4 +1,4 @@
-"""The device's conversation list in the LocalStore (DESIGN.md §6, §9; seed 000 未读与已读).
+"""The device's conversation list in the LocalStore (docs/design.md §6, §9; seed 000 未读与已读).
 
 One row per conversation: kind, peer (direct) or group id and the latest member
 interval, the user's read position (forward only, shared by devices), the head (newest
@@ -17,6 +17,7 @@ and until then the server's count plus ours above its head is used while the rea
 position is the one the server counted from; otherwise the local count is a lower
 bound with `unread_exact` False (seed: "同步完成前是下界，只会少报不会多报"). Own
 messages move the read position to them (sending marks read, as the server does).
+Group titles: qim/sdk/titles.py.
 """
 
 from __future__ import annotations
@@ -32,13 +33,14 @@ from qim.consts import CONVERSATION_KIND_GROUP, MESSAGE_TYPE_CONTROL, SESSION_HE
 from qim.errors import IdError
 from qim.proto.v1 import history_pb2, message_pb2
 from qim.protocol import EventType
+from qim.sdk import titles
 from qim.sdk.model import ApplyResult, Conversation, LastMessage, Membership, StoredMessage
 
 NORMAL = message_pb2.MESSAGE_STATE_NORMAL
 Kind = message_pb2.MembershipChange
 FIELDS = ("conversation_id, kind, peer_user_id, group_id, joined_at, left_at, read_seq, read_confirmed, head_seq,"
           " last_activity_id, head, srv_read_seq, srv_head_seq, srv_unread, srv_exact, complete, unread,"
-          " unread_exact")
+          " unread_exact, title")
 
 
 class Touch:
@@ -121,18 +123,21 @@ def note_message(db: sqlite3.Connection, user_id: int, msg: StoredMessage, touch
 def note_control(db: sqlite3.Connection, user_id: int, e: Any, touch: Touch) -> None:
     """A CONTROL mailbox entry (membership, recall or delete notice): it is the newest
     message of its conversation, and a membership change of the user itself moves the
-    member interval (joiners see seq > J−1, leavers up to J; DESIGN.md §7)."""
+    member interval (joiners see seq > J−1, leavers up to J; docs/design.md §7)."""
     conv = bytes(getattr(e, "conversation_id", b""))
     if len(conv) != 16 or not any(conv):
         return  # a garbled notice: the message apply already refused to act on it
-    change = None
+    change = named = None
     if e.event_type == EventType.MEMBERSHIP:
         try:
             event = message_pb2.ControlEvent.FromString(bytes(e.body))
             change = event.membership if event.HasField("membership") else None
+            named = titles.notice_title(event)
         except DecodeError:
             change = None  # an unreadable notice moves the head only; the list pull corrects the interval
-    ensure(db, conv, group_id=change.group_id if change is not None else 0)
+    ensure(db, conv, group_id=change.group_id if change is not None else (named[0] if named else 0))
+    if named is not None:
+        titles.set_title(db, conv, named[1], e.conversation_seq)
     advance_head(db, conv, bytes(e.message_id), e.conversation_seq,
                  head_item(bytes(e.message_id), e.conversation_seq, e.sender_id, e.created_at_ms,
                            MESSAGE_TYPE_CONTROL, b"", bytes(e.body), NORMAL))
@@ -160,6 +165,8 @@ def apply_entry(db: sqlite3.Connection, e: Any, touch: Touch) -> None:
                (e.read_conversation_seq, head_seq, e.unread, int(e.unread_exact), e.joined_at, e.left_at, _now(),
                 conv))
     move_read(db, conv, e.read_conversation_seq, True, touch)
+    if e.kind == CONVERSATION_KIND_GROUP:
+        titles.set_title(db, conv, e.group_title, head_seq)
     if e.HasField("last_message"):
         m = e.last_message
         advance_head(db, conv, bytes(m.message_id), m.conversation_seq, m.SerializeToString())
@@ -181,7 +188,7 @@ def recompute(db: sqlite3.Connection, user_id: int, conversation_id: bytes) -> O
     got = db.execute(f"SELECT {FIELDS} FROM conversations WHERE conversation_id = ?", (conv,)).fetchone()
     if got is None:
         return None
-    (_, kind, _, _, joined, _, read, _, head, _, _, s_read, s_head, s_unread, s_exact, complete, _, _) = got
+    (_, kind, _, _, joined, _, read, _, head, _, _, s_read, s_head, s_unread, s_exact, complete, _, _, _) = got
     floor = joined if kind == CONVERSATION_KIND_GROUP else 0
     base = max(read, floor)
     snapshot = s_read is not None
@@ -300,9 +307,9 @@ def _last(blob: Optional[bytes]) -> Optional[LastMessage]:
 
 
 def _entry(r: tuple) -> Conversation:
-    (conv, kind, peer, group_id, joined, left, read, _, head_seq, last_id, head, *_, unread, exact) = r
+    (conv, kind, peer, group_id, joined, left, read, _, head_seq, last_id, head, *_, unread, exact, title) = r
     return Conversation(bytes(conv), kind, peer, group_id, read, unread, bool(exact), head_seq,
-                        bytes(last_id) if last_id else None, _last(head), joined, left)
+                        bytes(last_id) if last_id else None, _last(head), joined, left, title)
 
 
 def get(db: sqlite3.Connection, conversation_id: bytes) -> Optional[Conversation]:

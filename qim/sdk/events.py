@@ -1,4 +1,4 @@
-"""Events the ClientRuntime hands to its host, and the SDK's typed errors (DESIGN.md §9).
+"""Events the ClientRuntime hands to its host, and the SDK's typed errors (docs/design.md §9).
 
 Ordering rule: for one applied batch, ConversationsUpdated comes before MessagesAdded
 (then MessagesUpdated, MessagesRemoved), all only after the SQLite transaction
@@ -175,7 +175,7 @@ class ServerError(RequestError):
 
 class SendRefused(RequestError):
     """The SDK refused a send before storing anything: the server would refuse it too
-    (`code` PAYLOAD_TOO_LARGE or INVALID_ARGUMENT; DESIGN.md §4 validation)."""
+    (`code` PAYLOAD_TOO_LARGE or INVALID_ARGUMENT; docs/design.md §4 validation)."""
 
 
 class ConnectionLost(QimError):

@@ -1,4 +1,4 @@
-"""Plain data of the SDK's LocalStore (DESIGN.md §9): rows, apply results, endpoint form."""
+"""Plain data of the SDK's LocalStore (docs/design.md §9): rows, apply results, endpoint form."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ class Resolved:
 
 @dataclass(frozen=True)
 class LastMessage:
-    """The head of a conversation (its newest visible message of any type, DESIGN.md §6)
+    """The head of a conversation (its newest visible message of any type, docs/design.md §6)
     for a list preview. `body` may be cut (`body_complete` False): read the message
     itself for the whole body. A CONTROL head's body is a ControlEvent."""
 
@@ -79,12 +79,13 @@ class LastMessage:
 class Conversation:
     """One entry of the device's conversation list (qim/sdk/conversations.py).
 
-    `unread` follows the one definition of DESIGN.md §6 (messages above the read
+    `unread` follows the one definition of docs/design.md §6 (messages above the read
     position, not our own, not CONTROL, NORMAL); `unread_exact` is False when the
     window head − base exceeds 200 (then `unread` is 200) or while the store cannot
     tell the exact count yet. `read_conversation_seq` is the user's read position
     (shared by devices, forward only). Groups: `joined_at`/`left_at` of the latest
-    member interval (`left_at` 0 while a member). Ids as 16 raw bytes."""
+    member interval (`left_at` 0 while a member); `title` the group's title ("" none:
+    show the group id; docs/sdk.md "Names"). Ids as 16 raw bytes."""
 
     conversation_id: bytes
     kind: int  # 1 direct, 2 group
@@ -98,6 +99,7 @@ class Conversation:
     last_message: Optional[LastMessage]
     joined_at: int = 0
     left_at: int = 0
+    title: str = ""
 
     @property
     def is_group(self) -> bool:

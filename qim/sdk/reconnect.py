@@ -1,4 +1,4 @@
-"""The automatic reconnect of a ClientRuntime after its connection dropped (DESIGN.md §9).
+"""The automatic reconnect of a ClientRuntime after its connection dropped (docs/design.md §9).
 
 Backoff doubles from the runtime's reconnect_backoff start to its cap; each attempt is
 a whole `_establish` (AUTH with the current token — a fresh one from the app's token
@@ -8,7 +8,8 @@ It stops for good when the token is refused (UNAUTHENTICATED; with a provider, a
 one more try with a fresh token), the store belongs to another identity, or TLS failed
 for good (TlsError: the gateway's certificate is not trusted) — reconnecting cannot fix
 any of them — failing the waiting sends with that error and telling
-the app ConnectionState("offline", "token refused"). A RATE_LIMITED AUTH (the user's
+the app ConnectionState("offline", "token refused: <the gateway's reason>", e.g. "token
+refused: token expired"). A RATE_LIMITED AUTH (the user's
 connection cap) waits its retry-after hint. Any other failure (unreachable, transient
 ERROR, a sync cut short) tries again.
 """
@@ -45,7 +46,7 @@ async def reconnect_loop(rt: "ClientRuntime") -> None:
                 continue
             if exc.code == ErrorCode.UNAUTHENTICATED:
                 logger.warning("reconnect refused: %s", exc.code.name)
-                rt._set_state("offline", "token refused")
+                rt._set_state("offline", f"token refused: {exc.message}")  # the gateway's reason (expired, key)
                 rt._fail_waiters(exc)
                 return
             logger.debug("reconnect sync failed: %s", exc.code.name)

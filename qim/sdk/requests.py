@@ -32,7 +32,7 @@ M = TypeVar("M", bound=Message)
 
 
 async def new_cmid(rt: ClientRuntime) -> bytes:
-    """A client_message_id from an ordinal reserved durably in SQLite (DESIGN.md §3)."""
+    """A client_message_id from an ordinal reserved durably in SQLite (docs/design.md §3)."""
     ordinal = await rt.store.run(rt.store.reserve_ordinal)
     return rt.store.cmid_for(ordinal)
 
@@ -54,13 +54,13 @@ async def _operation(rt: ClientRuntime, kind: str, key: bytes, replay_answer: bo
     return reply_type.FromString(answer)
 
 
-async def create_group(rt: ClientRuntime, group_id: int, members: list[int]) -> group_pb2.GroupOk:
-    """CREATE_GROUP; ServerError(CONFLICT) when the group exists (created by anyone
-    else, or by this store with other members)."""
+async def create_group(rt: ClientRuntime, group_id: int, members: list[int], title: str = "") -> group_pb2.GroupOk:
+    """CREATE_GROUP (named `title` when given); ServerError(CONFLICT) when the group
+    exists (created by anyone else, or by this store with other members)."""
     wanted = sorted(set(members))
-    key = struct.pack(f">Q{len(wanted)}Q", group_id, *wanted)
+    key = struct.pack(f">Q{len(wanted)}Q", group_id, *wanted) + title.encode("utf-8")
     return await _operation(rt, "create_group", key, True, Opcode.CREATE_GROUP,
-                            lambda cmid: group_pb2.CreateGroup(group_id=group_id, members=wanted,
+                            lambda cmid: group_pb2.CreateGroup(group_id=group_id, members=wanted, title=title,
                                                                client_message_id=cmid).SerializeToString(),
                             group_pb2.GroupOk)
 

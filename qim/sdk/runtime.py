@@ -1,4 +1,4 @@
-"""ClientRuntime: the one SDK state machine every host drives (DESIGN.md §9, seed 001 §2.9).
+"""ClientRuntime: the one SDK state machine every host drives (docs/design.md §9, seed 001 §2.9).
 
 States: idle → (connect) → syncing → ready ⇄ reconnecting → closed. The host calls
 `await connect()` explicitly; it authenticates, REBUILDs first when the store asks for

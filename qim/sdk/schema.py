@@ -1,8 +1,8 @@
-"""The LocalStore's SQLite schema (version 3) and the migrations from versions 1 and 2.
+"""The LocalStore's SQLite schema (version 4) and the migrations from versions 1 to 3.
 
 Version 2 (issue 10) adds:
 - meta.store_nonce: 16 random bytes drawn when the store is created; part of every
-  client_message_id derivation (DESIGN.md §3, §9: unique per local store for ever).
+  client_message_id derivation (docs/design.md §3, §9: unique per local store for ever).
 - meta.rebuild_needed: 1 when the next connect must REBUILD before pulling (set by
   the migration when version-1 rows may disagree with the server).
 - messages.state: MessageState (0 NORMAL, 1 RECALLED, 2 DELETED), so an app can show
@@ -21,6 +21,12 @@ or group, member interval, read position, head, the last server snapshot of the 
 and the unread count derived from both; qim/sdk/conversations.py). Migration 2 -> 3
 creates the table; the rows are filled from the stored messages (their unread is a
 local count until the next session-list pull brings the server's values).
+
+Version 4 (names a person can read; docs/sdk.md "Names") adds `conversations.title`
+with `title_seq` (the conversation_seq the title is known as of: a group's title from
+the session list, its CREATED notice or a title notice, the newest wins) and `profiles`
+(display names of users, user_id -> name, as PULL_PROFILES answered). Migration 3 -> 4
+adds the columns and the table; titles and names fill in on the next list pull.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from qim.consts import U63_MAX
 from qim.sdk import conversations
 from qim.sdk.model import StoreError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -105,8 +111,17 @@ CREATE TABLE IF NOT EXISTS conversations (
   unread INTEGER NOT NULL DEFAULT 0,
   unread_exact INTEGER NOT NULL DEFAULT 1,
   oldest_reached INTEGER NOT NULL DEFAULT 0,
-  updated_local_ms INTEGER NOT NULL) WITHOUT ROWID;
+  updated_local_ms INTEGER NOT NULL,
+  title TEXT NOT NULL DEFAULT '',
+  title_seq INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS conversations_by_activity ON conversations (last_activity_id);
+"""
+
+PROFILES_TABLE = """
+CREATE TABLE IF NOT EXISTS profiles (
+  user_id INTEGER PRIMARY KEY,
+  display_name TEXT NOT NULL,
+  fetched_local_ms INTEGER NOT NULL);
 """
 
 
@@ -149,9 +164,13 @@ def open_db(db: sqlite3.Connection, tenant: int, user_id: int,
         if version == 2:
             db.execute("UPDATE meta SET schema_version = ?", (SCHEMA_VERSION,))
             migrated = True
+        elif version == 3:
+            db.execute("ALTER TABLE conversations ADD COLUMN title TEXT NOT NULL DEFAULT ''")
+            db.execute("ALTER TABLE conversations ADD COLUMN title_seq INTEGER NOT NULL DEFAULT 0")
+            db.execute("UPDATE meta SET schema_version = ?", (SCHEMA_VERSION,))
         elif version is not None and version != SCHEMA_VERSION:
             raise StoreError(f"store schema version {version} is not supported (this SDK: {SCHEMA_VERSION})")
-        for statement in (TABLES + OPS_TABLE + CONVERSATIONS_TABLE).split(";"):
+        for statement in (TABLES + OPS_TABLE + CONVERSATIONS_TABLE + PROFILES_TABLE).split(";"):
             if statement.strip():
                 db.execute(statement)
         if migrated:  # the rows of a migrated store come from its messages

@@ -1,4 +1,4 @@
-"""LocalStore: the device's SQLite database (DESIGN.md §9; seed 001 §2.9, seed 004 §7).
+"""LocalStore: the device's SQLite database (docs/design.md §9; seed 001 §2.9, seed 004 §7).
 
 One file per (endpoint scope, tenant, user) at a stable path (`path_for`); `:memory:`
 only when a test asks. Schema and migrations: qim/sdk/schema.py (version 2). The store
@@ -126,7 +126,7 @@ class LocalStore(ListsMixin):
         return ordinal
 
     def cmid_for(self, ordinal: int) -> bytes:
-        """The client_message_id of `ordinal` in this store (DESIGN.md §3, cmid v2)."""
+        """The client_message_id of `ordinal` in this store (docs/design.md §3, cmid v2)."""
         return ids.client_message_id(self.store_nonce, self.device_id, ordinal)
 
     def add_pending(self, conversation_id: bytes, recipient_user_id: int, message_type: int,
@@ -219,7 +219,7 @@ class LocalStore(ListsMixin):
                             shard_epoch: int) -> ApplyResult:
         """Apply a MAILBOX_BATCH's entries (idempotent on message_id; recall/delete
         notices change the target's state), resolve pending rows whose cmid is in our
-        own entries, and set the cursor, all in ONE transaction (DESIGN.md §9): any
+        own entries, and set the cursor, all in ONE transaction (docs/design.md §9): any
         failure leaves messages, pending and cursor as they were. StoreError on a
         cursor regression within one (lane, shard_epoch)."""
         entries = list(entries)

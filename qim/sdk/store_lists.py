@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Optional
 
 from qim.consts import CONVERSATION_KIND_GROUP
-from qim.sdk import apply, conversations
+from qim.sdk import apply, conversations, titles
 from qim.sdk.conversations import Touch
 from qim.sdk.model import ApplyResult, Conversation, PendingSend, StoredMessage
 
@@ -66,10 +66,14 @@ class ListsMixin:
         """(conversation_id, read_seq, peer) the server may not hold yet."""
         return conversations.unconfirmed_reads(self._db)
 
-    def note_group(self, conversation_id: bytes, group_id: int, seq: int, member: bool) -> ApplyResult:
-        """A GroupOk of this user's own create (member, joined at 0) or leave (left at seq)."""
+    def note_group(self, conversation_id: bytes, group_id: int, seq: int, member: bool,
+                   title: str = "") -> ApplyResult:
+        """A GroupOk of this user's own create (member, joined at 0; named `title`) or
+        leave (left at seq)."""
         with self._tx():
             conversations.ensure(self._db, conversation_id, group_id=group_id)
+            if title:
+                titles.set_title(self._db, conversation_id, title, seq)
             if member:
                 self._db.execute("UPDATE conversations SET joined_at = 0, left_at = 0 WHERE conversation_id = ?",
                                  (conversation_id,))
@@ -91,6 +95,36 @@ class ListsMixin:
                 out.updated.append(changed)
                 conversations.note_message(self._db, self.user_id, changed, touch)
             return conversations.finish(self._db, self.user_id, touch, out)
+
+    def note_title(self, conversation_id: bytes, group_id: int, title: str, seq: int) -> ApplyResult:
+        """A GroupOk of this user's own SET_GROUP_TITLE: the title as of its seq."""
+        with self._tx():
+            conversations.ensure(self._db, conversation_id, group_id=group_id)
+            titles.set_title(self._db, conversation_id, title, seq)
+            touch = Touch()
+            touch.add(conversation_id)
+            return conversations.finish(self._db, self.user_id, touch, ApplyResult([], []))
+
+    # --- display names (docs/sdk.md "Names") ---------------------------------------
+    def profiles(self, user_ids: Iterable[int]) -> dict[int, str]:
+        """The display names the store holds for these users ("" when the user gave none;
+        absent when never asked)."""
+        wanted = list(dict.fromkeys(int(u) for u in user_ids))
+        out: dict[int, str] = {}
+        for i in range(0, len(wanted), 500):  # SQLite's bound-parameter limit
+            chunk = wanted[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            out.update(self._db.execute(f"SELECT user_id, display_name FROM profiles WHERE user_id IN ({marks})",
+                                        chunk).fetchall())
+        return out
+
+    def store_profiles(self, names: Iterable[tuple[int, str]], now_ms: int) -> None:
+        """Keep display names as PULL_PROFILES answered (the newest answer wins)."""
+        with self._tx():
+            self._db.executemany("INSERT INTO profiles (user_id, display_name, fetched_local_ms) VALUES (?,?,?)"
+                                 " ON CONFLICT (user_id) DO UPDATE SET display_name = excluded.display_name,"
+                                 " fetched_local_ms = excluded.fetched_local_ms",
+                                 [(int(u), n, now_ms) for u, n in names])
 
     # --- message pages -------------------------------------------------------------
     def messages_before(self, conversation_id: bytes, before_seq: int = 0, limit: int = 50) -> list[StoredMessage]:

@@ -1,4 +1,4 @@
-"""What an applied change tells the app, in order (DESIGN.md §9; seed 000 未读与已读).
+"""What an applied change tells the app, in order (docs/design.md §9; seed 000 未读与已读).
 
 Only after the SQLite commit, and for one apply always in this order:
 ConversationsUpdated (the entries already count the batch), MessagesAdded,

@@ -1,4 +1,4 @@
-"""Local validation of a send before anything is stored (DESIGN.md §4 "Gateway
+"""Local validation of a send before anything is stored (docs/design.md §4 "Gateway
 validation"; issue 10 fault 6).
 
 The SDK refuses what the server would refuse, so an over-limit or malformed send is a

@@ -1,1 +1,1 @@
-"""Plain-Python asyncio services over real Redis and a Kafka-API broker (DESIGN.md §2)."""
+"""Plain-Python asyncio services over real Redis and a Kafka-API broker (docs/design.md §2)."""

@@ -1,4 +1,4 @@
-"""CommitStore: the commit state machine of the MessageCommitter (DESIGN.md §5.2,
+"""CommitStore: the commit state machine of the MessageCommitter (docs/design.md §5.2,
 docs/decisions/0002-commit-keys.md, 0017-writer-order-and-time.md).
 
 ABSENT → RESERVED → RECORDED → (OUTBOXED) → COMMITTED. A reserving call is ONE atomic
@@ -70,11 +70,13 @@ class GroupSendCheck:
 
 @dataclass
 class GroupChange:
-    """A membership change (DESIGN.md §7): `op` "create" (Conflict when the group exists)
+    """A membership change (docs/design.md §7): `op` "create" (Conflict when the group exists)
     or "edit" (NotFound without a group, MembershipMoved when `expected_version` moved).
     The message's seq J gives joiners joined_at = J-1 (0 on create) and leavers left_at =
     J; a member keeps at most `intervals_kept` intervals; `members_after` is stored as the
-    immutable snapshot of the new version for `snapshot_ttl_s`."""
+    immutable snapshot of the new version for `snapshot_ttl_s`. `title` is the group's
+    title set on create; op "title" sets only the title (members and version unchanged;
+    NotFound / MembershipMoved as for "edit")."""
 
     op: str
     expected_version: Optional[int]
@@ -85,6 +87,7 @@ class GroupChange:
     intervals_kept: int
     joins: Sequence[int] = ()
     leaves: Sequence[int] = ()
+    title: str = ""
 
 
 @dataclass

@@ -46,7 +46,7 @@ class StoreCorrupt(StorageError):
 
 class Conflict(StorageError):
     """The write conflicts with what is stored: a client_message_id reused with other
-    content, a group that already exists (DESIGN.md §5.2, §7)."""
+    content, a group that already exists (docs/design.md §5.2, §7)."""
 
     code = ErrorCode.CONFLICT
 
@@ -117,7 +117,7 @@ class CheckpointConflict(StorageError):
 
 class NotOwner(StorageError):
     """A shard owner's write carried a stale owner_epoch: a newer owner fenced the shard
-    (docs/decisions/0028-scale-leases-and-fencing.md). The writer must stop serving that
+    (docs/decisions/0032-scale-leases-and-fencing.md). The writer must stop serving that
     shard at once; nothing was written. `shard`: the refused shard when a call covered
     several (None when the caller knows it)."""
 

@@ -1,4 +1,4 @@
-"""GroupStore: group meta, member intervals and member snapshots (DESIGN.md §7;
+"""GroupStore: group meta, member intervals and member snapshots (docs/design.md §7;
 docs/decisions/0005-groups-history.md, 0019-storage-layer.md).
 
 Written only by the commit store's group change (atomically with its CONTROL message);
@@ -79,10 +79,11 @@ class GroupView:
 
 class MemberView(NamedTuple):
     """One user's view of one group for the session list: its intervals (None: never a
-    member) and the group_id (None: no group meta)."""
+    member), the group_id (None: no group meta) and its title ("" none)."""
 
     intervals: Optional[tuple[Interval, ...]]
     group_id: Optional[int]
+    title: str = ""
 
 
 class GroupSendView(NamedTuple):

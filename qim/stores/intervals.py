@@ -1,4 +1,4 @@
-"""Member intervals of a group (DESIGN.md §7: "A member who leaves and re-joins holds
+"""Member intervals of a group (docs/design.md §7: "A member who leaves and re-joins holds
 several intervals. History, unread and heads outside every interval are invisible; a
 leaver still reads what came before leaving.").
 

@@ -1,4 +1,4 @@
-"""ClockLeaseStore: writer_id leases and HLC clock windows (DESIGN.md §3 message_id,
+"""ClockLeaseStore: writer_id leases and HLC clock windows (docs/design.md §3 message_id,
 §5.2; docs/decisions/0017-writer-order-and-time.md).
 
 A writer leases a writer_id (a token with a TTL, renewed), then a window of

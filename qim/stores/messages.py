@@ -1,5 +1,5 @@
 """MessageStore: canonical MessageRecords, the history index and message state
-(DESIGN.md §2 MessageStore, §5 steps 5 and 7, §6, §8).
+(docs/design.md §2 MessageStore, §5 steps 5 and 7, §6, §8).
 
 Records are written only by the commit store's reserving calls (atomically with the
 commit: qim/stores/commits.py) and by its state change (recall/delete); this interface
@@ -24,7 +24,7 @@ from qim.proto.v1 import message_pb2
 from qim.stores.intervals import Interval
 
 # Fixed fields of a HistoryItem on the wire, counted with body and custom_type against a
-# page's byte budget (DESIGN.md §11 history page byte limit).
+# page's byte budget (docs/design.md §11 history page byte limit).
 HISTORY_ITEM_OVERHEAD = 96
 NEWER = 1  # history_pb2.NEWER: conversation_seq > anchor (anchor 0: from the beginning)
 OLDER = 0  # history_pb2.OLDER: conversation_seq < anchor (anchor 0: from the latest)
@@ -63,7 +63,7 @@ class HistoryPage:
 
 
 def budget_page(records: Iterable[message_pb2.MessageRecord], more: bool, max_bytes: int) -> HistoryPage:
-    """The history page rule (DESIGN.md §5, §11), defined once for every backend: records
+    """The history page rule (docs/design.md §5, §11), defined once for every backend: records
     in page order until the next would pass `max_bytes` by item_size, the first one
     always; `more` is whether rows beyond `records` exist (has_more also when the budget
     cut the page). `records` may be lazy: nothing past the cut is decoded."""
@@ -92,7 +92,7 @@ class TailQuery(NamedTuple):
 class Tail:
     """`head`: the newest visible record (None: nothing visible). `window`: every visible
     record with seq > base when head.seq - base <= the window size, else None (the count
-    is not exact: DESIGN.md §6 exact window)."""
+    is not exact: docs/design.md §6 exact window)."""
 
     head: Optional[message_pb2.MessageRecord]
     window: Optional[list[message_pb2.MessageRecord]]

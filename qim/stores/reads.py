@@ -1,4 +1,4 @@
-"""ReadPositionStore: read_conversation_seq per (user, conversation) (DESIGN.md §6:
+"""ReadPositionStore: read_conversation_seq per (user, conversation) (docs/design.md §6:
 "per user (shared by devices) and only moves forward; sending marks the conversation
 read up to the sent message" — the latter written by SessionStore.register).
 

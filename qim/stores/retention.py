@@ -1,4 +1,4 @@
-"""Retention classes of a conversation's history (docs/decisions/0023; DESIGN.md §8 "default history
+"""Retention classes of a conversation's history (docs/decisions/0023; docs/design.md §8 "default history
 30 days (configurable 1..3650); ephemeral 24 h; compliance_hold never expires").
 
 Pure logic shared by the HistoryArchiver (the TTL of every CQL row it writes) and the

@@ -1,5 +1,5 @@
 """SessionStore: conversation sets, direct peers and the durable projection's checkpoint
-(DESIGN.md §6; seed 000 会话列表, seed 004 §6; docs/decisions/0006-session-projection.md).
+(docs/design.md §6; seed 000 会话列表, seed 004 §6; docs/decisions/0006-session-projection.md).
 
 A user's conversation set orders its conversations by the created_at_ms of the newest
 message seen (only grows). A registration (one committed message for one user) is ONE
@@ -13,9 +13,9 @@ Conversation set members are the conversation_id as 32 lowercase hex ASCII bytes
 session list cache's key form); scores are created_at_ms.
 
 The durable projection keeps one checkpoint per session shard (the dispatch partition
-of the same number: DESIGN.md §13), bound to "<cluster_id>|<topic_id>|<partitions>" of
+of the same number: docs/design.md §13), bound to "<cluster_id>|<topic_id>|<partitions>" of
 the dispatch topic, holding the next offset of that partition and fenced by the shard
-owner's owner_epoch (docs/decisions/0028-scale-leases-and-fencing.md): the owner fences
+owner's owner_epoch (docs/decisions/0032-scale-leases-and-fencing.md): the owner fences
 it when it binds, and every advance carries the same epoch.
 
 Errors: StoreUnavailable; NotOwner (its `shard` set) for a stale owner_epoch;
@@ -88,6 +88,14 @@ class SessionStore(Protocol):
 
     async def peers(self, tenant: int, user: int, conversation_ids: Sequence[bytes]) -> list[int]:
         """The recorded direct peer of each conversation (0 when unknown)."""
+        ...
+
+    async def set_display_name(self, tenant: int, user: int, name: str) -> None:
+        """Keep `name` as the user's display name ("" removes it; docs/protocol.md "Names")."""
+        ...
+
+    async def display_names(self, tenant: int, users: Sequence[int]) -> list[str]:
+        """Each user's display name, "" when none is known (one round trip)."""
         ...
 
     async def pending_first(self, limit: int) -> list[FirstSeen]:

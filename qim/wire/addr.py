@@ -1,4 +1,4 @@
-"""Service address parsing: the one definition of 'host:port' (DESIGN.md §11 *_ADDR,
+"""Service address parsing: the one definition of 'host:port' (docs/design.md §11 *_ADDR,
 *_LISTEN variables). Used by config, the RPC client and listeners, the Redis
 connection, qimctl and the SDK; qim/net re-exports it for older callers."""
 

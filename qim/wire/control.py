@@ -34,5 +34,5 @@ def state_change_of(rec: message_pb2.MessageRecord) -> Optional[message_pb2.Mess
 
 
 def created_at_of(message_id: bytes) -> int:
-    """created_at_ms of a message: the HLC physical part, the top 48 bits (DESIGN.md §3)."""
+    """created_at_ms of a message: the HLC physical part, the top 48 bits (docs/design.md §3)."""
     return int.from_bytes(message_id[:6], "big")

@@ -67,11 +67,12 @@ def dev_key_from_env(explicit: Optional[str] = None, environ: Optional[Mapping[s
 
 
 def issue_dev_token(key: KeyLike, tenant: int, user_id: int, device_id: int, ttl_s: int = DEV_TOKEN_TTL_S,
-                    audience: Optional[str] = None, now: Optional[int] = None) -> str:
+                    audience: Optional[str] = None, now: Optional[int] = None, name: str = "") -> str:
     """A development token for (tenant u128, user u64 > 0, device u64 > 0) signed with
     the dev key, valid `ttl_s` seconds from `now` (unix seconds, default the current
-    time) for `audience` (default $QIM_TOKEN_AUDIENCE, else "qim"). ValueError on bad
-    ids, ttl or key file; TypeError for an HMAC secret."""
+    time) for `audience` (default $QIM_TOKEN_AUDIENCE, else "qim"), claiming the display
+    `name` when given. ValueError on bad ids, ttl, name or key file; TypeError for an
+    HMAC secret."""
     aud = audience or os.environ.get(AUDIENCE_ENV) or TOKEN_AUDIENCE_DEFAULT
     return issue_token(load_dev_key(key), tenant, user_id, device_id, audience=aud, issuer=DEV_ISSUER, ttl_s=ttl_s,
-                       now=now)
+                       now=now, name=name)

@@ -1,4 +1,4 @@
-"""The GroupDispatch record codec: one deterministic canonical encoding (DESIGN.md §5.3).
+"""The GroupDispatch record codec: one deterministic canonical encoding (docs/design.md §5.3).
 
 The one definition: FanoutCoordinator writes it to `qim.dispatch` partition = target
 shard (key = dispatch_id); MailboxMaterializer, SessionProjection's durable consumer and

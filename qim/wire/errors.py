@@ -1,4 +1,4 @@
-"""ERROR frame bodies (docs/protocol.md ERROR; DESIGN.md §4 "every request gets a reply
+"""ERROR frame bodies (docs/protocol.md ERROR; docs/design.md §4 "every request gets a reply
 or an ERROR frame with its request_id"): the one encode/decode pair, used by the
 gateway (to clients), the RPC server and client (between services) and qimctl.
 

@@ -1,4 +1,4 @@
-"""Wire form of a stored message for history pages and session heads (DESIGN.md §5
+"""Wire form of a stored message for history pages and session heads (docs/design.md §5
 step 7, §6; docs/protocol.md HISTORY_BATCH): the one definition, used by the writer's
 PULL_HISTORY and by SessionProjection's list heads."""
 

@@ -1,4 +1,4 @@
-"""The Outbox record codec and the stored MessageRecord bytes (DESIGN.md §5.2;
+"""The Outbox record codec and the stored MessageRecord bytes (docs/design.md §5.2;
 docs/decisions/0002-commit-keys.md §3).
 
 The writer never parses and re-serialises what it already holds: a commit's canonical

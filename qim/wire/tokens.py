@@ -4,8 +4,10 @@
 A token names one device: header `{"alg": "EdDSA"|"ES256", "kid": KID, "typ": "JWT"}`,
 claims `iss`, `aud` (the deployment's audience, QIM_TOKEN_AUDIENCE), `sub` (user id,
 decimal string), `tenant` (32 lowercase hex digits), `dev` (device id, decimal string),
-`iat`, `nbf`, `exp` (unix seconds). Ids travel as strings because a u63 does not fit a
-JSON number that every language reads exactly (2^53).
+`iat`, `nbf`, `exp` (unix seconds), and optionally `name`: the user's display name (at
+most 64 bytes of UTF-8, no control characters: qim/wire/names.py; shown beside the user's messages,
+never a key: docs/protocol.md "Names"). Ids travel as strings because a u63 does not fit
+a JSON number that every language reads exactly (2^53).
 
 `kid` is derived from the public key (`kid_of`: "k" + the first 16 hex digits of
 SHA-256 of its SubjectPublicKeyInfo DER), so the issuer and the gateway agree on it
@@ -31,6 +33,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from qim.consts import TOKEN_MAX_BYTES, U63_MAX
 from qim.errors import ErrorCode, RequestError
+from qim.wire.names import check_name
 
 ALGORITHMS = ("EdDSA", "ES256")  # the only ones ever accepted (pinned per key)
 PrivateKey = Union[ed25519.Ed25519PrivateKey, ec.EllipticCurvePrivateKey]
@@ -50,7 +53,8 @@ class TokenClaims(NamedTuple):
 
 
 class VerifiedToken(NamedTuple):
-    """A token the verifier accepted: its identity and `expires_at` (unix seconds)."""
+    """A token the verifier accepted: its identity and `expires_at` (unix seconds). Its
+    display name (checked by the verifier too) is `token_name(token)`."""
 
     tenant: int
     user_id: int
@@ -167,22 +171,26 @@ class SigningKey:
 
 def check_identity(tenant: int, user_id: int, device_id: int) -> None:
     """ValueError unless tenant is a u128 and user and device are non-zero with bit 63
-    clear (they reach CQL bigint and the event codec: DESIGN.md §3)."""
+    clear (they reach CQL bigint and the event codec: docs/design.md §3)."""
     if not (0 <= tenant < 1 << 128) or not (0 < user_id <= U63_MAX) or not (0 < device_id <= U63_MAX):
         raise ValueError("tenant must be u128, user_id and device_id non-zero with bit 63 clear")
 
 
 def issue_token(key: SigningKey, tenant: int, user_id: int, device_id: int, *, audience: str, issuer: str,
-                ttl_s: int, now: Optional[int] = None, not_before: Optional[int] = None) -> str:
+                ttl_s: int, now: Optional[int] = None, not_before: Optional[int] = None, name: str = "") -> str:
     """A signed token for (tenant, user, device) valid from `not_before` (default: `now`)
-    for `ttl_s` seconds after `now` (default: the current time; unix seconds).
-    ValueError on bad ids or a non-positive ttl."""
+    for `ttl_s` seconds after `now` (default: the current time; unix seconds), claiming
+    the display `name` when given. ValueError on bad ids, a non-positive ttl or a bad
+    name (check_name)."""
     check_identity(tenant, user_id, device_id)
     if ttl_s <= 0:
         raise ValueError("ttl_s must be positive")
+    display = check_name(name)
     iat = int(time.time()) if now is None else int(now)
     claims = {"iss": issuer, "aud": audience, "sub": str(user_id), "tenant": f"{tenant:032x}", "dev": str(device_id),
               "iat": iat, "nbf": iat if not_before is None else int(not_before), "exp": iat + int(ttl_s)}
+    if display:
+        claims["name"] = display
     return jwt.encode(claims, key.private, algorithm=key.alg, headers={"kid": key.kid})
 
 
@@ -210,6 +218,16 @@ def token_claims(token: str) -> TokenClaims:
     except jwt.PyJWTError:
         raise ValueError("not a QIM token (a JWT from `qimctl token` or the token service)") from None
     return _ids(claims)
+
+
+def token_name(token: str) -> str:
+    """The unverified display name a token claims ("" when none, or when the claim is not
+    a valid name: the gateway refuses such a token anyway)."""
+    try:
+        name = jwt.decode(token.strip(), options={"verify_signature": False}).get("name", "")
+        return check_name(name)
+    except (jwt.PyJWTError, ValueError):
+        return ""
 
 
 def token_expiry(token: str) -> Optional[int]:
@@ -281,6 +299,10 @@ class TokenVerifier:
         exp, iat = claims["exp"], claims["iat"]
         if not isinstance(exp, int) or not isinstance(iat, int) or exp - iat > self.max_ttl_s:
             raise TokenRefused("lifetime", f"token lives longer than {self.max_ttl_s} s")
+        try:
+            check_name(claims.get("name", ""))  # shown on other people's screens: token_name reads it
+        except ValueError as exc:
+            raise TokenRefused("claims", f"token claim name is refused: {exc}") from None
         return VerifiedToken(ident.tenant, ident.user_id, ident.device_id, exp)
 
 

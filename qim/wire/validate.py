@@ -1,4 +1,4 @@
-"""Validation of a send before anything is reserved (DESIGN.md §4 gateway validation,
+"""Validation of a send before anything is reserved (docs/design.md §4 gateway validation,
 §5.2 "all validation happens before INCR").
 
 The one definition (docs/decisions/0019), shared by the gateway (first line), the writer (which
@@ -43,7 +43,7 @@ def parse_request(cls: type[M], body: bytes, name: str = "") -> M:
 
 
 def check_id(value: bytes, name: str) -> None:
-    """A 16-byte id (DESIGN.md §3: u128 ids are exactly 16 bytes, non-zero);
+    """A 16-byte id (docs/design.md §3: u128 ids are exactly 16 bytes, non-zero);
     RequestError(INVALID_ARGUMENT) naming the field otherwise."""
     if len(value) != ID_LEN or value == ZERO_ID:
         raise RequestError(ErrorCode.INVALID_ARGUMENT, f"{name} must be 16 non-zero bytes")
@@ -64,7 +64,7 @@ def check_conversation(conversation_id: bytes) -> int:
 
 
 def check_group_id(group_id: int) -> None:
-    """group_id is u64, non-zero, bit 63 clear (DESIGN.md §3); INVALID_ARGUMENT otherwise."""
+    """group_id is u64, non-zero, bit 63 clear (docs/design.md §3); INVALID_ARGUMENT otherwise."""
     if not 0 < group_id <= U63_MAX:
         raise RequestError(ErrorCode.INVALID_ARGUMENT, "group_id must be non-zero with bit 63 clear")
 
@@ -132,7 +132,7 @@ def op_digest(*parts: bytes) -> bytes:
 
 
 def identity_digest(msg: message_pb2.SendMessage) -> bytes:
-    """36-byte identity of a send (DESIGN.md §5.2): BLAKE3-256 over the content fields
+    """36-byte identity of a send (docs/design.md §5.2): BLAKE3-256 over the content fields
     ‖ body length u32. Two sends with one cmid are the same request iff digests match.
     previous_client_message_id is left out on purpose: a retry may name another
     previous send (docs/decisions/0017)."""

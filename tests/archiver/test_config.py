@@ -1,4 +1,4 @@
-"""Archive tier configuration (qim/config/tier.py; DESIGN.md §11: invalid values stop the
+"""Archive tier configuration (qim/config/tier.py; docs/design.md §11: invalid values stop the
 process at start naming the variable). Pure logic over a dict."""
 
 from __future__ import annotations

@@ -54,3 +54,17 @@ def test_without_a_terminal_a_plain_line_tells_the_run_is_alive(capsys, monkeypa
     err = capsys.readouterr().err
     assert "progress: dialogues 2/3  messages 10  delivered 9  problems 1" in err
     assert "progress: history 2/3" in err
+
+
+def test_a_label_stays_on_the_line_of_its_number_in_a_narrow_terminal(capsys, monkeypatch):
+    from qim.cli.replay_history import HistoryResult
+    monkeypatch.setenv("COLUMNS", "55")  # a narrow terminal: the old table broke its longest label
+    tally = _tally(sdk={"reconnects": 12, "resends": 30, "reconciled": 4, "pushes": 5000})
+    tally.history = HistoryResult(conversations=2493, messages=5633, from_cold=3100, mismatched=0)
+    print_summary(tally, 340.0)
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    for label, value in (("messages sent / delivered", "10 / 9"), ("history", "conversations=2493"),
+                         ("SDK", "pushes")):
+        row = next((line for line in lines if line.strip().startswith(label)), None)
+        assert row is not None and value in row, (label, err)

@@ -1,4 +1,4 @@
-"""Placement of shards over live nodes (qim/cluster/placement.py; DESIGN.md §13): every
+"""Placement of shards over live nodes (qim/cluster/placement.py; docs/design.md §13): every
 node computes the same owner; a joining node takes about 1/N of the shards and only
 those move; a leaving node's shards spread over the others and nothing else moves."""
 

@@ -1,4 +1,4 @@
-"""Configuration from QIM_* variables (qim/config/; DESIGN.md §11 "invalid values stop
+"""Configuration from QIM_* variables (qim/config/; docs/design.md §11 "invalid values stop
 the process at start with a message naming the variable"). Pure logic over a dict."""
 
 from __future__ import annotations

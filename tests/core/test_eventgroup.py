@@ -1,4 +1,4 @@
-"""Mailbox entry events and event groups (DESIGN.md §5) on both implementations."""
+"""Mailbox entry events and event groups (docs/design.md §5) on both implementations."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Frame codec (DESIGN.md §4) on both implementations: round trips, partial reads,
+"""Frame codec (docs/design.md §4) on both implementations: round trips, partial reads,
 chunking and interleaving, zstd limits, every header fault, poisoning, at_boundary."""
 
 from __future__ import annotations

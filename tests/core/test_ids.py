@@ -1,4 +1,4 @@
-"""Id derivations (DESIGN.md §3 table) on both implementations."""
+"""Id derivations (docs/design.md §3 table) on both implementations."""
 
 from __future__ import annotations
 

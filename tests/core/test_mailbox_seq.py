@@ -1,4 +1,4 @@
-"""mailbox_seq = shard_epoch (16) ‖ log_offset (48) (DESIGN.md §3) on both implementations."""
+"""mailbox_seq = shard_epoch (16) ‖ log_offset (48) (docs/design.md §3) on both implementations."""
 
 from __future__ import annotations
 

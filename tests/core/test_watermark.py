@@ -1,4 +1,4 @@
-"""Packed 64-lane watermark (DESIGN.md §3) on both implementations."""
+"""Packed 64-lane watermark (docs/design.md §3) on both implementations."""
 
 from __future__ import annotations
 

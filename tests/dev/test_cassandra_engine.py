@@ -1,4 +1,4 @@
-"""Cassandra 5.0 dev engine (the local stand-in for ScyllaDB, DESIGN.md §8).
+"""Cassandra 5.0 dev engine (the local stand-in for ScyllaDB, docs/design.md §8).
 
 A real node from Maven Central jars, on its own ports under a tmp dir: the CQL shapes
 the HistoryArchiver will use (u128 as a 16-byte blob, u64 as a bigint with bit 63

@@ -94,7 +94,7 @@ def test_two_mib_record_roundtrip(private_kafka):
                   "max.partition.fetch.bytes": KAFKA_MAX_RECORD_BYTES,
                   "fetch.max.bytes": 2 * KAFKA_MAX_RECORD_BYTES,
                   "receive.message.max.bytes": 2 * KAFKA_MAX_RECORD_BYTES + 65536})
-    # static assign, as the services do (DESIGN.md §8): no group rebalancing
+    # static assign, as the services do (docs/design.md §8): no group rebalancing
     c.assign([TopicPartition(DISPATCH_TOPIC, 3, msg.offset())])
     got = c.poll(30)
     c.close()

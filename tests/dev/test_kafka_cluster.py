@@ -1,4 +1,4 @@
-"""The three-broker development cluster (qim/dev/kafka_cluster.py; DESIGN.md §13
+"""The three-broker development cluster (qim/dev/kafka_cluster.py; docs/design.md §13
 "Brokers"): one KRaft quorum of three broker+controllers on loopback, each with its own
 ports and directory, one cluster id, replication factor 3 and min.insync.replicas 2, no
 per-append flush (replication is the durability); recorded in state.json and loaded back

@@ -12,12 +12,13 @@ from tests.e2e.rawclient import sdk_transport
 from tests.sdk.realstack import Told
 
 
-async def client(stack, tmp_path, user: int, device: int = 1, *, name: str = "", endpoint: str = "",
-                 **kw) -> Client:
+async def client(stack, tmp_path, user: int, device: int = 1, *, name: str = "", display_name: str = "",
+                 endpoint: str = "", **kw) -> Client:
     """A Client of `user` on `device` with a data directory of its own (name tells two
-    installs apart) at `endpoint` (default the stack's host:port; a ws:// or wss://
-    endpoint takes the WebSocket transport); `c.told` records every event in order."""
-    token = issue_dev_token(stack.token_key, 0, user, device)
+    installs apart; `display_name` is the token's name claim) at `endpoint` (default the
+    stack's host:port; a ws:// or wss:// endpoint takes the WebSocket transport);
+    `c.told` records every event in order."""
+    token = issue_dev_token(stack.token_key, 0, user, device, name=display_name)
     told = Told()
     kw.setdefault("send_timeout", 30)
     kw.setdefault("event_queue", False)

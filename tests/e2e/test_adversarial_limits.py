@@ -1,7 +1,7 @@
 """Regression tests for adversarial findings through the public protocol (each one failed
 before its fix; the numbered list says what was found).
 
-Every test states what DESIGN.md / docs/protocol.md expect and what the stack did when
+Every test states what docs/design.md / docs/protocol.md expect and what the stack did when
 it was found. They use only the public client protocol (RawClient / raw frames).
 
 1. MAILBOX_BATCH over 4 MiB: the mailbox page byte budget counts the stored mailbox
@@ -68,7 +68,7 @@ def counter(stack, service: str, name: str, label: str = "") -> float:
 
 
 async def test_mailbox_pull_pages_large_referenced_bodies_within_the_frame_limit(stack):
-    """Expected (DESIGN.md §4, §5.5; protocol.md PULL_MAILBOX): MAILBOX_BATCH is paged by
+    """Expected (docs/design.md §4, §5.5; protocol.md PULL_MAILBOX): MAILBOX_BATCH is paged by
     bytes so a frame stays within 4 MiB; a default pull (and the SDK's
     max_entries=256/max_bytes=512 KiB pull) returns MAILBOX_BATCH with has_more.
     Observed: the 5 MiB reply raises FrameTooLarge in the mailbox node, no reply is
@@ -102,7 +102,7 @@ async def test_mailbox_pull_pages_large_referenced_bodies_within_the_frame_limit
 
 
 async def test_session_list_with_large_heads_stays_within_the_frame_limit(stack):
-    """Expected (DESIGN.md §4 max frame 4 MiB, §6; protocol.md PULL_SESSION_LIST): the
+    """Expected (docs/design.md §4 max frame 4 MiB, §6; protocol.md PULL_SESSION_LIST): the
     first page of the list (default limit 50) is a SESSION_LIST_BATCH within 4 MiB;
     following next_cursor lists every conversation.
     Observed: each SessionEntry.last_message carries the full 1 MiB body, the 5 MiB reply
@@ -144,7 +144,7 @@ async def test_session_list_with_large_heads_stays_within_the_frame_limit(stack)
 
 
 async def test_many_large_replies_do_not_break_the_gateway_writer_link(stack):
-    """Expected (DESIGN.md §4: chunks of different frames interleave; a receiver allows 16
+    """Expected (docs/design.md §4: chunks of different frames interleave; a receiver allows 16
     open frames; every request gets its reply): 80 pipelined PULL_HISTORY requests whose
     replies are 1 MiB each all get HISTORY_BATCH.
     Observed: the writer interleaves up to 80 multi-chunk replies on its one connection to the
@@ -172,7 +172,7 @@ async def test_many_large_replies_do_not_break_the_gateway_writer_link(stack):
 
 
 async def test_many_concurrent_large_sends_do_not_break_the_gateway_writer_link(stack):
-    """Expected (DESIGN.md §4, §12 "a 4 MiB frame does not stall PONG"): 40 users sending
+    """Expected (docs/design.md §4, §12 "a 4 MiB frame does not stall PONG"): 40 users sending
     a 512 KiB message at once all get SEND_ACK.
     Observed: the gateway interleaves 40 multi-chunk WRITER_SEND frames on its one
     connection to the writer, the writer refuses more than 16 open frames (ChunkOrder),
@@ -189,7 +189,7 @@ async def test_many_concurrent_large_sends_do_not_break_the_gateway_writer_link(
 
 
 async def test_a_client_that_never_reads_cannot_queue_replies_without_bound(stack):
-    """Expected (DESIGN.md §4/§5; conn.py "past the in-flight limit the connection stops
+    """Expected (docs/design.md §4/§5; conn.py "past the in-flight limit the connection stops
     reading, TCP back-pressure"): while a connection reads nothing, the gateway stops
     taking its requests once its unsent replies pass a bound, so a client cannot make the
     gateway hold an unbounded amount of memory for it.
@@ -225,7 +225,7 @@ async def test_a_client_that_never_reads_cannot_queue_replies_without_bound(stac
 
 async def test_a_client_sent_control_message_can_still_be_recalled(stack):
     """Expected (protocol.md: a CONTROL message carries a ControlEvent and its mailbox entry
-    has event_type MEMBERSHIP/RECALL/DELETE; DESIGN.md §5/§7 recall by the sender): a
+    has event_type MEMBERSHIP/RECALL/DELETE; docs/design.md §5/§7 recall by the sender): a
     client either cannot send message_type CONTROL (ERROR) or the message it sent stays a
     normal message its sender can recall.
     Observed: SEND_ACK, delivered with event_type MESSAGE, and the sender's RECALL gets
@@ -245,7 +245,7 @@ async def test_a_client_sent_control_message_can_still_be_recalled(stack):
 
 
 async def test_leave_group_retry_replays_the_original_group_ok(stack):
-    """Expected (DESIGN.md §1 "a retried send is never delivered twice", §5.2 an existing
+    """Expected (docs/design.md §1 "a retried send is never delivered twice", §5.2 an existing
     COMMITTED entry replays the same ACK): LEAVE_GROUP retried with the same
     client_message_id returns the same GROUP_OK as the first attempt.
     Observed: the replay reports membership_version = (current version + 1), i.e. 3
@@ -268,7 +268,7 @@ async def test_leave_group_retry_replays_the_original_group_ok(stack):
 
 
 async def test_user_id_with_bit_63_cannot_wedge_mailbox_shards(fresh_stack):
-    """Expected (DESIGN.md §3: user ids are u64 and every u64 that reaches storage has bit
+    """Expected (docs/design.md §3: user ids are u64 and every u64 that reaches storage has bit
     63 clear, checked at construction; §2 /healthz; §5.4 a failure stops the shard
     visibly): a user_id >= 2^63 is refused at AUTH or at SEND, and in any case other
     users' messages keep arriving.

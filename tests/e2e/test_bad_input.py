@@ -1,4 +1,4 @@
-"""Bad input at the gateway (issue 2 §7, DESIGN.md §4).
+"""Bad input at the gateway (issue 2 §7, docs/design.md §4).
 
 Frame-level faults close that connection; request-level faults get an ERROR frame with
 the request's id; another client is served normally afterwards; and the writer's

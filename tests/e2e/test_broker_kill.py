@@ -1,8 +1,8 @@
-"""Three Kafka brokers (DESIGN.md §13 "Brokers"; qim/dev/kafka_cluster.py): a KRaft
+"""Three Kafka brokers (docs/design.md §13 "Brokers"; qim/dev/kafka_cluster.py): a KRaft
 cluster on loopback whose QIM topics have replication factor 3 and min.insync.replicas
 2, producers acks=all. SIGKILL of one broker under traffic, then its restart: every
 acknowledged message reaches its recipient once and in order, and the independent audit
-finds no orphan. Two Outbox partitions (docs/decisions/0029-scale-outbox-partitions.md)."""
+finds no orphan. Two Outbox partitions (docs/decisions/0033-scale-outbox-partitions.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A writer whose clock is hours behind Redis's and the broker's (DESIGN.md §3 clock
+"""A writer whose clock is hours behind Redis's and the broker's (docs/design.md §3 clock
 rules, §5.2 the commit helper; docs/decisions/0017-writer-order-and-time.md, 0028): what
 the writer committed is acknowledged, and a retry of it is the same message.
 

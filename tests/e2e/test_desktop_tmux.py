@@ -35,12 +35,12 @@ class Tmux:
         return subprocess.run(self.base + list(args), check=True, capture_output=True, text=True,
                               encoding="utf-8", env={**os.environ, "LANG": "C.UTF-8"}).stdout
 
-    def start(self, name: str, argv: list[str], env: dict[str, str]) -> Path:
-        """Run argv in a 120x36 window; returns the file its exit code is written to."""
+    def start(self, name: str, argv: list[str], env: dict[str, str], size: tuple[int, int] = (120, 36)) -> Path:
+        """Run argv in a window of `size` (columns, rows); returns the file its exit code is written to."""
         rc = self.tmp / f"{name}.rc"
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         cmd = f"env {exports} {shlex.join(argv)}; echo $? > {shlex.quote(str(rc))}; sleep 60"
-        self.run("new-session", "-d", "-s", name, "-x", "120", "-y", "36", cmd)
+        self.run("new-session", "-d", "-s", name, "-x", str(size[0]), "-y", str(size[1]), cmd)
         return rc
 
     def type(self, name: str, text: str) -> None:
@@ -65,6 +65,22 @@ class Tmux:
         subprocess.run(self.base + ["kill-server"], capture_output=True)
 
 
+def desktop_env(stack, tmp_path: Path) -> dict[str, str]:
+    """What a person's shell holds after sourcing stack.env (and a data dir of the test's own)."""
+    return {"QIM_GATEWAY_ADDR": stack.gateway_addr, "QIM_DEV_TOKEN_KEY": stack.token_key,
+            "QIM_DATA_DIR": str(tmp_path / "data"), "LANG": "C.UTF-8", "TERM": "xterm-256color",
+            "PATH": os.environ.get("PATH", ""), "QIM_CA_FILE": stack.ca_file}
+
+
+def quit_both(tmux: Tmux, rc_a: Path, rc_b: Path) -> None:
+    """/quit in alice's window, Ctrl+Q in bob's: both exit 0."""
+    tmux.type("alice", "/quit")
+    tmux.key("alice", "Enter")
+    assert wait_file(rc_a) == "0"
+    tmux.key("bob", "C-q")
+    assert wait_file(rc_b) == "0"
+
+
 def wait_file(path: Path, timeout: float = 20.0) -> str:
     end = time.monotonic() + timeout
     while not path.exists() or not path.read_text().strip():
@@ -76,9 +92,7 @@ def wait_file(path: Path, timeout: float = 20.0) -> str:
 def test_two_desktops_chat_in_chinese_and_recall(stack, tmp_path):
     a, b = users(2)
     tmux = Tmux(tmp_path)
-    env = {"QIM_GATEWAY_ADDR": stack.gateway_addr, "QIM_DEV_TOKEN_KEY": stack.token_key,
-           "QIM_DATA_DIR": str(tmp_path / "data"), "LANG": "C.UTF-8", "TERM": "xterm-256color",
-           "PATH": os.environ.get("PATH", ""), "QIM_CA_FILE": stack.ca_file}
+    env = desktop_env(stack, tmp_path)
     try:
         rc_a = tmux.start("alice", [str(DESKTOP), "--user", str(a), "--chat", str(b)], env)
         rc_b = tmux.start("bob", [str(DESKTOP), "--user", str(b), "--chat", str(a)], env)
@@ -90,7 +104,7 @@ def test_two_desktops_chat_in_chinese_and_recall(stack, tmp_path):
         tmux.type("alice", "第二行：晚上见")
         tmux.key("alice", "Enter")
         shown = tmux.wait_for("bob", "第二行：晚上见")
-        assert "你好，世界 🌏" in shown and f"{a} #" in shown
+        assert "你好，世界 🌏" in shown and f"{a}: " in shown
 
         tmux.type("bob", "收到！👍 [不是标记]")
         tmux.key("bob", "Enter")
@@ -101,11 +115,6 @@ def test_two_desktops_chat_in_chinese_and_recall(stack, tmp_path):
         shown = tmux.wait_for("bob", "(message recalled)")
         assert "你好，世界" not in shown and "收到！👍" in shown
         tmux.wait_for("alice", "(message recalled)")
-
-        tmux.type("alice", "/quit")
-        tmux.key("alice", "Enter")
-        assert wait_file(rc_a) == "0"
-        tmux.key("bob", "C-q")
-        assert wait_file(rc_b) == "0"
+        quit_both(tmux, rc_a, rc_b)
     finally:
         tmux.kill()

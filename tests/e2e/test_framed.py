@@ -1,4 +1,4 @@
-"""FramedStream interleaving (DESIGN.md §4, §12 "a 4 MiB frame does not stall PONG")."""
+"""FramedStream interleaving (docs/design.md §4, §12 "a 4 MiB frame does not stall PONG")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Idempotency keys the SDK owns, against the real stack (DESIGN.md §3, §9; issue 10
+"""Idempotency keys the SDK owns, against the real stack (docs/design.md §3, §9; issue 10
 faults 4 and 14): a client_message_id is unique per local store for ever, a CONFLICT on
 one's own send reaches the app and keeps the text, and create_group / leave_group /
 recall keep their key until they have an answer, so a retry after a lost reply gets

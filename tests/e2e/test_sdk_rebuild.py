@@ -1,5 +1,5 @@
 """SDK against the real stack: CURSOR_EXPIRED drives REBUILD (session list → history →
-new cursor) without loss or duplicates, and a recall clears the local copy (DESIGN.md §9)."""
+new cursor) without loss or duplicates, and a recall clears the local copy (docs/design.md §9)."""
 
 from __future__ import annotations
 

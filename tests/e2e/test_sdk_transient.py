@@ -1,4 +1,4 @@
-"""Transient server errors are ridden out, against a private real stack (DESIGN.md §9;
+"""Transient server errors are ridden out, against a private real stack (docs/design.md §9;
 issue 10 fault 7): connect() and pulls retry UNAVAILABLE with bounded backoff while
 the mailbox service is down, and deliver everything once it is back."""
 

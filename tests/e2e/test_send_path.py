@@ -1,4 +1,4 @@
-"""The direct send path end to end on real Redis and Kafka (DESIGN.md §5, §12)."""
+"""The direct send path end to end on real Redis and Kafka (docs/design.md §5, §12)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Session list with groups, recall and delete end to end (issue 7 proofs; DESIGN.md §6,
+"""Session list with groups, recall and delete end to end (issue 7 proofs; docs/design.md §6,
 §7): member intervals bound heads and unread, recalled/deleted messages stop counting
 also for a member who was offline, and one member's reads never move another's."""
 

@@ -1,4 +1,4 @@
-"""Session list, unread and read state end to end (DESIGN.md §6, §12; issue 7 proofs) on
+"""Session list, unread and read state end to end (docs/design.md §6, §12; issue 7 proofs) on
 the shared stack: real gateway, writer, fanout, mailbox and qim-session on real Redis
 and Kafka. Messages go through the real write path; the projection is asynchronous, so
 list checks poll for a bounded time and still require the exact final value."""

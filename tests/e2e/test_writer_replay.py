@@ -1,5 +1,5 @@
 """Retried operations replay their original reply (issue 10 fault 14, server part;
-DESIGN.md §1 "a retried send is never delivered twice", §11 pending max age 24 h).
+docs/design.md §1 "a retried send is never delivered twice", §11 pending max age 24 h).
 
 CREATE_GROUP, LEAVE_GROUP and RECALL_MESSAGE sent again with the same client_message_id
 after a lost reply get the original GroupOk / RecallOk: the same membership_version and

@@ -1,4 +1,4 @@
-"""Deterministic planning of Outbox records (qim/services/fanout/plan.py; DESIGN.md §5.3):
+"""Deterministic planning of Outbox records (qim/services/fanout/plan.py; docs/design.md §5.3):
 a replayed record yields byte-identical dispatches, one per target MailboxShard in
 ascending order; a group audience comes only from its frozen member snapshot, read once
 per version through a bounded cache. Pure logic; the group store is a stand-in."""

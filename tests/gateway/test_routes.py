@@ -47,7 +47,8 @@ def test_every_client_request_opcode_has_one_route_to_its_backend():
     assert backends == {
         Opcode.SEND_MESSAGE: "writer", Opcode.RECALL_MESSAGE: "writer", Opcode.PULL_HISTORY: "writer",
         Opcode.CREATE_GROUP: "writer", Opcode.LEAVE_GROUP: "writer", Opcode.PULL_MEMBERS: "writer",
-        Opcode.PULL_SESSION_LIST: "session", Opcode.MARK_READ: "session",
+        Opcode.SET_GROUP_TITLE: "writer",
+        Opcode.PULL_SESSION_LIST: "session", Opcode.MARK_READ: "session", Opcode.PULL_PROFILES: "session",
         Opcode.PULL_MAILBOX: "mailbox"}
     assert BULK_OPS == {Opcode.PULL_HISTORY, Opcode.PULL_MEMBERS, Opcode.PULL_SESSION_LIST, Opcode.PULL_MAILBOX}
     # reserved = frozen opcodes of the served categories that have no route (rooms, replies)
@@ -170,3 +171,23 @@ async def test_the_router_fails_over_to_the_next_writer_only_when_one_is_unreach
     assert exc.value.code == ErrorCode.UNAVAILABLE and "session shard 3 has no live owner" in exc.value.message
     assert registry.reads == 2  # the cached table was empty: read the registry again once
     await router.close()
+
+
+def test_titles_and_profile_requests_are_checked_before_a_backend():
+    def title(t: str, **kw) -> bytes:
+        fields = dict(group_id=77, title=t, client_message_id=os.urandom(16))
+        fields.update(kw)
+        return group_pb2.SetGroupTitle(**fields).SerializeToString()
+
+    assert ROUTES[Opcode.SET_GROUP_TITLE].check(conn(), title("周末 hiking 🥾")) == GROUP_CONV
+    assert ROUTES[Opcode.SET_GROUP_TITLE].check(conn(), title("")) == GROUP_CONV  # removes the title
+    for bad, code in ((title(" x"), ErrorCode.INVALID_ARGUMENT), (title("a\u202eb"), ErrorCode.INVALID_ARGUMENT),
+                      (title("名" * 22), ErrorCode.PAYLOAD_TOO_LARGE), (title("x", group_id=0), ErrorCode.INVALID_ARGUMENT),
+                      (title("x", client_message_id=b""), ErrorCode.INVALID_ARGUMENT)):
+        assert rejected(Opcode.SET_GROUP_TITLE, bad).code == code
+    create = group_pb2.CreateGroup(group_id=77, client_message_id=os.urandom(16), title="tab\there")
+    assert rejected(Opcode.CREATE_GROUP, create.SerializeToString()).code == ErrorCode.INVALID_ARGUMENT
+    ask = session_pb2.PullProfiles
+    assert ROUTES[Opcode.PULL_PROFILES].check(conn(), ask(user_ids=[6, 7]).SerializeToString()) == USER
+    for bad in ([], [0], list(range(1, 202)), [1 << 63]):
+        assert rejected(Opcode.PULL_PROFILES, ask(user_ids=bad).SerializeToString()).code == ErrorCode.INVALID_ARGUMENT

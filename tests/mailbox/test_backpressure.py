@@ -1,4 +1,4 @@
-"""Shard FIFO back-pressure of the MailboxMaterializer (DESIGN.md §5.4: FIFO 128 per
+"""Shard FIFO back-pressure of the MailboxMaterializer (docs/design.md §5.4: FIFO 128 per
 shard, strictly serial within a partition, a full FIFO pauses only its partition).
 
 Pure scheduling logic: the consumer is a stand-in that hands out records, and the

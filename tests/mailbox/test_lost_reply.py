@@ -1,4 +1,4 @@
-"""A materializer retry after a Redis failure whose script DID apply (DESIGN.md §5.4):
+"""A materializer retry after a Redis failure whose script DID apply (docs/design.md §5.4):
 the shard must recognise its own write and go on, never stop; a genuine second writer
 of the watermark must still stop it (MailboxDirty, QIM_WM_CONFLICT).
 

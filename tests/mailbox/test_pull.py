@@ -1,4 +1,4 @@
-"""PULL_MAILBOX bounds on a real Redis (DESIGN.md §5.5): never past the lane watermark,
+"""PULL_MAILBOX bounds on a real Redis (docs/design.md §5.5): never past the lane watermark,
 offset 0 included for a zero cursor, pages split only at mailbox_seq boundaries, byte
 budget with the first entry always returned.
 

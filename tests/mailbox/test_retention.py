@@ -1,5 +1,5 @@
 """Mailbox retention from QIM_MAILBOX_RETENTION_MS, exact to the millisecond (issue 10,
-fault 9; DESIGN.md §5.5; docs/decisions/0013-mailbox-retention-ms.md), on a real Redis.
+fault 9; docs/design.md §5.5; docs/decisions/0013-mailbox-retention-ms.md), on a real Redis.
 
 Entries are written through the real store scripts with chosen created_at values; the
 materializer is represented by its shard state. Retention here is a few seconds, so

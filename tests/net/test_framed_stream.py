@@ -1,4 +1,4 @@
-"""FramedStream edge cases at the Python level (qim/net/framed.py; DESIGN.md §4): clean
+"""FramedStream edge cases at the Python level (qim/net/framed.py; docs/design.md §4): clean
 and truncated EOF, the pre-auth buffer cap, send after close, close vs abort, chunk-size
 bounds, at most MAX_OPEN_MULTI multi-chunk frames open at once, and the address form.
 Real loopback sockets."""

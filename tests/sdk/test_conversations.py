@@ -1,5 +1,5 @@
 """The LocalStore's conversation list (qim/sdk/conversations.py): unread by the one
-definition of DESIGN.md §6 with the server's exact window, server snapshots, read
+definition of docs/design.md §6 with the server's exact window, server snapshots, read
 positions and member intervals, on a real SQLite store (pure logic, no server)."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The real services are covered by tests/e2e; these check the SDK state machine: login
 sync, ACK, a push being only a wake-up, reconnect reconciliation with the same cmid,
-the ACK deadline probe and event ordering (DESIGN.md §9).
+the ACK deadline probe and event ordering (docs/design.md §9).
 """
 
 from __future__ import annotations

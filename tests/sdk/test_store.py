@@ -1,4 +1,4 @@
-"""LocalStore: ordinals, atomic batch + cursor, pending resolution, idempotency (DESIGN.md §9)."""
+"""LocalStore: ordinals, atomic batch + cursor, pending resolution, idempotency (docs/design.md §9)."""
 
 from __future__ import annotations
 

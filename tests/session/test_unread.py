@@ -1,4 +1,4 @@
-"""The single unread definition (DESIGN.md §6) and the head form, on plain records."""
+"""The single unread definition (docs/design.md §6) and the head form, on plain records."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The archive tier's own contract (issue 14; DESIGN.md §3, §5 step 7, §8): pages across
+"""The archive tier's own contract (issue 14; docs/design.md §3, §5 step 7, §8): pages across
 the hot floor have no gap and no duplicate whatever the floor and the page size, a trim
 racing readers never opens a gap, a recall of an archived message is visible at once and
 reaches the archive, the trimmer never drops what the archive does not hold, u64 values
@@ -265,7 +265,7 @@ async def test_watermark_only_moves_forward_and_the_position_is_compare_and_set(
 
 
 async def test_per_partition_positions_are_fenced_and_the_watermark_is_the_lowest_partition(tiered):
-    state = tiered.archive_tier.state  # docs/decisions/0029-scale-outbox-partitions.md
+    state = tiered.archive_tier.state  # docs/decisions/0033-scale-outbox-partitions.md
     assert await state.advance_watermark(900, 0, 2) == 0  # partition 1 archived nothing yet
     assert await state.advance_watermark(700, 1, 2) == 700
     assert await state.advance_watermark(1000, 1, 2) == 900

@@ -1,4 +1,4 @@
-"""CommitStore contract (DESIGN.md §5.2; docs/decisions/0002, 0017): idempotency by
+"""CommitStore contract (docs/design.md §5.2; docs/decisions/0002, 0017): idempotency by
 identity digest, reservation checks before any sequence is taken, the commit state
 machine, resumption reads, the unpublished and in-flight indexes."""
 

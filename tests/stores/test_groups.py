@@ -1,4 +1,4 @@
-"""GroupStore contract (DESIGN.md §7; docs/decisions/0019 snapshot format): membership
+"""GroupStore contract (docs/design.md §7; docs/decisions/0019 snapshot format): membership
 changes through the CommitStore, member intervals (leave and re-join), immutable member
 snapshots per version, the session list's member views; the snapshot codec."""
 

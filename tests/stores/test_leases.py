@@ -1,4 +1,4 @@
-"""ClockLeaseStore contract (DESIGN.md §3 message_id; docs/decisions/0017): writer_id
+"""ClockLeaseStore contract (docs/design.md §3 message_id; docs/decisions/0017): writer_id
 leases, fresh windows above the cluster high-water, extensions only by the holder,
 ceilings that only grow."""
 

@@ -1,4 +1,4 @@
-"""MailboxStore contract (DESIGN.md §5.4–5.5; seed 004 §5): begin / append / finish and the
+"""MailboxStore contract (docs/design.md §5.4–5.5; seed 004 §5): begin / append / finish and the
 fused single-recipient path, duplicates and digest conflicts, the watermark
 compare-and-set, ranges including offset 0, retention trims and the trim boundary."""
 

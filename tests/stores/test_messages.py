@@ -1,4 +1,4 @@
-"""MessageStore contract (DESIGN.md §5 steps 5 and 7, §6, §7): history pages over visible
+"""MessageStore contract (docs/design.md §5 steps 5 and 7, §6, §7): history pages over visible
 intervals in both directions with limit and byte budget, the newest visible seq, session
 tails with the exact unread window, single and batched record reads, message state."""
 

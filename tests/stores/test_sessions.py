@@ -1,4 +1,4 @@
-"""SessionStore and ReadPositionStore contract (DESIGN.md §6; docs/decisions/0006):
+"""SessionStore and ReadPositionStore contract (docs/design.md §6; docs/decisions/0006):
 order-independent registrations, the conversation set, peers, forward-only read
 positions, and the durable projection's checkpoint (bind, compare-and-set, lost replies)."""
 

@@ -1,4 +1,4 @@
-"""Generate the golden vectors of qim._core from DESIGN.md §3/§4/§5 alone.
+"""Generate the golden vectors of qim._core from docs/design.md §3/§4/§5 alone.
 
 Uses only blake3, struct, zlib and json and never imports qim: the expected values are
 built by hand from the documented layouts, so they check the implementations instead
@@ -47,7 +47,7 @@ def bad(fn, args, error):
     return {"fn": fn, "args": args, "error": error}
 
 
-# --- ids (DESIGN.md §3 table) -------------------------------------------------------
+# --- ids (docs/design.md §3 table) -------------------------------------------------------
 def gen_ids():
     cases = []
     for t in TENANTS:
@@ -133,7 +133,7 @@ def gen_ids():
     return cases
 
 
-# --- frame (DESIGN.md §4) ------------------------------------------------------------
+# --- frame (docs/design.md §4) ------------------------------------------------------------
 def header(flags, opcode, index, rid, blen, magic=0x5149, version=1, crc=None):
     pre = struct.pack(">HBBHHII", magic, version, flags, opcode, index, rid, blen)
     if crc is None:
@@ -206,7 +206,7 @@ def gen_frame():
     return {"cases": cases, "streams": streams}
 
 
-# --- mailbox_seq (DESIGN.md §3) -----------------------------------------------------
+# --- mailbox_seq (docs/design.md §3) -----------------------------------------------------
 def gen_mailbox_seq():
     cases = []
     for e, o in [(1, 0), (1, 1), (2, 0), (0x7FFF, (1 << 48) - 1), (300, 123456789)]:
@@ -230,7 +230,7 @@ def gen_mailbox_seq():
     return cases
 
 
-# --- watermark (DESIGN.md §3 "Packed watermark") ------------------------------------
+# --- watermark (docs/design.md §3 "Packed watermark") ------------------------------------
 def rec(flags, w, floor, reserved=0):
     return struct.pack(">BQQH", flags, w, floor, reserved)
 
@@ -288,7 +288,7 @@ def gen_watermark():
     return cases
 
 
-# --- eventgroup (DESIGN.md §5) ------------------------------------------------------
+# --- eventgroup (docs/design.md §5) ------------------------------------------------------
 def ev_bytes(et, eid, mid, cid, cseq, sender, created, mtype, ctype=b"", cmid=b"", body=None):
     flags = (1 if cmid else 0) | (2 if body is not None else 0)
     out = struct.pack(">BBBI", 1, et, flags, mtype) + eid + mid + cid

@@ -23,6 +23,7 @@ from qim.wire.tokens import (
     issue_token,
     token_claims,
     token_expiry,
+    token_name,
 )
 
 KEY, NEXT = SigningKey.generate(), SigningKey.generate("ES256")
@@ -132,3 +133,16 @@ def test_dev_tokens_sign_with_the_dev_key_file_and_refuse_an_hmac_secret(tmp_pat
         issue_dev_token(KEY, 0, 0, 9)  # user 0
     with pytest.raises(ValueError):
         token_claims("dev1.00000000000000000000000000000000.5.9.ab")  # the old HMAC form
+
+
+def test_a_display_name_claim_is_checked_and_returned():
+    key = KEY
+    named = issue_token(key, 0, 5, 1, audience="qim", issuer="qim-dev", ttl_s=60, name=" Zoë   李 ")
+    assert verifier().verify(named)[:3] == (0, 5, 1) and token_name(named) == "Zoë 李"
+    for bad in ("\x1b[31m", "a\u202eb", "名" * 22):
+        with pytest.raises(ValueError):
+            issue_token(key, 0, 5, 1, audience="qim", issuer="qim-dev", ttl_s=60, name=bad)
+    forged = jwt.encode({"iss": "qim-dev", "aud": "qim", "sub": "5", "tenant": "0" * 32, "dev": "1",
+                         "iat": int(time.time()), "exp": int(time.time()) + 60, "name": "bell\x07"},
+                        key.private, algorithm=key.alg, headers={"kid": key.kid})
+    assert refusal(forged) == "claims"

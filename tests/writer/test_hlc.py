@@ -1,4 +1,4 @@
-"""HLC message ids from leased windows on a real Redis (DESIGN.md §3, §5.2): strictly
+"""HLC message ids from leased windows on a real Redis (docs/design.md §3, §5.2): strictly
 increasing across a clock stepped back and across a restart, and no ids without a
 provable window."""
 

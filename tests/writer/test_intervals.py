@@ -1,4 +1,4 @@
-"""Member intervals (DESIGN.md §7; qim/stores/intervals.py): pure logic."""
+"""Member intervals (docs/design.md §7; qim/stores/intervals.py): pure logic."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Member intervals in the writer against the real engines (DESIGN.md §7; qim/stores/
+"""Member intervals in the writer against the real engines (docs/design.md §7; qim/stores/
 intervals.py): a user removed and re-added many times keeps its last
 MEMBER_INTERVALS_MAX intervals; history shows exactly the messages inside them."""
 

@@ -1,4 +1,4 @@
-"""Redis deployment checks (DESIGN.md §8): pure logic, then a real refusal at start."""
+"""Redis deployment checks (docs/design.md §8): pure logic, then a real refusal at start."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What a send costs the commit store (DESIGN.md §5.2; issue 11 "a send costs one Redis
+"""What a send costs the commit store (docs/design.md §5.2; issue 11 "a send costs one Redis
 round trip fewer" and "round trips per send must not grow"): a direct send is exactly
 one reserving call and one mark_committed (no read-back of what the writer just wrote),
 and so is a group send once the writer knows the group's version (the first send to a

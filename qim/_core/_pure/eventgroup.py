@@ -1,4 +1,4 @@
-"""Mailbox entry events and event groups, pure-Python twin (DESIGN.md §5).
+"""Mailbox entry events and event groups, pure-Python twin (docs/design.md §5).
 
 Event, big-endian:
   version u8 = 1 | event_type u8 (1..255) | flags u8 (bit0 client_message_id, bit1 body)

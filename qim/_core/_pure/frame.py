@@ -1,4 +1,4 @@
-"""Frame codec, pure-Python twin (DESIGN.md §4).
+"""Frame codec, pure-Python twin (docs/design.md §4).
 
 Header, 20 bytes big-endian:
   0 magic u16 = 0x5149 | 2 version u8 = 1 | 3 flags u8 (bit0 COMPRESSED, bit1 MORE,

@@ -1,4 +1,4 @@
-"""Id derivations, pure-Python twin (DESIGN.md §3 table).
+"""Id derivations, pure-Python twin (docs/design.md §3 table).
 
 Hash inputs are fixed-width big-endian: tenant u128 (16 bytes), user/device/group/room
 u64, target shard u32, event_type u8, ordinal u64. Digests are BLAKE3 (32-byte output,

@@ -1,4 +1,4 @@
-"""mailbox_seq = shard_epoch (16) ‖ log_offset (48), pure-Python twin (DESIGN.md §3).
+"""mailbox_seq = shard_epoch (16) ‖ log_offset (48), pure-Python twin (docs/design.md §3).
 
 shard_epoch is 1..2**15-1 so bit 63 of a mailbox_seq is always clear; log_offset is
 0..2**48-1. Raw 0 is the "nothing applied yet" cursor, never a composed value, so

@@ -1,4 +1,4 @@
-"""Packed 64-lane watermark, pure-Python twin (DESIGN.md §3 "Packed watermark").
+"""Packed 64-lane watermark, pure-Python twin (docs/design.md §3 "Packed watermark").
 
 Lane record, 19 bytes big-endian: flags u8 (bit 0 materialized, bit 1 recomputed,
 others 0) ‖ W u64 ‖ W_floor u64 ‖ reserved u16 (0). A 19-byte blob is one record that

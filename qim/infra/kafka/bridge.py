@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 
 class AsyncProducer:
-    """Idempotent producer with acks=all (DESIGN.md §5.2).
+    """Idempotent producer with acks=all (docs/design.md §5.2).
 
     `await produce(topic, value, key, partition)` -> (partition, offset) once the record
     is durable on the broker; raises EngineError on delivery failure.
@@ -122,7 +122,7 @@ def _resolve_all(reported: list[tuple[asyncio.Future, Any]]) -> None:
 
 
 class AsyncConsumer:
-    """A statically assigned consumer (no group rebalancing, DESIGN.md §8).
+    """A statically assigned consumer (no group rebalancing, docs/design.md §8).
 
     Offsets are committed explicitly (`commit`) under `group_id`; positions are hints,
     watermarks are truth. All librdkafka calls run on one private thread.
@@ -158,7 +158,7 @@ class AsyncConsumer:
 
     async def add_partitions(self, topic: str, partitions_offsets: dict[int, int]) -> None:
         """Add partitions to the assignment at explicit start offsets, keeping the others
-        (a shard taken over; docs/decisions/0028-scale-leases-and-fencing.md), never
+        (a shard taken over; docs/decisions/0032-scale-leases-and-fencing.md), never
         paused: librdkafka keeps a partition's pause across unassign and assign, so a
         shard given up while paused (a full FIFO) and taken again would never fetch."""
         tps = [TopicPartition(topic, p, o) if o >= 0 else TopicPartition(topic, p) for p, o in partitions_offsets.items()]

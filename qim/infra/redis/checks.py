@@ -1,4 +1,4 @@
-"""Redis deployment checks at service start (DESIGN.md §8).
+"""Redis deployment checks at service start (docs/design.md §8).
 
 Refuses: Redis older than 7.0, Redis Cluster, no AOF, appendfsync other than `always`
 or no-appendfsync-on-rewrite other than `no` on instances holding commit facts, and any

@@ -1,4 +1,4 @@
-"""Redis connections (DESIGN.md §8). Generic plumbing only: key layouts, Lua scripts and
+"""Redis connections (docs/design.md §8). Generic plumbing only: key layouts, Lua scripts and
 the error table belong to the stores (qim/stores/redis/)."""
 
 from __future__ import annotations

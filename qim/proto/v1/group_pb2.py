@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12qim/v1/group.proto\x12\x06qim.v1\"K\n\x0b\x43reateGroup\x12\x10\n\x08group_id\x18\x01 \x01(\x04\x12\x0f\n\x07members\x18\x02 \x03(\x04\x12\x19\n\x11\x63lient_message_id\x18\x03 \x01(\x0c\"X\n\x07GroupOk\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x1a\n\x12membership_version\x18\x02 \x01(\x04\x12\x18\n\x10\x63onversation_seq\x18\x03 \x01(\x04\"9\n\nLeaveGroup\x12\x10\n\x08group_id\x18\x01 \x01(\x04\x12\x19\n\x11\x63lient_message_id\x18\x02 \x01(\x0c\"E\n\x0bPullMembers\x12\x10\n\x08group_id\x18\x01 \x01(\x04\x12\x15\n\rafter_user_id\x18\x02 \x01(\x04\x12\r\n\x05limit\x18\x03 \x01(\r\";\n\x06Member\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\x12\x11\n\tjoined_at\x18\x02 \x01(\x04\x12\r\n\x05owner\x18\x03 \x01(\x08\"]\n\x0cMembersBatch\x12\x1f\n\x07members\x18\x01 \x03(\x0b\x32\x0e.qim.v1.Member\x12\x10\n\x08has_more\x18\x02 \x01(\x08\x12\x1a\n\x12membership_version\x18\x03 \x01(\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12qim/v1/group.proto\x12\x06qim.v1\"Z\n\x0b\x43reateGroup\x12\x10\n\x08group_id\x18\x01 \x01(\x04\x12\x0f\n\x07members\x18\x02 \x03(\x04\x12\x19\n\x11\x63lient_message_id\x18\x03 \x01(\x0c\x12\r\n\x05title\x18\x04 \x01(\t\"K\n\rSetGroupTitle\x12\x10\n\x08group_id\x18\x01 \x01(\x04\x12\r\n\x05title\x18\x02 \x01(\t\x12\x19\n\x11\x63lient_message_id\x18\x03 \x01(\x0c\"X\n\x07GroupOk\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x1a\n\x12membership_version\x18\x02 \x01(\x04\x12\x18\n\x10\x63onversation_seq\x18\x03 \x01(\x04\"9\n\nLeaveGroup\x12\x10\n\x08group_id\x18\x01 \x01(\x04\x12\x19\n\x11\x63lient_message_id\x18\x02 \x01(\x0c\"E\n\x0bPullMembers\x12\x10\n\x08group_id\x18\x01 \x01(\x04\x12\x15\n\rafter_user_id\x18\x02 \x01(\x04\x12\r\n\x05limit\x18\x03 \x01(\r\";\n\x06Member\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\x12\x11\n\tjoined_at\x18\x02 \x01(\x04\x12\r\n\x05owner\x18\x03 \x01(\x08\"]\n\x0cMembersBatch\x12\x1f\n\x07members\x18\x01 \x03(\x0b\x32\x0e.qim.v1.Member\x12\x10\n\x08has_more\x18\x02 \x01(\x08\x12\x1a\n\x12membership_version\x18\x03 \x01(\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,15 +32,17 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'qim.v1.group_pb2', _globals
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_CREATEGROUP']._serialized_start=30
-  _globals['_CREATEGROUP']._serialized_end=105
-  _globals['_GROUPOK']._serialized_start=107
-  _globals['_GROUPOK']._serialized_end=195
-  _globals['_LEAVEGROUP']._serialized_start=197
-  _globals['_LEAVEGROUP']._serialized_end=254
-  _globals['_PULLMEMBERS']._serialized_start=256
-  _globals['_PULLMEMBERS']._serialized_end=325
-  _globals['_MEMBER']._serialized_start=327
-  _globals['_MEMBER']._serialized_end=386
-  _globals['_MEMBERSBATCH']._serialized_start=388
-  _globals['_MEMBERSBATCH']._serialized_end=481
+  _globals['_CREATEGROUP']._serialized_end=120
+  _globals['_SETGROUPTITLE']._serialized_start=122
+  _globals['_SETGROUPTITLE']._serialized_end=197
+  _globals['_GROUPOK']._serialized_start=199
+  _globals['_GROUPOK']._serialized_end=287
+  _globals['_LEAVEGROUP']._serialized_start=289
+  _globals['_LEAVEGROUP']._serialized_end=346
+  _globals['_PULLMEMBERS']._serialized_start=348
+  _globals['_PULLMEMBERS']._serialized_end=417
+  _globals['_MEMBER']._serialized_start=419
+  _globals['_MEMBER']._serialized_end=478
+  _globals['_MEMBERSBATCH']._serialized_start=480
+  _globals['_MEMBERSBATCH']._serialized_end=573
 # @@protoc_insertion_point(module_scope)

@@ -7,14 +7,26 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class CreateGroup(_message.Message):
-    __slots__ = ("group_id", "members", "client_message_id")
+    __slots__ = ("group_id", "members", "client_message_id", "title")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     CLIENT_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
     group_id: int
     members: _containers.RepeatedScalarFieldContainer[int]
     client_message_id: bytes
-    def __init__(self, group_id: _Optional[int] = ..., members: _Optional[_Iterable[int]] = ..., client_message_id: _Optional[bytes] = ...) -> None: ...
+    title: str
+    def __init__(self, group_id: _Optional[int] = ..., members: _Optional[_Iterable[int]] = ..., client_message_id: _Optional[bytes] = ..., title: _Optional[str] = ...) -> None: ...
+
+class SetGroupTitle(_message.Message):
+    __slots__ = ("group_id", "title", "client_message_id")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
+    group_id: int
+    title: str
+    client_message_id: bytes
+    def __init__(self, group_id: _Optional[int] = ..., title: _Optional[str] = ..., client_message_id: _Optional[bytes] = ...) -> None: ...
 
 class GroupOk(_message.Message):
     __slots__ = ("conversation_id", "membership_version", "conversation_seq")

@@ -102,15 +102,27 @@ class RecallOk(_message.Message):
     def __init__(self, message_id: _Optional[bytes] = ..., state: _Optional[_Union[MessageState, str, int]] = ..., control_conversation_seq: _Optional[int] = ...) -> None: ...
 
 class ControlEvent(_message.Message):
-    __slots__ = ("membership", "state_change")
+    __slots__ = ("membership", "state_change", "title_change")
     MEMBERSHIP_FIELD_NUMBER: _ClassVar[int]
     STATE_CHANGE_FIELD_NUMBER: _ClassVar[int]
+    TITLE_CHANGE_FIELD_NUMBER: _ClassVar[int]
     membership: MembershipChange
     state_change: MessageStateChange
-    def __init__(self, membership: _Optional[_Union[MembershipChange, _Mapping]] = ..., state_change: _Optional[_Union[MessageStateChange, _Mapping]] = ...) -> None: ...
+    title_change: GroupTitleChange
+    def __init__(self, membership: _Optional[_Union[MembershipChange, _Mapping]] = ..., state_change: _Optional[_Union[MessageStateChange, _Mapping]] = ..., title_change: _Optional[_Union[GroupTitleChange, _Mapping]] = ...) -> None: ...
+
+class GroupTitleChange(_message.Message):
+    __slots__ = ("group_id", "title", "actor_user_id")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_USER_ID_FIELD_NUMBER: _ClassVar[int]
+    group_id: int
+    title: str
+    actor_user_id: int
+    def __init__(self, group_id: _Optional[int] = ..., title: _Optional[str] = ..., actor_user_id: _Optional[int] = ...) -> None: ...
 
 class MembershipChange(_message.Message):
-    __slots__ = ("kind", "users", "actor_user_id", "membership_version", "group_id")
+    __slots__ = ("kind", "users", "actor_user_id", "membership_version", "group_id", "title")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         KIND_UNSPECIFIED: _ClassVar[MembershipChange.Kind]
@@ -128,12 +140,14 @@ class MembershipChange(_message.Message):
     ACTOR_USER_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBERSHIP_VERSION_FIELD_NUMBER: _ClassVar[int]
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
     kind: MembershipChange.Kind
     users: _containers.RepeatedScalarFieldContainer[int]
     actor_user_id: int
     membership_version: int
     group_id: int
-    def __init__(self, kind: _Optional[_Union[MembershipChange.Kind, str, int]] = ..., users: _Optional[_Iterable[int]] = ..., actor_user_id: _Optional[int] = ..., membership_version: _Optional[int] = ..., group_id: _Optional[int] = ...) -> None: ...
+    title: str
+    def __init__(self, kind: _Optional[_Union[MembershipChange.Kind, str, int]] = ..., users: _Optional[_Iterable[int]] = ..., actor_user_id: _Optional[int] = ..., membership_version: _Optional[int] = ..., group_id: _Optional[int] = ..., title: _Optional[str] = ...) -> None: ...
 
 class MessageStateChange(_message.Message):
     __slots__ = ("message_id", "state", "conversation_seq")

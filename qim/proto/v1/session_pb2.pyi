@@ -16,7 +16,7 @@ class PullSessionList(_message.Message):
     def __init__(self, cursor: _Optional[bytes] = ..., limit: _Optional[int] = ...) -> None: ...
 
 class SessionEntry(_message.Message):
-    __slots__ = ("conversation_id", "kind", "last_message", "last_activity_id", "read_conversation_seq", "unread", "unread_exact", "joined_at", "left_at", "peer_user_id", "group_id")
+    __slots__ = ("conversation_id", "kind", "last_message", "last_activity_id", "read_conversation_seq", "unread", "unread_exact", "joined_at", "left_at", "peer_user_id", "group_id", "group_title")
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     LAST_MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -28,6 +28,7 @@ class SessionEntry(_message.Message):
     LEFT_AT_FIELD_NUMBER: _ClassVar[int]
     PEER_USER_ID_FIELD_NUMBER: _ClassVar[int]
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_TITLE_FIELD_NUMBER: _ClassVar[int]
     conversation_id: bytes
     kind: int
     last_message: _history_pb2.HistoryItem
@@ -39,7 +40,8 @@ class SessionEntry(_message.Message):
     left_at: int
     peer_user_id: int
     group_id: int
-    def __init__(self, conversation_id: _Optional[bytes] = ..., kind: _Optional[int] = ..., last_message: _Optional[_Union[_history_pb2.HistoryItem, _Mapping]] = ..., last_activity_id: _Optional[bytes] = ..., read_conversation_seq: _Optional[int] = ..., unread: _Optional[int] = ..., unread_exact: _Optional[bool] = ..., joined_at: _Optional[int] = ..., left_at: _Optional[int] = ..., peer_user_id: _Optional[int] = ..., group_id: _Optional[int] = ...) -> None: ...
+    group_title: str
+    def __init__(self, conversation_id: _Optional[bytes] = ..., kind: _Optional[int] = ..., last_message: _Optional[_Union[_history_pb2.HistoryItem, _Mapping]] = ..., last_activity_id: _Optional[bytes] = ..., read_conversation_seq: _Optional[int] = ..., unread: _Optional[int] = ..., unread_exact: _Optional[bool] = ..., joined_at: _Optional[int] = ..., left_at: _Optional[int] = ..., peer_user_id: _Optional[int] = ..., group_id: _Optional[int] = ..., group_title: _Optional[str] = ...) -> None: ...
 
 class SessionListBatch(_message.Message):
     __slots__ = ("sessions", "next_cursor", "has_more")
@@ -74,6 +76,26 @@ class MarkReadOk(_message.Message):
     conversation_id: bytes
     read_conversation_seq: int
     def __init__(self, conversation_id: _Optional[bytes] = ..., read_conversation_seq: _Optional[int] = ...) -> None: ...
+
+class PullProfiles(_message.Message):
+    __slots__ = ("user_ids",)
+    USER_IDS_FIELD_NUMBER: _ClassVar[int]
+    user_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, user_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class Profile(_message.Message):
+    __slots__ = ("user_id", "display_name")
+    USER_ID_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
+    user_id: int
+    display_name: str
+    def __init__(self, user_id: _Optional[int] = ..., display_name: _Optional[str] = ...) -> None: ...
+
+class ProfilesBatch(_message.Message):
+    __slots__ = ("profiles",)
+    PROFILES_FIELD_NUMBER: _ClassVar[int]
+    profiles: _containers.RepeatedCompositeFieldContainer[Profile]
+    def __init__(self, profiles: _Optional[_Iterable[_Union[Profile, _Mapping]]] = ...) -> None: ...
 
 class ReadSync(_message.Message):
     __slots__ = ("conversation_id", "read_conversation_seq")

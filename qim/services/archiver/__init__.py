@@ -1,1 +1,1 @@
-"""HistoryArchiver (qim-archiver; DESIGN.md §2, §5 step 7; docs/decisions/0023)."""
+"""HistoryArchiver (qim-archiver; docs/design.md §2, §5 step 7; docs/decisions/0023)."""

@@ -1,4 +1,4 @@
-"""HistoryArchiver: the Outbox's second, independent consumer (DESIGN.md §5 step 7; seed
+"""HistoryArchiver: the Outbox's second, independent consumer (docs/design.md §5 step 7; seed
 000 ADR-0018: "以独立消费组读 Outbox ... 批量普通 INSERT 写 Scylla（先记录后索引，无 LWT，同值
 幂等）... 全部确认后才同步提交位点，再按“批前取 T0 与 Outbox 高水位 H0，位点 ≥ H0 后推进到 T0”
 发布归档水位"; seed 004 §3; docs/decisions/0023-archive-tier.md).
@@ -22,7 +22,7 @@ Watermark: before reading, T0 = now and H0 = the Outbox high watermark; once the
 position reaches H0, every record produced before T0 is archived, and the watermark
 moves to T0 (only forward).
 
-Partitions (docs/decisions/0029-scale-outbox-partitions.md, 0028-scale-leases-and-fencing.md):
+Partitions (docs/decisions/0033-scale-outbox-partitions.md, 0032-scale-leases-and-fencing.md):
 each Outbox partition has its own position (fenced by the owner_epoch of the archiver
 holding its lease in the ShardRegistry: a paused archiver's advance is refused and it
 stops archiving that partition) and its own watermark; the archive watermark is their

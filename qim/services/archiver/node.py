@@ -1,11 +1,11 @@
-"""ArchiverNode: the qim-archiver process around the HistoryArchiver (DESIGN.md §2, §5
+"""ArchiverNode: the qim-archiver process around the HistoryArchiver (docs/design.md §2, §5
 step 7; docs/decisions/0023). Unhealthy while the archiver is positioning or failed closed (the
 reason in /healthz, `qim_archiver_unarchivable_records_total` > 0 when it stopped on a
 record); a restart resumes from its position in Redis. Storage from
 qim.stores.open.open_archive_tier (Redis for the position, watermark and retention
 classes; CQL for the rows). Metrics on QIM_ARCHIVER_METRICS_LISTEN (9107).
 
-Several archivers (DESIGN.md §13; docs/decisions/0029-scale-outbox-partitions.md): the
+Several archivers (docs/design.md §13; docs/decisions/0033-scale-outbox-partitions.md): the
 Outbox partitions are leased from the ShardRegistry (kind "archiver") by a ShardKeeper;
 an archiver archives only the partitions it holds, from their fenced positions.
 """

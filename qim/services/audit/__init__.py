@@ -1,4 +1,4 @@
-"""Independent audits of the durable logs (DESIGN.md §12; seed 000 "orphan 独立审计").
+"""Independent audits of the durable logs (docs/design.md §12; seed 000 "orphan 独立审计").
 
 `dispatch_audit`: Outbox (commit facts with frozen audience) against the dispatch log;
 pure comparison logic fed by `qimctl audit dispatch` (qim/cli/qimctl.py).

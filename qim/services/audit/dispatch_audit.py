@@ -1,6 +1,6 @@
 """Independent orphan audit: Outbox (commit facts) against the dispatch log.
 
-DESIGN.md §12 ("an independent audit of Outbox against the dispatch log finds zero
+docs/design.md §12 ("an independent audit of Outbox against the dispatch log finds zero
 orphans"), §5.2–5.3, seed 000 (qimctl audit dispatch: 有提交无 dispatch、有 dispatch 无提交、
 坐标/发送者不一致、分区错位均须为 0). Pure logic: no I/O; qim/cli/qimctl.py feeds it.
 

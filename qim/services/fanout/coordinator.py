@@ -1,4 +1,4 @@
-"""FanoutCoordinator loop (DESIGN.md §5.3): Outbox batch → dispatches → wait → commit.
+"""FanoutCoordinator loop (docs/design.md §5.3): Outbox batch → dispatches → wait → commit.
 
 The Outbox partitions this coordinator owns are read by static assignment from their
 committed positions. Per batch: plan every record, produce every dispatch (partition =
@@ -8,7 +8,7 @@ batch is re-read from them (the only seek besides the first positioning) and con
 through dispatch_id. No Kafka transactions. An unplannable record stops the
 coordinator (never skipped).
 
-Partitions (docs/decisions/0029-scale-outbox-partitions.md, 0028-scale-leases-and-fencing.md):
+Partitions (docs/decisions/0033-scale-outbox-partitions.md, 0032-scale-leases-and-fencing.md):
 the writer keeps every conversation in one Outbox partition (its commit bucket), so a
 conversation's records are fanned out in order by whichever single coordinator owns
 that partition; partitions are leased from the ShardRegistry by the node's ShardKeeper

@@ -1,4 +1,4 @@
-"""Deterministic planning of Outbox records (DESIGN.md §5.3, seed 001 §2.4).
+"""Deterministic planning of Outbox records (docs/design.md §5.3, seed 001 §2.4).
 
 Direct and CONTROL messages carry their frozen recipients; a group message carries
 (group conversation, membership_version) and its recipients are the member snapshot of

@@ -1,4 +1,4 @@
-"""One client connection of the ConnectionNode (DESIGN.md §4, §5.1).
+"""One client connection of the ConnectionNode (docs/design.md §4, §5.1).
 
 Frame faults close the connection at once (no resync). Request faults get an ERROR
 frame with the request's id. Validation happens here before anything reaches a writer;
@@ -39,7 +39,7 @@ from qim.services.gateway.metrics import GatewayMetrics
 from qim.services.gateway.ratelimit import LIMITED_OPCODES, SendLimiter
 from qim.services.gateway.routes import RESERVED, ROUTES, forward
 from qim.wire.errors import error_body, parse_error
-from qim.wire.tokens import TokenRefused
+from qim.wire.tokens import TokenRefused, token_name
 
 logger = logging.getLogger(__name__)
 
@@ -78,9 +78,10 @@ class ClientConnection:
         self.tenant = 0
         self.user_id = 0
         self.device_id = 0
+        self.display_name = ""  # the token's `name` claim, carried in the Actor (docs/protocol.md "Names")
         self.shard = 0
         self.lane = 0  # the device's mailbox lane (AUTH_OK mailbox_lane): pushes carry it
-        self.session_epoch = 0  # of this login (SessionEpochStore; docs/decisions/0033-scale-presence.md)
+        self.session_epoch = 0  # of this login (SessionEpochStore; docs/decisions/0034-scale-presence.md)
         self.replaced = False  # kicked by a newer session of its device: publishes no logout
         self._permits = asyncio.Semaphore(gateway.config.inflight_limit)
         self._bulk = asyncio.Semaphore(BULK_INFLIGHT)
@@ -119,7 +120,7 @@ class ClientConnection:
 
     def _actor(self) -> internal_pb2.Actor:
         return internal_pb2.Actor(tenant_id=self.tenant.to_bytes(16, "big"), user_id=self.user_id,
-                                  device_id=self.device_id)
+                                  device_id=self.device_id, display_name=self.display_name)
 
     async def run(self) -> None:
         """Read and serve requests until EOF, a frame fault or the AUTH timeout."""
@@ -241,7 +242,7 @@ class ClientConnection:
             raise RequestError(ErrorCode.INVALID_ARGUMENT, "AUTH body is not a valid Auth") from None
         try:
             tenant, user, device, expires_at = self._authn.authenticate(auth.token)
-        except TokenRefused as exc:  # the reason only: never the token (DESIGN.md §2)
+        except TokenRefused as exc:  # the reason only: never the token (docs/design.md §2)
             logger.debug("AUTH from %s refused: %s", self.stream.peer, exc.reason)
             raise
         lane, _, shard = ids.user_placement(tenant, user, self.gw.config.common.shard_count)
@@ -249,6 +250,7 @@ class ClientConnection:
         epoch = await epochs.next_epoch(tenant, user, device) if epochs is not None else 0
         self.tenant, self.user_id, self.device_id, self.shard, self.lane = tenant, user, device, shard, lane
         self.session_epoch = epoch
+        self.display_name = token_name(auth.token)  # the verifier checked the claim
         try:
             self.gw.online.register(self)  # RateLimited past the per-user connection cap
         except RequestError:

@@ -1,4 +1,4 @@
-"""Online devices of this gateway and PUSH delivery (DESIGN.md §4, §5.5).
+"""Online devices of this gateway and PUSH delivery (docs/design.md §4, §5.5).
 
 A second login of the same (user, device) kicks the older connection with
 KICKED{REPLACED}. A user holds at most `max_per_user` connections here
@@ -105,7 +105,7 @@ class OnlineRegistry:
     def kick_sessions(self, tenant: int, kicks) -> int:
         """KICKED{REPLACED} to each connection named by (user_id, device_id,
         session_epoch) of `kicks`: a newer session of its device logged in on another
-        gateway (docs/decisions/0030-scale-presence.md). Only that exact session: a newer
+        gateway (docs/decisions/0034-scale-presence.md). Only that exact session: a newer
         one here is never kicked. Returns how many were kicked."""
         kicked = 0
         for k in kicks:

@@ -1,4 +1,4 @@
-"""Gateway-side validation of client requests (DESIGN.md §4, §5.1, §7).
+"""Gateway-side validation of client requests (docs/design.md §4, §5.1, §7).
 
 Each `*_key` function parses the upstream bytes (INVALID_ARGUMENT on garbage), checks
 what needs no storage (id shapes, sizes, limits; the shared checks of qim/wire/validate.py)
@@ -15,9 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from qim._core import ids
-from qim.consts import CONVERSATION_KIND_DIRECT, GROUP_MAX_MEMBERS, U63_MAX
+from qim.consts import CONVERSATION_KIND_DIRECT, GROUP_MAX_MEMBERS, PROFILES_PAGE_MAX, U63_MAX
 from qim.errors import ErrorCode, RequestError
 from qim.proto.v1 import group_pb2, history_pb2, mailbox_pb2, message_pb2, session_pb2
+from qim.wire.names import check_title
 from qim.wire.validate import (
     check_conversation,
     check_group_id,
@@ -68,7 +69,28 @@ def create_group_key(conn: Any, body: bytes) -> bytes:
         raise RequestError(ErrorCode.PAYLOAD_TOO_LARGE, f"a group holds at most {GROUP_MAX_MEMBERS} members")
     if any(not 0 < m <= U63_MAX for m in members):
         raise RequestError(ErrorCode.INVALID_ARGUMENT, "member ids must be non-zero with bit 63 clear")
+    check_title(req.title)
     return ids.conversation_id_group(conn.tenant, req.group_id)
+
+
+def set_title_key(conn: Any, body: bytes) -> bytes:
+    """SET_GROUP_TITLE: group id, request id and the title; the key is the group's conversation."""
+    req = parse_request(group_pb2.SetGroupTitle, body, "SET_GROUP_TITLE")
+    check_group_id(req.group_id)
+    check_id(req.client_message_id, "client_message_id")
+    check_title(req.title)
+    return ids.conversation_id_group(conn.tenant, req.group_id)
+
+
+def profiles_key(conn: Any, body: bytes) -> int:
+    """PULL_PROFILES: 1..PROFILES_PAGE_MAX user ids, each non-zero with bit 63 clear; the
+    key is the actor's session shard (its owner answers: names are not sharded)."""
+    req = parse_request(session_pb2.PullProfiles, body, "PULL_PROFILES")
+    if not 0 < len(req.user_ids) <= PROFILES_PAGE_MAX:
+        raise RequestError(ErrorCode.INVALID_ARGUMENT, f"PULL_PROFILES asks for 1 to {PROFILES_PAGE_MAX} user ids")
+    if any(not 0 < u <= U63_MAX for u in req.user_ids):
+        raise RequestError(ErrorCode.INVALID_ARGUMENT, "user ids must be non-zero with bit 63 clear")
+    return conn.shard
 
 
 def leave_group_key(conn: Any, body: bytes) -> bytes:
@@ -88,7 +110,7 @@ def members_key(conn: Any, body: bytes) -> bytes:
 
 def session_list_key(conn: Any, body: bytes) -> int:
     """PULL_SESSION_LIST: a valid request; the key is the user's session shard (its
-    virtual bucket's MailboxShard, never a modulo of the node count: DESIGN.md §13)."""
+    virtual bucket's MailboxShard, never a modulo of the node count: docs/design.md §13)."""
     parse_request(session_pb2.PullSessionList, body, "PULL_SESSION_LIST")
     return conn.shard
 

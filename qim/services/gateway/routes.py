@@ -1,5 +1,5 @@
 """The gateway's routing table: client opcode -> (validator, backend, envelope, routing
-rule), built from the service table (DESIGN.md §4 "Gateway validation", §5.1;
+rule), built from the service table (docs/design.md §4 "Gateway validation", §5.1;
 qim/topology.py: each backend row's `gateway` column).
 
 Each route's `check(conn, body)` parses the upstream bytes, rejects what needs no

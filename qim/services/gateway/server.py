@@ -1,4 +1,4 @@
-"""ConnectionNode: client listener, push listener, /metrics and /healthz (DESIGN.md §2).
+"""ConnectionNode: client listener, push listener, /metrics and /healthz (docs/design.md §2).
 
 Ready once every live mailbox node of the ShardRegistry has linked its push path to
 this gateway (qim/services/gateway/pushlink.py): until then a device could log in and

@@ -1,4 +1,4 @@
-"""MailboxMaterializer (DESIGN.md §5.4, seed 001 §2.5, seed 004 §5).
+"""MailboxMaterializer (docs/design.md §5.4, seed 001 §2.5, seed 004 §5).
 
 Statically assigns its dispatch partitions and seeks each to the watermark's start
 offset (never trusts committed group offsets); reports ready only after catching up to
@@ -12,7 +12,7 @@ digest conflict, an undecodable record or a watermark moved by anyone else stops
 shard (MailboxDirty, /healthz 503) until a restart replays it. Push is best effort and
 never awaited on the shard path.
 
-Shards come and go (docs/decisions/0028-scale-leases-and-fencing.md): with a
+Shards come and go (docs/decisions/0032-scale-leases-and-fencing.md): with a
 ShardRegistry the node's ShardKeeper calls `add_shard(shard, owner_epoch)` for every
 grant (fence, then the watermark, then the partition is added to the assignment at
 min(W)+1: a takeover starts exactly there, never at a consumer-group offset) and

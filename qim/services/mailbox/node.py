@@ -1,6 +1,6 @@
 """MailboxNode: owns shards leased from the ShardRegistry, serves MAILBOX_PULL, pushes to gateways.
 
-Shards (DESIGN.md §13; docs/decisions/0028-scale-leases-and-fencing.md): a ShardKeeper
+Shards (docs/design.md §13; docs/decisions/0032-scale-leases-and-fencing.md): a ShardKeeper
 holds this node's leases; each grant is fenced in the shard's watermark and served from
 min(W)+1 (MailboxMaterializer.add_shard), each loss stops the shard at once; a pull for
 a shard this node does not hold (or whose lease ended) is UNAVAILABLE, and the gateway

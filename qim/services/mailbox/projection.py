@@ -1,9 +1,9 @@
-"""Mailbox side of the low-latency Projection path, mailbox -> session (DESIGN.md §5.4
+"""Mailbox side of the low-latency Projection path, mailbox -> session (docs/design.md §5.4
 last step, §6; seed 004 §5 "Projection → session（try_send，满则丢）").
 
 After a dispatch record is final, one PROJECTION frame (opcode 0x7F07, one-way) to the
 session node that owns the record's session shard (every recipient of a dispatch record
-is in its target shard; the same shard number names the session shard: DESIGN.md §13),
+is in its target shard; the same shard number names the session shard: docs/design.md §13),
 looked up in the ShardRegistry's cached OwnerTable, over a qim/net/oneway.py link per
 session node address (made on first use, no backlog). The owner registers the sender of
 a direct message too, whatever its shard, exactly as its durable consumer does. Never

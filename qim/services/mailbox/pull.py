@@ -1,4 +1,4 @@
-"""PULL_MAILBOX (DESIGN.md §5.5): entries after the device cursor, never past the lane's
+"""PULL_MAILBOX (docs/design.md §5.5): entries after the device cursor, never past the lane's
 materialized watermark, split only at mailbox_seq boundaries, referenced bodies filled
 from MessageStore in one read per page (MessageStore.resolve).
 """
@@ -87,7 +87,7 @@ class MailboxPuller:
             kept = await self._store.trim_and_days(tenant, user)
             if q.cursor != 0 and (after < kept.trim or not kept.known):
                 # Entries after this cursor were removed by retention (or everything was):
-                # the device must REBUILD (DESIGN.md §5.5, §9). A zero cursor never expires.
+                # the device must REBUILD (docs/design.md §5.5, §9). A zero cursor never expires.
                 raise RequestError(ErrorCode.CURSOR_EXPIRED, "cursor is below the mailbox trim boundary")
             groups, expired = await self._read(tenant, user, kept, after, visible, max_entries + 1)
             if q.cursor != 0 and any(expired):

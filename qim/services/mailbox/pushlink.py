@@ -1,4 +1,4 @@
-"""Mailbox -> gateway push links (DESIGN.md §5.4 "best-effort PushBatch"; docs/decisions/0012,
+"""Mailbox -> gateway push links (docs/design.md §5.4 "best-effort PushBatch"; docs/decisions/0012,
 fault 13; docs/decisions/0012-push-link-repair.md).
 
 A push is best effort, but a dropped one must never leave an online device behind
@@ -14,7 +14,7 @@ A push is best effort, but a dropped one must never leave an online device behin
   and they pull. A new process starts with `wake_all` set: it cannot know what its
   predecessor had queued when it died. A shard taken over (`wake(shards)`) is woken the
   same way: its previous owner may have died between a finish and its push
-  (docs/decisions/0028-scale-leases-and-fencing.md).
+  (docs/decisions/0032-scale-leases-and-fencing.md).
 Every drop is counted by reason, every repair too. `push()` never awaits (it runs on the
 shard path right after finish_dispatch).
 """

@@ -1,4 +1,4 @@
-"""Materialization of one dispatch record (DESIGN.md §5.4, seed 004 §5).
+"""Materialization of one dispatch record (docs/design.md §5.4, seed 004 §5).
 
 Deterministic: every input comes from the record and its log offset (no wall clock, no
 random ids). A single-recipient record takes the fused script (one round trip); any
@@ -32,7 +32,7 @@ class ShardCursor:
     """What one shard worker knows of its shard: epoch, the watermark it last wrote, its
     writer token (stored beside W; empty: a retry never recognises its own write) and the
     owner_epoch the ShardRegistry granted (the fence every write carries; 0 without a
-    registry: docs/decisions/0028-scale-leases-and-fencing.md)."""
+    registry: docs/decisions/0032-scale-leases-and-fencing.md)."""
 
     shard: int
     epoch: int

@@ -1,4 +1,4 @@
-"""Where a MailboxNode's pushes go (DESIGN.md §13 "Presence"; docs/decisions/0030-scale-presence.md).
+"""Where a MailboxNode's pushes go (docs/design.md §13 "Presence"; docs/decisions/0034-scale-presence.md).
 
 One push link per live gateway of the ShardRegistry (qim/cluster/links.py). The node
 follows the presence partitions of the shards it owns (qim/cluster/presence.py) and

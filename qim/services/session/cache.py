@@ -1,4 +1,4 @@
-"""The session snapshot cache with dirty marks (DESIGN.md §6, §11 TTL 5 min; seed 000
+"""The session snapshot cache with dirty marks (docs/design.md §6, §11 TTL 5 min; seed 000
 2026-09-26: "qsession 脏刷新丢标记").
 
 Pure in-memory logic, no I/O: the caller reads Redis between the begin_* and install_*

@@ -1,4 +1,4 @@
-"""Session side of the low-latency Projection path, mailbox -> session (DESIGN.md §5.4
+"""Session side of the low-latency Projection path, mailbox -> session (docs/design.md §5.4
 last step, §6; seed 004 §5 "Projection → session（try_send，满则丢）").
 
 PROJECTION frames (one-way, from qim/services/mailbox/projection.py) are queued

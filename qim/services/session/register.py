@@ -1,4 +1,4 @@
-"""Conversation registration, shared by both projection paths (DESIGN.md §6, seed 004 §6).
+"""Conversation registration, shared by both projection paths (docs/design.md §6, seed 004 §6).
 
 A committed message materialized for `users` registers the conversation for every
 user this session node owns: score = created_at_ms with ZADD GT, the sender's own

@@ -1,7 +1,7 @@
-"""PULL_SESSION_LIST and MARK_READ of SessionProjection (DESIGN.md §6, seed 000 会话列表).
+"""PULL_SESSION_LIST and MARK_READ of SessionProjection (docs/design.md §6, seed 000 会话列表).
 
 Requests arrive as SESSION_CALL from the gateway, which routes a user to the owner of
-its session shard in the ShardRegistry (DESIGN.md §13); both projection paths of that
+its session shard in the ShardRegistry (docs/design.md §13); both projection paths of that
 shard reach the same owner, so one node holds every mark of its users. Replies:
 SESSION_LIST_BATCH / MARK_READ_OK, or RequestError: INVALID_ARGUMENT (bad body or
 cursor), FORBIDDEN / NOT_FOUND (MARK_READ on a conversation the actor is not in),
@@ -11,6 +11,11 @@ whole page fails).
 
 Cursor: 24 bytes = score u64 ‖ conversation_id of the last entry returned (keyset over
 the (score, conversation_id) order; scores only grow, so no entry repeats across pages).
+
+Display names (docs/protocol.md "Names"): the first page of a user's PULL_SESSION_LIST
+keeps the actor's `display_name` (its token's `name` claim, attached by the gateway) as
+the user's name, in the same round trip as the page's reads; a token without a name
+leaves the kept one. PULL_PROFILES answers names by user id (PROFILES_BATCH).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from qim.consts import (
     CONVERSATION_KIND_DIRECT,
     CONVERSATION_KIND_GROUP,
     ID_LEN,
+    PROFILES_PAGE_MAX,
     SESSION_PAGE_DEFAULT_LIMIT,
     SESSION_PAGE_MAX_LIMIT,
 )
@@ -84,6 +90,9 @@ class SessionService:
             if call.opcode == Opcode.PULL_SESSION_LIST:
                 req = parse_request(session_pb2.PullSessionList, call.upstream, "PULL_SESSION_LIST")
                 return Opcode.SESSION_LIST_BATCH, (await self.pull_list(actor, req)).SerializeToString()
+            if call.opcode == Opcode.PULL_PROFILES:
+                ask = parse_request(session_pb2.PullProfiles, call.upstream, "PULL_PROFILES")
+                return Opcode.PROFILES_BATCH, (await self.profiles(actor, ask)).SerializeToString()
             if call.opcode == Opcode.MARK_READ:
                 mark = parse_request(session_pb2.MarkRead, call.upstream, "MARK_READ")
                 return Opcode.MARK_READ_OK, (await self.mark_read(actor, mark)).SerializeToString()
@@ -108,7 +117,11 @@ class SessionService:
         limit = min(req.limit or SESSION_PAGE_DEFAULT_LIMIT, SESSION_PAGE_MAX_LIMIT)
         t0 = time.perf_counter()
         try:
-            snap, how = await self.snapshot(tenant, user)
+            if not req.cursor and actor.display_name:  # concurrent with the page's reads: no extra latency
+                (snap, how), _ = await asyncio.gather(
+                    self.snapshot(tenant, user), self._sessions.set_display_name(tenant, user, actor.display_name))
+            else:
+                snap, how = await self.snapshot(tenant, user)
             members, nxt = snap.page(after, limit)
             convs = [_conv(m) for m in members]
             fresh = await self._summarizer.summarize(tenant, user,
@@ -127,6 +140,15 @@ class SessionService:
             batch.next_cursor = CURSOR.pack(nxt[0], _conv(nxt[1]))
         self._m.list_seconds.labels(snapshot=how).observe(time.perf_counter() - t0)
         return batch
+
+    async def profiles(self, actor, req: session_pb2.PullProfiles) -> session_pb2.ProfilesBatch:
+        """PULL_PROFILES: each asked user's display name, in request order ("" none)."""
+        if not 0 < len(req.user_ids) <= PROFILES_PAGE_MAX:
+            raise RequestError(ErrorCode.INVALID_ARGUMENT, f"PULL_PROFILES asks for 1 to {PROFILES_PAGE_MAX} user ids")
+        users = list(req.user_ids)
+        names = await self._sessions.display_names(int.from_bytes(actor.tenant_id, "big"), users)
+        return session_pb2.ProfilesBatch(profiles=[session_pb2.Profile(user_id=u, display_name=n)
+                                                   for u, n in zip(users, names)])
 
     async def snapshot(self, tenant: int, user: int) -> tuple[Snapshot, str]:
         """A snapshot covering every mark taken before the call: rebuilt when absent or

@@ -1,4 +1,4 @@
-"""Session list entries, computed on the read path from canonical history (DESIGN.md §6,
+"""Session list entries, computed on the read path from canonical history (docs/design.md §6,
 §7; seed 000 未读与已读 and "会话头不额外写第二份").
 
 Visible part for a user: direct conversations everything; groups the union of the
@@ -49,7 +49,7 @@ def count_unread(records: Iterable[message_pb2.MessageRecord], user: int, base: 
 
 def head_item(rec: message_pb2.MessageRecord, user: int) -> history_pb2.HistoryItem:
     """History form of the head; its body only up to SESSION_HEAD_BODY_MAX, so a page of
-    heads stays far below the 4 MiB frame limit (DESIGN.md §4)."""
+    heads stays far below the 4 MiB frame limit (docs/design.md §4)."""
     return history_item(rec, user, SESSION_HEAD_BODY_MAX)
 
 
@@ -89,6 +89,7 @@ class Summarizer:
         by_group = dict(zip(group_convs, views))
         intervals: list[tuple[Interval, ...]] = []
         group_ids: list[int] = []
+        titles: dict[bytes, str] = {}
         for conv, kind, i in zip(convs, kinds, range(len(convs))):
             if kind != CONVERSATION_KIND_GROUP:
                 intervals.append(OPEN)
@@ -101,6 +102,7 @@ class Summarizer:
                 raise PageError(f"group meta missing for {conv.hex()}")
             intervals.append(view.intervals)
             group_ids.append(view.group_id)
+            titles[conv] = view.title
             peers[i] = 0
         bases = [max(read, iv[0][0]) for read, iv in zip(reads, intervals)]
         try:
@@ -119,5 +121,5 @@ class Summarizer:
                 conversation_id=conv, kind=kind, last_message=head_item(tail.head, user),
                 last_activity_id=tail.head.message_id, read_conversation_seq=read, unread=unread,
                 unread_exact=exact, joined_at=latest(iv)[0], left_at=latest(iv)[1] or 0, peer_user_id=peer,
-                group_id=gid)
+                group_id=gid, group_title=titles.get(conv, ""))
         return out

@@ -1,4 +1,4 @@
-"""Who may read a conversation, and which part of it (DESIGN.md §7).
+"""Who may read a conversation, and which part of it (docs/design.md §7).
 
 Direct: the actor must be one of the two participants (the request names the peer and
 the conversation_id must be theirs). Group: the actor's member intervals bound what is

@@ -1,5 +1,5 @@
 """MessageCommitter: ABSENT → RESERVED → RECORDED → OUTBOXED → COMMITTED → SEND_ACK
-(DESIGN.md §5.2, seed 001 §2.3).
+(docs/design.md §5.2, seed 001 §2.3).
 
 One CommitStore call reserves and records (idempotency, conversation_seq, frozen
 audience, canonical MessageRecord, history index). The Outbox record is then produced

@@ -1,4 +1,4 @@
-"""Groups in the writer (DESIGN.md §7, seed 001 §2.8): create, leave, admin edits and
+"""Groups in the writer (docs/design.md §7, seed 001 §2.8): create, leave, admin edits and
 member pages, every one re-authorised from the authenticated actor. Group sends are
 planned by planner.GroupAudience.
 
@@ -8,6 +8,11 @@ J-1 for joiners (0 for initial members) and left_at = J for leavers, bumps
 membership_version and stores the immutable member snapshot of the new version. The
 change is broadcast to members only while the group has at most 500 of them; otherwise
 only the affected users get it.
+
+A group's title (docs/protocol.md "Names") is given at creation (in the CREATED
+notice) and changed by its owner (SET_GROUP_TITLE): a CONTROL message with a
+ControlEvent.title_change to the current members, committed through the same group
+change with op "title" (the title in the group meta; members and version unchanged).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from qim.stores.errors import MembershipMoved, StoreCorrupt
 from qim.stores.groups import GroupStore, GroupView
 from qim.stores.messages import MessageStore
 from qim.wire.control import control_event
+from qim.wire.names import check_title
 from qim.wire.validate import op_digest
 
 SNAPSHOT_TTL_S = 8 * 86400  # covers the Outbox, dispatch and DispatchProgress replay windows
@@ -41,9 +47,12 @@ def pack_ids(users: Iterable[int]) -> bytes:
     return struct.pack(f">{len(ordered)}Q", *ordered)
 
 
-def request_digest(op: str, group_id: int, actor: int, joins: Iterable[int], leaves: Iterable[int]) -> bytes:
-    """Identity of a group change as requested (not as filtered), so a retry replays."""
-    return op_digest(op.encode(), struct.pack(">QQ", group_id, actor), pack_ids(joins), pack_ids(leaves))
+def request_digest(op: str, group_id: int, actor: int, joins: Iterable[int], leaves: Iterable[int],
+                   title: str = "") -> bytes:
+    """Identity of a group change as requested (not as filtered), so a retry replays
+    (a title only when given: the digests of untitled changes stay what they were)."""
+    parts = (title.encode(),) if title else ()
+    return op_digest(op.encode(), struct.pack(">QQ", group_id, actor), pack_ids(joins), pack_ids(leaves), *parts)
 
 
 def require_member(group: GroupView, user_id: int) -> None:
@@ -65,23 +74,28 @@ class Groups:
 
     async def _change(self, actor: internal_pb2.Actor, tenant: int, group_id: int, cmid: bytes, op: str,
                       kind: int, joins: list[int], leaves: list[int], group: GroupView,
-                      digest: bytes, turn: Turn) -> group_pb2.GroupOk:
+                      digest: bytes, turn: Turn, title: str = "") -> group_pb2.GroupOk:
         conv = ids.conversation_id_group(tenant, group_id)
         current = group.current
         after = (set(current) | set(joins)) - set(leaves)
         if len(after) > GROUP_MAX_MEMBERS:
             raise RequestError(ErrorCode.PAYLOAD_TOO_LARGE, f"a group holds at most {GROUP_MAX_MEMBERS} members")
-        version = 1 if op == "create" else (group.version or 0) + 1
-        change = message_pb2.MembershipChange(kind=kind, users=sorted(joins or leaves), actor_user_id=actor.user_id,
-                                              membership_version=version, group_id=group_id)
-        body = message_pb2.ControlEvent(membership=change).SerializeToString()
+        version = 1 if op == "create" else (group.version or 0) + (op != "title")
+        if op == "title":
+            event = message_pb2.ControlEvent(title_change=message_pb2.GroupTitleChange(
+                group_id=group_id, title=title, actor_user_id=actor.user_id))
+        else:
+            event = message_pb2.ControlEvent(membership=message_pb2.MembershipChange(
+                kind=kind, users=sorted(joins or leaves), actor_user_id=actor.user_id, membership_version=version,
+                group_id=group_id, title=title))
+        body = event.SerializeToString()
         record = self._committer.new_record(actor, conv, cmid, MESSAGE_TYPE_CONTROL, b"", body)
         broadcast = len(after) <= MEMBERSHIP_EVENT_BROADCAST_MAX
         audience_users = (after | set(leaves)) if broadcast else (set(joins) | set(leaves) | {actor.user_id} - {0})
         audience = self._committer.audience(recipients=sorted(audience_users - {0}), event_type=EventType.MEMBERSHIP,
                                             inline_body=inline_decision(len(audience_users), len(body)))
         stored = GroupChange(op, None if op == "create" else group.version, actor.user_id, sorted(after), group_id,
-                             SNAPSHOT_TTL_S, MEMBER_INTERVALS_MAX, joins, leaves)
+                             SNAPSHOT_TTL_S, MEMBER_INTERVALS_MAX, joins, leaves, title)
 
         def reserve(res: Reservation) -> Awaitable[Reserved]:
             return self._commits.reserve_group_change(res, stored)
@@ -94,7 +108,7 @@ class Groups:
             control = control_event(prior.record.body if prior else b"")
             if control is None:
                 raise StoreCorrupt("the CONTROL record of a replayed group change does not decode")
-            version = control.membership.membership_version
+            version = control.membership.membership_version if control.HasField("membership") else version
         return group_pb2.GroupOk(conversation_id=conv, membership_version=version, conversation_seq=ack.conversation_seq)
 
     async def create(self, actor: internal_pb2.Actor, tenant: int, req: group_pb2.CreateGroup,
@@ -102,10 +116,33 @@ class Groups:
         """CREATE_GROUP: only a group that does not exist; the actor is owner and member.
         A retry with the same client_message_id replays the original GroupOk (the store
         checks idempotency before existence)."""
+        check_title(req.title)
         members = sorted(set(req.members) | {actor.user_id})
-        digest = request_digest("create", req.group_id, actor.user_id, members, [])
+        digest = request_digest("create", req.group_id, actor.user_id, members, [], req.title)
         return await self._change(actor, tenant, req.group_id, req.client_message_id, "create", Kind.CREATED,
-                                  members, [], GroupView(), digest, turn)
+                                  members, [], GroupView(), digest, turn, req.title)
+
+    async def retitle(self, actor: internal_pb2.Actor, tenant: int, req: group_pb2.SetGroupTitle,
+                      turn: Turn) -> group_pb2.GroupOk:
+        """SET_GROUP_TITLE: the owner (a current member) names the group; FORBIDDEN for
+        anyone else or without the group. A retry with the same client_message_id
+        replays the original GroupOk (no check on a replay, as for edits)."""
+        check_title(req.title)
+        conv = ids.conversation_id_group(tenant, req.group_id)
+        ref = CommitRef(tenant, conv, actor.user_id, req.client_message_id)
+        digest = request_digest("title", req.group_id, actor.user_id, [], [], req.title)
+        for _ in range(REPLAN_ATTEMPTS):
+            group, replay = await asyncio.gather(self._groups.read(tenant, conv), self._commits.exists(ref))
+            if not replay:
+                require_member(group, actor.user_id)
+                if group.owner != actor.user_id:
+                    raise RequestError(ErrorCode.FORBIDDEN, "only the group's owner can rename it")
+            try:
+                return await self._change(actor, tenant, req.group_id, req.client_message_id, "title", 0, [], [],
+                                          group, digest, turn, req.title)
+            except MembershipMoved:
+                continue  # the members moved: the notice goes to the new ones
+        raise RequestError(ErrorCode.UNAVAILABLE, "group membership kept changing; retry")
 
     async def edit(self, actor: internal_pb2.Actor, tenant: int, group_id: int, cmid: bytes,
                    joins: list[int], leaves: list[int], turn: Turn) -> group_pb2.GroupOk:

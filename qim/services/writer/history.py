@@ -1,4 +1,4 @@
-"""PULL_HISTORY in the writer (docs/decisions/0005-groups-history.md; DESIGN.md §5 step 7,
+"""PULL_HISTORY in the writer (docs/decisions/0005-groups-history.md; docs/design.md §5 step 7,
 §7, §11 history page 512 KiB).
 
 Pages the conversation's history in either direction from an anchor, clipped to the

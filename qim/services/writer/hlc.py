@@ -1,4 +1,4 @@
-"""HLC message ids from clock windows leased in Redis (DESIGN.md §3, §5.2).
+"""HLC message ids from clock windows leased in Redis (docs/design.md §3, §5.2).
 
 A writer first leases a writer_id (a token with a TTL renewed every 20 s), then a
 60 s window of milliseconds strictly above the cluster-wide high-water, both through the

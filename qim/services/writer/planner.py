@@ -1,4 +1,4 @@
-"""Audience planners of the MessageCommitter, one per conversation kind (DESIGN.md §5.2
+"""Audience planners of the MessageCommitter, one per conversation kind (docs/design.md §5.2
 "freeze the audience (direct recipients, or group membership_version + target shards,
 checked against the group meta in the same script)"; §7).
 

@@ -1,4 +1,4 @@
-"""CommitRecovery (DESIGN.md §5.2): resumes in-flight commits nobody retries, through the
+"""CommitRecovery (docs/design.md §5.2): resumes in-flight commits nobody retries, through the
 same path as a retry (OutboxPublisher.resume), in conversation_seq order.
 
 Per pass: the stale in-flight commits of every commit bucket (CommitStore.stale: a

@@ -1,4 +1,4 @@
-"""Per-conversation FIFO turns of the writer (DESIGN.md §3: "one device's sends to one
+"""Per-conversation FIFO turns of the writer (docs/design.md §3: "one device's sends to one
 conversation get conversation_seq in submission order"; docs/decisions/0017).
 
 A request that reserves a conversation_seq takes a ticket for its conversation when its

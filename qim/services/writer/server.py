@@ -1,4 +1,4 @@
-"""ConversationWriter: internal RPC front of the MessageCommitter (DESIGN.md §2, §5.2).
+"""ConversationWriter: internal RPC front of the MessageCommitter (docs/design.md §2, §5.2).
 
 Serves WRITER_SEND from gateways (and qimctl group create) and WRITER_ADMIN from qimctl,
 over mutual TLS with the allow-list of qim/net/allow.py (a mailbox or gateway
@@ -129,7 +129,7 @@ class ConversationWriter(ServiceNode):
         partitions = await topic_partitions(self.config.common.kafka_bootstrap, OUTBOX_TOPIC)
         if not 1 <= partitions <= COMMIT_BUCKET_COUNT:
             raise EngineError(f"{OUTBOX_TOPIC} has {partitions} partitions: 1..{COMMIT_BUCKET_COUNT} (one conversation "
-                              "per commit bucket, docs/decisions/0029)")
+                              "per commit bucket, docs/decisions/0033)")
         self.committer.outbox.partitions = partitions
         self._outbox_ok = True
         await self.clock.start()

@@ -6,7 +6,7 @@ admin plane) and the upstream bytes unchanged; parsing failures are INVALID_ARGU
 Requests that reserve a conversation_seq (sends, group changes, recall, delete) take
 their conversation's turn (sequencer.py) here, synchronously, before the first await:
 the RPC server starts one task per frame in arrival order, so the turns of one
-conversation are handed out in arrival order (DESIGN.md §3 submission order). The turn
+conversation are handed out in arrival order (docs/design.md §3 submission order). The turn
 is released when the request ends at the latest.
 """
 
@@ -67,6 +67,10 @@ class WriterOps:
                 ok = await self._groups.edit(actor, tenant, leave.group_id, leave.client_message_id, [],
                                              [actor.user_id], turn)
                 return Opcode.GROUP_OK, ok.SerializeToString()
+            if opcode == Opcode.SET_GROUP_TITLE:
+                retitle = parse(group_pb2.SetGroupTitle, upstream)
+                turn = self._committer.ticket(actor.tenant_id, _group_conversation(tenant, retitle.group_id))
+                return Opcode.GROUP_OK, (await self._groups.retitle(actor, tenant, retitle, turn)).SerializeToString()
             if opcode == Opcode.PULL_HISTORY:
                 batch = await pull_history(self._messages, self._group_store, actor,
                                            parse(history_pb2.PullHistory, upstream))

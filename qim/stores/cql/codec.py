@@ -1,4 +1,4 @@
-"""Rows of the archive tables <-> MessageRecords (docs/decisions/0023; DESIGN.md §3, §8).
+"""Rows of the archive tables <-> MessageRecords (docs/decisions/0023; docs/design.md §3, §8).
 
 u128 values (tenant, message_id, conversation_id, client_message_id) are 16-byte blobs;
 u64 values are CQL bigint and must have bit 63 clear (checked here, before anything is

@@ -1,4 +1,4 @@
-"""Keyspace, tables and migrations of the archive tier (DESIGN.md §8;
+"""Keyspace, tables and migrations of the archive tier (docs/design.md §8;
 docs/decisions/0023-archive-tier.md has the reasons).
 
 `apply` (qimctl schema apply) creates the keyspace when absent and runs every migration
@@ -8,7 +8,7 @@ keyspace without the current version or with a single-node replication the deplo
 did not allow, naming `qimctl schema apply` or the variable.
 
 Replication: NetworkTopologyStrategy with 3 replicas in QIM_SCYLLA_LOCAL_DC;
-SimpleStrategy with 1 only when QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV=1 (DESIGN.md §8).
+SimpleStrategy with 1 only when QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV=1 (docs/design.md §8).
 Every table keeps default_time_to_live 0: a message row's TTL is set per write from
 its conversation's retention class; message tables see no DELETE (a recall or delete
 rewrites the row's state and body with a later write timestamp).

@@ -8,7 +8,7 @@ prepare, shutdown) run in the default executor.
 Routing: on loopback contact points (development) only those hosts are used (the
 driver would otherwise try peers it discovers on the contact port); elsewhere
 token-aware over DC-aware round robin in QIM_SCYLLA_LOCAL_DC. Consistency LOCAL_QUORUM
-(DESIGN.md §8); paging is off (every query of the tier is bounded by a LIMIT or a key).
+(docs/design.md §8); paging is off (every query of the tier is bounded by a LIMIT or a key).
 CQL protocol v4, the newest ScyllaDB speaks.
 """
 

@@ -1,5 +1,5 @@
 """The Redis backend: one connection pool, every store over it, deployment checks
-(DESIGN.md §8) and liveness, all errors typed (qim/stores/redis/errors.py)."""
+(docs/design.md §8) and liveness, all errors typed (qim/stores/redis/errors.py)."""
 
 from __future__ import annotations
 

@@ -82,13 +82,13 @@ class RedisCommitStore:
     async def reserve_group_change(self, res: Reservation, change: GroupChange) -> Reserved:
         """CommitStore.reserve_group_change: group_change.lua (meta, members, snapshot of the new version)."""
         keys = CommitKeys(res.ref.tenant, res.ref.conversation_id)
-        version = 1 if change.op == "create" else (change.expected_version or 0) + 1
+        version = 1 if change.op == "create" else (change.expected_version or 0) + (change.op != "title")
         items = [f"+{u}" for u in sorted(change.joins)] + [f"-{u}" for u in sorted(change.leaves)]
         return await self._reserve(
             "group_change", res, [keys.group_meta(), keys.group_members(), keys.group_snapshot(version)],
             [change.op, "" if change.expected_version is None else change.expected_version, change.actor,
              encode_members(change.members_after), len(set(change.members_after)), change.snapshot_ttl_s,
-             change.group_id, change.intervals_kept, *items])
+             change.group_id, change.intervals_kept, change.title, *items])
 
     async def reserve_state_change(self, res: Reservation, change: StateChange) -> Reserved:
         """CommitStore.reserve_state_change: state_change.lua, guarded by the SHA-1 of the record as read

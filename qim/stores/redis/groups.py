@@ -72,7 +72,7 @@ class RedisGroupStore:
         return None if raw is None else intervals_or_corrupt(raw, conversation_id)
 
     async def member_views(self, tenant: int, user: int, conversation_ids: Sequence[bytes]) -> list[MemberView]:
-        """GroupStore.member_views: two HGETs per group, one pipeline."""
+        """GroupStore.member_views: an HGET and an HMGET (gid, title) per group, one pipeline."""
         if not conversation_ids:
             return []
         with boundary("member read"):
@@ -80,13 +80,14 @@ class RedisGroupStore:
                 for conv in conversation_ids:
                     keys = CommitKeys(tenant, conv)
                     pipe.hget(keys.group_members(), user)
-                    pipe.hget(keys.group_meta(), "gid")
+                    pipe.hmget(keys.group_meta(), "gid", "title")
                 res = await pipe.execute()
         out = []
         for i, conv in enumerate(conversation_ids):
-            raw, gid = res[2 * i], res[2 * i + 1]
+            raw, (gid, title) = res[2 * i], res[2 * i + 1]
             out.append(MemberView(None if raw is None else intervals_or_corrupt(raw, conv),
-                                  None if gid is None else int(gid)))
+                                  None if gid is None else int(gid),
+                                  (title or b"").decode("utf-8", errors="replace")))
         return out
 
     async def snapshots(self, keys: Sequence[SnapshotKey]) -> list[Optional[BitMap64]]:

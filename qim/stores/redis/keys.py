@@ -1,4 +1,4 @@
-"""Every Redis key family of QIM, defined once (DESIGN.md §3 commit bucket, §8; seed 004
+"""Every Redis key family of QIM, defined once (docs/design.md §3 commit bucket, §8; seed 004
 §2). Each family names the one store that owns it (reads and writes it; a family written
 inside another store's atomic script says so). docs/decisions/0019-storage-layer.md has
 the table.
@@ -218,13 +218,18 @@ def peers_key(tenant: int, user_id: int) -> str:
     return f"qim:convpeer:{tenant:032x}:{user_id}"
 
 
+def name_key(tenant: int, user_id: int) -> str:
+    """STRING, SessionStore: the user's display name (the newest token `name` claim seen)."""
+    return f"qim:name:{tenant:032x}:{user_id}"
+
+
 def read_key(tenant: int, user_id: int) -> str:
     """HASH, ReadPositionStore: conversation_id hex -> read_conversation_seq (forward
     only; also moved by SessionStore's registration of the user's own sends)."""
     return f"qim:read:{tenant:032x}:{user_id}"
 
 
-# --- ShardRegistry (docs/decisions/0028-scale-leases-and-fencing.md) -------------------
+# --- ShardRegistry (docs/decisions/0032-scale-leases-and-fencing.md) -------------------
 def registry_node_key(kind: str, node_id: str) -> str:
     """HASH, ShardRegistry: one node lease (inc = incarnation, beat = renewals, exp = lease
     end in registry ms, since, addr, extra)."""
@@ -263,5 +268,5 @@ def archive_partition_watermark_key(partition: int) -> str:
 
 def session_epoch_key(tenant: int, user_id: int, device_id: int) -> str:
     """STRING, SessionEpochStore: the last session_epoch given to a login of the device
-    (INCR, never expires; docs/decisions/0030-scale-presence.md)."""
+    (INCR, never expires; docs/decisions/0034-scale-presence.md)."""
     return f"qim:sepoch:{tenant:032x}:{user_id}:{device_id}"

@@ -1,4 +1,4 @@
-"""MailboxStore on Redis (qim/stores/mailboxes.py), phase one (DESIGN.md §5.4–5.5, §8).
+"""MailboxStore on Redis (qim/stores/mailboxes.py), phase one (docs/design.md §5.4–5.5, §8).
 
 Keys (keys.py): per (user, UTC day of created_at) a ZSET `qim:mbx:...:d<day>` scored by
 the 48-bit log offset, member = mailbox_seq (8 bytes) ‖ event group, EXPIREAT = end of

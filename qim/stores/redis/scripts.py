@@ -1,4 +1,4 @@
-"""Lua scripts by cached SHA and the error boundary of the Redis backend (DESIGN.md §8).
+"""Lua scripts by cached SHA and the error boundary of the Redis backend (docs/design.md §8).
 
 Scripts live in qim/stores/redis/lua/*.lua, next to the stores that own them, and are
 loaded once: redis-py's `Script` computes the SHA once, calls EVALSHA and reloads on

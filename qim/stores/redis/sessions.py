@@ -9,12 +9,19 @@ from typing import Optional, Sequence
 
 from qim.consts import SESSION_PROJECT_MAX_REGS
 from qim.stores.errors import CheckpointConflict, StoreCorrupt
-from qim.stores.redis.keys import convs_key, peers_key, read_key, session_shard_checkpoint_key, ucs_pending_key
+from qim.stores.redis.keys import (
+    convs_key,
+    name_key,
+    peers_key,
+    read_key,
+    session_shard_checkpoint_key,
+    ucs_pending_key,
+)
 from qim.stores.redis.scripts import Scripts, boundary, int_score_pairs
 from qim.stores.sessions import Checkpoint, FirstSeen, Registration
 
 # the single session node's checkpoint before shard leases (all partitions in one HASH):
-# a shard's first checkpoint resumes from it (docs/decisions/0028-scale-leases-and-fencing.md)
+# a shard's first checkpoint resumes from it (docs/decisions/0032-scale-leases-and-fencing.md)
 LEGACY_CHECKPOINT = "qim:session:ckpt:0of1"
 SESSION_SCRIPTS = ("session_register", "session_checkpoint", "session_project")
 READ_SCRIPTS = ("session_mark_read",)
@@ -116,6 +123,22 @@ class RedisSessionStore:
         with boundary("peer read"):
             got = await self._redis.hmget(peers_key(tenant, user), [c.hex() for c in conversation_ids])
         return [int(p or 0) for p in got]
+
+    async def set_display_name(self, tenant: int, user: int, name: str) -> None:
+        """SessionStore.set_display_name: one SET (DEL for "")."""
+        with boundary("display name write"):
+            if name:
+                await self._redis.set(name_key(tenant, user), name.encode("utf-8"))
+            else:
+                await self._redis.delete(name_key(tenant, user))
+
+    async def display_names(self, tenant: int, users: Sequence[int]) -> list[str]:
+        """SessionStore.display_names: one MGET."""
+        if not users:
+            return []
+        with boundary("display name read"):
+            got = await self._redis.mget([name_key(tenant, u) for u in users])
+        return [(n or b"").decode("utf-8", errors="replace") for n in got]
 
     async def checkpoint_bind(self, shard: int, binding: str, owner_epoch: int) -> Checkpoint:
         """SessionStore.checkpoint_bind: session_checkpoint.lua init."""

@@ -1,4 +1,4 @@
--- Shared functions of the reserving scripts (DESIGN.md §5.2). Included by
+-- Shared functions of the reserving scripts (docs/design.md §5.2). Included by
 -- reserve_and_record, reserve_group_send, group_change and state_change; never loaded
 -- alone. Errors are raised as {err = "QIM_<REASON> ..."}.
 --

@@ -1,15 +1,18 @@
--- group_change (DESIGN.md §7): a membership change and its CONTROL message in one call.
+-- group_change (docs/design.md §7): a membership change and its CONTROL message in one call.
 -- The message takes conversation_seq J; joiners get joined_at = J-1 (initial members 0),
 -- leavers left_at = J. A member's value is its list of intervals, oldest first,
 -- "j1:l1,j2:l2,...,jn:ln" (ln = 0 while a member): a re-join appends an interval, at most
 -- ARGV 18 are kept (the oldest is dropped). The new member snapshot of the new version
--- is stored (immutable).
+-- is stored (immutable). The group's title (meta field "title") is set on create and by
+-- op "title", which changes nothing else: no member, no version, no snapshot (its
+-- CONTROL message goes to the members of the expected version, so a version that moved
+-- re-plans it like an edit).
 -- KEYS: 1..9 as reserve_and_record, 10 group meta, 11 group members, 12 snapshot of the
 --       new version
--- ARGV: 1..10 as reserve_and_record, 11 op ("create" | "edit"), 12 expected version (""
---       for create), 13 actor user id, 14 new snapshot bytes, 15 new member count,
---       16 snapshot ttl s, 17 group_id, 18 intervals kept per member, then "+<user>"
---       (join) / "-<user>" (leave) items.
+-- ARGV: 1..10 as reserve_and_record, 11 op ("create" | "edit" | "title"), 12 expected
+--       version ("" for create), 13 actor user id, 14 new snapshot bytes, 15 new member
+--       count, 16 snapshot ttl s, 17 group_id, 18 intervals kept per member, 19 title,
+--       then "+<user>" (join) / "-<user>" (leave) items.
 -- Errors: QIM_CONFLICT (group exists / cmid reused), QIM_NOT_FOUND (no group),
 -- QIM_MEMBERSHIP_CHANGED (version moved: re-plan), the checks of qim_reserve_checks.
 --#include commit_lib
@@ -32,8 +35,12 @@ else
 end
 qim_reserve_checks(KEYS, ARGV)
 local out, j = qim_record(KEYS, ARGV)
+if ARGV[11] == 'title' then
+  redis.call('HSET', KEYS[10], 'title', ARGV[19])
+  return out
+end
 local keep = tonumber(ARGV[18])
-for i = 19, #ARGV do
+for i = 20, #ARGV do
   local user = string.sub(ARGV[i], 2)
   local m = redis.call('HGET', KEYS[11], user)
   if string.sub(ARGV[i], 1, 1) == '+' then
@@ -61,7 +68,7 @@ for i = 19, #ARGV do
 end
 redis.call('HSET', KEYS[10], 'ver', string.format('%d', version), 'count', ARGV[15])
 if ARGV[11] == 'create' then
-  redis.call('HSET', KEYS[10], 'gid', ARGV[17], 'owner', ARGV[13], 'cat', ARGV[3])
+  redis.call('HSET', KEYS[10], 'gid', ARGV[17], 'owner', ARGV[13], 'cat', ARGV[3], 'title', ARGV[19])
 end
 redis.call('SET', KEYS[12], ARGV[14], 'EX', tonumber(ARGV[16]))
 return out

@@ -1,4 +1,4 @@
--- hlc_lease (DESIGN.md §3 message_id): lease a clock window strictly above the
+-- hlc_lease (docs/design.md §3 message_id): lease a clock window strictly above the
 -- cluster-wide high-water, the highest issue ceiling any writer ever published. Every
 -- writer issues ids only up to its own published ceiling, so a window above the cluster
 -- value lies above every id ever issued, by any writer_id: ids never repeat across

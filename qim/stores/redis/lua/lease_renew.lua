@@ -1,6 +1,6 @@
 -- lease_renew: extend a lease only while we still own it (value = our token). The writer
 -- also publishes its HLC issue ceiling here (once a second, no extra round trip): the
--- cluster high-water only grows (DESIGN.md §3, docs/decisions/0017).
+-- cluster high-water only grows (docs/design.md §3, docs/decisions/0017).
 -- KEYS: 1 lease key, 2 cluster high-water key (optional)
 -- ARGV: 1 token, 2 ttl ms, 3 issue ceiling ms (with KEYS 2)
 -- Returns 1 when renewed (and the ceiling published), 0 when lost.

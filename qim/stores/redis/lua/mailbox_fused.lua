@@ -1,4 +1,4 @@
--- Fused begin → append → finish for a fresh single-recipient dispatch (DESIGN.md §5.4),
+-- Fused begin → append → finish for a fresh single-recipient dispatch (docs/design.md §5.4),
 -- one round trip. A resumed or duplicate dispatch takes the step-wise path's logic too.
 -- KEYS: 1 DispatchProgress, 2 DP index, 3 shard watermark, 4 day bucket, 5 day index
 -- ARGV: 1 digest, 2 offset, 3 mailbox_seq, 4 expected blob, 5 new blob, 6 epoch,

@@ -1,8 +1,8 @@
--- Shared functions of the mailbox scripts (DESIGN.md §5.4, seed 004 §5). Included by
+-- Shared functions of the mailbox scripts (docs/design.md §5.4, seed 004 §5). Included by
 -- mailbox_begin/append/finish and by the fused single-recipient script; never loaded
 -- alone. Errors are raised as {err = "QIM_<REASON> ..."} and stop the shard.
 
--- The owner fence (docs/decisions/0028-scale-leases-and-fencing.md): every write of a
+-- The owner fence (docs/decisions/0032-scale-leases-and-fencing.md): every write of a
 -- shard owner carries the owner_epoch the ShardRegistry granted it; the shard's watermark
 -- HASH holds (field oe) the epoch of the owner that fenced it last (mailbox_fence.lua,
 -- before that owner's first write). Any other value is a stale owner: refuse before

@@ -1,4 +1,4 @@
--- Trim expired day buckets of one user and persist the trim boundary (DESIGN.md §5.5).
+-- Trim expired day buckets of one user and persist the trim boundary (docs/design.md §5.5).
 -- KEYS: 1 day index, then one bucket key per expired day. ARGV: the expired days.
 -- The boundary (field "trim") is the highest log offset ever removed; a non-zero
 -- cursor below it gets CURSOR_EXPIRED. Returns the boundary (-1: nothing removed).

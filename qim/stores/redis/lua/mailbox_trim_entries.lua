@@ -1,5 +1,5 @@
 -- Remove entries of the one day bucket that straddles the retention cutoff once a read
--- found them past it, and raise the persisted trim boundary (DESIGN.md §5.5;
+-- found them past it, and raise the persisted trim boundary (docs/design.md §5.5;
 -- docs/decisions/0013-mailbox-retention-ms.md). Whole days go by mailbox_trim.
 -- KEYS: 1 day index, 2 day bucket. ARGV: 1 highest removed log offset, then the members.
 -- Returns the trim boundary. Idempotent: a member already gone is ignored.

@@ -1,4 +1,4 @@
--- mark_committed (DESIGN.md §5.2): the Outbox record is durable (its offset is the
+-- mark_committed (docs/design.md §5.2): the Outbox record is durable (its offset is the
 -- OUTBOXED evidence), so the commit hash shrinks to the ACK coordinates and expires
 -- ttl after now (2 h for sends, 24 h for group changes and recall/delete, whose retries
 -- must replay the original reply). The expiry is relative (PEXPIRE): an absolute time

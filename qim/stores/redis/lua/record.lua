@@ -1,4 +1,4 @@
--- record (fault-injection mode only, DESIGN.md §5.2): RESERVED → RECORDED as a second
+-- record (fault-injection mode only, docs/design.md §5.2): RESERVED → RECORDED as a second
 -- call, so a crash between reserve and record can be tested. Idempotent.
 -- KEYS: 1 commit hash, 2 message record, 3 history zset
 -- ARGV: none (the update time is Redis's clock).

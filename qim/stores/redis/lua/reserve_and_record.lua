@@ -1,4 +1,4 @@
--- reserve_and_record (DESIGN.md §5.2): idempotency on (tenant, sender, cmid), then
+-- reserve_and_record (docs/design.md §5.2): idempotency on (tenant, sender, cmid), then
 -- INCR conversation_seq, freeze the audience and store the canonical MessageRecord and
 -- the history index, all in one atomic call. Validation happened before this call, so
 -- bad input never consumes a sequence number.

@@ -1,4 +1,4 @@
--- reserve_group_send (DESIGN.md §5.2, §7): reserve_and_record for a group message; the
+-- reserve_group_send (docs/design.md §5.2, §7): reserve_and_record for a group message; the
 -- sender must be a current member and the membership_version frozen in the audience
 -- must still be the group's (QIM_MEMBERSHIP_CHANGED: the writer re-plans, bounded).
 -- KEYS: 1..9 as reserve_and_record, 10 group meta, 11 group members

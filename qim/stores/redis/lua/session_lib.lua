@@ -1,4 +1,4 @@
--- Shared functions of the SessionProjection scripts (DESIGN.md §6); included, never
+-- Shared functions of the SessionProjection scripts (docs/design.md §6); included, never
 -- loaded alone.
 
 -- read_conversation_seq only moves forward (per user, shared by devices). Returns the

@@ -1,4 +1,4 @@
--- session_mark_read (DESIGN.md §6): MARK_READ moves read_conversation_seq forward only.
+-- session_mark_read (docs/design.md §6): MARK_READ moves read_conversation_seq forward only.
 -- The caller clamped the position to the newest message the actor can see.
 -- KEYS: 1 read HASH
 -- ARGV: 1 conversation_id hex, 2 read_conversation_seq

@@ -1,4 +1,4 @@
--- session_register (DESIGN.md §6, seed 004 §6): the ONE registration script of both
+-- session_register (docs/design.md §6, seed 004 §6): the ONE registration script of both
 -- projection paths (durable dispatch consumer and the mailbox's low-latency Projection).
 -- The writes are session_lib's qim_register, also run by session_project (the durable
 -- batch): the seed lost registrations when the low-latency path wrote differently from

@@ -1,0 +1,86 @@
+"""The widgets of qim-desktop's screen that differ from Textual's own: the composer,
+the conversation list and its rows.
+
+Keys (docs/desktop.md): Tab and Shift+Tab move between the list and the composer; in
+the list ↑/↓ choose a conversation and Enter opens it; a letter typed while the list
+has the focus goes to the composer (never lost); in the composer Enter submits and
+Ctrl+J starts a new line.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import events
+from textual.message import Message
+from textual.widgets import ListItem, ListView, Static, TextArea
+
+from qim.sdk.model import Conversation
+
+
+class Composer(TextArea):
+    """Multi-line input: Enter submits (and empties it at once, so keys typed while the
+    app handles the text start the next message), Ctrl+J inserts a newline. A refused
+    text is put back by the app (`restore`)."""
+
+    class Submitted(Message):
+        """Posted when the person presses Enter: the text typed (a message or a /command)."""
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.key == "enter":
+            event.stop()
+            event.prevent_default()
+            text = self.text
+            if text.strip():
+                self.clear()
+                self.post_message(self.Submitted(text))
+            return
+        if event.key == "ctrl+j":
+            event.stop()
+            event.prevent_default()
+            self.insert("\n")
+            return
+        await super()._on_key(event)
+
+
+    def restore(self, text: str) -> None:
+        """Put a refused `text` back, before anything typed since (nothing typed is lost)."""
+        self.load_text(text + self.text)
+        self.move_cursor(self.document.end)
+
+
+class ConvItem(ListItem):
+    """One row of the conversation list (remembers its conversation_id)."""
+
+    def __init__(self, conv: Conversation, text: Text) -> None:
+        super().__init__(Static(text))
+        self.conversation_id = conv.conversation_id
+        self.text = text
+
+    def show(self, text: Text) -> None:
+        """Redraw the row with `text` (the same conversation, new values)."""
+        if text != self.text:
+            self.text = text
+            self.query_one(Static).update(text)
+
+
+class ConvList(ListView):
+    """The conversation list. A printable key typed here is handed to the composer
+    (`composer_id`) with the focus, so text typed with the list focused is not lost."""
+
+    def __init__(self, *, composer_id: str, **kw) -> None:
+        super().__init__(**kw)
+        self._composer_id = composer_id
+
+    def on_key(self, event: events.Key) -> None:
+        """A printable key: focus the composer and type it there."""
+        if event.is_printable and event.character:
+            event.stop()
+            event.prevent_default()
+            composer = self.app.query_one(f"#{self._composer_id}", Composer)
+            # at once, not `focus()` (deferred): the keys of a burst already queued behind
+            # this one, and its Enter, must reach the composer, not the list
+            self.screen.set_focus(composer)
+            composer.insert(event.character)

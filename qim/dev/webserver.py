@@ -1,0 +1,168 @@
+"""qim-web: the development server of the QIM web client (web/, docs/sdk.md "qim-js").
+
+Serves the built page (web/dist, made by `make web-build`), `/config.json` (the
+gateway's WebSocket address the page connects to) and, when a development token key
+is configured, `POST /api/dev-token` {"user", "device", "name"} → {"token"}: a token
+signed with the development key exactly as `qimctl token` signs one (1 h). Ids travel
+as decimal strings (64-bit values never pass through a JSON number). Loopback only:
+it refuses to bind another address, since it hands out tokens. Bad input gets a 400
+with a one-line {"error"}; nothing is logged about tokens.
+
+Config: --gateway-ws (else $QIM_GATEWAY_WS_ADDR), --port (else $QIM_WEB_PORT, else 8088),
+--dist (else web/dist of the checkout), $QIM_DEV_TOKEN_KEY (the key's path; without
+it the page takes pasted tokens only), $QIM_DEV_TENANT (tenant of issued tokens, 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import ipaddress
+import json
+import logging
+import mimetypes
+import os
+import sys
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from qim.wire.devtoken import issue_dev_token
+
+log = logging.getLogger("qim.web")
+DEFAULT_PORT = 8088
+DIST = Path(__file__).resolve().parents[2] / "web" / "dist"
+U63_MAX = (1 << 63) - 1
+MAX_REQUEST_BYTES = 4096
+NAME_MAX_CHARS = 64
+
+
+class BadRequest(ValueError):
+    """A request qim-web refuses with 400 and this message."""
+
+
+def _u63(value: object, what: str) -> int:
+    """A decimal string (or int) in 1..2^63-1; BadRequest otherwise."""
+    text = str(value)
+    if not text.isdigit() or len(text) > 19 or not 0 < int(text) <= U63_MAX:
+        raise BadRequest(f"{what} must be a decimal id in 1..2^63-1")
+    return int(text)
+
+
+def token_for(key: str, tenant: int, request: dict) -> str:
+    """A development token for the request's user, device and display name (the `name`
+    claim when the token library takes one). BadRequest for bad ids or a long name."""
+    user = _u63(request.get("user"), "user")
+    device = _u63(request.get("device"), "device")
+    name = str(request.get("name") or "")
+    if len(name) > NAME_MAX_CHARS:
+        raise BadRequest(f"name longer than {NAME_MAX_CHARS} characters")
+    params = inspect.signature(issue_dev_token).parameters
+    for keyword in ("name", "display_name"):  # the `name` claim, when the token library takes one
+        if name and keyword in params:
+            issue: Any = issue_dev_token  # the keyword is checked above, not by mypy
+            return str(issue(key, tenant, user, device, **{keyword: name}))
+    return issue_dev_token(key, tenant, user, device)
+
+
+def make_handler(dist: Path, config: dict, tokens: Optional[Callable[[dict], str]]) -> type:
+    """The request handler class serving `dist`, `config` and (when given) tokens."""
+
+    class Handler(BaseHTTPRequestHandler):
+        """GET files and /config.json; POST /api/dev-token."""
+
+        server_version = "qim-web"
+
+        def log_message(self, fmt: str, *args: object) -> None:
+            log.debug("%s %s", self.command, self.path.split("?")[0])
+
+        def _send(self, status: int, body: bytes, ctype: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _json(self, status: int, obj: dict) -> None:
+            self._send(status, json.dumps(obj).encode(), "application/json")
+
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            """Static files of the page (index.html for /), and /config.json."""
+            path = self.path.split("?")[0]
+            if path == "/config.json":
+                self._json(HTTPStatus.OK, config)
+                return
+            root = dist.resolve()
+            target = (root / (path.lstrip("/") or "index.html")).resolve()
+            if root not in target.parents or not target.is_file():  # no way out of dist
+                self._json(HTTPStatus.NOT_FOUND, {"error": "not found"})
+                return
+            ctype = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+            self._send(HTTPStatus.OK, target.read_bytes(), ctype)
+
+        def do_POST(self) -> None:  # noqa: N802
+            """POST /api/dev-token."""
+            if self.path != "/api/dev-token" or tokens is None:
+                self._json(HTTPStatus.NOT_FOUND, {"error": "no development tokens here (QIM_DEV_TOKEN_KEY unset)"})
+                return
+            try:
+                size = int(self.headers.get("Content-Length") or 0)
+                if not 0 < size <= MAX_REQUEST_BYTES:
+                    raise BadRequest("a JSON body of at most 4 KiB is required")
+                request = json.loads(self.rfile.read(size))
+                if not isinstance(request, dict):
+                    raise BadRequest("the body must be a JSON object")
+                self._json(HTTPStatus.OK, {"token": tokens(request)})
+            except (ValueError, UnicodeDecodeError) as exc:  # BadRequest, bad JSON, a name the token refuses
+                self._json(HTTPStatus.BAD_REQUEST, {"error": str(exc).splitlines()[0]})
+
+    return Handler
+
+
+def serve(host: str, port: int, dist: Path, gateway_ws: str, key: Optional[str],
+          tenant: int = 0) -> ThreadingHTTPServer:
+    """Start qim-web in a thread; returns the server (`.server_address`, `.shutdown()`).
+    ValueError for a non-loopback host or a missing dist directory."""
+    if not ipaddress.ip_address(host).is_loopback:
+        raise ValueError(f"qim-web serves loopback only, not {host}")
+    if not (dist / "index.html").is_file():
+        raise ValueError(f"{dist}/index.html is missing: run `make web-build` first")
+    tokens = (lambda req: token_for(key, tenant, req)) if key else None
+    config = {"gateway": gateway_ws, "devTokens": tokens is not None}
+    httpd = ThreadingHTTPServer((host, port), make_handler(dist, config, tokens))
+    threading.Thread(target=httpd.serve_forever, name="qim-web", daemon=True).start()
+    return httpd
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Entry point `qim-web`: serve until interrupted; exit 2 with one line on bad config."""
+    p = argparse.ArgumentParser(prog="qim-web", description="development server of the QIM web client")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=int(os.environ.get("QIM_WEB_PORT") or DEFAULT_PORT))
+    p.add_argument("--dist", type=Path, default=DIST)
+    p.add_argument("--gateway-ws", default=os.environ.get("QIM_GATEWAY_WS_ADDR", ""),
+                   help="the gateway's WebSocket URL (default $QIM_GATEWAY_WS_ADDR)")
+    args = p.parse_args(argv)
+    if not args.gateway_ws.startswith(("ws://", "wss://")):
+        print("qim-web: --gateway-ws (or $QIM_GATEWAY_WS_ADDR) must be a ws:// or wss:// URL", file=sys.stderr)
+        return 2
+    try:
+        httpd = serve(args.host, args.port, args.dist, args.gateway_ws, os.environ.get("QIM_DEV_TOKEN_KEY"),
+                      int(os.environ.get("QIM_DEV_TENANT") or 0))
+    except (ValueError, OSError) as exc:
+        print(f"qim-web: {exc}", file=sys.stderr)
+        return 2
+    host, port = str(httpd.server_address[0]), int(httpd.server_address[1])
+    print(f"qim-web: http://{host}:{port}/ (gateway {args.gateway_ws})", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        httpd.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

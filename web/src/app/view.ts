@@ -1,0 +1,311 @@
+/**
+ * The signed-in page: conversation list (title, last message, unread badge), the open
+ * conversation (rows keyed by client_message_id: pending → sent → failed, recalled;
+ * paging back through history), the composer, groups and their members. Everything
+ * shown comes from qim-js events and the store; nothing is added from a call's return
+ * value, so a send is one row whatever arrives first.
+ */
+
+import { fromHex, fromUtf8, parseU64, toHex } from "../sdk/bytes";
+import type { Client } from "../sdk/client";
+import type { QimEvent } from "../sdk/events";
+import { KIND_GROUP } from "../sdk/ids";
+import type { Conversation } from "../sdk/model";
+import { MessageType } from "../sdk/protocol";
+import { Rows, type Row } from "./rows";
+
+const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
+
+function el(tag: string, cls: string, text = "", attrs: Record<string, string> = {}): HTMLElement {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text) e.textContent = text;
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  return e;
+}
+
+/** The page of one signed-in client. */
+export class ChatView {
+  private convs = new Map<string, Conversation>();
+  private open: string | null = null;
+  private rows: Rows | null = null;
+  private names = new Map<string, string>();
+  private pendingRender = false;
+  private wanted = new Set<bigint>(); // user ids drawn without a known name
+  private off: () => void;
+
+  constructor(private readonly client: Client, private readonly showError: (m: string) => void) {
+    if (client.claims.name) this.names.set(String(client.userId), client.claims.name);
+    this.off = client.on((e) => this.onEvent(e));
+    this.bindForms();
+  }
+
+  /** Stop listening (sign out, re-login). */
+  dispose(): void {
+    this.off();
+  }
+
+  /** Fill the list from the store (before and while connecting). */
+  async load(): Promise<void> {
+    for (const c of await this.client.conversations()) this.convs.set(toHex(c.conversationId), c);
+    this.renderList();
+  }
+
+  private nameOf(user: bigint): string {
+    const name = this.names.get(String(user));
+    if (name === undefined) this.wanted.add(user);
+    return name || `user ${user}`;
+  }
+
+  /** Ask the server for the names of `users` not known yet (PULL_PROFILES), then redraw. */
+  private async learnNames(users: bigint[]): Promise<void> {
+    if (!this.client.runtime.connected) return; // asked again on the next draw
+    try {
+      for (const [u, name] of await this.client.displayNames(users)) this.names.set(String(u), name);
+    } catch (e) {
+      this.showError(`names: ${(e as Error).message}`);
+    }
+  }
+
+  private askNames(): void {
+    const users = [...this.wanted];
+    this.wanted.clear();
+    if (!users.length) return;
+    void this.learnNames(users).then(() => {
+      if (users.some((u) => this.names.get(String(u)))) this.schedule();
+    });
+  }
+
+  private titleOf(c: Conversation): string {
+    if (c.title) return c.title;
+    return c.kind === KIND_GROUP ? `group ${c.groupId}` : this.nameOf(c.peerUserId);
+  }
+
+  private onEvent(e: QimEvent): void {
+    const rows = this.rows;
+    switch (e.type) {
+      case "conversations":
+        for (const c of e.conversations) this.convs.set(toHex(c.conversationId), c);
+        break;
+      case "messagesAdded":
+      case "messagesUpdated":
+        for (const m of e.messages) rows?.message(m);
+        if (e.type === "messagesAdded" && this.open && e.messages.some((m) => toHex(m.conversationId) === this.open
+          && m.senderId !== this.client.userId)) void this.markRead();
+        break;
+      case "messagesRemoved":
+        rows?.removed(e.messageIds);
+        break;
+      case "sendPending":
+        rows?.pending(e.pending);
+        break;
+      case "pendingResolved":
+        for (const a of e.acks) rows?.acked(a);
+        break;
+      case "sendFailed":
+        rows?.failed(e.clientMessageId, e.message);
+        break;
+      case "membership":
+        if (this.open === toHex(e.change.conversationId) && !$("members").hidden) void this.showMembers();
+        break;
+      case "state":
+        if (e.state !== "ready") return;
+        break; // redraw: names unknown while offline can be asked now
+      case "syncFailed":
+        this.showError(`sync failed: ${e.message}`);
+        break;
+      default:
+        return;
+    }
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.pendingRender) return;
+    this.pendingRender = true;
+    queueMicrotask(() => {
+      this.pendingRender = false;
+      this.renderList();
+      this.renderRows(false);
+    });
+  }
+
+  private renderList(): void {
+    const ul = $("convs");
+    ul.replaceChildren();
+    const list = [...this.convs.values()].sort((a, b) => {
+      const x = a.lastMessage?.createdAtMs ?? 0n, y = b.lastMessage?.createdAtMs ?? 0n;
+      return x < y ? 1 : x > y ? -1 : 0;
+    });
+    for (const c of list) {
+      const id = toHex(c.conversationId);
+      const li = el("li", "conv" + (id === this.open ? " open" : ""), "", { "data-testid": "conversation",
+        "data-conversation": id, "data-unread": String(c.unread) });
+      li.append(el("span", "title", this.titleOf(c), { "data-testid": "conversation-title" }));
+      if (c.unread) li.append(el("span", "badge", c.unreadExact ? String(c.unread) : `${c.unread}+`, { "data-testid": "unread-badge" }));
+      const last = c.lastMessage;
+      let preview = "";
+      if (last) {
+        if (last.state !== 0) preview = "(message recalled)";
+        else if (last.messageType === MessageType.CONTROL) preview = "(group change)";
+        else if (!last.bodyComplete) preview = `${last.senderId === this.client.userId ? "me" : this.nameOf(last.senderId)}: (long message)`;
+        else preview = `${last.senderId === this.client.userId ? "me" : this.nameOf(last.senderId)}: ${fromUtf8(last.body)}`;
+      }
+      li.append(el("span", "last", preview, { "data-testid": "last-message" }));
+      li.onclick = () => void this.openConversation(id);
+      ul.append(li);
+    }
+    this.askNames();
+  }
+
+  private renderRows(scroll: boolean): void {
+    if (!this.rows) return;
+    const open = this.open ? this.convs.get(this.open) : undefined;
+    if (open) $("chat-title").textContent = this.titleOf(open); // names and titles learnt meanwhile
+    const box = $("messages");
+    const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+    const ul = $("rows");
+    ul.replaceChildren(...this.rows.list().map((r) => this.rowNode(r)));
+    if (scroll || atBottom) box.scrollTop = box.scrollHeight;
+    this.askNames();
+  }
+
+  private rowNode(r: Row): HTMLElement {
+    const mine = r.senderId === this.client.userId;
+    const li = el("li", "msg" + (mine ? " mine" : ""), "", { "data-testid": "message", "data-key": r.key,
+      "data-state": r.state, "data-seq": r.seq === null ? "" : String(r.seq) });
+    li.append(el("div", "who", mine ? "me" : this.nameOf(r.senderId), { "data-testid": "message-sender" }));
+    const text = r.state === "recalled" ? "message recalled" : r.state === "deleted" ? "message deleted" : r.text;
+    li.append(el("div", "text", text, { "data-testid": "message-text" }));
+    const meta = el("div", "meta");
+    meta.append(el("span", "time", new Date(r.createdAtMs).toLocaleTimeString()));
+    const st = r.state === "pending" ? "sending…" : r.state === "failed" ? `failed: ${r.failure}` : r.state === "sent" ? "✓" : "";
+    meta.append(el("span", "st", st, { "data-testid": "message-status" }));
+    if (mine && r.state === "sent" && r.messageId) {
+      const b = el("button", "link", "recall", { "data-testid": "recall" });
+      b.onclick = () => void this.recall(r.messageId!);
+      meta.append(b);
+    }
+    li.append(meta);
+    return li;
+  }
+
+  async openConversation(id: string): Promise<void> {
+    this.open = id;
+    const conv = fromHex(id);
+    const rows = (this.rows = new Rows(id, this.client.userId));
+    const c = this.convs.get(id) ?? (await this.client.conversation(conv));
+    $("chat").hidden = false;
+    $("chat-title").textContent = c ? this.titleOf(c) : id;
+    $("chat-title").dataset.conversation = id;
+    $("show-members").hidden = !c || c.kind !== KIND_GROUP;
+    $("members").hidden = true;
+    for (const p of await this.client.unsent(conv)) rows.pending(p);
+    try {
+      for (const m of await this.client.messages(conv, 0n, 50)) rows.message(m);
+    } catch (e) {
+      this.showError(`history: ${(e as Error).message}`);
+    }
+    if (this.rows !== rows) return; // another conversation was opened meanwhile
+    this.renderList();
+    this.renderRows(true);
+    await this.markRead();
+  }
+
+  private async markRead(): Promise<void> {
+    if (!this.open || document.visibilityState !== "visible") return;
+    try {
+      await this.client.markRead(fromHex(this.open));
+    } catch (e) {
+      this.showError(`mark read: ${(e as Error).message}`);
+    }
+  }
+
+  private async olderPage(): Promise<void> {
+    if (!this.open || !this.rows) return;
+    const rows = this.rows;
+    const box = $("messages");
+    const before = box.scrollHeight - box.scrollTop;
+    const page = await this.client.messages(fromHex(this.open), rows.oldestSeq() || 0n, 30);
+    for (const m of page) rows.message(m);
+    this.renderRows(false);
+    box.scrollTop = box.scrollHeight - before;
+    if (!page.length) ($("older") as HTMLButtonElement).textContent = "No older messages";
+  }
+
+  private async recall(messageId: string): Promise<void> {
+    try {
+      await this.client.recall(fromHex(this.open!), fromHex(messageId));
+    } catch (e) {
+      this.showError(`recall: ${(e as Error).message}`);
+    }
+  }
+
+  private async showMembers(): Promise<void> {
+    const c = this.open ? this.convs.get(this.open) : null;
+    if (!c) return;
+    const ul = $("members");
+    ul.hidden = false;
+    try {
+      const members = await this.client.members(c.groupId);
+      await this.learnNames(members.map((m) => m.userId));
+      ul.replaceChildren(...members.map((m) => el("li", "", `${this.nameOf(m.userId)}${m.owner ? " (owner)" : ""}`,
+        { "data-testid": "member", "data-user": String(m.userId) })));
+    } catch (e) {
+      this.showError(`members: ${(e as Error).message}`);
+    }
+  }
+
+  private bindForms(): void {
+    const form = (id: string) => $<HTMLFormElement>(id);
+    form("composer").onsubmit = (ev) => {
+      ev.preventDefault();
+      const ta = form("composer").elements.namedItem("text") as HTMLTextAreaElement;
+      if (!this.open || !ta.value) return;
+      const text = ta.value;
+      ta.value = "";
+      // the row comes from the sendPending event; the call's own result is not needed here
+      this.client.sendText(fromHex(this.open), text, false).catch((e) => this.showError(`send: ${e.message}`));
+    };
+    const ta = form("composer").elements.namedItem("text") as HTMLTextAreaElement;
+    ta.onkeydown = (ev) => {
+      if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
+        ev.preventDefault();
+        form("composer").requestSubmit();
+      }
+    };
+    form("new-chat").onsubmit = (ev) => {
+      ev.preventDefault();
+      const input = form("new-chat").elements.namedItem("peer") as HTMLInputElement;
+      void (async () => {
+        try {
+          const c = await this.client.openDirect(parseU64(input.value.trim(), 1n, undefined, "user id"));
+          input.value = "";
+          this.convs.set(toHex(c.conversationId), c);
+          await this.openConversation(toHex(c.conversationId));
+        } catch (e) {
+          this.showError(`chat: ${(e as Error).message}`);
+        }
+      })();
+    };
+    form("new-group").onsubmit = (ev) => {
+      ev.preventDefault();
+      const f = form("new-group");
+      const members = (f.elements.namedItem("members") as HTMLInputElement).value.split(/[\s,]+/).filter(Boolean);
+      const title = (f.elements.namedItem("title") as HTMLInputElement).value.trim();
+      void (async () => {
+        try {
+          const c = await this.client.createGroup(members.map((m) => parseU64(m, 1n, undefined, "member id")), undefined, title);
+          f.reset();
+          this.convs.set(toHex(c.conversationId), c);
+          await this.openConversation(toHex(c.conversationId));
+          await this.showMembers();
+        } catch (e) {
+          this.showError(`group: ${(e as Error).message}`);
+        }
+      })();
+    };
+    $("older").onclick = () => void this.olderPage();
+    $("show-members").onclick = () => void this.showMembers();
+  }
+}

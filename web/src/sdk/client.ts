@@ -1,0 +1,301 @@
+/**
+ * Client: what a web app holds (the counterpart of qim.sdk.Client; docs/sdk.md "qim-js").
+ * One user on one device at one gateway endpoint (ws:// in development, wss://), over
+ * a Runtime and the device's IndexedDB LocalStore. Identity comes from the token's
+ * claims (`sub` user, `dev` device, `tenant` hex32, optional `name`); only the gateway
+ * checks the signature. Errors: SendRefused (nothing stored), ServerError, NotConnected,
+ * Kicked, StoreError.
+ */
+
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { ErrorCode } from "../gen/qim/v1/common_pb";
+import { CreateGroupSchema, GroupOkSchema, LeaveGroupSchema, MembersBatchSchema, PullMembersSchema,
+  SetGroupTitleSchema, type Member } from "../gen/qim/v1/group_pb";
+import { ProfilesBatchSchema, PullProfilesSchema } from "../gen/qim/v1/session_pb";
+import { HistoryBatchSchema, HistoryDirection, PullHistorySchema } from "../gen/qim/v1/history_pb";
+import { RecallMessageSchema, RecallOkSchema } from "../gen/qim/v1/message_pb";
+import { beBytes, concat, parseU64, toHex, utf8 } from "./bytes";
+import { ConnectionLost, NotConnected, retryable, SendRefused, ServerError } from "./errors";
+import type { Listener, SendAck } from "./events";
+import { conversationIdDirect, conversationKind, KIND_DIRECT, KIND_GROUP } from "./ids";
+import type { Conversation, PendingSend, StoredMessage } from "./model";
+import { MAX_CUSTOM_TYPE_BYTES, MessageType, Op, PROFILES_MAX_IDS } from "./protocol";
+import { Backoff, withRetry } from "./retry";
+import { Runtime, type RuntimeOptions } from "./runtime";
+import { Sessions } from "./sessions";
+import { LocalStore } from "./store";
+import { markState, noteGroup, oldestReached, openConversation, setOldestReached } from "./storeops";
+
+const U63_MAX = (1n << 63n) - 1n;
+
+/** What a token says about its holder. */
+export interface TokenClaims {
+  tenant: bigint;
+  userId: bigint;
+  deviceId: bigint;
+  name: string;
+  exp: number;
+}
+
+/** Read the claims of a JWT (no signature check: that is the gateway's). RangeError when malformed. */
+export function tokenClaims(token: string): TokenClaims {
+  const parts = token.split(".");
+  if (parts.length !== 3) throw new RangeError("a token has three dot-separated parts");
+  let c: Record<string, unknown>;
+  try {
+    const b64 = parts[1].replace(/-/g, "+").replace(/_/g, "/");
+    const bin = atob(b64 + "=".repeat((4 - (b64.length % 4)) % 4));
+    c = JSON.parse(new TextDecoder().decode(Uint8Array.from(bin, (ch) => ch.charCodeAt(0))));
+  } catch {
+    throw new RangeError("the token's claims are not base64url JSON");
+  }
+  const tenant = typeof c.tenant === "string" && /^[0-9a-f]{32}$/.test(c.tenant) ? BigInt("0x" + c.tenant) : -1n;
+  if (tenant < 0n) throw new RangeError("the token's tenant must be 32 lowercase hex digits");
+  return { tenant, userId: parseU64(String(c.sub), 1n, U63_MAX, "sub"), deviceId: parseU64(String(c.dev), 1n, U63_MAX, "dev"),
+    name: typeof c.name === "string" ? c.name : "", exp: Number(c.exp ?? 0) };
+}
+
+export interface ClientOptions extends RuntimeOptions {
+  /** An IndexedDB factory (fake-indexeddb in unit tests); the browser's by default. */
+  idbFactory?: IDBFactory;
+}
+
+/** The app-facing client of one device. */
+export class Client {
+  readonly sessions: Sessions;
+  private names = new Map<bigint, string>(); // display names learnt by PULL_PROFILES ("" = none given)
+
+  private constructor(readonly runtime: Runtime, readonly store: LocalStore, readonly claims: TokenClaims) {
+    this.sessions = new Sessions(runtime);
+  }
+
+  /** Open the device's store (identity from the token) and a runtime; connect() next. */
+  static async open(endpoint: string, token: string, opts: ClientOptions = {}): Promise<Client> {
+    const claims = tokenClaims(token);
+    const store = await LocalStore.open(endpoint, claims.tenant, claims.userId, claims.deviceId, opts.idbFactory);
+    return new Client(new Runtime(endpoint, token, store, opts), store, claims);
+  }
+
+  get userId(): bigint {
+    return this.claims.userId;
+  }
+
+  get deviceId(): bigint {
+    return this.claims.deviceId;
+  }
+
+  get state() {
+    return this.runtime.state;
+  }
+
+  /** Listen to every event (events.ts); returns the unsubscribe function. */
+  on(fn: Listener): () => void {
+    return this.runtime.on(fn);
+  }
+
+  /** Connect (see Runtime.connect; `keepTrying`: reconnect in the background after a failure). */
+  connect(keepTrying = false): Promise<void> {
+    return this.runtime.connect(keepTrying);
+  }
+
+  /** Stop; the store stays open for reads and a later connect(). */
+  close(): void {
+    this.runtime.close();
+  }
+
+  /** The list, newest activity first. */
+  conversations(): Promise<Conversation[]> {
+    return this.store.conversations();
+  }
+
+  /** One entry of the list, or null. */
+  conversation(conv: Uint8Array): Promise<Conversation | null> {
+    return this.store.conversation(conv);
+  }
+
+  /** The direct conversation id of this user and `peer`. */
+  directId(peer: bigint): Uint8Array {
+    return conversationIdDirect(this.claims.tenant, this.userId, peer);
+  }
+
+  /** The direct conversation with `peer`, listed from now on. */
+  async openDirect(peer: bigint): Promise<Conversation> {
+    if (peer <= 0n || peer > U63_MAX || peer === this.userId) throw new RangeError("peer must be another user's id");
+    const conv = this.directId(peer);
+    this.runtime.tell(await openConversation(this.store, conv, peer, 0n));
+    return (await this.conversation(conv))!;
+  }
+
+  /**
+   * Up to `limit` messages with seq < beforeSeq (0: newest) in seq order: the store's,
+   * and when it has fewer, older history pages (PULL_HISTORY OLDER) stored and returned
+   * too. Offline, what the store has.
+   */
+  async messages(conv: Uint8Array, beforeSeq = 0n, limit = 50): Promise<StoredMessage[]> {
+    let page = await this.store.messages(conv, beforeSeq, limit);
+    if (page.length >= limit || (await oldestReached(this.store, conv))) return page;
+    const entry = await this.conversation(conv);
+    let anchor = page.length ? page[0].conversationSeq : beforeSeq;
+    try {
+      while (page.length < limit) {
+        const req = toBinary(PullHistorySchema, create(PullHistorySchema, { conversationId: conv,
+          peerUserId: entry?.peerUserId ?? 0n, anchorSeq: anchor, direction: HistoryDirection.OLDER, limit }));
+        const rt = this.runtime;
+        const batch = fromBinary(HistoryBatchSchema, (await withRetry(() => rt.request(Op.PULL_HISTORY, req),
+          new Backoff(50, 2000, rt.retryBudgetMs))).body);
+        if (batch.items.length) rt.tell({ ...(await this.store.applyHistory(conv, batch.items)), inserted: [] });
+        if (!batch.hasMore || !batch.items.length) {
+          await setOldestReached(this.store, conv);
+          break;
+        }
+        anchor = batch.nextAnchor;
+        page = await this.store.messages(conv, beforeSeq, limit);
+      }
+    } catch (e) {
+      if (!(e instanceof NotConnected || e instanceof ConnectionLost)) throw e; // offline: the store's part only
+    }
+    return this.store.messages(conv, beforeSeq, limit);
+  }
+
+  /** Sends not in the store as messages yet: pending, acked (mailbox entry not applied) or failed. */
+  unsent(conv?: Uint8Array): Promise<PendingSend[]> {
+    return this.store.pendingSends(["pending", "acked", "failed"], conv);
+  }
+
+  /**
+   * Send: stored as pending first (sendPending), then sent. Returns the SendAck, or
+   * with `wait` false the client_message_id at once (the outcome comes as events).
+   * SendRefused for what the server would refuse (nothing stored).
+   */
+  async send(conv: Uint8Array, body: Uint8Array, messageType: number = MessageType.TEXT,
+    customType = new Uint8Array(0), wait = true): Promise<SendAck | Uint8Array> {
+    const rt = this.runtime;
+    const recipient = await this.check(conv, body, messageType, customType);
+    const row = await this.store.addPending(conv, recipient, messageType, customType, body);
+    const ack = wait ? rt.waitAck(row.clientMessageId) : null;
+    ack?.catch(() => undefined); // told to the caller below; never an unhandled rejection meanwhile
+    rt.emit({ type: "sendPending", pending: row });
+    rt.sender.track(row);
+    if (rt.connected && rt.conn) rt.sender.start(rt.conn, row);
+    return ack ?? row.clientMessageId;
+  }
+
+  /** A TEXT message of UTF-8 `text` (any script, emoji, several lines). */
+  sendText(conv: Uint8Array, text: string, wait = true): Promise<SendAck | Uint8Array> {
+    return this.send(conv, utf8(text), MessageType.TEXT, new Uint8Array(0), wait);
+  }
+
+  private async check(conv: Uint8Array, body: Uint8Array, type: number, custom: Uint8Array): Promise<bigint> {
+    const max = this.runtime.maxBodyBytes;
+    if (body.length > max) throw new SendRefused(`body of ${body.length} bytes exceeds ${max}`);
+    if (custom.length > MAX_CUSTOM_TYPE_BYTES) throw new SendRefused(`custom_type exceeds ${MAX_CUSTOM_TYPE_BYTES} bytes`);
+    if (type === MessageType.CONTROL) throw new SendRefused("CONTROL messages are generated by the server");
+    let kind: number;
+    try {
+      kind = conversationKind(conv);
+    } catch {
+      throw new SendRefused("conversation_id must be 16 non-zero bytes of a known kind");
+    }
+    if (kind === KIND_GROUP) return 0n;
+    if (kind !== KIND_DIRECT) throw new SendRefused("rooms are not sent with SEND_MESSAGE");
+    const peer = (await this.conversation(conv))?.peerUserId ?? 0n;
+    if (!peer || toHex(this.directId(peer)) !== toHex(conv)) throw new SendRefused("unknown peer: openDirect(peer) first");
+    return peer;
+  }
+
+  private async operation<T>(kind: string, key: Uint8Array, replay: boolean, opcode: number,
+    build: (cmid: Uint8Array) => Uint8Array): Promise<Uint8Array> {
+    const k = toHex(key);
+    const [cmid, stored] = await this.store.opBegin(kind, k, replay);
+    if (stored) return stored;
+    const body = build(cmid);
+    try {
+      const rt = this.runtime;
+      const reply = await withRetry(() => rt.request(opcode, body), new Backoff(50, 2000, rt.retryBudgetMs));
+      await this.store.opEnd(kind, k, cmid, reply.body);
+      return reply.body;
+    } catch (e) {
+      if (e instanceof ServerError && !retryable(e)) await this.store.opEnd(kind, k, cmid, null);
+      throw e;
+    }
+  }
+
+  /** Recall one of our own messages; our copy loses its text at once, others' with the notice. */
+  async recall(conv: Uint8Array, messageId: Uint8Array) {
+    const peer = (await this.conversation(conv))?.peerUserId ?? 0n;
+    const reply = await this.operation("recall", concat(conv, messageId), true, Op.RECALL_MESSAGE,
+      (cmid) => toBinary(RecallMessageSchema, create(RecallMessageSchema, { conversationId: conv, messageId,
+        clientMessageId: cmid, peerUserId: peer })));
+    const ok = fromBinary(RecallOkSchema, reply);
+    this.runtime.tell(await markState(this.store, messageId, ok.state));
+    return ok;
+  }
+
+  /** Move the read position (default: the newest message); other devices and tabs get READ_SYNC. */
+  markRead(conv: Uint8Array, seq?: bigint): Promise<bigint> {
+    return this.sessions.markRead(conv, seq);
+  }
+
+  /** Create a group (a random id unless given) with this user as owner; its list entry. */
+  async createGroup(members: bigint[], groupId?: bigint, title = ""): Promise<Conversation> {
+    const gid = groupId ?? (BigInt.asUintN(62, BigInt("0x" + toHex(crypto.getRandomValues(new Uint8Array(8))))) + 1n);
+    const wanted = [...new Set(members.filter((m) => m !== this.userId))].sort((a, b) => (a < b ? -1 : 1));
+    const reply = await this.operation("create_group", concat(beBytes(gid, 8), ...wanted.map((m) => beBytes(m, 8))),
+      true, Op.CREATE_GROUP, (cmid) => toBinary(CreateGroupSchema, create(CreateGroupSchema,
+        { groupId: gid, members: wanted, clientMessageId: cmid, title })));
+    this.runtime.tell(await noteGroup(this.store, reply, gid, true, title));
+    return (await this.conversation(fromBinary(GroupOkSchema, reply).conversationId))!;
+  }
+
+  /** Rename a group (its owner only; "" removes the title); members learn it by a CONTROL notice. */
+  async setGroupTitle(groupId: bigint, title: string): Promise<Conversation> {
+    const reply = await this.operation("set_group_title", concat(beBytes(groupId, 8), utf8(title)), false,
+      Op.SET_GROUP_TITLE, (cmid) => toBinary(SetGroupTitleSchema, create(SetGroupTitleSchema,
+        { groupId, title, clientMessageId: cmid })));
+    this.runtime.tell(await noteGroup(this.store, reply, groupId, true, title, true));
+    return (await this.conversation(fromBinary(GroupOkSchema, reply).conversationId))!;
+  }
+
+  /**
+   * Display names of users (PULL_PROFILES, 200 ids a request; docs/protocol.md "Names"):
+   * user id → name, "" when the user gave none. Names are learnt once per client;
+   * ids stay the keys. The token's own `name` is this user's.
+   */
+  async displayNames(users: bigint[]): Promise<Map<bigint, string>> {
+    if (this.claims.name) this.names.set(this.userId, this.claims.name);
+    const missing = [...new Set(users)].filter((u) => !this.names.has(u) && u > 0n && u <= U63_MAX);
+    for (let i = 0; i < missing.length; i += PROFILES_MAX_IDS) {
+      const req = toBinary(PullProfilesSchema, create(PullProfilesSchema, { userIds: missing.slice(i, i + PROFILES_MAX_IDS) }));
+      const rt = this.runtime;
+      const b = fromBinary(ProfilesBatchSchema, (await withRetry(() => rt.request(Op.PULL_PROFILES, req),
+        new Backoff(50, 2000, rt.retryBudgetMs))).body);
+      for (const p of b.profiles) this.names.set(p.userId, p.displayName);
+    }
+    return new Map(users.filter((u) => this.names.has(u)).map((u) => [u, this.names.get(u)!]));
+  }
+
+  /** Leave a group; it stays listed with leftAt. */
+  async leaveGroup(groupId: bigint): Promise<Conversation> {
+    const reply = await this.operation("leave_group", beBytes(groupId, 8), false, Op.LEAVE_GROUP,
+      (cmid) => toBinary(LeaveGroupSchema, create(LeaveGroupSchema, { groupId, clientMessageId: cmid })));
+    this.runtime.tell(await noteGroup(this.store, reply, groupId, false));
+    return (await this.conversation(fromBinary(GroupOkSchema, reply).conversationId))!;
+  }
+
+  /** Current members by user id (FORBIDDEN for a non-member). */
+  async members(groupId: bigint): Promise<Member[]> {
+    const out: Member[] = [];
+    let after = 0n;
+    for (;;) {
+      const req = toBinary(PullMembersSchema, create(PullMembersSchema, { groupId, afterUserId: after, limit: 1000 }));
+      const rt = this.runtime;
+      const b = fromBinary(MembersBatchSchema, (await withRetry(() => rt.request(Op.PULL_MEMBERS, req),
+        new Backoff(50, 2000, rt.retryBudgetMs))).body);
+      out.push(...b.members);
+      if (!b.hasMore || !b.members.length) return out;
+      after = b.members[b.members.length - 1].userId;
+    }
+  }
+}
+
+export { ErrorCode };

@@ -1,0 +1,61 @@
+/** Errors qim-js raises to the app (the same kinds as qim.sdk, docs/sdk.md "Errors"). */
+
+import { ErrorCode } from "../gen/qim/v1/common_pb";
+
+/** The server refused: `code` is the wire ErrorCode, `retryAfterMs` its hint (0: none). */
+export class ServerError extends Error {
+  constructor(readonly code: ErrorCode, message: string, readonly retryAfterMs = 0) {
+    super(`${ErrorCode[code] ?? code}: ${message}`);
+    this.name = "ServerError";
+  }
+}
+
+/** The connection dropped (the runtime reconnects by itself unless kicked or closed). */
+export class ConnectionLost extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ConnectionLost";
+  }
+}
+
+/** No usable connection: connect() first. */
+export class NotConnected extends Error {
+  constructor(message = "call connect() first") {
+    super(message);
+    this.name = "NotConnected";
+  }
+}
+
+/** The device logged in elsewhere (KICKED REPLACED): terminal, no reconnect. */
+export class Kicked extends Error {
+  constructor(readonly reason: number) {
+    super(`kicked (reason ${reason})`);
+    this.name = "Kicked";
+  }
+}
+
+/** Refused before anything was stored (what the server would refuse). */
+export class SendRefused extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "SendRefused";
+  }
+}
+
+/** The local store belongs to another identity, or a store operation failed. */
+export class StoreError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "StoreError";
+  }
+}
+
+/** Codes that mean "not now": retried with bounded backoff and the same cmid. */
+export const RETRYABLE = new Set<ErrorCode>([ErrorCode.UNAVAILABLE, ErrorCode.RATE_LIMITED, ErrorCode.MAILBOX_DIRTY]);
+
+/** True for a ServerError whose code is retryable. */
+export function retryable(e: unknown): e is ServerError {
+  return e instanceof ServerError && RETRYABLE.has(e.code);
+}
+
+export { ErrorCode };

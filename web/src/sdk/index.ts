@@ -1,0 +1,12 @@
+/** qim-js: the TypeScript SDK of QIM (docs/sdk.md "qim-js"). */
+export * from "./bytes";
+export * from "./client";
+export * from "./errors";
+export * from "./events";
+export * from "./frame";
+export * from "./ids";
+export * from "./model";
+export * from "./protocol";
+export { Runtime } from "./runtime";
+export { LocalStore } from "./store";
+export type { Dialer, Transport } from "./transport";

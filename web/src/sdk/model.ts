@@ -1,0 +1,102 @@
+/**
+ * What qim-js stores and tells (the shapes of qim/sdk/model.py). Ids are 16-byte
+ * Uint8Arrays (conversation, message, client_message_id) or bigint (user, group,
+ * device, tenant); sequences are bigint; times are unix milliseconds (bigint from the
+ * wire, safe as Number for display).
+ */
+
+/** One stored message; recalled (1) or deleted (2) ones have an empty body. */
+export interface StoredMessage {
+  messageId: Uint8Array;
+  conversationId: Uint8Array;
+  conversationSeq: bigint;
+  senderId: bigint;
+  createdAtMs: bigint;
+  messageType: number;
+  customType: Uint8Array;
+  body: Uint8Array;
+  clientMessageId: Uint8Array | null;
+  mailboxSeq: bigint;
+  state: number;
+}
+
+/** pending → acked (SEND_ACK) / committed (own mailbox entry) / failed (permanent ERROR). */
+export type PendingState = "pending" | "acked" | "committed" | "failed";
+
+/** A send kept in the store from before it leaves until the server has it. */
+export interface PendingSend {
+  clientMessageId: Uint8Array;
+  ordinal: bigint;
+  conversationId: Uint8Array;
+  recipientUserId: bigint;
+  messageType: number;
+  customType: Uint8Array;
+  body: Uint8Array;
+  createdLocalMs: number;
+  state: PendingState;
+  messageId: Uint8Array | null;
+  conversationSeq: bigint;
+  failure: string;
+}
+
+/** A send's commit coordinates. */
+export interface Resolved {
+  clientMessageId: Uint8Array;
+  messageId: Uint8Array;
+  conversationId: Uint8Array;
+  conversationSeq: bigint;
+  createdAtMs: bigint;
+}
+
+/** The newest visible message of a conversation (body cut at 4 KiB: bodyComplete false). */
+export interface LastMessage {
+  messageId: Uint8Array;
+  conversationSeq: bigint;
+  senderId: bigint;
+  createdAtMs: bigint;
+  messageType: number;
+  body: Uint8Array;
+  bodyComplete: boolean;
+  state: number;
+}
+
+/** One entry of the conversation list (values after the change). */
+export interface Conversation {
+  conversationId: Uint8Array;
+  kind: number;
+  peerUserId: bigint;
+  groupId: bigint;
+  title: string;
+  readConversationSeq: bigint;
+  unread: number;
+  unreadExact: boolean;
+  lastMessage: LastMessage | null;
+  joinedAt: bigint;
+  leftAt: bigint;
+}
+
+/** A group membership CONTROL message as applied. */
+export interface Membership {
+  conversationId: Uint8Array;
+  groupId: bigint;
+  conversationSeq: bigint;
+  kind: number;
+  users: bigint[];
+  actorUserId: bigint;
+}
+
+/** What one store transaction changed (told to the app only after it committed). */
+export interface ApplyResult {
+  inserted: StoredMessage[];
+  updated: StoredMessage[];
+  resolved: Resolved[];
+  removed: Uint8Array[];
+  conversations: Conversation[];
+  reads: [Uint8Array, bigint][];
+  membership: Membership[];
+}
+
+/** An empty ApplyResult. */
+export function emptyResult(): ApplyResult {
+  return { inserted: [], updated: [], resolved: [], removed: [], conversations: [], reads: [], membership: [] };
+}

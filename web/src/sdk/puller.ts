@@ -1,0 +1,135 @@
+/**
+ * Mailbox pulls and REBUILD of one runtime (qim/sdk/puller.py, qim/sdk/rebuild.py).
+ *
+ * Single flight, never losing a wake-up: every request (a PUSH_EVENTS, the connect-time
+ * sync, an explicit pull) sets a dirty mark and a running pull loops again while it is
+ * set. Only MAILBOX_BATCH reaches the store. Transient errors are retried with bounded
+ * backoff; CURSOR_EXPIRED runs REBUILD: the session list, then for every listed or
+ * held conversation its history NEWER from just below the lowest stored seq to the end
+ * (new messages stored, states applied, rows history did not return removed), and
+ * only then the cursor restarts from 0. A background pull that fails tells syncFailed.
+ */
+
+import { create, toBinary } from "@bufbuild/protobuf";
+import { ErrorCode } from "../gen/qim/v1/common_pb";
+import { HistoryBatchSchema, HistoryDirection, PullHistorySchema } from "../gen/qim/v1/history_pb";
+import { MailboxBatchSchema, PullMailboxSchema } from "../gen/qim/v1/mailbox_pb";
+import { PullSessionListSchema, SessionListBatchSchema, type SessionEntry } from "../gen/qim/v1/session_pb";
+import { fromHex, toHex } from "./bytes";
+import type { Connection } from "./connection";
+import { ConnectionLost, NotConnected, ServerError } from "./errors";
+import { conversationKind, KIND_GROUP } from "./ids";
+import { HISTORY_PAGE_MAX_BYTES, HISTORY_PAGE_MAX_LIMIT, MAILBOX_PAGE_MAX_BYTES, MAILBOX_PAGE_MAX_ENTRIES, Op,
+  SESSION_PAGE_MAX_LIMIT } from "./protocol";
+import { Backoff, withRetry } from "./retry";
+import type { Runtime } from "./runtime";
+
+/** Single-flight PULL_MAILBOX loop with dirty marks, retries and REBUILD. */
+export class Puller {
+  private running: Promise<void> | null = null;
+  private dirty = false;
+
+  constructor(private readonly rt: Runtime) {}
+
+  /** A notification: pull soon; never lost (a running pull runs again). */
+  wake(): void {
+    this.dirty = true;
+    if (!this.running && this.rt.conn?.open) {
+      this.start().catch((e) => {
+        if (e instanceof ConnectionLost || e instanceof NotConnected) return; // the reconnect syncs again
+        this.rt.emit({ type: "syncFailed", code: (e as ServerError).code ?? ErrorCode.INTERNAL, message: String(e) });
+      });
+    }
+  }
+
+  /** Pull until has_more is false, joining a running pull (it runs again). */
+  pull(): Promise<void> {
+    this.dirty = true;
+    return this.running ?? this.start();
+  }
+
+  private start(): Promise<void> {
+    const run = (async () => {
+      try {
+        while (this.dirty) {
+          this.dirty = false;
+          while (await this.page());
+        }
+      } finally {
+        this.running = null;
+      }
+    })();
+    this.running = run;
+    return run;
+  }
+
+  private async page(): Promise<boolean> {
+    const rt = this.rt;
+    const conn = rt.conn;
+    if (!conn || !conn.open) throw new NotConnected("no connection");
+    const cursor = await rt.store.cursor();
+    const body = toBinary(PullMailboxSchema, create(PullMailboxSchema, { cursor: cursor?.seq ?? 0n,
+      maxEntries: MAILBOX_PAGE_MAX_ENTRIES, maxBytes: MAILBOX_PAGE_MAX_BYTES }));
+    let batch;
+    try {
+      batch = await withRetry(() => conn.call(Op.PULL_MAILBOX, body, MailboxBatchSchema, rt.sendTimeoutMs),
+        new Backoff(50, 2000, rt.retryBudgetMs));
+    } catch (e) {
+      if (!(e instanceof ServerError) || e.code !== ErrorCode.CURSOR_EXPIRED) throw e;
+      await this.rebuild(conn);
+      return true;
+    }
+    const result = await rt.store.applyMailboxBatch(batch.entries, batch.nextCursor, batch.lane, batch.shardEpoch);
+    rt.tell(result);
+    return batch.hasMore;
+  }
+
+  /** REBUILD on `conn` (module docstring); tells the app what changed, page by page. */
+  async rebuild(conn: Connection): Promise<void> {
+    const rt = this.rt;
+    const call = <T>(fn: () => Promise<T>) => withRetry(fn, new Backoff(50, 2000, rt.retryBudgetMs));
+    const sessions = new Map<string, SessionEntry>();
+    let cursor: Uint8Array = new Uint8Array(0);
+    for (;;) {
+      const req = toBinary(PullSessionListSchema, create(PullSessionListSchema, { cursor, limit: SESSION_PAGE_MAX_LIMIT }));
+      const b = await call(() => conn.call(Op.PULL_SESSION_LIST, req, SessionListBatchSchema));
+      for (const s of b.sessions) sessions.set(toHex(s.conversationId), s);
+      if (!b.hasMore || !b.nextCursor.length) break;
+      cursor = b.nextCursor;
+    }
+    const held = await rt.store.conversationsHeld();
+    const convs = [...sessions.keys(), ...[...held.keys()].filter((c) => !sessions.has(c))];
+    for (const c of convs) {
+      const [low, hint] = held.get(c) ?? [1n, 0n];
+      const peer = sessions.get(c)?.peerUserId || hint;
+      const conv = fromHex(c);
+      try {
+        await this.reconcile(conn, conv, peer, low - 1n, call);
+      } catch (e) {
+        if (!(e instanceof ServerError) || e.code !== ErrorCode.FORBIDDEN || sessions.has(c)) throw e;
+        if (conversationKind(conv) !== KIND_GROUP) continue; // a direct one whose peer we cannot name
+        rt.tell(await rt.store.removeAbsent(conv, -1n, new Set())); // no member interval at all
+      }
+    }
+    await rt.store.resetCursor();
+    rt.stats.rebuilds++;
+    rt.emit({ type: "cursorReset" });
+  }
+
+  private async reconcile(conn: Connection, conv: Uint8Array, peer: bigint, above: bigint,
+    call: <T>(fn: () => Promise<T>) => Promise<T>): Promise<void> {
+    const seen = new Set<string>();
+    let anchor = above < 0n ? 0n : above;
+    for (;;) {
+      const req = toBinary(PullHistorySchema, create(PullHistorySchema, { conversationId: conv, peerUserId: peer,
+        anchorSeq: anchor, direction: HistoryDirection.NEWER, limit: HISTORY_PAGE_MAX_LIMIT,
+        maxBytes: HISTORY_PAGE_MAX_BYTES }));
+      const page = await call(() => conn.call(Op.PULL_HISTORY, req, HistoryBatchSchema));
+      for (const it of page.items) seen.add(toHex(it.messageId));
+      this.rt.tell(await this.rt.store.applyHistory(conv, page.items));
+      if (!page.hasMore || !page.items.length) break;
+      anchor = page.nextAnchor;
+    }
+    this.rt.tell(await this.rt.store.removeAbsent(conv, above, seen));
+  }
+}

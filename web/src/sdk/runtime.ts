@@ -1,0 +1,316 @@
+/**
+ * Runtime: the qim-js connection state machine (the counterpart of
+ * qim/sdk/runtime.py; docs/sdk.md). States: connecting → syncing → ready ⇄
+ * reconnecting; offline (stopped for a reason told to the app) and kicked (terminal).
+ * Every (re)connect authenticates, REBUILDs first when the store asks, syncs the
+ * mailbox (PULL_MAILBOX until has_more is false, each batch committed with its cursor)
+ * and only then resends, in ordinal order, the pending sends the sync did not find
+ * (our own mailbox entries carry the client_message_id), then pulls the session list.
+ * PUSH_EVENTS only wake a pull. KICKED REPLACED is terminal: no reconnect by itself.
+ */
+
+import { ErrorCode } from "../gen/qim/v1/common_pb";
+import type { PushEvents } from "../gen/qim/v1/mailbox_pb";
+import { toHex } from "./bytes";
+import { Connection, DEFAULT_TIMING, type Timing } from "./connection";
+import { ConnectionLost, Kicked, NotConnected, retryable, ServerError, StoreError } from "./errors";
+import type { ConnState, Listener, QimEvent, SendAck } from "./events";
+import type { ApplyResult } from "./model";
+import { KickReason, RATE_LIMITED_OPS } from "./protocol";
+import { Puller } from "./puller";
+import { reconnectLoop } from "./reconnect";
+import { RateGate } from "./rategate";
+import { Backoff } from "./retry";
+import { Sender } from "./sender";
+import type { LocalStore } from "./store";
+import { dialWebSocket, type Dialer } from "./transport";
+
+export interface RuntimeOptions {
+  dial?: Dialer;
+  timing?: Timing;
+  sendTimeoutMs?: number;
+  reconnectBackoffMs?: [number, number];
+  retryBudgetMs?: number;
+  /** Asked for a fresh token after KICKED{TOKEN_EXPIRED} and once after UNAUTHENTICATED. */
+  tokenProvider?: () => Promise<string>;
+}
+
+/** One device's connection, store and sends. */
+export class Runtime {
+  state: ConnState = "offline";
+  conn: Connection | null = null;
+  ready = false;
+  closing = true;
+  maxBodyBytes = 1024 * 1024;
+  readonly gate = new RateGate();
+  readonly sender: Sender;
+  readonly puller: Puller;
+  readonly afterSync: ((c: Connection) => Promise<void>)[] = [];
+  readonly stats = { reconnects: 0, resends: 0, reconciled: 0, pushes: 0, rebuilds: 0 };
+  onSessionDelta: Connection["onSessionDelta"] = () => undefined;
+  onReadSync: Connection["onReadSync"] = () => undefined;
+  readonly dial: Dialer;
+  readonly timing: Timing;
+  readonly sendTimeoutMs: number;
+  readonly retryBudgetMs: number;
+  private listeners = new Set<Listener>();
+  private waiters = new Map<string, { resolve: (a: SendAck) => void; reject: (e: Error) => void }>();
+  private reconnecting: Promise<void> | null = null;
+  private connecting = false;
+  private refreshToken = false;
+  private stoppedBy: Error | null = null; // why the runtime stopped for good (until the next connect)
+
+  constructor(readonly endpoint: string, private token: string, readonly store: LocalStore,
+    private readonly opts: RuntimeOptions = {}) {
+    this.dial = opts.dial ?? dialWebSocket;
+    this.timing = opts.timing ?? DEFAULT_TIMING;
+    this.sendTimeoutMs = opts.sendTimeoutMs ?? 60000;
+    this.retryBudgetMs = opts.retryBudgetMs ?? 30000;
+    this.sender = new Sender(this);
+    this.puller = new Puller(this);
+  }
+
+  // --- events ----------------------------------------------------------------------
+  /** Listen to every event; returns the unsubscribe function. */
+  on(fn: Listener): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  emit(e: QimEvent): void {
+    for (const fn of this.listeners) {
+      try {
+        fn(e);
+      } catch (err) {
+        console.error("qim-js listener failed", err); // an app bug must not stop the SDK
+      }
+    }
+  }
+
+  setState(state: ConnState, reason = ""): void {
+    if (state === this.state) return;
+    this.state = state;
+    this.emit({ type: "state", state, reason });
+  }
+
+  /** Tell one committed apply, in order (qim/sdk/tell.py), and settle the sends it resolved. */
+  tell(r: ApplyResult, readSource: "local" | "sync" | "server" = "local"): void {
+    if (r.conversations.length) this.emit({ type: "conversations", conversations: r.conversations });
+    if (r.inserted.length) this.emit({ type: "messagesAdded", messages: r.inserted });
+    if (r.updated.length) this.emit({ type: "messagesUpdated", messages: r.updated });
+    if (r.removed.length) this.emit({ type: "messagesRemoved", messageIds: r.removed });
+    if (r.resolved.length) {
+      const acks = r.resolved.map((x) => ({ ...x, reconciled: true }));
+      for (const a of acks) {
+        this.sender.resolved(a.clientMessageId);
+        if (this.settle(a.clientMessageId, a)) this.stats.reconciled++;
+      }
+      this.emit({ type: "pendingResolved", acks });
+    }
+    for (const [conversationId, seq] of r.reads) this.emit({ type: "readPosition", conversationId, seq, source: readSource });
+    for (const change of r.membership) this.emit({ type: "membership", change });
+  }
+
+  // --- lifecycle -------------------------------------------------------------------
+  get connected(): boolean {
+    return this.ready && this.conn !== null && this.conn.open;
+  }
+
+  /**
+   * Connect, AUTH, (REBUILD,) sync, resend. Transient errors are retried for the
+   * budget. With `keepTrying`, a failure that reconnecting can fix (unreachable,
+   * transient) starts the reconnect loop instead of going offline.
+   */
+  async connect(keepTrying = false): Promise<void> {
+    if (this.connected) return;
+    if (this.state === "kicked") throw new Kicked(KickReason.REPLACED);
+    if (this.reconnecting) return this.reconnecting;
+    this.closing = false;
+    this.connecting = true;
+    this.stoppedBy = null;
+    this.setState("connecting");
+    const backoff = new Backoff(50, 2000, this.retryBudgetMs);
+    try {
+      for (;;) {
+        try {
+          await this.establish();
+          return;
+        } catch (e) {
+          if (e instanceof ServerError && e.code === ErrorCode.UNAUTHENTICATED && this.opts.tokenProvider
+            && !this.refreshToken) {
+            this.refreshToken = true;
+            continue;
+          }
+          if (retryable(e) && !this.closing) {
+            try {
+              await backoff.wait(e);
+              continue;
+            } catch {
+              // budget spent: below
+            }
+          }
+          const fatal = e instanceof StoreError || (e instanceof ServerError && !retryable(e)) || e instanceof Kicked;
+          if (keepTrying && !fatal && !this.closing) {
+            this.connecting = false;
+            this.startReconnect(`connect failed: ${(e as Error).message}`);
+            return;
+          }
+          this.closing = true;
+          if ((this.state as ConnState) !== "kicked") this.setState("offline", `connect failed: ${(e as Error).message}`);
+          throw e;
+        }
+      }
+    } finally {
+      this.connecting = false;
+    }
+  }
+
+  /** Stop reconnecting and close; the store stays; pending rows stay for a later connect. */
+  close(reason = "closed by the app"): void {
+    this.closing = true;
+    this.ready = false;
+    if (this.state !== "kicked") this.setState("offline", reason);
+    this.conn?.abort(reason);
+    this.conn = null;
+  }
+
+  /** Test and UI hook: cut the connection as a network failure would. */
+  abortConnection(): void {
+    this.conn?.abort("aborted by host");
+  }
+
+  private async currentToken(): Promise<string> {
+    if (this.refreshToken && this.opts.tokenProvider) {
+      this.token = await this.opts.tokenProvider();
+      this.refreshToken = false;
+    }
+    return this.token;
+  }
+
+  async establish(reconnect = false): Promise<void> {
+    const conn = await Connection.open(this.dial, this.endpoint, await this.currentToken(), this.timing);
+    if (reconnect) this.stats.reconnects++;
+    if (conn.auth.userId !== this.store.meta.userId || conn.auth.deviceId !== this.store.meta.deviceId) {
+      conn.abort("identity mismatch");
+      this.closing = true;
+      throw new StoreError("AUTH_OK identity differs from the store's (user, device)");
+    }
+    if (conn.auth.maxBodyBytes) this.maxBodyBytes = conn.auth.maxBodyBytes;
+    this.conn?.abort("replaced by a new connection");
+    conn.onPush = (p) => this.onPush(p);
+    conn.onKicked = (r) => this.onKicked(r);
+    conn.onSessionDelta = (d) => this.onSessionDelta(d);
+    conn.onReadSync = (r) => this.onReadSync(r);
+    conn.onClosed = (reason) => this.onClosed(conn, reason);
+    this.conn = conn;
+    this.ready = false;
+    this.sender.newConnection();
+    this.setState("syncing");
+    try {
+      await this.syncAndReconcile(conn);
+    } catch (e) {
+      conn.abort("sync failed");
+      throw e;
+    }
+  }
+
+  private async syncAndReconcile(conn: Connection): Promise<void> {
+    if (await this.store.rebuildNeeded()) await this.puller.rebuild(conn);
+    await this.puller.pull();
+    const rows = await this.store.pendingSends();
+    if (conn !== this.conn || !conn.open) throw new ConnectionLost("connection dropped during sync");
+    for (const row of rows) this.sender.track(row);
+    this.ready = true;
+    for (const row of this.sender.unresolved()) {
+      this.stats.resends++;
+      this.sender.start(conn, row);
+    }
+    for (const hook of this.afterSync) {
+      try {
+        await hook(conn);
+      } catch (e) {
+        if (e instanceof ConnectionLost || e instanceof NotConnected) throw e;
+        this.emit({ type: "syncFailed", code: (e as ServerError).code ?? ErrorCode.INTERNAL, message: String(e) });
+      }
+    }
+    if (conn === this.conn && conn.open) this.setState("ready");
+  }
+
+  private onClosed(conn: Connection, reason: string): void {
+    if (conn !== this.conn) return;
+    this.ready = false;
+    if (!this.closing && !this.connecting && !this.reconnecting) this.startReconnect(reason);
+    else if (this.closing && this.state !== "kicked") this.setState("offline", reason);
+  }
+
+  private startReconnect(reason: string): void {
+    this.setState("reconnecting", reason);
+    this.reconnecting = reconnectLoop(this, this.opts.reconnectBackoffMs ?? [50, 2000],
+      this.opts.tokenProvider !== undefined).finally(() => {
+      this.reconnecting = null;
+    });
+  }
+
+  private onKicked(reason: number): void {
+    if (reason === KickReason.TOKEN_EXPIRED) {
+      this.refreshToken = true; // the reconnect asks the provider (offline without one)
+      return;
+    }
+    this.closing = true; // a kicked device does not fight back by reconnecting
+    this.ready = false;
+    this.setState("kicked", `reason ${reason}`);
+    this.emit({ type: "kicked", reason });
+    this.failWaiters(new Kicked(reason));
+  }
+
+  private onPush(_p: PushEvents): void {
+    this.stats.pushes++;
+    this.puller.wake(); // a push is a wake-up only: its entries never reach the store
+  }
+
+  // --- requests and send waiters ------------------------------------------------------
+  /** One request on the live connection (rate-charged ones pass the gate first). */
+  async request(opcode: number, body: Uint8Array) {
+    const conn = this.conn;
+    if (!conn || !this.connected) throw new NotConnected();
+    if (!RATE_LIMITED_OPS.has(opcode)) return conn.request(opcode, body, this.sendTimeoutMs);
+    return this.gate.through(this.gate.ticket(), () => conn.request(opcode, body, this.sendTimeoutMs));
+  }
+
+  /**
+   * A promise of the send's SendAck (Kicked, ServerError for a permanent refusal). A
+   * runtime already stopped for good (kicked, token refused) rejects it at once with
+   * that cause: a waiter registered after failWaiters ran would never settle.
+   */
+  waitAck(cmid: Uint8Array): Promise<SendAck> {
+    if (this.stoppedBy) return Promise.reject(this.stoppedBy);
+    return new Promise((resolve, reject) => this.waiters.set(toHex(cmid), { resolve, reject }));
+  }
+
+  settle(cmid: Uint8Array, ack: SendAck | null, err?: Error): boolean {
+    const w = this.waiters.get(toHex(cmid));
+    if (!w) return false;
+    this.waiters.delete(toHex(cmid));
+    if (ack) w.resolve(ack);
+    else w.reject(err!);
+    return true;
+  }
+
+  /** Stopped for good (token refused, store mismatch): offline, waiting sends fail with `e`. */
+  stop(reason: string, e: Error): void {
+    this.closing = true;
+    this.setState("offline", reason);
+    this.failWaiters(e);
+  }
+
+  /** Ask the token provider before the next AUTH. */
+  wantFreshToken(): void {
+    this.refreshToken = true;
+  }
+
+  private failWaiters(e: Error): void {
+    this.stoppedBy = e;
+    for (const w of this.waiters.values()) w.reject(e);
+    this.waiters.clear();
+  }
+}

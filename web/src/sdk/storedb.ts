@@ -1,0 +1,107 @@
+/**
+ * The IndexedDB schema of the qim-js LocalStore (with `idb`). One database per
+ * (endpoint scope, tenant, user, device): `qim/<scope>/<tenant hex32>/<user>/<device>`.
+ * A browser tab is one device (its id is kept in the tab's sessionStorage, so a reload
+ * keeps the device, its history, cursor and pending sends; another tab is another
+ * device with a database of its own, and READ_SYNC reaches it as any other device).
+ *
+ * Stores: meta (identity, store nonce, next ordinal, rebuild flag), cursor (lane,
+ * shard_epoch, last applied mailbox_seq), messages (by message id; index byConv on
+ * [conversation hex, 20-digit seq]), pending (by cmid; index byOrdinal), conversations
+ * (the list with server snapshot and derived unread), ops (idempotency keys of
+ * create-group and recall). bigint values are stored as they are (structured clone);
+ * keys use hex and zero-padded decimal strings (IndexedDB keys cannot be bigint).
+ */
+
+import { openDB, type DBSchema, type IDBPDatabase, type IDBPTransaction } from "idb";
+import type { LastMessage, PendingSend, StoredMessage } from "./model";
+
+export interface Meta {
+  tenant: bigint;
+  userId: bigint;
+  deviceId: bigint;
+  nonce: Uint8Array;
+  nextOrdinal: bigint;
+  rebuildNeeded: boolean;
+}
+
+export interface CursorRow {
+  lane: number;
+  shardEpoch: number;
+  seq: bigint;
+}
+
+export interface MessageRow extends StoredMessage {
+  id: string;
+  conv: string;
+  seqKey: string;
+}
+
+export interface PendingRow extends PendingSend {
+  id: string;
+  ordinalKey: string;
+}
+
+export interface ConvRow {
+  id: string;
+  conversationId: Uint8Array;
+  kind: number;
+  peerUserId: bigint;
+  groupId: bigint;
+  title: string;
+  joinedAt: bigint;
+  leftAt: bigint;
+  readSeq: bigint;
+  readConfirmed: bigint;
+  headSeq: bigint;
+  lastActivityId: Uint8Array | null;
+  head: LastMessage | null;
+  srvReadSeq: bigint | null;
+  srvHeadSeq: bigint;
+  srvUnread: number;
+  srvExact: boolean;
+  complete: boolean;
+  unread: number;
+  unreadExact: boolean;
+  updatedLocalMs: number;
+}
+
+export interface OpRow {
+  kind: string;
+  key: string;
+  cmid: Uint8Array;
+  state: "open" | "done" | "failed";
+  reply: Uint8Array | null;
+}
+
+export interface QimSchema extends DBSchema {
+  meta: { key: string; value: Meta };
+  cursor: { key: string; value: CursorRow };
+  messages: { key: string; value: MessageRow; indexes: { byConv: [string, string] } };
+  pending: { key: string; value: PendingRow; indexes: { byOrdinal: string } };
+  conversations: { key: string; value: ConvRow };
+  ops: { key: [string, string]; value: OpRow };
+}
+
+export type Db = IDBPDatabase<QimSchema>;
+export type StoreName = "meta" | "cursor" | "messages" | "pending" | "conversations" | "ops";
+export type Tx = IDBPTransaction<QimSchema, StoreName[], "readwrite">;
+export const ALL: StoreName[] = ["meta", "cursor", "messages", "pending", "conversations", "ops"];
+export const SCHEMA_VERSION = 1;
+
+/** Open (or create) the database `name`. */
+export function openQimDb(name: string, factory?: IDBFactory): Promise<Db> {
+  const upgrade = (db: IDBPDatabase<QimSchema>) => {
+    db.createObjectStore("meta");
+    db.createObjectStore("cursor");
+    db.createObjectStore("messages", { keyPath: "id" }).createIndex("byConv", ["conv", "seqKey"]);
+    db.createObjectStore("pending", { keyPath: "id" }).createIndex("byOrdinal", "ordinalKey");
+    db.createObjectStore("conversations", { keyPath: "id" });
+    db.createObjectStore("ops", { keyPath: ["kind", "key"] });
+  };
+  if (factory) {
+    // fake-indexeddb in unit tests: idb's openDB uses the global indexedDB
+    (globalThis as any).indexedDB = factory;
+  }
+  return openDB<QimSchema>(name, SCHEMA_VERSION, { upgrade });
+}

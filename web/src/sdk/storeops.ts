@@ -1,0 +1,69 @@
+/**
+ * Store operations of the app-facing Client (qim/sdk/client.py's store calls): a
+ * conversation opened before any message, a group created or left, a recall applied
+ * locally, the history floor reached, the peer of a direct conversation.
+ */
+
+import { fromBinary } from "@bufbuild/protobuf";
+import { GroupOkSchema } from "../gen/qim/v1/group_pb";
+import { toHex } from "./bytes";
+import { emptyResult, type ApplyResult } from "./model";
+import type { LocalStore } from "./store";
+import { ListTx } from "./storelist";
+
+/** List the conversation from now on (direct: with its peer; group: with its id). */
+export function openConversation(s: LocalStore, conv: Uint8Array, peer: bigint, groupId: bigint): Promise<ApplyResult> {
+  return s.transact(async (tx) => {
+    const list = new ListTx(tx, s.userId);
+    await list.row(conv, peer, groupId);
+    return list.finish(emptyResult());
+  });
+}
+
+/** A group this user created (joined from seq 0), left (at the CONTROL seq) or renamed (`retitled`). */
+export function noteGroup(s: LocalStore, reply: Uint8Array, groupId: bigint, joined: boolean,
+  title = "", retitled = false): Promise<ApplyResult> {
+  const ok = fromBinary(GroupOkSchema, reply);
+  return s.transact(async (tx) => {
+    const list = new ListTx(tx, s.userId);
+    const r = await list.row(ok.conversationId, 0n, groupId);
+    if (r && retitled) r.title = title;
+    else if (r) {
+      if (joined) Object.assign(r, { joinedAt: 0n, leftAt: 0n });
+      else r.leftAt = ok.conversationSeq;
+      if (title) r.title = title;
+    }
+    return list.finish(emptyResult());
+  });
+}
+
+/** Our recall took effect: the stored copy loses its body at once. */
+export function markState(s: LocalStore, messageId: Uint8Array, state: number): Promise<ApplyResult> {
+  return s.transact(async (tx) => {
+    const out = emptyResult();
+    const m = await tx.objectStore("messages").get(toHex(messageId));
+    if (m && (m.state !== state || m.body.length)) {
+      const row = { ...m, state, body: new Uint8Array(0) };
+      await tx.objectStore("messages").put(row);
+      out.updated.push(row);
+      const list = new ListTx(tx, s.userId);
+      await list.noteMessage(row);
+      await list.finish(out);
+    }
+    return out;
+  });
+}
+
+/** History paging reached the conversation's first message (no more pages to ask for). */
+export async function setOldestReached(s: LocalStore, conv: Uint8Array): Promise<void> {
+  await s.transact(async (tx) => {
+    const r = await tx.objectStore("conversations").get(toHex(conv));
+    if (r) await tx.objectStore("conversations").put({ ...r, oldestReached: true } as typeof r);
+  });
+}
+
+/** True once setOldestReached ran for the conversation. */
+export async function oldestReached(s: LocalStore, conv: Uint8Array): Promise<boolean> {
+  const r = await s.transact((tx) => tx.objectStore("conversations").get(toHex(conv)));
+  return Boolean(r && (r as { oldestReached?: boolean }).oldestReached);
+}

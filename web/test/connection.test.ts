@@ -1,0 +1,61 @@
+import { create, toBinary } from "@bufbuild/protobuf";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { AuthOkSchema } from "../src/gen/qim/v1/connection_pb";
+import { Connection, DEFAULT_TIMING } from "../src/sdk/connection";
+import { ConnectionLost } from "../src/sdk/errors";
+import { encodeFrame, FrameDecoder } from "../src/sdk/frame";
+import { Op } from "../src/sdk/protocol";
+import type { Transport } from "../src/sdk/transport";
+
+/** A peer that answers AUTH and then only what `answer` says (nothing: a dead link). */
+function silentPeer(answer: (op: number, rid: number) => Uint8Array[] | null) {
+  const written: number[] = [];
+  const dec = new FrameDecoder();
+  const t: Transport = {
+    send: (chunk) => {
+      for (const f of dec.feedMessage(chunk)) {
+        written.push(f.opcode);
+        const reply = f.opcode === Op.AUTH
+          ? encodeFrame(Op.AUTH_OK, f.requestId, toBinary(AuthOkSchema, create(AuthOkSchema, { userId: 1n, deviceId: 1n,
+            heartbeatS: 60 })))
+          : answer(f.opcode, f.requestId);
+        for (const c of reply ?? []) queueMicrotask(() => t.onMessage(c));
+      }
+    },
+    close: (reason) => queueMicrotask(() => t.onClose(reason)),
+    onMessage: () => undefined,
+    onClose: () => undefined,
+  };
+  return { dial: async () => t, written };
+}
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe("connection liveness", () => {
+  it("an unanswered request probes with PING, and no byte after it closes the link", async () => {
+    vi.useFakeTimers();
+    const peer = silentPeer(() => null);
+    const conn = await Connection.open(peer.dial, "ws://x/", "t");
+    const pending = conn.request(Op.PULL_MAILBOX, new Uint8Array(0));
+    pending.catch(() => undefined);
+    await vi.advanceTimersByTimeAsync(DEFAULT_TIMING.ackDeadlineMs + 600);
+    expect(peer.written.filter((op) => op === Op.PING).length).toBe(1);
+    expect(conn.open).toBe(true);
+    await vi.advanceTimersByTimeAsync(DEFAULT_TIMING.probeMs + 600);
+    expect(conn.open).toBe(false);
+    await expect(pending).rejects.toThrow(ConnectionLost);
+  });
+
+  it("a PONG keeps a slow request waiting", async () => {
+    vi.useFakeTimers();
+    const peer = silentPeer((op, rid) => (op === Op.PING ? encodeFrame(Op.PONG, rid, new Uint8Array(0)) : null));
+    const conn = await Connection.open(peer.dial, "ws://x/", "t");
+    conn.request(Op.PULL_MAILBOX, new Uint8Array(0)).catch(() => undefined);
+    await vi.advanceTimersByTimeAsync(20_000);
+    expect(conn.open).toBe(true);
+    expect(peer.written.filter((op) => op === Op.PING).length).toBeGreaterThan(1);
+    conn.abort("done");
+  });
+});
