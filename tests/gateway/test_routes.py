@@ -188,6 +188,6 @@ def test_titles_and_profile_requests_are_checked_before_a_backend():
     create = group_pb2.CreateGroup(group_id=77, client_message_id=os.urandom(16), title="tab\there")
     assert rejected(Opcode.CREATE_GROUP, create.SerializeToString()).code == ErrorCode.INVALID_ARGUMENT
     ask = session_pb2.PullProfiles
-    assert ROUTES[Opcode.PULL_PROFILES].check(conn(), ask(user_ids=[6, 7]).SerializeToString()) == USER
+    assert ROUTES[Opcode.PULL_PROFILES].check(conn(), ask(user_ids=[6, 7]).SerializeToString()) == SHARD  # the actor's session shard: its owner answers
     for bad in ([], [0], list(range(1, 202)), [1 << 63]):
         assert rejected(Opcode.PULL_PROFILES, ask(user_ids=bad).SerializeToString()).code == ErrorCode.INVALID_ARGUMENT
