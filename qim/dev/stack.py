@@ -138,6 +138,10 @@ class Stack:
             raise EngineError(f"{path} is corrupt ({e}); stop its processes by hand "
                               f"and remove it") from e
 
+    def count(self, service: str) -> int:
+        """How many nodes of `service` this stack runs."""
+        return sum(1 for n in self.names if n.rstrip("0123456789") == service)
+
     @property
     def names(self) -> list[str]:
         """Service instance names in start order."""
