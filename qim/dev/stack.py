@@ -81,6 +81,12 @@ class Stack:
         return self.instance_env[GATEWAY]["QIM_GATEWAY_LISTEN"]
 
     @property
+    def gateway_addrs(self) -> list[str]:
+        """Client addresses of every gateway of the stack, in node order."""
+        return [env["QIM_GATEWAY_LISTEN"] for name, env in self.instance_env.items()
+                if name.rstrip("0123456789") == GATEWAY and "QIM_GATEWAY_LISTEN" in env]
+
+    @property
     def token_key(self) -> str:
         """Path of the development token key (PEM private key, 0600): what
         qim.wire.devtoken.issue_dev_token and `qimctl token --key` take."""
@@ -104,7 +110,7 @@ class Stack:
     def client_env(self) -> dict[str, str]:
         """The variables of stack.env: what a client or qimctl needs after sourcing it
         (QIM_GATEWAY_WS_ADDR / QIM_GATEWAY_WSS_ADDR: the WebSocket endpoints)."""
-        client_env = {"QIM_GATEWAY_ADDR": self.gateway_addr,
+        client_env = {"QIM_GATEWAY_ADDR": self.gateway_addr, "QIM_GATEWAY_ADDRS": ",".join(self.gateway_addrs),
                       "QIM_DEV_TOKEN_KEY": self.token_key}
         ws_listen = self.instance_env[GATEWAY].get("QIM_GATEWAY_WS_LISTEN")
         if ws_listen:
