@@ -1,6 +1,8 @@
 """The automatic reconnect of a ClientRuntime after its connection dropped (docs/design.md §9).
 
-Backoff doubles from the runtime's reconnect_backoff start to its cap; each attempt is
+Backoff doubles from the runtime's reconnect_backoff start to its cap, each wait jittered
+to uniform(½, 1½) of it (so the clients of a gateway that died do not come back to the
+others in one burst: docs/design.md §13; a retry-after hint is a floor); each attempt is
 a whole `_establish` (AUTH with the current token — a fresh one from the app's token
 provider when it expires soon or the gateway closed the connection for expiry:
 qim/sdk/credentials.py — REBUILD when needed, mailbox sync, resends, after-sync hooks).
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from typing import TYPE_CHECKING
 
 from qim.errors import ErrorCode, QimError, TlsError
@@ -30,12 +33,17 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+def jittered(delay: float) -> float:
+    """`delay` spread to uniform(½, 1½) of it: reconnects of many clients do not line up."""
+    return delay * (0.5 + random.random())
+
+
 async def reconnect_loop(rt: "ClientRuntime") -> None:
     """Reconnect until connected, closed, kicked, or refused for good."""
     delay, hint = rt._backoff[0], 0.0
     refreshed = False
     while not rt._closing:
-        await asyncio.sleep(max(delay, hint))
+        await asyncio.sleep(max(jittered(delay), hint))
         hint = 0.0
         try:
             await rt._establish(reconnect=True)
