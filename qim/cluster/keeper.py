@@ -9,9 +9,9 @@ with it, at once, the shards it held (each under a new owner_epoch).
 
 `run()` renews every `renew_ms`: one registry call renews the node lease and every
 shard lease and returns the live nodes of the kind. The shards this node should own
-are those rendezvous hashing gives it over the live nodes (placement.py). A shard that
-should move to another live node is stopped (`on_release`), then released: the new
-owner takes it only then, so it never has two owners at once. A shard this node should
+are those rendezvous hashing with bounded loads gives it over the live nodes
+(placement.py). A shard that should move to another live node is stopped
+(`on_release`), then released: the new owner takes it only then, so it never has two owners at once. A shard this node should
 own is acquired as soon as it is free or expired, then started (`on_acquire(shard,
 owner_epoch)`: fence, position, serve).
 
@@ -20,7 +20,11 @@ this node's leases end no later than the registry's. When renewals fail (the reg
 cannot be reached) the node keeps serving until its leases end, then stops serving
 every shard (fail closed: `not_ready` says so, /healthz 503) and takes them again once
 the registry answers and nobody else did. A service whose write was refused by a
-fence reports it with `refused(shard)`: the shard is dropped without a release.
+fence reports it with `refused(shard)`: the shard is dropped without a release, and
+`on_release` runs for it at the start of the next tick, before anything is acquired (the
+service stopped the refused part at once; the rest of it, e.g. the mailbox's presence
+partition, stops there). `on_release` must be safe to call for a shard in any state: a
+start that failed half way is undone by it too.
 """
 
 from __future__ import annotations
@@ -82,6 +86,7 @@ class ShardKeeper:
         self.joined = False
         self.since_ms = 0  # when this incarnation joined (registry clock): orders incarnations of one id
         self.settled = False  # the first renewal and placement after joining are done
+        self._refused: set[int] = set()  # shards a fence refused: on_release runs at the next tick
         self.gone = ""  # why this node stopped for good (its node id was taken)
         self.registry_error = ""  # the last failed renewal, "" once one succeeds
         self.valid_until = 0.0  # monotonic: every lease of this node ends by then
@@ -170,6 +175,8 @@ class ShardKeeper:
 
     async def tick(self) -> None:
         """One renewal and rebalance (run() calls it every renew_ms)."""
+        while self._refused:  # refused by a fence: stop every part of it before it may be taken again
+            await self._on_release(self._refused.pop(), "fenced by a newer owner")
         sent = time.monotonic()
         beat = await self._call("heartbeat", self._registry.heartbeat(self.kind, self.node_id, self.incarnation,
                                                                       self._ttl_ms, dict(self.owned)))
@@ -214,11 +221,13 @@ class ShardKeeper:
             logger.error("%s shard %d: granted owner_epoch %d but the data is fenced higher (%s); not serving it",
                          self.kind, shard, epoch, exc.message)
             self._m.lost.labels(kind=self.kind, reason="refused").inc()
+            await self._on_release(shard, "fenced higher")
             await self._release_quietly([shard])
             return
         except (StorageError, EngineError, asyncio.TimeoutError) as exc:
             logger.warning("%s shard %d: could not start serving (%s); released, retried next renewal", self.kind,
                            shard, exc)
+            await self._on_release(shard, "could not start")  # undo what did start (on_release never raises)
             await self._release_quietly([shard])
             return
         self.owned[shard] = epoch
@@ -248,6 +257,7 @@ class ShardKeeper:
             self._m.lost.labels(kind=self.kind, reason=reason).inc()
             logger.error("%s shard %d: a newer owner fenced it; no longer served by %s", self.kind, shard,
                          self.node_id)
+            self._refused.add(shard)  # the rest of it (presence, links) stops in the next tick, first
             self._changed.set()  # look at the registry again now
 
     async def stop(self) -> None:

@@ -135,3 +135,34 @@ async def test_an_unreachable_registry_fails_closed_at_the_end_of_the_lease(priv
     assert not list(node.keeper.not_ready())
     await node.crash()
     await client.aclose()
+
+
+async def test_a_refused_shard_is_released_in_full_before_it_is_taken_again_and_a_failed_start_is_undone(registry):
+    """The mailbox stops a fenced shard's materializer itself; everything else of it (its
+    presence partition) must stop too before the keeper may take the shard again — a
+    partition left assigned made every later start of it fail (found by tests/scale).
+    A start that fails half way is undone (on_release) before the lease is released."""
+    from qim.errors import EngineError
+
+    node = await Node(registry, "mailbox@f").start()
+    await until(lambda: len(node.serving) == COUNT, 5)
+    failing = {3}
+
+    async def acquire(shard: int, epoch: int) -> None:
+        node.serving[shard] = epoch  # started half way, then the broker failed
+        node.events.append(("acquire", shard, epoch))
+        if shard in failing:
+            failing.discard(shard)
+            raise EngineError("assign failed")
+
+    node.keeper._on_acquire = acquire
+    node.events.clear()
+    node.keeper.refused(3)  # a write of shard 3 was refused by its fence
+    await until(lambda: 3 in node.keeper.owned and not failing, 10)
+    mine = [e for e in node.events if e[1] == 3]
+    # released in full; taken again (the registry still names this node here), which
+    # failed and was undone; released in the registry and taken under a new epoch
+    assert [e[0] for e in mine] == ["release", "acquire", "release", "acquire"], mine
+    assert mine[0][2] == "fenced by a newer owner" and mine[2][2] == "could not start"
+    assert mine[3][2] > mine[1][2] and node.serving[3] == mine[3][2]
+    await node.crash()

@@ -160,18 +160,29 @@ class AsyncConsumer:
         """Add partitions to the assignment at explicit start offsets, keeping the others
         (a shard taken over; docs/decisions/0032-scale-leases-and-fencing.md), never
         paused: librdkafka keeps a partition's pause across unassign and assign, so a
-        shard given up while paused (a full FIFO) and taken again would never fetch."""
+        shard given up while paused (a full FIFO) and taken again would never fetch. A
+        partition still in the assignment (a shard lost and taken again before its
+        unassign ran) starts over at the given offset instead of failing."""
         tps = [TopicPartition(topic, p, o) if o >= 0 else TopicPartition(topic, p) for p, o in partitions_offsets.items()]
 
         def assign() -> None:
+            held = {tp.partition for tp in self._consumer.assignment() if tp.topic == topic}
+            again = [TopicPartition(topic, p) for p in partitions_offsets if p in held]
+            if again:
+                self._consumer.incremental_unassign(again)
             self._consumer.incremental_assign(tps)
             self._consumer.resume([TopicPartition(topic, p) for p in partitions_offsets])
         await self._run(assign)
 
     async def remove_partitions(self, topic: str, partitions: list[int]) -> None:
         """Drop partitions from the assignment (a shard given up or lost); nothing of them
-        is delivered afterwards."""
-        await self._run(self._consumer.incremental_unassign, [TopicPartition(topic, p) for p in partitions])
+        is delivered afterwards. Partitions not in the assignment are left alone."""
+        def unassign() -> None:
+            held = {tp.partition for tp in self._consumer.assignment() if tp.topic == topic}
+            gone = [TopicPartition(topic, p) for p in partitions if p in held]
+            if gone:
+                self._consumer.incremental_unassign(gone)
+        await self._run(unassign)
 
     async def positions(self, topic: str, partitions: list[int]) -> dict[int, int]:
         """The next offset this consumer fetches per partition (-1 when not known yet)."""
