@@ -34,7 +34,7 @@ GATEWAY, WRITER, MAILBOX, SESSION, FANOUT, ARCHIVER, QIMCTL = (
 # Routing rules of the gateway's backends (qim/services/gateway/router.py).
 RENDEZVOUS = "rendezvous"  # key: bytes; highest BLAKE3(addr ‖ key) first, the next when one is unreachable
 MODULO = "modulo"  # key: int; node key mod n (static assignment)
-# key: int, the user's shard; its live owner in the ShardRegistry (docs/decisions/0032-scale-leases-and-fencing.md)
+# key: int, the user's shard; its live owner in the ShardRegistry (docs/decisions/0040-scale-leases-and-fencing.md)
 SHARD_OWNER = "shard-owner"
 ROUTINGS = (RENDEZVOUS, MODULO, SHARD_OWNER)
 # What a kind's nodes lease from the ShardRegistry (Service.leases)
@@ -89,7 +89,7 @@ class Service:
     QIM_<ENV>_NODE_COUNT (static shard or user assignment); `archive_only`: runs only
     with the archive tier (QIM_SCYLLA_ADDRS); `leases`: what its nodes lease from the
     ShardRegistry (SHARDS: the users' shards, OUTBOX: Outbox partitions, NODE: a node
-    lease only, its liveness; "" none: docs/decisions/0032-scale-leases-and-fencing.md)."""
+    lease only, its liveness; "" none: docs/decisions/0040-scale-leases-and-fencing.md)."""
 
     name: str
     entity: str  # the design's entity name (docs/design.md §2)

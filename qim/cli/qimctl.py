@@ -116,7 +116,7 @@ def wait_commits_drained(reader: StoreReader, timeout_s: float) -> None:
 def wait_fanout_caught_up(admin: AdminClient, consumer: Consumer, topic: str, group: str,
                           timeout_s: float, partitions: int = 1) -> None:
     """Block until `group`'s committed offset on every partition of `topic` reaches its
-    high watermark (the Outbox may have several: docs/decisions/0033).
+    high watermark (the Outbox may have several: docs/decisions/0041).
 
     No committed offset counts as 0 (an empty Outbox is caught up). EngineError on timeout.
     """

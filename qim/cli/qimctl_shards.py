@@ -1,5 +1,5 @@
 """qimctl shards: the ShardRegistry as an operator reads it (docs/design.md §13;
-docs/decisions/0032-scale-leases-and-fencing.md; docs/operations.md "Several nodes of
+docs/decisions/0040-scale-leases-and-fencing.md; docs/operations.md "Several nodes of
 each kind").
 
     qimctl shards [--registry H:P] [--kind K ...] [--shard-count N] [--outbox-partitions N]

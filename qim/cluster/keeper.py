@@ -1,5 +1,5 @@
 """ShardKeeper: one node's membership in the ShardRegistry and the shards it serves
-(docs/design.md §13; docs/decisions/0032-scale-leases-and-fencing.md).
+(docs/design.md §13; docs/decisions/0040-scale-leases-and-fencing.md).
 
 `join()` takes the node lease under the configured node id. A holder that keeps
 renewing is another live process with the same id: JoinRefused, the node does not

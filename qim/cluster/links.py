@@ -1,5 +1,5 @@
 """GatewayLinks: one one-way link per live gateway of the ShardRegistry (docs/design.md §13;
-docs/decisions/0034-scale-presence.md).
+docs/decisions/0042-scale-presence.md).
 
 Mailbox and session nodes no longer dial a configured list of gateways: every gateway
 holds a node lease whose `extra` is its push address, and a node keeps one link (made by

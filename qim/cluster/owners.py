@@ -1,5 +1,5 @@
 """OwnerTable: the shard owners and live nodes a router needs, read from the
-ShardRegistry and cached (docs/design.md §13; docs/decisions/0032-scale-leases-and-fencing.md).
+ShardRegistry and cached (docs/design.md §13; docs/decisions/0040-scale-leases-and-fencing.md).
 
 A gateway routes MAILBOX_PULL and SESSION_CALL to the owner of the user's shard, and a
 MailboxNode sends its low-latency projections to the owner of the session shard, from

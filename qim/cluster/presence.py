@@ -1,5 +1,5 @@
 """PresenceFollower: where the devices of a node's shards are online, from `qim.presence`
-(docs/design.md §13 "Presence"; docs/decisions/0034-scale-presence.md; codec qim/wire/presence.py).
+(docs/design.md §13 "Presence"; docs/decisions/0042-scale-presence.md; codec qim/wire/presence.py).
 
 The owner of a shard assigns the shard's presence partition from its start (the topic is
 compacted: reading it whole gives the current entries) and keeps, per user, every

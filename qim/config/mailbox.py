@@ -18,7 +18,7 @@ from qim.topology import MAILBOX
 @dataclass(frozen=True)
 class MailboxConfig:
     """qim-mailbox (MailboxNode); its shards are leased from the ShardRegistry (`registry`;
-    docs/decisions/0032-scale-leases-and-fencing.md). The gateways it pushes to and the
+    docs/decisions/0040-scale-leases-and-fencing.md). The gateways it pushes to and the
     session owners it projects to come from the registry too; `peers` (Env.peers) only
     names the loopback peers a plaintext development stack may dial."""
 

@@ -1,5 +1,5 @@
 """Configuration of a node's membership in the ShardRegistry (docs/design.md §13;
-docs/decisions/0032-scale-leases-and-fencing.md; docs/operations.md "Several nodes of
+docs/decisions/0040-scale-leases-and-fencing.md; docs/operations.md "Several nodes of
 each kind").
 
 - QIM_NODE_ID: this process's node id, unique among the nodes of its kind; default
@@ -11,7 +11,7 @@ each kind").
 - QIM_SHARD_RENEW_MS (default a quarter of the lease, at most half of it).
 - QIM_PRESENCE_TTL_MS (default 1 h): a gateway's PresenceEntry counts this long unless
   renewed (it renews every half); a crashed gateway's entries stop counting with its
-  node lease anyway (docs/decisions/0034-scale-presence.md).
+  node lease anyway (docs/decisions/0042-scale-presence.md).
 """
 
 from __future__ import annotations

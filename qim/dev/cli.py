@@ -40,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="up: Kafka brokers: 1, or a KRaft cluster of 3 (replication factor 3, min.insync.replicas "
                           "2) (default: recorded, else 1)")
     eng.add_argument("--outbox-partitions", type=int, default=None,
-                     help="up: qim.outbox partitions, 1..256 (default: recorded, else 1; docs/decisions/0033)")
+                     help="up: qim.outbox partitions, 1..256 (default: recorded, else 1; docs/decisions/0041)")
     eng.add_argument("--with-cassandra", dest="with_cassandra", action="store_const", const=True, default=None,
                      help="up: also start Cassandra 5.0, the local stand-in for ScyllaDB (the archive tier) "
                           "(default: $QIM_DEV_WITH_CASSANDRA, else yes)")

@@ -271,9 +271,9 @@ def start_kafka(dir: Path | str, shard_count: int | None = None, ports: dict | N
 
 def create_topics(bootstrap: str, shard_count: int, timeout: float = 60.0, outbox_partitions: int = 1,
                   replicas: int = 1) -> dict[str, int]:
-    """Create `qim.outbox` (`outbox_partitions`: 1 by default, docs/decisions/0033),
+    """Create `qim.outbox` (`outbox_partitions`: 1 by default, docs/decisions/0041),
     `qim.dispatch` (shard_count partitions) and `qim.presence` (shard_count partitions,
-    compacted: the PresenceDirectory, docs/decisions/0034).
+    compacted: the PresenceDirectory, docs/decisions/0042).
 
     All get KAFKA_TOPIC_CONFIG (record limit, LogAppendTime) and replication factor
     `replicas` (3 on a three-broker cluster, with min.insync.replicas 2). Existing topics

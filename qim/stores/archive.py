@@ -117,7 +117,7 @@ class ArchiveStateStore(Protocol):
     async def position_bind(self, binding: str, partition: int = 0, owner_epoch: int = 0) -> Checkpoint:
         """The archiver's position in Outbox `partition` bound to "<cluster_id>|<topic_id>|
         <partitions>" and fenced at the partition owner's `owner_epoch` (NotOwner when a
-        higher one is there; docs/decisions/0032-scale-leases-and-fencing.md): created at
+        higher one is there; docs/decisions/0040-scale-leases-and-fencing.md): created at
         offset 0 when absent (status NEW), else resumed (OK) or MISMATCH."""
         ...
 

@@ -117,7 +117,7 @@ class CheckpointConflict(StorageError):
 
 class NotOwner(StorageError):
     """A shard owner's write carried a stale owner_epoch: a newer owner fenced the shard
-    (docs/decisions/0032-scale-leases-and-fencing.md). The writer must stop serving that
+    (docs/decisions/0040-scale-leases-and-fencing.md). The writer must stop serving that
     shard at once; nothing was written. `shard`: the refused shard when a call covered
     several (None when the caller knows it)."""
 

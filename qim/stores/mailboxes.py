@@ -13,7 +13,7 @@ Every call is safe to repeat after a failure whose outcome is unknown: `finish`
 recognises its own earlier write by the writer token stored beside W
 (docs/decisions/0024-mailbox-finish-recognises-its-own-write.md).
 
-Fencing (docs/decisions/0032-scale-leases-and-fencing.md): the owner of a shard fences
+Fencing (docs/decisions/0040-scale-leases-and-fencing.md): the owner of a shard fences
 it with its owner_epoch (`load_watermark(shard, fence=e)`) before its first write and
 passes `fence=e` to every write; a write whose fence is not the shard's is refused with
 NotOwner before anything is written. `fence=0` only works on a shard nobody ever fenced

@@ -1,6 +1,6 @@
 """SessionEpochStore: the session_epoch of every login of a (tenant, user, device)
 (docs/design.md §13 "Duplicate login"; seed 000: session_epoch 由 Auth/Session 服务分配，
-(tenant,user,device) 维度单调递增；ConnectionNode 只校验不生成; docs/decisions/0034-scale-presence.md).
+(tenant,user,device) 维度单调递增；ConnectionNode 只校验不生成; docs/decisions/0042-scale-presence.md).
 
 A gateway takes a new epoch for every AUTH; the epochs of one device only grow, across
 gateways and restarts, so a second login anywhere is the newer session and the older

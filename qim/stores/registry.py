@@ -1,5 +1,5 @@
 """ShardRegistry: the one authority on which node owns which shard (docs/design.md §2, §13;
-docs/decisions/0032-scale-leases-and-fencing.md).
+docs/decisions/0040-scale-leases-and-fencing.md).
 
 Nodes of one kind (a service of qim/topology.py whose row names `leases`) each hold a
 node lease under their node id, and own shards of their kind (MailboxShards, session

@@ -15,7 +15,7 @@ session list cache's key form); scores are created_at_ms.
 The durable projection keeps one checkpoint per session shard (the dispatch partition
 of the same number: docs/design.md §13), bound to "<cluster_id>|<topic_id>|<partitions>" of
 the dispatch topic, holding the next offset of that partition and fenced by the shard
-owner's owner_epoch (docs/decisions/0032-scale-leases-and-fencing.md): the owner fences
+owner's owner_epoch (docs/decisions/0040-scale-leases-and-fencing.md): the owner fences
 it when it binds, and every advance carries the same epoch.
 
 Errors: StoreUnavailable; NotOwner (its `shard` set) for a stale owner_epoch;

@@ -1,6 +1,6 @@
 """PresenceEntry records of `qim.presence` (docs/design.md §13 "Presence"; seed 000: 在线位置由
 PresenceDirectory 承载，经 compacted topic 按 user_bucket 分区发布，推送路径 0 次同步远程调用;
-docs/decisions/0034-scale-presence.md).
+docs/decisions/0042-scale-presence.md).
 
 One record per (tenant, user, device, gateway node): key = tenant 16 ‖ user u64 ‖
 device u64 ‖ gateway node id (UTF-8), big-endian; value = a PresenceEntry (protobuf) while

@@ -1,5 +1,5 @@
 """ShardKeeper on a real Redis registry (qim/cluster/keeper.py;
-docs/decisions/0032-scale-leases-and-fencing.md): a second live process with the same
+docs/decisions/0040-scale-leases-and-fencing.md): a second live process with the same
 node id refuses to start naming the id; a silent predecessor is taken over with its
 shards; shards spread by rendezvous over the live nodes and move by release, never with
 two owners; a dead node's shards are taken within the lease + one renewal; a registry

@@ -40,7 +40,7 @@ def test_defaults_are_the_design_defaults():
     assert gw.listen == "127.0.0.1:7100" and gw.metrics_listen == f"127.0.0.1:{SERVICES['gateway'].metrics_port}"
     assert gw.common.shard_count == 64 and gw.common.tenant == 0 and not gw.common.allow_unsafe_dev
     assert FanoutConfig.from_env(env()).batch_size == FANOUT_BATCH_DEFAULT
-    # shards are leased from the ShardRegistry (docs/decisions/0028): a node id, a lease
+    # shards are leased from the ShardRegistry (docs/decisions/0040): a node id, a lease
     mb = MailboxConfig.from_env(env(QIM_MAILBOX_SHARD_COUNT="16"))
     assert mb.registry is not None and mb.registry.node_id == "mailbox@127.0.0.1:7102"
     assert (mb.registry.lease_ms, mb.registry.renew_ms) == (SHARD_LEASE_MS_DEFAULT, SHARD_LEASE_MS_DEFAULT // 4)

@@ -2,7 +2,7 @@
 cluster on loopback whose QIM topics have replication factor 3 and min.insync.replicas
 2, producers acks=all. SIGKILL of one broker under traffic, then its restart: every
 acknowledged message reaches its recipient once and in order, and the independent audit
-finds no orphan. Two Outbox partitions (docs/decisions/0033-scale-outbox-partitions.md)."""
+finds no orphan. Two Outbox partitions (docs/decisions/0041-scale-outbox-partitions.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Shard takeover between nodes of one kind (docs/design.md §13;
-docs/decisions/0032-scale-leases-and-fencing.md), on a private stack of 2 mailbox and 2
+docs/decisions/0040-scale-leases-and-fencing.md), on a private stack of 2 mailbox and 2
 session nodes under traffic:
 
 - SIGKILL of a MailboxNode: its shards are taken over within the lease + one renewal,

@@ -52,7 +52,7 @@ async def test_a_failed_delivery_is_an_engine_error(engines):
 async def test_a_partition_given_up_while_paused_and_taken_again_fetches_again(engines):
     """librdkafka keeps a partition's pause across unassign and assign: a mailbox shard
     given up with a full FIFO and taken back later never fetched again (found by the
-    SIGSTOP takeover gate; docs/decisions/0032-scale-leases-and-fencing.md)."""
+    SIGSTOP takeover gate; docs/decisions/0040-scale-leases-and-fencing.md)."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from qim.infra.kafka.bridge import AsyncConsumer

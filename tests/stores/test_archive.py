@@ -265,7 +265,7 @@ async def test_watermark_only_moves_forward_and_the_position_is_compare_and_set(
 
 
 async def test_per_partition_positions_are_fenced_and_the_watermark_is_the_lowest_partition(tiered):
-    state = tiered.archive_tier.state  # docs/decisions/0033-scale-outbox-partitions.md
+    state = tiered.archive_tier.state  # docs/decisions/0041-scale-outbox-partitions.md
     assert await state.advance_watermark(900, 0, 2) == 0  # partition 1 archived nothing yet
     assert await state.advance_watermark(700, 1, 2) == 700
     assert await state.advance_watermark(1000, 1, 2) == 900

@@ -1,5 +1,5 @@
 """ShardRegistry contract on a real Redis (qim/stores/registry.py;
-docs/decisions/0032-scale-leases-and-fencing.md): node leases, shard grants whose
+docs/decisions/0040-scale-leases-and-fencing.md): node leases, shard grants whose
 owner_epoch grows on every change of owner and never resets, renewal reporting lost
 shards, expiry by the registry's clock, release on a clean stop; and the fences of the
 stores that check the epoch inside their own scripts (mailbox watermark, session and

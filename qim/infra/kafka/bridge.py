@@ -158,7 +158,7 @@ class AsyncConsumer:
 
     async def add_partitions(self, topic: str, partitions_offsets: dict[int, int]) -> None:
         """Add partitions to the assignment at explicit start offsets, keeping the others
-        (a shard taken over; docs/decisions/0032-scale-leases-and-fencing.md), never
+        (a shard taken over; docs/decisions/0040-scale-leases-and-fencing.md), never
         paused: librdkafka keeps a partition's pause across unassign and assign, so a
         shard given up while paused (a full FIFO) and taken again would never fetch. A
         partition still in the assignment (a shard lost and taken again before its

@@ -22,7 +22,7 @@ Watermark: before reading, T0 = now and H0 = the Outbox high watermark; once the
 position reaches H0, every record produced before T0 is archived, and the watermark
 moves to T0 (only forward).
 
-Partitions (docs/decisions/0033-scale-outbox-partitions.md, 0032-scale-leases-and-fencing.md):
+Partitions (docs/decisions/0041-scale-outbox-partitions.md, 0040-scale-leases-and-fencing.md):
 each Outbox partition has its own position (fenced by the owner_epoch of the archiver
 holding its lease in the ShardRegistry: a paused archiver's advance is refused and it
 stops archiving that partition) and its own watermark; the archive watermark is their

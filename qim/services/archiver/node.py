@@ -5,7 +5,7 @@ record); a restart resumes from its position in Redis. Storage from
 qim.stores.open.open_archive_tier (Redis for the position, watermark and retention
 classes; CQL for the rows). Metrics on QIM_ARCHIVER_METRICS_LISTEN (9107).
 
-Several archivers (docs/design.md §13; docs/decisions/0033-scale-outbox-partitions.md): the
+Several archivers (docs/design.md §13; docs/decisions/0041-scale-outbox-partitions.md): the
 Outbox partitions are leased from the ShardRegistry (kind "archiver") by a ShardKeeper;
 an archiver archives only the partitions it holds, from their fenced positions.
 """

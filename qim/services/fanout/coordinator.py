@@ -8,7 +8,7 @@ batch is re-read from them (the only seek besides the first positioning) and con
 through dispatch_id. No Kafka transactions. An unplannable record stops the
 coordinator (never skipped).
 
-Partitions (docs/decisions/0033-scale-outbox-partitions.md, 0032-scale-leases-and-fencing.md):
+Partitions (docs/decisions/0041-scale-outbox-partitions.md, 0040-scale-leases-and-fencing.md):
 the writer keeps every conversation in one Outbox partition (its commit bucket), so a
 conversation's records are fanned out in order by whichever single coordinator owns
 that partition; partitions are leased from the ShardRegistry by the node's ShardKeeper

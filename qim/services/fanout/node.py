@@ -4,7 +4,7 @@ Unhealthy while the coordinator is not running; when it stops on a record it mus
 skip (unplannable: `qim_fanout_unplannable_records_total` > 0) the process stays up and
 unhealthy for the operator, and a restart replays from the committed positions.
 
-Several coordinators (docs/design.md §13; docs/decisions/0033-scale-outbox-partitions.md):
+Several coordinators (docs/design.md §13; docs/decisions/0041-scale-outbox-partitions.md):
 the Outbox partitions are leased from the ShardRegistry (kind "fanout") by a
 ShardKeeper; a coordinator fans out only the partitions it holds, and a dead one's are
 taken over from their committed positions within the lease + one renewal.

@@ -1,5 +1,5 @@
-"""The gateway's membership in the cluster (docs/design.md §13; docs/decisions/0032-scale-leases-and-fencing.md,
-0034-scale-presence.md): its node lease in the ShardRegistry (liveness; `extra` = its push
+"""The gateway's membership in the cluster (docs/design.md §13; docs/decisions/0040-scale-leases-and-fencing.md,
+0042-scale-presence.md): its node lease in the ShardRegistry (liveness; `extra` = its push
 address, which mailbox and session nodes dial), the cached owners of mailbox and session
 shards (routing) with the live mailbox nodes (push-link readiness), the session epochs of
 logins and the PresenceDirectory publisher. A gateway built without a registry (unit

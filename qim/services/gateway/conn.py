@@ -17,7 +17,8 @@ per-user connection cap: online.py) is answered and the connection closed. An ac
 connection lives until its token's exp (+ leeway): then it gets KICKED{TOKEN_EXPIRED}
 and is closed (the client reconnects with a fresh token). Mutating requests pass the
 connection's and the user's token buckets first (ratelimit.py: RATE_LIMITED with
-retry_after_ms).
+retry_after_ms; a backend's "not now" answer gives the tokens back; AUTH_OK tells the
+client the limit).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from qim.proto.v1 import connection_pb2, internal_pb2
 from qim.protocol import INTERNAL_CATEGORY, Opcode
 from qim.services.gateway.auth import Authenticator
 from qim.services.gateway.metrics import GatewayMetrics
-from qim.services.gateway.ratelimit import LIMITED_OPCODES, SendLimiter
+from qim.services.gateway.ratelimit import LIMITED_OPCODES, NOT_NOW, SendLimiter
 from qim.services.gateway.routes import RESERVED, ROUTES, forward
 from qim.wire.errors import error_body, parse_error
 from qim.wire.tokens import TokenRefused, token_name
@@ -81,7 +82,7 @@ class ClientConnection:
         self.display_name = ""  # the token's `name` claim, carried in the Actor (docs/protocol.md "Names")
         self.shard = 0
         self.lane = 0  # the device's mailbox lane (AUTH_OK mailbox_lane): pushes carry it
-        self.session_epoch = 0  # of this login (SessionEpochStore; docs/decisions/0034-scale-presence.md)
+        self.session_epoch = 0  # of this login (SessionEpochStore; docs/decisions/0042-scale-presence.md)
         self.replaced = False  # kicked by a newer session of its device: publishes no logout
         self._permits = asyncio.Semaphore(gateway.config.inflight_limit)
         self._bulk = asyncio.Semaphore(BULK_INFLIGHT)
@@ -219,10 +220,19 @@ class ClientConnection:
             if opcode in RESERVED:
                 raise RequestError(ErrorCode.INVALID_ARGUMENT, f"opcode 0x{opcode:04x} not supported yet")
             raise RequestError(ErrorCode.INVALID_ARGUMENT, f"unknown opcode 0x{opcode:04x}")
-        if opcode in LIMITED_OPCODES:
-            self._limiter.admit((self.tenant, self.user_id), self._bucket)
+        if opcode not in LIMITED_OPCODES:
+            return await forward(self.gw.router, route, route.check(self, body), self._actor(), opcode, body)
+        self._limiter.admit((self.tenant, self.user_id), self._bucket)
         key = route.check(self, body)
-        return await forward(self.gw.router, route, key, self._actor(), opcode, body)
+        try:
+            reply_opcode, reply = await forward(self.gw.router, route, key, self._actor(), opcode, body)
+        except RequestError as exc:
+            if exc.code in NOT_NOW:
+                self._limiter.refund((self.tenant, self.user_id), self._bucket)
+            raise
+        if reply_opcode == Opcode.ERROR and parse_error(reply).code in NOT_NOW:  # the retry is the one charged
+            self._limiter.refund((self.tenant, self.user_id), self._bucket)
+        return reply_opcode, reply
 
     def _token_expired(self) -> None:
         """The token's exp (+ leeway) passed: KICKED{TOKEN_EXPIRED}, then close."""
@@ -267,4 +277,5 @@ class ClientConnection:
                                    server_time_ms=time.time_ns() // 1_000_000, heartbeat_s=HEARTBEAT_S,
                                    mailbox_lane=lane, mailbox_shard=shard,
                                    max_body_bytes=self.gw.config.max_body)
+        ok.send_rate_per_s, ok.send_burst = self._limiter.advertised()  # the SDK paces below it (ratelimit.py)
         return Opcode.AUTH_OK, ok.SerializeToString()

@@ -1,5 +1,5 @@
 """The gateway's part of the PresenceDirectory (docs/design.md §13 "Presence";
-docs/decisions/0034-scale-presence.md; record codec qim/wire/presence.py).
+docs/decisions/0042-scale-presence.md; record codec qim/wire/presence.py).
 
 On every successful AUTH the connection gets a new session_epoch for its (tenant, user,
 device) from the SessionEpochStore, and an entry naming this gateway (node id and

@@ -11,7 +11,7 @@ row in qim/topology.py.
   ShardRegistry, from the cached OwnerTable (qim/cluster/owners.py). An owner that
   refuses (UNAVAILABLE: not the owner any more, or unreachable) makes the table refresh
   at once and the call goes once more to the new owner when there is one
-  (docs/decisions/0032-scale-leases-and-fencing.md).
+  (docs/decisions/0040-scale-leases-and-fencing.md).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ digest conflict, an undecodable record or a watermark moved by anyone else stops
 shard (MailboxDirty, /healthz 503) until a restart replays it. Push is best effort and
 never awaited on the shard path.
 
-Shards come and go (docs/decisions/0032-scale-leases-and-fencing.md): with a
+Shards come and go (docs/decisions/0040-scale-leases-and-fencing.md): with a
 ShardRegistry the node's ShardKeeper calls `add_shard(shard, owner_epoch)` for every
 grant (fence, then the watermark, then the partition is added to the assignment at
 min(W)+1: a takeover starts exactly there, never at a consumer-group offset) and

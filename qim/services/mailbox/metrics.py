@@ -35,7 +35,7 @@ class MailboxMetrics(MetricSet):
                                        "wake_all requests sent to gateways after dropped pushes")
         self.push_backlog = self.gauge("qim_mailbox_push_backlog_bytes", "PushBatch bytes waiting for a gateway link")
         self.push_links_up = self.gauge("qim_mailbox_push_links_up", "Gateway push links connected and greeted")
-        # the PresenceDirectory (targets.py; docs/decisions/0034-scale-presence.md)
+        # the PresenceDirectory (targets.py; docs/decisions/0042-scale-presence.md)
         self.push_gateways = self.histogram("qim_mailbox_push_gateways",
                                             "Gateways one materialized record was pushed to (one frame each)",
                                             buckets=(0, 1, 2, 3, 4, 8, 16, 64))

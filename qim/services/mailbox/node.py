@@ -1,6 +1,6 @@
 """MailboxNode: owns shards leased from the ShardRegistry, serves MAILBOX_PULL, pushes to gateways.
 
-Shards (docs/design.md §13; docs/decisions/0032-scale-leases-and-fencing.md): a ShardKeeper
+Shards (docs/design.md §13; docs/decisions/0040-scale-leases-and-fencing.md): a ShardKeeper
 holds this node's leases; each grant is fenced in the shard's watermark and served from
 min(W)+1 (MailboxMaterializer.add_shard), each loss stops the shard at once; a pull for
 a shard this node does not hold (or whose lease ended) is UNAVAILABLE, and the gateway
@@ -8,7 +8,7 @@ asks the registry again. A shard taken over wakes its online devices on every ga
 (its previous owner may have died between a finish and its push).
 
 Push is best effort and off the shard path. A push is a position, not a payload
-(docs/decisions/0029): per materialized record one PushBatch position (its mailbox_seq,
+(docs/decisions/0033): per materialized record one PushBatch position (its mailbox_seq,
 its message_id and its recipients; split to stay far below the frame limit), never the
 entries or their bodies, which the devices pull. The frames are queued to the push link
 of each gateway holding a recipient's device (qim/services/mailbox/targets.py: the

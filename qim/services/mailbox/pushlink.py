@@ -14,7 +14,7 @@ A push is best effort, but a dropped one must never leave an online device behin
   and they pull. A new process starts with `wake_all` set: it cannot know what its
   predecessor had queued when it died. A shard taken over (`wake(shards)`) is woken the
   same way: its previous owner may have died between a finish and its push
-  (docs/decisions/0032-scale-leases-and-fencing.md).
+  (docs/decisions/0040-scale-leases-and-fencing.md).
 Every drop is counted by reason, every repair too. `push()` never awaits (it runs on the
 shard path right after finish_dispatch).
 """

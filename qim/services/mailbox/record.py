@@ -32,7 +32,7 @@ class ShardCursor:
     """What one shard worker knows of its shard: epoch, the watermark it last wrote, its
     writer token (stored beside W; empty: a retry never recognises its own write) and the
     owner_epoch the ShardRegistry granted (the fence every write carries; 0 without a
-    registry: docs/decisions/0032-scale-leases-and-fencing.md)."""
+    registry: docs/decisions/0040-scale-leases-and-fencing.md)."""
 
     shard: int
     epoch: int

@@ -1,10 +1,10 @@
-"""Where a MailboxNode's pushes go (docs/design.md §13 "Presence"; docs/decisions/0034-scale-presence.md).
+"""Where a MailboxNode's pushes go (docs/design.md §13 "Presence"; docs/decisions/0042-scale-presence.md).
 
 One push link per live gateway of the ShardRegistry (qim/cluster/links.py). The node
 follows the presence partitions of the shards it owns (qim/cluster/presence.py) and
 sends a materialized record's position (PushBatch position: mailbox_seq, message id and
 the recipients a gateway holds; never the entries, which the devices pull:
-docs/decisions/0029-path-push-positions-not-payloads.md) only to the gateways holding one
+docs/decisions/0033-path-push-positions-not-payloads.md) only to the gateways holding one
 of its recipients' devices, one frame per holding gateway: no synchronous remote call
 on the push path (`qim_mailbox_push_gateways` counts the gateways each record went to). While a
 shard's presence is still being read (just taken over), its pushes go to every gateway.

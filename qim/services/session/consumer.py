@@ -1,7 +1,7 @@
 """SessionProjection's durable dispatch consumer (docs/design.md §6; seed 000: "qsession 独立
 静态消费 dispatch 并把 Redis checkpoint 绑定 cluster_id + topic_id + partition_count").
 
-Session shards (docs/design.md §13; docs/decisions/0032-scale-leases-and-fencing.md): a user's
+Session shards (docs/design.md §13; docs/decisions/0040-scale-leases-and-fencing.md): a user's
 session shard is its MailboxShard (virtual bucket mod shard count), and dispatch
 partition s carries exactly the records of shard s, so the owner of session shard s
 reads partition s by static assignment from the shard's OWN checkpoint in Redis (never a

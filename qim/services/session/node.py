@@ -9,7 +9,7 @@ qim/net/oneway.py link per live gateway of the registry, no backlog: the frames 
 absolute values and the next pull or delta repairs a lost one. /healthz is 503 while the durable projection is catching up
 or failed closed (the reason is the body); MARK_READ keeps working meanwhile.
 
-Session shards (docs/design.md §13; docs/decisions/0032-scale-leases-and-fencing.md) are
+Session shards (docs/design.md §13; docs/decisions/0040-scale-leases-and-fencing.md) are
 leased from the ShardRegistry by a ShardKeeper: a grant fences and binds the shard's
 checkpoint and assigns its partition (DurableProjector.add_shard) and drops the cached
 lists of its users; a loss stops it at once. A request for a user whose shard this node

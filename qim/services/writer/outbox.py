@@ -10,7 +10,7 @@ writer's reservations found by a reserve) and enqueue them in conversation_seq o
 A commit this process already enqueued is never produced twice by it: its Pending is
 shared (`enqueued`). Every record of a conversation goes to one Outbox partition, its
 commit bucket mod the partition count, so the Outbox keeps each conversation in
-conversation_seq order however many partitions it has (docs/decisions/0033-scale-outbox-partitions.md). Commit state is read and written through the CommitStore only.
+conversation_seq order however many partitions it has (docs/decisions/0041-scale-outbox-partitions.md). Commit state is read and written through the CommitStore only.
 """
 
 from __future__ import annotations
@@ -81,9 +81,9 @@ class OutboxPublisher:
                 message_type: int) -> Pending:
         """produce() one Outbox record now (qim/wire/outbox.py: audience ‖ field 1 record),
         stamped with the writer's clock as librdkafka would (the broker's LogAppendTime
-        replaces it: docs/decisions/0028)."""
+        replaces it: docs/decisions/0032)."""
         try:
-            # one conversation, one partition: its commit bucket decides (docs/decisions/0033)
+            # one conversation, one partition: its commit bucket decides (docs/decisions/0041)
             partition = ids.commit_bucket(ref.tenant, ref.conversation_id) % self.partitions
             delivery = self._producer.produce(OUTBOX_TOPIC, outbox_codec.encode(audience, record), key=message_id,
                                               partition=partition, timestamp_ms=now_ms())

@@ -229,7 +229,7 @@ def read_key(tenant: int, user_id: int) -> str:
     return f"qim:read:{tenant:032x}:{user_id}"
 
 
-# --- ShardRegistry (docs/decisions/0032-scale-leases-and-fencing.md) -------------------
+# --- ShardRegistry (docs/decisions/0040-scale-leases-and-fencing.md) -------------------
 def registry_node_key(kind: str, node_id: str) -> str:
     """HASH, ShardRegistry: one node lease (inc = incarnation, beat = renewals, exp = lease
     end in registry ms, since, addr, extra)."""
@@ -268,5 +268,5 @@ def archive_partition_watermark_key(partition: int) -> str:
 
 def session_epoch_key(tenant: int, user_id: int, device_id: int) -> str:
     """STRING, SessionEpochStore: the last session_epoch given to a login of the device
-    (INCR, never expires; docs/decisions/0034-scale-presence.md)."""
+    (INCR, never expires; docs/decisions/0042-scale-presence.md)."""
     return f"qim:sepoch:{tenant:032x}:{user_id}:{device_id}"

@@ -1,4 +1,4 @@
-"""ShardRegistry on Redis (qim/stores/registry.py; docs/decisions/0032-scale-leases-and-fencing.md).
+"""ShardRegistry on Redis (qim/stores/registry.py; docs/decisions/0040-scale-leases-and-fencing.md).
 
 Keys (keys.py): one HASH per node lease, one ZSET of node ids per kind scored by lease
 end, one HASH per shard lease that never expires as a key (its owner_epoch must only

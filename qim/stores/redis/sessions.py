@@ -21,7 +21,7 @@ from qim.stores.redis.scripts import Scripts, boundary, int_score_pairs
 from qim.stores.sessions import Checkpoint, FirstSeen, Registration
 
 # the single session node's checkpoint before shard leases (all partitions in one HASH):
-# a shard's first checkpoint resumes from it (docs/decisions/0032-scale-leases-and-fencing.md)
+# a shard's first checkpoint resumes from it (docs/decisions/0040-scale-leases-and-fencing.md)
 LEGACY_CHECKPOINT = "qim:session:ckpt:0of1"
 SESSION_SCRIPTS = ("session_register", "session_checkpoint", "session_project")
 READ_SCRIPTS = ("session_mark_read",)

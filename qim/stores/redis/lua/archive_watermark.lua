@@ -1,7 +1,7 @@
 -- archive_watermark (docs/design.md §5 step 7, seed 000 ADR-0018): the archive watermark only
 -- moves forward. With several Outbox partitions each has its own (every record of that
 -- partition produced before it is archived) and the archive watermark is their lowest
--- (docs/decisions/0033-scale-outbox-partitions.md).
+-- (docs/decisions/0041-scale-outbox-partitions.md).
 -- KEYS: 1 archive watermark STRING, then one STRING per Outbox partition.
 -- ARGV: 1 this partition's index (0-based), 2 candidate (ms) for it.
 -- Returns the archive watermark after the call.

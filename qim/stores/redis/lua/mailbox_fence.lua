@@ -1,4 +1,4 @@
--- The owner fence of a shard's new owner (docs/decisions/0032-scale-leases-and-fencing.md),
+-- The owner fence of a shard's new owner (docs/decisions/0040-scale-leases-and-fencing.md),
 -- then its watermark, in one call: from here on only writes carrying this owner_epoch
 -- pass (mailbox_lib qim_fenced). KEYS: 1 shard watermark HASH. ARGV: 1 owner_epoch.
 -- A fence above ARGV[1] means a newer owner exists: refused (QIM_NOT_OWNER).

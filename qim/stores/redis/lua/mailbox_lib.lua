@@ -2,7 +2,7 @@
 -- mailbox_begin/append/finish and by the fused single-recipient script; never loaded
 -- alone. Errors are raised as {err = "QIM_<REASON> ..."} and stop the shard.
 
--- The owner fence (docs/decisions/0032-scale-leases-and-fencing.md): every write of a
+-- The owner fence (docs/decisions/0040-scale-leases-and-fencing.md): every write of a
 -- shard owner carries the owner_epoch the ShardRegistry granted it; the shard's watermark
 -- HASH holds (field oe) the epoch of the owner that fenced it last (mailbox_fence.lua,
 -- before that owner's first write). Any other value is a stale owner: refuse before

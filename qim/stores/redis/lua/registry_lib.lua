@@ -1,5 +1,5 @@
 -- Shared functions of the ShardRegistry scripts (qim/stores/registry.py;
--- docs/decisions/0032-scale-leases-and-fencing.md). Every expiry is judged by the
+-- docs/decisions/0040-scale-leases-and-fencing.md). Every expiry is judged by the
 -- registry's own clock (TIME), never by a caller's.
 
 -- Registry time in unix ms.

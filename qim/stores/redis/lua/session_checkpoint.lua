@@ -1,7 +1,7 @@
 -- session_checkpoint (seed 000: qsession checkpoint bound to cluster_id + topic_id +
 -- partition count): the durable projection's own position in the dispatch partition of
 -- one session shard, fenced by the shard owner's owner_epoch
--- (docs/decisions/0032-scale-leases-and-fencing.md).
+-- (docs/decisions/0040-scale-leases-and-fencing.md).
 -- KEYS: 1 checkpoint HASH (bind = "<cluster>|<topic_id>|<partitions>", p = next offset,
 --       oe = owner_epoch of the owner that fenced it last); init only: 2 the checkpoint
 --       of the layout before shard leases (a single node's, one field per partition)

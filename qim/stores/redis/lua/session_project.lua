@@ -2,7 +2,7 @@
 -- registrations of a batch of dispatch records, then the compare-and-set advance of the
 -- checkpoint of every session shard the batch covers (session_checkpoint.lua's
 -- "advance", same errors; each checkpoint fenced by its owner_epoch:
--- docs/decisions/0032-scale-leases-and-fencing.md). Every checkpoint is checked before
+-- docs/decisions/0040-scale-leases-and-fencing.md). Every checkpoint is checked before
 -- anything is written and moved only after every registration ran: a script error (a
 -- stale fence, a corrupt key) leaves them where they were.
 -- KEYS: 1 first-registration ZSET (used only when ARGV[3] = "1"), then n checkpoint
