@@ -11,9 +11,9 @@ with it, at once, the shards it held (each under a new owner_epoch).
 shard lease and returns the live nodes of the kind. The shards this node should own
 are those rendezvous hashing with bounded loads gives it over the live nodes
 (placement.py). A shard that should move to another live node is stopped
-(`on_release`), then released: the new owner takes it only then, so it never has two owners at once. A shard this node should
-own is acquired as soon as it is free or expired, then started (`on_acquire(shard,
-owner_epoch)`: fence, position, serve).
+(`on_release`), then released: the new owner takes it only then, so it never has two
+owners at once. A shard this node should own is acquired as soon as it is free or
+expired, then started (`on_acquire(shard, owner_epoch)`: fence, position, serve).
 
 Leases are judged locally by the monotonic clock from the moment the renewal was SENT:
 this node's leases end no later than the registry's. When renewals fail (the registry
