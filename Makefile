@@ -8,7 +8,7 @@ CORE_SRC := $(wildcard qim/_core/*.pyx qim/_core/*.pxd)
 DEMO_LANGS ?= english,chinese
 PYTEST_ARGS ?=
 
-.PHONY: install engines up demo down test test-pure bench wheel proto clean test-tools web-tools web-build test-web web-up
+.PHONY: install engines up demo down test test-scale test-pure bench wheel proto clean test-tools web-tools web-build test-web web-up
 
 $(STAMP): pyproject.toml setup.py $(CORE_SRC)
 	$(PY) -m venv $(VENV)
@@ -95,11 +95,20 @@ test-tools:
 	@dpkg -s $(TEST_APT) >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(TEST_APT); }
 
 # Every test (the qim-js unit tests first, then pytest, which includes the browser
-# tests of tests/web), then the core suite again on the pure-Python twins (QIM_PUREPYTHON=1).
+# tests of tests/web), then the core suite again on the pure-Python twins (QIM_PUREPYTHON=1),
+# then the scale suite (test-scale).
 test: install test-tools web-tools web-build
 	cd web && npm test
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --ignore=tests/scale $(PYTEST_ARGS)
 	QIM_PUREPYTHON=1 $(BIN)/python -m pytest -q tests/core
+	$(MAKE) test-scale
+
+# Scale out, done when (tests/scale/test_scale.py: two nodes of every kind, three brokers,
+# SIGKILL/SIGSTOP of each kind under traffic, a node added, cross-gateway push and kick,
+# takeover time over 20 kills); prints its run time (docs/status.md keeps the last one).
+test-scale: install
+	@start=$$(date +%s); $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/scale $(PYTEST_ARGS); rc=$$?; \
+	  echo "test-scale: $$(( $$(date +%s) - start )) s"; exit $$rc
 
 # pytest-benchmark: every bench on the pure twin and the compiled module in one run,
 # plus the reference bench; then the gate (benches/gate.py): each group's compiled/pure

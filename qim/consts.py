@@ -149,12 +149,17 @@ MAX_CONNECTIONS_PER_USER_DEFAULT = 16
 # device of the user disconnects, so the device should not come back every second
 CONNECTION_CAP_RETRY_AFTER_MS = 60_000
 
+# --- several nodes of each kind (docs/design.md §13; docs/decisions/0040-scale-leases-and-fencing.md) ---
+SHARD_LEASE_MS_DEFAULT = 10_000  # QIM_SHARD_LEASE_MS; renewed every quarter (QIM_SHARD_RENEW_MS)
 # Groups whose (membership_version, member count) a writer keeps to plan sends without a
 # read (qim/services/writer/planner.py; the reserve checks them): ~100 B each.
 GROUP_PLAN_CACHE_GROUPS = 16_384
 
 OUTBOX_TOPIC = "qim.outbox"
 DISPATCH_TOPIC = "qim.dispatch"
+# PresenceEntry records, compacted, partition = the user's MailboxShard (docs/decisions/0042)
+PRESENCE_TOPIC = "qim.presence"
+PRESENCE_TTL_MS_DEFAULT = 3_600_000  # QIM_PRESENCE_TTL_MS: an entry not renewed stops counting
 # broker/topic record limit: a 1 MiB body plus envelope fits with room to spare
 KAFKA_MAX_RECORD_BYTES = 8 * 1024 * 1024
 # Every QIM topic's configuration. LogAppendTime: the broker stamps each record with its

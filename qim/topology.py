@@ -34,7 +34,13 @@ GATEWAY, WRITER, MAILBOX, SESSION, FANOUT, ARCHIVER, QIMCTL = (
 # Routing rules of the gateway's backends (qim/services/gateway/router.py).
 RENDEZVOUS = "rendezvous"  # key: bytes; highest BLAKE3(addr ‖ key) first, the next when one is unreachable
 MODULO = "modulo"  # key: int; node key mod n (static assignment)
-ROUTINGS = (RENDEZVOUS, MODULO)
+# key: int, the user's shard; its live owner in the ShardRegistry (docs/decisions/0040-scale-leases-and-fencing.md)
+SHARD_OWNER = "shard-owner"
+ROUTINGS = (RENDEZVOUS, MODULO, SHARD_OWNER)
+# What a kind's nodes lease from the ShardRegistry (Service.leases)
+SHARDS = "shards"  # the users' shards: virtual bucket mod QIM_MAILBOX_SHARD_COUNT
+OUTBOX = "outbox"  # the Outbox partitions
+NODE = "node"  # a node lease only (liveness)
 _REQUESTS = "qim.services.gateway.requests"
 
 
@@ -81,7 +87,9 @@ class Service:
     and its configuration dataclass ("module:Name"; None: not a process, e.g. qimctl);
     `node_index`: each node of the kind gets QIM_<ENV>_NODE_INDEX and the kind
     QIM_<ENV>_NODE_COUNT (static shard or user assignment); `archive_only`: runs only
-    with the archive tier (QIM_SCYLLA_ADDRS)."""
+    with the archive tier (QIM_SCYLLA_ADDRS); `leases`: what its nodes lease from the
+    ShardRegistry (SHARDS: the users' shards, OUTBOX: Outbox partitions, NODE: a node
+    lease only, its liveness; "" none: docs/decisions/0040-scale-leases-and-fencing.md)."""
 
     name: str
     entity: str  # the design's entity name (docs/design.md §2)
@@ -96,6 +104,7 @@ class Service:
     gateway: Optional[GatewayBackend] = None
     node_index: bool = False
     archive_only: bool = False
+    leases: str = ""
 
     @property
     def process(self) -> bool:
@@ -142,28 +151,29 @@ SERVICES: Mapping[str, Service] = MappingProxyType({s.name: s for s in (
             "qim.services.mailbox.node:MailboxNode", "qim.config.mailbox:MailboxConfig",
             listeners=(Listener("QIM_MAILBOX_LISTEN", 7102),),
             serves={Opcode.MAILBOX_PULL: _callers(GATEWAY)},
-            gateway=GatewayBackend(Opcode.MAILBOX_PULL, "MailboxPull", MODULO, {  # key: the user's mailbox shard
+            gateway=GatewayBackend(Opcode.MAILBOX_PULL, "MailboxPull", SHARD_OWNER, {  # key: the user's shard
                 Opcode.PULL_MAILBOX: ClientRoute(f"{_REQUESTS}:pull_mailbox_key", bulk=True)}),
-            node_index=True),
+            leases=SHARDS),
     Service(SESSION, "SessionProjection", "SESSION", 9103,
             "qim.services.session.node:SessionNode", "qim.config.session:SessionConfig",
             listeners=(Listener("QIM_SESSION_LISTEN", 7103),),
             serves={Opcode.SESSION_CALL: _callers(GATEWAY), Opcode.PROJECTION: _callers(MAILBOX)},
-            gateway=GatewayBackend(Opcode.SESSION_CALL, "SessionCall", MODULO, {  # key: the user_id
+            gateway=GatewayBackend(Opcode.SESSION_CALL, "SessionCall", SHARD_OWNER, {  # key: the user's shard
                 Opcode.PULL_SESSION_LIST: ClientRoute(f"{_REQUESTS}:session_list_key", bulk=True),
                 Opcode.MARK_READ: ClientRoute(f"{_REQUESTS}:mark_read_key"),
                 Opcode.PULL_PROFILES: ClientRoute(f"{_REQUESTS}:profiles_key")}),
-            node_index=True),
+            leases=SHARDS),
     Service(GATEWAY, "ConnectionNode", "GATEWAY", 9100,
             "qim.services.gateway.server:ConnectionNode", "qim.config.gateway:GatewayConfig",
             listeners=(Listener("QIM_GATEWAY_LISTEN", 7100), Listener("QIM_GATEWAY_PUSH_ADDR", 7104, "_push"),
                        Listener("QIM_GATEWAY_WS_LISTEN", 7105, "_ws")),  # plain ws://: development only
             internal="QIM_GATEWAY_PUSH_ADDR", peers_var="QIM_GATEWAY_PUSH_ADDR",
-            serves={Opcode.PUSH_BATCH: _callers(MAILBOX), Opcode.DEVICE_FRAMES: _callers(SESSION)}),
+            serves={Opcode.PUSH_BATCH: _callers(MAILBOX), Opcode.DEVICE_FRAMES: _callers(SESSION)}, leases=NODE),
     Service(FANOUT, "FanoutCoordinator", "FANOUT", 9106,
-            "qim.services.fanout.node:FanoutNode", "qim.config.fanout:FanoutConfig"),
+            "qim.services.fanout.node:FanoutNode", "qim.config.fanout:FanoutConfig", leases=OUTBOX),
     Service(ARCHIVER, "HistoryArchiver", "ARCHIVER", 9107,
-            "qim.services.archiver.node:ArchiverNode", "qim.config.archiver:ArchiverConfig", archive_only=True),
+            "qim.services.archiver.node:ArchiverNode", "qim.config.archiver:ArchiverConfig", archive_only=True,
+            leases=OUTBOX),
     Service(QIMCTL, "operator CLI", "QIMCTL"),  # an identity on internal RPC, not a process
 )})
 
@@ -179,6 +189,11 @@ def service(name: str) -> Service:
 def processes() -> list[Service]:
     """The rows that run as processes, in start order."""
     return [s for s in SERVICES.values() if s.process]
+
+
+def leasing() -> list[Service]:
+    """The rows whose nodes hold leases in the ShardRegistry."""
+    return [s for s in SERVICES.values() if s.leases]
 
 
 def rpc_allow() -> dict[int, frozenset[str]]:

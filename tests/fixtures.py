@@ -52,15 +52,15 @@ AUTH_TIMEOUT_MS = 5000
 
 
 def start_test_engines(base_dir, shard_count: int = TEST_SHARD_COUNT,
-                       with_cassandra: bool | None = None) -> EngineSet:
+                       with_cassandra: bool | None = None, brokers: int = 1, outbox_partitions: int = 1) -> EngineSet:
     """Start a private EngineSet under `base_dir`; on failure stop what started.
 
-    `with_cassandra` defaults to QIM_DEV_WITH_CASSANDRA. Raises EngineError with the
-    engine's log tail.
+    `with_cassandra` defaults to QIM_DEV_WITH_CASSANDRA; `brokers` 3 is a KRaft cluster
+    (replication factor 3). Raises EngineError with the engine's log tail.
     """
     try:
         return EngineSet.up(base_dir, shard_count, die_with_parent=True,
-                            with_cassandra=with_cassandra)
+                            with_cassandra=with_cassandra, brokers=brokers, outbox_partitions=outbox_partitions)
     except BaseException:
         es = EngineSet.load(base_dir)
         if es is not None:
@@ -163,17 +163,18 @@ def shared_cassandra(tmp_path_factory) -> SharedCassandra:
     eng.stop()
 
 
-def start_private_stack(base, supervise: bool = False, **stack_kw):
+def start_private_stack(base, engines_kw=None, supervise: bool = False, **stack_kw):
     """Private engines and QIM services under `base` (the caller stops `st` and
-    `st.engines`); FAILS the test (never skips) when they cannot start. `stack_kw` goes
-    to qim.dev.stack.stack_up (writers=, mailboxes=, extra_env=); `supervise`: the
+    `st.engines`); FAILS the test (never skips) when they cannot start. `engines_kw` goes
+    to start_test_engines (brokers=, outbox_partitions=), `stack_kw` to
+    qim.dev.stack.stack_up (writers=, mailboxes=, extra_env=); `supervise`: the
     services run under the stack's supervisor (qim.dev.supervisor)."""
     from qim.dev.stack import stack_up
     from qim.dev.supervisor import supervised_stack_up
 
     up = supervised_stack_up if supervise else stack_up
 
-    es, err = _start(lambda: start_test_engines(base / "engines"))
+    es, err = _start(lambda: start_test_engines(base / "engines", **(engines_kw or {})))
     if err:
         pytest.fail(f"engines could not start: {err}", pytrace=False)
     st, err = _start(lambda: up(base / "stack", es.env(), die_with_parent=True, **stack_kw))

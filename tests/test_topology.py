@@ -115,7 +115,8 @@ def test_the_dev_stack_layout_keeps_its_port_keys_and_expresses_n_nodes():
     ports = {k: f"127.0.0.1:{10000 + i}" for i, k in enumerate(keys)}
     assert shared["QIM_WRITER_ADDRS"] == ",".join(ports[k] for k in ("writer", "writer2", "writer3"))
     assert shared["QIM_GATEWAY_PUSH_ADDR"] == f"{ports['gateway_push']},{ports['gateway2_push']}"
-    assert shared["QIM_MAILBOX_NODE_COUNT"] == "2" and own["mailbox2"]["QIM_MAILBOX_NODE_INDEX"] == "1"
+    # mailbox and session shards are leased from the ShardRegistry: no static index (decisions/0040)
+    assert "QIM_MAILBOX_NODE_COUNT" not in shared and "QIM_MAILBOX_NODE_INDEX" not in own["mailbox2"]
     assert own["gateway2"] == {"QIM_GATEWAY_LISTEN": ports["gateway2"], "QIM_GATEWAY_PUSH_ADDR": ports["gateway2_push"],
                                "QIM_GATEWAY_WS_LISTEN": ports["gateway2_ws"],
                                "QIM_GATEWAY_METRICS_LISTEN": ports["gateway2_metrics"],

@@ -118,6 +118,9 @@ async def serve_until_signal(service: str, build: Callable[[], "ServiceNode"]) -
         log.info("stopping during start")
         starting.cancel()
         await asyncio.gather(starting, return_exceptions=True)  # start() stops the node
+        # ... unless the cancellation was lost inside it (asyncio.wait_for of Python 3.11
+        # can drop one when the awaited call finishes at the same moment): stop it here
+        await node.stop()
         return
     exc = starting.exception()
     if exc is not None:

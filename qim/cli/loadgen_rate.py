@@ -45,6 +45,7 @@ from typing import Optional, Sequence
 
 from qim._core import ids
 from qim.cli.bodies import body_bytes, digest
+from qim.cli.gateways import gateway_for, parse_gateways
 from qim.cli.loadgen_group import GroupSender
 from qim.cli.loadgen_sdk import SdkLane, default_clients
 from qim.cli.loadgen_sdkcheck import SdkVerdict
@@ -110,7 +111,8 @@ async def run(cfg: argparse.Namespace) -> int:
     base = secrets.randbits(60) + 1
     senders = [base + i for i in range(cfg.pairs)]
     receivers = [base + cfg.pairs + i for i in range(cfg.pairs)]
-    streams = await asyncio.gather(*(login(cfg.gateway, key, u, cfg.tls) for u in senders + receivers))
+    streams = await asyncio.gather(*(login(gateway_for(u, cfg.gateways), key, u, cfg.tls)
+                                     for u in senders + receivers))
     out_streams = streams[:cfg.pairs]
     convs = [ids.conversation_id_direct(0, s, r) for s, r in zip(senders, receivers)]
     seg, total = Stats(), Stats()
@@ -150,14 +152,14 @@ async def run(cfg: argparse.Namespace) -> int:
 
     lane = None
     if cfg.sdk_clients:
-        lane = SdkLane(cfg.gateway, key, cfg.sdk_clients, cfg.rate * cfg.sdk_clients / (cfg.pairs + cfg.sdk_clients),
+        lane = SdkLane(cfg.gateways, key, cfg.sdk_clients, cfg.rate * cfg.sdk_clients / (cfg.pairs + cfg.sdk_clients),
                        cfg.size, base + 2 * cfg.pairs, cfg.ca_file, cfg.plaintext)
         await lane.start()
     rate = cfg.rate * cfg.pairs / (cfg.pairs + cfg.sdk_clients)  # the frame-level lane's share
     group = None
     if cfg.group_members:  # one more sender, to a big group, at a direct sender's rate (loadgen_group.py)
         owner = base + 2 * cfg.pairs + cfg.sdk_clients
-        group = GroupSender(await login(cfg.gateway, key, owner, cfg.tls), owner, cfg.group_members,
+        group = GroupSender(await login(gateway_for(owner, cfg.gateways), key, owner, cfg.tls), owner, cfg.group_members,
                             rate / cfg.pairs, cfg.size)
         await group.start()
     segments: list[dict] = []
@@ -266,7 +268,9 @@ async def run(cfg: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     """The command line of `qim-loadgen rate`."""
     p = argparse.ArgumentParser(prog="qim-loadgen rate", description=__doc__.split("\n\n")[0])
-    p.add_argument("--gateway", default=os.environ.get("QIM_GATEWAY_ADDR"))
+    p.add_argument("--gateway", default=os.environ.get("QIM_GATEWAY_ADDRS") or os.environ.get("QIM_GATEWAY_ADDR"),
+                   help="gateway host:port, or several comma-separated: clients spread over them by user "
+                        "(default: $QIM_GATEWAY_ADDRS, else $QIM_GATEWAY_ADDR)")
     p.add_argument("--token-key", default=os.environ.get("QIM_DEV_TOKEN_KEY"),
                    help="development token key, a PEM private key file (default: $QIM_DEV_TOKEN_KEY)")
     p.add_argument("--rate", type=float, required=True, help="target sends per second")
@@ -296,7 +300,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     try:
         cfg.token_key = load_dev_key(cfg.token_key)
-        cfg.tls = client_context(cfg, cfg.gateway)
+        cfg.gateways = parse_gateways(cfg.gateway)
+        cfg.tls = client_context(cfg, cfg.gateways[0])  # one CA for every gateway
     except (ValueError, ConfigError) as exc:
         print(f"qim-loadgen rate: {exc}", file=sys.stderr)
         return 2

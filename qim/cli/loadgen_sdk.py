@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import time
-from typing import Any, Optional
+from typing import Any, Optional, Sequence, Union
 
 from qim.cli.bodies import body_bytes, digest
 from qim.cli.loadgen_sdkcheck import SdkVerdict, SdkView, check_sdk, check_unread, listed_row
@@ -62,14 +62,17 @@ class _LaneClient:
 
 
 class SdkLane:
-    """`n` paired SDK clients on `gateway` (TLS per `ca_file`/`plaintext`), sending
-    `rate` msg/s in all. `start()`, `send_due(elapsed)` from the load loop, `finish()`."""
+    """`n` paired SDK clients over `gateways` (one address or several: client i on
+    gateways[i mod len], so the two clients of a pair sit on different gateways when there
+    are several), TLS per `ca_file`/`plaintext`, sending `rate` msg/s in all. `start()`,
+    `send_due(elapsed)` from the load loop, `finish()`."""
 
-    def __init__(self, gateway: str, key, n: int, rate: float, size: int, base_user: int,
+    def __init__(self, gateways: Union[str, Sequence[str]], key, n: int, rate: float, size: int, base_user: int,
                  ca_file: Optional[str] = None, plaintext: bool = False) -> None:
         if n < 2 or n % 2:
             raise ValueError(f"--sdk-clients must be 0 or an even number >= 2 (paired), got {n}")
-        self.gateway, self.key, self.rate, self.size = gateway, key, rate, max(16, size)
+        self.gateways = (gateways,) if isinstance(gateways, str) else tuple(gateways)
+        self.key, self.rate, self.size = key, rate, max(16, size)
         self.ca_file, self.plaintext = ca_file, plaintext
         users = [base_user + i for i in range(n)]
         self.clients = [_LaneClient(u, users[i ^ 1]) for i, u in enumerate(users)]
@@ -81,10 +84,11 @@ class SdkLane:
         """Open, connect and open the direct conversation of every client."""
         from qim.sdk import Client  # the SDK only when the lane is on
 
-        for c in self.clients:
+        for n, c in enumerate(self.clients):
             def fresh(user: int = c.user) -> str:
                 return issue_dev_token(self.key, 0, user, 1)
-            c.client = await Client.open(self.gateway, fresh(), data_dir=self._dir.name, on_event=c.on_event,
+            gateway = self.gateways[n % len(self.gateways)]
+            c.client = await Client.open(gateway, fresh(), data_dir=self._dir.name, on_event=c.on_event,
                                          event_queue=False, token_provider=fresh, ca_file=self.ca_file,
                                          plaintext=self.plaintext)
             await c.client.connect()

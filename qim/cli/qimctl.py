@@ -4,6 +4,7 @@
     qimctl token --user U --device D   qimctl group create ...     (qim/cli/qimctl_dev.py)
     qimctl schema apply|check                                      (qim/cli/qimctl_schema.py)
     qimctl audit archive ...   qimctl retention set|get ...        (qim/cli/qimctl_archive.py)
+    qimctl shards [--kind K] ...   the ShardRegistry: nodes, owners, owner epochs (qim/cli/qimctl_shards.py)
     qimctl audit dispatch [--kafka-bootstrap HOST:PORT] [--redis-addr HOST:PORT[,...]]
                           [--shard-count N] [--outbox-topic T] [--dispatch-topic T]
                           [--fanout-group G] [--no-wait] [--timeout S]
@@ -13,8 +14,8 @@ Defaults come from QIM_KAFKA_BOOTSTRAP, QIM_REDIS_ADDR and QIM_MAILBOX_SHARD_COU
 `audit dispatch` (docs/design.md §12, seed 000 "orphan 独立审计"):
 1. unless --no-wait, waits (each step bounded by --timeout) until the writer's in-flight
    commits (CommitStore.inflight_count: all 256 commit buckets, on every --redis-addr)
-   are none, then until the committed offset of the fanout group on Outbox partition 0
-   reaches the Outbox high watermark;
+   are none, then until the committed offset of the fanout group on every Outbox
+   partition reaches its high watermark;
 2. reads the Outbox, then every dispatch partition, from the low to the high watermark
    (snapshotted after the wait) by static assign, never a group subscription, nothing
    committed; --timeout also bounds a read that makes no progress;
@@ -46,6 +47,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaExcepti
 from confluent_kafka.admin import AdminClient
 
 from qim.cli import qimctl_admin, qimctl_archive, qimctl_backup, qimctl_dev, qimctl_schema, qimctl_trace
+from qim.cli import qimctl_admin, qimctl_archive, qimctl_dev, qimctl_schema, qimctl_shards
 from qim.cli.topic_read import KAFKA_CALL_TIMEOUT_S, high_watermarks, read_topic
 from qim.config import Env
 from qim.consts import DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC
@@ -113,25 +115,28 @@ def wait_commits_drained(reader: StoreReader, timeout_s: float) -> None:
 
 
 def wait_fanout_caught_up(admin: AdminClient, consumer: Consumer, topic: str, group: str,
-                          timeout_s: float) -> None:
-    """Block until `group`'s committed offset on `topic`[0] reaches its high watermark.
+                          timeout_s: float, partitions: int = 1) -> None:
+    """Block until `group`'s committed offset on every partition of `topic` reaches its
+    high watermark (the Outbox may have several: docs/decisions/0041).
 
     No committed offset counts as 0 (an empty Outbox is caught up). EngineError on timeout.
     """
     deadline = time.monotonic() + timeout_s
     while True:
-        _, high = high_watermarks(consumer, topic, 1)[0]
-        req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0)])
+        marks = high_watermarks(consumer, topic, partitions)
+        req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
         res = admin.list_consumer_group_offsets([req])[group].result(timeout=KAFKA_CALL_TIMEOUT_S)
-        tp = res.topic_partitions[0]
-        if tp.error is not None:
-            raise EngineError(f"committed offset of {group} on {topic}[0]: {tp.error}")
-        committed = max(tp.offset, 0)
-        if committed >= high:
+        behind = []
+        for tp in res.topic_partitions:
+            if tp.error is not None:
+                raise EngineError(f"committed offset of {group} on {topic}[{tp.partition}]: {tp.error}")
+            if max(tp.offset, 0) < marks[tp.partition][1]:
+                behind.append(f"{topic}[{tp.partition}] offset {max(tp.offset, 0)}, high watermark "
+                              f"{marks[tp.partition][1]}")
+        if not behind:
             return
         if time.monotonic() > deadline:
-            raise EngineError(f"fanout group {group} at {topic}[0] offset {committed}, high watermark {high}, "
-                              f"after {timeout_s:g}s")
+            raise EngineError(f"fanout group {group} at {'; '.join(behind)}, after {timeout_s:g}s")
         time.sleep(POLL_INTERVAL_S)
 
 
@@ -160,20 +165,20 @@ def audit_dispatch(args: argparse.Namespace, out=sys.stdout) -> int:
     stores = StoreReader(args.redis_addr)
     try:
         first_call_s = min(args.timeout, KAFKA_CALL_TIMEOUT_S)  # an unreachable broker fails fast
-        if topic_partition_count(admin, args.outbox_topic, first_call_s) != 1:
-            raise EngineError(f"{args.outbox_topic} must have exactly 1 partition")
+        outbox_parts = topic_partition_count(admin, args.outbox_topic, first_call_s)
         dispatch_parts = topic_partition_count(admin, args.dispatch_topic, first_call_s)
         if dispatch_parts != args.shard_count:
             raise EngineError(f"{args.dispatch_topic} has {dispatch_parts} partitions, shard count is "
                               f"{args.shard_count}")
         if not args.no_wait:
             wait_commits_drained(stores, args.timeout)
-            wait_fanout_caught_up(admin, consumer, args.outbox_topic, args.fanout_group, args.timeout)
-        outbox_marks = high_watermarks(consumer, args.outbox_topic, 1)
+            wait_fanout_caught_up(admin, consumer, args.outbox_topic, args.fanout_group, args.timeout, outbox_parts)
+        outbox_marks = high_watermarks(consumer, args.outbox_topic, outbox_parts)
         dispatch_marks = high_watermarks(consumer, args.dispatch_topic, dispatch_parts)
-        if outbox_marks[0][0] > 0:
-            print(f"note: {args.outbox_topic} starts at offset {outbox_marks[0][0]} (retention); dispatches of "
-                  "trimmed commits count as dispatch_without_commit", file=sys.stderr)
+        for p, (low, _) in sorted(outbox_marks.items()):
+            if low > 0:
+                print(f"note: {args.outbox_topic}[{p}] starts at offset {low} (retention); dispatches of "
+                      "trimmed commits count as dispatch_without_commit", file=sys.stderr)
         audit = DispatchAudit(args.shard_count, stores.snapshot if args.redis_addr else None)
         read_topic(consumer, args.outbox_topic, outbox_marks, lambda _p, o, v: audit.add_outbox(o, v), args.timeout)
         read_topic(consumer, args.dispatch_topic, dispatch_marks, audit.add_dispatch, args.timeout)
@@ -221,6 +226,7 @@ def build_parser(environ=None) -> argparse.ArgumentParser:
     qimctl_archive.add_parsers(sub, env)
     qimctl_backup.add_parsers(sub, env)
     qimctl_trace.add_parsers(sub, env)
+    qimctl_shards.add_parser(sub, env)
     return parser
 
 

@@ -115,7 +115,7 @@ def _outbox_consumer(bootstrap: str):
                      "receive.message.max.bytes": 2 * KAFKA_MAX_RECORD_BYTES + 65536})
 
 
-async def _wait(tier, commits, consumer, timeout_s: float) -> None:
+async def _wait(tier, commits, consumer, timeout_s: float, partitions: int) -> None:
     deadline = time.monotonic() + timeout_s
     while await commits.inflight_count():
         if time.monotonic() > deadline:
@@ -123,16 +123,21 @@ async def _wait(tier, commits, consumer, timeout_s: float) -> None:
         await asyncio.sleep(POLL_S)
     deadline = time.monotonic() + timeout_s
     while True:
-        _, high = (await asyncio.to_thread(high_watermarks, consumer, OUTBOX_TOPIC, 1))[0]
-        pos = await tier.state.position()
-        if (pos or 0) >= high:
+        marks = await asyncio.to_thread(high_watermarks, consumer, OUTBOX_TOPIC, partitions)
+        behind = []
+        for p, (_, high) in sorted(marks.items()):
+            pos = await tier.state.position(p)
+            if (pos or 0) < high:
+                behind.append(f"outbox[{p}] offset {pos}, high watermark {high}")
+        if not behind:
             return
         if time.monotonic() > deadline:
-            raise EngineError(f"archiver at outbox offset {pos}, high watermark {high}, after {timeout_s:g}s")
+            raise EngineError(f"archiver at {'; '.join(behind)}, after {timeout_s:g}s")
         await asyncio.sleep(POLL_S)
 
 
 async def _audit(args: argparse.Namespace, tier_cfg: TierConfig) -> ArchiveAudit:
+    from qim.infra.kafka.bridge import topic_partitions
     from qim.stores.open import open_archive_tier, open_stores
 
     tier = open_archive_tier(args.redis_addr, scylla_from(args, args.environ))
@@ -140,10 +145,11 @@ async def _audit(args: argparse.Namespace, tier_cfg: TierConfig) -> ArchiveAudit
     consumer = _outbox_consumer(args.kafka_bootstrap)
     try:
         await tier.check()
+        parts = await topic_partitions(args.kafka_bootstrap, OUTBOX_TOPIC)
         if not args.no_wait:
-            await _wait(tier, stores.commits, consumer, args.timeout)
+            await _wait(tier, stores.commits, consumer, args.timeout, parts)
         audit = ArchiveAudit(tier_cfg.default_retention_days, int(time.time() * 1000))
-        marks = await asyncio.to_thread(high_watermarks, consumer, OUTBOX_TOPIC, 1)
+        marks = await asyncio.to_thread(high_watermarks, consumer, OUTBOX_TOPIC, parts)
         await asyncio.to_thread(read_topic, consumer, OUTBOX_TOPIC, marks,
                                 lambda _p, o, v: audit.add_outbox(o, v or b""), args.timeout)
         classes = {}

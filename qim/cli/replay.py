@@ -59,6 +59,7 @@ import time
 from typing import Optional, Sequence
 
 from qim.cli.bodies import OVER_LIMIT, Blob, deal, plan_blobs, threshold_sizes
+from qim.cli.gateways import parse_gateways
 from qim.cli.replay_common import TENANT, Tally
 from qim.cli.replay_dialogue import DialogueBase, Item, items_of
 from qim.cli.replay_group import GROUP_EVERY, GroupDialogue
@@ -169,7 +170,8 @@ async def replay(cfg: argparse.Namespace) -> Tally:
     """Run the replay described by `cfg` (see `parser()`); returns the totals. ConfigError
     for a --ca-file that cannot be read or --plaintext toward a non-loopback gateway.
     Progress goes to stderr unless `cfg.progress` is false (qim/cli/replay_progress.py)."""
-    cfg.tls = client_context(cfg, cfg.gateway)  # one TLS context for every device's runtime
+    cfg.gateways = parse_gateways(cfg.gateway)  # devices spread over them (qim/cli/gateways.py)
+    cfg.tls = client_context(cfg, cfg.gateways[0])  # one TLS context for every device's runtime
     dialogues = load_dialogues([x.strip() for x in cfg.langs.split(",") if x.strip()])
     if cfg.limit:
         dialogues = dialogues[: cfg.limit]
@@ -206,8 +208,9 @@ async def replay(cfg: argparse.Namespace) -> Tally:
 def parser() -> argparse.ArgumentParser:
     """The command line of `qim-loadgen replay`."""
     p = argparse.ArgumentParser(prog="qim-loadgen replay", description=__doc__.split("\n\n")[0])
-    p.add_argument("--gateway", default=os.environ.get("QIM_GATEWAY_ADDR"),
-                   help="gateway host:port (default: $QIM_GATEWAY_ADDR)")
+    p.add_argument("--gateway", default=os.environ.get("QIM_GATEWAY_ADDRS") or os.environ.get("QIM_GATEWAY_ADDR"),
+                   help="gateway host:port, or several comma-separated: devices spread over them "
+                        "(default: $QIM_GATEWAY_ADDRS, else $QIM_GATEWAY_ADDR)")
     p.add_argument("--token-key", default=os.environ.get("QIM_DEV_TOKEN_KEY"),
                    help="development token key, a PEM private key file (default: $QIM_DEV_TOKEN_KEY)")
     p.add_argument("--langs", default="english,chinese", help="comma-separated corpus languages")
@@ -248,7 +251,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     try:
         cfg.token_key = load_dev_key(cfg.token_key)
-        client_context(cfg, cfg.gateway)  # a bad --ca-file or --plaintext: exit 2 before anything runs
+        client_context(cfg, parse_gateways(cfg.gateway)[0])  # a bad --ca-file or --plaintext: exit 2 first
     except (ValueError, ConfigError) as exc:
         print(f"qim-loadgen replay: {exc}", file=sys.stderr)
         return 2

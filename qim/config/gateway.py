@@ -7,6 +7,7 @@ from typing import Mapping, Optional
 
 from qim.config.common import CommonConfig
 from qim.config.env import Env
+from qim.config.registry import RegistryConfig
 from qim.config.tls import client_port_tls, service_tls, ws_dev_listen, ws_origins
 from qim.consts import (
     MAX_CONNECTIONS_PER_USER_DEFAULT,
@@ -28,9 +29,11 @@ from qim.topology import GATEWAY
 @dataclass(frozen=True)
 class GatewayConfig:
     """qim-gateway (ConnectionNode). `peers`: the backends it dials by service name
-    (Env.peers: "writer", "mailbox", "session", each from its QIM_<ENV>_ADDRS; index i of
-    the mailbox list serves the shards assigned to mailbox node i, user u is served by
-    session node u mod n); the routing rule of each is its row in qim/topology.py."""
+    (Env.peers: "writer", "mailbox", "session", each from its QIM_<ENV>_ADDRS); the
+    routing rule of each is its row in qim/topology.py: writers by rendezvous over the
+    list, mailbox and session nodes by the owner of the user's shard in the ShardRegistry
+    (`registry`; their lists only name the loopback peers a plaintext development stack
+    may dial)."""
 
     common: CommonConfig
     listen: str
@@ -58,6 +61,7 @@ class GatewayConfig:
     ws_listen: str = ""  # QIM_GATEWAY_WS_LISTEN: plain ws:// listener for development ("" = none)
     token_jwks: str = ""  # QIM_TOKEN_JWKS: a JWKS file or http(s) URL, keys by kid (qim/wire/jwks.py)
     token_jwks_refresh_s: int = 300  # QIM_TOKEN_JWKS_REFRESH_S
+    registry: Optional[RegistryConfig] = None  # the ShardRegistry (qim/config/registry.py)
 
     @classmethod
     def from_env(cls, env: Env) -> "GatewayConfig":
@@ -87,4 +91,5 @@ class GatewayConfig:
         )
         return replace(cfg, client_tls=client_port_tls(env, cfg.listen),
                        internal_tls=service_tls(env, GATEWAY, cfg.push_listen, cfg.peers),
-                       ws_origins=ws_origins(env), ws_listen=ws_dev_listen(env))
+                       ws_origins=ws_origins(env), ws_listen=ws_dev_listen(env),
+                       registry=RegistryConfig.from_env(env, GATEWAY, cfg.listen))

@@ -1,7 +1,9 @@
 """`qim-dev`: development helpers.
 
-    qim-dev engines up     [--dir DIR] [--shard-count N] [--without-cassandra]
-                                          start Redis + Kafka + Cassandra, print env file
+    qim-dev engines up     [--dir DIR] [--shard-count N] [--brokers 1|3] [--outbox-partitions N]
+                           [--without-cassandra]
+                                          start Redis + Kafka (one broker or a KRaft cluster of
+                                          three) + Cassandra, print env file
     qim-dev engines down   [--dir DIR]    stop exactly the recorded pids
     qim-dev engines status [--dir DIR]    exit 1 unless every running engine answers
 
@@ -35,6 +37,11 @@ def _parser() -> argparse.ArgumentParser:
     eng.add_argument("--dir", default=None, help=f"engine directory (default {default_dir()})")
     eng.add_argument("--shard-count", type=int, default=None,
                      help="qim.dispatch partitions (default: recorded, else 64)")
+    eng.add_argument("--brokers", type=int, choices=(1, 3), default=None,
+                     help="up: Kafka brokers: 1, or a KRaft cluster of 3 (replication factor 3, min.insync.replicas "
+                          "2) (default: recorded, else 1)")
+    eng.add_argument("--outbox-partitions", type=int, default=None,
+                     help="up: qim.outbox partitions, 1..256 (default: recorded, else 1; docs/decisions/0041)")
     eng.add_argument("--with-cassandra", dest="with_cassandra", action="store_const", const=True, default=None,
                      help="up: also start Cassandra 5.0, the local stand-in for ScyllaDB (the archive tier) "
                           "(default: $QIM_DEV_WITH_CASSANDRA, else yes)")
@@ -49,7 +56,10 @@ def _parser() -> argparse.ArgumentParser:
 def _up(args) -> int:
     t0 = time.monotonic()
     with_cassandra = args.with_cassandra if args.with_cassandra is not None else cassandra_wanted(default=True)
-    es = EngineSet.up(args.dir, args.shard_count, with_cassandra=with_cassandra)
+    if args.outbox_partitions is not None and not 1 <= args.outbox_partitions <= 256:
+        raise EngineError(f"--outbox-partitions must be 1..256, got {args.outbox_partitions}")
+    es = EngineSet.up(args.dir, args.shard_count, with_cassandra=with_cassandra, brokers=args.brokers,
+                      outbox_partitions=args.outbox_partitions)
     print(es.env_path.read_text(), end="")
     print(f"# engines up in {time.monotonic() - t0:.1f}s; env file:")
     print(es.env_path)

@@ -1,4 +1,5 @@
-"""Development engine set: one private Redis, one Kafka broker, optionally one Cassandra.
+"""Development engine set: one private Redis, one Kafka broker (or a KRaft cluster of three:
+`brokers=3`, qim/dev/kafka_cluster.py), optionally one Cassandra.
 
 `EngineSet.up(dir)` installs what is missing, starts (or restarts, keeping ports and
 data) the engines, creates the QIM topics and writes:
@@ -27,6 +28,7 @@ from qim.consts import DEFAULT_SHARD_COUNT
 from qim.dev._proc import pick_ports, rss_bytes
 from qim.dev.cassandra_engine import CassandraEngine, ensure_cassandra_jars
 from qim.dev.engine import Engine
+from qim.dev.kafka_cluster import bootstrap_of, cluster_of, start_engines
 from qim.dev.kafka_engine import KafkaEngine, create_topics, ensure_kafka_jars, kafka_cache_dir, start_kafka
 from qim.dev.redis_engine import RedisEngine, ensure_redis_installed, start_redis
 from qim.errors import EngineError
@@ -61,17 +63,22 @@ def cassandra_wanted(default: bool = False) -> bool:
 class EngineSet:
     """Redis, Kafka and (optional) Cassandra engines recorded together in `dir/state.json`.
 
-    Attributes: `dir`, `redis`, `kafka`, `cassandra` (None unless ever opted in),
-    `shard_count`; `redis_addr` / `kafka_bootstrap` are "127.0.0.1:PORT" strings.
+    Attributes: `dir`, `redis`, `kafka` (the first broker), `kafkas` (every broker: one,
+    or three of a KRaft cluster), `cassandra` (None unless ever opted in),
+    `shard_count`, `outbox_partitions`; `redis_addr` is "127.0.0.1:PORT",
+    `kafka_bootstrap` the comma-separated broker list.
     """
 
     def __init__(self, dir: Path, redis: RedisEngine, kafka: KafkaEngine,
-                 shard_count: int, cassandra: CassandraEngine | None = None) -> None:
+                 shard_count: int, cassandra: CassandraEngine | None = None,
+                 kafkas: list[KafkaEngine] | None = None, outbox_partitions: int = 1) -> None:
         self.dir = Path(dir).resolve()
         self.redis = redis
-        self.kafka = kafka
+        self.kafkas = list(kafkas or [kafka])
+        self.kafka = self.kafkas[0]
         self.cassandra = cassandra
         self.shard_count = shard_count
+        self.outbox_partitions = outbox_partitions
 
     # --- addresses ----------------------------------------------------------
     @property
@@ -81,13 +88,13 @@ class EngineSet:
 
     @property
     def kafka_bootstrap(self) -> str:
-        """"127.0.0.1:PORT" of the Kafka broker."""
-        return self.kafka.addr
+        """"127.0.0.1:PORT[,...]" of the Kafka broker(s)."""
+        return bootstrap_of(self.kafkas)
 
     @property
     def engines(self) -> list[Engine]:
         """Every recorded engine, in start order."""
-        return [e for e in (self.redis, self.kafka, self.cassandra) if e is not None]
+        return [e for e in (self.redis, *self.kafkas, self.cassandra) if e is not None]
 
     @property
     def env_path(self) -> Path:
@@ -110,8 +117,10 @@ class EngineSet:
     # --- persistence ----------------------------------------------------------
     def to_state(self) -> dict[str, Any]:
         """JSON-able record of every engine (pids, ports, dirs) and the shard count."""
-        st = {"shard_count": self.shard_count, "dir": str(self.dir),
+        st = {"shard_count": self.shard_count, "dir": str(self.dir), "outbox_partitions": self.outbox_partitions,
               "redis": self.redis.to_state(), "kafka": self.kafka.to_state()}
+        if len(self.kafkas) > 1:
+            st["kafka_brokers"] = [k.to_state() for k in self.kafkas]
         if self.cassandra is not None:
             st["cassandra"] = self.cassandra.to_state()
         return st
@@ -143,10 +152,9 @@ class EngineSet:
             r, k, c = st["redis"], st["kafka"], st.get("cassandra")
             cassandra = (CassandraEngine(Path(c["dir"]), c["ports"], c.get("pid"))
                          if c else None)
-            return cls(dir, RedisEngine(Path(r["dir"]), r["ports"], r.get("pid")),
-                       KafkaEngine(Path(k["dir"]), k["ports"], k.get("pid"),
-                                   topics=k.get("topics")),
-                       int(st["shard_count"]), cassandra)
+            kafkas = [KafkaEngine.from_state(b) for b in st.get("kafka_brokers", [k])]
+            return cls(dir, RedisEngine(Path(r["dir"]), r["ports"], r.get("pid")), kafkas[0],
+                       int(st["shard_count"]), cassandra, kafkas, int(st.get("outbox_partitions", 1)))
         except (ValueError, KeyError, TypeError) as e:
             raise EngineError(f"{path} is corrupt ({e}); stop its processes by hand "
                               f"and remove {dir}") from e
@@ -154,7 +162,8 @@ class EngineSet:
     # --- lifecycle --------------------------------------------------------------
     @classmethod
     def up(cls, dir: Path | str | None = None, shard_count: int | None = None,
-           die_with_parent: bool = False, with_cassandra: bool | None = None) -> "EngineSet":
+           die_with_parent: bool = False, with_cassandra: bool | None = None, brokers: int | None = None,
+           outbox_partitions: int | None = None) -> "EngineSet":
         """Start the engines (idempotent) and return the running set, each truly ready.
 
         Healthy recorded engines are left alone; dead ones are restarted on their
@@ -178,27 +187,52 @@ class EngineSet:
         shard_count = shard_count or (es.shard_count if es else DEFAULT_SHARD_COUNT)
         if shard_count < 1 or shard_count & (shard_count - 1):
             raise EngineError(f"shard count must be a power of two, got {shard_count}")
+        if brokers not in (None, 1, 3):
+            raise EngineError(f"brokers must be 1 or 3, got {brokers}")
+        if es is not None and brokers and brokers != len(es.kafkas):
+            raise EngineError(f"engines in {dir} were created with {len(es.kafkas)} broker(s), not {brokers}; run "
+                              f"`down` and remove {dir} to change it")
+        if es is not None and outbox_partitions and outbox_partitions != es.outbox_partitions:
+            raise EngineError(f"engines in {dir} were created with {es.outbox_partitions} Outbox partition(s), not "
+                              f"{outbox_partitions}; run `down` and remove {dir} to change it")
         # install first, so a missing package fails before anything is running
         ensure_redis_installed()
         lib = ensure_kafka_jars()
         cassandra_lib = ensure_cassandra_jars() if with_cassandra else None
         if es is None:
-            rp, kp, cp = pick_ports(3)
-            es = cls(dir, RedisEngine(dir / "redis", {"main": rp}),
-                     KafkaEngine(dir / "kafka", {"main": kp, "controller": cp}),
-                     shard_count)
+            n = brokers or 1
+            rp, *kps = pick_ports(1 + 2 * n)
+            pairs = [{"main": kps[2 * i], "controller": kps[2 * i + 1]} for i in range(n)]
+            kafkas = cluster_of(dir, pairs) if n > 1 else [KafkaEngine(dir / "kafka", pairs[0])]
+            es = cls(dir, RedisEngine(dir / "redis", {"main": rp}), kafkas[0], shard_count,
+                     kafkas=kafkas, outbox_partitions=outbox_partitions or 1)
         if with_cassandra and es.cassandra is None:
             used = [p for e in es.engines for p in e.ports.values()]
             cq, cs = pick_ports(2, exclude=used)
             es.cassandra = CassandraEngine(dir / "cassandra", {"main": cq, "storage": cs})
-        es.kafka.lib = lib
+        for k in es.kafkas:
+            k.lib = lib
         if es.cassandra is not None and cassandra_lib is not None:
             es.cassandra.lib = cassandra_lib
-        wanted: list[Engine] = [es.redis, es.kafka]
+        wanted: list[Engine] = [es.redis, *es.kafkas]
         if with_cassandra and es.cassandra is not None:  # set just above when wanted
             wanted.append(es.cassandra)
         for eng in wanted:
             eng.die_with_parent = die_with_parent
+        es._start([e for e in wanted if e not in es.kafkas])
+        es._start_kafkas()
+        topics = create_topics(es.kafka_bootstrap, es.shard_count, outbox_partitions=es.outbox_partitions,
+                               replicas=min(3, len(es.kafkas)))
+        for k in es.kafkas:
+            k.topics = topics
+        es.save()
+        for k in es.kafkas:
+            k.wait_ready(k.start_timeout)  # every new partition answers
+        es.write_env()
+        return es
+
+    def _start(self, engines: list[Engine]) -> None:
+        for eng in engines:
             if eng.healthy():
                 log.info("%s already running pid=%s at %s", eng.name, eng.pid, eng.addr)
                 continue
@@ -206,12 +240,15 @@ class EngineSet:
                 eng.wait_ready(eng.start_timeout)
             else:
                 eng.start()
-            es.save()
-        es.kafka.topics = create_topics(es.kafka_bootstrap, es.shard_count)
-        es.save()
-        es.kafka.wait_ready(es.kafka.start_timeout)  # every new partition answers
-        es.write_env()
-        return es
+            self.save()
+
+    def _start_kafkas(self) -> None:
+        """Every broker that is not healthy, together (a quorum needs two of three)."""
+        down = [k for k in self.kafkas if not k.healthy()]
+        try:
+            start_engines(down)
+        finally:
+            self.save()
 
     def down(self, timeout: float = 15.0) -> None:
         """Stop exactly the recorded pids (SIGTERM, then SIGKILL after `timeout`).

@@ -1,8 +1,15 @@
-"""A private single-node KRaft Kafka broker built from Maven Central jars.
+"""Private KRaft Kafka brokers built from Maven Central jars: one, or a cluster of three.
 
 Production runs Redpanda, which is in no registry; Apache Kafka speaks the same API
 (ENGINES.md, "Kafka API"). The jars come from `dev/kafka/pom.xml` through Maven into a
 cache reused between runs; each broker gets its own data dir and ports.
+
+One broker (the default) flushes every append to stand in for replication. Three
+(`qim-dev engines up --brokers 3`, docs/design.md §13 "Brokers") are each broker and
+controller of one KRaft quorum on loopback, with replication factor 3,
+min.insync.replicas 2 for every topic (producers use acks=all), and no per-append flush:
+durability is the replication, as in production. `start_cluster` starts them together
+(a controller quorum needs two of three before any broker is ready).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from typing import Any
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, OffsetSpec
 
-from qim.consts import DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, KAFKA_TOPIC_CONFIG, OUTBOX_TOPIC
+from qim.consts import DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, KAFKA_TOPIC_CONFIG, OUTBOX_TOPIC, PRESENCE_TOPIC
 from qim.dev._proc import pick_ports, port_in_use, require_executable
 from qim.dev.engine import Engine
 from qim.dev.maven import REPO_ROOT, ensure_jars
@@ -31,6 +38,7 @@ log = logging.getLogger(__name__)
 KAFKA_VERSION = "4.1.1"
 POM = REPO_ROOT / "dev" / "kafka" / "pom.xml"
 HEAP = "-Xmx512m"
+CLUSTER_HEAP = "-Xmx384m"  # each of three brokers on a small machine
 _rdkafka_log = logging.getLogger("qim.dev.librdkafka")
 
 LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>
@@ -77,9 +85,11 @@ def admin_client(bootstrap: str, **extra) -> AdminClient:
 
 
 class KafkaEngine(Engine):
-    """Single-node KRaft broker+controller in `dir` (data in `dir/data`).
+    """A KRaft broker+controller in `dir` (data in `dir/data`): alone, or node `node_id`
+    of a cluster whose controller quorum is `voters` ("1@127.0.0.1:P1,2@...") formatted
+    with the shared `cluster_id`.
 
-    ports: {"main": PLAINTEXT, "controller": CONTROLLER}; `.addr` is the bootstrap
+    ports: {"main": PLAINTEXT, "controller": CONTROLLER}; `.addr` is this broker's
     "127.0.0.1:PORT". Restart keeps ports, cluster id and data. `topics`
     ({name: partitions}, set once `create_topics` made them) is part of readiness: a
     restarted broker is ready only when its metadata lists them with a leader for
@@ -91,10 +101,14 @@ class KafkaEngine(Engine):
     exit_code_on_term = 143  # the JVM's exit code after its SIGTERM shutdown hooks
 
     def __init__(self, dir, ports, pid=None, die_with_parent=False, lib: Path | None = None,
-                 topics: dict[str, int] | None = None):
+                 topics: dict[str, int] | None = None, node_id: int = 1, voters: str = "", cluster_id: str = "",
+                 brokers: int = 1):
         super().__init__(dir, ports, pid, die_with_parent)
         self.lib = Path(lib) if lib else kafka_cache_dir() / "lib"
         self.topics = dict(topics or {})
+        self.node_id, self.voters, self.cluster_id, self.brokers = node_id, voters, cluster_id, brokers
+        if brokers > 1:
+            self.name = f"kafka{node_id}"
 
     @property
     def bootstrap(self) -> str:
@@ -108,10 +122,12 @@ class KafkaEngine(Engine):
 
     def _properties(self) -> str:
         p, c = self.ports["main"], self.ports["controller"]
+        replicas = min(3, self.brokers)
+        isr = 2 if replicas >= 3 else 1
         props = {
             "process.roles": "broker,controller",
-            "node.id": 1,
-            "controller.quorum.voters": f"1@127.0.0.1:{c}",
+            "node.id": self.node_id,
+            "controller.quorum.voters": self.voters or f"{self.node_id}@127.0.0.1:{c}",
             "listeners": f"PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{p}",
             "controller.listener.names": "CONTROLLER",
@@ -120,22 +136,21 @@ class KafkaEngine(Engine):
             "log.dirs": self.dir / "data",
             "auto.create.topics.enable": "false",  # topics come from create_topics only
             "num.partitions": 1,
-            "default.replication.factor": 1,
-            "min.insync.replicas": 1,
-            "offsets.topic.replication.factor": 1,
-            "offsets.topic.num.partitions": 4,  # default 50 is heavy for one dev broker
-            "transaction.state.log.replication.factor": 1,
-            "transaction.state.log.min.isr": 1,
+            "default.replication.factor": replicas,
+            "min.insync.replicas": isr,
+            "offsets.topic.replication.factor": replicas,
+            "offsets.topic.num.partitions": 4,  # default 50 is heavy for dev brokers
+            "transaction.state.log.replication.factor": replicas,
+            "transaction.state.log.min.isr": isr,
             "transaction.state.log.num.partitions": 4,
-            "share.coordinator.state.topic.replication.factor": 1,
-            "share.coordinator.state.topic.min.isr": 1,
+            "share.coordinator.state.topic.replication.factor": replicas,
+            "share.coordinator.state.topic.min.isr": isr,
+            # a broker back from a crash catches up before it leads again
+            "unclean.leader.election.enable": "false",
             "group.initial.rebalance.delay.ms": 0,
             "log.cleaner.dedupe.buffer.size": 1048577,  # default 128 MB OOMs -Xmx512m
             "message.max.bytes": KAFKA_MAX_RECORD_BYTES,
             "replica.fetch.max.bytes": KAFKA_MAX_RECORD_BYTES,
-            # Redpanda fsyncs before it acks; flush every append so a crash test
-            # against this broker has the same durability as production
-            "log.flush.interval.messages": 1,
             # after a SIGKILL the restarted broker must wait for its old session to
             # expire (default 9 s); crash tests restart often, so keep it short
             "broker.session.timeout.ms": 3000,
@@ -143,9 +158,16 @@ class KafkaEngine(Engine):
             "num.network.threads": 2,  # two cores: the defaults (3 / 8) only contend
             "num.io.threads": 2,
         }
+        if self.brokers == 1:
+            # Redpanda fsyncs before it acks; flush every append so a crash test against
+            # one broker has the durability production gets from replication
+            props["log.flush.interval.messages"] = 1
+        else:
+            props["replica.lag.time.max.ms"] = 10000  # a busy 2-core host must not shrink the ISR
         return "".join(f"{k}={v}\n" for k, v in props.items())
 
-    def _java(self, main_class: str, *args: str, heap: str = HEAP) -> list[str]:
+    def _java(self, main_class: str, *args: str, heap: str = "") -> list[str]:
+        heap = heap or (CLUSTER_HEAP if self.brokers > 1 else HEAP)
         return [require_executable("java"), heap, "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
                 "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true",
                 f"-Dlog4j2.configurationFile={self.dir / 'log4j2.xml'}",
@@ -162,7 +184,8 @@ class KafkaEngine(Engine):
             LOG4J2_XML.format(log=self.dir / "server.log", level=level))
         if (self.dir / "data" / "meta.properties").exists():
             return  # formatted before: keep cluster id and data across restarts
-        cmd = self._java("kafka.tools.StorageTool", "format", "-t", _random_cluster_id(),
+        self.cluster_id = self.cluster_id or _random_cluster_id()
+        cmd = self._java("kafka.tools.StorageTool", "format", "-t", self.cluster_id,
                          "-c", str(self.dir / "server.properties"), heap="-Xmx256m")
         r = subprocess.run(cmd, cwd=self.dir, capture_output=True, text=True)
         if r.returncode != 0:
@@ -212,8 +235,16 @@ class KafkaEngine(Engine):
         return True
 
     def to_state(self) -> dict:
-        """Engine.to_state plus the topics readiness waits for."""
-        return {**super().to_state(), "topics": self.topics}
+        """Engine.to_state plus the topics readiness waits for and the cluster membership."""
+        return {**super().to_state(), "topics": self.topics, "node_id": self.node_id, "voters": self.voters,
+                "cluster_id": self.cluster_id, "brokers": self.brokers}
+
+    @classmethod
+    def from_state(cls, st: dict) -> "KafkaEngine":
+        """The engine recorded by `to_state` (KeyError / TypeError when malformed)."""
+        return cls(Path(st["dir"]), st["ports"], st.get("pid"), topics=st.get("topics"),
+                   node_id=int(st.get("node_id", 1)), voters=st.get("voters", ""),
+                   cluster_id=st.get("cluster_id", ""), brokers=int(st.get("brokers", 1)))
 
 
 def start_kafka(dir: Path | str, shard_count: int | None = None, ports: dict | None = None,
@@ -238,15 +269,24 @@ def start_kafka(dir: Path | str, shard_count: int | None = None, ports: dict | N
     return eng
 
 
-def create_topics(bootstrap: str, shard_count: int, timeout: float = 60.0) -> dict[str, int]:
-    """Create `qim.outbox` (1 partition) and `qim.dispatch` (shard_count partitions).
+def create_topics(bootstrap: str, shard_count: int, timeout: float = 60.0, outbox_partitions: int = 1,
+                  replicas: int = 1) -> dict[str, int]:
+    """Create `qim.outbox` (`outbox_partitions`: 1 by default, docs/decisions/0041),
+    `qim.dispatch` (shard_count partitions) and `qim.presence` (shard_count partitions,
+    compacted: the PresenceDirectory, docs/decisions/0042).
 
-    Both get KAFKA_TOPIC_CONFIG (record limit, LogAppendTime) and replication factor 1.
-    Existing topics are accepted if their partition count matches; their configuration
-    is set to KAFKA_TOPIC_CONFIG (an engines dir from before LogAppendTime). Returns
-    {topic: partitions}. Raises EngineError on a mismatch or if the broker refuses.
+    All get KAFKA_TOPIC_CONFIG (record limit, LogAppendTime) and replication factor
+    `replicas` (3 on a three-broker cluster, with min.insync.replicas 2). Existing topics
+    are accepted if their partition count matches; their configuration is set to
+    KAFKA_TOPIC_CONFIG (an engines dir from before LogAppendTime). Returns {topic:
+    partitions}. Raises EngineError on a mismatch or if the broker refuses.
     """
-    want = {OUTBOX_TOPIC: 1, DISPATCH_TOPIC: shard_count}
+    want = {OUTBOX_TOPIC: outbox_partitions, DISPATCH_TOPIC: shard_count, PRESENCE_TOPIC: shard_count}
+    config = dict(KAFKA_TOPIC_CONFIG)
+    if replicas >= 3:
+        config["min.insync.replicas"] = "2"
+    configs = {t: dict(config) for t in want}
+    configs[PRESENCE_TOPIC]["cleanup.policy"] = "compact"
     admin = admin_client(bootstrap)
     deadline = time.monotonic() + timeout
     while True:
@@ -260,8 +300,7 @@ def create_topics(bootstrap: str, shard_count: int, timeout: float = 60.0) -> di
         if not missing:
             _configure(admin, bootstrap, list(want))
             return want
-        new = [NewTopic(t, num_partitions=want[t], replication_factor=1, config=dict(KAFKA_TOPIC_CONFIG))
-               for t in missing]
+        new = [NewTopic(t, num_partitions=want[t], replication_factor=replicas, config=configs[t]) for t in missing]
         errors = []
         for topic, fut in admin.create_topics(new, request_timeout=15).items():
             try:

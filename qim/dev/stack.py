@@ -46,6 +46,7 @@ from qim.net.tls import TlsFiles
 from qim.topology import GATEWAY, MAILBOX, SESSION, WRITER
 
 READY_TIMEOUT_S = 60.0
+DEV_LEASE_MS, DEV_RENEW_MS = 6000, 1000  # QIM_SHARD_LEASE_MS / QIM_SHARD_RENEW_MS of a development stack
 TLS_DIR = "tls"  # the development CA and certificates, under the stack directory
 STOP_TIMEOUT_S = 10.0
 SUPERVISOR_STOP_S = 60.0  # it stops every service in turn (each up to STOP_TIMEOUT_S)
@@ -83,6 +84,12 @@ class Stack:
         return self.instance_env[GATEWAY]["QIM_GATEWAY_LISTEN"]
 
     @property
+    def gateway_addrs(self) -> list[str]:
+        """Client addresses of every gateway of the stack, in node order."""
+        return [env["QIM_GATEWAY_LISTEN"] for name, env in self.instance_env.items()
+                if name.rstrip("0123456789") == GATEWAY and "QIM_GATEWAY_LISTEN" in env]
+
+    @property
     def token_key(self) -> str:
         """Path of the development token key (PEM private key, 0600): what
         qim.wire.devtoken.issue_dev_token and `qimctl token --key` take."""
@@ -106,7 +113,7 @@ class Stack:
     def client_env(self) -> dict[str, str]:
         """The variables of stack.env: what a client or qimctl needs after sourcing it
         (QIM_GATEWAY_WS_ADDR / QIM_GATEWAY_WSS_ADDR: the WebSocket endpoints)."""
-        client_env = {"QIM_GATEWAY_ADDR": self.gateway_addr,
+        client_env = {"QIM_GATEWAY_ADDR": self.gateway_addr, "QIM_GATEWAY_ADDRS": ",".join(self.gateway_addrs),
                       "QIM_DEV_TOKEN_KEY": self.token_key}
         ws_listen = self.instance_env[GATEWAY].get("QIM_GATEWAY_WS_LISTEN")
         if ws_listen:
@@ -145,6 +152,10 @@ class Stack:
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise EngineError(f"{path} is corrupt ({e}); stop its processes by hand "
                               f"and remove it") from e
+
+    def count(self, service: str) -> int:
+        """How many nodes of `service` this stack runs."""
+        return sum(1 for n in self.names if n.rstrip("0123456789") == service)
 
     @property
     def names(self) -> list[str]:
@@ -276,8 +287,9 @@ def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str
     The layout comes from the service table (qim.dev.stack_layout): `nodes` ({service:
     count}, 1 each by default) instances of each kind, or through the older keywords
     `writers` writer instances (writer, writer2, ...), `mailboxes` mailbox nodes
-    (mailbox, mailbox2, ...; shards split by static assignment) and `sessions` session
-    nodes (session, ...; user u on node u mod n); qim-archiver only with the archive tier.
+    (mailbox, mailbox2, ...) and `sessions` session nodes (session, ...), their shards
+    leased from the ShardRegistry (rendezvous over the live nodes of each kind);
+    qim-archiver only with the archive tier.
     Ports are fresh unless `ports_file`
     remembers them (qim.dev.stack_ports). The development token key of `dir` is kept,
     or generated the first time (qim.dev.devkeys); `extra_env` may override
@@ -291,6 +303,9 @@ def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str
     dir = Path(dir)
     dir.mkdir(parents=True, exist_ok=True)
     env = {**engine_env, "QIM_TOKEN_AUDIENCE": TOKEN_AUDIENCE_DEFAULT,
+           # shorter leases than production: a killed node's shards move within ~7 s
+           # (docs/operations.md "Several nodes of each kind")
+           "QIM_SHARD_LEASE_MS": str(DEV_LEASE_MS), "QIM_SHARD_RENEW_MS": str(DEV_RENEW_MS),
            # WebSocket for the browser client: wss:// on the client port (ALPN http/1.1) and a
            # plain ws:// development listener (the gateway row's "_ws" listener); pages served
            # from any local port may connect

@@ -9,6 +9,14 @@ The stack directory keeps `ports.json` and the development token key
 address and the tokens of one checkout never change by themselves (qim.dev.stack_ports,
 qim.dev.devkeys), and `tls/`, the development CA and certificates every port uses
 (qim.dev.certs; clients trust `tls/ca.crt`, QIM_CA_FILE in stack.env).
+
+    qim-dev stack up [--gateways N] [--writers N] [--mailbox-nodes N] [--session-nodes N]
+                     [--fanout-nodes N] [--archivers N]
+
+runs N nodes of each kind (1 each by default, as `make up`); their shards and Outbox
+partitions are leased from the ShardRegistry (docs/operations.md "Several nodes of each
+kind"). `status` prints each process, then who owns which shards since which
+owner_epoch (the registry, as `qimctl shards` prints it).
 """
 
 from __future__ import annotations
@@ -25,6 +33,11 @@ from qim.dev.stack_archive import settings_differ, settings_from
 from qim.dev.stack_layout import kind_of
 from qim.dev.stack_ports import PORTS_FILE, PortBook
 from qim.dev.supervisor import request_restart, supervised_stack_up
+from qim.topology import ARCHIVER, FANOUT, GATEWAY, MAILBOX, SESSION, WRITER
+
+# `stack up` flags -> the service whose node count they set (qim/topology.py rows)
+NODE_FLAGS = {"gateways": GATEWAY, "writers": WRITER, "mailbox-nodes": MAILBOX, "session-nodes": SESSION,
+              "fanout-nodes": FANOUT, "archivers": ARCHIVER}
 
 
 def default_stack_dir() -> Path:
@@ -42,6 +55,9 @@ def add_parser(sub) -> None:
                                            "mailbox, session, fanout, writer2, ...)")
     p.add_argument("--dir", default=None, help=f"stack directory (default {default_stack_dir()})")
     p.add_argument("--engines-dir", default=None, help=f"engine directory (default {default_dir()})")
+    for flag, service in NODE_FLAGS.items():
+        p.add_argument(f"--{flag}", type=int, default=None, metavar="N",
+                       help=f"up: {service} nodes (default: as recorded, else 1)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,7 +98,15 @@ def run(args: argparse.Namespace) -> int:
 
 def _up(args: argparse.Namespace, dir: Path, existing: Stack | None) -> int:
     settings = settings_from(os.environ)  # the archive tier's (docs/decisions/0023): e.g. the demo's short hot window
-    if (existing is not None and all(existing.healthz(s)[0] == 200 for s in existing.names)
+    nodes = {service: getattr(args, flag.replace("-", "_")) for flag, service in NODE_FLAGS.items()}
+    wanted = {k: v for k, v in nodes.items() if v is not None}
+    for service, n in wanted.items():
+        if n < (0 if service == ARCHIVER else 1) or n > 16:
+            print(f"qim-dev: error: {service} nodes must be {'0' if service == ARCHIVER else '1'}..16, got {n}",
+                  file=sys.stderr)
+            return 2
+    same_layout = existing is not None and all(existing.count(s) == n for s, n in wanted.items())
+    if (existing is not None and same_layout and all(existing.healthz(s)[0] == 200 for s in existing.names)
             and not settings_differ(existing.env, settings)):
         print(f"stack already up; env file:\n{dir / 'stack.env'}")
         return 0
@@ -92,7 +116,11 @@ def _up(args: argparse.Namespace, dir: Path, existing: Stack | None) -> int:
     book = PortBook(dir / PORTS_FILE)
     book.check_free(sorted(book.remembered))
     engines = EngineSet.up(args.engines_dir, None, with_cassandra=cassandra_wanted(default=True))
-    stack = supervised_stack_up(dir, engines.env(), ports_file=dir / PORTS_FILE, extra_env=settings)
+    recorded = {kind_of(n).name: 0 for n in existing.names} if existing is not None else {}
+    for name in existing.names if existing is not None else ():
+        recorded[kind_of(name).name] += 1
+    stack = supervised_stack_up(dir, engines.env(), ports_file=dir / PORTS_FILE, extra_env=settings,
+                                nodes={**recorded, **wanted})
     print((dir / "stack.env").read_text(), end="")
     print(f"# services up: {', '.join(f'{k}={v}' for k, v in stack.pids.items())}; "
           f"env file:\n{dir / 'stack.env'}")
@@ -113,4 +141,30 @@ def _status(existing: Stack) -> int:
               f"restarts={existing.restarts.get(name, 0)} "
               f"listen={listen} metrics=http://{existing.metrics[name]} healthz={status} "
               f"{body.strip()[:80]}")
+    for line in owners_lines(existing):
+        print(line)
     return 0 if ok else 1
+
+
+def owners_lines(existing: Stack) -> list[str]:
+    """Who owns which shards since which owner_epoch (qimctl shards' rendering), or one
+    line saying why the registry could not be read."""
+    import asyncio
+
+    from qim.cluster.table import counts, read_registry, render
+    from qim.consts import OUTBOX_TOPIC
+    from qim.errors import EngineError
+    from qim.infra.kafka.bridge import topic_partitions
+    from qim.topology import leasing
+
+    addr = existing.env.get("QIM_REGISTRY_REDIS_ADDR") or existing.env.get("QIM_REDIS_ADDR", "")
+    try:
+        partitions = asyncio.run(topic_partitions(existing.env.get("QIM_KAFKA_BOOTSTRAP", ""), OUTBOX_TOPIC))
+    except EngineError:
+        partitions = 1
+    sizes = counts(int(existing.env.get("QIM_MAILBOX_SHARD_COUNT", "64")), partitions)
+    try:
+        tables = asyncio.run(read_registry(addr, [s.name for s in leasing()], sizes))
+    except EngineError as exc:
+        return [f"shard registry at {addr} unreadable: {exc}"]
+    return ["shard registry:"] + render(tables)

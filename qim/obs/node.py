@@ -109,6 +109,7 @@ class ServiceNode:
         self._closers: list[tuple[str, Callable[[], Any]]] = []
         self._http: Optional[asyncio.AbstractServer] = None
         self._stopping = False
+        self._set_up = False  # setup() returned: until then /healthz says "starting"
         self.log = logging.getLogger(f"qim.{self.service}")
 
     # --- what a service overrides -------------------------------------------------
@@ -250,7 +251,9 @@ class ServiceNode:
         return list(self._failures)
 
     def health(self) -> Iterator[str]:
-        """Every reason against health: failed tasks, readiness, invariants."""
+        """Every reason against health: still starting, failed tasks, readiness, invariants."""
+        if not self._set_up:
+            yield "starting"
         yield from self._failures
         yield from self.not_ready()
         yield from invariant_reasons(self._invariants)
@@ -280,6 +283,7 @@ class ServiceNode:
             tls = server_context(self.metrics_tls) if self.metrics_tls is not None else None
             self._http = await serve_http(self.metrics_listen, self.health, self.registry, tls)
             await self.setup()
+            self._set_up = True
         except BaseException:
             await self.stop()
             raise

@@ -24,13 +24,15 @@ stops "token expired". With `auto_reconnect=False` a connection lost after `read
 stops the loop ("connection lost"; pending sends stay for the next connect()).
 Every attempt is bounded (CONNECT_TIMEOUT_S for TCP, TLS, AUTH and the token
 provider; PING probes for every request of the sync), and an unexpected exception is
-a failed attempt (logged), never a silent end of the loop.
+a failed attempt (logged), never a silent end of the loop. Each backoff wait is
+jittered to uniform(½, 1½) of it (`jittered`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from typing import Awaitable, Callable, Optional
 
 from qim.errors import ErrorCode, QimError, TlsError
@@ -43,6 +45,12 @@ from qim.sdk.retry import RETRYABLE, Backoff
 
 logger = logging.getLogger(__name__)
 TOKEN_EXPIRED = "token expired"
+
+
+def jittered(delay: float) -> float:
+    """`delay` (s) spread to uniform(½, 1½) of it, so the clients of a gateway that died
+    do not come back to the others in one burst (docs/design.md §13)."""
+    return delay * (0.5 + random.random())
 
 
 class Stop(Exception):
@@ -145,7 +153,7 @@ class Supervisor:
                     if not tuning.auto_reconnect:
                         raise Stop("connection lost", ConnectionLost(reason), fail_sends=False)
                 core.set_state("reconnecting", reason)
-                await asyncio.sleep(max(delay, hint))
+                await asyncio.sleep(max(jittered(delay), hint))  # a retry-after hint is a floor
                 delay = min(delay * 2, cap)
         except Stop as stop:
             if not core.closing:

@@ -114,26 +114,31 @@ class TrimResult:
 class ArchiveStateStore(Protocol):
     """Archive state in Redis (the hot tier's side of archiving)."""
 
-    async def position_bind(self, binding: str) -> Checkpoint:
-        """The archiver's Outbox position bound to "<cluster_id>|<topic_id>": created at
+    async def position_bind(self, binding: str, partition: int = 0, owner_epoch: int = 0) -> Checkpoint:
+        """The archiver's position in Outbox `partition` bound to "<cluster_id>|<topic_id>|
+        <partitions>" and fenced at the partition owner's `owner_epoch` (NotOwner when a
+        higher one is there; docs/decisions/0040-scale-leases-and-fencing.md): created at
         offset 0 when absent (status NEW), else resumed (OK) or MISMATCH."""
         ...
 
-    async def position(self) -> Optional[int]:
-        """The archiver's next Outbox offset, None when it never ran (read only: audits)."""
+    async def position(self, partition: int = 0) -> Optional[int]:
+        """The archiver's next offset in `partition`, None when never bound (read only: audits)."""
         ...
 
-    async def position_advance(self, binding: str, expected: int, new: int) -> None:
-        """Compare-and-set of the next offset; a retry finding `new` stored passes.
-        CheckpointConflict otherwise."""
+    async def position_advance(self, binding: str, expected: int, new: int, partition: int = 0,
+                               owner_epoch: int = 0) -> None:
+        """Compare-and-set of the partition's next offset by its owner; a retry finding
+        `new` stored passes. NotOwner for a stale owner_epoch, CheckpointConflict otherwise."""
         ...
 
     async def watermark(self) -> int:
-        """The archive watermark in ms (0: nothing archived yet)."""
+        """The archive watermark in ms (0: nothing archived yet): the lowest over the
+        Outbox partitions."""
         ...
 
-    async def advance_watermark(self, t0_ms: int) -> int:
-        """Move the watermark to `t0_ms` unless it is already higher; the value after."""
+    async def advance_watermark(self, t0_ms: int, partition: int = 0, partitions: int = 1) -> int:
+        """Move `partition`'s watermark to `t0_ms` unless already higher, then the archive
+        watermark to the lowest of the `partitions`; the archive watermark after."""
         ...
 
     async def retention_classes(self, tenant: int, conversation_ids: Sequence[bytes]) -> list[str]:

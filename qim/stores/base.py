@@ -13,6 +13,7 @@ from qim.stores.groups import GroupStore
 from qim.stores.leases import ClockLeaseStore
 from qim.stores.mailboxes import MailboxStore
 from qim.stores.messages import MessageStore
+from qim.stores.presence import SessionEpochStore
 from qim.stores.reads import ReadPositionStore
 from qim.stores.sessions import SessionStore
 
@@ -33,6 +34,7 @@ class Stores:
     mailboxes: MailboxStore
     sessions: SessionStore
     reads: ReadPositionStore
+    epochs: SessionEpochStore
     archive_tier: Optional["ArchiveTier"] = None
     name: ClassVar[str] = ""
 

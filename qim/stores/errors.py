@@ -14,6 +14,8 @@ shards, the durable session projection, CommitRecovery) retry it.
 
 from __future__ import annotations
 
+from typing import Optional
+
 from qim.errors import EngineError, ErrorCode, RequestError
 
 
@@ -111,3 +113,13 @@ class CheckpointConflict(StorageError):
     a rebinding under us): fail closed unless the stored values prove our own write."""
 
     code = ErrorCode.UNAVAILABLE
+
+
+class NotOwner(StorageError):
+    """A shard owner's write carried a stale owner_epoch: a newer owner fenced the shard
+    (docs/decisions/0040-scale-leases-and-fencing.md). The writer must stop serving that
+    shard at once; nothing was written. `shard`: the refused shard when a call covered
+    several (None when the caller knows it)."""
+
+    code = ErrorCode.UNAVAILABLE
+    shard: Optional[int] = None

@@ -13,9 +13,16 @@ Every call is safe to repeat after a failure whose outcome is unknown: `finish`
 recognises its own earlier write by the writer token stored beside W
 (docs/decisions/0024-mailbox-finish-recognises-its-own-write.md).
 
+Fencing (docs/decisions/0040-scale-leases-and-fencing.md): the owner of a shard fences
+it with its owner_epoch (`load_watermark(shard, fence=e)`) before its first write and
+passes `fence=e` to every write; a write whose fence is not the shard's is refused with
+NotOwner before anything is written. `fence=0` only works on a shard nobody ever fenced
+(tools, unit tests).
+
 Errors: MailboxDirty (qim.errors) for a digest conflict or a watermark moved by someone
-else (the shard must stop); StoreUnavailable when the backend fails (the call may or may
-not have applied: repeat it).
+else (the shard must stop); NotOwner (qim.stores.errors) for a stale fence (stop
+serving the shard); StoreUnavailable when the backend fails (the call may or may not
+have applied: repeat it).
 """
 
 from __future__ import annotations
@@ -54,21 +61,25 @@ class MailboxStore(Protocol):
 
     retention_ms: int
 
-    async def load_watermark(self, shard: int) -> tuple[Optional[bytes], int]:
-        """(watermark blob or None when never written, shard_epoch). MailboxDirty for an
-        unknown layout."""
+    async def load_watermark(self, shard: int, fence: Optional[int] = None) -> tuple[Optional[bytes], int]:
+        """(watermark blob or None when never written, shard_epoch). With `fence`, first
+        fence the shard at that owner_epoch in the same operation (NotOwner when a higher
+        one is there). MailboxDirty for an unknown layout."""
         ...
 
-    async def begin(self, shard: int, dispatch_id: bytes, digest: bytes, offset: int, seq8: bytes) -> tuple[str, bytes]:
+    async def begin(self, shard: int, dispatch_id: bytes, digest: bytes, offset: int, seq8: bytes,
+                    fence: int = 0) -> tuple[str, bytes]:
         """begin_dispatch -> (FRESH | RESUME | DUPLICATE, mailbox_seq bytes to use)."""
         ...
 
-    async def append(self, tenant: int, offset: int, day: int, members: Sequence[tuple[int, bytes]]) -> None:
-        """Append each (user, entry) into its `day` bucket at `offset` (idempotent)."""
+    async def append(self, tenant: int, offset: int, day: int, members: Sequence[tuple[int, bytes]],
+                     shard: Optional[int] = None, fence: int = 0) -> None:
+        """Append each (user, entry) into its `day` bucket at `offset` (idempotent),
+        fenced by `shard`'s owner_epoch (no shard: unfenced, for tools and unit tests)."""
         ...
 
     async def finish(self, shard: int, epoch: int, dispatch_id: bytes, expected_wm: Optional[bytes],
-                     new_wm: bytes, writer: bytes = b"") -> bool:
+                     new_wm: bytes, writer: bytes = b"", fence: int = 0) -> bool:
         """finish_dispatch: completion and W compare-and-set from `expected_wm`, recording
         `writer`. True when W was written now; False when W already was `new_wm` written by
         this same non-empty `writer` (this finish applied before and its reply was lost).
@@ -77,7 +88,7 @@ class MailboxStore(Protocol):
 
     async def fused(self, shard: int, epoch: int, tenant: int, dispatch_id: bytes, digest: bytes, offset: int,
                     seq8: bytes, day: int, user: int, member: bytes, expected_wm: Optional[bytes],
-                    new_wm: bytes, writer: bytes = b"") -> tuple[str, bytes]:
+                    new_wm: bytes, writer: bytes = b"", fence: int = 0) -> tuple[str, bytes]:
         """begin + append + finish of a single-recipient dispatch in one operation; the
         status is RECOVERED when finish recognised `writer`'s own earlier write."""
         ...

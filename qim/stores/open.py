@@ -4,7 +4,7 @@ from, so no service module names a driver or a backend.
 
     stores = open_stores(config.common.redis_addr, mailbox_retention_ms=..., tier=config.common.tier)
     await stores.check(commit_facts=True, allow_unsafe_dev=...)   # at start
-    stores.messages / commits / leases / groups / mailboxes / sessions / reads
+    stores.messages / commits / leases / groups / mailboxes / sessions / reads / epochs
     stores.archive_tier   # None without QIM_SCYLLA_ADDRS, else an ArchiveTier
 
 Backends (QIM_MESSAGE_STORE_BACKEND, qim/config/tier.py): "redis" (every store in Redis;
@@ -22,11 +22,12 @@ from qim.config.tier import ScyllaConfig, TierConfig
 from qim.consts import MAILBOX_RETENTION_MS_DEFAULT
 from qim.stores.base import Stores
 from qim.stores.errors import StoreUnavailable
+from qim.stores.registry import ShardRegistry
 from qim.stores.tier import ArchiveTier
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ArchiveTier", "Stores", "TieredStores", "open_archive_tier", "open_stores"]
+__all__ = ["ArchiveTier", "Stores", "TieredStores", "open_archive_tier", "open_registry", "open_stores"]
 
 
 class TieredStores(Stores):
@@ -87,3 +88,12 @@ def open_archive_tier(redis_addr: str, scylla: ScyllaConfig) -> ArchiveTier:
     from qim.infra.redis.client import connect
 
     return ArchiveTier(connect(redis_addr), scylla, owns_redis=True)
+
+
+def open_registry(addr: str) -> ShardRegistry:
+    """The ShardRegistry on the Redis at 'host:port' (QIM_REGISTRY_REDIS_ADDR, default
+    QIM_REDIS_ADDR), with a client of its own. ValueError for a bad address."""
+    from qim.infra.redis.client import connect
+    from qim.stores.redis.registry import RedisShardRegistry
+
+    return RedisShardRegistry(connect(addr, max_connections=8), owns_client=True)

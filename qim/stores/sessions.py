@@ -12,11 +12,15 @@ when the two paths wrote differently.
 Conversation set members are the conversation_id as 32 lowercase hex ASCII bytes (the
 session list cache's key form); scores are created_at_ms.
 
-The checkpoint of session node `index` of `count` is bound to "<cluster_id>|<topic_id>|
-<partitions>" of the dispatch topic and holds the next offset of every partition.
+The durable projection keeps one checkpoint per session shard (the dispatch partition
+of the same number: docs/design.md §13), bound to "<cluster_id>|<topic_id>|<partitions>" of
+the dispatch topic, holding the next offset of that partition and fenced by the shard
+owner's owner_epoch (docs/decisions/0040-scale-leases-and-fencing.md): the owner fences
+it when it binds, and every advance carries the same epoch.
 
-Errors: StoreUnavailable; CheckpointConflict when an advance finds other values;
-StoreCorrupt for a checkpoint missing a partition.
+Errors: StoreUnavailable; NotOwner (its `shard` set) for a stale owner_epoch;
+CheckpointConflict when an advance finds other values; StoreCorrupt for a checkpoint
+without its offset.
 """
 
 from __future__ import annotations
@@ -54,7 +58,8 @@ class FirstSeen(NamedTuple):
 @dataclass
 class Checkpoint:
     """`status`: "NEW" (created at offset 0), "OK" (resumed) or "MISMATCH" (bound to
-    `binding` as stored, which differs); `offsets[p]` = next offset of partition p."""
+    `binding` as stored, which differs); `offsets`: the next offset of each partition it
+    covers (one for a session shard's checkpoint)."""
 
     status: str
     binding: str = ""
@@ -102,22 +107,23 @@ class SessionStore(Protocol):
         """Drop rows of `pending_first` once they are in CQL."""
         ...
 
-    async def checkpoint_bind(self, node_index: int, node_count: int, binding: str, partitions: int) -> Checkpoint:
-        """Create the checkpoint at offset 0 when absent, else resume it (MISMATCH when
-        bound to something else)."""
+    async def checkpoint_bind(self, shard: int, binding: str, owner_epoch: int) -> Checkpoint:
+        """Fence session shard `shard` at `owner_epoch` (NotOwner when a higher one is
+        there), then create its checkpoint at offset 0 when absent, else resume it
+        (MISMATCH when bound to something else)."""
         ...
 
-    async def checkpoint_advance(self, node_index: int, node_count: int, binding: str,
-                                 moves: dict[int, tuple[int, int]]) -> None:
-        """Compare-and-set partition -> (expected next offset, new next offset); a
-        retry whose values are already stored (a lost reply) succeeds. Else
-        CheckpointConflict (another owner, or rebound)."""
+    async def checkpoint_advance(self, shard: int, binding: str, owner_epoch: int, expected: int, new: int) -> None:
+        """Compare-and-set the shard's next offset from `expected` to `new`; a retry whose
+        value is already stored (a lost reply) succeeds. NotOwner for a stale epoch,
+        else CheckpointConflict (another writer, or rebound)."""
         ...
 
-    async def project(self, node_index: int, node_count: int, binding: str, moves: dict[int, tuple[int, int]],
+    async def project(self, binding: str, moves: dict[int, tuple[int, int, int]],
                       regs: Sequence[Registration]) -> int:
         """One durable projection batch: write every registration, then compare-and-set
-        the checkpoint as `checkpoint_advance` (same errors, a lost reply's retry passes),
-        in one round trip; the checkpoint never moves unless every registration was
-        written. How many conversations were new for their user."""
+        each shard's checkpoint, `moves` = {shard: (owner_epoch, expected, new)}, as
+        `checkpoint_advance` (same errors, a lost reply's retry passes), in one round
+        trip; no checkpoint moves unless every registration was written. How many
+        conversations were new for their user."""
         ...

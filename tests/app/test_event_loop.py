@@ -1,10 +1,11 @@
 """The services' event loop (qim/app/run.py, issue 12): uvloop by default,
 QIM_EVENT_LOOP=asyncio opts out, any other value exits 2 naming the variable. Real
-gateway processes (no engine needed, as in test_run.py)."""
+gateway processes on a Redis of the test's own (the gateway's ShardRegistry, as in test_run.py)."""
 
 from __future__ import annotations
 
 import signal
+import time
 
 import pytest
 
@@ -14,7 +15,10 @@ from tests.app.test_run import gateway_env, start_gateway, wait_healthz
 def _started_line(env: dict[str, str]) -> str:
     proc = start_gateway(env)
     try:
-        wait_healthz(env, proc)
+        deadline = time.monotonic() + 20
+        while wait_healthz(env, proc) != "ok\n":  # started: joined the registry, listening
+            assert time.monotonic() < deadline, wait_healthz(env, proc)
+            time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=30)
     finally:
@@ -28,8 +32,8 @@ def _started_line(env: dict[str, str]) -> str:
 
 
 @pytest.mark.parametrize("value, loop", [(None, "uvloop"), ("asyncio", "asyncio"), ("uvloop", "uvloop")])
-def test_the_service_runs_on_the_loop_chosen(value, loop):
-    env = gateway_env() if value is None else gateway_env(QIM_EVENT_LOOP=value)
+def test_the_service_runs_on_the_loop_chosen(value, loop, private_redis):
+    env = gateway_env(private_redis.addr) if value is None else gateway_env(private_redis.addr, QIM_EVENT_LOOP=value)
     assert _started_line(env).endswith(f"started (event loop: {loop})")
 
 

@@ -2,8 +2,8 @@
 push-link connections ends in exit 0 with no traceback in the log (before issue 11 the
 services logged CancelledError and "Task was destroyed but it is pending!" tracebacks on
 every stop), a taken port and a bad variable exit with one line, and an install without
-the server extra names `pip install 'qim[server]'`. The gateway needs no engine to
-start, so these run without Redis or Kafka."""
+the server extra names `pip install 'qim[server]'`. The gateway needs only its
+ShardRegistry (a Redis of the test's own) to start; no Kafka."""
 
 from __future__ import annotations
 
@@ -19,9 +19,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from qim.infra.redis.client import connect
 from qim.net.framed import FramedStream
 from qim.proto.v1 import connection_pb2, internal_pb2
 from qim.protocol import Opcode
+from qim.stores.redis.registry import RedisShardRegistry
 from qim.wire.devtoken import issue_dev_token
 from qim.wire.tokens import SigningKey
 
@@ -45,10 +47,10 @@ def public_key_file() -> str:
     return str(path)
 
 
-def gateway_env(**extra: str) -> dict[str, str]:
+def gateway_env(redis_addr: str = "127.0.0.1:1", **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("QIM_")}
     env.update({
-        "QIM_REDIS_ADDR": "127.0.0.1:1", "QIM_KAFKA_BOOTSTRAP": "127.0.0.1:1",
+        "QIM_REDIS_ADDR": redis_addr, "QIM_KAFKA_BOOTSTRAP": "127.0.0.1:1",
         "QIM_GATEWAY_LISTEN": f"127.0.0.1:{free_port()}", "QIM_GATEWAY_PUSH_ADDR": f"127.0.0.1:{free_port()}",
         "QIM_GATEWAY_METRICS_LISTEN": f"127.0.0.1:{free_port()}", "QIM_TOKEN_PUBLIC_KEYS": public_key_file(),
         "QIM_MAILBOX_ADDRS": "127.0.0.1:1", "PYTHONPATH": str(ROOT),
@@ -84,11 +86,25 @@ def addr(env: dict[str, str], name: str) -> tuple[str, int]:
     return host, int(port)
 
 
-async def test_sigterm_with_live_connections_exits_0_without_a_traceback():
-    env = gateway_env()
+async def mailbox_node_in_registry(redis_addr: str, node_id: str) -> None:
+    """A live mailbox node lease in the registry: the gateway waits for its push link."""
+    client = connect(redis_addr)
+    try:
+        assert (await RedisShardRegistry(client).join("mailbox", node_id, "i-1", 600_000, "", "")).joined
+    finally:
+        await client.aclose()
+
+
+async def test_sigterm_with_live_connections_exits_0_without_a_traceback(private_redis):
+    env = gateway_env(private_redis.addr)
+    await mailbox_node_in_registry(private_redis.addr, "mailbox@fake")
     proc = start_gateway(env)
     try:
-        assert "no push link from mailbox node(s) 0 of 1" in wait_healthz(env, proc)
+        for _ in range(100):  # not ready: first joining and reading the registry, then the push link
+            if "no push link from mailbox node(s) mailbox@fake" in wait_healthz(env, proc):
+                break
+            await asyncio.sleep(0.05)
+        assert "no push link from mailbox node(s) mailbox@fake" in wait_healthz(env, proc)
         # a device logged in, and a mailbox node's push link that said hello
         reader, writer = await asyncio.open_connection(*addr(env, "QIM_GATEWAY_LISTEN"))
         device = FramedStream(reader, writer)
@@ -97,8 +113,8 @@ async def test_sigterm_with_live_connections_exits_0_without_a_traceback():
         assert (await asyncio.wait_for(device.read_frame(), 10))[0] == Opcode.AUTH_OK
         reader, writer = await asyncio.open_connection(*addr(env, "QIM_GATEWAY_PUSH_ADDR"))
         link = FramedStream(reader, writer)
-        link.send(Opcode.PUSH_BATCH, 0, internal_pb2.PushBatch(hello=True, node_index=0,
-                                                                node_count=1).SerializeToString())
+        link.send(Opcode.PUSH_BATCH, 0, internal_pb2.PushBatch(hello=True, node_id="mailbox@fake",
+                                                                shards=[0]).SerializeToString())
         await link.flush()
         for _ in range(100):
             if wait_healthz(env, proc) == "ok\n":
@@ -122,17 +138,25 @@ async def test_sigterm_with_live_connections_exits_0_without_a_traceback():
     assert "stopping" in err and "stopped" in err
 
 
-def test_a_taken_port_exits_3_with_one_line():
+def test_a_taken_port_exits_3_with_one_line(private_redis):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
-        env = gateway_env(QIM_GATEWAY_LISTEN="127.0.0.1:%d" % taken.getsockname()[1])
+        env = gateway_env(private_redis.addr, QIM_GATEWAY_LISTEN="127.0.0.1:%d" % taken.getsockname()[1])
         proc = start_gateway(env)
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 3, err
     lines = [line for line in err.splitlines() if line.startswith("qim-gateway:")]
     assert len(lines) == 1 and "cannot start: cannot listen" in lines[0]
     assert "Traceback" not in err
+
+
+def test_an_unreachable_registry_exits_3_with_one_line():
+    proc = start_gateway(gateway_env("127.0.0.1:1"))
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 3, err
+    lines = [line for line in err.splitlines() if line.startswith("qim-gateway:")]
+    assert len(lines) == 1 and "cannot start" in lines[0] and "Traceback" not in err
 
 
 def test_a_bad_variable_exits_2_naming_it():

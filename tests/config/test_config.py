@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from qim.config import Env, FanoutConfig, GatewayConfig, MailboxConfig, SessionConfig, WriterConfig
-from qim.consts import FANOUT_BATCH_DEFAULT
+from qim.consts import FANOUT_BATCH_DEFAULT, SHARD_LEASE_MS_DEFAULT
 from qim.errors import ConfigError
 from qim.topology import SERVICES
 from qim.wire.tokens import SigningKey
@@ -40,11 +40,14 @@ def test_defaults_are_the_design_defaults():
     assert gw.listen == "127.0.0.1:7100" and gw.metrics_listen == f"127.0.0.1:{SERVICES['gateway'].metrics_port}"
     assert gw.common.shard_count == 64 and gw.common.tenant == 0 and not gw.common.allow_unsafe_dev
     assert FanoutConfig.from_env(env()).batch_size == FANOUT_BATCH_DEFAULT
-    mb = MailboxConfig.from_env(env(QIM_MAILBOX_NODE_COUNT="4", QIM_MAILBOX_NODE_INDEX="1",
-                                    QIM_MAILBOX_SHARD_COUNT="16"))
-    assert mb.owned_shards() == [1, 5, 9, 13]
-    session = SessionConfig.from_env(env(QIM_SESSION_ADDRS="127.0.0.1:1,127.0.0.1:2", QIM_SESSION_NODE_INDEX="1"))
-    assert (session.node_index, session.node_count) == (1, 2)
+    # shards are leased from the ShardRegistry (docs/decisions/0040): a node id, a lease
+    mb = MailboxConfig.from_env(env(QIM_MAILBOX_SHARD_COUNT="16"))
+    assert mb.registry is not None and mb.registry.node_id == "mailbox@127.0.0.1:7102"
+    assert (mb.registry.lease_ms, mb.registry.renew_ms) == (SHARD_LEASE_MS_DEFAULT, SHARD_LEASE_MS_DEFAULT // 4)
+    assert mb.registry.redis_addr == mb.common.redis_addr
+    session = SessionConfig.from_env(env(QIM_NODE_ID="session-7", QIM_REGISTRY_REDIS_ADDR="127.0.0.1:6390"))
+    assert session.registry is not None and (session.registry.node_id, session.registry.redis_addr) == (
+        "session-7", "127.0.0.1:6390")
 
 
 @pytest.mark.parametrize("name, value, needle", [
@@ -66,9 +69,9 @@ def test_lists_addresses_and_indexes_are_checked_per_service():
     assert "QIM_WRITER_ADDRS lists no address" in refused(GatewayConfig.from_env, QIM_WRITER_ADDRS=" , ")
     assert "QIM_MAILBOX_ADDRS: bad address 'nope'" in refused(GatewayConfig.from_env,
                                                                QIM_MAILBOX_ADDRS="127.0.0.1:1,nope")
-    assert "QIM_MAILBOX_NODE_INDEX=2 is outside 0..1" in refused(MailboxConfig.from_env, QIM_MAILBOX_NODE_COUNT="2",
-                                                                 QIM_MAILBOX_NODE_INDEX="2")
-    assert "QIM_SESSION_NODE_INDEX=1 is outside 0..0" in refused(SessionConfig.from_env, QIM_SESSION_NODE_INDEX="1")
+    assert "QIM_NODE_ID='a b'" in refused(MailboxConfig.from_env, QIM_NODE_ID="a b")
+    assert "QIM_SHARD_RENEW_MS=3000 must be at most half" in refused(SessionConfig.from_env, QIM_SHARD_LEASE_MS="4000",
+                                                                      QIM_SHARD_RENEW_MS="3000")
     assert "QIM_TOKEN_PUBLIC_KEYS is required" in refused(GatewayConfig.from_env, QIM_TOKEN_PUBLIC_KEYS="")
     assert "QIM_FANOUT_BATCH_SIZE=0 is outside" in refused(FanoutConfig.from_env, QIM_FANOUT_BATCH_SIZE="0")
 

@@ -19,7 +19,7 @@ import redis
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource
 
-from qim.consts import DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC
+from qim.consts import DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC, PRESENCE_TOPIC
 from qim.dev import redis_engine
 from qim.dev._proc import pid_alive
 from qim.dev.engines import EngineSet
@@ -63,10 +63,12 @@ def test_kafka_topics_and_limits(engines):
     md = admin.list_topics(timeout=10)
     assert len(md.topics[OUTBOX_TOPIC].partitions) == 1
     assert len(md.topics[DISPATCH_TOPIC].partitions) == TEST_SHARD_COUNT
-    res = [ConfigResource("topic", OUTBOX_TOPIC), ConfigResource("topic", DISPATCH_TOPIC)]
-    for fut in admin.describe_configs(res).values():
+    assert len(md.topics[PRESENCE_TOPIC].partitions) == TEST_SHARD_COUNT  # partition = MailboxShard
+    res = [ConfigResource("topic", t) for t in (OUTBOX_TOPIC, DISPATCH_TOPIC, PRESENCE_TOPIC)]
+    for resource, fut in admin.describe_configs(res).items():
         cfg = fut.result(timeout=10)
         assert cfg["max.message.bytes"].value == str(KAFKA_MAX_RECORD_BYTES)
+        assert cfg["cleanup.policy"].value == ("compact" if resource.name == PRESENCE_TOPIC else "delete")
     broker = admin.describe_configs([ConfigResource("broker", "1")])
     cfg = next(iter(broker.values())).result(timeout=10)
     assert cfg["message.max.bytes"].value == str(KAFKA_MAX_RECORD_BYTES)
@@ -226,7 +228,7 @@ def test_redis_restart_with_large_aof_is_not_ready_while_loading(private_redis):
 
 def test_kafka_ready_means_our_topics_have_leaders(private_kafka):
     # readiness after a crash restart includes the QIM topics, not only "a broker"
-    assert private_kafka.topics == {OUTBOX_TOPIC: 1, DISPATCH_TOPIC: TEST_SHARD_COUNT}
+    assert private_kafka.topics == {OUTBOX_TOPIC: 1, DISPATCH_TOPIC: TEST_SHARD_COUNT, PRESENCE_TOPIC: TEST_SHARD_COUNT}
     probe = KafkaEngine(private_kafka.dir, private_kafka.ports, topics={"qim.absent": 1})
     assert not probe._check_ready()  # a topic it should have is missing: not ready
     private_kafka.restart(hard=True)

@@ -63,8 +63,9 @@ class RawClient:
         self.pushes: list = []
 
     @classmethod
-    async def login(cls, stack, user: int, device: int = 1) -> "RawClient":
-        host, port = parse_addr(stack.gateway_addr)
+    async def login(cls, stack, user: int, device: int = 1, addr: str | None = None) -> "RawClient":
+        """AUTH as (user, device) on the stack's first gateway, or on `addr`."""
+        host, port = parse_addr(addr or stack.gateway_addr)
         stream = await open_framed(host, port, tls=client_tls(stack), server_hostname=host)
         client = cls(stream, user, device)
         token = issue_dev_token(stack.token_key, 0, user, device)

@@ -88,7 +88,7 @@ async def durable_caught_up(stack, redis_client, timeout: float = 20.0) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
     from qim.consts import DISPATCH_TOPIC
-    from qim.stores.redis.keys import checkpoint_key
+    from qim.stores.redis.keys import session_shard_checkpoint_key
 
     consumer = Consumer({"bootstrap.servers": stack.env["QIM_KAFKA_BOOTSTRAP"], "group.id": "qim-test-watermarks"})
     loop = asyncio.get_running_loop()
@@ -99,8 +99,8 @@ async def durable_caught_up(stack, redis_client, timeout: float = 20.0) -> None:
             high = await loop.run_in_executor(None, lambda: [
                 consumer.get_watermark_offsets(TopicPartition(DISPATCH_TOPIC, p), 5.0, cached=False)[1]
                 for p in range(parts)])
-            ckpt = await redis_client.hgetall(checkpoint_key(0, 1))
-            if all(int(ckpt.get(f"p{p}".encode(), -1)) >= h for p, h in enumerate(high)):
+            ckpt = [await redis_client.hget(session_shard_checkpoint_key(p), "p") for p in range(parts)]
+            if all(int(c or -1) >= h for c, h in zip(ckpt, high)):
                 return
             assert loop.time() < deadline, "durable projection did not catch up"
             await asyncio.sleep(0.1)

@@ -10,7 +10,7 @@ import urllib.request
 from qim._core import ids
 from qim.errors import ErrorCode
 from qim.protocol import Opcode
-from qim.stores.redis.keys import checkpoint_key
+from qim.stores.redis.keys import session_shard_checkpoint_key
 from tests.e2e.chaos import private_stack
 from tests.e2e.rawclient import RawClient
 from tests.e2e.sessionclient import entry_when, mark_read, new_user, pull_page, sessions
@@ -53,8 +53,10 @@ async def test_list_is_exact_after_restart_from_checkpoint_and_fails_closed_on_r
         # the checkpoint bound to another topic id: not ready, list refused, reads work
         st.stop_service("session")
         r = redis_of(st)
-        bind = (await r.hget(checkpoint_key(0, 1), "bind")).decode().split("|")
-        await r.hset(checkpoint_key(0, 1), "bind", "|".join([bind[0], "AAAAAAAAAAAAAAAAAAAAAA", bind[2]]))
+        for shard in range(int(st.env["QIM_MAILBOX_SHARD_COUNT"])):  # every session shard's checkpoint
+            key = session_shard_checkpoint_key(shard)
+            bind = (await r.hget(key, "bind")).decode().split("|")
+            await r.hset(key, "bind", "|".join([bind[0], "AAAAAAAAAAAAAAAAAAAAAA", bind[2]]))
         st.start_service("session")
         deadline = time.monotonic() + 30
         while True:

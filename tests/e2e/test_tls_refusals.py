@@ -143,7 +143,7 @@ async def test_push_batches_only_from_mailbox_certificates(stack):
     before = refused(stack, "gateway", "PUSH_BATCH", "writer")
     fake = speaking_as(stack, "writer", push, expect="gateway")  # a writer posing as mailbox node 0
     await fake.connect()
-    fake.send_oneway(Opcode.PUSH_BATCH, internal_pb2.PushBatch(hello=True, node_index=0, node_count=1,
+    fake.send_oneway(Opcode.PUSH_BATCH, internal_pb2.PushBatch(hello=True, node_id="mailbox@fake", shards=[0],
                                                                wake_all=True).SerializeToString())
     await eventually(lambda: refused(stack, "gateway", "PUSH_BATCH", "writer") == before + 1,
                      what="the gateway dropped the frame")

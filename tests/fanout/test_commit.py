@@ -26,6 +26,9 @@ class OutboxMessage:
     def offset(self) -> int:
         return self._offset
 
+    def partition(self) -> int:
+        return 0
+
     def value(self) -> bytes:
         return self._value
 
@@ -57,15 +60,15 @@ async def test_a_batch_does_not_wait_for_the_offset_commit(engines):
     real_consumer = coordinator._consumer
     recorder = CommitRecorder()
     coordinator._consumer = recorder  # type: ignore[assignment]
-    coordinator.position = coordinator.committed = 100
+    coordinator.positions, coordinator.committed = {0: 100}, {0: 100}
     committer = asyncio.get_running_loop().create_task(coordinator._commit_loop())
     try:
         # the broker's commit hangs: the batch still finishes once its dispatches are delivered
         await asyncio.wait_for(coordinator._process([outbox_record(100), outbox_record(101)]), 20)
-        assert coordinator.position == 102 and coordinator.committed == 100 and recorder.calls == []
+        assert coordinator.positions[0] == 102 and coordinator.committed[0] == 100 and recorder.calls == []
         recorder.open.set()
         for _ in range(100):
-            if coordinator.committed == 102:
+            if coordinator.committed[0] == 102:
                 break
             await asyncio.sleep(0.01)
         assert recorder.calls == [102]  # the delivered position, once
@@ -76,7 +79,7 @@ async def test_a_batch_does_not_wait_for_the_offset_commit(engines):
             await coordinator._process([outbox_record(offset)])
         recorder.open.set()
         for _ in range(100):
-            if coordinator.committed == 110:
+            if coordinator.committed[0] == 110:
                 break
             await asyncio.sleep(FANOUT_COMMIT_INTERVAL_S / 4)
         assert recorder.calls[-1] == 110 and 2 <= len(recorder.calls) <= 3

@@ -74,7 +74,7 @@ class Backends:
                                                             SimpleNamespace(shards=self.shards), 64))
         self.session = SimpleNamespace(sessions=SessionService(
             store("messages"), store("groups"), store("sessions"), store("reads"), store("cache"),
-            store("device_send"), lambda: None, SessionMetrics(CollectorRegistry())))
+            store("device_send"), lambda tenant, user, pages: None, SessionMetrics(CollectorRegistry())))
 
 
 _B: Optional[Backends] = None

@@ -1,7 +1,8 @@
 """Malformed connections against a live gateway, in batches, with its RSS after each.
 
 A lone `qim-gateway` process (`lone_gateway`: the development certificates, a token key,
-backends that do not exist: nothing a malformed connection reaches needs them) takes
+a Redis of its own for its ShardRegistry node lease, backends that do not exist: nothing
+a malformed connection reaches needs them) takes
 short connections that each send garbage and close, as a black-box fuzz of the client
 port does: plaintext bytes to the TLS port, random bytes inside TLS, a frame header
 with one bit flipped inside TLS (`KINDS`). The client side is cheap: it sends and closes
@@ -28,13 +29,14 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import psutil
 
 from qim._core import frame as frame_codec
 from qim.dev.certs import CLIENT_PORT, ensure_dev_pki
 from qim.dev.devkeys import dev_token_key
+from qim.dev.redis_engine import start_redis
 from qim.net.tls import client_port_context
 from qim.proto.v1 import connection_pb2
 from qim.protocol import Opcode
@@ -60,6 +62,7 @@ class LoneGateway:
     ca_file: str
     token_key: str
     proc: subprocess.Popen
+    redis: Any = None  # its registry's Redis (a RedisEngine), stopped with it
 
     def rss_mb(self) -> float:
         """The process's resident set size in MiB."""
@@ -73,6 +76,8 @@ class LoneGateway:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        if self.redis is not None:
+            self.redis.stop()
 
 
 def lone_gateway(base: Path, extra_env: Optional[dict[str, str]] = None) -> LoneGateway:
@@ -84,8 +89,9 @@ def lone_gateway(base: Path, extra_env: Optional[dict[str, str]] = None) -> Lone
     client = pki.files(CLIENT_PORT)
     addr = f"127.0.0.1:{_free_port()}"
     dead = {name: f"127.0.0.1:{_free_port()}" for name in
-            ("QIM_WRITER_ADDRS", "QIM_MAILBOX_ADDRS", "QIM_SESSION_ADDRS", "QIM_REDIS_ADDR", "QIM_KAFKA_BOOTSTRAP")}
-    env = {**os.environ, **dead, **pki.service_env("gateway"),
+            ("QIM_WRITER_ADDRS", "QIM_MAILBOX_ADDRS", "QIM_SESSION_ADDRS", "QIM_KAFKA_BOOTSTRAP")}
+    redis = start_redis(base / "redis", die_with_parent=True)  # the gateway's node lease lives there
+    env = {**os.environ, **dead, **pki.service_env("gateway"), "QIM_REDIS_ADDR": redis.addr,
            "QIM_GATEWAY_LISTEN": addr, "QIM_GATEWAY_PUSH_ADDR": f"127.0.0.1:{_free_port()}",
            "QIM_GATEWAY_METRICS_LISTEN": f"127.0.0.1:{_free_port()}", "QIM_REDIS_ALLOW_UNSAFE_DEV": "1",
            "QIM_TOKEN_PUBLIC_KEYS": str(public), "QIM_GATEWAY_TLS_CERT": client.cert,
@@ -93,7 +99,7 @@ def lone_gateway(base: Path, extra_env: Optional[dict[str, str]] = None) -> Lone
     log = open(base / "gateway.log", "wb")
     proc = subprocess.Popen([str(Path(sys.executable).with_name("qim-gateway"))], env=env, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
-    gateway = LoneGateway(addr, pki.ca_file, str(key), proc)
+    gateway = LoneGateway(addr, pki.ca_file, str(key), proc, redis)
     host, port = addr.rsplit(":", 1)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and proc.poll() is None:

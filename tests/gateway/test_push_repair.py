@@ -41,8 +41,11 @@ class FakeConn:
         self.wake_requests += 1
 
 
-def hello(index: int, count: int = 2, wake_all: bool = False) -> bytes:
-    return internal_pb2.PushBatch(hello=True, node_index=index, node_count=count, wake_all=wake_all).SerializeToString()
+NODES = {"mailbox@0": [0, 2], "mailbox@1": [1, 3]}  # the shards each node serves
+
+
+def hello(node: str, wake_all: bool = False) -> bytes:
+    return internal_pb2.PushBatch(hello=True, node_id=node, shards=NODES[node], wake_all=wake_all).SerializeToString()
 
 
 def wakes(conn: FakeConn) -> int:
@@ -51,54 +54,55 @@ def wakes(conn: FakeConn) -> int:
                if op == Opcode.PUSH_EVENTS and not mailbox_pb2.PushEvents.FromString(body).mailbox_seq)
 
 
-def setup(count: int = 2, metrics: GatewayMetrics | None = None):
+def setup(metrics: GatewayMetrics | None = None, live=("mailbox@0", "mailbox@1")):
     online = OnlineRegistry(metrics)
-    conns = [FakeConn(100 + s, s) for s in range(4)]  # shards 0..3: node s % 2
+    conns = [FakeConn(100 + s, s) for s in range(4)]  # one device on each of shards 0..3
     for c in conns:
         online.register(c)
-    return PushListener(online, count, metrics), conns
+    return PushListener(online, lambda: live, metrics), conns
 
 
-def test_not_ready_until_every_mailbox_node_has_linked():
+def test_not_ready_until_every_live_mailbox_node_has_linked():
     pl, _ = setup()
-    assert list(pl.not_ready()) == ["no push link from mailbox node(s) 0, 1 of 2"]
+    assert list(pl.not_ready()) == ["no push link from mailbox node(s) mailbox@0, mailbox@1"]
     a, b = object(), object()
-    node_a = pl.on_frame(a, None, Opcode.PUSH_BATCH, hello(0))
-    assert node_a == 0 and list(pl.not_ready()) == ["no push link from mailbox node(s) 1 of 2"]
-    pl.on_frame(b, None, Opcode.PUSH_BATCH, hello(1))
+    node_a = pl.on_frame(a, None, Opcode.PUSH_BATCH, hello("mailbox@0"))
+    assert node_a == "mailbox@0" and list(pl.not_ready()) == ["no push link from mailbox node(s) mailbox@1"]
+    pl.on_frame(b, None, Opcode.PUSH_BATCH, hello("mailbox@1"))
     assert list(pl.not_ready()) == []
     pl.on_closed(a, node_a)
-    assert list(pl.not_ready()) == ["no push link from mailbox node(s) 0 of 2"]
+    assert list(pl.not_ready()) == ["no push link from mailbox node(s) mailbox@0"]
 
 
 def test_a_first_link_wakes_nobody_but_a_link_back_after_a_loss_wakes_its_nodes_devices():
     pl, conns = setup()
     link = object()
-    node = pl.on_frame(link, None, Opcode.PUSH_BATCH, hello(1))
+    node = pl.on_frame(link, None, Opcode.PUSH_BATCH, hello("mailbox@1"))
     assert [wakes(c) for c in conns] == [0, 0, 0, 0]  # devices logged in after it pulled anyway
     pl.on_closed(link, node)
-    pl.on_frame(object(), None, Opcode.PUSH_BATCH, hello(1))
-    assert [wakes(c) for c in conns] == [0, 1, 0, 1]  # shards 1 and 3 belong to node 1
+    pl.on_frame(object(), None, Opcode.PUSH_BATCH, hello("mailbox@1"))
+    assert [wakes(c) for c in conns] == [0, 1, 0, 1]  # shards 1 and 3 are served by mailbox@1
 
 
-def test_a_superseding_link_and_a_wake_all_request_wake_the_nodes_devices():
+def test_a_superseding_link_and_a_wake_all_request_wake_the_named_shards():
     pl, conns = setup()
-    pl.on_frame(object(), None, Opcode.PUSH_BATCH, hello(0))
-    pl.on_frame(object(), None, Opcode.PUSH_BATCH, hello(0))  # the old link's frames may be lost
+    pl.on_frame(object(), None, Opcode.PUSH_BATCH, hello("mailbox@0"))
+    pl.on_frame(object(), None, Opcode.PUSH_BATCH, hello("mailbox@0"))  # the old link's frames may be lost
     assert [wakes(c) for c in conns] == [1, 0, 1, 0]
-    pl.on_frame(object(), None, Opcode.PUSH_BATCH, hello(1, wake_all=True))  # the node dropped pushes
+    pl.on_frame(object(), None, Opcode.PUSH_BATCH, hello("mailbox@1", wake_all=True))  # the node dropped pushes
     assert [wakes(c) for c in conns] == [1, 1, 1, 1]
-    wake = internal_pb2.PushBatch(wake_all=True, node_index=0, node_count=2).SerializeToString()
-    pl.on_frame(object(), 0, Opcode.PUSH_BATCH, wake)
-    assert [wakes(c) for c in conns] == [2, 1, 2, 1]
+    taken = internal_pb2.PushBatch(wake_all=True, node_id="mailbox@0", shards=[3]).SerializeToString()
+    pl.on_frame(object(), "mailbox@0", Opcode.PUSH_BATCH, taken)  # a shard taken over by mailbox@0
+    assert [wakes(c) for c in conns] == [1, 1, 1, 2]
 
 
-def test_a_node_of_another_configuration_is_refused_and_named():
+def test_a_hello_without_a_node_id_is_refused_and_counted():
     metrics = GatewayMetrics()
     pl, conns = setup(metrics=metrics)
-    assert pl.on_frame(object(), None, Opcode.PUSH_BATCH, hello(0, count=3)) is None
+    anonymous = internal_pb2.PushBatch(hello=True, shards=[0]).SerializeToString()
+    assert pl.on_frame(object(), None, Opcode.PUSH_BATCH, anonymous) is None
     assert metrics.value("qim_gateway_bad_push_batches_total") == 1
-    assert "mailbox node 0 of 3 does not match QIM_MAILBOX_ADDRS (2 nodes)" in list(pl.not_ready())
+    assert list(pl.not_ready()) == ["no push link from mailbox node(s) mailbox@0, mailbox@1"]
 
 
 def test_a_full_device_queue_drops_the_push_and_asks_for_a_wake_up_and_entries_go_out_as_a_position():

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from qim._core import ids
+from qim.cluster.owners import OwnerTable
 from qim.consts import GROUP_MAX_MEMBERS
 from qim.errors import ErrorCode, RequestError
 from qim.proto.v1 import group_pb2, history_pb2, internal_pb2, mailbox_pb2, message_pb2, session_pb2
@@ -17,6 +18,7 @@ from qim.protocol import Opcode
 from qim.services.gateway.conn import BULK_OPS
 from qim.services.gateway.router import BackendRouter, rendezvous_order
 from qim.services.gateway.routes import RESERVED, ROUTES, forward
+from qim.stores.registry import Owner
 
 TENANT, USER, DEVICE, SHARD = 0, 5, 1, 3
 CONV = ids.conversation_id_direct(TENANT, USER, 6)
@@ -61,8 +63,9 @@ def test_routing_keys_are_the_conversation_the_user_and_the_shard():
     create = group_pb2.CreateGroup(group_id=77, client_message_id=os.urandom(16), members=[6, 7]).SerializeToString()
     assert ROUTES[Opcode.CREATE_GROUP].check(c, create) == GROUP_CONV
     assert ROUTES[Opcode.PULL_MEMBERS].check(c, group_pb2.PullMembers(group_id=77).SerializeToString()) == GROUP_CONV
-    assert ROUTES[Opcode.PULL_SESSION_LIST].check(c, session_pb2.PullSessionList().SerializeToString()) == USER
-    assert ROUTES[Opcode.MARK_READ].check(c, session_pb2.MarkRead(conversation_id=CONV).SerializeToString()) == USER
+    # session calls go to the owner of the user's shard (virtual bucket), never user mod n
+    assert ROUTES[Opcode.PULL_SESSION_LIST].check(c, session_pb2.PullSessionList().SerializeToString()) == SHARD
+    assert ROUTES[Opcode.MARK_READ].check(c, session_pb2.MarkRead(conversation_id=CONV).SerializeToString()) == SHARD
     assert ROUTES[Opcode.PULL_MAILBOX].check(c, mailbox_pb2.PullMailbox().SerializeToString()) == SHARD
 
 
@@ -141,14 +144,32 @@ def test_rendezvous_order_is_stable_per_key_and_spreads_keys():
         assert [a for a in full if a in addrs[:2]] == fewer
 
 
+class NoOwners:
+    """A ShardRegistry reading no live owner of any shard (a takeover in progress)."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    async def owners(self, kind: str, count: int) -> list[Owner]:
+        self.reads += 1
+        return [Owner(s, "", 3, 0) for s in range(count)]
+
+    async def nodes(self, kind: str) -> list:
+        return []
+
+
 async def test_the_router_fails_over_to_the_next_writer_only_when_one_is_unreachable():
-    router = BackendRouter({"writer": ("127.0.0.1:1", "127.0.0.1:2"), "mailbox": ("127.0.0.1:3",)})
+    registry = NoOwners()
+    owners = OwnerTable(registry, {"mailbox": 8, "session": 8})  # type: ignore[arg-type]
+    router = BackendRouter({"writer": ("127.0.0.1:1", "127.0.0.1:2"), "mailbox": ("127.0.0.1:3",),
+                            "session": ()}, owners=owners)
     with pytest.raises(RequestError) as exc:
         await router.call("writer", CONV, Opcode.WRITER_SEND, b"")  # both unreachable
     assert exc.value.code == ErrorCode.UNAVAILABLE
     with pytest.raises(RequestError) as exc:
-        await router.call("session", USER, Opcode.SESSION_CALL, b"")  # none configured
-    assert exc.value.code == ErrorCode.UNAVAILABLE and "no session service" in exc.value.message
+        await router.call("session", SHARD, Opcode.SESSION_CALL, b"")  # nobody holds the shard now
+    assert exc.value.code == ErrorCode.UNAVAILABLE and "session shard 3 has no live owner" in exc.value.message
+    assert registry.reads == 2  # the cached table was empty: read the registry again once
     await router.close()
 
 
@@ -167,6 +188,6 @@ def test_titles_and_profile_requests_are_checked_before_a_backend():
     create = group_pb2.CreateGroup(group_id=77, client_message_id=os.urandom(16), title="tab\there")
     assert rejected(Opcode.CREATE_GROUP, create.SerializeToString()).code == ErrorCode.INVALID_ARGUMENT
     ask = session_pb2.PullProfiles
-    assert ROUTES[Opcode.PULL_PROFILES].check(conn(), ask(user_ids=[6, 7]).SerializeToString()) == USER
+    assert ROUTES[Opcode.PULL_PROFILES].check(conn(), ask(user_ids=[6, 7]).SerializeToString()) == SHARD  # the actor's session shard: its owner answers
     for bad in ([], [0], list(range(1, 202)), [1 << 63]):
         assert rejected(Opcode.PULL_PROFILES, ask(user_ids=bad).SerializeToString()).code == ErrorCode.INVALID_ARGUMENT

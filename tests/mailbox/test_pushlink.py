@@ -11,8 +11,8 @@ from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
 from qim.services.mailbox import pushlink
 from qim.services.mailbox.metrics import MailboxMetrics
-from qim.services.mailbox.node import PUSH_USERS_PER_FRAME, push_bodies
 from qim.services.mailbox.pushlink import PushLink
+from qim.services.mailbox.targets import PUSH_USERS_PER_FRAME, push_bodies
 
 
 class FakeClient:
@@ -62,7 +62,7 @@ def dropped(reason: str) -> float:
 
 def link(**kw) -> tuple[PushLink, FakeClient]:
     client = FakeClient()
-    return PushLink("127.0.0.1:1", 2, 4, bytes(16), client=client, metrics=METRICS, **kw), client
+    return PushLink("127.0.0.1:1", "mailbox@a", lambda: [2, 6], bytes(16), client=client, metrics=METRICS, **kw), client
 
 
 def body(user: int) -> bytes:
@@ -78,7 +78,7 @@ def test_a_new_process_greets_with_wake_all_then_sends_its_backlog_in_order():
     client.connected = True
     assert pl.on_connected() == 2
     hello, *rest = decoded(client.sent)
-    assert (hello.hello, hello.node_index, hello.node_count, hello.wake_all) == (True, 2, 4, True)
+    assert (hello.hello, hello.node_id, list(hello.shards), hello.wake_all) == (True, "mailbox@a", [2, 6], True)
     assert [b.targets[0].user_id for b in rest] == [1, 2] and pl.backlog_bytes == 0
     pl.push(body(3))  # live link: straight out, behind the backlog
     assert decoded(client.sent)[-1].targets[0].user_id == 3
@@ -127,7 +127,7 @@ def test_a_gateway_that_does_not_read_loses_pushes_and_gets_a_wake_request_once_
     client.queued_bytes = 400
     pl.maybe_wake()
     (wake,) = decoded(client.sent)
-    assert wake.wake_all and not wake.hello and (wake.node_index, wake.node_count) == (2, 4)
+    assert wake.wake_all and not wake.hello and (wake.node_id, list(wake.shards)) == ("mailbox@a", [2, 6])
     pl.maybe_wake()
     assert len(client.sent) == 1  # one request per episode
 
@@ -165,3 +165,22 @@ def test_push_bodies_are_positions_split_a_large_audience_far_below_the_frame_li
     assert [u for p in positions for u in p.user_ids] == users
     assert all(not b.targets for b in decoded(bodies))  # no entries, no bodies (docs/decisions/0033)
 
+
+
+def test_shards_taken_over_are_woken_by_name_without_waking_the_others():
+    pl, client = link()
+    client.connected = True
+    pl.on_connected()
+    client.sent.clear()
+    pl.wake([9])  # a shard this node just took over: its previous owner's pushes may be lost
+    (wake,) = decoded(client.sent)
+    assert (wake.wake_all, wake.hello, wake.node_id, list(wake.shards)) == (True, False, "mailbox@a", [9])
+    pl.maybe_wake()
+    assert len(client.sent) == 1
+    client.drop()
+    pl.wake([11])  # asked while the link is down: the next hello carries it with the served shards
+    client.sent.clear()
+    client.connected = True
+    pl.on_connected()
+    (hello,) = decoded(client.sent)
+    assert hello.hello and hello.wake_all and list(hello.shards) == [2, 6, 11]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from qim.stores.errors import StorageError
-from qim.stores.redis.keys import checkpoint_key, convs_key
+from qim.stores.redis.keys import convs_key, session_shard_checkpoint_key
 from qim.stores.redis.scripts import load_source
 from qim.stores.sessions import Registration
 from tests.session.test_durable import Harness, dispatch, run_until, stop
@@ -41,8 +41,7 @@ async def test_one_round_trip_per_poll(harness, monkeypatch):
     task = await run_until(proj, lambda: proj.not_ready() is None)
     await stop(proj, task)
     round_trips = trips.count
-    ckpt = await h.redis.hgetall(checkpoint_key(0, 1))
-    assert [int(ckpt[f"p{p}".encode()]) for p in range(4)] == [10, 10, 10, 10]
+    assert [int(await h.redis.hget(session_shard_checkpoint_key(p), "p")) for p in range(4)] == [10, 10, 10, 10]
     assert batches >= 1
     assert round_trips == batches, (round_trips, batches)
 
@@ -51,17 +50,17 @@ async def test_a_failed_registration_keeps_the_checkpoint(harness):
     h = harness
     proj = h.projector()
     await proj.start()
-    binding = (await h.redis.hget(checkpoint_key(0, 1), "bind")).decode()
+    binding = (await h.redis.hget(session_shard_checkpoint_key(1), "bind")).decode()
     conv = bytes(range(16))
     await h.redis.set(convs_key(0, 7), "not a zset")  # a corrupt key: the script errors
     good = Registration(0, 5, conv, 1_700_000_000_000, 0, 0)
     bad = Registration(0, 7, conv, 1_700_000_000_000, 0, 0)
     with pytest.raises(StorageError):
-        await h.sessions.project(0, 1, binding, {1: (0, 4)}, [good, bad])
-    assert await h.redis.hget(checkpoint_key(0, 1), "p1") == b"0"
+        await h.sessions.project(binding, {1: (0, 0, 4)}, [good, bad])
+    assert await h.redis.hget(session_shard_checkpoint_key(1), "p") == b"0"
     # the retry after repair writes both and moves; the same batch again (a lost reply) passes
     await h.redis.delete(convs_key(0, 7))
-    assert await h.sessions.project(0, 1, binding, {1: (0, 4)}, [good, bad]) == 1
-    assert await h.sessions.project(0, 1, binding, {1: (0, 4)}, [good, bad]) == 0
-    assert await h.redis.hget(checkpoint_key(0, 1), "p1") == b"4"
+    assert await h.sessions.project(binding, {1: (0, 0, 4)}, [good, bad]) == 1
+    assert await h.sessions.project(binding, {1: (0, 0, 4)}, [good, bad]) == 0
+    assert await h.redis.hget(session_shard_checkpoint_key(1), "p") == b"4"
     await proj.close()

@@ -17,7 +17,7 @@ from qim.proto.v1 import message_pb2
 from qim.services.archiver.plan import plan
 from qim.services.writer.trimmer import trim_prefix
 from qim.stores.archive import ArchiveRecord
-from qim.stores.errors import CheckpointConflict, StoreUnavailable
+from qim.stores.errors import CheckpointConflict, NotOwner, StoreUnavailable
 from qim.stores.messages import NEWER, OLDER, MessageRef
 from qim.stores.open import ArchiveTier, TieredStores
 from qim.stores.redis.backend import RedisBackend
@@ -262,6 +262,19 @@ async def test_watermark_only_moves_forward_and_the_position_is_compare_and_set(
         await state.position_advance("cluster|topic|1", 0, 20)
     assert (await state.position_bind("cluster|topic|1")).offsets == [10]
     assert (await state.position_bind("other|topic|1")).status == "MISMATCH"
+
+
+async def test_per_partition_positions_are_fenced_and_the_watermark_is_the_lowest_partition(tiered):
+    state = tiered.archive_tier.state  # docs/decisions/0041-scale-outbox-partitions.md
+    assert await state.advance_watermark(900, 0, 2) == 0  # partition 1 archived nothing yet
+    assert await state.advance_watermark(700, 1, 2) == 700
+    assert await state.advance_watermark(1000, 1, 2) == 900
+    assert await state.watermark() == 900
+    assert (await state.position_bind("c|t|2", 1, owner_epoch=3)).status == "NEW"
+    with pytest.raises(NotOwner):  # a paused archiver that lost the partition
+        await state.position_advance("c|t|2", 0, 5, 1, owner_epoch=2)
+    await state.position_advance("c|t|2", 0, 5, 1, owner_epoch=3)
+    assert await state.position(1) == 5 and await state.position(0) is None
 
 
 async def test_an_unreachable_archive_is_store_unavailable_below_the_floor(tiered, store_engines):

@@ -31,18 +31,18 @@ async def test_registrations_sets_peers_and_read_positions(stores):
 
 
 async def test_checkpoint_binds_advances_and_refuses_a_second_owner(stores):
-    s = stores.sessions
-    new = await s.checkpoint_bind(0, 2, "cluster|topic|4", 4)
-    assert (new.status, new.offsets) == ("NEW", [0, 0, 0, 0])
-    await s.checkpoint_advance(0, 2, "cluster|topic|4", {1: (0, 5), 3: (0, 2)})
-    await s.checkpoint_advance(0, 2, "cluster|topic|4", {1: (0, 5), 3: (0, 2)})  # a retry after a lost reply
-    resumed = await s.checkpoint_bind(0, 2, "cluster|topic|4", 4)
-    assert (resumed.status, resumed.offsets) == ("OK", [0, 5, 0, 2])
+    s = stores.sessions  # one checkpoint per session shard, fenced by its owner_epoch
+    new = await s.checkpoint_bind(1, "cluster|topic|4", 1)
+    assert (new.status, new.offsets) == ("NEW", [0])
+    await s.checkpoint_advance(1, "cluster|topic|4", 1, 0, 5)
+    await s.checkpoint_advance(1, "cluster|topic|4", 1, 0, 5)  # a retry after a lost reply
+    resumed = await s.checkpoint_bind(1, "cluster|topic|4", 1)
+    assert (resumed.status, resumed.offsets) == ("OK", [5])
     with pytest.raises(CheckpointConflict) as conflict:
-        await s.checkpoint_advance(0, 2, "cluster|topic|4", {1: (3, 9)})  # not the stored position
+        await s.checkpoint_advance(1, "cluster|topic|4", 1, 3, 9)  # not the stored position
     assert conflict.value.reason == "QIM_CKPT_CONFLICT"
     with pytest.raises(CheckpointConflict):
-        await s.checkpoint_advance(0, 2, "other|binding|4", {1: (5, 6)})
-    mismatch = await s.checkpoint_bind(0, 2, "cluster|other-topic|4", 4)
+        await s.checkpoint_advance(1, "other|binding|4", 1, 5, 6)
+    mismatch = await s.checkpoint_bind(1, "cluster|other-topic|4", 1)
     assert (mismatch.status, mismatch.binding) == ("MISMATCH", "cluster|topic|4")
-    assert (await s.checkpoint_bind(1, 2, "cluster|topic|4", 4)).status == "NEW"  # node 1 of 2 has its own
+    assert (await s.checkpoint_bind(3, "cluster|topic|4", 1)).status == "NEW"  # shard 3 has its own

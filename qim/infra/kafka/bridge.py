@@ -78,9 +78,10 @@ class AsyncProducer:
             except RuntimeError:  # the loop is closed: nobody awaits these any more
                 pass
 
-    def produce(self, topic: str, value: bytes, key: Optional[bytes] = None,
+    def produce(self, topic: str, value: Optional[bytes], key: Optional[bytes] = None,
                 partition: Optional[int] = None, timestamp_ms: Optional[int] = None) -> asyncio.Future:
-        """Enqueue one record; the returned future yields (partition, offset).
+        """Enqueue one record (value None: a tombstone of `key` in a compacted topic);
+        the returned future yields (partition, offset).
         `timestamp_ms`: the record's CreateTime (default: librdkafka reads the host's
         clock); QIM topics are LogAppendTime, so the broker replaces it with its own.
         Must be called on the event loop thread. BufferError from a full local queue is
@@ -166,6 +167,39 @@ class AsyncConsumer:
         position, else the earliest)."""
         tps = [TopicPartition(topic, p, o) if o >= 0 else TopicPartition(topic, p) for p, o in partitions_offsets.items()]
         await self._run(self._consumer.assign, tps)
+
+    async def add_partitions(self, topic: str, partitions_offsets: dict[int, int]) -> None:
+        """Add partitions to the assignment at explicit start offsets, keeping the others
+        (a shard taken over; docs/decisions/0040-scale-leases-and-fencing.md), never
+        paused: librdkafka keeps a partition's pause across unassign and assign, so a
+        shard given up while paused (a full FIFO) and taken again would never fetch. A
+        partition still in the assignment (a shard lost and taken again before its
+        unassign ran) starts over at the given offset instead of failing."""
+        tps = [TopicPartition(topic, p, o) if o >= 0 else TopicPartition(topic, p) for p, o in partitions_offsets.items()]
+
+        def assign() -> None:
+            held = {tp.partition for tp in self._consumer.assignment() if tp.topic == topic}
+            again = [TopicPartition(topic, p) for p in partitions_offsets if p in held]
+            if again:
+                self._consumer.incremental_unassign(again)
+            self._consumer.incremental_assign(tps)
+            self._consumer.resume([TopicPartition(topic, p) for p in partitions_offsets])
+        await self._run(assign)
+
+    async def remove_partitions(self, topic: str, partitions: list[int]) -> None:
+        """Drop partitions from the assignment (a shard given up or lost); nothing of them
+        is delivered afterwards. Partitions not in the assignment are left alone."""
+        def unassign() -> None:
+            held = {tp.partition for tp in self._consumer.assignment() if tp.topic == topic}
+            gone = [TopicPartition(topic, p) for p in partitions if p in held]
+            if gone:
+                self._consumer.incremental_unassign(gone)
+        await self._run(unassign)
+
+    async def positions(self, topic: str, partitions: list[int]) -> dict[int, int]:
+        """The next offset this consumer fetches per partition (-1 when not known yet)."""
+        tps = await self._run(self._consumer.position, [TopicPartition(topic, p) for p in partitions])
+        return {tp.partition: tp.offset if tp.offset >= 0 else -1 for tp in tps}
 
     async def committed(self, topic: str, partitions: list[int], timeout: float = 10.0) -> dict[int, int]:
         """Committed offsets per partition (-1 when none)."""

@@ -97,7 +97,7 @@ class MailboxPull(_message.Message):
     def __init__(self, actor: _Optional[_Union[Actor, _Mapping]] = ..., upstream: _Optional[bytes] = ...) -> None: ...
 
 class PushBatch(_message.Message):
-    __slots__ = ("tenant_id", "targets", "positions", "hello", "node_index", "node_count", "wake_all")
+    __slots__ = ("tenant_id", "targets", "positions", "hello", "wake_all", "node_id", "shards", "kicks")
     class Target(_message.Message):
         __slots__ = ("user_id", "entries")
         USER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -116,21 +116,44 @@ class PushBatch(_message.Message):
         user_ids: _containers.RepeatedScalarFieldContainer[int]
         trace_id: bytes
         def __init__(self, mailbox_seq: _Optional[int] = ..., message_id: _Optional[bytes] = ..., user_ids: _Optional[_Iterable[int]] = ..., trace_id: _Optional[bytes] = ...) -> None: ...
+    class Kick(_message.Message):
+        __slots__ = ("user_id", "device_id", "session_epoch")
+        USER_ID_FIELD_NUMBER: _ClassVar[int]
+        DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+        SESSION_EPOCH_FIELD_NUMBER: _ClassVar[int]
+        user_id: int
+        device_id: int
+        session_epoch: int
+        def __init__(self, user_id: _Optional[int] = ..., device_id: _Optional[int] = ..., session_epoch: _Optional[int] = ...) -> None: ...
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     TARGETS_FIELD_NUMBER: _ClassVar[int]
     POSITIONS_FIELD_NUMBER: _ClassVar[int]
     HELLO_FIELD_NUMBER: _ClassVar[int]
-    NODE_INDEX_FIELD_NUMBER: _ClassVar[int]
-    NODE_COUNT_FIELD_NUMBER: _ClassVar[int]
     WAKE_ALL_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    SHARDS_FIELD_NUMBER: _ClassVar[int]
+    KICKS_FIELD_NUMBER: _ClassVar[int]
     tenant_id: bytes
     targets: _containers.RepeatedCompositeFieldContainer[PushBatch.Target]
     positions: _containers.RepeatedCompositeFieldContainer[PushBatch.Position]
     hello: bool
-    node_index: int
-    node_count: int
     wake_all: bool
-    def __init__(self, tenant_id: _Optional[bytes] = ..., targets: _Optional[_Iterable[_Union[PushBatch.Target, _Mapping]]] = ..., positions: _Optional[_Iterable[_Union[PushBatch.Position, _Mapping]]] = ..., hello: _Optional[bool] = ..., node_index: _Optional[int] = ..., node_count: _Optional[int] = ..., wake_all: _Optional[bool] = ...) -> None: ...
+    node_id: str
+    shards: _containers.RepeatedScalarFieldContainer[int]
+    kicks: _containers.RepeatedCompositeFieldContainer[PushBatch.Kick]
+    def __init__(self, tenant_id: _Optional[bytes] = ..., targets: _Optional[_Iterable[_Union[PushBatch.Target, _Mapping]]] = ..., positions: _Optional[_Iterable[_Union[PushBatch.Position, _Mapping]]] = ..., hello: _Optional[bool] = ..., wake_all: _Optional[bool] = ..., node_id: _Optional[str] = ..., shards: _Optional[_Iterable[int]] = ..., kicks: _Optional[_Iterable[_Union[PushBatch.Kick, _Mapping]]] = ...) -> None: ...
+
+class PresenceEntry(_message.Message):
+    __slots__ = ("gateway_incarnation", "session_epoch", "expires_at_ms", "gateway_since_ms")
+    GATEWAY_INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    SESSION_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    GATEWAY_SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    gateway_incarnation: str
+    session_epoch: int
+    expires_at_ms: int
+    gateway_since_ms: int
+    def __init__(self, gateway_incarnation: _Optional[str] = ..., session_epoch: _Optional[int] = ..., expires_at_ms: _Optional[int] = ..., gateway_since_ms: _Optional[int] = ...) -> None: ...
 
 class OutboxRecord(_message.Message):
     __slots__ = ("record", "recipients", "inline_body", "shard_count", "group_conversation_id", "membership_version", "event_type", "trace_id")

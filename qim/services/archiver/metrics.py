@@ -28,5 +28,7 @@ class ArchiverMetrics(MetricSet):
         self.lag = self.gauge("qim_archiver_outbox_lag", "Outbox records not yet archived")
         self.watermark = self.gauge("qim_archiver_watermark_ms", "The archive watermark (unix ms)")
         self.watermark_lag = self.gauge("qim_archiver_watermark_lag_seconds", "Now minus the archive watermark")
+        self.fenced = self.counter("qim_archiver_fenced_writes",
+                                   "Position advances refused because a newer owner fenced the partition")
         self.unarchivable = self.counter("qim_archiver_unarchivable_records",
                                          "Outbox records the archiver stopped at (must stay 0)")

@@ -4,6 +4,10 @@ reason in /healthz, `qim_archiver_unarchivable_records_total` > 0 when it stoppe
 record); a restart resumes from its position in Redis. Storage from
 qim.stores.open.open_archive_tier (Redis for the position, watermark and retention
 classes; CQL for the rows). Metrics on QIM_ARCHIVER_METRICS_LISTEN (9107).
+
+Several archivers (docs/design.md §13; docs/decisions/0041-scale-outbox-partitions.md): the
+Outbox partitions are leased from the ShardRegistry (kind "archiver") by a ShardKeeper;
+an archiver archives only the partitions it holds, from their fenced positions.
 """
 
 from __future__ import annotations
@@ -12,13 +16,16 @@ import asyncio
 import logging
 from typing import Iterator
 
+from qim.cluster.keeper import ShardKeeper
+from qim.cluster.metrics import ShardMetrics
 from qim.config.archiver import ArchiverConfig
+from qim.config.registry import RegistryConfig
 from qim.faults import ARCHIVER_POINTS, FaultPoints
 from qim.obs.node import ServiceNode
 from qim.services.archiver.archiver import HistoryArchiver
 from qim.services.archiver.metrics import ArchiverMetrics
 from qim.stores.errors import StorageError
-from qim.stores.open import open_archive_tier
+from qim.stores.open import open_archive_tier, open_registry
 
 logger = logging.getLogger(__name__)
 
@@ -35,16 +42,32 @@ class ArchiverNode(ServiceNode):
         self.config = config
         self.metrics = ArchiverMetrics(self.registry)
         self.tier = open_archive_tier(config.common.redis_addr, config.scylla)
+        reg = config.registry or RegistryConfig(config.common.redis_addr, f"archiver@{config.metrics_listen}")
+        self.shard_registry = open_registry(reg.redis_addr)
+        # the partition count is read from the broker in setup() (HistoryArchiver.start)
+        self.keeper = ShardKeeper(self.shard_registry, "archiver", reg.node_id, 0, reg.lease_ms, reg.renew_ms,
+                                  addr=config.metrics_listen, on_acquire=self._acquire, on_release=self._release,
+                                  metrics=ShardMetrics(self.registry))
         self.archiver = HistoryArchiver(config.common.kafka_bootstrap, self.tier.state, self.tier.archive,
                                         config.batch_size, config.common.tier.default_retention_days,
-                                        FaultPoints(config.fault_point, ARCHIVER_POINTS), self.metrics)
+                                        FaultPoints(config.fault_point, ARCHIVER_POINTS), self.metrics,
+                                        partitions=(), on_lost=self.keeper.refused)
         self._cql_ok = False
         self.always_zero(self.metrics.unarchivable)
+        self.closing(self.shard_registry.close, "shard registry")
         self.closing(self.tier.close, "archive tier")
         self.closing(self.archiver.close, "outbox consumer")
+        self.closing(self.keeper.stop, "partition leases")  # first: stop, release, leave
+
+    async def _acquire(self, partition: int, owner_epoch: int) -> None:
+        await self.archiver.add_partition(partition, owner_epoch)
+
+    async def _release(self, partition: int, reason: str) -> None:
+        await self.archiver.remove_partition(partition, reason)
 
     def not_ready(self) -> Iterator[str]:
-        """The archiver's reason (positioning, failed closed), and CQL reachability."""
+        """Not joined / leases ended; the archiver's reason (positioning, failed closed); CQL reachability."""
+        yield from self.keeper.not_ready()
         reason = self.archiver.not_ready()
         if reason:
             yield reason
@@ -66,6 +89,10 @@ class ArchiverNode(ServiceNode):
         await self.tier.check()
         self._cql_ok = True
         await self.archiver.start()
+        self.keeper.count = self.archiver.partition_count
+        await self.keeper.join()  # JoinRefused (a ConfigError) when the node id is in use
         self.spawn(self._watch(), "cql watch")
         self.spawn(self.archiver.run(), "archiver")
-        logger.info("archiver running at outbox offset %d", self.archiver.next)
+        self.spawn(self.keeper.run(), "partition leases")
+        logger.info("archiver %s running over %d outbox partitions", self.keeper.node_id,
+                    self.archiver.partition_count)

@@ -1,18 +1,29 @@
 """FanoutCoordinator loop (docs/design.md §5.3): Outbox batch → dispatches → wait → commit.
 
-The single Outbox partition is read by static assignment from the committed position.
-Per batch: plan every record, produce every dispatch (partition = shard, key =
-dispatch_id), await every delivery, then advance the position. Any failure leaves the
-position where it was; the batch is re-read from its first offset (the only seek besides
-the first positioning) and converges through dispatch_id. No Kafka transactions. An
-unplannable record stops the coordinator (never skipped).
+The Outbox partitions this coordinator owns are read by static assignment from their
+committed positions. Per batch: plan every record, produce every dispatch (partition =
+shard, key = dispatch_id), await every delivery, then advance the position of every
+partition the batch covered. Any failure leaves the positions where they were; the
+batch is re-read from them (the only seek besides the first positioning) and converges
+through dispatch_id. No Kafka transactions. An unplannable record stops the
+coordinator (never skipped).
 
-The position is committed synchronously by its own task (`_commit_loop`), never before
-every dispatch below it is delivered, at once after an idle spell and then at most every
-FANOUT_COMMIT_INTERVAL_S (docs/decisions/0026): the batch loop no longer waits a broker write (an
-fsynced __consumer_offsets append) per batch, and a busy fanout writes one commit per
-interval instead of one per batch. A crash replays at most one interval more, which
-converges through dispatch_id like any replay (docs/decisions/0026).
+Partitions (docs/decisions/0041-scale-outbox-partitions.md, 0040-scale-leases-and-fencing.md):
+the writer keeps every conversation in one Outbox partition (its commit bucket), so a
+conversation's records are fanned out in order by whichever single coordinator owns
+that partition; partitions are leased from the ShardRegistry by the node's ShardKeeper
+(`add_partition` / `remove_partition`). Two coordinators briefly fanning out the same
+records (a paused owner after a takeover) produce byte-identical dispatches that the
+mailbox recognises by dispatch_id (a duplicate reuses the first mailbox_seq): positions
+are hints, so the Kafka commit needs no fence. A partition given up is committed first,
+so its next owner replays as little as possible.
+
+The positions are committed synchronously by their own task (`_commit_loop`), never
+before every dispatch below them is delivered, at once after an idle spell and then at
+most every FANOUT_COMMIT_INTERVAL_S (docs/decisions/0026): the batch loop no longer waits a broker
+write (an fsynced __consumer_offsets append) per batch, and a busy fanout writes one
+commit per interval instead of one per batch. A crash replays at most one interval
+more, which converges through dispatch_id like any replay (docs/decisions/0026).
 """
 
 from __future__ import annotations
@@ -20,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Optional
+from typing import Optional, Sequence
 
 from qim.consts import DISPATCH_TOPIC, FANOUT_COMMIT_INTERVAL_S, KAFKA_CONSUME_WAIT_S, OUTBOX_TOPIC
 from qim.errors import EngineError
@@ -38,10 +49,11 @@ GROUP_ID = "qim-fanout"
 
 class FanoutCoordinator:
     """`run()` loops until cancelled; `stopped_reason` is set when it stops on a bad record.
-    Counts into `metrics` (a private FanoutMetrics when None)."""
+    Counts into `metrics` (a private FanoutMetrics when None). `partitions`: what `run()`
+    takes without a registry (tests); with one, `add_partition` / `remove_partition`."""
 
     def __init__(self, bootstrap: str, shard_count: int, batch_size: int, faults: FaultPoints, groups: GroupStore,
-                 metrics: Optional[FanoutMetrics] = None) -> None:
+                 metrics: Optional[FanoutMetrics] = None, partitions: Sequence[int] = (0,)) -> None:
         self._m = metrics if metrics is not None else FanoutMetrics()
         self._faults = faults
         self._snapshots = MemberSnapshotCache(groups, shard_count)
@@ -50,33 +62,57 @@ class FanoutCoordinator:
         self._batch_size = batch_size
         self._consumer = AsyncConsumer(bootstrap, GROUP_ID)
         self._producer = AsyncProducer(bootstrap)
-        self.position = -1  # next Outbox offset to fan out: every dispatch below it is delivered
-        self.committed = -1  # the position last committed to the broker
-        self._advanced = asyncio.Event()  # the position moved past `committed`
+        self._static = list(partitions)
+        # next Outbox offset to fan out per served partition: every dispatch below it is delivered
+        self.positions: dict[int, int] = {}
+        self.committed: dict[int, int] = {}  # the position last committed to the broker
+        self._advanced = asyncio.Event()  # a position moved past its committed one
         self.stopped_reason = ""
         self.ready = False
 
-    async def _position(self, timeout_s: float = 60.0) -> None:
+    async def _committed(self, partition: int, timeout_s: float = 60.0) -> int:
         # A fresh broker answers NOT_COORDINATOR until its offsets topic is loaded:
         # retry (not ready meanwhile) instead of dying.
         deadline = time.monotonic() + timeout_s
         while True:
             try:
-                committed = (await self._consumer.committed(OUTBOX_TOPIC, [0]))[0]
-                break
+                committed = (await self._consumer.committed(OUTBOX_TOPIC, [partition]))[partition]
+                return committed if committed >= 0 else 0
             except EngineError as exc:
                 if time.monotonic() > deadline:
                     raise
                 logger.info("waiting for the outbox position: %s", exc)
                 await asyncio.sleep(0.5)
-        self.position = self.committed = committed if committed >= 0 else 0
-        await self._consumer.assign(OUTBOX_TOPIC, {0: self.position})
-        self._m.position.set(self.position)
+
+    async def add_partition(self, partition: int, owner_epoch: int = 0) -> None:
+        """Fan out Outbox `partition` from its committed position (EngineError when the
+        broker cannot say where that is)."""
+        position = await self._committed(partition)
+        self.positions[partition] = self.committed[partition] = position
+        await self._consumer.add_partitions(OUTBOX_TOPIC, {partition: position})
+        logger.info("fanout of outbox partition %d from offset %d (owner_epoch %d)", partition, position,
+                    owner_epoch)
+
+    async def remove_partition(self, partition: int, reason: str, graceful: bool = False) -> None:
+        """Stop fanning out `partition` at once; with `graceful` (this node still holds
+        it) commit its position first. Never raises."""
+        if partition not in self.positions:
+            return
+        if graceful:
+            await self._commit(partition)
+        self.positions.pop(partition, None)
+        self.committed.pop(partition, None)
+        try:
+            await self._consumer.remove_partitions(OUTBOX_TOPIC, [partition])
+        except EngineError as exc:
+            logger.warning("outbox partition %d: unassign failed: %s", partition, exc)
+        logger.info("fanout of outbox partition %d stopped: %s", partition, reason)
 
     async def run(self) -> None:
         """Position, then fan out batch after batch; returns only when stopped on an
         unplannable record (`stopped_reason`), never skipping it."""
-        await self._position()
+        for partition in self._static:
+            await self.add_partition(partition)
         self.ready = True
         committer = asyncio.get_running_loop().create_task(self._commit_loop(), name="fanout:commit")
         try:
@@ -93,6 +129,7 @@ class FanoutCoordinator:
                 logger.warning("outbox read failed: %s", exc)
                 await asyncio.sleep(0.5)
                 continue
+            records = [r for r in records if r.offset() >= self.positions.get(r.partition(), 1 << 62)]
             if not records:
                 continue
             try:
@@ -105,14 +142,19 @@ class FanoutCoordinator:
                 return
             except EngineError as exc:
                 self._m.replays.inc()
-                logger.warning("fanout batch failed, replaying from %d: %s", records[0].offset(), exc)
+                logger.warning("fanout batch failed, replaying from %s: %s", self.positions, exc)
                 await asyncio.sleep(0.5)
-                await self._consumer.assign(OUTBOX_TOPIC, {0: self.position})
+                await self._consumer.assign(OUTBOX_TOPIC, dict(self.positions))
 
     async def _process(self, records: list) -> None:
-        if records[0].offset() != self.position:
-            # A discontinuity (e.g. a retention gap) is logged; positions are hints.
-            logger.info("outbox position moved from %d to %d", self.position, records[0].offset())
+        first: dict[int, int] = {}
+        for rec in records:
+            first.setdefault(rec.partition(), rec.offset())
+        for partition, offset in first.items():
+            if offset != self.positions.get(partition):
+                # A discontinuity (e.g. a retention gap) is logged; positions are hints.
+                logger.info("outbox partition %d position moved from %s to %d", partition,
+                            self.positions.get(partition), offset)
         self._m.batch_records.observe(len(records))
         batch_started = time.perf_counter()
         outboxes = [parse_outbox(rec.value(), self._shard_count) for rec in records]
@@ -137,12 +179,14 @@ class FanoutCoordinator:
         self._m.dispatches.inc(len(results))
         self._m.stage.labels(stage="fanout").observe(time.perf_counter() - batch_started)
         self._faults.hit("after_dispatch")
-        self.position = records[-1].offset() + 1
-        self._m.position.set(self.position)
+        for rec in records:
+            if rec.partition() in self.positions:  # not given up while the batch was in flight
+                self.positions[rec.partition()] = rec.offset() + 1
+        self._m.position.set(sum(self.positions.values()))
         self._advanced.set()
 
     async def _commit_loop(self) -> None:
-        """Commit the position whenever it moved, at most every FANOUT_COMMIT_INTERVAL_S;
+        """Commit the positions whenever they moved, at most every FANOUT_COMMIT_INTERVAL_S;
         a failed commit is retried (positions are hints: the next commit covers it)."""
         while True:
             await self._advanced.wait()
@@ -154,35 +198,43 @@ class FanoutCoordinator:
                 await asyncio.sleep(0.5)
 
     async def commit_position(self) -> bool:
-        """Commit the current position synchronously if it moved; False when the broker
-        refused (logged)."""
-        position = self.position
-        if position <= self.committed:
+        """Commit every position that moved, synchronously; False when the broker refused
+        one (logged)."""
+        ok = True
+        for partition in list(self.positions):
+            ok = await self._commit(partition) and ok
+        return ok
+
+    async def _commit(self, partition: int) -> bool:
+        position = self.positions.get(partition, -1)
+        if position <= self.committed.get(partition, -1):
             return True
         started = time.perf_counter()
         try:
-            await self._consumer.commit(OUTBOX_TOPIC, 0, position)
+            await self._consumer.commit(OUTBOX_TOPIC, partition, position)
         except EngineError as exc:
             logger.warning("outbox position commit failed (retried): %s", exc)
             return False
         self._m.offset_commit.observe(time.perf_counter() - started)
-        self.committed = position
+        if partition in self.committed:
+            self.committed[partition] = position
         return True
 
     async def lag_loop(self, period_s: float = 5.0) -> None:
-        """Export the Outbox lag; the broker's high watermark is read off the event loop."""
+        """Export the Outbox lag of the served partitions; the broker's high watermarks
+        are read off the event loop."""
         while True:
+            served = dict(self.positions)
             try:
-                hw = (await self._consumer.high_watermarks(OUTBOX_TOPIC, [0]))[0]
-                if self.position >= 0:
-                    self._m.lag.set(max(0, hw - self.position))
+                if served:
+                    hws = await self._consumer.high_watermarks(OUTBOX_TOPIC, list(served))
+                    self._m.lag.set(sum(max(0, hws[p] - pos) for p, pos in served.items()))
             except EngineError as exc:
                 logger.debug("outbox lag unavailable: %s", exc)
             await asyncio.sleep(period_s)
 
     async def close(self) -> None:
-        """Commit the position, flush and close the producer and the consumer."""
-        if self.position >= 0:
-            await self.commit_position()
+        """Commit the positions, flush and close the producer and the consumer."""
+        await self.commit_position()
         await self._producer.close()
         await self._consumer.close()

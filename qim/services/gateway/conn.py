@@ -84,6 +84,8 @@ class ClientConnection:
         self.display_name = ""  # the token's `name` claim, carried in the Actor (docs/protocol.md "Names")
         self.shard = 0
         self.lane = 0  # the device's mailbox lane (AUTH_OK mailbox_lane): pushes carry it
+        self.session_epoch = 0  # of this login (SessionEpochStore; docs/decisions/0042-scale-presence.md)
+        self.replaced = False  # kicked by a newer session of its device: publishes no logout
         self._permits = asyncio.Semaphore(gateway.config.inflight_limit)
         self._bulk = asyncio.Semaphore(BULK_INFLIGHT)
         stream.buffer_limit = PRE_AUTH_BUFFER_BYTES  # lifted by a successful AUTH
@@ -97,6 +99,7 @@ class ClientConnection:
 
     def kick(self) -> None:
         """Close after the queued frames (a newer login replaced this one)."""
+        self.replaced = True
         self.stream.close()
 
     def revoked(self) -> None:
@@ -173,6 +176,9 @@ class ClientConnection:
                 t.cancel()
             if self.user_id:
                 self.gw.online.unregister(self)
+                presence = getattr(self.gw, "presence", None)
+                if presence is not None and not self.replaced:
+                    presence.offline(self)
             self.stream.close()
 
     async def _serve(self, opcode: int, request_id: int, body: bytes) -> None:
@@ -285,7 +291,10 @@ class ClientConnection:
             self._m.token_refreshes.inc()
         else:
             lane, _, shard = ids.user_placement(tenant, user, self.gw.config.common.shard_count)
+            epochs = getattr(self.gw, "epochs", None)  # a stand-in gateway of a unit test has none
+            epoch = await epochs.next_epoch(tenant, user, device) if epochs is not None else 0
             self.tenant, self.user_id, self.device_id, self.shard, self.lane = tenant, user, device, shard, lane
+            self.session_epoch = epoch
             self.token_iat = iat
             try:
                 self.gw.online.register(self)  # RateLimited past the per-user connection cap
@@ -295,6 +304,9 @@ class ClientConnection:
                 self.gw.online.unregister(self)
                 self.tenant = self.user_id = self.device_id = self.shard = self.lane = 0
                 raise
+            presence = getattr(self.gw, "presence", None)
+            if presence is not None:
+                presence.online(self)
             self.stream.buffer_limit = None
         self.display_name = token_name(auth.token)  # the verifier checked the claim
         # the session ends with the token (docs/decisions/0021-tokens-and-limits.md)

@@ -27,6 +27,8 @@ class GatewayMetrics(MetricSet):
         # online devices and PUSH delivery (online.py)
         self.online_devices = self.gauge("qim_gateway_online_devices", "Authenticated connections")
         self.kicks = self.counter("qim_gateway_kicks", "Connections replaced by a newer login of the same device")
+        self.remote_kicks = self.counter("qim_gateway_remote_kicks",
+                                         "Connections replaced by a newer session of the device on another gateway")
         self.push_frames = self.counter("qim_gateway_push_frames", "PUSH_EVENTS frames queued to devices")
         self.push_dropped = self.counter("qim_gateway_push_dropped", "PUSH_EVENTS dropped for a slow device")
         self.wakeups = self.counter("qim_gateway_push_wakeups", "Empty PUSH_EVENTS sent to repair dropped pushes",

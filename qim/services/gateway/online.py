@@ -9,7 +9,7 @@ with the device's lane, the record's mailbox_seq and its message id, serialized 
 lane and position, never an entry or a body. A push to a connection whose outbound
 queue is over PUSH_QUEUE_LIMIT is dropped (counted) and that device gets a wake-up (a
 PUSH_EVENTS without a position: the client pulls) once its queue has drained to half the limit;
-`wake_node` wakes every device served by one mailbox node when pushes from it may have
+`wake_shards` wakes every device of some mailbox shards when pushes for them may have
 been lost (docs/decisions/0012-push-link-repair.md). No lost push leaves an online
 device behind.
 """
@@ -53,6 +53,8 @@ class DeviceConn(Protocol):
 
     shard: int
     lane: int
+    session_epoch: int
+    replaced: bool
 
     def send(self, opcode: int, request_id: int, body: bytes) -> None:
         """Queue one frame (ConnectionError when the connection is closing)."""
@@ -99,6 +101,30 @@ class OnlineRegistry:
                 old.kick()
         self._m.online_devices.set(sum(len(d) for d in self._users.values()))
         return old
+
+    def connections(self) -> list[DeviceConn]:
+        """Every online connection of this gateway (presence renewal)."""
+        return [c for devices in self._users.values() for c in devices.values()]
+
+    def kick_sessions(self, tenant: int, kicks) -> int:
+        """KICKED{REPLACED} to each connection named by (user_id, device_id,
+        session_epoch) of `kicks`: a newer session of its device logged in on another
+        gateway (docs/decisions/0042-scale-presence.md). Only that exact session: a newer
+        one here is never kicked. Returns how many were kicked."""
+        kicked = 0
+        for k in kicks:
+            conn = self._users.get((tenant, k.user_id), {}).get(k.device_id)
+            if conn is None or conn.session_epoch != k.session_epoch:
+                continue
+            self._m.remote_kicks.inc()
+            body = connection_pb2.Kicked(reason=connection_pb2.Kicked.REPLACED).SerializeToString()
+            try:
+                conn.send(Opcode.KICKED, 0, body)
+            except ConnectionError:
+                pass  # closing already
+            conn.kick()
+            kicked += 1
+        return kicked
 
     def unregister(self, conn: DeviceConn) -> None:
         """Forget conn (a no-op when a newer login of its device replaced it)."""
@@ -181,13 +207,13 @@ class OnlineRegistry:
                     self._m.push_dropped.inc()
         return sent
 
-    def wake_node(self, node_index: int, node_count: int) -> int:
-        """Empty PUSH_EVENTS to every online device whose mailbox shard is served by
-        mailbox node `node_index` of `node_count` (shard mod count); returns how many."""
+    def wake_shards(self, shards: set[int]) -> int:
+        """Empty PUSH_EVENTS to every online device whose mailbox shard is in `shards`;
+        returns how many."""
         woken = 0
         for devices in list(self._users.values()):
             for conn in list(devices.values()):
-                if conn.shard % node_count != node_index:
+                if conn.shard not in shards:
                     continue
                 if conn.queued_bytes > PUSH_QUEUE_LIMIT:
                     conn.wake_when_drained(PUSH_QUEUE_LIMIT // 2, self._wake_drained)

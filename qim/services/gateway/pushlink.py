@@ -2,19 +2,20 @@
 DEVICE_FRAMES from session nodes, and the readiness of the push path
 (docs/decisions/0012-push-link-repair.md).
 
-Every mailbox link opens with a hello (a PushBatch with `hello`, its node index and
-count). The gateway is ready only while every node of QIM_MAILBOX_ADDRS has a live link:
-a gateway that takes devices before its push path exists loses their pushes. When a
-node's link comes back after this gateway saw it drop (the frames in flight are lost),
-or the node says it dropped pushes (`wake_all`), every online device of that node's
-shards gets an empty PUSH_EVENTS and pulls.
+Every mailbox link opens with a hello (a PushBatch with `hello`, the node's registry id
+and the shards it serves). The gateway is ready only while every live mailbox node of
+the ShardRegistry (`expected()`) has a live link: a gateway that takes devices before
+its push path exists loses their pushes. When a node's link comes back after this
+gateway saw it drop (the frames in flight are lost), or the node says pushes may have
+been lost (`wake_all`: it dropped some, or it just took shards over), every online
+device of the named shards gets an empty PUSH_EVENTS and pulls.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Iterator, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 from google.protobuf.message import DecodeError
 
@@ -31,32 +32,31 @@ logger = logging.getLogger(__name__)
 
 
 class PushListener:
-    """Serves the push listener for `online`; `mailbox_count` = len(QIM_MAILBOX_ADDRS).
-    `on_connection` is the listener's per-connection coroutine (ServiceNode.listen).
-    `guard` refuses (drops, counted) a frame whose sender's certificate may not send it
-    (PUSH_BATCH: mailbox, DEVICE_FRAMES: session; qim/net/allow.py)."""
+    """Serves the push listener for `online`; `expected()` names the mailbox nodes that
+    must have linked (the live mailbox nodes of the registry). `on_connection` is the
+    listener's per-connection coroutine (ServiceNode.listen). `guard` refuses (drops,
+    counted) a frame whose sender's certificate may not send it (PUSH_BATCH: mailbox,
+    DEVICE_FRAMES: session; qim/net/allow.py)."""
 
-    def __init__(self, online: OnlineRegistry, mailbox_count: int, metrics: Optional[GatewayMetrics] = None,
-                 guard: RpcGuard = OPEN) -> None:
+    def __init__(self, online: OnlineRegistry, expected: Callable[[], Iterable[str]],
+                 metrics: Optional[GatewayMetrics] = None, guard: RpcGuard = OPEN) -> None:
         self.online = online
         self._guard = guard
         self._m = metrics if metrics is not None else GatewayMetrics()
-        self._count = mailbox_count
-        self._links: dict[int, FramedStream] = {}  # node index -> its live link
-        self._lost: set[int] = set()  # nodes whose link dropped since their last hello
-        self._mismatch = ""
+        self._expected = expected
+        self._links: dict[str, FramedStream] = {}  # node id -> its live link
+        self._shards: dict[str, set[int]] = {}  # node id -> the shards its last hello named
+        self._lost: set[str] = set()  # nodes whose link dropped since their last hello
 
     def not_ready(self) -> Iterator[str]:
-        """Readiness reasons: a mailbox node without a push link, a misconfigured node."""
-        missing = [i for i in range(self._count) if i not in self._links]
+        """Readiness reason: a live mailbox node without a push link."""
+        missing = sorted(n for n in self._expected() if n not in self._links)
         if missing:
-            yield f"no push link from mailbox node(s) {', '.join(map(str, missing))} of {self._count}"
-        if self._mismatch:
-            yield self._mismatch
+            yield f"no push link from mailbox node(s) {', '.join(missing)}"
 
-    def linked(self, node_index: int) -> bool:
-        """True while mailbox node `node_index` has a live, greeted link."""
-        return node_index in self._links
+    def linked(self, node_id: str) -> bool:
+        """True while mailbox node `node_id` has a live, greeted link."""
+        return node_id in self._links
 
     async def start(self, host: str, port: int) -> asyncio.AbstractServer:
         """A listener of its own (tests; the gateway node listens through ServiceNode)."""
@@ -66,7 +66,7 @@ class PushListener:
         """Serve one mailbox or session link until it closes."""
         stream = FramedStream(reader, writer)
         peer = stream.peer_service
-        node: Optional[int] = None
+        node: Optional[str] = None
         try:
             while True:
                 item = await stream.read_frame()
@@ -89,8 +89,8 @@ class PushListener:
             self.on_closed(stream, node)
             stream.close()
 
-    def on_frame(self, stream, node: Optional[int], opcode: int, body: bytes) -> Optional[int]:
-        """Handle one frame of a link; returns the link's node index once it said hello."""
+    def on_frame(self, stream, node: Optional[str], opcode: int, body: bytes) -> Optional[str]:
+        """Handle one frame of a link; returns the link's node id once it said hello."""
         try:
             if opcode == Opcode.DEVICE_FRAMES:
                 self.online.deliver_frames(internal_pb2.DeviceFrames.FromString(body))
@@ -102,34 +102,34 @@ class PushListener:
         except DecodeError:
             self._m.bad_push.inc()
             return node
-        if batch.hello or batch.wake_all:
-            if batch.node_count != self._count or batch.node_index >= self._count:
-                self._m.bad_push.inc()
-                self._mismatch = (f"mailbox node {batch.node_index} of {batch.node_count} does not match "
-                                  f"QIM_MAILBOX_ADDRS ({self._count} nodes)")
-                return node
+        if (batch.hello or batch.wake_all) and not batch.node_id:
+            self._m.bad_push.inc()  # a hello or wake request must name its node
+            return node
         if batch.hello:
             node = self._hello(stream, batch)
         elif batch.wake_all:
-            self.online.wake_node(batch.node_index, self._count)
+            self.online.wake_shards(set(batch.shards))
+        if batch.kicks:
+            self.online.kick_sessions(int.from_bytes(batch.tenant_id, "big"), batch.kicks)
         self.online.deliver(batch)
         return node
 
-    def _hello(self, stream, batch: internal_pb2.PushBatch) -> int:
-        i = batch.node_index
-        old = self._links.get(i)
+    def _hello(self, stream, batch: internal_pb2.PushBatch) -> str:
+        n = batch.node_id
+        old = self._links.get(n)
         # The frames in flight on a dropped (or superseded) link are lost: wake the
         # node's devices even when the node itself knows of no drop.
-        wake = batch.wake_all or i in self._lost or (old is not None and old is not stream)
-        self._lost.discard(i)
-        self._links[i] = stream
+        wake = batch.wake_all or n in self._lost or (old is not None and old is not stream)
+        self._lost.discard(n)
+        self._links[n] = stream
+        self._shards[n] = set(batch.shards)
         self._m.push_links.set(len(self._links))
         if wake:
-            woken = self.online.wake_node(i, self._count)
-            logger.info("push link from mailbox node %d: woke %d devices", i, woken)
-        return i
+            woken = self.online.wake_shards(self._shards[n])
+            logger.info("push link from mailbox node %s: woke %d devices", n, woken)
+        return n
 
-    def on_closed(self, stream, node: Optional[int]) -> None:
+    def on_closed(self, stream, node: Optional[str]) -> None:
         """Forget a closed link; its node's next hello wakes that node's devices."""
         if node is not None and self._links.get(node) is stream:
             del self._links[node]

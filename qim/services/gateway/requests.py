@@ -83,13 +83,14 @@ def set_title_key(conn: Any, body: bytes) -> bytes:
 
 
 def profiles_key(conn: Any, body: bytes) -> int:
-    """PULL_PROFILES: 1..PROFILES_PAGE_MAX user ids, each non-zero with bit 63 clear; the key is the actor."""
+    """PULL_PROFILES: 1..PROFILES_PAGE_MAX user ids, each non-zero with bit 63 clear; the
+    key is the actor's session shard (its owner answers: names are not sharded)."""
     req = parse_request(session_pb2.PullProfiles, body, "PULL_PROFILES")
     if not 0 < len(req.user_ids) <= PROFILES_PAGE_MAX:
         raise RequestError(ErrorCode.INVALID_ARGUMENT, f"PULL_PROFILES asks for 1 to {PROFILES_PAGE_MAX} user ids")
     if any(not 0 < u <= U63_MAX for u in req.user_ids):
         raise RequestError(ErrorCode.INVALID_ARGUMENT, "user ids must be non-zero with bit 63 clear")
-    return conn.user_id
+    return conn.shard
 
 
 def leave_group_key(conn: Any, body: bytes) -> bytes:
@@ -108,16 +109,17 @@ def members_key(conn: Any, body: bytes) -> bytes:
 
 
 def session_list_key(conn: Any, body: bytes) -> int:
-    """PULL_SESSION_LIST: a valid request; the key is the user."""
+    """PULL_SESSION_LIST: a valid request; the key is the user's session shard (its
+    virtual bucket's MailboxShard, never a modulo of the node count: docs/design.md §13)."""
     parse_request(session_pb2.PullSessionList, body, "PULL_SESSION_LIST")
-    return conn.user_id
+    return conn.shard
 
 
 def mark_read_key(conn: Any, body: bytes) -> int:
-    """MARK_READ: a direct or group conversation; the key is the user."""
+    """MARK_READ: a direct or group conversation; the key is the user's session shard."""
     req = parse_request(session_pb2.MarkRead, body, "MARK_READ")
     check_conversation(req.conversation_id)
-    return conn.user_id
+    return conn.shard
 
 
 def pull_mailbox_key(conn: Any, body: bytes) -> int:

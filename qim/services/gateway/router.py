@@ -4,8 +4,14 @@ row in qim/topology.py.
 - RENDEZVOUS (writers): highest random weight hash of the key (conversation_id) over
   the service's addresses; when the first choice is unreachable the next one is tried.
   Routing is affinity only: every writer commits correctly for every conversation.
-- MODULO (mailbox by shard, session by user_id): node key mod node count (static
-  assignment), no failover: only that node serves the key.
+- MODULO: node key mod node count (static assignment), no failover: only that node
+  serves the key.
+- SHARD_OWNER (mailbox and session, key: the user's shard: virtual bucket ->
+  MailboxShard, the same number for both kinds): the live owner of the shard in the
+  ShardRegistry, from the cached OwnerTable (qim/cluster/owners.py). An owner that
+  refuses (UNAVAILABLE: not the owner any more, or unreachable) makes the table refresh
+  at once and the call goes once more to the new owner when there is one
+  (docs/decisions/0040-scale-leases-and-fencing.md).
 """
 
 from __future__ import annotations
@@ -14,10 +20,11 @@ from typing import Mapping, Optional, Union
 
 import blake3
 
+from qim.cluster.owners import OwnerTable
 from qim.errors import ErrorCode, RequestError
 from qim.net.rpc import RpcClient
 from qim.net.tls import TlsContexts
-from qim.topology import RENDEZVOUS, service
+from qim.topology import RENDEZVOUS, SHARD_OWNER, service
 from qim.wire.errors import RemoteError
 
 
@@ -29,24 +36,37 @@ def rendezvous_order(key: bytes, addrs: tuple[str, ...]) -> list[int]:
 
 class BackendRouter:
     """RPC clients to every backend of `backends` ({service name: addresses}), each
-    reached by its row's routing rule. `tls`: the gateway's internal TlsContexts (None:
-    plaintext development); each backend must prove its service name in its certificate."""
+    reached by its row's routing rule (SHARD_OWNER rows through `owners`, the OwnerTable
+    of their kinds). `tls`: the gateway's internal TlsContexts (None: plaintext
+    development); each backend must prove its service name in its certificate."""
 
-    def __init__(self, backends: Mapping[str, tuple[str, ...]], tls: Optional[TlsContexts] = None) -> None:
+    def __init__(self, backends: Mapping[str, tuple[str, ...]], tls: Optional[TlsContexts] = None,
+                 owners: Optional[OwnerTable] = None) -> None:
         self._addrs = dict(backends)
         self._rules = {name: service(name).gateway for name in backends}
+        self._tls = tls
+        self.owners = owners
+        self._owner_clients: dict[tuple[str, str], RpcClient] = {}  # (kind, addr) -> client
         self._clients = {name: [RpcClient(a, tls=tls, expect_service=name) for a in addrs]
-                         for name, addrs in backends.items()}
+                         for name, addrs in backends.items() if not self._by_owner(name)}
+
+    def _by_owner(self, backend: str) -> bool:
+        rule = self._rules.get(backend)
+        return rule is not None and rule.routing == SHARD_OWNER
 
     async def call(self, backend: str, key: Union[bytes, int], opcode: int, body: bytes) -> tuple[int, bytes]:
         """Send to the node of `backend` that `key` routes to. RequestError(UNAVAILABLE)
-        when none is configured or (rendezvous) none answers; a backend's own ERROR
-        reply, whatever its code, is raised at once as qim.net.rpc.RemoteError (the
-        caller names the client's opcode in it)."""
+        when none is configured, (rendezvous) none answers or (shard owner) the shard has
+        no live owner that serves it; a backend's own ERROR reply, whatever its code, is
+        raised at once as qim.net.rpc.RemoteError (the caller names the client's opcode
+        in it)."""
+        if self._by_owner(backend):
+            assert isinstance(key, int)
+            return await self._call_owner(backend, key, opcode, body)
+        rule = self._rules.get(backend)
         clients = self._clients.get(backend) or []
         if not clients:
             raise RequestError(ErrorCode.UNAVAILABLE, f"no {backend} service configured")
-        rule = self._rules[backend]
         if rule is None or rule.routing != RENDEZVOUS:
             assert isinstance(key, int)
             return await clients[key % len(clients)].call(opcode, body)
@@ -63,8 +83,39 @@ class BackendRouter:
                 last = exc
         raise last
 
+    def _owner_client(self, kind: str, addr: str) -> RpcClient:
+        client = self._owner_clients.get((kind, addr))
+        if client is None:
+            client = self._owner_clients[(kind, addr)] = RpcClient(addr, tls=self._tls, expect_service=kind)
+        return client
+
+    async def _call_owner(self, kind: str, shard: int, opcode: int, body: bytes) -> tuple[int, bytes]:
+        if self.owners is None:
+            raise RequestError(ErrorCode.UNAVAILABLE, f"no shard registry to find the {kind} owner")
+        owner = self.owners.owner(kind, shard)
+        if owner is None:
+            await self.owners.refresh(force=True)
+            owner = self.owners.owner(kind, shard)
+        for _ in range(2):
+            if owner is None:
+                raise RequestError(ErrorCode.UNAVAILABLE, f"{kind} shard {shard} has no live owner (takeover in "
+                                   "progress); retry")
+            tried = owner.addr
+            try:
+                return await self._owner_client(kind, owner.addr).call(opcode, body)
+            except RequestError as exc:  # RemoteError too: the owner's own ERROR reply
+                if exc.code != ErrorCode.UNAVAILABLE:
+                    raise
+                await self.owners.refresh(force=True)
+                owner = self.owners.owner(kind, shard)
+                if owner is None or owner.addr == tried:
+                    raise
+        raise AssertionError("unreachable")
+
     async def close(self) -> None:
         """Close every backend client."""
         for clients in self._clients.values():
             for c in clients:
                 await c.close()
+        for c in self._owner_clients.values():
+            await c.close()

@@ -1,8 +1,10 @@
 """ConnectionNode: client listener, push listener, /metrics and /healthz (docs/design.md §2).
 
-Ready once every mailbox node of QIM_MAILBOX_ADDRS has linked its push path to this
-gateway (qim/services/gateway/pushlink.py): until then a device could log in and miss
-its pushes.
+Ready once every live mailbox node of the ShardRegistry has linked its push path to
+this gateway (qim/services/gateway/pushlink.py): until then a device could log in and
+miss its pushes. Mailbox and session requests go to the owner of the user's shard, read
+from the registry (qim/cluster/owners.py); the gateway holds a node lease of its own (its
+liveness; a second gateway with the same node id refuses to start).
 
 Transport security (qim/net/tls.py, docs/decisions/0022): the client port is TLS 1.3 with ALPN
 qim/1 (raw frames) or http/1.1 (WebSocket on /qim/ws: ws.py; docs/decisions/0030), one
@@ -25,6 +27,7 @@ from qim.net.tls import ALPN, ALPN_HTTP, selected_alpn
 from qim.net.transport import FrameTransport
 from qim.obs.node import ServiceNode
 from qim.services.gateway.auth import Authenticator
+from qim.services.gateway.cluster import GatewayCluster
 from qim.services.gateway.conn import CLIENT_CHUNK_BYTES, ClientConnection
 from qim.services.gateway.metrics import GatewayMetrics
 from qim.services.gateway.online import OnlineRegistry
@@ -34,7 +37,7 @@ from qim.services.gateway.revocation import Revocations
 from qim.services.gateway.router import BackendRouter
 from qim.services.gateway.ws import WebSocketUpgrade
 from qim.stores.revocations import open_revocations
-from qim.topology import MAILBOX, gateway_backends
+from qim.topology import gateway_backends
 
 logger = logging.getLogger(__name__)
 # makes the FrameTransport of one accepted (and TLS-upgraded) connection, None when refused
@@ -71,20 +74,29 @@ class ConnectionNode(ServiceNode):
                                             "QIM_GATEWAY_TLS_CERT/QIM_GATEWAY_TLS_KEY",
                                             alpn=[a for a in self.transports if a])
         self.internal_tls = self.tls_contexts(config.internal_tls, "internal", "QIM_INTERNAL_CA/TLS_CERT/TLS_KEY")
-        self.router = BackendRouter({s.name: config.peers[s.name] for s in gateway_backends()}, tls=self.internal_tls)
-        self.push = PushListener(self.online, len(config.peers[MAILBOX]), self.metrics,
-                                 guard=self.rpc_guard(enforce=self.internal_tls is not None))
+        # the ShardRegistry, session epochs and the PresenceDirectory (cluster.py)
+        self.cluster = GatewayCluster(config, self.metrics, self.registry) if config.registry is not None else None
+        self.epochs = self.cluster.epochs if self.cluster is not None else None
+        self.presence = self.cluster.presence if self.cluster is not None else None
+        self.router = BackendRouter({s.name: config.peers[s.name] for s in gateway_backends()}, tls=self.internal_tls,
+                                    owners=self.cluster.owners if self.cluster is not None else None)
+        self.push = PushListener(self.online, self.cluster.mailbox_nodes if self.cluster is not None else list,
+                                 self.metrics, guard=self.rpc_guard(enforce=self.internal_tls is not None))
         self.always_zero(self.metrics.backend_dropped)
         self.closing(self.router.close, "backend clients")
         if self.revocation_store is not None:
             self.closing(self.revocation_store.close, "revocation store")
+        for close, what in self.cluster.closers() if self.cluster is not None else ():
+            self.closing(close, what)
 
     async def _framed(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Optional[FrameTransport]:
         """ALPN qim/1 (and plaintext development): raw frames (qim/net/framed.py)."""
         return FramedStream(reader, writer, chunk_bytes=CLIENT_CHUNK_BYTES)
 
     def not_ready(self) -> Iterator[str]:
-        """No push link yet from some mailbox node, or a misconfigured one."""
+        """Not joined; the registry not read yet; no push link yet from some mailbox node."""
+        if self.cluster is not None:
+            yield from self.cluster.not_ready()
         yield from self.push.not_ready()
 
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -99,8 +111,10 @@ class ConnectionNode(ServiceNode):
         await ClientConnection(stream, self).run()
 
     async def setup(self) -> None:
-        """Push listener first (mailbox nodes link while clients connect), then clients;
-        the revocation feed and the JWKS refresh as node tasks."""
+        """Join the registry, push listener first (mailbox nodes link while clients
+        connect), then clients; the revocation feed and the JWKS refresh as node tasks."""
+        if self.cluster is not None:
+            await self.cluster.start(self, self.online.connections)
         if self.revocations is not None:
             self.spawn(self.revocations.run(), "revocation feed")
         self.spawn(self.auth.keys.run(), "token keys")

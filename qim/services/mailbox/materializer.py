@@ -11,6 +11,15 @@ it already did (docs/decisions/0024-mailbox-finish-recognises-its-own-write.md).
 digest conflict, an undecodable record or a watermark moved by anyone else stops that
 shard (MailboxDirty, /healthz 503) until a restart replays it. Push is best effort and
 never awaited on the shard path.
+
+Shards come and go (docs/decisions/0040-scale-leases-and-fencing.md): with a
+ShardRegistry the node's ShardKeeper calls `add_shard(shard, owner_epoch)` for every
+grant (fence, then the watermark, then the partition is added to the assignment at
+min(W)+1: a takeover starts exactly there, never at a consumer-group offset) and
+`remove_shard` when the lease is given up or lost (the worker stops at once, the
+partition leaves the assignment). A write refused because a newer owner fenced the
+shard (NotOwner) stops that shard the same way, is counted and reported to `on_lost`.
+Without a registry (tests, tools) `start()` takes the shards given at construction.
 """
 
 from __future__ import annotations
@@ -31,23 +40,27 @@ from qim.infra.kafka.bridge import AsyncConsumer
 from qim.obs.logcontext import bind, tracer
 from qim.services.mailbox.metrics import MailboxMetrics
 from qim.services.mailbox.record import ShardCursor, materialize
+from qim.stores.errors import NotOwner
 from qim.stores.mailboxes import MailboxStore
 
 logger = logging.getLogger(__name__)
 
 PAUSED_POLL_S = 0.1
 PushHook = Callable[[int, int, list], None]  # (tenant, mailbox_seq, [(user, events)]); must not await
+LostHook = Callable[[int, str], None]  # (shard, reason): a shard this node stopped serving by itself
 
 
 class ShardState(ShardCursor):
     """A shard worker's state: its cursor, FIFO of records, pause flag, dirty reason and catch-up target."""
-    def __init__(self, shard: int, epoch: int, blob, writer: bytes = b"") -> None:
-        super().__init__(shard, epoch, blob, writer)
+    def __init__(self, shard: int, epoch: int, blob, writer: bytes = b"", owner_epoch: int = 0) -> None:
+        super().__init__(shard, epoch, blob, writer, owner_epoch)
         self.queue: Deque = collections.deque()
         self.wakeup = asyncio.Event()
         self.paused = False
         self.dirty = ""
         self.catch_up_to = 0  # high watermark at start: ready once W reaches it - 1
+        self.next_offset = watermark.start_offset(self.blob)  # the first offset not yet queued
+        self.worker: Optional[asyncio.Task] = None
 
 
 class MailboxMaterializer:
@@ -55,11 +68,12 @@ class MailboxMaterializer:
     `metrics` (a private MailboxMetrics when None). `consumer`: the dispatch consumer
     (default: an AsyncConsumer on `bootstrap`). `writer` is this instance's token, stored
     beside every watermark it writes: unique per process start, so a restarted or second
-    owner never passes for this one."""
+    owner never passes for this one. `shards`: the shards `start()` takes without a
+    registry (empty with one: `add_shard`)."""
 
     def __init__(self, bootstrap: str, store: MailboxStore, shards: list[int], push: PushHook,
                  faults: FaultPoints, dp_gc_safety_ms: int = 0, metrics: Optional[MailboxMetrics] = None,
-                 consumer: Optional[AsyncConsumer] = None) -> None:
+                 consumer: Optional[AsyncConsumer] = None, on_lost: Optional[LostHook] = None) -> None:
         self._m = metrics if metrics is not None else MailboxMetrics()
         self._consumer = consumer if consumer is not None else AsyncConsumer(bootstrap, "qim-mailbox")
         self._store = store
@@ -71,6 +85,7 @@ class MailboxMaterializer:
         self.shards: dict[int, ShardState] = {}
         self.running = False
         self.writer = f"{os.getpid()}-{secrets.token_hex(8)}".encode()
+        self._on_lost = on_lost
 
     @property
     def dirty_reasons(self) -> list[str]:
@@ -81,26 +96,73 @@ class MailboxMaterializer:
         """Whether every clean shard's W reached the high watermark seen at start."""
         return all(_w(s) >= s.catch_up_to - 1 for s in self.shards.values() if not s.dirty)
 
+    async def _load(self, shard: int, owner_epoch: Optional[int]) -> ShardState:
+        """The shard's state from its watermark (fenced at `owner_epoch` first when given);
+        fails closed on a corrupt blob before anything is served."""
+        if owner_epoch is None:
+            blob, epoch = await self._store.load_watermark(shard)
+        else:
+            blob, epoch = await self._store.load_watermark(shard, fence=owner_epoch)
+        state = ShardState(shard, epoch, blob, self.writer, owner_epoch or 0)
+        watermark.decode(state.blob)
+        return state
+
     async def start(self) -> None:
-        """Load every owned shard's watermark (fail closed on a corrupt one) and assign the partitions from it."""
+        """Without a registry: load the watermark of every shard given at construction
+        (fail closed on a corrupt one) and assign the partitions from it."""
         starts = {}
         for shard in self._owned:
-            blob, epoch = await self._store.load_watermark(shard)
-            state = ShardState(shard, epoch, blob, self.writer)
-            watermark.decode(state.blob)  # fail closed on a corrupt blob before serving
-            self.shards[shard] = state
-            starts[shard] = watermark.start_offset(state.blob)
+            state = self.shards[shard] = await self._load(shard, None)
+            starts[shard] = state.next_offset
         await self._consumer.assign(DISPATCH_TOPIC, starts)
         for shard, hw in (await self._consumer.high_watermarks(DISPATCH_TOPIC, self._owned)).items():
             self.shards[shard].catch_up_to = hw
         logger.info("mailbox owns %d shards", len(self._owned))
 
+    async def add_shard(self, shard: int, owner_epoch: int) -> None:
+        """Serve `shard` as owner `owner_epoch`: fence, load W, assign its partition at
+        min(W)+1 and start its worker. NotOwner when a newer owner fenced it already;
+        StoreUnavailable / EngineError when Redis or the broker fails (nothing served)."""
+        state = await self._load(shard, owner_epoch)
+        state.catch_up_to = (await self._consumer.high_watermarks(DISPATCH_TOPIC, [shard]))[shard]
+        self.shards[shard] = state
+        try:
+            await self._consumer.add_partitions(DISPATCH_TOPIC, {shard: state.next_offset})
+        except BaseException:
+            self.shards.pop(shard, None)
+            raise
+        if self.running and state.worker is None:  # else run() starts it
+            state.worker = asyncio.get_running_loop().create_task(self._worker(state), name=f"mailbox:shard{shard}")
+        logger.info("mailbox shard %d served from offset %d (owner_epoch %d, shard_epoch %d)", shard,
+                    state.next_offset, owner_epoch, state.epoch)
+
+    async def remove_shard(self, shard: int, reason: str) -> None:
+        """Stop serving `shard` at once (its worker is cancelled: every step of a record is
+        safe to repeat by the next owner) and drop its partition. Never raises."""
+        state = self.shards.pop(shard, None)
+        if state is None:
+            return
+        await self._stop_worker(state)
+        try:
+            await self._consumer.remove_partitions(DISPATCH_TOPIC, [shard])
+        except EngineError as exc:  # the records are ignored anyway: the shard is gone from `shards`
+            logger.warning("mailbox shard %d: unassign failed: %s", shard, exc)
+        logger.info("mailbox shard %d no longer served: %s", shard, reason)
+
+    @staticmethod
+    async def _stop_worker(state: ShardState) -> None:
+        state.queue.clear()
+        task, state.worker = state.worker, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
     async def run(self) -> None:
         """Consume and feed the shard FIFOs until cancelled (workers and GC as tasks)."""
         loop = asyncio.get_running_loop()
-        tasks = [loop.create_task(self._worker(s)) for s in self.shards.values()]
-        if self._gc_safety_ms:
-            tasks.append(loop.create_task(self._gc_loop()))
+        for s in self.shards.values():
+            s.worker = loop.create_task(self._worker(s), name=f"mailbox:shard{s.shard}")
+        tasks = [loop.create_task(self._gc_loop())] if self._gc_safety_ms else []
         self.running = True
         try:
             while True:
@@ -115,7 +177,10 @@ class MailboxMaterializer:
                     continue
                 full = []
                 for m in msgs:
-                    state = self.shards[m.partition()]
+                    state = self.shards.get(m.partition())
+                    if state is None or m.offset() < state.next_offset:
+                        continue  # a shard given up, or a record queued before (never twice)
+                    state.next_offset = m.offset() + 1
                     state.queue.append(m)
                     state.wakeup.set()
                     if len(state.queue) >= MAILBOX_SHARD_FIFO and not state.paused:
@@ -133,9 +198,10 @@ class MailboxMaterializer:
                     await self._consumer.resume(DISPATCH_TOPIC, [s.shard for s in drained])
         finally:
             self.running = False
-            for t in tasks:
+            workers = [s.worker for s in self.shards.values() if s.worker is not None]
+            for t in tasks + workers:
                 t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(*tasks, *workers, return_exceptions=True)
 
     async def _worker(self, state: ShardState) -> None:
         while True:
@@ -147,6 +213,20 @@ class MailboxMaterializer:
             async with self._permit:
                 try:
                     await self._one(state, msg.offset(), msg.value())
+                except NotOwner as exc:  # a newer owner fenced the shard: this node must stop serving it
+                    self._m.fenced.inc()
+                    logger.error("mailbox shard %d: write at offset %d refused (%s); stopping the shard",
+                                 state.shard, msg.offset(), exc.message)
+                    state.queue.clear()
+                    if self.shards.get(state.shard) is state:
+                        del self.shards[state.shard]
+                        if self._on_lost is not None:
+                            self._on_lost(state.shard, "refused")
+                        try:
+                            await self._consumer.remove_partitions(DISPATCH_TOPIC, [state.shard])
+                        except EngineError as unassign:  # its records are ignored: the shard left `shards`
+                            logger.warning("mailbox shard %d: unassign failed: %s", state.shard, unassign)
+                    return
                 except Exception as exc:  # MailboxDirty, or any bug: stop the shard visibly, never silently
                     self._m.dirty.inc()
                     state.dirty = f"offset {msg.offset()}: {exc.__class__.__name__}: {exc}"
@@ -180,11 +260,11 @@ class MailboxMaterializer:
     async def _gc_loop(self) -> None:
         """DispatchProgress GC: delete DP whose highest observed offset is at or below the
         W every lane had `safety` ms ago (so W passed it and the replay window elapsed)."""
-        history: dict[int, Deque] = {s: collections.deque() for s in self.shards}
+        history: dict[int, Deque] = {}
         while True:
             now = time.monotonic()
-            for shard, state in self.shards.items():
-                history[shard].append((now, _w(state)))
+            for shard, state in list(self.shards.items()):
+                history.setdefault(shard, collections.deque()).append((now, _w(state)))
                 old = None
                 while history[shard] and now - history[shard][0][0] >= self._gc_safety_ms / 1000:
                     old = history[shard].popleft()[1]

@@ -20,6 +20,8 @@ class MailboxMetrics(MetricSet):
         self.records = self.counter("qim_mailbox_records", "Dispatch records materialized", ["status"])
         self.dirty = self.counter("qim_mailbox_dirty", "Shards stopped by MailboxDirty (must stay 0)")
         self.stage = self.send_stages()  # materialize: one dispatch record appended (retries included)
+        self.fenced = self.counter("qim_mailbox_fenced_writes",
+                                   "Writes refused because a newer owner fenced the shard (the shard stopped here)")
         self.retries = self.counter("qim_mailbox_store_retries", "Records retried after a Redis failure")
         self.pauses = self.counter("qim_mailbox_partition_pauses", "Partitions paused because their FIFO was full")
         self.queued = self.gauge("qim_mailbox_queued_records", "Records queued in shard FIFOs")
@@ -39,13 +41,21 @@ class MailboxMetrics(MetricSet):
                                        "wake_all requests sent to gateways after dropped pushes")
         self.push_backlog = self.gauge("qim_mailbox_push_backlog_bytes", "PushBatch bytes waiting for a gateway link")
         self.push_links_up = self.gauge("qim_mailbox_push_links_up", "Gateway push links connected and greeted")
+        # the PresenceDirectory (targets.py; docs/decisions/0042-scale-presence.md)
+        self.push_gateways = self.histogram("qim_mailbox_push_gateways",
+                                            "Gateways one materialized record was pushed to (one frame each)",
+                                            buckets=(0, 1, 2, 3, 4, 8, 16, 64))
+        self.presence_bad = self.counter("qim_mailbox_presence_bad_records",
+                                         "qim.presence records that did not decode (skipped)")
+        self.kicks_requested = self.counter("qim_mailbox_kicks_requested",
+                                            "Older sessions of a device asked to be kicked on their gateway")
         # the low-latency projection feed to session nodes (projection.py)
         self.projection_frames = self.counter("qim_mailbox_projection_frames",
                                               "PROJECTION frames queued to session nodes")
         self.projection_dropped = self.counter("qim_mailbox_projection_dropped",
                                                "PROJECTION frames dropped (session node down or slow)")
 
-    def watch_push_links(self, links: list) -> None:
+    def watch_push_links(self, links) -> None:
         """Export the backlog bytes and live links of `links` (PushLink objects)."""
         self.push_backlog.set_function(lambda: float(sum(link.backlog_bytes for link in links)))
         self.push_links_up.set_function(lambda: float(sum(1 for link in links if link.live)))

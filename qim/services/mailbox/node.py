@@ -1,25 +1,38 @@
-"""MailboxNode: owns shards by static assignment, serves MAILBOX_PULL, pushes to gateways.
+"""MailboxNode: owns shards leased from the ShardRegistry, serves MAILBOX_PULL, pushes to gateways.
+
+Shards (docs/design.md §13; docs/decisions/0040-scale-leases-and-fencing.md): a ShardKeeper
+holds this node's leases; each grant is fenced in the shard's watermark and served from
+min(W)+1 (MailboxMaterializer.add_shard), each loss stops the shard at once; a pull for
+a shard this node does not hold (or whose lease ended) is UNAVAILABLE, and the gateway
+asks the registry again. A shard taken over wakes its online devices on every gateway
+(its previous owner may have died between a finish and its push).
 
 Push is best effort and off the shard path. A push is a position, not a payload
 (docs/decisions/0033): per materialized record one PushBatch position (its mailbox_seq,
 its message_id and its recipients; split to stay far below the frame limit), never the
-entries or their bodies, which the devices pull. The frames are queued to every
-gateway's push link (qim/services/mailbox/pushlink.py):
-a link that is down keeps a bounded backlog for its reconnect, and anything dropped
-(counted in `qim_mailbox_push_dropped_total{reason}`) makes that gateway wake the
-affected devices, which pull (docs/decisions/0012-push-link-repair.md).
+entries or their bodies, which the devices pull. The frames are queued to the push link
+of each gateway holding a recipient's device (qim/services/mailbox/targets.py: the
+PresenceDirectory of the node's shards; a link per live gateway of the registry,
+qim/services/mailbox/pushlink.py): a link that is down keeps a bounded backlog for its
+reconnect, and anything dropped (counted in `qim_mailbox_push_dropped_total{reason}`)
+makes that gateway wake the affected devices, which pull
+(docs/decisions/0012-push-link-repair.md).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator
 
 from google.protobuf.message import DecodeError
 
+from qim._core import ids
+from qim.cluster.keeper import ShardKeeper
+from qim.cluster.metrics import ShardMetrics
+from qim.cluster.owners import OwnerTable
 from qim.config import MailboxConfig
 from qim.consts import INTERNAL_RPC_INFLIGHT
-from qim.errors import ErrorCode, RequestError
+from qim.errors import ConfigError, ErrorCode, RequestError
 from qim.faults import MAILBOX_POINTS, FaultPoints
 from qim.obs.logcontext import current
 from qim.obs.node import ServiceNode
@@ -29,14 +42,11 @@ from qim.services.mailbox.materializer import MailboxMaterializer
 from qim.services.mailbox.metrics import MailboxMetrics
 from qim.services.mailbox.projection import ProjectionFeed
 from qim.services.mailbox.pull import MailboxPuller
-from qim.services.mailbox.pushlink import PushLink
-from qim.stores.open import open_stores
-from qim.topology import GATEWAY, SESSION
+from qim.services.mailbox.targets import PushTargets
+from qim.stores.open import open_registry, open_stores
 
 logger = logging.getLogger(__name__)
 
-# recipients per PushBatch frame: at most ~10 bytes each, ~160 KiB (the frame limit is 4 MiB)
-PUSH_USERS_PER_FRAME = 16_384
 
 
 class MailboxNode(ServiceNode):
@@ -54,25 +64,50 @@ class MailboxNode(ServiceNode):
         self.stores = open_stores(config.common.redis_addr, mailbox_retention_ms=config.retention_ms,
                                   tier=config.common.tier)  # trimmed records are read from the archive
         self.store = self.stores.mailboxes
-        self.materializer = MailboxMaterializer(config.common.kafka_bootstrap, self.store, config.owned_shards(),
-                                                self.push, FaultPoints(config.fault_point, MAILBOX_POINTS),
-                                                config.dp_gc_safety_ms, self.metrics)
-        self.puller = MailboxPuller(self.stores.messages, self.store, self.materializer, config.common.shard_count)
+        if config.registry is None:
+            raise ConfigError("qim-mailbox needs the ShardRegistry (QIM_REGISTRY_REDIS_ADDR / QIM_REDIS_ADDR)")
+        reg = config.registry
+        self.shard_registry = open_registry(reg.redis_addr)
+        shard_count = config.common.shard_count
+        self.keeper = ShardKeeper(self.shard_registry, "mailbox", reg.node_id, shard_count, reg.lease_ms,
+                                  reg.renew_ms, addr=config.listen, on_acquire=self._acquire,
+                                  on_release=self._release, metrics=ShardMetrics(self.registry))
+        self.materializer = MailboxMaterializer(config.common.kafka_bootstrap, self.store, [], self.push,
+                                                FaultPoints(config.fault_point, MAILBOX_POINTS),
+                                                config.dp_gc_safety_ms, self.metrics, on_lost=self.keeper.refused)
+        self.puller = MailboxPuller(self.stores.messages, self.store, self.materializer, shard_count,
+                                    holds=self.keeper.holds)
         tenant = config.common.tenant.to_bytes(16, "big")
-        self.push_links = [PushLink(a, config.node_index, config.node_count, tenant, metrics=self.metrics,
-                                    tls=self.internal_tls, expect_service=GATEWAY)
-                           for a in config.peers[GATEWAY]]
-        self.metrics.watch_push_links(self.push_links)
-        self._projection = ProjectionFeed(config.peers[SESSION], self.metrics,  # low-latency path to sessions
+        # session owners (projections) and live gateways (push links, presence), from the registry
+        self.peers = OwnerTable(self.shard_registry, {"session": shard_count}, ("gateway",))
+        self.targets = PushTargets(config.common.kafka_bootstrap, reg.node_id,
+                                   lambda: sorted(self.materializer.shards), self.peers, tenant, self.metrics,
+                                   self.internal_tls)
+        self._projection = ProjectionFeed(self.peers, self.spawn, self.metrics,  # low-latency path
                                           tls=self.internal_tls)
         self.always_zero(self.metrics.dirty)
+        self.closing(self.shard_registry.close, "shard registry")
         self.closing(self.stores.close, "stores")
         self.closing(self.materializer.close, "dispatch consumer")
-        for link in self.push_links + self._projection.links:
-            self.closing(link.close, f"{link.name} link {link.addr}")
+        self.closing(self.targets.close, "push links and presence")
+        self.closing(self._close_projection_links, "projection links")
+        self.closing(self.keeper.stop, "shard leases")  # first: stop serving, release, leave
+
+    async def _close_projection_links(self) -> None:
+        for link in list(self._projection.links.values()):
+            await link.close()
+
+    async def _acquire(self, shard: int, owner_epoch: int) -> None:
+        await self.materializer.add_shard(shard, owner_epoch)
+        await self.targets.add_shard(shard)
+
+    async def _release(self, shard: int, reason: str) -> None:
+        await self.materializer.remove_shard(shard, reason)
+        await self.targets.remove_shard(shard)
 
     def not_ready(self) -> Iterator[str]:
-        """Materializer not running or catching up; dirty shards."""
+        """Not joined / leases ended; materializer not running or catching up; dirty shards."""
+        yield from self.keeper.not_ready()
         if not self.materializer.running:
             yield "materializer not running"
         elif not self.materializer.caught_up():
@@ -80,14 +115,14 @@ class MailboxNode(ServiceNode):
         yield from self.materializer.dirty_reasons
 
     def push(self, tenant: int, seq: int, items: Any) -> None:
-        """The position of one materialized record to every gateway (never awaits)."""
-        users = [user for user, _ in items]
-        message_id = next((ev.message_id for _, events in items for ev in events), b"")
-        trace = current("trace")  # bound by the materializer for this record
-        for body in push_bodies(tenant, seq, message_id, users, bytes.fromhex(trace)):
-            for link in self.push_links:
-                link.push(body)
-        self._projection.send(tenant, items)
+        """PushBatch of one materialized record to the gateways holding its recipients'
+        devices, PROJECTION to the owner of its session shard (never awaits)."""
+        if not items:
+            return
+        # every recipient of a record is in its shard: the first one names it
+        shard = ids.user_placement(tenant, items[0][0], self.config.common.shard_count)[2]
+        self.targets.push(shard, tenant, seq, items)
+        self._projection.send(shard, tenant, items)
 
     async def handle(self, opcode: int, body: bytes) -> tuple[int, bytes]:
         """MAILBOX_PULL from a gateway -> MAILBOX_BATCH (RequestError otherwise)."""
@@ -101,29 +136,16 @@ class MailboxNode(ServiceNode):
         return Opcode.MAILBOX_BATCH, batch.SerializeToString()
 
     async def setup(self) -> None:
-        """Position shards, link to gateways and session nodes, serve pulls, materialize."""
+        """Join the registry (JoinRefused: the node id is in use), link to gateways, serve
+        pulls, materialize; the keeper then takes this node's shards."""
         await self.stores.ping()
+        await self.keeper.join()
         await self.materializer.start()
-        for link in self.push_links + self._projection.links:
-            self.spawn(link.run(), f"{link.name} link {link.addr}")
+        self.spawn(self.targets.gateways.run(), "gateway links")
+        self.spawn(self.targets.presence.run(), "presence")
         await self.serve_rpc(self.config.listen, self.handle, INTERNAL_RPC_INFLIGHT, tls=self.internal_tls)
-        logger.info("mailbox node %d/%d listening on %s", self.config.node_index, self.config.node_count,
-                    self.config.listen)
+        logger.info("mailbox node %s listening on %s", self.keeper.node_id, self.config.listen)
         self.spawn(self.materializer.run(), "materializer")
         self.spawn(self.materializer.lag_loop(), "dispatch lag")
 
-
-def push_bodies(tenant: int, seq: int, message_id: bytes, users: Sequence[int], trace_id: bytes = b"") -> list[bytes]:
-    """Serialized PushBatch frames of one record's position: mailbox_seq `seq`, the
-    record's `message_id` (16 bytes; the load generator's first sighting) and its
-    recipients `users`, at most PUSH_USERS_PER_FRAME per frame. No entry and no body:
-    a device pulls them (its cursor may already be there). `trace_id`: the message's, for
-    the gateway's log lines."""
-    tenant_id = tenant.to_bytes(16, "big")
-    bodies = []
-    for i in range(0, len(users), PUSH_USERS_PER_FRAME):
-        batch = internal_pb2.PushBatch(tenant_id=tenant_id)
-        batch.positions.add(mailbox_seq=seq, message_id=message_id, user_ids=users[i:i + PUSH_USERS_PER_FRAME],
-                            trace_id=trace_id)
-        bodies.append(batch.SerializeToString())
-    return bodies
+        self.spawn(self.keeper.run(), "shard leases")

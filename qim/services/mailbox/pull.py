@@ -5,6 +5,8 @@ from MessageStore in one read per page (MessageStore.resolve).
 
 from __future__ import annotations
 
+from typing import Callable, Optional
+
 from google.protobuf.message import DecodeError
 
 from qim._core import eventgroup, ids, watermark
@@ -35,16 +37,18 @@ class MailboxPuller:
     """Serves MAILBOX_PULL for the shards this node owns.
 
     Raises RequestError: UNAUTHENTICATED (no valid actor), INVALID_ARGUMENT (bad body or
-    cursor), UNAVAILABLE (shard not owned here or not ready), MAILBOX_DIRTY (the node
-    stopped materializing).
+    cursor), UNAVAILABLE (shard not owned here, its lease ended, or not ready: the gateway
+    asks the ShardRegistry again), MAILBOX_DIRTY (the node stopped materializing).
+    `holds(shard)`: whether this node's lease of the shard is live (None: no registry).
     """
 
     def __init__(self, messages: MessageStore, store: MailboxStore, materializer: MailboxMaterializer,
-                 shard_count: int) -> None:
+                 shard_count: int, holds: Optional[Callable[[int], bool]] = None) -> None:
         self._messages = messages
         self._store = store
         self._mat = materializer
         self._shard_count = shard_count
+        self._holds = holds
 
     async def pull(self, req: internal_pb2.MailboxPull) -> mailbox_pb2.MailboxBatch:
         """One MAILBOX_BATCH for the actor's device cursor (see the class docstring for errors)."""
@@ -59,8 +63,9 @@ class MailboxPuller:
         user = req.actor.user_id
         lane, _, shard = ids.user_placement(tenant, user, self._shard_count)
         state = self._mat.shards.get(shard)
-        if state is None:
-            raise RequestError(ErrorCode.UNAVAILABLE, "mailbox shard not served by this node")
+        if state is None or (self._holds is not None and not self._holds(shard)):
+            raise RequestError(ErrorCode.UNAVAILABLE, f"mailbox shard {shard} is not served by this node (not its "
+                               "owner)")
         if state.dirty:
             raise RequestError(ErrorCode.MAILBOX_DIRTY, "mailbox shard stopped; retry later")
         if q.cursor == 0:

@@ -29,13 +29,16 @@ from qim.wire import dispatch as dispatch_record
 
 @dataclass
 class ShardCursor:
-    """What one shard worker knows of its shard: epoch, the watermark it last wrote, and
-    its writer token (stored beside W; empty: a retry never recognises its own write)."""
+    """What one shard worker knows of its shard: epoch, the watermark it last wrote, its
+    writer token (stored beside W; empty: a retry never recognises its own write) and the
+    owner_epoch the ShardRegistry granted (the fence every write carries; 0 without a
+    registry: docs/decisions/0040-scale-leases-and-fencing.md)."""
 
     shard: int
     epoch: int
     stored_blob: Optional[bytes]  # None until the first record is materialized
     writer: bytes = b""
+    owner_epoch: int = 0
 
     @property
     def blob(self) -> bytes:
@@ -67,9 +70,10 @@ def build_events(d: dispatch_record.Dispatch) -> list[tuple[int, list[MailboxEve
 
 async def materialize(store: MailboxStore, cur: ShardCursor, offset: int, value: bytes,
                       faults: FaultPoints) -> Materialized:
-    """Materialize the record at `offset`. Raises MailboxDirty (stop the shard) or
-    StoreUnavailable, an EngineError (call again with the same cursor: whatever applied,
-    the repeat completes the record or recognises that this writer already did)."""
+    """Materialize the record at `offset`. Raises MailboxDirty (stop the shard), NotOwner
+    (a newer owner fenced the shard: stop serving it) or StoreUnavailable, an
+    EngineError (call again with the same cursor: whatever applied, the repeat completes
+    the record or recognises that this writer already did)."""
     try:
         d = dispatch_record.decode(value)
     except dispatch_record.DispatchDecodeError as exc:
@@ -85,14 +89,15 @@ async def materialize(store: MailboxStore, cur: ShardCursor, offset: int, value:
         user, events = per_user[0]
         status, used = await store.fused(cur.shard, cur.epoch, d.tenant, d.dispatch_id, digest, offset, seq8, day,
                                          user, seq8 + eventgroup.pack_group(events), cur.stored_blob, new_blob,
-                                         writer=cur.writer)
+                                         writer=cur.writer, fence=cur.owner_epoch)
     else:
-        status, used = await store.begin(cur.shard, d.dispatch_id, digest, offset, seq8)
+        status, used = await store.begin(cur.shard, d.dispatch_id, digest, offset, seq8, fence=cur.owner_epoch)
         if status != DUPLICATE:
             members = [(u, used + eventgroup.pack_group(evs)) for u, evs in per_user]
-            await store.append(d.tenant, offset, day, members)
+            await store.append(d.tenant, offset, day, members, shard=cur.shard, fence=cur.owner_epoch)
             faults.hit("after_append")
-        if not await store.finish(cur.shard, cur.epoch, d.dispatch_id, cur.stored_blob, new_blob, writer=cur.writer):
+        if not await store.finish(cur.shard, cur.epoch, d.dispatch_id, cur.stored_blob, new_blob, writer=cur.writer,
+                                  fence=cur.owner_epoch):
             status = RECOVERED
     if status == RECOVERED and used != seq8:
         status = DUPLICATE  # the dispatch was first materialized at an earlier offset: nothing new here

@@ -35,7 +35,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import time
-from typing import Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 INF = float("inf")
 SMALL_UPDATE = 32  # below this many changed entries, re-sort by bisect instead of sorting
@@ -212,6 +212,18 @@ class SessionListCache:
         return st.snap
 
     # --- housekeeping ------------------------------------------------------------------
+    def forget(self, where: Callable[[Any], bool]) -> int:
+        """Drop the snapshots of every user key `where` selects (a session shard this
+        node takes (again): another owner may have changed those lists without marking
+        this cache); how many."""
+        dropped = 0
+        for user, st in list(self._users.items()):
+            if st.snap is not None and where(user):
+                st.snap = None
+                dropped += 1
+                self._prune(user, st)
+        return dropped
+
     def sweep(self) -> None:
         """Drop expired snapshots and the marks nobody needs any more."""
         for user in list(self._users):

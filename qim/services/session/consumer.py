@@ -1,27 +1,34 @@
 """SessionProjection's durable dispatch consumer (docs/design.md §6; seed 000: "qsession 独立
 静态消费 dispatch 并把 Redis checkpoint 绑定 cluster_id + topic_id + partition_count").
 
-Reads every partition of qim.dispatch by static assignment from its OWN checkpoint in
-Redis (never a consumer-group offset), registers the recipients this node owns (user
-mod node count) with the shared registration function, and only after every registration
-of the batch succeeded advances the checkpoint by compare-and-set: both in one script,
-one Redis round trip per poll (session_project.lua). A crash replays the
-batch; registration is idempotent. Ready once caught up to the high watermarks seen at
-start (before that the node refuses list pages: they could miss conversations).
+Session shards (docs/design.md §13; docs/decisions/0040-scale-leases-and-fencing.md): a user's
+session shard is its MailboxShard (virtual bucket mod shard count), and dispatch
+partition s carries exactly the records of shard s, so the owner of session shard s
+reads partition s by static assignment from the shard's OWN checkpoint in Redis (never a
+consumer-group offset) and registers every recipient of every record (and, for a direct
+message, its sender, whatever the sender's shard: every registration write is
+order-independent). Only after every registration of a batch succeeded does it advance
+each shard's checkpoint by compare-and-set, fenced by the shard's owner_epoch: both in
+one script, one Redis round trip per poll (session_project.lua). A crash replays the
+batch; registration is idempotent. A shard is served (list pages) once caught up to
+the high watermark seen when it was taken. Shards come from the node's ShardKeeper
+(`add_shard`, `remove_shard`); a checkpoint write refused by a newer owner's fence stops
+that shard at once (`on_lost`). Without a registry (tests) `start()` takes the shards
+given at construction.
 
 Fails closed — stays up, not ready, the reason in /healthz and in UNAVAILABLE replies —
-when the checkpoint is bound to another cluster id, topic id or partition count; when
+when a checkpoint is bound to another cluster id, topic id or partition count; when
 the topic has no topic id or not QIM_MAILBOX_SHARD_COUNT partitions; when a checkpoint
 offset is below the retained log start (records lost to retention) or past the log end
-(topic re-created); when the checkpoint moved under us (two nodes with one index); on
-an undecodable dispatch record. Redis and broker outages are retried with backoff.
+(topic re-created); when a checkpoint moved under us; on an undecodable dispatch record.
+Redis and broker outages are retried with backoff.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from qim.consts import DISPATCH_TOPIC, KAFKA_BATCH_FETCH, KAFKA_CONSUME_WAIT_S, SESSION_CONSUME_BATCH
 from qim.errors import EngineError
@@ -29,7 +36,7 @@ from qim.infra.kafka.bridge import AsyncConsumer, topic_identity
 from qim.obs.logcontext import bind, tracer
 from qim.services.session.metrics import SessionMetrics
 from qim.services.session.register import Registration, from_message, merge
-from qim.stores.errors import StorageError
+from qim.stores.errors import NotOwner, StorageError
 from qim.stores.sessions import SessionStore
 from qim.wire import dispatch as dispatch_record
 
@@ -39,40 +46,51 @@ IDENTITY_WAIT_S = 60.0
 
 
 class DurableProjector:
-    """`start()` binds and positions; `run()` consumes until cancelled or failed closed.
-    `on_registered(regs)` is called after each batch's store writes (cache marks)."""
+    """`start()` binds to the topic; `run()` consumes until cancelled or failed closed.
+    `on_registered(regs)` is called after each batch's store writes (cache marks);
+    `on_lost(shard, reason)` when a fence refused a checkpoint write. `shards`: what
+    `start()` takes without a registry."""
 
-    def __init__(self, bootstrap: str, sessions: SessionStore, shard_count: int, node_index: int, node_count: int,
-                 on_registered: Callable[[list[Registration]], None],
-                 metrics: Optional[SessionMetrics] = None) -> None:
+    def __init__(self, bootstrap: str, sessions: SessionStore, shard_count: int,
+                 on_registered: Callable[[list[Registration]], None], metrics: Optional[SessionMetrics] = None,
+                 shards: Sequence[int] = (), on_lost: Optional[Callable[[int, str], None]] = None) -> None:
         self._m = metrics if metrics is not None else SessionMetrics()
         self._bootstrap = bootstrap
         # no user waits on this path (the mailbox's low-latency feed comes first): large
         # fetches, one script call per batch of many records (docs/decisions/0053)
-        self._consumer = AsyncConsumer(bootstrap, f"qim-session-{node_index}", KAFKA_BATCH_FETCH)
+        self._consumer = AsyncConsumer(bootstrap, "qim-session", KAFKA_BATCH_FETCH)  # nothing is ever committed under it
         self._sessions = sessions
         self._shard_count = shard_count
-        self._index, self._count = node_index, node_count
-        self._key = f"{node_index} of {node_count}"
+        self._static = list(shards)
         self._on_registered = on_registered
+        self._on_lost = on_lost
         self._binding = ""
-        self.next: dict[int, int] = {}
+        self.next: dict[int, int] = {}  # served shard -> next offset of its partition
+        self.fences: dict[int, int] = {}  # served shard -> owner_epoch
         self.catch_up_to: dict[int, int] = {}
         self.stopped = ""
         self.running = False
 
-    def owns(self, user: int) -> bool:
-        """Whether this node projects user `user` (user mod node count = node index)."""
-        return user % self._count == self._index
-
     def not_ready(self) -> Optional[str]:
-        """Why list pages must not be served now, or None."""
+        """Why this node is not ready (failed closed, not running, catching up), or None."""
         if self.stopped:
             return f"durable projection failed closed: {self.stopped}"
         if not self.running:
             return "durable projection not running"
-        if any(self.next[p] < hw for p, hw in self.catch_up_to.items()):
-            return "durable projection catching up with the dispatch log"
+        behind = [p for p, hw in self.catch_up_to.items() if p in self.next and self.next[p] < hw]
+        if behind:
+            return f"durable projection catching up with the dispatch log (shards {', '.join(map(str, behind))})"
+        return None
+
+    def unserved(self, shard: int) -> Optional[str]:
+        """Why list pages of session shard `shard` must not be served here now, or None."""
+        reason = self.not_ready() if self.stopped or not self.running else None
+        if reason:
+            return reason
+        if shard not in self.next:
+            return f"session shard {shard} is not served by this node (not its owner)"
+        if self.next[shard] < self.catch_up_to.get(shard, 0):
+            return f"session shard {shard} is catching up with the dispatch log"
         return None
 
     def _fail_closed(self, reason: str) -> None:
@@ -80,8 +98,9 @@ class DurableProjector:
         logger.error("session durable projection stopped: %s", reason)
 
     async def start(self) -> None:
-        """Bind the checkpoint and assign. Raises EngineError when the broker stays
-        unreachable; every other problem fails closed (see the module docstring)."""
+        """Bind to the dispatch topic (and take the static shards). Raises EngineError
+        when the broker stays unreachable; every other problem fails closed (see the
+        module docstring)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + IDENTITY_WAIT_S
         while True:
@@ -96,19 +115,53 @@ class DurableProjector:
         if parts != self._shard_count:
             return self._fail_closed(f"{DISPATCH_TOPIC} has {parts} partitions, QIM_MAILBOX_SHARD_COUNT={self._shard_count}")
         self._binding = f"{cluster}|{topic_id}|{parts}"
-        ckpt = await self._sessions.checkpoint_bind(self._index, self._count, self._binding, parts)
+        for shard in self._static:
+            if self.stopped:
+                break
+            await self.add_shard(shard, 0)
+
+    async def add_shard(self, shard: int, owner_epoch: int) -> None:
+        """Serve session shard `shard` as owner `owner_epoch`: fence and bind its
+        checkpoint, check it against the retained log, assign its partition there.
+        NotOwner when a newer owner fenced it; EngineError (StoreUnavailable) on an
+        outage; a checkpoint that must not be used fails the projection closed."""
+        if self.stopped:  # held (MARK_READ is served), never projected: the reason is in /healthz
+            return
+        ckpt = await self._sessions.checkpoint_bind(shard, self._binding, owner_epoch)
         if ckpt.status == "MISMATCH":
-            return self._fail_closed(f"checkpoint bound to {ckpt.binding}, the broker has {self._binding}")
-        self.next = dict(enumerate(ckpt.offsets))
-        for p, (low, high) in (await self._consumer.watermark_ranges(DISPATCH_TOPIC, list(range(parts)))).items():
-            if self.next[p] < low:
-                return self._fail_closed(f"partition {p}: checkpoint {self.next[p]} below the retained log start {low}")
-            if self.next[p] > high:
-                return self._fail_closed(f"partition {p}: checkpoint {self.next[p]} past the log end {high}")
-            self.catch_up_to[p] = high
-        await self._consumer.assign(DISPATCH_TOPIC, dict(self.next))
-        logger.info("session durable projection %s at %s (%s)", self._key, sum(self.next.values()),
+            return self._fail_closed(f"shard {shard}: checkpoint bound to {ckpt.binding}, the broker has "
+                                     f"{self._binding}")
+        start = ckpt.offsets[0]
+        low, high = (await self._consumer.watermark_ranges(DISPATCH_TOPIC, [shard]))[shard]
+        if start < low:
+            return self._fail_closed(f"partition {shard}: checkpoint {start} below the retained log start {low}")
+        if start > high:
+            return self._fail_closed(f"partition {shard}: checkpoint {start} past the log end {high}")
+        self.next[shard], self.fences[shard], self.catch_up_to[shard] = start, owner_epoch, high
+        try:
+            await self._consumer.add_partitions(DISPATCH_TOPIC, {shard: start})
+        except BaseException:
+            self._forget(shard)
+            raise
+        logger.info("session shard %d projected from offset %d (owner_epoch %d, %s)", shard, start, owner_epoch,
                     "new checkpoint" if ckpt.status == "NEW" else "resumed")
+
+    def _forget(self, shard: int) -> None:
+        self.next.pop(shard, None)
+        self.fences.pop(shard, None)
+        self.catch_up_to.pop(shard, None)
+
+    async def remove_shard(self, shard: int, reason: str) -> None:
+        """Stop projecting `shard` at once (records of it still queued are ignored).
+        Never raises."""
+        if shard not in self.next:
+            return
+        self._forget(shard)
+        try:
+            await self._consumer.remove_partitions(DISPATCH_TOPIC, [shard])
+        except EngineError as exc:
+            logger.warning("session shard %d: unassign failed: %s", shard, exc)
+        logger.info("session shard %d no longer projected: %s", shard, reason)
 
     async def run(self) -> None:
         """Consume and project batch after batch until cancelled or failed closed (see the module docstring)."""
@@ -129,46 +182,60 @@ class DurableProjector:
             self.running = False
 
     async def _batch(self, msgs: list) -> None:
-        regs: list[Registration] = []
+        regs: dict[int, list[Registration]] = {}
         advance: dict[int, int] = {}
+        count = 0
         for m in msgs:
             part, off = m.partition(), m.offset()
-            if off < self.next[part]:
-                continue
+            if part not in self.next or off < self.next[part]:
+                continue  # a shard given up, or a record projected before
             try:
                 d = dispatch_record.decode(m.value())
                 c = d.coord
                 if d.trace_id and tracer.isEnabledFor(logging.DEBUG):
                     with bind(trace=d.trace_id):
                         tracer.debug("durable projection of partition %d offset %d", part, off)
-                regs += from_message(d.tenant, c.conversation_id, c.conversation_seq, c.created_at_ms, c.sender_id,
-                                     d.recipients, self.owns)
+                regs.setdefault(part, []).extend(from_message(
+                    d.tenant, c.conversation_id, c.conversation_seq, c.created_at_ms, c.sender_id, d.recipients,
+                    _everyone))
             except (dispatch_record.DispatchDecodeError, ValueError) as exc:
                 # never skip a record: a gap here is a conversation missing from a list
                 return self._fail_closed(f"partition {part} offset {off}: {exc}")
             advance[part] = off + 1
-        if not advance:
-            return
-        regs = merge(regs)
-        moves = {part: (self.next[part], new) for part, new in advance.items()}
+            count += 1
         delay = 0.2
-        while True:
+        while advance:
+            moves = {p: (self.fences[p], self.next[p], new) for p, new in advance.items() if p in self.next}
+            batch = merge([r for p in moves for r in regs.get(p, [])])
             try:
-                # registrations then the checkpoint's compare-and-set, one round trip per
-                # poll (no per-record round trip); a retry after a lost reply finds its own values and passes
-                await self._sessions.project(self._index, self._count, self._binding, moves, regs)
+                # registrations then every checkpoint's fenced compare-and-set, one round
+                # trip per poll (no per-record round trip); a retry after a lost reply finds its own values
+                await self._sessions.project(self._binding, moves, batch)
                 break
+            except NotOwner as exc:  # a newer owner fenced that shard: stop it, keep the others
+                shard = exc.shard if exc.shard is not None else min(moves)
+                logger.error("session shard %d: checkpoint write refused (%s); stopping the shard", shard,
+                             exc.message)
+                self._m.fenced.inc()
+                await self.remove_shard(shard, "refused by a newer owner's fence")
+                if self._on_lost is not None:
+                    self._on_lost(shard, "refused")
+                advance.pop(shard, None)
             except EngineError as exc:  # StoreUnavailable: nothing moved, retry the batch
                 self._m.durable_retries.inc()
                 logger.warning("durable projection batch failed (%s); retrying", exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
-            except StorageError as exc:  # another owner of the checkpoint, or it was rebound
+            except StorageError as exc:  # the checkpoint was rebound or moved under us
                 return self._fail_closed(f"checkpoint: {exc.reason or 'refused'} {exc.message}")
-        self.next.update(advance)
-        self._m.dispatch_records.inc(len(msgs))
-        self._m.registrations.labels(path="durable").inc(len(regs))
-        self._on_registered(regs)
+        served = {p: new for p, new in advance.items() if p in self.next}
+        if not served:
+            return
+        self.next.update(served)
+        done = merge([r for p in served for r in regs.get(p, [])])
+        self._m.dispatch_records.inc(count)
+        self._m.registrations.labels(path="durable").inc(len(done))
+        self._on_registered(done)
 
     async def lag_loop(self, period_s: float = 5.0) -> None:
         """Export the durable projection's lag over every dispatch partition."""
@@ -184,3 +251,8 @@ class DurableProjector:
     async def close(self) -> None:
         """Close the dispatch consumer."""
         await self._consumer.close()
+
+
+def _everyone(user: int) -> bool:
+    """Every recipient of a record on a served partition belongs to its shard."""
+    return True

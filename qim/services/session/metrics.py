@@ -26,6 +26,10 @@ class SessionMetrics(MetricSet):
                                            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                                                     2.5))
         self.page_failures = self.counter("qim_session_page_failures", "Session pages failed with ERROR", ["reason"])
+        self.presence_bad = self.counter("qim_session_presence_bad_records",
+                                         "qim.presence records that did not decode (skipped)")
+        self.fenced = self.counter("qim_session_fenced_writes",
+                                   "Checkpoint writes refused because a newer owner fenced the shard")
         self.mark_reads = self.counter("qim_session_mark_read", "MARK_READ calls", ["moved"])
         self.projection_dropped = self.counter("qim_session_projection_dropped", "Low-latency projections dropped",
                                                ["reason"])

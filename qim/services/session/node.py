@@ -2,10 +2,18 @@
 
 Wires the durable dispatch consumer, the low-latency Projection intake (one-way frames
 on the RPC listener), the session list cache, the request service (SESSION_CALL from
-gateways) and DEVICE_FRAMES to every gateway's push listener (one qim/net/oneway.py
-link per gateway, no backlog: the frames carry absolute values and the next pull or
-delta repairs a lost one). /healthz is 503 while the durable projection is catching up
+gateways) and DEVICE_FRAMES (READ_SYNC, SESSION_DELTA) to the push listeners of the
+gateways holding the user's other devices (the PresenceDirectory of the node's shards,
+qim/cluster/presence.py; every gateway while a shard's presence is being read), one
+qim/net/oneway.py link per live gateway of the registry, no backlog: the frames carry
+absolute values and the next pull or delta repairs a lost one. /healthz is 503 while the durable projection is catching up
 or failed closed (the reason is the body); MARK_READ keeps working meanwhile.
+
+Session shards (docs/design.md §13; docs/decisions/0040-scale-leases-and-fencing.md) are
+leased from the ShardRegistry by a ShardKeeper: a grant fences and binds the shard's
+checkpoint and assigns its partition (DurableProjector.add_shard) and drops the cached
+lists of its users; a loss stops it at once. A request for a user whose shard this node
+does not hold is UNAVAILABLE (the gateway asks the registry again).
 """
 
 from __future__ import annotations
@@ -13,11 +21,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from functools import partial
-from typing import Iterator
+from typing import Iterator, Optional
 
+from qim._core import ids
+from qim.cluster.keeper import ShardKeeper
+from qim.cluster.links import GatewayLinks
+from qim.cluster.metrics import ShardMetrics
+from qim.cluster.owners import OwnerTable
+from qim.cluster.presence import PresenceFollower
 from qim.config import SessionConfig
 from qim.consts import INTERNAL_RPC_INFLIGHT
-from qim.errors import ErrorCode, RequestError
+from qim.errors import ConfigError, ErrorCode, RequestError
 from qim.net.oneway import PEER_QUEUE_LIMIT, SENT, OneWayLink
 from qim.obs.node import ServiceNode
 from qim.proto.v1 import internal_pb2
@@ -29,7 +43,7 @@ from qim.services.session.firstreg import FirstRegistrations, restore_list
 from qim.services.session.metrics import SessionMetrics
 from qim.services.session.register import Registration
 from qim.services.session.service import SessionService
-from qim.stores.open import open_stores
+from qim.stores.open import open_registry, open_stores
 from qim.topology import GATEWAY
 
 logger = logging.getLogger(__name__)
@@ -51,9 +65,17 @@ class SessionNode(ServiceNode):
         self.internal_tls = self.tls_contexts(config.internal_tls, "internal", "QIM_INTERNAL_CA/TLS_CERT/TLS_KEY")
         self.stores = stores = open_stores(config.common.redis_addr, tier=config.common.tier)
         self.cache = SessionListCache(config.snapshot_ttl_ms / 1000)
+        if config.registry is None:
+            raise ConfigError("qim-session needs the ShardRegistry (QIM_REGISTRY_REDIS_ADDR / QIM_REDIS_ADDR)")
+        reg = config.registry
+        self.shard_registry = open_registry(reg.redis_addr)
+        self.keeper = ShardKeeper(self.shard_registry, "session", reg.node_id, config.common.shard_count,
+                                  reg.lease_ms, reg.renew_ms, addr=config.listen, on_acquire=self._acquire,
+                                  on_release=self._release, metrics=ShardMetrics(self.registry))
         self.projector = DurableProjector(config.common.kafka_bootstrap, stores.sessions, config.common.shard_count,
-                                          config.node_index, config.node_count, self._marked, self.metrics)
-        self.intake = ProjectionIntake(stores.sessions, self.projector.owns, self._marked, metrics=self.metrics)
+                                          self._marked, self.metrics, on_lost=self.keeper.refused)
+        # a PROJECTION frame comes from the mailbox owner of the same shard: register all of it
+        self.intake = ProjectionIntake(stores.sessions, lambda user: True, self._marked, metrics=self.metrics)
         tier = stores.archive_tier  # the archive tier: first registrations in CQL, lists rebuilt from them
         self.first_registrations = (FirstRegistrations(stores.sessions, tier.conversations, self.metrics)
                                     if tier is not None else None)
@@ -61,16 +83,39 @@ class SessionNode(ServiceNode):
                                                     conversations=tier.conversations, messages=stores.messages,
                                                     groups=stores.groups, metrics=self.metrics)
         self.sessions = SessionService(stores.messages, stores.groups, stores.sessions, stores.reads, self.cache,
-                                       self._send_devices, self.projector.not_ready, self.metrics, restore)
-        self._gateways = [OneWayLink(a, Opcode.DEVICE_FRAMES, queue_limit=PEER_QUEUE_LIMIT,
-                                     on_drop=self._frame_dropped, reconnect_max_s=GATEWAY_RECONNECT_MAX_S,
-                                     name="device frames", tls=self.internal_tls, expect_service=GATEWAY)
-                          for a in config.peers[GATEWAY]]
+                                       self._send_devices, self._unserved, self.metrics, restore)
+        self.peers = OwnerTable(self.shard_registry, {}, ("gateway",))
+        self.gateways = GatewayLinks(self.peers, lambda gw, addr: OneWayLink(
+            addr, Opcode.DEVICE_FRAMES, queue_limit=PEER_QUEUE_LIMIT, on_drop=self._frame_dropped,
+            reconnect_max_s=GATEWAY_RECONNECT_MAX_S, name="device frames", tls=self.internal_tls,
+            expect_service=GATEWAY))
+        self.presence = PresenceFollower(config.common.kafka_bootstrap, "qim-session-presence", self.gateways.live,
+                                         on_bad=self.metrics.presence_bad.inc)
         self.metrics.watch_cache(self.cache)
+        self.closing(self.shard_registry.close, "shard registry")
         self.closing(stores.close, "stores")
         self.closing(self.projector.close, "dispatch consumer")
-        for link in self._gateways:
-            self.closing(link.close, f"gateway link {link.addr}")
+        self.closing(self.presence.close, "presence consumer")
+        self.closing(self.gateways.close, "gateway links")
+        self.closing(self.keeper.stop, "shard leases")  # first: stop serving, release, leave
+
+    def _shard_of(self, tenant: int, user: int) -> int:
+        return ids.user_placement(tenant, user, self.config.common.shard_count)[2]
+
+    def _unserved(self, tenant: int, user: int, pages: bool) -> Optional[str]:
+        shard = self._shard_of(tenant, user)
+        if not self.keeper.holds(shard):
+            return f"session shard {shard} is not served by this node (not its owner)"
+        return self.projector.unserved(shard) if pages else None
+
+    async def _acquire(self, shard: int, owner_epoch: int) -> None:
+        await self.projector.add_shard(shard, owner_epoch)
+        await self.presence.add_shard(shard)
+        self.cache.forget(lambda key: self._shard_of(*key) == shard)
+
+    async def _release(self, shard: int, reason: str) -> None:
+        await self.projector.remove_shard(shard, reason)
+        await self.presence.remove_shard(shard)
 
     def _marked(self, regs: list[Registration]) -> None:
         for r in regs:
@@ -83,12 +128,19 @@ class SessionNode(ServiceNode):
         frames = internal_pb2.DeviceFrames(tenant_id=tenant.to_bytes(16, "big"), user_id=user,
                                            exclude_device_id=exclude_device, opcode=opcode,
                                            body=body).SerializeToString()
-        for gw in self._gateways:
+        devices = self.presence.devices_of(self._shard_of(tenant, user), tenant, user)
+        if devices is None:  # the shard's presence is being read: every gateway
+            links = list(self.gateways)
+        else:  # only the gateways holding one of the user's devices other than the excluded one
+            links = [self.gateways.links[gw] for gw, held in devices.items()
+                     if held - {exclude_device} and gw in self.gateways.links]
+        for gw in links:
             if gw.send(frames) == SENT:
                 self.metrics.device_frames.labels(opcode=f"0x{opcode:04x}").inc()
 
     def not_ready(self) -> Iterator[str]:
-        """The durable projection's reason (catching up, failed closed), if any."""
+        """Not joined / leases ended; the durable projection's reason (catching up, failed closed)."""
+        yield from self.keeper.not_ready()
         reason = self.projector.not_ready()
         if reason:
             yield reason
@@ -115,16 +167,17 @@ class SessionNode(ServiceNode):
         """Check the stores, position the durable consumer, then serve (EngineError when
         the stores are unreachable or unsafe: StoreUnavailable is one)."""
         await self.stores.check(commit_facts=False, allow_unsafe_dev=self.config.common.allow_unsafe_dev)
+        await self.keeper.join()  # JoinRefused (a ConfigError) when the node id is in use
         await self.projector.start()
-        for link in self._gateways:
-            self.spawn(link.run(), f"gateway link {link.addr}")
+        self.spawn(self.gateways.run(), "gateway links")
+        self.spawn(self.presence.run(), "presence")
         self.spawn(self.intake.run(), "projection intake")
         self.spawn(self._sweep(), "cache sweep")
         if self.first_registrations is not None:
             self.spawn(self.first_registrations.run(), "first registrations")
         await self.serve_rpc(self.config.listen, self.handle, INTERNAL_RPC_INFLIGHT, on_oneway=self.on_oneway,
                              tls=self.internal_tls)
-        logger.info("session node %d/%d listening on %s", self.config.node_index, self.config.node_count,
-                    self.config.listen)
+        logger.info("session node %s listening on %s", self.keeper.node_id, self.config.listen)
         self.spawn(self.projector.run(), "durable projection")
         self.spawn(self.projector.lag_loop(), "durable projection lag")
+        self.spawn(self.keeper.run(), "shard leases")

@@ -1,11 +1,13 @@
 """PULL_SESSION_LIST and MARK_READ of SessionProjection (docs/design.md §6, seed 000 会话列表).
 
-Requests arrive as SESSION_CALL from the gateway, which routes user u to session node
-u mod n; the projection paths route and filter by the same rule, so one node holds every
-mark of its users. Replies: SESSION_LIST_BATCH / MARK_READ_OK, or RequestError:
-INVALID_ARGUMENT (bad body or cursor), FORBIDDEN / NOT_FOUND (MARK_READ on a conversation
-the actor is not in), UNAVAILABLE (Redis down; the durable projection not ready or
-failed closed), INTERNAL (a missing or corrupt record: the whole page fails).
+Requests arrive as SESSION_CALL from the gateway, which routes a user to the owner of
+its session shard in the ShardRegistry (docs/design.md §13); both projection paths of that
+shard reach the same owner, so one node holds every mark of its users. Replies:
+SESSION_LIST_BATCH / MARK_READ_OK, or RequestError: INVALID_ARGUMENT (bad body or
+cursor), FORBIDDEN / NOT_FOUND (MARK_READ on a conversation the actor is not in),
+UNAVAILABLE (Redis down; not the owner of the user's shard; the shard's durable
+projection catching up or failed closed), INTERNAL (a missing or corrupt record: the
+whole page fails).
 
 Cursor: 24 bytes = score u64 ‖ conversation_id of the last entry returned (keyset over
 the (score, conversation_id) order; scores only grow, so no entry repeats across pages).
@@ -52,13 +54,16 @@ CURSOR = struct.Struct(">Q16s")
 REFRESH_ATTEMPTS = 3
 
 DeviceSend = Callable[[int, int, int, int, bytes], None]  # (tenant, user, exclude_device, opcode, body)
+# (tenant, user, pages) -> why this node must not serve the user now (not the owner of its
+# shard; with pages=True also: its projection is catching up or failed closed), or None
+Unserved = Callable[[int, int, bool], Optional[str]]
 
 
 class SessionService:
     """`await handle(body)` -> (reply_opcode, reply_body) for one SessionCall body."""
 
     def __init__(self, messages: MessageStore, groups: GroupStore, sessions: SessionStore, reads: ReadPositionStore,
-                 cache: SessionListCache, send_devices: DeviceSend, not_ready: Callable[[], Optional[str]],
+                 cache: SessionListCache, send_devices: DeviceSend, unserved: Unserved,
                  metrics: Optional[SessionMetrics] = None,
                  restore: Optional[Callable[[int, int], Awaitable[int]]] = None) -> None:
         self._m = metrics if metrics is not None else SessionMetrics()
@@ -69,7 +74,7 @@ class SessionService:
         self._summarizer = Summarizer(messages, groups, sessions, reads)
         self.cache = cache
         self._send_devices = send_devices
-        self._not_ready = not_ready
+        self._unserved = unserved
         # rebuilds an empty conversation set from CQL user_conversation_state (docs/decisions/0023:
         # qim/services/session/firstreg.py restore_list); None without the archive tier
         self._restore = restore
@@ -99,7 +104,8 @@ class SessionService:
     # --- PULL_SESSION_LIST -------------------------------------------------------------
     async def pull_list(self, actor, req: session_pb2.PullSessionList) -> session_pb2.SessionListBatch:
         """PULL_SESSION_LIST: one page of the user's list from the cached snapshot, entries summarized on the read path."""
-        reason = self._not_ready()
+        tenant, user = int.from_bytes(actor.tenant_id, "big"), actor.user_id
+        reason = self._unserved(tenant, user, True)
         if reason:
             raise RequestError(ErrorCode.UNAVAILABLE, f"session projection not ready: {reason}")
         if req.cursor and len(req.cursor) != CURSOR.size:
@@ -109,7 +115,6 @@ class SessionService:
             score, conv = CURSOR.unpack(req.cursor)
             after = (score, conv.hex().encode())
         limit = min(req.limit or SESSION_PAGE_DEFAULT_LIMIT, SESSION_PAGE_MAX_LIMIT)
-        tenant, user = int.from_bytes(actor.tenant_id, "big"), actor.user_id
         t0 = time.perf_counter()
         try:
             if not req.cursor and actor.display_name:  # concurrent with the page's reads: no extra latency
@@ -183,6 +188,9 @@ class SessionService:
     async def mark_read(self, actor, req: session_pb2.MarkRead) -> session_pb2.MarkReadOk:
         """MARK_READ: the read position moved forward to at most the newest visible message; READ_SYNC and SESSION_DELTA follow."""
         tenant, user = int.from_bytes(actor.tenant_id, "big"), actor.user_id
+        reason = self._unserved(tenant, user, False)
+        if reason:
+            raise RequestError(ErrorCode.UNAVAILABLE, reason)
         conv = req.conversation_id
         try:
             kind = ids.conversation_kind(conv)

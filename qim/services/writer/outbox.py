@@ -8,7 +8,9 @@ and the idempotent producer keeps it per partition. `resume` and `publish_older`
 commits that are not fresh (a retry of an in-flight send, CommitRecovery, a crashed
 writer's reservations found by a reserve) and enqueue them in conversation_seq order.
 A commit this process already enqueued is never produced twice by it: its Pending is
-shared (`enqueued`). Commit state is read and written through the CommitStore only.
+shared (`enqueued`). Every record of a conversation goes to one Outbox partition, its
+commit bucket mod the partition count, so the Outbox keeps each conversation in
+conversation_seq order however many partitions it has (docs/decisions/0041-scale-outbox-partitions.md). Commit state is read and written through the CommitStore only.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import logging
 import time
 from typing import Optional, Sequence
 
+from qim._core import ids
 from qim.consts import COMMIT_HELPER_TTL_MS, COMMIT_OP_HELPER_TTL_MS, MESSAGE_TYPE_CONTROL, OUTBOX_TOPIC
 from qim.errors import EngineError, ErrorCode, RequestError
 from qim.faults import FaultPoints
@@ -70,6 +73,7 @@ class OutboxPublisher:
         self._producer = producer
         self._faults = faults
         self.enqueued: dict[CommitRef, Pending] = {}  # until completed
+        self.partitions = 1  # of the Outbox topic: set from broker metadata at start
         # conversations (tenant, conversation_id) with a failed delivery since their last scan
         self.rescan: set[tuple[int, bytes]] = set()
         self._background: set[asyncio.Task] = set()
@@ -80,8 +84,10 @@ class OutboxPublisher:
         stamped with the writer's clock as librdkafka would (the broker's LogAppendTime
         replaces it: docs/decisions/0032)."""
         try:
+            # one conversation, one partition: its commit bucket decides (docs/decisions/0041)
+            partition = ids.commit_bucket(ref.tenant, ref.conversation_id) % self.partitions
             delivery = self._producer.produce(OUTBOX_TOPIC, outbox_codec.encode(audience, record), key=message_id,
-                                              partition=0, timestamp_ms=now_ms())
+                                              partition=partition, timestamp_ms=now_ms())
         except EngineError as exc:
             self.rescan.add((ref.tenant, ref.conversation_id))
             raise RequestError(ErrorCode.UNAVAILABLE, "outbox unavailable") from exc

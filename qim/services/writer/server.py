@@ -19,7 +19,7 @@ from typing import Iterator
 from google.protobuf.message import DecodeError
 
 from qim.config import WriterConfig
-from qim.consts import CONVERSATION_KIND_DIRECT, CONVERSATION_KIND_GROUP, OUTBOX_TOPIC
+from qim.consts import COMMIT_BUCKET_COUNT, CONVERSATION_KIND_DIRECT, CONVERSATION_KIND_GROUP, OUTBOX_TOPIC
 from qim.errors import EngineError, ErrorCode, RequestError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncProducer, topic_partitions
@@ -128,8 +128,11 @@ class ConversationWriter(ServiceNode):
         EngineError when not possible."""
         await self.stores.check(commit_facts=True, allow_unsafe_dev=self.config.common.allow_unsafe_dev)
         self._redis_ok = True
-        if await topic_partitions(self.config.common.kafka_bootstrap, OUTBOX_TOPIC) != 1:
-            raise EngineError(f"{OUTBOX_TOPIC} must have exactly 1 partition")
+        partitions = await topic_partitions(self.config.common.kafka_bootstrap, OUTBOX_TOPIC)
+        if not 1 <= partitions <= COMMIT_BUCKET_COUNT:
+            raise EngineError(f"{OUTBOX_TOPIC} has {partitions} partitions: 1..{COMMIT_BUCKET_COUNT} (one conversation "
+                              "per commit bucket, docs/decisions/0033)")
+        self.committer.outbox.partitions = partitions
         self._outbox_ok = True
         await self.clock.start()
         self.spawn(self.clock.maintain(), "hlc window")

@@ -13,6 +13,8 @@ from qim.stores.errors import CheckpointConflict, StoreCorrupt
 from qim.stores.redis.keys import (
     CommitKeys,
     archive_checkpoint_key,
+    archive_partition_checkpoint_key,
+    archive_partition_watermark_key,
     archive_watermark_key,
     lease_key,
     trim_queue_key,
@@ -50,31 +52,36 @@ class RedisArchiveState:
         self._redis = client
         self._scripts = Scripts(client, SCRIPTS)
 
-    async def position_bind(self, binding: str) -> Checkpoint:
-        """ArchiveStateStore.position_bind: session_checkpoint.lua init with one partition."""
-        res = await self._scripts.call("session_checkpoint", [archive_checkpoint_key()], ["init", binding, 1])
+    async def position_bind(self, binding: str, partition: int = 0, owner_epoch: int = 0) -> Checkpoint:
+        """ArchiveStateStore.position_bind: session_checkpoint.lua init of the partition's
+        checkpoint (partition 0 resumes the single-partition checkpoint of before)."""
+        keys = [archive_partition_checkpoint_key(partition), archive_checkpoint_key()]
+        res = await self._scripts.call("session_checkpoint", keys,
+                                       ["init", binding, partition, owner_epoch, f"p{partition}"])
         status = res[0].decode()
         if status == "MISMATCH":
             return Checkpoint(status, res[1].decode(errors="replace"))
         return Checkpoint(status, binding, [int(res[1])])
 
-    async def position(self) -> Optional[int]:
+    async def position(self, partition: int = 0) -> Optional[int]:
         """ArchiveStateStore.position: one HGET."""
         with boundary("archive position read"):
-            raw = await self._redis.hget(archive_checkpoint_key(), "p0")
+            raw = await self._redis.hget(archive_partition_checkpoint_key(partition), "p")
         return None if raw is None else int(raw)
 
-    async def position_advance(self, binding: str, expected: int, new: int) -> None:
-        """ArchiveStateStore.position_advance: compare-and-set; a lost reply of our own
-        write (the stored value is already `new`) passes."""
+    async def position_advance(self, binding: str, expected: int, new: int, partition: int = 0,
+                               owner_epoch: int = 0) -> None:
+        """ArchiveStateStore.position_advance: compare-and-set, fenced; a lost reply of our
+        own write (the stored value is already `new`) passes."""
+        key = archive_partition_checkpoint_key(partition)
         try:
-            await self._scripts.call("session_checkpoint", [archive_checkpoint_key()],
-                                     ["advance", binding, "p0", str(expected), str(new)])
+            await self._scripts.call("session_checkpoint", [key],
+                                     ["advance", binding, partition, owner_epoch, str(expected), str(new)])
         except CheckpointConflict as exc:
             if exc.reason != "QIM_CKPT_CONFLICT":
                 raise
             with boundary("archive position read"):
-                stored = await self._redis.hget(archive_checkpoint_key(), "p0")
+                stored = await self._redis.hget(key, "p")
             if (stored or b"").decode() != str(new):
                 raise
 
@@ -84,9 +91,10 @@ class RedisArchiveState:
             raw = await self._redis.get(archive_watermark_key())
         return int(raw or 0)
 
-    async def advance_watermark(self, t0_ms: int) -> int:
+    async def advance_watermark(self, t0_ms: int, partition: int = 0, partitions: int = 1) -> int:
         """ArchiveStateStore.advance_watermark: archive_watermark.lua."""
-        return int(await self._scripts.call("archive_watermark", [archive_watermark_key()], [t0_ms]))
+        keys = [archive_watermark_key()] + [archive_partition_watermark_key(p) for p in range(partitions)]
+        return int(await self._scripts.call("archive_watermark", keys, [partition, t0_ms]))
 
     async def retention_classes(self, tenant: int, conversation_ids: Sequence[bytes]) -> list[str]:
         """ArchiveStateStore.retention_classes: one pipeline of GETs."""

@@ -22,6 +22,7 @@ from qim.stores.errors import (
     LeaseLost,
     MembershipMoved,
     NotFound,
+    NotOwner,
     NotRecorded,
     PreviousNotSequenced,
     RecordChanged,
@@ -57,6 +58,7 @@ SCRIPT_REPLIES: dict[str, type[QimError]] = {
     "QIM_CKPT_CONFLICT": CheckpointConflict,
     "QIM_CKPT_BINDING": CheckpointConflict,
     "QIM_CKPT_CORRUPT": StoreCorrupt,
+    "QIM_NOT_OWNER": NotOwner,  # a stale owner_epoch: a newer owner fenced the shard
 }
 
 
@@ -94,6 +96,8 @@ def translate(exc: BaseException, operation: str) -> QimError:
             err = cls(detail or reason)
             if isinstance(err, StorageError):
                 err.reason = reason
+            if isinstance(err, NotOwner) and detail.startswith("shard="):  # which shard of a multi-shard call
+                err.shard = int(detail.split(" ", 1)[0][len("shard="):])
             return err
     for klass, mapped in EXCEPTION_CLASSES:
         if isinstance(exc, klass):

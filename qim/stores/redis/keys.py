@@ -134,8 +134,8 @@ def record_key_for(commit_key: str, message_id: bytes) -> str:
 
 # --- ArchiveStateStore (global families) --------------------------------------------
 def archive_checkpoint_key() -> str:
-    """HASH, ArchiveStateStore: the HistoryArchiver's Outbox position (session_checkpoint
-    form: bind = "<cluster_id>|<topic_id>|1", p0 = next offset)."""
+    """HASH, ArchiveStateStore: the HistoryArchiver's single-partition Outbox position of
+    before Outbox partitions (bind, p0 = next offset); read once to resume partition 0."""
     return "qim:archive:ckpt"
 
 
@@ -223,12 +223,6 @@ def name_key(tenant: int, user_id: int) -> str:
     return f"qim:name:{tenant:032x}:{user_id}"
 
 
-def checkpoint_key(node_index: int, node_count: int) -> str:
-    """HASH, SessionStore: the durable projection checkpoint of session node `index` of
-    `count` (bind = "<cluster_id>|<topic_id>|<partitions>", p<N> = next offset)."""
-    return f"qim:session:ckpt:{node_index}of{node_count}"
-
-
 def read_key(tenant: int, user_id: int) -> str:
     """HASH, ReadPositionStore: conversation_id hex -> read_conversation_seq (forward
     only; also moved by SessionStore's registration of the user's own sends)."""
@@ -244,3 +238,46 @@ def revocation_key(tenant: int, user_id: int, device_id: int) -> str:
     it are refused (device 0: every device of the user); expires after the longest token
     lifetime (written by `qimctl token revoke`, read by gateways at AUTH)."""
     return f"qim:revoked:{tenant:032x}:{user_id}:{device_id}"
+
+
+# --- ShardRegistry (docs/decisions/0040-scale-leases-and-fencing.md) -------------------
+def registry_node_key(kind: str, node_id: str) -> str:
+    """HASH, ShardRegistry: one node lease (inc = incarnation, beat = renewals, exp = lease
+    end in registry ms, since, addr, extra)."""
+    return f"qim:reg:node:{kind}:{node_id}"
+
+
+def registry_nodes_key(kind: str) -> str:
+    """ZSET, ShardRegistry: node id -> lease end (registry ms) of every node of a kind."""
+    return f"qim:reg:nodes:{kind}"
+
+
+def registry_shard_key(kind: str, shard: int) -> str:
+    """HASH, ShardRegistry: one shard lease (node, inc, epoch = owner_epoch, exp, since).
+    Never expires as a key: owner_epoch must only grow."""
+    return f"qim:reg:shard:{kind}:{shard}"
+
+
+def session_shard_checkpoint_key(shard: int) -> str:
+    """HASH, SessionStore: the durable projection checkpoint of session shard `shard`
+    (bind = "<cluster_id>|<topic_id>|<partitions>", p<shard> = next offset of its dispatch
+    partition, oe = the owner_epoch of the last owner that fenced it)."""
+    return f"qim:session:ckpt:{{s{shard}}}"
+
+
+def archive_partition_checkpoint_key(partition: int) -> str:
+    """HASH, ArchiveStateStore: the HistoryArchiver's position in Outbox partition
+    `partition` (bind, p<partition> = next offset, oe = owner_epoch fence)."""
+    return f"qim:archive:ckpt:p{partition}"
+
+
+def archive_partition_watermark_key(partition: int) -> str:
+    """STRING, ArchiveStateStore: the archive watermark of one Outbox partition (ms,
+    forward only); the archive watermark is the lowest over the partitions."""
+    return f"qim:archive:watermark:p{partition}"
+
+
+def session_epoch_key(tenant: int, user_id: int, device_id: int) -> str:
+    """STRING, SessionEpochStore: the last session_epoch given to a login of the device
+    (INCR, never expires; docs/decisions/0042-scale-presence.md)."""
+    return f"qim:sepoch:{tenant:032x}:{user_id}:{device_id}"

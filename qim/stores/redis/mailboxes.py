@@ -21,8 +21,9 @@ from qim.stores.mailboxes import Retained
 from qim.stores.redis.keys import days_key, dp_key, dpidx_key, mailbox_key, wm_key
 from qim.stores.redis.scripts import Scripts, boundary
 
+UNFENCED = "qim:wm:unfenced"  # a key no owner fences: append without a shard (tools, unit tests)
 SCRIPTS = ("mailbox_begin", "mailbox_append", "mailbox_finish", "mailbox_fused", "mailbox_trim",
-           "mailbox_trim_entries")
+           "mailbox_trim_entries", "mailbox_fence")
 
 
 class RedisMailboxStore:
@@ -40,44 +41,49 @@ class RedisMailboxStore:
         """Unix seconds at which a day bucket's key expires: its day's end + retention."""
         return -(-((day + 1) * DAY_MS + self.retention_ms) // 1000)
 
-    async def load_watermark(self, shard: int) -> tuple[Optional[bytes], int]:
-        """MailboxStore.load_watermark: HMGET of the watermark HASH."""
-        with boundary("watermark read"):
-            blob, layout, epoch = await self._redis.hmget(wm_key(shard), "blob", "layout", "epoch")
+    async def load_watermark(self, shard: int, fence: Optional[int] = None) -> tuple[Optional[bytes], int]:
+        """MailboxStore.load_watermark: HMGET of the watermark HASH (mailbox_fence.lua with `fence`)."""
+        if fence is not None:
+            blob, layout, epoch = await self._scripts.call("mailbox_fence", [wm_key(shard)], [fence])
+        else:
+            with boundary("watermark read"):
+                blob, layout, epoch = await self._redis.hmget(wm_key(shard), "blob", "layout", "epoch")
         if blob is not None and int(layout or 0) != WM_LAYOUT_V1:
             raise MailboxDirty(f"shard {shard}: unknown watermark layout {layout!r}")
         return blob, int(epoch or 1)
 
-    async def begin(self, shard: int, dispatch_id: bytes, digest: bytes, offset: int, seq8: bytes) -> tuple[str, bytes]:
+    async def begin(self, shard: int, dispatch_id: bytes, digest: bytes, offset: int, seq8: bytes,
+                    fence: int = 0) -> tuple[str, bytes]:
         """MailboxStore.begin: mailbox_begin.lua."""
-        status, seq = await self._scripts.call("mailbox_begin", [dp_key(shard, dispatch_id), dpidx_key(shard)],
-                                               [digest, offset, seq8])
+        status, seq = await self._scripts.call("mailbox_begin", [dp_key(shard, dispatch_id), dpidx_key(shard),
+                                                                 wm_key(shard)], [digest, offset, seq8, fence])
         return status.decode(), seq
 
-    async def append(self, tenant: int, offset: int, day: int, members: Sequence[tuple[int, bytes]]) -> None:
+    async def append(self, tenant: int, offset: int, day: int, members: Sequence[tuple[int, bytes]],
+                     shard: Optional[int] = None, fence: int = 0) -> None:
         """MailboxStore.append: mailbox_append.lua, every recipient in one call."""
-        keys: list = []
-        args: list = [offset, self.index_ttl_s]
+        keys: list = [wm_key(shard) if shard is not None else UNFENCED]
+        args: list = [offset, self.index_ttl_s, fence]
         for user, member in members:
             keys += [mailbox_key(tenant, user, day), days_key(tenant, user)]
             args += [member, day, self.expire_at(day)]
         await self._scripts.call("mailbox_append", keys, args)
 
     async def finish(self, shard: int, epoch: int, dispatch_id: bytes, expected_wm: Optional[bytes],
-                     new_wm: bytes, writer: bytes = b"") -> bool:
+                     new_wm: bytes, writer: bytes = b"", fence: int = 0) -> bool:
         """MailboxStore.finish: mailbox_finish.lua."""
         wrote = await self._scripts.call("mailbox_finish", [dp_key(shard, dispatch_id), wm_key(shard)],
-                                         [expected_wm or b"", new_wm, epoch, writer])
+                                         [expected_wm or b"", new_wm, epoch, writer, fence])
         return bool(wrote)
 
     async def fused(self, shard: int, epoch: int, tenant: int, dispatch_id: bytes, digest: bytes, offset: int,
                     seq8: bytes, day: int, user: int, member: bytes, expected_wm: Optional[bytes],
-                    new_wm: bytes, writer: bytes = b"") -> tuple[str, bytes]:
+                    new_wm: bytes, writer: bytes = b"", fence: int = 0) -> tuple[str, bytes]:
         """MailboxStore.fused: mailbox_fused.lua (docs/decisions/0003)."""
         keys = [dp_key(shard, dispatch_id), dpidx_key(shard), wm_key(shard), mailbox_key(tenant, user, day),
                 days_key(tenant, user)]
         args = [digest, offset, seq8, expected_wm or b"", new_wm, epoch, member, day, self.expire_at(day),
-                self.index_ttl_s, writer]
+                self.index_ttl_s, writer, fence]
         status, seq = await self._scripts.call("mailbox_fused", keys, args)
         return status.decode(), seq
 

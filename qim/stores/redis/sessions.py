@@ -9,10 +9,20 @@ from typing import Optional, Sequence
 
 from qim.consts import SESSION_PROJECT_MAX_REGS
 from qim.stores.errors import CheckpointConflict, StoreCorrupt
-from qim.stores.redis.keys import checkpoint_key, convs_key, name_key, peers_key, read_key, ucs_pending_key
+from qim.stores.redis.keys import (
+    convs_key,
+    name_key,
+    peers_key,
+    read_key,
+    session_shard_checkpoint_key,
+    ucs_pending_key,
+)
 from qim.stores.redis.scripts import Scripts, boundary, int_score_pairs
 from qim.stores.sessions import Checkpoint, FirstSeen, Registration
 
+# the single session node's checkpoint before shard leases (all partitions in one HASH):
+# a shard's first checkpoint resumes from it (docs/decisions/0040-scale-leases-and-fencing.md)
+LEGACY_CHECKPOINT = "qim:session:ckpt:0of1"
 SESSION_SCRIPTS = ("session_register", "session_checkpoint", "session_project")
 READ_SCRIPTS = ("session_mark_read",)
 
@@ -36,19 +46,22 @@ class RedisSessionStore:
                   self._reg_args(r)[:5 if self.first_registrations else 4]) for r in regs]
         return sum(int(x) for x in await self._scripts.call_many("session_register", calls))
 
-    async def project(self, node_index: int, node_count: int, binding: str, moves: dict[int, tuple[int, int]],
+    async def project(self, binding: str, moves: dict[int, tuple[int, int, int]],
                       regs: Sequence[Registration]) -> int:
         """SessionStore.project: session_project.lua, one round trip for a batch of up to
         SESSION_PROJECT_MAX_REGS registrations (the leading ones of a larger batch go
-        first through `register`, one more pipelined round trip): the checkpoint moves
-        only after every registration ran. CheckpointConflict as checkpoint_advance; a
-        retry after a lost reply finds its own offsets and passes (returns 0)."""
+        first through `register`, one more pipelined round trip): the checkpoints move
+        only after every registration ran. NotOwner / CheckpointConflict as
+        checkpoint_advance; a retry after a lost reply finds its own offsets and passes
+        (returns 0)."""
         head, tail = regs[:-SESSION_PROJECT_MAX_REGS], regs[-SESSION_PROJECT_MAX_REGS:]
         added = await self.register(head) if head else 0
-        keys: list = [checkpoint_key(node_index, node_count), ucs_pending_key()]
-        args: list = [binding, len(moves), "1" if self.first_registrations else "0"]
-        for part, (expected, new) in sorted(moves.items()):
-            args += [f"p{part}", str(expected), str(new)]
+        shards = sorted(moves)
+        keys: list = [ucs_pending_key()] + [session_shard_checkpoint_key(s) for s in shards]
+        args: list = [binding, len(shards), "1" if self.first_registrations else "0"]
+        for shard in shards:
+            epoch, expected, new = moves[shard]
+            args += [shard, epoch, str(expected), str(new)]
         for r in tail:
             keys += self._reg_keys(r)
             args += self._reg_args(r)
@@ -127,32 +140,29 @@ class RedisSessionStore:
             got = await self._redis.mget([name_key(tenant, u) for u in users])
         return [(n or b"").decode("utf-8", errors="replace") for n in got]
 
-    async def checkpoint_bind(self, node_index: int, node_count: int, binding: str, partitions: int) -> Checkpoint:
+    async def checkpoint_bind(self, shard: int, binding: str, owner_epoch: int) -> Checkpoint:
         """SessionStore.checkpoint_bind: session_checkpoint.lua init."""
-        res = await self._scripts.call("session_checkpoint", [checkpoint_key(node_index, node_count)],
-                                       ["init", binding, partitions])
+        keys = [session_shard_checkpoint_key(shard), LEGACY_CHECKPOINT]
+        res = await self._scripts.call("session_checkpoint", keys, ["init", binding, shard, owner_epoch, f"p{shard}"])
         status = res[0].decode()
         if status == "MISMATCH":
             return Checkpoint(status, res[1].decode(errors="replace"))
-        return Checkpoint(status, binding, [int(off) for off in res[1:]])
+        return Checkpoint(status, binding, [int(res[1])])
 
-    async def checkpoint_advance(self, node_index: int, node_count: int, binding: str,
-                                 moves: dict[int, tuple[int, int]]) -> None:
-        """SessionStore.checkpoint_advance: session_checkpoint.lua advance; on QIM_CKPT_CONFLICT the stored offsets are read back (a lost reply of our own write passes)."""
-        key = checkpoint_key(node_index, node_count)
-        args: list = ["advance", binding]
-        for part, (expected, new) in sorted(moves.items()):
-            args += [f"p{part}", str(expected), str(new)]
+    async def checkpoint_advance(self, shard: int, binding: str, owner_epoch: int, expected: int, new: int) -> None:
+        """SessionStore.checkpoint_advance: session_checkpoint.lua advance; on
+        QIM_CKPT_CONFLICT the stored offset is read back (a lost reply of our own write passes)."""
+        key = session_shard_checkpoint_key(shard)
         try:
-            await self._scripts.call("session_checkpoint", [key], args)
+            await self._scripts.call("session_checkpoint", [key],
+                                     ["advance", binding, shard, owner_epoch, str(expected), str(new)])
         except CheckpointConflict as exc:
             if exc.reason != "QIM_CKPT_CONFLICT":  # rebound under us: never our own write
                 raise
             # our previous attempt may have been applied with only its reply lost
-            fields = [f"p{p}" for p in sorted(moves)]
             with boundary("checkpoint read"):
-                stored = await self._redis.hmget(key, fields)
-            if [s.decode() if s else "" for s in stored] != [str(moves[p][1]) for p in sorted(moves)]:
+                stored = await self._redis.hget(key, "p")
+            if (stored.decode() if stored else "") != str(new):
                 raise
 
 

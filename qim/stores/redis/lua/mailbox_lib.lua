@@ -2,6 +2,18 @@
 -- mailbox_begin/append/finish and by the fused single-recipient script; never loaded
 -- alone. Errors are raised as {err = "QIM_<REASON> ..."} and stop the shard.
 
+-- The owner fence (docs/decisions/0040-scale-leases-and-fencing.md): every write of a
+-- shard owner carries the owner_epoch the ShardRegistry granted it; the shard's watermark
+-- HASH holds (field oe) the epoch of the owner that fenced it last (mailbox_fence.lua,
+-- before that owner's first write). Any other value is a stale owner: refuse before
+-- anything is written. "0" is the fence of a shard no owner ever fenced (tools, tests).
+local function qim_fenced(wm_key, fence)
+  local oe = redis.call('HGET', wm_key, 'oe') or '0'
+  if oe ~= fence then
+    error({err = 'QIM_NOT_OWNER owner_epoch ' .. fence .. ' is stale: the shard is fenced at ' .. oe})
+  end
+end
+
 -- begin_dispatch: DispatchProgress (digest, first mailbox_seq, first and highest observed
 -- offset, state) and the shard's DP index (score = highest observed offset, for GC).
 -- Returns status (FRESH | RESUME | DUPLICATE) and the mailbox_seq the entries use.

@@ -1,43 +1,49 @@
 -- session_checkpoint (seed 000: qsession checkpoint bound to cluster_id + topic_id +
--- partition count): the durable projection's own position in the dispatch log.
--- KEYS: 1 checkpoint HASH (bind = "<cluster>|<topic_id>|<partitions>", p<N> = next offset)
--- ARGV: 1 "init" | "advance", 2 binding, then
---   init:    3 partition count -> creates the checkpoint at offset 0 when absent;
---            returns {"NEW" | "OK", offsets...} or {"MISMATCH", stored binding}
---   advance: (field, expected next offset, new next offset) triples, compare-and-set;
---            a different binding or offset means another owner: error, fail closed.
+-- partition count): the durable projection's own position in the dispatch partition of
+-- one session shard, fenced by the shard owner's owner_epoch
+-- (docs/decisions/0040-scale-leases-and-fencing.md).
+-- KEYS: 1 checkpoint HASH (bind = "<cluster>|<topic_id>|<partitions>", p = next offset,
+--       oe = owner_epoch of the owner that fenced it last); init only: 2 the checkpoint
+--       of the layout before shard leases (a single node's, one field per partition)
+-- ARGV: 1 "init" | "advance", 2 binding, 3 shard (for messages), 4 owner_epoch, then
+--   init:    5 the field of this partition in KEYS[2]. Fences the shard at ARGV[4]
+--            (QIM_NOT_OWNER when a higher epoch is there) and creates the checkpoint
+--            when absent: at the old layout's offset when it has one under the same
+--            binding (an upgrade resumes, never replays from 0), else at 0;
+--            returns {"NEW" | "OK", offset} or {"MISMATCH", stored binding}
+--   advance: 5 expected next offset, 6 new next offset, compare-and-set; a stale fence,
+--            a different binding or offset means another owner: error, stop the shard.
+local oe = tonumber(redis.call('HGET', KEYS[1], 'oe') or '0')
 local bind = redis.call('HGET', KEYS[1], 'bind')
 if ARGV[1] == 'init' then
-  local n = tonumber(ARGV[3])
-  local status = 'OK'
+  if oe > tonumber(ARGV[4]) then
+    error({err = 'QIM_NOT_OWNER shard=' .. ARGV[3] .. ' owner_epoch ' .. ARGV[4] .. ' is stale: fenced at ' .. oe})
+  end
+  redis.call('HSET', KEYS[1], 'oe', ARGV[4])
   if not bind then
-    redis.call('HSET', KEYS[1], 'bind', ARGV[2])
-    for p = 0, n - 1 do
-      redis.call('HSET', KEYS[1], 'p' .. p, '0')
+    local start = '0'
+    if KEYS[2] and redis.call('HGET', KEYS[2], 'bind') == ARGV[2] then
+      start = redis.call('HGET', KEYS[2], ARGV[5]) or '0'
     end
-    status = 'NEW'
+    redis.call('HSET', KEYS[1], 'bind', ARGV[2], 'p', start)
+    return {'NEW', start}
   elseif bind ~= ARGV[2] then
     return {'MISMATCH', bind}
   end
-  local out = {status}
-  for p = 0, n - 1 do
-    local off = redis.call('HGET', KEYS[1], 'p' .. p)
-    if not off then
-      error({err = 'QIM_CKPT_CORRUPT partition ' .. p .. ' missing'})
-    end
-    out[#out + 1] = off
+  local off = redis.call('HGET', KEYS[1], 'p')
+  if not off then
+    error({err = 'QIM_CKPT_CORRUPT shard ' .. ARGV[3] .. ' has no offset'})
   end
-  return out
+  return {'OK', off}
+end
+if tostring(oe) ~= ARGV[4] then
+  error({err = 'QIM_NOT_OWNER shard=' .. ARGV[3] .. ' owner_epoch ' .. ARGV[4] .. ' is stale: fenced at ' .. oe})
 end
 if bind ~= ARGV[2] then
   error({err = 'QIM_CKPT_BINDING checkpoint rebound under us'})
 end
-for i = 3, #ARGV, 3 do
-  if (redis.call('HGET', KEYS[1], ARGV[i]) or '') ~= ARGV[i + 1] then
-    error({err = 'QIM_CKPT_CONFLICT checkpoint moved under us'})
-  end
+if (redis.call('HGET', KEYS[1], 'p') or '') ~= ARGV[5] then
+  error({err = 'QIM_CKPT_CONFLICT checkpoint moved under us'})
 end
-for i = 3, #ARGV, 3 do
-  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 2])
-end
+redis.call('HSET', KEYS[1], 'p', ARGV[6])
 return 'OK'

@@ -1,0 +1,64 @@
+"""qimctl shards: the ShardRegistry as an operator reads it (docs/design.md §13;
+docs/decisions/0040-scale-leases-and-fencing.md; docs/operations.md "Several nodes of
+each kind").
+
+    qimctl shards [--registry H:P] [--kind K ...] [--shard-count N] [--outbox-partitions N]
+
+prints, per kind, every live node (id, address, lease left, since when) and every shard
+with its owner, owner_epoch and lease left ("-" when nobody holds it: a takeover in
+progress). Exit codes: 0 every shard of the kinds shown has a live owner, 1 some shard
+has none, 2 the registry cannot be read (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from qim.cluster.table import counts, read_registry, render
+from qim.consts import DEFAULT_SHARD_COUNT
+from qim.errors import ConfigError, EngineError
+from qim.topology import leasing
+
+
+def add_parser(sub, env) -> None:
+    """Register `shards` under the qimctl subcommands."""
+    p = sub.add_parser("shards", help="print the ShardRegistry: live nodes, shard owners and owner epochs")
+    p.add_argument("--registry", default=env.get("QIM_REGISTRY_REDIS_ADDR") or env.get("QIM_REDIS_ADDR"),
+                   help="the registry's Redis host:port (default $QIM_REGISTRY_REDIS_ADDR, else $QIM_REDIS_ADDR)")
+    p.add_argument("--kind", action="append", choices=[s.name for s in leasing()], default=None,
+                   help="only this kind (repeatable; default: every kind)")
+    p.add_argument("--shard-count", type=int, default=int(env.get("QIM_MAILBOX_SHARD_COUNT") or DEFAULT_SHARD_COUNT),
+                   help="mailbox and session shards (default $QIM_MAILBOX_SHARD_COUNT, else 64)")
+    p.add_argument("--outbox-partitions", type=int, default=None,
+                   help="fanout and archiver partitions (default: read from $QIM_KAFKA_BOOTSTRAP, else 1)")
+    p.add_argument("--kafka-bootstrap", default=env.get("QIM_KAFKA_BOOTSTRAP"), help=argparse.SUPPRESS)
+    p.set_defaults(func=run_shards)
+
+
+def run_shards(args: argparse.Namespace, out=sys.stdout) -> int:
+    """Print the registry (module docstring)."""
+    if not args.registry:
+        raise ConfigError("--registry (or $QIM_REGISTRY_REDIS_ADDR / $QIM_REDIS_ADDR) is required")
+    partitions = args.outbox_partitions
+    if partitions is None:
+        partitions = 1
+        if args.kafka_bootstrap:
+            from qim.consts import OUTBOX_TOPIC
+            from qim.infra.kafka.bridge import topic_partitions
+
+            try:
+                partitions = asyncio.run(topic_partitions(args.kafka_bootstrap, OUTBOX_TOPIC))
+            except EngineError:
+                partitions = 1
+    kinds = args.kind or [s.name for s in leasing()]
+    sizes = counts(args.shard_count, partitions)
+    try:
+        tables = asyncio.run(read_registry(args.registry, kinds, sizes))
+    except EngineError as exc:
+        raise EngineError(f"registry at {args.registry}: {exc}") from None
+    for line in render(tables):
+        print(line, file=out)
+    unowned = sum(1 for _, owners in tables.values() for o in owners if not o.live)
+    return 1 if unowned else 0
