@@ -1,6 +1,6 @@
 """Configuration from QIM_* environment variables, parsed once into frozen dataclasses,
 one module per section: env (typed reads), common, tier (archive tier), tls, and one per
-service (writer, gateway, fanout, mailbox, session, archiver). Every value is validated
+service (writer, gateway, fanout, mailbox, session, room, archiver). Every value is validated
 at start; an invalid one raises ConfigError naming the variable (docs/design.md §11). Names
 reuse the seed's where they exist; defaults of addresses come from qim/topology.py."""
 
@@ -10,9 +10,10 @@ from qim.config.env import Env
 from qim.config.fanout import FanoutConfig
 from qim.config.gateway import GatewayConfig
 from qim.config.mailbox import MailboxConfig
+from qim.config.room import RoomConfig
 from qim.config.session import SessionConfig
 from qim.config.tier import ScyllaConfig, TierConfig
 from qim.config.writer import WriterConfig
 
-__all__ = ["ArchiverConfig", "CommonConfig", "Env", "FanoutConfig", "GatewayConfig", "MailboxConfig", "ScyllaConfig",
-           "SessionConfig", "TierConfig", "WriterConfig"]
+__all__ = ["ArchiverConfig", "CommonConfig", "Env", "FanoutConfig", "GatewayConfig", "MailboxConfig", "RoomConfig",
+           "ScyllaConfig", "SessionConfig", "TierConfig", "WriterConfig"]

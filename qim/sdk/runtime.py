@@ -26,11 +26,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from typing import Awaitable, Callable, Optional
+from typing import Any, Awaitable, Callable, Optional
 
 from qim.consts import MAX_MESSAGE_BODY, MESSAGE_TYPE_TEXT, SEND_ACK_PROBE_S
 from qim.errors import ErrorCode, QimError
-from qim.proto.v1 import connection_pb2, mailbox_pb2, session_pb2
+from qim.proto.v1 import connection_pb2, mailbox_pb2, room_pb2, session_pb2
 from qim.protocol import RATE_LIMITED_OPCODES
 from qim.sdk import events as ev
 from qim.sdk.connection import PROBE_S, Connection, client_tls
@@ -93,6 +93,7 @@ class ClientRuntime:
         self.after_sync: list[Callable[[Connection], Awaitable[None]]] = []
         self.on_session_delta: Optional[Callable[[session_pb2.SessionDelta], None]] = None
         self.on_read_sync: Optional[Callable[[session_pb2.ReadSync], None]] = None
+        self.on_room_events: Optional[Callable[[room_pb2.RoomEvents], None]] = None  # qim/sdk/rooms.py
 
     # --- lifecycle -----------------------------------------------------------------
     def _set_state(self, state: str, reason: str = "") -> None:
@@ -204,6 +205,8 @@ class ClientRuntime:
             conn.on_session_delta = self.on_session_delta
         if self.on_read_sync is not None:
             conn.on_read_sync = self.on_read_sync
+        if self.on_room_events is not None:
+            conn.on_room_events = self.on_room_events
         self._conn, self._ready = conn, False
         self._sender.new_connection()
         conn.closed.add_done_callback(lambda f: self._on_closed(conn, f.result()))
@@ -351,6 +354,10 @@ class ClientRuntime:
         return await self._conn.ping()
 
     # --- plumbing ------------------------------------------------------------------
+    def emit(self, event: Any) -> None:
+        """Tell the app `event` (the event queue and/or on_event): for the runtime's helpers."""
+        self._emit(event)
+
     def _emit(self, event: ev.Event) -> None:
         if self.events is not None:
             self.events.put_nowait(event)

@@ -14,6 +14,7 @@ from qim.stores.leases import ClockLeaseStore
 from qim.stores.mailboxes import MailboxStore
 from qim.stores.messages import MessageStore
 from qim.stores.reads import ReadPositionStore
+from qim.stores.rooms import RoomEpochStore
 from qim.stores.sessions import SessionStore
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ class Stores:
     mailboxes: MailboxStore
     sessions: SessionStore
     reads: ReadPositionStore
+    rooms: RoomEpochStore
     archive_tier: Optional["ArchiveTier"] = None
     name: ClassVar[str] = ""
 

@@ -10,7 +10,7 @@ row in qim/topology.py.
 
 from __future__ import annotations
 
-from typing import Mapping, Optional, Union
+from typing import Any, Callable, Mapping, Optional, Union
 
 import blake3
 
@@ -30,13 +30,45 @@ def rendezvous_order(key: bytes, addrs: tuple[str, ...]) -> list[int]:
 class BackendRouter:
     """RPC clients to every backend of `backends` ({service name: addresses}), each
     reached by its row's routing rule. `tls`: the gateway's internal TlsContexts (None:
-    plaintext development); each backend must prove its service name in its certificate."""
+    plaintext development); each backend must prove its service name in its certificate.
+    `local_backends`: the LocalBackend of the backends that have one (qim/services/gateway/routes.py),
+    fed the frames and losses of the connections to their nodes."""
 
-    def __init__(self, backends: Mapping[str, tuple[str, ...]], tls: Optional[TlsContexts] = None) -> None:
+    def __init__(self, backends: Mapping[str, tuple[str, ...]], tls: Optional[TlsContexts] = None,
+                 local_backends: Optional[Mapping[str, Any]] = None, dropped: Optional[Callable[[], None]] = None) -> None:
         self._addrs = dict(backends)
         self._rules = {name: service(name).gateway for name in backends}
-        self._clients = {name: [RpcClient(a, tls=tls, expect_service=name) for a in addrs]
-                         for name, addrs in backends.items()}
+        self._locals = dict(local_backends or {})
+        self._dropped = dropped or (lambda: None)
+        self._clients = {name: [self._client(name, a, tls) for a in addrs] for name, addrs in backends.items()}
+
+    def _client(self, name: str, addr: str, tls: Optional[TlsContexts]) -> RpcClient:
+        """The RpcClient of one node; a backend with a LocalBackend gets its `pushes`
+        frames (any other opcode is dropped, `dropped()` counts it) and connection losses."""
+        local, rule = self._locals.get(name), self._rules.get(name)
+        if local is None or rule is None:
+            return RpcClient(addr, tls=tls, expect_service=name)
+        pushes = rule.pushes
+
+        def on_frame(opcode: int, body: bytes) -> None:
+            if opcode == pushes:
+                local.on_push(addr, body)
+            else:
+                self._dropped()
+
+        return RpcClient(addr, tls=tls, expect_service=name, on_frame=on_frame, on_lost=lambda: local.on_lost(addr))
+
+    def address(self, backend: str, key: Union[bytes, int]) -> str:
+        """The address `key` is routed to first ("" when none is configured)."""
+        addrs = self._addrs.get(backend) or ()
+        if not addrs:
+            return ""
+        rule = self._rules[backend]
+        if rule is None or rule.routing != RENDEZVOUS:
+            assert isinstance(key, int)
+            return addrs[key % len(addrs)]
+        assert isinstance(key, bytes)
+        return addrs[rendezvous_order(key, addrs)[0]]
 
     async def call(self, backend: str, key: Union[bytes, int], opcode: int, body: bytes) -> tuple[int, bytes]:
         """Send to the node of `backend` that `key` routes to. RequestError(UNAVAILABLE)

@@ -31,6 +31,7 @@ from qim.services.gateway.online import OnlineRegistry
 from qim.services.gateway.pushlink import PushListener
 from qim.services.gateway.ratelimit import SendLimiter
 from qim.services.gateway.router import BackendRouter
+from qim.services.gateway.routes import build_locals
 from qim.services.gateway.ws import WebSocketUpgrade
 from qim.topology import MAILBOX, gateway_backends
 
@@ -63,7 +64,10 @@ class ConnectionNode(ServiceNode):
                                             "QIM_GATEWAY_TLS_CERT/QIM_GATEWAY_TLS_KEY",
                                             alpn=[a for a in self.transports if a])
         self.internal_tls = self.tls_contexts(config.internal_tls, "internal", "QIM_INTERNAL_CA/TLS_CERT/TLS_KEY")
-        self.router = BackendRouter({s.name: config.peers[s.name] for s in gateway_backends()}, tls=self.internal_tls)
+        self.locals = build_locals(self)  # backends with state per client connection (rooms: rooms.py)
+        self.router = BackendRouter({s.name: config.peers.get(s.name, ()) for s in gateway_backends()},
+                                    tls=self.internal_tls,
+                                    local_backends=self.locals, dropped=self.metrics.room_stale.inc)
         self.push = PushListener(self.online, len(config.peers[MAILBOX]), self.metrics,
                                  guard=self.rpc_guard(enforce=self.internal_tls is not None))
         self.always_zero(self.metrics.backend_dropped)

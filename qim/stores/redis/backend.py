@@ -12,6 +12,7 @@ from qim.stores.redis.groups import RedisGroupStore
 from qim.stores.redis.leases import RedisClockLeases
 from qim.stores.redis.mailboxes import RedisMailboxStore
 from qim.stores.redis.messages import RedisMessageStore
+from qim.stores.redis.rooms import RedisRoomEpochs
 from qim.stores.redis.scripts import boundary
 from qim.stores.redis.sessions import RedisReadPositions, RedisSessionStore
 
@@ -35,6 +36,7 @@ class RedisBackend(Stores):
             # first_registrations: queue them for CQL user_conversation_state (the archive tier)
             sessions=RedisSessionStore(self.client, first_registrations),
             reads=RedisReadPositions(self.client),
+            rooms=RedisRoomEpochs(self.client),
         )
 
     async def check(self, commit_facts: bool, allow_unsafe_dev: bool) -> None:

@@ -233,3 +233,8 @@ def read_key(tenant: int, user_id: int) -> str:
     """HASH, ReadPositionStore: conversation_id hex -> read_conversation_seq (forward
     only; also moved by SessionStore's registration of the user's own sends)."""
     return f"qim:read:{tenant:032x}:{user_id}"
+
+
+def room_epoch_key() -> str:
+    """STRING, RoomEpochStore: the last epoch base a RoomWriter process took (INCR)."""
+    return "qim:room:epoch-base"
