@@ -133,7 +133,7 @@ class Dialogue(DialogueBase):
         cut = self.mode == "cut" and not over_limit  # a refused body never reaches the wire
         reconnects = rt.stats["reconnects"]
         if cut:
-            rt.cut_after_next_send()
+            self.devices[sender].faults.cut_after_next_send()
         try:
             ack = await rt.send_message(self.conv, self.peer_of(sender), item.body, item.message_type,
                                         item.custom_type)

@@ -13,6 +13,7 @@ from qim.cli.verify import AppView, Verdict
 from qim.proto.v1 import session_pb2
 from qim.protocol import Opcode
 from qim.sdk import ClientRuntime, LocalStore
+from qim.sdk.faults import LinkFaults
 from qim.wire.devtoken import issue_dev_token
 
 TENANT = 0
@@ -97,9 +98,11 @@ class Device:
         def fresh_token() -> str:  # a replay may outlive one token (KICKED{TOKEN_EXPIRED})
             return issue_dev_token(cfg.token_key, TENANT, user, device)
 
+        self.faults = LinkFaults()  # a chaos harness: the cut-connection dialogues use it
         self.rt = ClientRuntime(cfg.gateway, fresh_token(), self.store, event_queue=False,
                                 send_timeout=cfg.send_timeout, on_event=self.view.on_event, token_provider=fresh_token,
-                                ssl_context=cfg.tls, plaintext=cfg.tls is None)  # cfg.tls: qim/cli/tlsopts.py
+                                ssl_context=cfg.tls, plaintext=cfg.tls is None,  # cfg.tls: qim/cli/tlsopts.py
+                                faults=self.faults)
 
     async def wait_told(self, message_ids: list[bytes], deadline: float, recalled: Sequence[bytes] = ()) -> bool:
         """Connect and pull until the app was told every id and shown each of `recalled`

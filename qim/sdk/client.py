@@ -68,7 +68,7 @@ class Client:
         self.runtime = runtime
         self.store = runtime.store
         self.store_path = store_path
-        self.sessions = Sessions(runtime)
+        self.sessions = Sessions(runtime.core)
         self.sessions.attach()
         self.profiles = names.Profiles(runtime)
         self.rooms = Rooms(runtime)  # chatrooms, in memory only (qim/sdk/rooms.py)
@@ -195,7 +195,7 @@ class Client:
         if not 0 < peer_user_id <= U63_MAX or peer_user_id == self.user_id:
             raise ValueError("peer_user_id must be another user's non-zero id with bit 63 clear")
         conv = self.direct_id(peer_user_id)
-        await self.runtime._puller.apply(self.store.open_conversation, conv, peer_user_id, 0)
+        await self.runtime.apply(self.store.open_conversation, conv, peer_user_id, 0)
         return await self._listed(conv)
 
     # --- messages ------------------------------------------------------------------
@@ -215,7 +215,7 @@ class Client:
                 batch = await requests.pull_history(self.runtime, conv, peer, anchor_seq=anchor, limit=limit)
                 if batch.items:  # back-fill is the app's answer, not news: no MessagesAdded
                     result = await self.store.run(self.store.apply_history, conv, list(batch.items))
-                    self.runtime._after_apply(replace(result, inserted=[]))
+                    self.runtime.tell(replace(result, inserted=[]))
                 if not batch.has_more or not batch.items:
                     await self.store.run(self.store.set_oldest_reached, conv)
                     break
@@ -267,7 +267,7 @@ class Client:
         conv = bytes(conversation_id)
         peer = await self.store.run(self.store.peer_of, conv)
         ok = await requests.recall(self.runtime, conv, bytes(message_id), peer)
-        await self.runtime._puller.apply(self.store.mark_state, bytes(message_id), int(ok.state))
+        await self.runtime.apply(self.store.mark_state, bytes(message_id), int(ok.state))
         return Recalled(bytes(ok.message_id), int(ok.state), ok.control_conversation_seq)
 
     async def mark_read(self, conversation_id: bytes, seq: Optional[int] = None) -> int:
@@ -282,23 +282,23 @@ class Client:
         entry. ServerError(CONFLICT) when it exists, INVALID_ARGUMENT for a bad title."""
         gid = group_id or secrets.randbits(62) + 1
         ok = await requests.create_group(self.runtime, gid, [m for m in members if m != self.user_id], title)
-        await self.runtime._puller.apply(self.store.note_group, bytes(ok.conversation_id), gid,
-                                         ok.conversation_seq, True, title)
+        await self.runtime.apply(self.store.note_group, bytes(ok.conversation_id), gid,
+                                  ok.conversation_seq, True, title)
         return await self._listed(bytes(ok.conversation_id))
 
     async def set_group_title(self, group_id: int, title: str) -> Conversation:
         """Rename the group ("" removes the title); members learn it from a CONTROL
         notice (never unread). ServerError FORBIDDEN unless this user owns the group."""
         ok = await names.set_group_title(self.runtime, group_id, title)
-        await self.runtime._puller.apply(self.store.note_title, bytes(ok.conversation_id), group_id, title,
-                                         ok.conversation_seq)
+        await self.runtime.apply(self.store.note_title, bytes(ok.conversation_id), group_id, title,
+                                  ok.conversation_seq)
         return await self._listed(bytes(ok.conversation_id))
 
     async def leave_group(self, group_id: int) -> Conversation:
         """Leave the group; it stays listed with `left_at` set (what came before stays
         readable). ServerError(FORBIDDEN) when not a member."""
         ok = await requests.leave_group(self.runtime, group_id)
-        await self.runtime._puller.apply(self.store.note_group, bytes(ok.conversation_id), group_id,
+        await self.runtime.apply(self.store.note_group, bytes(ok.conversation_id), group_id,
                                          ok.conversation_seq, False)
         return await self._listed(bytes(ok.conversation_id))
 

@@ -19,13 +19,11 @@ any more (a repeat's answer): the runtime's RateGate must know every refusal.
 
 `request_probed` implements the ACK deadline (docs/design.md §9, §11): after 3 s without a
 reply it sends PING; no PONG within `probe_s` (4 s) aborts the connection, so an
-unavailable server is detected within 7 s. Liveness is progress (issue 10 fault 11):
-a PONG may queue behind the bytes of a large page on a slow link, so the probe only
-fails when NO byte arrived during a whole `probe_s` window; while bytes keep arriving
-the connection is alive and the wait goes on. `last_rx` is the monotonic time of the
-last byte received.
+unavailable server is detected within 7 s. Liveness is progress (decision 0011): a
+PONG may queue behind the bytes of a large page on a slow link, so the probe only fails
+when NO byte arrived during a whole `probe_s` window. `last_rx` is the monotonic time
+of the last byte received, `bytes_rx` how many arrived.
 """
-
 from __future__ import annotations
 
 import asyncio
@@ -66,9 +64,8 @@ CONNECT_TIMEOUT_S = 15.0
 
 
 def _server_error(body: bytes) -> ServerError:
-    err = common_pb2.Error()
     try:
-        err.ParseFromString(body)
+        err = common_pb2.Error.FromString(body)
         return ServerError(ErrorCode(err.code), err.message, err.request_opcode, err.retry_after_ms)
     except Exception:  # an unreadable ERROR must still surface as an error
         return ServerError(ErrorCode.INTERNAL, "unreadable ERROR body")
@@ -134,6 +131,11 @@ class Connection:
         """Monotonic time of the last byte received (the connection's start before any)."""
         return self._progress.last_rx if self._progress is not None else 0.0
 
+    @property
+    def bytes_rx(self) -> int:
+        """Bytes received so far (0 when not counted)."""
+        return self._progress.bytes_rx if self._progress is not None else 0
+
     def _rid(self) -> int:
         self._next_id = self._next_id % 0xFFFFFFFF + 1  # u32, never 0 (0 = server-initiated)
         return self._next_id
@@ -181,16 +183,14 @@ class Connection:
                     return done.pop().result()
                 await self.ping(probe_s)
                 if repeat:
-                    if pace is not None:
-                        await pace()
+                    await (pace() if pace is not None else asyncio.sleep(0))
                     futs.append(self.send_request(opcode, make()))
         finally:
             for fut in futs:
                 fut.cancel()
 
     def go_deaf(self) -> None:
-        """Test hook: drop every inbound frame from now on (the network is cut for replies;
-        the caller aborts the connection after its last write was flushed)."""
+        """Drop every inbound frame from now on: only qim/sdk/faults.py's test cut calls it."""
         self._deaf = True
 
     async def heartbeat(self, interval: float, probe_s: float = PROBE_S) -> None:

@@ -8,18 +8,19 @@ the unread count derived from both. Every function runs inside the caller's
 transaction, so a batch and the list entries it changes commit together and the app is
 told ConversationsUpdated (already counting the batch) before MessagesAdded.
 
-Unread has one definition: |{m : m.seq > base ∧ m.sender ≠ self ∧ type ≠ CONTROL ∧
-state = NORMAL}|, base = max(read position, joined_at) — never latest − read. Exact
-while head − base ≤ 200 (UNREAD_EXACT_WINDOW), else 200 and not exact (the server's
-rule). The local count is exact only when the store holds every such message: the
+Unread has the server's one definition (qim/services/session/summary.py): |{m visible :
+m.seq > base ∧ m.sender ≠ self ∧ type ≠ CONTROL ∧ state = NORMAL}|, base = max(read,
+joined_at), visible = inside the member interval (seq ≤ left_at once the user left) —
+never latest − read. Exact while head − base ≤ 200 (UNREAD_EXACT_WINDOW), else 200 and
+not exact. The local count is exact only when the store holds every such message: the
 server's snapshot tells (its count over (its base, its head] equals ours: `complete`),
 and until then the server's count plus ours above its head is used while the read
 position is the one the server counted from; otherwise the local count is a lower
 bound with `unread_exact` False (seed: "同步完成前是下界，只会少报不会多报"). Own
-messages move the read position to them (sending marks read, as the server does).
+messages of every type (a leave, a recall notice) move the read position to them, as
+the server's registration does: a group left unread is read up to its LEFT message.
 Group titles: qim/sdk/titles.py.
 """
-
 from __future__ import annotations
 
 import sqlite3
@@ -141,6 +142,8 @@ def note_control(db: sqlite3.Connection, user_id: int, e: Any, touch: Touch) -> 
     advance_head(db, conv, bytes(e.message_id), e.conversation_seq,
                  head_item(bytes(e.message_id), e.conversation_seq, e.sender_id, e.created_at_ms,
                            MESSAGE_TYPE_CONTROL, b"", bytes(e.body), NORMAL))
+    if e.sender_id == user_id:  # our own CONTROL message (a leave, a recall) marks read, as the server's does
+        move_read(db, conv, e.conversation_seq, True, touch)
     touch.add(conv)
     if change is None:
         return
@@ -188,23 +191,27 @@ def recompute(db: sqlite3.Connection, user_id: int, conversation_id: bytes) -> O
     got = db.execute(f"SELECT {FIELDS} FROM conversations WHERE conversation_id = ?", (conv,)).fetchone()
     if got is None:
         return None
-    (_, kind, _, _, joined, _, read, _, head, _, _, s_read, s_head, s_unread, s_exact, complete, _, _, _) = got
-    floor = joined if kind == CONVERSATION_KIND_GROUP else 0
+    (_, kind, _, _, joined, left, read, _, head, _, _, s_read, s_head, s_unread, s_exact, complete, _, _, _) = got
+    group = kind == CONVERSATION_KIND_GROUP
+    floor = joined if group else 0
+    hi = left if group and left else None  # a leaver's interval ends at its LEFT / REMOVED message
     base = max(read, floor)
+    if hi is not None:
+        head = min(head, hi)
     snapshot = s_read is not None
     if snapshot and not complete and s_exact:
         s_base = max(s_read, floor)
-        complete = int(_count(db, user_id, conv, s_base, s_head) == s_unread)
+        complete = int(_count(db, user_id, conv, s_base, s_head if hi is None else min(s_head, hi)) == s_unread)
     if head <= base:
         unread, exact = 0, True
     elif head - base > UNREAD_EXACT_WINDOW:
         unread, exact = UNREAD_EXACT_WINDOW, False
     elif not snapshot or complete:
-        unread, exact = _count(db, user_id, conv, base), True
+        unread, exact = _count(db, user_id, conv, base, hi), True
     elif read == s_read and s_exact:
-        unread, exact = s_unread + _count(db, user_id, conv, max(s_head, base)), True
+        unread, exact = s_unread + _count(db, user_id, conv, max(s_head, base), hi), True
     else:
-        unread, exact = _count(db, user_id, conv, base), False
+        unread, exact = _count(db, user_id, conv, base, hi), False
     unread = min(unread, UNREAD_EXACT_WINDOW)
     db.execute("UPDATE conversations SET unread = ?, unread_exact = ?, complete = ? WHERE conversation_id = ?",
                (unread, int(exact), complete, conv))
@@ -275,27 +282,6 @@ def after_removal(db: sqlite3.Connection, user_id: int, conversation_id: bytes, 
     touch = Touch()
     touch.add(conv)
     return finish(db, user_id, touch, out)
-
-
-def fill_from_messages(db: sqlite3.Connection, user_id: int) -> None:
-    """Rows for the conversations of a store migrated from schema 2 (module docstring)."""
-    touch = Touch()
-    for (conv,) in db.execute("SELECT DISTINCT conversation_id FROM messages").fetchall():
-        newest = db.execute("SELECT message_id, conversation_seq, sender_id, created_at_ms, message_type,"
-                            " custom_type, body, state FROM messages WHERE conversation_id = ?"
-                            " ORDER BY conversation_seq DESC LIMIT 1", (conv,)).fetchone()
-        peer = db.execute("SELECT sender_id FROM messages WHERE conversation_id = ? AND sender_id != ? LIMIT 1",
-                          (conv, user_id)).fetchone()
-        is_group = ids.conversation_kind(bytes(conv)) == CONVERSATION_KIND_GROUP
-        ensure(db, conv, peer=peer[0] if peer and not is_group else 0)
-        advance_head(db, conv, newest[0], newest[1], head_item(*newest))
-        own = db.execute("SELECT max(conversation_seq) FROM messages WHERE conversation_id = ? AND sender_id = ?",
-                         (conv, user_id)).fetchone()[0]
-        if own:
-            move_read(db, conv, own, True, touch)
-        touch.add(conv)
-    for conv in touch.convs:
-        recompute(db, user_id, conv)
 
 
 def _last(blob: Optional[bytes]) -> Optional[LastMessage]:

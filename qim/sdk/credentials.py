@@ -13,6 +13,7 @@ store (ValueError otherwise). Tokens are never logged.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import time
 from typing import Awaitable, Callable, Optional, Union
@@ -21,6 +22,7 @@ from qim.errors import ErrorCode, QimError
 from qim.wire.tokens import TokenClaims, token_claims, token_expiry
 
 REFRESH_MARGIN_S = 30.0  # a token closer than this to its exp is refreshed before it is used
+PROVIDER_TIMEOUT_S = 15.0  # a coroutine provider that has not answered by then fails the attempt
 TokenProvider = Callable[[], Union[str, Awaitable[str]]]
 
 
@@ -61,12 +63,14 @@ class TokenSource:
     async def current(self) -> str:
         """The token to authenticate with: a fresh one from the provider when the held
         one is stale and there is a provider, else the held one (the gateway decides).
-        TokenProviderError when the provider fails or returns a token of another identity."""
+        TokenProviderError when the provider fails, returns a token of another identity,
+        or (a coroutine provider) has not answered within PROVIDER_TIMEOUT_S: a
+        connection attempt is always bounded (qim/sdk/reconnect.py)."""
         if self.provider is not None and self.stale():
             try:
                 fresh = self.provider()
                 if inspect.isawaitable(fresh):
-                    fresh = await fresh
+                    fresh = await asyncio.wait_for(fresh, PROVIDER_TIMEOUT_S)
                 if not isinstance(fresh, str):
                     raise TypeError(f"the token provider returned {type(fresh).__name__}, not str")
                 self.update(fresh)

@@ -15,15 +15,18 @@
 - Adaptive pages: a device on a slow link asks for pages of about PAGE_TARGET_S of its
   measured throughput (never below PAGE_MIN_BYTES; the server always returns the first
   entry), and for larger pages again while pages come back fast, up to
-  MAILBOX_PAGE_MAX_BYTES. Liveness while a page arrives is the connection's (bytes
-  count as progress), so a slow page is never mistaken for a dead server.
+  MAILBOX_PAGE_MAX_BYTES; a page the connection lost half way (a session ended by its
+  token's expiry) shrinks the next one to the rate its bytes arrived at. Liveness
+  while a page arrives is the connection's (bytes count as progress), so a slow page
+  is never mistaken for a dead server. A pull still running on a connection that is
+  gone is let end before a pull on the new one starts (it would fail the new sync).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import Any, Callable, Optional
 
 from qim.consts import MAILBOX_PAGE_MAX_BYTES, MAILBOX_PAGE_MAX_ENTRIES
 from qim.errors import ErrorCode, QimError
@@ -31,13 +34,11 @@ from qim.proto.v1 import mailbox_pb2
 from qim.protocol import Opcode
 from qim.sdk import events as ev
 from qim.sdk.connection import Connection
+from qim.sdk.core import RuntimeCore
 from qim.sdk.events import ConnectionLost, NotConnected, ServerError
 from qim.sdk.model import ApplyResult
 from qim.sdk.rebuild import rebuild
 from qim.sdk.retry import Backoff, with_retry
-
-if TYPE_CHECKING:
-    from qim.sdk.runtime import ClientRuntime
 
 PAGE_START_BYTES = 128 * 1024  # first page of a connection's life; grows while fast
 PAGE_MIN_BYTES = 8 * 1024
@@ -48,10 +49,11 @@ PAGE_FAST_S = 0.25   # a page at least half full that came back this fast: ask f
 class Puller:
     """Single-flight PULL_MAILBOX loop with dirty marks, retries and adaptive pages."""
 
-    def __init__(self, rt: "ClientRuntime") -> None:
-        self._rt = rt
+    def __init__(self, core: RuntimeCore) -> None:
+        self._core = core
         self.page_bytes = PAGE_START_BYTES
         self._task: Optional[asyncio.Task] = None
+        self._task_conn: Optional[Connection] = None  # the connection the running pull started on
         self._dirty = False
         # (lane, last applied mailbox_seq) as committed to the store, None while unknown
         self.position: Optional[tuple[int, int]] = None
@@ -61,7 +63,7 @@ class Puller:
         """A notification (PUSH_EVENTS): pull soon. Never awaits and is never lost: a
         running pull runs again; without a connection the next connect pulls anyway."""
         self._dirty = True
-        conn = self._rt._conn
+        conn = self._core.conn
         if (self._task is None or self._task.done()) and conn is not None and conn.is_open:
             self._start()
 
@@ -73,13 +75,13 @@ class Puller:
             self.wake()
             return
         if self._covered(push.lane, push.mailbox_seq):
-            stats = self._rt.stats
+            stats = self._core.stats
             stats["pushes_skipped"] = stats.get("pushes_skipped", 0) + 1
             return
         wanted = self._wanted
         if wanted is None or wanted[0] != push.lane or wanted[1] < push.mailbox_seq:
             self._wanted = (push.lane, push.mailbox_seq)
-        conn = self._rt._conn
+        conn = self._core.conn
         if (self._task is None or self._task.done()) and conn is not None and conn.is_open:
             self._start()
 
@@ -97,6 +99,12 @@ class Puller:
         ConnectionLost / NotConnected / ServerError (after retries) / StoreError."""
         self._dirty = True
         task = self._task
+        if task is not None and not task.done() and self._task_conn is not self._core.conn:
+            try:  # a pull of a connection that is gone: let it end, then pull on this one
+                await asyncio.shield(task)
+            except (ConnectionLost, NotConnected):
+                pass
+            task = self._task
         if task is None or task.done():
             task = self._start()
         await asyncio.shield(task)
@@ -107,6 +115,7 @@ class Puller:
             self._task.cancel()
 
     def _start(self) -> asyncio.Task:
+        self._task_conn = self._core.conn
         self._task = task = asyncio.get_running_loop().create_task(self._loop())
         task.add_done_callback(self._done)
         return task
@@ -118,7 +127,7 @@ class Puller:
         if exc is None or isinstance(exc, (ConnectionLost, NotConnected)):
             return  # the reconnect syncs again
         code = exc.code if isinstance(exc, QimError) else ErrorCode.INTERNAL
-        self._rt._emit(ev.SyncFailed(code, str(exc)))
+        self._core.emit(ev.SyncFailed(code, str(exc)))
 
     async def _loop(self) -> None:
         while self._dirty or self._behind():
@@ -127,23 +136,25 @@ class Puller:
                 pass
 
     async def _page(self) -> bool:
-        rt = self._rt
-        conn = rt._conn
-        if conn is None or not conn.is_open:
-            raise NotConnected("no connection")
-        cursor = await rt.store.run(rt.store.cursor)
+        core, tuning = self._core, self._core.tuning
+        conn = core.live()
+        cursor = await core.store.run(core.store.cursor)
         self.position = (cursor[0], cursor[2]) if cursor else None
 
         async def attempt() -> tuple[int, bytes]:
             req = mailbox_pb2.PullMailbox(cursor=cursor[2] if cursor else 0, max_entries=MAILBOX_PAGE_MAX_ENTRIES,
                                           max_bytes=self.page_bytes).SerializeToString()
-            start = time.monotonic()
-            reply = await conn.request_probed(Opcode.PULL_MAILBOX, req, rt.ack_deadline_s, rt.probe_s)
+            start, rx = time.monotonic(), conn.bytes_rx
+            try:
+                reply = await conn.request_probed(Opcode.PULL_MAILBOX, req, tuning.ack_deadline_s, tuning.probe_s)
+            except ConnectionLost:  # a page cut short (e.g. the session's token expired): no larger next time
+                self._shrink(conn.bytes_rx - rx, time.monotonic() - start)
+                raise
             self._adapt(len(reply[1]), time.monotonic() - start)
             return reply
 
         try:
-            op, body = await with_retry(attempt, Backoff(budget=rt.retry_budget_s))
+            op, body = await with_retry(attempt, Backoff(budget=tuning.retry_budget_s))
         except ServerError as exc:
             if exc.code != ErrorCode.CURSOR_EXPIRED:
                 raise
@@ -153,37 +164,34 @@ class Puller:
             conn.abort(f"unexpected reply 0x{op:04x} to PULL_MAILBOX")
             raise ConnectionLost(f"unexpected reply 0x{op:04x} to PULL_MAILBOX")
         batch = mailbox_pb2.MailboxBatch.FromString(body)
-        await self.apply(rt.store.apply_mailbox_batch, list(batch.entries), batch.next_cursor, batch.lane,
+        await core.apply(core.store.apply_mailbox_batch, list(batch.entries), batch.next_cursor, batch.lane,
                          batch.shard_epoch)
         self.position = (batch.lane, batch.next_cursor)  # committed: the store holds it
         return batch.has_more
 
-    async def apply(self, fn: Callable[..., ApplyResult], *args: Any) -> ApplyResult:
-        """Run a store apply, then tell the app (runtime._after_apply), as one unit that a
-        cancellation (close() during a pull) cannot split: a committed batch whose
-        events were never emitted would never be told (the next copy is a duplicate)."""
-        rt = self._rt
-
-        async def unit() -> ApplyResult:
-            result = await rt.store.run(fn, *args)
-            rt._after_apply(result)
-            return result
-
-        return await asyncio.shield(asyncio.ensure_future(unit()))
-
     async def rebuild(self, conn: Connection) -> None:
         """REBUILD (session list → history of every conversation → cursor from 0) on
         `conn`, transient errors retried; tells the app what changed, page by page."""
-        rt = self._rt
+        core, tuning = self._core, self._core.tuning
         self.position = None  # the cursor restarts from 0
 
         async def call(opcode: int, body: bytes) -> tuple[int, bytes]:
-            return await with_retry(lambda: conn.request_probed(opcode, body, rt.ack_deadline_s, rt.probe_s),
-                                    Backoff(budget=rt.retry_budget_s))
+            return await with_retry(lambda: conn.request_probed(opcode, body, tuning.ack_deadline_s, tuning.probe_s),
+                                    Backoff(budget=tuning.retry_budget_s))
 
-        await rebuild(rt.store, call, self.apply, self.page_bytes)
-        rt.stats["rebuilds"] = rt.stats.get("rebuilds", 0) + 1
-        rt._emit(ev.CursorReset())
+        async def apply(fn: Callable[..., ApplyResult], *args: Any) -> ApplyResult:
+            return await core.apply(fn, *args)
+
+        await rebuild(core.store, call, apply, self.page_bytes)
+        core.stats["rebuilds"] = core.stats.get("rebuilds", 0) + 1
+        core.emit(ev.CursorReset())
+
+    def _shrink(self, nbytes: int, elapsed: float) -> None:
+        """A page the connection lost after `nbytes` of it arrived in `elapsed` s: the
+        next one aims at PAGE_TARGET_S of that rate (never larger than now). Without
+        this a link too slow for one page per session (a short token) never progressed."""
+        if elapsed > PAGE_TARGET_S and nbytes > 0:
+            self.page_bytes = int(max(PAGE_MIN_BYTES, min(self.page_bytes, nbytes / elapsed * PAGE_TARGET_S)))
 
     def _adapt(self, nbytes: int, elapsed: float) -> None:
         """Page budget from the last page's size and time (see the module docstring)."""

@@ -10,6 +10,18 @@ groups): a gate for sends alone leaves the others to take the token a paced retr
 waiting for, and every loser is refused again (the storm CI saw: 31 refusals for 8
 sends).
 
+- Paced (the gateway advertised its limit in AuthOk.send_rate_per_s / send_burst,
+  `limit()` at each connection): the gate mirrors the bucket locally at that rate and
+  half its size, full at each connection (the connection's bucket is new), and a
+  request passes when the mirror holds a token, in ticket order, any number in flight;
+  so a client alone on its user's bucket is never refused. Half the size leaves room
+  for a second of jitter between leaving here and being charged there (frames queued
+  behind each other arrive closer together than they left: docs/decisions/0029). A
+  retransmission after a "not now" answer (UNAVAILABLE, MAILBOX_DIRTY) takes no token
+  (`again(charged=False)`: the gateway gave its token back). A RATE_LIMITED (another
+  device of the user drained the shared bucket) empties the mirror and holds
+  everything until its hint; pacing then goes on as before. The rules below are for a
+  gateway that advertises nothing.
 - Open (no refusal seen): a request passes at once, any number in flight.
 - `refused(hint)`: the connection reports EVERY RATE_LIMITED reply here, also one whose
   waiter gave up. From then on nothing passes before `until` = arrival + hint (the
@@ -63,10 +75,11 @@ class Permit:
         self._gate, self.ticket, self.slot, self._open = gate, ticket, slot, True
         self.sent_at = time.monotonic()  # of its latest transmission (again() moves it)
 
-    async def again(self) -> None:
+    async def again(self, charged: bool = True) -> None:
         """Before another transmission under this permit (an ACK-deadline repeat, a
-        retry after UNAVAILABLE): it costs a token too, so it waits like a new request."""
-        await self._gate._again(self)
+        retry after UNAVAILABLE): it costs a token too, so it waits like a new request;
+        `charged=False` after a "not now" answer the gateway refunded (paced gate)."""
+        await self._gate._again(self, charged)
 
     def close(self, outcome: Optional[BaseException] = None) -> None:
         """The request is over: `outcome` None or a ServerError other than RATE_LIMITED =
@@ -92,12 +105,43 @@ class RateGate:
         self._order = itertools.count()
         self._tickets = itertools.count(1)
         self._timer: Optional[asyncio.TimerHandle] = None
+        self._rate = 0.0    # the advertised limit (requests/s; 0: none): paced mode
+        self._cap = 0.0     # the local mirror's size
+        self._tokens = 0.0
+        self._stamp = 0.0   # monotonic time the mirror was last refilled
         self.refusals = 0
 
     @property
     def open(self) -> bool:
         """True while no refusal holds requests back."""
         return not self._closed_gate
+
+    def limit(self, rate_per_s: int, burst: int) -> None:
+        """A new connection's advertised limit (AuthOk; 0: none): paced mode with a full
+        mirror of half the bucket (module doc), else the refusal-driven rules."""
+        self._rate = float(rate_per_s)
+        self._cap = float(max(1, burst // 2)) if rate_per_s > 0 else 0.0
+        self._tokens, self._stamp = self._cap, time.monotonic()
+        if self._rate:
+            self._closed_gate = False
+        if self._queue:
+            self._pump()
+
+    def _take(self, now: float) -> bool:
+        """One token of the mirror if it has one (always True when not paced)."""
+        if not self._rate:
+            return True
+        self._tokens = min(self._cap, self._tokens + (now - self._stamp) * self._rate)
+        self._stamp = now
+        if self._tokens < 1.0:
+            return False
+        self._tokens -= 1.0
+        return True
+
+    def _token_at(self, now: float) -> float:
+        """When the mirror holds a token again."""
+        have = min(self._cap, self._tokens + (now - self._stamp) * self._rate)
+        return now if have >= 1.0 else now + (1.0 - have) / self._rate
 
     def ticket(self) -> int:
         """A new request's place in line (kept across its retries)."""
@@ -107,14 +151,19 @@ class RateGate:
         """A RATE_LIMITED reply arrived now with this hint in ms (0: none given, NO_HINT_S)."""
         hint = retry_after_ms / 1000 if retry_after_ms > 0 else NO_HINT_S
         self.refusals += 1
-        self._until = max(self._until, time.monotonic() + hint)
+        now = time.monotonic()
+        self._until = max(self._until, now + hint)
+        if self._rate:  # the user's bucket is empty there: so is the mirror
+            self._tokens, self._stamp = 0.0, now
+            return
         self._interval = max(self._interval, hint)
         self._closed_gate = True
 
     def try_acquire(self, ticket: int) -> Optional[Permit]:
         """A permit now if the gate is open and nobody waits, else None (then `acquire`).
         Lets a caller queue its first frame synchronously (send order)."""
-        if self._closed_gate or self._queue or time.monotonic() < self._until:
+        now = time.monotonic()
+        if self._closed_gate or self._queue or now < self._until or not self._take(now):
             return None
         return Permit(self, ticket, False)
 
@@ -146,27 +195,30 @@ class RateGate:
 
     # --- internals -------------------------------------------------------------------
     def _pump(self) -> None:
-        """Release the next waiter when its time has come, else set a timer for it."""
+        """Release the waiters whose time has come, else set a timer for the next."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        while self._queue and self._queue[0][2].done():
-            heapq.heappop(self._queue)  # a cancelled waiter
-        if not self._queue or self._busy:
-            return
-        now = time.monotonic()
-        at = self._next_at() if self._closed_gate else self._until
-        if now < at:
-            self._timer = asyncio.get_running_loop().call_later(at - now, self._pump)
-            return
-        ticket, _, fut = heapq.heappop(self._queue)
-        if self._closed_gate:
-            self._busy, self._last = True, now
-        fut.set_result(Permit(self, ticket, self._closed_gate))  # sent_at: now
-        if not self._closed_gate:
-            self._pump()  # open again: everyone whose `until` passed goes
+        while True:
+            while self._queue and self._queue[0][2].done():
+                heapq.heappop(self._queue)  # a cancelled waiter
+            if not self._queue or self._busy:
+                return
+            now = time.monotonic()
+            at = self._next_at() if self._closed_gate else self._until
+            if self._rate and now >= at:
+                at = self._token_at(now)
+            if now < at or not self._take(now):
+                self._timer = asyncio.get_running_loop().call_later(max(at - now, 0.001), self._pump)
+                return
+            ticket, _, fut = heapq.heappop(self._queue)
+            if self._closed_gate:
+                self._busy, self._last = True, now
+            fut.set_result(Permit(self, ticket, self._closed_gate))  # sent_at: now
+            if self._closed_gate:
+                return  # one slot; open: everyone whose time has come goes
 
-    async def _again(self, permit: Permit) -> None:
+    async def _again(self, permit: Permit, charged: bool) -> None:
         if self._closed_gate and not permit.slot:  # closed since it was let through: in line for the slot
             turn = await self.acquire(permit.ticket)
             permit.slot, turn._open = turn.slot, False  # `permit` holds what `turn` was given
@@ -174,9 +226,9 @@ class RateGate:
         while True:
             at = self._next_at() if permit.slot else self._until
             now = time.monotonic()
-            if now >= at:
+            if now >= at and (not charged or permit.slot or self._take(now)):
                 break
-            await asyncio.sleep(at - now)
+            await asyncio.sleep(max(at, self._token_at(now) if self._rate else at) - now)
         permit.sent_at = time.monotonic()
         if permit.slot:
             self._last = permit.sent_at

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import struct
-from typing import Callable, TypeVar
+from typing import Callable, Optional, Protocol, TypeVar
 
 from google.protobuf.message import Message
 
@@ -26,18 +26,38 @@ from qim.proto.v1 import group_pb2, history_pb2, message_pb2
 from qim.protocol import Opcode
 from qim.sdk.events import ServerError
 from qim.sdk.retry import RETRYABLE, Backoff, with_retry
-from qim.sdk.runtime import ClientRuntime
+from qim.sdk.store import LocalStore
 
 M = TypeVar("M", bound=Message)
 
 
-async def new_cmid(rt: ClientRuntime) -> bytes:
+class Requester(Protocol):
+    """What these operations need of a runtime (ClientRuntime is one): its store, its
+    retry budget (seconds) and `request` on the live connection (through the RateGate
+    for the opcodes the gateway charges)."""
+
+    @property
+    def store(self) -> LocalStore:
+        """The runtime's LocalStore."""
+        ...
+
+    @property
+    def retry_budget_s(self) -> float:
+        """Seconds transient errors are retried."""
+        ...
+
+    async def request(self, opcode: int, body: bytes, timeout: Optional[float] = None) -> tuple[int, bytes]:
+        """(reply opcode, body); NotConnected, ServerError, ConnectionLost."""
+        ...
+
+
+async def new_cmid(rt: Requester) -> bytes:
     """A client_message_id from an ordinal reserved durably in SQLite (docs/design.md §3)."""
     ordinal = await rt.store.run(rt.store.reserve_ordinal)
     return rt.store.cmid_for(ordinal)
 
 
-async def _operation(rt: ClientRuntime, kind: str, key: bytes, replay_answer: bool, opcode: int,
+async def _operation(rt: Requester, kind: str, key: bytes, replay_answer: bool, opcode: int,
                      build: Callable[[bytes], bytes], reply_type: type[M]) -> M:
     """Run one idempotent operation: reuse its open cmid, or return its stored answer."""
     cmid, stored = await rt.store.run(rt.store.op_begin, kind, key, replay_answer)
@@ -54,7 +74,7 @@ async def _operation(rt: ClientRuntime, kind: str, key: bytes, replay_answer: bo
     return reply_type.FromString(answer)
 
 
-async def create_group(rt: ClientRuntime, group_id: int, members: list[int], title: str = "") -> group_pb2.GroupOk:
+async def create_group(rt: Requester, group_id: int, members: list[int], title: str = "") -> group_pb2.GroupOk:
     """CREATE_GROUP (named `title` when given); ServerError(CONFLICT) when the group
     exists (created by anyone else, or by this store with other members)."""
     wanted = sorted(set(members))
@@ -65,7 +85,7 @@ async def create_group(rt: ClientRuntime, group_id: int, members: list[int], tit
                             group_pb2.GroupOk)
 
 
-async def leave_group(rt: ClientRuntime, group_id: int) -> group_pb2.GroupOk:
+async def leave_group(rt: Requester, group_id: int) -> group_pb2.GroupOk:
     """LEAVE_GROUP of the user itself; FORBIDDEN when it is no member."""
     return await _operation(rt, "leave_group", struct.pack(">Q", group_id), False, Opcode.LEAVE_GROUP,
                             lambda cmid: group_pb2.LeaveGroup(group_id=group_id,
@@ -73,7 +93,7 @@ async def leave_group(rt: ClientRuntime, group_id: int) -> group_pb2.GroupOk:
                             group_pb2.GroupOk)
 
 
-async def pull_history(rt: ClientRuntime, conversation_id: bytes, peer_user_id: int = 0, anchor_seq: int = 0,
+async def pull_history(rt: Requester, conversation_id: bytes, peer_user_id: int = 0, anchor_seq: int = 0,
                        newer: bool = False, limit: int = 50, max_bytes: int = 0) -> history_pb2.HistoryBatch:
     """One HISTORY_BATCH page (OLDER from the latest by default). Items carry
     body_included and state: body_included=false means no body (recalled/deleted)."""
@@ -85,7 +105,7 @@ async def pull_history(rt: ClientRuntime, conversation_id: bytes, peer_user_id: 
     return history_pb2.HistoryBatch.FromString(body)
 
 
-async def recall(rt: ClientRuntime, conversation_id: bytes, message_id: bytes,
+async def recall(rt: Requester, conversation_id: bytes, message_id: bytes,
                  peer_user_id: int = 0) -> message_pb2.RecallOk:
     """RECALL_MESSAGE of one of the user's own messages (peer_user_id: the peer of a
     direct conversation)."""
@@ -96,7 +116,7 @@ async def recall(rt: ClientRuntime, conversation_id: bytes, message_id: bytes,
                             message_pb2.RecallOk)
 
 
-async def pull_members(rt: ClientRuntime, group_id: int, page: int = 1000) -> list[group_pb2.Member]:
+async def pull_members(rt: Requester, group_id: int, page: int = 1000) -> list[group_pb2.Member]:
     """Every current member of the group (PULL_MEMBERS, all pages, by user id).
     ServerError(FORBIDDEN) for a non-member."""
     out: list[group_pb2.Member] = []

@@ -68,8 +68,8 @@ def _refuse_early(req: room_pb2.RoomSend, max_body: int) -> None:
 
 
 class Rooms:
-    """The rooms of one ClientRuntime `rt` (its `request`, `emit`, `after_sync`,
-    `on_room_events`, `max_body_bytes`, `send_timeout`, `retry_budget_s`)."""
+    """The rooms of one ClientRuntime `rt` (its `request`, `max_body_bytes`,
+    `send_timeout`, `retry_budget_s`, and its core's `emit`, `after_sync`, `on_room_events`)."""
 
     def __init__(self, rt: Any) -> None:
         self._rt = rt
@@ -78,8 +78,8 @@ class Rooms:
 
     def attach(self) -> None:
         """Hook into the runtime: re-join after every (re)connect, live frames."""
-        self._rt.after_sync.append(self._after_sync)
-        self._rt.on_room_events = self.on_frame
+        self._rt.core.after_sync.append(self._after_sync)
+        self._rt.core.on_room_events = self.on_frame
 
     # --- the app's calls ------------------------------------------------------------
     async def join(self, room_id: int, recent: int = 0) -> RoomInfo:
@@ -98,7 +98,7 @@ class Rooms:
         check_room_id(room_id)
         room = self._rooms.pop(room_id, None)
         if room is not None:
-            self._rt.emit(RoomStateChanged(room_id, "left", room.member_count, "left by the app"))
+            self._rt.core.emit(RoomStateChanged(room_id, "left", room.member_count, "left by the app"))
         body = room_pb2.LeaveRoom(room_id=room_id).SerializeToString()
         try:
             _, reply = await self._rt.request(Opcode.LEAVE_ROOM, body)
@@ -146,7 +146,7 @@ class Rooms:
             return
         room.joining = True
         room.joined.clear()
-        self._rt.emit(RoomStateChanged(room.room_id, "rejoining" if room.epoch else "joining", room.member_count))
+        self._rt.core.emit(RoomStateChanged(room.room_id, "rejoining" if room.epoch else "joining", room.member_count))
         backoff = Backoff(budget=self._rt.retry_budget_s)
         try:
             while True:
@@ -168,12 +168,12 @@ class Rooms:
             room.buffered.clear()
             if self._rooms.get(room.room_id) is room and not isinstance(exc, (ConnectionLost, NotConnected)):
                 del self._rooms[room.room_id]  # refused for good: not a member any more
-                self._rt.emit(RoomStateChanged(room.room_id, "left", room.member_count, str(exc)))
+                self._rt.core.emit(RoomStateChanged(room.room_id, "left", room.member_count, str(exc)))
             raise
         finally:
             room.joining = False
         room.joined.set()
-        self._rt.emit(RoomStateChanged(room.room_id, "joined", room.member_count))
+        self._rt.core.emit(RoomStateChanged(room.room_id, "joined", room.member_count))
 
     def _joined(self, room: _Room, reply: room_pb2.RoomJoined) -> None:
         """Apply a ROOM_JOINED, then the live frames that came during the join."""
@@ -228,7 +228,7 @@ class Rooms:
             out.append(RoomMessage.of(room.room_id, room.epoch, e))
         room.kept.extend(out)
         if out or truncated:
-            self._rt.emit(RoomEventsAdded(room.room_id, tuple(out), truncated, first_seq, room.member_count))
+            self._rt.core.emit(RoomEventsAdded(room.room_id, tuple(out), truncated, first_seq, room.member_count))
 
     def _rejoin(self, room: _Room) -> None:
         if room.joining:

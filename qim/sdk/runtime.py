@@ -19,30 +19,36 @@ then a PING probe; no PONG and no byte → connection dead → reconnect.
 Pulls (qim/sdk/puller.py): PUSH_EVENTS only wake a single-flight pull (their entries
 may carry references, not bodies); only MAILBOX_BATCH and history pages reach the
 store and the app. Events go to `events` (an asyncio.Queue) and/or `on_event`.
+
+The runtime is a façade: what its parts share is a RuntimeCore (qim/sdk/core.py: the
+current connection, events, tasks, the send ledger, apply-and-tell); the sender, the
+puller, the sessions and the connection supervisor (qim/sdk/reconnect.py) each hold
+the core, none of them the runtime. Test hooks live in a LinkFaults given with
+`faults=` (qim/sdk/faults.py), never in product paths.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import ssl
 from typing import Any, Awaitable, Callable, Optional
 
 from qim.consts import MAX_MESSAGE_BODY, MESSAGE_TYPE_TEXT, SEND_ACK_PROBE_S
-from qim.errors import ErrorCode, QimError
-from qim.proto.v1 import connection_pb2, mailbox_pb2, room_pb2, session_pb2
+from qim.errors import QimError
+from qim.proto.v1 import connection_pb2, mailbox_pb2
 from qim.protocol import RATE_LIMITED_OPCODES
 from qim.sdk import events as ev
 from qim.sdk.connection import PROBE_S, Connection, client_tls
+from qim.sdk.core import RuntimeCore, Tuning
 from qim.sdk.credentials import TokenProvider, TokenSource
-from qim.sdk.events import ConnectionLost, Kicked, NotConnected, SendAck, SendTimeout, ServerError
+from qim.sdk.events import ConnectionLost, Kicked, NotConnected, SendAck
+from qim.sdk.faults import LinkFaults
 from qim.sdk.puller import Puller
 from qim.sdk.rategate import RateGate
-from qim.sdk.reconnect import reconnect_loop
-from qim.sdk.retry import RETRY_BUDGET_S, RETRYABLE, Backoff
+from qim.sdk.reconnect import Supervisor
+from qim.sdk.retry import RETRY_BUDGET_S
 from qim.sdk.sender import Sender
 from qim.sdk.store import ApplyResult, LocalStore, StoreError
-from qim.sdk.tell import tell
 from qim.sdk.validate import check_send
 
 logger = logging.getLogger(__name__)
@@ -57,7 +63,8 @@ class ClientRuntime:
     Transport: TLS 1.3 verifying the gateway against `ca_file` (else $QIM_CA_FILE, else
     the system trust store) or an `ssl_context` of the app's; `plaintext=True` only for a
     development gateway (qim/sdk/connection.py client_tls; TlsError ends connect() and
-    the reconnect loop: trying again cannot fix a certificate)."""
+    the reconnect loop: trying again cannot fix a certificate). `faults`: a LinkFaults
+    for tests only (qim/sdk/faults.py)."""
 
     def __init__(self, endpoint: str, token: str, store: LocalStore, *, auto_reconnect: bool = True,
                  send_timeout: float = 60.0, on_event: Optional[Callable[[ev.Event], None]] = None,
@@ -65,118 +72,105 @@ class ClientRuntime:
                  ack_deadline_s: float = SEND_ACK_PROBE_S, probe_s: float = PROBE_S,
                  retry_budget_s: float = RETRY_BUDGET_S, token_provider: Optional[TokenProvider] = None,
                  ca_file: Optional[str] = None, ssl_context: Optional[ssl.SSLContext] = None,
-                 plaintext: bool = False) -> None:
+                 plaintext: bool = False, faults: Optional[LinkFaults] = None) -> None:
         self.endpoint, self.store = endpoint, store
         self._tls = client_tls(endpoint, ca_file, ssl_context, plaintext)  # built once: reads the CA file now
         self.tokens = TokenSource(token, (store.tenant, store.user_id, store.device_id), token_provider)
-        self.rate_gate = RateGate()  # every request the send-rate buckets charge passes it (rategate.py)
-        self.auto_reconnect, self.send_timeout = auto_reconnect, send_timeout
-        self.on_event = on_event
-        self.events: Optional[asyncio.Queue] = asyncio.Queue() if event_queue else None
-        self._backoff = reconnect_backoff
-        self.ack_deadline_s, self.probe_s, self.retry_budget_s = ack_deadline_s, probe_s, retry_budget_s
+        self.core = RuntimeCore(store, Tuning(ack_deadline_s, probe_s, retry_budget_s, send_timeout,
+                                              reconnect_backoff, auto_reconnect), on_event, event_queue, faults)
         self.max_body_bytes = MAX_MESSAGE_BODY  # AuthOk.max_body_bytes once authenticated
-        self._conn: Optional[Connection] = None
-        self._ready = False          # connected, synced and reconciled
-        self._closing = True         # True until connect(); close() sets it again
-        self._waiters: dict[bytes, asyncio.Future] = {}  # cmid -> Future[SendAck]
-        self._sender = Sender(self)
-        self._puller = Puller(self)
-        self._tasks: set[asyncio.Task] = set()
-        self._reconnect_task: Optional[asyncio.Task] = None
-        self._cut_after_next_send = False
-        self._connecting = False  # an explicit connect() retries itself: no reconnect loop meanwhile
-        self.stats = {"reconnects": 0, "resends": 0, "reconciled": 0, "pushes": 0}
-        self.state = "offline"  # see ev.ConnectionState
-        # awaited after every (re)connect's sync, on its connection (Client: the session list);
-        # a failure is told as SyncFailed, never fails the connect
-        self.after_sync: list[Callable[[Connection], Awaitable[None]]] = []
-        self.on_session_delta: Optional[Callable[[session_pb2.SessionDelta], None]] = None
-        self.on_read_sync: Optional[Callable[[session_pb2.ReadSync], None]] = None
-        self.on_room_events: Optional[Callable[[room_pb2.RoomEvents], None]] = None  # qim/sdk/rooms.py
+        self._sender = Sender(self.core)
+        self._puller = Puller(self.core)
+        self._supervisor = Supervisor(self.core, self.tokens, self._open, self._sync)
 
-    # --- lifecycle -----------------------------------------------------------------
-    def _set_state(self, state: str, reason: str = "") -> None:
-        if state != self.state:
-            self.state = state
-            self._emit(ev.ConnectionState(state, reason))
+    # --- what the app and the helpers read (the state is the core's) -------------------
+    @property
+    def state(self) -> str:
+        """The connection state (ev.ConnectionState; docs/sdk.md "Connection states")."""
+        return self.core.state
 
     @property
     def connected(self) -> bool:
         """True while a connection is up and the mailbox sync after it finished."""
-        return self._ready and self._conn is not None and self._conn.is_open
+        return self.core.connected
+
+    @property
+    def events(self) -> Any:
+        """The asyncio.Queue of events, or None when built with event_queue=False."""
+        return self.core.events
+
+    @property
+    def on_event(self) -> Optional[Callable[[ev.Event], None]]:
+        """The app's event callback (settable)."""
+        return self.core.on_event
+
+    @on_event.setter
+    def on_event(self, fn: Optional[Callable[[ev.Event], None]]) -> None:
+        """Replace the app's event callback."""
+        self.core.on_event = fn
+
+    @property
+    def stats(self) -> dict:
+        """Counters: reconnects, resends, reconciled, pushes, rebuilds."""
+        return self.core.stats
+
+    @property
+    def rate_gate(self) -> RateGate:
+        """The gate every request the gateway's send-rate buckets charge passes."""
+        return self.core.rate_gate
+
+    @property
+    def faults(self) -> Optional[LinkFaults]:
+        """The test-only fault switch given at construction, else None."""
+        return self.core.faults
+
+    @property
+    def after_sync(self) -> list[Callable[[Connection], Awaitable[None]]]:
+        """Awaited after every (re)connect's sync on its connection (Client: the session list)."""
+        return self.core.after_sync
+
+    @property
+    def retry_budget_s(self) -> float:
+        """Seconds transient server errors are retried before they surface."""
+        return self.core.tuning.retry_budget_s
+
+    @property
+    def send_timeout(self) -> float:
+        """Seconds a send waits for its outcome by default."""
+        return self.core.tuning.send_timeout
 
     @property
     def mailbox_page_bytes(self) -> int:
         """The max_bytes the next PULL_MAILBOX asks for (adapts to the link's throughput)."""
         return self._puller.page_bytes
 
+    # --- lifecycle (the loop itself: qim/sdk/reconnect.py) -------------------------
     async def connect(self) -> None:
-        """Connect, AUTH, (REBUILD,) sync the mailbox, resend unresolved pending sends.
-        Transient ERRORs are retried for `retry_budget_s`. Raises ServerError
-        (UNAUTHENTICATED, or a transient one after the budget), ConnectionLost, StoreError
-        (store/device mismatch)."""
-        if self.connected:
+        """Connect, AUTH, (REBUILD,) sync the mailbox, resend unresolved pending sends;
+        returns when ready. Transient ERRORs are retried for `retry_budget_s`; a
+        connection lost after AUTH succeeded is a reconnect (connect() waits on).
+        Raises ServerError (UNAUTHENTICATED, or a transient one after the budget),
+        ConnectionLost (unreachable), TlsError, StoreError (store/device mismatch),
+        NotConnected (close() meanwhile). qim/sdk/reconnect.py."""
+        if self.core.connected:
             return
-        if self._reconnect_task is not None and not self._reconnect_task.done():
-            await asyncio.shield(self._reconnect_task)  # never run two logins of one device
-            if self.connected:
-                return
-        self._closing, self._connecting = False, True
-        self._set_state("connecting")
-        backoff = Backoff(self._backoff[0], self._backoff[1], self.retry_budget_s)
-        refreshed = False
-        try:
-            while True:
-                try:
-                    await self._establish()
-                    return
-                except ServerError as exc:
-                    if exc.code == ErrorCode.UNAUTHENTICATED and self.tokens.provider and not refreshed:
-                        refreshed = self.tokens.refresh_next = True  # once: a fresh token from the provider
-                        continue
-                    if exc.code in RETRYABLE and not self._closing:
-                        try:
-                            await backoff.wait(exc)
-                            continue
-                        except ServerError:
-                            pass
-                    self._connect_failed()
-                    raise
-                except BaseException:
-                    self._connect_failed()
-                    raise
-        finally:
-            self._connecting = False
-
-    def _connect_failed(self) -> None:
-        self._closing = True  # a failed explicit connect does not start reconnecting
-        self._set_state("offline", "connect failed")
-        if self._conn is not None:
-            self._conn.abort("connect failed")
+        if not self._supervisor.running:
+            self.core.closing = False
+            self.core.set_state("connecting")
+        await self._supervisor.connect()
 
     async def close(self) -> None:
         """Stop reconnecting and close the connection; the store stays open (host owns it).
         Waiting sends keep their pending rows and time out or resolve after a later connect()."""
-        self._closing = True
-        self._ready = False
-        self._set_state("offline", "closed by the app")
+        core = self.core
+        core.closing, core.ready = True, False
+        core.set_state("offline", "closed by the app")
+        self._supervisor.cancel(NotConnected("closed by the app"))
         self._puller.cancel()
-        for task in [self._reconnect_task, *self._tasks]:
-            if task is not None and not task.done():
-                task.cancel()
-        if self._conn is not None:
-            await self._conn.close()
-            self._conn = None
-
-    def abort_connection(self) -> None:
-        """Test hook: cut the connection abruptly (as a network failure would)."""
-        if self._conn is not None:
-            self._conn.abort("aborted by host")
-
-    def cut_after_next_send(self) -> None:
-        """Test hook: abort right after the next SEND_MESSAGE frame was written, before its ACK."""
-        self._cut_after_next_send = True
+        core.cancel_tasks()
+        if core.conn is not None:
+            await core.conn.close()
+            core.conn = None
 
     def update_token(self, token: str) -> None:
         """Authenticate with `token` from the next (re)connect on (a live connection
@@ -184,100 +178,98 @@ class ClientRuntime:
         ValueError when it names another tenant, user or device than the store."""
         self.tokens.update(token)
 
-    async def _establish(self, reconnect: bool = False) -> None:
+    async def _open(self, reconnect: bool = False) -> Connection:
+        """One connection: TCP, TLS, AUTH (bounded: CONNECT_TIMEOUT_S), wired to this
+        runtime and made the current one (state syncing). StoreError when AUTH names
+        another identity than the store."""
+        core = self.core
         conn = await Connection.open(self.endpoint, await self.tokens.current(), tls=self._tls)
         if reconnect:
-            self.stats["reconnects"] += 1
+            core.stats["reconnects"] += 1
         auth = conn.auth
         if auth.user_id != self.store.user_id or auth.device_id != self.store.device_id:
             conn.abort("identity mismatch")
-            self._closing = True
             raise StoreError("AUTH_OK identity differs from the LocalStore's (user, device)")
         if auth.max_body_bytes:
             self.max_body_bytes = auth.max_body_bytes
-        old, self._conn = self._conn, None
+        core.rate_gate.limit(auth.send_rate_per_s, auth.send_burst)  # paced below the gateway's limit
+        old, core.conn = core.conn, None
         if old is not None:
             old.abort("replaced by a new connection")
         conn.on_push = self._on_push
-        conn.on_kicked = self._on_kicked
-        conn.on_rate_limited = self.rate_gate.refused
-        if self.on_session_delta is not None:
-            conn.on_session_delta = self.on_session_delta
-        if self.on_read_sync is not None:
-            conn.on_read_sync = self.on_read_sync
-        if self.on_room_events is not None:
-            conn.on_room_events = self.on_room_events
-        self._conn, self._ready = conn, False
+        conn.on_kicked = lambda reason: self._on_kicked(conn, reason)
+        conn.on_rate_limited = core.rate_gate.refused
+        if core.on_session_delta is not None:
+            conn.on_session_delta = core.on_session_delta
+        if core.on_read_sync is not None:
+            conn.on_read_sync = core.on_read_sync
+        if core.on_room_events is not None:
+            conn.on_room_events = core.on_room_events
+        core.conn, core.ready = conn, False
         self._sender.new_connection()
-        conn.closed.add_done_callback(lambda f: self._on_closed(conn, f.result()))
-        self._emit(ev.Connected(auth.user_id, auth.device_id, auth.mailbox_lane))
-        self._set_state("syncing")
-        self._spawn(conn.heartbeat(max(1.0, min(auth.heartbeat_s or 60, 120) / 2), self.probe_s))
-        try:
-            await self._sync_and_reconcile(conn)
-        except BaseException:
-            conn.abort("sync failed")
-            raise
+        conn.closed.add_done_callback(lambda f: self._on_closed(conn, f))
+        core.emit(ev.Connected(auth.user_id, auth.device_id, auth.mailbox_lane))
+        core.set_state("syncing")
+        core.spawn(conn.heartbeat(max(1.0, min(auth.heartbeat_s or 60, 120) / 2), core.tuning.probe_s))
+        return conn
 
-    async def _sync_and_reconcile(self, conn: Connection) -> None:
+    async def _sync(self, conn: Connection) -> None:
+        """REBUILD when needed, the mailbox sync, resends in ordinal order, the after-sync
+        hooks; then `ready`. ConnectionLost when `conn` is gone by then (never a sync
+        that returns on a dead connection), ServerError, StoreError."""
+        core = self.core
         if await self.store.run(self.store.rebuild_needed):
             await self._puller.rebuild(conn)
         await self._puller.pull()
         rows = await self.store.run(self.store.pending_sends)
-        if conn is not self._conn or not conn.is_open:
+        if conn is not core.conn or not conn.is_open:
             raise ConnectionLost("connection dropped during sync")
         for row in rows:  # from this process and from earlier ones (the durable rows)
-            self._sender.track(row)
-        self._ready = True
-        for row in self._sender.unresolved():  # ordinal order: frames leave in submission order
-            self.stats["resends"] += 1
+            core.ledger.track(row)
+        core.ready = True
+        for row in core.ledger.unresolved():  # ordinal order: frames leave in submission order
+            core.stats["resends"] += 1
             self._sender.start(conn, row)
-        for hook in self.after_sync:
+        for hook in core.after_sync:
             try:
                 await hook(conn)
             except (ConnectionLost, NotConnected):
                 raise
             except QimError as exc:  # the connection is usable: tell the app, keep it
-                self._emit(ev.SyncFailed(exc.code, str(exc)))
-        if conn is self._conn and conn.is_open:
-            self._set_state("ready")
+                core.emit(ev.SyncFailed(exc.code, str(exc)))
+        if conn is not core.conn or not conn.is_open:
+            raise ConnectionLost("connection dropped during sync")
+        core.set_state("ready")
 
-    def _on_closed(self, conn: Connection, reason: str) -> None:
-        if conn is not self._conn:
-            return
-        self._ready = False
-        self._emit(ev.Disconnected(reason))
-        idle = self._reconnect_task is None or self._reconnect_task.done()
-        if self.auto_reconnect and not self._closing and not self._connecting and idle:
-            self._set_state("reconnecting", reason)
-            self._reconnect_task = asyncio.get_running_loop().create_task(reconnect_loop(self))
-        elif self._closing and self.state not in ("kicked", "offline"):
-            self._set_state("offline", reason)
+    def _on_closed(self, conn: Connection, closed: Any) -> None:
+        if conn is self.core.conn and not closed.cancelled():
+            self.core.ready = False
+            self.core.emit(ev.Disconnected(closed.result()))
 
-    def _on_kicked(self, reason: int) -> None:
+    def _on_kicked(self, conn: Connection, reason: int) -> None:
+        core = self.core
+        if conn is not core.conn:
+            return  # a connection this runtime already replaced: its kick is stale
         if reason == connection_pb2.Kicked.TOKEN_EXPIRED:
             self.tokens.refresh_next = True  # the reconnect asks the provider (offline without one)
+            self._supervisor.expired = True
             return
-        self._closing = True  # a kicked device does not fight back by reconnecting
-        self._set_state("kicked", f"reason {reason}")
-        self._emit(ev.KickedEvent(reason))
-        self._fail_waiters(Kicked(reason))
-
-    def _fail_waiters(self, exc: BaseException) -> None:
-        for fut in self._waiters.values():
-            if not fut.done():
-                fut.set_exception(exc)
+        core.closing = True  # a kicked device does not fight back by reconnecting
+        core.set_state("kicked", f"reason {reason}")
+        core.emit(ev.KickedEvent(reason))
+        core.ledger.fail_waiters(Kicked(reason))
 
     async def request(self, opcode: int, body: bytes, timeout: Optional[float] = None) -> tuple[int, bytes]:
         """One request on the live connection -> (reply opcode, body); one the send-rate
         buckets charge waits for the RateGate first. NotConnected, ServerError (ERROR
         reply), ConnectionLost."""
-        conn = self._conn
-        if conn is None or not self.connected:
+        conn = self.core.conn
+        if conn is None or not self.core.connected:
             raise NotConnected("call connect() first")
+        wait = timeout or self.send_timeout
         if opcode in RATE_LIMITED_OPCODES:
-            return await self.rate_gate.through(lambda _permit: conn.request(opcode, body, timeout or self.send_timeout))
-        return await conn.request(opcode, body, timeout or self.send_timeout)
+            return await self.core.rate_gate.through(lambda _permit: conn.request(opcode, body, wait))
+        return await conn.request(opcode, body, wait)
 
     # --- sending -------------------------------------------------------------------
     async def submit_message(self, conversation_id: bytes, recipient_user_id: int, body: bytes,
@@ -285,52 +277,42 @@ class ClientRuntime:
         """Validate, store the local_pending row (durable) and start sending; returns the
         cmid. SendRefused (nothing stored) for what the server would refuse. Sent now
         when ready, otherwise after the next (re)connect's reconciliation."""
+        core = self.core
         check_send(self.store.tenant, self.store.user_id, conversation_id, recipient_user_id, body, message_type,
                    custom_type, self.max_body_bytes)
         row = await self.store.run(self.store.add_pending, conversation_id, recipient_user_id,
                                    message_type, custom_type, body)
-        cmid = row.client_message_id
-        self._waiters.setdefault(cmid, asyncio.get_running_loop().create_future())
-        self._emit(ev.SendPending(row))
-        self._sender.track(row)
-        if self._ready and self._conn is not None:
-            self._sender.start(self._conn, row)
-        return cmid
+        core.ledger.waiter(row.client_message_id)
+        core.emit(ev.SendPending(row))
+        core.ledger.track(row)
+        if core.ready and core.conn is not None:
+            self._sender.start(core.conn, row)
+        return row.client_message_id
 
     async def wait_ack(self, cmid: bytes, timeout: Optional[float] = None) -> SendAck:
         """Await the outcome of a submitted send. SendTimeout (row stays pending),
         ServerError (permanent ERROR), Kicked."""
-        fut = self._waiters.setdefault(cmid, asyncio.get_running_loop().create_future())
-        try:
-            return await asyncio.wait_for(asyncio.shield(fut), timeout or self.send_timeout)
-        except asyncio.TimeoutError:
-            raise SendTimeout(cmid) from None
-        finally:
-            if fut.done():
-                self._waiters.pop(cmid, None)
+        return await self.core.ledger.wait(cmid, timeout or self.send_timeout)
 
     async def send_message(self, conversation_id: bytes, recipient_user_id: int, body: bytes,
                            message_type: int = MESSAGE_TYPE_TEXT, custom_type: bytes = b"") -> SendAck:
         """submit_message + wait_ack. Needs a prior connect() (NotConnected otherwise,
         raised before anything is stored); SendRefused, ServerError, SendTimeout."""
-        if self._closing:
+        if self.core.closing:
             raise NotConnected("call connect() first")
         cmid = await self.submit_message(conversation_id, recipient_user_id, body, message_type, custom_type)
         return await self.wait_ack(cmid)
 
-    def _settle(self, cmid: bytes, ack: Optional[SendAck] = None, exc: Optional[BaseException] = None) -> bool:
-        """Resolve the waiter of `cmid`; False when there is none or it was already resolved."""
-        fut = self._waiters.get(cmid)
-        if fut is None or fut.done():
-            return False
-        if exc is None:
-            fut.set_result(ack)
-            return True
-        fut.set_exception(exc)
-        fut.exception()  # submit_message without wait_ack: the app hears of it by SendFailed, not a GC warning
-        return True
+    # --- the store and the mailbox -------------------------------------------------
+    async def apply(self, fn: Callable[..., ApplyResult], *args: Any, source: str = "local") -> ApplyResult:
+        """Run a LocalStore change and tell the app what it changed, as one unit
+        (qim/sdk/core.py; the Client's opens, group notes, recalls)."""
+        return await self.core.apply(fn, *args, source=source)
 
-    # --- mailbox -------------------------------------------------------------------
+    def tell(self, result: ApplyResult, read_source: str = "local") -> None:
+        """Tell the app what a committed store change changed (qim/sdk/tell.py)."""
+        self.core.tell(result, read_source)
+
     async def pull_mailbox(self) -> None:
         """Pull until has_more is false (single flight: a call during a running pull marks
         it dirty and waits for it). ConnectionLost / NotConnected / ServerError."""
@@ -338,40 +320,10 @@ class ClientRuntime:
 
     def _on_push(self, push: mailbox_pb2.PushEvents) -> None:
         """PUSH_EVENTS are a wake-up only, and a position: nothing of them is stored or
-        told (issue 10 fault 1); one the cursor covers asks for no pull (puller.py)."""
-        self.stats["pushes"] += 1
+        told (decision 0016); one the cursor covers asks for no pull (puller.py)."""
+        self.core.stats["pushes"] += 1
         self._puller.notify(push)
-
-    def _after_apply(self, result: ApplyResult, read_source: str = "local") -> None:
-        """Only after the SQLite commit: events and pending resolution (seed 000 §362;
-        qim/sdk/tell.py)."""
-        tell(self, result, read_source)
 
     async def ping(self) -> int:
         """PING/PONG round trip; returns server time in ms. NotConnected, ConnectionLost."""
-        if self._conn is None or not self._conn.is_open:
-            raise NotConnected("no connection")
-        return await self._conn.ping()
-
-    # --- plumbing ------------------------------------------------------------------
-    def emit(self, event: Any) -> None:
-        """Tell the app `event` (the event queue and/or on_event): for the runtime's helpers."""
-        self._emit(event)
-
-    def _emit(self, event: ev.Event) -> None:
-        if self.events is not None:
-            self.events.put_nowait(event)
-        if self.on_event is not None:
-            self.on_event(event)
-
-    def _spawn(self, coro) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            exc = task.exception()
-            if not isinstance(exc, (ConnectionLost, NotConnected)):
-                logger.warning("background task failed: %r", exc)
+        return await self.core.live().ping()

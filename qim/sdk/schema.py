@@ -35,7 +35,8 @@ import secrets
 import sqlite3
 from typing import Optional
 
-from qim.consts import U63_MAX
+from qim._core import ids
+from qim.consts import CONVERSATION_KIND_GROUP, U63_MAX
 from qim.sdk import conversations
 from qim.sdk.model import StoreError
 
@@ -174,7 +175,7 @@ def open_db(db: sqlite3.Connection, tenant: int, user_id: int,
             if statement.strip():
                 db.execute(statement)
         if migrated:  # the rows of a migrated store come from its messages
-            conversations.fill_from_messages(db, user_id)
+            _fill_from_messages(db, user_id)
         row = db.execute("SELECT tenant_hex, user_id, device_id, store_nonce FROM meta").fetchone()
         if row is None:
             device = device_id or (secrets.randbits(63) or 1)
@@ -195,3 +196,25 @@ def open_db(db: sqlite3.Connection, tenant: int, user_id: int,
         db.execute("ROLLBACK")
         raise
     return device, bytes(nonce)
+
+
+def _fill_from_messages(db: sqlite3.Connection, user_id: int) -> None:
+    """Rows for the conversations of a store migrated from schema 2 (module docstring):
+    head, peer and the read position of our own newest message, from the stored messages."""
+    touch = conversations.Touch()
+    for (conv,) in db.execute("SELECT DISTINCT conversation_id FROM messages").fetchall():
+        newest = db.execute("SELECT message_id, conversation_seq, sender_id, created_at_ms, message_type,"
+                            " custom_type, body, state FROM messages WHERE conversation_id = ?"
+                            " ORDER BY conversation_seq DESC LIMIT 1", (conv,)).fetchone()
+        peer = db.execute("SELECT sender_id FROM messages WHERE conversation_id = ? AND sender_id != ? LIMIT 1",
+                          (conv, user_id)).fetchone()
+        is_group = ids.conversation_kind(bytes(conv)) == CONVERSATION_KIND_GROUP
+        conversations.ensure(db, conv, peer=peer[0] if peer and not is_group else 0)
+        conversations.advance_head(db, conv, newest[0], newest[1], conversations.head_item(*newest))
+        own = db.execute("SELECT max(conversation_seq) FROM messages WHERE conversation_id = ? AND sender_id = ?",
+                         (conv, user_id)).fetchone()[0]
+        if own:
+            conversations.move_read(db, conv, own, True, touch)
+        touch.add(conv)
+    for conv in touch.convs:
+        conversations.recompute(db, user_id, conv)

@@ -69,7 +69,8 @@ class ListsMixin:
     def note_group(self, conversation_id: bytes, group_id: int, seq: int, member: bool,
                    title: str = "") -> ApplyResult:
         """A GroupOk of this user's own create (member, joined at 0; named `title`) or
-        leave (left at seq)."""
+        leave (left at seq); its CONTROL message at `seq` is our own, so it marks the group
+        read up to it (as the server's registration does: conversations.py)."""
         with self._tx():
             conversations.ensure(self._db, conversation_id, group_id=group_id)
             if title:
@@ -81,6 +82,7 @@ class ListsMixin:
                 self._db.execute("UPDATE conversations SET left_at = ? WHERE conversation_id = ?",
                                  (seq, conversation_id))
             touch = Touch()
+            conversations.move_read(self._db, conversation_id, seq, True, touch)
             touch.add(conversation_id)
             return conversations.finish(self._db, self.user_id, touch, ApplyResult([], []))
 

@@ -9,37 +9,37 @@ counts them twice: it replaces its entries with the ones of ConversationsUpdated
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Callable
 
 from qim.sdk import events as ev
 from qim.sdk.events import SendAck
 from qim.sdk.model import ApplyResult
 
-if TYPE_CHECKING:
-    from qim.sdk.runtime import ClientRuntime
 
-
-def tell(rt: "ClientRuntime", result: ApplyResult, read_source: str = "local") -> None:
-    """Emit the events of one committed apply and settle the sends it resolved."""
+def tell(result: ApplyResult, read_source: str, emit: Callable[[ev.Event], None],
+         resolve: Callable[[SendAck], bool]) -> int:
+    """Emit the events of one committed apply and resolve the sends it reconciled
+    (`resolve`: the SendLedger's one path, True when it settled a waiter); returns how
+    many it settled (sends no SEND_ACK had settled: stats["reconciled"])."""
     changed = result.inserted + result.updated
     conv_ids = dict.fromkeys(m.conversation_id for m in changed)
     conv_ids.update(dict.fromkeys(c.conversation_id for c in result.conversations))
     if conv_ids:
-        rt._emit(ev.ConversationsUpdated(tuple(conv_ids), tuple(result.conversations)))
+        emit(ev.ConversationsUpdated(tuple(conv_ids), tuple(result.conversations)))
     if result.inserted:
-        rt._emit(ev.MessagesAdded(tuple(result.inserted)))
+        emit(ev.MessagesAdded(tuple(result.inserted)))
     if result.updated:
-        rt._emit(ev.MessagesUpdated(tuple(result.updated)))
+        emit(ev.MessagesUpdated(tuple(result.updated)))
     if result.removed:
-        rt._emit(ev.MessagesRemoved(tuple(result.removed)))
+        emit(ev.MessagesRemoved(tuple(result.removed)))
+    settled = 0
     if result.resolved:
         acks = tuple(SendAck(r.client_message_id, r.message_id, r.conversation_id, r.conversation_seq,
                              r.created_at_ms, reconciled=True) for r in result.resolved)
-        for ack in acks:  # counts only sends that no SEND_ACK had settled
-            rt._sender.resolved(ack.client_message_id)
-            rt.stats["reconciled"] += rt._settle(ack.client_message_id, ack=ack)
-        rt._emit(ev.PendingResolved(acks))
+        settled = sum(resolve(ack) for ack in acks)
+        emit(ev.PendingResolved(acks))
     for conv, seq in result.reads:
-        rt._emit(ev.ReadPositionChanged(conv, seq, read_source))
+        emit(ev.ReadPositionChanged(conv, seq, read_source))
     for change in result.membership:
-        rt._emit(ev.MembershipChanged(change))
+        emit(ev.MembershipChanged(change))
+    return settled

@@ -81,10 +81,12 @@ async def test_a_sender_above_the_user_rate_gets_rate_limited_with_retry_after(l
 
 async def test_the_sdk_waits_for_the_hint_and_delivers_everything(limited, tmp_path, monkeypatch):
     """8 sends and a MARK_READ at once from one user limited to 2 requests per second:
-    every request the SDK transmits after a RATE_LIMITED waits for that reply's hint (one
-    RateGate for sends, their UNAVAILABLE retries and MARK_READ: qim/sdk/rategate.py),
-    and the gateway refuses no more than one request per request made (before the gate
-    covered all of them, CI counted 31 refusals for 8 sends)."""
+    one RateGate for sends, their UNAVAILABLE retries and MARK_READ (qim/sdk/rategate.py)
+    paces them below the limit the gateway advertises in AUTH_OK, so the limit acts
+    (they take as long as the bucket says) and refuses nothing (before the gate covered
+    all of them, CI counted 31 refusals for 8 sends; before the advertised limit, about
+    one per request). The refusal-driven rules of a gateway that advertises nothing are
+    tests/sdk/test_rate_gate.py's."""
     a, b, c = users(3)
     opened = []
     for user, name in ((a, "a"), (b, "b"), (c, "c")):
@@ -113,9 +115,7 @@ async def test_the_sdk_waits_for_the_hint_and_delivers_everything(limited, tmp_p
         requests = n + 1  # the sends and the MARK_READ: each takes a token of the user's bucket
         assert elapsed >= (requests - RATE) / RATE - 0.5, elapsed  # 2 tokens in the bucket, then 2 per second
         refused = metric(limited, "qim_gateway_rate_limited_total", 'scope="user"') - refused_before
-        assert refused > 0, "the limit never refused anything: the test proves nothing"
-        # about one refusal per request at worst (qim/sdk/rategate.py "Bound"); a storm is several each
-        assert refused <= requests, f"{refused} refusals for {requests} requests: the SDK retries in a storm"
+        assert refused == 0, f"{refused} refusals for {requests} requests: the SDK did not pace below the limit"
         assert early_transmissions(sent, refusals) == [], "a request left before the hint it had received"
         assert sender.runtime.rate_gate.refusals - gate_before == refused == len(refusals)  # it heard every one
         await eventually(lambda: len(reader.store.messages(chat.conversation_id)) == n, timeout=30,

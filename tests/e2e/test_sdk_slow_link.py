@@ -14,8 +14,8 @@ from qim.consts import MAILBOX_PAGE_MAX_BYTES
 from qim.sdk import direct_conversation
 from qim.sdk import events as ev
 from qim.stores.redis.keys import mailbox_key
+from tests.sdk.faultproxy import FaultProxy
 from tests.sdk.realstack import runtime, shutdown, users
-from tests.sdk.throttle import ThrottleProxy
 
 
 async def mailbox_count(r: redis.Redis, user: int, count: int) -> None:
@@ -39,7 +39,7 @@ async def test_device_on_a_slow_link_connects_and_catches_up(stack, engines, tmp
     for body in sent:  # one at a time: stored order is send order whatever the writer does with bursts
         await ra.send_message(conv, b, body)
     await mailbox_count(redis.Redis(*engines.redis_addr.split(":")), b, count)
-    proxy = ThrottleProxy(stack.gateway_addr, bps)
+    proxy = FaultProxy(stack.gateway_addr, down_bps=bps)
     rb = runtime(stack, tmp_path, b, endpoint=await proxy.start(), auto_reconnect=False)
     try:
         await asyncio.wait_for(rb.connect(), 120)  # before: PING unanswered behind page bytes -> abort

@@ -152,9 +152,9 @@ async def test_a_session_ends_with_its_token_and_the_sdk_goes_on_with_a_fresh_on
                           **transport(stack))
     try:
         await c.connect()
-        first = c.runtime._conn
+        first = c.runtime.core.conn
         assert calls == []
-        await eventually(lambda: c.runtime._conn is not first and c.connected, timeout=30,
+        await eventually(lambda: c.runtime.core.conn is not first and c.connected, timeout=30,
                          what="reconnected after KICKED{TOKEN_EXPIRED}")
         assert calls, "the token provider was not asked"
         assert metric(stack, "qim_gateway_token_expired_kicks_total") - kicks >= 1

@@ -125,3 +125,59 @@ async def test_a_sender_above_its_rate_gets_rate_limited_with_a_retry_after():
     finally:
         s.abort()
         server.close()
+
+
+def test_the_tightest_bucket_is_advertised_and_a_refund_gives_the_token_back():
+    clock = Clock()
+    assert SendLimiter(400, 800, 200, 400).advertised() == (200, 400)
+    assert SendLimiter(100, 50, 0, 1).advertised() == (100, 50)  # connections not limited: the user's
+    assert SendLimiter(0, 1, 0, 1).advertised() == (0, 0)
+    lim = SendLimiter(user_per_s=1, user_burst=1, conn_per_s=1, conn_burst=1, clock=clock)
+    conn = lim.conn_bucket()
+    lim.admit((0, 5), conn)
+    lim.refund((0, 5), conn)  # the backend said "not now": the retry is the one charged
+    lim.admit((0, 5), conn)
+    with pytest.raises(RateLimited):
+        lim.admit((0, 5), conn)
+    lim.refund((0, 5), conn)
+    lim.refund((0, 5), conn)  # never above the burst
+    assert conn.tokens == 1
+
+
+class NotYetRouter:
+    """The writer answers the first transmission of each send "previous send not yet sequenced"."""
+
+    def __init__(self) -> None:
+        self.seen: set[bytes] = set()
+
+    async def call_writer(self, key, opcode, body):
+        if body not in self.seen:  # the writer's envelope of the send: the same for its retry
+            self.seen.add(body)
+            return Opcode.ERROR, common_pb2.Error(code=ErrorCode.UNAVAILABLE, message="previous send not yet sequenced",
+                                                  request_opcode=0x7F01).SerializeToString()
+        return Opcode.SEND_ACK, message_pb2.SendAck(conversation_seq=1).SerializeToString()
+
+
+async def test_auth_ok_advertises_the_limit_and_a_not_now_answer_is_not_charged():
+    gw = gateway(NotYetRouter(), rate_conn_per_s=1, rate_conn_burst=2, rate_user_per_s=1000, rate_user_burst=1000)
+    server, addr = await serve(gw)
+    s = await open_framed(*parse_addr(addr))
+    try:
+        s.send(Opcode.AUTH, 1, connection_pb2.Auth(token=token(5)).SerializeToString())
+        op, _, body = await asyncio.wait_for(s.read_frame(), 5)
+        ok = connection_pb2.AuthOk.FromString(body)
+        assert op == Opcode.AUTH_OK and (ok.send_rate_per_s, ok.send_burst) == (1, 2)
+        conv = ids.conversation_id_direct(0, 5, 6)
+        sends = [message_pb2.SendMessage(client_message_id=os.urandom(16), conversation_id=conv, recipient_user_id=6,
+                                         body=b"x").SerializeToString() for _ in range(2)]
+        answers = []
+        for rid, body in enumerate(sends + sends, start=10):  # each refused "not now", then retried
+            s.send(Opcode.SEND_MESSAGE, rid, body)
+            op, got, reply = await asyncio.wait_for(s.read_frame(), 5)
+            answers.append(op if op != Opcode.ERROR else ErrorCode(common_pb2.Error.FromString(reply).code))
+        # burst 2: four transmissions fit because the two refused ones were given back
+        assert answers == [ErrorCode.UNAVAILABLE] * 2 + [Opcode.SEND_ACK] * 2
+        assert gw.metrics.value("qim_gateway_rate_limited_total", {"scope": "connection"}) == 0
+    finally:
+        s.abort()
+        server.close()

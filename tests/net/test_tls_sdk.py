@@ -16,6 +16,7 @@ from qim.dev.certs import CLIENT_PORT, DevCa, ensure_dev_pki
 from qim.net.tls import ALPN, TlsFiles
 from qim.obs.node import ServiceNode
 from qim.sdk import ClientRuntime, ConnectionLost, ConnectionState, LocalStore, TlsError
+from qim.sdk.faults import LinkFaults
 from qim.wire.devtoken import issue_dev_token
 from qim.wire.tokens import SigningKey
 from tests.sdk.fakegateway import FakeGateway
@@ -82,12 +83,12 @@ async def test_a_wrong_ca_is_a_clear_error_and_is_not_retried(front, tmp_path):
 
 async def test_the_reconnect_loop_stops_at_an_untrusted_certificate(front, tmp_path):
     told: list = []
-    rt = runtime(front, tmp_path, ca_file=front.pki.ca_file, on_event=told.append)
+    rt = runtime(front, tmp_path, ca_file=front.pki.ca_file, on_event=told.append, faults=LinkFaults())
     await rt.connect()
     # the gateway now presents a certificate of another CA (a botched rotation)
     DevCa.create("rogue").issue(None, front.live / "port.crt", front.live / "port.key")
     assert front.reload_tls()
-    rt.abort_connection()
+    rt.faults.abort_connection()
     for _ in range(100):
         if rt.state == "offline":
             break

@@ -11,7 +11,8 @@ become visible later, like a lagging watermark), `push` on/off, `push_reference`
 whose previous_client_message_id holds no commit yet: UNAVAILABLE, as the writer does),
 `pull_errors` (ErrorCodes answered to the next PULL_MAILBOXes), `limiter` (the gateway's
 own SendLimiter: SEND_MESSAGE and MARK_READ are charged per user and refused with
-RATE_LIMITED + retry_after_ms, counted in `refusals`), `stall_after_refusal_s` (after
+RATE_LIMITED + retry_after_ms, counted in `refusals`; with `advertise` its limit goes
+out in AUTH_OK as the gateway's does), `stall_after_refusal_s` (after
 its first refusal the connection reads nothing for that long, like a gateway the
 machine did not schedule). `frames` records every SendMessage received, in arrival order.
 """
@@ -53,6 +54,7 @@ class FakeGateway:
         self.sends_seen = 0
         self.limiter: SendLimiter | None = None
         self.refusals = 0
+        self.advertise = False
         self.stall_after_refusal_s = 0.0
         self._offset = 0
         self.server: asyncio.AbstractServer | None = None
@@ -94,9 +96,11 @@ class FakeGateway:
                         stream.close()
                         return
                     self.online.setdefault(user, []).append(stream)
+                    rate, burst = self.limiter.advertised() if self.advertise and self.limiter else (0, 0)
                     stream.send(Opcode.AUTH_OK, rid, connection_pb2.AuthOk(
                         tenant_id=tenant.to_bytes(16, "big"), user_id=user, device_id=device,
-                        server_time_ms=int(time.time() * 1000), heartbeat_s=60, mailbox_lane=LANE).SerializeToString())
+                        server_time_ms=int(time.time() * 1000), heartbeat_s=60, mailbox_lane=LANE,
+                        send_rate_per_s=rate, send_burst=burst).SerializeToString())
                 elif self.silent:
                     continue  # a half-open peer: reads everything, answers nothing
                 elif user is None:

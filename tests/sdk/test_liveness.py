@@ -78,7 +78,7 @@ async def test_silent_peer_fails_the_probe():
 
 
 def test_page_budget_follows_throughput():
-    p = Puller(rt=None)
+    p = Puller(None)
     assert p.page_bytes == PAGE_START_BYTES
     p._adapt(PAGE_START_BYTES, 6.4)  # 20 KiB/s: aim at ~1 s of it
     assert p.page_bytes == 20 * 1024
@@ -90,4 +90,14 @@ def test_page_budget_follows_throughput():
         p._adapt(p.page_bytes, 0.05)  # full pages coming back fast: grow, up to the cap
     assert p.page_bytes == MAILBOX_PAGE_MAX_BYTES
     p._adapt(MAILBOX_PAGE_MAX_BYTES, 600.0)  # a crawling link: never below the floor
+    assert p.page_bytes == PAGE_MIN_BYTES
+
+
+def test_a_page_cut_short_shrinks_the_next_one():
+    p = Puller(None)
+    p._shrink(24_000, 2.0)  # the session ended after 24 kB in 2 s of a 128 KiB page
+    assert p.page_bytes == 12_000
+    p._shrink(1_000, 0.5)  # too short to measure: unchanged
+    assert p.page_bytes == 12_000
+    p._shrink(100, 30.0)  # never below the floor
     assert p.page_bytes == PAGE_MIN_BYTES

@@ -210,3 +210,33 @@ async def test_gated_retry_surfaces_a_hint_beyond_its_budget_at_once():
     with pytest.raises(ServerError):
         await asyncio.wait_for(gated_retry(gate, send, Backoff(budget=30.0)), 5)
     assert calls == 1
+
+
+# --- paced by the limit the gateway advertises (AuthOk.send_rate_per_s / send_burst) --
+async def test_an_advertised_limit_paces_a_pipelined_burst_without_one_refusal(gw, wire, tmp_path):
+    gw.limiter = SendLimiter(20, 20, 0, 0)  # 20 per second, burst 20: the SDK mirrors 20/s with 10
+    gw.advertise = True
+    rt = runtime(gw, tmp_path, A)
+    await rt.connect()
+    n, marks = 60, 4
+    started = time.monotonic()
+    acks = await burst(rt, n, marks)
+    elapsed = time.monotonic() - started
+    assert [a.conversation_seq for a in acks] == list(range(1, n + 1))  # every send, in submission order
+    assert gw.refusals == 0 and rt.rate_gate.refusals == 0  # paced below the bucket, never refused
+    sent, _ = wire
+    assert len(sent) == n + marks  # one transmission each: no retry, no repeat
+    assert elapsed >= (n + marks - 10) / 20 - 0.1, elapsed  # it did pace (the mirror's size, then its rate)
+    await rt.close()
+
+
+async def test_a_paced_gate_honours_a_refusal_then_paces_on():
+    gate = RateGate()
+    gate.limit(100, 4)  # a mirror of 2 at 100/s
+    first = [gate.try_acquire(gate.ticket()) for _ in range(3)]
+    assert first[0] is not None and first[1] is not None and first[2] is None  # the mirror's size
+    gate.refused(150)  # another device drained the user's bucket
+    refused_at = time.monotonic()
+    permit = await gate.acquire(gate.ticket())
+    assert time.monotonic() - refused_at >= 0.15 - EARLY_S and gate.open  # after the hint, and still pipelined
+    permit.close(None)

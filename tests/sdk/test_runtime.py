@@ -14,6 +14,7 @@ import pytest
 
 from qim.sdk import ClientRuntime, LocalStore, SendTimeout, ServerError, direct_conversation
 from qim.sdk import events as ev
+from qim.sdk.faults import LinkFaults
 from qim.wire.devtoken import issue_dev_token
 from qim.wire.tokens import SigningKey
 from tests.sdk.fakegateway import FakeGateway
@@ -106,10 +107,10 @@ async def test_offline_recipient_pulls_at_login(gw, tmp_path):
 
 
 async def test_cut_before_ack_resends_same_cmid_once(gw, tmp_path):
-    a = runtime(gw, tmp_path, A)
+    a = runtime(gw, tmp_path, A, faults=LinkFaults())
     await a.connect()
     gw.materialize_delay = 0.5  # the own entry is not visible at reconnect: forces a resend
-    a.cut_after_next_send()
+    a.faults.cut_after_next_send()
     ack = await a.send_message(CONV, B, b"cut")
     assert gw.sends_seen == 2 and len(gw.committed) == 1
     (cmid, (_d, server_ack)), = [(k[1], v) for k, v in gw.committed.items()]
@@ -119,9 +120,9 @@ async def test_cut_before_ack_resends_same_cmid_once(gw, tmp_path):
 
 
 async def test_cut_before_ack_reconciled_from_own_entry(gw, tmp_path):
-    a = runtime(gw, tmp_path, A, reconnect_backoff=(0.3, 1.0))
+    a = runtime(gw, tmp_path, A, reconnect_backoff=(0.3, 1.0), faults=LinkFaults())
     await a.connect()
-    a.cut_after_next_send()
+    a.faults.cut_after_next_send()
     ack = await a.send_message(CONV, B, b"cut")  # own entry visible before the reconnect
     assert ack.reconciled and gw.sends_seen == 1 and a.stats["resends"] == 0
     assert a.store.pending_sends() == []

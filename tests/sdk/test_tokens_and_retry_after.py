@@ -67,11 +67,11 @@ async def test_kicked_for_token_expiry_reconnects_with_the_providers_token(gw, t
                        reconnect_backoff=(0.01, 0.05), plaintext=True)
     await rt.connect()
     assert calls == []  # the token it was given is fresh
-    first = rt._conn
+    first = rt.core.conn
     (stream,) = gw.online[11]
     stream.send(Opcode.KICKED, 0, connection_pb2.Kicked(reason=connection_pb2.Kicked.TOKEN_EXPIRED).SerializeToString())
     stream.close()
-    await wait_for(lambda: rt.connected and rt._conn is not first)
+    await wait_for(lambda: rt.connected and rt.core.conn is not first)
     assert calls == [1] and rt.state == "ready"
     await rt.close()
 

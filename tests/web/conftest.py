@@ -24,7 +24,7 @@ def gateway_ws_url(stack) -> str:
     return url
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def web_url(stack):
     """qim-web on a free loopback port, against the session stack's gateway."""
     if not (DIST / "index.html").is_file():
@@ -34,7 +34,7 @@ def web_url(stack):
     httpd.shutdown()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser():
     """Debian's Chromium, headless, through Playwright (no browser download)."""
     from playwright.sync_api import sync_playwright

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17qim/v1/connection.proto\x12\x06qim.v1\"-\n\x04\x41uth\x12\r\n\x05token\x18\x01 \x01(\t\x12\x16\n\x0e\x63lient_version\x18\x02 \x01(\t\"\xb1\x01\n\x06\x41uthOk\x12\x11\n\ttenant_id\x18\x01 \x01(\x0c\x12\x0f\n\x07user_id\x18\x02 \x01(\x04\x12\x11\n\tdevice_id\x18\x03 \x01(\x04\x12\x16\n\x0eserver_time_ms\x18\x04 \x01(\x04\x12\x13\n\x0bheartbeat_s\x18\x05 \x01(\r\x12\x14\n\x0cmailbox_lane\x18\x06 \x01(\r\x12\x15\n\rmailbox_shard\x18\x07 \x01(\r\x12\x16\n\x0emax_body_bytes\x18\x08 \x01(\r\"\x1e\n\x04Ping\x12\x16\n\x0e\x63lient_time_ms\x18\x01 \x01(\x04\"3\n\x04Pong\x12\x16\n\x0eserver_time_ms\x18\x01 \x01(\x04\x12\x13\n\x0bheartbeat_s\x18\x02 \x01(\r\"\x87\x01\n\x06Kicked\x12%\n\x06reason\x18\x01 \x01(\x0e\x32\x15.qim.v1.Kicked.Reason\"V\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x0c\n\x08REPLACED\x10\x01\x12\x13\n\x0fSERVER_SHUTDOWN\x10\x02\x12\x11\n\rTOKEN_EXPIRED\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17qim/v1/connection.proto\x12\x06qim.v1\"-\n\x04\x41uth\x12\r\n\x05token\x18\x01 \x01(\t\x12\x16\n\x0e\x63lient_version\x18\x02 \x01(\t\"\xde\x01\n\x06\x41uthOk\x12\x11\n\ttenant_id\x18\x01 \x01(\x0c\x12\x0f\n\x07user_id\x18\x02 \x01(\x04\x12\x11\n\tdevice_id\x18\x03 \x01(\x04\x12\x16\n\x0eserver_time_ms\x18\x04 \x01(\x04\x12\x13\n\x0bheartbeat_s\x18\x05 \x01(\r\x12\x14\n\x0cmailbox_lane\x18\x06 \x01(\r\x12\x15\n\rmailbox_shard\x18\x07 \x01(\r\x12\x16\n\x0emax_body_bytes\x18\x08 \x01(\r\x12\x17\n\x0fsend_rate_per_s\x18\t \x01(\r\x12\x12\n\nsend_burst\x18\n \x01(\r\"\x1e\n\x04Ping\x12\x16\n\x0e\x63lient_time_ms\x18\x01 \x01(\x04\"3\n\x04Pong\x12\x16\n\x0eserver_time_ms\x18\x01 \x01(\x04\x12\x13\n\x0bheartbeat_s\x18\x02 \x01(\r\"\x87\x01\n\x06Kicked\x12%\n\x06reason\x18\x01 \x01(\x0e\x32\x15.qim.v1.Kicked.Reason\"V\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x0c\n\x08REPLACED\x10\x01\x12\x13\n\x0fSERVER_SHUTDOWN\x10\x02\x12\x11\n\rTOKEN_EXPIRED\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,13 +34,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_AUTH']._serialized_start=35
   _globals['_AUTH']._serialized_end=80
   _globals['_AUTHOK']._serialized_start=83
-  _globals['_AUTHOK']._serialized_end=260
-  _globals['_PING']._serialized_start=262
-  _globals['_PING']._serialized_end=292
-  _globals['_PONG']._serialized_start=294
-  _globals['_PONG']._serialized_end=345
-  _globals['_KICKED']._serialized_start=348
-  _globals['_KICKED']._serialized_end=483
-  _globals['_KICKED_REASON']._serialized_start=397
-  _globals['_KICKED_REASON']._serialized_end=483
+  _globals['_AUTHOK']._serialized_end=305
+  _globals['_PING']._serialized_start=307
+  _globals['_PING']._serialized_end=337
+  _globals['_PONG']._serialized_start=339
+  _globals['_PONG']._serialized_end=390
+  _globals['_KICKED']._serialized_start=393
+  _globals['_KICKED']._serialized_end=528
+  _globals['_KICKED_REASON']._serialized_start=442
+  _globals['_KICKED_REASON']._serialized_end=528
 # @@protoc_insertion_point(module_scope)

@@ -14,7 +14,7 @@ class Auth(_message.Message):
     def __init__(self, token: _Optional[str] = ..., client_version: _Optional[str] = ...) -> None: ...
 
 class AuthOk(_message.Message):
-    __slots__ = ("tenant_id", "user_id", "device_id", "server_time_ms", "heartbeat_s", "mailbox_lane", "mailbox_shard", "max_body_bytes")
+    __slots__ = ("tenant_id", "user_id", "device_id", "server_time_ms", "heartbeat_s", "mailbox_lane", "mailbox_shard", "max_body_bytes", "send_rate_per_s", "send_burst")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     USER_ID_FIELD_NUMBER: _ClassVar[int]
     DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -23,6 +23,8 @@ class AuthOk(_message.Message):
     MAILBOX_LANE_FIELD_NUMBER: _ClassVar[int]
     MAILBOX_SHARD_FIELD_NUMBER: _ClassVar[int]
     MAX_BODY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SEND_RATE_PER_S_FIELD_NUMBER: _ClassVar[int]
+    SEND_BURST_FIELD_NUMBER: _ClassVar[int]
     tenant_id: bytes
     user_id: int
     device_id: int
@@ -31,7 +33,9 @@ class AuthOk(_message.Message):
     mailbox_lane: int
     mailbox_shard: int
     max_body_bytes: int
-    def __init__(self, tenant_id: _Optional[bytes] = ..., user_id: _Optional[int] = ..., device_id: _Optional[int] = ..., server_time_ms: _Optional[int] = ..., heartbeat_s: _Optional[int] = ..., mailbox_lane: _Optional[int] = ..., mailbox_shard: _Optional[int] = ..., max_body_bytes: _Optional[int] = ...) -> None: ...
+    send_rate_per_s: int
+    send_burst: int
+    def __init__(self, tenant_id: _Optional[bytes] = ..., user_id: _Optional[int] = ..., device_id: _Optional[int] = ..., server_time_ms: _Optional[int] = ..., heartbeat_s: _Optional[int] = ..., mailbox_lane: _Optional[int] = ..., mailbox_shard: _Optional[int] = ..., max_body_bytes: _Optional[int] = ..., send_rate_per_s: _Optional[int] = ..., send_burst: _Optional[int] = ...) -> None: ...
 
 class Ping(_message.Message):
     __slots__ = ("client_time_ms",)

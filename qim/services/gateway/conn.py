@@ -17,7 +17,8 @@ per-user connection cap: online.py) is answered and the connection closed. An ac
 connection lives until its token's exp (+ leeway): then it gets KICKED{TOKEN_EXPIRED}
 and is closed (the client reconnects with a fresh token). Mutating requests pass the
 connection's and the user's token buckets first (ratelimit.py: RATE_LIMITED with
-retry_after_ms).
+retry_after_ms; a backend's "not now" answer gives the tokens back; AUTH_OK tells the
+client the limit).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from qim.proto.v1 import connection_pb2, internal_pb2
 from qim.protocol import INTERNAL_CATEGORY, Opcode
 from qim.services.gateway.auth import Authenticator
 from qim.services.gateway.metrics import GatewayMetrics
-from qim.services.gateway.ratelimit import LIMITED_OPCODES, SendLimiter
+from qim.services.gateway.ratelimit import LIMITED_OPCODES, NOT_NOW, SendLimiter
 from qim.services.gateway.routes import RESERVED, ROUTES, forward
 from qim.wire.errors import error_body, parse_error
 from qim.wire.tokens import TokenRefused, token_name
@@ -222,9 +223,21 @@ class ClientConnection:
             if opcode in RESERVED:
                 raise RequestError(ErrorCode.INVALID_ARGUMENT, f"opcode 0x{opcode:04x} not supported yet")
             raise RequestError(ErrorCode.INVALID_ARGUMENT, f"unknown opcode 0x{opcode:04x}")
-        if opcode in LIMITED_OPCODES:
-            self._limiter.admit((self.tenant, self.user_id), self._bucket)
+        if opcode not in LIMITED_OPCODES:
+            return await self._forward(route, route.check(self, body), opcode, body)
+        self._limiter.admit((self.tenant, self.user_id), self._bucket)
         key = route.check(self, body)
+        try:
+            reply_opcode, reply = await self._forward(route, key, opcode, body)
+        except RequestError as exc:
+            if exc.code in NOT_NOW:
+                self._limiter.refund((self.tenant, self.user_id), self._bucket)
+            raise
+        if reply_opcode == Opcode.ERROR and parse_error(reply).code in NOT_NOW:  # the retry is the one charged
+            self._limiter.refund((self.tenant, self.user_id), self._bucket)
+        return reply_opcode, reply
+
+    async def _forward(self, route: Any, key: Any, opcode: int, body: bytes) -> tuple[int, bytes]:
         call = partial(forward, self.gw.router, route, key, self.actor(), opcode, body, self.conn_id)
         local = self._locals.get(route.backend)
         if local is not None:  # a backend with state per connection (rooms: routes.py LocalBackend)
@@ -268,4 +281,5 @@ class ClientConnection:
                                    server_time_ms=time.time_ns() // 1_000_000, heartbeat_s=HEARTBEAT_S,
                                    mailbox_lane=lane, mailbox_shard=shard,
                                    max_body_bytes=self.gw.config.max_body)
+        ok.send_rate_per_s, ok.send_burst = self._limiter.advertised()  # the SDK paces below it (ratelimit.py)
         return Opcode.AUTH_OK, ok.SerializeToString()

@@ -6,7 +6,12 @@ A bucket holds up to `burst` tokens and gains `rate_per_s` per second; each muta
 request (LIMITED_OPCODES) takes one token from its connection's bucket and one from
 its user's. A request that finds either empty is refused with ERROR(RATE_LIMITED) and
 `retry_after_ms`, the time until both hold a token again, and takes nothing (a refused
-request never costs the client a later one). Reads (pulls) are not limited here: the
+request never costs the client a later one). A request its backend answered "not now"
+(UNAVAILABLE, MAILBOX_DIRTY: e.g. the writer's "previous send not yet sequenced", which
+consumes no conversation_seq) gets its tokens back (`refund`), so the client's retry of
+it is the only one charged (docs/decisions/0029). AUTH_OK tells the client the tightest
+limit it is charged against (`advertised`), so the SDK paces itself below it and a
+healthy client is never refused. Reads (pulls) are not limited here: the
 per-connection in-flight limit and reply back-pressure bound them (qim/services/gateway/conn.py).
 
 Memory: a full bucket is the same as a new one, so user buckets that refilled are
@@ -25,6 +30,7 @@ from qim.protocol import RATE_LIMITED_OPCODES
 from qim.services.gateway.metrics import GatewayMetrics
 
 LIMITED_OPCODES = RATE_LIMITED_OPCODES  # defined with the protocol: the SDK's RateGate paces the same set
+NOT_NOW = frozenset({ErrorCode.UNAVAILABLE, ErrorCode.MAILBOX_DIRTY})  # a backend's "retry later": refunded
 SWEEP_S = 60.0
 
 
@@ -62,6 +68,11 @@ class TokenBucket:
         """Take one token (call only after wait_s(now) == 0)."""
         self._refill(now)
         self.tokens -= 1.0
+
+    def give_back(self, now: float) -> None:
+        """Return one token taken earlier (never above `burst`)."""
+        self._refill(now)
+        self.tokens = min(self.burst, self.tokens + 1.0)
 
     def full(self, now: float) -> bool:
         """True when the bucket refilled completely (it equals a new one)."""
@@ -115,6 +126,24 @@ class SendLimiter:
             conn.take(now)
         if user is not None:
             user.take(now)
+
+    def refund(self, user_key: Hashable, conn: Optional[TokenBucket]) -> None:
+        """Give back what `admit` charged for a request its backend answered "not now"
+        (NOT_NOW): its retry is then the only charge (module docstring)."""
+        now = self._clock()
+        if conn is not None:
+            conn.give_back(now)
+        user = self._users.get(user_key)
+        if user is not None:
+            user.give_back(now)
+
+    def advertised(self) -> tuple[int, int]:
+        """(requests per second, burst) of the tightest bucket one connection is charged
+        against, for AuthOk.send_rate_per_s / send_burst; (0, 0) when not limited."""
+        limits = [(r, b) for r, b in ((self.conn_per_s, self.conn_burst), (self.user_per_s, self.user_burst)) if r]
+        if not limits:
+            return 0, 0
+        return min(r for r, _ in limits), min(b for _, b in limits)
 
     def _sweep(self, now: float) -> None:
         """Forget the user buckets that refilled (equal to new ones)."""

@@ -1,0 +1,47 @@
+"""A pipelined burst in one conversation flows at the rate the server takes, with no
+refused frame (qim/sdk/sender.py send window, qim/sdk/rategate.py paced by the limit
+AUTH_OK advertises, the gateway's refund of "not now" answers; docs/decisions/0029).
+
+Counted by the gateway's own metrics, not by the SDK: every SEND_MESSAGE frame it
+received and every ERROR it answered during the burst. What the app is told: every
+ACK in submission order, and the recipient shown every message once, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from qim.sdk import direct_conversation
+from tests.e2e.tlsmetrics import value
+from tests.sdk.realstack import eventually, runtime, shutdown, users
+
+SENDS = 900  # more than twice the per-connection burst of the default limits (QIM_RATE_CONN_BURST)
+
+
+def counters(stack) -> dict[str, float]:
+    return {"frames": value(stack, "gateway", "qim_gateway_requests_total", opcode="0x0201"),
+            "errors": value(stack, "gateway", "qim_gateway_request_errors_total")}
+
+
+async def test_a_pipelined_burst_is_paced_not_refused(stack, tmp_path):
+    a, b = users(2)
+    conv = direct_conversation(0, a, b)
+    ra, rb = runtime(stack, tmp_path, a, send_timeout=120), runtime(stack, tmp_path, b)
+    await ra.connect()
+    await rb.connect()
+    await ra.send_message(conv, b, b"warm-up")  # a writer's first commit after start can pass the ACK deadline
+    bodies = [b"burst %05d" % i for i in range(SENDS)]
+    before = await asyncio.to_thread(counters, stack)
+    cmids = [await ra.submit_message(conv, b, body) for body in bodies]  # no waiting in between
+    acks = [await ra.wait_ack(c, timeout=120) for c in cmids]
+    after = await asyncio.to_thread(counters, stack)
+    try:
+        seqs = [x.conversation_seq for x in acks]
+        assert seqs == sorted(seqs) and len(set(seqs)) == SENDS  # submission order
+        assert after["frames"] - before["frames"] == SENDS  # one frame per send: nothing retransmitted
+        assert after["errors"] - before["errors"] == 0  # not one refusal (RATE_LIMITED, UNAVAILABLE)
+        assert ra.rate_gate.refusals == 0
+        await eventually(lambda: len(rb.told.messages(conv)) > SENDS, timeout=60, what="the burst at the recipient")
+        assert [m.body for m in rb.told.messages(conv)] == [b"warm-up", *bodies]
+    finally:
+        await shutdown(ra, rb)
