@@ -78,7 +78,7 @@ HISTORY_PAGE_MAX_LIMIT = 200
 UNREAD_EXACT_WINDOW = 200
 SESSION_HEAD_BODY_MAX = 4096  # larger head bodies are left out of SESSION_LIST_BATCH
 
-# --- chatrooms (docs/design.md §7, §13; docs/decisions/0035-rooms-roomwriter.md) --------
+# --- chatrooms (docs/design.md §7, §13; docs/decisions/0045-rooms-phase-one-in-process-ring.md) --------
 # Rooms are hashed to room shards (the unit a RoomWriter owns: byte 1 of the room's
 # conversation_id); node i of n RoomWriters serves the shards s with s mod n == i.
 ROOM_SHARD_COUNT = 256

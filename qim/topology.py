@@ -77,7 +77,7 @@ class GatewayBackend:
     # wraps every client request of this backend, hears of every client connection that
     # closes, and takes the `pushes` frames (an internal opcode the gateway serves) the
     # backend sends back, request_id 0, on the gateway's own connection to it, and the
-    # loss of that connection (docs/decisions/0035-rooms-roomwriter.md).
+    # loss of that connection (docs/decisions/0045-rooms-phase-one-in-process-ring.md).
     local: Optional[str] = None
     pushes: Optional[int] = None
 

@@ -249,6 +249,7 @@ async def run(cfg: argparse.Namespace) -> int:
     r = RoomRun(cfg)
     try:
         await r.connect()
+        print(f"loadgen_room: joined members={len(r.members)} room={r.room}", flush=True)  # benches sample CPU here
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         send_s = await r.post()
         await r.drain()

@@ -1,4 +1,4 @@
-"""RoomConfig: qim-room (RoomWriter; docs/decisions/0035-rooms-roomwriter.md)."""
+"""RoomConfig: qim-room (RoomWriter; docs/decisions/0045-rooms-phase-one-in-process-ring.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """RoomEpochStore: the one durable fact of chatrooms (docs/design.md §13 "Rooms";
-docs/decisions/0035-rooms-roomwriter.md).
+docs/decisions/0045-rooms-phase-one-in-process-ring.md).
 
 A room's ring lives in its RoomWriter's memory only; what must survive is that a ring
 rebuilt after a loss never reuses an old room_epoch (a client holding a position of the

@@ -1,5 +1,5 @@
 """Chatroom requests: the checks that need no state, and the routing key (docs/protocol.md
-"Rooms"; docs/decisions/0035-rooms-roomwriter.md). Pure: shared by the gateway (the
+"Rooms"; docs/decisions/0045-rooms-phase-one-in-process-ring.md). Pure: shared by the gateway (the
 route checks its service-table row names: `join_key`, `send_key`, `leave_key`), the
 RoomWriter (which checks again whoever sent) and the SDK (refusals before a frame).
 

@@ -1,5 +1,5 @@
 """Chatrooms end to end on the real stack (docs/protocol.md "Rooms";
-docs/decisions/0035-rooms-roomwriter.md): SDK clients join, post and leave; a
+docs/decisions/0045-rooms-phase-one-in-process-ring.md): SDK clients join, post and leave; a
 reconnect replays what it missed (complete, or truncated once the ring wrapped: the
 session stack's rings hold QIM_ROOM_RING_EVENTS=32 events); a retried post is one post;
 bad input gets its error; nothing of a room reaches a mailbox, a session list or unread."""

@@ -1,5 +1,5 @@
 """The gateway's half of chatrooms: local membership and local fan-out (docs/design.md
-§13 "Rooms"; docs/decisions/0035-rooms-roomwriter.md). The RoomWriter row's LocalBackend
+§13 "Rooms"; docs/decisions/0045-rooms-phase-one-in-process-ring.md). The RoomWriter row's LocalBackend
 (qim/topology.py, qim/services/gateway/routes.py).
 
 - The gateway's own RPC connection to a RoomWriter is its subscription to every room one

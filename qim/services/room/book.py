@@ -1,5 +1,5 @@
 """The rooms a RoomWriter holds, their epochs, the one flush per event-loop turn and the
-idle sweep (docs/decisions/0035-rooms-roomwriter.md).
+idle sweep (docs/decisions/0045-rooms-phase-one-in-process-ring.md).
 
 room_epoch = epoch base << 32 | generation: the base is taken once per process from the
 RoomEpochStore (strictly above every earlier one, so no restart reuses an epoch) and

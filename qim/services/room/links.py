@@ -1,4 +1,4 @@
-"""One gateway's connection to this RoomWriter (docs/decisions/0035-rooms-roomwriter.md):
+"""One gateway's connection to this RoomWriter (docs/decisions/0045-rooms-phase-one-in-process-ring.md):
 the connection is the gateway's subscription. Requests of its client connections arrive
 on it (ROOM_CALL), and the live events of every room one of them joined leave on it
 (ROOM_PUSH, request_id 0), one frame per room flush whatever the number of members on

@@ -1,5 +1,5 @@
 """RoomNode: the qim-room process, the RoomWriter (docs/design.md §2, §7, §13 "Rooms";
-docs/decisions/0035-rooms-roomwriter.md).
+docs/decisions/0045-rooms-phase-one-in-process-ring.md).
 
 Serves ROOM_CALL from gateways on QIM_ROOM_LISTEN (mutual TLS, gateways only: the
 service table), one GatewayLink per gateway connection (qim/services/room/links.py),

@@ -1,5 +1,5 @@
 """A room's replay ring: its newest events, bounded by count and by bytes (docs/design.md
-§13 "Rooms"; docs/decisions/0035-rooms-roomwriter.md; the shape of centrifuge's memstream:
+§13 "Rooms"; docs/decisions/0045-rooms-phase-one-in-process-ring.md; the shape of centrifuge's memstream:
 a stream with an epoch, offsets and a cap).
 
 Each entry keeps its event already encoded as field 1 of RoomJoined / RoomEvents (tag,

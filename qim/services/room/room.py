@@ -1,5 +1,5 @@
 """One chatroom at its RoomWriter: room_seq, the replay ring, members, idempotent posts
-(docs/design.md §7, §13 "Rooms"; docs/decisions/0035-rooms-roomwriter.md).
+(docs/design.md §7, §13 "Rooms"; docs/decisions/0045-rooms-phase-one-in-process-ring.md).
 
 Rules (every one checked by tests/room/):
 - room_seq grows by exactly one per event within the room's room_epoch; an event is a

@@ -1,5 +1,5 @@
 """ROOM_CALL at the RoomWriter: JOIN_ROOM, ROOM_SEND, LEAVE_ROOM of one gateway link
-(docs/protocol.md "Rooms"; docs/decisions/0035-rooms-roomwriter.md).
+(docs/protocol.md "Rooms"; docs/decisions/0045-rooms-phase-one-in-process-ring.md).
 
 Every request is checked again here whoever sent it (qim/wire/room.py: the gateway's
 checks), the actor is the envelope's (from AUTH, never from the request), and the room
