@@ -6,7 +6,9 @@ gateways given) join one new room; `--posters` of them post at `--rate` posts/s 
 open loop (a slow server shows as latency, never as a lower rate). Bodies are send time
 ns ‖ post ordinal ‖ padding. Every member checks what it is told, apart from the SDK's
 code: every post once, in room_seq order (room_seq of one epoch is contiguous, so a gap
-is seen at once). A member told `rejoin` (a slow member, or its RoomWriter link lost)
+is seen at once), and each post at the same (room_epoch, room_seq) for every member
+(`out_of_order` counts a post told at another position than to the first member told:
+the room's one order is room_seq, not the posters' send order). A member told `rejoin` (a slow member, or its RoomWriter link lost)
 joins again with its last (room_epoch, room_seq) and merges the replay by seq, as the
 SDK does; a replay marked `truncated` is counted (and its missing posts are lost).
 The last line is `loadgen_room: members=N gateways=G posts=P acked=A deliveries=D
@@ -54,7 +56,6 @@ class Member:
         self.run, self.user, self.stream = run, user, stream
         self.epoch = self.seq = 0
         self.seen = bytearray(run.total_posts)  # deliveries per post ordinal
-        self.last_ordinal = -1
         self.rejoining = False
         self.buffered: list[room_pb2.RoomEvents] = []
         self._rid = 1
@@ -133,10 +134,10 @@ class Member:
                 continue  # not this run's
             if self.seen[ordinal]:
                 self.run.duplicated += 1
-            elif ordinal < self.last_ordinal:
-                self.run.out_of_order += 1
+            at = self.run.position.setdefault(ordinal, (self.epoch, e.room_seq))
+            if at != (self.epoch, e.room_seq):
+                self.run.out_of_order += 1  # members disagree on the room's order
             self.seen[ordinal] = min(255, self.seen[ordinal] + 1)
-            self.last_ordinal = max(self.last_ordinal, ordinal)
             self.run.deliveries += 1
             if self.run.deliveries >= self.run.expected():
                 self.run.all_told.set()
@@ -165,6 +166,7 @@ class RoomRun:
         self.delivery_ms, self.ack_ms = Latencies(), Latencies()
         self.tasks: set[asyncio.Task] = set()
         self.members: list[Member] = []
+        self.position: dict[int, tuple[int, int]] = {}  # post ordinal -> (room_epoch, room_seq) first told
         self.all_told = asyncio.Event()  # set when deliveries reach expected()
 
     async def connect(self) -> None:
