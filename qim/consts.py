@@ -78,6 +78,26 @@ HISTORY_PAGE_MAX_LIMIT = 200
 UNREAD_EXACT_WINDOW = 200
 SESSION_HEAD_BODY_MAX = 4096  # larger head bodies are left out of SESSION_LIST_BATCH
 
+# --- chatrooms (docs/design.md §7, §13; docs/decisions/0045-rooms-phase-one-in-process-ring.md) --------
+# Rooms are hashed to room shards (the unit a RoomWriter owns: byte 1 of the room's
+# conversation_id); node i of n RoomWriters serves the shards s with s mod n == i.
+ROOM_SHARD_COUNT = 256
+ROOM_RING_EVENTS_DEFAULT = 1000  # QIM_ROOM_RING_EVENTS: events a room's replay ring holds
+ROOM_RING_EVENTS_MAX = 100_000
+ROOM_RING_BYTES_DEFAULT = 1024 * 1024  # QIM_ROOM_RING_BYTES: encoded bytes of those events
+ROOM_RING_BYTES_MAX = 3 * 1024 * 1024  # a whole ring replays in one ROOM_JOINED (< the 4 MiB frame)
+ROOM_IDLE_S_DEFAULT = 600  # QIM_ROOM_IDLE_S: a room without members this long is dropped (its ring too)
+ROOM_DEDUP_ENTRIES = 4096  # per room: posts whose ROOM_ACK a retry gets back (client_message_id)
+ROOM_DEDUP_WINDOW_S = 600  # and for at most this long
+ROOMS_PER_CONNECTION_DEFAULT = 64  # QIM_ROOM_MAX_PER_CONNECTION: rooms one connection may join
+ROOM_RECENT_MAX = 1000  # JoinRoom.recent is capped here (and by the ring)
+# Outbound bytes of one member connection above which the gateway drops its room events
+# (then a ROOM_EVENTS with `rejoin` once it drained), and of one gateway link at the
+# RoomWriter (the same for all that gateway's members of the room).
+ROOM_MEMBER_QUEUE_BYTES = 2 * 1024 * 1024
+ROOM_LINK_QUEUE_BYTES = 16 * 1024 * 1024
+ROOM_EPOCH_GENERATION_BITS = 32  # room_epoch = epoch base << 32 | ring generation (bit 63 clear)
+
 # --- session list (docs/design.md §6, §11; seed 000 会话列表) ------------------------------
 SESSION_SNAPSHOT_TTL_MS = 5 * 60 * 1000
 SESSION_PAGE_DEFAULT_LIMIT = 50

@@ -48,6 +48,7 @@ class Opcode(enum.IntEnum):
     ROOM_ACK = 0x0604
     ROOM_EVENTS = 0x0605
     LEAVE_ROOM = 0x0606
+    ROOM_LEFT = 0x0607
 
     CREATE_GROUP = 0x0A01
     PULL_MEMBERS = 0x0A02
@@ -63,6 +64,8 @@ class Opcode(enum.IntEnum):
     SESSION_CALL = 0x7F05
     DEVICE_FRAMES = 0x7F06
     PROJECTION = 0x7F07
+    ROOM_CALL = 0x7F08
+    ROOM_PUSH = 0x7F09
 
 
 INTERNAL_CATEGORY = 0x7F
@@ -71,7 +74,8 @@ INTERNAL_CATEGORY = 0x7F
 # "Rate limits"): the gateway limits exactly these, and the SDK paces exactly these
 # through its RateGate after a RATE_LIMITED (qim/sdk/rategate.py).
 RATE_LIMITED_OPCODES = frozenset({Opcode.SEND_MESSAGE, Opcode.RECALL_MESSAGE, Opcode.CREATE_GROUP,
-                                  Opcode.LEAVE_GROUP, Opcode.MARK_READ, Opcode.SET_GROUP_TITLE})
+                                  Opcode.LEAVE_GROUP, Opcode.MARK_READ, Opcode.SET_GROUP_TITLE,
+                                  Opcode.JOIN_ROOM, Opcode.ROOM_SEND})
 
 
 class EventType(enum.IntEnum):

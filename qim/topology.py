@@ -17,7 +17,7 @@ envelope and the routing rule. Derived from it (and checked by tests/test_topolo
   router.py).
 
 Synapse's `config/workers.py` (instance maps, stream writers) is the model. A new
-service (a RoomWriter, `qim-room`) is one row here plus its own packages.
+service is one row here plus its own packages (the RoomWriter, `qim-room`, was added so).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from typing import Any, Mapping, Optional
 
 from qim.protocol import Opcode
 
-GATEWAY, WRITER, MAILBOX, SESSION, FANOUT, ARCHIVER, QIMCTL = (
-    "gateway", "writer", "mailbox", "session", "fanout", "archiver", "qimctl")
+GATEWAY, WRITER, MAILBOX, SESSION, ROOM, FANOUT, ARCHIVER, QIMCTL = (
+    "gateway", "writer", "mailbox", "session", "room", "fanout", "archiver", "qimctl")
 # Routing rules of the gateway's backends (qim/services/gateway/router.py).
 RENDEZVOUS = "rendezvous"  # key: bytes; highest BLAKE3(addr ‖ key) first, the next when one is unreachable
 MODULO = "modulo"  # key: int; node key mod n (static assignment)
@@ -42,6 +42,7 @@ SHARDS = "shards"  # the users' shards: virtual bucket mod QIM_MAILBOX_SHARD_COU
 OUTBOX = "outbox"  # the Outbox partitions
 NODE = "node"  # a node lease only (liveness)
 _REQUESTS = "qim.services.gateway.requests"
+_ROOM_CHECKS = "qim.wire.room"  # pure: the SDK and the RoomWriter run the same checks
 
 
 @dataclass(frozen=True)
@@ -69,12 +70,22 @@ class GatewayBackend:
     """How the gateway reaches a service for client requests: the internal `opcode` it
     sends, the internal_pb2 `envelope` message (fields actor, upstream, and opcode when
     the message has one), the `routing` rule over the service's addresses, and the
-    client opcodes routed there."""
+    client opcodes routed there; `local` and `pushes` for a backend with state per
+    client connection (below)."""
 
     opcode: int
     envelope: str
     routing: str
     routes: Mapping[int, ClientRoute]
+    # A backend that keeps state per client connection (the RoomWriter: rooms joined,
+    # live events): `local` ("module:Class") is the gateway-side half, built once per
+    # gateway as Class(gateway node) (qim/services/gateway/routes.py LocalBackend): it
+    # wraps every client request of this backend, hears of every client connection that
+    # closes, and takes the `pushes` frames (an internal opcode the gateway serves) the
+    # backend sends back, request_id 0, on the gateway's own connection to it, and the
+    # loss of that connection (docs/decisions/0045-rooms-phase-one-in-process-ring.md).
+    local: Optional[str] = None
+    pushes: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -163,12 +174,23 @@ SERVICES: Mapping[str, Service] = MappingProxyType({s.name: s for s in (
                 Opcode.MARK_READ: ClientRoute(f"{_REQUESTS}:mark_read_key"),
                 Opcode.PULL_PROFILES: ClientRoute(f"{_REQUESTS}:profiles_key")}),
             leases=SHARDS),
+    Service(ROOM, "RoomWriter", "ROOM", 9108,
+            "qim.services.room.node:RoomNode", "qim.config.room:RoomConfig",
+            listeners=(Listener("QIM_ROOM_LISTEN", 7106),),
+            serves={Opcode.ROOM_CALL: _callers(GATEWAY)},
+            gateway=GatewayBackend(Opcode.ROOM_CALL, "RoomCall", MODULO, {  # key: the room shard
+                Opcode.JOIN_ROOM: ClientRoute(f"{_ROOM_CHECKS}:join_key"),
+                Opcode.ROOM_SEND: ClientRoute(f"{_ROOM_CHECKS}:send_key"),
+                Opcode.LEAVE_ROOM: ClientRoute(f"{_ROOM_CHECKS}:leave_key")},
+                local="qim.services.gateway.rooms:RoomFanout", pushes=Opcode.ROOM_PUSH),
+            node_index=True),
     Service(GATEWAY, "ConnectionNode", "GATEWAY", 9100,
             "qim.services.gateway.server:ConnectionNode", "qim.config.gateway:GatewayConfig",
             listeners=(Listener("QIM_GATEWAY_LISTEN", 7100), Listener("QIM_GATEWAY_PUSH_ADDR", 7104, "_push"),
                        Listener("QIM_GATEWAY_WS_LISTEN", 7105, "_ws")),  # plain ws://: development only
             internal="QIM_GATEWAY_PUSH_ADDR", peers_var="QIM_GATEWAY_PUSH_ADDR",
-            serves={Opcode.PUSH_BATCH: _callers(MAILBOX), Opcode.DEVICE_FRAMES: _callers(SESSION)}, leases=NODE),
+            serves={Opcode.PUSH_BATCH: _callers(MAILBOX), Opcode.DEVICE_FRAMES: _callers(SESSION),
+                    Opcode.ROOM_PUSH: _callers(ROOM)}, leases=NODE),  # ROOM_PUSH on the gateway's own ROOM_CALL connection
     Service(FANOUT, "FanoutCoordinator", "FANOUT", 9106,
             "qim.services.fanout.node:FanoutNode", "qim.config.fanout:FanoutConfig", leases=OUTBOX),
     Service(ARCHIVER, "HistoryArchiver", "ARCHIVER", 9107,
@@ -210,8 +232,13 @@ def server_of(opcode: int) -> Service:
 
 
 def dials(name: str) -> list[Service]:
-    """The services `name` calls: those serving an opcode it may send (table order)."""
-    return [s for s in SERVICES.values() if any(name in callers for callers in s.serves.values())]
+    """The services `name` calls: those serving an opcode it may send (table order), but
+    for the `pushes` of its own gateway column: those travel back on the connections the
+    gateway opened to it, nobody is dialled for them."""
+    row = SERVICES.get(name)
+    back = row.gateway.pushes if row is not None and row.gateway is not None else None
+    return [s for s in SERVICES.values()
+            if any(name in callers for op, callers in s.serves.items() if op != back)]
 
 
 def speaks_rpc(name: str) -> bool:

@@ -49,6 +49,7 @@ TEST_SHARD_COUNT = 8
 # the session stack closes silent unauthenticated connections fast; this is also the
 # TLS handshake bound, which a loaded CI host needs to be a few seconds
 AUTH_TIMEOUT_MS = 5000
+ROOM_RING_EVENTS = 32
 
 
 def start_test_engines(base_dir, shard_count: int = TEST_SHARD_COUNT,
@@ -201,7 +202,9 @@ def stack(engines, tmp_path_factory):
     """The session's one QIM stack on `engines` (module docstring)."""
     try:
         st, err = stack_up(tmp_path_factory.mktemp("stack"), engines.env(), die_with_parent=True,
-                           extra_env={"QIM_AUTH_TIMEOUT_MS": str(AUTH_TIMEOUT_MS)}), None
+                           extra_env={"QIM_AUTH_TIMEOUT_MS": str(AUTH_TIMEOUT_MS),
+                                      # small rings: the room tests wrap one with 40 posts
+                                      "QIM_ROOM_RING_EVENTS": str(ROOM_RING_EVENTS)}), None
     except EngineError as exc:
         st, err = None, str(exc)
     if err:

@@ -84,7 +84,9 @@ def test_default_addresses_come_from_the_table():
         for ln in row.listeners:
             assert env.listen(ln.var) == f"127.0.0.1:{ln.port}"
     assert Env({}).peers("gateway") == {"writer": ("127.0.0.1:7101",), "mailbox": ("127.0.0.1:7102",),
-                                          "session": ("127.0.0.1:7103",)}
+                                          "session": ("127.0.0.1:7103",), "room": ("127.0.0.1:7106",)}
+    # ROOM_PUSH travels back on the gateway's own connection: the RoomWriter dials nobody
+    assert Env({}).peers("room") == {} and dials("room") == []
     assert set(Env({}).peers("mailbox")) == {"gateway", "session"} and set(Env({}).peers("session")) == {"gateway"}
     assert [s.name for s in dials("qimctl")] == ["writer"] and dials("fanout") == []
 
@@ -103,9 +105,10 @@ def test_gateway_routes_are_the_backend_rows():
 
 def test_the_dev_stack_layout_keeps_its_port_keys_and_expresses_n_nodes():
     one = instances({}, archive=True)
-    assert [i.name for i in one] == ["writer", "mailbox", "session", "gateway", "fanout", "archiver"]
+    assert [i.name for i in one] == ["writer", "mailbox", "session", "room", "gateway", "fanout", "archiver"]
     # the keys a remembered ports.json holds (docs/decisions/0014): unchanged for one node each
     assert port_keys(one) == ["writer", "writer_metrics", "mailbox", "mailbox_metrics", "session", "session_metrics",
+                              "room", "room_metrics",
                               "gateway", "gateway_push", "gateway_ws", "gateway_metrics", "fanout_metrics", "archiver_metrics"]
     assert "archiver" not in [i.name for i in instances({}, archive=False)]
     many = instances({"gateway": 2, "writer": 3, "mailbox": 2, "session": 2, "fanout": 2}, archive=False)

@@ -46,8 +46,7 @@ from typing import Optional, Sequence
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from qim.cli import qimctl_admin, qimctl_archive, qimctl_backup, qimctl_dev, qimctl_schema, qimctl_trace
-from qim.cli import qimctl_admin, qimctl_archive, qimctl_dev, qimctl_schema, qimctl_shards
+from qim.cli import qimctl_admin, qimctl_archive, qimctl_backup, qimctl_dev, qimctl_schema, qimctl_shards, qimctl_trace
 from qim.cli.topic_read import KAFKA_CALL_TIMEOUT_S, high_watermarks, read_topic
 from qim.config import Env
 from qim.consts import DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC

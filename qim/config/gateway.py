@@ -15,6 +15,7 @@ from qim.consts import (
     RATE_CONN_PER_S_DEFAULT,
     RATE_USER_BURST_DEFAULT,
     RATE_USER_PER_S_DEFAULT,
+    ROOMS_PER_CONNECTION_DEFAULT,
     TOKEN_AUDIENCE_DEFAULT,
     TOKEN_ISSUER_DEFAULT,
     TOKEN_LEEWAY_S_DEFAULT,
@@ -62,6 +63,7 @@ class GatewayConfig:
     token_jwks: str = ""  # QIM_TOKEN_JWKS: a JWKS file or http(s) URL, keys by kid (qim/wire/jwks.py)
     token_jwks_refresh_s: int = 300  # QIM_TOKEN_JWKS_REFRESH_S
     registry: Optional[RegistryConfig] = None  # the ShardRegistry (qim/config/registry.py)
+    room_max_per_connection: int = ROOMS_PER_CONNECTION_DEFAULT  # QIM_ROOM_MAX_PER_CONNECTION
 
     @classmethod
     def from_env(cls, env: Env) -> "GatewayConfig":
@@ -88,6 +90,8 @@ class GatewayConfig:
             rate_conn_burst=env.integer("QIM_RATE_CONN_BURST", RATE_CONN_BURST_DEFAULT, 1, 1_000_000),
             max_connections_per_user=env.integer("QIM_MAX_CONNECTIONS_PER_USER", MAX_CONNECTIONS_PER_USER_DEFAULT,
                                                  1, 65_536),
+            room_max_per_connection=env.integer("QIM_ROOM_MAX_PER_CONNECTION", ROOMS_PER_CONNECTION_DEFAULT,
+                                                1, 10_000),
         )
         return replace(cfg, client_tls=client_port_tls(env, cfg.listen),
                        internal_tls=service_tls(env, GATEWAY, cfg.push_listen, cfg.peers),

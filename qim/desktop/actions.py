@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from qim.desktop import commands, render
+from qim.desktop import commands, render, rooms
 
 # `app` below is the ChatApp (qim/desktop/app.py): its client, convs, current, shown and
 # names, and its tell / open_chat / learn_names / action_* methods. Typed loosely so this
@@ -42,6 +42,12 @@ async def run(app: ChatApp, cmd: commands.Command) -> None:
         group = await c.create_group(others, title=cmd.text)
         await app.open_chat(group.conversation_id)
         app.tell(f"created {render.conversation_name(group)} with {', '.join(map(str, others))}")
+    elif cmd.name == "join":
+        await rooms.join(app, cmd.ids[0])
+    elif cmd.name == "leave" and app.room is not None:
+        await rooms.leave(app)
+    elif app.room is not None and cmd.name in ("read", "members", "title", "recall", "older"):
+        raise Refused(f"/{cmd.name} works in a chat, not in a room (open a chat on the left)")
     elif cmd.name == "older":
         await app.action_older()
     elif conv is None:

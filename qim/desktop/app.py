@@ -25,12 +25,13 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static
 
-from qim.desktop import actions, commands, render
+from qim.desktop import actions, commands, render, rooms
 from qim.desktop.widgets import Composer, ConvItem, ConvList
 from qim.errors import QimError
 from qim.sdk import Client
 from qim.sdk import events as ev
 from qim.sdk.model import Conversation, StoredMessage
+from qim.sdk.room_events import RoomEventsAdded, RoomStateChanged
 
 PAGE = 30
 EXIT_KICKED = 3
@@ -63,6 +64,8 @@ class ChatApp(App):
         self.convs: dict[bytes, Conversation] = {}
         self.current: Optional[bytes] = None
         self.shown: dict[bytes, StoredMessage] = {}
+        self.rooms: dict[int, rooms.RoomPane] = {}  # joined chatrooms (qim/desktop/rooms.py)
+        self.room: Optional[int] = None  # the room shown instead of a chat
         self.unsent: list = []
         self.names: dict[int, str] = {}
         self.note = ""
@@ -147,6 +150,8 @@ class ChatApp(App):
                 self.show_chat()
             if isinstance(e, ev.SendFailed):
                 self.tell(f"a message was refused: {e.code.name}: {e.message}")
+        elif isinstance(e, (RoomEventsAdded, RoomStateChanged)):
+            rooms.on_event(self, e)
         elif isinstance(e, ev.SyncFailed):
             self.tell(f"sync failed: {e.code.name}: {e.message}")
 
@@ -206,6 +211,9 @@ class ChatApp(App):
 
     def show_title(self) -> None:
         """The open chat's name above it (or how to open one)."""
+        if self.room is not None and self.room in self.rooms:
+            self.query_one("#title", Static).update(Text(f" {rooms.title(self.rooms[self.room])}", no_wrap=True))
+            return
         conv = self.convs.get(self.current) if self.current else None
         title = render.conversation_name(conv, self.names) if conv else \
             "no chat open: /dm USER, or pick one on the left (Tab, ↑ ↓, Enter)"
@@ -220,6 +228,8 @@ class ChatApp(App):
             self.query_one("#scroll", VerticalScroll).scroll_end(animate=False)
 
     def _transcript(self) -> Text:
+        if self.room is not None and self.room in self.rooms:
+            return rooms.transcript(self.rooms[self.room], self.client.user_id, self.names)
         if self.current is None:
             return Text("")
         messages = sorted(self.shown.values(), key=lambda m: m.conversation_seq)
@@ -267,7 +277,7 @@ class ChatApp(App):
     # --- actions -------------------------------------------------------------------
     async def open_chat(self, conversation_id: bytes) -> None:
         """Open a conversation: its newest page from the store, its unsent messages, then mark it read."""
-        self.current = conversation_id
+        self.current, self.room = conversation_id, None  # a room shown stays joined
         conv = await self.client.conversation(conversation_id)
         if conv is not None:
             self.convs[conversation_id] = conv
@@ -343,6 +353,9 @@ class ChatApp(App):
 
     async def send(self, text: str) -> None:
         """Send text to the open chat (pending until acknowledged; never waits for the server)."""
+        if self.room is not None:
+            await rooms.post(self, text)
+            return
         if self.current is None:
             raise actions.Refused("open a chat first: /dm USER, /group USER..., or pick one on the left "
                                   "(Tab, ↑ ↓, Enter)")

@@ -3,7 +3,8 @@
     /dm USER              open the direct chat with USER (another user's id)
     /group USER... [NAME] create a group of you and the users; NAME is its title
     /title NAME           rename the open group (only its owner can)
-    /leave                leave the open group
+    /join ROOM            join chatroom ROOM (a number) and show it here
+    /leave                leave the room shown, or the open group
     /members              list the open group's members
     /recall [N]           recall your newest message here (N: your N-th newest)
     /older                load older messages of the open chat (also Ctrl+U)
@@ -29,7 +30,7 @@ from qim.wire.names import check_name
 _PARTS = __doc__.split("\n\n")
 HELP = _PARTS[1]
 KEYS = " ".join(_PARTS[2].split())
-NAMES = ("dm", "group", "title", "leave", "members", "recall", "older", "read", "help", "quit")
+NAMES = ("dm", "join", "group", "title", "leave", "members", "recall", "older", "read", "help", "quit")
 _BARE = ("leave", "members", "older", "read", "help", "quit")
 
 
@@ -73,6 +74,10 @@ def parse(text: str) -> tuple[Optional[Command], str]:
     if name == "dm":
         if len(words) != 1:
             raise CommandError("usage: /dm USER (a user id)")
+        return Command(name, (_id(words[0]),)), ""
+    if name == "join":
+        if len(words) != 1:
+            raise CommandError("usage: /join ROOM (a room number)")
         return Command(name, (_id(words[0]),)), ""
     if name == "group":
         count = next((i for i, w in enumerate(words) if not w.isdigit()), len(words))

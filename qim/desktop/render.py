@@ -141,14 +141,15 @@ def list_entry(conv: Conversation, me: int, current: bool, names: Names = NO_NAM
     return out
 
 
-def _clock(ms: int) -> str:
+def clock(ms: int) -> str:
+    """'HH:MM' local time of unix ms ('--:--' for 0)."""
     return time.strftime("%H:%M", time.localtime(ms / 1000)) if ms else "--:--"
 
 
 def message_line(msg: StoredMessage, me: int, names: Names = NO_NAMES) -> Text:
     """'12:01 Alice: text' (continuation lines of a multi-line text indented)."""
     out = Text()
-    out.append(f"{_clock(msg.created_at_ms)} ", style="dim")
+    out.append(f"{clock(msg.created_at_ms)} ", style="dim")
     out.append(f"{who(msg.sender_id, me, names)}: ", style="bold cyan" if msg.sender_id == me else "bold")
     text = body_text(msg.message_type, msg.custom_type, msg.body, msg.state, names)
     out.append(text.replace("\n", "\n      "), style="italic dim" if msg.state else "")
@@ -159,7 +160,7 @@ def unsent_line(row: PendingSend, online: bool = True) -> Text:
     """A send not yet in the store: 'me: text (sending…)', '(not sent yet: offline)'
     while there is no connection, '(sent)' or '(failed)'."""
     out = Text()
-    out.append(f"{_clock(row.created_local_ms)} ", style="dim")
+    out.append(f"{clock(row.created_local_ms)} ", style="dim")
     out.append("me: ", style="bold cyan")
     out.append(body_text(row.message_type, row.custom_type, row.body, 0).replace("\n", "\n      "))
     pending = " (sending…)" if online else " (not sent yet: offline)"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from typing import Awaitable, Callable, Optional
+from typing import Awaitable, Callable, Optional, Protocol
 
 from qim.errors import ErrorCode, FrameError, RequestError
 from qim.net.allow import OPEN, RpcGuard, opcode_label
@@ -24,8 +24,8 @@ from qim.wire.errors import RemoteError, error_body, parse_error
 
 # error_body, parse_error and RemoteError are defined in qim/wire/errors.py; these names
 # stay importable from here for older callers.
-__all__ = ["Handler", "OnewayHandler", "RemoteError", "RpcClient", "error_body", "parse_error",
-           "rpc_connection_handler", "serve_rpc"]
+__all__ = ["Handler", "LinkFactory", "LinkHandler", "OnewayHandler", "RemoteError", "RpcClient", "error_body",
+           "parse_error", "rpc_connection_handler", "serve_rpc"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,13 +42,17 @@ class RpcClient:
     reply (the request may or may not have been applied: callers retry idempotently).
     An ERROR reply is never returned as data: its body names the internal opcode, and a
     caller forwarding it would show that opcode to a client (docs/protocol.md ERROR).
+    `on_frame(opcode, body)`: frames the server sends on its own (request_id 0; dropped
+    without it); `on_lost()`: a connection that was up ended, called before the next
+    connection is made (a server whose state lives on the connection: the RoomWriter).
     `tls`: this process's internal TlsContexts (None: plaintext development);
     `expect_service`: the service the server's certificate must name (a TLS failure or a
     wrong service is UNAVAILABLE too, logged once per distinct reason).
     """
 
     def __init__(self, addr: str, connect_timeout: float = 2.0, tls: Optional[TlsContexts] = None,
-                 expect_service: Optional[str] = None) -> None:
+                 expect_service: Optional[str] = None, on_frame: Optional[Callable[[int, bytes], None]] = None,
+                 on_lost: Optional[Callable[[], None]] = None) -> None:
         self.addr = addr
         self._host, self._port = parse_addr(addr)
         self._timeout = connect_timeout
@@ -63,6 +67,7 @@ class RpcClient:
         self._pending: dict[int, asyncio.Future] = {}
         self._ids = itertools.count(1)
         self._connect_lock = asyncio.Lock()
+        self._on_frame, self._on_lost = on_frame, on_lost
 
     @property
     def connected(self) -> bool:
@@ -72,6 +77,11 @@ class RpcClient:
     async def _ensure(self) -> FramedStream:
         async with self._connect_lock:
             if self._stream is None or self._stream.closed:
+                if self._reader_task is not None and not self._reader_task.done():
+                    # the old connection's end (on_lost) comes before the new connection
+                    if self._stream is not None:
+                        self._stream.abort()
+                    await asyncio.gather(self._reader_task, return_exceptions=True)
                 self._stream = await self._open()
                 self._reader_task = asyncio.get_running_loop().create_task(self._read_loop(self._stream))
             return self._stream
@@ -105,6 +115,13 @@ class RpcClient:
                 if item is None:
                     break
                 opcode, request_id, body = item
+                if request_id == 0:
+                    if self._on_frame is not None:
+                        try:
+                            self._on_frame(opcode, body)
+                        except Exception:  # a bad frame must not end the connection
+                            logger.exception("frame 0x%04x from %s could not be handled", opcode, self.addr)
+                    continue
                 fut = self._pending.pop(request_id, None)
                 if fut is not None and not fut.done():
                     fut.set_result((opcode, body))
@@ -118,6 +135,11 @@ class RpcClient:
             for fut in pending.values():
                 if not fut.done():
                     fut.set_exception(RequestError(ErrorCode.UNAVAILABLE, f"connection to {self.addr} lost"))
+            if self._on_lost is not None:
+                try:
+                    self._on_lost()
+                except Exception:
+                    logger.exception("on_lost of the connection to %s failed", self.addr)
 
     async def call(self, opcode: int, body: bytes, timeout: float = 10.0) -> tuple[int, bytes]:
         """One request -> (reply_opcode, reply_body); see the class doc for the errors."""
@@ -172,8 +194,24 @@ class RpcClient:
 OnewayHandler = Callable[[int, bytes], Awaitable[None]]
 
 
-def rpc_connection_handler(handler: Handler, inflight_limit: int, on_oneway: Optional[OnewayHandler] = None,
-                           guard: RpcGuard = OPEN
+class LinkHandler(Protocol):
+    """The handler of one connection, for a service whose state belongs to the caller's
+    connection (the RoomWriter: a gateway's connection is its subscription)."""
+
+    async def handle(self, opcode: int, body: bytes) -> tuple[int, bytes]:
+        """One request of this connection -> (reply_opcode, reply_body), as a Handler."""
+        ...
+
+    def closed(self) -> None:
+        """The connection ended (every request of it has finished)."""
+        ...
+
+
+LinkFactory = Callable[[FramedStream], LinkHandler]
+
+
+def rpc_connection_handler(handler: Optional[Handler], inflight_limit: int, on_oneway: Optional[OnewayHandler] = None,
+                           guard: RpcGuard = OPEN, links: Optional[LinkFactory] = None
                            ) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
     """The per-connection coroutine of an internal RPC listener (for
     `asyncio.start_server` or qim.obs.node.ServiceNode.listen).
@@ -186,16 +224,21 @@ def rpc_connection_handler(handler: Handler, inflight_limit: int, on_oneway: Opt
     them. Frames with request_id 0 go to `on_oneway` (no reply). `guard` checks each
     frame against the peer certificate's service (qim/net/allow.py): a refused request
     gets ERROR(FORBIDDEN) with its id, a refused one-way frame is dropped (both counted by
-    the guard); the handler never sees either."""
+    the guard); the handler never sees either. With `links`, each connection gets its own
+    handler `links(stream)` (LinkHandler; `handler` unused): the service may send frames
+    of its own on `stream` (request_id 0), and hears `closed()` when it ends."""
 
     async def on_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         stream = FramedStream(reader, writer)
         permits = asyncio.Semaphore(inflight_limit)
         tasks: set[asyncio.Task] = set()
+        link = links(stream) if links is not None else None
+        serve = link.handle if link is not None else handler
+        assert serve is not None, "rpc_connection_handler needs a handler or links"
 
         async def run(opcode: int, request_id: int, body: bytes) -> None:
             try:
-                reply_opcode, reply = await handler(opcode, body)
+                reply_opcode, reply = await serve(opcode, body)
             except RequestError as exc:
                 reply_opcode, reply = Opcode.ERROR, error_body(exc.code, exc.message, opcode)
             except Exception:
@@ -233,6 +276,8 @@ def rpc_connection_handler(handler: Handler, inflight_limit: int, on_oneway: Opt
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
             stream.close()
+            if link is not None:
+                link.closed()
 
     return on_conn
 

@@ -42,7 +42,7 @@ from qim.consts import STREAM_WRITE_CHUNK_BYTES
 from qim.errors import ConfigError, TlsError
 from qim.net.allow import RpcGuard
 from qim.net.framed import parse_addr, release
-from qim.net.rpc import Handler, OnewayHandler, rpc_connection_handler
+from qim.net.rpc import Handler, LinkFactory, OnewayHandler, rpc_connection_handler
 from qim.net.tls import (
     HANDSHAKE_TIMEOUT_S,
     Alpn,
@@ -235,13 +235,14 @@ class ServiceNode:
         self._servers.append(server)
         return server
 
-    async def serve_rpc(self, addr: str, handler: Handler, inflight_limit: int,
+    async def serve_rpc(self, addr: str, handler: Optional[Handler], inflight_limit: int,
                         on_oneway: Optional[OnewayHandler] = None,
-                        tls: Optional[TlsContexts] = None) -> asyncio.AbstractServer:
+                        tls: Optional[TlsContexts] = None, links: Optional[LinkFactory] = None) -> asyncio.AbstractServer:
         """Internal RPC on 'host:port' (qim/net/rpc.py rpc_connection_handler): mutual
-        TLS with the allow-list when `tls` is given, plaintext without a check otherwise."""
+        TLS with the allow-list when `tls` is given, plaintext without a check otherwise;
+        `links`: a handler per connection instead of `handler` (state per caller connection)."""
         guard = self.rpc_guard(enforce=tls is not None)
-        return await self.listen(addr, rpc_connection_handler(handler, inflight_limit, on_oneway, guard),
+        return await self.listen(addr, rpc_connection_handler(handler, inflight_limit, on_oneway, guard, links),
                                  tls=tls, name="rpc")
 
     # --- health -----------------------------------------------------------------------

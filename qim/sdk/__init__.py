@@ -59,6 +59,7 @@ from qim.sdk.events import (
 )
 from qim.sdk.identity import DeviceIdentity, default_data_dir, device_identity
 from qim.sdk.model import Conversation, LastMessage, Membership
+from qim.sdk.room_events import RoomAck, RoomEventsAdded, RoomInfo, RoomMessage, RoomStateChanged
 from qim.sdk.runtime import ClientRuntime
 from qim.sdk.store import LocalStore, StoredMessage, StoreError
 
@@ -74,5 +75,5 @@ __all__ = [
     "ConnectionLost", "NotConnected", "Kicked", "KickedEvent", "SendTimeout", "SendRefused", "ConnectionState",
     "ConversationsUpdated", "MessagesAdded", "MessagesUpdated", "MessagesRemoved", "PendingResolved", "SendPending",
     "SendFailed", "SyncFailed", "ReadPositionChanged", "MembershipChanged", "direct_conversation", "TlsError",
-    "IdError",
+    "IdError", "RoomAck", "RoomEventsAdded", "RoomInfo", "RoomMessage", "RoomStateChanged",
 ]

@@ -41,6 +41,8 @@ from qim.errors import ErrorCode, IdError
 from qim.sdk import identity, names, requests
 from qim.sdk.events import ConnectionLost, NotConnected, Recalled, SendAck, SendRefused
 from qim.sdk.model import Conversation, PendingSend, StoredMessage
+from qim.sdk.room_events import RoomAck, RoomInfo, RoomMessage
+from qim.sdk.rooms import Rooms
 from qim.sdk.runtime import ClientRuntime
 from qim.sdk.sessions import Sessions
 from qim.wire.tokens import token_claims, token_name
@@ -69,6 +71,8 @@ class Client:
         self.sessions = Sessions(runtime.core)
         self.sessions.attach()
         self.profiles = names.Profiles(runtime)
+        self.rooms = Rooms(runtime)  # chatrooms, in memory only (qim/sdk/rooms.py)
+        self.rooms.attach()
 
     @classmethod
     async def open(cls, endpoint: str, token: str, *, data_dir: Optional[str] = None,
@@ -149,6 +153,7 @@ class Client:
 
     async def close(self) -> None:
         """Close the connection and the store (pending sends stay for the next run)."""
+        await self.rooms.close()
         await self.runtime.close()
         await asyncio.to_thread(self.store.close)
 
@@ -300,3 +305,30 @@ class Client:
     async def members(self, group_id: int) -> list[Member]:
         """Current members, by user id. ServerError(FORBIDDEN) for a non-member."""
         return [Member(m.user_id, m.joined_at, m.owner) for m in await requests.pull_members(self.runtime, group_id)]
+
+    # --- chatrooms (docs/sdk.md "Chatrooms"; qim/sdk/rooms.py) -----------------------
+    async def join_room(self, room_id: int, recent: int = 0) -> RoomInfo:
+        """Join a chatroom; its events arrive as RoomEventsAdded (the newest `recent`
+        first). Joined again by itself after a reconnect or a lost RoomWriter (a replay
+        that could not be complete is told with `truncated`). ServerError, NotConnected."""
+        return await self.rooms.join(room_id, recent)
+
+    async def leave_room(self, room_id: int) -> int:
+        """Leave a chatroom; the member count after it."""
+        return await self.rooms.leave(room_id)
+
+    async def send_room(self, room_id: int, body: Union[str, bytes], message_type: int = MESSAGE_TYPE_TEXT,
+                        custom_type: bytes = b"", timeout: Optional[float] = None) -> RoomAck:
+        """Post to a joined chatroom (text as str or bytes, or a custom type); retried with
+        the same client_message_id until `timeout`. SendRefused, ServerError (FORBIDDEN:
+        not joined), SendTimeout."""
+        data = body.encode() if isinstance(body, str) else body
+        return await self.rooms.send(room_id, data, message_type, custom_type, timeout)
+
+    async def recall_room(self, room_id: int, room_epoch: int, room_seq: int) -> RoomAck:
+        """Recall this user's post at (room_epoch, room_seq) in a joined room."""
+        return await self.rooms.recall(room_id, room_epoch, room_seq)
+
+    def room_events(self, room_id: int) -> list[RoomMessage]:
+        """The newest events told for a joined room, oldest first (memory only)."""
+        return self.rooms.events(room_id)

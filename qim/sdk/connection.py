@@ -11,7 +11,8 @@ misconfigured endpoint). Afterwards `request(opcode, body)` sends one frame
 with a fresh request_id (u32, never 0) and returns the reply (opcode, body); an ERROR
 reply raises ServerError, a dropped connection ConnectionLost. Server-initiated
 frames (request_id 0) go to `on_push` (PUSH_EVENTS), `on_kicked` (KICKED),
-`on_session_delta` (SESSION_DELTA) and `on_read_sync` (READ_SYNC). Every
+`on_session_delta` (SESSION_DELTA), `on_read_sync` (READ_SYNC) and `on_room_events`
+(ROOM_EVENTS). Every
 ERROR(RATE_LIMITED) to a request the send-rate buckets charge goes to
 `on_rate_limited(retry_after_ms)` before its waiter hears of it, also when nobody waits
 any more (a repeat's answer): the runtime's RateGate must know every refusal.
@@ -34,7 +35,7 @@ from typing import Awaitable, Callable, Optional
 from qim.consts import SEND_ACK_PROBE_S
 from qim.errors import ErrorCode, FrameError
 from qim.net.transport import FrameTransport, StreamClosed
-from qim.proto.v1 import connection_pb2, mailbox_pb2, session_pb2
+from qim.proto.v1 import connection_pb2, mailbox_pb2, room_pb2, session_pb2
 from qim.protocol import RATE_LIMITED_OPCODES, Opcode
 from qim.sdk.events import ConnectionLost, ServerError
 from qim.sdk.transports import ProgressReader, endpoint_tls, open_transport
@@ -82,6 +83,7 @@ class Connection:
         self.on_kicked: Callable[[int], None] = lambda reason: None
         self.on_session_delta: Callable[[session_pb2.SessionDelta], None] = lambda delta: None
         self.on_read_sync: Callable[[session_pb2.ReadSync], None] = lambda sync: None
+        self.on_room_events: Callable[[room_pb2.RoomEvents], None] = lambda frame: None
         self.on_rate_limited: Callable[[int], None] = lambda retry_after_ms: None
         self.closed = asyncio.get_running_loop().create_future()  # result: reason str
         self._reader: Optional[asyncio.Task] = None
@@ -266,6 +268,8 @@ class Connection:
                 self.on_session_delta(session_pb2.SessionDelta.FromString(body))
             elif opcode == Opcode.READ_SYNC:
                 self.on_read_sync(session_pb2.ReadSync.FromString(body))
+            elif opcode == Opcode.ROOM_EVENTS:
+                self.on_room_events(room_pb2.RoomEvents.FromString(body))
             else:
                 logger.debug("ignoring server frame 0x%04x", opcode)
         except Exception:  # a bad push must not kill the reader

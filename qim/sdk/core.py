@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Coroutine, Optional, TypeVar
 
-from qim.proto.v1 import session_pb2
+from qim.proto.v1 import room_pb2, session_pb2
 from qim.sdk import events as ev
 from qim.sdk.connection import Connection
 from qim.sdk.events import ConnectionLost, NotConnected, SendAck
@@ -67,6 +67,7 @@ class RuntimeCore:
         self.after_sync: list[Callable[[Connection], Awaitable[None]]] = []
         self.on_session_delta: Optional[Callable[[session_pb2.SessionDelta], None]] = None
         self.on_read_sync: Optional[Callable[[session_pb2.ReadSync], None]] = None
+        self.on_room_events: Optional[Callable[[room_pb2.RoomEvents], None]] = None  # qim/sdk/rooms.py
         self._tasks: set[asyncio.Task] = set()
         if faults is not None:
             faults.bind(lambda: self.conn, self.spawn)

@@ -203,6 +203,8 @@ class ClientRuntime:
             conn.on_session_delta = core.on_session_delta
         if core.on_read_sync is not None:
             conn.on_read_sync = core.on_read_sync
+        if core.on_room_events is not None:
+            conn.on_room_events = core.on_room_events
         core.conn, core.ready = conn, False
         self._sender.new_connection()
         conn.closed.add_done_callback(lambda f: self._on_closed(conn, f))

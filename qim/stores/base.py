@@ -15,6 +15,7 @@ from qim.stores.mailboxes import MailboxStore
 from qim.stores.messages import MessageStore
 from qim.stores.presence import SessionEpochStore
 from qim.stores.reads import ReadPositionStore
+from qim.stores.rooms import RoomEpochStore
 from qim.stores.sessions import SessionStore
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ class Stores:
     sessions: SessionStore
     reads: ReadPositionStore
     epochs: SessionEpochStore
+    rooms: RoomEpochStore
     archive_tier: Optional["ArchiveTier"] = None
     name: ClassVar[str] = ""
 

@@ -13,7 +13,7 @@ from qim._core import ids
 from qim.cluster.owners import OwnerTable
 from qim.consts import GROUP_MAX_MEMBERS
 from qim.errors import ErrorCode, RequestError
-from qim.proto.v1 import group_pb2, history_pb2, internal_pb2, mailbox_pb2, message_pb2, session_pb2
+from qim.proto.v1 import group_pb2, history_pb2, internal_pb2, mailbox_pb2, message_pb2, room_pb2, session_pb2
 from qim.protocol import Opcode
 from qim.services.gateway.conn import BULK_OPS
 from qim.services.gateway.router import BackendRouter, rendezvous_order
@@ -49,10 +49,11 @@ def test_every_client_request_opcode_has_one_route_to_its_backend():
         Opcode.CREATE_GROUP: "writer", Opcode.LEAVE_GROUP: "writer", Opcode.PULL_MEMBERS: "writer",
         Opcode.SET_GROUP_TITLE: "writer",
         Opcode.PULL_SESSION_LIST: "session", Opcode.MARK_READ: "session", Opcode.PULL_PROFILES: "session",
-        Opcode.PULL_MAILBOX: "mailbox"}
+        Opcode.PULL_MAILBOX: "mailbox",
+        Opcode.JOIN_ROOM: "room", Opcode.ROOM_SEND: "room", Opcode.LEAVE_ROOM: "room"}
     assert BULK_OPS == {Opcode.PULL_HISTORY, Opcode.PULL_MEMBERS, Opcode.PULL_SESSION_LIST, Opcode.PULL_MAILBOX}
-    # reserved = frozen opcodes of the served categories that have no route (rooms, replies)
-    assert Opcode.JOIN_ROOM in RESERVED and Opcode.READ_SYNC in RESERVED and Opcode.SESSION_LIST_BATCH in RESERVED
+    # reserved = frozen opcodes of the served categories that have no route (replies)
+    assert Opcode.JOIN_ROOM not in RESERVED and Opcode.ROOM_JOINED in RESERVED and Opcode.READ_SYNC in RESERVED and Opcode.SESSION_LIST_BATCH in RESERVED
     assert not RESERVED & set(ROUTES) and Opcode.MAILBOX_BATCH not in RESERVED
 
 
@@ -67,6 +68,12 @@ def test_routing_keys_are_the_conversation_the_user_and_the_shard():
     assert ROUTES[Opcode.PULL_SESSION_LIST].check(c, session_pb2.PullSessionList().SerializeToString()) == SHARD
     assert ROUTES[Opcode.MARK_READ].check(c, session_pb2.MarkRead(conversation_id=CONV).SerializeToString()) == SHARD
     assert ROUTES[Opcode.PULL_MAILBOX].check(c, mailbox_pb2.PullMailbox().SerializeToString()) == SHARD
+    # rooms: the room shard, byte 1 of the room's conversation_id (qim/wire/room.py)
+    room_shard = ids.conversation_id_room(TENANT, 99)[1]
+    assert ROUTES[Opcode.JOIN_ROOM].check(c, room_pb2.JoinRoom(room_id=99).SerializeToString()) == room_shard
+    assert ROUTES[Opcode.LEAVE_ROOM].check(c, room_pb2.LeaveRoom(room_id=99).SerializeToString()) == room_shard
+    post = room_pb2.RoomSend(room_id=99, client_message_id=os.urandom(16), message_type=1, body=b"hi")
+    assert ROUTES[Opcode.ROOM_SEND].check(c, post.SerializeToString()) == room_shard
 
 
 def test_garbage_bodies_are_invalid_argument_naming_the_request():

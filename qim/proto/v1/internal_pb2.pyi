@@ -74,6 +74,28 @@ class SessionCall(_message.Message):
     upstream: bytes
     def __init__(self, actor: _Optional[_Union[Actor, _Mapping]] = ..., opcode: _Optional[int] = ..., upstream: _Optional[bytes] = ...) -> None: ...
 
+class RoomCall(_message.Message):
+    __slots__ = ("actor", "opcode", "upstream", "connection")
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    OPCODE_FIELD_NUMBER: _ClassVar[int]
+    UPSTREAM_FIELD_NUMBER: _ClassVar[int]
+    CONNECTION_FIELD_NUMBER: _ClassVar[int]
+    actor: Actor
+    opcode: int
+    upstream: bytes
+    connection: int
+    def __init__(self, actor: _Optional[_Union[Actor, _Mapping]] = ..., opcode: _Optional[int] = ..., upstream: _Optional[bytes] = ..., connection: _Optional[int] = ...) -> None: ...
+
+class RoomPush(_message.Message):
+    __slots__ = ("tenant_id", "room_id", "events")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    ROOM_ID_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: bytes
+    room_id: int
+    events: bytes
+    def __init__(self, tenant_id: _Optional[bytes] = ..., room_id: _Optional[int] = ..., events: _Optional[bytes] = ...) -> None: ...
+
 class DeviceFrames(_message.Message):
     __slots__ = ("tenant_id", "user_id", "exclude_device_id", "opcode", "body")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]

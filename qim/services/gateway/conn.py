@@ -24,8 +24,10 @@ client the limit).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
+from functools import partial
 from typing import Any, Callable, Optional
 
 from google.protobuf.message import DecodeError
@@ -55,6 +57,7 @@ BULK_OPS = frozenset(op for op, route in ROUTES.items() if route.bulk)
 # socket buffers (qim/net/framed.py), 0.5 s at 30 KiB/s.
 CLIENT_CHUNK_BYTES = 16 * 1024
 PRE_AUTH_BUFFER_BYTES = 256 * 1024  # an AUTH frame is tiny; anonymous peers hold no more
+_CONN_IDS = itertools.count(1)
 
 
 class ClientConnection:
@@ -66,7 +69,8 @@ class ClientConnection:
     `gateway` is the ConnectionNode (or a stand-in in unit tests): `config`
     (GatewayConfig), `online` (OnlineRegistry), `router` (BackendRouter), and when it
     has them `metrics` (GatewayMetrics), `auth` (Authenticator) and `limiter`
-    (SendLimiter; private ones are made from `config` for a stand-in without)."""
+    (SendLimiter; private ones are made from `config` for a stand-in without), and
+    `locals` (the LocalBackends of routes.py, by backend: rooms)."""
 
     def __init__(self, stream: FrameTransport, gateway: Any) -> None:
         self.stream = stream
@@ -91,6 +95,8 @@ class ClientConnection:
         stream.buffer_limit = PRE_AUTH_BUFFER_BYTES  # lifted by a successful AUTH
         self._tasks: set[asyncio.Task] = set()
         self._wake_task: Optional[asyncio.Task] = None
+        self.conn_id = next(_CONN_IDS)  # this connection within the gateway (never reused)
+        self._locals = getattr(gateway, "locals", None) or {}  # LocalBackend by backend (routes.py)
 
     # DeviceConn protocol (online.OnlineRegistry)
     def send(self, opcode: int, request_id: int, body: bytes) -> None:
@@ -128,7 +134,8 @@ class ClientConnection:
         """Outbound bytes not yet handed to the socket."""
         return self.stream.queued_bytes
 
-    def _actor(self) -> internal_pb2.Actor:
+    def actor(self) -> internal_pb2.Actor:
+        """The authenticated identity this connection's requests carry to the backends."""
         return internal_pb2.Actor(tenant_id=self.tenant.to_bytes(16, "big"), user_id=self.user_id,
                                   device_id=self.device_id, display_name=self.display_name)
 
@@ -179,6 +186,8 @@ class ClientConnection:
                 presence = getattr(self.gw, "presence", None)
                 if presence is not None and not self.replaced:
                     presence.offline(self)
+                for local in self._locals.values():
+                    local.closed(self)
             self.stream.close()
 
     async def _serve(self, opcode: int, request_id: int, body: bytes) -> None:
@@ -238,11 +247,11 @@ class ClientConnection:
                 raise RequestError(ErrorCode.INVALID_ARGUMENT, f"opcode 0x{opcode:04x} not supported yet")
             raise RequestError(ErrorCode.INVALID_ARGUMENT, f"unknown opcode 0x{opcode:04x}")
         if opcode not in LIMITED_OPCODES:
-            return await forward(self.gw.router, route, route.check(self, body), self._actor(), opcode, body)
+            return await self._forward(route, route.check(self, body), opcode, body)
         self._limiter.admit((self.tenant, self.user_id), self._bucket)
         key = route.check(self, body)
         try:
-            reply_opcode, reply = await forward(self.gw.router, route, key, self._actor(), opcode, body)
+            reply_opcode, reply = await self._forward(route, key, opcode, body)
         except RequestError as exc:
             if exc.code in NOT_NOW:
                 self._limiter.refund((self.tenant, self.user_id), self._bucket)
@@ -250,6 +259,13 @@ class ClientConnection:
         if reply_opcode == Opcode.ERROR and parse_error(reply).code in NOT_NOW:  # the retry is the one charged
             self._limiter.refund((self.tenant, self.user_id), self._bucket)
         return reply_opcode, reply
+
+    async def _forward(self, route: Any, key: Any, opcode: int, body: bytes) -> tuple[int, bytes]:
+        call = partial(forward, self.gw.router, route, key, self.actor(), opcode, body, self.conn_id)
+        local = self._locals.get(route.backend)
+        if local is not None:  # a backend with state per connection (rooms: routes.py LocalBackend)
+            return await local.request(self, opcode, key, body, call)
+        return await call()
 
     def _token_expired(self) -> None:
         """The token's exp (+ leeway) passed: KICKED{TOKEN_EXPIRED}, then close."""

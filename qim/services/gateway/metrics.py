@@ -77,6 +77,18 @@ class GatewayMetrics(MetricSet):
         self.rate_limited = self.counter("qim_gateway_rate_limited",
                                          "Requests or AUTHs refused with RATE_LIMITED, by scope "
                                          "(user, connection, connection_cap)", ["scope"])
+        # chatrooms: local fan-out (rooms.py)
+        self.rooms = self.gauge("qim_gateway_rooms", "Rooms with a member connection on this gateway")
+        self.room_members = self.gauge("qim_gateway_room_members", "Room member connections on this gateway")
+        self.room_frames = self.counter("qim_gateway_room_frames", "ROOM_EVENTS frames queued to members")
+        self.room_dropped = self.counter("qim_gateway_room_dropped",
+                                         "ROOM_EVENTS dropped for a member that reads too slowly (it gets a rejoin)")
+        self.room_rejoins = self.counter("qim_gateway_room_rejoins", "Rejoin notices sent to members, by reason "
+                                         "(slow, link_lost, room)", ["reason"])
+        self.room_stale = self.counter("qim_gateway_room_stale",
+                                       "ROOM_PUSH frames for a room without members here, or not from its node")
+        self.room_leaves_failed = self.counter("qim_gateway_room_leaves_failed",
+                                               "LEAVE_ROOM of a closed connection the RoomWriter did not answer")
         # Always zero: the gateway never drops a client request on its way to a backend
         # (the per-connection in-flight limit pushes back on the socket instead).
         self.backend_dropped = self.counter("qim_gateway_backend_queue_dropped",

@@ -102,10 +102,6 @@ class OnlineRegistry:
         self._m.online_devices.set(sum(len(d) for d in self._users.values()))
         return old
 
-    def connections(self) -> list[DeviceConn]:
-        """Every online connection of this gateway (presence renewal)."""
-        return [c for devices in self._users.values() for c in devices.values()]
-
     def kick_sessions(self, tenant: int, kicks) -> int:
         """KICKED{REPLACED} to each connection named by (user_id, device_id,
         session_epoch) of `kicks`: a newer session of its device logged in on another
@@ -136,7 +132,8 @@ class OnlineRegistry:
         self._m.online_devices.set(sum(len(d) for d in self._users.values()))
 
     def connections(self, tenant: Optional[int] = None, user_id: int = 0) -> list[DeviceConn]:
-        """The online connections of one user, or of everyone when `tenant` is None."""
+        """The online connections of one user, or of everyone when `tenant` is None
+        (presence renewal, revocation)."""
         if tenant is None:
             return [c for devices in self._users.values() for c in devices.values()]
         return list(self._users.get((tenant, user_id), {}).values())

@@ -16,7 +16,7 @@ row in qim/topology.py.
 
 from __future__ import annotations
 
-from typing import Mapping, Optional, Union
+from typing import Any, Callable, Mapping, Optional, Union
 
 import blake3
 
@@ -38,21 +38,54 @@ class BackendRouter:
     """RPC clients to every backend of `backends` ({service name: addresses}), each
     reached by its row's routing rule (SHARD_OWNER rows through `owners`, the OwnerTable
     of their kinds). `tls`: the gateway's internal TlsContexts (None: plaintext
-    development); each backend must prove its service name in its certificate."""
+    development); each backend must prove its service name in its certificate.
+    `local_backends`: the LocalBackend of the backends that have one (qim/services/gateway/routes.py),
+    fed the frames and losses of the connections to their nodes."""
 
     def __init__(self, backends: Mapping[str, tuple[str, ...]], tls: Optional[TlsContexts] = None,
-                 owners: Optional[OwnerTable] = None) -> None:
+                 owners: Optional[OwnerTable] = None, local_backends: Optional[Mapping[str, Any]] = None,
+                 dropped: Optional[Callable[[], None]] = None) -> None:
         self._addrs = dict(backends)
         self._rules = {name: service(name).gateway for name in backends}
         self._tls = tls
         self.owners = owners
         self._owner_clients: dict[tuple[str, str], RpcClient] = {}  # (kind, addr) -> client
-        self._clients = {name: [RpcClient(a, tls=tls, expect_service=name) for a in addrs]
+        self._locals = dict(local_backends or {})
+        self._dropped = dropped or (lambda: None)
+        self._clients = {name: [self._client(name, a, tls) for a in addrs]
                          for name, addrs in backends.items() if not self._by_owner(name)}
 
     def _by_owner(self, backend: str) -> bool:
         rule = self._rules.get(backend)
         return rule is not None and rule.routing == SHARD_OWNER
+
+    def _client(self, name: str, addr: str, tls: Optional[TlsContexts]) -> RpcClient:
+        """The RpcClient of one node; a backend with a LocalBackend gets its `pushes`
+        frames (any other opcode is dropped, `dropped()` counts it) and connection losses."""
+        local, rule = self._locals.get(name), self._rules.get(name)
+        if local is None or rule is None:
+            return RpcClient(addr, tls=tls, expect_service=name)
+        pushes = rule.pushes
+
+        def on_frame(opcode: int, body: bytes) -> None:
+            if opcode == pushes:
+                local.on_push(addr, body)
+            else:
+                self._dropped()
+
+        return RpcClient(addr, tls=tls, expect_service=name, on_frame=on_frame, on_lost=lambda: local.on_lost(addr))
+
+    def address(self, backend: str, key: Union[bytes, int]) -> str:
+        """The address `key` is routed to first ("" when none is configured)."""
+        addrs = self._addrs.get(backend) or ()
+        if not addrs:
+            return ""
+        rule = self._rules[backend]
+        if rule is None or rule.routing != RENDEZVOUS:
+            assert isinstance(key, int)
+            return addrs[key % len(addrs)]
+        assert isinstance(key, bytes)
+        return addrs[rendezvous_order(key, addrs)[0]]
 
     async def call(self, backend: str, key: Union[bytes, int], opcode: int, body: bytes) -> tuple[int, bytes]:
         """Send to the node of `backend` that `key` routes to. RequestError(UNAVAILABLE)

@@ -10,12 +10,19 @@ envelope with the actor from AUTH (`forward`). `bulk` routes answer with pages: 
 connection fetches at most BULK_INFLIGHT of them at a time and only while its reply
 backlog has room (qim/services/gateway/conn.py). PING and AUTH are answered by the
 connection itself.
+
+A backend row with a `local` class (qim/topology.py GatewayBackend) has a LocalBackend
+in the gateway (`build_locals`): every request of that backend passes through its
+`request()` (which calls the forward itself), it hears `closed(conn)` of every client
+connection, and `on_push`/`on_lost` of the gateway's own connections to the backend's
+nodes (qim/services/gateway/router.py). The envelope carries `connection` (the client
+connection's id within this gateway) when the message has that field.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Union
+from typing import Any, Awaitable, Callable, Protocol, Union
 
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
@@ -41,6 +48,11 @@ class Route:
         """True when the envelope names the client opcode (a backend serving several)."""
         return "opcode" in self.envelope.DESCRIPTOR.fields_by_name
 
+    @property
+    def carries_connection(self) -> bool:
+        """True when the envelope names the client connection (a LocalBackend's backend)."""
+        return "connection" in self.envelope.DESCRIPTOR.fields_by_name
+
 
 def build_routes() -> dict[int, Route]:
     """Every client route of every gateway backend row (ValueError: an opcode twice)."""
@@ -57,21 +69,53 @@ def build_routes() -> dict[int, Route]:
 
 
 ROUTES: dict[int, Route] = build_routes()
-# Frozen but not served yet (chatrooms), and server-to-client opcodes of those
-# categories sent upstream: "not supported yet" rather than "unknown".
+# Server-to-client opcodes of those categories sent upstream (and any frozen number
+# not served yet): "not supported yet" rather than "unknown".
 RESERVED = frozenset(op.value for op in Opcode if (op >> 8) in (0x04, 0x05, 0x06, 0x0A)) - set(ROUTES)
 
 
-def envelope(route: Route, actor: internal_pb2.Actor, opcode: int, upstream: bytes) -> bytes:
+def envelope(route: Route, actor: internal_pb2.Actor, opcode: int, upstream: bytes, connection: int = 0) -> bytes:
     """The internal request that carries `upstream` (unchanged) to the route's backend."""
+    fields: dict[str, Any] = {"actor": actor, "upstream": upstream}
     if route.carries_opcode:
-        return route.envelope(actor=actor, upstream=upstream, opcode=opcode).SerializeToString()
-    return route.envelope(actor=actor, upstream=upstream).SerializeToString()
+        fields["opcode"] = opcode
+    if route.carries_connection:
+        fields["connection"] = connection
+    return route.envelope(**fields).SerializeToString()
 
 
 async def forward(router: Any, route: Route, key: RouteKey, actor: internal_pb2.Actor, opcode: int,
-                  upstream: bytes) -> tuple[int, bytes]:
+                  upstream: bytes, connection: int = 0) -> tuple[int, bytes]:
     """Send one validated request to its backend through `router` (BackendRouter.call);
     the backend's reply. Raises RequestError (UNAVAILABLE, or the backend's own ERROR as
     RemoteError)."""
-    return await router.call(route.backend, key, route.opcode, envelope(route, actor, opcode, upstream))
+    return await router.call(route.backend, key, route.opcode, envelope(route, actor, opcode, upstream, connection))
+
+
+class LocalBackend(Protocol):
+    """The gateway-side half of a backend with state per client connection (module doc).
+    `request` raises RequestError like a route check or the backend; the others never raise."""
+
+    async def request(self, conn: Any, opcode: int, key: RouteKey, body: bytes,
+                      call: Callable[[], Awaitable[tuple[int, bytes]]]) -> tuple[int, bytes]:
+        """Serve one client request of this backend; `call()` forwards it."""
+        ...
+
+    def closed(self, conn: Any) -> None:
+        """Client connection `conn` ended."""
+        ...
+
+    def on_push(self, addr: str, body: bytes) -> None:
+        """A `pushes` frame from the backend node at `addr`."""
+        ...
+
+    def on_lost(self, addr: str) -> None:
+        """The gateway's connection to the backend node at `addr` dropped (called before
+        any new connection to it is made)."""
+        ...
+
+
+def build_locals(gateway: Any) -> dict[str, LocalBackend]:
+    """The LocalBackend of every backend row that names one, by service name."""
+    return {row.name: load(row.gateway.local)(gateway) for row in gateway_backends()
+            if row.gateway is not None and row.gateway.local}

@@ -35,6 +35,7 @@ from qim.services.gateway.pushlink import PushListener
 from qim.services.gateway.ratelimit import SendLimiter
 from qim.services.gateway.revocation import Revocations
 from qim.services.gateway.router import BackendRouter
+from qim.services.gateway.routes import build_locals
 from qim.services.gateway.ws import WebSocketUpgrade
 from qim.stores.revocations import open_revocations
 from qim.topology import gateway_backends
@@ -78,8 +79,11 @@ class ConnectionNode(ServiceNode):
         self.cluster = GatewayCluster(config, self.metrics, self.registry) if config.registry is not None else None
         self.epochs = self.cluster.epochs if self.cluster is not None else None
         self.presence = self.cluster.presence if self.cluster is not None else None
-        self.router = BackendRouter({s.name: config.peers[s.name] for s in gateway_backends()}, tls=self.internal_tls,
-                                    owners=self.cluster.owners if self.cluster is not None else None)
+        self.locals = build_locals(self)  # backends with state per client connection (rooms: rooms.py)
+        self.router = BackendRouter({s.name: config.peers.get(s.name, ()) for s in gateway_backends()},
+                                    tls=self.internal_tls,
+                                    owners=self.cluster.owners if self.cluster is not None else None,
+                                    local_backends=self.locals, dropped=self.metrics.room_stale.inc)
         self.push = PushListener(self.online, self.cluster.mailbox_nodes if self.cluster is not None else list,
                                  self.metrics, guard=self.rpc_guard(enforce=self.internal_tls is not None))
         self.always_zero(self.metrics.backend_dropped)

@@ -34,7 +34,6 @@ from qim.config import MailboxConfig
 from qim.consts import INTERNAL_RPC_INFLIGHT
 from qim.errors import ConfigError, ErrorCode, RequestError
 from qim.faults import MAILBOX_POINTS, FaultPoints
-from qim.obs.logcontext import current
 from qim.obs.node import ServiceNode
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode

@@ -13,6 +13,7 @@ from qim.stores.redis.leases import RedisClockLeases
 from qim.stores.redis.mailboxes import RedisMailboxStore
 from qim.stores.redis.messages import RedisMessageStore
 from qim.stores.redis.presence import RedisSessionEpochs
+from qim.stores.redis.rooms import RedisRoomEpochs
 from qim.stores.redis.scripts import boundary
 from qim.stores.redis.sessions import RedisReadPositions, RedisSessionStore
 
@@ -37,6 +38,7 @@ class RedisBackend(Stores):
             sessions=RedisSessionStore(self.client, first_registrations),
             reads=RedisReadPositions(self.client),
             epochs=RedisSessionEpochs(self.client),
+            rooms=RedisRoomEpochs(self.client),
         )
 
     async def check(self, commit_facts: bool, allow_unsafe_dev: bool) -> None:

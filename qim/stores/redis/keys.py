@@ -281,3 +281,8 @@ def session_epoch_key(tenant: int, user_id: int, device_id: int) -> str:
     """STRING, SessionEpochStore: the last session_epoch given to a login of the device
     (INCR, never expires; docs/decisions/0042-scale-presence.md)."""
     return f"qim:sepoch:{tenant:032x}:{user_id}:{device_id}"
+
+
+def room_epoch_key() -> str:
+    """STRING, RoomEpochStore: the last epoch base a RoomWriter process took (INCR)."""
+    return "qim:room:epoch-base"

@@ -9,6 +9,7 @@
 
 import "./style.css";
 import { Client, tokenClaims } from "../sdk/client";
+import { RoomView } from "./roomview";
 import { ChatView } from "./view";
 
 interface Config {
@@ -29,6 +30,7 @@ const KEY = "qim.session";
 let config: Config;
 let client: Client | null = null;
 let view: ChatView | null = null;
+let roomView: RoomView | null = null;
 
 function showError(message: string): void {
   const box = $("error");
@@ -92,6 +94,7 @@ async function signIn(s: Saved): Promise<void> {
     }
   });
   view = new ChatView(c, showError);
+  roomView = new RoomView(c, showError);
   $("me").textContent = `${session.name || "user"} · ${session.user} · device ${session.device}`;
   $("login").hidden = true;
   $("app").hidden = false;
@@ -103,6 +106,8 @@ async function signIn(s: Saved): Promise<void> {
 
 function stop(): void {
   view?.dispose();
+  roomView?.dispose();
+  roomView = null;
   client?.close();
   client?.store.close();
   view = client = null;

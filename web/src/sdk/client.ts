@@ -21,6 +21,7 @@ import { conversationIdDirect, conversationKind, KIND_DIRECT, KIND_GROUP } from 
 import type { Conversation, PendingSend, StoredMessage } from "./model";
 import { MAX_CUSTOM_TYPE_BYTES, MessageType, Op, PROFILES_MAX_IDS } from "./protocol";
 import { Backoff, withRetry } from "./retry";
+import { Rooms } from "./rooms";
 import { Runtime, type RuntimeOptions } from "./runtime";
 import { Sessions } from "./sessions";
 import { LocalStore } from "./store";
@@ -63,10 +64,13 @@ export interface ClientOptions extends RuntimeOptions {
 /** The app-facing client of one device. */
 export class Client {
   readonly sessions: Sessions;
+  /** Chatrooms, in memory only (rooms.ts; docs/sdk.md "Chatrooms"). */
+  readonly rooms: Rooms;
   private names = new Map<bigint, string>(); // display names learnt by PULL_PROFILES ("" = none given)
 
   private constructor(readonly runtime: Runtime, readonly store: LocalStore, readonly claims: TokenClaims) {
     this.sessions = new Sessions(runtime);
+    this.rooms = new Rooms(runtime);
   }
 
   /** Open the device's store (identity from the token) and a runtime; connect() next. */
@@ -280,6 +284,24 @@ export class Client {
       (cmid) => toBinary(LeaveGroupSchema, create(LeaveGroupSchema, { groupId, clientMessageId: cmid })));
     this.runtime.tell(await noteGroup(this.store, reply, groupId, false));
     return (await this.conversation(fromBinary(GroupOkSchema, reply).conversationId))!;
+  }
+
+  /** Join a chatroom; its events arrive as "roomEvents" (the newest `recent` first), joined
+   * again by itself after a reconnect, a gap or a lost RoomWriter (`truncated` when the
+   * replay could not be complete). ServerError, NotConnected. */
+  joinRoom(roomId: bigint, recent = 0) {
+    return this.rooms.join(roomId, recent);
+  }
+
+  /** Leave a chatroom; the member count after it. */
+  leaveRoom(roomId: bigint): Promise<number> {
+    return this.rooms.leave(roomId);
+  }
+
+  /** Post text (or bytes) to a joined chatroom; retried with one client_message_id until the
+   * send timeout. ServerError FORBIDDEN when not joined, SendRefused. */
+  sendRoom(roomId: bigint, body: string | Uint8Array) {
+    return this.rooms.send(roomId, typeof body === "string" ? utf8(body) : body);
   }
 
   /** Current members by user id (FORBIDDEN for a non-member). */

@@ -11,6 +11,7 @@ import { create, fromBinary, toBinary, type DescMessage, type MessageShape } fro
 import { ErrorSchema } from "../gen/qim/v1/common_pb";
 import { AuthOkSchema, AuthSchema, KickedSchema, PingSchema, type AuthOk } from "../gen/qim/v1/connection_pb";
 import { PushEventsSchema, type PushEvents } from "../gen/qim/v1/mailbox_pb";
+import { RoomEventsSchema, type RoomEvents } from "../gen/qim/v1/room_pb";
 import { ReadSyncSchema, SessionDeltaSchema, type ReadSync, type SessionDelta } from "../gen/qim/v1/session_pb";
 import { ConnectionLost, ServerError } from "./errors";
 import { encodeFrame, FrameDecoder, type Frame } from "./frame";
@@ -40,6 +41,7 @@ export class Connection {
   onPush: (p: PushEvents) => void = () => undefined;
   onSessionDelta: (d: SessionDelta) => void = () => undefined;
   onReadSync: (r: ReadSync) => void = () => undefined;
+  onRoomEvents: (f: RoomEvents) => void = () => undefined;
   onKicked: (reason: number) => void = () => undefined;
   onClosed: (reason: string) => void = () => undefined;
   auth!: AuthOk;
@@ -132,6 +134,7 @@ export class Connection {
       if (f.opcode === Op.PUSH_EVENTS) this.onPush(fromBinary(PushEventsSchema, f.body));
       else if (f.opcode === Op.SESSION_DELTA) this.onSessionDelta(fromBinary(SessionDeltaSchema, f.body));
       else if (f.opcode === Op.READ_SYNC) this.onReadSync(fromBinary(ReadSyncSchema, f.body));
+      else if (f.opcode === Op.ROOM_EVENTS) this.onRoomEvents(fromBinary(RoomEventsSchema, f.body));
       else if (f.opcode === Op.KICKED) this.onKicked(fromBinary(KickedSchema, f.body).reason);
       return; // PONG of a liveness probe, or a future server frame: bytes count as life
     }

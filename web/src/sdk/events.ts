@@ -21,6 +21,22 @@ export interface SendAck {
   reconciled: boolean;
 }
 
+/** One chatroom event as the app sees it, at (roomEpoch, roomSeq) (qim/sdk/room_events.py RoomMessage). */
+export interface RoomMessage {
+  roomId: bigint;
+  roomEpoch: bigint;
+  roomSeq: bigint;
+  kind: "post" | "recall" | "joined" | "left" | "other";
+  senderId: bigint;
+  senderName: string;
+  messageType: number;
+  customType: Uint8Array;
+  body: Uint8Array;
+  createdAtMs: bigint;
+  recalledSeq: bigint;
+  recalled: boolean;
+}
+
 export type QimEvent =
   | { type: "state"; state: ConnState; reason: string }
   | { type: "conversations"; conversations: Conversation[] }
@@ -34,6 +50,11 @@ export type QimEvent =
   | { type: "membership"; change: Membership }
   | { type: "kicked"; reason: number }
   | { type: "syncFailed"; code: number; message: string }
-  | { type: "cursorReset" };
+  | { type: "cursorReset" }
+  /** New events of a joined room, each once, in roomSeq order; `truncated`: the replay
+   * after a (re-)join could not reach back to the last position (show that earlier
+   * messages are missing; `firstSeq` is the oldest the server still had). */
+  | { type: "roomEvents"; roomId: bigint; events: RoomMessage[]; truncated: boolean; firstSeq: bigint; memberCount: number }
+  | { type: "roomState"; roomId: bigint; state: "joining" | "joined" | "rejoining" | "left"; reason: string };
 
 export type Listener = (e: QimEvent) => void;

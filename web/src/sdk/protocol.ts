@@ -12,11 +12,13 @@ export const Op = {
   PULL_HISTORY: 0x0501, HISTORY_BATCH: 0x0502,
   CREATE_GROUP: 0x0a01, PULL_MEMBERS: 0x0a02, MEMBERS_BATCH: 0x0a03, LEAVE_GROUP: 0x0a04, GROUP_OK: 0x0a05,
   SET_GROUP_TITLE: 0x0a06,
+  JOIN_ROOM: 0x0601, ROOM_JOINED: 0x0602, ROOM_SEND: 0x0603, ROOM_ACK: 0x0604, ROOM_EVENTS: 0x0605,
+  LEAVE_ROOM: 0x0606, ROOM_LEFT: 0x0607,
 } as const;
 
 /** Requests the gateway's send-rate buckets charge (qim.protocol RATE_LIMITED_OPCODES). */
 export const RATE_LIMITED_OPS = new Set<number>([Op.SEND_MESSAGE, Op.RECALL_MESSAGE, Op.CREATE_GROUP,
-  Op.LEAVE_GROUP, Op.MARK_READ, Op.SET_GROUP_TITLE]);
+  Op.LEAVE_GROUP, Op.MARK_READ, Op.SET_GROUP_TITLE, Op.JOIN_ROOM, Op.ROOM_SEND]);
 
 /** MailboxEntry.event_type. */
 export const EventType = { MESSAGE: 1, RECALL: 2, MEMBERSHIP: 3, DELETE: 4 } as const;

@@ -54,6 +54,7 @@ export class Runtime implements RuntimeCore, Reconnectable {
   readonly stats: RuntimeStats = { reconnects: 0, resends: 0, reconciled: 0, pushes: 0, rebuilds: 0 };
   onSessionDelta: Connection["onSessionDelta"] = () => undefined;
   onReadSync: Connection["onReadSync"] = () => undefined;
+  onRoomEvents: Connection["onRoomEvents"] = () => undefined; // rooms.ts
   readonly dial: Dialer;
   readonly timing: Timing;
   readonly sendTimeoutMs: number;
@@ -206,6 +207,7 @@ export class Runtime implements RuntimeCore, Reconnectable {
     conn.onKicked = (r) => this.onKicked(r);
     conn.onSessionDelta = (d) => this.onSessionDelta(d);
     conn.onReadSync = (r) => this.onReadSync(r);
+    conn.onRoomEvents = (f) => this.onRoomEvents(f);
     conn.onClosed = (reason) => this.onClosed(conn, reason);
     this.conn = conn;
     this.ready = false;
