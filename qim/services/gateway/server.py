@@ -7,7 +7,8 @@ its pushes.
 Transport security (qim/net/tls.py, docs/decisions/0022): the client port is TLS 1.3 with ALPN
 qim/1 (raw frames) or http/1.1 (WebSocket on /qim/ws: ws.py; docs/decisions/0029), one
 FrameTransport per connection chosen by `transports` (QIM_GATEWAY_TLS_*; the handshake
-counts toward QIM_AUTH_TIMEOUT_MS); the push
+counts toward QIM_AUTH_TIMEOUT_MS). Its connections are ClientLinks, not asyncio streams
+(listener.py, qim/net/link.py; docs/decisions/0050: what an idle connection costs); the push
 listener and the backend clients are mutual TLS with this process's service certificate
 (QIM_INTERNAL_*); PUSH_BATCH is taken only from mailbox certificates, DEVICE_FRAMES only
 from session certificates (the service table, qim/topology.py; checked by qim/net/allow.py).
@@ -15,17 +16,18 @@ from session certificates (the service table, qim/topology.py; checked by qim/ne
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Awaitable, Callable, Iterator, Optional
 
 from qim.config import GatewayConfig
 from qim.net.framed import FramedStream
+from qim.net.link import ClientLink
 from qim.net.tls import ALPN, ALPN_HTTP, selected_alpn
-from qim.net.transport import FrameTransport
+from qim.net.transport import ByteReader, ByteWriter, FrameTransport
 from qim.obs.node import ServiceNode
 from qim.services.gateway.auth import Authenticator
 from qim.services.gateway.conn import CLIENT_CHUNK_BYTES, ClientConnection
+from qim.services.gateway.listener import ClientListener
 from qim.services.gateway.metrics import GatewayMetrics
 from qim.services.gateway.online import OnlineRegistry
 from qim.services.gateway.pushlink import PushListener
@@ -36,7 +38,7 @@ from qim.topology import MAILBOX, gateway_backends
 
 logger = logging.getLogger(__name__)
 # makes the FrameTransport of one accepted (and TLS-upgraded) connection, None when refused
-ClientTransport = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[Optional[FrameTransport]]]
+ClientTransport = Callable[[ByteReader, ByteWriter], Awaitable[Optional[FrameTransport]]]
 
 
 class ConnectionNode(ServiceNode):
@@ -69,7 +71,7 @@ class ConnectionNode(ServiceNode):
         self.always_zero(self.metrics.backend_dropped)
         self.closing(self.router.close, "backend clients")
 
-    async def _framed(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Optional[FrameTransport]:
+    async def _framed(self, reader: ByteReader, writer: ByteWriter) -> Optional[FrameTransport]:
         """ALPN qim/1 (and plaintext development): raw frames (qim/net/framed.py)."""
         return FramedStream(reader, writer, chunk_bytes=CLIENT_CHUNK_BYTES)
 
@@ -77,12 +79,12 @@ class ConnectionNode(ServiceNode):
         """No push link yet from some mailbox node, or a misconfigured one."""
         yield from self.push.not_ready()
 
-    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _on_client(self, link: ClientLink) -> None:
         """One client-port connection: the transport its handshake chose, then the one
         connection handler (the listener already refused an ALPN outside `transports`)."""
-        stream = await self.transports[selected_alpn(writer)](reader, writer)
+        stream = await self.transports[selected_alpn(link)](link, link)
         if stream is not None:  # None: the transport's own handshake refused it
-            await self.serve(stream)
+            await ClientConnection(stream, self).run()
 
     async def serve(self, stream: FrameTransport) -> None:
         """Serve one client link, whatever its transport, until it ends."""
@@ -91,8 +93,8 @@ class ConnectionNode(ServiceNode):
     async def setup(self) -> None:
         """Push listener first (mailbox nodes link while clients connect), then clients."""
         await self.listen(self.config.push_listen, self.push.on_connection, tls=self.internal_tls, name="push")
-        await self.listen(self.config.listen, self._on_client, tls=self.client_tls, chunk_bytes=CLIENT_CHUNK_BYTES,
-                          name="client", handshake_timeout=self.config.auth_timeout_s)
+        await ClientListener(self, self.client_tls, self._on_client, CLIENT_CHUNK_BYTES,
+                             handshake_timeout=self.config.auth_timeout_s).start(self.config.listen)
         if self.config.ws_listen:  # development only: plain ws:// on loopback (qim/config_tls.py)
             await self.listen(self.config.ws_listen, self.websocket.serve_plain, name="ws-dev")
         logger.info("gateway listening on %s (push %s%s)", self.config.listen, self.config.push_listen,
