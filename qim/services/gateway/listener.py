@@ -10,13 +10,16 @@ logged at most once a second; new connections take the server context of the mom
 (SIGHUP reloads). The accept queue is CLIENT_BACKLOG deep (the kernel caps it at
 net.core.somaxconn): with asyncio's default of 100, a reconnect storm overflowed it and
 every dropped SYN cost its client a 1 s retransmission (docs/operations.md "Many
-connections").
+connections"). Each connection is one file descriptor: before listening, the soft
+RLIMIT_NOFILE is raised to the hard limit (a systemd service's soft default of 1,024
+would refuse the 1,021st device), and the limit is logged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 import ssl
 from typing import Any, Awaitable, Callable, Optional
 
@@ -44,6 +47,7 @@ class ClientListener:
     async def start(self, addr: str) -> asyncio.AbstractServer:
         """Listen on 'host:port' (OSError when it cannot be bound); the node closes it on stop."""
         host, port = parse_addr(addr)
+        logger.info("client port %s: at most %d file descriptors (connections)", addr, raise_nofile_limit())
         server = await asyncio.get_running_loop().create_server(lambda: ClientLink(self), host, port,
                                                                 backlog=CLIENT_BACKLOG)
         self._node._servers.append(server)
@@ -85,6 +89,19 @@ class ClientListener:
         if not task.cancelled() and task.exception() is not None:
             exc = task.exception()
             logger.error("client connection handler failed: %s", type(exc).__name__, exc_info=exc)
+
+
+def raise_nofile_limit() -> int:
+    """Raise this process's soft RLIMIT_NOFILE to its hard limit; the soft limit after
+    (unchanged when the hard one is infinite or cannot be set: the limit stays as it was)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as exc:  # RLIM_INFINITY above fs.nr_open: keep the soft limit
+            logger.warning("cannot raise the file-descriptor limit to %s: %s", hard, exc)
+    return soft
 
 
 def _peer(link: ClientLink) -> str:
