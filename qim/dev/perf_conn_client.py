@@ -59,12 +59,14 @@ class IdleLink(asyncio.Protocol):
         self.pong: Optional[asyncio.Future] = None
         self.error = ""
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:  # noqa: D102 — asyncio protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Send the prepared AUTH at once."""
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is no subclass
         self.transport.write(self.auth)
         self.auth = b""
 
     def data_received(self, data: bytes) -> None:
+        """AUTH_OK or the refusal resolves `authed`; a PONG resolves the pending ping."""
         for opcode, _request_id, _ in self.decoder.feed(data):
             if not self.authed.done():
                 self.error = "" if opcode == Opcode.AUTH_OK else f"opcode 0x{opcode:04x}"
@@ -73,6 +75,7 @@ class IdleLink(asyncio.Protocol):
                 self.pong.set_result(True)
 
     def connection_lost(self, exc: Optional[BaseException]) -> None:
+        """Whatever still waits resolves False (`error` = "closed")."""
         self.transport = None
         for fut in (self.authed, self.pong):
             if fut is not None and not fut.done():

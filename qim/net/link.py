@@ -1,41 +1,27 @@
 """The client port's connections without asyncio streams or the loop's TLS layer: one
-ClientLink per accepted connection (docs/decisions/0050-conn-lean-client-links.md).
+ClientLink per accepted connection (docs/decisions/0050-conn-lean-client-links.md: what
+an idle connection costs, and why not `start_tls` as qim/net/tls.py does elsewhere).
 
-A ClientLink is the asyncio protocol of the accepted TCP transport and does TLS itself
-with the standard library's `ssl.SSLObject` over two `MemoryBIO`s (TLS 1.3, the server
-side only); above it, it is what FramedStream and the WebSocket upgrade read from and
-write to (the `read()` of a StreamReader, the `write()`/`drain()`/`close()` of a
-StreamWriter). Why not `StreamWriter.start_tls` as qim/net/tls.py does elsewhere: an idle
-authenticated connection cost 41 KiB there, of which a link keeps none of
-- the loop's TLS protocol and its read buffer: uvloop's allocates 256 KiB per
-  connection (in the heap: 845 MB of address space for 3,300 connections, a few pages
-  of it resident each), asyncio's a zeroed 256 KiB bytearray;
-- a StreamReader, StreamReaderProtocol, StreamWriter and the task that waited for the
-  TLS upgrade;
-- a received-bytes buffer while nothing waits: every read lands in one scratch buffer
-  of the process (`_SCRATCH`: a read is consumed, into the TLS layer or as bytes, before
-  the loop reads anything else) and the link holds bytes only until they are read.
-
-What stays per connection is OpenSSL's own state (about 16 KiB with the two BIOs after a
-TLS 1.3 handshake: `SSL_new` alone is 8 KiB), the transport and this object.
+A ClientLink is the asyncio protocol of the accepted TCP transport and does TLS 1.3
+(server side) itself with `ssl.SSLObject` over two `MemoryBIO`s; above, it is the
+ByteReader and ByteWriter (qim/net/transport.py) FramedStream and the WebSocket upgrade
+use. It keeps no stream objects, no TLS-layer buffer and no received bytes while nothing
+waits: every read lands in one scratch buffer of the process (`_SCRATCH`: a read is
+consumed, into the TLS layer or as bytes, before the loop reads anything else).
 
 Behaviour kept from the streams it replaces:
 - writes are encrypted at once and handed to the TCP transport, whose write-buffer
-  limit is about one chunk (`chunk_bytes`): `drain()` waits while more is buffered, so
-  the layering of decision 0011 (one chunk in user space, TCP_NOTSENT_LOWAT in the
-  kernel) is the same with one buffer fewer;
+  limit is about one chunk: `drain()` waits while more is buffered (decision 0011);
 - reading stops (TCP back-pressure) while more than READ_HIGH_BYTES were received and
   not read, and resumes below READ_LOW_BYTES;
 - `close()` sends close_notify after what was written and waits (at most
-  SHUTDOWN_TIMEOUT_S, reading and dropping) for the peer's before closing TCP, so bytes
-  the peer sent meanwhile never turn the close into a reset that could destroy the last
-  frames; `abort()` closes at once;
-- a handshake slower than the listener's timeout is aborted; every refusal reaches
-  `listener.link_refused(link, exc)` with an error `qim.net.tls.handshake_failure`
-  names; a finished handshake reaches `listener.link_ready(link)` (ALPN in
-  `get_extra_info("ssl_object")`). No asyncio error ever holds a link (a lost
-  connection raises a fresh ConnectionResetError), so a link is freed by reference
-  counting when it closes (docs/decisions/0028-edge-connections-freed-when-they-close.md).
+  SHUTDOWN_TIMEOUT_S, reading and dropping) for the peer's before closing TCP, so the
+  last frames are not destroyed by a reset; `abort()` closes at once;
+- a handshake slower than the listener's timeout is aborted; a refusal reaches
+  `listener.link_refused(link, exc)` (`qim.net.tls.handshake_failure` names it), a
+  finished handshake `listener.link_ready(link)`. No asyncio error ever holds a link (a
+  lost connection raises a fresh ConnectionResetError), so reference counting frees it
+  when it closes (docs/decisions/0028-edge-connections-freed-when-they-close.md).
 """
 
 from __future__ import annotations
@@ -97,7 +83,8 @@ class ClientLink(asyncio.BufferedProtocol):
         self._lost: Optional[str] = None  # why the connection was lost, once it was
 
     # --- the transport's side
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:  # noqa: D102 — asyncio protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Set the one-chunk write-buffer limit; start TLS (or serve at once on plaintext)."""
         raw = self._raw = cast(asyncio.Transport, transport)  # a socket transport (uvloop's is no subclass)
         chunk = self._listener.chunk_bytes
         raw.set_write_buffer_limits(high=chunk, low=chunk // 4)
@@ -110,10 +97,12 @@ class ClientLink(asyncio.BufferedProtocol):
         self._tls = context.wrap_bio(self._in, self._out, server_side=True)
         self._timer = asyncio.get_running_loop().call_later(self._listener.handshake_timeout, self._too_slow)
 
-    def get_buffer(self, sizehint: int) -> memoryview:  # noqa: D102
+    def get_buffer(self, sizehint: int) -> memoryview:
+        """The process's scratch buffer: every read is consumed before the next (module doc)."""
         return _SCRATCH
 
-    def buffer_updated(self, nbytes: int) -> None:  # noqa: D102
+    def buffer_updated(self, nbytes: int) -> None:
+        """`nbytes` read into the scratch buffer: to the TLS layer, or to the reader on plaintext."""
         if self._tls is None:
             self._deliver(bytes(_SCRATCH[:nbytes]))
             return
@@ -125,14 +114,16 @@ class ClientLink(asyncio.BufferedProtocol):
         elif self._state == CLOSING:
             self._shutdown()
 
-    def eof_received(self) -> bool:  # noqa: D102
+    def eof_received(self) -> bool:
+        """The peer closed its side: the reader sees the end; the transport closes (False)."""
         if self._state == HANDSHAKE:
             self._refuse(ConnectionResetError("the peer closed the connection during the TLS handshake"))
         self._eof = True
         self._wake_reader()
         return False  # the transport closes: a TLS peer that half-closed is gone
 
-    def connection_lost(self, exc: Optional[BaseException]) -> None:  # noqa: D102
+    def connection_lost(self, exc: Optional[BaseException]) -> None:
+        """The connection is gone: refusal if still in the handshake, then every waiter wakes."""
         if self._state == HANDSHAKE:
             self._state = CLOSING
             self._cancel_timer()
@@ -148,10 +139,12 @@ class ClientLink(asyncio.BufferedProtocol):
             if fut is not None and not fut.done():
                 fut.set_result(None)
 
-    def pause_writing(self) -> None:  # noqa: D102
+    def pause_writing(self) -> None:
+        """The TCP transport holds more than one chunk: `drain()` waits."""
         self._write_paused = True
 
-    def resume_writing(self) -> None:  # noqa: D102
+    def resume_writing(self) -> None:
+        """Below the low-water mark again: a waiting `drain()` returns."""
         self._write_paused = False
         if self._drainer is not None and not self._drainer.done():
             self._drainer.set_result(None)
