@@ -64,6 +64,8 @@ class ClientLink(asyncio.BufferedProtocol):
     `write`, `drain`, `close`, `abort`, `is_closing`, `wait_closed`, `get_extra_info`,
     `transport` (the TCP transport, None once lost)."""
 
+    buffering_limited = True  # qim/net/transport.py limit_socket_buffering: done at accept
+
     __slots__ = ("_listener", "_raw", "_tls", "_in", "_out", "_state", "_timer", "_rbuf", "_reader", "_drainer",
                  "_closed", "_write_paused", "_read_paused", "_eof", "_lost")
 

@@ -159,12 +159,19 @@ def limit_socket_buffering(writer: ByteWriter, chunk_bytes: int) -> None:
     same one-chunk limit when qim/net/tls.py upgraded the connection, and the socket
     option reaches the TCP socket through the TLS transport's extra info. On the
     gateway's client port `writer` is a ClientLink (qim/net/link.py): its transport is the
-    TCP one itself. Rule: docs/decisions/0011-slow-links.md."""
+    TCP one itself, limited when accepted, and the socket inherited the option from its
+    listener (`buffering_limited`: nothing to do per connection). Rule:
+    docs/decisions/0011-slow-links.md."""
     transport = writer.transport
-    if transport is None:
+    if transport is None or getattr(writer, "buffering_limited", False):
         return
     transport.set_write_buffer_limits(high=chunk_bytes, low=chunk_bytes // 4)
-    sock = writer.get_extra_info("socket")
+    limit_unsent(writer.get_extra_info("socket"), chunk_bytes)
+
+
+def limit_unsent(sock: Any, chunk_bytes: int) -> None:
+    """TCP_NOTSENT_LOWAT = `chunk_bytes` on a TCP socket (on a listening one, every
+    connection it accepts inherits it); nothing for another socket or OS."""
     lowat = getattr(socket, "TCP_NOTSENT_LOWAT", None)
     if sock is None or lowat is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
         return

@@ -25,7 +25,7 @@ from typing import Any, Awaitable, Callable, Optional
 
 from qim.net.link import ClientLink
 from qim.net.tls import TlsContexts, alpn_protocols, check_alpn, describe, handshake_failure
-from qim.net.transport import release
+from qim.net.transport import limit_unsent, release
 from qim.wire.addr import parse_addr
 
 logger = logging.getLogger(__name__)
@@ -49,7 +49,10 @@ class ClientListener:
         host, port = parse_addr(addr)
         logger.info("client port %s: at most %d file descriptors (connections)", addr, raise_nofile_limit())
         server = await asyncio.get_running_loop().create_server(lambda: ClientLink(self), host, port,
-                                                                backlog=CLIENT_BACKLOG)
+                                                                backlog=CLIENT_BACKLOG, start_serving=False)
+        for sock in server.sockets:  # accepted sockets inherit it: no system call per login
+            limit_unsent(sock, self.chunk_bytes)
+        await server.start_serving()
         self._node._servers.append(server)
         return server
 
