@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -138,6 +139,7 @@ def run(connections: int, clients: int = 2, concurrency: int = 64, base: Optiona
     sources = max(clients, -(-connections // PORTS_PER_SOURCE))
     if sources > clients:
         raise ConnStepError(f"{connections} connections need {sources} source addresses: PERF_CONN_CLIENTS={sources}")
+    made = base is None  # a directory of our own: removed at the end
     base = base or Path(tempfile.mkdtemp(prefix="qim-perf-conn-"))
     gateway = lone_gateway(base, {"PYTHONPATH": gateway_source} if gateway_source else None)
     procs: list[ClientProc] = []
@@ -193,6 +195,8 @@ def run(connections: int, clients: int = 2, concurrency: int = 64, base: Optiona
         for p in procs:
             p.stop()
         gateway.stop()
+        if made:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 def conn_line(figures: dict) -> str:
