@@ -28,14 +28,15 @@ class Authenticator:
         self.leeway_s = config.token_leeway_s
         self._m = metrics if metrics is not None else GatewayMetrics()
 
-    def authenticate(self, token: str) -> VerifiedToken:
-        """The identity and expiry the token proves; TokenRefused (UNAUTHENTICATED,
-        counted by reason) for anything else, including a token of another tenant."""
+    def authenticate(self, token: str) -> tuple[VerifiedToken, str]:
+        """The identity and expiry the token proves, and its checked display name ("" when
+        none); TokenRefused (UNAUTHENTICATED, counted by reason) for anything else,
+        including a token of another tenant."""
         try:
-            verified = self.verifier.verify(token)
+            verified, name = self.verifier.verify_named(token)
             if verified.tenant != self.tenant:
                 raise TokenRefused("tenant", "token is for another tenant")
         except TokenRefused as exc:
             self._m.auth_refused.labels(reason=exc.reason).inc()
             raise
-        return verified
+        return verified, name

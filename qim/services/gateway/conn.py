@@ -40,7 +40,7 @@ from qim.services.gateway.metrics import GatewayMetrics
 from qim.services.gateway.ratelimit import LIMITED_OPCODES, NOT_NOW, SendLimiter
 from qim.services.gateway.routes import RESERVED, ROUTES, forward
 from qim.wire.errors import error_body, parse_error
-from qim.wire.tokens import TokenRefused, token_name
+from qim.wire.tokens import TokenRefused
 
 logger = logging.getLogger(__name__)
 
@@ -245,13 +245,13 @@ class ClientConnection:
         except DecodeError:
             raise RequestError(ErrorCode.INVALID_ARGUMENT, "AUTH body is not a valid Auth") from None
         try:
-            tenant, user, device, expires_at = self._authn.authenticate(auth.token)
+            (tenant, user, device, expires_at), name = self._authn.authenticate(auth.token)
         except TokenRefused as exc:  # the reason only: never the token (docs/design.md §2)
             logger.debug("AUTH from %s refused: %s", self.stream.peer, exc.reason)
             raise
         lane, _, shard = ids.user_placement(tenant, user, self.gw.config.common.shard_count)
         self.tenant, self.user_id, self.device_id, self.shard, self.lane = tenant, user, device, shard, lane
-        self.display_name = token_name(auth.token)  # the verifier checked the claim
+        self.display_name = name  # checked by the verifier
         try:
             self.gw.online.register(self)  # RateLimited past the per-user connection cap
         except RequestError:
