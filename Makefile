@@ -133,10 +133,15 @@ bench-baseline:
 # and data, stopped at the end), a ladder of rates with `qim-loadgen rate` (SDK lane on),
 # CPU per message per process from /proc, .perf/perf.json and .perf/perf.png. Shorten
 # with PERF_RATES=25,100 PERF_SECONDS=10 PERF_HOLD_SECONDS=10; PERF_GROUP_STEP=1 adds the
-# 1,000-member group step. The last line is `perf: max_rate=… … low_load_e2e_p99_ms=…`.
-.PHONY: perf
+# 1,000-member group step. First the connection step (PERF_CONNECTIONS=10000 idle TLS
+# connections on a lone gateway; 0 skips it; `make perf-conn` runs it alone): the last
+# line is `perf: max_rate=… … low_load_e2e_p99_ms=… conn_kb_per_idle=… logins_per_s=…`.
+.PHONY: perf perf-conn
 perf: install
 	$(BIN)/python -m qim.dev.perf
+
+perf-conn: install
+	$(BIN)/python -m qim.dev.perf_conn
 
 # manylinux wheel into wheelhouse/: build, auditwheel repair, install into a fresh venv, import
 wheel: install

@@ -12,6 +12,9 @@ for PERF_SECONDS at one rate of PERF_RATES; the CPU of every engine, service and
 load generator (its rusage) over the step is divided by the messages ACKed. The ladder
 stops climbing after the first failed step (errors, loss, ...); then the best passing
 rate is held for PERF_HOLD_SECONDS (a failed hold tries the next lower passing rate).
+First the connection step (qim/dev/perf_conn.py, PERF_CONNECTIONS idle authenticated TLS
+connections on a lone gateway, 0 skips it; before the stack starts, so nothing else
+runs): the line then ends with `conn_kb_per_idle=… logins_per_s=…`.
 `--group-step` (PERF_GROUP_STEP=1) adds one step where one more connection sends to a
 1,000-member group at a direct sender's rate (its ACK P99 against the direct sends').
 After the steps, once the pipeline drained (no Outbox lag at the fanout or the archiver,
@@ -36,6 +39,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from qim.dev import perf_conn
 from qim.dev.perf_report import (
     LOADGEN,
     Step,
@@ -75,6 +79,8 @@ def parser() -> argparse.ArgumentParser:
                    help="seconds of the idle window after the steps (0: none)")
     p.add_argument("--archive", action="store_true", default=env("PERF_ARCHIVE", "0") == "1",
                    help="with the archive tier (Cassandra and qim-archiver), as `make up` runs")
+    p.add_argument("--connections", type=int, default=int(env("PERF_CONNECTIONS", "10000")),
+                   help="idle TLS connections of the connection step (0: no step)")
     p.add_argument("--out", default=env("PERF_OUT", str(OUT_DIR)))
     return p
 
@@ -239,10 +245,20 @@ class Bench:
         return steps, holds, group
 
 
+def _connection_step(bench: "Bench", connections: int) -> Optional[dict]:
+    if not connections:
+        return None
+    try:
+        return perf_conn.run(connections, base=bench.out / "conn", report=bench.console.print)
+    except (perf_conn.ConnStepError, RuntimeError) as exc:
+        raise InstrumentError(f"connection step: {exc}") from exc
+
+
 def _document(cfg, steps: list[Step], holds: list[Step], group: Optional[Step], line: str,
-              idle: Optional[dict[str, float]]) -> dict:
+              idle: Optional[dict[str, float]], conn: Optional[dict] = None) -> dict:
     return {"line": line, "config": {k: v for k, v in vars(cfg).items()}, "loadavg": os.getloadavg(),
             "idle_cpu_ms_per_s": idle,
+            "connection_step": conn,
             "cpus": os.cpu_count(), "max_rate": max_rate(holds),
             "steps": [s.to_dict() for s in steps], "holds": [h.to_dict() for h in holds],
             "cold_start": steps[0].segments() if steps else [],
@@ -261,13 +277,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         with bench.progress:
+            conn = _connection_step(bench, cfg.connections)
             bench.console.print(f"perf: starting a private stack in {bench.out}")
             bench.up()
             steps, holds, group = bench.run()
             idle = bench.idle(cfg.idle_seconds)
-        line = final_line(steps, holds, idle)
+        line = final_line(steps, holds, idle) + (f" {perf_conn.conn_line(conn)}" if conn else "")
         bench.out.mkdir(parents=True, exist_ok=True)
-        (bench.out / "perf.json").write_text(json.dumps(_document(cfg, steps, holds, group, line, idle), indent=1))
+        (bench.out / "perf.json").write_text(json.dumps(_document(cfg, steps, holds, group, line, idle, conn),
+                                                        indent=1))
         plot(steps, str(bench.out / "perf.png"))
     except InstrumentError as exc:
         print(f"perf: instrument broke: {exc}", file=sys.stderr)

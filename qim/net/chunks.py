@@ -28,16 +28,19 @@ URGENT_OPCODES = frozenset({Opcode.PONG, Opcode.ERROR, Opcode.SEND_ACK, Opcode.A
 
 class ChunkQueue:
     """Chunks waiting for one link, in the order of the module doc. `chunk_bytes` is the
-    chunk size of the frames queued (1..64 KiB, checked by the caller)."""
+    chunk size of the frames queued (1..64 KiB, checked by the caller). An empty queue
+    holds no container (a deque is 760 bytes: an idle link keeps none)."""
+
+    __slots__ = ("chunk_bytes", "_urgent", "_frames", "_active", "_pending", "_open_multi", "queued_bytes")
 
     def __init__(self, chunk_bytes: int) -> None:
         self.chunk_bytes = chunk_bytes
-        self._urgent: Deque[bytes] = collections.deque()  # single-chunk control replies
+        self._urgent: Optional[Deque[bytes]] = None  # single-chunk control replies
         # Round-robin of active frames. A frame waits in _pending while a frame with its
         # key is active or while MAX_OPEN_MULTI multi-chunk frames are open.
-        self._frames: Deque[tuple[tuple[int, int], Iterator[bytes], bool]] = collections.deque()
-        self._active: set[tuple[int, int]] = set()
-        self._pending: Deque[tuple[tuple[int, int], list[bytes]]] = collections.deque()
+        self._frames: Optional[Deque[tuple[tuple[int, int], Iterator[bytes], bool]]] = None
+        self._active: Optional[set[tuple[int, int]]] = None
+        self._pending: Optional[Deque[tuple[tuple[int, int], list[bytes]]]] = None
         self._open_multi = 0
         self.queued_bytes = 0
 
@@ -50,18 +53,26 @@ class ChunkQueue:
         chunks = frame_codec.encode_frame(opcode, request_id, body, compress, self.chunk_bytes)
         self.queued_bytes += sum(len(c) for c in chunks)
         key = (opcode, request_id)
-        if (opcode in URGENT_OPCODES and len(chunks) == 1 and key not in self._active
-                and all(k != key for k, _ in self._pending)):
+        if (opcode in URGENT_OPCODES and len(chunks) == 1 and not (self._active and key in self._active)
+                and not (self._pending and any(k == key for k, _ in self._pending))):
+            if self._urgent is None:
+                self._urgent = collections.deque()
             self._urgent.append(chunks[0])
         else:
+            if self._pending is None:
+                self._pending = collections.deque()
             self._pending.append((key, chunks))
             self._activate()
 
     def _activate(self) -> None:
         """Move pending frames into the round-robin, in arrival order per key."""
+        if self._active is None:
+            self._active = set()
+        if self._frames is None:
+            self._frames = collections.deque()
         blocked: set[tuple[int, int]] = set()
         keep: Deque = collections.deque()
-        for key, chunks in self._pending:
+        for key, chunks in self._pending or ():
             multi = len(chunks) > 1
             if key in self._active or key in blocked or (multi and self._open_multi >= MAX_OPEN_MULTI):
                 blocked.add(key)
@@ -70,7 +81,7 @@ class ChunkQueue:
             self._active.add(key)
             self._open_multi += multi
             self._frames.append((key, iter(chunks), multi))
-        self._pending = keep
+        self._pending = keep or None
 
     def next_chunk(self) -> Optional[bytes]:
         """The next chunk to write (taken: `queued_bytes` shrinks), None when idle."""
@@ -81,23 +92,27 @@ class ChunkQueue:
 
     def _take(self) -> Optional[bytes]:
         if self._urgent:
-            return self._urgent.popleft()
+            urgent = self._urgent.popleft()
+            if not self._urgent:
+                self._urgent = None
+            return urgent
         while self._frames:
             key, frame_chunks, multi = self._frames.popleft()
             chunk = next(frame_chunks, None)
             if chunk is None:
-                self._active.discard(key)
+                self._active.discard(key)  # type: ignore[union-attr]  # set with every frame
                 self._open_multi -= multi
                 if self._pending:
                     self._activate()
                 continue
             self._frames.append((key, frame_chunks, multi))
             return chunk
+        if self._frames is not None and not self._pending:  # idle again: drop the containers
+            self._frames = self._active = None
         return None
 
     def clear(self) -> None:
         """Drop everything queued (an aborted link)."""
-        self._urgent.clear()
-        self._frames.clear()
-        self._pending.clear()
+        self._urgent = self._frames = self._active = self._pending = None
+        self._open_multi = 0
         self.queued_bytes = 0

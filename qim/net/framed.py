@@ -4,12 +4,14 @@ the FrameTransport of qim/net/transport.py).
 Reading: bytes go through `qim._core.frame.FrameDecoder`; a FrameError propagates and
 the caller closes the stream (there is no resync).
 
-Writing: a single writer task takes the chunks one at a time in the order of
-qim/net/chunks.py (control replies first, other frames round-robin), so that a PONG or an
-ACK never waits behind a large frame. It hands the socket the next chunk only when the
-previous one left user space (asyncio write-buffer limits of about one chunk, then
-`drain()`), and asks the kernel to keep at most about one chunk unsent
-(TCP_NOTSENT_LOWAT). Before this, a whole page (up to 1 MiB) went to the socket at once
+Writing: the chunks go out one at a time in the order of qim/net/chunks.py (control
+replies first, other frames round-robin), so that a PONG or an ACK never waits behind a
+large frame. The frames queued in one turn of the event loop are written by one callback
+later in that turn; only when the socket holds a chunk back does a task wait for it
+(`drain()`), so an idle link keeps neither a task nor an event
+(docs/decisions/0050-conn-lean-client-links.md). It hands the socket the next chunk only
+when the previous one left user space (asyncio write-buffer limits of about one chunk),
+and asks the kernel to keep at most about one chunk unsent (TCP_NOTSENT_LOWAT). Before this, a whole page (up to 1 MiB) went to the socket at once
 and a PONG queued after it waited ~9 s on a 100 KiB/s link
 (docs/decisions/0011-slow-links.md). What a slow peer has not taken yet stays queued,
 counted in `queued_bytes`; callers bound it (stop reading the peer, drop best-effort
@@ -25,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import socket
 import ssl
 from typing import Deque, Optional
 
@@ -35,7 +36,7 @@ from qim.errors import FrameTooLarge, TruncatedFrame
 from qim.net.chunks import MAX_OPEN_MULTI, URGENT_OPCODES, ChunkQueue
 from qim.net.tls import connect as tls_connect
 from qim.net.tls import peer_service, selected_alpn
-from qim.net.transport import ByteReader, StreamClosed, release
+from qim.net.transport import ByteReader, ByteWriter, StreamClosed, limit_socket_buffering, release
 from qim.wire.addr import parse_addr
 
 # parse_addr: qim/wire/addr.py; StreamClosed, release: qim/net/transport.py (imported from here by callers)
@@ -58,7 +59,7 @@ class FramedStream:
     until AUTH so an anonymous peer cannot park megabytes of chunks).
     """
 
-    def __init__(self, reader: ByteReader, writer: asyncio.StreamWriter,
+    def __init__(self, reader: ByteReader, writer: ByteWriter,
                  max_frame: int = MAX_FRAME_BODY, chunk_bytes: int = STREAM_WRITE_CHUNK_BYTES) -> None:
         if not 0 < chunk_bytes <= STREAM_WRITE_CHUNK_BYTES:
             raise ValueError(f"chunk_bytes must be 1..{STREAM_WRITE_CHUNK_BYTES}")
@@ -66,14 +67,16 @@ class FramedStream:
         self._writer = writer
         self._chunk_bytes = chunk_bytes
         self._decoder = frame_codec.FrameDecoder(max_frame)
-        self._ready: Deque[tuple[int, int, bytes]] = collections.deque()
+        self._ready: Optional[Deque[tuple[int, int, bytes]]] = None  # decoded, not yet returned (module doc)
         self._out = ChunkQueue(chunk_bytes)
-        self._wakeup = asyncio.Event()
-        self._progress = asyncio.Event()  # set whenever queued_bytes shrinks or the stream closes
-        self._closed = False
+        self._pump_task: Optional[asyncio.Task] = None  # only while the socket holds a chunk back
+        self._pump_soon: Optional[asyncio.Handle] = None  # the write of the frames queued this turn
+        self._waiters: Optional[list[asyncio.Future]] = None  # woken whenever queued_bytes shrinks or on close
+        self._done: Optional[asyncio.Future] = None  # wait_closed()'s
+        self._closed = False  # no more send()
+        self._finished = False  # the writing side ended: the socket is closing
         self.buffer_limit: Optional[int] = None
-        _limit_socket_buffering(writer, chunk_bytes)
-        self._writer_task = asyncio.get_running_loop().create_task(self._write_loop())
+        limit_socket_buffering(writer, chunk_bytes)
 
     @property
     def queued_bytes(self) -> int:
@@ -123,6 +126,14 @@ class FramedStream:
     def _closing(self, reason: str) -> None:
         """Last bytes before a clean close (none on TCP; `reason` is empty then)."""
 
+    def _push_ready(self, frames: list[tuple[int, int, bytes]]) -> None:
+        """Frames decoded ahead of the reader (more than one per read)."""
+        if frames:
+            if self._ready is None:
+                self._ready = collections.deque(frames)
+            else:
+                self._ready.extend(frames)
+
     async def read_frame(self) -> Optional[tuple[int, int, bytes]]:
         """The next whole frame (opcode, request_id, body), or None on a clean EOF.
         Raises FrameError (no resync), TruncatedFrame on EOF inside a frame, FrameTooLarge
@@ -137,60 +148,129 @@ class FramedStream:
             if not data:
                 self._at_eof()
                 return None
-            self._ready.extend(self._decode(data))
-            if not self._ready and self._ended():
+            frames = self._decode(data)
+            if not frames and self._ended():
                 return None
             if self.buffer_limit is not None and self._decoder.buffered > self.buffer_limit:
                 raise FrameTooLarge(f"more than {self.buffer_limit} bytes of partial frames held")
-        return self._ready.popleft()
+            if len(frames) == 1 and not self._ready:
+                return frames[0]  # the usual read: one frame, nothing held
+            self._push_ready(frames)
+        frame = self._ready.popleft()
+        if not self._ready:
+            self._ready = None  # an idle link holds no deque
+        return frame
 
     def send(self, opcode: int, request_id: int, body: bytes, compress: bool = False) -> None:
         """Queue one frame. Raises StreamClosed after close(); FrameTooLarge for > 4 MiB."""
         if self._closed:
             raise StreamClosed("stream is closed")
         self._out.put(opcode, request_id, body, compress)
-        self._wakeup.set()
+        if self._pump_task is None and self._pump_soon is None and not self._finished:
+            # later in this turn of the loop, so frames queued together share the link
+            # round-robin (decision 0011) instead of the first one going out whole
+            self._pump_soon = asyncio.get_running_loop().call_soon(self._pump_now)
 
-    async def _write_loop(self) -> None:
+    # --- writing (module doc): chunks go out as soon as the socket takes them; a task
+    # exists only while it holds one back, so an idle link has none
+    def _pump_now(self) -> None:
+        self._pump_soon = None
+        self._pump()
+
+    def _pump(self) -> None:
+        if self._pump_task is not None or self._finished:
+            return
         try:
-            while True:
+            while not self._writer.is_closing():
                 chunk = self._out.next_chunk()
                 if chunk is None:
-                    if self._closed:
-                        break
-                    self._progress.set()  # idle: flush() waiters see every frame handed over
-                    self._wakeup.clear()
-                    await self._wakeup.wait()
-                    continue
+                    break
                 self._emit(chunk)
-                self._progress.set()
+                transport = self._writer.transport
+                if transport is not None and transport.get_write_buffer_size() > 0:
+                    self._pump_task = asyncio.get_running_loop().create_task(self._pump_when_writable())
+                    return
+            else:
+                self._finish(clean=False)  # lost or aborted under this stream
+                return
+        except (ConnectionError, OSError) as exc:
+            self._broken(exc)
+            return
+        finally:
+            self._progressed()
+        if self._closed:
+            self._finish(clean=True)
+
+    async def _pump_when_writable(self) -> None:
+        try:
+            while True:
                 # Returns at once unless the transport holds more than about one chunk:
                 # then it waits for the socket, and whatever is queued meanwhile (a PONG)
                 # is chosen afresh instead of sitting behind bytes already handed over.
                 await self._writer.drain()
-            self._closing("")
-            await self._writer.drain()
+                chunk = self._out.next_chunk() if not self._writer.is_closing() else None
+                if chunk is None:
+                    break
+                self._emit(chunk)
+                self._progressed()
         except (ConnectionError, OSError) as exc:
-            logger.debug("write to %s failed: %s", self.peer, exc.__class__.__name__)
-            release(exc)
-        finally:
-            self._closed = True
-            self._out.clear()
-            self._progress.set()
+            self._pump_task = None
+            self._broken(exc)
+            return
+        self._pump_task = None
+        if self._writer.is_closing() and not self._finished:
+            self._finish(clean=False)
+        elif self._out:  # queued after the last drain: the socket takes it, or a new task waits
+            self._pump()
+        elif self._closed:
+            self._finish(clean=True)
+        self._progressed()
+
+    def _broken(self, exc: BaseException) -> None:
+        logger.debug("write to %s failed: %s", self.peer, exc.__class__.__name__)
+        release(exc)
+        self._finish(clean=False)
+
+    def _finish(self, clean: bool) -> None:
+        """The writing side ends: the last bytes of a clean close, then the socket closes."""
+        if self._finished:
+            return
+        self._finished = self._closed = True
+        self._out.clear()
+        if self._pump_soon is not None:
+            self._pump_soon.cancel()
+            self._pump_soon = None
+        if clean:
+            self._closing("")
+        if not self._writer.is_closing():  # a second close() of asyncio's TLS transport drops its extra info
             self._writer.close()
+        self._progressed()
+        if self._done is not None and not self._done.done():
+            self._done.set_result(None)
+
+    def _progressed(self) -> None:
+        waiters, self._waiters = self._waiters, None
+        for fut in waiters or ():
+            if not fut.done():
+                fut.set_result(None)
+
+    async def _progress(self) -> None:
+        fut = asyncio.get_running_loop().create_future()
+        if self._waiters is None:
+            self._waiters = []
+        self._waiters.append(fut)
+        await fut
 
     async def wait_writable(self, limit: int) -> None:
         """Wait while more than `limit` bytes are queued (a reader's back-pressure point:
         stop reading requests from a peer that does not read its replies)."""
         while self._out.queued_bytes > limit and not self._closed:
-            self._progress.clear()
-            await self._progress.wait()
+            await self._progress()
 
     async def flush(self) -> None:
         """Wait until every queued frame was handed to the socket."""
-        while self._out and not self._writer_task.done():
-            self._progress.clear()
-            await self._progress.wait()
+        while (self._out or self._pump_task is not None or self._pump_soon is not None) and not self._finished:
+            await self._progress()
         if not self._writer.is_closing():
             try:
                 await self._writer.drain()
@@ -198,55 +278,35 @@ class FramedStream:
                 raise StreamClosed(str(exc)) from release(exc)
 
     def close(self) -> None:
-        """Stop after the queued frames are written (the writer task closes the socket)."""
+        """Stop after the queued frames are written (then the socket closes)."""
         self._closed = True
-        self._wakeup.set()
-        self._progress.set()
+        if self._pump_task is None and self._pump_soon is None:
+            self._finish(clean=True)  # nothing is held back: everything was handed over
+        self._progressed()
 
     def abort(self, reason: str = "") -> None:
         """Close at once, dropping queued frames (used on frame faults and kills; TCP has
         no way to tell the peer `reason`)."""
         self._closed = True
         self._out.clear()
-        self._wakeup.set()
-        self._progress.set()
+        if self._pump_soon is not None:
+            self._pump_soon.cancel()
+            self._pump_soon = None
         transport = self._writer.transport
         if transport is not None:
             transport.abort()
+        self._finish(clean=False)
 
     async def wait_closed(self) -> None:
-        """Wait until the writer task ended and the socket is closed."""
-        await asyncio.shield(self._writer_task)
+        """Wait until the writing side ended and the socket is closed."""
+        if not self._finished:
+            if self._done is None:
+                self._done = asyncio.get_running_loop().create_future()
+            await asyncio.shield(self._done)
         try:
             await self._writer.wait_closed()
         except (ConnectionError, OSError) as exc:
             release(exc)
-
-
-def _limit_socket_buffering(writer: asyncio.StreamWriter, chunk_bytes: int) -> None:
-    """Keep about one chunk in the transport and one unsent in the kernel.
-
-    The transport's high-water mark is one chunk, so `drain()` waits as soon as a chunk
-    did not fit into the socket. TCP_NOTSENT_LOWAT makes the socket writable only while
-    fewer than `chunk_bytes` bytes are unsent (bytes in flight on the network are not
-    limited, so throughput on a fast link does not suffer). A socket without the option
-    (not TCP, or another OS) keeps only the transport limit: still bounded, by the
-    kernel's send buffer. Over TLS `writer.transport` is asyncio's TLS layer (its limit
-    counts bytes encrypted but not yet handed on); the TCP transport beneath it got the
-    same one-chunk limit when qim/net/tls.py upgraded the connection, and the socket
-    option reaches the TCP socket through the TLS transport's extra info."""
-    transport = writer.transport
-    if transport is None:
-        return
-    transport.set_write_buffer_limits(high=chunk_bytes, low=chunk_bytes // 4)
-    sock = writer.get_extra_info("socket")
-    lowat = getattr(socket, "TCP_NOTSENT_LOWAT", None)
-    if sock is None or lowat is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
-        return
-    try:
-        sock.setsockopt(socket.IPPROTO_TCP, lowat, chunk_bytes)
-    except OSError as exc:  # a capability probe: the transport limit above still applies
-        logger.debug("TCP_NOTSENT_LOWAT unavailable: %s", exc.__class__.__name__)
 
 
 async def open_stream(host: str, port: int, timeout: float, tls: Optional[ssl.SSLContext] = None,

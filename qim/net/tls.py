@@ -32,7 +32,7 @@ import ssl
 import time
 import types
 from dataclasses import dataclass
-from typing import Any, Callable, Coroutine, Generator, Optional, Sequence, TypeVar, Union, cast
+from typing import Any, Callable, Coroutine, Generator, Optional, Protocol, Sequence, TypeVar, Union, cast
 
 from qim.errors import TlsError
 
@@ -153,7 +153,15 @@ class TlsContexts:
         self.loaded_at = time.time()
 
 
-def peer_service(writer: asyncio.StreamWriter) -> Optional[str]:
+class ExtraInfo(Protocol):
+    """Anything with a transport's `get_extra_info` (a StreamWriter, a ClientLink)."""
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        """The named extra information, `default` when there is none."""
+        ...
+
+
+def peer_service(writer: ExtraInfo) -> Optional[str]:
     """The service a verified peer certificate names (SAN URI qim://service/NAME), None
     for a plaintext connection or a certificate without such a name."""
     cert = writer.get_extra_info("peercert")
@@ -167,13 +175,13 @@ def peer_service(writer: asyncio.StreamWriter) -> Optional[str]:
     return None
 
 
-def selected_alpn(writer: asyncio.StreamWriter) -> Optional[str]:
+def selected_alpn(writer: ExtraInfo) -> Optional[str]:
     """The ALPN protocol the TLS handshake on `writer` selected (None: plaintext, or none)."""
     sslobj = writer.get_extra_info("ssl_object")
     return sslobj.selected_alpn_protocol() if sslobj is not None else None
 
 
-def check_alpn(writer: asyncio.StreamWriter, offered: Alpn = ALPN) -> bool:
+def check_alpn(writer: ExtraInfo, offered: Alpn = ALPN) -> bool:
     """True when the TLS handshake on `writer` selected one of `offered` (default qim/1)."""
     return selected_alpn(writer) in alpn_protocols(offered)
 

@@ -13,7 +13,11 @@ limits, chunking and back-pressure are the same whatever the transport.
 
 from __future__ import annotations
 
-from typing import Optional, Protocol
+import logging
+import socket
+from typing import Any, Optional, Protocol
+
+logger = logging.getLogger(__name__)
 
 
 class StreamClosed(ConnectionError):
@@ -37,6 +41,41 @@ class ByteReader(Protocol):
 
     async def read(self, n: int = -1) -> bytes:
         """Up to `n` bytes; b"" at EOF."""
+        ...
+
+
+class ByteWriter(Protocol):
+    """What a transport writes its bytes to: an asyncio.StreamWriter, or the client
+    port's ClientLink (qim/net/link.py). `transport` is the one below that holds the
+    bytes not yet sent (its write-buffer limits, its size, `abort()`), None once lost."""
+
+    @property
+    def transport(self) -> Any:
+        """The asyncio transport below (None once lost)."""
+        ...
+
+    def write(self, data: bytes) -> None:
+        """Hand `data` on (dropped once closing)."""
+        ...
+
+    async def drain(self) -> None:
+        """Wait while the transport holds more than its limit (ConnectionError once lost)."""
+        ...
+
+    def close(self) -> None:
+        """Close after what was written."""
+        ...
+
+    def is_closing(self) -> bool:
+        """True once closing or lost."""
+        ...
+
+    async def wait_closed(self) -> None:
+        """Wait until closed."""
+        ...
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        """The transport's extra information ("peername", "socket", "ssl_object", ...)."""
         ...
 
 
@@ -105,3 +144,38 @@ class FrameTransport(Protocol):
     async def wait_closed(self) -> None:
         """Wait until the link is closed."""
         ...
+
+
+def limit_socket_buffering(writer: ByteWriter, chunk_bytes: int) -> None:
+    """Keep about one chunk in the transport and one unsent in the kernel.
+
+    The transport's high-water mark is one chunk, so `drain()` waits as soon as a chunk
+    did not fit into the socket. TCP_NOTSENT_LOWAT makes the socket writable only while
+    fewer than `chunk_bytes` bytes are unsent (bytes in flight on the network are not
+    limited, so throughput on a fast link does not suffer). A socket without the option
+    (not TCP, or another OS) keeps only the transport limit: still bounded, by the
+    kernel's send buffer. Over TLS `writer.transport` is asyncio's TLS layer (its limit
+    counts bytes encrypted but not yet handed on); the TCP transport beneath it got the
+    same one-chunk limit when qim/net/tls.py upgraded the connection, and the socket
+    option reaches the TCP socket through the TLS transport's extra info. On the
+    gateway's client port `writer` is a ClientLink (qim/net/link.py): its transport is the
+    TCP one itself, limited when accepted, and the socket inherited the option from its
+    listener (`buffering_limited`: nothing to do per connection). Rule:
+    docs/decisions/0011-slow-links.md."""
+    transport = writer.transport
+    if transport is None or getattr(writer, "buffering_limited", False):
+        return
+    transport.set_write_buffer_limits(high=chunk_bytes, low=chunk_bytes // 4)
+    limit_unsent(writer.get_extra_info("socket"), chunk_bytes)
+
+
+def limit_unsent(sock: Any, chunk_bytes: int) -> None:
+    """TCP_NOTSENT_LOWAT = `chunk_bytes` on a TCP socket (on a listening one, every
+    connection it accepts inherits it); nothing for another socket or OS."""
+    lowat = getattr(socket, "TCP_NOTSENT_LOWAT", None)
+    if sock is None or lowat is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, lowat, chunk_bytes)
+    except OSError as exc:  # a capability probe: the transport limit above still applies
+        logger.debug("TCP_NOTSENT_LOWAT unavailable: %s", exc.__class__.__name__)

@@ -22,7 +22,6 @@ A clean `close()` (a kick, the end of a token) sends 1000 after the queued frame
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Optional, Union
 
@@ -33,7 +32,7 @@ from websockets.server import ServerProtocol
 from qim.consts import FRAME_HEADER_LEN, MAX_FRAME_BODY, STREAM_WRITE_CHUNK_BYTES, WS_PATH
 from qim.errors import FrameError, TruncatedFrame
 from qim.net.framed import FramedStream
-from qim.net.transport import ByteReader, release
+from qim.net.transport import ByteReader, ByteWriter, release
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +65,7 @@ class WebSocketStream(FramedStream):
     parsed after the handshake in the same read). Contract: FrameTransport
     (qim/net/transport.py); faults and close codes: module doc."""
 
-    def __init__(self, reader: ByteReader, writer: asyncio.StreamWriter, ws: WsProtocol,
+    def __init__(self, reader: ByteReader, writer: ByteWriter, ws: WsProtocol,
                  events: Optional[list] = None, max_frame: int = MAX_FRAME_BODY,
                  chunk_bytes: int = STREAM_WRITE_CHUNK_BYTES) -> None:
         super().__init__(reader, writer, max_frame=max_frame, chunk_bytes=chunk_bytes)
@@ -81,7 +80,7 @@ class WebSocketStream(FramedStream):
         client that sent its AUTH right behind the upgrade request)."""
         if self._early:
             early, self._early = self._early, []
-            self._ready.extend(self._frames_of(early))
+            self._push_ready(self._frames_of(early))
         return await super().read_frame()
 
     # --- FramedStream hooks
@@ -175,8 +174,4 @@ class WebSocketStream(FramedStream):
         if not self.closed:
             code, line = self._fault or (CloseCode.POLICY_VIOLATION, reason)
             self._send_close(code, line)
-        self._closed = True
-        self._out.clear()
-        self._wakeup.set()
-        self._progress.set()
-        self._writer.close()  # after the close frame already written
+        self._finish(clean=False)  # the socket closes after the close frame already written

@@ -32,7 +32,7 @@ from websockets.server import ServerProtocol
 from websockets.uri import parse_uri
 
 from qim.consts import WS_ORIGIN_PATTERN, WS_PATH
-from qim.net.transport import release
+from qim.net.transport import ByteReader, ByteWriter, release
 from qim.net.websocket import MESSAGE_MAX_BYTES
 
 REQUEST_MAX_BYTES = 16 * 1024  # an upgrade request is a few hundred bytes
@@ -68,8 +68,7 @@ def origin_patterns(entries: Sequence[str]) -> list[Origin]:
     return patterns
 
 
-async def _read_into(reader: asyncio.StreamReader, proto: Union[ServerProtocol, ClientProtocol],
-                     writer: asyncio.StreamWriter) -> list:
+async def _read_into(reader: ByteReader, proto: Union[ServerProtocol, ClientProtocol], writer: ByteWriter) -> list:
     """Feed bytes until the protocol parsed the handshake message; its events (the
     request or response first, then any frames right behind it)."""
     received = 0
@@ -90,7 +89,7 @@ async def _read_into(reader: asyncio.StreamReader, proto: Union[ServerProtocol, 
             return []
 
 
-async def accept_upgrade(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, origins: Sequence[Origin],
+async def accept_upgrade(reader: ByteReader, writer: ByteWriter, origins: Sequence[Origin],
                          timeout: float) -> tuple[ServerProtocol, list]:
     """Answer the upgrade request on a just-accepted connection: the open protocol and the
     events parsed behind the request. UpgradeRefused (the response sent, the connection
@@ -129,7 +128,7 @@ async def accept_upgrade(reader: asyncio.StreamReader, writer: asyncio.StreamWri
     return proto, events[1:]
 
 
-async def connect_upgrade(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, uri: str,
+async def connect_upgrade(reader: ByteReader, writer: ByteWriter, uri: str,
                           origin: Optional[str], timeout: float) -> tuple[ClientProtocol, list]:
     """Send the upgrade request for `uri` (ws:// or wss://) and read the answer: the open
     protocol and the events parsed behind the response. UpgradeRefused when the server

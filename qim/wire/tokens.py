@@ -54,7 +54,8 @@ class TokenClaims(NamedTuple):
 
 class VerifiedToken(NamedTuple):
     """A token the verifier accepted: its identity and `expires_at` (unix seconds). Its
-    display name (checked by the verifier too) is `token_name(token)`."""
+    display name (checked by the verifier too) is `token_name(token)`, or the second
+    value of `TokenVerifier.verify_named`."""
 
     tenant: int
     user_id: int
@@ -268,6 +269,11 @@ class TokenVerifier:
 
     def verify(self, token: str) -> VerifiedToken:
         """The identity and expiry of a valid token; TokenRefused(reason) otherwise."""
+        return self.verify_named(token)[0]
+
+    def verify_named(self, token: str) -> tuple[VerifiedToken, str]:
+        """As `verify`, with the display name the token claims, checked and folded ("" when
+        none): a login decodes its token once (`token_name` would decode it again)."""
         if not token or len(token) > TOKEN_MAX_BYTES:
             raise TokenRefused("malformed", "token is empty or too long")
         try:
@@ -307,10 +313,10 @@ class TokenVerifier:
         if not isinstance(exp, int) or not isinstance(iat, int) or exp - iat > self.max_ttl_s:
             raise TokenRefused("lifetime", f"token lives longer than {self.max_ttl_s} s")
         try:
-            check_name(claims.get("name", ""))  # shown on other people's screens: token_name reads it
+            name = check_name(claims.get("name", ""))  # shown on other people's screens
         except ValueError as exc:
             raise TokenRefused("claims", f"token claim name is refused: {exc}") from None
-        return VerifiedToken(ident.tenant, ident.user_id, ident.device_id, exp)
+        return VerifiedToken(ident.tenant, ident.user_id, ident.device_id, exp), name
 
 
 def load_verify_keys(paths: Iterable[str]) -> tuple[VerifyKey, ...]:

@@ -20,23 +20,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
-import socket
 import ssl
-import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
-
-import psutil
+from typing import Callable
 
 from qim._core import frame as frame_codec
-from qim.dev.certs import CLIENT_PORT, ensure_dev_pki
-from qim.dev.devkeys import dev_token_key
-from qim.dev.redis_engine import start_redis
+from qim.dev.lone_gateway import LoneGateway, lone_gateway
 from qim.net.tls import client_port_context
 from qim.proto.v1 import connection_pb2
 from qim.protocol import Opcode
@@ -46,70 +38,6 @@ KINDS = ("plaintext", "tls_random", "tls_header")
 CONCURRENCY = 96
 HOLD_S = 0.5  # how long a connection waits for the gateway to close it (a short garbage waits for more)
 BOUND_MB = 20  # the RSS after the last batch stays within this of the RSS after the first
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class LoneGateway:
-    """A qim-gateway process of its own: `addr`, `ca_file`, `token_key`, `proc`."""
-
-    addr: str
-    ca_file: str
-    token_key: str
-    proc: subprocess.Popen
-    redis: Any = None  # its registry's Redis (a RedisEngine), stopped with it
-
-    def rss_mb(self) -> float:
-        """The process's resident set size in MiB."""
-        return psutil.Process(self.proc.pid).memory_info().rss / 2**20
-
-    def stop(self) -> None:
-        """SIGTERM, then wait (SIGKILL after 10 s)."""
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        if self.redis is not None:
-            self.redis.stop()
-
-
-def lone_gateway(base: Path, extra_env: Optional[dict[str, str]] = None) -> LoneGateway:
-    """Start qim-gateway under `base` with TLS on its client port and wait until the port
-    accepts (RuntimeError with the log's tail when it does not within 30 s)."""
-    base.mkdir(parents=True, exist_ok=True)
-    pki = ensure_dev_pki(base / "tls")
-    key, public = dev_token_key(base)
-    client = pki.files(CLIENT_PORT)
-    addr = f"127.0.0.1:{_free_port()}"
-    dead = {name: f"127.0.0.1:{_free_port()}" for name in
-            ("QIM_WRITER_ADDRS", "QIM_MAILBOX_ADDRS", "QIM_SESSION_ADDRS", "QIM_KAFKA_BOOTSTRAP")}
-    redis = start_redis(base / "redis", die_with_parent=True)  # the gateway's node lease lives there
-    env = {**os.environ, **dead, **pki.service_env("gateway"), "QIM_REDIS_ADDR": redis.addr,
-           "QIM_GATEWAY_LISTEN": addr, "QIM_GATEWAY_PUSH_ADDR": f"127.0.0.1:{_free_port()}",
-           "QIM_GATEWAY_METRICS_LISTEN": f"127.0.0.1:{_free_port()}", "QIM_REDIS_ALLOW_UNSAFE_DEV": "1",
-           "QIM_TOKEN_PUBLIC_KEYS": str(public), "QIM_GATEWAY_TLS_CERT": client.cert,
-           "QIM_GATEWAY_TLS_KEY": client.key, **(extra_env or {})}
-    log = open(base / "gateway.log", "wb")
-    proc = subprocess.Popen([str(Path(sys.executable).with_name("qim-gateway"))], env=env, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    gateway = LoneGateway(addr, pki.ca_file, str(key), proc, redis)
-    host, port = addr.rsplit(":", 1)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            socket.create_connection((host, int(port)), 0.5).close()
-            return gateway
-        except OSError:
-            time.sleep(0.1)
-    gateway.stop()
-    raise RuntimeError(f"qim-gateway did not start: {(base / 'gateway.log').read_text()[-2000:]}")
 
 
 def _garbage(rnd: random.Random) -> bytes:

@@ -18,12 +18,12 @@ from websockets.asyncio.client import ClientConnection, connect
 from qim._core import frame as frame_codec
 from qim.consts import WS_PATH
 from qim.dev.certs import CLIENT_PORT, ensure_dev_pki
+from qim.dev.lone_gateway import free_port as _free_port
 from qim.net.tls import ALPN_HTTP, TlsFiles, client_port_context
 from qim.proto.v1 import connection_pb2
 from qim.protocol import Opcode
 from qim.services.gateway.server import ConnectionNode
 from tests.gateway import standin
-from tests.gateway.malformed import _free_port
 
 ORIGIN = "https://chat.example.com"
 

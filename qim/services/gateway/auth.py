@@ -32,11 +32,12 @@ class Authenticator:
         self.tenant = config.common.tenant
         self.leeway_s = config.token_leeway_s
 
-    def authenticate(self, token: str) -> VerifiedToken:
-        """The identity and expiry the token proves; TokenRefused (UNAUTHENTICATED,
-        counted by reason) for anything else, including a token of another tenant."""
+    def authenticate(self, token: str) -> tuple[VerifiedToken, str]:
+        """The identity and expiry the token proves, and its checked display name ("" when
+        none); TokenRefused (UNAUTHENTICATED, counted by reason) for anything else,
+        including a token of another tenant."""
         try:
-            verified = self.verifier.verify(token)
+            verified, name = self.verifier.verify_named(token)
             if verified.tenant != self.tenant:
                 raise TokenRefused("tenant", "token is for another tenant")
         except TokenRefused as exc:
@@ -44,4 +45,4 @@ class Authenticator:
             if exc.reason == "unknown_kid":
                 self.keys.unknown_kid()  # a rotation the gateway has not read yet: read the JWKS again
             raise
-        return verified
+        return verified, name

@@ -43,7 +43,7 @@ from qim.services.gateway.metrics import GatewayMetrics, opcode_name
 from qim.services.gateway.ratelimit import LIMITED_OPCODES, NOT_NOW, SendLimiter
 from qim.services.gateway.routes import RESERVED, ROUTES, forward
 from qim.wire.errors import error_body, parse_error
-from qim.wire.tokens import TokenRefused, token_expiry, token_name
+from qim.wire.tokens import TokenRefused, token_expiry
 
 logger = logging.getLogger(__name__)
 
@@ -285,7 +285,7 @@ class ClientConnection:
         except DecodeError:
             raise RequestError(ErrorCode.INVALID_ARGUMENT, "AUTH body is not a valid Auth") from None
         try:
-            tenant, user, device, expires_at = self._authn.authenticate(auth.token)
+            (tenant, user, device, expires_at), name = self._authn.authenticate(auth.token)
         except TokenRefused as exc:  # the reason only: never the token (docs/design.md §2)
             logger.debug("AUTH from %s refused: %s", self.stream.peer, exc.reason)
             raise
@@ -324,7 +324,7 @@ class ClientConnection:
             if presence is not None:
                 presence.online(self)
             self.stream.buffer_limit = None
-        self.display_name = token_name(auth.token)  # the verifier checked the claim
+        self.display_name = name  # checked by the verifier
         # the session ends with the token (docs/decisions/0021-tokens-and-limits.md)
         if self._expiry is not None:
             self._expiry.cancel()

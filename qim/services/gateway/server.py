@@ -9,7 +9,8 @@ liveness; a second gateway with the same node id refuses to start).
 Transport security (qim/net/tls.py, docs/decisions/0022): the client port is TLS 1.3 with ALPN
 qim/1 (raw frames) or http/1.1 (WebSocket on /qim/ws: ws.py; docs/decisions/0030), one
 FrameTransport per connection chosen by `transports` (QIM_GATEWAY_TLS_*; the handshake
-counts toward QIM_AUTH_TIMEOUT_MS); the push
+counts toward QIM_AUTH_TIMEOUT_MS). Its connections are ClientLinks, not asyncio streams
+(listener.py, qim/net/link.py; docs/decisions/0050: what an idle connection costs); the push
 listener and the backend clients are mutual TLS with this process's service certificate
 (QIM_INTERNAL_*); PUSH_BATCH is taken only from mailbox certificates, DEVICE_FRAMES only
 from session certificates (the service table, qim/topology.py; checked by qim/net/allow.py).
@@ -17,18 +18,19 @@ from session certificates (the service table, qim/topology.py; checked by qim/ne
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Awaitable, Callable, Iterator, Optional
 
 from qim.config import GatewayConfig
 from qim.net.framed import FramedStream
+from qim.net.link import ClientLink
 from qim.net.tls import ALPN, ALPN_HTTP, selected_alpn
-from qim.net.transport import FrameTransport
+from qim.net.transport import ByteReader, ByteWriter, FrameTransport
 from qim.obs.node import ServiceNode
 from qim.services.gateway.auth import Authenticator
 from qim.services.gateway.cluster import GatewayCluster
 from qim.services.gateway.conn import CLIENT_CHUNK_BYTES, ClientConnection
+from qim.services.gateway.listener import ClientListener
 from qim.services.gateway.metrics import GatewayMetrics
 from qim.services.gateway.online import OnlineRegistry
 from qim.services.gateway.pushlink import PushListener
@@ -42,7 +44,7 @@ from qim.topology import gateway_backends
 
 logger = logging.getLogger(__name__)
 # makes the FrameTransport of one accepted (and TLS-upgraded) connection, None when refused
-ClientTransport = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[Optional[FrameTransport]]]
+ClientTransport = Callable[[ByteReader, ByteWriter], Awaitable[Optional[FrameTransport]]]
 
 
 class ConnectionNode(ServiceNode):
@@ -93,7 +95,7 @@ class ConnectionNode(ServiceNode):
         for close, what in self.cluster.closers() if self.cluster is not None else ():
             self.closing(close, what)
 
-    async def _framed(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Optional[FrameTransport]:
+    async def _framed(self, reader: ByteReader, writer: ByteWriter) -> Optional[FrameTransport]:
         """ALPN qim/1 (and plaintext development): raw frames (qim/net/framed.py)."""
         return FramedStream(reader, writer, chunk_bytes=CLIENT_CHUNK_BYTES)
 
@@ -103,12 +105,12 @@ class ConnectionNode(ServiceNode):
             yield from self.cluster.not_ready()
         yield from self.push.not_ready()
 
-    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _on_client(self, link: ClientLink) -> None:
         """One client-port connection: the transport its handshake chose, then the one
         connection handler (the listener already refused an ALPN outside `transports`)."""
-        stream = await self.transports[selected_alpn(writer)](reader, writer)
+        stream = await self.transports[selected_alpn(link)](link, link)
         if stream is not None:  # None: the transport's own handshake refused it
-            await self.serve(stream)
+            await ClientConnection(stream, self).run()
 
     async def serve(self, stream: FrameTransport) -> None:
         """Serve one client link, whatever its transport, until it ends."""
@@ -123,8 +125,8 @@ class ConnectionNode(ServiceNode):
             self.spawn(self.revocations.run(), "revocation feed")
         self.spawn(self.auth.keys.run(), "token keys")
         await self.listen(self.config.push_listen, self.push.on_connection, tls=self.internal_tls, name="push")
-        await self.listen(self.config.listen, self._on_client, tls=self.client_tls, chunk_bytes=CLIENT_CHUNK_BYTES,
-                          name="client", handshake_timeout=self.config.auth_timeout_s)
+        await ClientListener(self, self.client_tls, self._on_client, CLIENT_CHUNK_BYTES,
+                             handshake_timeout=self.config.auth_timeout_s).start(self.config.listen)
         if self.config.ws_listen:  # development only: plain ws:// on loopback (qim/config_tls.py)
             await self.listen(self.config.ws_listen, self.websocket.serve_plain, name="ws-dev")
         logger.info("gateway listening on %s (push %s%s)", self.config.listen, self.config.push_listen,

@@ -20,7 +20,7 @@ import logging
 import time
 from typing import Any, Optional
 
-from qim.net.transport import FrameTransport, release
+from qim.net.transport import ByteReader, ByteWriter, FrameTransport, release
 from qim.net.websocket import WebSocketStream
 from qim.net.ws_handshake import UpgradeRefused, accept_upgrade, origin_patterns
 
@@ -40,7 +40,7 @@ class WebSocketUpgrade:
         self._chunk_bytes = chunk_bytes
         self._logged = 0.0
 
-    async def accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Optional[FrameTransport]:
+    async def accept(self, reader: ByteReader, writer: ByteWriter) -> Optional[FrameTransport]:
         """Answer the upgrade: the WebSocketStream, or None when refused (answered with its
         HTTP status, counted, closed)."""
         try:
@@ -64,7 +64,7 @@ class WebSocketUpgrade:
         if stream is not None:
             await self._node.serve(stream)
 
-    def _log(self, writer: asyncio.StreamWriter, exc: UpgradeRefused) -> None:
+    def _log(self, writer: ByteWriter, exc: UpgradeRefused) -> None:
         now = time.monotonic()
         if now - self._logged >= LOG_EVERY_S:
             self._logged = now

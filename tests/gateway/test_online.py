@@ -1,0 +1,78 @@
+"""The gateway's online registry at login: qim_gateway_online_devices stays exact
+through logins, replacements and logouts, and a login costs the same whatever the
+number of devices already online (no walk over them: with one, a reconnect storm of N
+devices cost O(N²) on the accept path). Pure logic with stand-in connections."""
+
+from __future__ import annotations
+
+from qim.services.gateway.metrics import GatewayMetrics
+from qim.services.gateway.online import OnlineRegistry
+
+
+class Device:
+    def __init__(self, user: int, device: int = 1) -> None:
+        self.tenant, self.user_id, self.device_id, self.shard, self.lane = 0, user, device, 0, 0
+        self.queued_bytes = 0
+        self.kicked = False
+
+    def send(self, opcode: int, request_id: int, body: bytes) -> None:
+        pass
+
+    def kick(self) -> None:
+        self.kicked = True
+
+    def wake_when_drained(self, limit: int, wake) -> None:
+        pass
+
+
+class WalkCounting(dict):
+    """The registry's user table, counting every walk over all users."""
+
+    walks = 0
+
+    def values(self):
+        self.walks += 1
+        return super().values()
+
+    def items(self):
+        self.walks += 1
+        return super().items()
+
+    def __iter__(self):
+        self.walks += 1
+        return super().__iter__()
+
+
+def online(metrics: GatewayMetrics) -> float:
+    return metrics.online_devices._value.get()
+
+
+def test_the_online_gauge_is_exact_through_logins_replacements_and_logouts():
+    metrics = GatewayMetrics()
+    registry = OnlineRegistry(metrics)
+    a1, a2, b1 = Device(1, 1), Device(1, 2), Device(2, 1)
+    for conn in (a1, a2, b1):
+        registry.register(conn)
+    assert online(metrics) == 3
+    a1_again = Device(1, 1)
+    assert registry.register(a1_again) is a1 and a1.kicked  # a replacement is no new device
+    assert online(metrics) == 3
+    registry.unregister(a1)  # the replaced connection ends: a no-op
+    assert online(metrics) == 3
+    registry.unregister(a1_again)
+    registry.unregister(b1)
+    assert online(metrics) == 1
+    registry.unregister(a2)
+    registry.unregister(a2)  # twice: still a no-op
+    assert online(metrics) == 0
+
+
+def test_a_login_does_not_walk_the_devices_already_online():
+    registry = OnlineRegistry(GatewayMetrics())
+    users = registry._users = WalkCounting()  # type: ignore[assignment]
+    conns = [Device(user) for user in range(1, 501)]
+    for conn in conns:
+        registry.register(conn)
+    for conn in conns:
+        registry.unregister(conn)
+    assert users.walks == 0
