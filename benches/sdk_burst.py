@@ -1,5 +1,5 @@
 """A pipelined SDK burst in one conversation, measured end to end (docs/perf.md "SDK
-send burst"; docs/decisions/0029).
+send burst"; docs/decisions/0056).
 
     .venv/bin/python benches/sdk_burst.py [--sends 2000] [--runs 1] [--base DIR]
 

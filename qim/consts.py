@@ -161,7 +161,7 @@ KAFKA_MAX_RECORD_BYTES = 8 * 1024 * 1024
 # own clock, so no producer's clock decides a record's retention or gets it refused
 # (with CreateTime, Kafka 4 refuses a record stamped more than
 # message.timestamp.after.max.ms = 1 h ahead of the broker: a writer whose clock runs
-# 2 h ahead could publish nothing; docs/decisions/0028).
+# 2 h ahead could publish nothing; docs/decisions/0032).
 KAFKA_TOPIC_CONFIG = {"max.message.bytes": str(KAFKA_MAX_RECORD_BYTES),
                       "message.timestamp.type": "LogAppendTime"}
 

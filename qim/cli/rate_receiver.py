@@ -180,7 +180,7 @@ class Receiver:
                     now = time.perf_counter_ns()
                     self.pushes += 1
                     push = mailbox_pb2.PushEvents.FromString(body)
-                    # a push is a position with the ids of its messages (docs/decisions/0029);
+                    # a push is a position with the ids of its messages (docs/decisions/0033);
                     # a gateway from before positions sent whole entries
                     for mid in [*push.message_ids, *(e.message_id for e in push.entries)]:
                         self.ledger.sighted(mid, now, push=True)

@@ -1,5 +1,5 @@
 """What a connection handler uses of the link that carries its frames: the transport seam
-at the device edge (docs/decisions/0029-edge-transport-seam-and-websocket.md).
+at the device edge (docs/decisions/0030-edge-transport-seam-and-websocket.md).
 
 The gateway's ClientConnection and the SDK's Connection speak QIM frames (docs/design.md §4)
 through a `FrameTransport` and never touch sockets, TLS objects or WebSocket messages.
@@ -26,7 +26,7 @@ def release(exc: BaseException) -> BaseException:
     futures that waited on it), and its traceback holds the frames that hold the reader:
     a reference cycle, so the whole connection (with its TLS buffers, 256 KiB under
     uvloop) waited for the next full garbage collection instead of being freed when it
-    closed (docs/decisions/0028-edge-connections-freed-when-they-close.md)."""
+    closed (docs/decisions/0029-edge-connections-freed-when-they-close.md)."""
     exc.__traceback__ = None
     return exc
 

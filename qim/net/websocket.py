@@ -1,5 +1,5 @@
 """The WebSocket transport: one frame of the 20-byte-header protocol per binary WebSocket
-message (docs/protocol.md "WebSocket"; docs/decisions/0029-edge-transport-seam-and-websocket.md).
+message (docs/protocol.md "WebSocket"; docs/decisions/0030-edge-transport-seam-and-websocket.md).
 
 WebSocketStream is a FramedStream (qim/net/framed.py) whose bytes are WebSocket frames:
 the same asyncio stream below it (TCP, or TLS upgraded in place with its one-chunk

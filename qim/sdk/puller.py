@@ -5,7 +5,7 @@
   loops again while the mark is set, so a request that arrives during any state of
   the runtime (syncing, a pull in flight) is honoured.
 - A push is only a wake-up: nothing from a push reaches the store or the app;
-  MAILBOX_BATCH does. A push is a position (lane, mailbox_seq; docs/decisions/0029):
+  MAILBOX_BATCH does. A push is a position (lane, mailbox_seq; docs/decisions/0033):
   one at or below this device's cursor on that lane asks for nothing (the entries are
   applied already), also when it arrives during a pull that brings it; one without a
   position (a wake-up) or above the cursor pulls.

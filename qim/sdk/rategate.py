@@ -16,7 +16,7 @@ sends).
   request passes when the mirror holds a token, in ticket order, any number in flight;
   so a client alone on its user's bucket is never refused. Half the size leaves room
   for a second of jitter between leaving here and being charged there (frames queued
-  behind each other arrive closer together than they left: docs/decisions/0029). A
+  behind each other arrive closer together than they left: docs/decisions/0056). A
   retransmission after a "not now" answer (UNAVAILABLE, MAILBOX_DIRTY) takes no token
   (`again(charged=False)`: the gateway gave its token back). A RATE_LIMITED (another
   device of the user drained the shared bucket) empties the mirror and holds

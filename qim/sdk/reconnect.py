@@ -1,5 +1,5 @@
 """The connection supervisor of a ClientRuntime: the one task that keeps it connected
-(docs/design.md §9; docs/sdk.md "Connection states"; docs/decisions/0028).
+(docs/design.md §9; docs/sdk.md "Connection states"; docs/decisions/0034).
 
 A runtime is always in one of three conditions, and the app is told which by a
 ConnectionState event: connected (`ready`), trying with bounded backoff

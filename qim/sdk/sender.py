@@ -15,7 +15,7 @@ place in line) when it is first started, so after a RATE_LIMITED sends go out ag
 submission order, one at a time, never one before its previous send was answered.
 
 A per-conversation send window follows what the writer can sequence (qim/sdk/window.py,
-decision 0029): only the oldest unresolved sends of a conversation are on the wire, a
+decision 0056): only the oldest unresolved sends of a conversation are on the wire, a
 send outside the window is held and started when earlier ones resolve, and a
 retransmission after a refusal waits for its turn in the window again.
 

@@ -1,5 +1,5 @@
 """The send window of each conversation: how many of its sends may be on the wire
-(docs/decisions/0029).
+(docs/decisions/0056).
 
 Only the `limit` oldest unresolved sends of a conversation may be transmitted; a send
 outside is held until earlier ones resolve. The writer sequences one conversation's

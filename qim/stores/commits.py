@@ -41,7 +41,7 @@ class Reservation:
     `audience`: the serialized OutboxRecord without its record (opaque to the store);
     `split`: fault-injection mode, stop at RESERVED (the record step is `record`);
     no time of the caller's clock: the store stamps the in-flight index with its own
-    (docs/decisions/0028);
+    (docs/decisions/0032);
     `writer_token`: owner of this process's reservations in the unpublished index;
     `list_older`: list every older unpublished commit even when only this writer has
     some; `previous`: cmid of the device's previous send ("" = none)."""
@@ -182,7 +182,7 @@ class CommitStore(Protocol):
     async def mark_committed(self, ref: CommitRef, outbox_offset: int, ttl_ms: int) -> Committed:
         """The Outbox record is durable: COMMITTED, shrink to the ACK coordinates, expire
         `ttl_ms` from now by the store's clock (relative: never an absolute time of the
-        caller's clock, docs/decisions/0028), leave the in-flight and unpublished indexes
+        caller's clock, docs/decisions/0032), leave the in-flight and unpublished indexes
         (idempotent). NotFound when the commit vanished, NotRecorded while RESERVED."""
         ...
 

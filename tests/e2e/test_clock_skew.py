@@ -1,5 +1,5 @@
 """A writer whose clock is hours behind Redis's and the broker's (docs/design.md §3 clock
-rules, §5.2 the commit helper; docs/decisions/0017-writer-order-and-time.md, 0028): what
+rules, §5.2 the commit helper; docs/decisions/0017-writer-order-and-time.md, 0032): what
 the writer committed is acknowledged, and a retry of it is the same message.
 
 The session stack's writer is restarted with QIM_CLOCK_SKEW_MS (a test knob shifting the

@@ -113,7 +113,7 @@ async def test_a_writer_two_hours_ahead_of_the_broker_acknowledges_its_sends(two
     """The writer stamps its Outbox records with its own clock, as librdkafka does with the
     host's; with CreateTime topics Kafka 4 refused every record more than 1 h ahead of the
     broker (message.timestamp.after.max.ms), so this writer committed nothing. QIM topics
-    are LogAppendTime: the broker's clock stamps them (docs/decisions/0028). Last in this
+    are LogAppendTime: the broker's clock stamps them (docs/decisions/0032). Last in this
     module: the stack's HLC high-water stays 2 h ahead afterwards."""
     restart_writers(two_writers, ["writer2"], {"QIM_CLOCK_SKEW_MS": "7260000"})
     sender, peer = random.getrandbits(40) + 1, random.getrandbits(40) + 1

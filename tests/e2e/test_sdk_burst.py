@@ -1,6 +1,6 @@
 """A pipelined burst in one conversation flows at the rate the server takes, with no
 refused frame (qim/sdk/sender.py send window, qim/sdk/rategate.py paced by the limit
-AUTH_OK advertises, the gateway's refund of "not now" answers; docs/decisions/0029).
+AUTH_OK advertises, the gateway's refund of "not now" answers; docs/decisions/0056).
 
 Counted by the gateway's own metrics, not by the SDK: every SEND_MESSAGE frame it
 received and every ERROR it answered during the burst. What the app is told: every

@@ -1,5 +1,5 @@
 """The gateway's memory under malformed connections (docs/operations.md "Memory under
-malformed connections"; docs/decisions/0028-edge-connections-freed-when-they-close.md).
+malformed connections"; docs/decisions/0029-edge-connections-freed-when-they-close.md).
 
 1. Every malformed connection is freed when it closes, by reference counting: none of
    its objects (the ClientConnection, its FramedStream, the StreamReader, the TLS

@@ -46,7 +46,7 @@ def hello(index: int, count: int = 2, wake_all: bool = False) -> bytes:
 
 
 def wakes(conn: FakeConn) -> int:
-    """Wake-ups: PUSH_EVENTS without a position (docs/decisions/0029)."""
+    """Wake-ups: PUSH_EVENTS without a position (docs/decisions/0033)."""
     return sum(1 for op, body in conn.sent
                if op == Opcode.PUSH_EVENTS and not mailbox_pb2.PushEvents.FromString(body).mailbox_seq)
 
@@ -108,7 +108,7 @@ def test_a_full_device_queue_drops_the_push_and_asks_for_a_wake_up_and_entries_g
     online.register(ok)
     entry = mailbox_pb2.MailboxEntry(mailbox_seq=1, message_id=b"m" * 16, body=b"x" * 100)
     huge = mailbox_pb2.MailboxEntry(mailbox_seq=2, message_id=b"h" * 16, body=b"y" * (256 * 1024 + 1))
-    online.deliver(internal_pb2.PushBatch(tenant_id=bytes(16), targets=[  # a mailbox node from before 0029
+    online.deliver(internal_pb2.PushBatch(tenant_id=bytes(16), targets=[  # a mailbox node from before 0033
         internal_pb2.PushBatch.Target(user_id=7, entries=[entry]),
         internal_pb2.PushBatch.Target(user_id=8, entries=[huge])]))
     assert slow.sent == [] and slow.wake_requests == 1

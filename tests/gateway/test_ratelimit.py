@@ -150,7 +150,8 @@ class NotYetRouter:
     def __init__(self) -> None:
         self.seen: set[bytes] = set()
 
-    async def call_writer(self, key, opcode, body):
+    async def call(self, backend, key, opcode, body):
+        assert backend == "writer"
         if body not in self.seen:  # the writer's envelope of the send: the same for its retry
             self.seen.add(body)
             return Opcode.ERROR, common_pb2.Error(code=ErrorCode.UNAVAILABLE, message="previous send not yet sequenced",

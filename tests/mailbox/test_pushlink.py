@@ -163,5 +163,5 @@ def test_push_bodies_are_positions_split_a_large_audience_far_below_the_frame_li
     positions = [p for b in decoded(bodies) for p in b.positions]
     assert {(p.mailbox_seq, p.message_id) for p in positions} == {((1 << 48) | 7, b"m" * 16)}
     assert [u for p in positions for u in p.user_ids] == users
-    assert all(not b.targets for b in decoded(bodies))  # no entries, no bodies (docs/decisions/0029)
+    assert all(not b.targets for b in decoded(bodies))  # no entries, no bodies (docs/decisions/0033)
 

@@ -1,4 +1,4 @@
-"""A push is a position (docs/decisions/0029): PUSH_EVENTS at or below the device's
+"""A push is a position (docs/decisions/0033): PUSH_EVENTS at or below the device's
 cursor on its lane asks for no pull; one above it, on another lane, or without a
 position (a wake-up) pulls. Against the in-process fake gateway, whose pushes are sent
 by hand here (push off) so every frame is known; pulls are counted at the fake."""

@@ -4,7 +4,7 @@ A second login of the same (user, device) kicks the older connection with
 KICKED{REPLACED}. A user holds at most `max_per_user` connections here
 (QIM_MAX_CONNECTIONS_PER_USER): the login of one more device is refused with
 ERROR(RATE_LIMITED) and a retry-after hint (docs/decisions/0021-tokens-and-limits.md).
-Pushes never move a cursor. A push is a position (docs/decisions/0029): PUSH_EVENTS
+Pushes never move a cursor. A push is a position (docs/decisions/0033): PUSH_EVENTS
 with the device's lane, the record's mailbox_seq and its message id, serialized once per
 lane and position, never an entry or a body. A push to a connection whose outbound
 queue is over PUSH_QUEUE_LIMIT is dropped (counted) and that device gets a wake-up (a

@@ -9,7 +9,7 @@ its user's. A request that finds either empty is refused with ERROR(RATE_LIMITED
 request never costs the client a later one). A request its backend answered "not now"
 (UNAVAILABLE, MAILBOX_DIRTY: e.g. the writer's "previous send not yet sequenced", which
 consumes no conversation_seq) gets its tokens back (`refund`), so the client's retry of
-it is the only one charged (docs/decisions/0029). AUTH_OK tells the client the tightest
+it is the only one charged (docs/decisions/0056). AUTH_OK tells the client the tightest
 limit it is charged against (`advertised`), so the SDK paces itself below it and a
 healthy client is never refused. Reads (pulls) are not limited here: the
 per-connection in-flight limit and reply back-pressure bound them (qim/services/gateway/conn.py).

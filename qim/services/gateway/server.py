@@ -5,7 +5,7 @@ gateway (qim/services/gateway/pushlink.py): until then a device could log in and
 its pushes.
 
 Transport security (qim/net/tls.py, docs/decisions/0022): the client port is TLS 1.3 with ALPN
-qim/1 (raw frames) or http/1.1 (WebSocket on /qim/ws: ws.py; docs/decisions/0029), one
+qim/1 (raw frames) or http/1.1 (WebSocket on /qim/ws: ws.py; docs/decisions/0030), one
 FrameTransport per connection chosen by `transports` (QIM_GATEWAY_TLS_*; the handshake
 counts toward QIM_AUTH_TIMEOUT_MS); the push
 listener and the backend clients are mutual TLS with this process's service certificate

@@ -1,5 +1,5 @@
 """WebSocket at the ConnectionNode (docs/protocol.md "WebSocket"; docs/operations.md
-"WebSocket"; docs/decisions/0029-edge-transport-seam-and-websocket.md).
+"WebSocket"; docs/decisions/0030-edge-transport-seam-and-websocket.md).
 
 A browser and a native client use one address: on the client port a TLS handshake that
 selected ALPN `http/1.1` is a WebSocket upgrade on WS_PATH (`accept`, the gateway's

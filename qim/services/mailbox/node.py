@@ -1,7 +1,7 @@
 """MailboxNode: owns shards by static assignment, serves MAILBOX_PULL, pushes to gateways.
 
 Push is best effort and off the shard path. A push is a position, not a payload
-(docs/decisions/0029): per materialized record one PushBatch position (its mailbox_seq,
+(docs/decisions/0033): per materialized record one PushBatch position (its mailbox_seq,
 its message_id and its recipients; split to stay far below the frame limit), never the
 entries or their bodies, which the devices pull. The frames are queued to every
 gateway's push link (qim/services/mailbox/pushlink.py):

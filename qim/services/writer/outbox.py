@@ -78,7 +78,7 @@ class OutboxPublisher:
                 message_type: int) -> Pending:
         """produce() one Outbox record now (qim/wire/outbox.py: audience ‖ field 1 record),
         stamped with the writer's clock as librdkafka would (the broker's LogAppendTime
-        replaces it: docs/decisions/0028)."""
+        replaces it: docs/decisions/0032)."""
         try:
             delivery = self._producer.produce(OUTBOX_TOPIC, outbox_codec.encode(audience, record), key=message_id,
                                               partition=0, timestamp_ms=now_ms())

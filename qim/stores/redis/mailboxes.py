@@ -86,7 +86,7 @@ class RedisMailboxStore:
         mailbox_trim.lua when days expired. The cutoff is Redis's clock (unless `now_ms`
         is given), the clock that expires the day buckets (EXPIREAT): with this host's
         clock behind Redis's, a bucket Redis already dropped was read as retained, and a
-        cursor below its entries passed them without CURSOR_EXPIRED (docs/decisions/0028)."""
+        cursor below its entries passed them without CURSOR_EXPIRED (docs/decisions/0032)."""
         with boundary("mailbox read"):
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.time()

@@ -15,7 +15,7 @@
 -- Script-specific KEYS start at 10 and ARGV at 11.
 -- Times are Redis's own (qim_now_ms): the in-flight index is judged by CommitRecovery
 -- against the same clock, never against the clock of the writer that reserved
--- (docs/decisions/0028).
+-- (docs/decisions/0032).
 -- Reply: {status, state, message_id, conversation_seq, created_at_ms, older} where
 -- status is FRESH or EXISTING and older = {commit key, seq, ...} of unpublished
 -- commits below this one that the caller must publish first (docs/decisions/0017).

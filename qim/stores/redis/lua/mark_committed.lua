@@ -3,7 +3,7 @@
 -- ttl after now (2 h for sends, 24 h for group changes and recall/delete, whose retries
 -- must replay the original reply). The expiry is relative (PEXPIRE): an absolute time
 -- from the writer's clock is judged by Redis's, and a writer 2 h behind had the hash
--- expire at once and answered a committed send with an error (docs/decisions/0028).
+-- expire at once and answered a committed send with an error (docs/decisions/0032).
 -- The commit leaves the conversation's unpublished set (and its writer's count there)
 -- exactly once. Idempotent: a second call on COMMITTED changes nothing.
 -- KEYS: 1 commit hash, 2 in-flight zset, 3 unpublished zset, 4 unpublished owners hash
