@@ -133,16 +133,29 @@ def _apply_schema(cfg: ScyllaConfig) -> None:
     asyncio.run(run())
 
 
+def check_empty(cfg: ScyllaConfig) -> None:
+    """EngineError when `cfg.keyspace` holds messages (an absent keyspace is empty): run
+    before anything is restored, so a refused restore changes nothing."""
+    db = _Cql(cfg)
+    try:
+        tables = {r[0] for r in db.rows("SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s",
+                                        (db.ks,), "restore check")}
+        if "message_record" in tables and list(db.rows(f"SELECT message_id FROM {db.ks}.message_record LIMIT 1",
+                                                       (), "restore check")):
+            raise EngineError(f"restore: keyspace {db.ks} already holds messages: restore needs an empty one")
+    finally:
+        db.close()
+
+
 def restore(cfg: ScyllaConfig, dir: Path, left_out: set[bytes],
             seq_of: Callable[[bytes, bytes], int]) -> dict[str, int]:
     """The tables under `dir` into `cfg.keyspace` (module doc); {table: rows written}."""
     from cassandra.concurrent import execute_concurrent_with_args
 
+    check_empty(cfg)
     _apply_schema(cfg)
     db = _Cql(cfg)
     try:
-        if list(db.rows(f"SELECT message_id FROM {db.ks}.message_record LIMIT 1", (), "restore check")):
-            raise EngineError(f"restore: keyspace {db.ks} already holds messages: restore needs an empty one")
         counts = {}
         for path in sorted(dir.glob("*.jsonl")):
             table = path.stem

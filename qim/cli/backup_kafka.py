@@ -32,7 +32,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from qim.cli.topic_read import KAFKA_CALL_TIMEOUT_S, high_watermarks, read_topic
-from qim.consts import DISPATCH_TOPIC, OUTBOX_TOPIC
+from qim.consts import DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC
 from qim.errors import EngineError
 from qim.services.fanout.coordinator import GROUP_ID as FANOUT_GROUP
 
@@ -108,12 +108,28 @@ def _check_empty(consumer: Consumer, topic: str, parts: int) -> None:
             raise EngineError(f"{topic}[{p}] is not empty: restore only into an empty stack")
 
 
+def check_empty(bootstrap: str, dir: Path) -> None:
+    """EngineError when a topic of the backup in `dir` holds records on the target:
+    checked before anything is restored, so a refused restore writes nothing."""
+    meta = json.loads((dir / META).read_text())
+    consumer = _consumer(bootstrap)
+    try:
+        for topic, info in meta["topics"].items():
+            _check_empty(consumer, topic, info["partitions"])
+    except KafkaException as exc:
+        raise EngineError(f"kafka at {bootstrap}: {exc}") from None
+    finally:
+        consumer.close()
+
+
 def import_(bootstrap: str, dir: Path, keep: Keep) -> dict[tuple[str, int], list[tuple[int, int]]]:
     """Produce the kept records of the backup in `dir` (module doc)."""
     meta = json.loads((dir / META).read_text())
     consumer = _consumer(bootstrap)
+    # the writer's own limit (qim/infra/kafka/bridge.py): an Outbox record of a 1 MiB body is
+    # above librdkafka's default message.max.bytes (1,000,000) and would be refused here
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                         "linger.ms": 5})
+                         "linger.ms": 5, "message.max.bytes": KAFKA_MAX_RECORD_BYTES, "compression.type": "none"})
     admin = AdminClient({"bootstrap.servers": bootstrap})
     moved: dict[tuple[str, int], list[tuple[int, int]]] = {}
     try:

@@ -157,6 +157,14 @@ def run_restore(args: argparse.Namespace, out=sys.stdout) -> int:
     scylla = _scylla(args)
     if "cql" in manifest["order"] and scylla is None:
         raise ConfigError("this backup has the archive tier: QIM_SCYLLA_ADDRS (or --scylla-addrs) is required")
+    # every target checked empty before anything is written (Redis refuses a non-empty one
+    # itself, first): a refused restore leaves the target as it was
+    backup_kafka.check_empty(args.kafka_bootstrap, dir / "kafka")
+    if scylla is not None and "cql" in manifest["order"]:
+        try:
+            backup_cql.check_empty(scylla)
+        except StorageError as exc:
+            raise EngineError(f"restore: archive tier: {exc.message}") from None
     keys = backup_redis.restore(args.redis_addr, dir / "redis.rdb", dir / "restore-tmp")
     host, port = parse_addr(args.redis_addr)
     r = redis.Redis(host=host, port=port, socket_timeout=30)

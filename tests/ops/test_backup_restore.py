@@ -18,6 +18,7 @@ import random
 import subprocess
 import sys
 
+from qim.consts import MAX_MESSAGE_BODY
 from qim.dev.stack import stack_up
 from tests.e2e.chaos import Conversation, delivered_once, run_audit
 from tests.e2e.sdkclient import client
@@ -44,6 +45,7 @@ async def test_backup_wipe_restore_audit_zeros_and_history_readable(tmp_path):
     backup = tmp_path / "backup"
     try:
         before = {i: [f"before-{i}-{n}".encode() for n in range(15)] for i in range(len(convs))}
+        before[0].insert(7, b"before-0-" + b"x" * (MAX_MESSAGE_BODY - 9))  # the largest body: a record > 1 MB
         for i, conv in enumerate(convs):
             for body in before[i]:
                 await conv.send(body)
@@ -86,6 +88,9 @@ async def test_backup_wipe_restore_audit_zeros_and_history_readable(tmp_path):
                 await conv.client.close()
             audit = await asyncio.to_thread(run_audit, b)
             assert audit.returncode == 0, audit.stdout + audit.stderr
+            again = await asyncio.to_thread(_qimctl, es.env(), "restore", "--from", str(backup))  # not empty now
+            assert again.returncode == 2 and again.stderr.count("\n") == 1 and "not empty" in again.stderr, \
+                again.stderr
         finally:
             b.down()
     finally:
