@@ -220,7 +220,7 @@ def test_a_second_process_with_a_live_nodes_id_refuses_to_start(two_of_each):
     free = [f"127.0.0.1:{p}" for p in _free_ports(2)]
     env = {**os.environ, **st.env, **st.instance_env["mailbox2"], "QIM_MAILBOX_LISTEN": free[0],
            "QIM_MAILBOX_METRICS_LISTEN": free[1], "QIM_NODE_ID": node_id(st, "mailbox2")}
-    proc = subprocess.run([sys.executable, "-m", "qim.app.mailbox"], env=env, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "qim.app", "mailbox"], env=env, capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 2, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.startswith("qim-mailbox:")]
