@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import ssl
+import time
 from typing import Optional
 
 from qim._core import ids
@@ -138,3 +140,20 @@ def parse_more(op: int, body: bytes):
     table = {Opcode.GROUP_OK: group_pb2.GroupOk, Opcode.MEMBERS_BATCH: group_pb2.MembersBatch,
              Opcode.HISTORY_BATCH: history_pb2.HistoryBatch, Opcode.RECALL_OK: m.RecallOk}
     return table[op].FromString(body) if op in table else body
+
+
+async def first_pull_after(stack, user: int, since: float, addr: Optional[str] = None,
+                           timeout: float = 60.0) -> float:
+    """Seconds from `since` (time.monotonic) until a pull of `user`'s mailbox is served
+    through `addr` (default: the stack's first gateway): a dead owner's shard answers
+    UNAVAILABLE until a survivor took it over. Fails after `timeout` s."""
+    client = await RawClient.login(stack, user, device=random.getrandbits(31) + 1, addr=addr)
+    try:
+        while True:
+            op, reply = await client.request(Opcode.PULL_MAILBOX, mailbox_pb2.PullMailbox().SerializeToString())
+            if op == Opcode.MAILBOX_BATCH:
+                return time.monotonic() - since
+            assert time.monotonic() - since < timeout, reply
+            await asyncio.sleep(0.05)
+    finally:
+        await client.close()

@@ -28,11 +28,10 @@ import pytest
 from qim._core import ids
 from qim.errors import ErrorCode
 from qim.infra.redis.client import connect
-from qim.proto.v1 import mailbox_pb2
 from qim.protocol import Opcode
 from qim.stores.redis.registry import RedisShardRegistry
 from tests.e2e.chaos import Conversation, delivered_once, run_audit
-from tests.e2e.rawclient import RawClient
+from tests.e2e.rawclient import RawClient, first_pull_after
 from tests.e2e.sessionclient import entry_when, pull_page
 from tests.fixtures import TEST_SHARD_COUNT, running_stack
 
@@ -87,21 +86,6 @@ async def until_split(stack, kind: str, names: tuple[str, str], timeout: float =
         await asyncio.sleep(0.2)
 
 
-async def first_pull_after(stack, user: int, since: float, timeout: float = 30.0) -> float:
-    """Seconds from `since` until a pull of `user`'s mailbox is served (a dead owner's
-    shard answers UNAVAILABLE until a survivor took it over)."""
-    client = await RawClient.login(stack, user, device=random.getrandbits(31) + 1)
-    try:
-        while True:
-            op, reply = await client.request(Opcode.PULL_MAILBOX, mailbox_pb2.PullMailbox().SerializeToString())
-            if op == Opcode.MAILBOX_BATCH:
-                return time.monotonic() - since
-            assert time.monotonic() - since < timeout, reply
-            await asyncio.sleep(0.05)
-    finally:
-        await client.close()
-
-
 class Traffic:
     """Conversations sending numbered messages until stopped; `check()` proves delivery."""
 
@@ -140,7 +124,7 @@ async def test_a_killed_mailbox_nodes_shards_are_taken_over_and_nothing_is_lost(
     traffic = Traffic(st, pairs)
     await asyncio.sleep(2)
     st.kill_service("mailbox")
-    took = await first_pull_after(st, user_on(victim, table), time.monotonic())
+    took = await first_pull_after(st, user_on(victim, table), time.monotonic(), timeout=30.0)
     assert took <= (LEASE_MS + 2 * RENEW_MS) / 1000 + 3, took  # lease + one renewal (+ catch-up, load)
     assert set((await owners(st, "mailbox")).values()) == {node_id(st, "mailbox2")}
     await asyncio.sleep(2)
@@ -220,7 +204,7 @@ def test_a_second_process_with_a_live_nodes_id_refuses_to_start(two_of_each):
     free = [f"127.0.0.1:{p}" for p in _free_ports(2)]
     env = {**os.environ, **st.env, **st.instance_env["mailbox2"], "QIM_MAILBOX_LISTEN": free[0],
            "QIM_MAILBOX_METRICS_LISTEN": free[1], "QIM_NODE_ID": node_id(st, "mailbox2")}
-    proc = subprocess.run([sys.executable, "-m", "qim.app.mailbox"], env=env, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "qim.app", "mailbox"], env=env, capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 2, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.startswith("qim-mailbox:")]

@@ -18,8 +18,6 @@ import urllib.request
 from qim._core import ids
 from qim.cli.loadgen_sdk import SdkLane
 from qim.infra.redis.client import connect
-from qim.proto.v1 import mailbox_pb2
-from qim.protocol import Opcode
 from qim.stores.redis.registry import RedisShardRegistry
 from qim.wire.devtoken import load_dev_key
 from tests.e2e.archive import drop_keyspace
@@ -231,18 +229,3 @@ def sdk_base_on(node: str, table: dict[int, str], n: int = 8) -> int:
         base = random.getrandbits(40) + 1
         if sum(table.get(shard_of(base + i)) == node for i in range(n)) >= n // 4:
             return base
-
-
-async def first_pull_after(st, user: int, since: float, addr: str, timeout: float = 60.0) -> float:
-    """Seconds from `since` until a pull of `user`'s mailbox is served through `addr` (a
-    dead owner's shard answers UNAVAILABLE until a survivor took it over)."""
-    client = await RawClient.login(st, user, device=random.getrandbits(31) + 1, addr=addr)
-    try:
-        while True:
-            op, reply = await client.request(Opcode.PULL_MAILBOX, mailbox_pb2.PullMailbox().SerializeToString())
-            if op == Opcode.MAILBOX_BATCH:
-                return time.monotonic() - since
-            assert time.monotonic() - since < timeout, reply
-            await asyncio.sleep(0.05)
-    finally:
-        await client.close()

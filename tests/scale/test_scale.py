@@ -36,7 +36,7 @@ import pytest
 from qim.cluster import placement
 from qim.proto.v1 import connection_pb2
 from qim.protocol import Opcode
-from tests.e2e.rawclient import RawClient
+from tests.e2e.rawclient import RawClient, first_pull_after
 from tests.fixtures import TEST_SHARD_COUNT
 from tests.scale.harness import (
     LEASE_MS,
@@ -45,7 +45,6 @@ from tests.scale.harness import (
     Load,
     blocking,
     epochs,
-    first_pull_after,
     metric,
     node_id,
     owners,
