@@ -1,20 +1,35 @@
-"""The producer bridge (qim/infra/kafka/bridge.py; issue 12): the delivery reports of one
-poll reach the event loop in one wake-up, not one per record, and every future still gets
-its own (partition, offset) in produce order, or its own EngineError. Real Kafka."""
+"""The producer bridge (qim/infra/kafka/bridge.py): the delivery reports of one poll
+reach the event loop in one wake-up, not one per record, and every future still gets its
+own (partition, offset) in produce order, or its own EngineError. Real Kafka, on topics
+of each test's own: the session engines serve the session stack, whose fanout stops at
+the first Outbox record it cannot decode (docs/architecture.md: an unplannable record
+stops the coordinator), so nothing here writes into qim.outbox."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
 
-from qim.consts import OUTBOX_TOPIC
 from qim.errors import EngineError
 from qim.infra.kafka.bridge import AsyncProducer
 
 
+def private_topic(bootstrap: str, partitions: int = 1) -> str:
+    """A new topic of `partitions` partitions on the broker at `bootstrap`, named for one test."""
+    topic = f"qim.test.bridge-{uuid.uuid4().hex[:12]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # referenced until its futures resolved
+    for fut in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        fut.result(30)
+    return topic
+
+
 async def test_deliveries_of_one_poll_share_one_wakeup(engines, monkeypatch):
-    producer = AsyncProducer(engines.env()["QIM_KAFKA_BOOTSTRAP"])
+    bootstrap = engines.env()["QIM_KAFKA_BOOTSTRAP"]
+    topic = private_topic(bootstrap)
+    producer = AsyncProducer(bootstrap)
     loop = asyncio.get_running_loop()
     wakeups = 0
     threadsafe = loop.call_soon_threadsafe
@@ -25,9 +40,9 @@ async def test_deliveries_of_one_poll_share_one_wakeup(engines, monkeypatch):
         return threadsafe(*args, **kw)
 
     try:
-        await producer.produce(OUTBOX_TOPIC, b"warm", key=b"k", partition=0)
+        await producer.produce(topic, b"warm", key=b"k", partition=0)
         monkeypatch.setattr(loop, "call_soon_threadsafe", counted)
-        futures = [producer.produce(OUTBOX_TOPIC, b"r%d" % i, key=b"k", partition=0) for i in range(200)]
+        futures = [producer.produce(topic, b"r%d" % i, key=b"k", partition=0) for i in range(200)]
         results = await asyncio.gather(*futures)
         offsets = [offset for _, offset in results]
         assert all(partition == 0 for partition, _ in results)
@@ -38,12 +53,14 @@ async def test_deliveries_of_one_poll_share_one_wakeup(engines, monkeypatch):
 
 
 async def test_a_failed_delivery_is_an_engine_error(engines):
-    producer = AsyncProducer(engines.env()["QIM_KAFKA_BOOTSTRAP"], {"message.timeout.ms": 2000})
+    bootstrap = engines.env()["QIM_KAFKA_BOOTSTRAP"]
+    topic = private_topic(bootstrap)
+    producer = AsyncProducer(bootstrap, {"message.timeout.ms": 2000})
     try:
         with pytest.raises(EngineError):
-            # the Outbox has one partition: partition 7 does not exist
-            await producer.produce(OUTBOX_TOPIC, b"x", partition=7)
-        partition, _ = await producer.produce(OUTBOX_TOPIC, b"y", partition=0)  # and the producer goes on
+            # the topic has one partition: partition 7 does not exist
+            await producer.produce(topic, b"x", partition=7)
+        partition, _ = await producer.produce(topic, b"y", partition=0)  # and the producer goes on
         assert partition == 0
     finally:
         await producer.close()
@@ -53,8 +70,6 @@ async def test_a_partition_given_up_while_paused_and_taken_again_fetches_again(e
     """librdkafka keeps a partition's pause across unassign and assign: a mailbox shard
     given up with a full FIFO and taken back later never fetched again (found by the
     SIGSTOP takeover gate; docs/decisions/0040-scale-leases-and-fencing.md)."""
-    from confluent_kafka.admin import AdminClient, NewTopic
-
     from qim.infra.kafka.bridge import AsyncConsumer
 
     bootstrap = engines.env()["QIM_KAFKA_BOOTSTRAP"]
