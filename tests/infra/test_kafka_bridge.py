@@ -47,3 +47,26 @@ async def test_a_failed_delivery_is_an_engine_error(engines):
         assert partition == 0
     finally:
         await producer.close()
+
+
+async def test_records_already_fetched_are_taken_without_a_thread_handoff(engines):
+    """A consume that finds records queued takes them on the loop (docs/decisions/0053):
+    after the first batch, the rest of what one fetch brought costs no hand-off; every
+    record arrives once, in log order."""
+    from qim.infra.kafka.bridge import AsyncConsumer
+
+    bootstrap = engines.env()["QIM_KAFKA_BOOTSTRAP"]
+    producer = AsyncProducer(bootstrap)
+    consumer = AsyncConsumer(bootstrap, "qim-test-bridge-take")
+    try:
+        start = (await consumer.high_watermarks(OUTBOX_TOPIC, [0]))[0]
+        await asyncio.gather(*(producer.produce(OUTBOX_TOPIC, b"t%d" % i, partition=0) for i in range(40)))
+        await consumer.assign(OUTBOX_TOPIC, {0: start})
+        got: list[bytes] = []
+        while len(got) < 40:
+            got += [m.value() for m in await consumer.consume(10, 5.0)]
+        assert got == [b"t%d" % i for i in range(40)]
+        assert consumer.handoffs < 4, consumer.handoffs  # 4 batches of 10; a thread for each before
+    finally:
+        await consumer.close()
+        await producer.close()
