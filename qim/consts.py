@@ -245,8 +245,9 @@ KAFKA_PRODUCER_POLL_S = 1.0
 KAFKA_CONSUMER_FETCH_WAIT_MS = 500
 # Consumers whose latency no user waits on (the session's durable projection, the
 # archiver): the broker answers a fetch once this many bytes are there or the wait is
-# over, so a busy log is read in a few large batches instead of one fetch per append.
-KAFKA_BATCH_FETCH = {"fetch.min.bytes": 256 * 1024, "fetch.wait.max.ms": 200}
+# over, so a busy log is read in a few large batches instead of one fetch per append
+# (and an idle one costs no more fetches than the others').
+KAFKA_BATCH_FETCH = {"fetch.min.bytes": 256 * 1024, "fetch.wait.max.ms": KAFKA_CONSUMER_FETCH_WAIT_MS}
 # How long a service's consume call waits for a first record before it returns empty
 # (it returns on the first record): only the idle loop's wake-ups.
 KAFKA_CONSUME_WAIT_S = 1.0

@@ -154,6 +154,16 @@ class CassandraEngine(Engine):
             "auto_snapshot: false",  # a dropped test keyspace leaves no snapshot behind
             "concurrent_compactors: 1",
             "disk_optimization_strategy: ssd",
+            # a small machine, one node (docs/operations.md, "Engine settings"): no peer to
+            # rank (the dynamic snitch recomputes scores every 100 ms) or to hold hints for,
+            # and request pools sized for two cores instead of 32 threads each
+            "dynamic_snitch: false",
+            "hinted_handoff_enabled: false",
+            "concurrent_reads: 8",
+            "concurrent_writes: 8",
+            "concurrent_counter_writes: 4",
+            "concurrent_materialized_view_writes: 4",
+            "native_transport_max_threads: 16",
             "",
         ])
 
@@ -187,6 +197,10 @@ class CassandraEngine(Engine):
                 f"-Dcassandra.triggers_dir={self.dir / 'triggers'}",
                 # one node, its own seed: nothing to wait for in gossip
                 "-Dcassandra.skip_wait_for_gossip_to_settle=0",
+                # the approximate clock (request expiry, timeouts of seconds) is sampled
+                # every 2 ms by default: 500 wake-ups a second, a third of an idle node's
+                # CPU (the ScheduledFastTasks thread); 10 ms is precise enough
+                "-Dcassandra.approximate_time_precision_ms=10",
                 "-cp", f"{self.lib}/*", "org.apache.cassandra.service.CassandraDaemon"]
 
     def _check_ready(self) -> bool:

@@ -157,6 +157,11 @@ class KafkaEngine(Engine):
             "broker.heartbeat.interval.ms": 750,
             "num.network.threads": 2,  # two cores: the defaults (3 / 8) only contend
             "num.io.threads": 2,
+            # the controller appends a no-op record to the metadata log this often (default
+            # 500 ms: an append, a flush and a metadata publish twice a second on an idle
+            # broker); liveness comes from the broker heartbeats above, not from these
+            # (docs/decisions/0053-kafka-idle-and-batching.md)
+            "metadata.max.idle.interval.ms": 5000,
         }
         if self.brokers == 1:
             # Redpanda fsyncs before it acks; flush every append so a crash test against

@@ -107,3 +107,27 @@ async def test_a_partition_given_up_while_paused_and_taken_again_fetches_again(e
     finally:
         await consumer.close()
         await producer.close()
+
+
+async def test_records_already_fetched_are_taken_without_a_thread_handoff(engines):
+    """A consume that finds records queued takes them on the loop (docs/decisions/0053):
+    after the first batch, the rest of what one fetch brought costs no hand-off; every
+    record arrives once, in log order."""
+    from qim.infra.kafka.bridge import AsyncConsumer
+
+    bootstrap = engines.env()["QIM_KAFKA_BOOTSTRAP"]
+    topic = private_topic(bootstrap)
+    producer = AsyncProducer(bootstrap)
+    consumer = AsyncConsumer(bootstrap, "qim-test-bridge-take")
+    try:
+        start = (await consumer.high_watermarks(topic, [0]))[0]
+        await asyncio.gather(*(producer.produce(topic, b"t%d" % i, partition=0) for i in range(40)))
+        await consumer.assign(topic, {0: start})
+        got: list[bytes] = []
+        while len(got) < 40:
+            got += [m.value() for m in await consumer.consume(10, 5.0)]
+        assert got == [b"t%d" % i for i in range(40)]
+        assert consumer.handoffs < 4, consumer.handoffs  # 4 batches of 10; a thread for each before
+    finally:
+        await consumer.close()
+        await producer.close()

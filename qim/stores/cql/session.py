@@ -15,7 +15,8 @@ CQL protocol v4, the newest ScyllaDB speaks.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Iterable, Optional, Sequence
+import threading
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from qim.config.tier import ScyllaConfig
 from qim.stores.cql.errors import is_driver_error, translate
@@ -129,18 +130,28 @@ class CqlSession:
     async def execute_many(self, calls: Iterable[tuple[Any, Sequence[Any]]], concurrency: int,
                            what: str = "write") -> int:
         """Run every (statement, params) with at most `concurrency` in flight; waits for all
-        of them, then raises the first error (typed). Returns how many ran."""
-        sem = asyncio.Semaphore(concurrency)
+        of them, then raises the first error (typed). Returns how many ran.
 
-        async def one(stmt: Any, params: Sequence[Any]) -> None:
-            async with sem:
-                await self.execute(stmt, params, what)
-
-        results = await asyncio.gather(*(one(s, p) for s, p in calls), return_exceptions=True)
-        for r in results:
-            if isinstance(r, BaseException):
-                raise r
-        return len(results)
+        The requests are chained in the driver's own callbacks (_Chain) and the event loop
+        is woken once for the whole set: one asyncio task, future and loop wake-up per
+        statement cost the archiver about as much CPU as the driver's request work
+        (docs/decisions/0053-kafka-idle-and-batching.md)."""
+        calls = list(calls)
+        if not calls:
+            return 0
+        if self._session is None:
+            await self.open()
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        _Chain(self._session, calls, concurrency, lambda first: loop.call_soon_threadsafe(
+            _resolve, fut, first, first is not None)).pump()
+        try:
+            await fut
+        except Exception as exc:
+            if is_driver_error(exc):
+                raise translate(exc, what) from exc
+            raise
+        return len(calls)
 
     async def execute_all(self, stmt: Any, params: Sequence[Sequence[Any]], concurrency: int,
                           what: str = "read") -> list[list]:
@@ -168,3 +179,57 @@ class CqlSession:
         self._prepared.clear()
         if cluster is not None:
             await asyncio.get_running_loop().run_in_executor(None, cluster.shutdown)
+
+
+class _Chain:
+    """Statements run on the driver's callbacks, at most `concurrency` in flight: each
+    completion starts the next one; `finished(first error or None)` is called once, on
+    the thread of the last completion, when every statement ended. Each request keeps the
+    execution profile's timeout (REQUEST_TIMEOUT_S), so the chain always ends."""
+
+    def __init__(self, session: Any, calls: list, concurrency: int, finished: Callable[[Any], object]) -> None:
+        self._session, self._calls, self._limit, self._finished = session, calls, max(1, concurrency), finished
+        self._lock = threading.Lock()
+        self._next = self._in_flight = self._done = 0
+        self._first: Any = None
+        self._pumping = False
+
+    def pump(self) -> None:
+        """Start statements while slots are free. A completion inside execute_async (a
+        request that failed at once) re-enters here; the outer frame's loop starts the
+        next one instead, so a burst of immediate failures never recurses."""
+        with self._lock:
+            if self._pumping:
+                return
+            self._pumping = True
+        while True:
+            with self._lock:
+                if self._next >= len(self._calls) or self._in_flight >= self._limit:
+                    self._pumping = False
+                    return
+                stmt, params = self._calls[self._next]
+                self._next += 1
+                self._in_flight += 1
+            try:
+                rf = self._session.execute_async(stmt, params)
+                rf.add_callbacks(self._ok, self._failed)
+            except Exception as exc:  # refused before it was sent (no host, bad values)
+                self._complete(exc)
+
+    def _ok(self, _rows: Any) -> None:
+        self._complete(None)
+
+    def _failed(self, exc: BaseException) -> None:
+        self._complete(exc)
+
+    def _complete(self, exc: Optional[BaseException]) -> None:
+        with self._lock:
+            self._in_flight -= 1
+            self._done += 1
+            if exc is not None and self._first is None:
+                self._first = exc
+            last = self._done == len(self._calls)
+        if last:
+            self._finished(self._first)
+        else:
+            self.pump()
