@@ -18,20 +18,27 @@ from dataclasses import dataclass
 from qim.consts import (
     DEFAULT_SHARD_COUNT,
     MAX_CONNECTIONS_PER_USER_DEFAULT,
+    PRESENCE_TTL_MS_DEFAULT,
     RATE_CONN_BURST_DEFAULT,
     RATE_CONN_PER_S_DEFAULT,
     RATE_USER_BURST_DEFAULT,
     RATE_USER_PER_S_DEFAULT,
+    ROOM_IDLE_S_DEFAULT,
+    ROOM_RING_BYTES_DEFAULT,
+    ROOM_RING_EVENTS_DEFAULT,
+    ROOMS_PER_CONNECTION_DEFAULT,
+    SHARD_LEASE_MS_DEFAULT,
     TOKEN_AUDIENCE_DEFAULT,
     TOKEN_ISSUER_DEFAULT,
     TOKEN_LEEWAY_S_DEFAULT,
     TOKEN_MAX_TTL_S_DEFAULT,
     WRITER_INFLIGHT_DEFAULT,
 )
-from qim.topology import ARCHIVER, FANOUT, GATEWAY, MAILBOX, QIMCTL, SERVICES, SESSION, WRITER, dials, processes
+from qim.topology import ARCHIVER, FANOUT, GATEWAY, MAILBOX, QIMCTL, ROOM, SERVICES, SESSION, WRITER, dials, processes
 
 ALL, CLIENTS, DEV = "all", "clients", "dev"
-_RPC = (GATEWAY, WRITER, MAILBOX, SESSION)  # the services with an internal certificate
+_RPC = (GATEWAY, WRITER, MAILBOX, SESSION, ROOM)  # the services with an internal certificate
+_LEASED = (GATEWAY, MAILBOX, SESSION, FANOUT, ARCHIVER)  # the kinds holding ShardRegistry leases (qim/config/registry.py)
 _ENGINES = (WRITER, MAILBOX, SESSION, FANOUT, ARCHIVER, GATEWAY)
 _CQL = (*_ENGINES, QIMCTL)  # every service reads the tier (qim/config/common.py) even when it has no CQL work
 
@@ -54,13 +61,13 @@ def _v(name: str, type: str, default: object, readers: tuple[str, ...] | str, me
 
 _WRITTEN: tuple[Var, ...] = (
     # shared by the services (qim/config/common.py)
-    _v("QIM_REDIS_ADDR", "addr", "required", (*_ENGINES, QIMCTL), "the commit Redis (host:port)"),
+    _v("QIM_REDIS_ADDR", "addr", "required", (*_ENGINES, ROOM, QIMCTL), "the commit Redis (host:port)"),
     _v("QIM_KAFKA_BOOTSTRAP", "text", "required", (*_ENGINES, QIMCTL), "Kafka-API bootstrap servers"),
     _v("QIM_MAILBOX_SHARD_COUNT", "int 1..65536, power of two", DEFAULT_SHARD_COUNT, (*_ENGINES, QIMCTL),
        "mailbox shards = partitions of qim.dispatch, validated identically everywhere"),
-    _v("QIM_TENANT_ID", "u128", 0, (*_ENGINES, QIMCTL), "tenant of this deployment"),
-    _v("QIM_REDIS_ALLOW_UNSAFE_DEV", "flag", 0, _ENGINES, "accept a Redis without AOF fsync (development only)"),
-    _v("QIM_MAX_MESSAGE_BODY", "int 1..1048576", 1048576, (GATEWAY, WRITER), "body limit in bytes"),
+    _v("QIM_TENANT_ID", "u128", 0, (*_ENGINES, ROOM, QIMCTL), "tenant of this deployment"),
+    _v("QIM_REDIS_ALLOW_UNSAFE_DEV", "flag", 0, (*_ENGINES, ROOM), "accept a Redis without AOF fsync (development only)"),
+    _v("QIM_MAX_MESSAGE_BODY", "int 1..1048576", 1048576, (GATEWAY, WRITER, ROOM), "body limit in bytes"),
     _v("QIM_WRITER_REQUEST_INFLIGHT_LIMIT", "int 1..8192", WRITER_INFLIGHT_DEFAULT, (GATEWAY, WRITER),
        "requests in flight per connection to a writer"),
     # every process (qim/app/run.py, qim/_core)
@@ -111,6 +118,21 @@ _WRITTEN: tuple[Var, ...] = (
     _v("QIM_SESSION_SNAPSHOT_TTL_MS", "int 0..3600000", 300000, SESSION, "session-list snapshot lifetime"),
     _v("QIM_FANOUT_BATCH_SIZE", "int 1..1024", 512, FANOUT, "Outbox records per fanout batch"),
     _v("QIM_FANOUT_FAULT_POINT", "name", "unset", FANOUT, "crash point (tests only)"),
+    # the ShardRegistry (qim/config/registry.py; docs/decisions/0040-scale-leases-and-fencing.md)
+    _v("QIM_NODE_ID", "1-128 of A-Z a-z 0-9 . _ : @ -", "service@listen address", _LEASED,
+       "this node's id, unique among the nodes of its kind (a second node with it refuses to start)"),
+    _v("QIM_REGISTRY_REDIS_ADDR", "addr", "QIM_REDIS_ADDR", _LEASED, "the registry's Redis"),
+    _v("QIM_SHARD_LEASE_MS", "int 500..600000", SHARD_LEASE_MS_DEFAULT, _LEASED,
+       "how long a node's leases last without renewal (takeover time is about this)"),
+    _v("QIM_SHARD_RENEW_MS", "int 50..300000, at most half the lease", "a quarter of the lease", _LEASED,
+       "how often leases are renewed"),
+    _v("QIM_PRESENCE_TTL_MS", "int 10000..2592000000", PRESENCE_TTL_MS_DEFAULT, _LEASED,
+       "a PresenceEntry not renewed stops counting after this"),
+    # chatrooms (qim/config/room.py; docs/decisions/0045-rooms-phase-one-in-process-ring.md)
+    _v("QIM_ROOM_RING_EVENTS", "int", ROOM_RING_EVENTS_DEFAULT, ROOM, "events a room's replay ring holds"),
+    _v("QIM_ROOM_RING_BYTES", "int", ROOM_RING_BYTES_DEFAULT, ROOM, "encoded bytes of those events"),
+    _v("QIM_ROOM_IDLE_S", "int", ROOM_IDLE_S_DEFAULT, ROOM, "a room without members this long is dropped (its ring too)"),
+    _v("QIM_ROOM_MAX_PER_CONNECTION", "int", ROOMS_PER_CONNECTION_DEFAULT, GATEWAY, "rooms one connection may join"),
     # archive tier (qim/config/tier.py, archiver.py)
     _v("QIM_SCYLLA_ADDRS", "addrs", "unset (no archive tier)", _CQL, "ScyllaDB contact points"),
     _v("QIM_SCYLLA_KEYSPACE", "name", "qim", _CQL, "keyspace"),
@@ -126,6 +148,8 @@ _WRITTEN: tuple[Var, ...] = (
     _v("QIM_ARCHIVER_FAULT_POINT", "name", "unset", ARCHIVER, "crash point (tests only)"),
     # clients and qimctl
     _v("QIM_GATEWAY_ADDR", "addr", "127.0.0.1:7100", (CLIENTS, QIMCTL), "the gateway a client dials"),
+    _v("QIM_GATEWAY_ADDRS", "addrs", "QIM_GATEWAY_ADDR", CLIENTS,
+       "every gateway's client address (qim-loadgen and the replay spread their devices over them)"),
     _v("QIM_GATEWAY_WS_ADDR", "ws:// URL", "unset", (CLIENTS, DEV), "the development WebSocket endpoint"),
     _v("QIM_GATEWAY_WSS_ADDR", "wss:// URL", "unset", CLIENTS, "the WebSocket endpoint on the client port"),
     _v("QIM_CA_FILE", "path", "system trust", (CLIENTS, QIMCTL), "CA that verifies the gateway"),
@@ -157,14 +181,14 @@ def _derived() -> tuple[Var, ...]:
                        f"{row.name} /metrics and /healthz (HTTP on loopback unless QIM_METRICS_TLS_CERT)"))
         if row.node_index:
             out.append(Var(f"QIM_{row.env}_NODE_INDEX", "int", "0", (row.name,), "this node's index among its kind"))
-            if row.name != SESSION:  # a session node counts QIM_SESSION_ADDRS instead
+            if row.name not in (SESSION, ROOM):  # these count their address list instead
                 out.append(Var(f"QIM_{row.env}_NODE_COUNT", "int", "1", (row.name,), "nodes of this kind"))
     for row in SERVICES.values():  # address lists: read by every service that dials the kind
         listener = row.internal_listener
         if listener is None:
             continue
         readers = tuple(s.name for s in SERVICES.values() if row in dials(s.name))
-        own = (row.name,) if row.name == SESSION else ()  # user u on node u mod len(list)
+        own = (row.name,) if row.name == ROOM else ()  # a room's shard mod len(list) names its RoomWriter
         out.append(Var(row.addrs_var, "addrs", f"127.0.0.1:{listener.port}", (*readers, *own),
                        f"every {row.name} node's internal address, in node order"))
     return tuple(out)

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # files, HTTPS metrics) or outside it (qim/app/run.py): declared, not always recorded
 CONDITIONAL = {"QIM_FAULT_INJECTION", "QIM_TOKEN_JWKS", "QIM_TOKEN_JWKS_REFRESH_S"}
 # QIM_* words in the code that are not variables: Redis script error codes and name prefixes
-NOT_VARIABLES = {"QIM_CKPT_BINDING", "QIM_CKPT_CONFLICT", "QIM_CKPT_CORRUPT", "QIM_CLOCK_BEHIND", "QIM_CONFLICT",
+NOT_VARIABLES = {"QIM_NOT_OWNER", "QIM_CKPT_BINDING", "QIM_CKPT_CONFLICT", "QIM_CKPT_CORRUPT", "QIM_CLOCK_BEHIND", "QIM_CONFLICT",
                  "QIM_DIGEST_CONFLICT", "QIM_FORBIDDEN", "QIM_HLC_LOST", "QIM_MEMBERSHIP_CHANGED", "QIM_NOT_FOUND",
                  "QIM_NOT_RECORDED", "QIM_PREVIOUS_PENDING", "QIM_RECORD_CHANGED", "QIM_WM_CONFLICT",
                  "QIM_DEV_TOKEN_SECRET",  # named only by the migration note of qim/wire/devtoken.py: gone

@@ -51,7 +51,7 @@ async def test_a_stuck_shard_pauses_only_its_partition_and_others_flow(monkeypat
             await release.wait()  # shard 0's store call hangs
         done[cur.shard].append(offset)
         return SimpleNamespace(new_blob=watermark.advance_all(cur.blob, offset), status="FRESH", tenant=0,
-                               mailbox_seq=0, per_user=[])
+                               mailbox_seq=0, per_user=[], trace_id="")
 
     monkeypatch.setattr(mat_mod, "materialize", fake_materialize)
     m = MailboxMaterializer.__new__(MailboxMaterializer)
