@@ -1,4 +1,4 @@
-"""History paging across the hot floor (issue 14): one conversation of 100,000 messages,
+"""History paging across the hot floor: one conversation of 100,000 messages,
 the oldest 89,975 archived in CQL (Cassandra 5.0 standing in for ScyllaDB) and trimmed
 from Redis, the newest 10,025 hot (one page crosses the seam); a reader pages it all from the newest to the oldest
 (OLDER, 50 per page, the SDK's page) through the TieredMessageStore, the one call the

@@ -1,5 +1,5 @@
 """pytest fixtures for real engines (imported by tests/conftest.py). They live under
-tests/, not in the qim package, so the wheel carries no test code (issue 11).
+tests/, not in the qim package, so the wheel carries no test code.
 
 - `engines` (session): ONE private Redis + Kafka for the whole run, under a tmp dir,
   own ports, qim.dispatch with TEST_SHARD_COUNT partitions; stopped at session end.
@@ -9,7 +9,7 @@ tests/, not in the qim package, so the wheel carries no test code (issue 11).
 - `private_cassandra` (function): a Cassandra 5.0 node of the test's own (the local
   stand-in for ScyllaDB; ~10-40 s and ~1 GiB: only for tests that restart it).
 - `shared_cassandra` (session): ONE Cassandra node for every other test that needs CQL
-  (each takes a keyspace of its own; issue 14).
+  (each takes a keyspace of its own).
 - `stack` (session): writer, mailbox, session, gateway and fanout as real processes on
   `engines`; a service that cannot start FAILS the tests (never skips). Defined here
   and only here: a second definition of a session fixture (a conftest importing it) is
@@ -147,7 +147,7 @@ class SharedCassandra:
 
 @pytest.fixture(scope="session")
 def shared_cassandra(tmp_path_factory) -> SharedCassandra:
-    """ONE Cassandra node for every test that needs CQL (issue 14: CI on two cores cannot
+    """ONE Cassandra node for every test that needs CQL (CI on two cores cannot
     afford one per test; each user takes a keyspace of its own). QIM_TEST_SCYLLA_ADDR
     (host:port) uses a node that is already running instead (development)."""
     import os

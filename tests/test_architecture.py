@@ -1,4 +1,4 @@
-"""The import graph of qim (issue 11; docs/decisions/0019-storage-layer.md): the layers a
+"""The import graph of qim (docs/decisions/0019-storage-layer.md): the layers a
 newcomer can see.
 
 - No module under qim/services imports a storage driver: not redis (or redis.*), nor the

@@ -1,4 +1,4 @@
-"""The repository cites its own documents (issue 18): no tracked file points a reader
+"""The repository cites its own documents: no tracked file points a reader
 at a DESIGN.md or a ../shared directory that a clone does not have (the design is
 docs/design.md, decisions are docs/decisions/), and every docs/*.md or decision record a
 document names exists."""

@@ -1,4 +1,4 @@
-"""Habits as tests (issue 11; in the manner of asyncpg's tests/test__sourcecode.py):
+"""Habits as tests (in the manner of asyncpg's tests/test__sourcecode.py):
 `ruff check` and `mypy` over the source with the configuration in pyproject.toml, and
 every public function, class and method under qim/ has a docstring (generated Protobuf
 modules aside). `make test` runs these with everything else.

@@ -1,4 +1,4 @@
-"""TLS 1.3 for the client port and mutual TLS between services (docs/design.md §4; issue 15;
+"""TLS 1.3 for the client port and mutual TLS between services (docs/design.md §4;
 docs/decisions/0022-tls-in-place-upgrade-and-service-identity.md).
 
 Only the standard library's `ssl` (the SDK and the services need nothing else).

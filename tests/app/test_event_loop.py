@@ -1,4 +1,4 @@
-"""The services' event loop (qim/app/run.py, issue 12): uvloop by default,
+"""The services' event loop (qim/app/run.py): uvloop by default,
 QIM_EVENT_LOOP=asyncio opts out, any other value exits 2 naming the variable. Real
 gateway processes on a Redis of the test's own (the gateway's ShardRegistry, as in test_run.py)."""
 

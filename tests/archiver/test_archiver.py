@@ -1,4 +1,4 @@
-"""The HistoryArchiver against real engines (issue 14): a private Kafka and Redis, a
+"""The HistoryArchiver against real engines: a private Kafka and Redis, a
 keyspace of the shared Cassandra node, the archiver in this process. It archives what the
 Outbox holds (a recall included) and moves its position and the watermark only after the
 rows are written; it fails closed, archiving nothing past the point, on a position bound

@@ -1,4 +1,4 @@
-"""qimctl of the archive tier (issue 14): `schema apply|check` on a keyspace of the shared
+"""qimctl of the archive tier: `schema apply|check` on a keyspace of the shared
 Cassandra node (idempotent; a missing keyspace and an unreachable node are exit 2 with a
 message naming the fix), `retention set|get` on a private Redis."""
 

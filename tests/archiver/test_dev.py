@@ -1,4 +1,4 @@
-"""The archive tier in the development tools (issue 14): `qim-dev engines up` starts
+"""The archive tier in the development tools: `qim-dev engines up` starts
 Cassandra unless told not to (the library and test fixtures only when asked), and
 `qim-dev stack up` passes the archive settings of its environment to the services,
 restarting a running stack that has others."""

@@ -1,4 +1,4 @@
-"""What one Outbox batch writes to the archive (qim/services/archiver/plan.py; issue 14):
+"""What one Outbox batch writes to the archive (qim/services/archiver/plan.py):
 pure logic, vectors."""
 
 from __future__ import annotations

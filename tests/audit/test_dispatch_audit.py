@@ -1,4 +1,4 @@
-"""`qimctl audit dispatch` (issue 5; docs/design.md §12 "zero orphans", seed 000 orphan 独立审计).
+"""`qimctl audit dispatch` (docs/design.md §12 "zero orphans", seed 000 orphan 独立审计).
 
 Three layers:
 - unit: the pure comparison (qim.services.audit.dispatch_audit) on constructed records,

@@ -1,4 +1,4 @@
-"""TLS variables (qim/config/tls.py; issue 15): certificates are required unless the
+"""TLS variables (qim/config/tls.py): certificates are required unless the
 explicit development flag is set AND every address is loopback; each refusal names the
 variable; an unreadable certificate stops the node with a ConfigError naming it."""
 

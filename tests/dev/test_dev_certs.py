@@ -1,4 +1,4 @@
-"""The development CA and certificates (qim/dev/certs.py; issue 15): made once per
+"""The development CA and certificates (qim/dev/certs.py): made once per
 directory and reused, remade when they expire (a new CA re-issues every leaf), keys
 0600, and the certificates say what the services check (the service name in a SAN URI,
 the client port's loopback names)."""

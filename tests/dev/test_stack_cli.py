@@ -46,7 +46,7 @@ def test_down_up_keeps_addresses_and_token_key_and_restart_one_service(tmp_path)
         assert env1["QIM_DEV_TOKEN_KEY"] == str((sd / "dev_token_key.pem").resolve())
         assert stat.S_IMODE(os.stat(sd / "dev_token_key.pem").st_mode) == 0o600
         key_pem = (sd / "dev_token_key.pem").read_bytes()
-        # TLS: the development CA clients trust, and qimctl's certificate (issue 15)
+        # TLS: the development CA clients trust, and qimctl's certificate
         assert env1["QIM_CA_FILE"] == str((sd / "tls" / "ca.crt").resolve())
         assert env1["QIM_QIMCTL_TLS_CERT"] == str((sd / "tls" / "qimctl.crt").resolve())
         ca_pem = (sd / "tls" / "ca.crt").read_bytes()

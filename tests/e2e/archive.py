@@ -1,4 +1,4 @@
-"""Helpers of the archive tier's end-to-end tests (issue 14): a private stack (its own
+"""Helpers of the archive tier's end-to-end tests: a private stack (its own
 Redis and Kafka: the archiver and the trimmer act on every conversation of their engines)
 with qim-archiver, a keyspace of the shared Cassandra node and a tiny hot window, and
 waits on what the tier does."""

@@ -1,4 +1,4 @@
-"""Run the code examples of the SDK's documentation as written (issue 13): the qim.sdk
+"""Run the code examples of the SDK's documentation as written: the qim.sdk
 module docstring and the ```python blocks of docs/sdk.md, each as its own Python
 process with the stack's client environment (QIM_GATEWAY_ADDR, QIM_DEV_TOKEN_KEY),
 exactly what a reader gets after sourcing .qim/stack/stack.env."""

@@ -1,4 +1,4 @@
-"""Helpers for tests of qim.sdk.Client against the real stack (issue 13)."""
+"""Helpers for tests of qim.sdk.Client against the real stack."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Crash gates of the archive tier (issue 14): qim-archiver SIGKILLed mid-batch (after a
+"""Crash gates of the archive tier: qim-archiver SIGKILLed mid-batch (after a
 batch's rows were written, before its position moved; and at a random moment under
 traffic) and restarted; Cassandra SIGKILLed and restarted under traffic. Sends never
 stop; afterwards every conversation's history pages byte-exact across the hot floor

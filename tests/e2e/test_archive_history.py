@@ -1,4 +1,4 @@
-"""The archive tier end to end (issue 14; docs/design.md §5 step 7): real processes, a stack
+"""The archive tier end to end (docs/design.md §5 step 7): real processes, a stack
 with qim-archiver and a 1 s hot window. What was sent comes back byte-exact across the
 hot floor: through an offline recipient's mailbox pull (bodies of trimmed messages
 filled from the archive), through PULL_HISTORY pages of every size in both directions,

@@ -1,4 +1,4 @@
-"""The SDK across the archive's hot floor (issue 14; docs/design.md §9): with a 1 s hot window
+"""The SDK across the archive's hot floor (docs/design.md §9): with a 1 s hot window
 and a 3 s mailbox retention, a device whose cursor fell behind REBUILDs from the session
 list and history, and a new device back-fills with history pages; both end with exactly
 what was sent (bodies byte-exact, the recall shown), though most of it is read from the

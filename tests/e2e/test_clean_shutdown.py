@@ -1,4 +1,4 @@
-"""Every service stops cleanly on SIGTERM (issue 11, docs/decisions/0020): exit 0 and no
+"""Every service stops cleanly on SIGTERM (docs/decisions/0020): exit 0 and no
 traceback in its log, with a device connected and pushes flowing. Before the service
 shell, a stack stop logged `CancelledError` tracebacks (session) and "Task was destroyed
 but it is pending!" / "Event loop is closed" (gateway: a mailbox push link reconnected

@@ -1,5 +1,5 @@
 """Body sizes at and around every threshold x conversation kind x recipient presence x
-path: every message the app is told has its whole body byte-exact (issue 10).
+path: every message the app is told has its whole body byte-exact.
 
 Sizes (qim/cli/bodies.threshold_sizes): the inline budget of the kind (direct 4096/4097,
 group of 3 2730 +- 1, group of 20 409 +- 1 and 512: small bodies not inlined), the 8 KiB

@@ -1,4 +1,4 @@
-"""Fanout and mailbox durability gates (issue 5; docs/design.md §5.3–5.4, §12 reliability).
+"""Fanout and mailbox durability gates (docs/design.md §5.3–5.4, §12 reliability).
 
 SIGKILL fanout mid-batch, SIGKILL mailbox between append and finish, restart the Kafka
 broker and the Redis server (AOF) while traffic flows. After each: every acknowledged

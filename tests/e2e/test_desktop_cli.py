@@ -1,4 +1,4 @@
-"""qim-desktop and qimctl as a person uses them from a shell (issue 13): mistakes print
+"""qim-desktop and qimctl as a person uses them from a shell: mistakes print
 one clear line and exit non-zero without a traceback; `qimctl token` and `qimctl group
 create` work against the real stack."""
 

@@ -1,4 +1,4 @@
-"""qim-desktop's one-line errors say what went wrong and what to do (issue 18): an
+"""qim-desktop's one-line errors say what went wrong and what to do: an
 expired token and a wrong key get different lines, `--plaintext` toward a TLS gateway
 says the gateway expects TLS, an internal service port says it is not the client port
 (not "check --ca-file"), one's own id as --chat is refused before connecting; `qimctl

@@ -1,4 +1,4 @@
-"""qim-desktop driven with Textual's test pilot against the real stack (issue 13): a
+"""qim-desktop driven with Textual's test pilot against the real stack: a
 person's view — badges, paging back, multi-line Chinese and emoji input, recall, group
 creation, connection state across a gateway restart, /quit and being kicked. The other
 party is an SDK Client; tests/e2e/test_desktop_tmux.py runs two real processes."""

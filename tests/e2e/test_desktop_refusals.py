@@ -1,5 +1,5 @@
 """qim-desktop refuses every bad command with one line and stays up, keeps what was
-typed, answers /help, /older and /read, and says why it is offline (issue 18, "the
+typed, answers /help, /older and /read, and says why it is offline ("the
 terminal client tried as a new user would"). Textual's pilot at 80x24 against the real
 stack; what the person reads is taken from the screen's widgets."""
 

@@ -1,4 +1,4 @@
-"""Two real qim-desktop processes in tmux against the real stack (issue 13: "a test
+"""Two real qim-desktop processes in tmux against the real stack ("a test
 drives two qim-desktop instances through a conversation with Chinese text and a
 recall"). Keys are typed with `tmux send-keys` and the screens read with
 `tmux capture-pane`, as a person would see them. tmux comes from Debian; `make test`

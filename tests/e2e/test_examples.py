@@ -1,5 +1,5 @@
 """Every program in examples/ runs against the real stack and prints what it should
-(issue 13: "example programs in examples/ that run as tests against a private stack")."""
+("example programs in examples/ that run as tests against a private stack")."""
 
 from __future__ import annotations
 

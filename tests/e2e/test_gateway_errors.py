@@ -1,4 +1,4 @@
-"""ERROR frames name the client's request opcode on every backend route (issue 10, fault 8;
+"""ERROR frames name the client's request opcode on every backend route (fault 8;
 docs/protocol.md "ERROR carries the failed request's id").
 
 Expected: an ERROR produced by the writer, the mailbox or the session service reaches

@@ -1,4 +1,4 @@
-"""Groups, history paging, recall and delete end to end (issue 6; docs/design.md §7, §12)."""
+"""Groups, history paging, recall and delete end to end (docs/design.md §7, §12)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Time never goes backwards (issue 10 fault 12; docs/design.md §3: "a message's created_at
+"""Time never goes backwards (docs/design.md §3: "a message's created_at
 never decreases as conversation_seq grows (also across writer restarts and clock
 steps)"; docs/decisions/0017).
 

@@ -1,4 +1,4 @@
-"""`qim-loadgen rate --sdk-clients 2` against the real stack (issue 12): the SDK lane's
+"""`qim-loadgen rate --sdk-clients 2` against the real stack: the SDK lane's
 two paired clients send to each other under the frame-level load, and their view is
 checked (qim/cli/loadgen_sdkcheck.py); the JSON report carries the lane's verdict. The
 same run has a group sender (`--group-members 50`): its ACKs are counted apart and the

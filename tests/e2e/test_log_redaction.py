@@ -1,4 +1,4 @@
-"""No token, message body or key bytes in any log at any level (issue 15; docs/design.md §2
+"""No token, message body or key bytes in any log at any level (docs/design.md §2
 "Logs never contain tokens, keys, cursor signatures or message bodies").
 
 A private stack with every service at DEBUG (and a low send rate, so RATE_LIMITED is

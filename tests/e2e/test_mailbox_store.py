@@ -1,4 +1,4 @@
-"""Mailbox store behaviour on real engines (issue 5; docs/design.md §5.4–5.5).
+"""Mailbox store behaviour on real engines (docs/design.md §5.4–5.5).
 
 Retention and CURSOR_EXPIRED, a digest conflict stopping only its shard, DispatchProgress
 GC (only when configured), and shards split over two mailbox processes.

@@ -1,4 +1,4 @@
-"""Names a person can read (issue 21), through the public SDK against the real stack:
+"""Names a person can read, through the public SDK against the real stack:
 a group's title set at creation and changed by its owner (a CONTROL notice, never
 unread) in every member's list and the server's session list; a user's display name
 from its token's `name` claim, learnt by anyone by user id (PULL_PROFILES); bad titles

@@ -1,4 +1,4 @@
-"""No online device is left behind by a lost push (issue 10, fault 13;
+"""No online device is left behind by a lost push (fault 13;
 docs/decisions/0012-push-link-repair.md).
 
 Observed before the fix: after a gateway restart the mailbox reconnected its push link

@@ -1,4 +1,4 @@
-"""A member who leaves and re-joins keeps both memberships (issue 10 fault 10; docs/design.md
+"""A member who leaves and re-joins keeps both memberships (docs/design.md
 §7: "History, unread and heads outside every interval are invisible; a leaver still
 reads what came before leaving").
 

@@ -1,4 +1,4 @@
-"""QIM_MAILBOX_RETENTION_MS end to end (issue 10, fault 9; docs/design.md §5.5): a stack whose
+"""QIM_MAILBOX_RETENTION_MS end to end (docs/design.md §5.5): a stack whose
 mailbox keeps entries for 3 s. Through the public protocol: a cursor behind an entry
 that expired gets CURSOR_EXPIRED, a zero cursor reads exactly what is retained, a
 cursor past the expired entries keeps reading. A bad value stops qim-mailbox at start

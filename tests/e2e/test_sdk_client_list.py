@@ -1,4 +1,4 @@
-"""The conversation list of qim.sdk.Client against the real stack (issue 13): unread by
+"""The conversation list of qim.sdk.Client against the real stack: unread by
 the one definition and in agreement with the server's list, the exact flag, read
 positions moved here and synced from other devices, events in order."""
 

@@ -1,4 +1,4 @@
-"""qim.sdk.Client operations against the real stack (issue 13): messages local first
+"""qim.sdk.Client operations against the real stack: messages local first
 with history back-fill, groups, recall, custom types, device identity, kick."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What an online app is told, against the real stack (docs/design.md §9; issue 10 faults 1,
+"""What an online app is told, against the real stack (docs/design.md §9;
 2 and 5): whole bodies also when the mailbox only references them, every conversation
 in conversation_seq order, and no wake-up lost while connect() is still syncing."""
 

@@ -1,4 +1,4 @@
-"""The SDK's documented examples run as written against the real stack (issue 13: "its
+"""The SDK's documented examples run as written against the real stack ("its
 module docstring example fails as written")."""
 
 from __future__ import annotations

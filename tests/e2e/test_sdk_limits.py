@@ -1,5 +1,5 @@
 """Sends the server would refuse are refused by the SDK before anything is stored,
-against the real stack (docs/design.md §4 validation; issue 10 fault 6): a typed error at
+against the real stack (docs/design.md §4 validation): a typed error at
 once, never a SendTimeout and a pending row for ever."""
 
 from __future__ import annotations

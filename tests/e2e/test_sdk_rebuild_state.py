@@ -1,5 +1,5 @@
 """After REBUILD every locally stored message agrees with the server, against the real
-stack (docs/design.md §9; issue 10 fault 3): a recall that happened while the device was
+stack (docs/design.md §9): a recall that happened while the device was
 away clears the local text and keeps the state, and a message outside every member
 interval is no longer shown — not only messages newer than the newest local one."""
 

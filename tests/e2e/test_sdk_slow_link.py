@@ -1,5 +1,5 @@
 """A device on a slow link catches up, against the real stack behind a throttling
-proxy (docs/design.md §9; issue 10 fault 11): the liveness probe never fires while page
+proxy (docs/design.md §9): the liveness probe never fires while page
 bytes are still arriving, and the SDK asks for smaller pages once it sees it is slow."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Send order end to end (issue 10 fault 2; docs/design.md §3: one device's sends to one
+"""Send order end to end (docs/design.md §3: one device's sends to one
 conversation get conversation_seq in submission order; docs/decisions/0017).
 
 One connection pipelines hundreds of SEND_MESSAGE frames without waiting for ACKs: the

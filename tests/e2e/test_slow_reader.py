@@ -1,5 +1,5 @@
 """A slow connection gets back-pressure and bounded buffering, never a stalled heartbeat
-(issue 10, fault 11; docs/design.md §4 "PONG and ACK frames pass between the chunks of a
+(docs/design.md §4 "PONG and ACK frames pass between the chunks of a
 large frame and the heartbeat never stalls").
 
 Each client reaches the gateway through tests/net/throttle.py, a proxy that delivers

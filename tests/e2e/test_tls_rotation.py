@@ -1,4 +1,4 @@
-"""Certificate rotation on a running stack (issue 15; docs/operations.md "Certificates,
+"""Certificate rotation on a running stack (docs/operations.md "Certificates,
 keys and rotation"), with the stack's own processes:
 
 1. new leaves under the same CA, written over the files in use, then SIGHUP: new

@@ -1,4 +1,4 @@
-"""Signed expiring tokens through the real gateway (issue 15; docs/protocol.md AUTH,
+"""Signed expiring tokens through the real gateway (docs/protocol.md AUTH,
 docs/decisions/0021-tokens-and-limits.md): every refusal is ERROR(UNAUTHENTICATED) and a
 close, counted by reason in the gateway's /metrics; `qimctl token` signs with the
 development key only; a session ends with its token and the SDK carries on with a fresh

@@ -1,4 +1,4 @@
-"""Writer crash gates (issue 4; docs/design.md §5.2, §12 reliability).
+"""Writer crash gates (docs/design.md §5.2, §12 reliability).
 
 For each commit state the writer SIGKILLs itself (fault injection), is restarted, and
 either the client retries with the same client_message_id or CommitRecovery alone

@@ -1,4 +1,4 @@
-"""Writer operations (issue 4): commit helper state, two writers behind the gateway,
+"""Writer operations: commit helper state, two writers behind the gateway,
 readiness following Redis."""
 
 from __future__ import annotations

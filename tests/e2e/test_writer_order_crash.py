@@ -1,4 +1,4 @@
-"""Outbox order across a writer crash (issue 10 fault 2b; docs/decisions/0017).
+"""Outbox order across a writer crash (docs/decisions/0017).
 
 A writer SIGKILLs itself with a send reserved but not published (fault injection). Its
 replacement, with CommitRecovery held back, takes a newer send of the same

@@ -1,4 +1,4 @@
-"""Retried operations replay their original reply (issue 10 fault 14, server part;
+"""Retried operations replay their original reply (server part;
 docs/design.md §1 "a retried send is never delivered twice", §11 pending max age 24 h).
 
 CREATE_GROUP, LEAVE_GROUP and RECALL_MESSAGE sent again with the same client_message_id

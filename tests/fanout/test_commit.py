@@ -1,4 +1,4 @@
-"""The fanout's Outbox position commit (qim/services/fanout/coordinator.py; issue 12):
+"""The fanout's Outbox position commit (qim/services/fanout/coordinator.py):
 a batch is finished when every dispatch is delivered, without waiting for the broker's
 offset commit; the position is committed afterwards by its own task, never ahead of the
 deliveries, and a busy fanout commits at most once per FANOUT_COMMIT_INTERVAL_S.

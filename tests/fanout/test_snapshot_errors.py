@@ -1,5 +1,5 @@
 """Member snapshot failures in the fanout (docs/design.md §5.3 "a record it cannot plan stops
-it"; issue 11): a corrupt snapshot is unplannable (PlanError: the coordinator stops,
+it"): a corrupt snapshot is unplannable (PlanError: the coordinator stops,
 `qim_fanout_unplannable_records_total` and /healthz say so), an unreachable store is an
 outage (an EngineError: the batch replays). Before issue 11 the corrupt bytes escaped
 as a ValueError, which the coordinator turned into an endless silent replay."""

@@ -1,4 +1,4 @@
-"""Fuzzing of the frame codec, zstd bodies, request protobufs and the live gateway (issue 15).
+"""Fuzzing of the frame codec, zstd bodies, request protobufs and the live gateway.
 
 Targets 1-3 are functions `one_input(data: bytes) -> None` (tests/fuzz/target_*.py) that
 raise `Finding` when a property breaks; tests/fuzz/engine.py runs one of them under

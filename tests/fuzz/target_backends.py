@@ -1,4 +1,4 @@
-"""Fuzz target 3b: the internal request bodies at the backends' parse sites (issue 15).
+"""Fuzz target 3b: the internal request bodies at the backends' parse sites.
 
 WriterSend and AdminRequest at ConversationWriter.handle (with the real WriterOps,
 MessageCommitter, Groups and Moderation), MailboxPull at MailboxNode.handle (the real

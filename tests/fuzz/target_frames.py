@@ -1,4 +1,4 @@
-"""Fuzz target 1: FrameDecoder, compiled and pure, on byte streams (issue 15).
+"""Fuzz target 1: FrameDecoder, compiled and pure, on byte streams.
 
 An input becomes a decoder configuration (max_frame, open-frame cap) and a stream:
 arbitrary bytes, or a stream built from frames (stream_gen.py: chunked, interleaved,

@@ -1,4 +1,4 @@
-"""Fuzz target 3a: the gateway's request handling in-process, AUTH included (issue 15).
+"""Fuzz target 3a: the gateway's request handling in-process, AUTH included.
 
 Each input is one client connection (qim.services.gateway.conn.ClientConnection on the
 unit-test stand-in of tests/gateway/standin.py: real config, Authenticator, registry;

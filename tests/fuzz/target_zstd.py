@@ -1,4 +1,4 @@
-"""Fuzz target 2: zstd bodies through decompress_bounded, compiled and pure (issue 15).
+"""Fuzz target 2: zstd bodies through decompress_bounded, compiled and pure.
 
 Properties, for every payload of tests/fuzz/zstd_gen.py and every max_frame:
 - the only exceptions are FrameTooLarge and DecompressError; a result is bytes of at

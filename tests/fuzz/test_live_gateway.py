@@ -1,4 +1,4 @@
-"""Fuzz target 4: fuzzed frame sequences against a real stack over TCP (issue 15).
+"""Fuzz target 4: fuzzed frame sequences against a real stack over TCP.
 
 Each sequence (tests/fuzz/live_gen.py) is one client connection: an AUTH or not,
 requests of any opcode and body, chunked, compressed, interleaved, sometimes a frame

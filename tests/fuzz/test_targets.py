@@ -1,4 +1,4 @@
-"""CI budget of the in-process fuzz targets (issue 15): 10^5 inputs in all, fixed seeds.
+"""CI budget of the in-process fuzz targets: 10^5 inputs in all, fixed seeds.
 
 Each target runs in its own process under the deterministic driver (tests/fuzz/seeded.py:
 the saved corpus, then seeded random and mutated inputs), so CI runs the same inputs

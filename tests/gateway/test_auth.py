@@ -1,4 +1,4 @@
-"""AUTH at a gateway connection (qim/services/gateway/{auth,conn,online}.py; issue 15):
+"""AUTH at a gateway connection (qim/services/gateway/{auth,conn,online}.py):
 every refused token gets ERROR(UNAUTHENTICATED) with the request's id and then the
 connection is CLOSED (docs/protocol.md "AUTH ... then close"), counted by reason; a
 token's expiry ends its session with KICKED{TOKEN_EXPIRED}; the per-user connection cap.

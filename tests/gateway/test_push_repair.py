@@ -1,4 +1,4 @@
-"""Gateway side of push repair (issue 10, fault 13; docs/decisions/0012-push-link-repair.md):
+"""Gateway side of push repair (docs/decisions/0012-push-link-repair.md):
 readiness waits for every mailbox node's push link, a link that comes back after a loss
 wakes that node's devices, and a device whose push was dropped for a full queue gets a
 wake-up once its queue drains. Pure logic with stand-in connections, plus one real

@@ -1,4 +1,4 @@
-"""Send-rate limits of the gateway (qim/services/gateway/ratelimit.py; issue 15): token
+"""Send-rate limits of the gateway (qim/services/gateway/ratelimit.py): token
 buckets per connection and per user, charged only by mutating requests, a refusal that
 carries retry_after_ms and charges nothing, and the sweep of refilled user buckets.
 Bucket logic on an injected clock; one test over a real loopback connection."""

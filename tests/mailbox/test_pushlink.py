@@ -1,4 +1,4 @@
-"""Backlog and wake-up logic of a mailbox push link (issue 10, fault 13;
+"""Backlog and wake-up logic of a mailbox push link (fault 13;
 docs/decisions/0012-push-link-repair.md). Pure logic: the RPC client is a stand-in that
 records what would go on the wire.
 """

@@ -1,4 +1,4 @@
-"""FramedStream toward a slow peer (issue 10, fault 11; docs/design.md §4 "PONG and ACK frames
+"""FramedStream toward a slow peer (docs/design.md §4 "PONG and ACK frames
 pass between the chunks of a large frame"): the writer keeps about one chunk in the
 socket buffers, so a PONG queued while a large frame is stuck reaches the wire after a
 few KiB, not after the whole frame. Real loopback sockets; the peer reads raw bytes.

@@ -1,4 +1,4 @@
-"""FramedStream over TLS toward a slow peer (issue 15; decision 0011 kept over TLS): a
+"""FramedStream over TLS toward a slow peer (decision 0011 kept over TLS): a
 PONG queued while a 4 MiB frame is stuck follows only a few chunks of it, as in
 plaintext (tests/net/test_framed_slow_peer.py). The peer is a raw socket with a small
 receive buffer that decrypts with an ssl.MemoryBIO, so the test sees the plaintext

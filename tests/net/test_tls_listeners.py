@@ -1,5 +1,5 @@
 """TLS on ServiceNode listeners and the RPC client (qim/net/tls.py, qim/net/allow.py,
-qim/obs/node.py; issue 15), over loopback with the development certificates, no engines:
+qim/obs/node.py), over loopback with the development certificates, no engines:
 every refusal the listeners make is counted by reason, the allow-list answers FORBIDDEN
 with the request's id (one-way frames are dropped), the client checks which service it
 reached, and a reload (SIGHUP) applies to new connections only."""

@@ -1,4 +1,4 @@
-"""The SDK's connection over TLS (qim/sdk/connection.py; issue 15): the gateway's
+"""The SDK's connection over TLS (qim/sdk/connection.py): the gateway's
 certificate is verified (a wrong CA is a TlsError naming the cause, raised by connect()
 and never retried, including by the automatic reconnect: no reconnect storm), ALPN qim/1
 is required, and plaintext is refused toward anything but loopback. The gateway is the

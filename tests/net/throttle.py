@@ -1,4 +1,4 @@
-"""A loopback TCP proxy that models a slow downlink (issue 10, fault 11).
+"""A loopback TCP proxy that models a slow downlink.
 
 client -> upstream bytes pass at full speed; upstream -> client bytes are read from the
 upstream socket at `rate` bytes/s only. The proxy reads with `sock_recv` straight from

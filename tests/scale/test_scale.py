@@ -1,4 +1,4 @@
-"""Scale out, done when (issue 20; docs/design.md §13; docs/operations.md "Several nodes
+"""Scale out, done when (docs/design.md §13; docs/operations.md "Several nodes
 of each kind"): on one stack of two nodes of every kind and three Kafka brokers
 (tests/scale/harness.py), under traffic of SDK clients spread over both gateways and
 frame-level conversations, each test checking what every app is told (nothing lost,

@@ -1,4 +1,4 @@
-"""Liveness is progress (issue 10 fault 11): a PING probe does not kill a connection
+"""Liveness is progress: a PING probe does not kill a connection
 whose PONG is queued behind bytes still arriving, and does kill a silent one; the
 mailbox page budget follows the measured throughput."""
 

@@ -1,4 +1,4 @@
-"""No retry storm against the gateway's send-rate buckets (issue 15; qim/sdk/rategate.py).
+"""No retry storm against the gateway's send-rate buckets (qim/sdk/rategate.py).
 
 Against the in-process fake gateway charging the REAL token buckets of the gateway
 (qim/services/gateway/ratelimit.py SendLimiter: 2 per second, burst 2, per user) for

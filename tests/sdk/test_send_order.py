@@ -1,4 +1,4 @@
-"""Send order and outcomes against the in-process fake gateway (issue 10 faults 2, 6, 7):
+"""Send order and outcomes against the in-process fake gateway:
 previous_client_message_id, ordinal order of frames, retries with a recomputed
 previous id, every transmit-path exception settling its waiter, pull retries."""
 

@@ -1,5 +1,5 @@
 """LocalStore v2: message states, whole bodies only, history reconciliation, the
-migration from schema 1, idempotency keys of operations (issue 10; docs/design.md §9)."""
+migration from schema 1, idempotency keys of operations (docs/design.md §9)."""
 
 from __future__ import annotations
 

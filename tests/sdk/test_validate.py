@@ -1,4 +1,4 @@
-"""Local send validation (qim/sdk/validate.py; issue 10 fault 6): what the server would
+"""Local send validation (qim/sdk/validate.py): what the server would
 refuse is refused before storing, with the server's codes; the limits themselves pass."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The archive tier under the store contract suite (issue 14): the CQL backends of
+"""The archive tier under the store contract suite: the CQL backends of
 BACKENDS in conftest.py.
 
 `SyncedTier` stands for the HistoryArchiver and the trimmer between a test's writes and

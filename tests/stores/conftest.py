@@ -1,6 +1,6 @@
-"""The store contract suite (issue 11; docs/decisions/0019-storage-layer.md): one set of
+"""The store contract suite (docs/decisions/0019-storage-layer.md): one set of
 vectors run against every store backend through the Protocol interfaces of qim/stores
-only: Redis (a Redis of this package's own), and the archive tier (issue 14: the CQL
+only: Redis (a Redis of this package's own), and the archive tier (the CQL
 MessageStore behind the TieredMessageStore, on a keyspace of the shared Cassandra node)
 as "cql" (every read from the archive) and "seam" (reads across the hot floor); see
 tests/stores/archived.py.

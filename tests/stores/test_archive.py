@@ -1,4 +1,4 @@
-"""The archive tier's own contract (issue 14; docs/design.md §3, §5 step 7, §8): pages across
+"""The archive tier's own contract (docs/design.md §3, §5 step 7, §8): pages across
 the hot floor have no gap and no duplicate whatever the floor and the page size, a trim
 racing readers never opens a gap, a recall of an archived message is visible at once and
 reaches the archive, the trimmer never drops what the archive does not hold, u64 values

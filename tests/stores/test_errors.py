@@ -1,4 +1,4 @@
-"""The error boundary of the stores (issue 11): driver exceptions and script refusals
+"""The error boundary of the stores: driver exceptions and script refusals
 become typed store errors once, in one table (qim/stores/redis/errors.py), and an
 unreachable backend is StoreUnavailable (UNAVAILABLE on the wire, retried by loops that
 retry engine outages) from every store operation, never a driver exception."""

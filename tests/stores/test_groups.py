@@ -102,7 +102,7 @@ def test_ids_outside_the_u63_range_cannot_be_stored(users):
 
 
 async def test_send_view_is_version_count_and_the_senders_intervals(stores):
-    """What a group send is planned from (issue 12): O(1) reads, the same answers as the
+    """What a group send is planned from: O(1) reads, the same answers as the
     full member read (version, number of current members, the sender's intervals)."""
     g = group(stores, group_id=91)
     assert await stores.groups.send_view(g.tenant, g.conversation_id, 5) == (None, 0, None)  # no group

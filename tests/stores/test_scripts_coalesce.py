@@ -1,4 +1,4 @@
-"""Coalesced script calls (qim/stores/redis/scripts.py, issue 12 group commit): calls made
+"""Coalesced script calls (qim/stores/redis/scripts.py): calls made
 in one event-loop iteration share one pipeline, yet each caller gets its own reply or
 its own typed error; a flushed script cache is reloaded; a dead Redis fails every call
 of the pipeline with StoreUnavailable (never a raw redis-py error). Real Redis."""

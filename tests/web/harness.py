@@ -1,4 +1,4 @@
-"""Browser test harness (issue 21): Debian's Chromium driven by Playwright, the web
+"""Browser test harness: Debian's Chromium driven by Playwright, the web
 client served by qim-web from web/dist, talking to the session stack's gateway over
 WebSocket, and a Python SDK peer in a thread of its own. The checks read what the page
 shows (DOM text, data-* attributes the page sets from qim-js events) and what the SDK

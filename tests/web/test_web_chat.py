@@ -1,4 +1,4 @@
-"""The web client in a real browser against the real stack (issue 21, docs/sdk.md
+"""The web client in a real browser against the real stack (docs/sdk.md
 "qim-js"): two pages chat with each other and with a Python SDK client, byte-exact
 Chinese text, emoji and a long message; one row per send; a group with its members;
 a recall removes the text on the other side; paging back through history. Screenshots go to web/test-results/, and

@@ -1,4 +1,4 @@
-"""The web client's connection life in a real browser (issue 21): a reload keeps
+"""The web client's connection life in a real browser: a reload keeps
 history and pending sends (IndexedDB); a gateway outage and restart reconnects and
 resends once; the unread badge rises and clears on read, also in a second tab of the
 same user (READ_SYNC, also of a read the open tab made by itself); a second login of the same device kicks the first page, which

@@ -57,7 +57,7 @@ def test_manylinux_wheel_installs_and_imports(tmp_path: pathlib.Path) -> None:
     assert "qim/py.typed" in names and not [n for n in names if n.startswith("tests/") or n.endswith("/testing.py")]
     report = json.loads(result["smoke"])
     # installed without extras: the SDK imports, redis and friends are absent, and a
-    # service entry point names `pip install 'qim[server]'` (issue 11)
+    # service entry point names `pip install 'qim[server]'`
     assert report["app_only"]["sdk"] is True and report["app_only"]["service_exit"] == 4
     assert report["python"] == platform.python_version()
     assert sorted(report["modules"]) == sorted(NAMES)

@@ -1,4 +1,4 @@
-"""Signed expiring tokens (qim/wire/tokens.py, qim/wire/devtoken.py; issue 15): every
+"""Signed expiring tokens (qim/wire/tokens.py, qim/wire/devtoken.py): every
 refusal the gateway must make, pinned algorithms, two keys during a rotation, and the
 development issuer. Pure logic: keys made in memory, times chosen by the test."""
 

@@ -1,4 +1,4 @@
-"""Per-connection in-flight limit at the gateway (issue 4; docs/design.md §11 writer in-flight
+"""Per-connection in-flight limit at the gateway (docs/design.md §11 writer in-flight
 requests per connection): past the limit the connection stops reading, nothing is
 dropped, and every request is answered once the backend frees up.
 

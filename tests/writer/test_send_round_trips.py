@@ -93,7 +93,7 @@ async def test_sends_cost_one_reserve_and_one_commit(engines, private_redis, pri
 
 
 async def test_concurrent_sends_share_round_trips(engines, private_redis, monkeypatch):
-    """Group commit (issue 12): the reserves and the mark_committeds of sends that arrive
+    """Group commit: the reserves and the mark_committeds of sends that arrive
     together travel in shared pipelines, not one round trip each (before: 2 per send), and
     every send still gets its own ACK with its own conversation_seq."""
     env = {**engines.env(), "QIM_REDIS_ADDR": private_redis.addr, "QIM_WRITER_LISTEN": "127.0.0.1:1",

@@ -1,4 +1,4 @@
-"""The writer's hot-window trimmer (qim/services/writer/trimmer.py; issue 14; seed 000
+"""The writer's hot-window trimmer (qim/services/writer/trimmer.py; seed 000
 ADR-0018): it removes from Redis only what is older than min(now - hot window, archive
 watermark - recovery window - slack) AND held by the archive; the retention class caps
 the hot window; one writer trims at a time (lease); a stalled archiver only stops it.
