@@ -2,7 +2,7 @@
 
 Only two sources carry whole bodies and reach the store: MAILBOX_BATCH entries (the
 mailbox resolves referenced bodies before it answers) and HISTORY_BATCH items.
-PUSH_EVENTS never reach it (issue 10: a push entry may carry only a reference, so it
+PUSH_EVENTS never reach it (a push entry may carry only a reference, so it
 is a wake-up for a pull and nothing else), and neither do session heads (their body
 may be left out). A row is never kept with a body known to be incomplete: a history
 item in state NORMAL without its body is refused (StoreError), and a stored row that

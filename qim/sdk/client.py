@@ -1,4 +1,4 @@
-"""Client: the one object an app holds (issue 13), over ClientRuntime and LocalStore.
+"""Client: the one object an app holds, over ClientRuntime and LocalStore.
 
     client = await Client.open(endpoint, token, data_dir=DIR)   # store at a stable path
     await client.connect()                 # AUTH, mailbox sync, resends, session list

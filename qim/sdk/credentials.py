@@ -1,4 +1,4 @@
-"""The token a ClientRuntime authenticates with, and its refresh (issue 15; docs/sdk.md
+"""The token a ClientRuntime authenticates with, and its refresh (docs/sdk.md
 "Tokens").
 
 Tokens expire (a development token lives 1 h; the gateway closes a connection whose

@@ -1,4 +1,4 @@
-"""Device identity and the store path an app keeps (docs/design.md §9; issue 13).
+"""Device identity and the store path an app keeps (docs/design.md §9).
 
 An app runs as one device of a user: the token names (tenant, user, device), and the
 LocalStore of that user lives at a stable path per (endpoint scope, tenant, user)

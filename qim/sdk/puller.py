@@ -1,4 +1,4 @@
-"""Mailbox pulls of one runtime (docs/design.md §5 step 5, §9; issue 10 faults 1, 5, 7, 11).
+"""Mailbox pulls of one runtime (docs/design.md §5 step 5, §9).
 
 - Single flight, never losing a wake-up: every request (a PUSH_EVENTS frame, an
   explicit pull_mailbox(), the connect-time sync) sets a dirty mark; a running pull

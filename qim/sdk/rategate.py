@@ -1,4 +1,4 @@
-"""One runtime's gate for the requests the gateway's send-rate buckets charge (issue 15).
+"""One runtime's gate for the requests the gateway's send-rate buckets charge.
 
 The gateway charges every SEND_MESSAGE, MARK_READ, RECALL_MESSAGE, CREATE_GROUP and
 LEAVE_GROUP (qim.protocol.RATE_LIMITED_OPCODES) one token of the user's bucket, and

@@ -1,4 +1,4 @@
-"""REBUILD after CURSOR_EXPIRED (docs/design.md §9, seed 001 §3.2; issue 10 fault 3):
+"""REBUILD after CURSOR_EXPIRED (docs/design.md §9, seed 001 §3.2):
 session list → per-conversation history → new cursor.
 
 Entries between the device cursor and the mailbox trim boundary are gone from the

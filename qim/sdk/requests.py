@@ -1,6 +1,6 @@
-"""Request/reply operations of the SDK besides sending (issue 6): groups, history, recall.
+"""Request/reply operations of the SDK besides sending: groups, history, recall.
 
-Mutating operations are idempotent on retry (issue 10 fault 14), like sends: each
+Mutating operations are idempotent on retry, like sends: each
 keeps its client_message_id in the LocalStore `ops` table, keyed by the operation and
 its arguments, until it has an answer. A call after a lost reply (ConnectionLost,
 timeout) sends the same cmid again and the writer replays the original answer (the

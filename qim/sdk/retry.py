@@ -1,10 +1,10 @@
-"""Bounded exponential backoff for transient server errors (issue 10 fault 7).
+"""Bounded exponential backoff for transient server errors.
 
 UNAVAILABLE, RATE_LIMITED and MAILBOX_DIRTY mean "not now" (docs/protocol.md: retry
 with the same client_message_id); every other ErrorCode is permanent and surfaces at
 once. `Backoff` doubles from `start` to `cap` seconds and gives up once `budget`
 seconds have passed since the first failure, so a caller never waits for ever. An
-ERROR with `retry_after_ms` (RATE_LIMITED, issue 15) is never retried sooner than that.
+ERROR with `retry_after_ms` (RATE_LIMITED) is never retried sooner than that.
 The requests the gateway's send-rate buckets charge go through the runtime's RateGate
 instead (qim/sdk/rategate.py: one gate for all of them, no retry storm).
 """

@@ -1,6 +1,6 @@
 """The LocalStore's SQLite schema (version 4) and the migrations from versions 1 to 3.
 
-Version 2 (issue 10) adds:
+Version 2 adds:
 - meta.store_nonce: 16 random bytes drawn when the store is created; part of every
   client_message_id derivation (docs/design.md §3, §9: unique per local store for ever).
 - meta.rebuild_needed: 1 when the next connect must REBUILD before pulling (set by
@@ -12,11 +12,11 @@ Version 2 (issue 10) adds:
 
 Migration 1 -> 2 (in one transaction, on open): add the columns and the table, draw the
 nonce, and mark a REBUILD when any version-1 row has an empty body: version 1 stored
-PUSH_EVENTS entries whose body was only referenced as empty (issue 10 fault 1) and
+PUSH_EVENTS entries whose body was only referenced as empty and
 cleared recalled bodies without a state; REBUILD asks history what each one really is.
 Pending rows keep their version-1 cmids (already on the wire); new cmids use v2.
 
-Version 3 (issue 13) adds `conversations`: the device's conversation list (kind, peer
+Version 3 adds `conversations`: the device's conversation list (kind, peer
 or group, member interval, read position, head, the last server snapshot of the entry
 and the unread count derived from both; qim/sdk/conversations.py). Migration 2 -> 3
 creates the table; the rows are filled from the stored messages (their unread is a

@@ -1,4 +1,4 @@
-"""Transmission of pending sends (docs/design.md §3 conversation_seq, §9; issue 10 faults 2, 4, 6).
+"""Transmission of pending sends (docs/design.md §3 conversation_seq, §9).
 
 One device's sends to one conversation must get conversation_seq in submission order,
 also across retries and reconnects. The writer sequences a send only after the send

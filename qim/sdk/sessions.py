@@ -1,4 +1,4 @@
-"""The conversation list kept current from the server (docs/design.md §4, §6; issue 13).
+"""The conversation list kept current from the server (docs/design.md §4, §6).
 
 - After every (re)connect's mailbox sync the whole list is pulled (PULL_SESSION_LIST,
   every page; seed 000: "登录序列自动拉一次会话列表取回，不能等宿主开口") and each

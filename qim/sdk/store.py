@@ -10,7 +10,7 @@ owns every durable device fact:
   号段"), so a crash loses at most the rest of a block and an ordinal is never handed
   out twice, even by two processes on one file. client_message_id =
   ids.client_message_id(store_nonce, device_id, ordinal): unique per local store for
-  ever, also when a reinstalled device reuses its device_id (issue 10 fault 4).
+  ever, also when a reinstalled device reuses its device_id.
 - cursor: (lane, shard_epoch, last_applied_seq), moved only by a MAILBOX_BATCH and only
   in the same transaction as the batch's messages.
 - messages: one row per message_id with its state (NORMAL, RECALLED, DELETED), only
@@ -182,7 +182,7 @@ class LocalStore(ListsMixin):
                                    (FAILED, client_message_id, PENDING))
         return bool(cur.rowcount)
 
-    # --- idempotency keys of other mutating requests (issue 10 fault 14) -----------
+    # --- idempotency keys of other mutating requests -----------
     def op_begin(self, kind: str, key: bytes, replay_answer: bool) -> tuple[bytes, Optional[bytes]]:
         """The cmid for operation (kind, key) and its stored answer, if any. An open
         operation (no answer yet) keeps its cmid, so a retry is the same request. An

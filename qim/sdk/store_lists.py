@@ -1,4 +1,4 @@
-"""LocalStore methods for the conversation list and message pages (issue 13).
+"""LocalStore methods for the conversation list and message pages.
 
 A mixin of LocalStore (qim/sdk/store.py): same rules — synchronous, run on the store
 thread through `await store.run(store.method, ...)`, every write one transaction whose

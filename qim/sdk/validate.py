@@ -1,5 +1,5 @@
 """Local validation of a send before anything is stored (docs/design.md §4 "Gateway
-validation"; issue 10 fault 6).
+validation").
 
 The SDK refuses what the server would refuse, so an over-limit or malformed send is a
 typed error at once and never a pending row that no server will ever accept (a 5 MiB
