@@ -21,7 +21,7 @@ export interface SendAck {
   reconciled: boolean;
 }
 
-/** One chatroom event as the app sees it, at (roomEpoch, roomSeq) (qim/sdk/room_events.py RoomMessage). */
+/** One chatroom event as the app sees it, at (roomEpoch, roomSeq) (qim.sdk.room_events RoomMessage). */
 export interface RoomMessage {
   roomId: bigint;
   roomEpoch: bigint;

@@ -1,5 +1,5 @@
 /**
- * Chatrooms in qim-js (the counterpart of qim/sdk/rooms.py; docs/sdk.md "Chatrooms",
+ * Chatrooms in qim-js (the counterpart of qim.sdk.rooms; docs/sdk.md "Chatrooms",
  * docs/protocol.md "Rooms"): join, leave, post, and the events of every joined room
  * told once, in room_seq order. State is in memory only (no IndexedDB, no unread).
  * - a join answers with a replay ending at RoomJoined.roomSeq; live frames that came
