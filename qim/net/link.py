@@ -187,7 +187,9 @@ class ClientLink(asyncio.BufferedProtocol):
                 self._lost = f"TLS error: {exc.reason or type(exc).__name__}"
                 self.abort()
                 return
-            if not n:
+            if not n:  # CPython's SSLObject.read answers a received close_notify with 0, not an error
+                self._eof = True
+                self._wake_reader()
                 break
             self._deliver(bytes(_PLAIN[:n]))
         self._flush()  # what reading made OpenSSL answer (a KeyUpdate)

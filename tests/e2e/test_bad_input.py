@@ -98,7 +98,7 @@ REQUEST_FAULTS = {
     "garbage pull": (Opcode.PULL_MAILBOX, b"\x0a\xff", ErrorCode.INVALID_ARGUMENT),
     "internal opcode": (Opcode.WRITER_SEND, b"", ErrorCode.FORBIDDEN),
     "unknown opcode": (0x0999, b"", ErrorCode.INVALID_ARGUMENT),
-    "second auth": (Opcode.AUTH, b"", ErrorCode.INVALID_ARGUMENT),
+    "second auth, refused token": (Opcode.AUTH, b"", ErrorCode.UNAUTHENTICATED),  # a refused refresh (docs/protocol.md)
     "room conversation send": (Opcode.SEND_MESSAGE, send(conv=ids.conversation_id_room(0, 5)), ErrorCode.INVALID_ARGUMENT),
     "garbage create group": (Opcode.CREATE_GROUP, b"\x08", ErrorCode.INVALID_ARGUMENT),
     "group id zero": (Opcode.CREATE_GROUP, group_pb2.CreateGroup(group_id=0, client_message_id=b"\x01" * 16)
