@@ -45,12 +45,20 @@ class GroupSender:
         self._rid = 1
         self._reader: asyncio.Task | None = None
 
+    async def _reply_to(self, rid: int) -> "tuple[int, int, bytes] | None":
+        """The next frame answering request `rid` (None at the end of the stream); frames
+        the server sends on its own meanwhile (a wake-up PUSH_EVENTS at login) are skipped."""
+        while True:
+            item = await self.stream.read_frame()
+            if item is None or item[1] == rid:
+                return item
+
     async def start(self) -> None:
         """CREATE_GROUP, then read ACKs in the background. RuntimeError when refused."""
         req = group_pb2.CreateGroup(group_id=secrets.randbits(62) + 1, members=self.members,
                                     client_message_id=os.urandom(16))
         self.stream.send(Opcode.CREATE_GROUP, self._rid, req.SerializeToString())
-        item = await asyncio.wait_for(self.stream.read_frame(), CREATE_TIMEOUT_S)
+        item = await asyncio.wait_for(self._reply_to(self._rid), CREATE_TIMEOUT_S)
         if item is None or item[0] != Opcode.GROUP_OK:
             code = (decode_error(item[2]).code.name
                     if item is not None and item[0] == Opcode.ERROR else "no reply")
