@@ -8,7 +8,9 @@ runs the release that understands it:
 - PushBatch (mailbox -> gateway), DEVICE_FRAMES (session -> gateway): gateways first;
 - PROJECTION (mailbox -> session): session before mailbox;
 - dispatch records (fanout -> mailbox, session): mailbox and session before fanout;
-- Outbox records (writer -> fanout, archiver): fanout and archiver before writer.
+- Outbox records (writer -> fanout, archiver): fanout and archiver before writer;
+- ROOM_PUSH (room -> gateway): gateways before RoomWriters (rooms touch no record of
+  the others, so they go just before the writers).
 
 Requests the gateway sends to writers, mailboxes and sessions go the other way, so they
 never change in one step: a release adds what backends accept, and a later one makes
@@ -18,9 +20,9 @@ gateways use it (docs/operations.md).
 from __future__ import annotations
 
 from qim.dev.stack_layout import kind_of
-from qim.topology import ARCHIVER, FANOUT, GATEWAY, MAILBOX, SESSION, WRITER
+from qim.topology import ARCHIVER, FANOUT, GATEWAY, MAILBOX, ROOM, SESSION, WRITER
 
-ROLL_ORDER = (GATEWAY, ARCHIVER, SESSION, MAILBOX, FANOUT, WRITER)
+ROLL_ORDER = (GATEWAY, ARCHIVER, SESSION, MAILBOX, FANOUT, ROOM, WRITER)
 
 
 def rolling_order(names: list[str]) -> list[str]:

@@ -21,7 +21,7 @@ Behaviour kept from the streams it replaces:
   `listener.link_refused(link, exc)` (`qim.net.tls.handshake_failure` names it), a
   finished handshake `listener.link_ready(link)`. No asyncio error ever holds a link (a
   lost connection raises a fresh ConnectionResetError), so reference counting frees it
-  when it closes (docs/decisions/0028-edge-connections-freed-when-they-close.md).
+  when it closes (docs/decisions/0029-edge-connections-freed-when-they-close.md).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from typing import Any, Optional
 from qim.errors import ErrorCode, RequestError
 from qim.proto.v1 import connection_pb2, group_pb2, history_pb2, internal_pb2, mailbox_pb2, message_pb2, session_pb2
 from qim.protocol import Opcode
+from qim.topology import gateway_backends
 from tests.fuzz import token_gen
 from tests.fuzz.draw import Draw, Finding
 from tests.fuzz.proto_gen import Ctx, body
@@ -36,8 +37,8 @@ REQUEST_CLASSES: dict[int, Any] = {
 }
 OTHER_OPCODES = (Opcode.WRITER_SEND, Opcode.SESSION_CALL, Opcode.SEND_ACK, Opcode.JOIN_ROOM, Opcode.READ_SYNC, 0,
                  0x0999, 0xFFFF)
-ENVELOPES = {Opcode.WRITER_SEND: internal_pb2.WriterSend, Opcode.SESSION_CALL: internal_pb2.SessionCall,
-             Opcode.MAILBOX_PULL: internal_pb2.MailboxPull}
+# internal opcode -> its envelope message, from the service table (one row per backend)
+ENVELOPES = {s.gateway.opcode: getattr(internal_pb2, s.gateway.envelope) for s in gateway_backends()}
 
 
 class StubRouter:
