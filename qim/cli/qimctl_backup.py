@@ -46,7 +46,7 @@ from qim.consts import DISPATCH_TOPIC, OUTBOX_TOPIC
 from qim.errors import ConfigError, EngineError
 from qim.infra.kafka.bridge import topic_identity
 from qim.stores.errors import StorageError
-from qim.stores.redis.keys import CommitKeys, archive_checkpoint_key
+from qim.stores.redis.keys import CommitKeys, archive_checkpoint_key, archive_partition_checkpoint_key
 from qim.wire import dispatch as dispatch_codec
 from qim.wire import outbox as outbox_codec
 from qim.wire.addr import parse_addr
@@ -133,14 +133,18 @@ def _left_out(r: redis.Redis, dir: Path) -> tuple[set[bytes], set[bytes]]:
 def _rebind(r: redis.Redis, bootstrap: str) -> int:
     """Bind the session and archiver checkpoints to the new broker's topic ids."""
     cluster, dispatch_id, parts = asyncio.run(topic_identity(bootstrap, DISPATCH_TOPIC))
-    _, outbox_id, _ = asyncio.run(topic_identity(bootstrap, OUTBOX_TOPIC))
+    _, outbox_id, outbox_parts = asyncio.run(topic_identity(bootstrap, OUTBOX_TOPIC))
     n = 0
     for key in r.scan_iter(match="qim:session:ckpt:*"):
         r.hset(key, "bind", f"{cluster}|{dispatch_id}|{parts}")
         n += 1
-    if r.exists(archive_checkpoint_key()):
-        r.hset(archive_checkpoint_key(), "bind", f"{cluster}|{outbox_id}|1")
-        n += 1
+    # the archiver's positions: one per Outbox partition (docs/decisions/0041-scale-outbox-partitions.md),
+    # and the single-partition key of before, which partition 0 resumes from
+    archive = [archive_partition_checkpoint_key(p) for p in range(outbox_parts)] + [archive_checkpoint_key()]
+    for key in archive:
+        if r.exists(key):
+            r.hset(key, "bind", f"{cluster}|{outbox_id}|{outbox_parts}")
+            n += 1
     return n
 
 
