@@ -89,6 +89,16 @@ class RawClient:
             assert got_rid == rid, (got_rid, rid)
             return op, parse_reply(op, reply)
 
+    async def next_frame(self, timeout: float = 10.0):
+        """The next frame that is not a PUSH_EVENTS (those are kept in `pushes`: a device
+        may be woken at any time, its own login included, since pushes follow the
+        PresenceDirectory); None when the connection closed."""
+        while True:
+            item = await asyncio.wait_for(self.stream.read_frame(), timeout)
+            if item is None or item[0] != Opcode.PUSH_EVENTS:
+                return item
+            self.pushes.append((item[0], item[2]))
+
     async def send_text(self, peer: int, body: bytes, cmid: bytes | None = None, **kw):
         msg = message_pb2.SendMessage(client_message_id=cmid or os.urandom(16),
                                       conversation_id=ids.conversation_id_direct(0, self.user, peer),

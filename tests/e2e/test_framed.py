@@ -55,7 +55,7 @@ async def test_gateway_answers_ping_between_the_chunks_of_a_big_request(stack):
         writer.write(chunk)
     writer.write(frame.encode_frame(Opcode.PING, 78, b"")[0])
     await writer.drain()
-    op, rid, _ = await asyncio.wait_for(client.stream.read_frame(), 10)
+    op, rid, _ = await client.next_frame(10)
     assert (op, rid) == (Opcode.PONG, 78)  # answered while the big frame is half received
     for chunk in chunks[32:]:
         writer.write(chunk)
