@@ -77,6 +77,11 @@ RATE_LIMITED_OPCODES = frozenset({Opcode.SEND_MESSAGE, Opcode.RECALL_MESSAGE, Op
                                   Opcode.LEAVE_GROUP, Opcode.MARK_READ, Opcode.SET_GROUP_TITLE,
                                   Opcode.JOIN_ROOM, Opcode.ROOM_SEND})
 
+# The frames a gateway sends on its own, with request_id 0 (docs/protocol.md): a client
+# must accept any of them at any time, between the replies to its requests.
+SERVER_INITIATED_OPCODES = frozenset({Opcode.KICKED, Opcode.PUSH_EVENTS, Opcode.SESSION_DELTA, Opcode.READ_SYNC,
+                                      Opcode.ROOM_EVENTS})
+
 
 class EventType(enum.IntEnum):
     """Mailbox event types (one per type per event group)."""

@@ -29,7 +29,7 @@ import psutil
 from qim._core import frame as frame_codec
 from qim.errors import ErrorCode, FrameError
 from qim.proto.v1 import common_pb2
-from qim.protocol import Opcode
+from qim.protocol import SERVER_INITIATED_OPCODES, Opcode
 from qim.wire.devtoken import issue_dev_token
 from tests.e2e.rawclient import RawClient, end_input, open_raw
 from tests.fuzz.draw import Draw, Finding
@@ -77,7 +77,7 @@ async def _exchange(stack, seq: Sequence, stats: collections.Counter) -> None:
             except FrameError as exc:
                 raise Finding(f"the gateway sent a bad frame: {type(exc).__name__}") from exc
             for op, rid, body in frames:
-                if rid == 0 and op in (Opcode.KICKED, Opcode.PUSH_EVENTS, Opcode.SESSION_DELTA, Opcode.READ_SYNC):
+                if rid == 0 and op in SERVER_INITIATED_OPCODES:
                     stats[f"push:{Opcode(op).name}"] += 1
                     continue
                 if rid not in sent:

@@ -30,7 +30,7 @@ from qim._core import frame as frame_codec
 from qim.errors import ErrorCode
 from qim.net.tls import ALPN_HTTP, client_port_context
 from qim.proto.v1 import common_pb2
-from qim.protocol import Opcode
+from qim.protocol import SERVER_INITIATED_OPCODES, Opcode
 from qim.wire.devtoken import issue_dev_token
 from tests.e2e.rawclient import RawClient
 from tests.fuzz.draw import Draw, Finding
@@ -43,7 +43,7 @@ CONCURRENCY = 8
 # (a message that is not one frame, a frame fault), 1003 text, 1008 no AUTH in time,
 # 1009 a message over one chunk
 CLOSE_CODES = {1000, 1002, 1003, 1008, 1009}
-PUSHES = (Opcode.KICKED, Opcode.PUSH_EVENTS, Opcode.SESSION_DELTA, Opcode.READ_SYNC)
+PUSHES = SERVER_INITIATED_OPCODES
 
 
 async def _exchange(stack, seq: WsSequence, opcodes: dict, stats: collections.Counter) -> None:
