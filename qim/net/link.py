@@ -67,7 +67,7 @@ class ClientLink(asyncio.BufferedProtocol):
     buffering_limited = True  # qim/net/transport.py limit_socket_buffering: done at accept
 
     __slots__ = ("_listener", "_raw", "_tls", "_in", "_out", "_state", "_timer", "_rbuf", "_reader", "_drainer",
-                 "_closed", "_write_paused", "_read_paused", "_eof", "_lost")
+                 "_closed", "_write_paused", "_read_paused", "_eof", "_lost", "_draining")
 
     def __init__(self, listener: LinkListener) -> None:
         self._listener = listener
@@ -81,7 +81,7 @@ class ClientLink(asyncio.BufferedProtocol):
         self._reader: Optional[asyncio.Future] = None
         self._drainer: Optional[asyncio.Future] = None
         self._closed: Optional[asyncio.Future] = None
-        self._write_paused = self._read_paused = self._eof = False
+        self._write_paused = self._read_paused = self._eof = self._draining = False
         self._lost: Optional[str] = None  # why the connection was lost, once it was
 
     # --- the transport's side
@@ -113,7 +113,7 @@ class ClientLink(asyncio.BufferedProtocol):
             self._handshake()
         elif self._state == OPEN:
             self._decrypt()
-        elif self._state == CLOSING:
+        elif self._state == CLOSING and not self._draining:
             self._shutdown()
 
     def eof_received(self) -> bool:
@@ -208,8 +208,16 @@ class ClientLink(asyncio.BufferedProtocol):
         except ssl.SSLWantReadError:
             self._flush()
             return
-        except (ssl.SSLError, OSError):
-            pass  # whatever the peer sent instead, the connection ends here
+        except ssl.SSLError:
+            # the peer is still sending (application data after our close_notify): what
+            # it sends is dropped until its EOF or the shutdown timer, so that our last
+            # bytes (a WebSocket close frame, an ERROR) are not destroyed by the reset a
+            # close with unread input makes
+            self._flush()
+            self._draining = True
+            return
+        except OSError:
+            pass  # the connection ends here
         self._flush()
         if self._raw is not None:
             self._raw.close()
