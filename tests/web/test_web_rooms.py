@@ -36,6 +36,10 @@ def test_page_joins_a_room_posts_sees_the_truncation_bar_after_a_roomwriter_rest
         a.page.fill("[data-testid=room-composer-text]", "hello from the page")
         a.page.press("[data-testid=room-composer-text]", "Enter")
         peer.run(_until(lambda: b"hello from the page" in [m.body for m in peer.client.room_events(room)]))
+        # the page shows its own post when the room's event for it comes back (its room_seq):
+        # the peer may see it a moment earlier
+        a.page.wait_for_function("() => [...document.querySelectorAll('[data-testid=room-text]')]"
+                                 ".some(e => e.textContent === 'hello from the page')")
         assert room_texts(a.page) == ["大家好 👋", "hello from the page"]
         assert a.page.query_selector(TRUNCATED) is None
 
