@@ -243,7 +243,8 @@ class DurableProjector:
             try:
                 if self.next:
                     hws = await self._consumer.high_watermarks(DISPATCH_TOPIC, list(self.next))
-                    self._m.lag.set(sum(max(0, hw - self.next[p]) for p, hw in hws.items()))
+                    # a shard given up while the watermarks were read is no longer counted
+                    self._m.lag.set(sum(max(0, hw - self.next[p]) for p, hw in hws.items() if p in self.next))
             except EngineError as exc:
                 logger.debug("dispatch lag unavailable: %s", exc)
             await asyncio.sleep(period_s)
