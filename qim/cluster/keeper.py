@@ -14,6 +14,8 @@ are those rendezvous hashing with bounded loads gives it over the live nodes
 (`on_release`), then released: the new owner takes it only then, so it never has two
 owners at once. A shard this node should own is acquired as soon as it is free or
 expired, then started (`on_acquire(shard, owner_epoch)`: fence, position, serve).
+Starts and stops can take seconds (broker calls under load): the keeper renews while
+they run (docs/decisions/0059-renew-while-shards-start.md).
 
 Leases are judged locally by the monotonic clock from the moment the renewal was SENT:
 this node's leases end no later than the registry's. When renewals fail (the registry
@@ -87,6 +89,9 @@ class ShardKeeper:
         self.since_ms = 0  # when this incarnation joined (registry clock): orders incarnations of one id
         self.settled = False  # the first renewal and placement after joining are done
         self._refused: set[int] = set()  # shards a fence refused: on_release runs at the next tick
+        self._starting: dict[int, int] = {}  # granted, on_acquire running: renewed with the owned ones
+        self._lost_starting: set[int] = set()  # of those, named lost by a renewal while they started
+        self._id_taken = False  # a renewal during a start or stop found the node id taken
         self.gone = ""  # why this node stopped for good (its node id was taken)
         self.registry_error = ""  # the last failed renewal, "" once one succeeds
         self.valid_until = 0.0  # monotonic: every lease of this node ends by then
@@ -98,9 +103,8 @@ class ShardKeeper:
         return min(self.ttl_s * SAFETY, 1.0)
 
     def _call(self, what: str, aw: Awaitable):
-        """A registry call bounded by one renewal period, and while this node serves
-        shards by the end of its leases: a hung connection must not keep a node serving
-        past them."""
+        """A registry call bounded by one renewal period and, while this node serves
+        shards, by the end of its leases (a hung connection must not extend them)."""
         timeout = self.renew_s
         if self.owned:
             timeout = min(timeout, self.valid_until - time.monotonic())
@@ -177,19 +181,10 @@ class ShardKeeper:
         """One renewal and rebalance (run() calls it every renew_ms)."""
         while self._refused:  # refused by a fence: stop every part of it before it may be taken again
             await self._on_release(self._refused.pop(), "fenced by a newer owner")
-        sent = time.monotonic()
-        beat = await self._call("heartbeat", self._registry.heartbeat(self.kind, self.node_id, self.incarnation,
-                                                                      self._ttl_ms, dict(self.owned)))
+        beat = await self._heartbeat()
         if beat.gone:
-            self.gone = (f"{self.kind} node {self.node_id}: the node id was taken over by another process; "
-                         "serving nothing (restart under another id)")
-            logger.error("%s", self.gone)
-            await self._drop_all("gone", "node id taken over")
+            await self._taken_over()
             return
-        self.valid_until = sent + self.ttl_s - self._margin()
-        if self.registry_error:
-            logger.info("%s node %s: registry reachable again", self.kind, self.node_id)
-            self.registry_error = ""
         for shard in beat.lost:
             if self.owned.pop(shard, None) is not None:
                 self._m.lost.labels(kind=self.kind, reason="taken").inc()
@@ -201,18 +196,73 @@ class ShardKeeper:
             return
         desired = shards_of(self.kind, self.count, beat.live, self.node_id)
         moving = sorted(s for s in self.owned if s not in desired)
-        for shard in moving:
-            await self._on_release(shard, REBALANCED)
-            self.owned.pop(shard, None)
         if moving:
+            await self._renewing(self._stop_moving(moving))
             await self._call("release", self._registry.release(self.kind, self.node_id, self.incarnation, moving))
             self._m.released.labels(kind=self.kind, reason="rebalance").inc(len(moving))
         wanted = sorted(s for s in desired if s not in self.owned)
-        if wanted:
+        if wanted and not self._id_taken:
             granted = await self._call("acquire", self._registry.acquire(self.kind, self.node_id, self.incarnation,
                                                                          self._ttl_ms, wanted))
-            await asyncio.gather(*(self._start(s, e) for s, e in sorted(granted.items())))
+            self._starting = dict(granted)
+            try:
+                await self._renewing(asyncio.gather(*(self._start(s, e) for s, e in sorted(granted.items()))))
+            finally:
+                self._starting, self._lost_starting = {}, set()
+        if self._id_taken:
+            await self._taken_over()
+            return
         self.settled = True
+
+    async def _heartbeat(self):
+        """One renewal of the node lease and of every shard held or starting (a Heartbeat);
+        the leases run from the moment it was sent."""
+        sent = time.monotonic()
+        held = {**self.owned, **self._starting}
+        beat = await self._call("heartbeat", self._registry.heartbeat(self.kind, self.node_id, self.incarnation,
+                                                                      self._ttl_ms, held))
+        if not beat.gone:
+            self.valid_until = sent + self.ttl_s - self._margin()
+            if self.registry_error:
+                logger.info("%s node %s: registry reachable again", self.kind, self.node_id)
+                self.registry_error = ""
+        return beat
+
+    async def _taken_over(self) -> None:
+        self.gone = (f"{self.kind} node {self.node_id}: the node id was taken over by another process; "
+                     "serving nothing (restart under another id)")
+        logger.error("%s", self.gone)
+        await self._drop_all("gone", "node id taken over")
+
+    async def _stop_moving(self, moving: list[int]) -> None:
+        for shard in moving:
+            await self._on_release(shard, REBALANCED)
+            self.owned.pop(shard, None)
+
+    async def _renewing(self, aw: Awaitable) -> None:
+        """Await `aw` (shards starting or stopping) while renewing every renew_s: a shard
+        a renewal names lost stops as a fenced one does; a taken node id ends the tick."""
+        task = asyncio.ensure_future(aw)
+        try:
+            while not (await asyncio.wait({task}, timeout=self.renew_s))[0]:
+                try:
+                    beat = await self._heartbeat()
+                except (StorageError, EngineError, asyncio.TimeoutError) as exc:
+                    self._failed("heartbeat", exc)
+                    continue
+                if beat.gone:
+                    self._id_taken = True  # the tick ends once `aw` is done
+                    continue
+                for shard in beat.lost:
+                    if shard in self._starting:
+                        self._lost_starting.add(shard)
+                    elif shard in self.owned:
+                        self.refused(shard, "taken")
+            await task
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
 
     async def _start(self, shard: int, epoch: int) -> None:
         try:
@@ -229,6 +279,12 @@ class ShardKeeper:
                            shard, exc)
             await self._on_release(shard, "could not start")  # undo what did start (on_release never raises)
             await self._release_quietly([shard])
+            return
+        if shard in self._lost_starting:  # a renewal while it started named another owner
+            self._lost_starting.discard(shard)
+            self._m.lost.labels(kind=self.kind, reason="taken").inc()
+            logger.error("%s shard %d: taken by another owner while it started; stopping it", self.kind, shard)
+            await self._on_release(shard, "taken by another owner")
             return
         self.owned[shard] = epoch
         self._m.acquired.labels(kind=self.kind).inc()

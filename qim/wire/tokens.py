@@ -53,14 +53,16 @@ class TokenClaims(NamedTuple):
 
 
 class VerifiedToken(NamedTuple):
-    """A token the verifier accepted: its identity and `expires_at` (unix seconds). Its
-    display name (checked by the verifier too) is `token_name(token)`, or the second
-    value of `TokenVerifier.verify_named`."""
+    """A token the verifier accepted: its identity, `expires_at` and `issued_at` (unix
+    seconds; a refresh's revocation check compares iat). Its display name (checked by the
+    verifier too) is `token_name(token)`, or the second value of
+    `TokenVerifier.verify_named`."""
 
     tenant: int
     user_id: int
     device_id: int
     expires_at: int
+    issued_at: int
 
 
 class TokenRefused(RequestError):
@@ -316,7 +318,7 @@ class TokenVerifier:
             name = check_name(claims.get("name", ""))  # shown on other people's screens
         except ValueError as exc:
             raise TokenRefused("claims", f"token claim name is refused: {exc}") from None
-        return VerifiedToken(ident.tenant, ident.user_id, ident.device_id, exp), name
+        return VerifiedToken(ident.tenant, ident.user_id, ident.device_id, exp, iat), name
 
 
 def load_verify_keys(paths: Iterable[str]) -> tuple[VerifyKey, ...]:

@@ -166,3 +166,45 @@ async def test_a_refused_shard_is_released_in_full_before_it_is_taken_again_and_
     assert mine[0][2] == "fenced by a newer owner" and mine[2][2] == "could not start"
     assert mine[3][2] > mine[1][2] and node.serving[3] == mine[3][2]
     await node.crash()
+
+
+async def test_slow_starts_and_stops_never_let_the_leases_of_served_shards_lapse(registry):
+    """A takeover starts each shard with broker and store calls (seconds under load) and a
+    rebalance stops each one the same way; the keeper renews all the while, so the shards
+    it already serves never stop and those it starts are its own when the starts end. A
+    keeper that renewed only between ticks let every lease of the node lapse after a 2 s
+    takeover, dropping its own shards too (seen in tests/e2e/test_shard_takeover.py)."""
+    from qim.cluster.keeper import REBALANCED
+
+    a = await Node(registry, "mailbox@a").start()
+    b = await Node(registry, "mailbox@b").start()
+    await until(lambda: a.serving and b.serving and len(a.serving) + len(b.serving) == COUNT, 5)
+    plain_acquire, plain_release = a.acquire, a.release
+
+    async def slow_acquire(shard: int, epoch: int) -> None:
+        await asyncio.sleep(2 * TTL_MS / 1000)  # every start outlives the lease
+        await plain_acquire(shard, epoch)
+
+    async def slow_release(shard: int, reason: str) -> None:
+        if reason == REBALANCED:
+            await asyncio.sleep(0.8 * TTL_MS / 1000)  # the stops together outlive it
+        await plain_release(shard, reason)
+
+    a.keeper._on_acquire, a.keeper._on_release = slow_acquire, slow_release
+    a.events.clear()
+    await b.crash()
+    await until(lambda: len(a.serving) == COUNT, 10)
+    assert [e for e in a.events if e[0] == "release"] == [], a.events  # nothing it served stopped
+    table = await registry.owners("mailbox", COUNT)
+    assert {(o.node_id, o.live) for o in table} == {("mailbox@a", True)}
+    assert all(a.keeper.holds(s) for s in range(COUNT))
+
+    c = await Node(registry, "mailbox@c").start()  # a hands c its share, one slow stop at a time
+    want_c = shards_of("mailbox", COUNT, ["mailbox@a", "mailbox@c"], "mailbox@c")
+    assert len(want_c) >= 2
+    await until(lambda: set(c.serving) == want_c, 20)
+    released = [e for e in a.events if e[0] == "release"]
+    assert {e[1] for e in released} == want_c and {e[2] for e in released} == {REBALANCED}, released
+    assert set(a.serving) == set(range(COUNT)) - want_c and all(a.keeper.holds(s) for s in a.serving)
+    for node in (a, c):
+        await node.crash()

@@ -60,6 +60,6 @@ async def test_gateway_answers_ping_between_the_chunks_of_a_big_request(stack):
     for chunk in chunks[32:]:
         writer.write(chunk)
     await writer.drain()
-    op, rid, _ = await asyncio.wait_for(client.stream.read_frame(), 10)
+    op, rid, _ = await client.next_frame(10)
     assert (op, rid) == (Opcode.ERROR, 77)  # the 4 MiB send itself is refused (body > 1 MiB)
     await client.close()

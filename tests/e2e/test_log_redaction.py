@@ -26,7 +26,7 @@ from qim._core import ids
 from qim.dev.devkeys import dev_token_key
 from qim.errors import ErrorCode
 from qim.proto.v1 import common_pb2, connection_pb2, message_pb2
-from qim.protocol import Opcode
+from qim.protocol import SERVER_INITIATED_OPCODES, Opcode
 from qim.sdk import Client, ServerError
 from qim.wire.devtoken import issue_dev_token, load_dev_key
 from qim.wire.tokens import SigningKey
@@ -49,6 +49,19 @@ def key_material(key: SigningKey) -> list[str]:
     return forms
 
 
+async def replies(s, rids: set[int]) -> dict[int, tuple[int, bytes]]:
+    """The reply (opcode, body) to each request id in `rids`, in any order. Frames the
+    server sends by itself (this device's own sends come back as PUSH_EVENTS) are
+    skipped: they answer no request."""
+    got: dict[int, tuple[int, bytes]] = {}
+    while set(got) != rids:
+        op, rid, body = await asyncio.wait_for(s.read_frame(), 15)
+        if op not in SERVER_INITIATED_OPCODES:
+            assert rid in rids and rid not in got, (op, rid)
+            got[rid] = (op, body)
+    return got
+
+
 async def raw_requests(stack, me: int, peer: int, marker: bytes) -> None:
     """A conflicting retry, bad requests and a burst over the rate, on one raw connection."""
     s = await gateway_stream(stack)
@@ -67,15 +80,14 @@ async def raw_requests(stack, me: int, peer: int, marker: bytes) -> None:
     codes = []
     for rid, (op, msg) in enumerate(frames, 10):
         s.send(op, rid, msg.SerializeToString())
-        reply_op, _, body = await asyncio.wait_for(s.read_frame(), 15)
+        reply_op, body = (await replies(s, {rid}))[rid]
         codes.append(ErrorCode(common_pb2.Error.FromString(body).code).name if reply_op == Opcode.ERROR else "OK")
     s.send(Opcode.SEND_MESSAGE, 20, b"\xff" + marker)  # garbage Protobuf carrying the marker
     for rid in range(30, 36):  # over the rate
         s.send(Opcode.SEND_MESSAGE, rid, message_pb2.SendMessage(
             client_message_id=os.urandom(16), conversation_id=conv, recipient_user_id=peer,
             body=marker + b" burst").SerializeToString())
-    for _ in range(7):
-        op, rid, body = await asyncio.wait_for(s.read_frame(), 15)
+    for op, body in (await replies(s, {20, *range(30, 36)})).values():
         if op == Opcode.ERROR:
             codes.append(ErrorCode(common_pb2.Error.FromString(body).code).name)
     s.abort()

@@ -90,7 +90,7 @@ class FakeGateway:
                 op, rid, body = frame
                 if op == Opcode.AUTH:
                     try:
-                        tenant, user, device, _ = self.verifier.verify(connection_pb2.Auth.FromString(body).token)
+                        tenant, user, device, *_ = self.verifier.verify(connection_pb2.Auth.FromString(body).token)
                     except RequestError as exc:
                         self._error(stream, rid, exc.code, op)
                         stream.close()

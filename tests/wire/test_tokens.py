@@ -50,7 +50,7 @@ def refusal(token: str, v: TokenVerifier | None = None) -> str:
 def test_a_valid_token_names_tenant_user_device_and_expiry():
     now = int(time.time())
     token = mint(tenant=0xAB, user=U63_MAX, device=3, now=now, ttl_s=60)
-    assert verifier().verify(token) == (0xAB, U63_MAX, 3, now + 60)
+    assert verifier().verify(token) == (0xAB, U63_MAX, 3, now + 60, now)
     assert token_claims(token) == (0xAB, U63_MAX, 3) and token_expiry(token) == now + 60
     assert jwt.get_unverified_header(token) == {"alg": "EdDSA", "kid": KEY.kid, "typ": "JWT"}
 

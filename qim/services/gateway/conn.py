@@ -43,7 +43,7 @@ from qim.services.gateway.metrics import GatewayMetrics, opcode_name
 from qim.services.gateway.ratelimit import LIMITED_OPCODES, NOT_NOW, SendLimiter
 from qim.services.gateway.routes import RESERVED, ROUTES, forward
 from qim.wire.errors import error_body, parse_error
-from qim.wire.tokens import TokenRefused, token_expiry
+from qim.wire.tokens import TokenRefused
 
 logger = logging.getLogger(__name__)
 
@@ -285,11 +285,10 @@ class ClientConnection:
         except DecodeError:
             raise RequestError(ErrorCode.INVALID_ARGUMENT, "AUTH body is not a valid Auth") from None
         try:
-            (tenant, user, device, expires_at), name = self._authn.authenticate(auth.token)
+            (tenant, user, device, expires_at, iat), name = self._authn.authenticate(auth.token)
         except TokenRefused as exc:  # the reason only: never the token (docs/design.md §2)
             logger.debug("AUTH from %s refused: %s", self.stream.peer, exc.reason)
             raise
-        iat = token_expiry(auth.token, "iat") or 0  # verified above
         revocations = getattr(self.gw, "revocations", None)  # None: a unit-test stand-in
         if self.user_id:
             if (tenant, user, device) != (self.tenant, self.user_id, self.device_id):
