@@ -16,7 +16,11 @@ First the connection step (qim/dev/perf_conn.py, PERF_CONNECTIONS idle authentic
 connections on a lone gateway, 0 skips it; before the stack starts, so nothing else
 runs): the line then ends with `conn_kb_per_idle=… logins_per_s=…`.
 `--group-step` (PERF_GROUP_STEP=1) adds one step where one more connection sends to a
-1,000-member group at a direct sender's rate (its ACK P99 against the direct sends').
+1,000-member group at PERF_GROUP_RATE (its ACK P99 against the direct sends'); the line
+then ends with `group_entries_per_s=…` (mailbox entries appended per second until the
+pipeline drained). `--topology scaled` (PERF_TOPOLOGY=scaled) runs two nodes of every
+kind (SCALED_NODES) on the same machine, on engines of their own (.perf/engines-scaled:
+the Outbox gets two partitions), to compare CPU per message with the single topology.
 After the steps, once the pipeline drained (no Outbox lag at the fanout or the archiver,
 no record queued at the mailbox), every engine's and service's CPU is sampled over
 PERF_IDLE_SECONDS of no load: the idle figure, ms of CPU per second (0: skipped).
@@ -44,6 +48,7 @@ from qim.dev.perf_report import (
     LOADGEN,
     Step,
     backlog_of,
+    counter_of,
     cpu_ms_per_msg,
     final_line,
     idle_ms_per_s,
@@ -57,6 +62,9 @@ from qim.dev.perf_report import (
 DEFAULT_RATES = "25,100,250,500,750,1000,1250"
 OUT_DIR = Path(__file__).resolve().parents[2] / ".perf"
 DRAIN_S = 30.0
+# PERF_TOPOLOGY=scaled: two of every kind (the archiver only with the archive tier)
+SCALED_NODES = {"gateway": 2, "writer": 2, "mailbox": 2, "session": 2, "fanout": 2}
+TOPOLOGIES = ("single", "scaled")
 QUIET_TIMEOUT_S = 300.0  # the longest wait for the pipeline to drain before the idle window
 
 
@@ -79,6 +87,8 @@ def parser() -> argparse.ArgumentParser:
                    help="seconds of the idle window after the steps (0: none)")
     p.add_argument("--archive", action="store_true", default=env("PERF_ARCHIVE", "0") == "1",
                    help="with the archive tier (Cassandra and qim-archiver), as `make up` runs")
+    p.add_argument("--topology", choices=TOPOLOGIES, default=env("PERF_TOPOLOGY", "single"),
+                   help="single: one node of each kind; scaled: two of every kind")
     p.add_argument("--connections", type=int, default=int(env("PERF_CONNECTIONS", "10000")),
                    help="idle TLS connections of the connection step (0: no step)")
     p.add_argument("--out", default=env("PERF_OUT", str(OUT_DIR)))
@@ -109,9 +119,13 @@ class Bench:
         from qim.dev.stack import stack_up
         from qim.errors import EngineError
 
+        scaled = self.cfg.topology == "scaled"
+        nodes = {**SCALED_NODES, **({"archiver": 2} if self.cfg.archive else {})} if scaled else None
+        suffix = "-scaled" if scaled else ""
         try:
-            self.engines = EngineSet.up(self.out / "engines", die_with_parent=True, with_cassandra=self.cfg.archive)
-            self.stack = stack_up(self.out / "stack", self.engines.env(), die_with_parent=True)
+            self.engines = EngineSet.up(self.out / f"engines{suffix}", die_with_parent=True,
+                                        with_cassandra=self.cfg.archive, outbox_partitions=2 if scaled else None)
+            self.stack = stack_up(self.out / f"stack{suffix}", self.engines.env(), die_with_parent=True, nodes=nodes)
         except EngineError as exc:
             raise InstrumentError(f"the private stack did not start: {exc}") from exc
 
@@ -186,19 +200,53 @@ class Bench:
                            f"cpu={stack_total(s.cpu_ms):.2f} ms/msg (loadgen {s.cpu_ms.get(LOADGEN, 0):.2f})")
         return s
 
+    def _metrics(self, names) -> list[str]:
+        """The Prometheus text of each instance in `names` (OSError when one does not answer)."""
+        import urllib.request
+
+        out = []
+        for name in names:
+            with urllib.request.urlopen(f"http://{self.stack.metrics[name]}/metrics", timeout=2.0) as r:
+                out.append(r.read().decode())
+        return out
+
     def backlog(self) -> float:
         """Work still queued in the pipeline over every instance (perf_report.backlog_of);
         a metrics endpoint that does not answer counts as work left."""
-        import urllib.request
+        try:
+            return sum(backlog_of(text) for text in self._metrics(self.stack.metrics))
+        except OSError:
+            return float("inf")
 
-        left = 0.0
-        for addr in self.stack.metrics.values():
-            try:
-                with urllib.request.urlopen(f"http://{addr}/metrics", timeout=2.0) as r:
-                    left += backlog_of(r.read().decode())
-            except OSError:
-                return float("inf")
-        return left
+    def entries(self) -> float:
+        """Mailbox entries appended so far over every mailbox node (qim_mailbox_entries_total)."""
+        names = [n for n in self.stack.metrics if n.rstrip("0123456789") == "mailbox"]
+        try:
+            return sum(counter_of(text, "qim_mailbox_entries") for text in self._metrics(names))
+        except OSError as exc:
+            raise InstrumentError(f"a mailbox node's metrics did not answer: {exc}") from exc
+
+    def until_drained(self) -> None:
+        """Wait until no work is queued in the pipeline; InstrumentError after QUIET_TIMEOUT_S."""
+        deadline = time.monotonic() + QUIET_TIMEOUT_S
+        while self.backlog() > 0:
+            if time.monotonic() > deadline:
+                raise InstrumentError(f"the pipeline did not drain within {QUIET_TIMEOUT_S:g} s")
+            time.sleep(1.0)
+
+    def group_step(self) -> tuple[Step, dict]:
+        """The group step and its figures: mailbox entries appended from its start until
+        the pipeline drained, per second of that time (perf_report, group_entries_per_s)."""
+        self.until_drained()
+        before, t0 = self.entries(), time.monotonic()
+        step = self.step(self.cfg.group_rate, self.cfg.seconds, f"group-{self.cfg.group_rate:g}",
+                         ["--group-members", "1000"])
+        self.until_drained()
+        appended, elapsed = self.entries() - before, time.monotonic() - t0
+        figures = {"entries": appended, "seconds": round(elapsed, 2), "entries_per_s": round(appended / elapsed, 1)}
+        self.console.print(f"group: {appended:.0f} mailbox entries in {elapsed:.1f} s "
+                           f"({figures['entries_per_s']:g} per second, until drained)")
+        return step, figures
 
     def idle(self, seconds: float) -> Optional[dict[str, float]]:
         """CPU ms per second of every engine and service over `seconds` of no load, once
@@ -206,11 +254,7 @@ class Bench:
         drains within QUIET_TIMEOUT_S."""
         if seconds <= 0:
             return None
-        deadline = time.monotonic() + QUIET_TIMEOUT_S
-        while self.backlog() > 0:
-            if time.monotonic() > deadline:
-                raise InstrumentError(f"the pipeline did not drain within {QUIET_TIMEOUT_S:g} s: no idle figure")
-            time.sleep(2.0)
+        self.until_drained()
         pids = self.pids()
         self.console.print(f"idle: {seconds:g} s without load")
         before, t0 = self.sample(pids), time.monotonic()
@@ -224,8 +268,8 @@ class Bench:
                            + " ".join(f"{k}={v:g}" for k, v in sorted(out.items(), key=lambda kv: -kv[1])))
         return out
 
-    def run(self) -> tuple[list[Step], list[Step], Optional[Step]]:
-        """The ladder, the hold, the group step."""
+    def run(self) -> tuple[list[Step], list[Step], Optional[tuple[Step, dict]]]:
+        """The ladder, the hold, the group step (with its figures)."""
         rates = [float(r) for r in self.cfg.rates.split(",") if r.strip()]
         steps: list[Step] = []
         for rate in rates:
@@ -238,10 +282,7 @@ class Bench:
             holds[-1].hold = True
             if holds[-1].passes:
                 break
-        group = None
-        if self.cfg.group_step:
-            group = self.step(self.cfg.group_rate, self.cfg.seconds, f"group-{self.cfg.group_rate:g}",
-                              ["--group-members", "1000"])
+        group = self.group_step() if self.cfg.group_step else None
         return steps, holds, group
 
 
@@ -254,7 +295,7 @@ def _connection_step(bench: "Bench", connections: int) -> Optional[dict]:
         raise InstrumentError(f"connection step: {exc}") from exc
 
 
-def _document(cfg, steps: list[Step], holds: list[Step], group: Optional[Step], line: str,
+def _document(cfg, steps: list[Step], holds: list[Step], group: Optional[tuple[Step, dict]], line: str,
               idle: Optional[dict[str, float]], conn: Optional[dict] = None) -> dict:
     return {"line": line, "config": {k: v for k, v in vars(cfg).items()}, "loadavg": os.getloadavg(),
             "idle_cpu_ms_per_s": idle,
@@ -262,8 +303,8 @@ def _document(cfg, steps: list[Step], holds: list[Step], group: Optional[Step], 
             "cpus": os.cpu_count(), "max_rate": max_rate(holds),
             "steps": [s.to_dict() for s in steps], "holds": [h.to_dict() for h in holds],
             "cold_start": steps[0].segments() if steps else [],
-            "group_step": None if group is None else {**(group.report.get("group") or {}),
-                                                     "step": group.to_dict()}}
+            "group_step": None if group is None else {**(group[0].report.get("group") or {}), **group[1],
+                                                     "step": group[0].to_dict()}}
 
 
 def _interrupt(signum, frame) -> None:
@@ -282,7 +323,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             bench.up()
             steps, holds, group = bench.run()
             idle = bench.idle(cfg.idle_seconds)
-        line = final_line(steps, holds, idle) + (f" {perf_conn.conn_line(conn)}" if conn else "")
+        line = (final_line(steps, holds, idle, None if group is None else group[1])
+                + (f" {perf_conn.conn_line(conn)}" if conn else ""))
         bench.out.mkdir(parents=True, exist_ok=True)
         (bench.out / "perf.json").write_text(json.dumps(_document(cfg, steps, holds, group, line, idle, conn),
                                                         indent=1))

@@ -19,6 +19,10 @@ Rules:
   low_load_e2e_p99   the highest E2E P99 over the steps at <= 100 msg/s
   idle_cpu_ms_per_s  the engines' and services' CPU per second of wall time while no load
                      runs (after the ladder, once the pipeline drained): 50 is 5 % of one core
+  group_entries_per_s  with the group step: the mailbox entries appended over every
+                     mailbox node (qim_mailbox_entries_total) from the step's start until
+                     the pipeline drained, per second of that time (direct sends of the
+                     step included: a few hundred per second)
 """
 
 from __future__ import annotations
@@ -101,6 +105,17 @@ def backlog_of(metrics_text: str) -> float:
         if name in BACKLOG_GAUGES:
             left += float(value)
     return left
+
+
+def counter_of(metrics_text: str, name: str) -> float:
+    """The sum over labels of counter `name` (without `_total`) in Prometheus text (0
+    when absent). ValueError on a malformed value."""
+    total, full = 0.0, name + "_total"
+    for line in metrics_text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == full or key.startswith(full + "{"):
+            total += float(value)
+    return total
 
 
 def no_report(error: str) -> dict:
@@ -196,9 +211,11 @@ def _fmt(x: Optional[float]) -> str:
     return "nan" if x is None else f"{x:.1f}" if abs(x) >= 1 else f"{x:.2f}"
 
 
-def final_line(steps: list[Step], holds: list[Step], idle: Optional[dict[str, float]] = None) -> str:
+def final_line(steps: list[Step], holds: list[Step], idle: Optional[dict[str, float]] = None,
+               group: Optional[dict] = None) -> str:
     """`perf: max_rate=… ack_p99_ms=… e2e_p99_ms=… cpu_ms_per_msg=… low_load_e2e_p99_ms=…
-    idle_cpu_ms_per_s=… cpu_ms_per_msg_loadgen=…`. ACK/E2E P99 are the passing hold's at
+    idle_cpu_ms_per_s=… cpu_ms_per_msg_loadgen=…`, then ` group_entries_per_s=…` when
+    the group step ran (`group`: its figures; nan when its entries were not measured). ACK/E2E P99 are the passing hold's at
     max_rate; without one, the last hold's; without a hold, the first step's. `idle`:
     ms/s per process of the idle window (None: not measured, nan)."""
     best = max_rate(holds)
@@ -209,7 +226,8 @@ def final_line(steps: list[Step], holds: list[Step], idle: Optional[dict[str, fl
     return (f"perf: max_rate={best:g} ack_p99_ms={_fmt(ack)} e2e_p99_ms={_fmt(e2e)} "
             f"cpu_ms_per_msg={_fmt(cpu_at(steps))} low_load_e2e_p99_ms={_fmt(low_load_e2e_p99(steps))} "
             f"idle_cpu_ms_per_s={_fmt(None if idle is None else stack_total(idle))} "
-            f"cpu_ms_per_msg_loadgen={_fmt(loadgen_cpu_at(steps))}")
+            f"cpu_ms_per_msg_loadgen={_fmt(loadgen_cpu_at(steps))}"
+            + ("" if group is None else f" group_entries_per_s={_fmt(group.get('entries_per_s'))}"))
 
 
 def plot(steps: list[Step], path: str) -> None:

@@ -12,6 +12,7 @@ from qim.dev.perf_report import (
     backlog_of,
     cpu_at,
     cpu_ms_per_msg,
+    counter_of,
     final_line,
     idle_ms_per_s,
     loadgen_cpu_at,
@@ -127,6 +128,20 @@ def test_the_final_line() -> None:
     with_loadgen = [_step(500, 12.0, 40.0, cpu={"kafka": 1.0, "writer": 0.8, "loadgen": 0.5})]
     assert final_line(with_loadgen, holds, {"kafka": 20.0, "writer": 5.5}).endswith(
         "cpu_ms_per_msg=1.8 low_load_e2e_p99_ms=nan idle_cpu_ms_per_s=25.5 cpu_ms_per_msg_loadgen=0.50")
+    assert final_line(steps, holds, group={"entries_per_s": 51234.4}).endswith(
+        "cpu_ms_per_msg_loadgen=nan group_entries_per_s=51234.4")
+    assert final_line(steps, holds, group={}).endswith(" group_entries_per_s=nan")  # ran, not measured
+
+
+def test_a_counter_is_summed_over_its_labels() -> None:
+    text = ("# HELP qim_mailbox_entries_total x\nqim_mailbox_entries_total 7.0\n"
+            "qim_mailbox_entries_created 1.7e9\nqim_mailbox_records_total{status=\"FRESH\"} 3.0\n"
+            "qim_mailbox_records_total{status=\"DUPLICATE\"} 2.0\n")
+    assert counter_of(text, "qim_mailbox_entries") == 7.0
+    assert counter_of(text, "qim_mailbox_records") == 5.0
+    assert counter_of(text, "qim_mailbox_push_batches") == 0.0
+    with pytest.raises(ValueError):
+        counter_of("qim_mailbox_entries_total x\n", "qim_mailbox_entries")
 
 
 def test_acked_counts_both_lanes_and_segments_give_the_cold_start() -> None:

@@ -255,6 +255,7 @@ class MailboxMaterializer:
             tracer.debug("materialized shard %d offset %d for %d recipient(s): %s", state.shard, offset,
                          len(done.per_user), done.status)
             if done.status != "DUPLICATE":  # RECOVERED: the push of the lost attempt never happened
+                self._m.entries.inc(len(done.per_user))
                 self._push(done.tenant, done.mailbox_seq, done.per_user)
 
     async def _gc_loop(self) -> None:

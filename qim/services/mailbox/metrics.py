@@ -18,6 +18,8 @@ class MailboxMetrics(MetricSet):
         super().__init__(registry)
         # the materializer
         self.records = self.counter("qim_mailbox_records", "Dispatch records materialized", ["status"])
+        self.entries = self.counter("qim_mailbox_entries",
+                                    "Mailbox entries appended (one per recipient of a record materialized here)")
         self.dirty = self.counter("qim_mailbox_dirty", "Shards stopped by MailboxDirty (must stay 0)")
         self.stage = self.send_stages()  # materialize: one dispatch record appended (retries included)
         self.fenced = self.counter("qim_mailbox_fenced_writes",
