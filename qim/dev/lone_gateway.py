@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from qim.dev._proc import death_wrapper
 from qim.dev.certs import CLIENT_PORT, ensure_dev_pki
 from qim.dev.devkeys import dev_token_key
 from qim.dev.redis_engine import start_redis
@@ -75,7 +76,9 @@ class LoneGateway:
 def lone_gateway(base: Path, extra_env: Optional[dict[str, str]] = None) -> LoneGateway:
     """Start qim-gateway under `base` with TLS on its client port and wait until the port
     accepts (RuntimeError with the log's tail when it does not within 30 s). The process
-    inherits this one's limits (raise RLIMIT_NOFILE before, for many connections)."""
+    inherits this one's limits (raise RLIMIT_NOFILE before, for many connections) and
+    gets SIGTERM when the calling thread exits (qim.dev._proc.death_wrapper: only the
+    main thread may ask)."""
     base.mkdir(parents=True, exist_ok=True)
     pki = ensure_dev_pki(base / "tls")
     key, public = dev_token_key(base)
@@ -90,8 +93,9 @@ def lone_gateway(base: Path, extra_env: Optional[dict[str, str]] = None) -> Lone
            "QIM_TOKEN_PUBLIC_KEYS": str(public), "QIM_GATEWAY_TLS_CERT": client.cert,
            "QIM_GATEWAY_TLS_KEY": client.key, **(extra_env or {})}
     log = open(base / "gateway.log", "wb")
-    proc = subprocess.Popen([str(Path(sys.executable).with_name("qim-gateway"))], env=env, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    # it dies with this process (SIGTERM or a kill of the soak or the perf step included)
+    argv = [*death_wrapper(True), str(Path(sys.executable).with_name("qim-gateway"))]
+    proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     log.close()  # the child has its own descriptor
     gateway = LoneGateway(addr, pki.ca_file, str(key), proc, redis)
     host, port = addr.rsplit(":", 1)
