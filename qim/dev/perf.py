@@ -19,7 +19,7 @@ runs): the line then ends with `conn_kb_per_idle=… logins_per_s=…`.
 1,000-member group at PERF_GROUP_RATE (its ACK P99 against the direct sends'); the line
 then ends with `group_entries_per_s=…` (mailbox entries appended per second until the
 pipeline drained). `--topology scaled` (PERF_TOPOLOGY=scaled) runs two nodes of every
-kind (SCALED_NODES) on the same machine, on engines of their own (.perf/engines-scaled:
+kind (`scaled_nodes`) on the same machine, on engines of their own (.perf/engines-scaled:
 the Outbox gets two partitions), to compare CPU per message with the single topology.
 After the steps, once the pipeline drained (no Outbox lag at the fanout or the archiver,
 no record queued at the mailbox), every engine's and service's CPU is sampled over
@@ -50,9 +50,9 @@ from qim.dev.perf_report import (
     backlog_of,
     counter_of,
     cpu_ms_per_msg,
+    document,
     final_line,
     idle_ms_per_s,
-    max_rate,
     no_report,
     plot,
     read_cpu_s,
@@ -62,9 +62,16 @@ from qim.dev.perf_report import (
 DEFAULT_RATES = "25,100,250,500,750,1000,1250"
 OUT_DIR = Path(__file__).resolve().parents[2] / ".perf"
 DRAIN_S = 30.0
-# PERF_TOPOLOGY=scaled: two of every kind (the archiver only with the archive tier)
-SCALED_NODES = {"gateway": 2, "writer": 2, "mailbox": 2, "session": 2, "fanout": 2}
 TOPOLOGIES = ("single", "scaled")
+
+
+def scaled_nodes(archive: bool) -> dict[str, int]:
+    """PERF_TOPOLOGY=scaled: two nodes of every kind in the service table (the archiver
+    only with the archive tier), but for kinds assigned statically by node index (the
+    RoomWriter: no takeover, docs/status.md), which keep one."""
+    from qim.topology import processes
+
+    return {s.name: 2 for s in processes() if not s.node_index and (archive or not s.archive_only)}
 QUIET_TIMEOUT_S = 300.0  # the longest wait for the pipeline to drain before the idle window
 
 
@@ -120,7 +127,7 @@ class Bench:
         from qim.errors import EngineError
 
         scaled = self.cfg.topology == "scaled"
-        nodes = {**SCALED_NODES, **({"archiver": 2} if self.cfg.archive else {})} if scaled else None
+        nodes = scaled_nodes(self.cfg.archive) if scaled else None
         suffix = "-scaled" if scaled else ""
         try:
             self.engines = EngineSet.up(self.out / f"engines{suffix}", die_with_parent=True,
@@ -295,18 +302,6 @@ def _connection_step(bench: "Bench", connections: int) -> Optional[dict]:
         raise InstrumentError(f"connection step: {exc}") from exc
 
 
-def _document(cfg, steps: list[Step], holds: list[Step], group: Optional[tuple[Step, dict]], line: str,
-              idle: Optional[dict[str, float]], conn: Optional[dict] = None) -> dict:
-    return {"line": line, "config": {k: v for k, v in vars(cfg).items()}, "loadavg": os.getloadavg(),
-            "idle_cpu_ms_per_s": idle,
-            "connection_step": conn,
-            "cpus": os.cpu_count(), "max_rate": max_rate(holds),
-            "steps": [s.to_dict() for s in steps], "holds": [h.to_dict() for h in holds],
-            "cold_start": steps[0].segments() if steps else [],
-            "group_step": None if group is None else {**(group[0].report.get("group") or {}), **group[1],
-                                                     "step": group[0].to_dict()}}
-
-
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt  # SIGTERM stops the stack like Ctrl-C (the finally of main)
 
@@ -326,7 +321,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         line = (final_line(steps, holds, idle, None if group is None else group[1])
                 + (f" {perf_conn.conn_line(conn)}" if conn else ""))
         bench.out.mkdir(parents=True, exist_ok=True)
-        (bench.out / "perf.json").write_text(json.dumps(_document(cfg, steps, holds, group, line, idle, conn),
+        (bench.out / "perf.json").write_text(json.dumps(document(cfg, steps, holds, group, line, idle, conn),
                                                         indent=1))
         plot(steps, str(bench.out / "perf.png"))
     except InstrumentError as exc:

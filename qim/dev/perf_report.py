@@ -230,6 +230,21 @@ def final_line(steps: list[Step], holds: list[Step], idle: Optional[dict[str, fl
             + ("" if group is None else f" group_entries_per_s={_fmt(group.get('entries_per_s'))}"))
 
 
+def document(cfg, steps: list[Step], holds: list[Step], group: Optional[tuple[Step, dict]], line: str,
+             idle: Optional[dict[str, float]], conn: Optional[dict] = None) -> dict:
+    """The JSON document of a run (.perf/perf.json): the line, the configuration, the
+    machine's load, every step and hold, the cold start, the idle, connection and group
+    figures."""
+    return {"line": line, "config": {k: v for k, v in vars(cfg).items()}, "loadavg": os.getloadavg(),
+            "idle_cpu_ms_per_s": idle,
+            "connection_step": conn,
+            "cpus": os.cpu_count(), "max_rate": max_rate(holds),
+            "steps": [s.to_dict() for s in steps], "holds": [h.to_dict() for h in holds],
+            "cold_start": steps[0].segments() if steps else [],
+            "group_step": None if group is None else {**(group[0].report.get("group") or {}), **group[1],
+                                                     "step": group[0].to_dict()}}
+
+
 def plot(steps: list[Step], path: str) -> None:
     """The PNG of a run: ACK and E2E P50/P99 against rate (log scale, goals dashed) and
     CPU ms per message by process, stacked, per step. matplotlib (the `perf` extra)."""

@@ -10,9 +10,9 @@ import pytest
 from qim.dev.perf_report import (
     Step,
     backlog_of,
+    counter_of,
     cpu_at,
     cpu_ms_per_msg,
-    counter_of,
     final_line,
     idle_ms_per_s,
     loadgen_cpu_at,
