@@ -214,6 +214,11 @@ ARCHIVE_BATCH_MAX = 4096
 # so a partition holds at most 16384 messages (a conversation may hold millions)
 ARCHIVE_BUCKET_BITS = 14
 CQL_WRITE_CONCURRENCY = 64  # CQL statements of one archiver batch in flight at once
+# history index rows of one partition (conversation, bucket) written as one UNLOGGED batch
+# (one mutation at the replica instead of one request each), at most this many rows or
+# body bytes per batch (Cassandra warns past 5 KiB of batch, but not for one partition)
+CQL_PARTITION_BATCH_ROWS = 64
+CQL_PARTITION_BATCH_BYTES = 256 * 1024
 CQL_READ_CONCURRENCY = 64  # point reads of one call in flight at once (mailbox fills, audits)
 SCYLLA_KEYSPACE_DEFAULT = "qim"
 SCYLLA_SCHEMA_VERSION = 1  # what `qimctl schema apply` installs and services require

@@ -200,7 +200,8 @@ class ShardKeeper:
             await self._renewing(self._stop_moving(moving))
             await self._call("release", self._registry.release(self.kind, self.node_id, self.incarnation, moving))
             self._m.released.labels(kind=self.kind, reason="rebalance").inc(len(moving))
-        wanted = sorted(s for s in desired if s not in self.owned)
+        # a shard a renewal just named lost is released in full at the next tick, first
+        wanted = sorted(s for s in desired if s not in self.owned and s not in self._refused)
         if wanted and not self._id_taken:
             granted = await self._call("acquire", self._registry.acquire(self.kind, self.node_id, self.incarnation,
                                                                          self._ttl_ms, wanted))

@@ -258,7 +258,8 @@ class ChatApp(App):
 
     async def learn_names(self, user_ids: Iterable[int]) -> None:
         """Display names of these users (the SDK's cache, else one request); redraws
-        when one was new. A failure leaves ids shown, and is told."""
+        when one was new. A user without a name yet keeps its id and is asked again
+        later (the SDK paces that: qim.sdk.names). A failure leaves ids shown, and is told."""
         wanted = {u for u in user_ids if u and u not in self.names}
         if not wanted:
             return
@@ -268,7 +269,7 @@ class ChatApp(App):
             self.tell(f"display names not available: {exc}")
             return
         fresh = {u: n for u, n in found.items() if n and self.names.get(u) != n}
-        self.names.update({u: found.get(u, "") for u in wanted})
+        self.names.update((u, n) for u, n in found.items() if n)
         if fresh and not self.leaving:
             await self.show_list()
             if self.current is not None:

@@ -9,7 +9,9 @@ titles and users' display names. Numeric ids stay the keys; a name is only shown
   user; anybody asks for names by user id (PULL_PROFILES). `Profiles` keeps the answers
   in the LocalStore (`profiles` table), so names show offline and after a restart, and
   asks again for a name older than PROFILE_TTL_S (names change rarely; a stale one is
-  only a display matter).
+  only a display matter). An empty answer is asked again after EMPTY_RETRY_S: the
+  server learns a name at the user's first login, so a peer asked about before it
+  ever logged in would otherwise stay nameless for the whole TTL.
 
 Errors: NotConnected / ConnectionLost / ServerError from the requests (`display_names`
 returns what the store holds when offline, never raises for that).
@@ -31,6 +33,7 @@ from qim.sdk.retry import Backoff, with_retry
 from qim.sdk.runtime import ClientRuntime
 
 PROFILE_TTL_S = 3600.0
+EMPTY_RETRY_S = 10.0  # a user without a name (yet): asked again at most this often
 
 
 async def set_group_title(rt: ClientRuntime, group_id: int, title: str) -> group_pb2.GroupOk:
@@ -71,14 +74,15 @@ class Profiles:
         store = self._rt.store
         known = await store.run(store.profiles, wanted)
         now = time.monotonic()
-        ask = [u for u in wanted if u not in known or now - self._fetched.get(u, -PROFILE_TTL_S) >= PROFILE_TTL_S]
+        ask = [u for u in wanted
+               if now - self._fetched.get(u, -PROFILE_TTL_S) >= (PROFILE_TTL_S if known.get(u) else EMPTY_RETRY_S)]
         if ask and self._rt.connected:
             try:
                 found = await pull_profiles(self._rt, ask)
             except (NotConnected, ConnectionLost):
-                found = {}
+                return {u: known.get(u, "") for u in wanted}
+            self._fetched.update((u, now) for u in ask)  # answered, with a name or without
             if found:
                 await store.run(store.store_profiles, found.items(), int(time.time() * 1000))
-                self._fetched.update((u, now) for u in found)
                 known.update(found)
         return {u: known.get(u, "") for u in wanted}

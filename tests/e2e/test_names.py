@@ -110,3 +110,24 @@ async def test_qimctl_group_create_takes_a_title(stack, tmp_path):
 
     await eventually(titled, what="the member's list has the titled group")
     await close_all(c)
+
+
+async def test_a_peer_asked_about_before_its_first_login_is_named_once_it_logged_in(stack, tmp_path, monkeypatch):
+    """The server learns a name at the user's first login. An empty answer before that is
+    not kept for the whole profile TTL: asked again after EMPTY_RETRY_S (shortened here),
+    the name shows (two terminal clients started together showed a user id for good)."""
+    from qim.sdk import names
+
+    monkeypatch.setattr(names, "EMPTY_RETRY_S", 0.5)
+    a, b = users(2)
+    bob = await client(stack, tmp_path, b, display_name="Bob")
+    await bob.connect()
+    assert await bob.display_names([a]) == {a: ""}  # alice never logged in
+    alice = await client(stack, tmp_path, a, display_name="Alice")
+    await alice.connect()
+
+    async def alice_named():
+        return (await bob.display_names([a]))[a] == "Alice"
+
+    await eventually(alice_named, what="alice's name after her first login")
+    await close_all(alice, bob)

@@ -355,3 +355,43 @@ async def test_a_newer_page_covers_a_trim_between_its_two_reads(tiered, limit):
     page = await store.history_page(c.tenant, c.conversation_id, ((0, None),), 1, NEWER, limit, 1 << 20)
     assert [r.conversation_seq for r in page.records] == list(range(2, 11))[:limit]
     assert page.has_more == (limit < 9)
+
+
+async def test_a_busy_partitions_index_rows_go_in_bounded_batches_and_all_read_back(tiered, monkeypatch):
+    """The index rows of one (conversation, bucket) are written as UNLOGGED batches within
+    the row and byte limits, rows of other buckets apart; every row reads back exact,
+    a large body included (one row alone past the byte limit goes as itself)."""
+    from cassandra.query import BatchStatement
+
+    from qim.consts import ARCHIVE_BUCKET_BITS, CQL_PARTITION_BATCH_BYTES, CQL_PARTITION_BATCH_ROWS
+
+    tier = tiered.archive_tier
+    conv = direct(tiered).conversation_id
+    now = now_ms()
+    seqs = list(range(1, 2 * CQL_PARTITION_BATCH_ROWS + 4)) + [1 << ARCHIVE_BUCKET_BITS]  # the last: next bucket
+    bodies = {s: (b"%d-" % s) * (3 if s % 7 else CQL_PARTITION_BATCH_BYTES // 8) for s in seqs}
+    bodies[5] = b"x" * (CQL_PARTITION_BATCH_BYTES + 1)
+    recs = [message_pb2.MessageRecord(tenant_id=(7).to_bytes(16, "big"),
+                                      message_id=(now - 1000).to_bytes(6, "big") + s.to_bytes(10, "big"),
+                                      conversation_id=conv, conversation_seq=s, sender_id=5,
+                                      created_at_ms=now - 1000, body=bodies[s]) for s in seqs]
+    sent: list[list] = []
+    plain = tier.cql.session.execute_many
+
+    async def spy(calls, concurrency, what="write"):
+        calls = list(calls)
+        sent.append(calls)
+        return await plain(calls, concurrency, what)
+
+    monkeypatch.setattr(tier.cql.session, "execute_many", spy)
+    await tier.archive.write(7, [ArchiveRecord(r, 0) for r in recs], [])
+    index_calls = [c for c in sent[1] if isinstance(c[0], BatchStatement) or "conversation_history" in
+                   c[0].query_string]
+    batches = [c[0] for c in index_calls if isinstance(c[0], BatchStatement)]
+    rows_in = sum(len(b._statements_and_parameters) for b in batches) + len(index_calls) - len(batches)
+    assert rows_in == len(seqs)
+    assert batches and all(len(b._statements_and_parameters) <= CQL_PARTITION_BATCH_ROWS for b in batches)
+    assert len(index_calls) < len(seqs) // 4  # batched, not one request per row
+    monkeypatch.undo()
+    got = await tier.archive.history_rows(7, conv, seqs)
+    assert [got[s].SerializeToString() for s in seqs] == [r.SerializeToString() for r in recs]

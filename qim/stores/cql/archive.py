@@ -5,7 +5,10 @@ of a message's cells is its created_at (in µs); a recall/delete writes state an
 empty body at the CONTROL message's created_at + 1 µs, so the later state wins whatever
 order the rows arrive in, and writing any of them again changes nothing (same values,
 same write time). Order within a batch: records and state changes, then the history
-index and the archive bound (`max_seq`, write time = max_seq so the highest wins).
+index and the archive bound (`max_seq`, write time = max_seq so the highest wins). The
+index rows of one partition (conversation, bucket) go as UNLOGGED batches of at most
+CQL_PARTITION_BATCH_ROWS rows and CQL_PARTITION_BATCH_BYTES of bodies: a busy
+conversation's rows cost Cassandra one mutation per batch, not one request per row.
 """
 
 from __future__ import annotations
@@ -13,7 +16,12 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Optional, Sequence
 
-from qim.consts import CQL_READ_CONCURRENCY, CQL_WRITE_CONCURRENCY
+from qim.consts import (
+    CQL_PARTITION_BATCH_BYTES,
+    CQL_PARTITION_BATCH_ROWS,
+    CQL_READ_CONCURRENCY,
+    CQL_WRITE_CONCURRENCY,
+)
 from qim.proto.v1 import message_pb2
 from qim.stores.archive import ArchivedRow, ArchiveRecord, ArchiveStateChange
 from qim.stores.cql.codec import (
@@ -27,7 +35,7 @@ from qim.stores.cql.codec import (
     tenant_blob,
     u63,
 )
-from qim.stores.cql.session import CqlSession
+from qim.stores.cql.session import CqlSession, partition_batch
 from qim.stores.sessions import FirstSeen
 
 _COLS = RECORD_COLUMNS.split(", ")
@@ -64,17 +72,23 @@ class CqlArchive:
     async def write(self, tenant: int, records: Sequence[ArchiveRecord], changes: Sequence[ArchiveStateChange]) -> None:
         """ArchiveStore.write (see the module docstring for order and write times)."""
         t = tenant_blob(tenant)
-        first, second = [], []
+        first: list = []
+        second: list = []
         rec_stmt, idx_stmt = await self._p("record"), await self._p("index")
         bound_stmt = await self._p("bound")
         top: dict[bytes, int] = defaultdict(int)
+        index: dict[tuple[bytes, int], list] = defaultdict(list)  # (conversation, bucket) -> [(size, call)]
         for item in records:
             rec = item.record
             values = record_values(rec)  # ValueError: a u64 with bit 63 set never reaches CQL
             ts = u63(rec.created_at_ms * 1000, "write time")
             first.append((rec_stmt, (t, *values, item.ttl_s, ts)))
-            second.append((idx_stmt, (t, bucket_of(rec.conversation_seq), *values, item.ttl_s, ts)))
+            bucket = bucket_of(rec.conversation_seq)
+            index[(rec.conversation_id, bucket)].append(
+                (len(rec.body), (idx_stmt, (t, bucket, *values, item.ttl_s, ts))))
             top[rec.conversation_id] = max(top[rec.conversation_id], rec.conversation_seq)
+        for rows in index.values():
+            second.extend(_batched(rows))
         rs_stmt, is_stmt = await self._p("record_state"), await self._p("index_state")
         for ch in changes:
             ts = u63(ch.changed_at_ms * 1000 + 1, "write time")
@@ -113,6 +127,24 @@ class CqlArchive:
                                           CQL_READ_CONCURRENCY, "index read")
         return {seq: record_of(rows[0], t, f"{conversation_id.hex()}/{seq}") if rows else None
                 for seq, rows in zip(seqs, found)}
+
+
+def _batched(rows: list) -> list:
+    """The index writes of one partition ([(body bytes, (stmt, params))]) as calls for
+    execute_many: a lone row as itself, more as UNLOGGED batches within the limits of
+    the module doc."""
+    out: list = []
+    chunk: list = []
+    size = 0
+    for body, call in rows:
+        if chunk and (len(chunk) >= CQL_PARTITION_BATCH_ROWS or size + body > CQL_PARTITION_BATCH_BYTES):
+            out.append(chunk)
+            chunk, size = [], 0
+        chunk.append(call)
+        size += body
+    if chunk:
+        out.append(chunk)
+    return [c[0] if len(c) == 1 else (partition_batch(c), None) for c in out]
 
 
 class CqlConversationState:

@@ -47,6 +47,19 @@ def build_cluster(cfg: ScyllaConfig) -> Any:
                    control_connection_timeout=CONNECT_TIMEOUT_S)
 
 
+def partition_batch(calls: Sequence[tuple[Any, Sequence[Any]]]) -> Any:
+    """One UNLOGGED batch of (prepared statement, params) that all write ONE partition:
+    a single mutation at each replica, no batchlog, no coordinator fan-out (a batch over
+    several partitions would cost the coordinator more than the requests it saves). The
+    consistency is the execution profile's. Run it through `execute_many` with params None."""
+    from cassandra.query import BatchStatement, BatchType
+
+    batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+    for stmt, params in calls:
+        batch.add(stmt, params)
+    return batch
+
+
 def _resolve(fut: asyncio.Future, result: Any, failed: bool) -> None:
     if fut.done():
         return
