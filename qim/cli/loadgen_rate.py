@@ -159,8 +159,9 @@ async def run(cfg: argparse.Namespace) -> int:
     group = None
     if cfg.group_members:  # one more sender, to a big group, at a direct sender's rate (loadgen_group.py)
         owner = base + 2 * cfg.pairs + cfg.sdk_clients
+        group_rate = rate / cfg.pairs if cfg.group_rate is None else cfg.group_rate
         group = GroupSender(await login(gateway_for(owner, cfg.gateways), key, owner, cfg.tls), owner, cfg.group_members,
-                            rate / cfg.pairs, cfg.size)
+                            group_rate, cfg.size)
         await group.start()
     segments: list[dict] = []
     rx = [Receiver(i, s, ledger, cfg.pull_gap) for i, s in enumerate(streams[cfg.pairs:])]
@@ -285,6 +286,8 @@ def parser() -> argparse.ArgumentParser:
                    help="real SDK clients, paired (default: 5 %% of the connections, at least 2; 0: off)")
     p.add_argument("--group-members", type=int, default=0,
                    help="also send from one more connection to a group of this many members (0: off)")
+    p.add_argument("--group-rate", type=float, default=None,
+                   help="sends per second to the group (default: a direct sender's rate)")
     p.add_argument("--json", default=None, help="write the whole report as JSON to this path")
     add_client_args(p)  # --ca-file, --plaintext (qim/cli/tlsopts.py)
     return p
@@ -307,6 +310,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     if cfg.rate <= 0 or cfg.duration <= 0 or cfg.pairs <= 0 or cfg.size < 16:
         print("qim-loadgen rate: --rate, --duration and --pairs must be positive, --size >= 16", file=sys.stderr)
+        return 2
+    if cfg.group_rate is not None and (cfg.group_rate <= 0 or not cfg.group_members):
+        print("qim-loadgen rate: --group-rate must be positive and needs --group-members", file=sys.stderr)
         return 2
     if cfg.sdk_clients is None:
         cfg.sdk_clients = default_clients(2 * cfg.pairs)

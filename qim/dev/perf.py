@@ -15,8 +15,9 @@ rate is held for PERF_HOLD_SECONDS (a failed hold tries the next lower passing r
 First the connection step (qim/dev/perf_conn.py, PERF_CONNECTIONS idle authenticated TLS
 connections on a lone gateway, 0 skips it; before the stack starts, so nothing else
 runs): the line then ends with `conn_kb_per_idle=… logins_per_s=…`.
-`--group-step` (PERF_GROUP_STEP=1) adds one step where one more connection sends to a
-1,000-member group at PERF_GROUP_RATE (its ACK P99 against the direct sends'); the line
+`--group-step` (PERF_GROUP_STEP=1) adds one step of direct sends at PERF_GROUP_RATE
+while one more connection sends PERF_GROUP_SENDS a second to a 1,000-member group (its
+ACK P99 against the direct sends'); the line
 then ends with `group_entries_per_s=…` (mailbox entries appended per second until the
 pipeline drained). `--topology scaled` (PERF_TOPOLOGY=scaled) runs two nodes of every
 kind (`scaled_nodes`) on the same machine, on engines of their own (.perf/engines-scaled:
@@ -89,7 +90,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--pairs", type=int, default=int(env("PERF_PAIRS", "20")))
     p.add_argument("--sdk-clients", default=env("PERF_SDK_CLIENTS"), help="default: the load generator's (5 %%)")
     p.add_argument("--group-step", action="store_true", default=env("PERF_GROUP_STEP", "0") == "1")
-    p.add_argument("--group-rate", type=float, default=float(env("PERF_GROUP_RATE", "100")))
+    p.add_argument("--group-rate", type=float, default=float(env("PERF_GROUP_RATE", "100")),
+                   help="msg/s of the direct sends during the group step")
+    p.add_argument("--group-sends", type=float, default=float(env("PERF_GROUP_SENDS", "60")),
+                   help="sends per second to the 1,000-member group (60: 60,000 entries/s offered, above the goal)")
     p.add_argument("--idle-seconds", type=float, default=float(env("PERF_IDLE_SECONDS", "60")),
                    help="seconds of the idle window after the steps (0: none)")
     p.add_argument("--archive", action="store_true", default=env("PERF_ARCHIVE", "0") == "1",
@@ -247,7 +251,7 @@ class Bench:
         self.until_drained()
         before, t0 = self.entries(), time.monotonic()
         step = self.step(self.cfg.group_rate, self.cfg.seconds, f"group-{self.cfg.group_rate:g}",
-                         ["--group-members", "1000"])
+                         ["--group-members", "1000", "--group-rate", f"{self.cfg.group_sends:g}"])
         self.until_drained()
         appended, elapsed = self.entries() - before, time.monotonic() - t0
         figures = {"entries": appended, "seconds": round(elapsed, 2), "entries_per_s": round(appended / elapsed, 1)}
