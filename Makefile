@@ -8,7 +8,7 @@ CORE_SRC := $(wildcard qim/_core/*.pyx qim/_core/*.pxd)
 DEMO_LANGS ?= english,chinese
 PYTEST_ARGS ?=
 
-.PHONY: install engines up demo down test test-scale test-pure bench wheel proto clean test-tools web-tools web-build test-web web-up
+.PHONY: install engines up demo down test test-scale bench wheel proto clean test-tools web-tools web-build test-web web-up
 
 $(STAMP): pyproject.toml setup.py $(CORE_SRC)
 	$(PY) -m venv $(VENV)
@@ -32,7 +32,7 @@ up: engines
 
 # The note goes to stderr *before* the replay: the replay's `replay: …` line must stay
 # the last line `make demo` prints (docs/decisions/0014). The demo runs the archive tier
-# with a short hot window (issue 14): history older than a few seconds moves to the
+# with a short hot window: history older than a few seconds moves to the
 # archive (Cassandra), and after the replay every conversation's history is read again
 # through the SDK across the seam (`history: … from_cold=C mismatched=0`, printed just
 # before the replay line). These variables reach `qim-dev stack up` (a prerequisite).
@@ -129,7 +129,7 @@ bench: install
 bench-baseline:
 	$(MAKE) bench BENCH_REPORT_ARGS=--update-baseline
 
-# Throughput and latency (issue 12, docs/perf.md): a private stack in .perf/ (own ports
+# Throughput and latency (docs/perf.md): a private stack in .perf/ (own ports
 # and data, stopped at the end), a ladder of rates with `qim-loadgen rate` (SDK lane on),
 # CPU per message per process from /proc, .perf/perf.json and .perf/perf.png. Shorten
 # with PERF_RATES=25,100 PERF_SECONDS=10 PERF_HOLD_SECONDS=10; PERF_GROUP_STEP=1 adds the
@@ -159,7 +159,7 @@ clean: down
 bench-sessions: install
 	$(BIN)/python benches/bench_sessions.py
 
-# History paging across the archive's hot floor (issue 14): 100,000 messages of one
+# History paging across the archive's hot floor: 100,000 messages of one
 # conversation, 89,975 archived in Cassandra and trimmed from Redis; P99 per page of a
 # walk from the newest to the oldest, again after half the archived rows expired
 # (tombstones). Private Redis and Cassandra. Last line `history-seam: … p99_ms=…`.
@@ -176,7 +176,7 @@ bench-history: install
 soak-malformed: install
 	$(BIN)/python -m tests.gateway.malformed --total 100000
 
-# Fuzzing (issue 15, tests/fuzz/README.md): atheris (coverage-guided) on the frame
+# Fuzzing (tests/fuzz/README.md): atheris (coverage-guided) on the frame
 # decoder, zstd bodies and request parsing with a random seed, then fuzzed frame
 # sequences against a private stack. FUZZ_RUNS per target (default 250000, 10^6 in all)
 # or FUZZ_SECONDS per target, FUZZ_SEED to repeat a run, FUZZ_LIVE sequences (default
