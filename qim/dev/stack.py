@@ -1,6 +1,6 @@
 """Development supervisor: runs every process of the service table (qim/topology.py:
-qim-writer, qim-mailbox, qim-session, qim-gateway, qim-fanout, and qim-archiver with the
-archive tier) as separate processes against engines started by `qim-dev engines up`,
+qim-writer, qim-mailbox, qim-session, qim-room, qim-gateway, qim-fanout, and qim-archiver
+with the archive tier) as separate processes against engines started by `qim-dev engines up`,
 laid out by qim.dev.stack_layout (any number of nodes per kind; one each by default).
 
 Each service gets loopback ports (fresh, or remembered in a PortBook file: see

@@ -47,8 +47,9 @@ def default_stack_dir() -> Path:
 
 def add_parser(sub) -> None:
     """Register the `stack` subcommand on an argparse subparsers object."""
-    p = sub.add_parser("stack", help="run qim-writer, qim-mailbox, qim-session, qim-gateway, "
-                                     "qim-fanout (and qim-archiver with a Cassandra engine)")
+    p = sub.add_parser("stack", help="run every process of the service table: qim-writer, qim-mailbox, "
+                                     "qim-session, qim-room, qim-gateway, qim-fanout (and qim-archiver with "
+                                     "a Cassandra engine)")
     p.add_argument("action", choices=["up", "down", "status", "restart", "roll"],
                    help="roll: restart every node one at a time, readers first (qim/dev/rolling.py)")
     p.add_argument("name", nargs="?", help="restart: the service instance (gateway, writer, "
