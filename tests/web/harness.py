@@ -39,7 +39,9 @@ class WebPage:
     def __init__(self, page: Any, user: int) -> None:
         self.page, self.user = page, user
         self.sockets: list[str] = []  # every WebSocket the page opened (reconnects counted)
+        self.console: list[str] = []  # the page's console lines: told when a wait fails
         page.on("websocket", lambda ws: self.sockets.append(ws.url))
+        page.on("console", lambda msg: self.console.append(f"{msg.type}: {msg.text}"[:300]))
 
     def sign_in(self, base_url: str, name: str = "", device: Optional[int] = None) -> "WebPage":
         """Open the page and sign in as `self.user`; waits for the connection to be ready."""
@@ -53,8 +55,18 @@ class WebPage:
         return self
 
     def wait_state(self, state: str, timeout: int = TIMEOUT_MS) -> None:
-        """Wait until the connection pill shows `state`."""
-        self.page.wait_for_selector(f"[data-testid=conn-state][data-state={state}]", timeout=timeout)
+        """Wait until the connection pill shows `state`; AssertionError naming the state
+        shown, the sockets opened and the page's last console lines when it does not."""
+        try:
+            self.page.wait_for_selector(f"[data-testid=conn-state][data-state={state}]", timeout=timeout)
+        except Exception as exc:  # Playwright's TimeoutError: say what the page showed instead
+            if "Timeout" not in type(exc).__name__:
+                raise
+            shown = self.state()
+            self.shot(f"wait-{state}-{self.user}")
+            raise AssertionError(f"page of user {self.user} never showed {state!r} within {timeout} ms: it shows "
+                                 f"{shown!r}; {len(self.sockets)} socket(s) opened; console: "
+                                 + " | ".join(self.console[-20:])) from None
 
     def state(self) -> str:
         """The connection state the page shows."""
