@@ -252,8 +252,9 @@ def _validate(args: argparse.Namespace) -> None:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Console entry point (`qimctl`); returns the process exit code."""
-    args = build_parser().parse_args(argv)
     try:
+        # the parser's defaults read QIM_* variables: a bad one is a ConfigError naming it
+        args = build_parser().parse_args(argv)
         if args.command == "audit" and args.audit == "dispatch":
             _validate(args)
         return args.func(args)

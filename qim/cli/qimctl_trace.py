@@ -27,6 +27,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from qim._core import ids, watermark
 from qim._core.mailbox_seq import from_bytes as mseq_from_bytes
+from qim.cli.envargs import shard_count_arg, shard_count_default
 from qim.cli.topic_read import KAFKA_CALL_TIMEOUT_S, high_watermarks, read_topic
 from qim.consts import DISPATCH_TOPIC, OUTBOX_TOPIC
 from qim.errors import ConfigError, EngineError
@@ -47,7 +48,8 @@ def add_parsers(sub, env) -> None:
                    help="a device's mailbox cursor as its app reports it (repeatable)")
     p.add_argument("--redis-addr", default=env.get("QIM_REDIS_ADDR"), help="commit Redis (default $QIM_REDIS_ADDR)")
     p.add_argument("--kafka-bootstrap", default=env.get("QIM_KAFKA_BOOTSTRAP"))
-    p.add_argument("--shard-count", type=int, default=int(env.get("QIM_MAILBOX_SHARD_COUNT") or 64))
+    p.add_argument("--shard-count", type=shard_count_arg, default=shard_count_default(env),
+                   help="dispatch partitions (default $QIM_MAILBOX_SHARD_COUNT, else 64)")
     p.set_defaults(func=run_trace)
 
 
