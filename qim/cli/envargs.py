@@ -51,10 +51,9 @@ def shard_count_arg(value: str) -> int:
         raise argparse.ArgumentTypeError(f"{value!r} is not a power of two in 1..65536") from None
 
 
-def check_addr(flag: str, value: str) -> str:
-    """`value` when it is host:port (qim/wire/addr.py); ConfigError naming `flag` otherwise."""
+def check_addr(flag: str, value: str) -> tuple[str, int]:
+    """(host, port) of `value` (qim/wire/addr.py form); ConfigError naming `flag` otherwise."""
     try:
-        parse_addr(value)
+        return parse_addr(value)
     except ValueError as exc:
         raise ConfigError(f"{flag}: {exc}") from None
-    return value
