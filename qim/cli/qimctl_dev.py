@@ -23,8 +23,8 @@ import os
 import sys
 from typing import Optional
 
-from qim.cli.qimctl_admin import _hex16
 from qim.cli.envargs import check_addr, first_writer, tenant_arg, tenant_default
+from qim.cli.qimctl_admin import _hex16
 from qim.cli.tlsopts import add_internal_args, internal_contexts
 from qim.consts import DEV_TOKEN_TTL_S, NAME_MAX_BYTES, TOKEN_MAX_TTL_S_DEFAULT, U63_MAX
 from qim.errors import ConfigError, RequestError

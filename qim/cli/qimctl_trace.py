@@ -26,9 +26,9 @@ import time
 from typing import Optional
 
 import redis
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from qim._core import ids, watermark
 from qim._core.mailbox_seq import from_bytes as mseq_from_bytes
