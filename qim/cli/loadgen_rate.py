@@ -304,7 +304,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         cfg.token_key = load_dev_key(cfg.token_key)
         cfg.gateways = parse_gateways(cfg.gateway)
-        cfg.tls = client_context(cfg, cfg.gateways[0])  # one CA for every gateway
+        cfg.tls = client_context(cfg, cfg.gateways[0], "--gateway")  # one CA for every gateway
     except (ValueError, ConfigError) as exc:
         print(f"qim-loadgen rate: {exc}", file=sys.stderr)
         return 2

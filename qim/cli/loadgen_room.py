@@ -303,7 +303,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     try:
         cfg.token_key = load_dev_key(cfg.token_key)
-        cfg.tls = client_context(cfg, cfg.gateway.split(",")[0])
+        cfg.tls = client_context(cfg, cfg.gateway.split(",")[0], "--gateway")
     except (ValueError, ConfigError) as exc:
         print(f"qim-loadgen room: {exc}", file=sys.stderr)
         return 2

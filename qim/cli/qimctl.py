@@ -47,7 +47,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaExcepti
 from confluent_kafka.admin import AdminClient
 
 from qim.cli import qimctl_admin, qimctl_archive, qimctl_backup, qimctl_dev, qimctl_schema, qimctl_shards, qimctl_trace
-from qim.cli.topic_read import KAFKA_CALL_TIMEOUT_S, high_watermarks, read_topic
+from qim.cli.topic_read import KAFKA_CALL_TIMEOUT_S, QUIET_CLIENT, high_watermarks, read_topic
 from qim.config import Env
 from qim.consts import DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC
 from qim.errors import ConfigError, EngineError
@@ -150,9 +150,7 @@ def topic_partition_count(admin: AdminClient, topic: str, timeout_s: float = KAF
 
 def audit_dispatch(args: argparse.Namespace, out=sys.stdout) -> int:
     """Run the audit described in the module docstring; returns the exit code (0/1/2)."""
-    # librdkafka's own log lines (one per reconnect attempt) are silenced: failures
-    # surface once, as the EngineError of the call that needed the broker
-    quiet = {"bootstrap.servers": args.kafka_bootstrap, "log_level": 0}
+    quiet = {"bootstrap.servers": args.kafka_bootstrap, **QUIET_CLIENT}  # topic_read.QUIET_CLIENT: why
     admin = AdminClient(dict(quiet))
     consumer = Consumer({
         **quiet, "group.id": f"qimctl-audit-{uuid.uuid4().hex}",
@@ -252,8 +250,9 @@ def _validate(args: argparse.Namespace) -> None:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Console entry point (`qimctl`); returns the process exit code."""
-    args = build_parser().parse_args(argv)
     try:
+        # the parser's defaults read QIM_* variables: a bad one is a ConfigError naming it
+        args = build_parser().parse_args(argv)
         if args.command == "audit" and args.audit == "dispatch":
             _validate(args)
         return args.func(args)

@@ -18,6 +18,7 @@ import os
 import sys
 from typing import Optional
 
+from qim.cli.envargs import check_addr, first_writer, tenant_arg, tenant_default
 from qim.cli.tlsopts import add_internal_args, internal_contexts
 from qim.consts import U63_MAX
 from qim.errors import ConfigError, RequestError
@@ -30,7 +31,7 @@ from qim.topology import WRITER
 
 def add_parsers(sub, env) -> None:
     """Register `membership` and `message` under the qimctl subcommands."""
-    default_writer = (env.get("QIM_WRITER_ADDRS") or "127.0.0.1:7101").split(",")[0]
+    default_writer = first_writer(env)  # ConfigError naming QIM_WRITER_ADDRS
     for name, help_text in (("membership", "add or remove group members (CONTROL messages)"),
                             ("message", "operator actions on stored messages")):
         p = sub.add_parser(name, help=help_text)
@@ -53,7 +54,8 @@ def add_parsers(sub, env) -> None:
 def _common(p, default_writer: str, env) -> None:
     p.add_argument("--writer", default=default_writer, help="writer host:port (default: first of $QIM_WRITER_ADDRS)")
     add_internal_args(p, env)  # mutual TLS with qimctl's certificate (qim/cli/tlsopts.py)
-    p.add_argument("--tenant", type=lambda v: int(v, 0), default=int(env.get("QIM_TENANT_ID", "0"), 0))
+    p.add_argument("--tenant", type=tenant_arg, default=tenant_default(env),
+                   help="tenant id, decimal or 0x hex (default: $QIM_TENANT_ID, else 0)")
     p.add_argument("--request-id", default=None, help="32 hex; reuse it to retry idempotently")
 
 
@@ -72,8 +74,12 @@ def build_request(args: argparse.Namespace) -> internal_pb2.AdminRequest:
     request_id = _hex16(args.request_id, "--request-id") if args.request_id else os.urandom(16)
     req = internal_pb2.AdminRequest(tenant_id=args.tenant.to_bytes(16, "big"))
     if args.command == "membership":
-        if not 0 < args.group <= U63_MAX or any(not 0 < u <= U63_MAX for u in args.user):
-            raise ConfigError("--group and --user must be non-zero with bit 63 clear")
+        # name only the option that is wrong, with its value
+        if not 0 < args.group <= U63_MAX:
+            raise ConfigError(f"--group {args.group} must be non-zero with bit 63 clear")
+        for user in args.user:
+            if not 0 < user <= U63_MAX:
+                raise ConfigError(f"--user {user} must be non-zero with bit 63 clear")
         edit = req.membership
         edit.group_id, edit.request_id = args.group, request_id
         (edit.add if args.action == "add" else edit.remove).extend(args.user)
@@ -96,6 +102,7 @@ async def _call(addr: str, body: bytes, tls: Optional[TlsContexts]) -> tuple[int
 def run_admin(args: argparse.Namespace, out=sys.stdout) -> int:
     """Send one admin request (membership edit or operator delete) to a writer; prints the request id and the result, returns the exit code."""
     req = build_request(args)
+    check_addr("--writer", args.writer)
     tls = internal_contexts(args, args.writer)
     print(f"request_id={(req.membership.request_id or req.delete_message.request_id).hex()}", file=out)
     try:

@@ -28,6 +28,7 @@ import sys
 import time
 import uuid
 
+from qim.cli.envargs import tenant_arg, tenant_default
 from qim.cli.qimctl_schema import add_scylla_args, scylla_from
 from qim.cli.topic_read import high_watermarks, read_topic
 from qim.config import Env
@@ -62,7 +63,7 @@ def add_parsers(sub, env) -> None:
         a.add_argument("--conversation", required=True, help="conversation_id, 32 hex")
         if action == "set":
             a.add_argument("--class", dest="retention_class", required=True, choices=RETENTION_CLASSES)
-        a.add_argument("--tenant", type=lambda v: int(v, 0), default=int(env.get("QIM_TENANT_ID", "0"), 0))
+        a.add_argument("--tenant", type=tenant_arg, default=tenant_default(env))
         a.add_argument("--redis-addr", default=env.get("QIM_REDIS_ADDR"))
         a.set_defaults(func=run_retention, environ=env)
 

@@ -40,6 +40,7 @@ from pathlib import Path
 import redis
 
 from qim.cli import backup_cql, backup_kafka, backup_redis
+from qim.cli.envargs import shard_count_arg, shard_count_default
 from qim.cli.qimctl_schema import add_scylla_args, scylla_from
 from qim.config.tier import ScyllaConfig
 from qim.consts import DISPATCH_TOPIC, OUTBOX_TOPIC
@@ -64,7 +65,7 @@ def add_parsers(sub, env) -> None:
         p.add_argument("--redis-addr", default=env.get("QIM_REDIS_ADDR"), help="commit Redis (default $QIM_REDIS_ADDR)")
         p.add_argument("--kafka-bootstrap", default=env.get("QIM_KAFKA_BOOTSTRAP"),
                        help="Kafka bootstrap (default $QIM_KAFKA_BOOTSTRAP)")
-        p.add_argument("--shard-count", type=int, default=int(env.get("QIM_MAILBOX_SHARD_COUNT") or 64),
+        p.add_argument("--shard-count", type=shard_count_arg, default=shard_count_default(env),
                        help="qim.dispatch partitions (default $QIM_MAILBOX_SHARD_COUNT or 64)")
         add_scylla_args(p)
         p.set_defaults(func=run_backup if name == "backup" else run_restore, environ=env)

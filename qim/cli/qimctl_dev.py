@@ -23,11 +23,11 @@ import os
 import sys
 from typing import Optional
 
+from qim.cli.envargs import check_addr, first_writer, tenant_arg, tenant_default
 from qim.cli.qimctl_admin import _hex16
 from qim.cli.tlsopts import add_internal_args, internal_contexts
 from qim.consts import DEV_TOKEN_TTL_S, NAME_MAX_BYTES, TOKEN_MAX_TTL_S_DEFAULT, U63_MAX
 from qim.errors import ConfigError, RequestError
-from qim.net.framed import parse_addr
 from qim.net.rpc import RemoteError, RpcClient
 from qim.net.tls import TlsContexts
 from qim.proto.v1 import group_pb2, internal_pb2
@@ -56,19 +56,9 @@ def _name(value: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _tenant(value: str) -> int:
-    try:
-        tenant = int(value, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from None
-    if not 0 <= tenant < 1 << 128:
-        raise argparse.ArgumentTypeError("the tenant is an unsigned 128-bit number")
-    return tenant
-
-
 def add_parsers(sub, env) -> None:
     """Register `token` and `group` under the qimctl subcommands."""
-    tenant_default = env.get("QIM_TENANT_ID") or "0"
+    tenant = tenant_default(env)  # ConfigError naming QIM_TENANT_ID
     t = sub.add_parser("token", help="print a development token for (tenant, user, device), signed with the "
                                      "development key; `token revoke`: refuse and cut a device's tokens")
     t.add_argument("action", nargs="?", choices=("issue", "revoke"), default="issue",
@@ -79,7 +69,7 @@ def add_parsers(sub, env) -> None:
                    help="device id the token names (required to issue; revoke: omitted = every device of the user)")
     t.add_argument("--redis-addr", default=env.get("QIM_REDIS_ADDR"),
                    help="revoke: the commit Redis (default $QIM_REDIS_ADDR)")
-    t.add_argument("--tenant", type=_tenant, default=tenant_default,
+    t.add_argument("--tenant", type=tenant_arg, default=tenant,
                    help="tenant id, decimal or 0x hex (default: $QIM_TENANT_ID, else 0)")
     t.add_argument("--name", type=_name, default="",
                    help=f"display name the token claims, at most {NAME_MAX_BYTES} bytes of UTF-8 (default: none, "
@@ -92,7 +82,7 @@ def add_parsers(sub, env) -> None:
                    help=f"the gateway's token audience (default: ${AUDIENCE_ENV}, else qim)")
     t.set_defaults(func=run_token)
 
-    default_writer = (env.get("QIM_WRITER_ADDRS") or "127.0.0.1:7101").split(",")[0]
+    default_writer = first_writer(env)  # ConfigError naming QIM_WRITER_ADDRS
     g = sub.add_parser("group", help="operator group commands")
     actions = g.add_subparsers(dest="action", required=True)
     c = actions.add_parser("create", help="create a group with an owner and members (CONFLICT when it exists)")
@@ -104,7 +94,7 @@ def add_parsers(sub, env) -> None:
                    help=f"the group's title, at most {NAME_MAX_BYTES} bytes of UTF-8 (default: none)")
     c.add_argument("--writer", default=default_writer,
                    help="writer internal HOST:PORT (default: first of $QIM_WRITER_ADDRS, else 127.0.0.1:7101)")
-    c.add_argument("--tenant", type=_tenant, default=tenant_default,
+    c.add_argument("--tenant", type=tenant_arg, default=tenant,
                    help="tenant id, decimal or 0x hex (default: $QIM_TENANT_ID, else 0)")
     c.add_argument("--request-id", default=None,
                    help="32 hex digits; reuse it to retry idempotently (default: a new random one)")
@@ -142,10 +132,7 @@ async def _call(addr: str, body: bytes, timeout: float, tls: Optional[TlsContext
 def run_group_create(args: argparse.Namespace, out=sys.stdout) -> int:
     """CREATE_GROUP with the owner as actor over WRITER_SEND (module docstring)."""
     request_id = _hex16(args.request_id, "--request-id") if args.request_id else os.urandom(16)
-    try:
-        parse_addr(args.writer)
-    except ValueError as exc:
-        raise ConfigError(f"--writer: {exc}") from None
+    check_addr("--writer", args.writer)
     tls = internal_contexts(args, args.writer)
     tenant = int(args.tenant).to_bytes(16, "big")
     members = sorted(set(args.members) - {args.owner})

@@ -16,8 +16,8 @@ import argparse
 import asyncio
 import sys
 
+from qim.cli.envargs import check_addr, shard_count_arg, shard_count_default
 from qim.cluster.table import counts, read_registry, render
-from qim.consts import DEFAULT_SHARD_COUNT
 from qim.errors import ConfigError, EngineError
 from qim.topology import leasing
 
@@ -29,7 +29,7 @@ def add_parser(sub, env) -> None:
                    help="the registry's Redis host:port (default $QIM_REGISTRY_REDIS_ADDR, else $QIM_REDIS_ADDR)")
     p.add_argument("--kind", action="append", choices=[s.name for s in leasing()], default=None,
                    help="only this kind (repeatable; default: every kind)")
-    p.add_argument("--shard-count", type=int, default=int(env.get("QIM_MAILBOX_SHARD_COUNT") or DEFAULT_SHARD_COUNT),
+    p.add_argument("--shard-count", type=shard_count_arg, default=shard_count_default(env),
                    help="mailbox and session shards (default $QIM_MAILBOX_SHARD_COUNT, else 64)")
     p.add_argument("--outbox-partitions", type=int, default=None,
                    help="fanout and archiver partitions (default: read from $QIM_KAFKA_BOOTSTRAP, else 1)")
@@ -41,6 +41,7 @@ def run_shards(args: argparse.Namespace, out=sys.stdout) -> int:
     """Print the registry (module docstring)."""
     if not args.registry:
         raise ConfigError("--registry (or $QIM_REGISTRY_REDIS_ADDR / $QIM_REDIS_ADDR) is required")
+    check_addr("--registry", args.registry)
     partitions = args.outbox_partitions
     if partitions is None:
         partitions = 1

@@ -11,6 +11,9 @@
                   is below (delivered to that device) or above it (still to pull)
 
 Reads only (Kafka by static assign, Redis GET/HMGET); nothing is committed or written.
+--redis-addr is checked (form, then a PING) before Kafka is tried; every broker call and
+a read that makes no progress are bounded by --timeout (5 s), librdkafka's own log lines
+are kept off stderr (qim/cli/topic_read.py QUIET_CLIENT).
 Exit codes: 0 found, 1 not in the Outbox (not committed, or older than its retention),
 2 a bad argument or an unreachable engine (one line on stderr).
 """
@@ -24,19 +27,22 @@ from typing import Optional
 
 import redis
 from confluent_kafka import Consumer, KafkaException, TopicPartition
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from qim._core import ids, watermark
 from qim._core.mailbox_seq import from_bytes as mseq_from_bytes
-from qim.cli.topic_read import KAFKA_CALL_TIMEOUT_S, high_watermarks, read_topic
+from qim.cli.envargs import check_addr, shard_count_arg, shard_count_default
+from qim.cli.topic_read import QUIET_CLIENT, high_watermarks, read_topic
 from qim.consts import DISPATCH_TOPIC, OUTBOX_TOPIC
 from qim.errors import ConfigError, EngineError
 from qim.proto.v1 import internal_pb2
 from qim.stores.redis.keys import dp_key, wm_key
 from qim.wire import dispatch as dispatch_codec
 from qim.wire import outbox as outbox_codec
-from qim.wire.addr import parse_addr
 
 LOOKBACK_MS = 60_000  # the id's time is its commit time; the broker's append time is a little later
+TRACE_TIMEOUT_S = 5.0  # an interactive command: an unreachable engine is told within seconds
 
 
 def add_parsers(sub, env) -> None:
@@ -47,23 +53,25 @@ def add_parsers(sub, env) -> None:
                    help="a device's mailbox cursor as its app reports it (repeatable)")
     p.add_argument("--redis-addr", default=env.get("QIM_REDIS_ADDR"), help="commit Redis (default $QIM_REDIS_ADDR)")
     p.add_argument("--kafka-bootstrap", default=env.get("QIM_KAFKA_BOOTSTRAP"))
-    p.add_argument("--shard-count", type=int, default=int(env.get("QIM_MAILBOX_SHARD_COUNT") or 64))
+    p.add_argument("--shard-count", type=shard_count_arg, default=shard_count_default(env),
+                   help="dispatch partitions (default $QIM_MAILBOX_SHARD_COUNT, else 64)")
+    p.add_argument("--timeout", type=float, default=TRACE_TIMEOUT_S,
+                   help=f"seconds per engine call and per read stall (default {TRACE_TIMEOUT_S:g})")
     p.set_defaults(func=run_trace)
 
 
-def _start(consumer: Consumer, topic: str, parts: int, ms: int) -> dict[int, tuple[int, int]]:
-    marks = high_watermarks(consumer, topic, parts)
-    found = consumer.offsets_for_times([TopicPartition(topic, p, ms) for p in range(parts)],
-                                       timeout=KAFKA_CALL_TIMEOUT_S)
+def _start(consumer: Consumer, topic: str, parts: int, ms: int, timeout_s: float) -> dict[int, tuple[int, int]]:
+    marks = high_watermarks(consumer, topic, parts, timeout_s)
+    found = consumer.offsets_for_times([TopicPartition(topic, p, ms) for p in range(parts)], timeout=timeout_s)
     return {tp.partition: (tp.offset if tp.offset >= 0 else marks[tp.partition][1], marks[tp.partition][1])
             for tp in found}
 
 
-def _find(bootstrap: str, mid: bytes, shard_count: int) -> tuple[Optional[tuple[int, internal_pb2.OutboxRecord]],
-                                                                  list]:
+def _find(bootstrap: str, mid: bytes, shard_count: int,
+          timeout_s: float) -> tuple[Optional[tuple[int, internal_pb2.OutboxRecord]], list]:
     since = ids.split_message_id(mid)[0] - LOOKBACK_MS
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "qimctl-trace", "enable.auto.commit": False,
-                         "enable.partition.eof": True})
+                         "enable.partition.eof": True, **QUIET_CLIENT})
     outbox: list[tuple[int, internal_pb2.OutboxRecord]] = []
     dispatches: list = []
     try:
@@ -77,8 +85,9 @@ def _find(bootstrap: str, mid: bytes, shard_count: int) -> tuple[Optional[tuple[
             if d.coord.message_id == mid:
                 dispatches.append((p, offset, d))
 
-        read_topic(consumer, OUTBOX_TOPIC, _start(consumer, OUTBOX_TOPIC, 1, since), on_outbox, 30.0)
-        read_topic(consumer, DISPATCH_TOPIC, _start(consumer, DISPATCH_TOPIC, shard_count, since), on_dispatch, 30.0)
+        read_topic(consumer, OUTBOX_TOPIC, _start(consumer, OUTBOX_TOPIC, 1, since, timeout_s), on_outbox, timeout_s)
+        read_topic(consumer, DISPATCH_TOPIC, _start(consumer, DISPATCH_TOPIC, shard_count, since, timeout_s),
+                   on_dispatch, timeout_s)
     except KafkaException as exc:
         raise EngineError(f"kafka at {bootstrap}: {exc}") from None
     finally:
@@ -102,7 +111,28 @@ def run_trace(args: argparse.Namespace, out=sys.stdout) -> int:
         raise ConfigError(f"--cursor {args.cursor}: each is USER=SEQ (two integers)") from None
     if not args.kafka_bootstrap or not args.redis_addr:
         raise ConfigError("--kafka-bootstrap and --redis-addr (or their variables) are required")
-    committed, dispatches = _find(args.kafka_bootstrap, mid, args.shard_count)
+    if not args.timeout > 0:
+        raise ConfigError(f"--timeout {args.timeout:g} must be positive")
+    host, port = check_addr("--redis-addr", args.redis_addr)
+    # no retries: redis-py's default backoff would spend seconds on a refused connection
+    r = redis.Redis(host=host, port=port, socket_timeout=args.timeout, socket_connect_timeout=args.timeout,
+                    retry=Retry(NoBackoff(), 0))
+    try:
+        _ping(r, args.redis_addr)  # Redis first: it answers (or not) at once, Kafka only after its timeout
+        return _report(args, mid, cursors, r, out)
+    finally:
+        r.close()
+
+
+def _ping(r: redis.Redis, addr: str) -> None:
+    try:
+        r.ping()
+    except redis.exceptions.RedisError as exc:
+        raise EngineError(f"redis at {addr}: {exc}") from None
+
+
+def _report(args: argparse.Namespace, mid: bytes, cursors: dict[int, int], r: redis.Redis, out) -> int:
+    committed, dispatches = _find(args.kafka_bootstrap, mid, args.shard_count, args.timeout)
     if committed is None:
         print(f"not committed: no Outbox record of {mid.hex()} (or older than the Outbox retention)", file=out)
         return 1
@@ -115,8 +145,6 @@ def run_trace(args: argparse.Namespace, out=sys.stdout) -> int:
           f"trace={rec.trace_id.hex() or '-'}", file=out)
     if not dispatches:
         print("dispatched: not yet (fanout behind, see qim_fanout_outbox_lag)", file=out)
-    host, port = parse_addr(args.redis_addr)
-    r = redis.Redis(host=host, port=port, socket_timeout=10)
     told: set[int] = set()
     try:
         for shard, doff, d in sorted(dispatches, key=lambda x: x[:2]):
@@ -136,8 +164,6 @@ def run_trace(args: argparse.Namespace, out=sys.stdout) -> int:
                 print(f"materialized: not yet on shard {shard} (W={w} < offset {doff})", file=out)
     except redis.exceptions.RedisError as exc:
         raise EngineError(f"redis at {args.redis_addr}: {exc}") from None
-    finally:
-        r.close()
     for user in sorted(set(cursors) - told):  # a cursor nobody could compare: say so, never nothing
         print(f"cursor: user {user} is not among the recipients dispatched so far", file=out)
     return 0

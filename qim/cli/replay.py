@@ -171,7 +171,7 @@ async def replay(cfg: argparse.Namespace) -> Tally:
     for a --ca-file that cannot be read or --plaintext toward a non-loopback gateway.
     Progress goes to stderr unless `cfg.progress` is false (qim/cli/replay_progress.py)."""
     cfg.gateways = parse_gateways(cfg.gateway)  # devices spread over them (qim/cli/gateways.py)
-    cfg.tls = client_context(cfg, cfg.gateways[0])  # one TLS context for every device's runtime
+    cfg.tls = client_context(cfg, cfg.gateways[0], "--gateway")  # one TLS context for every device's runtime
     dialogues = load_dialogues([x.strip() for x in cfg.langs.split(",") if x.strip()])
     if cfg.limit:
         dialogues = dialogues[: cfg.limit]
@@ -251,7 +251,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     try:
         cfg.token_key = load_dev_key(cfg.token_key)
-        client_context(cfg, parse_gateways(cfg.gateway)[0])  # a bad --ca-file or --plaintext: exit 2 first
+        client_context(cfg, parse_gateways(cfg.gateway)[0], "--gateway")  # a bad --ca-file or --plaintext: exit 2 first
     except (ValueError, ConfigError) as exc:
         print(f"qim-loadgen replay: {exc}", file=sys.stderr)
         return 2

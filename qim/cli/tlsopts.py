@@ -36,17 +36,22 @@ def add_client_args(p: argparse.ArgumentParser, env: Mapping[str, str] = os.envi
                    help=PLAINTEXT_HELP.format(what="gateway (QIM_GATEWAY_PLAINTEXT_DEV=1)"))
 
 
-def _plaintext_ok(endpoint: str, flag: str = "--plaintext") -> None:
-    host = parse_addr(endpoint)[0]
+def _plaintext_ok(endpoint: str, addr_flag: str, flag: str = "--plaintext") -> None:
+    try:
+        host = parse_addr(endpoint)[0]
+    except ValueError as exc:  # a bad address is the address option's error, never a traceback
+        raise ConfigError(f"{addr_flag}: {exc}") from None
     if not is_loopback(host):
         raise ConfigError(f"{flag} only toward a loopback address, not {host}")
 
 
-def client_context(args: argparse.Namespace, endpoint: str) -> Optional[ssl.SSLContext]:
+def client_context(args: argparse.Namespace, endpoint: str,
+                   addr_flag: str = "--endpoint") -> Optional[ssl.SSLContext]:
     """The context of `add_client_args`' options (None with --plaintext). ConfigError
-    naming the option when the CA file cannot be read or --plaintext is not loopback."""
+    naming the option when the CA file cannot be read, --plaintext is not loopback or
+    the endpoint (option `addr_flag`) is not host:port."""
     if args.plaintext:
-        _plaintext_ok(endpoint)
+        _plaintext_ok(endpoint, addr_flag)
         return None
     try:
         return client_port_context(args.ca_file)
@@ -65,11 +70,12 @@ def add_internal_args(p: argparse.ArgumentParser, env: Mapping[str, str] = os.en
     p.add_argument("--plaintext", action="store_true", help=PLAINTEXT_HELP.format(what="writer"))
 
 
-def internal_contexts(args: argparse.Namespace, addr: str) -> Optional[TlsContexts]:
+def internal_contexts(args: argparse.Namespace, addr: str, addr_flag: str = "--writer") -> Optional[TlsContexts]:
     """qimctl's mutual-TLS contexts from `add_internal_args`' options (None with
-    --plaintext). ConfigError naming what is missing or cannot be loaded."""
+    --plaintext). ConfigError naming what is missing or cannot be loaded, or naming
+    `addr_flag` when `addr` is not host:port."""
     if args.plaintext:
-        _plaintext_ok(addr)
+        _plaintext_ok(addr, addr_flag)
         return None
     missing = [flag for flag, value in (("--ca-file", args.ca_file), ("--tls-cert", args.tls_cert),
                                         ("--tls-key", args.tls_key)) if not value]

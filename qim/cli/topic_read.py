@@ -12,13 +12,19 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from qim.errors import EngineError
 
 KAFKA_CALL_TIMEOUT_S = 10.0
+# librdkafka's own log lines (one per reconnect attempt, to stderr) are kept out of a
+# command's output: a failure surfaces once, as the EngineError of the call that needed
+# the broker (docs/operations.md: one line, exit 2)
+QUIET_CLIENT = {"log_level": 0}
 
 Sink = Callable[[int, int, Optional[bytes]], None]
 
 
-def high_watermarks(consumer: Consumer, topic: str, partitions: int) -> dict[int, tuple[int, int]]:
-    """{partition: (low, high)} straight from the broker (never cached)."""
-    return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=KAFKA_CALL_TIMEOUT_S, cached=False)
+def high_watermarks(consumer: Consumer, topic: str, partitions: int,
+                    timeout_s: float = KAFKA_CALL_TIMEOUT_S) -> dict[int, tuple[int, int]]:
+    """{partition: (low, high)} straight from the broker (never cached), each call bounded
+    by timeout_s seconds (KafkaException past it)."""
+    return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
             for p in range(partitions)}
 
 

@@ -22,6 +22,7 @@ import os
 import sys
 from typing import NoReturn, Optional, Sequence
 
+from qim.cli.envargs import tenant_arg, tenant_default
 from qim.cli.tlsopts import add_client_args, client_context
 from qim.errors import ConfigError, ErrorCode, QimError, TlsError
 from qim.net.framed import parse_addr
@@ -58,6 +59,16 @@ def _u63(value: str) -> int:
     return int(value)
 
 
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds < float("inf"):  # NaN fails too
+        raise argparse.ArgumentTypeError(f"{value!r} is not a positive number of seconds")
+    return seconds
+
+
 def _name(value: str) -> str:
     try:
         return check_name(value)
@@ -82,7 +93,7 @@ def build_parser(environ=None) -> argparse.ArgumentParser:
                         "(default: none, your user id is shown)")
     p.add_argument("--device", type=_u63, help="device id for --user (default: the device id kept in this "
                                                "user's store under --data-dir; a new random one the first time)")
-    p.add_argument("--tenant", type=lambda v: int(v, 0), default=int(env.get("QIM_TENANT_ID") or "0", 0),
+    p.add_argument("--tenant", type=tenant_arg, default=tenant_default(env),  # ConfigError naming QIM_TENANT_ID
                    help="tenant id for --user, decimal or 0x hex (default: $QIM_TENANT_ID, else 0)")
     p.add_argument("--key", default=None,
                    help=f"development token key (PEM private key file) for --user (default: ${KEY_ENV})")
@@ -91,7 +102,7 @@ def build_parser(environ=None) -> argparse.ArgumentParser:
                         "else $XDG_DATA_HOME/qim, else ~/.local/share/qim)")
     p.add_argument("--chat", type=_u63, default=None,
                    help="open the direct chat with this user id at start (default: none)")
-    p.add_argument("--connect-timeout", type=float, default=15.0,
+    p.add_argument("--connect-timeout", type=_seconds, default=15.0,
                    help="seconds to wait for the first connection and sync (default: 15)")
     add_client_args(p, env)  # --ca-file (default $QIM_CA_FILE), --plaintext (qim/cli/tlsopts.py)
     return p
@@ -108,6 +119,7 @@ async def _login(args: argparse.Namespace) -> Client:
         tls = client_context(args, args.endpoint)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
+    _check_data_dir(args.data_dir)
     provider = None
     if args.token:
         token = args.token.strip()
@@ -128,6 +140,8 @@ async def _login(args: argparse.Namespace) -> Client:
             ident = await device_identity(args.endpoint, args.tenant, args.user, args.data_dir, args.device)
         except StoreError as exc:
             raise UsageError(str(exc)) from None
+        except OSError as exc:  # the directory cannot be made or written (permissions, a full disk)
+            raise UsageError(f"--data-dir {args.data_dir}: {exc.strerror or exc}") from None
         tenant, user, device, name = args.tenant, args.user, ident.device_id, args.name
 
         def provider() -> str:  # a session may outlive one token (1 h)
@@ -150,6 +164,16 @@ async def _login(args: argparse.Namespace) -> Client:
         await client.close()
         raise UsageError(connect_error(args.endpoint, bool(args.plaintext), exc)) from None
     return client
+
+
+def _check_data_dir(path: str) -> None:
+    """UsageError naming --data-dir when it, or the nearest of its parents that exists, is
+    not a directory (the store would fail deep inside with NotADirectoryError)."""
+    here = os.path.abspath(path)
+    while not os.path.exists(here):  # "/" exists: the loop ends
+        here = os.path.dirname(here)
+    if not os.path.isdir(here):
+        raise UsageError(f"--data-dir {path}: {here} is not a directory")
 
 
 def _check_chat(chat: Optional[int], user: int) -> None:
@@ -198,9 +222,9 @@ def exit_status(app) -> tuple[int, str]:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Console entry point (`qim-desktop`); returns the exit code."""
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser().parse_args(argv)  # its defaults read QIM_* variables (ConfigError)
         code, message = asyncio.run(_main(args))
-    except UsageError as exc:
+    except (UsageError, ConfigError) as exc:
         print(f"qim-desktop: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

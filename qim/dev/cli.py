@@ -56,6 +56,9 @@ def _parser() -> argparse.ArgumentParser:
 def _up(args) -> int:
     t0 = time.monotonic()
     with_cassandra = args.with_cassandra if args.with_cassandra is not None else cassandra_wanted(default=True)
+    count = args.shard_count
+    if count is not None and (count < 1 or count & (count - 1)):  # 0 is refused, never taken as the default
+        raise EngineError(f"--shard-count must be a power of two (1, 2, 4, ...), got {count}")
     if args.outbox_partitions is not None and not 1 <= args.outbox_partitions <= 256:
         raise EngineError(f"--outbox-partitions must be 1..256, got {args.outbox_partitions}")
     es = EngineSet.up(args.dir, args.shard_count, with_cassandra=with_cassandra, brokers=args.brokers,

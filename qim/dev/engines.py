@@ -180,11 +180,13 @@ class EngineSet:
         if with_cassandra is None:
             with_cassandra = cassandra_wanted()
         es = cls.load(dir)
-        if es is not None and shard_count and shard_count != es.shard_count:
+        # None means "not asked"; 0 is asked, and refused below (never silently 64)
+        if es is not None and shard_count is not None and shard_count != es.shard_count:
             raise EngineError(f"engines in {dir} were created with shard count "
                               f"{es.shard_count}, not {shard_count}; run `down` and "
                               f"remove {dir} to change it")
-        shard_count = shard_count or (es.shard_count if es else DEFAULT_SHARD_COUNT)
+        if shard_count is None:
+            shard_count = es.shard_count if es else DEFAULT_SHARD_COUNT
         if shard_count < 1 or shard_count & (shard_count - 1):
             raise EngineError(f"shard count must be a power of two, got {shard_count}")
         if brokers not in (None, 1, 3):

@@ -117,6 +117,9 @@ def test_addresses_are_host_colon_port():
     assert parse_addr("127.0.0.1:7100") == ("127.0.0.1", 7100)
     assert parse_addr("[::1]:80") == ("::1", 80)
     assert parse_addr("gw.example:0") == ("gw.example", 0)
-    for bad in ("127.0.0.1", ":80", "host:", "host:65536", "host:x1"):
+    for bad in ("127.0.0.1", ":80", "host:", "host:x1"):
         with pytest.raises(ValueError, match="expected host:port"):
             parse_addr(bad)
+    # a port out of range is named as such, not as a wrong form
+    with pytest.raises(ValueError, match="port 65536 is outside 0..65535"):
+        parse_addr("host:65536")
