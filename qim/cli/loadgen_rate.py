@@ -36,7 +36,6 @@ import asyncio
 import json
 import os
 import secrets
-import ssl
 import struct
 import sys
 import time
@@ -44,22 +43,22 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from qim._core import ids
+from qim.cli.argchecks import ArgError, in_range, non_negative, positive, writable_path
 from qim.cli.bodies import body_bytes, digest
 from qim.cli.gateways import gateway_for, parse_gateways
 from qim.cli.loadgen_group import GroupSender
+from qim.cli.loadgen_login import LoginFailed, login
 from qim.cli.loadgen_sdk import SdkLane, default_clients
 from qim.cli.loadgen_sdkcheck import SdkVerdict
 from qim.cli.loadgen_stats import HIST_EDGES_MS, Latencies
 from qim.cli.rate_receiver import PULL_GAP_S, Ledger, Receiver, Sent
 from qim.cli.tlsopts import add_client_args, client_context
+from qim.consts import GROUP_MAX_MEMBERS
 from qim.errors import ConfigError
-from qim.net.framed import open_framed, parse_addr
-from qim.net.tls import ALPN
-from qim.proto.v1 import connection_pb2, message_pb2
+from qim.proto.v1 import message_pb2
 from qim.protocol import Opcode
-from qim.wire.devtoken import issue_dev_token, load_dev_key
+from qim.wire.devtoken import load_dev_key
 from qim.wire.errors import decode_error
-from qim.wire.tokens import SigningKey
 
 SEGMENT_S = 5.0
 TICK_S = 0.005
@@ -88,21 +87,6 @@ class Stats:
 def padding(seed: bytes, n: int, size: int) -> bytes:
     """Pseudo-random padding of message `n` (a corrupted or swapped body changes its hash)."""
     return body_bytes(seed + n.to_bytes(8, "big"), size) if size > 0 else b""
-
-
-async def login(addr: str, key: SigningKey, user: int, tls: Optional[ssl.SSLContext] = None):
-    """A raw authenticated stream of `user` (device 1) over TLS with `tls` (None:
-    plaintext); RuntimeError when AUTH or ALPN qim/1 is refused."""
-    host, port = parse_addr(addr)
-    stream = await open_framed(host, port, tls=tls, server_hostname=host)
-    if tls is not None and stream.alpn != ALPN:
-        stream.abort()
-        raise RuntimeError(f"{addr} did not agree to ALPN {ALPN}")
-    stream.send(Opcode.AUTH, 1, connection_pb2.Auth(token=issue_dev_token(key, 0, user, 1)).SerializeToString())
-    item = await asyncio.wait_for(stream.read_frame(), 10)
-    if item is None or item[0] != Opcode.AUTH_OK:
-        raise RuntimeError(f"AUTH failed for user {user}")
-    return stream
 
 
 async def run(cfg: argparse.Namespace) -> int:
@@ -295,29 +279,44 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the open-loop load: 0 when arrival reached 99 % of the target, every send was
-    acknowledged and the client view is clean; 1 otherwise, 2 on bad arguments."""
+    acknowledged and the client view is clean; 1 otherwise (also when a login failed:
+    one line naming the gateway), 2 on bad arguments (one line naming the option)."""
     cfg = parser().parse_args(argv)
     if not cfg.gateway or not cfg.token_key:
         print("qim-loadgen rate: --gateway/QIM_GATEWAY_ADDR and --token-key/QIM_DEV_TOKEN_KEY are required",
               file=sys.stderr)
         return 2
+    if cfg.sdk_clients is None:
+        cfg.sdk_clients = default_clients(2 * max(1, cfg.pairs))
     try:
+        check(cfg)  # ArgError is a ValueError
         cfg.token_key = load_dev_key(cfg.token_key)
         cfg.gateways = parse_gateways(cfg.gateway)
         cfg.tls = client_context(cfg, cfg.gateways[0], "--gateway")  # one CA for every gateway
     except (ValueError, ConfigError) as exc:
         print(f"qim-loadgen rate: {exc}", file=sys.stderr)
         return 2
-    if cfg.rate <= 0 or cfg.duration <= 0 or cfg.pairs <= 0 or cfg.size < 16:
-        print("qim-loadgen rate: --rate, --duration and --pairs must be positive, --size >= 16", file=sys.stderr)
-        return 2
-    if cfg.group_rate is not None and (cfg.group_rate <= 0 or not cfg.group_members):
-        print("qim-loadgen rate: --group-rate must be positive and needs --group-members", file=sys.stderr)
-        return 2
-    if cfg.sdk_clients is None:
-        cfg.sdk_clients = default_clients(2 * cfg.pairs)
+    try:
+        return asyncio.run(run(cfg))
+    except LoginFailed as exc:  # nothing was measured: one line, not a traceback
+        print(f"qim-loadgen rate: {exc}", file=sys.stderr)
+        return 1
+
+
+def check(cfg: argparse.Namespace) -> None:
+    """Every numeric option and --json, before anything connects; ArgError naming the first bad one."""
+    positive("--rate", cfg.rate)
+    positive("--duration", cfg.duration)
+    in_range("--pairs", cfg.pairs, 1)
+    in_range("--size", cfg.size, 16)
+    non_negative("--pull-gap", cfg.pull_gap)
+    non_negative("--drain", cfg.drain)
+    if cfg.group_members:
+        in_range("--group-members", cfg.group_members, 2, GROUP_MAX_MEMBERS)  # GroupSender's bound
+    if cfg.group_rate is not None:
+        positive("--group-rate", cfg.group_rate)
+        if not cfg.group_members:
+            raise ArgError("--group-rate needs --group-members")
     if cfg.sdk_clients < 0 or cfg.sdk_clients % 2:
-        print(f"qim-loadgen rate: --sdk-clients must be 0 or an even number (paired), got {cfg.sdk_clients}",
-              file=sys.stderr)
-        return 2
-    return asyncio.run(run(cfg))
+        raise ArgError(f"--sdk-clients must be 0 or an even number (paired), got {cfg.sdk_clients}")
+    writable_path("--json", cfg.json)

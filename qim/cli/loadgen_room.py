@@ -33,8 +33,10 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
+from qim.cli.argchecks import in_range, non_negative, positive, writable_path
 from qim.cli.bodies import body_bytes
-from qim.cli.loadgen_rate import login
+from qim.cli.gateways import parse_gateways
+from qim.cli.loadgen_login import login
 from qim.cli.loadgen_stats import Latencies
 from qim.cli.tlsopts import add_client_args, client_context
 from qim.errors import ConfigError
@@ -171,7 +173,7 @@ class RoomRun:
 
     async def connect(self) -> None:
         """Log every member in (LOGIN_CONCURRENCY at a time) and join the room."""
-        gateways = self.cfg.gateway.split(",")
+        gateways = self.cfg.gateways
         base = secrets.randbits(60) + 1
         gate = asyncio.Semaphore(LOGIN_CONCURRENCY)
 
@@ -227,7 +229,7 @@ class RoomRun:
     def report(self, send_s: float, cpu_s: float) -> dict:
         """The run's figures (the last line's fields)."""
         lost = sum(m.seen.count(0) for m in self.members)
-        return {"members": len(self.members), "gateways": len(self.cfg.gateway.split(",")),
+        return {"members": len(self.members), "gateways": len(self.cfg.gateways),
                 "posts": self.total_posts, "acked": self.acked, "errors": self.errors,
                 "deliveries": self.deliveries, "expected": self.expected(), "lost": lost,
                 "duplicated": self.duplicated, "out_of_order": self.out_of_order, "rejoins": self.rejoins,
@@ -273,8 +275,9 @@ async def run(cfg: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     """The command line of `qim-loadgen room`."""
     p = argparse.ArgumentParser(prog="qim-loadgen room", description=__doc__.split("\n\n")[0])
-    p.add_argument("--gateway", default=os.environ.get("QIM_GATEWAY_ADDR"),
-                   help="gateway client address(es), comma-separated: members are spread over them")
+    p.add_argument("--gateway", default=os.environ.get("QIM_GATEWAY_ADDRS") or os.environ.get("QIM_GATEWAY_ADDR"),
+                   help="gateway client address(es), comma-separated: members are spread over them "
+                        "(default: $QIM_GATEWAY_ADDRS, else $QIM_GATEWAY_ADDR)")
     p.add_argument("--token-key", default=os.environ.get("QIM_DEV_TOKEN_KEY"),
                    help="development token key, a PEM private key file (default: $QIM_DEV_TOKEN_KEY)")
     p.add_argument("--members", type=int, default=2000, help="online member connections")
@@ -290,21 +293,34 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the room load: 0 clean, 1 when a post was lost, doubled, out of order or not
-    acknowledged, 2 on bad arguments."""
+    acknowledged (or a login or join failed: one line), 2 on bad arguments (one line
+    naming the option)."""
     cfg = parser().parse_args(argv)
     if not cfg.gateway or not cfg.token_key:
-        print("qim-loadgen room: --gateway/QIM_GATEWAY_ADDR and --token-key/QIM_DEV_TOKEN_KEY are required",
+        print("qim-loadgen room: --gateway/QIM_GATEWAY_ADDRS and --token-key/QIM_DEV_TOKEN_KEY are required",
               file=sys.stderr)
         return 2
-    if cfg.members < 1 or not 1 <= cfg.posters <= cfg.members or cfg.rate <= 0 or cfg.duration <= 0 \
-            or cfg.size < HEAD.size:
-        print(f"qim-loadgen room: need --members >= 1, 1 <= --posters <= --members, positive --rate and "
-              f"--duration, --size >= {HEAD.size}", file=sys.stderr)
-        return 2
     try:
+        check(cfg)  # ArgError is a ValueError
         cfg.token_key = load_dev_key(cfg.token_key)
-        cfg.tls = client_context(cfg, cfg.gateway.split(",")[0], "--gateway")
+        cfg.gateways = parse_gateways(cfg.gateway)
+        cfg.tls = client_context(cfg, cfg.gateways[0], "--gateway")
     except (ValueError, ConfigError) as exc:
         print(f"qim-loadgen room: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(run(cfg))
+    try:
+        return asyncio.run(run(cfg))
+    except RuntimeError as exc:  # LoginFailed, JOIN_ROOM refused: nothing measured, one line
+        print(f"qim-loadgen room: {exc}", file=sys.stderr)
+        return 1
+
+
+def check(cfg: argparse.Namespace) -> None:
+    """Every numeric option and --json, before anything connects; ArgError naming the first bad one."""
+    in_range("--members", cfg.members, 1)
+    in_range("--posters", cfg.posters, 1, cfg.members)
+    positive("--rate", cfg.rate)
+    positive("--duration", cfg.duration)
+    in_range("--size", cfg.size, HEAD.size)
+    non_negative("--drain", cfg.drain)
+    writable_path("--json", cfg.json)

@@ -58,8 +58,10 @@ import tempfile
 import time
 from typing import Optional, Sequence
 
+from qim.cli.argchecks import ArgError, in_range, non_negative, positive
 from qim.cli.bodies import OVER_LIMIT, Blob, deal, plan_blobs, threshold_sizes
 from qim.cli.gateways import parse_gateways
+from qim.cli.loadgen_login import LoginFailed, login
 from qim.cli.replay_common import TENANT, Tally
 from qim.cli.replay_dialogue import DialogueBase, Item, items_of
 from qim.cli.replay_group import GROUP_EVERY, GroupDialogue
@@ -75,12 +77,31 @@ MODES = ("online", "offline", "cut")
 THRESHOLDS_PER_DIALOGUE = 3
 
 
+def corpus_root() -> str:
+    """The chatterbot-corpus data directory (one subdirectory of *.yml per language)."""
+    import chatterbot_corpus
+
+    return os.path.join(os.path.dirname(chatterbot_corpus.__file__), "data")
+
+
+def parse_langs(value: str) -> list[str]:
+    """The languages of `--langs` ("english,chinese"); ArgError when it names none or one
+    the corpus does not have (the message lists those it has)."""
+    langs = [x.strip() for x in value.split(",") if x.strip()]
+    root = corpus_root()
+    known = sorted(d for d in os.listdir(root) if glob.glob(os.path.join(root, d, "*.yml")))
+    unknown = [x for x in langs if x not in known]
+    if not langs or unknown:
+        what = f"has no corpus language {', '.join(map(repr, unknown))}" if unknown else "names no language"
+        raise ArgError(f"--langs {what} (the corpus has: {', '.join(known)})")
+    return langs
+
+
 def load_dialogues(langs: Sequence[str]) -> list[tuple[str, list[str]]]:
     """[(lang, [turn, ...])] interleaved across `langs`; FileNotFoundError for an unknown one."""
-    import chatterbot_corpus
     import yaml
 
-    root = os.path.join(os.path.dirname(chatterbot_corpus.__file__), "data")
+    root = corpus_root()
     per_lang: list[list[tuple[str, list[str]]]] = []
     for lang in langs:
         files = sorted(glob.glob(os.path.join(root, lang, "*.yml")))
@@ -168,11 +189,13 @@ def is_group_dialogue(i: int, cfg: argparse.Namespace) -> bool:
 
 async def replay(cfg: argparse.Namespace) -> Tally:
     """Run the replay described by `cfg` (see `parser()`); returns the totals. ConfigError
-    for a --ca-file that cannot be read or --plaintext toward a non-loopback gateway.
+    for a --ca-file that cannot be read or --plaintext toward a non-loopback gateway;
+    ArgError for --langs the corpus lacks; LoginFailed when a gateway cannot be logged in to.
     Progress goes to stderr unless `cfg.progress` is false (qim/cli/replay_progress.py)."""
     cfg.gateways = parse_gateways(cfg.gateway)  # devices spread over them (qim/cli/gateways.py)
     cfg.tls = client_context(cfg, cfg.gateways[0], "--gateway")  # one TLS context for every device's runtime
-    dialogues = load_dialogues([x.strip() for x in cfg.langs.split(",") if x.strip()])
+    dialogues = load_dialogues(parse_langs(cfg.langs))
+    await reach_gateways(cfg, secrets.randbits(62) + 1)
     if cfg.limit:
         dialogues = dialogues[: cfg.limit]
     base = secrets.randbits(62) + 1  # fresh users and groups every run; + 3N stays below 2^63
@@ -203,6 +226,29 @@ async def replay(cfg: argparse.Namespace) -> Tally:
             total.history = await history_check(cfg, done, base_dir, int(time.time() * 1000),
                                                 on_done=progress.history_done)
     return total
+
+
+async def reach_gateways(cfg: argparse.Namespace, probe_user: int) -> None:
+    """One raw login of a fresh user at every gateway before any dialogue starts, so a
+    dead gateway or a refused key stops the run with one line (LoginFailed) instead of
+    every dialogue failing its setup and its checks one by one."""
+    for i, addr in enumerate(cfg.gateways):
+        stream = await login(addr, cfg.token_key, probe_user + i, cfg.tls)
+        stream.abort()
+
+
+def check(cfg: argparse.Namespace) -> None:
+    """Every numeric option and --langs, before anything connects; ArgError naming the first bad one."""
+    in_range("--limit", cfg.limit, 0)
+    in_range("--concurrency", cfg.concurrency, 1)
+    in_range("--group-every", cfg.group_every, 0)
+    non_negative("--blob-rate", cfg.blob_rate)
+    if cfg.blob_rate > 1:
+        raise ArgError(f"--blob-rate is a chance per turn, 0..1, got {cfg.blob_rate:g}")
+    positive("--sync-timeout", cfg.sync_timeout)
+    positive("--send-timeout", cfg.send_timeout)
+    non_negative("--history-settle", cfg.history_settle)
+    parse_langs(cfg.langs)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -241,7 +287,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Replay the corpus; 0 when the client view is clean (nothing lost, duplicated, reordered, corrupt)."""
+    """Replay the corpus; 0 when the client view is clean (nothing lost, duplicated, reordered,
+    corrupt), 1 otherwise (also when no gateway takes a login: one line), 2 on bad arguments."""
     cfg = parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if cfg.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -250,13 +297,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               file=sys.stderr)
         return 2
     try:
+        check(cfg)  # ArgError is a ValueError
         cfg.token_key = load_dev_key(cfg.token_key)
         client_context(cfg, parse_gateways(cfg.gateway)[0], "--gateway")  # a bad --ca-file or --plaintext: exit 2 first
     except (ValueError, ConfigError) as exc:
         print(f"qim-loadgen replay: {exc}", file=sys.stderr)
         return 2
     started = time.monotonic()
-    total = asyncio.run(replay(cfg))
+    try:
+        total = asyncio.run(replay(cfg))
+    except LoginFailed as exc:  # no login at all: nothing to replay, one line
+        print(f"qim-loadgen replay: {exc}", file=sys.stderr)
+        return 1
     print_summary(total, time.monotonic() - started, cfg.progress)
     if total.harness:
         print(f"replay: not exercised as planned: {total.harness}", file=sys.stderr)

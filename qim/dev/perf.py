@@ -29,7 +29,8 @@ A load generator that ends without its report (the stack refused its logins, ...
 a failed step with its last line as the reason. Rules of the figures:
 qim/dev/perf_report.py. Exit 0 whatever the stack achieved; 1 when the instrument itself
 broke (the private stack did not start, a stack process vanished, CPU counters that do
-not add up), with the reason; 130 on Ctrl-C or SIGTERM.
+not add up), with the reason; 2 for a bad option or PERF_* value (qim/dev/perf_args.py,
+checked before anything starts); 130 on Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from qim.dev import perf_conn
+from qim.dev.perf_args import PerfArgError, options
 from qim.dev.perf_report import (
     LOADGEN,
     Step,
@@ -60,10 +62,7 @@ from qim.dev.perf_report import (
     stack_total,
 )
 
-DEFAULT_RATES = "25,100,250,500,750,1000,1250"
-OUT_DIR = Path(__file__).resolve().parents[2] / ".perf"
 DRAIN_S = 30.0
-TOPOLOGIES = ("single", "scaled")
 
 
 def scaled_nodes(archive: bool) -> dict[str, int]:
@@ -78,32 +77,6 @@ QUIET_TIMEOUT_S = 300.0  # the longest wait for the pipeline to drain before the
 
 class InstrumentError(RuntimeError):
     """The measurement itself broke (not the stack under test): exit 1 with the reason."""
-
-
-def parser() -> argparse.ArgumentParser:
-    """Options; each defaults to its PERF_* variable (for `make perf PERF_SECONDS=10`)."""
-    env = os.environ.get
-    p = argparse.ArgumentParser(prog="python -m qim.dev.perf", description=__doc__.split("\n\n")[0])
-    p.add_argument("--rates", default=env("PERF_RATES", DEFAULT_RATES), help="msg/s per step, comma-separated")
-    p.add_argument("--seconds", type=float, default=float(env("PERF_SECONDS", "60")), help="seconds per step")
-    p.add_argument("--hold-seconds", type=float, default=float(env("PERF_HOLD_SECONDS", "180")))
-    p.add_argument("--pairs", type=int, default=int(env("PERF_PAIRS", "20")))
-    p.add_argument("--sdk-clients", default=env("PERF_SDK_CLIENTS"), help="default: the load generator's (5 %%)")
-    p.add_argument("--group-step", action="store_true", default=env("PERF_GROUP_STEP", "0") == "1")
-    p.add_argument("--group-rate", type=float, default=float(env("PERF_GROUP_RATE", "100")),
-                   help="msg/s of the direct sends during the group step")
-    p.add_argument("--group-sends", type=float, default=float(env("PERF_GROUP_SENDS", "60")),
-                   help="sends per second to the 1,000-member group (60: 60,000 entries/s offered, above the goal)")
-    p.add_argument("--idle-seconds", type=float, default=float(env("PERF_IDLE_SECONDS", "60")),
-                   help="seconds of the idle window after the steps (0: none)")
-    p.add_argument("--archive", action="store_true", default=env("PERF_ARCHIVE", "0") == "1",
-                   help="with the archive tier (Cassandra and qim-archiver), as `make up` runs")
-    p.add_argument("--topology", choices=TOPOLOGIES, default=env("PERF_TOPOLOGY", "single"),
-                   help="single: one node of each kind; scaled: two of every kind")
-    p.add_argument("--connections", type=int, default=int(env("PERF_CONNECTIONS", "10000")),
-                   help="idle TLS connections of the connection step (0: no step)")
-    p.add_argument("--out", default=env("PERF_OUT", str(OUT_DIR)))
-    return p
 
 
 def _progress():
@@ -281,7 +254,7 @@ class Bench:
 
     def run(self) -> tuple[list[Step], list[Step], Optional[tuple[Step, dict]]]:
         """The ladder, the hold, the group step (with its figures)."""
-        rates = [float(r) for r in self.cfg.rates.split(",") if r.strip()]
+        rates = self.cfg.rates  # floats, checked by perf_args.options()
         steps: list[Step] = []
         for rate in rates:
             steps.append(self.step(rate, self.cfg.seconds, f"step-{rate:g}"))
@@ -311,8 +284,13 @@ def _interrupt(signum, frame) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run `make perf`; see the module docstring for the exit codes."""
-    cfg = parser().parse_args(argv)
+    """Run `make perf`; see the module docstring for the exit codes (2: a bad option or
+    PERF_* value, `perf: <what is wrong>`, before anything starts)."""
+    try:
+        cfg = options(argv)
+    except PerfArgError as exc:
+        print(f"perf: {exc}", file=sys.stderr)
+        return 2
     bench = Bench(cfg)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
