@@ -14,8 +14,8 @@ are those rendezvous hashing with bounded loads gives it over the live nodes
 (`on_release`), then released: the new owner takes it only then, so it never has two
 owners at once. A shard this node should own is acquired as soon as it is free or
 expired, then started (`on_acquire(shard, owner_epoch)`: fence, position, serve).
-Starts and stops can take seconds (broker calls under load): the keeper renews while
-they run (docs/decisions/0059-renew-while-shards-start.md).
+Starts and stops can take seconds (each broker call may wait out an idle consume): the
+keeper renews while they run (docs/decisions/0059-renew-while-shards-start.md).
 
 Leases are judged locally by the monotonic clock from the moment the renewal was SENT:
 this node's leases end no later than the registry's. When renewals fail (the registry

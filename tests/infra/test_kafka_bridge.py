@@ -132,26 +132,3 @@ async def test_records_already_fetched_are_taken_without_a_thread_handoff(engine
         await consumer.close()
         await producer.close()
 
-
-async def test_a_control_call_does_not_wait_out_an_idle_consume(engines):
-    """Calls on the consumer are serialized on its thread. A consume waiting on an idle
-    log gives the thread up within a slice when an assign, unassign or watermark call is
-    queued (returning empty, early), so a shard taken over is not held back by the idle
-    wait: a takeover of four shards that waited a second per call let the taking node's
-    own leases lapse (tests/e2e/test_shard_takeover.py)."""
-    from qim.infra.kafka.bridge import AsyncConsumer
-
-    bootstrap = engines.env()["QIM_KAFKA_BOOTSTRAP"]
-    topic = private_topic(bootstrap, partitions=2)
-    consumer = AsyncConsumer(bootstrap, "qim-test-bridge-control")
-    try:
-        await consumer.assign(topic, {0: 0})
-        idle = asyncio.get_running_loop().create_task(consumer.consume(10, 60.0))
-        await asyncio.sleep(0.3)  # the consume waits on the thread for a first record
-        assert not idle.done()
-        hw = await asyncio.wait_for(consumer.high_watermarks(topic, [0, 1]), 15)
-        assert hw == {0: 0, 1: 0}
-        await asyncio.wait_for(consumer.add_partitions(topic, {1: 0}), 15)
-        assert await asyncio.wait_for(idle, 15) == []  # it gave the thread up, empty
-    finally:
-        await consumer.close()

@@ -13,7 +13,6 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
-import time
 from typing import Any, Optional
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -28,10 +27,6 @@ from qim.consts import (
 from qim.errors import EngineError
 
 logger = logging.getLogger(__name__)
-
-# A consume waiting for its first record wakes this often to let a queued control call
-# run; each wake-up is one C call on the consumer's thread (~10 µs).
-CONSUME_SLICE_S = 0.1
 
 
 class AsyncProducer:
@@ -156,23 +151,16 @@ class AsyncConsumer:
         self._consumer = Consumer(conf)
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="qim-kafka-consumer")
         self._calls = 0  # calls of ours on the private thread right now
-        # of those, calls other than a consume (assign, unassign, watermarks, pause): a
-        # consume waiting for a first record gives the thread up within CONSUME_SLICE_S
-        # when one is queued (a shard takeover must not wait out an idle consume)
-        self._control = 0
         self.handoffs = 0  # consume calls that waited on the private thread (the rest took queued records)
 
     async def _run(self, fn, *args):
         self._calls += 1
-        control = fn != self._take
-        self._control += control
         try:
             return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
         except KafkaException as exc:
             raise EngineError(f"kafka consumer call failed: {exc}") from exc
         finally:
             self._calls -= 1
-            self._control -= control
 
     async def assign(self, topic: str, partitions_offsets: dict[int, int]) -> None:
         """Assign partitions at explicit start offsets (an offset < 0 means the committed
@@ -237,9 +225,9 @@ class AsyncConsumer:
         return await self._run(fetch)
 
     async def consume(self, max_records: int, timeout: float) -> list:
-        """Up to max_records messages (may be empty after `timeout` s, or sooner when a
-        control call is queued behind it; returns as soon as one is there). A message
-        carrying a broker error other than partition EOF raises EngineError.
+        """Up to max_records messages (may be empty after `timeout` s; returns as soon as
+        one is there). A message carrying a broker error other than partition EOF raises
+        EngineError.
 
         Records already fetched are taken on the loop without waiting (librdkafka's
         consume with timeout 0 only dequeues), then the loop is yielded once so a caller
@@ -267,14 +255,8 @@ class AsyncConsumer:
 
     def _take(self, max_records: int, timeout: float) -> list:
         # consume(n, t) waits until n records or t: at low rates that adds up to t to every
-        # record's latency. Wait for the first record only, then take what is queued. The
-        # wait is cut in slices so that a queued control call runs within one slice (the
-        # consumer is not safe to call from two threads at once: calls are serialized).
-        end = time.monotonic() + timeout
-        while True:
-            first = self._consumer.consume(1, min(CONSUME_SLICE_S, max(0.0, end - time.monotonic())))
-            if first or self._control or time.monotonic() >= end:
-                break
+        # record's latency. Wait for the first record only, then take what is queued.
+        first = self._consumer.consume(1, timeout)
         if not first or max_records <= 1:
             return first
         return first + self._consumer.consume(max_records - 1, 0)
