@@ -30,6 +30,7 @@ from qim.desktop.widgets import Composer, ConvItem, ConvList
 from qim.errors import QimError
 from qim.sdk import Client
 from qim.sdk import events as ev
+from qim.sdk import names as sdk_names
 from qim.sdk.model import Conversation, StoredMessage
 from qim.sdk.room_events import RoomEventsAdded, RoomStateChanged
 
@@ -37,6 +38,7 @@ PAGE = 30
 EXIT_KICKED = 3
 LIST_KEYS = "↑ ↓ choose · Enter open\nTab: list ⇄ composer"
 HINT = "/help lists the commands · Tab: list ⇄ composer · Ctrl+U older · Ctrl+Q quit"
+NAME_ASKS = 6  # a user without a name is asked again this many times (about a minute), then shown by id
 
 
 class ChatApp(App):
@@ -68,6 +70,7 @@ class ChatApp(App):
         self.room: Optional[int] = None  # the room shown instead of a chat
         self.unsent: list = []
         self.names: dict[int, str] = {}
+        self._unnamed: dict[int, int] = {}  # user -> how many times asked without a name
         self.note = ""
         self.exit_code = 0
         self.leaving = False  # set before exit(): queued SDK events must not redraw a closing screen
@@ -270,6 +273,13 @@ class ChatApp(App):
             return
         fresh = {u: n for u, n in found.items() if n and self.names.get(u) != n}
         self.names.update((u, n) for u, n in found.items() if n)
+        # the server learns a name at that user's first login: ask again a few times
+        # (nothing else may ask: a peer who never writes would keep its id for good)
+        again = {u for u in wanted if not found.get(u) and self._unnamed.get(u, 0) < NAME_ASKS}
+        for u in again:
+            self._unnamed[u] = self._unnamed.get(u, 0) + 1
+        if again and not self.leaving:
+            self.set_timer(sdk_names.EMPTY_RETRY_S + 1, lambda: self.run_worker(self.learn_names(again), group="names"))
         if fresh and not self.leaving:
             await self.show_list()
             if self.current is not None:

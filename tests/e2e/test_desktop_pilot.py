@@ -111,3 +111,22 @@ async def test_connection_state_survives_a_gateway_restart_and_kick_exits(stack,
         await eventually(lambda: not app.is_running, what="kicked app exits")
     assert app.exit_code == 3 and "kicked" in app.exit_message
     await close_all(peer, app.client, other)
+
+
+async def test_a_peer_who_logs_in_after_the_chat_opened_is_named_without_writing(stack, tmp_path, monkeypatch):
+    """The server learns a name at that user's first login. A chat opened before it
+    showed the peer's id for good when the peer never wrote (two terminal clients started
+    together): the client asks again for a nameless peer (SDK pacing shortened here)."""
+    from qim.sdk import names
+
+    monkeypatch.setattr(names, "EMPTY_RETRY_S", 0.3)
+    a, b = users(2)
+    app = await desktop(stack, tmp_path, b, peer=a)
+    async with app.run_test(size=SIZE):
+        await eventually(lambda: f"user {a}" in app.list_text(), what="the chat with a nameless peer")
+        await asyncio.sleep(0.5)  # asked once already, without an answer
+        alice = await client(stack, tmp_path, a, display_name="Alice")
+        await alice.connect()  # her session list pull gives the server her name
+        await eventually(lambda: "Alice" in app.list_text(), timeout=20, what="the peer's name after her login")
+        await app.action_leave_app()
+    await close_all(alice, app.client)
