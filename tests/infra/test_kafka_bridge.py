@@ -132,3 +132,33 @@ async def test_records_already_fetched_are_taken_without_a_thread_handoff(engine
         await consumer.close()
         await producer.close()
 
+
+
+async def test_watermarks_are_read_while_the_consumers_thread_is_busy(engines):
+    """Watermarks come from a client of their own (qim/infra/kafka/offsets.py): asked for
+    while the consumer's only thread waits in a long consume of an idle partition, they
+    are answered without it, for every partition, low and high as written; an unknown
+    partition is an EngineError, not an empty answer."""
+    from qim.infra.kafka.bridge import AsyncConsumer
+
+    bootstrap = engines.env()["QIM_KAFKA_BOOTSTRAP"]
+    topic = private_topic(bootstrap, partitions=4)
+    producer = AsyncProducer(bootstrap)
+    consumer = AsyncConsumer(bootstrap, "qim-test-bridge-offsets")
+    try:
+        await asyncio.gather(*(producer.produce(topic, b"x", partition=p) for p in (1, 3, 3)))
+        await consumer.assign(topic, {0: 0})  # idle: the consume below holds the thread 30 s
+        busy = asyncio.ensure_future(consumer.consume(1, 30.0))
+        await asyncio.sleep(0.5)
+        highs = await asyncio.wait_for(consumer.high_watermarks(topic, [0, 1, 2, 3]), 20)
+        ranges = await asyncio.wait_for(consumer.watermark_ranges(topic, [1, 3]), 20)
+        assert not busy.done()  # answered while the thread still waited
+        assert highs == {0: 0, 1: 1, 2: 0, 3: 2}
+        assert ranges == {1: (0, 1), 3: (0, 2)}
+        with pytest.raises(EngineError):
+            await consumer.high_watermarks(topic, [7], timeout=3)
+        await producer.produce(topic, b"wake", partition=0)
+        assert [m.value() for m in await busy] == [b"wake"]
+    finally:
+        await consumer.close()
+        await producer.close()

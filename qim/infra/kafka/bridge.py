@@ -25,6 +25,7 @@ from qim.consts import (
     KAFKA_PRODUCER_POLL_S,
 )
 from qim.errors import EngineError
+from qim.infra.kafka.offsets import OffsetReader
 
 logger = logging.getLogger(__name__)
 
@@ -149,6 +150,7 @@ class AsyncConsumer:
         }
         conf.update(extra or {})
         self._consumer = Consumer(conf)
+        self._offsets = OffsetReader(bootstrap)
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="qim-kafka-consumer")
         self._calls = 0  # calls of ours on the private thread right now
         self.handoffs = 0  # consume calls that waited on the private thread (the rest took queued records)
@@ -207,22 +209,14 @@ class AsyncConsumer:
         return {tp.partition: tp.offset for tp in tps}
 
     async def high_watermarks(self, topic: str, partitions: list[int], timeout: float = 10.0) -> dict[int, int]:
-        """High watermark (next offset to be written) per partition, from the broker."""
-        def fetch() -> dict[int, int]:
-            return {p: self._consumer.get_watermark_offsets(TopicPartition(topic, p), timeout, cached=False)[1]
-                    for p in partitions}
-        return await self._run(fetch)
+        """High watermark (next offset to be written) per partition, from the broker, in
+        one request off this consumer's connection and thread (offsets.py)."""
+        return await self._offsets.highs(topic, partitions, timeout)
 
     async def watermark_ranges(self, topic: str, partitions: list[int], timeout: float = 10.0) -> dict[int, tuple[int, int]]:
         """(low, high) watermark per partition, from the broker: the first retained offset
-        and the next offset to be written."""
-        def fetch() -> dict[int, tuple[int, int]]:
-            out = {}
-            for p in partitions:
-                low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, p), timeout, cached=False)
-                out[p] = (low, high)
-            return out
-        return await self._run(fetch)
+        and the next offset to be written (as high_watermarks, off this consumer's thread)."""
+        return await self._offsets.ranges(topic, partitions, timeout)
 
     async def consume(self, max_records: int, timeout: float) -> list:
         """Up to max_records messages (may be empty after `timeout` s; returns as soon as

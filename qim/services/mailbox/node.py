@@ -30,6 +30,7 @@ from qim._core import ids
 from qim.cluster.keeper import ShardKeeper
 from qim.cluster.metrics import ShardMetrics
 from qim.cluster.owners import OwnerTable
+from qim.cluster.parts import start_together
 from qim.config import MailboxConfig
 from qim.consts import INTERNAL_RPC_INFLIGHT
 from qim.errors import ConfigError, ErrorCode, RequestError
@@ -97,8 +98,7 @@ class MailboxNode(ServiceNode):
             await link.close()
 
     async def _acquire(self, shard: int, owner_epoch: int) -> None:
-        await self.materializer.add_shard(shard, owner_epoch)
-        await self.targets.add_shard(shard)
+        await start_together(self.materializer.add_shard(shard, owner_epoch), self.targets.add_shard(shard))
 
     async def _release(self, shard: int, reason: str) -> None:
         await self.materializer.remove_shard(shard, reason)

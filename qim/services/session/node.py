@@ -28,6 +28,7 @@ from qim.cluster.keeper import ShardKeeper
 from qim.cluster.links import GatewayLinks
 from qim.cluster.metrics import ShardMetrics
 from qim.cluster.owners import OwnerTable
+from qim.cluster.parts import start_together
 from qim.cluster.presence import PresenceFollower
 from qim.config import SessionConfig
 from qim.consts import INTERNAL_RPC_INFLIGHT
@@ -109,8 +110,7 @@ class SessionNode(ServiceNode):
         return self.projector.unserved(shard) if pages else None
 
     async def _acquire(self, shard: int, owner_epoch: int) -> None:
-        await self.projector.add_shard(shard, owner_epoch)
-        await self.presence.add_shard(shard)
+        await start_together(self.projector.add_shard(shard, owner_epoch), self.presence.add_shard(shard))
         self.cache.forget(lambda key: self._shard_of(*key) == shard)
 
     async def _release(self, shard: int, reason: str) -> None:

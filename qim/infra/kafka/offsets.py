@@ -1,0 +1,69 @@
+"""Broker offset queries on a client of their own (docs/decisions/0060-offsets-off-the-fetch-connection.md).
+
+A consumer's own watermark query (librdkafka's get_watermark_offsets) is one request per
+partition on the consumer's broker connection, and the broker answers the requests of a
+connection in order: each waits behind the long-polling fetch ahead of it
+(KAFKA_CONSUMER_FETCH_WAIT_MS when the log is idle), on the consumer's only thread, so a
+node taking four shards waited two seconds for four watermarks and a lag probe over 64
+idle partitions held the consumer's thread for half a minute. An AdminClient asks for
+every partition in one ListOffsets request, on its own connection, and answers through
+futures: nothing of ours waits on a thread, and the consumer's reads go on meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Optional
+
+from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from qim.errors import EngineError
+
+
+class OffsetReader:
+    """Low and high watermarks of a topic's partitions, read committed (what a QIM consumer
+    can reach). One AdminClient per reader, made on first use; its calls never block the
+    event loop. Every method raises EngineError when the broker cannot answer in `timeout` s
+    or a partition does not exist."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self._bootstrap = bootstrap
+        self._admin: Optional[AdminClient] = None
+
+    def _client(self) -> AdminClient:
+        if self._admin is None:
+            self._admin = AdminClient({"bootstrap.servers": self._bootstrap})
+        return self._admin
+
+    async def _offsets(self, topic: str, partitions: list[int], spec: OffsetSpec, timeout: float) -> dict[int, int]:
+        if not partitions:
+            return {}
+        try:
+            futures = self._client().list_offsets({TopicPartition(topic, p): spec for p in partitions},
+                                                  isolation_level=IsolationLevel.READ_COMMITTED,
+                                                  request_timeout=timeout)
+        except (KafkaException, ValueError, TypeError) as exc:
+            raise EngineError(f"kafka offsets of {topic} could not be asked for: {exc}") from exc
+        keyed = {tp.partition: asyncio.wrap_future(f) for tp, f in futures.items()}
+        try:
+            # the request's own timeout answers first; this bound only guards against a lost answer
+            results = await asyncio.wait_for(asyncio.gather(*keyed.values()), timeout=timeout + 1.0)
+        except KafkaException as exc:
+            raise EngineError(f"kafka offsets of {topic} failed: {exc}") from exc
+        except asyncio.TimeoutError:
+            raise EngineError(f"kafka offsets of {topic}: no answer in {timeout:.0f} s") from None
+        finally:
+            for fut in keyed.values():
+                fut.cancel()  # a no-op once done; else nobody waits for it any more
+        return {p: info.offset for p, info in zip(keyed, results)}
+
+    async def highs(self, topic: str, partitions: list[int], timeout: float = 10.0) -> dict[int, int]:
+        """partition -> high watermark (the next offset to be written)."""
+        return await self._offsets(topic, partitions, OffsetSpec.latest(), timeout)
+
+    async def ranges(self, topic: str, partitions: list[int], timeout: float = 10.0) -> dict[int, tuple[int, int]]:
+        """partition -> (low, high): the first retained offset and the next to be written."""
+        lows, highs = await asyncio.gather(self._offsets(topic, partitions, OffsetSpec.earliest(), timeout),
+                                           self.highs(topic, partitions, timeout))
+        return {p: (lows[p], highs[p]) for p in partitions}
