@@ -29,7 +29,7 @@ from typing import Callable, Optional
 
 from qim.consts import PRESENCE_TOPIC
 from qim.errors import EngineError
-from qim.infra.kafka.bridge import AsyncConsumer
+from qim.infra.kafka.bridge import EARLIEST, AsyncConsumer
 from qim.wire.presence import PresenceError, PresenceKey, decode_entry, decode_key
 
 logger = logging.getLogger(__name__)
@@ -75,7 +75,9 @@ class PresenceFollower:
         self._next[shard] = 0
         if high > 0:
             self._catch_up[shard] = high
-        await self._consumer.add_partitions(PRESENCE_TOPIC, {shard: -1})  # no commits: the earliest offset
+        # the whole compacted partition, never a committed position (nothing is committed,
+        # and asking the group coordinator for one stalled on a fresh broker: bridge.EARLIEST)
+        await self._consumer.add_partitions(PRESENCE_TOPIC, {shard: EARLIEST})
 
     async def remove_shard(self, shard: int) -> None:
         """Forget the presence of `shard`. Never raises."""

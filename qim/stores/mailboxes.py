@@ -87,10 +87,12 @@ class MailboxStore(Protocol):
         ...
 
     async def fused(self, shard: int, epoch: int, tenant: int, dispatch_id: bytes, digest: bytes, offset: int,
-                    seq8: bytes, day: int, user: int, member: bytes, expected_wm: Optional[bytes],
+                    seq8: bytes, day: int, members: Sequence[tuple[int, bytes]], expected_wm: Optional[bytes],
                     new_wm: bytes, writer: bytes = b"", fence: int = 0) -> tuple[str, bytes]:
-        """begin + append + finish of a single-recipient dispatch in one operation; the
-        status is RECOVERED when finish recognised `writer`'s own earlier write."""
+        """begin + append + finish of one dispatch in one operation, for every recipient:
+        `members` are (user, entry) as for `append`, each entry starting with `seq8`; a
+        RESUME appends them with the first attempt's mailbox_seq instead. The status is
+        RECOVERED when finish recognised `writer`'s own earlier write."""
         ...
 
     async def trim_and_days(self, tenant: int, user_id: int, now_ms: Optional[int] = None) -> Retained:

@@ -162,3 +162,35 @@ async def test_watermarks_are_read_while_the_consumers_thread_is_busy(engines):
     finally:
         await consumer.close()
         await producer.close()
+
+
+async def test_earliest_starts_at_the_first_record_whatever_the_group_committed(engines):
+    """EARLIEST (qim/infra/kafka/bridge.py) is the partition's first retained offset, not
+    the group's committed position: the position is never asked of the group coordinator,
+    whose lookup stalled on a fresh broker (docs/decisions/0060). A committed offset of the
+    same group shows which one was used; -1 still means the committed position."""
+    from qim.infra.kafka.bridge import EARLIEST, AsyncConsumer
+
+    bootstrap = engines.env()["QIM_KAFKA_BOOTSTRAP"]
+    topic = private_topic(bootstrap)
+    producer = AsyncProducer(bootstrap)
+    group = f"qim-test-bridge-earliest-{uuid.uuid4().hex[:8]}"
+    first, second = AsyncConsumer(bootstrap, group), AsyncConsumer(bootstrap, group)
+    try:
+        await asyncio.gather(*(producer.produce(topic, b"e%d" % i, partition=0) for i in range(5)))
+        await first.commit(topic, 0, 3)  # the group's committed position: offset 3
+        await first.add_partitions(topic, {0: EARLIEST})
+        await second.add_partitions(topic, {0: -1})
+
+        async def read(consumer, n: int) -> list[bytes]:
+            got: list[bytes] = []
+            while len(got) < n:
+                got += [m.value() for m in await consumer.consume(10, 5.0)]
+            return got
+
+        assert await asyncio.wait_for(read(first, 5), 30) == [b"e0", b"e1", b"e2", b"e3", b"e4"]
+        assert await asyncio.wait_for(read(second, 2), 60) == [b"e3", b"e4"]
+    finally:
+        await first.close()
+        await second.close()
+        await producer.close()

@@ -63,7 +63,7 @@ async def test_a_repeated_fused_call_is_recovered_and_appends_once(store):
     s, user = shard(), random.getrandbits(40) + 1
 
     async def fused(writer: bytes) -> tuple[str, bytes]:
-        return await store.fused(s, EPOCH, TENANT, b"f" * 16, b"h" * 32, 0, seq8(0), DAY, user, seq8(0) + b"entry",
+        return await store.fused(s, EPOCH, TENANT, b"f" * 16, b"h" * 32, 0, seq8(0), DAY, [(user, seq8(0) + b"entry")],
                                  None, W0, writer=writer)
 
     assert await fused(b"node-a") == (FRESH, seq8(0))

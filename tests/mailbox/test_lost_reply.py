@@ -136,21 +136,32 @@ class DispatchLog:
 
 
 def record(offset: int, recipients: tuple[int, ...]) -> bytes:
-    """A dispatch record for SHARD (one recipient: the fused script; more: step-wise)."""
+    """A dispatch record for SHARD to `recipients`."""
     coord = MessageCoord(b"M" + offset.to_bytes(15, "big"), ids.conversation_id_direct(TENANT, 1, 2), offset + 1,
                          recipients[0], NOW_MS + offset, 1, b"")
     return Dispatch(TENANT, b"D" + offset.to_bytes(15, "big"), coord, SHARD, b"c" * 16, recipients,
                     f"m{offset}".encode()).encode()
 
 
-class Node:
-    """One materializer owning SHARD over `store`, fed by its own DispatchLog."""
+class StepWise(FaultPoints):
+    """Armed, so records take begin → append → finish (qim/services/mailbox/record.py),
+    yet no point is ever hit."""
 
-    def __init__(self, store: RedisMailboxStore) -> None:
+    @property
+    def active(self) -> bool:
+        return True
+
+
+class Node:
+    """One materializer owning SHARD over `store`, fed by its own DispatchLog; `path`
+    "step-wise" takes the three-call path, any other the fused one."""
+
+    def __init__(self, store: RedisMailboxStore, path: str = "fused") -> None:
         self.log = DispatchLog()
         self.pushes: list[int] = []
+        faults = StepWise("", MAILBOX_POINTS) if path == "step-wise" else FaultPoints("", MAILBOX_POINTS)
         self.m = MailboxMaterializer("unused:1", store, [SHARD], lambda t, seq, items: self.pushes.append(seq),
-                                     FaultPoints("", MAILBOX_POINTS), consumer=self.log)  # type: ignore[arg-type]
+                                     faults, consumer=self.log)  # type: ignore[arg-type]
 
     async def __aenter__(self) -> "Node":
         await self.m.start()
@@ -190,7 +201,7 @@ async def offsets_of(store: RedisMailboxStore, user: int) -> list[int]:
     return [o for _, o in await store.read_range(TENANT, user, [day_of(NOW_MS)], -1, 1 << 40, 100)]
 
 
-PATHS = {"fused": (11,), "step-wise": (11, 12, 13)}
+PATHS = {"fused": (11,), "fused-many": (11, 12, 13), "step-wise": (11, 12, 13)}
 
 
 class Stalling(RedisMailboxStore):
@@ -244,9 +255,9 @@ async def test_a_redis_stalled_past_the_client_timeout_does_not_stop_the_shard(p
         host="127.0.0.1", port=private_redis.port, socket_timeout=0.5, socket_connect_timeout=0.5))
     store = Stalling(client, private_redis.pid)
     try:
-        async with Node(store) as node:
+        async with Node(store, path) as node:
             await node.feed(0, recipients)
-            store.stall_on = "fused" if path == "fused" else "finish"
+            store.stall_on = "finish" if path == "step-wise" else "fused"
             try:
                 await node.feed(1, recipients)
             finally:
@@ -268,9 +279,9 @@ async def test_a_redis_stalled_past_the_client_timeout_does_not_stop_the_shard(p
 async def test_a_retry_after_a_lost_reply_recognises_its_own_write_and_the_shard_goes_on(redis, path, mode):
     recipients = PATHS[path]
     store = LostReplies(redis)
-    async with Node(store) as node:
+    async with Node(store, path) as node:
         await node.feed(0, recipients)
-        store.lose, store.mode = ("fused" if path == "fused" else "finish"), mode
+        store.lose, store.mode = ("finish" if path == "step-wise" else "fused"), mode
         await node.feed(1, recipients)  # the reply of its watermark-writing call is lost
         await node.feed(2, recipients)
         state = node.m.shards[SHARD]
@@ -300,10 +311,10 @@ async def test_a_retry_does_not_take_another_writers_write_for_its_own(redis, pa
     the very blob A would write; A's retry must stop the shard, not adopt B's write."""
     recipients = PATHS[path]
     store = LostReplies(redis)
-    async with Node(store) as a:
+    async with Node(store, path) as a:
         await a.feed(0, recipients)
-        async with Node(RedisMailboxStore(redis)) as b:  # starts from A's watermark
-            store.lose, store.mode = ("fused" if path == "fused" else "finish"), "unsent"
+        async with Node(RedisMailboxStore(redis), path) as b:  # starts from A's watermark
+            store.lose, store.mode = ("finish" if path == "step-wise" else "fused"), "unsent"
             store.gate = asyncio.Event()
             a.log.add(SHARD, 1, record(1, recipients))
             await asyncio.wait_for(store.lost.wait(), SETTLE_S)  # A's first try failed; its retry waits

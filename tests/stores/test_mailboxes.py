@@ -42,13 +42,35 @@ async def test_step_wise_materialization_duplicate_and_resume(stores):
 
 async def test_fused_single_recipient(stores):
     m = stores.mailboxes
-    status, used = await m.fused(SHARD, EPOCH, TENANT, b"f" * 16, b"h" * 32, 2, seq8(2), DAY, 5, seq8(2) + b"x",
+    status, used = await m.fused(SHARD, EPOCH, TENANT, b"f" * 16, b"h" * 32, 2, seq8(2), DAY, [(5, seq8(2) + b"x")],
                                  None, b"W")
     assert (status, used) == (FRESH, seq8(2))
-    again = await m.fused(SHARD, EPOCH, TENANT, b"f" * 16, b"h" * 32, 3, seq8(3), DAY, 5, seq8(3) + b"x", b"W",
+    again = await m.fused(SHARD, EPOCH, TENANT, b"f" * 16, b"h" * 32, 3, seq8(3), DAY, [(5, seq8(3) + b"x")], b"W",
                           b"W'")
     assert again == (DUPLICATE, seq8(2))
     assert await m.read_range(TENANT, 5, [DAY], -1, 10, 10) == [(seq8(2) + b"x", 2)]
+
+
+async def test_fused_many_recipients_and_a_resume_with_the_first_mailbox_seq(stores):
+    """One call writes every recipient's entry; a dispatch begun at one mailbox_seq and
+    resumed by the fused call at another (a new shard epoch) appends with the first one,
+    so the entries equal those the first attempt may have written (idempotent)."""
+    m = stores.mailboxes
+    users = [11, 12, 13]
+    status, used = await m.fused(SHARD, EPOCH, TENANT, b"m" * 16, b"h" * 32, 4, seq8(4), DAY,
+                                 [(u, seq8(4) + b"g%d" % u) for u in users], None, b"W1")
+    assert (status, used) == (FRESH, seq8(4))
+    for u in users:
+        assert await m.read_range(TENANT, u, [DAY], -1, 10, 10) == [(seq8(4) + b"g%d" % u, 4)]
+    first = seq8(5)
+    assert (await m.begin(SHARD, b"r" * 16, b"k" * 32, 5, first))[0] == FRESH  # begun, never finished
+    other = mseq.to_bytes(mseq.compose(EPOCH + 1, 5))
+    status, used = await m.fused(SHARD, EPOCH + 1, TENANT, b"r" * 16, b"k" * 32, 5, other, DAY,
+                                 [(u, other + b"r%d" % u) for u in users], b"W1", b"W2")
+    assert (status, used) == (RESUME, first)
+    for u in users:
+        assert await m.read_range(TENANT, u, [DAY], -1, 10, 10) == [(seq8(4) + b"g%d" % u, 4),
+                                                                     (first + b"r%d" % u, 5)]
 
 
 async def test_ranges_merge_days_by_offset_with_limits(stores):

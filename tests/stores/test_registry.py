@@ -100,7 +100,7 @@ async def test_a_stale_mailbox_owner_is_refused_inside_every_write_script(redis)
         "begin": mb.begin(SHARD, b"e" * 16, b"g" * 32, 1, seq8, fence=1),
         "append": mb.append(0, 1, 19000, [(7, seq8 + b"x")], shard=SHARD, fence=1),
         "finish": mb.finish(SHARD, 1, b"d" * 16, None, b"W", writer=b"one", fence=1),
-        "fused": mb.fused(SHARD, 1, 0, b"f" * 16, b"g" * 32, 2, seq8, 19000, 7, seq8 + b"y", None, b"W",
+        "fused": mb.fused(SHARD, 1, 0, b"f" * 16, b"g" * 32, 2, seq8, 19000, [(7, seq8 + b"y")], None, b"W",
                           writer=b"one", fence=1),
     }
     refused = []

@@ -1,8 +1,9 @@
 """Materialization of one dispatch record (docs/design.md §5.4, seed 004 §5).
 
 Deterministic: every input comes from the record and its log offset (no wall clock, no
-random ids). A single-recipient record takes the fused script (one round trip); any
-other takes begin_dispatch → append → finish_dispatch. A DUPLICATE (same dispatch_id and
+random ids). A record takes the fused script, one round trip for all its recipients
+(docs/decisions/0061-one-round-trip-per-group-record.md); with a fault point armed it
+takes begin_dispatch → append → finish_dispatch, so the point can fall between them. A DUPLICATE (same dispatch_id and
 digest already finished at another offset) appends nothing, reuses the first
 mailbox_seq and still advances W to this offset. A RESUME (begun, never finished)
 appends again with the first mailbox_seq (idempotent) and finishes.
@@ -85,12 +86,12 @@ async def materialize(store: MailboxStore, cur: ShardCursor, offset: int, value:
     per_user = build_events(d)
     new_blob = watermark.advance_all(cur.blob, offset)
     day = day_of(d.coord.created_at_ms)
-    if len(per_user) == 1 and not faults.active:
-        user, events = per_user[0]
+    if not faults.active:  # one round trip, whatever the number of recipients
+        members = [(u, seq8 + eventgroup.pack_group(evs)) for u, evs in per_user]
         status, used = await store.fused(cur.shard, cur.epoch, d.tenant, d.dispatch_id, digest, offset, seq8, day,
-                                         user, seq8 + eventgroup.pack_group(events), cur.stored_blob, new_blob,
-                                         writer=cur.writer, fence=cur.owner_epoch)
-    else:
+                                         members, cur.stored_blob, new_blob, writer=cur.writer,
+                                         fence=cur.owner_epoch)
+    else:  # step by step, so a fault point can stop it between the steps
         status, used = await store.begin(cur.shard, d.dispatch_id, digest, offset, seq8, fence=cur.owner_epoch)
         if status != DUPLICATE:
             members = [(u, used + eventgroup.pack_group(evs)) for u, evs in per_user]

@@ -77,13 +77,15 @@ class RedisMailboxStore:
         return bool(wrote)
 
     async def fused(self, shard: int, epoch: int, tenant: int, dispatch_id: bytes, digest: bytes, offset: int,
-                    seq8: bytes, day: int, user: int, member: bytes, expected_wm: Optional[bytes],
+                    seq8: bytes, day: int, members: Sequence[tuple[int, bytes]], expected_wm: Optional[bytes],
                     new_wm: bytes, writer: bytes = b"", fence: int = 0) -> tuple[str, bytes]:
-        """MailboxStore.fused: mailbox_fused.lua (docs/decisions/0003)."""
-        keys = [dp_key(shard, dispatch_id), dpidx_key(shard), wm_key(shard), mailbox_key(tenant, user, day),
-                days_key(tenant, user)]
-        args = [digest, offset, seq8, expected_wm or b"", new_wm, epoch, member, day, self.expire_at(day),
-                self.index_ttl_s, writer, fence]
+        """MailboxStore.fused: mailbox_fused.lua, every recipient in one call (docs/decisions/0003)."""
+        keys: list = [dp_key(shard, dispatch_id), dpidx_key(shard), wm_key(shard)]
+        args: list = [digest, offset, seq8, expected_wm or b"", new_wm, epoch, self.index_ttl_s, writer, fence]
+        expire_at = self.expire_at(day)
+        for user, member in members:
+            keys += [mailbox_key(tenant, user, day), days_key(tenant, user)]
+            args += [member, day, expire_at]
         status, seq = await self._scripts.call("mailbox_fused", keys, args)
         return status.decode(), seq
 

@@ -1,20 +1,31 @@
--- Fused begin → append → finish for a fresh single-recipient dispatch (docs/design.md §5.4),
--- one round trip. A resumed or duplicate dispatch takes the step-wise path's logic too.
--- KEYS: 1 DispatchProgress, 2 DP index, 3 shard watermark, 4 day bucket, 5 day index
+-- Fused begin → append → finish of one dispatch (docs/design.md §5.4), one round trip for
+-- every recipient of the record (a direct message's one, a group shard's many). A resumed
+-- or duplicate dispatch takes the step-wise path's logic too.
+-- KEYS: 1 DispatchProgress, 2 DP index, 3 shard watermark, then pairs (day bucket, day
+--       index) per recipient
 -- ARGV: 1 digest, 2 offset, 3 mailbox_seq, 4 expected blob, 5 new blob, 6 epoch,
---       7 member, 8 day, 9 expire_at, 10 index ttl s, 11 writer ("" = none),
---       12 owner_epoch fence (checked against KEYS[3] before anything is written)
+--       7 index ttl s, 8 writer ("" = none), 9 owner_epoch fence (checked against KEYS[3]
+--       before anything is written), then triples (member, day, expire_at) per recipient;
+--       every member starts with the 8 bytes of ARGV[3]
 -- Returns {status, mailbox_seq}; status RECOVERED when this writer had already finished
 -- this very call (its reply was lost), else FRESH | RESUME | DUPLICATE of begin.
 --#include mailbox_lib
-qim_fenced(KEYS[3], ARGV[12])
+qim_fenced(KEYS[3], ARGV[9])
 local status, seq = qim_begin(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
 if status ~= 'DUPLICATE' then
-  -- the member was built with this record's mailbox_seq; a RESUME reuses the first one,
-  -- which is the same record at the same offset, so the member is identical.
-  qim_append(KEYS[4], KEYS[5], ARGV[7], ARGV[2], ARGV[8], ARGV[9], ARGV[10])
+  -- a RESUME appends with the first attempt's mailbox_seq (the entries are idempotent
+  -- only with the same member): the members' first 8 bytes are replaced when it differs
+  local reseq = seq ~= ARGV[3]
+  for i = 4, #KEYS, 2 do
+    local j = 10 + (i - 4) / 2 * 3
+    local member = ARGV[j]
+    if reseq then
+      member = seq .. string.sub(member, 9)
+    end
+    qim_append(KEYS[i], KEYS[i + 1], member, ARGV[2], ARGV[j + 1], ARGV[j + 2], ARGV[7])
+  end
 end
-if qim_finish(KEYS[1], KEYS[3], ARGV[4], ARGV[5], ARGV[6], ARGV[11]) == 0 then
+if qim_finish(KEYS[1], KEYS[3], ARGV[4], ARGV[5], ARGV[6], ARGV[8]) == 0 then
   status = 'RECOVERED'
 end
 return {status, seq}
