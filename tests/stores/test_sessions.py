@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from qim._core import ids
+from qim.consts import SESSION_PROJECT_MAX_REGS
 from qim.stores.errors import CheckpointConflict
 from qim.stores.sessions import Registration
 
@@ -28,6 +29,21 @@ async def test_registrations_sets_peers_and_read_positions(stores):
     assert await r.mark_read(7, 5, GROUP, 4) == (4, True)
     assert await r.positions(7, 5, [GROUP]) == [4]
     assert await s.conversations(7, 404) == [] and await r.positions(7, 5, []) == []
+
+
+async def test_a_batch_larger_than_one_script_call_registers_every_member(stores):
+    """A group message's registrations for many members (more than one script call
+    takes: SESSION_PROJECT_MAX_REGS) are all written, in one pipelined round trip, and
+    counted once; the same batch again adds nothing and moves nothing back."""
+    s = stores.sessions
+    members = range(1000, 1000 + 2 * SESSION_PROJECT_MAX_REGS + 5)
+    regs = [Registration(7, u, GROUP, 3000, 11 if u == 1000 else 0, 0) for u in members]
+    assert await s.register(regs) == len(regs)
+    assert await s.register(regs) == 0
+    for u in (1000, 1000 + SESSION_PROJECT_MAX_REGS, members[-1]):
+        assert await s.conversations(7, u) == [(3000, GROUP.hex().encode())]
+    assert await stores.reads.positions(7, 1000, [GROUP]) == [11]  # the sender's own message
+    assert await stores.reads.positions(7, 1001, [GROUP]) == [0]
 
 
 async def test_checkpoint_binds_advances_and_refuses_a_second_owner(stores):

@@ -37,13 +37,22 @@ class RedisSessionStore:
         self.first_registrations = first_registrations
 
     async def register(self, regs: Sequence[Registration]) -> int:
-        # all of a batch in one pipelined round trip (the seed's session once awaited one
-        # write per projection: throughput ≈ 1/RTT, 75 % dropped at 15k msg/s)
-        """SessionStore.register: session_register.lua once per registration, one pipelined round trip."""
+        """SessionStore.register: session_register.lua once per SESSION_PROJECT_MAX_REGS
+        registrations, every call in one pipelined round trip (the seed's session once
+        awaited one write per projection: throughput ≈ 1/RTT, 75 % dropped at 15k msg/s;
+        one script call per registration cost Redis and this process about 10 µs each:
+        docs/decisions/0062-registrations-in-one-call.md)."""
         if not regs:
             return 0
-        calls = [(self._reg_keys(r) + ((ucs_pending_key(),) if self.first_registrations else ()),
-                  self._reg_args(r)[:5 if self.first_registrations else 4]) for r in regs]
+        flag = "1" if self.first_registrations else "0"
+        calls = []
+        for i in range(0, len(regs), SESSION_PROJECT_MAX_REGS):
+            keys: list = [ucs_pending_key()]
+            args: list = [flag]
+            for r in regs[i:i + SESSION_PROJECT_MAX_REGS]:
+                keys += self._reg_keys(r)
+                args += self._reg_args(r)
+            calls.append((keys, args))
         return sum(int(x) for x in await self._scripts.call_many("session_register", calls))
 
     async def project(self, binding: str, moves: dict[int, tuple[int, int, int]],

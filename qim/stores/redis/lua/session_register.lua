@@ -1,13 +1,26 @@
 -- session_register (docs/design.md §6, seed 004 §6): the ONE registration script of both
--- projection paths (durable dispatch consumer and the mailbox's low-latency Projection).
+-- projection paths (durable dispatch consumer and the mailbox's low-latency Projection),
+-- for a batch of registrations in one call (docs/decisions/0062-registrations-in-one-call.md).
 -- The writes are session_lib's qim_register, also run by session_project (the durable
 -- batch): the seed lost registrations when the low-latency path wrote differently from
 -- the durable one.
--- KEYS: 1 convs ZSET, 2 read HASH, 3 peers HASH, 4 (optional, the archive tier) the ZSET of
---       first registrations waiting for CQL user_conversation_state
--- ARGV: 1 conversation_id hex, 2 created_at_ms, 3 conversation_seq of the user's own
---       message ("0": the user is not the sender), 4 direct peer ("0": unknown),
---       5 (with KEYS 4) its member "<tenant hex>:<user>:<conversation hex>:<peer>"
--- Returns 1 when the conversation is new for the user, else 0.
+-- KEYS: 1 the ZSET of first registrations waiting for CQL user_conversation_state (used
+--       only when ARGV[1] = "1", the archive tier), then per registration 3 keys: convs
+--       ZSET, read HASH, peers HASH
+-- ARGV: 1 "1" with the archive tier else "0", then per registration 5 args: conversation
+--       id hex, created_at_ms, conversation_seq of the user's own message ("0": the user
+--       is not the sender), direct peer ("0": unknown), its pending member
+--       "<tenant hex>:<user>:<conversation hex>:<peer>" ("" without the archive tier)
+-- Returns the number of registrations whose conversation is new for its user.
 --#include session_lib
-return qim_register(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+local pending = nil
+if ARGV[1] == '1' then
+  pending = KEYS[1]
+end
+local added, k = 0, 2
+for a = 2, #ARGV, 5 do
+  added = added + qim_register(KEYS[k], KEYS[k + 1], KEYS[k + 2], pending,
+                               ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4])
+  k = k + 3
+end
+return added
