@@ -236,8 +236,10 @@ class ShardKeeper:
         await self._drop_all("gone", "node id taken over")
 
     async def _stop_moving(self, moving: list[int]) -> None:
+        # together: each stop's broker calls wait for the consumer's idle consume, so one
+        # after the other a rebalance of N shards took N seconds (docs/decisions/0060)
+        await asyncio.gather(*(self._on_release(shard, REBALANCED) for shard in moving))
         for shard in moving:
-            await self._on_release(shard, REBALANCED)
             self.owned.pop(shard, None)
 
     async def _renewing(self, aw: Awaitable) -> None:

@@ -104,11 +104,27 @@ async def blocking(fn, *args):
     return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
 
-async def settled(st) -> None:
-    """Every running node ready and every leased kind spread over its running nodes."""
+async def settled(st, timeout: float = 45.0) -> None:
+    """Every running node ready, every leased kind spread over its running nodes with
+    loads that differ by at most one (the rebalance is over, not only begun), and every
+    shard served by its owner (granted is not yet started: qim_shard_owned counts only
+    shards whose start finished)."""
     await blocking(st.wait_ready, [n for n in st.names if st.alive(n)])
     for k in ("mailbox", "session", "fanout", "archiver"):
-        await until_owned_by(st, k, running(st, k))
+        deadline = time.monotonic() + timeout
+        while True:
+            table = await until_owned_by(st, k, running(st, k), timeout)
+            loads = sorted(list(table.values()).count(n) for n in set(table.values()))
+            served = await blocking(served_by, st, running(st, k))
+            if loads[-1] - loads[0] <= 1 and served == size_of(k):
+                break
+            assert time.monotonic() < deadline, f"{k} never settled: loads {loads}, {served} of {size_of(k)} served"
+            await asyncio.sleep(0.2)
+
+
+def served_by(st, nodes: list[str]) -> float:
+    """Shards the `nodes` serve now (their keepers' qim_shard_owned)."""
+    return sum(metric(st, n, "qim_shard_owned") for n in nodes)
 
 
 def metric(st, name: str, metric_name: str) -> float:

@@ -48,7 +48,7 @@ class OffsetReader:
         keyed = {tp.partition: asyncio.wrap_future(f) for tp, f in futures.items()}
         try:
             # the request's own timeout answers first; this bound only guards against a lost answer
-            results = await asyncio.wait_for(asyncio.gather(*keyed.values()), timeout=timeout + 1.0)
+            results = await asyncio.wait_for(_all(keyed.values()), timeout=timeout + 1.0)
         except KafkaException as exc:
             raise EngineError(f"kafka offsets of {topic} failed: {exc}") from exc
         except asyncio.TimeoutError:
@@ -64,6 +64,17 @@ class OffsetReader:
 
     async def ranges(self, topic: str, partitions: list[int], timeout: float = 10.0) -> dict[int, tuple[int, int]]:
         """partition -> (low, high): the first retained offset and the next to be written."""
-        lows, highs = await asyncio.gather(self._offsets(topic, partitions, OffsetSpec.earliest(), timeout),
-                                           self.highs(topic, partitions, timeout))
+        # both awaited to the end: no failure left unretrieved
+        lows, highs = await _all([self._offsets(topic, partitions, OffsetSpec.earliest(), timeout),
+                                  self.highs(topic, partitions, timeout)])
         return {p: (lows[p], highs[p]) for p in partitions}
+
+
+async def _all(futures) -> list:
+    """Every future's result in order, or the first failure once all of them are done (a
+    per-partition error fails every partition of a request alike; none is left unretrieved)."""
+    results = await asyncio.gather(*futures, return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results
