@@ -3,10 +3,10 @@
 Deterministic: every input comes from the record and its log offset (no wall clock, no
 random ids). A record takes the fused script, one round trip for all its recipients
 (docs/decisions/0061-one-round-trip-per-group-record.md); with a fault point armed it
-takes begin_dispatch → append → finish_dispatch, so the point can fall between them. A DUPLICATE (same dispatch_id and
-digest already finished at another offset) appends nothing, reuses the first
-mailbox_seq and still advances W to this offset. A RESUME (begun, never finished)
-appends again with the first mailbox_seq (idempotent) and finishes.
+takes begin_dispatch → append → finish_dispatch, so the point can fall between them.
+A DUPLICATE (same dispatch_id and digest already finished at another offset) appends
+nothing, reuses the first mailbox_seq and still advances W to this offset. A RESUME
+(begun, never finished) appends again with the first mailbox_seq (idempotent) and finishes.
 
 Repeatable after any store failure, whether or not the failed call applied: begin and
 append are idempotent, and finish recognises a W this very writer already wrote for
