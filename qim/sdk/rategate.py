@@ -109,6 +109,7 @@ class RateGate:
         self._cap = 0.0     # the local mirror's size
         self._tokens = 0.0
         self._stamp = 0.0   # monotonic time the mirror was last refilled
+        self._released = 0  # waiters given a permit whose task has not resumed yet
         self.refusals = 0
 
     @property
@@ -161,9 +162,12 @@ class RateGate:
 
     def try_acquire(self, ticket: int) -> Optional[Permit]:
         """A permit now if the gate is open and nobody waits, else None (then `acquire`).
-        Lets a caller queue its first frame synchronously (send order)."""
+        Lets a caller queue its first frame synchronously (send order). A waiter the pump
+        let through but whose task has not run yet still counts as waiting: a later
+        ticket passing here first would transmit before it (its send would name one the
+        writer has not seen, and be refused with every send behind it)."""
         now = time.monotonic()
-        if self._closed_gate or self._queue or now < self._until or not self._take(now):
+        if self._closed_gate or self._queue or self._released or now < self._until or not self._take(now):
             return None
         return Permit(self, ticket, False)
 
@@ -181,6 +185,9 @@ class RateGate:
             if fut.done() and not fut.cancelled():
                 fut.result().close(asyncio.CancelledError())  # let through, never used
             raise
+        finally:
+            if fut.done() and not fut.cancelled():
+                self._released -= 1  # resumed: its caller transmits before it awaits again
 
     async def through(self, send: Callable[[Permit], Awaitable[T]], ticket: Optional[int] = None) -> T:
         """One attempt of a counted request: acquire, `await send(permit)`, close."""
@@ -215,6 +222,7 @@ class RateGate:
             if self._closed_gate:
                 self._busy, self._last = True, now
             fut.set_result(Permit(self, ticket, self._closed_gate))  # sent_at: now
+            self._released += 1
             if self._closed_gate:
                 return  # one slot; open: everyone whose time has come goes
 

@@ -7,7 +7,10 @@ field with the cmid of this store's nearest earlier (by ordinal) send to the sam
 conversation that is still unresolved (pending: not acked, committed or failed),
 recomputed at every (re)transmission. Frames are written in ordinal order: the first
 transmission of a send is queued synchronously when it is started, and after a
-reconnect every unresolved send is started again in ordinal order.
+reconnect every unresolved send is started again in ordinal order. A send that finds
+the RateGate without a token is lined up at once, and while one of its conversation
+is, a later one joins the gate's line (ticket order) instead of passing it by the
+fast path (docs/decisions/0063).
 
 Every transmission holds a Permit of the runtime's RateGate (qim/sdk/rategate.py): the
 gateway charges each one a token, also a retransmission. A send takes its ticket (its
@@ -63,6 +66,11 @@ class Sender:
         self._windows = SendWindows(core.ledger, core.tuning.ack_deadline_s)
         self._inflight: set[bytes] = set()  # cmids with a transmission on the current connection
         self._tickets: dict[bytes, int] = {}  # cmid -> RateGate ticket, taken when first started
+        # conversation -> cmids started but still waiting for the gate's first permit: a
+        # later send of the conversation must not take the gate's fast path past them
+        # (its frame would leave first, name one the writer has not seen, and be refused
+        # with every send behind it)
+        self._lined_up: dict[bytes, set[bytes]] = {}
         core.ledger.on_resolved = self._resolved
 
     def frame(self, row: PendingSend) -> bytes:
@@ -75,6 +83,7 @@ class Sender:
     def new_connection(self) -> None:
         """Transmissions of an earlier connection are gone with it."""
         self._inflight = set()
+        self._lined_up = {}
         self._windows.reset()
 
     def _resolved(self, row: PendingSend) -> None:
@@ -101,7 +110,9 @@ class Sender:
         gate = self._core.rate_gate
         if cmid not in self._tickets:
             self._tickets[cmid] = gate.ticket()
-        permit = gate.try_acquire(self._tickets[cmid])
+        permit = None if row.conversation_id in self._lined_up else gate.try_acquire(self._tickets[cmid])
+        if permit is None:  # before its task runs: the next start() sees it waiting
+            self._lined_up.setdefault(row.conversation_id, set()).add(cmid)
         first = None
         if permit is not None:
             try:
@@ -119,7 +130,7 @@ class Sender:
 
     def _transmit(self, conn: Connection, row: PendingSend) -> asyncio.Future:
         fut = conn.send_request(Opcode.SEND_MESSAGE, self.frame(row))
-        self._windows.sent(row.client_message_id)
+        self._windows.sent(row)
         if self._core.faults is not None:
             self._core.faults.sent(conn)  # a test's cut after this frame (qim/sdk/faults.py)
         return fut
@@ -134,6 +145,7 @@ class Sender:
             while True:
                 if permit is None:  # in line behind the gate
                     permit = await core.rate_gate.acquire(ticket)
+                    self._let_through(conn, row)
                 if first is None:
                     if cmid not in self._ledger:  # resolved meanwhile (our own mailbox entry)
                         permit.close(answered)  # after an UNAVAILABLE the bucket did admit it
@@ -149,7 +161,7 @@ class Sender:
                         permit.close(exc)
                         await self._fail(row, exc)
                         return
-                    self._windows.refused(row.conversation_id)
+                    self._windows.refused(row, hold=exc.code != ErrorCode.RATE_LIMITED)
                     if exc.code == ErrorCode.RATE_LIMITED:
                         permit.close(exc)  # back in line (the same ticket); the gate holds the hint
                         permit, answered = None, NOT_SENT
@@ -175,10 +187,20 @@ class Sender:
         except Exception as exc:  # noqa: BLE001 — settle the waiter, never pending for ever
             await self._fail(row, exc)
         finally:
+            self._let_through(conn, row)
             if permit is not None:
                 permit.close(NOT_SENT)  # no answer (lost, cancelled); idempotent after close(None)
             if conn is core.conn:
                 self._inflight.discard(cmid)
+
+    def _let_through(self, conn: Connection, row: PendingSend) -> None:
+        """`row` holds a permit now (or gave up waiting) on `conn`: later sends may take the
+        fast path (an earlier connection's task leaves the current line alone)."""
+        lined_up = self._lined_up.get(row.conversation_id) if conn is self._core.conn else None
+        if lined_up is not None:
+            lined_up.discard(row.client_message_id)
+            if not lined_up:
+                del self._lined_up[row.conversation_id]
 
     async def _acked(self, cmid: bytes, a: message_pb2.SendAck) -> None:
         core = self._core

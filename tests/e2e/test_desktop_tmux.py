@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -28,12 +29,16 @@ class Tmux:
         exe = shutil.which("tmux")
         if exe is None:
             pytest.fail("tmux is not installed: `apt-get install -y tmux` (make test does this)", pytrace=False)
-        self.base = [exe, "-u", "-L", f"qim-desktop-test-{os.getpid()}", "-f", "/dev/null"]
+        # a socket of this instance's own: a server an earlier test left (its kill-server
+        # still under way) must not answer this test's new-session with "duplicate session"
+        self.base = [exe, "-u", "-L", f"qim-desktop-test-{os.getpid()}-{uuid.uuid4().hex[:8]}", "-f", "/dev/null"]
         self.tmp = tmp_path
 
     def run(self, *args: str) -> str:
-        return subprocess.run(self.base + list(args), check=True, capture_output=True, text=True,
-                              encoding="utf-8", env={**os.environ, "LANG": "C.UTF-8"}).stdout
+        done = subprocess.run(self.base + list(args), capture_output=True, text=True,
+                              encoding="utf-8", env={**os.environ, "LANG": "C.UTF-8"})
+        assert done.returncode == 0, f"tmux {args[0]} exited {done.returncode}: {done.stderr.strip()!r}"
+        return done.stdout
 
     def start(self, name: str, argv: list[str], env: dict[str, str], size: tuple[int, int] = (120, 36)) -> Path:
         """Run argv in a window of `size` (columns, rows); returns the file its exit code is written to."""

@@ -13,7 +13,7 @@ import asyncio
 
 from qim.sdk import direct_conversation
 from qim.sdk import events as ev
-from tests.e2e.tlsmetrics import value
+from tests.e2e.tlsmetrics import samples, value
 from tests.sdk.realstack import eventually, runtime, shutdown, users
 
 SENDS = 900  # more than twice the per-connection burst of the default limits (QIM_RATE_CONN_BURST)
@@ -22,7 +22,8 @@ SENDS = 900  # more than twice the per-connection burst of the default limits (Q
 def counters(stack) -> dict[str, float]:
     return {"frames": value(stack, "gateway", "qim_gateway_requests_total", opcode="0x0201"),
             "errors": value(stack, "gateway", "qim_gateway_request_errors_total"),
-            "logins": value(stack, "gateway", "qim_gateway_requests_total", opcode="0x0101")}
+            "logins": value(stack, "gateway", "qim_gateway_requests_total", opcode="0x0101"),
+            **{f"errors {dict(k)['code']}": v for k, v in samples(stack, "gateway", "qim_gateway_request_errors_total").items()}}
 
 
 async def test_a_pipelined_burst_is_paced_not_refused(stack, tmp_path):
