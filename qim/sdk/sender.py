@@ -150,6 +150,11 @@ class Sender:
                     if cmid not in self._ledger:  # resolved meanwhile (our own mailbox entry)
                         permit.close(answered)  # after an UNAVAILABLE the bucket did admit it
                         return
+                    if not self._windows.admits(row):  # an earlier send was refused while this one waited
+                        permit.close(answered)  # never wait for a turn holding the gate's slot
+                        permit, answered = None, NOT_SENT
+                        await self._windows.turn(conn, row)
+                        continue
                     first = self._transmit(conn, row)  # previous id recomputed
                 try:
                     op, reply = await conn.request_probed(Opcode.SEND_MESSAGE, lambda: self.frame(row),
@@ -161,15 +166,20 @@ class Sender:
                         permit.close(exc)
                         await self._fail(row, exc)
                         return
-                    self._windows.refused(row, hold=exc.code != ErrorCode.RATE_LIMITED)
+                    self._windows.refused(row)
                     if exc.code == ErrorCode.RATE_LIMITED:
-                        permit.close(exc)  # back in line (the same ticket); the gate holds the hint
+                        # back in the gate's line at once (the same ticket; the gate holds the
+                        # hint): a closed gate must see it waiting, or it opens too early
+                        permit.close(exc)
                         permit, answered = None, NOT_SENT
-                        await self._windows.turn(conn, row)
                     else:
                         await backoff.wait(exc)
-                        await self._windows.turn(conn, row)
-                        await permit.again(charged=False)  # the gateway gave the refused one's token back
+                        if not self._windows.admits(row):
+                            permit.close(exc)  # free the gate's slot before waiting for the turn
+                            permit, answered = None, NOT_SENT
+                            await self._windows.turn(conn, row)
+                        else:
+                            await permit.again(charged=False)  # the gateway gave the refused one's token back
                     continue
                 permit.close(None)
                 if op != Opcode.SEND_ACK:

@@ -19,8 +19,11 @@ After a refusal (the writer refuses a send whose previous one holds no commit st
 so the sends behind a refused one are refused too) only the sends already in flight
 are refused: a send refused and not yet sent again holds back every later send of its
 conversation, first transmissions included, so retransmissions leave in ordinal order
-and none names a send the writer has not seen (`turn`, `admits`); after RATE_LIMITED
-the RateGate's line keeps that order.
+and none names a send the writer has not seen (`turn`, `admits`). The Sender checks
+`admits` again when the RateGate lets a send through, and never waits for a turn
+holding a permit: a send answered RATE_LIMITED goes back to the gate's line at once
+(a closed gate must see it waiting), and one answered "not now" gives its permit up
+when an earlier send is still to be sent again.
 """
 
 from __future__ import annotations
@@ -93,16 +96,13 @@ class SendWindows:
         elif now - self._cut_at.get(conversation_id, 0.0) > latency:
             self._limit[conversation_id], self._cut_at[conversation_id] = max(1.0, window * 0.75), now
 
-    def refused(self, row: PendingSend, hold: bool) -> None:
-        """A "not now" or RATE_LIMITED answer to `row`: halve; with `hold`, later sends wait
-        for its retransmission (after RATE_LIMITED the RateGate already lets them go in
-        ticket order, which is ordinal order within a conversation, and must see them
-        waiting in its line to stay closed)."""
+    def refused(self, row: PendingSend) -> None:
+        """A "not now" or RATE_LIMITED answer to `row`: halve; later sends wait for its
+        retransmission (`admits`)."""
         conv = row.conversation_id
         self._limit[conv] = max(1.0, self._limit.get(conv, START) / 2)
         self._flying.get(conv, set()).discard(row.client_message_id)
-        if hold:
-            self._refused.setdefault(conv, {})[row.client_message_id] = row.ordinal
+        self._refused.setdefault(conv, {})[row.client_message_id] = row.ordinal
 
     def forget(self, row: PendingSend) -> None:
         """`row` resolved: its conversation's window moved; wake the retransmissions waiting."""

@@ -74,8 +74,8 @@ def test_a_refused_send_holds_back_every_later_send_until_it_is_sent_again():
     r0, r1, r2, r3 = rows(4, ledger)
     for r in (r0, r1, r2):
         win.sent(r)
-    win.refused(r1, hold=True)
-    win.refused(r2, hold=True)  # refused behind r1 (it named r1)
+    win.refused(r1)
+    win.refused(r2)  # refused behind r1 (it named r1)
     assert win.limit(CONV) == START // 4
     assert win.admits(r0) and win.admits(r1)  # r0 is on the wire; r1 is the first to go again
     assert not win.admits(r2) and not win.admits(r3)  # neither before r1 has gone again
@@ -91,7 +91,7 @@ async def test_a_turn_waits_for_the_earlier_refused_send_to_go_again():
     r0, r1 = rows(2, ledger)
     for r in (r0, r1):
         win.sent(r)
-        win.refused(r, hold=True)
+        win.refused(r)
 
     class Open:  # the connection stays up
         is_open = True
