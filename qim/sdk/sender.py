@@ -15,7 +15,9 @@ fast path (docs/decisions/0063).
 Every transmission holds a Permit of the runtime's RateGate (qim/sdk/rategate.py): the
 gateway charges each one a token, also a retransmission. A send takes its ticket (its
 place in line) when it is first started, so after a RATE_LIMITED sends go out again in
-submission order, one at a time, never one before its previous send was answered.
+submission order: through a closed gate (a gateway that advertises no limit) one at a
+time, never one before its previous send was answered; through a paced gate in ticket
+order, and never one before an earlier refused send went again (qim/sdk/window.py).
 
 A per-conversation send window follows what the writer can sequence (qim/sdk/window.py,
 decision 0056): only the oldest unresolved sends of a conversation are on the wire, a
