@@ -1,7 +1,8 @@
 """One runtime's gate for the requests the gateway's send-rate buckets charge.
 
-The gateway charges every SEND_MESSAGE, MARK_READ, RECALL_MESSAGE, CREATE_GROUP and
-LEAVE_GROUP (qim.protocol.RATE_LIMITED_OPCODES) one token of the user's bucket, and
+The gateway charges every SEND_MESSAGE, MARK_READ, RECALL_MESSAGE, CREATE_GROUP,
+LEAVE_GROUP, SET_GROUP_TITLE, JOIN_ROOM and ROOM_SEND (qim.protocol.RATE_LIMITED_OPCODES)
+one token of the user's bucket, and
 refuses one that finds the bucket empty with ERROR(RATE_LIMITED, retry_after_ms): the
 time until one token is there again. Every transmission of those opcodes goes through
 the runtime's RateGate, whoever makes it (Sender, its UNAVAILABLE retransmissions and

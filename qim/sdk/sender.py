@@ -29,7 +29,8 @@ computes `previous` and the window's positions, and every outcome is resolved th
 it. Outcomes never vanish: SEND_ACK →
 acked; UNAVAILABLE (e.g. "previous send not yet sequenced") or MAILBOX_DIRTY → back
 off and retransmit with a recomputed previous id, keeping the permit (paced by the
-gate: Permit.again); RATE_LIMITED → the permit goes back and the send waits in line
+gate: Permit.again) unless an earlier refused send must go first (then the permit is
+given up and the send waits for its turn: decision 0063); RATE_LIMITED → the permit goes back and the send waits in line
 for the gate (not before the server's retry_after_ms);
 a permanent ERROR (CONFLICT, ...) → row failed with its body kept, the waiter gets
 ServerError and the app a SendFailed event; ConnectionLost → the reconnect resends;
