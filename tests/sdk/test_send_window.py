@@ -15,17 +15,16 @@ import asyncio
 import time
 import types
 
-import pytest
-
 from qim.sdk import rategate
 from qim.sdk.ledger import SendLedger
 from qim.sdk.model import PendingSend
 from qim.sdk.rategate import RateGate
 from qim.sdk.window import START, SendWindows
-from tests.sdk.fakegateway import FakeGateway
 from tests.sdk.test_runtime import CONV as DIRECT
-from tests.sdk.test_runtime import KEY, A, B, runtime
+from tests.sdk.test_runtime import A, B, runtime
+from tests.sdk.test_send_order import gw
 
+__all__ = ["gw"]  # the fixture: the fake gateway with the writer's previous-send rule
 CONV = b"c" * 16
 
 
@@ -102,15 +101,6 @@ async def test_a_turn_waits_for_the_earlier_refused_send_to_go_again():
     assert not later.done()  # r0 has not been sent again
     win.sent(r0)
     await asyncio.wait_for(later, 1.0)
-
-
-@pytest.fixture
-async def gw():
-    g = FakeGateway(KEY)
-    g.addr = await g.start()
-    g.require_previous = True  # the writer's rule: a send whose previous one holds no commit gets UNAVAILABLE
-    yield g
-    await g.stop()
 
 
 async def test_frames_leave_in_ordinal_order_on_a_loop_slower_than_the_mirror_refills(gw, tmp_path, monkeypatch):
