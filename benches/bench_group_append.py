@@ -10,6 +10,9 @@ mailbox_fused.lua does for a group record:
 - `current`: qim_append's commands (ZADD, EXPIREAT of the bucket, HGET and HSET of the
   day index, EXPIRE of the index);
 - `no_index_expire`: without the EXPIRE of the day index;
+- `index_zset`: the day index as a sorted set (docs/decisions/0064): ZADD GT keeps the
+  day's highest offset in one command, and the index's expiry is set only when the day
+  is new to it;
 - `zadd_only`: the entry alone (a lower bound: no expiry, no index).
 Prints Redis's own time per member (`INFO commandstats` usec_per_call of EVALSHA / members,
 so the client's time is not in it), three repetitions each, alternating. The scripts
@@ -43,6 +46,11 @@ APPEND = {
   redis.call('EXPIREAT', KEYS[i], exp)
   local cur = tonumber(redis.call('HGET', KEYS[i + 1], day) or '-1')
   if off > cur then redis.call('HSET', KEYS[i + 1], day, off) end
+""",
+    "index_zset": """
+  redis.call('ZADD', KEYS[i], off, ARGV[j])
+  redis.call('EXPIREAT', KEYS[i], exp)
+  if redis.call('ZADD', KEYS[i + 1], 'GT', off, day) == 1 then redis.call('EXPIRE', KEYS[i + 1], ttl) end
 """,
     "zadd_only": """
   redis.call('ZADD', KEYS[i], off, ARGV[j])

@@ -90,6 +90,16 @@ def idle_ms_per_s(before: dict[str, float], after: dict[str, float], seconds: fl
     return {name: round(ms / seconds, 2) for name, ms in cpu_ms_per_msg(before, after, 1).items()}
 
 
+def redis_commands(commandstats: dict, per: float, field: str = "usec") -> dict[str, float]:
+    """{command: Redis µs (field "usec") or calls ("calls") per `per` units of work} from
+    redis-py's INFO commandstats ({"cmdstat_<name>": {"calls": …, "usec": …}}), largest
+    first; commands called inside scripts are counted both on their own and in the
+    EVALSHA that ran them."""
+    out = {name.removeprefix("cmdstat_"): round(v[field] / per, 1) for name, v in commandstats.items()
+           if isinstance(v, dict) and field in v} if per > 0 else {}
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
 def stack_total(cpu_ms: dict[str, float]) -> float:
     """The sum over engines and services of a step's (or the idle window's) CPU, the load
     generator left out."""

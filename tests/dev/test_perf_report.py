@@ -19,6 +19,7 @@ from qim.dev.perf_report import (
     low_load_e2e_p99,
     max_rate,
     parse_proc_stat,
+    redis_commands,
     read_cpu_s,
 )
 
@@ -159,3 +160,12 @@ def test_a_step_without_a_report_is_failed_with_its_reason() -> None:
     assert s.failed and not s.passes and s.acked == 0 and s.p99("ack") is None
     assert s.to_dict()["error"].endswith("HandshakeFailed")
     assert final_line([s], []).startswith("perf: max_rate=0 ack_p99_ms=nan")
+
+
+def test_redis_commands_are_per_unit_of_work_largest_first():
+    stats = {"cmdstat_zadd": {"calls": 10, "usec": 500, "usec_per_call": 50.0},
+             "cmdstat_evalsha": {"calls": 1, "usec": 900, "usec_per_call": 900.0},
+             "cmdstat_ping": {"calls": 4, "usec": 2, "usec_per_call": 0.5}}
+    assert list(redis_commands(stats, 2).items()) == [("evalsha", 450.0), ("zadd", 250.0), ("ping", 1.0)]
+    assert redis_commands(stats, 0) == {}
+    assert redis_commands(stats, 2, "calls") == {"zadd": 5.0, "ping": 2.0, "evalsha": 0.5}

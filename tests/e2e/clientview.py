@@ -220,7 +220,7 @@ class Scenario:
                 for _member, score in await r.zrange(key, -1, -1, withscores=True):
                     top = max(top, int(score))
                 await r.delete(key)
-            await r.hset(days_key(0, self.rb), "trim", top)
+            await r.zadd(days_key(0, self.rb), {"trim": top})
         finally:
             await r.aclose()
 

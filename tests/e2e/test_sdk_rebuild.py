@@ -59,7 +59,7 @@ async def test_cursor_expired_rebuilds_from_history_then_recall_clears_the_copy(
     m1_member, m1_offset = next((m, s) for m, s in rows if ack1.message_id in m)
     day = next(k for k in r.scan_iter(mailbox_key(0, b, 0)[:-2] + "d*") if r.zscore(k, m1_member) is not None)
     r.zrem(day, m1_member)
-    r.hset(days_key(0, b), "trim", int(m1_offset))
+    r.zadd(days_key(0, b), {"trim": int(m1_offset)})
     rb = runtime(stack, tmp_path, b)  # reopen the same store: its cursor is still at m0
     assert mseq.split((await rb.store.run(rb.store.cursor))[2])[1] < m1_offset
     await rb.connect()

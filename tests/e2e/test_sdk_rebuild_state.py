@@ -30,7 +30,7 @@ def expire_mailbox(r: redis.Redis, user: int) -> int:
         top = max([top] + [int(score) for _, score in rows])
         r.delete(key)
     assert top > 0, "the mailbox held nothing"
-    r.hset(days_key(0, user), "trim", top)
+    r.zadd(days_key(0, user), {"trim": top})
     return top
 
 

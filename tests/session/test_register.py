@@ -5,12 +5,13 @@ wrote differently and their arrival order mattered: every order must give one st
 from __future__ import annotations
 
 import itertools
+import random
 
 import pytest
 
 from qim._core import ids
 from qim.infra.redis.client import connect
-from qim.services.session.register import Registration, from_message, merge
+from qim.services.session.register import Message, Registration, from_message, merge, registrations
 from qim.stores.redis.keys import convs_key, peers_key, read_key
 from qim.stores.redis.sessions import RedisReadPositions, RedisSessionStore
 
@@ -53,6 +54,39 @@ def test_merge_keeps_the_newest_activity_highest_own_seq_and_a_known_peer():
 async def _state(r, user: int):
     return (await r.zrange(convs_key(0, user), 0, -1, withscores=True), await r.hgetall(read_key(0, user)),
             await r.hgetall(peers_key(0, user)))
+
+
+def _reference(messages, owns):
+    """The definition registrations() must match: every message's from_message(), merged."""
+    return merge([r for m in messages for r in from_message(*m, owns)])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_batch_collapsed_per_recipient_list_registers_what_each_message_would(seed):
+    rnd = random.Random(seed)
+    groups = [ids.conversation_id_group(0, g) for g in (77, 78)]
+    lists = [tuple(range(100, 100 + rnd.randint(1, 40))) for _ in range(3)]  # membership changing mid-batch
+    messages = []
+    for seq in range(1, rnd.randint(2, 60)):
+        if rnd.random() < 0.3:  # a direct message, the sender listed or not
+            a, b = rnd.sample(range(100, 110), 2)
+            messages.append(Message(0, ids.conversation_id_direct(0, min(a, b), max(a, b)), seq,
+                                    rnd.randint(1000, 2000), a, rnd.choice([[b], [a, b]])))
+        else:
+            users = rnd.choice(lists)
+            sender = rnd.choice(users + (999,))  # a sender on another shard is not among the recipients
+            messages.append(Message(rnd.choice([0, 1]), rnd.choice(groups), seq, rnd.randint(1000, 2000), sender,
+                                    list(users)))
+    owns = rnd.choice([EVERYONE, lambda u: u % 3 != 0])
+    got = registrations(messages, owns)
+    assert sorted(got) == sorted(_reference(messages, owns))
+    assert len({(r.tenant, r.user, r.conversation_id) for r in got}) == len(got)  # one per (user, conversation)
+
+
+def test_registrations_refuse_a_room_message():
+    room = ids.conversation_id_room(0, 5)
+    with pytest.raises(ValueError):
+        registrations([Message(0, room, 1, 1000, 5, [9])], EVERYONE)
 
 
 async def test_both_paths_in_any_order_reach_one_state(private_redis):

@@ -101,6 +101,15 @@ async def test_retention_trims_whole_days_and_straddling_entries(stores):
     assert day_of(DAY * DAY_MS + 5) == DAY
 
 
+async def test_a_replayed_lower_offset_does_not_lower_a_days_trim_boundary(stores):
+    m = stores.mailboxes
+    await m.append(TENANT, 8, DAY, [(6, seq8(8))])
+    await m.append(TENANT, 3, DAY, [(6, seq8(3))])  # a replay of an earlier record, after it
+    now = (DAY + 1) * DAY_MS + m.retention_ms + 1  # DAY is wholly past
+    kept = await m.trim_and_days(TENANT, 6, now)
+    assert kept.known and kept.days == [] and kept.trim == 8  # the day's highest offset, not the last
+
+
 async def test_dispatch_progress_gc(stores):
     m = stores.mailboxes
     for n, offset in enumerate((1, 2, 9)):

@@ -35,7 +35,7 @@ from qim.errors import EngineError
 from qim.infra.kafka.bridge import AsyncConsumer, topic_identity
 from qim.obs.logcontext import bind, tracer
 from qim.services.session.metrics import SessionMetrics
-from qim.services.session.register import Registration, from_message, merge
+from qim.services.session.register import Message, Registration, kind_of, registrations
 from qim.stores.errors import NotOwner, StorageError
 from qim.stores.sessions import SessionStore
 from qim.wire import dispatch as dispatch_record
@@ -182,7 +182,7 @@ class DurableProjector:
             self.running = False
 
     async def _batch(self, msgs: list) -> None:
-        regs: dict[int, list[Registration]] = {}
+        messages: dict[int, list[Message]] = {}  # partition -> its records' messages
         advance: dict[int, int] = {}
         count = 0
         for m in msgs:
@@ -195,18 +195,22 @@ class DurableProjector:
                 if d.trace_id and tracer.isEnabledFor(logging.DEBUG):
                     with bind(trace=d.trace_id):
                         tracer.debug("durable projection of partition %d offset %d", part, off)
-                regs.setdefault(part, []).extend(from_message(
-                    d.tenant, c.conversation_id, c.conversation_seq, c.created_at_ms, c.sender_id, d.recipients,
-                    _everyone))
+                kind_of(c.conversation_id)
+                messages.setdefault(part, []).append(Message(
+                    d.tenant, c.conversation_id, c.conversation_seq, c.created_at_ms, c.sender_id, d.recipients))
             except (dispatch_record.DispatchDecodeError, ValueError) as exc:
                 # never skip a record: a gap here is a conversation missing from a list
                 return self._fail_closed(f"partition {part} offset {off}: {exc}")
             advance[part] = off + 1
             count += 1
         delay = 0.2
+        batch: list[Registration] = []
+        parts: set[int] = set()  # the partitions `batch` was built from
         while advance:
             moves = {p: (self.fences[p], self.next[p], new) for p, new in advance.items() if p in self.next}
-            batch = merge([r for p in moves for r in regs.get(p, [])])
+            if set(moves) != parts:  # built once per batch, again only when a shard left it
+                parts = set(moves)
+                batch = registrations([m for p in moves for m in messages.get(p, [])], _everyone)
             try:
                 # registrations then every checkpoint's fenced compare-and-set, one round
                 # trip per poll (no per-record round trip); a retry after a lost reply finds its own values
@@ -232,7 +236,8 @@ class DurableProjector:
         if not served:
             return
         self.next.update(served)
-        done = merge([r for p in served for r in regs.get(p, [])])
+        done = batch if set(served) == parts else registrations(
+            [m for p in served for m in messages.get(p, [])], _everyone)
         self._m.dispatch_records.inc(count)
         self._m.registrations.labels(path="durable").inc(len(done))
         self._on_registered(done)

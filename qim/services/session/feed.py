@@ -21,7 +21,7 @@ from qim.consts import SESSION_PROJECTION_QUEUE
 from qim.obs.logcontext import bind, tracer
 from qim.proto.v1 import projection_pb2
 from qim.services.session.metrics import SessionMetrics
-from qim.services.session.register import Registration, from_message, merge
+from qim.services.session.register import Message, Registration, kind_of, registrations
 from qim.stores.errors import StorageError
 from qim.stores.sessions import SessionStore
 
@@ -71,14 +71,16 @@ class ProjectionIntake:
                 await self._wakeup.wait()
                 continue
             batch = [self._queue.popleft() for _ in range(min(DRAIN_MAX, len(self._queue)))]
-            regs: list[Registration] = []
+            messages: list[Message] = []
             for tenant, m in batch:
                 try:
-                    regs += from_message(tenant, m.conversation_id, m.conversation_seq, m.created_at_ms,
-                                         m.sender_id, m.users, self._owns)
+                    kind_of(m.conversation_id)
                 except ValueError:
                     self._m.projection_dropped.labels(reason="bad_conversation").inc()
-            regs = merge(regs)
+                    continue
+                messages.append(Message(tenant, m.conversation_id, m.conversation_seq, m.created_at_ms,
+                                        m.sender_id, m.users))
+            regs = registrations(messages, self._owns)
             try:
                 await self._sessions.register(regs)
             except StorageError as exc:

@@ -187,8 +187,16 @@ def mailbox_key(tenant: int, user_id: int, day: int) -> str:
 
 
 def days_key(tenant: int, user_id: int) -> str:
-    """HASH, MailboxStore: day -> highest offset in that day, and `trim` = the highest
-    offset ever removed (persisted trim boundary)."""
+    """ZSET, MailboxStore: the day index, member = a day (decimal), score = the highest
+    offset in that day, and member `trim`, score = the highest offset ever removed (the
+    persisted trim boundary). A sorted set so an append keeps a day's maximum in one
+    ZADD GT (docs/decisions/0064-day-index-sorted-set.md)."""
+    return f"qim:mbxidx:{tenant:032x}:{user_id}"
+
+
+def legacy_days_key(tenant: int, user_id: int) -> str:
+    """HASH, MailboxStore: the day index before decision 0064 (day -> highest offset,
+    `trim`); nothing writes it any more, a read moves what it holds into days_key."""
     return f"qim:mbxdays:{tenant:032x}:{user_id}"
 
 

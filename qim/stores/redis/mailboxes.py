@@ -2,9 +2,11 @@
 
 Keys (keys.py): per (user, UTC day of created_at) a ZSET `qim:mbx:...:d<day>` scored by
 the 48-bit log offset, member = mailbox_seq (8 bytes) ‖ event group, EXPIREAT = end of
-that day + retention; per user the day index `qim:mbxdays:...` (day -> highest offset,
-`trim` = the persisted trim boundary) expiring retention + 1 day + MAILBOX_INDEX_GRACE_MS
-after the last write (docs/decisions/0013); per shard DispatchProgress `qim:dp:{s<N>}:...`,
+that day + retention; per user the day index `qim:mbxidx:...` (a ZSET: member day, score
+its highest offset; member `trim`, score the persisted trim boundary) expiring retention
++ 1 day + MAILBOX_INDEX_GRACE_MS after the write that added its newest day
+(docs/decisions/0013, 0064; an index of the old HASH layout `qim:mbxdays:...` is moved on
+the first read); per shard DispatchProgress `qim:dp:{s<N>}:...`,
 its index and the watermark `qim:wm:{s<N>}` (blob, layout, epoch, and the writer
 token of the materializer that wrote it last). Range reads merge the day buckets by offset
 and include offset 0 for a zero cursor (seed lesson: the offset-0 exclusion bug).
@@ -18,12 +20,12 @@ from typing import Optional, Sequence
 from qim.consts import DAY_MS, MAILBOX_INDEX_GRACE_MS, MAILBOX_RETENTION_MS_DEFAULT, WM_LAYOUT_V1
 from qim.errors import MailboxDirty
 from qim.stores.mailboxes import Retained
-from qim.stores.redis.keys import days_key, dp_key, dpidx_key, mailbox_key, wm_key
+from qim.stores.redis.keys import days_key, dp_key, dpidx_key, legacy_days_key, mailbox_key, wm_key
 from qim.stores.redis.scripts import Scripts, boundary
 
 UNFENCED = "qim:wm:unfenced"  # a key no owner fences: append without a shard (tools, unit tests)
 SCRIPTS = ("mailbox_begin", "mailbox_append", "mailbox_finish", "mailbox_fused", "mailbox_trim",
-           "mailbox_trim_entries", "mailbox_fence")
+           "mailbox_trim_entries", "mailbox_fence", "mailbox_index_migrate")
 
 
 class RedisMailboxStore:
@@ -63,10 +65,10 @@ class RedisMailboxStore:
                      shard: Optional[int] = None, fence: int = 0) -> None:
         """MailboxStore.append: mailbox_append.lua, every recipient in one call."""
         keys: list = [wm_key(shard) if shard is not None else UNFENCED]
-        args: list = [offset, self.index_ttl_s, fence]
+        args: list = [offset, self.index_ttl_s, fence, day, self.expire_at(day)]
         for user, member in members:
             keys += [mailbox_key(tenant, user, day), days_key(tenant, user)]
-            args += [member, day, self.expire_at(day)]
+            args.append(member)
         await self._scripts.call("mailbox_append", keys, args)
 
     async def finish(self, shard: int, epoch: int, dispatch_id: bytes, expected_wm: Optional[bytes],
@@ -81,34 +83,41 @@ class RedisMailboxStore:
                     new_wm: bytes, writer: bytes = b"", fence: int = 0) -> tuple[str, bytes]:
         """MailboxStore.fused: mailbox_fused.lua, every recipient in one call (docs/decisions/0003)."""
         keys: list = [dp_key(shard, dispatch_id), dpidx_key(shard), wm_key(shard)]
-        args: list = [digest, offset, seq8, expected_wm or b"", new_wm, epoch, self.index_ttl_s, writer, fence]
-        expire_at = self.expire_at(day)
-        for user, member in members:
+        args: list = [digest, offset, seq8, expected_wm or b"", new_wm, epoch, self.index_ttl_s, writer, fence, day,
+                      self.expire_at(day)]
+        for user, member in members:  # the day and its expiry once, not per recipient
             keys += [mailbox_key(tenant, user, day), days_key(tenant, user)]
-            args += [member, day, expire_at]
+            args.append(member)
         status, seq = await self._scripts.call("mailbox_fused", keys, args)
         return status.decode(), seq
 
     async def trim_and_days(self, tenant: int, user_id: int, now_ms: Optional[int] = None) -> Retained:
-        """MailboxStore.trim_and_days: TIME and HGETALL of the day index in one pipeline,
-        mailbox_trim.lua when days expired. The cutoff is Redis's clock (unless `now_ms`
+        """MailboxStore.trim_and_days: TIME, the day index (ZRANGE) and whether an index of
+        the old layout is left (EXISTS) in one pipeline, mailbox_index_migrate.lua when one
+        is, mailbox_trim.lua when days expired. The cutoff is Redis's clock (unless `now_ms`
         is given), the clock that expires the day buckets (EXPIREAT): with this host's
         clock behind Redis's, a bucket Redis already dropped was read as retained, and a
         cursor below its entries passed them without CURSOR_EXPIRED (docs/decisions/0032)."""
+        key = days_key(tenant, user_id)
         with boundary("mailbox read"):
             async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.time()
-                pipe.hgetall(days_key(tenant, user_id))
-                (seconds, micros), index = await pipe.execute()
+                pipe.zrange(key, 0, -1, withscores=True)
+                pipe.exists(legacy_days_key(tenant, user_id))
+                (seconds, micros), rows, legacy = await pipe.execute()
+            if legacy:  # an index of the old layout: moved once, then read (decisions/0064)
+                await self._scripts.call("mailbox_index_migrate", [key, legacy_days_key(tenant, user_id)], [])
+                rows = await self._redis.zrange(key, 0, -1, withscores=True)
         now = seconds * 1000 + micros // 1000 if now_ms is None else now_ms
         cutoff = now - self.retention_ms
-        if not index:
+        if not rows:
             return Retained([], -1, False, cutoff)
-        trim = int(index.pop(b"trim", b"-1"))
+        index = {member: int(score) for member, score in rows}
+        trim = index.pop(b"trim", -1)
         days = sorted(int(d) for d in index)
         expired = [d for d in days if (d + 1) * DAY_MS <= cutoff]
         if expired:
-            keys = [days_key(tenant, user_id)] + [mailbox_key(tenant, user_id, d) for d in expired]
+            keys = [key] + [mailbox_key(tenant, user_id, d) for d in expired]
             trim = int(await self._scripts.call("mailbox_trim", keys, expired))
         return Retained(days[len(expired):], trim, True, cutoff)
 

@@ -5,8 +5,9 @@
 --       index) per recipient
 -- ARGV: 1 digest, 2 offset, 3 mailbox_seq, 4 expected blob, 5 new blob, 6 epoch,
 --       7 index ttl s, 8 writer ("" = none), 9 owner_epoch fence (checked against KEYS[3]
---       before anything is written), then triples (member, day, expire_at) per recipient;
---       every member starts with the 8 bytes of ARGV[3]
+--       before anything is written), 10 day, 11 the buckets' expire_at (one record has
+--       one day), then one member per recipient; every member starts with the 8 bytes
+--       of ARGV[3]
 -- Returns {status, mailbox_seq}; status RECOVERED when this writer had already finished
 -- this very call (its reply was lost), else FRESH | RESUME | DUPLICATE of begin.
 --#include mailbox_lib
@@ -17,12 +18,11 @@ if status ~= 'DUPLICATE' then
   -- only with the same member): the members' first 8 bytes are replaced when it differs
   local reseq = seq ~= ARGV[3]
   for i = 4, #KEYS, 2 do
-    local j = 10 + (i - 4) / 2 * 3
-    local member = ARGV[j]
+    local member = ARGV[12 + (i - 4) / 2]
     if reseq then
       member = seq .. string.sub(member, 9)
     end
-    qim_append(KEYS[i], KEYS[i + 1], member, ARGV[2], ARGV[j + 1], ARGV[j + 2], ARGV[7])
+    qim_append(KEYS[i], KEYS[i + 1], member, ARGV[2], ARGV[10], ARGV[11], ARGV[7])
   end
 end
 if qim_finish(KEYS[1], KEYS[3], ARGV[4], ARGV[5], ARGV[6], ARGV[8]) == 0 then

@@ -37,15 +37,18 @@ local function qim_begin(dp_key, dpidx_key, digest, offset, seq)
 end
 
 -- append: one recipient's event group into its day bucket, and the day's highest
--- offset into the user's day index (the trim boundary is derived from it).
+-- offset into the user's day index (the trim boundary is derived from it). The index is
+-- a sorted set (docs/decisions/0064-day-index-sorted-set.md): ZADD GT keeps the day's
+-- maximum in one command, and its expiry moves only when the day is new to it (the
+-- index then outlives that day's bucket: index ttl > a day + retention). The bucket's
+-- EXPIREAT stays on every append: a bucket emptied or dropped while its day is still
+-- indexed must not come back without an expiry.
 local function qim_append(bucket_key, days_key, member, offset, day, expire_at, index_ttl)
-  redis.call('ZADD', bucket_key, tonumber(offset), member)
-  redis.call('EXPIREAT', bucket_key, tonumber(expire_at))
-  local cur = tonumber(redis.call('HGET', days_key, day) or '-1')
-  if tonumber(offset) > cur then
-    redis.call('HSET', days_key, day, offset)
+  redis.call('ZADD', bucket_key, offset, member)
+  redis.call('EXPIREAT', bucket_key, expire_at)
+  if redis.call('ZADD', days_key, 'GT', offset, day) == 1 then
+    redis.call('EXPIRE', days_key, index_ttl)
   end
-  redis.call('EXPIRE', days_key, tonumber(index_ttl))
 end
 
 -- finish_dispatch: completion and the packed watermark, compare-and-set against the
