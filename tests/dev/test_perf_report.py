@@ -19,8 +19,8 @@ from qim.dev.perf_report import (
     low_load_e2e_p99,
     max_rate,
     parse_proc_stat,
-    redis_commands,
     read_cpu_s,
+    redis_commands,
 )
 
 STAT = ("4242 (qim gateway (py)) S 1 4242 4242 0 -1 4194560 1200 0 0 0 "
