@@ -4,8 +4,8 @@ A share of the load generator's connections (`--sdk-clients N`, default 5 % of t
 off, the capacity control) are real `qim.sdk.Client`s, so the SDK's state machine
 (store-first sends, resends, mailbox sync, dedup, unread) runs under the same load as
 the frame-level lane. They are paired (client 2k and 2k+1 share a direct conversation
-and send to each other: a client's own echo is reconciled and dropped by design, so
-only a peer can observe that a message went the whole way). The lane sends at its
+and send to each other: a client's own echo only reconciles its send, so only a peer
+can observe that a message went the whole way). The lane sends at its
 share of the target rate, open loop (`send(..., wait=False)`: stored as pending, ACK
 later as PendingResolved). The load generator keeps no copy of the SDK's state
 machine, cursor or dedup: qim/cli/loadgen_sdkcheck.py compares what the clients show
@@ -123,11 +123,28 @@ class SdkLane:
                 return False
         return True
 
+    async def own_listed(self) -> bool:
+        """Every client's own acknowledged sends are stored messages, so its listing can
+        hold them. The SDK lists its own message only once its mailbox echo is applied
+        (SEND_ACK leaves the row "acked" in unsent(): qim/sdk/store.py "pending"), and
+        that echo may come after the peer was told (the sender's own mailbox shard, its
+        own push), so settled() does not imply it: the last message of a run was read
+        too early. Only when to read is decided here; the listing is still checked."""
+        for c in self.clients:
+            acked = {cmid for cmid, i in c.by_cmid.items() if i.message_id is not None}
+            if any(r.state == "acked" and bytes(r.client_message_id) in acked
+                   for r in await c.client.unsent(c.conversation_id)):
+                return False
+        return True
+
     async def finish(self, timeout: float) -> SdkVerdict:
-        """Wait (up to `timeout` s) for the lane to settle, read every client's listing
-        and unread back, check them (loadgen_sdkcheck.check_sdk) and close the clients."""
+        """Wait (up to `timeout` s) for the lane to settle and every client's own acked
+        sends to be listed (own_listed), read every client's listing and unread back,
+        check them (loadgen_sdkcheck.check_sdk); close() closes the clients."""
         deadline = time.monotonic() + timeout
-        while not self.settled() and time.monotonic() < deadline:  # noqa: ASYNC110 — SDK events fill it
+        while time.monotonic() < deadline:  # SDK events and mailbox echoes fill what is waited for
+            if self.settled() and await self.own_listed():
+                break
             await asyncio.sleep(0.1)
         views = [await self._view(c, deadline) for c in self.clients]
         verdict = check_sdk(self.intents, views, send_failures=sum(c.failed for c in self.clients))

@@ -193,3 +193,21 @@ async def test_bad_token_is_unauthenticated(gw, tmp_path):
     with pytest.raises(ServerError) as info:
         await rt.connect()
     assert info.value.code.name == "UNAUTHENTICATED"
+
+
+async def test_own_message_is_listed_once_its_echo_is_applied(gw, tmp_path):
+    """SEND_ACK leaves the send "acked" (unsent, not a stored message); the store lists it
+    with its conversation_seq only when its own mailbox entry is applied (store.py
+    "pending"): a reader of the listing right after the ACK may not find it yet."""
+    told: list = []
+    a = runtime(gw, tmp_path, A, event_queue=False, on_event=told.append)
+    await a.connect()
+    gw.materialize_delay = 0.3  # the echo lags the ACK, as under load
+    ack = await a.send_message(CONV, B, b"mine")
+    assert not ack.reconciled and not a.store.has_message(ack.message_id)
+    assert [(r.client_message_id, r.state) for r in a.store.unsent(CONV)] == [(ack.client_message_id, "acked")]
+    await wait_for(lambda: any(isinstance(e, ev.MessagesAdded) and e.messages[0].message_id == ack.message_id
+                               for e in told))  # the echo, told after its commit
+    (msg,) = a.store.messages(CONV)
+    assert (msg.conversation_seq, msg.sender_id) == (ack.conversation_seq, A) and a.store.unsent(CONV) == []
+    await a.close()
