@@ -231,21 +231,22 @@ class Bench:
                          ["--group-members", "1000", "--group-rate", f"{self.cfg.group_sends:g}"])
         self.until_drained()
         appended, elapsed, cpu1 = self.entries() - before, time.monotonic() - t0, self.sample(pids)
-        figures = {"entries": appended, "seconds": round(elapsed, 2), "entries_per_s": round(appended / elapsed, 1)}
-        if appended >= 1000:  # CPU of the whole step and drain (direct sends included), per 1,000 entries
-            try:
-                figures["cpu_ms_per_1k_entries"] = cpu_ms_per_msg(cpu0, cpu1, appended / 1000)
-            except ValueError as exc:
-                raise InstrumentError(f"group step: {exc}") from exc
+        stats = redis.info("commandstats")
+        redis.close()
+        figures: dict = {"entries": appended, "seconds": round(elapsed, 2),
+                         "entries_per_s": round(appended / elapsed, 1)}
         self.console.print(f"group: {appended:.0f} mailbox entries in {elapsed:.1f} s "
                            f"({figures['entries_per_s']:g} per second, until drained)")
-        stats = redis.info("commandstats")
-        figures["redis_us_per_1k_entries"] = redis_commands(stats, appended / 1000)
-        figures["redis_calls_per_1k_entries"] = redis_commands(stats, appended / 1000, "calls")
-        self.console.print("group: Redis µs per 1,000 entries by command "
-                           + " ".join(f"{k}={v:g}" for k, v in list(figures["redis_us_per_1k_entries"].items())[:8]))
-        if "cpu_ms_per_1k_entries" in figures:
-            per = figures["cpu_ms_per_1k_entries"]
+        if appended >= 1000:  # CPU of the whole step and drain (direct sends included), per 1,000 entries
+            try:
+                per = cpu_ms_per_msg(cpu0, cpu1, appended / 1000)
+            except ValueError as exc:
+                raise InstrumentError(f"group step: {exc}") from exc
+            us = redis_commands(stats, appended / 1000)
+            figures.update(cpu_ms_per_1k_entries=per, redis_us_per_1k_entries=us,
+                           redis_calls_per_1k_entries=redis_commands(stats, appended / 1000, "calls"))
+            self.console.print("group: Redis µs per 1,000 entries by command "
+                               + " ".join(f"{k}={v:g}" for k, v in list(us.items())[:8]))
             self.console.print(f"group: CPU ms per 1,000 entries until drained {stack_total(per):.1f} "
                                + " ".join(f"{k}={v:g}" for k, v in sorted(per.items(), key=lambda kv: -kv[1])))
         return step, figures

@@ -62,7 +62,7 @@ def read_cpu_s(pid: int, proc: str = "/proc") -> float:
     return (utime + stime) / os.sysconf("SC_CLK_TCK")
 
 
-def cpu_ms_per_msg(before: dict[str, float], after: dict[str, float], messages: int) -> dict[str, float]:
+def cpu_ms_per_msg(before: dict[str, float], after: dict[str, float], messages: float) -> dict[str, float]:
     """{process name: CPU ms per message} over one step from two samples of CPU seconds
     ({name: s}). ValueError when a process is missing from a sample, its counter went
     backwards (another process with the pid: the instrument broke) or no message was
