@@ -47,11 +47,12 @@ from typing import Any, Optional, Sequence
 
 from qim.dev import perf_conn
 from qim.dev.perf_args import PerfArgError, options
+from qim.dev.perf_group import group_step
 from qim.dev.perf_report import (
     LOADGEN,
+    InstrumentError,
     Step,
     backlog_of,
-    counter_of,
     cpu_ms_per_msg,
     document,
     final_line,
@@ -59,7 +60,6 @@ from qim.dev.perf_report import (
     no_report,
     plot,
     read_cpu_s,
-    redis_commands,
     stack_total,
 )
 
@@ -73,11 +73,8 @@ def scaled_nodes(archive: bool) -> dict[str, int]:
     from qim.topology import processes
 
     return {s.name: 2 for s in processes() if not s.node_index and (archive or not s.archive_only)}
+IDLE_WINDOW_S = 10.0  # the idle window is also reported in windows this long (perf.json idle_windows)
 QUIET_TIMEOUT_S = 300.0  # the longest wait for the pipeline to drain before the idle window
-
-
-class InstrumentError(RuntimeError):
-    """The measurement itself broke (not the stack under test): exit 1 with the reason."""
 
 
 def _progress():
@@ -97,6 +94,7 @@ class Bench:
         self.engines: Any = None  # EngineSet and Stack once `up` ran (imported there: qim.dev needs `dev`)
         self.stack: Any = None
         self.console, self.progress = _progress()
+        self.idle_windows: list[float] = []  # the idle window in IDLE_WINDOW_S parts, ms of CPU per second
 
     def up(self) -> None:
         """Engines and services of our own (.perf/engines, .perf/stack)."""
@@ -203,14 +201,6 @@ class Bench:
         except OSError:
             return float("inf")
 
-    def entries(self) -> float:
-        """Mailbox entries appended so far over every mailbox node (qim_mailbox_entries_total)."""
-        names = [n for n in self.stack.metrics if n.rstrip("0123456789") == "mailbox"]
-        try:
-            return sum(counter_of(text, "qim_mailbox_entries") for text in self._metrics(names))
-        except OSError as exc:
-            raise InstrumentError(f"a mailbox node's metrics did not answer: {exc}") from exc
-
     def until_drained(self) -> None:
         """Wait until no work is queued in the pipeline; InstrumentError after QUIET_TIMEOUT_S."""
         deadline = time.monotonic() + QUIET_TIMEOUT_S
@@ -218,38 +208,6 @@ class Bench:
             if time.monotonic() > deadline:
                 raise InstrumentError(f"the pipeline did not drain within {QUIET_TIMEOUT_S:g} s")
             time.sleep(1.0)
-
-    def group_step(self) -> tuple[Step, dict]:
-        """The group step and its figures: mailbox entries appended from its start until
-        the pipeline drained, per second of that time (perf_report, group_entries_per_s)."""
-        self.until_drained()
-        pids = self.pids()
-        redis = self.engines.redis.client()
-        redis.config_resetstat()  # Redis's own time per command over the step (INFO commandstats)
-        before, t0, cpu0 = self.entries(), time.monotonic(), self.sample(pids)
-        step = self.step(self.cfg.group_rate, self.cfg.seconds, f"group-{self.cfg.group_rate:g}",
-                         ["--group-members", "1000", "--group-rate", f"{self.cfg.group_sends:g}"])
-        self.until_drained()
-        appended, elapsed, cpu1 = self.entries() - before, time.monotonic() - t0, self.sample(pids)
-        stats = redis.info("commandstats")
-        redis.close()
-        figures: dict = {"entries": appended, "seconds": round(elapsed, 2),
-                         "entries_per_s": round(appended / elapsed, 1)}
-        self.console.print(f"group: {appended:.0f} mailbox entries in {elapsed:.1f} s "
-                           f"({figures['entries_per_s']:g} per second, until drained)")
-        if appended >= 1000:  # CPU of the whole step and drain (direct sends included), per 1,000 entries
-            try:
-                per = cpu_ms_per_msg(cpu0, cpu1, appended / 1000)
-            except ValueError as exc:
-                raise InstrumentError(f"group step: {exc}") from exc
-            us = redis_commands(stats, appended / 1000)
-            figures.update(cpu_ms_per_1k_entries=per, redis_us_per_1k_entries=us,
-                           redis_calls_per_1k_entries=redis_commands(stats, appended / 1000, "calls"))
-            self.console.print("group: Redis µs per 1,000 entries by command "
-                               + " ".join(f"{k}={v:g}" for k, v in list(us.items())[:8]))
-            self.console.print(f"group: CPU ms per 1,000 entries until drained {stack_total(per):.1f} "
-                               + " ".join(f"{k}={v:g}" for k, v in sorted(per.items(), key=lambda kv: -kv[1])))
-        return step, figures
 
     def idle(self, seconds: float) -> Optional[dict[str, float]]:
         """CPU ms per second of every engine and service over `seconds` of no load, once
@@ -261,8 +219,19 @@ class Bench:
         pids = self.pids()
         self.console.print(f"idle: {seconds:g} s without load")
         before, t0 = self.sample(pids), time.monotonic()
-        time.sleep(seconds)
-        after, elapsed = self.sample(pids), time.monotonic() - t0
+        last, t_last = before, t0
+        while (left := seconds - (time.monotonic() - t0)) > 0:  # windows: does the idle cost decay?
+            time.sleep(min(IDLE_WINDOW_S, left))
+            now, t_now = self.sample(pids), time.monotonic()
+            try:
+                window = idle_ms_per_s(last, now, t_now - t_last)
+            except ValueError as exc:
+                raise InstrumentError(f"idle: {exc}") from exc
+            self.idle_windows.append(round(stack_total(window), 1))
+            last, t_last = now, t_now
+        after, elapsed = last, t_last - t0
+        self.console.print("idle: ms of CPU per second in each window of "
+                           f"{IDLE_WINDOW_S:g} s: {' '.join(f'{w:g}' for w in self.idle_windows)}")
         try:
             out = idle_ms_per_s(before, after, elapsed)
         except ValueError as exc:
@@ -285,7 +254,7 @@ class Bench:
             holds[-1].hold = True
             if holds[-1].passes:
                 break
-        group = self.group_step() if self.cfg.group_step else None
+        group = group_step(self) if self.cfg.group_step else None
         return steps, holds, group
 
 
@@ -322,8 +291,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         line = (final_line(steps, holds, idle, None if group is None else group[1])
                 + (f" {perf_conn.conn_line(conn)}" if conn else ""))
         bench.out.mkdir(parents=True, exist_ok=True)
-        (bench.out / "perf.json").write_text(json.dumps(document(cfg, steps, holds, group, line, idle, conn),
-                                                        indent=1))
+        doc = document(cfg, steps, holds, group, line, idle, conn)
+        doc["idle_windows"] = bench.idle_windows
+        (bench.out / "perf.json").write_text(json.dumps(doc, indent=1))
         plot(steps, str(bench.out / "perf.png"))
     except InstrumentError as exc:
         print(f"perf: instrument broke: {exc}", file=sys.stderr)

@@ -41,6 +41,10 @@ LOADGEN = "loadgen"  # the load generator's entry in a step's CPU: never part of
 BACKLOG_GAUGES = ("qim_fanout_outbox_lag", "qim_mailbox_queued_records", "qim_archiver_outbox_lag")
 
 
+class InstrumentError(RuntimeError):
+    """The measurement itself broke (not the stack under test): `make perf` exits 1 with the reason."""
+
+
 def parse_proc_stat(text: str) -> tuple[int, int]:
     """(utime, stime) in clock ticks from the text of /proc/PID/stat (all threads of the
     process). The command name may hold spaces and parentheses: fields are counted after
