@@ -11,8 +11,9 @@ mailbox_fused.lua does for a group record:
   day index, EXPIRE of the index);
 - `no_index_expire`: without the EXPIRE of the day index;
 - `index_zset`: the day index as a sorted set (docs/decisions/0064): ZADD GT keeps the
-  day's highest offset in one command, and the index's expiry is set only when the day
-  is new to it;
+  day's highest offset in one command (by pcall, as the shipped script: it moves an
+  index of the old layout on WRONGTYPE), and the index's expiry is set only when the
+  day is new to it;
 - `zadd_only`: the entry alone (a lower bound: no expiry, no index).
 Prints Redis's own time per member (`INFO commandstats` usec_per_call of EVALSHA / members,
 so the client's time is not in it), three repetitions each, alternating. The scripts
@@ -50,7 +51,9 @@ APPEND = {
     "index_zset": """
   redis.call('ZADD', KEYS[i], off, ARGV[j])
   redis.call('EXPIREAT', KEYS[i], exp)
-  if redis.call('ZADD', KEYS[i + 1], 'GT', off, day) == 1 then redis.call('EXPIRE', KEYS[i + 1], ttl) end
+  local added = redis.pcall('ZADD', KEYS[i + 1], 'GT', off, day)
+  if type(added) == 'table' and added.err then error(added) end
+  if added == 1 then redis.call('EXPIRE', KEYS[i + 1], ttl) end
 """,
     "zadd_only": """
   redis.call('ZADD', KEYS[i], off, ARGV[j])

@@ -190,13 +190,8 @@ def days_key(tenant: int, user_id: int) -> str:
     """ZSET, MailboxStore: the day index, member = a day (decimal), score = the highest
     offset in that day, and member `trim`, score = the highest offset ever removed (the
     persisted trim boundary). A sorted set so an append keeps a day's maximum in one
-    ZADD GT (docs/decisions/0064-day-index-sorted-set.md)."""
-    return f"qim:mbxidx:{tenant:032x}:{user_id}"
-
-
-def legacy_days_key(tenant: int, user_id: int) -> str:
-    """HASH, MailboxStore: the day index before decision 0064 (day -> highest offset,
-    `trim`); nothing writes it any more, a read moves what it holds into days_key."""
+    ZADD GT; a HASH at this key is the layout before, moved in place by the first script
+    that meets it (docs/decisions/0064-day-index-sorted-set.md)."""
     return f"qim:mbxdays:{tenant:032x}:{user_id}"
 
 

@@ -2,11 +2,11 @@
 
 Keys (keys.py): per (user, UTC day of created_at) a ZSET `qim:mbx:...:d<day>` scored by
 the 48-bit log offset, member = mailbox_seq (8 bytes) ‖ event group, EXPIREAT = end of
-that day + retention; per user the day index `qim:mbxidx:...` (a ZSET: member day, score
+that day + retention; per user the day index `qim:mbxdays:...` (a ZSET: member day, score
 its highest offset; member `trim`, score the persisted trim boundary) expiring retention
 + 1 day + MAILBOX_INDEX_GRACE_MS after the write that added its newest day
-(docs/decisions/0013, 0064; an index of the old HASH layout `qim:mbxdays:...` is moved on
-the first read); per shard DispatchProgress `qim:dp:{s<N>}:...`,
+(docs/decisions/0013, 0064; a HASH there is the old layout, moved in place by the first
+script that meets it); per shard DispatchProgress `qim:dp:{s<N>}:...`,
 its index and the watermark `qim:wm:{s<N>}` (blob, layout, epoch, and the writer
 token of the materializer that wrote it last). Range reads merge the day buckets by offset
 and include offset 0 for a zero cursor (seed lesson: the offset-0 exclusion bug).
@@ -20,12 +20,12 @@ from typing import Optional, Sequence
 from qim.consts import DAY_MS, MAILBOX_INDEX_GRACE_MS, MAILBOX_RETENTION_MS_DEFAULT, WM_LAYOUT_V1
 from qim.errors import MailboxDirty
 from qim.stores.mailboxes import Retained
-from qim.stores.redis.keys import days_key, dp_key, dpidx_key, legacy_days_key, mailbox_key, wm_key
+from qim.stores.redis.keys import days_key, dp_key, dpidx_key, mailbox_key, wm_key
 from qim.stores.redis.scripts import Scripts, boundary
 
 UNFENCED = "qim:wm:unfenced"  # a key no owner fences: append without a shard (tools, unit tests)
 SCRIPTS = ("mailbox_begin", "mailbox_append", "mailbox_finish", "mailbox_fused", "mailbox_trim",
-           "mailbox_trim_entries", "mailbox_fence", "mailbox_index_migrate")
+           "mailbox_trim_entries", "mailbox_fence", "mailbox_index_read")
 
 
 class RedisMailboxStore:
@@ -92,22 +92,16 @@ class RedisMailboxStore:
         return status.decode(), seq
 
     async def trim_and_days(self, tenant: int, user_id: int, now_ms: Optional[int] = None) -> Retained:
-        """MailboxStore.trim_and_days: TIME, the day index (ZRANGE) and whether an index of
-        the old layout is left (EXISTS) in one pipeline, mailbox_index_migrate.lua when one
-        is, mailbox_trim.lua when days expired. The cutoff is Redis's clock (unless `now_ms`
+        """MailboxStore.trim_and_days: Redis's clock and the day index in one call
+        (mailbox_index_read.lua, which moves an index of the old layout first),
+        mailbox_trim.lua when days expired. The cutoff is Redis's clock (unless `now_ms`
         is given), the clock that expires the day buckets (EXPIREAT): with this host's
         clock behind Redis's, a bucket Redis already dropped was read as retained, and a
         cursor below its entries passed them without CURSOR_EXPIRED (docs/decisions/0032)."""
         key = days_key(tenant, user_id)
-        with boundary("mailbox read"):
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.time()
-                pipe.zrange(key, 0, -1, withscores=True)
-                pipe.exists(legacy_days_key(tenant, user_id))
-                (seconds, micros), rows, legacy = await pipe.execute()
-            if legacy:  # an index of the old layout: moved once, then read (decisions/0064)
-                await self._scripts.call("mailbox_index_migrate", [key, legacy_days_key(tenant, user_id)], [])
-                rows = await self._redis.zrange(key, 0, -1, withscores=True)
+        seconds, micros, flat = await self._scripts.call("mailbox_index_read", [key], [])
+        rows = [(flat[i], float(flat[i + 1])) for i in range(0, len(flat), 2)]
+        seconds, micros = int(seconds), int(micros)
         now = seconds * 1000 + micros // 1000 if now_ms is None else now_ms
         cutoff = now - self.retention_ms
         if not rows:

@@ -36,17 +36,46 @@ local function qim_begin(dp_key, dpidx_key, digest, offset, seq)
   return 'FRESH', seq
 end
 
+-- The day index of the layout before docs/decisions/0064 was a HASH (day -> highest
+-- offset, "trim"): moved in place into the sorted set that replaced it, under the same
+-- key, keeping its expiry. The same key on purpose: a node of the older release meets a
+-- sorted set there and fails with WRONGTYPE (its shard stalls, its pulls fail) instead
+-- of reading an index that misses the days written since. Returns the fields moved.
+local function qim_index_migrate(days_key)
+  if redis.call('TYPE', days_key).ok ~= 'hash' then
+    return 0
+  end
+  local old = redis.call('HGETALL', days_key)
+  local ttl = redis.call('PTTL', days_key)
+  redis.call('DEL', days_key)
+  for i = 1, #old, 2 do
+    redis.call('ZADD', days_key, 'GT', old[i + 1], old[i])
+  end
+  if ttl > 0 then
+    redis.call('PEXPIRE', days_key, ttl)
+  end
+  return #old / 2
+end
+
 -- append: one recipient's event group into its day bucket, and the day's highest
 -- offset into the user's day index (the trim boundary is derived from it). The index is
 -- a sorted set (docs/decisions/0064-day-index-sorted-set.md): ZADD GT keeps the day's
 -- maximum in one command, and its expiry moves only when the day is new to it (the
 -- index then outlives that day's bucket: index ttl > a day + retention). The bucket's
 -- EXPIREAT stays on every append: a bucket emptied or dropped while its day is still
--- indexed must not come back without an expiry.
+-- indexed must not come back without an expiry. An index still of the old layout is
+-- moved first (pcall: the one WRONGTYPE this script expects).
 local function qim_append(bucket_key, days_key, member, offset, day, expire_at, index_ttl)
   redis.call('ZADD', bucket_key, offset, member)
   redis.call('EXPIREAT', bucket_key, expire_at)
-  if redis.call('ZADD', days_key, 'GT', offset, day) == 1 then
+  local added = redis.pcall('ZADD', days_key, 'GT', offset, day)
+  if type(added) == 'table' and added.err then
+    if qim_index_migrate(days_key) == 0 then
+      error(added)
+    end
+    added = redis.call('ZADD', days_key, 'GT', offset, day)
+  end
+  if added == 1 then
     redis.call('EXPIRE', days_key, index_ttl)
   end
 end

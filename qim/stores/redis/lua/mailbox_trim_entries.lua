@@ -4,6 +4,8 @@
 -- KEYS: 1 day index (ZSET, member "trim": decisions/0064), 2 day bucket.
 -- ARGV: 1 highest removed log offset, then the members.
 -- Returns the trim boundary. Idempotent: a member already gone is ignored.
+--#include mailbox_lib
+qim_index_migrate(KEYS[1])  -- an old node may have created a HASH since the read (decisions/0064)
 redis.call('ZADD', KEYS[1], 'GT', ARGV[1], 'trim')
 local trim = tonumber(redis.call('ZSCORE', KEYS[1], 'trim'))
 if #ARGV > 1 then
