@@ -1,6 +1,7 @@
 """The Redis client's command packer (qim/infra/redis/client.py): hiredis packs what
-redis-py's own Python packer would send, byte for byte, refuses what redis-py refuses,
-and a real Redis answers the commands it packs."""
+redis-py's own Python packer would send, byte for byte, sends a subclass of str, bytes,
+int or float as its base value, refuses what redis-py refuses, and a real Redis answers
+the commands it packs."""
 
 from __future__ import annotations
 
@@ -23,6 +24,19 @@ SAMPLES = [
 @pytest.mark.parametrize("args", SAMPLES)
 def test_the_bytes_are_redis_pys_own(args):
     assert HiredisPackedConnection().pack_command(*args) == [b"".join(Connection().pack_command(*args))]
+
+
+class UserId(int):
+    pass
+
+
+class Name(str):
+    pass
+
+
+def test_subclasses_go_as_their_base_value():
+    got = HiredisPackedConnection().pack_command("SET", Name("k"), UserId(5))
+    assert got == [b"".join(Connection().pack_command("SET", "k", 5))]
 
 
 @pytest.mark.parametrize("bad", [True, None, object(), [1, 2]])

@@ -14,31 +14,38 @@ class HiredisPackedConnection(aioredis.Connection):
     """redis-py's asyncio connection with its commands packed by hiredis (C) instead of
     redis-py's Python packer, as redis-py's own synchronous client does when hiredis is
     installed (its HiredisRespSerializer). The Python packer re-joins its buffer per
-    argument: a group record's mailbox script (three arguments per recipient, 3,000 for
-    a 1,000-member group) took about 9 ms to pack, hiredis about 1 ms (docs/perf.md
-    "Group fan-out, round four"). Same bytes on the wire for every argument redis-py
-    accepts (str as UTF-8, int and float as their repr, bytes as they are); a bool or
-    another type is refused with redis-py's DataError, as redis-py's encoder does."""
+    argument: a group record's mailbox script (an argument or two per recipient, 3,000
+    for a 1,000-member group) took about 9 ms to pack, hiredis about 1 ms (docs/perf.md
+    "Group fan-out, round four"). The bytes are redis-py's for str (UTF-8), bytes, int and
+    float; subclasses of those are sent as their base value (redis-py sent an int
+    subclass's repr, e.g. an IntEnum's "<E.A: 1>"); a bool, None or any other type is
+    refused with redis-py's DataError, as redis-py's encoder does."""
 
     def pack_command(self, *args) -> list[bytes]:
         """[the RESP command] for `args` (the first may hold a command name with spaces,
         e.g. "CONFIG GET", sent as separate words like redis-py does). DataError on an
-        argument of a type redis-py would refuse."""
+        argument of a type redis-py refuses."""
         if isinstance(args[0], str):
             args = tuple(args[0].encode().split()) + args[1:]
         elif b" " in args[0]:
             args = tuple(args[0].split()) + args[1:]
-        if any(isinstance(a, (bool, bytearray, memoryview)) for a in args):
-            args = tuple(_plain(a) for a in args)
         try:
             return [hiredis.pack_command(args)]
+        except TypeError:  # hiredis takes exact str, bytes, int and float: convert, or refuse
+            pass
+        try:
+            return [hiredis.pack_command(tuple(_plain(a) for a in args))]
         except TypeError as exc:
             raise DataError(f"cannot send this argument to Redis: {exc}") from None
 
 
 def _plain(arg):
+    """`arg` as one of the exact types hiredis packs; DataError for a bool (redis-py's rule)."""
     if isinstance(arg, bool):
         raise DataError("Invalid input of type: 'bool'. Convert to a bytes, string, int or float first.")
+    for base in (bytes, str, int, float):
+        if isinstance(arg, base):
+            return base(arg)
     return bytes(arg) if isinstance(arg, (bytearray, memoryview)) else arg
 
 
