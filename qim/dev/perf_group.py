@@ -1,20 +1,19 @@
 """The group step of `make perf` (docs/perf.md "`make perf`", group_entries_per_s): direct
 sends beside one sender to a 1,000-member group, measured from the step's start until
 the pipeline drained: mailbox entries appended per second, each process's CPU and
-Redis's own time and calls per command (INFO commandstats) per 1,000 entries."""
+Redis's own time and calls per command (INFO commandstats) per 1,000 entries. `bench` is
+qim/dev/perf.py's Bench (its stack, engines, step, sample and metrics), passed in so
+this module needs nothing of perf.py."""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import Any
 
 from qim.dev.perf_report import InstrumentError, Step, counter_of, cpu_ms_per_msg, redis_commands, stack_total
 
-if TYPE_CHECKING:
-    from qim.dev.perf import Bench
 
-
-def entries(bench: "Bench") -> float:
+def entries(bench: Any) -> float:
     """Mailbox entries appended so far over every mailbox node (qim_mailbox_entries_total)."""
     names = [n for n in bench.stack.metrics if n.rstrip("0123456789") == "mailbox"]
     try:
@@ -23,7 +22,7 @@ def entries(bench: "Bench") -> float:
         raise InstrumentError(f"a mailbox node's metrics did not answer: {exc}") from exc
 
 
-def group_step(bench: "Bench") -> tuple[Step, dict]:
+def group_step(bench: Any) -> tuple[Step, dict]:
     """The group step and its figures: mailbox entries appended from its start until
     the pipeline drained, per second of that time (perf_report, group_entries_per_s)."""
     bench.until_drained()

@@ -43,10 +43,15 @@ def _plain(arg):
     """`arg` as one of the exact types hiredis packs; DataError for a bool (redis-py's rule)."""
     if isinstance(arg, bool):
         raise DataError("Invalid input of type: 'bool'. Convert to a bytes, string, int or float first.")
-    for base in (bytes, str, int, float):
-        if isinstance(arg, base):
-            return base(arg)
-    return bytes(arg) if isinstance(arg, (bytearray, memoryview)) else arg
+    if isinstance(arg, (bytes, bytearray, memoryview)):
+        return bytes(arg)
+    if isinstance(arg, str):
+        return str(arg)
+    if isinstance(arg, int):
+        return int(arg)
+    if isinstance(arg, float):
+        return float(arg)
+    return arg
 
 
 def connect(addr: str, max_connections: int = 64, wait_s: float = 5.0) -> aioredis.Redis:
