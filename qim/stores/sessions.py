@@ -78,6 +78,16 @@ class SessionStore(Protocol):
         """The whole conversation set as (score, member), ascending."""
         ...
 
+    async def checked_conversations(self, tenant: int, user: int) -> tuple[list[tuple[int, bytes]], bool]:
+        """`conversations` and whether the set was checked against the archive tier's
+        user_conversation_state since Redis last lost it (`mark_checked`), in one round
+        trip (docs/decisions/0065)."""
+        ...
+
+    async def mark_checked(self, tenant: int, user: int) -> None:
+        """Record that the user's set holds every conversation of user_conversation_state."""
+        ...
+
     async def scores(self, tenant: int, user: int, members: Sequence[bytes]) -> list[Optional[int]]:
         """The score of each member (None when not in the set)."""
         ...

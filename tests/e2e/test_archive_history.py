@@ -106,7 +106,7 @@ async def _equal(got, want) -> bool:
 
 async def test_a_lost_conversation_list_is_rebuilt_from_user_conversation_state(st, tmp_path):
     from qim.stores.open import open_archive_tier
-    from qim.stores.redis.keys import convs_key, peers_key, ucs_pending_key
+    from qim.stores.redis.keys import convs_checked_key, convs_key, peers_key, ucs_pending_key
     from tests.e2e.archive import redis_client
     from tests.fixtures import SharedCassandra
 
@@ -128,8 +128,12 @@ async def test_a_lost_conversation_list_is_rebuilt_from_user_conversation_state(
         await tier.close()
     assert set(stored) == set(heads)
     assert stored[d1].peer == b and stored[d2].peer == c and stored[group.conversation_id].kind == 2
-    # Redis loses the user's list (and its peers); the session node starts with an empty cache
-    r.delete(convs_key(0, a), peers_key(0, a))
+    # Redis loses the user's list (its peers and its checked mark); a message arrives
+    # before the user's first page, so the set is not empty (a replayed registration
+    # does the same) and must still be completed; the session node starts cold
+    r.delete(convs_key(0, a), peers_key(0, a), convs_checked_key(0, a))
+    heads[d2] = await ca.send(d2, b"to c again")
+    await eventually(lambda: r.zcard(convs_key(0, a)) == 1, 30, "the new message registered alone")
     st.restart_service("session")
     listed = await server_list(ca)
     assert {conv: e.last_message.message_id for conv, e in listed.items()} == {

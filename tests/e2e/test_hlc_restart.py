@@ -12,6 +12,7 @@ refusal).
 
 from __future__ import annotations
 
+import asyncio
 import random
 
 import pytest
@@ -68,8 +69,15 @@ async def test_writers_restarted_with_the_clock_behind_keep_time_moving_forward(
     assert acks[older_peer][-1].created_at_ms >= acks[newer_peer][-1].created_at_ms
     conv = ids.conversation_id_direct(0, me, older_peer)
     await entry_when(client, conv, lambda e: e.last_message.message_id == acks[older_peer][-1].message_id)
-    listed = [e.conversation_id for e in await sessions(client)]
-    assert listed[:2] == [conv, ids.conversation_id_direct(0, me, newer_peer)]  # newest message first
+    # newest message first. The order is the projection's (the conversation set's scores)
+    # and an entry's last_message is read from the message store, so a page taken between
+    # the commit and the projection shows the new message at the old place: wait for the
+    # order, which never comes if created_at went backwards
+    want = [conv, ids.conversation_id_direct(0, me, newer_peer)]
+    deadline = asyncio.get_running_loop().time() + 10
+    while (listed := [e.conversation_id for e in await sessions(client)])[:2] != want:
+        assert asyncio.get_running_loop().time() < deadline, f"the newest conversation is not first: {listed}"
+        await asyncio.sleep(0.1)
     op, page = await history(client, conv, peer=older_peer, newer=True)
     stamps = [(i.created_at_ms, i.message_id) for i in page.items]
     assert len(stamps) == 6 and stamps == sorted(stamps)

@@ -31,6 +31,18 @@ async def test_registrations_sets_peers_and_read_positions(stores):
     assert await s.conversations(7, 404) == [] and await r.positions(7, 5, []) == []
 
 
+async def test_a_set_is_unchecked_until_marked_and_the_mark_is_per_user(stores):
+    """The mark that a set was completed from user_conversation_state (docs/decisions/0065):
+    absent for a set the projection alone wrote, read with the set in one call."""
+    s = stores.sessions
+    await s.register([Registration(7, 21, DIRECT, 2000, 0, 9)])
+    assert await s.checked_conversations(7, 21) == ([(2000, DIRECT.hex().encode())], False)
+    await s.mark_checked(7, 21)
+    assert await s.checked_conversations(7, 21) == ([(2000, DIRECT.hex().encode())], True)
+    assert await s.checked_conversations(7, 22) == ([], False)  # another user
+    assert await s.checked_conversations(8, 21) == ([], False)  # another tenant
+
+
 async def test_a_batch_larger_than_one_script_call_registers_every_member(stores):
     """A group message's registrations for many members (more than one script call
     takes: SESSION_PROJECT_MAX_REGS) are all written, in one pipelined round trip, and

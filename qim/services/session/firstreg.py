@@ -6,9 +6,10 @@ The registration script (qim/stores/redis/lua/session_register.lua, shared by bo
 projection paths) queues a (user, conversation) the first time it enters the user's
 conversation set; `FirstRegistrations` writes the queue to user_conversation_state in
 batches and only then drops what it wrote (a crash writes a batch again: idempotent).
-`restore_list` rebuilds a user's conversation set from that table when Redis lost it (an
-empty set with rows in CQL): each conversation is registered again at the created_at of
-its newest visible message, through the same registration script.
+`restore_list` completes a user's conversation set from that table when Redis lost it
+(the set not marked checked, docs/decisions/0065): each missing conversation is
+registered again at the created_at of its newest visible message, through the same
+registration script.
 
 Limit (seed 000): a conversation first registered while the queue was lost (Redis
 restored from an older AOF) and without any message since is not in the table.
@@ -70,15 +71,20 @@ class FirstRegistrations:
                 await asyncio.sleep(DRAIN_IDLE_S)
 
 
-async def restore_list(tenant: int, user: int, sessions: SessionStore, conversations: ConversationStateStore,
-                       messages: MessageStore, groups: GroupStore,
+async def restore_list(tenant: int, user: int, known: frozenset, sessions: SessionStore,
+                       conversations: ConversationStateStore, messages: MessageStore, groups: GroupStore,
                        metrics: Optional[SessionMetrics] = None) -> int:
-    """Register every conversation user_conversation_state holds for the user again (the
-    user's set was found empty); how many were registered. Conversations without a
-    visible message, and groups the user never belonged to, are left out."""
-    rows = await conversations.conversations(tenant, user)
-    if not rows:
-        return 0
+    """Register again every conversation user_conversation_state holds for the user that
+    its set lacks (`known`: the set's members, hex), then mark the set checked; how many
+    were registered. Conversations without a visible message, and groups the user never
+    belonged to, are left out.
+
+    Called when the set is not marked checked (docs/decisions/0065), whether or not it is
+    empty: after Redis lost it, a replayed or new message registers one conversation
+    before the user's first page, and an emptiness test then skipped the rest for good.
+    An intact set costs one CQL partition read per user, once. StorageError / EngineError
+    propagate and leave the mark unset (the next cold page tries again)."""
+    rows = [r for r in await conversations.conversations(tenant, user) if r.conversation_id.hex().encode() not in known]
     queries = []
     for row in rows:
         intervals = OPEN
@@ -88,11 +94,13 @@ async def restore_list(tenant: int, user: int, sessions: SessionStore, conversat
                 continue
             intervals = found
         queries.append((row, TailQuery(row.conversation_id, intervals, 0)))
-    tails = await messages.tails(tenant, [q for _, q in queries], 0)
+    tails = await messages.tails(tenant, [q for _, q in queries], 0) if queries else []
     regs = [Registration(tenant, user, row.conversation_id, tail.head.created_at_ms, 0, row.peer)
             for (row, _), tail in zip(queries, tails) if tail.head is not None]
     await sessions.register(regs)
+    await sessions.mark_checked(tenant, user)
     if regs:
         (metrics or SessionMetrics()).lists_restored.inc()
-        logger.info("conversation list of a user rebuilt from user_conversation_state (%d conversations)", len(regs))
+        logger.info("conversation list of a user completed from user_conversation_state (%d conversations)",
+                    len(regs))
     return len(regs)

@@ -65,7 +65,7 @@ class SessionService:
     def __init__(self, messages: MessageStore, groups: GroupStore, sessions: SessionStore, reads: ReadPositionStore,
                  cache: SessionListCache, send_devices: DeviceSend, unserved: Unserved,
                  metrics: Optional[SessionMetrics] = None,
-                 restore: Optional[Callable[[int, int], Awaitable[int]]] = None) -> None:
+                 restore: Optional[Callable[[int, int, frozenset], Awaitable[int]]] = None) -> None:
         self._m = metrics if metrics is not None else SessionMetrics()
         self._messages = messages
         self._groups = groups
@@ -75,8 +75,8 @@ class SessionService:
         self.cache = cache
         self._send_devices = send_devices
         self._unserved = unserved
-        # rebuilds an empty conversation set from CQL user_conversation_state (docs/decisions/0023:
-        # qim/services/session/firstreg.py restore_list); None without the archive tier
+        # completes a conversation set not yet checked against CQL user_conversation_state
+        # (docs/decisions/0023, 0065: firstreg.py restore_list); None without the archive tier
         self._restore = restore
         self._tasks: set[asyncio.Task] = set()
 
@@ -163,9 +163,7 @@ class SessionService:
                 start = self.cache.begin_rebuild(key)
                 try:
                     # (score, member) ascending, what the cache keeps
-                    asc = await self._sessions.conversations(tenant, user)
-                    if not asc and self._restore is not None and await self._restore(tenant, user):
-                        asc = await self._sessions.conversations(tenant, user)
+                    asc = await self._read_set(tenant, user)
                 except BaseException:
                     self.cache.abort_rebuild(key, start)
                     raise
@@ -183,6 +181,17 @@ class SessionService:
         dirty, upto = self.cache.dirty(key, snap)
         scores = await self._sessions.scores(tenant, user, dirty) if dirty else []
         return snap.updated(0, upto, dict(zip(dirty, scores))), how
+
+    async def _read_set(self, tenant: int, user: int) -> list[tuple[int, bytes]]:
+        """The user's conversation set (score, member) ascending; with the archive tier, a
+        set not yet checked against user_conversation_state is completed from it first
+        (docs/decisions/0065)."""
+        if self._restore is None:
+            return await self._sessions.conversations(tenant, user)
+        asc, checked = await self._sessions.checked_conversations(tenant, user)
+        if not checked and await self._restore(tenant, user, frozenset(m for _, m in asc)):
+            asc = await self._sessions.conversations(tenant, user)
+        return asc
 
     # --- MARK_READ ---------------------------------------------------------------------
     async def mark_read(self, actor, req: session_pb2.MarkRead) -> session_pb2.MarkReadOk:

@@ -221,6 +221,12 @@ def peers_key(tenant: int, user_id: int) -> str:
     return f"qim:convpeer:{tenant:032x}:{user_id}"
 
 
+def convs_checked_key(tenant: int, user_id: int) -> str:
+    """STRING, SessionStore: present once the user's conversation set was checked against
+    CQL user_conversation_state (docs/decisions/0065); lost with the set, never expires."""
+    return f"qim:convchecked:{tenant:032x}:{user_id}"
+
+
 def name_key(tenant: int, user_id: int) -> str:
     """STRING, SessionStore: the user's display name (the newest token `name` claim seen)."""
     return f"qim:name:{tenant:032x}:{user_id}"

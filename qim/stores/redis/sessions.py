@@ -10,6 +10,7 @@ from typing import Optional, Sequence
 from qim.consts import SESSION_PROJECT_MAX_REGS
 from qim.stores.errors import CheckpointConflict, StoreCorrupt
 from qim.stores.redis.keys import (
+    convs_checked_key,
     convs_key,
     name_key,
     peers_key,
@@ -111,6 +112,20 @@ class RedisSessionStore:
             # raw reply: redis-py's score-pair callback costs ~5 µs per member
             raw = await self._redis.execute_command("ZRANGE", convs_key(tenant, user), 0, -1, "WITHSCORES")
         return int_score_pairs(raw, swap=True)
+
+    async def checked_conversations(self, tenant: int, user: int) -> tuple[list[tuple[int, bytes]], bool]:
+        """SessionStore.checked_conversations: ZRANGE WITHSCORES and EXISTS, one pipelined round trip."""
+        with boundary("conversation set read"):
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.execute_command("ZRANGE", convs_key(tenant, user), 0, -1, "WITHSCORES")
+            pipe.exists(convs_checked_key(tenant, user))
+            raw, checked = await pipe.execute()
+        return int_score_pairs(raw, swap=True), bool(checked)
+
+    async def mark_checked(self, tenant: int, user: int) -> None:
+        """SessionStore.mark_checked: one SET."""
+        with boundary("conversation set write"):
+            await self._redis.set(convs_checked_key(tenant, user), b"1")
 
     async def scores(self, tenant: int, user: int, members: Sequence[bytes]) -> list[Optional[int]]:
         """SessionStore.scores: one ZMSCORE."""
