@@ -46,6 +46,8 @@ from qim.stores.mailboxes import MailboxStore
 logger = logging.getLogger(__name__)
 
 PAUSED_POLL_S = 0.1
+DP_GC_BATCH = 512  # DispatchProgress keys deleted per sweep call
+DP_GC_RESWEEP_S = 60.0  # a shard whose W stood still is swept again this often
 PushHook = Callable[[int, int, list], None]  # (tenant, mailbox_seq, [(user, events)]); must not await
 LostHook = Callable[[int, str], None]  # (shard, reason): a shard this node stopped serving by itself
 
@@ -260,8 +262,11 @@ class MailboxMaterializer:
 
     async def _gc_loop(self) -> None:
         """DispatchProgress GC: delete DP whose highest observed offset is at or below the
-        W every lane had `safety` ms ago (so W passed it and the replay window elapsed)."""
+        W every lane had `safety` ms ago (so W passed it and the replay window elapsed).
+        A shard is swept again only when that W moved, a sweep was cut at its batch, or
+        DP_GC_RESWEEP_S passed: an idle node made 64 reads a second for nothing."""
         history: dict[int, Deque] = {}
+        swept: dict[int, tuple[int, float]] = {}  # shard -> (W swept up to, when)
         while True:
             now = time.monotonic()
             for shard, state in list(self.shards.items()):
@@ -271,8 +276,13 @@ class MailboxMaterializer:
                     old = history[shard].popleft()[1]
                 if old is not None and old >= 0:
                     history[shard].appendleft((now - self._gc_safety_ms / 1000, old))
+                    upto, at = swept.get(shard, (-1, 0.0))
+                    if old == upto and now - at < DP_GC_RESWEEP_S:
+                        continue
                     try:
-                        self._m.dp_gc.inc(await self._store.gc_dispatch_progress(shard, old))
+                        deleted = await self._store.gc_dispatch_progress(shard, old, DP_GC_BATCH)
+                        self._m.dp_gc.inc(deleted)
+                        swept[shard] = (old if deleted < DP_GC_BATCH else -1, now)
                     except Exception as exc:
                         logger.warning("DispatchProgress GC of shard %d failed: %s", shard, exc)
             await asyncio.sleep(min(1.0, self._gc_safety_ms / 1000))

@@ -3,7 +3,8 @@
 Keys (keys.py): one HASH per node lease, one ZSET of node ids per kind scored by lease
 end, one HASH per shard lease that never expires as a key (its owner_epoch must only
 grow). Leases end by the registry's clock (TIME inside the scripts). Every mutation is
-one script by cached SHA; reads are one pipelined round trip each.
+one script by cached SHA; the owner table is one script call (registry_owners.lua), the
+other reads one pipelined round trip each.
 
 The registry may be its own Redis (QIM_REGISTRY_REDIS_ADDR) or the data Redis: fencing
 never needs both in one script, because each owner copies its owner_epoch into the data
@@ -18,7 +19,7 @@ from qim.stores.redis.keys import registry_node_key, registry_nodes_key, registr
 from qim.stores.redis.scripts import Scripts, boundary
 from qim.stores.registry import Heartbeat, JoinResult, NodeInfo, Owner
 
-SCRIPTS = ("registry_join", "registry_beat", "registry_acquire", "registry_release")
+SCRIPTS = ("registry_join", "registry_beat", "registry_acquire", "registry_release", "registry_owners")
 # node ids whose lease ended this long ago leave the ZSET of their kind (the node HASH
 # stays until the id joins again: `qimctl shards` can still name a dead owner)
 DEAD_NODE_HORIZON_MS = 3_600_000
@@ -102,20 +103,14 @@ class RedisShardRegistry:
         return sorted(out, key=lambda n: n.node_id)
 
     async def owners(self, kind: str, count: int) -> list[Owner]:
-        """ShardRegistry.owners: the shard HASHes and their owners' node HASHes, two pipelines."""
-        with boundary("registry owners"):
-            now = await self._now_ms()
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for shard in range(count):
-                    pipe.hmget(registry_shard_key(kind, shard), "node", "epoch", "exp", "since")
-                rows = await pipe.execute()
-            names = sorted({_s(r[0]) for r in rows if r[0]})
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for node_id in names:
-                    pipe.hmget(registry_node_key(kind, node_id), "addr", "exp")
-                addrs = {n: (_s(a), int(e or 0)) for n, (a, e) in zip(names, await pipe.execute())}
+        """ShardRegistry.owners: registry_owners.lua, one call (the shard HASHes, the
+        registry's clock and each owner's node HASH)."""
+        keys = [registry_shard_key(kind, shard) for shard in range(count)]
+        now, rows, nodes = await self._scripts.call("registry_owners", keys, [registry_node_key(kind, "")])
+        addrs = {_s(nodes[i]): (_s(nodes[i + 1]), int(nodes[i + 2] or 0)) for i in range(0, len(nodes), 3)}
         out = []
-        for shard, (node, epoch, exp, since) in enumerate(rows):
+        for shard in range(count):
+            node, epoch, exp, since = rows[4 * shard:4 * shard + 4]
             node_id = _s(node)
             addr, node_exp = addrs.get(node_id, ("", 0))
             out.append(Owner(shard, node_id, int(epoch or 0), int(exp or 0) - now,
