@@ -145,6 +145,25 @@ async def test_stale_scan_and_inflight_count(stores):
     assert await stores.commits.inflight_count() == 0
 
 
+async def test_a_stale_entry_whose_commit_hash_expired_leaves_its_in_flight_set(stores):
+    """The scan names each stale commit with its bucket: one whose hash is gone (expired)
+    is dropped from that bucket's in-flight ZSET, the others are returned to resume."""
+    from qim.stores.redis.keys import CommitKeys
+
+    a, b = direct(stores, a=5, b=9), direct(stores, a=6, b=11)  # two conversations, two buckets
+    keys_a, keys_b = CommitKeys(a.tenant, a.conversation_id), CommitKeys(b.tenant, b.conversation_id)
+    assert keys_a.bucket != keys_b.bucket
+    gone, live = a.reservation(5, b"g" * 16, b"gone"), b.reservation(6, b"l" * 16, b"live")
+    await stores.commits.reserve(gone)
+    await stores.commits.reserve(live)
+    client = stores.client if hasattr(stores, "client") else stores.redis.client
+    await client.delete(keys_a.commit(5, b"g" * 16))
+    scan = await stores.commits.stale(0, 64)
+    assert scan.commits == [(live.ref, 1)]
+    assert await client.zcard(keys_a.inflight()) == 0 and await client.zcard(keys_b.inflight()) == 1
+    assert await stores.commits.inflight_count() == 1
+
+
 async def test_group_sends_are_checked_against_membership_atomically(stores):
     g = group(stores)
     await g.change(5, "create", [5, 6], joins=[5, 6])  # version 1

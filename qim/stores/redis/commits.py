@@ -24,7 +24,8 @@ from qim.stores.groups import encode_members
 from qim.stores.redis.keys import CommitKeys, inflight_key, parse_commit_key, record_key_for
 from qim.stores.redis.scripts import Scripts, boundary
 
-SCRIPTS = ("reserve_and_record", "reserve_group_send", "group_change", "state_change", "record", "mark_committed")
+SCRIPTS = ("reserve_and_record", "reserve_group_send", "group_change", "state_change", "record", "mark_committed",
+           "commit_stale_scan")
 STATE_NAMES: dict[int, str] = {message_pb2.MESSAGE_STATE_RECALLED: "RECALLED",
                                message_pb2.MESSAGE_STATE_DELETED: "DELETED"}
 
@@ -54,6 +55,7 @@ class RedisCommitStore:
         # group commit (docs/decisions/0026): the reserves and mark_committeds of concurrent sends
         # of one event-loop iteration share one pipelined round trip
         self._scripts = Scripts(client, SCRIPTS, coalesce=True)
+        self._inflight_keys = [inflight_key(bucket) for bucket in range(COMMIT_BUCKET_COUNT)]
 
     async def _reserve(self, script: str, res: Reservation, extra_keys: Sequence[str],
                        extra_args: Sequence) -> Reserved:
@@ -152,16 +154,12 @@ class RedisCommitStore:
         return [(_ref_of(_text(ck), conversation_id), int(seq)) for ck, seq in rows]
 
     async def stale(self, older_than_ms: int, per_bucket: int) -> StaleScan:
-        """CommitStore.stale: TIME, then three pipelined round trips over the 256 in-flight
-        ZSETs (their scores are Redis's clock at the reserve: commit_lib.lua)."""
+        """CommitStore.stale: commit_stale_scan.lua over the 256 in-flight ZSETs (their
+        scores are Redis's clock at the reserve: commit_lib.lua), then, only when some
+        are stale, two pipelined round trips."""
+        found = await self._scripts.call("commit_stale_scan", self._inflight_keys, [older_than_ms, per_bucket])
         with boundary("commit recovery scan"):
-            seconds, micros = await self._redis.time()
-            updated_before_ms = seconds * 1000 + micros // 1000 - older_than_ms
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for bucket in range(COMMIT_BUCKET_COUNT):
-                    pipe.zrangebyscore(inflight_key(bucket), "-inf", updated_before_ms, start=0, num=per_bucket)
-                found = await pipe.execute()
-            stale = [(bucket, _text(ck)) for bucket, cks in enumerate(found) for ck in cks]
+            stale = [(int(found[i]) - 1, _text(found[i + 1])) for i in range(0, len(found), 2)]
             if not stale:
                 return StaleScan([])
             async with self._redis.pipeline(transaction=False) as pipe:
