@@ -16,10 +16,12 @@ Rules, the same for every user:
 - `run()` keeps the link up: reconnects with a doubling delay capped at
   `reconnect_max_s`; on every (re)connect it sends the `greeting()` frame (if any)
   and then the backlog in order, synchronously, so a `send()` after the reconnect goes
-  behind them; on a live link it calls `idle()` every `poll_s` (a repair hook that may
-  `send_control()`).
+  behind them; on a live link it calls `idle()` every `poll_s` while `polling()` says
+  it has something to do (a repair hook that may `send_control()`), else it sleeps until
+  the connection is lost or `poke()` is called: an idle link costs no wake-ups (ten a
+  second per link before, in every mailbox and session node).
 A link with a protocol of its own (the push link's hello and wake requests) subclasses
-and overrides `greeting()`, `idle()`, `dropped()` or `on_connected()`.
+and overrides `greeting()`, `idle()`, `polling()`, `dropped()` or `on_connected()`.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ class OneWayLink:
         self._delays = (reconnect_min_s, reconnect_max_s)
         self._poll_s = poll_s
         self.linked = False  # connected and greeted: send() goes straight out
+        self._poked = asyncio.Event()
 
     @property
     def backlog_bytes(self) -> int:
@@ -122,7 +125,17 @@ class OneWayLink:
         return None
 
     def idle(self) -> None:
-        """Hook: called every `poll_s` on a live link (may `send_control()`)."""
+        """Hook: called on a live link every `poll_s` while `polling()`, and after each
+        `poke()` (may `send_control()`)."""
+
+    def polling(self) -> bool:
+        """Hook: whether `idle()` has work pending and must run again in `poll_s` (by
+        default never: the link then waits only for its loss or a `poke()`)."""
+        return False
+
+    def poke(self) -> None:
+        """Run `idle()` now and decide again whether to poll (work became pending)."""
+        self._poked.set()
 
     def on_connected(self) -> int:
         """The connection is up: greet, then send the backlog in order; returns how many
@@ -158,8 +171,21 @@ class OneWayLink:
                 except StreamClosed:
                     continue  # lost while greeting: the backlog left is kept for the next try
                 logger.info("%s link to %s up (%d backlog frames sent)", self.name, self.addr, flushed)
+            self._poked.clear()  # before idle(): a poke from here on ends the wait below
             self.idle()
-            await self._client.wait_lost(self._poll_s)
+            if self.polling():
+                await self._client.wait_lost(self._poll_s)
+            else:
+                await self._wait_lost_or_poked()
+
+    async def _wait_lost_or_poked(self) -> None:
+        lost = asyncio.ensure_future(self._client.wait_lost(None))
+        poked = asyncio.ensure_future(self._poked.wait())
+        try:
+            await asyncio.wait([lost, poked], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (lost, poked):
+                task.cancel()
 
     async def close(self) -> None:
         """Close the connection (the owner cancels `run()` first)."""

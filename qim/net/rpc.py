@@ -176,9 +176,9 @@ class RpcClient:
         """Connect now (RequestError UNAVAILABLE on failure)."""
         await self._ensure()
 
-    async def wait_lost(self, timeout: float) -> None:
+    async def wait_lost(self, timeout: Optional[float]) -> None:
         """Return once the current connection is lost (at once when there is none), or
-        after `timeout` seconds."""
+        after `timeout` seconds (None: no limit)."""
         task = self._reader_task
         if task is not None and not task.done() and self.connected:
             await asyncio.wait([task], timeout=timeout)

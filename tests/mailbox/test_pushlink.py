@@ -6,6 +6,7 @@ records what would go on the wire.
 from __future__ import annotations
 
 import asyncio
+from typing import Optional
 
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
@@ -13,6 +14,7 @@ from qim.services.mailbox import pushlink
 from qim.services.mailbox.metrics import MailboxMetrics
 from qim.services.mailbox.pushlink import PushLink
 from qim.services.mailbox.targets import PUSH_USERS_PER_FRAME, push_bodies
+from tests.net.test_oneway import until
 
 
 class FakeClient:
@@ -38,7 +40,7 @@ class FakeClient:
         self.connected = True
         self.lost.clear()
 
-    async def wait_lost(self, timeout: float) -> None:
+    async def wait_lost(self, timeout: Optional[float]) -> None:
         try:
             await asyncio.wait_for(self.lost.wait(), timeout)
         except asyncio.TimeoutError:
@@ -130,6 +132,28 @@ def test_a_gateway_that_does_not_read_loses_pushes_and_gets_a_wake_request_once_
     assert wake.wake_all and not wake.hello and (wake.node_id, list(wake.shards)) == ("mailbox@a", [2, 6])
     pl.maybe_wake()
     assert len(client.sent) == 1  # one request per episode
+
+
+async def test_a_running_link_sends_the_wake_request_once_the_gateway_drained():
+    """run() sleeps while nothing is pending (no poll), and a drop makes it poll until the
+    gateway has read enough: the wake request leaves without another push."""
+    pl, client = link(queue_limit=1000)
+    task = asyncio.get_running_loop().create_task(pl.run())
+    try:
+        await until(lambda: pl.live and len(client.sent) == 1)  # the hello
+        assert not pl.polling()
+        client.queued_bytes = 5000
+        pl.push(body(1))  # dropped: the gateway is slow
+        assert pl.polling()
+        await asyncio.sleep(0.3)
+        assert len(client.sent) == 1  # still full: no wake request yet
+        client.queued_bytes = 0
+        await until(lambda: len(client.sent) == 2, 2.0)
+        (wake,) = decoded(client.sent[1:])
+        assert wake.wake_all and not wake.hello and not pl.polling()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 async def test_run_reconnects_within_the_backoff_cap_and_flushes(monkeypatch):

@@ -5,6 +5,7 @@ on every reconnect, the idle hook on a live link, and a real reconnect over loop
 from __future__ import annotations
 
 import asyncio
+from typing import Optional
 
 from qim.errors import ErrorCode, RequestError
 from qim.net.framed import FramedStream, StreamClosed
@@ -33,7 +34,7 @@ class FakeClient:
         self.connected = True
         self.lost.clear()
 
-    async def wait_lost(self, timeout: float) -> None:
+    async def wait_lost(self, timeout: Optional[float]) -> None:
         try:
             await asyncio.wait_for(self.lost.wait(), timeout)
         except asyncio.TimeoutError:
@@ -51,6 +52,7 @@ class Greeting(OneWayLink):
     def __init__(self, client: FakeClient, **kw) -> None:
         self.greetings = 0
         self.idles = 0
+        self.pending = True  # polling(): idle() has work
         super().__init__("127.0.0.1:1", OP, client=client, **kw)
 
     def greeting(self) -> bytes:
@@ -59,6 +61,9 @@ class Greeting(OneWayLink):
 
     def idle(self) -> None:
         self.idles += 1
+
+    def polling(self) -> bool:
+        return self.pending
 
 
 def test_a_down_link_keeps_frames_up_to_the_backlog_then_drops_each_once():
@@ -119,6 +124,32 @@ async def test_run_greets_then_flushes_on_every_reconnect_and_calls_idle_while_l
     await asyncio.gather(task, return_exceptions=True)
     await link.close()
     assert not link.live
+
+
+async def test_a_live_link_with_nothing_pending_sleeps_until_poked_or_lost():
+    """No wake-up every poll_s on an idle link: idle() runs once per poke, and polling
+    starts again when a poke leaves work pending; a loss still reconnects at once."""
+    client = FakeClient()
+    link = Greeting(client, queue_limit=100, backlog_bytes=100, reconnect_min_s=0.01, poll_s=0.01)
+    link.pending = False
+    task = asyncio.get_running_loop().create_task(link.run())
+    try:
+        await until(lambda: link.live and link.idles == 1)
+        await asyncio.sleep(0.2)  # twenty poll periods
+        assert link.idles == 1
+        link.poke()
+        await until(lambda: link.idles == 2)
+        await asyncio.sleep(0.1)
+        assert link.idles == 2
+        link.pending = True
+        link.poke()
+        await until(lambda: link.idles >= 6)  # polling again
+        link.pending = False
+        client.drop()
+        await until(lambda: client.sent[-1:] == [b"hello2"])
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 async def test_a_real_peer_restart_is_bridged_by_the_backlog():

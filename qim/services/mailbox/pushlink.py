@@ -67,11 +67,14 @@ class PushLink(OneWayLink):
         """Count the drop; the next frame the gateway can take asks it to wake devices."""
         self._m.push_dropped.labels(reason="gateway_slow" if reason == DROP_PEER_SLOW else reason).inc()
         self.wake_due = True
+        self.poke()  # the link polls until the wake request is out
 
     def wake(self, shards: Iterable[int]) -> None:
         """Ask the gateway to wake the devices of `shards` (taken over by this node)."""
         self._wake.update(shards)
         self.maybe_wake()
+        if self._wake:
+            self.poke()
 
     def _control(self, hello: bool) -> bytes:
         """Hello: the served shards (woken when anything was dropped); a wake request:
@@ -103,6 +106,10 @@ class PushLink(OneWayLink):
         """On a live link: once the gateway has read what was queued, ask it to wake the
         devices whose pushes were dropped meanwhile."""
         self.maybe_wake()
+
+    def polling(self) -> bool:
+        """A wake request is pending: check every POLL_S whether the link drained."""
+        return self.wake_due or bool(self._wake)
 
     def maybe_wake(self) -> None:
         """Send the wake request now if one is due and the link has drained to half."""
