@@ -84,8 +84,10 @@ class SessionStore(Protocol):
         trip (docs/decisions/0065)."""
         ...
 
-    async def mark_checked(self, tenant: int, user: int) -> None:
-        """Record that the user's set holds every conversation of user_conversation_state."""
+    async def mark_checked(self, tenant: int, user: int, at_least: int) -> bool:
+        """Record that the user's set holds every conversation of user_conversation_state,
+        only while it holds at least `at_least` members (a set lost since the check is
+        not marked); whether it was marked."""
         ...
 
     async def scores(self, tenant: int, user: int, members: Sequence[bytes]) -> list[Optional[int]]:

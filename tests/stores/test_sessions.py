@@ -37,7 +37,9 @@ async def test_a_set_is_unchecked_until_marked_and_the_mark_is_per_user(stores):
     s = stores.sessions
     await s.register([Registration(7, 21, DIRECT, 2000, 0, 9)])
     assert await s.checked_conversations(7, 21) == ([(2000, DIRECT.hex().encode())], False)
-    await s.mark_checked(7, 21)
+    assert not await s.mark_checked(7, 21, 2)  # the set holds fewer than were checked: lost since
+    assert await s.checked_conversations(7, 21) == ([(2000, DIRECT.hex().encode())], False)
+    assert await s.mark_checked(7, 21, 1)
     assert await s.checked_conversations(7, 21) == ([(2000, DIRECT.hex().encode())], True)
     assert await s.checked_conversations(7, 22) == ([], False)  # another user
     assert await s.checked_conversations(8, 21) == ([], False)  # another tenant

@@ -98,7 +98,7 @@ async def restore_list(tenant: int, user: int, known: frozenset, sessions: Sessi
     regs = [Registration(tenant, user, row.conversation_id, tail.head.created_at_ms, 0, row.peer)
             for (row, _), tail in zip(queries, tails) if tail.head is not None]
     await sessions.register(regs)
-    await sessions.mark_checked(tenant, user)
+    await sessions.mark_checked(tenant, user, len(known) + len(regs))
     if regs:
         (metrics or SessionMetrics()).lists_restored.inc()
         logger.info("conversation list of a user completed from user_conversation_state (%d conversations)",

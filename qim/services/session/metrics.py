@@ -49,6 +49,9 @@ class SessionMetrics(MetricSet):
                                                         "Drains of queued first registrations that failed (retried)")
         self.lists_restored = self.counter("qim_session_lists_restored",
                                            "Conversation lists rebuilt from user_conversation_state")
+        self.list_restore_failures = self.counter(
+            "qim_session_list_restore_failures",
+            "Cold list reads that could not check the set against user_conversation_state (served from Redis)")
 
     def watch_cache(self, cache: Any) -> None:
         """Export `cache`'s event counters and dirty-mark count (SessionListCache)."""

@@ -41,6 +41,7 @@ from qim.protocol import Opcode
 from qim.services.session.cache import SessionListCache, Snapshot
 from qim.services.session.metrics import SessionMetrics
 from qim.services.session.summary import PageError, Summarizer
+from qim.stores.errors import StorageError
 from qim.stores.groups import GroupStore
 from qim.stores.intervals import OPEN
 from qim.stores.messages import MessageStore
@@ -189,9 +190,20 @@ class SessionService:
         if self._restore is None:
             return await self._sessions.conversations(tenant, user)
         asc, checked = await self._sessions.checked_conversations(tenant, user)
-        if not checked and await self._restore(tenant, user, frozenset(m for _, m in asc)):
-            asc = await self._sessions.conversations(tenant, user)
-        return asc
+        if checked:
+            return asc
+        try:
+            restored = await self._restore(tenant, user, frozenset(m for _, m in asc))
+        except (StorageError, EngineError) as exc:
+            if not asc:  # nothing to serve: the page fails as the store failed
+                raise
+            # the set Redis holds is served, the mark stays unset: the next cold read
+            # tries again (a CQL outage must not fail pages of intact lists)
+            self._m.list_restore_failures.inc()
+            logger.warning("conversation list not checked against user_conversation_state (%s); "
+                           "served from Redis", exc.__class__.__name__)
+            return asc
+        return await self._sessions.conversations(tenant, user) if restored else asc
 
     # --- MARK_READ ---------------------------------------------------------------------
     async def mark_read(self, actor, req: session_pb2.MarkRead) -> session_pb2.MarkReadOk:

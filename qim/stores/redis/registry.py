@@ -3,8 +3,8 @@
 Keys (keys.py): one HASH per node lease, one ZSET of node ids per kind scored by lease
 end, one HASH per shard lease that never expires as a key (its owner_epoch must only
 grow). Leases end by the registry's clock (TIME inside the scripts). Every mutation is
-one script by cached SHA; the owner table is one script call (registry_owners.lua), the
-other reads one pipelined round trip each.
+one script by cached SHA; the owner table is one script call (registry_owners.lua);
+`nodes` is TIME, ZRANGEBYSCORE and one pipeline.
 
 The registry may be its own Redis (QIM_REGISTRY_REDIS_ADDR) or the data Redis: fencing
 never needs both in one script, because each owner copies its owner_epoch into the data

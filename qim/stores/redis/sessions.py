@@ -1,7 +1,7 @@
 """SessionStore and ReadPositionStore on Redis (qim/stores/sessions.py, reads.py): the
 conversation set ZSET, the peers HASH, the read HASH and the checkpoint HASH (keys.py);
 session_register.lua (the one registration script of both projection paths),
-session_mark_read.lua and session_checkpoint.lua."""
+session_mark_read.lua, session_checkpoint.lua and session_mark_checked.lua."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from qim.stores.sessions import Checkpoint, FirstSeen, Registration
 # the single session node's checkpoint before shard leases (all partitions in one HASH):
 # a shard's first checkpoint resumes from it (docs/decisions/0040-scale-leases-and-fencing.md)
 LEGACY_CHECKPOINT = "qim:session:ckpt:0of1"
-SESSION_SCRIPTS = ("session_register", "session_checkpoint", "session_project")
+SESSION_SCRIPTS = ("session_register", "session_checkpoint", "session_project", "session_mark_checked")
 READ_SCRIPTS = ("session_mark_read",)
 
 
@@ -122,10 +122,10 @@ class RedisSessionStore:
             raw, checked = await pipe.execute()
         return int_score_pairs(raw, swap=True), bool(checked)
 
-    async def mark_checked(self, tenant: int, user: int) -> None:
-        """SessionStore.mark_checked: one SET."""
-        with boundary("conversation set write"):
-            await self._redis.set(convs_checked_key(tenant, user), b"1")
+    async def mark_checked(self, tenant: int, user: int, at_least: int) -> bool:
+        """SessionStore.mark_checked: session_mark_checked.lua (ZCARD, then SET)."""
+        return bool(await self._scripts.call("session_mark_checked",
+                                             [convs_key(tenant, user), convs_checked_key(tenant, user)], [at_least]))
 
     async def scores(self, tenant: int, user: int, members: Sequence[bytes]) -> list[Optional[int]]:
         """SessionStore.scores: one ZMSCORE."""
