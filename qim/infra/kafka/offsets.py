@@ -25,7 +25,13 @@ class OffsetReader:
     """Low and high watermarks of a topic's partitions, read committed (what a QIM consumer
     can reach). One AdminClient per reader, made on first use; its calls never block the
     event loop. Every method raises EngineError when the broker cannot answer in `timeout` s
-    or a partition does not exist."""
+    or a partition does not exist.
+
+    A failed query drops the client: the next one starts a new AdminClient with fresh
+    metadata. librdkafka's admin ListOffsets kept the leader epoch it had cached, so after
+    a broker restart every query failed with FENCED_LEADER_EPOCH, and a shard that had to
+    start again (its lease lost meanwhile) never started (CI: twelve minutes of "could
+    not start serving", every renewal)."""
 
     def __init__(self, bootstrap: str) -> None:
         self._bootstrap = bootstrap
@@ -50,8 +56,10 @@ class OffsetReader:
             # the request's own timeout answers first; this bound only guards against a lost answer
             results = await asyncio.wait_for(_all(keyed.values()), timeout=timeout + 1.0)
         except KafkaException as exc:
+            self._admin = None  # a new client next time: see the class doc
             raise EngineError(f"kafka offsets of {topic} failed: {exc}") from exc
         except asyncio.TimeoutError:
+            self._admin = None
             raise EngineError(f"kafka offsets of {topic}: no answer in {timeout:.0f} s") from None
         finally:
             for fut in keyed.values():
