@@ -64,6 +64,13 @@ class OffsetReader:
         finally:
             for fut in keyed.values():
                 fut.cancel()  # a no-op once done; else nobody waits for it any more
+        bad = sorted(p for p, info in zip(keyed, results) if info.offset < 0)
+        if bad:
+            # librdkafka's "invalid offset" (-1001) while a leader moves: not a log end. Taken
+            # as one, it put a checkpoint "past the log end" and failed the session's
+            # durable projection closed for good (CI, a broker killed under traffic).
+            self._admin = None
+            raise EngineError(f"kafka offsets of {topic}: no valid offset for partitions {bad}")
         return {p: info.offset for p, info in zip(keyed, results)}
 
     async def highs(self, topic: str, partitions: list[int], timeout: float = 10.0) -> dict[int, int]:
