@@ -4,8 +4,14 @@ Real-engine fixtures live in tests/fixtures.py (see its docstring; not part of t
 `engines` (session: one private Redis + Kafka), `private_redis`, `private_kafka`,
 `private_cassandra`, `shared_cassandra`, `stack` (session: the QIM services on `engines`),
 `fresh_stack`, `ops_stack` (session: a supervised private stack).
+
+A failed test that ran on a stack reports its services' last warnings
+(tests/failure_logs.py).
 """
 
+import pytest
+
+from tests.failure_logs import service_warnings, stack_dirs
 from tests.fixtures import (  # noqa: F401
     engines,
     fresh_stack,
@@ -16,3 +22,15 @@ from tests.fixtures import (  # noqa: F401
     shared_cassandra,
     stack,
 )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test on a stack gets its services' last warnings as a report section."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and call.when == "call":
+        for d in stack_dirs(getattr(item, "funcargs", {})):
+            text = service_warnings(d)
+            if text:
+                report.sections.append((f"service warnings ({d.name})", text))

@@ -25,6 +25,9 @@ REDIS_SETTINGS = {
     "no-appendfsync-on-rewrite": "no",
     "maxmemory-policy": "noeviction",
     "save": '""',
+    # LATENCY LATEST then names what held the event loop (an fsync, a script, the fork)
+    # for 100 ms or more: the first question when every node's call times out at once
+    "latency-monitor-threshold": "100",
 }
 
 

@@ -138,6 +138,18 @@ class Sender:
             self._core.faults.sent(conn)  # a test's cut after this frame (qim/sdk/faults.py)
         return fut
 
+    def _repeat_pacer(self, permit: Permit):
+        """The pace of a repeat after the ACK deadline (Connection.request_probed): a token
+        of the permit, and one more in stats["repeats"] (every SEND_MESSAGE frame the app's
+        sends cost beyond one each is a repeat, a resend after a reconnect, or a retry
+        after a refusal)."""
+        stats = self._core.stats
+
+        async def again() -> None:
+            stats["repeats"] = stats.get("repeats", 0) + 1
+            await permit.again()
+        return again
+
     async def _outcome(self, conn: Connection, row: PendingSend, permit: Optional[Permit],
                        first: Optional[asyncio.Future]) -> None:
         core, cmid, tuning = self._core, row.client_message_id, self._core.tuning
@@ -162,7 +174,7 @@ class Sender:
                 try:
                     op, reply = await conn.request_probed(Opcode.SEND_MESSAGE, lambda: self.frame(row),
                                                           tuning.ack_deadline_s, tuning.probe_s, repeat=True,
-                                                          first=first, pace=permit.again)
+                                                          first=first, pace=self._repeat_pacer(permit))
                 except ServerError as exc:
                     first, answered = None, exc
                     if exc.code not in RETRYABLE:

@@ -66,18 +66,24 @@ async def delivered_once(stack, user: int, expected_bodies: list[bytes], timeout
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
     entries = []
+    last_error = "none"
     while loop.time() < end:
+        client = None
         try:
             client = await RawClient.login(stack, user, device=random.getrandbits(31) + 1)
             entries, _ = await client.pull_all()
-            await client.close()
-        except (AssertionError, OSError, asyncio.TimeoutError):
-            entries = []
+        except (AssertionError, OSError, asyncio.TimeoutError) as e:
+            entries, last_error = [], f"{type(e).__name__}: {e}"[:300]
+        finally:
+            if client is not None:  # a pull that timed out must not keep its connection: 16
+                await client.close()  # open ones lock the user out (RATE_LIMITED for 60 s)
         if {e.body for e in entries} >= set(expected_bodies):
             break
         await asyncio.sleep(0.3)
     bodies = [e.body for e in entries if e.body in set(expected_bodies)]
-    assert bodies == expected_bodies, f"missing or out of order: {len(bodies)} of {len(expected_bodies)}"
+    assert bodies == expected_bodies, (
+        f"missing or out of order: {len(bodies)} of {len(expected_bodies)} "
+        f"({len(entries)} entries pulled last; last login/pull error: {last_error})")
     mids = [e.message_id for e in entries]
     assert len(mids) == len(set(mids)), "a message was delivered twice"
     return entries

@@ -13,6 +13,7 @@ import asyncio
 
 from qim.sdk import direct_conversation
 from qim.sdk import events as ev
+from qim.sdk.window import MAX as MAX_WINDOW
 from tests.e2e.tlsmetrics import samples, value
 from tests.sdk.realstack import eventually, runtime, shutdown, users
 
@@ -45,7 +46,12 @@ async def test_a_pipelined_burst_is_paced_not_refused(stack, tmp_path):
         assert not ra.told.of(ev.Disconnected), ra.told.of(ev.Disconnected)
         # the gateway's counters are of every connection of the shared stack: a second
         # sender would show here, so say who else was logged in when it does
-        assert after["frames"] - before["frames"] == SENDS, (after, before)  # nothing retransmitted
+        # nothing retransmitted but what the ACK-deadline rule repeats: a send unanswered for
+        # SEND_ACK_PROBE_S with the connection alive goes again (a machine that stalls for
+        # seconds does that to the sends then in the window); a refusal would count in errors
+        repeats = ra.stats.get("repeats", 0)
+        assert after["frames"] - before["frames"] == SENDS + repeats, (after, before, repeats)
+        assert repeats <= MAX_WINDOW, repeats  # at most one window's worth, never a storm
         assert after["errors"] - before["errors"] == 0  # not one refusal (RATE_LIMITED, UNAVAILABLE)
         assert ra.rate_gate.refusals == 0
         await eventually(lambda: len(rb.told.messages(conv)) > SENDS, timeout=60, what="the burst at the recipient")

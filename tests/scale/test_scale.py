@@ -12,6 +12,7 @@ zeros:
   each restarted afterwards, and last of one of the three brokers (left down);
 - SIGSTOP of a mailbox owner past its lease, then SIGCONT: it counts its lost shards and
   serves nothing of them (its stale writes are refused by the fence inside the Lua);
+- every process (services, Redis, brokers) stopped at once past a lease, then resumed;
 - a mailbox and a session node added under traffic, then removed by a clean stop;
 - the takeover time, SIGKILL -> first pull served by the new owner, as P50/P99 over 20 kills.
 
@@ -45,6 +46,7 @@ from tests.scale.harness import (
     Load,
     blocking,
     epochs,
+    freeze_all,
     metric,
     node_id,
     owners,
@@ -312,6 +314,20 @@ async def test_takeover_time_over_twenty_kills(cluster):
     print(f"\ntakeover: SIGKILL -> first pull served by the new owner over {len(took)} kills: "
           f"P50 {p50:.2f} s, P99 {p99:.2f} s, max {took[-1]:.2f} s (lease {LEASE_MS} ms, renewal {RENEW_MS} ms)")
     assert p99 <= (LEASE_MS + 2 * RENEW_MS) / 1000 + 3, took
+
+
+async def test_the_whole_machine_paused(cluster):
+    """Every process stopped at once for longer than a lease and resumed: every lease has
+    lapsed, every connection and Redis call timed out at once; the stack settles again
+    by itself and no app was told anything wrong (the SDK clients, outside the pause,
+    see their connections go quiet and reconnect)."""
+    st = cluster
+    await settled(st)
+    load = await Load(st, [(random.getrandbits(40) + 1, random.getrandbits(40) + 1) for _ in range(2)]).start()
+    await asyncio.sleep(1)
+    await blocking(freeze_all, st, LEASE_MS / 1000 + 2)
+    await settled(st, timeout=60)
+    await load.check()
 
 
 async def test_a_killed_broker_last(cluster):

@@ -170,7 +170,9 @@ class HistoryArchiver:
             if self.next.get(partition, -1) < high:
                 continue
             wm = await self._state.advance_watermark(t0, partition, self.partition_count)
-            del self._marks[partition]
+            # remove_partition (a lease lapsed) may have dropped the mark meanwhile: the
+            # watermark it advanced was still true, everything below H0 was archived
+            self._marks.pop(partition, None)
             self._m.watermark.set(wm)
             self._m.watermark_lag.set(max(0.0, (now_ms() - wm) / 1000))
 
