@@ -31,6 +31,9 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if report.failed and call.when == "call":
         for d in stack_dirs(getattr(item, "funcargs", {})):
-            text = service_warnings(d)
+            try:
+                text = service_warnings(d)
+            except Exception as exc:  # noqa: BLE001 — a report section, never an INTERNALERROR
+                text = f"(the service logs could not be read: {type(exc).__name__}: {exc})"
             if text:
                 report.sections.append((f"service warnings ({d.name})", text))

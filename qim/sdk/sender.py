@@ -146,8 +146,8 @@ class Sender:
         stats = self._core.stats
 
         async def again() -> None:
-            stats["repeats"] = stats.get("repeats", 0) + 1
             await permit.again()
+            stats["repeats"] = stats.get("repeats", 0) + 1  # request_probed sends it next
         return again
 
     async def _outcome(self, conn: Connection, row: PendingSend, permit: Optional[Permit],

@@ -24,6 +24,8 @@ class HeldState:
 
 
 class Unassigned:
+    """The consumer's remove_partitions, recorded."""
+
     def __init__(self) -> None:
         self.removed: list[int] = []
 

@@ -71,8 +71,12 @@ class RawClient:
         stream = await open_framed(host, port, tls=client_tls(stack), server_hostname=host)
         client = cls(stream, user, device)
         token = issue_dev_token(stack.token_key, 0, user, device)
-        op, reply = await client.request(Opcode.AUTH, connection_pb2.Auth(token=token).SerializeToString())
-        assert op == Opcode.AUTH_OK, reply
+        try:
+            op, reply = await client.request(Opcode.AUTH, connection_pb2.Auth(token=token).SerializeToString())
+            assert op == Opcode.AUTH_OK, reply
+        except BaseException:
+            stream.abort()  # a login that failed or timed out keeps no connection (16 lock a user out)
+            raise
         return client
 
     async def request(self, opcode: int, body: bytes, timeout: float = 10.0):

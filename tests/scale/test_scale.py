@@ -329,8 +329,11 @@ async def test_the_whole_machine_paused(cluster):
     await settled(st)
     load = await Load(st, [(random.getrandbits(40) + 1, random.getrandbits(40) + 1) for _ in range(2)]).start()
     await asyncio.sleep(1)
+    leased = [n for n in st.names if st.alive(n) and n.rstrip("23") in ("mailbox", "session", "fanout", "archiver")]
+    lost = {n: metric(st, n, "qim_shard_lost_total") for n in leased}
     await blocking(freeze_all, st, LEASE_MS / 1000 + 2)
     await settled(st, timeout=60)
+    assert all(metric(st, n, "qim_shard_lost_total") > lost[n] for n in leased), lost  # every lease lapsed
     await load.check()
 
 
