@@ -139,10 +139,8 @@ class Sender:
         return fut
 
     def _repeat_pacer(self, permit: Permit):
-        """The pace of a repeat after the ACK deadline (Connection.request_probed): a token
-        of the permit, and one more in stats["repeats"] (every SEND_MESSAGE frame the app's
-        sends cost beyond one each is a repeat, a resend after a reconnect, or a retry
-        after a refusal)."""
+        """`pace` for Connection.request_probed: a repeat after the ACK deadline costs a
+        token of `permit` (Permit.again) and is counted in stats["repeats"]."""
         stats = self._core.stats
 
         async def again() -> None:
