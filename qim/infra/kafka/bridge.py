@@ -20,11 +20,13 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from qim.consts import (
     KAFKA_CONSUMER_FETCH_WAIT_MS,
     KAFKA_MAX_RECORD_BYTES,
+    KAFKA_OFFSETS_TIMEOUT_S,
     KAFKA_PRODUCER_IN_FLIGHT,
     KAFKA_PRODUCER_LINGER_MS,
     KAFKA_PRODUCER_POLL_S,
 )
 from qim.errors import EngineError
+from qim.infra.kafka.debug import with_debug
 from qim.infra.kafka.offsets import OffsetReader
 
 logger = logging.getLogger(__name__)
@@ -55,7 +57,7 @@ class AsyncProducer:
             "compression.type": "none",
         }
         conf.update(extra or {})
-        self._producer = Producer(conf)
+        self._producer = Producer(with_debug(conf))
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         # (future, result) of deliveries reported by the current poll, handed over at its end
         self._reported: list[tuple[asyncio.Future, Any]] = []
@@ -162,7 +164,7 @@ class AsyncConsumer:
             "fetch.wait.max.ms": KAFKA_CONSUMER_FETCH_WAIT_MS,
         }
         conf.update(extra or {})
-        self._consumer = Consumer(conf)
+        self._consumer = Consumer(with_debug(conf))
         self._offsets = OffsetReader(bootstrap)
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="qim-kafka-consumer")
         self._calls = 0  # calls of ours on the private thread right now
@@ -221,12 +223,12 @@ class AsyncConsumer:
         tps = await self._run(self._consumer.committed, [TopicPartition(topic, p) for p in partitions], timeout)
         return {tp.partition: tp.offset for tp in tps}
 
-    async def high_watermarks(self, topic: str, partitions: list[int], timeout: float = 10.0) -> dict[int, int]:
+    async def high_watermarks(self, topic: str, partitions: list[int], timeout: float = KAFKA_OFFSETS_TIMEOUT_S) -> dict[int, int]:
         """High watermark (next offset to be written) per partition, from the broker, in
         one request off this consumer's connection and thread (offsets.py)."""
         return await self._offsets.highs(topic, partitions, timeout)
 
-    async def watermark_ranges(self, topic: str, partitions: list[int], timeout: float = 10.0) -> dict[int, tuple[int, int]]:
+    async def watermark_ranges(self, topic: str, partitions: list[int], timeout: float = KAFKA_OFFSETS_TIMEOUT_S) -> dict[int, tuple[int, int]]:
         """(low, high) watermark per partition, from the broker: the first retained offset
         and the next offset to be written (as high_watermarks, off this consumer's thread)."""
         return await self._offsets.ranges(topic, partitions, timeout)

@@ -18,7 +18,9 @@ from typing import Optional
 from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from qim.consts import KAFKA_OFFSETS_TIMEOUT_S
 from qim.errors import EngineError
+from qim.infra.kafka.debug import with_debug
 
 
 class OffsetReader:
@@ -39,7 +41,7 @@ class OffsetReader:
 
     def _client(self) -> AdminClient:
         if self._admin is None:
-            self._admin = AdminClient({"bootstrap.servers": self._bootstrap})
+            self._admin = AdminClient(with_debug({"bootstrap.servers": self._bootstrap}))
         return self._admin
 
     async def _offsets(self, topic: str, partitions: list[int], spec: OffsetSpec, timeout: float) -> dict[int, int]:
@@ -73,11 +75,11 @@ class OffsetReader:
             raise EngineError(f"kafka offsets of {topic}: no valid offset for partitions {bad}")
         return {p: info.offset for p, info in zip(keyed, results)}
 
-    async def highs(self, topic: str, partitions: list[int], timeout: float = 10.0) -> dict[int, int]:
+    async def highs(self, topic: str, partitions: list[int], timeout: float = KAFKA_OFFSETS_TIMEOUT_S) -> dict[int, int]:
         """partition -> high watermark (the next offset to be written)."""
         return await self._offsets(topic, partitions, OffsetSpec.latest(), timeout)
 
-    async def ranges(self, topic: str, partitions: list[int], timeout: float = 10.0) -> dict[int, tuple[int, int]]:
+    async def ranges(self, topic: str, partitions: list[int], timeout: float = KAFKA_OFFSETS_TIMEOUT_S) -> dict[int, tuple[int, int]]:
         """partition -> (low, high): the first retained offset and the next to be written."""
         # both awaited to the end: no failure left unretrieved
         lows, highs = await _all([self._offsets(topic, partitions, OffsetSpec.earliest(), timeout),
