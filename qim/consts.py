@@ -253,13 +253,15 @@ KAFKA_CONSUMER_FETCH_WAIT_MS = 500
 # over, so a busy log is read in a few large batches instead of one fetch per append
 # (and an idle one costs no more fetches than the others').
 KAFKA_BATCH_FETCH = {"fetch.min.bytes": 256 * 1024, "fetch.wait.max.ms": KAFKA_CONSUMER_FETCH_WAIT_MS}
-# A broker offsets query (ListOffsets, qim/infra/kafka/offsets.py) fails after this long.
-# A healthy answer takes milliseconds; while a killed broker is still named a partition's
-# leader, librdkafka's admin client reconnects to it with no backoff for as long as the
-# request waits (≈10,000 connects/s, most of a core per process), so the wait is what
-# bounds that spin; the caller's retry asks a new client with fresh metadata
-# (docs/decisions/0066-offsets-query-timeout.md).
-KAFKA_OFFSETS_TIMEOUT_S = 2.0
+# A broker offsets query (ListOffsets, qim/infra/kafka/offsets.py) is given up after
+# KAFKA_OFFSETS_TIMEOUT_S, tried in attempts of at most KAFKA_OFFSETS_ATTEMPT_S, each on a
+# new client with fresh metadata. A healthy answer takes milliseconds; while a killed
+# broker is still named a partition's leader, librdkafka's admin client reconnects to it
+# with no backoff for as long as one request waits (≈10,000 connects/s, most of a core
+# per process), so the attempt's length bounds that spin and the next attempt finds the
+# new leader (docs/decisions/0066-offsets-query-timeout.md).
+KAFKA_OFFSETS_TIMEOUT_S = 10.0
+KAFKA_OFFSETS_ATTEMPT_S = 2.0
 # How long a service's consume call waits for a first record before it returns empty
 # (it returns on the first record): only the idle loop's wake-ups.
 KAFKA_CONSUME_WAIT_S = 1.0

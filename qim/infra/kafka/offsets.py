@@ -13,56 +13,74 @@ futures: nothing of ours waits on a thread, and the consumer's reads go on meanw
 from __future__ import annotations
 
 import asyncio
-from typing import Optional
+import time
+from typing import Any, Callable, Optional
 
 from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from qim.consts import KAFKA_OFFSETS_TIMEOUT_S
+from qim.consts import KAFKA_OFFSETS_ATTEMPT_S, KAFKA_OFFSETS_TIMEOUT_S
 from qim.errors import EngineError
 from qim.infra.kafka.debug import with_debug
+
+OFFSETS_RETRY_PAUSE_S = 0.1  # between two attempts (a new client each): not a tight loop of our own
 
 
 class OffsetReader:
     """Low and high watermarks of a topic's partitions, read committed (what a QIM consumer
-    can reach). One AdminClient per reader, made on first use; its calls never block the
-    event loop. Every method raises EngineError when the broker cannot answer in `timeout` s
-    or a partition does not exist.
+    can reach). Its calls never block the event loop. Every method raises EngineError when
+    the broker cannot answer within `timeout` s or a partition does not exist.
 
-    A failed query drops the client: the next one starts a new AdminClient with fresh
-    metadata. librdkafka's admin ListOffsets kept the leader epoch it had cached, so after
-    a broker restart every query failed with FENCED_LEADER_EPOCH, and a shard that had to
-    start again (its lease lost meanwhile) never started (CI: twelve minutes of "could
-    not start serving", every renewal)."""
+    Within that budget a query is tried in attempts of at most KAFKA_OFFSETS_ATTEMPT_S, and
+    a failed attempt drops the client: the next attempt starts a new AdminClient with
+    fresh metadata. librdkafka's admin ListOffsets kept the leader epoch it had cached, so
+    after a broker restart every query failed with FENCED_LEADER_EPOCH (CI: twelve minutes
+    of "could not start serving"); and while a killed broker is still the leader it names,
+    its admin client reconnects to that broker with no backoff for as long as the request
+    waits (docs/decisions/0066-offsets-query-timeout.md): short attempts bound that spin.
+    `factory` makes the client (tests give a fake)."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, factory: Optional[Callable[[dict], Any]] = None) -> None:
         self._bootstrap = bootstrap
-        self._admin: Optional[AdminClient] = None
+        self._factory = factory or AdminClient
+        self._admin: Any = None
+        self.attempts_failed = 0  # attempts that failed and were tried again or reported
 
-    def _client(self) -> AdminClient:
+    def _client(self) -> Any:
         if self._admin is None:
-            self._admin = AdminClient(with_debug({"bootstrap.servers": self._bootstrap}))
+            self._admin = self._factory(with_debug({"bootstrap.servers": self._bootstrap}))
         return self._admin
 
     async def _offsets(self, topic: str, partitions: list[int], spec: OffsetSpec, timeout: float) -> dict[int, int]:
         if not partitions:
             return {}
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return await self._attempt(topic, partitions, spec, max(0.1, min(KAFKA_OFFSETS_ATTEMPT_S, left)))
+            except _Retryable as exc:
+                self._admin = None  # a new client next time: see the class doc
+                self.attempts_failed += 1
+                if deadline - time.monotonic() < OFFSETS_RETRY_PAUSE_S:
+                    raise EngineError(str(exc)) from exc.__cause__
+            await asyncio.sleep(OFFSETS_RETRY_PAUSE_S)
+
+    async def _attempt(self, topic: str, partitions: list[int], spec: OffsetSpec, timeout: float) -> dict[int, int]:
         try:
             futures = self._client().list_offsets({TopicPartition(topic, p): spec for p in partitions},
                                                   isolation_level=IsolationLevel.READ_COMMITTED,
                                                   request_timeout=timeout)
-        except (KafkaException, ValueError, TypeError) as exc:
+        except (KafkaException, ValueError, TypeError) as exc:  # a malformed request: no retry helps
             raise EngineError(f"kafka offsets of {topic} could not be asked for: {exc}") from exc
         keyed = {tp.partition: asyncio.wrap_future(f) for tp, f in futures.items()}
         try:
             # the request's own timeout answers first; this bound only guards against a lost answer
             results = await asyncio.wait_for(_all(keyed.values()), timeout=timeout + 1.0)
         except KafkaException as exc:
-            self._admin = None  # a new client next time: see the class doc
-            raise EngineError(f"kafka offsets of {topic} failed: {exc}") from exc
+            raise _Retryable(f"kafka offsets of {topic} failed: {exc}") from exc
         except asyncio.TimeoutError:
-            self._admin = None
-            raise EngineError(f"kafka offsets of {topic}: no answer in {timeout:.0f} s") from None
+            raise _Retryable(f"kafka offsets of {topic}: no answer in {timeout:.1f} s") from None
         finally:
             for fut in keyed.values():
                 fut.cancel()  # a no-op once done; else nobody waits for it any more
@@ -71,8 +89,7 @@ class OffsetReader:
             # librdkafka's "invalid offset" (-1001) while a leader moves: not a log end. Taken
             # as one, it put a checkpoint "past the log end" and failed the session's
             # durable projection closed for good (CI, a broker killed under traffic).
-            self._admin = None
-            raise EngineError(f"kafka offsets of {topic}: no valid offset for partitions {bad}")
+            raise _Retryable(f"kafka offsets of {topic}: no valid offset for partitions {bad}")
         return {p: info.offset for p, info in zip(keyed, results)}
 
     async def highs(self, topic: str, partitions: list[int], timeout: float = KAFKA_OFFSETS_TIMEOUT_S) -> dict[int, int]:
@@ -85,6 +102,10 @@ class OffsetReader:
         lows, highs = await _all([self._offsets(topic, partitions, OffsetSpec.earliest(), timeout),
                                   self.highs(topic, partitions, timeout)])
         return {p: (lows[p], highs[p]) for p in partitions}
+
+
+class _Retryable(Exception):
+    """An attempt's failure that a new client may not meet (a moved leader, a lost answer)."""
 
 
 async def _all(futures) -> list:
