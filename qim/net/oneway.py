@@ -44,6 +44,9 @@ SENT, KEPT, DROPPED = "sent", "kept", "dropped"
 PEER_QUEUE_LIMIT = 4 * 1024 * 1024
 DROP_BACKLOG_FULL = "backlog_full"  # link down and the backlog has no room (or is 0)
 DROP_PEER_SLOW = "peer_slow"  # link up but the peer has not taken queue_limit bytes
+# An idle link wakes on its loss or a poke, and at least this often to re-check that its
+# connection is still up (one wake-up a second per link: nothing at idle).
+IDLE_RECHECK_S = 1.0
 
 
 class OneWayLink:
@@ -179,10 +182,12 @@ class OneWayLink:
                 await self._wait_lost_or_poked()
 
     async def _wait_lost_or_poked(self) -> None:
+        # bounded: a connection marked closed while its reader still waits (a TLS shutdown
+        # waiting for close_notify) ends no wait_lost, and `connected` is re-checked above
         lost = asyncio.ensure_future(self._client.wait_lost(None))
         poked = asyncio.ensure_future(self._poked.wait())
         try:
-            await asyncio.wait([lost, poked], return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait([lost, poked], timeout=IDLE_RECHECK_S, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for task in (lost, poked):
                 task.cancel()

@@ -61,7 +61,13 @@ async def login_asap(st, user: int, device: int, timeout: float = 30.0) -> RawCl
 
 
 async def wait_push(client: RawClient, timeout: float) -> bool:
-    """True once a PUSH_EVENTS (with entries or empty: a wake-up) arrives."""
+    """True once a PUSH_EVENTS (with entries or empty: a wake-up) arrives, including one
+    that arrived during a request and was kept in `client.pushes` (the push that overtakes
+    a pull's empty reply: the SDK pulls again for it, so must this)."""
+    for i, (op, _) in enumerate(client.pushes):
+        if op == Opcode.PUSH_EVENTS:
+            del client.pushes[i]
+            return True
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while loop.time() < deadline:

@@ -9,7 +9,7 @@ from typing import Optional
 
 from qim.errors import ErrorCode, RequestError
 from qim.net.framed import FramedStream, StreamClosed
-from qim.net.oneway import DROP_BACKLOG_FULL, DROP_PEER_SLOW, DROPPED, KEPT, SENT, OneWayLink
+from qim.net.oneway import DROP_BACKLOG_FULL, DROP_PEER_SLOW, DROPPED, IDLE_RECHECK_S, KEPT, SENT, OneWayLink
 
 OP = 0x7F07
 
@@ -147,6 +147,23 @@ async def test_a_live_link_with_nothing_pending_sleeps_until_poked_or_lost():
         link.pending = False
         client.drop()
         await until(lambda: client.sent[-1:] == [b"hello2"])
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_an_idle_link_whose_connection_closed_without_a_loss_reconnects():
+    """A connection marked closed while its reader still waits (no loss reported: a TLS
+    shutdown waiting for the peer) must not leave an idle link asleep for ever: the wait
+    is bounded by IDLE_RECHECK_S and `connected` is checked again."""
+    client = FakeClient()
+    link = Greeting(client, queue_limit=100, backlog_bytes=100, reconnect_min_s=0.01, poll_s=0.01)
+    link.pending = False
+    task = asyncio.get_running_loop().create_task(link.run())
+    try:
+        await until(lambda: link.live and client.sent == [b"hello1"])
+        client.connected = False  # closed, but `lost` never set
+        await until(lambda: client.sent[-1:] == [b"hello2"], timeout=IDLE_RECHECK_S * 3)
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
