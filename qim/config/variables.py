@@ -74,6 +74,7 @@ _WRITTEN: tuple[Var, ...] = (
     _v("QIM_LOG_LEVEL", "DEBUG|INFO|WARNING|ERROR", "INFO", ALL, "log level"),
     _v("QIM_NODE_NAME", "text", "the service name", ALL, "node name in every log line (`node=`)"),
     _v("QIM_LOG_TRACE", "flag", 0, ALL, "per-message stage lines (`qim.trace`, DEBUG) with their trace id"),
+    _v("QIM_KAFKA_DEBUG", "text", "", ALL, "librdkafka debug contexts for every Kafka client (e.g. `broker,metadata`; diagnosis only)"),
     _v("QIM_EVENT_LOOP", "uvloop|asyncio", "uvloop", ALL, "event loop"),
     _v("QIM_PUREPYTHON", "flag", 0, ALL, "pure-Python twins of qim._core (tests only)"),
     _v("QIM_FAULT_INJECTION", "flag", 0, (WRITER, MAILBOX, FANOUT, ARCHIVER), "allow a *_FAULT_POINT (crash tests, loopback only)"),
