@@ -18,8 +18,9 @@ Rules, the same for every user:
   and then the backlog in order, synchronously, so a `send()` after the reconnect goes
   behind them; on a live link it calls `idle()` every `poll_s` while `polling()` says
   it has something to do (a repair hook that may `send_control()`), else it sleeps until
-  the connection is lost or `poke()` is called: an idle link costs no wake-ups (ten a
-  second per link before, in every mailbox and session node).
+  the connection is lost or `poke()` is called, re-checking `connected` once a second
+  (IDLE_RECHECK_S) without calling `idle()` (ten wake-ups a second per link before,
+  in every mailbox and session node).
 A link with a protocol of its own (the push link's hello and wake requests) subclasses
 and overrides `greeting()`, `idle()`, `polling()`, `dropped()` or `on_connected()`.
 """
@@ -44,8 +45,8 @@ SENT, KEPT, DROPPED = "sent", "kept", "dropped"
 PEER_QUEUE_LIMIT = 4 * 1024 * 1024
 DROP_BACKLOG_FULL = "backlog_full"  # link down and the backlog has no room (or is 0)
 DROP_PEER_SLOW = "peer_slow"  # link up but the peer has not taken queue_limit bytes
-# An idle link wakes on its loss or a poke, and at least this often to re-check that its
-# connection is still up (one wake-up a second per link: nothing at idle).
+# An idle link waits for its loss or a poke, and re-checks this often that its connection
+# is still up (no idle() call: one timer a second per link).
 IDLE_RECHECK_S = 1.0
 
 
@@ -182,12 +183,16 @@ class OneWayLink:
                 await self._wait_lost_or_poked()
 
     async def _wait_lost_or_poked(self) -> None:
-        # bounded: a connection marked closed while its reader still waits (a TLS shutdown
-        # waiting for close_notify) ends no wait_lost, and `connected` is re-checked above
+        # `connected` re-checked every IDLE_RECHECK_S: a connection marked closed while its
+        # reader still waits (a TLS shutdown waiting for close_notify) ends no wait_lost
         lost = asyncio.ensure_future(self._client.wait_lost(None))
         poked = asyncio.ensure_future(self._poked.wait())
         try:
-            await asyncio.wait([lost, poked], timeout=IDLE_RECHECK_S, return_when=asyncio.FIRST_COMPLETED)
+            while self._client.connected:
+                done, _ = await asyncio.wait([lost, poked], timeout=IDLE_RECHECK_S,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if done:
+                    return
         finally:
             for task in (lost, poked):
                 task.cancel()

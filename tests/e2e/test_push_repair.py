@@ -103,6 +103,7 @@ async def test_after_a_gateway_restart_every_round_delivers_within_a_bounded_tim
         ca = await login_asap(st, a, 1)
         cb = await login_asap(st, b, 1)
         _, cursor = await cb.pull_all()  # B synced
+        cb.pushes.clear()  # a wake-up from before the send must not stand in for its push
         await ca.pull_all()
         body = f"round {round_}".encode()
         op, _ = await ca.send_text(b, body)

@@ -2,7 +2,7 @@
 spent (qim/infra/kafka/offsets.py). An invalid offset in a ListOffsets answer (librdkafka's
 -1001 while a partition's leader moves) is a failed attempt, never a log end: taken as one,
 the session's durable projection found its checkpoint "past the log end -1001" and failed
-closed for good. Each attempt's request waits at most KAFKA_OFFSETS_ATTEMPT_S: while a
+closed for good. The first attempt's request waits at most KAFKA_OFFSETS_ATTEMPT_S: while a
 killed broker is still the leader, librdkafka's admin client spins for as long as one
 request waits (docs/decisions/0066-offsets-query-timeout.md)."""
 
@@ -58,8 +58,8 @@ async def test_an_invalid_offset_is_asked_again_of_a_new_client():
 async def test_a_failure_that_lasts_the_budget_is_an_engine_error_naming_it():
     factory, made = clients({0: 12, 1: -1001})
     reader = OffsetReader("127.0.0.1:1", factory)
-    with pytest.raises(EngineError, match=r"no valid offset for partitions \[1\]"):
-        await reader.highs("qim.dispatch", [0, 1], timeout=0.5)
+    with pytest.raises(EngineError, match=r"no valid offset for partitions \[1\] \(gave up after 2.0 s\)"):
+        await reader.highs("qim.dispatch", [0, 1], timeout=2.0)
     assert len(made) >= 2 and reader.attempts_failed == len(made)
 
 
@@ -69,7 +69,25 @@ async def test_each_attempt_waits_at_most_the_attempt_length_within_a_longer_bud
     reader = OffsetReader("127.0.0.1:1", factory)
     assert await reader.highs("qim.dispatch", [0], timeout=10.0) == {0: 3}
     waits = [t for client in made for t in client.timeouts]
-    assert len(made) == 3 and all(0 < t <= KAFKA_OFFSETS_ATTEMPT_S for t in waits), waits
+    assert len(made) == 3 and waits[0] <= KAFKA_OFFSETS_ATTEMPT_S and waits[0] < waits[1] < waits[2], waits
+
+
+async def test_a_failure_that_is_not_retriable_fails_at_once():
+    factory, made = clients(KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
+    reader = OffsetReader("127.0.0.1:1", factory)
+    with pytest.raises(EngineError, match="failed: .*UNKNOWN_TOPIC_OR_PART"):
+        await reader.highs("qim.nothing", [0])
+    assert len(made) == 1 and reader._admin is None  # and the next query asks a new client
+
+
+async def test_a_concurrent_query_keeps_the_newer_client_another_one_made():
+    """ranges() runs two queries at once: one failing must not drop the client the other
+    already replaced."""
+    down = KafkaException(KafkaError(KafkaError._TRANSPORT))
+    factory, made = clients(down, {0: 4})
+    reader = OffsetReader("127.0.0.1:1", factory)
+    assert await reader.ranges("qim.dispatch", [0]) == {0: (4, 4)}
+    assert len(made) == 2 and reader._admin is made[1]
 
 
 async def test_a_malformed_request_is_not_tried_again():

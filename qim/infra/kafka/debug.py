@@ -1,7 +1,8 @@
 """librdkafka's own debug log, for an operator chasing a client-side problem.
 
 `QIM_KAFKA_DEBUG` (e.g. `broker,topic,metadata,fetch`) is passed as librdkafka's `debug`
-setting to every producer, consumer and offset client this process makes; librdkafka
+setting to every producer, consumer and offset client of the services' Kafka bridge
+(qim/infra/kafka: not the one-off metadata clients nor qimctl's); librdkafka
 then writes its contexts to the process's stderr (the service log). Unset: no debug
 (the default; a debug log costs CPU and fills disks). docs/operations.md, "Brokers".
 """

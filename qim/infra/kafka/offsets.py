@@ -16,14 +16,18 @@ import asyncio
 import time
 from typing import Any, Callable, Optional
 
-from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from qim.consts import KAFKA_OFFSETS_ATTEMPT_S, KAFKA_OFFSETS_TIMEOUT_S
 from qim.errors import EngineError
 from qim.infra.kafka.debug import with_debug
 
-OFFSETS_RETRY_PAUSE_S = 0.1  # between two attempts (a new client each): not a tight loop of our own
+OFFSETS_RETRY_PAUSE_S = 0.1  # before the second attempt (a new client each), doubling up to
+OFFSETS_RETRY_PAUSE_MAX_S = 1.0  # this: not a tight loop of our own
+# librdkafka's local codes of a broker gone or slow, not always marked retriable
+_RETRY_CODES = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
+                KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.FENCED_LEADER_EPOCH}
 
 
 class OffsetReader:
@@ -31,9 +35,12 @@ class OffsetReader:
     can reach). Its calls never block the event loop. Every method raises EngineError when
     the broker cannot answer within `timeout` s or a partition does not exist.
 
-    Within that budget a query is tried in attempts of at most KAFKA_OFFSETS_ATTEMPT_S, and
-    a failed attempt drops the client: the next attempt starts a new AdminClient with
-    fresh metadata. librdkafka's admin ListOffsets kept the leader epoch it had cached, so
+    Within that budget a query is tried in attempts, the first of at most
+    KAFKA_OFFSETS_ATTEMPT_S and each next one twice as long, 0.1 s apart doubling up to
+    1 s; a failed attempt drops its client, so the next one starts a new AdminClient with
+    fresh metadata. A failure librdkafka does not call retriable (an unknown topic, a
+    malformed request) is an EngineError at once; the error after the last attempt names
+    the budget (the last wait may overrun it by up to 1 s: a lost answer's guard). librdkafka's admin ListOffsets kept the leader epoch it had cached, so
     after a broker restart every query failed with FENCED_LEADER_EPOCH (CI: twelve minutes
     of "could not start serving"); and while a killed broker is still the leader it names,
     its admin client reconnects to that broker with no backoff for as long as the request
@@ -55,22 +62,29 @@ class OffsetReader:
         if not partitions:
             return {}
         deadline = time.monotonic() + timeout
+        attempt_s, pause_s = KAFKA_OFFSETS_ATTEMPT_S, OFFSETS_RETRY_PAUSE_S
         while True:
-            left = deadline - time.monotonic()
+            client = self._client()
             try:
-                return await self._attempt(topic, partitions, spec, max(0.1, min(KAFKA_OFFSETS_ATTEMPT_S, left)))
+                return await self._attempt(client, topic, partitions, spec,
+                                           max(0.1, min(attempt_s, deadline - time.monotonic())))
             except _Retryable as exc:
-                self._admin = None  # a new client next time: see the class doc
+                if self._admin is client:  # a new client next time (see the class doc); not a
+                    self._admin = None     # newer one that a concurrent query already made
                 self.attempts_failed += 1
-                if deadline - time.monotonic() < OFFSETS_RETRY_PAUSE_S:
-                    raise EngineError(str(exc)) from exc.__cause__
-            await asyncio.sleep(OFFSETS_RETRY_PAUSE_S)
+                if deadline - time.monotonic() < pause_s + KAFKA_OFFSETS_ATTEMPT_S / 4:
+                    raise EngineError(f"{exc} (gave up after {timeout:.1f} s)") from exc.__cause__
+            await asyncio.sleep(pause_s)
+            # longer attempts after the first: a new client that needs more than one attempt's
+            # length (a busy host) still gets its answer within the budget
+            attempt_s, pause_s = attempt_s * 2, min(pause_s * 2, OFFSETS_RETRY_PAUSE_MAX_S)
 
-    async def _attempt(self, topic: str, partitions: list[int], spec: OffsetSpec, timeout: float) -> dict[int, int]:
+    async def _attempt(self, client: Any, topic: str, partitions: list[int], spec: OffsetSpec,
+                       timeout: float) -> dict[int, int]:
         try:
-            futures = self._client().list_offsets({TopicPartition(topic, p): spec for p in partitions},
-                                                  isolation_level=IsolationLevel.READ_COMMITTED,
-                                                  request_timeout=timeout)
+            futures = client.list_offsets({TopicPartition(topic, p): spec for p in partitions},
+                                          isolation_level=IsolationLevel.READ_COMMITTED,
+                                          request_timeout=timeout)
         except (KafkaException, ValueError, TypeError) as exc:  # a malformed request: no retry helps
             raise EngineError(f"kafka offsets of {topic} could not be asked for: {exc}") from exc
         keyed = {tp.partition: asyncio.wrap_future(f) for tp, f in futures.items()}
@@ -78,6 +92,10 @@ class OffsetReader:
             # the request's own timeout answers first; this bound only guards against a lost answer
             results = await asyncio.wait_for(_all(keyed.values()), timeout=timeout + 1.0)
         except KafkaException as exc:
+            if self._admin is client:
+                self._admin = None  # whatever it was, this client's metadata is suspect
+            if not _retriable(exc):  # e.g. an unknown topic: asking again does not help
+                raise EngineError(f"kafka offsets of {topic} failed: {exc}") from exc
             raise _Retryable(f"kafka offsets of {topic} failed: {exc}") from exc
         except asyncio.TimeoutError:
             raise _Retryable(f"kafka offsets of {topic}: no answer in {timeout:.1f} s") from None
@@ -102,6 +120,13 @@ class OffsetReader:
         lows, highs = await _all([self._offsets(topic, partitions, OffsetSpec.earliest(), timeout),
                                   self.highs(topic, partitions, timeout)])
         return {p: (lows[p], highs[p]) for p in partitions}
+
+
+def _retriable(exc: KafkaException) -> bool:
+    """Whether librdkafka calls the failure retriable (a moved leader, a lost connection,
+    a timeout); an exception without a KafkaError counts as not."""
+    err = exc.args[0] if exc.args else None
+    return bool(isinstance(err, KafkaError) and (err.retriable() or err.code() in _RETRY_CODES))
 
 
 class _Retryable(Exception):
