@@ -204,7 +204,7 @@ async def run(cfg: argparse.Namespace) -> int:
     if lane is not None:
         sdk = await lane_task
         print(sdk.line(), flush=True)
-        for note in sdk.notes[:20]:
+        for note in [*sdk.notes[:20], *sdk.clients_seen]:
             print(f"sdk_lane: {note}", file=sys.stderr)
         await lane.close()
     if group is not None:
@@ -244,7 +244,8 @@ async def run(cfg: argparse.Namespace) -> int:
                   "sdk": None if lane is None else {**{k: getattr(sdk, k) for k in (
                       "clients", "acked", "delivered", "lost", "duplicated", "out_of_order", "corrupt",
                       "listing_errors", "unread_errors", "send_failures", "checked")},
-                      "sent": len(lane.intents), "failures": sdk.failures, "notes": sdk.notes[:50]},
+                      "sent": len(lane.intents), "failures": sdk.failures, "notes": sdk.notes[:50],
+                      "clients_seen": sdk.clients_seen},
                   "group": None if group is None else group.report(total.ack_ms)}
         await asyncio.to_thread(Path(cfg.json).write_text, json.dumps(report, indent=1), "utf-8")
     return 0 if ok else 1

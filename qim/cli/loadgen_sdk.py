@@ -28,6 +28,7 @@ from qim.wire.devtoken import issue_dev_token
 
 LIST_PAGE = 200  # messages() page while reading a client's whole listing back
 UNREAD_SETTLE_S = 10.0  # SESSION_DELTA may trail the last message by a moment
+STATES_KEPT = 8  # connection states a lane client keeps for a failed verdict's notes
 
 
 def default_clients(connections: int, share: float = 0.05) -> int:
@@ -47,12 +48,17 @@ class _LaneClient:
         self.by_cmid: dict[bytes, Intent] = {}
         self.failed = 0
         self.sent = 0
+        self.gateway = ""
+        self.states: list[tuple[float, str, str]] = []  # (monotonic s, state, reason), the last STATES_KEPT
 
     def on_event(self, event) -> None:
-        """Runtime hook: the view records messages; acks and refusals fill the intents."""
+        """Runtime hook: the view records messages; acks and refusals fill the intents;
+        connection states are kept for the verdict's notes."""
         self.view.on_event(event)
         kind = type(event).__name__
-        if kind == "PendingResolved":
+        if kind == "ConnectionState":
+            self.states = [*self.states[-(STATES_KEPT - 1):], (time.monotonic(), event.state, event.reason)]
+        elif kind == "PendingResolved":
             for ack in event.acks:
                 i = self.by_cmid.get(bytes(ack.client_message_id))
                 if i is not None:
@@ -76,6 +82,8 @@ class SdkLane:
         self.ca_file, self.plaintext = ca_file, plaintext
         users = [base_user + i for i in range(n)]
         self.clients = [_LaneClient(u, users[i ^ 1]) for i, u in enumerate(users)]
+        for n, c in enumerate(self.clients):
+            c.gateway = self.gateways[n % len(self.gateways)]
         self.intents: list[Intent] = []
         self.count = 0
         self._dir = tempfile.TemporaryDirectory(prefix="qim-sdk-lane-")
@@ -84,11 +92,10 @@ class SdkLane:
         """Open, connect and open the direct conversation of every client."""
         from qim.sdk import Client  # the SDK only when the lane is on
 
-        for n, c in enumerate(self.clients):
+        for c in self.clients:
             def fresh(user: int = c.user) -> str:
                 return issue_dev_token(self.key, 0, user, 1)
-            gateway = self.gateways[n % len(self.gateways)]
-            c.client = await Client.open(gateway, fresh(), data_dir=self._dir.name, on_event=c.on_event,
+            c.client = await Client.open(c.gateway, fresh(), data_dir=self._dir.name, on_event=c.on_event,
                                          event_queue=False, token_provider=fresh, ca_file=self.ca_file,
                                          plaintext=self.plaintext)
             await c.client.connect()
@@ -152,7 +159,21 @@ class SdkLane:
         if unacked > 0:
             verdict.send_failures += unacked
             verdict.notes.append(f"{unacked} lane sends neither acknowledged nor refused")
+        if verdict.failures:  # what each client went through, so a failed run says where to look
+            verdict.clients_seen = [self.describe(c) for c in self.clients]
         return verdict
+
+    def describe(self, c: _LaneClient) -> str:
+        """One line of a client's end state: gateway, state, counters, its last states
+        (seconds before now) and the messages of its peer it was not told."""
+        now = time.monotonic()
+        want = [i for i in self.intents if i.sender == c.peer and i.message_id is not None]
+        missing = [i.conversation_seq for i in want if i.message_id not in c.view.seen]
+        states = ", ".join(f"{s}({r})@-{now - t:.1f}s" for t, s, r in c.states)
+        stats = " ".join(f"{k}={v}" for k, v in sorted(getattr(c.client, "stats", {}).items()))
+        state = getattr(c.client, "state", "?") if c.client is not None else "closed"
+        return (f"sdk user {c.user} on {c.gateway}: state {state}; {stats}; "
+                f"not told {len(missing)} of {len(want)} (seqs {missing[:3]}...); states: {states}")
 
     async def _view(self, c: _LaneClient, deadline: float) -> SdkView:
         rows: list = []

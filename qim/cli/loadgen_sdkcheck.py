@@ -72,6 +72,7 @@ class SdkVerdict:
     send_failures: int = 0
     checked: bool = False
     notes: list = field(default_factory=list)
+    clients_seen: list = field(default_factory=list)  # a failed lane: one line per client (SdkLane.describe)
 
     @property
     def failures(self) -> int:

@@ -167,6 +167,7 @@ class Puller:
         await core.apply(core.store.apply_mailbox_batch, list(batch.entries), batch.next_cursor, batch.lane,
                          batch.shard_epoch)
         self.position = (batch.lane, batch.next_cursor)  # committed: the store holds it
+        core.stats["pages"] += 1
         return batch.has_more
 
     async def rebuild(self, conn: Connection) -> None:

@@ -111,7 +111,8 @@ class ClientRuntime:
 
     @property
     def stats(self) -> dict:
-        """Counters: reconnects, resends, reconciled, pushes, rebuilds, repeats (SEND_MESSAGE
+        """Counters: reconnects, resends, reconciled, pushes, pages (MAILBOX_BATCH pages
+        applied), rebuilds, repeats (SEND_MESSAGE
         sent again on the same connection after the ACK deadline passed with a PONG)."""
         return self.core.stats
 

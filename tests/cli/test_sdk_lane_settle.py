@@ -92,6 +92,7 @@ async def test_the_read_waits_for_the_last_own_echo() -> None:
     await echo
     assert time.monotonic() - start >= 0.3
     assert verdict.failures == 0 and verdict.acked == 2 and verdict.delivered == 2, verdict.notes
+    assert verdict.clients_seen == []  # a passing lane says nothing more
     await lane.close()
 
 
@@ -102,4 +103,9 @@ async def test_an_echo_that_never_comes_is_a_listing_error_at_the_deadline() -> 
     assert time.monotonic() - start < 5.0  # bounded by the deadline (and the unread read's 1 s floor)
     assert verdict.listing_errors == 1 and verdict.failures == 1, verdict.notes
     assert f"user {B}: 1 sent messages not listed (first seq 2)" in verdict.notes
+    # a failed lane says where each client stood: its gateway, states and what it missed
+    lane.clients[0].on_event(ev.ConnectionState("reconnecting", "ping timeout"))
+    seen = [lane.describe(c) for c in lane.clients]
+    assert len(verdict.clients_seen) == 2 and all("on 127.0.0.1:1" in line for line in verdict.clients_seen)
+    assert "reconnecting(ping timeout)@-" in seen[0] and "not told 0 of 1" in seen[0], seen
     await lane.close()

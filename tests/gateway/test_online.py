@@ -76,3 +76,22 @@ def test_a_login_does_not_walk_the_devices_already_online():
     for conn in conns:
         registry.unregister(conn)
     assert users.walks == 0
+
+
+def test_a_push_to_a_user_with_no_device_here_is_counted():
+    """A position whose recipient holds no device on this gateway is counted, not lost
+    silently (the device pulls at its next login; an operator sees stale presence)."""
+    from qim.proto.v1 import internal_pb2
+
+    metrics = GatewayMetrics()
+    registry = OnlineRegistry(metrics)
+    sent: list[int] = []
+    here = Device(1)
+    here.send = lambda opcode, request_id, body: sent.append(opcode)  # type: ignore[method-assign]
+    registry.register(here)
+    batch = internal_pb2.PushBatch(tenant_id=(0).to_bytes(16, "big"))
+    batch.positions.add(mailbox_seq=7, user_ids=[1, 2, 3])
+    registry.deliver(batch)
+    assert len(sent) == 1
+    assert metrics.push_no_device._value.get() == 2
+    assert metrics.push_frames._value.get() == 1

@@ -234,7 +234,8 @@ class Load:
                 assert [e.message_id for e in entries] == [conv.acks[b].message_id for b in conv.order]
             if self.lane is not None:
                 verdict = await self.lane.finish(120)
-                assert verdict.acked > 0 and verdict.failures == 0, verdict.line() + " " + "; ".join(verdict.notes[:5])
+                assert verdict.acked > 0 and verdict.failures == 0, "\n".join(
+                    [verdict.line(), "; ".join(verdict.notes[:5]), *verdict.clients_seen])
         finally:
             if self.lane is not None:
                 await self.lane.close()

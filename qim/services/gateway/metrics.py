@@ -31,6 +31,10 @@ class GatewayMetrics(MetricSet):
                                          "Connections replaced by a newer session of the device on another gateway")
         self.push_frames = self.counter("qim_gateway_push_frames", "PUSH_EVENTS frames queued to devices")
         self.push_dropped = self.counter("qim_gateway_push_dropped", "PUSH_EVENTS dropped for a slow device")
+        self.push_no_device = self.counter(
+            "qim_gateway_push_no_device",
+            "Recipients of a pushed position with no device online here (logged out meanwhile, "
+            "or a stale presence entry sent the push here)")
         self.wakeups = self.counter("qim_gateway_push_wakeups", "Empty PUSH_EVENTS sent to repair dropped pushes",
                                     ["reason"])
         # the push listener (pushlink.py)

@@ -195,6 +195,7 @@ class OnlineRegistry:
         for user in users:
             devices = self._users.get((tenant, user))
             if not devices:
+                self._m.push_no_device.inc()  # nothing lost: the device pulls when it logs in
                 continue
             for conn in list(devices.values()):
                 body = _lane_field(conn.lane) + common
