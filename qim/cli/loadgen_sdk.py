@@ -170,8 +170,10 @@ class SdkLane:
         want = [i for i in self.intents if i.sender == c.peer and i.message_id is not None]
         missing = [i.conversation_seq for i in want if i.message_id not in c.view.seen]
         states = ", ".join(f"{s}({r})@-{now - t:.1f}s" for t, s, r in c.states)
-        stats = " ".join(f"{k}={v}" for k, v in sorted(getattr(c.client, "stats", {}).items()))
-        state = getattr(c.client, "state", "?") if c.client is not None else "closed"
+        if c.client is None:
+            state, stats = "closed", ""
+        else:
+            state, stats = c.client.state, " ".join(f"{k}={v}" for k, v in sorted(c.client.stats.items()))
         return (f"sdk user {c.user} on {c.gateway}: state {state}; {stats}; "
                 f"not told {len(missing)} of {len(want)} (seqs {missing[:3]}...); states: {states}")
 

@@ -135,6 +135,11 @@ class Client:
         return self.runtime.state
 
     @property
+    def stats(self) -> dict:
+        """The runtime's counters (reconnects, resends, pushes, pages, ...: ClientRuntime.stats)."""
+        return self.runtime.stats
+
+    @property
     def connected(self) -> bool:
         """True while a connection is up and synced."""
         return self.runtime.connected

@@ -29,6 +29,8 @@ class StubClient:
         self.pending: dict[bytes, PendingSend] = {}
         self.unread = unread
         self.sent: list[tuple[bytes, bytes]] = []  # (cmid, body)
+        self.state = "ready"
+        self.stats = {"pages": 3, "pushes": 5}
 
     async def send(self, conv: bytes, body: bytes, message_type: int, custom_type: bytes, wait: bool) -> bytes:
         cmid = len(self.sent).to_bytes(16, "big")
@@ -108,4 +110,5 @@ async def test_an_echo_that_never_comes_is_a_listing_error_at_the_deadline() -> 
     seen = [lane.describe(c) for c in lane.clients]
     assert len(verdict.clients_seen) == 2 and all("on 127.0.0.1:1" in line for line in verdict.clients_seen)
     assert "reconnecting(ping timeout)@-" in seen[0] and "not told 0 of 1" in seen[0], seen
+    assert "state ready; pages=3 pushes=5;" in seen[0], seen  # the SDK's counters: a stuck pull shows
     await lane.close()
