@@ -165,23 +165,28 @@ class Connection:
     async def request_probed(self, opcode: int, body: bytes | Callable[[], bytes],
                              deadline_s: float = SEND_ACK_PROBE_S, probe_s: float = PROBE_S,
                              repeat: bool = False, first: Optional[asyncio.Future] = None,
-                             pace: Optional[Callable[[], Awaitable[None]]] = None) -> tuple[int, bytes]:
+                             pace: Optional[Callable[[], Awaitable[None]]] = None,
+                             repeat_every: int = 1) -> tuple[int, bytes]:
         """Send and await the reply. Each `deadline_s` without one sends PING (see ping:
         no byte and no PONG within `probe_s` aborts, ConnectionLost); with a PONG the wait
         goes on, and with `repeat` (idempotent requests only: a SEND_MESSAGE keeps its
-        client_message_id) the request is sent again under a new request_id, after
-        `await pace()` (the RateGate's Permit.again: a repeat costs a token too). `body`
-        may be a callable giving the bytes of each transmission (fields recomputed per
-        transmission); `first` is a transmission already queued by send_request."""
+        client_message_id, a PULL_MAILBOX its cursor) the request is sent again under a
+        new request_id after every `repeat_every`-th answered probe, after `await pace()`
+        (the RateGate's Permit.again: a repeat costs a token too). The first reply of any
+        transmission wins; the others are dropped. `body` may be a callable giving the
+        bytes of each transmission (fields recomputed per transmission); `first` is a
+        transmission already queued by send_request."""
         make = body if callable(body) else (lambda: body)
         futs = [first if first is not None else self.send_request(opcode, make())]
+        probes = 0
         try:
             while True:
                 done, _ = await asyncio.wait(futs, timeout=deadline_s, return_when=asyncio.FIRST_COMPLETED)
                 if done:
                     return done.pop().result()
                 await self.ping(probe_s)
-                if repeat:
+                probes += 1
+                if repeat and probes % max(1, repeat_every) == 0:
                     await (pace() if pace is not None else asyncio.sleep(0))
                     futs.append(self.send_request(opcode, make()))
         finally:

@@ -61,7 +61,7 @@ class RuntimeCore:
         self.ready = False      # connected, synced and reconciled: sends go out at once
         self.closing = True     # True until connect(); a stop or close() sets it again
         self.state = "offline"  # see ev.ConnectionState
-        self.stats = {"reconnects": 0, "resends": 0, "reconciled": 0, "pushes": 0, "pages": 0}
+        self.stats = {"reconnects": 0, "resends": 0, "reconciled": 0, "pushes": 0, "pages": 0, "pull_repeats": 0}
         # awaited after every (re)connect's sync, on its connection (Client: the session list);
         # a QimError is told as SyncFailed, never fails the connect
         self.after_sync: list[Callable[[Connection], Awaitable[None]]] = []

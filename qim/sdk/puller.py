@@ -20,6 +20,8 @@
   while a page arrives is the connection's (bytes count as progress), so a slow page
   is never mistaken for a dead server. A pull still running on a connection that is
   gone is let end before a pull on the new one starts (it would fail the new sync).
+- A pull whose reply never comes while the server answers PINGs is sent again after
+  PULL_REPEAT_PROBES probes (stats["pull_repeats"]); the first reply wins.
 """
 
 from __future__ import annotations
@@ -44,6 +46,12 @@ PAGE_START_BYTES = 128 * 1024  # first page of a connection's life; grows while 
 PAGE_MIN_BYTES = 8 * 1024
 PAGE_TARGET_S = 1.0  # aim a page at about this much of the measured throughput
 PAGE_FAST_S = 0.25   # a page at least half full that came back this fast: ask for more
+# A pull whose reply has not come after this many answered probes (ack_deadline_s each,
+# 3 s by default) is sent again: the server is alive (PONGs) but this reply was lost
+# (a backend paused or replaced mid-request), and a single-flight puller waiting on it
+# forever would leave the device silent. Pulls are idempotent by cursor; not every
+# probe, so a slow page on a slow link is not asked for twice.
+PULL_REPEAT_PROBES = 4
 
 
 class Puller:
@@ -146,7 +154,8 @@ class Puller:
                                           max_bytes=self.page_bytes).SerializeToString()
             start, rx = time.monotonic(), conn.bytes_rx
             try:
-                reply = await conn.request_probed(Opcode.PULL_MAILBOX, req, tuning.ack_deadline_s, tuning.probe_s)
+                reply = await conn.request_probed(Opcode.PULL_MAILBOX, req, tuning.ack_deadline_s, tuning.probe_s,
+                                                  repeat=True, pace=self._repeated, repeat_every=PULL_REPEAT_PROBES)
             except ConnectionLost:  # a page cut short (e.g. the session's token expired): no larger next time
                 self._shrink(conn.bytes_rx - rx, time.monotonic() - start)
                 raise
@@ -186,6 +195,10 @@ class Puller:
         await rebuild(core.store, call, apply, self.page_bytes)
         core.stats["rebuilds"] = core.stats.get("rebuilds", 0) + 1
         core.emit(ev.CursorReset())
+
+    async def _repeated(self) -> None:
+        """A pull sent again (PULL_REPEAT_PROBES): counted in stats["pull_repeats"]."""
+        self._core.stats["pull_repeats"] += 1
 
     def _shrink(self, nbytes: int, elapsed: float) -> None:
         """A page the connection lost after `nbytes` of it arrived in `elapsed` s: the

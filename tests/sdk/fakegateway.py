@@ -9,7 +9,8 @@ SEND_MESSAGE frames entirely: no commit, no answer), `materialize_delay` (entrie
 become visible later, like a lagging watermark), `push` on/off, `push_reference`
 (push entries carry no body, like referenced ones), `require_previous` (refuse a send
 whose previous_client_message_id holds no commit yet: UNAVAILABLE, as the writer does),
-`pull_errors` (ErrorCodes answered to the next PULL_MAILBOXes), `limiter` (the gateway's
+`pull_errors` (ErrorCodes answered to the next PULL_MAILBOXes), `drop_pulls` (user ->
+how many of the user's next PULL_MAILBOXes are read and never answered; PINGs still are), `limiter` (the gateway's
 own SendLimiter: SEND_MESSAGE and MARK_READ are charged per user and refused with
 RATE_LIMITED + retry_after_ms, counted in `refusals`; with `advertise` its limit goes
 out in AUTH_OK as the gateway's does), `stall_after_refusal_s` (after
@@ -49,6 +50,7 @@ class FakeGateway:
         self.require_previous = False
         self.drop_frames = 0
         self.pull_errors: list[int] = []
+        self.drop_pulls: dict[int, int] = {}
         self.frames: list[message_pb2.SendMessage] = []
         self.silent = False
         self.sends_seen = 0
@@ -113,6 +115,8 @@ class FakeGateway:
                     stream.send(Opcode.PONG, rid, connection_pb2.Pong(server_time_ms=1).SerializeToString())
                 elif op == Opcode.SEND_MESSAGE:
                     await self._send(stream, rid, user, body)
+                elif op == Opcode.PULL_MAILBOX and self.drop_pulls.get(user):
+                    self.drop_pulls[user] -= 1
                 elif op == Opcode.PULL_MAILBOX and self.pull_errors:
                     self._error(stream, rid, self.pull_errors.pop(0), op)
                 elif op == Opcode.PULL_MAILBOX:

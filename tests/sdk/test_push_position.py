@@ -58,3 +58,20 @@ async def test_a_push_the_cursor_covers_is_not_pulled_and_any_other_is(gw, tmp_p
     assert [m.body for m in b.store.messages(CONV)] == [b"first", b"second"]
     await a.close()
     await b.close()
+
+
+async def test_a_pull_whose_reply_is_lost_is_sent_again(gw, tmp_path):
+    # The server answers PINGs but never this PULL_MAILBOX (a backend paused mid-request):
+    # after PULL_REPEAT_PROBES answered probes the pull goes out again and the message
+    # arrives; without the repeat the single-flight puller would wait forever.
+    a = runtime(gw, tmp_path, A)
+    b = runtime(gw, tmp_path, B, ack_deadline_s=0.1, probe_s=1.0)
+    await a.connect()
+    await b.connect()
+    gw.drop_pulls[B] = 1
+    ack = await a.send_message(CONV, B, b"after a lost pull")
+    await wait_for(lambda: b.store.has_message(ack.message_id))
+    assert gw.drop_pulls[B] == 0 and b.stats["pull_repeats"] == 1
+    assert [m.body for m in b.store.messages(CONV)] == [b"after a lost pull"]
+    await a.close()
+    await b.close()
