@@ -115,6 +115,12 @@ FANOUT_BATCH_DEFAULT = 512
 FANOUT_BATCH_MAX = 1024
 MAILBOX_SHARD_FIFO = 128
 MAILBOX_GLOBAL_PERMIT = 64
+# A shard worker materializes the records queued in its FIFO together, in one fused call
+# (docs/decisions/0067): at most this many records and this many bytes of record values
+# (about 8 bytes a recipient plus an inline body), so one call holds Redis for a few ms
+# at most. A record alone goes at once: the batch never waits for more.
+MAILBOX_BATCH_RECORDS = 32
+MAILBOX_BATCH_BYTES = 64 * 1024
 WRITER_INFLIGHT_DEFAULT = 1024
 WRITER_INFLIGHT_MAX = 8192
 # Internal requests a mailbox or session node runs at once per gateway connection (past it

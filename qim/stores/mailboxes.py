@@ -8,7 +8,8 @@ created_at so retention (QIM_MAILBOX_RETENTION_MS, docs/decisions/0013) is exact
 a per-entry cost; the highest offset ever removed is the persisted trim boundary.
 Materialization of one dispatch record: `begin` (DispatchProgress: digest, first
 mailbox_seq), `append` every recipient's entry, `finish` (completion + packed watermark
-compare-and-set), or the three `fused` for a single recipient (docs/decisions/0003).
+compare-and-set), or the three `fused` in one operation for one or more consecutive
+records of a shard (docs/decisions/0003, 0067).
 Every call is safe to repeat after a failure whose outcome is unknown: `finish`
 recognises its own earlier write by the writer token stored beside W
 (docs/decisions/0024-mailbox-finish-recognises-its-own-write.md).
@@ -55,6 +56,20 @@ class Retained(NamedTuple):
         return bool(self.days) and self.days[0] * DAY_MS < self.cutoff_ms
 
 
+class FusedRecord(NamedTuple):
+    """One dispatch record of a fused call: its tenant, dispatch_id, payload digest, log
+    offset, mailbox_seq (8 bytes), UTC day of created_at and (user, entry) per
+    recipient, each entry starting with `seq8`."""
+
+    tenant: int
+    dispatch_id: bytes
+    digest: bytes
+    offset: int
+    seq8: bytes
+    day: int
+    members: Sequence[tuple[int, bytes]]
+
+
 class MailboxStore(Protocol):
     """Mailboxes of the users whose shards a node owns. Offsets are 48-bit log offsets,
     `seq8` the 8-byte big-endian mailbox_seq, blobs packed watermarks."""
@@ -86,13 +101,18 @@ class MailboxStore(Protocol):
         MailboxDirty when W is anything else (another writer)."""
         ...
 
-    async def fused(self, shard: int, epoch: int, tenant: int, dispatch_id: bytes, digest: bytes, offset: int,
-                    seq8: bytes, day: int, members: Sequence[tuple[int, bytes]], expected_wm: Optional[bytes],
-                    new_wm: bytes, writer: bytes = b"", fence: int = 0) -> tuple[str, bytes]:
-        """begin + append + finish of one dispatch in one operation, for every recipient:
-        `members` are (user, entry) as for `append`, each entry starting with `seq8`; a
-        RESUME appends them with the first attempt's mailbox_seq instead. The status is
-        RECOVERED when finish recognised `writer`'s own earlier write."""
+    async def fused(self, shard: int, epoch: int, records: Sequence["FusedRecord"], expected_wm: Optional[bytes],
+                    new_wm: bytes, writer: bytes = b"", fence: int = 0) -> list[tuple[str, bytes]]:
+        """begin + append + finish of one or more consecutive records of `shard` (offset
+        order) in one operation, every recipient of every record: the same outcome as
+        the step-wise calls one record after the other, with W written once, as
+        `new_wm` (the last record's). Each record's entries start with its `seq8`; a
+        RESUME appends them with the first attempt's mailbox_seq instead, and a later
+        record of a dispatch begun earlier in the same call is a DUPLICATE. Returns
+        (status, mailbox_seq) per record; every status is RECOVERED when W already was
+        `new_wm` written by this same `writer` (the call applied before, its reply was
+        lost). W is checked before anything is written: MailboxDirty (QIM_WM_CONFLICT)
+        when it is anything else, with nothing written."""
         ...
 
     async def trim_and_days(self, tenant: int, user_id: int, now_ms: Optional[int] = None) -> Retained:

@@ -46,12 +46,13 @@ async def test_a_stuck_shard_pauses_only_its_partition_and_others_flow(monkeypat
     release = asyncio.Event()
     done: dict[int, list[int]] = {0: [], 1: []}
 
-    async def fake_materialize(store, cur, offset, value, faults):
+    async def fake_materialize(store, cur, records, faults):
         if cur.shard == 0:
             await release.wait()  # shard 0's store call hangs
-        done[cur.shard].append(offset)
-        return SimpleNamespace(new_blob=watermark.advance_all(cur.blob, offset), status="FRESH", tenant=0,
-                               mailbox_seq=0, per_user=[], trace_id="")
+        done[cur.shard].extend(offset for offset, _ in records)
+        blob = watermark.advance_all(cur.blob, records[-1][0])
+        return [SimpleNamespace(new_blob=blob, status="FRESH", tenant=0, mailbox_seq=0, per_user=[], trace_id="")
+                for _ in records]
 
     monkeypatch.setattr(mat_mod, "materialize", fake_materialize)
     m = MailboxMaterializer.__new__(MailboxMaterializer)

@@ -14,7 +14,7 @@ from qim._core import mailbox_seq as mseq
 from qim._core import watermark
 from qim.errors import MailboxDirty
 from qim.infra.redis.client import connect
-from qim.stores.mailboxes import DUPLICATE, FRESH, RECOVERED, day_of
+from qim.stores.mailboxes import DUPLICATE, FRESH, RECOVERED, FusedRecord, day_of
 from qim.stores.redis.mailboxes import RedisMailboxStore
 
 TENANT, EPOCH = 7, 1
@@ -63,8 +63,9 @@ async def test_a_repeated_fused_call_is_recovered_and_appends_once(store):
     s, user = shard(), random.getrandbits(40) + 1
 
     async def fused(writer: bytes) -> tuple[str, bytes]:
-        return await store.fused(s, EPOCH, TENANT, b"f" * 16, b"h" * 32, 0, seq8(0), DAY, [(user, seq8(0) + b"entry")],
-                                 None, W0, writer=writer)
+        record = FusedRecord(TENANT, b"f" * 16, b"h" * 32, 0, seq8(0), DAY, [(user, seq8(0) + b"entry")])
+        [result] = await store.fused(s, EPOCH, [record], None, W0, writer=writer)
+        return result
 
     assert await fused(b"node-a") == (FRESH, seq8(0))
     assert await fused(b"node-a") == (RECOVERED, seq8(0))  # its reply was lost: the repeat

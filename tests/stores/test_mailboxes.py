@@ -1,5 +1,5 @@
 """MailboxStore contract (docs/design.md §5.4–5.5; seed 004 §5): begin / append / finish and the
-fused single-recipient path, duplicates and digest conflicts, the watermark
+fused path for one record (tests/stores/test_mailboxes_fused.py: several), duplicates and digest conflicts, the watermark
 compare-and-set, ranges including offset 0, retention trims and the trim boundary."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from qim._core import mailbox_seq as mseq
 from qim.consts import DAY_MS
 from qim.errors import MailboxDirty
-from qim.stores.mailboxes import DUPLICATE, FRESH, RESUME, day_of
+from qim.stores.mailboxes import DUPLICATE, FRESH, RESUME, FusedRecord, day_of
 
 SHARD, EPOCH, TENANT = 3, 1, 7
 DAY = day_of(time.time_ns() // 1_000_000) - 1  # yesterday: buckets expire a retention after their day
@@ -40,14 +40,17 @@ async def test_step_wise_materialization_duplicate_and_resume(stores):
     assert rows == [(seq8(0) + b"e5", 0)]  # offset 0 is included for a zero cursor
 
 
+def rec(dispatch: bytes, digest: bytes, offset: int, seq: bytes, members) -> FusedRecord:
+    return FusedRecord(TENANT, dispatch, digest, offset, seq, DAY, members)
+
+
 async def test_fused_single_recipient(stores):
     m = stores.mailboxes
-    status, used = await m.fused(SHARD, EPOCH, TENANT, b"f" * 16, b"h" * 32, 2, seq8(2), DAY, [(5, seq8(2) + b"x")],
-                                 None, b"W")
+    [(status, used)] = await m.fused(SHARD, EPOCH, [rec(b"f" * 16, b"h" * 32, 2, seq8(2), [(5, seq8(2) + b"x")])],
+                                     None, b"W")
     assert (status, used) == (FRESH, seq8(2))
-    again = await m.fused(SHARD, EPOCH, TENANT, b"f" * 16, b"h" * 32, 3, seq8(3), DAY, [(5, seq8(3) + b"x")], b"W",
-                          b"W'")
-    assert again == (DUPLICATE, seq8(2))
+    again = await m.fused(SHARD, EPOCH, [rec(b"f" * 16, b"h" * 32, 3, seq8(3), [(5, seq8(3) + b"x")])], b"W", b"W'")
+    assert again == [(DUPLICATE, seq8(2))]
     assert await m.read_range(TENANT, 5, [DAY], -1, 10, 10) == [(seq8(2) + b"x", 2)]
 
 
@@ -57,16 +60,16 @@ async def test_fused_many_recipients_and_a_resume_with_the_first_mailbox_seq(sto
     so the entries equal those the first attempt may have written (idempotent)."""
     m = stores.mailboxes
     users = [11, 12, 13]
-    status, used = await m.fused(SHARD, EPOCH, TENANT, b"m" * 16, b"h" * 32, 4, seq8(4), DAY,
-                                 [(u, seq8(4) + b"g%d" % u) for u in users], None, b"W1")
+    [(status, used)] = await m.fused(SHARD, EPOCH, [rec(b"m" * 16, b"h" * 32, 4, seq8(4),
+                                                        [(u, seq8(4) + b"g%d" % u) for u in users])], None, b"W1")
     assert (status, used) == (FRESH, seq8(4))
     for u in users:
         assert await m.read_range(TENANT, u, [DAY], -1, 10, 10) == [(seq8(4) + b"g%d" % u, 4)]
     first = seq8(5)
     assert (await m.begin(SHARD, b"r" * 16, b"k" * 32, 5, first))[0] == FRESH  # begun, never finished
     other = mseq.to_bytes(mseq.compose(EPOCH + 1, 5))
-    status, used = await m.fused(SHARD, EPOCH + 1, TENANT, b"r" * 16, b"k" * 32, 5, other, DAY,
-                                 [(u, other + b"r%d" % u) for u in users], b"W1", b"W2")
+    [(status, used)] = await m.fused(SHARD, EPOCH + 1, [rec(b"r" * 16, b"k" * 32, 5, other,
+                                                            [(u, other + b"r%d" % u) for u in users])], b"W1", b"W2")
     assert (status, used) == (RESUME, first)
     for u in users:
         assert await m.read_range(TENANT, u, [DAY], -1, 10, 10) == [(seq8(4) + b"g%d" % u, 4),

@@ -15,6 +15,7 @@ from qim.dev.redis_engine import start_redis
 from qim.errors import EngineError
 from qim.infra.redis.client import connect
 from qim.stores.errors import NotOwner
+from qim.stores.mailboxes import FusedRecord
 from qim.stores.redis.mailboxes import RedisMailboxStore
 from qim.stores.redis.registry import RedisShardRegistry
 from qim.stores.redis.sessions import RedisSessionStore
@@ -100,8 +101,8 @@ async def test_a_stale_mailbox_owner_is_refused_inside_every_write_script(redis)
         "begin": mb.begin(SHARD, b"e" * 16, b"g" * 32, 1, seq8, fence=1),
         "append": mb.append(0, 1, 19000, [(7, seq8 + b"x")], shard=SHARD, fence=1),
         "finish": mb.finish(SHARD, 1, b"d" * 16, None, b"W", writer=b"one", fence=1),
-        "fused": mb.fused(SHARD, 1, 0, b"f" * 16, b"g" * 32, 2, seq8, 19000, [(7, seq8 + b"y")], None, b"W",
-                          writer=b"one", fence=1),
+        "fused": mb.fused(SHARD, 1, [FusedRecord(0, b"f" * 16, b"g" * 32, 2, seq8, 19000, [(7, seq8 + b"y")])], None,
+                          b"W", writer=b"one", fence=1),
     }
     refused = []
     for name, write in writes.items():

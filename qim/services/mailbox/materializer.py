@@ -4,8 +4,9 @@ Statically assigns its dispatch partitions and seeks each to the watermark's sta
 offset (never trusts committed group offsets); reports ready only after catching up to
 the high watermark seen at start. One FIFO worker per shard (capacity 128, strictly
 serial within a partition) under a global permit (64); a full FIFO pauses only its
-partition. A Redis failure is retried with backoff by repeating the record: the
-failed call may have applied (a reply lost to a client timeout), and the repeat either
+partition. The worker materializes what its FIFO holds in one call (decisions/0067:
+a backlog costs one round trip and one watermark write per batch, not per record). A
+Redis failure is retried with backoff by repeating the call: the failed call may have applied (a reply lost to a client timeout), and the repeat either
 completes it or recognises, by this materializer's writer token stored beside W, that
 it already did (docs/decisions/0024-mailbox-finish-recognises-its-own-write.md). A
 digest conflict, an undecodable record or a watermark moved by anyone else stops that
@@ -33,7 +34,14 @@ import time
 from typing import Callable, Deque, Optional
 
 from qim._core import watermark
-from qim.consts import DISPATCH_TOPIC, KAFKA_CONSUME_WAIT_S, MAILBOX_GLOBAL_PERMIT, MAILBOX_SHARD_FIFO
+from qim.consts import (
+    DISPATCH_TOPIC,
+    KAFKA_CONSUME_WAIT_S,
+    MAILBOX_BATCH_BYTES,
+    MAILBOX_BATCH_RECORDS,
+    MAILBOX_GLOBAL_PERMIT,
+    MAILBOX_SHARD_FIFO,
+)
 from qim.errors import EngineError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncConsumer
@@ -211,14 +219,16 @@ class MailboxMaterializer:
                 state.wakeup.clear()
                 await state.wakeup.wait()
                 continue
-            msg = state.queue[0]
+            batch = self._batch(state)
+            span = f"offset {batch[0].offset()}" if len(batch) == 1 else \
+                f"offsets {batch[0].offset()}..{batch[-1].offset()}"
             async with self._permit:
                 try:
-                    await self._one(state, msg.offset(), msg.value())
+                    await self._apply(state, [(m.offset(), m.value()) for m in batch])
                 except NotOwner as exc:  # a newer owner fenced the shard: this node must stop serving it
                     self._m.fenced.inc()
-                    logger.error("mailbox shard %d: write at offset %d refused (%s); stopping the shard",
-                                 state.shard, msg.offset(), exc.message)
+                    logger.error("mailbox shard %d: write at %s refused (%s); stopping the shard",
+                                 state.shard, span, exc.message)
                     state.queue.clear()
                     if self.shards.get(state.shard) is state:
                         del self.shards[state.shard]
@@ -231,34 +241,56 @@ class MailboxMaterializer:
                     return
                 except Exception as exc:  # MailboxDirty, or any bug: stop the shard visibly, never silently
                     self._m.dirty.inc()
-                    state.dirty = f"offset {msg.offset()}: {exc.__class__.__name__}: {exc}"
+                    state.dirty = f"{span}: {exc.__class__.__name__}: {exc}"
                     state.queue.clear()
                     logger.error("mailbox shard %d stopped: %s", state.shard, state.dirty)
                     await self._consumer.pause(DISPATCH_TOPIC, [state.shard])
                     return
-            state.queue.popleft()
+            for _ in batch:
+                state.queue.popleft()
 
-    async def _one(self, state: ShardState, offset: int, value: bytes) -> None:
+    def _batch(self, state: ShardState) -> list:
+        """The queued records materialized together (decisions/0067): the head of the
+        FIFO and the records after it, at most MAILBOX_BATCH_RECORDS and
+        MAILBOX_BATCH_BYTES of record values; one while a fault point is armed (the
+        step-wise path). Never waits for more: an idle shard's record goes alone."""
+        if self._faults.active:
+            return [state.queue[0]]
+        batch: list = []
+        size = 0
+        for msg in state.queue:
+            size += len(msg.value())
+            if batch and (len(batch) == MAILBOX_BATCH_RECORDS or size > MAILBOX_BATCH_BYTES):
+                break
+            batch.append(msg)
+        return batch
+
+    async def _apply(self, state: ShardState, records: list[tuple[int, bytes]]) -> None:
+        """Materialize `records` (retried after an engine failure with the same records:
+        safe, record.py), then count and push each one that is new."""
         delay = 0.2
         started = time.perf_counter()
         while True:
             try:
-                done = await materialize(self._store, state, offset, value, self._faults)
+                done = await materialize(self._store, state, records, self._faults)
                 break
-            except EngineError as exc:  # applied or not: repeating the record is safe (module doc)
+            except EngineError as exc:  # applied or not: repeating the call is safe (module doc)
                 self._m.retries.inc()
-                logger.warning("shard %d offset %d: %s; retrying", state.shard, offset, exc)
+                logger.warning("shard %d offsets %d..%d: %s; retrying", state.shard, records[0][0], records[-1][0],
+                               exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
         self._m.stage.labels(stage="materialize").observe(time.perf_counter() - started)
-        state.stored_blob = done.new_blob
-        self._m.records.labels(status=done.status).inc()
-        with bind(trace=done.trace_id):  # the push hook reads it (pushes and projections carry it)
-            tracer.debug("materialized shard %d offset %d for %d recipient(s): %s", state.shard, offset,
-                         len(done.per_user), done.status)
-            if done.status != "DUPLICATE":  # RECOVERED: the push of the lost attempt never happened
-                self._m.entries.inc(len(done.per_user))
-                self._push(done.tenant, done.mailbox_seq, done.per_user)
+        self._m.batch.observe(len(records))
+        state.stored_blob = done[-1].new_blob
+        for (offset, _), one in zip(records, done):
+            self._m.records.labels(status=one.status).inc()
+            with bind(trace=one.trace_id):  # the push hook reads it (pushes and projections carry it)
+                tracer.debug("materialized shard %d offset %d for %d recipient(s): %s", state.shard, offset,
+                             len(one.per_user), one.status)
+                if one.status != "DUPLICATE":  # RECOVERED: the push of the lost attempt never happened
+                    self._m.entries.inc(len(one.per_user))
+                    self._push(one.tenant, one.mailbox_seq, one.per_user)
 
     async def _gc_loop(self) -> None:
         """DispatchProgress GC: delete DP whose highest observed offset is at or below the

@@ -21,10 +21,13 @@ class MailboxMetrics(MetricSet):
         self.entries = self.counter("qim_mailbox_entries",
                                     "Mailbox entries appended (one per recipient of a record materialized here)")
         self.dirty = self.counter("qim_mailbox_dirty", "Shards stopped by MailboxDirty (must stay 0)")
-        self.stage = self.send_stages()  # materialize: one dispatch record appended (retries included)
+        self.stage = self.send_stages()  # materialize: one fused call of a shard's records (retries included)
+        self.batch = self.histogram("qim_mailbox_batch_records",
+                                    "Dispatch records of one shard materialized in one call (a shard's backlog)",
+                                    buckets=(1, 2, 4, 8, 16, 32, 64))
         self.fenced = self.counter("qim_mailbox_fenced_writes",
                                    "Writes refused because a newer owner fenced the shard (the shard stopped here)")
-        self.retries = self.counter("qim_mailbox_store_retries", "Records retried after a Redis failure")
+        self.retries = self.counter("qim_mailbox_store_retries", "Fused calls retried after a Redis failure")
         self.pauses = self.counter("qim_mailbox_partition_pauses", "Partitions paused because their FIFO was full")
         self.queued = self.gauge("qim_mailbox_queued_records", "Records queued in shard FIFOs")
         # progress of the dispatch consumer (materializer.lag_loop): records behind the

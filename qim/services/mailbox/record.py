@@ -1,9 +1,10 @@
-"""Materialization of one dispatch record (docs/design.md §5.4, seed 004 §5).
+"""Materialization of dispatch records (docs/design.md §5.4, seed 004 §5).
 
 Deterministic: every input comes from the record and its log offset (no wall clock, no
-random ids). A record takes the fused script, one round trip for all its recipients
-(docs/decisions/0061-one-round-trip-per-group-record.md); with a fault point armed it
-takes begin_dispatch → append → finish_dispatch, so the point can fall between them.
+random ids). The records a shard worker has queued take the fused script together, one
+round trip for all their recipients (docs/decisions/0061-one-round-trip-per-group-record.md,
+0067-a-shard-backlog-in-one-call.md); with a fault point armed one record at a time takes
+begin_dispatch → append → finish_dispatch, so the point can fall between them.
 A DUPLICATE (same dispatch_id and digest already finished at another offset) appends
 nothing, reuses the first mailbox_seq and still advances W to this offset. A RESUME
 (begun, never finished) appends again with the first mailbox_seq (idempotent) and finishes.
@@ -17,14 +18,14 @@ this record (RECOVERED: its reply was lost) while still refusing any other write
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence
 
 from qim._core import eventgroup, ids, watermark
 from qim._core import mailbox_seq as mseq
 from qim._core.types import MailboxEvent
 from qim.errors import MailboxDirty
 from qim.faults import FaultPoints
-from qim.stores.mailboxes import DUPLICATE, RECOVERED, MailboxStore, day_of
+from qim.stores.mailboxes import DUPLICATE, RECOVERED, FusedRecord, MailboxStore, day_of
 from qim.wire import dispatch as dispatch_record
 
 
@@ -69,37 +70,66 @@ def build_events(d: dispatch_record.Dispatch) -> list[tuple[int, list[MailboxEve
     return out
 
 
-async def materialize(store: MailboxStore, cur: ShardCursor, offset: int, value: bytes,
-                      faults: FaultPoints) -> Materialized:
-    """Materialize the record at `offset`. Raises MailboxDirty (stop the shard), NotOwner
-    (a newer owner fenced the shard: stop serving it) or StoreUnavailable, an
-    EngineError (call again with the same cursor: whatever applied, the repeat completes
-    the record or recognises that this writer already did)."""
+@dataclass
+class _Prepared:
+    """A decoded record ready for the store: the dispatch, its fused-call form and events."""
+    d: dispatch_record.Dispatch
+    fused: FusedRecord
+    per_user: list
+
+
+def _prepare(cur: ShardCursor, offset: int, value: bytes) -> _Prepared:
+    """Decode and check the record at `offset` (MailboxDirty when it is undecodable or not
+    this shard's) and build its entries with this offset's mailbox_seq."""
     try:
         d = dispatch_record.decode(value)
     except dispatch_record.DispatchDecodeError as exc:
-        raise MailboxDirty(f"undecodable dispatch: {exc}") from None
+        raise MailboxDirty(f"offset {offset}: undecodable dispatch: {exc}") from None
     if d.target_shard != cur.shard:
-        raise MailboxDirty(f"dispatch for shard {d.target_shard} found in partition {cur.shard}")
-    digest = dispatch_record.payload_digest(value)
+        raise MailboxDirty(f"offset {offset}: dispatch for shard {d.target_shard} found in partition {cur.shard}")
     seq8 = mseq.to_bytes(mseq.compose(cur.epoch, offset))
     per_user = build_events(d)
-    new_blob = watermark.advance_all(cur.blob, offset)
-    day = day_of(d.coord.created_at_ms)
-    if not faults.active:  # one round trip, whatever the number of recipients
-        members = [(u, seq8 + eventgroup.pack_group(evs)) for u, evs in per_user]
-        status, used = await store.fused(cur.shard, cur.epoch, d.tenant, d.dispatch_id, digest, offset, seq8, day,
-                                         members, cur.stored_blob, new_blob, writer=cur.writer,
-                                         fence=cur.owner_epoch)
-    else:  # step by step, so a fault point can stop it between the steps
-        status, used = await store.begin(cur.shard, d.dispatch_id, digest, offset, seq8, fence=cur.owner_epoch)
-        if status != DUPLICATE:
-            members = [(u, used + eventgroup.pack_group(evs)) for u, evs in per_user]
-            await store.append(d.tenant, offset, day, members, shard=cur.shard, fence=cur.owner_epoch)
-            faults.hit("after_append")
-        if not await store.finish(cur.shard, cur.epoch, d.dispatch_id, cur.stored_blob, new_blob, writer=cur.writer,
-                                  fence=cur.owner_epoch):
-            status = RECOVERED
-    if status == RECOVERED and used != seq8:
-        status = DUPLICATE  # the dispatch was first materialized at an earlier offset: nothing new here
-    return Materialized(status, d.tenant, mseq.from_bytes(used), per_user, new_blob, d.trace_id)
+    members = [(u, seq8 + eventgroup.pack_group(evs)) for u, evs in per_user]
+    fused = FusedRecord(d.tenant, d.dispatch_id, dispatch_record.payload_digest(value), offset, seq8,
+                        day_of(d.coord.created_at_ms), members)
+    return _Prepared(d, fused, per_user)
+
+
+async def materialize(store: MailboxStore, cur: ShardCursor, records: Sequence[tuple[int, bytes]],
+                      faults: FaultPoints) -> list[Materialized]:
+    """Materialize consecutive records [(offset, value)] of the cursor's shard, in offset
+    order, as one fused call (at most one record while a fault point is armed: the
+    step-wise path). One Materialized per record, each with the watermark after the
+    last. Raises MailboxDirty (stop the shard; nothing written when a record does not
+    decode or W moved), NotOwner (a newer owner fenced the shard: stop serving it) or
+    StoreUnavailable, an EngineError (call again with the same cursor and records:
+    whatever applied, the repeat completes them or recognises that this writer did)."""
+    prepared = [_prepare(cur, offset, value) for offset, value in records]
+    new_blob = watermark.advance_all(cur.blob, records[-1][0])
+    if not faults.active:  # one round trip, whatever the number of records and recipients
+        results = await store.fused(cur.shard, cur.epoch, [p.fused for p in prepared], cur.stored_blob, new_blob,
+                                    writer=cur.writer, fence=cur.owner_epoch)
+    elif len(prepared) == 1:  # step by step, so a fault point can stop it between the steps
+        results = [await _stepwise(store, cur, prepared[0].fused, new_blob, faults)]
+    else:
+        raise ValueError("a fault point is armed: one record per call")
+    out = []
+    for p, (status, used) in zip(prepared, results):
+        if status == RECOVERED and used != p.fused.seq8:
+            status = DUPLICATE  # the dispatch was first materialized at an earlier offset: nothing new here
+        out.append(Materialized(status, p.d.tenant, mseq.from_bytes(used), p.per_user, new_blob, p.d.trace_id))
+    return out
+
+
+async def _stepwise(store: MailboxStore, cur: ShardCursor, r: FusedRecord, new_blob: bytes,
+                    faults: FaultPoints) -> tuple[str, bytes]:
+    """begin → append → finish of one record, a fault point between append and finish."""
+    status, used = await store.begin(cur.shard, r.dispatch_id, r.digest, r.offset, r.seq8, fence=cur.owner_epoch)
+    if status != DUPLICATE:
+        members = [(u, used + m[8:]) for u, m in r.members]
+        await store.append(r.tenant, r.offset, r.day, members, shard=cur.shard, fence=cur.owner_epoch)
+        faults.hit("after_append")
+    if not await store.finish(cur.shard, cur.epoch, r.dispatch_id, cur.stored_blob, new_blob, writer=cur.writer,
+                              fence=cur.owner_epoch):
+        status = RECOVERED
+    return status, used

@@ -19,7 +19,8 @@ from typing import Optional, Sequence
 
 from qim.consts import DAY_MS, MAILBOX_INDEX_GRACE_MS, MAILBOX_RETENTION_MS_DEFAULT, WM_LAYOUT_V1
 from qim.errors import MailboxDirty
-from qim.stores.mailboxes import Retained
+from qim.stores.errors import StoreCorrupt
+from qim.stores.mailboxes import RECOVERED, FusedRecord, Retained
 from qim.stores.redis.keys import days_key, dp_key, dpidx_key, mailbox_key, wm_key
 from qim.stores.redis.scripts import Scripts, boundary
 
@@ -78,18 +79,29 @@ class RedisMailboxStore:
                                          [expected_wm or b"", new_wm, epoch, writer, fence])
         return bool(wrote)
 
-    async def fused(self, shard: int, epoch: int, tenant: int, dispatch_id: bytes, digest: bytes, offset: int,
-                    seq8: bytes, day: int, members: Sequence[tuple[int, bytes]], expected_wm: Optional[bytes],
-                    new_wm: bytes, writer: bytes = b"", fence: int = 0) -> tuple[str, bytes]:
-        """MailboxStore.fused: mailbox_fused.lua, every recipient in one call (docs/decisions/0003)."""
-        keys: list = [dp_key(shard, dispatch_id), dpidx_key(shard), wm_key(shard)]
-        args: list = [digest, offset, seq8, expected_wm or b"", new_wm, epoch, self.index_ttl_s, writer, fence, day,
-                      self.expire_at(day)]
-        for user, member in members:  # the day and its expiry once, not per recipient
-            keys += [mailbox_key(tenant, user, day), days_key(tenant, user)]
-            args.append(member)
-        status, seq = await self._scripts.call("mailbox_fused", keys, args)
-        return status.decode(), seq
+    async def fused(self, shard: int, epoch: int, records: Sequence[FusedRecord], expected_wm: Optional[bytes],
+                    new_wm: bytes, writer: bytes = b"", fence: int = 0) -> list[tuple[str, bytes]]:
+        """MailboxStore.fused: mailbox_fused.lua, every recipient of every record in one
+        call; each (user, day) bucket's keys are sent once, its entries go in one ZADD."""
+        keys: list = [wm_key(shard), dpidx_key(shard)]
+        keys += [dp_key(shard, r.dispatch_id) for r in records]
+        args: list = [fence, expected_wm or b"", new_wm, epoch, writer, self.index_ttl_s, len(records)]
+        buckets: list = []
+        pairs: dict[tuple[int, int, int], int] = {}
+        for r in records:
+            args += (r.digest, r.offset, r.seq8, r.day, self.expire_at(r.day), len(r.members))
+            for user, member in r.members:
+                p = pairs.get((r.tenant, user, r.day))
+                if p is None:
+                    p = pairs[(r.tenant, user, r.day)] = len(pairs) + 1
+                    buckets += (mailbox_key(r.tenant, user, r.day), days_key(r.tenant, user))
+                args += (p, member)
+        reply = await self._scripts.call("mailbox_fused", keys + buckets, args)
+        if len(reply) != 1 + 2 * len(records):
+            raise StoreCorrupt(f"mailbox_fused: {len(reply)} reply items for {len(records)} records")
+        if reply[0] == 1:
+            return [(reply[i].decode(), reply[i + 1]) for i in range(1, len(reply), 2)]
+        return [(RECOVERED, reply[i + 1]) for i in range(1, len(reply), 2)]
 
     async def trim_and_days(self, tenant: int, user_id: int, now_ms: Optional[int] = None) -> Retained:
         """MailboxStore.trim_and_days: Redis's clock and the day index in one call

@@ -1,31 +1,70 @@
--- Fused begin → append → finish of one dispatch (docs/design.md §5.4), one round trip for
--- every recipient of the record (a direct message's one, a group shard's many). A resumed
--- or duplicate dispatch takes the step-wise path's logic too.
--- KEYS: 1 DispatchProgress, 2 DP index, 3 shard watermark, then pairs (day bucket, day
---       index) per recipient
--- ARGV: 1 digest, 2 offset, 3 mailbox_seq, 4 expected blob, 5 new blob, 6 epoch,
---       7 index ttl s, 8 writer ("" = none), 9 owner_epoch fence (checked against KEYS[3]
---       before anything is written), 10 day, 11 the buckets' expire_at (one record has
---       one day), then one member per recipient; every member starts with the 8 bytes
---       of ARGV[3]
--- Returns {status, mailbox_seq}; status RECOVERED when this writer had already finished
--- this very call (its reply was lost), else FRESH | RESUME | DUPLICATE of begin.
+-- Fused begin → append → finish of one or more consecutive dispatch records of one shard
+-- (docs/design.md §5.4; docs/decisions/0003, 0061, 0067): one round trip for every
+-- recipient of every record. Records are applied in offset order, as the step-wise path
+-- would one after the other: each record's DispatchProgress is begun and marked DONE
+-- before the next (a later record of the same dispatch is then a DUPLICATE), its
+-- entries are gathered per (user, day) bucket, and W is written once, for the last
+-- record. The watermark is checked before anything is written (qim_wm_check).
+-- KEYS: 1 shard watermark, 2 DP index, 3 .. K+2 DispatchProgress of each record, then
+--       pairs (day bucket, day index), one per distinct (user, day) of the records
+-- ARGV: 1 owner_epoch fence, 2 expected blob ("" = none yet), 3 new blob, 4 shard_epoch,
+--       5 writer ("" = none), 6 index ttl s, 7 K; then per record: digest, offset,
+--       mailbox_seq (8 B), day, the bucket's expire_at, N, then N pairs (the number of
+--       its (bucket, day index) pair in KEYS, counted from 1; member). Every member
+--       starts with the record's mailbox_seq.
+-- Returns {written, status 1, mailbox_seq 1, ..., status K, mailbox_seq K}; written is 1
+-- when W was written now, 0 when this writer had already finished this very call (its
+-- reply was lost: the caller reports RECOVERED). status: FRESH | RESUME | DUPLICATE.
 --#include mailbox_lib
-qim_fenced(KEYS[3], ARGV[9])
-local status, seq = qim_begin(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
-if status ~= 'DUPLICATE' then
-  -- a RESUME appends with the first attempt's mailbox_seq (the entries are idempotent
-  -- only with the same member): the members' first 8 bytes are replaced when it differs
-  local reseq = seq ~= ARGV[3]
-  for i = 4, #KEYS, 2 do
-    local member = ARGV[12 + (i - 4) / 2]
-    if reseq then
-      member = seq .. string.sub(member, 9)
+qim_fenced(KEYS[1], ARGV[1])
+local write = qim_wm_check(KEYS[1], ARGV[2], ARGV[3], ARGV[5])
+local records = tonumber(ARGV[7])
+local first_pair = records + 3
+local entries, newest, day_of, expire_of = {}, {}, {}, {}
+local out = {write and 1 or 0}
+local a = 8
+for r = 1, records do
+  local digest, offset, seq8, day, expire_at = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
+  local n = tonumber(ARGV[a + 5])
+  a = a + 6
+  local dp = KEYS[2 + r]
+  local status, seq = qim_begin(dp, KEYS[2], digest, offset, seq8)
+  if status ~= 'DUPLICATE' then
+    -- a RESUME appends with the first attempt's mailbox_seq (the entries are idempotent
+    -- only with the same member): the members' first 8 bytes are replaced when it differs
+    local reseq = seq ~= seq8
+    for i = a, a + 2 * n - 1, 2 do
+      local p = tonumber(ARGV[i])
+      local member = ARGV[i + 1]
+      if reseq then
+        member = seq .. string.sub(member, 9)
+      end
+      local t = entries[p]
+      if t == nil then
+        t = {}
+        entries[p] = t
+        day_of[p], expire_of[p] = day, expire_at
+      end
+      t[#t + 1] = offset
+      t[#t + 1] = member
+      newest[p] = offset
     end
-    qim_append(KEYS[i], KEYS[i + 1], member, ARGV[2], ARGV[10], ARGV[11], ARGV[7])
+  end
+  a = a + 2 * n
+  redis.call('HSET', dp, 'st', 'DONE')
+  out[#out + 1] = status
+  out[#out + 1] = seq
+end
+for p = 1, (#KEYS - first_pair + 1) / 2 do
+  local t = entries[p]
+  if t ~= nil then
+    local bucket = KEYS[first_pair + 2 * (p - 1)]
+    redis.call('ZADD', bucket, unpack(t))
+    redis.call('EXPIREAT', bucket, expire_of[p])
+    qim_index_day(KEYS[first_pair + 2 * p - 1], newest[p], day_of[p], ARGV[6])
   end
 end
-if qim_finish(KEYS[1], KEYS[3], ARGV[4], ARGV[5], ARGV[6], ARGV[8]) == 0 then
-  status = 'RECOVERED'
+if write then
+  redis.call('HSET', KEYS[1], 'blob', ARGV[3], 'layout', '1', 'epoch', ARGV[4], 'writer', ARGV[5])
 end
-return {status, seq}
+return out

@@ -57,17 +57,12 @@ local function qim_index_migrate(days_key)
   return #old / 2
 end
 
--- append: one recipient's event group into its day bucket, and the day's highest
--- offset into the user's day index (the trim boundary is derived from it). The index is
--- a sorted set (docs/decisions/0064-day-index-sorted-set.md): ZADD GT keeps the day's
--- maximum in one command, and its expiry moves only when the day is new to it (the
--- index then outlives that day's bucket: index ttl > a day + retention). The bucket's
--- EXPIREAT stays on every append: a bucket emptied or dropped while its day is still
--- indexed must not come back without an expiry. An index still of the old layout is
--- moved first (pcall: the one WRONGTYPE this script expects).
-local function qim_append(bucket_key, days_key, member, offset, day, expire_at, index_ttl)
-  redis.call('ZADD', bucket_key, offset, member)
-  redis.call('EXPIREAT', bucket_key, expire_at)
+-- The day's highest offset into the user's day index (the trim boundary is derived from
+-- it). The index is a sorted set (docs/decisions/0064-day-index-sorted-set.md): ZADD GT
+-- keeps the day's maximum in one command, and its expiry moves only when the day is new
+-- to it (the index then outlives that day's bucket: index ttl > a day + retention). An
+-- index still of the old layout is moved first (pcall: the one WRONGTYPE expected here).
+local function qim_index_day(days_key, offset, day, index_ttl)
   local added = redis.pcall('ZADD', days_key, 'GT', offset, day)
   if type(added) == 'table' and added.err then
     if qim_index_migrate(days_key) == 0 then
@@ -78,6 +73,32 @@ local function qim_append(bucket_key, days_key, member, offset, day, expire_at, 
   if added == 1 then
     redis.call('EXPIRE', days_key, index_ttl)
   end
+end
+
+-- append: one recipient's event group into its day bucket and the day into its index.
+-- The bucket's EXPIREAT is set on every append: a bucket emptied or dropped while its
+-- day is still indexed must not come back without an expiry.
+local function qim_append(bucket_key, days_key, member, offset, day, expire_at, index_ttl)
+  redis.call('ZADD', bucket_key, offset, member)
+  redis.call('EXPIREAT', bucket_key, expire_at)
+  qim_index_day(days_key, offset, day, index_ttl)
+end
+
+-- The watermark check of a fused call, made before it writes anything: true when W is
+-- `expected_wm` (write it), false when W already is `new_wm` written by this same
+-- non-empty `writer` (this very call applied before and its reply was lost: the entries
+-- and DispatchProgress are idempotent, W is not written again), else QIM_WM_CONFLICT
+-- (another writer: two owners) with nothing written.
+local function qim_wm_check(wm_key, expected_wm, new_wm, writer)
+  local wm = redis.call('HMGET', wm_key, 'blob', 'writer')
+  local current = wm[1] or ''
+  if current == expected_wm then
+    return true
+  end
+  if writer ~= '' and current == new_wm and wm[2] == writer then
+    return false
+  end
+  error({err = 'QIM_WM_CONFLICT watermark moved under us'})
 end
 
 -- finish_dispatch: completion and the packed watermark, compare-and-set against the
