@@ -11,6 +11,7 @@ import pytest
 from redis.asyncio.client import Pipeline
 
 from qim.infra.redis.client import connect
+from qim.infra.redis.pipe import PipelinedRedis
 from qim.stores.errors import NotFound, StoreUnavailable
 from qim.stores.redis.scripts import Scripts
 
@@ -19,12 +20,13 @@ async def test_one_pipeline_per_iteration_with_a_reply_or_error_each(private_red
     client = connect(private_redis.addr)
     scripts = Scripts(client, ("archive_lease", "mark_committed"), coalesce=True)
     pipelines = 0
-    run = Pipeline.execute
 
-    async def counted(pipe, *args, **kw):
-        nonlocal pipelines
-        pipelines += 1
-        return await run(pipe, *args, **kw)
+    def counting(run):
+        async def counted(pipe, *args, **kw):
+            nonlocal pipelines
+            pipelines += 1
+            return await run(pipe, *args, **kw)
+        return counted
 
     try:
         # a fresh Redis has no script cache: the first pipeline is refused (NOSCRIPT), the
@@ -33,7 +35,9 @@ async def test_one_pipeline_per_iteration_with_a_reply_or_error_each(private_red
                                     scripts.call("mark_committed", ["t:none", "t:if", "t:up", "t:own"], [1, 2, 3]),
                                     return_exceptions=True)
         assert warm[0] == 1 and isinstance(warm[1], NotFound)
-        monkeypatch.setattr(Pipeline, "execute", counted)
+        # redis-py's pipeline, or the lean connection (qim/infra/redis/pipe.py)
+        monkeypatch.setattr(Pipeline, "execute", counting(Pipeline.execute))
+        monkeypatch.setattr(PipelinedRedis, "execute", counting(PipelinedRedis.execute))
         calls = [scripts.call("archive_lease", [f"t:lease:{i}"], [f"holder{i}", 60_000]) for i in range(10)]
         calls.append(scripts.call("archive_lease", ["t:lease:0"], ["someone else", 60_000]))
         calls.append(scripts.call("mark_committed", ["t:no-commit", "t:if", "t:up", "t:own"], [1, 2, 3]))

@@ -22,21 +22,26 @@ class HiredisPackedConnection(aioredis.Connection):
     refused with redis-py's DataError, as redis-py's encoder does."""
 
     def pack_command(self, *args) -> list[bytes]:
-        """[the RESP command] for `args` (the first may hold a command name with spaces,
-        e.g. "CONFIG GET", sent as separate words like redis-py does). DataError on an
-        argument of a type redis-py refuses."""
-        if isinstance(args[0], str):
-            args = tuple(args[0].encode().split()) + args[1:]
-        elif b" " in args[0]:
-            args = tuple(args[0].split()) + args[1:]
-        try:
-            return [hiredis.pack_command(args)]
-        except TypeError:  # hiredis takes exact str, bytes, int and float: convert, or refuse
-            pass
-        try:
-            return [hiredis.pack_command(tuple(_plain(a) for a in args))]
-        except TypeError as exc:
-            raise DataError(f"cannot send this argument to Redis: {exc}") from None
+        """[the RESP command] for `args` (pack_args)."""
+        return [pack_args(args)]
+
+
+def pack_args(args) -> bytes:
+    """The RESP command for `args` (the first may hold a command name with spaces, e.g.
+    "CONFIG GET", sent as separate words like redis-py does), packed by hiredis. DataError
+    on an argument of a type redis-py refuses."""
+    if isinstance(args[0], str):
+        args = tuple(args[0].encode().split()) + tuple(args[1:])
+    elif b" " in args[0]:
+        args = tuple(args[0].split()) + tuple(args[1:])
+    try:
+        return hiredis.pack_command(args if isinstance(args, tuple) else tuple(args))
+    except TypeError:  # hiredis takes exact str, bytes, int and float: convert, or refuse
+        pass
+    try:
+        return hiredis.pack_command(tuple(_plain(a) for a in args))
+    except TypeError as exc:
+        raise DataError(f"cannot send this argument to Redis: {exc}") from None
 
 
 def _plain(arg):

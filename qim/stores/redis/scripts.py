@@ -10,7 +10,8 @@ as the typed error of qim/stores/redis/errors.py, never raw.
 
 Group commit (docs/decisions/0026): a store built with `coalesce=True` sends the script calls
 made in one event-loop iteration as ONE pipelined round trip (EVALSHA each, in call
-order) instead of one connection checkout, write and read per call. Each caller still
+order) instead of one connection checkout, write and read per call, over one lean
+connection (qim/infra/redis/pipe.py, decisions/0068) when the server allows it. Each caller still
 gets its own reply or its own typed error; Redis runs every script atomically as before
 and (appendfsync always) answers only after the AOF write covering them is fsynced.
 """
@@ -25,6 +26,7 @@ from typing import Any, Iterator, Optional, Sequence
 from redis import exceptions as rx
 
 from qim.consts import REDIS_COALESCE_MAX_CALLS
+from qim.infra.redis.pipe import pipe_for
 from qim.stores.redis.errors import translate
 
 LUA_DIR = pathlib.Path(__file__).with_name("lua")
@@ -62,17 +64,23 @@ class Scripts:
         self._client = client
         self._scripts = {n: client.register_script(load_source(n)) for n in names}
         self._coalesce = coalesce
+        # batches go over one lean pipelined connection when the client's server allows
+        # it (qim/infra/redis/pipe.py, decisions/0068), else over redis-py's pipeline
+        self._pipe = pipe_for(client)
         # calls waiting for this iteration's pipeline: (script name, keys, args, future)
         self._queued: list[tuple[str, list, list, asyncio.Future]] = []
         self._flushing: set[asyncio.Task] = set()
 
     async def call(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """EVALSHA of script `name` (loaded on NOSCRIPT)."""
-        if not self._coalesce:
-            with boundary(name):
-                return await self._scripts[name](keys=list(keys), args=list(args))
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
+        if not self._coalesce:
+            if self._pipe is None:
+                with boundary(name):
+                    return await self._scripts[name](keys=list(keys), args=list(args))
+            await self._send([(name, list(keys), list(args), fut)])
+            return await fut
         if not self._queued:  # the first call of this iteration schedules the pipeline
             loop.call_soon(self._flush)
         self._queued.append((name, list(keys), list(args), fut))
@@ -113,6 +121,9 @@ class Scripts:
             raise
 
     async def _pipeline(self, batch: Sequence[tuple[str, list, list, Optional[asyncio.Future]]]) -> list:
+        if self._pipe is not None:
+            return await self._pipe.execute([("EVALSHA", self._scripts[name].sha, len(keys), *keys, *args)
+                                             for name, keys, args, _ in batch])
         async with self._client.pipeline(transaction=False) as pipe:
             for name, keys, args, _ in batch:
                 pipe.evalsha(self._scripts[name].sha, len(keys), *keys, *args)
@@ -137,10 +148,7 @@ class Scripts:
         script = self._scripts[name]
         for attempt in (0, 1):
             with boundary(name):
-                async with self._client.pipeline(transaction=False) as pipe:
-                    for keys, args in calls:
-                        pipe.evalsha(script.sha, len(keys), *keys, *args)
-                    results = await pipe.execute(raise_on_error=False)
+                results = await self._pipeline([(name, list(keys), list(args), None) for keys, args in calls])
             if attempt == 0 and any(isinstance(r, rx.NoScriptError) for r in results):
                 with boundary(name):
                     script.sha = await self._client.script_load(script.script)
