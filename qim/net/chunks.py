@@ -16,7 +16,7 @@ and its callers' drop decisions read it.
 from __future__ import annotations
 
 import collections
-from typing import Deque, Iterator, Optional
+from typing import Deque, Optional
 
 from qim._core import frame as frame_codec
 from qim.protocol import Opcode
@@ -29,59 +29,82 @@ URGENT_OPCODES = frozenset({Opcode.PONG, Opcode.ERROR, Opcode.SEND_ACK, Opcode.A
 class ChunkQueue:
     """Chunks waiting for one link, in the order of the module doc. `chunk_bytes` is the
     chunk size of the frames queued (1..64 KiB, checked by the caller). An empty queue
-    holds no container (a deque is 760 bytes: an idle link keeps none)."""
+    holds no container (a deque is 760 bytes: an idle link keeps none).
 
-    __slots__ = ("chunk_bytes", "_urgent", "_frames", "_active", "_pending", "_open_multi", "queued_bytes")
+    Every operation is O(1) in the frames queued: a frame whose key is busy waits in its
+    key's own FIFO, not in one list scanned on every put and every finished frame (every
+    one-way frame has request_id 0, so a backed-up one-way link queued thousands of
+    frames under one key and each put rescanned them all: decisions/0069)."""
+
+    __slots__ = ("chunk_bytes", "_urgent", "_frames", "_keys", "_multi_wait", "_open_multi", "queued_bytes")
 
     def __init__(self, chunk_bytes: int) -> None:
         self.chunk_bytes = chunk_bytes
         self._urgent: Optional[Deque[bytes]] = None  # single-chunk control replies
-        # Round-robin of active frames. A frame waits in _pending while a frame with its
-        # key is active or while MAX_OPEN_MULTI multi-chunk frames are open.
-        self._frames: Optional[Deque[tuple[tuple[int, int], Iterator[bytes], bool]]] = None
-        self._active: Optional[set[tuple[int, int]]] = None
-        self._pending: Optional[Deque[tuple[tuple[int, int], list[bytes]]]] = None
+        # The round-robin of active frames: [key, chunks, next index, multi].
+        self._frames: Optional[Deque[list]] = None
+        # key -> the frames of that key waiting behind its active one (arrival order); a
+        # key is present while it has an active frame or frames waiting
+        self._keys: Optional[dict[tuple[int, int], Deque[list[bytes]]]] = None
+        # keys whose next frame is multi-chunk and waits for MAX_OPEN_MULTI to allow it
+        self._multi_wait: Optional[Deque[tuple[int, int]]] = None
         self._open_multi = 0
         self.queued_bytes = 0
 
     def __bool__(self) -> bool:
         """True while a chunk is waiting."""
-        return bool(self._urgent or self._frames or self._pending)
+        return bool(self._urgent or self._frames or self._multi_wait)
 
     def put(self, opcode: int, request_id: int, body: bytes, compress: bool = False) -> None:
         """Queue one frame's chunks. FrameTooLarge for a body over 4 MiB."""
         chunks = frame_codec.encode_frame(opcode, request_id, body, compress, self.chunk_bytes)
-        self.queued_bytes += sum(len(c) for c in chunks)
+        self.queued_bytes += sum(len(c) for c in chunks) if len(chunks) > 1 else len(chunks[0])
         key = (opcode, request_id)
-        if (opcode in URGENT_OPCODES and len(chunks) == 1 and not (self._active and key in self._active)
-                and not (self._pending and any(k == key for k, _ in self._pending))):
+        keys = self._keys
+        if keys is not None and key in keys:  # behind the key's active or waiting frames
+            keys[key].append(chunks)
+        elif opcode in URGENT_OPCODES and len(chunks) == 1:
             if self._urgent is None:
                 self._urgent = collections.deque()
             self._urgent.append(chunks[0])
         else:
-            if self._pending is None:
-                self._pending = collections.deque()
-            self._pending.append((key, chunks))
-            self._activate()
+            if keys is None:
+                keys = self._keys = {}
+            keys[key] = collections.deque()
+            self._start(key, chunks)
 
-    def _activate(self) -> None:
-        """Move pending frames into the round-robin, in arrival order per key."""
-        if self._active is None:
-            self._active = set()
+    def _start(self, key: tuple[int, int], chunks: list[bytes]) -> None:
+        """Activate `chunks` of `key` (whose FIFO exists), or let them wait their turn
+        among the multi-chunk frames when MAX_OPEN_MULTI are open."""
+        multi = len(chunks) > 1
+        if multi and self._open_multi >= MAX_OPEN_MULTI:
+            self._keys[key].appendleft(chunks)  # type: ignore[index]  # the key's next frame
+            if self._multi_wait is None:
+                self._multi_wait = collections.deque()
+            self._multi_wait.append(key)
+            return
+        self._open_multi += multi
         if self._frames is None:
             self._frames = collections.deque()
-        blocked: set[tuple[int, int]] = set()
-        keep: Deque = collections.deque()
-        for key, chunks in self._pending or ():
-            multi = len(chunks) > 1
-            if key in self._active or key in blocked or (multi and self._open_multi >= MAX_OPEN_MULTI):
-                blocked.add(key)
-                keep.append((key, chunks))
-                continue
-            self._active.add(key)
-            self._open_multi += multi
-            self._frames.append((key, iter(chunks), multi))
-        self._pending = keep or None
+        self._frames.append([key, chunks, 0, multi])
+
+    def _finished(self, key: tuple[int, int], multi: bool) -> None:
+        """The active frame of `key` sent its last chunk: its key's next frame, and a
+        multi-chunk frame that waited for the slot, start."""
+        keys = self._keys
+        assert keys is not None
+        waiting = keys[key]
+        if waiting:
+            self._start(key, waiting.popleft())
+        else:
+            del keys[key]
+        if multi:
+            self._open_multi -= 1
+            while self._multi_wait and self._open_multi < MAX_OPEN_MULTI:
+                nxt = self._multi_wait.popleft()
+                self._start(nxt, keys[nxt].popleft())
+            if not self._multi_wait:
+                self._multi_wait = None
 
     def next_chunk(self) -> Optional[bytes]:
         """The next chunk to write (taken: `queued_bytes` shrinks), None when idle."""
@@ -96,23 +119,25 @@ class ChunkQueue:
             if not self._urgent:
                 self._urgent = None
             return urgent
-        while self._frames:
-            key, frame_chunks, multi = self._frames.popleft()
-            chunk = next(frame_chunks, None)
-            if chunk is None:
-                self._active.discard(key)  # type: ignore[union-attr]  # set with every frame
-                self._open_multi -= multi
-                if self._pending:
-                    self._activate()
-                continue
-            self._frames.append((key, frame_chunks, multi))
+        frames = self._frames
+        if frames:
+            active = frames.popleft()
+            key, chunks, i, multi = active
+            chunk = chunks[i]
+            if i + 1 < len(chunks):
+                active[2] = i + 1
+                frames.append(active)
+            else:
+                self._finished(key, multi)
+            if not frames and not self._multi_wait:  # idle again: drop the containers
+                self._frames = None
+                if not self._keys:
+                    self._keys = None
             return chunk
-        if self._frames is not None and not self._pending:  # idle again: drop the containers
-            self._frames = self._active = None
         return None
 
     def clear(self) -> None:
         """Drop everything queued (an aborted link)."""
-        self._urgent = self._frames = self._active = self._pending = None
+        self._urgent = self._frames = self._keys = self._multi_wait = None
         self._open_multi = 0
         self.queued_bytes = 0
