@@ -23,3 +23,8 @@ def pack_group(events: list[MailboxEvent]) -> bytes:
 
 def unpack_group(data: bytes) -> list[MailboxEvent]:
     """Inverse of pack_group with the same checks."""
+
+def pack_each(prefix: bytes, event: MailboxEvent, event_ids: list[bytes]) -> list[bytes]:
+    """[prefix ‖ pack_group([event with event_id e]) for e in event_ids]: one record's
+    recipients' entries, which differ only in their event_id, packed once. EventGroupError
+    as pack_group, or for an event_id that is not 16 non-zero bytes."""

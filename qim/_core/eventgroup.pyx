@@ -318,3 +318,35 @@ def unpack_group(data):
     if off != n:
         raise EventGroupError("trailing bytes after event group")
     return out
+
+
+# Where the event_id lies in a one-event group: count u8, event_len u16, then the event's
+# version, event_type, flags and message_type (7 bytes) before it.
+cdef enum:
+    ONE_EVENT_ID_AT = 10
+
+
+def pack_each(prefix, event, event_ids):
+    """[prefix ‖ pack_group([event with event_id e]) for e in event_ids]: the entries of
+    one record's recipients, which differ only in their event_id (docs/decisions/0070).
+    The event is validated and packed once; each entry is a copy with its event_id
+    written in. EventGroupError as pack_group, or for an event_id that is not 16
+    non-zero bytes; TypeError for a prefix or event_id that is not bytes-like."""
+    cdef bytes pre = as_bytes(prefix, "prefix")
+    cdef bytes group = pack_group([event])
+    cdef Py_ssize_t np = len(pre), n = len(pre) + len(group), k, count = len(event_ids)
+    cdef const unsigned char* eid
+    cdef list keep = []
+    cdef bytes out
+    cdef char* dst
+    result = PyList_New(count)
+    for k in range(count):
+        eid = id16(event_ids[k], "event_id", keep)
+        out = PyBytes_FromStringAndSize(NULL, n)
+        dst = PyBytes_AS_STRING(out)
+        memcpy(dst, bptr(pre), np)
+        memcpy(dst + np, bptr(group), n - np)
+        memcpy(dst + np + ONE_EVENT_ID_AT, eid, QIM_ID_LEN)
+        Py_INCREF(out)
+        PyList_SET_ITEM(result, k, out)
+    return result

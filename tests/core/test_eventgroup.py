@@ -193,6 +193,23 @@ def test_unpack_group_violations(eventgroup) -> None:
             eventgroup.unpack_group(bad)
 
 
+def test_pack_each_is_one_group_per_event_id(eventgroup) -> None:
+    ids = [bytes([i]) * 16 for i in range(1, 40)]
+    for event in (ev(), ev(2, client_message_id=CMID, body=b"b" * 300, custom_type=b"ct")):
+        got = eventgroup.pack_each(b"SEQ8....", event, ids)
+        assert got == [b"SEQ8...." + eventgroup.pack_group([event._replace(event_id=e)]) for e in ids]
+        assert [eventgroup.unpack_group(g[8:])[0].event_id for g in got] == ids
+    assert eventgroup.pack_each(b"", ev(), []) == []
+    with pytest.raises(EventGroupError, match="event_id must be 16 non-zero bytes"):
+        eventgroup.pack_each(b"", ev(), [EID, bytes(16)])
+    with pytest.raises(EventGroupError, match="event_id must be 16 non-zero bytes"):
+        eventgroup.pack_each(b"", ev(), [b"short"])
+    with pytest.raises(EventGroupError):  # the event itself is checked, even for no ids
+        eventgroup.pack_each(b"", ev(event_type=0), [])
+    with pytest.raises(TypeError):
+        eventgroup.pack_each(b"", ev(), [12345])
+
+
 # --- differential ---------------------------------------------------------------------
 
 def _call(fn, *args):
@@ -227,6 +244,9 @@ def test_differential(events, flip, junk) -> None:
                 client_message_id=bytes(e.client_message_id))
     grp = _call(p.pack_group, events)
     assert grp == _call(c.pack_group, events)
+    for e in events[:2]:  # every recipient's entry from one event (ids from the same strategy)
+        ids = [e.event_id, e.message_id, e.conversation_id]
+        assert _call(p.pack_each, junk[:8], e, ids) == _call(c.pack_each, junk[:8], e, ids)
     raw = bytearray(grp[1] if grp[0] == "ok" else junk)
     if raw:
         raw[flip[0] % len(raw)] = flip[1]

@@ -51,7 +51,8 @@ async def test_a_stuck_shard_pauses_only_its_partition_and_others_flow(monkeypat
             await release.wait()  # shard 0's store call hangs
         done[cur.shard].extend(offset for offset, _ in records)
         blob = watermark.advance_all(cur.blob, records[-1][0])
-        return [SimpleNamespace(new_blob=blob, status="FRESH", tenant=0, mailbox_seq=0, per_user=[], trace_id="")
+        return [SimpleNamespace(new_blob=blob, status="FRESH", tenant=0, mailbox_seq=0, recipients=(), event=None,
+                                trace_id="")
                 for _ in records]
 
     monkeypatch.setattr(mat_mod, "materialize", fake_materialize)

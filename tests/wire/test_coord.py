@@ -9,7 +9,7 @@ import os
 
 from qim._core import eventgroup, ids
 from qim._core.types import MailboxEvent, MessageCoord
-from qim.services.mailbox.record import build_events
+from qim.services.mailbox.record import build_events, entries
 from qim.wire.dispatch import Dispatch, decode
 
 
@@ -30,3 +30,18 @@ def test_a_dispatch_carries_its_coordinate_to_every_recipients_event():
         assert ev.coord == coord and ev.body == b"hi"
         assert ev.client_message_id == (d.client_message_id if user == 5 else b"")  # the sender's own entry only
         assert eventgroup.unpack_group(eventgroup.pack_group([ev])) == [ev]
+
+
+def test_the_entries_are_the_packed_events_of_every_recipient():
+    """record.entries (one event packed, each recipient's event_id written in) against the
+    definition: build_events, each recipient's events packed alone."""
+    mid = os.urandom(16)
+    seq8 = os.urandom(8)
+    for sender, recipients, body, cmid in [(5, (5, 9), b"hi", os.urandom(16)),  # direct: the sender's echo
+                                           (9, tuple(range(100, 117)), None, os.urandom(16)),  # a group's shard
+                                           (5, (5,), b"", b"")]:  # a control event: no cmid
+        coord = MessageCoord(mid, ids.conversation_id_group(0, 77), 7, sender, 1_700_000_000_123, 1, b"")
+        d = Dispatch(0, ids.dispatch_id(mid, 3), coord, 3, cmid, recipients, body)
+        event, members = entries(d, seq8)
+        assert members == [(u, seq8 + eventgroup.pack_group(evs)) for u, evs in build_events(d)]
+        assert event.coord == coord and event.body == body and event.client_message_id == b""

@@ -177,3 +177,14 @@ def unpack_group(data: bytes) -> list[MailboxEvent]:
     if off != n:
         raise EventGroupError("trailing bytes after event group")
     return out
+
+
+def pack_each(prefix: bytes, event: MailboxEvent, event_ids: list[bytes]) -> list[bytes]:
+    """[prefix ‖ pack_group([event with event_id e]) for e in event_ids] (the compiled
+    twin packs once and writes each event_id in)."""
+    head = as_bytes(prefix, "prefix")
+    pack_group([event])  # the event itself is checked even for no event_ids
+    out = []
+    for eid in event_ids:
+        out.append(head + pack_group([event._replace(event_id=as_bytes(eid, "event_id"))]))
+    return out

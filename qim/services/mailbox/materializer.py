@@ -34,6 +34,7 @@ import time
 from typing import Callable, Deque, Optional
 
 from qim._core import watermark
+from qim._core.types import MailboxEvent
 from qim.consts import (
     DISPATCH_TOPIC,
     KAFKA_CONSUME_WAIT_S,
@@ -56,7 +57,8 @@ logger = logging.getLogger(__name__)
 PAUSED_POLL_S = 0.1
 DP_GC_BATCH = 512  # DispatchProgress keys deleted per sweep call
 DP_GC_RESWEEP_S = 60.0  # a shard whose W stood still is swept again this often
-PushHook = Callable[[int, int, list], None]  # (tenant, mailbox_seq, [(user, events)]); must not await
+# (tenant, mailbox_seq, recipients, their MailboxEvent) of one record; must not await
+PushHook = Callable[[int, int, tuple, MailboxEvent], None]
 LostHook = Callable[[int, str], None]  # (shard, reason): a shard this node stopped serving by itself
 
 
@@ -287,10 +289,10 @@ class MailboxMaterializer:
             self._m.records.labels(status=one.status).inc()
             with bind(trace=one.trace_id):  # the push hook reads it (pushes and projections carry it)
                 tracer.debug("materialized shard %d offset %d for %d recipient(s): %s", state.shard, offset,
-                             len(one.per_user), one.status)
+                             len(one.recipients), one.status)
                 if one.status != "DUPLICATE":  # RECOVERED: the push of the lost attempt never happened
-                    self._m.entries.inc(len(one.per_user))
-                    self._push(one.tenant, one.mailbox_seq, one.per_user)
+                    self._m.entries.inc(len(one.recipients))
+                    self._push(one.tenant, one.mailbox_seq, one.recipients, one.event)
 
     async def _gc_loop(self) -> None:
         """DispatchProgress GC: delete DP whose highest observed offset is at or below the

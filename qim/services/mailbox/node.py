@@ -27,6 +27,7 @@ from typing import Any, Iterator
 from google.protobuf.message import DecodeError
 
 from qim._core import ids
+from qim._core.types import MailboxEvent
 from qim.cluster.keeper import ShardKeeper
 from qim.cluster.metrics import ShardMetrics
 from qim.cluster.owners import OwnerTable
@@ -113,15 +114,16 @@ class MailboxNode(ServiceNode):
             yield "catching up with the dispatch log"
         yield from self.materializer.dirty_reasons
 
-    def push(self, tenant: int, seq: int, items: Any) -> None:
+    def push(self, tenant: int, seq: int, recipients: tuple, event: MailboxEvent) -> None:
         """PushBatch of one materialized record to the gateways holding its recipients'
-        devices, PROJECTION to the owner of its session shard (never awaits)."""
-        if not items:
+        devices, PROJECTION to the owner of its session shard (never awaits). `event`:
+        the recipients' event (its message's coordinates)."""
+        if not recipients:
             return
         # every recipient of a record is in its shard: the first one names it
-        shard = ids.user_placement(tenant, items[0][0], self.config.common.shard_count)[2]
-        self.targets.push(shard, tenant, seq, items)
-        self._projection.send(shard, tenant, items)
+        shard = ids.user_placement(tenant, recipients[0], self.config.common.shard_count)[2]
+        self.targets.push(shard, tenant, seq, recipients, event.message_id)
+        self._projection.send(shard, tenant, recipients, event)
 
     async def handle(self, opcode: int, body: bytes) -> tuple[int, bytes]:
         """MAILBOX_PULL from a gateway -> MAILBOX_BATCH (RequestError otherwise)."""

@@ -17,8 +17,9 @@ is qim/services/session/feed.py (ProjectionIntake).
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
+from qim._core.types import MailboxEvent
 from qim.cluster.owners import OwnerTable
 from qim.net.oneway import PEER_QUEUE_LIMIT, SENT, OneWayLink
 from qim.net.tls import TlsContexts
@@ -34,8 +35,7 @@ RECONNECT_MAX_S = 0.5
 
 
 class ProjectionFeed:
-    """`send(shard, tenant, items)` with items = [(user, [MailboxEvent])] of one final
-    dispatch record of `shard`; links to session owners (mutual TLS with `tls`, the
+    """`send(shard, tenant, recipients, event)` of one final dispatch record of `shard`; links to session owners (mutual TLS with `tls`, the
     peer must be a session certificate) are made on first use and run by `spawn(coro,
     name)` (the node's supervised tasks)."""
 
@@ -59,29 +59,26 @@ class ProjectionFeed:
             self._spawn(link.run(), f"projection link {addr}")
         return link
 
-    def send(self, shard: int, tenant: int, items: Any) -> None:
-        """Never raises: it runs on the mailbox shard path, whose worker must not die for
-        a best-effort optimisation."""
+    def send(self, shard: int, tenant: int, recipients: Sequence[int], event: MailboxEvent) -> None:
+        """PROJECTION of one record's message to its `recipients` (`event`: their event).
+        Never raises: it runs on the mailbox shard path, whose worker must not die for a
+        best-effort optimisation."""
         try:
-            self._send(shard, tenant, items)
+            self._send(shard, tenant, recipients, event)
         except Exception:  # noqa: BLE001 — counted and logged; the durable path recovers
             self._m.projection_dropped.inc()
             logger.exception("PROJECTION frame not built")
 
-    def _send(self, shard: int, tenant: int, items: Any) -> None:
+    def _send(self, shard: int, tenant: int, recipients: Sequence[int], event: MailboxEvent) -> None:
         owner = self._owners.owner("session", shard)
         if owner is None:
             self._m.projection_dropped.inc()  # no live owner now: its durable consumer catches up
             return
         trace = bytes.fromhex(current("trace"))  # the record's message (bound by the materializer)
-        messages: dict[tuple, list[int]] = {}
-        for user, events in items:
-            for ev in events:
-                key = (ev.conversation_id, ev.conversation_seq, ev.created_at_ms, ev.sender_id)
-                messages.setdefault(key, []).append(user)
         frame = projection_pb2.Projection(tenant_id=tenant.to_bytes(16, "big"))
-        for (conv, seq, created, sender), users in messages.items():
-            frame.messages.add(conversation_id=conv, conversation_seq=seq, created_at_ms=created,
-                               sender_id=sender, users=sorted(set(users)), trace_id=trace)
-        if frame.messages and self._link(owner.addr).send(frame.SerializeToString()) == SENT:
+        # one message per record: every recipient's event has the same coordinates
+        frame.messages.add(conversation_id=event.conversation_id, conversation_seq=event.conversation_seq,
+                           created_at_ms=event.created_at_ms, sender_id=event.sender_id, users=recipients,
+                           trace_id=trace)
+        if self._link(owner.addr).send(frame.SerializeToString()) == SENT:
             self._m.projection_frames.inc()

@@ -50,18 +50,20 @@ class ShardCursor:
 
 @dataclass
 class Materialized:
-    """The outcome of one record: status, tenant, the mailbox_seq used, the events per user and the new watermark."""
+    """The outcome of one record: status, tenant, the mailbox_seq used, its recipients and
+    their event (push and projection need only its message's coordinates), the new W."""
     status: str  # FRESH | RESUME | DUPLICATE | RECOVERED (this writer finished it before; reply lost)
     tenant: int
     mailbox_seq: int
-    per_user: list  # [(user_id, [MailboxEvent])]
+    recipients: tuple  # user ids, ascending
+    event: MailboxEvent  # the recipients' event but for its event_id (and the sender's cmid)
     new_blob: bytes
     trace_id: bytes = b""  # the message's (dispatch version 2), for log lines and pushes
 
 
 def build_events(d: dispatch_record.Dispatch) -> list[tuple[int, list[MailboxEvent]]]:
     """One event per recipient (MESSAGE, or the CONTROL kind: MEMBERSHIP / RECALL / DELETE);
-    only the sender's own entry carries the cmid."""
+    only the sender's own entry carries the cmid. The definition `entries` packs."""
     out = []
     for user in d.recipients:
         out.append((user, [MailboxEvent.at(
@@ -70,12 +72,28 @@ def build_events(d: dispatch_record.Dispatch) -> list[tuple[int, list[MailboxEve
     return out
 
 
+def entries(d: dispatch_record.Dispatch, seq8: bytes) -> tuple[MailboxEvent, list[tuple[int, bytes]]]:
+    """(the recipients' event, [(user, seq8 ‖ its event group)]) of `d`: build_events
+    packed, the recipients' entries copied from one packed event with each one's
+    event_id written in (eventgroup.pack_each: no event object per recipient,
+    decisions/0070); the sender's own entry, which carries the cmid, packed alone."""
+    eids = [ids.event_id(d.dispatch_id, user, d.event_type) for user in d.recipients]
+    event = MailboxEvent.at(d.event_type, eids[0], d.coord, b"", d.body)
+    packed = eventgroup.pack_each(seq8, event, eids)
+    sender = d.coord.sender_id
+    if d.client_message_id and sender in d.recipients:
+        i = d.recipients.index(sender)
+        own = MailboxEvent.at(d.event_type, eids[i], d.coord, d.client_message_id, d.body)
+        packed[i] = seq8 + eventgroup.pack_group([own])
+    return event, list(zip(d.recipients, packed))
+
+
 @dataclass
 class _Prepared:
     """A decoded record ready for the store: the dispatch, its fused-call form and events."""
     d: dispatch_record.Dispatch
     fused: FusedRecord
-    per_user: list
+    event: MailboxEvent
 
 
 def _prepare(cur: ShardCursor, offset: int, value: bytes) -> _Prepared:
@@ -88,11 +106,10 @@ def _prepare(cur: ShardCursor, offset: int, value: bytes) -> _Prepared:
     if d.target_shard != cur.shard:
         raise MailboxDirty(f"offset {offset}: dispatch for shard {d.target_shard} found in partition {cur.shard}")
     seq8 = mseq.to_bytes(mseq.compose(cur.epoch, offset))
-    per_user = build_events(d)
-    members = [(u, seq8 + eventgroup.pack_group(evs)) for u, evs in per_user]
+    event, members = entries(d, seq8)
     fused = FusedRecord(d.tenant, d.dispatch_id, dispatch_record.payload_digest(value), offset, seq8,
                         day_of(d.coord.created_at_ms), members)
-    return _Prepared(d, fused, per_user)
+    return _Prepared(d, fused, event)
 
 
 async def materialize(store: MailboxStore, cur: ShardCursor, records: Sequence[tuple[int, bytes]],
@@ -117,7 +134,8 @@ async def materialize(store: MailboxStore, cur: ShardCursor, records: Sequence[t
     for p, (status, used) in zip(prepared, results):
         if status == RECOVERED and used != p.fused.seq8:
             status = DUPLICATE  # the dispatch was first materialized at an earlier offset: nothing new here
-        out.append(Materialized(status, p.d.tenant, mseq.from_bytes(used), p.per_user, new_blob, p.d.trace_id))
+        out.append(Materialized(status, p.d.tenant, mseq.from_bytes(used), p.d.recipients, p.event, new_blob,
+                                p.d.trace_id))
     return out
 
 

@@ -58,12 +58,10 @@ class PushTargets:
         """Stop following the shard's presence."""
         await self.presence.remove_shard(shard)
 
-    def push(self, shard: int, tenant: int, seq: int, items: list) -> None:
-        """The position of one record of `shard` to each gateway holding a recipient's
-        device, with the recipients it holds (every gateway, every recipient, while the
-        shard's presence is being read). Never awaits."""
-        users = [user for user, _ in items]
-        message_id = next((ev.message_id for _, events in items for ev in events), b"")
+    def push(self, shard: int, tenant: int, seq: int, users: Sequence[int], message_id: bytes) -> None:
+        """The position of one record of `shard` (its mailbox_seq and message) to each
+        gateway holding a recipient's device, with the recipients it holds (every gateway,
+        every recipient, while the shard's presence is being read). Never awaits."""
         trace = bytes.fromhex(current("trace"))  # bound by the materializer for this record
         by_gateway: dict[str, list[int]] = {}
         for user in users:
