@@ -237,6 +237,12 @@ assert MAILBOX_EPOCH_BITS + MAILBOX_OFFSET_BITS == 64
 # Script calls of one event-loop iteration sent as one pipeline (group commit of the
 # writer's reserve and mark_committed): at most this many commands per pipeline.
 REDIS_COALESCE_MAX_CALLS = 256
+# A batch of script calls on the lean pipelined connection (qim/infra/redis/pipe.py,
+# docs/decisions/0068) unanswered this long fails with the connection (outcome unknown:
+# the callers repeat or report it) when the client sets no socket_timeout: longer than
+# the machine stalls seen on a loaded 2-core VM (1-10 s), short enough that a connection
+# which silently died does not hold every caller for ever.
+REDIS_PIPE_TIMEOUT_S = 30.0
 # Producers (writer Outbox, fanout dispatch): linger before a batch leaves, and ONE
 # produce request in flight per broker connection: the broker answers the requests of
 # one connection one at a time anyway (and appends to one partition in series), so what

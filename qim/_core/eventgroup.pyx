@@ -331,7 +331,10 @@ def pack_each(prefix, event, event_ids):
     one record's recipients, which differ only in their event_id (docs/decisions/0070).
     The event is validated and packed once; each entry is a copy with its event_id
     written in. EventGroupError as pack_group, or for an event_id that is not 16
-    non-zero bytes; TypeError for a prefix or event_id that is not bytes-like."""
+    non-zero bytes; TypeError for a prefix or event_id that is not bytes-like, or
+    event_ids that are not a list or tuple."""
+    if not isinstance(event_ids, (list, tuple)):
+        raise TypeError("event_ids must be a list of 16-byte ids")
     cdef bytes pre = as_bytes(prefix, "prefix")
     cdef bytes group = pack_group([event])
     cdef Py_ssize_t np = len(pre), n = len(pre) + len(group), k, count = len(event_ids)
@@ -341,7 +344,8 @@ def pack_each(prefix, event, event_ids):
     cdef char* dst
     result = PyList_New(count)
     for k in range(count):
-        eid = id16(event_ids[k], "event_id", keep)
+        item = event_ids[k]  # held while its bytes are copied
+        eid = id16(item, "event_id", keep)
         out = PyBytes_FromStringAndSize(NULL, n)
         dst = PyBytes_AS_STRING(out)
         memcpy(dst, bptr(pre), np)

@@ -16,6 +16,7 @@ and its callers' drop decisions read it.
 from __future__ import annotations
 
 import collections
+import heapq
 from typing import Deque, Optional
 
 from qim._core import frame as frame_codec
@@ -31,24 +32,28 @@ class ChunkQueue:
     chunk size of the frames queued (1..64 KiB, checked by the caller). An empty queue
     holds no container (a deque is 760 bytes: an idle link keeps none).
 
-    Every operation is O(1) in the frames queued: a frame whose key is busy waits in its
-    key's own FIFO, not in one list scanned on every put and every finished frame (every
-    one-way frame has request_id 0, so a backed-up one-way link queued thousands of
-    frames under one key and each put rescanned them all: decisions/0069)."""
+    Every operation is O(1) in the frames queued (O(log n) in the multi-chunk frames
+    waiting for a slot): a frame whose key is busy waits in its key's own FIFO, not in
+    one list scanned on every put and every finished frame (every one-way frame has
+    request_id 0, so a backed-up one-way link queued thousands of frames under one key
+    and each put rescanned them all: decisions/0069). Waiting frames start in arrival
+    order, as with the scan."""
 
-    __slots__ = ("chunk_bytes", "_urgent", "_frames", "_keys", "_multi_wait", "_open_multi", "queued_bytes")
+    __slots__ = ("chunk_bytes", "_urgent", "_frames", "_keys", "_multi_wait", "_open_multi", "_arrivals",
+                 "queued_bytes")
 
     def __init__(self, chunk_bytes: int) -> None:
         self.chunk_bytes = chunk_bytes
         self._urgent: Optional[Deque[bytes]] = None  # single-chunk control replies
         # The round-robin of active frames: [key, chunks, next index, multi].
         self._frames: Optional[Deque[list]] = None
-        # key -> the frames of that key waiting behind its active one (arrival order); a
-        # key is present while it has an active frame or frames waiting
-        self._keys: Optional[dict[tuple[int, int], Deque[list[bytes]]]] = None
-        # keys whose next frame is multi-chunk and waits for MAX_OPEN_MULTI to allow it
-        self._multi_wait: Optional[Deque[tuple[int, int]]] = None
+        # key -> (arrival, chunks) of the frames of that key waiting behind its active one;
+        # a key is present while it has an active frame or frames waiting
+        self._keys: Optional[dict[tuple[int, int], Deque[tuple[int, list[bytes]]]]] = None
+        # (arrival, key) of keys whose next frame is multi-chunk and waits for a slot (a heap)
+        self._multi_wait: Optional[list[tuple[int, tuple[int, int]]]] = None
         self._open_multi = 0
+        self._arrivals = 0
         self.queued_bytes = 0
 
     def __bool__(self) -> bool:
@@ -61,8 +66,9 @@ class ChunkQueue:
         self.queued_bytes += sum(len(c) for c in chunks) if len(chunks) > 1 else len(chunks[0])
         key = (opcode, request_id)
         keys = self._keys
+        self._arrivals += 1
         if keys is not None and key in keys:  # behind the key's active or waiting frames
-            keys[key].append(chunks)
+            keys[key].append((self._arrivals, chunks))
         elif opcode in URGENT_OPCODES and len(chunks) == 1:
             if self._urgent is None:
                 self._urgent = collections.deque()
@@ -71,17 +77,17 @@ class ChunkQueue:
             if keys is None:
                 keys = self._keys = {}
             keys[key] = collections.deque()
-            self._start(key, chunks)
+            self._start(key, self._arrivals, chunks)
 
-    def _start(self, key: tuple[int, int], chunks: list[bytes]) -> None:
-        """Activate `chunks` of `key` (whose FIFO exists), or let them wait their turn
-        among the multi-chunk frames when MAX_OPEN_MULTI are open."""
+    def _start(self, key: tuple[int, int], arrival: int, chunks: list[bytes]) -> None:
+        """Activate `chunks` of `key` (whose FIFO exists), or let them wait, first in
+        their key's FIFO, when MAX_OPEN_MULTI multi-chunk frames are open."""
         multi = len(chunks) > 1
         if multi and self._open_multi >= MAX_OPEN_MULTI:
-            self._keys[key].appendleft(chunks)  # type: ignore[index]  # the key's next frame
+            self._keys[key].appendleft((arrival, chunks))  # type: ignore[index]  # the key's next frame
             if self._multi_wait is None:
-                self._multi_wait = collections.deque()
-            self._multi_wait.append(key)
+                self._multi_wait = []
+            heapq.heappush(self._multi_wait, (arrival, key))
             return
         self._open_multi += multi
         if self._frames is None:
@@ -89,22 +95,30 @@ class ChunkQueue:
         self._frames.append([key, chunks, 0, multi])
 
     def _finished(self, key: tuple[int, int], multi: bool) -> None:
-        """The active frame of `key` sent its last chunk: its key's next frame, and a
-        multi-chunk frame that waited for the slot, start."""
+        """The active frame of `key` sent its last chunk: its key's next frame and the
+        multi-chunk frames waiting for the slot it may free start, in arrival order."""
         keys = self._keys
         assert keys is not None
-        waiting = keys[key]
-        if waiting:
-            self._start(key, waiting.popleft())
-        else:
+        own: Optional[Deque] = keys[key]
+        if not own:
             del keys[key]
-        if multi:
-            self._open_multi -= 1
-            while self._multi_wait and self._open_multi < MAX_OPEN_MULTI:
-                nxt = self._multi_wait.popleft()
-                self._start(nxt, keys[nxt].popleft())
-            if not self._multi_wait:
-                self._multi_wait = None
+            own = None
+        self._open_multi -= multi
+        waiting = self._multi_wait
+        while True:
+            slot = waiting[0] if waiting and self._open_multi < MAX_OPEN_MULTI else None
+            if own is not None and (slot is None or own[0][0] < slot[0]):
+                arrival, chunks = own.popleft()
+                own = None  # one frame of a key at a time: the rest waits behind it
+                self._start(key, arrival, chunks)
+            elif slot is not None:
+                heapq.heappop(waiting)  # type: ignore[arg-type]
+                arrival, chunks = keys[slot[1]].popleft()
+                self._start(slot[1], arrival, chunks)
+            else:
+                break
+        if not self._multi_wait:
+            self._multi_wait = None
 
     def next_chunk(self) -> Optional[bytes]:
         """The next chunk to write (taken: `queued_bytes` shrinks), None when idle."""
@@ -112,6 +126,28 @@ class ChunkQueue:
         if chunk is not None:
             self.queued_bytes -= len(chunk)
         return chunk
+
+    def next_chunks(self, limit: int) -> list[bytes]:
+        """The next chunks to write together, in order: the next one, then more while
+        their total stays within `limit` bytes (the small frames of one turn of the
+        event loop leave in one socket write: one system call and one TLS record instead
+        of one each). Taken: `queued_bytes` shrinks. [] when idle."""
+        out: list[bytes] = []
+        total = 0
+        while True:
+            if self._urgent:
+                n = len(self._urgent[0])
+            elif self._frames:
+                head = self._frames[0]
+                n = len(head[1][head[2]])
+            else:
+                break
+            if out and total + n > limit:
+                break
+            out.append(self._take())  # type: ignore[arg-type]  # the chunk just measured
+            total += n
+        self.queued_bytes -= total
+        return out
 
     def _take(self) -> Optional[bytes]:
         if self._urgent:

@@ -4,18 +4,19 @@ the FrameTransport of qim/net/transport.py).
 Reading: bytes go through `qim._core.frame.FrameDecoder`; a FrameError propagates and
 the caller closes the stream (there is no resync).
 
-Writing: the chunks go out one at a time in the order of qim/net/chunks.py (control
-replies first, other frames round-robin), so that a PONG or an ACK never waits behind a
-large frame. The frames queued in one turn of the event loop are written by one callback
-later in that turn; only when the socket holds a chunk back does a task wait for it
-(`drain()`), so an idle link keeps neither a task nor an event
+Writing: the chunks go out in the order of qim/net/chunks.py (control replies first,
+other frames round-robin), so that a PONG or an ACK never waits behind a large frame;
+small ones queued together leave in one write of at most a chunk (one system call and
+one TLS record). The frames queued in one turn of the event loop are written by one
+callback later in that turn; only when the socket holds a chunk back does a task wait
+for it (`drain()`), so an idle link keeps neither a task nor an event
 (docs/decisions/0050-conn-lean-client-links.md). It hands the socket the next chunk only
 when the previous one left user space (asyncio write-buffer limits of about one chunk),
-and asks the kernel to keep at most about one chunk unsent (TCP_NOTSENT_LOWAT). Before this, a whole page (up to 1 MiB) went to the socket at once
-and a PONG queued after it waited ~9 s on a 100 KiB/s link
-(docs/decisions/0011-slow-links.md). What a slow peer has not taken yet stays queued,
-counted in `queued_bytes`; callers bound it (stop reading the peer, drop best-effort
-traffic with a counter).
+and asks the kernel to keep at most about one chunk unsent (TCP_NOTSENT_LOWAT). Before
+this, a whole page (up to 1 MiB) went to the socket at once and a PONG queued after it
+waited ~9 s on a 100 KiB/s link (docs/decisions/0011-slow-links.md). What a slow peer
+has not taken yet stays queued, counted in `queued_bytes`; callers bound it (stop
+reading the peer, drop best-effort traffic with a counter).
 
 FramedStream is also the base of the WebSocket transport (qim/net/websocket.py), which
 runs over the same asyncio stream and replaces only how bytes become frames and chunks
@@ -119,9 +120,9 @@ class FramedStream:
         """True once the peer said it is done before its bytes ended (never on TCP)."""
         return False
 
-    def _emit(self, chunk: bytes) -> None:
-        """Hand one chunk to the socket."""
-        self._writer.write(chunk)
+    def _emit(self, chunks: list[bytes]) -> None:
+        """Hand chunks to the socket, in one write."""
+        self._writer.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))
 
     def _closing(self, reason: str) -> None:
         """Last bytes before a clean close (none on TCP; `reason` is empty then)."""
@@ -182,10 +183,10 @@ class FramedStream:
             return
         try:
             while not self._writer.is_closing():
-                chunk = self._out.next_chunk()
-                if chunk is None:
+                chunks = self._out.next_chunks(self._chunk_bytes)
+                if not chunks:
                     break
-                self._emit(chunk)
+                self._emit(chunks)
                 transport = self._writer.transport
                 if transport is not None and transport.get_write_buffer_size() > 0:
                     self._pump_task = asyncio.get_running_loop().create_task(self._pump_when_writable())
@@ -208,10 +209,10 @@ class FramedStream:
                 # then it waits for the socket, and whatever is queued meanwhile (a PONG)
                 # is chosen afresh instead of sitting behind bytes already handed over.
                 await self._writer.drain()
-                chunk = self._out.next_chunk() if not self._writer.is_closing() else None
-                if chunk is None:
+                chunks = self._out.next_chunks(self._chunk_bytes) if not self._writer.is_closing() else None
+                if not chunks:
                     break
-                self._emit(chunk)
+                self._emit(chunks)
                 self._progressed()
         except (ConnectionError, OSError) as exc:
             self._pump_task = None

@@ -137,8 +137,9 @@ class WebSocketStream(FramedStream):
     def _ended(self) -> bool:
         return self._peer_closed
 
-    def _emit(self, chunk: bytes) -> None:
-        self._ws.send_binary(chunk)
+    def _emit(self, chunks: list[bytes]) -> None:
+        for chunk in chunks:  # one WebSocket message per chunk (the module doc)
+            self._ws.send_binary(chunk)
         self._write_pending()
 
     def _closing(self, reason: str) -> None:
@@ -161,12 +162,15 @@ class WebSocketStream(FramedStream):
         self._write_pending()
 
     def _write_pending(self) -> None:
-        """Hand what the protocol has to send to the socket (b"" marks the end of it)."""
+        """Hand what the protocol has to send to the socket in one write (b"" marks the
+        end of it: the transport closes after this)."""
+        pending = []
         for data in self._ws.data_to_send():
             if not data:
-                return  # the protocol is done sending: the transport closes after this
-            if not self._writer.is_closing():
-                self._writer.write(data)
+                break
+            pending.append(data)
+        if pending and not self._writer.is_closing():
+            self._writer.write(pending[0] if len(pending) == 1 else b"".join(pending))
 
     def abort(self, reason: str = "") -> None:
         """Close at once with a close frame: the fault's code (module doc), else 1008

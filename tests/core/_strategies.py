@@ -169,6 +169,10 @@ group_arg = (good_group,
              st.one_of(st.lists(any_event, max_size=9), good_group.map(tuple), JUNK,
                        st.lists(good_event, min_size=2, max_size=3).map(
                            lambda es: [e._replace(event_type=7) for e in es])))
+prefix_arg = (st.binary(max_size=8).flatmap(as_buffer), st.one_of(JUNK, st.integers()))
+event_ids_arg = (st.lists(nz_id, max_size=5).flatmap(lambda ids: st.sampled_from([ids, tuple(ids)])),
+                 st.one_of(st.lists(nz_id | bad_id, min_size=1, max_size=3), JUNK, st.integers(),
+                           st.lists(nz_id, max_size=2).map(iter)))
 event_bytes = encoded(good_event.map(EG.pack_event))
 group_bytes = encoded(good_group.map(lambda es: EG.pack_group(
     [e._replace(body=None if e.body is None else e.body[:600]) for e in es])))

@@ -69,6 +69,7 @@ SPECS: dict[str, dict[str, st.SearchStrategy[tuple]]] = {
         "unpack_event": S.call_args(S.event_bytes),
         "pack_group": S.call_args(S.group_arg),
         "unpack_group": S.call_args(S.group_bytes),
+        "pack_each": S.call_args(S.prefix_arg, S.event_arg, S.event_ids_arg),
     },
     "ids": {
         "conversation_id_direct": S.call_args(S.tenant, S.nz64, S.nz64),

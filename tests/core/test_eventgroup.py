@@ -208,6 +208,9 @@ def test_pack_each_is_one_group_per_event_id(eventgroup) -> None:
         eventgroup.pack_each(b"", ev(event_type=0), [])
     with pytest.raises(TypeError):
         eventgroup.pack_each(b"", ev(), [12345])
+    with pytest.raises(TypeError):  # a list or a tuple, nothing lazier
+        eventgroup.pack_each(b"", ev(), (e for e in ids))
+    assert eventgroup.pack_each(b"", tuple(ev()), ids[:2]) == eventgroup.pack_each(b"", ev(), ids[:2])
 
 
 # --- differential ---------------------------------------------------------------------

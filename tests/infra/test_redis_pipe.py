@@ -72,3 +72,27 @@ async def test_pipe_for_takes_only_plain_connections(private_redis):
         assert pipe_for(aioredis.Redis(connection_pool=pool)) is None, kw
     assert pipe_for(object()) is None
     await plain.aclose()
+
+
+async def test_an_empty_batch_and_a_cancelled_caller_leave_the_connection_in_step(private_redis):
+    pipe = PipelinedRedis("127.0.0.1", private_redis.port)
+    try:
+        assert await pipe.execute([]) == []
+        first = asyncio.ensure_future(pipe.execute([("DEBUG", "SLEEP", "0.2"), ("SET", "c", 1)]))
+        await asyncio.sleep(0.05)
+        first.cancel()  # its replies still come and are dropped
+        assert await pipe.execute([("INCR", "c")]) == [2]
+        connecting = asyncio.ensure_future(pipe.execute([("PING",)]))
+        await asyncio.sleep(0)
+        connecting.cancel()  # cancelled while nothing else waits for the connection
+        private_redis.stop()  # blocks the loop: the close is seen only by the next batch
+        private_redis.start()
+        outcomes = []
+        for _ in range(2):  # the batch written into the dead connection fails; the next reconnects
+            try:
+                outcomes.append(await pipe.execute([("PING",)]))
+            except rx.ConnectionError:
+                outcomes.append("lost")
+        assert outcomes in ([[b"PONG"], [b"PONG"]], ["lost", [b"PONG"]])
+    finally:
+        pipe.close()

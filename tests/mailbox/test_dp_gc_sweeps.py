@@ -1,5 +1,5 @@
 """The DispatchProgress GC sweeps a shard only when there can be something new to
-delete (qim/services/mailbox/materializer.py `_gc_loop`): after the W of every lane moved
+delete (qim/services/mailbox/dpgc.py `gc_loop`): after the W of every lane moved
 past the safety window, or after a sweep that stopped at its batch. An idle mailbox node
 used to sweep every owned shard every second (one Redis read each, 64 a second)."""
 
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 from qim._core import watermark
 from qim.faults import MAILBOX_POINTS, FaultPoints
-from qim.services.mailbox import materializer as mat
+from qim.services.mailbox import dpgc
 from qim.services.mailbox.materializer import MailboxMaterializer, ShardState
 
 SAFETY_MS = 10
@@ -57,7 +57,7 @@ async def test_a_shard_is_swept_again_only_when_its_watermark_moved_or_a_sweep_w
 
 
 async def test_a_shard_whose_watermark_stands_still_is_swept_again_after_the_resweep_period(monkeypatch):
-    monkeypatch.setattr(mat, "DP_GC_RESWEEP_S", 0.05)
+    monkeypatch.setattr(dpgc, "DP_GC_RESWEEP_S", 0.05)
     store = Store()
     m = MailboxMaterializer("", store, [], push=lambda *a: None, faults=FaultPoints("", MAILBOX_POINTS),
                             dp_gc_safety_ms=SAFETY_MS, consumer=SimpleNamespace())

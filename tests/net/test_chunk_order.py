@@ -1,7 +1,8 @@
 """ChunkQueue's outbound order (qim/net/chunks.py, docs/decisions/0011, 0069) against a
 plain model of its rules, on random puts and takes: control replies first, active frames
 round-robin chunk by chunk, one frame per (opcode, request_id) at a time in arrival
-order, at most MAX_OPEN_MULTI multi-chunk frames open. (The queue keeps a FIFO per key
+order, at most MAX_OPEN_MULTI multi-chunk frames open; the chunks of one write
+(`next_chunks`) are the same chunks in the same order. (The queue keeps a FIFO per key
 instead of the model's rescans, which cost a backed-up one-way link quadratic time: its
 measurement is in docs/perf.md, never in a timed test.)"""
 
@@ -64,12 +65,28 @@ class Model:
 
 ops = st.lists(st.one_of(
     st.tuples(st.just("put"), st.sampled_from(OPCODES), st.integers(0, 3), st.integers(0, 4 * CHUNK)),
-    st.tuples(st.just("take"), st.integers(1, 5))), max_size=80)
+    st.tuples(st.just("take"), st.integers(1, 5)),
+    st.tuples(st.just("batch"), st.integers(1, 4 * CHUNK))), max_size=120)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(ops)
 def test_the_queue_follows_the_rules(steps):
+    run(steps)
+
+
+def test_a_frame_waiting_for_a_multi_chunk_slot_starts_before_a_later_frame():
+    """Eight multi-chunk frames open, one more waits for a slot, then a one-chunk frame
+    of an open frame's key: when that key's frame ends, the waiting frame (earlier)
+    starts first, and a key that keeps queueing large frames cannot starve it."""
+    keys = [(Opcode.PUSH_EVENTS, i) for i in range(MAX_OPEN_MULTI)]
+    steps = [("put", op, rid, 3 * CHUNK) for op, rid in keys]
+    steps += [("put", Opcode.PROJECTION, 0, 3 * CHUNK), ("put", Opcode.PUSH_EVENTS, 0, 8),
+              ("put", Opcode.PUSH_EVENTS, 0, 3 * CHUNK), ("take", 40)]
+    run(steps)
+
+
+def run(steps) -> None:
     q, model, serial = ChunkQueue(CHUNK), Model(), 0
     for step in steps:
         if step[0] == "put":
@@ -78,9 +95,15 @@ def test_the_queue_follows_the_rules(steps):
             body = serial.to_bytes(4, "big") * (size // 4 + 1)
             q.put(opcode, rid, body)
             model.put((opcode, rid), frame_codec.encode_frame(opcode, rid, body, False, CHUNK))
-        else:
+        elif step[0] == "take":
             for _ in range(step[1]):
                 assert q.next_chunk() == model.take()
+        else:  # the chunks of one socket write: the same order, within the limit unless one
+            batch = q.next_chunks(step[1])
+            assert batch == [model.take() for _ in batch]
+            assert len(batch) <= 1 or sum(map(len, batch)) <= step[1]
+            if not batch:
+                assert model.take() is None
     while (chunk := model.take()) is not None:
         assert q.next_chunk() == chunk
     assert q.next_chunk() is None and not q and q.queued_bytes == 0

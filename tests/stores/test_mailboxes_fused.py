@@ -87,3 +87,18 @@ async def test_a_repeated_call_after_a_lost_reply_is_recognised(stores):
     assert [o for _, o in await mailbox(m, 11)] == [0, 1, 2, 4]
     with pytest.raises(MailboxDirty):  # the same blob written by another writer is not ours
         await m.fused(1, EPOCH, recs, None, b"W4", writer=b"someone else")
+
+
+async def test_a_digest_conflict_anywhere_in_the_call_writes_nothing(stores):
+    """A script's writes are not undone by a later error: a conflict found at the third
+    record must not leave the first two begun, done or appended."""
+    m = stores.mailboxes
+    recs = records([11])[:3]
+    await m.begin(1, recs[2].dispatch_id, b"another payload".ljust(32), 9, seq8(9))  # stored with another digest
+    with pytest.raises(MailboxDirty, match="at offset 2"):
+        await m.fused(1, EPOCH, recs, None, b"W2", writer=b"me")
+    assert await mailbox(m, 11) == []
+    assert await m.begin(1, recs[0].dispatch_id, recs[0].digest, 0, seq8(0)) == (FRESH, seq8(0))
+    twice = [recs[0], recs[1]._replace(dispatch_id=recs[0].dispatch_id)]  # one dispatch, two payloads, one call
+    with pytest.raises(MailboxDirty, match="at offset 1"):
+        await m.fused(2, EPOCH, twice, None, b"W1", writer=b"me")

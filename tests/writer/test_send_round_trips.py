@@ -14,6 +14,7 @@ from redis.asyncio.client import Pipeline
 
 from qim._core import ids
 from qim.config import Env, WriterConfig
+from qim.infra.redis.pipe import PipelinedRedis
 from qim.proto.v1 import group_pb2, internal_pb2, message_pb2
 from qim.protocol import Opcode
 from qim.services.writer.server import ConversationWriter
@@ -25,7 +26,8 @@ def actor(user: int) -> internal_pb2.Actor:
 
 class RoundTrips:
     """Counts the writer's round trips to Redis on the client side: one per command sent
-    alone, one per pipeline executed (script-internal commands are not round trips)."""
+    alone, one per pipeline executed, on redis-py or on the lean connection of the
+    script calls (qim/infra/redis/pipe.py; script-internal commands are not round trips)."""
 
     def __init__(self, client, monkeypatch) -> None:
         self.count = 0
@@ -41,8 +43,15 @@ class RoundTrips:
             self.count += 1
             return await run(pipe, *args, **kw)
 
+        lean = PipelinedRedis.execute
+
+        async def counted_lean(pipe, *args, **kw):
+            self.count += 1
+            return await lean(pipe, *args, **kw)
+
         monkeypatch.setattr(client, "execute_command", counted_command)
         monkeypatch.setattr(Pipeline, "execute", counted_pipeline)
+        monkeypatch.setattr(PipelinedRedis, "execute", counted_lean)
 
 
 def evalsha_calls(client) -> int:

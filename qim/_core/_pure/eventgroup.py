@@ -182,9 +182,13 @@ def unpack_group(data: bytes) -> list[MailboxEvent]:
 def pack_each(prefix: bytes, event: MailboxEvent, event_ids: list[bytes]) -> list[bytes]:
     """[prefix ‖ pack_group([event with event_id e]) for e in event_ids] (the compiled
     twin packs once and writes each event_id in)."""
+    if not isinstance(event_ids, (list, tuple)):
+        raise TypeError("event_ids must be a list of 16-byte ids")
     head = as_bytes(prefix, "prefix")
     pack_group([event])  # the event itself is checked even for no event_ids
+    fields = list(event)
     out = []
     for eid in event_ids:
-        out.append(head + pack_group([event._replace(event_id=as_bytes(eid, "event_id"))]))
+        fields[1] = as_bytes(eid, "event_id")
+        out.append(head + pack_group([MailboxEvent(*fields)]))
     return out

@@ -15,15 +15,19 @@ health checks and the full command set.
 Errors are redis-py's classes, so the stores' one error table (qim/stores/redis/errors.py)
 maps them as before: an error reply is an instance of the class redis-py would raise
 (NoScriptError, BusyLoadingError, ...) returned in its slot; a connection that cannot
-be opened, is lost or stays silent past `timeout_s` fails every batch in flight with
+be opened, is lost or leaves a batch unanswered past its timeout (the client's
+`socket_timeout`, else REDIS_PIPE_TIMEOUT_S) fails every batch in flight with
 ConnectionError or TimeoutError (nothing is known of those commands: the caller repeats
-them or reports the outcome unknown) and is replaced by a new one at the next batch.
+them or reports the outcome unknown) and is replaced by a new one at the next batch. A
+caller that is cancelled leaves its batch to be answered and dropped: the connection
+stays in step.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import socket
 from typing import Any, Deque, Optional, Sequence
 
 import hiredis
@@ -31,6 +35,7 @@ import redis.asyncio as aioredis
 from redis import exceptions as rx
 from redis._parsers.base import BaseParser
 
+from qim.consts import REDIS_PIPE_TIMEOUT_S
 from qim.infra.redis.client import HiredisPackedConnection, pack_args
 
 CONNECT_TIMEOUT_S = 2.0
@@ -98,12 +103,12 @@ class PipelinedRedis:
     """`await execute([args, ...])` -> one reply per command, in order; an error reply is
     the redis-py exception instance in its slot (never raised). Raises rx.ConnectionError
     (cannot connect, connection lost) or rx.TimeoutError (no complete answer within
-    `timeout_s`; None waits as long as the connection lives), after which the
-    connection is replaced; rx.DataError for an argument Redis cannot take (nothing sent).
+    `timeout_s`), after which the connection is replaced; rx.DataError for an argument Redis cannot take (nothing sent).
+    An empty batch is [] at once.
     `host`, `port`: a Redis without AUTH, TLS or a database number (the development and
     test engines; qim/stores/redis/scripts.py falls back to redis-py otherwise)."""
 
-    def __init__(self, host: str, port: int, timeout_s: Optional[float] = None,
+    def __init__(self, host: str, port: int, timeout_s: float = REDIS_PIPE_TIMEOUT_S,
                  connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         self._host, self._port = host, port
         self._timeout_s = timeout_s
@@ -117,15 +122,19 @@ class PipelinedRedis:
             self._proto = None
 
     async def _connection(self) -> _Protocol:
-        if self._proto is not None:
-            return self._proto
+        proto = self._proto
+        if proto is not None and proto.lost is None:
+            return proto
         if self._connecting is None:  # one connect for every batch that waits for it
             self._connecting = asyncio.ensure_future(self._open())
-        try:
-            return await asyncio.shield(self._connecting)
-        finally:
-            if self._connecting is not None and self._connecting.done():
-                self._connecting = None
+            self._connecting.add_done_callback(self._opened)
+        return await asyncio.shield(self._connecting)
+
+    def _opened(self, fut: asyncio.Future) -> None:
+        """The connect ended (whoever still waits for it): the next one starts afresh."""
+        self._connecting = None
+        if not fut.cancelled():
+            fut.exception()  # read here too: every waiter may have been cancelled meanwhile
 
     async def _open(self) -> _Protocol:
         loop = asyncio.get_running_loop()
@@ -134,25 +143,33 @@ class PipelinedRedis:
                 _, proto = await loop.create_connection(lambda: _Protocol(self), self._host, self._port)
         except (OSError, asyncio.TimeoutError) as exc:
             raise rx.ConnectionError(f"cannot connect to Redis at {self._host}:{self._port}: {exc}") from None
+        sock = proto.transport.get_extra_info("socket") if proto.transport is not None else None
+        if sock is not None:  # a peer that vanished without a reset shows within minutes
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         self._proto = proto
         return proto
 
     async def execute(self, commands: Sequence[Sequence[Any]]) -> list:
         """Send `commands` (each a sequence of arguments, command name first) in one write."""
+        if not commands:
+            return []
         packed = b"".join(pack_args(c) for c in commands)  # DataError before anything is sent
         proto = await self._connection()
+        if proto.lost is not None or proto.transport is None or proto.transport.is_closing():
+            raise rx.ConnectionError(f"Redis connection lost: {proto.lost}")  # lost as it opened
         batch = _Batch(asyncio.get_running_loop().create_future(), len(commands))
         proto.inflight.append(batch)
-        assert proto.transport is not None
         proto.transport.write(packed)
-        if self._timeout_s is None:
-            return await batch.fut
         try:
             return await asyncio.wait_for(asyncio.shield(batch.fut), self._timeout_s)
         except asyncio.TimeoutError:
             batch.fut.cancel()  # answered here: the failure below is for the other batches
             proto.fail(rx.TimeoutError(f"no answer from Redis within {self._timeout_s} s"))
             raise rx.TimeoutError(f"no answer from Redis within {self._timeout_s} s") from None
+        except asyncio.CancelledError:  # the caller gave up: its replies still come, unread
+            if not batch.fut.done():
+                batch.fut.add_done_callback(_retrieve)
+            raise
 
     def close(self) -> None:
         """Close the connection (batches in flight fail with ConnectionError)."""
@@ -160,16 +177,24 @@ class PipelinedRedis:
             self._proto.fail(rx.ConnectionError("closed"))
 
 
+def _retrieve(fut: asyncio.Future) -> None:
+    """Read the outcome of a batch nobody awaits any more (no "never retrieved" warning)."""
+    if not fut.cancelled():
+        fut.exception()
+
+
 def pipe_for(client: Any) -> Optional[PipelinedRedis]:
     """A PipelinedRedis to the server of redis-py `client` with its timeouts, or None when
     the client's connections need what this one does not do (AUTH, TLS, a database
-    number, a Unix socket) or it has no such pool (a test double)."""
+    number, a Unix socket, decoded replies, RESP3) or it has no such pool (a test double)."""
     pool = getattr(client, "connection_pool", None)
     kw = getattr(pool, "connection_kwargs", None)
     if not isinstance(kw, dict) or getattr(pool, "connection_class", None) not in (aioredis.Connection,
                                                                                  HiredisPackedConnection):
         return None  # a test double, an SSLConnection, a Unix socket
-    if kw.get("password") or kw.get("username") or kw.get("db", 0) or kw.get("credential_provider"):
+    if (kw.get("password") or kw.get("username") or kw.get("db", 0) or kw.get("credential_provider")
+            or kw.get("decode_responses") or kw.get("protocol", 2) != 2):
         return None
-    return PipelinedRedis(kw.get("host", "localhost"), kw.get("port", 6379), kw.get("socket_timeout"),
+    return PipelinedRedis(kw.get("host", "localhost"), kw.get("port", 6379),
+                          kw.get("socket_timeout") or REDIS_PIPE_TIMEOUT_S,
                           kw.get("socket_connect_timeout") or CONNECT_TIMEOUT_S)

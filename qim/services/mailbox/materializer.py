@@ -4,14 +4,15 @@ Statically assigns its dispatch partitions and seeks each to the watermark's sta
 offset (never trusts committed group offsets); reports ready only after catching up to
 the high watermark seen at start. One FIFO worker per shard (capacity 128, strictly
 serial within a partition) under a global permit (64); a full FIFO pauses only its
-partition. The worker materializes what its FIFO holds in one call (decisions/0067:
-a backlog costs one round trip and one watermark write per batch, not per record). A
-Redis failure is retried with backoff by repeating the call: the failed call may have applied (a reply lost to a client timeout), and the repeat either
-completes it or recognises, by this materializer's writer token stored beside W, that
-it already did (docs/decisions/0024-mailbox-finish-recognises-its-own-write.md). A
-digest conflict, an undecodable record or a watermark moved by anyone else stops that
-shard (MailboxDirty, /healthz 503) until a restart replays it. Push is best effort and
-never awaited on the shard path.
+partition. The worker materializes the records its FIFO holds together, up to a batch
+(decisions/0067: a backlog costs one round trip and one watermark write per batch). A
+Redis failure is retried with backoff by repeating the call: the failed call may have
+applied (a reply lost to a client timeout), and the repeat either completes it or
+recognises, by this materializer's writer token stored beside W, that it already did
+(docs/decisions/0024-mailbox-finish-recognises-its-own-write.md). A digest conflict,
+an undecodable record or a watermark moved by anyone else stops that shard
+(MailboxDirty, /healthz 503) until a restart replays it. Push is best effort and never
+awaited on the shard path.
 
 Shards come and go (docs/decisions/0040-scale-leases-and-fencing.md): with a
 ShardRegistry the node's ShardKeeper calls `add_shard(shard, owner_epoch)` for every
@@ -47,6 +48,7 @@ from qim.errors import EngineError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncConsumer
 from qim.obs.logcontext import bind, tracer
+from qim.services.mailbox.dpgc import gc_loop
 from qim.services.mailbox.metrics import MailboxMetrics
 from qim.services.mailbox.record import ShardCursor, materialize
 from qim.stores.errors import NotOwner
@@ -55,8 +57,6 @@ from qim.stores.mailboxes import MailboxStore
 logger = logging.getLogger(__name__)
 
 PAUSED_POLL_S = 0.1
-DP_GC_BATCH = 512  # DispatchProgress keys deleted per sweep call
-DP_GC_RESWEEP_S = 60.0  # a shard whose W stood still is swept again this often
 # (tenant, mailbox_seq, recipients, their MailboxEvent) of one record; must not await
 PushHook = Callable[[int, int, tuple, MailboxEvent], None]
 LostHook = Callable[[int, str], None]  # (shard, reason): a shard this node stopped serving by itself
@@ -155,11 +155,16 @@ class MailboxMaterializer:
         if state is None:
             return
         await self._stop_worker(state)
+        await self._unassign(shard)
+        logger.info("mailbox shard %d no longer served: %s", shard, reason)
+
+    async def _unassign(self, shard: int) -> None:
+        """Drop `shard`'s partition; a failure is logged (its records are ignored anyway:
+        the shard left `shards`)."""
         try:
             await self._consumer.remove_partitions(DISPATCH_TOPIC, [shard])
-        except EngineError as exc:  # the records are ignored anyway: the shard is gone from `shards`
+        except EngineError as exc:
             logger.warning("mailbox shard %d: unassign failed: %s", shard, exc)
-        logger.info("mailbox shard %d no longer served: %s", shard, reason)
 
     @staticmethod
     async def _stop_worker(state: ShardState) -> None:
@@ -236,10 +241,7 @@ class MailboxMaterializer:
                         del self.shards[state.shard]
                         if self._on_lost is not None:
                             self._on_lost(state.shard, "refused")
-                        try:
-                            await self._consumer.remove_partitions(DISPATCH_TOPIC, [state.shard])
-                        except EngineError as unassign:  # its records are ignored: the shard left `shards`
-                            logger.warning("mailbox shard %d: unassign failed: %s", state.shard, unassign)
+                        await self._unassign(state.shard)
                     return
                 except Exception as exc:  # MailboxDirty, or any bug: stop the shard visibly, never silently
                     self._m.dirty.inc()
@@ -295,31 +297,8 @@ class MailboxMaterializer:
                     self._push(one.tenant, one.mailbox_seq, one.recipients, one.event)
 
     async def _gc_loop(self) -> None:
-        """DispatchProgress GC: delete DP whose highest observed offset is at or below the
-        W every lane had `safety` ms ago (so W passed it and the replay window elapsed).
-        A shard is swept again only when that W moved, a sweep was cut at its batch, or
-        DP_GC_RESWEEP_S passed: an idle node made 64 reads a second for nothing."""
-        history: dict[int, Deque] = {}
-        swept: dict[int, tuple[int, float]] = {}  # shard -> (W swept up to, when)
-        while True:
-            now = time.monotonic()
-            for shard, state in list(self.shards.items()):
-                history.setdefault(shard, collections.deque()).append((now, _w(state)))
-                old = None
-                while history[shard] and now - history[shard][0][0] >= self._gc_safety_ms / 1000:
-                    old = history[shard].popleft()[1]
-                if old is not None and old >= 0:
-                    history[shard].appendleft((now - self._gc_safety_ms / 1000, old))
-                    upto, at = swept.get(shard, (-1, 0.0))
-                    if old == upto and now - at < DP_GC_RESWEEP_S:
-                        continue
-                    try:
-                        deleted = await self._store.gc_dispatch_progress(shard, old, DP_GC_BATCH)
-                        self._m.dp_gc.inc(deleted)
-                        swept[shard] = (old if deleted < DP_GC_BATCH else -1, now)
-                    except Exception as exc:
-                        logger.warning("DispatchProgress GC of shard %d failed: %s", shard, exc)
-            await asyncio.sleep(min(1.0, self._gc_safety_ms / 1000))
+        """DispatchProgress GC of the owned shards (dpgc.py), until cancelled."""
+        await gc_loop(self._store, self.shards, self._gc_safety_ms, self._m)
 
     async def lag_loop(self, period_s: float = 5.0) -> None:
         """Export the dispatch lag and the watermark sum of the owned shards (high

@@ -22,7 +22,7 @@ makes that gateway wake the affected devices, which pull
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterator
+from typing import Iterator
 
 from google.protobuf.message import DecodeError
 

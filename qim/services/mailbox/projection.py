@@ -35,9 +35,10 @@ RECONNECT_MAX_S = 0.5
 
 
 class ProjectionFeed:
-    """`send(shard, tenant, recipients, event)` of one final dispatch record of `shard`; links to session owners (mutual TLS with `tls`, the
-    peer must be a session certificate) are made on first use and run by `spawn(coro,
-    name)` (the node's supervised tasks)."""
+    """`send(shard, tenant, recipients, event)` of one final dispatch record of `shard`;
+    links to session owners (mutual TLS with `tls`, the peer must be a session
+    certificate) are made on first use and run by `spawn(coro, name)` (the node's
+    supervised tasks)."""
 
     def __init__(self, owners: OwnerTable, spawn: Callable[[Any, str], Any],
                  metrics: Optional[MailboxMetrics] = None, tls: Optional[TlsContexts] = None) -> None:

@@ -115,7 +115,7 @@ def _prepare(cur: ShardCursor, offset: int, value: bytes) -> _Prepared:
 async def materialize(store: MailboxStore, cur: ShardCursor, records: Sequence[tuple[int, bytes]],
                       faults: FaultPoints) -> list[Materialized]:
     """Materialize consecutive records [(offset, value)] of the cursor's shard, in offset
-    order, as one fused call (at most one record while a fault point is armed: the
+    order, as one fused call (one record while a fault point is armed takes the
     step-wise path). One Materialized per record, each with the watermark after the
     last. Raises MailboxDirty (stop the shard; nothing written when a record does not
     decode or W moved), NotOwner (a newer owner fenced the shard: stop serving it) or
@@ -123,13 +123,12 @@ async def materialize(store: MailboxStore, cur: ShardCursor, records: Sequence[t
     whatever applied, the repeat completes them or recognises that this writer did)."""
     prepared = [_prepare(cur, offset, value) for offset, value in records]
     new_blob = watermark.advance_all(cur.blob, records[-1][0])
-    if not faults.active:  # one round trip, whatever the number of records and recipients
+    if faults.active and len(prepared) == 1:  # step by step, so a fault point can stop it between the steps
+        results = [await _stepwise(store, cur, prepared[0].fused, new_blob, faults)]
+    else:  # one round trip, whatever the number of records and recipients (a batch formed
+        # before a point was armed is repeated as it was formed)
         results = await store.fused(cur.shard, cur.epoch, [p.fused for p in prepared], cur.stored_blob, new_blob,
                                     writer=cur.writer, fence=cur.owner_epoch)
-    elif len(prepared) == 1:  # step by step, so a fault point can stop it between the steps
-        results = [await _stepwise(store, cur, prepared[0].fused, new_blob, faults)]
-    else:
-        raise ValueError("a fault point is armed: one record per call")
     out = []
     for p, (status, used) in zip(prepared, results):
         if status == RECOVERED and used != p.fused.seq8:

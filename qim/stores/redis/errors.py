@@ -91,8 +91,8 @@ def translate(exc: BaseException, operation: str) -> QimError:
                 behind = ClockBehind("message_id below the conversation's newest", newest)
                 behind.reason = reason
                 return behind
-            if cls is MailboxDirty:
-                return MailboxDirty(reason)
+            if cls is MailboxDirty:  # the detail names no key or id (e.g. "at offset 12"): safe to show
+                return MailboxDirty(f"{reason} {detail}".strip())
             err = cls(detail or reason)
             if isinstance(err, StorageError):
                 err.reason = reason

@@ -1,10 +1,11 @@
 -- Fused begin → append → finish of one or more consecutive dispatch records of one shard
 -- (docs/design.md §5.4; docs/decisions/0003, 0061, 0067): one round trip for every
 -- recipient of every record. Records are applied in offset order, as the step-wise path
--- would one after the other: each record's DispatchProgress is begun and marked DONE
--- before the next (a later record of the same dispatch is then a DUPLICATE), its
--- entries are gathered per (user, day) bucket, and W is written once, for the last
--- record. The watermark is checked before anything is written (qim_wm_check).
+-- would one after the other: each record's DispatchProgress is begun (a later record of
+-- a dispatch begun earlier in the call is a DUPLICATE), the entries are gathered per
+-- (user, day) bucket and written, then every record is marked DONE and W is written once,
+-- for the last record. The watermark and the digests are checked before anything is
+-- written.
 -- KEYS: 1 shard watermark, 2 DP index, 3 .. K+2 DispatchProgress of each record, then
 --       pairs (day bucket, day index), one per distinct (user, day) of the records
 -- ARGV: 1 owner_epoch fence, 2 expected blob ("" = none yet), 3 new blob, 4 shard_epoch,
@@ -20,15 +21,32 @@ qim_fenced(KEYS[1], ARGV[1])
 local write = qim_wm_check(KEYS[1], ARGV[2], ARGV[3], ARGV[5])
 local records = tonumber(ARGV[7])
 local first_pair = records + 3
-local entries, newest, day_of, expire_of = {}, {}, {}, {}
-local out = {write and 1 or 0}
+-- Refusals before any write: a dispatch_id seen with another payload, stored or earlier
+-- in this call (a script's writes are not undone by a later error).
+local digest_of = {}
 local a = 8
+for r = 1, records do
+  local dp, digest = KEYS[2 + r], ARGV[a]
+  local known = digest_of[dp] or redis.call('HGET', dp, 'dg')
+  if known and known ~= digest then
+    error({err = 'QIM_DIGEST_CONFLICT dispatch_id seen with another payload at offset ' .. ARGV[a + 1]})
+  end
+  digest_of[dp] = digest
+  a = a + 6 + 2 * tonumber(ARGV[a + 5])
+end
+local entries, newest, day_of, expire_of, begun = {}, {}, {}, {}, {}
+local out = {write and 1 or 0}
+a = 8
 for r = 1, records do
   local digest, offset, seq8, day, expire_at = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
   local n = tonumber(ARGV[a + 5])
   a = a + 6
   local dp = KEYS[2 + r]
   local status, seq = qim_begin(dp, KEYS[2], digest, offset, seq8)
+  if begun[dp] then
+    status = 'DUPLICATE'  -- its dispatch was begun earlier in this call: done by the time it comes
+  end
+  begun[dp] = true
   if status ~= 'DUPLICATE' then
     -- a RESUME appends with the first attempt's mailbox_seq (the entries are idempotent
     -- only with the same member): the members' first 8 bytes are replaced when it differs
@@ -51,7 +69,6 @@ for r = 1, records do
     end
   end
   a = a + 2 * n
-  redis.call('HSET', dp, 'st', 'DONE')
   out[#out + 1] = status
   out[#out + 1] = seq
 end
@@ -63,6 +80,11 @@ for p = 1, (#KEYS - first_pair + 1) / 2 do
     redis.call('EXPIREAT', bucket, expire_of[p])
     qim_index_day(KEYS[first_pair + 2 * p - 1], newest[p], day_of[p], ARGV[6])
   end
+end
+-- DONE only once every entry is written: an error above leaves them begun (a replay
+-- resumes them), never done without their entries
+for r = 1, records do
+  redis.call('HSET', KEYS[2 + r], 'st', 'DONE')
 end
 if write then
   redis.call('HSET', KEYS[1], 'blob', ARGV[3], 'layout', '1', 'epoch', ARGV[4], 'writer', ARGV[5])

@@ -1,6 +1,6 @@
 -- Shared functions of the mailbox scripts (docs/design.md §5.4, seed 004 §5). Included by
--- mailbox_begin/append/finish and by the fused single-recipient script; never loaded
--- alone. Errors are raised as {err = "QIM_<REASON> ..."} and stop the shard.
+-- mailbox_begin/append/finish and by the fused script (one or more records); never
+-- loaded alone. Errors are raised as {err = "QIM_<REASON> ..."} and stop the shard.
 
 -- The owner fence (docs/decisions/0040-scale-leases-and-fencing.md): every write of a
 -- shard owner carries the owner_epoch the ShardRegistry granted it; the shard's watermark
