@@ -67,7 +67,7 @@ class PushTargets:
         for user in users:
             gateways = self.presence.gateways_of(shard, tenant, user)
             if gateways is None:
-                by_gateway = {gw: users for gw in self.gateways.links}
+                by_gateway = {gw: list(users) for gw in self.gateways.links}
                 break
             for gw in gateways:
                 by_gateway.setdefault(gw, []).append(user)
