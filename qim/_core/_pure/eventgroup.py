@@ -12,6 +12,7 @@ at most one event per event_type (seed 000 "事件组硬上限").
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from qim._core.types import MailboxEvent
 from qim.consts import (
@@ -186,7 +187,7 @@ def pack_each(prefix: bytes, event: MailboxEvent, event_ids: list[bytes]) -> lis
         raise TypeError("event_ids must be a list of 16-byte ids")
     head = as_bytes(prefix, "prefix")
     pack_group([event])  # the event itself is checked even for no event_ids
-    fields = list(event)
+    fields: list[Any] = list(event)
     out = []
     for eid in event_ids:
         fields[1] = as_bytes(eid, "event_id")
