@@ -162,6 +162,8 @@ _WRITTEN: tuple[Var, ...] = (
     # development engines and pages
     _v("QIM_KAFKA_CACHE", "path", "~/.cache/qim", DEV, "broker jar cache"),
     _v("QIM_KAFKA_LOG_LEVEL", "level", "WARN", DEV, "broker log level"),
+    _v("QIM_KAFKA_JVM_OPTS", "text", "", DEV, "extra JVM options of the development broker (e.g. "
+       "`-XX:TieredStopAtLevel=1`: docs/perf.md \"The broker's JIT\")"),
     _v("QIM_CASSANDRA_CACHE", "path", "~/.cache/qim", DEV, "Cassandra tarball cache"),
     _v("QIM_CASSANDRA_HEAP_MB", "int", 512, DEV, "Cassandra heap"),
     _v("QIM_CASSANDRA_LOG_LEVEL", "level", "WARN", DEV, "Cassandra log level"),

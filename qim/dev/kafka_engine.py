@@ -173,7 +173,9 @@ class KafkaEngine(Engine):
 
     def _java(self, main_class: str, *args: str, heap: str = "") -> list[str]:
         heap = heap or (CLUSTER_HEAP if self.brokers > 1 else HEAP)
-        return [require_executable("java"), heap, "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+        # QIM_KAFKA_JVM_OPTS: extra JVM options of the development broker (measurements)
+        extra = os.environ.get("QIM_KAFKA_JVM_OPTS", "").split()
+        return [require_executable("java"), heap, "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", *extra,
                 "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true",
                 f"-Dlog4j2.configurationFile={self.dir / 'log4j2.xml'}",
                 f"-Dkafka.logs.dir={self.dir}",
