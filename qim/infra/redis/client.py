@@ -30,12 +30,14 @@ def pack_args(args) -> bytes:
     """The RESP command for `args` (the first may hold a command name with spaces, e.g.
     "CONFIG GET", sent as separate words like redis-py does), packed by hiredis. DataError
     on an argument of a type redis-py refuses."""
-    if isinstance(args[0], str):
-        args = tuple(args[0].encode().split()) + tuple(args[1:])
-    elif b" " in args[0]:
-        args = tuple(args[0].split()) + tuple(args[1:])
+    first = args[0]
+    if isinstance(first, str):
+        if " " in first:
+            args = (*first.encode().split(), *args[1:])
+    elif b" " in first:
+        args = (*first.split(), *args[1:])
     try:
-        return hiredis.pack_command(args if isinstance(args, tuple) else tuple(args))
+        return hiredis.pack_command(args if type(args) is tuple else tuple(args))
     except TypeError:  # hiredis takes exact str, bytes, int and float: convert, or refuse
         pass
     try:

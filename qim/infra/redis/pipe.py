@@ -42,24 +42,49 @@ CONNECT_TIMEOUT_S = 2.0
 
 
 class _Batch:
-    """A batch in flight: its future and the replies read so far."""
+    """A batch in flight: its future, the replies read so far and when it was sent."""
 
-    __slots__ = ("fut", "want", "replies")
+    __slots__ = ("fut", "want", "replies", "sent_at")
 
-    def __init__(self, fut: asyncio.Future, want: int) -> None:
-        self.fut, self.want = fut, want
+    def __init__(self, fut: asyncio.Future, want: int, sent_at: float) -> None:
+        self.fut, self.want, self.sent_at = fut, want, sent_at
         self.replies: list = []
 
 
 class _Protocol(asyncio.Protocol):
-    """The connection's reading side: replies go to the oldest batch in flight."""
+    """The connection's reading side: replies go to the oldest batch in flight. One timer
+    per connection (not one per batch) watches the oldest batch: when it is older than
+    `timeout_s` the connection fails."""
 
-    def __init__(self, owner: "PipelinedRedis") -> None:
+    def __init__(self, owner: "PipelinedRedis", timeout_s: float) -> None:
         self._owner = owner
         self._reader = hiredis.Reader(protocolError=rx.InvalidResponse, replyError=BaseParser.parse_error)
+        self._timeout_s = timeout_s
+        self._timer: Optional[asyncio.TimerHandle] = None
         self.transport: Optional[asyncio.Transport] = None
         self.inflight: Deque[_Batch] = collections.deque()
         self.lost: Optional[BaseException] = None
+
+    def send(self, packed: bytes, want: int) -> asyncio.Future:
+        """Write one batch; its future gets the `want` replies."""
+        loop = asyncio.get_running_loop()
+        batch = _Batch(loop.create_future(), want, loop.time())
+        self.inflight.append(batch)
+        self.transport.write(packed)  # type: ignore[union-attr]  # set by connection_made
+        if self._timer is None:
+            self._timer = loop.call_at(batch.sent_at + self._timeout_s, self._watch)
+        return batch.fut
+
+    def _watch(self) -> None:
+        self._timer = None
+        if not self.inflight:
+            return
+        due = self.inflight[0].sent_at + self._timeout_s
+        loop = asyncio.get_running_loop()
+        if loop.time() >= due:
+            self.fail(rx.TimeoutError(f"no answer from Redis within {self._timeout_s} s"))
+        else:
+            self._timer = loop.call_at(due, self._watch)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -90,6 +115,9 @@ class _Protocol(asyncio.Protocol):
         """Fail every batch in flight with `exc` and close: the owner opens a new connection."""
         if self.lost is None:
             self.lost = exc
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         while self.inflight:
             batch = self.inflight.popleft()
             if not batch.fut.done():
@@ -140,7 +168,8 @@ class PipelinedRedis:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self._connect_timeout_s):
-                _, proto = await loop.create_connection(lambda: _Protocol(self), self._host, self._port)
+                _, proto = await loop.create_connection(lambda: _Protocol(self, self._timeout_s), self._host,
+                                                       self._port)
         except (OSError, asyncio.TimeoutError) as exc:
             raise rx.ConnectionError(f"cannot connect to Redis at {self._host}:{self._port}: {exc}") from None
         sock = proto.transport.get_extra_info("socket") if proto.transport is not None else None
@@ -157,30 +186,12 @@ class PipelinedRedis:
         proto = await self._connection()
         if proto.lost is not None or proto.transport is None or proto.transport.is_closing():
             raise rx.ConnectionError(f"Redis connection lost: {proto.lost}")  # lost as it opened
-        batch = _Batch(asyncio.get_running_loop().create_future(), len(commands))
-        proto.inflight.append(batch)
-        proto.transport.write(packed)
-        try:
-            return await asyncio.wait_for(asyncio.shield(batch.fut), self._timeout_s)
-        except asyncio.TimeoutError:
-            batch.fut.cancel()  # answered here: the failure below is for the other batches
-            proto.fail(rx.TimeoutError(f"no answer from Redis within {self._timeout_s} s"))
-            raise rx.TimeoutError(f"no answer from Redis within {self._timeout_s} s") from None
-        except asyncio.CancelledError:  # the caller gave up: its replies still come, unread
-            if not batch.fut.done():
-                batch.fut.add_done_callback(_retrieve)
-            raise
+        return await proto.send(packed, len(commands))  # a cancelled caller cancels only its batch's future
 
     def close(self) -> None:
         """Close the connection (batches in flight fail with ConnectionError)."""
         if self._proto is not None:
             self._proto.fail(rx.ConnectionError("closed"))
-
-
-def _retrieve(fut: asyncio.Future) -> None:
-    """Read the outcome of a batch nobody awaits any more (no "never retrieved" warning)."""
-    if not fut.cancelled():
-        fut.exception()
 
 
 def pipe_for(client: Any) -> Optional[PipelinedRedis]:
