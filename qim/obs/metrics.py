@@ -36,7 +36,12 @@ class _LabelsMemo:
     Children are never removed here (no metric of QIM calls `remove`)."""
 
     def labels(self: T, *values: object, **named: object) -> T:
-        key: tuple = values or tuple(named.items())
+        if named and values:  # prometheus_client refuses the mix: let it say so
+            return super().labels(*values, **named)  # type: ignore[misc]
+        for v in named.values() if named else values:
+            if type(v) is not str:  # memoised by exact strings only (True would meet "1"'s child)
+                return super().labels(*values, **named)  # type: ignore[misc]
+        key: tuple = ((), *named.items()) if named else values
         memo = self.__dict__.get("_qim_children")
         if memo is None:
             memo = self.__dict__["_qim_children"] = {}

@@ -174,7 +174,10 @@ class PipelinedRedis:
             raise rx.ConnectionError(f"cannot connect to Redis at {self._host}:{self._port}: {exc}") from None
         sock = proto.transport.get_extra_info("socket") if proto.transport is not None else None
         if sock is not None:  # a peer that vanished without a reset shows within minutes
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            except OSError:  # the connection is usable without it; the watchdog still bounds a batch
+                pass
         self._proto = proto
         return proto
 

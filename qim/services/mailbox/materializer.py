@@ -263,7 +263,8 @@ class MailboxMaterializer:
         batch: list = []
         size = 0
         for msg in state.queue:
-            size += len(msg.value())
+            value = msg.value()
+            size += len(value) if value is not None else 0  # a null record fails in materialize (dirty)
             if batch and (len(batch) == MAILBOX_BATCH_RECORDS or size > MAILBOX_BATCH_BYTES):
                 break
             batch.append(msg)
