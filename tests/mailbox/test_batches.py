@@ -68,3 +68,21 @@ async def test_a_lost_reply_of_a_batch_is_recognised_and_pushed_once(redis):
     for user in MEMBERS:
         assert await offsets_of(store, user) == list(range(40))
     assert node.pushes == [seq(o) for o in range(40)]  # the recovered batch is pushed too, once
+
+
+async def test_a_null_record_stops_its_shard_visibly(redis):
+    """A record without a value (a tombstone, a stray producer) in a batch: the shard is
+    marked dirty naming the batch, nothing of the batch is written."""
+    store = Counting(redis)
+    async with Node(store) as node:
+        node.log.add(SHARD, 0, record(0, MEMBERS))
+        node.log.add(SHARD, 1, None)  # type: ignore[arg-type]
+        state = node.m.shards[SHARD]
+        deadline = time.monotonic() + SETTLE_S
+        while not state.dirty:
+            assert time.monotonic() < deadline, "the shard neither stopped nor said why"
+            await asyncio.sleep(0.01)
+        assert state.dirty.startswith("offsets 0..1: TypeError")
+    assert store.calls == []  # refused before the store was called
+    for user in MEMBERS:
+        assert await offsets_of(store, user) == []
