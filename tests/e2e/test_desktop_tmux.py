@@ -57,6 +57,18 @@ class Tmux:
     def screen(self, name: str) -> str:
         return self.run("capture-pane", "-p", "-t", name)
 
+    def styled(self, name: str) -> str:
+        """The screen with its colours (escape sequences): where the focus is shows here."""
+        return self.run("capture-pane", "-p", "-e", "-t", name)
+
+    def wait_redrawn(self, name: str, before: str, timeout: float = 30.0) -> str:
+        """Wait until the styled screen differs from `before` (a key's effect is drawn)."""
+        end = time.monotonic() + timeout
+        while (shown := self.styled(name)) == before:
+            assert time.monotonic() < end, f"{name}: screen not redrawn in {timeout} s:\n{self.screen(name)}"
+            time.sleep(0.1)
+        return shown
+
     def wait_for(self, name: str, text: str, timeout: float = 30.0, gone: bool = False) -> str:
         end = time.monotonic() + timeout
         while True:

@@ -6,8 +6,6 @@ display names (`--name`); text typed while the list has the focus reaches the co
 
 from __future__ import annotations
 
-import time
-
 from tests.e2e.test_desktop_tmux import DESKTOP, Tmux, desktop_env, quit_both
 from tests.sdk.realstack import users
 
@@ -39,11 +37,17 @@ def test_a_new_user_at_80x24(stack, tmp_path):
         shown = tmux.wait_for("alice", "the newest one")
         assert "Bob: " in tmux.wait_for("alice", "Bob: the newest one"), shown
 
+        before = tmux.styled("alice")
         tmux.key("alice", "BTab")  # the list has the focus; typing goes to the composer anyway
-        time.sleep(1)  # as a person does: Textual moves the focus after the key (deferred)
+        # as a person does: type once the focus move is drawn (Textual moves it after the
+        # key, deferred; on a loaded machine a fixed pause was not always long enough)
+        tmux.wait_redrawn("alice", before)
         tmux.type("alice", "got it 收到")
         tmux.key("alice", "Enter")
-        tmux.wait_for("bob", "Alice: got it 收到")
+        try:
+            tmux.wait_for("bob", "Alice: got it 收到")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\nalice's screen:\n{tmux.screen('alice')}") from None
         quit_both(tmux, rc_a, rc_b)
     finally:
         tmux.kill()
