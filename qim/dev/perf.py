@@ -22,6 +22,9 @@ then ends with `group_entries_per_s=…` (mailbox entries appended per second un
 pipeline drained). `--topology scaled` (PERF_TOPOLOGY=scaled) runs two nodes of every
 kind (`scaled_nodes`) on the same machine, on engines of their own (.perf/engines-scaled:
 the Outbox gets two partitions), to compare CPU per message with the single topology.
+`--brokers 3` (PERF_BROKERS=3) runs a three-broker KRaft cluster (RF 3, min ISR 2, no
+flush per append: the production durability profile) instead of the one broker that
+flushes every append (.perf/engines-3brokers; the brokers report as kafka, kafka-2, kafka-3).
 After the steps, once the pipeline drained (no Outbox lag at the fanout or the archiver,
 no record queued at the mailbox), every engine's and service's CPU is sampled over
 PERF_IDLE_SECONDS of no load: the idle figure, ms of CPU per second (0: skipped).
@@ -104,10 +107,11 @@ class Bench:
 
         scaled = self.cfg.topology == "scaled"
         nodes = scaled_nodes(self.cfg.archive) if scaled else None
-        suffix = "-scaled" if scaled else ""
+        suffix = ("-scaled" if scaled else "") + ("-3brokers" if self.cfg.brokers == 3 else "")
         try:
             self.engines = EngineSet.up(self.out / f"engines{suffix}", die_with_parent=True,
-                                        with_cassandra=self.cfg.archive, outbox_partitions=2 if scaled else None)
+                                        with_cassandra=self.cfg.archive, outbox_partitions=2 if scaled else None,
+                                        brokers=self.cfg.brokers)
             self.stack = stack_up(self.out / f"stack{suffix}", self.engines.env(), die_with_parent=True, nodes=nodes)
         except EngineError as exc:
             raise InstrumentError(f"the private stack did not start: {exc}") from exc
@@ -121,7 +125,11 @@ class Bench:
 
     def pids(self) -> dict[str, int]:
         """Every measured process but the load generator: engines, then services."""
-        out = {e.name: e.pid for e in self.engines.engines if e.pid}
+        out: dict[str, int] = {}
+        for e in self.engines.engines:
+            if e.pid:  # brokers of a cluster: kafka, kafka-2, kafka-3
+                n = sum(1 for name in out if name.split("-")[0] == e.name)
+                out[e.name if n == 0 else f"{e.name}-{n + 1}"] = e.pid
         out.update(self.stack.pids)
         return out
 

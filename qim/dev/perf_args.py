@@ -22,6 +22,7 @@ from qim.dev.perf_conn import WARMUP
 DEFAULT_RATES = "25,100,250,500,750,1000,1250"
 OUT_DIR = Path(__file__).resolve().parents[2] / ".perf"
 TOPOLOGIES = ("single", "scaled")
+BROKER_COUNTS = (1, 3)
 
 
 class PerfArgError(ValueError):
@@ -86,6 +87,14 @@ def topology(text: str) -> str:
     return text
 
 
+def brokers(text: str) -> int:
+    """One of BROKER_COUNTS: 1 (flush per append) or 3 (replication, the production profile)."""
+    value = int(text)
+    if value not in BROKER_COUNTS:
+        raise ValueError
+    return value
+
+
 class Opt(NamedTuple):
     """One option: its flag, variable, default text, converter and what it must be."""
 
@@ -112,6 +121,8 @@ OPTS = (
         "seconds of the idle window after the steps (0: none)"),
     Opt("--topology", "PERF_TOPOLOGY", "single", topology, " or ".join(TOPOLOGIES),
         "single: one node of each kind; scaled: two of every kind"),
+    Opt("--brokers", "PERF_BROKERS", "1", brokers, " or ".join(map(str, BROKER_COUNTS)),
+        "Kafka brokers: 1 flushes every append; 3 replicate (RF 3, min ISR 2), no flush"),
     Opt("--connections", "PERF_CONNECTIONS", "10000", connections, f"0 or an integer > {WARMUP} (the warm-up)",
         "idle TLS connections of the connection step (0: no step)"),
 )

@@ -34,6 +34,8 @@ def nothing_starts(monkeypatch):
     (["--hold-seconds", "-1"], {}, "--hold-seconds must be a number > 0, got '-1'"),
     (["--connections", "100"], {}, "--connections must be 0 or an integer > 500 (the warm-up), got '100'"),
     ([], {"PERF_TOPOLOGY": "bogus"}, "PERF_TOPOLOGY must be single or scaled, got 'bogus'"),
+    (["--brokers", "2"], {}, "--brokers must be 1 or 3, got '2'"),
+    ([], {"PERF_BROKERS": "three"}, "PERF_BROKERS must be 1 or 3, got 'three'"),
     ([], {"PERF_GROUP_STEP": "true"}, "PERF_GROUP_STEP must be 0 or 1, got 'true'"),
     ([], {"PERF_ARCHIVE": "yes"}, "PERF_ARCHIVE must be 0 or 1, got 'yes'"),
     ([], {"PERF_SECONDS": "abc"}, "PERF_SECONDS must be a number > 0, got 'abc'"),
@@ -55,8 +57,9 @@ def test_help_works_whatever_the_environment_holds(monkeypatch, capsys):
 
 def test_good_values_convert_and_the_option_beats_the_variable():
     env = {"PERF_RATES": "25, 100", "PERF_SECONDS": "10", "PERF_GROUP_STEP": "1", "PERF_TOPOLOGY": "scaled",
-           "PERF_SDK_CLIENTS": "", "PERF_CONNECTIONS": "0"}
+           "PERF_SDK_CLIENTS": "", "PERF_CONNECTIONS": "0", "PERF_BROKERS": "3"}
     cfg = perf_args.options(["--seconds", "5"], env)
     assert cfg.rates == [25.0, 100.0] and cfg.seconds == 5.0 and cfg.hold_seconds == 180.0
     assert cfg.group_step is True and cfg.archive is False and cfg.topology == "scaled"
-    assert cfg.sdk_clients is None and cfg.connections == 0 and cfg.pairs == 20
+    assert cfg.sdk_clients is None and cfg.connections == 0 and cfg.pairs == 20 and cfg.brokers == 3
+    assert perf_args.options([], {}).brokers == 1
