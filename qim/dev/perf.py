@@ -24,7 +24,7 @@ kind (`scaled_nodes`) on the same machine, on engines of their own (.perf/engine
 the Outbox gets two partitions), to compare CPU per message with the single topology.
 `--brokers 3` (PERF_BROKERS=3) runs a three-broker KRaft cluster (RF 3, min ISR 2, no
 flush per append: the production durability profile) instead of the one broker that
-flushes every append (.perf/engines-3brokers; the brokers report as kafka, kafka-2, kafka-3).
+flushes every append (.perf/engines-3brokers; each broker its own row: kafka1, kafka2, kafka3).
 After the steps, once the pipeline drained (no Outbox lag at the fanout or the archiver,
 no record queued at the mailbox), every engine's and service's CPU is sampled over
 PERF_IDLE_SECONDS of no load: the idle figure, ms of CPU per second (0: skipped).
@@ -125,11 +125,7 @@ class Bench:
 
     def pids(self) -> dict[str, int]:
         """Every measured process but the load generator: engines, then services."""
-        out: dict[str, int] = {}
-        for e in self.engines.engines:
-            if e.pid:  # brokers of a cluster: kafka, kafka-2, kafka-3
-                n = sum(1 for name in out if name.split("-")[0] == e.name)
-                out[e.name if n == 0 else f"{e.name}-{n + 1}"] = e.pid
+        out = {e.name: e.pid for e in self.engines.engines if e.pid}  # a cluster's brokers: kafka1..3
         out.update(self.stack.pids)
         return out
 

@@ -63,15 +63,3 @@ def test_a_window_not_a_multiple_of_the_part_ends_with_a_short_part(monkeypatch)
 @pytest.mark.parametrize("seconds", [-1, 0])
 def test_no_window_is_no_figure(monkeypatch, seconds):
     assert bench(monkeypatch, lambda t: 1.0).idle(seconds) is None
-
-
-def test_every_broker_of_a_cluster_is_measured_under_its_own_name():
-    """PERF_BROKERS=3: three engines named "kafka"; each keeps its own entry (one would
-    hide the other two brokers' CPU)."""
-    from types import SimpleNamespace as NS
-
-    b = perf.Bench(argparse.Namespace(out="/nonexistent"))
-    b.engines = NS(engines=[NS(name="redis", pid=10), NS(name="kafka", pid=11), NS(name="kafka", pid=12),
-                            NS(name="kafka", pid=13), NS(name="cassandra", pid=None)])
-    b.stack = NS(pids={"writer": 20, "mailbox-2": 21})
-    assert b.pids() == {"redis": 10, "kafka": 11, "kafka-2": 12, "kafka-3": 13, "writer": 20, "mailbox-2": 21}
