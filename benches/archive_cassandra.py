@@ -4,8 +4,9 @@ Cassandra node (qim/dev/cassandra_engine.py's settings, one of them changed by
 archiver writes: `--rate` messages a second over 20 conversations, one batch every
 0.5 s (the archiver's fetch wait), 64-byte bodies, no TTL. After 15 s of warm-up it
 prints, for each of `--windows` windows of `--seconds`, Cassandra's CPU per message
-(/proc/PID/stat), this client's, and Cassandra's busiest threads (/proc/PID/task, names
-without their numbers), then Cassandra's idle CPU per second over 20 s.
+(/proc/PID/stat), this bench client's (making the records included: not the archiver's
+figure), and Cassandra's busiest threads (/proc/PID/task: names without their numbers,
+the shared request pool's workers as one row), then its idle CPU per second over 20 s.
 
     .venv/bin/python benches/archive_cassandra.py --variant batch --rate 250 --windows 3
 
@@ -15,7 +16,8 @@ acknowledged before: loses acknowledged writes on a crash), `threads4` (4 native
 transport and mutation threads instead of 16 and 8), `records16` (message_record rows in
 multi-partition UNLOGGED batches of 16 instead of one request each). Figures and what
 they showed: docs/perf.md "The archive tier's Cassandra". The node is stopped by pid at
-the end; its data is under `--dir`.
+the end (and dies with this process); its data is under `--dir`, which is removed
+first only when empty or made by this bench.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from qim.stores.cql.session import CqlSession, partition_batch
 
 CONVERSATIONS = 20
 BATCH_PERIOD_S = 0.5
+MARKER = ".qim-bench-cassandra"  # --dir is removed first only when it holds this (or is empty)
 VARIANTS = {  # the cassandra.yaml lines that replace "commitlog_sync: batch", and other swaps
     "batch": (["commitlog_sync: batch"], {}),
     "group": (["commitlog_sync: group", "commitlog_sync_group_window: 20ms"], {}),
@@ -56,16 +59,24 @@ class VariantEngine(CassandraEngine):
 
     def _yaml(self) -> str:
         sync, swaps = VARIANTS[self.variant]
-        text = super()._yaml().replace("commitlog_sync: batch", "\n".join(sync))
-        for old, new in swaps.items():
+        text = super()._yaml()
+        for old, new in {"commitlog_sync: batch": "\n".join(sync), **swaps}.items():
             assert old in text, f"{old!r} is no longer in the development settings"
             text = text.replace(old, new)
         return text
 
 
-def thread_cpu_s(pid: int) -> dict[str, float]:
-    """CPU seconds per thread name (digits and separators stripped: one row per pool)."""
-    out: dict[str, float] = {}
+# Cassandra's shared-pool workers rename themselves to the stage they serve at the moment
+# (a thread is "Native-Transport-Requests-3" now and "MutationStage-3" a moment later),
+# so their CPU is counted per thread id and reported as one row
+SHARED_POOL = ("Native-Transport-Requests", "MutationStage", "ReadStage", "SharedPool-Worker", "CounterMutationStage")
+SHARED_ROW = "shared request pool"
+
+
+def thread_cpu_s(pid: int) -> dict[int, tuple[str, float]]:
+    """{thread id: (row name, CPU seconds so far)}; the row name is the thread's name
+    without its number, or SHARED_ROW for a shared-pool worker."""
+    out: dict[int, tuple[str, float]] = {}
     tick = os.sysconf("SC_CLK_TCK")
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
@@ -73,9 +84,20 @@ def thread_cpu_s(pid: int) -> dict[str, float]:
         except OSError:
             continue  # the thread ended
         name = stat[stat.index("(") + 1:stat.rindex(")")].rstrip("0123456789:-#")
+        if name.startswith(tuple(p[:15] for p in SHARED_POOL)):  # /proc names stop at 15 characters
+            name = SHARED_ROW
         fields = stat[stat.rindex(")") + 2:].split()
-        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+        out[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / tick)
     return out
+
+
+def busiest(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> list[tuple[float, str]]:
+    """CPU seconds per row between two samples (per thread id, so a renamed thread's
+    earlier CPU is not counted again), largest first."""
+    rows: dict[str, float] = {}
+    for tid, (name, cpu) in after.items():
+        rows[name] = rows.get(name, 0.0) + cpu - before.get(tid, (name, 0.0))[1]
+    return sorted(((v, k) for k, v in rows.items()), reverse=True)
 
 
 class Writer:
@@ -121,35 +143,39 @@ def records_in_batches(session: CqlSession, rows: int) -> None:
     session.execute_many = execute_many  # type: ignore[method-assign]
 
 
-async def measure(args: argparse.Namespace) -> None:
-    VariantEngine.variant = args.variant
-    shutil.rmtree(args.dir, ignore_errors=True)
-    main, storage = pick_ports(2)
-    eng = VariantEngine(Path(args.dir), {"main": main, "storage": storage}, lib=ensure_cassandra_jars())
-    eng.start()
-    try:
-        session = CqlSession(ScyllaConfig(("127.0.0.1",), eng.port, "qim_bench", allow_single_node_dev=True))
-        await session.open()
-        await schema.apply(session)
-        if args.variant == "records16":
-            records_in_batches(session, 16)
-        w = Writer(CqlArchive(session))
-        await w.run(args.rate, 15.0)  # warm-up
-        for i in range(args.windows):
-            th0, c0, me0, n0 = thread_cpu_s(eng.pid), read_cpu_s(eng.pid), time.process_time(), w.sent
-            t0 = time.monotonic()
-            await w.run(args.rate, args.seconds)
-            th1, c1, me1, n = thread_cpu_s(eng.pid), read_cpu_s(eng.pid), time.process_time(), w.sent - n0
-            busy = sorted(((th1[k] - th0.get(k, 0.0), k) for k in th1), reverse=True)[:6]
-            print(f"{args.variant} window {i + 1}: {n} messages in {time.monotonic() - t0:.1f} s, cassandra "
-                  f"{(c1 - c0) * 1000 / n:.3f} ms/msg, client {(me1 - me0) * 1000 / n:.3f} ms/msg; threads: "
-                  + ", ".join(f"{k} {v * 1000 / n:.3f}" for v, k in busy), flush=True)
-        i0 = read_cpu_s(eng.pid)
-        await asyncio.sleep(20.0)
-        print(f"{args.variant} idle: cassandra {(read_cpu_s(eng.pid) - i0) * 1000 / 20.0:.1f} ms/s")
-        await session.close()
-    finally:
-        eng.stop()
+def fresh_dir(path: str) -> Path:
+    """`path` emptied for a new node: SystemExit when it holds files this bench did not make."""
+    d = Path(path)
+    if d.exists() and any(d.iterdir()) and not (d / MARKER).exists():
+        raise SystemExit(f"archive_cassandra: {d} is not empty and not this bench's (no {MARKER}); choose another --dir")
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir(parents=True)
+    (d / MARKER).touch()
+    return d
+
+
+async def measure(args: argparse.Namespace, eng: CassandraEngine) -> None:
+    """The warm-up, the windows and the idle figure against the running node `eng`."""
+    session = CqlSession(ScyllaConfig(("127.0.0.1",), eng.port, "qim_bench", allow_single_node_dev=True))
+    await session.open()
+    await schema.apply(session)
+    if args.variant == "records16":
+        records_in_batches(session, 16)
+    w = Writer(CqlArchive(session))
+    await w.run(args.rate, 15.0)  # warm-up
+    for i in range(args.windows):
+        th0, c0, me0, n0 = thread_cpu_s(eng.pid), read_cpu_s(eng.pid), time.process_time(), w.sent
+        t0 = time.monotonic()
+        await w.run(args.rate, args.seconds)
+        th1, c1, me1, n = thread_cpu_s(eng.pid), read_cpu_s(eng.pid), time.process_time(), w.sent - n0
+        busy = busiest(th0, th1)[:6]
+        print(f"{args.variant} window {i + 1}: {n} messages in {time.monotonic() - t0:.1f} s, cassandra "
+              f"{(c1 - c0) * 1000 / n:.3f} ms/msg, bench client {(me1 - me0) * 1000 / n:.3f} ms/msg; threads: "
+              + ", ".join(f"{k} {v * 1000 / n:.3f}" for v, k in busy), flush=True)
+    i0 = read_cpu_s(eng.pid)
+    await asyncio.sleep(20.0)
+    print(f"{args.variant} idle: cassandra {(read_cpu_s(eng.pid) - i0) * 1000 / 20.0:.1f} ms/s")
+    await session.close()
 
 
 def main() -> None:
@@ -158,11 +184,20 @@ def main() -> None:
     p.add_argument("--rate", type=float, default=250.0, help="messages a second (default 250)")
     p.add_argument("--seconds", type=float, default=30.0, help="seconds per window (default 30)")
     p.add_argument("--windows", type=int, default=3, help="windows after the warm-up (default 3)")
-    p.add_argument("--dir", default="/tmp/qim-bench-cassandra", help="the node's data directory (removed first)")
+    p.add_argument("--dir", default="/tmp/qim-bench-cassandra", help="the node's data directory (emptied first if empty or made by this bench)")
     args = p.parse_args()
-    if args.rate <= 0 or args.seconds <= 0 or args.windows < 1:
-        p.error("--rate and --seconds must be > 0, --windows >= 1")
-    asyncio.run(measure(args))
+    if args.rate * BATCH_PERIOD_S < 1 or args.seconds <= 0 or args.windows < 1:
+        p.error(f"--rate must be at least {1 / BATCH_PERIOD_S:g} (one message a batch), --seconds > 0, --windows >= 1")
+    VariantEngine.variant = args.variant
+    main, storage = pick_ports(2)
+    # die_with_parent: a killed bench does not leave its node running (started on the main thread)
+    eng = VariantEngine(fresh_dir(args.dir), {"main": main, "storage": storage}, lib=ensure_cassandra_jars(),
+                        die_with_parent=True)
+    eng.start()
+    try:
+        asyncio.run(measure(args, eng))
+    finally:
+        eng.stop()
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@ kind (`scaled_nodes`) on the same machine, on engines of their own (.perf/engine
 the Outbox gets two partitions), to compare CPU per message with the single topology.
 `--brokers 3` (PERF_BROKERS=3) runs a three-broker KRaft cluster (RF 3, min ISR 2, no
 flush per append: the production durability profile) instead of the one broker that
-flushes every append (.perf/engines-3brokers; each broker its own row: kafka1, kafka2, kafka3).
+flushes every append (.perf/engines-3brokers; each broker its own row: kafka1, kafka2, kafka3;
+started from threads, they outlive a SIGKILL of this command: `qim-dev engines down --dir`).
 After the steps, once the pipeline drained (no Outbox lag at the fanout or the archiver,
 no record queued at the mailbox), every engine's and service's CPU is sampled over
 PERF_IDLE_SECONDS of no load: the idle figure, ms of CPU per second (0: skipped).

@@ -61,10 +61,20 @@ class Tmux:
         """The screen with its colours (escape sequences): where the focus is shows here."""
         return self.run("capture-pane", "-p", "-e", "-t", name)
 
-    def wait_redrawn(self, name: str, before: str, timeout: float = 30.0) -> str:
-        """Wait until the styled screen differs from `before` (a key's effect is drawn)."""
+    def styles_now(self, name: str, seconds: float = 1.2) -> set[str]:
+        """Every styled screen shown over `seconds`: the composer's cursor blinks (0.5 s),
+        so a still screen is more than one capture."""
+        end = time.monotonic() + seconds
+        seen = {self.styled(name)}
+        while time.monotonic() < end:
+            time.sleep(0.1)
+            seen.add(self.styled(name))
+        return seen
+
+    def wait_redrawn(self, name: str, before: set[str], timeout: float = 30.0) -> str:
+        """Wait until the styled screen is none of `before` (a key's effect is drawn)."""
         end = time.monotonic() + timeout
-        while (shown := self.styled(name)) == before:
+        while (shown := self.styled(name)) in before:
             assert time.monotonic() < end, f"{name}: screen not redrawn in {timeout} s:\n{self.screen(name)}"
             time.sleep(0.1)
         return shown

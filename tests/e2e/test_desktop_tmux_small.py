@@ -37,10 +37,11 @@ def test_a_new_user_at_80x24(stack, tmp_path):
         shown = tmux.wait_for("alice", "the newest one")
         assert "Bob: " in tmux.wait_for("alice", "Bob: the newest one"), shown
 
-        before = tmux.styled("alice")
+        before = tmux.styles_now("alice")  # the composer has the focus: its cursor blinks
         tmux.key("alice", "BTab")  # the list has the focus; typing goes to the composer anyway
         # as a person does: type once the focus move is drawn (Textual moves it after the
-        # key, deferred; on a loaded machine a fixed pause was not always long enough)
+        # key, deferred; on a loaded machine a fixed pause was not always long enough). A
+        # screen none of the blink's: the list's highlight and the composer's blurred border
         tmux.wait_redrawn("alice", before)
         tmux.type("alice", "got it 收到")
         tmux.key("alice", "Enter")
