@@ -32,7 +32,7 @@ from pathlib import Path
 from qim.config.tier import ScyllaConfig
 from qim.dev._proc import pick_ports
 from qim.dev.cassandra_engine import CassandraEngine, ensure_cassandra_jars
-from qim.dev.perf_report import read_cpu_s
+from qim.dev.perf_report import parse_proc_stat, read_cpu_s
 from qim.proto.v1 import message_pb2
 from qim.stores.archive import ArchiveRecord
 from qim.stores.cql import schema
@@ -86,8 +86,8 @@ def thread_cpu_s(pid: int) -> dict[int, tuple[str, float]]:
         name = stat[stat.index("(") + 1:stat.rindex(")")].rstrip("0123456789:-#")
         if name.startswith(tuple(p[:15] for p in SHARED_POOL)):  # /proc names stop at 15 characters
             name = SHARED_ROW
-        fields = stat[stat.rindex(")") + 2:].split()
-        out[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / tick)
+        utime, stime = parse_proc_stat(stat)
+        out[int(tid)] = (name, (utime + stime) / tick)
     return out
 
 
