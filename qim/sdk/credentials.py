@@ -49,6 +49,7 @@ class TokenSource:
         self.identity = TokenClaims(*identity)
         self.provider = provider
         self.refresh_next = False  # set when the server refused or expired the token
+        self._asking: Optional["asyncio.Task[None]"] = None  # the provider call in flight
 
     def update(self, token: str) -> None:
         """Use `token` from the next (re)connect on. ValueError when it is not a QIM
@@ -71,18 +72,36 @@ class TokenSource:
         one is stale and there is a provider, else the held one (the gateway decides).
         TokenProviderError when the provider fails, returns a token of another identity,
         or (a coroutine provider) has not answered within PROVIDER_TIMEOUT_S: a
-        connection attempt is always bounded (qim/sdk/reconnect.py)."""
-        if self.provider is not None and self.stale():
-            try:
-                fresh = self.provider()
-                if inspect.isawaitable(fresh):
-                    fresh = await asyncio.wait_for(fresh, PROVIDER_TIMEOUT_S)
-                if not isinstance(fresh, str):
-                    raise TypeError(f"the token provider returned {type(fresh).__name__}, not str")
-                self.update(fresh)
-            except Exception as exc:  # the app's code: any failure is a failed connect attempt
-                raise TokenProviderError(f"token provider failed: {exc.__class__.__name__}: {exc}") from exc
+        connection attempt is always bounded (qim/sdk/reconnect.py).
+
+        One provider call at a time per TokenSource (issue 34): a caller that finds a
+        call in flight (the live refresh's, when the link was cut under it) awaits that
+        call and shares its token or its error instead of asking again. A caller that
+        is cancelled leaves the call running for the others (shielded)."""
+        if self.provider is None or not self.stale():
+            return self.token
+        if self._asking is None:
+            self._asking = asyncio.get_running_loop().create_task(self._ask(self.provider))
+            self._asking.add_done_callback(self._asked)
+        await asyncio.shield(self._asking)
         return self.token
+
+    async def _ask(self, provider: TokenProvider) -> None:
+        try:
+            fresh = provider()
+            if inspect.isawaitable(fresh):
+                fresh = await asyncio.wait_for(fresh, PROVIDER_TIMEOUT_S)
+            if not isinstance(fresh, str):
+                raise TypeError(f"the token provider returned {type(fresh).__name__}, not str")
+            self.update(fresh)
+        except Exception as exc:  # the app's code: any failure is a failed connect attempt
+            raise TokenProviderError(f"token provider failed: {exc.__class__.__name__}: {exc}") from exc
+
+    def _asked(self, task: "asyncio.Task[None]") -> None:
+        if self._asking is task:
+            self._asking = None
+        if not task.cancelled():
+            task.exception()  # retrieved here: every awaiter may have been cancelled meanwhile
 
 
 def refresh_delay(token: str, now: Optional[float] = None) -> Optional[float]:
