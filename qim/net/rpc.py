@@ -24,13 +24,19 @@ from qim.wire.errors import RemoteError, error_body, parse_error
 
 # error_body, parse_error and RemoteError are defined in qim/wire/errors.py; these names
 # stay importable from here for older callers.
-__all__ = ["Handler", "LinkFactory", "LinkHandler", "OnewayHandler", "RemoteError", "RpcClient", "error_body",
-           "parse_error", "rpc_connection_handler", "serve_rpc"]
+__all__ = ["Handler", "LinkFactory", "LinkHandler", "OnewayHandler", "RemoteError", "RpcClient", "RpcTimeout",
+           "error_body", "parse_error", "rpc_connection_handler", "serve_rpc"]
 
 logger = logging.getLogger(__name__)
 
 Handler = Callable[[int, bytes], Awaitable[tuple[int, bytes]]]
 REPLY_BACKLOG_BYTES = 32 * 1024 * 1024
+
+
+class RpcTimeout(RequestError):
+    """UNAVAILABLE: the peer was reached but did not answer within the call's timeout
+    (paused, starved or overloaded; the request may still be applied later: callers
+    retry idempotently, a router may try another node at once)."""
 
 
 class RpcClient:
@@ -39,7 +45,8 @@ class RpcClient:
     `call(opcode, body, timeout)` -> (reply_opcode, reply_body) for any reply but ERROR.
     Raises RemoteError (a RequestError) when the peer answered ERROR, and RequestError
     with UNAVAILABLE when the peer cannot be reached or the connection drops before the
-    reply (the request may or may not have been applied: callers retry idempotently).
+    reply, RpcTimeout (UNAVAILABLE too) when no reply came within `timeout` (either way
+    the request may or may not have been applied: callers retry idempotently).
     An ERROR reply is never returned as data: its body names the internal opcode, and a
     caller forwarding it would show that opcode to a client (docs/protocol.md ERROR).
     `on_frame(opcode, body)`: frames the server sends on its own (request_id 0; dropped
@@ -156,7 +163,7 @@ class RpcClient:
             reply_opcode, reply = await asyncio.wait_for(fut, timeout)
         except asyncio.TimeoutError as exc:
             self._pending.pop(request_id, None)
-            raise RequestError(ErrorCode.UNAVAILABLE, f"{self.addr} did not answer in {timeout}s") from exc
+            raise RpcTimeout(ErrorCode.UNAVAILABLE, f"{self.addr} did not answer in {timeout}s") from exc
         if reply_opcode == Opcode.ERROR:
             raise parse_error(reply)
         return reply_opcode, reply

@@ -26,6 +26,29 @@ class RemoteError(RequestError):
     """The peer answered with an ERROR frame: `code` and `message` are the peer's."""
 
 
+# The mark that opens the message of a NodeUnfit refusal on an internal hop. An internal
+# convention only (the Error message is the one field every hop carries): qim.v1.Error is
+# a client-visible message, and a flag there would be a protocol change for a fact that
+# concerns the hops between services (docs/decisions/0079-writer-failover.md).
+UNFIT_MARK = "node unfit: "
+
+
+class NodeUnfit(RequestError):
+    """UNAVAILABLE from a node that cannot serve any request right now for a reason of its
+    own (a writer whose clock stalled or whose lease lapsed), not because of the request
+    or a shared engine: another node of the same service may well serve it, and a router
+    with several (the gateway's rendezvous routing of writers) tries the next one at once.
+    `message` starts with UNFIT_MARK; the reply's decoder gives RemoteUnfit."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(ErrorCode.UNAVAILABLE, UNFIT_MARK + why)
+
+
+class RemoteUnfit(RemoteError):
+    """The peer answered with a NodeUnfit refusal (UNAVAILABLE, message with UNFIT_MARK):
+    retryable on another node of its service at once."""
+
+
 class ErrorBody(NamedTuple):
     """A decoded ERROR body: the code, the message (safe to show), the opcode of the
     request it answers (0 = not named) and the RATE_LIMITED retry hint (0 = none)."""
@@ -51,6 +74,9 @@ def decode_error(body: bytes) -> ErrorBody:
 
 
 def parse_error(body: bytes) -> RemoteError:
-    """RemoteError from an ERROR body (decode_error's code and message)."""
+    """RemoteError from an ERROR body (decode_error's code and message); RemoteUnfit for
+    a NodeUnfit refusal."""
     err = decode_error(body)
+    if err.code == ErrorCode.UNAVAILABLE and err.message.startswith(UNFIT_MARK):
+        return RemoteUnfit(err.code, err.message)
     return RemoteError(err.code, err.message)

@@ -97,3 +97,7 @@ class GatewayMetrics(MetricSet):
         # (the per-connection in-flight limit pushes back on the socket instead).
         self.backend_dropped = self.counter("qim_gateway_backend_queue_dropped",
                                             "Client requests dropped before a backend (must stay 0)")
+        # writer failover (failover.py, docs/decisions/0079-writer-failover.md)
+        self.failovers = self.counter("qim_gateway_failovers",
+                                      "Writer attempts that failed; the next writer is tried when there is one "
+                                      "(reason: timeout, unreachable, unfit)", ["backend", "reason"])

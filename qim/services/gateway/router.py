@@ -2,8 +2,12 @@
 row in qim/topology.py.
 
 - RENDEZVOUS (writers): highest random weight hash of the key (conversation_id) over
-  the service's addresses; when the first choice is unreachable the next one is tried.
-  Routing is affinity only: every writer commits correctly for every conversation.
+  the service's addresses; when the first choice is unreachable, does not answer within
+  ATTEMPT_TIMEOUT_S or refuses as unfit (RemoteUnfit: its clock or lease, not the
+  request), the next one is tried (the failover, qim/services/gateway/failover.py). Routing is
+  affinity only: every writer commits correctly for every conversation, and a send that
+  reaches two writers commits once (idempotency by client_message_id in the reserve;
+  docs/decisions/0079-writer-failover.md).
 - MODULO: node key mod node count (static assignment), no failover: only that node
   serves the key.
 - SHARD_OWNER (mailbox and session, key: the user's shard: virtual bucket ->
@@ -22,10 +26,11 @@ import blake3
 
 from qim.cluster.owners import OwnerTable
 from qim.errors import ErrorCode, RequestError
-from qim.net.rpc import RpcClient
+from qim.net.rpc import RpcClient, RpcTimeout
 from qim.net.tls import TlsContexts
+from qim.services.gateway.failover import ATTEMPT_TIMEOUT_S, CALL_TIMEOUT_S, Failover
 from qim.topology import RENDEZVOUS, SHARD_OWNER, service
-from qim.wire.errors import RemoteError
+from qim.wire.errors import RemoteError, RemoteUnfit
 
 
 def rendezvous_order(key: bytes, addrs: tuple[str, ...]) -> list[int]:
@@ -40,11 +45,14 @@ class BackendRouter:
     of their kinds). `tls`: the gateway's internal TlsContexts (None: plaintext
     development); each backend must prove its service name in its certificate.
     `local_backends`: the LocalBackend of the backends that have one (qim/services/gateway/routes.py),
-    fed the frames and losses of the connections to their nodes."""
+    fed the frames and losses of the connections to their nodes. `failovers(backend,
+    reason)`: called for each request a rendezvous backend's node did not serve and the
+    next one was tried (reason: "timeout", "unreachable" or "unfit")."""
 
     def __init__(self, backends: Mapping[str, tuple[str, ...]], tls: Optional[TlsContexts] = None,
                  owners: Optional[OwnerTable] = None, local_backends: Optional[Mapping[str, Any]] = None,
-                 dropped: Optional[Callable[[], None]] = None) -> None:
+                 dropped: Optional[Callable[[], None]] = None,
+                 failovers: Optional[Callable[[str, str], None]] = None) -> None:
         self._addrs = dict(backends)
         self._rules = {name: service(name).gateway for name in backends}
         self._tls = tls
@@ -52,6 +60,8 @@ class BackendRouter:
         self._owner_clients: dict[tuple[str, str], RpcClient] = {}  # (kind, addr) -> client
         self._locals = dict(local_backends or {})
         self._dropped = dropped or (lambda: None)
+        self._failover = {name: Failover(name, addrs, failovers) for name, addrs in backends.items()
+                          if getattr(self._rules[name], "routing", None) == RENDEZVOUS}
         self._clients = {name: [self._client(name, a, tls) for a in addrs]
                          for name, addrs in backends.items() if not self._by_owner(name)}
 
@@ -104,16 +114,29 @@ class BackendRouter:
             assert isinstance(key, int)
             return await clients[key % len(clients)].call(opcode, body)
         assert isinstance(key, bytes)
+        failover = self._failover[backend]
+        order = failover.order(rendezvous_order(key, self._addrs[backend]))
         last = RequestError(ErrorCode.UNAVAILABLE, f"no {backend} service configured")
-        for i in rendezvous_order(key, self._addrs[backend]):
+        for n, i in enumerate(order):
+            # a node with another one after it gets ATTEMPT_TIMEOUT_S: a paused writer costs
+            # a client that long, not the whole call timeout (0079)
+            timeout = ATTEMPT_TIMEOUT_S if n < len(order) - 1 else CALL_TIMEOUT_S
             try:
-                return await clients[i].call(opcode, body)
+                reply = await clients[i].call(opcode, body, timeout=timeout)
+            except RemoteUnfit as exc:
+                failover.failed(i, "unfit", exc.message)
+                last = exc
+                continue
             except RemoteError:
-                raise
+                raise  # the request's own answer (CONFLICT, FORBIDDEN, ...): the same on every node
             except RequestError as exc:
                 if exc.code != ErrorCode.UNAVAILABLE:
                     raise
+                failover.failed(i, "timeout" if isinstance(exc, RpcTimeout) else "unreachable", exc.message)
                 last = exc
+                continue
+            failover.answered(i)
+            return reply
         raise last
 
     def _owner_client(self, kind: str, addr: str) -> RpcClient:

@@ -85,7 +85,9 @@ class ConnectionNode(ServiceNode):
         self.router = BackendRouter({s.name: config.peers.get(s.name, ()) for s in gateway_backends()},
                                     tls=self.internal_tls,
                                     owners=self.cluster.owners if self.cluster is not None else None,
-                                    local_backends=self.locals, dropped=self.metrics.room_stale.inc)
+                                    local_backends=self.locals, dropped=self.metrics.room_stale.inc,
+                                    failovers=lambda backend, reason: self.metrics.failovers.labels(
+                                        backend=backend, reason=reason).inc())
         self.push = PushListener(self.online, self.cluster.mailbox_nodes if self.cluster is not None else list,
                                  self.metrics, guard=self.rpc_guard(enforce=self.internal_tls is not None))
         self.always_zero(self.metrics.backend_dropped)

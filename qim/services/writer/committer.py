@@ -31,7 +31,7 @@ from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncProducer
 from qim.obs.logcontext import bind, tracer
 from qim.proto.v1 import internal_pb2, message_pb2
-from qim.services.writer.hlc import HlcClock
+from qim.services.writer.hlc import CeilingPassed, HlcClock
 from qim.services.writer.metrics import WriterMetrics
 from qim.services.writer.outbox import OutboxPublisher, ack
 from qim.services.writer.sequencer import ConversationTurns, Turn
@@ -168,7 +168,13 @@ class MessageCommitter:
         the clock and retried with a newer id (bounded)."""
         conversation = (ref.tenant, ref.conversation_id)
         for _ in range(CLOCK_ATTEMPTS):
-            record.message_id, record.created_at_ms = self._clock.next_id()
+            try:
+                record.message_id, record.created_at_ms = self._clock.next_id()
+            except CeilingPassed:
+                # paused or starved past the ceiling's slack: publish it now rather than
+                # refuse the requests that waited for us (docs/decisions/0079-writer-failover.md)
+                await self._clock.raise_ceiling()
+                record.message_id, record.created_at_ms = self._clock.next_id()
             prefix = record.SerializeToString()
             scan = conversation in self.outbox.rescan
             started = time.perf_counter()

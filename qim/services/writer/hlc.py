@@ -40,6 +40,7 @@ from qim.consts import (
 from qim.errors import EngineError, ErrorCode, RequestError
 from qim.stores.errors import LeaseLost, StorageError
 from qim.stores.leases import ClockLeaseStore
+from qim.wire.errors import NodeUnfit
 
 logger = logging.getLogger(__name__)
 LOGICAL_MAX = 0xFFFF
@@ -57,6 +58,12 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000 + _skew_ms
 
 
+class CeilingPassed(NodeUnfit):
+    """`next_id` would issue above the published ceiling (the process was paused longer
+    than the slack): the caller publishes (`raise_ceiling`) and asks again; passed on
+    as NodeUnfit only when that is not possible."""
+
+
 class HlcClock:
     """Issues message ids `(unix_ms, logical, region_id, writer_id)` inside a leased window."""
 
@@ -72,6 +79,7 @@ class HlcClock:
         self._logical = 0
         self._ceiling = 0  # highest ms this writer may issue: published to the cluster key
         self._publish_soon = asyncio.Event()
+        self._publishing = asyncio.Lock()  # one publication at a time for raise_ceiling's waiters
 
     @property
     def ready(self) -> bool:
@@ -141,15 +149,32 @@ class HlcClock:
     async def catch_up(self) -> None:
         """After `observe` moved the clock ahead: extend the window and publish a higher
         ceiling now when the next id would need them (rare: another writer's clock is
-        ahead). Raises RequestError(UNAVAILABLE) when Redis refuses."""
+        ahead). Raises RequestError(UNAVAILABLE) when Redis refuses, NodeUnfit when the
+        writer_id lease is lost."""
         try:
             if self._last_ms + 1 >= self._end - HLC_RENEW_BEFORE_MS:
                 await self._lease_window()
             if self._last_ms + 1 > self._ceiling:
                 if not await self._publish_ceiling():
-                    raise RequestError(ErrorCode.UNAVAILABLE, "writer_id lease lost")
+                    raise NodeUnfit("writer_id lease lost")
         except StorageError as exc:
             raise RequestError(ErrorCode.UNAVAILABLE, "writer clock window not renewed") from exc
+
+    async def raise_ceiling(self) -> None:
+        """Publish the issue ceiling now, for a request that found the clock above it (the
+        process was paused or starved longer than the slack: the background publication
+        did not run; docs/decisions/0079-writer-failover.md). Concurrent callers share one
+        publication. NodeUnfit when the writer_id lease is lost, RequestError(UNAVAILABLE)
+        when Redis refuses."""
+        async with self._publishing:
+            if now_ms() <= self._ceiling and self._last_ms < self._ceiling:
+                return  # another waiter's publication covered us
+            try:
+                renewed = await self._publish_ceiling()
+            except StorageError as exc:
+                raise RequestError(ErrorCode.UNAVAILABLE, "writer clock ceiling not published") from exc
+            if not renewed:
+                raise NodeUnfit("writer_id lease lost")
 
     def observe(self, message_id: bytes) -> None:
         """HLC receive rule: a newer id seen elsewhere (the reserve script's refusal)
@@ -161,8 +186,9 @@ class HlcClock:
             self._logical = max(self._logical, logical)
 
     def next_id(self) -> tuple[bytes, int]:
-        """(message_id, unix_ms). RequestError(UNAVAILABLE) when the window is not provable
-        or the id would pass the published ceiling (retry: the ceiling follows shortly)."""
+        """(message_id, unix_ms). NodeUnfit (UNAVAILABLE, another writer may serve the
+        request) when the window is not provable; CeilingPassed when the id would pass the
+        published ceiling (`raise_ceiling`, then again)."""
         # HLC: the clock may run ahead of the wall clock inside the leased window (a new
         # window starts above every published ceiling; an observed newer id moves it)
         now = now_ms()
@@ -173,11 +199,11 @@ class HlcClock:
             if logical > LOGICAL_MAX:
                 ms, logical = ms + 1, 0
         if ms < self._start or ms >= self._end:
-            raise RequestError(ErrorCode.UNAVAILABLE, "writer clock window not held")
+            raise NodeUnfit("writer clock window not held")
         if ms > self._ceiling - HLC_CEILING_SLACK_MS // 2 and (now + HLC_CEILING_SLACK_MS > self._ceiling
                                                                or ms >= self._ceiling):
             self._publish_soon.set()  # a publication now would raise the ceiling: do it early
         if ms > self._ceiling:
-            raise RequestError(ErrorCode.UNAVAILABLE, "writer clock above its published ceiling; retry")
+            raise CeilingPassed("writer clock above its published ceiling")
         self._last_ms, self._logical = ms, logical
         return ids.compose_message_id(ms, logical, self.region_id, self.writer_id), ms
