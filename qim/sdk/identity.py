@@ -47,15 +47,17 @@ def store_path(endpoint: str, tenant: int, user_id: int, data_dir: Optional[str]
 
 def open_store(path: str, tenant: int, user_id: int, device_id: int) -> LocalStore:
     """Open (or create) the store for this device. StoreError naming both device ids
-    when the store at `path` belongs to another device of the user."""
+    when the store at `path` belongs to another device of the user, and (decision 0081)
+    when it was copied from another machine, where it is this device."""
     if path == ":memory:" or not os.path.exists(path):
         return LocalStore.open(path, tenant, user_id, device_id)
-    store = LocalStore.open(path, tenant, user_id)
-    if store.device_id != device_id:
-        store.close()
-        raise StoreError(f"the store {path} belongs to device {store.device_id}, not {device_id}: use a token "
-                         f"for device {store.device_id} or another data directory")
-    return store
+    try:
+        return LocalStore.open(path, tenant, user_id, device_id)
+    except StoreError as exc:
+        if exc.stored_device is None or exc.stored_device == device_id:
+            raise
+        raise StoreError(f"the store {path} belongs to device {exc.stored_device}, not {device_id}: use a token "
+                         f"for device {exc.stored_device} or another data directory") from None
 
 
 async def device_identity(endpoint: str, tenant: int, user_id: int, data_dir: Optional[str] = None,

@@ -11,9 +11,11 @@ from qim.errors import ErrorCode, QimError
 
 
 class StoreError(QimError):
-    """LocalStore fault: identity mismatch, cursor regression, failed transaction."""
+    """LocalStore fault: identity mismatch, cursor regression, failed transaction.
+    `stored_device`: the store's device id when it was opened for another one."""
 
     code = ErrorCode.INTERNAL
+    stored_device: Optional[int] = None
 
 
 @dataclass(frozen=True)

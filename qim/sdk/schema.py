@@ -1,4 +1,4 @@
-"""The LocalStore's SQLite schema (version 4) and the migrations from versions 1 to 3.
+"""The LocalStore's SQLite schema (version 5) and the migrations from versions 1 to 4.
 
 Version 2 adds:
 - meta.store_nonce: 16 random bytes drawn when the store is created; part of every
@@ -27,10 +27,21 @@ with `title_seq` (the conversation_seq the title is known as of: a group's title
 the session list, its CREATED notice or a title notice, the newest wins) and `profiles`
 (display names of users, user_id -> name, as PULL_PROFILES answered). Migration 3 -> 4
 adds the columns and the table; titles and names fill in on the next list pull.
+
+Version 5 (a restored or copied store; docs/decisions/0081) adds `meta.machine_id`,
+the machine the store was last opened on (machine_id(): $QIM_MACHINE_ID, else
+/etc/machine-id). Every open draws a new store_nonce, so a file put back from an older
+copy never reissues a client_message_id (pending rows and ops keep the cmids they were
+stored with). A store opened on another machine than its own is a copy: asked for its
+device (no device id given) it becomes a new device of this machine (a new random
+device id, its cursor dropped, a REBUILD on the next connect); opened for a given
+device id it is refused (StoreError). Migration 4 -> 5 adds the column; a store
+without a machine adopts the one that opens it.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 import sqlite3
 from typing import Optional
@@ -40,7 +51,9 @@ from qim.consts import CONVERSATION_KIND_GROUP, U63_MAX
 from qim.sdk import conversations
 from qim.sdk.model import StoreError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
+MACHINE_ID_ENV = "QIM_MACHINE_ID"
+MACHINE_ID_FILES = ("/etc/machine-id", "/var/lib/dbus/machine-id")
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -51,7 +64,8 @@ CREATE TABLE IF NOT EXISTS meta (
   device_id INTEGER NOT NULL,
   next_ordinal INTEGER NOT NULL,
   store_nonce BLOB CHECK (length(store_nonce) = 16),
-  rebuild_needed INTEGER NOT NULL DEFAULT 0);
+  rebuild_needed INTEGER NOT NULL DEFAULT 0,
+  machine_id TEXT);
 CREATE TABLE IF NOT EXISTS cursor (
   id INTEGER PRIMARY KEY CHECK (id = 1),
   lane INTEGER NOT NULL, shard_epoch INTEGER NOT NULL, last_applied_seq INTEGER NOT NULL);
@@ -140,6 +154,45 @@ def _migrate_1_to_2(db: sqlite3.Connection) -> None:
                (SCHEMA_VERSION, new_nonce(), int(suspect)))
 
 
+def new_device_id() -> int:
+    """A random non-zero 63-bit device id."""
+    return secrets.randbits(63) or 1
+
+
+def machine_id(environ=None) -> Optional[str]:
+    """This machine's identity for the copy check: $QIM_MACHINE_ID (containers that
+    share an image's machine-id set it), else the first of MACHINE_ID_FILES, else None
+    (no check)."""
+    env = os.environ if environ is None else environ
+    if env.get(MACHINE_ID_ENV):
+        return env[MACHINE_ID_ENV].strip()
+    for name in MACHINE_ID_FILES:
+        try:
+            with open(name, encoding="ascii") as f:
+                got = f.read().strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if got:
+            return got
+    return None
+
+
+def _copied_here(db: sqlite3.Connection, device: int, device_id: Optional[int]) -> int:
+    """A store made on another machine (decision 0081): two machines must never run one
+    device (each would kick the other and share its mailbox cursor). Asked for its
+    device, it becomes a new one here; opened for a given device, StoreError."""
+    if device_id is not None:
+        raise StoreError(f"this store was copied from another machine, where it is device {device}: it cannot be "
+                         "that device here; open it without a device id (qim.sdk.device_identity) to make it a "
+                         "new device of this machine, or use another data directory")
+    new = new_device_id()
+    # the new device has its own mailbox: start from 0 and REBUILD what the store holds;
+    # pending rows stay (the writer deduplicates a user's cmid whichever device sends it)
+    db.execute("DELETE FROM cursor")
+    db.execute("UPDATE meta SET device_id = ?, rebuild_needed = 1", (new,))
+    return new
+
+
 def new_nonce() -> bytes:
     """16 random bytes, never all zero (ids.client_message_id refuses a zero nonce)."""
     while True:
@@ -148,11 +201,13 @@ def new_nonce() -> bytes:
             return nonce
 
 
-def open_db(db: sqlite3.Connection, tenant: int, user_id: int,
-            device_id: Optional[int]) -> tuple[int, bytes]:
-    """Create, migrate or check the schema and the identity; returns (device_id,
-    store_nonce). StoreError on another identity, another device or an unknown
-    (newer) schema version."""
+def open_db(db: sqlite3.Connection, tenant: int, user_id: int, device_id: Optional[int],
+            machine: Optional[str] = None) -> tuple[int, bytes]:
+    """Create, migrate or check the schema and the identity on `machine` (None: no
+    machine check, e.g. ":memory:"); draws this open's store_nonce (module docstring).
+    Returns (device_id, store_nonce). StoreError on another identity, another device,
+    a copy from another machine opened for a given device id, or an unknown (newer)
+    schema version."""
     db.execute("BEGIN IMMEDIATE")
     try:
         version, migrated = None, False
@@ -163,34 +218,40 @@ def open_db(db: sqlite3.Connection, tenant: int, user_id: int,
             _migrate_1_to_2(db)
             version = 2
         if version == 2:
-            db.execute("UPDATE meta SET schema_version = ?", (SCHEMA_VERSION,))
-            migrated = True
+            migrated = True  # the conversations table (with titles) is created below
         elif version == 3:
             db.execute("ALTER TABLE conversations ADD COLUMN title TEXT NOT NULL DEFAULT ''")
             db.execute("ALTER TABLE conversations ADD COLUMN title_seq INTEGER NOT NULL DEFAULT 0")
-            db.execute("UPDATE meta SET schema_version = ?", (SCHEMA_VERSION,))
-        elif version is not None and version != SCHEMA_VERSION:
+        elif version is not None and version not in (4, SCHEMA_VERSION):
             raise StoreError(f"store schema version {version} is not supported (this SDK: {SCHEMA_VERSION})")
+        if version is not None and version < SCHEMA_VERSION:
+            if not any(col[1] == "machine_id" for col in db.execute("PRAGMA table_info(meta)")):
+                db.execute("ALTER TABLE meta ADD COLUMN machine_id TEXT")
+            db.execute("UPDATE meta SET schema_version = ?", (SCHEMA_VERSION,))
         for statement in (TABLES + OPS_TABLE + CONVERSATIONS_TABLE + PROFILES_TABLE).split(";"):
             if statement.strip():
                 db.execute(statement)
         if migrated:  # the rows of a migrated store come from its messages
             _fill_from_messages(db, user_id)
-        row = db.execute("SELECT tenant_hex, user_id, device_id, store_nonce FROM meta").fetchone()
+        row = db.execute("SELECT tenant_hex, user_id, device_id, machine_id FROM meta").fetchone()
         if row is None:
-            device = device_id or (secrets.randbits(63) or 1)
+            device = device_id or new_device_id()
             if not 0 < device <= U63_MAX:
                 raise StoreError("device_id must be a non-zero u64 with bit 63 clear")
-            nonce = new_nonce()
-            db.execute("INSERT INTO meta (id, schema_version, tenant_hex, user_id, device_id, next_ordinal,"
-                       " store_nonce) VALUES (1, ?, ?, ?, ?, 0, ?)",
-                       (SCHEMA_VERSION, f"{tenant:032x}", user_id, device, nonce))
+            db.execute("INSERT INTO meta (id, schema_version, tenant_hex, user_id, device_id, next_ordinal)"
+                       " VALUES (1, ?, ?, ?, ?, 0)", (SCHEMA_VERSION, f"{tenant:032x}", user_id, device))
         else:
-            tenant_hex, stored_user, device, nonce = row
+            tenant_hex, stored_user, device, home = row
             if tenant_hex != f"{tenant:032x}" or stored_user != user_id:
                 raise StoreError("store belongs to another identity")
+            if home is not None and machine is not None and home != machine:
+                device = _copied_here(db, device, device_id)
             if device_id is not None and device_id != device:
-                raise StoreError("store belongs to another device")
+                exc = StoreError("store belongs to another device")
+                exc.stored_device = device
+                raise exc
+        nonce = new_nonce()  # every open: a restored copy never reissues a cmid (decision 0081)
+        db.execute("UPDATE meta SET store_nonce = ?, machine_id = ?", (nonce, machine))
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")

@@ -5,7 +5,8 @@ only when a test asks. Schema and migrations: qim/sdk/schema.py (version 2). The
 owns every durable device fact:
 
 - meta: self identity (tenant, user_id, device_id), the store nonce (16 random bytes
-  drawn at creation) and `next_ordinal`, the first ordinal not yet reserved. Ordinals
+  drawn at every open, so a store put back from an older copy never reissues a cmid;
+  the machine it was opened on: qim/sdk/schema.py, decision 0081) and `next_ordinal`, the first ordinal not yet reserved. Ordinals
   are reserved in blocks under BEGIN IMMEDIATE (seed 004 "BEGIN IMMEDIATE 预留 ordinal
   号段"), so a crash loses at most the rest of a block and an ordinal is never handed
   out twice, even by two processes on one file. client_message_id =
@@ -42,7 +43,7 @@ from qim._core import ids
 from qim.consts import CONVERSATION_KIND_DIRECT, U63_MAX
 from qim.sdk import apply, conversations
 from qim.sdk.model import ApplyResult, PendingSend, Resolved, StoredMessage, StoreError, canonical_endpoint  # noqa: F401
-from qim.sdk.schema import SCHEMA_VERSION, open_db  # noqa: F401
+from qim.sdk.schema import SCHEMA_VERSION, machine_id, open_db  # noqa: F401
 from qim.sdk.store_lists import ListsMixin
 
 T = TypeVar("T")
@@ -61,7 +62,7 @@ class LocalStore(ListsMixin):
         self.tenant = tenant
         self.user_id = user_id
         self.device_id = device_id
-        self.store_nonce = store_nonce  # 16 bytes, drawn when the store was created
+        self.store_nonce = store_nonce  # 16 bytes, drawn when this open began (decision 0081)
         self._block_next = 0  # next ordinal of the reserved in-memory block
         self._block_end = 0   # exclusive end of the block
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="qim-localstore")
@@ -78,9 +79,11 @@ class LocalStore(ListsMixin):
 
     @classmethod
     def open(cls, path: str, tenant: int, user_id: int, device_id: Optional[int] = None) -> "LocalStore":
-        """Open, create or migrate (schema 1 -> 2) the store. A new store takes
-        `device_id` or a random non-zero 63-bit one and draws its nonce; an existing
-        store must match tenant/user (and device_id if given), else StoreError."""
+        """Open, create or migrate (schema 1 -> 5) the store. A new store takes
+        `device_id` or a random non-zero 63-bit one; every open draws a new nonce. An
+        existing store must match tenant/user (and device_id if given), else StoreError;
+        one copied from another machine becomes a new device, or StoreError when
+        `device_id` is given (qim/sdk/schema.py, decision 0081)."""
         if not (0 < user_id <= U63_MAX) or not (0 <= tenant < 1 << 128):
             raise StoreError("tenant must be u128 and user_id a non-zero u64")
         if path != ":memory:":
@@ -89,7 +92,7 @@ class LocalStore(ListsMixin):
         try:
             conn.execute("PRAGMA journal_mode=WAL" if path != ":memory:" else "PRAGMA journal_mode=MEMORY")
             conn.execute("PRAGMA synchronous=FULL")  # a pending row must survive a crash
-            device, nonce = open_db(conn, tenant, user_id, device_id)
+            device, nonce = open_db(conn, tenant, user_id, device_id, None if path == ":memory:" else machine_id())
         except sqlite3.Error as exc:
             conn.close()
             raise StoreError(f"cannot open the store: {exc.__class__.__name__}: {exc}") from exc

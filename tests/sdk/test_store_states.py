@@ -155,7 +155,7 @@ def test_schema_1_migrates_to_2(tmp_path, empty_body):
     s.reset_cursor()
     s.close()
     s = LocalStore.open(path, TENANT, ME)
-    assert s.store_nonce == nonce and not s.rebuild_needed() and s.cursor() is None
+    assert s.store_nonce != nonce and not s.rebuild_needed() and s.cursor() is None  # a nonce per open (0081)
 
 
 def test_unknown_schema_version_is_refused(tmp_path):

@@ -60,7 +60,7 @@ def test_a_version_3_store_migrates_and_names_are_kept(tmp_path):
                         "DROP TABLE profiles; UPDATE meta SET schema_version = 3;")
     s.close()
     s = LocalStore.open(path, TENANT, ME)
-    assert s._db.execute("SELECT schema_version FROM meta").fetchone() == (SCHEMA_VERSION,) == (4,)
+    assert s._db.execute("SELECT schema_version FROM meta").fetchone() == (SCHEMA_VERSION,) == (5,)
     assert s.conversation(GROUP).title == ""  # filled in again by the next list pull
     s.apply_sessions([listed(1, "from the list")])
     assert s.conversation(GROUP).title == "from the list"
