@@ -174,6 +174,14 @@ MAX_CONNECTIONS_PER_USER_DEFAULT = 16
 # retry-after told to an AUTH over the connection cap: a slot frees only when another
 # device of the user disconnects, so the device should not come back every second
 CONNECTION_CAP_RETRY_AFTER_MS = 60_000
+# the heartbeat the gateway tells clients (AUTH_OK, PONG): a client sends a frame at least
+# every half of it (a PING when idle); a connection silent for 1.5 of it is closed
+# (qim/services/gateway/keepalive.py; docs/decisions/0077)
+HEARTBEAT_S_DEFAULT = 60
+# login admission (qim/services/gateway/login.py; docs/decisions/0078): AUTHs verified at
+# once, and AUTHs waiting for one of those slots before more are refused with a hint
+LOGINS_INFLIGHT_DEFAULT = 32
+LOGIN_QUEUE_DEFAULT = 256
 
 # --- several nodes of each kind (docs/design.md §13; docs/decisions/0040-scale-leases-and-fencing.md) ---
 SHARD_LEASE_MS_DEFAULT = 10_000  # QIM_SHARD_LEASE_MS; renewed every quarter (QIM_SHARD_RENEW_MS)

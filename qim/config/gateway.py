@@ -10,6 +10,9 @@ from qim.config.env import Env
 from qim.config.registry import RegistryConfig
 from qim.config.tls import client_port_tls, service_tls, ws_dev_listen, ws_origins
 from qim.consts import (
+    HEARTBEAT_S_DEFAULT,
+    LOGIN_QUEUE_DEFAULT,
+    LOGINS_INFLIGHT_DEFAULT,
     MAX_CONNECTIONS_PER_USER_DEFAULT,
     RATE_CONN_BURST_DEFAULT,
     RATE_CONN_PER_S_DEFAULT,
@@ -64,6 +67,10 @@ class GatewayConfig:
     token_jwks_refresh_s: int = 300  # QIM_TOKEN_JWKS_REFRESH_S
     registry: Optional[RegistryConfig] = None  # the ShardRegistry (qim/config/registry.py)
     room_max_per_connection: int = ROOMS_PER_CONNECTION_DEFAULT  # QIM_ROOM_MAX_PER_CONNECTION
+    # liveness and login admission (qim/services/gateway/keepalive.py, login.py; decisions 0077, 0078)
+    heartbeat_s: int = HEARTBEAT_S_DEFAULT  # QIM_GATEWAY_HEARTBEAT_S: told in AUTH_OK/PONG; silence reaped
+    logins_inflight: int = LOGINS_INFLIGHT_DEFAULT  # QIM_GATEWAY_LOGINS_INFLIGHT
+    login_queue: int = LOGIN_QUEUE_DEFAULT  # QIM_GATEWAY_LOGIN_QUEUE
 
     @classmethod
     def from_env(cls, env: Env) -> "GatewayConfig":
@@ -92,6 +99,9 @@ class GatewayConfig:
                                                  1, 65_536),
             room_max_per_connection=env.integer("QIM_ROOM_MAX_PER_CONNECTION", ROOMS_PER_CONNECTION_DEFAULT,
                                                 1, 10_000),
+            heartbeat_s=env.integer("QIM_GATEWAY_HEARTBEAT_S", HEARTBEAT_S_DEFAULT, 2, 600),
+            logins_inflight=env.integer("QIM_GATEWAY_LOGINS_INFLIGHT", LOGINS_INFLIGHT_DEFAULT, 1, 10_000),
+            login_queue=env.integer("QIM_GATEWAY_LOGIN_QUEUE", LOGIN_QUEUE_DEFAULT, 0, 1_000_000),
         )
         return replace(cfg, client_tls=client_port_tls(env, cfg.listen),
                        internal_tls=service_tls(env, GATEWAY, cfg.push_listen, cfg.peers),

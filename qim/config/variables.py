@@ -17,6 +17,9 @@ from dataclasses import dataclass
 
 from qim.consts import (
     DEFAULT_SHARD_COUNT,
+    HEARTBEAT_S_DEFAULT,
+    LOGIN_QUEUE_DEFAULT,
+    LOGINS_INFLIGHT_DEFAULT,
     MAX_CONNECTIONS_PER_USER_DEFAULT,
     PRESENCE_TTL_MS_DEFAULT,
     RATE_CONN_BURST_DEFAULT,
@@ -105,6 +108,11 @@ _WRITTEN: tuple[Var, ...] = (
     _v("QIM_RATE_USER_BURST", "int 1..1000000", RATE_USER_BURST_DEFAULT, GATEWAY, "per-user bucket"),
     _v("QIM_MAX_CONNECTIONS_PER_USER", "int 1..65536", MAX_CONNECTIONS_PER_USER_DEFAULT, GATEWAY,
        "one user's connections to one gateway"),
+    _v("QIM_GATEWAY_HEARTBEAT_S", "int 2..600", HEARTBEAT_S_DEFAULT, GATEWAY,
+       "told to clients (PING at least every half); a connection silent for 1.5 of it is closed"),
+    _v("QIM_GATEWAY_LOGINS_INFLIGHT", "int 1..10000", LOGINS_INFLIGHT_DEFAULT, GATEWAY, "AUTHs verified at once"),
+    _v("QIM_GATEWAY_LOGIN_QUEUE", "int 0..1000000", LOGIN_QUEUE_DEFAULT, GATEWAY,
+       "AUTHs waiting for a slot; past it an AUTH gets UNAVAILABLE with retry_after_ms"),
     # writer
     _v("QIM_WRITER_ID", "int 0..65535", 0, WRITER, "0 = lease one"),
     _v("QIM_REGION_ID", "int 0..65535", 0, WRITER, "region bits of message ids"),

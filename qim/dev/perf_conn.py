@@ -141,7 +141,10 @@ def run(connections: int, clients: int = 2, concurrency: int = 64, base: Optiona
         raise ConnStepError(f"{connections} connections need {sources} source addresses: PERF_CONN_CLIENTS={sources}")
     made = base is None  # a directory of our own: removed at the end
     base = base or Path(tempfile.mkdtemp(prefix="qim-perf-conn-"))
-    gateway = lone_gateway(base, {"PYTHONPATH": gateway_source} if gateway_source else None)
+    # its clients idle through the whole login phase (minutes under load) before they PING:
+    # a heartbeat past it, or the gateway would close them as silent (decision 0077)
+    gateway = lone_gateway(base, {"QIM_GATEWAY_HEARTBEAT_S": "600",
+                                  **({"PYTHONPATH": gateway_source} if gateway_source else {})})
     procs: list[ClientProc] = []
     try:
         step = max(per_client, 1) * 10

@@ -26,7 +26,7 @@ function silentPeer(answer: (op: number, rid: number) => Uint8Array[] | null) {
     onMessage: () => undefined,
     onClose: () => undefined,
   };
-  return { dial: async () => t, written };
+  return { dial: async () => t, written, t };
 }
 
 afterEach(() => {
@@ -56,6 +56,21 @@ describe("connection liveness", () => {
     await vi.advanceTimersByTimeAsync(20_000);
     expect(conn.open).toBe(true);
     expect(peer.written.filter((op) => op === Op.PING).length).toBeGreaterThan(1);
+    conn.abort("done");
+  });
+
+  it("a connection that only receives still PINGs every half heartbeat (the gateway reaps silent ones)", async () => {
+    vi.useFakeTimers();
+    const peer = silentPeer((op, rid) => (op === Op.PING ? encodeFrame(Op.PONG, rid, new Uint8Array(0)) : null));
+    const conn = await Connection.open(peer.dial, "ws://x/", "t");
+    conn.onPush = () => undefined;
+    for (let s = 0; s < 70; s += 1) { // a push every second for 70 s, nothing sent by the app
+      for (const c of encodeFrame(Op.PUSH_EVENTS, 0, new Uint8Array(0))) peer.t.onMessage(c);
+      await vi.advanceTimersByTimeAsync(1000);
+    }
+    // heartbeatS 60: a PING at least every 30 s of not sending (decision 0077)
+    expect(peer.written.filter((op) => op === Op.PING).length).toBeGreaterThanOrEqual(2);
+    expect(conn.open).toBe(true);
     conn.abort("done");
   });
 });

@@ -30,24 +30,20 @@ import time
 from functools import partial
 from typing import Any, Callable, Optional
 
-from google.protobuf.message import DecodeError
-
-from qim._core import ids
 from qim.errors import ErrorCode, FrameError, RequestError
 from qim.net.transport import FrameTransport
 from qim.obs.logcontext import bind
 from qim.proto.v1 import connection_pb2, internal_pb2
 from qim.protocol import INTERNAL_CATEGORY, Opcode
 from qim.services.gateway.auth import Authenticator
+from qim.services.gateway.login import LoginMixin
 from qim.services.gateway.metrics import GatewayMetrics, opcode_name
 from qim.services.gateway.ratelimit import LIMITED_OPCODES, NOT_NOW, SendLimiter
 from qim.services.gateway.routes import RESERVED, ROUTES, forward
 from qim.wire.errors import error_body, parse_error
-from qim.wire.tokens import TokenRefused
 
 logger = logging.getLogger(__name__)
 
-HEARTBEAT_S = 60
 # Replies queued for one connection above which it is not read (back-pressure). A page
 # is up to ~1.5 MiB (512 KiB budget, first entry always whole), so one fits.
 REPLY_BACKLOG_BYTES = 2 * 1024 * 1024
@@ -60,7 +56,7 @@ PRE_AUTH_BUFFER_BYTES = 256 * 1024  # an AUTH frame is tiny; anonymous peers hol
 _CONN_IDS = itertools.count(1)
 
 
-class ClientConnection:
+class ClientConnection(LoginMixin):
     """Serves one client link until it closes; `run()` returns when done. `stream` is
     any FrameTransport (qim/net/transport.py: TCP or TLS, WebSocket): the transport is a
     detail below this class, so AUTH, limits, rate buckets, back-pressure and chunking
@@ -97,6 +93,9 @@ class ClientConnection:
         self._wake_task: Optional[asyncio.Task] = None
         self.conn_id = next(_CONN_IDS)  # this connection within the gateway (never reused)
         self._locals = getattr(gateway, "locals", None) or {}  # LocalBackend by backend (routes.py)
+        self.heartbeat_s = gateway.config.heartbeat_s  # told in AUTH_OK and PONG (keepalive.py)
+        self.last_rx = time.monotonic()  # when a frame was read last: keepalive.py
+        self._queued_seen = 0  # queued_bytes at the last silent_s(): a drop means the peer read
 
     # DeviceConn protocol (online.OnlineRegistry)
     def send(self, opcode: int, request_id: int, body: bytes) -> None:
@@ -107,6 +106,25 @@ class ClientConnection:
         """Close after the queued frames (a newer login replaced this one)."""
         self.replaced = True
         self.stream.close()
+
+    def silent_s(self, now: float) -> float:
+        """Seconds (time.monotonic `now`) since this connection last showed it is alive: a
+        frame read, or its peer taking queued bytes since the previous call (it is not
+        read while it does not read its replies). keepalive.py, decision 0077."""
+        queued = self.stream.queued_bytes
+        if queued < self._queued_seen:
+            self.last_rx = now
+        self._queued_seen = queued
+        return now - self.last_rx
+
+    def reap(self, reason: str) -> None:
+        """Close a silent connection at once (its path is dead: nothing queued can
+        arrive) and free its registration now; presence hears of it when run() ends.
+        Counted in qim_gateway_silent_closed{reason} (keepalive.py)."""
+        self._m.silent_closed.labels(reason=reason).inc()
+        if self.user_id:
+            self.gw.online.unregister(self)
+        self.stream.abort(f"silent ({reason})")
 
     def revoked(self) -> None:
         """Its token was revoked (revocation.py): KICKED{REVOKED}, then close."""
@@ -156,6 +174,7 @@ class ClientConnection:
                         item = await self.stream.read_frame()
                 if item is None:
                     break
+                self.last_rx = time.monotonic()
                 opcode, request_id, body = item
                 self._m.requests.labels(opcode=f"0x{opcode:04x}").inc()
                 await self._permits.acquire()
@@ -234,7 +253,7 @@ class ClientConnection:
     async def _dispatch(self, opcode: int, body: bytes) -> tuple[int, bytes]:
         if opcode == Opcode.PING:
             return Opcode.PONG, connection_pb2.Pong(server_time_ms=time.time_ns() // 1_000_000,
-                                                    heartbeat_s=HEARTBEAT_S).SerializeToString()
+                                                    heartbeat_s=self.heartbeat_s).SerializeToString()
         if opcode == Opcode.AUTH:
             return await self._auth(body)
         if (opcode >> 8) == INTERNAL_CATEGORY:
@@ -266,72 +285,3 @@ class ClientConnection:
         if local is not None:  # a backend with state per connection (rooms: routes.py LocalBackend)
             return await local.request(self, opcode, key, body, call)
         return await call()
-
-    def _token_expired(self) -> None:
-        """The token's exp (+ leeway) passed: KICKED{TOKEN_EXPIRED}, then close."""
-        if self.stream.closed:
-            return
-        self._m.token_expired.inc()
-        body = connection_pb2.Kicked(reason=connection_pb2.Kicked.TOKEN_EXPIRED).SerializeToString()
-        self.stream.send(Opcode.KICKED, 0, body)
-        self.stream.close()
-
-    async def _auth(self, body: bytes) -> tuple[int, bytes]:
-        """AUTH, or on an authenticated connection a token refresh: a fresh token of the
-        same device replaces the old one (its expiry and revocation check) without a
-        reconnect (docs/protocol.md AUTH); another identity is INVALID_ARGUMENT."""
-        try:
-            auth = connection_pb2.Auth.FromString(body)
-        except DecodeError:
-            raise RequestError(ErrorCode.INVALID_ARGUMENT, "AUTH body is not a valid Auth") from None
-        try:
-            (tenant, user, device, expires_at, iat), name = self._authn.authenticate(auth.token)
-        except TokenRefused as exc:  # the reason only: never the token (docs/design.md §2)
-            logger.debug("AUTH from %s refused: %s", self.stream.peer, exc.reason)
-            raise
-        revocations = getattr(self.gw, "revocations", None)  # None: a unit-test stand-in
-        if self.user_id:
-            if (tenant, user, device) != (self.tenant, self.user_id, self.device_id):
-                raise RequestError(ErrorCode.INVALID_ARGUMENT, "already authenticated as another device")
-            old_iat, self.token_iat = self.token_iat, iat
-            try:
-                if revocations is not None:
-                    await revocations.admit(self)
-            except TokenRefused:  # revoked: this device is cut now, whatever its old token
-                self.revoked()
-                raise
-            except BaseException:
-                self.token_iat = old_iat
-                raise
-            self._m.token_refreshes.inc()
-        else:
-            lane, _, shard = ids.user_placement(tenant, user, self.gw.config.common.shard_count)
-            epochs = getattr(self.gw, "epochs", None)  # a stand-in gateway of a unit test has none
-            epoch = await epochs.next_epoch(tenant, user, device) if epochs is not None else 0
-            self.tenant, self.user_id, self.device_id, self.shard, self.lane = tenant, user, device, shard, lane
-            self.session_epoch = epoch
-            self.token_iat = iat
-            try:
-                self.gw.online.register(self)  # RateLimited past the per-user connection cap
-                if revocations is not None:  # after registering: a revocation published meanwhile finds it
-                    await revocations.admit(self)
-            except BaseException:
-                self.gw.online.unregister(self)
-                self.tenant = self.user_id = self.device_id = self.shard = self.lane = 0
-                raise
-            presence = getattr(self.gw, "presence", None)
-            if presence is not None:
-                presence.online(self)
-            self.stream.buffer_limit = None
-        self.display_name = name  # checked by the verifier
-        # the session ends with the token (docs/decisions/0021-tokens-and-limits.md)
-        if self._expiry is not None:
-            self._expiry.cancel()
-        delay = max(0.0, expires_at + self._authn.leeway_s - time.time())
-        self._expiry = asyncio.get_running_loop().call_later(delay, self._token_expired)
-        ok = connection_pb2.AuthOk(tenant_id=tenant.to_bytes(16, "big"), user_id=user, device_id=device,
-                                   server_time_ms=time.time_ns() // 1_000_000, heartbeat_s=HEARTBEAT_S,
-                                   mailbox_lane=self.lane, mailbox_shard=self.shard,
-                                   max_body_bytes=self.gw.config.max_body)
-        ok.send_rate_per_s, ok.send_burst = self._limiter.advertised()  # the SDK paces below it (ratelimit.py)
-        return Opcode.AUTH_OK, ok.SerializeToString()

@@ -12,7 +12,9 @@ net.core.somaxconn): with asyncio's default of 100, a reconnect storm overflowed
 every dropped SYN cost its client a 1 s retransmission (docs/operations.md "Many
 connections"). Each connection is one file descriptor: before listening, the soft
 RLIMIT_NOFILE is raised to the hard limit (a systemd service's soft default of 1,024
-would refuse the 1,021st device), and the limit is logged.
+would refuse the 1,021st device), and the limit is logged. TCP keepalive and
+TCP_USER_TIMEOUT are set on the listening socket too (keepalive.py; docs/decisions/0077):
+the kernel ends a connection whose peer vanished.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any, Awaitable, Callable, Optional
 from qim.net.link import ClientLink
 from qim.net.tls import TlsContexts, alpn_protocols, check_alpn, describe, handshake_failure
 from qim.net.transport import limit_unsent, release
+from qim.services.gateway.keepalive import tcp_keepalive
 from qim.wire.addr import parse_addr
 
 logger = logging.getLogger(__name__)
@@ -36,11 +39,13 @@ LinkHandler = Callable[[ClientLink], Awaitable[None]]
 class ClientListener:
     """The LinkListener (qim/net/link.py) of one ConnectionNode's client port: `node`
     (its connection tracking, stop flag and TLS refusal counter), `tls` (None:
-    plaintext development), `serve(link)` the connection handler."""
+    plaintext development), `serve(link)` the connection handler, `heartbeat_s` the
+    gateway's heartbeat (TCP keepalive; 0: the kernel's defaults)."""
 
     def __init__(self, node: Any, tls: Optional[TlsContexts], serve: LinkHandler, chunk_bytes: int,
-                 handshake_timeout: float, name: str = "client") -> None:
+                 handshake_timeout: float, name: str = "client", heartbeat_s: int = 0) -> None:
         self._node, self._tls, self._serve, self._name = node, tls, serve, name
+        self.heartbeat_s = heartbeat_s
         self.chunk_bytes = chunk_bytes
         self.handshake_timeout = handshake_timeout
 
@@ -50,8 +55,10 @@ class ClientListener:
         logger.info("client port %s: at most %d file descriptors (connections)", addr, raise_nofile_limit())
         server = await asyncio.get_running_loop().create_server(lambda: ClientLink(self), host, port,
                                                                 backlog=CLIENT_BACKLOG, start_serving=False)
-        for sock in server.sockets:  # accepted sockets inherit it: no system call per login
+        for sock in server.sockets:  # accepted sockets inherit them: no system call per login
             limit_unsent(sock, self.chunk_bytes)
+            if self.heartbeat_s:
+                tcp_keepalive(sock, self.heartbeat_s)
         await server.start_serving()
         self._node._servers.append(server)
         return server

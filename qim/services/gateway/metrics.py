@@ -57,6 +57,14 @@ class GatewayMetrics(MetricSet):
                                              buckets=LATENCY_BUCKETS)
         self.auth_timeouts = self.counter("qim_gateway_auth_timeouts",
                                           "Connections closed for not authenticating in time")
+        # liveness and login admission (keepalive.py, login.py)
+        self.silent_closed = self.counter("qim_gateway_silent_closed",
+                                          "Authenticated connections closed for silence, by reason (silent: the "
+                                          "keepalive deadline; evicted: for a new login of the user at the cap)",
+                                          ["reason"])
+        self.login_refused = self.counter("qim_gateway_login_refused",
+                                          "AUTHs refused with UNAVAILABLE and a retry hint: the login queue was full")
+        self.logins_waiting = self.gauge("qim_gateway_logins_waiting", "AUTHs waiting for a login slot")
         # WebSocket (ws.py)
         self.ws_connections = self.counter("qim_gateway_ws_connections", "WebSocket upgrades accepted")
         self.ws_refused = self.counter("qim_gateway_ws_refused",

@@ -3,7 +3,11 @@
 A second login of the same (user, device) kicks the older connection with
 KICKED{REPLACED}. A user holds at most `max_per_user` connections here
 (QIM_MAX_CONNECTIONS_PER_USER): the login of one more device is refused with
-ERROR(RATE_LIMITED) and a retry-after hint (docs/decisions/0021-tokens-and-limits.md).
+ERROR(RATE_LIMITED) and a retry-after hint (docs/decisions/0021-tokens-and-limits.md),
+unless one of its connections has been silent for longer than `evict_after_s` (a dead
+path the keepalive has not reaped yet: keepalive.py, docs/decisions/0077): that one is
+closed and the login admitted, so dead connections never lock out live devices; the
+hint of a refusal is then the time until its most silent connection becomes evictable.
 Pushes never move a cursor. A push is a position (docs/decisions/0033): PUSH_EVENTS
 with the device's lane, the record's mailbox_seq and its message id, serialized once per
 lane and position, never an entry or a body. A push to a connection whose outbound
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import time
 from typing import Callable, Optional, Protocol, Sequence
 
@@ -73,9 +78,11 @@ class DeviceConn(Protocol):
 class OnlineRegistry:
     """(tenant, user) -> {device_id: connection} of this gateway; counts into `metrics`
     (a private GatewayMetrics when None). `max_per_user`: connections one user may hold
-    (0: no cap)."""
+    (0: no cap); `evict_after_s`: at the cap, a connection silent for longer is closed for
+    the new login (0: never)."""
 
-    def __init__(self, metrics: Optional[GatewayMetrics] = None, max_per_user: int = 0) -> None:
+    def __init__(self, metrics: Optional[GatewayMetrics] = None, max_per_user: int = 0,
+                 evict_after_s: float = 0.0) -> None:
         self._users: dict[tuple[int, int], dict[int, DeviceConn]] = {}
         # kept as a count, not summed over _users at each login: that walk made a login
         # cost O(online devices) (a third of a login's CPU at 3,000 online; a reconnect
@@ -83,17 +90,17 @@ class OnlineRegistry:
         self._online = 0
         self._m = metrics if metrics is not None else GatewayMetrics()
         self.max_per_user = max_per_user
+        self.evict_after_s = evict_after_s
 
     def register(self, conn: DeviceConn) -> Optional[DeviceConn]:
         """Add conn; returns the connection it replaced (already sent KICKED) or None.
         RateLimited (nothing registered) when the user already holds `max_per_user`
-        connections of other devices; a device replacing itself is always allowed."""
+        connections of other devices, none of them silent for longer than `evict_after_s`
+        (the most silent one is closed instead); a device replacing itself is always allowed."""
         devices = self._users.get((conn.tenant, conn.user_id), {})
         if self.max_per_user and conn.device_id not in devices and len(devices) >= self.max_per_user:
-            self._m.rate_limited.labels(scope="connection_cap").inc()
-            raise RateLimited(f"too many connections for this user (at most {self.max_per_user})",
-                              CONNECTION_CAP_RETRY_AFTER_MS)
-        devices = self._users.setdefault((conn.tenant, conn.user_id), devices)
+            self._make_room(devices)  # may unregister one: the user's dict may be gone
+        devices = self._users.setdefault((conn.tenant, conn.user_id), {})
         old = devices.get(conn.device_id)
         devices[conn.device_id] = conn
         self._online += old is None
@@ -106,6 +113,23 @@ class OnlineRegistry:
                 old.kick()
         self._m.online_devices.set(self._online)
         return old
+
+    def _make_room(self, devices: dict[int, DeviceConn]) -> None:
+        """At the cap: close the most silent connection when it is evictable, else
+        RateLimited with the time until it would be (decision 0077)."""
+        retry_ms = CONNECTION_CAP_RETRY_AFTER_MS
+        if self.evict_after_s > 0:
+            now = time.monotonic()
+            silent = [(c.silent_s(now), c) for c in devices.values() if hasattr(c, "silent_s")]
+            if silent:
+                quiet_s, quietest = max(silent, key=lambda pair: pair[0])
+                if quiet_s > self.evict_after_s:
+                    logger.info("closing a connection silent for %.0f s for a new login at the cap", quiet_s)
+                    quietest.reap("evicted")  # unregisters it
+                    return
+                retry_ms = min(retry_ms, max(1000, math.ceil((self.evict_after_s - quiet_s) * 1000) + 1000))
+        self._m.rate_limited.labels(scope="connection_cap").inc()
+        raise RateLimited(f"too many connections for this user (at most {self.max_per_user})", retry_ms)
 
     def kick_sessions(self, tenant: int, kicks) -> int:
         """KICKED{REPLACED} to each connection named by (user_id, device_id,

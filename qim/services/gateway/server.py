@@ -30,7 +30,9 @@ from qim.obs.node import ServiceNode
 from qim.services.gateway.auth import Authenticator
 from qim.services.gateway.cluster import GatewayCluster
 from qim.services.gateway.conn import CLIENT_CHUNK_BYTES, ClientConnection
+from qim.services.gateway.keepalive import EVICTABLE_FACTOR, Keepalive
 from qim.services.gateway.listener import ClientListener
+from qim.services.gateway.login import LoginAdmission
 from qim.services.gateway.metrics import GatewayMetrics
 from qim.services.gateway.online import OnlineRegistry
 from qim.services.gateway.pushlink import PushListener
@@ -58,7 +60,11 @@ class ConnectionNode(ServiceNode):
         super().__init__(config.metrics_listen)
         self.config = config
         self.metrics = GatewayMetrics(self.registry)
-        self.online = OnlineRegistry(self.metrics, config.max_connections_per_user)
+        # silent connections reaped, at the cap evicted; logins admitted (decisions 0077, 0078)
+        self.online = OnlineRegistry(self.metrics, config.max_connections_per_user,
+                                     evict_after_s=EVICTABLE_FACTOR * config.heartbeat_s)
+        self.keepalive = Keepalive(self.online, config.heartbeat_s)
+        self.logins = LoginAdmission(config.logins_inflight, config.login_queue, self.metrics)
         self.auth = Authenticator(config, self.metrics)  # AUTH tokens (QIM_TOKEN_*, keys.py)
         # revocations on the commit Redis, checked at AUTH and followed live (revocation.py)
         # (a unit test's stand-in configuration has no Redis: no revocations then)
@@ -126,9 +132,11 @@ class ConnectionNode(ServiceNode):
         if self.revocations is not None:
             self.spawn(self.revocations.run(), "revocation feed")
         self.spawn(self.auth.keys.run(), "token keys")
+        self.spawn(self.keepalive.run(), "keepalive sweep")
         await self.listen(self.config.push_listen, self.push.on_connection, tls=self.internal_tls, name="push")
         await ClientListener(self, self.client_tls, self._on_client, CLIENT_CHUNK_BYTES,
-                             handshake_timeout=self.config.auth_timeout_s).start(self.config.listen)
+                             handshake_timeout=self.config.auth_timeout_s,
+                             heartbeat_s=self.config.heartbeat_s).start(self.config.listen)
         if self.config.ws_listen:  # development only: plain ws:// on loopback (qim/config_tls.py)
             await self.listen(self.config.ws_listen, self.websocket.serve_plain, name="ws-dev")
         logger.info("gateway listening on %s (push %s%s)", self.config.listen, self.config.push_listen,

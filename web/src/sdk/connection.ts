@@ -1,8 +1,10 @@
 /**
  * One authenticated connection of qim-js (the counterpart of qim.sdk.connection):
  * AUTH on open, requests matched to replies by request_id, server-initiated frames
- * (request_id 0) handed to callbacks, and liveness: a PING after `heartbeatMs` of
- * silence or when a request waits longer than `ackDeadlineMs`; no byte for `probeMs`
+ * (request_id 0) handed to callbacks, and liveness: a PING after `heartbeatMs` (half
+ * the gateway's heartbeat) without sending, also while receiving (the gateway closes a
+ * connection it reads nothing from: docs/decisions/0077), or when a request waits
+ * longer than `ackDeadlineMs`; no byte for `probeMs`
  * after that PING means the link is dead and it is closed (the runtime reconnects).
  * Any frame fault closes the connection (no resync).
  */
@@ -156,7 +158,7 @@ export class Connection {
     }
     if (this.pingAt || now - this.lastPing < this.timing.ackDeadlineMs) return;
     const waiting = [...this.waiters.values()].some((w) => now - w.since > this.timing.ackDeadlineMs);
-    if (waiting || now - Math.max(this.lastRx, this.lastTx) > this.heartbeatMs) {
+    if (waiting || now - this.lastTx > this.heartbeatMs) {
       this.pingAt = this.lastPing = now;
       const rid = this.nextId;
       this.nextId = this.nextId >= 0xffffffff ? 1 : this.nextId + 1;
