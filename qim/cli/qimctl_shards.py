@@ -6,8 +6,10 @@ each kind").
 
 prints, per kind, every live node (id, address, lease left, since when) and every shard
 with its owner, owner_epoch and lease left ("-" when nobody holds it: a takeover in
-progress). Exit codes: 0 every shard of the kinds shown has a live owner, 1 some shard
-has none, 2 the registry cannot be read (one line on stderr).
+progress). A kind that runs only with the archive tier and that no node ever held
+(a stack without it) is shown as not running and is not an error. Exit codes: 0 every
+shard of the kinds running has a live owner, 1 some shard has none, 2 the registry
+cannot be read (one line on stderr).
 """
 
 from __future__ import annotations
@@ -17,9 +19,12 @@ import asyncio
 import sys
 
 from qim.cli.envargs import check_addr, shard_count_arg, shard_count_default
-from qim.cluster.table import counts, read_registry, render
+from qim.cluster.table import counts, read_registry, render, unowned
 from qim.errors import ConfigError, EngineError
 from qim.topology import leasing
+
+LEGEND = ("legend: 0@e3 is shard 0 held under owner_epoch 3 (one higher each time the shard changes hands; "
+          "docs/operations.md \"Several nodes of each kind\")")
 
 
 def add_parser(sub, env) -> None:
@@ -40,7 +45,8 @@ def add_parser(sub, env) -> None:
 def run_shards(args: argparse.Namespace, out=sys.stdout) -> int:
     """Print the registry (module docstring)."""
     if not args.registry:
-        raise ConfigError("--registry (or $QIM_REGISTRY_REDIS_ADDR / $QIM_REDIS_ADDR) is required")
+        raise ConfigError("--registry (or $QIM_REGISTRY_REDIS_ADDR / $QIM_REDIS_ADDR) is required: load the "
+                          "stack's addresses first: set -a; . .qim/stack/stack.env; set +a")
     check_addr("--registry", args.registry)
     partitions = args.outbox_partitions
     if partitions is None:
@@ -61,5 +67,5 @@ def run_shards(args: argparse.Namespace, out=sys.stdout) -> int:
         raise EngineError(f"registry at {args.registry}: {exc}") from None
     for line in render(tables):
         print(line, file=out)
-    unowned = sum(1 for _, owners in tables.values() for o in owners if not o.live)
-    return 1 if unowned else 0
+    print(LEGEND, file=out)
+    return 1 if unowned(tables) else 0

@@ -15,7 +15,8 @@ qim.dev.devkeys), and `tls/`, the development CA and certificates every port use
 
 runs N nodes of each kind (1 each by default, as `make up`); their shards and Outbox
 partitions are leased from the ShardRegistry (docs/operations.md "Several nodes of each
-kind"). `status` prints each process, then who owns which shards since which
+kind"). `--token-public-keys`, `--token-jwks`, `--token-jwks-refresh-s`: the gateways'
+token keys besides the development key (qim/dev/stack_tokens.py). `status` prints each process, then who owns which shards since which
 owner_epoch (the registry, as `qimctl shards` prints it).
 """
 
@@ -32,6 +33,8 @@ from qim.dev.stack import Stack
 from qim.dev.stack_archive import settings_differ, settings_from
 from qim.dev.stack_layout import kind_of
 from qim.dev.stack_ports import PORTS_FILE, PortBook
+from qim.dev.stack_tokens import add_arguments as add_token_arguments
+from qim.dev.stack_tokens import token_settings, tokens_differ
 from qim.dev.supervisor import request_restart, supervised_stack_up
 from qim.topology import ARCHIVER, FANOUT, GATEWAY, MAILBOX, SESSION, WRITER
 
@@ -59,6 +62,7 @@ def add_parser(sub) -> None:
     for flag, service in NODE_FLAGS.items():
         p.add_argument(f"--{flag}", type=int, default=None, metavar="N",
                        help=f"up: {service} nodes (default: as recorded, else 1)")
+    add_token_arguments(p)  # the gateways' token keys (qim/dev/stack_tokens.py)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,9 +110,10 @@ def _up(args: argparse.Namespace, dir: Path, existing: Stack | None) -> int:
             print(f"qim-dev: error: {service} nodes must be {'0' if service == ARCHIVER else '1'}..16, got {n}",
                   file=sys.stderr)
             return 2
+    tokens = token_settings(args, dir, existing.env if existing is not None else None)
     same_layout = existing is not None and all(existing.count(s) == n for s, n in wanted.items())
     if (existing is not None and same_layout and all(existing.healthz(s)[0] == 200 for s in existing.names)
-            and not settings_differ(existing.env, settings)):
+            and not settings_differ(existing.env, settings) and not tokens_differ(existing.env, tokens)):
         print(f"stack already up; env file:\n{dir / 'stack.env'}")
         return 0
     if existing is not None:
@@ -120,7 +125,7 @@ def _up(args: argparse.Namespace, dir: Path, existing: Stack | None) -> int:
     recorded = {kind_of(n).name: 0 for n in existing.names} if existing is not None else {}
     for name in existing.names if existing is not None else ():
         recorded[kind_of(name).name] += 1
-    stack = supervised_stack_up(dir, engines.env(), ports_file=dir / PORTS_FILE, extra_env=settings,
+    stack = supervised_stack_up(dir, engines.env(), ports_file=dir / PORTS_FILE, extra_env={**settings, **tokens},
                                 nodes={**recorded, **wanted})
     print((dir / "stack.env").read_text(), end="")
     print(f"# services up: {', '.join(f'{k}={v}' for k, v in stack.pids.items())}; "
