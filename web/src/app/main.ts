@@ -3,14 +3,20 @@
  * stack's token key, as `qimctl token` does; or paste one), then the ChatView. The
  * tab is one device: its id is kept in sessionStorage, so a reload keeps the device's
  * IndexedDB store (history, cursor, pending sends) and signs in again by itself; a
- * kicked tab remembers it was kicked and shows the banner instead of signing in again
- * (a kicked device never reconnects by itself: only "Sign in again" does).
+ * kicked tab remembers why it was kicked and shows the banner instead of signing in again
+ * (a kicked device never reconnects by itself: only "Sign in again" does). A copied tab
+ * (window.open of this page, "Duplicate") finds its device held by the original tab and
+ * becomes a new device (tab.ts; docs/decisions/0083). The browser's wake signals
+ * (online, visible, resumed) probe the connection at once; storage trouble is a banner
+ * that says what to do (docs/decisions/0084).
  */
 
 import "./style.css";
 import { Client, tokenClaims } from "../sdk/client";
 import { RoomView } from "./roomview";
+import { claimDevice, newDevice, releaseDevices } from "./tab";
 import { ChatView } from "./view";
+import { deviceWords, kickLabel, kickWords, stateWords, storageWords } from "./words";
 
 interface Config {
   gateway: string;
@@ -22,7 +28,7 @@ interface Saved {
   name: string;
   device: string;
   token: string;
-  kicked?: boolean;
+  kicked?: number | boolean; // the KICKED reason this tab stopped for
 }
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
@@ -31,12 +37,14 @@ let config: Config;
 let client: Client | null = null;
 let view: ChatView | null = null;
 let roomView: RoomView | null = null;
+let errorTimer: ReturnType<typeof setTimeout> | undefined;
 
 function showError(message: string): void {
   const box = $("error");
   box.textContent = message;
   box.hidden = false;
-  setTimeout(() => (box.hidden = true), 8000);
+  clearTimeout(errorTimer);
+  errorTimer = setTimeout(() => (box.hidden = true), 8000);
 }
 
 function saved(): Saved | null {
@@ -52,11 +60,7 @@ function save(s: Saved | null): void {
 /** This tab's device id: random non-zero 62-bit, kept for the tab's life (reloads included). */
 function tabDevice(): string {
   let d = sessionStorage.getItem("qim.device");
-  if (!d) {
-    const b = crypto.getRandomValues(new Uint8Array(8));
-    d = String((BigInt.asUintN(62, BigInt("0x" + [...b].map((x) => x.toString(16).padStart(2, "0")).join("")))) + 1n);
-    sessionStorage.setItem("qim.device", d);
-  }
+  if (!d) sessionStorage.setItem("qim.device", (d = newDevice()));
   return d;
 }
 
@@ -70,14 +74,48 @@ async function devToken(user: string, name: string, device: string): Promise<str
 
 function setConn(state: string, reason: string): void {
   const pill = $("conn");
+  pill.hidden = false;
   pill.dataset.state = state;
-  pill.textContent = state;
+  pill.textContent = stateWords(state);
   pill.title = reason;
 }
 
-async function signIn(s: Saved): Promise<void> {
+function showKicked(reason: number): void {
+  $("kicked-text").textContent = kickWords(reason);
+  $("kicked").dataset.reason = String(reason);
+  $("kicked").hidden = false;
+  setConn("kicked", kickLabel(reason));
+}
+
+function showStorage(state: string, message: string): void {
+  const box = $("storage");
+  box.hidden = state === "ok";
+  box.dataset.state = state;
+  $("storage-text").textContent = storageWords(state);
+  box.title = message;
+  $("storage-reload").hidden = state !== "lost";
+}
+
+/**
+ * Sign in as `s`. The tab must hold its device first (tab.ts): when another live tab
+ * holds it and `canRedraw` (a device this page chose, not one typed or named by a
+ * pasted token), this tab becomes a new device; otherwise an Error says so.
+ */
+async function signIn(s: Saved, canRedraw = false): Promise<void> {
   stop();
-  const token = s.token || (await devToken(s.user, s.name, s.device));
+  const named = s.token ? tokenClaims(s.token) : null;
+  const user = named ? String(named.userId) : s.user;
+  let device = named ? String(named.deviceId) : s.device;
+  let given = s.token;
+  if (!(await claimDevice(user, device))) {
+    if (!canRedraw || !config.devTokens) {
+      throw new Error(`device ${device} is open in another tab of this browser: close that tab or use another device`);
+    }
+    sessionStorage.setItem("qim.device", (device = newDevice())); // a copied tab: a device of its own
+    given = "";
+    await claimDevice(user, device);
+  }
+  const token = given || (await devToken(user, s.name, device));
   const claims = tokenClaims(token);
   const session = { user: String(claims.userId), name: claims.name || s.name, device: String(claims.deviceId), token };
   save(session);
@@ -89,18 +127,23 @@ async function signIn(s: Saved): Promise<void> {
   c.on((e) => {
     if (e.type === "state") setConn(e.state, e.reason);
     if (e.type === "kicked") {
-      save({ ...session, kicked: true });
-      $("kicked").hidden = false;
+      save({ ...session, kicked: e.reason });
+      showKicked(e.reason);
     }
+    if (e.type === "storage") showStorage(e.state, e.message);
   });
   view = new ChatView(c, showError);
   roomView = new RoomView(c, showError);
-  $("me").textContent = `${session.name || "user"} · ${session.user} · device ${session.device}`;
+  $("me").textContent = `${session.name || `user ${session.user}`} · ${deviceWords(session.device)}`;
+  $("me").title = `user ${session.user}, device ${session.device} (this tab)`;
   $("login").hidden = true;
   $("app").hidden = false;
   $("logout").hidden = false;
   $("kicked").hidden = true;
+  showStorage("ok", "");
   await view.load();
+  void view.restore();
+  void roomView.restore();
   c.connect(true).catch((e) => showError(`connect: ${(e as Error).message}`));
 }
 
@@ -118,7 +161,7 @@ function showLogin(s: Saved | null): void {
   $("app").hidden = true;
   $("logout").hidden = true;
   $("login").hidden = false;
-  setConn("offline", "signed out");
+  $("conn").hidden = true; // nobody is signed in: no connection to speak of
   const f = $<HTMLFormElement>("login-form");
   if (s) {
     (f.elements.namedItem("user") as HTMLInputElement).value = s.user;
@@ -134,24 +177,36 @@ async function boot(): Promise<void> {
     const v = (n: string) => (f.elements.namedItem(n) as HTMLInputElement).value.trim();
     const device = v("device") || tabDevice();
     if (v("device")) sessionStorage.setItem("qim.device", device);
-    signIn({ user: v("user"), name: v("name"), device, token: v("token") }).catch((e) => showError(`sign in: ${e.message}`));
+    signIn({ user: v("user"), name: v("name"), device, token: v("token") }, !v("device") && !v("token"))
+      .catch((e) => showError(`sign in: ${e.message}`));
   };
   $("relogin").onclick = () => {
     const s = saved();
     if (s) signIn({ ...s, token: "", kicked: false }).catch((e) => showError(`sign in: ${e.message}`));
   };
+  $("storage-reload").onclick = () => location.reload();
   $("logout").onclick = () => {
     save(null);
+    sessionStorage.removeItem("qim.open");
+    releaseDevices();
     showLogin(null);
   };
+  // wake signals: a laptop that slept, a network that came back, a tab shown or resumed
+  const wake = () => void client?.runtime.watch.probe();
+  window.addEventListener("online", wake);
+  window.addEventListener("pageshow", (ev) => ev.persisted && wake());
+  document.addEventListener("resume", wake);
+  document.addEventListener("visibilitychange", () => document.visibilityState === "visible" && wake());
   const s = saved();
   if (s?.kicked) {
     showLogin(s);
-    $("kicked").hidden = false;
-    setConn("kicked", "signed in elsewhere");
+    showKicked(typeof s.kicked === "number" ? s.kicked : 1);
   } else if (s) {
     const fresh = s.token && tokenClaims(s.token).exp * 1000 > Date.now() + 30000;
-    await signIn(fresh ? s : { ...s, token: "" }).catch((e) => showError(`sign in: ${e.message}`));
+    await signIn(fresh ? s : { ...s, token: "" }, true).catch((e) => {
+      showLogin(s);
+      showError(`sign in: ${e.message}`);
+    });
   } else showLogin(null);
 }
 

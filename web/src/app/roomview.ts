@@ -4,7 +4,9 @@
  * a re-join could not replay everything, a bar says earlier messages are missing
  * (data-testid=room-truncated), never a silent gap; the composer posts to the room;
  * "Leave" leaves it. Nothing of a room is stored or counted as unread. One room at a
- * time on the page.
+ * time on the page; the joined room is kept in sessionStorage, so a reload joins it again
+ * instead of silently leaving it. Every row shows a name (PULL_PROFILES for events that
+ * carry none) and its time.
  */
 
 import type { Client } from "../sdk/client";
@@ -12,12 +14,14 @@ import type { QimEvent, RoomMessage } from "../sdk/events";
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
 const KEPT = 500; // rows of the pane
+const ROOM_KEY = "qim.room"; // sessionStorage: the room joined in this tab
 export const TRUNCATED_TEXT = "Earlier messages of this room are missing here: you were away longer than the room keeps them, or its server restarted.";
 
 export class RoomView {
   private room: bigint | null = null;
   private members = 0;
   private state = "";
+  private names = new Map<bigint, string>();
   private off: () => void;
 
   constructor(private readonly client: Client, private readonly showError: (m: string) => void) {
@@ -44,9 +48,16 @@ export class RoomView {
     this.off();
   }
 
+  /** Join again the room this tab was in before a reload. */
+  async restore(): Promise<void> {
+    const room = sessionStorage.getItem(ROOM_KEY);
+    if (room) await this.join(BigInt(room)).catch((e) => this.showError(`join: ${(e as Error).message}`));
+  }
+
   private async join(roomId: bigint): Promise<void> {
     if (this.room !== null && this.room !== roomId) await this.leave();
     this.room = roomId;
+    sessionStorage.setItem(ROOM_KEY, String(roomId));
     $("room-rows").replaceChildren();
     $("room").hidden = false;
     const info = await this.client.joinRoom(roomId, 50);
@@ -58,6 +69,7 @@ export class RoomView {
     const room = this.room;
     if (room === null) return;
     this.room = null;
+    sessionStorage.removeItem(ROOM_KEY);
     $("room").hidden = true;
     await this.client.leaveRoom(room);
   }
@@ -105,7 +117,11 @@ export class RoomView {
     const li = document.createElement("li");
     li.dataset.testid = "room-row";
     li.dataset.seq = String(m.roomSeq);
-    const who = m.senderName || `user ${m.senderId}`;
+    const who = m.senderName || this.names.get(m.senderId) || `user ${m.senderId}`;
+    if (!m.senderName && !this.names.has(m.senderId)) void this.learnName(m.senderId, li, m);
+    const time = document.createElement("time");
+    time.className = "room-time";
+    time.textContent = new Date(Number(m.createdAtMs)).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
     if (m.kind === "joined" || m.kind === "left") {
       li.className = "room-notice";
       li.textContent = `${who} ${m.kind} the room`;
@@ -120,6 +136,19 @@ export class RoomView {
       li.className = "room-notice";
       li.textContent = m.kind === "recall" ? `${who} recalled a message` : "(an event this page does not know)";
     }
+    li.prepend(time);
     return li;
+  }
+
+  /** The name of a user an event named by id only (a leave): asked once, the row drawn again. */
+  private async learnName(user: bigint, li: HTMLLIElement, m: RoomMessage): Promise<void> {
+    try {
+      const name = (await this.client.displayNames([user])).get(user);
+      if (!name) return;
+      this.names.set(user, name);
+      li.replaceWith(this.row(m));
+    } catch {
+      // offline: the id stays shown
+    }
   }
 }

@@ -6,13 +6,17 @@
  * value, so a send is one row whatever arrives first.
  */
 
-import { fromHex, fromUtf8, parseU64, toHex } from "../sdk/bytes";
+import { fromHex, fromUtf8, parseU64, toHex, utf8 } from "../sdk/bytes";
 import type { Client } from "../sdk/client";
 import type { QimEvent } from "../sdk/events";
 import { KIND_GROUP } from "../sdk/ids";
 import type { Conversation } from "../sdk/model";
 import { MessageType } from "../sdk/protocol";
+import { StorageTrouble } from "../sdk/errors";
 import { Rows, type Row } from "./rows";
+import { storageWords, tooLongWords } from "./words";
+
+const OPEN_KEY = "qim.open"; // sessionStorage: the conversation open in this tab (a reload comes back to it)
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
 
@@ -43,6 +47,12 @@ export class ChatView {
   /** Stop listening (sign out, re-login). */
   dispose(): void {
     this.off();
+  }
+
+  /** Open again the conversation this tab showed before a reload (sessionStorage). */
+  async restore(): Promise<void> {
+    const id = sessionStorage.getItem(OPEN_KEY);
+    if (id && (this.convs.has(id) || (await this.client.conversation(fromHex(id))))) await this.openConversation(id);
   }
 
   /** Fill the list from the store (before and while connecting). */
@@ -109,8 +119,7 @@ export class ChatView {
         if (this.open === toHex(e.change.conversationId) && !$("members").hidden) void this.showMembers();
         break;
       case "state":
-        if (e.state !== "ready") return;
-        break; // redraw: names unknown while offline can be asked now
+        break; // redraw: a pending row says "not sent yet" while offline; names unknown offline are asked now
       case "syncFailed":
         this.showError(`sync failed: ${e.message}`);
         break;
@@ -179,7 +188,8 @@ export class ChatView {
     li.append(el("div", "text", text, { "data-testid": "message-text" }));
     const meta = el("div", "meta");
     meta.append(el("span", "time", new Date(r.createdAtMs).toLocaleTimeString()));
-    const st = r.state === "pending" ? "sending…" : r.state === "failed" ? `failed: ${r.failure}` : r.state === "sent" ? "✓" : "";
+    const waiting = this.client.runtime.connected ? "sending…" : "not sent yet: offline (sent when back online)";
+    const st = r.state === "pending" ? waiting : r.state === "failed" ? `failed: ${r.failure}` : r.state === "sent" ? "✓" : "";
     meta.append(el("span", "st", st, { "data-testid": "message-status" }));
     if (mine && r.state === "sent" && r.messageId) {
       const b = el("button", "link", "recall", { "data-testid": "recall" });
@@ -192,6 +202,7 @@ export class ChatView {
 
   async openConversation(id: string): Promise<void> {
     this.open = id;
+    sessionStorage.setItem(OPEN_KEY, id);
     const conv = fromHex(id);
     const rows = (this.rows = new Rows(id, this.client.userId));
     const c = this.convs.get(id) ?? (await this.client.conversation(conv));
@@ -263,9 +274,15 @@ export class ChatView {
       const ta = form("composer").elements.namedItem("text") as HTMLTextAreaElement;
       if (!this.open || !ta.value) return;
       const text = ta.value;
+      const size = utf8(text).length, limit = this.client.runtime.maxBodyBytes;
+      if (size > limit) return this.showError(tooLongWords(size, limit)); // the text stays to be shortened
       ta.value = "";
-      // the row comes from the sendPending event; the call's own result is not needed here
-      this.client.sendText(fromHex(this.open), text, false).catch((e) => this.showError(`send: ${e.message}`));
+      // the row comes from the sendPending event; the call's own result is not needed here.
+      // Refused before it was stored (storage full, a limit): the text goes back to the composer.
+      this.client.sendText(fromHex(this.open), text, false).catch((e) => {
+        if (!ta.value) ta.value = text;
+        this.showError(e instanceof StorageTrouble ? `Not sent: ${storageWords(e.kind)}` : `Not sent: ${e.message}`);
+      });
     };
     const ta = form("composer").elements.namedItem("text") as HTMLTextAreaElement;
     ta.onkeydown = (ev) => {

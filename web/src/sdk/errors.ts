@@ -50,6 +50,19 @@ export class StoreError extends Error {
   }
 }
 
+/**
+ * The browser's storage refused a write (docs/sdk.md "qim-js", "Storage"): `kind` "full"
+ * (QuotaExceededError: nothing of the transaction was written) or "lost" (the database
+ * was deleted or closed under the page). Not the app's fault and not permanent: the
+ * runtime tells a "storage" event and retries by itself.
+ */
+export class StorageTrouble extends StoreError {
+  constructor(readonly kind: "full" | "lost", message: string) {
+    super(message);
+    this.name = "StorageTrouble";
+  }
+}
+
 /** Codes that mean "not now": retried with bounded backoff and the same cmid. */
 export const RETRYABLE = new Set<ErrorCode>([ErrorCode.UNAVAILABLE, ErrorCode.RATE_LIMITED, ErrorCode.MAILBOX_DIRTY]);
 

@@ -51,6 +51,11 @@ export type QimEvent =
   | { type: "kicked"; reason: number }
   | { type: "syncFailed"; code: number; message: string }
   | { type: "cursorReset" }
+  /** The browser's storage: "full" (writes refused: new messages are not stored and a send
+   * is refused with StorageTrouble; retried by itself), "lost" (the database was deleted
+   * under the page: re-opened empty and synced again from the server, or, when that
+   * fails too, the app should offer a reload), "ok" (writes work again, catching up). */
+  | { type: "storage"; state: "ok" | "full" | "lost"; message: string }
   /** New events of a joined room, each once, in roomSeq order; `truncated`: the replay
    * after a (re-)join could not reach back to the last position (show that earlier
    * messages are missing; `firstSeq` is the oldest the server still had). */

@@ -17,7 +17,7 @@ import { MailboxBatchSchema, PullMailboxSchema } from "../gen/qim/v1/mailbox_pb"
 import { PullSessionListSchema, SessionListBatchSchema, type SessionEntry } from "../gen/qim/v1/session_pb";
 import { fromHex, toHex } from "./bytes";
 import type { Connection } from "./connection";
-import { ConnectionLost, NotConnected, ServerError } from "./errors";
+import { ConnectionLost, NotConnected, ServerError, StorageTrouble } from "./errors";
 import { conversationKind, KIND_GROUP } from "./ids";
 import { HISTORY_PAGE_MAX_BYTES, HISTORY_PAGE_MAX_LIMIT, MAILBOX_PAGE_MAX_BYTES, MAILBOX_PAGE_MAX_ENTRIES, Op,
   SESSION_PAGE_MAX_LIMIT } from "./protocol";
@@ -37,6 +37,7 @@ export class Puller {
     if (!this.running && this.rt.conn?.open) {
       this.start().catch((e) => {
         if (e instanceof ConnectionLost || e instanceof NotConnected) return; // the reconnect syncs again
+        if (e instanceof StorageTrouble) return; // told as "storage"; the runtime's watch pulls again
         this.rt.emit({ type: "syncFailed", code: (e as ServerError).code ?? ErrorCode.INTERNAL, message: String(e) });
       });
     }

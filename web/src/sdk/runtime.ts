@@ -14,7 +14,7 @@ import type { PushEvents } from "../gen/qim/v1/mailbox_pb";
 import { toHex } from "./bytes";
 import { Connection, DEFAULT_TIMING, type Timing } from "./connection";
 import type { Reconnectable, ReadSource, RuntimeCore, RuntimeStats } from "./core";
-import { ConnectionLost, Kicked, NotConnected, retryable, ServerError, StoreError } from "./errors";
+import { ConnectionLost, Kicked, NotConnected, retryable, ServerError, StorageTrouble, StoreError } from "./errors";
 import type { ConnState, Listener, QimEvent, SendAck } from "./events";
 import type { ApplyResult } from "./model";
 import { KickReason, RATE_LIMITED_OPS } from "./protocol";
@@ -25,6 +25,7 @@ import { Backoff } from "./retry";
 import { Sender } from "./sender";
 import type { LocalStore } from "./store";
 import { dialWebSocket, type Dialer } from "./transport";
+import { Watch } from "./watch";
 
 export interface RuntimeOptions {
   dial?: Dialer;
@@ -50,6 +51,8 @@ export class Runtime implements RuntimeCore, Reconnectable {
   readonly gate = new RateGate();
   readonly sender: Sender;
   readonly puller: Puller;
+  /** Wake-up probes (the app calls watch.probe()) and storage trouble (watch.ts). */
+  readonly watch: Watch;
   readonly afterSync: ((c: Connection) => Promise<void>)[] = [];
   readonly stats: RuntimeStats = { reconnects: 0, resends: 0, reconciled: 0, pushes: 0, rebuilds: 0 };
   onSessionDelta: Connection["onSessionDelta"] = () => undefined;
@@ -74,6 +77,7 @@ export class Runtime implements RuntimeCore, Reconnectable {
     this.retryBudgetMs = opts.retryBudgetMs ?? 30000;
     this.sender = new Sender(this);
     this.puller = new Puller(this);
+    this.watch = new Watch(this);
   }
 
   // --- events ----------------------------------------------------------------------
@@ -222,8 +226,12 @@ export class Runtime implements RuntimeCore, Reconnectable {
   }
 
   private async syncAndReconcile(conn: Connection): Promise<void> {
-    if (await this.store.rebuildNeeded()) await this.puller.rebuild(conn);
-    await this.puller.pull();
+    try {
+      if (await this.store.rebuildNeeded()) await this.puller.rebuild(conn);
+      await this.puller.pull();
+    } catch (e) {
+      if (!(e instanceof StorageTrouble)) throw e; // told as "storage"; the watch pulls again
+    }
     const rows = await this.store.pendingSends();
     if (conn !== this.conn || !conn.open) throw new ConnectionLost("connection dropped during sync");
     for (const row of rows) this.sender.track(row);

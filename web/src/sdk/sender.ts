@@ -125,10 +125,11 @@ export class Sender {
       const ack: SendAck = { clientMessageId: row.clientMessageId, messageId: a.messageId,
         conversationId: a.conversationId, conversationSeq: a.conversationSeq, createdAtMs: a.createdAtMs,
         reconciled: false };
-      const changed = await rt.store.markAcked(ack);
+      // null: storage trouble (told as "storage"); the send is committed all the same
+      const changed = await rt.store.markAcked(ack).catch(() => null);
       rt.settle(row.clientMessageId, ack);
-      if (changed.conversations.length || changed.reads.length) {
-        rt.tell(changed);
+      if (!changed || changed.conversations.length || changed.reads.length) {
+        if (changed) rt.tell(changed);
         rt.emit({ type: "pendingResolved", acks: [ack] });
       }
       return;

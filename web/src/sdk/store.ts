@@ -11,20 +11,15 @@ import type { HistoryItem } from "../gen/qim/v1/history_pb";
 import type { MailboxEntry } from "../gen/qim/v1/mailbox_pb";
 import type { SessionEntry } from "../gen/qim/v1/session_pb";
 import { fromHex, seqKey, toHex, U64_MAX } from "./bytes";
-import { StoreError } from "./errors";
+import { StorageTrouble, StoreError } from "./errors";
 import { clientMessageId, conversationKind, endpointScope, KIND_DIRECT } from "./ids";
 import { emptyResult, type ApplyResult, type Conversation, type PendingSend, type PendingState, type Resolved,
   type StoredMessage } from "./model";
 import { MessageState } from "./protocol";
 import { applyHistoryItems, applyMailboxEntries, applySessionEntry } from "./storeapply";
 import { ALL, openQimDb, type CursorRow, type Db, type Meta, type OpRow, type Tx } from "./storedb";
+import { randomNonce, reopenDb, StoreHealth } from "./storehealth";
 import { headOf, ListTx, toConversation } from "./storelist";
-
-function randomNonce(): Uint8Array {
-  const n = new Uint8Array(16);
-  do crypto.getRandomValues(n); while (n.every((x) => x === 0));
-  return n;
-}
 
 function strip<T extends { id: string }>(row: T, ...keys: string[]): Omit<T, "id"> {
   const copy: Record<string, unknown> = { ...row };
@@ -34,7 +29,10 @@ function strip<T extends { id: string }>(row: T, ...keys: string[]): Omit<T, "id
 
 /** The IndexedDB store of one (endpoint, tenant, user, device). */
 export class LocalStore {
-  private constructor(private readonly db: Db, readonly name: string, readonly meta: Meta) {}
+  /** Storage trouble (full, lost) as it comes and goes (storehealth.ts). */
+  readonly health = new StoreHealth();
+
+  private constructor(private db: Db, readonly name: string, readonly meta: Meta) {}
 
   /** The database name of an identity (storedb.ts). */
   static nameFor(endpoint: string, tenant: bigint, userId: bigint, deviceId: bigint): string {
@@ -48,7 +46,8 @@ export class LocalStore {
       throw new StoreError("user and device must be non-zero u64");
     }
     const name = LocalStore.nameFor(endpoint, tenant, userId, deviceId);
-    const db = await openQimDb(name, factory);
+    let store: LocalStore | null = null;
+    const db = await openQimDb(name, factory, () => void store?.lost());
     const tx = db.transaction("meta", "readwrite");
     let meta = await tx.store.get("meta");
     if (!meta) {
@@ -60,7 +59,17 @@ export class LocalStore {
       db.close();
       throw new StoreError(`store ${name} belongs to user ${meta.userId} device ${meta.deviceId}`);
     }
-    return new LocalStore(db, name, meta);
+    return (store = new LocalStore(db, name, meta));
+  }
+
+  /** The database was deleted or closed under the page: tell it, re-open it empty (storehealth.ts). */
+  private async lost(): Promise<void> {
+    this.health.failed(new StorageTrouble("lost", "the browser deleted this device's stored messages"));
+    const got = await reopenDb(this.name, this.meta, randomNonce(), () => void this.lost()).catch(() => null);
+    if (!got) return; // stays "lost": the app offers a reload
+    [this.db] = got;
+    Object.assign(this.meta, got[1]);
+    this.health.reopened();
   }
 
   get userId(): bigint {
@@ -78,19 +87,21 @@ export class LocalStore {
 
   /** Run `fn` in one readwrite transaction over every store; StoreError (rolled back) on failure. */
   async transact<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
-    const tx = this.tx();
+    let tx: Tx | null = null;
     try {
+      tx = this.tx();
       const out = await fn(tx);
       await tx.done;
+      this.health.ok();
       return out;
     } catch (e) {
-      tx.done.catch(() => undefined); // the abort below rejects it: nothing is written
+      tx?.done.catch(() => undefined); // the abort below rejects it: nothing is written
       try {
-        tx.abort();
+        tx?.abort();
       } catch {
         // already finished: nothing to roll back
       }
-      throw e instanceof StoreError ? e : new StoreError(`transaction failed: ${(e as Error).message}`);
+      throw this.health.failed(e); // a StoreError; StorageTrouble (full, lost) is also told
     }
   }
 

@@ -89,8 +89,8 @@ export type Tx = IDBPTransaction<QimSchema, StoreName[], "readwrite">;
 export const ALL: StoreName[] = ["meta", "cursor", "messages", "pending", "conversations", "ops"];
 export const SCHEMA_VERSION = 1;
 
-/** Open (or create) the database `name`. */
-export function openQimDb(name: string, factory?: IDBFactory): Promise<Db> {
+/** Open (or create) the database `name`; `terminated`: the browser closed it under the page (deleted). */
+export function openQimDb(name: string, factory?: IDBFactory, terminated?: () => void): Promise<Db> {
   const upgrade = (db: IDBPDatabase<QimSchema>) => {
     db.createObjectStore("meta");
     db.createObjectStore("cursor");
@@ -103,5 +103,5 @@ export function openQimDb(name: string, factory?: IDBFactory): Promise<Db> {
     // fake-indexeddb in unit tests: idb's openDB uses the global indexedDB
     (globalThis as any).indexedDB = factory;
   }
-  return openDB<QimSchema>(name, SCHEMA_VERSION, { upgrade });
+  return openDB<QimSchema>(name, SCHEMA_VERSION, { upgrade, terminated });
 }
