@@ -40,6 +40,7 @@ from qim.consts import CONVERSATION_KIND_GROUP, MESSAGE_TYPE_CUSTOM, MESSAGE_TYP
 from qim.errors import ErrorCode, IdError
 from qim.sdk import identity, names, requests
 from qim.sdk.events import ConnectionLost, NotConnected, Recalled, SendAck, SendRefused
+from qim.sdk.gateways import Endpoints
 from qim.sdk.model import Conversation, PendingSend, StoredMessage
 from qim.sdk.room_events import RoomAck, RoomInfo, RoomMessage
 from qim.sdk.rooms import Rooms
@@ -75,16 +76,18 @@ class Client:
         self.rooms.attach()
 
     @classmethod
-    async def open(cls, endpoint: str, token: str, *, data_dir: Optional[str] = None,
-                   store_path: Optional[str] = None, **runtime_kw) -> "Client":
-        """Open the device's store (at `store_path`, else the stable path under
-        `data_dir`, else under identity.default_data_dir()) for the identity the token
-        names, and a runtime for `endpoint` ("host:port"); does not connect.
+    async def open(cls, endpoint: Endpoints, token: str, *, data_dir: Optional[str] = None,
+                   store_path: Optional[str] = None, deployment: Optional[str] = None, **runtime_kw) -> "Client":
+        """Open the device's store (at `store_path`, else the stable path of `deployment`
+        — else the first endpoint — under `data_dir`, else under
+        identity.default_data_dir()) for the identity the token names, and a runtime for
+        `endpoint` ("host:port", ws:// or wss://; or several, the next on failure:
+        qim/sdk/gateways.py); does not connect.
         `runtime_kw` go to ClientRuntime (on_event, event_queue, send_timeout,
         token_provider, ca_file / ssl_context / plaintext for TLS, ...). ValueError (not a QIM token, bad endpoint), StoreError
         (another device)."""
         tenant, user, device = token_claims(token)
-        path = store_path or identity.store_path(endpoint, tenant, user, data_dir)
+        path = store_path or identity.store_path(endpoint, tenant, user, data_dir, deployment)
         store = await asyncio.to_thread(identity.open_store, path, tenant, user, device)
         try:
             return cls(ClientRuntime(endpoint, token, store, **runtime_kw), path)

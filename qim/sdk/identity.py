@@ -1,7 +1,7 @@
 """Device identity and the store path an app keeps (docs/design.md §9).
 
 An app runs as one device of a user: the token names (tenant, user, device), and the
-LocalStore of that user lives at a stable path per (endpoint scope, tenant, user)
+LocalStore of that user lives at a stable path per (deployment, tenant, user)
 under the app's data directory (LocalStore.path_for; tokens never enter the path).
 The store remembers its device id, so an app that does not have a device id yet asks
 `device_identity()` for the one of its store (a new random 63-bit id the first time)
@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
+from qim.sdk.gateways import Endpoints, parse_endpoints
 from qim.sdk.model import StoreError
 from qim.sdk.store import LocalStore
 
@@ -39,10 +40,15 @@ def default_data_dir(environ=None) -> str:
     return os.path.join(base, "qim")
 
 
-def store_path(endpoint: str, tenant: int, user_id: int, data_dir: Optional[str] = None) -> str:
-    """The stable store path of (endpoint, tenant, user) under `data_dir`
-    (default_data_dir() when None). ValueError for an endpoint without host:port."""
-    return LocalStore.path_for(data_dir or default_data_dir(), endpoint, tenant, user_id)
+def store_path(endpoint: Endpoints, tenant: int, user_id: int, data_dir: Optional[str] = None,
+               deployment: Optional[str] = None) -> str:
+    """The stable store path of (deployment, tenant, user) under `data_dir`
+    (default_data_dir() when None). The deployment is `deployment` (a name the app
+    keeps for its whole service), else the first of the gateway endpoints: never the
+    gateway a connection happens to use (docs/decisions/0082). ValueError for an
+    endpoint without host:port."""
+    first = parse_endpoints(endpoint)[0]
+    return LocalStore.path_for(data_dir or default_data_dir(), deployment or first, tenant, user_id)
 
 
 def open_store(path: str, tenant: int, user_id: int, device_id: int) -> LocalStore:
@@ -60,12 +66,12 @@ def open_store(path: str, tenant: int, user_id: int, device_id: int) -> LocalSto
                          f"for device {exc.stored_device} or another data directory") from None
 
 
-async def device_identity(endpoint: str, tenant: int, user_id: int, data_dir: Optional[str] = None,
-                          device_id: Optional[int] = None) -> DeviceIdentity:
+async def device_identity(endpoint: Endpoints, tenant: int, user_id: int, data_dir: Optional[str] = None,
+                          device_id: Optional[int] = None, deployment: Optional[str] = None) -> DeviceIdentity:
     """The device id of the user's store under `data_dir`, creating the store (with
     `device_id`, or a random one) when it does not exist. StoreError when it exists
     with another device id than `device_id`."""
-    path = store_path(endpoint, tenant, user_id, data_dir)
+    path = store_path(endpoint, tenant, user_id, data_dir, deployment)
 
     def run() -> DeviceIdentity:
         if device_id is not None:

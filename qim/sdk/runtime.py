@@ -38,11 +38,12 @@ from qim.errors import QimError
 from qim.proto.v1 import connection_pb2, mailbox_pb2
 from qim.protocol import RATE_LIMITED_OPCODES
 from qim.sdk import events as ev
-from qim.sdk.connection import PROBE_S, Connection, client_tls
+from qim.sdk.connection import PROBE_S, Connection
 from qim.sdk.core import RuntimeCore, Tuning
 from qim.sdk.credentials import TokenProvider, TokenSource, keep_fresh
 from qim.sdk.events import ConnectionLost, Kicked, NotConnected, SendAck
 from qim.sdk.faults import LinkFaults
+from qim.sdk.gateways import Endpoints, Gateways
 from qim.sdk.puller import Puller
 from qim.sdk.rategate import RateGate
 from qim.sdk.reconnect import Supervisor
@@ -55,7 +56,9 @@ logger = logging.getLogger(__name__)
 
 
 class ClientRuntime:
-    """Client state machine over one endpoint ('host:port'), one token, one LocalStore.
+    """Client state machine over one gateway endpoint ('host:port', ws://, wss://) or
+    several (a list or "a,b": the next one on failure, qim/sdk/gateways.py), one token,
+    one LocalStore.
 
     `retry_budget_s`: how long transient server errors are retried in connect(), pulls
     and REBUILD before they surface (seconds). `token_provider`: called (sync or async)
@@ -66,15 +69,15 @@ class ClientRuntime:
     the reconnect loop: trying again cannot fix a certificate). `faults`: a LinkFaults
     for tests only (qim/sdk/faults.py)."""
 
-    def __init__(self, endpoint: str, token: str, store: LocalStore, *, auto_reconnect: bool = True,
+    def __init__(self, endpoint: Endpoints, token: str, store: LocalStore, *, auto_reconnect: bool = True,
                  send_timeout: float = 60.0, on_event: Optional[Callable[[ev.Event], None]] = None,
                  event_queue: bool = True, reconnect_backoff: tuple[float, float] = (0.05, 2.0),
                  ack_deadline_s: float = SEND_ACK_PROBE_S, probe_s: float = PROBE_S,
                  retry_budget_s: float = RETRY_BUDGET_S, token_provider: Optional[TokenProvider] = None,
                  ca_file: Optional[str] = None, ssl_context: Optional[ssl.SSLContext] = None,
                  plaintext: bool = False, faults: Optional[LinkFaults] = None) -> None:
-        self.endpoint, self.store = endpoint, store
-        self._tls = client_tls(endpoint, ca_file, ssl_context, plaintext)  # built once: reads the CA file now
+        self.store = store
+        self.gateways = Gateways(endpoint, ca_file, ssl_context, plaintext)  # TLS built once: reads the CA file now
         self.tokens = TokenSource(token, (store.tenant, store.user_id, store.device_id), token_provider)
         self.core = RuntimeCore(store, Tuning(ack_deadline_s, probe_s, retry_budget_s, send_timeout,
                                               reconnect_backoff, auto_reconnect), on_event, event_queue, faults)
@@ -84,6 +87,11 @@ class ClientRuntime:
         self._supervisor = Supervisor(self.core, self.tokens, self._open, self._sync)
 
     # --- what the app and the helpers read (the state is the core's) -------------------
+    @property
+    def endpoint(self) -> str:
+        """The gateway endpoint in use, or tried next (qim/sdk/gateways.py)."""
+        return self.gateways.current
+
     @property
     def state(self) -> str:
         """The connection state (ev.ConnectionState; docs/sdk.md "Connection states")."""
@@ -185,7 +193,7 @@ class ClientRuntime:
         runtime and made the current one (state syncing). StoreError when AUTH names
         another identity than the store."""
         core = self.core
-        conn = await Connection.open(self.endpoint, await self.tokens.current(), tls=self._tls)
+        conn, endpoint = await self.gateways.dial(await self.tokens.current())  # the next gateway on failure
         if reconnect:
             core.stats["reconnects"] += 1
         auth = conn.auth
@@ -209,7 +217,7 @@ class ClientRuntime:
             conn.on_room_events = core.on_room_events
         core.conn, core.ready = conn, False
         self._sender.new_connection()
-        conn.closed.add_done_callback(lambda f: self._on_closed(conn, f))
+        conn.closed.add_done_callback(lambda f: self._on_closed(conn, f, endpoint))
         core.emit(ev.Connected(auth.user_id, auth.device_id, auth.mailbox_lane))
         core.set_state("syncing")
         core.spawn(conn.heartbeat(max(1.0, min(auth.heartbeat_s or 60, 120) / 2), core.tuning.probe_s))
@@ -244,8 +252,10 @@ class ClientRuntime:
             raise ConnectionLost("connection dropped during sync")
         core.set_state("ready")
 
-    def _on_closed(self, conn: Connection, closed: Any) -> None:
+    def _on_closed(self, conn: Connection, closed: Any, endpoint: str) -> None:
         if conn is self.core.conn and not closed.cancelled():
+            if not self.core.closing:  # lost, not closed by the app: reconnect elsewhere first (0082)
+                self.gateways.failed(endpoint)
             self.core.ready = False
             self.core.emit(ev.Disconnected(closed.result()))
 

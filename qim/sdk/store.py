@@ -69,13 +69,18 @@ class LocalStore(ListsMixin):
 
     # --- lifecycle -----------------------------------------------------------------
     @staticmethod
-    def path_for(base_dir: str, endpoint: str, tenant: int, user_id: int) -> str:
-        """Stable file path: base_dir/<endpoint scope>/<tenant hex32>/<user>.sqlite3.
-
-        The scope is ids.endpoint_scope(canonical_endpoint(endpoint)); tokens never enter
-        the path (seed 004 §7)."""
-        scope = ids.endpoint_scope(canonical_endpoint(endpoint))
-        return os.path.join(base_dir, scope, f"{tenant:032x}", f"{user_id}.sqlite3")
+    def path_for(base_dir: str, deployment: str, tenant: int, user_id: int) -> str:
+        """Stable file path: base_dir/<scope>/<tenant hex32>/<user>.sqlite3. The scope is
+        ids.endpoint_scope of the deployment: a gateway endpoint in canonical form (the
+        first of the app's gateways), or a deployment name (docs/decisions/0082); tokens
+        never enter the path (seed 004 §7)."""
+        try:
+            key = canonical_endpoint(deployment)
+        except ValueError:
+            if not deployment.strip():
+                raise ValueError("the deployment name is empty") from None
+            key = "deployment:" + deployment.strip()
+        return os.path.join(base_dir, ids.endpoint_scope(key), f"{tenant:032x}", f"{user_id}.sqlite3")
 
     @classmethod
     def open(cls, path: str, tenant: int, user_id: int, device_id: Optional[int] = None) -> "LocalStore":
