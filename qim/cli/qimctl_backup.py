@@ -21,6 +21,9 @@ restore, into an EMPTY stack whose services are not running (engines up):
   4. The archive tier (a backup that has one needs QIM_SCYLLA_ADDRS): the schema, then
      the rows, less those of the left-out messages, archive bounds cut to the restored
      sequences.
+  After step 1, every MailboxShard moves to a new shard_epoch (docs/decisions/0075):
+  devices whose cursors are of the backed-up life REBUILD once instead of keeping
+  messages the cut left out or skipping the ones that reuse their numbers.
   Then start the services: fanout, mailbox and session resume from the restored
   positions (anything replayed is absorbed as DUPLICATE), CommitRecovery finishes the
   commits that were in flight at the backup point.
@@ -175,6 +178,9 @@ def run_restore(args: argparse.Namespace, out=sys.stdout) -> int:
     r = redis.Redis(host=host, port=port, socket_timeout=30)
     try:
         dropped, kept_ids = _left_out(r, dir)
+        # the restored mailboxes are a rewind: a new life, so the cursors of devices that
+        # synced past the backup point are answered CURSOR_EXPIRED (docs/decisions/0075)
+        epoch = backup_redis.move_shard_epochs(r, args.shard_count, time.time())
 
         def keep(topic: str, p: int, offset: int, value) -> bool:
             if topic == OUTBOX_TOPIC:
@@ -205,6 +211,6 @@ def run_restore(args: argparse.Namespace, out=sys.stdout) -> int:
     kept = sum(len(v) for (t, _), v in moved.items() if t == OUTBOX_TOPIC)
     archive = f"; archive {sum(rows.values())} rows" if rows is not None else ""
     print(f"restore: {keys} Redis keys; outbox {kept} records kept, {len(dropped)} reserved after the backup "
-          f"point left out; {rebound} checkpoint(s) bound to the new broker{archive}; start the services now",
-          file=out)
+          f"point left out; {rebound} checkpoint(s) bound to the new broker{archive}; mailbox shards at "
+          f"shard_epoch {epoch} (devices REBUILD once); start the services now", file=out)
     return 0

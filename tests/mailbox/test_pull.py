@@ -86,3 +86,30 @@ async def test_pages_by_count_and_bytes_split_at_seq_boundaries(setup):
     assert [e.mailbox_seq for e in batch.entries] == [seqs[2]] and batch.has_more  # first one always
     batch = await pull(s, batch.next_cursor, max_bytes=7000)
     assert [e.mailbox_seq for e in batch.entries] == seqs[3:5] and not batch.has_more
+
+
+async def expired(s, cursor: int) -> bool:
+    from qim.errors import ErrorCode, RequestError
+
+    try:
+        await pull(s, cursor)
+    except RequestError as exc:
+        return exc.code == ErrorCode.CURSOR_EXPIRED
+    return False
+
+
+async def test_a_cursor_of_another_life_or_ahead_is_expired_and_entries_carry_the_current_epoch(setup):
+    """docs/decisions/0075, 0076: a cursor ahead of W or of another shard_epoch cannot be
+    placed in this mailbox (REBUILD); entries stored before a restore moved the shard to a
+    new shard_epoch are served at their offsets in the new life."""
+    s = setup
+    seqs = [await put(s, off, f"m{off}".encode()) for off in (0, 1)]  # stored under shard_epoch 1
+    s.state.blob = watermark.advance_all(s.state.blob, 1)
+    assert await expired(s, mseq.compose(1, 2))  # one past W
+    assert not await expired(s, seqs[1])
+    s.state.epoch = 7  # a restore moved the shard on
+    assert await expired(s, seqs[0])  # below W, but of the other life
+    batch = await pull(s)
+    assert [e.mailbox_seq for e in batch.entries] == [mseq.compose(7, 0), mseq.compose(7, 1)]
+    assert batch.next_cursor == mseq.compose(7, 1) and batch.shard_epoch == 7
+    assert list((await pull(s, batch.next_cursor)).entries) == []

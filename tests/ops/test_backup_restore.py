@@ -7,7 +7,9 @@ empty set of engines gets `qimctl restore`, services start on it, and
   (a new install's history of each conversation) and in each recipient's mailbox once
   and in order (raw frame client, tests/e2e/chaos.py);
 - the restored stack takes new sends in the same conversations (conversation_seq goes
-  on after the restored ones: a left-out post-backup reservation is not reused twice).
+  on after the restored ones: a left-out post-backup reservation is not reused twice);
+- devices that synced past the backup point REBUILD once and then show exactly the
+  server's messages, told of what left them (tests/ops/rewind.py, docs/decisions/0075).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from qim.dev.stack import stack_up
 from tests.e2e.chaos import Conversation, delivered_once, run_audit
 from tests.e2e.sdkclient import client
 from tests.fixtures import start_private_stack, start_test_engines
+from tests.ops.rewind import Rewind
 
 
 def _qimctl(st_env: dict, *args: str) -> subprocess.CompletedProcess:
@@ -43,7 +46,9 @@ async def test_backup_wipe_restore_audit_zeros_and_history_readable(tmp_path):
     base = random.getrandbits(40) + 1
     convs = [Conversation(a, base + 2 * i, base + 2 * i + 1) for i in range(3)]
     backup = tmp_path / "backup"
+    rewind = Rewind(tmp_path)
     try:
+        await rewind.before_backup(a)
         before = {i: [f"before-{i}-{n}".encode() for n in range(15)] for i in range(len(convs))}
         before[0].insert(7, b"before-0-" + b"x" * (MAX_MESSAGE_BODY - 9))  # the largest body: a record > 1 MB
         for i, conv in enumerate(convs):
@@ -57,6 +62,7 @@ async def test_backup_wipe_restore_audit_zeros_and_history_readable(tmp_path):
         stop.set()
         await noise
         assert r.returncode == 0 and "backup:" in r.stdout, r.stdout + r.stderr
+        await rewind.after_backup(a)
     finally:
         for conv in convs:
             if conv.client is not None:
@@ -70,6 +76,7 @@ async def test_backup_wipe_restore_audit_zeros_and_history_readable(tmp_path):
         b = stack_up(tmp_path / "b" / "stack", es.env(), die_with_parent=True)
         b.engines = es
         try:
+            await rewind.after_restore(b)
             audit = await asyncio.to_thread(run_audit, b)
             assert audit.returncode == 0, audit.stdout + audit.stderr
             for i, conv in enumerate(convs):

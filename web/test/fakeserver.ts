@@ -33,6 +33,8 @@ export class FakeGateway {
   holdAcks = false;
   dropAfterSend = false;
   cursorFloor = 0n;
+  /** The mailbox's shard_epoch: a cursor of another one is CURSOR_EXPIRED, as one ahead of the mailbox (0075/0076). */
+  shardEpoch = 1n;
   refuseDial = false;
   refuseAuth = false;
   /** A token bucket of one token refilled every `refillMs` for sends (0: no limit). */
@@ -80,7 +82,7 @@ export class FakeGateway {
 
   /** Add an entry to the user's mailbox (mailbox_seq assigned) and return it. */
   deliver(init: MessageInitShape<typeof MailboxEntrySchema>): MailboxEntry {
-    const e = create(MailboxEntrySchema, { ...init, mailboxSeq: (1n << 48n) + BigInt(this.mailbox.length + 1) });
+    const e = create(MailboxEntrySchema, { ...init, mailboxSeq: (this.shardEpoch << 48n) + BigInt(this.mailbox.length + 1) });
     this.mailbox.push(e);
     return e;
   }
@@ -115,9 +117,14 @@ export class FakeGateway {
     else if (op === Op.PULL_MAILBOX) {
       const cursor = fromBinary(PullMailboxSchema, body).cursor;
       if (cursor && cursor < this.cursorFloor) return this.error(link, rid, op, ErrorCode.CURSOR_EXPIRED, "trimmed");
+      const top = this.mailbox.length ? this.mailbox[this.mailbox.length - 1].mailboxSeq : 0n;
+      if (cursor && (cursor >> 48n !== this.shardEpoch || cursor > top)) {
+        return this.error(link, rid, op, ErrorCode.CURSOR_EXPIRED, "another shard_epoch or ahead of the mailbox");
+      }
       const entries = this.mailbox.filter((e) => e.mailboxSeq > cursor);
       const next = entries.length ? entries[entries.length - 1].mailboxSeq : cursor;
-      this.reply(link, Op.MAILBOX_BATCH, rid, MailboxBatchSchema, { entries, nextCursor: next, lane: 3, shardEpoch: 1 });
+      this.reply(link, Op.MAILBOX_BATCH, rid, MailboxBatchSchema, { entries, nextCursor: next, lane: 3,
+        shardEpoch: Number(this.shardEpoch) });
     } else if (op === Op.SEND_MESSAGE) this.onSend(link, rid, fromBinary(SendMessageSchema, body));
     else if (op === Op.PULL_SESSION_LIST) this.reply(link, Op.SESSION_LIST_BATCH, rid, SessionListBatchSchema, {});
     else if (op === Op.MARK_READ) {

@@ -109,6 +109,29 @@ describe("qim-js runtime against a fake gateway", () => {
     expect(c.runtime.stats.rebuilds).toBe(1);
   });
 
+  it("a restore's rewind: REBUILD drops the message the server lost and shows the one now at its seq", async () => {
+    const gw = new FakeGateway(1001n, 1n);
+    const { c, events } = await client(gw);
+    const conv = c.directId(1002n);
+    const msg = (id: number, seq: bigint, body: string) => ({ eventType: 1, messageId: new Uint8Array(16).fill(id),
+      conversationId: conv, conversationSeq: seq, senderId: 1002n, createdAtMs: 5n + seq, messageType: 1, body: utf8(body) });
+    gw.deliver(msg(1, 1n, "m1"));
+    gw.deliver(msg(2, 2n, "lost"));
+    await c.connect();
+    await until(() => events.some((x) => x.type === "messagesAdded"));
+    c.runtime.abortConnection();
+    gw.mailbox = gw.mailbox.slice(0, 1); // restored to before "lost": a new life (docs/decisions/0075)
+    gw.mailbox[0].mailboxSeq = (2n << 48n) + 1n;
+    gw.shardEpoch = 2n;
+    gw.deliver(msg(3, 2n, "m3")); // its seq and its mailbox offset handed out again
+    await until(() => events.some((x) => x.type === "cursorReset"));
+    await until(() => events.some((x) => x.type === "messagesRemoved"));
+    expect(events.flatMap((x) => (x.type === "messagesRemoved" ? x.messageIds.map(toHex) : [])))
+      .toEqual([toHex(new Uint8Array(16).fill(2))]);
+    expect((await c.messages(conv)).map((m) => [m.conversationSeq, fromUtf8(m.body)])).toEqual([[1n, "m1"], [2n, "m3"]]);
+    expect(c.runtime.stats.rebuilds).toBe(1);
+  });
+
   it("KICKED is terminal: state kicked, no reconnect by itself", async () => {
     const gw = new FakeGateway(1001n, 1n);
     const { c, events } = await client(gw);

@@ -37,7 +37,8 @@ class MailboxPuller:
     """Serves MAILBOX_PULL for the shards this node owns.
 
     Raises RequestError: UNAUTHENTICATED (no valid actor), INVALID_ARGUMENT (bad body or
-    cursor), UNAVAILABLE (shard not owned here, its lease ended, or not ready: the gateway
+    cursor), CURSOR_EXPIRED (a cursor below the trim boundary, of another shard_epoch or
+    ahead of the watermark: the device must REBUILD), UNAVAILABLE (shard not owned here, its lease ended, or not ready: the gateway
     asks the ShardRegistry again), MAILBOX_DIRTY (the node stopped materializing).
     `holds(shard)`: whether this node's lease of the shard is live (None: no registry).
     """
@@ -76,11 +77,15 @@ class MailboxPuller:
             except SeqError:
                 raise RequestError(ErrorCode.INVALID_ARGUMENT, "cursor is not a mailbox_seq") from None
             if epoch != state.epoch:
-                raise RequestError(ErrorCode.INVALID_ARGUMENT, "cursor belongs to another shard epoch")
+                # a cursor of another life of this log (a restore moved the shard to a new
+                # shard_epoch, docs/decisions/0075): its offsets name other entries here
+                raise RequestError(ErrorCode.CURSOR_EXPIRED, "cursor is of another shard_epoch: REBUILD")
         visible = watermark.visible_offset(state.blob, lane)
         if after > visible and q.cursor != 0:
-            # a cursor the mailbox never handed out: storing it would skip future entries
-            raise RequestError(ErrorCode.INVALID_ARGUMENT, "cursor is ahead of the mailbox watermark")
+            # the device holds entries this mailbox does not (it was rewound): it must
+            # REBUILD, never retry, nor wait for W to pass it (it would skip entries
+            # handed out again at those offsets; docs/decisions/0076)
+            raise RequestError(ErrorCode.CURSOR_EXPIRED, "cursor is ahead of the mailbox watermark: REBUILD")
         max_entries = min(q.max_entries or MAILBOX_PAGE_MAX_ENTRIES, MAILBOX_PAGE_MAX_ENTRIES)
         max_bytes = min(q.max_bytes or MAILBOX_PAGE_MAX_BYTES, MAILBOX_PAGE_MAX_BYTES)
         try:
@@ -89,7 +94,7 @@ class MailboxPuller:
                 # Entries after this cursor were removed by retention (or everything was):
                 # the device must REBUILD (docs/design.md §5.5, §9). A zero cursor never expires.
                 raise RequestError(ErrorCode.CURSOR_EXPIRED, "cursor is below the mailbox trim boundary")
-            groups, expired = await self._read(tenant, user, kept, after, visible, max_entries + 1)
+            groups, expired = await self._read(tenant, user, kept, after, visible, max_entries + 1, state.epoch)
             if q.cursor != 0 and any(expired):
                 await self._trim(tenant, user, kept, groups, expired)
                 raise RequestError(ErrorCode.CURSOR_EXPIRED, "an entry after the cursor is past the mailbox retention")
@@ -98,7 +103,7 @@ class MailboxPuller:
                 await self._trim(tenant, user, kept, groups, expired)
                 if rounds == ZERO_CURSOR_TRIM_ROUNDS:  # bounded work per request: pull again
                     return mailbox_pb2.MailboxBatch(next_cursor=0, has_more=True, lane=lane, shard_epoch=state.epoch)
-                groups, expired = await self._read(tenant, user, kept, after, visible, max_entries + 1)
+                groups, expired = await self._read(tenant, user, kept, after, visible, max_entries + 1, state.epoch)
                 rounds += 1
         except EngineError:
             raise RequestError(ErrorCode.UNAVAILABLE, "mailbox store unavailable") from None
@@ -140,13 +145,17 @@ class MailboxPuller:
         return batch
 
     async def _read(self, tenant: int, user: int, kept: Retained, after: int, upto: int,
-                    limit: int) -> tuple[list, list[bool]]:
+                    limit: int, epoch: int) -> tuple[list, list[bool]]:
         """Rows after `after` as (seq, events, member length, (member, offset)) and, per
         row, whether it is past the retention. One event group is one dispatch record:
         its events share created_at. Only the oldest retained day can hold such entries
-        (it straddles the cutoff), so the check costs nothing otherwise."""
+        (it straddles the cutoff), so the check costs nothing otherwise. `seq` carries
+        the shard's current `epoch`: an entry stored before a restore moved the shard to
+        a new shard_epoch keeps its offset (the restore preserves offsets) and is served
+        in the new life (docs/decisions/0075)."""
         rows = await self._store.read_range(tenant, user, kept.days, after, upto, limit)
-        groups = [(mseq.from_bytes(m[:8]), eventgroup.unpack_group(m[8:]), len(m), (m, off)) for m, off in rows]
+        groups = [(mseq.compose(epoch, mseq.split(mseq.from_bytes(m[:8]))[1]), eventgroup.unpack_group(m[8:]),
+                   len(m), (m, off)) for m, off in rows]
         straddles = kept.straddles()
         return groups, [straddles and g[1][0].created_at_ms < kept.cutoff_ms for g in groups]
 

@@ -133,8 +133,11 @@ async def materialize(store: MailboxStore, cur: ShardCursor, records: Sequence[t
     for p, (status, used) in zip(prepared, results):
         if status == RECOVERED and used != p.fused.seq8:
             status = DUPLICATE  # the dispatch was first materialized at an earlier offset: nothing new here
-        out.append(Materialized(status, p.d.tenant, mseq.from_bytes(used), p.d.recipients, p.event, new_blob,
-                                p.d.trace_id))
+        # the first attempt's mailbox_seq may be of an earlier shard_epoch (begun before a
+        # restore moved the shard on): pushed with its offset in this life, as pulls serve
+        # it (docs/decisions/0075)
+        seq = mseq.compose(cur.epoch, mseq.split(mseq.from_bytes(used))[1])
+        out.append(Materialized(status, p.d.tenant, seq, p.d.recipients, p.event, new_blob, p.d.trace_id))
     return out
 
 
