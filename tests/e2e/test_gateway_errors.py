@@ -31,9 +31,9 @@ async def test_every_backend_error_names_the_clients_request_opcode(stack):
     missing_group = random.getrandbits(40) + 1
     gconv = ids.conversation_id_group(0, missing_group)
     cases = [
-        # mailbox: a cursor the mailbox never handed out
+        # mailbox: a cursor the mailbox never handed out (docs/decisions/0076)
         (Opcode.PULL_MAILBOX, mailbox_pb2.PullMailbox(cursor=mailbox_seq.compose(1, (1 << 48) - 1)),
-         ErrorCode.INVALID_ARGUMENT),
+         ErrorCode.CURSOR_EXPIRED),
         # writer: a send to a group the actor is not a member of
         (Opcode.SEND_MESSAGE, message_pb2.SendMessage(client_message_id=os.urandom(16), conversation_id=gconv,
                                                       message_type=1, body=b"x"), ErrorCode.FORBIDDEN),
