@@ -6,16 +6,25 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 CORE_SRC := $(wildcard qim/_core/*.pyx qim/_core/*.pxd)
 DEMO_LANGS ?= english,chinese
+# the demo replays DEMO_LIMIT dialogues (the languages interleaved); DEMO_FULL=1 replays
+# the whole corpus (2,493 dialogues: about 20 minutes on a busy 2-core machine)
+DEMO_LIMIT ?= 300
+DEMO_FULL ?=
 PYTEST_ARGS ?=
 
-.PHONY: install engines up demo down test test-scale bench wheel proto clean test-tools web-tools web-build test-web web-up
+.PHONY: install engines up demo down test test-scale bench wheel proto clean test-tools web-tools web-build test-web web-up web-serve
 
+# pip shows each package it fetches and installs (no -q: minutes on an empty cache are
+# never silent); the compile of qim/_core is the "Building editable" step
 $(STAMP): pyproject.toml setup.py $(CORE_SRC)
+	@echo "install: 1/3 a virtual environment in $(VENV)" >&2
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q "Cython>=3.0,<4" "setuptools>=68" wheel
+	@echo "install: 2/3 Cython, setuptools, wheel" >&2
+	$(BIN)/pip install --progress-bar off "Cython>=3.0,<4" "setuptools>=68" wheel
+	@echo "install: 3/3 QIM and its Python packages (PyPI), compiling qim/_core" >&2
 	@# setuptools' "Editable installation" notice is a warning block on every fresh install: not ours to show
-	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install -q --no-build-isolation -e ".[test]"
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install --progress-bar off --no-build-isolation -e ".[test]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -30,8 +39,11 @@ engines: install
 up: engines
 	$(BIN)/qim-dev stack up
 
-# The note goes to stderr *before* the replay: the replay's `replay: …` line must stay
-# the last line `make demo` prints (docs/decisions/0014). The demo runs the archive tier
+# The demo (docs/decisions/0085): every phase prints progress (pip, each engine and
+# service ready with its seconds, the replay's bars); the page's tools first (web-tools:
+# Chromium with CJK and emoji fonts, web-build); a replay of DEMO_LIMIT dialogues
+# (DEMO_FULL=1: all), whose `replay: …` verdict stays the replay's last line; then qim-web
+# and what to do next (qim/dev/demo_next.py) as the very last lines. The demo runs the archive tier
 # with a short hot window: history older than a few seconds moves to the
 # archive (Cassandra), and after the replay every conversation's history is read again
 # through the SDK across the seam (`history: … from_cold=C mismatched=0`, printed just
@@ -40,10 +52,11 @@ demo: export QIM_HISTORY_HOT_WINDOW_MS = 5000
 demo: export QIM_OUTBOX_RETENTION_MS = 2000
 demo: export QIM_HISTORY_TRIM_SLACK_MS = 1000
 demo: export QIM_HISTORY_TRIM_PERIOD_MS = 1000
-demo: up
-	-@$(MAKE) --no-print-directory web-up
-	@echo "demo: engines and services stay up after this replay (.qim/stack/stack.env); stop them with 'make down'" >&2
-	set -a; . .qim/stack/stack.env; set +a; $(BIN)/qim-loadgen replay --langs $(DEMO_LANGS) --history-check --history-settle 20
+demo: web-tools up web-build
+	@echo "demo: replaying $(if $(DEMO_FULL),every dialogue of the corpus,$(DEMO_LIMIT) dialogues (DEMO_FULL=1: the whole corpus)) ($(DEMO_LANGS)); the stack stays up afterwards" >&2
+	set -a; . .qim/stack/stack.env; set +a; $(BIN)/qim-loadgen replay --langs $(DEMO_LANGS) --limit $(if $(DEMO_FULL),0,$(DEMO_LIMIT)) --history-check --history-settle 20
+	-@$(MAKE) --no-print-directory web-serve
+	@$(BIN)/python -m qim.dev.demo_next --web-port $(QIM_WEB_PORT) --web-pid $(WEB_PID)
 
 down:
 	@if [ -f $(WEB_PID) ]; then kill $$(cat $(WEB_PID)) 2>/dev/null || true; rm -f $(WEB_PID); fi
@@ -63,7 +76,8 @@ WEB_PID := .qim/web/qim-web.pid
 QIM_WEB_PORT ?= 8088
 
 web-tools:
-	@dpkg -s $(WEB_APT) >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(WEB_APT); }
+	@dpkg -s $(WEB_APT) >/dev/null 2>&1 || { echo "web-tools: installing $(WEB_APT) (Debian)" >&2; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(WEB_APT); }
 
 $(WEB_STAMP): web/package.json web/package-lock.json
 	cd web && npm ci --no-audit --no-fund
@@ -76,7 +90,10 @@ test-web: install web-tools web-build
 	cd web && npm test
 	$(BIN)/python -m pytest -q tests/web
 
-web-up: install web-build
+web-up: install web-build web-serve
+
+# qim-web on the built page (web-up without the build: `make demo` builds before its replay)
+web-serve:
 	@mkdir -p .qim/web
 	@if [ -f $(WEB_PID) ] && kill -0 $$(cat $(WEB_PID)) 2>/dev/null; then kill $$(cat $(WEB_PID)); sleep 0.5; fi
 	@set -a; . .qim/stack/stack.env; set +a; \

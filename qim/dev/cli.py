@@ -23,7 +23,7 @@ import logging
 import sys
 import time
 
-from qim.dev import stack_cli
+from qim.dev import progress, stack_cli
 from qim.dev.engines import EngineSet, cassandra_wanted, default_dir
 from qim.errors import EngineError
 
@@ -55,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _up(args) -> int:
     t0 = time.monotonic()
+    progress.enable("engines")  # one stderr line per engine ready (docs/decisions/0085)
     with_cassandra = args.with_cassandra if args.with_cassandra is not None else cassandra_wanted(default=True)
     count = args.shard_count
     if count is not None and (count < 1 or count & (count - 1)):  # 0 is refused, never taken as the default

@@ -17,6 +17,7 @@ from typing import Any, Self
 
 from mirakuru.exceptions import ProcessExitedWithError, ProcessFinishedWithError, TimeoutExpired
 
+from qim.dev import progress
 from qim.dev._proc import Launcher, death_wrapper, kill_pid, log_tail, pid_alive, pid_cwd, port_in_use, stop_pid
 from qim.errors import EngineError
 
@@ -88,6 +89,7 @@ class Engine:
                             timeout=timeout, ready=self._check_ready,
                             expected_returncode=self.exit_code_on_term)
         self._launcher = launcher
+        progress.note(f"starting {self.name}")
         try:
             launcher.start()
         except ProcessExitedWithError as e:
@@ -104,6 +106,7 @@ class Engine:
             raise
         self.pid = launcher.pid
         log.info("%s ready pid=%d addr=%s", self.name, self.pid, self.addr)
+        progress.note(f"{self.name} ready at {self.addr}")
         return self
 
     def wait_ready(self, timeout: float) -> None:

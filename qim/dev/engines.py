@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from qim.consts import DEFAULT_SHARD_COUNT
+from qim.dev import progress
 from qim.dev._proc import pick_ports, rss_bytes
 from qim.dev.cassandra_engine import CassandraEngine, ensure_cassandra_jars
 from qim.dev.engine import Engine
@@ -228,8 +229,10 @@ class EngineSet:
         for k in es.kafkas:
             k.topics = topics
         es.save()
+        progress.note(f"waiting for every partition of {len(topics)} topics to answer")
         for k in es.kafkas:
             k.wait_ready(k.start_timeout)  # every new partition answers
+        progress.note("every engine ready")
         es.write_env()
         return es
 
@@ -237,6 +240,7 @@ class EngineSet:
         for eng in engines:
             if eng.healthy():
                 log.info("%s already running pid=%s at %s", eng.name, eng.pid, eng.addr)
+                progress.note(f"{eng.name} already running at {eng.addr}")
                 continue
             if eng.alive():  # started by an earlier `up` that is still booting
                 eng.wait_ready(eng.start_timeout)

@@ -15,6 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from qim.dev import progress
 from qim.dev._proc import apt_install
 from qim.errors import EngineError
 
@@ -51,6 +52,7 @@ def _ensure_jars(label: str, pom: Path, cache: Path, probe_glob: str) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if marker.exists() and marker.read_text().strip() == digest:
             return lib  # another process fetched them while we waited
+        progress.note(f"fetching the {label} jars with Maven (once; cached in {cache})")
         ensure_java_and_maven()
         tmp = cache / "lib.tmp"
         shutil.rmtree(tmp, ignore_errors=True)

@@ -27,10 +27,11 @@ import os
 import sys
 from pathlib import Path
 
+from qim.dev import progress
 from qim.dev.engines import EngineSet, cassandra_wanted, default_dir
 from qim.dev.rolling import rolling_order
 from qim.dev.stack import Stack
-from qim.dev.stack_archive import settings_differ, settings_from
+from qim.dev.stack_archive import SETTINGS, settings_differ, settings_from
 from qim.dev.stack_layout import kind_of
 from qim.dev.stack_ports import PORTS_FILE, PortBook
 from qim.dev.stack_tokens import add_arguments as add_token_arguments
@@ -116,7 +117,9 @@ def _up(args: argparse.Namespace, dir: Path, existing: Stack | None) -> int:
             and not settings_differ(existing.env, settings) and not tokens_differ(existing.env, tokens)):
         print(f"stack already up; env file:\n{dir / 'stack.env'}")
         return 0
+    progress.enable("stack")  # one stderr line per engine and service ready (docs/decisions/0085)
     if existing is not None:
+        print(restart_words(existing, wanted, settings), file=sys.stderr, flush=True)
         existing.down()
     # a remembered port someone else took fails here, before any engine is started
     book = PortBook(dir / PORTS_FILE)
@@ -174,3 +177,20 @@ def owners_lines(existing: Stack) -> list[str]:
     except EngineError as exc:
         return [f"shard registry at {addr} unreadable: {exc}"]
     return ["shard registry:"] + render(tables)
+
+
+def restart_words(existing: Stack, wanted: dict[str, int], settings: dict[str, str]) -> str:
+    """The line `stack up` prints before it stops a running stack to start it again: why
+    (new node counts, other archive settings, a service not answering) and what it means
+    (every service restarts, clients reconnect; the engines and their data stay)."""
+    changed = [f"{s} {existing.count(s)} -> {n}" for s, n in wanted.items() if existing.count(s) != n]
+    if changed:
+        why = "new node counts (" + ", ".join(changed) + ")"
+    elif settings_differ(existing.env, settings):
+        moved = [f"{k} {existing.env.get(k) or 'default'} -> {settings.get(k) or 'default'}" for k in SETTINGS
+                 if existing.env.get(k, "") != settings.get(k, "")]
+        why = "other archive-tier settings (" + ", ".join(moved) + ")"
+    else:
+        why = "other token keys, or a service that did not answer /healthz"
+    return (f"stack: restarting every service for {why}: connected clients reconnect by themselves; the engines "
+            "and their data stay")
