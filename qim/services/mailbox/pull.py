@@ -38,8 +38,9 @@ class MailboxPuller:
 
     Raises RequestError: UNAUTHENTICATED (no valid actor), INVALID_ARGUMENT (bad body or
     cursor), CURSOR_EXPIRED (a cursor below the trim boundary, of another shard_epoch or
-    ahead of the watermark: the device must REBUILD), UNAVAILABLE (shard not owned here, its lease ended, or not ready: the gateway
-    asks the ShardRegistry again), MAILBOX_DIRTY (the node stopped materializing).
+    ahead of the watermark: the device must REBUILD; docs/decisions/0076), UNAVAILABLE
+    (shard not owned here, its lease ended, or not ready: the gateway asks the
+    ShardRegistry again), MAILBOX_DIRTY (the node stopped materializing).
     `holds(shard)`: whether this node's lease of the shard is live (None: no registry).
     """
 
