@@ -11,8 +11,8 @@ group change and the state change (recall/delete) add their own writes to the sa
 operation. All validation happens before the sequence is taken.
 
 Errors: StoreUnavailable; Conflict, Forbidden, NotFound (group change: no such group),
-MembershipMoved, RecordChanged, ClockBehind(message_id), PreviousNotSequenced from the
-reserving calls; NotFound / NotRecorded from `mark_committed`.
+MembershipMoved, RecordChanged, ClockBehind(message_id), PreviousNotSequenced, Revoked
+(sends) from the reserving calls; NotFound / NotRecorded from `mark_committed`.
 """
 
 from __future__ import annotations
@@ -44,7 +44,10 @@ class Reservation:
     (docs/decisions/0032);
     `writer_token`: owner of this process's reservations in the unpublished index;
     `list_older`: list every older unpublished commit even when only this writer has
-    some; `previous`: cmid of the device's previous send ("" = none)."""
+    some; `previous`: cmid of the device's previous send ("" = none); `device_id` and
+    `token_iat` (unix s, 0 = no token: the admin plane): a send is refused (Revoked) when
+    the token was issued at or before the device's or the user's revocation cutoff
+    (docs/decisions/0080-revocation-checked-at-commit.md)."""
 
     ref: CommitRef
     digest: bytes
@@ -57,6 +60,8 @@ class Reservation:
     list_older: bool = False
     previous: bytes = b""
     older_max: int = UNPUBLISHED_SCAN_MAX
+    device_id: int = 0
+    token_iat: int = 0
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,14 @@ class ClockBehind(StorageError):
         self.message_id = message_id
 
 
+class Revoked(StorageError):
+    """The sender's token was issued at or before its device's (or user's) revocation
+    cutoff (docs/decisions/0080-revocation-checked-at-commit.md): the send is refused in
+    the same atomic call that would reserve it."""
+
+    code = ErrorCode.UNAUTHENTICATED
+
+
 class PreviousNotSequenced(StorageError):
     """SendMessage.previous_client_message_id names a send that holds no commit state yet:
     the client retries with the same cmid (docs/decisions/0017)."""

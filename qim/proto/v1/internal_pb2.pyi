@@ -9,16 +9,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Actor(_message.Message):
-    __slots__ = ("tenant_id", "user_id", "device_id", "display_name")
+    __slots__ = ("tenant_id", "user_id", "device_id", "display_name", "token_iat")
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     USER_ID_FIELD_NUMBER: _ClassVar[int]
     DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
     DISPLAY_NAME_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_IAT_FIELD_NUMBER: _ClassVar[int]
     tenant_id: bytes
     user_id: int
     device_id: int
     display_name: str
-    def __init__(self, tenant_id: _Optional[bytes] = ..., user_id: _Optional[int] = ..., device_id: _Optional[int] = ..., display_name: _Optional[str] = ...) -> None: ...
+    token_iat: int
+    def __init__(self, tenant_id: _Optional[bytes] = ..., user_id: _Optional[int] = ..., device_id: _Optional[int] = ..., display_name: _Optional[str] = ..., token_iat: _Optional[int] = ...) -> None: ...
 
 class WriterSend(_message.Message):
     __slots__ = ("actor", "upstream", "opcode")

@@ -16,6 +16,10 @@ whose token was issued at or before the cutoff with KICKED{REVOKED} (within a se
 so of `qimctl token revoke`). When the subscription drops the gateway resubscribes with
 bounded backoff and then checks every online connection once, so a revocation
 published while it was away still closes its connections.
+
+Sends do not depend on how soon the kick comes: each carries the token's iat to the
+writer (`Actor.token_iat`), whose reserve refuses it once the cutoff is written
+(docs/decisions/0080-revocation-checked-at-commit.md).
 """
 
 from __future__ import annotations

@@ -215,6 +215,8 @@ class MessageCommitter:
             group = plan.group
 
             def reserve(res: Reservation, group: Optional[GroupSendCheck] = group) -> Awaitable[Reserved]:
+                # the token's revocation is checked in the reserve itself (docs/decisions/0080)
+                res.device_id, res.token_iat = actor.device_id, actor.token_iat
                 return self._commits.reserve(res, group)
 
             try:

@@ -21,7 +21,7 @@ from qim.stores.commits import (
     StateChange,
 )
 from qim.stores.groups import encode_members
-from qim.stores.redis.keys import CommitKeys, inflight_key, parse_commit_key, record_key_for
+from qim.stores.redis.keys import CommitKeys, inflight_key, parse_commit_key, record_key_for, revocation_key
 from qim.stores.redis.scripts import Scripts, boundary
 
 SCRIPTS = ("reserve_and_record", "reserve_group_send", "group_change", "state_change", "record", "mark_committed",
@@ -74,12 +74,16 @@ class RedisCommitStore:
         return Reserved(status == b"FRESH", _text(state), mid, int(cseq), int(cat), listed)
 
     async def reserve(self, res: Reservation, group: Optional[GroupSendCheck] = None) -> Reserved:
-        """CommitStore.reserve: reserve_and_record.lua, or reserve_group_send.lua for a group send."""
+        """CommitStore.reserve: reserve_and_record.lua, or reserve_group_send.lua for a group
+        send; both check the sender's revocation cutoffs (device and user) against
+        `res.token_iat` in the same call (docs/decisions/0080)."""
+        ref = res.ref
+        revoked = [revocation_key(ref.tenant, ref.sender_id, res.device_id), revocation_key(ref.tenant, ref.sender_id, 0)]
         if group is None:
-            return await self._reserve("reserve_and_record", res, (), ())
-        keys = CommitKeys(res.ref.tenant, res.ref.conversation_id)
-        return await self._reserve("reserve_group_send", res, [keys.group_meta(), keys.group_members()],
-                                   [group.version, group.actor])
+            return await self._reserve("reserve_and_record", res, revoked, [res.token_iat])
+        keys = CommitKeys(ref.tenant, ref.conversation_id)
+        return await self._reserve("reserve_group_send", res, [keys.group_meta(), keys.group_members(), *revoked],
+                                   [group.version, group.actor, res.token_iat])
 
     async def reserve_group_change(self, res: Reservation, change: GroupChange) -> Reserved:
         """CommitStore.reserve_group_change: group_change.lua (meta, members, snapshot of the new version)."""

@@ -26,6 +26,7 @@ from qim.stores.errors import (
     NotRecorded,
     PreviousNotSequenced,
     RecordChanged,
+    Revoked,
     StorageError,
     StoreCorrupt,
     StoreUnavailable,
@@ -48,6 +49,7 @@ SCRIPT_REPLIES: dict[str, type[QimError]] = {
     "QIM_FORBIDDEN": Forbidden,  # not a current member
     "QIM_NOT_FOUND": NotFound,  # no such group; commit state vanished
     "QIM_PREVIOUS_PENDING": PreviousNotSequenced,
+    "QIM_REVOKED": Revoked,  # the sender's token is revoked (docs/decisions/0080)
     "QIM_MEMBERSHIP_CHANGED": MembershipMoved,
     "QIM_RECORD_CHANGED": RecordChanged,
     "QIM_CLOCK_BEHIND": ClockBehind,

@@ -67,6 +67,20 @@ local function qim_group_check(meta_key, members_key, actor, expected_version)
   end
 end
 
+-- A send of a revoked token (docs/decisions/0080-revocation-checked-at-commit.md): the
+-- cutoffs (unix s) of the sender's device and of the whole user against the token's iat;
+-- refused at or before the newer one. iat "0": no token (the admin plane), not checked.
+-- In the reserving call itself, so once `qimctl token revoke` wrote the cutoff no send of
+-- that token commits, whichever gateway it came through and however late.
+local function qim_revocation_check(device_key, user_key, iat)
+  if iat == '0' then return end
+  local cutoff = math.max(tonumber(redis.call('GET', device_key) or '0') or 0,
+    tonumber(redis.call('GET', user_key) or '0') or 0)
+  if tonumber(iat) <= cutoff then
+    error({err = 'QIM_REVOKED token revoked for this device: sign in again'})
+  end
+end
+
 -- Checks every reservation passes before anything is written (scripts are not rolled
 -- back): the previous send of the device holds a commit state, and the message_id
 -- (hence created_at) is not below the conversation's last one, so created_at never
