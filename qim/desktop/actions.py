@@ -34,7 +34,8 @@ async def run(app: ChatApp, cmd: commands.Command) -> None:
         if cmd.ids[0] == c.user_id:
             raise Refused(f"{cmd.ids[0]} is your own user id: /dm takes another user's id")
         await app.open_chat((await c.open_direct(cmd.ids[0])).conversation_id)
-        app.tell(f"chat with {render.person(cmd.ids[0], app.names)} open")
+        await app.learn_names([cmd.ids[0]])
+        app.tell(dm_note(cmd.ids[0], app.names))
     elif cmd.name == "group":
         others = [u for u in cmd.ids if u != c.user_id]
         if not others:
@@ -69,6 +70,8 @@ async def run(app: ChatApp, cmd: commands.Command) -> None:
         await c.set_group_title(conv.group_id, cmd.text)
         app.tell(f'group renamed "{cmd.text}"')
     elif cmd.name == "members":
+        if not conv.is_member:  # the server answers FORBIDDEN: say it in words
+            raise Refused("you left this group: only its members can see who is in it")
         members = await c.members(conv.group_id)
         await app.learn_names(m.user_id for m in members)
         app.tell("members: " + ", ".join(f"{render.person(m.user_id, app.names)}{' (owner)' if m.owner else ''}"
@@ -88,6 +91,16 @@ async def recall(app: ChatApp, nth: int) -> None:
     await app.client.recall(target.conversation_id, target.message_id)
     app.tell("recalled: " + render.cut(render.body_text(target.message_type, target.custom_type, target.body, 0),
                                        60))
+
+
+def dm_note(peer: int, names: render.Names) -> str:
+    """The notice after /dm. A display name is learned at a user's first sign-in, so a
+    peer without one has most likely never signed in: the messages wait in their
+    mailbox (delivered when they first connect), which the person is told."""
+    if names.get(peer):
+        return f"chat with {render.person(peer, names)} open"
+    return (f"chat with user {peer} open: {peer} has not signed in yet (or has no display name); "
+            "your messages wait for them and arrive when they sign in")
 
 
 def older_note(count: Optional[int], first: bool = False) -> str:

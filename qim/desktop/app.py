@@ -25,17 +25,15 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static
 
-from qim.desktop import actions, commands, render, rooms
+from qim.desktop import actions, compose, render, rooms, sdk_events
 from qim.desktop.widgets import Composer, ConvItem, ConvList
 from qim.errors import QimError
 from qim.sdk import Client
-from qim.sdk import events as ev
 from qim.sdk import names as sdk_names
 from qim.sdk.model import Conversation, StoredMessage
-from qim.sdk.room_events import RoomEventsAdded, RoomStateChanged
 
 PAGE = 30
-EXIT_KICKED = 3
+EXIT_KICKED = sdk_events.EXIT_KICKED
 LIST_KEYS = "↑ ↓ choose · Enter open\nTab: list ⇄ composer"
 HINT = "/help lists the commands · Tab: list ⇄ composer · Ctrl+U older · Ctrl+Q quit"
 NAME_ASKS = 6  # a user without a name is asked again this many times (about a minute), then shown by id
@@ -57,7 +55,8 @@ class ChatApp(App):
     ConvItem Static { text-wrap: nowrap; text-overflow: ellipsis; }
     """
     BINDINGS = [Binding("ctrl+q", "leave_app", "Quit", priority=True),
-                Binding("ctrl+u", "older", "Older messages", priority=True)]
+                Binding("ctrl+u", "older", "Older messages", priority=True),
+                Binding("escape", "dismiss", "Close the notice")]
 
     def __init__(self, client: Client, open_peer: Optional[int] = None) -> None:
         super().__init__()
@@ -77,6 +76,8 @@ class ChatApp(App):
         self.exit_message = ""
         self.states_seen: list[str] = []  # connection states shown, in order
         self.reason = ""  # why the client is offline (the SDK's ConnectionState.reason)
+        self.held = compose.Held()  # submissions held back behind a refused one
+        self.refusal = ""  # the last refusal shown
         self._list_lock = asyncio.Lock()  # one list redraw at a time (interleaved ones doubled rows)
 
     def compose(self) -> ComposeResult:
@@ -110,7 +111,7 @@ class ChatApp(App):
         self.query_one(Composer).focus()
         self.tell("")
         self.run_worker(self.pump(), exclusive=True, group="sdk-events")
-        self.run_worker(self.learn_names(c.peer_user_id for c in self.convs.values()), group="names")
+        self.run_worker(self.learn_names(sdk_events.people(self.convs.values())), group="names")
 
     # --- SDK events ----------------------------------------------------------------
     async def pump(self) -> None:
@@ -122,58 +123,8 @@ class ChatApp(App):
             await self.on_sdk_event(await queue.get())
 
     async def on_sdk_event(self, e) -> None:
-        """Apply one SDK event to the screen (state, list, messages, kicks)."""
-        if isinstance(e, ev.ConnectionState):
-            await self.on_state(e)
-        elif isinstance(e, ev.ConversationsUpdated):
-            for conv in e.conversations:
-                self.convs[conv.conversation_id] = conv
-            await self.show_list()
-            if self.current in e.conversation_ids:
-                self.show_title()
-        elif isinstance(e, (ev.MessagesAdded, ev.MessagesUpdated)):
-            # the open page grows at its end; older messages are reached by paging back
-            oldest = min((m.conversation_seq for m in self.shown.values()), default=0)
-            mine = [m for m in e.messages if m.conversation_id == self.current and
-                    (m.message_id in self.shown or (isinstance(e, ev.MessagesAdded) and m.conversation_seq > oldest))]
-            for m in mine:
-                self.shown[m.message_id] = m
-            if mine:
-                self.unsent = await self.client.unsent(self.current)
-                self.show_chat()
-                if isinstance(e, ev.MessagesAdded):
-                    await self.read_current()
-            await self.learn_names(m.sender_id for m in e.messages)
-        elif isinstance(e, ev.MessagesRemoved):
-            if any(self.shown.pop(mid, None) for mid in e.message_ids):
-                self.show_chat()
-        elif isinstance(e, (ev.SendPending, ev.PendingResolved, ev.SendFailed)):
-            if self.current is not None:
-                self.unsent = await self.client.unsent(self.current)
-                self.show_chat()
-            if isinstance(e, ev.SendFailed):
-                self.tell(f"a message was refused: {e.code.name}: {e.message}")
-        elif isinstance(e, (RoomEventsAdded, RoomStateChanged)):
-            rooms.on_event(self, e)
-        elif isinstance(e, ev.SyncFailed):
-            self.tell(f"sync failed: {e.code.name}: {e.message}")
-
-    async def on_state(self, e: ev.ConnectionState) -> None:
-        """Show a connection state; a terminal one says why and what to do."""
-        self.states_seen.append(e.state)
-        self.reason = e.reason if e.state in ("offline", "kicked") else ""
-        self.show_status()
-        if e.state == "kicked":
-            self.exit_code = EXIT_KICKED
-            self.exit_message = render.kicked_words(e.reason)
-            self.leaving = True
-            self.exit()
-            return
-        if e.state == "offline" and e.reason and not self.leaving:
-            self.tell(f"offline: {e.reason}. Messages wait unsent; quit (Ctrl+Q) and start qim-desktop again "
-                      "(with a new --token, or --user for fresh tokens)")
-        if self.current is not None:
-            self.show_chat()  # pending rows now read "not sent yet" or "sending"
+        """Apply one SDK event to the screen (qim/desktop/sdk_events.py)."""
+        await sdk_events.apply(self, e)
 
     # --- showing -------------------------------------------------------------------
     @property
@@ -343,39 +294,13 @@ class ChatApp(App):
         self.exit()
 
     async def on_composer_submitted(self, event: Composer.Submitted) -> None:
-        """Run what was typed: a /command or a message to the open chat. A refusal is
-        one line in the notice area and the text goes back into the composer to be fixed."""
-        try:
-            command, text = commands.parse(event.text)
-            if command is None:
-                await self.send(text)
-            else:
-                self.tell("")
-                await actions.run(self, command)
-            return
-        except (commands.CommandError, actions.Refused) as exc:
-            self.tell(str(exc))
-        except QimError as exc:  # the SDK's typed refusals (SendRefused, ServerError, NotConnected, ...)
-            self.tell(f"refused: {exc.code.name}: {exc}")
-        except ValueError as exc:  # the SDK's bad-argument errors (an id out of range)
-            self.tell(f"refused: {exc}")
-        if not self.leaving:
-            self.query_one(Composer).restore(event.text)
+        """Run what was typed: a /command or a message to the open chat, in the order
+        submitted; a refusal holds back what was submitted behind it (qim/desktop/compose.py)."""
+        await compose.submitted(self, event)
 
-    async def send(self, text: str) -> None:
-        """Send text to the open chat (pending until acknowledged; never waits for the server)."""
-        if self.room is not None:
-            await rooms.post(self, text)
-            return
-        if self.current is None:
-            raise actions.Refused("open a chat first: /dm USER, /group USER..., or pick one on the left "
-                                  "(Tab, ↑ ↓, Enter)")
-        conv = self.convs.get(self.current)
-        if conv is not None and conv.is_group and not conv.is_member:
-            raise actions.Refused("you left this group: you can read it, not write to it")
-        await self.client.send_text(self.current, text, wait=False)
+    def action_dismiss(self) -> None:
+        """Escape: close what the notice area shows (the /help list, a refusal)."""
         self.tell("")
-        self.show_chat(scroll_end=True)
 
 
 async def run_app(client: Client, open_peer: Optional[int] = None, *, headless: bool = False) -> ChatApp:

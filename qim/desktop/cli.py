@@ -1,10 +1,12 @@
 """qim-desktop command line: log in with a development token, then the full-screen app.
 
-    qim-desktop --user 1001 [--name Alice] [--device D] [--key PATH] [--endpoint HOST:PORT] [--chat 1002]
+    qim-desktop --user 1001 [--name Alice] [--device D] [--key PATH] [--endpoint HOST:PORT[,HOST:PORT]] [--chat 1002]
     qim-desktop --token "$(qimctl token --user 1001 --device 5 --name Alice)"
 
-The local store lives per endpoint, tenant and user under --data-dir (the SDK's stable
-path); its device id is kept there, so the same person on the same machine is the same
+--endpoint may list several gateways: the client moves to the next when one fails
+(docs/decisions/0082). The local store lives per deployment (--deployment, else the
+first gateway), tenant and user under --data-dir (the SDK's stable path), whichever
+gateway is in use; its device id is kept there, so the same person on the same machine is the same
 device next time. With --user the tokens are made from the development key (--key, else
 $QIM_DEV_TOKEN_KEY) and renewed before they expire; a --token is used as given.
 Mistakes a person makes — a closed port, a wrong key, an expired token, a TLS port
@@ -29,7 +31,8 @@ from qim.net.framed import parse_addr
 from qim.net.tls import HandshakeFailed
 from qim.sdk import Client, ConnectionLost
 from qim.sdk.identity import DATA_DIR_ENV, default_data_dir, device_identity
-from qim.sdk.model import StoreError, canonical_endpoint
+from qim.sdk.gateways import parse_endpoints
+from qim.sdk.model import StoreError
 from qim.wire.devtoken import KEY_ENV, dev_key_from_env, issue_dev_token, token_claims
 from qim.wire.names import check_name
 
@@ -81,8 +84,12 @@ def build_parser(environ=None) -> argparse.ArgumentParser:
     env = os.environ if environ is None else environ
     p = _Parser(prog="qim-desktop", description="QIM terminal chat client (full screen). Inside: Enter sends, "
                 "Ctrl+J new line, Ctrl+U older messages, Ctrl+Q or /quit exits, /help lists the commands.")
-    p.add_argument("--endpoint", default=env.get("QIM_GATEWAY_ADDR") or DEFAULT_ENDPOINT,
-                   help=f"gateway HOST:PORT (default: $QIM_GATEWAY_ADDR, else {DEFAULT_ENDPOINT})")
+    p.add_argument("--endpoint", default=env.get("QIM_GATEWAY_ADDRS") or env.get("QIM_GATEWAY_ADDR") or DEFAULT_ENDPOINT,
+                   help="gateway HOST:PORT, or several comma-separated (the next one when one fails; default: "
+                        f"$QIM_GATEWAY_ADDRS, else $QIM_GATEWAY_ADDR, else {DEFAULT_ENDPOINT})")
+    p.add_argument("--deployment", default=env.get("QIM_DEPLOYMENT") or None,
+                   help="the name this service's local stores are kept under, whichever gateway is used "
+                        "(default: $QIM_DEPLOYMENT, else the first --endpoint)")
     p.add_argument("--token", default=env.get("QIM_TOKEN"),
                    help="development token naming tenant, user and device, e.g. from `qimctl token` "
                         "(default: $QIM_TOKEN; not needed with --user)")
@@ -98,7 +105,7 @@ def build_parser(environ=None) -> argparse.ArgumentParser:
     p.add_argument("--key", default=None,
                    help=f"development token key (PEM private key file) for --user (default: ${KEY_ENV})")
     p.add_argument("--data-dir", default=default_data_dir(env),
-                   help=f"where local stores live, one per endpoint, tenant and user (default: ${DATA_DIR_ENV}, "
+                   help=f"where local stores live, one per deployment, tenant and user (default: ${DATA_DIR_ENV}, "
                         "else $XDG_DATA_HOME/qim, else ~/.local/share/qim)")
     p.add_argument("--chat", type=_u63, default=None,
                    help="open the direct chat with this user id at start (default: none)")
@@ -111,12 +118,13 @@ def build_parser(environ=None) -> argparse.ArgumentParser:
 async def _login(args: argparse.Namespace) -> Client:
     """The token, the store and a connected Client. UsageError for every person's mistake."""
     try:
-        canonical_endpoint(args.endpoint)
-        parse_addr(args.endpoint)
+        endpoints = parse_endpoints(args.endpoint)
+        for endpoint in endpoints:
+            parse_addr(endpoint)
     except ValueError as exc:
         raise UsageError(f"--endpoint: {exc}") from None
     try:
-        tls = client_context(args, args.endpoint)
+        tls = [client_context(args, endpoint) for endpoint in endpoints][0]  # each checked (--plaintext: loopback)
     except ConfigError as exc:
         raise UsageError(str(exc)) from None
     _check_data_dir(args.data_dir)
@@ -137,9 +145,10 @@ async def _login(args: argparse.Namespace) -> Client:
             raise UsageError("--tenant must be an unsigned 128-bit number")
         _check_chat(args.chat, args.user)
         try:
-            ident = await device_identity(args.endpoint, args.tenant, args.user, args.data_dir, args.device)
+            ident = await device_identity(endpoints, args.tenant, args.user, args.data_dir, args.device,
+                                          args.deployment)
         except StoreError as exc:
-            raise UsageError(str(exc)) from None
+            raise UsageError(_second_device(str(exc), args.device)) from None
         except OSError as exc:  # the directory cannot be made or written (permissions, a full disk)
             raise UsageError(f"--data-dir {args.data_dir}: {exc.strerror or exc}") from None
         tenant, user, device, name = args.tenant, args.user, ident.device_id, args.name
@@ -151,9 +160,12 @@ async def _login(args: argparse.Namespace) -> Client:
     else:
         raise UsageError(f"give --user (with --key or ${KEY_ENV}) or --token")
     try:
-        client = await Client.open(args.endpoint, token, data_dir=args.data_dir, token_provider=provider,
+        client = await Client.open(endpoints, token, data_dir=args.data_dir, deployment=args.deployment,
+                                   token_provider=provider,
                                    ssl_context=tls, plaintext=tls is None)
-    except (StoreError, OSError) as exc:
+    except StoreError as exc:
+        raise UsageError(_second_device(f"local store: {exc}", None)) from None
+    except OSError as exc:
         raise UsageError(f"local store: {exc}") from None
     try:
         await asyncio.wait_for(client.connect(), args.connect_timeout)
@@ -164,6 +176,16 @@ async def _login(args: argparse.Namespace) -> Client:
         await client.close()
         raise UsageError(connect_error(args.endpoint, bool(args.plaintext), exc)) from None
     return client
+
+
+def _second_device(refusal: str, device) -> str:
+    """A store of another device: name the option that makes a second device of the same
+    user on this machine (each device keeps its own store: docs/desktop.md "A second device")."""
+    if "belongs to device" not in refusal:
+        return refusal
+    what = f"--device {device}" if device is not None else "this token's device"
+    return (f"{refusal}. For a second device of this user on this machine, give {what} its own "
+            "store: add --data-dir DIR (another directory, e.g. ~/.local/share/qim-2)")
 
 
 def _check_data_dir(path: str) -> None:

@@ -13,7 +13,8 @@
     /quit                 exit (also Ctrl+Q)
 
 Keys: Tab / Shift+Tab between the list and the composer; in the list ↑ ↓ choose a chat
-and Enter opens it; Enter sends, Ctrl+J new line, Ctrl+U older, Ctrl+Q quits.
+and Enter opens it; Enter sends, Ctrl+J new line, Ctrl+U older, Escape closes
+this list, Ctrl+Q quits.
 
 Anything else is sent as a message to the open chat; '//' at the start sends a text
 that begins with '/'. In /group, the title starts at the first word that is not a
@@ -22,6 +23,7 @@ number. A mistake gets a one-line refusal and the typed text stays in the compos
 
 from __future__ import annotations
 
+import difflib
 from typing import NamedTuple, Optional
 
 from qim.consts import U63_MAX
@@ -68,7 +70,9 @@ def parse(text: str) -> tuple[Optional[Command], str]:
         return None, text
     name, *words = stripped[1:].split()
     if name not in NAMES:
-        raise CommandError(f"unknown command /{name} (see /help)")
+        near = difflib.get_close_matches(name.lower(), NAMES, n=1, cutoff=0.5)
+        hint = f": did you mean /{near[0]}?" if near else ""
+        raise CommandError(f"unknown command /{name}{hint} (see /help)")
     if name in _BARE and words:
         raise CommandError(f"/{name} takes no arguments")
     if name == "dm":

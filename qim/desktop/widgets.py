@@ -23,19 +23,20 @@ class Composer(TextArea):
     text is put back by the app (`restore`)."""
 
     class Submitted(Message):
-        """Posted when the person presses Enter: the text typed (a message or a /command)."""
-        def __init__(self, text: str) -> None:
+        """Posted when the person presses Enter: the text typed (a message or a /command)
+        and its `number` (1, 2, ... in the order they were submitted)."""
+        def __init__(self, text: str, number: int = 0) -> None:
             super().__init__()
             self.text = text
+            self.number = number
+
+    submitted = 0  # how many texts were submitted so far (the number of the newest)
 
     async def _on_key(self, event: events.Key) -> None:
         if event.key == "enter":
             event.stop()
             event.prevent_default()
-            text = self.text
-            if text.strip():
-                self.clear()
-                self.post_message(self.Submitted(text))
+            self.submit()
             return
         if event.key == "ctrl+j":
             event.stop()
@@ -44,11 +45,21 @@ class Composer(TextArea):
             return
         await super()._on_key(event)
 
+    def submit(self) -> None:
+        """What Enter does: post the text typed (unless blank) and empty the composer."""
+        text = self.text
+        if text.strip():
+            self.clear()
+            self.submitted += 1
+            self.post_message(self.Submitted(text, self.submitted))
 
-    def restore(self, text: str) -> None:
-        """Put a refused `text` back, before anything typed since (nothing typed is lost)."""
-        self.load_text(text + self.text)
+    def restore(self, text: str, at: int = 0) -> int:
+        """Put a refused `text` back at character `at` (0: first), before anything typed
+        since (nothing typed is lost); returns where the next one held goes (after it)."""
+        typed = self.text
+        self.load_text(typed[:at] + text + typed[at:])
         self.move_cursor(self.document.end)
+        return at + len(text)
 
 
 class ConvItem(ListItem):
@@ -75,12 +86,21 @@ class ConvList(ListView):
         self._composer_id = composer_id
 
     def on_key(self, event: events.Key) -> None:
-        """A printable key: focus the composer and type it there."""
+        """A printable key: focus the composer and type it there. A key of the same burst
+        that reached the list after the focus had moved (Textual routes a key to the widget
+        focused when the app reads it) is the composer's: Enter submits, Ctrl+J a new line."""
+        composer = self.app.query_one(f"#{self._composer_id}", Composer)
+        moved = self.screen.focused is composer
         if event.is_printable and event.character:
             event.stop()
             event.prevent_default()
-            composer = self.app.query_one(f"#{self._composer_id}", Composer)
             # at once, not `focus()` (deferred): the keys of a burst already queued behind
             # this one, and its Enter, must reach the composer, not the list
             self.screen.set_focus(composer)
             composer.insert(event.character)
+        elif moved and event.key in ("enter", "ctrl+j"):
+            # the list's own Enter would open the highlighted chat (or be dropped once the
+            # composer has the focus): the text typed would stay unsent, or go elsewhere
+            event.stop()
+            event.prevent_default()
+            composer.submit() if event.key == "enter" else composer.insert("\n")
