@@ -30,8 +30,8 @@ from qim.errors import ConfigError, ErrorCode, QimError, TlsError
 from qim.net.framed import parse_addr
 from qim.net.tls import HandshakeFailed
 from qim.sdk import Client, ConnectionLost
-from qim.sdk.identity import DATA_DIR_ENV, default_data_dir, device_identity
 from qim.sdk.gateways import parse_endpoints
+from qim.sdk.identity import DATA_DIR_ENV, default_data_dir, device_identity
 from qim.sdk.model import StoreError
 from qim.wire.devtoken import KEY_ENV, dev_key_from_env, issue_dev_token, token_claims
 from qim.wire.names import check_name
