@@ -13,12 +13,11 @@ runs it on the stacks it starts anyway:
 
 from __future__ import annotations
 
-import asyncio
 import random
 
 from qim.sdk import direct_conversation
 from qim.sdk import events as ev
-from tests.e2e.test_sdk_rewind import DEADLINE_S, runtime, shown, until
+from tests.e2e.test_sdk_rewind import connect, runtime, shown, until
 
 
 async def _synced(rt, conv: bytes, want: list) -> None:
@@ -40,8 +39,8 @@ class Rewind:
         ra = runtime(st, self.base / "a.sqlite3", self.a)
         rb = runtime(st, self.base / "b.sqlite3", self.b)
         try:
-            await ra.connect()
-            await rb.connect()
+            await connect(ra)
+            await connect(rb)
             for step in steps:
                 await step(ra, rb)
         finally:
@@ -69,7 +68,7 @@ class Rewind:
         """m3 and m4 from A's new install, then B's and A's devices agree with the server."""
         a2 = runtime(st, self.base / "a2.sqlite3", self.a)
         try:
-            await a2.connect()
+            await connect(a2)
             m3 = await a2.send_message(self.conv, self.b, b"m3")
             m4 = await a2.send_message(self.conv, self.b, b"m4")
         finally:
@@ -82,7 +81,7 @@ class Rewind:
             rt = runtime(st, self.base / path, user, told)
             try:
                 assert await shown(rt, self.conv) == [(1, b"m1"), (2, b"m2")]
-                await asyncio.wait_for(rt.connect(), DEADLINE_S)
+                await connect(rt)
                 assert await until(rt, self.conv, server) == server, path  # not the lost seq 2, nothing missed
                 assert rt.connected and rt.state == "ready", (path, rt.state)
                 assert rt.stats.get("rebuilds") == 1, path  # once: the new life's cursor is served after it
