@@ -133,9 +133,11 @@ def move_shard_epochs(r: redis.Redis, shard_count: int, now_s: float) -> int:
 
     The epoch is 1 + the restore's minute modulo MAILBOX_EPOCH_MAX, stepped past every
     epoch the snapshot holds: it differs from the backup's life and from the life that
-    went on after it, and two restores of the same backup less than 22 days apart get
-    different epochs (a device that synced in the first restored life is recognised in
-    the second). RedisError from the client (the caller reports it)."""
+    went on after it, and two restores of the same backup at different minutes less than
+    22 days apart get different epochs (a device that synced in the first restored life
+    is recognised in the second), unless the step of one lands on the other's minute.
+    EngineError when the snapshot holds every epoch; RedisError from the client (the
+    caller reports it)."""
     keys = [wm_key(s) for s in range(shard_count)]
     pipe = r.pipeline(transaction=False)
     for key in keys:
