@@ -5,7 +5,9 @@
 and the process exits 0. SIGHUP reloads the node's TLS certificates (ServiceNode.reload_tls). Exit codes otherwise, each with a one-line message on stderr:
 2 configuration error (the message names the variable), 3 cannot start (an engine
 check failed, a port is taken), 4 the `server` extra is not installed
-(docs/decisions/0020-service-shell.md).
+(docs/decisions/0020-service-shell.md), 5 a background task of the running node died or
+ended (the node is stopped first; the supervisor or systemd starts the process again:
+docs/decisions/0074-supervision-acts-on-health.md).
 
 The event loop is uvloop (part of the `server` extra: 12 to 24 % less CPU per message in
 the writer, session and gateway, docs/perf-profile.md); `QIM_EVENT_LOOP=asyncio` runs the
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
 # them on an app-only install fails with EXIT_NO_SERVER_EXTRA and the pip command.
 SERVER_EXTRA_MODULES = frozenset({"uvloop", "redis", "hiredis", "confluent_kafka", "prometheus_client", "pyroaring", "numpy",
                                   "cassandra", "websockets"})
-EXIT_CONFIG, EXIT_CANNOT_START, EXIT_NO_SERVER_EXTRA = 2, 3, 4
+EXIT_CONFIG, EXIT_CANNOT_START, EXIT_NO_SERVER_EXTRA, EXIT_TASK_DIED = 2, 3, 4, 5
 EVENT_LOOP_ENV = "QIM_EVENT_LOOP"
 EVENT_LOOPS = ("uvloop", "asyncio")  # the first is the default
 
@@ -50,6 +52,10 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
     import uvloop  # server extra
 
     return uvloop.new_event_loop
+
+
+class TaskDied(Exception):
+    """A background task of the running node died or ended (the message names it)."""
 
 
 def setup_logging(service: str) -> None:
@@ -88,6 +94,9 @@ def run_node(service: str, build: Callable[[], "ServiceNode"]) -> None:
     except EngineError as exc:
         print(f"{prog}: cannot start: {exc}", file=sys.stderr)
         sys.exit(EXIT_CANNOT_START)
+    except TaskDied as exc:
+        print(f"{prog}: {exc}; exiting so that the process is started again", file=sys.stderr)
+        sys.exit(EXIT_TASK_DIED)
     except ModuleNotFoundError as exc:
         module = missing_server_module(exc)
         if not module:
@@ -129,7 +138,14 @@ async def serve_until_signal(service: str, build: Callable[[], "ServiceNode"]) -
             raise EngineError(f"cannot listen: {exc}") from exc
         raise exc
     log.info("started (event loop: %s)", type(loop).__module__.split(".")[0])
-    await signalled
+    died = loop.create_task(node.wait_task_died(), name=f"{service}:task died")
+    await asyncio.wait({signalled, died}, return_when=asyncio.FIRST_COMPLETED)
+    if died.done() and not signalled.done():
+        signalled.cancel()
+        log.error("stopping: %s", died.result())
+        await node.stop()
+        raise TaskDied(died.result())
+    died.cancel()
     log.info("stopping")
     await node.stop()
     log.info("stopped")

@@ -7,8 +7,11 @@ holds a node lease whose `extra` is its push address, and a node keeps one link 
 lists. A gateway that joins is linked within one refresh of the OwnerTable; a link to a
 gateway whose lease ended keeps retrying with its bounded backlog (the gateway may come
 back under its id); a gateway that came back on another push address gets a new link.
-The links run as tasks of this object; `run()` (a supervised task of the node) raises
-when one of them died, so a broken link is never silent.
+The links run as tasks of this object. A link's own loop survives any error of one
+connection (qim/net/oneway.py); should its task still end, `run()` logs it, counts it
+(`qim_link_failures_total{link, error="task_died: <class>"}`) and starts it again: one
+link's failure never stops the links to the other gateways, and never ends this task
+(docs/decisions/0073-links-survive-any-error.md).
 """
 
 from __future__ import annotations
@@ -25,13 +28,16 @@ logger = logging.getLogger(__name__)
 class GatewayLinks:
     """Links by gateway node id; `links` is read by the push paths (never blocks)."""
 
-    def __init__(self, owners: OwnerTable, make: Callable[[str, str], Any], refresh_s: float = 0.5) -> None:
+    def __init__(self, owners: OwnerTable, make: Callable[[str, str], Any], refresh_s: float = 0.5,
+                 failures: Any = None) -> None:
         self._owners = owners
         self._make = make
+        self._failures = failures  # qim_link_failures_total{link, error} (a labelled Counter), or None
         self._refresh_s = refresh_s
         self.links: dict[str, Any] = {}
         self._tasks: dict[str, Any] = {}
         self._retired: list[Any] = []
+        self._refresh_error = ""
 
     def __iter__(self) -> Iterator[Any]:
         return iter(list(self.links.values()))
@@ -56,20 +62,47 @@ class GatewayLinks:
                     task.cancel()
                 self._retired.append(old)
             link = self.links[node.node_id] = self._make(node.node_id, addr)
-            self._tasks[node.node_id] = asyncio.get_running_loop().create_task(
-                link.run(), name=f"{link.name} link {node.node_id}")
+            if self._failures is not None:
+                link.failures = self._failures
+            self._start(node.node_id, link)
             logger.info("linked to gateway %s at %s", node.node_id, addr)
 
+    def _start(self, node_id: str, link: Any) -> None:
+        self._tasks[node_id] = asyncio.get_running_loop().create_task(link.run(), name=f"{link.name} link {node_id}")
+
+    def revive(self) -> int:
+        """Start again every link task that ended (module doc); returns how many."""
+        revived = 0
+        for node_id, task in list(self._tasks.items()):
+            if not task.done():
+                continue
+            link = self.links[node_id]
+            exc = None if task.cancelled() else task.exception()
+            error = f"task_died: {type(exc).__name__}" if exc is not None else "task_ended"
+            logger.error("%s link to gateway %s ended (%s), starting it again", link.name, node_id, error,
+                         exc_info=exc)
+            if self._failures is not None:
+                self._failures.labels(link=link.name, error=error).inc()
+            self._start(node_id, link)
+            revived += 1
+        return revived
+
     async def run(self) -> None:
-        """Keep the links in step with the registry until cancelled; raises the error of a
-        link task that died."""
+        """Keep the links in step with the registry until cancelled, starting again any
+        link task that ended. A failed registry refresh is logged and tried again at the
+        next refresh (the links keep running meanwhile)."""
         try:
             while True:
-                await self._owners.refresh()
-                self.sync()
-                for node_id, task in list(self._tasks.items()):
-                    if task.done() and not task.cancelled() and task.exception() is not None:
-                        raise RuntimeError(f"link to gateway {node_id} died") from task.exception()
+                try:
+                    await self._owners.refresh()
+                    self.sync()
+                    self._refresh_error = ""
+                except Exception as exc:  # noqa: BLE001 — the links run on; the next refresh retries
+                    why = f"{type(exc).__name__}: {exc}"
+                    if why != self._refresh_error:  # once per distinct error, not every refresh
+                        logger.warning("gateway list not refreshed: %s", why)
+                    self._refresh_error = why
+                self.revive()
                 await asyncio.sleep(self._refresh_s)
         finally:
             for task in self._tasks.values():

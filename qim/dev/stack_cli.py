@@ -64,6 +64,9 @@ def add_parser(sub) -> None:
         p.add_argument(f"--{flag}", type=int, default=None, metavar="N",
                        help=f"up: {service} nodes (default: as recorded, else 1)")
     add_token_arguments(p)  # the gateways' token keys (qim/dev/stack_tokens.py)
+    p.add_argument("--unhealthy-restart-s", type=float, default=None, metavar="S",
+                   help="up: the supervisor restarts a service whose /healthz failed for longer than S "
+                        "seconds (default 30; docs/operations.md \"Supervision\")")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,6 +109,9 @@ def _up(args: argparse.Namespace, dir: Path, existing: Stack | None) -> int:
     settings = settings_from(os.environ)  # the archive tier's (docs/decisions/0023): e.g. the demo's short hot window
     nodes = {service: getattr(args, flag.replace("-", "_")) for flag, service in NODE_FLAGS.items()}
     wanted = {k: v for k, v in nodes.items() if v is not None}
+    if args.unhealthy_restart_s is not None and args.unhealthy_restart_s <= 0:
+        print(f"qim-dev: error: --unhealthy-restart-s must be > 0, got {args.unhealthy_restart_s}", file=sys.stderr)
+        return 2
     for service, n in wanted.items():
         if n < (0 if service == ARCHIVER else 1) or n > 16:
             print(f"qim-dev: error: {service} nodes must be {'0' if service == ARCHIVER else '1'}..16, got {n}",
@@ -129,7 +135,7 @@ def _up(args: argparse.Namespace, dir: Path, existing: Stack | None) -> int:
     for name in existing.names if existing is not None else ():
         recorded[kind_of(name).name] += 1
     stack = supervised_stack_up(dir, engines.env(), ports_file=dir / PORTS_FILE, extra_env={**settings, **tokens},
-                                nodes={**recorded, **wanted})
+                                nodes={**recorded, **wanted}, unhealthy_restart_s=args.unhealthy_restart_s)
     print((dir / "stack.env").read_text(), end="")
     print(f"# services up: {', '.join(f'{k}={v}' for k, v in stack.pids.items())}; "
           f"env file:\n{dir / 'stack.env'}")

@@ -16,6 +16,13 @@ again. Each restart counts in stack.json `restarts` (shown by `qim-dev stack sta
 and logs one line naming the exit status, in DIR/logs/supervisor.log and the service's
 own log. `qim-dev stack restart NAME` asks the supervisor (DIR/supervisor.request +
 SIGUSR1): a requested restart is not a death and does not count.
+
+Health rule (qim/dev/healthwatch.py; docs/decisions/0074-supervision-acts-on-health.md):
+a live service whose /healthz has not answered 200 for longer than `unhealthy_s` (30 s
+by default, `--unhealthy-restart-s`), or that was not healthy once within the start
+grace, is stopped (SIGTERM, SIGKILL after STOP_TIMEOUT_S) and restarted as if it had
+died: the same line ("gateway (pid N) unhealthy for 31.0s (/healthz 503: ...); restart
+2 in 0.5s"), the same backoff and restart count.
 """
 
 from __future__ import annotations
@@ -31,7 +38,8 @@ from pathlib import Path
 from typing import Optional
 
 from qim.dev._proc import death_wrapper, pid_alive
-from qim.dev.stack import READY_TIMEOUT_S, Stack
+from qim.dev.healthwatch import UNHEALTHY_RESTART_S, HealthWatch
+from qim.dev.stack import READY_TIMEOUT_S, STOP_TIMEOUT_S, Stack
 from qim.errors import EngineError
 
 BACKOFF_FIRST_S = 0.5
@@ -65,8 +73,9 @@ def backoff_s(deaths_in_a_row: int) -> float:
 class Supervisor:
     """Runs the services of one stack (module doc). `run()` blocks until SIGTERM/SIGINT."""
 
-    def __init__(self, stack: Stack) -> None:
+    def __init__(self, stack: Stack, unhealthy_s: float = UNHEALTHY_RESTART_S) -> None:
         self.stack = stack
+        self.health = HealthWatch(stack.healthz, lambda: list(stack._launchers), unhealthy_s)
         self.started_at: dict[str, float] = {}
         self.in_a_row: dict[str, int] = {}
         self.due: dict[str, float] = {}  # name -> monotonic time of its pending restart
@@ -85,10 +94,12 @@ class Supervisor:
         try:
             self.stack.start_service(name)
             self.started_at[name] = time.monotonic()
+            self.health.started(name)
         except EngineError as exc:  # it exited at once: another death, same backoff
             self._died(name, str(exc).splitlines()[0])
 
     def _died(self, name: str, status: str) -> None:
+        self.health.forget(name)
         ran = time.monotonic() - self.started_at.get(name, 0.0)
         self.in_a_row[name] = 1 if ran >= STABLE_S else self.in_a_row.get(name, 0) + 1
         delay = backoff_s(self.in_a_row[name])
@@ -105,6 +116,11 @@ class Supervisor:
             pid = proc.pid
             self.stack._launchers.pop(name)
             self._died(name, f"(pid {pid}) {describe_exit(proc.returncode)}")
+        for name, why in self.health.overdue():
+            stuck = self.stack.pids.get(name)
+            self._note(name, f"{name} (pid {stuck}) {why}: stopping it")
+            self.stack.stop_service(name, timeout=STOP_TIMEOUT_S)
+            self._died(name, f"(pid {stuck}) {why}")
         now = time.monotonic()
         for name, at in list(self.due.items()):
             if at <= now and not self.stopping:
@@ -122,6 +138,7 @@ class Supervisor:
         for name in names:
             if name in self.stack.metrics:
                 log.warning("%s restart requested", name)
+                self.health.forget(name)
                 self.stack.stop_service(name)
                 self.due.pop(name, None)
                 self._start(name)
@@ -140,12 +157,14 @@ class Supervisor:
         self.stack.supervisor = os.getpid()
         for name in self.stack.names:
             self._start(name)
+        self.health.start()
         while not self.stopping:
             if self.requested:
                 self.requested = False
                 self._requests()
             self._check()
             time.sleep(POLL_S)
+        self.health.stop()
         for name in reversed(self.stack.names):
             self.stack.stop_service(name)
         self.stack.pids.clear()
@@ -155,15 +174,18 @@ class Supervisor:
         return 0
 
 
-def spawn(stack: Stack, die_with_parent: bool = False) -> int:
+def spawn(stack: Stack, die_with_parent: bool = False, unhealthy_restart_s: Optional[float] = None) -> int:
     """Start the supervisor of a stack laid out by stack_up(start=False); returns its
     pid once stack.json names a pid for every service, after waiting until every
-    /healthz is 200. EngineError (the supervisor stopped first) otherwise."""
+    /healthz is 200. EngineError (the supervisor stopped first) otherwise.
+    `unhealthy_restart_s`: the health rule's limit (module doc; default 30 s)."""
     logs = stack.dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     argv = death_wrapper(die_with_parent) + [sys.executable, "-m", "qim.dev.supervisor", str(stack.dir)]
     if die_with_parent:
         argv.append("--die-with-parent")
+    if unhealthy_restart_s is not None:
+        argv += ["--unhealthy-restart-s", str(unhealthy_restart_s)]
     with open(logs / LOG_FILE, "ab") as out:
         proc = subprocess.Popen(argv, cwd=stack.dir, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
@@ -190,13 +212,14 @@ def spawn(stack: Stack, die_with_parent: bool = False) -> int:
 
 
 def supervised_stack_up(dir: Path, engine_env: dict[str, str], die_with_parent: bool = False,
-                        **stack_kw: object) -> Stack:
-    """stack_up (qim.dev.stack: same keywords) with the services run by a supervisor;
-    returns the Stack once every /healthz is 200 (EngineError otherwise)."""
+                        unhealthy_restart_s: Optional[float] = None, **stack_kw: object) -> Stack:
+    """stack_up (qim.dev.stack: same keywords) with the services run by a supervisor
+    (`unhealthy_restart_s`: its health rule's limit, default 30 s); returns the Stack
+    once every /healthz is 200 (EngineError otherwise)."""
     from qim.dev.stack import stack_up
 
     stack = stack_up(dir, engine_env, die_with_parent=die_with_parent, start=False, **stack_kw)  # type: ignore[arg-type]
-    spawn(stack, die_with_parent)
+    spawn(stack, die_with_parent, unhealthy_restart_s)
     return stack
 
 
@@ -225,14 +248,18 @@ def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="qim-dev-supervisor")
     p.add_argument("dir")
     p.add_argument("--die-with-parent", action="store_true")
+    p.add_argument("--unhealthy-restart-s", type=float, default=UNHEALTHY_RESTART_S,
+                   help="restart a service whose /healthz failed for longer than this (seconds, > 0)")
     args = p.parse_args(argv)
+    if args.unhealthy_restart_s <= 0:
+        p.error(f"--unhealthy-restart-s must be > 0, got {args.unhealthy_restart_s}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s qim-dev supervisor: %(message)s")
     stack = Stack.load(Path(args.dir))
     if stack is None:
         print(f"qim-dev supervisor: no stack recorded in {args.dir}", file=sys.stderr)
         return 2
     stack.die_with_parent = args.die_with_parent
-    return Supervisor(stack).run()
+    return Supervisor(stack, args.unhealthy_restart_s).run()
 
 
 if __name__ == "__main__":

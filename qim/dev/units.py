@@ -7,6 +7,11 @@ them (docs/operations.md "Production units"; docs/decisions/0035-ops-supervision
 
 Each unit: `Restart=always` with a short bounded restart delay and no start limit (a
 service that dies is started again whatever happened, like the development supervisor),
+`Type=notify` with `WatchdogSec` (a service that is alive but unhealthy for longer is
+killed and started again: it pings only while its /healthz would be 200,
+qim/obs/watchdog.py) and `TimeoutStartSec` (it must become healthy once within that),
+the numbers of the development supervisor's health rule (qim/dev/healthwatch.py;
+docs/decisions/0074-supervision-acts-on-health.md),
 `After=`/`Wants=` on the engines the kind's configuration reads (Redis, Kafka and, for
 the archive tier, ScyllaDB; the Debian/vendor unit names below, adapt them with a
 drop-in), environment from /etc/qim/qim.env (shared), /etc/qim/<kind>.env and the
@@ -24,6 +29,7 @@ import sys
 from pathlib import Path
 
 from qim.config.variables import variables
+from qim.dev.healthwatch import START_GRACE_S, UNHEALTHY_RESTART_S
 from qim.topology import GATEWAY, Service, processes
 
 PREFIX = "/opt/qim/venv/bin"  # where `pip install 'qim[server]'` put the entry points
@@ -76,7 +82,10 @@ PartOf=qim.target
 StartLimitIntervalSec=0
 
 [Service]
-Type=exec
+Type=notify
+NotifyAccess=main
+WatchdogSec={UNHEALTHY_RESTART_S:.0f}
+TimeoutStartSec={START_GRACE_S:.0f}
 User=qim
 Group=qim
 EnvironmentFile=/etc/qim/qim.env

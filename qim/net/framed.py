@@ -330,4 +330,8 @@ async def open_framed(host: str, port: int, timeout: float = 5.0, tls: Optional[
     """Connect to host:port (`open_stream`) and wrap the stream. Raises OSError
     (ssl.SSLError for a failed handshake) / asyncio.TimeoutError."""
     reader, writer = await open_stream(host, port, timeout, tls, server_hostname, chunk_bytes)
-    return FramedStream(reader, writer, chunk_bytes=chunk_bytes)
+    try:
+        return FramedStream(reader, writer, chunk_bytes=chunk_bytes)
+    except BaseException:  # e.g. the transport closed under us (uvloop's RuntimeError): nothing stays open
+        writer.transport.abort()
+        raise

@@ -13,8 +13,10 @@ Rules, the same for every user:
   arranges the repair;
 - a live link whose peer has more than `queue_limit` bytes not yet taken drops (a peer
   that does not read must not grow this process's memory);
-- `run()` keeps the link up: reconnects with a doubling delay capped at
-  `reconnect_max_s`; on every (re)connect it sends the `greeting()` frame (if any)
+- `run()` keeps the link up: reconnects with a doubling, jittered delay capped at
+  `reconnect_max_s`, whatever one attempt raised (an unexpected error is counted in
+  `qim_link_failures_total{link, error}` and logged with its class: no error of one
+  connection ends the link, docs/decisions/0073-links-survive-any-error.md); on every (re)connect it sends the `greeting()` frame (if any)
   and then the backlog in order, synchronously, so a `send()` after the reconnect goes
   behind them; on a live link it calls `idle()` every `poll_s` while `polling()` says
   it has something to do (a repair hook that may `send_control()`), else it sleeps until
@@ -30,9 +32,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from typing import Callable, Deque, Optional
+import random
+import time
+from typing import Any, Callable, Deque, Optional
 
 from qim.errors import RequestError
+from qim.faults import fault
 from qim.net.framed import StreamClosed
 from qim.net.rpc import RpcClient
 from qim.net.tls import TlsContexts
@@ -48,6 +53,7 @@ DROP_PEER_SLOW = "peer_slow"  # link up but the peer has not taken queue_limit b
 # An idle link waits for its loss or a poke, and re-checks this often that its connection
 # is still up (no idle() call: one timer a second per link).
 IDLE_RECHECK_S = 1.0
+FAILURE_LOG_EVERY_S = 10.0  # unexpected link failures: one log line per link at most this often (each is counted)
 
 
 class OneWayLink:
@@ -77,6 +83,11 @@ class OneWayLink:
         self._poll_s = poll_s
         self.linked = False  # connected and greeted: send() goes straight out
         self._poked = asyncio.Event()
+        # qim_link_failures_total{link, error} of the owning node (a labelled Counter), set
+        # by whoever makes the link (GatewayLinks, the projection feed); None: not counted
+        self.failures: Optional[Any] = None
+        self._logged_at = float("-inf")
+        self._unlogged = 0
 
     @property
     def backlog_bytes(self) -> int:
@@ -157,30 +168,63 @@ class OneWayLink:
         return flushed
 
     async def run(self) -> None:
-        """Keep the link up until cancelled (see the module doc)."""
+        """Keep the link up until cancelled (see the module doc). No exception of one
+        connect attempt or of one turn on a live link ends it (docs/decisions/0073): each
+        is counted (`failures`), logged with its class and message (at most once per
+        FAILURE_LOG_EVERY_S per link), the connection is dropped and the link tries again
+        after a jittered, doubling delay."""
         delay_min, delay_max = self._delays
         delay = delay_min
         while True:
-            if not self._client.connected:
-                self.linked = False
-                try:
+            try:
+                if not self._client.connected:
+                    self.linked = False
+                    fault(f"link_connect:{self.name}")  # tests only (qim/faults.py)
                     await self._client.connect()
-                except RequestError:
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, delay_max)
-                    continue
-                delay = delay_min
-                try:
-                    flushed = self.on_connected()
-                except StreamClosed:
-                    continue  # lost while greeting: the backlog left is kept for the next try
-                logger.info("%s link to %s up (%d backlog frames sent)", self.name, self.addr, flushed)
-            self._poked.clear()  # before idle(): a poke from here on ends the wait below
-            self.idle()
-            if self.polling():
-                await self._client.wait_lost(self._poll_s)
-            else:
-                await self._wait_lost_or_poked()
+                    delay = delay_min
+                    try:
+                        flushed = self.on_connected()
+                    except StreamClosed:
+                        continue  # lost while greeting: the backlog left is kept for the next try
+                    logger.info("%s link to %s up (%d backlog frames sent)", self.name, self.addr, flushed)
+                self._poked.clear()  # before idle(): a poke from here on ends the wait below
+                self.idle()
+                if self.polling():
+                    await self._client.wait_lost(self._poll_s)
+                else:
+                    await self._wait_lost_or_poked()
+            except Exception as exc:  # noqa: BLE001 — counted, logged, retried (docstring)
+                self.linked = False
+                self._failed(exc)
+                if not isinstance(exc, RequestError):
+                    await self._drop_connection()
+                # jitter: links of many nodes to one restarted peer do not come in step
+                await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+                delay = min(delay * 2, delay_max)
+
+    def _failed(self, exc: Exception) -> None:
+        """Count one failure by error class; log the unexpected ones (a peer that is down,
+        RequestError UNAVAILABLE, is the ordinary case: counted, not logged each time)."""
+        error = type(exc).__name__
+        if self.failures is not None:
+            self.failures.labels(link=self.name, error=error).inc()
+        if isinstance(exc, RequestError):
+            return
+        now = time.monotonic()
+        self._unlogged += 1
+        if now - self._logged_at >= FAILURE_LOG_EVERY_S:
+            more = f" ({self._unlogged - 1} more since the last line)" if self._unlogged > 1 else ""
+            logger.error("%s link to %s failed, retrying: %s: %s%s", self.name, self.addr, error, exc, more)
+            self._logged_at, self._unlogged = now, 0
+
+    async def _drop_connection(self) -> None:
+        """After an unexpected error the connection may be up but not greeted: drop it, so
+        the next turn connects and greets afresh (the backlog left is kept)."""
+        try:
+            await self._client.close()
+        except Exception as exc:  # noqa: BLE001 — the next connect replaces it anyway
+            logger.warning("%s link to %s: closing after a failure failed: %s: %s",
+                           self.name, self.addr, type(exc).__name__, exc)
 
     async def _wait_lost_or_poked(self) -> None:
         # `connected` re-checked every IDLE_RECHECK_S: a connection marked closed while its

@@ -101,6 +101,10 @@ class RpcClient:
             raise self._failed(f"{self.addr}: {exc}") from exc
         except (OSError, asyncio.TimeoutError) as exc:
             raise RequestError(ErrorCode.UNAVAILABLE, f"{self.addr} unreachable") from exc
+        except Exception as exc:  # noqa: BLE001 — any failure of one connect is UNAVAILABLE (decision 0073)
+            # e.g. a transport closed under the connect (uvloop's RuntimeError): the caller
+            # retries or tries another node, as for an unreachable peer; logged with its class
+            raise self._failed(f"{self.addr}: connect failed: {type(exc).__name__}: {exc}") from exc
         if context is not None and self._expect is not None and stream.peer_service != self._expect:
             stream.abort()
             raise self._failed(f"{self.addr} presented the certificate of service {stream.peer_service!r}, "

@@ -286,15 +286,21 @@ async def connect(host: str, port: int, context: ssl.SSLContext, *, server_hostn
                   chunk_bytes: int, timeout: float) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """Open a TCP connection and upgrade it to TLS as the client (certificate verified by
     `context`). Raises OSError or asyncio.TimeoutError when no TCP connection is made in
-    `timeout`, HandshakeFailed (an OSError) when the handshake fails or takes longer;
+    `timeout`, HandshakeFailed (an OSError) when the handshake fails or takes longer, or
+    the connection closed under it (uvloop's RuntimeError on a closed transport);
     nothing stays open on failure."""
     reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
-    _limit_raw_buffer(writer, chunk_bytes)
     try:
+        _limit_raw_buffer(writer, chunk_bytes)
         await writer.start_tls(context, server_hostname=server_hostname, ssl_handshake_timeout=timeout)
     except (OSError, asyncio.TimeoutError) as exc:
         writer.transport.close()
         raise HandshakeFailed(exc) from exc
+    except RuntimeError as exc:
+        # uvloop: "unable to perform operation on <TCPTransport closed=True>": the peer
+        # closed the connection between the TCP connect and now (issue 33 item 2)
+        writer.transport.close()
+        raise HandshakeFailed(ConnectionResetError(f"connection closed during the TLS connect ({exc})")) from exc
     except BaseException:
         writer.transport.close()
         raise

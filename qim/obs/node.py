@@ -16,8 +16,12 @@ It owns
   every context from its files for new connections;
 - supervised background tasks: `spawn(coro, name)`. A task that raises marks the node
   unhealthy with its reason and is logged once with its traceback; one that returns or
-  is cancelled while the node is running marks it unhealthy too (every background task
-  of a node runs for the node's lifetime). Never a silent death;
+  is cancelled while the node is running too (every background task of a node runs for
+  the node's lifetime). Either ends the process: `task_died` is set, and qim/app/run.py
+  stops the node and exits EXIT_TASK_DIED so that the supervisor or systemd starts it
+  afresh (what a task repairs itself, links and lease renewals, never ends it:
+  docs/decisions/0074-supervision-acts-on-health.md). Never a silent death;
+- under systemd, READY=1 and WATCHDOG=1 pings while healthy (qim/obs/watchdog.py);
 - a clean stop (`stop()`): listeners closed first (no connection is accepted while
   stopping), then connection handlers and tasks cancelled and awaited, then the
   clients registered with `closing()` closed, the HTTP listener last. No CancelledError
@@ -33,11 +37,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import os
 import time
 from typing import Any, Awaitable, Callable, Coroutine, Iterable, Iterator, Optional
 
 from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR, Counter
 
+from qim import faults
 from qim.consts import STREAM_WRITE_CHUNK_BYTES
 from qim.errors import ConfigError, TlsError
 from qim.net.allow import RpcGuard
@@ -57,6 +63,8 @@ from qim.net.tls import (
 from qim.net.tls import accept as tls_accept
 from qim.obs.http import serve_http
 from qim.obs.metrics import MetricSet, invariant_reasons
+from qim.obs.tasks import cancel_all, task_end
+from qim.obs.watchdog import fault_probe, notify_systemd
 
 logger = logging.getLogger(__name__)
 
@@ -91,6 +99,9 @@ class ServiceNode:
             self.registry.register(collector)
         self._task_failures = self.metrics_base.counter(
             "qim_node_task_failures", "Background tasks of this node that died or ended", ["task"])
+        # best-effort links (qim/net/oneway.py): failed connects and turns, by link and error class
+        self.link_failures = self.metrics_base.counter(
+            "qim_link_failures", "Failed connect attempts and turns of best-effort links, retried", ["link", "error"])
         self._tls_failures = self.metrics_base.counter(
             "qim_tls_handshake_failures", "Connections refused during or right after the TLS handshake",
             ["listener", "reason"])
@@ -109,6 +120,8 @@ class ServiceNode:
         self._closers: list[tuple[str, Callable[[], Any]]] = []
         self._http: Optional[asyncio.AbstractServer] = None
         self._stopping = False
+        self.task_died: Optional[str] = None  # the first background task that died: the process ends
+        self._died = asyncio.Event()
         self._set_up = False  # setup() returned: until then /healthz says "starting"
         self.log = logging.getLogger(f"qim.{self.service}")
 
@@ -255,6 +268,8 @@ class ServiceNode:
         """Every reason against health: still starting, failed tasks, readiness, invariants."""
         if not self._set_up:
             yield "starting"
+        if faults.enabled() and faults.listed(f"unready:{os.getpid()}"):
+            yield "held unready by the fault file (tests only: qim/faults.py)"
         yield from self._failures
         yield from self.not_ready()
         yield from invariant_reasons(self._invariants)
@@ -263,18 +278,18 @@ class ServiceNode:
         name = self._tasks.pop(task, task.get_name())
         if self._stopping:
             return
-        if task.cancelled():
-            reason = f"task {name} was cancelled"
-            self.log.error("%s", reason)
-        elif task.exception() is not None:
-            exc = task.exception()
-            reason = f"task {name} died: {type(exc).__name__}: {exc}"
-            self.log.error("%s", reason, exc_info=exc)
-        else:
-            reason = f"task {name} ended"
-            self.log.warning("%s (the node stays up, unhealthy, for the operator)", reason)
+        reason, exc = task_end(task, name)
+        self.log.error("%s", reason, exc_info=exc)
         self._task_failures.labels(task=name).inc()
         self._failures.append(reason)
+        if self.task_died is None:
+            self.task_died = reason
+            self._died.set()
+
+    async def wait_task_died(self) -> str:
+        """Wait until a background task died or ended while running; its reason (module doc)."""
+        await self._died.wait()
+        return self.task_died or "a background task ended"
 
     # --- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
@@ -285,6 +300,10 @@ class ServiceNode:
             self._http = await serve_http(self.metrics_listen, self.health, self.registry, tls)
             await self.setup()
             self._set_up = True
+            if os.environ.get("NOTIFY_SOCKET"):
+                self.spawn(notify_systemd(self.health), "systemd notify")
+            if faults.enabled():
+                self.spawn(fault_probe(), "fault probe")
         except BaseException:
             await self.stop()
             raise
@@ -298,7 +317,8 @@ class ServiceNode:
         self._stopping = True
         for server in self._servers:
             server.close()
-        for outcome in await _cancel_all(set(self._connections)) + await _cancel_all(set(self._tasks)):
+        outcomes = await cancel_all(set(self._connections), STOP_GRACE_S)
+        for outcome in outcomes + await cancel_all(set(self._tasks), STOP_GRACE_S):
             self.log.warning("%s", outcome)
         for what, close in reversed(self._closers):
             try:
@@ -312,26 +332,3 @@ class ServiceNode:
         if self._http is not None:
             self._http.close()
             await self._http.wait_closed()
-
-
-async def _cancel_all(tasks: set[asyncio.Task]) -> list[str]:
-    """Cancel `tasks` and wait (STOP_GRACE_S) for them, a second cancel for stragglers;
-    returns a line for every task that failed with an error while stopping."""
-    tasks = {t for t in tasks if not t.done()}
-    if not tasks:
-        return []
-    for t in tasks:
-        t.cancel()
-    _, pending = await asyncio.wait(tasks, timeout=STOP_GRACE_S)
-    for t in pending:
-        t.cancel()
-    if pending:
-        await asyncio.wait(pending, timeout=STOP_GRACE_S)
-    failed = []
-    for t in tasks:  # retrieve every outcome: nothing is logged later as "never retrieved"
-        if t.done() and not t.cancelled() and t.exception() is not None:
-            exc = t.exception()
-            failed.append(f"{t.get_name()} failed while stopping: {type(exc).__name__}: {exc}")
-        elif not t.done():
-            failed.append(f"{t.get_name()} did not stop within {2 * STOP_GRACE_S} s")
-    return failed

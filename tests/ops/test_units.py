@@ -39,6 +39,17 @@ def test_every_kind_is_a_template_that_restarts_after_its_engines():
         assert "EnvironmentFile=-/etc/qim/%s-%%i.env" % row.name in text  # the node's own ports and index
 
 
+def test_a_live_but_unhealthy_service_is_killed_by_the_watchdog():
+    # qim/obs/watchdog.py pings WATCHDOG=1 only while healthy: the unit's WatchdogSec is the
+    # development supervisor's health limit, TimeoutStartSec its start grace (decision 0074)
+    from qim.dev.healthwatch import START_GRACE_S, UNHEALTHY_RESTART_S
+
+    for row in processes():
+        text = units()[f"qim-{row.name}@.service"]
+        assert "\nType=notify\nNotifyAccess=main\n" in text
+        assert f"\nWatchdogSec={UNHEALTHY_RESTART_S:.0f}\n" in text and f"\nTimeoutStartSec={START_GRACE_S:.0f}\n" in text
+
+
 @pytest.fixture(scope="module")
 def instantiated(tmp_path_factory):
     if ANALYZE is None:

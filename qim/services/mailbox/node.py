@@ -83,9 +83,9 @@ class MailboxNode(ServiceNode):
         self.peers = OwnerTable(self.shard_registry, {"session": shard_count}, ("gateway",))
         self.targets = PushTargets(config.common.kafka_bootstrap, reg.node_id,
                                    lambda: sorted(self.materializer.shards), self.peers, tenant, self.metrics,
-                                   self.internal_tls)
+                                   self.internal_tls, link_failures=self.link_failures)
         self._projection = ProjectionFeed(self.peers, self.spawn, self.metrics,  # low-latency path
-                                          tls=self.internal_tls)
+                                          tls=self.internal_tls, link_failures=self.link_failures)
         self.always_zero(self.metrics.dirty)
         self.closing(self.shard_registry.close, "shard registry")
         self.closing(self.stores.close, "stores")

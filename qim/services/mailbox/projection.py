@@ -41,8 +41,10 @@ class ProjectionFeed:
     supervised tasks)."""
 
     def __init__(self, owners: OwnerTable, spawn: Callable[[Any, str], Any],
-                 metrics: Optional[MailboxMetrics] = None, tls: Optional[TlsContexts] = None) -> None:
+                 metrics: Optional[MailboxMetrics] = None, tls: Optional[TlsContexts] = None,
+                 link_failures: Any = None) -> None:
         self._m = metrics if metrics is not None else MailboxMetrics()
+        self._link_failures = link_failures  # qim_link_failures_total (qim/net/oneway.py)
         self._owners = owners
         self._spawn = spawn
         self._tls = tls
@@ -57,6 +59,7 @@ class ProjectionFeed:
             link = self.links[addr] = OneWayLink(addr, Opcode.PROJECTION, queue_limit=PEER_QUEUE_LIMIT,
                                                  on_drop=self._dropped, reconnect_max_s=RECONNECT_MAX_S,
                                                  name="projection", tls=self._tls, expect_service=SESSION)
+            link.failures = self._link_failures
             self._spawn(link.run(), f"projection link {addr}")
         return link
 

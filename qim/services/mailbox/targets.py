@@ -37,11 +37,12 @@ class PushTargets:
     """Push links and presence of one node (`node_id`, serving `served()` shards)."""
 
     def __init__(self, bootstrap: str, node_id: str, served, peers: OwnerTable, tenant: bytes,
-                 metrics: MailboxMetrics, tls: TlsContexts | None) -> None:
+                 metrics: MailboxMetrics, tls: TlsContexts | None, link_failures: Any = None) -> None:
         self._m = metrics
         self._tenant = tenant
         self.gateways = GatewayLinks(peers, lambda gw, addr: PushLink(addr, node_id, served, tenant, metrics=metrics,
-                                                                       tls=tls, expect_service=GATEWAY))
+                                                                       tls=tls, expect_service=GATEWAY),
+                                     failures=link_failures)
         self.presence = PresenceFollower(bootstrap, "qim-mailbox-presence", self.gateways.live,
                                          on_online=self._online, on_replaced=self._replaced,
                                          on_bad=metrics.presence_bad.inc)

@@ -89,7 +89,7 @@ class SessionNode(ServiceNode):
         self.gateways = GatewayLinks(self.peers, lambda gw, addr: OneWayLink(
             addr, Opcode.DEVICE_FRAMES, queue_limit=PEER_QUEUE_LIMIT, on_drop=self._frame_dropped,
             reconnect_max_s=GATEWAY_RECONNECT_MAX_S, name="device frames", tls=self.internal_tls,
-            expect_service=GATEWAY))
+            expect_service=GATEWAY), failures=self.link_failures)
         self.presence = PresenceFollower(config.common.kafka_bootstrap, "qim-session-presence", self.gateways.live,
                                          on_bad=self.metrics.presence_bad.inc)
         self.metrics.watch_cache(self.cache)

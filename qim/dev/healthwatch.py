@@ -1,0 +1,124 @@
+"""The development supervisor's health watch (docs/operations.md "Supervision";
+docs/decisions/0074-supervision-acts-on-health.md): a process that is alive but useless
+is restarted like one that died.
+
+A thread polls every supervised service's /healthz each POLL_S. A service whose answer
+has not been 200 (503 with its reasons, or no answer at all: a hung process) for longer
+than `unhealthy_s` (UNHEALTHY_RESTART_S = 30 s by default; `qim-dev stack up
+--unhealthy-restart-s`) after it had been healthy since its start, or that has not been
+healthy once within `start_grace_s` (START_GRACE_S) of its start, is `overdue()`: the
+supervisor stops it (SIGTERM, SIGKILL after the stop timeout), counts a restart and
+starts it again (qim/dev/supervisor.py). The same numbers are the systemd units'
+WatchdogSec and TimeoutStartSec (qim/dev/units.py).
+
+Why 30 s: longer than the outages a node rides out by itself while unhealthy (a lease
+of 6 s in development and 10 s in production lost and taken again, a Redis restart of
+about 13 s, a broker election), short enough that a node stuck at 503 (issue 33: 3.5
+and 15 minutes) is back within a minute.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, Iterable, Optional
+
+UNHEALTHY_RESTART_S = 30.0
+START_GRACE_S = 120.0  # a start waits for engines, leases and peers' links: well under this
+POLL_S = 1.0
+
+
+class HealthWatch:
+    """/healthz of each named service, polled in a thread (module doc).
+
+    `probe(name)` -> (HTTP status, body) with 0 for no answer (Stack.healthz);
+    `names()` -> the services to watch now (those with a running process)."""
+
+    def __init__(self, probe: Callable[[str], tuple[int, str]], names: Callable[[], Iterable[str]],
+                 unhealthy_s: float = UNHEALTHY_RESTART_S, start_grace_s: float = START_GRACE_S,
+                 poll_s: float = POLL_S) -> None:
+        if unhealthy_s <= 0:
+            raise ValueError(f"unhealthy_s must be > 0, got {unhealthy_s}")
+        self._probe, self._names = probe, names
+        self.unhealthy_s, self.start_grace_s, self._poll_s = unhealthy_s, max(start_grace_s, unhealthy_s), poll_s
+        self._lock = threading.Lock()
+        self._started: dict[str, float] = {}  # name -> when its process started
+        self._healthy_once: set[str] = set()
+        self._failing: dict[str, tuple[float, int, str]] = {}  # name -> (since, status, first line)
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def started(self, name: str) -> None:
+        """A new process of `name` started: its start grace begins, nothing is failing yet."""
+        with self._lock:
+            self._started[name] = time.monotonic()
+            self._healthy_once.discard(name)
+            self._failing.pop(name, None)
+
+    def forget(self, name: str) -> None:
+        """`name` is not running (died, stopped): nothing to judge until it starts again."""
+        with self._lock:
+            self._started.pop(name, None)
+            self._failing.pop(name, None)
+
+    def observe(self, name: str, status: int, body: str, now: Optional[float] = None) -> None:
+        """Record one answer of `name`'s /healthz (0: none)."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            if name not in self._started:
+                return
+            if status == 200:
+                self._healthy_once.add(name)
+                self._failing.pop(name, None)
+            elif name not in self._failing:
+                line = (body.strip().splitlines() or ["no answer"])[0][:200]
+                self._failing[name] = (now, status, line)
+
+    def overdue(self, now: Optional[float] = None) -> list[tuple[str, str]]:
+        """(name, why) of every service to restart now (module doc); each is forgotten
+        until `started()` again."""
+        now = time.monotonic() if now is None else now
+        out = []
+        with self._lock:
+            for name, started in list(self._started.items()):
+                failing = self._failing.get(name)
+                if name in self._healthy_once:
+                    if failing is None or now - failing[0] <= self.unhealthy_s:
+                        continue
+                    since, status, line = failing
+                    why = f"unhealthy for {now - since:.1f}s (/healthz {status or 'no answer'}: {line})"
+                elif now - started > self.start_grace_s:
+                    why = f"not healthy within {self.start_grace_s:.0f}s of its start"
+                    if failing is not None:
+                        why += f" (/healthz {failing[1] or 'no answer'}: {failing[2]})"
+                else:
+                    continue
+                out.append((name, why))
+                self._started.pop(name)
+                self._failing.pop(name, None)
+        return out
+
+    def poll(self) -> None:
+        """Probe every watched service once."""
+        for name in list(self._names()):
+            if self._stop.is_set():
+                return
+            with self._lock:
+                watched = name in self._started
+            if watched:
+                status, body = self._probe(name)
+                self.observe(name, status, body)
+
+    def start(self) -> None:
+        """Poll in a daemon thread until `stop()`."""
+        def loop() -> None:
+            while not self._stop.wait(self._poll_s):
+                self.poll()
+        self._thread = threading.Thread(target=loop, name="healthwatch", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """End the polling thread (waits for the poll in progress)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)

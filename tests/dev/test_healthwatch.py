@@ -1,0 +1,57 @@
+"""The supervisor's health rule (qim/dev/healthwatch.py): restart after `unhealthy_s` of
+failing /healthz once the service had been healthy, or when it never became healthy
+within the start grace; a 200 in between starts the count again. Pure (times given)."""
+
+from __future__ import annotations
+
+import pytest
+
+from qim.dev.healthwatch import UNHEALTHY_RESTART_S, HealthWatch
+
+
+def _watch(**kw) -> HealthWatch:
+    w = HealthWatch(lambda n: (200, "ok"), lambda: [], **kw)
+    w.started("writer")
+    return w
+
+
+def test_the_default_is_stated():
+    assert UNHEALTHY_RESTART_S == 30.0
+    with pytest.raises(ValueError):
+        HealthWatch(lambda n: (200, ""), lambda: [], unhealthy_s=0)
+
+
+def test_unhealthy_longer_than_the_limit_is_overdue_once():
+    w = _watch(unhealthy_s=5, start_grace_s=60)
+    w.observe("writer", 200, "ok", now=1000)
+    w.observe("writer", 503, "no shards\nmore", now=1001)
+    w.observe("writer", 503, "no shards", now=1005)
+    assert w.overdue(now=1005.5) == []
+    assert w.overdue(now=1006.5) == [("writer", "unhealthy for 5.5s (/healthz 503: no shards)")]
+    assert w.overdue(now=1100) == []  # forgotten until started again
+
+
+def test_a_200_between_failures_starts_the_count_again():
+    w = _watch(unhealthy_s=5, start_grace_s=60)
+    w.observe("writer", 200, "ok", now=1000)
+    w.observe("writer", 0, "connection refused", now=1001)
+    w.observe("writer", 200, "ok", now=1004)
+    w.observe("writer", 503, "x", now=1005)
+    assert w.overdue(now=1009) == []
+    assert [n for n, _ in w.overdue(now=1010.5)] == ["writer"]
+
+
+def test_never_healthy_within_the_start_grace():
+    w = _watch(unhealthy_s=5, start_grace_s=60)
+    t0 = w._started["writer"]
+    w.observe("writer", 503, "starting", now=t0 + 1)
+    assert w.overdue(now=t0 + 59) == []
+    assert w.overdue(now=t0 + 61) == [("writer", "not healthy within 60s of its start (/healthz 503: starting)")]
+
+
+def test_a_stopped_service_is_not_judged():
+    w = _watch(unhealthy_s=5, start_grace_s=60)
+    w.observe("writer", 200, "ok", now=1000)
+    w.forget("writer")
+    w.observe("writer", 0, "refused", now=1001)
+    assert w.overdue(now=2000) == []
