@@ -310,14 +310,17 @@ class ShardKeeper:
             await self._on_release(shard, why)
 
     def refused(self, shard: int, reason: str = "refused") -> None:
-        """A write of `shard` was refused by its fence: the service already stopped it;
-        forget it here (counted, logged) and look again at the next renewal."""
+        """A write of `shard` was refused by its fence (`reason` "conflict": its data moved
+        under the service, decision 0071): the service stopped that part; forget it here,
+        stop the rest and take it again if still ours at the next renewal (counted, logged)."""
         if self.owned.pop(shard, None) is not None:
             self._m.lost.labels(kind=self.kind, reason=reason).inc()
-            logger.error("%s shard %d: a newer owner fenced it; no longer served by %s", self.kind, shard,
-                         self.node_id)
+            logger.error("%s shard %d: stopped by its service (%s); no longer served by %s", self.kind, shard,
+                         reason, self.node_id)
             self._refused.add(shard)  # the rest of it (presence, links) stops in the next tick, first
             self._changed.set()  # look at the registry again now
+        elif shard in self._starting:  # issue 33: else its start would make it served, half stopped
+            self._lost_starting.add(shard)
 
     async def stop(self) -> None:
         """Clean stop: stop serving, release every shard and leave (best effort: a lease

@@ -119,22 +119,26 @@ class SessionStore(Protocol):
         """Drop rows of `pending_first` once they are in CQL."""
         ...
 
-    async def checkpoint_bind(self, shard: int, binding: str, owner_epoch: int) -> Checkpoint:
+    async def checkpoint_bind(self, shard: int, binding: str, owner_epoch: int, tenure: str = "") -> Checkpoint:
         """Fence session shard `shard` at `owner_epoch` (NotOwner when a higher one is
-        there), then create its checkpoint at offset 0 when absent, else resume it
-        (MISMATCH when bound to something else)."""
+        there) and name this acquisition `tenure` (a token unique to it, "" none), then
+        create its checkpoint at offset 0 when absent, else resume it (MISMATCH when
+        bound to something else). Writes naming an earlier tenure are refused from then
+        on (issue 33: the same owner taking a shard back keeps its owner_epoch)."""
         ...
 
-    async def checkpoint_advance(self, shard: int, binding: str, owner_epoch: int, expected: int, new: int) -> None:
+    async def checkpoint_advance(self, shard: int, binding: str, owner_epoch: int, expected: int, new: int,
+                                 tenure: str = "") -> None:
         """Compare-and-set the shard's next offset from `expected` to `new`; a retry whose
-        value is already stored (a lost reply) succeeds. NotOwner for a stale epoch,
-        else CheckpointConflict (another writer, or rebound)."""
+        value is already stored (a lost reply) succeeds. NotOwner for a stale epoch or
+        tenure (`tenure` "" is not checked), else CheckpointConflict (another writer, or rebound)."""
         ...
 
     async def project(self, binding: str, moves: dict[int, tuple[int, int, int]],
-                      regs: Sequence[Registration]) -> int:
+                      regs: Sequence[Registration], tenures: Optional[dict[int, str]] = None) -> int:
         """One durable projection batch: write every registration, then compare-and-set
-        each shard's checkpoint, `moves` = {shard: (owner_epoch, expected, new)}, as
+        each shard's checkpoint, `moves` = {shard: (owner_epoch, expected, new)}, under
+        `tenures` = {shard: the tenure its checkpoint was bound with} when given, as
         `checkpoint_advance` (same errors, a lost reply's retry passes), in one round
         trip; no checkpoint moves unless every registration was written. How many
         conversations were new for their user."""

@@ -16,11 +16,22 @@ the high watermark seen when it was taken. Shards come from the node's ShardKeep
 that shard at once (`on_lost`). Without a registry (tests) `start()` takes the shards
 given at construction.
 
+Each acquisition of a shard is a tenure (issue 33): `add_shard` binds the checkpoint
+under a token of its own, and a batch writes only the shards whose tenure it read its
+records under. A write of an earlier tenure (a batch still retrying across a lapse and
+a re-acquire, or one landing late) is refused by the checkpoint's tenure and never moves
+the new tenure's position: the same owner taking a shard back keeps its owner_epoch, so
+the fence alone cannot tell the two apart. A checkpoint that moved under a tenure all the
+same (QIM_CKPT_CONFLICT, QIM_CKPT_BINDING: a bug, or a hand edit) stops that shard and
+hands it back through `on_lost(shard, "conflict")`: the keeper takes it again from a
+fresh read, the other shards keep running.
+
 Fails closed — stays up, not ready, the reason in /healthz and in UNAVAILABLE replies —
 when a checkpoint is bound to another cluster id, topic id or partition count; when
 the topic has no topic id or not QIM_MAILBOX_SHARD_COUNT partitions; when a checkpoint
 offset is below the retained log start (records lost to retention) or past the log end
-(topic re-created); when a checkpoint moved under us; on an undecodable dispatch record.
+(topic re-created); on an undecodable dispatch record (an operator decides: a restart
+would find the same). Without `on_lost` (tests), a checkpoint moved under us too.
 Redis and broker outages are retried with backoff.
 """
 
@@ -28,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from typing import Callable, Optional, Sequence
 
 from qim.consts import DISPATCH_TOPIC, KAFKA_BATCH_FETCH, KAFKA_CONSUME_WAIT_S, SESSION_CONSUME_BATCH
@@ -36,7 +48,7 @@ from qim.infra.kafka.bridge import AsyncConsumer, topic_identity
 from qim.obs.logcontext import bind, tracer
 from qim.services.session.metrics import SessionMetrics
 from qim.services.session.register import Message, Registration, kind_of, registrations
-from qim.stores.errors import NotOwner, StorageError
+from qim.stores.errors import CheckpointConflict, NotOwner, StorageError
 from qim.stores.sessions import SessionStore
 from qim.wire import dispatch as dispatch_record
 
@@ -48,8 +60,9 @@ IDENTITY_WAIT_S = 60.0
 class DurableProjector:
     """`start()` binds to the topic; `run()` consumes until cancelled or failed closed.
     `on_registered(regs)` is called after each batch's store writes (cache marks);
-    `on_lost(shard, reason)` when a fence refused a checkpoint write. `shards`: what
-    `start()` takes without a registry."""
+    `on_lost(shard, reason)` when a shard stopped here ("refused": a newer owner's fence;
+    "conflict": its checkpoint moved under it, take it again from a fresh read).
+    `shards`: what `start()` takes without a registry."""
 
     def __init__(self, bootstrap: str, sessions: SessionStore, shard_count: int,
                  on_registered: Callable[[list[Registration]], None], metrics: Optional[SessionMetrics] = None,
@@ -67,6 +80,7 @@ class DurableProjector:
         self._binding = ""
         self.next: dict[int, int] = {}  # served shard -> next offset of its partition
         self.fences: dict[int, int] = {}  # served shard -> owner_epoch
+        self.tenures: dict[int, str] = {}  # served shard -> the token its checkpoint was bound with
         self.catch_up_to: dict[int, int] = {}
         self.stopped = ""
         self.running = False
@@ -127,7 +141,9 @@ class DurableProjector:
         outage; a checkpoint that must not be used fails the projection closed."""
         if self.stopped:  # held (MARK_READ is served), never projected: the reason is in /healthz
             return
-        ckpt = await self._sessions.checkpoint_bind(shard, self._binding, owner_epoch)
+        self._forget(shard)  # a batch of an earlier tenure must see at once that it ended
+        tenure = secrets.token_hex(8)
+        ckpt = await self._sessions.checkpoint_bind(shard, self._binding, owner_epoch, tenure)
         if ckpt.status == "MISMATCH":
             return self._fail_closed(f"shard {shard}: checkpoint bound to {ckpt.binding}, the broker has "
                                      f"{self._binding}")
@@ -137,7 +153,10 @@ class DurableProjector:
             return self._fail_closed(f"partition {shard}: checkpoint {start} below the retained log start {low}")
         if start > high:
             return self._fail_closed(f"partition {shard}: checkpoint {start} past the log end {high}")
+        # the position of THIS acquisition: whatever an earlier tenure's batch still does,
+        # it no longer touches these (module doc; issue 33)
         self.next[shard], self.fences[shard], self.catch_up_to[shard] = start, owner_epoch, high
+        self.tenures[shard] = tenure
         try:
             await self._consumer.add_partitions(DISPATCH_TOPIC, {shard: start})
         except BaseException:
@@ -150,6 +169,7 @@ class DurableProjector:
         self.next.pop(shard, None)
         self.fences.pop(shard, None)
         self.catch_up_to.pop(shard, None)
+        self.tenures.pop(shard, None)
 
     async def remove_shard(self, shard: int, reason: str) -> None:
         """Stop projecting `shard` at once (records of it still queued are ignored).
@@ -203,36 +223,57 @@ class DurableProjector:
                 return self._fail_closed(f"partition {part} offset {off}: {exc}")
             advance[part] = off + 1
             count += 1
+        # the tenure each partition's records were read under, and its fence and position
+        read_under = {p: (self.tenures[p], self.fences[p], self.next[p]) for p in advance}
         delay = 0.2
         batch: list[Registration] = []
         parts: set[int] = set()  # the partitions `batch` was built from
-        while advance:
-            moves = {p: (self.fences[p], self.next[p], new) for p, new in advance.items() if p in self.next}
+        while True:
+            # only the shards still in the tenure their records were read under: one given
+            # up (and maybe taken again) while this batch retried is the new tenure's to project
+            moves = {p: (read_under[p][1], read_under[p][2], new) for p, new in advance.items()
+                     if self.tenures.get(p) == read_under[p][0]}
+            if not moves:
+                return
             if set(moves) != parts:  # built once per batch, again only when a shard left it
                 parts = set(moves)
                 batch = registrations([m for p in moves for m in messages.get(p, [])], _everyone)
             try:
                 # registrations then every checkpoint's fenced compare-and-set, one round
                 # trip per poll (no per-record round trip); a retry after a lost reply finds its own values
-                await self._sessions.project(self._binding, moves, batch)
+                await self._sessions.project(self._binding, moves, batch,
+                                             tenures={p: read_under[p][0] for p in moves})
                 break
-            except NotOwner as exc:  # a newer owner fenced that shard: stop it, keep the others
+            except NotOwner as exc:
                 shard = exc.shard if exc.shard is not None else min(moves)
+                advance.pop(shard, None)
+                if self.tenures.get(shard) != read_under[shard][0]:  # a write of an earlier tenure: dropped
+                    self._m.stale_writes.inc()
+                    logger.info("session shard %d: a checkpoint write of its previous tenure refused (%s)", shard,
+                                exc.message)
+                    continue
+                # a newer owner fenced that shard: stop it, keep the others
                 logger.error("session shard %d: checkpoint write refused (%s); stopping the shard", shard,
                              exc.message)
                 self._m.fenced.inc()
-                await self.remove_shard(shard, "refused by a newer owner's fence")
-                if self._on_lost is not None:
-                    self._on_lost(shard, "refused")
-                advance.pop(shard, None)
+                await self._lose(shard, "refused by a newer owner's fence", "refused")
             except EngineError as exc:  # StoreUnavailable: nothing moved, retry the batch
                 self._m.durable_retries.inc()
                 logger.warning("durable projection batch failed (%s); retrying", exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
-            except StorageError as exc:  # the checkpoint was rebound or moved under us
+            except CheckpointConflict as exc:  # the checkpoint was rebound or moved under this tenure
+                if self._on_lost is None:
+                    return self._fail_closed(f"checkpoint: {exc.reason or 'refused'} {exc.message}")
+                shard = _named_shard(exc.message, moves)
+                advance.pop(shard, None)
+                logger.error("session shard %d: %s %s; projecting it again from a fresh read", shard,
+                             exc.reason, exc.message)
+                self._m.shard_restarts.inc()
+                await self._lose(shard, "checkpoint moved under its projection", "conflict")
+            except StorageError as exc:  # a corrupt checkpoint: an operator decides
                 return self._fail_closed(f"checkpoint: {exc.reason or 'refused'} {exc.message}")
-        served = {p: new for p, new in advance.items() if p in self.next}
+        served = {p: advance[p] for p in moves if self.tenures.get(p) == read_under[p][0]}
         if not served:
             return
         self.next.update(served)
@@ -241,6 +282,13 @@ class DurableProjector:
         self._m.dispatch_records.inc(count)
         self._m.registrations.labels(path="durable").inc(len(done))
         self._on_registered(done)
+
+    async def _lose(self, shard: int, why: str, reason: str) -> None:
+        """Stop projecting `shard` and tell the keeper (`on_lost`), which stops its other
+        parts and, for "conflict", takes it again from a fresh read."""
+        await self.remove_shard(shard, why)
+        if self._on_lost is not None:
+            self._on_lost(shard, reason)
 
     async def lag_loop(self, period_s: float = 5.0) -> None:
         """Export the durable projection's lag over every dispatch partition."""
@@ -257,6 +305,15 @@ class DurableProjector:
     async def close(self) -> None:
         """Close the dispatch consumer."""
         await self._consumer.close()
+
+
+def _named_shard(message: str, moves: dict[int, tuple[int, int, int]]) -> int:
+    """The shard a checkpoint refusal names ("shard=<s> ..." from session_project.lua),
+    else the lowest shard of the call."""
+    head = message.split(" ", 1)[0]
+    if head.startswith("shard=") and head[6:].isdigit() and int(head[6:]) in moves:
+        return int(head[6:])
+    return min(moves)
 
 
 def _everyone(user: int) -> bool:

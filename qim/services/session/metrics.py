@@ -30,6 +30,11 @@ class SessionMetrics(MetricSet):
                                          "qim.presence records that did not decode (skipped)")
         self.fenced = self.counter("qim_session_fenced_writes",
                                    "Checkpoint writes refused because a newer owner fenced the shard")
+        # issue 33: a shard given up and taken again while a batch was being written
+        self.stale_writes = self.counter("qim_session_stale_tenure_writes",
+                                         "Checkpoint writes of an earlier tenure of a shard, refused or dropped")
+        self.shard_restarts = self.counter("qim_session_shard_restarts",
+                                           "Session shards projected again from a fresh read (checkpoint moved)")
         self.mark_reads = self.counter("qim_session_mark_read", "MARK_READ calls", ["moved"])
         self.projection_dropped = self.counter("qim_session_projection_dropped", "Low-latency projections dropped",
                                                ["reason"])

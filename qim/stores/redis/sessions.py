@@ -57,13 +57,13 @@ class RedisSessionStore:
         return sum(int(x) for x in await self._scripts.call_many("session_register", calls))
 
     async def project(self, binding: str, moves: dict[int, tuple[int, int, int]],
-                      regs: Sequence[Registration]) -> int:
+                      regs: Sequence[Registration], tenures: Optional[dict[int, str]] = None) -> int:
         """SessionStore.project: session_project.lua, one round trip for a batch of up to
         SESSION_PROJECT_MAX_REGS registrations (the leading ones of a larger batch go
         first through `register`, one more pipelined round trip): the checkpoints move
         only after every registration ran. NotOwner / CheckpointConflict as
-        checkpoint_advance; a retry after a lost reply finds its own offsets and passes
-        (returns 0)."""
+        checkpoint_advance (a stale tenure is NotOwner too); a retry after a lost reply
+        finds its own offsets and passes (returns 0)."""
         head, tail = regs[:-SESSION_PROJECT_MAX_REGS], regs[-SESSION_PROJECT_MAX_REGS:]
         added = await self.register(head) if head else 0
         shards = sorted(moves)
@@ -71,7 +71,7 @@ class RedisSessionStore:
         args: list = [binding, len(shards), "1" if self.first_registrations else "0"]
         for shard in shards:
             epoch, expected, new = moves[shard]
-            args += [shard, epoch, str(expected), str(new)]
+            args += [shard, epoch, (tenures or {}).get(shard, ""), str(expected), str(new)]
         for r in tail:
             keys += self._reg_keys(r)
             args += self._reg_args(r)
@@ -164,22 +164,24 @@ class RedisSessionStore:
             got = await self._redis.mget([name_key(tenant, u) for u in users])
         return [(n or b"").decode("utf-8", errors="replace") for n in got]
 
-    async def checkpoint_bind(self, shard: int, binding: str, owner_epoch: int) -> Checkpoint:
+    async def checkpoint_bind(self, shard: int, binding: str, owner_epoch: int, tenure: str = "") -> Checkpoint:
         """SessionStore.checkpoint_bind: session_checkpoint.lua init."""
         keys = [session_shard_checkpoint_key(shard), LEGACY_CHECKPOINT]
-        res = await self._scripts.call("session_checkpoint", keys, ["init", binding, shard, owner_epoch, f"p{shard}"])
+        res = await self._scripts.call("session_checkpoint", keys,
+                                       ["init", binding, shard, owner_epoch, f"p{shard}", tenure])
         status = res[0].decode()
         if status == "MISMATCH":
             return Checkpoint(status, res[1].decode(errors="replace"))
         return Checkpoint(status, binding, [int(res[1])])
 
-    async def checkpoint_advance(self, shard: int, binding: str, owner_epoch: int, expected: int, new: int) -> None:
+    async def checkpoint_advance(self, shard: int, binding: str, owner_epoch: int, expected: int, new: int,
+                                 tenure: str = "") -> None:
         """SessionStore.checkpoint_advance: session_checkpoint.lua advance; on
         QIM_CKPT_CONFLICT the stored offset is read back (a lost reply of our own write passes)."""
         key = session_shard_checkpoint_key(shard)
         try:
             await self._scripts.call("session_checkpoint", [key],
-                                     ["advance", binding, shard, owner_epoch, str(expected), str(new)])
+                                     ["advance", binding, shard, owner_epoch, str(expected), str(new), tenure])
         except CheckpointConflict as exc:
             if exc.reason != "QIM_CKPT_CONFLICT":  # rebound under us: never our own write
                 raise
