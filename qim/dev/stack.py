@@ -33,7 +33,6 @@ from typing import Mapping, Optional
 from mirakuru.exceptions import ProcessExitedWithError, ProcessFinishedWithError
 
 from qim.consts import TOKEN_AUDIENCE_DEFAULT, WS_PATH
-from qim.dev import progress
 from qim.dev._proc import Launcher, death_wrapper, pid_alive, pid_cwd, stop_pid
 from qim.dev.certs import CLIENT_PORT, DEV_SERVICES, DevPki, ensure_dev_pki
 from qim.dev.devkeys import KEY_FILE as DEV_KEY_FILE
@@ -113,12 +112,20 @@ class Stack:
 
     def client_env(self) -> dict[str, str]:
         """The variables of stack.env: what a client or qimctl needs after sourcing it
-        (QIM_GATEWAY_WS_ADDR / QIM_GATEWAY_WSS_ADDR: the WebSocket endpoints)."""
+        (QIM_GATEWAY_WS_ADDR / QIM_GATEWAY_WSS_ADDR: the WebSocket endpoints;
+        QIM_GATEWAY_ADDRS / QIM_GATEWAY_WS_ADDRS: every gateway's; QIM_DEPLOYMENT: the
+        name the clients' local stores are kept under)."""
         client_env = {"QIM_GATEWAY_ADDR": self.gateway_addr, "QIM_GATEWAY_ADDRS": ",".join(self.gateway_addrs),
                       "QIM_DEV_TOKEN_KEY": self.token_key}
         ws_listen = self.instance_env[GATEWAY].get("QIM_GATEWAY_WS_LISTEN")
         if ws_listen:
             client_env["QIM_GATEWAY_WS_ADDR"] = f"ws://{ws_listen}{WS_PATH}"
+        ws_all = [f"ws://{env['QIM_GATEWAY_WS_LISTEN']}{WS_PATH}" for name, env in self.instance_env.items()
+                  if name.rstrip("0123456789") == GATEWAY and env.get("QIM_GATEWAY_WS_LISTEN")]
+        if ws_all:  # every gateway's, for a page that fails over (docs/decisions/0082)
+            client_env["QIM_GATEWAY_WS_ADDRS"] = ",".join(ws_all)
+        # the stores of this stack's clients are its, whichever gateway they use (0082)
+        client_env["QIM_DEPLOYMENT"] = self.gateway_addr
         if self.tls:
             client_env["QIM_GATEWAY_WSS_ADDR"] = f"wss://{self.gateway_addr}{WS_PATH}"
         client_env.update({k: self.env[k] for k in CLIENT_VARS if k in self.env})
@@ -217,7 +224,6 @@ class Stack:
             status, body = self.healthz(name)
             if status == 200:
                 pending.pop(0)
-                progress.note(f"{name} ready")
                 continue
             if time.monotonic() > deadline:
                 raise EngineError(f"{name} not ready after {timeout}s ({status} "
