@@ -30,8 +30,8 @@ from qim.errors import ConfigError, ErrorCode, QimError, TlsError
 from qim.net.framed import parse_addr
 from qim.net.tls import HandshakeFailed
 from qim.sdk import Client, ConnectionLost
-from qim.sdk.identity import DATA_DIR_ENV, default_data_dir, device_identity
 from qim.sdk.gateways import parse_endpoints
+from qim.sdk.identity import DATA_DIR_ENV, default_data_dir, device_identity
 from qim.sdk.model import StoreError
 from qim.wire.devtoken import KEY_ENV, dev_key_from_env, issue_dev_token, token_claims
 from qim.wire.names import check_name
@@ -148,7 +148,7 @@ async def _login(args: argparse.Namespace) -> Client:
             ident = await device_identity(endpoints, args.tenant, args.user, args.data_dir, args.device,
                                           args.deployment)
         except StoreError as exc:
-            raise UsageError(str(exc)) from None
+            raise UsageError(_second_device(str(exc), args.device)) from None
         except OSError as exc:  # the directory cannot be made or written (permissions, a full disk)
             raise UsageError(f"--data-dir {args.data_dir}: {exc.strerror or exc}") from None
         tenant, user, device, name = args.tenant, args.user, ident.device_id, args.name
@@ -163,7 +163,9 @@ async def _login(args: argparse.Namespace) -> Client:
         client = await Client.open(endpoints, token, data_dir=args.data_dir, deployment=args.deployment,
                                    token_provider=provider,
                                    ssl_context=tls, plaintext=tls is None)
-    except (StoreError, OSError) as exc:
+    except StoreError as exc:
+        raise UsageError(_second_device(f"local store: {exc}", None)) from None
+    except OSError as exc:
         raise UsageError(f"local store: {exc}") from None
     try:
         await asyncio.wait_for(client.connect(), args.connect_timeout)
@@ -174,6 +176,16 @@ async def _login(args: argparse.Namespace) -> Client:
         await client.close()
         raise UsageError(connect_error(args.endpoint, bool(args.plaintext), exc)) from None
     return client
+
+
+def _second_device(refusal: str, device) -> str:
+    """A store of another device: name the option that makes a second device of the same
+    user on this machine (each device keeps its own store: docs/desktop.md "A second device")."""
+    if "belongs to device" not in refusal:
+        return refusal
+    what = f"--device {device}" if device is not None else "this token's device"
+    return (f"{refusal}. For a second device of this user on this machine, give {what} its own "
+            "store: add --data-dir DIR (another directory, e.g. ~/.local/share/qim-2)")
 
 
 def _check_data_dir(path: str) -> None:

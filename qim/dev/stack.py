@@ -33,6 +33,7 @@ from typing import Mapping, Optional
 from mirakuru.exceptions import ProcessExitedWithError, ProcessFinishedWithError
 
 from qim.consts import TOKEN_AUDIENCE_DEFAULT, WS_PATH
+from qim.dev import progress
 from qim.dev._proc import Launcher, death_wrapper, pid_alive, pid_cwd, stop_pid
 from qim.dev.certs import CLIENT_PORT, DEV_SERVICES, DevPki, ensure_dev_pki
 from qim.dev.devkeys import KEY_FILE as DEV_KEY_FILE
@@ -224,6 +225,7 @@ class Stack:
             status, body = self.healthz(name)
             if status == 200:
                 pending.pop(0)
+                progress.note(f"{name} ready")
                 continue
             if time.monotonic() > deadline:
                 raise EngineError(f"{name} not ready after {timeout}s ({status} "
