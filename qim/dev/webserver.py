@@ -1,14 +1,17 @@
 """qim-web: the development server of the QIM web client (web/, docs/sdk.md "qim-js").
 
 Serves the built page (web/dist, made by `make web-build`), `/config.json` (the
-gateway's WebSocket address the page connects to) and, when a development token key
+WebSocket address of every gateway, in order: `gateways`; the first also as `gateway`
+and as the `deployment` the page's store is named after, so the page fails over
+without becoming a new device: docs/decisions/0082) and, when a development token key
 is configured, `POST /api/dev-token` {"user", "device", "name"} → {"token"}: a token
 signed with the development key exactly as `qimctl token` signs one (1 h). Ids travel
 as decimal strings (64-bit values never pass through a JSON number). Loopback only:
 it refuses to bind another address, since it hands out tokens. Bad input gets a 400
 with a one-line {"error"}; nothing is logged about tokens.
 
-Config: --gateway-ws (else $QIM_GATEWAY_WS_ADDR), --port (else $QIM_WEB_PORT, else 8088),
+Config: --gateway-ws, one URL or several comma-separated (else $QIM_GATEWAY_WS_ADDRS,
+else $QIM_GATEWAY_WS_ADDR), --port (else $QIM_WEB_PORT, else 8088),
 --dist (else web/dist of the checkout), $QIM_DEV_TOKEN_KEY (the key's path; without
 it the page takes pasted tokens only), $QIM_DEV_TENANT (tenant of issued tokens, 0).
 """
@@ -122,16 +125,29 @@ def make_handler(dist: Path, config: dict, tokens: Optional[Callable[[dict], str
     return Handler
 
 
+def gateway_urls(value: str) -> list[str]:
+    """The WebSocket URLs of a comma-separated list; ValueError naming a bad one or none."""
+    urls = [u.strip() for u in value.split(",") if u.strip()]
+    if not urls:
+        raise ValueError("no gateway WebSocket URL given")
+    for url in urls:
+        if not url.startswith(("ws://", "wss://")):
+            raise ValueError(f"{url!r} is not a ws:// or wss:// URL")
+    return urls
+
+
 def serve(host: str, port: int, dist: Path, gateway_ws: str, key: Optional[str],
           tenant: int = 0) -> ThreadingHTTPServer:
     """Start qim-web in a thread; returns the server (`.server_address`, `.shutdown()`).
-    ValueError for a non-loopback host or a missing dist directory."""
+    `gateway_ws`: one ws:// or wss:// URL or several comma-separated. ValueError for a
+    non-loopback host, a missing dist directory or a URL that is not ws:// or wss://."""
     if not ipaddress.ip_address(host).is_loopback:
         raise ValueError(f"qim-web serves loopback only, not {host}")
     if not (dist / "index.html").is_file():
         raise ValueError(f"{dist}/index.html is missing: run `make web-build` first")
     tokens = (lambda req: token_for(key, tenant, req)) if key else None
-    config = {"gateway": gateway_ws, "devTokens": tokens is not None}
+    gateways = gateway_urls(gateway_ws)
+    config = {"gateway": gateways[0], "gateways": gateways, "deployment": gateways[0], "devTokens": tokens is not None}
     httpd = ThreadingHTTPServer((host, port), make_handler(dist, config, tokens))
     threading.Thread(target=httpd.serve_forever, name="qim-web", daemon=True).start()
     return httpd
@@ -143,11 +159,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=int(os.environ.get("QIM_WEB_PORT") or DEFAULT_PORT))
     p.add_argument("--dist", type=Path, default=DIST)
-    p.add_argument("--gateway-ws", default=os.environ.get("QIM_GATEWAY_WS_ADDR", ""),
-                   help="the gateway's WebSocket URL (default $QIM_GATEWAY_WS_ADDR)")
+    p.add_argument("--gateway-ws", default=os.environ.get("QIM_GATEWAY_WS_ADDRS") or os.environ.get(
+        "QIM_GATEWAY_WS_ADDR", ""), help="every gateway's WebSocket URL, comma-separated, in order "
+                                         "(default $QIM_GATEWAY_WS_ADDRS, else $QIM_GATEWAY_WS_ADDR)")
     args = p.parse_args(argv)
-    if not args.gateway_ws.startswith(("ws://", "wss://")):
-        print("qim-web: --gateway-ws (or $QIM_GATEWAY_WS_ADDR) must be a ws:// or wss:// URL", file=sys.stderr)
+    try:
+        gateway_urls(args.gateway_ws)
+    except ValueError as exc:
+        print(f"qim-web: --gateway-ws (or $QIM_GATEWAY_WS_ADDRS): {exc}: give ws:// or wss:// URLs", file=sys.stderr)
         return 2
     try:
         httpd = serve(args.host, args.port, args.dist, args.gateway_ws, os.environ.get("QIM_DEV_TOKEN_KEY"),
@@ -156,7 +175,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"qim-web: {exc}", file=sys.stderr)
         return 2
     host, port = str(httpd.server_address[0]), int(httpd.server_address[1])
-    print(f"qim-web: http://{host}:{port}/ (gateway {args.gateway_ws})", flush=True)
+    print(f"qim-web: http://{host}:{port}/ (gateways {args.gateway_ws})", flush=True)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:

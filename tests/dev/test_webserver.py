@@ -38,7 +38,8 @@ def get(url: str, data: bytes | None = None) -> tuple[int, bytes]:
 def test_serves_the_page_and_its_config(site):
     assert get(site + "/") == (200, b"<!doctype html><title>QIM</title>")
     status, body = get(site + "/config.json")
-    assert status == 200 and json.loads(body) == {"gateway": "ws://127.0.0.1:1/qim", "devTokens": True}
+    assert status == 200 and json.loads(body) == {"gateway": "ws://127.0.0.1:1/qim", "gateways": ["ws://127.0.0.1:1/qim"],
+                                                  "deployment": "ws://127.0.0.1:1/qim", "devTokens": True}
     assert get(site + "/../secret.txt")[0] == 404
     assert get(site + "/%2e%2e/secret.txt")[0] == 404
 
@@ -60,3 +61,20 @@ def test_loopback_only(tmp_path):
     (tmp_path / "index.html").write_text("x")
     with pytest.raises(ValueError, match="loopback"):
         serve("0.0.0.0", 0, tmp_path, "ws://127.0.0.1:1/", None)
+
+
+def test_every_gateway_goes_to_the_page_in_order(tmp_path):
+    """Issue 34 item 2 (docs/decisions/0082): the page gets every gateway's WebSocket URL
+    to fail over, and names its store after the first (the deployment)."""
+    (tmp_path / "index.html").write_text("x")
+    two = "ws://127.0.0.1:1/qim/ws, ws://127.0.0.1:2/qim/ws"
+    httpd = serve("127.0.0.1", 0, tmp_path, two, None)
+    try:
+        status, body = get(f"http://127.0.0.1:{httpd.server_address[1]}/config.json")
+    finally:
+        httpd.shutdown()
+    got = json.loads(body)
+    assert status == 200 and got["gateways"] == ["ws://127.0.0.1:1/qim/ws", "ws://127.0.0.1:2/qim/ws"]
+    assert got["gateway"] == got["deployment"] == "ws://127.0.0.1:1/qim/ws"
+    with pytest.raises(ValueError, match="not a ws://"):
+        serve("127.0.0.1", 0, tmp_path, "ws://127.0.0.1:1/qim/ws,127.0.0.1:2", None)
