@@ -8,11 +8,12 @@ import pytest
 
 from qim._core import ids
 from qim.consts import HLC_CEILING_SLACK_MS
-from qim.errors import RequestError
+from qim.errors import ErrorCode, RequestError
 from qim.infra.redis.client import connect
 from qim.services.writer import hlc
 from qim.services.writer.hlc import HlcClock
 from qim.stores.redis.leases import RedisClockLeases
+from qim.wire.errors import UNFIT_MARK
 
 
 def key(mid: bytes) -> tuple[int, int]:
@@ -70,4 +71,24 @@ async def test_a_restart_continues_above_every_issued_id_without_jumping_a_windo
         # above the cluster ceiling (now + HLC_CEILING_SLACK_MS at most), not above the old
         # window's end (now + 60 s): ids stay near wall time after a restart
         assert ms - hlc.now_ms() <= 3 * HLC_CEILING_SLACK_MS
+    await redis.aclose()
+
+
+async def test_a_clock_that_woke_past_its_ceiling_publishes_it_instead_of_refusing(engines, monkeypatch):
+    """A writer paused longer than the ceiling's slack (SIGSTOP, a held VM) wakes above the
+    ceiling it published: `next_id` says so (CeilingPassed, a NodeUnfit) and
+    `raise_ceiling` publishes a new one, after which ids flow, never above it
+    (docs/decisions/0079-writer-failover.md; before, every queued send was refused)."""
+    redis = connect(engines.redis_addr)
+    clock = await new_clock(redis, 0)
+    clock.next_id()
+    real = hlc.now_ms()
+    monkeypatch.setattr(hlc, "now_ms", lambda: real + 3 * HLC_CEILING_SLACK_MS)  # 15 s passed unseen
+    with pytest.raises(hlc.CeilingPassed) as refused:
+        clock.next_id()
+    assert refused.value.code == ErrorCode.UNAVAILABLE and refused.value.message.startswith(UNFIT_MARK)
+    await clock.raise_ceiling()
+    mid, ms = clock.next_id()
+    assert ms >= real + 3 * HLC_CEILING_SLACK_MS and ms <= clock._ceiling
+    assert ids.split_message_id(mid)[3] == clock.writer_id
     await redis.aclose()
