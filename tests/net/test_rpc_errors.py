@@ -39,3 +39,28 @@ async def test_an_unreachable_peer_is_unavailable_not_remote():
     with pytest.raises(RequestError) as exc:
         await client.call(Opcode.WRITER_SEND, b"x")
     assert exc.value.code == ErrorCode.UNAVAILABLE and not isinstance(exc.value, RemoteError)
+
+
+async def test_any_error_of_one_connect_is_unavailable_and_the_next_connect_works(monkeypatch):
+    # issue 33 item 2 (decision 0073): uvloop raised RuntimeError on a transport closed
+    # under the connect; a caller must see UNAVAILABLE (retry, fail over), never the
+    # RuntimeError. A real server; the first connect's wrapping fails as uvloop's did.
+    import qim.net.rpc as rpc
+
+    server = await serve_rpc("127.0.0.1", 0, handler, 8)
+    real = rpc.open_framed
+    failures = [RuntimeError("unable to perform operation on <TCPTransport closed=True>")]
+
+    async def flaky(*args, **kw):
+        if failures:
+            raise failures.pop()
+        return await real(*args, **kw)
+
+    monkeypatch.setattr(rpc, "open_framed", flaky)
+    client = RpcClient("127.0.0.1:%d" % server.sockets[0].getsockname()[1])
+    with pytest.raises(RequestError) as exc:
+        await client.call(Opcode.WRITER_SEND, b"x")
+    assert exc.value.code == ErrorCode.UNAVAILABLE and "RuntimeError" in exc.value.message
+    assert await client.call(Opcode.WRITER_SEND, b"y") == (Opcode.SEND_ACK, b"ok:y")
+    await client.close()
+    server.close()
