@@ -131,3 +131,23 @@ def test_another_devices_store_names_the_option_for_a_second_device(tmp_path):
     done = run("qim-desktop", "--user", "6", "--device", "2", "--key", a_key_file(tmp_path / "key.pem"),
                "--endpoint", endpoint, "--data-dir", str(tmp_path))
     one_line_error(done, "belongs to device 1", "--device 2", "--data-dir")
+
+
+async def test_a_group_preview_names_its_sender_when_the_app_starts(stack, tmp_path):
+    a, named = users(2)
+    carol = await client(stack, tmp_path, named, display_name="Carol")
+    await carol.connect()
+    group = await carol.create_group([a], title="Lunch")
+    await carol.send_text(group.conversation_id, "hi all")
+    c = await client(stack, tmp_path, a, name="-desktop", event_queue=True, on_event=None)
+    await c.connect()
+    await eventually(lambda: any(m.body == b"hi all" for m in c.store.messages(group.conversation_id)),
+                     what="the message stored")
+    while not c.events.empty():  # told in an earlier run of the app: this run starts from the store
+        c.events.get_nowait()
+    app = ChatApp(c)
+    async with app.run_test(size=SIZE) as pilot:
+        await eventually(lambda: "Carol: hi all" in app.list_text(), what="the preview's sender named")
+        assert f"{named}: hi all" not in app.list_text()
+        await pilot.press("ctrl+q")
+    await close_all(carol, c)
