@@ -20,6 +20,10 @@ import { deviceWords, kickLabel, kickWords, stateWords, storageWords } from "./w
 
 interface Config {
   gateway: string;
+  /** Every gateway's WebSocket URL, in order: the page moves to the next on failure (decision 0082). */
+  gateways?: string[];
+  /** The name the page's store is kept under, whichever gateway is in use. */
+  deployment?: string;
   devTokens: boolean;
 }
 
@@ -119,7 +123,8 @@ async function signIn(s: Saved, canRedraw = false): Promise<void> {
   const claims = tokenClaims(token);
   const session = { user: String(claims.userId), name: claims.name || s.name, device: String(claims.deviceId), token };
   save(session);
-  const c = await Client.open(config.gateway, token, {
+  const c = await Client.open(config.gateways?.length ? config.gateways : config.gateway, token, {
+    deployment: config.deployment,
     tokenProvider: config.devTokens ? () => devToken(session.user, session.name, session.device) : undefined,
   });
   client = c;

@@ -1,6 +1,6 @@
 /**
  * Client: what a web app holds (the counterpart of qim.sdk.Client; docs/sdk.md "qim-js").
- * One user on one device at one gateway endpoint (ws:// in development, wss://), over
+ * One user on one device at one gateway endpoint or several (ws:// in development, wss://), over
  * a Runtime and the device's IndexedDB LocalStore. Identity comes from the token's
  * claims (`sub` user, `dev` device, `tenant` hex32, optional `name`); only the gateway
  * checks the signature. Errors: SendRefused (nothing stored), ServerError, NotConnected,
@@ -17,6 +17,7 @@ import { RecallMessageSchema, RecallOkSchema } from "../gen/qim/v1/message_pb";
 import { beBytes, concat, parseU64, toHex, utf8 } from "./bytes";
 import { ConnectionLost, NotConnected, retryable, SendRefused, ServerError } from "./errors";
 import type { Listener, SendAck } from "./events";
+import { parseEndpoints } from "./gateways";
 import { conversationIdDirect, conversationKind, KIND_DIRECT, KIND_GROUP } from "./ids";
 import type { Conversation, PendingSend, StoredMessage } from "./model";
 import { MAX_CUSTOM_TYPE_BYTES, MessageType, Op, PROFILES_MAX_IDS } from "./protocol";
@@ -59,6 +60,11 @@ export function tokenClaims(token: string): TokenClaims {
 export interface ClientOptions extends RuntimeOptions {
   /** An IndexedDB factory (fake-indexeddb in unit tests); the browser's by default. */
   idbFactory?: IDBFactory;
+  /**
+   * The name the store is kept under, whichever gateway is in use (decision 0082);
+   * default: the first endpoint.
+   */
+  deployment?: string;
 }
 
 /** The app-facing client of one device. */
@@ -73,10 +79,15 @@ export class Client {
     this.rooms = new Rooms(runtime);
   }
 
-  /** Open the device's store (identity from the token) and a runtime; connect() next. */
-  static async open(endpoint: string, token: string, opts: ClientOptions = {}): Promise<Client> {
+  /**
+   * Open the device's store (identity from the token; named after `opts.deployment`,
+   * else the first endpoint) and a runtime for `endpoint` — one WebSocket URL or several,
+   * the next on failure (gateways.ts); connect() next.
+   */
+  static async open(endpoint: string | readonly string[], token: string, opts: ClientOptions = {}): Promise<Client> {
     const claims = tokenClaims(token);
-    const store = await LocalStore.open(endpoint, claims.tenant, claims.userId, claims.deviceId, opts.idbFactory);
+    const scope = opts.deployment || parseEndpoints(endpoint)[0];
+    const store = await LocalStore.open(scope, claims.tenant, claims.userId, claims.deviceId, opts.idbFactory);
     return new Client(new Runtime(endpoint, token, store, opts), store, claims);
   }
 

@@ -18,6 +18,7 @@ import { ConnectionLost, Kicked, NotConnected, retryable, ServerError, StorageTr
 import type { ConnState, Listener, QimEvent, SendAck } from "./events";
 import type { ApplyResult } from "./model";
 import { KickReason, RATE_LIMITED_OPS } from "./protocol";
+import { dialWithin, Gateways } from "./gateways";
 import { Puller } from "./puller";
 import { reconnectLoop } from "./reconnect";
 import { RateGate } from "./rategate";
@@ -69,8 +70,12 @@ export class Runtime implements RuntimeCore, Reconnectable {
   private refreshToken = false;
   private stoppedBy: Error | null = null; // why the runtime stopped for good (until the next connect)
 
-  constructor(readonly endpoint: string, private token: string, readonly store: LocalStore,
+  /** The gateways, in order of preference; the next one on failure (gateways.ts, decision 0082). */
+  readonly gateways: Gateways;
+
+  constructor(endpoint: string | readonly string[], private token: string, readonly store: LocalStore,
     private readonly opts: RuntimeOptions = {}) {
+    this.gateways = new Gateways(endpoint);
     this.dial = opts.dial ?? dialWebSocket;
     this.timing = opts.timing ?? DEFAULT_TIMING;
     this.sendTimeoutMs = opts.sendTimeoutMs ?? 60000;
@@ -184,6 +189,11 @@ export class Runtime implements RuntimeCore, Reconnectable {
     this.conn = null;
   }
 
+  /** The gateway endpoint in use, or tried next. */
+  get endpoint(): string {
+    return this.gateways.current;
+  }
+
   /** Test and UI hook: cut the connection as a network failure would. */
   abortConnection(): void {
     this.conn?.abort("aborted by host");
@@ -198,7 +208,9 @@ export class Runtime implements RuntimeCore, Reconnectable {
   }
 
   async establish(reconnect = false): Promise<void> {
-    const conn = await Connection.open(this.dial, this.endpoint, await this.currentToken(), this.timing);
+    const token = await this.currentToken();
+    const dial = dialWithin(this.dial, this.timing.authTimeoutMs); // a frozen gateway never answers the upgrade
+    const [conn, endpoint] = await this.gateways.dial((ep) => Connection.open(dial, ep, token, this.timing));
     if (reconnect) this.stats.reconnects++;
     if (conn.auth.userId !== this.store.meta.userId || conn.auth.deviceId !== this.store.meta.deviceId) {
       conn.abort("identity mismatch");
@@ -212,7 +224,7 @@ export class Runtime implements RuntimeCore, Reconnectable {
     conn.onSessionDelta = (d) => this.onSessionDelta(d);
     conn.onReadSync = (r) => this.onReadSync(r);
     conn.onRoomEvents = (f) => this.onRoomEvents(f);
-    conn.onClosed = (reason) => this.onClosed(conn, reason);
+    conn.onClosed = (reason) => this.onClosed(conn, reason, endpoint);
     this.conn = conn;
     this.ready = false;
     this.sender.newConnection();
@@ -251,8 +263,9 @@ export class Runtime implements RuntimeCore, Reconnectable {
     if (conn === this.conn && conn.open) this.setState("ready");
   }
 
-  private onClosed(conn: Connection, reason: string): void {
+  private onClosed(conn: Connection, reason: string, endpoint: string): void {
     if (conn !== this.conn) return;
+    if (!this.closing) this.gateways.failed(endpoint); // lost: reconnect elsewhere first (decision 0082)
     this.ready = false;
     if (!this.closing && !this.connecting && !this.reconnecting) this.startReconnect(reason);
     else if (this.closing && this.state !== "kicked") this.setState("offline", reason);
