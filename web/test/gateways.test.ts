@@ -84,3 +84,23 @@ describe("qim-js gateway failover", () => {
     expect(other.runtime.endpoint).toBe(g.b);
   });
 });
+
+describe("qim-js token provider", () => {
+  it("one provider call at a time: concurrent callers share its token", async () => {
+    const g = twoGateways();
+    let calls = 0;
+    const provider = async () => {
+      calls++;
+      await new Promise((r) => setTimeout(r, 50));
+      return token(1001n, 1n);
+    };
+    const c = await Client.open([g.a], token(1001n, 1n), { ...FAST, dial: g.dial, tokenProvider: provider });
+    c.runtime.wantFreshToken();
+    const ask = () => (c.runtime as unknown as { currentToken(): Promise<string> }).currentToken();
+    const got = await Promise.all([ask(), ask(), ask()]);
+    expect(calls).toBe(1);
+    expect(new Set(got).size).toBe(1);
+    await ask(); // fresh now: no call
+    expect(calls).toBe(1);
+  });
+});

@@ -68,6 +68,7 @@ export class Runtime implements RuntimeCore, Reconnectable {
   private reconnecting: Promise<void> | null = null;
   private connecting = false;
   private refreshToken = false;
+  private asking: Promise<string> | null = null; // the token provider's call in flight
   private stoppedBy: Error | null = null; // why the runtime stopped for good (until the next connect)
 
   /** The gateways, in order of preference; the next one on failure (gateways.ts, decision 0082). */
@@ -199,12 +200,22 @@ export class Runtime implements RuntimeCore, Reconnectable {
     this.conn?.abort("aborted by host");
   }
 
-  private async currentToken(): Promise<string> {
-    if (this.refreshToken && this.opts.tokenProvider) {
-      this.token = await this.opts.tokenProvider();
+  /**
+   * The token for the next AUTH: the provider's when a fresh one is wanted. One provider
+   * call at a time (issue 34 item 4): a caller that finds one in flight shares its token
+   * or its error instead of asking again.
+   */
+  private currentToken(): Promise<string> {
+    const provider = this.opts.tokenProvider;
+    if (!this.refreshToken || !provider) return Promise.resolve(this.token);
+    this.asking ??= provider().then((token) => {
+      this.token = token;
       this.refreshToken = false;
-    }
-    return this.token;
+      return token;
+    }).finally(() => {
+      this.asking = null;
+    });
+    return this.asking;
   }
 
   async establish(reconnect = false): Promise<void> {
