@@ -155,7 +155,8 @@ class ClientConnection(LoginMixin):
     def actor(self) -> internal_pb2.Actor:
         """The authenticated identity this connection's requests carry to the backends."""
         return internal_pb2.Actor(tenant_id=self.tenant.to_bytes(16, "big"), user_id=self.user_id,
-                                  device_id=self.device_id, display_name=self.display_name)
+                                  device_id=self.device_id, display_name=self.display_name,
+                                  token_iat=self.token_iat)  # a revoked token's sends are refused (0080)
 
     async def run(self) -> None:
         """Read and serve requests until EOF, a frame fault or the AUTH timeout."""
