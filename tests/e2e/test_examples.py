@@ -17,6 +17,7 @@ EXPECTED = {
                       "friend unread: 1, laptop unread: 0"],
     "group_chat.py": ["created", "(owner)", "'message 11'", "demo.event-card {'title': '周末爬山'",
                       "still listed: True"],
+    "echo_bot.py": ["friend got: ['echo: hello bot', 'echo: 你好 🤖']", "bot: stopped by SIGINT"],
 }
 
 
