@@ -21,6 +21,7 @@ import time
 from typing import Any, Optional, Sequence, Union
 
 from qim.cli.bodies import body_bytes, digest
+from qim.cli.gateways import failover_order
 from qim.cli.loadgen_sdkcheck import SdkVerdict, SdkView, check_sdk, check_unread, listed_row
 from qim.cli.verify import AppView, Intent
 from qim.consts import MESSAGE_TYPE_TEXT
@@ -95,7 +96,8 @@ class SdkLane:
         for c in self.clients:
             def fresh(user: int = c.user) -> str:
                 return issue_dev_token(self.key, 0, user, 1)
-            c.client = await Client.open(c.gateway, fresh(), data_dir=self._dir.name, on_event=c.on_event,
+            c.client = await Client.open(failover_order(c.gateway, self.gateways), fresh(), data_dir=self._dir.name,
+                                         on_event=c.on_event,
                                          event_queue=False, token_provider=fresh, ca_file=self.ca_file,
                                          plaintext=self.plaintext)
             await c.client.connect()

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from qim.cli.gateways import gateway_for
+from qim.cli.gateways import failover_order, gateway_for
 from qim.cli.verify import AppView, Verdict
 from qim.proto.v1 import session_pb2
 from qim.protocol import Opcode
@@ -93,7 +93,8 @@ class Device:
         self.user, self.label = user, label
         self.view = AppView(user, f"user {user} {label}")
         # a user's devices may sit on different gateways (qim/cli/gateways.py)
-        gateway = gateway_for(user, getattr(cfg, "gateways", None) or (cfg.gateway,), label)
+        gateways = getattr(cfg, "gateways", None) or (cfg.gateway,)
+        gateway = gateway_for(user, gateways, label)
         path = LocalStore.path_for(os.path.join(base_dir, label), gateway, TENANT, user)
         self.store = LocalStore.open(path, TENANT, user)
         device = self.store.device_id
@@ -102,7 +103,7 @@ class Device:
             return issue_dev_token(cfg.token_key, TENANT, user, device)
 
         self.faults = LinkFaults()  # a chaos harness: the cut-connection dialogues use it
-        self.rt = ClientRuntime(gateway, fresh_token(), self.store, event_queue=False,
+        self.rt = ClientRuntime(failover_order(gateway, tuple(gateways)), fresh_token(), self.store, event_queue=False,
                                 send_timeout=cfg.send_timeout, on_event=self.view.on_event, token_provider=fresh_token,
                                 ssl_context=cfg.tls, plaintext=cfg.tls is None,  # cfg.tls: qim/cli/tlsopts.py
                                 faults=self.faults)

@@ -28,3 +28,12 @@ def test_users_spread_evenly_and_stick():
     assert moved == 0
     # a user's devices spread too
     assert len({gateway_for(7, gws, f"d{i}") for i in range(20)}) == 3
+
+
+def test_an_sdk_client_fails_over_along_every_gateway_its_own_first():
+    """Issue 34 item 2 (docs/decisions/0082): qim-loadgen's SDK clients get every gateway."""
+    from qim.cli.gateways import failover_order
+
+    gws = ("127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3")
+    assert failover_order("127.0.0.1:2", gws) == ("127.0.0.1:2", "127.0.0.1:1", "127.0.0.1:3")
+    assert failover_order("127.0.0.1:1", gws[:1]) == ("127.0.0.1:1",)
