@@ -22,7 +22,7 @@ import ssl
 from typing import Optional, Sequence, Union
 
 from qim.errors import ErrorCode, TlsError
-from qim.sdk.connection import Connection
+from qim.sdk.connection import CONNECT_TIMEOUT_S, Connection
 from qim.sdk.events import ConnectionLost, ServerError
 from qim.sdk.model import canonical_endpoint
 from qim.sdk.transports import endpoint_tls
@@ -58,6 +58,7 @@ class Gateways:
         self._tls = {e: endpoint_tls(e, ca_file, ssl_context, plaintext) for e in self.endpoints}
         self._at = 0
         self.moves = 0  # how many times the runtime moved to another gateway
+        self.connect_timeout_s = CONNECT_TIMEOUT_S  # per gateway: TCP, TLS and AUTH
 
     @property
     def current(self) -> str:
@@ -85,7 +86,7 @@ class Gateways:
         for _ in self.endpoints:
             endpoint = self.current
             try:
-                return await Connection.open(endpoint, token, tls=self._tls[endpoint]), endpoint
+                return await Connection.open(endpoint, token, self.connect_timeout_s, self._tls[endpoint]), endpoint
             except ServerError as exc:
                 if exc.code != ErrorCode.UNAVAILABLE:
                     raise
