@@ -82,3 +82,11 @@ async def test_a_frozen_gateway_is_left_for_another(two_gateways, tmp_path):
     assert again.store_path == path  # the same device and store on whichever gateway
     await again.close()
     await bob.close()
+
+
+def test_stack_env_names_every_gateway_and_the_deployment(two_gateways):
+    env = two_gateways.client_env()
+    assert env["QIM_GATEWAY_ADDRS"].split(",") == two_gateways.gateway_addrs
+    ws = env["QIM_GATEWAY_WS_ADDRS"].split(",")
+    assert len(ws) == 2 and ws[0] == env["QIM_GATEWAY_WS_ADDR"] and all(u.startswith("ws://") for u in ws)
+    assert env["QIM_DEPLOYMENT"] == two_gateways.gateway_addr
