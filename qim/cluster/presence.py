@@ -15,8 +15,11 @@ Nothing here is a remote call: the push path asks `gateways_of` and gets a set f
 then pushes to every gateway, as before presence existed). `on_online(key)` is called for
 every new online entry of a caught-up shard (the mailbox wakes that device: a message
 materialized between its login pull and this entry would otherwise wait for its next
-pull); `on_replaced(key, session_epoch)` for every live entry of a device that has a
-newer session on another gateway (the mailbox asks that gateway to kick exactly that
+pull), never for a renewal: the same session of the same gateway incarnation whose
+entry still counted changed nothing, and waking it made every device pull every half
+TTL for nothing (issue 33: 480 empty pulls a second for 2,400 devices at a 10 s TTL);
+`on_replaced(key, session_epoch)` for every live entry of a device that has a newer
+session on another gateway (the mailbox asks that gateway to kick exactly that
 session), once per entry.
 """
 
@@ -165,10 +168,13 @@ class PresenceFollower:
             if not devices:
                 users.pop((key.tenant, key.user), None)
             return
+        before = devices.get((key.device, key.gateway))
         devices[(key.device, key.gateway)] = (entry.session_epoch, entry.gateway_since_ms, entry.expires_at_ms)
         if shard in self._catch_up:
             return  # reading the past: no wake-ups, no kicks for sessions long gone
-        if self._on_online is not None:
+        renewal = (before is not None and before[:2] == (entry.session_epoch, entry.gateway_since_ms)
+                   and before[2] > now_ms())  # pushes kept reaching it: nothing to repair
+        if self._on_online is not None and not renewal:
             self._on_online(key)
         self._kick_older(key.tenant, key.user, key.device, devices)
 
