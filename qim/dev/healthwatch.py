@@ -11,6 +11,16 @@ supervisor stops it (SIGTERM, SIGKILL after the stop timeout), counts a restart 
 starts it again (qim/dev/supervisor.py). The same numbers are the systemd units'
 WatchdogSec and TimeoutStartSec (qim/dev/units.py).
 
+An engine away holds the clock (docs/decisions/0091-an-engine-away-holds-the-health-clock.md):
+while `away()` names one (Redis, every broker or every Cassandra node unreachable:
+qim/dev/engine_probe.py), a service failing because of it is not at fault and a restart
+cannot cure it, so neither limit runs: each counts from the later of its own start (or
+first failure) and the last poll that saw an engine away. Once the engines are back a
+service has the full limit to heal itself (it takes its leases again within one lease);
+one that does not is restarted as usual. Before this rule a Redis away for longer than
+the limit restarted every service, gateways and their devices included, and again at
+every start grace for as long as it stayed away.
+
 Why 30 s: longer than the outages a node rides out by itself while unhealthy (a lease
 of 6 s in development and 10 s in production lost and taken again, a Redis restart of
 about 13 s, a broker election), short enough that a node stuck at 503 (issue 33: 3.5
@@ -19,6 +29,7 @@ and 15 minutes) is back within a minute.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Callable, Iterable, Optional
@@ -27,19 +38,25 @@ UNHEALTHY_RESTART_S = 30.0
 START_GRACE_S = 120.0  # a start waits for engines, leases and peers' links: well under this
 POLL_S = 1.0
 
+log = logging.getLogger("qim.dev.supervisor")
+
 
 class HealthWatch:
     """/healthz of each named service, polled in a thread (module doc).
 
     `probe(name)` -> (HTTP status, body) with 0 for no answer (Stack.healthz);
-    `names()` -> the services to watch now (those with a running process)."""
+    `names()` -> the services to watch now (those with a running process);
+    `away()` -> why an engine is away, or None (qim/dev/engine_probe.py; default: never).
+    ValueError for a limit that is not a finite number > 0."""
 
     def __init__(self, probe: Callable[[str], tuple[int, str]], names: Callable[[], Iterable[str]],
                  unhealthy_s: float = UNHEALTHY_RESTART_S, start_grace_s: float = START_GRACE_S,
-                 poll_s: float = POLL_S) -> None:
-        if unhealthy_s <= 0:
-            raise ValueError(f"unhealthy_s must be > 0, got {unhealthy_s}")
-        self._probe, self._names = probe, names
+                 poll_s: float = POLL_S, away: Optional[Callable[[], Optional[str]]] = None) -> None:
+        if not 0 < unhealthy_s < float("inf"):  # NaN too: every comparison with it is False
+            raise ValueError(f"unhealthy_s must be a number > 0, got {unhealthy_s}")
+        self._probe, self._names, self._away = probe, names, away
+        self.away_at: Optional[float] = None  # the last poll that saw an engine away
+        self._away_why: Optional[str] = None  # set while an episode lasts (logged once)
         self.unhealthy_s, self.start_grace_s, self._poll_s = unhealthy_s, max(start_grace_s, unhealthy_s), poll_s
         self._lock = threading.Lock()
         self._started: dict[str, float] = {}  # name -> when its process started
@@ -79,15 +96,16 @@ class HealthWatch:
         until `started()` again."""
         now = time.monotonic() if now is None else now
         out = []
+        held = self.away_at if self.away_at is not None else float("-inf")
         with self._lock:
             for name, started in list(self._started.items()):
                 failing = self._failing.get(name)
                 if name in self._healthy_once:
-                    if failing is None or now - failing[0] <= self.unhealthy_s:
+                    if failing is None or now - max(failing[0], held) <= self.unhealthy_s:
                         continue
                     since, status, line = failing
                     why = f"unhealthy for {now - since:.1f}s (/healthz {status or 'no answer'}: {line})"
-                elif now - started > self.start_grace_s:
+                elif now - max(started, held) > self.start_grace_s:
                     why = f"not healthy within {self.start_grace_s:.0f}s of its start"
                     if failing is not None:
                         why += f" (/healthz {failing[1] or 'no answer'}: {failing[2]})"
@@ -98,8 +116,23 @@ class HealthWatch:
                 self._failing.pop(name, None)
         return out
 
+    def engines_seen(self, why: Optional[str], now: Optional[float] = None) -> None:
+        """Record one probe of the engines: `why` one is away, or None (module doc).
+        Logs the start and the end of each episode once."""
+        now = time.monotonic() if now is None else now
+        if why is not None:
+            self.away_at = now
+            if self._away_why is None:
+                log.warning("engine away (%s): the health clock is held, no service is restarted for it", why)
+            self._away_why = why
+        elif self._away_why is not None:
+            log.warning("engines back: each service has %.0fs to be healthy again", self.unhealthy_s)
+            self._away_why = None
+
     def poll(self) -> None:
-        """Probe every watched service once."""
+        """Probe the engines, then every watched service, once."""
+        if self._away is not None:
+            self.engines_seen(self._away())
         for name in list(self._names()):
             if self._stop.is_set():
                 return

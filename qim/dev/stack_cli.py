@@ -109,8 +109,9 @@ def _up(args: argparse.Namespace, dir: Path, existing: Stack | None) -> int:
     settings = settings_from(os.environ)  # the archive tier's (docs/decisions/0023): e.g. the demo's short hot window
     nodes = {service: getattr(args, flag.replace("-", "_")) for flag, service in NODE_FLAGS.items()}
     wanted = {k: v for k, v in nodes.items() if v is not None}
-    if args.unhealthy_restart_s is not None and args.unhealthy_restart_s <= 0:
-        print(f"qim-dev: error: --unhealthy-restart-s must be > 0, got {args.unhealthy_restart_s}", file=sys.stderr)
+    if args.unhealthy_restart_s is not None and not 0 < args.unhealthy_restart_s < float("inf"):  # nan, inf too
+        print(f"qim-dev: error: --unhealthy-restart-s must be a number of seconds > 0, got {args.unhealthy_restart_s}",
+              file=sys.stderr)
         return 2
     for service, n in wanted.items():
         if n < (0 if service == ARCHIVER else 1) or n > 16:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Optional
 
 from qim.dev._proc import death_wrapper, pid_alive
+from qim.dev.engine_probe import engines_away
 from qim.dev.healthwatch import UNHEALTHY_RESTART_S, HealthWatch
 from qim.dev.stack import READY_TIMEOUT_S, STOP_TIMEOUT_S, Stack
 from qim.errors import EngineError
@@ -75,7 +76,9 @@ class Supervisor:
 
     def __init__(self, stack: Stack, unhealthy_s: float = UNHEALTHY_RESTART_S) -> None:
         self.stack = stack
-        self.health = HealthWatch(stack.healthz, lambda: list(stack._launchers), unhealthy_s)
+        # an engine away holds the health clock: no restart for what a restart cannot cure (0091)
+        self.health = HealthWatch(stack.healthz, lambda: list(stack._launchers), unhealthy_s,
+                                  away=lambda: engines_away(stack.env))
         self.started_at: dict[str, float] = {}
         self.in_a_row: dict[str, int] = {}
         self.due: dict[str, float] = {}  # name -> monotonic time of its pending restart
@@ -251,8 +254,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--unhealthy-restart-s", type=float, default=UNHEALTHY_RESTART_S,
                    help="restart a service whose /healthz failed for longer than this (seconds, > 0)")
     args = p.parse_args(argv)
-    if args.unhealthy_restart_s <= 0:
-        p.error(f"--unhealthy-restart-s must be > 0, got {args.unhealthy_restart_s}")
+    if not 0 < args.unhealthy_restart_s < float("inf"):  # nan, inf: no limit at all
+        p.error(f"--unhealthy-restart-s must be a number of seconds > 0, got {args.unhealthy_restart_s}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s qim-dev supervisor: %(message)s")
     stack = Stack.load(Path(args.dir))
     if stack is None:

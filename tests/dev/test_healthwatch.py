@@ -55,3 +55,39 @@ def test_a_stopped_service_is_not_judged():
     w.forget("writer")
     w.observe("writer", 0, "refused", now=1001)
     assert w.overdue(now=2000) == []
+
+
+def test_an_engine_away_holds_both_clocks_and_back_gives_the_full_limit():
+    # decision 0091: Redis away for longer than the limit restarts nobody
+    w = _watch(unhealthy_s=5, start_grace_s=60)
+    w.started("gateway")
+    t0 = w._started["gateway"]
+    w.observe("writer", 200, "ok", now=t0 + 1)
+    w.observe("writer", 503, "redis unreachable", now=t0 + 2)
+    for t in range(3, 200):  # an engine away for 197 s: past both the limit and the start grace
+        w.engines_seen("redis 127.0.0.1:1: ConnectionRefusedError", now=t0 + t)
+        assert w.overdue(now=t0 + t + 0.5) == []
+    w.engines_seen(None, now=t0 + 200)
+    assert w.overdue(now=t0 + 204) == []  # back: the full limit from the last poll that saw it away
+    assert [n for n, _ in w.overdue(now=t0 + 205.5)] == ["writer"]
+    assert w.overdue(now=t0 + 258) == []  # the start grace too counts from the engine's return
+    assert [n for n, _ in w.overdue(now=t0 + 260.5)] == ["gateway"]
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf")])
+def test_a_limit_that_is_not_a_positive_number_is_refused(bad):
+    with pytest.raises(ValueError, match="unhealthy_s must be a number > 0"):
+        HealthWatch(lambda n: (200, ""), lambda: [], unhealthy_s=bad)
+
+
+@pytest.mark.parametrize("bad", ["0", "-5", "nan", "inf"])
+def test_stack_up_refuses_a_limit_that_is_not_a_positive_number(bad, tmp_path):
+    # before: nan passed `<= 0` and restarted a service at its first 503 (every comparison is False)
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "qim.dev.cli", "stack", "up", "--unhealthy-restart-s", bad,
+                          "--dir", str(tmp_path / "stack")], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out
+    assert f"--unhealthy-restart-s must be a number of seconds > 0, got {float(bad)}" in out.stderr
+    assert not (tmp_path / "stack" / "stack.json").exists()

@@ -1,0 +1,67 @@
+"""Are the stack's engines there? The development supervisor's view of them
+(docs/decisions/0091-an-engine-away-holds-the-health-clock.md).
+
+A service at 503 because Redis, every Kafka broker or every Cassandra node is away is
+not at fault, and a restart cannot cure it: the supervisor holds its health clock while
+`engines_away()` names an engine (qim/dev/healthwatch.py). The probe is deliberately
+the same few facts a service needs to start: Redis answers PING with PONG (a Redis
+replaying its AOF answers -LOADING: away), one of the Kafka bootstrap brokers and one
+of the Cassandra nodes accept a TCP connection. A single broker or node down is not an
+engine away (the others serve; a service unhealthy then is judged as usual).
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Mapping, Optional
+
+PROBE_TIMEOUT_S = 1.0
+
+
+def _hostport(addr: str) -> tuple[str, int]:
+    host, _, port = addr.strip().rpartition(":")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def redis_away(addr: str, timeout: float = PROBE_TIMEOUT_S) -> Optional[str]:
+    """None when the Redis at `addr` ("host:port") answers PING with +PONG; else why."""
+    try:
+        with socket.create_connection(_hostport(addr), timeout=timeout) as s:
+            s.sendall(b"PING\r\n")
+            line = s.recv(128).split(b"\r\n", 1)[0].decode(errors="replace")
+    except (OSError, ValueError) as exc:
+        return f"redis {addr}: {exc.__class__.__name__}: {exc}"
+    if line == "+PONG":
+        return None
+    if line.startswith("-NOAUTH"):  # a password-protected Redis that answers is there
+        return None
+    return f"redis {addr}: {line or 'no answer'}"
+
+
+def any_accepts(kind: str, addrs: str, timeout: float = PROBE_TIMEOUT_S) -> Optional[str]:
+    """None when one of the comma-separated `addrs` accepts a TCP connection; else why."""
+    errors = []
+    for addr in (a for a in addrs.split(",") if a.strip()):
+        try:
+            with socket.create_connection(_hostport(addr), timeout=timeout):
+                return None
+        except (OSError, ValueError) as exc:
+            errors.append(f"{addr.strip()}: {exc.__class__.__name__}")
+    return f"no {kind} reachable ({'; '.join(errors)})" if errors else None
+
+
+def engines_away(env: Mapping[str, str]) -> Optional[str]:
+    """Why the engines named in a stack's `env` (QIM_REDIS_ADDR, QIM_KAFKA_BOOTSTRAP,
+    QIM_SCYLLA_ADDRS) are away, or None when each is there (module doc)."""
+    checks = []
+    if env.get("QIM_REDIS_ADDR"):
+        checks.append(lambda: redis_away(env["QIM_REDIS_ADDR"]))
+    if env.get("QIM_KAFKA_BOOTSTRAP"):
+        checks.append(lambda: any_accepts("kafka broker", env["QIM_KAFKA_BOOTSTRAP"]))
+    if env.get("QIM_SCYLLA_ADDRS"):
+        checks.append(lambda: any_accepts("cassandra node", env["QIM_SCYLLA_ADDRS"]))
+    for check in checks:
+        why = check()
+        if why:
+            return why
+    return None
