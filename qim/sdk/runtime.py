@@ -56,9 +56,7 @@ logger = logging.getLogger(__name__)
 
 
 class ClientRuntime:
-    """Client state machine over one gateway endpoint ('host:port', ws://, wss://) or
-    several (a list or "a,b": the next one on failure, qim/sdk/gateways.py), one token,
-    one LocalStore.
+    """Client state machine over one gateway endpoint or several (qim/sdk/gateways.py), one token, one LocalStore.
 
     `retry_budget_s`: how long transient server errors are retried in connect(), pulls
     and REBUILD before they surface (seconds). `token_provider`: called (sync or async)
