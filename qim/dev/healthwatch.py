@@ -13,7 +13,7 @@ WatchdogSec and TimeoutStartSec (qim/dev/units.py).
 
 An engine away holds the clock (docs/decisions/0091-an-engine-away-holds-the-health-clock.md):
 while `away()` names one (Redis, every broker or every Cassandra node unreachable:
-qim/dev/engine_probe.py), a service failing because of it is not at fault and a restart
+qim/obs/engine_probe.py), a service failing because of it is not at fault and a restart
 cannot cure it, so neither limit runs: each counts from the later of its own start (or
 first failure) and the last poll that saw an engine away. Once the engines are back a
 service has the full limit to heal itself (it takes its leases again within one lease);
@@ -46,7 +46,7 @@ class HealthWatch:
 
     `probe(name)` -> (HTTP status, body) with 0 for no answer (Stack.healthz);
     `names()` -> the services to watch now (those with a running process);
-    `away()` -> why an engine is away, or None (qim/dev/engine_probe.py; default: never).
+    `away()` -> why an engine is away, or None (qim/obs/engine_probe.py; default: never).
     ValueError for a limit that is not a finite number > 0."""
 
     def __init__(self, probe: Callable[[str], tuple[int, str]], names: Callable[[], Iterable[str]],

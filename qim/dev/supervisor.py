@@ -38,10 +38,10 @@ from pathlib import Path
 from typing import Optional
 
 from qim.dev._proc import death_wrapper, pid_alive
-from qim.dev.engine_probe import engines_away
 from qim.dev.healthwatch import UNHEALTHY_RESTART_S, HealthWatch
 from qim.dev.stack import READY_TIMEOUT_S, STOP_TIMEOUT_S, Stack
 from qim.errors import EngineError
+from qim.obs.engine_probe import engines_away
 
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 30.0

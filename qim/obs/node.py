@@ -61,6 +61,7 @@ from qim.net.tls import (
     server_context,
 )
 from qim.net.tls import accept as tls_accept
+from qim.obs.engine_probe import engines_away
 from qim.obs.http import serve_http
 from qim.obs.metrics import MetricSet, invariant_reasons
 from qim.obs.tasks import cancel_all, task_end
@@ -301,7 +302,8 @@ class ServiceNode:
             await self.setup()
             self._set_up = True
             if os.environ.get("NOTIFY_SOCKET"):
-                self.spawn(notify_systemd(self.health), "systemd notify")
+                # an engine away keeps the watchdog fed: a restart cannot cure it (0092)
+                self.spawn(notify_systemd(self.health, away=lambda: engines_away(os.environ)), "systemd notify")
             if faults.enabled():
                 self.spawn(fault_probe(), "fault probe")
         except BaseException:

@@ -8,6 +8,12 @@
   kills and restarts it (`Restart=always`). `STATUS=` names the first reason against
   health while there is one (`systemctl status` shows it). Nothing is sent without
   $NOTIFY_SOCKET (the development supervisor polls /healthz instead: qim/dev/healthwatch.py).
+- An engine away keeps the pings going (docs/decisions/0092-the-watchdog-waits-for-an-engine.md):
+  while unhealthy the node probes its engines (qim/obs/engine_probe.py, in a thread); when
+  Redis, every broker or every Cassandra node is away it still sends WATCHDOG=1, with
+  `STATUS=waiting for an engine: ...`, because a restart cannot bring the engine back
+  and would only drop every client on top of the outage. Once the engines answer, a node
+  still unhealthy stops pinging and is restarted WatchdogSec later, as before.
 - The sd_notify protocol is one datagram on a Unix socket (sd_notify(3)); it is written
   here rather than taken from a library because it is that small and the only
   maintained binding (systemd-python) needs libsystemd headers to build.
@@ -62,20 +68,30 @@ def watchdog_period_s() -> Optional[float]:
     return int(raw) / 1e6
 
 
-async def notify_systemd(health: Callable[[], Iterable[str]]) -> None:
-    """READY=1 once healthy, then WATCHDOG=1 while healthy (module doc); runs until
+async def notify_systemd(health: Callable[[], Iterable[str]],
+                         away: Optional[Callable[[], Optional[str]]] = None) -> None:
+    """READY=1 once healthy, then WATCHDOG=1 while healthy or while `away()` (blocking,
+    run in a thread; None: never) names an engine that is away (module doc); runs until
     cancelled. `health()`: the reasons against health (none: healthy)."""
     period = watchdog_period_s()
     every = period / PINGS_PER_PERIOD if period else UNSUPERVISED_CHECK_S
     ready, status = False, ""
     while True:
         reasons = list(health())
+        waiting = None
+        if reasons and ready and period and away is not None:
+            waiting = await asyncio.to_thread(away)
         if not reasons:
             if not ready:
                 ready = sd_notify("READY=1")
             if period:
                 sd_notify("WATCHDOG=1")
-        now = f"unhealthy: {reasons[0]}" if reasons else "healthy"
+        elif waiting:  # not the node's fault: a restart cannot cure it (0092)
+            sd_notify("WATCHDOG=1")
+        if waiting:
+            now = f"waiting for an engine: {waiting}; unhealthy: {reasons[0]}"
+        else:
+            now = f"unhealthy: {reasons[0]}" if reasons else "healthy"
         if now != status:
             sd_notify(f"STATUS={now}")
             status = now

@@ -1,4 +1,4 @@
-"""The supervisor's engine probe (qim/dev/engine_probe.py; decision 0091) on a real Redis:
+"""The supervisor's engine probe (qim/obs/engine_probe.py; decision 0091) on a real Redis:
 there while it answers PONG, away once killed; Kafka/Cassandra away only when no
 listed address accepts."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import socket
 
-from qim.dev.engine_probe import engines_away
+from qim.obs.engine_probe import engines_away
 
 
 def _closed_port() -> int:

@@ -1,9 +1,11 @@
-"""Are the stack's engines there? The development supervisor's view of them
-(docs/decisions/0091-an-engine-away-holds-the-health-clock.md).
+"""Are the engines there? The view the development supervisor and a node under
+systemd's watchdog take of them (docs/decisions/0091-an-engine-away-holds-the-health-clock.md,
+0092-the-watchdog-waits-for-an-engine.md).
 
 A service at 503 because Redis, every Kafka broker or every Cassandra node is away is
 not at fault, and a restart cannot cure it: the supervisor holds its health clock while
-`engines_away()` names an engine (qim/dev/healthwatch.py). The probe is deliberately
+`engines_away()` names an engine (qim/dev/healthwatch.py), and a node keeps feeding
+systemd's watchdog (qim/obs/watchdog.py). The probe is deliberately
 the same few facts a service needs to start: Redis answers PING with PONG (a Redis
 replaying its AOF answers -LOADING: away), one of the Kafka bootstrap brokers and one
 of the Cassandra nodes accept a TCP connection. A single broker or node down is not an
@@ -51,11 +53,13 @@ def any_accepts(kind: str, addrs: str, timeout: float = PROBE_TIMEOUT_S) -> Opti
 
 
 def engines_away(env: Mapping[str, str]) -> Optional[str]:
-    """Why the engines named in a stack's `env` (QIM_REDIS_ADDR, QIM_KAFKA_BOOTSTRAP,
-    QIM_SCYLLA_ADDRS) are away, or None when each is there (module doc)."""
+    """Why the engines named in `env` (a stack's, or a node's own: QIM_REDIS_ADDR,
+    QIM_REGISTRY_REDIS_ADDR, QIM_KAFKA_BOOTSTRAP, QIM_SCYLLA_ADDRS) are away, or None when
+    each is there (module doc). Blocking, up to PROBE_TIMEOUT_S per address."""
     checks = []
-    if env.get("QIM_REDIS_ADDR"):
-        checks.append(lambda: redis_away(env["QIM_REDIS_ADDR"]))
+    for var in ("QIM_REDIS_ADDR", "QIM_REGISTRY_REDIS_ADDR"):
+        if env.get(var):
+            checks.append(lambda var=var: redis_away(env[var]))
     if env.get("QIM_KAFKA_BOOTSTRAP"):
         checks.append(lambda: any_accepts("kafka broker", env["QIM_KAFKA_BOOTSTRAP"]))
     if env.get("QIM_SCYLLA_ADDRS"):
