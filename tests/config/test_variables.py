@@ -26,7 +26,8 @@ NOT_VARIABLES = {"QIM_NOT_OWNER", "QIM_CKPT_BINDING", "QIM_CKPT_CONFLICT", "QIM_
                  "QIM_DIGEST_CONFLICT", "QIM_FORBIDDEN", "QIM_HLC_LOST", "QIM_MEMBERSHIP_CHANGED", "QIM_NOT_FOUND",
                  "QIM_NOT_RECORDED", "QIM_PREVIOUS_PENDING", "QIM_RECORD_CHANGED", "QIM_WM_CONFLICT",
                  "QIM_DEV_TOKEN_SECRET",  # named only by the migration note of qim/wire/devtoken.py: gone
-                 "QIM_EPOCH_STALE", "QIM_LEASE_LOST", "QIM_FENCED", "QIM_STALE_EPOCH"}
+                 "QIM_EPOCH_STALE", "QIM_LEASE_LOST", "QIM_FENCED", "QIM_STALE_EPOCH",
+                 "QIM_REVOKED"}  # the send reserve's refusal of a revoked token (decision 0080)
 
 
 class Recording(Mapping):
