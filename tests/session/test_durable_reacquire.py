@@ -231,3 +231,17 @@ async def test_a_checkpoint_moved_under_the_projection_restarts_that_shard(seam_
     await proj.add_shard(2, 0)  # what the keeper does next: a fresh read
     await caught_up(h, proj, task)
     await stop(proj, task)
+
+
+async def test_a_projection_failed_closed_stops_fetching(seam_harness):
+    h = seam_harness
+    await h.produce(2, b"\x01garbage")  # undecodable: fails closed (an operator decides)
+    proj = projector(h)
+    await proj.start()
+    task = asyncio.get_running_loop().create_task(proj.run())
+    await asyncio.wait_for(task, DEADLINE_S)
+    assert "partition 2 offset 0" in proj.not_ready()
+    # nothing reads it any more: left assigned, librdkafka's prefetch queue grew with the log
+    assigned = await proj._consumer._run(proj._consumer._consumer.assignment)
+    assert [tp.partition for tp in assigned if tp.topic == DISPATCH_TOPIC] == []
+    await proj.close()
