@@ -9,7 +9,8 @@ tests/, not in the qim package, so the wheel carries no test code.
 - `private_cassandra` (function): a Cassandra 5.0 node of the test's own (the local
   stand-in for ScyllaDB; ~10-40 s and ~1 GiB: only for tests that restart it).
 - `shared_cassandra` (session): ONE Cassandra node for every other test that needs CQL
-  (each takes a keyspace of its own).
+  (each takes a keyspace of its own); with QIM_TEST_CQL_NODES=3 a cluster of three
+  (keyspaces RF 3: `make test-cql3`, tests/cql3/).
 - `stack` (session): writer, mailbox, session, gateway and fanout as real processes on
   `engines`; a service that cannot start FAILS the tests (never skips). Defined here
   and only here: a second definition of a session fixture (a conftest importing it) is
@@ -125,24 +126,33 @@ def private_cassandra(tmp_path) -> CassandraEngine:
 
 
 class SharedCassandra:
-    """The session's one CQL node: `addr` ("127.0.0.1:PORT"), `engine` (None when it is
-    an outside node named by QIM_TEST_SCYLLA_ADDR), `scylla(keyspace)` -> ScyllaConfig."""
+    """The session's CQL cluster: `addr` ("127.0.0.1:PORT", or every node's, comma-separated),
+    `engine` (the first node; None when it is an outside node named by QIM_TEST_SCYLLA_ADDR),
+    `nodes` (every node's engine), `scylla(keyspace)` -> ScyllaConfig. One node: the
+    single-node development switch; three: none (keyspaces RF 3)."""
 
-    def __init__(self, addr: str, engine: CassandraEngine | None) -> None:
+    def __init__(self, addr: str, engine: CassandraEngine | None, nodes: list | None = None) -> None:
         self.addr = addr
         self.engine = engine
+        self.nodes = list(nodes or ([engine] if engine else []))
+
+    @property
+    def single(self) -> bool:
+        """One node (RF 1 with QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV)."""
+        return "," not in self.addr
 
     def scylla(self, keyspace: str):
-        """A single-node development ScyllaConfig for `keyspace` on this node."""
+        """A ScyllaConfig for `keyspace` on these nodes (one node: the development switch)."""
         from qim.config.tier import ScyllaConfig
 
-        host, port = self.addr.rsplit(":", 1)
-        return ScyllaConfig((host,), int(port), keyspace, allow_single_node_dev=True)
+        hosts = [a.rsplit(":", 1) for a in self.addr.split(",")]
+        return ScyllaConfig(tuple(h for h, _ in hosts), int(hosts[0][1]), keyspace,
+                            allow_single_node_dev=self.single)
 
     def env(self, keyspace: str) -> dict[str, str]:
-        """The QIM_SCYLLA_* variables of a stack using `keyspace` on this node."""
+        """The QIM_SCYLLA_* variables of a stack using `keyspace` on these nodes."""
         return {"QIM_SCYLLA_ADDRS": self.addr, "QIM_SCYLLA_KEYSPACE": keyspace,
-                "QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV": "1"}
+                **({"QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV": "1"} if self.single else {})}
 
 
 @pytest.fixture(scope="session")
@@ -157,6 +167,11 @@ def shared_cassandra(tmp_path_factory) -> SharedCassandra:
         yield SharedCassandra(outside, None)
         return
     base = tmp_path_factory.mktemp("cassandra")
+    if os.environ.get("QIM_TEST_CQL_NODES", "1") != "1":
+        from tests.cqlcluster import shared_cluster
+
+        yield from shared_cluster(base, os.environ["QIM_TEST_CQL_NODES"])
+        return
     eng, err = _start(lambda: start_cassandra(base, die_with_parent=True))
     if err:
         pytest.fail(f"cassandra could not start: {err}", pytrace=False)

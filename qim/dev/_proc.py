@@ -68,8 +68,9 @@ def pick_ports(n: int, exclude: Iterable[int] = ()) -> list[int]:
     return out
 
 
-def port_in_use(port: int) -> bool:
-    """True if something listens on 127.0.0.1:`port` or holds it bound.
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    """True if something listens on `host`:`port` or holds it bound (`host`: a loopback
+    address; the nodes of a development Cassandra cluster use 127.0.0.2 and .3 too).
 
     Not port-for's `port_is_used`: its bind has no SO_REUSEADDR, so it calls a port
     "used" while the last connection to our just-killed server sits in TIME_WAIT, and
@@ -78,12 +79,12 @@ def port_in_use(port: int) -> bool:
     """
     with socket.socket() as s:
         s.settimeout(0.5)
-        if s.connect_ex(("127.0.0.1", port)) == 0:
+        if s.connect_ex((host, port)) == 0:
             return True
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind(("127.0.0.1", port))
+            s.bind((host, port))
         except OSError:
             return True
     return False

@@ -98,9 +98,29 @@ class CassandraEngine(Engine):
     start_timeout = 180.0  # ~25-40 s on two idle cores; much more beside a busy test run
     exit_code_on_term = 143
 
-    def __init__(self, dir, ports, pid=None, die_with_parent=False, lib: Path | None = None):
+    def __init__(self, dir, ports, pid=None, die_with_parent=False, lib: Path | None = None,
+                 host: str = "127.0.0.1", seeds: tuple[str, ...] = (), initial_token: int = 0,
+                 cluster_size: int = 1):
         super().__init__(dir, ports, pid, die_with_parent)
         self.lib = Path(lib) if lib else cassandra_cache_dir() / "lib"
+        # a node of a cluster (qim/dev/cassandra_cluster.py): its own loopback address,
+        # the same ports as its peers, the seeds' addresses and its token
+        self.host = host
+        self.seeds = tuple(seeds) or (host,)
+        self.initial_token = initial_token
+        self.cluster_size = cluster_size
+
+    def to_state(self) -> dict:
+        """Engine.to_state plus the node's address, seeds, token and cluster size."""
+        return {**super().to_state(), "host": self.host, "seeds": list(self.seeds),
+                "initial_token": self.initial_token, "cluster_size": self.cluster_size}
+
+    @classmethod
+    def from_state(cls, st: dict) -> "CassandraEngine":
+        """The engine recorded by `to_state` (older records: a single node on 127.0.0.1)."""
+        return cls(Path(st["dir"]), st["ports"], st.get("pid"), host=st.get("host", "127.0.0.1"),
+                   seeds=tuple(st.get("seeds", ())), initial_token=int(st.get("initial_token", 0)),
+                   cluster_size=int(st.get("cluster_size", 1)))
 
     @property
     def port(self) -> int:
@@ -119,30 +139,34 @@ class CassandraEngine(Engine):
         from cassandra.policies import WhiteListRoundRobinPolicy
 
         profile = ExecutionProfile(
-            load_balancing_policy=WhiteListRoundRobinPolicy(["127.0.0.1"]), request_timeout=10)
+            load_balancing_policy=WhiteListRoundRobinPolicy([self.host]), request_timeout=10)
         kw.setdefault("protocol_version", CQL_PROTOCOL_VERSION)
         kw.setdefault("connect_timeout", 5)
         kw.setdefault("control_connection_timeout", 5)
-        return Cluster(["127.0.0.1"], port=self.port,
+        return Cluster([self.host], port=self.port,
                        execution_profiles={EXEC_PROFILE_DEFAULT: profile}, **kw)
 
     def _yaml(self) -> str:
         d = self.dir
+        seeds = ",".join(f"{h}:{self.ports['storage']}" for h in self.seeds)
+        single = self.cluster_size == 1
         # keys in the duration/size form of 5.0 (the *_in_ms forms are deprecated)
         return "\n".join([
             "cluster_name: qim-dev",
             "num_tokens: 1",
-            "initial_token: 0",  # one node: any token; a fixed one avoids a warning
+            # one node: any token (a fixed one avoids a warning); a cluster: evenly spaced
+            f"initial_token: {self.initial_token}",
             "partitioner: org.apache.cassandra.dht.Murmur3Partitioner",
-            "endpoint_snitch: SimpleSnitch",
+            "endpoint_snitch: SimpleSnitch",  # datacenter1 / rack1 (QIM_SCYLLA_LOCAL_DC's default)
             "seed_provider:",
             "  - class_name: org.apache.cassandra.locator.SimpleSeedProvider",
-            f"    parameters: [{{seeds: \"127.0.0.1:{self.ports['storage']}\"}}]",
-            "listen_address: 127.0.0.1",
-            "rpc_address: 127.0.0.1",
+            f"    parameters: [{{seeds: \"{seeds}\"}}]",
+            f"listen_address: {self.host}",
+            f"rpc_address: {self.host}",
             f"storage_port: {self.ports['storage']}",
             f"native_transport_port: {self.port}",
             "start_native_transport: true",
+            # a new cluster of fixed tokens: nothing to stream, so no bootstrap wait
             "auto_bootstrap: false",
             f"data_file_directories: [{d / 'data'}]",
             f"commitlog_directory: {d / 'commitlog'}",
@@ -154,11 +178,12 @@ class CassandraEngine(Engine):
             "auto_snapshot: false",  # a dropped test keyspace leaves no snapshot behind
             "concurrent_compactors: 1",
             "disk_optimization_strategy: ssd",
-            # a small machine, one node (docs/operations.md, "Engine settings"): no peer to
-            # rank (the dynamic snitch recomputes scores every 100 ms) or to hold hints for,
-            # and request pools sized for two cores instead of 32 threads each
+            # a small machine (docs/operations.md, "Engine settings"): no dynamic snitch
+            # (it recomputes scores every 100 ms), hints only where there is a peer to hold
+            # them for (a restarted node of a cluster catches up), and request pools sized
+            # for two cores instead of 32 threads each
             "dynamic_snitch: false",
-            "hinted_handoff_enabled: false",
+            f"hinted_handoff_enabled: {'false' if single else 'true'}",
             "concurrent_reads: 8",
             "concurrent_writes: 8",
             "concurrent_counter_writes: 4",
@@ -195,7 +220,8 @@ class CassandraEngine(Engine):
                 f"-Dcassandra.storagedir={self.dir}", f"-Dcassandra.logdir={self.dir}",
                 f"-Dlogback.configurationFile={self.dir / 'logback.xml'}",
                 f"-Dcassandra.triggers_dir={self.dir / 'triggers'}",
-                # one node, its own seed: nothing to wait for in gossip
+                # one node, its own seed: nothing to wait for in gossip; a cluster's node
+                # is waited for by qim/dev/cassandra_cluster.py (every peer seen UP)
                 "-Dcassandra.skip_wait_for_gossip_to_settle=0",
                 # the approximate clock (request expiry, timeouts of seconds) is sampled
                 # every 2 ms by default: 500 wake-ups a second, a third of an idle node's
@@ -205,7 +231,7 @@ class CassandraEngine(Engine):
 
     def _check_ready(self) -> bool:
         """A CQL session answers `SELECT release_version FROM system.local`."""
-        if not port_in_use(self.port):  # cheap, and keeps the driver's log quiet
+        if not port_in_use(self.port, self.host):  # cheap, and keeps the driver's log quiet
             return False
         cluster = self.cluster()
         try:

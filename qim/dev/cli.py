@@ -1,9 +1,9 @@
 """`qim-dev`: development helpers.
 
     qim-dev engines up     [--dir DIR] [--shard-count N] [--brokers 1|3] [--outbox-partitions N]
-                           [--without-cassandra]
+                           [--without-cassandra] [--cql-nodes 1|3]
                                           start Redis + Kafka (one broker or a KRaft cluster of
-                                          three) + Cassandra, print env file
+                                          three) + Cassandra (one node or three, RF 3), print env file
     qim-dev engines down   [--dir DIR]    stop exactly the recorded pids
     qim-dev engines status [--dir DIR]    exit 1 unless every running engine answers
 
@@ -47,6 +47,9 @@ def _parser() -> argparse.ArgumentParser:
                           "(default: $QIM_DEV_WITH_CASSANDRA, else yes)")
     eng.add_argument("--without-cassandra", dest="with_cassandra", action="store_const", const=False,
                      help="up: Redis and Kafka only (no archive tier)")
+    eng.add_argument("--cql-nodes", type=int, choices=(1, 3), default=None,
+                     help="up: Cassandra nodes: 1 (keyspaces RF 1, QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV=1), or a cluster "
+                          "of 3 on 127.0.0.1-3 (keyspaces RF 3) (default: recorded, else 1)")
     eng.add_argument("--timeout", type=float, default=15.0,
                      help="down: seconds between SIGTERM and SIGKILL")
     stack_cli.add_parser(sub)
@@ -60,10 +63,12 @@ def _up(args) -> int:
     count = args.shard_count
     if count is not None and (count < 1 or count & (count - 1)):  # 0 is refused, never taken as the default
         raise EngineError(f"--shard-count must be a power of two (1, 2, 4, ...), got {count}")
+    if args.cql_nodes is not None and not with_cassandra:
+        raise EngineError("--cql-nodes needs Cassandra (drop --without-cassandra)")
     if args.outbox_partitions is not None and not 1 <= args.outbox_partitions <= 256:
         raise EngineError(f"--outbox-partitions must be 1..256, got {args.outbox_partitions}")
     es = EngineSet.up(args.dir, args.shard_count, with_cassandra=with_cassandra, brokers=args.brokers,
-                      outbox_partitions=args.outbox_partitions)
+                      outbox_partitions=args.outbox_partitions, cql_nodes=args.cql_nodes)
     print(es.env_path.read_text(), end="")
     print(f"# engines up in {time.monotonic() - t0:.1f}s; env file:")
     print(es.env_path)

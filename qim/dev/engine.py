@@ -35,6 +35,7 @@ class Engine:
     """
 
     name = "engine"
+    host = "127.0.0.1"  # the loopback address it listens on (a CQL cluster node: 127.0.0.N)
     start_timeout = 30.0
     exit_code_on_term: int | None = None
 
@@ -50,7 +51,7 @@ class Engine:
     @property
     def addr(self) -> str:
         """"host:port" clients connect to."""
-        return f"127.0.0.1:{self.ports['main']}"
+        return f"{self.host}:{self.ports['main']}"
 
     @property
     def log_paths(self) -> list[Path]:
@@ -78,7 +79,7 @@ class Engine:
             self.wait_ready(timeout or self.start_timeout)
             return self
         for role, port in self.ports.items():
-            if port_in_use(port):
+            if port_in_use(port, self.host):
                 raise EngineError(f"{self.name}: {role} port {port} is already in use by "
                                   f"another process (engine dir {self.dir})")
         self.dir.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,7 @@ from typing import Any
 from qim.consts import DEFAULT_SHARD_COUNT
 from qim.dev import progress
 from qim.dev._proc import pick_ports, rss_bytes
+from qim.dev.cassandra_cluster import cluster_nodes, start_nodes
 from qim.dev.cassandra_engine import CassandraEngine, ensure_cassandra_jars
 from qim.dev.engine import Engine
 from qim.dev.kafka_cluster import bootstrap_of, cluster_of, start_engines
@@ -65,19 +66,22 @@ class EngineSet:
     """Redis, Kafka and (optional) Cassandra engines recorded together in `dir/state.json`.
 
     Attributes: `dir`, `redis`, `kafka` (the first broker), `kafkas` (every broker: one,
-    or three of a KRaft cluster), `cassandra` (None unless ever opted in),
+    or three of a KRaft cluster), `cassandra` (the first CQL node; None unless ever opted
+    in), `cassandras` (every CQL node: one, or three of a cluster, qim/dev/cassandra_cluster.py),
     `shard_count`, `outbox_partitions`; `redis_addr` is "127.0.0.1:PORT",
     `kafka_bootstrap` the comma-separated broker list.
     """
 
     def __init__(self, dir: Path, redis: RedisEngine, kafka: KafkaEngine,
                  shard_count: int, cassandra: CassandraEngine | None = None,
-                 kafkas: list[KafkaEngine] | None = None, outbox_partitions: int = 1) -> None:
+                 kafkas: list[KafkaEngine] | None = None, outbox_partitions: int = 1,
+                 cassandras: list[CassandraEngine] | None = None) -> None:
         self.dir = Path(dir).resolve()
         self.redis = redis
         self.kafkas = list(kafkas or [kafka])
         self.kafka = self.kafkas[0]
-        self.cassandra = cassandra
+        self.cassandras = list(cassandras or ([cassandra] if cassandra else []))
+        self.cassandra = self.cassandras[0] if self.cassandras else None
         self.shard_count = shard_count
         self.outbox_partitions = outbox_partitions
 
@@ -95,7 +99,7 @@ class EngineSet:
     @property
     def engines(self) -> list[Engine]:
         """Every recorded engine, in start order."""
-        return [e for e in (self.redis, *self.kafkas, self.cassandra) if e is not None]
+        return [self.redis, *self.kafkas, *self.cassandras]
 
     @property
     def env_path(self) -> Path:
@@ -105,14 +109,16 @@ class EngineSet:
     def env(self) -> dict[str, str]:
         """The QIM_* variables services read to find these engines.
 
-        The Cassandra variables appear only while it runs (it is opt-in).
+        The Cassandra variables appear only while it runs (it is opt-in); the single-node
+        development switch only with one node (three nodes: RF 3, docs/design.md §8).
         """
         env = {"QIM_REDIS_ADDR": self.redis_addr,
                "QIM_KAFKA_BOOTSTRAP": self.kafka_bootstrap,
                "QIM_MAILBOX_SHARD_COUNT": str(self.shard_count)}
         if self.cassandra is not None and self.cassandra.alive():
-            env["QIM_SCYLLA_ADDRS"] = self.cassandra.addr
-            env["QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV"] = "1"  # DESIGN §8: RF=1 only with it
+            env["QIM_SCYLLA_ADDRS"] = ",".join(c.addr for c in self.cassandras)
+            if len(self.cassandras) == 1:
+                env["QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV"] = "1"  # DESIGN §8: RF=1 only with it
         return env
 
     # --- persistence ----------------------------------------------------------
@@ -124,6 +130,8 @@ class EngineSet:
             st["kafka_brokers"] = [k.to_state() for k in self.kafkas]
         if self.cassandra is not None:
             st["cassandra"] = self.cassandra.to_state()
+        if len(self.cassandras) > 1:
+            st["cassandra_nodes"] = [c.to_state() for c in self.cassandras]
         return st
 
     def save(self) -> None:
@@ -151,11 +159,10 @@ class EngineSet:
         try:
             st = json.loads(path.read_text())
             r, k, c = st["redis"], st["kafka"], st.get("cassandra")
-            cassandra = (CassandraEngine(Path(c["dir"]), c["ports"], c.get("pid"))
-                         if c else None)
+            cassandras = [CassandraEngine.from_state(n) for n in st.get("cassandra_nodes", [c] if c else [])]
             kafkas = [KafkaEngine.from_state(b) for b in st.get("kafka_brokers", [k])]
             return cls(dir, RedisEngine(Path(r["dir"]), r["ports"], r.get("pid")), kafkas[0],
-                       int(st["shard_count"]), cassandra, kafkas, int(st.get("outbox_partitions", 1)))
+                       int(st["shard_count"]), None, kafkas, int(st.get("outbox_partitions", 1)), cassandras)
         except (ValueError, KeyError, TypeError) as e:
             raise EngineError(f"{path} is corrupt ({e}); stop its processes by hand "
                               f"and remove {dir}") from e
@@ -164,7 +171,7 @@ class EngineSet:
     @classmethod
     def up(cls, dir: Path | str | None = None, shard_count: int | None = None,
            die_with_parent: bool = False, with_cassandra: bool | None = None, brokers: int | None = None,
-           outbox_partitions: int | None = None) -> "EngineSet":
+           outbox_partitions: int | None = None, cql_nodes: int | None = None) -> "EngineSet":
         """Start the engines (idempotent) and return the running set, each truly ready.
 
         Healthy recorded engines are left alone; dead ones are restarted on their
@@ -172,7 +179,8 @@ class EngineSet:
         defaults to the recorded one, else 64; a different count than recorded raises
         EngineError (topics cannot shrink). `with_cassandra` (default: env
         QIM_DEV_WITH_CASSANDRA) also starts Cassandra; a recorded Cassandra that is not
-        asked for is left as it is. `die_with_parent` makes the engines exit with this
+        asked for is left as it is; `cql_nodes` 3 makes it a cluster of three nodes
+        (qim/dev/cassandra_cluster.py; default: recorded, else 1). `die_with_parent` makes the engines exit with this
         process (test sessions). Raises EngineError if anything cannot be installed or
         started; engines started so far stay recorded in state.json so `down` can
         stop them.
@@ -198,6 +206,11 @@ class EngineSet:
         if es is not None and outbox_partitions and outbox_partitions != es.outbox_partitions:
             raise EngineError(f"engines in {dir} were created with {es.outbox_partitions} Outbox partition(s), not "
                               f"{outbox_partitions}; run `down` and remove {dir} to change it")
+        if cql_nodes not in (None, 1, 3):
+            raise EngineError(f"cql_nodes must be 1 or 3, got {cql_nodes}")
+        if es is not None and es.cassandras and cql_nodes and cql_nodes != len(es.cassandras):
+            raise EngineError(f"engines in {dir} were created with {len(es.cassandras)} Cassandra node(s), not "
+                              f"{cql_nodes}; run `down` and remove {dir} to change it")
         # install first, so a missing package fails before anything is running
         ensure_redis_installed()
         lib = ensure_kafka_jars()
@@ -212,17 +225,27 @@ class EngineSet:
         if with_cassandra and es.cassandra is None:
             used = [p for e in es.engines for p in e.ports.values()]
             cq, cs = pick_ports(2, exclude=used)
-            es.cassandra = CassandraEngine(dir / "cassandra", {"main": cq, "storage": cs})
+            if (cql_nodes or 1) == 1:
+                es.cassandras = [CassandraEngine(dir / "cassandra", {"main": cq, "storage": cs})]
+            else:
+                es.cassandras = cluster_nodes(dir, {"main": cq, "storage": cs}, cql_nodes)
+            es.cassandra = es.cassandras[0]
         for k in es.kafkas:
             k.lib = lib
-        if es.cassandra is not None and cassandra_lib is not None:
-            es.cassandra.lib = cassandra_lib
+        for c in es.cassandras:
+            if cassandra_lib is not None:
+                c.lib = cassandra_lib
         wanted: list[Engine] = [es.redis, *es.kafkas]
-        if with_cassandra and es.cassandra is not None:  # set just above when wanted
-            wanted.append(es.cassandra)
+        if with_cassandra:  # es.cassandras set just above when wanted
+            wanted.extend(es.cassandras)
         for eng in wanted:
             eng.die_with_parent = die_with_parent
-        es._start([e for e in wanted if e not in es.kafkas])
+        es._start([e for e in wanted if e not in es.kafkas and e not in es.cassandras[1:]])
+        if with_cassandra and len(es.cassandras) > 1:
+            try:  # one after the other: a node joins through a seed that runs
+                start_nodes(es.cassandras)
+            finally:
+                es.save()
         es._start_kafkas()
         topics = create_topics(es.kafka_bootstrap, es.shard_count, outbox_partitions=es.outbox_partitions,
                                replicas=min(3, len(es.kafkas)))

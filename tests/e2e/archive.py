@@ -36,12 +36,12 @@ def archive_stack(base, cassandra, extra_env=None, **stack_kw):
 
 
 def drop_keyspace(cassandra, keyspace: str) -> None:
-    from qim.stores.cql.session import CqlSession
+    from qim.stores.cql.session import DDL_TIMEOUT_S, CqlSession
 
     async def run():
         s = CqlSession(cassandra.scylla(keyspace))
         try:
-            await s.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")
+            await s.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", None, "drop keyspace", DDL_TIMEOUT_S)
         finally:
             await s.close()
 

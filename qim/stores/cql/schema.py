@@ -8,7 +8,10 @@ keyspace without the current version or with a single-node replication the deplo
 did not allow, naming `qimctl schema apply` or the variable.
 
 Replication: NetworkTopologyStrategy with 3 replicas in QIM_SCYLLA_LOCAL_DC;
-SimpleStrategy with 1 only when QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV=1 (docs/design.md §8).
+SimpleStrategy with fewer (one per node of a cluster of one or two nodes) only when
+QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV=1 (docs/design.md §8). The switch never excuses fewer
+replicas than the cluster has nodes, up to 3: on a three-node cluster a keyspace below
+RF 3 is refused with or without it (docs/decisions/0089).
 Every table keeps default_time_to_live 0: a message row's TTL is set per write from
 its conversation's retention class; message tables see no DELETE (a recall or delete
 rewrites the row's state and body with a later write timestamp).
@@ -32,7 +35,7 @@ import time
 
 from qim.consts import SCYLLA_SCHEMA_VERSION
 from qim.errors import EngineError
-from qim.stores.cql.session import CqlSession
+from qim.stores.cql.session import DDL_TIMEOUT_S, CqlSession
 
 COMPONENT = "qim"
 RECORD_FIELDS = ("conversation_id blob, conversation_seq bigint, sender_id bigint, sender_device_id bigint, "
@@ -57,12 +60,40 @@ MIGRATIONS: dict[int, tuple[str, tuple[str, ...]]] = {
 assert max(MIGRATIONS) == SCYLLA_SCHEMA_VERSION
 
 
-def replication(session: CqlSession) -> str:
-    """The keyspace's replication map as CQL text."""
+def replication(session: CqlSession, nodes: int = 1) -> str:
+    """The keyspace's replication map as CQL text for a cluster of `nodes` nodes:
+    NetworkTopologyStrategy RF 3 in the local DC; SimpleStrategy RF `nodes` only on a
+    development cluster of fewer than 3 nodes with QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV=1."""
     cfg = session.cfg
-    if cfg.allow_single_node_dev:
-        return "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+    if cfg.allow_single_node_dev and nodes < 3:
+        return "{'class': 'SimpleStrategy', 'replication_factor': %d}" % max(1, nodes)
     return "{'class': 'NetworkTopologyStrategy', '%s': 3}" % cfg.local_dc
+
+
+async def cluster_nodes(session: CqlSession) -> int:
+    """How many nodes the coordinator knows: itself plus its peers (system.peers)."""
+    rows = await session.execute("SELECT peer FROM system.peers", None, "peer list")
+    return 1 + len(rows)
+
+
+def required_replicas(session: CqlSession, nodes: int) -> int:
+    """The fewest replicas a keyspace may have: 3, or with QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV=1
+    as many as the cluster has nodes, up to 3 (docs/decisions/0089)."""
+    return min(3, max(1, nodes)) if session.cfg.allow_single_node_dev else 3
+
+
+def _refusal(session: CqlSession, repl: dict, nodes: int) -> str | None:
+    """Why the keyspace's replication `repl` is refused on `nodes` nodes, or None."""
+    need = required_replicas(session, nodes)
+    have = _replicas(repl)
+    if have >= need:
+        return None
+    if session.cfg.allow_single_node_dev:
+        return (f"keyspace {session.keyspace} has {have} replica(s) on a cluster of {nodes} nodes; "
+                f"QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV=1 allows fewer than 3 only on a cluster that small: "
+                f"ALTER KEYSPACE {session.keyspace} to replication_factor {need} and run a repair")
+    return (f"keyspace {session.keyspace} has fewer than 3 replicas ({have}); set "
+            "QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV=1 only for a single-node development cluster")
 
 
 async def _versions(session: CqlSession) -> set[int]:
@@ -77,27 +108,29 @@ async def _keyspace_replication(session: CqlSession) -> dict | None:
     return dict(rows[0][0]) if rows else None
 
 
-def _single_node(repl: dict) -> bool:
+def _replicas(repl: dict) -> int:
+    """Replicas of a replication map (the largest DC's count for NetworkTopologyStrategy)."""
     counts = [int(v) for k, v in repl.items() if k not in ("class", "replication_factor")]
     if "replication_factor" in repl:
         counts.append(int(repl["replication_factor"]))
-    return max(counts or [0]) < 3
+    return max(counts or [0])
 
 
 async def apply(session: CqlSession) -> list[int]:
     """Create the keyspace if absent and run the missing migrations; returns the versions
-    applied now (empty: already current). EngineError when the keyspace exists with a
-    single-node replication that QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV does not allow."""
+    applied now (empty: already current). EngineError when the keyspace exists with
+    fewer replicas than `required_replicas` (_refusal)."""
     ks = session.keyspace
-    await session.execute(f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {replication(session)} "
-                          "AND durable_writes = true", None, "create keyspace")
+    nodes = await cluster_nodes(session)
+    await session.execute(f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = {replication(session, nodes)} "
+                          "AND durable_writes = true", None, "create keyspace", DDL_TIMEOUT_S)
     repl = await _keyspace_replication(session)
-    if repl is not None and _single_node(repl) and not session.cfg.allow_single_node_dev:
-        raise EngineError(f"keyspace {ks} has fewer than 3 replicas ({repl}); allowed only with "
-                          "QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV=1")
+    refusal = _refusal(session, repl, nodes) if repl is not None else None
+    if refusal:
+        raise EngineError(refusal)
     await session.execute(f"CREATE TABLE IF NOT EXISTS {ks}.schema_version (component text, version int, "
                           "applied_at_ms bigint, description text, PRIMARY KEY (component, version))",
-                          None, "create schema_version")
+                          None, "create schema_version", DDL_TIMEOUT_S)
     done = await _versions(session)
     applied = []
     for version in sorted(MIGRATIONS):
@@ -105,7 +138,7 @@ async def apply(session: CqlSession) -> list[int]:
             continue
         description, statements = MIGRATIONS[version]
         for stmt in statements:
-            await session.execute(stmt.format(ks=ks), None, f"migration {version}")
+            await session.execute(stmt.format(ks=ks), None, f"migration {version}", DDL_TIMEOUT_S)
         await session.execute(f"INSERT INTO {ks}.schema_version (component, version, applied_at_ms, description) "
                               "VALUES (%s, %s, %s, %s)", (COMPONENT, version, int(time.time() * 1000), description),
                               "record migration")
@@ -115,15 +148,15 @@ async def apply(session: CqlSession) -> list[int]:
 
 async def check(session: CqlSession) -> None:
     """Refuse to run against a keyspace that is missing, not at SCYLLA_SCHEMA_VERSION, or
-    single-node without QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV=1 (EngineError naming the fix).
+    with fewer replicas than `required_replicas` (EngineError naming the fix).
     StoreUnavailable when no node answers."""
     ks = session.keyspace
     repl = await _keyspace_replication(session)
     if repl is None:
         raise EngineError(f"keyspace {ks} does not exist: run `qimctl schema apply`")
-    if _single_node(repl) and not session.cfg.allow_single_node_dev:
-        raise EngineError(f"keyspace {ks} has fewer than 3 replicas; set QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV=1 "
-                          "only for a single-node development cluster")
+    refusal = _refusal(session, repl, await cluster_nodes(session))
+    if refusal:
+        raise EngineError(refusal)
     rows = await session.execute("SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s",
                                  (ks,), "table list")
     if "schema_version" not in {r[0] for r in rows}:

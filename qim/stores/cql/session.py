@@ -10,6 +10,15 @@ driver would otherwise try peers it discovers on the contact port); elsewhere
 token-aware over DC-aware round robin in QIM_SCYLLA_LOCAL_DC. Consistency LOCAL_QUORUM
 (docs/design.md §8); paging is off (every query of the tier is bounded by a LIMIT or a key).
 CQL protocol v4, the newest ScyllaDB speaks.
+
+A frozen node (a long GC pause, a stalled disk, SIGSTOP) keeps its connections open, so
+the driver does not mark it down for tens of seconds, and a request it coordinates would
+wait the whole REQUEST_TIMEOUT_S. Every statement of the tier is idempotent (explicit
+write times and fixed values, no LWT, no counter), so prepared statements and batches
+are marked so and the profile speculatively sends a request that has no answer after
+SPECULATIVE_DELAY_S to the next node of the plan (at most SPECULATIVE_ATTEMPTS more):
+with one of three nodes frozen, LOCAL_QUORUM still answers in seconds
+(docs/decisions/0090).
 """
 
 from __future__ import annotations
@@ -24,13 +33,25 @@ from qim.stores.cql.errors import is_driver_error, translate
 CQL_PROTOCOL_VERSION = 4
 REQUEST_TIMEOUT_S = 10.0
 CONNECT_TIMEOUT_S = 5.0
+# a healthy coordinator answers (a result, or WriteTimeout / ReadTimeout) within its own
+# request timeouts (2 s write, 5 s read by default); 2 s without a word is a frozen node
+SPECULATIVE_DELAY_S = 2.0
+SPECULATIVE_ATTEMPTS = 2
+# a schema change waits for the coordinator to apply and announce it: seconds on a
+# loaded cluster of three (qimctl schema apply only, never the request path)
+DDL_TIMEOUT_S = 60.0
 
 
 def build_cluster(cfg: ScyllaConfig) -> Any:
     """A driver Cluster for `cfg` (not connected)."""
     from cassandra import ConsistencyLevel
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-    from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy, WhiteListRoundRobinPolicy
+    from cassandra.policies import (
+        ConstantSpeculativeExecutionPolicy,
+        DCAwareRoundRobinPolicy,
+        TokenAwarePolicy,
+        WhiteListRoundRobinPolicy,
+    )
     from cassandra.query import tuple_factory
 
     policy: Any
@@ -41,7 +62,9 @@ def build_cluster(cfg: ScyllaConfig) -> Any:
     profile = ExecutionProfile(load_balancing_policy=policy, request_timeout=REQUEST_TIMEOUT_S,
                                consistency_level=ConsistencyLevel.LOCAL_QUORUM,
                                serial_consistency_level=ConsistencyLevel.LOCAL_SERIAL,
-                               row_factory=tuple_factory)
+                               row_factory=tuple_factory,
+                               speculative_execution_policy=ConstantSpeculativeExecutionPolicy(
+                                   SPECULATIVE_DELAY_S, SPECULATIVE_ATTEMPTS))
     return Cluster(list(cfg.hosts), port=cfg.port, protocol_version=CQL_PROTOCOL_VERSION,
                    execution_profiles={EXEC_PROFILE_DEFAULT: profile}, connect_timeout=CONNECT_TIMEOUT_S,
                    control_connection_timeout=CONNECT_TIMEOUT_S)
@@ -55,6 +78,7 @@ def partition_batch(calls: Sequence[tuple[Any, Sequence[Any]]]) -> Any:
     from cassandra.query import BatchStatement, BatchType
 
     batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+    batch.is_idempotent = True  # its rows carry their write times: sent twice, nothing changes
     for stmt, params in calls:
         batch.add(stmt, params)
     return batch
@@ -115,17 +139,21 @@ class CqlSession:
             if is_driver_error(exc):
                 raise translate(exc, "prepare") from exc
             raise
+        # every statement of the tier is idempotent (module docstring): speculative retries
+        stmt.is_idempotent = True
         self._prepared[cql] = stmt
         return stmt
 
-    async def execute(self, stmt: Any, params: Optional[Sequence[Any]] = None, what: str = "query") -> list:
-        """Run one statement (text or prepared) -> its rows as tuples."""
+    async def execute(self, stmt: Any, params: Optional[Sequence[Any]] = None, what: str = "query",
+                      timeout: Optional[float] = None) -> list:
+        """Run one statement (text or prepared) -> its rows as tuples; `timeout` (s)
+        replaces the profile's REQUEST_TIMEOUT_S (schema changes: DDL_TIMEOUT_S)."""
         if self._session is None:
             await self.open()
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         try:
-            rf = self._session.execute_async(stmt, params)
+            rf = self._session.execute_async(stmt, params, **({"timeout": timeout} if timeout else {}))
         except Exception as exc:
             if is_driver_error(exc):
                 raise translate(exc, what) from exc
