@@ -83,7 +83,8 @@ def lone_gateway(base: Path, extra_env: Optional[dict[str, str]] = None) -> Lone
     pki = ensure_dev_pki(base / "tls")
     key, public = dev_token_key(base)
     client = pki.files(CLIENT_PORT)
-    addr = f"127.0.0.1:{free_port()}"
+    # QIM_GATEWAY_LISTEN of `extra_env` fixes the port (a restart on the same port: benches/reconnect_storm.py)
+    addr = (extra_env or {}).get("QIM_GATEWAY_LISTEN") or f"127.0.0.1:{free_port()}"
     dead = {name: f"127.0.0.1:{free_port()}" for name in
             ("QIM_WRITER_ADDRS", "QIM_MAILBOX_ADDRS", "QIM_SESSION_ADDRS", "QIM_KAFKA_BOOTSTRAP")}
     redis = start_redis(base / "redis", die_with_parent=True)  # the gateway's node lease lives there

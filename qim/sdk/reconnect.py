@@ -24,8 +24,14 @@ stops "token expired". With `auto_reconnect=False` a connection lost after `read
 stops the loop ("connection lost"; pending sends stay for the next connect()).
 Every attempt is bounded (CONNECT_TIMEOUT_S for TCP, TLS, AUTH and the token
 provider; PING probes for every request of the sync), and an unexpected exception is
-a failed attempt (logged), never a silent end of the loop. Each backoff wait is
-jittered to uniform(½, 1½) of it (`jittered`).
+a failed attempt (logged), never a silent end of the loop. The waits (`reconnect_wait`,
+docs/decisions/0078): the first attempt after a ready connection was lost waits
+uniform(0, min(FIRST_SPREAD_S, cap)) — the devices of a gateway that went away do not
+come back in one burst, as a first retry of 25–75 ms made them; later ones wait their
+backoff jittered to uniform(½, 1½) of it (`jittered`); a server's retry-after hint (a
+RATE_LIMITED, or the UNAVAILABLE of a gateway whose login queue is full) is the
+earliest retry, stretched by up to 10 % so the clients it refused together do not
+return together.
 """
 
 from __future__ import annotations
@@ -45,12 +51,22 @@ from qim.sdk.retry import RETRYABLE, Backoff
 
 logger = logging.getLogger(__name__)
 TOKEN_EXPIRED = "token expired"
+FIRST_SPREAD_S = 1.0  # the first reconnect after a lost ready connection: full jitter over this (≤ cap)
 
 
 def jittered(delay: float) -> float:
     """`delay` (s) spread to uniform(½, 1½) of it, so the clients of a gateway that died
     do not come back to the others in one burst (docs/design.md §13)."""
     return delay * (0.5 + random.random())
+
+
+def reconnect_wait(delay: float, hint: float, after_ready: bool, cap: float) -> float:
+    """Seconds before the next attempt (module docstring): full jitter over
+    min(FIRST_SPREAD_S, `cap`) right after a ready connection was lost (`after_ready`),
+    else `delay` jittered; never sooner than the server's `hint` (s; 0 = none), which is
+    stretched by up to 10 %."""
+    wait = random.uniform(0.0, min(FIRST_SPREAD_S, cap)) if after_ready else jittered(delay)
+    return max(wait, hint * random.uniform(1.0, 1.1)) if hint > 0 else wait
 
 
 class Stop(Exception):
@@ -153,7 +169,7 @@ class Supervisor:
                     if not tuning.auto_reconnect:
                         raise Stop("connection lost", ConnectionLost(reason), fail_sends=False)
                 core.set_state("reconnecting", reason)
-                await asyncio.sleep(max(jittered(delay), hint))  # a retry-after hint is a floor
+                await asyncio.sleep(reconnect_wait(delay, hint, ready, cap))  # a retry-after hint is a floor
                 delay = min(delay * 2, cap)
         except Stop as stop:
             if not core.closing:

@@ -16,17 +16,14 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import time
-import urllib.request
 
 import pytest
 
-from qim._core import frame as frame_codec
 from qim.dev.lone_gateway import free_port, lone_gateway
 from qim.errors import ErrorCode
-from qim.net.tls import client_port_context
-from qim.proto.v1 import common_pb2, connection_pb2
+from qim.proto.v1 import connection_pb2
 from qim.protocol import Opcode
-from qim.wire.devtoken import issue_dev_token
+from tests.gateway.rawdevice import Device, metric, poll
 from tests.sdk.faultproxy import FaultProxy
 
 HEARTBEAT_S = 4
@@ -42,74 +39,6 @@ def gateway(tmp_path):
     gw.metrics = metrics
     yield gw
     gw.stop()
-
-
-def metric(gw, name: str) -> float:
-    """The sum of the samples of `name` on the gateway's /metrics (0.0 when absent)."""
-    text = urllib.request.urlopen(f"http://{gw.metrics}/metrics", timeout=10).read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith(name) and line[len(name):len(name) + 1] in (" ", "{"))
-
-
-async def poll(check, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not await asyncio.to_thread(check):
-        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
-        await asyncio.sleep(0.5)
-
-
-class Device:
-    """One raw TLS client connection: AUTH, then PINGs while `alive`."""
-
-    def __init__(self, reader, writer) -> None:
-        self.reader, self.writer = reader, writer
-        self.decoder = frame_codec.FrameDecoder()
-        self.frames: list = []
-        self._pinger = None
-
-    @classmethod
-    async def login(cls, gw, addr: str, user: int, device: int):
-        """(Device, None) on AUTH_OK, (None, Error) when refused."""
-        host, port = addr.rsplit(":", 1)
-        reader, writer = await asyncio.open_connection(host, int(port), ssl=client_port_context(gw.ca_file),
-                                                       server_hostname="127.0.0.1")
-        dev = cls(reader, writer)
-        dev.send(Opcode.AUTH, 1, connection_pb2.Auth(token=issue_dev_token(gw.token_key, 0, user, device)))
-        opcode, body = await dev.reply(1)
-        if opcode == Opcode.AUTH_OK:
-            return dev, None
-        writer.transport.abort()
-        return None, common_pb2.Error.FromString(body)
-
-    def send(self, opcode: int, rid: int, msg) -> None:
-        self.writer.write(b"".join(frame_codec.encode_frame(opcode, rid, msg.SerializeToString(), False, 65536)))
-
-    async def reply(self, rid: int, timeout: float = 30) -> tuple[int, bytes]:
-        async def read():
-            while True:
-                for opcode, got, body in self.frames:
-                    if got == rid:
-                        return opcode, body
-                data = await self.reader.read(65536)
-                if not data:
-                    raise ConnectionError("closed by the gateway")
-                self.frames.extend(self.decoder.feed(data))
-        return await asyncio.wait_for(read(), timeout)
-
-    def keep_alive(self) -> None:
-        async def ping():
-            rid = 100
-            while True:
-                await asyncio.sleep(1.0)
-                rid += 1
-                self.send(Opcode.PING, rid, connection_pb2.Ping())
-                await self.reply(rid)
-        self._pinger = asyncio.get_running_loop().create_task(ping())
-
-    def close(self) -> None:
-        if self._pinger is not None:
-            self._pinger.cancel()
-        self.writer.transport.abort()
 
 
 async def test_frozen_connections_are_reaped_and_live_ones_stay(gateway):

@@ -8,11 +8,13 @@ once (token check, session epoch, registration, revocation check, presence), at 
 `queue` more wait for a slot in arrival order, and an AUTH past both is refused at once
 with ERROR(UNAVAILABLE) and a `retry_after_ms` that gives it a place in a virtual queue
 behind the ones already waiting or told to come back: (waiting + in flight + told) /
-rate, where rate is the logins per second the gateway just achieved (`inflight` over
-the mean login time), ±10 % jitter. Refused clients therefore come back spread at about
-the rate the gateway verifies logins, not together. The SDKs treat a hint as the
+rate, where rate is PLANNED_SHARE of the logins per second the gateway just achieved
+(`inflight` over the mean login time), ±10 % jitter. Refused clients therefore come
+back spread at about the rate the gateway verifies logins, not together. The SDKs treat a hint as the
 earliest retry (qim/sdk/reconnect.py, web/src/sdk/reconnect.ts). Counted in
-qim_gateway_login_refused_total; qim_gateway_logins_waiting is the queue. A token
+qim_gateway_login_refused_total; qim_gateway_logins_waiting is the queue. The TLS
+handshake before the AUTH is not gated: a concurrency limit on handshakes held its
+slots through the clients' round trips and cut the login rate (decision 0078). A token
 refresh on a live connection is not admitted (it holds its slot already).
 """
 
@@ -34,7 +36,10 @@ from qim.protocol import Opcode
 from qim.wire.tokens import TokenRefused
 
 logger = logging.getLogger(__name__)
-FIRST_LOGIN_S = 0.02  # the mean login time assumed before any was measured
+FIRST_LOGIN_S = 0.05  # the mean login time assumed before any was measured
+# hints plan returns at this share of the measured rate: a return too early costs a TLS
+# handshake and another refusal, one too late a slot idle for a moment
+PLANNED_SHARE = 0.8
 MAX_HINT_MS = 60_000
 
 
@@ -70,7 +75,7 @@ class LoginAdmission:
     def hint_ms(self) -> int:
         """The retry-after of one more refused login: its place behind everyone waiting,
         in flight or told to come back already, at `rate`, ±10 %."""
-        now, rate = self._clock(), self.rate
+        now, rate = self._clock(), self.rate * PLANNED_SHARE
         self._told = max(0.0, self._told - (now - self._told_at) * rate) + 1
         self._told_at = now
         ahead = self.waiting + self.inflight + self._told
@@ -84,7 +89,8 @@ class LoginAdmission:
             self.refused += 1
             if self._m is not None:
                 self._m.login_refused.inc()
-            raise LoginBusy(f"gateway busy: {self.waiting} logins waiting", self.hint_ms())
+            raise LoginBusy(f"gateway busy: {self.waiting} logins waiting, about {self.rate:.0f} served a second",
+                            self.hint_ms())
         self.waiting += 1
         self._gauge()
         try:
@@ -96,7 +102,7 @@ class LoginAdmission:
         try:
             yield
         finally:
-            self.mean_s += (self._clock() - started - self.mean_s) / 16  # over roughly the last 16 logins
+            self.mean_s += (self._clock() - started - self.mean_s) / 8  # over roughly the last 8 logins
             self._slots.release()
 
     def _gauge(self) -> None:
