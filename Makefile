@@ -127,6 +127,16 @@ test-scale: install
 	@start=$$(date +%s); $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/scale $(PYTEST_ARGS); rc=$$?; \
 	  echo "test-scale: $$(( $$(date +%s) - start )) s"; exit $$rc
 
+# The three-node CQL gate (docs/decisions/0089, 0090; not in `make test`: three JVMs start
+# one after the other, 4-5 min on two loaded cores): the CQL store contract suites, the RF
+# checks and LOCAL_QUORUM on a cluster of three (RF 3), then the whole stack sending while
+# a node is SIGKILLed and restarted and another SIGSTOPped (tests/cql3). Prints its run time.
+.PHONY: test-cql3
+test-cql3: install
+	@start=$$(date +%s); QIM_TEST_CQL_NODES=3 $(BIN)/python -m pytest -q -s -p no:cacheprovider \
+	  tests/stores -k "cql or seam or test_archive or test_errors" tests/cql3/test_replication.py \
+	  tests/cql3/test_node_faults.py $(PYTEST_ARGS); rc=$$?; echo "test-cql3: $$(( $$(date +%s) - start )) s"; exit $$rc
+
 # pytest-benchmark: every bench on the pure twin and the compiled module in one run,
 # plus the reference bench; then the gate (benches/gate.py): each group's compiled/pure
 # ratio at or above its floor (benches/floors.toml) and each compiled bench within the
