@@ -109,7 +109,8 @@ async def test_offline_recipient_pulls_at_login(gw, tmp_path):
 async def test_cut_before_ack_resends_same_cmid_once(gw, tmp_path):
     a = runtime(gw, tmp_path, A, faults=LinkFaults())
     await a.connect()
-    gw.materialize_delay = 0.5  # the own entry is not visible at reconnect: forces a resend
+    # the own entry is not visible at reconnect (which waits up to FIRST_SPREAD_S = 1 s, decision 0078): forces a resend
+    gw.materialize_delay = 3.0
     a.faults.cut_after_next_send()
     ack = await a.send_message(CONV, B, b"cut")
     assert gw.sends_seen == 2 and len(gw.committed) == 1
