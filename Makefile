@@ -84,6 +84,8 @@ $(WEB_STAMP): web/package.json web/package-lock.json
 	touch $@
 
 web-build: $(WEB_STAMP)
+	@# buf and tsc print nothing while they work: say so, or the demo looks stuck for a minute (decision 0093)
+	@echo "web-build: protobuf code (buf), type check (tsc), then the bundle (vite): about a minute on a busy machine" >&2
 	cd web && npm run build
 
 test-web: install web-tools web-build

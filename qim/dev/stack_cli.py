@@ -189,15 +189,15 @@ def owners_lines(existing: Stack) -> list[str]:
 def restart_words(existing: Stack, wanted: dict[str, int], settings: dict[str, str]) -> str:
     """The line `stack up` prints before it stops a running stack to start it again: why
     (new node counts, other archive settings, a service not answering) and what it means
-    (every service restarts, clients reconnect; the engines and their data stay)."""
+    (every service restarts, clients reconnect; the engines and their data stay). New node
+    counts and other archive-tier settings are both named when both changed: `stack up
+    --gateways 2` after `make demo` also drops the demo's short hot window (decision 0093)."""
     changed = [f"{s} {existing.count(s)} -> {n}" for s, n in wanted.items() if existing.count(s) != n]
-    if changed:
-        why = "new node counts (" + ", ".join(changed) + ")"
-    elif settings_differ(existing.env, settings):
+    reasons = ["new node counts (" + ", ".join(changed) + ")"] if changed else []
+    if settings_differ(existing.env, settings):
         moved = [f"{k} {existing.env.get(k) or 'default'} -> {settings.get(k) or 'default'}" for k in SETTINGS
                  if existing.env.get(k, "") != settings.get(k, "")]
-        why = "other archive-tier settings (" + ", ".join(moved) + ")"
-    else:
-        why = "other token keys, or a service that did not answer /healthz"
+        reasons.append("other archive-tier settings (" + ", ".join(moved) + ")")
+    why = " and ".join(reasons) or "other token keys, or a service that did not answer /healthz"
     return (f"stack: restarting every service for {why}: connected clients reconnect by themselves; the engines "
             "and their data stay")

@@ -3,7 +3,7 @@ recipe (`make -n`) installs the page's tools first, replays a short corpus unles
 DEMO_FULL=1, and ends with qim-web and the next steps; the next-steps block names the two
 terminal commands, the web address, a second device and `make down`; progress lines are
 printed only when a command turns them on; `stack up` says why it restarts a running
-stack; `qimctl` without the stack's addresses says to load stack.env."""
+stack (every reason: node counts and archive settings); `qimctl` without the stack's addresses says to load stack.env."""
 
 from __future__ import annotations
 
@@ -37,6 +37,8 @@ def test_the_demo_recipe_installs_the_page_tools_replays_a_short_corpus_and_ends
     assert first(lines, "qim-dev stack up") < replay
     assert replay < first(lines, "qim-web --port") < first(lines, "qim.dev.demo_next"), "the address comes last"
     assert sum("npm run build" in line for line in lines) == 1, "the page is built once"
+    # buf and tsc are silent for a minute: a line says what is being done first (decision 0093)
+    assert "web-build: protobuf code (buf), type check (tsc)" in lines[first(lines, "npm run build") - 1]
     assert "qim.dev.demo_next" in lines[-1], lines[-3:]
     full = dry_run("DEMO_FULL=1")
     assert "--limit 0" in full[first(full, "qim-loadgen replay")]
@@ -94,6 +96,15 @@ def test_stack_up_says_why_it_restarts_every_service():
     demo = Running({}, {"QIM_HISTORY_HOT_WINDOW_MS": "5000"})
     line = restart_words(demo, {}, {})
     assert "archive-tier settings (QIM_HISTORY_HOT_WINDOW_MS 5000 -> default" in line, line
+
+
+def test_stack_up_names_both_new_node_counts_and_the_demos_archive_settings_it_drops():
+    # the operations.md recipe after `make demo`: more nodes, and (silently before decision 0093)
+    # the demo's 5 s hot window back to the default
+    demo = Running({"gateway": 1}, {"QIM_HISTORY_HOT_WINDOW_MS": "5000", "QIM_OUTBOX_RETENTION_MS": "2000"})
+    line = restart_words(demo, {"gateway": 2, "mailbox": 3}, {})
+    assert "new node counts (gateway 1 -> 2, mailbox 1 -> 3) and other archive-tier settings (" in line, line
+    assert "QIM_HISTORY_HOT_WINDOW_MS 5000 -> default" in line and "QIM_OUTBOX_RETENTION_MS 2000 -> default" in line
 
 
 def test_qimctl_without_the_stack_addresses_says_to_load_stack_env():
