@@ -21,6 +21,12 @@ one that does not is restarted as usual. Before this rule a Redis away for longe
 the limit restarted every service, gateways and their devices included, and again at
 every start grace for as long as it stayed away.
 
+A start that keeps missing the grace backs off (decision 0091): each restart for not
+being healthy within the grace doubles the next start's grace (120, 240, 480 s, at most
+GRACE_MAX_FACTOR times), and the first 200 brings it back to START_GRACE_S. A service
+that merely starts slowly on a loaded machine (a mailbox catching up a long backlog)
+then gets there at the second or third try instead of being cut off every 120 s for ever.
+
 Why 30 s: longer than the outages a node rides out by itself while unhealthy (a lease
 of 6 s in development and 10 s in production lost and taken again, a Redis restart of
 about 13 s, a broker election), short enough that a node stuck at 503 (issue 33: 3.5
@@ -36,6 +42,7 @@ from typing import Callable, Iterable, Optional
 
 UNHEALTHY_RESTART_S = 30.0
 START_GRACE_S = 120.0  # a start waits for engines, leases and peers' links: well under this
+GRACE_MAX_FACTOR = 8  # a start grace doubles per miss in a row up to this many times START_GRACE_S
 POLL_S = 1.0
 
 log = logging.getLogger("qim.dev.supervisor")
@@ -61,6 +68,7 @@ class HealthWatch:
         self._lock = threading.Lock()
         self._started: dict[str, float] = {}  # name -> when its process started
         self._healthy_once: set[str] = set()
+        self._grace_misses: dict[str, int] = {}  # name -> starts in a row not healthy within their grace
         self._failing: dict[str, tuple[float, int, str]] = {}  # name -> (since, status, first line)
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -86,6 +94,7 @@ class HealthWatch:
                 return
             if status == 200:
                 self._healthy_once.add(name)
+                self._grace_misses.pop(name, None)
                 self._failing.pop(name, None)
             elif name not in self._failing:
                 line = (body.strip().splitlines() or ["no answer"])[0][:200]
@@ -105,16 +114,25 @@ class HealthWatch:
                         continue
                     since, status, line = failing
                     why = f"unhealthy for {now - since:.1f}s (/healthz {status or 'no answer'}: {line})"
-                elif now - max(started, held) > self.start_grace_s:
-                    why = f"not healthy within {self.start_grace_s:.0f}s of its start"
+                elif now - max(started, held) > self.grace_s(name):
+                    why = f"not healthy within {self.grace_s(name):.0f}s of its start"
                     if failing is not None:
                         why += f" (/healthz {failing[1] or 'no answer'}: {failing[2]})"
+                    self._grace_misses[name] = self._grace_misses.get(name, 0) + 1
+                    if self._grace_misses[name] > 1:
+                        why += f"; {self._grace_misses[name]} starts in a row"
+                    why += f"; the next start has {self.grace_s(name):.0f}s"
                 else:
                     continue
                 out.append((name, why))
                 self._started.pop(name)
                 self._failing.pop(name, None)
         return out
+
+    def grace_s(self, name: str) -> float:
+        """The start grace of `name`'s current start: START_GRACE_S doubled per start in a
+        row that missed it, at most GRACE_MAX_FACTOR times (module doc)."""
+        return self.start_grace_s * min(2 ** self._grace_misses.get(name, 0), GRACE_MAX_FACTOR)
 
     def engines_seen(self, why: Optional[str], now: Optional[float] = None) -> None:
         """Record one probe of the engines: `why` one is away, or None (module doc).

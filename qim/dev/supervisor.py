@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Optional
 
 from qim.dev._proc import death_wrapper, pid_alive
-from qim.dev.healthwatch import UNHEALTHY_RESTART_S, HealthWatch
+from qim.dev.healthwatch import START_GRACE_S, UNHEALTHY_RESTART_S, HealthWatch
 from qim.dev.stack import READY_TIMEOUT_S, STOP_TIMEOUT_S, Stack
 from qim.errors import EngineError
 from qim.obs.engine_probe import engines_away
@@ -74,11 +74,12 @@ def backoff_s(deaths_in_a_row: int) -> float:
 class Supervisor:
     """Runs the services of one stack (module doc). `run()` blocks until SIGTERM/SIGINT."""
 
-    def __init__(self, stack: Stack, unhealthy_s: float = UNHEALTHY_RESTART_S) -> None:
+    def __init__(self, stack: Stack, unhealthy_s: float = UNHEALTHY_RESTART_S,
+                 start_grace_s: float = START_GRACE_S) -> None:
         self.stack = stack
         # an engine away holds the health clock: no restart for what a restart cannot cure (0091)
         self.health = HealthWatch(stack.healthz, lambda: list(stack._launchers), unhealthy_s,
-                                  away=lambda: engines_away(stack.env))
+                                  start_grace_s=start_grace_s, away=lambda: engines_away(stack.env))
         self.started_at: dict[str, float] = {}
         self.in_a_row: dict[str, int] = {}
         self.due: dict[str, float] = {}  # name -> monotonic time of its pending restart
@@ -177,11 +178,13 @@ class Supervisor:
         return 0
 
 
-def spawn(stack: Stack, die_with_parent: bool = False, unhealthy_restart_s: Optional[float] = None) -> int:
+def spawn(stack: Stack, die_with_parent: bool = False, unhealthy_restart_s: Optional[float] = None,
+          start_grace_s: Optional[float] = None) -> int:
     """Start the supervisor of a stack laid out by stack_up(start=False); returns its
     pid once stack.json names a pid for every service, after waiting until every
     /healthz is 200. EngineError (the supervisor stopped first) otherwise.
-    `unhealthy_restart_s`: the health rule's limit (module doc; default 30 s)."""
+    `unhealthy_restart_s`: the health rule's limit (module doc; default 30 s); `start_grace_s`:
+    its start grace (default 120 s; tests shorten it)."""
     logs = stack.dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     argv = death_wrapper(die_with_parent) + [sys.executable, "-m", "qim.dev.supervisor", str(stack.dir)]
@@ -189,6 +192,8 @@ def spawn(stack: Stack, die_with_parent: bool = False, unhealthy_restart_s: Opti
         argv.append("--die-with-parent")
     if unhealthy_restart_s is not None:
         argv += ["--unhealthy-restart-s", str(unhealthy_restart_s)]
+    if start_grace_s is not None:
+        argv += ["--start-grace-s", str(start_grace_s)]
     with open(logs / LOG_FILE, "ab") as out:
         proc = subprocess.Popen(argv, cwd=stack.dir, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
@@ -215,14 +220,15 @@ def spawn(stack: Stack, die_with_parent: bool = False, unhealthy_restart_s: Opti
 
 
 def supervised_stack_up(dir: Path, engine_env: dict[str, str], die_with_parent: bool = False,
-                        unhealthy_restart_s: Optional[float] = None, **stack_kw: object) -> Stack:
+                        unhealthy_restart_s: Optional[float] = None, start_grace_s: Optional[float] = None,
+                        **stack_kw: object) -> Stack:
     """stack_up (qim.dev.stack: same keywords) with the services run by a supervisor
     (`unhealthy_restart_s`: its health rule's limit, default 30 s); returns the Stack
     once every /healthz is 200 (EngineError otherwise)."""
     from qim.dev.stack import stack_up
 
     stack = stack_up(dir, engine_env, die_with_parent=die_with_parent, start=False, **stack_kw)  # type: ignore[arg-type]
-    spawn(stack, die_with_parent, unhealthy_restart_s)
+    spawn(stack, die_with_parent, unhealthy_restart_s, start_grace_s)
     return stack
 
 
@@ -253,16 +259,20 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--die-with-parent", action="store_true")
     p.add_argument("--unhealthy-restart-s", type=float, default=UNHEALTHY_RESTART_S,
                    help="restart a service whose /healthz failed for longer than this (seconds, > 0)")
+    p.add_argument("--start-grace-s", type=float, default=START_GRACE_S,
+                   help="restart a service not healthy this long after its start (seconds, > 0; doubles per miss)")
     args = p.parse_args(argv)
     if not 0 < args.unhealthy_restart_s < float("inf"):  # nan, inf: no limit at all
         p.error(f"--unhealthy-restart-s must be a number of seconds > 0, got {args.unhealthy_restart_s}")
+    if not 0 < args.start_grace_s < float("inf"):
+        p.error(f"--start-grace-s must be a number of seconds > 0, got {args.start_grace_s}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s qim-dev supervisor: %(message)s")
     stack = Stack.load(Path(args.dir))
     if stack is None:
         print(f"qim-dev supervisor: no stack recorded in {args.dir}", file=sys.stderr)
         return 2
     stack.die_with_parent = args.die_with_parent
-    return Supervisor(stack, args.unhealthy_restart_s).run()
+    return Supervisor(stack, args.unhealthy_restart_s, args.start_grace_s).run()
 
 
 if __name__ == "__main__":

@@ -46,7 +46,8 @@ def test_never_healthy_within_the_start_grace():
     t0 = w._started["writer"]
     w.observe("writer", 503, "starting", now=t0 + 1)
     assert w.overdue(now=t0 + 59) == []
-    assert w.overdue(now=t0 + 61) == [("writer", "not healthy within 60s of its start (/healthz 503: starting)")]
+    assert w.overdue(now=t0 + 61) == [("writer", "not healthy within 60s of its start (/healthz 503: starting); "
+                                                 "the next start has 120s")]
 
 
 def test_a_stopped_service_is_not_judged():
@@ -91,3 +92,21 @@ def test_stack_up_refuses_a_limit_that_is_not_a_positive_number(bad, tmp_path):
     assert out.returncode == 2, out
     assert f"--unhealthy-restart-s must be a number of seconds > 0, got {float(bad)}" in out.stderr
     assert not (tmp_path / "stack" / "stack.json").exists()
+
+
+def test_a_start_that_keeps_missing_the_grace_backs_off_and_a_200_resets_it():
+    # decision 0091: a slow start is not cut off at the same grace for ever
+    w = _watch(unhealthy_s=5, start_grace_s=60)
+    graces = []
+    for _ in range(5):
+        w.started("writer")
+        t0 = w._started["writer"]
+        grace = w.grace_s("writer")
+        assert w.overdue(now=t0 + grace - 1) == []
+        (name, why), = w.overdue(now=t0 + grace + 1)
+        assert why.startswith(f"not healthy within {grace:.0f}s of its start")
+        graces.append(grace)
+    assert graces == [60, 120, 240, 480, 480]  # doubled per miss in a row, at most 8 times
+    w.started("writer")
+    w.observe("writer", 200, "ok", now=w._started["writer"] + 1)
+    assert w.grace_s("writer") == 60
