@@ -33,11 +33,12 @@ export class Puller {
 
   /** A notification: pull soon; never lost (a running pull runs again). */
   wake(): void {
+    const rt = this.rt;
     this.dirty = true;
     if (!this.running && this.rt.conn?.open) {
       this.start().catch((e) => {
         if (e instanceof ConnectionLost || e instanceof NotConnected) return; // the reconnect syncs again
-        if (e instanceof StorageTrouble) return; // told as "storage"; the runtime's watch pulls again
+        if (e instanceof StorageTrouble || rt.store.health.trouble) return; // told as "storage"; the watch pulls again
         this.rt.emit({ type: "syncFailed", code: (e as ServerError).code ?? ErrorCode.INTERNAL, message: String(e) });
       });
     }

@@ -85,14 +85,15 @@ export class LocalStore {
     return this.db.transaction(ALL, "readwrite");
   }
 
-  /** Run `fn` in one readwrite transaction over every store; StoreError (rolled back) on failure. */
-  async transact<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+  /** Run `fn` in one readwrite transaction over every store; StoreError (rolled back) on failure.
+   * `heals`: its commit ends storage trouble (a message or a send stored, not any small write). */
+  async transact<T>(fn: (tx: Tx) => Promise<T>, heals = false): Promise<T> {
     let tx: Tx | null = null;
     try {
       tx = this.tx();
       const out = await fn(tx);
       await tx.done;
-      this.health.ok();
+      if (heals) this.health.ok();
       return out;
     } catch (e) {
       tx?.done.catch(() => undefined); // the abort below rejects it: nothing is written
@@ -121,7 +122,7 @@ export class LocalStore {
       await list.row(conv, recipient);
       await list.finish(emptyResult());
       return row;
-    });
+    }, true);
   }
 
   /** Pending rows in the given states, oldest ordinal first (of one conversation when given). */
@@ -179,7 +180,7 @@ export class LocalStore {
       }
       await tx.objectStore("cursor").put({ lane, shardEpoch, seq: nextCursor }, "cursor");
       return out;
-    });
+    }, entries.length > 0);
   }
 
   /** One HISTORY_BATCH page (back-fill or REBUILD); the cursor is not touched. */

@@ -4,7 +4,8 @@
  * database was deleted or force-closed under the page (Clear site data, DevTools, the
  * browser's storage pressure: "lost"; every later transaction would throw "The database
  * connection is closing"). Both are StorageTrouble, told once per change through
- * `onChange`; the first transaction that commits afterwards tells null (healthy again).
+ * `onChange`; the first transaction that stores a message or a send afterwards tells
+ * null (healthy again: a small write that fits says nothing of the batch that did not).
  * A lost database is re-opened under the same name (empty: a new store nonce, cursor 0,
  * so the next sync fills it from the server as it fills a new device's).
  */
@@ -63,13 +64,29 @@ export class StoreHealth {
   }
 }
 
+/** Delays between the attempts to re-open a lost database (ms): while the browser is
+ * still deleting it, an open fails with AbortError ("The connection was closed"). */
+export const REOPEN_DELAYS_MS = [250, 500, 1000, 2000, 4000];
+
 /**
- * Re-open database `name` after it was lost; its meta (same identity, a new random
- * nonce so no client_message_id of the lost store is drawn again, ordinal 0) is
- * written when the database came back empty. Throws what opening throws.
+ * Re-open database `name` after it was lost (attempts REOPEN_DELAYS_MS apart); its meta
+ * (same identity, a new random nonce so no client_message_id of the lost store is drawn
+ * again, ordinal 0) is written when the database came back empty. Throws what the last
+ * attempt threw.
  */
 export async function reopenDb(name: string, identity: Meta, nonce: Uint8Array,
   onTerminated: () => void): Promise<[Db, Meta]> {
+  for (let i = 0; ; i++) {
+    await new Promise((r) => setTimeout(r, REOPEN_DELAYS_MS[i]));
+    try {
+      return await openMeta(name, identity, nonce, onTerminated);
+    } catch (e) {
+      if (i + 1 >= REOPEN_DELAYS_MS.length) throw e;
+    }
+  }
+}
+
+async function openMeta(name: string, identity: Meta, nonce: Uint8Array, onTerminated: () => void): Promise<[Db, Meta]> {
   const db = await openQimDb(name, undefined, onTerminated);
   const tx = db.transaction("meta", "readwrite");
   let meta = await tx.store.get("meta");
