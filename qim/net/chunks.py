@@ -172,6 +172,11 @@ class ChunkQueue:
             return chunk
         return None
 
+    def holds(self, opcode: int, request_id: int) -> bool:
+        """True while a non-urgent frame of (opcode, request_id) has chunks not yet taken
+        (a reply still being written: the gateway defers a repeated page behind it)."""
+        return self._keys is not None and (opcode, request_id) in self._keys
+
     def clear(self) -> None:
         """Drop everything queued (an aborted link)."""
         self._urgent = self._frames = self._keys = self._multi_wait = None

@@ -84,6 +84,10 @@ class FramedStream:
         """Outbound bytes queued and not yet handed to the socket."""
         return self._out.queued_bytes
 
+    def sending(self, opcode: int, request_id: int) -> bool:
+        """True while chunks of that non-urgent frame wait to be handed to the socket."""
+        return self._out.holds(opcode, request_id)
+
     @property
     def peer(self) -> str:
         """'host:port' of the peer ('?' when unknown): for log lines."""

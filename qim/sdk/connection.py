@@ -166,7 +166,7 @@ class Connection:
                              deadline_s: float = SEND_ACK_PROBE_S, probe_s: float = PROBE_S,
                              repeat: bool = False, first: Optional[asyncio.Future] = None,
                              pace: Optional[Callable[[], Awaitable[None]]] = None,
-                             repeat_every: int = 1) -> tuple[int, bytes]:
+                             repeat_every: int = 1, quiet_bytes: int = 0) -> tuple[int, bytes]:
         """Send and await the reply. Each `deadline_s` without one sends PING (see ping:
         no byte and no PONG within `probe_s` aborts, ConnectionLost); with a PONG the wait
         goes on, and with `repeat` (idempotent requests only: a SEND_MESSAGE keeps its
@@ -175,10 +175,14 @@ class Connection:
         (the RateGate's Permit.again: a repeat costs a token too). The first reply of any
         transmission wins; the others are dropped. `body` may be a callable giving the
         bytes of each transmission (fields recomputed per transmission); `first` is a
-        transmission already queued by send_request."""
+        transmission already queued by send_request. `quiet_bytes` > 0: only a probe
+        window in which fewer bytes than that arrived counts toward a repeat; one that
+        received more starts the count again, because the reply may be what is arriving
+        (a large page on a slow link: asking again would send it twice; decision 0087)."""
         make = body if callable(body) else (lambda: body)
         futs = [first if first is not None else self.send_request(opcode, make())]
         probes = 0
+        rx = self.bytes_rx
         try:
             while True:
                 done, _ = await asyncio.wait(futs, timeout=deadline_s, return_when=asyncio.FIRST_COMPLETED)
@@ -186,7 +190,10 @@ class Connection:
                     return done.pop().result()
                 await self.ping(probe_s)
                 probes += 1
-                if repeat and probes % max(1, repeat_every) == 0:
+                if quiet_bytes and self.bytes_rx - rx >= quiet_bytes:
+                    probes = 0  # bytes flowed: the reply may be in flight, never ask again now
+                rx = self.bytes_rx
+                if repeat and probes and probes % max(1, repeat_every) == 0:
                     await (pace() if pace is not None else asyncio.sleep(0))
                     futs.append(self.send_request(opcode, make()))
         finally:

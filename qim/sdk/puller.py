@@ -21,7 +21,8 @@
   is never mistaken for a dead server. A pull still running on a connection that is
   gone is let end before a pull on the new one starts (it would fail the new sync).
 - A pull whose reply never comes while the server answers PINGs is sent again after
-  PULL_REPEAT_PROBES probes (stats["pull_repeats"]); the first reply wins.
+  PULL_REPEAT_PROBES probes during which nothing else arrived (bytes arriving may be
+  the reply: never asked again then; stats["pull_repeats"]); the first reply wins.
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ PAGE_FAST_S = 0.25   # a page at least half full that came back this fast: ask f
 # forever would leave the device silent. Pulls are idempotent by cursor; not every
 # probe, so a slow page on a slow link is not asked for twice.
 PULL_REPEAT_PROBES = 4
+# ... and only probes during which the link was quiet count: a window that received at
+# least this much (more than PONGs and pushes) may be carrying the reply, and a repeat
+# then would make the gateway send the page a second time behind the first on the very
+# link that is too slow (issue 34 item 3, decision 0087).
+PULL_QUIET_BYTES = 4096
 
 
 class Puller:
@@ -155,7 +161,8 @@ class Puller:
             start, rx = time.monotonic(), conn.bytes_rx
             try:
                 reply = await conn.request_probed(Opcode.PULL_MAILBOX, req, tuning.ack_deadline_s, tuning.probe_s,
-                                                  repeat=True, pace=self._repeated, repeat_every=PULL_REPEAT_PROBES)
+                                                  repeat=True, pace=self._repeated, repeat_every=PULL_REPEAT_PROBES,
+                                                  quiet_bytes=PULL_QUIET_BYTES)
             except ConnectionLost:  # a page cut short (e.g. the session's token expired): no larger next time
                 self._shrink(conn.bytes_rx - rx, time.monotonic() - start)
                 raise

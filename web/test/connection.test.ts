@@ -59,6 +59,29 @@ describe("connection liveness", () => {
     conn.abort("done");
   });
 
+  it("a reply whose bytes arrive for longer than the request timeout is not given up (no second ask)", async () => {
+    vi.useFakeTimers();
+    let pullRid = 0;
+    const peer = silentPeer((op, rid) => {
+      if (op === Op.PULL_MAILBOX) pullRid = rid;
+      return op === Op.PING ? encodeFrame(Op.PONG, rid, new Uint8Array(0)) : null;
+    });
+    const conn = await Connection.open(peer.dial, "ws://x/", "t");
+    let failed: unknown = null;
+    const reply = conn.request(Op.PULL_MAILBOX, new Uint8Array(0), 5000);
+    reply.catch((e) => { failed = e; });
+    await vi.advanceTimersByTimeAsync(0);
+    const chunks = encodeFrame(Op.MAILBOX_BATCH, pullRid, new Uint8Array(40 * 1024), false, 1024);
+    for (const c of chunks) { // one chunk a second: 40 s of a 5 s timeout, a byte every second
+      await vi.advanceTimersByTimeAsync(1000);
+      peer.t.onMessage(c);
+    }
+    await vi.advanceTimersByTimeAsync(0);
+    expect(failed).toBe(null); // before: ConnectionLost after 5 s (and the puller asked again)
+    expect((await reply).body.length).toBe(40 * 1024);
+    conn.abort("done");
+  });
+
   it("a connection that only receives still PINGs every half heartbeat (the gateway reaps silent ones)", async () => {
     vi.useFakeTimers();
     const peer = silentPeer((op, rid) => (op === Op.PING ? encodeFrame(Op.PONG, rid, new Uint8Array(0)) : null));

@@ -38,6 +38,7 @@ from qim.protocol import INTERNAL_CATEGORY, Opcode
 from qim.services.gateway.auth import Authenticator
 from qim.services.gateway.login import LoginMixin
 from qim.services.gateway.metrics import GatewayMetrics, opcode_name
+from qim.services.gateway.pages import PageReplies
 from qim.services.gateway.ratelimit import LIMITED_OPCODES, NOT_NOW, SendLimiter
 from qim.services.gateway.routes import RESERVED, ROUTES, forward
 from qim.wire.errors import error_body, parse_error
@@ -88,6 +89,7 @@ class ClientConnection(LoginMixin):
         self.replaced = False  # kicked by a newer session of its device: publishes no logout
         self._permits = asyncio.Semaphore(gateway.config.inflight_limit)
         self._bulk = asyncio.Semaphore(BULK_INFLIGHT)
+        self._pages = PageReplies(stream, self._m)  # compressed pages, repeats behind the first copy (0087)
         stream.buffer_limit = PRE_AUTH_BUFFER_BYTES  # lifted by a successful AUTH
         self._tasks: set[asyncio.Task] = set()
         self._wake_task: Optional[asyncio.Task] = None
@@ -213,6 +215,7 @@ class ClientConnection(LoginMixin):
     async def _serve(self, opcode: int, request_id: int, body: bytes) -> None:
         try:
             if opcode in BULK_OPS and self.user_id:
+                await self._pages.defer_repeat(opcode, body)
                 async with self._bulk:
                     # fetch a page only while this connection's queue has room for it
                     await self.stream.wait_writable(REPLY_BACKLOG_BYTES)
@@ -229,7 +232,7 @@ class ClientConnection(LoginMixin):
         with bind(op=opcode_name(opcode), rid=request_id):
             reply_opcode, reply = await self._reply(opcode, request_id, body)
         if reply_opcode and not self.stream.closed:
-            self.stream.send(reply_opcode, request_id, reply)
+            self._pages.send(opcode, body, request_id, reply_opcode, reply)
         self._m.request_seconds.labels(opcode=opcode_name(opcode)).observe(time.perf_counter() - started)
 
     async def _reply(self, opcode: int, request_id: int, body: bytes) -> tuple[int, bytes]:

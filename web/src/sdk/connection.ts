@@ -81,17 +81,29 @@ export class Connection {
     return conn;
   }
 
-  /** Send a request; resolves with the reply frame. ServerError for an ERROR reply. */
+  /**
+   * Send a request; resolves with the reply frame. ServerError for an ERROR reply;
+   * ConnectionLost after `timeoutMs` with no reply AND no byte received: bytes still
+   * arriving may be this reply (a large page on a slow link), and a caller that gave
+   * up then would ask for the page again while the first copy is still arriving
+   * (issue 34 item 3, docs/decisions/0087).
+   */
   request(opcode: number, body: Uint8Array, timeoutMs = 60000): Promise<Frame> {
     if (!this.open) return Promise.reject(new ConnectionLost(this.closeReason || "connection closed"));
     const rid = this.nextId;
     this.nextId = this.nextId >= 0xffffffff ? 1 : this.nextId + 1;
     return new Promise<Frame>((resolve, reject) => {
       const w: Waiter = { resolve, reject, since: Date.now(), timer: null };
-      w.timer = setTimeout(() => {
+      const expire = (): void => {
+        const idle = Date.now() - Math.max(w.since, this.lastRx);
+        if (idle < timeoutMs) {
+          w.timer = setTimeout(expire, timeoutMs - idle); // bytes arrived meanwhile: still alive
+          return;
+        }
         this.waiters.delete(rid);
-        reject(new ConnectionLost(`no reply to 0x${opcode.toString(16)} within ${timeoutMs} ms`));
-      }, timeoutMs);
+        reject(new ConnectionLost(`no reply to 0x${opcode.toString(16)} and no byte within ${timeoutMs} ms`));
+      };
+      w.timer = setTimeout(expire, timeoutMs);
       this.waiters.set(rid, w);
       this.write(opcode, rid, body);
     });
