@@ -29,6 +29,7 @@ CASSANDRA_VERSION = "5.0.6"
 POM = REPO_ROOT / "dev" / "cassandra" / "pom.xml"
 # fits beside Kafka (-Xmx512m) on a 2-core / 24 GiB machine; QIM_CASSANDRA_HEAP_MB overrides
 HEAP_MB = 512  # measured: RSS ~0.95 GiB idle
+CLUSTER_NODE_START_TIMEOUT_S = 600.0
 CQL_PROTOCOL_VERSION = 4  # the newest ScyllaDB speaks; Cassandra 5.0 would offer v5
 
 # conf/jvm17-server.options ("JPMS"), Cassandra 5.0
@@ -109,6 +110,8 @@ class CassandraEngine(Engine):
         self.seeds = tuple(seeds) or (host,)
         self.initial_token = initial_token
         self.cluster_size = cluster_size
+        if cluster_size > 1:  # three JVMs beside Kafka on two loaded cores: minutes each
+            self.start_timeout = CLUSTER_NODE_START_TIMEOUT_S
 
     def to_state(self) -> dict:
         """Engine.to_state plus the node's address, seeds, token and cluster size."""
