@@ -137,11 +137,13 @@ def rss_bytes(pid: int | None) -> int:
         return 0
 
 
-def stop_pid(pid: int, timeout: float, sig: int = signal.SIGTERM) -> None:
+def stop_pid(pid: int, timeout: float, sig: int = signal.SIGTERM, what: str = "") -> None:
     """Send `sig` to exactly `pid`, wait up to `timeout` s, then SIGKILL it.
 
     For processes recorded by an earlier run (not our children); the caller has
-    checked the pid is ours.
+    checked the pid is ours. `what` names the process (an engine or service name) in
+    the warning a SIGKILL logs: `make down` shows it, and a bare pid tells nobody which
+    one was slow (decision 0093).
     """
     try:
         os.kill(pid, sig)
@@ -152,7 +154,8 @@ def stop_pid(pid: int, timeout: float, sig: int = signal.SIGTERM) -> None:
         if not pid_alive(pid):
             return
         time.sleep(0.05)
-    log.warning("pid %d ignored signal %d for %.0fs, killing it", pid, sig, timeout)
+    log.warning("%s (pid %d) did not stop within %.0f s of %s: killed it (SIGKILL)", what or "process", pid,
+                timeout, signal.Signals(sig).name)
     kill_pid(pid)
 
 

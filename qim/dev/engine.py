@@ -166,7 +166,7 @@ class Engine:
             if self._launcher is not None and self._launcher.pid is not None:
                 self._launcher.stop_within(timeout)
             elif self.pid is not None:  # alive() above: a recorded pid that still runs here
-                stop_pid(self.pid, timeout)
+                stop_pid(self.pid, timeout, what=self.name)
         except ProcessFinishedWithError as e:
             raise EngineError(f"{self.name} (pid {self.pid}) exited with code {e.exit_code} "
                               f"on SIGTERM\n" + log_tail(*self.log_paths)) from None

@@ -253,7 +253,7 @@ class Stack:
                 # tests that care how a service shut down, its log says why
                 self.exit_codes[name] = e.exit_code
         elif self.alive(name):
-            stop_pid(self.pids[name], timeout, sig)
+            stop_pid(self.pids[name], timeout, sig, what=name)
 
     def kill_service(self, name: str) -> None:
         """SIGKILL, for crash tests."""
@@ -281,7 +281,7 @@ class Stack:
         and remove stack.json/stack.env."""
         if self.supervised():
             assert self.supervisor is not None
-            stop_pid(self.supervisor, SUPERVISOR_STOP_S)
+            stop_pid(self.supervisor, SUPERVISOR_STOP_S, what="supervisor")
         for name in reversed(self.names):
             self.stop_service(name)
         (self.dir / "stack.json").unlink(missing_ok=True)

@@ -191,3 +191,27 @@ def test_kill_is_sigkill(tmp_path):
     eng.stop(timeout=1)  # ignores SIGTERM: SIGKILL after the timeout
     assert not pid_alive(pid) and time.monotonic() - t0 < 10
     assert signal.SIGKILL  # the only way it could have died
+
+
+def test_a_recorded_engine_killed_after_the_timeout_is_named_in_the_warning(tmp_path, caplog):
+    # `make down` stops engines by their recorded pid; on a busy machine one can outlast the
+    # timeout and is SIGKILLed. The warning names it (was: "pid 13491 ignored signal 15 ...")
+    class Stubborn(TinyEngine):
+        def _command(self):
+            return [sys.executable, "-c",
+                    "import signal, http.server as h\n"
+                    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                    f"h.HTTPServer(('127.0.0.1', {self.ports['main']}), "
+                    "h.SimpleHTTPRequestHandler).serve_forever()"]
+
+    eng = Stubborn(tmp_path / "e", {"main": pick_ports(1)[0]}).start()
+    pid = eng.pid
+    assert pid is not None
+    try:
+        recorded = Stubborn(eng.dir, eng.ports, pid)  # another process's view, as `make down` has
+        with caplog.at_level("WARNING", logger="qim.dev._proc"):
+            recorded.stop(timeout=1)
+        assert _wait_gone(pid)
+        assert f"tiny (pid {pid}) did not stop within 1 s of SIGTERM: killed it (SIGKILL)" in caplog.text, caplog.text
+    finally:
+        eng.kill()
