@@ -9,10 +9,10 @@ import os
 import socket
 
 from qim._core import frame as frame_codec
+from qim.net.framed import FramedStream
 from qim.obs.metrics import MetricSet
 from qim.protocol import Opcode
 from qim.services.gateway.pages import PageReplies, worth_compressing
-from qim.net.framed import FramedStream
 
 
 def text(n: int) -> bytes:
