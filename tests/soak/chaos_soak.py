@@ -219,7 +219,7 @@ async def soak(base: Path, minutes: float, every_s: float, seed: int) -> int:
         growth = memory.growth()
         worst = max(growth, key=growth.get)
         print(f"soak: gateways={len(gws)} restarts={Stack.load(st.dir).restarts}", flush=True)
-        print(f"soak: minutes={minutes:g} faults={i} kinds={len(set(f.split()[0] for f in faults.log))} "
+        print(f"soak: minutes={minutes:g} faults={i} fault_kinds={len(set(faults.plan[:i]))}/{len(faults.plan)} "
               f"frame_messages={sent} lost=0 duplicated=0 audit=0 unhealthy_at_end=0 "
               f"heal_s={faults.heal_s[-1]:.1f} rss_growth_mb_max={growth[worst]:.1f} ({worst})", flush=True)
         if growth[worst] > RSS_BOUND_MB:
