@@ -56,6 +56,9 @@ def test_two_pages_and_an_sdk_client_chat(pages, stack, tmp_path):
         a.send("🙂 好")
         b.wait_rows("rows => rows.length === 3")
         a.wait_rows("rows => rows.length === 3 && rows.every(r => r.state === 'sent')")
+        # a tick only on what this page sent: Ada sent HELLO and "🙂 好", Bo sent REPLY
+        ticks = a.page.eval_on_selector_all("[data-testid=message-status]", "els => els.map(e => e.textContent)")
+        assert ticks == ["✓", "", "✓"], ticks
         # the screenshot of two conversations side by side (docs/)
         left, right = a.shot("two-pages-ada"), b.shot("two-pages-bo")
         side_by_side(left, right, SHOTS / "two-pages.png")

@@ -189,7 +189,7 @@ export class ChatView {
     const meta = el("div", "meta");
     meta.append(el("span", "time", new Date(r.createdAtMs).toLocaleTimeString()));
     const waiting = this.client.runtime.connected ? "sending…" : "not sent yet: offline (sent when back online)";
-    const st = r.state === "pending" ? waiting : r.state === "failed" ? `failed: ${r.failure}` : r.state === "sent" ? "✓" : "";
+    const st = r.state === "pending" ? waiting : r.state === "failed" ? `failed: ${r.failure}` : mine && r.state === "sent" ? "✓" : "";  // a tick is for what I sent
     meta.append(el("span", "st", st, { "data-testid": "message-status" }));
     if (mine && r.state === "sent" && r.messageId) {
       const b = el("button", "link", "recall", { "data-testid": "recall" });
