@@ -195,10 +195,11 @@ class Stack:
         self.save()
         return pid
 
-    def healthz(self, name: str) -> tuple[int, str]:
-        """(HTTP status, body) of a service's /healthz; (0, reason) when unreachable."""
+    def healthz(self, name: str, timeout: float = 1.0) -> tuple[int, str]:
+        """(HTTP status, body) of a service's /healthz within `timeout` s; (0, reason)
+        when unreachable or unanswered."""
         try:
-            with urllib.request.urlopen(f"http://{self.metrics[name]}/healthz", timeout=1.0) as r:
+            with urllib.request.urlopen(f"http://{self.metrics[name]}/healthz", timeout=timeout) as r:
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read().decode()

@@ -48,6 +48,10 @@ BACKOFF_MAX_S = 30.0
 STABLE_S = 30.0  # a service that ran this long before dying starts its backoff afresh
 POLL_S = 0.2
 REQUEST_FILE = "supervisor.request"  # names to restart on request, one a line
+# the health watch's wait for one /healthz answer: a loop lagging a second on a loaded
+# host (a reconnect storm) is slow, not unhealthy; only a refusal, a 503 or no answer
+# within this many seconds counts against the unhealthy clock (decision 0074)
+HEALTHZ_WAIT_S = 5.0
 LOG_FILE = "supervisor.log"  # under DIR/logs
 
 log = logging.getLogger("qim.dev.supervisor")
@@ -78,7 +82,7 @@ class Supervisor:
                  start_grace_s: float = START_GRACE_S) -> None:
         self.stack = stack
         # an engine away holds the health clock: no restart for what a restart cannot cure (0091)
-        self.health = HealthWatch(stack.healthz, lambda: list(stack._launchers), unhealthy_s,
+        self.health = HealthWatch(lambda name: stack.healthz(name, HEALTHZ_WAIT_S), lambda: list(stack._launchers), unhealthy_s,
                                   start_grace_s=start_grace_s, away=lambda: engines_away(stack.env))
         self.started_at: dict[str, float] = {}
         self.in_a_row: dict[str, int] = {}

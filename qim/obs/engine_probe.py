@@ -14,8 +14,9 @@ engine away (the others serve; a service unhealthy then is judged as usual).
 
 from __future__ import annotations
 
+import functools
 import socket
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional
 
 PROBE_TIMEOUT_S = 1.0
 
@@ -56,10 +57,10 @@ def engines_away(env: Mapping[str, str]) -> Optional[str]:
     """Why the engines named in `env` (a stack's, or a node's own: QIM_REDIS_ADDR,
     QIM_REGISTRY_REDIS_ADDR, QIM_KAFKA_BOOTSTRAP, QIM_SCYLLA_ADDRS) are away, or None when
     each is there (module doc). Blocking, up to PROBE_TIMEOUT_S per address."""
-    checks = []
+    checks: list[Callable[[], Optional[str]]] = []
     for var in ("QIM_REDIS_ADDR", "QIM_REGISTRY_REDIS_ADDR"):
         if env.get(var):
-            checks.append(lambda var=var: redis_away(env[var]))
+            checks.append(functools.partial(redis_away, env[var]))
     if env.get("QIM_KAFKA_BOOTSTRAP"):
         checks.append(lambda: any_accepts("kafka broker", env["QIM_KAFKA_BOOTSTRAP"]))
     if env.get("QIM_SCYLLA_ADDRS"):

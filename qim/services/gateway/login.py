@@ -115,6 +115,8 @@ class LoginMixin:
     by the gateway's LoginAdmission when it has one) and the token refresh of a live
     one; the KICKED{TOKEN_EXPIRED} at the token's exp."""
 
+    _expiry: Optional[asyncio.TimerHandle]  # the KICKED{TOKEN_EXPIRED} timer, once armed
+
     def _token_expired(self: Any) -> None:
         """The token's exp (+ leeway) passed: KICKED{TOKEN_EXPIRED}, then close."""
         if self.stream.closed:

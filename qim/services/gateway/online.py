@@ -74,6 +74,9 @@ class DeviceConn(Protocol):
     def queued_bytes(self) -> int:
         """Outbound bytes not yet handed to the socket."""
 
+    def reap(self, reason: str) -> None:
+        """Close a silent connection at once and unregister it (keepalive.py, decision 0077)."""
+
 
 class OnlineRegistry:
     """(tenant, user) -> {device_id: connection} of this gateway; counts into `metrics`
