@@ -225,10 +225,11 @@ class EngineSet:
         if with_cassandra and es.cassandra is None:
             used = [p for e in es.engines for p in e.ports.values()]
             cq, cs = pick_ports(2, exclude=used)
-            if (cql_nodes or 1) == 1:
+            nodes = cql_nodes or 1
+            if nodes == 1:
                 es.cassandras = [CassandraEngine(dir / "cassandra", {"main": cq, "storage": cs})]
             else:
-                es.cassandras = cluster_nodes(dir, {"main": cq, "storage": cs}, cql_nodes)
+                es.cassandras = cluster_nodes(dir, {"main": cq, "storage": cs}, nodes)
             es.cassandra = es.cassandras[0]
         for k in es.kafkas:
             k.lib = lib

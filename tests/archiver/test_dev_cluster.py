@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from qim.dev.cassandra_cluster import cluster_nodes
-from qim.dev.cli import main, _parser
+from qim.dev.cli import _parser, main
 from qim.dev.engines import EngineSet
 from qim.dev.kafka_engine import KafkaEngine
 from qim.dev.redis_engine import RedisEngine

@@ -129,7 +129,7 @@ class CqlSession:
 
     async def prepare(self, cql: str) -> Any:
         """The prepared statement of `cql` (cached per text; prepared once)."""
-        stmt = self._prepared.get(cql)
+        stmt: Any = self._prepared.get(cql)
         if stmt is not None:
             return stmt
         await self.open()
