@@ -88,6 +88,7 @@ class Connection:
         self.closed = asyncio.get_running_loop().create_future()  # result: reason str
         self._reader: Optional[asyncio.Task] = None
         self._deaf = False
+        self.last_tx = time.monotonic()  # of the last frame sent: the heartbeat's clock
 
     @classmethod
     async def open(cls, endpoint: str, token: str, timeout: float = CONNECT_TIMEOUT_S,
@@ -149,6 +150,7 @@ class Connection:
         fut.add_done_callback(lambda _f: self._waiters.pop(rid, None))
         try:
             self._stream.send(opcode, rid, body)
+            self.last_tx = time.monotonic()
         except StreamClosed as exc:
             self._waiters.pop(rid, None)
             raise ConnectionLost("connection is closed") from exc
@@ -205,18 +207,36 @@ class Connection:
         self._deaf = True
 
     async def heartbeat(self, interval: float, probe_s: float = PROBE_S) -> None:
-        """PING every `interval` seconds while open; a missing PONG aborts (see ping)."""
-        while self.is_open:
-            await asyncio.sleep(interval)
-            if self.is_open:
-                await self.ping(probe_s)
+        """A PING whenever `interval` s (half the heartbeat) passed since the last frame
+        SENT, whether or not the previous PONG is back: the gateway evicts/reaps a client
+        it hears nothing from (decision 0077), and a slow path's round trip must not
+        stretch the gap (decision 0095). Each PING is a probe (see ping: no PONG and no
+        byte within `probe_s` aborts). Returns when closed; ConnectionLost from a send."""
+        probes: set[asyncio.Task] = set()
+        try:
+            while self.is_open:
+                if (wait := self.last_tx + interval - time.monotonic()) > 0:
+                    await asyncio.wait([self.closed], timeout=wait)
+                    continue
+                probe = asyncio.get_running_loop().create_task(self._probe(self._send_ping(), probe_s))
+                probes.add(probe)
+                # ConnectionLost of a failed probe: it aborted the connection, which ends this loop
+                probe.add_done_callback(lambda t: probes.discard(t) or t.cancelled() or t.exception())
+        finally:
+            for probe in list(probes):
+                probe.cancel()
+
+    def _send_ping(self) -> asyncio.Future:
+        body = connection_pb2.Ping(client_time_ms=int(time.time() * 1000)).SerializeToString()
+        return self.send_request(Opcode.PING, body)
 
     async def ping(self, timeout: float = PROBE_S) -> int:
         """PING → PONG; returns the server time (ms). The probe fails only when a whole
         `timeout` window passes with neither the PONG nor any other byte received (a
         PONG may wait behind page bytes on a slow link): then abort, ConnectionLost."""
-        body = connection_pb2.Ping(client_time_ms=int(time.time() * 1000)).SerializeToString()
-        fut = self.send_request(Opcode.PING, body)
+        return await self._probe(self._send_ping(), timeout)
+
+    async def _probe(self, fut: asyncio.Future, timeout: float) -> int:
         try:
             while True:
                 window = time.monotonic()

@@ -8,25 +8,29 @@ import { Op } from "../src/sdk/protocol";
 import type { Transport } from "../src/sdk/transport";
 
 /** A peer that answers AUTH and then only what `answer` says (nothing: a dead link). */
-function silentPeer(answer: (op: number, rid: number) => Uint8Array[] | null) {
+function silentPeer(answer: (op: number, rid: number) => Uint8Array[] | null, heartbeatS = 60, delayMs = 0) {
   const written: number[] = [];
+  const sentAt: number[] = [];
   const dec = new FrameDecoder();
   const t: Transport = {
     send: (chunk) => {
       for (const f of dec.feedMessage(chunk)) {
         written.push(f.opcode);
+        sentAt.push(Date.now());
         const reply = f.opcode === Op.AUTH
           ? encodeFrame(Op.AUTH_OK, f.requestId, toBinary(AuthOkSchema, create(AuthOkSchema, { userId: 1n, deviceId: 1n,
-            heartbeatS: 60 })))
+            heartbeatS })))
           : answer(f.opcode, f.requestId);
-        for (const c of reply ?? []) queueMicrotask(() => t.onMessage(c));
+        const deliver = (): void => { for (const c of reply ?? []) t.onMessage(c); };
+        if (delayMs && f.opcode !== Op.AUTH) setTimeout(deliver, delayMs); // a slow path toward the client
+        else for (const c of reply ?? []) queueMicrotask(() => t.onMessage(c));
       }
     },
     close: (reason) => queueMicrotask(() => t.onClose(reason)),
     onMessage: () => undefined,
     onClose: () => undefined,
   };
-  return { dial: async () => t, written, t };
+  return { dial: async () => t, written, sentAt, t };
 }
 
 afterEach(() => {
@@ -93,6 +97,21 @@ describe("connection liveness", () => {
     }
     // heartbeatS 60: a PING at least every 30 s of not sending (decision 0077)
     expect(peer.written.filter((op) => op === Op.PING).length).toBeGreaterThanOrEqual(2);
+    expect(conn.open).toBe(true);
+    conn.abort("done");
+  });
+
+  it("PINGs every half heartbeat from the last frame sent, not waiting for a slow PONG (decision 0095)", async () => {
+    vi.useFakeTimers();
+    // heartbeat 2 s: the gateway evicts a connection silent for 2 s at the user's cap;
+    // every PONG takes 1.5 s to come back
+    const peer = silentPeer((op, rid) => (op === Op.PING ? encodeFrame(Op.PONG, rid, new Uint8Array(0)) : null), 2, 1500);
+    const conn = await Connection.open(peer.dial, "ws://x/", "t");
+    await vi.advanceTimersByTimeAsync(20_000);
+    const at = [...peer.sentAt, Date.now()];
+    const gaps = at.slice(1).map((t, i) => t - at[i]);
+    expect(peer.written.filter((op) => op === Op.PING).length).toBeGreaterThanOrEqual(15);
+    expect(Math.max(...gaps)).toBeLessThanOrEqual(1000 + 250); // half the heartbeat + one tick
     expect(conn.open).toBe(true);
     conn.abort("done");
   });

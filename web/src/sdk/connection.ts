@@ -2,7 +2,8 @@
  * One authenticated connection of qim-js (the counterpart of qim.sdk.connection):
  * AUTH on open, requests matched to replies by request_id, server-initiated frames
  * (request_id 0) handed to callbacks, and liveness: a PING after `heartbeatMs` (half
- * the gateway's heartbeat) without sending, also while receiving (the gateway closes a
+ * the gateway's heartbeat) without sending, also while receiving or while an earlier
+ * PING is still unanswered (the gateway closes a
  * connection it reads nothing from: docs/decisions/0077), or when a request waits
  * longer than `ackDeadlineMs`; no byte for `probeMs`
  * after that PING means the link is dead and it is closed (the runtime reconnects).
@@ -77,7 +78,7 @@ export class Connection {
       throw e;
     }
     conn.heartbeatMs = Math.max(1000, Math.min(conn.auth.heartbeatS || 60, 120) * 500);
-    conn.ticker = setInterval(() => conn.tick(), 500);
+    conn.ticker = setInterval(() => conn.tick(), Math.min(500, conn.heartbeatMs / 4));
     return conn;
   }
 
@@ -168,14 +169,17 @@ export class Connection {
       this.abort(`no answer within ${this.timing.probeMs} ms of a PING`);
       return;
     }
-    if (this.pingAt || now - this.lastPing < this.timing.ackDeadlineMs) return;
-    const waiting = [...this.waiters.values()].some((w) => now - w.since > this.timing.ackDeadlineMs);
-    if (waiting || now - this.lastTx > this.heartbeatMs) {
-      this.pingAt = this.lastPing = now;
-      const rid = this.nextId;
-      this.nextId = this.nextId >= 0xffffffff ? 1 : this.nextId + 1;
-      this.write(Op.PING, rid, toBinary(PingSchema, create(PingSchema, { clientTimeMs: BigInt(now) })));
-    }
+    // keepalive: a frame every half heartbeat from the last one SENT, whether or not the last
+    // PONG is back (a slow path's round trip must not stretch the gap: decisions 0077, 0095)
+    const idle = now - this.lastTx >= this.heartbeatMs;
+    const waiting = !this.pingAt && now - this.lastPing >= this.timing.ackDeadlineMs &&
+      [...this.waiters.values()].some((w) => now - w.since > this.timing.ackDeadlineMs);
+    if (!idle && !waiting) return;
+    if (!this.pingAt) this.pingAt = now; // the probe runs from the oldest PING no byte followed yet
+    this.lastPing = now;
+    const rid = this.nextId;
+    this.nextId = this.nextId >= 0xffffffff ? 1 : this.nextId + 1;
+    this.write(Op.PING, rid, toBinary(PingSchema, create(PingSchema, { clientTimeMs: BigInt(now) })));
   }
 
   private closed(reason: string): void {
