@@ -27,6 +27,7 @@ of the last byte received, `bytes_rx` how many arrived.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import ssl
 import time
@@ -221,7 +222,7 @@ class Connection:
                 probe = asyncio.get_running_loop().create_task(self._probe(self._send_ping(), probe_s))
                 probes.add(probe)
                 # ConnectionLost of a failed probe: it aborted the connection, which ends this loop
-                probe.add_done_callback(lambda t: probes.discard(t) or t.cancelled() or t.exception())
+                probe.add_done_callback(functools.partial(_probe_done, probes))
         finally:
             for probe in list(probes):
                 probe.cancel()
@@ -335,3 +336,11 @@ class Connection:
             await asyncio.wait_for(self._stream.wait_closed(), 2.0)
         except (asyncio.TimeoutError, ConnectionError, OSError):
             pass
+
+
+def _probe_done(probes: set, task: asyncio.Task) -> None:
+    """Forget a finished keepalive probe and retrieve its outcome (a ConnectionLost of a
+    failed probe aborted the connection already; retrieving it keeps asyncio quiet)."""
+    probes.discard(task)
+    if not task.cancelled():
+        task.exception()
