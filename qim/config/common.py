@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from qim.config.env import Env
+from qim.config.redislayout import RedisLayout
 from qim.config.tier import TierConfig
+from qim.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -20,6 +22,20 @@ class CommonConfig:
     allow_unsafe_dev: bool
     # the MessageStore backend and the archive tier (qim/config/tier.py)
     tier: TierConfig = TierConfig()
+    # several standalone instances per role (decision 0096); empty: QIM_REDIS_ADDR
+    redis_core_addrs: tuple[str, ...] = ()
+    redis_mailbox_addrs: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.redis_core_addrs and self.redis_core_addrs[0] != self.redis_addr:
+            # the tools, the room writer and the registry default address the home by it
+            raise ConfigError("QIM_REDIS_ADDR must be the first of QIM_REDIS_CORE_ADDRS (the home instance)")
+
+    @property
+    def redis_layout(self) -> RedisLayout:
+        """Which Redis instances hold what (qim/stores/redis/topology.py)."""
+        return RedisLayout(self.redis_core_addrs or (self.redis_addr,),
+                           self.redis_mailbox_addrs or (self.redis_addr,), self.shard_count)
 
     @classmethod
     def from_env(cls, env: Env) -> "CommonConfig":
@@ -31,4 +47,6 @@ class CommonConfig:
             tenant=env.tenant(),
             allow_unsafe_dev=env.flag("QIM_REDIS_ALLOW_UNSAFE_DEV"),
             tier=TierConfig.from_env(env),
+            redis_core_addrs=env.addrs("QIM_REDIS_CORE_ADDRS") if env.raw("QIM_REDIS_CORE_ADDRS") else (),
+            redis_mailbox_addrs=env.addrs("QIM_REDIS_MAILBOX_ADDRS") if env.raw("QIM_REDIS_MAILBOX_ADDRS") else (),
         )

@@ -65,6 +65,10 @@ def _v(name: str, type: str, default: object, readers: tuple[str, ...] | str, me
 _WRITTEN: tuple[Var, ...] = (
     # shared by the services (qim/config/common.py)
     _v("QIM_REDIS_ADDR", "addr", "required", (*_ENGINES, ROOM, QIMCTL), "the commit Redis (host:port)"),
+    _v("QIM_REDIS_CORE_ADDRS", "addrs", "QIM_REDIS_ADDR", (*_ENGINES, QIMCTL),
+       "the core Redis instances (commit buckets, contiguous ranges; the first holds keys of no bucket)"),
+    _v("QIM_REDIS_MAILBOX_ADDRS", "addrs", "QIM_REDIS_ADDR", (*_ENGINES, QIMCTL),
+       "the mailbox Redis instances (MailboxShard s on instance s mod n, with its users' session state)"),
     _v("QIM_KAFKA_BOOTSTRAP", "text", "required", (*_ENGINES, QIMCTL), "Kafka-API bootstrap servers"),
     _v("QIM_MAILBOX_SHARD_COUNT", "int 1..65536, power of two", DEFAULT_SHARD_COUNT, (*_ENGINES, QIMCTL),
        "mailbox shards = partitions of qim.dispatch, validated identically everywhere"),

@@ -2,7 +2,7 @@
 tier: docs/decisions/0023-archive-tier.md): the one place a service's wiring gets its storage
 from, so no service module names a driver or a backend.
 
-    stores = open_stores(config.common.redis_addr, mailbox_retention_ms=..., tier=config.common.tier)
+    stores = open_stores(config.common.redis_layout, mailbox_retention_ms=..., tier=config.common.tier)
     await stores.check(commit_facts=True, allow_unsafe_dev=...)   # at start
     stores.messages / commits / leases / groups / mailboxes / sessions / reads / epochs
     stores.archive_tier   # None without QIM_SCYLLA_ADDRS, else an ArchiveTier
@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from typing import Optional
 
+from qim.config.redislayout import RedisLayout
 from qim.config.tier import ScyllaConfig, TierConfig
 from qim.consts import MAILBOX_RETENTION_MS_DEFAULT
 from qim.stores.base import Stores
@@ -69,25 +70,26 @@ class TieredStores(Stores):
         await self.redis.close()
 
 
-def open_stores(redis_addr: str, *, mailbox_retention_ms: int = MAILBOX_RETENTION_MS_DEFAULT,
+def open_stores(redis: "RedisLayout | str", *, mailbox_retention_ms: int = MAILBOX_RETENTION_MS_DEFAULT,
                 tier: Optional[TierConfig] = None) -> Stores:
-    """The stores over the Redis at 'host:port' (connections are made lazily), with the
-    archive tier when `tier` names a CQL cluster (reads tiered when its backend is
-    "tiered"). ValueError for a bad address."""
+    """The stores over the Redis instances of `redis` (a RedisLayout, or one 'host:port'
+    holding every role; connections are made lazily), with the archive tier when `tier`
+    names a CQL cluster (reads tiered when its backend is "tiered"). ValueError for a
+    bad address."""
     from qim.stores.redis.backend import RedisBackend  # the driver is imported only here
 
     archive = tier is not None and tier.scylla is not None
-    backend = RedisBackend(redis_addr, mailbox_retention_ms, first_registrations=archive)
+    backend = RedisBackend(redis, mailbox_retention_ms, first_registrations=archive)
     if tier is None or tier.scylla is None:
         return backend
-    return TieredStores(backend, ArchiveTier(backend.client, tier.scylla), tier.tiered)
+    return TieredStores(backend, ArchiveTier(backend.topology, tier.scylla), tier.tiered)
 
 
-def open_archive_tier(redis_addr: str, scylla: ScyllaConfig) -> ArchiveTier:
-    """The archive tier alone (qim-archiver, qimctl), with a Redis client of its own."""
-    from qim.infra.redis.client import connect
+def open_archive_tier(redis: "RedisLayout | str", scylla: ScyllaConfig) -> ArchiveTier:
+    """The archive tier alone (qim-archiver, qimctl), with Redis clients of its own."""
+    from qim.stores.redis.topology import topology_of
 
-    return ArchiveTier(connect(redis_addr), scylla, owns_redis=True)
+    return ArchiveTier(topology_of(redis), scylla, owns_redis=True)
 
 
 def open_registry(addr: str) -> ShardRegistry:

@@ -17,12 +17,15 @@ class ArchiveTier:
     (ArchiveStore, CQL), `conversations` (ConversationStateStore, CQL), `cold` (the
     MessageStore over the archive alone), `hot` (HotHistory, Redis)."""
 
-    def __init__(self, redis_client: Any, scylla: ScyllaConfig, owns_redis: bool = False) -> None:
+    def __init__(self, redis: Any, scylla: ScyllaConfig, owns_redis: bool = False) -> None:
+        """`redis`: a RedisTopology (qim/stores/redis/topology.py) or one redis-py client."""
         from qim.stores.cql.backend import CqlBackend  # the drivers are imported only here
         from qim.stores.redis.archive import RedisArchiveState
         from qim.stores.redis.hot import RedisHotHistory
+        from qim.stores.redis.topology import as_topology
 
-        self._redis = redis_client
+        self._topology = as_topology(redis)
+        redis_client = self._topology.home
         self._owns_redis = owns_redis
         self.cql = CqlBackend(scylla)
         self.state: ArchiveStateStore = RedisArchiveState(redis_client)
@@ -47,4 +50,4 @@ class ArchiveTier:
         """Close the CQL session (and the Redis client when this tier opened it)."""
         await self.cql.close()
         if self._owns_redis:
-            await self._redis.aclose()
+            await self._topology.aclose()

@@ -48,6 +48,10 @@ async def test_a_live_device_on_a_slow_path_keeps_its_connection(gateway):
     # the runtime's interval (qim/sdk/runtime.py): half the heartbeat the gateway told
     beat = asyncio.get_running_loop().create_task(conn.heartbeat(max(1.0, conn.auth.heartbeat_s / 2)))
     try:
+        # the steady state: right after AUTH_OK the gateway hears the device's first frame
+        # one round trip (here a whole heartbeat) after its reply, a gap no client can close
+        # (it may not speak before AUTH_OK); from its first PONG on, a frame every interval
+        await conn.ping()
         until = time.monotonic() + 20
         attempts = 0
         while time.monotonic() < until:

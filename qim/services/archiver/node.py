@@ -41,7 +41,7 @@ class ArchiverNode(ServiceNode):
         super().__init__(config.metrics_listen)
         self.config = config
         self.metrics = ArchiverMetrics(self.registry)
-        self.tier = open_archive_tier(config.common.redis_addr, config.scylla)
+        self.tier = open_archive_tier(config.common.redis_layout, config.scylla)
         reg = config.registry or RegistryConfig(config.common.redis_addr, f"archiver@{config.metrics_listen}")
         self.shard_registry = open_registry(reg.redis_addr)
         # the partition count is read from the broker in setup() (HistoryArchiver.start)

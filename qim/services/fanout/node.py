@@ -37,7 +37,7 @@ class FanoutNode(ServiceNode):
         super().__init__(config.metrics_listen)
         self.config = config
         self.metrics = FanoutMetrics(self.registry)
-        self.stores = open_stores(config.common.redis_addr)
+        self.stores = open_stores(config.common.redis_layout)
         if config.registry is None:
             raise ConfigError("qim-fanout needs the ShardRegistry (QIM_REGISTRY_REDIS_ADDR / QIM_REDIS_ADDR)")
         reg = config.registry

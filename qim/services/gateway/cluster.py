@@ -32,7 +32,7 @@ class GatewayCluster:
         self.owners = OwnerTable(self.shard_registry, {MAILBOX: shards, SESSION: shards}, (MAILBOX,))
         self.keeper = ShardKeeper(self.shard_registry, GATEWAY, reg.node_id, 0, reg.lease_ms, reg.renew_ms,
                                   addr=config.listen, extra=config.push_listen, metrics=ShardMetrics(registry))
-        self.stores = open_stores(config.common.redis_addr)  # session epochs: one INCR per AUTH
+        self.stores = open_stores(config.common.redis_layout)  # session epochs: one INCR per AUTH
         self.epochs = self.stores.epochs
         self.presence = PresencePublisher(config.common.kafka_bootstrap, reg.node_id, self.keeper.incarnation,
                                           reg.presence_ttl_ms, metrics)

@@ -185,6 +185,9 @@ class ClientConnection(LoginMixin):
                     await self._serve(opcode, request_id, body)
                     if not self.user_id:
                         break  # refused: the ERROR goes out, then the close (finally)
+                    # the device cannot speak before AUTH_OK reaches it: its silence counts
+                    # from the reply, not from its AUTH (an admission wait, a slow path; 0077)
+                    self.last_rx = time.monotonic()
                     continue
                 task = asyncio.get_running_loop().create_task(self._serve(opcode, request_id, body))
                 self._tasks.add(task)

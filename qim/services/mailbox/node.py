@@ -62,7 +62,7 @@ class MailboxNode(ServiceNode):
         self.metrics = MailboxMetrics(self.registry)
         # mutual TLS: serves MAILBOX_PULL to gateways, dials gateways and session nodes
         self.internal_tls = self.tls_contexts(config.internal_tls, "internal", "QIM_INTERNAL_CA/TLS_CERT/TLS_KEY")
-        self.stores = open_stores(config.common.redis_addr, mailbox_retention_ms=config.retention_ms,
+        self.stores = open_stores(config.common.redis_layout, mailbox_retention_ms=config.retention_ms,
                                   tier=config.common.tier)  # trimmed records are read from the archive
         self.store = self.stores.mailboxes
         if config.registry is None:

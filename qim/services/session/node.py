@@ -64,7 +64,7 @@ class SessionNode(ServiceNode):
         self.metrics = SessionMetrics(self.registry)
         # mutual TLS: serves SESSION_CALL (gateways) and PROJECTION (mailbox nodes), dials gateways
         self.internal_tls = self.tls_contexts(config.internal_tls, "internal", "QIM_INTERNAL_CA/TLS_CERT/TLS_KEY")
-        self.stores = stores = open_stores(config.common.redis_addr, tier=config.common.tier)
+        self.stores = stores = open_stores(config.common.redis_layout, tier=config.common.tier)
         self.cache = SessionListCache(config.snapshot_ttl_ms / 1000)
         if config.registry is None:
             raise ConfigError("qim-session needs the ShardRegistry (QIM_REGISTRY_REDIS_ADDR / QIM_REDIS_ADDR)")

@@ -58,7 +58,7 @@ class ConversationWriter(ServiceNode):
         # first: a certificate that does not load stops the start before any client exists
         self.internal_tls = self.tls_contexts(config.internal_tls, "internal", "QIM_INTERNAL_CA/TLS_CERT/TLS_KEY")
         set_clock_skew(config.clock_skew_ms)
-        self.stores = stores = open_stores(config.common.redis_addr, tier=config.common.tier)
+        self.stores = stores = open_stores(config.common.redis_layout, tier=config.common.tier)
         self.producer = AsyncProducer(config.common.kafka_bootstrap)
         self.clock = HlcClock(stores.leases, config.region_id, config.writer_id)
         planners: dict[int, AudiencePlanner] = {CONVERSATION_KIND_DIRECT: DirectAudience(),

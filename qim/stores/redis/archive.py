@@ -21,6 +21,7 @@ from qim.stores.redis.keys import (
 )
 from qim.stores.redis.messages import STATES
 from qim.stores.redis.scripts import Scripts, boundary, int_score_pairs
+from qim.stores.redis.topology import as_topology
 from qim.stores.retention import check_class
 from qim.stores.sessions import Checkpoint
 
@@ -49,7 +50,8 @@ class RedisArchiveState:
     """ArchiveStateStore over one Redis client (see the Protocol)."""
 
     def __init__(self, client) -> None:
-        self._redis = client
+        self._t = as_topology(client)
+        self._redis = client = self._t.home
         self._scripts = Scripts(client, SCRIPTS)
 
     async def position_bind(self, binding: str, partition: int = 0, owner_epoch: int = 0) -> Checkpoint:

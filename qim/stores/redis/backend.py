@@ -1,11 +1,11 @@
-"""The Redis backend: one connection pool, every store over it, deployment checks
-(docs/design.md §8) and liveness, all errors typed (qim/stores/redis/errors.py)."""
+"""The Redis backend: one client per instance of the layout (topology.py, decision 0096),
+every store over them, deployment checks of every instance (docs/design.md §8) and
+liveness, all errors typed (qim/stores/redis/errors.py)."""
 
 from __future__ import annotations
 
 from qim.consts import MAILBOX_RETENTION_MS_DEFAULT
 from qim.infra.redis.checks import check_deployment
-from qim.infra.redis.client import connect
 from qim.stores.base import Stores
 from qim.stores.redis.commits import RedisCommitStore
 from qim.stores.redis.groups import RedisGroupStore
@@ -16,43 +16,47 @@ from qim.stores.redis.presence import RedisSessionEpochs
 from qim.stores.redis.rooms import RedisRoomEpochs
 from qim.stores.redis.scripts import boundary
 from qim.stores.redis.sessions import RedisReadPositions, RedisSessionStore
+from qim.stores.redis.topology import RedisLayout, topology_of
 
 
 class RedisBackend(Stores):
-    """One Redis instance ('host:port') holding every store of a process (no archive tier:
-    qim/stores/open.py adds it)."""
+    """Every store of a process over the Redis instances of `layout` (a RedisLayout, or
+    one 'host:port' holding every role; no archive tier: qim/stores/open.py adds it)."""
 
     name = "redis"
 
-    def __init__(self, addr: str, mailbox_retention_ms: int = MAILBOX_RETENTION_MS_DEFAULT,
+    def __init__(self, layout: "RedisLayout | str", mailbox_retention_ms: int = MAILBOX_RETENTION_MS_DEFAULT,
                  first_registrations: bool = False) -> None:
-        self.addr = addr
-        self.client = connect(addr)
+        self.topology = t = topology_of(layout)
+        self.addr = ",".join(t.layout.addrs)
+        self.client = t.home  # keys of no bucket (the archive state, tools)
         super().__init__(
-            messages=RedisMessageStore(self.client),
-            commits=RedisCommitStore(self.client),
-            leases=RedisClockLeases(self.client),
-            groups=RedisGroupStore(self.client),
-            mailboxes=RedisMailboxStore(self.client, mailbox_retention_ms),
+            messages=RedisMessageStore(t),
+            commits=RedisCommitStore(t),
+            leases=RedisClockLeases(t),
+            groups=RedisGroupStore(t),
+            mailboxes=RedisMailboxStore(t, mailbox_retention_ms),
             # first_registrations: queue them for CQL user_conversation_state (the archive tier)
-            sessions=RedisSessionStore(self.client, first_registrations),
-            reads=RedisReadPositions(self.client),
-            epochs=RedisSessionEpochs(self.client),
-            rooms=RedisRoomEpochs(self.client),
+            sessions=RedisSessionStore(t, first_registrations),
+            reads=RedisReadPositions(t),
+            epochs=RedisSessionEpochs(t),
+            rooms=RedisRoomEpochs(t),
         )
 
     async def check(self, commit_facts: bool, allow_unsafe_dev: bool) -> None:
-        """Refuse an unsafe deployment (RedisDeploymentError, an EngineError, naming every
-        problem); StoreUnavailable when Redis cannot be reached."""
-        with boundary(f"redis at {self.addr}"):
-            await check_deployment(self.client, self.addr, commit_facts=commit_facts,
-                                   allow_unsafe_dev=allow_unsafe_dev)
+        """Refuse an unsafe deployment: every instance of the layout checked (version,
+        standalone, AOF, fsync, noeviction); RedisDeploymentError (an EngineError) naming
+        every problem of the first bad instance; StoreUnavailable when one cannot be reached."""
+        for addr, client in self.topology.clients.items():
+            with boundary(f"redis at {addr}"):
+                await check_deployment(client, addr, commit_facts=commit_facts, allow_unsafe_dev=allow_unsafe_dev)
 
     async def ping(self) -> None:
-        """Return when Redis answers; StoreUnavailable otherwise."""
-        with boundary(f"redis at {self.addr}"):
-            await self.client.ping()
+        """Return when every instance answers; StoreUnavailable otherwise."""
+        for addr, client in self.topology.clients.items():
+            with boundary(f"redis at {addr}"):
+                await client.ping()
 
     async def close(self) -> None:
-        """Close the connection pool."""
-        await self.client.aclose()
+        """Close every instance's connection pool."""
+        await self.topology.aclose()

@@ -23,6 +23,7 @@ from qim.stores.commits import (
 from qim.stores.groups import encode_members
 from qim.stores.redis.keys import CommitKeys, inflight_key, parse_commit_key, record_key_for, revocation_key
 from qim.stores.redis.scripts import Scripts, boundary
+from qim.stores.redis.topology import as_topology
 
 SCRIPTS = ("reserve_and_record", "reserve_group_send", "group_change", "state_change", "record", "mark_committed",
            "commit_stale_scan")
@@ -51,7 +52,8 @@ class RedisCommitStore:
     """CommitStore over one Redis client (see the Protocol for shapes and errors)."""
 
     def __init__(self, client) -> None:
-        self._redis = client
+        self._t = as_topology(client)
+        self._redis = client = self._t.home
         # group commit (docs/decisions/0026): the reserves and mark_committeds of concurrent sends
         # of one event-loop iteration share one pipelined round trip
         self._scripts = Scripts(client, SCRIPTS, coalesce=True)

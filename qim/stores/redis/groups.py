@@ -13,6 +13,7 @@ from qim.stores.groups import GroupSendView, GroupView, MemberView, SnapshotKey,
 from qim.stores.intervals import Interval, parse_intervals
 from qim.stores.redis.keys import CommitKeys
 from qim.stores.redis.scripts import boundary
+from qim.stores.redis.topology import as_topology
 
 
 def intervals_or_corrupt(raw: bytes, conversation_id: bytes) -> tuple[Interval, ...]:
@@ -27,7 +28,8 @@ class RedisGroupStore:
     """GroupStore over one Redis client (see the Protocol for shapes and errors)."""
 
     def __init__(self, client) -> None:
-        self._redis = client
+        self._t = as_topology(client)
+        self._redis = client = self._t.home
 
     async def read(self, tenant: int, conversation_id: bytes) -> GroupView:
         """GroupStore.read: HGETALL of meta and members, one pipeline."""

@@ -20,6 +20,7 @@ from qim.stores.messages import NEWER, OLDER, MessageRef, TailQuery, VersionedRe
 from qim.stores.redis.keys import CommitKeys
 from qim.stores.redis.messages import STATES, RedisMessageStore, _checked, parse_record
 from qim.stores.redis.scripts import boundary, int_score_pairs
+from qim.stores.redis.topology import as_topology
 
 HOT_READ_ATTEMPTS = 5
 
@@ -45,7 +46,8 @@ class RedisHotHistory:
     """HotHistory over one Redis client (see the Protocol)."""
 
     def __init__(self, client) -> None:
-        self._redis = client
+        self._t = as_topology(client)
+        self._redis = client = self._t.home
         self._messages = RedisMessageStore(client)  # record reads are the MessageStore's own
 
     async def _records(self, floor_keys: list[str], floors: list[int],

@@ -7,6 +7,7 @@ from __future__ import annotations
 from qim.stores.leases import Window
 from qim.stores.redis.keys import hlc_cluster_key, hlc_key, writer_lease_key
 from qim.stores.redis.scripts import Scripts, boundary
+from qim.stores.redis.topology import as_topology
 
 SCRIPTS = ("hlc_lease", "lease_renew")
 WRITER_ID_MAX = 65535
@@ -16,7 +17,8 @@ class RedisClockLeases:
     """ClockLeaseStore over one Redis client."""
 
     def __init__(self, client) -> None:
-        self._redis = client
+        self._t = as_topology(client)
+        self._redis = client = self._t.home
         self._scripts = Scripts(client, SCRIPTS)
 
     async def take_writer_id(self, region_id: int, token: str, ttl_ms: int, writer_id: int = 0) -> int:

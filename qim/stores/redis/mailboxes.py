@@ -23,6 +23,7 @@ from qim.stores.errors import StoreCorrupt
 from qim.stores.mailboxes import RECOVERED, FusedRecord, Retained
 from qim.stores.redis.keys import days_key, dp_key, dpidx_key, mailbox_key, wm_key
 from qim.stores.redis.scripts import Scripts, boundary
+from qim.stores.redis.topology import as_topology
 
 UNFENCED = "qim:wm:unfenced"  # a key no owner fences: append without a shard (tools, unit tests)
 SCRIPTS = ("mailbox_begin", "mailbox_append", "mailbox_finish", "mailbox_fused", "mailbox_trim",
@@ -33,7 +34,8 @@ class RedisMailboxStore:
     """MailboxStore over one Redis instance (see the Protocol for shapes and errors)."""
 
     def __init__(self, client, retention_ms: int = MAILBOX_RETENTION_MS_DEFAULT) -> None:
-        self._redis = client
+        self._t = as_topology(client)
+        self._redis = client = self._t.home
         # the records of different shards materialized in one event-loop iteration share
         # one pipelined round trip (no per-message round trip; each script still atomic, each call its own reply)
         self._scripts = Scripts(client, SCRIPTS, coalesce=True)

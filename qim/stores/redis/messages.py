@@ -16,6 +16,7 @@ from qim.stores.intervals import Interval, ascending_ranges, descending_ranges
 from qim.stores.messages import NEWER, OLDER, HistoryPage, MessageRef, Tail, TailQuery, VersionedRecord, budget_page
 from qim.stores.redis.keys import CommitKeys
 from qim.stores.redis.scripts import boundary, int_score_pairs
+from qim.stores.redis.topology import as_topology
 
 STATES = {b"RECALLED": message_pb2.MESSAGE_STATE_RECALLED, b"DELETED": message_pb2.MESSAGE_STATE_DELETED}
 
@@ -36,7 +37,8 @@ class RedisMessageStore:
     """MessageStore over one Redis client (see the Protocol for shapes and errors)."""
 
     def __init__(self, client) -> None:
-        self._redis = client
+        self._t = as_topology(client)
+        self._redis = client = self._t.home
 
     async def get(self, tenant: int, conversation_id: bytes, message_id: bytes) -> Optional[VersionedRecord]:
         """MessageStore.get: one GET; the version is the SHA-1 of the stored bytes."""

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from qim.stores.redis.keys import session_epoch_key
 from qim.stores.redis.scripts import boundary
+from qim.stores.redis.topology import as_topology
 
 
 class RedisSessionEpochs:
     """SessionEpochStore over one Redis client."""
 
     def __init__(self, client) -> None:
-        self._redis = client
+        self._t = as_topology(client)
+        self._redis = client = self._t.home
 
     async def next_epoch(self, tenant: int, user: int, device: int) -> int:
         """SessionEpochStore.next_epoch: one INCR."""

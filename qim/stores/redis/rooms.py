@@ -5,13 +5,15 @@ from __future__ import annotations
 from qim.stores.errors import StoreCorrupt
 from qim.stores.redis.keys import room_epoch_key
 from qim.stores.redis.scripts import boundary
+from qim.stores.redis.topology import as_topology
 
 
 class RedisRoomEpochs:
     """RoomEpochStore over one Redis client."""
 
     def __init__(self, client) -> None:
-        self._redis = client
+        self._t = as_topology(client)
+        self._redis = client = self._t.home
 
     async def next_epoch_base(self) -> int:
         """RoomEpochStore.next_epoch_base: INCR of the counter (atomic; persisted before the

@@ -19,6 +19,7 @@ from qim.stores.redis.keys import (
     ucs_pending_key,
 )
 from qim.stores.redis.scripts import Scripts, boundary, int_score_pairs
+from qim.stores.redis.topology import as_topology
 from qim.stores.sessions import Checkpoint, FirstSeen, Registration
 
 # the single session node's checkpoint before shard leases (all partitions in one HASH):
@@ -32,7 +33,8 @@ class RedisSessionStore:
     """SessionStore over one Redis client (see the Protocol for shapes and errors)."""
 
     def __init__(self, client, first_registrations: bool = False) -> None:
-        self._redis = client
+        self._t = as_topology(client)
+        self._redis = client = self._t.home
         self._scripts = Scripts(client, SESSION_SCRIPTS)
         # with the archive tier (docs/decisions/0023): first registrations are queued for CQL
         self.first_registrations = first_registrations
@@ -201,7 +203,8 @@ class RedisReadPositions:
     """ReadPositionStore over one Redis client."""
 
     def __init__(self, client) -> None:
-        self._redis = client
+        self._t = as_topology(client)
+        self._redis = client = self._t.home
         self._scripts = Scripts(client, READ_SCRIPTS)
 
     async def positions(self, tenant: int, user: int, conversation_ids: Sequence[bytes]) -> list[int]:

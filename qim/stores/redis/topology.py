@@ -1,0 +1,132 @@
+"""Several standalone Redis instances, each key on exactly one (docs/decisions/0096).
+
+A deployment lists its instances per role (RedisLayout, qim/config/redislayout.py):
+
+- **core** instances hold what a conversation's commit touches: commit facts, the
+  idempotency keys, conversation_seq, the hot history, group members, retention, the
+  commit bucket's in-flight set. A conversation's keys all carry the hash tag of its
+  commit bucket (keys.py), and bucket b (0..COMMIT_BUCKET_COUNT-1) lives on core
+  instance `b * n // COMMIT_BUCKET_COUNT` (contiguous ranges: growing by splitting a
+  range moves only the buckets of the instance split). Every commit Lua call touches
+  one bucket, so it runs on one instance, atomically, as before. Keys that belong to
+  no bucket (HLC clock leases, writer leases, the archive's checkpoint, watermark,
+  lease and trim queue, the room epoch) live on core instance 0, the **home**.
+  Revocation cutoffs are read inside the commit call (decision 0080), so they are
+  written to every core instance (rare writes, a local read on the hot path).
+- **mailbox** instances hold what a MailboxShard owns: its users' mailboxes and day
+  indexes, its DispatchProgress and watermark, and the user state the session
+  projection writes with its shard's checkpoint (conversation sets, peers, names, read
+  positions, the first-registration queue, session epochs). Shard s lives on mailbox
+  instance `s % n`; a user on the instance of its MailboxShard (user_placement of its
+  virtual bucket), so one shard's fused mailbox call and one shard's session
+  projection still run as one atomic call on one instance.
+
+One instance for both roles (the development default, QIM_REDIS_ADDR alone) gives the
+same client everywhere: one pool, behaviour unchanged. Several roles may name the same
+address; each distinct address gets one client.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from qim.config.redislayout import RedisLayout
+
+
+class RedisTopology:
+    """The clients of a RedisLayout: `connect(addr)` makes one per distinct address.
+    Stores ask it for the client that holds a key family:
+
+        topology.core(bucket)          # a conversation's commit bucket
+        topology.shard(shard)          # a MailboxShard's instance
+        topology.user(tenant, user)    # the instance of that user's MailboxShard
+        topology.home                  # keys of no bucket
+        topology.scripts(client, names, coalesce)   # Scripts of that client, made once
+    """
+
+    def __init__(self, layout: RedisLayout, connect: Any) -> None:
+        self.layout = layout
+        self.clients: dict[str, Any] = {a: connect(a) for a in layout.addrs}
+        self._core = [self.clients[a] for a in layout.core]
+        self._mailbox = [self.clients[a] for a in layout.mailbox]
+        self._scripts: dict[tuple[int, tuple[str, ...], bool], Any] = {}
+
+    @property
+    def single(self) -> bool:
+        """True when every role is on one instance."""
+        return len(self.clients) == 1
+
+    @property
+    def home(self) -> Any:
+        """The client of core instance 0 (keys of no bucket)."""
+        return self._core[0]
+
+    @property
+    def core_clients(self) -> list[Any]:
+        """Every core instance's client, in layout order."""
+        return list(self._core)
+
+    @property
+    def mailbox_clients(self) -> list[Any]:
+        """Every distinct mailbox instance's client, in layout order."""
+        return list(dict.fromkeys(self._mailbox))
+
+    def core(self, bucket: int) -> Any:
+        """The client holding commit bucket `bucket`."""
+        return self._core[self.layout.core_index(bucket)]
+
+    def shard(self, shard: int) -> Any:
+        """The client holding MailboxShard `shard`."""
+        return self._mailbox[self.layout.mailbox_index(shard)]
+
+    def user(self, tenant: int, user_id: int) -> Any:
+        """The client holding a user's mailbox and session state."""
+        return self.shard(self.layout.user_shard(tenant, user_id))
+
+    def addr_of(self, client: Any) -> str:
+        """The address of one of this topology's clients (for messages)."""
+        for addr, c in self.clients.items():
+            if c is client:
+                return addr
+        raise KeyError("not a client of this topology")
+
+    def scripts(self, client: Any, names: Sequence[str], coalesce: bool = False) -> Any:
+        """The Scripts of `names` over `client`, made once (its SHAs cached)."""
+        from qim.stores.redis.scripts import Scripts
+
+        key = (id(client), tuple(names), coalesce)
+        got = self._scripts.get(key)
+        if got is None:
+            got = self._scripts[key] = Scripts(client, names, coalesce=coalesce)
+        return got
+
+    def group_by(self, items: Sequence[Any], client_of: Any) -> list[tuple[Any, list[Any]]]:
+        """[(client, its items in order)] for `items` split by `client_of(item)`; one
+        group per instance touched, in order of first appearance."""
+        out: dict[int, tuple[Any, list[Any]]] = {}
+        for item in items:
+            c = client_of(item)
+            out.setdefault(id(c), (c, []))[1].append(item)
+        return list(out.values())
+
+    async def aclose(self) -> None:
+        """Close every client's pool."""
+        for c in self.clients.values():
+            await c.aclose()
+
+
+def as_topology(client_or_topology: Any) -> RedisTopology:
+    """A store's argument as a RedisTopology: itself, or one redis-py client holding
+    every role (tools and unit tests that made a client of their own)."""
+    if isinstance(client_or_topology, RedisTopology):
+        return client_or_topology
+    return RedisTopology(RedisLayout.single("client:0"), lambda _addr: client_or_topology)
+
+
+def topology_of(layout_or_addr: "RedisLayout | str", connect: Optional[Any] = None) -> RedisTopology:
+    """A RedisTopology for a layout, or for one 'host:port' holding everything."""
+    if connect is None:
+        from qim.infra.redis.client import connect as connect_
+        connect = connect_
+    layout = RedisLayout.single(layout_or_addr) if isinstance(layout_or_addr, str) else layout_or_addr
+    return RedisTopology(layout, connect)
