@@ -55,12 +55,14 @@ def any_accepts(kind: str, addrs: str, timeout: float = PROBE_TIMEOUT_S) -> Opti
 
 def engines_away(env: Mapping[str, str]) -> Optional[str]:
     """Why the engines named in `env` (a stack's, or a node's own: QIM_REDIS_ADDR,
-    QIM_REGISTRY_REDIS_ADDR, QIM_KAFKA_BOOTSTRAP, QIM_SCYLLA_ADDRS) are away, or None when
+    QIM_REDIS_CORE_ADDRS, QIM_REDIS_MAILBOX_ADDRS, QIM_REGISTRY_REDIS_ADDR,
+    QIM_KAFKA_BOOTSTRAP, QIM_SCYLLA_ADDRS) are away, or None when
     each is there (module doc). Blocking, up to PROBE_TIMEOUT_S per address."""
     checks: list[Callable[[], Optional[str]]] = []
-    for var in ("QIM_REDIS_ADDR", "QIM_REGISTRY_REDIS_ADDR"):
-        if env.get(var):
-            checks.append(functools.partial(redis_away, env[var]))
+    redis: dict[str, None] = {}  # every Redis instance once (several per role: decision 0096)
+    for var in ("QIM_REDIS_ADDR", "QIM_REDIS_CORE_ADDRS", "QIM_REDIS_MAILBOX_ADDRS", "QIM_REGISTRY_REDIS_ADDR"):
+        redis.update(dict.fromkeys(a.strip() for a in env.get(var, "").split(",") if a.strip()))
+    checks += [functools.partial(redis_away, addr) for addr in redis]
     if env.get("QIM_KAFKA_BOOTSTRAP"):
         checks.append(lambda: any_accepts("kafka broker", env["QIM_KAFKA_BOOTSTRAP"]))
     if env.get("QIM_SCYLLA_ADDRS"):

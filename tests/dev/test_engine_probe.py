@@ -23,6 +23,16 @@ def test_redis_there_then_away(private_redis):
     assert why is not None and why.startswith(f"redis {private_redis.addr}: ConnectionRefusedError")
 
 
+def test_every_redis_instance_of_every_role_must_answer(private_redis):
+    # several instances per role (decision 0096): one dead mailbox instance is an engine away
+    dead = f"127.0.0.1:{_closed_port()}"
+    env = {"QIM_REDIS_ADDR": private_redis.addr, "QIM_REDIS_CORE_ADDRS": private_redis.addr,
+           "QIM_REDIS_MAILBOX_ADDRS": f"{private_redis.addr}, {dead}"}
+    why = engines_away(env)
+    assert why is not None and why.startswith(f"redis {dead}: ConnectionRefusedError")
+    assert engines_away({**env, "QIM_REDIS_MAILBOX_ADDRS": private_redis.addr}) is None
+
+
 def test_one_listening_broker_of_several_is_enough():
     with socket.socket() as live:
         live.bind(("127.0.0.1", 0))
