@@ -54,15 +54,18 @@ ROOM_RING_EVENTS = 32
 
 
 def start_test_engines(base_dir, shard_count: int = TEST_SHARD_COUNT,
-                       with_cassandra: bool | None = None, brokers: int = 1, outbox_partitions: int = 1) -> EngineSet:
+                       with_cassandra: bool | None = None, brokers: int = 1, outbox_partitions: int = 1,
+                       redis_instances: int = 1) -> EngineSet:
     """Start a private EngineSet under `base_dir`; on failure stop what started.
 
     `with_cassandra` defaults to QIM_DEV_WITH_CASSANDRA; `brokers` 3 is a KRaft cluster
-    (replication factor 3). Raises EngineError with the engine's log tail.
+    (replication factor 3); `redis_instances` N standalone Redis instances (the layout of
+    qim/dev/redis_instances.py, in the env every service gets). Raises EngineError with
+    the engine's log tail.
     """
     try:
-        return EngineSet.up(base_dir, shard_count, die_with_parent=True,
-                            with_cassandra=with_cassandra, brokers=brokers, outbox_partitions=outbox_partitions)
+        return EngineSet.up(base_dir, shard_count, die_with_parent=True, with_cassandra=with_cassandra,
+                            brokers=brokers, outbox_partitions=outbox_partitions, redis_instances=redis_instances)
     except BaseException:
         es = EngineSet.load(base_dir)
         if es is not None:
@@ -182,7 +185,7 @@ def shared_cassandra(tmp_path_factory) -> SharedCassandra:
 def start_private_stack(base, engines_kw=None, supervise: bool = False, **stack_kw):
     """Private engines and QIM services under `base` (the caller stops `st` and
     `st.engines`); FAILS the test (never skips) when they cannot start. `engines_kw` goes
-    to start_test_engines (brokers=, outbox_partitions=), `stack_kw` to
+    to start_test_engines (brokers=, outbox_partitions=, redis_instances=), `stack_kw` to
     qim.dev.stack.stack_up (writers=, mailboxes=, extra_env=); `supervise`: the
     services run under the stack's supervisor (qim.dev.supervisor)."""
     from qim.dev.stack import stack_up

@@ -1,9 +1,10 @@
 """`qim-dev`: development helpers.
 
     qim-dev engines up     [--dir DIR] [--shard-count N] [--brokers 1|3] [--outbox-partitions N]
-                           [--without-cassandra] [--cql-nodes 1|3]
-                                          start Redis + Kafka (one broker or a KRaft cluster of
-                                          three) + Cassandra (one node or three, RF 3), print env file
+                           [--without-cassandra] [--cql-nodes 1|3] [--redis-instances N]
+                                          start Redis (one, or N standalone instances) + Kafka
+                                          (one broker or a KRaft cluster of three) + Cassandra
+                                          (one node or three, RF 3), print env file
     qim-dev engines down   [--dir DIR]    stop exactly the recorded pids
     qim-dev engines status [--dir DIR]    exit 1 unless every running engine answers
 
@@ -50,6 +51,10 @@ def _parser() -> argparse.ArgumentParser:
     eng.add_argument("--cql-nodes", type=int, choices=(1, 3), default=None,
                      help="up: Cassandra nodes: 1 (keyspaces RF 1, QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV=1), or a cluster "
                           "of 3 on 127.0.0.1-3 (keyspaces RF 3) (default: recorded, else 1)")
+    eng.add_argument("--redis-instances", type=int, default=None, metavar="N",
+                     help="up: N standalone Redis instances (own ports and dirs; core = all N, mailbox = all N "
+                          "rotated by one: QIM_REDIS_CORE_ADDRS, QIM_REDIS_MAILBOX_ADDRS; docs/decisions/0098) "
+                          "(default: recorded, else 1)")
     eng.add_argument("--timeout", type=float, default=15.0,
                      help="down: seconds between SIGTERM and SIGKILL")
     stack_cli.add_parser(sub)
@@ -68,7 +73,8 @@ def _up(args) -> int:
     if args.outbox_partitions is not None and not 1 <= args.outbox_partitions <= 256:
         raise EngineError(f"--outbox-partitions must be 1..256, got {args.outbox_partitions}")
     es = EngineSet.up(args.dir, args.shard_count, with_cassandra=with_cassandra, brokers=args.brokers,
-                      outbox_partitions=args.outbox_partitions, cql_nodes=args.cql_nodes)
+                      outbox_partitions=args.outbox_partitions, cql_nodes=args.cql_nodes,
+                      redis_instances=args.redis_instances)
     print(es.env_path.read_text(), end="")
     print(f"# engines up in {time.monotonic() - t0:.1f}s; env file:")
     print(es.env_path)

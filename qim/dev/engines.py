@@ -1,10 +1,12 @@
-"""Development engine set: one private Redis, one Kafka broker (or a KRaft cluster of three:
+"""Development engine set: one private Redis (or N standalone instances: `redis_instances`,
+qim/dev/redis_instances.py), one Kafka broker (or a KRaft cluster of three:
 `brokers=3`, qim/dev/kafka_cluster.py), optionally one Cassandra.
 
 `EngineSet.up(dir)` installs what is missing, starts (or restarts, keeping ports and
 data) the engines, creates the QIM topics and writes:
 
-- `dir/engines.env`: `QIM_REDIS_ADDR=…`, `QIM_KAFKA_BOOTSTRAP=…`,
+- `dir/engines.env`: `QIM_REDIS_ADDR=…` (with several instances also
+  `QIM_REDIS_CORE_ADDRS=…` and `QIM_REDIS_MAILBOX_ADDRS=…`), `QIM_KAFKA_BOOTSTRAP=…`,
   `QIM_MAILBOX_SHARD_COUNT=…` and, with Cassandra, `QIM_SCYLLA_ADDRS=…` and
   `QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV=1` (shell- and dotenv-readable);
 - `dir/state.json`: pids, ports, dirs, shard count — `down` stops exactly those pids,
@@ -32,7 +34,8 @@ from qim.dev.cassandra_engine import CassandraEngine, ensure_cassandra_jars
 from qim.dev.engine import Engine
 from qim.dev.kafka_cluster import bootstrap_of, cluster_of, start_engines
 from qim.dev.kafka_engine import KafkaEngine, create_topics, ensure_kafka_jars, kafka_cache_dir, start_kafka
-from qim.dev.redis_engine import RedisEngine, ensure_redis_installed, start_redis
+from qim.dev.redis_engine import RedisEngine, ensure_redis_installed, redis_instance, start_redis
+from qim.dev.redis_instances import check_count, engines_of, layout_env
 from qim.errors import EngineError
 
 __all__ = ["EngineSet", "RedisEngine", "KafkaEngine", "CassandraEngine", "start_redis",
@@ -65,7 +68,8 @@ def cassandra_wanted(default: bool = False) -> bool:
 class EngineSet:
     """Redis, Kafka and (optional) Cassandra engines recorded together in `dir/state.json`.
 
-    Attributes: `dir`, `redis`, `kafka` (the first broker), `kafkas` (every broker: one,
+    Attributes: `dir`, `redis` (the first Redis instance: core 0, the home), `redises`
+    (every Redis instance: one, or N standalone ones), `kafka` (the first broker), `kafkas` (every broker: one,
     or three of a KRaft cluster), `cassandra` (the first CQL node; None unless ever opted
     in), `cassandras` (every CQL node: one, or three of a cluster, qim/dev/cassandra_cluster.py),
     `shard_count`, `outbox_partitions`; `redis_addr` is "127.0.0.1:PORT",
@@ -75,9 +79,10 @@ class EngineSet:
     def __init__(self, dir: Path, redis: RedisEngine, kafka: KafkaEngine,
                  shard_count: int, cassandra: CassandraEngine | None = None,
                  kafkas: list[KafkaEngine] | None = None, outbox_partitions: int = 1,
-                 cassandras: list[CassandraEngine] | None = None) -> None:
+                 cassandras: list[CassandraEngine] | None = None, redises: list[RedisEngine] | None = None) -> None:
         self.dir = Path(dir).resolve()
-        self.redis = redis
+        self.redises = list(redises or [redis])
+        self.redis = self.redises[0]
         self.kafkas = list(kafkas or [kafka])
         self.kafka = self.kafkas[0]
         self.cassandras = list(cassandras or ([cassandra] if cassandra else []))
@@ -92,6 +97,11 @@ class EngineSet:
         return self.redis.addr
 
     @property
+    def redis_addrs(self) -> list[str]:
+        """"127.0.0.1:PORT" of every Redis instance, in order (the layout's core list)."""
+        return [r.addr for r in self.redises]
+
+    @property
     def kafka_bootstrap(self) -> str:
         """"127.0.0.1:PORT[,...]" of the Kafka broker(s)."""
         return bootstrap_of(self.kafkas)
@@ -99,7 +109,7 @@ class EngineSet:
     @property
     def engines(self) -> list[Engine]:
         """Every recorded engine, in start order."""
-        return [self.redis, *self.kafkas, *self.cassandras]
+        return [*self.redises, *self.kafkas, *self.cassandras]
 
     @property
     def env_path(self) -> Path:
@@ -112,7 +122,8 @@ class EngineSet:
         The Cassandra variables appear only while it runs (it is opt-in); the single-node
         development switch only with one node (three nodes: RF 3, docs/design.md §8).
         """
-        env = {"QIM_REDIS_ADDR": self.redis_addr,
+        env = {"QIM_REDIS_ADDR": self.redis_addr,  # the first core instance (qim/config/common.py)
+               **layout_env(self.redis_addrs),  # several instances: the layout (qim/dev/redis_instances.py)
                "QIM_KAFKA_BOOTSTRAP": self.kafka_bootstrap,
                "QIM_MAILBOX_SHARD_COUNT": str(self.shard_count)}
         if self.cassandra is not None and self.cassandra.alive():
@@ -126,6 +137,8 @@ class EngineSet:
         """JSON-able record of every engine (pids, ports, dirs) and the shard count."""
         st = {"shard_count": self.shard_count, "dir": str(self.dir), "outbox_partitions": self.outbox_partitions,
               "redis": self.redis.to_state(), "kafka": self.kafka.to_state()}
+        if len(self.redises) > 1:
+            st["redis_instances"] = [r.to_state() for r in self.redises]
         if len(self.kafkas) > 1:
             st["kafka_brokers"] = [k.to_state() for k in self.kafkas]
         if self.cassandra is not None:
@@ -161,8 +174,10 @@ class EngineSet:
             r, k, c = st["redis"], st["kafka"], st.get("cassandra")
             cassandras = [CassandraEngine.from_state(n) for n in st.get("cassandra_nodes", [c] if c else [])]
             kafkas = [KafkaEngine.from_state(b) for b in st.get("kafka_brokers", [k])]
-            return cls(dir, RedisEngine(Path(r["dir"]), r["ports"], r.get("pid")), kafkas[0],
-                       int(st["shard_count"]), None, kafkas, int(st.get("outbox_partitions", 1)), cassandras)
+            redises = [redis_instance(Path(x["dir"]), x["ports"], i, x.get("pid"))
+                       for i, x in enumerate(st.get("redis_instances", [r]))]
+            return cls(dir, redises[0], kafkas[0], int(st["shard_count"]), None, kafkas,
+                       int(st.get("outbox_partitions", 1)), cassandras, redises)
         except (ValueError, KeyError, TypeError) as e:
             raise EngineError(f"{path} is corrupt ({e}); stop its processes by hand "
                               f"and remove {dir}") from e
@@ -171,7 +186,8 @@ class EngineSet:
     @classmethod
     def up(cls, dir: Path | str | None = None, shard_count: int | None = None,
            die_with_parent: bool = False, with_cassandra: bool | None = None, brokers: int | None = None,
-           outbox_partitions: int | None = None, cql_nodes: int | None = None) -> "EngineSet":
+           outbox_partitions: int | None = None, cql_nodes: int | None = None,
+           redis_instances: int | None = None) -> "EngineSet":
         """Start the engines (idempotent) and return the running set, each truly ready.
 
         Healthy recorded engines are left alone; dead ones are restarted on their
@@ -180,7 +196,10 @@ class EngineSet:
         EngineError (topics cannot shrink). `with_cassandra` (default: env
         QIM_DEV_WITH_CASSANDRA) also starts Cassandra; a recorded Cassandra that is not
         asked for is left as it is; `cql_nodes` 3 makes it a cluster of three nodes
-        (qim/dev/cassandra_cluster.py; default: recorded, else 1). `die_with_parent` makes the engines exit with this
+        (qim/dev/cassandra_cluster.py; default: recorded, else 1). `redis_instances` N
+        starts N standalone Redis instances laid out as qim/dev/redis_instances.py says
+        (default: recorded, else 1; another count than recorded raises EngineError: the
+        placement of live keys is not rehashed). `die_with_parent` makes the engines exit with this
         process (test sessions). Raises EngineError if anything cannot be installed or
         started; engines started so far stay recorded in state.json so `down` can
         stop them.
@@ -206,6 +225,7 @@ class EngineSet:
         if es is not None and outbox_partitions and outbox_partitions != es.outbox_partitions:
             raise EngineError(f"engines in {dir} were created with {es.outbox_partitions} Outbox partition(s), not "
                               f"{outbox_partitions}; run `down` and remove {dir} to change it")
+        check_count(redis_instances, None if es is None else len(es.redises), dir)
         if cql_nodes not in (None, 1, 3):
             raise EngineError(f"cql_nodes must be 1 or 3, got {cql_nodes}")
         if es is not None and es.cassandras and cql_nodes and cql_nodes != len(es.cassandras):
@@ -216,12 +236,14 @@ class EngineSet:
         lib = ensure_kafka_jars()
         cassandra_lib = ensure_cassandra_jars() if with_cassandra else None
         if es is None:
-            n = brokers or 1
-            rp, *kps = pick_ports(1 + 2 * n)
+            n, nr = brokers or 1, redis_instances or 1
+            ports = pick_ports(nr + 2 * n)
+            rps, kps = ports[:nr], ports[nr:]
             pairs = [{"main": kps[2 * i], "controller": kps[2 * i + 1]} for i in range(n)]
             kafkas = cluster_of(dir, pairs) if n > 1 else [KafkaEngine(dir / "kafka", pairs[0])]
-            es = cls(dir, RedisEngine(dir / "redis", {"main": rp}), kafkas[0], shard_count,
-                     kafkas=kafkas, outbox_partitions=outbox_partitions or 1)
+            redises = engines_of(dir, rps)
+            es = cls(dir, redises[0], kafkas[0], shard_count, kafkas=kafkas,
+                     outbox_partitions=outbox_partitions or 1, redises=redises)
         if with_cassandra and es.cassandra is None:
             used = [p for e in es.engines for p in e.ports.values()]
             cq, cs = pick_ports(2, exclude=used)
@@ -236,7 +258,7 @@ class EngineSet:
         for c in es.cassandras:
             if cassandra_lib is not None:
                 c.lib = cassandra_lib
-        wanted: list[Engine] = [es.redis, *es.kafkas]
+        wanted: list[Engine] = [*es.redises, *es.kafkas]
         if with_cassandra:  # es.cassandras set just above when wanted
             wanted.extend(es.cassandras)
         for eng in wanted:

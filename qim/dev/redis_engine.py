@@ -1,7 +1,9 @@
 """A private development Redis with the durability settings of docs/design.md §8.
 
-One instance holds commit facts in the development stack, so it runs with
-`appendfsync always` and `noeviction` (ENGINES.md, "Redis").
+Every instance holds commit facts or mailboxes in the development stack, so each runs
+with `appendfsync always` and `noeviction` (ENGINES.md, "Redis"); several standalone
+instances (`qim-dev engines up --redis-instances N`, docs/decisions/0096 and 0098) are
+`redis_instance(dir, ports, index)`, each in its own directory on its own port.
 """
 
 from __future__ import annotations
@@ -97,6 +99,20 @@ class RedisEngine(Engine):
             return int(info.get("loading", 1)) == 0 and int(info.get("async_loading", 0)) == 0
         finally:
             c.close()
+
+
+def instance_name(index: int) -> str:
+    """The name of the index-th (0-based) instance of a set: "redis", "redis2", "redis3",
+    ... (the first keeps the name a one-instance set always had: its state, its rows)."""
+    return "redis" if index == 0 else f"redis{index + 1}"
+
+
+def redis_instance(dir: Path | str, ports: dict[str, int], index: int = 0, pid: int | None = None,
+                   die_with_parent: bool = False) -> RedisEngine:
+    """The index-th RedisEngine of a set (not started), named by instance_name(index)."""
+    eng = RedisEngine(Path(dir), ports, pid, die_with_parent=die_with_parent)
+    eng.name = instance_name(index)
+    return eng
 
 
 def start_redis(dir: Path | str, port: int | None = None, timeout: float | None = None,

@@ -53,7 +53,8 @@ STOP_TIMEOUT_S = 10.0
 SUPERVISOR_STOP_S = 60.0  # it stops every service in turn (each up to STOP_TIMEOUT_S)
 # copied into stack.env so qim-loadgen and qimctl work after sourcing one file
 DEV_WS_ORIGINS = "http://localhost:*,http://127.0.0.1:*"  # pages of the development web client
-CLIENT_VARS = ("QIM_WRITER_ADDRS", "QIM_REDIS_ADDR", "QIM_KAFKA_BOOTSTRAP",
+CLIENT_VARS = ("QIM_WRITER_ADDRS", "QIM_REDIS_ADDR", "QIM_REDIS_CORE_ADDRS", "QIM_REDIS_MAILBOX_ADDRS",
+               "QIM_KAFKA_BOOTSTRAP",
                "QIM_MAILBOX_SHARD_COUNT", "QIM_TENANT_ID", "QIM_TOKEN_AUDIENCE", *ARCHIVE_CLIENT_VARS)
 
 
