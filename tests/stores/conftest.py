@@ -1,6 +1,8 @@
 """The store contract suite (docs/decisions/0019-storage-layer.md): one set of
 vectors run against every store backend through the Protocol interfaces of qim/stores
-only: Redis (a Redis of this package's own), and the archive tier (the CQL
+only: Redis (a Redis of this package's own), "redis3" (three standalone Redis instances
+of this package's own, every key on the instance the placement rules of
+qim/stores/redis/topology.py say: decision 0096), and the archive tier (the CQL
 MessageStore behind the TieredMessageStore, on a keyspace of the shared Cassandra node)
 as "cql" (every read from the archive) and "seam" (reads across the hot floor); see
 tests/stores/archived.py.
@@ -14,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import pytest
 
@@ -26,11 +28,32 @@ from qim.proto.v1 import message_pb2
 from qim.stores.commits import CommitRef, GroupChange, GroupSendCheck, Reservation, Reserved
 from qim.stores.open import Stores
 
+if TYPE_CHECKING:
+    from qim.config.redislayout import RedisLayout
+
 
 def _redis_backend(engines: dict) -> Stores:
     from qim.stores.redis.backend import RedisBackend
 
     return RedisBackend(engines["redis"])
+
+
+REDIS3_SHARD_COUNT = 8  # the MailboxShards that place users over the three instances (tests/fixtures.py)
+
+
+def redis3_layout(addrs) -> "RedisLayout":
+    """The layout of the "redis3" backend: core = the three instances, mailbox = the
+    three rotated by one (qim/dev/redis_instances.py, as `qim-dev engines up
+    --redis-instances 3` lays them out)."""
+    from qim.dev.redis_instances import layout_of
+
+    return layout_of(addrs, REDIS3_SHARD_COUNT)
+
+
+def _redis3_backend(engines: dict) -> Stores:
+    from qim.stores.redis.backend import RedisBackend
+
+    return RedisBackend(redis3_layout(engines["redis3"]))
 
 
 def _archive_backend(fraction: float) -> Callable[[dict], Stores]:
@@ -52,6 +75,7 @@ def _archive_backend(fraction: float) -> Callable[[dict], Stores]:
 # backend name -> factory(engines: {"redis": addr, "cql": ScyllaConfig}) -> Stores
 BACKENDS: dict[str, Callable[[dict], Stores]] = {
     "redis": _redis_backend,
+    "redis3": _redis3_backend,  # three standalone instances (decision 0096)
     "cql": _archive_backend(1.0),  # every read served by the archive (CQL)
     "seam": _archive_backend(0.5),  # the older half archived and trimmed: reads cross the hot floor
 }
@@ -59,13 +83,20 @@ BACKENDS: dict[str, Callable[[dict], Stores]] = {
 
 @pytest.fixture(scope="package")
 def store_engines(tmp_path_factory, shared_cassandra) -> dict:
-    """Engines of this package: its own Redis, and a keyspace of the shared CQL node."""
+    """Engines of this package: its own Redis, three more standalone instances (the
+    "redis3" backend's, `redis3`: their addresses), and a keyspace of the shared CQL node."""
+    started = []
     try:
-        redis = start_redis(tmp_path_factory.mktemp("stores-redis"), die_with_parent=True)
+        for name in ("stores-redis", "stores-redis3-a", "stores-redis3-b", "stores-redis3-c"):
+            started.append(start_redis(tmp_path_factory.mktemp(name), die_with_parent=True))
     except EngineError as exc:
+        for eng in started:
+            eng.stop()
         pytest.fail(f"redis could not start: {exc}", pytrace=False)
-    yield {"redis": redis.addr, "cql": shared_cassandra.scylla("qim_contract")}
-    redis.stop()
+    yield {"redis": started[0].addr, "redis3": tuple(e.addr for e in started[1:]),
+           "cql": shared_cassandra.scylla("qim_contract")}
+    for eng in started:
+        eng.stop()
 
 
 @pytest.fixture(params=sorted(BACKENDS))
@@ -81,9 +112,10 @@ async def stores(request, store_engines) -> Stores:
 async def _wipe(name: str, backend) -> None:
     from tests.stores.archived import truncate
 
-    client = backend.client if name == "redis" else backend.redis.client
-    await client.flushdb()
-    if name != "redis":
+    redis = backend if name in ("redis", "redis3") else backend.redis
+    for client in redis.topology.clients.values():  # every instance of the layout
+        await client.flushdb()
+    if name not in ("redis", "redis3"):
         await backend.archive_tier.cql.apply_schema()
         await truncate(backend.archive_tier)
 

@@ -20,7 +20,7 @@ from tests.stores.conftest import BACKENDS, direct
 
 _NOWHERE = ScyllaConfig(("127.0.0.1",), 1, "qim_nowhere", allow_single_node_dev=True)
 # backend -> engines nothing listens on
-DEAD = {"redis": {"redis": "127.0.0.1:1"}, "cql": {"redis": "127.0.0.1:1", "cql": _NOWHERE},
+DEAD = {"redis": {"redis": "127.0.0.1:1"}, "redis3": {"redis3": ("127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3")}, "cql": {"redis": "127.0.0.1:1", "cql": _NOWHERE},
         "seam": {"redis": "127.0.0.1:1", "cql": _NOWHERE}}
 
 
