@@ -25,6 +25,7 @@ class ErrorCode(enum.IntEnum):
     MAILBOX_DIRTY = 10
     UNAVAILABLE = 11
     INTERNAL = 12
+    POLICY_REFUSED = 13  # the deployment's send policy refused the send (docs/decisions/0099)
 
 
 class QimError(Exception):
@@ -123,6 +124,11 @@ class TlsError(QimError):
 
 class EngineError(QimError):
     """A Redis or Kafka engine could not be started, reached or configured."""
+
+
+class TopicWithoutId(EngineError):
+    """A Kafka-API broker reports a topic without a KIP-516 topic id (or no cluster id):
+    waiting does not help; a checkpoint bound to the topic's identity cannot start."""
 
 
 class MailboxDirty(QimError):

@@ -25,7 +25,7 @@ from qim.consts import (
     KAFKA_PRODUCER_LINGER_MS,
     KAFKA_PRODUCER_POLL_S,
 )
-from qim.errors import EngineError
+from qim.errors import EngineError, TopicWithoutId
 from qim.infra.kafka.debug import with_debug
 from qim.infra.kafka.offsets import OffsetReader
 
@@ -318,9 +318,9 @@ async def topic_identity(bootstrap: str, topic: str, timeout: float = 10.0) -> t
         desc = admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)[topic].result(timeout)
         uuid = desc.topic_id
         if uuid is None or (uuid.get_most_significant_bits() == 0 and uuid.get_least_significant_bits() == 0):
-            raise EngineError(f"topic {topic} has no topic id (broker without KIP-516)")
+            raise TopicWithoutId(f"topic {topic} has no topic id (broker without KIP-516)")
         if not cluster:
-            raise EngineError("broker reports no cluster id")
+            raise TopicWithoutId("broker reports no cluster id")
         return str(cluster), str(uuid), len(desc.partitions)
 
     try:

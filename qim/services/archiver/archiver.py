@@ -40,7 +40,8 @@ from typing import Callable, Optional, Sequence
 from qim.consts import KAFKA_BATCH_FETCH, OUTBOX_TOPIC
 from qim.errors import EngineError
 from qim.faults import FaultPoints
-from qim.infra.kafka.bridge import AsyncConsumer, topic_identity
+from qim.infra.kafka.bridge import AsyncConsumer
+from qim.infra.kafka.identity import wait_topic_identity
 from qim.services.archiver.metrics import ArchiverMetrics
 from qim.services.archiver.plan import ArchivePlanError, plan, records_of
 from qim.stores.archive import ArchiveStateStore, ArchiveStore
@@ -49,7 +50,6 @@ from qim.stores.errors import CheckpointConflict, NotOwner, StorageError
 logger = logging.getLogger(__name__)
 
 GROUP_ID = "qim-archiver"  # librdkafka needs one; nothing is ever committed under it
-IDENTITY_WAIT_S = 60.0
 MARK_PERIOD_S = 0.5  # a new (T0, H0) at most this often
 RETRY_MAX_S = 5.0
 
@@ -105,17 +105,7 @@ class HistoryArchiver:
     async def start(self) -> None:
         """Bind to the Outbox (and take the static partitions). EngineError when the broker
         stays unreachable; every other problem fails closed (module docstring)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + IDENTITY_WAIT_S
-        while True:
-            try:
-                cluster, topic_id, parts = await topic_identity(self._bootstrap, OUTBOX_TOPIC)
-                break
-            except EngineError as exc:
-                if loop.time() > deadline or "topic id" in str(exc):
-                    raise
-                logger.info("waiting for outbox metadata: %s", exc)
-                await asyncio.sleep(1.0)
+        cluster, topic_id, parts = await wait_topic_identity(self._bootstrap, OUTBOX_TOPIC)
         self._binding = f"{cluster}|{topic_id}|{parts}"
         self.partition_count = parts
         for partition in range(parts) if self._static is None else self._static:

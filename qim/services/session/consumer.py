@@ -44,7 +44,8 @@ from typing import Callable, Optional, Sequence
 
 from qim.consts import DISPATCH_TOPIC, KAFKA_BATCH_FETCH, KAFKA_CONSUME_WAIT_S, SESSION_CONSUME_BATCH
 from qim.errors import EngineError
-from qim.infra.kafka.bridge import AsyncConsumer, topic_identity
+from qim.infra.kafka.bridge import AsyncConsumer
+from qim.infra.kafka.identity import wait_topic_identity
 from qim.obs.logcontext import bind, tracer
 from qim.services.session.metrics import SessionMetrics
 from qim.services.session.register import Message, Registration, kind_of, registrations
@@ -54,7 +55,6 @@ from qim.wire import dispatch as dispatch_record
 
 logger = logging.getLogger(__name__)
 
-IDENTITY_WAIT_S = 60.0
 
 
 class DurableProjector:
@@ -115,17 +115,7 @@ class DurableProjector:
         """Bind to the dispatch topic (and take the static shards). Raises EngineError
         when the broker stays unreachable; every other problem fails closed (see the
         module docstring)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + IDENTITY_WAIT_S
-        while True:
-            try:
-                cluster, topic_id, parts = await topic_identity(self._bootstrap, DISPATCH_TOPIC)
-                break
-            except EngineError as exc:
-                if loop.time() > deadline or "topic id" in str(exc):
-                    raise
-                logger.info("waiting for dispatch topic metadata: %s", exc)
-                await asyncio.sleep(1.0)
+        cluster, topic_id, parts = await wait_topic_identity(self._bootstrap, DISPATCH_TOPIC)
         if parts != self._shard_count:
             return self._fail_closed(f"{DISPATCH_TOPIC} has {parts} partitions, QIM_MAILBOX_SHARD_COUNT={self._shard_count}")
         self._binding = f"{cluster}|{topic_id}|{parts}"
