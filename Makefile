@@ -29,8 +29,9 @@ $(STAMP): pyproject.toml setup.py $(CORE_SRC)
 
 install: $(STAMP)
 
+# REDIS_INSTANCES=N: N standalone Redis instances (docs/operations.md "Several Redis instances")
 engines: install
-	$(BIN)/qim-dev engines up
+	$(BIN)/qim-dev engines up $(if $(REDIS_INSTANCES),--redis-instances $(REDIS_INSTANCES))
 
 # The services run under the stack's supervisor (qim/dev/supervisor.py): one that dies is
 # started again after 0.5 s, doubling up to 30 s while it keeps dying; `qim-dev stack
@@ -166,6 +167,8 @@ bench-baseline:
 # 1,000-member group step. First the connection step (PERF_CONNECTIONS=10000 idle TLS
 # connections on a lone gateway; 0 skips it; `make perf-conn` runs it alone): the last
 # line is `perf: max_rate=… … low_load_e2e_p99_ms=… conn_kb_per_idle=… logins_per_s=…`.
+# PERF_REDIS=3: the whole run with one Redis and with 3 instances, then a `perf-redis:` line
+# with both side by side (qim/dev/perf_redis.py).
 .PHONY: perf perf-conn
 perf: install
 	$(BIN)/python -m qim.dev.perf

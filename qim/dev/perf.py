@@ -22,7 +22,9 @@ then ends with `group_entries_per_s=…` (mailbox entries appended per second un
 pipeline drained). `--topology scaled` (PERF_TOPOLOGY=scaled) runs two nodes of every
 kind (`scaled_nodes`) on the same machine, on engines of their own (.perf/engines-scaled:
 the Outbox gets two partitions), to compare CPU per message with the single topology.
-`--brokers 3` (PERF_BROKERS=3) runs a three-broker KRaft cluster (RF 3, min ISR 2, no
+`--redis N` (PERF_REDIS=N > 1) runs the whole measurement twice, with one Redis and with N
+standalone instances (qim/dev/redis_instances.py), and prints both lines and one line
+side by side (qim/dev/perf_redis.py). `--brokers 3` (PERF_BROKERS=3) runs a three-broker KRaft cluster (RF 3, min ISR 2, no
 flush per append: the production durability profile) instead of the one broker that
 flushes every append (.perf/engines-3brokers; each broker its own row: kafka1, kafka2, kafka3;
 started from threads, they outlive a SIGKILL of this command: `qim-dev engines down --dir`).
@@ -49,7 +51,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from qim.dev import perf_conn
+from qim.dev import perf_conn, perf_redis
 from qim.dev.perf_args import PerfArgError, options
 from qim.dev.perf_group import group_step
 from qim.dev.perf_report import (
@@ -108,11 +110,12 @@ class Bench:
 
         scaled = self.cfg.topology == "scaled"
         nodes = scaled_nodes(self.cfg.archive) if scaled else None
-        suffix = ("-scaled" if scaled else "") + ("-3brokers" if self.cfg.brokers == 3 else "")
+        suffix = (("-scaled" if scaled else "") + ("-3brokers" if self.cfg.brokers == 3 else "")
+                  + (f"-redis{self.cfg.redis}" if self.cfg.redis > 1 else ""))
         try:
             self.engines = EngineSet.up(self.out / f"engines{suffix}", die_with_parent=True,
                                         with_cassandra=self.cfg.archive, outbox_partitions=2 if scaled else None,
-                                        brokers=self.cfg.brokers)
+                                        brokers=self.cfg.brokers, redis_instances=self.cfg.redis)
             self.stack = stack_up(self.out / f"stack{suffix}", self.engines.env(), die_with_parent=True, nodes=nodes)
         except EngineError as exc:
             raise InstrumentError(f"the private stack did not start: {exc}") from exc
@@ -276,16 +279,12 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt  # SIGTERM stops the stack like Ctrl-C (the finally of main)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run `make perf`; see the module docstring for the exit codes (2: a bad option or
-    PERF_* value, `perf: <what is wrong>`, before anything starts)."""
-    try:
-        cfg = options(argv)
-    except PerfArgError as exc:
-        print(f"perf: {exc}", file=sys.stderr)
-        return 2
+def run_one(cfg: argparse.Namespace) -> tuple[int, Optional[str], list[Step], list[Step]]:
+    """One whole measurement with `cfg`: (exit code, the final line or None, the ladder's
+    steps, the holds); the private stack is stopped whatever happens."""
     bench = Bench(cfg)
-    signal.signal(signal.SIGTERM, _interrupt)
+    steps: list[Step] = []
+    holds: list[Step] = []
     try:
         with bench.progress:
             conn = _connection_step(bench, cfg.connections)
@@ -302,14 +301,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         plot(steps, str(bench.out / "perf.png"))
     except InstrumentError as exc:
         print(f"perf: instrument broke: {exc}", file=sys.stderr)
-        return 1
+        return 1, None, steps, holds
     except KeyboardInterrupt:
         print("perf: interrupted; the private stack is stopped", file=sys.stderr)
-        return 130
+        return 130, None, steps, holds
     finally:
         bench.down()
-    print(line, flush=True)
-    return 0
+    return 0, line, steps, holds
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run `make perf`; see the module docstring for the exit codes (2: a bad option or
+    PERF_* value, `perf: <what is wrong>`, before anything starts). PERF_REDIS=N > 1:
+    the measurement with one Redis and with N instances, side by side (qim/dev/perf_redis.py)."""
+    try:
+        cfg = options(argv)
+    except PerfArgError as exc:
+        print(f"perf: {exc}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _interrupt)
+    if cfg.redis > 1:
+        return perf_redis.compare(cfg, run_one)
+    code, line, _steps, _holds = run_one(cfg)
+    if line is not None:
+        print(line, flush=True)
+    return code
 
 
 if __name__ == "__main__":

@@ -87,6 +87,16 @@ def topology(text: str) -> str:
     return text
 
 
+def redis_instances(text: str) -> int:
+    """Redis instances: 1, or N in 2..MAX_INSTANCES (measured side by side with 1)."""
+    from qim.dev.redis_instances import MAX_INSTANCES
+
+    value = int(text)
+    if not 1 <= value <= MAX_INSTANCES:
+        raise ValueError
+    return value
+
+
 def brokers(text: str) -> int:
     """One of BROKER_COUNTS: 1 (flush per append) or 3 (replication, the production profile)."""
     value = int(text)
@@ -123,6 +133,8 @@ OPTS = (
         "single: one node of each kind; scaled: two of every kind"),
     Opt("--brokers", "PERF_BROKERS", "1", brokers, " or ".join(map(str, BROKER_COUNTS)),
         "Kafka brokers: 1 flushes every append; 3 replicate (RF 3, min ISR 2), no flush"),
+    Opt("--redis", "PERF_REDIS", "1", redis_instances, "an integer 1..16",
+        "Redis instances: 1, or N standalone instances measured side by side with one"),
     Opt("--connections", "PERF_CONNECTIONS", "10000", connections, f"0 or an integer > {WARMUP} (the warm-up)",
         "idle TLS connections of the connection step (0: no step)"),
 )

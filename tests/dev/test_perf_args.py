@@ -36,6 +36,8 @@ def nothing_starts(monkeypatch):
     ([], {"PERF_TOPOLOGY": "bogus"}, "PERF_TOPOLOGY must be single or scaled, got 'bogus'"),
     (["--brokers", "2"], {}, "--brokers must be 1 or 3, got '2'"),
     ([], {"PERF_BROKERS": "three"}, "PERF_BROKERS must be 1 or 3, got 'three'"),
+    (["--redis", "0"], {}, "--redis must be an integer 1..16, got '0'"),
+    ([], {"PERF_REDIS": "3,1"}, "PERF_REDIS must be an integer 1..16, got '3,1'"),
     ([], {"PERF_GROUP_STEP": "true"}, "PERF_GROUP_STEP must be 0 or 1, got 'true'"),
     ([], {"PERF_ARCHIVE": "yes"}, "PERF_ARCHIVE must be 0 or 1, got 'yes'"),
     ([], {"PERF_SECONDS": "abc"}, "PERF_SECONDS must be a number > 0, got 'abc'"),
@@ -62,4 +64,5 @@ def test_good_values_convert_and_the_option_beats_the_variable():
     assert cfg.rates == [25.0, 100.0] and cfg.seconds == 5.0 and cfg.hold_seconds == 180.0
     assert cfg.group_step is True and cfg.archive is False and cfg.topology == "scaled"
     assert cfg.sdk_clients is None and cfg.connections == 0 and cfg.pairs == 20 and cfg.brokers == 3
-    assert perf_args.options([], {}).brokers == 1
+    assert perf_args.options([], {}).brokers == 1 and perf_args.options([], {}).redis == 1
+    assert perf_args.options([], {"PERF_REDIS": "3"}).redis == 3
