@@ -31,9 +31,16 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
-from qim.consts import TOKEN_MAX_BYTES, U63_MAX
+from qim.consts import TOKEN_MAX_BYTES
 from qim.errors import ErrorCode, RequestError
 from qim.wire.names import check_name
+
+# the unverified reads live in tokenclaims.py; importers keep using these names from here
+from qim.wire.tokenclaims import TokenClaims, _ids, check_identity, token_claims, token_expiry, token_name
+
+__all__ = ["ALGORITHMS", "REASONS", "SigningKey", "TokenClaims", "TokenRefused", "TokenVerifier", "VerifiedToken",
+           "VerifyKey", "check_identity", "issue_token", "kid_of", "load_verify_keys", "token_claims",
+           "token_expiry", "token_name"]
 
 ALGORITHMS = ("EdDSA", "ES256")  # the only ones ever accepted (pinned per key)
 PrivateKey = Union[ed25519.Ed25519PrivateKey, ec.EllipticCurvePrivateKey]
@@ -42,14 +49,6 @@ PublicKey = Union[ed25519.Ed25519PublicKey, ec.EllipticCurvePublicKey]
 # Refusal reasons, the label values of qim_gateway_auth_refused_total{reason}.
 REASONS = ("malformed", "algorithm", "unknown_kid", "signature", "expired", "not_yet_valid", "audience", "issuer",
            "claims", "lifetime", "tenant", "revoked")
-
-
-class TokenClaims(NamedTuple):
-    """Identity a token names (tenant u128, user and device u64 > 0, bit 63 clear)."""
-
-    tenant: int
-    user_id: int
-    device_id: int
 
 
 class VerifiedToken(NamedTuple):
@@ -172,13 +171,6 @@ class SigningKey:
         return VerifyKey.from_public(self.private.public_key())
 
 
-def check_identity(tenant: int, user_id: int, device_id: int) -> None:
-    """ValueError unless tenant is a u128 and user and device are non-zero with bit 63
-    clear (they reach CQL bigint and the event codec: docs/design.md §3)."""
-    if not (0 <= tenant < 1 << 128) or not (0 < user_id <= U63_MAX) or not (0 < device_id <= U63_MAX):
-        raise ValueError("tenant must be u128, user_id and device_id non-zero with bit 63 clear")
-
-
 def issue_token(key: SigningKey, tenant: int, user_id: int, device_id: int, *, audience: str, issuer: str,
                 ttl_s: int, now: Optional[int] = None, not_before: Optional[int] = None, name: str = "") -> str:
     """A signed token for (tenant, user, device) valid from `not_before` (default: `now`)
@@ -195,52 +187,6 @@ def issue_token(key: SigningKey, tenant: int, user_id: int, device_id: int, *, a
     if display:
         claims["name"] = display
     return jwt.encode(claims, key.private, algorithm=key.alg, headers={"kid": key.kid})
-
-
-def _ids(claims: dict) -> TokenClaims:
-    """The identity claims, ValueError when absent or out of range."""
-    sub, dev, tenant = claims.get("sub"), claims.get("dev"), claims.get("tenant")
-    if not (isinstance(sub, str) and sub.isdigit() and isinstance(dev, str) and dev.isdigit()
-            and isinstance(tenant, str) and len(tenant) == 32):
-        raise ValueError("token claims sub, dev and tenant must be a decimal user id, a decimal device id and "
-                         "32 hex digits")
-    try:
-        ident = TokenClaims(int(tenant, 16), int(sub), int(dev))
-    except ValueError:
-        raise ValueError("token claim tenant is not hexadecimal") from None
-    check_identity(*ident)
-    return ident
-
-
-def token_claims(token: str) -> TokenClaims:
-    """The identity a token names WITHOUT checking its signature or times (a client
-    learns its own tenant, user and device this way; only the gateway verifies).
-    ValueError when it is not a QIM token."""
-    try:
-        claims = jwt.decode(token.strip(), options={"verify_signature": False})
-    except jwt.PyJWTError:
-        raise ValueError("not a QIM token (a JWT from `qimctl token` or the token service)") from None
-    return _ids(claims)
-
-
-def token_name(token: str) -> str:
-    """The unverified display name a token claims ("" when none, or when the claim is not
-    a valid name: the gateway refuses such a token anyway)."""
-    try:
-        name = jwt.decode(token.strip(), options={"verify_signature": False}).get("name", "")
-        return check_name(name)
-    except (jwt.PyJWTError, ValueError):
-        return ""
-
-
-def token_expiry(token: str, claim: str = "exp") -> Optional[int]:
-    """The unverified `exp` (or `claim`: "iat") of a token, unix seconds; None when it has
-    none or is not a JWT. Trusted only after TokenVerifier.verify accepted the token."""
-    try:
-        value = jwt.decode(token.strip(), options={"verify_signature": False}).get(claim)
-    except jwt.PyJWTError:
-        return None
-    return value if isinstance(value, int) else None
 
 
 _REQUIRED = ["exp", "iat", "sub", "aud", "iss"]
