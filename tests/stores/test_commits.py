@@ -156,11 +156,13 @@ async def test_a_stale_entry_whose_commit_hash_expired_leaves_its_in_flight_set(
     gone, live = a.reservation(5, b"g" * 16, b"gone"), b.reservation(6, b"l" * 16, b"live")
     await stores.commits.reserve(gone)
     await stores.commits.reserve(live)
-    client = stores.client if hasattr(stores, "client") else stores.redis.client
-    await client.delete(keys_a.commit(5, b"g" * 16))
+    # each bucket's keys on the core instance holding it (one instance but for "redis3")
+    topology = (stores if hasattr(stores, "topology") else stores.redis).topology
+    client_a, client_b = topology.core(keys_a.bucket), topology.core(keys_b.bucket)
+    await client_a.delete(keys_a.commit(5, b"g" * 16))
     scan = await stores.commits.stale(0, 64)
     assert scan.commits == [(live.ref, 1)]
-    assert await client.zcard(keys_a.inflight()) == 0 and await client.zcard(keys_b.inflight()) == 1
+    assert await client_a.zcard(keys_a.inflight()) == 0 and await client_b.zcard(keys_b.inflight()) == 1
     assert await stores.commits.inflight_count() == 1
 
 

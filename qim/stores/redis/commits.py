@@ -1,11 +1,19 @@
 """CommitStore on Redis (qim/stores/commits.py): the reserving Lua scripts
 (reserve_and_record, reserve_group_send, group_change, state_change with commit_lib),
-record (split mode) and mark_committed; reads pipelined. Keys in keys.py."""
+record (split mode) and mark_committed; reads pipelined. Keys in keys.py.
+
+Several core instances (docs/decisions/0096): every call about one conversation goes to
+the instance of its commit bucket (RedisTopology.core), where its keys and the
+revocation cutoffs its reserve reads (decision 0100) live; a call over many buckets
+(load, stale, inflight_count) is split per instance, one pipelined round trip each, the
+instances concurrently (spread.py). Group commit (decision 0026) coalesces per instance:
+each core client has its own Scripts."""
 
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from qim._core import ids
 from qim.consts import COMMIT_BUCKET_COUNT
 from qim.proto.v1 import message_pb2
 from qim.stores.commits import (
@@ -23,6 +31,7 @@ from qim.stores.commits import (
 from qim.stores.groups import encode_members
 from qim.stores.redis.keys import CommitKeys, inflight_key, parse_commit_key, record_key_for, revocation_key
 from qim.stores.redis.scripts import Scripts, boundary
+from qim.stores.redis.spread import gather_all, spread
 from qim.stores.redis.topology import as_topology
 
 SCRIPTS = ("reserve_and_record", "reserve_group_send", "group_change", "state_change", "record", "mark_committed",
@@ -49,15 +58,20 @@ def _text(value) -> str:
 
 
 class RedisCommitStore:
-    """CommitStore over one Redis client (see the Protocol for shapes and errors)."""
+    """CommitStore over the core instances of a RedisTopology (or one redis-py client;
+    see the Protocol for shapes and errors)."""
 
     def __init__(self, client) -> None:
-        self._t = as_topology(client)
-        self._redis = client = self._t.home
+        self._t = t = as_topology(client)
         # group commit (docs/decisions/0026): the reserves and mark_committeds of concurrent sends
-        # of one event-loop iteration share one pipelined round trip
-        self._scripts = Scripts(client, SCRIPTS, coalesce=True)
-        self._inflight_keys = [inflight_key(bucket) for bucket in range(COMMIT_BUCKET_COUNT)]
+        # of one event-loop iteration share one pipelined round trip per core instance
+        self._scripts = {id(c): t.scripts(c, SCRIPTS, coalesce=True) for c in t.core_clients}
+        # the commit buckets of each core instance, in bucket order (stale, inflight_count)
+        self._buckets = [(c, bs) for c, bs in t.group_by(range(COMMIT_BUCKET_COUNT), t.core)]
+
+    def _on(self, bucket: int) -> Scripts:
+        """The (coalescing) Scripts of the core instance holding `bucket`."""
+        return self._scripts[id(self._t.core(bucket))]
 
     async def _reserve(self, script: str, res: Reservation, extra_keys: Sequence[str],
                        extra_args: Sequence) -> Reserved:
@@ -65,7 +79,7 @@ class RedisCommitStore:
         keys = CommitKeys(ref.tenant, ref.conversation_id)
         ck = keys.commit(ref.sender_id, ref.client_message_id)
         prev = keys.commit(ref.sender_id, res.previous) if res.previous else ck
-        status, state, mid, cseq, cat, older = await self._scripts.call(
+        status, state, mid, cseq, cat, older = await self._on(keys.bucket).call(
             script,
             [ck, keys.seq(), keys.record(res.message_id), keys.history(), keys.inflight(), keys.unpublished(),
              keys.unpublished_owners(), keys.last_id(), prev, *extra_keys],
@@ -113,7 +127,7 @@ class RedisCommitStore:
     async def record(self, ref: CommitRef, message_id: bytes) -> str:
         """CommitStore.record: record.lua (split mode only)."""
         keys = CommitKeys(ref.tenant, ref.conversation_id)
-        state = await self._scripts.call(
+        state = await self._on(keys.bucket).call(
             "record", [keys.commit(ref.sender_id, ref.client_message_id), keys.record(message_id), keys.history()],
             [])
         return _text(state)
@@ -121,28 +135,21 @@ class RedisCommitStore:
     async def mark_committed(self, ref: CommitRef, outbox_offset: int, ttl_ms: int) -> Committed:
         """CommitStore.mark_committed: mark_committed.lua."""
         keys = CommitKeys(ref.tenant, ref.conversation_id)
-        _, mid, cseq, cat = await self._scripts.call(
+        _, mid, cseq, cat = await self._on(keys.bucket).call(
             "mark_committed", [keys.commit(ref.sender_id, ref.client_message_id), keys.inflight(),
                                keys.unpublished(), keys.unpublished_owners()],
             [outbox_offset, ttl_ms])
         return Committed(mid, int(cseq), int(cat))
 
     async def load(self, refs: Sequence[CommitRef]) -> list[Optional[LoadedCommit]]:
-        """CommitStore.load: two pipelined round trips (commit hashes, then their records)."""
+        """CommitStore.load: two pipelined round trips per core instance (commit hashes,
+        then their records), the instances concurrently."""
         if not refs:
             return []
-        cks = [commit_key(r) for r in refs]
-        with boundary("commit load"):
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for ck in cks:
-                    pipe.hmget(ck, "st", "mid", "aud", "cseq", "cat", "rec")
-                fields = await pipe.execute()
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for ck, f in zip(cks, fields):
-                    pipe.get(record_key_for(ck, f[1]) if f[1] else "qim:none")
-                records = await pipe.execute()
+        rows = await spread(self._t, [(commit_key(r), r) for r in refs],
+                            lambda item: self._t.core(_bucket(item[1])), _load_on)
         out: list[Optional[LoadedCommit]] = []
-        for (state, mid, aud, cseq, cat, reserved), rec in zip(fields, records):
+        for (state, mid, aud, cseq, cat, reserved), rec in rows:
             if state is None:
                 out.append(None)
                 continue
@@ -155,49 +162,50 @@ class RedisCommitStore:
         """CommitStore.unpublished: one ZRANGEBYSCORE of the unpublished ZSET."""
         keys = CommitKeys(tenant, conversation_id)
         with boundary("unpublished commits"):
-            rows = await self._redis.zrangebyscore(keys.unpublished(), "-inf", upto_seq, start=0, num=limit,
-                                                   withscores=True)
+            rows = await self._t.core(keys.bucket).zrangebyscore(keys.unpublished(), "-inf", upto_seq, start=0,
+                                                                 num=limit, withscores=True)
         return [(_ref_of(_text(ck), conversation_id), int(seq)) for ck, seq in rows]
 
     async def stale(self, older_than_ms: int, per_bucket: int) -> StaleScan:
         """CommitStore.stale: commit_stale_scan.lua over the 256 in-flight ZSETs (their
-        scores are Redis's clock at the reserve: commit_lib.lua), then, only when some
-        are stale, two pipelined round trips."""
-        found = await self._scripts.call("commit_stale_scan", self._inflight_keys, [older_than_ms, per_bucket])
+        scores are Redis's clock at the reserve: commit_lib.lua), one call per core
+        instance over its buckets, then, only where some are stale, two pipelined round
+        trips on that instance; the instances concurrently."""
+        parts = await gather_all([self._stale_on(client, buckets, older_than_ms, per_bucket)
+                                  for client, buckets in self._buckets])
+        scan = StaleScan([])
+        for live, res in parts:
+            _scanned(scan, live, res)
+        return scan
+
+    async def _stale_on(self, client, buckets: list[int], older_than_ms: int,
+                        per_bucket: int) -> tuple[list, list]:
+        """The stale scan of one core instance: (live commits, their records' replies)."""
+        found = await self._scripts[id(client)].call("commit_stale_scan", [inflight_key(b) for b in buckets],
+                                                      [older_than_ms, per_bucket])
         with boundary("commit recovery scan"):
-            stale = [(int(found[i]) - 1, _text(found[i + 1])) for i in range(0, len(found), 2)]
+            # the script returns 1-based positions into this instance's KEYS
+            stale = [(buckets[int(found[i]) - 1], _text(found[i + 1])) for i in range(0, len(found), 2)]
             if not stale:
-                return StaleScan([])
-            async with self._redis.pipeline(transaction=False) as pipe:
+                return [], []
+            async with client.pipeline(transaction=False) as pipe:
                 for _, ck in stale:
                     pipe.hmget(ck, "mid", "cseq", "rec")
                 heads = await pipe.execute()
             gone = [(b, ck) for (b, ck), (mid, _, _) in zip(stale, heads) if mid is None]
             live = [(ck, mid, int(cseq), rec) for (_, ck), (mid, cseq, rec) in zip(stale, heads) if mid is not None]
-            async with self._redis.pipeline(transaction=False) as pipe:
+            async with client.pipeline(transaction=False) as pipe:
                 for bucket, ck in gone:  # expired or already gone: nothing to resume
                     pipe.zrem(inflight_key(bucket), ck)
                 for ck, mid, _, _ in live:
                     pipe.get(record_key_for(ck, mid))
                 res = await pipe.execute()
-        scan = StaleScan([])
-        for (ck, _, seq, reserved), raw in zip(live, res[len(gone):]):
-            raw = raw if raw is not None else reserved  # RESERVED (split mode): the record is in the commit
-            try:
-                rec = message_pb2.MessageRecord.FromString(raw or b"")
-                ref = _ref_of(ck, rec.conversation_id)
-            except Exception:  # noqa: BLE001 — DecodeError or a foreign key: left in place, counted
-                rec, ref = None, None
-            if rec is None or ref is None or not rec.conversation_id:
-                scan.unreadable += 1
-                continue
-            scan.commits.append((ref, seq))
-        return scan
+        return live, res[len(gone):]
 
     async def reply_of(self, ref: CommitRef) -> Optional[CommitReply]:
         """CommitStore.reply_of: one HMGET of the commit hash."""
         with boundary("commit read"):
-            digest, st, cseq = await self._redis.hmget(commit_key(ref), "dg", "st", "cseq")
+            digest, st, cseq = await self._t.core(_bucket(ref)).hmget(commit_key(ref), "dg", "st", "cseq")
         if digest is None:
             return None
         return CommitReply(digest, _text(st), int(cseq or 0))
@@ -205,12 +213,53 @@ class RedisCommitStore:
     async def exists(self, ref: CommitRef) -> bool:
         """CommitStore.exists: one EXISTS of the commit hash."""
         with boundary("commit read"):
-            return bool(await self._redis.exists(commit_key(ref)))
+            return bool(await self._t.core(_bucket(ref)).exists(commit_key(ref)))
 
     async def inflight_count(self) -> int:
-        """CommitStore.inflight_count: ZCARD of the 256 in-flight ZSETs, one pipeline."""
-        with boundary("in-flight count"):
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for bucket in range(COMMIT_BUCKET_COUNT):
-                    pipe.zcard(inflight_key(bucket))
-                return sum(await pipe.execute())
+        """CommitStore.inflight_count: ZCARD of the 256 in-flight ZSETs, one pipeline per
+        core instance (its buckets), the instances concurrently."""
+        return sum(await gather_all([_zcards(client, buckets) for client, buckets in self._buckets]))
+
+
+def _bucket(ref: CommitRef) -> int:
+    """The commit bucket of `ref`'s conversation."""
+    return ids.commit_bucket(ref.tenant, ref.conversation_id)
+
+
+async def _zcards(client, buckets: list[int]) -> int:
+    """The in-flight commits of `buckets` on one core instance (one pipeline)."""
+    with boundary("in-flight count"):
+        async with client.pipeline(transaction=False) as pipe:
+            for bucket in buckets:
+                pipe.zcard(inflight_key(bucket))
+            return sum(await pipe.execute())
+
+
+async def _load_on(client, items: list[tuple[str, CommitRef]]) -> list[tuple[list, Optional[bytes]]]:
+    """CommitStore.load on one core instance: [(commit hash fields, record bytes)] per
+    (commit key, ref), in two pipelined round trips."""
+    with boundary("commit load"):
+        async with client.pipeline(transaction=False) as pipe:
+            for ck, _ in items:
+                pipe.hmget(ck, "st", "mid", "aud", "cseq", "cat", "rec")
+            fields = await pipe.execute()
+        async with client.pipeline(transaction=False) as pipe:
+            for (ck, _), f in zip(items, fields):
+                pipe.get(record_key_for(ck, f[1]) if f[1] else "qim:none")
+            records = await pipe.execute()
+    return list(zip(fields, records))
+
+
+def _scanned(scan: StaleScan, live: list, records: list) -> None:
+    """Add one instance's stale commits to `scan` (unreadable ones counted, left in place)."""
+    for (ck, _, seq, reserved), raw in zip(live, records):
+        raw = raw if raw is not None else reserved  # RESERVED (split mode): the record is in the commit
+        try:
+            rec = message_pb2.MessageRecord.FromString(raw or b"")
+            ref = _ref_of(ck, rec.conversation_id)
+        except Exception:  # noqa: BLE001 — DecodeError or a foreign key: left in place, counted
+            rec, ref = None, None
+        if rec is None or ref is None or not rec.conversation_id:
+            scan.unreadable += 1
+            continue
+        scan.commits.append((ref, seq))

@@ -1,6 +1,7 @@
 """GroupStore on Redis (qim/stores/groups.py): meta and member HASHes and snapshot
 STRINGs in the group conversation's commit bucket (keys.py), written by the commit
-store's group_change.lua."""
+store's group_change.lua; a group's keys live on the core instance of its commit
+bucket, and a read over several groups is split per instance (docs/decisions/0096)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from qim.stores.groups import GroupSendView, GroupView, MemberView, SnapshotKey,
 from qim.stores.intervals import Interval, parse_intervals
 from qim.stores.redis.keys import CommitKeys
 from qim.stores.redis.scripts import boundary
+from qim.stores.redis.spread import spread
 from qim.stores.redis.topology import as_topology
 
 
@@ -25,17 +27,17 @@ def intervals_or_corrupt(raw: bytes, conversation_id: bytes) -> tuple[Interval, 
 
 
 class RedisGroupStore:
-    """GroupStore over one Redis client (see the Protocol for shapes and errors)."""
+    """GroupStore over the core instances of a RedisTopology (or one redis-py client;
+    see the Protocol for shapes and errors)."""
 
     def __init__(self, client) -> None:
         self._t = as_topology(client)
-        self._redis = client = self._t.home
 
     async def read(self, tenant: int, conversation_id: bytes) -> GroupView:
         """GroupStore.read: HGETALL of meta and members, one pipeline."""
         keys = CommitKeys(tenant, conversation_id)
         with boundary("group read"):
-            async with self._redis.pipeline(transaction=False) as pipe:
+            async with self._t.core(keys.bucket).pipeline(transaction=False) as pipe:
                 pipe.hgetall(keys.group_meta())
                 pipe.hgetall(keys.group_members())
                 meta, members = await pipe.execute()
@@ -54,7 +56,7 @@ class RedisGroupStore:
         the meta has a version without a count."""
         keys = CommitKeys(tenant, conversation_id)
         with boundary("group read"):
-            async with self._redis.pipeline(transaction=False) as pipe:
+            async with self._t.core(keys.bucket).pipeline(transaction=False) as pipe:
                 pipe.hmget(keys.group_meta(), "ver", "count")
                 pipe.hget(keys.group_members(), user)
                 (ver, count), raw = await pipe.execute()
@@ -69,24 +71,26 @@ class RedisGroupStore:
 
     async def intervals_of(self, tenant: int, conversation_id: bytes, user: int) -> Optional[tuple[Interval, ...]]:
         """GroupStore.intervals_of: one HGET of the members HASH."""
+        keys = CommitKeys(tenant, conversation_id)
         with boundary("member read"):
-            raw = await self._redis.hget(CommitKeys(tenant, conversation_id).group_members(), user)
+            raw = await self._t.core(keys.bucket).hget(keys.group_members(), user)
         return None if raw is None else intervals_or_corrupt(raw, conversation_id)
 
     async def member_views(self, tenant: int, user: int, conversation_ids: Sequence[bytes]) -> list[MemberView]:
         """GroupStore.member_views: an HGET and an HMGET (gid, title) per group, one pipeline."""
-        if not conversation_ids:
-            return []
-        with boundary("member read"):
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for conv in conversation_ids:
-                    keys = CommitKeys(tenant, conv)
-                    pipe.hget(keys.group_members(), user)
-                    pipe.hmget(keys.group_meta(), "gid", "title")
-                res = await pipe.execute()
+        async def views(client, convs: list[bytes]) -> list[tuple]:
+            with boundary("member read"):
+                async with client.pipeline(transaction=False) as pipe:
+                    for conv in convs:
+                        keys = CommitKeys(tenant, conv)
+                        pipe.hget(keys.group_members(), user)
+                        pipe.hmget(keys.group_meta(), "gid", "title")
+                    res = await pipe.execute()
+            return [(res[2 * i], res[2 * i + 1]) for i in range(len(convs))]
+        got = await spread(self._t, conversation_ids,
+                           lambda conv: self._t.core(CommitKeys(tenant, conv).bucket), views)
         out = []
-        for i, conv in enumerate(conversation_ids):
-            raw, (gid, title) = res[2 * i], res[2 * i + 1]
+        for conv, (raw, (gid, title)) in zip(conversation_ids, got):
             out.append(MemberView(None if raw is None else intervals_or_corrupt(raw, conv),
                                   None if gid is None else int(gid),
                                   (title or b"").decode("utf-8", errors="replace")))
@@ -94,11 +98,11 @@ class RedisGroupStore:
 
     async def snapshots(self, keys: Sequence[SnapshotKey]) -> list[Optional[BitMap64]]:
         """GroupStore.snapshots: one GET per version, one pipeline."""
-        if not keys:
-            return []
-        with boundary("member snapshot read"):
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for tenant, conv, version in keys:
-                    pipe.get(CommitKeys(tenant, conv).group_snapshot(version))
-                raws = await pipe.execute()
+        async def gets(client, part: list[SnapshotKey]) -> list:
+            with boundary("member snapshot read"):
+                async with client.pipeline(transaction=False) as pipe:
+                    for tenant, conv, version in part:
+                        pipe.get(CommitKeys(tenant, conv).group_snapshot(version))
+                    return await pipe.execute()
+        raws = await spread(self._t, keys, lambda k: self._t.core(CommitKeys(k[0], k[1]).bucket), gets)
         return [None if raw is None else decode_members(raw) for raw in raws]

@@ -1,7 +1,9 @@
 """MessageStore on Redis (qim/stores/messages.py): records are STRINGs, the history index
 a ZSET scored by conversation_seq, the state a STRING per recalled/deleted message; all in
 the conversation's commit bucket (keys.py). Reads are pipelined: one round trip per
-index read and one per batch of records."""
+index read and one per batch of records; a read over several conversations makes those
+round trips once per core instance holding some of them, the instances concurrently
+(docs/decisions/0096; spread.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from qim.stores.intervals import Interval, ascending_ranges, descending_ranges
 from qim.stores.messages import NEWER, OLDER, HistoryPage, MessageRef, Tail, TailQuery, VersionedRecord, budget_page
 from qim.stores.redis.keys import CommitKeys
 from qim.stores.redis.scripts import boundary, int_score_pairs
+from qim.stores.redis.spread import spread
 from qim.stores.redis.topology import as_topology
 
 STATES = {b"RECALLED": message_pb2.MESSAGE_STATE_RECALLED, b"DELETED": message_pb2.MESSAGE_STATE_DELETED}
@@ -34,16 +37,22 @@ def _bound(hi: Optional[int]) -> str | int:
 
 
 class RedisMessageStore:
-    """MessageStore over one Redis client (see the Protocol for shapes and errors)."""
+    """MessageStore over the core instances of a RedisTopology (or one redis-py client;
+    see the Protocol for shapes and errors): a conversation's keys on the instance of
+    its commit bucket."""
 
     def __init__(self, client) -> None:
         self._t = as_topology(client)
-        self._redis = client = self._t.home
+
+    def _of(self, tenant: int, conversation_id: bytes):
+        """The client of the core instance holding the conversation."""
+        return self._t.core(CommitKeys(tenant, conversation_id).bucket)
 
     async def get(self, tenant: int, conversation_id: bytes, message_id: bytes) -> Optional[VersionedRecord]:
         """MessageStore.get: one GET; the version is the SHA-1 of the stored bytes."""
         with boundary("message read"):
-            raw = await self._redis.get(CommitKeys(tenant, conversation_id).record(message_id))
+            keys = CommitKeys(tenant, conversation_id)
+            raw = await self._t.core(keys.bucket).get(keys.record(message_id))
         if raw is None:
             return None
         # the version is what the state change script compares (redis.sha1hex of the value)
@@ -51,26 +60,28 @@ class RedisMessageStore:
 
     async def record_sizes(self, tenant: int, refs: Sequence[MessageRef]) -> list[int]:
         """MessageStore.record_sizes: one STRLEN per record, one pipeline."""
-        if not refs:
-            return []
-        with boundary("message sizes"):
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for conv, mid in refs:
-                    pipe.strlen(CommitKeys(tenant, conv).record(mid))
-                return [int(n) for n in await pipe.execute()]
+        async def sizes(client, part: list[MessageRef]) -> list[int]:
+            with boundary("message sizes"):
+                async with client.pipeline(transaction=False) as pipe:
+                    for conv, mid in part:
+                        pipe.strlen(CommitKeys(tenant, conv).record(mid))
+                    return [int(n) for n in await pipe.execute()]
+        return await spread(self._t, refs, lambda ref: self._of(tenant, ref[0]), sizes)
 
     async def resolve(self, tenant: int, records: Sequence[MessageRef],
                       states: Sequence[MessageRef]) -> tuple[list[Optional[message_pb2.MessageRecord]], list[int]]:
         """MessageStore.resolve: GETs of records and state keys, one pipeline."""
         if not records and not states:
             return [], []
-        with boundary("message resolve"):
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for conv, mid in records:
-                    pipe.get(CommitKeys(tenant, conv).record(mid))
-                for conv, mid in states:
-                    pipe.get(CommitKeys(tenant, conv).state(mid))
-                replies = await pipe.execute()
+        async def gets(client, part: list[tuple[bool, MessageRef]]) -> list:
+            with boundary("message resolve"):
+                async with client.pipeline(transaction=False) as pipe:
+                    for is_record, (conv, mid) in part:
+                        keys = CommitKeys(tenant, conv)
+                        pipe.get(keys.record(mid) if is_record else keys.state(mid))
+                    return await pipe.execute()
+        items = [(True, ref) for ref in records] + [(False, ref) for ref in states]
+        replies = await spread(self._t, items, lambda item: self._of(tenant, item[1][0]), gets)
         recs = [None if raw is None else parse_record(raw, "in MessageStore") for raw in replies[:len(records)]]
         return recs, [STATES.get(s, message_pb2.MESSAGE_STATE_NORMAL) if s else message_pb2.MESSAGE_STATE_NORMAL
                       for s in replies[len(records):]]
@@ -79,11 +90,11 @@ class RedisMessageStore:
                            direction: int, limit: int, max_bytes: int) -> HistoryPage:
         """MessageStore.history_page: one ZRANGEBYSCORE per visible interval, then the records (two round trips)."""
         keys = CommitKeys(tenant, conversation_id)
-        hist = keys.history()
+        hist, client = keys.history(), self._t.core(keys.bucket)
         # one range query per visible interval (at most MEMBER_INTERVALS_MAX), one round
         # trip; the gaps between intervals are never read, so a page spans them unseen
         with boundary("history page"):
-            async with self._redis.pipeline(transaction=False) as pipe:
+            async with client.pipeline(transaction=False) as pipe:
                 if direction == NEWER:
                     for lo, hi in ascending_ranges(intervals, anchor):
                         pipe.zrangebyscore(hist, f"({lo}", _bound(hi), start=0, num=limit + 1, withscores=True)
@@ -95,7 +106,7 @@ class RedisMessageStore:
                 parts = await pipe.execute() if len(pipe) else []
             rows = [(mid, int(seq)) for part in parts for mid, seq in part][:limit + 1]
             page = rows[:limit]
-            async with self._redis.pipeline(transaction=False) as pipe:
+            async with client.pipeline(transaction=False) as pipe:
                 for mid, _ in page:
                     pipe.get(keys.record(mid))
                 raws = await pipe.execute() if page else []
@@ -104,53 +115,59 @@ class RedisMessageStore:
 
     async def latest_seq(self, tenant: int, conversation_id: bytes, intervals: Sequence[Interval]) -> Optional[int]:
         """MessageStore.latest_seq: one ZREVRANGEBYSCORE LIMIT 1 per interval, one pipeline."""
-        hist = CommitKeys(tenant, conversation_id).history()
+        keys = CommitKeys(tenant, conversation_id)
+        hist = keys.history()
         with boundary("history head"):
-            async with self._redis.pipeline(transaction=False) as pipe:
+            async with self._t.core(keys.bucket).pipeline(transaction=False) as pipe:
                 for lo, hi in descending_ranges(intervals, None):
                     pipe.zrevrangebyscore(hist, _bound(hi), f"({lo}", start=0, num=1, withscores=True)
                 rows: list = next((r for r in await pipe.execute() if r), []) if len(pipe) else []
         return int(rows[0][1]) if rows else None
 
     async def tails(self, tenant: int, queries: Sequence[TailQuery], window: int) -> list[Tail]:
-        """MessageStore.tails: index heads and windows in one pipeline, then every record needed in one."""
-        if not queries:
-            return []
-        plans = [(q, CommitKeys(tenant, q.conversation_id), descending_ranges(q.intervals, None)) for q in queries]
-        with boundary("session heads"):
-            async with self._redis.pipeline(transaction=False) as pipe:  # raw replies: see int_score_pairs
-                for q, keys, ranges in plans:
-                    for lo, hi in ranges:
-                        pipe.execute_command("ZREVRANGEBYSCORE", keys.history(), _bound(hi), f"({lo}",
-                                             "WITHSCORES", "LIMIT", 0, 1)
-                    for lo, hi in ranges:
-                        pipe.execute_command("ZREVRANGEBYSCORE", keys.history(), _bound(hi), f"({max(lo, q.base)}",
-                                             "WITHSCORES", "LIMIT", 0, window + 1)
-                res = await pipe.execute()
-            at = 0
-            found: list[tuple[Optional[tuple[bytes, int]], Optional[list[tuple[bytes, int]]]]] = []
-            for q, _, ranges in plans:
-                n = len(ranges)
-                head = next((p[0] for p in map(int_score_pairs, res[at:at + n]) if p), None)
-                rows = None
-                if head is not None and head[1] - q.base <= window:
-                    # exact: the window holds every visible message above the base
-                    rows = [p for part in res[at + n:at + 2 * n] for p in int_score_pairs(part)]
-                found.append((head, rows))
-                at += 2 * n
-            wanted: dict[tuple[bytes, bytes], tuple[CommitKeys, int]] = {}
-            for (q, keys, _), (head, rows) in zip(plans, found):
-                for mid, seq in ([head] if head else []) + (rows or []):
-                    wanted.setdefault((q.conversation_id, mid), (keys, seq))
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for (_, mid), (keys, _) in wanted.items():
-                    pipe.get(keys.record(mid))
-                raws = await pipe.execute() if wanted else []
-        records = {(conv, mid): _checked(raw, conv, mid, seq)
-                   for ((conv, mid), (_, seq)), raw in zip(wanted.items(), raws)}
-        return [Tail(records[(q.conversation_id, head[0])] if head else None,
-                     None if rows is None else [records[(q.conversation_id, m)] for m, _ in rows])
-                for (q, _, _), (head, rows) in zip(plans, found)]
+        """MessageStore.tails: index heads and windows in one pipeline, then every record
+        needed in one (per core instance holding some of the conversations)."""
+        return await spread(self._t, queries, lambda q: self._of(tenant, q.conversation_id),
+                            lambda client, part: _tails_on(client, tenant, part, window))
+
+
+async def _tails_on(client, tenant: int, queries: Sequence[TailQuery], window: int) -> list[Tail]:
+    """MessageStore.tails over the conversations of one core instance (two round trips)."""
+    plans = [(q, CommitKeys(tenant, q.conversation_id), descending_ranges(q.intervals, None)) for q in queries]
+    with boundary("session heads"):
+        async with client.pipeline(transaction=False) as pipe:  # raw replies: see int_score_pairs
+            for q, keys, ranges in plans:
+                for lo, hi in ranges:
+                    pipe.execute_command("ZREVRANGEBYSCORE", keys.history(), _bound(hi), f"({lo}",
+                                         "WITHSCORES", "LIMIT", 0, 1)
+                for lo, hi in ranges:
+                    pipe.execute_command("ZREVRANGEBYSCORE", keys.history(), _bound(hi), f"({max(lo, q.base)}",
+                                         "WITHSCORES", "LIMIT", 0, window + 1)
+            res = await pipe.execute()
+        at = 0
+        found: list[tuple[Optional[tuple[bytes, int]], Optional[list[tuple[bytes, int]]]]] = []
+        for q, _, ranges in plans:
+            n = len(ranges)
+            head = next((p[0] for p in map(int_score_pairs, res[at:at + n]) if p), None)
+            rows = None
+            if head is not None and head[1] - q.base <= window:
+                # exact: the window holds every visible message above the base
+                rows = [p for part in res[at + n:at + 2 * n] for p in int_score_pairs(part)]
+            found.append((head, rows))
+            at += 2 * n
+        wanted: dict[tuple[bytes, bytes], tuple[CommitKeys, int]] = {}
+        for (q, keys, _), (head, rows) in zip(plans, found):
+            for mid, seq in ([head] if head else []) + (rows or []):
+                wanted.setdefault((q.conversation_id, mid), (keys, seq))
+        async with client.pipeline(transaction=False) as pipe:
+            for (_, mid), (keys, _) in wanted.items():
+                pipe.get(keys.record(mid))
+            raws = await pipe.execute() if wanted else []
+    records = {(conv, mid): _checked(raw, conv, mid, seq)
+               for ((conv, mid), (_, seq)), raw in zip(wanted.items(), raws)}
+    return [Tail(records[(q.conversation_id, head[0])] if head else None,
+                 None if rows is None else [records[(q.conversation_id, m)] for m, _ in rows])
+            for (q, _, _), (head, rows) in zip(plans, found)]
 
 
 def _checked(raw: Optional[bytes], conv: bytes, mid: bytes, seq: int) -> message_pb2.MessageRecord:
