@@ -25,11 +25,11 @@ class ArchiveTier:
         from qim.stores.redis.topology import as_topology
 
         self._topology = as_topology(redis)
-        redis_client = self._topology.home
         self._owns_redis = owns_redis
         self.cql = CqlBackend(scylla)
-        self.state: ArchiveStateStore = RedisArchiveState(redis_client)
-        self.hot = RedisHotHistory(redis_client)
+        # each routes a conversation's keys to its commit bucket's instance (decision 0096)
+        self.state: ArchiveStateStore = RedisArchiveState(self._topology)
+        self.hot = RedisHotHistory(self._topology)
         self.archive: ArchiveStore = self.cql.archive
         self.conversations: ConversationStateStore = self.cql.conversations
         self.cold: MessageStore = self.cql.messages

@@ -1,11 +1,19 @@
 """ArchiveStateStore on Redis (qim/stores/archive.py; docs/decisions/0023): the archiver's position
 (session_checkpoint.lua with one partition), the archive watermark
 (archive_watermark.lua), retention classes, the trim queue, hot floors and the trim
-itself (history_trim.lua), the trimmer's lease (archive_lease.lua). Keys in keys.py."""
+itself (history_trim.lua), the trimmer's lease (archive_lease.lua). Keys in keys.py.
+
+Placement (docs/decisions/0096, 0101): a conversation's keys (hot floor, history,
+archived states, retention) on the core instance of its commit bucket; the global
+ones (checkpoints, watermarks, trim queue, lease) on the home instance. Every Lua call
+touches one instance; reads over several conversations go once per instance,
+concurrently. The trim's queue update is a second call on the home (decision 0101).
+"""
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+import asyncio
+from typing import Any, Optional, Sequence
 
 from qim.consts import RETENTION_DEFAULT
 from qim.stores.archive import HotRow, TrimResult
@@ -20,7 +28,7 @@ from qim.stores.redis.keys import (
     trim_queue_key,
 )
 from qim.stores.redis.messages import STATES
-from qim.stores.redis.scripts import Scripts, boundary, int_score_pairs
+from qim.stores.redis.scripts import boundary, int_score_pairs
 from qim.stores.redis.topology import as_topology
 from qim.stores.retention import check_class
 from qim.stores.sessions import Checkpoint
@@ -46,13 +54,39 @@ def parse_member(member: bytes) -> tuple[int, bytes]:
         raise StoreCorrupt("malformed trim queue member") from None
 
 
+async def per_instance(topology, items: Sequence[Any], client_of, run) -> list:
+    """`run(client, its items)` once per instance holding some of `items` (one pipelined
+    round trip each, the instances concurrently; decision 0096 §4); one result per item,
+    in the order of `items`. One instance: one call, exactly as before."""
+    groups = topology.group_by(list(enumerate(items)), lambda pair: client_of(pair[1]))
+    if len(groups) <= 1:
+        return list(await run(groups[0][0], list(items))) if groups else []
+    # every instance's call finishes before the first failure (a typed store error) is raised
+    parts = await asyncio.gather(*(run(c, [item for _, item in group]) for c, group in groups),
+                                 return_exceptions=True)
+    for part in parts:
+        if isinstance(part, BaseException):
+            raise part
+    out: list = [None] * len(items)
+    for (_, group), part in zip(groups, parts):
+        for (i, _), r in zip(group, part):  # type: ignore[arg-type]  # failures raised above
+            out[i] = r
+    return out
+
+
 class RedisArchiveState:
-    """ArchiveStateStore over one Redis client (see the Protocol)."""
+    """ArchiveStateStore over a RedisTopology or one redis-py client (see the Protocol;
+    placement in the module doc)."""
 
     def __init__(self, client) -> None:
         self._t = as_topology(client)
-        self._redis = client = self._t.home
-        self._scripts = Scripts(client, SCRIPTS)
+        self._redis = self._t.home  # the global keys
+        self._scripts = self._t.scripts(self._redis, SCRIPTS)
+
+    def _conv(self, tenant: int, conversation_id: bytes) -> tuple[CommitKeys, Any]:
+        """A conversation's keys and the client of its commit bucket's instance."""
+        keys = CommitKeys(tenant, conversation_id)
+        return keys, self._t.core(keys.bucket)
 
     async def position_bind(self, binding: str, partition: int = 0, owner_epoch: int = 0) -> Checkpoint:
         """ArchiveStateStore.position_bind: session_checkpoint.lua init of the partition's
@@ -102,11 +136,14 @@ class RedisArchiveState:
         """ArchiveStateStore.retention_classes: one pipeline of GETs."""
         if not conversation_ids:
             return []
-        with boundary("retention read"):
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for conv in conversation_ids:
-                    pipe.get(CommitKeys(tenant, conv).retention())
-                got = await pipe.execute()
+        async def read(client, convs: list[bytes]) -> list:
+            with boundary("retention read"):
+                async with client.pipeline(transaction=False) as pipe:
+                    for conv in convs:
+                        pipe.get(CommitKeys(tenant, conv).retention())
+                    return await pipe.execute()
+
+        got = await per_instance(self._t, conversation_ids, lambda c: self._conv(tenant, c)[1], read)
         out = []
         for raw in got:
             name = raw.decode() if raw else RETENTION_DEFAULT
@@ -118,12 +155,12 @@ class RedisArchiveState:
 
     async def set_retention(self, tenant: int, conversation_id: bytes, name: str) -> None:
         """ArchiveStateStore.set_retention: one SET (DEL for "default")."""
-        key = CommitKeys(tenant, conversation_id).retention()
+        keys, client = self._conv(tenant, conversation_id)
         with boundary("retention write"):
             if check_class(name) == RETENTION_DEFAULT:
-                await self._redis.delete(key)
+                await client.delete(keys.retention())
             else:
-                await self._redis.set(key, name)
+                await client.set(keys.retention(), name)
 
     async def mark_archived(self, tenant: int, oldest: dict[bytes, int]) -> None:
         """ArchiveStateStore.mark_archived: one ZADD LT (kept at the earliest time)."""
@@ -141,36 +178,61 @@ class RedisArchiveState:
 
     async def hot_rows(self, tenant: int, conversation_id: bytes, limit: int) -> tuple[int, list[HotRow]]:
         """ArchiveStateStore.hot_rows: floor and index in one MULTI, then the state keys."""
-        keys = CommitKeys(tenant, conversation_id)
+        keys, client = self._conv(tenant, conversation_id)
         with boundary("hot rows read"):
-            async with self._redis.pipeline(transaction=True) as pipe:
+            async with client.pipeline(transaction=True) as pipe:
                 pipe.get(keys.floor())
                 pipe.execute_command("ZRANGE", keys.history(), "-inf", "+inf", "BYSCORE", "LIMIT", 0, limit,
                                      "WITHSCORES")
                 raw_floor, raw_rows = await pipe.execute()
             floor = int(raw_floor or 0)
             rows = [(m, s) for m, s in int_score_pairs(raw_rows) if s > floor]
-            async with self._redis.pipeline(transaction=False) as pipe:
+            async with client.pipeline(transaction=False) as pipe:
                 for mid, _ in rows:
                     pipe.get(keys.state(mid))
                 states = await pipe.execute() if rows else []
         return floor, [HotRow(seq, mid, STATES.get(st, 0) if st else 0) for (mid, seq), st in zip(rows, states)]
 
     async def trim(self, tenant: int, conversation_id: bytes, rows: Sequence[HotRow]) -> TrimResult:
-        """ArchiveStateStore.trim: history_trim.lua."""
-        keys = CommitKeys(tenant, conversation_id)
-        args: list = [queue_member(tenant, conversation_id), keys.record_prefix(), keys.state_prefix()]
+        """ArchiveStateStore.trim: history_trim.lua on the bucket's instance (floor raised
+        and prefix deleted atomically); the trim queue entry moved in the same call when
+        the bucket is on the home, else by `_requeue` on the home (decision 0101)."""
+        keys, client = self._conv(tenant, conversation_id)
+        member = queue_member(tenant, conversation_id)
+        args: list = [member, keys.record_prefix(), keys.state_prefix()]
         for r in rows:
             args += [r.message_id, r.conversation_seq, STATE_NAMES.get(r.state, "")]
-        floor, n = await self._scripts.call("history_trim", [keys.history(), keys.floor(), trim_queue_key(),
-                                                             keys.archived_states()], args)
+        conv_keys = [keys.history(), keys.floor(), keys.archived_states()]
+        if client is self._redis:  # one instance: one atomic call, as before
+            floor, n, _ = await self._scripts.call("history_trim", conv_keys + [trim_queue_key()], args)
+            return TrimResult(int(floor), int(n))
+        scripts = self._t.scripts(client, SCRIPTS)
+        floor, n, nxt = await scripts.call("history_trim", conv_keys, args)
+        await self._requeue(scripts, conv_keys, member, int(nxt))
         return TrimResult(int(floor), int(n))
+
+    async def _requeue(self, scripts, conv_keys: list[str], member: str, nxt: int) -> None:
+        """The trim queue after a trim on another instance than the home (decision 0101):
+        the created_at (ms) of the next hot message, or the entry removed when none is
+        left (nxt < 0). The removal is followed by a look at the history again (the same
+        script with no message: it trims nothing and names the next one): a message
+        committed and marked archived between the trim and the removal is queued again,
+        so no archived message is left out of the queue."""
+        with boundary("trim queue write"):
+            if nxt >= 0:
+                await self._redis.zadd(trim_queue_key(), {member: nxt})
+                return
+            await self._redis.zrem(trim_queue_key(), member)
+        _, _, again = await scripts.call("history_trim", conv_keys, [member, "", ""])
+        if int(again) >= 0:
+            with boundary("trim queue write"):
+                await self._redis.zadd(trim_queue_key(), {member: int(again)}, lt=True)
 
     async def archived_states(self, tenant: int, conversation_id: bytes) -> list[tuple[int, bytes, int]]:
         """ArchiveStateStore.archived_states: one ZRANGE WITHSCORES."""
+        keys, client = self._conv(tenant, conversation_id)
         with boundary("archived states read"):
-            raw = await self._redis.execute_command("ZRANGE", CommitKeys(tenant, conversation_id).archived_states(),
-                                                    0, -1, "WITHSCORES")
+            raw = await client.execute_command("ZRANGE", keys.archived_states(), 0, -1, "WITHSCORES")
         out = []
         for member, seq in int_score_pairs(raw):
             h, _, st = member.decode().partition(":")
@@ -181,8 +243,11 @@ class RedisArchiveState:
         """ArchiveStateStore.floors: one MGET."""
         if not conversation_ids:
             return []
-        with boundary("floor read"):
-            got = await self._redis.mget([CommitKeys(tenant, c).floor() for c in conversation_ids])
+        async def read(client, convs: list[bytes]) -> list:
+            with boundary("floor read"):
+                return await client.mget([CommitKeys(tenant, c).floor() for c in convs])
+
+        got = await per_instance(self._t, conversation_ids, lambda c: self._conv(tenant, c)[1], read)
         return [int(v or 0) for v in got]
 
     async def lease(self, name: str, token: str, ttl_ms: int) -> bool:

@@ -2,11 +2,14 @@
 -- longest prefix of the given messages that is still stored exactly as the trimmer checked
 -- it against the archive, and delete that prefix from Redis, in one atomic step: a reader
 -- that reads the floor with the history index (MULTI) never sees a gap.
--- KEYS: 1 history zset, 2 floor STRING, 3 trim queue zset, 4 archived-states zset
+-- KEYS: 1 history zset, 2 floor STRING, 3 archived-states zset, 4 trim queue zset (absent
+--       when the queue is on another instance than the bucket: the caller moves it,
+--       docs/decisions/0101)
 -- ARGV: 1 trim queue member, 2 record key prefix, 3 state key prefix, then per message
 --       (message_id, conversation_seq, state name or "" for NORMAL), ascending seq
 -- A message is trimmed only when it is the next history entry above the floor, at that
--- seq, with that state. Returns {floor, trimmed}.
+-- seq, with that state. Returns {floor, trimmed, created_at ms of the next hot message
+-- or -1 when none is left}.
 local function hex(s)
   return (string.gsub(s, '.', function(c) return string.format('%02x', string.byte(c)) end))
 end
@@ -36,15 +39,19 @@ if #done > 0 then
   end
   -- recalls/deletes of messages trimmed earlier: their CONTROL message is at or below
   -- the floor now, so the archive holds their state
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', upto)) do
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', upto)) do
     redis.call('DEL', ARGV[3] .. string.sub(m, 1, 32))  -- member: "<message_id hex>:<STATE>"
   end
-  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', upto)
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', upto)
 end
 local nxt = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. upto, '+inf', 'LIMIT', 0, 1)
-if #nxt == 0 then
-  redis.call('ZREM', KEYS[3], ARGV[1])
-else
-  redis.call('ZADD', KEYS[3], created_at(nxt[1]), ARGV[1])
+local at = -1
+if #nxt > 0 then at = created_at(nxt[1]) end
+if KEYS[4] then
+  if at < 0 then
+    redis.call('ZREM', KEYS[4], ARGV[1])
+  else
+    redis.call('ZADD', KEYS[4], at, ARGV[1])
+  end
 end
-return {string.format('%d', upto), #done}
+return {string.format('%d', upto), #done, string.format('%d', at)}
