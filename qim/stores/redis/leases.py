@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from qim.stores.leases import Window
 from qim.stores.redis.keys import hlc_cluster_key, hlc_key, writer_lease_key
-from qim.stores.redis.scripts import Scripts, boundary
+from qim.stores.redis.scripts import boundary
 from qim.stores.redis.topology import as_topology
 
 SCRIPTS = ("hlc_lease", "lease_renew")
@@ -14,12 +14,14 @@ WRITER_ID_MAX = 65535
 
 
 class RedisClockLeases:
-    """ClockLeaseStore over one Redis client."""
+    """ClockLeaseStore over a RedisTopology or one redis-py client. Every key is of no
+    commit bucket, so all of them are on the home instance (decision 0096): the window
+    and the cluster high-water stay in one atomic call."""
 
     def __init__(self, client) -> None:
         self._t = as_topology(client)
         self._redis = client = self._t.home
-        self._scripts = Scripts(client, SCRIPTS)
+        self._scripts = self._t.scripts(client, SCRIPTS)
 
     async def take_writer_id(self, region_id: int, token: str, ttl_ms: int, writer_id: int = 0) -> int:
         """ClockLeaseStore.take_writer_id: SET NX PX per candidate id (SET PX for a fixed one)."""

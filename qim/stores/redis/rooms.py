@@ -9,7 +9,8 @@ from qim.stores.redis.topology import as_topology
 
 
 class RedisRoomEpochs:
-    """RoomEpochStore over one Redis client."""
+    """RoomEpochStore over a RedisTopology or one redis-py client: the counter is of no
+    commit bucket, so it is on the home instance (decision 0096)."""
 
     def __init__(self, client) -> None:
         self._t = as_topology(client)
