@@ -10,9 +10,10 @@ checked by the argparse `type` here (argparse's own exit 2 naming the option).
 from __future__ import annotations
 
 import argparse
-from typing import Mapping
+from typing import Mapping, Optional
 
 from qim.config.env import Env
+from qim.config.redislayout import RedisLayout
 from qim.errors import ConfigError
 from qim.wire.addr import parse_addr
 
@@ -57,3 +58,23 @@ def check_addr(flag: str, value: str) -> tuple[str, int]:
         return parse_addr(value)
     except ValueError as exc:
         raise ConfigError(f"{flag}: {exc}") from None
+
+
+def redis_layout(flag: str, addr: Optional[str], env: Mapping[str, str],
+                 shard_count: Optional[int] = None) -> RedisLayout:
+    """The Redis instances a command reads or writes, as the services place keys
+    (docs/decisions/0096): `addr` (the `flag` option, default $QIM_REDIS_ADDR) is the
+    home; $QIM_REDIS_CORE_ADDRS and $QIM_REDIS_MAILBOX_ADDRS list the instances per role
+    (unset: `addr` holds every role); the shard count places users ($QIM_MAILBOX_SHARD_COUNT
+    unless given). ConfigError naming the option or variable when one is missing or bad,
+    or when `addr` is not the first core address (another deployment's home)."""
+    if not addr:
+        raise ConfigError(f"{flag} (or QIM_REDIS_ADDR) is required")
+    check_addr(flag, addr)
+    e = Env(env)
+    core = e.addrs("QIM_REDIS_CORE_ADDRS") if e.raw("QIM_REDIS_CORE_ADDRS") else (addr,)
+    mailbox = e.addrs("QIM_REDIS_MAILBOX_ADDRS") if e.raw("QIM_REDIS_MAILBOX_ADDRS") else (addr,)
+    if core[0] != addr:
+        raise ConfigError(f"{flag} {addr} is not the first of QIM_REDIS_CORE_ADDRS ({core[0]}, the home "
+                          "instance): give the home's address or unset QIM_REDIS_CORE_ADDRS")
+    return RedisLayout(core, mailbox, shard_count if shard_count is not None else e.shard_count())

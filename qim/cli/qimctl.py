@@ -13,7 +13,8 @@ Defaults come from QIM_KAFKA_BOOTSTRAP, QIM_REDIS_ADDR and QIM_MAILBOX_SHARD_COU
 
 `audit dispatch` (docs/design.md §12, seed 000 "orphan 独立审计"):
 1. unless --no-wait, waits (each step bounded by --timeout) until the writer's in-flight
-   commits (CommitStore.inflight_count: all 256 commit buckets, on every --redis-addr)
+   commits (CommitStore.inflight_count: all 256 commit buckets, on every --redis-addr;
+   one address that is the home of QIM_REDIS_CORE_ADDRS means every core instance)
    are none, then until the committed offset of the fanout group on every Outbox
    partition reaches its high watermark;
 2. reads the Outbox, then every dispatch partition, from the low to the high watermark
@@ -47,6 +48,7 @@ from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaExcepti
 from confluent_kafka.admin import AdminClient
 
 from qim.cli import qimctl_admin, qimctl_archive, qimctl_backup, qimctl_dev, qimctl_schema, qimctl_shards, qimctl_trace
+from qim.cli.envargs import redis_layout
 from qim.cli.topic_read import KAFKA_CALL_TIMEOUT_S, QUIET_CLIENT, high_watermarks, read_topic
 from qim.config import Env
 from qim.consts import DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC
@@ -215,7 +217,7 @@ def build_parser(environ=None) -> argparse.ArgumentParser:
     d.add_argument("--fanout-group", default=FANOUT_GROUP, help="consumer group whose Outbox offset is awaited")
     d.add_argument("--no-wait", action="store_true", help="skip waiting for commits and fanout to drain")
     d.add_argument("--timeout", type=float, default=60.0, help="seconds per wait step / read stall (default 60)")
-    d.set_defaults(func=audit_dispatch)
+    d.set_defaults(func=audit_dispatch, environ=env)
     qimctl_archive.add_audit_parser(audit_sub, env)
     qimctl_admin.add_parsers(sub, env)
     qimctl_dev.add_parsers(sub, env)
@@ -245,6 +247,10 @@ def _validate(args: argparse.Namespace) -> None:
             parse_addr(addr)
         except ValueError as exc:
             raise ConfigError(f"--redis-addr: {exc}") from None
+    if len(addrs) == 1:
+        # the home of a deployment of several instances: the commit buckets are on every
+        # core instance (decision 0096), each read by a store of its own
+        addrs = redis_layout("--redis-addr", addrs[0], getattr(args, "environ", os.environ)).core
     args.redis_addr = addrs
 
 

@@ -17,7 +17,9 @@ mismatched=0 seq_conflicts=0`. Exit 0 when the four orphan counters are 0, 1 oth
 `retention set` stores a conversation's retention class in Redis, where the archiver
 (row TTL of what it archives from now on) and the writer's trimmer (hot window) read it;
 rows archived before keep their TTL. Defaults from QIM_REDIS_ADDR, QIM_KAFKA_BOOTSTRAP,
-QIM_SCYLLA_*, QIM_TENANT_ID, QIM_DEFAULT_HISTORY_RETENTION_DAYS.
+QIM_SCYLLA_*, QIM_TENANT_ID, QIM_DEFAULT_HISTORY_RETENTION_DAYS. With several Redis
+instances (QIM_REDIS_CORE_ADDRS / QIM_REDIS_MAILBOX_ADDRS, docs/decisions/0096) every
+key is read and written on its instance; --redis-addr is the home (the first core).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import sys
 import time
 import uuid
 
-from qim.cli.envargs import tenant_arg, tenant_default
+from qim.cli.envargs import redis_layout, tenant_arg, tenant_default
 from qim.cli.qimctl_schema import add_scylla_args, scylla_from
 from qim.cli.topic_read import high_watermarks, read_topic
 from qim.config import Env
@@ -37,7 +39,6 @@ from qim.consts import KAFKA_MAX_RECORD_BYTES, OUTBOX_TOPIC, RETENTION_CLASSES
 from qim.errors import ConfigError, EngineError
 from qim.services.audit.archive_audit import ArchiveAudit
 from qim.stores.errors import StorageError
-from qim.wire.addr import parse_addr
 
 READ_CHUNK = 256
 POLL_S = 0.2
@@ -68,21 +69,11 @@ def add_parsers(sub, env) -> None:
         a.set_defaults(func=run_retention, environ=env)
 
 
-def _redis_addr(value) -> str:
-    if not value:
-        raise ConfigError("--redis-addr (or QIM_REDIS_ADDR) is required")
-    try:
-        parse_addr(value)
-    except ValueError as exc:
-        raise ConfigError(f"--redis-addr: {exc}") from None
-    return value
-
-
 def run_retention(args: argparse.Namespace, out=None) -> int:
     """`qimctl retention set|get`; returns the exit code."""
     out = out or sys.stdout
-    from qim.infra.redis.client import connect
     from qim.stores.redis.archive import RedisArchiveState
+    from qim.stores.redis.topology import topology_of
 
     try:
         conv = bytes.fromhex(args.conversation)
@@ -90,17 +81,17 @@ def run_retention(args: argparse.Namespace, out=None) -> int:
         conv = b""
     if len(conv) != 16 or not any(conv):
         raise ConfigError("--conversation must be 32 hex digits of a non-zero conversation_id")
-    addr = _redis_addr(args.redis_addr)
+    layout = redis_layout("--redis-addr", args.redis_addr, args.environ)
 
     async def run() -> str:
-        client = connect(addr)
+        topology = topology_of(layout)  # the class is on the conversation's core instance
         try:
-            state = RedisArchiveState(client)
+            state = RedisArchiveState(topology)
             if args.action == "set":
                 await state.set_retention(args.tenant, conv, args.retention_class)
             return (await state.retention_classes(args.tenant, [conv]))[0]
         finally:
-            await client.aclose()
+            await topology.aclose()
 
     print(f"retention: conversation={conv.hex()} class={asyncio.run(run())}", file=out)
     return 0
@@ -181,7 +172,7 @@ def audit_archive(args: argparse.Namespace, out=None) -> int:
     out = out or sys.stdout
     if not args.kafka_bootstrap:
         raise ConfigError("--kafka-bootstrap (or QIM_KAFKA_BOOTSTRAP) is required")
-    args.redis_addr = _redis_addr(args.redis_addr)
+    args.redis_addr = redis_layout("--redis-addr", args.redis_addr, args.environ)
     if args.timeout <= 0:
         raise ConfigError("--timeout must be positive")
     tier_cfg = TierConfig.from_env(Env(dict(args.environ)))

@@ -28,6 +28,11 @@ restore, into an EMPTY stack whose services are not running (engines up):
   positions (anything replayed is absorbed as DUPLICATE), CommitRecovery finishes the
   commits that were in flight at the backup point.
 
+Several Redis instances (QIM_REDIS_CORE_ADDRS / QIM_REDIS_MAILBOX_ADDRS naming more than
+one, docs/decisions/0096) are refused (exit 2, naming them): one RDB per instance taken
+one after another is no consistent cut (docs/decisions/0101), and backing up the home
+alone would lose every other instance's keys silently.
+
 Exit codes: 0 done, 2 a bad argument, a non-empty target or an engine error (one line).
 """
 
@@ -43,7 +48,7 @@ from pathlib import Path
 import redis
 
 from qim.cli import backup_cql, backup_kafka, backup_redis
-from qim.cli.envargs import shard_count_arg, shard_count_default
+from qim.cli.envargs import redis_layout, shard_count_arg, shard_count_default
 from qim.cli.qimctl_schema import add_scylla_args, scylla_from
 from qim.config.tier import ScyllaConfig
 from qim.consts import DISPATCH_TOPIC, OUTBOX_TOPIC
@@ -78,10 +83,11 @@ def _check(args: argparse.Namespace) -> Path:
     for flag, value in (("--redis-addr", args.redis_addr), ("--kafka-bootstrap", args.kafka_bootstrap)):
         if not value:
             raise ConfigError(f"{flag} is required")
-    try:
-        parse_addr(args.redis_addr)
-    except ValueError as exc:
-        raise ConfigError(f"--redis-addr: {exc}") from None
+    layout = redis_layout("--redis-addr", args.redis_addr, args.environ, args.shard_count)
+    if len(layout.addrs) > 1:
+        raise ConfigError(f"{args.command} of several Redis instances ({', '.join(layout.addrs)}: "
+                          "QIM_REDIS_CORE_ADDRS / QIM_REDIS_MAILBOX_ADDRS) is not supported: a consistent cut "
+                          "across instances is not built (docs/decisions/0101); nothing was written")
     return Path(args.dir)
 
 

@@ -11,7 +11,9 @@
                   is below (delivered to that device) or above it (still to pull)
 
 Reads only (Kafka by static assign, Redis GET/HMGET); nothing is committed or written.
---redis-addr is checked (form, then a PING) before Kafka is tried; every broker call and
+A shard's DispatchProgress and watermark are read on its mailbox instance
+(QIM_REDIS_MAILBOX_ADDRS, docs/decisions/0096; --redis-addr is the home).
+Every Redis instance is checked (form, then a PING) before Kafka is tried; every broker call and
 a read that makes no progress are bounded by --timeout (5 s), librdkafka's own log lines
 are kept off stderr (qim/cli/topic_read.py QUIET_CLIENT).
 Exit codes: 0 found, 1 not in the Outbox (not committed, or older than its retention),
@@ -32,7 +34,7 @@ from redis.retry import Retry
 
 from qim._core import ids, watermark
 from qim._core.mailbox_seq import from_bytes as mseq_from_bytes
-from qim.cli.envargs import check_addr, shard_count_arg, shard_count_default
+from qim.cli.envargs import check_addr, redis_layout, shard_count_arg, shard_count_default
 from qim.cli.topic_read import QUIET_CLIENT, high_watermarks, read_topic
 from qim.consts import DISPATCH_TOPIC, OUTBOX_TOPIC
 from qim.errors import ConfigError, EngineError
@@ -57,7 +59,7 @@ def add_parsers(sub, env) -> None:
                    help="dispatch partitions (default $QIM_MAILBOX_SHARD_COUNT, else 64)")
     p.add_argument("--timeout", type=float, default=TRACE_TIMEOUT_S,
                    help=f"seconds per engine call and per read stall (default {TRACE_TIMEOUT_S:g})")
-    p.set_defaults(func=run_trace)
+    p.set_defaults(func=run_trace, environ=env)
 
 
 def _start(consumer: Consumer, topic: str, parts: int, ms: int, timeout_s: float) -> dict[int, tuple[int, int]]:
@@ -113,15 +115,24 @@ def run_trace(args: argparse.Namespace, out=sys.stdout) -> int:
         raise ConfigError("--kafka-bootstrap and --redis-addr (or their variables) are required")
     if not args.timeout > 0:
         raise ConfigError(f"--timeout {args.timeout:g} must be positive")
-    host, port = check_addr("--redis-addr", args.redis_addr)
-    # no retries: redis-py's default backoff would spend seconds on a refused connection
-    r = redis.Redis(host=host, port=port, socket_timeout=args.timeout, socket_connect_timeout=args.timeout,
-                    retry=Retry(NoBackoff(), 0))
+    layout = redis_layout("--redis-addr", args.redis_addr, args.environ, args.shard_count)
+    clients: dict[str, redis.Redis] = {}
     try:
-        _ping(r, args.redis_addr)  # Redis first: it answers (or not) at once, Kafka only after its timeout
-        return _report(args, mid, cursors, r, out)
+        for addr in dict.fromkeys(layout.mailbox):
+            host, port = check_addr("--redis-addr", addr)
+            # no retries: redis-py's default backoff would spend seconds on a refused connection
+            clients[addr] = redis.Redis(host=host, port=port, socket_timeout=args.timeout,
+                                        socket_connect_timeout=args.timeout, retry=Retry(NoBackoff(), 0))
+            _ping(clients[addr], addr)  # Redis first: it answers (or not) at once, Kafka only after its timeout
+
+        def shard_redis(shard: int) -> tuple[str, redis.Redis]:
+            addr = layout.mailbox[layout.mailbox_index(shard)]
+            return addr, clients[addr]
+
+        return _report(args, mid, cursors, shard_redis, out)
     finally:
-        r.close()
+        for c in clients.values():
+            c.close()
 
 
 def _ping(r: redis.Redis, addr: str) -> None:
@@ -131,7 +142,8 @@ def _ping(r: redis.Redis, addr: str) -> None:
         raise EngineError(f"redis at {addr}: {exc}") from None
 
 
-def _report(args: argparse.Namespace, mid: bytes, cursors: dict[int, int], r: redis.Redis, out) -> int:
+def _report(args: argparse.Namespace, mid: bytes, cursors: dict[int, int], shard_redis, out) -> int:
+    """The report lines; `shard_redis(shard)` is (address, client) of the shard's mailbox instance."""
     committed, dispatches = _find(args.kafka_bootstrap, mid, args.shard_count, args.timeout)
     if committed is None:
         print(f"not committed: no Outbox record of {mid.hex()} (or older than the Outbox retention)", file=out)
@@ -146,8 +158,10 @@ def _report(args: argparse.Namespace, mid: bytes, cursors: dict[int, int], r: re
     if not dispatches:
         print("dispatched: not yet (fanout behind, see qim_fanout_outbox_lag)", file=out)
     told: set[int] = set()
+    addr = args.redis_addr
     try:
         for shard, doff, d in sorted(dispatches, key=lambda x: x[:2]):
+            addr, r = shard_redis(shard)
             told.update(d.recipients)
             print(f"dispatched: shard {shard} offset {doff} recipients {list(d.recipients)}", file=out)
             blob = r.hget(wm_key(shard), "blob")
@@ -163,7 +177,7 @@ def _report(args: argparse.Namespace, mid: bytes, cursors: dict[int, int], r: re
             else:
                 print(f"materialized: not yet on shard {shard} (W={w} < offset {doff})", file=out)
     except redis.exceptions.RedisError as exc:
-        raise EngineError(f"redis at {args.redis_addr}: {exc}") from None
+        raise EngineError(f"redis at {addr}: {exc}") from None
     for user in sorted(set(cursors) - told):  # a cursor nobody could compare: say so, never nothing
         print(f"cursor: user {user} is not among the recipients dispatched so far", file=out)
     return 0

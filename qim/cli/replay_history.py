@@ -4,7 +4,8 @@ fresh device of one member) and compared with what was sent: every acknowledged 
 once, at its conversation_seq, from its sender, of its type, with a body byte-exact
 (SHA-256 and length) or, once recalled, shown recalled without one; nothing else but
 CONTROL messages. With the archive tier (QIM_REDIS_ADDR and a hot floor per
-conversation in Redis) the messages at or below their conversation's floor were served by
+conversation in Redis, on its commit bucket's core instance when QIM_REDIS_CORE_ADDRS
+lists several: docs/decisions/0096) the messages at or below their conversation's floor were served by
 the archive: `from_cold` counts them. Before reading it waits (at most WAIT_ARCHIVE_S)
 until the archive watermark passed the end of the replay, so the archive holds it all,
 then (at most --history-settle seconds) until every conversation has a hot floor.
@@ -49,13 +50,16 @@ class HistoryResult:
 async def _floors(redis_addr: str, convs: list[bytes], replay_end_ms: int, settle_s: float) -> dict[bytes, int]:
     """conversation -> hot floor, once the archive watermark passed the replay's end and,
     for at most `settle_s` more seconds, until every conversation has a floor (part of it
-    in the archive: with a short hot window the trimmer needs a few seconds)."""
-    from qim.infra.redis.client import connect
+    in the archive: with a short hot window the trimmer needs a few seconds). The
+    instances are those of the environment (QIM_REDIS_CORE_ADDRS, `redis_addr` the home);
+    ConfigError when they are bad."""
+    from qim.cli.envargs import redis_layout
     from qim.stores.redis.archive import RedisArchiveState
+    from qim.stores.redis.topology import topology_of
 
-    client = connect(redis_addr)
+    topology = topology_of(redis_layout("QIM_REDIS_ADDR", redis_addr, os.environ))
     try:
-        state = RedisArchiveState(client)
+        state = RedisArchiveState(topology)
         deadline = time.monotonic() + WAIT_ARCHIVE_S
         while time.monotonic() < deadline:  # polls another process's progress
             if await state.watermark() >= replay_end_ms:
@@ -68,7 +72,7 @@ async def _floors(redis_addr: str, convs: list[bytes], replay_end_ms: int, settl
             floors = await state.floors(TENANT, convs)
         return dict(zip(convs, floors))
     finally:
-        await client.aclose()
+        await topology.aclose()
 
 
 async def _read_all(device: Device, conv: bytes, peer: int) -> list:
