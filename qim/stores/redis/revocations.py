@@ -3,32 +3,45 @@
 `iat`, unix seconds) are refused at AUTH, and a connection authenticated with one is
 closed (docs/operations.md "Tokens and keys"; docs/decisions/0036-ops-tokens-jwks-revocation.md).
 
-Keys: qim/stores/redis/keys.py `revocation_key`, on the commit Redis. A revocation is a
-SET with a TTL (the longest token lifetime and the leeway: then every token it refuses
-has expired anyway) and a PUBLISH on REVOCATION_CHANNEL, which every gateway subscribes
-to (`feed()`); a gateway whose subscription dropped checks its connections again once it
-is back (`cutoffs`, after `subscribe`), so a revocation published meanwhile is not missed. Errors:
-StoreUnavailable when Redis cannot be reached.
+Keys: qim/stores/redis/keys.py `revocation_key`. A revocation is a cutoff with a TTL (the
+longest token lifetime and the leeway: then every token it refuses has expired anyway)
+written to EVERY core instance, because the writer's reserve reads the sender's cutoffs
+on the core instance of the conversation's commit bucket (decision 0080), then a PUBLISH
+on REVOCATION_CHANNEL on the home instance, which every gateway subscribes to
+(`subscribe()`); a gateway whose subscription dropped checks its connections again once
+it is back (`cutoffs`, after `subscribe`), so a revocation published meanwhile is not
+missed. AUTH reads the cutoffs on the home instance (one round trip; decision 0100).
+
+A revoke that cannot write some core instance raises StoreUnavailable naming them and
+publishes nothing; the instances it did write keep the cutoff, and a retry writes the
+newest cutoff everywhere (each instance keeps the newer of its own and the new one,
+atomically: lua/revocation_cutoff.lua), so retries converge. Errors: StoreUnavailable
+when Redis cannot be reached.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Optional, Sequence
 
 import redis.exceptions
 
 from qim.stores.errors import StoreUnavailable
 from qim.stores.redis.keys import REVOCATION_CHANNEL, revocation_key
+from qim.stores.redis.topology import as_topology
 
 Ident = tuple[int, int, int]  # (tenant, user_id, device_id)
+SCRIPTS = ("revocation_cutoff",)
 FEED_POLL_S = 1.0
 
 
 class RevocationStore:
-    """Revocation cutoffs on one Redis (`client`: redis.asyncio, bytes replies)."""
+    """Revocation cutoffs on the core instances of a RedisTopology, or on one Redis
+    (`client`: redis.asyncio, bytes replies); closes their clients on `close`."""
 
     def __init__(self, client) -> None:
-        self._r = client
+        self._t = as_topology(client)
+        self._r = self._t.home  # AUTH reads, the pub/sub feed
 
     async def cutoffs(self, idents: Sequence[Ident]) -> list[int]:
         """For each (tenant, user, device): the newer of its own and its user's cutoff
@@ -45,16 +58,32 @@ class RevocationStore:
 
     async def revoke(self, tenant: int, user_id: int, device_id: int, cutoff_s: int, ttl_s: int) -> int:
         """Refuse tokens of (user, device) (device 0: every device) issued at or before
-        `cutoff_s`; keeps a newer cutoff already there. Returns how many gateways got the
-        notice (PUBLISH's count)."""
+        `cutoff_s` on every core instance; each keeps a newer cutoff already there, and
+        the newest cutoff found is written everywhere. Returns how many gateways got the
+        notice (PUBLISH's count). StoreUnavailable naming the core instances not written
+        (nothing published then; retry: decision 0100)."""
         key = revocation_key(tenant, user_id, device_id)
+        kept = await self._write_everywhere(key, cutoff_s, ttl_s)
+        if len(set(kept)) > 1:  # an instance held a newer cutoff (an earlier revoke): that one everywhere
+            kept = await self._write_everywhere(key, max(kept), ttl_s)
+        cutoff = kept[0]
         try:
-            old = await self._r.get(key)
-            cutoff = max(cutoff_s, int(old) if old else 0)
-            await self._r.set(key, cutoff, ex=ttl_s)
             return int(await self._r.publish(REVOCATION_CHANNEL, f"{tenant:032x}:{user_id}:{device_id}:{cutoff}"))
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:
-            raise StoreUnavailable(f"revocations: {exc}") from exc
+            raise StoreUnavailable(f"revocations: written to every core instance, not published: {exc}") from exc
+
+    async def _write_everywhere(self, key: str, cutoff_s: int, ttl_s: int) -> list[int]:
+        """The cutoff each core instance keeps after raising it to `cutoff_s` (all
+        concurrently); StoreUnavailable naming every instance that could not be written."""
+        clients = list(dict.fromkeys(self._t.core_clients))
+        got = await asyncio.gather(*(self._t.scripts(c, SCRIPTS).call("revocation_cutoff", [key], [cutoff_s, ttl_s])
+                                     for c in clients), return_exceptions=True)
+        failed = [(self._t.addr_of(c), r) for c, r in zip(clients, got) if isinstance(r, BaseException)]
+        if failed:
+            names = ", ".join(f"{addr} ({exc})" for addr, exc in failed)
+            raise StoreUnavailable(f"revocations: not written to {len(failed)} of {len(clients)} core "
+                                   f"instance(s): {names}; retry the revocation") from failed[0][1]
+        return [int(r) for r in got]  # type: ignore[arg-type]
 
     async def subscribe(self) -> "RevocationFeed":
         """The revocations published from now on (subscribed when this returns);
@@ -68,8 +97,8 @@ class RevocationStore:
         return RevocationFeed(pubsub)
 
     async def close(self) -> None:
-        """Close the connection pool."""
-        await self._r.aclose()
+        """Close the connection pools."""
+        await self._t.aclose()
 
 
 class RevocationFeed:
