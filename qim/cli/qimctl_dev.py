@@ -68,7 +68,8 @@ def add_parsers(sub, env) -> None:
     t.add_argument("--device", type=_id, default=None,
                    help="device id the token names (required to issue; revoke: omitted = every device of the user)")
     t.add_argument("--redis-addr", default=env.get("QIM_REDIS_ADDR"),
-                   help="revoke: the commit Redis (default $QIM_REDIS_ADDR)")
+                   help="revoke: the home Redis (default $QIM_REDIS_ADDR; written to every instance of "
+                        "$QIM_REDIS_CORE_ADDRS)")
     t.add_argument("--tenant", type=tenant_arg, default=tenant,
                    help="tenant id, decimal or 0x hex (default: $QIM_TENANT_ID, else 0)")
     t.add_argument("--name", type=_name, default="",
@@ -80,7 +81,7 @@ def add_parsers(sub, env) -> None:
                    help=f"development key, a PEM private key file (default: ${KEY_ENV}, from .qim/stack/stack.env)")
     t.add_argument("--audience", default=None,
                    help=f"the gateway's token audience (default: ${AUDIENCE_ENV}, else qim)")
-    t.set_defaults(func=run_token)
+    t.set_defaults(func=run_token, environ=env)
 
     default_writer = first_writer(env)  # ConfigError naming QIM_WRITER_ADDRS
     g = sub.add_parser("group", help="operator group commands")

@@ -6,7 +6,9 @@
         within seconds (qim/stores/revocations.py). A token issued afterwards is
         accepted: revoking a leaked token means the token service issues a new one to
         the real owner, or stops issuing to the device. Prints the cutoff and how many
-        gateways were subscribed.
+        gateways were subscribed. Written to every core Redis instance
+        (QIM_REDIS_CORE_ADDRS, --redis-addr the home; docs/decisions/0100): an instance
+        that cannot be written fails the revoke (exit 2, naming it); run it again.
 
 Exit codes: 0 done, 2 a bad argument or an unreachable Redis (one line on stderr).
 """
@@ -18,6 +20,8 @@ import asyncio
 import sys
 import time
 
+from qim.cli.envargs import redis_layout
+from qim.config.redislayout import RedisLayout
 from qim.consts import TOKEN_MAX_TTL_S_DEFAULT
 from qim.errors import ConfigError, EngineError
 from qim.stores.revocations import open_revocations
@@ -29,8 +33,8 @@ REVOCATION_TTL_S = 30 * 86_400 + 300
 assert REVOCATION_TTL_S > TOKEN_MAX_TTL_S_DEFAULT
 
 
-async def _revoke(addr: str, tenant: int, user: int, device: int, cutoff: int) -> int:
-    store = open_revocations(addr)
+async def _revoke(layout: RedisLayout, tenant: int, user: int, device: int, cutoff: int) -> int:
+    store = open_revocations(layout)
     try:
         return await store.revoke(tenant, user, device, cutoff, REVOCATION_TTL_S)
     finally:
@@ -45,10 +49,11 @@ def run_revoke(args: argparse.Namespace, out=sys.stdout) -> int:
         parse_addr(args.redis_addr)
     except ValueError as exc:
         raise ConfigError(f"--redis-addr: {exc}") from None
+    layout = redis_layout("--redis-addr", args.redis_addr, getattr(args, "environ", {}))
     device = args.device or 0
     cutoff = int(time.time())
     try:
-        gateways = asyncio.run(_revoke(args.redis_addr, int(args.tenant), args.user, device, cutoff))
+        gateways = asyncio.run(_revoke(layout, int(args.tenant), args.user, device, cutoff))
     except EngineError as exc:
         raise ConfigError(f"revocation not written: {exc}") from None
     what = f"device {device}" if device else "every device"

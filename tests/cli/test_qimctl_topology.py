@@ -106,3 +106,13 @@ def test_replay_history_reads_each_floor_on_its_instance(three, layout_env):
         three[i].client().set(CommitKeys(REPLAY_TENANT, conv).floor(), 10 + i)
     floors = asyncio.run(_floors(three[0].addr, convs, 1_000, 0.0))
     assert floors == {convs[0]: 10, convs[1]: 11, convs[2]: 12}
+
+
+def test_token_revoke_writes_every_core_instance(three, layout_env):
+    """Decision 0100: the reserve reads the cutoff on its conversation's core instance, so
+    `qimctl token revoke` writes it on each of them."""
+    from qim.stores.redis.keys import revocation_key
+
+    assert qimctl.main(["token", "revoke", "--user", "9", "--device", "2"]) == 0
+    key = revocation_key(TENANT, 9, 2)
+    assert [bool(e.client().exists(key)) for e in three] == [True, True, True]
