@@ -50,6 +50,20 @@ def redis3_layout(addrs) -> "RedisLayout":
     return layout_of(addrs, REDIS3_SHARD_COUNT)
 
 
+def shard_users(tenant: int, shard: int, n: int, start: int = 1) -> list[int]:
+    """The first `n` user ids from `start` whose MailboxShard (of REDIS3_SHARD_COUNT) is
+    `shard`: the recipients of a shard's dispatch record are its own users, so a
+    shard's fused call never crosses Redis instances (decision 0097); vectors of a
+    shard's calls name such users."""
+    out: list[int] = []
+    user = start
+    while len(out) < n:
+        if ids.mailbox_shard(tenant, user, REDIS3_SHARD_COUNT) == shard:
+            out.append(user)
+        user += 1
+    return out
+
+
 def _redis3_backend(engines: dict) -> Stores:
     from qim.stores.redis.backend import RedisBackend
 
@@ -95,6 +109,23 @@ def store_engines(tmp_path_factory, shared_cassandra) -> dict:
         pytest.fail(f"redis could not start: {exc}", pytrace=False)
     yield {"redis": started[0].addr, "redis3": tuple(e.addr for e in started[1:]),
            "cql": shared_cassandra.scylla("qim_contract")}
+    for eng in started:
+        eng.stop()
+
+
+@pytest.fixture
+def redis_three(tmp_path) -> list:
+    """Three private standalone Redis instances of this test's own (AOF always), stopped
+    after it: the topology tests of one store family (tests/stores/test_topology_*.py)."""
+    started: list = []
+    try:
+        for i in range(3):
+            started.append(start_redis(tmp_path / f"redis{i}", die_with_parent=True))
+    except EngineError as exc:
+        for eng in started:
+            eng.stop()
+        pytest.fail(f"redis could not start: {exc}", pytrace=False)
+    yield started
     for eng in started:
         eng.stop()
 

@@ -12,6 +12,7 @@ from qim._core import mailbox_seq as mseq
 from qim.consts import DAY_MS
 from qim.errors import MailboxDirty
 from qim.stores.mailboxes import DUPLICATE, FRESH, RESUME, FusedRecord, day_of
+from tests.stores.conftest import shard_users
 
 SHARD, EPOCH, TENANT = 3, 1, 7
 DAY = day_of(time.time_ns() // 1_000_000) - 1  # yesterday: buckets expire a retention after their day
@@ -59,7 +60,7 @@ async def test_fused_many_recipients_and_a_resume_with_the_first_mailbox_seq(sto
     resumed by the fused call at another (a new shard epoch) appends with the first one,
     so the entries equal those the first attempt may have written (idempotent)."""
     m = stores.mailboxes
-    users = [11, 12, 13]
+    users = shard_users(TENANT, SHARD, 3, 11)  # the shard's own users (decision 0097)
     [(status, used)] = await m.fused(SHARD, EPOCH, [rec(b"m" * 16, b"h" * 32, 4, seq8(4),
                                                         [(u, seq8(4) + b"g%d" % u) for u in users])], None, b"W1")
     assert (status, used) == (FRESH, seq8(4))

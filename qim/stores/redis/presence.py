@@ -1,5 +1,6 @@
 """SessionEpochStore on Redis (qim/stores/presence.py): one counter per device (INCR),
-never expiring (an epoch must never go back). Keys in keys.py."""
+never expiring (an epoch must never go back). Keys in keys.py; with several instances
+a device's counter is on its user's instance (decision 0096)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from qim.stores.redis.topology import as_topology
 
 
 class RedisSessionEpochs:
-    """SessionEpochStore over one Redis client."""
+    """SessionEpochStore over a RedisTopology (the user's instance), or one redis-py client."""
 
     def __init__(self, client) -> None:
-        self._t = as_topology(client)
-        self._redis = client = self._t.home
+        self._t = t = as_topology(client)
+        self._single, self._redis = t.single, t.home
 
     async def next_epoch(self, tenant: int, user: int, device: int) -> int:
-        """SessionEpochStore.next_epoch: one INCR."""
+        """SessionEpochStore.next_epoch: one INCR on the user's instance."""
+        client = self._redis if self._single else self._t.user(tenant, user)
         with boundary("session epoch"):
-            return int(await self._redis.incr(session_epoch_key(tenant, user, device)))
+            return int(await client.incr(session_epoch_key(tenant, user, device)))
