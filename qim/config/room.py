@@ -39,6 +39,7 @@ class RoomConfig:
     ring_bytes: int = ROOM_RING_BYTES_DEFAULT
     idle_s: int = ROOM_IDLE_S_DEFAULT
     internal_tls: Optional[TlsFiles] = None  # QIM_INTERNAL_* (qim/config/tls.py); None: plaintext development
+    send_policy: str = ""  # QIM_SEND_POLICY module:callable ("" = accept all; loaded at start: qim/policy)
 
     @classmethod
     def from_env(cls, env: Env) -> "RoomConfig":
@@ -57,5 +58,6 @@ class RoomConfig:
             ring_events=env.integer("QIM_ROOM_RING_EVENTS", ROOM_RING_EVENTS_DEFAULT, 1, ROOM_RING_EVENTS_MAX),
             ring_bytes=env.integer("QIM_ROOM_RING_BYTES", ROOM_RING_BYTES_DEFAULT, 1024, ROOM_RING_BYTES_MAX),
             idle_s=env.integer("QIM_ROOM_IDLE_S", ROOM_IDLE_S_DEFAULT, 1, 7 * 86_400),
+            send_policy=env.raw("QIM_SEND_POLICY").strip(),
         )
         return replace(cfg, internal_tls=service_tls(env, ROOM, cfg.listen, {}))

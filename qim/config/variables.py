@@ -75,6 +75,9 @@ _WRITTEN: tuple[Var, ...] = (
     _v("QIM_TENANT_ID", "u128", 0, (*_ENGINES, ROOM, QIMCTL), "tenant of this deployment"),
     _v("QIM_REDIS_ALLOW_UNSAFE_DEV", "flag", 0, (*_ENGINES, ROOM), "accept a Redis without AOF fsync (development only)"),
     _v("QIM_MAX_MESSAGE_BODY", "int 1..1048576", 1048576, (GATEWAY, WRITER, ROOM), "body limit in bytes"),
+    _v("QIM_SEND_POLICY", "module:callable", "unset", (WRITER, ROOM),
+       "the send policy every direct, group and room send passes before it commits; empty: accept all "
+       "(docs/decisions/0099)"),
     _v("QIM_WRITER_REQUEST_INFLIGHT_LIMIT", "int 1..8192", WRITER_INFLIGHT_DEFAULT, (GATEWAY, WRITER),
        "requests in flight per connection to a writer"),
     # every process (qim/app/run.py, qim/_core)

@@ -32,6 +32,7 @@ class WriterConfig:
     clock_skew_ms: int  # test/dev knob (QIM_CLOCK_SKEW_MS); 0 in production
     max_body: int = MAX_MESSAGE_BODY  # QIM_MAX_MESSAGE_BODY (Env.max_body): the gateway's limit, checked again
     internal_tls: Optional[TlsFiles] = None  # QIM_INTERNAL_* (qim/config/tls.py); None: plaintext development
+    send_policy: str = ""  # QIM_SEND_POLICY module:callable ("" = accept all; loaded at start: qim/policy)
 
     @classmethod
     def from_env(cls, env: Env) -> "WriterConfig":
@@ -48,5 +49,6 @@ class WriterConfig:
             recall_window_ms=env.integer("QIM_RECALL_WINDOW_MS", RECALL_WINDOW_MS_DEFAULT, 0, 30 * 86_400_000),
             clock_skew_ms=env.clock_skew("QIM_CLOCK_SKEW_MS", _LISTENERS),
             max_body=env.max_body(),
+            send_policy=env.raw("QIM_SEND_POLICY").strip(),
         )
         return replace(cfg, internal_tls=service_tls(env, WRITER, cfg.listen, {}))

@@ -250,8 +250,9 @@ def rpc_connection_handler(handler: Optional[Handler], inflight_limit: int, on_o
         async def run(opcode: int, request_id: int, body: bytes) -> None:
             try:
                 reply_opcode, reply = await serve(opcode, body)
-            except RequestError as exc:
-                reply_opcode, reply = Opcode.ERROR, error_body(exc.code, exc.message, opcode)
+            except RequestError as exc:  # a retry hint (a held send: docs/decisions/0099) goes along
+                reply_opcode, reply = Opcode.ERROR, error_body(exc.code, exc.message, opcode,
+                                                               getattr(exc, "retry_after_ms", 0))
             except Exception:
                 logger.exception("internal handler failed for opcode 0x%04x", opcode)
                 reply_opcode, reply = Opcode.ERROR, error_body(ErrorCode.INTERNAL, "internal error", opcode)

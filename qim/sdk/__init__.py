@@ -47,6 +47,7 @@ from qim.sdk.events import (
     MessagesUpdated,
     NotConnected,
     PendingResolved,
+    PolicyRefused,
     ReadPositionChanged,
     Recalled,
     SendAck,
@@ -71,7 +72,7 @@ def direct_conversation(tenant: int, user_a: int, user_b: int) -> bytes:
 
 __all__ = [
     "Client", "Member", "Conversation", "LastMessage", "Membership", "DeviceIdentity", "device_identity",
-    "default_data_dir", "ClientRuntime", "LocalStore", "StoredMessage", "StoreError", "SendAck", "Recalled", "ServerError",
+    "default_data_dir", "ClientRuntime", "LocalStore", "StoredMessage", "StoreError", "SendAck", "Recalled", "ServerError", "PolicyRefused",
     "ConnectionLost", "NotConnected", "Kicked", "KickedEvent", "SendTimeout", "SendRefused", "ConnectionState",
     "ConversationsUpdated", "MessagesAdded", "MessagesUpdated", "MessagesRemoved", "PendingResolved", "SendPending",
     "SendFailed", "SyncFailed", "ReadPositionChanged", "MembershipChanged", "direct_conversation", "TlsError",

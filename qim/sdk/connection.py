@@ -38,7 +38,7 @@ from qim.errors import ErrorCode, FrameError
 from qim.net.transport import FrameTransport, StreamClosed
 from qim.proto.v1 import connection_pb2, mailbox_pb2, room_pb2, session_pb2
 from qim.protocol import RATE_LIMITED_OPCODES, Opcode
-from qim.sdk.events import ConnectionLost, ServerError
+from qim.sdk.events import ConnectionLost, PolicyRefused, ServerError
 from qim.sdk.transports import ProgressReader, endpoint_tls, open_transport
 from qim.wire.errors import decode_error
 
@@ -67,8 +67,9 @@ CONNECT_TIMEOUT_S = 15.0
 
 def _server_error(body: bytes) -> ServerError:
     """The ServerError of an ERROR body (qim/wire/errors.py decode_error: an unreadable
-    body is INTERNAL, never a silent success)."""
-    return ServerError(*decode_error(body))
+    body is INTERNAL, never a silent success); PolicyRefused for a send policy's refusal."""
+    err = decode_error(body)
+    return (PolicyRefused if err.code == ErrorCode.POLICY_REFUSED else ServerError)(*err)
 
 
 class Connection:

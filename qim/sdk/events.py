@@ -173,6 +173,13 @@ class ServerError(RequestError):
         self.retry_after_ms = retry_after_ms
 
 
+class PolicyRefused(ServerError):
+    """The deployment's send policy refused the send (ERROR POLICY_REFUSED,
+    docs/decisions/0099): for good, never retried; `message` is the policy's reason, safe
+    to show. The pending row is `failed` and keeps its body (the app may offer it for
+    editing)."""
+
+
 class SendRefused(RequestError):
     """The SDK refused a send before storing anything: the server would refuse it too
     (`code` PAYLOAD_TOO_LARGE or INVALID_ARGUMENT; docs/design.md §4 validation)."""

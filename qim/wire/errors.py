@@ -23,7 +23,10 @@ def error_body(code: ErrorCode, message: str, request_opcode: int = 0, retry_aft
 
 
 class RemoteError(RequestError):
-    """The peer answered with an ERROR frame: `code` and `message` are the peer's."""
+    """The peer answered with an ERROR frame: `code` and `message` are the peer's,
+    `retry_after_ms` its retry hint (0 = none), passed on to the client unchanged."""
+
+    retry_after_ms: int = 0
 
 
 # The mark that opens the message of a NodeUnfit refusal on an internal hop. An internal
@@ -79,4 +82,6 @@ def parse_error(body: bytes) -> RemoteError:
     err = decode_error(body)
     if err.code == ErrorCode.UNAVAILABLE and err.message.startswith(UNFIT_MARK):
         return RemoteUnfit(err.code, err.message)
-    return RemoteError(err.code, err.message)
+    exc = RemoteError(err.code, err.message)
+    exc.retry_after_ms = err.retry_after_ms  # a held send's hint (docs/decisions/0099)
+    return exc

@@ -28,6 +28,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MAILBOX_DIRTY: _ClassVar[ErrorCode]
     UNAVAILABLE: _ClassVar[ErrorCode]
     INTERNAL: _ClassVar[ErrorCode]
+    POLICY_REFUSED: _ClassVar[ErrorCode]
 MESSAGE_TYPE_UNKNOWN: MessageType
 MESSAGE_TYPE_TEXT: MessageType
 MESSAGE_TYPE_MEDIA: MessageType
@@ -46,6 +47,7 @@ CURSOR_EXPIRED: ErrorCode
 MAILBOX_DIRTY: ErrorCode
 UNAVAILABLE: ErrorCode
 INTERNAL: ErrorCode
+POLICY_REFUSED: ErrorCode
 
 class Error(_message.Message):
     __slots__ = ("code", "message", "request_opcode", "retry_after_ms")

@@ -22,6 +22,7 @@ from qim.consts import INTERNAL_RPC_INFLIGHT
 from qim.errors import ErrorCode, RequestError
 from qim.net.framed import FramedStream
 from qim.obs.node import ServiceNode
+from qim.policy import PolicySeam, load_policy
 from qim.protocol import Opcode
 from qim.services.room.book import EpochSource, RoomBook
 from qim.services.room.links import GatewayLink
@@ -62,7 +63,9 @@ class RoomNode(ServiceNode):
         self.stores = open_stores(config.redis_addr)
         self.epochs = EpochSource(self.stores.rooms.next_epoch_base)
         self.book = RoomBook(self.epochs, config.ring_events, config.ring_bytes, config.idle_s, self.metrics)
-        self.rooms = RoomService(self.book, config.node_index, config.node_count, config.max_body, self.metrics)
+        # the send policy loads at start: one that does not load stops the start (ConfigError)
+        self.rooms = RoomService(self.book, config.node_index, config.node_count, config.max_body, self.metrics,
+                                 PolicySeam(load_policy(config.send_policy), self.registry))
         self._link_ids = itertools.count(1)
         self.link_count = 0
         self.closing(self.stores.close, "stores")

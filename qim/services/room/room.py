@@ -202,6 +202,11 @@ class Room:
             self._dedup.popitem(last=False)
         return ack, False
 
+    def posted(self, user: int, cmid: bytes) -> bool:
+        """This user's post with this client_message_id is held for retries (the dedup
+        window): a retry gets its ROOM_ACK back (the send policy is not asked again)."""
+        return (user, cmid) in self._dedup
+
     def _recall(self, user: int, name: str, req: room_pb2.RoomSend) -> room_pb2.RoomEvent:
         target = req.recall
         entry = self.ring.get(target.room_seq) if target.room_epoch == self.epoch else None

@@ -6,23 +6,36 @@ checks), the actor is the envelope's (from AUTH, never from the request), and th
 must belong to this node: its room shard mod QIM_ROOM_ADDRS' length is this node's
 index, else UNAVAILABLE (a gateway with another list: the operator's error, refused
 rather than served by two owners). Nothing awaits between reading a room and answering
-(Room), so a join's snapshot and the live events after it stay in order on the link.
+(Room), so a join's snapshot and the live events after it stay in order on the link. With
+a send policy (QIM_SEND_POLICY, docs/decisions/0099) a post awaits its verdict before it
+reads the room, in its room's line (qim/policy/line.py), so posts still apply in arrival
+order.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Optional
 
+from qim._core import ids
 from qim.errors import ErrorCode, RequestError
+from qim.policy import PolicySeam, SendFacts
+from qim.policy.line import Line
 from qim.proto.v1 import internal_pb2, room_pb2
 from qim.protocol import Opcode
 from qim.services.room.book import RoomBook
 from qim.services.room.links import GatewayLink
 from qim.services.room.metrics import RoomMetrics
+from qim.services.room.room import Room
 from qim.wire.room import check_join, check_room_id, check_send, room_shard, send_identity
 from qim.wire.validate import parse_request
 
 logger = logging.getLogger(__name__)
+
+
+async def _posted(room: Optional[Room], user: int, cmid: bytes) -> bool:
+    """The room (if still held) applied this user's post with this cmid (its commit fact)."""
+    return room is not None and room.posted(user, cmid)
 
 
 class RoomService:
@@ -30,10 +43,12 @@ class RoomService:
     `max_body` bytes (QIM_MAX_MESSAGE_BODY)."""
 
     def __init__(self, book: RoomBook, node_index: int, node_count: int, max_body: int,
-                 metrics: RoomMetrics) -> None:
+                 metrics: RoomMetrics, policy: Optional[PolicySeam] = None) -> None:
         self.book = book
         self.node_index, self.node_count, self.max_body = node_index, node_count, max_body
         self._m = metrics
+        self.policy = policy if policy is not None else PolicySeam(None)  # QIM_SEND_POLICY (0099)
+        self._line = Line()  # posts of a room in arrival order while their verdicts are asked
         self.member_total = 0  # member connections over every room (the gauge)
 
     def _shard(self, tenant: int, room_id: int) -> int:
@@ -59,7 +74,10 @@ class RoomService:
         if call.opcode == Opcode.JOIN_ROOM:
             return Opcode.ROOM_JOINED, await self._join(link, call, tenant)
         if call.opcode == Opcode.ROOM_SEND:
-            return Opcode.ROOM_ACK, self._send(link, call, tenant)
+            req = parse_request(room_pb2.RoomSend, call.upstream, "ROOM_SEND")
+            if self.policy.active and not req.HasField("recall"):
+                return Opcode.ROOM_ACK, await self._send_checked(link, call, tenant, req)
+            return Opcode.ROOM_ACK, self._send(link, call, tenant, req)
         if call.opcode == Opcode.LEAVE_ROOM:
             return Opcode.ROOM_LEFT, self._leave(link, call, tenant)
         raise RequestError(ErrorCode.INVALID_ARGUMENT, f"ROOM_CALL does not carry opcode 0x{call.opcode:04x}")
@@ -75,13 +93,37 @@ class RoomService:
         self._m.members.set(self.member_total)
         return reply
 
-    def _send(self, link: GatewayLink, call: internal_pb2.RoomCall, tenant: int) -> bytes:
-        req = parse_request(room_pb2.RoomSend, call.upstream, "ROOM_SEND")
+    def _joined_room(self, link: GatewayLink, tenant: int, req: room_pb2.RoomSend) -> Room:
         check_send(req, self.max_body)
         self._shard(tenant, req.room_id)
         room = self.book.get(tenant, req.room_id)
         if room is None or (tenant, req.room_id) not in link.rooms:
             raise RequestError(ErrorCode.FORBIDDEN, "join the room before posting to it")
+        return room
+
+    async def _send_checked(self, link: GatewayLink, call: internal_pb2.RoomCall, tenant: int,
+                            req: room_pb2.RoomSend) -> bytes:
+        """A post through the send policy (docs/decisions/0099): its place in the room's
+        line first (arrival order), the verdict unless the room already holds this post
+        (a retry of an accepted one gets its ROOM_ACK whatever the policy says now), then
+        applied whole once the earlier posts are."""
+        place = self._line.place((tenant, req.room_id))
+        try:
+            room = self._joined_room(link, tenant, req)
+            user, cmid = call.actor.user_id, req.client_message_id
+            if not room.posted(user, cmid):
+                facts = SendFacts(kind="room", tenant=tenant, user_id=user, device_id=call.actor.device_id,
+                                  conversation_id=ids.conversation_id_room(tenant, req.room_id),
+                                  message_type=req.message_type, custom_type=req.custom_type, body=req.body,
+                                  client_message_id=cmid, room_id=req.room_id)
+                await self.policy.check(facts, lambda: _posted(self.book.get(tenant, req.room_id), user, cmid))
+            await place.wait()
+            return self._send(link, call, tenant, req)  # read again: the room may have moved meanwhile
+        finally:
+            place.release()
+
+    def _send(self, link: GatewayLink, call: internal_pb2.RoomCall, tenant: int, req: room_pb2.RoomSend) -> bytes:
+        room = self._joined_room(link, tenant, req)
         ack, retry = room.post(link.link_id, call.connection, call.actor.user_id, call.actor.display_name, req,
                                send_identity(req))
         if retry:

@@ -25,11 +25,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Mapping, Optional, Protocol
 
-from qim.consts import EVENT_GROUP_MAX_BYTES, INLINE_BODY_BUDGET_BYTES, MAX_MESSAGE_BODY
+from qim.consts import CONVERSATION_KIND_GROUP, EVENT_GROUP_MAX_BYTES, INLINE_BODY_BUDGET_BYTES, MAX_MESSAGE_BODY
 from qim.errors import ErrorCode, RequestError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncProducer
 from qim.obs.logcontext import bind, tracer
+from qim.policy import PolicySeam, SendFacts
 from qim.proto.v1 import internal_pb2, message_pb2
 from qim.services.writer.hlc import CeilingPassed, HlcClock
 from qim.services.writer.metrics import WriterMetrics
@@ -80,6 +81,14 @@ class AudiencePlanner(Protocol):
         ...
 
 
+def send_facts(actor: internal_pb2.Actor, tenant: int, kind: int, msg: message_pb2.SendMessage) -> SendFacts:
+    """What the send policy sees of a direct or group SEND_MESSAGE (qim/policy)."""
+    return SendFacts(kind="group" if kind == CONVERSATION_KIND_GROUP else "direct", tenant=tenant,
+                     user_id=actor.user_id, device_id=actor.device_id, conversation_id=msg.conversation_id,
+                     message_type=msg.message_type, custom_type=msg.custom_type, body=msg.body,
+                     client_message_id=msg.client_message_id)
+
+
 class MessageCommitter:
     """The only component allowed to produce a SendAck.
 
@@ -92,8 +101,10 @@ class MessageCommitter:
 
     def __init__(self, commits: CommitStore, producer: AsyncProducer, clock: HlcClock, shard_count: int,
                  faults: FaultPoints, planners: Mapping[int, AudiencePlanner],
-                 metrics: Optional[WriterMetrics] = None, max_body: int = MAX_MESSAGE_BODY) -> None:
+                 metrics: Optional[WriterMetrics] = None, max_body: int = MAX_MESSAGE_BODY,
+                 policy: Optional[PolicySeam] = None) -> None:
         self._commits = commits
+        self._policy = policy if policy is not None else PolicySeam(None)  # QIM_SEND_POLICY (0099)
         self._max_body = max_body  # QIM_MAX_MESSAGE_BODY, the limit the gateway checks too
         self._clock = clock
         self._shard_count = shard_count
@@ -210,6 +221,11 @@ class MessageCommitter:
             # planned before the conversation's turn comes (reads overlap); a re-plan reads
             # again while the turn is held, so arrival order is kept
             plan = await planner.plan(actor, tenant, msg, fresh=attempt > 0)
+            if attempt == 0 and self._policy.active:
+                # the send policy (docs/decisions/0099): after the plan (a non-member's send is
+                # FORBIDDEN before any policy sees it), before the reserve, once per request;
+                # a refusal stands only while no commit of this cmid exists
+                await self._policy.check(send_facts(actor, tenant, kind, msg), lambda: self._commits.exists(ref))
             record = self.new_record(actor, msg.conversation_id, msg.client_message_id, msg.message_type,
                                      msg.custom_type, msg.body)
             group = plan.group

@@ -25,6 +25,7 @@ from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncProducer, topic_partitions
 from qim.obs.logcontext import bind
 from qim.obs.node import ServiceNode
+from qim.policy import PolicySeam, load_policy
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
 from qim.services.writer.committer import AudiencePlanner, MessageCommitter
@@ -63,8 +64,11 @@ class ConversationWriter(ServiceNode):
         self.clock = HlcClock(stores.leases, config.region_id, config.writer_id)
         planners: dict[int, AudiencePlanner] = {CONVERSATION_KIND_DIRECT: DirectAudience(),
                                                 CONVERSATION_KIND_GROUP: GroupAudience(stores.groups)}
+        # the send policy loads at start: one that does not load stops the start (ConfigError)
+        policy = PolicySeam(load_policy(config.send_policy), self.registry)
         self.committer = MessageCommitter(stores.commits, self.producer, self.clock, config.common.shard_count,
-                                          FaultPoints(config.fault_point), planners, self.metrics, config.max_body)
+                                          FaultPoints(config.fault_point), planners, self.metrics, config.max_body,
+                                          policy)
         self.recovery = CommitRecovery(stores.commits, self.committer, config.recovery_stale_ms)
         self.groups = Groups(stores.groups, stores.commits, stores.messages, self.committer)
         self.ops = WriterOps(stores.messages, stores.groups, self.committer, self.groups,

@@ -1,0 +1,229 @@
+"""The send-policy seam (issue 36 item 3; docs/decisions/0099-send-policy-seam.md).
+
+One hook sees every direct, group and room send before it commits: the writer's
+MessageCommitter and the RoomWriter call `PolicySeam.check(facts, committed)` with the
+sender, the conversation, the content and the client_message_id. The deployment's
+policy (QIM_SEND_POLICY=module:callable, loaded at start by `load_policy`; modelled on
+Synapse's `check_event_for_spam` module callback and Centrifuge's PublishHandler) answers
+one of:
+
+- ACCEPT: the send goes on to its commit;
+- Refuse(reason): ERROR POLICY_REFUSED with the reason, for good (the SDKs raise
+  PolicyRefused and keep the body in the failed row);
+- Hold(retry_after_ms, reason): not committed yet; ERROR UNAVAILABLE with retry_after_ms,
+  so the client keeps the send pending and retries it, same client_message_id, after the
+  hint; the retry asks the policy again (a hold is not a final verdict).
+
+Bound to (sender, client_message_id): an accepted send is bound by its commit (a retry
+that the policy would now refuse still gets its original ACK: `committed()` is asked
+only on a refusal), a refusal by the seam's memo for COMMIT_OP_HELPER_TTL_MS (the
+longest a client retries a pending send), so a retry gets the same refusal without the
+policy being asked again. Without a policy (`QIM_SEND_POLICY` unset) `active` is False
+and the callers skip the seam: no call, no await, no round trip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib
+import inspect
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Optional, Union
+
+from prometheus_client import CollectorRegistry
+
+from qim.consts import COMMIT_OP_HELPER_TTL_MS
+from qim.errors import ConfigError, ErrorCode, RequestError
+from qim.obs.metrics import MetricSet
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["ACCEPT", "Accept", "Hold", "PolicyHeld", "PolicySeam", "Refuse", "SendFacts", "SendPolicy", "Verdict",
+           "load_policy"]
+
+# A policy answers within this; past it the send is held (not committed, retried by the
+# client): a slower policy must not make the gateway fail the writer over (its attempt
+# timeout is 3 s, docs/decisions/0079) nor hold the conversation's turn for long.
+POLICY_TIMEOUT_S = 1.0
+HOLD_MIN_MS, HOLD_MAX_MS = 1, 60_000  # a hold's retry hint is clamped into this range
+TIMEOUT_HOLD_MS = 1000  # the retry hint of a policy that did not answer in time
+MEMO_MAX = 65_536  # refusals remembered per process (oldest forgotten first)
+REASON_MAX = 200  # characters of a refusal's reason the client is told
+
+
+@dataclass(frozen=True)
+class SendFacts:
+    """What a policy sees of one send. `kind` "direct", "group" or "room"; the sender
+    (`tenant`, `user_id`, `device_id`: from the token, never from the request);
+    `conversation_id` (a room's is ids.conversation_id_room, and `room_id` is set);
+    the content (`message_type`, `custom_type`, `body`: bytes, at most
+    QIM_MAX_MESSAGE_BODY) and the `client_message_id` (16 bytes)."""
+
+    kind: str
+    tenant: int
+    user_id: int
+    device_id: int
+    conversation_id: bytes
+    message_type: int
+    custom_type: bytes
+    body: bytes
+    client_message_id: bytes
+    room_id: int = 0
+
+    def digest(self) -> bytes:
+        """What identifies the content of the send (a cmid reused with another content
+        is CONFLICT, as at the commit)."""
+        h = hashlib.blake2b(digest_size=16)
+        for part in (self.conversation_id, self.message_type.to_bytes(4, "big"), self.custom_type, self.body):
+            h.update(len(part).to_bytes(4, "big") + part)
+        return h.digest()
+
+
+@dataclass(frozen=True)
+class Accept:
+    """The send goes on to its commit."""
+
+
+@dataclass(frozen=True)
+class Refuse:
+    """Refused for good: the client is told ERROR POLICY_REFUSED with `reason` (safe to
+    show to the sender; never the body)."""
+
+    reason: str = "refused by the send policy"
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Not committed now: the client is told ERROR UNAVAILABLE with `retry_after_ms`
+    (clamped to 1..60000) and retries the same send after it."""
+
+    retry_after_ms: int
+    reason: str = "held by the send policy"
+
+
+ACCEPT = Accept()
+Verdict = Union[Accept, Refuse, Hold]
+SendPolicy = Callable[[SendFacts], Union[Verdict, Awaitable[Verdict]]]
+
+
+class PolicyHeld(RequestError):
+    """A held send: ERROR UNAVAILABLE carrying `retry_after_ms` (the RPC server and the
+    gateway put it on the ERROR body; qim/net/rpc.py, qim/services/gateway/conn.py)."""
+
+    def __init__(self, message: str, retry_after_ms: int) -> None:
+        super().__init__(ErrorCode.UNAVAILABLE, message)
+        self.retry_after_ms = min(max(retry_after_ms, HOLD_MIN_MS), HOLD_MAX_MS)
+
+
+def load_policy(spec: str) -> Optional[SendPolicy]:
+    """QIM_SEND_POLICY "package.module:callable" -> the callable; "" -> None (accept
+    everything, the seam is skipped). ConfigError naming the variable when the module does
+    not import, has no such attribute or it is not callable: the process refuses to start."""
+    if not spec:
+        return None
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"QIM_SEND_POLICY={spec!r}: expected 'module:callable'")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 — any import failure stops the start with its reason
+        raise ConfigError(f"QIM_SEND_POLICY={spec!r}: module {module_name} does not load: "
+                          f"{type(exc).__name__}: {exc}") from exc
+    target = getattr(module, attr, None)
+    if target is None or not callable(target):
+        raise ConfigError(f"QIM_SEND_POLICY={spec!r}: {module_name} has no callable {attr!r}")
+    return target
+
+
+class PolicyMetrics(MetricSet):
+    """qim_send_policy_verdicts_total{kind, verdict}: the seam's answers by conversation
+    kind and verdict (accept, refuse, hold, remembered, timeout, error)."""
+
+    def __init__(self, registry: Optional[CollectorRegistry] = None) -> None:
+        super().__init__(registry)
+        self.verdicts = self.counter("qim_send_policy_verdicts", "Send-policy verdicts", ["kind", "verdict"])
+
+
+class PolicySeam:
+    """The hook the send paths call (module doc). `policy` None: `active` False and the
+    callers skip `check` (the default costs nothing). `clock` is monotonic seconds."""
+
+    def __init__(self, policy: Optional[SendPolicy], registry: Optional[CollectorRegistry] = None,
+                 memo_ttl_s: float = COMMIT_OP_HELPER_TTL_MS / 1000, memo_max: int = MEMO_MAX,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._policy = policy
+        self.active = policy is not None
+        self._m = PolicyMetrics(registry)
+        self._children: dict[tuple[str, str], Any] = {}  # labelled counters, looked up once
+        self._ttl, self._max, self._clock = memo_ttl_s, memo_max, clock
+        # (tenant, sender, cmid) -> (content digest, reason, expires at): the refusals
+        self._refused: OrderedDict[tuple[int, int, bytes], tuple[bytes, str, float]] = OrderedDict()
+
+    async def check(self, facts: SendFacts, committed: Callable[[], Awaitable[bool]]) -> None:
+        """Returns when the send may commit. Raises RequestError POLICY_REFUSED (refused
+        now or before for this cmid), CONFLICT (this cmid was refused with another
+        content), PolicyHeld (held, the policy did not answer within POLICY_TIMEOUT_S, or
+        it failed: fail closed, the client retries). `committed()` is awaited only on a
+        refusal: True (a commit of this cmid exists) keeps the earlier acceptance."""
+        key = (facts.tenant, facts.user_id, facts.client_message_id)
+        now = self._clock()
+        self._expire(now)
+        seen = self._refused.get(key)
+        if seen is not None:
+            if seen[0] != facts.digest():
+                raise RequestError(ErrorCode.CONFLICT, "client_message_id reused with other content")
+            self._count(facts.kind, "remembered")
+            raise RequestError(ErrorCode.POLICY_REFUSED, seen[1])
+        verdict = await self._ask(facts)
+        if isinstance(verdict, Accept):
+            self._count(facts.kind, "accept")
+            return
+        if isinstance(verdict, Hold):
+            self._count(facts.kind, "hold")
+            raise PolicyHeld(verdict.reason[:REASON_MAX], verdict.retry_after_ms)
+        if await committed():  # accepted earlier and committed: that verdict stands
+            self._count(facts.kind, "accept")
+            return
+        reason = verdict.reason[:REASON_MAX] or "refused by the send policy"
+        self._refused[key] = (facts.digest(), reason, now + self._ttl)
+        while len(self._refused) > self._max:
+            self._refused.popitem(last=False)
+        self._count(facts.kind, "refuse")
+        raise RequestError(ErrorCode.POLICY_REFUSED, reason)
+
+    def _count(self, kind: str, verdict: str) -> None:
+        child = self._children.get((kind, verdict))
+        if child is None:
+            child = self._children[(kind, verdict)] = self._m.verdicts.labels(kind=kind, verdict=verdict)
+        child.inc()
+
+    async def _ask(self, facts: SendFacts) -> Verdict:
+        assert self._policy is not None
+        try:
+            answer = self._policy(facts)
+            if inspect.isawaitable(answer):
+                async with asyncio.timeout(POLICY_TIMEOUT_S):  # no task of its own (wait_for makes one)
+                    answer = await answer
+        except asyncio.TimeoutError:
+            self._count(facts.kind, "timeout")
+            return Hold(TIMEOUT_HOLD_MS, "the send policy did not answer in time")
+        except Exception as exc:  # noqa: BLE001 — a policy's bug holds the send (fail closed), never drops it
+            logger.error("send policy failed: %s", type(exc).__name__)  # no body, no message text (it may quote it)
+            self._count(facts.kind, "error")
+            return Hold(TIMEOUT_HOLD_MS, "the send policy failed")
+        if not isinstance(answer, (Accept, Refuse, Hold)):
+            logger.error("send policy returned %s, not a Verdict", type(answer).__name__)
+            self._count(facts.kind, "error")
+            return Hold(TIMEOUT_HOLD_MS, "the send policy failed")
+        return answer
+
+    def _expire(self, now: float) -> None:
+        while self._refused:
+            _, (_, _, until) = next(iter(self._refused.items()))
+            if until > now:
+                break
+            self._refused.popitem(last=False)
