@@ -24,6 +24,8 @@ tests/, not in the qim package, so the wheel carries no test code.
 
 `start_test_engines(base, with_cassandra=True)` (or QIM_DEV_WITH_CASSANDRA=1) adds
 Cassandra to an EngineSet.
+`start_test_engines(base, redis_instances=3)` (or QIM_TEST_REDIS_INSTANCES=3 for every
+test's engines) runs three standalone Redis instances (qim/dev/redis_instances.py).
 
 An engine that cannot start FAILS the tests that need it (ENGINES.md, "Rules").
 The engines get a parent-death signal (setpriv --pdeathsig), so a killed pytest does not leave them running.
@@ -55,14 +57,19 @@ ROOM_RING_EVENTS = 32
 
 def start_test_engines(base_dir, shard_count: int = TEST_SHARD_COUNT,
                        with_cassandra: bool | None = None, brokers: int = 1, outbox_partitions: int = 1,
-                       redis_instances: int = 1) -> EngineSet:
+                       redis_instances: int | None = None) -> EngineSet:
     """Start a private EngineSet under `base_dir`; on failure stop what started.
 
     `with_cassandra` defaults to QIM_DEV_WITH_CASSANDRA; `brokers` 3 is a KRaft cluster
     (replication factor 3); `redis_instances` N standalone Redis instances (the layout of
-    qim/dev/redis_instances.py, in the env every service gets). Raises EngineError with
-    the engine's log tail.
+    qim/dev/redis_instances.py, in the env every service gets; default
+    QIM_TEST_REDIS_INSTANCES, else 1: every test stack on N instances). Raises EngineError
+    with the engine's log tail.
     """
+    import os
+
+    if redis_instances is None:
+        redis_instances = int(os.environ.get("QIM_TEST_REDIS_INSTANCES", "1"))
     try:
         return EngineSet.up(base_dir, shard_count, die_with_parent=True, with_cassandra=with_cassandra,
                             brokers=brokers, outbox_partitions=outbox_partitions, redis_instances=redis_instances)

@@ -251,12 +251,12 @@ def sdk_base_on(node: str, table: dict[int, str], n: int = 8) -> int:
 
 
 def freeze_all(st, seconds: float) -> None:
-    """SIGSTOP every running service, Redis and every live broker at once, SIGCONT them
+    """SIGSTOP every running service, every Redis instance and every live broker at once, SIGCONT them
     all `seconds` later: the whole machine paused (a VM held by its host, as the CI
     machines were seen to do for 1 to 10 s; docs/status.md), every lease running out at once.
     The shared Cassandra node goes on (other modules' stacks use it)."""
     pids = [st.pids[n] for n in st.names if st.alive(n)]
-    pids += [st.engines.redis.pid] + [k.pid for k in st.engines.kafkas if k.alive()]
+    pids += [r.pid for r in st.engines.redises] + [k.pid for k in st.engines.kafkas if k.alive()]
     stopped = []
     try:
         for pid in pids:
