@@ -36,7 +36,8 @@ async def tiered3(store_engines):
 
 def groups_on_each_instance(stores) -> list:
     """One group conversation per core instance."""
-    layout, found, gid = stores.redis.topology.layout, {}, 1
+    layout, gid = stores.redis.topology.layout, 1
+    found: dict = {}
     while len(found) < len(layout.core):
         c = group(stores, group_id=gid)
         found.setdefault(layout.core_index(CommitKeys(c.tenant, c.conversation_id).bucket), c)
