@@ -22,9 +22,8 @@ then ends with `group_entries_per_s=…` (mailbox entries appended per second un
 pipeline drained). `--topology scaled` (PERF_TOPOLOGY=scaled) runs two nodes of every
 kind (`scaled_nodes`) on the same machine, on engines of their own (.perf/engines-scaled:
 the Outbox gets two partitions), to compare CPU per message with the single topology.
-`--redis N` (PERF_REDIS=N > 1) runs the whole measurement twice, with one Redis and with N
-standalone instances (qim/dev/redis_instances.py), and prints both lines and one line
-side by side (qim/dev/perf_redis.py). `--brokers 3` (PERF_BROKERS=3) runs a three-broker KRaft cluster (RF 3, min ISR 2, no
+`--redis N` (PERF_REDIS=N > 1) measures one Redis and N instances side by side
+(qim/dev/perf_redis.py). `--brokers 3` (PERF_BROKERS=3) runs a three-broker KRaft cluster (RF 3, min ISR 2, no
 flush per append: the production durability profile) instead of the one broker that
 flushes every append (.perf/engines-3brokers; each broker its own row: kafka1, kafka2, kafka3;
 started from threads, they outlive a SIGKILL of this command: `qim-dev engines down --dir`).
@@ -312,8 +311,7 @@ def run_one(cfg: argparse.Namespace) -> tuple[int, Optional[str], list[Step], li
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run `make perf`; see the module docstring for the exit codes (2: a bad option or
-    PERF_* value, `perf: <what is wrong>`, before anything starts). PERF_REDIS=N > 1:
-    the measurement with one Redis and with N instances, side by side (qim/dev/perf_redis.py)."""
+    PERF_* value, `perf: <what is wrong>`, before anything starts; PERF_REDIS=N > 1: perf_redis)."""
     try:
         cfg = options(argv)
     except PerfArgError as exc:
