@@ -159,3 +159,40 @@ async def test_a_refused_shard_leaves_the_registrations_its_moved_neighbour_prod
             [Message(TENANT, direct, 5, 1000, u, [v])], everybody)) == 0
     finally:
         await topology.aclose()
+
+
+class Recorded:
+    """A ConversationStateStore that records what it was given (the drain's target)."""
+
+    def __init__(self) -> None:
+        self.batches: list[list] = []
+
+    async def register(self, rows) -> None:
+        self.batches.append(list(rows))
+
+    async def conversations(self, tenant: int, user: int) -> list:
+        return [r for b in self.batches for r in b if (r.tenant, r.user) == (tenant, user)]
+
+
+async def test_the_drainer_takes_every_instances_queue_oldest_first(redis_three, monkeypatch):
+    from qim.services.session import firstreg
+
+    three = redis_three
+    layout = layout3(three)
+    topology = topology_of(layout)
+    s = RedisSessionStore(topology, first_registrations=True)
+    users = everyone(layout)
+    monkeypatch.setattr(firstreg, "DRAIN_BATCH", 3)
+    try:
+        await s.register([Registration(TENANT, u, GROUP, 1000 + i, 0, 0) for i, u in enumerate(users)])
+        assert all(e.client().zcard(ucs_pending_key()) > 0 for e in three)  # every instance queued its own
+        table = Recorded()
+        drainer = firstreg.FirstRegistrations(s, table)
+        while await drainer.drain_once():
+            pass
+        assert [[r.first_seen_at_ms for r in b] for b in table.batches] == [
+            [1000 + i for i in range(k, min(k + 3, len(users)))] for k in range(0, len(users), 3)]
+        assert [r.user for b in table.batches for r in b] == users
+        assert [e.client().zcard(ucs_pending_key()) for e in three] == [0, 0, 0]
+    finally:
+        await topology.aclose()
