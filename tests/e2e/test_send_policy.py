@@ -7,7 +7,7 @@ client_message_id) gets the same verdict, also when the policy would now answer
 otherwise (refused then "accepted": still refused; accepted then "refused": the original
 ACK); nothing refused or held reaches a recipient. The Python SDK raises PolicyRefused
 at once (no retry loop), tells SendFailed and keeps the body; a held send stays pending
-and is retried after the hint until accepted."""
+and is retried after the hint until accepted, ahead of the device's later sends."""
 
 from __future__ import annotations
 
@@ -135,7 +135,7 @@ async def test_room_posts_refused_held_and_retried_get_the_same_verdict(policy_s
         await b.close()
 
 
-async def test_the_sdk_raises_a_typed_refusal_and_retries_a_held_send_until_accepted(policy_stack, tmp_path):
+async def test_the_sdk_raises_a_typed_refusal_and_retries_held_sends_in_order(policy_stack, tmp_path):
     ua, ub = users(2)
     a = await member(policy_stack, tmp_path, ua)
     try:
@@ -148,6 +148,15 @@ async def test_the_sdk_raises_a_typed_refusal_and_retries_a_held_send_until_acce
         assert a.runtime.store.pending_state(failed[0].client_message_id) == "failed"
         ack = await a.send(conv, b"once-held, then fine")  # held once (200 ms), retried, accepted
         assert ack.conversation_seq >= 1
+        # a held send keeps the device's order: the send after it commits after it
+        held_cmid = await a.send(conv, b"once-held, first", wait=False)
+        next_cmid = await a.send(conv, b"sent while the first is held", wait=False)
+
+        def acked() -> dict:
+            return {x.client_message_id: x.conversation_seq for e in a.told.of(ev.PendingResolved) for x in e.acks}
+
+        await until(lambda: {held_cmid, next_cmid} <= acked().keys(), what="both sends acknowledged")
+        assert acked()[held_cmid] == ack.conversation_seq + 1 and acked()[next_cmid] == ack.conversation_seq + 2
         room = room_id()
         await a.join_room(room)
         with pytest.raises(PolicyRefused):
