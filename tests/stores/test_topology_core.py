@@ -111,6 +111,10 @@ async def scenario(stores, gids: list[int]) -> dict:
         "pages": [[r.body for r in (await stores.messages.history_page(TENANT, c.conversation_id, ((0, None),), 0,
                                                                         NEWER, 10, 1 << 20)).records]
                   for c in convs],
+        "hot_pages": [[(p.floor, p.found, [r.body for r in p.records])
+                       for p in [await hot.page(TENANT, c.conversation_id, ((0, None),), 0, NEWER, 3)]]
+                      + [await hot.floor(TENANT, c.conversation_id),
+                         await hot.latest(TENANT, c.conversation_id, ((0, None),))] for c in convs],
         "views": await stores.groups.member_views(TENANT, 6, [c.conversation_id for c in convs]),
         "snapshots": [sorted(s) for s in await stores.groups.snapshots([(TENANT, c.conversation_id, 1)
                                                                          for c in convs])],
@@ -151,6 +155,7 @@ async def test_conversation_keys_on_their_bucket_instance_and_reads_equal_one_in
     # the same writes on one instance read back the same
     assert got3["pending"] == got3["stale"] and got3["inflight"] == len(gids)
     assert [w for _, w in got3["tails"]] == [[5, 4, 3, 2]] * len(gids)  # above base 1: 3 sends, 1 reserved
+    assert all(p[0][:2] == (0, 4) and p[2] == (0, 5) for p in got3["hot_pages"])  # floor 0, 3 of 5, latest 5
     assert got3 == got1
 
 
