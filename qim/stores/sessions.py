@@ -141,5 +141,8 @@ class SessionStore(Protocol):
         `tenures` = {shard: the tenure its checkpoint was bound with} when given, as
         `checkpoint_advance` (same errors, a lost reply's retry passes), in one round
         trip; no checkpoint moves unless every registration was written. How many
-        conversations were new for their user."""
+        conversations were new for their user. A backend whose shards live apart
+        (several Redis instances, docs/decisions/0097) keeps this per shard: a shard's
+        checkpoint moves only after every registration its records produced, and a
+        refusal of one shard's checkpoint may leave another's moved."""
         ...
