@@ -19,6 +19,7 @@ from qim._core import mailbox_seq as mseq
 from qim.config.redislayout import RedisLayout
 from qim.consts import DAY_MS
 from qim.errors import MailboxDirty
+from qim.stores.errors import StoreUnavailable
 from qim.stores.mailboxes import FusedRecord, day_of
 from qim.stores.redis.keys import days_key, dp_key, dpidx_key, mailbox_key, wm_key
 from qim.stores.redis.mailboxes import RedisMailboxStore
@@ -138,5 +139,24 @@ async def test_a_shards_call_naming_a_user_of_another_instance_is_refused_with_n
         # the same record to the shard's own user goes through
         assert [s for s, _ in await m.fused(1, EPOCH, records(1, [own]), None, b"W1", writer=b"me")] == ["FRESH"] * 2
         assert len(await m.read_range(TENANT, own, [DAY], -1, 10, 10)) == 2
+    finally:
+        await topology.aclose()
+
+
+async def test_an_instance_down_fails_only_the_calls_of_its_shards(redis_three):
+    """Each instance coalesces its own calls: with shard 0's instance (c) stopped, the
+    fused calls of shards 1 and 2 (instances a and b) made in the same event-loop
+    iteration are written; shard 0's alone fails, typed (decision 0096: the others go on)."""
+    three = redis_three
+    layout = layout3(three)
+    topology = topology_of(layout)
+    m = RedisMailboxStore(topology)
+    try:
+        three[[e.addr for e in three].index(layout.mailbox[0])].stop()
+        got = await asyncio.gather(*(m.fused(s, EPOCH, records(s, shard_users(TENANT, s, 2)), None, b"W%d" % s,
+                                             writer=b"me") for s in (0, 1, 2)), return_exceptions=True)
+        assert isinstance(got[0], StoreUnavailable)
+        assert [[status for status, _ in g] for g in got[1:]] == [["FRESH", "FRESH"]] * 2
+        assert [await m.load_watermark(s) for s in (1, 2)] == [(b"W1", EPOCH), (b"W2", EPOCH)]
     finally:
         await topology.aclose()
