@@ -12,7 +12,6 @@ concurrently. The trim's queue update is a second call on the home (decision 010
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, Optional, Sequence
 
 from qim.consts import RETENTION_DEFAULT
@@ -29,6 +28,7 @@ from qim.stores.redis.keys import (
 )
 from qim.stores.redis.messages import STATES
 from qim.stores.redis.scripts import boundary, int_score_pairs
+from qim.stores.redis.spread import spread
 from qim.stores.redis.topology import as_topology
 from qim.stores.retention import check_class
 from qim.stores.sessions import Checkpoint
@@ -52,26 +52,6 @@ def parse_member(member: bytes) -> tuple[int, bytes]:
         return int(t, 16), conv
     except (UnicodeDecodeError, ValueError):
         raise StoreCorrupt("malformed trim queue member") from None
-
-
-async def per_instance(topology, items: Sequence[Any], client_of, run) -> list:
-    """`run(client, its items)` once per instance holding some of `items` (one pipelined
-    round trip each, the instances concurrently; decision 0096 §4); one result per item,
-    in the order of `items`. One instance: one call, exactly as before."""
-    groups = topology.group_by(list(enumerate(items)), lambda pair: client_of(pair[1]))
-    if len(groups) <= 1:
-        return list(await run(groups[0][0], list(items))) if groups else []
-    # every instance's call finishes before the first failure (a typed store error) is raised
-    parts = await asyncio.gather(*(run(c, [item for _, item in group]) for c, group in groups),
-                                 return_exceptions=True)
-    for part in parts:
-        if isinstance(part, BaseException):
-            raise part
-    out: list = [None] * len(items)
-    for (_, group), part in zip(groups, parts):
-        for (i, _), r in zip(group, part):  # type: ignore[arg-type]  # failures raised above
-            out[i] = r
-    return out
 
 
 class RedisArchiveState:
@@ -143,7 +123,7 @@ class RedisArchiveState:
                         pipe.get(CommitKeys(tenant, conv).retention())
                     return await pipe.execute()
 
-        got = await per_instance(self._t, conversation_ids, lambda c: self._conv(tenant, c)[1], read)
+        got = await spread(self._t, conversation_ids, lambda c: self._conv(tenant, c)[1], read)
         out = []
         for raw in got:
             name = raw.decode() if raw else RETENTION_DEFAULT
@@ -247,7 +227,7 @@ class RedisArchiveState:
             with boundary("floor read"):
                 return await client.mget([CommitKeys(tenant, c).floor() for c in convs])
 
-        got = await per_instance(self._t, conversation_ids, lambda c: self._conv(tenant, c)[1], read)
+        got = await spread(self._t, conversation_ids, lambda c: self._conv(tenant, c)[1], read)
         return [int(v or 0) for v in got]
 
     async def lease(self, name: str, token: str, ttl_ms: int) -> bool:
