@@ -12,7 +12,13 @@ operation. All validation happens before the sequence is taken.
 
 Errors: StoreUnavailable; Conflict, Forbidden, NotFound (group change: no such group),
 MembershipMoved, RecordChanged, ClockBehind(message_id), PreviousNotSequenced, Revoked
-(sends) from the reserving calls; NotFound / NotRecorded from `mark_committed`.
+(sends), RefusalKept (a send the send policy refused before) from the reserving calls;
+NotFound / NotRecorded from `mark_committed`.
+
+The send policy's refusals are kept here too, beside the commit keys of the same
+(tenant, conversation, sender, cmid) and in the same commit bucket (docs/decisions/0099,
+Amendment): `refuse` keeps one unless a commit exists, a reserve with `policy_checked`
+reads it in the same atomic call, `refusal` reads it alone (a held send).
 """
 
 from __future__ import annotations
@@ -21,8 +27,18 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Optional, Protocol, Sequence
 
 from qim.consts import UNPUBLISHED_SCAN_MAX
+from qim.errors import ErrorCode
+from qim.stores.errors import StorageError
 
 RESERVED, RECORDED, COMMITTED = "RESERVED", "RECORDED", "COMMITTED"
+
+
+class RefusalKept(StorageError):
+    """The send policy refused this (sender, client_message_id) before and the refusal is
+    kept (docs/decisions/0099, Amendment): the retry gets the same POLICY_REFUSED, its
+    message the kept reason, whatever the policy answers now. Nothing was reserved."""
+
+    code = ErrorCode.POLICY_REFUSED
 
 
 class CommitRef(NamedTuple):
@@ -47,7 +63,9 @@ class Reservation:
     some; `previous`: cmid of the device's previous send ("" = none); `device_id` and
     `token_iat` (unix s, 0 = no token: the admin plane): a send is refused (Revoked) when
     the token was issued at or before the device's or the user's revocation cutoff
-    (docs/decisions/0080-revocation-checked-at-commit.md)."""
+    (docs/decisions/0080-revocation-checked-at-commit.md); `policy_checked`: the send
+    policy was asked (a policy is configured), so a kept refusal of this send refuses the
+    reserve (RefusalKept) in the same call; False (no policy) reads nothing more."""
 
     ref: CommitRef
     digest: bytes
@@ -62,6 +80,7 @@ class Reservation:
     older_max: int = UNPUBLISHED_SCAN_MAX
     device_id: int = 0
     token_iat: int = 0
+    policy_checked: bool = False
 
 
 @dataclass(frozen=True)
@@ -214,6 +233,19 @@ class CommitStore(Protocol):
 
     async def exists(self, ref: CommitRef) -> bool:
         """Whether the commit holds state (an idempotent replay)."""
+        ...
+
+    async def refuse(self, ref: CommitRef, digest: bytes, reason: str, ttl_ms: int) -> Optional[str]:
+        """Keep the send policy's refusal of `ref` (identity digest `digest`, `reason`) for
+        `ttl_ms` by the store's clock, atomically unless a commit of `ref` exists. Returns
+        the reason that stands: an earlier kept refusal's (the first answer stands) or
+        `reason`; None when a commit exists (its acceptance stands, nothing written).
+        Conflict when a refusal of `ref` with another digest is kept."""
+        ...
+
+    async def refusal(self, ref: CommitRef, digest: bytes) -> Optional[str]:
+        """The reason of the kept refusal of `ref`, None when none is kept; Conflict when
+        it was kept for another digest."""
         ...
 
     async def inflight_count(self) -> int:

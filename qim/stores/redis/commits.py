@@ -23,11 +23,13 @@ from qim.stores.commits import (
     GroupChange,
     GroupSendCheck,
     LoadedCommit,
+    RefusalKept,
     Reservation,
     Reserved,
     StaleScan,
     StateChange,
 )
+from qim.stores.errors import Conflict
 from qim.stores.groups import encode_members
 from qim.stores.redis.keys import CommitKeys, inflight_key, parse_commit_key, record_key_for, revocation_key
 from qim.stores.redis.scripts import Scripts, boundary
@@ -35,7 +37,7 @@ from qim.stores.redis.spread import gather_all, spread
 from qim.stores.redis.topology import as_topology
 
 SCRIPTS = ("reserve_and_record", "reserve_group_send", "group_change", "state_change", "record", "mark_committed",
-           "commit_stale_scan")
+           "commit_stale_scan", "policy_refuse")
 STATE_NAMES: dict[int, str] = {message_pb2.MESSAGE_STATE_RECALLED: "RECALLED",
                                message_pb2.MESSAGE_STATE_DELETED: "DELETED"}
 
@@ -86,6 +88,8 @@ class RedisCommitStore:
             [res.digest, res.message_id, res.created_at_ms, res.record_prefix, res.audience,
              "1" if res.split else "0", res.writer_token, "1" if res.list_older else "0",
              "1" if res.previous else "0", res.older_max, *extra_args])
+        if status == b"REFUSED":  # a kept refusal of the send policy (qim_refusal_check)
+            raise RefusalKept(_text(state))
         listed = [(_ref_of(_text(older[i]), ref.conversation_id), int(older[i + 1])) for i in range(0, len(older), 2)]
         return Reserved(status == b"FRESH", _text(state), mid, int(cseq), int(cat), listed)
 
@@ -94,12 +98,15 @@ class RedisCommitStore:
         send; both check the sender's revocation cutoffs (device and user) against
         `res.token_iat` in the same call (docs/decisions/0080)."""
         ref = res.ref
-        revoked = [revocation_key(ref.tenant, ref.sender_id, res.device_id), revocation_key(ref.tenant, ref.sender_id, 0)]
-        if group is None:
-            return await self._reserve("reserve_and_record", res, revoked, [res.token_iat])
         keys = CommitKeys(ref.tenant, ref.conversation_id)
-        return await self._reserve("reserve_group_send", res, [keys.group_meta(), keys.group_members(), *revoked],
-                                   [group.version, group.actor, res.token_iat])
+        revoked = [revocation_key(ref.tenant, ref.sender_id, res.device_id), revocation_key(ref.tenant, ref.sender_id, 0)]
+        # with a send policy the kept refusal is read in the same call (RefusalKept,
+        # decision 0099 Amendment); without one the key is not passed and nothing is read
+        kept = [keys.refusal(ref.sender_id, ref.client_message_id)] if res.policy_checked else []
+        if group is None:
+            return await self._reserve("reserve_and_record", res, [*revoked, *kept], [res.token_iat])
+        return await self._reserve("reserve_group_send", res, [keys.group_meta(), keys.group_members(), *revoked,
+                                                               *kept], [group.version, group.actor, res.token_iat])
 
     async def reserve_group_change(self, res: Reservation, change: GroupChange) -> Reserved:
         """CommitStore.reserve_group_change: group_change.lua (meta, members, snapshot of the new version)."""
@@ -214,6 +221,27 @@ class RedisCommitStore:
         """CommitStore.exists: one EXISTS of the commit hash."""
         with boundary("commit read"):
             return bool(await self._t.core(_bucket(ref)).exists(commit_key(ref)))
+
+    async def refuse(self, ref: CommitRef, digest: bytes, reason: str, ttl_ms: int) -> Optional[str]:
+        """CommitStore.refuse: policy_refuse.lua on the core instance of the commit bucket
+        (one round trip; it replaces the EXISTS a refusal asked before)."""
+        keys = CommitKeys(ref.tenant, ref.conversation_id)
+        reply = await self._on(keys.bucket).call(
+            "policy_refuse", [keys.commit(ref.sender_id, ref.client_message_id),
+                              keys.refusal(ref.sender_id, ref.client_message_id)], [digest, reason, ttl_ms])
+        return None if reply[0] == b"COMMITTED" else _text(reply[1])
+
+    async def refusal(self, ref: CommitRef, digest: bytes) -> Optional[str]:
+        """CommitStore.refusal: one HMGET of the kept-refusal hash."""
+        keys = CommitKeys(ref.tenant, ref.conversation_id)
+        with boundary("policy refusal read"):
+            kept, why = await self._t.core(keys.bucket).hmget(keys.refusal(ref.sender_id, ref.client_message_id),
+                                                              "dg", "why")
+        if kept is None:
+            return None
+        if kept != digest:
+            raise Conflict("client_message_id reused with other content")
+        return _text(why)
 
     async def inflight_count(self) -> int:
         """CommitStore.inflight_count: ZCARD of the 256 in-flight ZSETs, one pipeline per

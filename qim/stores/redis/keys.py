@@ -33,6 +33,12 @@ class CommitKeys:
         for CONTROL messages, after commit)."""
         return f"qim:commit:{self.tag}:{self.tenant_hex}:{sender_id}:{cmid.hex()}"
 
+    def refusal(self, sender_id: int, cmid: bytes) -> str:
+        """HASH, CommitStore: the send policy's kept refusal of this send (identity digest
+        `dg`, reason `why`), written only while no commit of it exists, expires
+        COMMIT_OP_HELPER_TTL_MS after it (docs/decisions/0099, Amendment)."""
+        return f"qim:refused:{self.tag}:{self.tenant_hex}:{sender_id}:{cmid.hex()}"
+
     def seq(self) -> str:
         """STRING, CommitStore: the conversation's last conversation_seq (INCR)."""
         return f"qim:cseq:{self.tag}:{self.tenant_hex}:{self.conv_hex}"

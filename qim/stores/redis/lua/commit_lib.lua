@@ -81,6 +81,20 @@ local function qim_revocation_check(device_key, user_key, iat)
   end
 end
 
+-- A send the deployment's send policy refused before (docs/decisions/0099, Amendment):
+-- the refusal kept beside the commit keys (policy_refuse.lua) answers a retry of the
+-- same (sender, cmid) whatever the policy says now, the stored reason, nothing reserved;
+-- another identity digest is CONFLICT, as at the commit. nil when none is kept. Only
+-- called when the caller passed the refusal key (a policy is configured).
+local function qim_refusal_check(refusal_key, digest)
+  local r = redis.call('HMGET', refusal_key, 'dg', 'why')
+  if not r[1] then return nil end
+  if r[1] ~= digest then
+    error({err = 'QIM_CONFLICT client_message_id reused with other content'})
+  end
+  return {'REFUSED', r[2], '', '0', '0', {}}
+end
+
 -- Checks every reservation passes before anything is written (scripts are not rolled
 -- back): the previous send of the device holds a commit state, and the message_id
 -- (hence created_at) is not below the conversation's last one, so created_at never
