@@ -18,7 +18,10 @@ Bound to (sender, client_message_id): an accepted send is bound by its commit (a
 that the policy would now refuse still gets its original ACK: `committed()` is asked
 only on a refusal), a refusal by the seam's memo for COMMIT_OP_HELPER_TTL_MS (the
 longest a client retries a pending send), so a retry gets the same refusal without the
-policy being asked again. Without a policy (`QIM_SEND_POLICY` unset) `active` is False
+policy being asked again. Where the commit facts outlive the process (the writer's
+CommitStore) the caller passes `kept`, a `KeptRefusals` there: the refusal is kept in
+the store too (the process memo only spares asking again), so a retry after a restart
+or failover gets the same refusal (decision 0099, Amendment). Without a policy (`QIM_SEND_POLICY` unset) `active` is False
 and the callers skip the seam: no call, no await, no round trip.
 """
 
@@ -32,7 +35,7 @@ import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Optional, Union
+from typing import Any, Awaitable, Callable, NoReturn, Optional, Protocol, Union
 
 from prometheus_client import CollectorRegistry
 
@@ -42,8 +45,8 @@ from qim.obs.metrics import MetricSet
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ACCEPT", "Accept", "Hold", "PolicyHeld", "PolicySeam", "Refuse", "SendFacts", "SendPolicy", "Verdict",
-           "load_policy"]
+__all__ = ["ACCEPT", "Accept", "Hold", "KeptRefusals", "PolicyHeld", "PolicySeam", "Refuse", "SendFacts",
+           "SendPolicy", "Verdict", "load_policy"]
 
 # A policy answers within this; past it the send is held (not committed, retried by the
 # client): a slower policy must not make the gateway fail the writer over (its attempt
@@ -119,6 +122,21 @@ class PolicyHeld(RequestError):
         self.retry_after_ms = min(max(retry_after_ms, HOLD_MIN_MS), HOLD_MAX_MS)
 
 
+class KeptRefusals(Protocol):
+    """Where one send's refusal is kept beyond the process (the writer: the CommitStore,
+    beside the send's commit keys; decision 0099, Amendment)."""
+
+    async def refuse(self, reason: str) -> Optional[str]:
+        """Keep the refusal unless the send is committed: the reason that stands (an
+        earlier kept refusal's, else `reason`), None when a commit exists (the earlier
+        acceptance stands). RequestError CONFLICT when kept for other content."""
+        ...
+
+    async def refused(self) -> Optional[str]:
+        """The kept refusal's reason, None when none. RequestError CONFLICT as above."""
+        ...
+
+
 def load_policy(spec: str) -> Optional[SendPolicy]:
     """QIM_SEND_POLICY "package.module:callable" -> the callable; "" -> None (accept
     everything, the seam is skipped). ConfigError naming the variable when the module does
@@ -163,12 +181,17 @@ class PolicySeam:
         # (tenant, sender, cmid) -> (content digest, reason, expires at): the refusals
         self._refused: OrderedDict[tuple[int, int, bytes], tuple[bytes, str, float]] = OrderedDict()
 
-    async def check(self, facts: SendFacts, committed: Callable[[], Awaitable[bool]]) -> None:
+    async def check(self, facts: SendFacts, committed: Optional[Callable[[], Awaitable[bool]]] = None,
+                    kept: Optional[KeptRefusals] = None) -> None:
         """Returns when the send may commit. Raises RequestError POLICY_REFUSED (refused
         now or before for this cmid), CONFLICT (this cmid was refused with another
         content), PolicyHeld (held, the policy did not answer within POLICY_TIMEOUT_S, or
         it failed: fail closed, the client retries). `committed()` is awaited only on a
-        refusal: True (a commit of this cmid exists) keeps the earlier acceptance."""
+        refusal: True (a commit of this cmid exists) keeps the earlier acceptance. With
+        `kept` (the writer) a refusal is kept there instead (one call that also keeps an
+        earlier acceptance: `committed` is not asked), and a held send whose refusal is
+        kept gets that refusal; an accepted one is checked by the caller's reserve (no
+        extra round trip: the reserve reads the kept refusal, RefusalKept -> `refused_before`)."""
         key = (facts.tenant, facts.user_id, facts.client_message_id)
         now = self._clock()
         self._expire(now)
@@ -183,17 +206,36 @@ class PolicySeam:
             self._count(facts.kind, "accept")
             return
         if isinstance(verdict, Hold):
+            stands = await kept.refused() if kept is not None else None
+            if stands is not None:  # refused before this process (a restart, a failover)
+                self.refused_before(facts, stands)
             self._count(facts.kind, "hold")
             raise PolicyHeld(verdict.reason[:REASON_MAX], verdict.retry_after_ms)
-        if await committed():  # accepted earlier and committed: that verdict stands
+        refusal = verdict.reason[:REASON_MAX] or "refused by the send policy"
+        reason: Optional[str] = refusal
+        if kept is not None:
+            reason = await kept.refuse(refusal)  # the first kept reason stands
+        elif committed is not None and await committed():
+            reason = None
+        if reason is None:  # accepted earlier and committed: that verdict stands
             self._count(facts.kind, "accept")
             return
-        reason = verdict.reason[:REASON_MAX] or "refused by the send policy"
-        self._refused[key] = (facts.digest(), reason, now + self._ttl)
-        while len(self._refused) > self._max:
-            self._refused.popitem(last=False)
+        self._keep(facts, reason, now)
         self._count(facts.kind, "refuse")
         raise RequestError(ErrorCode.POLICY_REFUSED, reason)
+
+    def refused_before(self, facts: SendFacts, reason: str) -> NoReturn:
+        """A refusal kept elsewhere (KeptRefusals) answered this send: remember it here
+        too, count it `remembered` and raise its POLICY_REFUSED."""
+        self._keep(facts, reason, self._clock())
+        self._count(facts.kind, "remembered")
+        raise RequestError(ErrorCode.POLICY_REFUSED, reason)
+
+    def _keep(self, facts: SendFacts, reason: str, now: float) -> None:
+        self._refused[(facts.tenant, facts.user_id, facts.client_message_id)] = (facts.digest(), reason,
+                                                                                  now + self._ttl)
+        while len(self._refused) > self._max:
+            self._refused.popitem(last=False)
 
     def _count(self, kind: str, verdict: str) -> None:
         child = self._children.get((kind, verdict))

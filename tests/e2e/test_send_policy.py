@@ -11,6 +11,7 @@ and is retried after the hint until accepted, ahead of the device's later sends.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -31,12 +32,21 @@ REFUSED, HELD = ErrorCode.POLICY_REFUSED, ErrorCode.UNAVAILABLE
 
 
 @pytest.fixture(scope="module")
-def policy_stack(tmp_path_factory):
+def policy_switch(tmp_path_factory) -> Path:
+    """The file steering tests.policy.switch for sends with b"switch" in the body."""
+    path = tmp_path_factory.mktemp("switch") / "verdict"
+    path.write_text("accept")
+    return path
+
+
+@pytest.fixture(scope="module")
+def policy_stack(tmp_path_factory, policy_switch):
     """One gateway, writer, RoomWriter... with the test policy loaded by the writer and
-    the RoomWriter (PYTHONPATH: the policy module lives under tests/)."""
+    the RoomWriter (PYTHONPATH: the policy module lives under tests/): by_content, and
+    the switch's file for bodies with b"switch" (tests/policy/switch.py)."""
     with running_stack(tmp_path_factory.mktemp("policy"),
-                       extra_env={"QIM_SEND_POLICY": "tests.policy.policies:by_content",
-                                  "PYTHONPATH": str(ROOT)}) as st:
+                       extra_env={"QIM_SEND_POLICY": "tests.policy.switch:by_switch",
+                                  "POLICY_SWITCH_FILE": str(policy_switch), "PYTHONPATH": str(ROOT)}) as st:
         yield st
 
 
@@ -165,3 +175,54 @@ async def test_the_sdk_raises_a_typed_refusal_and_retries_held_sends_in_order(po
         await until(lambda: posts(a, room) == [b"room hello"], what="the accepted post only")
     finally:
         await a.close()
+
+
+async def served(request, deadline_s: float = 90.0):
+    """`request()` again while the writer is not back (UNAVAILABLE) -> (opcode, reply)."""
+    deadline = asyncio.get_running_loop().time() + deadline_s
+    while True:
+        op, reply = await request()
+        if op != Opcode.ERROR or reply.code != HELD or asyncio.get_running_loop().time() > deadline:
+            return op, reply
+        await asyncio.sleep(0.3)
+
+
+async def test_a_refusal_outlives_a_writer_kill_and_a_policy_that_changed(policy_stack, policy_switch):
+    """Decision 0099, Amendment: the refusal is kept in the CommitStore, so after the
+    writer is killed (SIGKILL: its memory is gone) and the policy flips to accept, a
+    retried direct or group send (same cmid) is still refused with the first reason;
+    the same cmid with other content is CONFLICT; a new cmid is accepted."""
+    ua, ub = users(2)
+    a, b = await RawClient.login(policy_stack, ua), await RawClient.login(policy_stack, ub)
+    send, reason = Opcode.SEND_MESSAGE, "switched off for now"
+    try:
+        group = users(1)[0]
+        op, created = await create(a, group, [ua, ub])
+        assert op == Opcode.GROUP_OK, created
+        policy_switch.write_text(f"refuse:{reason}")
+        dcmid, gcmid = os.urandom(16), os.urandom(16)
+        op, reply = await a.send_text(ub, b"switch direct", cmid=dcmid)
+        assert op == Opcode.ERROR and refused(reply, send, reason), reply
+        op, reply = await gsend(a, group, b"switch group", gcmid)
+        assert op == Opcode.ERROR and refused(reply, send, reason), reply
+        await asyncio.to_thread(policy_stack.kill_service, "writer")
+        policy_switch.write_text("accept")
+        await asyncio.to_thread(policy_stack.start_service, "writer")
+        await asyncio.to_thread(policy_stack.wait_ready, ["writer"])
+        op, reply = await served(lambda: a.send_text(ub, b"switch direct", cmid=dcmid))
+        assert op == Opcode.ERROR and refused(reply, send, reason), reply
+        op, reply = await served(lambda: gsend(a, group, b"switch group", gcmid))
+        assert op == Opcode.ERROR and refused(reply, send, reason), reply
+        op, reply = await a.send_text(ub, b"switch otherwise", cmid=dcmid)
+        assert op == Opcode.ERROR and reply.code == ErrorCode.CONFLICT, reply
+        op, ok = await a.send_text(ub, b"switch direct", cmid=os.urandom(16))  # the policy accepts now
+        assert op == Opcode.SEND_ACK, ok
+        entries = await wait_for_entries(b, 2)  # the group's notice and the accepted send only
+        assert sorted(e.body for e in entries if e.message_type != CONTROL) == [b"switch direct"]
+    finally:
+        policy_switch.write_text("accept")
+        if not policy_stack.alive("writer"):
+            await asyncio.to_thread(policy_stack.start_service, "writer")
+            await asyncio.to_thread(policy_stack.wait_ready, ["writer"])
+        await a.close()
+        await b.close()

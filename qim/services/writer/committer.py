@@ -25,7 +25,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Mapping, Optional, Protocol
 
-from qim.consts import CONVERSATION_KIND_GROUP, EVENT_GROUP_MAX_BYTES, INLINE_BODY_BUDGET_BYTES, MAX_MESSAGE_BODY
+from qim.consts import (
+    COMMIT_OP_HELPER_TTL_MS,
+    CONVERSATION_KIND_GROUP,
+    EVENT_GROUP_MAX_BYTES,
+    INLINE_BODY_BUDGET_BYTES,
+    MAX_MESSAGE_BODY,
+)
 from qim.errors import ErrorCode, RequestError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncProducer
@@ -36,7 +42,16 @@ from qim.services.writer.hlc import CeilingPassed, HlcClock
 from qim.services.writer.metrics import WriterMetrics
 from qim.services.writer.outbox import OutboxPublisher, ack
 from qim.services.writer.sequencer import ConversationTurns, Turn
-from qim.stores.commits import COMMITTED, RESERVED, CommitRef, CommitStore, GroupSendCheck, Reservation, Reserved
+from qim.stores.commits import (
+    COMMITTED,
+    RESERVED,
+    CommitRef,
+    CommitStore,
+    GroupSendCheck,
+    RefusalKept,
+    Reservation,
+    Reserved,
+)
 from qim.stores.errors import ClockBehind, MembershipMoved, RecordChanged, StoreUnavailable
 from qim.wire.outbox import stored_record
 from qim.wire.validate import check_send_shape, identity_digest
@@ -87,6 +102,25 @@ def send_facts(actor: internal_pb2.Actor, tenant: int, kind: int, msg: message_p
                      user_id=actor.user_id, device_id=actor.device_id, conversation_id=msg.conversation_id,
                      message_type=msg.message_type, custom_type=msg.custom_type, body=msg.body,
                      client_message_id=msg.client_message_id)
+
+
+@dataclass(frozen=True)
+class StoreRefusals:
+    """The send policy's refusal of one send kept in the CommitStore beside its commit
+    keys, for COMMIT_OP_HELPER_TTL_MS (qim.policy.KeptRefusals; decision 0099, Amendment):
+    a retry after a writer restart or failover gets the same refusal."""
+
+    commits: CommitStore
+    ref: CommitRef
+    digest: bytes  # the send's identity digest: other content under this cmid is CONFLICT
+
+    async def refuse(self, reason: str) -> Optional[str]:
+        """KeptRefusals.refuse: CommitStore.refuse (None: a commit of the send exists)."""
+        return await self.commits.refuse(self.ref, self.digest, reason, COMMIT_OP_HELPER_TTL_MS)
+
+    async def refused(self) -> Optional[str]:
+        """KeptRefusals.refused: CommitStore.refusal."""
+        return await self.commits.refusal(self.ref, self.digest)
 
 
 class MessageCommitter:
@@ -217,15 +251,16 @@ class MessageCommitter:
         tenant = int.from_bytes(actor.tenant_id, "big")
         ref = CommitRef(tenant, msg.conversation_id, actor.user_id, msg.client_message_id)
         digest = identity_digest(msg)
+        facts = send_facts(actor, tenant, kind, msg) if self._policy.active else None
         for attempt in range(REPLAN_ATTEMPTS):
             # planned before the conversation's turn comes (reads overlap); a re-plan reads
             # again while the turn is held, so arrival order is kept
             plan = await planner.plan(actor, tenant, msg, fresh=attempt > 0)
-            if attempt == 0 and self._policy.active:
+            if attempt == 0 and facts is not None:
                 # the send policy (docs/decisions/0099): after the plan (a non-member's send is
                 # FORBIDDEN before any policy sees it), before the reserve, once per request;
-                # a refusal stands only while no commit of this cmid exists
-                await self._policy.check(send_facts(actor, tenant, kind, msg), lambda: self._commits.exists(ref))
+                # a refusal is kept in the CommitStore while no commit of this cmid exists
+                await self._policy.check(facts, kept=StoreRefusals(self._commits, ref, digest))
             record = self.new_record(actor, msg.conversation_id, msg.client_message_id, msg.message_type,
                                      msg.custom_type, msg.body)
             group = plan.group
@@ -233,6 +268,9 @@ class MessageCommitter:
             def reserve(res: Reservation, group: Optional[GroupSendCheck] = group) -> Awaitable[Reserved]:
                 # the token's revocation is checked in the reserve itself (docs/decisions/0080)
                 res.device_id, res.token_iat = actor.device_id, actor.token_iat
+                # a send the policy accepted now may have been refused before (another
+                # writer process): the reserve reads the kept refusal in the same call
+                res.policy_checked = facts is not None
                 return self._commits.reserve(res, group)
 
             try:
@@ -240,4 +278,8 @@ class MessageCommitter:
                                              msg.previous_client_message_id)
             except MembershipMoved:
                 continue
+            except RefusalKept as exc:  # the first answer stands (decision 0099, Amendment)
+                if facts is None:  # only a policy-checked reserve reads a kept refusal
+                    raise
+                self._policy.refused_before(facts, exc.message)
         raise RequestError(ErrorCode.UNAVAILABLE, "group membership kept changing; retry")
