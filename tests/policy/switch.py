@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Awaitable, Union
 
 from qim.policy import ACCEPT, Refuse, SendFacts, Verdict
 from tests.policy.policies import by_content
 
 
-async def by_switch(facts: SendFacts) -> Verdict:
-    """The test policy (module doc); the file is read per call (tiny, test-only)."""
+def by_switch(facts: SendFacts) -> Union[Verdict, Awaitable[Verdict]]:
+    """The test policy (module doc): synchronous for a switch send (the file is read per
+    call: tiny, test-only), by_content's awaitable for any other."""
     if b"switch" not in facts.body:
-        return await by_content(facts)
+        return by_content(facts)
     said = Path(os.environ["POLICY_SWITCH_FILE"]).read_text().strip()
     return Refuse(said.removeprefix("refuse:")) if said.startswith("refuse:") else ACCEPT
