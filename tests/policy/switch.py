@@ -3,7 +3,7 @@ refusal that must outlive the writer (docs/decisions/0099, Amendment):
 QIM_SEND_POLICY=tests.policy.switch:by_switch, with POLICY_SWITCH_FILE naming a file.
 
 A send whose body holds b"switch" is answered from that file, read at every call:
-"refuse:<reason>" refuses with <reason>, anything else accepts. Every other send is
+"refuse:<reason>" refuses with <reason>, "hold" holds for 300 ms, anything else accepts. Every other send is
 answered by tests.policy.policies.by_content, so one stack serves both."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Awaitable, Union
 
-from qim.policy import ACCEPT, Refuse, SendFacts, Verdict
+from qim.policy import ACCEPT, Hold, Refuse, SendFacts, Verdict
 from tests.policy.policies import by_content
 
 
@@ -22,4 +22,6 @@ def by_switch(facts: SendFacts) -> Union[Verdict, Awaitable[Verdict]]:
     if b"switch" not in facts.body:
         return by_content(facts)
     said = Path(os.environ["POLICY_SWITCH_FILE"]).read_text().strip()
+    if said == "hold":
+        return Hold(300, "under review")
     return Refuse(said.removeprefix("refuse:")) if said.startswith("refuse:") else ACCEPT

@@ -3,8 +3,8 @@ Amendment), on real Redis and Kafka with two writer processes' worth of state (t
 ConversationWriters over one Redis, a failover): an accepted send with a policy
 configured is still one reserving call and one mark_committed (the reserve reads the
 kept refusal itself); a refusal is one call (policy_refuse.lua); and a retry of a
-refused send through the other writer, whose policy now accepts it, is refused with the
-first reason in its reserving call, nothing committed."""
+refused send through the other writer, whose policy now holds it and then accepts it, is
+refused with the first reason (the accepted one in its reserving call), nothing committed."""
 
 from __future__ import annotations
 
@@ -57,10 +57,14 @@ async def test_policy_sends_cost_no_extra_round_trip_and_a_refusal_survives_a_fa
         assert await send(first, b"switch refused", cmid) == (ErrorCode.POLICY_REFUSED,
                                                               b"not from this account")
         assert trips.count == 1  # policy_refuse.lua (it also keeps an earlier acceptance)
+        held = os.urandom(16)
+        assert await send(first, b"switch held later", held) == (ErrorCode.POLICY_REFUSED,
+                                                                 b"not from this account")
         await first.producer.close()
         await first.stores.close()
         writers.clear()
-        # the policy changed its mind; another writer process (a failover) answers the retry
+        # the policy changed its mind (accepts, or holds); another writer process (a
+        # failover) answers the retries
         switch.write_text("accept")
         second = ConversationWriter(WriterConfig.from_env(Env({**env, "QIM_WRITER_ID": "1"})))
         writers.append(second)
@@ -69,6 +73,10 @@ async def test_policy_sends_cost_no_extra_round_trip_and_a_refusal_survives_a_fa
         assert await send(second, b"switch refused", cmid) == (ErrorCode.POLICY_REFUSED,
                                                                b"not from this account")
         assert trips.count == 1  # the reserving call read the kept refusal and reserved nothing
+        switch.write_text("hold")
+        assert await send(second, b"switch held later", held) == (ErrorCode.POLICY_REFUSED,
+                                                                  b"not from this account")
+        switch.write_text("accept")
         assert await send(second, b"switch refused otherwise", cmid) == (
             ErrorCode.CONFLICT, b"client_message_id reused with other content")
         assert (await send(second, b"switch refused"))[0] == Opcode.SEND_ACK  # a new cmid is accepted
