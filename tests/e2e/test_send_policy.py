@@ -1,11 +1,13 @@
 """The send-policy seam end to end (docs/decisions/0099-send-policy-seam.md; issue 36
 item 3): a private stack whose writers and RoomWriter load
-QIM_SEND_POLICY=tests.policy.policies:by_content. Through the gateway, for direct, group
+QIM_SEND_POLICY=tests.policy.switch:by_switch (tests.policy.policies:by_content, and a
+file's verdict for bodies with b"switch"). Through the gateway, for direct, group
 and room sends: a refusal is ERROR POLICY_REFUSED with the request's id and the policy's
 reason, a hold is ERROR UNAVAILABLE with retry_after_ms; a retried send (same
 client_message_id) gets the same verdict, also when the policy would now answer
 otherwise (refused then "accepted": still refused; accepted then "refused": the original
-ACK); nothing refused or held reaches a recipient. The Python SDK raises PolicyRefused
+ACK), and after the writer is killed (the Amendment: the refusal is kept in the
+CommitStore); nothing refused or held reaches a recipient. The Python SDK raises PolicyRefused
 at once (no retry loop), tells SendFailed and keeps the body; a held send stays pending
 and is retried after the hint until accepted, ahead of the device's later sends."""
 
