@@ -14,7 +14,7 @@ shards, the durable session projection, CommitRecovery) retry it.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Iterable, Optional
 
 from qim.errors import EngineError, ErrorCode, RequestError
 
@@ -131,3 +131,15 @@ class NotOwner(StorageError):
 
     code = ErrorCode.UNAVAILABLE
     shard: Optional[int] = None
+
+
+class ShardsUnavailable(StoreUnavailable):
+    """A call covering several shards that live on several instances wrote only some of
+    them: `shards` (sorted shard numbers) were NOT written because their instance, or an
+    instance holding a registration they need, was unavailable; every other shard of the
+    call was written (docs/decisions/0097, Amendment). Retry only `shards`, later: the
+    others must not wait for their instance to come back."""
+
+    def __init__(self, message: str, shards: Iterable[int]) -> None:
+        super().__init__(message)
+        self.shards = sorted(shards)

@@ -18,7 +18,8 @@ the dispatch topic, holding the next offset of that partition and fenced by the 
 owner's owner_epoch (docs/decisions/0040-scale-leases-and-fencing.md): the owner fences
 it when it binds, and every advance carries the same epoch.
 
-Errors: StoreUnavailable; NotOwner (its `shard` set) for a stale owner_epoch;
+Errors: StoreUnavailable (ShardsUnavailable from `project` when only some shards were
+written); NotOwner (its `shard` set) for a stale owner_epoch;
 CheckpointConflict when an advance finds other values; StoreCorrupt for a checkpoint
 without its offset.
 """
@@ -144,5 +145,8 @@ class SessionStore(Protocol):
         conversations were new for their user. A backend whose shards live apart
         (several Redis instances, docs/decisions/0097) keeps this per shard: a shard's
         checkpoint moves only after every registration its records produced, and a
-        refusal of one shard's checkpoint may leave another's moved."""
+        refusal of one shard's checkpoint may leave another's moved. When one of its
+        instances is unavailable it writes every shard that does not need that
+        instance and raises ShardsUnavailable naming the shards it did not write
+        (the rest were written; the caller retries only those)."""
         ...

@@ -32,7 +32,8 @@ the topic has no topic id or not QIM_MAILBOX_SHARD_COUNT partitions; when a chec
 offset is below the retained log start (records lost to retention) or past the log end
 (topic re-created); on an undecodable dispatch record (an operator decides: a restart
 would find the same). Without `on_lost` (tests), a checkpoint moved under us too.
-Redis and broker outages are retried with backoff.
+Redis and broker outages are retried with backoff; a Redis instance down holds back
+only the shards that need it, the others go on (durablebatch.py; decision 0097).
 """
 
 from __future__ import annotations
@@ -46,18 +47,16 @@ from qim.consts import DISPATCH_TOPIC, KAFKA_BATCH_FETCH, KAFKA_CONSUME_WAIT_S, 
 from qim.errors import EngineError
 from qim.infra.kafka.bridge import AsyncConsumer
 from qim.infra.kafka.identity import wait_topic_identity
-from qim.obs.logcontext import bind, tracer
+from qim.services.session.durablebatch import BatchWrites, Pending
 from qim.services.session.metrics import SessionMetrics
-from qim.services.session.register import Message, Registration, kind_of, registrations
-from qim.stores.errors import CheckpointConflict, NotOwner, StorageError
+from qim.services.session.register import Registration
 from qim.stores.sessions import SessionStore
-from qim.wire import dispatch as dispatch_record
 
 logger = logging.getLogger(__name__)
 
 
 
-class DurableProjector:
+class DurableProjector(BatchWrites):
     """`start()` binds to the topic; `run()` consumes until cancelled or failed closed.
     `on_registered(regs)` is called after each batch's store writes (cache marks);
     `on_lost(shard, reason)` when a shard stopped here ("refused": a newer owner's fence;
@@ -81,6 +80,7 @@ class DurableProjector:
         self.next: dict[int, int] = {}  # served shard -> next offset of its partition
         self.fences: dict[int, int] = {}  # served shard -> owner_epoch
         self.tenures: dict[int, str] = {}  # served shard -> the token its checkpoint was bound with
+        self.held: dict[int, Pending] = {}  # served shard -> records not written yet (durablebatch.py)
         self.catch_up_to: dict[int, int] = {}
         self.stopped = ""
         self.running = False
@@ -160,6 +160,7 @@ class DurableProjector:
         self.fences.pop(shard, None)
         self.catch_up_to.pop(shard, None)
         self.tenures.pop(shard, None)
+        self.held.pop(shard, None)
 
     async def remove_shard(self, shard: int, reason: str) -> None:
         """Stop projecting `shard` at once (records of it still queued are ignored).
@@ -186,7 +187,7 @@ class DurableProjector:
                     logger.warning("dispatch read failed: %s", exc)
                     await asyncio.sleep(0.5)
                     continue
-                if msgs:
+                if msgs or self.held:  # a held shard is retried even when nothing new came
                     await self._batch(msgs)
         finally:
             self.running = False
@@ -199,95 +200,6 @@ class DurableProjector:
             await self._consumer.remove_partitions(DISPATCH_TOPIC, list(range(self._shard_count)))
         except EngineError as exc:
             logger.warning("dispatch consumer not unassigned after failing closed: %s", exc)
-
-    async def _batch(self, msgs: list) -> None:
-        messages: dict[int, list[Message]] = {}  # partition -> its records' messages
-        advance: dict[int, int] = {}
-        count = 0
-        for m in msgs:
-            part, off = m.partition(), m.offset()
-            if part not in self.next or off < self.next[part]:
-                continue  # a shard given up, or a record projected before
-            try:
-                d = dispatch_record.decode(m.value())
-                c = d.coord
-                if d.trace_id and tracer.isEnabledFor(logging.DEBUG):
-                    with bind(trace=d.trace_id):
-                        tracer.debug("durable projection of partition %d offset %d", part, off)
-                kind_of(c.conversation_id)
-                messages.setdefault(part, []).append(Message(
-                    d.tenant, c.conversation_id, c.conversation_seq, c.created_at_ms, c.sender_id, d.recipients))
-            except (dispatch_record.DispatchDecodeError, ValueError) as exc:
-                # never skip a record: a gap here is a conversation missing from a list
-                return self._fail_closed(f"partition {part} offset {off}: {exc}")
-            advance[part] = off + 1
-            count += 1
-        # the tenure each partition's records were read under, and its fence and position
-        read_under = {p: (self.tenures[p], self.fences[p], self.next[p]) for p in advance}
-        delay = 0.2
-        batch: list[Registration] = []
-        parts: set[int] = set()  # the partitions `batch` was built from
-        while True:
-            # only the shards still in the tenure their records were read under: one given
-            # up (and maybe taken again) while this batch retried is the new tenure's to project
-            moves = {p: (read_under[p][1], read_under[p][2], new) for p, new in advance.items()
-                     if self.tenures.get(p) == read_under[p][0]}
-            if not moves:
-                return
-            if set(moves) != parts:  # built once per batch, again only when a shard left it
-                parts = set(moves)
-                batch = registrations([m for p in moves for m in messages.get(p, [])], _everyone)
-            try:
-                # registrations then every checkpoint's fenced compare-and-set, one round
-                # trip per poll (no per-record round trip); a retry after a lost reply finds its own values
-                await self._sessions.project(self._binding, moves, batch,
-                                             tenures={p: read_under[p][0] for p in moves})
-                break
-            except NotOwner as exc:
-                shard = exc.shard if exc.shard is not None else min(moves)
-                advance.pop(shard, None)
-                if self.tenures.get(shard) != read_under[shard][0]:  # a write of an earlier tenure: dropped
-                    self._m.stale_writes.inc()
-                    logger.info("session shard %d: a checkpoint write of its previous tenure refused (%s)", shard,
-                                exc.message)
-                    continue
-                # a newer owner fenced that shard: stop it, keep the others
-                logger.error("session shard %d: checkpoint write refused (%s); stopping the shard", shard,
-                             exc.message)
-                self._m.fenced.inc()
-                await self._lose(shard, "refused by a newer owner's fence", "refused")
-            except EngineError as exc:  # StoreUnavailable: nothing moved, retry the batch
-                self._m.durable_retries.inc()
-                logger.warning("durable projection batch failed (%s); retrying", exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-            except CheckpointConflict as exc:  # the checkpoint was rebound or moved under this tenure
-                if self._on_lost is None:
-                    return self._fail_closed(f"checkpoint: {exc.reason or 'refused'} {exc.message}")
-                shard = _named_shard(exc.message, moves)
-                advance.pop(shard, None)
-                logger.error("session shard %d: %s %s; projecting it again from a fresh read", shard,
-                             exc.reason, exc.message)
-                self._m.shard_restarts.inc()
-                await self._lose(shard, "checkpoint moved under its projection", "conflict")
-            except StorageError as exc:  # a corrupt checkpoint: an operator decides
-                return self._fail_closed(f"checkpoint: {exc.reason or 'refused'} {exc.message}")
-        served = {p: advance[p] for p in moves if self.tenures.get(p) == read_under[p][0]}
-        if not served:
-            return
-        self.next.update(served)
-        done = batch if set(served) == parts else registrations(
-            [m for p in served for m in messages.get(p, [])], _everyone)
-        self._m.dispatch_records.inc(count)
-        self._m.registrations.labels(path="durable").inc(len(done))
-        self._on_registered(done)
-
-    async def _lose(self, shard: int, why: str, reason: str) -> None:
-        """Stop projecting `shard` and tell the keeper (`on_lost`), which stops its other
-        parts and, for "conflict", takes it again from a fresh read."""
-        await self.remove_shard(shard, why)
-        if self._on_lost is not None:
-            self._on_lost(shard, reason)
 
     async def lag_loop(self, period_s: float = 5.0) -> None:
         """Export the durable projection's lag over every dispatch partition."""
@@ -305,16 +217,3 @@ class DurableProjector:
         """Close the dispatch consumer."""
         await self._consumer.close()
 
-
-def _named_shard(message: str, moves: dict[int, tuple[int, int, int]]) -> int:
-    """The shard a checkpoint refusal names ("shard=<s> ..." from session_project.lua),
-    else the lowest shard of the call."""
-    head = message.split(" ", 1)[0]
-    if head.startswith("shard=") and head[6:].isdigit() and int(head[6:]) in moves:
-        return int(head[6:])
-    return min(moves)
-
-
-def _everyone(user: int) -> bool:
-    """Every recipient of a record on a served partition belongs to its shard."""
-    return True

@@ -31,7 +31,7 @@ from qim.stores.redis.keys import (
 )
 from qim.stores.redis.mailboxes import mailbox_clients
 from qim.stores.redis.scripts import boundary, int_score_pairs
-from qim.stores.redis.sessionsplit import project_args, split_project
+from qim.stores.redis.sessionsplit import project_args, project_split
 from qim.stores.redis.spread import gather_all, spread
 from qim.stores.redis.topology import as_topology
 from qim.stores.sessions import Checkpoint, FirstSeen, Registration
@@ -105,14 +105,13 @@ class RedisSessionStore:
         registrations of its users those shards' records produced (atomic per shard as
         before); a registration that another instance's shard produced (a direct
         message's sender on another instance) is written first, through `register`,
-        so no checkpoint moves before it ran (sessionsplit.py)."""
+        so no checkpoint moves before it ran (sessionsplit.py). An unavailable instance
+        holds back only the shards that need it: ShardsUnavailable names them, the
+        others were written (decision 0097, Amendment)."""
         if self._single:
             return await self._project_on(self._redis, binding, sorted(moves), moves, tenures, regs)
-        first, calls = split_project(self._t, moves, regs)
-        added = await self.register(first) if first else 0
-        res = await gather_all([self._project_on(c, binding, shards, moves, tenures, part)
-                                for c, shards, part in calls])
-        return added + sum(res)
+        return await project_split(self._t, moves, regs, self._register_on,
+                                   lambda c, shards, part: self._project_on(c, binding, shards, moves, tenures, part))
 
     async def _project_on(self, client: Any, binding: str, shards: list[int], moves: dict[int, tuple[int, int, int]],
                           tenures: Optional[dict[int, str]], regs: Sequence[Registration]) -> int:
