@@ -41,6 +41,7 @@ class Sender:
     acks: dict = field(default_factory=dict)
     order: list = field(default_factory=list)
     refused: list = field(default_factory=list)
+    refused_at: list = field(default_factory=list)  # loop.time() of each refusal
     dropped: int = 0
     conv: bytes = b""  # the conversation (for the checks)
     client: RawClient | None = None
@@ -67,6 +68,7 @@ class Sender:
                 op, reply = await self.build(await self._conn(), body, cmid)
             except (OSError, asyncio.TimeoutError, AssertionError, EOFError):
                 await self._drop()  # the gateway or a node went away: reconnect and retry
+                self.refused_at.append(loop.time())
             else:
                 if op == Opcode.SEND_ACK:
                     self.acks[body] = (reply.message_id, reply.conversation_seq)
@@ -74,7 +76,8 @@ class Sender:
                     return
                 assert op == Opcode.ERROR, (op, reply)
                 assert reply.code in RETRYABLE, f"{self.name}: refused for good: {ErrorCode(reply.code).name} {reply.message}"
-                self.refused.append(ErrorCode(reply.code).name)
+                self.refused.append(f"{ErrorCode(reply.code).name}: {reply.message[:70]}")
+                self.refused_at.append(loop.time())
             assert loop.time() < end, f"{self.name}: {body!r} not acknowledged within {deadline_s} s"
             await asyncio.sleep(0.2 + random.random() * 0.2)
 

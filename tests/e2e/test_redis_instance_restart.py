@@ -152,9 +152,11 @@ async def test_traffic_while_one_redis_instance_restarts(stack3, killed_index):
     try:
         await _until(lambda: acked(3), "every sender ACKed before the kill")
         before = {s.name: len(s.order) for s in senders}
+        t_kill = loop.time()
         await loop.run_in_executor(None, killed.kill)  # SIGKILL by the engine's own pid
         await asyncio.sleep(OUTAGE_S)
         await loop.run_in_executor(None, killed.start, 60)  # replays its AOF
+        t_back = loop.time()
         restarted = {s.name: len(s.order) for s in senders}
         await _until(lambda: all(len(s.order) >= restarted[s.name] + 3 for s in senders) and acked(0),
                      "traffic flowing again after the restart")
@@ -168,8 +170,11 @@ async def test_traffic_while_one_redis_instance_restarts(stack3, killed_index):
     # retried to an ACK: every body a sender tried is in its ACKed order)
     seen = {s.name: (dict(Counter(s.refused)), s.dropped) for s in senders}
     assert any(r or d for r, d in seen.values()), f"no send was refused or dropped during the outage: {seen}"
+    window = {s.name: (round(s.refused_at[0] - t_kill, 1), round(s.refused_at[-1] - t_kill, 1))
+              for s in senders if s.refused_at}
     print(f"\nredis instance {killed.name} restart: acked {[len(s.order) for s in senders]} "
-          f"(before the kill {before}), refusals and drops {seen}")
+          f"(before the kill {before}), refusals and drops {seen}; first and last refusal "
+          f"(s after the kill; back at {t_back - t_kill:.1f} s): {window}")
 
     # every ACKed message to every recipient once and in order: on the running cursors...
     final = [(pullers[b], s) for (_, b), s in zip(pairs, senders)]
