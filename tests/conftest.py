@@ -2,7 +2,7 @@
 
 Real-engine fixtures live in tests/fixtures.py (see its docstring; not part of the wheel):
 `engines` (session: one private Redis + Kafka), `private_redis`, `private_kafka`,
-`private_cassandra`, `shared_cassandra`, `stack` (session: the QIM services on `engines`),
+`private_cassandra`, `shared_cassandra`, `redis_three` (three standalone instances), `stack` (session: the QIM services on `engines`),
 `fresh_stack`, `ops_stack` (session: a supervised private stack).
 
 A failed test that ran on a stack reports its services' last warnings
@@ -19,6 +19,7 @@ from tests.fixtures import (  # noqa: F401
     private_cassandra,
     private_kafka,
     private_redis,
+    redis_three,
     shared_cassandra,
     stack,
 )

@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from pathlib import Path
+from typing import Iterable, Iterator
 
 import pytest
 
@@ -108,6 +110,33 @@ def private_redis(tmp_path) -> RedisEngine:
         pytest.fail(f"redis could not start: {err}", pytrace=False)
     yield eng
     eng.stop()
+
+
+@contextlib.contextmanager
+def redis_instances(dirs: Iterable[Path]) -> Iterator[list[RedisEngine]]:
+    """Standalone Redis instances (AOF always), one per directory, stopped (by their
+    engine objects) on leaving; pytest.fail naming the error when one cannot start (the
+    ones started already are stopped). Several instances of one layout: decision 0096."""
+    started: list[RedisEngine] = []
+    try:
+        for d in dirs:
+            started.append(start_redis(d, die_with_parent=True))
+    except EngineError as exc:
+        for eng in started:
+            eng.stop()
+        pytest.fail(f"redis could not start: {exc}", pytrace=False)
+    try:
+        yield started
+    finally:
+        for eng in started:
+            eng.stop()
+
+
+@pytest.fixture
+def redis_three(tmp_path) -> Iterator[list[RedisEngine]]:
+    """Three standalone Redis instances of this test's own, stopped after it."""
+    with redis_instances(tmp_path / f"redis{i}" for i in range(3)) as engs:
+        yield engs
 
 
 @pytest.fixture

@@ -15,8 +15,6 @@ from qim.cli import qimctl
 from qim.cli.replay_common import TENANT as REPLAY_TENANT
 from qim.cli.replay_history import _floors
 from qim.config.redislayout import RedisLayout
-from qim.dev.redis_engine import RedisEngine, start_redis
-from qim.errors import EngineError
 from qim.stores.redis.keys import CommitKeys, archive_watermark_key
 from tests.cli.conftest import one_line
 
@@ -24,19 +22,9 @@ TENANT = 5
 
 
 @pytest.fixture
-def three(tmp_path):
-    """Three private Redis instances (AOF always), stopped after the test."""
-    engs: list[RedisEngine] = []
-    try:
-        for i in range(3):
-            engs.append(start_redis(tmp_path / f"redis{i}", die_with_parent=True))
-    except EngineError as exc:
-        for e in engs:
-            e.stop()
-        pytest.fail(f"redis could not start: {exc}", pytrace=False)
-    yield engs
-    for e in engs:
-        e.stop()
+def three(redis_three):
+    """Three private Redis instances (tests/fixtures.py), stopped after the test."""
+    return redis_three
 
 
 @pytest.fixture

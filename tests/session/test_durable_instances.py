@@ -24,9 +24,7 @@ import pytest
 from qim._core import ids
 from qim._core.types import MessageCoord
 from qim.consts import DISPATCH_TOPIC
-from qim.dev.redis_engine import start_redis
 from qim.dev.redis_instances import layout_of
-from qim.errors import EngineError
 from qim.infra.kafka.bridge import AsyncProducer
 from qim.services.session.consumer import DurableProjector
 from qim.services.session.register import Message, registrations
@@ -42,20 +40,6 @@ DEADLINE_S = 90.0
 BASE_MS = 1_700_000_000_000
 
 
-@pytest.fixture
-def redis_three(tmp_path) -> list:
-    """Three private standalone Redis instances (AOF always), stopped after the test."""
-    started: list = []
-    try:
-        for i in range(3):
-            started.append(start_redis(tmp_path / f"redis{i}", die_with_parent=True))
-    except EngineError as exc:
-        for eng in started:
-            eng.stop()
-        pytest.fail(f"redis could not start: {exc}", pytrace=False)
-    yield started
-    for eng in started:
-        eng.stop()
 
 
 def users_of(shard: int, n: int) -> list[int]:

@@ -22,11 +22,10 @@ import pytest
 
 from qim._core import ids
 from qim.consts import COMMIT_HELPER_TTL_MS, MEMBER_INTERVALS_MAX
-from qim.dev.redis_engine import start_redis
-from qim.errors import EngineError
 from qim.proto.v1 import message_pb2
 from qim.stores.commits import CommitRef, GroupChange, GroupSendCheck, Reservation, Reserved
 from qim.stores.open import Stores
+from tests.fixtures import redis_instances
 
 if TYPE_CHECKING:
     from qim.config.redislayout import RedisLayout
@@ -99,35 +98,12 @@ BACKENDS: dict[str, Callable[[dict], Stores]] = {
 def store_engines(tmp_path_factory, shared_cassandra) -> dict:
     """Engines of this package: its own Redis, three more standalone instances (the
     "redis3" backend's, `redis3`: their addresses), and a keyspace of the shared CQL node."""
-    started = []
-    try:
-        for name in ("stores-redis", "stores-redis3-a", "stores-redis3-b", "stores-redis3-c"):
-            started.append(start_redis(tmp_path_factory.mktemp(name), die_with_parent=True))
-    except EngineError as exc:
-        for eng in started:
-            eng.stop()
-        pytest.fail(f"redis could not start: {exc}", pytrace=False)
-    yield {"redis": started[0].addr, "redis3": tuple(e.addr for e in started[1:]),
-           "cql": shared_cassandra.scylla("qim_contract")}
-    for eng in started:
-        eng.stop()
+    names = ("stores-redis", "stores-redis3-a", "stores-redis3-b", "stores-redis3-c")
+    with redis_instances(tmp_path_factory.mktemp(n) for n in names) as started:
+        yield {"redis": started[0].addr, "redis3": tuple(e.addr for e in started[1:]),
+               "cql": shared_cassandra.scylla("qim_contract")}
 
 
-@pytest.fixture
-def redis_three(tmp_path) -> list:
-    """Three private standalone Redis instances of this test's own (AOF always), stopped
-    after it: the topology tests of one store family (tests/stores/test_topology_*.py)."""
-    started: list = []
-    try:
-        for i in range(3):
-            started.append(start_redis(tmp_path / f"redis{i}", die_with_parent=True))
-    except EngineError as exc:
-        for eng in started:
-            eng.stop()
-        pytest.fail(f"redis could not start: {exc}", pytrace=False)
-    yield started
-    for eng in started:
-        eng.stop()
 
 
 @pytest.fixture(params=sorted(BACKENDS))

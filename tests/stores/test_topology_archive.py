@@ -12,8 +12,6 @@ import os
 import pytest
 
 from qim.config.redislayout import RedisLayout
-from qim.dev.redis_engine import RedisEngine, start_redis
-from qim.errors import EngineError
 from qim.stores.archive import TrimResult
 from qim.stores.redis.archive import RedisArchiveState, queue_member
 from qim.stores.redis.keys import CommitKeys, trim_queue_key
@@ -26,19 +24,9 @@ T0 = 1_760_000_000_000  # created_at (ms) of the first message written
 
 
 @pytest.fixture
-def three(tmp_path):
-    """Three private Redis instances (AOF always), stopped after the test."""
-    engs: list[RedisEngine] = []
-    try:
-        for i in range(3):
-            engs.append(start_redis(tmp_path / f"redis{i}", die_with_parent=True))
-    except EngineError as exc:
-        for e in engs:
-            e.stop()
-        pytest.fail(f"redis could not start: {exc}", pytrace=False)
-    yield engs
-    for e in engs:
-        e.stop()
+def three(redis_three):
+    """Three private Redis instances (tests/fixtures.py), stopped after the test."""
+    return redis_three
 
 
 def layout3(engs) -> RedisLayout:

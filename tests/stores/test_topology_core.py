@@ -17,12 +17,11 @@ import pytest
 from qim._core import ids
 from qim.config.redislayout import RedisLayout
 from qim.consts import COMMIT_BUCKET_COUNT
-from qim.dev.redis_engine import start_redis
-from qim.errors import EngineError
 from qim.stores.commits import CommitRef
 from qim.stores.messages import NEWER, MessageRef, TailQuery
 from qim.stores.redis.backend import RedisBackend
 from qim.stores.redis.hot import RedisHotHistory
+from tests.fixtures import redis_instances
 from tests.stores.conftest import Conv
 
 TENANT = 7
@@ -33,17 +32,8 @@ TAG = re.compile(rb"\{b(\d{3})\}")
 @pytest.fixture(scope="module")
 def core_engines(tmp_path_factory):
     """Three Redis for the layout (a, b, c) and a fourth holding everything."""
-    started = []
-    try:
-        for name in ("core-a", "core-b", "core-c", "core-one"):
-            started.append(start_redis(tmp_path_factory.mktemp(name), die_with_parent=True))
-    except EngineError as exc:
-        for eng in started:
-            eng.stop()
-        pytest.fail(f"redis could not start: {exc}", pytrace=False)
-    yield started
-    for eng in started:
-        eng.stop()
+    with redis_instances(tmp_path_factory.mktemp(n) for n in ("core-a", "core-b", "core-c", "core-one")) as engs:
+        yield engs
 
 
 @pytest.fixture
