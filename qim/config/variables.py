@@ -40,8 +40,9 @@ from qim.consts import (
 from qim.topology import ARCHIVER, FANOUT, GATEWAY, MAILBOX, QIMCTL, ROOM, SERVICES, SESSION, WRITER, dials, processes
 
 ALL, CLIENTS, DEV = "all", "clients", "dev"
-_RPC = (GATEWAY, WRITER, MAILBOX, SESSION, ROOM)  # the services with an internal certificate
-_LEASED = (GATEWAY, MAILBOX, SESSION, FANOUT, ARCHIVER)  # the kinds holding ShardRegistry leases (qim/config/registry.py)
+# derived from the service table (a hand list came back after the RoomWriter: issue 36)
+_RPC = tuple(n for n, s in SERVICES.items() if s.serves)  # the services with an internal certificate
+_LEASED = tuple(n for n, s in SERVICES.items() if s.leases)  # the kinds holding ShardRegistry leases (qim/config/registry.py)
 _ENGINES = (WRITER, MAILBOX, SESSION, FANOUT, ARCHIVER, GATEWAY)
 _CQL = (*_ENGINES, QIMCTL)  # every service reads the tier (qim/config/common.py) even when it has no CQL work
 
