@@ -81,6 +81,7 @@ class BatchWrites:
         raise NotImplementedError
 
     async def remove_shard(self, shard: int, reason: str) -> None:
+        """Stop projecting `shard` (DurableProjector.remove_shard in consumer.py)."""
         raise NotImplementedError
 
     async def _batch(self, msgs: list) -> None:
