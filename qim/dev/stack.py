@@ -32,30 +32,20 @@ from typing import Mapping, Optional
 
 from mirakuru.exceptions import ProcessExitedWithError, ProcessFinishedWithError
 
-from qim.consts import TOKEN_AUDIENCE_DEFAULT, WS_PATH
+from qim.consts import WS_PATH
 from qim.dev import progress
 from qim.dev._proc import Launcher, death_wrapper, pid_alive, pid_cwd, stop_pid
-from qim.dev.certs import CLIENT_PORT, DEV_SERVICES, DevPki, ensure_dev_pki
+from qim.dev.certs import DevPki
 from qim.dev.devkeys import KEY_FILE as DEV_KEY_FILE
-from qim.dev.devkeys import dev_token_key
-from qim.dev.stack_archive import CLIENT_VARS as ARCHIVE_CLIENT_VARS
-from qim.dev.stack_archive import apply_schema, scylla_of
-from qim.dev.stack_layout import environment, instances, kind_of, port_keys
-from qim.dev.stack_ports import PortBook
+from qim.dev.stack_env import CLIENT_VARS, TLS_DIR, plan_stack
+from qim.dev.stack_layout import kind_of
 from qim.errors import EngineError
 from qim.net.tls import TlsFiles
 from qim.topology import GATEWAY, MAILBOX, SESSION, WRITER
 
 READY_TIMEOUT_S = 60.0
-DEV_LEASE_MS, DEV_RENEW_MS = 6000, 1000  # QIM_SHARD_LEASE_MS / QIM_SHARD_RENEW_MS of a development stack
-TLS_DIR = "tls"  # the development CA and certificates, under the stack directory
 STOP_TIMEOUT_S = 10.0
 SUPERVISOR_STOP_S = 60.0  # it stops every service in turn (each up to STOP_TIMEOUT_S)
-# copied into stack.env so qim-loadgen and qimctl work after sourcing one file
-DEV_WS_ORIGINS = "http://localhost:*,http://127.0.0.1:*"  # pages of the development web client
-CLIENT_VARS = ("QIM_WRITER_ADDRS", "QIM_REDIS_ADDR", "QIM_REDIS_CORE_ADDRS", "QIM_REDIS_MAILBOX_ADDRS",
-               "QIM_KAFKA_BOOTSTRAP",
-               "QIM_MAILBOX_SHARD_COUNT", "QIM_TENANT_ID", "QIM_TOKEN_AUDIENCE", *ARCHIVE_CLIENT_VARS)
 
 
 @dataclass
@@ -302,7 +292,7 @@ def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str
     (mailbox, mailbox2, ...) and `sessions` session nodes (session, ...), their shards
     leased from the ShardRegistry (rendezvous over the live nodes of each kind);
     qim-archiver only with the archive tier.
-    Ports are fresh unless `ports_file`
+    The environment is qim.dev.stack_env.plan_stack's: ports are fresh unless `ports_file`
     remembers them (qim.dev.stack_ports). The development token key of `dir` is kept,
     or generated the first time (qim.dev.devkeys); `extra_env` may override
     QIM_TOKEN_PUBLIC_KEYS (a second key for rotation tests). With `tls` (always, but for
@@ -314,40 +304,9 @@ def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str
     """
     dir = Path(dir)
     dir.mkdir(parents=True, exist_ok=True)
-    env = {**engine_env, "QIM_TOKEN_AUDIENCE": TOKEN_AUDIENCE_DEFAULT,
-           # shorter leases than production: a killed node's shards move within ~7 s
-           # (docs/operations.md "Several nodes of each kind")
-           "QIM_SHARD_LEASE_MS": str(DEV_LEASE_MS), "QIM_SHARD_RENEW_MS": str(DEV_RENEW_MS),
-           # WebSocket for the browser client: wss:// on the client port (ALPN http/1.1) and a
-           # plain ws:// development listener (the gateway row's "_ws" listener); pages served
-           # from any local port may connect
-           "QIM_GATEWAY_WS_ORIGINS": os.environ.get("QIM_GATEWAY_WS_ORIGINS", DEV_WS_ORIGINS)}
-    pki = ensure_dev_pki((dir / TLS_DIR).resolve()) if tls else None
-    if pki is not None:
-        client_port = pki.files(CLIENT_PORT)
-        env.update({"QIM_GATEWAY_TLS_CERT": client_port.cert, "QIM_GATEWAY_TLS_KEY": client_port.key})
-    else:
-        env.update({"QIM_GATEWAY_PLAINTEXT_DEV": "1", "QIM_INTERNAL_PLAINTEXT_DEV": "1"})
-    env.update(extra_env or {})
-    scylla = scylla_of(env)  # the archive tier: schema first, then qim-archiver
     counts = {WRITER: writers, MAILBOX: mailboxes, SESSION: sessions, **(nodes or {})}
-    layout = instances(counts, archive=scylla is not None)
-    book = PortBook(ports_file)
-    keys = port_keys(layout)
-    ports = {k: f"127.0.0.1:{p}" for k, p in book.take(keys).items()}
-    book.check_free(keys)
-    _, public_key = dev_token_key(dir)
-    book.save()
-    shared, instance_env = environment(layout, ports)
-    env = {**shared, **env, "QIM_TOKEN_PUBLIC_KEYS": env.get("QIM_TOKEN_PUBLIC_KEYS", str(public_key.resolve()))}
-    if scylla is not None:
-        apply_schema(scylla)
-    if pki is not None:
-        for inst in layout:  # each service its own certificate, when it speaks internal RPC
-            if inst.service.name in DEV_SERVICES:
-                instance_env[inst.name].update(pki.service_env(inst.service.name))
-    metrics = {inst.name: instance_env[inst.name][inst.service.metrics_var] for inst in layout}
-    stack = Stack(dir, env, metrics, die_with_parent=die_with_parent, instance_env=instance_env)
+    plan = plan_stack(dir, engine_env, extra_env, counts, ports_file, tls)
+    stack = Stack(dir, plan.env, plan.metrics, die_with_parent=die_with_parent, instance_env=plan.instance_env)
     if not start:  # a supervisor starts the services (qim/dev/supervisor.py)
         stack.save()
         return stack

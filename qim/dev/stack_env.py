@@ -1,0 +1,88 @@
+"""The environment of a development stack's services, before any of them runs: what
+`qim-dev stack up` (qim.dev.stack.stack_up) gives every node and each one of them.
+
+The layout and its ports come from qim.dev.stack_layout and qim.dev.stack_ports; this
+module adds what makes them a development stack: the token audience and key
+(qim.dev.devkeys), short shard leases, the browser origins of the WebSocket listener,
+TLS (docs/decisions/0022: a development CA under DIR/tls, the gateway's client-port
+certificate and each internal service its own for mutual TLS) or the plaintext
+development flags, and the archive tier's schema (qim.dev.stack_archive).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Optional
+
+from qim.consts import TOKEN_AUDIENCE_DEFAULT
+from qim.dev.certs import CLIENT_PORT, DEV_SERVICES, ensure_dev_pki
+from qim.dev.devkeys import dev_token_key
+from qim.dev.stack_archive import CLIENT_VARS as ARCHIVE_CLIENT_VARS
+from qim.dev.stack_archive import apply_schema, scylla_of
+from qim.dev.stack_layout import environment, instances, port_keys
+from qim.dev.stack_ports import PortBook
+
+DEV_LEASE_MS, DEV_RENEW_MS = 6000, 1000  # QIM_SHARD_LEASE_MS / QIM_SHARD_RENEW_MS of a development stack
+TLS_DIR = "tls"  # the development CA and certificates, under the stack directory
+DEV_WS_ORIGINS = "http://localhost:*,http://127.0.0.1:*"  # pages of the development web client
+# copied into stack.env so qim-loadgen and qimctl work after sourcing one file
+CLIENT_VARS = ("QIM_WRITER_ADDRS", "QIM_REDIS_ADDR", "QIM_REDIS_CORE_ADDRS", "QIM_REDIS_MAILBOX_ADDRS",
+               "QIM_KAFKA_BOOTSTRAP",
+               "QIM_MAILBOX_SHARD_COUNT", "QIM_TENANT_ID", "QIM_TOKEN_AUDIENCE", *ARCHIVE_CLIENT_VARS)
+
+
+@dataclass(frozen=True)
+class StackEnv:
+    """The planned services: `env` every node gets, `instance_env` each node's own
+    (listen addresses, certificates) by instance name, `metrics` instance name ->
+    "host:port" of its /metrics and /healthz, in start order."""
+
+    env: dict[str, str]
+    instance_env: dict[str, dict[str, str]]
+    metrics: dict[str, str]
+
+
+def plan_stack(dir: Path, engine_env: Mapping[str, str], extra_env: Optional[Mapping[str, str]],
+               counts: Mapping[str, int], ports_file: Optional[Path], tls: bool) -> StackEnv:
+    """Lay out `counts` nodes of each kind ({service: n}, qim.dev.stack_layout.instances)
+    over `engine_env` in the stack directory `dir` (which exists), with `extra_env`
+    overriding the development defaults (QIM_TOKEN_PUBLIC_KEYS: a second key for rotation
+    tests). Takes the ports (fresh, or remembered in `ports_file`), keeps or generates the
+    development token key, makes or reuses the certificates of DIR/tls when `tls`, and
+    applies the archive schema when the engines have the archive tier. Starts no service.
+    Raises EngineError when a remembered port is taken."""
+    env = {**engine_env, "QIM_TOKEN_AUDIENCE": TOKEN_AUDIENCE_DEFAULT,
+           # shorter leases than production: a killed node's shards move within ~7 s
+           # (docs/operations.md "Several nodes of each kind")
+           "QIM_SHARD_LEASE_MS": str(DEV_LEASE_MS), "QIM_SHARD_RENEW_MS": str(DEV_RENEW_MS),
+           # WebSocket for the browser client: wss:// on the client port (ALPN http/1.1) and a
+           # plain ws:// development listener (the gateway row's "_ws" listener); pages served
+           # from any local port may connect
+           "QIM_GATEWAY_WS_ORIGINS": os.environ.get("QIM_GATEWAY_WS_ORIGINS", DEV_WS_ORIGINS)}
+    pki = ensure_dev_pki((dir / TLS_DIR).resolve()) if tls else None
+    if pki is not None:
+        client_port = pki.files(CLIENT_PORT)
+        env.update({"QIM_GATEWAY_TLS_CERT": client_port.cert, "QIM_GATEWAY_TLS_KEY": client_port.key})
+    else:
+        env.update({"QIM_GATEWAY_PLAINTEXT_DEV": "1", "QIM_INTERNAL_PLAINTEXT_DEV": "1"})
+    env.update(extra_env or {})
+    scylla = scylla_of(env)  # the archive tier: schema first, then qim-archiver
+    layout = instances(counts, archive=scylla is not None)
+    book = PortBook(ports_file)
+    keys = port_keys(layout)
+    ports = {k: f"127.0.0.1:{p}" for k, p in book.take(keys).items()}
+    book.check_free(keys)
+    _, public_key = dev_token_key(dir)
+    book.save()
+    shared, instance_env = environment(layout, ports)
+    env = {**shared, **env, "QIM_TOKEN_PUBLIC_KEYS": env.get("QIM_TOKEN_PUBLIC_KEYS", str(public_key.resolve()))}
+    if scylla is not None:
+        apply_schema(scylla)
+    if pki is not None:
+        for inst in layout:  # each service its own certificate, when it speaks internal RPC
+            if inst.service.name in DEV_SERVICES:
+                instance_env[inst.name].update(pki.service_env(inst.service.name))
+    metrics = {inst.name: instance_env[inst.name][inst.service.metrics_var] for inst in layout}
+    return StackEnv(env, instance_env, metrics)
