@@ -1,11 +1,9 @@
 """ShardKeeper: one node's membership in the ShardRegistry and the shards it serves
 (docs/design.md §13; docs/decisions/0040-scale-leases-and-fencing.md).
 
-`join()` takes the node lease under the configured node id. A holder that keeps
-renewing is another live process with the same id: JoinRefused, the node does not
-start. A holder that does not renew for DETECT_RENEWALS renewal periods is a dead
-predecessor (a crash, a restart faster than its lease): its lease is taken over, and
-with it, at once, the shards it held (each under a new owner_epoch).
+`join()` takes the node lease under the configured node id (qim/cluster/join.py: a live
+holder of the id refuses the join, a dead predecessor's lease is taken over, and with
+it, at once, the shards it held, each under a new owner_epoch).
 
 `run()` renews every `renew_ms`: one registry call renews the node lease and every
 shard lease and returns the live nodes of the kind. The shards this node should own
@@ -33,11 +31,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import secrets
 import time
 from typing import Awaitable, Callable, Iterator, Optional
 
+from qim.cluster.join import incarnation, take_node_lease
 from qim.cluster.metrics import ShardMetrics
 from qim.cluster.placement import shards_of
 from qim.errors import EngineError
@@ -46,7 +43,6 @@ from qim.stores.registry import JoinRefused, ShardRegistry
 
 logger = logging.getLogger(__name__)
 
-DETECT_RENEWALS = 2.5  # a holder that does not renew for this many periods is presumed dead
 SAFETY = 0.1  # this share of the lease (at most 1 s) is given up early: clock rate, scheduling
 
 OnAcquire = Callable[[int, int], Awaitable[None]]  # (shard, owner_epoch); raise to refuse it
@@ -56,11 +52,6 @@ OnRelease = Callable[[int, str], Awaitable[None]]  # (shard, reason); stop servi
 # means another owner may already be serving the shard
 REBALANCED, CLEAN_STOP = "rebalanced to another node", "clean stop"
 GRACEFUL = frozenset((REBALANCED, CLEAN_STOP))
-
-
-def incarnation() -> str:
-    """A token unique to this process start."""
-    return f"{os.getpid()}-{secrets.token_hex(6)}"
 
 
 async def _nothing(*_: object) -> None:
@@ -82,6 +73,7 @@ class ShardKeeper:
         self.addr, self.extra = addr, extra
         self._on_acquire, self._on_release = on_acquire, on_release
         self._m = metrics if metrics is not None else ShardMetrics()
+        self.paused: Callable[[], frozenset[int]] = frozenset  # shards nobody may hold: an operator's move (0104)
         self.incarnation = incarnation()
         self.owned: dict[int, int] = {}
         self.live: list[str] = []
@@ -127,25 +119,8 @@ class ShardKeeper:
     async def join(self) -> None:
         """Take the node lease (module doc). JoinRefused naming the id when a live process
         holds it; StoreUnavailable / TimeoutError when the registry cannot be reached."""
-        sent = time.monotonic()
-        res = await self._call("join", self._registry.join(self.kind, self.node_id, self.incarnation, self._ttl_ms,
-                                                           self.addr, self.extra))
-        first = time.monotonic()
-        while not res.joined:
-            seen = (res.holder, res.beat)
-            await asyncio.sleep(max(self.renew_s / 4, 0.05))
-            dead = time.monotonic() - first >= DETECT_RENEWALS * self.renew_s
-            sent = time.monotonic()
-            res = await self._call("join", self._registry.join(self.kind, self.node_id, self.incarnation,
-                                                               self._ttl_ms, self.addr, self.extra,
-                                                               take_from=seen if dead else None))
-            if not res.joined and (res.holder, res.beat) != seen:
-                raise JoinRefused(f"{self.kind} node id {self.node_id!r} is in use by a live process (at "
-                                  f"{res.addr or 'an unknown address'}, renewing its lease); give this one "
-                                  "another node id")
-            if res.joined and dead:
-                logger.warning("%s node %s: took the id over from an incarnation that stopped renewing",
-                               self.kind, self.node_id)
+        res, sent = await take_node_lease(self._registry, self.kind, self.node_id, self.incarnation, self._ttl_ms,
+                                          self.renew_s, self.addr, self.extra)
         self.valid_until = sent + self.ttl_s - self._margin()
         self.since_ms = res.since_ms
         self.joined = True
@@ -194,7 +169,7 @@ class ShardKeeper:
         if not self.count:
             self.settled = True
             return
-        desired = shards_of(self.kind, self.count, beat.live, self.node_id)
+        desired = shards_of(self.kind, self.count, beat.live, self.node_id) - self.paused()
         moving = sorted(s for s in self.owned if s not in desired)
         if moving:
             await self._renewing(self._stop_moving(moving))

@@ -9,37 +9,33 @@ One broker (the default) flushes every append to stand in for replication. Three
 controller of one KRaft quorum on loopback, with replication factor 3,
 min.insync.replicas 2 for every topic (producers use acks=all), and no per-append flush:
 durability is the replication, as in production. `start_cluster` starts them together
-(a controller quorum needs two of three before any broker is ready).
+(a controller quorum needs two of three before any broker is ready). The QIM topics:
+qim.dev.kafka_topics (`admin_client` and `create_topics` are importable from here too).
 """
 
 from __future__ import annotations
 
 import base64
-import logging
 import os
 import subprocess
-import time
 import uuid
 from pathlib import Path
-from typing import Any
 
-from confluent_kafka import KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, OffsetSpec
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import OffsetSpec
 
-from qim.consts import DISPATCH_TOPIC, KAFKA_MAX_RECORD_BYTES, KAFKA_TOPIC_CONFIG, OUTBOX_TOPIC, PRESENCE_TOPIC
+from qim.consts import KAFKA_MAX_RECORD_BYTES
 from qim.dev._proc import pick_ports, port_in_use, require_executable
 from qim.dev.engine import Engine
+from qim.dev.kafka_topics import admin_client, create_topics
 from qim.dev.maven import REPO_ROOT, ensure_jars
 from qim.errors import EngineError
-
-log = logging.getLogger(__name__)
 
 # keep in step with <kafka.version> in dev/kafka/pom.xml; it names the jar cache
 KAFKA_VERSION = "4.1.1"
 POM = REPO_ROOT / "dev" / "kafka" / "pom.xml"
 HEAP = "-Xmx512m"
 CLUSTER_HEAP = "-Xmx384m"  # each of three brokers on a small machine
-_rdkafka_log = logging.getLogger("qim.dev.librdkafka")
 
 LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>
 <Configuration status="WARN">
@@ -74,14 +70,6 @@ def _random_cluster_id() -> str:
         cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not cid.startswith("-"):
             return cid
-
-
-def admin_client(bootstrap: str, **extra) -> AdminClient:
-    """AdminClient whose librdkafka log goes to Python logging, not stderr."""
-    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": _rdkafka_log,
-            "socket.connection.setup.timeout.ms": 2000}
-    conf.update(extra)
-    return AdminClient(conf)
 
 
 class KafkaEngine(Engine):
@@ -276,62 +264,4 @@ def start_kafka(dir: Path | str, shard_count: int | None = None, ports: dict | N
     return eng
 
 
-def create_topics(bootstrap: str, shard_count: int, timeout: float = 60.0, outbox_partitions: int = 1,
-                  replicas: int = 1) -> dict[str, int]:
-    """Create `qim.outbox` (`outbox_partitions`: 1 by default, docs/decisions/0041),
-    `qim.dispatch` (shard_count partitions) and `qim.presence` (shard_count partitions,
-    compacted: the PresenceDirectory, docs/decisions/0042).
-
-    All get KAFKA_TOPIC_CONFIG (record limit, LogAppendTime) and replication factor
-    `replicas` (3 on a three-broker cluster, with min.insync.replicas 2). Existing topics
-    are accepted if their partition count matches; their configuration is set to
-    KAFKA_TOPIC_CONFIG (an engines dir from before LogAppendTime). Returns {topic:
-    partitions}. Raises EngineError on a mismatch or if the broker refuses.
-    """
-    want = {OUTBOX_TOPIC: outbox_partitions, DISPATCH_TOPIC: shard_count, PRESENCE_TOPIC: shard_count}
-    config = dict(KAFKA_TOPIC_CONFIG)
-    if replicas >= 3:
-        config["min.insync.replicas"] = "2"
-    configs = {t: dict(config) for t in want}
-    configs[PRESENCE_TOPIC]["cleanup.policy"] = "compact"
-    admin = admin_client(bootstrap)
-    deadline = time.monotonic() + timeout
-    while True:
-        md = admin.list_topics(timeout=10)
-        have = {t: len(md.topics[t].partitions) for t in want if t in md.topics}
-        bad = {t: n for t, n in have.items() if n != want[t]}
-        if bad:
-            raise EngineError(f"kafka {bootstrap}: topics exist with other partition counts "
-                              f"{bad}, wanted {want}; remove the engines dir to recreate")
-        missing = [t for t in want if t not in have]
-        if not missing:
-            _configure(admin, bootstrap, list(want))
-            return want
-        new = [NewTopic(t, num_partitions=want[t], replication_factor=replicas, config=configs[t]) for t in missing]
-        errors = []
-        for topic, fut in admin.create_topics(new, request_timeout=15).items():
-            try:
-                fut.result()
-                log.info("created topic %s (%d partitions)", topic, want[topic])
-            except KafkaException as e:
-                if e.args[0].name() != "TOPIC_ALREADY_EXISTS":
-                    errors.append(f"{topic}: {e.args[0]}")
-        if time.monotonic() > deadline:
-            raise EngineError(f"kafka {bootstrap}: topics {missing} not ready within "
-                              f"{timeout:.0f}s: {errors or 'not in metadata yet'}")
-        # errors: a just-started controller may still be electing itself; no errors:
-        # re-read metadata to confirm the partition counts once it has propagated
-        time.sleep(0.5 if errors else 0.1)
-
-
-def _configure(admin: AdminClient, bootstrap: str, topics: list[str]) -> None:
-    """Set KAFKA_TOPIC_CONFIG on existing `topics` (incremental: other settings stay).
-    EngineError when the broker refuses."""
-    resources = [ConfigResource(ConfigResource.Type.TOPIC, t, incremental_configs=[
-        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in KAFKA_TOPIC_CONFIG.items()])
-        for t in topics]
-    for res, fut in admin.incremental_alter_configs(resources, request_timeout=15).items():
-        try:
-            fut.result()
-        except KafkaException as e:
-            raise EngineError(f"kafka {bootstrap}: configuring {res.name} refused: {e.args[0]}") from None
+__all__ = ["KafkaEngine", "admin_client", "create_topics", "ensure_kafka_jars", "kafka_cache_dir", "start_kafka"]

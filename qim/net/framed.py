@@ -35,14 +35,15 @@ from qim._core import frame as frame_codec
 from qim.consts import MAX_FRAME_BODY, STREAM_WRITE_CHUNK_BYTES
 from qim.errors import FrameTooLarge, TruncatedFrame
 from qim.net.chunks import MAX_OPEN_MULTI, URGENT_OPCODES, ChunkQueue
-from qim.net.tls import connect as tls_connect
+from qim.net.dial import open_stream
 from qim.net.tls import peer_service, selected_alpn
 from qim.net.transport import ByteReader, ByteWriter, StreamClosed, limit_socket_buffering, release
 from qim.wire.addr import parse_addr
 
-# parse_addr: qim/wire/addr.py; StreamClosed, release: qim/net/transport.py (imported from here by callers)
-__all__ = ["MAX_OPEN_MULTI", "URGENT_OPCODES", "FramedStream", "StreamClosed", "open_framed", "parse_addr",
-           "release"]
+# parse_addr: qim/wire/addr.py; StreamClosed, release: qim/net/transport.py; open_stream: qim/net/dial.py
+# (imported from here by callers)
+__all__ = ["MAX_OPEN_MULTI", "URGENT_OPCODES", "FramedStream", "StreamClosed", "open_framed", "open_stream",
+           "parse_addr", "release"]
 
 logger = logging.getLogger(__name__)
 
@@ -314,24 +315,10 @@ class FramedStream:
             release(exc)
 
 
-async def open_stream(host: str, port: int, timeout: float, tls: Optional[ssl.SSLContext] = None,
-                      server_hostname: Optional[str] = None, chunk_bytes: int = STREAM_WRITE_CHUNK_BYTES
-                      ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """A TCP connection to host:port, upgraded to TLS with `tls` (qim/net/tls.py
-    `connect`: the server certificate verified by the context against `server_hostname`,
-    default `host`). Raises OSError (HandshakeFailed for a failed handshake) /
-    asyncio.TimeoutError."""
-    if tls is None:
-        return await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
-    # the name checked against the certificate defaults to the host dialled
-    return await tls_connect(host, port, tls, server_hostname=server_hostname or host, chunk_bytes=chunk_bytes,
-                             timeout=timeout)
-
-
 async def open_framed(host: str, port: int, timeout: float = 5.0, tls: Optional[ssl.SSLContext] = None,
                       server_hostname: Optional[str] = None,
                       chunk_bytes: int = STREAM_WRITE_CHUNK_BYTES) -> FramedStream:
-    """Connect to host:port (`open_stream`) and wrap the stream. Raises OSError
+    """Connect to host:port (qim/net/dial.py `open_stream`) and wrap the stream. Raises OSError
     (ssl.SSLError for a failed handshake) / asyncio.TimeoutError."""
     reader, writer = await open_stream(host, port, timeout, tls, server_hostname, chunk_bytes)
     try:

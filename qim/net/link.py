@@ -3,7 +3,8 @@ ClientLink per accepted connection (docs/decisions/0050-conn-lean-client-links.m
 an idle connection costs, and why not `start_tls` as qim/net/tls.py does elsewhere).
 
 A ClientLink is the asyncio protocol of the accepted TCP transport and does TLS 1.3
-(server side) itself with `ssl.SSLObject` over two `MemoryBIO`s; above, it is the
+(server side) itself with `ssl.SSLObject` over two `MemoryBIO`s (its TLS side and the
+LinkListener protocol: qim/net/link_tls.py); above, it is the
 ByteReader and ByteWriter (qim/net/transport.py) FramedStream and the WebSocket upgrade
 use. It keeps no stream objects, no TLS-layer buffer and no received bytes while nothing
 waits: every read lands in one scratch buffer of the process (`_SCRATCH`: a read is
@@ -28,46 +29,26 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from typing import Any, Optional, Protocol, Union, cast
+from typing import Any, Optional, Union, cast
+
+from qim.net.link_tls import CLOSED, CLOSING, HANDSHAKE, OPEN, LinkListener, LinkTls
 
 READ_HIGH_BYTES = 256 * 1024
 READ_LOW_BYTES = 64 * 1024
 SHUTDOWN_TIMEOUT_S = 5.0
 _SCRATCH = memoryview(bytearray(64 * 1024))  # what the transport reads into (module doc)
-_PLAIN = memoryview(bytearray(64 * 1024))  # what the TLS layer decrypts into
-
-HANDSHAKE, OPEN, CLOSING, CLOSED = range(4)
 
 
-class LinkListener(Protocol):
-    """What a listener gives its links: the server context of the moment (None:
-    plaintext), the write-buffer limit, the handshake timeout, and the two outcomes."""
-
-    chunk_bytes: int
-    handshake_timeout: float
-
-    def context(self) -> Optional[ssl.SSLContext]:
-        """The TLS server context for a new connection (None: plaintext development)."""
-        ...
-
-    def link_ready(self, link: "ClientLink") -> None:
-        """The handshake finished (at once on plaintext): serve the link."""
-        ...
-
-    def link_refused(self, link: "ClientLink", exc: BaseException) -> None:
-        """The handshake failed or timed out (`exc`); the link is closing."""
-        ...
-
-
-class ClientLink(asyncio.BufferedProtocol):
-    """One accepted client connection (module doc). Reader side: `read(n)`. Writer side:
-    `write`, `drain`, `close`, `abort`, `is_closing`, `wait_closed`, `get_extra_info`,
-    `transport` (the TCP transport, None once lost)."""
+class ClientLink(LinkTls, asyncio.BufferedProtocol):
+    """One accepted client connection (module doc; its TLS side: qim/net/link_tls.py).
+    Reader side: `read(n)`. Writer side: `write`, `drain`, `close`, `abort`,
+    `is_closing`, `wait_closed`, `get_extra_info`, `transport` (the TCP transport, None
+    once lost)."""
 
     buffering_limited = True  # qim/net/transport.py limit_socket_buffering: done at accept
 
-    __slots__ = ("_listener", "_raw", "_tls", "_in", "_out", "_state", "_timer", "_rbuf", "_reader", "_drainer",
-                 "_closed", "_write_paused", "_read_paused", "_eof", "_lost", "_draining")
+    # the connection's and the TLS side's slots are LinkTls's
+    __slots__ = ("_rbuf", "_reader", "_drainer", "_closed", "_write_paused", "_read_paused")
 
     def __init__(self, listener: LinkListener) -> None:
         self._listener = listener
@@ -150,98 +131,6 @@ class ClientLink(asyncio.BufferedProtocol):
         self._write_paused = False
         if self._drainer is not None and not self._drainer.done():
             self._drainer.set_result(None)
-
-    # --- TLS
-    def _handshake(self) -> None:
-        tls = self._tls
-        assert tls is not None
-        try:
-            tls.do_handshake()
-        except ssl.SSLWantReadError:
-            self._flush()
-            return
-        except (ssl.SSLError, OSError) as exc:
-            self._flush()  # the alert that tells the peer why
-            self._refuse(exc)
-            return
-        self._cancel_timer()
-        self._state = OPEN
-        self._flush()
-        self._decrypt()  # the client may send its first frame right behind its Finished
-        if self._state == OPEN:
-            self._listener.link_ready(self)
-
-    def _decrypt(self) -> None:
-        tls, incoming = self._tls, self._in
-        assert tls is not None and incoming is not None
-        while incoming.pending or tls.pending():
-            try:
-                n = cast(int, tls.read(len(_PLAIN), _PLAIN))  # with a buffer: the byte count
-            except ssl.SSLWantReadError:
-                break  # a partial record: the rest comes with the next read
-            except ssl.SSLZeroReturnError:  # close_notify: the peer is done sending
-                self._eof = True
-                self._wake_reader()
-                break
-            except ssl.SSLError as exc:
-                self._lost = f"TLS error: {exc.reason or type(exc).__name__}"
-                self.abort()
-                return
-            if not n:  # CPython's SSLObject.read answers a received close_notify with 0, not an error
-                self._eof = True
-                self._wake_reader()
-                break
-            self._deliver(bytes(_PLAIN[:n]))
-        self._flush()  # what reading made OpenSSL answer (a KeyUpdate)
-
-    def _flush(self) -> None:
-        data = self._out.read() if self._out is not None else b""
-        if data and self._raw is not None and not self._raw.is_closing():
-            self._raw.write(data)
-
-    def _shutdown(self) -> None:
-        """Our close_notify, then the peer's (read meanwhile), then the TCP close."""
-        tls = self._tls
-        assert tls is not None
-        try:
-            tls.unwrap()
-        except ssl.SSLWantReadError:
-            self._flush()
-            return
-        except ssl.SSLError:
-            # the peer is still sending (application data after our close_notify): what
-            # it sends is dropped until its EOF or the shutdown timer, so that our last
-            # bytes (a WebSocket close frame, an ERROR) are not destroyed by the reset a
-            # close with unread input makes
-            self._flush()
-            self._draining = True
-            return
-        except OSError:
-            pass  # the connection ends here
-        self._flush()
-        if self._raw is not None:
-            self._raw.close()
-
-    def _too_slow(self) -> None:
-        self._timer = None
-        self._refuse(asyncio.TimeoutError("TLS handshake took longer than the timeout"))
-
-    def _refuse(self, exc: BaseException) -> None:
-        if self._state != HANDSHAKE:
-            return
-        self._state = CLOSING  # refused once
-        self._cancel_timer()
-        self._listener.link_refused(self, exc)
-        if self._raw is not None:
-            if isinstance(exc, asyncio.TimeoutError):
-                self._raw.abort()
-            else:
-                self._raw.close()  # after the alert
-
-    def _cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
 
     # --- the reader's side
     def _deliver(self, data: bytes) -> None:
