@@ -45,19 +45,18 @@ from typing import Optional, Sequence
 from qim._core import ids
 from qim.cli.argchecks import ArgError, in_range, non_negative, positive, writable_path
 from qim.cli.bodies import body_bytes, digest
-from qim.cli.gateways import gateway_for, parse_gateways
+from qim.cli.gateways import gateway_for
+from qim.cli.loadgen_args import load_gateway_args, loadgen_parser
 from qim.cli.loadgen_group import GroupSender
 from qim.cli.loadgen_login import LoginFailed, login
 from qim.cli.loadgen_sdk import SdkLane, default_clients
 from qim.cli.loadgen_sdkcheck import SdkVerdict
 from qim.cli.loadgen_stats import HIST_EDGES_MS, Latencies
 from qim.cli.rate_receiver import PULL_GAP_S, Ledger, Receiver, Sent
-from qim.cli.tlsopts import add_client_args, client_context
 from qim.consts import GROUP_MAX_MEMBERS
 from qim.errors import ConfigError
 from qim.proto.v1 import message_pb2
 from qim.protocol import Opcode
-from qim.wire.devtoken import load_dev_key
 from qim.wire.errors import decode_error
 
 SEGMENT_S = 5.0
@@ -253,12 +252,7 @@ async def run(cfg: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """The command line of `qim-loadgen rate`."""
-    p = argparse.ArgumentParser(prog="qim-loadgen rate", description=__doc__.split("\n\n")[0])
-    p.add_argument("--gateway", default=os.environ.get("QIM_GATEWAY_ADDRS") or os.environ.get("QIM_GATEWAY_ADDR"),
-                   help="gateway host:port, or several comma-separated: clients spread over them by user "
-                        "(default: $QIM_GATEWAY_ADDRS, else $QIM_GATEWAY_ADDR)")
-    p.add_argument("--token-key", default=os.environ.get("QIM_DEV_TOKEN_KEY"),
-                   help="development token key, a PEM private key file (default: $QIM_DEV_TOKEN_KEY)")
+    p = loadgen_parser("rate", __doc__, "clients")
     p.add_argument("--rate", type=float, required=True, help="target sends per second")
     p.add_argument("--duration", type=float, default=180.0, help="seconds of load (180 for acceptance)")
     p.add_argument("--pairs", type=int, default=20, help="sender/receiver connection pairs")
@@ -274,7 +268,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--group-rate", type=float, default=None,
                    help="sends per second to the group (default: a direct sender's rate)")
     p.add_argument("--json", default=None, help="write the whole report as JSON to this path")
-    add_client_args(p)  # --ca-file, --plaintext (qim/cli/tlsopts.py)
     return p
 
 
@@ -283,17 +276,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     acknowledged and the client view is clean; 1 otherwise (also when a login failed:
     one line naming the gateway), 2 on bad arguments (one line naming the option)."""
     cfg = parser().parse_args(argv)
-    if not cfg.gateway or not cfg.token_key:
-        print("qim-loadgen rate: --gateway/QIM_GATEWAY_ADDR and --token-key/QIM_DEV_TOKEN_KEY are required",
-              file=sys.stderr)
-        return 2
     if cfg.sdk_clients is None:
         cfg.sdk_clients = default_clients(2 * max(1, cfg.pairs))
     try:
         check(cfg)  # ArgError is a ValueError
-        cfg.token_key = load_dev_key(cfg.token_key)
-        cfg.gateways = parse_gateways(cfg.gateway)
-        cfg.tls = client_context(cfg, cfg.gateways[0], "--gateway")  # one CA for every gateway
+        load_gateway_args(cfg)  # qim/cli/loadgen_args.py
     except (ValueError, ConfigError) as exc:
         print(f"qim-loadgen rate: {exc}", file=sys.stderr)
         return 2

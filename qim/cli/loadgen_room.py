@@ -35,15 +35,13 @@ from typing import Optional, Sequence
 
 from qim.cli.argchecks import in_range, non_negative, positive, writable_path
 from qim.cli.bodies import body_bytes
-from qim.cli.gateways import parse_gateways
+from qim.cli.loadgen_args import load_gateway_args, loadgen_parser
 from qim.cli.loadgen_login import login
 from qim.cli.loadgen_stats import Latencies
-from qim.cli.tlsopts import add_client_args, client_context
 from qim.errors import ConfigError
 from qim.net.framed import StreamClosed
 from qim.proto.v1 import room_pb2
 from qim.protocol import Opcode
-from qim.wire.devtoken import load_dev_key
 from qim.wire.errors import decode_error
 
 LOGIN_CONCURRENCY = 64
@@ -274,12 +272,7 @@ async def run(cfg: argparse.Namespace) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """The command line of `qim-loadgen room`."""
-    p = argparse.ArgumentParser(prog="qim-loadgen room", description=__doc__.split("\n\n")[0])
-    p.add_argument("--gateway", default=os.environ.get("QIM_GATEWAY_ADDRS") or os.environ.get("QIM_GATEWAY_ADDR"),
-                   help="gateway client address(es), comma-separated: members are spread over them "
-                        "(default: $QIM_GATEWAY_ADDRS, else $QIM_GATEWAY_ADDR)")
-    p.add_argument("--token-key", default=os.environ.get("QIM_DEV_TOKEN_KEY"),
-                   help="development token key, a PEM private key file (default: $QIM_DEV_TOKEN_KEY)")
+    p = loadgen_parser("room", __doc__, "members")
     p.add_argument("--members", type=int, default=2000, help="online member connections")
     p.add_argument("--rate", type=float, default=10.0, help="posts per second into the room, in all")
     p.add_argument("--duration", type=float, default=30.0, help="seconds of posting")
@@ -287,7 +280,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--size", type=int, default=64, help="post body bytes (>= 16)")
     p.add_argument("--drain", type=float, default=30.0, help="seconds to wait for ACKs and deliveries")
     p.add_argument("--json", default=None, help="write the report as JSON to this path")
-    add_client_args(p)
     return p
 
 
@@ -296,15 +288,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     acknowledged (or a login or join failed: one line), 2 on bad arguments (one line
     naming the option)."""
     cfg = parser().parse_args(argv)
-    if not cfg.gateway or not cfg.token_key:
-        print("qim-loadgen room: --gateway/QIM_GATEWAY_ADDRS and --token-key/QIM_DEV_TOKEN_KEY are required",
-              file=sys.stderr)
-        return 2
     try:
         check(cfg)  # ArgError is a ValueError
-        cfg.token_key = load_dev_key(cfg.token_key)
-        cfg.gateways = parse_gateways(cfg.gateway)
-        cfg.tls = client_context(cfg, cfg.gateways[0], "--gateway")
+        load_gateway_args(cfg)  # qim/cli/loadgen_args.py
     except (ValueError, ConfigError) as exc:
         print(f"qim-loadgen room: {exc}", file=sys.stderr)
         return 2

@@ -61,16 +61,16 @@ from typing import Optional, Sequence
 from qim.cli.argchecks import ArgError, in_range, non_negative, positive
 from qim.cli.bodies import OVER_LIMIT, Blob, deal, plan_blobs, threshold_sizes
 from qim.cli.gateways import parse_gateways
+from qim.cli.loadgen_args import load_gateway_args, loadgen_parser
 from qim.cli.loadgen_login import LoginFailed, login
 from qim.cli.replay_common import TENANT, Tally
 from qim.cli.replay_dialogue import DialogueBase, Item, items_of
 from qim.cli.replay_group import GROUP_EVERY, GroupDialogue
 from qim.cli.replay_history import history_check
 from qim.cli.replay_progress import ReplayProgress, print_summary
-from qim.cli.tlsopts import add_client_args, client_context
+from qim.cli.tlsopts import client_context
 from qim.errors import ConfigError
 from qim.sdk import SendAck, direct_conversation
-from qim.wire.devtoken import load_dev_key
 
 logger = logging.getLogger(__name__)
 MODES = ("online", "offline", "cut")
@@ -253,12 +253,7 @@ def check(cfg: argparse.Namespace) -> None:
 
 def parser() -> argparse.ArgumentParser:
     """The command line of `qim-loadgen replay`."""
-    p = argparse.ArgumentParser(prog="qim-loadgen replay", description=__doc__.split("\n\n")[0])
-    p.add_argument("--gateway", default=os.environ.get("QIM_GATEWAY_ADDRS") or os.environ.get("QIM_GATEWAY_ADDR"),
-                   help="gateway host:port, or several comma-separated: devices spread over them "
-                        "(default: $QIM_GATEWAY_ADDRS, else $QIM_GATEWAY_ADDR)")
-    p.add_argument("--token-key", default=os.environ.get("QIM_DEV_TOKEN_KEY"),
-                   help="development token key, a PEM private key file (default: $QIM_DEV_TOKEN_KEY)")
+    p = loadgen_parser("replay", __doc__, "devices")
     p.add_argument("--langs", default="english,chinese", help="comma-separated corpus languages")
     p.add_argument("--limit", type=int, default=0, help="number of dialogues (0 = all)")
     p.add_argument("--concurrency", type=int, default=8, help="dialogues run at once")
@@ -282,7 +277,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", dest="progress", action="store_false",
                    help="no progress bars or summary table on stderr (the verdict lines are printed either way)")
     p.add_argument("-v", "--verbose", action="store_true")
-    add_client_args(p)  # --ca-file, --plaintext (qim/cli/tlsopts.py)
     return p
 
 
@@ -292,14 +286,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     cfg = parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if cfg.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if not cfg.gateway or not cfg.token_key:
-        print("qim-loadgen replay: --gateway/QIM_GATEWAY_ADDR and --token-key/QIM_DEV_TOKEN_KEY are required",
-              file=sys.stderr)
-        return 2
     try:
         check(cfg)  # ArgError is a ValueError
-        cfg.token_key = load_dev_key(cfg.token_key)
-        client_context(cfg, parse_gateways(cfg.gateway)[0], "--gateway")  # a bad --ca-file or --plaintext: exit 2 first
+        load_gateway_args(cfg)  # a bad --ca-file or --plaintext: exit 2 first (qim/cli/loadgen_args.py)
     except (ValueError, ConfigError) as exc:
         print(f"qim-loadgen replay: {exc}", file=sys.stderr)
         return 2

@@ -64,3 +64,18 @@ def test_room_takes_the_gateway_list_like_rate(key_file, dead, monkeypatch, caps
 def test_room_refuses_bad_options_up_front(extra, message, key_file, dead, capsys):
     assert loadgen.main(["room", "--gateway", dead, "--token-key", key_file, "--plaintext", *extra]) == 2
     assert one_line(capsys, "qim-loadgen room: ") == f"qim-loadgen room: {message}\n"
+
+
+@pytest.mark.parametrize("command", ["replay", "rate", "room"])
+def test_every_command_takes_the_shared_options_and_names_them_alike(command, key_file, capsys):
+    """The shared options are written once (qim/cli/loadgen_args.py): each command
+    offers --gateway, --token-key, --ca-file and --plaintext, and one without a gateway
+    says the same line, naming the variable the default is read from first."""
+    extra = ["--rate", "5"] if command == "rate" else []
+    assert loadgen.main([command, "--token-key", key_file, "--plaintext", *extra]) == 2
+    assert one_line(capsys, f"qim-loadgen {command}: ") == (
+        f"qim-loadgen {command}: --gateway/QIM_GATEWAY_ADDRS and --token-key/QIM_DEV_TOKEN_KEY are required\n")
+    with pytest.raises(SystemExit):
+        loadgen.main([command, "--help"])
+    usage = capsys.readouterr().out
+    assert all(option in usage for option in ("--gateway", "--token-key", "--ca-file", "--plaintext"))
