@@ -5,6 +5,7 @@
     qimctl schema apply|check                                      (qim/cli/qimctl_schema.py)
     qimctl audit archive ...   qimctl retention set|get ...        (qim/cli/qimctl_archive.py)
     qimctl shards [--kind K] ...   the ShardRegistry: nodes, owners, owner epochs (qim/cli/qimctl_shards.py)
+    qimctl redis move-shard --shard S --to H:P   move a MailboxShard (qim/cli/qimctl_redis.py)
     qimctl audit dispatch [--kafka-bootstrap HOST:PORT] [--redis-addr HOST:PORT[,...]]
                           [--shard-count N] [--outbox-topic T] [--dispatch-topic T]
                           [--fanout-group G] [--no-wait] [--timeout S]
@@ -47,7 +48,16 @@ from typing import Optional, Sequence
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from qim.cli import qimctl_admin, qimctl_archive, qimctl_backup, qimctl_dev, qimctl_schema, qimctl_shards, qimctl_trace
+from qim.cli import (
+    qimctl_admin,
+    qimctl_archive,
+    qimctl_backup,
+    qimctl_dev,
+    qimctl_redis,
+    qimctl_schema,
+    qimctl_shards,
+    qimctl_trace,
+)
 from qim.cli.envargs import redis_layout
 from qim.cli.topic_read import KAFKA_CALL_TIMEOUT_S, QUIET_CLIENT, high_watermarks, read_topic
 from qim.config import Env
@@ -226,6 +236,7 @@ def build_parser(environ=None) -> argparse.ArgumentParser:
     qimctl_backup.add_parsers(sub, env)
     qimctl_trace.add_parsers(sub, env)
     qimctl_shards.add_parser(sub, env)
+    qimctl_redis.add_parsers(sub, env)
     return parser
 
 

@@ -51,6 +51,7 @@ class GatewayCluster:
         """Join (JoinRefused, a ConfigError, when the node id is in use), read the
         registry, then run the lease, the owner table and the presence renewal as tasks
         of `node`."""
+        await self.stores.load_placement()  # session epochs go where moved shards are (decision 0104)
         await self.keeper.join()
         self.presence.since_ms = self.keeper.since_ms
         await self.owners.refresh(force=True)

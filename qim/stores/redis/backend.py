@@ -7,6 +7,7 @@ from __future__ import annotations
 from qim.consts import MAILBOX_RETENTION_MS_DEFAULT
 from qim.infra.redis.checks import check_deployment
 from qim.stores.base import Stores
+from qim.stores.errors import StoreCorrupt
 from qim.stores.redis.commits import RedisCommitStore
 from qim.stores.redis.groups import RedisGroupStore
 from qim.stores.redis.leases import RedisClockLeases
@@ -50,12 +51,22 @@ class RedisBackend(Stores):
         for addr, client in self.topology.clients.items():
             with boundary(f"redis at {addr}"):
                 await check_deployment(client, addr, commit_facts=commit_facts, allow_unsafe_dev=allow_unsafe_dev)
+        await self.load_placement()
+
+    async def load_placement(self) -> None:
+        """Read the MailboxShard placement map now (decision 0104); StoreCorrupt when it
+        names an address that is not a mailbox instance of the layout."""
+        try:
+            await self.topology.load_placement()
+        except ValueError as exc:
+            raise StoreCorrupt(str(exc)) from None
 
     async def ping(self) -> None:
         """Return when every instance answers; StoreUnavailable otherwise."""
         for addr, client in self.topology.clients.items():
             with boundary(f"redis at {addr}"):
                 await client.ping()
+        await self.load_placement()
 
     async def close(self) -> None:
         """Close every instance's connection pool."""

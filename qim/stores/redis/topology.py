@@ -19,7 +19,10 @@ A deployment lists its instances per role (RedisLayout, qim/config/redislayout.p
   positions, the first-registration queue, session epochs). Shard s lives on mailbox
   instance `s % n`; a user on the instance of its MailboxShard (user_placement of its
   virtual bucket), so one shard's fused mailbox call and one shard's session
-  projection still run as one atomic call on one instance.
+  projection still run as one atomic call on one instance. An operator's move
+  (`qimctl redis move-shard`) places a shard elsewhere through the placement map
+  (placement.py, docs/decisions/0104): a shard in it is on its named instance, a shard
+  being moved is refused (StoreUnavailable) on every call until the move switches it.
 
 One instance for both roles (the development default, QIM_REDIS_ADDR alone) gives the
 same client everywhere: one pool, behaviour unchanged. Several roles may name the same
@@ -31,6 +34,9 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from qim.config.redislayout import RedisLayout
+from qim.stores.errors import StoreUnavailable
+from qim.stores.redis.placement import PlacementView
+from qim.stores.redis.scripts import boundary
 
 
 class RedisTopology:
@@ -50,6 +56,7 @@ class RedisTopology:
         self._core = [self.clients[a] for a in layout.core]
         self._mailbox = [self.clients[a] for a in layout.mailbox]
         self._scripts: dict[tuple[int, tuple[str, ...], bool], Any] = {}
+        self.placement = PlacementView(self.home, layout.mailbox)  # decision 0104
 
     @property
     def single(self) -> bool:
@@ -76,8 +83,32 @@ class RedisTopology:
         return self._core[self.layout.core_index(bucket)]
 
     def shard(self, shard: int) -> Any:
-        """The client holding MailboxShard `shard`."""
-        return self._mailbox[self.layout.mailbox_index(shard)]
+        """The client holding MailboxShard `shard`: its placement map entry, else
+        `s mod n`. StoreUnavailable while an operator moves it (decision 0104)."""
+        if self.single:
+            return self._mailbox[0]
+        view = self.placement
+        view.tick()
+        p = view.current
+        if shard in p.moving:
+            raise StoreUnavailable(f"MailboxShard {shard} is being moved to {p.moving[shard]} "
+                                   "(qimctl redis move-shard): retry")
+        addr = p.shards.get(shard)
+        return self.clients[addr] if addr is not None else self._mailbox[self.layout.mailbox_index(shard)]
+
+    def moving_shards(self) -> frozenset[int]:
+        """The MailboxShards being moved now: no node may hold their leases (decision 0104)."""
+        if self.single:
+            return frozenset()
+        self.placement.tick()
+        return frozenset(self.placement.current.moving)
+
+    async def load_placement(self) -> None:
+        """Read the placement map now (at start); ValueError when it names an address that
+        is not a mailbox instance of the layout, StoreUnavailable when the home is down."""
+        if not self.single:
+            with boundary("redis placement map"):
+                await self.placement.load()
 
     def user(self, tenant: int, user_id: int) -> Any:
         """The client holding a user's mailbox and session state."""

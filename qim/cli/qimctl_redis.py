@@ -1,0 +1,69 @@
+"""qimctl redis: planned changes of where Redis keys live (docs/decisions/0104;
+docs/operations.md "Several Redis instances").
+
+    qimctl redis move-shard --shard S --to HOST:PORT [--redis-addr H:P] [--registry H:P]
+                            [--shard-count N] [--settle SECONDS]
+
+moves MailboxShard S with everything it owns (DispatchProgress, watermark, its users'
+mailboxes, day indexes and session state, its session checkpoint and first-registration
+rows) to mailbox instance HOST:PORT under traffic: the shard's calls are refused
+(StoreUnavailable, retried by clients) while its keys are copied, then every node finds
+it on the new instance (qim/stores/redis/shardmove.py). Safe to run again after a crash
+at any step. The deployment's variables name the instances (QIM_REDIS_ADDR, the home;
+QIM_REDIS_CORE_ADDRS, QIM_REDIS_MAILBOX_ADDRS; QIM_REGISTRY_REDIS_ADDR).
+
+Exit codes: 0 moved (or already there), 2 refused or failed (one line on stderr naming
+why and what to do; a failure after the mark leaves the shard marked: run it again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from qim.cli.envargs import check_addr, redis_layout, shard_count_arg, shard_count_default
+from qim.errors import ConfigError
+
+
+def add_parsers(sub, env) -> None:
+    """Register `redis move-shard` under the qimctl subcommands."""
+    p = sub.add_parser("redis", help="planned moves of Redis keys between instances (decision 0104)")
+    rsub = p.add_subparsers(dest="redis_command", required=True)
+    m = rsub.add_parser("move-shard", help="move one MailboxShard to another mailbox instance, under traffic")
+    m.add_argument("--shard", type=int, required=True, help="the MailboxShard to move")
+    m.add_argument("--to", required=True, help="host:port of the mailbox instance to move it to (one of "
+                                               "$QIM_REDIS_MAILBOX_ADDRS)")
+    m.add_argument("--redis-addr", default=env.get("QIM_REDIS_ADDR"),
+                   help="the home instance, holding the placement map (default $QIM_REDIS_ADDR)")
+    m.add_argument("--registry", default=env.get("QIM_REGISTRY_REDIS_ADDR") or env.get("QIM_REDIS_ADDR"),
+                   help="the ShardRegistry's Redis (default $QIM_REGISTRY_REDIS_ADDR, else $QIM_REDIS_ADDR)")
+    m.add_argument("--shard-count", type=shard_count_arg, default=shard_count_default(env),
+                   help="mailbox and session shards (default $QIM_MAILBOX_SHARD_COUNT, else 64)")
+    m.add_argument("--settle", type=float, default=None,
+                   help="seconds to wait after marking the shard before copying (default 5: every "
+                        "process reads the placement map at least once a second)")
+    m.set_defaults(func=run_move_shard, environ=env)
+
+
+def run_move_shard(args: argparse.Namespace, out=sys.stdout) -> int:
+    """Run the move (module docstring); ConfigError / EngineError reach qimctl's main,
+    which prints them and exits 2."""
+    from qim.infra.redis.client import connect
+    from qim.stores.redis.placement import SETTLE_S
+    from qim.stores.redis.shardmove import move_shard
+
+    layout = redis_layout("--redis-addr", args.redis_addr, args.environ, args.shard_count)
+    if not args.registry:
+        raise ConfigError("--registry (or $QIM_REGISTRY_REDIS_ADDR / $QIM_REDIS_ADDR) is required")
+    check_addr("--registry", args.registry)
+    check_addr("--to", args.to)
+    settle = SETTLE_S if args.settle is None else args.settle
+    if settle < 0:
+        raise ConfigError("--settle must not be negative")
+
+    def say(line: str) -> None:
+        print(f"move-shard: {line}", file=out, flush=True)
+
+    asyncio.run(move_shard(layout, connect, args.registry, args.shard, args.to, say, settle_s=settle))
+    return 0

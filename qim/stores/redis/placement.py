@@ -1,0 +1,128 @@
+"""The MailboxShard placement map: which mailbox instance holds a shard, as data that an
+operator's move changes without a rehash (docs/decisions/0104-moving-a-mailbox-shard.md).
+
+Without a map a shard lives on mailbox instance `s mod n` (decision 0096). The map is one
+HASH on the home instance, `qim:placement`:
+
+    v            the map's version, raised by every change (HINCRBY)
+    shard:<s>    the 'host:port' of the mailbox instance holding shard s (an override)
+    moving:<s>   the target of a move in progress: every call for shard s is refused
+                 (StoreUnavailable, retried by its caller) until the move switches it
+
+A process reads the map at start (`RedisBackend.check`) and then on change: at most once
+per REFRESH_S a call that asks for a shard's instance starts one background read of `v`
+(and of the whole map when `v` moved). No call waits for the home; the hot path pays one
+monotonic clock read. A map naming an address that is not a mailbox instance of this
+process's layout is refused whole (the previous map stays in force, the error is kept
+in `error` and counted by `qim_redis_placement_refresh_errors_total`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from prometheus_client import Counter
+
+logger = logging.getLogger(__name__)
+
+PLACEMENT_KEY = "qim:placement"
+REFRESH_S = 1.0  # a change is seen within about this long by a process that makes calls
+# the move waits this long after marking a shard moving before it copies: every process
+# calling for the shard has read the mark by then (several refresh periods, a busy loop)
+SETTLE_S = 5.0 * REFRESH_S
+
+REFRESH_ERRORS = Counter("qim_redis_placement_refresh_errors_total",
+                         "reads of the MailboxShard placement map that failed or were refused (decision 0104)")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One version of the map: `shards` shard -> 'host:port' overrides, `moving` shard ->
+    target of a move in progress. Version 0 with nothing in it: the default `s mod n`."""
+
+    version: int = 0
+    shards: dict[int, str] = field(default_factory=dict)
+    moving: dict[int, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, raw: dict[Any, Any]) -> "Placement":
+        """The map from its HASH fields (bytes or str); ValueError for a field it does not know."""
+        version, shards, moving = 0, {}, {}
+        for k, v in raw.items():
+            name = k.decode() if isinstance(k, bytes) else str(k)
+            value = v.decode() if isinstance(v, bytes) else str(v)
+            kind, _, shard = name.partition(":")
+            if name == "v":
+                version = int(value)
+            elif kind == "shard" and shard.isdigit():
+                shards[int(shard)] = value
+            elif kind == "moving" and shard.isdigit():
+                moving[int(shard)] = value
+            else:
+                raise ValueError(f"unknown field {name!r} in {PLACEMENT_KEY}")
+        return cls(version, shards, moving)
+
+
+async def read_placement(home: Any) -> Placement:
+    """The map as stored on the home instance (one HGETALL)."""
+    return Placement.parse(await home.hgetall(PLACEMENT_KEY))
+
+
+class PlacementView:
+    """A process's copy of the map over `home`, checked against `valid` (the mailbox
+    addresses of its layout). `current` is the map in force; `tick()` starts a refresh
+    when the last one is REFRESH_S old (never waits); `load()` reads it now."""
+
+    def __init__(self, home: Any, valid: tuple[str, ...]) -> None:
+        self._home = home
+        self._valid = frozenset(valid)
+        self.current = Placement()
+        self.error = ""
+        self._checked = float("-inf")  # monotonic time of the last refresh started
+        self._task: Optional[asyncio.Task] = None
+
+    def tick(self) -> None:
+        """Start a background refresh when due (inside a running loop; else nothing)."""
+        now = time.monotonic()
+        if now - self._checked < REFRESH_S or (self._task is not None and not self._task.done()):
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._checked = now
+        self._task = loop.create_task(self._refresh())
+
+    async def load(self) -> Placement:
+        """Read the whole map now and put it in force; ValueError when it names an address
+        outside the layout (or a bad field), StoreUnavailable-like errors of the client."""
+        got = await read_placement(self._home)
+        self._apply(got)
+        self._checked = time.monotonic()
+        return got
+
+    async def _refresh(self) -> None:
+        try:
+            raw = await self._home.hget(PLACEMENT_KEY, "v")
+            if int(raw or 0) != self.current.version:
+                self._apply(await read_placement(self._home))
+            self.error = ""
+        except Exception as exc:  # noqa: BLE001 - kept visible: `error`, the counter, a warning
+            REFRESH_ERRORS.inc()
+            if not self.error:
+                logger.warning("placement map: refresh failed, the previous map stays in force: %s", exc)
+            self.error = str(exc) or type(exc).__name__
+
+    def _apply(self, got: Placement) -> None:
+        bad = sorted({a for a in (*got.shards.values(), *got.moving.values()) if a not in self._valid})
+        if bad:
+            raise ValueError(f"{PLACEMENT_KEY} v{got.version} names {', '.join(bad)}, not a mailbox instance "
+                             f"of this layout ({', '.join(sorted(self._valid))})")
+        if got.version != self.current.version:
+            logger.info("placement map v%d: %d shard(s) placed, %d moving", got.version, len(got.shards),
+                        len(got.moving))
+        self.current = got
