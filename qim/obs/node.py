@@ -38,32 +38,19 @@ import asyncio
 import inspect
 import logging
 import os
-import time
 from typing import Any, Awaitable, Callable, Coroutine, Iterable, Iterator, Optional
 
 from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR, Counter
 
 from qim import faults
 from qim.consts import STREAM_WRITE_CHUNK_BYTES
-from qim.errors import ConfigError, TlsError
-from qim.net.allow import RpcGuard
-from qim.net.framed import parse_addr, release
+from qim.net.framed import parse_addr
 from qim.net.rpc import Handler, LinkFactory, OnewayHandler, rpc_connection_handler
-from qim.net.tls import (
-    HANDSHAKE_TIMEOUT_S,
-    Alpn,
-    TlsContexts,
-    TlsFiles,
-    alpn_protocols,
-    check_alpn,
-    describe,
-    handshake_failure,
-    server_context,
-)
-from qim.net.tls import accept as tls_accept
+from qim.net.tls import HANDSHAKE_TIMEOUT_S, TlsContexts, TlsFiles, server_context
 from qim.obs.engine_probe import engines_away
 from qim.obs.http import serve_http
 from qim.obs.metrics import MetricSet, invariant_reasons
+from qim.obs.node_tls import NodeTls
 from qim.obs.tasks import cancel_all, task_end
 from qim.obs.watchdog import fault_probe, notify_systemd
 
@@ -73,13 +60,14 @@ ConnectionCallback = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awai
 # How long stop() lets cancelled connection handlers (in-flight requests still answer)
 # and tasks finish their cleanup, and each client close.
 STOP_GRACE_S = 3.0  # then a second cancel; normally everything ends at the first
-TLS_LOG_EVERY_S = 1.0  # failed handshakes are logged at most once a second per listener (each is counted)
 
 
-class ServiceNode:
+class ServiceNode(NodeTls):
     """Base class of every service process (gateway, writer, fanout, mailbox, session).
 
-    Subclasses set `service` (names the logger and the task-failure metric), build their
+    Its TLS side (contexts, SIGHUP reload, handshakes, the allow-list guard) is NodeTls's
+    (qim/obs/node_tls.py). Subclasses set `service` (names the logger and the
+    task-failure metric), build their
     components in `__init__` after `super().__init__(metrics_listen)`, override
     `not_ready()` and `setup()` (engine checks, listeners, tasks; raise
     qim.errors.EngineError when the node cannot start). `start()` serves /metrics and
@@ -103,16 +91,7 @@ class ServiceNode:
         # best-effort links (qim/net/oneway.py): failed connects and turns, by link and error class
         self.link_failures = self.metrics_base.counter(
             "qim_link_failures", "Failed connect attempts and turns of best-effort links, retried", ["link", "error"])
-        self._tls_failures = self.metrics_base.counter(
-            "qim_tls_handshake_failures", "Connections refused during or right after the TLS handshake",
-            ["listener", "reason"])
-        self._rpc_refused = self.metrics_base.counter(
-            "qim_rpc_refused", "Internal frames refused by the per-opcode allow-list", ["opcode", "peer_service"])
-        self._tls_reloads = self.metrics_base.counter("qim_tls_reloads", "Certificate reloads (SIGHUP)", ["result"])
-        self._tls_loaded = self.metrics_base.gauge(
-            "qim_tls_loaded_timestamp_seconds", "When the certificates in use were loaded", ["what"])
-        self._tls_sets: list[tuple[str, TlsContexts]] = []
-        self._tls_logged: dict[str, tuple[float, int]] = {}  # listener -> (last line, failures since)
+        self._init_tls()
         self._invariants: list[Counter] = []
         self._failures: list[str] = []
         self._tasks: dict[asyncio.Task, str] = {}
@@ -150,72 +129,6 @@ class ServiceNode:
         """Call `close()` (sync or async) on stop, after tasks ended; reverse order of
         registration (a client registered after its dependency closes first)."""
         self._closers.append((what or getattr(close, "__qualname__", "close"), close))
-
-    def tls_contexts(self, files: Optional[TlsFiles], what: str, variables: str,
-                     alpn: Alpn = None) -> Optional[TlsContexts]:
-        """Contexts for `files` (None stays None: plaintext development), reloaded by
-        `reload_tls()`. ConfigError naming `variables` when a file cannot be loaded."""
-        if files is None:
-            return None
-        try:
-            contexts = TlsContexts(files, alpn=alpn)
-        except TlsError as exc:
-            raise ConfigError(f"{variables}: {exc}") from None
-        self._tls_sets.append((what, contexts))
-        self._tls_loaded.labels(what=what).set(contexts.loaded_at)
-        return contexts
-
-    def reload_tls(self) -> bool:
-        """Rebuild every TLS context from its files (SIGHUP): new connections use the new
-        certificates, established ones keep theirs. A file that fails to load keeps the
-        contexts in use, is logged and counted (result="failed"); returns False then."""
-        ok = True
-        for what, contexts in self._tls_sets:
-            try:
-                contexts.reload()
-            except TlsError as exc:
-                ok = False
-                self._tls_reloads.labels(result="failed").inc()
-                self.log.error("TLS reload of %s failed, the certificate in use stays: %s", what, exc)
-                continue
-            self._tls_reloads.labels(result="ok").inc()
-            self._tls_loaded.labels(what=what).set(contexts.loaded_at)
-            self.log.info("TLS certificates of %s reloaded from %s", what, contexts.files.cert)
-        return ok
-
-    def rpc_guard(self, enforce: bool) -> RpcGuard:
-        """The allow-list check of this node's internal listeners (qim/net/allow.py),
-        counting refusals; `enforce=False` for plaintext development (no identity)."""
-        return RpcGuard(enforce, lambda op, peer: self._rpc_refused.labels(opcode=op, peer_service=peer).inc(),
-                        listener=self.service)
-
-    def _tls_refused(self, listener: str, reason: str, peer: str, detail: str) -> None:
-        self._tls_failures.labels(listener=listener, reason=reason).inc()
-        now = time.monotonic()
-        last, since = self._tls_logged.get(listener, (0.0, 0))
-        if now - last < TLS_LOG_EVERY_S:
-            self._tls_logged[listener] = (last, since + 1)
-            return
-        more = f" ({since} more since the last line)" if since else ""
-        self.log.info("%s listener refused %s: %s (%s)%s", listener, peer, reason, detail, more)
-        self._tls_logged[listener] = (now, 0)
-
-    async def _handshake(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, tls: TlsContexts,
-                         listener: str, chunk_bytes: int, timeout: float) -> bool:
-        """Upgrade one accepted connection; False (counted, logged, closed) when refused."""
-        peer = writer.get_extra_info("peername")
-        who = f"{peer[0]}:{peer[1]}" if peer else "?"
-        try:
-            await tls_accept(reader, writer, tls.server, chunk_bytes, timeout)
-        except (OSError, asyncio.TimeoutError) as exc:
-            self._tls_refused(listener, handshake_failure(exc), who, describe(exc))
-            release(exc)  # the reader keeps it: freed with the connection (qim/net/framed.py)
-            return False
-        if tls.alpn and not check_alpn(writer, tls.alpn):
-            self._tls_refused(listener, "alpn", who, f"ALPN {'/'.join(alpn_protocols(tls.alpn))} not offered")
-            writer.transport.abort()
-            return False
-        return True
 
     async def listen(self, addr: str, on_connection: ConnectionCallback, tls: Optional[TlsContexts] = None,
                      chunk_bytes: int = STREAM_WRITE_CHUNK_BYTES, name: str = "",
