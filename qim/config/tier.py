@@ -13,6 +13,8 @@ lists them with their defaults; docs/decisions/0023-archive-tier.md says why.
 | QIM_SCYLLA_LOCAL_DC | datacenter1 | same (DC-aware routing, NetworkTopologyStrategy) |
 | QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV | 0 | qimctl schema apply (RF 1), every CQL client |
 | QIM_MESSAGE_STORE_BACKEND | tiered with QIM_SCYLLA_ADDRS, else redis | writer, mailbox, session |
+| QIM_MAILBOX_STORE | redis (cql: the CQL MailboxStore, needs QIM_SCYLLA_ADDRS) | mailbox, session |
+| QIM_DISPATCH_LOG_RETENTION_MS | 7 days (the qim.dispatch topic's retention.ms) | mailbox, session |
 | QIM_HISTORY_HOT_WINDOW_MS | 7 days | writer (trimmer) |
 | QIM_DEFAULT_HISTORY_RETENTION_DAYS | 30 (1..3650) | writer (trimmer), archiver |
 | QIM_OUTBOX_RETENTION_MS | 7 days (the recovery window) | writer (trimmer) |
@@ -30,11 +32,14 @@ from typing import Optional
 from qim.config.env import Env
 from qim.consts import (
     DAY_MS,
+    DISPATCH_LOG_RETENTION_MS_DEFAULT,
+    DISPATCH_REPLAY_WINDOW_MS,
     HISTORY_HOT_WINDOW_MS_DEFAULT,
     HISTORY_RETENTION_DAYS_DEFAULT,
     HISTORY_RETENTION_DAYS_MAX,
     HISTORY_TRIM_PERIOD_MS_DEFAULT,
     HISTORY_TRIM_SLACK_MS_DEFAULT,
+    MAILBOX_IDENTITY_TTL_MS,
     OUTBOX_RECOVERY_WINDOW_MS_DEFAULT,
     SCYLLA_KEYSPACE_DEFAULT,
 )
@@ -42,6 +47,7 @@ from qim.errors import ConfigError
 from qim.wire.addr import parse_addr
 
 BACKENDS = ("redis", "tiered")
+MAILBOX_STORES = ("redis", "cql")
 _KEYSPACE_RE = re.compile(r"^[a-z][a-z0-9_]{0,47}$")
 _DC_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
@@ -99,6 +105,8 @@ class TierConfig:
     recovery_window_ms: int = OUTBOX_RECOVERY_WINDOW_MS_DEFAULT
     trim_slack_ms: int = HISTORY_TRIM_SLACK_MS_DEFAULT
     trim_period_ms: int = HISTORY_TRIM_PERIOD_MS_DEFAULT
+    mailbox_store: str = "redis"  # QIM_MAILBOX_STORE (docs/decisions/0102)
+    dispatch_log_retention_ms: int = DISPATCH_LOG_RETENTION_MS_DEFAULT
 
     @property
     def tiered(self) -> bool:
@@ -114,6 +122,19 @@ class TierConfig:
             raise ConfigError(f"QIM_MESSAGE_STORE_BACKEND={backend!r} must be one of {', '.join(BACKENDS)}")
         if backend == "tiered" and scylla is None:
             raise ConfigError("QIM_MESSAGE_STORE_BACKEND=tiered needs QIM_SCYLLA_ADDRS")
+        mailbox_store = env.raw("QIM_MAILBOX_STORE") or "redis"
+        if mailbox_store not in MAILBOX_STORES:
+            raise ConfigError(f"QIM_MAILBOX_STORE={mailbox_store!r} must be one of {', '.join(MAILBOX_STORES)}")
+        if mailbox_store == "cql" and scylla is None:
+            raise ConfigError("QIM_MAILBOX_STORE=cql needs a CQL cluster: set QIM_SCYLLA_ADDRS (and run "
+                              "`qimctl schema apply`)")
+        log_ms = env.integer("QIM_DISPATCH_LOG_RETENTION_MS", DISPATCH_LOG_RETENTION_MS_DEFAULT, 1000,
+                             HISTORY_RETENTION_DAYS_MAX * DAY_MS)
+        if mailbox_store == "cql" and log_ms + DISPATCH_REPLAY_WINDOW_MS >= MAILBOX_IDENTITY_TTL_MS:
+            # a record replayed after its dispatch identity row expired would be FRESH again: doubled
+            raise ConfigError(f"QIM_DISPATCH_LOG_RETENTION_MS={log_ms} plus the {DISPATCH_REPLAY_WINDOW_MS} ms replay "
+                              f"window reaches the CQL mailbox's 31-day dispatch identity TTL: shorten the "
+                              "qim.dispatch retention (docs/decisions/0102)")
         return cls(
             backend=backend, scylla=scylla,
             hot_window_ms=env.integer("QIM_HISTORY_HOT_WINDOW_MS", HISTORY_HOT_WINDOW_MS_DEFAULT, 1000,
@@ -124,4 +145,5 @@ class TierConfig:
                                            HISTORY_RETENTION_DAYS_MAX * DAY_MS),
             trim_slack_ms=env.integer("QIM_HISTORY_TRIM_SLACK_MS", HISTORY_TRIM_SLACK_MS_DEFAULT, 0, 3_600_000),
             trim_period_ms=env.integer("QIM_HISTORY_TRIM_PERIOD_MS", HISTORY_TRIM_PERIOD_MS_DEFAULT, 100, 600_000),
+            mailbox_store=mailbox_store, dispatch_log_retention_ms=log_ms,
         )

@@ -7,6 +7,8 @@ from, so no service module names a driver or a backend.
     stores.messages / commits / leases / groups / mailboxes / sessions / reads / epochs
     stores.archive_tier   # None without QIM_SCYLLA_ADDRS, else an ArchiveTier
 
+QIM_MAILBOX_STORE=cql puts `mailboxes` on the CQL MailboxStore (qim/stores/cql/mailboxes.py,
+docs/decisions/0102) over the archive tier's session; its schema check is fatal at start.
 Backends (QIM_MESSAGE_STORE_BACKEND, qim/config/tier.py): "redis" (every store in Redis;
 the default without QIM_SCYLLA_ADDRS) and "tiered" (the default with it: MessageStore is
 the TieredMessageStore, Redis above each conversation's hot floor and CQL below it).
@@ -52,6 +54,9 @@ class TieredStores(Stores):
         answers but is missing, old or refused is an EngineError."""
         await self.redis.check(commit_facts, allow_unsafe_dev)
         assert self.archive_tier is not None
+        check_mailboxes = getattr(self.mailboxes, "check", None)
+        if check_mailboxes is not None:  # the CQL MailboxStore: without its tables nothing materializes
+            await check_mailboxes()
         try:
             await self.archive_tier.check()
         except StoreUnavailable as exc:
@@ -82,7 +87,13 @@ def open_stores(redis: "RedisLayout | str", *, mailbox_retention_ms: int = MAILB
     backend = RedisBackend(redis, mailbox_retention_ms, first_registrations=archive)
     if tier is None or tier.scylla is None:
         return backend
-    return TieredStores(backend, ArchiveTier(backend.topology, tier.scylla), tier.tiered)
+    stores = TieredStores(backend, ArchiveTier(backend.topology, tier.scylla), tier.tiered)
+    if tier.mailbox_store == "cql":  # QIM_MAILBOX_STORE=cql (docs/decisions/0102)
+        from qim.stores.cql.mailboxes import CqlMailboxStore
+
+        assert stores.archive_tier is not None
+        stores.mailboxes = CqlMailboxStore(stores.archive_tier.cql.session, mailbox_retention_ms)
+    return stores
 
 
 def open_archive_tier(redis: "RedisLayout | str", scylla: ScyllaConfig) -> ArchiveTier:

@@ -5,7 +5,8 @@ of this package's own, every key on the instance the placement rules of
 qim/stores/redis/topology.py say: decision 0096), and the archive tier (the CQL
 MessageStore behind the TieredMessageStore, on a keyspace of the shared Cassandra node)
 as "cql" (every read from the archive) and "seam" (reads across the hot floor); see
-tests/stores/archived.py.
+tests/stores/archived.py. The MailboxStore vectors also run on "cqlmbx": the CQL
+MailboxStore (decision 0102) for `mailboxes`, Redis for the rest (`mailbox_stores`).
 
 Data is written the way services write it (CommitStore reserving calls, group changes,
 registrations), never by driver commands, so the vectors hold for any backend.
@@ -85,6 +86,20 @@ def _archive_backend(fraction: float) -> Callable[[dict], Stores]:
     return build
 
 
+def _cql_mailbox_backend(engines: dict) -> Stores:
+    """Redis for every store but `mailboxes`: the CQL MailboxStore (docs/decisions/0102)
+    on the package's keyspace of the shared CQL node, as QIM_MAILBOX_STORE=cql builds it."""
+    from qim.stores.cql.mailboxes import CqlMailboxStore
+    from qim.stores.open import ArchiveTier, TieredStores
+    from qim.stores.redis.backend import RedisBackend
+
+    redis = RedisBackend(engines["redis"])
+    tier = ArchiveTier(redis.client, engines["cql"])
+    stores = TieredStores(redis, tier, tiered_reads=False)
+    stores.mailboxes = CqlMailboxStore(tier.cql.session)
+    return stores
+
+
 # backend name -> factory(engines: {"redis": addr, "cql": ScyllaConfig}) -> Stores
 BACKENDS: dict[str, Callable[[dict], Stores]] = {
     "redis": _redis_backend,
@@ -92,6 +107,9 @@ BACKENDS: dict[str, Callable[[dict], Stores]] = {
     "cql": _archive_backend(1.0),  # every read served by the archive (CQL)
     "seam": _archive_backend(0.5),  # the older half archived and trimmed: reads cross the hot floor
 }
+# the MailboxStore contract (test_mailboxes*.py) also runs on the CQL MailboxStore; the
+# other vectors would only repeat the "redis" backend's runs there
+MAILBOX_BACKENDS: dict[str, Callable[[dict], Stores]] = {**BACKENDS, "cqlmbx": _cql_mailbox_backend}
 
 
 @pytest.fixture(scope="package")
@@ -116,15 +134,38 @@ async def stores(request, store_engines) -> Stores:
     await backend.close()
 
 
+@pytest.fixture(params=sorted(MAILBOX_BACKENDS))
+async def mailbox_stores(request, store_engines) -> Stores:
+    """`stores` of the MailboxStore vectors: every backend of BACKENDS and "cqlmbx"."""
+    backend = MAILBOX_BACKENDS[request.param](store_engines)
+    await _wipe(request.param, backend)
+    yield backend
+    await backend.close()
+
+
 async def _wipe(name: str, backend) -> None:
     from tests.stores.archived import truncate
 
     redis = backend if name in ("redis", "redis3") else backend.redis
     for client in redis.topology.clients.values():  # every instance of the layout
         await client.flushdb()
+    if name == "cqlmbx":  # the mailbox tables only
+        await backend.archive_tier.cql.apply_schema()
+        await _empty_mailbox_tables(backend.archive_tier.cql.session)
+        return
     if name not in ("redis", "redis3"):
         await backend.archive_tier.cql.apply_schema()
         await truncate(backend.archive_tier)
+
+
+async def _empty_mailbox_tables(session) -> None:
+    """TRUNCATE the CQL MailboxStore's tables: a DELETE would leave tombstones at today's
+    time, above the offset-based write timestamps of the frontier, day index and
+    identity rows (decision 0102), and hide every later write of the same keys."""
+    from qim.stores.cql.mailbox_schema import PARTITION_KEYS
+
+    for table in PARTITION_KEYS:
+        await session.execute(f"TRUNCATE {session.keyspace}.{table}")
 
 
 def now_ms() -> int:

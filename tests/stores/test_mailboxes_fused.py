@@ -21,6 +21,12 @@ U1, U2 = shard_users(TENANT, 1, 3, 11), shard_users(TENANT, 2, 3, 21)
 DAY = day_of(time.time_ns() // 1_000_000) - 1
 
 
+@pytest.fixture
+def stores(mailbox_stores):
+    """These vectors run on the CQL MailboxStore too (conftest.py MAILBOX_BACKENDS)."""
+    return mailbox_stores
+
+
 def seq8(offset: int) -> bytes:
     return mseq.to_bytes(mseq.compose(EPOCH, offset))
 

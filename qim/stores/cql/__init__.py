@@ -13,4 +13,5 @@ through the scylla-driver (`cassandra` module), imported only inside this packag
 | archive.py | CqlArchive: the HistoryArchiver's writes, the trimmer's checks, the audit's reads |
 | conversations.py | user_conversation_state (first registrations of SessionProjection) |
 | backend.py | CqlBackend: session + stores + checks |
+| mailbox_schema.py, frontier.py, mailbox_buckets.py, mailboxes.py | the CQL MailboxStore (QIM_MAILBOX_STORE=cql, decision 0102) |
 """

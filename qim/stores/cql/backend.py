@@ -33,8 +33,13 @@ class CqlBackend:
 
     async def apply_schema(self) -> list[int]:
         """qimctl schema apply: the migration versions applied now."""
+        from qim.stores.cql import mailbox_schema
+
         await self.session.open()
-        return await schema.apply(self.session)
+        applied = await schema.apply(self.session)
+        # the CQL MailboxStore's tables (docs/decisions/0102): a component of their own
+        await mailbox_schema.apply(self.session)
+        return applied
 
     async def ping(self) -> None:
         """Return when a node answers; StoreUnavailable otherwise."""
