@@ -217,8 +217,11 @@ class Player:
             raise ScriptFailed(f"the client sent {seen} where the script says it sends nothing of {sorted(ops)}")
 
     async def _drop(self, step: dict) -> None:
-        """Close the newest link as a network failure would."""
-        self.links[-1].abort("dropped by the script")
+        """Close the newest link, after the frames already queued on it (as the gateway
+        closes after a KICKED)."""
+        link = self.links[-1]
+        await link.flush()
+        link.close()
 
 
 async def _main(path: str, sdk: str) -> int:

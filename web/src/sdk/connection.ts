@@ -16,7 +16,7 @@ import { AuthOkSchema, AuthSchema, KickedSchema, PingSchema, type AuthOk } from 
 import { PushEventsSchema, type PushEvents } from "../gen/qim/v1/mailbox_pb";
 import { RoomEventsSchema, type RoomEvents } from "../gen/qim/v1/room_pb";
 import { ReadSyncSchema, SessionDeltaSchema, type ReadSync, type SessionDelta } from "../gen/qim/v1/session_pb";
-import { ConnectionLost, ServerError } from "./errors";
+import { ConnectionLost, serverError } from "./errors";
 import { encodeFrame, FrameDecoder, type Frame } from "./frame";
 import { Op } from "./protocol";
 import type { Dialer, Transport } from "./transport";
@@ -159,7 +159,7 @@ export class Connection {
     if (w.timer) clearTimeout(w.timer);
     if (f.opcode === Op.ERROR) {
       const e = fromBinary(ErrorSchema, f.body);
-      w.reject(new ServerError(e.code, e.message, e.retryAfterMs));
+      w.reject(serverError(e.code, e.message, e.retryAfterMs));
     } else w.resolve(f);
   }
 

@@ -22,6 +22,8 @@ export interface RuntimeStats {
   resends: number;
   reconciled: number;
   pushes: number;
+  /** Pushes whose position the committed cursor already covered: no pull (Puller.notify). */
+  pushesSkipped: number;
   rebuilds: number;
 }
 

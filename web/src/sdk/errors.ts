@@ -10,6 +10,23 @@ export class ServerError extends Error {
   }
 }
 
+/**
+ * A send policy refused the send for good (ERROR POLICY_REFUSED, code 13; decision 0099):
+ * `message` is the policy's reason, to show the sender. Permanent: the send fails at once
+ * (sendFailed), never retried. The counterpart of qim.sdk's PolicyRefused.
+ */
+export class PolicyRefused extends ServerError {
+  constructor(message: string) {
+    super(ErrorCode.POLICY_REFUSED, message);
+    this.name = "PolicyRefused";
+  }
+}
+
+/** The ServerError of one ERROR frame: PolicyRefused for a policy's refusal. */
+export function serverError(code: ErrorCode, message: string, retryAfterMs = 0): ServerError {
+  return code === ErrorCode.POLICY_REFUSED ? new PolicyRefused(message) : new ServerError(code, message, retryAfterMs);
+}
+
 /** The connection dropped (the runtime reconnects by itself unless kicked or closed). */
 export class ConnectionLost extends Error {
   constructor(message: string) {

@@ -3,7 +3,9 @@
  *
  * Single flight, never losing a wake-up: every request (a PUSH_EVENTS, the connect-time
  * sync, an explicit pull) sets a dirty mark and a running pull loops again while it is
- * set. Only MAILBOX_BATCH reaches the store. Transient errors are retried with bounded
+ * set. Only MAILBOX_BATCH reaches the store. A push is a position (lane, mailbox_seq;
+ * decision 0033): one the committed cursor already covers asks for no pull (notify),
+ * as in qim.sdk; one above it, on another lane or without a position wakes a pull. Transient errors are retried with bounded
  * backoff; CURSOR_EXPIRED runs REBUILD: the session list, then for every listed or
  * held conversation its history NEWER from just below the lowest stored seq to the end
  * (new messages stored, states applied, rows history did not return removed), and
@@ -13,7 +15,7 @@
 import { create, toBinary } from "@bufbuild/protobuf";
 import { ErrorCode } from "../gen/qim/v1/common_pb";
 import { HistoryBatchSchema, HistoryDirection, PullHistorySchema } from "../gen/qim/v1/history_pb";
-import { MailboxBatchSchema, PullMailboxSchema } from "../gen/qim/v1/mailbox_pb";
+import { MailboxBatchSchema, PullMailboxSchema, type PushEvents } from "../gen/qim/v1/mailbox_pb";
 import { PullSessionListSchema, SessionListBatchSchema, type SessionEntry } from "../gen/qim/v1/session_pb";
 import { fromHex, toHex } from "./bytes";
 import type { Connection } from "./connection";
@@ -28,8 +30,23 @@ import type { RuntimeCore } from "./core";
 export class Puller {
   private running: Promise<void> | null = null;
   private dirty = false;
+  /** (lane, last applied mailbox_seq) as committed to the store; null while unknown. */
+  private position: { lane: number; seq: bigint } | null = null;
 
   constructor(private readonly rt: RuntimeCore) {}
+
+  /**
+   * A PUSH_EVENTS frame: nothing when the committed cursor covers its position (same
+   * lane, mailbox_seq at or below; counted in stats.pushesSkipped), else wake().
+   */
+  notify(push: PushEvents): void {
+    const pos = this.position;
+    if (push.mailboxSeq && pos && pos.lane === push.lane && push.mailboxSeq <= pos.seq) {
+      this.rt.stats.pushesSkipped++;
+      return;
+    }
+    this.wake();
+  }
 
   /** A notification: pull soon; never lost (a running pull runs again). */
   wake(): void {
@@ -82,6 +99,8 @@ export class Puller {
       return true;
     }
     const result = await rt.store.applyMailboxBatch(batch.entries, batch.nextCursor, batch.lane, batch.shardEpoch);
+    const committed = await rt.store.cursor(); // what a later push is compared with (notify)
+    this.position = committed && { lane: committed.lane, seq: committed.seq };
     rt.tell(result);
     return batch.hasMore;
   }
@@ -114,6 +133,7 @@ export class Puller {
       }
     }
     await rt.store.resetCursor();
+    this.position = null;
     rt.stats.rebuilds++;
     rt.emit({ type: "cursorReset" });
   }

@@ -6,7 +6,7 @@
  * mailbox (PULL_MAILBOX until has_more is false, each batch committed with its cursor)
  * and only then resends, in ordinal order, the pending sends the sync did not find
  * (our own mailbox entries carry the client_message_id), then pulls the session list.
- * PUSH_EVENTS only wake a pull. KICKED REPLACED is terminal: no reconnect by itself.
+ * PUSH_EVENTS only wake a pull, unless the cursor covers their position. KICKED REPLACED is terminal: no reconnect by itself.
  */
 
 import { ErrorCode } from "../gen/qim/v1/common_pb";
@@ -55,7 +55,7 @@ export class Runtime implements RuntimeCore, Reconnectable {
   /** Wake-up probes (the app calls watch.probe()) and storage trouble (watch.ts). */
   readonly watch: Watch;
   readonly afterSync: ((c: Connection) => Promise<void>)[] = [];
-  readonly stats: RuntimeStats = { reconnects: 0, resends: 0, reconciled: 0, pushes: 0, rebuilds: 0 };
+  readonly stats: RuntimeStats = { reconnects: 0, resends: 0, reconciled: 0, pushes: 0, pushesSkipped: 0, rebuilds: 0 };
   onSessionDelta: Connection["onSessionDelta"] = () => undefined;
   onReadSync: Connection["onReadSync"] = () => undefined;
   onRoomEvents: Connection["onRoomEvents"] = () => undefined; // rooms.ts
@@ -302,9 +302,9 @@ export class Runtime implements RuntimeCore, Reconnectable {
     this.failWaiters(new Kicked(reason));
   }
 
-  private onPush(_p: PushEvents): void {
+  private onPush(p: PushEvents): void {
     this.stats.pushes++;
-    this.puller.wake(); // a push is a wake-up only: its entries never reach the store
+    this.puller.notify(p); // a wake-up and a position: its entries never reach the store (decision 0033)
   }
 
   // --- requests and send waiters ------------------------------------------------------
