@@ -38,6 +38,16 @@ async def test_replay_all_modes_clean_with_binary_bodies(gw):
     assert total.delivered == total.messages and not total.not_sent
 
 
+async def test_replay_all_modes_clean_with_the_default_body_mix(gw):
+    """What `make demo` runs: the default blob rate and the binary turns at the threshold sizes."""
+    c = cfg(gw, 9)
+    c.thresholds, c.blob_rate = True, replay.parser().get_default("blob_rate")
+    total = await replay.replay(c)
+    assert total.conversations == 9 and total.by_mode == {"online": 3, "offline": 3, "cut": 3}
+    assert total.messages > 9 and total.ok, total.line()
+    assert total.delivered == total.messages
+
+
 def wrap_pull(gw, before):
     original = gw._pull
 
