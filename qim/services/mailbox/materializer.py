@@ -57,8 +57,9 @@ from qim.stores.mailboxes import MailboxStore
 logger = logging.getLogger(__name__)
 
 PAUSED_POLL_S = 0.1
-# (tenant, mailbox_seq, recipients, their MailboxEvent) of one record; must not await
-PushHook = Callable[[int, int, tuple, MailboxEvent], None]
+# (tenant, mailbox_seq, recipients, their MailboxEvent, the message's trace id: 16 bytes
+# or b"") of one record; must not await
+PushHook = Callable[[int, int, tuple, MailboxEvent, bytes], None]
 LostHook = Callable[[int, str], None]  # (shard, reason): a shard this node stopped serving by itself
 
 
@@ -290,12 +291,12 @@ class MailboxMaterializer:
         state.stored_blob = done[-1].new_blob
         for (offset, _), one in zip(records, done):
             self._m.records.labels(status=one.status).inc()
-            with bind(trace=one.trace_id):  # the push hook reads it (pushes and projections carry it)
+            with bind(trace=one.trace_id):  # the log lines' trace=; pushes and projections get it passed
                 tracer.debug("materialized shard %d offset %d for %d recipient(s): %s", state.shard, offset,
                              len(one.recipients), one.status)
                 if one.status != "DUPLICATE":  # RECOVERED: the push of the lost attempt never happened
                     self._m.entries.inc(len(one.recipients))
-                    self._push(one.tenant, one.mailbox_seq, one.recipients, one.event)
+                    self._push(one.tenant, one.mailbox_seq, one.recipients, one.event, one.trace_id)
 
     async def _gc_loop(self) -> None:
         """DispatchProgress GC of the owned shards (dpgc.py), until cancelled."""

@@ -116,16 +116,17 @@ class MailboxNode(ServiceNode):
             yield "catching up with the dispatch log"
         yield from self.materializer.dirty_reasons
 
-    def push(self, tenant: int, seq: int, recipients: tuple, event: MailboxEvent) -> None:
+    def push(self, tenant: int, seq: int, recipients: tuple, event: MailboxEvent, trace_id: bytes = b"") -> None:
         """PushBatch of one materialized record to the gateways holding its recipients'
         devices, PROJECTION to the owner of its session shard (never awaits). `event`:
-        the recipients' event (its message's coordinates)."""
+        the recipients' event (its message's coordinates); `trace_id`: its message's
+        (16 bytes, b"" when untraced), carried by both for their log lines."""
         if not recipients:
             return
         # every recipient of a record is in its shard: the first one names it
         shard = ids.user_placement(tenant, recipients[0], self.config.common.shard_count)[2]
-        self.targets.push(shard, tenant, seq, recipients, event.message_id)
-        self._projection.send(shard, tenant, recipients, event)
+        self.targets.push(shard, tenant, seq, recipients, event.message_id, trace_id)
+        self._projection.send(shard, tenant, recipients, event, trace_id)
 
     async def handle(self, opcode: int, body: bytes) -> tuple[int, bytes]:
         """MAILBOX_PULL from a gateway -> MAILBOX_BATCH (RequestError otherwise)."""

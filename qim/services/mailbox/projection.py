@@ -23,7 +23,6 @@ from qim._core.types import MailboxEvent
 from qim.cluster.owners import OwnerTable
 from qim.net.oneway import PEER_QUEUE_LIMIT, SENT, OneWayLink
 from qim.net.tls import TlsContexts
-from qim.obs.logcontext import current
 from qim.proto.v1 import projection_pb2
 from qim.protocol import Opcode
 from qim.services.mailbox.metrics import MailboxMetrics
@@ -63,26 +62,26 @@ class ProjectionFeed:
             self._spawn(link.run(), f"projection link {addr}")
         return link
 
-    def send(self, shard: int, tenant: int, recipients: Sequence[int], event: MailboxEvent) -> None:
-        """PROJECTION of one record's message to its `recipients` (`event`: their event).
-        Never raises: it runs on the mailbox shard path, whose worker must not die for a
+    def send(self, shard: int, tenant: int, recipients: Sequence[int], event: MailboxEvent,
+             trace_id: bytes = b"") -> None:
+        """PROJECTION of one record's message to its `recipients` (`event`: their event;
+        `trace_id`: the message's, for the session's log lines). Never raises: it runs on the mailbox shard path, whose worker must not die for a
         best-effort optimisation."""
         try:
-            self._send(shard, tenant, recipients, event)
+            self._send(shard, tenant, recipients, event, trace_id)
         except Exception:  # noqa: BLE001 — counted and logged; the durable path recovers
             self._m.projection_dropped.inc()
             logger.exception("PROJECTION frame not built")
 
-    def _send(self, shard: int, tenant: int, recipients: Sequence[int], event: MailboxEvent) -> None:
+    def _send(self, shard: int, tenant: int, recipients: Sequence[int], event: MailboxEvent, trace_id: bytes) -> None:
         owner = self._owners.owner("session", shard)
         if owner is None:
             self._m.projection_dropped.inc()  # no live owner now: its durable consumer catches up
             return
-        trace = bytes.fromhex(current("trace"))  # the record's message (bound by the materializer)
         frame = projection_pb2.Projection(tenant_id=tenant.to_bytes(16, "big"))
         # one message per record: every recipient's event has the same coordinates
         frame.messages.add(conversation_id=event.conversation_id, conversation_seq=event.conversation_seq,
                            created_at_ms=event.created_at_ms, sender_id=event.sender_id, users=recipients,
-                           trace_id=trace)
+                           trace_id=trace_id)
         if self._link(owner.addr).send(frame.SerializeToString()) == SENT:
             self._m.projection_frames.inc()

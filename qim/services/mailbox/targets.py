@@ -22,7 +22,6 @@ from qim.cluster.links import GatewayLinks
 from qim.cluster.owners import OwnerTable
 from qim.cluster.presence import PresenceFollower
 from qim.net.tls import TlsContexts
-from qim.obs.logcontext import current
 from qim.proto.v1 import internal_pb2
 from qim.services.mailbox.metrics import MailboxMetrics
 from qim.services.mailbox.pushlink import PushLink
@@ -59,11 +58,12 @@ class PushTargets:
         """Stop following the shard's presence."""
         await self.presence.remove_shard(shard)
 
-    def push(self, shard: int, tenant: int, seq: int, users: Sequence[int], message_id: bytes) -> None:
-        """The position of one record of `shard` (its mailbox_seq and message) to each
-        gateway holding a recipient's device, with the recipients it holds (every gateway,
-        every recipient, while the shard's presence is being read). Never awaits."""
-        trace = bytes.fromhex(current("trace"))  # bound by the materializer for this record
+    def push(self, shard: int, tenant: int, seq: int, users: Sequence[int], message_id: bytes,
+             trace_id: bytes = b"") -> None:
+        """The position of one record of `shard` (its mailbox_seq and message; `trace_id`:
+        the message's, for the gateway's log lines) to each gateway holding a recipient's
+        device, with the recipients it holds (every gateway, every recipient, while the
+        shard's presence is being read). Never awaits."""
         by_gateway: dict[str, list[int]] = {}
         for user in users:
             gateways = self.presence.gateways_of(shard, tenant, user)
@@ -77,7 +77,7 @@ class PushTargets:
             link = self.gateways.links.get(gw)
             if link is None:
                 continue  # a gateway the registry did not list yet: its devices pull on the hello's wake
-            for body in push_bodies(tenant, seq, message_id, held, trace):
+            for body in push_bodies(tenant, seq, message_id, held, trace_id):
                 link.push(body)
             sent += 1
         self._m.push_gateways.observe(sent)
