@@ -128,21 +128,26 @@ export class ListTx {
   }
 
   private async recompute(r: ConvRow): Promise<void> {
-    const floor = r.kind === KIND_GROUP ? r.joinedAt : 0n;
+    const group = r.kind === KIND_GROUP;
+    const floor = group ? r.joinedAt : 0n;
     const base = r.readSeq > floor ? r.readSeq : floor;
+    // a leaver's interval ends at its LEFT / REMOVED message (docs/design.md §7): nothing above counts
+    const hi = group && r.leftAt ? r.leftAt : null;
+    const head = hi !== null && r.headSeq > hi ? hi : r.headSeq;
     const snapshot = r.srvReadSeq !== null;
     if (snapshot && !r.complete && r.srvExact) {
       const sBase = r.srvReadSeq! > floor ? r.srvReadSeq! : floor;
-      r.complete = (await this.count(r.id, sBase, r.srvHeadSeq)) === r.srvUnread;
+      const sHead = hi !== null && r.srvHeadSeq > hi ? hi : r.srvHeadSeq;
+      r.complete = (await this.count(r.id, sBase, sHead)) === r.srvUnread;
     }
     let unread: number, exact: boolean;
-    if (r.headSeq <= base) [unread, exact] = [0, true];
-    else if (r.headSeq - base > UNREAD_EXACT_WINDOW) [unread, exact] = [Number(UNREAD_EXACT_WINDOW), false];
-    else if (!snapshot || r.complete) [unread, exact] = [await this.count(r.id, base, null), true];
+    if (head <= base) [unread, exact] = [0, true];
+    else if (head - base > UNREAD_EXACT_WINDOW) [unread, exact] = [Number(UNREAD_EXACT_WINDOW), false];
+    else if (!snapshot || r.complete) [unread, exact] = [await this.count(r.id, base, hi), true];
     else if (r.readSeq === r.srvReadSeq && r.srvExact) {
       const above = r.srvHeadSeq > base ? r.srvHeadSeq : base;
-      [unread, exact] = [r.srvUnread + (await this.count(r.id, above, null)), true];
-    } else [unread, exact] = [await this.count(r.id, base, null), false];
+      [unread, exact] = [r.srvUnread + (await this.count(r.id, above, hi)), true];
+    } else [unread, exact] = [await this.count(r.id, base, hi), false];
     r.unread = Math.min(unread, Number(UNREAD_EXACT_WINDOW));
     r.unreadExact = exact;
   }

@@ -20,7 +20,8 @@ export function openConversation(s: LocalStore, conv: Uint8Array, peer: bigint, 
   });
 }
 
-/** A group this user created (joined from seq 0), left (at the CONTROL seq) or renamed (`retitled`). */
+/** A group this user created (joined from seq 0), left (at the CONTROL seq) or renamed (`retitled`);
+ * a create or leave marks the group read up to its CONTROL seq. */
 export function noteGroup(s: LocalStore, reply: Uint8Array, groupId: bigint, joined: boolean,
   title = "", retitled = false): Promise<ApplyResult> {
   const ok = fromBinary(GroupOkSchema, reply);
@@ -32,6 +33,9 @@ export function noteGroup(s: LocalStore, reply: Uint8Array, groupId: bigint, joi
       if (joined) Object.assign(r, { joinedAt: 0n, leftAt: 0n });
       else r.leftAt = ok.conversationSeq;
       if (title) r.title = title;
+      // its CONTROL message is our own: it marks the group read up to it, as the server's
+      // registration does (qim.sdk store_lists.note_group): a group left unread is read
+      list.moveRead(r, ok.conversationSeq, true);
     }
     return list.finish(emptyResult());
   });
