@@ -3,13 +3,16 @@ docs/operations.md "Several Redis instances").
 
     qimctl redis move-shard --shard S --to HOST:PORT [--redis-addr H:P] [--registry H:P]
                             [--shard-count N] [--settle SECONDS]
+    qimctl redis pin-shards [--redis-addr H:P] [--shard-count N]
 
 moves MailboxShard S with everything it owns (DispatchProgress, watermark, its users'
 mailboxes, day indexes and session state, its session checkpoint and first-registration
 rows) to mailbox instance HOST:PORT under traffic: the shard's calls are refused
 (StoreUnavailable, retried by clients) while its keys are copied, then every node finds
 it on the new instance (qim/stores/redis/shardmove.py). Safe to run again after a crash
-at any step. The deployment's variables name the instances (QIM_REDIS_ADDR, the home;
+at any step. `pin-shards` writes every shard's current instance into the placement map,
+the first step of growing from N to N+1 mailbox instances (docs/operations.md "Several
+Redis instances"). The deployment's variables name the instances (QIM_REDIS_ADDR, the home;
 QIM_REDIS_CORE_ADDRS, QIM_REDIS_MAILBOX_ADDRS; QIM_REGISTRY_REDIS_ADDR).
 
 Exit codes: 0 moved (or already there), 2 refused or failed (one line on stderr naming
@@ -44,6 +47,25 @@ def add_parsers(sub, env) -> None:
                    help="seconds to wait after marking the shard before copying (default 5: every "
                         "process reads the placement map at least once a second)")
     m.set_defaults(func=run_move_shard, environ=env)
+    pin = rsub.add_parser("pin-shards", help="write every MailboxShard's current instance into the placement "
+                                             "map (before a longer QIM_REDIS_MAILBOX_ADDRS is rolled out)")
+    pin.add_argument("--redis-addr", default=env.get("QIM_REDIS_ADDR"),
+                     help="the home instance, holding the placement map (default $QIM_REDIS_ADDR)")
+    pin.add_argument("--shard-count", type=shard_count_arg, default=shard_count_default(env),
+                     help="mailbox and session shards (default $QIM_MAILBOX_SHARD_COUNT, else 64)")
+    pin.set_defaults(func=run_pin_shards, environ=env)
+
+
+def run_pin_shards(args: argparse.Namespace, out=sys.stdout) -> int:
+    """Pin every shard where the current layout places it (module docstring)."""
+    from qim.infra.redis.client import connect
+    from qim.stores.redis.shardmove import pin_shards
+
+    layout = redis_layout("--redis-addr", args.redis_addr, args.environ, args.shard_count)
+    added = asyncio.run(pin_shards(layout, connect))
+    print(f"pin-shards: {added} of {layout.shard_count} shards pinned now (the others were in the map already)",
+          file=out)
+    return 0
 
 
 def run_move_shard(args: argparse.Namespace, out=sys.stdout) -> int:

@@ -19,6 +19,7 @@ import pytest
 
 from qim._core import mailbox_seq as mseq
 from qim.cli import qimctl
+from qim.config.redislayout import RedisLayout
 from qim.consts import DAY_MS
 from qim.infra.redis.client import connect
 from qim.stores.errors import NotOwner, StoreUnavailable
@@ -34,7 +35,7 @@ from qim.stores.redis.keys import (
 from qim.stores.redis.mailboxes import RedisMailboxStore
 from qim.stores.redis.placement import PLACEMENT_KEY
 from qim.stores.redis.registry import RedisShardRegistry
-from qim.stores.redis.shardmove import MoveRefused, move_shard
+from qim.stores.redis.shardmove import MoveRefused, move_shard, pin_shards
 from qim.stores.redis.topology import topology_of
 from tests.stores.conftest import shard_users
 from tests.stores.test_topology_archive import layout3
@@ -195,3 +196,32 @@ async def test_a_move_that_crashed_is_finished_by_running_it_again(redis_three):
         assert await seen(RedisMailboxStore(t), users) == before
     finally:
         await t.aclose()
+
+
+async def test_growing_from_two_mailbox_instances_to_three_moves_nothing_until_a_shard_is_moved(redis_three):
+    a, b, c = redis_three
+    two = RedisLayout(core=(a.addr,), mailbox=(a.addr, b.addr), shard_count=8)
+    three = RedisLayout(core=(a.addr,), mailbox=(a.addr, b.addr, c.addr), shard_count=8)
+    users = {s: shard_users(TENANT, s, 2) for s in range(8)}
+    t2 = topology_of(two)
+    try:
+        m = RedisMailboxStore(t2)
+        for s in range(8):
+            await m.fused(s, EPOCH, records(s, users[s]), None, b"W%d" % s, writer=b"me")
+        before = [await m.read_range(TENANT, u, [DAY], -1, 1 << 40, 100) for s in range(8) for u in users[s]]
+    finally:
+        await t2.aclose()
+    assert await pin_shards(two, connect) == 8 and await pin_shards(two, connect) == 0
+    t3 = topology_of(three)  # the longer list rolled out: every shard where it was
+    try:
+        await t3.load_placement()
+        assert [t3.addr_of(t3.shard(s)) for s in range(8)] == [two.mailbox[s % 2] for s in range(8)]
+        m = RedisMailboxStore(t3)
+        assert [await m.read_range(TENANT, u, [DAY], -1, 1 << 40, 100) for s in range(8) for u in users[s]] == before
+        await move_shard(three, connect, a.addr, 3, c.addr, print, settle_s=0)
+        await t3.load_placement()
+        assert t3.addr_of(t3.shard(3)) == c.addr and t3.addr_of(t3.shard(2)) == a.addr
+        assert [await m.read_range(TENANT, u, [DAY], -1, 1 << 40, 100) for s in range(8) for u in users[s]] == before
+        assert c.client().exists(wm_key(3)) and not b.client().exists(wm_key(3))
+    finally:
+        await t3.aclose()

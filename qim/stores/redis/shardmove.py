@@ -190,3 +190,23 @@ async def _remove_leftovers(layout: RedisLayout, clients: dict[str, Any], shard:
         await delete_shard(clients[addr], keys, rows)
         n += len(keys)
     return n
+
+
+async def pin_shards(layout: RedisLayout, connect: Callable[[str], Any]) -> int:
+    """Write every MailboxShard's current instance into the placement map (those it does
+    not name yet: `s mod n` of this layout), so that a longer QIM_REDIS_MAILBOX_ADDRS
+    rolled out next places no shard elsewhere (docs/operations.md, growing from N to
+    N+1 instances). Returns how many entries were added; one version change."""
+    home = connect(layout.home)
+    try:
+        placement = await read_placement(home)
+        add = {f"shard:{s}": layout.mailbox[layout.mailbox_index(s)]
+               for s in range(layout.shard_count) if s not in placement.shards}
+        if add:
+            async with home.pipeline(transaction=True) as pipe:
+                pipe.hset(PLACEMENT_KEY, mapping=add)
+                pipe.hincrby(PLACEMENT_KEY, "v", 1)
+                await pipe.execute()
+        return len(add)
+    finally:
+        await home.aclose()
