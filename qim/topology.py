@@ -6,7 +6,7 @@ identity `qim://service/<name>`, its process `qim-<name>` and its metric label),
 prefix of its variables (`QIM_<ENV>_*`), its listeners and metrics port, its entry
 (dotted paths, so this module imports no service), the internal opcodes it serves and
 which services may call each, and, when the gateway forwards client requests to it, the
-envelope and the routing rule. Derived from it (and checked by tests/test_topology.py):
+envelope and the routing rule (its client calls: qim/wire/calls.py). Derived from it (and checked by tests/test_topology.py):
 
 - the internal RPC allow-list and metric labels (qim/net/allow.py);
 - the development certificates (qim/dev/certs.py) and the dev stack layout: instances,
@@ -14,7 +14,9 @@ envelope and the routing rule. Derived from it (and checked by tests/test_topolo
 - default listen and metrics addresses, and the peers each config dials (qim/config/);
 - one entry point for every process (`qim.app.main`, pyproject.toml `[project.scripts]`);
 - the gateway's client routes, envelopes and backend routing (qim/services/gateway/routes.py,
-  router.py).
+  router.py), with the client calls declared per kind (qim/wire/calls.py);
+- the services reading the shared engine variables (qim/config/variables.py) and the
+  order of a rolling restart (qim/dev/rolling.py).
 
 Synapse's `config/workers.py` (instance maps, stream writers) is the model. A new
 service is one row here plus its own packages (the RoomWriter, `qim-room`, was added so).
@@ -41,8 +43,6 @@ ROUTINGS = (RENDEZVOUS, MODULO, SHARD_OWNER)
 SHARDS = "shards"  # the users' shards: virtual bucket mod QIM_MAILBOX_SHARD_COUNT
 OUTBOX = "outbox"  # the Outbox partitions
 NODE = "node"  # a node lease only (liveness)
-_REQUESTS = "qim.services.gateway.requests"
-_ROOM_CHECKS = "qim.wire.room"  # pure: the SDK and the RoomWriter run the same checks
 
 
 @dataclass(frozen=True)
@@ -56,27 +56,16 @@ class Listener:
 
 
 @dataclass(frozen=True)
-class ClientRoute:
-    """A client opcode the gateway forwards: `check` ("module:function", called as
-    check(conn, body) -> routing key; RequestError for bad input, before any backend) and
-    `bulk` (the answer is pages: the connection fetches a bounded number at a time)."""
-
-    check: str
-    bulk: bool = False
-
-
-@dataclass(frozen=True)
 class GatewayBackend:
     """How the gateway reaches a service for client requests: the internal `opcode` it
     sends, the internal_pb2 `envelope` message (fields actor, upstream, and opcode when
-    the message has one), the `routing` rule over the service's addresses, and the
-    client opcodes routed there; `local` and `pushes` for a backend with state per
-    client connection (below)."""
+    the message has one) and the `routing` rule over the service's addresses; the client
+    opcodes routed there are the calls declared for the service (qim/wire/calls.py);
+    `local` and `pushes` for a backend with state per client connection (below)."""
 
     opcode: int
     envelope: str
     routing: str
-    routes: Mapping[int, ClientRoute]
     # A backend that keeps state per client connection (the RoomWriter: rooms joined,
     # live events): `local` ("module:Class") is the gateway-side half, built once per
     # gateway as Class(gateway node) (qim/services/gateway/routes.py LocalBackend): it
@@ -100,7 +89,10 @@ class Service:
     QIM_<ENV>_NODE_COUNT (static shard or user assignment); `archive_only`: runs only
     with the archive tier (QIM_SCYLLA_ADDRS); `leases`: what its nodes lease from the
     ShardRegistry (SHARDS: the users' shards, OUTBOX: Outbox partitions, NODE: a node
-    lease only, its liveness; "" none: docs/decisions/0040-scale-leases-and-fencing.md)."""
+    lease only, its liveness; "" none: docs/decisions/0040-scale-leases-and-fencing.md);
+    `engines`: it reads the shared engine variables (Redis layout, Kafka, shard count,
+    tier: qim/config/common.py); `roll`: its place in a rolling restart, readers of a
+    record or frame before its writers (qim/dev/rolling.py; None: not a process)."""
 
     name: str
     entity: str  # the design's entity name (docs/design.md §2)
@@ -116,6 +108,8 @@ class Service:
     node_index: bool = False
     archive_only: bool = False
     leases: str = ""
+    engines: bool = False
+    roll: Optional[int] = None
 
     @property
     def process(self) -> bool:
@@ -150,52 +144,40 @@ SERVICES: Mapping[str, Service] = MappingProxyType({s.name: s for s in (
             listeners=(Listener("QIM_WRITER_LISTEN", 7101),),
             serves={Opcode.WRITER_SEND: _callers(GATEWAY, QIMCTL),  # qimctl group create acts for the owner
                     Opcode.WRITER_ADMIN: _callers(QIMCTL)},  # membership edits, operator deletes: never a gateway
-            gateway=GatewayBackend(Opcode.WRITER_SEND, "WriterSend", RENDEZVOUS, {
-                Opcode.SEND_MESSAGE: ClientRoute(f"{_REQUESTS}:send_key"),
-                Opcode.RECALL_MESSAGE: ClientRoute(f"{_REQUESTS}:recall_key"),
-                Opcode.PULL_HISTORY: ClientRoute(f"{_REQUESTS}:history_key", bulk=True),
-                Opcode.CREATE_GROUP: ClientRoute(f"{_REQUESTS}:create_group_key"),
-                Opcode.LEAVE_GROUP: ClientRoute(f"{_REQUESTS}:leave_group_key"),
-                Opcode.PULL_MEMBERS: ClientRoute(f"{_REQUESTS}:members_key", bulk=True),
-                Opcode.SET_GROUP_TITLE: ClientRoute(f"{_REQUESTS}:set_title_key")})),
+            gateway=GatewayBackend(Opcode.WRITER_SEND, "WriterSend", RENDEZVOUS), engines=True, roll=6),
     Service(MAILBOX, "MailboxNode", "MAILBOX", 9102,
             "qim.services.mailbox.node:MailboxNode", "qim.config.mailbox:MailboxConfig",
             listeners=(Listener("QIM_MAILBOX_LISTEN", 7102),),
             serves={Opcode.MAILBOX_PULL: _callers(GATEWAY)},
-            gateway=GatewayBackend(Opcode.MAILBOX_PULL, "MailboxPull", SHARD_OWNER, {  # key: the user's shard
-                Opcode.PULL_MAILBOX: ClientRoute(f"{_REQUESTS}:pull_mailbox_key", bulk=True)}),
-            leases=SHARDS),
+            gateway=GatewayBackend(Opcode.MAILBOX_PULL, "MailboxPull", SHARD_OWNER),  # key: the user's shard
+            engines=True, roll=3, leases=SHARDS),
     Service(SESSION, "SessionProjection", "SESSION", 9103,
             "qim.services.session.node:SessionNode", "qim.config.session:SessionConfig",
             listeners=(Listener("QIM_SESSION_LISTEN", 7103),),
             serves={Opcode.SESSION_CALL: _callers(GATEWAY), Opcode.PROJECTION: _callers(MAILBOX)},
-            gateway=GatewayBackend(Opcode.SESSION_CALL, "SessionCall", SHARD_OWNER, {  # key: the user's shard
-                Opcode.PULL_SESSION_LIST: ClientRoute(f"{_REQUESTS}:session_list_key", bulk=True),
-                Opcode.MARK_READ: ClientRoute(f"{_REQUESTS}:mark_read_key"),
-                Opcode.PULL_PROFILES: ClientRoute(f"{_REQUESTS}:profiles_key")}),
-            leases=SHARDS),
+            gateway=GatewayBackend(Opcode.SESSION_CALL, "SessionCall", SHARD_OWNER),  # key: the user's shard
+            engines=True, roll=2, leases=SHARDS),
     Service(ROOM, "RoomWriter", "ROOM", 9108,
             "qim.services.room.node:RoomNode", "qim.config.room:RoomConfig",
             listeners=(Listener("QIM_ROOM_LISTEN", 7106),),
             serves={Opcode.ROOM_CALL: _callers(GATEWAY)},
-            gateway=GatewayBackend(Opcode.ROOM_CALL, "RoomCall", MODULO, {  # key: the room shard
-                Opcode.JOIN_ROOM: ClientRoute(f"{_ROOM_CHECKS}:join_key"),
-                Opcode.ROOM_SEND: ClientRoute(f"{_ROOM_CHECKS}:send_key"),
-                Opcode.LEAVE_ROOM: ClientRoute(f"{_ROOM_CHECKS}:leave_key")},
-                local="qim.services.gateway.rooms:RoomFanout", pushes=Opcode.ROOM_PUSH),
-            node_index=True),
+            gateway=GatewayBackend(Opcode.ROOM_CALL, "RoomCall", MODULO,  # key: the room shard
+                                   local="qim.services.gateway.backends.room:RoomFanout", pushes=Opcode.ROOM_PUSH),
+            node_index=True, roll=5),
     Service(GATEWAY, "ConnectionNode", "GATEWAY", 9100,
             "qim.services.gateway.server:ConnectionNode", "qim.config.gateway:GatewayConfig",
             listeners=(Listener("QIM_GATEWAY_LISTEN", 7100), Listener("QIM_GATEWAY_PUSH_ADDR", 7104, "_push"),
                        Listener("QIM_GATEWAY_WS_LISTEN", 7105, "_ws")),  # plain ws://: development only
             internal="QIM_GATEWAY_PUSH_ADDR", peers_var="QIM_GATEWAY_PUSH_ADDR",
             serves={Opcode.PUSH_BATCH: _callers(MAILBOX), Opcode.DEVICE_FRAMES: _callers(SESSION),
-                    Opcode.ROOM_PUSH: _callers(ROOM)}, leases=NODE),  # ROOM_PUSH on the gateway's own ROOM_CALL connection
+                    Opcode.ROOM_PUSH: _callers(ROOM)},  # ROOM_PUSH on the gateway's own ROOM_CALL connection
+            leases=NODE, engines=True, roll=0),
     Service(FANOUT, "FanoutCoordinator", "FANOUT", 9106,
-            "qim.services.fanout.node:FanoutNode", "qim.config.fanout:FanoutConfig", leases=OUTBOX),
+            "qim.services.fanout.node:FanoutNode", "qim.config.fanout:FanoutConfig", leases=OUTBOX,
+            engines=True, roll=4),
     Service(ARCHIVER, "HistoryArchiver", "ARCHIVER", 9107,
             "qim.services.archiver.node:ArchiverNode", "qim.config.archiver:ArchiverConfig", archive_only=True,
-            leases=OUTBOX),
+            leases=OUTBOX, engines=True, roll=1),
     Service(QIMCTL, "operator CLI", "QIMCTL"),  # an identity on internal RPC, not a process
 )})
 
@@ -216,6 +198,16 @@ def processes() -> list[Service]:
 def leasing() -> list[Service]:
     """The rows whose nodes hold leases in the ShardRegistry."""
     return [s for s in SERVICES.values() if s.leases]
+
+
+def engine_readers() -> tuple[str, ...]:
+    """The services that read the shared engine variables (the `engines` column)."""
+    return tuple(s.name for s in SERVICES.values() if s.engines)
+
+
+def roll_order() -> tuple[str, ...]:
+    """The process kinds in rolling-restart order (the `roll` column: readers first)."""
+    return tuple(s.name for s in sorted((s for s in SERVICES.values() if s.roll is not None), key=lambda s: s.roll or 0))
 
 
 def rpc_allow() -> dict[int, frozenset[str]]:

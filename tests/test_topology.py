@@ -11,15 +11,30 @@ import tomllib
 
 import pytest
 
+import qim.topology as topology
 from qim.config import Env
 from qim.dev.certs import DEV_SERVICES
+from qim.dev.rolling import ROLL_ORDER
 from qim.dev.stack_layout import environment, instances, kind_of, port_keys
 from qim.errors import EngineError
 from qim.net.allow import KNOWN_SERVICES, RPC_ALLOW
 from qim.proto.v1 import internal_pb2
 from qim.protocol import INTERNAL_CATEGORY, Opcode
 from qim.services.gateway.routes import ROUTES
-from qim.topology import GATEWAY, ROUTINGS, SERVICES, dials, load, processes, rpc_allow, server_of, speaks_rpc
+from qim.topology import (
+    GATEWAY,
+    ROUTINGS,
+    SERVICES,
+    dials,
+    engine_readers,
+    load,
+    processes,
+    roll_order,
+    rpc_allow,
+    server_of,
+    speaks_rpc,
+)
+from qim.wire.calls import CALLS, calls_of
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TABLE_BEGIN, TABLE_END = "<!-- services:begin (tests/test_topology.py) -->", "<!-- services:end -->"
@@ -91,16 +106,15 @@ def test_default_addresses_come_from_the_table():
     assert [s.name for s in dials("qimctl")] == ["writer"] and dials("fanout") == []
 
 
-def test_gateway_routes_are_the_backend_rows():
-    expected = {op: row.name for row in SERVICES.values() if row.gateway for op in row.gateway.routes}
-    assert {op: r.backend for op, r in ROUTES.items()} == expected
+def test_gateway_routes_are_the_declared_calls():
+    assert {op: r.backend for op, r in ROUTES.items()} == {c.opcode: c.backend for c in CALLS}
     for op, route in ROUTES.items():
         row = SERVICES[route.backend]
         assert row.gateway is not None and row.gateway.routing in ROUTINGS
         assert GATEWAY in row.serves[route.opcode], f"the gateway may not send {route.opcode!r}"
         assert route.envelope is getattr(internal_pb2, row.gateway.envelope)
         assert {"actor", "upstream"} <= set(route.envelope.DESCRIPTOR.fields_by_name)
-        assert route.bulk == row.gateway.routes[op].bulk and (op >> 8) != INTERNAL_CATEGORY
+        assert route.bulk == calls_of(row.name)[op].bulk and (op >> 8) != INTERNAL_CATEGORY
 
 
 def test_the_dev_stack_layout_keeps_its_port_keys_and_expresses_n_nodes():
@@ -144,7 +158,7 @@ def service_table() -> str:
         serves = "; ".join(f"{op(o)} ← {', '.join(sorted(c))}" for o, c in row.serves.items()) or "—"
         gw = "—"
         if row.gateway is not None:
-            gw = (f"{', '.join(op(o) for o in row.gateway.routes)} ({row.gateway.envelope}, "
+            gw = (f"{', '.join(op(o) for o in calls_of(row.name))} ({row.gateway.envelope}, "
                   f"{row.gateway.routing})")
         lines.append(f"| {name} | {row.entity} | {listeners} | {row.metrics_port or '—'} | {serves} | {gw} |")
     return "\n".join(lines)
@@ -157,21 +171,46 @@ def test_the_architecture_doc_shows_the_table_as_it_is():
     assert shown == service_table(), f"docs/architecture.md service table must read:\n{service_table()}"
 
 
+# the service-kind constants of qim/topology.py (GATEWAY, WRITER, ...), by name
+KIND_CONSTANTS = {name: value for name, value in vars(topology).items()
+                  if name.isupper() and isinstance(value, str) and value in SERVICES}
+
+
+def _kind(node: ast.expr) -> str | None:
+    """The service a collection element names: a string literal ("writer"), a kind
+    constant (WRITER) or one read through the module (topology.WRITER)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in SERVICES:
+        return node.value
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+    return KIND_CONSTANTS.get(name) if name is not None else None
+
+
+def _readers_rows(tree: ast.AST) -> set[int]:
+    """ids of the `readers` arguments of qim/config/variables.py's `_v(...)` rows: which
+    services read a variable is checked against what each configuration reads
+    (tests/config/test_variables.py), so it is no hand-kept list."""
+    return {id(call.args[3]) for call in ast.walk(tree)
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "_v"
+            and len(call.args) > 3}
+
+
 def hand_lists(root: pathlib.Path) -> list[str]:
-    """Literal collections naming two or more services outside qim/topology.py: a
+    """Tuples, lists and sets naming two or more services outside qim/topology.py, by
+    string literal or by kind constant, and dicts keyed by two or more string literals: a
     per-service list kept by hand (derive it from the table instead)."""
     found = []
     for path in sorted((root / "qim").rglob("*.py")):
         if path.name == "topology.py" and path.parent.name == "qim" or "proto" in path.parts:
             continue
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-                elts = node.elts
-            elif isinstance(node, ast.Dict):
-                elts = [k for k in node.keys if k is not None]
+        tree = ast.parse(path.read_text(), str(path))
+        readers = _readers_rows(tree) if path.name == "variables.py" else set()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and id(node) not in readers:
+                named = [k for k in map(_kind, node.elts) if k is not None]
+            elif isinstance(node, ast.Dict):  # keys by string literal only: {WRITER: writers} maps arguments
+                named = [k.value for k in node.keys if isinstance(k, ast.Constant) and k.value in SERVICES]
             else:
                 continue
-            named = [e.value for e in elts if isinstance(e, ast.Constant) and e.value in SERVICES]
             if len(named) >= 2:
                 found.append(f"{path.relative_to(root)}:{node.lineno}: {', '.join(named)}")
     return found
@@ -180,29 +219,44 @@ def hand_lists(root: pathlib.Path) -> list[str]:
 def test_no_per_service_list_is_kept_by_hand(tmp_path):
     assert hand_lists(ROOT) == []
     (tmp_path / "qim" / "dev").mkdir(parents=True)
-    (tmp_path / "qim" / "dev" / "certs.py").write_text('DEV_SERVICES = ("gateway", "writer")\nPORTS = {"fanout": 1}\n')
-    assert hand_lists(tmp_path) == ["qim/dev/certs.py:1: gateway, writer"]
+    (tmp_path / "qim" / "dev" / "certs.py").write_text(
+        'DEV_SERVICES = ("gateway", "writer")\nPORTS = {"fanout": 1}\n'
+        "from qim.topology import FANOUT, GATEWAY, WRITER\nORDER = (GATEWAY, FANOUT)\nKINDS = [topology.WRITER, ROOM]\n")
+    assert hand_lists(tmp_path) == ["qim/dev/certs.py:1: gateway, writer", "qim/dev/certs.py:4: gateway, fanout",
+                                    "qim/dev/certs.py:5: writer, room"]
+
+
+def test_derived_lists_follow_the_table():
+    """ROLL_ORDER and the engine readers are the `roll` and `engines` columns: every
+    process has one place in the roll, readers before writers."""
+    assert ROLL_ORDER == roll_order() and len(set(ROLL_ORDER)) == len(ROLL_ORDER)
+    assert set(ROLL_ORDER) == {s.name for s in processes()}
+    assert ROLL_ORDER.index(GATEWAY) == 0 and ROLL_ORDER[-1] == "writer"  # every frame's reader first, Outbox writer last
+    assert set(engine_readers()) == {"writer", "mailbox", "session", "fanout", "archiver", "gateway"}
 
 
 def test_a_new_service_is_one_row(monkeypatch):
     """A RoomWriter row (docs/architecture.md "How to add a service"), with a stand-in
-    internal opcode and envelope: every derived list picks it up without another edit."""
+    internal opcode and envelope, and one declared call: every derived list picks it up
+    without another edit."""
     import qim.dev.stack_layout as layout
-    import qim.topology as topology
+    from qim.proto.v1 import session_pb2
     from qim.services.gateway.routes import build_routes
-    from qim.topology import ClientRoute, GatewayBackend, Listener, Service
+    from qim.topology import GatewayBackend, Listener, Service
+    from qim.wire.calls import Call
 
     room_call = 0x7F7E  # not a real opcode: the room's own comes with its package
     room = Service("room", "RoomWriter", "ROOM", 9188, "qim.services.room.node:RoomNode", "qim.config.room:RoomConfig",
                    listeners=(Listener("QIM_ROOM_LISTEN", 7188),), serves={room_call: frozenset({GATEWAY})},
-                   gateway=GatewayBackend(room_call, "SessionCall", topology.RENDEZVOUS, {
-                       Opcode.JOIN_ROOM: ClientRoute("qim.services.gateway.requests:session_list_key")}))
+                   gateway=GatewayBackend(room_call, "SessionCall", topology.RENDEZVOUS))
+    join = Call(Opcode.JOIN_ROOM, session_pb2.PullSessionList, "room", "qim.services.gateway.backends.session:"
+                "session_list_key", "join", Opcode.ROOM_JOINED, session_pb2.SessionListBatch)
     table = {**SERVICES, "room": room}
     monkeypatch.setattr(topology, "SERVICES", table)
     monkeypatch.setattr(layout, "SERVICES", table)
     assert topology.rpc_allow()[room_call] == {"gateway"} and topology.speaks_rpc("room")
     assert "room" in [s.name for s in topology.dials("gateway")]
-    assert build_routes()[Opcode.JOIN_ROOM].backend == "room"
+    assert build_routes((join,))[Opcode.JOIN_ROOM].backend == "room"
     nodes = layout.instances({"room": 2}, archive=False)
     assert [i.name for i in nodes if i.service is room] == ["room", "room2"]
     keys = port_keys(nodes)

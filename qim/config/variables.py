@@ -37,13 +37,27 @@ from qim.consts import (
     TOKEN_MAX_TTL_S_DEFAULT,
     WRITER_INFLIGHT_DEFAULT,
 )
-from qim.topology import ARCHIVER, FANOUT, GATEWAY, MAILBOX, QIMCTL, ROOM, SERVICES, SESSION, WRITER, dials, processes
+from qim.topology import (
+    ARCHIVER,
+    FANOUT,
+    GATEWAY,
+    MAILBOX,
+    MODULO,
+    QIMCTL,
+    ROOM,
+    SERVICES,
+    SESSION,
+    WRITER,
+    dials,
+    engine_readers,
+    processes,
+)
 
 ALL, CLIENTS, DEV = "all", "clients", "dev"
-# derived from the service table (a hand list came back after the RoomWriter: issue 36)
+# derived from the service table (hand lists came back after the RoomWriter: issue 36)
 _RPC = tuple(n for n, s in SERVICES.items() if s.serves)  # the services with an internal certificate
 _LEASED = tuple(n for n, s in SERVICES.items() if s.leases)  # the kinds holding ShardRegistry leases (qim/config/registry.py)
-_ENGINES = (WRITER, MAILBOX, SESSION, FANOUT, ARCHIVER, GATEWAY)
+_ENGINES = engine_readers()  # the services reading the shared engine variables (qim/config/common.py)
 _CQL = (*_ENGINES, QIMCTL)  # every service reads the tier (qim/config/common.py) even when it has no CQL work
 
 
@@ -209,7 +223,8 @@ def _derived() -> tuple[Var, ...]:
                        f"{row.name} /metrics and /healthz (HTTP on loopback unless QIM_METRICS_TLS_CERT)"))
         if row.node_index:
             out.append(Var(f"QIM_{row.env}_NODE_INDEX", "int", "0", (row.name,), "this node's index among its kind"))
-            if row.name not in (SESSION, ROOM):  # these count their address list instead
+            # a kind the gateway routes MODULO over its address list counts that list instead
+            if row.gateway is None or row.gateway.routing != MODULO:
                 out.append(Var(f"QIM_{row.env}_NODE_COUNT", "int", "1", (row.name,), "nodes of this kind"))
     for row in SERVICES.values():  # address lists: read by every service that dials the kind
         listener = row.internal_listener

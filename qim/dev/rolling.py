@@ -20,9 +20,9 @@ gateways use it (docs/operations.md).
 from __future__ import annotations
 
 from qim.dev.stack_layout import kind_of
-from qim.topology import ARCHIVER, FANOUT, GATEWAY, MAILBOX, ROOM, SESSION, WRITER
+from qim.topology import roll_order
 
-ROLL_ORDER = (GATEWAY, ARCHIVER, SESSION, MAILBOX, FANOUT, ROOM, WRITER)
+ROLL_ORDER = roll_order()  # the service table's `roll` column (qim/topology.py)
 
 
 def rolling_order(names: list[str]) -> list[str]:

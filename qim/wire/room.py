@@ -1,6 +1,6 @@
 """Chatroom requests: the checks that need no state, and the routing key (docs/protocol.md
-"Rooms"; docs/decisions/0045-rooms-phase-one-in-process-ring.md). Pure: shared by the gateway (the
-route checks its service-table row names: `join_key`, `send_key`, `leave_key`), the
+"Rooms"; docs/decisions/0045-rooms-phase-one-in-process-ring.md). Pure: shared by the gateway (its
+half of the RoomWriter, qim/services/gateway/backends/room.py: `join_key`, `send_key`, `leave_key`), the
 RoomWriter (which checks again whoever sent) and the SDK (refusals before a frame).
 
 Rooms are addressed by (tenant, room_id), room_id a u64, non-zero, bit 63 clear
@@ -12,8 +12,6 @@ over 64 bytes; never truncated).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import blake3
 
@@ -28,8 +26,7 @@ from qim.consts import (
 )
 from qim.errors import ErrorCode, RequestError
 from qim.proto.v1 import room_pb2
-from qim.protocol import Opcode
-from qim.wire.validate import check_id, parse_request
+from qim.wire.validate import check_id
 
 ROOM_SEND_DOMAIN = b"qim.room-send.v1\0"
 assert ROOM_SHARD_COUNT == 256  # one byte of the conversation_id
@@ -85,35 +82,3 @@ def send_identity(req: room_pb2.RoomSend) -> bytes:
     h.update(req.recall.room_epoch.to_bytes(8, "big") + req.recall.room_seq.to_bytes(8, "big"))
     h.update(req.body)
     return h.digest()[:16]
-
-
-def join_key(conn: Any, body: bytes) -> int:
-    """JOIN_ROOM at the gateway: a valid JoinRoom; the key is the room's shard."""
-    req = parse_request(room_pb2.JoinRoom, body, "JOIN_ROOM")
-    check_join(req)
-    return room_shard(conn.tenant, req.room_id)
-
-
-def send_key(conn: Any, body: bytes) -> int:
-    """ROOM_SEND at the gateway: a valid post or recall (QIM_MAX_MESSAGE_BODY); the key is the room's shard."""
-    req = parse_request(room_pb2.RoomSend, body, "ROOM_SEND")
-    check_send(req, conn.gw.config.max_body)
-    return room_shard(conn.tenant, req.room_id)
-
-
-def leave_key(conn: Any, body: bytes) -> int:
-    """LEAVE_ROOM at the gateway: a valid room id; the key is the room's shard."""
-    req = parse_request(room_pb2.LeaveRoom, body, "LEAVE_ROOM")
-    check_room_id(req.room_id)
-    return room_shard(conn.tenant, req.room_id)
-
-
-def room_of(opcode: int, body: bytes) -> int:
-    """The room_id a JOIN_ROOM, ROOM_SEND or LEAVE_ROOM names (the body was checked)."""
-    if opcode == Opcode.JOIN_ROOM:
-        return room_pb2.JoinRoom.FromString(body).room_id
-    if opcode == Opcode.ROOM_SEND:
-        return room_pb2.RoomSend.FromString(body).room_id
-    if opcode == Opcode.LEAVE_ROOM:
-        return room_pb2.LeaveRoom.FromString(body).room_id
-    raise ValueError(f"opcode 0x{opcode:04x} names no room")

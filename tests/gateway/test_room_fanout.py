@@ -1,4 +1,4 @@
-"""The gateway's half of chatrooms without a network (qim/services/gateway/rooms.py):
+"""The gateway's half of chatrooms without a network (qim/services/gateway/backends/room.py):
 one ROOM_PUSH reaches every local member once, bytes unchanged; a slow member alone
 misses events (counted) and is told to re-join once it drained, nobody else waits; a
 post from a connection that has not joined is FORBIDDEN before any backend; a failed
@@ -15,8 +15,8 @@ from prometheus_client import CollectorRegistry
 from qim.errors import ErrorCode, RequestError
 from qim.proto.v1 import internal_pb2, room_pb2
 from qim.protocol import Opcode
+from qim.services.gateway.backends.room import RoomFanout
 from qim.services.gateway.metrics import GatewayMetrics
-from qim.services.gateway.rooms import RoomFanout
 
 ROOM, ADDR = 4242, "127.0.0.1:7106"
 

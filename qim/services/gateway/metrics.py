@@ -89,7 +89,7 @@ class GatewayMetrics(MetricSet):
         self.rate_limited = self.counter("qim_gateway_rate_limited",
                                          "Requests or AUTHs refused with RATE_LIMITED, by scope "
                                          "(user, connection, connection_cap)", ["scope"])
-        # chatrooms: local fan-out (rooms.py)
+        # chatrooms: local fan-out (backends/room.py)
         self.rooms = self.gauge("qim_gateway_rooms", "Rooms with a member connection on this gateway")
         self.room_members = self.gauge("qim_gateway_room_members", "Room member connections on this gateway")
         self.room_frames = self.counter("qim_gateway_room_frames", "ROOM_EVENTS frames queued to members")

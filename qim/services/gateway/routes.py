@@ -1,9 +1,11 @@
 """The gateway's routing table: client opcode -> (validator, backend, envelope, routing
-rule), built from the service table (docs/design.md §4 "Gateway validation", §5.1;
-qim/topology.py: each backend row's `gateway` column).
+rule), built from the declared client calls (qim/wire/calls.py) and the service
+table (docs/design.md §4 "Gateway validation", §5.1; qim/topology.py: each backend
+row's `gateway` column).
 
 Each route's `check(conn, body)` parses the upstream bytes, rejects what needs no
-storage to reject (INVALID_ARGUMENT, PAYLOAD_TOO_LARGE: qim/services/gateway/requests.py)
+storage to reject (INVALID_ARGUMENT, PAYLOAD_TOO_LARGE: the backend's gateway half,
+qim/services/gateway/backends/<kind>.py)
 and returns the routing key of its backend; the router picks the node by the row's rule
 (qim/services/gateway/router.py). The bytes are forwarded unchanged inside the row's
 envelope with the actor from AUTH (`forward`). `bulk` routes answer with pages: the
@@ -26,7 +28,8 @@ from typing import Any, Awaitable, Callable, Protocol, Union
 
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
-from qim.topology import gateway_backends, load
+from qim.topology import gateway_backends, load, service
+from qim.wire.calls import CALLS, Call
 
 RouteKey = Union[bytes, int]
 
@@ -54,17 +57,19 @@ class Route:
         return "connection" in self.envelope.DESCRIPTOR.fields_by_name
 
 
-def build_routes() -> dict[int, Route]:
-    """Every client route of every gateway backend row (ValueError: an opcode twice)."""
+def build_routes(calls: tuple[Call, ...] = CALLS) -> dict[int, Route]:
+    """A route per declared client call (qim/wire/calls.py), through its backend's
+    row (ValueError: an opcode declared twice, or a backend without a gateway column)."""
     routes: dict[int, Route] = {}
-    for row in gateway_backends():
-        backend = row.gateway
-        assert backend is not None
-        envelope = getattr(internal_pb2, backend.envelope)
-        for opcode, spec in backend.routes.items():
-            if opcode in routes:
-                raise ValueError(f"client opcode 0x{opcode:04x} routed to {routes[opcode].backend} and {row.name}")
-            routes[opcode] = Route(row.name, backend.opcode, envelope, load(spec.check), spec.bulk)
+    for call in calls:
+        if call.opcode in routes:
+            raise ValueError(f"client opcode 0x{call.opcode:04x} routed to {routes[call.opcode].backend} "
+                             f"and {call.backend}")
+        backend = service(call.backend).gateway
+        if backend is None:
+            raise ValueError(f"{call.backend} serves {call.opcode.name} but its row has no gateway column")
+        routes[call.opcode] = Route(call.backend, backend.opcode, getattr(internal_pb2, backend.envelope),
+                                    load(call.check), call.bulk)
     return routes
 
 

@@ -87,7 +87,7 @@ class ConnectionNode(ServiceNode):
         self.cluster = GatewayCluster(config, self.metrics, self.registry) if config.registry is not None else None
         self.epochs = self.cluster.epochs if self.cluster is not None else None
         self.presence = self.cluster.presence if self.cluster is not None else None
-        self.locals = build_locals(self)  # backends with state per client connection (rooms: rooms.py)
+        self.locals = build_locals(self)  # backends with state per client connection (rooms: backends/room.py)
         self.router = BackendRouter({s.name: config.peers.get(s.name, ()) for s in gateway_backends()},
                                     tls=self.internal_tls,
                                     owners=self.cluster.owners if self.cluster is not None else None,

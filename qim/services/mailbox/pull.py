@@ -7,16 +7,17 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from google.protobuf.message import DecodeError
-
 from qim._core import eventgroup, ids, watermark
 from qim._core import mailbox_seq as mseq
 from qim.consts import ID_LEN, MAILBOX_PAGE_MAX_BYTES, MAILBOX_PAGE_MAX_ENTRIES, U63_MAX
 from qim.errors import EngineError, ErrorCode, RequestError, SeqError
 from qim.proto.v1 import internal_pb2, mailbox_pb2
+from qim.protocol import Opcode
 from qim.services.mailbox.materializer import MailboxMaterializer
 from qim.stores.mailboxes import MailboxStore, Retained
 from qim.stores.messages import MessageRef, MessageStore
+from qim.topology import MAILBOX
+from qim.wire.calls import Dispatch
 
 # A zero-cursor pull that finds only expired entries removes this many pages of them
 # before it answers (empty, has_more) so that one request stays bounded.
@@ -51,13 +52,15 @@ class MailboxPuller:
         self._mat = materializer
         self._shard_count = shard_count
         self._holds = holds
+        self._dispatch = Dispatch(MAILBOX, self)
 
     async def pull(self, req: internal_pb2.MailboxPull) -> mailbox_pb2.MailboxBatch:
-        """One MAILBOX_BATCH for the actor's device cursor (see the class docstring for errors)."""
-        try:
-            q = mailbox_pb2.PullMailbox.FromString(req.upstream)
-        except DecodeError:
-            raise RequestError(ErrorCode.INVALID_ARGUMENT, "PULL_MAILBOX body is not a valid PullMailbox") from None
+        """One MAILBOX_BATCH for the actor's device cursor (see the class docstring for
+        errors), through the mailbox's declared call (qim/wire/calls.py)."""
+        return await self._dispatch.answer(Opcode.PULL_MAILBOX, req.upstream, req)
+
+    async def pull_mailbox(self, req: internal_pb2.MailboxPull, q: mailbox_pb2.PullMailbox) -> mailbox_pb2.MailboxBatch:
+        """PULL_MAILBOX `q` of the envelope `req` (its declared handler)."""
         if len(req.actor.tenant_id) != ID_LEN or not 0 < req.actor.user_id <= U63_MAX:
             # as in the writer and the session service: never an IdError (INTERNAL) below
             raise RequestError(ErrorCode.UNAUTHENTICATED, "no authenticated actor")

@@ -22,11 +22,12 @@ from qim.errors import ErrorCode, RequestError
 from qim.policy import PolicySeam, SendFacts
 from qim.policy.line import Line
 from qim.proto.v1 import internal_pb2, room_pb2
-from qim.protocol import Opcode
 from qim.services.room.book import RoomBook
 from qim.services.room.links import GatewayLink
 from qim.services.room.metrics import RoomMetrics
 from qim.services.room.room import Room
+from qim.topology import ROOM
+from qim.wire.calls import Dispatch
 from qim.wire.room import check_join, check_room_id, check_send, room_shard, send_identity
 from qim.wire.validate import parse_request
 
@@ -50,6 +51,7 @@ class RoomService:
         self.policy = policy if policy is not None else PolicySeam(None)  # QIM_SEND_POLICY (0099)
         self._line = Line()  # posts of a room in arrival order while their verdicts are asked
         self.member_total = 0  # member connections over every room (the gauge)
+        self._dispatch = Dispatch(ROOM, self)
 
     def _shard(self, tenant: int, room_id: int) -> int:
         shard = room_shard(tenant, room_id)
@@ -71,19 +73,10 @@ class RoomService:
         tenant = int.from_bytes(call.actor.tenant_id, "big")
         if not call.actor.user_id:
             raise RequestError(ErrorCode.UNAUTHENTICATED, "ROOM_CALL without an actor")
-        if call.opcode == Opcode.JOIN_ROOM:
-            return Opcode.ROOM_JOINED, await self._join(link, call, tenant)
-        if call.opcode == Opcode.ROOM_SEND:
-            req = parse_request(room_pb2.RoomSend, call.upstream, "ROOM_SEND")
-            if self.policy.active and not req.HasField("recall"):
-                return Opcode.ROOM_ACK, await self._send_checked(link, call, tenant, req)
-            return Opcode.ROOM_ACK, self._send(link, call, tenant, req)
-        if call.opcode == Opcode.LEAVE_ROOM:
-            return Opcode.ROOM_LEFT, self._leave(link, call, tenant)
-        raise RequestError(ErrorCode.INVALID_ARGUMENT, f"ROOM_CALL does not carry opcode 0x{call.opcode:04x}")
+        return await self._dispatch(call.opcode, call.upstream, link, call, tenant)  # qim/wire/calls.py
 
-    async def _join(self, link: GatewayLink, call: internal_pb2.RoomCall, tenant: int) -> bytes:
-        req = parse_request(room_pb2.JoinRoom, call.upstream, "JOIN_ROOM")
+    async def join(self, link: GatewayLink, call: internal_pb2.RoomCall, tenant: int, req: room_pb2.JoinRoom) -> bytes:
+        """JOIN_ROOM: the snapshot or replay (RoomJoined bytes); the link carries the member from now on."""
         check_join(req)
         room = await self.book.open(tenant, req.room_id, self._shard(tenant, req.room_id))
         reply, new = room.join(link, call.connection, call.actor.user_id, call.actor.display_name, req)
@@ -92,6 +85,13 @@ class RoomService:
         self.member_total += new
         self._m.members.set(self.member_total)
         return reply
+
+    async def post(self, link: GatewayLink, call: internal_pb2.RoomCall, tenant: int, req: room_pb2.RoomSend) -> bytes:
+        """ROOM_SEND: a post or recall (RoomAck bytes); through the send policy when one is
+        set (a recall never asks it). Without one nothing awaits (module doc)."""
+        if self.policy.active and not req.HasField("recall"):
+            return await self._send_checked(link, call, tenant, req)
+        return self._send(link, call, tenant, req)
 
     def _joined_room(self, link: GatewayLink, tenant: int, req: room_pb2.RoomSend) -> Room:
         check_send(req, self.max_body)
@@ -130,8 +130,8 @@ class RoomService:
             self._m.retries.inc()
         return ack
 
-    def _leave(self, link: GatewayLink, call: internal_pb2.RoomCall, tenant: int) -> bytes:
-        req = parse_request(room_pb2.LeaveRoom, call.upstream, "LEAVE_ROOM")
+    async def leave(self, link: GatewayLink, call: internal_pb2.RoomCall, tenant: int, req: room_pb2.LeaveRoom) -> bytes:
+        """LEAVE_ROOM: the connection leaves the room (RoomLeft bytes: the members left)."""
         check_room_id(req.room_id)
         self._shard(tenant, req.room_id)
         room = self.book.get(tenant, req.room_id)

@@ -47,6 +47,8 @@ from qim.stores.intervals import OPEN
 from qim.stores.messages import MessageStore
 from qim.stores.reads import ReadPositionStore
 from qim.stores.sessions import SessionStore
+from qim.topology import SESSION
+from qim.wire.calls import Dispatch
 from qim.wire.validate import parse_request
 
 logger = logging.getLogger(__name__)
@@ -80,6 +82,7 @@ class SessionService:
         # (docs/decisions/0023, 0065: firstreg.py restore_list); None without the archive tier
         self._restore = restore
         self._tasks: set[asyncio.Task] = set()
+        self._dispatch = Dispatch(SESSION, self)
 
     async def handle(self, body: bytes) -> tuple[int, bytes]:
         """One SessionCall body -> (reply opcode, reply body); RequestError (see the module docstring)."""
@@ -88,19 +91,10 @@ class SessionService:
         if len(actor.tenant_id) != ID_LEN or actor.user_id == 0:
             raise RequestError(ErrorCode.UNAUTHENTICATED, "no authenticated actor")
         try:
-            if call.opcode == Opcode.PULL_SESSION_LIST:
-                req = parse_request(session_pb2.PullSessionList, call.upstream, "PULL_SESSION_LIST")
-                return Opcode.SESSION_LIST_BATCH, (await self.pull_list(actor, req)).SerializeToString()
-            if call.opcode == Opcode.PULL_PROFILES:
-                ask = parse_request(session_pb2.PullProfiles, call.upstream, "PULL_PROFILES")
-                return Opcode.PROFILES_BATCH, (await self.profiles(actor, ask)).SerializeToString()
-            if call.opcode == Opcode.MARK_READ:
-                mark = parse_request(session_pb2.MarkRead, call.upstream, "MARK_READ")
-                return Opcode.MARK_READ_OK, (await self.mark_read(actor, mark)).SerializeToString()
+            return await self._dispatch(call.opcode, call.upstream, actor)  # its declared calls (qim/wire/calls.py)
         except EngineError as exc:  # StoreUnavailable, or the broker
             self._m.page_failures.labels(reason="unavailable").inc()
             raise RequestError(ErrorCode.UNAVAILABLE, f"session store unavailable: {exc.__class__.__name__}") from None
-        raise RequestError(ErrorCode.INVALID_ARGUMENT, f"session does not serve opcode 0x{call.opcode:04x}")
 
     # --- PULL_SESSION_LIST -------------------------------------------------------------
     async def pull_list(self, actor, req: session_pb2.PullSessionList) -> session_pb2.SessionListBatch:

@@ -44,6 +44,12 @@ class Turn:
             self.release()
             raise
 
+    def __enter__(self) -> "Turn":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()  # the turn is released when the request ends at the latest
+
     def release(self) -> None:
         """Leave the line; wakes the next ticket when this one was at the head."""
         if self.released:

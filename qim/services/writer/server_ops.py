@@ -1,4 +1,4 @@
-"""Opcode table of the ConversationWriter: which client or admin request goes where.
+"""The ConversationWriter's handlers: its declared client calls (qim/wire/calls.py) and the admin plane.
 
 Every handler takes the authenticated actor attached by the gateway (or the trusted
 admin plane) and the upstream bytes unchanged; parsing failures are INVALID_ARGUMENT.
@@ -18,11 +18,12 @@ from qim.errors import ErrorCode, RequestError
 from qim.proto.v1 import group_pb2, history_pb2, internal_pb2, message_pb2
 from qim.protocol import Opcode
 from qim.services.writer.history import pull_history
-from qim.services.writer.sequencer import NO_TURN
+from qim.services.writer.sequencer import NO_TURN, Turn
 from qim.stores.groups import GroupStore
 from qim.stores.messages import MessageStore
-from qim.wire.validate import check_group_id, parse_send
-from qim.wire.validate import parse_request as parse
+from qim.topology import WRITER
+from qim.wire.calls import Dispatch
+from qim.wire.validate import check_group_id
 
 
 def _group_conversation(tenant: int, group_id: int) -> bytes:
@@ -31,7 +32,9 @@ def _group_conversation(tenant: int, group_id: int) -> bytes:
 
 
 class WriterOps:
-    """`client(actor, opcode, upstream)` and `admin(request)` -> (reply opcode, reply bytes)."""
+    """`client(actor, opcode, upstream)` and `admin(request)` -> (reply opcode, reply bytes).
+    Client requests dispatch through the writer's declared calls (qim/wire/calls.py:
+    each handler below is named by one)."""
 
     def __init__(self, messages: MessageStore, group_store: GroupStore, committer, groups, moderation) -> None:
         self._messages = messages
@@ -39,50 +42,58 @@ class WriterOps:
         self._committer = committer
         self._groups = groups
         self._moderation = moderation
+        self._dispatch = Dispatch(WRITER, self)
 
     async def client(self, actor: internal_pb2.Actor, opcode: int, upstream: bytes) -> tuple[int, bytes]:
-        """One client request forwarded by a gateway. Raises RequestError."""
+        """One client request forwarded by a gateway (opcode 0: SEND_MESSAGE, the
+        WriterSend of before the field). Raises RequestError."""
         if len(actor.tenant_id) != 16 or not 0 < actor.user_id <= U63_MAX:
             raise RequestError(ErrorCode.UNAUTHENTICATED, "no authenticated actor")
         tenant = int.from_bytes(actor.tenant_id, "big")
-        # no await before the ticket: see the module docstring
-        turn = NO_TURN
-        try:
-            if opcode in (0, Opcode.SEND_MESSAGE):
-                msg = parse_send(upstream)
-                turn = self._committer.ticket(actor.tenant_id, msg.conversation_id)
-                return Opcode.SEND_ACK, (await self._committer.commit(actor, msg, turn)).SerializeToString()
-            if opcode == Opcode.RECALL_MESSAGE:
-                recall = parse(message_pb2.RecallMessage, upstream)
-                turn = self._committer.ticket(actor.tenant_id, recall.conversation_id)
-                recalled = await self._moderation.recall(actor, recall, turn)
-                return Opcode.RECALL_OK, recalled.SerializeToString()
-            if opcode == Opcode.CREATE_GROUP:
-                create = parse(group_pb2.CreateGroup, upstream)
-                turn = self._committer.ticket(actor.tenant_id, _group_conversation(tenant, create.group_id))
-                return Opcode.GROUP_OK, (await self._groups.create(actor, tenant, create, turn)).SerializeToString()
-            if opcode == Opcode.LEAVE_GROUP:
-                leave = parse(group_pb2.LeaveGroup, upstream)
-                turn = self._committer.ticket(actor.tenant_id, _group_conversation(tenant, leave.group_id))
-                ok = await self._groups.edit(actor, tenant, leave.group_id, leave.client_message_id, [],
-                                             [actor.user_id], turn)
-                return Opcode.GROUP_OK, ok.SerializeToString()
-            if opcode == Opcode.SET_GROUP_TITLE:
-                retitle = parse(group_pb2.SetGroupTitle, upstream)
-                turn = self._committer.ticket(actor.tenant_id, _group_conversation(tenant, retitle.group_id))
-                return Opcode.GROUP_OK, (await self._groups.retitle(actor, tenant, retitle, turn)).SerializeToString()
-            if opcode == Opcode.PULL_HISTORY:
-                batch = await pull_history(self._messages, self._group_store, actor,
-                                           parse(history_pb2.PullHistory, upstream))
-                return Opcode.HISTORY_BATCH, batch.SerializeToString()
-            if opcode == Opcode.PULL_MEMBERS:
-                pull = parse(group_pb2.PullMembers, upstream)
-                check_group_id(pull.group_id)  # as every other group opcode here: a bad group id is INVALID_ARGUMENT
-                batch = await self._groups.members(actor, tenant, pull)
-                return Opcode.MEMBERS_BATCH, batch.SerializeToString()
-            raise RequestError(ErrorCode.INVALID_ARGUMENT, f"writer does not serve opcode 0x{opcode:04x}")
-        finally:
-            turn.release()
+        # no await before the ticket: see the module docstring (Dispatch awaits nothing first)
+        return await self._dispatch(opcode or Opcode.SEND_MESSAGE, upstream, actor, tenant)
+
+    def _ticket(self, actor: internal_pb2.Actor, conversation_id: bytes) -> Turn:
+        return self._committer.ticket(actor.tenant_id, conversation_id)
+
+    async def send(self, actor: internal_pb2.Actor, tenant: int, msg: message_pb2.SendMessage) -> message_pb2.SendAck:
+        """SEND_MESSAGE, in its conversation's turn."""
+        with self._ticket(actor, msg.conversation_id) as turn:
+            return await self._committer.commit(actor, msg, turn)
+
+    async def recall(self, actor: internal_pb2.Actor, tenant: int,
+                     recall: message_pb2.RecallMessage) -> message_pb2.RecallOk:
+        """RECALL_MESSAGE, in its conversation's turn."""
+        with self._ticket(actor, recall.conversation_id) as turn:
+            return await self._moderation.recall(actor, recall, turn)
+
+    async def create_group(self, actor: internal_pb2.Actor, tenant: int,
+                           create: group_pb2.CreateGroup) -> group_pb2.GroupOk:
+        """CREATE_GROUP, in the group conversation's turn."""
+        with self._ticket(actor, _group_conversation(tenant, create.group_id)) as turn:
+            return await self._groups.create(actor, tenant, create, turn)
+
+    async def leave_group(self, actor: internal_pb2.Actor, tenant: int, leave: group_pb2.LeaveGroup) -> group_pb2.GroupOk:
+        """LEAVE_GROUP: the actor removes itself, in the group conversation's turn."""
+        with self._ticket(actor, _group_conversation(tenant, leave.group_id)) as turn:
+            return await self._groups.edit(actor, tenant, leave.group_id, leave.client_message_id, [],
+                                           [actor.user_id], turn)
+
+    async def set_title(self, actor: internal_pb2.Actor, tenant: int,
+                        retitle: group_pb2.SetGroupTitle) -> group_pb2.GroupOk:
+        """SET_GROUP_TITLE, in the group conversation's turn."""
+        with self._ticket(actor, _group_conversation(tenant, retitle.group_id)) as turn:
+            return await self._groups.retitle(actor, tenant, retitle, turn)
+
+    async def history(self, actor: internal_pb2.Actor, tenant: int,
+                      req: history_pb2.PullHistory) -> history_pb2.HistoryBatch:
+        """PULL_HISTORY: a read, no turn."""
+        return await pull_history(self._messages, self._group_store, actor, req)
+
+    async def members(self, actor: internal_pb2.Actor, tenant: int, pull: group_pb2.PullMembers) -> group_pb2.MembersBatch:
+        """PULL_MEMBERS: a read, no turn; a bad group id is INVALID_ARGUMENT as every other group opcode here."""
+        check_group_id(pull.group_id)
+        return await self._groups.members(actor, tenant, pull)
 
     async def admin(self, req: internal_pb2.AdminRequest) -> tuple[int, bytes]:
         """Trusted admin plane (qimctl): membership edits and operator deletes, actor 0."""

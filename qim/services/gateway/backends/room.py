@@ -1,5 +1,7 @@
-"""The gateway's half of chatrooms: local membership and local fan-out (docs/design.md
-§13 "Rooms"; docs/decisions/0045-rooms-phase-one-in-process-ring.md). The RoomWriter row's LocalBackend
+"""The gateway's half of the RoomWriter: the checks its declared calls name
+(qim/wire/calls.py: `join_key`, `send_key`, `leave_key`, each returning the room
+shard) and local membership and local fan-out (docs/design.md §13 "Rooms";
+docs/decisions/0045-rooms-phase-one-in-process-ring.md): the row's LocalBackend
 (qim/topology.py, qim/services/gateway/routes.py).
 
 - The gateway's own RPC connection to a RoomWriter is its subscription to every room one
@@ -38,12 +40,40 @@ from qim.net.transport import StreamClosed
 from qim.proto.v1 import internal_pb2, room_pb2
 from qim.protocol import Opcode
 from qim.services.gateway.metrics import GatewayMetrics
-from qim.services.gateway.routes import ROUTES, forward
 from qim.topology import ROOM
-from qim.wire.room import room_of
+from qim.wire.calls import calls_of
+from qim.wire.room import check_join, check_room_id, check_send, room_shard
+from qim.wire.validate import parse_request
 
 logger = logging.getLogger(__name__)
 RoomKey = tuple[int, int]  # (tenant, room_id)
+
+
+def join_key(conn: Any, body: bytes) -> int:
+    """JOIN_ROOM at the gateway: a valid JoinRoom; the key is the room's shard."""
+    req = parse_request(room_pb2.JoinRoom, body, "JOIN_ROOM")
+    check_join(req)
+    return room_shard(conn.tenant, req.room_id)
+
+
+def send_key(conn: Any, body: bytes) -> int:
+    """ROOM_SEND at the gateway: a valid post or recall (QIM_MAX_MESSAGE_BODY); the key is the room's shard."""
+    req = parse_request(room_pb2.RoomSend, body, "ROOM_SEND")
+    check_send(req, conn.gw.config.max_body)
+    return room_shard(conn.tenant, req.room_id)
+
+
+def leave_key(conn: Any, body: bytes) -> int:
+    """LEAVE_ROOM at the gateway: a valid room id; the key is the room's shard."""
+    req = parse_request(room_pb2.LeaveRoom, body, "LEAVE_ROOM")
+    check_room_id(req.room_id)
+    return room_shard(conn.tenant, req.room_id)
+
+
+def room_of(opcode: int, body: bytes) -> int:
+    """The room_id a JOIN_ROOM, ROOM_SEND or LEAVE_ROOM names (the body was checked):
+    every request message of the RoomWriter's declared calls has `room_id`."""
+    return calls_of(ROOM)[opcode].request.FromString(body).room_id  # type: ignore[attr-defined]
 
 
 @dataclass
@@ -131,6 +161,9 @@ class RoomFanout:
             self._spawn(self._leave(conn, rkey))
 
     async def _leave(self, conn: Any, rkey: RoomKey) -> None:
+        # imported here: routes.py loads this module's checks when it builds ROUTES
+        from qim.services.gateway.routes import ROUTES, forward
+
         body = room_pb2.LeaveRoom(room_id=rkey[1]).SerializeToString()
         route = ROUTES[Opcode.LEAVE_ROOM]
         try:
