@@ -173,11 +173,13 @@ class Player:
 
     # --- the server's steps -----------------------------------------------------------
     async def _recv(self, step: dict) -> None:
-        """Wait for the client's next frame of op `recv`; it must hold `fields` (and differ
-        from `differ`); `capture` names values of it for later steps."""
+        """Wait for the client's next frame of op `recv` (at most `within_ms`, else
+        RECV_TIMEOUT_S); it must hold `fields` (and differ from `differ`); `capture` names
+        values of it for later steps."""
         op = step["recv"]
         loop = asyncio.get_running_loop()
-        end = loop.time() + RECV_TIMEOUT_S
+        wait_s = step.get("within_ms", RECV_TIMEOUT_S * 1000) / 1000
+        end = loop.time() + wait_s
         while True:
             frame = next((f for f in self.inbox if f.op == op), None)
             if frame is not None:
@@ -187,7 +189,7 @@ class Player:
                 await asyncio.wait_for(self.arrived.wait(), max(0.0, end - loop.time()))
             except asyncio.TimeoutError:
                 seen = sorted({f.op for f in self.inbox})
-                raise ScriptFailed(f"no {op} from the client in {RECV_TIMEOUT_S:.0f} s (waiting: {seen})") from None
+                raise ScriptFailed(f"no {op} from the client in {wait_s:.1f} s (waiting: {seen})") from None
         self.inbox.remove(frame)
         why = self.mismatch(frame.msg, step.get("fields", {}), step.get("differ", {}))
         if why:

@@ -22,7 +22,7 @@ from qim.sdk.room_events import RoomEventsAdded
 from qim.wire.devtoken import issue_dev_token
 from qim.wire.tokens import SigningKey
 from tests.conformance.player import Player, ScriptFailed
-from tests.conformance.script import paths
+from tests.conformance.script import load, paths
 
 USER, DEVICE = 1001, 1
 TELL_TIMEOUT_S = 15.0  # generous for a busy machine; a correct SDK tells in milliseconds
@@ -113,8 +113,8 @@ class AppSide:
             raise ScriptFailed(f"unread is {have}, the script says {step['unread']}")
 
 
-@pytest.mark.parametrize("path", paths(), ids=lambda p: p.stem)
-async def test_scenario(path: Path, tmp_path) -> None:
+async def play(scenario: dict, tmp_path: Path) -> None:
+    """Play `scenario` against a fresh qim.sdk Client (its store under `tmp_path`). ScriptFailed."""
     key = SigningKey.generate()
     fresh = issue_dev_token(SigningKey.generate(), 0, USER, DEVICE)  # another key: a token unlike the first
     told: list = []
@@ -122,8 +122,6 @@ async def test_scenario(path: Path, tmp_path) -> None:
     async def provider() -> str:
         return fresh
 
-    from tests.conformance.script import load
-    scenario = load(path)
     app: AppSide
     player = Player(scenario, "py", lambda i, step: app.turn(i, step))
     port = await player.start()
@@ -138,3 +136,8 @@ async def test_scenario(path: Path, tmp_path) -> None:
             task.cancel()
         await client.close()
         await player.stop()
+
+
+@pytest.mark.parametrize("path", paths(), ids=lambda p: p.stem)
+async def test_scenario(path: Path, tmp_path) -> None:
+    await play(load(path), tmp_path)
