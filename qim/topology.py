@@ -5,8 +5,10 @@ A row says what a service IS, never how it works: its name (also its certificate
 identity `qim://service/<name>`, its process `qim-<name>` and its metric label), the
 prefix of its variables (`QIM_<ENV>_*`), its listeners and metrics port, its entry
 (dotted paths, so this module imports no service), the internal opcodes it serves and
-which services may call each, and, when the gateway forwards client requests to it, the
-envelope and the routing rule (its client calls: qim/wire/calls.py). Derived from it (and checked by tests/test_topology.py):
+which services may call each, when the gateway forwards client requests to it the
+envelope and the routing rule (its client calls are declared in qim/wire/calls.py),
+whether it reads the shared engine variables, and its place in a rolling restart.
+Derived from it (and checked by tests/test_topology.py):
 
 - the internal RPC allow-list and metric labels (qim/net/allow.py);
 - the development certificates (qim/dev/certs.py) and the dev stack layout: instances,
@@ -19,7 +21,8 @@ envelope and the routing rule (its client calls: qim/wire/calls.py). Derived fro
   order of a rolling restart (qim/dev/rolling.py).
 
 Synapse's `config/workers.py` (instance maps, stream writers) is the model. A new
-service is one row here plus its own packages (the RoomWriter, `qim-room`, was added so).
+service is one row here, a declaration per client call (qim/wire/calls.py) and its own
+packages (the RoomWriter, `qim-room`, was added so).
 """
 
 from __future__ import annotations
