@@ -8,7 +8,7 @@ pending sends the sync did not find (our own mailbox entries carry the
 client_message_id). The same sequence runs after every automatic reconnect. Transient
 server errors during all of it are retried with bounded backoff (qim/sdk/retry.py).
 
-Sends (qim/sdk/sender.py): `submit_message` validates (qim/sdk/validate.py: what the
+Sends (qim/sdk/submit.py, qim/sdk/sender.py): `submit_message` validates (qim/sdk/validate.py: what the
 server would refuse raises SendRefused before anything is stored), stores the
 local_pending row (reserving the cmid) and returns the cmid; `send_message` also
 awaits the outcome as a `SendAck`. A SEND_ACK, or our own mailbox entry, resolves it; a
@@ -33,29 +33,30 @@ import logging
 import ssl
 from typing import Any, Awaitable, Callable, Optional
 
-from qim.consts import MAX_MESSAGE_BODY, MESSAGE_TYPE_TEXT, SEND_ACK_PROBE_S
+from qim.consts import MAX_MESSAGE_BODY, SEND_ACK_PROBE_S
 from qim.errors import QimError
 from qim.proto.v1 import connection_pb2, mailbox_pb2
 from qim.protocol import RATE_LIMITED_OPCODES
 from qim.sdk import events as ev
-from qim.sdk.connection import PROBE_S, Connection
+from qim.sdk.connection import Connection
 from qim.sdk.core import RuntimeCore, Tuning
 from qim.sdk.credentials import TokenProvider, TokenSource, keep_fresh
-from qim.sdk.events import ConnectionLost, Kicked, NotConnected, SendAck
+from qim.sdk.events import ConnectionLost, Kicked, NotConnected
 from qim.sdk.faults import LinkFaults
 from qim.sdk.gateways import Endpoints, Gateways
+from qim.sdk.liveness import PROBE_S
 from qim.sdk.puller import Puller
 from qim.sdk.rategate import RateGate
 from qim.sdk.reconnect import Supervisor
 from qim.sdk.retry import RETRY_BUDGET_S
 from qim.sdk.sender import Sender
 from qim.sdk.store import ApplyResult, LocalStore, StoreError
-from qim.sdk.validate import check_send
+from qim.sdk.submit import Submitting
 
 logger = logging.getLogger(__name__)
 
 
-class ClientRuntime:
+class ClientRuntime(Submitting):
     """Client state machine over one gateway endpoint or several (qim/sdk/gateways.py), one token, one LocalStore.
 
     `retry_budget_s`: how long transient server errors are retried in connect(), pulls
@@ -141,11 +142,6 @@ class ClientRuntime:
     def retry_budget_s(self) -> float:
         """Seconds transient server errors are retried before they surface."""
         return self.core.tuning.retry_budget_s
-
-    @property
-    def send_timeout(self) -> float:
-        """Seconds a send waits for its outcome by default."""
-        return self.core.tuning.send_timeout
 
     @property
     def mailbox_page_bytes(self) -> int:
@@ -285,38 +281,6 @@ class ClientRuntime:
         if opcode in RATE_LIMITED_OPCODES:
             return await self.core.rate_gate.through(lambda _permit: conn.request(opcode, body, wait))
         return await conn.request(opcode, body, wait)
-
-    # --- sending -------------------------------------------------------------------
-    async def submit_message(self, conversation_id: bytes, recipient_user_id: int, body: bytes,
-                             message_type: int = MESSAGE_TYPE_TEXT, custom_type: bytes = b"") -> bytes:
-        """Validate, store the local_pending row (durable) and start sending; returns the
-        cmid. SendRefused (nothing stored) for what the server would refuse. Sent now
-        when ready, otherwise after the next (re)connect's reconciliation."""
-        core = self.core
-        check_send(self.store.tenant, self.store.user_id, conversation_id, recipient_user_id, body, message_type,
-                   custom_type, self.max_body_bytes)
-        row = await self.store.run(self.store.add_pending, conversation_id, recipient_user_id,
-                                   message_type, custom_type, body)
-        core.ledger.waiter(row.client_message_id)
-        core.emit(ev.SendPending(row))
-        core.ledger.track(row)
-        if core.ready and core.conn is not None:
-            self._sender.start(core.conn, row)
-        return row.client_message_id
-
-    async def wait_ack(self, cmid: bytes, timeout: Optional[float] = None) -> SendAck:
-        """Await the outcome of a submitted send. SendTimeout (row stays pending),
-        ServerError (permanent ERROR), Kicked."""
-        return await self.core.ledger.wait(cmid, timeout or self.send_timeout)
-
-    async def send_message(self, conversation_id: bytes, recipient_user_id: int, body: bytes,
-                           message_type: int = MESSAGE_TYPE_TEXT, custom_type: bytes = b"") -> SendAck:
-        """submit_message + wait_ack. Needs a prior connect() (NotConnected otherwise,
-        raised before anything is stored); SendRefused, ServerError, SendTimeout."""
-        if self.core.closing:
-            raise NotConnected("call connect() first")
-        cmid = await self.submit_message(conversation_id, recipient_user_id, body, message_type, custom_type)
-        return await self.wait_ack(cmid)
 
     # --- the store and the mailbox -------------------------------------------------
     async def apply(self, fn: Callable[..., ApplyResult], *args: Any, source: str = "local") -> ApplyResult:

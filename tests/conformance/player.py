@@ -23,13 +23,22 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Optional
 
 from google.protobuf.message import Message
+from google.protobuf.message_factory import GetMessageClass
 
 from qim._core import ids
-from qim.sdk import direct_conversation
 from qim.net.framed import FramedStream
-from qim.proto.v1 import (common_pb2, connection_pb2, group_pb2, history_pb2, mailbox_pb2, message_pb2, room_pb2,
-                          session_pb2)
+from qim.proto.v1 import (
+    common_pb2,
+    connection_pb2,
+    group_pb2,
+    history_pb2,
+    mailbox_pb2,
+    message_pb2,
+    room_pb2,
+    session_pb2,
+)
 from qim.protocol import Opcode
+from qim.sdk import direct_conversation
 from tests.conformance.script import SERVER_STEPS, applies, load
 
 _MODULES = (common_pb2, connection_pb2, group_pb2, history_pb2, mailbox_pb2, message_pb2, room_pb2, session_pb2)
@@ -126,11 +135,11 @@ class Player:
                 target = getattr(msg, name)
                 for item in v:
                     if sub is not None:
-                        target.add().CopyFrom(self.build(sub._concrete_class, item))
+                        target.add().CopyFrom(self.build(GetMessageClass(sub), item))
                     else:
                         target.append(self.value(item))
             elif sub is not None:
-                getattr(msg, name).CopyFrom(self.build(sub._concrete_class, v))
+                getattr(msg, name).CopyFrom(self.build(GetMessageClass(sub), v))
             else:
                 setattr(msg, name, self.value(v))
         return msg

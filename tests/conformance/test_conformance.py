@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Coroutine
 
 import pytest
 
@@ -37,7 +37,7 @@ def _matches(event: Any, fields: dict) -> bool:
     """The neutral fields of a step against one qim.sdk event."""
     for name, want in fields.items():
         if name == "text":
-            items = getattr(event, "messages", None) or getattr(event, "events", ())
+            items = getattr(event, "messages", None) or getattr(event, "events", None) or ()
             if not any(m.body == want.encode() for m in items):
                 return False
         elif name == "conversation_seq":
@@ -64,6 +64,7 @@ class AppSide:
 
     async def _app(self, step: dict) -> None:
         c, action = self.client, step["app"]
+        job: Coroutine[Any, Any, Any]
         if action == "connect":
             job = c.connect()
         elif action == "open_direct":
@@ -87,7 +88,7 @@ class AppSide:
             if "raises" not in step:
                 raise ScriptFailed(f"raised {exc!r}") from None
             names = {k.__name__ for k in type(exc).__mro__}
-            if step["raises"] not in names or ("code" in step and exc.code != ErrorCode(step["code"])):
+            if step["raises"] not in names or ("code" in step and getattr(exc, "code", None) != ErrorCode(step["code"])):
                 raise ScriptFailed(f"raised {exc!r}, the script says {step['raises']} {step.get('code')}") from None
             return
         if "raises" in step:

@@ -14,7 +14,8 @@ import { CreateGroupSchema, GroupOkSchema, LeaveGroupSchema, MembersBatchSchema,
 import { ProfilesBatchSchema, PullProfilesSchema } from "../gen/qim/v1/session_pb";
 import { HistoryBatchSchema, HistoryDirection, PullHistorySchema } from "../gen/qim/v1/history_pb";
 import { RecallMessageSchema, RecallOkSchema } from "../gen/qim/v1/message_pb";
-import { beBytes, concat, parseU64, toHex, utf8 } from "./bytes";
+import { beBytes, concat, toHex, utf8 } from "./bytes";
+import { tokenClaims, U63_MAX, type TokenClaims } from "./claims";
 import { ConnectionLost, NotConnected, retryable, SendRefused, ServerError } from "./errors";
 import type { Listener, SendAck } from "./events";
 import { parseEndpoints } from "./gateways";
@@ -28,34 +29,7 @@ import { Sessions } from "./sessions";
 import { LocalStore } from "./store";
 import { markState, noteGroup, oldestReached, openConversation, setOldestReached } from "./storeops";
 
-const U63_MAX = (1n << 63n) - 1n;
-
-/** What a token says about its holder. */
-export interface TokenClaims {
-  tenant: bigint;
-  userId: bigint;
-  deviceId: bigint;
-  name: string;
-  exp: number;
-}
-
-/** Read the claims of a JWT (no signature check: that is the gateway's). RangeError when malformed. */
-export function tokenClaims(token: string): TokenClaims {
-  const parts = token.split(".");
-  if (parts.length !== 3) throw new RangeError("a token has three dot-separated parts");
-  let c: Record<string, unknown>;
-  try {
-    const b64 = parts[1].replace(/-/g, "+").replace(/_/g, "/");
-    const bin = atob(b64 + "=".repeat((4 - (b64.length % 4)) % 4));
-    c = JSON.parse(new TextDecoder().decode(Uint8Array.from(bin, (ch) => ch.charCodeAt(0))));
-  } catch {
-    throw new RangeError("the token's claims are not base64url JSON");
-  }
-  const tenant = typeof c.tenant === "string" && /^[0-9a-f]{32}$/.test(c.tenant) ? BigInt("0x" + c.tenant) : -1n;
-  if (tenant < 0n) throw new RangeError("the token's tenant must be 32 lowercase hex digits");
-  return { tenant, userId: parseU64(String(c.sub), 1n, U63_MAX, "sub"), deviceId: parseU64(String(c.dev), 1n, U63_MAX, "dev"),
-    name: typeof c.name === "string" ? c.name : "", exp: Number(c.exp ?? 0) };
-}
+export { tokenClaims, type TokenClaims } from "./claims";
 
 export interface ClientOptions extends RuntimeOptions {
   /** An IndexedDB factory (fake-indexeddb in unit tests); the browser's by default. */

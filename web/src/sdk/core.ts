@@ -6,12 +6,25 @@
  * module, never runtime.ts, so runtime.ts can own them without an import circle.
  */
 
-import type { Connection } from "./connection";
+import type { Connection, Timing } from "./connection";
 import type { ConnState, QimEvent, SendAck } from "./events";
 import type { Frame } from "./frame";
 import type { ApplyResult } from "./model";
 import type { RateGate } from "./rategate";
 import type { LocalStore } from "./store";
+import type { Dialer } from "./transport";
+
+/** How a Runtime is built (client.ts ClientOptions adds the store's). */
+export interface RuntimeOptions {
+  dial?: Dialer;
+  timing?: Timing;
+  sendTimeoutMs?: number;
+  reconnectBackoffMs?: [number, number];
+  retryBudgetMs?: number;
+  /** Asked for a fresh token after KICKED{TOKEN_EXPIRED} and once after UNAUTHENTICATED. */
+  tokenProvider?: () => Promise<string>;
+}
+
 
 /** Where a read position came from, as a readPosition event tells it. */
 export type ReadSource = "local" | "sync" | "server";

@@ -11,9 +11,10 @@
 
 import { ErrorCode } from "../gen/qim/v1/common_pb";
 import type { PushEvents } from "../gen/qim/v1/mailbox_pb";
-import { toHex } from "./bytes";
 import { Connection, DEFAULT_TIMING, type Timing } from "./connection";
-import type { Reconnectable, ReadSource, RuntimeCore, RuntimeStats } from "./core";
+import type { Reconnectable, ReadSource, RuntimeCore, RuntimeOptions, RuntimeStats } from "./core";
+
+export type { RuntimeOptions } from "./core";
 import { ConnectionLost, Kicked, NotConnected, retryable, ServerError, StorageTrouble, StoreError } from "./errors";
 import type { ConnState, Listener, QimEvent, SendAck } from "./events";
 import type { ApplyResult } from "./model";
@@ -24,19 +25,11 @@ import { reconnectLoop } from "./reconnect";
 import { RateGate } from "./rategate";
 import { Backoff } from "./retry";
 import { Sender } from "./sender";
+import { tellApply } from "./tell";
+import { SendWaiters } from "./waiters";
 import type { LocalStore } from "./store";
 import { dialWebSocket, type Dialer } from "./transport";
 import { Watch } from "./watch";
-
-export interface RuntimeOptions {
-  dial?: Dialer;
-  timing?: Timing;
-  sendTimeoutMs?: number;
-  reconnectBackoffMs?: [number, number];
-  retryBudgetMs?: number;
-  /** Asked for a fresh token after KICKED{TOKEN_EXPIRED} and once after UNAUTHENTICATED. */
-  tokenProvider?: () => Promise<string>;
-}
 
 /**
  * One device's connection, store and sends. Its helpers (puller, sender, sessions,
@@ -64,12 +57,11 @@ export class Runtime implements RuntimeCore, Reconnectable {
   readonly sendTimeoutMs: number;
   readonly retryBudgetMs: number;
   private listeners = new Set<Listener>();
-  private waiters = new Map<string, { resolve: (a: SendAck) => void; reject: (e: Error) => void }>();
+  private readonly waiters = new SendWaiters(); // the app's awaited sends (waiters.ts)
   private reconnecting: Promise<void> | null = null;
   private connecting = false;
   private refreshToken = false;
   private asking: Promise<string> | null = null; // the token provider's call in flight
-  private stoppedBy: Error | null = null; // why the runtime stopped for good (until the next connect)
 
   /** The gateways, in order of preference; the next one on failure (gateways.ts, decision 0082). */
   readonly gateways: Gateways;
@@ -109,22 +101,9 @@ export class Runtime implements RuntimeCore, Reconnectable {
     this.emit({ type: "state", state, reason });
   }
 
-  /** Tell one committed apply, in order (qim.sdk.tell), and settle the sends it resolved. */
+  /** Tell one committed apply, in order (qim.sdk.tell), and settle the sends it resolved (tell.ts). */
   tell(r: ApplyResult, readSource: ReadSource = "local"): void {
-    if (r.conversations.length) this.emit({ type: "conversations", conversations: r.conversations });
-    if (r.inserted.length) this.emit({ type: "messagesAdded", messages: r.inserted });
-    if (r.updated.length) this.emit({ type: "messagesUpdated", messages: r.updated });
-    if (r.removed.length) this.emit({ type: "messagesRemoved", messageIds: r.removed });
-    if (r.resolved.length) {
-      const acks = r.resolved.map((x) => ({ ...x, reconciled: true }));
-      for (const a of acks) {
-        this.sender.resolved(a.clientMessageId);
-        if (this.settle(a.clientMessageId, a)) this.stats.reconciled++;
-      }
-      this.emit({ type: "pendingResolved", acks });
-    }
-    for (const [conversationId, seq] of r.reads) this.emit({ type: "readPosition", conversationId, seq, source: readSource });
-    for (const change of r.membership) this.emit({ type: "membership", change });
+    tellApply(this, r, readSource);
   }
 
   // --- lifecycle -------------------------------------------------------------------
@@ -143,7 +122,7 @@ export class Runtime implements RuntimeCore, Reconnectable {
     if (this.reconnecting) return this.reconnecting;
     this.closing = false;
     this.connecting = true;
-    this.stoppedBy = null;
+    this.waiters.stoppedBy = null; // a new start: waiters may wait again
     this.setState("connecting");
     const backoff = new Backoff(50, 2000, this.retryBudgetMs);
     try {
@@ -316,23 +295,14 @@ export class Runtime implements RuntimeCore, Reconnectable {
     return this.gate.through(this.gate.ticket(), () => conn.request(opcode, body, this.sendTimeoutMs));
   }
 
-  /**
-   * A promise of the send's SendAck (Kicked, ServerError for a permanent refusal). A
-   * runtime already stopped for good (kicked, token refused) rejects it at once with
-   * that cause: a waiter registered after failWaiters ran would never settle.
-   */
+  /** A promise of the send's SendAck (SendWaiters.wait: rejected at once once stopped for good). */
   waitAck(cmid: Uint8Array): Promise<SendAck> {
-    if (this.stoppedBy) return Promise.reject(this.stoppedBy);
-    return new Promise((resolve, reject) => this.waiters.set(toHex(cmid), { resolve, reject }));
+    return this.waiters.wait(cmid);
   }
 
+  /** Settle the waiter of `cmid` with `ack`, or reject it with `err`; false when none waits. */
   settle(cmid: Uint8Array, ack: SendAck | null, err?: Error): boolean {
-    const w = this.waiters.get(toHex(cmid));
-    if (!w) return false;
-    this.waiters.delete(toHex(cmid));
-    if (ack) w.resolve(ack);
-    else w.reject(err!);
-    return true;
+    return this.waiters.settle(cmid, ack, err);
   }
 
   /** Stopped for good (token refused, store mismatch): offline, waiting sends fail with `e`. */
@@ -348,8 +318,7 @@ export class Runtime implements RuntimeCore, Reconnectable {
   }
 
   private failWaiters(e: Error): void {
-    this.stoppedBy = e;
-    for (const w of this.waiters.values()) w.reject(e);
-    this.waiters.clear();
+    this.waiters.fail(e);
   }
+
 }
