@@ -44,8 +44,9 @@ def add_parsers(sub, env) -> None:
     m.add_argument("--shard-count", type=shard_count_arg, default=shard_count_default(env),
                    help="mailbox and session shards (default $QIM_MAILBOX_SHARD_COUNT, else 64)")
     m.add_argument("--settle", type=float, default=None,
-                   help="seconds to wait after marking the shard before copying (default 5: every "
-                        "process reads the placement map at least once a second)")
+                   help="seconds to wait after marking the shard before copying (default and least 5: "
+                        "every service reads the placement map once a second, and refuses the shard's "
+                        "calls when it could not for 3 s)")
     m.set_defaults(func=run_move_shard, environ=env)
     pin = rsub.add_parser("pin-shards", help="write every MailboxShard's current instance into the placement "
                                              "map (before a longer QIM_REDIS_MAILBOX_ADDRS is rolled out)")
@@ -81,8 +82,9 @@ def run_move_shard(args: argparse.Namespace, out=sys.stdout) -> int:
     check_addr("--registry", args.registry)
     check_addr("--to", args.to)
     settle = SETTLE_S if args.settle is None else args.settle
-    if settle < 0:
-        raise ConfigError("--settle must not be negative")
+    if settle < SETTLE_S:  # shorter, a service could still write the shard while it is copied
+        raise ConfigError(f"--settle must be at least {SETTLE_S:.0f} s (decision 0104: every service has read "
+                          "the mark, or refuses the shard, by then)")
 
     def say(line: str) -> None:
         print(f"move-shard: {line}", file=out, flush=True)

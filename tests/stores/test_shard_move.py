@@ -142,7 +142,7 @@ async def test_a_moving_shard_is_refused_and_a_bad_target_changes_nothing(redis_
     for var, value in (("QIM_REDIS_ADDR", a.addr), ("QIM_REDIS_CORE_ADDRS", ",".join(layout.core)),
                        ("QIM_REDIS_MAILBOX_ADDRS", ",".join(layout.mailbox)), ("QIM_MAILBOX_SHARD_COUNT", "8")):
         monkeypatch.setenv(var, value)
-    argv = ["redis", "move-shard", "--shard", "1", "--to", "127.0.0.1:1", "--settle", "0"]
+    argv = ["redis", "move-shard", "--shard", "1", "--to", "127.0.0.1:1"]
     assert await asyncio.get_running_loop().run_in_executor(None, qimctl.main, argv) == 2
     assert "--to 127.0.0.1:1 is not a mailbox instance" in capsys.readouterr().err
     # a target holding a key of the shard (another placement's): refused, nothing written
@@ -225,3 +225,35 @@ async def test_growing_from_two_mailbox_instances_to_three_moves_nothing_until_a
         assert c.client().exists(wm_key(3)) and not b.client().exists(wm_key(3))
     finally:
         await t3.aclose()
+
+
+async def test_a_service_that_cannot_read_the_map_refuses_shard_calls_until_it_can(redis_three):
+    a, b, c = redis_three
+    layout = layout3(redis_three)
+    a.client().hset(PLACEMENT_KEY, "v", 1)  # a map exists (a shard was moved once)
+    t = topology_of(layout)
+    loop = asyncio.get_running_loop()
+    try:
+        await t.load_placement()  # a service: its refresh task runs from here
+        assert t.shard(2) is t.clients[b.addr]
+        await loop.run_in_executor(None, a.kill)  # the home, holding the map, goes away
+        end = time.monotonic() + 30
+        while True:
+            try:
+                t.shard(2)
+            except StoreUnavailable as exc:
+                assert "placement map has not been read" in str(exc)
+                break
+            assert time.monotonic() < end, "shard calls still served with a map that cannot be read"
+            await asyncio.sleep(0.2)
+        await loop.run_in_executor(None, a.start, 60)
+        end = time.monotonic() + 30
+        while True:
+            try:
+                assert t.shard(2) is t.clients[b.addr]
+                break
+            except StoreUnavailable:
+                assert time.monotonic() < end, "not served again after the home came back"
+                await asyncio.sleep(0.2)
+    finally:
+        await t.aclose()

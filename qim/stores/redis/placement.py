@@ -9,12 +9,18 @@ HASH on the home instance, `qim:placement`:
     moving:<s>   the target of a move in progress: every call for shard s is refused
                  (StoreUnavailable, retried by its caller) until the move switches it
 
-A process reads the map at start (`RedisBackend.check`) and then on change: at most once
-per REFRESH_S a call that asks for a shard's instance starts one background read of `v`
-(and of the whole map when `v` moved). No call waits for the home; the hot path pays one
-monotonic clock read. A map naming an address that is not a mailbox instance of this
-process's layout is refused whole (the previous map stays in force, the error is kept
-in `error` and counted by `qim_redis_placement_refresh_errors_total`).
+A service reads the map at start (`RedisBackend.check` / `ping`, the gateway's start)
+and from then on a task of its own reads `v` every REFRESH_S (the whole map when `v`
+moved), so every service sees a change within about a second whether or not it makes
+calls. No call waits for the home; the hot path pays one monotonic clock read. Once a
+map exists (version > 0), a service whose map could not be read for STALE_S refuses
+every shard's calls (StoreUnavailable) until it can again: a move waits SETTLE_S after
+its mark, longer than that, so no service can still be writing a shard the move copies.
+A tool that never loaded the map (no task) refreshes lazily instead: a call at most
+once per REFRESH_S starts one background read. A map naming an address that is not a
+mailbox instance of this process's layout is refused whole (the previous map stays in
+force, the error is kept in `error` and counted by
+`qim_redis_placement_refresh_errors_total`).
 """
 
 from __future__ import annotations
@@ -31,9 +37,11 @@ logger = logging.getLogger(__name__)
 
 PLACEMENT_KEY = "qim:placement"
 REFRESH_S = 1.0  # a change is seen within about this long by a process that makes calls
-# the move waits this long after marking a shard moving before it copies: every process
-# calling for the shard has read the mark by then (several refresh periods, a busy loop)
-SETTLE_S = 5.0 * REFRESH_S
+# a service that could not read the map for this long refuses shard calls (once a map exists)
+STALE_S = 3.0 * REFRESH_S
+# the move waits this long after marking a shard moving before it copies: every service
+# has read the mark by then or refuses the shard's calls (STALE_S, with a margin)
+SETTLE_S = STALE_S + 2.0 * REFRESH_S
 
 REFRESH_ERRORS = Counter("qim_redis_placement_refresh_errors_total",
                          "reads of the MailboxShard placement map that failed or were refused (decision 0104)")
@@ -74,8 +82,9 @@ async def read_placement(home: Any) -> Placement:
 
 class PlacementView:
     """A process's copy of the map over `home`, checked against `valid` (the mailbox
-    addresses of its layout). `current` is the map in force; `tick()` starts a refresh
-    when the last one is REFRESH_S old (never waits); `load()` reads it now."""
+    addresses of its layout). `current` is the map in force; `load()` reads it now and
+    starts the refresh task; `tick()` starts one refresh when no task runs and the last
+    one is REFRESH_S old (never waits); `stale()` says the map may be out of date."""
 
     def __init__(self, home: Any, valid: tuple[str, ...]) -> None:
         self._home = home
@@ -84,11 +93,14 @@ class PlacementView:
         self.error = ""
         self._checked = float("-inf")  # monotonic time of the last refresh started
         self._task: Optional[asyncio.Task] = None
+        self._loop: Optional[asyncio.Task] = None  # the refresh task of a service
+        self._ok = float("-inf")  # monotonic time of the last successful read
 
     def tick(self) -> None:
         """Start a background refresh when due (inside a running loop; else nothing)."""
         now = time.monotonic()
-        if now - self._checked < REFRESH_S or (self._task is not None and not self._task.done()):
+        if self._loop is not None or now - self._checked < REFRESH_S or (
+                self._task is not None and not self._task.done()):
             return
         try:
             loop = asyncio.get_running_loop()
@@ -102,14 +114,33 @@ class PlacementView:
         outside the layout (or a bad field), StoreUnavailable-like errors of the client."""
         got = await read_placement(self._home)
         self._apply(got)
-        self._checked = time.monotonic()
+        self._checked = self._ok = time.monotonic()
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop().create_task(self._refreshing())
         return got
+
+    def stale(self) -> bool:
+        """True when a refresh task runs, a map exists and no read succeeded for STALE_S."""
+        return self._loop is not None and self.current.version > 0 and time.monotonic() - self._ok > STALE_S
+
+    async def _refreshing(self) -> None:
+        while True:
+            await asyncio.sleep(REFRESH_S)
+            await self._refresh()
+
+    async def aclose(self) -> None:
+        """Stop the refresh task."""
+        for task in (self._loop, self._task):
+            if task is not None:
+                task.cancel()
+        self._loop = None
 
     async def _refresh(self) -> None:
         try:
             raw = await self._home.hget(PLACEMENT_KEY, "v")
             if int(raw or 0) != self.current.version:
                 self._apply(await read_placement(self._home))
+            self._ok = time.monotonic()
             self.error = ""
         except Exception as exc:  # noqa: BLE001 - kept visible: `error`, the counter, a warning
             REFRESH_ERRORS.inc()

@@ -90,6 +90,9 @@ class RedisTopology:
         view = self.placement
         view.tick()
         p = view.current
+        if view.stale():
+            raise StoreUnavailable(f"MailboxShard {shard}: the Redis placement map has not been read for a while "
+                                   f"(home unreachable? {view.error or 'no answer'}): retry")
         if shard in p.moving:
             raise StoreUnavailable(f"MailboxShard {shard} is being moved to {p.moving[shard]} "
                                    "(qimctl redis move-shard): retry")
@@ -141,7 +144,8 @@ class RedisTopology:
         return list(out.values())
 
     async def aclose(self) -> None:
-        """Close every client's pool."""
+        """Stop the placement map's refresh, close every client's pool."""
+        await self.placement.aclose()
         for c in self.clients.values():
             await c.aclose()
 

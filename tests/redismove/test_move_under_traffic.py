@@ -1,0 +1,190 @@
+"""A MailboxShard moved to another Redis instance under traffic (docs/decisions/0104;
+`make test-redis-move`, not in `make test`: the stack of three Redis instances takes
+minutes to start on a busy machine).
+
+The stack: three Redis instances (core = the three, mailbox = the three rotated by one,
+8 MailboxShards), every service kind, two mailbox and two session nodes. Traffic the
+whole time: raw senders (each message retried with its client_message_id until ACKed)
+to two receivers of the moving shard S and one of another shard, each receiver pulling
+from its own cursor; and an SDK client sending to an SDK client of shard S (the app's
+view). Meanwhile `qimctl redis move-shard --shard S --to <another mailbox instance>`
+runs as an operator would run it, and exits 0.
+
+Then: every ACKed message delivered to every recipient exactly once and in
+conversation order (on the running cursors, on a pull from 0 by a new device, and as
+the SDK app was told it), no cursor went back, `qimctl audit dispatch` at zero, every
+key of shard S on the target and none on the source, the shard served again by a
+mailbox node and a session node under a higher owner_epoch, the session lists exact,
+every service healthy with the same process, and every refusal one a client retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import subprocess
+import sys
+import time
+
+import pytest
+
+from qim._core import ids
+from qim.dev.redis_instances import layout_of
+from qim.sdk import direct_conversation
+from qim.stores.redis.shardkeys import shard_keys
+from tests.e2e.chaos import delivered_once, run_audit
+from tests.e2e.instancetraffic import Puller, Sender
+from tests.e2e.rawclient import RawClient
+from tests.e2e.sessionclient import entry_when
+from tests.e2e.test_redis_instance_restart import _check_served, _direct, _until
+from tests.fixtures import running_stack
+from tests.sdk.realstack import runtime, shutdown
+
+TENANT = 0
+SEND_DEADLINE_S = 120.0
+HEAL_S = 120.0
+
+
+@pytest.fixture(scope="module")
+def stack3(tmp_path_factory):
+    """Three Redis instances, every service kind, two mailbox and two session nodes."""
+    with running_stack(tmp_path_factory.mktemp("redismove"), engines_kw={"redis_instances": 3},
+                       nodes={"mailbox": 2, "session": 2}) as st:
+        yield st
+
+
+def _user_in(layout, shard: int, inside: bool) -> int:
+    while True:
+        u = random.getrandbits(40) + 1
+        if (layout.user_shard(TENANT, u) == shard) == inside:
+            return u
+
+
+def _move(st, shard: int, target: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, **st.engines.env()}
+    return subprocess.run([sys.executable, "-m", "qim.cli.qimctl", "redis", "move-shard", "--shard", str(shard),
+                           "--to", target], env=env, capture_output=True, text=True, timeout=180)
+
+
+def _owners(st, shard: int) -> dict[str, tuple[str, int]]:
+    c = st.engines.redises[0].client()  # the registry is on the home
+    return {k: (c.hget(f"qim:reg:shard:{k}:{shard}", "node").decode(),
+                int(c.hget(f"qim:reg:shard:{k}:{shard}", "epoch") or 0)) for k in ("mailbox", "session")}
+
+
+async def test_a_mailbox_shard_moves_to_another_instance_under_traffic(stack3, tmp_path):
+    st, es = stack3, stack3.engines
+    st.wait_ready()
+    pids = dict(st.pids)
+    layout = layout_of(es.redis_addrs, es.shard_count)
+    shard = layout.user_shard(TENANT, _user_in(layout, 0, False))  # any shard
+    source = layout.mailbox[layout.mailbox_index(shard)]
+    target = next(a for a in layout.mailbox if a != source)
+    inside = [_user_in(layout, shard, True) for _ in range(2)]
+    outside = _user_in(layout, shard, False)
+    pairs = [(_user_in(layout, shard, False), b) for b in (*inside, outside)]
+    senders = [Sender(st, a, f"d{k}", _direct(b), conv=ids.conversation_id_direct(TENANT, a, b))
+               for k, (a, b) in enumerate(pairs)]
+    pullers = {b: Puller(st, b) for _, b in pairs}
+    # the app's view: an SDK client sending to an SDK client of the moving shard
+    sa, sb = _user_in(layout, shard, False), _user_in(layout, shard, True)
+    conv = direct_conversation(TENANT, sa, sb)
+    ra, rb = runtime(st, tmp_path, sa), runtime(st, tmp_path, sb)
+    await ra.connect(), await rb.connect()
+    sdk_acks: list = []
+
+    async def sdk_send(stop: asyncio.Event) -> None:
+        i = 0
+        while not stop.is_set():
+            ack = await ra.send_message(conv, sb, b"sdk %d" % i)  # the SDK retries what it may
+            sdk_acks.append((b"sdk %d" % i, ack.message_id, ack.conversation_seq))
+            i += 1
+            await asyncio.sleep(0.1)
+
+    before_owners = _owners(st, shard)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    tasks = [loop.create_task(s.run(stop, SEND_DEADLINE_S)) for s in senders]
+    tasks += [loop.create_task(p.run(stop)) for p in pullers.values()]
+    tasks.append(loop.create_task(sdk_send(stop)))
+
+    def acked(n: int) -> bool:
+        for t in tasks:
+            if t.done():
+                t.result()  # a failed sender or puller fails the test with its own message
+        return all(len(s.order) >= n for s in senders) and len(sdk_acks) >= n
+
+    try:
+        await _until(lambda: acked(3), "every sender ACKed before the move")
+        t0 = loop.time()
+        moved = await loop.run_in_executor(None, _move, st, shard, target)
+        took = loop.time() - t0
+        assert moved.returncode == 0, moved.stdout + moved.stderr
+        after = {s.name: len(s.order) for s in senders}
+        n_sdk = len(sdk_acks)
+        await _until(lambda: all(len(s.order) >= after[s.name] + 3 for s in senders) and acked(0)
+                     and len(sdk_acks) >= n_sdk + 3, "traffic flowing again after the move")
+    finally:
+        stop.set()
+        done = await asyncio.gather(*tasks, return_exceptions=True)
+    failures = [d for d in done if isinstance(d, BaseException)]
+    assert not failures, failures
+    print(f"\nmove of shard {shard} {source} -> {target}: {took:.1f} s; acked "
+          f"{[len(s.order) for s in senders]} + sdk {len(sdk_acks)}; refusals "
+          f"{[(s.name, len(s.refused), s.dropped) for s in senders]}; pull refusals "
+          f"{[len(p.refused) for p in pullers.values()]}\n{moved.stdout}")
+
+    # every ACKed message to every recipient once and in order, cursors never back
+    final = [(pullers[b], s) for (_, b), s in zip(pairs, senders)]
+    for p, s in final:
+        end = time.monotonic() + HEAL_S
+        while len([e for e in p.texts() if e.body.startswith(s.name.encode() + b" ")]) < len(s.order) \
+                and time.monotonic() < end:
+            await p.pull_once()
+            await asyncio.sleep(0.5)
+        await p.close()
+        _check_served(p, s)
+        assert p.cursors == sorted(p.cursors), f"user {p.user}'s cursor went back"
+    for p, s in final:
+        await delivered_once(st, p.user, list(s.order), timeout=HEAL_S)
+    # the SDK app was told every ACKed message once, in conversation order
+    await _until(lambda: len(rb.told.messages(conv)) >= len(sdk_acks), "the SDK receiver told every message")
+    told = rb.told.messages(conv)
+    assert [(m.body, m.message_id, m.conversation_seq) for m in told] == sdk_acks
+    await shutdown(ra, rb)
+
+    audit = run_audit(st)
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    assert "committed_without_dispatch=0 dispatch_without_commit=0 coordinate_mismatch=0 wrong_partition=0" \
+        in audit.stdout, audit.stdout
+
+    # the shard's keys on the target only; served again under higher owner_epochs
+    clients = {r.addr: r.client() for r in es.redises}
+    from qim.infra.redis.client import connect
+    for addr, expect in ((target, True), (source, False)):
+        c = connect(addr)
+        try:
+            keys = await shard_keys(c, shard, layout.user_shard)
+        finally:
+            await c.aclose()
+        assert bool(keys) == expect, (addr, keys[:5])
+    assert clients[es.redises[0].addr].hget("qim:placement", f"shard:{shard}") == target.encode()
+    owners = _owners(st, shard)
+    for kind, (node, epoch) in owners.items():
+        assert node and node != "qimctl-move" and epoch >= before_owners[kind][1] + 2, (kind, before_owners, owners)
+
+    end = time.monotonic() + HEAL_S
+    while (sick := {n: h for n in st.names if (h := st.healthz(n))[0] != 200}):
+        assert time.monotonic() < end, f"not healthy again within {HEAL_S} s: {sick}"
+        await asyncio.sleep(1.0)
+    assert dict(st.pids) == pids and all(st.alive(n) for n in st.names)
+
+    for p, s in final:
+        c = await RawClient.login(st, p.user, device=9)
+        try:
+            last = s.acks[s.order[-1]]
+            await entry_when(c, s.conv, lambda e, s=s, last=last: e.unread_exact and e.unread == len(s.order)
+                             and e.last_message.conversation_seq == last[1], timeout=HEAL_S)
+        finally:
+            await c.close()
