@@ -18,7 +18,7 @@ the TieredMessageStore, Redis above each conversation's hot floor and CQL below 
 from __future__ import annotations
 
 import logging
-from typing import Optional
+from typing import Any, Optional
 
 from qim.config.redislayout import RedisLayout
 from qim.config.tier import ScyllaConfig, TierConfig
@@ -110,3 +110,19 @@ def open_registry(addr: str) -> ShardRegistry:
     from qim.stores.redis.registry import RedisShardRegistry
 
     return RedisShardRegistry(connect(addr, max_connections=8), owns_client=True)
+
+
+class RedisPlacement:
+    """What a service asks of the MailboxShard placement map (docs/decisions/0104),
+    whatever Stores it opened: `moving_shards()` (no keeper may hold them) and
+    `await load()` (read it now and keep it current; StoreCorrupt for a map naming an
+    instance outside the layout, StoreUnavailable when the home is down)."""
+
+    def __init__(self, stores: Stores) -> None:
+        backend: Any = getattr(stores, "redis", stores)  # TieredStores wraps the Redis backend
+        self._backend = backend
+        self.moving_shards = backend.topology.moving_shards
+
+    async def load(self) -> None:
+        """Read the map now (a service's start)."""
+        await self._backend.load_placement()

@@ -16,7 +16,7 @@ from qim.cluster.metrics import ShardMetrics
 from qim.cluster.owners import OwnerTable
 from qim.config import GatewayConfig
 from qim.services.gateway.presence import PresencePublisher
-from qim.stores.open import open_registry, open_stores
+from qim.stores.open import RedisPlacement, open_registry, open_stores
 from qim.topology import GATEWAY, MAILBOX, SESSION
 
 
@@ -51,7 +51,7 @@ class GatewayCluster:
         """Join (JoinRefused, a ConfigError, when the node id is in use), read the
         registry, then run the lease, the owner table and the presence renewal as tasks
         of `node`."""
-        await self.stores.load_placement()  # session epochs go where moved shards are (decision 0104)
+        await RedisPlacement(self.stores).load()  # session epochs go where moved shards are (decision 0104)
         await self.keeper.join()
         self.presence.since_ms = self.keeper.since_ms
         await self.owners.refresh(force=True)

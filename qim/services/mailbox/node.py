@@ -44,7 +44,7 @@ from qim.services.mailbox.metrics import MailboxMetrics
 from qim.services.mailbox.projection import ProjectionFeed
 from qim.services.mailbox.pull import MailboxPuller
 from qim.services.mailbox.targets import PushTargets
-from qim.stores.open import open_registry, open_stores
+from qim.stores.open import RedisPlacement, open_registry, open_stores
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class MailboxNode(ServiceNode):
                                   reg.renew_ms, addr=config.listen, on_acquire=self._acquire,
                                   on_release=self._release, metrics=ShardMetrics(self.registry))
         # a shard an operator is moving to another Redis instance is held by nobody (decision 0104)
-        self.keeper.paused = getattr(self.stores, "redis", self.stores).topology.moving_shards
+        self.keeper.paused = RedisPlacement(self.stores).moving_shards
         self.materializer = MailboxMaterializer(config.common.kafka_bootstrap, self.store, [], self.push,
                                                 FaultPoints(config.fault_point, MAILBOX_POINTS),
                                                 config.dp_gc_safety_ms, self.metrics, on_lost=self.keeper.refused)

@@ -44,7 +44,7 @@ from qim.services.session.firstreg import FirstRegistrations, restore_list
 from qim.services.session.metrics import SessionMetrics
 from qim.services.session.register import Registration
 from qim.services.session.service import SessionService
-from qim.stores.open import open_registry, open_stores
+from qim.stores.open import RedisPlacement, open_registry, open_stores
 from qim.topology import GATEWAY
 
 logger = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ class SessionNode(ServiceNode):
                                   reg.lease_ms, reg.renew_ms, addr=config.listen, on_acquire=self._acquire,
                                   on_release=self._release, metrics=ShardMetrics(self.registry))
         # a shard an operator is moving to another Redis instance is held by nobody (decision 0104)
-        self.keeper.paused = getattr(self.stores, "redis", self.stores).topology.moving_shards
+        self.keeper.paused = RedisPlacement(self.stores).moving_shards
         self.projector = DurableProjector(config.common.kafka_bootstrap, stores.sessions, config.common.shard_count,
                                           self._marked, self.metrics, on_lost=self.keeper.refused)
         # a PROJECTION frame comes from the mailbox owner of the same shard: register all of it
