@@ -24,6 +24,10 @@ decision 0056): only the oldest unresolved sends of a conversation are on the wi
 send outside the window is held and started when earlier ones resolve, and a
 retransmission after a refusal waits for its turn in the window again.
 
+Every transmission after a send's first passes one admission, `Sender._admitted`: a
+permit of the gate, still unresolved in the ledger, inside the window (issue 36: it was
+a loop with four exits).
+
 The unresolved sends themselves are the SendLedger's (qim/sdk/ledger.py): the ledger
 computes `previous` and the window's positions, and every outcome is resolved through
 it. Outcomes never vanish: SEND_ACK →
@@ -148,27 +152,50 @@ class Sender:
             stats["repeats"] = stats.get("repeats", 0) + 1  # request_probed sends it next
         return again
 
+    async def _admitted(self, conn: Connection, row: PendingSend, ticket: int, permit: Optional[Permit],
+                        answered: BaseException, retry: bool) -> Optional[Permit]:
+        """The one place a (re)transmission is admitted (issue 36): it holds a permit of the
+        RateGate (acquired in ticket order when it has none; with `retry`, after a "not
+        now" whose token the gateway gave back, paced again by Permit.again), it is still
+        unresolved in the ledger (our own mailbox entry may have resolved it meanwhile),
+        and its conversation's window admits it (else the permit is given up while it
+        waits for its turn: never wait holding the gate's slot; decision 0063). Returns
+        the permit to transmit under, or None when resolved meanwhile (permit closed with
+        how the last transmission was `answered`)."""
+        while True:
+            if permit is None:  # in line behind the gate
+                permit = await self._core.rate_gate.acquire(ticket)
+                self._let_through(conn, row)
+            elif retry and self._windows.admits(row):
+                await permit.again(charged=False)  # the gateway gave the refused one's token back
+            retry = False
+            if row.client_message_id not in self._ledger:
+                permit.close(answered)  # after an UNAVAILABLE the bucket did admit it
+                return None
+            if self._windows.admits(row):
+                return permit
+            permit.close(answered)  # an earlier send was refused: wait for the turn without the slot
+            permit, answered = None, NOT_SENT
+            await self._windows.turn(conn, row)
+
     async def _outcome(self, conn: Connection, row: PendingSend, permit: Optional[Permit],
                        first: Optional[asyncio.Future]) -> None:
+        """Await the answer of `row`'s transmissions until an outcome (module docstring):
+        each retransmission passes _admitted first; ACK resolves, a permanent ERROR
+        fails, RATE_LIMITED goes back in the gate's line, another "not now" backs off."""
         core, cmid, tuning = self._core, row.client_message_id, self._core.tuning
         ticket = self._tickets.get(cmid) or core.rate_gate.ticket()
         backoff = Backoff(SEND_RETRY_START_S, budget=None)  # retried until answered; the waiter has its timeout
         answered: BaseException = NOT_SENT  # how the permit's last transmission was answered
+        retry = False
         try:
             while True:
-                if permit is None:  # in line behind the gate
-                    permit = await core.rate_gate.acquire(ticket)
-                    self._let_through(conn, row)
                 if first is None:
-                    if cmid not in self._ledger:  # resolved meanwhile (our own mailbox entry)
-                        permit.close(answered)  # after an UNAVAILABLE the bucket did admit it
+                    permit = await self._admitted(conn, row, ticket, permit, answered, retry)
+                    if permit is None:
                         return
-                    if not self._windows.admits(row):  # an earlier send was refused while this one waited
-                        permit.close(answered)  # never wait for a turn holding the gate's slot
-                        permit, answered = None, NOT_SENT
-                        await self._windows.turn(conn, row)
-                        continue
                     first = self._transmit(conn, row)  # previous id recomputed
+                assert permit is not None  # start() transmitted `first` under it
                 try:
                     op, reply = await conn.request_probed(Opcode.SEND_MESSAGE, lambda: self.frame(row),
                                                           tuning.ack_deadline_s, tuning.probe_s, repeat=True,
@@ -180,19 +207,14 @@ class Sender:
                         await self._fail(row, exc)
                         return
                     self._windows.refused(row)
-                    if exc.code == ErrorCode.RATE_LIMITED:
+                    retry = exc.code != ErrorCode.RATE_LIMITED
+                    if retry:
+                        await backoff.wait(exc)
+                    else:
                         # back in the gate's line at once (the same ticket; the gate holds the
                         # hint): a closed gate must see it waiting, or it opens too early
                         permit.close(exc)
                         permit, answered = None, NOT_SENT
-                    else:
-                        await backoff.wait(exc)
-                        if not self._windows.admits(row):
-                            permit.close(exc)  # free the gate's slot before waiting for the turn
-                            permit, answered = None, NOT_SENT
-                            await self._windows.turn(conn, row)
-                        else:
-                            await permit.again(charged=False)  # the gateway gave the refused one's token back
                     continue
                 permit.close(None)
                 if op != Opcode.SEND_ACK:
