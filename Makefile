@@ -69,7 +69,8 @@ down:
 # web/package-lock.json (npm ci); web-build generates the protobuf code (buf +
 # protoc-gen-es from npm, no protoc), type-checks and bundles the page into web/dist;
 # test-web runs the qim-js unit tests (vitest: codec vs tests/vectors, store, state
-# machine) and then the browser tests. web-up starts qim-web (the page's development
+# machine, the conformance scenarios of tests/conformance played by .venv's player) and
+# then the browser tests. web-up starts qim-web (the page's development
 # server, by recorded pid; `make down` stops it) and prints the address to open.
 WEB_APT := chromium fonts-noto-cjk fonts-noto-color-emoji
 WEB_STAMP := web/node_modules/.ci-stamp
