@@ -3,8 +3,8 @@
 tests/conformance/scenarios/ before either runner plays it.
 
 A scenario is a JSON object: `name` (the file's stem), `about` (the rule it checks, with
-the design section or decision it comes from), optional `auth_ok` (AuthOk fields; the
-runners' identity is user 1001, device 1, tenant 0), optional `auto` (op -> reply the
+the design section or decision it comes from; the runners' identity is user 1001,
+device 1, tenant 0), optional `auto` (op -> reply the
 player gives by itself), optional `differences` (id -> {"sdk", "why"}: a known
 difference, listed in docs/sdk.md) and `steps`. A step's FIRST key is its kind:
 
