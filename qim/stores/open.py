@@ -116,12 +116,17 @@ class RedisPlacement:
     """What a service asks of the MailboxShard placement map (docs/decisions/0104),
     whatever Stores it opened: `moving_shards()` (no keeper may hold them) and
     `await load()` (read it now and keep it current; StoreCorrupt for a map naming an
-    instance outside the layout, StoreUnavailable when the home is down)."""
+    instance outside the layout, StoreUnavailable when the home is down). `registry`:
+    the node's Prometheus registry, to show qim_redis_placement_refresh_errors_total."""
 
-    def __init__(self, stores: Stores) -> None:
+    def __init__(self, stores: Stores, registry: Any = None) -> None:
+        from qim.stores.redis.placement import REFRESH_ERRORS
+
         backend: Any = getattr(stores, "redis", stores)  # TieredStores wraps the Redis backend
         self._backend = backend
         self.moving_shards = backend.topology.moving_shards
+        if registry is not None:
+            registry.register(REFRESH_ERRORS)
 
     async def load(self) -> None:
         """Read the map now (a service's start)."""

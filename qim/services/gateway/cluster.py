@@ -33,6 +33,7 @@ class GatewayCluster:
         self.keeper = ShardKeeper(self.shard_registry, GATEWAY, reg.node_id, 0, reg.lease_ms, reg.renew_ms,
                                   addr=config.listen, extra=config.push_listen, metrics=ShardMetrics(registry))
         self.stores = open_stores(config.common.redis_layout)  # session epochs: one INCR per AUTH
+        self.placement = RedisPlacement(self.stores, registry)  # where moved shards are (decision 0104)
         self.epochs = self.stores.epochs
         self.presence = PresencePublisher(config.common.kafka_bootstrap, reg.node_id, self.keeper.incarnation,
                                           reg.presence_ttl_ms, metrics)
@@ -51,7 +52,7 @@ class GatewayCluster:
         """Join (JoinRefused, a ConfigError, when the node id is in use), read the
         registry, then run the lease, the owner table and the presence renewal as tasks
         of `node`."""
-        await RedisPlacement(self.stores).load()  # session epochs go where moved shards are (decision 0104)
+        await self.placement.load()  # session epochs go where moved shards are
         await self.keeper.join()
         self.presence.since_ms = self.keeper.since_ms
         await self.owners.refresh(force=True)

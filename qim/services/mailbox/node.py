@@ -74,7 +74,7 @@ class MailboxNode(ServiceNode):
                                   reg.renew_ms, addr=config.listen, on_acquire=self._acquire,
                                   on_release=self._release, metrics=ShardMetrics(self.registry))
         # a shard an operator is moving to another Redis instance is held by nobody (decision 0104)
-        self.keeper.paused = RedisPlacement(self.stores).moving_shards
+        self.keeper.paused = RedisPlacement(self.stores, self.registry).moving_shards
         self.materializer = MailboxMaterializer(config.common.kafka_bootstrap, self.store, [], self.push,
                                                 FaultPoints(config.fault_point, MAILBOX_POINTS),
                                                 config.dp_gc_safety_ms, self.metrics, on_lost=self.keeper.refused)

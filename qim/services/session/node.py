@@ -74,7 +74,7 @@ class SessionNode(ServiceNode):
                                   reg.lease_ms, reg.renew_ms, addr=config.listen, on_acquire=self._acquire,
                                   on_release=self._release, metrics=ShardMetrics(self.registry))
         # a shard an operator is moving to another Redis instance is held by nobody (decision 0104)
-        self.keeper.paused = RedisPlacement(self.stores).moving_shards
+        self.keeper.paused = RedisPlacement(self.stores, self.registry).moving_shards
         self.projector = DurableProjector(config.common.kafka_bootstrap, stores.sessions, config.common.shard_count,
                                           self._marked, self.metrics, on_lost=self.keeper.refused)
         # a PROJECTION frame comes from the mailbox owner of the same shard: register all of it

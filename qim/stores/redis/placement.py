@@ -43,8 +43,9 @@ STALE_S = 3.0 * REFRESH_S
 # has read the mark by then or refuses the shard's calls (STALE_S, with a margin)
 SETTLE_S = STALE_S + 2.0 * REFRESH_S
 
-REFRESH_ERRORS = Counter("qim_redis_placement_refresh_errors_total",
-                         "reads of the MailboxShard placement map that failed or were refused (decision 0104)")
+# one per process, shown by the /metrics of the services that register it (qim/stores/open.py RedisPlacement)
+REFRESH_ERRORS = Counter("qim_redis_placement_refresh_errors", "reads of the MailboxShard placement map that "
+                         "failed or were refused (decision 0104)", registry=None)
 
 
 @dataclass(frozen=True)
