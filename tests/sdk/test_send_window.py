@@ -37,15 +37,17 @@ def rows(n: int, ledger: SendLedger) -> list[PendingSend]:
 
 async def test_a_waiter_let_through_goes_before_a_later_ticket_that_finds_a_token():
     gate = RateGate()
-    gate.limit(1000, 2)  # a mirror of one token, one more every millisecond
+    # a mirror of one token, one more every 100 ms: slow enough that a busy machine's
+    # scheduling between two lines never refills it (1 ms per token flaked under load)
+    gate.limit(10, 2)
     first = gate.try_acquire(gate.ticket())
     assert first is not None  # the token is taken
     waiter = asyncio.ensure_future(gate.acquire(gate.ticket()))
     await asyncio.sleep(0)  # in line: the mirror is empty
     assert not waiter.done()
-    time.sleep(0.003)  # a loaded loop: the pump's timer runs late, tokens are back
+    time.sleep(0.12)  # a loaded loop: the pump's timer runs late, tokens are back
     gate._pump()  # let through: its permit is set, its task has not run yet
-    time.sleep(0.003)  # and before it runs, another token
+    time.sleep(0.12)  # and before it runs, another token
     assert gate.try_acquire(gate.ticket()) is None  # the later ticket must not overtake it
     permit = await waiter
     later = gate.try_acquire(gate.ticket())
