@@ -84,6 +84,9 @@ async def test_the_highest_frontier_and_the_earliest_observation_win_in_any_orde
     assert await mb.begin(SHARD, b"k" * 16, b"g" * 32, 31, seq(31)) == (RESUME, seq(20))
     with pytest.raises(ValueError, match="48 bits"):
         await f.identity_write(SHARD, b"k" * 16, b"g" * 32, seq(0), 1 << 48)
+    page = [FusedRecord(0, b"%02d" % i * 8, b"g" * 32, i, seq(i), DAY, [(7, seq(i) + b"x")]) for i in range(65)]
+    with pytest.raises(ValueError, match="1..64 records"):  # a page is at most 64 records
+        await mb.fused(SHARD, 1, page, b"W10", b"W", fence=0)
 
 
 def test_start_refuses_cql_without_a_cluster_or_with_a_log_outliving_the_identity_rows():

@@ -35,6 +35,7 @@ from qim.stores.cql.session import CqlSession
 from qim.stores.mailboxes import DUPLICATE, FRESH, RECOVERED, RESUME, FusedRecord, Retained
 
 HINTS_MAX = 4096  # offsets of recent begins kept for finish (the frontier offset it writes)
+FUSED_RECORDS_MAX = 64  # a fused call's page of records (decision 0102: paged finish)
 
 
 def _done(ident: Identity, top: Optional[Frontier]) -> bool:
@@ -139,7 +140,10 @@ class CqlMailboxStore:
         writer: bytes = b"",
         fence: int = 0,
     ) -> list[tuple[str, bytes]]:
-        """MailboxStore.fused (module doc: reads, checks, entries, frontier)."""
+        """MailboxStore.fused (module doc: reads, checks, entries, frontier); ValueError
+        for more than FUSED_RECORDS_MAX records (the materializer's batches are smaller)."""
+        if not 0 < len(records) <= FUSED_RECORDS_MAX:
+            raise ValueError(f"fused takes 1..{FUSED_RECORDS_MAX} records, not {len(records)}")
         top, idents = await asyncio.gather(
             self._frontier.top(shard), self._frontier.identities(shard, [r.dispatch_id for r in records])
         )
