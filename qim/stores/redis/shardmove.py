@@ -41,8 +41,10 @@ from qim.stores.redis.keys import registry_shard_key
 from qim.stores.redis.placement import PLACEMENT_KEY, SETTLE_S, read_placement
 from qim.stores.redis.scripts import Scripts
 from qim.stores.redis.shardkeys import copy_keys, copy_rows, delete_shard, fence_keys, queue_rows, shard_keys
+from qim.topology import SHARDS, leasing
 
-KINDS = ("mailbox", "session")  # the leased kinds that write a MailboxShard's keys
+# the leased kinds that write a MailboxShard's keys: those leasing the users' shards (the service table)
+KINDS = tuple(s.name for s in leasing() if s.leases == SHARDS)
 HOLD_TTL_MS = 30_000  # the hold's lease; renewed every third of it while the copy runs
 
 
