@@ -121,7 +121,7 @@ test-tools:
 # target, test-cql3 (about 9 minutes: three Cassandra nodes).
 test: install test-tools web-tools web-build
 	cd web && npm test
-	$(BIN)/python -m pytest --ignore=tests/scale --ignore=tests/cql3 --ignore=tests/redismove $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --ignore=tests/scale --ignore=tests/cql3 --ignore=tests/redismove --ignore=tests/deploy $(PYTEST_ARGS)
 	QIM_PUREPYTHON=1 $(BIN)/python -m pytest -q tests/core
 	$(MAKE) test-scale
 
@@ -190,6 +190,23 @@ wheel: install
 
 proto: install
 	$(BIN)/python tools/gen_proto.py
+
+# Deployment artefacts (docs/decisions/0109; docs/operations.md "Running on Kubernetes"), not
+# in `make test`: building helm and the image take minutes. deploy-tools builds helm and
+# kubecheck (Go module proxy) into ~/.cache/qim/tools/bin and installs Debian's mmdebstrap
+# and umoci, each once; image builds the OCI image into build/image/oci (tag qim) from
+# the wheel; test-deploy runs tests/deploy (helm lint/template/kubecheck on three values
+# files, the image's contents, a service run from it in a namespace, its reproducibility).
+.PHONY: deploy-tools image test-deploy
+deploy-tools:
+	bash tools/deploy/install-tools.sh
+
+image: install deploy-tools wheel
+	$(BIN)/python tools/deploy/build_image.py
+
+test-deploy: install deploy-tools image
+	@start=$$(date +%s); PATH="$$HOME/.cache/qim/tools/bin:$$PATH" $(BIN)/python -m pytest -q -p no:cacheprovider \
+	  tests/deploy $(PYTEST_ARGS); rc=$$?; echo "test-deploy: $$(( $$(date +%s) - start )) s"; exit $$rc
 
 clean: down
 	rm -rf build $(VENV) .qim qim/_core/*.c qim/_core/*.so web/node_modules web/dist web/src/gen web/test-results
