@@ -143,7 +143,7 @@ test-cql3: install
 	  tests/cql3/test_node_faults.py $(PYTEST_ARGS); rc=$$?; echo "test-cql3: $$(( $$(date +%s) - start )) s"; exit $$rc
 
 # A MailboxShard moved to another Redis instance under traffic (docs/decisions/0104; not
-# in `make test`: a private stack on three Redis instances, about 2.5 min on two busy cores).
+# in `make test`, whose budget is spent: a private stack on three Redis instances, 30-45 s).
 .PHONY: test-redis-move
 test-redis-move: install
 	@start=$$(date +%s); $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/redismove $(PYTEST_ARGS); rc=$$?; \
