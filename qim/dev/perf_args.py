@@ -23,6 +23,7 @@ DEFAULT_RATES = "25,100,250,500,750,1000,1250"
 OUT_DIR = Path(__file__).resolve().parents[2] / ".perf"
 TOPOLOGIES = ("single", "scaled")
 BROKER_COUNTS = (1, 3)
+MAILBOX_STORES = ("redis", "cql")
 
 
 class PerfArgError(ValueError):
@@ -87,6 +88,13 @@ def topology(text: str) -> str:
     return text
 
 
+def mailbox_store(text: str) -> str:
+    """One of MAILBOX_STORES (QIM_MAILBOX_STORE of the stack; docs/decisions/0102)."""
+    if text not in MAILBOX_STORES:
+        raise ValueError
+    return text
+
+
 def redis_instances(text: str) -> int:
     """Redis instances: 1, or N in 2..MAX_INSTANCES (measured side by side with 1)."""
     from qim.dev.redis_instances import MAX_INSTANCES
@@ -135,6 +143,8 @@ OPTS = (
         "Kafka brokers: 1 flushes every append; 3 replicate (RF 3, min ISR 2), no flush"),
     Opt("--redis", "PERF_REDIS", "1", redis_instances, "an integer 1..16",
         "Redis instances: 1, or N standalone instances measured side by side with one"),
+    Opt("--mailbox", "PERF_MAILBOX", "redis", mailbox_store, " or ".join(MAILBOX_STORES),
+        "the stack's MailboxStore: cql runs the archive tier too (docs/decisions/0102)"),
     Opt("--connections", "PERF_CONNECTIONS", "10000", connections, f"0 or an integer > {WARMUP} (the warm-up)",
         "idle TLS connections of the connection step (0: no step)"),
 )
@@ -173,6 +183,9 @@ def options(argv: Optional[Sequence[str]] = None, environ: Mapping[str, str] = o
         if value not in ("0", "1", ""):
             raise PerfArgError(f"{env} must be 0 or 1, got {value!r}")
         setattr(cfg, dest, getattr(cfg, dest) or value == "1")
+    if cfg.mailbox == "cql":  # on the archive tier's cluster; the stack's services inherit the variable
+        cfg.archive = True
+        os.environ["QIM_MAILBOX_STORE"] = "cql"
     cfg.out = cfg.out or environ.get("PERF_OUT") or str(OUT_DIR)
     if Path(cfg.out).exists() and not Path(cfg.out).is_dir():
         raise PerfArgError(f"--out/PERF_OUT {cfg.out!r} is not a directory")
