@@ -66,3 +66,14 @@ def test_good_values_convert_and_the_option_beats_the_variable():
     assert cfg.sdk_clients is None and cfg.connections == 0 and cfg.pairs == 20 and cfg.brokers == 3
     assert perf_args.options([], {}).brokers == 1 and perf_args.options([], {}).redis == 1
     assert perf_args.options([], {"PERF_REDIS": "3"}).redis == 3
+
+
+def test_the_cql_mailbox_runs_with_the_archive_tier_and_tells_the_stack(monkeypatch):
+    """PERF_MAILBOX=cql: the archive tier is on (the store needs its cluster) and the
+    stack's services inherit QIM_MAILBOX_STORE=cql; anything but redis|cql is refused."""
+    monkeypatch.delenv("QIM_MAILBOX_STORE", raising=False)
+    assert perf_args.options([], {}).mailbox == "redis" and "QIM_MAILBOX_STORE" not in perf_args.os.environ
+    cfg = perf_args.options([], {"PERF_MAILBOX": "cql"})
+    assert cfg.archive and perf_args.os.environ["QIM_MAILBOX_STORE"] == "cql"
+    with pytest.raises(perf_args.PerfArgError, match="PERF_MAILBOX must be redis or cql, got 'sql'"):
+        perf_args.options([], {"PERF_MAILBOX": "sql"})
