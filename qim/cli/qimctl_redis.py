@@ -1,9 +1,11 @@
-"""qimctl redis: planned changes of where Redis keys live (docs/decisions/0104;
+"""qimctl redis: planned changes of where Redis keys live (docs/decisions/0104, 0113;
 docs/operations.md "Several Redis instances").
 
     qimctl redis move-shard --shard S --to HOST:PORT [--redis-addr H:P] [--registry H:P]
                             [--shard-count N] [--settle SECONDS]
     qimctl redis pin-shards [--redis-addr H:P] [--shard-count N]
+    qimctl redis move-bucket --bucket B --to HOST:PORT [--redis-addr H:P] [--settle SECONDS]
+    qimctl redis pin-buckets [--redis-addr H:P]
 
 moves MailboxShard S with everything it owns (DispatchProgress, watermark, its users'
 mailboxes, day indexes and session state, its session checkpoint and first-registration
@@ -12,7 +14,11 @@ rows) to mailbox instance HOST:PORT under traffic: the shard's calls are refused
 it on the new instance (qim/stores/redis/shardmove.py). Safe to run again after a crash
 at any step. `pin-shards` writes every shard's current instance into the placement map,
 the first step of growing from N to N+1 mailbox instances (docs/operations.md "Several
-Redis instances"). The deployment's variables name the instances (QIM_REDIS_ADDR, the home;
+Redis instances"). `move-bucket` moves commit bucket B (every key of its hash tag: commit
+hashes and idempotency keys, conversation_seq, hot history, group members ...) to core
+instance HOST:PORT the same way (the bucket's sends are refused as UNAVAILABLE, retried,
+while it is copied: qim/stores/redis/bucketmove.py); `pin-buckets` is the first step of
+growing the core instances. The deployment's variables name the instances (QIM_REDIS_ADDR, the home;
 QIM_REDIS_CORE_ADDRS, QIM_REDIS_MAILBOX_ADDRS; QIM_REGISTRY_REDIS_ADDR).
 
 Exit codes: 0 moved (or already there), 2 refused or failed (one line on stderr naming
@@ -30,7 +36,8 @@ from qim.errors import ConfigError
 
 
 def add_parsers(sub, env) -> None:
-    """Register `redis move-shard` under the qimctl subcommands."""
+    """Register `redis move-shard`, `pin-shards`, `move-bucket` and `pin-buckets` under
+    the qimctl subcommands."""
     p = sub.add_parser("redis", help="planned moves of Redis keys between instances (decision 0104)")
     rsub = p.add_subparsers(dest="redis_command", required=True)
     m = rsub.add_parser("move-shard", help="move one MailboxShard to another mailbox instance, under traffic")
@@ -55,6 +62,59 @@ def add_parsers(sub, env) -> None:
     pin.add_argument("--shard-count", type=shard_count_arg, default=shard_count_default(env),
                      help="mailbox and session shards (default $QIM_MAILBOX_SHARD_COUNT, else 64)")
     pin.set_defaults(func=run_pin_shards, environ=env)
+    home_help = "the home instance, holding the placement map (default $QIM_REDIS_ADDR)"
+    mb = rsub.add_parser("move-bucket", help="move one commit bucket to another core instance, under traffic")
+    mb.add_argument("--bucket", type=int, required=True, help="the commit bucket to move (0..255)")
+    mb.add_argument("--to", required=True, help="host:port of the core instance to move it to (one of "
+                                                "$QIM_REDIS_CORE_ADDRS)")
+    mb.add_argument("--redis-addr", default=env.get("QIM_REDIS_ADDR"), help=home_help)
+    mb.add_argument("--settle", type=float, default=None,
+                    help="seconds to wait after marking the bucket before copying (default and least 5)")
+    mb.set_defaults(func=run_move_bucket, environ=env)
+    pb = rsub.add_parser("pin-buckets", help="write every commit bucket's current core instance into the "
+                                             "placement map (before a longer QIM_REDIS_CORE_ADDRS is rolled out)")
+    pb.add_argument("--redis-addr", default=env.get("QIM_REDIS_ADDR"), help=home_help)
+    pb.set_defaults(func=run_pin_buckets, environ=env)
+
+
+def _settle(value) -> float:
+    """The --settle given, or SETTLE_S; ConfigError when shorter than SETTLE_S (a service
+    could still write the shard or bucket while it is copied: decision 0104)."""
+    from qim.stores.redis.placement import SETTLE_S
+
+    settle = SETTLE_S if value is None else value
+    if settle < SETTLE_S:
+        raise ConfigError(f"--settle must be at least {SETTLE_S:.0f} s (decision 0104: every service has read "
+                          "the mark, or refuses the calls it covers, by then)")
+    return settle
+
+
+def run_pin_buckets(args: argparse.Namespace, out=sys.stdout) -> int:
+    """Pin every commit bucket where the current layout places it (module docstring)."""
+    from qim.infra.redis.client import connect
+    from qim.stores.redis.bucketmove import pin_buckets
+
+    layout = redis_layout("--redis-addr", args.redis_addr, args.environ)
+    added = asyncio.run(pin_buckets(layout, connect))
+    print(f"pin-buckets: {added} of 256 commit buckets pinned now (the others were in the map already)", file=out)
+    return 0
+
+
+def run_move_bucket(args: argparse.Namespace, out=sys.stdout) -> int:
+    """Run the bucket move (module docstring); ConfigError / EngineError reach qimctl's
+    main, which prints them and exits 2."""
+    from qim.infra.redis.client import connect
+    from qim.stores.redis.bucketmove import move_bucket
+
+    layout = redis_layout("--redis-addr", args.redis_addr, args.environ)
+    check_addr("--to", args.to)
+    settle = _settle(args.settle)
+
+    def say(line: str) -> None:
+        print(f"move-bucket: {line}", file=out, flush=True)
+
+    asyncio.run(move_bucket(layout, connect, args.bucket, args.to, say, settle_s=settle))
+    return 0
 
 
 def run_pin_shards(args: argparse.Namespace, out=sys.stdout) -> int:
@@ -73,7 +133,6 @@ def run_move_shard(args: argparse.Namespace, out=sys.stdout) -> int:
     """Run the move (module docstring); ConfigError / EngineError reach qimctl's main,
     which prints them and exits 2."""
     from qim.infra.redis.client import connect
-    from qim.stores.redis.placement import SETTLE_S
     from qim.stores.redis.shardmove import move_shard
 
     layout = redis_layout("--redis-addr", args.redis_addr, args.environ, args.shard_count)
@@ -81,10 +140,7 @@ def run_move_shard(args: argparse.Namespace, out=sys.stdout) -> int:
         raise ConfigError("--registry (or $QIM_REGISTRY_REDIS_ADDR / $QIM_REDIS_ADDR) is required")
     check_addr("--registry", args.registry)
     check_addr("--to", args.to)
-    settle = SETTLE_S if args.settle is None else args.settle
-    if settle < SETTLE_S:  # shorter, a service could still write the shard while it is copied
-        raise ConfigError(f"--settle must be at least {SETTLE_S:.0f} s (decision 0104: every service has read "
-                          "the mark, or refuses the shard, by then)")
+    settle = _settle(args.settle)
 
     def say(line: str) -> None:
         print(f"move-shard: {line}", file=out, flush=True)

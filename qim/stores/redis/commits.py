@@ -68,8 +68,14 @@ class RedisCommitStore:
         # group commit (docs/decisions/0026): the reserves and mark_committeds of concurrent sends
         # of one event-loop iteration share one pipelined round trip per core instance
         self._scripts = {id(c): t.scripts(c, SCRIPTS, coalesce=True) for c in t.core_clients}
-        # the commit buckets of each core instance, in bucket order (stale, inflight_count)
-        self._buckets = [(c, bs) for c, bs in t.group_by(range(COMMIT_BUCKET_COUNT), t.core)]
+
+    def _buckets(self, skip_moving: bool) -> list[tuple[object, list[int]]]:
+        """The commit buckets of each core instance, in bucket order, as the placement map
+        says now (a bucket moves: decision 0113). A bucket being moved raises
+        StoreUnavailable, or is left out with `skip_moving` (the recovery scan: it finds
+        that bucket's commits on the target after the move)."""
+        moving = self._t.moving_buckets() if skip_moving else frozenset()
+        return self._t.group_by([b for b in range(COMMIT_BUCKET_COUNT) if b not in moving], self._t.core)
 
     def _on(self, bucket: int) -> Scripts:
         """The (coalescing) Scripts of the core instance holding `bucket`."""
@@ -179,7 +185,7 @@ class RedisCommitStore:
         instance over its buckets, then, only where some are stale, two pipelined round
         trips on that instance; the instances concurrently."""
         parts = await gather_all([self._stale_on(client, buckets, older_than_ms, per_bucket)
-                                  for client, buckets in self._buckets])
+                                  for client, buckets in self._buckets(skip_moving=True)])
         scan = StaleScan([])
         for live, res in parts:
             _scanned(scan, live, res)
@@ -245,8 +251,9 @@ class RedisCommitStore:
 
     async def inflight_count(self) -> int:
         """CommitStore.inflight_count: ZCARD of the 256 in-flight ZSETs, one pipeline per
-        core instance (its buckets), the instances concurrently."""
-        return sum(await gather_all([_zcards(client, buckets) for client, buckets in self._buckets]))
+        core instance (its buckets), the instances concurrently; StoreUnavailable while a
+        bucket moves (its count is not known until it is on its target)."""
+        return sum(await gather_all([_zcards(client, buckets) for client, buckets in self._buckets(False)]))
 
 
 def _bucket(ref: CommitRef) -> int:

@@ -8,6 +8,10 @@ HASH on the home instance, `qim:placement`:
     shard:<s>    the 'host:port' of the mailbox instance holding shard s (an override)
     moving:<s>   the target of a move in progress: every call for shard s is refused
                  (StoreUnavailable, retried by its caller) until the move switches it
+    bucket:<b>   the 'host:port' of the core instance holding commit bucket b (an
+                 override of `b*n//256`; docs/decisions/0113)
+    moving:b<b>  the target of a commit bucket's move in progress: every core call of
+                 bucket b is refused (StoreUnavailable) until the move switches it
 
 A service reads the map at start (`RedisBackend.check` / `ping`, the gateway's start)
 and from then on a task of its own reads `v` every REFRESH_S (the whole map when `v`
@@ -18,7 +22,8 @@ every shard's calls (StoreUnavailable) until it can again: a move waits SETTLE_S
 its mark, longer than that, so no service can still be writing a shard the move copies.
 A tool that never loaded the map (no task) refreshes lazily instead: a call at most
 once per REFRESH_S starts one background read. A map naming an address that is not a
-mailbox instance of this process's layout is refused whole (the previous map stays in
+mailbox (for a shard) or core (for a bucket) instance of this process's layout is
+refused whole (the previous map stays in
 force, the error is kept in `error` and counted by
 `qim_redis_placement_refresh_errors_total`).
 """
@@ -51,16 +56,19 @@ REFRESH_ERRORS = Counter("qim_redis_placement_refresh_errors", "reads of the Mai
 @dataclass(frozen=True)
 class Placement:
     """One version of the map: `shards` shard -> 'host:port' overrides, `moving` shard ->
-    target of a move in progress. Version 0 with nothing in it: the default `s mod n`."""
+    target of a move in progress; `buckets` and `buckets_moving` the same for commit
+    buckets (decision 0113). Version 0 with nothing in it: the defaults `s mod n`, `b*n//256`."""
 
     version: int = 0
     shards: dict[int, str] = field(default_factory=dict)
     moving: dict[int, str] = field(default_factory=dict)
+    buckets: dict[int, str] = field(default_factory=dict)
+    buckets_moving: dict[int, str] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, raw: dict[Any, Any]) -> "Placement":
         """The map from its HASH fields (bytes or str); ValueError for a field it does not know."""
-        version, shards, moving = 0, {}, {}
+        version, shards, moving, buckets, bmoving = 0, {}, {}, {}, {}
         for k, v in raw.items():
             name = k.decode() if isinstance(k, bytes) else str(k)
             value = v.decode() if isinstance(v, bytes) else str(v)
@@ -71,9 +79,13 @@ class Placement:
                 shards[int(shard)] = value
             elif kind == "moving" and shard.isdigit():
                 moving[int(shard)] = value
+            elif kind == "bucket" and shard.isdigit():
+                buckets[int(shard)] = value
+            elif kind == "moving" and shard[:1] == "b" and shard[1:].isdigit():
+                bmoving[int(shard[1:])] = value
             else:
                 raise ValueError(f"unknown field {name!r} in {PLACEMENT_KEY}")
-        return cls(version, shards, moving)
+        return cls(version, shards, moving, buckets, bmoving)
 
 
 async def read_placement(home: Any) -> Placement:
@@ -83,13 +95,15 @@ async def read_placement(home: Any) -> Placement:
 
 class PlacementView:
     """A process's copy of the map over `home`, checked against `valid` (the mailbox
-    addresses of its layout). `current` is the map in force; `load()` reads it now and
-    starts the refresh task; `tick()` starts one refresh when no task runs and the last
-    one is REFRESH_S old (never waits); `stale()` says the map may be out of date."""
+    addresses of its layout) and `core` (its core addresses, for bucket entries).
+    `current` is the map in force; `load()` reads it now and starts the refresh task;
+    `tick()` starts one refresh when no task runs and the last one is REFRESH_S old
+    (never waits); `stale()` says the map may be out of date."""
 
-    def __init__(self, home: Any, valid: tuple[str, ...]) -> None:
+    def __init__(self, home: Any, valid: tuple[str, ...], core: tuple[str, ...] = ()) -> None:
         self._home = home
         self._valid = frozenset(valid)
+        self._core = frozenset(core)
         self.current = Placement()
         self.error = ""
         self._checked = float("-inf")  # monotonic time of the last refresh started
@@ -154,7 +168,11 @@ class PlacementView:
         if bad:
             raise ValueError(f"{PLACEMENT_KEY} v{got.version} names {', '.join(bad)}, not a mailbox instance "
                              f"of this layout ({', '.join(sorted(self._valid))})")
+        bad = sorted({a for a in (*got.buckets.values(), *got.buckets_moving.values()) if a not in self._core})
+        if bad:
+            raise ValueError(f"{PLACEMENT_KEY} v{got.version} names {', '.join(bad)} for a commit bucket, not a "
+                             f"core instance of this layout ({', '.join(sorted(self._core))})")
         if got.version != self.current.version:
-            logger.info("placement map v%d: %d shard(s) placed, %d moving", got.version, len(got.shards),
-                        len(got.moving))
+            logger.info("placement map v%d: %d shard(s) placed, %d moving; %d bucket(s) placed, %d moving",
+                        got.version, len(got.shards), len(got.moving), len(got.buckets), len(got.buckets_moving))
         self.current = got

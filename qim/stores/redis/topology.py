@@ -8,7 +8,9 @@ A deployment lists its instances per role (RedisLayout, qim/config/redislayout.p
   commit bucket (keys.py), and bucket b (0..COMMIT_BUCKET_COUNT-1) lives on core
   instance `b * n // COMMIT_BUCKET_COUNT` (contiguous ranges: growing by splitting a
   range moves only the buckets of the instance split). Every commit Lua call touches
-  one bucket, so it runs on one instance, atomically, as before. Keys that belong to
+  one bucket, so it runs on one instance, atomically, as before. An operator's move
+  (`qimctl redis move-bucket`, decision 0113) places a bucket elsewhere through the
+  placement map, and a bucket being moved is refused on every call. Keys that belong to
   no bucket (HLC clock leases, writer leases, the archive's checkpoint, watermark,
   lease and trim queue, the room epoch) live on core instance 0, the **home**.
   Revocation cutoffs are read inside the commit call (decision 0080), so they are
@@ -35,7 +37,7 @@ from typing import Any, Optional, Sequence
 
 from qim.config.redislayout import RedisLayout
 from qim.stores.errors import StoreUnavailable
-from qim.stores.redis.placement import PlacementView
+from qim.stores.redis.placement import Placement, PlacementView
 from qim.stores.redis.scripts import boundary
 
 
@@ -56,7 +58,7 @@ class RedisTopology:
         self._core = [self.clients[a] for a in layout.core]
         self._mailbox = [self.clients[a] for a in layout.mailbox]
         self._scripts: dict[tuple[int, tuple[str, ...], bool], Any] = {}
-        self.placement = PlacementView(self.home, layout.mailbox)  # decision 0104
+        self.placement = PlacementView(self.home, layout.mailbox, layout.core)  # decisions 0104, 0113
 
     @property
     def single(self) -> bool:
@@ -78,21 +80,43 @@ class RedisTopology:
         """Every distinct mailbox instance's client, in layout order."""
         return list(dict.fromkeys(self._mailbox))
 
+    def _map(self, what: str) -> Placement:
+        """The placement map in force (a refresh started when due); StoreUnavailable when
+        it may be out of date (placement.py STALE_S): `what` names the call's unit."""
+        view = self.placement
+        view.tick()
+        if view.stale():
+            raise StoreUnavailable(f"{what}: the Redis placement map has not been read for a while "
+                                   f"(home unreachable? {view.error or 'no answer'}): retry")
+        return view.current
+
     def core(self, bucket: int) -> Any:
-        """The client holding commit bucket `bucket`."""
-        return self._core[self.layout.core_index(bucket)]
+        """The client holding commit bucket `bucket`: its placement map entry, else
+        `b*n//256`. StoreUnavailable while an operator moves it (decision 0113): every
+        core call of the bucket (reserve, commit, hot history, members...) is refused
+        and retried by its caller, so nothing of it is written while it is copied."""
+        if self.single:
+            return self._core[self.layout.core_index(bucket)]
+        p = self._map(f"commit bucket {bucket}")
+        if bucket in p.buckets_moving:
+            raise StoreUnavailable(f"commit bucket {bucket} is being moved to {p.buckets_moving[bucket]} "
+                                   "(qimctl redis move-bucket): retry")
+        addr = p.buckets.get(bucket)
+        return self.clients[addr] if addr is not None else self._core[self.layout.core_index(bucket)]
+
+    def moving_buckets(self) -> frozenset[int]:
+        """The commit buckets being moved now (decision 0113)."""
+        if self.single:
+            return frozenset()
+        self.placement.tick()
+        return frozenset(self.placement.current.buckets_moving)
 
     def shard(self, shard: int) -> Any:
         """The client holding MailboxShard `shard`: its placement map entry, else
         `s mod n`. StoreUnavailable while an operator moves it (decision 0104)."""
         if self.single:
             return self._mailbox[0]
-        view = self.placement
-        view.tick()
-        p = view.current
-        if view.stale():
-            raise StoreUnavailable(f"MailboxShard {shard}: the Redis placement map has not been read for a while "
-                                   f"(home unreachable? {view.error or 'no answer'}): retry")
+        p = self._map(f"MailboxShard {shard}")
         if shard in p.moving:
             raise StoreUnavailable(f"MailboxShard {shard} is being moved to {p.moving[shard]} "
                                    "(qimctl redis move-shard): retry")
@@ -108,7 +132,8 @@ class RedisTopology:
 
     async def load_placement(self) -> None:
         """Read the placement map now (at start); ValueError when it names an address that
-        is not a mailbox instance of the layout, StoreUnavailable when the home is down."""
+        is not a mailbox (core, for a bucket) instance of the layout, StoreUnavailable
+        when the home is down."""
         if not self.single:
             with boundary("redis placement map"):
                 await self.placement.load()
