@@ -135,12 +135,13 @@ test-scale: install
 # The three-node CQL gate (docs/decisions/0089, 0090; not in `make test`: three JVMs start
 # one after the other, 4-5 min on two loaded cores): the CQL store contract suites, the RF
 # checks and LOCAL_QUORUM on a cluster of three (RF 3), then the whole stack sending while
-# a node is SIGKILLed and restarted and another SIGSTOPped (tests/cql3). Prints its run time.
+# a node is SIGKILLed and restarted and another SIGSTOPped, and a move from the Redis
+# mailbox to the CQL one (tests/cql3). Prints its run time.
 .PHONY: test-cql3
 test-cql3: install
 	@start=$$(date +%s); QIM_TEST_CQL_NODES=3 $(BIN)/python -m pytest -q -s -p no:cacheprovider \
 	  tests/stores -k "cql or seam or test_archive or test_errors" tests/cql3/test_replication.py \
-	  tests/cql3/test_node_faults.py $(PYTEST_ARGS); rc=$$?; echo "test-cql3: $$(( $$(date +%s) - start )) s"; exit $$rc
+	  tests/cql3/test_node_faults.py tests/cql3/test_mailbox_migration.py $(PYTEST_ARGS); rc=$$?; echo "test-cql3: $$(( $$(date +%s) - start )) s"; exit $$rc
 
 # A MailboxShard moved to another Redis instance under traffic (docs/decisions/0104; not
 # in `make test`, whose budget is spent: a private stack on three Redis instances, 30-45 s).
