@@ -22,6 +22,7 @@ One entry per process row, in table order:
 - `reads`: the address lists of stable kinds this kind reads (variable table readers);
 - `clientCert`: the variables of the client port's certificate (the kinds that read
   them: the gateway), `tokenKeys`: it reads QIM_TOKEN_PUBLIC_KEYS;
+- `sharedConfig`: it reads a variable of the chart's shared ConfigMap (SHARED_CONFIG);
 - `rpc`: it holds a service certificate (internal mutual TLS); `leases`, `engines`,
   `archiveOnly`, `roll` (rolling-upgrade order: docs/operations.md "Rolling upgrade");
 - `startGraceS`, `unhealthyS`: the supervision rule's numbers (qim/dev/healthwatch.py),
@@ -39,6 +40,10 @@ from qim.config.variables import variables
 from qim.dev.healthwatch import START_GRACE_S, UNHEALTHY_RESTART_S
 from qim.topology import SHARD_OWNER, Service, processes, roll_order, speaks_rpc
 
+# the variables of the chart's shared ConfigMap (templates/config.yaml)
+SHARED_CONFIG = ("QIM_REDIS_ADDR", "QIM_REDIS_CORE_ADDRS", "QIM_REDIS_MAILBOX_ADDRS", "QIM_KAFKA_BOOTSTRAP",
+                 "QIM_MAILBOX_SHARD_COUNT", "QIM_TENANT_ID", "QIM_SCYLLA_ADDRS", "QIM_SCYLLA_KEYSPACE",
+                 "QIM_SCYLLA_LOCAL_DC")
 _NOBODY = type("_Nobody", (), {"readers": ()})()
 OUT = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "qim" / "files" / "services.json"
 
@@ -83,6 +88,9 @@ def entry(row: Service) -> dict[str, Any]:
                        if row.name in table.get(f"QIM_{row.env}_TLS_CERT", _NOBODY).readers else None),
         "tokenKeys": row.name in table["QIM_TOKEN_PUBLIC_KEYS"].readers,
         "rpc": speaks_rpc(row.name), "leases": row.leases, "engines": row.engines,
+        # the shared ConfigMap goes to every kind that reads one of its variables (the room
+        # reads QIM_REDIS_ADDR without the `engines` column)
+        "sharedConfig": any(row.name in table[v].readers for v in SHARED_CONFIG),
         "archiveOnly": row.archive_only, "roll": roll_order().index(row.name),
         "startGraceS": int(START_GRACE_S), "unhealthyS": int(UNHEALTHY_RESTART_S),
     }

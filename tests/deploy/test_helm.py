@@ -11,6 +11,7 @@ import subprocess
 import pytest
 import yaml
 
+from qim.config.variables import variables
 from qim.dev.helmchart import stable
 from qim.topology import processes
 
@@ -59,6 +60,7 @@ def test_lint_template_and_schema(values):
     kinds = [s for s in processes() if not s.archive_only or want["archive"]["enabled"]]
     # every row of the table the values run, and nothing else
     assert sorted(workloads) == sorted(f"rel-{s.name}" for s in kinds)
+    (config,) = [d for d in docs if d["kind"] == "ConfigMap"]
     pdbs = {d["metadata"]["name"] for d in docs if d["kind"] == "PodDisruptionBudget"}
     assert pdbs == set(workloads)
     for row in kinds:
@@ -74,6 +76,10 @@ def test_lint_template_and_schema(values):
         assert ports["metrics"] == row.metrics_port
         env = {e["name"]: e.get("value") for e in c["env"]}
         assert env[row.metrics_var] == f"$(POD_IP):{row.metrics_port}"
+        # every variable the row reads without a default (the variable table) reaches it
+        given = set(env) | (set(config["data"]) if c.get("envFrom") else set())
+        required = {v.name for v in variables().values() if row.name in v.readers and v.default == "required"}
+        assert required <= given, (row.name, required - given)
         if row.name == "gateway":
             writers = env["QIM_WRITER_ADDRS"].split(",")
             assert writers == [f"rel-writer-{i}.rel-writer.qim.svc.cluster.local:7101"

@@ -56,3 +56,8 @@ def test_main_writes_and_refuses_an_unwritable_path(tmp_path):
     out = tmp_path / "services.json"
     assert helmchart.main([str(out)]) == 0 and out.read_text() == helmchart.render()
     assert helmchart.main([str(tmp_path / "missing" / "x.json")]) == 2
+
+
+def test_shared_config_is_what_the_configmap_sets():
+    keys = set(re.findall(r"^\s+(QIM_[A-Z0-9_]+):", (CHART / "templates" / "config.yaml").read_text(), re.M))
+    assert keys == set(helmchart.SHARED_CONFIG)
