@@ -18,7 +18,8 @@ Derived from it (and checked by tests/test_topology.py):
 - the gateway's client routes, envelopes and backend routing (qim/services/gateway/routes.py,
   router.py), with the client calls declared per kind (qim/wire/calls.py);
 - the services reading the shared engine variables (qim/config/variables.py) and the
-  order of a rolling restart (qim/dev/rolling.py).
+  order of a rolling restart (qim/dev/rolling.py);
+- the HTTP routes each node serves beside /metrics and /healthz (qim/obs/http.py).
 
 Synapse's `config/workers.py` (instance maps, stream writers) is the model. A new
 service is one row here, a declaration per client call (qim/wire/calls.py) and its own
@@ -59,6 +60,24 @@ class Listener:
 
 
 @dataclass(frozen=True)
+class HttpRoute:
+    """One HTTP route a service serves on its metrics listener beside /metrics and
+    /healthz (qim/obs/http.py; docs/decisions/0111-an-http-seam-on-aiohttp.md): `method`
+    and `path` (an aiohttp template: `{name}` parts reach the handler as
+    request.match_info), `handler` the name of the node's coroutine method, awaited as
+    `handler(request, device)`; `token`: an `Authorization: Bearer <device token>` is
+    required and verified (`device` the VerifiedToken, else None); `max_body` bytes of
+    request body (413 above), `timeout_s` for the whole request (408 after)."""
+
+    method: str
+    path: str
+    handler: str
+    token: bool = True
+    max_body: int = 64 * 1024
+    timeout_s: float = 30.0
+
+
+@dataclass(frozen=True)
 class GatewayBackend:
     """How the gateway reaches a service for client requests: the internal `opcode` it
     sends, the internal_pb2 `envelope` message (fields actor, upstream, and opcode when
@@ -95,7 +114,8 @@ class Service:
     lease only, its liveness; "" none: docs/decisions/0040-scale-leases-and-fencing.md);
     `engines`: it reads the shared engine variables (Redis layout, Kafka, shard count,
     tier: qim/config/common.py); `roll`: its place in a rolling restart, readers of a
-    record or frame before its writers (qim/dev/rolling.py; None: not a process)."""
+    record or frame before its writers (qim/dev/rolling.py; None: not a process);
+    `http`: the HTTP routes it serves (HttpRoute; the media service's uploads)."""
 
     name: str
     entity: str  # the design's entity name (docs/design.md §2)
@@ -113,6 +133,7 @@ class Service:
     leases: str = ""
     engines: bool = False
     roll: Optional[int] = None
+    http: tuple[HttpRoute, ...] = ()  # HTTP routes on its metrics listener (HttpRoute)
 
     @property
     def process(self) -> bool:

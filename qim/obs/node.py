@@ -3,7 +3,8 @@
 One node per process (tests may hold several in one process: nothing here is global).
 It owns
 - a Prometheus registry of its own (`self.registry`; metrics are created by the
-  service's MetricSet on it, never at import) served with /healthz by qim/obs/http.py;
+  service's MetricSet on it, never at import) served with /healthz and the row's HTTP
+  routes (`http_routes()`, with `http_auth` for device tokens) by qim/obs/http.py;
 - health: `health()` = failed background tasks + `not_ready()` (the service's readiness
   reasons) + always-zero invariant counters that are not zero (docs/design.md §2);
 - listeners: `listen()` for any stream protocol and `serve_rpc()` for internal RPC
@@ -48,11 +49,13 @@ from qim.net.framed import parse_addr
 from qim.net.rpc import Handler, LinkFactory, OnewayHandler, rpc_connection_handler
 from qim.net.tls import HANDSHAKE_TIMEOUT_S, TlsContexts, TlsFiles, server_context
 from qim.obs.engine_probe import engines_away
-from qim.obs.http import serve_http
+from qim.obs.http import HttpServer, serve_http
+from qim.obs.httpauth import DeviceAuth
 from qim.obs.metrics import MetricSet, invariant_reasons
 from qim.obs.node_tls import NodeTls
 from qim.obs.tasks import cancel_all, task_end
 from qim.obs.watchdog import fault_probe, notify_systemd
+from qim.topology import SERVICES, HttpRoute
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +83,7 @@ class ServiceNode(NodeTls):
     def __init__(self, metrics_listen: str) -> None:
         self.metrics_listen = metrics_listen
         self.metrics_tls: Optional[TlsFiles] = None  # HTTPS for /metrics, /healthz (set by qim/app/run.py)
+        self.http_auth: Optional[DeviceAuth] = None  # verifies device tokens of HTTP routes (the service's config)
         self.metrics_base = MetricSet()
         self.registry = self.metrics_base.registry
         # the process, Python platform and GC metrics /metrics always had (the default
@@ -98,7 +102,7 @@ class ServiceNode(NodeTls):
         self._connections: set[asyncio.Task] = set()
         self._servers: list[asyncio.AbstractServer] = []
         self._closers: list[tuple[str, Callable[[], Any]]] = []
-        self._http: Optional[asyncio.AbstractServer] = None
+        self._http: Optional[HttpServer] = None
         self._stopping = False
         self.task_died: Optional[str] = None  # the first background task that died: the process ends
         self._died = asyncio.Event()
@@ -112,6 +116,12 @@ class ServiceNode(NodeTls):
 
     async def setup(self) -> None:
         """Check engines, open listeners, spawn tasks (EngineError when impossible)."""
+
+    def http_routes(self) -> tuple[HttpRoute, ...]:
+        """The HTTP routes served beside /metrics and /healthz: the `http` column of the
+        service's row (qim/topology.py; none for a name outside the table)."""
+        row = SERVICES.get(self.service)
+        return row.http if row is not None else ()
 
     # --- building blocks ------------------------------------------------------------
     def always_zero(self, *counters: Counter) -> None:
@@ -211,7 +221,8 @@ class ServiceNode(NodeTls):
         and the error re-raised (EngineError, OSError for a busy port, ...)."""
         try:
             tls = server_context(self.metrics_tls) if self.metrics_tls is not None else None
-            self._http = await serve_http(self.metrics_listen, self.health, self.registry, tls)
+            self._http = await serve_http(self.metrics_listen, self.health, self.registry, tls,
+                                          routes=self.http_routes(), target=self, auth=self.http_auth)
             await self.setup()
             self._set_up = True
             if os.environ.get("NOTIFY_SOCKET"):
