@@ -13,7 +13,7 @@ import yaml
 
 from qim.config.variables import variables
 from qim.dev.helmchart import stable
-from qim.topology import processes
+from qim.topology import processes, roll_order, service
 
 from .conftest import ROOT, tool
 
@@ -137,3 +137,11 @@ def test_kubecheck_refuses_what_the_api_would():
     assert bad.returncode == 1 and "probe port metricz is no container port" in bad.stderr, bad.stderr
     unknown = kubecheck("apiVersion: v1\nkind: Pod2\nmetadata: {name: x}\n")
     assert unknown.returncode == 1 and "Pod2" in unknown.stderr
+
+
+@pytest.mark.parametrize("values, archive", [("several.yaml", False), ("archive.yaml", True)])
+def test_notes_give_the_roll_order_of_the_kinds_run(values, archive):
+    out = helm("install", "--dry-run=client", "rel", str(CHART), "--namespace", "qim", "-f", str(CHART / "ci" / values))
+    assert out.returncode == 0, out.stderr
+    order = [k for k in roll_order() if archive or not service(k).archive_only]
+    assert " -> ".join(order) in out.stdout and "Service rel-gateway-client" in out.stdout, out.stdout

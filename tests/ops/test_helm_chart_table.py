@@ -37,7 +37,7 @@ def test_every_process_row_and_nothing_else():
 
 def test_templates_name_no_kind():
     kinds = "|".join(SERVICES)
-    literal = re.compile(rf"""["'`]({kinds})["'`]|\.Values\.nodes\.({kinds})\b""")
+    literal = re.compile(rf"""["'`]({kinds})["'`]|\.Values\.(nodes\.)?({kinds})\b|-({kinds})-""")
     for tpl in sorted((CHART / "templates").iterdir()):
         hits = literal.findall(tpl.read_text())
         assert not hits, f"{tpl.name} names a kind {hits}: put the fact in the service table"
