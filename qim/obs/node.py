@@ -217,8 +217,9 @@ class ServiceNode(NodeTls):
 
     # --- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
-        """Serve /metrics and /healthz, then `setup()`. On failure the node is stopped
-        and the error re-raised (EngineError, OSError for a busy port, ...)."""
+        """Serve /metrics, /healthz and the row's HTTP routes, then `setup()`. On failure
+        the node is stopped and the error re-raised (EngineError, OSError for a busy
+        port, ConfigError for a route it cannot serve, ...)."""
         try:
             tls = server_context(self.metrics_tls) if self.metrics_tls is not None else None
             self._http = await serve_http(self.metrics_listen, self.health, self.registry, tls,

@@ -22,11 +22,12 @@ from qim.config.tls import metrics_tls
 from qim.dev.certs import ensure_dev_pki
 from qim.errors import ConfigError
 from qim.net.tls import server_context
+from qim.obs import node as node_module
 from qim.obs.http import serve_http
 from qim.obs.httpauth import DeviceAuth
 from qim.obs.node import ServiceNode
 from qim.stores.revocations import open_revocations
-from qim.topology import HttpRoute
+from qim.topology import SERVICES, HttpRoute, Service
 from qim.wire.tokens import SigningKey, TokenVerifier, issue_token
 
 TENANT, USER, DEVICE = 7, 1001, 3
@@ -224,18 +225,17 @@ async def test_errors_are_statuses_and_metrics_carry_templates(pki, caplog):
 
 
 class RouteNode(ServiceNode):
-    """A node whose row declares one route (a service row's `http` column)."""
+    """A node of a row that declares one route (the row's `http` column)."""
 
-    service = "node"
-
-    def http_routes(self):
-        return (HttpRoute("GET", "/v1/hello/{who}", "hello", token=False),)
+    service = "hello"
 
     async def hello(self, request: web.Request, device) -> web.Response:
         return web.Response(text=f"hello {request.match_info['who']}")
 
 
-async def test_a_node_serves_its_routes_and_refuses_a_bad_declaration():
+async def test_a_node_serves_its_rows_routes_and_refuses_a_bad_declaration(monkeypatch):
+    row = Service("hello", "Hello", "HELLO", http=(HttpRoute("GET", "/v1/hello/{who}", "hello", token=False),))
+    monkeypatch.setattr(node_module, "SERVICES", {**SERVICES, "hello": row})
     node = RouteNode("127.0.0.1:0")
     await node.start()
     try:
