@@ -39,6 +39,12 @@ from qim.dev.stack_tokens import token_settings, tokens_differ
 from qim.dev.supervisor import request_restart, supervised_stack_up
 from qim.topology import ARCHIVER, FANOUT, GATEWAY, MAILBOX, SESSION, WRITER
 
+# the send policy (docs/decisions/0099) `stack up` passes from its environment to the
+# services, like the archive settings: a running stack with another one (or none) is
+# restarted with it, never left answering "already up" without it (its module must be
+# importable by the services: PYTHONPATH of `stack up`)
+POLICY = "QIM_SEND_POLICY"
+
 # `stack up` flags -> the service whose node count they set (qim/topology.py rows)
 NODE_FLAGS = {"gateways": GATEWAY, "writers": WRITER, "mailbox-nodes": MAILBOX, "session-nodes": SESSION,
               "fanout-nodes": FANOUT, "archivers": ARCHIVER}
@@ -107,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _up(args: argparse.Namespace, dir: Path, existing: Stack | None) -> int:
     settings = settings_from(os.environ)  # the archive tier's (docs/decisions/0023): e.g. the demo's short hot window
+    settings.update({POLICY: os.environ[POLICY]} if os.environ.get(POLICY) else {})
     nodes = {service: getattr(args, flag.replace("-", "_")) for flag, service in NODE_FLAGS.items()}
     wanted = {k: v for k, v in nodes.items() if v is not None}
     if args.unhealthy_restart_s is not None and not 0 < args.unhealthy_restart_s < float("inf"):  # nan, inf too
@@ -121,7 +128,8 @@ def _up(args: argparse.Namespace, dir: Path, existing: Stack | None) -> int:
     tokens = token_settings(args, dir, existing.env if existing is not None else None)
     same_layout = existing is not None and all(existing.count(s) == n for s, n in wanted.items())
     if (existing is not None and same_layout and all(existing.healthz(s)[0] == 200 for s in existing.names)
-            and not settings_differ(existing.env, settings) and not tokens_differ(existing.env, tokens)):
+            and not settings_differ(existing.env, settings) and not policy_differs(existing.env, settings)
+            and not tokens_differ(existing.env, tokens)):
         print(f"stack already up; env file:\n{dir / 'stack.env'}")
         return 0
     progress.enable("stack")  # one stderr line per engine and service ready (docs/decisions/0085)
@@ -186,9 +194,15 @@ def owners_lines(existing: Stack) -> list[str]:
     return ["shard registry:"] + render(tables)
 
 
+def policy_differs(stack_env: dict[str, str], wanted: dict[str, str]) -> bool:
+    """Whether a recorded stack runs another send policy (QIM_SEND_POLICY, "" = none)
+    than `wanted` asks for."""
+    return stack_env.get(POLICY, "") != wanted.get(POLICY, "")
+
+
 def restart_words(existing: Stack, wanted: dict[str, int], settings: dict[str, str]) -> str:
     """The line `stack up` prints before it stops a running stack to start it again: why
-    (new node counts, other archive settings, a service not answering) and what it means
+    (new node counts, other archive settings, another send policy, a service not answering) and what it means
     (every service restarts, clients reconnect; the engines and their data stay). New node
     counts and other archive-tier settings are both named when both changed: `stack up
     --gateways 2` after `make demo` also drops the demo's short hot window (decision 0093)."""
@@ -198,6 +212,9 @@ def restart_words(existing: Stack, wanted: dict[str, int], settings: dict[str, s
         moved = [f"{k} {existing.env.get(k) or 'default'} -> {settings.get(k) or 'default'}" for k in SETTINGS
                  if existing.env.get(k, "") != settings.get(k, "")]
         reasons.append("other archive-tier settings (" + ", ".join(moved) + ")")
+    if policy_differs(existing.env, settings):
+        reasons.append(f"another send policy ({POLICY} {existing.env.get(POLICY) or 'none'} -> "
+                       f"{settings.get(POLICY) or 'none'})")
     why = " and ".join(reasons) or "other token keys, or a service that did not answer /healthz"
     return (f"stack: restarting every service for {why}: connected clients reconnect by themselves; the engines "
             "and their data stay")
