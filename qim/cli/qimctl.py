@@ -6,6 +6,7 @@
     qimctl audit archive ...   qimctl retention set|get ...        (qim/cli/qimctl_archive.py)
     qimctl shards [--kind K] ...   the ShardRegistry: nodes, owners, owner epochs (qim/cli/qimctl_shards.py)
     qimctl redis move-shard --shard S --to H:P   move a MailboxShard (qim/cli/qimctl_redis.py)
+    qimctl redis move-bucket --bucket B --to H:P   move a commit bucket (qim/cli/qimctl_redis.py)
     qimctl audit dispatch [--kafka-bootstrap HOST:PORT] [--redis-addr HOST:PORT[,...]]
                           [--shard-count N] [--outbox-topic T] [--dispatch-topic T]
                           [--fanout-group G] [--no-wait] [--timeout S]

@@ -27,8 +27,6 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 from qim._core import ids
 from qim.dev.redis_instances import layout_of
 from qim.sdk import direct_conversation
@@ -38,20 +36,11 @@ from tests.e2e.instancetraffic import Puller, Sender
 from tests.e2e.rawclient import RawClient
 from tests.e2e.sessionclient import entry_when
 from tests.e2e.test_redis_instance_restart import _check_served, _direct, _until
-from tests.fixtures import running_stack
 from tests.sdk.realstack import runtime, shutdown
 
 TENANT = 0
 SEND_DEADLINE_S = 120.0
 HEAL_S = 120.0
-
-
-@pytest.fixture(scope="module")
-def stack3(tmp_path_factory):
-    """Three Redis instances, every service kind, two mailbox and two session nodes."""
-    with running_stack(tmp_path_factory.mktemp("redismove"), engines_kw={"redis_instances": 3},
-                       nodes={"mailbox": 2, "session": 2}) as st:
-        yield st
 
 
 def _user_in(layout, shard: int, inside: bool) -> int:

@@ -140,6 +140,9 @@ async def test_a_moving_bucket_is_refused_and_bad_moves_change_nothing(redis_thr
         argv = ["redis", "move-bucket", "--bucket", str(bucket), "--to", "127.0.0.1:1"]
         assert await asyncio.get_running_loop().run_in_executor(None, qimctl.main, argv) == 2
         assert "--to 127.0.0.1:1 is not a core instance" in capsys.readouterr().err
+        argv = ["redis", "move-bucket", "--bucket", str(bucket), "--to", b.addr, "--settle", "1"]
+        assert await asyncio.get_running_loop().run_in_executor(None, qimctl.main, argv) == 2
+        assert "--settle must be at least 5 s" in capsys.readouterr().err
         c.client().set(CommitKeys(TENANT, f["direct"].conversation_id).seq(), 1)  # another placement's key
         with pytest.raises(MoveRefused, match="already holds 1 key"):
             await move_bucket(layout, connect, bucket, c.addr, print, settle_s=0)
