@@ -139,7 +139,7 @@ def _up(args: argparse.Namespace, dir: Path, existing: Stack | None) -> int:
     # a remembered port someone else took fails here, before any engine is started
     book = PortBook(dir / PORTS_FILE)
     book.check_free(sorted(book.remembered))
-    engines = EngineSet.up(args.engines_dir, None, with_cassandra=cassandra_wanted(default=True))
+    engines = EngineSet.up(args.engines_dir, None, with_cassandra=cassandra_for(args.engines_dir))
     recorded = {kind_of(n).name: 0 for n in existing.names} if existing is not None else {}
     for name in existing.names if existing is not None else ():
         recorded[kind_of(name).name] += 1
@@ -192,6 +192,17 @@ def owners_lines(existing: Stack) -> list[str]:
     except EngineError as exc:
         return [f"shard registry at {addr} unreadable: {exc}"]
     return ["shard registry:"] + render(tables)
+
+
+def cassandra_for(engines_dir: Path | str | None) -> bool:
+    """Whether `stack up` starts Cassandra with the engines: QIM_DEV_WITH_CASSANDRA when
+    set; else what the recorded engines chose (engines made with `engines up
+    --without-cassandra` stay without it: the stack runs without the archive tier); else
+    yes, as `engines up`. EngineError for a bad QIM_DEV_WITH_CASSANDRA."""
+    if os.environ.get("QIM_DEV_WITH_CASSANDRA") is not None:
+        return cassandra_wanted(default=True)
+    recorded = EngineSet.load(Path(engines_dir or default_dir()))
+    return recorded is None or recorded.cassandra is not None
 
 
 def policy_differs(stack_env: dict[str, str], wanted: dict[str, str]) -> bool:
