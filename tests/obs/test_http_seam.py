@@ -38,6 +38,7 @@ ROUTES = (
     HttpRoute("GET", "/v1/ping", "ping", token=False),
     HttpRoute("GET", "/v1/stall", "stall", token=False, timeout_s=0.5),
     HttpRoute("GET", "/v1/broken", "broken", token=False),
+    HttpRoute("POST", "/v1/sink", "sink", token=False, timeout_s=0.5),
 )
 
 
@@ -56,6 +57,9 @@ class Media:
     async def stall(self, request: web.Request, device) -> web.Response:
         await asyncio.sleep(60)
         return web.Response(text="late")
+
+    async def sink(self, request: web.Request, device) -> web.Response:
+        return web.Response(text=f"{len(await request.read())} bytes")
 
     async def broken(self, request: web.Request, device) -> web.Response:
         raise RuntimeError("a bug in a handler")
@@ -198,6 +202,13 @@ async def test_a_slow_client_is_cut_off(pki):
         writer.write(b"GET /v1/ping HTTP/1.1\r\nHost: qim\r\n")  # the head never ends
         await writer.drain()
         assert await asyncio.wait_for(reader.read(), 30) == b""  # closed by the server, no answer
+        writer.close()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client_tls)
+        writer.write(b"POST /v1/sink HTTP/1.1\r\nHost: qim\r\nContent-Length: 100\r\n\r\n" + b"z" * 10)
+        await writer.drain()  # the rest of the body never comes
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+        assert head.startswith(b"HTTP/1.1 408 ") and b"Content-Length: 34\r\n" in head
+        assert await reader.readexactly(34) == b"request not complete within 0.5 s\n"
         writer.close()
     finally:
         await _close(server, session)
