@@ -80,13 +80,14 @@ class RedisTopology:
         """Every distinct mailbox instance's client, in layout order."""
         return list(dict.fromkeys(self._mailbox))
 
-    def _map(self, what: str) -> Placement:
+    def _map(self, unit: str, n: int) -> Placement:
         """The placement map in force (a refresh started when due); StoreUnavailable when
-        it may be out of date (placement.py STALE_S): `what` names the call's unit."""
+        it may be out of date (placement.py STALE_S) naming the call's unit and number
+        (the message is only built then: this runs on every core call)."""
         view = self.placement
         view.tick()
         if view.stale():
-            raise StoreUnavailable(f"{what}: the Redis placement map has not been read for a while "
+            raise StoreUnavailable(f"{unit} {n}: the Redis placement map has not been read for a while "
                                    f"(home unreachable? {view.error or 'no answer'}): retry")
         return view.current
 
@@ -97,7 +98,7 @@ class RedisTopology:
         and retried by its caller, so nothing of it is written while it is copied."""
         if self.single:
             return self._core[self.layout.core_index(bucket)]
-        p = self._map(f"commit bucket {bucket}")
+        p = self._map("commit bucket", bucket)
         if bucket in p.buckets_moving:
             raise StoreUnavailable(f"commit bucket {bucket} is being moved to {p.buckets_moving[bucket]} "
                                    "(qimctl redis move-bucket): retry")
@@ -116,7 +117,7 @@ class RedisTopology:
         `s mod n`. StoreUnavailable while an operator moves it (decision 0104)."""
         if self.single:
             return self._mailbox[0]
-        p = self._map(f"MailboxShard {shard}")
+        p = self._map("MailboxShard", shard)
         if shard in p.moving:
             raise StoreUnavailable(f"MailboxShard {shard} is being moved to {p.moving[shard]} "
                                    "(qimctl redis move-shard): retry")
