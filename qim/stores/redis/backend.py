@@ -54,8 +54,9 @@ class RedisBackend(Stores):
         await self.load_placement()
 
     async def load_placement(self) -> None:
-        """Read the MailboxShard placement map now (decision 0104); StoreCorrupt when it
-        names an address that is not a mailbox instance of the layout."""
+        """Read the placement map of MailboxShards and commit buckets now (decisions 0104,
+        0113); StoreCorrupt when it names an address that is not a mailbox (for a shard)
+        or core (for a bucket) instance of the layout."""
         try:
             await self.topology.load_placement()
         except ValueError as exc:
