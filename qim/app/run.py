@@ -17,6 +17,7 @@ standard library's loop instead (docs/operations.md).
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import logging
 import os
 import signal
@@ -82,7 +83,11 @@ def missing_server_module(exc: ModuleNotFoundError) -> str:
 
 
 def run_node(service: str, build: Callable[[], "ServiceNode"]) -> None:
-    """Run the node `build()` returns until SIGTERM/SIGINT; exits as the module doc says."""
+    """Run the node `build()` returns until SIGTERM/SIGINT; exits as the module doc says.
+    A fatal signal (SIGSEGV, SIGFPE, SIGABRT, SIGBUS, SIGILL) leaves every thread's
+    Python stack on stderr, the service's log, before the process dies: a crash in a
+    compiled extension is otherwise a bare "killed by signal 11" with nothing to act on."""
+    faulthandler.enable(file=sys.stderr, all_threads=True)
     setup_logging(service)
     prog = f"qim-{service}"
     try:
