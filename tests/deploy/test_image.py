@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -123,12 +124,15 @@ def test_a_service_starts_answers_healthz_and_stops_on_sigterm(bundle, private_r
             proc.wait()
 
 
-def test_the_same_inputs_give_the_same_digest(tmp_path):
+def test_the_same_inputs_give_the_same_digest():
     """A second build from the same wheel, pins, Debian packages and epoch (about 3-5
-    minutes: mmdebstrap again, the .debs and wheels from the caches)."""
+    minutes: mmdebstrap again, the .debs and wheels from the caches), into
+    build/image-again, kept for a look when the digests differ."""
     first = (OUT / "digest").read_text().strip()
     epoch = (OUT / "epoch").read_text().strip()
-    again = tmp_path / "again"
+    again = OUT.parent / "image-again"
+    if again.exists():
+        shutil.rmtree(again)
     again.mkdir()
     for cache in ("debs", "wheels"):
         os.symlink(OUT / cache, again / cache)

@@ -84,6 +84,13 @@ def wheels(wheel: pathlib.Path, out: pathlib.Path) -> None:
         "--only-binary=:all:", "-c", str(constraints), "-d", str(out), f"{out / wheel.name}[server]", *IMAGE_ONLY])
 
 
+def mounts_below(target: pathlib.Path) -> list[str]:
+    """The mount points strictly below `target` (from /proc/self/mountinfo)."""
+    base = str(target.resolve()) + "/"
+    points = [line.split()[4] for line in pathlib.Path("/proc/self/mountinfo").read_text().splitlines()]
+    return [p for p in points if p.startswith(base)]
+
+
 def rootfs(target: pathlib.Path, wheel_dir: pathlib.Path, wheel: str, debs: pathlib.Path, epoch: int) -> None:
     """The Debian root file system with QIM installed and stripped (module doc, step 2)."""
     if target.exists():
@@ -111,12 +118,20 @@ def rootfs(target: pathlib.Path, wheel_dir: pathlib.Path, wheel: str, debs: path
         ["mmdebstrap", "--mode=root", "--variant=essential", "--format=directory", "--quiet",
          f"--include={','.join(PACKAGES)}", "--dpkgopt=path-exclude=/usr/share/doc/*",
          *hooks, SUITE, str(target), MIRROR], env=env)
-    # a deterministic file tree for the layer: every time set to the epoch
-    run("file times to SOURCE_DATE_EPOCH", ["find", str(target), "-exec", "touch", "--no-dereference",
+    # mmdebstrap mounts /proc (and /sys, /dev) for its hooks; once it was seen still
+    # mounted afterwards (a hook's process outliving the umount): a layer must never hold
+    # the host's /proc, so anything mounted below the target is unmounted, or the build stops
+    leftover = mounts_below(target)
+    if leftover:
+        print(f"image: unmounting what mmdebstrap left mounted: {' '.join(leftover)}", file=sys.stderr)
+        for point in sorted(leftover, reverse=True):
+            run(f"umount {point}", ["umount", "--lazy", point])
+    # a deterministic file tree for the layer: every time set to the epoch (-xdev: this file system only)
+    run("file times to SOURCE_DATE_EPOCH", ["find", str(target), "-xdev", "-exec", "touch", "--no-dereference",
                                              "-d", f"@{epoch}", "{}", "+"])
 
 
-def assemble(target: pathlib.Path, layout: pathlib.Path, epoch: int, size_mb: float) -> str:
+def assemble(target: pathlib.Path, layout: pathlib.Path, epoch: int) -> str:
     """The OCI image layout (tag `qim`) from the root file system; its manifest digest."""
     if layout.exists():
         shutil.rmtree(layout)
@@ -132,8 +147,7 @@ def assemble(target: pathlib.Path, layout: pathlib.Path, epoch: int, size_mb: fl
                          "--config.user", f"{UID}:{UID}", "--config.workingdir", "/",
                          "--config.env", f"PATH={VENV}/bin:/usr/bin:/bin", "--config.env", "PYTHONDONTWRITEBYTECODE=1",
                          "--config.cmd", "qim-gateway", "--author", "QIM",
-                         "--config.label", "org.opencontainers.image.title=qim",
-                         "--config.label", f"org.qim.rootfs-mb={size_mb:.0f}"])
+                         "--config.label", "org.opencontainers.image.title=qim"])
     run("umoci gc", ["umoci", "gc", "--layout", str(layout)])
     index = json.loads((layout / "index.json").read_text())
     return index["manifests"][0]["digest"]
@@ -157,8 +171,8 @@ def main(argv: list[str]) -> int:
             "commit time", ["git", "-C", str(ROOT), "log", "-1", "--format=%ct"]).strip())
         wheels(wheel, out / "wheels")
         rootfs(out / "rootfs", out / "wheels", wheel.name, out / "debs", epoch)
-        size_mb = int(run("rootfs size", ["du", "-sb", str(out / "rootfs")]).split()[0]) / 1e6
-        digest = assemble(out / "rootfs", out / "oci", epoch, size_mb)
+        size_mb = int(run("rootfs size", ["du", "-sbx", str(out / "rootfs")]).split()[0]) / 1e6
+        digest = assemble(out / "rootfs", out / "oci", epoch)
     except BuildError as exc:
         print(f"image: {exc}", file=sys.stderr)
         return 1
