@@ -40,6 +40,7 @@ from typing import Optional
 from qim.dev._proc import death_wrapper, pid_alive
 from qim.dev.healthwatch import START_GRACE_S, UNHEALTHY_RESTART_S, HealthWatch
 from qim.dev.stack import READY_TIMEOUT_S, STOP_TIMEOUT_S, Stack
+from qim.dev.start_watch import wait_supervised
 from qim.errors import EngineError
 from qim.obs.engine_probe import engines_away
 
@@ -185,8 +186,9 @@ class Supervisor:
 def spawn(stack: Stack, die_with_parent: bool = False, unhealthy_restart_s: Optional[float] = None,
           start_grace_s: Optional[float] = None) -> int:
     """Start the supervisor of a stack laid out by stack_up(start=False); returns its
-    pid once stack.json names a pid for every service, after waiting until every
-    /healthz is 200. EngineError (the supervisor stopped first) otherwise.
+    pid once every /healthz is 200, a service that died during the start restarted by
+    the supervisor (qim.dev.start_watch: bounded restarts, said on the terminal).
+    EngineError (the supervisor stopped first) otherwise.
     `unhealthy_restart_s`: the health rule's limit (module doc; default 30 s); `start_grace_s`:
     its start grace (default 120 s; tests shorten it)."""
     logs = stack.dir / "logs"
@@ -205,9 +207,10 @@ def spawn(stack: Stack, die_with_parent: bool = False, unhealthy_restart_s: Opti
     try:
         while True:
             loaded = Stack.load(stack.dir)
-            if loaded is not None and loaded.supervisor == proc.pid and set(loaded.pids) >= set(stack.names):
-                loaded.wait_ready(timeout=max(1.0, deadline - time.monotonic()))
-                stack.pids, stack.supervisor = loaded.pids, proc.pid
+            if loaded is not None and loaded.supervisor == proc.pid:
+                # a service dying during the start is the supervisor's to restart (start_watch)
+                ready = wait_supervised(stack.dir, lambda: proc.poll() is None)
+                stack.pids, stack.supervisor, stack.restarts = ready.pids, proc.pid, ready.restarts
                 return proc.pid
             if proc.poll() is not None or time.monotonic() > deadline:
                 tail = "\n".join((logs / LOG_FILE).read_text(errors="replace").splitlines()[-20:])

@@ -1,0 +1,89 @@
+"""A service that dies while `qim-dev stack up` starts the stack is the supervisor's to
+restart: `stack up` waits for that restart, says so on the terminal, and succeeds
+(qim/dev/start_watch.py; docs/operations.md "Supervision"). Before, it answered
+"mailbox exited during start" and stopped everything the supervisor was restarting.
+A service that keeps dying is refused with its last log lines.
+
+Real engines (the session's Redis and Kafka) and real service processes under a real
+supervisor. The death is a real SIGSEGV of the mailbox process, made by a sitecustomize
+on the services' PYTHONPATH, once (a marker file in the stack directory), after every
+service has its pid recorded: the moment the old wait had already read stack.json.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from qim.dev import progress
+from qim.dev.stack import Stack
+from qim.dev.supervisor import supervised_stack_up
+from qim.errors import EngineError
+
+HOOK = """
+import json, os, signal, sys, time
+if sys.orig_argv[-3:] == ["-m", "qim.app", "mailbox"]:
+    mark = "mailbox-died-at-start"
+    n = int(open(mark).read()) if os.path.exists(mark) else 0
+    if n < {deaths}:
+        open(mark, "w").write(str(n + 1))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # until stack.json names every service's pid
+            try:
+                d = json.load(open("stack.json"))
+                if d.get("supervisor") and set(d["pids"]) >= set(d["metrics"]):
+                    break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.05)
+        time.sleep(1.0)  # stack up has read that stack.json by now (it polls every 0.2 s)
+        os.kill(os.getpid(), signal.SIGSEGV)
+"""
+
+
+def _hooked(tmp_path, deaths: int) -> dict[str, str]:
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(HOOK.format(deaths=deaths))
+    return {"PYTHONPATH": os.pathsep.join(p for p in (str(hook), os.environ.get("PYTHONPATH", "")) if p)}
+
+
+@pytest.fixture
+def said(monkeypatch):
+    """The progress lines `stack up` prints (turned on as the CLI does)."""
+    monkeypatch.setattr(progress, "_started", None)
+    progress.enable("stack")
+    yield
+    monkeypatch.setattr(progress, "_started", None)
+
+
+def test_stack_up_waits_for_the_supervisors_restart_of_a_service_dying_at_start(engines, tmp_path, said, capsys):
+    sd = tmp_path / "stack"
+    st = supervised_stack_up(sd, engines.env(), die_with_parent=True, extra_env=_hooked(tmp_path, 1))
+    try:
+        assert (sd / "mailbox-died-at-start").read_text() == "1"  # it did die once, during the start
+        now = Stack.load(sd)
+        assert now is not None and now.restarts.get("mailbox") == 1
+        assert all(now.healthz(name)[0] == 200 for name in now.names)
+        err = capsys.readouterr().err
+        assert (
+            "stack: mailbox died during start (killed by signal 11 (SIGSEGV)); the supervisor "
+            "restarted it, restart 1 of at most 3 while starting"
+        ) in err, err
+        assert "stack: mailbox ready" in err
+    finally:
+        st.down()
+
+
+def test_stack_up_gives_up_on_a_service_that_keeps_dying_with_its_log(engines, tmp_path, said):
+    sd = tmp_path / "stack"
+    with pytest.raises(EngineError) as caught:
+        supervised_stack_up(sd, engines.env(), die_with_parent=True, extra_env=_hooked(tmp_path, 99))
+    text = str(caught.value)
+    assert text.startswith(
+        "mailbox kept dying during start (killed by signal 11 (SIGSEGV); 4 restarts "
+        "by the supervisor); its last log lines:\n"
+    ), text
+    assert "qim-dev supervisor: mailbox (pid" in text  # the service's log, with the supervisor's lines
+    assert Stack.load(sd) is None  # everything stopped (stack.json removed by down)
