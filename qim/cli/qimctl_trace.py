@@ -12,7 +12,8 @@
 
 Reads only (Kafka by static assign, Redis GET/HMGET); nothing is committed or written.
 A shard's DispatchProgress and watermark are read on its mailbox instance
-(QIM_REDIS_MAILBOX_ADDRS, docs/decisions/0096; --redis-addr is the home).
+(QIM_REDIS_MAILBOX_ADDRS, docs/decisions/0096; --redis-addr is the home), or with
+QIM_MAILBOX_STORE=cql from the CQL MailboxStore (qim/cli/trace_cql.py).
 Every Redis instance is checked (form, then a PING) before Kafka is tried; every broker call and
 a read that makes no progress are bounded by --timeout (5 s), librdkafka's own log lines
 are kept off stderr (qim/cli/topic_read.py QUIET_CLIENT).
@@ -129,7 +130,11 @@ def run_trace(args: argparse.Namespace, out=sys.stdout) -> int:
             addr = layout.mailbox[layout.mailbox_index(shard)]
             return addr, clients[addr]
 
-        return _report(args, mid, cursors, shard_redis, out)
+        if args.environ.get("QIM_MAILBOX_STORE") == "cql":  # the CQL MailboxStore (docs/decisions/0102)
+            from qim.cli.trace_cql import cql_progress
+
+            return _report(args, mid, cursors, lambda items: cql_progress(args.environ, items, args.timeout), out)
+        return _report(args, mid, cursors, lambda items: _redis_progress(shard_redis, items), out)
     finally:
         for c in clients.values():
             c.close()
@@ -142,8 +147,24 @@ def _ping(r: redis.Redis, addr: str) -> None:
         raise EngineError(f"redis at {addr}: {exc}") from None
 
 
-def _report(args: argparse.Namespace, mid: bytes, cursors: dict[int, int], shard_redis, out) -> int:
-    """The report lines; `shard_redis(shard)` is (address, client) of the shard's mailbox instance."""
+def _redis_progress(shard_redis, items) -> dict:
+    """(shard, dispatch_id) -> (W blob or None, first mailbox_seq bytes or None, DONE) from
+    the shard's mailbox instance; `shard_redis(shard)` is its (address, client)."""
+    out = {}
+    for shard, dispatch_id in items:
+        addr, r = shard_redis(shard)
+        try:
+            blob = r.hget(wm_key(shard), "blob")
+            seq8, state = r.hmget(dp_key(shard, dispatch_id), "seq", "st")
+        except redis.exceptions.RedisError as exc:
+            raise EngineError(f"redis at {addr}: {exc}") from None
+        out[(shard, dispatch_id)] = (blob, seq8, state == b"DONE")
+    return out
+
+
+def _report(args: argparse.Namespace, mid: bytes, cursors: dict[int, int], progress, out) -> int:
+    """The report lines; `progress([(shard, dispatch_id)])` reads each record's W and
+    DispatchProgress from the deployment's MailboxStore (_redis_progress, cql_progress)."""
     committed, dispatches = _find(args.kafka_bootstrap, mid, args.shard_count, args.timeout)
     if committed is None:
         print(f"not committed: no Outbox record of {mid.hex()} (or older than the Outbox retention)", file=out)
@@ -158,26 +179,21 @@ def _report(args: argparse.Namespace, mid: bytes, cursors: dict[int, int], shard
     if not dispatches:
         print("dispatched: not yet (fanout behind, see qim_fanout_outbox_lag)", file=out)
     told: set[int] = set()
-    addr = args.redis_addr
-    try:
-        for shard, doff, d in sorted(dispatches, key=lambda x: x[:2]):
-            addr, r = shard_redis(shard)
-            told.update(d.recipients)
-            print(f"dispatched: shard {shard} offset {doff} recipients {list(d.recipients)}", file=out)
-            blob = r.hget(wm_key(shard), "blob")
-            w = watermark.start_offset(blob) - 1 if blob else -1
-            seq8, state = r.hmget(dp_key(shard, d.dispatch_id), "seq", "st")
-            if w >= doff or state == b"DONE":
-                seq = mseq_from_bytes(seq8) if isinstance(seq8, bytes) else 0
-                print(f"materialized: shard {shard} mailbox_seq {seq} (W={w}) for {list(d.recipients)}", file=out)
-                for user in d.recipients:
-                    if user in cursors:
-                        where = "below" if seq <= cursors[user] else "above"
-                        print(f"cursor: user {user} cursor {cursors[user]}: entry {seq} is {where} it", file=out)
-            else:
-                print(f"materialized: not yet on shard {shard} (W={w} < offset {doff})", file=out)
-    except redis.exceptions.RedisError as exc:
-        raise EngineError(f"redis at {addr}: {exc}") from None
+    found = progress([(shard, d.dispatch_id) for shard, _, d in dispatches])
+    for shard, doff, d in sorted(dispatches, key=lambda x: x[:2]):
+        told.update(d.recipients)
+        print(f"dispatched: shard {shard} offset {doff} recipients {list(d.recipients)}", file=out)
+        blob, seq8, done = found[(shard, d.dispatch_id)]
+        w = watermark.start_offset(blob) - 1 if blob else -1
+        if w >= doff or done:
+            seq = mseq_from_bytes(seq8) if isinstance(seq8, bytes) else 0
+            print(f"materialized: shard {shard} mailbox_seq {seq} (W={w}) for {list(d.recipients)}", file=out)
+            for user in d.recipients:
+                if user in cursors:
+                    where = "below" if seq <= cursors[user] else "above"
+                    print(f"cursor: user {user} cursor {cursors[user]}: entry {seq} is {where} it", file=out)
+        else:
+            print(f"materialized: not yet on shard {shard} (W={w} < offset {doff})", file=out)
     for user in sorted(set(cursors) - told):  # a cursor nobody could compare: say so, never nothing
         print(f"cursor: user {user} is not among the recipients dispatched so far", file=out)
     return 0

@@ -9,7 +9,10 @@ message reaches its recipient once and in order, through raw pulls and through t
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import subprocess
+import sys
 import time
 
 import pytest
@@ -85,5 +88,12 @@ async def test_cql_mailbox_survives_a_killed_mailbox_node_with_nothing_lost_or_d
     # materialized into CQL only: no mailbox bucket, index, watermark or DispatchProgress key in Redis
     assert not [k for pattern in ("qim:mbx*", "qim:wm:*", "qim:dp:*")
                 for k in redis_client(st).scan_iter(match=pattern, count=1000)]
+    # qimctl trace reads the watermark and DispatchProgress from the CQL MailboxStore too
+    last = traffic.convs[0].acks[traffic.convs[0].order[-1]]
+    trace = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "qim.cli.qimctl", "trace",
+                                                     last.message_id.hex()], env={**os.environ, **st.env},
+                                    capture_output=True, text=True, timeout=120)
+    assert trace.returncode == 0 and "materialized: shard" in trace.stdout, trace.stdout + trace.stderr
+    assert "materialized: not yet" not in trace.stdout, trace.stdout
     print(f"cql mailbox takeover: kill -> first pull served {took:.2f} s; {sum(len(c.order) for c in traffic.convs)}"
           " messages, none lost or doubled")
