@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from qim.desktop import commands, render, rooms
+from qim.desktop import commands, refused, render, rooms
 
 # `app` below is the ChatApp (qim/desktop/app.py): its client, convs, current, shown and
 # names, and its tell / open_chat / learn_names / action_* methods. Typed loosely so this
@@ -45,6 +45,9 @@ async def run(app: ChatApp, cmd: commands.Command) -> None:
         app.tell(f"created {render.conversation_name(group)} with {', '.join(map(str, others))}")
     elif cmd.name == "join":
         await rooms.join(app, cmd.ids[0])
+    elif cmd.name == "edit":
+        if not refused.edit(app):
+            raise Refused("no refused message to edit (a refused text goes back into an empty composer by itself)")
     elif cmd.name == "leave" and app.room is not None:
         await rooms.leave(app)
     elif app.room is not None and cmd.name in ("read", "members", "title", "recall", "older"):

@@ -25,7 +25,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static
 
-from qim.desktop import actions, compose, render, rooms, sdk_events
+from qim.desktop import actions, compose, refused, render, rooms, sdk_events
 from qim.desktop.widgets import Composer, ConvItem, ConvList
 from qim.errors import QimError
 from qim.sdk import Client
@@ -78,6 +78,7 @@ class ChatApp(App):
         self.reason = ""  # why the client is offline (the SDK's ConnectionState.reason)
         self.held = compose.Held()  # submissions held back behind a refused one
         self.refusal = ""  # the last refusal shown
+        self.refusals = refused.Refusals()  # sends refused after they left the composer
         self._list_lock = asyncio.Lock()  # one list redraw at a time (interleaved ones doubled rows)
 
     def compose(self) -> ComposeResult:
@@ -187,7 +188,8 @@ class ChatApp(App):
         if self.current is None:
             return Text("")
         messages = sorted(self.shown.values(), key=lambda m: m.conversation_seq)
-        return render.transcript(messages, self.unsent, self.client.user_id, self.note, self.names, self.online)
+        return render.transcript(messages, self.unsent, self.client.user_id, self.note, self.names, self.online,
+                                 lambda cmid: refused.row_words(self, cmid))
 
     def list_ids(self) -> list[bytes]:
         """The conversation_ids of the list rows, top to bottom."""

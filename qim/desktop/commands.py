@@ -7,6 +7,7 @@
     /leave                leave the room shown, or the open group
     /members              list the open group's members
     /recall [N]           recall your newest message here (N: your N-th newest)
+    /edit                 put the newest refused text back into the composer
     /older                load older messages of the open chat (also Ctrl+U)
     /read                 mark the open chat read
     /help                 this list
@@ -32,8 +33,9 @@ from qim.wire.names import check_name
 _PARTS = __doc__.split("\n\n")
 HELP = _PARTS[1]
 KEYS = " ".join(_PARTS[2].split())
-NAMES = ("dm", "join", "group", "title", "leave", "members", "recall", "older", "read", "help", "quit")
-_BARE = ("leave", "members", "older", "read", "help", "quit")
+NAMES = ("dm", "join", "group", "title", "leave", "members", "recall", "older", "read", "help", "quit",
+         "edit")
+_BARE = ("leave", "members", "older", "read", "help", "quit", "edit")
 
 
 class Command(NamedTuple):

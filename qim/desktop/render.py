@@ -13,7 +13,7 @@ too), and a gap is not a lost message (docs/desktop.md).
 from __future__ import annotations
 
 import time
-from typing import Iterable, Mapping, Optional
+from typing import Callable, Iterable, Mapping, Optional
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -156,26 +156,29 @@ def message_line(msg: StoredMessage, me: int, names: Names = NO_NAMES) -> Text:
     return out
 
 
-def unsent_line(row: PendingSend, online: bool = True) -> Text:
+def unsent_line(row: PendingSend, online: bool = True, why: str = "") -> Text:
     """A send not yet in the store: 'me: text (sending…)', '(not sent yet: offline)'
-    while there is no connection, '(sent)' or '(failed)'."""
+    while there is no connection, '(sent)' or '(failed)' (`why`: what follows "failed",
+    e.g. ": POLICY_REFUSED: spam is not welcome here · /edit"; qim/desktop/refused.py)."""
     out = Text()
     out.append(f"{clock(row.created_local_ms)} ", style="dim")
     out.append("me: ", style="bold cyan")
     out.append(body_text(row.message_type, row.custom_type, row.body, 0).replace("\n", "\n      "))
     pending = " (sending…)" if online else " (not sent yet: offline)"
-    mark = {"pending": pending, "acked": " (sent)", "failed": " (failed)"}.get(row.state, "")
+    mark = {"pending": pending, "acked": " (sent)", "failed": f" (failed{why})"}.get(row.state, "")
     out.append(mark, style="red" if row.state == "failed" or not online else "dim")
     return out
 
 
 def transcript(messages: Iterable[StoredMessage], unsent: Iterable[PendingSend], me: int,
-               note: str = "", names: Names = NO_NAMES, online: bool = True) -> Text:
-    """The conversation view: an optional note line, messages, then unsent sends."""
+               note: str = "", names: Names = NO_NAMES, online: bool = True,
+               why: Callable[[bytes], str] = lambda cmid: "") -> Text:
+    """The conversation view: an optional note line, messages, then unsent sends (`why`:
+    a failed row's reason by its client_message_id, see unsent_line)."""
     out = Text()
     if note:
         out.append(note + "\n", style="dim")
-    lines = [message_line(m, me, names) for m in messages] + [unsent_line(p, online) for p in unsent]
+    lines = [message_line(m, me, names) for m in messages] + [unsent_line(p, online, why(p.client_message_id)) for p in unsent]
     out.append(Text("\n").join(lines) if lines else Text("(no messages yet)", style="dim"))
     return out
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from qim.desktop import render, rooms
+from qim.desktop import refused, render, rooms
 from qim.sdk import events as ev
 from qim.sdk.model import Conversation
 from qim.sdk.room_events import RoomEventsAdded, RoomStateChanged
@@ -60,11 +60,11 @@ async def apply(app: ChatApp, e) -> None:
         if any(app.shown.pop(mid, None) for mid in e.message_ids):
             app.show_chat()
     elif isinstance(e, (ev.SendPending, ev.PendingResolved, ev.SendFailed)):
+        if isinstance(e, ev.SendFailed):  # its text back to the composer, or /edit (refused.py)
+            await refused.on_send_failed(app, e)
         if app.current is not None:
             app.unsent = await app.client.unsent(app.current)
             app.show_chat()
-        if isinstance(e, ev.SendFailed):
-            app.tell(f"a message was refused: {e.code.name}: {e.message}")
     elif isinstance(e, (RoomEventsAdded, RoomStateChanged)):
         rooms.on_event(app, e)
     elif isinstance(e, ev.SyncFailed):
