@@ -121,7 +121,7 @@ test-tools:
 # target, test-cql3 (about 9 minutes: three Cassandra nodes).
 test: install test-tools web-tools web-build
 	cd web && npm test
-	$(BIN)/python -m pytest --ignore=tests/scale --ignore=tests/cql3 --ignore=tests/redismove --ignore=tests/deploy $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --durations=40 --ignore=tests/scale --ignore=tests/cql3 --ignore=tests/redismove --ignore=tests/deploy $(PYTEST_ARGS)
 	QIM_PUREPYTHON=1 $(BIN)/python -m pytest -q tests/core
 	$(MAKE) test-scale
 
