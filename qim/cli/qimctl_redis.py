@@ -6,6 +6,7 @@ docs/operations.md "Several Redis instances").
     qimctl redis pin-shards [--redis-addr H:P] [--shard-count N]
     qimctl redis move-bucket --bucket B --to HOST:PORT [--redis-addr H:P] [--settle SECONDS]
     qimctl redis pin-buckets [--redis-addr H:P]
+    qimctl redis where [--tenant T] [--user U] [--conversation HEX] [--redis-addr H:P] [--shard-count N]
 
 moves MailboxShard S with everything it owns (DispatchProgress, watermark, its users'
 mailboxes, day indexes and session state, its session checkpoint and first-registration
@@ -18,11 +19,14 @@ Redis instances"). `move-bucket` moves commit bucket B (every key of its hash ta
 hashes and idempotency keys, conversation_seq, hot history, group members ...) to core
 instance HOST:PORT the same way (the bucket's sends are refused as UNAVAILABLE, retried,
 while it is copied: qim/stores/redis/bucketmove.py); `pin-buckets` is the first step of
-growing the core instances. The deployment's variables name the instances (QIM_REDIS_ADDR, the home;
+growing the core instances. `where` prints, from the live placement map, a user's
+MailboxShard and its mailbox instance and a conversation's commit bucket and its core
+instance (and a move in progress). The deployment's variables name the instances (QIM_REDIS_ADDR, the home;
 QIM_REDIS_CORE_ADDRS, QIM_REDIS_MAILBOX_ADDRS; QIM_REGISTRY_REDIS_ADDR).
 
 Exit codes: 0 moved (or already there), 2 refused or failed (one line on stderr naming
-why and what to do; a failure after the mark leaves the shard marked: run it again).
+why and what to do; a failure after the mark leaves the shard marked: run it again; a
+second run of a move while one runs is refused at once, naming the running one).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import argparse
 import asyncio
 import sys
 
-from qim.cli.envargs import check_addr, redis_layout, shard_count_arg, shard_count_default
+from qim.cli.envargs import check_addr, redis_layout, shard_count_arg, shard_count_default, tenant_arg, tenant_default
 from qim.errors import ConfigError
 
 
@@ -75,6 +79,49 @@ def add_parsers(sub, env) -> None:
                                              "placement map (before a longer QIM_REDIS_CORE_ADDRS is rolled out)")
     pb.add_argument("--redis-addr", default=env.get("QIM_REDIS_ADDR"), help=home_help)
     pb.set_defaults(func=run_pin_buckets, environ=env)
+    w = rsub.add_parser("where", help="a user's MailboxShard and a conversation's commit bucket, with their "
+                                      "instances, from the live placement map")
+    w.add_argument("--tenant", type=tenant_arg, default=tenant_default(env),
+                   help="tenant id, decimal or 0x hex (default: $QIM_TENANT_ID, else 0)")
+    w.add_argument("--user", type=int, default=None, help="user_id: its MailboxShard and mailbox instance")
+    w.add_argument("--conversation", default=None, help="conversation_id, 32 hex: its commit bucket and core instance")
+    w.add_argument("--redis-addr", default=env.get("QIM_REDIS_ADDR"), help=home_help)
+    w.add_argument("--shard-count", type=shard_count_arg, default=shard_count_default(env),
+                   help="mailbox and session shards (default $QIM_MAILBOX_SHARD_COUNT, else 64)")
+    w.set_defaults(func=run_where, environ=env)
+
+
+def _pinned(command: str, what: str, added: int, total: int) -> str:
+    """The pin commands' one line: how many entries this run wrote, how many were there."""
+    if added == total:
+        return f"{command}: all {total} {what} pinned now"
+    if added == 0:
+        return f"{command}: all {total} {what} were pinned already; nothing written"
+    return f"{command}: {added} of {total} {what} pinned now; the other {total - added} were pinned already"
+
+
+def run_where(args: argparse.Namespace, out=None) -> int:
+    """Print where a user's and a conversation's keys live (module docstring); ConfigError
+    for no --user and no --conversation, a bad conversation id, or a map naming an
+    address outside the deployment's lists."""
+    from qim.cli.redis_where import where
+
+    if args.user is None and args.conversation is None:
+        raise ConfigError("give --user (its MailboxShard) and/or --conversation (its commit bucket)")
+    conversation = None
+    if args.conversation is not None:
+        try:
+            conversation = bytes.fromhex(args.conversation)
+        except ValueError:
+            conversation = b""
+        if len(conversation) != 16:
+            raise ConfigError("--conversation must be 32 hex digits (a conversation_id)")
+    if args.user is not None and args.user < 0:
+        raise ConfigError("--user must be a user_id (0 or more)")
+    layout = redis_layout("--redis-addr", args.redis_addr, args.environ, args.shard_count)
+    for line in asyncio.run(where(layout, args.tenant, args.user, conversation)):
+        print(f"where: {line}", file=out or sys.stdout)
+    return 0
 
 
 def _settle(value) -> float:
@@ -89,14 +136,14 @@ def _settle(value) -> float:
     return settle
 
 
-def run_pin_buckets(args: argparse.Namespace, out=sys.stdout) -> int:
+def run_pin_buckets(args: argparse.Namespace, out=None) -> int:
     """Pin every commit bucket where the current layout places it (module docstring)."""
     from qim.infra.redis.client import connect
     from qim.stores.redis.bucketmove import pin_buckets
 
     layout = redis_layout("--redis-addr", args.redis_addr, args.environ)
     added = asyncio.run(pin_buckets(layout, connect))
-    print(f"pin-buckets: {added} of 256 commit buckets pinned now (the others were in the map already)", file=out)
+    print(_pinned("pin-buckets", "commit buckets", added, 256), file=out or sys.stdout)
     return 0
 
 
@@ -117,15 +164,14 @@ def run_move_bucket(args: argparse.Namespace, out=sys.stdout) -> int:
     return 0
 
 
-def run_pin_shards(args: argparse.Namespace, out=sys.stdout) -> int:
+def run_pin_shards(args: argparse.Namespace, out=None) -> int:
     """Pin every shard where the current layout places it (module docstring)."""
     from qim.infra.redis.client import connect
     from qim.stores.redis.shardmove import pin_shards
 
     layout = redis_layout("--redis-addr", args.redis_addr, args.environ, args.shard_count)
     added = asyncio.run(pin_shards(layout, connect))
-    print(f"pin-shards: {added} of {layout.shard_count} shards pinned now (the others were in the map already)",
-          file=out)
+    print(_pinned("pin-shards", "shards", added, layout.shard_count), file=out or sys.stdout)
     return 0
 
 

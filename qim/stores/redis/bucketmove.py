@@ -23,27 +23,28 @@ The steps, each safe to run again after a crash at any point:
 3. **copy** the bucket's keys (one SCAN of its tag) with DUMP/RESTORE REPLACE keeping
    each TTL, and the revocation cutoffs the target lacks; check that the source's key
    set did not change (a writer the mark did not stop: nothing switched, run it again).
-4. **switch** in one MULTI: `bucket:<b>` = target (dropped when the target is
-   `b*n//256`), `moving:b<b>` cleared, the version raised; then remove the bucket's
-   keys from the source.
+4. **switch** in one MULTI: `bucket:<b>` = target (kept explicit even when the target
+   is `b*n//256`: a pinned map must survive a longer list), `moving:b<b>` cleared, the
+   version raised; then remove the bucket's keys from the source.
 
 A re-run finds the mark and continues from step 2 with the same target (the copy
 replaces its own partial copy: the source stays authoritative until the switch). A
 re-run after the switch finds the bucket placed on the target and removes what is
-left of it on the other core instances.
+left of it on the other core instances. One bucket move runs at a time: the move lock
+(movelock.py, one for every bucket) is taken before anything is read, and the mark and
+the switch are MULTIs under it; a second runner is refused at once, naming the first.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, Callable
 
 from qim.config.redislayout import RedisLayout
 from qim.consts import COMMIT_BUCKET_COUNT
 from qim.errors import EngineError
+from qim.stores.redis.movelock import MoveLock, MoveRefused, bucket_lock_key, wait_saying
 from qim.stores.redis.placement import PLACEMENT_KEY, SETTLE_S, read_placement
 from qim.stores.redis.shardkeys import BATCH, SCAN_COUNT, copy_keys
-from qim.stores.redis.shardmove import MoveRefused
 
 REVOKED_MATCH = b"qim:revoked:*"  # keys.revocation_key: on every core instance (decision 0100)
 
@@ -87,13 +88,15 @@ async def move_bucket(layout: RedisLayout, connect: Callable[[str], Any], bucket
         raise MoveRefused(f"--bucket {bucket} is not a commit bucket (0..{COMMIT_BUCKET_COUNT - 1})")
     clients = {a: connect(a) for a in layout.core}
     try:
-        return await _move(layout, clients, bucket, target, say, settle_s)
+        async with MoveLock(clients[layout.home], bucket_lock_key(), f"bucket {bucket} -> {target}",
+                            "move-bucket") as lock:
+            return await _move(layout, clients, lock, bucket, target, say, settle_s)
     finally:
         for c in clients.values():
             await c.aclose()
 
 
-async def _move(layout: RedisLayout, clients: dict[str, Any], bucket: int, target: str,
+async def _move(layout: RedisLayout, clients: dict[str, Any], lock: MoveLock, bucket: int, target: str,
                 say: Callable[[str], None], settle_s: float) -> dict[str, Any]:
     home, dst = clients[layout.home], clients[target]
     placement = await read_placement(home)
@@ -126,15 +129,13 @@ async def _move(layout: RedisLayout, clients: dict[str, Any], bucket: int, targe
                               f"{found[0].decode(errors='replace')}) from another placement: nothing was moved. "
                               f"Remove them by running the move of bucket {bucket} to its current instance "
                               f"({source}), then move it again")
-        async with home.pipeline(transaction=True) as pipe:
-            pipe.hset(PLACEMENT_KEY, f"moving:b{bucket}", target)
-            pipe.hincrby(PLACEMENT_KEY, "v", 1)
-            await pipe.execute()
+        await lock.commit(lambda pipe: pipe.hset(PLACEMENT_KEY, f"moving:b{bucket}", target)
+                          .hincrby(PLACEMENT_KEY, "v", 1))
         say(f"bucket {bucket}: marked moving {source} -> {target}; waiting {settle_s:.0f} s for every process "
             "to read the mark")
     else:
         say(f"bucket {bucket}: continuing the move {source} -> {target} marked before")
-    await asyncio.sleep(settle_s)
+    await wait_saying(settle_s, say, f"bucket {bucket}: settling")
     src = clients[source]
     revoked = await copy_revocations(home, dst) if dst is not home else 0
     keys = await bucket_keys(src, bucket)
@@ -142,14 +143,10 @@ async def _move(layout: RedisLayout, clients: dict[str, Any], bucket: int, targe
     if await bucket_keys(src, bucket) != keys:
         raise EngineError(f"bucket {bucket}: its keys on {source} changed during the copy (a writer the mark did "
                           "not stop); nothing switched: run the move again")
-    async with home.pipeline(transaction=True) as pipe:
-        if target == default:
-            pipe.hdel(PLACEMENT_KEY, f"bucket:{bucket}")
-        else:
-            pipe.hset(PLACEMENT_KEY, f"bucket:{bucket}", target)
-        pipe.hdel(PLACEMENT_KEY, f"moving:b{bucket}")
-        pipe.hincrby(PLACEMENT_KEY, "v", 1)
-        await pipe.execute()
+    # explicit even for `b*n//256`: a pinned map must outlive a longer QIM_REDIS_CORE_ADDRS
+    # (amendment of decision 0113)
+    await lock.commit(lambda pipe: pipe.hset(PLACEMENT_KEY, f"bucket:{bucket}", target)
+                      .hdel(PLACEMENT_KEY, f"moving:b{bucket}").hincrby(PLACEMENT_KEY, "v", 1))
     await _unlink(src, keys)
     say(f"bucket {bucket}: on {target} now ({copied} keys and {revoked} revocation cutoff(s) copied; removed "
         f"from {source})")

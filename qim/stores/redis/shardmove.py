@@ -15,8 +15,9 @@ The steps, each safe to run again after a crash at any point:
    earlier owner can write there again.
 3. **copy** the shard's keys (shardkeys.py) with DUMP/RESTORE REPLACE keeping TTLs, and
    its first-registration rows; check that the source's key set did not change.
-4. **switch**: `shard:<s>` = target (dropped when the target is `s mod n`), `moving:<s>`
-   cleared, the version raised, in one MULTI; then free the hold and remove the
+4. **switch**: `shard:<s>` = target (kept explicit even when the target is `s mod n`:
+   a pinned map must survive a longer list), `moving:<s>` cleared, the version raised,
+   in one MULTI; then free the hold and remove the
    shard's keys from the source. Nodes read the new map within a refresh and take the
    shard under a higher owner_epoch (the fence they write on the target wins over the
    copied one).
@@ -24,7 +25,9 @@ The steps, each safe to run again after a crash at any point:
 A re-run finds the mark and continues from step 2 with the same target (the copy
 replaces its own partial copy: the source stays authoritative until the switch). A
 re-run after the switch finds the shard placed on the target and removes what is left
-of it on the other mailbox instances.
+of it on the other mailbox instances. One runner per shard at a time: the move lock
+(movelock.py) is taken before anything is read, and the mark and the switch are MULTIs
+under it; a second runner is refused at once, naming the first.
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ import time
 from typing import Any, Callable
 
 from qim.config.redislayout import RedisLayout
-from qim.errors import ConfigError, EngineError
+from qim.errors import EngineError
 from qim.stores.redis.keys import registry_shard_key
+from qim.stores.redis.movelock import PROGRESS_S, MoveLock, MoveRefused, shard_lock_key, wait_saying
 from qim.stores.redis.placement import PLACEMENT_KEY, SETTLE_S, read_placement
 from qim.stores.redis.scripts import Scripts
 from qim.stores.redis.shardkeys import copy_keys, copy_rows, delete_shard, fence_keys, queue_rows, shard_keys
@@ -48,16 +52,12 @@ KINDS = tuple(s.name for s in leasing() if s.leases == SHARDS)
 HOLD_TTL_MS = 30_000  # the hold's lease; renewed every third of it while the copy runs
 
 
-class MoveRefused(ConfigError):
-    """The move was refused before anything changed, or cannot go on (the message says
-    why and what to do); `qimctl` exits non-zero with it."""
-
-
 class _Hold:
     """The operator's leases of one shard over the registry (registry_hold.lua)."""
 
     def __init__(self, registry: Any, shard: int) -> None:
         self._s = Scripts(registry, ("registry_hold",))
+        self.registry, self.shard = registry, shard
         self.keys = [registry_shard_key(kind, shard) for kind in KINDS]
         self.token = f"{os.getpid()}-{secrets.token_hex(6)}"
         self.epochs: list[int] = []
@@ -92,14 +92,16 @@ async def move_shard(layout: RedisLayout, connect: Callable[[str], Any], registr
         raise MoveRefused(f"--shard {shard} is not a MailboxShard (0..{layout.shard_count - 1})")
     clients = {a: connect(a) for a in dict.fromkeys((layout.home, registry_addr, *layout.mailbox))}
     try:
-        return await _move(layout, clients, registry_addr, shard, target, say, settle_s, hold_wait_s)
+        async with MoveLock(clients[layout.home], shard_lock_key(shard), f"shard {shard} -> {target}",
+                            "move-shard of this shard") as lock:
+            return await _move(layout, clients, lock, registry_addr, shard, target, say, settle_s, hold_wait_s)
     finally:
         for c in clients.values():
             await c.aclose()
 
 
-async def _move(layout: RedisLayout, clients: dict[str, Any], registry_addr: str, shard: int, target: str,
-                say: Callable[[str], None], settle_s: float, hold_wait_s: float) -> dict[str, Any]:
+async def _move(layout: RedisLayout, clients: dict[str, Any], lock: MoveLock, registry_addr: str, shard: int,
+                target: str, say: Callable[[str], None], settle_s: float, hold_wait_s: float) -> dict[str, Any]:
     home, dst = clients[layout.home], clients[target]
     placement = await read_placement(home)
     default = layout.mailbox[layout.mailbox_index(shard)]
@@ -122,17 +124,15 @@ async def _move(layout: RedisLayout, clients: dict[str, Any], registry_addr: str
                               f"{found[0].decode(errors='replace')}) from another placement: nothing was moved. "
                               f"Remove them by running the move of shard {shard} to its current instance "
                               f"({source}), then move it again")
-        async with home.pipeline(transaction=True) as pipe:
-            pipe.hset(PLACEMENT_KEY, f"moving:{shard}", target)
-            pipe.hincrby(PLACEMENT_KEY, "v", 1)
-            await pipe.execute()
+        await lock.commit(lambda pipe: pipe.hset(PLACEMENT_KEY, f"moving:{shard}", target)
+                          .hincrby(PLACEMENT_KEY, "v", 1))
         say(f"shard {shard}: marked moving {source} -> {target}; waiting {settle_s:.0f} s for every process "
             "to read the mark")
     else:
         say(f"shard {shard}: continuing the move {source} -> {target} marked before")
-    await asyncio.sleep(settle_s)
+    await wait_saying(settle_s, say, f"shard {shard}: settling")
     hold = _Hold(clients[registry_addr], shard)
-    hold.epochs = await _take(hold, shard, hold_wait_s)
+    hold.epochs = await _take(hold, home, shard, target, hold_wait_s, say)
     say(f"shard {shard}: leases held under owner_epochs {hold.epochs} ({', '.join(KINDS)})")
     renewing = asyncio.ensure_future(hold.renew())
     try:
@@ -147,14 +147,11 @@ async def _move(layout: RedisLayout, clients: dict[str, Any], registry_addr: str
                               "mark did not stop); nothing switched: run the move again")
         if renewing.done():
             renewing.result()  # the hold was lost: raise before switching
-        async with home.pipeline(transaction=True) as pipe:
-            if target == default:
-                pipe.hdel(PLACEMENT_KEY, f"shard:{shard}")
-            else:
-                pipe.hset(PLACEMENT_KEY, f"shard:{shard}", target)
-            pipe.hdel(PLACEMENT_KEY, f"moving:{shard}")
-            pipe.hincrby(PLACEMENT_KEY, "v", 1)
-            await pipe.execute()
+        # the entry stays explicit even for the `s mod n` instance: the shard had an entry
+        # (or it could not have left `s mod n`) and a pinned map must outlive a longer
+        # QIM_REDIS_MAILBOX_ADDRS (amendment of decision 0104)
+        await lock.commit(lambda pipe: pipe.hset(PLACEMENT_KEY, f"shard:{shard}", target)
+                          .hdel(PLACEMENT_KEY, f"moving:{shard}").hincrby(PLACEMENT_KEY, "v", 1))
     finally:
         renewing.cancel()
     await hold.free()
@@ -163,21 +160,45 @@ async def _move(layout: RedisLayout, clients: dict[str, Any], registry_addr: str
     return {"source": source, "keys": copied, "rows": len(rows), "epochs": hold.epochs}
 
 
-async def _take(hold: _Hold, shard: int, wait_s: float) -> list[int]:
+async def _take(hold: _Hold, home: Any, shard: int, target: str, wait_s: float,
+                say: Callable[[str], None]) -> list[int]:
     """The hold's epochs once every kind's lease is free (the keepers release a shard
-    marked moving at their next renewal); MoveRefused naming the wait when it is not."""
-    deadline = time.monotonic() + wait_s
+    marked moving at their next renewal), saying every PROGRESS_S which lease is still
+    held by which node; MoveRefused naming the wait and the map's state as read then."""
+    start = time.monotonic()
+    told = start
     while True:
         epochs = await hold.take()
         if all(epochs):
             return epochs
-        if time.monotonic() >= deadline:
+        busy = [k for k, e in zip(KINDS, epochs) if not e]
+        now = time.monotonic()
+        if now - start >= wait_s:
             await hold.free()
-            busy = [k for k, e in zip(KINDS, epochs) if not e]
+            placement = await read_placement(home)  # say what is true now, not what was
+            if placement.moving.get(shard) == target:
+                state = f"the shard stays marked moving to {target}: run the move again"
+            else:
+                where = placement.shards.get(shard, "its default instance")
+                state = (f"the shard is not marked moving to {target} any more (placed on {where}): "
+                         "another run finished or undid this move; nothing was changed by this one")
             raise MoveRefused(f"shard {shard}: the {'/'.join(busy)} lease is still held after {wait_s:.0f} s "
-                              "(a node that does not know the placement map?); the shard stays marked: "
-                              "run the move again")
+                              f"({await _holders(hold, busy)}: a node that does not know the placement map?); "
+                              f"{state}")
+        if now - told >= PROGRESS_S:
+            told = now
+            say(f"shard {shard}: waiting for the {'/'.join(busy)} lease ({await _holders(hold, busy)}) to be "
+                f"released: {now - start:.0f} s of {wait_s:.0f} s")
         await asyncio.sleep(0.5)
+
+
+async def _holders(hold: _Hold, busy: list[str]) -> str:
+    """The nodes holding the `busy` kinds' leases of the shard (the registry's lease HASH)."""
+    names = []
+    for kind in busy:
+        node = await hold.registry.hget(registry_shard_key(kind, hold.shard), "node")
+        names.append((node or b"?").decode(errors="replace"))
+    return "held by node " + ", ".join(dict.fromkeys(names))
 
 
 async def _remove_leftovers(layout: RedisLayout, clients: dict[str, Any], shard: int, placed: str) -> int:
