@@ -74,7 +74,9 @@ def pins() -> list[str]:
 def wheels(wheel: pathlib.Path, out: pathlib.Path) -> None:
     """QIM's wheel and its server dependencies as binary wheels in out/."""
     out.mkdir(parents=True, exist_ok=True)
-    constraints = out.parent / "constraints.txt"
+    # beside the wheels: the install in the image takes the same pins (the cache may hold
+    # other versions from earlier builds)
+    constraints = out / "constraints.txt"
     constraints.write_text("\n".join(pins()) + "\n")
     if wheel.resolve().parent != out.resolve():  # a rebuild may name the wheel of the cache itself
         for old in out.glob("qim-*.whl"):
@@ -105,7 +107,7 @@ def rootfs(target: pathlib.Path, wheel_dir: pathlib.Path, wheel: str, debs: path
         f'--customize-hook=mkdir -p "$1/tmp/wheels" && cp -a {wheel_dir}/. "$1/tmp/wheels/"',
         f'--customize-hook=chroot "$1" env -i PATH=/usr/bin:/bin python3 -m venv {VENV}',
         f'--customize-hook=chroot "$1" env -i PATH=/usr/bin:/bin {VENV}/bin/pip install -q --no-index --no-compile '
-        f'--find-links /tmp/wheels "/tmp/wheels/{wheel}[server]"',
+        f'--find-links /tmp/wheels -c /tmp/wheels/constraints.txt "/tmp/wheels/{wheel}[server]"',
         f'--customize-hook=chroot "$1" env -i PATH=/usr/bin:/bin {VENV}/bin/python -m pip uninstall -q -y pip setuptools',
         f"--customize-hook={users}",
         f"--customize-hook=rm -rf {strip}",
