@@ -15,9 +15,10 @@ One entry per process row, in table order:
 - `metricsVar`, `metricsPort`: /metrics and /healthz (HTTPS with the metrics
   certificate, since a pod IP is not loopback);
 - `stable`: a StatefulSet (stable pod names) when peers list this kind's addresses
-  statically (`addrsVar`: rendezvous or modulo routing, the gateways' push listeners)
-  or the kind takes a static node index; a Deployment otherwise (mailbox and session
-  nodes are found through the ShardRegistry, fanout and archivers dial nobody);
+  statically (`addrsVar`: the gateway's rendezvous and modulo routing to writers and
+  rooms) or the kind takes a static node index; a Deployment otherwise (mailbox,
+  session and gateway nodes are found through the ShardRegistry, fanout and archivers
+  dial nobody);
 - `nodeIndexVar`/`nodeCountVar` for `node_index` kinds (the StatefulSet ordinal);
 - `reads`: the address lists of stable kinds this kind reads (variable table readers);
 - `clientCert`: the variables of the client port's certificate (the kinds that read
@@ -38,7 +39,7 @@ from typing import Any
 
 from qim.config.variables import variables
 from qim.dev.healthwatch import START_GRACE_S, UNHEALTHY_RESTART_S
-from qim.topology import SHARD_OWNER, Service, processes, roll_order, speaks_rpc
+from qim.topology import Service, processes, roll_order, speaks_rpc
 
 # the variables of the chart's shared ConfigMap (templates/config.yaml)
 SHARED_CONFIG = ("QIM_REDIS_ADDR", "QIM_REDIS_CORE_ADDRS", "QIM_REDIS_MAILBOX_ADDRS", "QIM_KAFKA_BOOTSTRAP",
@@ -56,11 +57,12 @@ def _port_name(row: Service, var: str) -> str:
 
 
 def stable(row: Service) -> bool:
-    """True when the kind's pods need stable names (module doc: `stable`)."""
-    if row.node_index:
-        return True
-    listed = row.internal_listener is not None
-    return listed and (row.gateway is None or row.gateway.routing != SHARD_OWNER)
+    """True when the kind's pods need stable names (module doc: `stable`): a static node
+    index, or an internal listener that peers can only find in their address lists. A
+    kind whose nodes hold leases (`leases`) is found in the ShardRegistry instead, under
+    the address it registered (mailbox and session owners; gateways, which mailbox and
+    session nodes find as live `gateway` nodes: qim/services/mailbox/node.py OwnerTable)."""
+    return row.node_index or (row.internal_listener is not None and not row.leases)
 
 
 def entry(row: Service) -> dict[str, Any]:

@@ -85,8 +85,10 @@ def test_lint_template_and_schema(values):
             assert writers == [f"rel-writer-{i}.rel-writer.qim.svc.cluster.local:7101"
                                for i in range(want["nodes"]["writer"]["replicas"])]
             assert env["QIM_TOKEN_PUBLIC_KEYS"].startswith("/etc/qim/tokens/")
-        if row.name == "mailbox":
-            assert len(env["QIM_GATEWAY_PUSH_ADDR"].split(",")) == want["nodes"]["gateway"]["replicas"]
+        if row.name == "room":
+            rooms = want["nodes"]["room"]["replicas"]
+            assert len(env["QIM_ROOM_ADDRS"].split(",")) == rooms
+            assert w["spec"]["serviceName"] == "rel-room"
 
 
 
@@ -101,7 +103,7 @@ def test_values_reach_the_manifests():
     assert "rel-archiver" not in image
     assert by[("ConfigMap", "rel-engines")]["data"]["QIM_MAILBOX_SHARD_COUNT"] == "128"
     assert sorted(by[("Secret", "qim-token-keys")]["data"]) == ["k1.pem", "k2.pem"]
-    gw = by[("StatefulSet", "rel-gateway")]["spec"]["template"]["spec"]["containers"][0]
+    gw = by[("Deployment", "rel-gateway")]["spec"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e.get("value") for e in gw["env"]}
     assert env["QIM_AUTH_TIMEOUT_MS"] == "5000" and env["QIM_SHARD_LEASE_MS"] == "10000"
     room = by[("StatefulSet", "rel-room")]["spec"]["template"]["spec"]["containers"][0]

@@ -44,10 +44,11 @@ def test_templates_name_no_kind():
 
 
 def test_stable_identity_follows_the_routing():
-    """StatefulSets exactly where peers list a kind by name or it takes a node index."""
+    """StatefulSets exactly where peers list a kind by name or it takes a node index;
+    the leasing kinds (gateways included) are found in the ShardRegistry."""
     by_name = {e["name"]: e for e in json.loads(helmchart.render())["services"]}
-    assert {n for n, e in by_name.items() if e["stable"]} == {"writer", "room", "gateway"}
-    assert by_name["gateway"]["reads"] == ["writer", "room"] and by_name["mailbox"]["reads"] == ["gateway"]
+    assert {n for n, e in by_name.items() if e["stable"]} == {"writer", "room"}
+    assert by_name["gateway"]["reads"] == ["writer", "room"] and by_name["mailbox"]["reads"] == []
     assert by_name["room"]["nodeIndexVar"] == "QIM_ROOM_NODE_INDEX"
     assert [ln["var"] for ln in by_name["gateway"]["listeners"]] == ["QIM_GATEWAY_LISTEN", "QIM_GATEWAY_PUSH_ADDR"]
 
