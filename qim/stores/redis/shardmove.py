@@ -181,7 +181,7 @@ async def _take(hold: _Hold, home: Any, shard: int, target: str, wait_s: float,
             else:
                 where = placement.shards.get(shard, "its default instance")
                 state = (f"the shard is not marked moving to {target} any more (placed on {where}): "
-                         "another run finished or undid this move; nothing was changed by this one")
+                         "another run finished or undid this move; this run switched nothing")
             raise MoveRefused(f"shard {shard}: the {'/'.join(busy)} lease is still held after {wait_s:.0f} s "
                               f"({await _holders(hold, busy)}: a node that does not know the placement map?); "
                               f"{state}")
