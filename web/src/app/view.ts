@@ -14,6 +14,7 @@ import type { Conversation } from "../sdk/model";
 import { MessageType } from "../sdk/protocol";
 import { StorageTrouble } from "../sdk/errors";
 import { Rows, type Row } from "./rows";
+import { editLink, refused } from "./refused";
 import { storageWords, tooLongWords } from "./words";
 
 const OPEN_KEY = "qim.open"; // sessionStorage: the conversation open in this tab (a reload comes back to it)
@@ -112,8 +113,9 @@ export class ChatView {
       case "pendingResolved":
         for (const a of e.acks) rows?.acked(a);
         break;
-      case "sendFailed":
+      case "sendFailed": // its text back into an empty composer, else an "edit" link (refused.ts)
         rows?.failed(e.clientMessageId, e.message);
+        refused(rows?.list().find((r) => r.key === toHex(e.clientMessageId)), e.clientMessageId);
         break;
       case "membership":
         if (this.open === toHex(e.change.conversationId) && !$("members").hidden) void this.showMembers();
@@ -190,7 +192,7 @@ export class ChatView {
     meta.append(el("span", "time", new Date(r.createdAtMs).toLocaleTimeString()));
     const waiting = this.client.runtime.connected ? "sending…" : "not sent yet: offline (sent when back online)";
     const st = r.state === "pending" ? waiting : r.state === "failed" ? `failed: ${r.failure}` : mine && r.state === "sent" ? "✓" : "";  // a tick is for what I sent
-    meta.append(el("span", "st", st, { "data-testid": "message-status" }));
+    meta.append(el("span", "st", st, { "data-testid": "message-status" }), ...editLink(r, () => this.schedule()));
     if (mine && r.state === "sent" && r.messageId) {
       const b = el("button", "link", "recall", { "data-testid": "recall" });
       b.onclick = () => void this.recall(r.messageId!);
