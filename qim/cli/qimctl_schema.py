@@ -8,8 +8,9 @@ Where: QIM_SCYLLA_ADDRS, QIM_SCYLLA_KEYSPACE (qim), QIM_SCYLLA_LOCAL_DC and
 QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV (the keyspace gets NetworkTopologyStrategy with 3
 replicas in the local datacenter; SimpleStrategy with 1 only with that flag), or
 --scylla-addrs / --keyspace. Output: `schema: keyspace=K version=V applied=[...]`.
-Exit 0 when the keyspace is current, 2 when it cannot be reached, is refused (a
-single-node keyspace without the flag) or is behind (check).
+Exit 0 when the keyspace is current (the archive's tables and the CQL MailboxStore's,
+decision 0102), 2 when it cannot be reached, is refused (a single-node keyspace without
+the flag) or is behind or misses a table (check).
 """
 
 from __future__ import annotations
@@ -57,16 +58,17 @@ def add_parsers(sub, env) -> None:
 
 
 async def _run(cfg: ScyllaConfig, apply: bool) -> list[int]:
+    from qim.stores.cql import mailbox_schema
     from qim.stores.cql.backend import CqlBackend  # the driver is imported only here
 
     backend = CqlBackend(cfg)
     try:
-        if apply:
-            applied = await backend.apply_schema()
-            await backend.check()
-            return applied
+        applied = await backend.apply_schema() if apply else []
         await backend.check()
-        return []
+        # the CQL MailboxStore's tables too (decision 0102): `apply` always creates them, so
+        # a keyspace without them (or with one dropped) is not current for this build
+        await mailbox_schema.check(backend.session)
+        return applied
     finally:
         await backend.close()
 

@@ -56,10 +56,23 @@ def redis_client(stack):
     return redis.Redis(host, int(port))
 
 
+def floor_client(stack, keys: CommitKeys):
+    """A client of the Redis instance holding `keys`' commit bucket (the home one when the
+    stack runs on one instance; decision 0096's layout otherwise)."""
+    import redis
+
+    from qim.dev.redis_instances import layout_of
+
+    es = stack.engines
+    layout = layout_of(es.redis_addrs, es.shard_count)
+    host, port = layout.core[layout.core_index(keys.bucket)].split(":")
+    return redis.Redis(host, int(port))
+
+
 async def wait_floor(stack, conv: bytes, seq: int, timeout: float = 60.0, tenant: int = 0) -> int:
     """Wait until `conv`'s hot floor reaches `seq` (archived and trimmed); the floor."""
-    r = redis_client(stack)
-    key = CommitKeys(tenant, conv).floor()
+    keys = CommitKeys(tenant, conv)
+    r, key = floor_client(stack, keys), keys.floor()
     for _ in range(int(timeout / 0.1)):
         floor = int(r.get(key) or 0)
         if floor >= seq:
@@ -70,7 +83,8 @@ async def wait_floor(stack, conv: bytes, seq: int, timeout: float = 60.0, tenant
 
 def floor_of(stack, conv: bytes, tenant: int = 0) -> int:
     """The hot floor of `conv` now."""
-    return int(redis_client(stack).get(CommitKeys(tenant, conv).floor()) or 0)
+    keys = CommitKeys(tenant, conv)
+    return int(floor_client(stack, keys).get(keys.floor()) or 0)
 
 
 def qimctl(stack, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess:

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from qim.stores.cql.session import CqlSession
-from tests.e2e.archive import archive_stack, redis_client
+from tests.e2e.archive import archive_stack, qimctl, redis_client
 from tests.e2e.rawclient import first_pull_after
 from tests.e2e.sdkclient import client, close_all
 from tests.e2e.test_shard_takeover import LEASE_MS, RENEW_MS, Traffic, node_id, owners, until_split, user_on
@@ -33,18 +33,24 @@ def cql_stack(tmp_path_factory, shared_cassandra):
         yield st
 
 
-async def frontier_epochs(stack, shards) -> dict[int, list[int]]:
-    """shard -> the owner_epochs of its frontier rows (highest first), read from CQL."""
+async def frontier_rows(stack, shards) -> dict[int, list[tuple[int, int]]]:
+    """shard -> (owner_epoch, frontier_offset) of its frontier rows (highest epoch first),
+    read from CQL (`stack.scylla`, `stack.keyspace`)."""
     s = CqlSession(stack.scylla)
     try:
         out = {}
         for shard in shards:
-            rows = await s.execute(f"SELECT epoch FROM {stack.keyspace}.mailbox_shard_frontier WHERE shard = %s",
-                                   (shard,))
-            out[shard] = [r[0] for r in rows]
+            rows = await s.execute(f"SELECT epoch, frontier_offset FROM {stack.keyspace}.mailbox_shard_frontier "
+                                   "WHERE shard = %s", (shard,))
+            out[shard] = [(r[0], r[1]) for r in rows]
         return out
     finally:
         await s.close()
+
+
+async def frontier_epochs(stack, shards) -> dict[int, list[int]]:
+    """shard -> the owner_epochs of its frontier rows (highest first), read from CQL."""
+    return {shard: [e for e, _ in rows] for shard, rows in (await frontier_rows(stack, shards)).items()}
 
 
 async def test_cql_mailbox_survives_a_killed_mailbox_node_with_nothing_lost_or_doubled(cql_stack, tmp_path):
@@ -97,3 +103,37 @@ async def test_cql_mailbox_survives_a_killed_mailbox_node_with_nothing_lost_or_d
     assert "materialized: not yet" not in trace.stdout, trace.stdout
     print(f"cql mailbox takeover: kill -> first pull served {took:.2f} s; {sum(len(c.order) for c in traffic.convs)}"
           " messages, none lost or doubled")
+
+
+async def test_a_missing_mailbox_table_is_refused_at_start_and_by_schema_check(cql_stack):
+    """A mailbox table dropped behind its recorded version: `qimctl schema check` exits 2
+    naming it, a mailbox node exits 3 (cannot start) naming it and the fix, and
+    `qimctl schema apply` creates it again (then both start and check pass)."""
+    st = cql_stack
+    st.stop_service("mailbox2")  # its ports and node id are free for the node started by hand
+    s = CqlSession(st.scylla)
+    try:
+        await s.execute(f"DROP TABLE {st.keyspace}.mailbox_dispatch", None, "drop", 120.0)
+    finally:
+        await s.close()
+    check = await asyncio.to_thread(qimctl, st, "schema", "check")
+    assert check.returncode == 2, check.stdout + check.stderr
+    assert f"keyspace {st.keyspace} has no mailbox table mailbox_dispatch" in check.stderr, check.stderr
+    env = {**os.environ, **st.env, **st.instance_env["mailbox2"], "PYTHONUNBUFFERED": "1"}
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "qim.app", "mailbox", env=env,
+                                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        _, raw = await asyncio.wait_for(proc.communicate(), timeout=120)
+    except asyncio.TimeoutError:
+        proc.kill()  # our own child, by its pid
+        await proc.wait()
+        raise AssertionError("the mailbox node ran for 120 s without its mailbox_dispatch table") from None
+    err = raw.decode(errors="replace")
+    assert proc.returncode == 3, err
+    assert "has no mailbox table mailbox_dispatch: run `qimctl schema apply`" in err, err
+    apply = await asyncio.to_thread(qimctl, st, "schema", "apply")
+    assert apply.returncode == 0, apply.stdout + apply.stderr
+    check = await asyncio.to_thread(qimctl, st, "schema", "check")
+    assert check.returncode == 0, check.stdout + check.stderr
+    st.start_service("mailbox2")
+    await asyncio.to_thread(st.wait_ready, ["mailbox2"])

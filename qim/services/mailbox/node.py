@@ -140,9 +140,11 @@ class MailboxNode(ServiceNode):
         return Opcode.MAILBOX_BATCH, batch.SerializeToString()
 
     async def setup(self) -> None:
-        """Join the registry (JoinRefused: the node id is in use), link to gateways, serve
-        pulls, materialize; the keeper then takes this node's shards."""
-        await self.stores.ping()
+        """Check the stores (EngineError when unreachable or unsafe, and with
+        QIM_MAILBOX_STORE=cql when a mailbox table is missing or old: as the session node
+        does), join the registry (JoinRefused: the node id is in use), link to gateways,
+        serve pulls, materialize; the keeper then takes this node's shards."""
+        await self.stores.check(commit_facts=False, allow_unsafe_dev=self.config.common.allow_unsafe_dev)
         await self.keeper.join()
         await self.materializer.start()
         self.spawn(self.targets.gateways.run(), "gateway links")

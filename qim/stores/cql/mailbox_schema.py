@@ -66,18 +66,29 @@ async def _versions(session: CqlSession) -> set[int]:
     return {r[0] for r in rows}
 
 
+async def _tables(session: CqlSession) -> set[str]:
+    rows = await session.execute("SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s",
+                                 (session.keyspace,), "mailbox table list")
+    return {r[0] for r in rows}
+
+
 async def apply(session: CqlSession) -> list[int]:
     """Create the mailbox tables in the keyspace (which `schema.apply` created with the
-    schema_version table first); returns the mailbox migration versions applied now."""
+    schema_version table first); returns the mailbox migration versions applied now. A
+    table missing behind a recorded version (dropped by hand) is created again: its
+    statements are CREATE ... IF NOT EXISTS, so `check`'s "run `qimctl schema apply`" fixes it."""
     ks = session.keyspace
     done = await _versions(session)
+    lost = bool(set(PARTITION_KEYS) - await _tables(session))
     applied = []
     for version in sorted(MIGRATIONS):
-        if version in done:
+        if version in done and not lost:
             continue
         description, statements = MIGRATIONS[version]
         for stmt in statements:
             await session.execute(stmt.format(ks=ks), None, f"mailbox migration {version}", DDL_TIMEOUT_S)
+        if version in done:
+            continue
         await session.execute(
             f"INSERT INTO {ks}.schema_version (component, version, applied_at_ms, description) VALUES (%s, %s, %s, %s)",
             (COMPONENT, version, int(time.time() * 1000), description),
@@ -89,7 +100,13 @@ async def apply(session: CqlSession) -> list[int]:
 
 async def check(session: CqlSession) -> None:
     """EngineError naming `qimctl schema apply` unless the mailbox tables are at
-    MAILBOX_SCHEMA_VERSION (run after the archive's `schema.check`)."""
+    MAILBOX_SCHEMA_VERSION and every one of them (PARTITION_KEYS) exists (run after the
+    archive's `schema.check`): a table dropped behind a recorded version is refused at
+    start, not met as an error on the first materialized record."""
+    missing = sorted(set(PARTITION_KEYS) - await _tables(session))
+    if missing:
+        raise EngineError(f"keyspace {session.keyspace} has no mailbox table {', '.join(missing)}: "
+                          "run `qimctl schema apply`")
     top = max(await _versions(session) or {0})
     if top < MAILBOX_SCHEMA_VERSION:
         raise EngineError(
