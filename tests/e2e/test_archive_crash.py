@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import signal
 
 from qim.consts import MESSAGE_TYPE_CONTROL
 from qim.sdk.requests import pull_history
@@ -132,3 +133,40 @@ async def test_cassandra_restarted_under_traffic(tmp_path, private_cassandra):
         await check_everything(st, traffic)
         assert archiver > 0 or await metric(st, "archiver", "qim_archiver_write_failures_total") > 0
         await close_all(ca)
+
+
+async def test_a_pass_failed_on_a_redis_instance_outage_is_read_again(tmp_path, shared_cassandra):
+    """The archiver's batch held records of a conversation whose commit bucket is on a
+    Redis instance that is down (its retention-class read fails): the pass fails, and the
+    next pass must read that batch again from the position, not the records after it
+    (before, it moved the position over rows never written: the audit's `missing`)."""
+    from qim.dev.redis_instances import layout_of
+    from tests.e2e.instancegate import Crowd
+
+    with archive_stack(tmp_path / "s", shared_cassandra, engines_kw={"redis_instances": 3}) as st:
+        es = st.engines
+        killed = es.redises[1]
+        crowd = Crowd(st, layout_of(es.redis_addrs, es.shard_count), killed.addr)
+        on_killed, elsewhere = crowd.senders[1], crowd.senders[2]  # commit buckets on instances 1 and 2
+        for i in range(5):
+            await on_killed.send(f"before {i}".encode(), 60)
+        archiver = st.pids["archiver"]
+        os.kill(archiver, signal.SIGSTOP)  # lagging behind: a backlog with both conversations in it
+        try:
+            for i in range(5):
+                await on_killed.send(f"lag {i}".encode(), 60)
+                await elsewhere.send(f"lag {i}".encode(), 60)
+            await asyncio.to_thread(killed.kill)
+        finally:
+            os.kill(archiver, signal.SIGCONT)
+        for i in range(30):  # newer records of a live instance only, while the other is down
+            await elsewhere.send(f"outage {i}".encode(), 60)
+            await asyncio.sleep(0.1)
+        await asyncio.to_thread(killed.start, 60)
+        await on_killed.send(b"after", 120)
+        audit = await asyncio.to_thread(qimctl, st, "audit", "archive", "--timeout", "90")
+        assert audit.returncode == 0 and audit.stdout.strip().splitlines()[-1].endswith(ZEROS), \
+            audit.stdout + audit.stderr
+        for s in (on_killed, elsewhere):
+            if s.client is not None:
+                await s.client.close()

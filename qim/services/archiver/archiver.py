@@ -15,7 +15,9 @@ Per batch: plan (retention classes from Redis), write every row and wait for eve
 acknowledgement (qim/stores/cql/archive.py: records and state changes, then the index),
 queue the conversations for the trimmer, then move the position by compare-and-set. A
 failed write is retried with backoff (the batch stays in memory; every write is
-idempotent); a crash replays from the position. It never blocks a send: a stalled
+idempotent); a crash replays from the position, and so does a pass that failed on a
+Redis or broker outage (the consumer is rewound to the position: never past a batch
+whose rows were not written). It never blocks a send: a stalled
 archiver only stops the trim.
 
 Watermark: before reading, T0 = now and H0 = the Outbox high watermark; once the
@@ -172,9 +174,13 @@ class HistoryArchiver:
             return
         self.running = True
         delay = 0.2
+        rewind = False
         try:
             while not self.stopped:
                 try:
+                    if rewind and self.next:  # a failed pass: its batch again from the position, never past it
+                        await self._consumer.add_partitions(OUTBOX_TOPIC, dict(self.next))
+                        rewind = False
                     await self._take_mark()
                     msgs = await self._consumer.consume(self._batch_size, MARK_PERIOD_S)
                     if msgs:
@@ -186,7 +192,11 @@ class HistoryArchiver:
                 except (EngineError, StorageError) as exc:  # broker or Redis outage: nothing moved
                     if isinstance(exc, CheckpointConflict):
                         return self._fail_closed(f"position: {exc.reason or 'refused'} {exc.message}")
-                    logger.warning("archiver pass failed (%s); retrying", exc)
+                    # the consumer is past the batch it handed over: without the rewind the
+                    # next pass would start after it and move the position over records
+                    # never written (a Redis instance down at the retention read: issue 35 §3)
+                    rewind = True
+                    logger.warning("archiver pass failed (%s); retrying from the position", exc)
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, RETRY_MAX_S)
         finally:
