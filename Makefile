@@ -134,9 +134,11 @@ test-scale: install
 
 # The three-node CQL gate (docs/decisions/0089, 0090; not in `make test`: three JVMs start
 # one after the other, 4-5 min on two loaded cores): the CQL store contract suites, the RF
-# checks and LOCAL_QUORUM on a cluster of three (RF 3), then the whole stack sending while
-# a node is SIGKILLed and restarted and another SIGSTOPped, and a move from the Redis
-# mailbox to the CQL one (tests/cql3). Prints its run time.
+# checks and LOCAL_QUORUM on a cluster of three (RF 3); -k "cql" selects the "cql" and
+# "cqlmbx" backends (the CQL MailboxStore's contract, decision 0102). Then the whole tier
+# (three Redis instances, the CQL mailbox, the archive) sending while a Cassandra node is
+# SIGKILLed and restarted, another SIGSTOPped and a Redis instance SIGKILLed and restarted,
+# and a move from the Redis mailbox to the CQL one (tests/cql3). Prints its run time.
 .PHONY: test-cql3
 test-cql3: install
 	@start=$$(date +%s); QIM_TEST_CQL_NODES=3 $(BIN)/python -m pytest -q -s -p no:cacheprovider \
