@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from qim.config.env import Env
+from qim.config.moderation import WebhookConfig
 from qim.config.tls import service_tls
 from qim.consts import (
     ROOM_IDLE_S_DEFAULT,
@@ -40,6 +41,7 @@ class RoomConfig:
     idle_s: int = ROOM_IDLE_S_DEFAULT
     internal_tls: Optional[TlsFiles] = None  # QIM_INTERNAL_* (qim/config/tls.py); None: plaintext development
     send_policy: str = ""  # QIM_SEND_POLICY module:callable ("" = accept all; loaded at start: qim/policy)
+    moderation: WebhookConfig = WebhookConfig()  # QIM_MODERATION_* (qim/policy/webhook.py, decision 0114)
 
     @classmethod
     def from_env(cls, env: Env) -> "RoomConfig":
@@ -59,5 +61,6 @@ class RoomConfig:
             ring_bytes=env.integer("QIM_ROOM_RING_BYTES", ROOM_RING_BYTES_DEFAULT, 1024, ROOM_RING_BYTES_MAX),
             idle_s=env.integer("QIM_ROOM_IDLE_S", ROOM_IDLE_S_DEFAULT, 1, 7 * 86_400),
             send_policy=env.raw("QIM_SEND_POLICY").strip(),
+            moderation=WebhookConfig.from_env(env),
         )
         return replace(cfg, internal_tls=service_tls(env, ROOM, cfg.listen, {}))

@@ -7,6 +7,7 @@ from typing import Optional
 
 from qim.config.common import CommonConfig
 from qim.config.env import Env
+from qim.config.moderation import WebhookConfig
 from qim.config.tls import service_tls
 from qim.consts import MAX_MESSAGE_BODY, RECALL_WINDOW_MS_DEFAULT, WRITER_INFLIGHT_DEFAULT, WRITER_INFLIGHT_MAX
 from qim.faults import WRITER_POINTS
@@ -33,6 +34,7 @@ class WriterConfig:
     max_body: int = MAX_MESSAGE_BODY  # QIM_MAX_MESSAGE_BODY (Env.max_body): the gateway's limit, checked again
     internal_tls: Optional[TlsFiles] = None  # QIM_INTERNAL_* (qim/config/tls.py); None: plaintext development
     send_policy: str = ""  # QIM_SEND_POLICY module:callable ("" = accept all; loaded at start: qim/policy)
+    moderation: WebhookConfig = WebhookConfig()  # QIM_MODERATION_* (qim/policy/webhook.py, decision 0114)
 
     @classmethod
     def from_env(cls, env: Env) -> "WriterConfig":
@@ -50,5 +52,6 @@ class WriterConfig:
             clock_skew_ms=env.clock_skew("QIM_CLOCK_SKEW_MS", _LISTENERS),
             max_body=env.max_body(),
             send_policy=env.raw("QIM_SEND_POLICY").strip(),
+            moderation=WebhookConfig.from_env(env),
         )
         return replace(cfg, internal_tls=service_tls(env, WRITER, cfg.listen, {}))

@@ -176,6 +176,9 @@ class PolicySeam:
         self._policy = policy
         self.active = policy is not None
         self._m = PolicyMetrics(registry)
+        bind = getattr(policy, "use_registry", None)  # a policy with metrics of its own (qim/policy/webhook.py)
+        if registry is not None and callable(bind):
+            bind(registry)
         self._children: dict[tuple[str, str], Any] = {}  # labelled counters, looked up once
         self._ttl, self._max, self._clock = memo_ttl_s, memo_max, clock
         # (tenant, sender, cmid) -> (content digest, reason, expires at): the refusals
