@@ -172,6 +172,21 @@ class ServiceNode(NodeTls):
         self._servers.append(server)
         return server
 
+    @property
+    def stopping(self) -> bool:
+        """True once stop() began: a listener refuses (aborts) new connections."""
+        return self._stopping
+
+    def add_server(self, server: asyncio.AbstractServer) -> None:
+        """A listener opened outside listen() (the gateway's client port): closed on stop."""
+        self._servers.append(server)
+
+    def track(self, task: asyncio.Task) -> None:
+        """A connection handler opened outside listen(): cancelled and awaited on stop,
+        untracked when it ends (it is done: nothing to cancel)."""
+        self._connections.add(task)
+        task.add_done_callback(self._connections.discard)
+
     async def serve_rpc(self, addr: str, handler: Optional[Handler], inflight_limit: int,
                         on_oneway: Optional[OnewayHandler] = None,
                         tls: Optional[TlsContexts] = None, links: Optional[LinkFactory] = None) -> asyncio.AbstractServer:

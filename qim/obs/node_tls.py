@@ -85,7 +85,9 @@ class NodeTls:
         return RpcGuard(enforce, lambda op, peer: self._rpc_refused.labels(opcode=op, peer_service=peer).inc(),
                         listener=self.service)
 
-    def _tls_refused(self, listener: str, reason: str, peer: str, detail: str) -> None:
+    def tls_refused(self, listener: str, reason: str, peer: str, detail: str) -> None:
+        """Count a refused TLS handshake in qim_tls_handshake_failures_total{listener,reason}
+        and log it at most once a TLS_LOG_EVERY_S per listener (the lines skipped counted)."""
         self._tls_failures.labels(listener=listener, reason=reason).inc()
         now = time.monotonic()
         last, since = self._tls_logged.get(listener, (0.0, 0))
@@ -104,11 +106,11 @@ class NodeTls:
         try:
             await tls_accept(reader, writer, tls.server, chunk_bytes, timeout)
         except (OSError, asyncio.TimeoutError) as exc:
-            self._tls_refused(listener, handshake_failure(exc), who, describe(exc))
+            self.tls_refused(listener, handshake_failure(exc), who, describe(exc))
             release(exc)  # the reader keeps it: freed with the connection (qim/net/framed.py)
             return False
         if tls.alpn and not check_alpn(writer, tls.alpn):
-            self._tls_refused(listener, "alpn", who, f"ALPN {'/'.join(alpn_protocols(tls.alpn))} not offered")
+            self.tls_refused(listener, "alpn", who, f"ALPN {'/'.join(alpn_protocols(tls.alpn))} not offered")
             writer.transport.abort()
             return False
         return True

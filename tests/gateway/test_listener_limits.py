@@ -26,12 +26,20 @@ def test_the_soft_descriptor_limit_is_raised_to_the_hard_one():
 class Node:
     """What ClientListener uses of a ConnectionNode."""
 
-    def __init__(self) -> None:
-        self._servers: list = []
-        self._stopping = False
-        self._connections: set = set()
+    stopping = False
 
-    def _tls_refused(self, *args) -> None:
+    def __init__(self) -> None:
+        self.servers: list = []
+        self.connections: set = set()
+
+    def add_server(self, server) -> None:
+        self.servers.append(server)
+
+    def track(self, task) -> None:
+        self.connections.add(task)
+        task.add_done_callback(self.connections.discard)
+
+    def tls_refused(self, *args) -> None:
         raise AssertionError(f"no refusal expected: {args}")
 
 

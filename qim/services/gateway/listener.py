@@ -23,7 +23,7 @@ import asyncio
 import logging
 import resource
 import ssl
-from typing import Any, Awaitable, Callable, Optional
+from typing import Awaitable, Callable, Optional, Protocol
 
 from qim.net.link import ClientLink
 from qim.net.tls import TlsContexts, alpn_protocols, check_alpn, describe, handshake_failure
@@ -36,13 +36,24 @@ CLIENT_BACKLOG = 4096
 LinkHandler = Callable[[ClientLink], Awaitable[None]]
 
 
+class ListenerNode(Protocol):
+    """What a ClientListener uses of its node: the public side of ServiceNode
+    (qim/obs/node.py) a unit test can stand in for."""
+
+    @property
+    def stopping(self) -> bool: ...
+    def add_server(self, server: asyncio.AbstractServer) -> None: ...
+    def track(self, task: asyncio.Task) -> None: ...
+    def tls_refused(self, listener: str, reason: str, peer: str, detail: str) -> None: ...
+
+
 class ClientListener:
     """The LinkListener (qim/net/link.py) of one ConnectionNode's client port: `node`
     (its connection tracking, stop flag and TLS refusal counter), `tls` (None:
     plaintext development), `serve(link)` the connection handler, `heartbeat_s` the
     gateway's heartbeat (TCP keepalive; 0: the kernel's defaults)."""
 
-    def __init__(self, node: Any, tls: Optional[TlsContexts], serve: LinkHandler, chunk_bytes: int,
+    def __init__(self, node: ListenerNode, tls: Optional[TlsContexts], serve: LinkHandler, chunk_bytes: int,
                  handshake_timeout: float, name: str = "client", heartbeat_s: int = 0) -> None:
         self._node, self._tls, self._serve, self._name = node, tls, serve, name
         self.heartbeat_s = heartbeat_s
@@ -60,7 +71,7 @@ class ClientListener:
             if self.heartbeat_s:
                 tcp_keepalive(sock, self.heartbeat_s)
         await server.start_serving()
-        self._node._servers.append(server)
+        self._node.add_server(server)
         return server
 
     def context(self) -> Optional[ssl.SSLContext]:
@@ -70,21 +81,21 @@ class ClientListener:
     def link_ready(self, link: ClientLink) -> None:
         """Handshake done: refuse an ALPN outside the offered ones, else serve the link in
         a task the node tracks."""
-        if self._node._stopping:
+        if self._node.stopping:
             link.abort()
             return
         if self._tls is not None and self._tls.alpn and not check_alpn(link, self._tls.alpn):
-            self._node._tls_refused(self._name, "alpn", _peer(link),
+            self._node.tls_refused(self._name, "alpn", _peer(link),
                                     f"ALPN {'/'.join(alpn_protocols(self._tls.alpn))} not offered")
             link.abort()
             return
         task = asyncio.get_running_loop().create_task(self._serve_link(link))
-        self._node._connections.add(task)
-        task.add_done_callback(self._ended)
+        self._node.track(task)
+        task.add_done_callback(_ended)
 
     def link_refused(self, link: ClientLink, exc: BaseException) -> None:
         """A failed handshake: counted and logged by reason (the link is closing)."""
-        self._node._tls_refused(self._name, handshake_failure(exc), _peer(link), describe(exc))
+        self._node.tls_refused(self._name, handshake_failure(exc), _peer(link), describe(exc))
         release(exc)
 
     async def _serve_link(self, link: ClientLink) -> None:
@@ -94,11 +105,11 @@ class ClientListener:
             link.abort()  # stopping: the peer sees the connection drop
             raise
 
-    def _ended(self, task: asyncio.Task) -> None:
-        self._node._connections.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            exc = task.exception()
-            logger.error("client connection handler failed: %s", type(exc).__name__, exc_info=exc)
+
+def _ended(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        exc = task.exception()
+        logger.error("client connection handler failed: %s", type(exc).__name__, exc_info=exc)
 
 
 def raise_nofile_limit() -> int:
