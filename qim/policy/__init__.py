@@ -136,6 +136,10 @@ class KeptRefusals(Protocol):
         """The kept refusal's reason, None when none. RequestError CONFLICT as above."""
         ...
 
+    async def committed(self) -> bool:
+        """Does a commit of this send exist (an earlier acceptance)?"""
+        ...
+
 
 def load_policy(spec: str) -> Optional[SendPolicy]:
     """QIM_SEND_POLICY "package.module:callable" -> the callable; "" -> None (accept
@@ -175,6 +179,9 @@ class PolicySeam:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._policy = policy
         self.active = policy is not None
+        # a policy with `asks_once` True is not asked again for a send whose verdict is
+        # kept (a refusal, or a commit): one read before it, on the writer only (0114)
+        self._asks_once = bool(getattr(policy, "asks_once", False))
         self._m = PolicyMetrics(registry)
         bind = getattr(policy, "use_registry", None)  # a policy with metrics of its own (qim/policy/webhook.py)
         if registry is not None and callable(bind):
@@ -194,7 +201,8 @@ class PolicySeam:
         `kept` (the writer) a refusal is kept there instead (one call that also keeps an
         earlier acceptance: `committed` is not asked), and a held send whose refusal is
         kept gets that refusal; an accepted one is checked by the caller's reserve (no
-        extra round trip: the reserve reads the kept refusal, RefusalKept -> `refused_before`)."""
+        extra round trip: the reserve reads the kept refusal, RefusalKept -> `refused_before`).
+        A policy with `asks_once` is not asked when `kept` holds the send's verdict."""
         key = (facts.tenant, facts.user_id, facts.client_message_id)
         now = self._clock()
         self._expire(now)
@@ -204,6 +212,15 @@ class PolicySeam:
                 raise RequestError(ErrorCode.CONFLICT, "client_message_id reused with other content")
             self._count(facts.kind, "remembered")
             raise RequestError(ErrorCode.POLICY_REFUSED, seen[1])
+        if kept is not None and self._asks_once:
+            # a costly policy (the moderation webhook, decision 0114) is asked once per
+            # send, also across a writer restart: the kept verdict answers a retry
+            stands, committed = await asyncio.gather(kept.refused(), kept.committed())
+            if stands is not None:
+                self.refused_before(facts, stands)
+            if committed:  # accepted before: the reserve answers the original ACK
+                self._count(facts.kind, "remembered")
+                return
         verdict = await self._ask(facts)
         if isinstance(verdict, Accept):
             self._count(facts.kind, "accept")

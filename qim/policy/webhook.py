@@ -130,6 +130,10 @@ class WebhookPolicy:
     raises for the webhook's faults (they go to the fail policy). `use_registry` moves its
     metrics onto the node's registry (the seam calls it); `close()` ends its HTTP session."""
 
+    # the seam reads a send's kept verdict before asking (the writer's CommitStore: a
+    # retried send, also after a writer restart, costs no second request; decision 0114)
+    asks_once = True
+
     def __init__(self, config: WebhookConfig, registry: Optional[CollectorRegistry] = None) -> None:
         if not config.url:
             raise ConfigError("QIM_SEND_POLICY=qim.policy.webhook:policy needs QIM_MODERATION_WEBHOOK_URL")

@@ -122,6 +122,10 @@ class StoreRefusals:
         """KeptRefusals.refused: CommitStore.refusal."""
         return await self.commits.refusal(self.ref, self.digest)
 
+    async def committed(self) -> bool:
+        """KeptRefusals.committed: CommitStore.exists."""
+        return await self.commits.exists(self.ref)
+
 
 class MessageCommitter:
     """The only component allowed to produce a SendAck.
