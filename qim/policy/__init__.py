@@ -215,10 +215,10 @@ class PolicySeam:
         if kept is not None and self._asks_once:
             # a costly policy (the moderation webhook, decision 0114) is asked once per
             # send, also across a writer restart: the kept verdict answers a retry
-            stands, committed = await asyncio.gather(kept.refused(), kept.committed())
+            stands, accepted_before = await asyncio.gather(kept.refused(), kept.committed())
             if stands is not None:
                 self.refused_before(facts, stands)
-            if committed:  # accepted before: the reserve answers the original ACK
+            if accepted_before:  # accepted before: the reserve answers the original ACK
                 self._count(facts.kind, "remembered")
                 return
         verdict = await self._ask(facts)
