@@ -140,7 +140,7 @@ class WebhookPolicy:
         self.config = config
         self.metrics = ModerationMetrics(registry)
         self.breaker = Breaker(config.breaker_failures, config.breaker_open_ms / 1000)
-        self._slots = asyncio.Semaphore(config.concurrency)
+        self.slots = asyncio.Semaphore(config.concurrency)  # the concurrency cap (QIM_MODERATION_WEBHOOK_CONCURRENCY)
         self._ssl = ssl.create_default_context(cafile=config.ca_file or None)
         self._session: Optional[aiohttp.ClientSession] = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
@@ -174,9 +174,9 @@ class WebhookPolicy:
         stage = "busy"
         try:
             async with asyncio.timeout(self.config.timeout_ms / 1000):  # the slot's wait counts too
-                if self._slots.locked():
+                if self.slots.locked():
                     self.metrics.waited.inc()
-                async with self._slots:
+                async with self.slots:
                     stage = "timeout"
                     started = time.perf_counter()
                     outcome, verdict = await self._post(body)

@@ -47,7 +47,7 @@ def hook_stack(tmp_path_factory, hook):
     """A stack moderated by `hook` (module doc)."""
     env = {"QIM_SEND_POLICY": "qim.policy.webhook:policy", "QIM_MODERATION_WEBHOOK_URL": hook.url,
            "QIM_MODERATION_WEBHOOK_SECRET": SECRET, "QIM_MODERATION_WEBHOOK_CA_FILE": hook.ca_file,
-           "QIM_MODERATION_SYNC_TIMEOUT_MS": "400", "QIM_MODERATION_BREAKER_FAILURES": "1000",
+           "QIM_MODERATION_SYNC_TIMEOUT_MS": "900", "QIM_MODERATION_BREAKER_FAILURES": "1000",
            "QIM_WEBHOOK_FAIL_POLICY": "direct=open,group=closed,room=open", "PYTHONPATH": str(ROOT)}
     with running_stack(tmp_path_factory.mktemp("moderated"), extra_env=env) as st:
         yield st
