@@ -5,6 +5,7 @@ supplies, and tokens signed with a test key the stand-in trusts (no engines)."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Optional
 
@@ -32,13 +33,31 @@ def config(**overrides: Any) -> GatewayConfig:
     return GatewayConfig(**fields)
 
 
-def gateway(router: Any = None, **overrides: Any) -> SimpleNamespace:
+@dataclass
+class StandinGateway:
+    """A GatewayContext (qim/services/gateway/context.py) without engines: no login
+    admission, revocations, session epochs (session_epoch 0), presence or LocalBackends."""
+
+    config: GatewayConfig
+    online: OnlineRegistry
+    router: Any
+    metrics: GatewayMetrics
+    auth: Authenticator
+    limiter: SendLimiter
+    locals: dict = field(default_factory=dict)
+    logins: Any = None
+    revocations: Any = None
+    epochs: Any = None
+    presence: Any = None
+
+
+def gateway(router: Any = None, **overrides: Any) -> StandinGateway:
     """What ClientConnection needs of its node, built as ConnectionNode builds it."""
     cfg = config(**overrides)
     metrics = GatewayMetrics()
-    return SimpleNamespace(config=cfg, router=router, metrics=metrics,
-                           online=OnlineRegistry(metrics, cfg.max_connections_per_user),
-                           auth=Authenticator(cfg, metrics), limiter=SendLimiter.from_config(cfg, metrics))
+    return StandinGateway(config=cfg, router=router, metrics=metrics,
+                          online=OnlineRegistry(metrics, cfg.max_connections_per_user),
+                          auth=Authenticator(cfg, metrics), limiter=SendLimiter.from_config(cfg, metrics))
 
 
 def token(user: int, device: int = 1, key: Optional[SigningKey] = None, ttl_s: int = 3600, **kw: Any) -> str:
@@ -48,7 +67,7 @@ def token(user: int, device: int = 1, key: Optional[SigningKey] = None, ttl_s: i
     return issue_token(key or KEY, kw.pop("tenant", 0), user, device, ttl_s=ttl_s, **kw)
 
 
-async def serve(gw: SimpleNamespace) -> tuple[asyncio.AbstractServer, str]:
+async def serve(gw: StandinGateway) -> tuple[asyncio.AbstractServer, str]:
     """A loopback listener whose connections are ClientConnections of `gw`; (server, "host:port")."""
     async def on_client(reader, writer):
         await ClientConnection(FramedStream(reader, writer), gw).run()

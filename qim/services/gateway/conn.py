@@ -28,20 +28,22 @@ import itertools
 import logging
 import time
 from functools import partial
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from qim.errors import ErrorCode, FrameError, RequestError
 from qim.net.transport import FrameTransport
 from qim.obs.logcontext import bind
 from qim.proto.v1 import connection_pb2, internal_pb2
 from qim.protocol import INTERNAL_CATEGORY, Opcode
-from qim.services.gateway.auth import Authenticator
 from qim.services.gateway.login import LoginMixin
-from qim.services.gateway.metrics import GatewayMetrics, opcode_name
+from qim.services.gateway.metrics import opcode_name
 from qim.services.gateway.pages import PageReplies
-from qim.services.gateway.ratelimit import LIMITED_OPCODES, NOT_NOW, SendLimiter
-from qim.services.gateway.routes import RESERVED, ROUTES, forward
+from qim.services.gateway.ratelimit import LIMITED_OPCODES, NOT_NOW
+from qim.services.gateway.routes import RESERVED, ROUTES, Route, RouteKey, forward
 from qim.wire.errors import error_body, parse_error
+
+if TYPE_CHECKING:
+    from qim.services.gateway.context import GatewayContext
 
 logger = logging.getLogger(__name__)
 
@@ -63,19 +65,15 @@ class ClientConnection(LoginMixin):
     detail below this class, so AUTH, limits, rate buckets, back-pressure and chunking
     are the same on every one.
 
-    `gateway` is the ConnectionNode (or a stand-in in unit tests): `config`
-    (GatewayConfig), `online` (OnlineRegistry), `router` (BackendRouter), and when it
-    has them `metrics` (GatewayMetrics), `auth` (Authenticator) and `limiter`
-    (SendLimiter; private ones are made from `config` for a stand-in without), and
-    `locals` (the LocalBackends of routes.py, by backend: rooms)."""
+    `gateway` is the GatewayContext (context.py): the ConnectionNode, or a unit test's
+    stand-in built from the same parts (tests/gateway/standin.py)."""
 
-    def __init__(self, stream: FrameTransport, gateway: Any) -> None:
+    def __init__(self, stream: FrameTransport, gateway: GatewayContext) -> None:
         self.stream = stream
         self.gw = gateway
-        self._m: GatewayMetrics = getattr(gateway, "metrics", None) or GatewayMetrics()
-        self._authn: Authenticator = getattr(gateway, "auth", None) or Authenticator(gateway.config, self._m)
-        self._limiter: SendLimiter = getattr(gateway, "limiter", None) or SendLimiter.from_config(gateway.config,
-                                                                                                  self._m)
+        self._m = gateway.metrics
+        self._authn = gateway.auth
+        self._limiter = gateway.limiter
         self._bucket = self._limiter.conn_bucket()
         self._expiry: Optional[asyncio.TimerHandle] = None
         self.tenant = 0
@@ -94,7 +92,7 @@ class ClientConnection(LoginMixin):
         self._tasks: set[asyncio.Task] = set()
         self._wake_task: Optional[asyncio.Task] = None
         self.conn_id = next(_CONN_IDS)  # this connection within the gateway (never reused)
-        self._locals = getattr(gateway, "locals", None) or {}  # LocalBackend by backend (routes.py)
+        self._locals = gateway.locals  # LocalBackend by backend (routes.py)
         self.heartbeat_s = gateway.config.heartbeat_s  # told in AUTH_OK and PONG (keepalive.py)
         self.last_rx = time.monotonic()  # when a frame was read last: keepalive.py
         self._queued_seen = 0  # queued_bytes at the last silent_s(): a drop means the peer read
@@ -208,9 +206,8 @@ class ClientConnection(LoginMixin):
                 t.cancel()
             if self.user_id:
                 self.gw.online.unregister(self)
-                presence = getattr(self.gw, "presence", None)
-                if presence is not None and not self.replaced:
-                    presence.offline(self)
+                if self.gw.presence is not None and not self.replaced:
+                    self.gw.presence.offline(self)
                 for local in self._locals.values():
                     local.closed(self)
             self.stream.close()
@@ -286,7 +283,7 @@ class ClientConnection(LoginMixin):
             self._limiter.refund((self.tenant, self.user_id), self._bucket)
         return reply_opcode, reply
 
-    async def _forward(self, route: Any, key: Any, opcode: int, body: bytes) -> tuple[int, bytes]:
+    async def _forward(self, route: Route, key: RouteKey, opcode: int, body: bytes) -> tuple[int, bytes]:
         call = partial(forward, self.gw.router, route, key, self.actor(), opcode, body, self.conn_id)
         local = self._locals.get(route.backend)
         if local is not None:  # a backend with state per connection (rooms: routes.py LocalBackend)

@@ -25,7 +25,7 @@ import contextlib
 import logging
 import random
 import time
-from typing import Any, AsyncIterator, Optional
+from typing import TYPE_CHECKING, Any, AsyncIterator, Optional, cast
 
 from google.protobuf.message import DecodeError
 
@@ -34,6 +34,14 @@ from qim.errors import ErrorCode, RequestError
 from qim.proto.v1 import connection_pb2
 from qim.protocol import Opcode
 from qim.wire.tokens import TokenRefused
+
+if TYPE_CHECKING:
+    from qim.net.transport import FrameTransport
+    from qim.services.gateway.auth import Authenticator
+    from qim.services.gateway.context import GatewayContext
+    from qim.services.gateway.metrics import GatewayMetrics
+    from qim.services.gateway.online import DeviceConn
+    from qim.services.gateway.ratelimit import SendLimiter
 
 logger = logging.getLogger(__name__)
 FIRST_LOGIN_S = 0.05  # the mean login time assumed before any was measured
@@ -115,9 +123,28 @@ class LoginMixin:
     by the gateway's LoginAdmission when it has one) and the token refresh of a live
     one; the KICKED{TOKEN_EXPIRED} at the token's exp."""
 
+    # what ClientConnection holds (conn.py): typed here so these methods are checked
+    stream: FrameTransport
+    gw: GatewayContext
+    _m: GatewayMetrics
+    _authn: Authenticator
+    _limiter: SendLimiter
     _expiry: Optional[asyncio.TimerHandle]  # the KICKED{TOKEN_EXPIRED} timer, once armed
+    tenant: int
+    user_id: int
+    device_id: int
+    shard: int
+    lane: int
+    session_epoch: int
+    token_iat: int
+    display_name: str
+    heartbeat_s: int
 
-    def _token_expired(self: Any) -> None:
+    def revoked(self) -> None:
+        """KICKED{REVOKED}, then close: ClientConnection's (conn.py)."""
+        raise NotImplementedError
+
+    def _token_expired(self) -> None:
         """The token's exp (+ leeway) passed: KICKED{TOKEN_EXPIRED}, then close."""
         if self.stream.closed:
             return
@@ -126,17 +153,17 @@ class LoginMixin:
         self.stream.send(Opcode.KICKED, 0, body)
         self.stream.close()
 
-    async def _auth(self: Any, body: bytes) -> tuple[int, bytes]:
+    async def _auth(self, body: bytes) -> tuple[int, bytes]:
         """AUTH, or on an authenticated connection a token refresh: a fresh token of the
         same device replaces the old one (its expiry and revocation check) without a
         reconnect (docs/protocol.md AUTH); another identity is INVALID_ARGUMENT."""
-        admission: Optional[LoginAdmission] = getattr(self.gw, "logins", None)
+        admission = self.gw.logins  # None: no admission (a unit test's stand-in)
         if self.user_id or admission is None:
             return await self._login(body)
         async with admission.slot():
             return await self._login(body)
 
-    async def _login(self: Any, body: bytes) -> tuple[int, bytes]:
+    async def _login(self, body: bytes) -> tuple[int, bytes]:
         try:
             auth = connection_pb2.Auth.FromString(body)
         except DecodeError:
@@ -146,7 +173,7 @@ class LoginMixin:
         except TokenRefused as exc:  # the reason only: never the token (docs/design.md §2)
             logger.debug("AUTH from %s refused: %s", self.stream.peer, exc.reason)
             raise
-        revocations = getattr(self.gw, "revocations", None)  # None: a unit-test stand-in
+        revocations = self.gw.revocations  # None: no Redis (a unit test's stand-in)
         if self.user_id:
             if (tenant, user, device) != (self.tenant, self.user_id, self.device_id):
                 raise RequestError(ErrorCode.INVALID_ARGUMENT, "already authenticated as another device")
@@ -163,22 +190,21 @@ class LoginMixin:
             self._m.token_refreshes.inc()
         else:
             lane, _, shard = ids.user_placement(tenant, user, self.gw.config.common.shard_count)
-            epochs = getattr(self.gw, "epochs", None)  # a stand-in gateway of a unit test has none
+            epochs = self.gw.epochs  # None: no registry (a unit test's stand-in): session_epoch 0
             epoch = await epochs.next_epoch(tenant, user, device) if epochs is not None else 0
             self.tenant, self.user_id, self.device_id, self.shard, self.lane = tenant, user, device, shard, lane
             self.session_epoch = epoch
             self.token_iat = iat
             try:
-                self.gw.online.register(self)  # RateLimited past the per-user connection cap
+                self.gw.online.register(cast("DeviceConn", self))  # RateLimited past the per-user connection cap
                 if revocations is not None:  # after registering: a revocation published meanwhile finds it
                     await revocations.admit(self)
             except BaseException:
-                self.gw.online.unregister(self)
+                self.gw.online.unregister(cast("DeviceConn", self))  # ClientConnection is one
                 self.tenant = self.user_id = self.device_id = self.shard = self.lane = 0
                 raise
-            presence = getattr(self.gw, "presence", None)
-            if presence is not None:
-                presence.online(self)
+            if self.gw.presence is not None:
+                self.gw.presence.online(self)
             self.stream.buffer_limit = None
         self.display_name = name  # checked by the verifier
         # the session ends with the token (docs/decisions/0021-tokens-and-limits.md)
