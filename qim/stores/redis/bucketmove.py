@@ -42,8 +42,9 @@ from typing import Any, Callable
 from qim.config.redislayout import RedisLayout
 from qim.consts import COMMIT_BUCKET_COUNT
 from qim.errors import EngineError
-from qim.stores.redis.movelock import MoveLock, MoveRefused, bucket_lock_key, wait_saying
-from qim.stores.redis.placement import PLACEMENT_KEY, SETTLE_S, read_placement
+from qim.stores.redis.movelock import MoveLock, MoveRefused, bucket_lock_key
+from qim.stores.redis.movesteps import mark_and_settle, pin, switch
+from qim.stores.redis.placement import SETTLE_S, read_placement
 from qim.stores.redis.shardkeys import BATCH, SCAN_COUNT, copy_keys
 
 REVOKED_MATCH = b"qim:revoked:*"  # keys.revocation_key: on every core instance (decision 0100)
@@ -122,20 +123,8 @@ async def _move(layout: RedisLayout, clients: dict[str, Any], lock: MoveLock, bu
                 left += len(keys)
         say(f"bucket {bucket} is on {target} already; removed {left} leftover key(s) elsewhere")
         return {"source": source, "keys": 0, "revocations": 0, "leftovers": left}
-    if marked is None:
-        found = await bucket_keys(dst, bucket)
-        if found:
-            raise MoveRefused(f"{target} already holds {len(found)} key(s) of commit bucket {bucket} (e.g. "
-                              f"{found[0].decode(errors='replace')}) from another placement: nothing was moved. "
-                              f"Remove them by running the move of bucket {bucket} to its current instance "
-                              f"({source}), then move it again")
-        await lock.commit(lambda pipe: pipe.hset(PLACEMENT_KEY, f"moving:b{bucket}", target)
-                          .hincrby(PLACEMENT_KEY, "v", 1))
-        say(f"bucket {bucket}: marked moving {source} -> {target}; waiting {settle_s:.0f} s for every process "
-            "to read the mark")
-    else:
-        say(f"bucket {bucket}: continuing the move {source} -> {target} marked before")
-    await wait_saying(settle_s, say, f"bucket {bucket}: settling")
+    await mark_and_settle(lock, f"bucket {bucket}", f"commit bucket {bucket}", source, target, marked,
+                          f"moving:b{bucket}", lambda: bucket_keys(dst, bucket), say, settle_s)
     src = clients[source]
     revoked = await copy_revocations(home, dst) if dst is not home else 0
     keys = await bucket_keys(src, bucket)
@@ -143,10 +132,7 @@ async def _move(layout: RedisLayout, clients: dict[str, Any], lock: MoveLock, bu
     if await bucket_keys(src, bucket) != keys:
         raise EngineError(f"bucket {bucket}: its keys on {source} changed during the copy (a writer the mark did "
                           "not stop); nothing switched: run the move again")
-    # explicit even for `b*n//256`: a pinned map must outlive a longer QIM_REDIS_CORE_ADDRS
-    # (amendment of decision 0113)
-    await lock.commit(lambda pipe: pipe.hset(PLACEMENT_KEY, f"bucket:{bucket}", target)
-                      .hdel(PLACEMENT_KEY, f"moving:b{bucket}").hincrby(PLACEMENT_KEY, "v", 1))
+    await switch(lock, f"bucket:{bucket}", f"moving:b{bucket}", target)  # explicit even for `b*n//256`
     await _unlink(src, keys)
     say(f"bucket {bucket}: on {target} now ({copied} keys and {revoked} revocation cutoff(s) copied; removed "
         f"from {source})")
@@ -158,16 +144,6 @@ async def pin_buckets(layout: RedisLayout, connect: Callable[[str], Any]) -> int
     does not name yet: `b*n//256` of this layout), so that a longer QIM_REDIS_CORE_ADDRS
     rolled out next places no bucket elsewhere (docs/operations.md, growing the core
     instances). Returns how many entries were added; one version change."""
-    home = connect(layout.home)
-    try:
-        placement = await read_placement(home)
-        add = {f"bucket:{b}": layout.core[layout.core_index(b)]
-               for b in range(COMMIT_BUCKET_COUNT) if b not in placement.buckets}
-        if add:
-            async with home.pipeline(transaction=True) as pipe:
-                pipe.hset(PLACEMENT_KEY, mapping=add)
-                pipe.hincrby(PLACEMENT_KEY, "v", 1)
-                await pipe.execute()
-        return len(add)
-    finally:
-        await home.aclose()
+    return await pin(connect, layout.home, lambda placement: {
+        f"bucket:{b}": layout.core[layout.core_index(b)]
+        for b in range(COMMIT_BUCKET_COUNT) if b not in placement.buckets})

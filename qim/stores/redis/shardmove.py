@@ -41,8 +41,9 @@ from typing import Any, Callable
 from qim.config.redislayout import RedisLayout
 from qim.errors import EngineError
 from qim.stores.redis.keys import registry_shard_key
-from qim.stores.redis.movelock import PROGRESS_S, MoveLock, MoveRefused, shard_lock_key, wait_saying
-from qim.stores.redis.placement import PLACEMENT_KEY, SETTLE_S, read_placement
+from qim.stores.redis.movelock import PROGRESS_S, MoveLock, MoveRefused, shard_lock_key
+from qim.stores.redis.movesteps import mark_and_settle, pin, switch
+from qim.stores.redis.placement import SETTLE_S, read_placement
 from qim.stores.redis.scripts import Scripts
 from qim.stores.redis.shardkeys import copy_keys, copy_rows, delete_shard, fence_keys, queue_rows, shard_keys
 from qim.topology import SHARDS, leasing
@@ -117,20 +118,8 @@ async def _move(layout: RedisLayout, clients: dict[str, Any], lock: MoveLock, re
         left = await _remove_leftovers(layout, clients, shard, target)
         say(f"shard {shard} is on {target} already; removed {left} leftover key(s) elsewhere")
         return {"source": source, "keys": 0, "rows": 0, "leftovers": left}
-    if marked is None:
-        found = await shard_keys(dst, shard, layout.user_shard)
-        if found:
-            raise MoveRefused(f"{target} already holds {len(found)} key(s) of shard {shard} (e.g. "
-                              f"{found[0].decode(errors='replace')}) from another placement: nothing was moved. "
-                              f"Remove them by running the move of shard {shard} to its current instance "
-                              f"({source}), then move it again")
-        await lock.commit(lambda pipe: pipe.hset(PLACEMENT_KEY, f"moving:{shard}", target)
-                          .hincrby(PLACEMENT_KEY, "v", 1))
-        say(f"shard {shard}: marked moving {source} -> {target}; waiting {settle_s:.0f} s for every process "
-            "to read the mark")
-    else:
-        say(f"shard {shard}: continuing the move {source} -> {target} marked before")
-    await wait_saying(settle_s, say, f"shard {shard}: settling")
+    await mark_and_settle(lock, f"shard {shard}", f"shard {shard}", source, target, marked, f"moving:{shard}",
+                          lambda: shard_keys(dst, shard, layout.user_shard), say, settle_s)
     hold = _Hold(clients[registry_addr], shard)
     hold.epochs = await _take(hold, home, shard, target, hold_wait_s, say)
     say(f"shard {shard}: leases held under owner_epochs {hold.epochs} ({', '.join(KINDS)})")
@@ -148,10 +137,8 @@ async def _move(layout: RedisLayout, clients: dict[str, Any], lock: MoveLock, re
         if renewing.done():
             renewing.result()  # the hold was lost: raise before switching
         # the entry stays explicit even for the `s mod n` instance: the shard had an entry
-        # (or it could not have left `s mod n`) and a pinned map must outlive a longer
-        # QIM_REDIS_MAILBOX_ADDRS (amendment of decision 0104)
-        await lock.commit(lambda pipe: pipe.hset(PLACEMENT_KEY, f"shard:{shard}", target)
-                          .hdel(PLACEMENT_KEY, f"moving:{shard}").hincrby(PLACEMENT_KEY, "v", 1))
+        # (or it could not have left `s mod n`), amendment of decision 0104
+        await switch(lock, f"shard:{shard}", f"moving:{shard}", target)
     finally:
         renewing.cancel()
     await hold.free()
@@ -220,16 +207,6 @@ async def pin_shards(layout: RedisLayout, connect: Callable[[str], Any]) -> int:
     not name yet: `s mod n` of this layout), so that a longer QIM_REDIS_MAILBOX_ADDRS
     rolled out next places no shard elsewhere (docs/operations.md, growing from N to
     N+1 instances). Returns how many entries were added; one version change."""
-    home = connect(layout.home)
-    try:
-        placement = await read_placement(home)
-        add = {f"shard:{s}": layout.mailbox[layout.mailbox_index(s)]
-               for s in range(layout.shard_count) if s not in placement.shards}
-        if add:
-            async with home.pipeline(transaction=True) as pipe:
-                pipe.hset(PLACEMENT_KEY, mapping=add)
-                pipe.hincrby(PLACEMENT_KEY, "v", 1)
-                await pipe.execute()
-        return len(add)
-    finally:
-        await home.aclose()
+    return await pin(connect, layout.home, lambda placement: {
+        f"shard:{s}": layout.mailbox[layout.mailbox_index(s)]
+        for s in range(layout.shard_count) if s not in placement.shards})
