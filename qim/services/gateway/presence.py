@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional, Protocol
 
 from qim.consts import PRESENCE_TOPIC
 from qim.errors import EngineError
@@ -27,6 +27,17 @@ from qim.obs.metrics import MetricSet
 from qim.wire.presence import PresenceKey, encode_entry, encode_key
 
 logger = logging.getLogger(__name__)
+
+
+class PresentDevice(Protocol):
+    """What an entry is made of: an authenticated device's identity, its mailbox shard
+    (the topic partition) and the session_epoch of its login (decision 0042)."""
+
+    tenant: int
+    user_id: int
+    device_id: int
+    shard: int
+    session_epoch: int
 
 
 class PresencePublisher:
@@ -43,10 +54,10 @@ class PresencePublisher:
         self._published = m.counter("qim_gateway_presence_published", "PresenceEntry records published", ["kind"])
         self._failed = m.counter("qim_gateway_presence_failed", "PresenceEntry records the broker refused")
 
-    def _key(self, conn: Any) -> bytes:
+    def _key(self, conn: PresentDevice) -> bytes:
         return encode_key(PresenceKey(conn.tenant, conn.user_id, conn.device_id, self.node_id))
 
-    def _send(self, conn: Any, value: Optional[bytes], kind: str) -> None:
+    def _send(self, conn: PresentDevice, value: Optional[bytes], kind: str) -> None:
         try:
             fut = self._producer.produce(PRESENCE_TOPIC, value, key=self._key(conn), partition=conn.shard)
         except EngineError as exc:
@@ -60,16 +71,16 @@ class PresencePublisher:
         if fut.cancelled() or fut.exception() is not None:
             self._failed.inc()
 
-    def online(self, conn: Any) -> None:
+    def online(self, conn: PresentDevice) -> None:
         """The connection authenticated (its `session_epoch` set): publish its entry."""
         expires = time.time_ns() // 1_000_000 + self.ttl_ms
         self._send(conn, encode_entry(self.incarnation, self.since_ms, conn.session_epoch, expires), "online")
 
-    def offline(self, conn: Any) -> None:
+    def offline(self, conn: PresentDevice) -> None:
         """The connection ended (not replaced): a tombstone for this gateway's key."""
         self._send(conn, None, "offline")
 
-    async def renew(self, connections: Callable[[], Iterable[Any]]) -> None:
+    async def renew(self, connections: Callable[[], Iterable[PresentDevice]]) -> None:
         """Every half TTL, publish the entries of `connections()` again, until cancelled."""
         while True:
             await asyncio.sleep(self.ttl_ms / 2000)
