@@ -15,10 +15,12 @@ from qim.stores.errors import StorageError
 
 # what qimctl (schema, retention, audit archive) and the demo's history check need from stack.env
 CLIENT_VARS = ("QIM_SCYLLA_ADDRS", "QIM_SCYLLA_KEYSPACE", "QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV", "QIM_SCYLLA_LOCAL_DC")
-# archive settings `qim-dev stack up` passes from its environment to the services (the
-# demo's short hot window: Makefile `demo`); a running stack with other values is restarted
+# settings of the CQL tier `qim-dev stack up` passes from its environment to the services
+# (the demo's short hot window: Makefile `demo`; `QIM_MAILBOX_STORE=cql make demo` runs the
+# CQL MailboxStore, decision 0102); a running stack with other values is restarted
 SETTINGS = ("QIM_MESSAGE_STORE_BACKEND", "QIM_HISTORY_HOT_WINDOW_MS", "QIM_OUTBOX_RETENTION_MS",
-            "QIM_HISTORY_TRIM_SLACK_MS", "QIM_HISTORY_TRIM_PERIOD_MS", "QIM_DEFAULT_HISTORY_RETENTION_DAYS")
+            "QIM_HISTORY_TRIM_SLACK_MS", "QIM_HISTORY_TRIM_PERIOD_MS", "QIM_DEFAULT_HISTORY_RETENTION_DAYS",
+            "QIM_MAILBOX_STORE")
 
 
 def settings_from(environ) -> dict[str, str]:

@@ -33,3 +33,13 @@ def test_archive_settings_reach_the_stack_and_a_change_restarts_it():
     assert not settings_differ({"QIM_HISTORY_HOT_WINDOW_MS": "5000", "QIM_GATEWAY_LISTEN": "y"}, wanted)
     assert settings_differ({}, wanted)
     assert settings_differ({"QIM_HISTORY_HOT_WINDOW_MS": "5000", "QIM_HISTORY_TRIM_PERIOD_MS": "1000"}, wanted)
+
+
+def test_the_mailbox_store_reaches_the_stack_and_a_change_restarts_it():
+    """`QIM_MAILBOX_STORE=cql make demo` must run the CQL MailboxStore, also when a stack
+    with the Redis mailbox is already up (decision 0102)."""
+    wanted = settings_from({"QIM_MAILBOX_STORE": "cql"})
+    assert wanted == {"QIM_MAILBOX_STORE": "cql"}
+    assert settings_differ({}, wanted)
+    assert settings_differ({"QIM_MAILBOX_STORE": "redis"}, wanted)
+    assert not settings_differ({"QIM_MAILBOX_STORE": "cql"}, wanted)
