@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from typing import Callable
 
 from qim._core import ids
 from qim.proto.v1 import message_pb2
@@ -20,6 +21,7 @@ from qim.stores.redis.keys import CommitKeys
 from tests.e2e.chaos import delivered_once, run_audit
 from tests.e2e.instancetraffic import Puller, Sender
 from tests.e2e.rawclient import RawClient, call
+from tests.e2e.sessionclient import entry_when
 from tests.e2e.test_groups import create
 
 TENANT = 0  # the development tokens' tenant
@@ -52,13 +54,13 @@ def group_of(layout, killed: str) -> tuple[int, list[int]]:
     return gid, [found[i] for i in sorted(found)]
 
 
-def _direct(peer: int):
+def direct_to(peer: int):
     async def build(client: RawClient, body: bytes, cmid: bytes):
         return await client.send_text(peer, body, cmid=cmid)
     return build
 
 
-def _to_group(gid: int):
+def to_group(gid: int):
     async def build(client: RawClient, body: bytes, cmid: bytes):
         return await call(client, Opcode.SEND_MESSAGE, message_pb2.SendMessage(
             client_message_id=cmid, conversation_id=ids.conversation_id_group(TENANT, gid), message_type=1, body=body))
@@ -95,9 +97,9 @@ class Crowd:
         self.st = st
         self.pairs = pairs_of(layout)
         self.gid, self.members = group_of(layout, killed)
-        self.senders = [Sender(st, a, f"d{k}", _direct(b), conv=ids.conversation_id_direct(TENANT, a, b))
+        self.senders = [Sender(st, a, f"d{k}", direct_to(b), conv=ids.conversation_id_direct(TENANT, a, b))
                         for k, (a, b) in enumerate(self.pairs)]
-        self.gsender = Sender(st, self.members[0], "g", _to_group(self.gid),
+        self.gsender = Sender(st, self.members[0], "g", to_group(self.gid),
                               conv=ids.conversation_id_group(TENANT, self.gid))
         self.senders.append(self.gsender)
         self.pullers = {b: Puller(st, b) for _, b in self.pairs}
@@ -143,17 +145,57 @@ class Crowd:
     async def check_delivered(self, heal_s: float) -> None:
         """Every ACKed message to every recipient once and in order on the running cursors
         (no cursor back) and on a pull from 0; `qimctl audit dispatch` at zero."""
-        for p, s in self.final:
-            end = time.monotonic() + heal_s
-            while len([e for e in p.texts() if e.body.startswith(s.name.encode() + b" ")]) < len(s.order) \
-                    and time.monotonic() < end:
-                await p.pull_once()
-                await asyncio.sleep(0.5)
-            await p.close()
-            check_served(p, s)
-            assert p.cursors == sorted(p.cursors), f"user {p.user}'s cursor went back"
-        for p, s in self.final:
-            await delivered_once(self.st, p.user, list(s.order), timeout=heal_s)
-        audit = await asyncio.to_thread(run_audit, self.st)
-        assert audit.returncode == 0, audit.stdout + audit.stderr
-        assert AUDIT_ZEROS in audit.stdout, audit.stdout
+        await served_all(self.st, self.final, heal_s, cursors_forward)
+        await audit_at_zero(self.st)
+
+
+def cursors_forward(puller: Puller, sender: Sender) -> None:
+    """`puller`'s cursor never went back (a check for served_all)."""
+    assert puller.cursors == sorted(puller.cursors), f"user {puller.user}'s cursor went back"
+
+
+async def served_all(st, final, heal_s: float, also: Callable[[Puller, Sender], None]) -> None:
+    """For each (puller, sender) of `final`: pull until the puller was served every
+    message the sender ACKed (or `heal_s` s passed), close it, check_served and
+    `also(puller, sender)`; then every ACKed message delivered once on a pull from 0."""
+    for p, s in final:
+        end = time.monotonic() + heal_s
+        while len([e for e in p.texts() if e.body.startswith(s.name.encode() + b" ")]) < len(s.order) \
+                and time.monotonic() < end:
+            await p.pull_once()
+            await asyncio.sleep(0.5)
+        await p.close()
+        check_served(p, s)
+        also(p, s)
+    for p, s in final:
+        await delivered_once(st, p.user, list(s.order), timeout=heal_s)
+
+
+async def audit_at_zero(st) -> None:
+    """`qimctl audit dispatch` exits 0 with every count at zero."""
+    audit = await asyncio.to_thread(run_audit, st)
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    assert AUDIT_ZEROS in audit.stdout, audit.stdout
+
+
+async def healthy_again(st, pids: dict, heal_s: float) -> None:
+    """Every service answers /healthz 200 within `heal_s` s, with the same processes as
+    `pids` (nobody restarted one)."""
+    end = time.monotonic() + heal_s
+    while (sick := {n: h for n in st.names if (h := st.healthz(n))[0] != 200}):
+        assert time.monotonic() < end, f"not healthy again within {heal_s} s: {sick}"
+        await asyncio.sleep(1.0)
+    assert dict(st.pids) == pids and all(st.alive(n) for n in st.names)
+
+
+async def lists_exact(st, final, heal_s: float) -> None:
+    """A new device of each recipient of `final` is listed the sender's conversation with
+    its last ACKed message and an exact unread count (the session nodes)."""
+    for p, s in final:
+        c = await RawClient.login(st, p.user, device=9)
+        try:
+            last = s.acks[s.order[-1]]
+            await entry_when(c, s.conv, lambda e, s=s, last=last: e.unread_exact and e.unread == len(s.order)
+                             and e.last_message.conversation_seq == last[1], timeout=heal_s)
+        finally:
+            await c.close()

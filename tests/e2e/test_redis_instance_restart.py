@@ -24,15 +24,12 @@ refused with a code the client retries (its retry then ACKed: nothing lost silen
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter
 
 import pytest
 
 from qim.dev.redis_instances import layout_of
-from tests.e2e.instancegate import Crowd, until
-from tests.e2e.rawclient import RawClient
-from tests.e2e.sessionclient import entry_when
+from tests.e2e.instancegate import Crowd, healthy_again, lists_exact, until
 from tests.e2e.test_session_redis_restart import OUTAGE_S
 from tests.fixtures import running_stack
 
@@ -88,18 +85,7 @@ async def test_traffic_while_one_redis_instance_restarts(stack3, killed_index):
     await crowd.check_delivered(HEAL_S)
 
     # every service healthy again, the same processes (nothing restarted by hand)
-    end = time.monotonic() + HEAL_S
-    while (sick := {n: h for n in st.names if (h := st.healthz(n))[0] != 200}):
-        assert time.monotonic() < end, f"not healthy again within {HEAL_S} s: {sick}"
-        await asyncio.sleep(1.0)
-    assert dict(st.pids) == pids and all(st.alive(n) for n in st.names)
+    await healthy_again(st, pids, HEAL_S)
 
     # and the session nodes list every conversation with its last message and an exact unread
-    for p, s in crowd.final:
-        c = await RawClient.login(st, p.user, device=9)
-        try:
-            last = s.acks[s.order[-1]]
-            await entry_when(c, s.conv, lambda e, s=s, last=last: e.unread_exact and e.unread == len(s.order)
-                             and e.last_message.conversation_seq == last[1], timeout=HEAL_S)
-        finally:
-            await c.close()
+    await lists_exact(st, crowd.final, HEAL_S)

@@ -20,10 +20,7 @@ on the source, every service healthy with the same process.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
-import subprocess
-import sys
 import time
 
 from qim._core import ids
@@ -33,11 +30,11 @@ from qim.sdk import direct_conversation
 from qim.sdk.requests import create_group
 from qim.stores.redis.bucketmove import bucket_keys
 from qim.stores.redis.keys import CommitKeys
-from tests.e2e.chaos import delivered_once, run_audit
+from tests.e2e.instancegate import audit_at_zero, direct_to, served_all, to_group, until
 from tests.e2e.instancetraffic import Puller, Sender
 from tests.e2e.rawclient import RawClient
 from tests.e2e.test_groups import create
-from tests.e2e.test_redis_instance_restart import _check_served, _direct, _to_group, _until
+from tests.redismove.movekit import qimctl_move
 from tests.sdk.realstack import runtime, shutdown
 
 TENANT = 0
@@ -64,10 +61,10 @@ def _gid(bucket: int) -> int:
             return gid
 
 
-def _move(st, bucket: int, target: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, **st.engines.env()}
-    return subprocess.run([sys.executable, "-m", "qim.cli.qimctl", "redis", "move-bucket", "--bucket", str(bucket),
-                           "--to", target], env=env, capture_output=True, text=True, timeout=180)
+def ids_forward(puller: Puller, sender: Sender) -> None:
+    """The message ids `sender` was ACKed only go forward (a check for served_all)."""
+    mids = [sender.acks[b][0] for b in sender.order]
+    assert mids == sorted(mids), f"{sender.name}: a message id went backwards across the move"
 
 
 async def test_a_commit_bucket_moves_to_another_core_instance_under_traffic(stack3, tmp_path):
@@ -95,9 +92,9 @@ async def test_a_commit_bucket_moves_to_another_core_instance_under_traffic(stac
         assert first[0] == Opcode.SEND_ACK, first
     finally:
         await creator.close()
-    senders = [Sender(st, a, f"d{k}", _direct(b), conv=ids.conversation_id_direct(TENANT, a, b))
+    senders = [Sender(st, a, f"d{k}", direct_to(b), conv=ids.conversation_id_direct(TENANT, a, b))
                for k, (a, b) in enumerate(pairs)]
-    gsender = Sender(st, members[0], "g", _to_group(gid), conv=ids.conversation_id_group(TENANT, gid))
+    gsender = Sender(st, members[0], "g", to_group(gid), conv=ids.conversation_id_group(TENANT, gid))
     senders.append(gsender)
     pullers = {b: Puller(st, b) for _, b in pairs}
     pullers.update({m: Puller(st, m) for m in members[1:]})
@@ -131,15 +128,15 @@ async def test_a_commit_bucket_moves_to_another_core_instance_under_traffic(stac
         return all(len(s.order) >= n for s in senders) and min(map(len, sdk_acks.values())) >= n
 
     try:
-        await _until(lambda: acked(3), "every sender ACKed before the move")
+        await until(lambda: acked(3), "every sender ACKed before the move", HEAL_S)
         t0 = loop.time()
-        moved = await loop.run_in_executor(None, _move, st, bucket, target)
+        moved = await loop.run_in_executor(None, qimctl_move, st, "move-bucket", "--bucket", bucket, target)
         took = loop.time() - t0
         assert moved.returncode == 0, moved.stdout + moved.stderr
         after = {s.name: len(s.order) for s in senders}
         n_sdk = len(sdk_acks[gconv])
-        await _until(lambda: all(len(s.order) >= after[s.name] + 3 for s in senders) and acked(0)
-                     and len(sdk_acks[gconv]) >= n_sdk + 3, "traffic flowing again after the move")
+        await until(lambda: all(len(s.order) >= after[s.name] + 3 for s in senders) and acked(0)
+                     and len(sdk_acks[gconv]) >= n_sdk + 3, "traffic flowing again after the move", HEAL_S)
     finally:
         stop.set()
         done = await asyncio.gather(*tasks, return_exceptions=True)
@@ -162,29 +159,15 @@ async def test_a_commit_bucket_moves_to_another_core_instance_under_traffic(stac
 
     # every ACKed message to every recipient once and in order, ids and seqs only forward
     final = [(pullers[b], s) for (_, b), s in zip(pairs, senders)] + [(pullers[m], gsender) for m in members[1:]]
-    for p, s in final:
-        end = time.monotonic() + HEAL_S
-        while len([e for e in p.texts() if e.body.startswith(s.name.encode() + b" ")]) < len(s.order) \
-                and time.monotonic() < end:
-            await p.pull_once()
-            await asyncio.sleep(0.5)
-        await p.close()
-        _check_served(p, s)
-        mids = [s.acks[b][0] for b in s.order]
-        assert mids == sorted(mids), f"{s.name}: a message id went backwards across the move"
-    for p, s in final:
-        await delivered_once(st, p.user, list(s.order), timeout=HEAL_S)
+    await served_all(st, final, HEAL_S, ids_forward)
     for conv, acks in sdk_acks.items():
-        await _until(lambda conv=conv, acks=acks: len(rb.told.messages(conv)) >= len(acks), "the SDK app told all")
+        await until(lambda conv=conv, acks=acks: len(rb.told.messages(conv)) >= len(acks), "the SDK app told all", HEAL_S)
         told = [(m.body, m.message_id, m.conversation_seq) for m in rb.told.messages(conv)]
         assert [t for t in told if t[0].startswith(b"sdk ")] == acks
         assert [m for _, m, _ in acks] == sorted(m for _, m, _ in acks)
     await shutdown(ra, rb)
 
-    audit = run_audit(st)
-    assert audit.returncode == 0, audit.stdout + audit.stderr
-    assert "committed_without_dispatch=0 dispatch_without_commit=0 coordinate_mismatch=0 wrong_partition=0" \
-        in audit.stdout, audit.stdout
+    await audit_at_zero(st)
 
     # the bucket's keys on the target only, placed there by the map
     clients = {r.addr: r.client() for r in es.redises}

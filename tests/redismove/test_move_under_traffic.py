@@ -21,21 +21,23 @@ every service healthy with the same process, and every refusal one a client retr
 from __future__ import annotations
 
 import asyncio
-import os
 import random
-import subprocess
-import sys
-import time
 
 from qim._core import ids
 from qim.dev.redis_instances import layout_of
 from qim.sdk import direct_conversation
 from qim.stores.redis.shardkeys import shard_keys
-from tests.e2e.chaos import delivered_once, run_audit
+from tests.e2e.instancegate import (
+    audit_at_zero,
+    cursors_forward,
+    direct_to,
+    healthy_again,
+    lists_exact,
+    served_all,
+    until,
+)
 from tests.e2e.instancetraffic import Puller, Sender
-from tests.e2e.rawclient import RawClient
-from tests.e2e.sessionclient import entry_when
-from tests.e2e.test_redis_instance_restart import _check_served, _direct, _until
+from tests.redismove.movekit import qimctl_move
 from tests.sdk.realstack import runtime, shutdown
 
 TENANT = 0
@@ -48,12 +50,6 @@ def _user_in(layout, shard: int, inside: bool) -> int:
         u = random.getrandbits(40) + 1
         if (layout.user_shard(TENANT, u) == shard) == inside:
             return u
-
-
-def _move(st, shard: int, target: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, **st.engines.env()}
-    return subprocess.run([sys.executable, "-m", "qim.cli.qimctl", "redis", "move-shard", "--shard", str(shard),
-                           "--to", target], env=env, capture_output=True, text=True, timeout=180)
 
 
 def _owners(st, shard: int) -> dict[str, tuple[str, int]]:
@@ -73,7 +69,7 @@ async def test_a_mailbox_shard_moves_to_another_instance_under_traffic(stack3, t
     inside = [_user_in(layout, shard, True) for _ in range(2)]
     outside = _user_in(layout, shard, False)
     pairs = [(_user_in(layout, shard, False), b) for b in (*inside, outside)]
-    senders = [Sender(st, a, f"d{k}", _direct(b), conv=ids.conversation_id_direct(TENANT, a, b))
+    senders = [Sender(st, a, f"d{k}", direct_to(b), conv=ids.conversation_id_direct(TENANT, a, b))
                for k, (a, b) in enumerate(pairs)]
     pullers = {b: Puller(st, b) for _, b in pairs}
     # the app's view: an SDK client sending to an SDK client of the moving shard
@@ -105,15 +101,15 @@ async def test_a_mailbox_shard_moves_to_another_instance_under_traffic(stack3, t
         return all(len(s.order) >= n for s in senders) and len(sdk_acks) >= n
 
     try:
-        await _until(lambda: acked(3), "every sender ACKed before the move")
+        await until(lambda: acked(3), "every sender ACKed before the move", HEAL_S)
         t0 = loop.time()
-        moved = await loop.run_in_executor(None, _move, st, shard, target)
+        moved = await loop.run_in_executor(None, qimctl_move, st, "move-shard", "--shard", shard, target)
         took = loop.time() - t0
         assert moved.returncode == 0, moved.stdout + moved.stderr
         after = {s.name: len(s.order) for s in senders}
         n_sdk = len(sdk_acks)
-        await _until(lambda: all(len(s.order) >= after[s.name] + 3 for s in senders) and acked(0)
-                     and len(sdk_acks) >= n_sdk + 3, "traffic flowing again after the move")
+        await until(lambda: all(len(s.order) >= after[s.name] + 3 for s in senders) and acked(0)
+                     and len(sdk_acks) >= n_sdk + 3, "traffic flowing again after the move", HEAL_S)
     finally:
         stop.set()
         done = await asyncio.gather(*tasks, return_exceptions=True)
@@ -126,27 +122,14 @@ async def test_a_mailbox_shard_moves_to_another_instance_under_traffic(stack3, t
 
     # every ACKed message to every recipient once and in order, cursors never back
     final = [(pullers[b], s) for (_, b), s in zip(pairs, senders)]
-    for p, s in final:
-        end = time.monotonic() + HEAL_S
-        while len([e for e in p.texts() if e.body.startswith(s.name.encode() + b" ")]) < len(s.order) \
-                and time.monotonic() < end:
-            await p.pull_once()
-            await asyncio.sleep(0.5)
-        await p.close()
-        _check_served(p, s)
-        assert p.cursors == sorted(p.cursors), f"user {p.user}'s cursor went back"
-    for p, s in final:
-        await delivered_once(st, p.user, list(s.order), timeout=HEAL_S)
+    await served_all(st, final, HEAL_S, cursors_forward)
     # the SDK app was told every ACKed message once, in conversation order
-    await _until(lambda: len(rb.told.messages(conv)) >= len(sdk_acks), "the SDK receiver told every message")
+    await until(lambda: len(rb.told.messages(conv)) >= len(sdk_acks), "the SDK receiver told every message", HEAL_S)
     told = rb.told.messages(conv)
     assert [(m.body, m.message_id, m.conversation_seq) for m in told] == sdk_acks
     await shutdown(ra, rb)
 
-    audit = run_audit(st)
-    assert audit.returncode == 0, audit.stdout + audit.stderr
-    assert "committed_without_dispatch=0 dispatch_without_commit=0 coordinate_mismatch=0 wrong_partition=0" \
-        in audit.stdout, audit.stdout
+    await audit_at_zero(st)
 
     # the shard's keys on the target only; served again under higher owner_epochs
     clients = {r.addr: r.client() for r in es.redises}
@@ -163,17 +146,5 @@ async def test_a_mailbox_shard_moves_to_another_instance_under_traffic(stack3, t
     for kind, (node, epoch) in owners.items():
         assert node and node != "qimctl-move" and epoch >= before_owners[kind][1] + 2, (kind, before_owners, owners)
 
-    end = time.monotonic() + HEAL_S
-    while (sick := {n: h for n in st.names if (h := st.healthz(n))[0] != 200}):
-        assert time.monotonic() < end, f"not healthy again within {HEAL_S} s: {sick}"
-        await asyncio.sleep(1.0)
-    assert dict(st.pids) == pids and all(st.alive(n) for n in st.names)
-
-    for p, s in final:
-        c = await RawClient.login(st, p.user, device=9)
-        try:
-            last = s.acks[s.order[-1]]
-            await entry_when(c, s.conv, lambda e, s=s, last=last: e.unread_exact and e.unread == len(s.order)
-                             and e.last_message.conversation_seq == last[1], timeout=HEAL_S)
-        finally:
-            await c.close()
+    await healthy_again(st, pids, HEAL_S)
+    await lists_exact(st, final, HEAL_S)
