@@ -15,6 +15,7 @@ from qim.errors import ConfigError
 from qim.stores.errors import NotOwner
 from qim.stores.mailboxes import FRESH, RESUME, FusedRecord
 from tests.stores.conftest import MAILBOX_BACKENDS, _wipe
+from tests.stores.fencing import stale_owner_refused
 
 SHARD, DAY = 5, 19000
 
@@ -33,23 +34,7 @@ async def mb(store_engines):
 
 
 async def test_a_stale_owner_is_refused_before_it_writes_and_cannot_fence_back(mb):
-    assert await mb.load_watermark(SHARD, fence=1) == (None, 1)  # owner 1 fenced the shard
-    assert (await mb.begin(SHARD, b"d" * 16, b"g" * 32, 0, seq(0), fence=1))[0] == FRESH
-    assert await mb.load_watermark(SHARD, fence=2) == (None, 1)  # owner 2 took over (paused owner 1)
-    writes = {
-        "begin": mb.begin(SHARD, b"e" * 16, b"g" * 32, 1, seq(1), fence=1),
-        "append": mb.append(0, 1, DAY, [(7, seq(1) + b"x")], shard=SHARD, fence=1),
-        "finish": mb.finish(SHARD, 1, b"d" * 16, None, b"W", writer=b"one", fence=1),
-        "fused": mb.fused(SHARD, 1, [FusedRecord(0, b"f" * 16, b"g" * 32, 2, seq(2), DAY, [(7, seq(2) + b"y")])],
-                          None, b"W", writer=b"one", fence=1),
-    }
-    refused = []
-    for name, write in writes.items():
-        try:
-            await write
-        except NotOwner as exc:
-            refused.append((name, "owner_epoch 1 is stale" in exc.message))
-    assert refused == [(name, True) for name in writes]
+    await stale_owner_refused(mb, SHARD, DAY, (seq(0), seq(1), seq(2)))
     assert await mb.read_range(0, 7, [DAY], -1, 10, 10) == []  # nothing of owner 1 landed
     assert await mb.begin(SHARD, b"e" * 16, b"g" * 32, 1, seq(1), fence=2) == (FRESH, seq(1))
     with pytest.raises(NotOwner):

@@ -15,10 +15,10 @@ from qim.dev.redis_engine import start_redis
 from qim.errors import EngineError
 from qim.infra.redis.client import connect
 from qim.stores.errors import NotOwner
-from qim.stores.mailboxes import FusedRecord
 from qim.stores.redis.mailboxes import RedisMailboxStore
 from qim.stores.redis.registry import RedisShardRegistry
 from qim.stores.redis.sessions import RedisSessionStore
+from tests.stores.fencing import stale_owner_refused
 
 TTL = 60_000
 SHARD = 5
@@ -94,23 +94,7 @@ async def test_join_refuses_a_live_holder_and_takes_a_silent_one_only_at_its_ren
 async def test_a_stale_mailbox_owner_is_refused_inside_every_write_script(redis):
     mb = RedisMailboxStore(redis)
     seq8 = (1 << 48).to_bytes(8, "big")
-    assert await mb.load_watermark(SHARD, fence=1) == (None, 1)  # owner 1 fenced the shard
-    assert (await mb.begin(SHARD, b"d" * 16, b"g" * 32, 0, seq8, fence=1))[0] == "FRESH"
-    assert await mb.load_watermark(SHARD, fence=2) == (None, 1)  # owner 2 took over (paused owner 1)
-    writes = {
-        "begin": mb.begin(SHARD, b"e" * 16, b"g" * 32, 1, seq8, fence=1),
-        "append": mb.append(0, 1, 19000, [(7, seq8 + b"x")], shard=SHARD, fence=1),
-        "finish": mb.finish(SHARD, 1, b"d" * 16, None, b"W", writer=b"one", fence=1),
-        "fused": mb.fused(SHARD, 1, [FusedRecord(0, b"f" * 16, b"g" * 32, 2, seq8, 19000, [(7, seq8 + b"y")])], None,
-                          b"W", writer=b"one", fence=1),
-    }
-    refused = []
-    for name, write in writes.items():
-        try:
-            await write
-        except NotOwner as exc:
-            refused.append((name, "owner_epoch 1 is stale" in exc.message))
-    assert refused == [(name, True) for name in writes]
+    await stale_owner_refused(mb, SHARD, 19000, (seq8, seq8, seq8))
     assert await redis.exists(f"qim:dp:{{s{SHARD}}}:{(b'e' * 16).hex()}") == 0
     assert await redis.hget(f"qim:wm:{{s{SHARD}}}", "blob") is None  # nothing of owner 1 landed
     assert await mb.read_range(0, 7, [19000], -1, 10, 10) == []

@@ -76,6 +76,14 @@ async def fill(layout, users) -> list:
         await t.aclose()
 
 
+async def filled(redis_three) -> tuple:
+    """The three-instance layout with shards 1 and 2 filled by `fill` (three users each):
+    (layout, users by shard, what a reader sees, the first user of shard 1)."""
+    layout = layout3(redis_three)
+    users = {s: shard_users(TENANT, s, 3) for s in (1, 2)}
+    return layout, users, await fill(layout, users), users[1][0]
+
+
 async def seen(m: RedisMailboxStore, users) -> list:
     out = [await m.load_watermark(s) for s in (1, 2)]
     for s in (1, 2):
@@ -87,10 +95,7 @@ async def seen(m: RedisMailboxStore, users) -> list:
 
 async def test_a_shard_moves_with_everything_it_owns_and_its_old_owner_is_fenced(redis_three):
     a, b, c = redis_three
-    layout = layout3(redis_three)
-    users = {s: shard_users(TENANT, s, 3) for s in (1, 2)}
-    before = await fill(layout, users)
-    u1 = users[1][0]
+    layout, users, before, u1 = await filled(redis_three)
     a.client().set(session_epoch_key(TENANT, u1, 5), 9)
     a.client().zadd(ucs_pending_key(), {f"{TENANT:032x}:{u1}:{'ab' * 16}:0": 123.0})
     a.client().pexpire(mailbox_key(TENANT, u1, DAY), 3_600_000)
@@ -171,10 +176,7 @@ async def test_a_moving_shard_is_refused_and_a_bad_target_changes_nothing(redis_
 
 async def test_a_move_that_crashed_is_finished_by_running_it_again(redis_three):
     a, b, c = redis_three
-    layout = layout3(redis_three)
-    users = {s: shard_users(TENANT, s, 3) for s in (1, 2)}
-    before = await fill(layout, users)
-    u1 = users[1][0]
+    layout, users, before, u1 = await filled(redis_three)
     # crashed after the mark, half way through the copy: one key on b is its own partial copy
     a.client().hset(PLACEMENT_KEY, mapping={"moving:1": b.addr, "v": 1})
     b.client().set(mailbox_key(TENANT, u1, DAY), b"half")
