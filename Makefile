@@ -138,12 +138,13 @@ test-scale: install
 # "cqlmbx" backends (the CQL MailboxStore's contract, decision 0102). Then the whole tier
 # (three Redis instances, the CQL mailbox, the archive) sending while a Cassandra node is
 # SIGKILLed and restarted, another SIGSTOPped and a Redis instance SIGKILLed and restarted,
-# and a move from the Redis mailbox to the CQL one (tests/cql3). Prints its run time.
+# a move from the Redis mailbox to the CQL one, and a MailboxNode SIGKILLed and taken over
+# on the CQL mailbox (tests/cql3; out of `make test` for the CI budget). Prints its run time.
 .PHONY: test-cql3
 test-cql3: install
 	@start=$$(date +%s); QIM_TEST_CQL_NODES=3 $(BIN)/python -m pytest -q -s -p no:cacheprovider \
 	  tests/stores -k "cql or seam or test_archive or test_errors" tests/cql3/test_replication.py \
-	  tests/cql3/test_node_faults.py tests/cql3/test_mailbox_migration.py $(PYTEST_ARGS); rc=$$?; echo "test-cql3: $$(( $$(date +%s) - start )) s"; exit $$rc
+	  tests/cql3/test_node_faults.py tests/cql3/test_mailbox_migration.py tests/cql3/test_cql_mailbox.py $(PYTEST_ARGS); rc=$$?; echo "test-cql3: $$(( $$(date +%s) - start )) s"; exit $$rc
 
 # A MailboxShard and a commit bucket moved to another Redis instance under traffic
 # (docs/decisions/0104, 0113; not in `make test`, whose budget is spent: one private stack

@@ -1,4 +1,5 @@
-"""The CQL MailboxStore in a running stack (QIM_MAILBOX_STORE=cql; docs/decisions/0102):
+"""(`make test-cql3`: on the three-node cluster there, out of `make test` for the CI budget.)
+The CQL MailboxStore in a running stack (QIM_MAILBOX_STORE=cql; docs/decisions/0102):
 writer, fanout, two MailboxNodes, session and gateway on Redis + Kafka + a keyspace of
 the shared Cassandra node. Messages sent under traffic are materialized into CQL (no
 mailbox key in Redis), a MailboxNode is SIGKILLed and its shards are taken over by the
