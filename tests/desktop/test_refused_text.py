@@ -16,11 +16,11 @@ import pytest
 
 from qim.desktop.app import ChatApp
 from qim.desktop.widgets import Composer
+from tests.desktop.pilotkit import enter
 from tests.e2e.sdkclient import client, close_all
-from tests.fixtures import running_stack
+from tests.policy.switchstack import policy_stack_of, switch_file
 from tests.sdk.realstack import eventually, users
 
-ROOT = Path(__file__).resolve().parents[2]
 SMALL = (80, 24)
 REASON = "POLICY_REFUSED: spam is not welcome here"
 
@@ -28,32 +28,14 @@ REASON = "POLICY_REFUSED: spam is not welcome here"
 @pytest.fixture(scope="module")
 def switch(tmp_path_factory) -> Path:
     """The file steering tests.policy.switch for sends with b"switch" in the body."""
-    path = tmp_path_factory.mktemp("switch") / "verdict"
-    path.write_text("accept")
-    return path
+    return switch_file(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def policy_stack(tmp_path_factory, switch):
-    """A stack whose writer loads the test policy (PYTHONPATH: it lives under tests/)."""
-    with running_stack(
-        tmp_path_factory.mktemp("policy"),
-        extra_env={
-            "QIM_SEND_POLICY": "tests.policy.switch:by_switch",
-            "POLICY_SWITCH_FILE": str(switch),
-            "PYTHONPATH": str(ROOT),
-        },
-    ) as st:
+    """A stack whose writer loads the test policy (tests/policy/switchstack.py)."""
+    with policy_stack_of(tmp_path_factory, switch) as st:
         yield st
-
-
-async def enter(pilot, app: ChatApp, text: str) -> None:
-    """Type `text` into the (empty) composer and press Enter."""
-    composer = app.query_one(Composer)
-    composer.focus()
-    composer.clear()
-    composer.insert(text)
-    await pilot.press("enter")
 
 
 async def test_a_refused_text_goes_back_into_the_empty_composer_with_its_reason(policy_stack, tmp_path):
@@ -101,10 +83,13 @@ async def test_a_refusal_arriving_while_typing_is_offered_by_edit(policy_stack, 
             await eventually(lambda: "/edit puts its text back" in app.notice_text(), what="the refusal")
             assert "POLICY_REFUSED: not today" in app.notice_text()
             assert composer.text == "a new draft", "what was typed since is left alone"
-            assert "(failed: POLICY_REFUSED: not today · /edit)" in app.transcript_text()
+            # the row is redrawn after the notice line: wait for it (a busy machine)
+            await eventually(lambda: "(failed: POLICY_REFUSED: not today · /edit)" in app.transcript_text(),
+                             what="the row offering /edit")
             await enter(pilot, app, "/edit")
             await eventually(lambda: composer.text == "switch 你好", what="/edit put it back")
-            assert "(failed: POLICY_REFUSED: not today)" in app.transcript_text()
+            await eventually(lambda: "(failed: POLICY_REFUSED: not today)" in app.transcript_text(),
+                             what="the row without /edit")
             await enter(pilot, app, "/edit")
             await eventually(lambda: "no refused message to edit" in app.notice_text(), what="nothing left")
             await pilot.press("ctrl+q")

@@ -12,6 +12,7 @@ from qim.desktop.cli import EXIT_CRASH, exit_status
 from qim.desktop.widgets import Composer
 from qim.sdk import Client
 from qim.wire.devtoken import issue_dev_token
+from tests.desktop.pilotkit import enter
 from tests.e2e.rawclient import sdk_transport
 from tests.e2e.sdkclient import client, close_all
 from tests.sdk.realstack import eventually, users
@@ -27,11 +28,7 @@ async def desktop(stack, tmp_path, user: int, peer=None) -> ChatApp:
 
 async def typed(pilot, app: ChatApp, text: str) -> str:
     """Type `text` and Enter into the composer; the notice line after it."""
-    composer = app.query_one(Composer)
-    composer.focus()
-    composer.clear()
-    composer.insert(text)
-    await pilot.press("enter")
+    await enter(pilot, app, text)
     await pilot.pause()
     return app.notice_text()
 

@@ -16,11 +16,10 @@ from pathlib import Path
 import pytest
 
 from qim.dev.webserver import serve
-from tests.fixtures import running_stack
+from tests.policy.switchstack import policy_stack_of, switch_file
 from tests.web.conftest import gateway_ws_url
 from tests.web.harness import DIST, WebPage, new_user
 
-ROOT = Path(__file__).resolve().parents[2]
 SPAM = "买 spam 便宜吗？🙂\n第二行"
 COMPOSER = "[data-testid=composer-text]"
 
@@ -28,22 +27,15 @@ COMPOSER = "[data-testid=composer-text]"
 @pytest.fixture(scope="module")
 def switch(tmp_path_factory) -> Path:
     """The file steering tests.policy.switch for sends with b"switch" in the body."""
-    path = tmp_path_factory.mktemp("switch") / "verdict"
-    path.write_text("accept")
-    return path
+    return switch_file(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def policy_web(tmp_path_factory, switch):
-    """qim-web against a stack whose writer loads the test policy (PYTHONPATH: tests/)."""
+    """qim-web against a stack whose writer loads the test policy (tests/policy/switchstack.py)."""
     if not (DIST / "index.html").is_file():
         pytest.fail(f"{DIST}/index.html is missing: run `make web-build`", pytrace=False)
-    env = {
-        "QIM_SEND_POLICY": "tests.policy.switch:by_switch",
-        "POLICY_SWITCH_FILE": str(switch),
-        "PYTHONPATH": str(ROOT),
-    }
-    with running_stack(tmp_path_factory.mktemp("policy"), extra_env=env) as st:
+    with policy_stack_of(tmp_path_factory, switch) as st:
         httpd = serve("127.0.0.1", 0, DIST, gateway_ws_url(st), st.token_key)
         yield f"http://127.0.0.1:{int(httpd.server_address[1])}/"
         httpd.shutdown()
