@@ -34,7 +34,7 @@ from tests.e2e.instancegate import audit_at_zero, direct_to, served_all, to_grou
 from tests.e2e.instancetraffic import Puller, Sender
 from tests.e2e.rawclient import RawClient
 from tests.e2e.test_groups import create
-from tests.redismove.movekit import qimctl_move
+from tests.redismove.movekit import move_under_traffic, qimctl_move
 from tests.sdk.realstack import runtime, shutdown
 
 TENANT = 0
@@ -115,33 +115,9 @@ async def test_a_commit_bucket_moves_to_another_core_instance_under_traffic(stac
             i += 1
             await asyncio.sleep(0.1)
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    tasks = [loop.create_task(s.run(stop, SEND_DEADLINE_S)) for s in senders]
-    tasks += [loop.create_task(p.run(stop)) for p in pullers.values()]
-    tasks.append(loop.create_task(sdk_send(stop)))
-
-    def acked(n: int) -> bool:
-        for t in tasks:
-            if t.done():
-                t.result()  # a failed sender or puller fails the test with its own message
-        return all(len(s.order) >= n for s in senders) and min(map(len, sdk_acks.values())) >= n
-
-    try:
-        await until(lambda: acked(3), "every sender ACKed before the move", HEAL_S)
-        t0 = loop.time()
-        moved = await loop.run_in_executor(None, qimctl_move, st, "move-bucket", "--bucket", bucket, target)
-        took = loop.time() - t0
-        assert moved.returncode == 0, moved.stdout + moved.stderr
-        after = {s.name: len(s.order) for s in senders}
-        n_sdk = len(sdk_acks[gconv])
-        await until(lambda: all(len(s.order) >= after[s.name] + 3 for s in senders) and acked(0)
-                     and len(sdk_acks[gconv]) >= n_sdk + 3, "traffic flowing again after the move", HEAL_S)
-    finally:
-        stop.set()
-        done = await asyncio.gather(*tasks, return_exceptions=True)
-    failures = [d for d in done if isinstance(d, BaseException)]
-    assert not failures, failures
+    moved, took = await move_under_traffic(senders, pullers, sdk_send, lambda: min(map(len, sdk_acks.values())),
+                                           lambda: qimctl_move(st, "move-bucket", "--bucket", bucket, target),
+                                           SEND_DEADLINE_S, HEAL_S)
     refusals = {s.name: (len(s.refused), s.dropped) for s in senders}
     print(f"\nmove of commit bucket {bucket} {source} -> {target}: {took:.1f} s; acked "
           f"{[len(s.order) for s in senders]} + sdk {[len(v) for v in sdk_acks.values()]}; refusals {refusals}; "

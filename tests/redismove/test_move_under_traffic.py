@@ -37,7 +37,7 @@ from tests.e2e.instancegate import (
     until,
 )
 from tests.e2e.instancetraffic import Puller, Sender
-from tests.redismove.movekit import qimctl_move
+from tests.redismove.movekit import move_under_traffic, qimctl_move
 from tests.sdk.realstack import runtime, shutdown
 
 TENANT = 0
@@ -88,33 +88,9 @@ async def test_a_mailbox_shard_moves_to_another_instance_under_traffic(stack3, t
             await asyncio.sleep(0.1)
 
     before_owners = _owners(st, shard)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    tasks = [loop.create_task(s.run(stop, SEND_DEADLINE_S)) for s in senders]
-    tasks += [loop.create_task(p.run(stop)) for p in pullers.values()]
-    tasks.append(loop.create_task(sdk_send(stop)))
-
-    def acked(n: int) -> bool:
-        for t in tasks:
-            if t.done():
-                t.result()  # a failed sender or puller fails the test with its own message
-        return all(len(s.order) >= n for s in senders) and len(sdk_acks) >= n
-
-    try:
-        await until(lambda: acked(3), "every sender ACKed before the move", HEAL_S)
-        t0 = loop.time()
-        moved = await loop.run_in_executor(None, qimctl_move, st, "move-shard", "--shard", shard, target)
-        took = loop.time() - t0
-        assert moved.returncode == 0, moved.stdout + moved.stderr
-        after = {s.name: len(s.order) for s in senders}
-        n_sdk = len(sdk_acks)
-        await until(lambda: all(len(s.order) >= after[s.name] + 3 for s in senders) and acked(0)
-                     and len(sdk_acks) >= n_sdk + 3, "traffic flowing again after the move", HEAL_S)
-    finally:
-        stop.set()
-        done = await asyncio.gather(*tasks, return_exceptions=True)
-    failures = [d for d in done if isinstance(d, BaseException)]
-    assert not failures, failures
+    moved, took = await move_under_traffic(senders, pullers, sdk_send, lambda: len(sdk_acks),
+                                           lambda: qimctl_move(st, "move-shard", "--shard", shard, target),
+                                           SEND_DEADLINE_S, HEAL_S)
     print(f"\nmove of shard {shard} {source} -> {target}: {took:.1f} s; acked "
           f"{[len(s.order) for s in senders]} + sdk {len(sdk_acks)}; refusals "
           f"{[(s.name, len(s.refused), s.dropped) for s in senders]}; pull refusals "
