@@ -37,11 +37,20 @@ AUDIT_ZEROS = ("committed_without_dispatch=0 dispatch_without_commit=0 coordinat
                "wrong_partition=0")
 
 
+def mailbox_store_env() -> dict[str, str]:
+    """QIM_MAILBOX_STORE for the scale stack from QIM_TEST_MAILBOX_STORE (unset: the
+    default Redis mailbox): `QIM_TEST_MAILBOX_STORE=cql make test-scale` runs the whole
+    suite on the CQL MailboxStore (docs/decisions/0102), on the stack's Cassandra."""
+    store = os.environ.get("QIM_TEST_MAILBOX_STORE", "").strip()
+    return {"QIM_MAILBOX_STORE": store} if store else {}
+
+
 @contextlib.contextmanager
 def scale_stack(base, cassandra):
     """The stack of the module docstring on a fresh keyspace of `cassandra` (dropped after)."""
     keyspace = f"qim_scale_{secrets.token_hex(4)}"
-    env = {**cassandra.env(keyspace), "QIM_SHARD_LEASE_MS": str(LEASE_MS), "QIM_SHARD_RENEW_MS": str(RENEW_MS)}
+    env = {**cassandra.env(keyspace), "QIM_SHARD_LEASE_MS": str(LEASE_MS), "QIM_SHARD_RENEW_MS": str(RENEW_MS),
+           **mailbox_store_env()}
     try:
         with running_stack(base, extra_env=env, nodes=NODES,
                            engines_kw={"brokers": 3, "outbox_partitions": OUTBOX_PARTITIONS}) as st:
