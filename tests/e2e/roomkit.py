@@ -110,6 +110,13 @@ class RawRoomClient(RawClient):
             return
 
 
+async def join_all(room: int, *clients: RawRoomClient) -> None:
+    """Each of `clients` joins `room`; AssertionError with the reply where it is not ROOM_JOINED."""
+    for c in clients:
+        op, reply = await c.join(room)
+        assert op == Opcode.ROOM_JOINED, reply
+
+
 def error_code(reply) -> int:
     """The code of an ERROR reply (common_pb2.Error)."""
     assert isinstance(reply, (bytes, common_pb2.Error)), reply

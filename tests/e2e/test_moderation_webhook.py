@@ -25,11 +25,12 @@ from qim.proto.v1 import room_pb2
 from qim.protocol import Opcode
 from qim.sdk import PolicyRefused
 from tests.e2e.rawclient import RawClient, wait_for_entries
-from tests.e2e.roomkit import RawRoomClient, member, room_id
+from tests.e2e.roomkit import RawRoomClient, join_all, member, room_id
 from tests.e2e.test_groups import CONTROL, create, users
-from tests.e2e.test_send_policy import ROOT, gsend, served
+from tests.e2e.test_send_policy import gsend, served
 from tests.fixtures import running_stack
 from tests.policy.hookserver import REFUSAL, SECRET, HookServer
+from tests.policy.switchstack import ROOT
 
 SEND = Opcode.SEND_MESSAGE
 
@@ -115,9 +116,7 @@ async def test_room_posts_and_the_sdk(hook_stack, hook, tmp_path):
     ua, ub = users(2)
     a, b = await RawRoomClient.login(hook_stack, ua), await RawRoomClient.login(hook_stack, ub)
     try:
-        for c in (a, b):
-            op, joined = await c.join(room)
-            assert op == Opcode.ROOM_JOINED, joined
+        await join_all(room, a, b)
         op, reply = await a.post(room, b"room refuse")
         assert op == Opcode.ERROR and (reply.code, reply.message) == (ErrorCode.POLICY_REFUSED, REFUSAL), reply
         for body in (b"room hello", b"room boom", b"room hang"):  # no answer: fail open for rooms

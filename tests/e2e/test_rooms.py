@@ -18,6 +18,7 @@ from tests.e2e.roomkit import (
     RawRoomClient,
     error_code,
     in_order_once,
+    join_all,
     member,
     posts,
     redis_keys_naming,
@@ -108,9 +109,7 @@ async def test_a_retried_post_is_one_post_and_other_content_is_conflict(stack):
     ua, ub = users(2)
     a, b = await RawRoomClient.login(stack, ua), await RawRoomClient.login(stack, ub)
     try:
-        for c in (a, b):
-            op, joined = await c.join(room)
-            assert op == Opcode.ROOM_JOINED, joined
+        await join_all(room, a, b)
         cmid = os.urandom(16)
         op, first = await a.post(room, b"once", cmid)
         op2, again = await a.post(room, b"once", cmid)

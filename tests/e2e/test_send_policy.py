@@ -25,30 +25,25 @@ from qim.protocol import Opcode
 from qim.sdk import PolicyRefused
 from qim.sdk import events as ev
 from tests.e2e.rawclient import RawClient, call, wait_for_entries
-from tests.e2e.roomkit import RawRoomClient, member, posts, room_id, until
+from tests.e2e.roomkit import RawRoomClient, join_all, member, posts, room_id, until
 from tests.e2e.test_groups import CONTROL, create, gconv, users
-from tests.fixtures import running_stack
+from tests.policy.switchstack import policy_stack_of, switch_file
 
-ROOT = Path(__file__).resolve().parents[2]
 REFUSED, HELD = ErrorCode.POLICY_REFUSED, ErrorCode.UNAVAILABLE
 
 
 @pytest.fixture(scope="module")
 def policy_switch(tmp_path_factory) -> Path:
     """The file steering tests.policy.switch for sends with b"switch" in the body."""
-    path = tmp_path_factory.mktemp("switch") / "verdict"
-    path.write_text("accept")
-    return path
+    return switch_file(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def policy_stack(tmp_path_factory, policy_switch):
     """One gateway, writer, RoomWriter... with the test policy loaded by the writer and
-    the RoomWriter (PYTHONPATH: the policy module lives under tests/): by_content, and
-    the switch's file for bodies with b"switch" (tests/policy/switch.py)."""
-    with running_stack(tmp_path_factory.mktemp("policy"),
-                       extra_env={"QIM_SEND_POLICY": "tests.policy.switch:by_switch",
-                                  "POLICY_SWITCH_FILE": str(policy_switch), "PYTHONPATH": str(ROOT)}) as st:
+    the RoomWriter: by_content, and the switch's file for bodies with b"switch"
+    (tests/policy/switchstack.py)."""
+    with policy_stack_of(tmp_path_factory, policy_switch) as st:
         yield st
 
 
@@ -115,9 +110,7 @@ async def test_room_posts_refused_held_and_retried_get_the_same_verdict(policy_s
     ua, ub = users(2)
     a, b = await RawRoomClient.login(policy_stack, ua), await RawRoomClient.login(policy_stack, ub)
     try:
-        for c in (a, b):
-            op, joined = await c.join(room)
-            assert op == Opcode.ROOM_JOINED, joined
+        await join_all(room, a, b)
         send = Opcode.ROOM_SEND
         for body, check in ((b"room spam", lambda r: refused(r, send, "spam is not welcome here")),
                             (b"hold it", lambda r: held(r, send)),
