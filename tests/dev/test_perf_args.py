@@ -71,7 +71,10 @@ def test_good_values_convert_and_the_option_beats_the_variable():
 def test_the_cql_mailbox_runs_with_the_archive_tier_and_tells_the_stack(monkeypatch):
     """PERF_MAILBOX=cql: the archive tier is on (the store needs its cluster) and the
     stack's services inherit QIM_MAILBOX_STORE=cql; anything but redis|cql is refused."""
-    monkeypatch.delenv("QIM_MAILBOX_STORE", raising=False)
+    # setenv first so the undo removes what options() sets below: a bare delenv of an unset
+    # variable records nothing, and QIM_MAILBOX_STORE=cql leaked into every later stack
+    monkeypatch.setenv("QIM_MAILBOX_STORE", "")
+    monkeypatch.delenv("QIM_MAILBOX_STORE")
     assert perf_args.options([], {}).mailbox == "redis" and "QIM_MAILBOX_STORE" not in perf_args.os.environ
     cfg = perf_args.options([], {"PERF_MAILBOX": "cql"})
     assert cfg.archive and perf_args.os.environ["QIM_MAILBOX_STORE"] == "cql"
