@@ -4,8 +4,10 @@ restart: `stack up` waits for that restart, says so on the terminal, and succeed
 "mailbox exited during start" and stopped everything the supervisor was restarting.
 A service that keeps dying is refused with its last log lines.
 
-Real engines (the session's Redis and Kafka) and real service processes under a real
-supervisor. The death is a real SIGSEGV of the mailbox process, made by a sitecustomize
+Real engines of this module's own (a Redis and a Kafka: a second stack on the session's
+engines would share its ShardRegistry and shards with the session's stack, which is up in
+a full run, and this stack's mailbox would never own its shards) and real service
+processes under a real supervisor. The death is a real SIGSEGV of the mailbox process, made by a sitecustomize
 on the services' PYTHONPATH, once (a marker file in the stack directory), after every
 service has its pid recorded: the moment the old wait had already read stack.json.
 """
@@ -20,6 +22,7 @@ from qim.dev import progress
 from qim.dev.stack import Stack
 from qim.dev.supervisor import supervised_stack_up
 from qim.errors import EngineError
+from tests.fixtures import start_test_engines
 
 HOOK = """
 import json, os, signal, sys, time
@@ -49,6 +52,14 @@ def _hooked(tmp_path, deaths: int) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join(p for p in (str(hook), os.environ.get("PYTHONPATH", "")) if p)}
 
 
+@pytest.fixture(scope="module")
+def own_engines(tmp_path_factory):
+    """A Redis and a Kafka of this module's own (module docstring), stopped afterwards."""
+    es = start_test_engines(tmp_path_factory.mktemp("restart-engines"), with_cassandra=False)
+    yield es
+    es.down()
+
+
 @pytest.fixture
 def said(monkeypatch):
     """The progress lines `stack up` prints (turned on as the CLI does)."""
@@ -58,9 +69,9 @@ def said(monkeypatch):
     monkeypatch.setattr(progress, "_started", None)
 
 
-def test_stack_up_waits_for_the_supervisors_restart_of_a_service_dying_at_start(engines, tmp_path, said, capsys):
+def test_stack_up_waits_for_the_supervisors_restart_of_a_service_dying_at_start(own_engines, tmp_path, said, capsys):
     sd = tmp_path / "stack"
-    st = supervised_stack_up(sd, engines.env(), die_with_parent=True, extra_env=_hooked(tmp_path, 1))
+    st = supervised_stack_up(sd, own_engines.env(), die_with_parent=True, extra_env=_hooked(tmp_path, 1))
     try:
         assert (sd / "mailbox-died-at-start").read_text() == "1"  # it did die once, during the start
         now = Stack.load(sd)
@@ -76,10 +87,10 @@ def test_stack_up_waits_for_the_supervisors_restart_of_a_service_dying_at_start(
         st.down()
 
 
-def test_stack_up_gives_up_on_a_service_that_keeps_dying_with_its_log(engines, tmp_path, said):
+def test_stack_up_gives_up_on_a_service_that_keeps_dying_with_its_log(own_engines, tmp_path, said):
     sd = tmp_path / "stack"
     with pytest.raises(EngineError) as caught:
-        supervised_stack_up(sd, engines.env(), die_with_parent=True, extra_env=_hooked(tmp_path, 99))
+        supervised_stack_up(sd, own_engines.env(), die_with_parent=True, extra_env=_hooked(tmp_path, 99))
     text = str(caught.value)
     assert text.startswith(
         "mailbox kept dying during start (killed by signal 11 (SIGSEGV); 4 restarts "
