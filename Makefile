@@ -11,6 +11,8 @@ DEMO_LANGS ?= english,chinese
 DEMO_LIMIT ?= 300
 DEMO_FULL ?=
 PYTEST_ARGS ?=
+# make test: pytest-xdist workers for the main suite (docs/decisions/0118); 1 runs it in one process
+PYTEST_WORKERS ?= 2
 
 .PHONY: install engines up demo down test test-scale bench wheel proto clean test-tools web-tools web-build test-web web-up web-serve
 
@@ -121,7 +123,7 @@ test-tools:
 # target, test-cql3 (about 9 minutes: three Cassandra nodes).
 test: install test-tools web-tools web-build
 	cd web && npm test
-	$(BIN)/python -m pytest --durations=40 --ignore=tests/scale --ignore=tests/cql3 --ignore=tests/redismove --ignore=tests/deploy $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=40 --ignore=tests/scale --ignore=tests/cql3 --ignore=tests/redismove --ignore=tests/deploy $(PYTEST_ARGS)
 	QIM_PUREPYTHON=1 $(BIN)/python -m pytest -q tests/core
 	$(MAKE) test-scale
 
