@@ -9,7 +9,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class MailboxEntry(_message.Message):
-    __slots__ = ("mailbox_seq", "event_type", "event_id", "message_id", "conversation_id", "conversation_seq", "sender_id", "created_at_ms", "message_type", "custom_type", "client_message_id", "body", "state")
+    __slots__ = ("mailbox_seq", "event_type", "event_id", "message_id", "conversation_id", "conversation_seq", "sender_id", "created_at_ms", "message_type", "custom_type", "client_message_id", "body", "state", "reply", "mention_user_ids", "mention_all", "version", "edited_at_ms")
     MAILBOX_SEQ_FIELD_NUMBER: _ClassVar[int]
     EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -23,6 +23,11 @@ class MailboxEntry(_message.Message):
     CLIENT_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     BODY_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    REPLY_FIELD_NUMBER: _ClassVar[int]
+    MENTION_USER_IDS_FIELD_NUMBER: _ClassVar[int]
+    MENTION_ALL_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    EDITED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     mailbox_seq: int
     event_type: int
     event_id: bytes
@@ -36,7 +41,12 @@ class MailboxEntry(_message.Message):
     client_message_id: bytes
     body: bytes
     state: _message_pb2.MessageState
-    def __init__(self, mailbox_seq: _Optional[int] = ..., event_type: _Optional[int] = ..., event_id: _Optional[bytes] = ..., message_id: _Optional[bytes] = ..., conversation_id: _Optional[bytes] = ..., conversation_seq: _Optional[int] = ..., sender_id: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., message_type: _Optional[_Union[_common_pb2.MessageType, str, int]] = ..., custom_type: _Optional[bytes] = ..., client_message_id: _Optional[bytes] = ..., body: _Optional[bytes] = ..., state: _Optional[_Union[_message_pb2.MessageState, str, int]] = ...) -> None: ...
+    reply: _message_pb2.ReplyRef
+    mention_user_ids: _containers.RepeatedScalarFieldContainer[int]
+    mention_all: bool
+    version: int
+    edited_at_ms: int
+    def __init__(self, mailbox_seq: _Optional[int] = ..., event_type: _Optional[int] = ..., event_id: _Optional[bytes] = ..., message_id: _Optional[bytes] = ..., conversation_id: _Optional[bytes] = ..., conversation_seq: _Optional[int] = ..., sender_id: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., message_type: _Optional[_Union[_common_pb2.MessageType, str, int]] = ..., custom_type: _Optional[bytes] = ..., client_message_id: _Optional[bytes] = ..., body: _Optional[bytes] = ..., state: _Optional[_Union[_message_pb2.MessageState, str, int]] = ..., reply: _Optional[_Union[_message_pb2.ReplyRef, _Mapping]] = ..., mention_user_ids: _Optional[_Iterable[int]] = ..., mention_all: _Optional[bool] = ..., version: _Optional[int] = ..., edited_at_ms: _Optional[int] = ...) -> None: ...
 
 class PullMailbox(_message.Message):
     __slots__ = ("cursor", "max_entries", "max_bytes")

@@ -25,33 +25,43 @@ _sym_db = _symbol_database.Default()
 from qim.proto.v1 import common_pb2 as qim_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14qim/v1/message.proto\x12\x06qim.v1\x1a\x13qim/v1/common.proto\"\xe0\x01\n\x0bSendMessage\x12\x19\n\x11\x63lient_message_id\x18\x01 \x01(\x0c\x12\x17\n\x0f\x63onversation_id\x18\x02 \x01(\x0c\x12\x19\n\x11recipient_user_id\x18\x03 \x01(\x04\x12)\n\x0cmessage_type\x18\x04 \x01(\x0e\x32\x13.qim.v1.MessageType\x12\x13\n\x0b\x63ustom_type\x18\x05 \x01(\x0c\x12\x0c\n\x04\x62ody\x18\x06 \x01(\x0c\x12\x10\n\x08group_id\x18\x07 \x01(\x04\x12\"\n\x1aprevious_client_message_id\x18\x08 \x01(\x0c\"\x82\x01\n\x07SendAck\x12\x19\n\x11\x63lient_message_id\x18\x01 \x01(\x0c\x12\x12\n\nmessage_id\x18\x02 \x01(\x0c\x12\x17\n\x0f\x63onversation_id\x18\x03 \x01(\x0c\x12\x18\n\x10\x63onversation_seq\x18\x04 \x01(\x04\x12\x15\n\rcreated_at_ms\x18\x05 \x01(\x04\"\xbb\x02\n\rMessageRecord\x12\x11\n\ttenant_id\x18\x01 \x01(\x0c\x12\x12\n\nmessage_id\x18\x02 \x01(\x0c\x12\x17\n\x0f\x63onversation_id\x18\x03 \x01(\x0c\x12\x18\n\x10\x63onversation_seq\x18\x04 \x01(\x04\x12\x11\n\tsender_id\x18\x05 \x01(\x04\x12\x18\n\x10sender_device_id\x18\x06 \x01(\x04\x12\x19\n\x11\x63lient_message_id\x18\x07 \x01(\x0c\x12)\n\x0cmessage_type\x18\x08 \x01(\x0e\x32\x13.qim.v1.MessageType\x12\x13\n\x0b\x63ustom_type\x18\t \x01(\x0c\x12\x0c\n\x04\x62ody\x18\n \x01(\x0c\x12\x15\n\rcreated_at_ms\x18\x0b \x01(\x04\x12#\n\x05state\x18\x0c \x01(\x0e\x32\x14.qim.v1.MessageState\"m\n\rRecallMessage\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x12\n\nmessage_id\x18\x02 \x01(\x0c\x12\x19\n\x11\x63lient_message_id\x18\x03 \x01(\x0c\x12\x14\n\x0cpeer_user_id\x18\x04 \x01(\x04\"e\n\x08RecallOk\x12\x12\n\nmessage_id\x18\x01 \x01(\x0c\x12#\n\x05state\x18\x02 \x01(\x0e\x32\x14.qim.v1.MessageState\x12 \n\x18\x63ontrol_conversation_seq\x18\x03 \x01(\x04\"\xad\x01\n\x0c\x43ontrolEvent\x12.\n\nmembership\x18\x01 \x01(\x0b\x32\x18.qim.v1.MembershipChangeH\x00\x12\x32\n\x0cstate_change\x18\x02 \x01(\x0b\x32\x1a.qim.v1.MessageStateChangeH\x00\x12\x30\n\x0ctitle_change\x18\x03 \x01(\x0b\x32\x18.qim.v1.GroupTitleChangeH\x00\x42\x07\n\x05\x65vent\"J\n\x10GroupTitleChange\x12\x10\n\x08group_id\x18\x01 \x01(\x04\x12\r\n\x05title\x18\x02 \x01(\t\x12\x15\n\ractor_user_id\x18\x03 \x01(\x04\"\xf0\x01\n\x10MembershipChange\x12+\n\x04kind\x18\x01 \x01(\x0e\x32\x1d.qim.v1.MembershipChange.Kind\x12\r\n\x05users\x18\x02 \x03(\x04\x12\x15\n\ractor_user_id\x18\x03 \x01(\x04\x12\x1a\n\x12membership_version\x18\x04 \x01(\x04\x12\x10\n\x08group_id\x18\x05 \x01(\x04\x12\r\n\x05title\x18\x06 \x01(\t\"L\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\x0b\n\x07\x43REATED\x10\x01\x12\n\n\x06JOINED\x10\x02\x12\x08\n\x04LEFT\x10\x03\x12\x0b\n\x07REMOVED\x10\x04\"g\n\x12MessageStateChange\x12\x12\n\nmessage_id\x18\x01 \x01(\x0c\x12#\n\x05state\x18\x02 \x01(\x0e\x32\x14.qim.v1.MessageState\x12\x18\n\x10\x63onversation_seq\x18\x03 \x01(\x04*_\n\x0cMessageState\x12\x18\n\x14MESSAGE_STATE_NORMAL\x10\x00\x12\x1a\n\x16MESSAGE_STATE_RECALLED\x10\x01\x12\x19\n\x15MESSAGE_STATE_DELETED\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14qim/v1/message.proto\x12\x06qim.v1\x1a\x13qim/v1/common.proto\"\xac\x02\n\x0bSendMessage\x12\x19\n\x11\x63lient_message_id\x18\x01 \x01(\x0c\x12\x17\n\x0f\x63onversation_id\x18\x02 \x01(\x0c\x12\x19\n\x11recipient_user_id\x18\x03 \x01(\x04\x12)\n\x0cmessage_type\x18\x04 \x01(\x0e\x32\x13.qim.v1.MessageType\x12\x13\n\x0b\x63ustom_type\x18\x05 \x01(\x0c\x12\x0c\n\x04\x62ody\x18\x06 \x01(\x0c\x12\x10\n\x08group_id\x18\x07 \x01(\x04\x12\"\n\x1aprevious_client_message_id\x18\x08 \x01(\x0c\x12\x1b\n\x13reply_to_message_id\x18\t \x01(\x0c\x12\x18\n\x10mention_user_ids\x18\n \x03(\x04\x12\x13\n\x0bmention_all\x18\x0b \x01(\x08\"\xac\x01\n\x08ReplyRef\x12\x12\n\nmessage_id\x18\x01 \x01(\x0c\x12\x18\n\x10\x63onversation_seq\x18\x02 \x01(\x04\x12\x11\n\tsender_id\x18\x03 \x01(\x04\x12)\n\x0cmessage_type\x18\x04 \x01(\x0e\x32\x13.qim.v1.MessageType\x12#\n\x05state\x18\x05 \x01(\x0e\x32\x14.qim.v1.MessageState\x12\x0f\n\x07preview\x18\x06 \x01(\t\">\n\tEditTrail\x12\x14\n\x0c\x65\x64ited_at_ms\x18\x01 \x01(\x04\x12\x1b\n\x13\x63ontrol_message_ids\x18\x02 \x03(\x0c\"\x82\x01\n\x07SendAck\x12\x19\n\x11\x63lient_message_id\x18\x01 \x01(\x0c\x12\x12\n\nmessage_id\x18\x02 \x01(\x0c\x12\x17\n\x0f\x63onversation_id\x18\x03 \x01(\x0c\x12\x18\n\x10\x63onversation_seq\x18\x04 \x01(\x04\x12\x15\n\rcreated_at_ms\x18\x05 \x01(\x04\"\xbe\x03\n\rMessageRecord\x12\x11\n\ttenant_id\x18\x01 \x01(\x0c\x12\x12\n\nmessage_id\x18\x02 \x01(\x0c\x12\x17\n\x0f\x63onversation_id\x18\x03 \x01(\x0c\x12\x18\n\x10\x63onversation_seq\x18\x04 \x01(\x04\x12\x11\n\tsender_id\x18\x05 \x01(\x04\x12\x18\n\x10sender_device_id\x18\x06 \x01(\x04\x12\x19\n\x11\x63lient_message_id\x18\x07 \x01(\x0c\x12)\n\x0cmessage_type\x18\x08 \x01(\x0e\x32\x13.qim.v1.MessageType\x12\x13\n\x0b\x63ustom_type\x18\t \x01(\x0c\x12\x0c\n\x04\x62ody\x18\n \x01(\x0c\x12\x15\n\rcreated_at_ms\x18\x0b \x01(\x04\x12#\n\x05state\x18\x0c \x01(\x0e\x32\x14.qim.v1.MessageState\x12\x1f\n\x05reply\x18\r \x01(\x0b\x32\x10.qim.v1.ReplyRef\x12\x18\n\x10mention_user_ids\x18\x0e \x03(\x04\x12\x13\n\x0bmention_all\x18\x0f \x01(\x08\x12\x0f\n\x07version\x18\x10 \x01(\r\x12 \n\x05\x65\x64its\x18\x11 \x01(\x0b\x32\x11.qim.v1.EditTrail\"m\n\rRecallMessage\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x12\n\nmessage_id\x18\x02 \x01(\x0c\x12\x19\n\x11\x63lient_message_id\x18\x03 \x01(\x0c\x12\x14\n\x0cpeer_user_id\x18\x04 \x01(\x04\"e\n\x08RecallOk\x12\x12\n\nmessage_id\x18\x01 \x01(\x0c\x12#\n\x05state\x18\x02 \x01(\x0e\x32\x14.qim.v1.MessageState\x12 \n\x18\x63ontrol_conversation_seq\x18\x03 \x01(\x04\"\xd2\x01\n\x0c\x43ontrolEvent\x12.\n\nmembership\x18\x01 \x01(\x0b\x32\x18.qim.v1.MembershipChangeH\x00\x12\x32\n\x0cstate_change\x18\x02 \x01(\x0b\x32\x1a.qim.v1.MessageStateChangeH\x00\x12\x30\n\x0ctitle_change\x18\x03 \x01(\x0b\x32\x18.qim.v1.GroupTitleChangeH\x00\x12#\n\x04\x65\x64it\x18\x04 \x01(\x0b\x32\x13.qim.v1.MessageEditH\x00\x42\x07\n\x05\x65vent\"y\n\x0b\x45\x64itMessage\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x12\n\nmessage_id\x18\x02 \x01(\x0c\x12\x19\n\x11\x63lient_message_id\x18\x03 \x01(\x0c\x12\x14\n\x0cpeer_user_id\x18\x04 \x01(\x04\x12\x0c\n\x04\x62ody\x18\x05 \x01(\x0c\"e\n\x06\x45\x64itOk\x12\x12\n\nmessage_id\x18\x01 \x01(\x0c\x12\x0f\n\x07version\x18\x02 \x01(\r\x12 \n\x18\x63ontrol_conversation_seq\x18\x03 \x01(\x04\x12\x14\n\x0c\x65\x64ited_at_ms\x18\x04 \x01(\x04\"p\n\x0bMessageEdit\x12\x12\n\nmessage_id\x18\x01 \x01(\x0c\x12\x18\n\x10\x63onversation_seq\x18\x02 \x01(\x04\x12\x0f\n\x07version\x18\x03 \x01(\r\x12\x0c\n\x04\x62ody\x18\x04 \x01(\x0c\x12\x14\n\x0c\x65\x64ited_at_ms\x18\x05 \x01(\x04\"J\n\x10GroupTitleChange\x12\x10\n\x08group_id\x18\x01 \x01(\x04\x12\r\n\x05title\x18\x02 \x01(\t\x12\x15\n\ractor_user_id\x18\x03 \x01(\x04\"\xf0\x01\n\x10MembershipChange\x12+\n\x04kind\x18\x01 \x01(\x0e\x32\x1d.qim.v1.MembershipChange.Kind\x12\r\n\x05users\x18\x02 \x03(\x04\x12\x15\n\ractor_user_id\x18\x03 \x01(\x04\x12\x1a\n\x12membership_version\x18\x04 \x01(\x04\x12\x10\n\x08group_id\x18\x05 \x01(\x04\x12\r\n\x05title\x18\x06 \x01(\t\"L\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\x0b\n\x07\x43REATED\x10\x01\x12\n\n\x06JOINED\x10\x02\x12\x08\n\x04LEFT\x10\x03\x12\x0b\n\x07REMOVED\x10\x04\"g\n\x12MessageStateChange\x12\x12\n\nmessage_id\x18\x01 \x01(\x0c\x12#\n\x05state\x18\x02 \x01(\x0e\x32\x14.qim.v1.MessageState\x12\x18\n\x10\x63onversation_seq\x18\x03 \x01(\x04*_\n\x0cMessageState\x12\x18\n\x14MESSAGE_STATE_NORMAL\x10\x00\x12\x1a\n\x16MESSAGE_STATE_RECALLED\x10\x01\x12\x19\n\x15MESSAGE_STATE_DELETED\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'qim.v1.message_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_MESSAGESTATE']._serialized_start=1545
-  _globals['_MESSAGESTATE']._serialized_end=1640
+  _globals['_MESSAGESTATE']._serialized_start=2368
+  _globals['_MESSAGESTATE']._serialized_end=2463
   _globals['_SENDMESSAGE']._serialized_start=54
-  _globals['_SENDMESSAGE']._serialized_end=278
-  _globals['_SENDACK']._serialized_start=281
-  _globals['_SENDACK']._serialized_end=411
-  _globals['_MESSAGERECORD']._serialized_start=414
-  _globals['_MESSAGERECORD']._serialized_end=729
-  _globals['_RECALLMESSAGE']._serialized_start=731
-  _globals['_RECALLMESSAGE']._serialized_end=840
-  _globals['_RECALLOK']._serialized_start=842
-  _globals['_RECALLOK']._serialized_end=943
-  _globals['_CONTROLEVENT']._serialized_start=946
-  _globals['_CONTROLEVENT']._serialized_end=1119
-  _globals['_GROUPTITLECHANGE']._serialized_start=1121
-  _globals['_GROUPTITLECHANGE']._serialized_end=1195
-  _globals['_MEMBERSHIPCHANGE']._serialized_start=1198
-  _globals['_MEMBERSHIPCHANGE']._serialized_end=1438
-  _globals['_MEMBERSHIPCHANGE_KIND']._serialized_start=1362
-  _globals['_MEMBERSHIPCHANGE_KIND']._serialized_end=1438
-  _globals['_MESSAGESTATECHANGE']._serialized_start=1440
-  _globals['_MESSAGESTATECHANGE']._serialized_end=1543
+  _globals['_SENDMESSAGE']._serialized_end=354
+  _globals['_REPLYREF']._serialized_start=357
+  _globals['_REPLYREF']._serialized_end=529
+  _globals['_EDITTRAIL']._serialized_start=531
+  _globals['_EDITTRAIL']._serialized_end=593
+  _globals['_SENDACK']._serialized_start=596
+  _globals['_SENDACK']._serialized_end=726
+  _globals['_MESSAGERECORD']._serialized_start=729
+  _globals['_MESSAGERECORD']._serialized_end=1175
+  _globals['_RECALLMESSAGE']._serialized_start=1177
+  _globals['_RECALLMESSAGE']._serialized_end=1286
+  _globals['_RECALLOK']._serialized_start=1288
+  _globals['_RECALLOK']._serialized_end=1389
+  _globals['_CONTROLEVENT']._serialized_start=1392
+  _globals['_CONTROLEVENT']._serialized_end=1602
+  _globals['_EDITMESSAGE']._serialized_start=1604
+  _globals['_EDITMESSAGE']._serialized_end=1725
+  _globals['_EDITOK']._serialized_start=1727
+  _globals['_EDITOK']._serialized_end=1828
+  _globals['_MESSAGEEDIT']._serialized_start=1830
+  _globals['_MESSAGEEDIT']._serialized_end=1942
+  _globals['_GROUPTITLECHANGE']._serialized_start=1944
+  _globals['_GROUPTITLECHANGE']._serialized_end=2018
+  _globals['_MEMBERSHIPCHANGE']._serialized_start=2021
+  _globals['_MEMBERSHIPCHANGE']._serialized_end=2261
+  _globals['_MEMBERSHIPCHANGE_KIND']._serialized_start=2185
+  _globals['_MEMBERSHIPCHANGE_KIND']._serialized_end=2261
+  _globals['_MESSAGESTATECHANGE']._serialized_start=2263
+  _globals['_MESSAGESTATECHANGE']._serialized_end=2366
 # @@protoc_insertion_point(module_scope)
