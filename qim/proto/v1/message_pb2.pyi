@@ -60,12 +60,14 @@ class ReplyRef(_message.Message):
     def __init__(self, message_id: _Optional[bytes] = ..., conversation_seq: _Optional[int] = ..., sender_id: _Optional[int] = ..., message_type: _Optional[_Union[_common_pb2.MessageType, str, int]] = ..., state: _Optional[_Union[MessageState, str, int]] = ..., preview: _Optional[str] = ...) -> None: ...
 
 class EditTrail(_message.Message):
-    __slots__ = ("edited_at_ms", "control_message_ids")
+    __slots__ = ("edited_at_ms", "control_message_ids", "control_seqs")
     EDITED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     CONTROL_MESSAGE_IDS_FIELD_NUMBER: _ClassVar[int]
+    CONTROL_SEQS_FIELD_NUMBER: _ClassVar[int]
     edited_at_ms: int
     control_message_ids: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, edited_at_ms: _Optional[int] = ..., control_message_ids: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    control_seqs: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, edited_at_ms: _Optional[int] = ..., control_message_ids: _Optional[_Iterable[bytes]] = ..., control_seqs: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class SendAck(_message.Message):
     __slots__ = ("client_message_id", "message_id", "conversation_id", "conversation_seq", "created_at_ms")
