@@ -131,7 +131,7 @@ def one_input(data: bytes) -> None:
     gw = gateway()
     ctx = Ctx(tenant=0, user=d.choice((7, 8, 1 << 40)), peer=d.choice((9, 7, (1 << 63) - 1)),
               group=d.choice((11, 1 << 62)))
-    conn = ClientConnection(StubStream(), gw)
+    conn = ClientConnection(StubStream(), gw).session  # the DeviceSession serves the requests
     try:
         if d.chance(200):
             _auth(d, conn, ctx)

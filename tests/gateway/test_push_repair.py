@@ -149,7 +149,7 @@ async def test_a_device_whose_push_was_dropped_is_woken_when_its_queue_drains():
     peer.setblocking(False)
     loop = asyncio.get_running_loop()
     await loop.sock_connect(peer, server.sockets[0].getsockname())
-    conn = ClientConnection(await accepted, gw)
+    conn = ClientConnection(await accepted, gw).session
     conn.tenant, conn.user_id, conn.device_id, conn.shard, conn.lane = 0, 42, 1, 3, 5
     gw.online.register(conn)
     conn.send(Opcode.MAILBOX_BATCH, 9, os.urandom(3 * 1024 * 1024))  # a page the device reads slowly

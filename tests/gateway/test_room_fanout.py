@@ -29,9 +29,8 @@ class Conn:
         self.sent: list[tuple[int, bytes]] = []
         self.queued_bytes = 0
         self.drained = asyncio.Event()
-        self.stream = SimpleNamespace(wait_writable=self._wait_writable)
 
-    async def _wait_writable(self, limit: int) -> None:
+    async def wait_writable(self, limit: int) -> None:
         await self.drained.wait()
 
     def send(self, opcode: int, request_id: int, body: bytes) -> None:

@@ -15,7 +15,7 @@ from qim.consts import GROUP_MAX_MEMBERS
 from qim.errors import ErrorCode, RequestError
 from qim.proto.v1 import group_pb2, history_pb2, internal_pb2, mailbox_pb2, message_pb2, room_pb2, session_pb2
 from qim.protocol import Opcode
-from qim.services.gateway.conn import BULK_OPS
+from qim.services.gateway.device_session import BULK_OPS
 from qim.services.gateway.router import BackendRouter, rendezvous_order
 from qim.services.gateway.routes import RESERVED, ROUTES, forward
 from qim.stores.registry import Owner

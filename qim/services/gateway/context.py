@@ -1,4 +1,5 @@
-"""What a client connection and its device session see of their gateway node (issue 36).
+"""What a client connection and its device session see of their gateway node, and what
+the gateway half of a backend sees of a device session (issue 36; decision 0116).
 
 ConnectionNode (server.py) is one GatewayContext; a unit test's stand-in
 (tests/gateway/standin.py) is another, built from the same parts. The optional parts
@@ -11,10 +12,11 @@ silently skipped step.
 from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Optional, Protocol
+from typing import TYPE_CHECKING, Awaitable, Callable, Optional, Protocol, Union
 
 if TYPE_CHECKING:
     from qim.config import GatewayConfig
+    from qim.proto.v1 import internal_pb2
     from qim.services.gateway.auth import Authenticator
     from qim.services.gateway.metrics import GatewayMetrics
     from qim.services.gateway.online import OnlineRegistry
@@ -22,8 +24,9 @@ if TYPE_CHECKING:
     from qim.services.gateway.ratelimit import SendLimiter
     from qim.services.gateway.revocation import Revocations
     from qim.services.gateway.router import BackendRouter
-    from qim.services.gateway.routes import LocalBackend
     from qim.stores.presence import SessionEpochStore
+
+RouteKey = Union[bytes, int]  # a route's routing key (routes.py): a shard number or a conversation key
 
 
 class Admission(Protocol):
@@ -97,4 +100,62 @@ class GatewayContext(Protocol):
     @property
     def presence(self) -> Optional[PresencePublisher]:
         """The PresencePublisher; None: no registry, no presence."""
+        ...
+
+
+class ClientSession(Protocol):
+    """What the gateway half of a backend sees of a device session (device_session.py
+    DeviceSession): a route's `check(session, body)` reads the identity and `gw`; a
+    LocalBackend (routes.py; rooms) also sends it frames, waits for its queue to drain
+    and names it by `conn_id` (the `connection` of its envelope)."""
+
+    tenant: int
+    user_id: int
+    device_id: int
+    shard: int
+    conn_id: int
+    gw: GatewayContext
+
+    @property
+    def queued_bytes(self) -> int:
+        """Outbound bytes not yet handed to the device's socket."""
+        ...
+
+    def send(self, opcode: int, request_id: int, body: bytes) -> None:
+        """Queue one frame to the device (StreamClosed when closed)."""
+        ...
+
+    async def wait_writable(self, limit: int) -> None:
+        """Wait until at most `limit` bytes are queued toward the device."""
+        ...
+
+    def actor(self) -> internal_pb2.Actor:
+        """The authenticated identity its requests carry to the backends."""
+        ...
+
+
+class LocalBackend(Protocol):
+    """The gateway-side half of a backend with state per client connection (routes.py).
+    `request` raises RequestError like a route check or the backend; the others never raise."""
+
+    async def request(self, conn: ClientSession, opcode: int, key: RouteKey, body: bytes,
+                      call: Callable[[], Awaitable[tuple[int, bytes]]]) -> tuple[int, bytes]:
+        """Serve one client request of this backend; `call()` forwards it."""
+        ...
+
+    def closed(self, conn: ClientSession) -> None:
+        """Device session `conn` ended."""
+        ...
+
+    async def close(self) -> None:
+        """The node stops: cancel its background work."""
+        ...
+
+    def on_push(self, addr: str, body: bytes) -> None:
+        """A `pushes` frame from the backend node at `addr`."""
+        ...
+
+    def on_lost(self, addr: str) -> None:
+        """The gateway's connection to the backend node at `addr` dropped (called before
+        any new connection to it is made)."""
         ...

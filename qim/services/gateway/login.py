@@ -119,12 +119,11 @@ class LoginAdmission:
 
 
 class LoginMixin:
-    """The AUTH half of ClientConnection (conn.py): AUTH of a new connection (admitted
-    by the gateway's LoginAdmission when it has one) and the token refresh of a live
-    one; the KICKED{TOKEN_EXPIRED} at the token's exp."""
+    """The AUTH half of DeviceSession (device_session.py): AUTH of a new session
+    (admitted by the gateway's LoginAdmission when it has one) and the token refresh of
+    a live one; the KICKED{TOKEN_EXPIRED} at the token's exp."""
 
-    # what ClientConnection holds (conn.py): typed here so these methods are checked
-    stream: FrameTransport
+    # what DeviceSession holds (device_session.py): typed here so these methods are checked
     gw: GatewayContext
     _m: GatewayMetrics
     _authn: Authenticator
@@ -140,8 +139,13 @@ class LoginMixin:
     display_name: str
     heartbeat_s: int
 
+    @property
+    def stream(self) -> FrameTransport:
+        """The attached connection's FrameTransport: DeviceSession's."""
+        raise NotImplementedError
+
     def revoked(self) -> None:
-        """KICKED{REVOKED}, then close: ClientConnection's (conn.py)."""
+        """KICKED{REVOKED}, then close: DeviceSession's."""
         raise NotImplementedError
 
     def _token_expired(self) -> None:
@@ -200,7 +204,7 @@ class LoginMixin:
                 if revocations is not None:  # after registering: a revocation published meanwhile finds it
                     await revocations.admit(self)
             except BaseException:
-                self.gw.online.unregister(cast("DeviceConn", self))  # ClientConnection is one
+                self.gw.online.unregister(cast("DeviceConn", self))  # DeviceSession is one
                 self.tenant = self.user_id = self.device_id = self.shard = self.lane = 0
                 raise
             if self.gw.presence is not None:

@@ -15,8 +15,8 @@ connection itself.
 
 A backend row with a `local` class (qim/topology.py GatewayBackend) has a LocalBackend
 in the gateway (`build_locals`): every request of that backend passes through its
-`request()` (which calls the forward itself), it hears `closed(conn)` of every client
-connection, and `on_push`/`on_lost` of the gateway's own connections to the backend's
+`request()` (which calls the forward itself), it hears `closed(conn)` of every device
+session (device_session.py), and `on_push`/`on_lost` of the gateway's own connections to the backend's
 nodes (qim/services/gateway/router.py). The envelope carries `connection` (the client
 connection's id within this gateway) when the message has that field.
 """
@@ -24,14 +24,20 @@ connection's id within this gateway) when the message has that field.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Protocol, Union
+from typing import TYPE_CHECKING, Any, Callable
+
+from google.protobuf.message import Message
 
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
+from qim.services.gateway.context import LocalBackend, RouteKey
 from qim.topology import gateway_backends, load, service
 from qim.wire.calls import CALLS, Call
 
-RouteKey = Union[bytes, int]
+if TYPE_CHECKING:
+    from qim.services.gateway.context import ClientSession, GatewayContext
+    from qim.services.gateway.router import BackendRouter
+
 
 
 @dataclass(frozen=True)
@@ -42,8 +48,8 @@ class Route:
 
     backend: str
     opcode: int
-    envelope: Any
-    check: Callable[[Any, bytes], RouteKey]
+    envelope: type[Message]
+    check: Callable[[ClientSession, bytes], RouteKey]
     bulk: bool = False
 
     @property
@@ -81,7 +87,7 @@ RESERVED = frozenset(op.value for op in Opcode if (op >> 8) in (0x04, 0x05, 0x06
 
 def envelope(route: Route, actor: internal_pb2.Actor, opcode: int, upstream: bytes, connection: int = 0) -> bytes:
     """The internal request that carries `upstream` (unchanged) to the route's backend."""
-    fields: dict[str, Any] = {"actor": actor, "upstream": upstream}
+    fields: dict[str, Any] = {"actor": actor, "upstream": upstream}  # fields of several types
     if route.carries_opcode:
         fields["opcode"] = opcode
     if route.carries_connection:
@@ -89,7 +95,7 @@ def envelope(route: Route, actor: internal_pb2.Actor, opcode: int, upstream: byt
     return route.envelope(**fields).SerializeToString()
 
 
-async def forward(router: Any, route: Route, key: RouteKey, actor: internal_pb2.Actor, opcode: int,
+async def forward(router: BackendRouter, route: Route, key: RouteKey, actor: internal_pb2.Actor, opcode: int,
                   upstream: bytes, connection: int = 0) -> tuple[int, bytes]:
     """Send one validated request to its backend through `router` (BackendRouter.call);
     the backend's reply. Raises RequestError (UNAVAILABLE, or the backend's own ERROR as
@@ -97,30 +103,7 @@ async def forward(router: Any, route: Route, key: RouteKey, actor: internal_pb2.
     return await router.call(route.backend, key, route.opcode, envelope(route, actor, opcode, upstream, connection))
 
 
-class LocalBackend(Protocol):
-    """The gateway-side half of a backend with state per client connection (module doc).
-    `request` raises RequestError like a route check or the backend; the others never raise."""
-
-    async def request(self, conn: Any, opcode: int, key: RouteKey, body: bytes,
-                      call: Callable[[], Awaitable[tuple[int, bytes]]]) -> tuple[int, bytes]:
-        """Serve one client request of this backend; `call()` forwards it."""
-        ...
-
-    def closed(self, conn: Any) -> None:
-        """Client connection `conn` ended."""
-        ...
-
-    def on_push(self, addr: str, body: bytes) -> None:
-        """A `pushes` frame from the backend node at `addr`."""
-        ...
-
-    def on_lost(self, addr: str) -> None:
-        """The gateway's connection to the backend node at `addr` dropped (called before
-        any new connection to it is made)."""
-        ...
-
-
-def build_locals(gateway: Any) -> dict[str, LocalBackend]:
+def build_locals(gateway: GatewayContext) -> dict[str, LocalBackend]:
     """The LocalBackend of every backend row that names one, by service name."""
     return {row.name: load(row.gateway.local)(gateway) for row in gateway_backends()
             if row.gateway is not None and row.gateway.local}

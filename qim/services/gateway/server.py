@@ -87,7 +87,9 @@ class ConnectionNode(ServiceNode):
         self.cluster = GatewayCluster(config, self.metrics, self.registry) if config.registry is not None else None
         self.epochs = self.cluster.epochs if self.cluster is not None else None
         self.presence = self.cluster.presence if self.cluster is not None else None
-        self.locals = build_locals(self)  # backends with state per client connection (rooms: backends/room.py)
+        self.locals = build_locals(self)  # backends with state per device session (rooms: backends/room.py)
+        for name, local in self.locals.items():
+            self.closing(local.close, f"{name} local backend")
         self.router = BackendRouter({s.name: config.peers.get(s.name, ()) for s in gateway_backends()},
                                     tls=self.internal_tls,
                                     owners=self.cluster.owners if self.cluster is not None else None,

@@ -5,13 +5,12 @@ live owner of the user's mailbox shard (`conn.shard` from AUTH).
 
 from __future__ import annotations
 
-from typing import Any
-
 from qim.proto.v1 import mailbox_pb2
+from qim.services.gateway.context import ClientSession
 from qim.wire.validate import parse_request
 
 
-def pull_mailbox_key(conn: Any, body: bytes) -> int:
+def pull_mailbox_key(conn: ClientSession, body: bytes) -> int:
     """PULL_MAILBOX: a valid request; the key is the user's mailbox shard."""
     parse_request(mailbox_pb2.PullMailbox, body, "PULL_MAILBOX")
     return conn.shard

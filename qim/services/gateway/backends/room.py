@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Awaitable, Callable
 
 from google.protobuf.message import DecodeError
 
@@ -39,7 +39,7 @@ from qim.errors import ErrorCode, RequestError
 from qim.net.transport import StreamClosed
 from qim.proto.v1 import internal_pb2, room_pb2
 from qim.protocol import Opcode
-from qim.services.gateway.metrics import GatewayMetrics
+from qim.services.gateway.context import ClientSession, GatewayContext, RouteKey
 from qim.topology import ROOM
 from qim.wire.calls import calls_of
 from qim.wire.room import check_join, check_room_id, check_send, room_shard
@@ -49,21 +49,21 @@ logger = logging.getLogger(__name__)
 RoomKey = tuple[int, int]  # (tenant, room_id)
 
 
-def join_key(conn: Any, body: bytes) -> int:
+def join_key(conn: ClientSession, body: bytes) -> int:
     """JOIN_ROOM at the gateway: a valid JoinRoom; the key is the room's shard."""
     req = parse_request(room_pb2.JoinRoom, body, "JOIN_ROOM")
     check_join(req)
     return room_shard(conn.tenant, req.room_id)
 
 
-def send_key(conn: Any, body: bytes) -> int:
+def send_key(conn: ClientSession, body: bytes) -> int:
     """ROOM_SEND at the gateway: a valid post or recall (QIM_MAX_MESSAGE_BODY); the key is the room's shard."""
     req = parse_request(room_pb2.RoomSend, body, "ROOM_SEND")
     check_send(req, conn.gw.config.max_body)
     return room_shard(conn.tenant, req.room_id)
 
 
-def leave_key(conn: Any, body: bytes) -> int:
+def leave_key(conn: ClientSession, body: bytes) -> int:
     """LEAVE_ROOM at the gateway: a valid room id; the key is the room's shard."""
     req = parse_request(room_pb2.LeaveRoom, body, "LEAVE_ROOM")
     check_room_id(req.room_id)
@@ -81,7 +81,7 @@ class LocalRoom:
     """The members here of one room served by the RoomWriter at `addr`."""
 
     addr: str
-    members: dict[int, Any] = field(default_factory=dict)  # conn_id -> ClientConnection
+    members: dict[int, ClientSession] = field(default_factory=dict)  # conn_id -> its DeviceSession
 
 
 def rejoin_body(room_id: int) -> bytes:
@@ -90,24 +90,22 @@ def rejoin_body(room_id: int) -> bytes:
 
 
 class RoomFanout:
-    """LocalBackend of the RoomWriter (module doc). `gateway` is the ConnectionNode (or a
-    stand-in): `config.room_max_per_connection`, `router` (BackendRouter: `address()`,
-    `call()`), `metrics`, and `closing()` when it is a node."""
+    """LocalBackend of the RoomWriter (module doc). `gateway` is the GatewayContext
+    (context.py): `config.room_max_per_connection`, `router` (BackendRouter: `address()`,
+    `call()`), `metrics`; the node calls `close()` when it stops (server.py)."""
 
-    def __init__(self, gateway: Any, member_queue_bytes: int = ROOM_MEMBER_QUEUE_BYTES) -> None:
+    def __init__(self, gateway: GatewayContext, member_queue_bytes: int = ROOM_MEMBER_QUEUE_BYTES) -> None:
         self.gw = gateway
-        self._m: GatewayMetrics = getattr(gateway, "metrics", None) or GatewayMetrics()
+        self._m = gateway.metrics
         self._limit = member_queue_bytes
         self._rooms: dict[RoomKey, LocalRoom] = {}
         self._joined: dict[int, set[RoomKey]] = {}  # conn_id -> rooms joined
         self._gapped: dict[int, set[RoomKey]] = {}  # conn_id -> rooms it missed events of
         self._tasks: set[asyncio.Task] = set()
-        self._members = 0  # member connections over every room here (the gauge)
-        if hasattr(gateway, "closing"):
-            gateway.closing(self.close, "room fan-out")
+        self._members = 0  # member sessions over every room here (the gauge)
 
     # --- client requests ------------------------------------------------------------
-    async def request(self, conn: Any, opcode: int, key: Any, body: bytes,
+    async def request(self, conn: ClientSession, opcode: int, key: RouteKey, body: bytes,
                       call: Callable[[], Awaitable[tuple[int, bytes]]]) -> tuple[int, bytes]:
         """JOIN_ROOM / ROOM_SEND / LEAVE_ROOM of `conn` (module doc); `call()` forwards."""
         rkey = (conn.tenant, room_of(opcode, body))
@@ -140,7 +138,7 @@ class RoomFanout:
             asyncio.get_running_loop().call_soon(self._notice, conn, rkey, "link_lost")  # after the reply
         return reply
 
-    def _remove(self, conn: Any, rkey: RoomKey) -> None:
+    def _remove(self, conn: ClientSession, rkey: RoomKey) -> None:
         room = self._rooms.get(rkey)
         if room is not None and room.members.pop(conn.conn_id, None) is not None:
             self._members -= 1
@@ -153,14 +151,14 @@ class RoomFanout:
                 del self._joined[conn.conn_id]
         self._count()
 
-    def closed(self, conn: Any) -> None:
+    def closed(self, conn: ClientSession) -> None:
         """`conn` ended: it leaves its rooms here and, in the background, at the RoomWriter."""
         self._gapped.pop(conn.conn_id, None)
         for rkey in list(self._joined.get(conn.conn_id, ())):
             self._remove(conn, rkey)
             self._spawn(self._leave(conn, rkey))
 
-    async def _leave(self, conn: Any, rkey: RoomKey) -> None:
+    async def _leave(self, conn: ClientSession, rkey: RoomKey) -> None:
         # imported here: routes.py loads this module's checks when it builds ROUTES
         from qim.services.gateway.routes import ROUTES, forward
 
@@ -215,16 +213,16 @@ class RoomFanout:
                 self._notice(conn, rkey, "link_lost")
         self._count()
 
-    async def _after_drain(self, conn: Any) -> None:
+    async def _after_drain(self, conn: ClientSession) -> None:
         try:
-            await conn.stream.wait_writable(self._limit // 2)
+            await conn.wait_writable(self._limit // 2)
         finally:
             gapped = self._gapped.pop(conn.conn_id, set())
         for rkey in gapped:
             if rkey in self._joined.get(conn.conn_id, ()):
                 self._notice(conn, rkey, "slow")
 
-    def _notice(self, conn: Any, rkey: RoomKey, reason: str) -> None:
+    def _notice(self, conn: ClientSession, rkey: RoomKey, reason: str) -> None:
         try:
             conn.send(Opcode.ROOM_EVENTS, 0, rejoin_body(rkey[1]))
             self._m.room_rejoins.labels(reason=reason).inc()

@@ -8,29 +8,28 @@ what needs no storage and returns the routing key: the user's session shard from
 
 from __future__ import annotations
 
-from typing import Any
-
 from qim.consts import PROFILES_PAGE_MAX, U63_MAX
 from qim.errors import ErrorCode, RequestError
 from qim.proto.v1 import session_pb2
+from qim.services.gateway.context import ClientSession
 from qim.wire.validate import check_conversation, parse_request
 
 
-def session_list_key(conn: Any, body: bytes) -> int:
+def session_list_key(conn: ClientSession, body: bytes) -> int:
     """PULL_SESSION_LIST: a valid request; the key is the user's session shard (its
     virtual bucket's MailboxShard, never a modulo of the node count: docs/design.md §13)."""
     parse_request(session_pb2.PullSessionList, body, "PULL_SESSION_LIST")
     return conn.shard
 
 
-def mark_read_key(conn: Any, body: bytes) -> int:
+def mark_read_key(conn: ClientSession, body: bytes) -> int:
     """MARK_READ: a direct or group conversation; the key is the user's session shard."""
     req = parse_request(session_pb2.MarkRead, body, "MARK_READ")
     check_conversation(req.conversation_id)
     return conn.shard
 
 
-def profiles_key(conn: Any, body: bytes) -> int:
+def profiles_key(conn: ClientSession, body: bytes) -> int:
     """PULL_PROFILES: 1..PROFILES_PAGE_MAX user ids, each non-zero with bit 63 clear; the
     key is the actor's session shard (its owner answers: names are not sharded)."""
     req = parse_request(session_pb2.PullProfiles, body, "PULL_PROFILES")

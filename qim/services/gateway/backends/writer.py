@@ -10,12 +10,11 @@ bytes are forwarded unchanged; authorisation against membership happens in the w
 
 from __future__ import annotations
 
-from typing import Any
-
 from qim._core import ids
 from qim.consts import CONVERSATION_KIND_DIRECT, GROUP_MAX_MEMBERS, U63_MAX
 from qim.errors import ErrorCode, RequestError
 from qim.proto.v1 import group_pb2, history_pb2, message_pb2
+from qim.services.gateway.context import ClientSession
 from qim.wire.names import check_title
 from qim.wire.validate import (
     check_conversation,
@@ -28,7 +27,7 @@ from qim.wire.validate import (
 )
 
 
-def send_key(conn: Any, body: bytes) -> bytes:
+def send_key(conn: ClientSession, body: bytes) -> bytes:
     """SEND_MESSAGE: shape, body size (QIM_MAX_MESSAGE_BODY), direct audience."""
     msg = parse_send(body)
     kind = check_send_shape(msg, conn.gw.config.max_body)
@@ -37,7 +36,7 @@ def send_key(conn: Any, body: bytes) -> bytes:
     return msg.conversation_id
 
 
-def recall_key(conn: Any, body: bytes) -> bytes:
+def recall_key(conn: ClientSession, body: bytes) -> bytes:
     """RECALL_MESSAGE: conversation, message and client message ids."""
     req = parse_request(message_pb2.RecallMessage, body, "RECALL_MESSAGE")
     check_conversation(req.conversation_id)
@@ -46,14 +45,14 @@ def recall_key(conn: Any, body: bytes) -> bytes:
     return req.conversation_id
 
 
-def history_key(conn: Any, body: bytes) -> bytes:
+def history_key(conn: ClientSession, body: bytes) -> bytes:
     """PULL_HISTORY: a direct or group conversation."""
     req = parse_request(history_pb2.PullHistory, body, "PULL_HISTORY")
     check_conversation(req.conversation_id)
     return req.conversation_id
 
 
-def create_group_key(conn: Any, body: bytes) -> bytes:
+def create_group_key(conn: ClientSession, body: bytes) -> bytes:
     """CREATE_GROUP: group id, request id, at most GROUP_MAX_MEMBERS valid members
     (PAYLOAD_TOO_LARGE past it); the key is the group's conversation."""
     req = parse_request(group_pb2.CreateGroup, body, "CREATE_GROUP")
@@ -68,7 +67,7 @@ def create_group_key(conn: Any, body: bytes) -> bytes:
     return ids.conversation_id_group(conn.tenant, req.group_id)
 
 
-def set_title_key(conn: Any, body: bytes) -> bytes:
+def set_title_key(conn: ClientSession, body: bytes) -> bytes:
     """SET_GROUP_TITLE: group id, request id and the title; the key is the group's conversation."""
     req = parse_request(group_pb2.SetGroupTitle, body, "SET_GROUP_TITLE")
     check_group_id(req.group_id)
@@ -77,7 +76,7 @@ def set_title_key(conn: Any, body: bytes) -> bytes:
     return ids.conversation_id_group(conn.tenant, req.group_id)
 
 
-def leave_group_key(conn: Any, body: bytes) -> bytes:
+def leave_group_key(conn: ClientSession, body: bytes) -> bytes:
     """LEAVE_GROUP: group id and request id; the key is the group's conversation."""
     req = parse_request(group_pb2.LeaveGroup, body, "LEAVE_GROUP")
     check_group_id(req.group_id)
@@ -85,7 +84,7 @@ def leave_group_key(conn: Any, body: bytes) -> bytes:
     return ids.conversation_id_group(conn.tenant, req.group_id)
 
 
-def members_key(conn: Any, body: bytes) -> bytes:
+def members_key(conn: ClientSession, body: bytes) -> bytes:
     """PULL_MEMBERS: group id; the key is the group's conversation."""
     req = parse_request(group_pb2.PullMembers, body, "PULL_MEMBERS")
     check_group_id(req.group_id)
