@@ -54,6 +54,12 @@ WS_PATH = "/qim/ws"  # the one path the gateway upgrades to WebSocket (docs/prot
 WS_ORIGIN_PATTERN = r"https?://[A-Za-z0-9.\-]+(:(\d{1,5}|\*))?"
 MAX_MESSAGE_BODY = 1024 * 1024
 MAX_CUSTOM_TYPE_BYTES = 64
+# Replies, mentions, edits (docs/decisions/0120): mentioned users per send; groups above
+# MENTION_ALL_OPEN_MEMBERS current members take mention_all from the owner only; the
+# quoted preview of a replied TEXT message, in characters.
+MAX_MENTIONS = 50
+MENTION_ALL_OPEN_MEMBERS = 20
+REPLY_PREVIEW_CHARS = 80
 
 # --- message types (docs/design.md §4; raw values fixed) ------------------------------
 MESSAGE_TYPE_UNKNOWN = 0

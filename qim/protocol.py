@@ -25,6 +25,8 @@ class Opcode(enum.IntEnum):
     SEND_ACK = 0x0202
     RECALL_MESSAGE = 0x0203
     RECALL_OK = 0x0204
+    EDIT_MESSAGE = 0x0205
+    EDIT_OK = 0x0206
 
     PULL_MAILBOX = 0x0301
     MAILBOX_BATCH = 0x0302
@@ -73,7 +75,7 @@ INTERNAL_CATEGORY = 0x7F
 # The mutating requests the gateway's send-rate token buckets charge (docs/operations.md
 # "Rate limits"): the gateway limits exactly these, and the SDK paces exactly these
 # through its RateGate after a RATE_LIMITED (qim/sdk/rategate.py).
-RATE_LIMITED_OPCODES = frozenset({Opcode.SEND_MESSAGE, Opcode.RECALL_MESSAGE, Opcode.CREATE_GROUP,
+RATE_LIMITED_OPCODES = frozenset({Opcode.SEND_MESSAGE, Opcode.RECALL_MESSAGE, Opcode.EDIT_MESSAGE, Opcode.CREATE_GROUP,
                                   Opcode.LEAVE_GROUP, Opcode.MARK_READ, Opcode.SET_GROUP_TITLE,
                                   Opcode.JOIN_ROOM, Opcode.ROOM_SEND})
 
@@ -90,6 +92,7 @@ class EventType(enum.IntEnum):
     RECALL = 2
     MEMBERSHIP = 3
     DELETE = 4
+    EDIT = 5  # an edit's CONTROL message (docs/decisions/0120)
 
 
 assert Opcode.READ_SYNC == 0x0406 and Opcode.LEAVE_GROUP == 0x0A04

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from dataclasses import replace
 from typing import Any, Iterable, Optional
 
 from qim._core.types import MessageCoord
 from qim.consts import MESSAGE_TYPE_CONTROL
 from qim.proto.v1 import message_pb2
 from qim.protocol import EventType
+from qim.sdk import extras
 from qim.sdk.model import ApplyResult, Resolved, StoredMessage, StoreError
 from qim.wire.control import control_event
 
@@ -35,27 +37,35 @@ NOTICE_STATES = {EventType.RECALL: message_pb2.MESSAGE_STATE_RECALLED,
 COLUMNS = ("message_id, conversation_id, conversation_seq, sender_id, created_at_ms, message_type,"
            " custom_type, body, client_message_id, mailbox_seq, state")
 COMMITTED = "committed"
+# what a read selects: the row's columns, then its extras (qim/sdk/extras.py)
+READ_COLUMNS = f"{COLUMNS}, {extras.MESSAGE_COLUMN}"
 
 
 def row(db: sqlite3.Connection, message_id: bytes) -> Optional[StoredMessage]:
     """The stored message, or None."""
-    got = db.execute(f"SELECT {COLUMNS} FROM messages WHERE message_id = ?", (message_id,)).fetchone()
+    got = db.execute(f"SELECT {READ_COLUMNS} FROM messages WHERE message_id = ?", (message_id,)).fetchone()
     return StoredMessage(*got) if got else None
 
 
 def upsert(db: sqlite3.Connection, msg: StoredMessage, source: str) -> str:
     """Store `msg` (a full copy from the server). Returns 'inserted', 'updated' (state or
     body differed: the server's copy wins, except that a recalled or deleted row never
-    turns NORMAL again) or '' (nothing changed)."""
+    turns NORMAL again, and an edited body never goes back to an older version) or ''
+    (nothing changed). Its extras (reply, mentions, edit mark) are stored beside it."""
     old = row(db, msg.message_id)
+    if old is not None and old.state == NORMAL and msg.state == NORMAL and old.version > msg.version:
+        return ""  # an older copy (an inline mailbox entry) after a newer edit: keep the edit
+    changed_extras = extras.put(db, msg.message_id, msg.extras) if (msg.extras or old is not None) else False
     if old is None:
         # ON CONFLICT, not OR IGNORE: OR IGNORE would also swallow CHECK/NOT NULL
         # violations and let the cursor pass an entry that was never stored.
         db.execute(f"INSERT INTO messages ({COLUMNS}, source) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                    (*msg.coord, msg.body, msg.client_message_id, msg.mailbox_seq, msg.state, source))
         return "inserted"
-    if (old.state, old.body) == (msg.state, msg.body) or (old.state != NORMAL and msg.state == NORMAL):
+    if old.state != NORMAL and msg.state == NORMAL:
         return ""  # recall and delete are final (the writer never reverts them)
+    if (old.state, old.body) == (msg.state, msg.body):
+        return "updated" if changed_extras else ""
     db.execute("UPDATE messages SET state = ?, body = ? WHERE message_id = ?", (msg.state, msg.body, msg.message_id))
     return "updated"
 
@@ -105,6 +115,12 @@ def apply_mailbox_entries(db: sqlite3.Connection, user_id: int, entries: Iterabl
     """MAILBOX_BATCH entries (whole bodies, mailbox state) in mailbox order."""
     out = ApplyResult([], [], [], [])
     for e in entries:
+        if e.event_type == EventType.EDIT:  # docs/decisions/0120: the latest body and version
+            edited = extras.apply_edit(db, bytes(e.body))
+            changed = row(db, edited) if edited is not None else None
+            if changed is not None:
+                out.updated.append(changed)
+            continue
         if e.event_type in NOTICE_STATES:
             target, state = _notice_target(e)
             changed = set_state(db, target, state) if target else None
@@ -114,8 +130,9 @@ def apply_mailbox_entries(db: sqlite3.Connection, user_id: int, entries: Iterabl
         if e.event_type != EventType.MESSAGE:
             continue  # MEMBERSHIP notices are not stored as messages
         state = int(e.state)
-        msg = StoredMessage.at(MessageCoord.of(e), bytes(e.body) if state == NORMAL else b"",
-                               bytes(e.client_message_id) or None, e.mailbox_seq, state)
+        msg = replace(StoredMessage.at(MessageCoord.of(e), bytes(e.body) if state == NORMAL else b"",
+                                       bytes(e.client_message_id) or None, e.mailbox_seq, state),
+                      extras=extras.record_extras(e))
         _record(db, user_id, msg, "mailbox", out)
     return _ordered(out)
 
@@ -134,8 +151,9 @@ def apply_history_items(db: sqlite3.Connection, user_id: int, conversation_id: b
             raise StoreError(f"history item at conversation_seq {item.conversation_seq} came without its body")
         coord = MessageCoord(bytes(item.message_id), bytes(conversation_id), item.conversation_seq, item.sender_id,
                              item.created_at_ms, int(item.message_type), bytes(item.custom_type))
-        msg = StoredMessage.at(coord, bytes(item.body) if state == NORMAL else b"",
-                               bytes(item.client_message_id) or None, 0, state)
+        msg = replace(StoredMessage.at(coord, bytes(item.body) if state == NORMAL else b"",
+                                       bytes(item.client_message_id) or None, 0, state),
+                      extras=extras.record_extras(item))
         _record(db, user_id, msg, "history", out)
     return _ordered(out)
 

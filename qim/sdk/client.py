@@ -37,9 +37,9 @@ from typing import Iterable, Optional, Union
 from qim._core import ids
 from qim.consts import CONVERSATION_KIND_GROUP, MESSAGE_TYPE_CUSTOM, MESSAGE_TYPE_TEXT, U63_MAX
 from qim.errors import ErrorCode, IdError
-from qim.sdk import identity, names, requests
+from qim.sdk import extras, identity, names, requests
 from qim.sdk.client_groups import GroupsAndRooms, Member  # noqa: F401 — Member: re-exported (qim.sdk)
-from qim.sdk.events import ConnectionLost, NotConnected, Recalled, SendAck, SendRefused
+from qim.sdk.events import ConnectionLost, Edited, NotConnected, Recalled, SendAck, SendRefused
 from qim.sdk.gateways import Endpoints
 from qim.sdk.model import Conversation, PendingSend, StoredMessage
 from qim.sdk.rooms import Rooms
@@ -229,11 +229,16 @@ class Client(GroupsAndRooms):
         return await self.store.run(self.store.unsent, conversation_id)
 
     async def send(self, conversation_id: bytes, body: bytes, message_type: int = MESSAGE_TYPE_TEXT,
-                   custom_type: bytes = b"", wait: bool = True) -> Union[SendAck, bytes]:
+                   custom_type: bytes = b"", wait: bool = True, *, reply_to: Optional[bytes] = None,
+                   mentions: Iterable[int] = (), mention_all: bool = False) -> Union[SendAck, bytes]:
         """Send to a conversation (direct: the peer the store knows; group: its members).
         Stored as pending first (SendPending); `wait` returns the SendAck, else the
-        client_message_id at once. SendRefused (unknown peer, over-limit body, ...),
-        ServerError, SendTimeout (the send stays pending and is resent)."""
+        client_message_id at once. `reply_to`: the message_id replied to (the server quotes
+        it); `mentions`: user ids, `mention_all`: everyone (a group above 20 members: the
+        owner only). SendRefused (unknown peer, over-limit body, ...), ServerError
+        (NOT_FOUND: no such message to reply to; FORBIDDEN: mention_all), SendTimeout (the
+        send stays pending and is resent with the same reply target and mentions)."""
+        more = extras.send_extras(reply_to, mentions, mention_all)
         conv = bytes(conversation_id)
         recipient = 0
         try:
@@ -245,8 +250,8 @@ class Client(GroupsAndRooms):
             if not recipient:
                 raise SendRefused(ErrorCode.INVALID_ARGUMENT, "unknown peer: open_direct(peer_user_id) first")
         if wait:
-            return await self.runtime.send_message(conv, recipient, body, message_type, custom_type)
-        return await self.runtime.submit_message(conv, recipient, body, message_type, custom_type)
+            return await self.runtime.send_message(conv, recipient, body, message_type, custom_type, more)
+        return await self.runtime.submit_message(conv, recipient, body, message_type, custom_type, more)
 
     async def send_text(self, conversation_id: bytes, text: str, wait: bool = True) -> Union[SendAck, bytes]:
         """A TEXT message of UTF-8 `text` (any script, emoji, several lines)."""
@@ -256,6 +261,18 @@ class Client(GroupsAndRooms):
                           wait: bool = True) -> Union[SendAck, bytes]:
         """A CUSTOM message: `custom_type` (≤ 64 bytes UTF-8) tells the app what `body` is."""
         return await self.send(conversation_id, body, MESSAGE_TYPE_CUSTOM, custom_type.encode("utf-8"), wait)
+
+    async def edit(self, conversation_id: bytes, message_id: bytes, body: Union[str, bytes]) -> Edited:
+        """Replace the body of one of the user's own messages (within the recall window;
+        docs/sdk.md "Replies, mentions and edits"): every device, this one included, is
+        told MessagesUpdated with the new body and `edited` True when the edit's CONTROL
+        message reaches it. ServerError (FORBIDDEN: not ours, too old, recalled;
+        NOT_FOUND; POLICY_REFUSED)."""
+        conv = bytes(conversation_id)
+        data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+        peer = await self.store.run(self.store.peer_of, conv)
+        ok = await requests.edit(self.runtime, conv, bytes(message_id), data, peer)
+        return Edited(bytes(ok.message_id), ok.version, ok.control_conversation_seq, ok.edited_at_ms)
 
     async def recall(self, conversation_id: bytes, message_id: bytes) -> Recalled:
         """Recall one of the user's own messages (24 h window on the server); the stored

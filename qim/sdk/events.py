@@ -41,6 +41,18 @@ class Recalled:
 
 
 @dataclass(frozen=True)
+class Edited:
+    """Outcome of `Client.edit` (docs/decisions/0120): the message (16 raw bytes) has body
+    version `version`, announced by the CONTROL message at `control_conversation_seq`
+    (unix ms `edited_at_ms`)."""
+
+    message_id: bytes
+    version: int
+    control_conversation_seq: int
+    edited_at_ms: int
+
+
+@dataclass(frozen=True)
 class Connected:
     """A connection authenticated: who this device is and its mailbox lane."""
     user_id: int

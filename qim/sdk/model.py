@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from qim._core.types import MessageCoord
 from qim.errors import ErrorCode, QimError
+from qim.proto.v1 import message_pb2
 
 
 class StoreError(QimError):
@@ -39,6 +40,41 @@ class StoredMessage:
     client_message_id: Optional[bytes]
     mailbox_seq: int  # 0: learnt from history (REBUILD), not from a mailbox
     state: int = 0  # MessageState: 0 NORMAL, 1 RECALLED, 2 DELETED (then body is empty)
+    # replies, mentions, edit mark (docs/decisions/0120): a MessageRecord holding only its
+    # fields 13-17 as the server gave them; read them through the properties below
+    extras: bytes = b""
+
+    @property
+    def _ext(self) -> message_pb2.MessageRecord:
+        return message_pb2.MessageRecord.FromString(self.extras)
+
+    @property
+    def reply(self) -> Optional[message_pb2.ReplyRef]:
+        """The replied message as the server quoted it (message_id, conversation_seq,
+        sender_id, message_type, state, preview: the first 80 characters of a TEXT body;
+        state RECALLED and no preview for a recalled one), None when no reply."""
+        ext = self._ext
+        return ext.reply if ext.HasField("reply") else None
+
+    @property
+    def mentions(self) -> tuple[int, ...]:
+        """The user ids the message mentions."""
+        return tuple(self._ext.mention_user_ids)
+
+    @property
+    def mention_all(self) -> bool:
+        """Whether the message mentions everyone in the conversation."""
+        return self._ext.mention_all
+
+    @property
+    def version(self) -> int:
+        """0: never edited; n: `body` is the sender's n-th edit."""
+        return self._ext.version
+
+    @property
+    def edited(self) -> bool:
+        """Whether the body is an edited version (docs/sdk.md "Replies, mentions and edits")."""
+        return self.state == 0 and self.version > 0
 
     @classmethod
     def at(cls, coord: MessageCoord, body: bytes, client_message_id: Optional[bytes], mailbox_seq: int,
@@ -66,6 +102,7 @@ class PendingSend:
     body: bytes
     created_local_ms: int
     state: str
+    extras: bytes = b""  # reply target and mentions: SendMessage fields 9-11 (qim/sdk/extras.py)
 
 
 @dataclass(frozen=True)

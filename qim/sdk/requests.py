@@ -20,6 +20,7 @@ import functools
 import struct
 from typing import Callable, Optional, Protocol, TypeVar
 
+import blake3
 from google.protobuf.message import Message
 
 from qim.proto.v1 import group_pb2, history_pb2, message_pb2
@@ -114,6 +115,19 @@ async def recall(rt: Requester, conversation_id: bytes, message_id: bytes,
                                 conversation_id=conversation_id, message_id=message_id, client_message_id=cmid,
                                 peer_user_id=peer_user_id).SerializeToString(),
                             message_pb2.RecallOk)
+
+
+async def edit(rt: Requester, conversation_id: bytes, message_id: bytes, body: bytes,
+               peer_user_id: int = 0) -> message_pb2.EditOk:
+    """EDIT_MESSAGE of one of the user's own messages (docs/decisions/0120); one idempotency
+    key per (message, body) while unanswered: a retry after a lost reply keeps its cmid (the
+    writer replays the EditOk); once answered, the same body again is a new edit."""
+    key = bytes(conversation_id) + bytes(message_id) + blake3.blake3(body).digest()
+    return await _operation(rt, "edit", key, False, Opcode.EDIT_MESSAGE,
+                            lambda cmid: message_pb2.EditMessage(
+                                conversation_id=conversation_id, message_id=message_id, client_message_id=cmid,
+                                peer_user_id=peer_user_id, body=body).SerializeToString(),
+                            message_pb2.EditOk)
 
 
 async def pull_members(rt: Requester, group_id: int, page: int = 1000) -> list[group_pb2.Member]:

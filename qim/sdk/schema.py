@@ -37,6 +37,10 @@ device (no device id given) it becomes a new device of this machine (a new rando
 device id, its cursor dropped, a REBUILD on the next connect); opened for a given
 device id it is refused (StoreError). Migration 4 -> 5 adds the column; a store
 without a machine adopts the one that opens it.
+
+Replies, mentions and edits (docs/decisions/0120) live in side tables that every open
+creates when missing (qim/sdk/extras.py): no version change, and a store an older SDK
+opens keeps working (it ignores them).
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ from typing import Optional
 
 from qim._core import ids
 from qim.consts import CONVERSATION_KIND_GROUP, U63_MAX
-from qim.sdk import conversations
+from qim.sdk import conversations, extras
 from qim.sdk.model import StoreError
 
 SCHEMA_VERSION = 5
@@ -231,6 +235,7 @@ def open_db(db: sqlite3.Connection, tenant: int, user_id: int, device_id: Option
         for statement in (TABLES + OPS_TABLE + CONVERSATIONS_TABLE + PROFILES_TABLE).split(";"):
             if statement.strip():
                 db.execute(statement)
+        extras.create(db)  # side tables of version 5 (qim/sdk/extras.py: no version of their own)
         if migrated:  # the rows of a migrated store come from its messages
             _fill_from_messages(db, user_id)
         row = db.execute("SELECT tenant_hex, user_id, device_id, machine_id FROM meta").fetchone()

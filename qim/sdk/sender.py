@@ -82,10 +82,12 @@ class Sender:
 
     def frame(self, row: PendingSend) -> bytes:
         """SEND_MESSAGE bytes for one transmission (previous id as of now)."""
-        return message_pb2.SendMessage(
+        msg = message_pb2.SendMessage(
             client_message_id=row.client_message_id, conversation_id=row.conversation_id,
             recipient_user_id=row.recipient_user_id, message_type=row.message_type, custom_type=row.custom_type,
-            body=row.body, previous_client_message_id=self._ledger.previous(row)).SerializeToString()
+            body=row.body, previous_client_message_id=self._ledger.previous(row))
+        msg.MergeFromString(row.extras)  # reply target and mentions: same on every retry (decision 0120)
+        return msg.SerializeToString()
 
     def new_connection(self) -> None:
         """Transmissions of an earlier connection are gone with it."""

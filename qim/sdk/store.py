@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterable, Literal, Optional, TypeVar
 
 from qim._core import ids
 from qim.consts import CONVERSATION_KIND_DIRECT, U63_MAX
-from qim.sdk import apply, conversations
+from qim.sdk import apply, conversations, extras
 from qim.sdk.model import ApplyResult, PendingSend, Resolved, StoredMessage, StoreError, canonical_endpoint  # noqa: F401
 from qim.sdk.schema import SCHEMA_VERSION, machine_id, open_db  # noqa: F401
 from qim.sdk.store_lists import ListsMixin
@@ -138,13 +138,15 @@ class LocalStore(ListsMixin):
         return ids.client_message_id(self.store_nonce, self.device_id, ordinal)
 
     def add_pending(self, conversation_id: bytes, recipient_user_id: int, message_type: int,
-                    custom_type: bytes, body: bytes, now_ms: Optional[int] = None) -> PendingSend:
-        """Reserve a cmid and store the local_pending row durably before anything is sent.
-        The caller validated the send (qim/sdk/validate.py)."""
+                    custom_type: bytes, body: bytes, now_ms: Optional[int] = None,
+                    send_extras: bytes = b"") -> PendingSend:
+        """Reserve a cmid and store the local_pending row durably before anything is sent,
+        with its reply target and mentions (`send_extras`, qim/sdk/extras.py). The caller
+        validated the send (qim/sdk/validate.py)."""
         ordinal = self.reserve_ordinal()
         row = PendingSend(self.cmid_for(ordinal), ordinal, bytes(conversation_id),
                           recipient_user_id, message_type, bytes(custom_type), bytes(body),
-                          now_ms if now_ms is not None else int(time.time() * 1000), PENDING)
+                          now_ms if now_ms is not None else int(time.time() * 1000), PENDING, send_extras)
         with self._tx():
             conversations.ensure(self._db, row.conversation_id, peer=recipient_user_id)
             self._db.execute("INSERT INTO pending (client_message_id, ordinal, conversation_id, recipient_user_id,"
@@ -152,6 +154,7 @@ class LocalStore(ListsMixin):
                              " VALUES (?,?,?,?,?,?,?,?,?)",
                              (row.client_message_id, ordinal, row.conversation_id, recipient_user_id,
                               message_type, row.custom_type, row.body, row.created_local_ms, PENDING))
+            extras.put_pending(self._db, row.client_message_id, send_extras)
         return row
 
     def pending_sends(self, states: Iterable[str] = (PENDING,)) -> list[PendingSend]:
@@ -160,7 +163,8 @@ class LocalStore(ListsMixin):
         marks = ",".join("?" * len(states))
         rows = self._db.execute(
             "SELECT client_message_id, ordinal, conversation_id, recipient_user_id, message_type, custom_type,"
-            f" body, created_local_ms, state FROM pending WHERE state IN ({marks}) ORDER BY ordinal", states)
+            f" body, created_local_ms, state, {extras.PENDING_COLUMN} FROM pending WHERE state IN ({marks})"
+            " ORDER BY ordinal", states)
         return [PendingSend(*r) for r in rows]
 
     def pending_state(self, client_message_id: bytes) -> Optional[str]:
@@ -273,7 +277,7 @@ class LocalStore(ListsMixin):
     # --- reads ---------------------------------------------------------------------
     def messages(self, conversation_id: Optional[bytes] = None) -> list[StoredMessage]:
         """Stored messages ordered by (conversation_id, conversation_seq)."""
-        sql = f"SELECT {apply.COLUMNS} FROM messages"
+        sql = f"SELECT {apply.READ_COLUMNS} FROM messages"
         if conversation_id is None:
             rows = self._db.execute(sql + " ORDER BY conversation_id, conversation_seq")
         else:

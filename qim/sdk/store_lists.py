@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import Any, Iterable, Optional
 
 from qim.consts import CONVERSATION_KIND_GROUP
-from qim.sdk import apply, conversations, titles
+from qim.sdk import apply, conversations, extras, titles
 from qim.sdk.conversations import Touch
 from qim.sdk.model import ApplyResult, Conversation, PendingSend, StoredMessage
 
 _PENDING_COLUMNS = ("client_message_id, ordinal, conversation_id, recipient_user_id, message_type, custom_type,"
-                    " body, created_local_ms, state")
+                    " body, created_local_ms, state, " + extras.PENDING_COLUMN)
 
 
 class ListsMixin:
@@ -132,7 +132,7 @@ class ListsMixin:
     def messages_before(self, conversation_id: bytes, before_seq: int = 0, limit: int = 50) -> list[StoredMessage]:
         """The `limit` newest stored messages with conversation_seq < before_seq (0: no
         bound), in conversation_seq order."""
-        sql = f"SELECT {apply.COLUMNS} FROM messages WHERE conversation_id = ?"
+        sql = f"SELECT {apply.READ_COLUMNS} FROM messages WHERE conversation_id = ?"
         args: list = [bytes(conversation_id)]
         if before_seq:
             sql += " AND conversation_seq < ?"

@@ -34,7 +34,8 @@ class Submitting:
         return self.core.tuning.send_timeout
 
     async def submit_message(self, conversation_id: bytes, recipient_user_id: int, body: bytes,
-                             message_type: int = MESSAGE_TYPE_TEXT, custom_type: bytes = b"") -> bytes:
+                             message_type: int = MESSAGE_TYPE_TEXT, custom_type: bytes = b"",
+                             send_extras: bytes = b"") -> bytes:
         """Validate, store the local_pending row (durable) and start sending; returns the
         cmid. SendRefused (nothing stored) for what the server would refuse. Sent now
         when ready, otherwise after the next (re)connect's reconciliation."""
@@ -42,7 +43,7 @@ class Submitting:
         check_send(self.store.tenant, self.store.user_id, conversation_id, recipient_user_id, body, message_type,
                    custom_type, self.max_body_bytes)
         row = await self.store.run(self.store.add_pending, conversation_id, recipient_user_id,
-                                   message_type, custom_type, body)
+                                   message_type, custom_type, body, None, send_extras)
         core.ledger.waiter(row.client_message_id)
         core.emit(ev.SendPending(row))
         core.ledger.track(row)
@@ -56,10 +57,13 @@ class Submitting:
         return await self.core.ledger.wait(cmid, timeout or self.send_timeout)
 
     async def send_message(self, conversation_id: bytes, recipient_user_id: int, body: bytes,
-                           message_type: int = MESSAGE_TYPE_TEXT, custom_type: bytes = b"") -> SendAck:
+                           message_type: int = MESSAGE_TYPE_TEXT, custom_type: bytes = b"",
+                           send_extras: bytes = b"") -> SendAck:
         """submit_message + wait_ack. Needs a prior connect() (NotConnected otherwise,
-        raised before anything is stored); SendRefused, ServerError, SendTimeout."""
+        raised before anything is stored); SendRefused, ServerError, SendTimeout.
+        `send_extras`: reply target and mentions (qim/sdk/extras.py send_extras)."""
         if self.core.closing:
             raise NotConnected("call connect() first")
-        cmid = await self.submit_message(conversation_id, recipient_user_id, body, message_type, custom_type)
+        cmid = await self.submit_message(conversation_id, recipient_user_id, body, message_type, custom_type,
+                                         send_extras)
         return await self.wait_ack(cmid)

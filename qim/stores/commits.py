@@ -118,6 +118,7 @@ class GroupChange:
 class StateChange:
     """Recall/delete of `message_id` (same conversation): rewrite it as `new_record` and
     mark its state (RecordChanged when it no longer is the stored `expected_version`);
+    an edit (docs/decisions/0120) has state NORMAL: the record is rewritten, no state set;
     with `group_version` set, `actor` must be a current member at that version."""
 
     message_id: bytes
@@ -126,6 +127,9 @@ class StateChange:
     state: int
     group_version: Optional[int] = None
     actor: int = 0
+    # a recall of an edited message: (message_id, rewritten record bytes) of each CONTROL
+    # message that announced an edit, marked with `state` too (docs/decisions/0120)
+    also: Sequence[tuple[bytes, bytes]] = ()
 
 
 @dataclass

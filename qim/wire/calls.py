@@ -60,6 +60,7 @@ def _call(opcode: Opcode, request: type[Message], backend: str, handler: str, re
 CALLS: tuple[Call, ...] = (
     _call(Opcode.SEND_MESSAGE, message_pb2.SendMessage, WRITER, "send", Opcode.SEND_ACK, message_pb2.SendAck),
     _call(Opcode.RECALL_MESSAGE, message_pb2.RecallMessage, WRITER, "recall", Opcode.RECALL_OK, message_pb2.RecallOk),
+    _call(Opcode.EDIT_MESSAGE, message_pb2.EditMessage, WRITER, "edit", Opcode.EDIT_OK, message_pb2.EditOk),
     _call(Opcode.PULL_HISTORY, history_pb2.PullHistory, WRITER, "history", Opcode.HISTORY_BATCH,
           history_pb2.HistoryBatch, bulk=True),
     _call(Opcode.CREATE_GROUP, group_pb2.CreateGroup, WRITER, "create_group", Opcode.GROUP_OK, group_pb2.GroupOk),

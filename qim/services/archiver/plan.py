@@ -85,9 +85,13 @@ def plan(records: Sequence[message_pb2.MessageRecord], classes: dict[tuple[int, 
                                                     rec.created_at_ms)
         change = state_change_of(rec)
         if change is not None:
-            target_ttl = ttl_seconds(created_at_of(change.message_id), cls, default_days, now_ms)
-            if target_ttl is not None:
-                batch.changes.append(ArchiveStateChange(tenant, rec.conversation_id, change.message_id,
-                                                        change.conversation_seq, change.state, rec.created_at_ms,
-                                                        target_ttl))
+            # the target, and the CONTROL messages that announced its edits (they hold its
+            # earlier bodies; docs/decisions/0120): the recall's record lists them
+            targets = [(change.message_id, change.conversation_seq),
+                       *zip(rec.edits.control_message_ids, rec.edits.control_seqs)]
+            for mid, seq in targets:
+                target_ttl = ttl_seconds(created_at_of(mid), cls, default_days, now_ms)
+                if target_ttl is not None:
+                    batch.changes.append(ArchiveStateChange(tenant, rec.conversation_id, mid, seq, change.state,
+                                                            rec.created_at_ms, target_ttl))
     return dict(out)

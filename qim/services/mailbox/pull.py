@@ -18,6 +18,7 @@ from qim.stores.mailboxes import MailboxStore, Retained
 from qim.stores.messages import MessageRef, MessageStore
 from qim.topology import MAILBOX
 from qim.wire.calls import Dispatch
+from qim.wire.history import copy_extras
 
 # A zero-cursor pull that finds only expired entries removes this many pages of them
 # before it answers (empty, has_more) so that one request stays bounded.
@@ -188,6 +189,7 @@ class MailboxPuller:
             if rec is None:
                 raise RequestError(ErrorCode.INTERNAL, "referenced message missing from MessageStore")
             entry.body, entry.state = rec.body, rec.state
+            copy_extras(rec, entry)  # replies and mentions are never inlined (decision 0120)
         for entry, state in zip(inline, states):
             if state:  # recalled or deleted
                 entry.body = b""

@@ -41,6 +41,7 @@ from qim.proto.v1 import internal_pb2, message_pb2
 from qim.services.writer.hlc import CeilingPassed, HlcClock
 from qim.services.writer.metrics import WriterMetrics
 from qim.services.writer.outbox import OutboxPublisher, ack
+from qim.services.writer.replies import SendExtras, has_extras
 from qim.services.writer.sequencer import ConversationTurns, Turn
 from qim.stores.commits import (
     COMMITTED,
@@ -140,8 +141,9 @@ class MessageCommitter:
     def __init__(self, commits: CommitStore, producer: AsyncProducer, clock: HlcClock, shard_count: int,
                  faults: FaultPoints, planners: Mapping[int, AudiencePlanner],
                  metrics: Optional[WriterMetrics] = None, max_body: int = MAX_MESSAGE_BODY,
-                 policy: Optional[PolicySeam] = None) -> None:
+                 policy: Optional[PolicySeam] = None, extras: Optional[SendExtras] = None) -> None:
         self._commits = commits
+        self._extras = extras  # replies and mentions (docs/decisions/0120); None: refused
         self._policy = policy if policy is not None else PolicySeam(None)  # QIM_SEND_POLICY (0099)
         self._max_body = max_body  # QIM_MAX_MESSAGE_BODY, the limit the gateway checks too
         self._clock = clock
@@ -267,6 +269,11 @@ class MessageCommitter:
                 await self._policy.check(facts, kept=StoreRefusals(self._commits, ref, digest))
             record = self.new_record(actor, msg.conversation_id, msg.client_message_id, msg.message_type,
                                      msg.custom_type, msg.body)
+            if has_extras(msg):
+                if self._extras is None:
+                    raise RequestError(ErrorCode.INVALID_ARGUMENT, "this writer takes no replies or mentions")
+                await self._extras.fill(actor, tenant, msg, record)
+                plan.audience["inline_body"] = False  # the pull resolves the record (decision 0120)
             group = plan.group
 
             def reserve(res: Reservation, group: Optional[GroupSendCheck] = group) -> Awaitable[Reserved]:

@@ -86,6 +86,25 @@ class Moderation:
             return None
         return message_pb2.RecallOk(message_id=message_id, state=state, control_conversation_seq=reply.conversation_seq)
 
+    async def _edit_notices(self, tenant: int, conversation_id: bytes, target: message_pb2.MessageRecord,
+                            state: int, record: message_pb2.MessageRecord) -> list[tuple[bytes, bytes]]:
+        """An edited target's edit CONTROL messages carry its earlier bodies: each is
+        rewritten without body in the same call (StateChange.also), and the recall's own
+        record lists them with their seqs (EditTrail), so the archiver blanks their
+        archived rows too (docs/decisions/0120: a recall removes every version)."""
+        also = []
+        for mid in target.edits.control_message_ids:
+            stored = await self._messages.get(tenant, conversation_id, mid)
+            if stored is None:
+                continue  # past its retention: nothing left to blank
+            blank = message_pb2.MessageRecord()
+            blank.CopyFrom(stored.record)
+            blank.body, blank.state = b"", state
+            also.append((mid, blank.SerializeToString()))
+            record.edits.control_message_ids.append(mid)
+            record.edits.control_seqs.append(stored.record.conversation_seq)
+        return also
+
     async def _change(self, actor, tenant: int, conversation_id: bytes, message_id: bytes, cmid: bytes,
                       state: message_pb2.MessageState, peer: int, turn: Turn) -> message_pb2.RecallOk:
         ref = CommitRef(tenant, conversation_id, actor.user_id, cmid)
@@ -115,6 +134,8 @@ class Moderation:
             record = self._committer.new_record(actor, conversation_id, cmid, MESSAGE_TYPE_CONTROL, b"", body)
             event = EventType.RECALL if state == message_pb2.MESSAGE_STATE_RECALLED else EventType.DELETE
             change = StateChange(message_id, stored.version, new.SerializeToString(), state)
+            if target.edits.control_message_ids:
+                change.also = await self._edit_notices(tenant, conversation_id, target, state, record)
             if ids.conversation_kind(conversation_id) == CONVERSATION_KIND_GROUP:
                 group = await self._groups.read(tenant, conversation_id)
                 if group.version is None:

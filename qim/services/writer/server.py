@@ -29,12 +29,14 @@ from qim.policy import PolicySeam, load_policy
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
 from qim.services.writer.committer import AudiencePlanner, MessageCommitter
+from qim.services.writer.edits import Edits
 from qim.services.writer.groups import Groups
 from qim.services.writer.hlc import HlcClock, set_clock_skew
 from qim.services.writer.metrics import WriterMetrics
 from qim.services.writer.moderation import Moderation
 from qim.services.writer.planner import DirectAudience, GroupAudience
 from qim.services.writer.recovery import CommitRecovery
+from qim.services.writer.replies import SendExtras
 from qim.services.writer.server_ops import WriterOps
 from qim.services.writer.trimmer import HistoryTrimmer
 from qim.stores.errors import StorageError
@@ -68,12 +70,15 @@ class ConversationWriter(ServiceNode):
         policy = PolicySeam(load_policy(config.send_policy), self.registry)
         self.committer = MessageCommitter(stores.commits, self.producer, self.clock, config.common.shard_count,
                                           FaultPoints(config.fault_point), planners, self.metrics, config.max_body,
-                                          policy)
+                                          policy, SendExtras(stores.messages, stores.groups))
         self.recovery = CommitRecovery(stores.commits, self.committer, config.recovery_stale_ms)
         self.groups = Groups(stores.groups, stores.commits, stores.messages, self.committer)
         self.ops = WriterOps(stores.messages, stores.groups, self.committer, self.groups,
                              Moderation(stores.messages, stores.groups, stores.commits, self.committer,
                                         config.recall_window_ms))
+        # replies, mentions and edits (docs/decisions/0120): an edit is a send for the policy
+        self.ops.edits = Edits(stores.messages, stores.groups, stores.commits, self.committer,
+                               config.recall_window_ms, config.max_body, policy)
         # the hot-window trimmer (docs/decisions/0023): only where reads are tiered, else history
         # trimmed from Redis would vanish from every read
         tier = stores.archive_tier

@@ -42,6 +42,7 @@ class WriterOps:
         self._committer = committer
         self._groups = groups
         self._moderation = moderation
+        self.edits = None  # EDIT_MESSAGE (edits.Edits, set by the writer; docs/decisions/0120)
         self._dispatch = Dispatch(WRITER, self)
 
     async def client(self, actor: internal_pb2.Actor, opcode: int, upstream: bytes) -> tuple[int, bytes]:
@@ -66,6 +67,13 @@ class WriterOps:
         """RECALL_MESSAGE, in its conversation's turn."""
         with self._ticket(actor, recall.conversation_id) as turn:
             return await self._moderation.recall(actor, recall, turn)
+
+    async def edit(self, actor: internal_pb2.Actor, tenant: int, edit: message_pb2.EditMessage) -> message_pb2.EditOk:
+        """EDIT_MESSAGE, in its conversation's turn (edits.py; docs/decisions/0120)."""
+        if self.edits is None:
+            raise RequestError(ErrorCode.INVALID_ARGUMENT, "this writer takes no edits")
+        with self._ticket(actor, edit.conversation_id) as turn:
+            return await self.edits.edit(actor, edit, turn)
 
     async def create_group(self, actor: internal_pb2.Actor, tenant: int,
                            create: group_pb2.CreateGroup) -> group_pb2.GroupOk:

@@ -132,10 +132,11 @@ class RedisCommitStore:
         return await self._reserve(
             "state_change", res,
             [keys.record(change.message_id), keys.state(change.message_id), keys.group_meta(),
-             keys.group_members(), keys.archived_states()],
-            [change.expected_version, change.new_record, STATE_NAMES[change.state],
+             keys.group_members(), keys.archived_states(),
+             *(k for mid, _ in change.also for k in (keys.record(mid), keys.state(mid)))],
+            [change.expected_version, change.new_record, STATE_NAMES.get(change.state, ""),
              "" if change.group_version is None else change.group_version, change.actor or "",
-             change.message_id.hex()])
+             change.message_id.hex(), *(a for mid, rec in change.also for a in (rec, mid.hex()))])
 
     async def record(self, ref: CommitRef, message_id: bytes) -> str:
         """CommitStore.record: record.lua (split mode only)."""

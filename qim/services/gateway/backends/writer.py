@@ -45,6 +45,18 @@ def recall_key(conn: ClientSession, body: bytes) -> bytes:
     return req.conversation_id
 
 
+def edit_key(conn: ClientSession, body: bytes) -> bytes:
+    """EDIT_MESSAGE (docs/decisions/0120): conversation, message and client message ids,
+    the new body's size (QIM_MAX_MESSAGE_BODY, as a send's)."""
+    req = parse_request(message_pb2.EditMessage, body, "EDIT_MESSAGE")
+    check_conversation(req.conversation_id)
+    check_id(req.message_id, "message_id")
+    check_id(req.client_message_id, "client_message_id")
+    if len(req.body) > conn.gw.config.max_body:
+        raise RequestError(ErrorCode.PAYLOAD_TOO_LARGE, f"body exceeds {conn.gw.config.max_body} bytes")
+    return req.conversation_id
+
+
 def history_key(conn: ClientSession, body: bytes) -> bytes:
     """PULL_HISTORY: a direct or group conversation."""
     req = parse_request(history_pb2.PullHistory, body, "PULL_HISTORY")
