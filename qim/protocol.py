@@ -40,6 +40,14 @@ class Opcode(enum.IntEnum):
     READ_SYNC = 0x0406
     PULL_PROFILES = 0x0407
     PROFILES_BATCH = 0x0408
+    SET_CONVERSATION_STATE = 0x0409
+    CONVERSATION_STATE = 0x040A
+    CONVERSATION_STATE_SYNC = 0x040B
+    SET_RECEIPTS = 0x040C
+    RECEIPTS_OK = 0x040D
+    READ_RECEIPT = 0x040E
+    PULL_READERS = 0x040F
+    READERS_BATCH = 0x0410
 
     PULL_HISTORY = 0x0501
     HISTORY_BATCH = 0x0502
@@ -77,12 +85,13 @@ INTERNAL_CATEGORY = 0x7F
 # through its RateGate after a RATE_LIMITED (qim/sdk/rategate.py).
 RATE_LIMITED_OPCODES = frozenset({Opcode.SEND_MESSAGE, Opcode.RECALL_MESSAGE, Opcode.EDIT_MESSAGE, Opcode.CREATE_GROUP,
                                   Opcode.LEAVE_GROUP, Opcode.MARK_READ, Opcode.SET_GROUP_TITLE,
-                                  Opcode.JOIN_ROOM, Opcode.ROOM_SEND})
+                                  Opcode.JOIN_ROOM, Opcode.ROOM_SEND, Opcode.SET_CONVERSATION_STATE,
+                                  Opcode.SET_RECEIPTS})
 
 # The frames a gateway sends on its own, with request_id 0 (docs/protocol.md): a client
 # must accept any of them at any time, between the replies to its requests.
 SERVER_INITIATED_OPCODES = frozenset({Opcode.KICKED, Opcode.PUSH_EVENTS, Opcode.SESSION_DELTA, Opcode.READ_SYNC,
-                                      Opcode.ROOM_EVENTS})
+                                      Opcode.ROOM_EVENTS, Opcode.CONVERSATION_STATE_SYNC, Opcode.READ_RECEIPT})
 
 
 class EventType(enum.IntEnum):

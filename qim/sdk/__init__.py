@@ -35,9 +35,11 @@ from __future__ import annotations
 from qim._core import ids
 from qim.errors import IdError, TlsError
 from qim.sdk.client import Client, Member
+from qim.sdk.convstate import MUTE_FOREVER, ConversationState, Readers
 from qim.sdk.events import (
     ConnectionLost,
     ConnectionState,
+    ConversationStateChanged,
     ConversationsUpdated,
     Kicked,
     KickedEvent,
@@ -46,6 +48,7 @@ from qim.sdk.events import (
     MessagesRemoved,
     MessagesUpdated,
     NotConnected,
+    PeerRead,
     PendingResolved,
     PolicyRefused,
     ReadPositionChanged,
@@ -77,4 +80,5 @@ __all__ = [
     "ConversationsUpdated", "MessagesAdded", "MessagesUpdated", "MessagesRemoved", "PendingResolved", "SendPending",
     "SendFailed", "SyncFailed", "ReadPositionChanged", "MembershipChanged", "direct_conversation", "TlsError",
     "IdError", "RoomAck", "RoomEventsAdded", "RoomInfo", "RoomMessage", "RoomStateChanged",
+    "ConversationState", "ConversationStateChanged", "PeerRead", "Readers", "MUTE_FOREVER",
 ]

@@ -38,7 +38,9 @@ from qim._core import ids
 from qim.consts import CONVERSATION_KIND_GROUP, MESSAGE_TYPE_CUSTOM, MESSAGE_TYPE_TEXT, U63_MAX
 from qim.errors import ErrorCode, IdError
 from qim.sdk import extras, identity, names, requests
+from qim.sdk.client_convstate import ConversationChoices
 from qim.sdk.client_groups import GroupsAndRooms, Member  # noqa: F401 — Member: re-exported (qim.sdk)
+from qim.sdk.convstate import ConvStates
 from qim.sdk.events import ConnectionLost, Edited, NotConnected, Recalled, SendAck, SendRefused
 from qim.sdk.gateways import Endpoints
 from qim.sdk.model import Conversation, PendingSend, StoredMessage
@@ -50,7 +52,7 @@ from qim.wire.tokens import token_claims, token_name
 PAGE = 50  # messages per page of messages()
 
 
-class Client(GroupsAndRooms):
+class Client(GroupsAndRooms, ConversationChoices):
     """The app's client: one user on one device at one endpoint (module docstring).
     Create with `await Client.open(...)`; `events` is the asyncio.Queue of typed events
     (None when `event_queue=False`; `on_event` is then the only listener)."""
@@ -61,6 +63,8 @@ class Client(GroupsAndRooms):
         self.store_path = store_path
         self.sessions = Sessions(runtime.core)
         self.sessions.attach()
+        self.convstates = ConvStates(runtime)  # pin, mute, hide, read receipts (convstate.py)
+        self.convstates.attach(self.sessions)
         self.profiles = names.Profiles(runtime)
         self.rooms = Rooms(runtime)  # chatrooms, in memory only (qim/sdk/rooms.py)
         self.rooms.attach()
@@ -163,8 +167,11 @@ class Client(GroupsAndRooms):
 
     # --- conversation list ---------------------------------------------------------
     async def conversations(self, limit: Optional[int] = None) -> list[Conversation]:
-        """The list, newest activity first, with unread (+ exact flag) and last message."""
-        return await self.store.run(self.store.conversations, limit)
+        """The list: pinned first, newest activity first in each part, hidden ones left
+        out (conversation_state; docs/sdk.md "Pin, mute, hide"), with unread (+ exact
+        flag) and last message."""
+        shaped = self.convstates.shape(await self.store.run(self.store.conversations, None))
+        return shaped if limit is None else shaped[:limit]
 
     async def conversation(self, conversation_id: bytes) -> Optional[Conversation]:
         """One conversation of the list, or None when it is not listed on this device."""

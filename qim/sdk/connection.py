@@ -80,6 +80,7 @@ class Connection(Liveness):
         self.on_kicked: Callable[[int], None] = lambda reason: None
         self.on_session_delta: Callable[[session_pb2.SessionDelta], None] = lambda delta: None
         self.on_read_sync: Callable[[session_pb2.ReadSync], None] = lambda sync: None
+        self.frame_handlers: dict[int, Callable[[bytes], None]] = {}  # further server frames: opcode -> handler(body)
         self.on_room_events: Callable[[room_pb2.RoomEvents], None] = lambda frame: None
         self.on_rate_limited: Callable[[int], None] = lambda retry_after_ms: None
         self.closed = asyncio.get_running_loop().create_future()  # result: reason str
@@ -213,6 +214,8 @@ class Connection(Liveness):
                 self.on_read_sync(session_pb2.ReadSync.FromString(body))
             elif opcode == Opcode.ROOM_EVENTS:
                 self.on_room_events(room_pb2.RoomEvents.FromString(body))
+            elif opcode in self.frame_handlers:  # CONVERSATION_STATE_SYNC, READ_RECEIPT (convstate.py)
+                self.frame_handlers[opcode](body)
             else:
                 logger.debug("ignoring server frame 0x%04x", opcode)
         except Exception:  # a bad push must not kill the reader

@@ -10,7 +10,7 @@ pull).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from qim.errors import ErrorCode, QimError, RequestError
 from qim.sdk.model import Conversation, Membership, PendingSend, StoredMessage
@@ -104,6 +104,27 @@ class ReadPositionChanged:
 
 
 @dataclass(frozen=True)
+class ConversationStateChanged:
+    """The user's own choices or marks of a conversation changed (qim/sdk/convstate.py
+    ConversationState: pinned, muted_until, hidden, mentioned, peer_read_seq). `source`:
+    "local" (this device's call), "sync" (another device of the user) or "server"
+    (session list / SESSION_DELTA)."""
+
+    state: Any
+    source: str
+
+
+@dataclass(frozen=True)
+class PeerRead:
+    """A read tick: the peer of a direct conversation read up to `read_conversation_seq`
+    (READ_RECEIPT; only while both users have receipts on)."""
+
+    conversation_id: bytes
+    reader_user_id: int
+    read_conversation_seq: int
+
+
+@dataclass(frozen=True)
 class MembershipChanged:
     """A membership CONTROL message of a group reached this device (create, join,
     leave, remove): `change.users` are the users it concerns."""
@@ -172,7 +193,7 @@ class CursorReset:
 
 Event = (Connected | Disconnected | KickedEvent | ConnectionState | ConversationsUpdated | MessagesAdded
          | MessagesUpdated | MessagesRemoved | PendingResolved | SendPending | SendFailed | SyncFailed | CursorReset
-         | ReadPositionChanged | MembershipChanged)
+         | ReadPositionChanged | MembershipChanged | ConversationStateChanged | PeerRead)
 
 
 class ServerError(RequestError):

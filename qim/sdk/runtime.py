@@ -209,6 +209,7 @@ class ClientRuntime(Submitting):
             conn.on_read_sync = core.on_read_sync
         if core.on_room_events is not None:
             conn.on_room_events = core.on_room_events
+        conn.frame_handlers = core.frame_handlers
         core.conn, core.ready = conn, False
         self._sender.new_connection()
         conn.closed.add_done_callback(lambda f: self._on_closed(conn, f, endpoint))

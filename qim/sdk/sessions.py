@@ -43,6 +43,8 @@ class Sessions:
     def __init__(self, core: RuntimeCore) -> None:
         self._core = core
         self.pulls = 0  # complete list pulls applied (for tests and status lines)
+        # every entry of a page or SESSION_DELTA, after it was applied (ConvStates.note_entries)
+        self.note: Callable[[list[session_pb2.SessionEntry]], None] = lambda entries: None
 
     def attach(self) -> None:
         """Hook into the runtime: list pull after each sync, server frames."""
@@ -66,6 +68,7 @@ class Sessions:
                                   tuning.probe_s), Backoff(budget=tuning.retry_budget_s))
             batch = session_pb2.SessionListBatch.FromString(reply)
             await core.apply(core.store.apply_sessions, list(batch.sessions), source="server")
+            self.note(list(batch.sessions))
             if not batch.has_more or not batch.next_cursor:
                 break
             cursor = batch.next_cursor
@@ -83,6 +86,7 @@ class Sessions:
         """SESSION_DELTA: absolute entries, applied in arrival order."""
         core = self._core
         core.spawn(self._guard("server", core.store.apply_sessions, list(delta.sessions)))
+        self.note(list(delta.sessions))
 
     def on_read_sync(self, sync: session_pb2.ReadSync) -> None:
         """READ_SYNC from another device of the user: move the position, forward only."""

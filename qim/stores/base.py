@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Optional
 
 from qim.stores.commits import CommitStore
+from qim.stores.convstate import ConversationStateStore
 from qim.stores.groups import GroupStore
 from qim.stores.leases import ClockLeaseStore
 from qim.stores.mailboxes import MailboxStore
@@ -37,6 +38,7 @@ class Stores:
     reads: ReadPositionStore
     epochs: SessionEpochStore
     rooms: RoomEpochStore
+    convstates: ConversationStateStore
     archive_tier: Optional["ArchiveTier"] = None
     name: ClassVar[str] = ""
 

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 from google.protobuf.message import Message
 
 from qim.errors import ErrorCode, RequestError
-from qim.proto.v1 import group_pb2, history_pb2, mailbox_pb2, message_pb2, room_pb2, session_pb2
+from qim.proto.v1 import convstate_pb2, group_pb2, history_pb2, mailbox_pb2, message_pb2, room_pb2, session_pb2
 from qim.protocol import Opcode
 from qim.topology import MAILBOX, ROOM, SESSION, WRITER
 from qim.wire.validate import parse_request
@@ -75,6 +75,12 @@ CALLS: tuple[Call, ...] = (
     _call(Opcode.MARK_READ, session_pb2.MarkRead, SESSION, "mark_read", Opcode.MARK_READ_OK, session_pb2.MarkReadOk),
     _call(Opcode.PULL_PROFILES, session_pb2.PullProfiles, SESSION, "profiles", Opcode.PROFILES_BATCH,
           session_pb2.ProfilesBatch),
+    _call(Opcode.SET_CONVERSATION_STATE, convstate_pb2.SetConversationState, SESSION, "set_state",
+          Opcode.CONVERSATION_STATE, convstate_pb2.ConversationState),
+    _call(Opcode.SET_RECEIPTS, convstate_pb2.SetReceipts, SESSION, "set_receipts", Opcode.RECEIPTS_OK,
+          convstate_pb2.ReceiptsOk),
+    _call(Opcode.PULL_READERS, convstate_pb2.PullReaders, SESSION, "pull_readers", Opcode.READERS_BATCH,
+          convstate_pb2.ReadersBatch),
     _call(Opcode.JOIN_ROOM, room_pb2.JoinRoom, ROOM, "join", Opcode.ROOM_JOINED, room_pb2.RoomJoined),
     _call(Opcode.ROOM_SEND, room_pb2.RoomSend, ROOM, "post", Opcode.ROOM_ACK, room_pb2.RoomAck, check="send_key"),
     _call(Opcode.LEAVE_ROOM, room_pb2.LeaveRoom, ROOM, "leave", Opcode.ROOM_LEFT, room_pb2.RoomLeft),

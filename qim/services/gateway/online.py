@@ -41,6 +41,9 @@ logger = logging.getLogger(__name__)
 PUSH_QUEUE_LIMIT = 1024 * 1024
 WAKE_BODY = mailbox_pb2.PushEvents().SerializeToString()  # no position: pull
 DEVICE_FRAMES_QUEUE_LIMIT = 4 * 1024 * 1024  # READ_SYNC / SESSION_DELTA (absolute values)
+# what a session node may push to a user's devices (READ_RECEIPT, CONVERSATION_STATE_SYNC: decision 0122)
+DEVICE_FRAME_OPCODES = frozenset({Opcode.READ_SYNC, Opcode.SESSION_DELTA, Opcode.CONVERSATION_STATE_SYNC,
+                                  Opcode.READ_RECEIPT})
 
 
 @functools.lru_cache(maxsize=LANE_COUNT)
@@ -50,7 +53,7 @@ def _lane_field(lane: int) -> bytes:
 
 
 class DeviceConn(Protocol):
-    """What the registry needs of a client connection (gateway/conn.py ClientConnection)."""
+    """What the registry needs of a device session (device_session.py DeviceSession)."""
 
     tenant: int
     user_id: int
@@ -60,6 +63,7 @@ class DeviceConn(Protocol):
     lane: int
     session_epoch: int
     replaced: bool
+    token_iat: int  # revocation.py: revoked when at or before a cutoff
 
     def send(self, opcode: int, request_id: int, body: bytes) -> None:
         """Queue one frame (ConnectionError when the connection is closing)."""
@@ -76,6 +80,12 @@ class DeviceConn(Protocol):
 
     def reap(self, reason: str) -> None:
         """Close a silent connection at once and unregister it (keepalive.py, decision 0077)."""
+
+    def silent_s(self, now: float) -> float:
+        """Seconds (time.monotonic `now`) since the device last showed it is alive (0077)."""
+
+    def revoked(self) -> None:
+        """Its token was revoked: KICKED{REVOKED}, then close (revocation.py)."""
 
 
 class OnlineRegistry:
@@ -123,7 +133,7 @@ class OnlineRegistry:
         retry_ms = CONNECTION_CAP_RETRY_AFTER_MS
         if self.evict_after_s > 0:
             now = time.monotonic()
-            silent = [(c.silent_s(now), c) for c in devices.values() if hasattr(c, "silent_s")]
+            silent = [(c.silent_s(now), c) for c in devices.values()]
             if silent:
                 quiet_s, quietest = max(silent, key=lambda pair: pair[0])
                 if quiet_s > self.evict_after_s:
@@ -174,7 +184,7 @@ class OnlineRegistry:
     def deliver_frames(self, frames: internal_pb2.DeviceFrames) -> None:
         """One server-initiated frame (READ_SYNC, SESSION_DELTA) to every online device of
         the user but `exclude_device_id`; dropped (counted) for a slow device."""
-        if frames.opcode not in (Opcode.READ_SYNC, Opcode.SESSION_DELTA):
+        if frames.opcode not in DEVICE_FRAME_OPCODES:
             self._m.push_dropped.inc()
             return
         devices = self._users.get((int.from_bytes(frames.tenant_id, "big"), frames.user_id), {})

@@ -36,11 +36,13 @@ from qim.consts import (
     SESSION_PAGE_MAX_LIMIT,
 )
 from qim.errors import EngineError, ErrorCode, IdError, RequestError
-from qim.proto.v1 import internal_pb2, session_pb2
+from qim.proto.v1 import convstate_pb2, internal_pb2, session_pb2
 from qim.protocol import Opcode
 from qim.services.session.cache import SessionListCache, Snapshot
+from qim.services.session.convstate import ConvStateCalls
 from qim.services.session.metrics import SessionMetrics
 from qim.services.session.summary import PageError, Summarizer
+from qim.stores.convstate import ConversationStateStore
 from qim.stores.errors import StorageError
 from qim.stores.groups import GroupStore
 from qim.stores.intervals import OPEN
@@ -68,14 +70,20 @@ class SessionService:
     def __init__(self, messages: MessageStore, groups: GroupStore, sessions: SessionStore, reads: ReadPositionStore,
                  cache: SessionListCache, send_devices: DeviceSend, unserved: Unserved,
                  metrics: Optional[SessionMetrics] = None,
-                 restore: Optional[Callable[[int, int, frozenset], Awaitable[int]]] = None) -> None:
+                 restore: Optional[Callable[[int, int, frozenset], Awaitable[int]]] = None,
+                 states: Optional[ConversationStateStore] = None) -> None:
         self._m = metrics if metrics is not None else SessionMetrics()
         self._messages = messages
         self._groups = groups
         self._sessions = sessions
         self._reads = reads
-        self._summarizer = Summarizer(messages, groups, sessions, reads)
         self.cache = cache
+        # UserConversationState and read receipts (convstate.py, docs/decisions/0122)
+        self._cs = None if states is None else ConvStateCalls(
+            states, sessions, groups, send_devices, self._summarize, cache.mark,
+            lambda key: self.cache.forget(lambda k: k == key), unserved)
+        self._summarizer = Summarizer(messages, groups, sessions, reads, states,
+                                      None if self._cs is None else self._cs.peer_reads)
         self._send_devices = send_devices
         self._unserved = unserved
         # completes a conversation set not yet checked against CQL user_conversation_state
@@ -159,6 +167,8 @@ class SessionService:
                 try:
                     # (score, member) ascending, what the cache keeps
                     asc = await self._read_set(tenant, user)
+                    if self._cs is not None:  # pinned first, hidden left out (convstate.py)
+                        asc = await self._cs.shape(tenant, user, asc)
                 except BaseException:
                     self.cache.abort_rebuild(key, start)
                     raise
@@ -167,15 +177,41 @@ class SessionService:
             if not dirty:
                 return snap, how
             how = "refresh" if how == "warm" else how
-            scores = await self._sessions.scores(tenant, user, dirty)
+            scores = await self._scores(tenant, user, dirty)
             new = self.cache.install_refresh(key, snap, upto, dict(zip(dirty, scores)))
             if new is not None:
                 return new, how
         # Contention with other requests of this user: serve an uninstalled refresh.
         assert snap is not None  # REFRESH_ATTEMPTS >= 1
         dirty, upto = self.cache.dirty(key, snap)
-        scores = await self._sessions.scores(tenant, user, dirty) if dirty else []
+        scores = await self._scores(tenant, user, dirty) if dirty else []
         return snap.updated(0, upto, dict(zip(dirty, scores))), how
+
+    async def _scores(self, tenant: int, user: int, members: list[bytes]) -> list[Optional[int]]:
+        """Re-read list scores of `members` (None: not listed), shaped by the user's choices."""
+        scores = await self._sessions.scores(tenant, user, members)
+        return scores if self._cs is None else await self._cs.shape_scores(tenant, user, members, scores)
+
+    async def _summarize(self, tenant: int, user: int, convs: list[bytes]) -> dict:
+        return await self._summarizer.summarize(tenant, user, convs)
+
+    # --- conversation state and read receipts (convstate.py) ----------------------------
+    def _calls(self) -> ConvStateCalls:
+        if self._cs is None:
+            raise RequestError(ErrorCode.UNAVAILABLE, "conversation state is not configured on this node")
+        return self._cs
+
+    async def set_state(self, actor, req: convstate_pb2.SetConversationState) -> convstate_pb2.ConversationState:
+        """SET_CONVERSATION_STATE (ConvStateCalls.set_state)."""
+        return await self._calls().set_state(actor, req)
+
+    async def set_receipts(self, actor, req: convstate_pb2.SetReceipts) -> convstate_pb2.ReceiptsOk:
+        """SET_RECEIPTS (ConvStateCalls.set_receipts)."""
+        return await self._calls().set_receipts(actor, req)
+
+    async def pull_readers(self, actor, req: convstate_pb2.PullReaders) -> convstate_pb2.ReadersBatch:
+        """PULL_READERS (ConvStateCalls.pull_readers)."""
+        return await self._calls().pull_readers(actor, req)
 
     async def _read_set(self, tenant: int, user: int) -> list[tuple[int, bytes]]:
         """The user's conversation set (score, member) ascending; with the archive tier, a
@@ -235,6 +271,8 @@ class SessionService:
             task = asyncio.get_running_loop().create_task(self._sync_devices(tenant, user, actor.device_id, conv, seq))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+            if kind == CONVERSATION_KIND_DIRECT and self._cs is not None:  # the peer's read tick
+                self._cs.read_moved(tenant, user, conv, seq, req.peer_user_id)
         return session_pb2.MarkReadOk(conversation_id=conv, read_conversation_seq=seq)
 
     async def _sync_devices(self, tenant: int, user: int, device: int, conv: bytes, seq: int) -> None:

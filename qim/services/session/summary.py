@@ -20,11 +20,12 @@ never a silent zero.
 from __future__ import annotations
 
 import asyncio
-from typing import Iterable, Optional
+from typing import Awaitable, Callable, Iterable, Optional
 
 from qim._core import ids
 from qim.consts import CONVERSATION_KIND_GROUP, MESSAGE_TYPE_CONTROL, SESSION_HEAD_BODY_MAX, UNREAD_EXACT_WINDOW
 from qim.proto.v1 import history_pb2, message_pb2, session_pb2
+from qim.stores.convstate import ConversationStateStore, ConvState
 from qim.stores.errors import StoreCorrupt
 from qim.stores.groups import GroupStore
 from qim.stores.intervals import OPEN, Interval, latest, parse_intervals
@@ -47,6 +48,12 @@ def count_unread(records: Iterable[message_pb2.MessageRecord], user: int, base: 
                and r.sender_id != user and r.message_type != MESSAGE_TYPE_CONTROL and r.state == NORMAL)
 
 
+def mentions(records: Iterable[message_pb2.MessageRecord], user: int, base: int) -> bool:
+    """Whether an unread message (the unread definition's set) mentions `user` or all."""
+    return any(r.conversation_seq > base and r.sender_id != user and r.message_type != MESSAGE_TYPE_CONTROL
+               and r.state == NORMAL and (r.mention_all or user in r.mention_user_ids) for r in records)
+
+
 def head_item(rec: message_pb2.MessageRecord, user: int) -> history_pb2.HistoryItem:
     """History form of the head; its body only up to SESSION_HEAD_BODY_MAX, so a page of
     heads stays far below the 4 MiB frame limit (docs/design.md §4)."""
@@ -67,11 +74,16 @@ class Summarizer:
     """`await summarize(tenant, user, convs)` -> {conversation_id: SessionEntry}."""
 
     def __init__(self, messages: MessageStore, groups: GroupStore, sessions: SessionStore,
-                 reads: ReadPositionStore) -> None:
+                 reads: ReadPositionStore, states: Optional[ConversationStateStore] = None,
+                 peer_reads: Optional[Callable[[int, int, list], Awaitable[list[int]]]] = None) -> None:
         self._messages = messages
         self._groups = groups
         self._sessions = sessions
         self._reads = reads
+        # the user's own choices (pinned, muted_until, hidden) and the direct peers' read
+        # positions under the receipts rule (qim/services/session/convstate.py); None: left 0
+        self._states = states
+        self._peer_reads = peer_reads
 
     async def summarize(self, tenant: int, user: int, convs: list[bytes]) -> dict[bytes, session_pb2.SessionEntry]:
         """SessionEntry per conversation of `convs` for `user`. Raises PageError (corrupt or
@@ -110,6 +122,7 @@ class Summarizer:
                                                UNREAD_EXACT_WINDOW)
         except StoreCorrupt as exc:
             raise PageError(exc.message) from None
+        choices, peer_reads = await self._choices(tenant, user, convs, peers)
         out = {}
         for conv, kind, iv, read, peer, gid, base, tail in zip(convs, kinds, intervals, reads, peers, group_ids, bases,
                                                               tails):
@@ -122,4 +135,24 @@ class Summarizer:
                 last_activity_id=tail.head.message_id, read_conversation_seq=read, unread=unread,
                 unread_exact=exact, joined_at=latest(iv)[0], left_at=latest(iv)[1] or 0, peer_user_id=peer,
                 group_id=gid, group_title=titles.get(conv, ""))
+            st = choices.get(conv)
+            if st is not None:
+                e = out[conv]
+                e.pinned, e.muted_until = st.pinned, st.muted_until
+                e.hidden = bool(st.hidden_at) and tail.head.created_at_ms <= st.hidden_at
+            out[conv].mentioned = tail.window is not None and mentions(tail.window, user, base)
+            out[conv].peer_read_seq = peer_reads.get(conv, 0)
         return out
+
+    async def _choices(self, tenant: int, user: int, convs: list[bytes],
+                       peers: list[int]) -> tuple[dict[bytes, ConvState], dict[bytes, int]]:
+        """The user's choices per conversation and the direct peers' read positions."""
+        if self._states is None or self._peer_reads is None:
+            return {}, {}
+        direct = [(p, c) for p, c in zip(peers, convs) if p]
+        try:
+            states, positions = await asyncio.gather(self._states.states(tenant, user, convs),
+                                                     self._peer_reads(tenant, user, direct))
+        except StoreCorrupt as exc:
+            raise PageError(exc.message) from None
+        return dict(zip(convs, states)), {c: pos for (_, c), pos in zip(direct, positions)}

@@ -9,6 +9,7 @@ from qim.infra.redis.checks import check_deployment
 from qim.stores.base import Stores
 from qim.stores.errors import StoreCorrupt
 from qim.stores.redis.commits import RedisCommitStore
+from qim.stores.redis.convstate import RedisConversationStates
 from qim.stores.redis.groups import RedisGroupStore
 from qim.stores.redis.leases import RedisClockLeases
 from qim.stores.redis.mailboxes import RedisMailboxStore
@@ -42,6 +43,7 @@ class RedisBackend(Stores):
             reads=RedisReadPositions(t),
             epochs=RedisSessionEpochs(t),
             rooms=RedisRoomEpochs(t),
+            convstates=RedisConversationStates(t),
         )
 
     async def check(self, commit_facts: bool, allow_unsafe_dev: bool) -> None:

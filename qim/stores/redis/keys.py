@@ -102,6 +102,15 @@ class CommitKeys:
         """The state key without the message_id hex (for the trim script)."""
         return f"qim:msgst:{self.tag}:"
 
+    # --- ReactionStore (docs/decisions/0121) -------------------------------------------
+    def reactions(self, message_id: bytes) -> str:
+        """HASH, ReactionStore: emoji -> count (> 0) of one message (MessageReactionSummary)."""
+        return f"qim:rx:{self.tag}:{message_id.hex()}"
+
+    def reactors(self, message_id: bytes) -> str:
+        """SET, ReactionStore: "<user_id>:<emoji>" of every reaction on one message (idempotence)."""
+        return f"qim:rxu:{self.tag}:{message_id.hex()}"
+
     # --- GroupStore (written inside the CommitStore's group_change script) ------------
     def group_meta(self) -> str:
         """HASH, GroupStore: gid, owner, ver (membership_version), count, cat."""
@@ -242,6 +251,17 @@ def read_key(tenant: int, user_id: int) -> str:
     """HASH, ReadPositionStore: conversation_id hex -> read_conversation_seq (forward
     only; also moved by SessionStore's registration of the user's own sends)."""
     return f"qim:read:{tenant:032x}:{user_id}"
+
+
+def convstate_key(tenant: int, user_id: int) -> str:
+    """HASH, ConversationStateStore: conversation_id hex -> "<pinned>:<muted_until>:<hidden_at>"
+    (the user's own choices, docs/decisions/0122; absent = all zero)."""
+    return f"qim:convstate:{tenant:032x}:{user_id}"
+
+
+def receipts_key(tenant: int, user_id: int) -> str:
+    """STRING, ConversationStateStore: "0" while the user turned read receipts off (absent = on)."""
+    return f"qim:receipts:{tenant:032x}:{user_id}"
 
 
 # --- RevocationStore ------------------------------------------------------------------

@@ -3,8 +3,8 @@ TTLs (the move of docs/decisions/0104; the key families: keys.py, decision 0096 
 
 A shard owns its DispatchProgress (and its index), its watermark and its session
 checkpoint, all tagged `{s<shard>}`, and the keys of its users: mailboxes, day
-indexes, conversation sets, peers, checked marks, names, read positions and session
-epochs, named `<family><tenant hex>:<user>...` (a user's shard is its virtual bucket's
+indexes, conversation sets, peers, checked marks, names, read positions, session
+epochs, conversation states and receipt settings (decision 0122), named `<family><tenant hex>:<user>...` (a user's shard is its virtual bucket's
 low bits, RedisLayout.user_shard). The first-registration queue is one ZSET per
 instance: its rows of the shard's users move as rows.
 """
@@ -17,7 +17,7 @@ from qim.stores.redis.keys import session_shard_checkpoint_key, ucs_pending_key,
 
 # the families of a user's keys on a mailbox instance (keys.py): "<prefix><tenant hex>:<user>..."
 USER_PREFIXES = (b"qim:mbx:", b"qim:mbxdays:", b"qim:convs:", b"qim:convpeer:", b"qim:convchecked:",
-                 b"qim:name:", b"qim:read:", b"qim:sepoch:")
+                 b"qim:name:", b"qim:read:", b"qim:sepoch:", b"qim:convstate:", b"qim:receipts:")
 BATCH = 256  # keys per pipelined round trip
 SCAN_COUNT = 1000
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from qim.consts import PROFILES_PAGE_MAX, U63_MAX
 from qim.errors import ErrorCode, RequestError
-from qim.proto.v1 import session_pb2
+from qim.proto.v1 import convstate_pb2, session_pb2
 from qim.services.gateway.context import ClientSession
 from qim.wire.validate import check_conversation, parse_request
 
@@ -37,4 +37,29 @@ def profiles_key(conn: ClientSession, body: bytes) -> int:
         raise RequestError(ErrorCode.INVALID_ARGUMENT, f"PULL_PROFILES asks for 1 to {PROFILES_PAGE_MAX} user ids")
     if any(not 0 < u <= U63_MAX for u in req.user_ids):
         raise RequestError(ErrorCode.INVALID_ARGUMENT, "user ids must be non-zero with bit 63 clear")
+    return conn.shard
+
+
+def set_state_key(conn: Any, body: bytes) -> int:
+    """SET_CONVERSATION_STATE: a direct or group conversation and at least one field;
+    the key is the user's session shard (docs/decisions/0122)."""
+    req = parse_request(convstate_pb2.SetConversationState, body, "SET_CONVERSATION_STATE")
+    check_conversation(req.conversation_id)
+    if not (req.HasField("pinned") or req.HasField("muted_until") or req.HasField("hidden")):
+        raise RequestError(ErrorCode.INVALID_ARGUMENT, "SET_CONVERSATION_STATE changes nothing (set a field)")
+    return conn.shard
+
+
+def set_receipts_key(conn: Any, body: bytes) -> int:
+    """SET_RECEIPTS: a valid request; the key is the user's session shard."""
+    parse_request(convstate_pb2.SetReceipts, body, "SET_RECEIPTS")
+    return conn.shard
+
+
+def pull_readers_key(conn: Any, body: bytes) -> int:
+    """PULL_READERS: a direct or group conversation and a seq > 0; the user's session shard."""
+    req = parse_request(convstate_pb2.PullReaders, body, "PULL_READERS")
+    check_conversation(req.conversation_id)
+    if req.conversation_seq == 0:
+        raise RequestError(ErrorCode.INVALID_ARGUMENT, "conversation_seq must be > 0")
     return conn.shard
