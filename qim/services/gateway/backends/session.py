@@ -40,7 +40,7 @@ def profiles_key(conn: ClientSession, body: bytes) -> int:
     return conn.shard
 
 
-def set_state_key(conn: Any, body: bytes) -> int:
+def set_state_key(conn: ClientSession, body: bytes) -> int:
     """SET_CONVERSATION_STATE: a direct or group conversation and at least one field;
     the key is the user's session shard (docs/decisions/0122)."""
     req = parse_request(convstate_pb2.SetConversationState, body, "SET_CONVERSATION_STATE")
@@ -50,13 +50,13 @@ def set_state_key(conn: Any, body: bytes) -> int:
     return conn.shard
 
 
-def set_receipts_key(conn: Any, body: bytes) -> int:
+def set_receipts_key(conn: ClientSession, body: bytes) -> int:
     """SET_RECEIPTS: a valid request; the key is the user's session shard."""
     parse_request(convstate_pb2.SetReceipts, body, "SET_RECEIPTS")
     return conn.shard
 
 
-def pull_readers_key(conn: Any, body: bytes) -> int:
+def pull_readers_key(conn: ClientSession, body: bytes) -> int:
     """PULL_READERS: a direct or group conversation and a seq > 0; the user's session shard."""
     req = parse_request(convstate_pb2.PullReaders, body, "PULL_READERS")
     check_conversation(req.conversation_id)
