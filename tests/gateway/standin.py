@@ -25,7 +25,7 @@ KEY = SigningKey.generate()  # what the stand-in trusts
 def config(**overrides: Any) -> GatewayConfig:
     """A GatewayConfig trusting KEY; `overrides` replace any field (tenant 0, 8 shards)."""
     fields: dict[str, Any] = dict(
-        common=SimpleNamespace(tenant=0, shard_count=8), listen="127.0.0.1:0", metrics_listen="127.0.0.1:0",
+        common=SimpleNamespace(tenant=0, shard_count=8, redis_addr=""), listen="127.0.0.1:0", metrics_listen="127.0.0.1:0",
         push_listen="127.0.0.1:0", peers={"writer": ("127.0.0.1:1",), "mailbox": ("127.0.0.1:1",),
                                           "session": ("127.0.0.1:1",)}, token_keys=(KEY.verify_key(),), inflight_limit=8, max_body=1 << 20,
         auth_timeout_s=10.0)

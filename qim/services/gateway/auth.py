@@ -12,8 +12,9 @@ qim_gateway_auth_refused_total{reason}; the token itself is never logged or echo
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
+from qim.config import GatewayConfig
 from qim.services.gateway.keys import TokenKeys, initial_jwks
 from qim.services.gateway.metrics import GatewayMetrics
 from qim.wire.tokens import TokenRefused, TokenVerifier, VerifiedToken
@@ -23,9 +24,9 @@ class Authenticator:
     """Verifies AUTH tokens for one gateway (`config`: GatewayConfig). ValueError when
     the configured keys cannot form a verifier (none, duplicate kid)."""
 
-    def __init__(self, config: Any, metrics: Optional[GatewayMetrics] = None) -> None:
+    def __init__(self, config: GatewayConfig, metrics: Optional[GatewayMetrics] = None) -> None:
         self._m = metrics if metrics is not None else GatewayMetrics()
-        jwks = initial_jwks(getattr(config, "token_jwks", ""))  # EngineError when unreadable
+        jwks = initial_jwks(config.token_jwks)  # EngineError when unreadable
         self.verifier = TokenVerifier(tuple(config.token_keys) + jwks, config.token_audience, config.token_issuer,
                                       config.token_leeway_s, config.token_max_ttl_s)
         self.keys = TokenKeys(config, self.verifier, self._m)  # JWKS refreshes: run() as a node task

@@ -9,13 +9,17 @@ UNAVAILABLE.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Awaitable, Callable, Iterable, Iterator
+
+from prometheus_client import CollectorRegistry
 
 from qim.cluster.keeper import ShardKeeper
 from qim.cluster.metrics import ShardMetrics
 from qim.cluster.owners import OwnerTable
 from qim.config import GatewayConfig
-from qim.services.gateway.presence import PresencePublisher
+from qim.obs.node import ServiceNode
+from qim.services.gateway.metrics import GatewayMetrics
+from qim.services.gateway.presence import PresencePublisher, PresentDevice
 from qim.stores.open import RedisPlacement, open_registry, open_stores
 from qim.topology import GATEWAY, MAILBOX, SESSION
 
@@ -24,7 +28,7 @@ class GatewayCluster:
     """Registry, owners, node lease, session epochs and presence of one gateway node;
     `node` (the ServiceNode) gets the tasks and closers."""
 
-    def __init__(self, config: GatewayConfig, metrics: Any, registry: Any) -> None:
+    def __init__(self, config: GatewayConfig, metrics: GatewayMetrics, registry: CollectorRegistry) -> None:
         reg = config.registry
         assert reg is not None
         self.shard_registry = open_registry(reg.redis_addr)
@@ -48,7 +52,7 @@ class GatewayCluster:
         if not self.owners.loaded:
             yield f"shard registry not read yet ({self.owners.error or 'starting'})"
 
-    async def start(self, node: Any, connections) -> None:
+    async def start(self, node: ServiceNode, connections: Callable[[], Iterable[PresentDevice]]) -> None:
         """Join (JoinRefused, a ConfigError, when the node id is in use), read the
         registry, then run the lease, the owner table and the presence renewal as tasks
         of `node`."""
@@ -60,7 +64,7 @@ class GatewayCluster:
         node.spawn(self.keeper.run(), "node lease")
         node.spawn(self.presence.renew(connections), "presence renewal")
 
-    def closers(self) -> list[tuple[Any, str]]:
+    def closers(self) -> list[tuple[Callable[[], Awaitable[None]], str]]:
         """(close, what) in registration order (the node closes them in reverse)."""
         return [(self.shard_registry.close, "shard registry"), (self.stores.close, "stores"),
                 (self.presence.close, "presence producer"), (self.keeper.stop, "node lease")]

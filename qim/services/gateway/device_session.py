@@ -148,7 +148,7 @@ class DeviceSession(LoginMixin):
             for local in self._locals.values():
                 local.closed(self)
 
-    # --- DeviceConn protocol (online.OnlineRegistry), Silent (keepalive.py), Revocable
+    # --- DeviceConn protocol (online.OnlineRegistry: keepalive.py reaps through it), Revocable
     def send(self, opcode: int, request_id: int, body: bytes) -> None:
         """Queue one frame to the device (StreamClosed when no open connection carries it)."""
         self.stream.send(opcode, request_id, body)

@@ -30,28 +30,19 @@ import asyncio
 import logging
 import socket
 import time
-from typing import Any, Protocol
+
+from qim.services.gateway.online import OnlineRegistry
 
 logger = logging.getLogger(__name__)
 SILENT_FACTOR = 1.5  # reaped after this many heartbeats of silence (three PING intervals of a client)
 EVICTABLE_FACTOR = 1.0  # at the per-user cap: closed for a new login after this many (two PING intervals)
 
 
-class Silent(Protocol):
-    """What the sweep needs of a connection (conn.py ClientConnection)."""
-
-    def silent_s(self, now: float) -> float:
-        """Seconds (time.monotonic) since the connection last showed it is alive."""
-
-    def reap(self, reason: str) -> None:
-        """Abort it, unregister it, count it under `reason`."""
-
-
 class Keepalive:
     """Sweeps `online` (OnlineRegistry) every `heartbeat_s` / 4 s; reaps connections
     silent for SILENT_FACTOR × `heartbeat_s` s. `reaped` counts them (a total)."""
 
-    def __init__(self, online: Any, heartbeat_s: float) -> None:
+    def __init__(self, online: OnlineRegistry, heartbeat_s: float) -> None:
         if heartbeat_s <= 0:
             raise ValueError("heartbeat_s must be > 0")
         self.online = online

@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
 
+from qim.config import GatewayConfig
 from qim.errors import EngineError
 from qim.services.gateway.metrics import GatewayMetrics
 from qim.wire.jwks import MIN_REFRESH_S, parse_jwks, read_jwks
@@ -41,7 +41,7 @@ class TokenKeys:
     """Keeps `verifier`'s keys = file keys ∪ the JWKS keys (config: GatewayConfig; the
     verifier starts with both, from initial_jwks)."""
 
-    def __init__(self, config: Any, verifier: TokenVerifier, metrics: GatewayMetrics) -> None:
+    def __init__(self, config: GatewayConfig, verifier: TokenVerifier, metrics: GatewayMetrics) -> None:
         self.files: tuple[VerifyKey, ...] = tuple(config.token_keys)
         self.location: str = config.token_jwks
         self.period_s = float(config.token_jwks_refresh_s)

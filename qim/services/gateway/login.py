@@ -25,7 +25,7 @@ import contextlib
 import logging
 import random
 import time
-from typing import TYPE_CHECKING, Any, AsyncIterator, Optional, cast
+from typing import TYPE_CHECKING, AsyncIterator, Callable, Optional, cast
 
 from google.protobuf.message import DecodeError
 
@@ -63,7 +63,8 @@ class LoginAdmission:
     """At most `inflight` logins served at once, `queue` waiting (module docstring);
     `metrics` a GatewayMetrics or None; `clock` monotonic seconds."""
 
-    def __init__(self, inflight: int, queue: int, metrics: Any = None, clock=time.monotonic) -> None:
+    def __init__(self, inflight: int, queue: int, metrics: Optional[GatewayMetrics] = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if inflight < 1 or queue < 0:
             raise ValueError("a login admission needs inflight >= 1 and queue >= 0")
         self.inflight, self.queue = inflight, queue

@@ -20,9 +20,12 @@ PULL_MAILBOX never answered while the first copy of its page is still being writ
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import Optional, Protocol, runtime_checkable
+
+from prometheus_client import CollectorRegistry
 
 from qim._core.zstd_bound import compressor
+from qim.net.transport import FrameTransport
 from qim.obs.metrics import MetricSet
 from qim.protocol import Opcode
 
@@ -32,7 +35,17 @@ COMPRESS_OPCODES = frozenset({Opcode.MAILBOX_BATCH, Opcode.HISTORY_BATCH})
 SAMPLE_SLICES = 8
 SAMPLE_SLICE_BYTES = 4 * 1024
 
-_METRICS: "weakref.WeakKeyDictionary[Any, PageMetrics]" = weakref.WeakKeyDictionary()
+_METRICS: "weakref.WeakKeyDictionary[CollectorRegistry, PageMetrics]" = weakref.WeakKeyDictionary()
+
+
+@runtime_checkable
+class SendTracking(Protocol):
+    """A FrameTransport that tells whether a frame is still queued (qim/net/framed.py
+    FramedStream; the WebSocket stream does not: its repeats are served at once)."""
+
+    def sending(self, opcode: int, request_id: int) -> bool:
+        """True while the frame (`opcode`, `request_id`) has chunks not yet written."""
+        ...
 
 
 class PageMetrics:
@@ -71,18 +84,19 @@ class PageReplies:
     FrameTransport (`sending(opcode, request_id)` where it has one), `metrics` the
     gateway's MetricSet."""
 
-    def __init__(self, stream: Any, metrics: MetricSet) -> None:
+    def __init__(self, stream: FrameTransport, metrics: MetricSet) -> None:
         self._stream = stream
+        self._sending: Optional[SendTracking] = stream if isinstance(stream, SendTracking) else None
         self._m = PageMetrics.of(metrics)
         self._last: tuple[bytes, int] = (b"", 0)  # (PULL_MAILBOX body, request_id) of the last page queued
 
     def _first_in_flight(self, opcode: int, body: bytes) -> int:
         """The request_id of the queued page this pull repeats, else 0."""
         last_body, rid = self._last
-        sending = getattr(self._stream, "sending", None)
-        if opcode != Opcode.PULL_MAILBOX or not rid or body != last_body or sending is None:
+        tracking = self._sending
+        if opcode != Opcode.PULL_MAILBOX or not rid or body != last_body or tracking is None:
             return 0
-        return rid if sending(Opcode.MAILBOX_BATCH, rid) else 0
+        return rid if tracking.sending(Opcode.MAILBOX_BATCH, rid) else 0
 
     async def defer_repeat(self, opcode: int, body: bytes) -> None:
         """Wait while the page this request repeats is still being written (counted)."""
@@ -90,8 +104,8 @@ class PageReplies:
         if not rid:
             return
         self._m.deferred.inc()
-        stream = self._stream
-        while not stream.closed and stream.sending(Opcode.MAILBOX_BATCH, rid):
+        stream, tracking = self._stream, self._sending
+        while tracking is not None and not stream.closed and tracking.sending(Opcode.MAILBOX_BATCH, rid):
             await stream.wait_writable(max(0, stream.queued_bytes - 1))  # wakes on every chunk taken
 
     def send(self, request_opcode: int, request_body: bytes, request_id: int, opcode: int, reply: bytes) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable, Iterable, Optional, Protocol
+from typing import Callable, Iterable, Optional, Protocol
 
 from qim.consts import PRESENCE_TOPIC
 from qim.errors import EngineError
@@ -46,7 +46,7 @@ class PresencePublisher:
     `metrics` (published, failed)."""
 
     def __init__(self, bootstrap: str, node_id: str, incarnation: str, ttl_ms: int,
-                 metrics: Optional[MetricSet] = None, producer: Any = None) -> None:
+                 metrics: Optional[MetricSet] = None, producer: Optional[AsyncProducer] = None) -> None:
         self._producer = producer if producer is not None else AsyncProducer(bootstrap)
         self.node_id, self.incarnation, self.ttl_ms = node_id, incarnation, ttl_ms
         self.since_ms = 0

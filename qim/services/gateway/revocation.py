@@ -26,18 +26,46 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Protocol
+from typing import Optional, Protocol, Sequence
 
 from qim.errors import EngineError
 from qim.services.gateway.metrics import GatewayMetrics
+from qim.services.gateway.online import OnlineRegistry
 from qim.wire.tokens import TokenRefused
 
 logger = logging.getLogger(__name__)
 BACKOFF_S = (0.2, 5.0)
 
 
+Ident = tuple[int, int, int]  # (tenant, user_id, device_id)
+
+
+class Feed(Protocol):
+    """The revocation feed (qim/stores/redis/revocations.py RevocationFeed)."""
+
+    async def next(self) -> Optional[tuple[Ident, int]]:
+        """The next (ident, cutoff) published, None when nothing came (EngineError: lost)."""
+        ...
+
+    async def close(self) -> None:
+        """Unsubscribe."""
+        ...
+
+
+class RevocationSource(Protocol):
+    """The revocation list the watcher reads (qim/stores/revocations.py open_revocations)."""
+
+    async def cutoffs(self, idents: Sequence[Ident]) -> list[int]:
+        """The cutoff (unix s, 0: none) of each ident: its device's or its user's, the later."""
+        ...
+
+    async def subscribe(self) -> Feed:
+        """Follow the revocations published from now on (EngineError when unreachable)."""
+        ...
+
+
 class Revocable(Protocol):
-    """What a client connection gives the watcher."""
+    """What a device session gives the watcher at AUTH."""
 
     tenant: int
     user_id: int
@@ -51,7 +79,7 @@ class Revocable(Protocol):
 class Revocations:
     """Checks and applies revocations for one gateway (`online`: OnlineRegistry)."""
 
-    def __init__(self, store: Any, online: Any, metrics: GatewayMetrics) -> None:
+    def __init__(self, store: RevocationSource, online: OnlineRegistry, metrics: GatewayMetrics) -> None:
         self.store, self.online, self._m = store, online, metrics
         self.feed_up = False
         self.recheck_due = False  # a connection was let in unchecked: check everyone once the list answers

@@ -20,7 +20,7 @@ row in qim/topology.py.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional, Union
+from typing import Callable, Mapping, Optional, Protocol, Union
 
 import blake3
 
@@ -39,6 +39,20 @@ def rendezvous_order(key: bytes, addrs: tuple[str, ...]) -> list[int]:
     return [i for _, i in sorted(weights, reverse=True)]
 
 
+
+class PushSink(Protocol):
+    """What the router feeds a LocalBackend (context.py) of the connections to its
+    backend's nodes: their `pushes` frames and their losses."""
+
+    def on_push(self, addr: str, body: bytes) -> None:
+        """A `pushes` frame from the backend node at `addr`."""
+        ...
+
+    def on_lost(self, addr: str) -> None:
+        """The connection to the backend node at `addr` dropped."""
+        ...
+
+
 class BackendRouter:
     """RPC clients to every backend of `backends` ({service name: addresses}), each
     reached by its row's routing rule (SHARD_OWNER rows through `owners`, the OwnerTable
@@ -50,7 +64,7 @@ class BackendRouter:
     next one was tried (reason: "timeout", "unreachable" or "unfit")."""
 
     def __init__(self, backends: Mapping[str, tuple[str, ...]], tls: Optional[TlsContexts] = None,
-                 owners: Optional[OwnerTable] = None, local_backends: Optional[Mapping[str, Any]] = None,
+                 owners: Optional[OwnerTable] = None, local_backends: Optional[Mapping[str, PushSink]] = None,
                  dropped: Optional[Callable[[], None]] = None,
                  failovers: Optional[Callable[[str, str], None]] = None) -> None:
         self._addrs = dict(backends)
@@ -61,13 +75,16 @@ class BackendRouter:
         self._locals = dict(local_backends or {})
         self._dropped = dropped or (lambda: None)
         self._failover = {name: Failover(name, addrs, failovers) for name, addrs in backends.items()
-                          if getattr(self._rules[name], "routing", None) == RENDEZVOUS}
+                          if self._routing(name) == RENDEZVOUS}
         self._clients = {name: [self._client(name, a, tls) for a in addrs]
                          for name, addrs in backends.items() if not self._by_owner(name)}
 
-    def _by_owner(self, backend: str) -> bool:
+    def _routing(self, backend: str) -> Optional[str]:
         rule = self._rules.get(backend)
-        return rule is not None and rule.routing == SHARD_OWNER
+        return rule.routing if rule is not None else None
+
+    def _by_owner(self, backend: str) -> bool:
+        return self._routing(backend) == SHARD_OWNER
 
     def _client(self, name: str, addr: str, tls: Optional[TlsContexts]) -> RpcClient:
         """The RpcClient of one node; a backend with a LocalBackend gets its `pushes`

@@ -68,8 +68,7 @@ class ConnectionNode(ServiceNode):
         self.auth = Authenticator(config, self.metrics)  # AUTH tokens (QIM_TOKEN_*, keys.py)
         # revocations on every core Redis instance (decision 0100), checked at AUTH and followed live
         # (a unit test's stand-in configuration has no Redis: no revocations then)
-        redis_addr = getattr(config.common, "redis_addr", "")
-        self.revocation_store = open_revocations(config.common.redis_layout) if redis_addr else None
+        self.revocation_store = open_revocations(config.common.redis_layout) if config.common.redis_addr else None
         self.revocations = (Revocations(self.revocation_store, self.online, self.metrics)
                             if self.revocation_store is not None else None)
         self.limiter = SendLimiter.from_config(config, self.metrics)  # QIM_RATE_*

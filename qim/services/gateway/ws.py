@@ -15,17 +15,37 @@ most once a second.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from typing import Any, Optional
+from typing import Optional, Protocol
 
+from qim.config import GatewayConfig
 from qim.net.transport import ByteReader, ByteWriter, FrameTransport, release
 from qim.net.websocket import WebSocketStream
 from qim.net.ws_handshake import UpgradeRefused, accept_upgrade, origin_patterns
+from qim.services.gateway.metrics import GatewayMetrics
 
 logger = logging.getLogger(__name__)
 LOG_EVERY_S = 1.0
+
+
+
+class UpgradeNode(Protocol):
+    """What the WebSocket transport uses of its gateway node (server.py ConnectionNode)."""
+
+    @property
+    def config(self) -> GatewayConfig:
+        """QIM_GATEWAY_WS_ORIGINS and QIM_AUTH_TIMEOUT_MS."""
+        ...
+
+    @property
+    def metrics(self) -> GatewayMetrics:
+        """qim_gateway_ws_* counters."""
+        ...
+
+    async def serve(self, stream: FrameTransport) -> None:
+        """Serve one client link until it ends (the node's connection handler)."""
+        ...
 
 
 class WebSocketUpgrade:
@@ -33,7 +53,7 @@ class WebSocketUpgrade:
     auth_timeout_s; its `metrics`: GatewayMetrics); `chunk_bytes` is the chunk size
     toward clients (one chunk per message)."""
 
-    def __init__(self, node: Any, chunk_bytes: int) -> None:
+    def __init__(self, node: UpgradeNode, chunk_bytes: int) -> None:
         self._node = node
         self._origins = origin_patterns(node.config.ws_origins)
         self._timeout = node.config.auth_timeout_s  # the upgrade request comes first, then AUTH
@@ -57,7 +77,7 @@ class WebSocketUpgrade:
         self._node.metrics.ws_connections.inc()
         return WebSocketStream(reader, writer, ws, events, chunk_bytes=self._chunk_bytes)
 
-    async def serve_plain(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def serve_plain(self, reader: ByteReader, writer: ByteWriter) -> None:
         """A connection of the development ws:// listener: the upgrade, then the node's
         connection handler."""
         stream = await self.accept(reader, writer)
