@@ -13,6 +13,7 @@ import { KIND_GROUP } from "../sdk/ids";
 import type { Conversation } from "../sdk/model";
 import { MessageType } from "../sdk/protocol";
 import { StorageTrouble } from "../sdk/errors";
+import { convControls, readMark, shapeList } from "./convmarks";
 import { Rows, type Row } from "./rows";
 import { editLink, refused } from "./refused";
 import { storageWords, tooLongWords } from "./words";
@@ -120,6 +121,8 @@ export class ChatView {
       case "membership":
         if (this.open === toHex(e.change.conversationId) && !$("members").hidden) void this.showMembers();
         break;
+      case "conversationState": // pin, mute, hide, mention marks; a read tick (convmarks.ts)
+      case "peerRead":
       case "state":
         break; // redraw: a pending row says "not sent yet" while offline; names unknown offline are asked now
       case "syncFailed":
@@ -144,10 +147,10 @@ export class ChatView {
   private renderList(): void {
     const ul = $("convs");
     ul.replaceChildren();
-    const list = [...this.convs.values()].sort((a, b) => {
+    const list = shapeList(this.client, [...this.convs.values()].sort((a, b) => { // pinned first, hidden out
       const x = a.lastMessage?.createdAtMs ?? 0n, y = b.lastMessage?.createdAtMs ?? 0n;
       return x < y ? 1 : x > y ? -1 : 0;
-    });
+    }));
     for (const c of list) {
       const id = toHex(c.conversationId);
       const li = el("li", "conv" + (id === this.open ? " open" : ""), "", { "data-testid": "conversation",
@@ -162,7 +165,7 @@ export class ChatView {
         else if (!last.bodyComplete) preview = `${last.senderId === this.client.userId ? "me" : this.nameOf(last.senderId)}: (long message)`;
         else preview = `${last.senderId === this.client.userId ? "me" : this.nameOf(last.senderId)}: ${fromUtf8(last.body)}`;
       }
-      li.append(el("span", "last", preview, { "data-testid": "last-message" }));
+      li.append(el("span", "last", preview, { "data-testid": "last-message" }), ...convControls(this.client, c, this.showError));
       li.onclick = () => void this.openConversation(id);
       ul.append(li);
     }
@@ -192,7 +195,8 @@ export class ChatView {
     meta.append(el("span", "time", new Date(r.createdAtMs).toLocaleTimeString()));
     const waiting = this.client.runtime.connected ? "sending…" : "not sent yet: offline (sent when back online)";
     const st = r.state === "pending" ? waiting : r.state === "failed" ? `failed: ${r.failure}` : mine && r.state === "sent" ? "✓" : "";  // a tick is for what I sent
-    meta.append(el("span", "st", st, { "data-testid": "message-status" }), ...editLink(r, () => this.schedule()));
+    meta.append(el("span", "st", st, { "data-testid": "message-status" }), ...editLink(r, () => this.schedule()),
+      ...readMark(this.client, this.open ? this.convs.get(this.open) : undefined, r));
     if (mine && r.state === "sent" && r.messageId) {
       const b = el("button", "link", "recall", { "data-testid": "recall" });
       b.onclick = () => void this.recall(r.messageId!);

@@ -23,6 +23,7 @@ import { conversationIdDirect, conversationKind, KIND_DIRECT, KIND_GROUP } from 
 import type { Conversation, PendingSend, StoredMessage } from "./model";
 import { MAX_CUSTOM_TYPE_BYTES, MessageType, Op, PROFILES_MAX_IDS } from "./protocol";
 import { Backoff, withRetry } from "./retry";
+import { ConvStates } from "./convstate";
 import { Rooms } from "./rooms";
 import { Runtime, type RuntimeOptions } from "./runtime";
 import { Sessions } from "./sessions";
@@ -46,11 +47,15 @@ export class Client {
   readonly sessions: Sessions;
   /** Chatrooms, in memory only (rooms.ts; docs/sdk.md "Chatrooms"). */
   readonly rooms: Rooms;
+  /** Pin, mute, hide, read receipts (convstate.ts; docs/sdk.md "Pin, mute, hide"). */
+  readonly convstates: ConvStates;
   private names = new Map<bigint, string>(); // display names learnt by PULL_PROFILES ("" = none given)
 
   private constructor(readonly runtime: Runtime, readonly store: LocalStore, readonly claims: TokenClaims) {
     this.sessions = new Sessions(runtime);
     this.rooms = new Rooms(runtime);
+    this.convstates = new ConvStates(runtime);
+    this.sessions.note = (entries) => this.convstates.noteEntries(entries);
   }
 
   /**
@@ -92,9 +97,9 @@ export class Client {
     this.runtime.close();
   }
 
-  /** The list, newest activity first. */
-  conversations(): Promise<Conversation[]> {
-    return this.store.conversations();
+  /** The list: pinned first, newest activity first in each part, hidden ones left out (convstate.ts). */
+  async conversations(): Promise<Conversation[]> {
+    return this.convstates.shape(await this.store.conversations());
   }
 
   /** One entry of the list, or null. */

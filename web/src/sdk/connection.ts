@@ -44,6 +44,8 @@ export class Connection {
   onPush: (p: PushEvents) => void = () => undefined;
   onSessionDelta: (d: SessionDelta) => void = () => undefined;
   onReadSync: (r: ReadSync) => void = () => undefined;
+  /** Further server frames by opcode -> handler(body): CONVERSATION_STATE_SYNC, READ_RECEIPT (convstate.ts). */
+  frameHandlers = new Map<number, (body: Uint8Array) => void>();
   onRoomEvents: (f: RoomEvents) => void = () => undefined;
   onKicked: (reason: number) => void = () => undefined;
   onClosed: (reason: string) => void = () => undefined;
@@ -151,6 +153,7 @@ export class Connection {
       else if (f.opcode === Op.READ_SYNC) this.onReadSync(fromBinary(ReadSyncSchema, f.body));
       else if (f.opcode === Op.ROOM_EVENTS) this.onRoomEvents(fromBinary(RoomEventsSchema, f.body));
       else if (f.opcode === Op.KICKED) this.onKicked(fromBinary(KickedSchema, f.body).reason);
+      else this.frameHandlers.get(f.opcode)?.(f.body);
       return; // PONG of a liveness probe, or a future server frame: bytes count as life
     }
     const w = this.waiters.get(f.requestId);

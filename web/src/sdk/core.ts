@@ -59,6 +59,8 @@ export interface RuntimeCore {
   /** Where the current and later connections send SESSION_DELTA and READ_SYNC. */
   onSessionDelta: Connection["onSessionDelta"];
   onReadSync: Connection["onReadSync"];
+  /** Further server frames by opcode -> handler(body) (convstate.ts). */
+  readonly frameHandlers: Map<number, (body: Uint8Array) => void>;
   /** Tell the app one event (a throwing listener never stops the SDK). */
   emit(e: QimEvent): void;
   /** Tell one committed apply, in order, and settle the sends it resolved. */

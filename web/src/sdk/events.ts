@@ -5,6 +5,7 @@
  * messagesRemoved, pendingResolved, readPosition, membership.
  */
 
+import type { ConversationState } from "./convstate";
 import type { Conversation, Membership, PendingSend, StoredMessage } from "./model";
 
 /** connecting, syncing, ready, reconnecting, offline (stopped, with a reason), kicked (terminal). */
@@ -48,6 +49,10 @@ export type QimEvent =
   | { type: "sendFailed"; clientMessageId: Uint8Array; code: number; message: string }
   | { type: "readPosition"; conversationId: Uint8Array; seq: bigint; source: "local" | "sync" | "server" }
   | { type: "membership"; change: Membership }
+  /** Pin, mute, hide or the list marks (mentioned, peerReadSeq) of a conversation changed (convstate.ts). */
+  | { type: "conversationState"; state: ConversationState; source: "local" | "sync" | "server" }
+  /** A read tick: the peer of a direct chat read up to `seq` (only while both have receipts on). */
+  | { type: "peerRead"; conversationId: Uint8Array; readerUserId: bigint; seq: bigint }
   | { type: "kicked"; reason: number }
   | { type: "syncFailed"; code: number; message: string }
   | { type: "cursorReset" }

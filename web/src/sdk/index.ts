@@ -1,6 +1,7 @@
 /** qim-js: the TypeScript SDK of QIM (docs/sdk.md "qim-js"). */
 export * from "./bytes";
 export * from "./client";
+export * from "./convstate";
 export * from "./errors";
 export * from "./events";
 export * from "./frame";

@@ -51,6 +51,7 @@ export class Runtime implements RuntimeCore, Reconnectable {
   readonly stats: RuntimeStats = { reconnects: 0, resends: 0, reconciled: 0, pushes: 0, pushesSkipped: 0, rebuilds: 0 };
   onSessionDelta: Connection["onSessionDelta"] = () => undefined;
   onReadSync: Connection["onReadSync"] = () => undefined;
+  readonly frameHandlers = new Map<number, (body: Uint8Array) => void>(); // convstate.ts
   onRoomEvents: Connection["onRoomEvents"] = () => undefined; // rooms.ts
   readonly dial: Dialer;
   readonly timing: Timing;
@@ -213,6 +214,7 @@ export class Runtime implements RuntimeCore, Reconnectable {
     conn.onKicked = (r) => this.onKicked(r);
     conn.onSessionDelta = (d) => this.onSessionDelta(d);
     conn.onReadSync = (r) => this.onReadSync(r);
+    conn.frameHandlers = this.frameHandlers;
     conn.onRoomEvents = (f) => this.onRoomEvents(f);
     conn.onClosed = (reason) => this.onClosed(conn, reason, endpoint);
     this.conn = conn;

@@ -11,7 +11,7 @@
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { ErrorCode } from "../gen/qim/v1/common_pb";
 import { MarkReadOkSchema, MarkReadSchema, PullSessionListSchema, SessionListBatchSchema, type ReadSync,
-  type SessionDelta } from "../gen/qim/v1/session_pb";
+  type SessionDelta, type SessionEntry } from "../gen/qim/v1/session_pb";
 import type { Connection } from "./connection";
 import { ConnectionLost, NotConnected, ServerError } from "./errors";
 import type { ApplyResult } from "./model";
@@ -22,6 +22,8 @@ import type { RuntimeCore } from "./core";
 /** Session list, SESSION_DELTA, READ_SYNC and MARK_READ of one runtime. */
 export class Sessions {
   pulls = 0;
+  /** Every entry of a page or SESSION_DELTA, after it was applied (ConvStates.noteEntries). */
+  note: (entries: SessionEntry[]) => void = () => undefined;
 
   constructor(private readonly rt: RuntimeCore) {
     rt.afterSync.push((c) => this.pullList(c));
@@ -44,6 +46,7 @@ export class Sessions {
       const b = await withRetry(() => conn.call(Op.PULL_SESSION_LIST, req, SessionListBatchSchema),
         new Backoff(50, 2000, rt.retryBudgetMs));
       this.apply("server", await rt.store.applySessions(b.sessions));
+      this.note(b.sessions);
       if (!b.hasMore || !b.nextCursor.length) break;
       cursor = b.nextCursor;
     }
@@ -60,6 +63,7 @@ export class Sessions {
 
   private async onDelta(d: SessionDelta): Promise<void> {
     this.apply("server", await this.rt.store.applySessions(d.sessions));
+    this.note(d.sessions);
   }
 
   private async onReadSync(r: ReadSync): Promise<void> {
