@@ -241,7 +241,7 @@ CQL_PARTITION_BATCH_ROWS = 64
 CQL_PARTITION_BATCH_BYTES = 256 * 1024
 CQL_READ_CONCURRENCY = 64  # point reads of one call in flight at once (mailbox fills, audits)
 SCYLLA_KEYSPACE_DEFAULT = "qim"
-SCYLLA_SCHEMA_VERSION = 1  # what `qimctl schema apply` installs and services require
+SCYLLA_SCHEMA_VERSION = 2  # what `qimctl schema apply` installs and services require
 # The CQL MailboxStore (docs/decisions/0102): its dispatch identity rows live 31 days; start
 # refuses a dispatch log retention (QIM_DISPATCH_LOG_RETENTION_MS) that, with the replay
 # window (how late a record may still be replayed after it left the log's head), reaches it.

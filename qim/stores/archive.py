@@ -47,6 +47,12 @@ class ArchiveStateChange:
     state: int
     changed_at_ms: int
     ttl_s: int
+    # an edit (state NORMAL, version > 0; docs/decisions/0120): the row takes this body,
+    # version and edit time instead of a state
+    body: bytes = b""
+    version: int = 0
+    edited_at_ms: int = 0
+    edit_control: bytes = b""  # the edit's CONTROL message_id (added to the row's edit_controls)
 
 
 class ArchivedRow(NamedTuple):

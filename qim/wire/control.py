@@ -33,6 +33,17 @@ def state_change_of(rec: message_pb2.MessageRecord) -> Optional[message_pb2.Mess
     return event.state_change
 
 
+def edit_of(rec: message_pb2.MessageRecord) -> Optional[message_pb2.MessageEdit]:
+    """The edit a CONTROL record announces (ControlEvent.edit, docs/decisions/0120), None for
+    any other record or a CONTROL record recalled since (its body is gone)."""
+    if rec.message_type != MESSAGE_TYPE_CONTROL or rec.state != message_pb2.MESSAGE_STATE_NORMAL:
+        return None
+    event = control_event(rec.body)
+    if event is None or event.WhichOneof("event") != "edit":
+        return None
+    return event.edit
+
+
 def created_at_of(message_id: bytes) -> int:
     """created_at_ms of a message: the HLC physical part, the top 48 bits (docs/design.md §3)."""
     return int.from_bytes(message_id[:6], "big")

@@ -140,3 +140,48 @@ async def test_a_lost_conversation_list_is_rebuilt_from_user_conversation_state(
         conv: ack.message_id for conv, ack in heads.items()}
     assert listed[d1].peer_user_id == b and listed[d2].peer_user_id == c
     await close_all(ca)
+
+
+async def test_an_edit_and_a_reply_survive_the_seam_and_a_recall_blanks_every_archived_version(st, tmp_path):
+    """docs/decisions/0120 across the archive tier: the archiver applies an edit to the
+    archived row (latest body, version, edit time; reply and mentions kept in `ext`), a
+    device reading history past the hot floor sees the edited version, and a recall of
+    the edited message blanks it and its edit notices in the archive too."""
+    a, b = users(2)
+    ca, cb = await client(st, tmp_path, a), await client(st, tmp_path, b)
+    await ca.connect()
+    conv = (await ca.open_direct(b)).conversation_id
+    first = await ca.send_text(conv, "draft one")
+    reply = await ca.send(conv, b"see above", reply_to=first.message_id, mentions=[b])
+    edited = await ca.edit(conv, first.message_id, "final text")
+    await wait_floor(st, conv, edited.control_conversation_seq)  # everything so far is archived and trimmed
+    await cb.connect()
+
+    async def seen() -> dict:
+        items = await walk(cb.runtime, conv, a, True, 50)
+        return {i.message_id: i for i in items}
+
+    async def edited_in_history() -> bool:
+        got = (await seen()).get(first.message_id)
+        return got is not None and got.body == b"final text" and got.version == 1
+
+    await eventually(edited_in_history, 30, "the archived row's latest version")
+    items = await seen()
+    assert items[first.message_id].edited_at_ms == edited.edited_at_ms
+    assert items[reply.message_id].reply.preview == "draft one" and list(items[reply.message_id].mention_user_ids) == [b]
+    rows = {m.message_id: m for m in await cb.messages(conv, limit=10)}
+    assert rows[first.message_id].body == b"final text" and rows[first.message_id].edited
+    audit = qimctl(st, "audit", "archive", "--timeout", "60")
+    assert audit.returncode == 0 and audit.stdout.strip().splitlines()[-1].endswith(ZEROS), audit.stdout + audit.stderr
+    # the edit window outlives the hot window here: an archived message is not edited again
+    # (its Redis copy is gone), the recall still reaches it and its archived edit notice
+    recall = await ca.recall(conv, first.message_id)
+    await wait_floor(st, conv, recall.control_conversation_seq)
+
+    async def gone() -> bool:
+        return b"final text" not in b"".join(i.body for i in (await seen()).values())
+
+    await eventually(gone, 30, "no archived version left after the recall")
+    audit = qimctl(st, "audit", "archive", "--timeout", "60")
+    assert audit.returncode == 0 and audit.stdout.strip().splitlines()[-1].endswith(ZEROS), audit.stdout + audit.stderr
+    await close_all(ca, cb)

@@ -24,7 +24,7 @@ from qim.proto.v1 import message_pb2
 from qim.stores.archive import ArchiveRecord, ArchiveStateChange
 from qim.stores.retention import ttl_seconds
 from qim.wire import outbox as outbox_codec
-from qim.wire.control import created_at_of, state_change_of
+from qim.wire.control import created_at_of, edit_of, state_change_of
 
 
 class ArchivePlanError(Exception):
@@ -83,6 +83,13 @@ def plan(records: Sequence[message_pb2.MessageRecord], classes: dict[tuple[int, 
             batch.records.append(ArchiveRecord(rec, ttl))
             batch.oldest[rec.conversation_id] = min(batch.oldest.get(rec.conversation_id, rec.created_at_ms),
                                                     rec.created_at_ms)
+        edit = edit_of(rec)
+        if edit is not None:  # the edited target's row takes the new version (decision 0120)
+            target_ttl = ttl_seconds(created_at_of(edit.message_id), cls, default_days, now_ms)
+            if target_ttl is not None:
+                batch.changes.append(ArchiveStateChange(
+                    tenant, rec.conversation_id, edit.message_id, edit.conversation_seq, 0, rec.created_at_ms,
+                    target_ttl, edit.body, edit.version, edit.edited_at_ms, rec.message_id))
         change = state_change_of(rec)
         if change is not None:
             # the target, and the CONTROL messages that announced its edits (they hold its

@@ -24,7 +24,7 @@ from typing import Optional
 
 from qim.proto.v1 import message_pb2
 from qim.stores.retention import expired
-from qim.wire.control import state_change_of
+from qim.wire.control import edit_of, state_change_of
 from qim.wire.outbox import OutboxDecodeError
 from qim.wire.outbox import decode as decode_outbox
 
@@ -72,6 +72,8 @@ class ArchiveAudit:
         self._records: dict[bytes, message_pb2.MessageRecord] = {}
         self._at: dict[tuple[int, bytes, int], bytes] = {}
         self._states: dict[bytes, int] = {}
+        self._edits: dict[bytes, message_pb2.MessageEdit] = {}  # message_id -> its latest edit
+        self._edit_ids: dict[bytes, list[bytes]] = {}  # message_id -> its edit notices, in order
         self.result = ArchiveAuditResult()
 
     def add_outbox(self, offset: int, value: bytes) -> None:
@@ -97,6 +99,14 @@ class ArchiveAudit:
         change = state_change_of(rec)
         if change is not None:
             self._states[change.message_id] = change.state
+            for mid in rec.edits.control_message_ids:  # an edited target's edit notices (decision 0120)
+                self._states[mid] = change.state
+        edit = edit_of(rec)
+        if edit is not None:
+            known = self._edits.get(edit.message_id)
+            if known is None or edit.version > known.version:
+                self._edits[edit.message_id] = edit
+            self._edit_ids.setdefault(edit.message_id, []).append(rec.message_id)
 
     def expected(self, classes: dict[tuple[int, bytes], str]) -> list[message_pb2.MessageRecord]:
         """The records the archive must hold now (final states applied; expired ones
@@ -110,6 +120,11 @@ class ArchiveAudit:
                 continue
             want = message_pb2.MessageRecord()
             want.CopyFrom(rec)
+            edit = self._edits.get(mid)
+            if edit is not None:  # the latest edit, as the archiver applies it (decision 0120)
+                want.body, want.version = edit.body, edit.version
+                want.edits.edited_at_ms = edit.edited_at_ms
+                want.edits.control_message_ids[:] = sorted(set(self._edit_ids[mid]))
             state = self._states.get(mid, 0)
             if state:
                 want.state, want.body = state, b""  # type: ignore[assignment]

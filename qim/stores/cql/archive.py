@@ -59,6 +59,10 @@ class CqlArchive:
                             "conversation_seq = ? WHERE tenant = ? AND message_id = ?",
             "index_state": f"UPDATE {ks}.conversation_history {using} SET state = ?, body = ?, message_id = ? "
                            "WHERE tenant = ? AND conversation_id = ? AND bucket = ? AND conversation_seq = ?",
+            "record_edit": f"UPDATE {ks}.message_record {using} SET body = ?, version = ?, edited_at_ms = ?, "
+                           "edit_controls = edit_controls + ?, conversation_id = ?, conversation_seq = ? WHERE tenant = ? AND message_id = ?",
+            "index_edit": f"UPDATE {ks}.conversation_history {using} SET body = ?, version = ?, edited_at_ms = ?, "
+                          "edit_controls = edit_controls + ?, message_id = ? WHERE tenant = ? AND conversation_id = ? AND bucket = ? AND conversation_seq = ?",
             "rows": f"SELECT {RECORD_COLUMNS} FROM {ks}.conversation_history WHERE tenant = ? AND conversation_id = ? "
                     "AND bucket = ? AND conversation_seq > ? AND conversation_seq <= ?",
             "by_id": f"SELECT {RECORD_COLUMNS} FROM {ks}.message_record WHERE tenant = ? AND message_id = ?",
@@ -90,9 +94,18 @@ class CqlArchive:
         for rows in index.values():
             second.extend(_batched(rows))
         rs_stmt, is_stmt = await self._p("record_state"), await self._p("index_state")
+        re_stmt, ie_stmt = await self._p("record_edit"), await self._p("index_edit")
         for ch in changes:
             ts = u63(ch.changed_at_ms * 1000 + 1, "write time")
             seq = u63(ch.conversation_seq, "conversation_seq")
+            if ch.version:  # an edit (docs/decisions/0120): body, version and edit time, no state
+                edited = u63(ch.edited_at_ms, "edited_at_ms")
+                more = {ch.edit_control}
+                first.append((re_stmt, (ch.ttl_s, ts, ch.body, ch.version, edited, more, ch.conversation_id, seq, t,
+                                        ch.message_id)))
+                first.append((ie_stmt, (ch.ttl_s, ts, ch.body, ch.version, edited, more, ch.message_id, t,
+                                        ch.conversation_id, bucket_of(seq), seq)))
+                continue
             first.append((rs_stmt, (ch.ttl_s, ts, int(ch.state), b"", ch.conversation_id, seq, t, ch.message_id)))
             first.append((is_stmt, (ch.ttl_s, ts, int(ch.state), b"", ch.message_id, t, ch.conversation_id,
                                     bucket_of(seq), seq)))

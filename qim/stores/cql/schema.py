@@ -56,6 +56,15 @@ MIGRATIONS: dict[int, tuple[str, tuple[str, ...]]] = {
         "kind int, peer_user_id bigint, first_seen_at_ms bigint, PRIMARY KEY ((tenant, user_id), conversation_id)) "
         "WITH default_time_to_live = 0",
     )),
+    # replies, mentions, edits (docs/decisions/0120): `ext` holds a MessageRecord with only
+    # what the Outbox carried besides the v1 columns (reply, mentions, a recall's edit
+    # trail); version, edited_at_ms and edit_controls (the edit notices' ids, a set: the
+    # archiver may apply one twice) change with an edit
+    2: ("replies, mentions and edits: ext, version, edited_at_ms, edit_controls on both record tables", (
+        "ALTER TABLE {ks}.message_record ADD (ext blob, version int, edited_at_ms bigint, edit_controls set<blob>)",
+        "ALTER TABLE {ks}.conversation_history ADD (ext blob, version int, edited_at_ms bigint, "
+        "edit_controls set<blob>)",
+    )),
 }
 assert max(MIGRATIONS) == SCYLLA_SCHEMA_VERSION
 
