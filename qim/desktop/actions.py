@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from qim.desktop import commands, refused, render, rooms
+from qim.desktop import commands, marks, refused, render, rooms
 
 # `app` below is the ChatApp (qim/desktop/app.py): its client, convs, current, shown and
 # names, and its tell / open_chat / learn_names / action_* methods. Typed loosely so this
@@ -45,12 +45,16 @@ async def run(app: ChatApp, cmd: commands.Command) -> None:
         app.tell(f"created {render.conversation_name(group)} with {', '.join(map(str, others))}")
     elif cmd.name == "join":
         await rooms.join(app, cmd.ids[0])
+    elif cmd.name == "receipts":
+        on = await c.set_read_receipts(cmd.text == "on")
+        app.tell("read receipts on: others see ✓✓ when you read, you see theirs" if on else
+                 "read receipts off: nobody sees when you read, and you see nobody's")
     elif cmd.name == "edit":
         if not refused.edit(app):
             raise Refused("no refused message to edit (a refused text goes back into an empty composer by itself)")
     elif cmd.name == "leave" and app.room is not None:
         await rooms.leave(app)
-    elif app.room is not None and cmd.name in ("read", "members", "title", "recall", "older"):
+    elif app.room is not None and cmd.name in ("read", "members", "title", "recall", "older", *marks.COMMANDS):
         raise Refused(f"/{cmd.name} works in a chat, not in a room (open a chat on the left)")
     elif cmd.name == "older":
         await app.action_older()
@@ -62,6 +66,8 @@ async def run(app: ChatApp, cmd: commands.Command) -> None:
             return
         await c.mark_read(conv.conversation_id)
         app.tell("marked read")
+    elif cmd.name in marks.COMMANDS:
+        app.tell(await marks.run(c, conv, cmd.name, cmd.ids[0] if cmd.ids else 0, app.names))
     elif cmd.name in ("leave", "members", "title") and not conv.is_group:
         raise Refused(f"/{cmd.name} works in a group chat")
     elif cmd.name == "leave":

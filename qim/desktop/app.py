@@ -25,7 +25,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static
 
-from qim.desktop import actions, compose, refused, render, rooms, sdk_events
+from qim.desktop import actions, compose, marks, refused, render, rooms, sdk_events
 from qim.desktop.widgets import Composer, ConvItem, ConvList
 from qim.errors import QimError
 from qim.sdk import Client
@@ -147,9 +147,11 @@ class ChatApp(App):
             view = self.query_one("#convs", ConvList)
             if self.leaving or not view.is_mounted:
                 return
-            ordered = sorted(self.convs.values(), key=lambda c: c.last_activity_id or b"", reverse=True)
+            ordered = self.client.convstates.shape(  # pinned first, hidden left out (marks.py)
+                sorted(self.convs.values(), key=lambda c: c.last_activity_id or b"", reverse=True))
             ids = [c.conversation_id for c in ordered]
-            texts = [render.list_entry(c, self.client.user_id, c.conversation_id == self.current, self.names)
+            texts = [render.list_entry(c, self.client.user_id, c.conversation_id == self.current, self.names,
+                                       marks.list_marks(self.client.conversation_state(c.conversation_id)))
                      for c in ordered]
             items = list(view.query(ConvItem))
             if [item.conversation_id for item in items] == ids:
@@ -189,7 +191,8 @@ class ChatApp(App):
             return Text("")
         messages = sorted(self.shown.values(), key=lambda m: m.conversation_seq)
         return render.transcript(messages, self.unsent, self.client.user_id, self.note, self.names, self.online,
-                                 lambda cmid: refused.row_words(self, cmid))
+                                 lambda cmid: refused.row_words(self, cmid),
+                                 marks.read_upto(self.client, self.convs.get(self.current)))
 
     def list_ids(self) -> list[bytes]:
         """The conversation_ids of the list rows, top to bottom."""

@@ -10,6 +10,10 @@
     /edit                 put the newest refused text back into the composer
     /older                load older messages of the open chat (also Ctrl+U)
     /read                 mark the open chat read
+    /pin, /unpin          pin the open chat to the top of the list (every device)
+    /mute [MINUTES]       mute the open chat (for ever, or MINUTES); /unmute ends it
+    /hide                 hide the open chat from the list until its next message
+    /receipts on|off      send and see read receipts (✓✓), or neither
     /help                 this list
     /quit                 exit (also Ctrl+Q)
 
@@ -34,8 +38,8 @@ _PARTS = __doc__.split("\n\n")
 HELP = _PARTS[1]
 KEYS = " ".join(_PARTS[2].split())
 NAMES = ("dm", "join", "group", "title", "leave", "members", "recall", "older", "read", "help", "quit",
-         "edit")
-_BARE = ("leave", "members", "older", "read", "help", "quit", "edit")
+         "edit", "pin", "unpin", "mute", "unmute", "hide", "receipts")
+_BARE = ("leave", "members", "older", "read", "help", "quit", "edit", "pin", "unpin", "unmute", "hide")
 
 
 class Command(NamedTuple):
@@ -99,4 +103,12 @@ def parse(text: str) -> tuple[Optional[Command], str]:
         if len(words) > 1:
             raise CommandError("usage: /recall [N]")
         return Command(name, tuple(_id(w) for w in words)), ""
+    if name == "mute":
+        if len(words) > 1:
+            raise CommandError("usage: /mute [MINUTES]")
+        return Command(name, tuple(_id(w) for w in words)), ""
+    if name == "receipts":
+        if words not in (["on"], ["off"]):
+            raise CommandError("usage: /receipts on|off")
+        return Command(name, (), words[0]), ""
     return Command(name, ()), ""

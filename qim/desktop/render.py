@@ -124,17 +124,20 @@ def preview(last: Optional[LastMessage], me: int, names: Names = NO_NAMES, cells
     return cut(text, cells)
 
 
-def list_entry(conv: Conversation, me: int, current: bool, names: Names = NO_NAMES) -> Text:
-    """Two lines of the conversation list: name and badge, then the preview (each one
-    line: a long name or preview is cut, never wrapped over the next entry)."""
+def list_entry(conv: Conversation, me: int, current: bool, names: Names = NO_NAMES, marks: str = "") -> Text:
+    """Two lines of the conversation list: name, `marks` (pinned, muted, mentioned:
+    qim/desktop/marks.py) and badge, then the preview (each one line: a long name or
+    preview is cut, never wrapped over the next entry)."""
     out = Text(no_wrap=True, overflow="ellipsis")
     out.append("▶ " if current else "  ", style="bold")
     mark = badge(conv)
     left = " (left)" if not conv.is_member else ""
-    room = LIST_CELLS - 3 - (len(mark) + 1 if mark else 0) - len(left)  # "▶ " before the name
+    room = LIST_CELLS - 3 - (len(mark) + 1 if mark else 0) - len(left) - (cell_len(marks) + 1 if marks else 0)
     out.append(cut(conversation_name(conv, names), room), style="bold" if conv.unread else "")
     if left:
         out.append(left, style="dim")
+    if marks:
+        out.append(f" {marks}")
     if mark:
         out.append(f" {mark}", style="bold reverse")
     out.append("\n    " + preview(conv.last_message, me, names), style="dim")
@@ -146,13 +149,16 @@ def clock(ms: int) -> str:
     return time.strftime("%H:%M", time.localtime(ms / 1000)) if ms else "--:--"
 
 
-def message_line(msg: StoredMessage, me: int, names: Names = NO_NAMES) -> Text:
-    """'12:01 Alice: text' (continuation lines of a multi-line text indented)."""
+def message_line(msg: StoredMessage, me: int, names: Names = NO_NAMES, read: bool = False) -> Text:
+    """'12:01 Alice: text' (continuation lines of a multi-line text indented); `read`:
+    one of mine the peer of a direct chat read (' ✓✓')."""
     out = Text()
     out.append(f"{clock(msg.created_at_ms)} ", style="dim")
     out.append(f"{who(msg.sender_id, me, names)}: ", style="bold cyan" if msg.sender_id == me else "bold")
     text = body_text(msg.message_type, msg.custom_type, msg.body, msg.state, names)
     out.append(text.replace("\n", "\n      "), style="italic dim" if msg.state else "")
+    if read:
+        out.append(" ✓✓", style="green")
     return out
 
 
@@ -172,13 +178,15 @@ def unsent_line(row: PendingSend, online: bool = True, why: str = "") -> Text:
 
 def transcript(messages: Iterable[StoredMessage], unsent: Iterable[PendingSend], me: int,
                note: str = "", names: Names = NO_NAMES, online: bool = True,
-               why: Callable[[bytes], str] = lambda cmid: "") -> Text:
+               why: Callable[[bytes], str] = lambda cmid: "", read_upto: int = 0) -> Text:
     """The conversation view: an optional note line, messages, then unsent sends (`why`:
-    a failed row's reason by its client_message_id, see unsent_line)."""
+    a failed row's reason by its client_message_id, see unsent_line); my messages up to
+    `read_upto` (the peer's read position of a direct chat) end with ' ✓✓'."""
     out = Text()
     if note:
         out.append(note + "\n", style="dim")
-    lines = [message_line(m, me, names) for m in messages] + [unsent_line(p, online, why(p.client_message_id)) for p in unsent]
+    lines = [message_line(m, me, names, m.sender_id == me and m.conversation_seq <= read_upto)
+             for m in messages] + [unsent_line(p, online, why(p.client_message_id)) for p in unsent]
     out.append(Text("\n").join(lines) if lines else Text("(no messages yet)", style="dim"))
     return out
 

@@ -67,6 +67,11 @@ async def apply(app: ChatApp, e) -> None:
             app.show_chat()
     elif isinstance(e, (RoomEventsAdded, RoomStateChanged)):
         rooms.on_event(app, e)
+    elif isinstance(e, ev.ConversationStateChanged):  # pin, mute, hide, marks (marks.py)
+        await app.show_list()
+    elif isinstance(e, ev.PeerRead):  # a read tick of the open direct chat
+        if e.conversation_id == app.current:
+            app.show_chat()
     elif isinstance(e, ev.SyncFailed):
         app.tell(f"sync failed: {e.code.name}: {e.message}")
 
