@@ -1,6 +1,7 @@
-"""The client port's connections without asyncio streams or the loop's TLS layer: one
-ClientLink per accepted connection (docs/decisions/0050-conn-lean-client-links.md: what
-an idle connection costs, and why not `start_tls` as qim/net/tls.py does elsewhere).
+"""Accepted connections without asyncio streams or the loop's TLS layer: one ClientLink
+per connection of every TLS listener, the gateway's client port and the internal ones
+(qim/net/link_server.py; docs/decisions/0050-conn-lean-client-links.md: what an idle
+connection costs; 0119: the one TLS path).
 
 A ClientLink is the asyncio protocol of the accepted TCP transport and does TLS 1.3
 (server side) itself with `ssl.SSLObject` over two `MemoryBIO`s (its TLS side and the
@@ -40,7 +41,7 @@ _SCRATCH = memoryview(bytearray(64 * 1024))  # what the transport reads into (mo
 
 
 class ClientLink(LinkTls, asyncio.BufferedProtocol):
-    """One accepted client connection (module doc; its TLS side: qim/net/link_tls.py).
+    """One accepted connection (module doc; its TLS side: qim/net/link_tls.py).
     Reader side: `read(n)`. Writer side: `write`, `drain`, `close`, `abort`,
     `is_closing`, `wait_closed`, `get_extra_info`, `transport` (the TCP transport, None
     once lost)."""
@@ -245,7 +246,7 @@ class ClientLink(LinkTls, asyncio.BufferedProtocol):
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         """As a transport's: "ssl_object" (the SSLObject: ALPN, version), "peercert"
-        (None: the client port asks for none), "sslcontext", else the TCP transport's
+        (the verified client certificate of mutual TLS; None on the client port, which asks for none), "sslcontext", else the TCP transport's
         ("peername", "socket", ...; `default` once lost)."""
         if name == "ssl_object":
             return self._tls

@@ -18,6 +18,7 @@ from qim.errors import ErrorCode, FrameError, RequestError
 from qim.net.allow import OPEN, RpcGuard, opcode_label
 from qim.net.framed import FramedStream, StreamClosed, open_framed
 from qim.net.tls import HandshakeFailed, TlsContexts, describe
+from qim.net.transport import ByteReader, ByteWriter
 from qim.protocol import Opcode
 from qim.wire.addr import parse_addr
 from qim.wire.errors import RemoteError, error_body, parse_error
@@ -223,7 +224,7 @@ LinkFactory = Callable[[FramedStream], LinkHandler]
 
 def rpc_connection_handler(handler: Optional[Handler], inflight_limit: int, on_oneway: Optional[OnewayHandler] = None,
                            guard: RpcGuard = OPEN, links: Optional[LinkFactory] = None
-                           ) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
+                           ) -> Callable[[ByteReader, ByteWriter], Awaitable[None]]:
     """The per-connection coroutine of an internal RPC listener (for
     `asyncio.start_server` or qim.obs.node.ServiceNode.listen).
 
@@ -239,7 +240,7 @@ def rpc_connection_handler(handler: Optional[Handler], inflight_limit: int, on_o
     handler `links(stream)` (LinkHandler; `handler` unused): the service may send frames
     of its own on `stream` (request_id 0), and hears `closed()` when it ends."""
 
-    async def on_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def on_conn(reader: ByteReader, writer: ByteWriter) -> None:
         stream = FramedStream(reader, writer)
         permits = asyncio.Semaphore(inflight_limit)
         tasks: set[asyncio.Task] = set()

@@ -12,13 +12,14 @@ Only the standard library's `ssl` (the SDK and the services need nothing else).
   leaves under a trusted CA need no configuration change. Host names are not checked
   between services: the identity is the service name, and the dialling side checks it
   is the service it meant to reach.
-- Connections are made and accepted in plaintext and upgraded in place
-  (`connect()` / `accept()`), which lets the raw TCP transport keep about one chunk, as
-  in plaintext (decision 0011): below asyncio's TLS layer the TCP transport keeps its
-  own write buffer, whose 64 KiB default held a PONG behind ~112 KiB of a stuck frame
-  with 16 KiB chunks (64 KiB with the limit; tests/net/test_tls_framed_slow_peer.py).
-  It also gives one place to time out, count and log a failed handshake (asyncio's own
-  `start_server(ssl=)` only reports it to the loop's exception handler).
+- Every listener, the client port and the internal ones, accepts ClientLinks
+  (qim/net/link_server.py, qim/net/link.py: ssl.SSLObject over MemoryBIOs; decisions
+  0050, 0119): the one TLS path that times out, counts and logs a failed handshake
+  (asyncio's own `start_server(ssl=)` only reports it to the loop's exception
+  handler), and whose TCP transport keeps about one chunk, as in plaintext (decision
+  0011). A dialling side connects in plaintext and upgrades in place (`connect()`),
+  the TCP transport below the TLS layer limited to about one chunk as well: its 64 KiB
+  default held a PONG behind ~112 KiB of a stuck frame with 16 KiB chunks.
 - `TlsContexts.reload()` rebuilds the contexts from their files: new connections use the
   new certificate (a process reloads on SIGHUP), established ones keep theirs.
 """
@@ -30,9 +31,8 @@ import ipaddress
 import os
 import ssl
 import time
-import types
 from dataclasses import dataclass
-from typing import Any, Callable, Coroutine, Generator, Optional, Protocol, Sequence, TypeVar, Union, cast
+from typing import Any, Optional, Protocol, Sequence, Union
 
 from qim.errors import TlsError
 
@@ -45,7 +45,6 @@ ALPN = "qim/1"  # raw frames (qim/net/framed.py)
 ALPN_HTTP = "http/1.1"  # a WebSocket upgrade on the same client port (qim/net/websocket.py)
 SERVICE_URI_PREFIX = "qim://service/"
 HANDSHAKE_TIMEOUT_S = 10.0
-T = TypeVar("T")
 # the ALPN protocol(s) a server offers, in its order of preference; None: no ALPN
 Alpn = Union[str, Sequence[str], None]
 
@@ -191,95 +190,6 @@ def _limit_raw_buffer(writer: asyncio.StreamWriter, chunk_bytes: int) -> None:
     transport's own limit is set by FramedStream)."""
     if writer.transport is not None:
         writer.transport.set_write_buffer_limits(high=chunk_bytes, low=chunk_bytes // 4)
-
-
-async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, context: ssl.SSLContext,
-                 chunk_bytes: int, timeout: float = HANDSHAKE_TIMEOUT_S) -> None:
-    """Upgrade a just-accepted connection to TLS as the server. Call it first thing in
-    the connection's callback, before anything awaits. Raises ssl.SSLError,
-    ConnectionError/OSError (a handshake slower than `timeout` is a
-    ConnectionAbortedError); `handshake_failure` names them. The connection is closed on
-    failure (after the alert that tells the peer why).
-
-    The ClientHello may already sit in `reader`: asyncio's loop only starts reading after
-    this callback's first step, but uvloop reads as soon as the connection is made, so a
-    client that sends at once (or a busy loop) leaves its first bytes in the plaintext
-    reader, where the TLS layer never saw them and the handshake hung until `timeout`
-    (docs/decisions/0027). Those bytes are handed to the TLS layer before anything else
-    it reads."""
-    # a socket transport (asyncio's or uvloop's, which is not an asyncio.Transport subclass)
-    transport = cast(asyncio.Transport, writer.transport)
-    transport.pause_reading()  # nothing more reaches the plaintext reader
-    early = _take_buffered(reader)
-    _limit_raw_buffer(writer, chunk_bytes)
-    try:
-        upgrade = writer.start_tls(context, ssl_handshake_timeout=timeout)
-        await _after_first_step(upgrade, lambda: _feed_tls_layer(transport, early))
-    except BaseException:
-        writer.transport.close()  # asyncio closes it too; idempotent
-        raise
-
-
-def _take_buffered(reader: asyncio.StreamReader) -> bytes:
-    """The bytes the plaintext reader already holds (emptied). StreamReader has no public
-    way to take them without waiting when there are none: its `_buffer` is read here."""
-    buffered: bytearray = reader._buffer  # type: ignore[attr-defined]  # see above
-    early = bytes(buffered)
-    buffered.clear()
-    return early
-
-
-def _feed_tls_layer(transport: asyncio.BaseTransport, early: bytes) -> None:
-    """Give `early` to the TLS protocol just installed on `transport` (asyncio's and
-    uvloop's SSLProtocol are buffered protocols whose incoming BIO exists from their
-    construction, so bytes given before their `connection_made` start the handshake)."""
-    if not early:
-        return
-    installed = transport.get_protocol()
-    # uvloop's SSLProtocol is a Cython class, not an asyncio.BufferedProtocol: duck-typed
-    if isinstance(installed, asyncio.StreamReaderProtocol) or not hasattr(installed, "buffer_updated"):
-        raise TlsError(f"cannot hand {len(early)} early bytes to the TLS layer: "
-                       f"{type(installed).__name__} is not the TLS protocol")
-    tls_protocol = cast(asyncio.BufferedProtocol, installed)
-    view = memoryview(early)
-    while view:
-        buf = memoryview(tls_protocol.get_buffer(len(view))).cast("B")
-        n = min(len(buf), len(view))
-        buf[:n] = view[:n]
-        tls_protocol.buffer_updated(n)
-        view = view[n:]
-
-
-@types.coroutine
-def _after_first_step(coro: Coroutine[Any, Any, T], then: Callable[[], None]) -> Generator[Any, Any, T]:
-    """Await `coro`, calling `then()` right after its first step (before the loop runs
-    anything else). StreamWriter.start_tls installs the TLS protocol and schedules its
-    `connection_made` and the transport's `resume_reading` synchronously before its first
-    suspension: `then` runs in between, where bytes can be given to the TLS layer in order."""
-    step = coro.__await__()
-    try:
-        yielded = step.send(None)
-    except StopIteration as done:
-        then()
-        return done.value
-    try:
-        then()
-    except BaseException:
-        step.close()
-        raise
-    while True:
-        try:
-            sent = yield yielded
-        except BaseException as exc:  # cancellation or a thrown error goes to `coro`
-            try:
-                yielded = step.throw(exc)
-            except StopIteration as done:
-                return done.value
-        else:
-            try:
-                yielded = step.send(sent)
-            except StopIteration as done:
-                return done.value
 
 
 async def connect(host: str, port: int, context: ssl.SSLContext, *, server_hostname: Optional[str],

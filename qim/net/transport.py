@@ -157,10 +157,10 @@ def limit_socket_buffering(writer: ByteWriter, chunk_bytes: int) -> None:
     kernel's send buffer. Over TLS `writer.transport` is asyncio's TLS layer (its limit
     counts bytes encrypted but not yet handed on); the TCP transport beneath it got the
     same one-chunk limit when qim/net/tls.py upgraded the connection, and the socket
-    option reaches the TCP socket through the TLS transport's extra info. On the
-    gateway's client port `writer` is a ClientLink (qim/net/link.py): its transport is the
-    TCP one itself, limited when accepted, and the socket inherited the option from its
-    listener (`buffering_limited`: nothing to do per connection). Rule:
+    option reaches the TCP socket through the TLS transport's extra info. On a TLS
+    listener's connection `writer` is a ClientLink (qim/net/link.py, link_server.py): its
+    transport is the TCP one itself, limited when accepted, and the socket inherited the
+    option from its listener (`buffering_limited`: nothing to do per connection). Rule:
     docs/decisions/0011-slow-links.md."""
     transport = writer.transport
     if transport is None or getattr(writer, "buffering_limited", False):

@@ -46,8 +46,11 @@ from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTO
 from qim import faults
 from qim.consts import STREAM_WRITE_CHUNK_BYTES
 from qim.net.framed import parse_addr
+from qim.net.link import ClientLink
+from qim.net.link_server import LinkServer
 from qim.net.rpc import Handler, LinkFactory, OnewayHandler, rpc_connection_handler
 from qim.net.tls import HANDSHAKE_TIMEOUT_S, TlsContexts, TlsFiles, server_context
+from qim.net.transport import ByteReader, ByteWriter
 from qim.obs.engine_probe import engines_away
 from qim.obs.http import HttpServer, serve_http
 from qim.obs.httpauth import DeviceAuth
@@ -59,7 +62,9 @@ from qim.topology import SERVICES, HttpRoute
 
 logger = logging.getLogger(__name__)
 
-ConnectionCallback = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+# a connection handler: asyncio streams (plaintext) or the ClientLink of a TLS listener (both
+# ByteReader and ByteWriter: qim/net/transport.py)
+ConnectionCallback = Callable[[ByteReader, ByteWriter], Awaitable[None]]
 # How long stop() lets cancelled connection handlers (in-flight requests still answer)
 # and tasks finish their cleanup, and each client close.
 STOP_GRACE_S = 3.0  # then a second cancel; normally everything ends at the first
@@ -144,12 +149,18 @@ class ServiceNode(NodeTls):
                      chunk_bytes: int = STREAM_WRITE_CHUNK_BYTES, name: str = "",
                      handshake_timeout: float = HANDSHAKE_TIMEOUT_S) -> asyncio.AbstractServer:
         """A TCP listener on 'host:port' whose connection handlers the node tracks (and
-        cancels on stop). With `tls`, each connection is upgraded first (`chunk_bytes`:
-        the chunk size the protocol writes, which bounds the TCP buffer under TLS;
-        `name` labels the failure metric, default the address). OSError when the
-        address cannot be bound."""
+        cancels on stop). With `tls`, its connections are ClientLinks of a LinkServer
+        (qim/net/link_server.py, the one TLS path: decision 0119; `chunk_bytes`: the
+        chunk size the protocol writes, which bounds the TCP buffer under TLS; `name`
+        labels the failure metric, default the address). OSError when the address
+        cannot be bound."""
         host, port = parse_addr(addr)
         listener = name or addr
+        if tls is not None:
+            async def serve(link: ClientLink) -> None:
+                await on_connection(link, link)
+
+            return await LinkServer(self, tls, serve, chunk_bytes, handshake_timeout, listener).start(addr)
 
         async def tracked(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             task = asyncio.current_task()
@@ -158,10 +169,6 @@ class ServiceNode(NodeTls):
                 return
             self._connections.add(task)
             try:
-                # nothing awaits before the handshake: the ClientHello must reach the TLS layer
-                if tls is not None and not await self._handshake(reader, writer, tls, listener, chunk_bytes,
-                                                                 handshake_timeout):
-                    return
                 await on_connection(reader, writer)
             except asyncio.CancelledError:
                 writer.transport.abort()  # stopping: the peer sees the connection drop

@@ -1,9 +1,10 @@
 """The TLS side of a ServiceNode (qim/obs/node.py; docs/decisions/0020-service-shell.md,
 docs/decisions/0022): the contexts of its listeners and clients, rebuilt from their files
 on SIGHUP (`reload_tls`, counted in `qim_tls_reloads_total{result}`, the load time in
-`qim_tls_loaded_timestamp_seconds{what}`); the upgrade of each accepted connection, a
-refusal counted in `qim_tls_handshake_failures_total{listener, reason}` and logged at most
-once a second per listener (TLS_LOG_EVERY_S); and the allow-list check of internal RPC
+`qim_tls_loaded_timestamp_seconds{what}`); a refused handshake of any listener (the
+LinkServer of qim/net/link_server.py does them) counted in
+`qim_tls_handshake_failures_total{listener, reason}` and logged at most once a second per
+listener (TLS_LOG_EVERY_S); and the allow-list check of internal RPC
 (qim/net/allow.py, refusals in `qim_rpc_refused_total{opcode, peer_service}`).
 
 NodeTls is a base of ServiceNode: `_init_tls()` makes its metrics on the node's
@@ -12,16 +13,13 @@ MetricSet (`metrics_base`) and it logs on the node's logger (`log`).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import Optional
 
 from qim.errors import ConfigError, TlsError
 from qim.net.allow import RpcGuard
-from qim.net.tls import Alpn, TlsContexts, TlsFiles, alpn_protocols, check_alpn, describe, handshake_failure
-from qim.net.tls import accept as tls_accept
-from qim.net.transport import release
+from qim.net.tls import Alpn, TlsContexts, TlsFiles
 from qim.obs.metrics import MetricSet
 
 TLS_LOG_EVERY_S = 1.0  # failed handshakes are logged at most once a second per listener (each is counted)
@@ -97,20 +95,3 @@ class NodeTls:
         more = f" ({since} more since the last line)" if since else ""
         self.log.info("%s listener refused %s: %s (%s)%s", listener, peer, reason, detail, more)
         self._tls_logged[listener] = (now, 0)
-
-    async def _handshake(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, tls: TlsContexts,
-                         listener: str, chunk_bytes: int, timeout: float) -> bool:
-        """Upgrade one accepted connection; False (counted, logged, closed) when refused."""
-        peer = writer.get_extra_info("peername")
-        who = f"{peer[0]}:{peer[1]}" if peer else "?"
-        try:
-            await tls_accept(reader, writer, tls.server, chunk_bytes, timeout)
-        except (OSError, asyncio.TimeoutError) as exc:
-            self.tls_refused(listener, handshake_failure(exc), who, describe(exc))
-            release(exc)  # the reader keeps it: freed with the connection (qim/net/framed.py)
-            return False
-        if tls.alpn and not check_alpn(writer, tls.alpn):
-            self.tls_refused(listener, "alpn", who, f"ALPN {'/'.join(alpn_protocols(tls.alpn))} not offered")
-            writer.transport.abort()
-            return False
-        return True

@@ -1,5 +1,7 @@
 """A ClientHello that the event loop reads before the listener's callback runs still
-reaches the TLS layer (qim/net/tls.py `accept`; docs/decisions/0027).
+reaches the TLS layer (docs/decisions/0027; since decision 0119 every TLS listener's
+connection is a ClientLink, qim/net/link_server.py, which is the socket's protocol from
+its first byte).
 
 uvloop starts reading a connection as soon as it is made, so when the client's first
 bytes are already there (a client that sends at once, a busy loop) they landed in the
@@ -49,8 +51,13 @@ async def _serve_one(pki) -> tuple[list, float]:
     tls = TlsContexts(pki.files("writer"))
     await node.start()
 
-    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(b"pong:" + await reader.readexactly(4))
+    async def echo(reader, writer) -> None:
+        got = b""
+        while len(got) < 4:
+            data = await reader.read(4 - len(got))
+            assert data, "the client closed before its 4 bytes"
+            got += data
+        writer.write(b"pong:" + got)
         await writer.drain()
         writer.close()
 

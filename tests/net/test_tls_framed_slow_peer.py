@@ -21,22 +21,41 @@ from qim.consts import FRAME_HEADER_LEN
 from qim.dev.certs import CLIENT_PORT, ensure_dev_pki
 from qim.net import tls
 from qim.net.framed import FramedStream
+from qim.net.link_server import LinkServer
 from qim.protocol import Opcode
 from tests.net.tlspeer import TlsPeer, tls_socket
 
 KIB = 1024
 
 
+class Node:
+    """What a LinkServer uses of its node (qim/net/link_server.py ListenerNode)."""
+
+    stopping = False
+
+    def add_server(self, server) -> None:
+        pass
+
+    def track(self, task) -> None:
+        pass
+
+    def tls_refused(self, *args) -> None:
+        raise AssertionError(f"no refusal expected: {args}")
+
+
 async def tls_slow_pair(tmp_path, chunk_bytes: int, peer_rcvbuf: int = 8 * KIB):
+    """A FramedStream on an accepted TLS ClientLink (the one TLS path: decision 0119)
+    and the slow raw peer."""
     pki = ensure_dev_pki(tmp_path / "tls")
-    server_ctx = tls.server_context(pki.files(CLIENT_PORT), alpn=tls.ALPN)
+    contexts = tls.TlsContexts(pki.files(CLIENT_PORT), alpn=tls.ALPN)
     accepted: asyncio.Future = asyncio.get_running_loop().create_future()
 
-    async def on_conn(reader, writer):
-        await tls.accept(reader, writer, server_ctx, chunk_bytes)
-        accepted.set_result(FramedStream(reader, writer, chunk_bytes=chunk_bytes))
+    async def on_link(link):
+        stream = FramedStream(link, link, chunk_bytes=chunk_bytes)
+        accepted.set_result(stream)
+        await stream.wait_closed()  # the test aborts it
 
-    server = await asyncio.start_server(on_conn, "127.0.0.1", 0)
+    server = await LinkServer(Node(), contexts, on_link, chunk_bytes, 10.0, "test").start("127.0.0.1:0")
     peer = await tls_socket(server.sockets[0].getsockname()[:2], tls.client_port_context(pki.ca_file), peer_rcvbuf)
     return server, await asyncio.wait_for(accepted, 10), peer
 

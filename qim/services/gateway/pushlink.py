@@ -22,6 +22,7 @@ from google.protobuf.message import DecodeError
 from qim.errors import ErrorCode, FrameError
 from qim.net.allow import OPEN, RpcGuard
 from qim.net.framed import FramedStream
+from qim.net.transport import ByteReader, ByteWriter
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
 from qim.services.gateway.metrics import GatewayMetrics
@@ -62,7 +63,7 @@ class PushListener:
         """A listener of its own (tests; the gateway node listens through ServiceNode)."""
         return await asyncio.start_server(self.on_connection, host, port)
 
-    async def on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def on_connection(self, reader: ByteReader, writer: ByteWriter) -> None:
         """Serve one mailbox or session link until it closes."""
         stream = FramedStream(reader, writer)
         peer = stream.peer_service

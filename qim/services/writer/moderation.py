@@ -87,7 +87,8 @@ class Moderation:
         return message_pb2.RecallOk(message_id=message_id, state=state, control_conversation_seq=reply.conversation_seq)
 
     async def _edit_notices(self, tenant: int, conversation_id: bytes, target: message_pb2.MessageRecord,
-                            state: int, record: message_pb2.MessageRecord) -> list[tuple[bytes, bytes]]:
+                            state: message_pb2.MessageState,
+                            record: message_pb2.MessageRecord) -> list[tuple[bytes, bytes]]:
         """An edited target's edit CONTROL messages carry its earlier bodies: each is
         rewritten without body in the same call (StateChange.also), and the recall's own
         record lists them with their seqs (EditTrail), so the archiver blanks their

@@ -12,11 +12,14 @@ is released when the request ends at the latest.
 
 from __future__ import annotations
 
+from typing import Optional
+
 from qim._core import ids
 from qim.consts import U63_MAX
 from qim.errors import ErrorCode, RequestError
 from qim.proto.v1 import group_pb2, history_pb2, internal_pb2, message_pb2
 from qim.protocol import Opcode
+from qim.services.writer.edits import Edits
 from qim.services.writer.history import pull_history
 from qim.services.writer.sequencer import NO_TURN, Turn
 from qim.stores.groups import GroupStore
@@ -42,7 +45,7 @@ class WriterOps:
         self._committer = committer
         self._groups = groups
         self._moderation = moderation
-        self.edits = None  # EDIT_MESSAGE (edits.Edits, set by the writer; docs/decisions/0120)
+        self.edits: Optional[Edits] = None  # EDIT_MESSAGE (edits.Edits, set by the writer; docs/decisions/0120)
         self._dispatch = Dispatch(WRITER, self)
 
     async def client(self, actor: internal_pb2.Actor, opcode: int, upstream: bytes) -> tuple[int, bytes]:
