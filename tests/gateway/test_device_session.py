@@ -2,7 +2,8 @@
 conn.py; docs/decisions/0116 §3): a TCP connection ends its session (behaviour
 unchanged: unregistered when it closes); a connection that detaches leaves its session
 registered, a later connection attached to it carries its pushes without a new AUTH,
-and a session left detached is reaped by the keepalive sweep, which ends it.
+and a session left detached is reaped by the keepalive sweep, which ends it, or ends
+at once when its token is revoked.
 
 Real ClientConnections over loopback sockets on the stand-in gateway
 (tests/gateway/standin.py), no engines: the seam is the gateway's own.
@@ -125,4 +126,16 @@ async def test_a_session_left_detached_is_reaped_by_the_keepalive_sweep():
     assert sweep.sweep(time.monotonic() + sweep.deadline_s + 1) == 1
     assert session.ended and gw.online.connections(0, USER) == []
     assert gw.metrics.value("qim_gateway_silent_closed_total", {"reason": "silent"}) == 1
+    port.server.close()
+
+
+async def test_a_detached_session_whose_token_is_revoked_ends_at_once():
+    gw = gateway()
+    port = Port(gw, None, ends_session=False)
+    device = await login(await port.start())
+    session = port.conns[0].session
+    device.abort()
+    await until(lambda: session.link is None, "the connection detached")
+    session.revoked()  # what Revocations.apply calls (revocation.py)
+    assert session.ended and gw.online.connections(0, USER) == []
     port.server.close()

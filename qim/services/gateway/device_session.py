@@ -188,8 +188,12 @@ class DeviceSession(LoginMixin):
         super()._token_expired()
 
     def revoked(self) -> None:
-        """Its token was revoked (revocation.py): KICKED{REVOKED}, then close."""
-        if self.link is None or self.link.stream.closed:
+        """Its token was revoked (revocation.py): KICKED{REVOKED}, then close (a detached
+        session ends at once)."""
+        if self.link is None:
+            self.end()
+            return
+        if self.link.stream.closed:
             return
         self.stream.send(Opcode.KICKED, 0, connection_pb2.Kicked(reason=connection_pb2.Kicked.REVOKED).SerializeToString())
         self.stream.close()
