@@ -67,6 +67,13 @@ class Opcode(enum.IntEnum):
     GROUP_OK = 0x0A05
     SET_GROUP_TITLE = 0x0A06
 
+    REACT = 0x0B01
+    REACT_OK = 0x0B02
+    REACTION_EVENTS = 0x0B03
+    TYPING = 0x0B04
+    TYPING_OK = 0x0B05
+    TYPING_EVENTS = 0x0B06
+
     WRITER_SEND = 0x7F01
     MAILBOX_PULL = 0x7F02
     PUSH_BATCH = 0x7F03
@@ -76,6 +83,7 @@ class Opcode(enum.IntEnum):
     PROJECTION = 0x7F07
     ROOM_CALL = 0x7F08
     ROOM_PUSH = 0x7F09
+    EPHEMERAL_FRAMES = 0x7F0A
 
 
 INTERNAL_CATEGORY = 0x7F
@@ -85,13 +93,14 @@ INTERNAL_CATEGORY = 0x7F
 # through its RateGate after a RATE_LIMITED (qim/sdk/rategate.py).
 RATE_LIMITED_OPCODES = frozenset({Opcode.SEND_MESSAGE, Opcode.RECALL_MESSAGE, Opcode.EDIT_MESSAGE, Opcode.CREATE_GROUP,
                                   Opcode.LEAVE_GROUP, Opcode.MARK_READ, Opcode.SET_GROUP_TITLE,
-                                  Opcode.JOIN_ROOM, Opcode.ROOM_SEND, Opcode.SET_CONVERSATION_STATE,
+                                  Opcode.JOIN_ROOM, Opcode.ROOM_SEND, Opcode.REACT, Opcode.SET_CONVERSATION_STATE,
                                   Opcode.SET_RECEIPTS})
 
 # The frames a gateway sends on its own, with request_id 0 (docs/protocol.md): a client
 # must accept any of them at any time, between the replies to its requests.
 SERVER_INITIATED_OPCODES = frozenset({Opcode.KICKED, Opcode.PUSH_EVENTS, Opcode.SESSION_DELTA, Opcode.READ_SYNC,
-                                      Opcode.ROOM_EVENTS, Opcode.CONVERSATION_STATE_SYNC, Opcode.READ_RECEIPT})
+                                      Opcode.ROOM_EVENTS, Opcode.REACTION_EVENTS, Opcode.TYPING_EVENTS,
+                                      Opcode.CONVERSATION_STATE_SYNC, Opcode.READ_RECEIPT})
 
 
 class EventType(enum.IntEnum):

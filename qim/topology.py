@@ -168,7 +168,10 @@ SERVICES: Mapping[str, Service] = MappingProxyType({s.name: s for s in (
             listeners=(Listener("QIM_WRITER_LISTEN", 7101),),
             serves={Opcode.WRITER_SEND: _callers(GATEWAY, QIMCTL),  # qimctl group create acts for the owner
                     Opcode.WRITER_ADMIN: _callers(QIMCTL)},  # membership edits, operator deletes: never a gateway
-            gateway=GatewayBackend(Opcode.WRITER_SEND, "WriterSend", RENDEZVOUS), engines=True, roll=6),
+            # local: REACT/TYPING events fanned out by the gateway (decision 0121)
+            gateway=GatewayBackend(Opcode.WRITER_SEND, "WriterSend", RENDEZVOUS,
+                                   local="qim.services.gateway.backends.ephemeral:EphemeralFanout"),
+            engines=True, roll=6),
     Service(MAILBOX, "MailboxNode", "MAILBOX", 9102,
             "qim.services.mailbox.node:MailboxNode", "qim.config.mailbox:MailboxConfig",
             listeners=(Listener("QIM_MAILBOX_LISTEN", 7102),),
@@ -194,7 +197,8 @@ SERVICES: Mapping[str, Service] = MappingProxyType({s.name: s for s in (
                        Listener("QIM_GATEWAY_WS_LISTEN", 7105, "_ws")),  # plain ws://: development only
             internal="QIM_GATEWAY_PUSH_ADDR", peers_var="QIM_GATEWAY_PUSH_ADDR",
             serves={Opcode.PUSH_BATCH: _callers(MAILBOX), Opcode.DEVICE_FRAMES: _callers(SESSION),
-                    Opcode.ROOM_PUSH: _callers(ROOM)},  # ROOM_PUSH on the gateway's own ROOM_CALL connection
+                    Opcode.ROOM_PUSH: _callers(ROOM),  # ROOM_PUSH on the gateway's own ROOM_CALL connection
+                    Opcode.EPHEMERAL_FRAMES: _callers(GATEWAY)},  # reactions, typing (decision 0121)
             leases=NODE, engines=True, roll=0),
     Service(FANOUT, "FanoutCoordinator", "FANOUT", 9106,
             "qim.services.fanout.node:FanoutNode", "qim.config.fanout:FanoutConfig", leases=OUTBOX,

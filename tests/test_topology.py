@@ -98,8 +98,10 @@ def test_default_addresses_come_from_the_table():
         assert env.metrics_listen(row.name) == f"127.0.0.1:{row.metrics_port}"
         for ln in row.listeners:
             assert env.listen(ln.var) == f"127.0.0.1:{ln.port}"
+    # a gateway also sends EPHEMERAL_FRAMES to the other gateways' push listeners (decision 0121)
     assert Env({}).peers("gateway") == {"writer": ("127.0.0.1:7101",), "mailbox": ("127.0.0.1:7102",),
-                                          "session": ("127.0.0.1:7103",), "room": ("127.0.0.1:7106",)}
+                                          "session": ("127.0.0.1:7103",), "room": ("127.0.0.1:7106",),
+                                          "gateway": ("127.0.0.1:7104",)}
     # ROOM_PUSH travels back on the gateway's own connection: the RoomWriter dials nobody
     assert Env({}).peers("room") == {} and dials("room") == []
     assert set(Env({}).peers("mailbox")) == {"gateway", "session"} and set(Env({}).peers("session")) == {"gateway"}

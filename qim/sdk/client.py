@@ -44,6 +44,7 @@ from qim.sdk.convstate import ConvStates
 from qim.sdk.events import ConnectionLost, Edited, NotConnected, Recalled, SendAck, SendRefused
 from qim.sdk.gateways import Endpoints
 from qim.sdk.model import Conversation, PendingSend, StoredMessage
+from qim.sdk.reactions import Reactions
 from qim.sdk.rooms import Rooms
 from qim.sdk.runtime import ClientRuntime
 from qim.sdk.sessions import Sessions
@@ -68,6 +69,8 @@ class Client(GroupsAndRooms, ConversationChoices):
         self.profiles = names.Profiles(runtime)
         self.rooms = Rooms(runtime)  # chatrooms, in memory only (qim/sdk/rooms.py)
         self.rooms.attach()
+        self.reactions = Reactions(runtime)  # reactions and typing, in memory only (qim/sdk/reactions.py)
+        self.reactions.attach()
 
     @classmethod
     async def open(cls, endpoint: Endpoints, token: str, *, data_dir: Optional[str] = None,

@@ -82,6 +82,7 @@ class Connection(Liveness):
         self.on_read_sync: Callable[[session_pb2.ReadSync], None] = lambda sync: None
         self.frame_handlers: dict[int, Callable[[bytes], None]] = {}  # further server frames: opcode -> handler(body)
         self.on_room_events: Callable[[room_pb2.RoomEvents], None] = lambda frame: None
+        self.on_ephemeral: Callable[[int, bytes], None] = lambda opcode, body: None  # reactions, typing
         self.on_rate_limited: Callable[[int], None] = lambda retry_after_ms: None
         self.closed = asyncio.get_running_loop().create_future()  # result: reason str
         self._reader: Optional[asyncio.Task] = None
@@ -214,6 +215,8 @@ class Connection(Liveness):
                 self.on_read_sync(session_pb2.ReadSync.FromString(body))
             elif opcode == Opcode.ROOM_EVENTS:
                 self.on_room_events(room_pb2.RoomEvents.FromString(body))
+            elif opcode in (Opcode.REACTION_EVENTS, Opcode.TYPING_EVENTS):  # qim/sdk/reactions.py
+                self.on_ephemeral(opcode, body)
             elif opcode in self.frame_handlers:  # CONVERSATION_STATE_SYNC, READ_RECEIPT (convstate.py)
                 self.frame_handlers[opcode](body)
             else:

@@ -68,6 +68,7 @@ class RuntimeCore:
         self.on_session_delta: Optional[Callable[[session_pb2.SessionDelta], None]] = None
         self.on_read_sync: Optional[Callable[[session_pb2.ReadSync], None]] = None
         self.on_room_events: Optional[Callable[[room_pb2.RoomEvents], None]] = None  # qim/sdk/rooms.py
+        self.on_ephemeral: Optional[Callable[[int, bytes], None]] = None  # qim/sdk/reactions.py
         # further server-initiated frames by opcode -> handler(body) (qim/sdk/convstate.py)
         self.frame_handlers: dict[int, Callable[[bytes], None]] = {}
         self._tasks: set[asyncio.Task] = set()

@@ -209,6 +209,8 @@ class ClientRuntime(Submitting):
             conn.on_read_sync = core.on_read_sync
         if core.on_room_events is not None:
             conn.on_room_events = core.on_room_events
+        if core.on_ephemeral is not None:
+            conn.on_ephemeral = core.on_ephemeral
         conn.frame_handlers = core.frame_handlers
         core.conn, core.ready = conn, False
         self._sender.new_connection()

@@ -25,12 +25,13 @@ from qim.config.tier import ScyllaConfig, TierConfig
 from qim.consts import MAILBOX_RETENTION_MS_DEFAULT
 from qim.stores.base import Stores
 from qim.stores.errors import StoreUnavailable
+from qim.stores.reactions import ReactionStore
 from qim.stores.registry import ShardRegistry
 from qim.stores.tier import ArchiveTier
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ArchiveTier", "Stores", "TieredStores", "open_archive_tier", "open_registry", "open_stores"]
+__all__ = ["ArchiveTier", "Stores", "TieredStores", "open_archive_tier", "open_reactions", "open_registry", "open_stores"]
 
 
 class TieredStores(Stores):
@@ -94,6 +95,15 @@ def open_stores(redis: "RedisLayout | str", *, mailbox_retention_ms: int = MAILB
         assert stores.archive_tier is not None
         stores.mailboxes = CqlMailboxStore(stores.archive_tier.cql.session, mailbox_retention_ms)
     return stores
+
+
+def open_reactions(stores: Stores) -> ReactionStore:
+    """The ReactionStore over the same Redis instances as `stores` (its conversation keys
+    are in the commit buckets of those instances; docs/decisions/0121)."""
+    from qim.stores.redis.reactions import RedisReactionStore
+
+    backend: Any = getattr(stores, "redis", stores)  # TieredStores wraps the Redis backend
+    return RedisReactionStore(backend.topology)
 
 
 def open_archive_tier(redis: "RedisLayout | str", scylla: ScyllaConfig) -> ArchiveTier:

@@ -23,7 +23,16 @@ from typing import Any, Mapping
 from google.protobuf.message import Message
 
 from qim.errors import ErrorCode, RequestError
-from qim.proto.v1 import convstate_pb2, group_pb2, history_pb2, mailbox_pb2, message_pb2, room_pb2, session_pb2
+from qim.proto.v1 import (
+    convstate_pb2,
+    group_pb2,
+    history_pb2,
+    mailbox_pb2,
+    message_pb2,
+    reaction_pb2,
+    room_pb2,
+    session_pb2,
+)
 from qim.protocol import Opcode
 from qim.topology import MAILBOX, ROOM, SESSION, WRITER
 from qim.wire.validate import parse_request
@@ -68,6 +77,8 @@ CALLS: tuple[Call, ...] = (
     _call(Opcode.PULL_MEMBERS, group_pb2.PullMembers, WRITER, "members", Opcode.MEMBERS_BATCH,
           group_pb2.MembersBatch, bulk=True),
     _call(Opcode.SET_GROUP_TITLE, group_pb2.SetGroupTitle, WRITER, "set_title", Opcode.GROUP_OK, group_pb2.GroupOk),
+    _call(Opcode.REACT, reaction_pb2.React, WRITER, "react", Opcode.REACT_OK, reaction_pb2.ReactOk),
+    _call(Opcode.TYPING, reaction_pb2.Typing, WRITER, "typing", Opcode.TYPING_OK, reaction_pb2.TypingOk),
     _call(Opcode.PULL_MAILBOX, mailbox_pb2.PullMailbox, MAILBOX, "pull_mailbox", Opcode.MAILBOX_BATCH,
           mailbox_pb2.MailboxBatch, bulk=True),
     _call(Opcode.PULL_SESSION_LIST, session_pb2.PullSessionList, SESSION, "pull_list", Opcode.SESSION_LIST_BATCH,

@@ -47,14 +47,16 @@ def test_every_client_request_opcode_has_one_route_to_its_backend():
     assert backends == {
         Opcode.SEND_MESSAGE: "writer", Opcode.RECALL_MESSAGE: "writer", Opcode.PULL_HISTORY: "writer",
         Opcode.CREATE_GROUP: "writer", Opcode.LEAVE_GROUP: "writer", Opcode.PULL_MEMBERS: "writer",
-        Opcode.SET_GROUP_TITLE: "writer",
+        Opcode.SET_GROUP_TITLE: "writer", Opcode.EDIT_MESSAGE: "writer", Opcode.REACT: "writer", Opcode.TYPING: "writer",
         Opcode.PULL_SESSION_LIST: "session", Opcode.MARK_READ: "session", Opcode.PULL_PROFILES: "session",
+        Opcode.SET_CONVERSATION_STATE: "session", Opcode.SET_RECEIPTS: "session", Opcode.PULL_READERS: "session",
         Opcode.PULL_MAILBOX: "mailbox",
         Opcode.JOIN_ROOM: "room", Opcode.ROOM_SEND: "room", Opcode.LEAVE_ROOM: "room"}
     assert BULK_OPS == {Opcode.PULL_HISTORY, Opcode.PULL_MEMBERS, Opcode.PULL_SESSION_LIST, Opcode.PULL_MAILBOX}
     # reserved = frozen opcodes of the served categories that have no route (replies)
     assert Opcode.JOIN_ROOM not in RESERVED and Opcode.ROOM_JOINED in RESERVED and Opcode.READ_SYNC in RESERVED and Opcode.SESSION_LIST_BATCH in RESERVED
     assert not RESERVED & set(ROUTES) and Opcode.MAILBOX_BATCH not in RESERVED
+    assert {Opcode.REACT_OK, Opcode.REACTION_EVENTS, Opcode.TYPING_EVENTS} <= RESERVED  # decision 0121
 
 
 def test_routing_keys_are_the_conversation_the_user_and_the_shard():

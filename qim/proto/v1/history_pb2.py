@@ -24,21 +24,22 @@ _sym_db = _symbol_database.Default()
 
 from qim.proto.v1 import common_pb2 as qim_dot_v1_dot_common__pb2
 from qim.proto.v1 import message_pb2 as qim_dot_v1_dot_message__pb2
+from qim.proto.v1 import reaction_pb2 as qim_dot_v1_dot_reaction__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14qim/v1/history.proto\x12\x06qim.v1\x1a\x13qim/v1/common.proto\x1a\x14qim/v1/message.proto\"\x9f\x01\n\x0bPullHistory\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x14\n\x0cpeer_user_id\x18\x02 \x01(\x04\x12\x12\n\nanchor_seq\x18\x03 \x01(\x04\x12+\n\tdirection\x18\x04 \x01(\x0e\x32\x18.qim.v1.HistoryDirection\x12\r\n\x05limit\x18\x05 \x01(\r\x12\x11\n\tmax_bytes\x18\x06 \x01(\r\"\x81\x03\n\x0bHistoryItem\x12\x12\n\nmessage_id\x18\x01 \x01(\x0c\x12\x18\n\x10\x63onversation_seq\x18\x02 \x01(\x04\x12\x11\n\tsender_id\x18\x03 \x01(\x04\x12\x15\n\rcreated_at_ms\x18\x04 \x01(\x04\x12)\n\x0cmessage_type\x18\x05 \x01(\x0e\x32\x13.qim.v1.MessageType\x12\x13\n\x0b\x63ustom_type\x18\x06 \x01(\x0c\x12\x0c\n\x04\x62ody\x18\x07 \x01(\x0c\x12\x15\n\rbody_included\x18\x08 \x01(\x08\x12#\n\x05state\x18\t \x01(\x0e\x32\x14.qim.v1.MessageState\x12\x19\n\x11\x63lient_message_id\x18\n \x01(\x0c\x12\x1f\n\x05reply\x18\x0b \x01(\x0b\x32\x10.qim.v1.ReplyRef\x12\x18\n\x10mention_user_ids\x18\x0c \x03(\x04\x12\x13\n\x0bmention_all\x18\r \x01(\x08\x12\x0f\n\x07version\x18\x0e \x01(\r\x12\x14\n\x0c\x65\x64ited_at_ms\x18\x0f \x01(\x04\"Y\n\x0cHistoryBatch\x12\"\n\x05items\x18\x01 \x03(\x0b\x32\x13.qim.v1.HistoryItem\x12\x10\n\x08has_more\x18\x02 \x01(\x08\x12\x13\n\x0bnext_anchor\x18\x03 \x01(\x04*(\n\x10HistoryDirection\x12\t\n\x05OLDER\x10\x00\x12\t\n\x05NEWER\x10\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14qim/v1/history.proto\x12\x06qim.v1\x1a\x13qim/v1/common.proto\x1a\x14qim/v1/message.proto\x1a\x15qim/v1/reaction.proto\"\x9f\x01\n\x0bPullHistory\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x14\n\x0cpeer_user_id\x18\x02 \x01(\x04\x12\x12\n\nanchor_seq\x18\x03 \x01(\x04\x12+\n\tdirection\x18\x04 \x01(\x0e\x32\x18.qim.v1.HistoryDirection\x12\r\n\x05limit\x18\x05 \x01(\r\x12\x11\n\tmax_bytes\x18\x06 \x01(\r\"\xb4\x03\n\x0bHistoryItem\x12\x12\n\nmessage_id\x18\x01 \x01(\x0c\x12\x18\n\x10\x63onversation_seq\x18\x02 \x01(\x04\x12\x11\n\tsender_id\x18\x03 \x01(\x04\x12\x15\n\rcreated_at_ms\x18\x04 \x01(\x04\x12)\n\x0cmessage_type\x18\x05 \x01(\x0e\x32\x13.qim.v1.MessageType\x12\x13\n\x0b\x63ustom_type\x18\x06 \x01(\x0c\x12\x0c\n\x04\x62ody\x18\x07 \x01(\x0c\x12\x15\n\rbody_included\x18\x08 \x01(\x08\x12#\n\x05state\x18\t \x01(\x0e\x32\x14.qim.v1.MessageState\x12\x19\n\x11\x63lient_message_id\x18\n \x01(\x0c\x12\x1f\n\x05reply\x18\x0b \x01(\x0b\x32\x10.qim.v1.ReplyRef\x12\x18\n\x10mention_user_ids\x18\x0c \x03(\x04\x12\x13\n\x0bmention_all\x18\r \x01(\x08\x12\x0f\n\x07version\x18\x0e \x01(\r\x12\x14\n\x0c\x65\x64ited_at_ms\x18\x0f \x01(\x04\x12\x31\n\treactions\x18\x10 \x01(\x0b\x32\x1e.qim.v1.MessageReactionSummary\"Y\n\x0cHistoryBatch\x12\"\n\x05items\x18\x01 \x03(\x0b\x32\x13.qim.v1.HistoryItem\x12\x10\n\x08has_more\x18\x02 \x01(\x08\x12\x13\n\x0bnext_anchor\x18\x03 \x01(\x04*(\n\x10HistoryDirection\x12\t\n\x05OLDER\x10\x00\x12\t\n\x05NEWER\x10\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'qim.v1.history_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_HISTORYDIRECTION']._serialized_start=716
-  _globals['_HISTORYDIRECTION']._serialized_end=756
-  _globals['_PULLHISTORY']._serialized_start=76
-  _globals['_PULLHISTORY']._serialized_end=235
-  _globals['_HISTORYITEM']._serialized_start=238
-  _globals['_HISTORYITEM']._serialized_end=623
-  _globals['_HISTORYBATCH']._serialized_start=625
-  _globals['_HISTORYBATCH']._serialized_end=714
+  _globals['_HISTORYDIRECTION']._serialized_start=790
+  _globals['_HISTORYDIRECTION']._serialized_end=830
+  _globals['_PULLHISTORY']._serialized_start=99
+  _globals['_PULLHISTORY']._serialized_end=258
+  _globals['_HISTORYITEM']._serialized_start=261
+  _globals['_HISTORYITEM']._serialized_end=697
+  _globals['_HISTORYBATCH']._serialized_start=699
+  _globals['_HISTORYBATCH']._serialized_end=788
 # @@protoc_insertion_point(module_scope)

@@ -1,5 +1,6 @@
 from qim.proto.v1 import common_pb2 as _common_pb2
 from qim.proto.v1 import message_pb2 as _message_pb2
+from qim.proto.v1 import reaction_pb2 as _reaction_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -33,7 +34,7 @@ class PullHistory(_message.Message):
     def __init__(self, conversation_id: _Optional[bytes] = ..., peer_user_id: _Optional[int] = ..., anchor_seq: _Optional[int] = ..., direction: _Optional[_Union[HistoryDirection, str, int]] = ..., limit: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
 
 class HistoryItem(_message.Message):
-    __slots__ = ("message_id", "conversation_seq", "sender_id", "created_at_ms", "message_type", "custom_type", "body", "body_included", "state", "client_message_id", "reply", "mention_user_ids", "mention_all", "version", "edited_at_ms")
+    __slots__ = ("message_id", "conversation_seq", "sender_id", "created_at_ms", "message_type", "custom_type", "body", "body_included", "state", "client_message_id", "reply", "mention_user_ids", "mention_all", "version", "edited_at_ms", "reactions")
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     CONVERSATION_SEQ_FIELD_NUMBER: _ClassVar[int]
     SENDER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -49,6 +50,7 @@ class HistoryItem(_message.Message):
     MENTION_ALL_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     EDITED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    REACTIONS_FIELD_NUMBER: _ClassVar[int]
     message_id: bytes
     conversation_seq: int
     sender_id: int
@@ -64,7 +66,8 @@ class HistoryItem(_message.Message):
     mention_all: bool
     version: int
     edited_at_ms: int
-    def __init__(self, message_id: _Optional[bytes] = ..., conversation_seq: _Optional[int] = ..., sender_id: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., message_type: _Optional[_Union[_common_pb2.MessageType, str, int]] = ..., custom_type: _Optional[bytes] = ..., body: _Optional[bytes] = ..., body_included: _Optional[bool] = ..., state: _Optional[_Union[_message_pb2.MessageState, str, int]] = ..., client_message_id: _Optional[bytes] = ..., reply: _Optional[_Union[_message_pb2.ReplyRef, _Mapping]] = ..., mention_user_ids: _Optional[_Iterable[int]] = ..., mention_all: _Optional[bool] = ..., version: _Optional[int] = ..., edited_at_ms: _Optional[int] = ...) -> None: ...
+    reactions: _reaction_pb2.MessageReactionSummary
+    def __init__(self, message_id: _Optional[bytes] = ..., conversation_seq: _Optional[int] = ..., sender_id: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., message_type: _Optional[_Union[_common_pb2.MessageType, str, int]] = ..., custom_type: _Optional[bytes] = ..., body: _Optional[bytes] = ..., body_included: _Optional[bool] = ..., state: _Optional[_Union[_message_pb2.MessageState, str, int]] = ..., client_message_id: _Optional[bytes] = ..., reply: _Optional[_Union[_message_pb2.ReplyRef, _Mapping]] = ..., mention_user_ids: _Optional[_Iterable[int]] = ..., mention_all: _Optional[bool] = ..., version: _Optional[int] = ..., edited_at_ms: _Optional[int] = ..., reactions: _Optional[_Union[_reaction_pb2.MessageReactionSummary, _Mapping]] = ...) -> None: ...
 
 class HistoryBatch(_message.Message):
     __slots__ = ("items", "has_more", "next_anchor")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
 from google.protobuf.message import DecodeError
 
@@ -23,7 +23,7 @@ from qim.errors import ErrorCode, FrameError
 from qim.net.allow import OPEN, RpcGuard
 from qim.net.framed import FramedStream
 from qim.net.transport import ByteReader, ByteWriter
-from qim.proto.v1 import internal_pb2
+from qim.proto.v1 import internal_pb2, reaction_pb2
 from qim.protocol import Opcode
 from qim.services.gateway.metrics import GatewayMetrics
 from qim.services.gateway.online import OnlineRegistry
@@ -45,6 +45,7 @@ class PushListener:
         self._guard = guard
         self._m = metrics if metrics is not None else GatewayMetrics()
         self._expected = expected
+        self.ephemeral: Any = None  # EphemeralFanout (backends/ephemeral.py): EPHEMERAL_FRAMES of other gateways
         self._links: dict[str, FramedStream] = {}  # node id -> its live link
         self._shards: dict[str, set[int]] = {}  # node id -> the shards its last hello named
         self._lost: set[str] = set()  # nodes whose link dropped since their last hello
@@ -95,6 +96,9 @@ class PushListener:
         try:
             if opcode == Opcode.DEVICE_FRAMES:
                 self.online.deliver_frames(internal_pb2.DeviceFrames.FromString(body))
+                return node
+            if opcode == Opcode.EPHEMERAL_FRAMES and self.ephemeral is not None:  # decision 0121
+                self.ephemeral.deliver(reaction_pb2.EphemeralFrames.FromString(body))
                 return node
             if opcode != Opcode.PUSH_BATCH:
                 self._m.bad_push.inc()

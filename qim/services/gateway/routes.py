@@ -82,7 +82,7 @@ def build_routes(calls: tuple[Call, ...] = CALLS) -> dict[int, Route]:
 ROUTES: dict[int, Route] = build_routes()
 # Server-to-client opcodes of those categories sent upstream (and any frozen number
 # not served yet): "not supported yet" rather than "unknown".
-RESERVED = frozenset(op.value for op in Opcode if (op >> 8) in (0x04, 0x05, 0x06, 0x0A)) - set(ROUTES)
+RESERVED = frozenset(op.value for op in Opcode if (op >> 8) in (0x04, 0x05, 0x06, 0x0A, 0x0B)) - set(ROUTES)
 
 
 def envelope(route: Route, actor: internal_pb2.Actor, opcode: int, upstream: bytes, connection: int = 0) -> bytes:

@@ -97,6 +97,7 @@ class ConnectionNode(ServiceNode):
                                         backend=backend, reason=reason).inc())
         self.push = PushListener(self.online, self.cluster.mailbox_nodes if self.cluster is not None else list,
                                  self.metrics, guard=self.rpc_guard(enforce=self.internal_tls is not None))
+        self.push.ephemeral = self.locals.get("writer")  # other gateways' reactions and typing (decision 0121)
         self.always_zero(self.metrics.backend_dropped)
         self.closing(self.router.close, "backend clients")
         if self.revocation_store is not None:

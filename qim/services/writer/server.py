@@ -35,12 +35,13 @@ from qim.services.writer.hlc import HlcClock, set_clock_skew
 from qim.services.writer.metrics import WriterMetrics
 from qim.services.writer.moderation import Moderation
 from qim.services.writer.planner import DirectAudience, GroupAudience
+from qim.services.writer.reactions import Reactions
 from qim.services.writer.recovery import CommitRecovery
 from qim.services.writer.replies import SendExtras
 from qim.services.writer.server_ops import WriterOps
 from qim.services.writer.trimmer import HistoryTrimmer
 from qim.stores.errors import StorageError
-from qim.stores.open import open_stores
+from qim.stores.open import open_reactions, open_stores
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +76,8 @@ class ConversationWriter(ServiceNode):
         self.groups = Groups(stores.groups, stores.commits, stores.messages, self.committer)
         self.ops = WriterOps(stores.messages, stores.groups, self.committer, self.groups,
                              Moderation(stores.messages, stores.groups, stores.commits, self.committer,
-                                        config.recall_window_ms))
+                                        config.recall_window_ms),
+                             Reactions(stores.messages, stores.groups, open_reactions(stores)))
         # replies, mentions and edits (docs/decisions/0120): an edit is a send for the policy
         self.ops.edits = Edits(stores.messages, stores.groups, stores.commits, self.committer,
                                config.recall_window_ms, config.max_body, policy)

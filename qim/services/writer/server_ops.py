@@ -17,7 +17,7 @@ from typing import Optional
 from qim._core import ids
 from qim.consts import U63_MAX
 from qim.errors import ErrorCode, RequestError
-from qim.proto.v1 import group_pb2, history_pb2, internal_pb2, message_pb2
+from qim.proto.v1 import group_pb2, history_pb2, internal_pb2, message_pb2, reaction_pb2
 from qim.protocol import Opcode
 from qim.services.writer.edits import Edits
 from qim.services.writer.history import pull_history
@@ -39,12 +39,14 @@ class WriterOps:
     Client requests dispatch through the writer's declared calls (qim/wire/calls.py:
     each handler below is named by one)."""
 
-    def __init__(self, messages: MessageStore, group_store: GroupStore, committer, groups, moderation) -> None:
+    def __init__(self, messages: MessageStore, group_store: GroupStore, committer, groups, moderation,
+                 reactions=None) -> None:
         self._messages = messages
         self._group_store = group_store
         self._committer = committer
         self._groups = groups
         self._moderation = moderation
+        self._reactions = reactions  # REACT, TYPING (reactions.py; decision 0121)
         self.edits: Optional[Edits] = None  # EDIT_MESSAGE (edits.Edits, set by the writer; docs/decisions/0120)
         self._dispatch = Dispatch(WRITER, self)
 
@@ -99,7 +101,18 @@ class WriterOps:
     async def history(self, actor: internal_pb2.Actor, tenant: int,
                       req: history_pb2.PullHistory) -> history_pb2.HistoryBatch:
         """PULL_HISTORY: a read, no turn."""
-        return await pull_history(self._messages, self._group_store, actor, req)
+        batch = await pull_history(self._messages, self._group_store, actor, req)
+        if self._reactions is not None:  # the summaries ride with the page (decision 0121)
+            await self._reactions.annotate(tenant, actor.user_id, req.conversation_id, batch)
+        return batch
+
+    async def react(self, actor: internal_pb2.Actor, tenant: int, req: reaction_pb2.React) -> bytes:
+        """REACT: no turn, no conversation_seq (reactions.py)."""
+        return await self._reactions.react(actor, tenant, req)
+
+    async def typing(self, actor: internal_pb2.Actor, tenant: int, req: reaction_pb2.Typing) -> bytes:
+        """TYPING: no turn, nothing stored (reactions.py)."""
+        return await self._reactions.typing(actor, tenant, req)
 
     async def members(self, actor: internal_pb2.Actor, tenant: int, pull: group_pb2.PullMembers) -> group_pb2.MembersBatch:
         """PULL_MEMBERS: a read, no turn; a bad group id is INVALID_ARGUMENT as every other group opcode here."""

@@ -13,9 +13,10 @@ from __future__ import annotations
 from qim._core import ids
 from qim.consts import CONVERSATION_KIND_DIRECT, GROUP_MAX_MEMBERS, U63_MAX
 from qim.errors import ErrorCode, RequestError
-from qim.proto.v1 import group_pb2, history_pb2, message_pb2
+from qim.proto.v1 import group_pb2, history_pb2, message_pb2, reaction_pb2
 from qim.services.gateway.context import ClientSession
 from qim.wire.names import check_title
+from qim.wire.reaction import check_react, check_typing
 from qim.wire.validate import (
     check_conversation,
     check_group_id,
@@ -101,3 +102,17 @@ def members_key(conn: ClientSession, body: bytes) -> bytes:
     req = parse_request(group_pb2.PullMembers, body, "PULL_MEMBERS")
     check_group_id(req.group_id)
     return ids.conversation_id_group(conn.tenant, req.group_id)
+
+
+def react_key(conn: ClientSession, body: bytes) -> bytes:
+    """REACT: conversation, message id and emoji (qim/wire/reaction.py); the key is the conversation."""
+    req = parse_request(reaction_pb2.React, body, "REACT")
+    check_react(req)
+    return req.conversation_id
+
+
+def typing_key(conn: ClientSession, body: bytes) -> bytes:
+    """TYPING: a direct or group conversation; the key is the conversation."""
+    req = parse_request(reaction_pb2.Typing, body, "TYPING")
+    check_typing(req)
+    return req.conversation_id
