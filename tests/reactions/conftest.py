@@ -9,8 +9,8 @@ import pytest
 from tests.fixtures import running_stack
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def two_gateways(tmp_path_factory):
-    """Private engines and services, two gateways (module doc)."""
+    """Private engines and services, two gateways (module doc); one per test process (pytest-xdist worker)."""
     with running_stack(tmp_path_factory.mktemp("reactions"), nodes={"gateway": 2}) as st:
         yield st
