@@ -10,6 +10,10 @@ definition, never accumulated on the write path:
 with base = max(read_conversation_seq, lo of the first interval); exact while
 head.seq − base ≤ 200 (UNREAD_EXACT_WINDOW), else unread = 200 and unread_exact = false.
 Never latest − read. The entry's joined_at / left_at report the latest interval.
+The user's own choices (pinned, muted_until, hidden), `mentioned` (an unread message of
+that same set names the user or all; false past the exact window) and a direct peer's
+`peer_read_seq` under the receipts rule come from ConversationStateStore
+(qim/services/session/convstate.py, docs/decisions/0122); none of them changes unread.
 
 Reads per page, whatever its size: read positions, peers and group views concurrently
 (ReadPositionStore, SessionStore, GroupStore), then heads and unread windows in one
