@@ -23,6 +23,9 @@ export interface Row {
   state: RowState;
   createdAtMs: number;
   failure: string;
+  /** The quoted message of a reply (decision 0120); whether the body is an edited version. */
+  reply?: { messageId: string; senderId: bigint; state: number; preview: string } | null;
+  edited?: boolean;
 }
 
 const stateOf = (s: number): RowState => s === MessageState.RECALLED ? "recalled"
@@ -43,7 +46,8 @@ export class Rows {
     const old = this.byKey.get(key);
     this.byKey.set(key, { key, messageId: mid, seq: m.conversationSeq, ordinal: old?.ordinal ?? null,
       senderId: m.senderId, text: fromUtf8(m.body), state: stateOf(m.state), createdAtMs: Number(m.createdAtMs),
-      failure: "" });
+      failure: "", reply: m.reply ? { messageId: toHex(m.reply.messageId), senderId: m.reply.senderId,
+        state: m.reply.state, preview: m.reply.preview } : null, edited: (m.version ?? 0) > 0 && m.state === 0 });
     this.keyOfMid.set(mid, key);
   }
 

@@ -16,6 +16,7 @@ import { StorageTrouble } from "../sdk/errors";
 import { convControls, readMark, shapeList } from "./convmarks";
 import { Rows, type Row } from "./rows";
 import { editLink, refused } from "./refused";
+import { completeMentions, msgActions, quoteOf, submitDraft } from "./replyedit";
 import { storageWords, tooLongWords } from "./words";
 
 const OPEN_KEY = "qim.open"; // sessionStorage: the conversation open in this tab (a reload comes back to it)
@@ -188,7 +189,8 @@ export class ChatView {
     const mine = r.senderId === this.client.userId;
     const li = el("li", "msg" + (mine ? " mine" : ""), "", { "data-testid": "message", "data-key": r.key,
       "data-state": r.state, "data-seq": r.seq === null ? "" : String(r.seq) });
-    li.append(el("div", "who", mine ? "me" : this.nameOf(r.senderId), { "data-testid": "message-sender" }));
+    li.append(el("div", "who", mine ? "me" : this.nameOf(r.senderId), { "data-testid": "message-sender" }),
+      ...quoteOf(r, (u) => (u === this.client.userId ? "me" : this.nameOf(u))));
     const text = r.state === "recalled" ? "message recalled" : r.state === "deleted" ? "message deleted" : r.text;
     li.append(el("div", "text", text, { "data-testid": "message-text" }));
     const meta = el("div", "meta");
@@ -196,7 +198,8 @@ export class ChatView {
     const waiting = this.client.runtime.connected ? "sending…" : "not sent yet: offline (sent when back online)";
     const st = r.state === "pending" ? waiting : r.state === "failed" ? `failed: ${r.failure}` : mine && r.state === "sent" ? "✓" : "";  // a tick is for what I sent
     meta.append(el("span", "st", st, { "data-testid": "message-status" }), ...editLink(r, () => this.schedule()),
-      ...readMark(this.client, this.open ? this.convs.get(this.open) : undefined, r));
+      ...readMark(this.client, this.open ? this.convs.get(this.open) : undefined, r),
+      ...msgActions(r, mine && r.key === this.rows?.list().filter((x) => x.senderId === r.senderId).at(-1)?.key));
     if (mine && r.state === "sent" && r.messageId) {
       const b = el("button", "link", "recall", { "data-testid": "recall" });
       b.onclick = () => void this.recall(r.messageId!);
@@ -285,12 +288,13 @@ export class ChatView {
       ta.value = "";
       // the row comes from the sendPending event; the call's own result is not needed here.
       // Refused before it was stored (storage full, a limit): the text goes back to the composer.
-      this.client.sendText(fromHex(this.open), text, false).catch((e) => {
+      submitDraft(this.client, this.open, text, this.names).catch((e) => {
         if (!ta.value) ta.value = text;
         this.showError(e instanceof StorageTrouble ? `Not sent: ${storageWords(e.kind)}` : `Not sent: ${e.message}`);
       });
     };
     const ta = form("composer").elements.namedItem("text") as HTMLTextAreaElement;
+    completeMentions(ta, this.names);
     ta.onkeydown = (ev) => {
       if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
         ev.preventDefault();

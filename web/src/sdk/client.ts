@@ -13,7 +13,7 @@ import { CreateGroupSchema, GroupOkSchema, LeaveGroupSchema, MembersBatchSchema,
   SetGroupTitleSchema, type Member } from "../gen/qim/v1/group_pb";
 import { ProfilesBatchSchema, PullProfilesSchema } from "../gen/qim/v1/session_pb";
 import { HistoryBatchSchema, HistoryDirection, PullHistorySchema } from "../gen/qim/v1/history_pb";
-import { RecallMessageSchema, RecallOkSchema } from "../gen/qim/v1/message_pb";
+import { EditMessageSchema, EditOkSchema, RecallMessageSchema, RecallOkSchema, type EditOk } from "../gen/qim/v1/message_pb";
 import { beBytes, concat, toHex, utf8 } from "./bytes";
 import { tokenClaims, U63_MAX, type TokenClaims } from "./claims";
 import { ConnectionLost, NotConnected, retryable, SendRefused, ServerError } from "./errors";
@@ -24,6 +24,7 @@ import type { Conversation, PendingSend, StoredMessage } from "./model";
 import { MAX_CUSTOM_TYPE_BYTES, MessageType, Op, PROFILES_MAX_IDS } from "./protocol";
 import { Backoff, withRetry } from "./retry";
 import { ConvStates } from "./convstate";
+import { checkExtras, type SendExtras } from "./extras";
 import { Rooms } from "./rooms";
 import { Runtime, type RuntimeOptions } from "./runtime";
 import { Sessions } from "./sessions";
@@ -159,13 +160,16 @@ export class Client {
   /**
    * Send: stored as pending first (sendPending), then sent. Returns the SendAck, or
    * with `wait` false the client_message_id at once (the outcome comes as events).
+   * `extras`: a reply (`replyTo`, quoted by the server) and mentions (decision 0120).
    * SendRefused for what the server would refuse (nothing stored).
    */
   async send(conv: Uint8Array, body: Uint8Array, messageType: number = MessageType.TEXT,
-    customType = new Uint8Array(0), wait = true): Promise<SendAck | Uint8Array> {
+    customType = new Uint8Array(0), wait = true, extras?: SendExtras): Promise<SendAck | Uint8Array> {
     const rt = this.runtime;
+    const bad = extras ? checkExtras(extras) : null;
+    if (bad) throw new SendRefused(bad);
     const recipient = await this.check(conv, body, messageType, customType);
-    const row = await this.store.addPending(conv, recipient, messageType, customType, body);
+    const row = await this.store.addPending(conv, recipient, messageType, customType, body, extras);
     const ack = wait ? rt.waitAck(row.clientMessageId) : null;
     ack?.catch(() => undefined); // told to the caller below; never an unhandled rejection meanwhile
     rt.emit({ type: "sendPending", pending: row });
@@ -174,9 +178,9 @@ export class Client {
     return ack ?? row.clientMessageId;
   }
 
-  /** A TEXT message of UTF-8 `text` (any script, emoji, several lines). */
-  sendText(conv: Uint8Array, text: string, wait = true): Promise<SendAck | Uint8Array> {
-    return this.send(conv, utf8(text), MessageType.TEXT, new Uint8Array(0), wait);
+  /** A TEXT message of UTF-8 `text` (any script, emoji, several lines), a reply or mention with `extras`. */
+  sendText(conv: Uint8Array, text: string, wait = true, extras?: SendExtras): Promise<SendAck | Uint8Array> {
+    return this.send(conv, utf8(text), MessageType.TEXT, new Uint8Array(0), wait, extras);
   }
 
   private async check(conv: Uint8Array, body: Uint8Array, type: number, custom: Uint8Array): Promise<bigint> {
@@ -212,6 +216,22 @@ export class Client {
       if (e instanceof ServerError && !retryable(e)) await this.store.opEnd(kind, k, cmid, null);
       throw e;
     }
+  }
+
+  /**
+   * Edit one of our own messages (within the recall window): every device, this one too,
+   * gets messagesUpdated with the new body and version when the edit's notice arrives.
+   * ServerError FORBIDDEN (not ours, too old, recalled), NOT_FOUND, POLICY_REFUSED.
+   */
+  async edit(conv: Uint8Array, messageId: Uint8Array, text: string): Promise<EditOk> {
+    const peer = (await this.conversation(conv))?.peerUserId ?? 0n;
+    const body = utf8(text);
+    // one key per (message, body) while unanswered (a retry keeps its cmid); a new edit after the answer
+    const key = concat(concat(conv, messageId), new Uint8Array(await crypto.subtle.digest("SHA-256", new Uint8Array(body))));
+    const reply = await this.operation("edit", key, false, Op.EDIT_MESSAGE,
+      (cmid) => toBinary(EditMessageSchema, create(EditMessageSchema, { conversationId: conv, messageId,
+        clientMessageId: cmid, peerUserId: peer, body })));
+    return fromBinary(EditOkSchema, reply);
   }
 
   /** Recall one of our own messages; our copy loses its text at once, others' with the notice. */

@@ -7,6 +7,7 @@ export * from "./events";
 export * from "./frame";
 export * from "./ids";
 export * from "./model";
+export * from "./extras";
 export * from "./protocol";
 export { Runtime } from "./runtime";
 export { LocalStore } from "./store";

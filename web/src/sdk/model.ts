@@ -5,6 +5,8 @@
  * wire, safe as Number for display).
  */
 
+import type { ReplyInfo, SendExtras } from "./extras";
+
 /** One stored message; recalled (1) or deleted (2) ones have an empty body. */
 export interface StoredMessage {
   messageId: Uint8Array;
@@ -18,6 +20,13 @@ export interface StoredMessage {
   clientMessageId: Uint8Array | null;
   mailboxSeq: bigint;
   state: number;
+  /** Replies, mentions, edits (extras.ts; absent on rows stored by an older qim-js). */
+  reply?: ReplyInfo | null;
+  mentions?: bigint[];
+  mentionAll?: boolean;
+  /** 0: never edited; n: the body is the sender's n-th edit. */
+  version?: number;
+  editedAtMs?: bigint;
 }
 
 /** pending → acked (SEND_ACK) / committed (own mailbox entry) / failed (permanent ERROR). */
@@ -37,6 +46,8 @@ export interface PendingSend {
   messageId: Uint8Array | null;
   conversationSeq: bigint;
   failure: string;
+  /** Reply target and mentions: part of the send, the same on every retransmission. */
+  extras?: SendExtras;
 }
 
 /** A send's commit coordinates. */

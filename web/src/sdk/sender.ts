@@ -65,7 +65,9 @@ export class Sender {
   frame(row: PendingSend): Uint8Array {
     return toBinary(SendMessageSchema, create(SendMessageSchema, { clientMessageId: row.clientMessageId,
       conversationId: row.conversationId, recipientUserId: row.recipientUserId, messageType: row.messageType,
-      customType: row.customType, body: row.body, previousClientMessageId: this.previous(row) }));
+      customType: row.customType, body: row.body, previousClientMessageId: this.previous(row),
+      replyToMessageId: row.extras?.replyTo ?? new Uint8Array(0), mentionUserIds: row.extras?.mentions ?? [],
+      mentionAll: row.extras?.mentionAll ?? false }));
   }
 
   /** Transmissions of an earlier connection are gone with it. */

@@ -15,6 +15,7 @@ import { StorageTrouble, StoreError } from "./errors";
 import { clientMessageId, conversationKind, endpointScope, KIND_DIRECT } from "./ids";
 import { emptyResult, type ApplyResult, type Conversation, type PendingSend, type PendingState, type Resolved,
   type StoredMessage } from "./model";
+import type { SendExtras } from "./extras";
 import { MessageState } from "./protocol";
 import { applyHistoryItems, applyMailboxEntries, applySessionEntry } from "./storeapply";
 import { ALL, openQimDb, type CursorRow, type Db, type Meta, type OpRow, type Tx } from "./storedb";
@@ -109,14 +110,14 @@ export class LocalStore {
   // --- pending sends ---------------------------------------------------------------
   /** Reserve a cmid (the next ordinal) and store the pending row, before anything is sent. */
   addPending(conv: Uint8Array, recipient: bigint, messageType: number, customType: Uint8Array,
-    body: Uint8Array): Promise<PendingSend> {
+    body: Uint8Array, extras?: SendExtras): Promise<PendingSend> {
     return this.transact(async (tx) => {
       const meta = (await tx.objectStore("meta").get("meta"))!;
       const ordinal = meta.nextOrdinal;
       await tx.objectStore("meta").put({ ...meta, nextOrdinal: ordinal + 1n }, "meta");
       const row: PendingSend = { clientMessageId: clientMessageId(meta.nonce, meta.deviceId, ordinal), ordinal,
         conversationId: conv, recipientUserId: recipient, messageType, customType, body, createdLocalMs: Date.now(),
-        state: "pending", messageId: null, conversationSeq: 0n, failure: "" };
+        state: "pending", messageId: null, conversationSeq: 0n, failure: "", ...(extras ? { extras } : {}) };
       await tx.objectStore("pending").put({ ...row, id: toHex(row.clientMessageId), ordinalKey: seqKey(ordinal) });
       const list = new ListTx(tx, this.userId);
       await list.row(conv, recipient);

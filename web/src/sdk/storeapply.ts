@@ -15,6 +15,7 @@ import type { SessionEntry } from "../gen/qim/v1/session_pb";
 import { equalBytes, seqKey, toHex } from "./bytes";
 import { KIND_GROUP } from "./ids";
 import type { ApplyResult, Resolved, StoredMessage } from "./model";
+import { editOf, extrasOf, olderThanStored } from "./extras";
 import { EventType, MessageState, MessageType } from "./protocol";
 import { StoreError } from "./errors";
 import type { MessageRow, Tx } from "./storedb";
@@ -35,9 +36,12 @@ async function upsert(tx: Tx, m: StoredMessage): Promise<string> {
     await store.put(rowOf(m));
     return "inserted";
   }
-  if ((old.state === m.state && equalBytes(old.body, m.body)) || (old.state !== MessageState.NORMAL &&
+  if (olderThanStored(old, m)) return ""; // an older copy after a newer edit (decision 0120)
+  const sameExtras = (old.version ?? 0) === (m.version ?? 0) && (old.reply ?? null) !== null === (m.reply != null);
+  if ((old.state === m.state && equalBytes(old.body, m.body) && sameExtras) || (old.state !== MessageState.NORMAL &&
       m.state === MessageState.NORMAL)) return "";
-  await store.put({ ...old, state: m.state, body: m.body });
+  await store.put({ ...old, state: m.state, body: m.body, reply: m.reply ?? old.reply, mentions: m.mentions ?? old.mentions,
+    mentionAll: m.mentionAll ?? old.mentionAll, version: m.version ?? old.version, editedAtMs: m.editedAtMs ?? old.editedAtMs });
   return "updated";
 }
 
@@ -59,6 +63,18 @@ async function record(list: ListTx, m: StoredMessage, out: ApplyResult): Promise
   if (outcome) await list.noteMessage(m);
   const r = await resolveOwn(list.tx, list.userId, m);
   if (r) out.resolved.push(r);
+}
+
+/** An EDIT notice (decision 0120): an older NORMAL copy takes the new body and version. */
+async function applyEdit(tx: Tx, body: Uint8Array): Promise<StoredMessage | null> {
+  const edit = editOf(body);
+  if (!edit) return null;
+  const store = tx.objectStore("messages");
+  const old = await store.get(toHex(edit.messageId));
+  if (!old || old.state !== MessageState.NORMAL || (old.version ?? 0) >= edit.version) return null;
+  const row = { ...old, body: edit.body, version: edit.version, editedAtMs: edit.editedAtMs };
+  await store.put(row);
+  return row;
 }
 
 /** A recall/delete notice: the stored copy loses its body and takes the state. */
@@ -104,6 +120,14 @@ async function noteControl(list: ListTx, e: MailboxEntry): Promise<void> {
 /** MAILBOX_BATCH entries in mailbox order (the cursor is written by the caller, same tx). */
 export async function applyMailboxEntries(list: ListTx, entries: MailboxEntry[], out: ApplyResult): Promise<void> {
   for (const e of entries) {
+    if (e.eventType === EventType.EDIT) {
+      const changed = await applyEdit(list.tx, e.body);
+      if (changed) {
+        out.updated.push(changed);
+        await list.noteMessage(changed);
+      }
+      continue;
+    }
     if (e.eventType in NOTICE_STATES) {
       const ev = control(e.body);
       const change = ev?.event.case === "stateChange" ? ev.event.value : null;
@@ -125,7 +149,7 @@ export async function applyMailboxEntries(list: ListTx, entries: MailboxEntry[],
     await record(list, { messageId: e.messageId, conversationId: e.conversationId, conversationSeq: e.conversationSeq,
       senderId: e.senderId, createdAtMs: e.createdAtMs, messageType: e.messageType, customType: e.customType,
       body: normal ? e.body : new Uint8Array(0), clientMessageId: e.clientMessageId.length ? e.clientMessageId : null,
-      mailboxSeq: e.mailboxSeq, state: e.state }, out);
+      mailboxSeq: e.mailboxSeq, state: e.state, ...extrasOf(e) }, out);
   }
   ordered(out);
 }
@@ -142,7 +166,7 @@ export async function applyHistoryItems(list: ListTx, conv: Uint8Array, items: H
     await record(list, { messageId: it.messageId, conversationId: conv, conversationSeq: it.conversationSeq,
       senderId: it.senderId, createdAtMs: it.createdAtMs, messageType: it.messageType, customType: it.customType,
       body: normal ? it.body : new Uint8Array(0), clientMessageId: it.clientMessageId.length ? it.clientMessageId : null,
-      mailboxSeq: 0n, state: it.state }, out);
+      mailboxSeq: 0n, state: it.state, ...extrasOf(it) }, out);
   }
   ordered(out);
 }

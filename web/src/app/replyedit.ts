@@ -1,0 +1,136 @@
+/**
+ * Replies, mentions and edits on the page (docs/decisions/0120; docs/sdk.md "qim-js"):
+ * every committed message offers "reply" (the composer shows what is replied to, with a
+ * ✕ to drop it; the server quotes it, shown above the reply's text, "message recalled"
+ * when it was); my last sent message offers "edit" (its text goes into the composer,
+ * Enter saves it as a new version, Escape gives up); an edited message says "edited".
+ * `@name` in the composer mentions the member of that display name (or user id),
+ * `@all` everyone; typing `@` offers the names known on the page to complete.
+ */
+
+import type { Client } from "../sdk/client";
+import type { SendExtras } from "../sdk/extras";
+import { fromHex } from "../sdk/bytes";
+import type { Row } from "./rows";
+
+interface Draft {
+  replyTo: { mid: string; preview: string } | null;
+  editing: string | null; // message id whose text is in the composer
+}
+const draft: Draft = { replyTo: null, editing: null };
+
+function node(tag: string, cls: string, text: string, testid: string): HTMLElement {
+  const e = document.createElement(tag);
+  e.className = cls;
+  e.textContent = text;
+  e.dataset.testid = testid;
+  return e;
+}
+
+function composer(): HTMLTextAreaElement {
+  return (document.getElementById("composer") as HTMLFormElement).elements.namedItem("text") as HTMLTextAreaElement;
+}
+
+/** The banner above the composer: what the next send replies to or which message it edits. */
+function banner(): void {
+  const form = document.getElementById("composer") as HTMLFormElement;
+  let b = document.getElementById("draft-banner");
+  const what = draft.editing ? "editing your message" : draft.replyTo ? `replying to: ${draft.replyTo.preview}` : "";
+  if (!what) return b?.remove();
+  if (!b) {
+    b = node("div", "draft", "", "draft-banner");
+    b.id = "draft-banner";
+    form.prepend(b);
+  }
+  const drop = node("button", "link", "✕", "draft-cancel");
+  drop.onclick = (ev) => { ev.preventDefault(); if (draft.editing) composer().value = ""; clear(); };
+  b.replaceChildren(node("span", "", what, "draft-what"), drop);
+}
+
+function clear(): void {
+  draft.replyTo = draft.editing = null;
+  banner();
+}
+
+/** The quote of a reply ([] for a message that replies to nothing). */
+export function quoteOf(r: Row, nameOf: (user: bigint) => string): HTMLElement[] {
+  if (!r.reply) return [];
+  const text = r.reply.state !== 0 ? "message recalled" : r.reply.preview || "(attachment)";
+  const q = node("div", "quote", `↩ ${nameOf(r.reply.senderId)}: ${text}`, "reply-quote");
+  q.dataset.replyTo = r.reply.messageId;
+  return [q];
+}
+
+/** "edited" and the reply / edit buttons of a row (`lastOwn`: my newest sent message). */
+export function msgActions(r: Row, lastOwn: boolean): HTMLElement[] {
+  const out: HTMLElement[] = [];
+  if (r.edited) out.push(node("span", "edited", "edited", "edited"));
+  if (r.state !== "sent" || !r.messageId) return out;
+  const reply = node("button", "link", "reply", "reply");
+  reply.onclick = () => {
+    draft.editing = null;
+    draft.replyTo = { mid: r.messageId!, preview: r.text.slice(0, 80) };
+    banner();
+    composer().focus();
+  };
+  out.push(reply);
+  if (lastOwn) {
+    const edit = node("button", "link", "edit", "edit-message");
+    edit.onclick = () => {
+      draft.replyTo = null;
+      draft.editing = r.messageId;
+      composer().value = r.text;
+      banner();
+      composer().focus();
+    };
+    out.push(edit);
+  }
+  return out;
+}
+
+/** The user ids `@name` / `@id` / `@all` in `text` name (by the display names known here). */
+export function mentionsIn(text: string, names: Map<string, string>): { mentions: bigint[]; mentionAll: boolean } {
+  const ids = new Set<bigint>();
+  let all = false;
+  for (const [, word] of text.matchAll(/@(\S+)/g)) {
+    if (word === "all") all = true;
+    else if (/^\d+$/.test(word)) ids.add(BigInt(word));
+    else for (const [id, name] of names) if (name === word) ids.add(BigInt(id));
+  }
+  return { mentions: [...ids], mentionAll: all };
+}
+
+/** Enter in the composer: the edit being made, else a send with the draft's reply and the text's mentions. */
+export async function submitDraft(client: Client, conv: string, text: string, names: Map<string, string>): Promise<void> {
+  const editing = draft.editing, replyTo = draft.replyTo;
+  clear();
+  if (editing) {
+    await client.edit(fromHex(conv), fromHex(editing), text);
+    return;
+  }
+  const extras: SendExtras = { ...mentionsIn(text, names), ...(replyTo ? { replyTo: fromHex(replyTo.mid) } : {}) };
+  await client.sendText(fromHex(conv), text, false, extras);
+}
+
+/** `@` completion: a datalist-like list of the names known on the page, filled as one types. */
+export function completeMentions(ta: HTMLTextAreaElement, names: Map<string, string>): void {
+  ta.addEventListener("input", () => {
+    const m = /@(\S*)$/.exec(ta.value.slice(0, ta.selectionStart ?? ta.value.length));
+    document.getElementById("mention-list")?.remove();
+    if (!m) return;
+    const hits = [...names.values(), "all"].filter((n) => n.startsWith(m[1])).slice(0, 8);
+    if (!hits.length) return;
+    const ul = node("ul", "mentions", "", "mention-list");
+    ul.id = "mention-list";
+    for (const name of hits) {
+      const li = node("li", "", name, "mention-option");
+      li.onclick = () => {
+        ta.value = ta.value.slice(0, m.index) + `@${name} ` + ta.value.slice(m.index + m[0].length);
+        ul.remove();
+        ta.focus();
+      };
+      ul.append(li);
+    }
+    ta.parentElement?.append(ul);
+  });
+}
