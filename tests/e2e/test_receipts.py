@@ -136,3 +136,27 @@ async def test_a_mention_in_a_muted_group_is_still_flagged(stack, tmp_path):
     entry = await listed()
     assert not entry.mentioned and entry.unread == 0
     await close_all(ca, cb)
+
+
+async def test_a_client_that_does_not_know_the_new_frames_keeps_working(stack, tmp_path, caplog):
+    """An older client (no handlers for READ_RECEIPT and CONVERSATION_STATE_SYNC) skips them."""
+    a, b = users(2)
+    ca, cb = await client(stack, tmp_path, a), await client(stack, tmp_path, b)
+    old = await client(stack, tmp_path, a, 2)
+    old.runtime.core.frame_handlers.clear()  # what an SDK from before these frames does
+    for c in (ca, cb, old):
+        await c.connect()
+    conv = (await ca.open_direct(b)).conversation_id
+    first = await ca.send_text(conv, "tick me")
+    await eventually(lambda: len(cb.told.messages(conv)) == 1, what="the message at b")
+    with caplog.at_level("DEBUG", logger="qim.sdk.connection"):
+        await ca.pin(conv)  # CONVERSATION_STATE_SYNC to the old device
+        await cb.mark_read(conv)  # READ_RECEIPT to both of a's devices
+        await eventually(lambda: _ticks(ca, conv) == [first.conversation_seq], what="the tick on the new device")
+        await eventually(lambda: "ignoring server frame 0x040e" in caplog.text
+                         and "ignoring server frame 0x040b" in caplog.text, what="the old device skipped both")
+    await cb.send_text(conv, "still working")
+    await eventually(lambda: any(m.body == b"still working" for m in old.told.messages(conv)),
+                     what="the old device still receives")
+    assert _ticks(old, conv) == []
+    await close_all(ca, cb, old)
