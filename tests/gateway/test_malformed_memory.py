@@ -2,8 +2,8 @@
 malformed connections"; docs/decisions/0029-edge-connections-freed-when-they-close.md).
 
 1. Every malformed connection is freed when it closes, by reference counting: none of
-   its objects (the ClientConnection, its FramedStream, the StreamReader, the TLS
-   object) is left to the cyclic garbage collector. Checked on the real listener
+   its objects (the ClientConnection and its DeviceSession, its FramedStream, the
+   ClientLink or StreamReader, the TLS object) is left to the cyclic garbage collector. Checked on the real listener
    (ServiceNode.listen with TLS, ClientConnection on the stand-in gateway) under both
    event loops, with the collector off during the connections and its findings counted
    after. Before the fix each of these connections left a reference cycle through its
@@ -40,8 +40,9 @@ from tests.gateway import standin
 from tests.gateway.malformed import lone_gateway, soak
 
 # what a connection of the client port is made of; none may need the cyclic collector
-CONNECTION_TYPES = frozenset({"ClientConnection", "FramedStream", "FrameDecoder", "StreamReader", "StreamWriter",
-                              "StreamReaderProtocol", "SSLObject", "SSLProtocol", "_SSLProtocolTransport"})
+CONNECTION_TYPES = frozenset({"ClientConnection", "DeviceSession", "ClientLink", "FramedStream", "FrameDecoder",
+                              "StreamReader", "StreamWriter", "StreamReaderProtocol", "SSLObject", "SSLProtocol",
+                              "_SSLProtocolTransport"})
 SUITE_BOUND_MB = 10
 PER_KIND = 6
 
