@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from qim.desktop import actions, commands, rooms
+from qim.desktop import actions, commands, replies, rooms
 from qim.desktop.widgets import Composer
 from qim.errors import QimError
 
@@ -78,6 +78,7 @@ async def send(app: ChatApp, text: str) -> None:
     conv = app.convs.get(app.current)
     if conv is not None and conv.is_group and not conv.is_member:
         raise actions.Refused("you left this group: you can read it, not write to it")
-    await app.client.send_text(app.current, text, wait=False)
+    users, everyone = replies.mentions_in(text, app.names)  # @name, @all (decision 0120)
+    await app.client.send(app.current, text.encode("utf-8"), wait=False, mentions=users, mention_all=everyone)
     app.tell("")
     app.show_chat(scroll_end=True)

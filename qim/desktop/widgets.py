@@ -14,6 +14,7 @@ from textual import events
 from textual.message import Message
 from textual.widgets import ListItem, ListView, Static, TextArea
 
+from qim.desktop.replies import complete
 from qim.sdk.model import Conversation
 
 
@@ -43,6 +44,14 @@ class Composer(TextArea):
             event.prevent_default()
             self.insert("\n")
             return
+        if event.key == "tab":  # '@' and the start of a name: Tab completes it (qim/desktop/replies.py)
+            done = complete(self.text, getattr(self.app, "names", {}).values())
+            if done is not None:
+                event.stop()
+                event.prevent_default()
+                self.load_text(done)
+                self.move_cursor(self.document.end)
+                return
         await super()._on_key(event)
 
     def submit(self) -> None:
