@@ -7,8 +7,8 @@ and as the person's other device."""
 from __future__ import annotations
 
 from qim.desktop.app import ChatApp
-from tests.e2e.sdkclient import client, close_all
 from tests.desktop.pilotkit import enter
+from tests.e2e.sdkclient import client, close_all
 from tests.sdk.realstack import eventually, users
 
 SIZE = (120, 36)

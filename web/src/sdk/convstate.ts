@@ -15,29 +15,16 @@ import { ConversationStateSchema, PullReadersSchema, ReadReceiptSchema, ReadersB
 import type { SessionEntry } from "../gen/qim/v1/session_pb";
 import { toHex } from "./bytes";
 import type { RuntimeCore } from "./core";
-import type { Conversation } from "./model";
+import type { Conversation, ConversationState } from "./model";
 import { Op } from "./protocol";
 import { Backoff, withRetry } from "./retry";
+
+export type { ConversationState } from "./model";
 
 /** muted_until meaning "for ever" (2^64 − 1; docs/protocol.md). */
 export const MUTE_FOREVER = (1n << 64n) - 1n;
 /** PULL_READERS answers for groups of at most this many members (qim.services.session.convstate). */
 export const READERS_GROUP_MAX = 100;
-
-/** The user's choices for one conversation and what the list marks (qim.sdk ConversationState). */
-export interface ConversationState {
-  conversationId: Uint8Array;
-  pinned: boolean;
-  /** ms since the epoch; 0 not muted; MUTE_FOREVER for ever. */
-  mutedUntil: bigint;
-  hidden: boolean;
-  /** The newest conversation_seq when hidden: a newer message shows it again. */
-  hiddenUpto: bigint;
-  /** An unread message mentions the user. */
-  mentioned: boolean;
-  /** Direct: the peer's read position (0 when receipts are off on either side). */
-  peerReadSeq: bigint;
-}
 
 /** Who read the message at `conversationSeq` (never the asker), of `counted` members. */
 export interface Readers {

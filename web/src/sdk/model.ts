@@ -111,3 +111,18 @@ export interface ApplyResult {
 export function emptyResult(): ApplyResult {
   return { inserted: [], updated: [], resolved: [], removed: [], conversations: [], reads: [], membership: [] };
 }
+
+/** The user's choices for one conversation and what the list marks (qim.sdk ConversationState; convstate.ts). */
+export interface ConversationState {
+  conversationId: Uint8Array;
+  pinned: boolean;
+  /** ms since the epoch; 0 not muted; MUTE_FOREVER for ever. */
+  mutedUntil: bigint;
+  hidden: boolean;
+  /** The newest conversation_seq when hidden: a newer message shows it again. */
+  hiddenUpto: bigint;
+  /** An unread message mentions the user. */
+  mentioned: boolean;
+  /** Direct: the peer's read position (0 when receipts are off on either side). */
+  peerReadSeq: bigint;
+}
