@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from qim.desktop import commands, marks, refused, render, replies, rooms
+from qim.desktop import commands, marks, reacts, refused, render, rooms
 
 # `app` below is the ChatApp (qim/desktop/app.py): its client, convs, current, shown and
 # names, and its tell / open_chat / learn_names / action_* methods. Typed loosely so this
@@ -49,12 +49,13 @@ async def run(app: ChatApp, cmd: commands.Command) -> None:
         on = await c.set_read_receipts(cmd.text == "on")
         app.tell("read receipts on: others see ✓✓ when you read, you see theirs" if on else
                  "read receipts off: nobody sees when you read, and you see nobody's")
-    elif cmd.name == "edit" and not cmd.text:
+    elif cmd.name == "edit":
         if not refused.edit(app):
             raise Refused("no refused message to edit (a refused text goes back into an empty composer by itself)")
     elif cmd.name == "leave" and app.room is not None:
         await rooms.leave(app)
-    elif app.room is not None and cmd.name in ("read", "members", "title", "recall", "older", *marks.COMMANDS):
+    elif app.room is not None and cmd.name in ("read", "members", "title", "recall", "older", *marks.COMMANDS,
+                                               *reacts.COMMANDS):
         raise Refused(f"/{cmd.name} works in a chat, not in a room (open a chat on the left)")
     elif cmd.name == "older":
         await app.action_older()
@@ -66,6 +67,11 @@ async def run(app: ChatApp, cmd: commands.Command) -> None:
             return
         await c.mark_read(conv.conversation_id)
         app.tell("marked read")
+    elif cmd.name in reacts.COMMANDS:
+        try:
+            app.tell(await reacts.run(app, conv, cmd.name, cmd.text, cmd.ids[0] if cmd.ids else 1))
+        except ValueError as exc:  # a bad emoji (the SDK's check) or no such message
+            raise Refused(str(exc)) from None
     elif cmd.name in marks.COMMANDS:
         app.tell(await marks.run(c, conv, cmd.name, cmd.ids[0] if cmd.ids else 0, app.names))
     elif cmd.name in ("leave", "members", "title") and not conv.is_group:
@@ -87,12 +93,6 @@ async def run(app: ChatApp, cmd: commands.Command) -> None:
                                          for m in members))
     elif cmd.name == "recall":
         await recall(app, cmd.ids[0] if cmd.ids else 1)
-    elif cmd.name in ("reply", "edit"):  # qim/desktop/replies.py (decision 0120)
-        try:
-            app.tell(await (replies.reply(app, cmd.ids[0], cmd.text) if cmd.name == "reply"
-                            else replies.edit(app, cmd.text)))
-        except ValueError as exc:
-            raise Refused(str(exc)) from None
 
 
 async def recall(app: ChatApp, nth: int) -> None:

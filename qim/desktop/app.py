@@ -25,12 +25,13 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static
 
-from qim.desktop import actions, compose, marks, refused, render, rooms, sdk_events
+from qim.desktop import actions, compose, marks, reacts, refused, render, rooms, sdk_events
 from qim.desktop.widgets import Composer, ConvItem, ConvList
 from qim.errors import QimError
 from qim.sdk import Client
 from qim.sdk import names as sdk_names
 from qim.sdk.model import Conversation, StoredMessage
+from qim.sdk.reactions import ReactionSummary
 
 PAGE = 30
 EXIT_KICKED = sdk_events.EXIT_KICKED
@@ -65,6 +66,7 @@ class ChatApp(App):
         self.convs: dict[bytes, Conversation] = {}
         self.current: Optional[bytes] = None
         self.shown: dict[bytes, StoredMessage] = {}
+        self.reactions: dict[bytes, ReactionSummary] = {}  # message_id -> its reactions (reacts.py)
         self.rooms: dict[int, rooms.RoomPane] = {}  # joined chatrooms (qim/desktop/rooms.py)
         self.room: Optional[int] = None  # the room shown instead of a chat
         self.unsent: list = []
@@ -174,7 +176,8 @@ class ChatApp(App):
         conv = self.convs.get(self.current) if self.current else None
         title = render.conversation_name(conv, self.names) if conv else \
             "no chat open: /dm USER, or pick one on the left (Tab, ↑ ↓, Enter)"
-        self.query_one("#title", Static).update(Text(f" {title}", no_wrap=True, overflow="ellipsis"))
+        self.query_one("#title", Static).update(Text(f" {title}{reacts.typing_words(self)}", no_wrap=True,
+                                                     overflow="ellipsis"))
 
     def show_chat(self, scroll_end: bool = False) -> None:
         """Redraw the open chat (in conversation_seq order, unsent ones last);
@@ -192,7 +195,8 @@ class ChatApp(App):
         messages = sorted(self.shown.values(), key=lambda m: m.conversation_seq)
         return render.transcript(messages, self.unsent, self.client.user_id, self.note, self.names, self.online,
                                  lambda cmid: refused.row_words(self, cmid),
-                                 marks.read_upto(self.client, self.convs.get(self.current)))
+                                 marks.read_upto(self.client, self.convs.get(self.current)),
+                                 lambda m: reacts.line(self.reactions.get(m.message_id)))
 
     def list_ids(self) -> list[bytes]:
         """The conversation_ids of the list rows, top to bottom."""
@@ -251,6 +255,7 @@ class ChatApp(App):
         self.shown = {m.message_id: m for m in await self.client.messages(conversation_id, limit=PAGE)}
         self.unsent = await self.client.unsent(conversation_id)
         self.note = ""
+        await reacts.load(self)  # the newest page's reactions (reacts.py)
         self.show_chat(scroll_end=True)
         await self.read_current()
         await self.show_list()
@@ -302,6 +307,11 @@ class ChatApp(App):
         """Run what was typed: a /command or a message to the open chat, in the order
         submitted; a refusal holds back what was submitted behind it (qim/desktop/compose.py)."""
         await compose.submitted(self, event)
+
+    async def on_text_area_changed(self, event: Composer.Changed) -> None:
+        """The person typed: the open chat's members see "typing…" (reacts.py)."""
+        if event.text_area.text.strip() and not event.text_area.text.startswith("/"):
+            await reacts.typed(self)
 
     def action_dismiss(self) -> None:
         """Escape: close what the notice area shows (the /help list, a refusal)."""

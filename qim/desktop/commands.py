@@ -7,14 +7,14 @@
     /leave                leave the room shown, or the open group
     /members              list the open group's members
     /recall [N]           recall your newest message here (N: your N-th newest)
-    /reply [N] TEXT       reply to the newest message (N: the N-th newest), quoted
-    /edit [TEXT]          TEXT replaces your newest message; bare: a refused text back
+    /edit                 put the newest refused text back into the composer
     /older                load older messages of the open chat (also Ctrl+U)
     /read                 mark the open chat read
     /pin, /unpin          pin the open chat to the top of the list (every device)
     /mute [MINUTES]       mute the open chat (for ever, or MINUTES); /unmute ends it
     /hide                 hide the open chat from the list until its next message
     /receipts on|off      send and see read receipts (✓✓), or neither
+    /react EMOJI [N]      react to the newest message (N: the N-th newest); /unreact too
     /help                 this list
     /quit                 exit (also Ctrl+Q)
 
@@ -23,7 +23,7 @@ and Enter opens it; Enter sends, Ctrl+J new line, Ctrl+U older, Escape closes
 this list, Ctrl+Q quits.
 
 Anything else is sent as a message to the open chat; '//' at the start sends a text
-that begins with '/'; @name (Tab completes it) mentions someone, @all everyone. In /group, the title starts at the first word that is not a
+that begins with '/'. In /group, the title starts at the first word that is not a
 number. A mistake gets a one-line refusal and the typed text stays in the composer.
 """
 
@@ -38,9 +38,10 @@ from qim.wire.names import check_name
 _PARTS = __doc__.split("\n\n")
 HELP = _PARTS[1]
 KEYS = " ".join(_PARTS[2].split())
-NAMES = ("dm", "join", "group", "title", "leave", "members", "recall", "older", "read", "help", "quit", "reply",
-         "edit", "pin", "unpin", "mute", "unmute", "hide", "receipts")
-_BARE = ("leave", "members", "older", "read", "help", "quit", "pin", "unpin", "unmute", "hide")
+NAMES = ("dm", "join", "group", "title", "leave", "members", "recall", "older", "read", "help", "quit",
+         "edit", "pin", "unpin", "mute", "unmute", "hide", "receipts", "react",
+         "unreact")
+_BARE = ("leave", "members", "older", "read", "help", "quit", "edit", "pin", "unpin", "unmute", "hide")
 
 
 class Command(NamedTuple):
@@ -104,17 +105,14 @@ def parse(text: str) -> tuple[Optional[Command], str]:
         if len(words) > 1:
             raise CommandError("usage: /recall [N]")
         return Command(name, tuple(_id(w) for w in words)), ""
-    if name in ("reply", "edit"):  # the text keeps its own spacing and lines
-        nth, rest = 1, (stripped[1:].split(None, 1) + [""])[1]
-        if name == "reply" and len(words) > 1 and words[0].isdigit():
-            nth, rest = _id(words[0]), rest.split(None, 1)[1]
-        if name == "reply" and not rest:
-            raise CommandError("usage: /reply [N] TEXT")
-        return Command(name, (nth,) if name == "reply" else (), rest), ""
     if name == "mute":
         if len(words) > 1:
             raise CommandError("usage: /mute [MINUTES]")
         return Command(name, tuple(_id(w) for w in words)), ""
+    if name in ("react", "unreact"):
+        if len(words) not in (1, 2):
+            raise CommandError(f"usage: /{name} EMOJI [N]")
+        return Command(name, tuple(_id(w) for w in words[1:]), words[0]), ""
     if name == "receipts":
         if words not in (["on"], ["off"]):
             raise CommandError("usage: /receipts on|off")

@@ -155,13 +155,8 @@ def message_line(msg: StoredMessage, me: int, names: Names = NO_NAMES, read: boo
     out = Text()
     out.append(f"{clock(msg.created_at_ms)} ", style="dim")
     out.append(f"{who(msg.sender_id, me, names)}: ", style="bold cyan" if msg.sender_id == me else "bold")
-    if msg.reply is not None:  # the server's quote of the replied message (decision 0120)
-        said = "(message recalled)" if msg.reply.state else msg.reply.preview or "(attachment)"
-        out.append(f"↩ {who(msg.reply.sender_id, me, names)}: {cut(said, 50)}\n      ", style="dim")
     text = body_text(msg.message_type, msg.custom_type, msg.body, msg.state, names)
     out.append(text.replace("\n", "\n      "), style="italic dim" if msg.state else "")
-    if msg.edited:
-        out.append(" (edited)", style="dim")
     if read:
         out.append(" ✓✓", style="green")
     return out
@@ -183,17 +178,25 @@ def unsent_line(row: PendingSend, online: bool = True, why: str = "") -> Text:
 
 def transcript(messages: Iterable[StoredMessage], unsent: Iterable[PendingSend], me: int,
                note: str = "", names: Names = NO_NAMES, online: bool = True,
-               why: Callable[[bytes], str] = lambda cmid: "", read_upto: int = 0) -> Text:
+               why: Callable[[bytes], str] = lambda cmid: "", read_upto: int = 0,
+               below: Callable[[StoredMessage], str] = lambda m: "") -> Text:
     """The conversation view: an optional note line, messages, then unsent sends (`why`:
     a failed row's reason by its client_message_id, see unsent_line); my messages up to
-    `read_upto` (the peer's read position of a direct chat) end with ' ✓✓'."""
+    `read_upto` (the peer's read position of a direct chat) end with ' ✓✓'; `below`
+    gives a message's reactions line ("" none; qim/desktop/reacts.py)."""
     out = Text()
     if note:
         out.append(note + "\n", style="dim")
-    lines = [message_line(m, me, names, m.sender_id == me and m.conversation_seq <= read_upto)
-             for m in messages] + [unsent_line(p, online, why(p.client_message_id)) for p in unsent]
+    lines = [_with_below(message_line(m, me, names, m.sender_id == me and m.conversation_seq <= read_upto),
+                         below(m)) for m in messages] + [unsent_line(p, online, why(p.client_message_id)) for p in unsent]
     out.append(Text("\n").join(lines) if lines else Text("(no messages yet)", style="dim"))
     return out
+
+
+def _with_below(line: Text, extra: str) -> Text:
+    if extra:
+        line.append("\n      " + extra, style="yellow")
+    return line
 
 
 def connection_words(state: str, reason: str = "") -> str:

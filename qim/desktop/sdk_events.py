@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from qim.desktop import refused, render, rooms
+from qim.desktop import reacts, refused, render, rooms
 from qim.sdk import events as ev
 from qim.sdk.model import Conversation
+from qim.sdk.reactions import ReactionsChanged, TypingChanged
 from qim.sdk.room_events import RoomEventsAdded, RoomStateChanged
 
 ChatApp = Any  # qim/desktop/app.py's ChatApp (typed loosely: that module imports this one)
@@ -72,6 +73,8 @@ async def apply(app: ChatApp, e) -> None:
     elif isinstance(e, ev.PeerRead):  # a read tick of the open direct chat
         if e.conversation_id == app.current:
             app.show_chat()
+    elif isinstance(e, (ReactionsChanged, TypingChanged)):  # reactions under messages, typing in the header
+        reacts.on_event(app, e)
     elif isinstance(e, ev.SyncFailed):
         app.tell(f"sync failed: {e.code.name}: {e.message}")
 

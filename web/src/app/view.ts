@@ -14,6 +14,7 @@ import type { Conversation } from "../sdk/model";
 import { MessageType } from "../sdk/protocol";
 import { StorageTrouble } from "../sdk/errors";
 import { convControls, readMark, shapeList } from "./convmarks";
+import { loadReactions, noteReaction, reactionBar, typed, typingWords } from "./reactview";
 import { Rows, type Row } from "./rows";
 import { editLink, refused } from "./refused";
 import { completeMentions, msgActions, quoteOf, submitDraft } from "./replyedit";
@@ -122,6 +123,10 @@ export class ChatView {
       case "membership":
         if (this.open === toHex(e.change.conversationId) && !$("members").hidden) void this.showMembers();
         break;
+      case "reactions": // under the message; "typing…" in the header (reactview.ts)
+        noteReaction(e.messageId, e.summary);
+        break;
+      case "typing":
       case "conversationState": // pin, mute, hide, mention marks; a read tick (convmarks.ts)
       case "peerRead":
       case "state":
@@ -176,7 +181,8 @@ export class ChatView {
   private renderRows(scroll: boolean): void {
     if (!this.rows) return;
     const open = this.open ? this.convs.get(this.open) : undefined;
-    if (open) $("chat-title").textContent = this.titleOf(open); // names and titles learnt meanwhile
+    // names and titles learnt meanwhile, and who is typing
+    if (open) $("chat-title").textContent = this.titleOf(open) + typingWords(this.client, this.open, (u) => this.nameOf(u));
     const box = $("messages");
     const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
     const ul = $("rows");
@@ -205,7 +211,7 @@ export class ChatView {
       b.onclick = () => void this.recall(r.messageId!);
       meta.append(b);
     }
-    li.append(meta);
+    li.append(meta, ...reactionBar(this.client, this.open, r, this.showError, () => this.schedule()));
     return li;
   }
 
@@ -226,6 +232,7 @@ export class ChatView {
     } catch (e) {
       this.showError(`history: ${(e as Error).message}`);
     }
+    await loadReactions(this.client, conv, this.showError);
     if (this.rows !== rows) return; // another conversation was opened meanwhile
     this.renderList();
     this.renderRows(true);
@@ -295,6 +302,7 @@ export class ChatView {
     };
     const ta = form("composer").elements.namedItem("text") as HTMLTextAreaElement;
     completeMentions(ta, this.names);
+    ta.addEventListener("input", () => typed(this.client, this.open, ta.value));
     ta.onkeydown = (ev) => {
       if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
         ev.preventDefault();

@@ -24,6 +24,7 @@ import type { Conversation, PendingSend, StoredMessage } from "./model";
 import { MAX_CUSTOM_TYPE_BYTES, MessageType, Op, PROFILES_MAX_IDS } from "./protocol";
 import { Backoff, withRetry } from "./retry";
 import { ConvStates } from "./convstate";
+import { Reactions } from "./reactions";
 import { checkExtras, type SendExtras } from "./extras";
 import { Rooms } from "./rooms";
 import { Runtime, type RuntimeOptions } from "./runtime";
@@ -50,12 +51,16 @@ export class Client {
   readonly rooms: Rooms;
   /** Pin, mute, hide, read receipts (convstate.ts; docs/sdk.md "Pin, mute, hide"). */
   readonly convstates: ConvStates;
+  /** Reactions and typing, in memory only (reactions.ts; docs/sdk.md "Reactions and typing"). */
+  readonly reactions: Reactions;
   private names = new Map<bigint, string>(); // display names learnt by PULL_PROFILES ("" = none given)
 
   private constructor(readonly runtime: Runtime, readonly store: LocalStore, readonly claims: TokenClaims) {
     this.sessions = new Sessions(runtime);
     this.rooms = new Rooms(runtime);
     this.convstates = new ConvStates(runtime);
+    this.reactions = new Reactions(runtime, claims.userId,
+      async (conv) => (await store.conversation(conv))?.peerUserId ?? 0n);
     this.sessions.note = (entries) => this.convstates.noteEntries(entries);
   }
 

@@ -5,7 +5,9 @@
  * messagesRemoved, pendingResolved, readPosition, membership.
  */
 
-import type { Conversation, ConversationState, Membership, PendingSend, StoredMessage } from "./model";
+import type { ConversationState } from "./convstate";
+import type { ReactionCount } from "./reactions";
+import type { Conversation, Membership, PendingSend, StoredMessage } from "./model";
 
 /** connecting, syncing, ready, reconnecting, offline (stopped, with a reason), kicked (terminal). */
 export type ConnState = "connecting" | "syncing" | "ready" | "reconnecting" | "offline" | "kicked";
@@ -52,6 +54,11 @@ export type QimEvent =
   | { type: "conversationState"; state: ConversationState; source: "local" | "sync" | "server" }
   /** A read tick: the peer of a direct chat read up to `seq` (only while both have receipts on). */
   | { type: "peerRead"; conversationId: Uint8Array; readerUserId: bigint; seq: bigint }
+  /** A member's reaction on a message changed (reactions.ts): the whole summary after it. */
+  | { type: "reactions"; conversationId: Uint8Array; messageId: Uint8Array; userId: bigint; emoji: string;
+      removed: boolean; summary: ReactionCount[] }
+  /** A member started or stopped typing (told, or expired without renewal; reactions.ts). */
+  | { type: "typing"; conversationId: Uint8Array; userId: bigint; typing: boolean }
   | { type: "kicked"; reason: number }
   | { type: "syncFailed"; code: number; message: string }
   | { type: "cursorReset" }

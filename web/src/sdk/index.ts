@@ -9,6 +9,7 @@ export * from "./ids";
 export * from "./model";
 export * from "./extras";
 export * from "./protocol";
+export * from "./reactions";
 export { Runtime } from "./runtime";
 export { LocalStore } from "./store";
 export type { Dialer, Transport } from "./transport";

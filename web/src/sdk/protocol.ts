@@ -16,12 +16,13 @@ export const Op = {
   SET_GROUP_TITLE: 0x0a06,
   JOIN_ROOM: 0x0601, ROOM_JOINED: 0x0602, ROOM_SEND: 0x0603, ROOM_ACK: 0x0604, ROOM_EVENTS: 0x0605,
   LEAVE_ROOM: 0x0606, ROOM_LEFT: 0x0607,
+  REACT: 0x0b01, REACT_OK: 0x0b02, REACTION_EVENTS: 0x0b03, TYPING: 0x0b04, TYPING_OK: 0x0b05, TYPING_EVENTS: 0x0b06,
 } as const;
 
 /** Requests the gateway's send-rate buckets charge (qim.protocol RATE_LIMITED_OPCODES). */
 export const RATE_LIMITED_OPS = new Set<number>([Op.SEND_MESSAGE, Op.RECALL_MESSAGE, Op.EDIT_MESSAGE, Op.CREATE_GROUP,
   Op.LEAVE_GROUP, Op.MARK_READ, Op.SET_GROUP_TITLE, Op.JOIN_ROOM, Op.ROOM_SEND, Op.SET_CONVERSATION_STATE,
-  Op.SET_RECEIPTS]);
+  Op.SET_RECEIPTS, Op.REACT]);
 
 /** MailboxEntry.event_type. */
 export const EventType = { MESSAGE: 1, RECALL: 2, MEMBERSHIP: 3, DELETE: 4, EDIT: 5 } as const;

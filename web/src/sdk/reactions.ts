@@ -1,0 +1,142 @@
+/**
+ * Reactions and typing in qim-js (the counterpart of qim.sdk.reactions; docs/sdk.md
+ * "Reactions and typing"; docs/decisions/0121). Ephemeral: nothing is stored, no unread,
+ * no list move. `add`/`remove` answer the message's summary after the change
+ * (idempotent per user, message and emoji); `summaries` reads one history page's;
+ * REACTION_EVENTS are told as "reactions" (absolute counts, `mine` as far as this client
+ * knows), TYPING_EVENTS as "typing", and an indication not renewed within its
+ * expires_in_ms is told stopped by itself.
+ */
+
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { ErrorCode } from "../gen/qim/v1/common_pb";
+import { HistoryBatchSchema, HistoryDirection, PullHistorySchema } from "../gen/qim/v1/history_pb";
+import {
+  ReactionEventsSchema, ReactOkSchema, ReactSchema, TypingEventsSchema, TypingOkSchema, TypingSchema,
+  type MessageReactionSummary,
+} from "../gen/qim/v1/reaction_pb";
+import { toHex } from "./bytes";
+import { ServerError } from "./errors";
+import type { QimEvent } from "./events";
+import { Op } from "./protocol";
+
+/** The emoji limit of qim.wire.reaction (1..32 bytes of UTF-8, no whitespace or controls). */
+export const REACTION_EMOJI_MAX_BYTES = 32;
+/** One TYPING per conversation at most this often (the gateway's limit). */
+export const TYPING_MIN_INTERVAL_MS = 2000;
+
+/** A message's reactions, most first; `mine`: this user reacted with it. */
+export interface ReactionCount { emoji: string; count: number; mine: boolean }
+
+/** What reactions.ts needs of the runtime (the Runtime has all of it). */
+export interface ReactionHost {
+  request(opcode: number, body: Uint8Array): Promise<{ opcode: number; body: Uint8Array }>;
+  emit(e: QimEvent): void;
+  readonly frameHandlers: Map<number, (body: Uint8Array) => void>;
+}
+
+/** Throws ServerError(INVALID_ARGUMENT) for an emoji the server refuses (nothing is sent). */
+export function checkEmoji(emoji: string): void {
+  const size = new TextEncoder().encode(emoji).length;
+  if (size < 1 || size > REACTION_EMOJI_MAX_BYTES || /[\s\p{Cc}\p{Co}\p{Cn}]/u.test(emoji)) {
+    throw new ServerError(ErrorCode.INVALID_ARGUMENT, `not an emoji of 1 to ${REACTION_EMOJI_MAX_BYTES} bytes without spaces`);
+  }
+}
+
+function counts(s: MessageReactionSummary | undefined, mine?: Set<string>): ReactionCount[] {
+  return (s?.counts ?? []).map((c) => ({ emoji: c.emoji, count: c.count, mine: mine ? mine.has(c.emoji) : c.mine }));
+}
+
+/** Reactions and typing of one runtime; `peerOf(conv)` names a direct chat's peer (0n: a group). */
+export class Reactions {
+  private mine = new Map<string, Set<string>>(); // message id hex -> own emoji
+  private typingUntil = new Map<string, number>(); // conv hex + ":" + user -> Date.now() expiry
+  private sentTyping = new Map<string, number>(); // conv hex -> Date.now() of our last TYPING
+
+  constructor(private readonly host: ReactionHost, private readonly userId: bigint,
+              private readonly peerOf: (conv: Uint8Array) => Promise<bigint>) {
+    host.frameHandlers.set(Op.REACTION_EVENTS, (body) => this.onReaction(body));
+    host.frameHandlers.set(Op.TYPING_EVENTS, (body) => this.onTyping(body));
+  }
+
+  /** Add this user's `emoji` to a message: the summary after it. */
+  add(conv: Uint8Array, messageId: Uint8Array, emoji: string): Promise<ReactionCount[]> {
+    return this.react(conv, messageId, emoji, false);
+  }
+
+  /** Remove this user's `emoji` from a message: the summary after it. */
+  remove(conv: Uint8Array, messageId: Uint8Array, emoji: string): Promise<ReactionCount[]> {
+    return this.react(conv, messageId, emoji, true);
+  }
+
+  private async react(conv: Uint8Array, messageId: Uint8Array, emoji: string, remove: boolean) {
+    checkEmoji(emoji);
+    const req = create(ReactSchema, { conversationId: conv, peerUserId: await this.peerOf(conv), messageId, emoji, remove });
+    const reply = await this.host.request(Op.REACT, toBinary(ReactSchema, req));
+    const out = counts(fromBinary(ReactOkSchema, reply.body).summary);
+    this.mine.set(toHex(messageId), new Set(out.filter((c) => c.mine).map((c) => c.emoji)));
+    return out;
+  }
+
+  /** The reactions of one history page (the newest by default): message id hex -> summary. */
+  async summaries(conv: Uint8Array, anchorSeq = 0n, limit = 50): Promise<Map<string, ReactionCount[]>> {
+    const req = create(PullHistorySchema, { conversationId: conv, peerUserId: await this.peerOf(conv), anchorSeq,
+      direction: HistoryDirection.OLDER, limit });
+    const batch = fromBinary(HistoryBatchSchema, (await this.host.request(Op.PULL_HISTORY, toBinary(PullHistorySchema, req))).body);
+    const out = new Map<string, ReactionCount[]>();
+    for (const item of batch.items) {
+      const c = counts(item.reactions);
+      if (!c.length) continue;
+      out.set(toHex(item.messageId), c);
+      this.mine.set(toHex(item.messageId), new Set(c.filter((x) => x.mine).map((x) => x.emoji)));
+    }
+    return out;
+  }
+
+  /** Tell the other members this user is typing (or `stopped`); false when sooner than 2 s after the last. */
+  async typing(conv: Uint8Array, stopped = false): Promise<boolean> {
+    const key = toHex(conv);
+    if (!stopped && Date.now() - (this.sentTyping.get(key) ?? -Infinity) < TYPING_MIN_INTERVAL_MS) return false;
+    this.sentTyping.set(key, Date.now());
+    const req = create(TypingSchema, { conversationId: conv, peerUserId: await this.peerOf(conv), stopped });
+    return fromBinary(TypingOkSchema, (await this.host.request(Op.TYPING, toBinary(TypingSchema, req))).body).delivered;
+  }
+
+  /** The users typing in `conv` now. */
+  typingIn(conv: Uint8Array): bigint[] {
+    const prefix = toHex(conv) + ":";
+    const now = Date.now();
+    return [...this.typingUntil].filter(([k, until]) => k.startsWith(prefix) && until > now)
+      .map(([k]) => BigInt(k.slice(prefix.length)));
+  }
+
+  private onReaction(body: Uint8Array): void {
+    const f = fromBinary(ReactionEventsSchema, body);
+    const key = toHex(f.messageId);
+    const mine = this.mine.get(key) ?? new Set<string>();
+    if (f.userId === this.userId) { if (f.removed) mine.delete(f.emoji); else mine.add(f.emoji); }
+    this.mine.set(key, mine);
+    const summary = f.counts.map((c) => ({ emoji: c.emoji, count: c.count, mine: mine.has(c.emoji) }));
+    this.host.emit({ type: "reactions", conversationId: f.conversationId, messageId: f.messageId, userId: f.userId,
+      emoji: f.emoji, removed: f.removed, summary });
+  }
+
+  private onTyping(body: Uint8Array): void {
+    const f = fromBinary(TypingEventsSchema, body);
+    const key = `${toHex(f.conversationId)}:${f.userId}`;
+    const was = (this.typingUntil.get(key) ?? 0) > Date.now();
+    if (f.stopped || !f.expiresInMs) {
+      this.typingUntil.delete(key);
+      if (was) this.host.emit({ type: "typing", conversationId: f.conversationId, userId: f.userId, typing: false });
+      return;
+    }
+    const until = Date.now() + f.expiresInMs;
+    this.typingUntil.set(key, until);
+    if (!was) this.host.emit({ type: "typing", conversationId: f.conversationId, userId: f.userId, typing: true });
+    setTimeout(() => {
+      if (this.typingUntil.get(key) !== until) return; // renewed or stopped since
+      this.typingUntil.delete(key);
+      this.host.emit({ type: "typing", conversationId: f.conversationId, userId: f.userId, typing: false });
+    }, f.expiresInMs + 50);
+  }
+}

@@ -1,0 +1,73 @@
+// qim-js reactions and typing without a network (src/sdk/reactions.ts; the rules of
+// qim/sdk/reactions.py, decision 0121): the reply's summary and `mine`, live events with
+// `mine` learnt from this user's other devices, a bad emoji refused before any request,
+// the SDK's own 2 s typing limit, and a typing indication that expires by itself.
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { describe, expect, it, vi } from "vitest";
+import { ErrorCode } from "../src/gen/qim/v1/common_pb";
+import {
+  ReactionCountSchema, ReactionEventsSchema, ReactOkSchema, ReactSchema, TypingEventsSchema, TypingOkSchema,
+} from "../src/gen/qim/v1/reaction_pb";
+import type { QimEvent } from "../src/sdk/events";
+import { Op } from "../src/sdk/protocol";
+import { Reactions, type ReactionHost } from "../src/sdk/reactions";
+
+const ME = 7n;
+const CONV = new Uint8Array(16).fill(2);
+const MSG = new Uint8Array(16).fill(9);
+
+function host(reply: (opcode: number, body: Uint8Array) => Uint8Array) {
+  const told: QimEvent[] = [];
+  const sent: { opcode: number; body: Uint8Array }[] = [];
+  const h: ReactionHost = {
+    request: async (opcode, body) => { sent.push({ opcode, body }); return { opcode: opcode + 1, body: reply(opcode, body) }; },
+    emit: (e) => told.push(e), frameHandlers: new Map(),
+  };
+  return { h, told, sent };
+}
+const count = (emoji: string, n: number, mine = false) => create(ReactionCountSchema, { emoji, count: n, mine });
+
+describe("qim-js reactions", () => {
+  it("adds with the summary, tells live changes with mine, refuses a bad emoji locally", async () => {
+    const { h, told, sent } = host(() => toBinary(ReactOkSchema, create(ReactOkSchema, {
+      summary: { counts: [count("👍", 2, true)] }, changed: true })));
+    const r = new Reactions(h, ME, async () => 5n);
+    expect(await r.add(CONV, MSG, "👍")).toEqual([{ emoji: "👍", count: 2, mine: true }]);
+    const req = fromBinary(ReactSchema, sent[0].body);
+    expect([sent[0].opcode, req.emoji, req.remove, req.peerUserId]).toEqual([Op.REACT, "👍", false, 5n]);
+    await expect(r.add(CONV, MSG, "two words")).rejects.toMatchObject({ code: ErrorCode.INVALID_ARGUMENT });
+    expect(sent.length).toBe(1);
+
+    const frame = (userId: bigint, emoji: string, removed: boolean, counts: ReturnType<typeof count>[]) =>
+      h.frameHandlers.get(Op.REACTION_EVENTS)!(toBinary(ReactionEventsSchema, create(ReactionEventsSchema, {
+        conversationId: CONV, messageId: MSG, userId, emoji, removed, counts })));
+    frame(8n, "🎉", false, [count("👍", 2), count("🎉", 1)]); // another user
+    frame(ME, "🎉", false, [count("👍", 2), count("🎉", 2)]); // this user on another device
+    frame(ME, "👍", true, [count("🎉", 2), count("👍", 1)]);
+    const summaries = told.flatMap((e) => (e.type === "reactions" ? [e.summary] : []));
+    expect(summaries).toEqual([
+      [{ emoji: "👍", count: 2, mine: true }, { emoji: "🎉", count: 1, mine: false }],
+      [{ emoji: "👍", count: 2, mine: true }, { emoji: "🎉", count: 2, mine: true }],
+      [{ emoji: "🎉", count: 2, mine: true }, { emoji: "👍", count: 1, mine: false }],
+    ]);
+  });
+
+  it("sends typing at most every 2 s and expires a shown indication by itself", async () => {
+    vi.useFakeTimers();
+    try {
+      const { h, told, sent } = host(() => toBinary(TypingOkSchema, create(TypingOkSchema, { delivered: true })));
+      const r = new Reactions(h, ME, async () => 0n);
+      expect(await r.typing(CONV)).toBe(true);
+      expect(await r.typing(CONV)).toBe(false); // too soon: nothing sent
+      expect(sent.map((s) => s.opcode)).toEqual([Op.TYPING]);
+      h.frameHandlers.get(Op.TYPING_EVENTS)!(toBinary(TypingEventsSchema, create(TypingEventsSchema, {
+        conversationId: CONV, userId: 8n, expiresInMs: 6000 })));
+      expect(r.typingIn(CONV)).toEqual([8n]);
+      vi.advanceTimersByTime(7000);
+      expect(r.typingIn(CONV)).toEqual([]);
+      expect(told.flatMap((e) => (e.type === "typing" ? [[e.userId, e.typing]] : []))).toEqual([[8n, true], [8n, false]]);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});
