@@ -60,6 +60,8 @@ MAX_CUSTOM_TYPE_BYTES = 64
 MAX_MENTIONS = 50
 MENTION_ALL_OPEN_MEMBERS = 20
 REPLY_PREVIEW_CHARS = 80
+# edits per message: a recall rewrites every edit notice in one script call (bounded keys)
+MAX_EDITS_PER_MESSAGE = 50
 
 # --- message types (docs/design.md §4; raw values fixed) ------------------------------
 MESSAGE_TYPE_UNKNOWN = 0

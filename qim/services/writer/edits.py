@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Awaitable
 
 from qim._core import ids
-from qim.consts import CONVERSATION_KIND_GROUP, ID_LEN, MESSAGE_TYPE_CONTROL
+from qim.consts import CONVERSATION_KIND_GROUP, ID_LEN, MAX_EDITS_PER_MESSAGE, MESSAGE_TYPE_CONTROL
 from qim.errors import ErrorCode, RequestError
 from qim.policy import PolicySeam, SendFacts
 from qim.proto.v1 import internal_pb2, message_pb2
@@ -107,6 +107,8 @@ class Edits:
                 raise RequestError(ErrorCode.FORBIDDEN, "a recalled or deleted message cannot be edited")
             if now_ms() - target.created_at_ms > self._window_ms or stored.version == "":
                 raise RequestError(ErrorCode.FORBIDDEN, "the edit window has passed")
+            if target.version >= MAX_EDITS_PER_MESSAGE:  # a recall blanks every notice in one call
+                raise RequestError(ErrorCode.FORBIDDEN, f"a message is edited at most {MAX_EDITS_PER_MESSAGE} times")
             kind = ids.conversation_kind(req.conversation_id)
             if not checked and self._policy.active:
                 # an edit is a send for the policy seam (docs/decisions/0099, 0120)
