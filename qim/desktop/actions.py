@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from qim.desktop import commands, marks, reacts, refused, render, rooms
+from qim.desktop import commands, marks, reacts, refused, render, replies, rooms
 
 # `app` below is the ChatApp (qim/desktop/app.py): its client, convs, current, shown and
 # names, and its tell / open_chat / learn_names / action_* methods. Typed loosely so this
@@ -49,7 +49,7 @@ async def run(app: ChatApp, cmd: commands.Command) -> None:
         on = await c.set_read_receipts(cmd.text == "on")
         app.tell("read receipts on: others see ✓✓ when you read, you see theirs" if on else
                  "read receipts off: nobody sees when you read, and you see nobody's")
-    elif cmd.name == "edit":
+    elif cmd.name == "edit" and not cmd.text:
         if not refused.edit(app):
             raise Refused("no refused message to edit (a refused text goes back into an empty composer by itself)")
     elif cmd.name == "leave" and app.room is not None:
@@ -93,6 +93,12 @@ async def run(app: ChatApp, cmd: commands.Command) -> None:
                                          for m in members))
     elif cmd.name == "recall":
         await recall(app, cmd.ids[0] if cmd.ids else 1)
+    elif cmd.name in ("reply", "edit"):  # qim/desktop/replies.py (decision 0120)
+        try:
+            app.tell(await (replies.reply(app, cmd.ids[0], cmd.text) if cmd.name == "reply"
+                            else replies.edit(app, cmd.text)))
+        except ValueError as exc:
+            raise Refused(str(exc)) from None
 
 
 async def recall(app: ChatApp, nth: int) -> None:

@@ -7,7 +7,8 @@
     /leave                leave the room shown, or the open group
     /members              list the open group's members
     /recall [N]           recall your newest message here (N: your N-th newest)
-    /edit                 put the newest refused text back into the composer
+    /reply [N] TEXT       reply to the newest message (N: the N-th newest), quoted
+    /edit [TEXT]          TEXT replaces your newest message; bare: a refused text back
     /older                load older messages of the open chat (also Ctrl+U)
     /read                 mark the open chat read
     /pin, /unpin          pin the open chat to the top of the list (every device)
@@ -23,7 +24,7 @@ and Enter opens it; Enter sends, Ctrl+J new line, Ctrl+U older, Escape closes
 this list, Ctrl+Q quits.
 
 Anything else is sent as a message to the open chat; '//' at the start sends a text
-that begins with '/'. In /group, the title starts at the first word that is not a
+that begins with '/'; @name (Tab completes it) mentions someone, @all everyone. In /group, the title starts at the first word that is not a
 number. A mistake gets a one-line refusal and the typed text stays in the composer.
 """
 
@@ -38,10 +39,9 @@ from qim.wire.names import check_name
 _PARTS = __doc__.split("\n\n")
 HELP = _PARTS[1]
 KEYS = " ".join(_PARTS[2].split())
-NAMES = ("dm", "join", "group", "title", "leave", "members", "recall", "older", "read", "help", "quit",
-         "edit", "pin", "unpin", "mute", "unmute", "hide", "receipts", "react",
-         "unreact")
-_BARE = ("leave", "members", "older", "read", "help", "quit", "edit", "pin", "unpin", "unmute", "hide")
+NAMES = ("dm", "join", "group", "title", "leave", "members", "recall", "older", "read", "help", "quit", "reply",
+         "edit", "pin", "unpin", "mute", "unmute", "hide", "receipts", "react", "unreact")
+_BARE = ("leave", "members", "older", "read", "help", "quit", "pin", "unpin", "unmute", "hide")
 
 
 class Command(NamedTuple):
@@ -105,6 +105,13 @@ def parse(text: str) -> tuple[Optional[Command], str]:
         if len(words) > 1:
             raise CommandError("usage: /recall [N]")
         return Command(name, tuple(_id(w) for w in words)), ""
+    if name in ("reply", "edit"):  # the text keeps its own spacing and lines
+        nth, rest = 1, (stripped[1:].split(None, 1) + [""])[1]
+        if name == "reply" and len(words) > 1 and words[0].isdigit():
+            nth, rest = _id(words[0]), rest.split(None, 1)[1]
+        if name == "reply" and not rest:
+            raise CommandError("usage: /reply [N] TEXT")
+        return Command(name, (nth,) if name == "reply" else (), rest), ""
     if name == "mute":
         if len(words) > 1:
             raise CommandError("usage: /mute [MINUTES]")

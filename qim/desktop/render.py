@@ -155,8 +155,13 @@ def message_line(msg: StoredMessage, me: int, names: Names = NO_NAMES, read: boo
     out = Text()
     out.append(f"{clock(msg.created_at_ms)} ", style="dim")
     out.append(f"{who(msg.sender_id, me, names)}: ", style="bold cyan" if msg.sender_id == me else "bold")
+    if msg.reply is not None:  # the server's quote of the replied message (decision 0120)
+        said = "(message recalled)" if msg.reply.state else msg.reply.preview or "(attachment)"
+        out.append(f"↩ {who(msg.reply.sender_id, me, names)}: {cut(said, 50)}\n      ", style="dim")
     text = body_text(msg.message_type, msg.custom_type, msg.body, msg.state, names)
     out.append(text.replace("\n", "\n      "), style="italic dim" if msg.state else "")
+    if msg.edited:
+        out.append(" (edited)", style="dim")
     if read:
         out.append(" ✓✓", style="green")
     return out

@@ -5,9 +5,8 @@
  * messagesRemoved, pendingResolved, readPosition, membership.
  */
 
-import type { ConversationState } from "./convstate";
 import type { ReactionCount } from "./reactions";
-import type { Conversation, Membership, PendingSend, StoredMessage } from "./model";
+import type { Conversation, ConversationState, Membership, PendingSend, StoredMessage } from "./model";
 
 /** connecting, syncing, ready, reconnecting, offline (stopped, with a reason), kicked (terminal). */
 export type ConnState = "connecting" | "syncing" | "ready" | "reconnecting" | "offline" | "kicked";
