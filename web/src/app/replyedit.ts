@@ -9,7 +9,7 @@
  */
 
 import type { Client } from "../sdk/client";
-import type { SendExtras } from "../sdk/extras";
+import type { SendExtras } from "../sdk/model";
 import { fromHex } from "../sdk/bytes";
 import type { Row } from "./rows";
 

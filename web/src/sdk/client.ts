@@ -20,12 +20,12 @@ import { ConnectionLost, NotConnected, retryable, SendRefused, ServerError } fro
 import type { Listener, SendAck } from "./events";
 import { parseEndpoints } from "./gateways";
 import { conversationIdDirect, conversationKind, KIND_DIRECT, KIND_GROUP } from "./ids";
-import type { Conversation, PendingSend, StoredMessage } from "./model";
+import type { Conversation, PendingSend, SendExtras, StoredMessage } from "./model";
 import { MAX_CUSTOM_TYPE_BYTES, MessageType, Op, PROFILES_MAX_IDS } from "./protocol";
 import { Backoff, withRetry } from "./retry";
 import { ConvStates } from "./convstate";
 import { Reactions } from "./reactions";
-import { checkExtras, type SendExtras } from "./extras";
+import { checkExtras } from "./extras";
 import { Rooms } from "./rooms";
 import { Runtime, type RuntimeOptions } from "./runtime";
 import { Sessions } from "./sessions";

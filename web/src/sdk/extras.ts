@@ -8,25 +8,8 @@
 
 import { fromBinary } from "@bufbuild/protobuf";
 import { ControlEventSchema } from "../gen/qim/v1/message_pb";
-import type { StoredMessage } from "./model";
+import type { SendExtras, StoredMessage } from "./model";
 import { MessageState } from "./protocol";
-
-/** Options of a send: the replied message_id, mentioned user ids, everyone. */
-export interface SendExtras {
-  replyTo?: Uint8Array;
-  mentions?: bigint[];
-  mentionAll?: boolean;
-}
-
-/** The replied message as the server quoted it when the reply was written. */
-export interface ReplyInfo {
-  messageId: Uint8Array;
-  conversationSeq: bigint;
-  senderId: bigint;
-  messageType: number;
-  state: number;
-  preview: string;
-}
 
 /** What a MailboxEntry or HistoryItem carries besides the message (fields 14-18 / 11-15). */
 interface WireExtras {

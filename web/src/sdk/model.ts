@@ -5,7 +5,22 @@
  * wire, safe as Number for display).
  */
 
-import type { ReplyInfo, SendExtras } from "./extras";
+/** Options of a send (decision 0120): the replied message_id, mentioned user ids, everyone. */
+export interface SendExtras {
+  replyTo?: Uint8Array;
+  mentions?: bigint[];
+  mentionAll?: boolean;
+}
+
+/** The replied message as the server quoted it when the reply was written (extras.ts). */
+export interface ReplyInfo {
+  messageId: Uint8Array;
+  conversationSeq: bigint;
+  senderId: bigint;
+  messageType: number;
+  state: number;
+  preview: string;
+}
 
 /** One stored message; recalled (1) or deleted (2) ones have an empty body. */
 export interface StoredMessage {

@@ -15,7 +15,7 @@ import { StorageTrouble, StoreError } from "./errors";
 import { clientMessageId, conversationKind, endpointScope, KIND_DIRECT } from "./ids";
 import { emptyResult, type ApplyResult, type Conversation, type PendingSend, type PendingState, type Resolved,
   type StoredMessage } from "./model";
-import type { SendExtras } from "./extras";
+import type { SendExtras } from "./model";
 import { MessageState } from "./protocol";
 import { applyHistoryItems, applyMailboxEntries, applySessionEntry } from "./storeapply";
 import { ALL, openQimDb, type CursorRow, type Db, type Meta, type OpRow, type Tx } from "./storedb";
