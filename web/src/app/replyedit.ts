@@ -3,7 +3,7 @@
  * every committed message offers "reply" (the composer shows what is replied to, with a
  * ✕ to drop it; the server quotes it, shown above the reply's text, "message recalled"
  * when it was); my last sent message offers "edit" (its text goes into the composer,
- * Enter saves it as a new version, Escape gives up); an edited message says "edited".
+ * Enter saves it as a new version, the banner's ✕ gives up); an edited message says "edited".
  * `@name` in the composer mentions the member of that display name (or user id),
  * `@all` everyone; typing `@` offers the names known on the page to complete.
  */
