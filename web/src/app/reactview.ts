@@ -10,7 +10,7 @@
 
 import type { Client } from "../sdk/client";
 import { fromHex, toHex } from "../sdk/bytes";
-import type { ReactionCount } from "../sdk/reactions";
+import type { ReactionCount } from "../sdk/events";
 import type { Row } from "./rows";
 
 /** The emoji the "☺+" button offers. */

@@ -5,7 +5,6 @@
  * messagesRemoved, pendingResolved, readPosition, membership.
  */
 
-import type { ReactionCount } from "./reactions";
 import type { Conversation, ConversationState, Membership, PendingSend, StoredMessage } from "./model";
 
 /** connecting, syncing, ready, reconnecting, offline (stopped, with a reason), kicked (terminal). */
@@ -37,6 +36,9 @@ export interface RoomMessage {
   recalledSeq: bigint;
   recalled: boolean;
 }
+
+/** One emoji of a message's reactions, most first; `mine`: this user reacted with it (reactions.ts). */
+export interface ReactionCount { emoji: string; count: number; mine: boolean }
 
 export type QimEvent =
   | { type: "state"; state: ConnState; reason: string }

@@ -17,16 +17,13 @@ import {
 } from "../gen/qim/v1/reaction_pb";
 import { toHex } from "./bytes";
 import { ServerError } from "./errors";
-import type { QimEvent } from "./events";
+import type { QimEvent, ReactionCount } from "./events";
 import { Op } from "./protocol";
 
 /** The emoji limit of qim.wire.reaction (1..32 bytes of UTF-8, no whitespace or controls). */
 export const REACTION_EMOJI_MAX_BYTES = 32;
 /** One TYPING per conversation at most this often (the gateway's limit). */
 export const TYPING_MIN_INTERVAL_MS = 2000;
-
-/** A message's reactions, most first; `mine`: this user reacted with it. */
-export interface ReactionCount { emoji: string; count: number; mine: boolean }
 
 /** What reactions.ts needs of the runtime (the Runtime has all of it). */
 export interface ReactionHost {
