@@ -15,6 +15,18 @@ async def _order(c) -> list[bytes]:
     return [x.conversation_id for x in await c.conversations()]
 
 
+async def _server_order(c) -> list[bytes]:
+    return list(await server_list(c))
+
+
+async def _server_is(c, order: list[bytes]) -> bool:
+    return await _server_order(c) == order
+
+
+async def _server_unread(c, conv: bytes, n: int) -> bool:
+    return (await server_list(c))[conv].unread == n
+
+
 async def test_pin_mute_hide_on_one_device_reach_the_other_and_shape_the_lists(stack, tmp_path):
     a, b, me = users(3)
     ca, cb = await client(stack, tmp_path, a), await client(stack, tmp_path, b)
@@ -29,6 +41,8 @@ async def test_pin_mute_hide_on_one_device_reach_the_other_and_shape_the_lists(s
         await eventually(lambda c=c: len(c.told.messages()) >= 2, what="both chats' messages")
         await eventually(lambda c=c: _order(c), what="a list")
         assert await _order(c) == [with_b, with_a]  # newest first before any choice
+    # the server registers both (its projection may lag the push a little on a busy machine)
+    await eventually(lambda: _server_is(m1, [with_b, with_a]), what="both listed by the server")
 
     # pin the older chat on device 1: first on both devices and in the server's pages
     st = await m1.pin(with_a)
@@ -38,7 +52,7 @@ async def test_pin_mute_hide_on_one_device_reach_the_other_and_shape_the_lists(s
     assert await _order(m2) == [with_a, with_b]
     assert any(isinstance(e, ConversationStateChanged) and e.source == "sync" and e.state.pinned
                for e in m2.told.events)
-    assert list(await server_list(m2)) == [with_a, with_b]
+    assert await _server_order(m2) == [with_a, with_b]
 
     # mute for ever on device 2: device 1 sees it, the unread count stays
     await cb.send_text(with_b, "while muted")
@@ -46,6 +60,7 @@ async def test_pin_mute_hide_on_one_device_reach_the_other_and_shape_the_lists(s
     st = await m2.mute(with_b)
     assert st.muted_until == MUTE_FOREVER and st.muted()
     await eventually(lambda: m1.conversation_state(with_b).muted_until == MUTE_FOREVER, what="mute synced")
+    await eventually(lambda: _server_unread(m1, with_b, 2), what="two unread listed")
     entry = (await server_list(m1))[with_b]
     assert entry.muted_until == MUTE_FOREVER and entry.unread == 2 and entry.unread_exact
     assert (await m1.conversation(with_b)).unread == 2
@@ -66,6 +81,7 @@ async def test_pin_mute_hide_on_one_device_reach_the_other_and_shape_the_lists(s
         await eventually(lambda c=c: c.store.conversation(with_b).last_conversation_seq == 3, what="new message")
         assert set(await _order(c)) == {with_a, with_b}
         assert (await _order(c))[0] == with_a  # still pinned first
+    await eventually(lambda: _server_unread(m2, with_b, 3), what="three unread listed")
     entry = (await server_list(m2))[with_b]
     assert not entry.hidden and entry.unread == 3
 
