@@ -26,9 +26,9 @@ def test_schema_apply_is_idempotent_and_check_names_the_fix(keyspace, capsys, mo
     assert qimctl.main(["schema", "check"]) == 2
     assert f"keyspace {keyspace} does not exist: run `qimctl schema apply`" in capsys.readouterr().err
     assert qimctl.main(["schema", "apply"]) == 0
-    assert capsys.readouterr().out.strip() == f"schema: keyspace={keyspace} version=1 applied=[1]"
+    assert capsys.readouterr().out.strip() == f"schema: keyspace={keyspace} version=2 applied=[1, 2]"
     assert qimctl.main(["schema", "apply"]) == 0
-    assert capsys.readouterr().out.strip() == f"schema: keyspace={keyspace} version=1 applied=[]"
+    assert capsys.readouterr().out.strip() == f"schema: keyspace={keyspace} version=2 applied=[]"
     assert qimctl.main(["schema", "check"]) == 0
     monkeypatch.setenv("QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV", "0")  # a production process refuses RF 1
     assert qimctl.main(["schema", "check"]) == 2
