@@ -7,6 +7,7 @@
     qimctl shards [--kind K] ...   the ShardRegistry: nodes, owners, owner epochs (qim/cli/qimctl_shards.py)
     qimctl redis move-shard --shard S --to H:P   move a MailboxShard (qim/cli/qimctl_redis.py)
     qimctl redis move-bucket --bucket B --to H:P   move a commit bucket (qim/cli/qimctl_redis.py)
+    qimctl moderation replay --from TIME   after-send notifications again (qim/cli/qimctl_moderation.py)
     qimctl audit dispatch [--kafka-bootstrap HOST:PORT] [--redis-addr HOST:PORT[,...]]
                           [--shard-count N] [--outbox-topic T] [--dispatch-topic T]
                           [--fanout-group G] [--no-wait] [--timeout S]
@@ -54,6 +55,7 @@ from qim.cli import (
     qimctl_archive,
     qimctl_backup,
     qimctl_dev,
+    qimctl_moderation,
     qimctl_redis,
     qimctl_schema,
     qimctl_shards,
@@ -238,6 +240,7 @@ def build_parser(environ=None) -> argparse.ArgumentParser:
     qimctl_trace.add_parsers(sub, env)
     qimctl_shards.add_parser(sub, env)
     qimctl_redis.add_parsers(sub, env)
+    qimctl_moderation.add_parsers(sub, env)
     return parser
 
 

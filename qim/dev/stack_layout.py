@@ -54,8 +54,8 @@ def kind_of(name: str) -> Service:
 
 
 def instances(counts: Mapping[str, int], archive: bool) -> list[Instance]:
-    """Every instance in start order: `counts` nodes of each kind ({service: n}, 1 when
-    absent; 0 leaves a kind out); archive-only kinds only with `archive`. EngineError for
+    """Every instance in start order: `counts` nodes of each kind ({service: n}, the row's dev_nodes
+    (1 but for the ModerationService) when absent; 0 leaves a kind out); archive-only kinds only with `archive`. EngineError for
     an unknown kind or a negative count."""
     unknown = sorted(set(counts) - {s.name for s in processes()})
     if unknown:
@@ -65,7 +65,7 @@ def instances(counts: Mapping[str, int], archive: bool) -> list[Instance]:
     for row in processes():
         if row.archive_only and not archive:
             continue
-        n = counts.get(row.name, 1)
+        n = counts.get(row.name, row.dev_nodes)
         if n < 0:
             raise EngineError(f"{row.name}: {n} nodes")
         out.extend(Instance(row, i) for i in range(n))

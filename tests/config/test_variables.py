@@ -58,7 +58,10 @@ def base_env():
         pub.write_bytes(SigningKey.generate().verify_key().public_pem())
         yield {"QIM_REDIS_ADDR": "127.0.0.1:6379", "QIM_KAFKA_BOOTSTRAP": "127.0.0.1:9092",
                "QIM_TOKEN_PUBLIC_KEYS": str(pub), "QIM_GATEWAY_PLAINTEXT_DEV": "1",
-               "QIM_INTERNAL_PLAINTEXT_DEV": "1", "QIM_SCYLLA_ADDRS": "127.0.0.1:9042"}
+               "QIM_INTERNAL_PLAINTEXT_DEV": "1", "QIM_SCYLLA_ADDRS": "127.0.0.1:9042",
+               # qim-moderation needs its receiver (docs/decisions/0123)
+               "QIM_MODERATION_NOTIFY_URL": "https://127.0.0.1:1/notify",
+               "QIM_MODERATION_NOTIFY_SECRET": "0123456789abcdef"}
 
 
 @pytest.mark.parametrize("row", processes(), ids=lambda r: r.name)

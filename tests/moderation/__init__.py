@@ -1,0 +1,1 @@
+"""Tests of the ModerationService (issue 38; docs/decisions/0123)."""
