@@ -35,6 +35,29 @@ def test_schema_apply_is_idempotent_and_check_names_the_fix(keyspace, capsys, mo
     assert "fewer than 3 replicas" in capsys.readouterr().err
 
 
+def test_a_migration_cut_short_after_its_alter_is_applied_again(keyspace, shared_cassandra, capsys):
+    """Migration 2 (decision 0120) adds columns with ALTER TABLE, which fails on a column
+    that exists: a run that added them but died before recording the version must not
+    wedge every later `schema apply`."""
+    import asyncio
+
+    from qim.stores.cql.session import CqlSession
+
+    assert qimctl.main(["schema", "apply"]) == 0
+    capsys.readouterr()
+
+    async def forget_version_2() -> None:
+        s = CqlSession(shared_cassandra.scylla(keyspace))
+        try:
+            await s.execute(f"DELETE FROM {keyspace}.schema_version WHERE component = 'qim' AND version = 2")
+        finally:
+            await s.close()
+
+    asyncio.run(forget_version_2())
+    assert qimctl.main(["schema", "apply"]) == 0, capsys.readouterr().err
+    assert capsys.readouterr().out.strip() == f"schema: keyspace={keyspace} version=2 applied=[2]"
+
+
 def test_schema_of_an_unreachable_node_and_a_missing_address(monkeypatch, capsys):
     monkeypatch.setenv("QIM_SCYLLA_ADDRS", "127.0.0.1:1")
     assert qimctl.main(["schema", "check"]) == 2

@@ -31,6 +31,7 @@ Tables (u128 = 16-byte blob, u64 = bigint with bit 63 clear):
 
 from __future__ import annotations
 
+import re
 import time
 
 from qim.consts import SCYLLA_SCHEMA_VERSION
@@ -147,12 +148,25 @@ async def apply(session: CqlSession) -> list[int]:
             continue
         description, statements = MIGRATIONS[version]
         for stmt in statements:
+            if await _added_already(session, stmt):
+                continue  # an ALTER of a migration cut short before it was recorded: run again, it would fail
             await session.execute(stmt.format(ks=ks), None, f"migration {version}", DDL_TIMEOUT_S)
         await session.execute(f"INSERT INTO {ks}.schema_version (component, version, applied_at_ms, description) "
                               "VALUES (%s, %s, %s, %s)", (COMPONENT, version, int(time.time() * 1000), description),
                               "record migration")
         applied.append(version)
     return applied
+
+
+async def _added_already(session: CqlSession, stmt: str) -> bool:
+    """Whether `stmt` is an `ALTER TABLE {ks}.T ADD (c type, ...)` whose first column the
+    table has already (CQL has no ADD IF NOT EXISTS on every engine QIM runs on)."""
+    m = re.match(r"ALTER TABLE \{ks\}\.(\w+) ADD \((\w+) ", stmt)
+    if m is None:
+        return False
+    rows = await session.execute("SELECT column_name FROM system_schema.columns WHERE keyspace_name = %s AND "
+                                 "table_name = %s", (session.keyspace, m.group(1)), "read table columns")
+    return any(r[0] == m.group(2) for r in rows)
 
 
 async def check(session: CqlSession) -> None:
