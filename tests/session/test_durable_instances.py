@@ -132,7 +132,11 @@ async def test_one_instance_down_holds_back_only_its_shards(private_kafka, redis
         # the down instance's shards and the one whose sender registration needs it are
         # held at their checkpoint (the records read are kept, nothing skipped)
         await until("held", lambda: sorted(proj.held) == sorted(down | {needy}), proj, task)
-        assert all(proj.next[s] == 1 for s in down) and proj.next[needy] == 1 and ckpt(needy) == 1
+        # the needy shard holds at 1 when its two group records and the direct one came in
+        # one poll, or at 3 when the group records were written in a poll before the direct
+        # one's (a loaded machine); never past the direct record (offset 3)
+        assert all(proj.next[s] == 1 for s in down)
+        assert proj.next[needy] in (1, 3) and ckpt(needy) == proj.next[needy]
         # (its own users' registrations may be written already: the same order-independent
         # write runs again with its checkpoint, changing nothing)
         # more records of the held shards while they are held: kept after what they hold
