@@ -117,15 +117,20 @@ TEST_APT := tmux prometheus systemd
 test-tools:
 	@dpkg -s $(TEST_APT) >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(TEST_APT); }
 
-# Every test (the qim-js unit tests first, then pytest, which includes the browser
-# tests of tests/web), then the core suite again on the pure-Python twins (QIM_PUREPYTHON=1),
-# then the scale suite (test-scale). The three-node CQL gate (tests/cql3) runs in its own
-# target, test-cql3 (about 9 minutes: three Cassandra nodes).
+# Every test (the qim-js unit tests first, then pytest on PYTEST_WORKERS processes, a
+# test file per worker at a time, which includes the browser tests of tests/web), then the
+# core suite again on the pure-Python twins (QIM_PUREPYTHON=1), then the scale suite
+# (test-scale), the three-node CQL gate (test-cql3) and the Redis moves under traffic
+# (test-redis-move): the gate of the storage tier is part of CI (docs/decisions/0118).
+# Each suite prints its run time.
 test: install test-tools web-tools web-build
 	cd web && npm test
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=40 --ignore=tests/scale --ignore=tests/cql3 --ignore=tests/redismove --ignore=tests/deploy $(PYTEST_ARGS)
+	@start=$$(date +%s); $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=40 --ignore=tests/scale --ignore=tests/cql3 --ignore=tests/redismove --ignore=tests/deploy $(PYTEST_ARGS); rc=$$?; \
+	  echo "test (main suite): $$(( $$(date +%s) - start )) s"; exit $$rc
 	QIM_PUREPYTHON=1 $(BIN)/python -m pytest -q tests/core
 	$(MAKE) test-scale
+	$(MAKE) test-cql3
+	$(MAKE) test-redis-move
 
 # Scale out, done when (tests/scale/test_scale.py: two nodes of every kind, three brokers,
 # SIGKILL/SIGSTOP of each kind under traffic, a node added, cross-gateway push and kick,
@@ -134,14 +139,14 @@ test-scale: install
 	@start=$$(date +%s); $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/scale $(PYTEST_ARGS); rc=$$?; \
 	  echo "test-scale: $$(( $$(date +%s) - start )) s"; exit $$rc
 
-# The three-node CQL gate (docs/decisions/0089, 0090; not in `make test`: three JVMs start
-# one after the other, 4-5 min on two loaded cores): the CQL store contract suites, the RF
+# The three-node CQL gate (docs/decisions/0089, 0090, 0118; the last step but one of
+# `make test`: three JVMs start one after the other, 4-5 min on two loaded cores): the CQL store contract suites, the RF
 # checks and LOCAL_QUORUM on a cluster of three (RF 3); -k "cql" selects the "cql" and
 # "cqlmbx" backends (the CQL MailboxStore's contract, decision 0102). Then the whole tier
 # (three Redis instances, the CQL mailbox, the archive) sending while a Cassandra node is
 # SIGKILLed and restarted, another SIGSTOPped and a Redis instance SIGKILLed and restarted,
 # a move from the Redis mailbox to the CQL one, and a MailboxNode SIGKILLed and taken over
-# on the CQL mailbox (tests/cql3; out of `make test` for the CI budget). Prints its run time.
+# on the CQL mailbox (tests/cql3). Prints its run time.
 .PHONY: test-cql3
 test-cql3: install
 	@start=$$(date +%s); QIM_TEST_CQL_NODES=3 $(BIN)/python -m pytest -q -s -p no:cacheprovider \
@@ -149,8 +154,8 @@ test-cql3: install
 	  tests/cql3/test_node_faults.py tests/cql3/test_mailbox_migration.py tests/cql3/test_cql_mailbox.py $(PYTEST_ARGS); rc=$$?; echo "test-cql3: $$(( $$(date +%s) - start )) s"; exit $$rc
 
 # A MailboxShard and a commit bucket moved to another Redis instance under traffic
-# (docs/decisions/0104, 0113; not in `make test`, whose budget is spent: one private stack
-# on three Redis instances shared by both tests: 45 s measured on a busy 2-core machine).
+# (docs/decisions/0104, 0113; the last step of `make test`: one private stack on three
+# Redis instances shared by both tests: 45 s measured on a busy 2-core machine).
 .PHONY: test-redis-move
 test-redis-move: install
 	@start=$$(date +%s); $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/redismove $(PYTEST_ARGS); rc=$$?; \
