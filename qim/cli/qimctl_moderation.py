@@ -82,7 +82,9 @@ def run_replay(args) -> int:
 
 def add_parsers(sub, env) -> None:
     """Register `moderation replay`."""
-    p = sub.add_parser("moderation", help="the ModerationService: replay after-send notifications")
+    p = sub.add_parser(
+        "moderation", help="the ModerationService: replay notifications, ban and unban users, the action log"
+    )
     msub = p.add_subparsers(dest="moderation", required=True)
     r = msub.add_parser("replay", help="deliver the notifications again from a time (stop the nodes first)")
     r.add_argument(
@@ -94,3 +96,6 @@ def add_parsers(sub, env) -> None:
     )
     r.add_argument("--kafka-bootstrap", default=env.get("QIM_KAFKA_BOOTSTRAP"))
     r.set_defaults(func=run_replay)
+    from qim.cli.qimctl_moderation_ban import add_parsers as add_ban_parsers  # it imports parse_time from here
+
+    add_ban_parsers(msub, env)

@@ -85,6 +85,19 @@ class RevocationStore:
                                    f"instance(s): {names}; retry the revocation") from failed[0][1]
         return [int(r) for r in got]  # type: ignore[arg-type]
 
+    async def lift(self, tenant: int, user_id: int, device_id: int, cutoff_s: int, ttl_s: int) -> None:
+        """Set the cutoff of (user, device) to `cutoff_s` on every core instance even when
+        a later one is stored: the end of a moderation ban (qimctl moderation unban,
+        docs/decisions/0123), whose cutoff lay in the future. Tokens issued up to
+        `cutoff_s` stay refused. Nothing is published (no connection is to be closed).
+        StoreUnavailable naming the core instances not written (retry)."""
+        key = revocation_key(tenant, user_id, device_id)
+        clients = list(dict.fromkeys(self._t.core_clients))
+        got = await asyncio.gather(*(c.set(key, str(cutoff_s), ex=ttl_s) for c in clients), return_exceptions=True)
+        failed = [self._t.addr_of(c) for c, r in zip(clients, got) if isinstance(r, BaseException)]
+        if failed:
+            raise StoreUnavailable(f"revocations: not lowered on {', '.join(failed)}; retry")
+
     async def subscribe(self) -> "RevocationFeed":
         """The revocations published from now on (subscribed when this returns);
         StoreUnavailable when Redis cannot be reached."""
