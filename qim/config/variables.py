@@ -205,6 +205,8 @@ _WRITTEN: tuple[Var, ...] = (
     _v("QIM_MODERATION_NOTIFY_CA_FILE", "path", "the system's CAs", MODERATION,
        "CA bundle verifying the receiver's TLS certificate"),
     _v("QIM_MODERATION_NOTIFY_BATCH", "int 1..10000", 100, MODERATION, "notifications per POST at most"),
+    _v("QIM_OPERATOR", "text", "the login name", QIMCTL,
+       "who `qimctl moderation ban` and `unban` name in the moderation log"),
     _v("QIM_MODERATION_NOTIFY_TIMEOUT_MS", "int 100..120000", 5000, MODERATION,
        "one POST's deadline; past it the batch is retried with backoff"),
     # clients and qimctl
