@@ -42,7 +42,7 @@ async def test_pin_mute_hide_on_one_device_reach_the_other_and_shape_the_lists(s
         await eventually(lambda c=c: _order(c), what="a list")
         assert await _order(c) == [with_b, with_a]  # newest first before any choice
     # the server registers both (its projection may lag the push a little on a busy machine)
-    await eventually(lambda: _server_is(m1, [with_b, with_a]), what="both listed by the server")
+    await eventually(lambda: _server_is(m1, [with_b, with_a]), timeout=60, what="both listed by the server")
 
     # pin the older chat on device 1: first on both devices and in the server's pages
     st = await m1.pin(with_a)
@@ -60,7 +60,7 @@ async def test_pin_mute_hide_on_one_device_reach_the_other_and_shape_the_lists(s
     st = await m2.mute(with_b)
     assert st.muted_until == MUTE_FOREVER and st.muted()
     await eventually(lambda: m1.conversation_state(with_b).muted_until == MUTE_FOREVER, what="mute synced")
-    await eventually(lambda: _server_unread(m1, with_b, 2), what="two unread listed")
+    await eventually(lambda: _server_unread(m1, with_b, 2), timeout=60, what="two unread listed")
     entry = (await server_list(m1))[with_b]
     assert entry.muted_until == MUTE_FOREVER and entry.unread == 2 and entry.unread_exact
     assert (await m1.conversation(with_b)).unread == 2
@@ -81,7 +81,7 @@ async def test_pin_mute_hide_on_one_device_reach_the_other_and_shape_the_lists(s
         await eventually(lambda c=c: c.store.conversation(with_b).last_conversation_seq == 3, what="new message")
         assert set(await _order(c)) == {with_a, with_b}
         assert (await _order(c))[0] == with_a  # still pinned first
-    await eventually(lambda: _server_unread(m2, with_b, 3), what="three unread listed")
+    await eventually(lambda: _server_unread(m2, with_b, 3), timeout=60, what="three unread listed")
     entry = (await server_list(m2))[with_b]
     assert not entry.hidden and entry.unread == 3
 
