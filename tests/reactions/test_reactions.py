@@ -31,8 +31,12 @@ async def test_reactions_live_idempotent_after_reconnect_and_never_unread(two_ga
     first = await a1.send_text(conv, "react to me")
     other = (await b1.open_direct(a)).conversation_id
     await b1.send_text(other, "a later conversation")  # ranks above the group in b's list
-    await eventually(lambda: len(b2.told.messages(conv)) == 1 and len(a2.told.messages(other)) == 1,
-                     what="both messages on every device")
+    await eventually(lambda: len(b2.told.messages(conv)) == 1 and len(a2.told.messages(other)) == 1
+                     and len(b2.told.messages(other)) == 1, what="both messages on every device")
+
+    async def both_listed() -> bool:  # b's own message of the direct chat listed on both of b's devices
+        return [len(await local_view(d)) for d in (b1, b2)] == [2, 2] and len((await listed(b1))[0]) == 2
+    await eventually(both_listed, what="both conversations in b's lists")
     mid = first.message_id
     before_list = await listed(b1)
     before_local = [await local_view(d) for d in (b1, b2)]

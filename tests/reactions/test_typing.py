@@ -1,16 +1,18 @@
 """Typing end to end on real engines through the Python SDK (issue 37; decision 0121):
 shown on the other member's devices on either gateway, never on the typist's own,
 rate-limited per device (by the SDK and again by the gateway), stopped when told and
-expiring by itself when not renewed; a stranger is refused."""
+expiring by itself when not renewed; a stranger is refused; a client that knows neither
+reactions nor typing keeps working."""
 
 from __future__ import annotations
 
 import pytest
 
 from qim.errors import ErrorCode
-from qim.proto.v1 import reaction_pb2
+from qim.proto.v1 import connection_pb2, reaction_pb2
 from qim.protocol import Opcode
 from qim.sdk.events import ServerError
+from tests.e2e.rawclient import RawClient
 from tests.e2e.sdkclient import close_all
 from tests.reactions.kit import on_gateway, typing_told
 from tests.sdk.realstack import eventually, users
@@ -64,3 +66,26 @@ async def test_typing_refused_to_a_stranger(two_gateways, tmp_path):
         await s1.reactions.typing(group.conversation_id)
     assert refused.value.code == ErrorCode.FORBIDDEN
     await close_all(a1, s1)
+
+
+async def test_a_client_that_knows_neither_keeps_working(two_gateways, tmp_path):
+    """An older client (frames only: it keeps id-0 frames it does not know aside) gets
+    REACTION_EVENTS and TYPING_EVENTS between its replies and its requests still work."""
+    st = two_gateways
+    a, b = users(2)
+    a1 = await on_gateway(st, tmp_path, a, 1)
+    old = await RawClient.login(st, b, 3, addr=st.gateway_addrs[1])
+    conv = (await a1.open_direct(b)).conversation_id
+    ack = await a1.send_text(conv, "for the old client")
+    await a1.reactions.add(conv, ack.message_id, "👍")
+    await a1.reactions.typing(conv)
+    op, reply = await old.send_text(a, b"still here")  # reads past the frames it does not know
+    assert op == Opcode.SEND_ACK, reply
+    entries, _ = await old.pull_all()
+    assert {b"for the old client", b"still here"} <= {e.body for e in entries}
+    async def both_seen() -> bool:  # a PING reads whatever arrived before its PONG
+        await old.request(Opcode.PING, connection_pb2.Ping().SerializeToString())
+        return {Opcode.REACTION_EVENTS, Opcode.TYPING_EVENTS} <= {o for o, _ in old.pushes}
+    await eventually(both_seen, what="both kinds reached the old client")
+    await old.close()
+    await close_all(a1)
