@@ -6,8 +6,13 @@ Real-engine fixtures live in tests/fixtures.py (see its docstring; not part of t
 `fresh_stack`, `ops_stack` (session: a supervised private stack).
 
 A failed test that ran on a stack reports its services' last warnings
-(tests/failure_logs.py).
+(tests/failure_logs.py). A test that leaves a QIM_* environment variable changed after
+its teardown errors, naming the variables, and the environment is put back: a leaked
+QIM_MAILBOX_STORE once turned every later stack of the run to another store (decision
+0118 §3: a test file must be safe beside any other).
 """
+
+import os
 
 import pytest
 
@@ -38,3 +43,34 @@ def pytest_runtest_makereport(item, call):
                 text = f"(the service logs could not be read: {type(exc).__name__}: {exc})"
             if text:
                 report.sections.append((f"service warnings ({d.name})", text))
+
+
+_QIM_ENV = pytest.StashKey[dict]()
+
+
+def _qim_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k.startswith("QIM_")}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    """Keep the QIM_* environment as the test found it (compared after its teardown)."""
+    item.stash[_QIM_ENV] = _qim_env()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Error the test whose QIM_* environment outlived its teardown, after putting it back."""
+    result = yield
+    before = item.stash.get(_QIM_ENV, None)
+    after = _qim_env()
+    if before is not None and after != before:
+        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+        for k in changed:
+            if k in before:
+                os.environ[k] = before[k]
+            else:
+                os.environ.pop(k, None)
+        raise AssertionError(f"the test left QIM_* variables changed: {', '.join(changed)} (use monkeypatch)")
+    return result
