@@ -12,29 +12,15 @@ after the last record moves the group to the end (nothing is replayed).
 
 from __future__ import annotations
 
-import datetime
-
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from qim.cli.qimctl_moderation_ban import add_parsers as add_ban_parsers
+from qim.cli.timearg import parse_time
 from qim.cli.topic_read import KAFKA_CALL_TIMEOUT_S, QUIET_CLIENT, high_watermarks
 from qim.consts import OUTBOX_TOPIC
 from qim.errors import ConfigError, EngineError
 
 GROUP_ID = "qim-moderation-notify"  # qim.services.moderation.notify.GROUP_ID (not imported: aiohttp, metrics)
-
-
-def parse_time(raw: str) -> int:
-    """TIME -> unix ms: ISO 8601 ("2026-12-05T23:00:00Z", a zone-less one is UTC) or unix
-    milliseconds; ConfigError naming --from otherwise."""
-    if raw.isdigit():
-        return int(raw)
-    try:
-        when = datetime.datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        raise ConfigError(f"--from {raw!r}: expected an ISO 8601 time (2026-12-05T23:00:00Z) or unix ms") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.timezone.utc)
-    return int(when.timestamp() * 1000)
 
 
 def replay(bootstrap: str, from_ms: int, timeout_s: float = KAFKA_CALL_TIMEOUT_S) -> dict[int, int]:
@@ -96,6 +82,4 @@ def add_parsers(sub, env) -> None:
     )
     r.add_argument("--kafka-bootstrap", default=env.get("QIM_KAFKA_BOOTSTRAP"))
     r.set_defaults(func=run_replay)
-    from qim.cli.qimctl_moderation_ban import add_parsers as add_ban_parsers  # it imports parse_time from here
-
     add_ban_parsers(msub, env)

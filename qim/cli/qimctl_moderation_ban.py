@@ -25,8 +25,8 @@ import sys
 import time
 
 from qim.cli.envargs import redis_layout
-from qim.cli.qimctl_moderation import parse_time
 from qim.cli.qimctl_ops import REVOCATION_TTL_S
+from qim.cli.timearg import parse_time
 from qim.errors import ConfigError, EngineError
 from qim.infra.redis.client import connect
 from qim.stores.redis.modlog import ModerationLog
@@ -72,7 +72,7 @@ def run_ban(args: argparse.Namespace, out=sys.stdout) -> int:
     """`qimctl moderation ban` (module doc)."""
     _check(args)
     now = int(time.time())
-    until = parse_time(args.until) // 1000 if args.until else 0
+    until = parse_time(args.until, "--until") // 1000 if args.until else 0
     if args.until and until <= now:
         raise ConfigError(f"--until {args.until!r} is not in the future")
     cutoff, ttl = (until, until - now + REVOCATION_TTL_S) if until else (FOREVER_S, FOREVER_TTL_S)
