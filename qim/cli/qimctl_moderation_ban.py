@@ -68,8 +68,9 @@ def _check(args: argparse.Namespace) -> None:
         raise ConfigError(f"--reason: 1 to {REASON_MAX} characters")
 
 
-def run_ban(args: argparse.Namespace, out=sys.stdout) -> int:
+def run_ban(args: argparse.Namespace, out=None) -> int:
     """`qimctl moderation ban` (module doc)."""
+    out = out or sys.stdout  # read at the call: a redirected stdout (tests, a wrapper) is honoured
     _check(args)
     now = int(time.time())
     until = parse_time(args.until, "--until") // 1000 if args.until else 0
@@ -85,8 +86,9 @@ def run_ban(args: argparse.Namespace, out=sys.stdout) -> int:
     return 0
 
 
-def run_unban(args: argparse.Namespace, out=sys.stdout) -> int:
+def run_unban(args: argparse.Namespace, out=None) -> int:
     """`qimctl moderation unban` (module doc)."""
+    out = out or sys.stdout  # read at the call: a redirected stdout (tests, a wrapper) is honoured
     _check(args)
     now = int(time.time())
     try:
@@ -97,8 +99,9 @@ def run_unban(args: argparse.Namespace, out=sys.stdout) -> int:
     return 0
 
 
-def run_log(args: argparse.Namespace, out=sys.stdout) -> int:
+def run_log(args: argparse.Namespace, out=None) -> int:
     """`qimctl moderation log`: one line per action, newest first."""
+    out = out or sys.stdout  # read at the call: a redirected stdout (tests, a wrapper) is honoured
     if not args.redis_addr:
         raise ConfigError("--redis-addr (or QIM_REDIS_ADDR) is required")
     layout = redis_layout("--redis-addr", args.redis_addr, getattr(args, "environ", {}))
