@@ -81,8 +81,10 @@ async def test_a_client_that_knows_neither_keeps_working(two_gateways, tmp_path)
     await a1.reactions.typing(conv)
     op, reply = await old.send_text(a, b"still here")  # reads past the frames it does not know
     assert op == Opcode.SEND_ACK, reply
-    entries, _ = await old.pull_all()
-    assert {b"for the old client", b"still here"} <= {e.body for e in entries}
+    async def pulled() -> bool:  # its own message reaches its mailbox after the ACK (fan-out)
+        entries, _ = await old.pull_all()
+        return {b"for the old client", b"still here"} <= {e.body for e in entries}
+    await eventually(pulled, what="both messages pulled")
     async def both_seen() -> bool:  # a PING reads whatever arrived before its PONG
         await old.request(Opcode.PING, connection_pb2.Ping().SerializeToString())
         return {Opcode.REACTION_EVENTS, Opcode.TYPING_EVENTS} <= {o for o, _ in old.pushes}
