@@ -14,6 +14,7 @@ qim.sdk Client.send(reply_to=, mentions=) and Client.edit):
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any, Iterable, Optional
 
 from rich.text import Text
@@ -26,19 +27,34 @@ MENTION = re.compile(r"@(\S+)")
 
 
 def mentions_in(text: str, names: render.Names) -> tuple[list[int], bool]:
-    """The user ids `@name` / `@ID` name in `text` (display names as known here) and whether `@all` is there."""
+    """The user ids `@name` / `@ID` name in `text` (display names as known here) and whether `@all` is there.
+
+    A name counts when the text after `@` starts with it and the name ends there: at the
+    end, a space or punctuation of any script ("@张三，明天见", "@Bob!"), or anything after
+    a name ending in a CJK character, since those scripts put no space after a name
+    ("@张三你好"). The longest such name wins; "@Bobby" never mentions "Bob"."""
     ids: dict[int, None] = {}
     everyone = False
-    by_name = {name: user for user, name in names.items() if name}
+    by_name = {name: user for user, name in names.items() if name and " " not in name}
+    longest_first = sorted(by_name, key=len, reverse=True)
     for word in MENTION.findall(text):
-        word = word.rstrip(".,!?:;")
-        if word == "all":
+        digits = re.match(r"\d+", word)
+        if word.startswith("all") and _ends_name("all", word[3:]):
             everyone = True
-        elif word.isdigit() and 0 < int(word) < 1 << 63:
-            ids[int(word)] = None
-        elif word in by_name:
-            ids[by_name[word]] = None
+        elif digits and _ends_name("0", word[digits.end():]) and 0 < int(digits.group()) < 1 << 63:
+            ids[int(digits.group())] = None
+        else:
+            name = next((n for n in longest_first if word.startswith(n) and _ends_name(n, word[len(n):])), None)
+            if name is not None:
+                ids[by_name[name]] = None
     return list(ids), everyone
+
+
+def _ends_name(name: str, rest: str) -> bool:
+    """Whether a name may end where `rest` begins (see mentions_in)."""
+    if not rest or unicodedata.category(rest[0])[0] in "PSZ":
+        return True
+    return unicodedata.east_asian_width(name[-1]) in "WF"
 
 
 def complete(text: str, candidates: Iterable[str]) -> Optional[str]:
