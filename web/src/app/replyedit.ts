@@ -88,16 +88,33 @@ export function msgActions(r: Row, lastOwn: boolean): HTMLElement[] {
   return out;
 }
 
-/** The user ids `@name` / `@id` / `@all` in `text` name (by the display names known here). */
+/**
+ * The user ids `@name` / `@id` / `@all` in `text` name (by the display names known here).
+ * A name counts where it ends: the text's end, a space or punctuation of any script
+ * ("@张三，明天见"), or anything after a name ending in a CJK character ("@张三你好": those
+ * scripts put no space after a name); the longest such name wins ("@Bobby" is not "Bob").
+ * The same rule as qim-desktop's (qim/desktop/replies.py mentions_in).
+ */
 export function mentionsIn(text: string, names: Map<string, string>): { mentions: bigint[]; mentionAll: boolean } {
   const ids = new Set<bigint>();
   let all = false;
+  const known = [...names].filter(([, n]) => n && !/\s/.test(n)).sort((x, y) => y[1].length - x[1].length);
   for (const [, word] of text.matchAll(/@(\S+)/g)) {
-    if (word === "all") all = true;
-    else if (/^\d+$/.test(word)) ids.add(BigInt(word));
-    else for (const [id, name] of names) if (name === word) ids.add(BigInt(id));
+    const digits = /^\d+/.exec(word)?.[0];
+    if (word.startsWith("all") && endsName("all", word.slice(3))) all = true;
+    else if (digits && endsName("0", word.slice(digits.length))) ids.add(BigInt(digits));
+    else {
+      const hit = known.find(([, n]) => word.startsWith(n) && endsName(n, word.slice(n.length)));
+      if (hit) ids.add(BigInt(hit[0]));
+    }
   }
   return { mentions: [...ids], mentionAll: all };
+}
+
+/** Whether a mentioned name may end where `rest` begins (see mentionsIn). */
+function endsName(name: string, rest: string): boolean {
+  if (!rest || /^[\p{P}\p{S}\p{Z}]/u.test(rest)) return true;
+  return /[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p{Script=Hangul}\u3000-\u303f\uff00-\uffef]$/u.test(name);
 }
 
 /** Enter in the composer: the edit being made, else a send with the draft's reply and the text's mentions. */
