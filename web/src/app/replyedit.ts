@@ -121,12 +121,21 @@ function endsName(name: string, rest: string): boolean {
 export async function submitDraft(client: Client, conv: string, text: string, names: Map<string, string>): Promise<void> {
   const editing = draft.editing, replyTo = draft.replyTo;
   clear();
+  // A refusal (an edit FORBIDDEN: too old, recalled meanwhile; a send refused before it
+  // was stored) keeps the draft as it was, banner included, unless another was started
+  // meanwhile: the text goes back (view.ts), and Enter must not turn a refused edit into
+  // a new message, nor drop what a reply answered.
+  const keep = (e: unknown): never => {
+    if (!draft.editing && !draft.replyTo) Object.assign(draft, { editing, replyTo }), banner();
+    throw e;
+  };
   if (editing) {
-    await client.edit(fromHex(conv), fromHex(editing), text);
+    await client.edit(fromHex(conv), fromHex(editing), text).catch((e) => keep(
+      new Error(`the edit was refused: ${(e as Error).message} (your text is kept; ✕ above it gives up the edit)`)));
     return;
   }
   const extras: SendExtras = { ...mentionsIn(text, names), ...(replyTo ? { replyTo: fromHex(replyTo.mid) } : {}) };
-  await client.sendText(fromHex(conv), text, false, extras);
+  await client.sendText(fromHex(conv), text, false, extras).catch(keep);
 }
 
 /** `@` completion: a datalist-like list of the names known on the page, filled as one types. */
