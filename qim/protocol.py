@@ -74,6 +74,9 @@ class Opcode(enum.IntEnum):
     TYPING_OK = 0x0B05
     TYPING_EVENTS = 0x0B06
 
+    REPORT = 0x0C01  # a member reports a message (docs/decisions/0124-user-reports.md)
+    REPORT_OK = 0x0C02
+
     WRITER_SEND = 0x7F01
     MAILBOX_PULL = 0x7F02
     PUSH_BATCH = 0x7F03

@@ -38,23 +38,33 @@ FOREVER_TTL_S = 100 * 365 * 86_400
 REASON_MAX = 500
 
 
-def _operator() -> str:
+def operator() -> str:
+    """The operator named in the moderation log: $QIM_OPERATOR, else the login name."""
     return os.environ.get("QIM_OPERATOR") or getpass.getuser()
 
 
-async def _act(args: argparse.Namespace, action: str, cutoff: int, ttl: int, until: int) -> int:
-    layout = redis_layout("--redis-addr", args.redis_addr, getattr(args, "environ", {}))
+async def act(redis_addr: str, environ, action: str, tenant: int, user: int, reason: str,
+              cutoff: int = FOREVER_S, ttl: int = FOREVER_TTL_S, until: int = 0) -> int:
+    """Log, then ban (revoke up to `cutoff`; the number of gateways told) or unban (lift
+    to `cutoff`; 0). EngineError when Redis cannot be written. The defaults: a ban
+    without an end (`qimctl moderation resolve --action ban` uses them too)."""
+    layout = redis_layout("--redis-addr", redis_addr, environ)
     log = ModerationLog(connect(layout.home, max_connections=2))
     store = open_revocations(layout)
     try:
-        await log.record(_operator(), action, int(args.tenant), args.user, args.reason, until)
+        await log.record(operator(), action, tenant, user, reason, until)
         if action == "ban":
-            return await store.revoke(int(args.tenant), args.user, 0, cutoff, ttl)
-        await store.lift(int(args.tenant), args.user, 0, cutoff, ttl)
+            return await store.revoke(tenant, user, 0, cutoff, ttl)
+        await store.lift(tenant, user, 0, cutoff, ttl)
         return 0
     finally:
         await store.close()
         await log.close()
+
+
+async def _act(args: argparse.Namespace, action: str, cutoff: int, ttl: int, until: int) -> int:
+    return await act(args.redis_addr, getattr(args, "environ", {}), action, int(args.tenant), args.user, args.reason,
+                     cutoff, ttl, until)
 
 
 def _check(args: argparse.Namespace) -> None:

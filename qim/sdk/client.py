@@ -37,7 +37,7 @@ from typing import Iterable, Optional, Union
 from qim._core import ids
 from qim.consts import CONVERSATION_KIND_GROUP, MESSAGE_TYPE_CUSTOM, MESSAGE_TYPE_TEXT, U63_MAX
 from qim.errors import ErrorCode, IdError
-from qim.sdk import extras, identity, names, requests
+from qim.sdk import extras, identity, names, reports, requests
 from qim.sdk.client_convstate import ConversationChoices
 from qim.sdk.client_groups import GroupsAndRooms, Member  # noqa: F401 — Member: re-exported (qim.sdk)
 from qim.sdk.convstate import ConvStates
@@ -294,6 +294,16 @@ class Client(GroupsAndRooms, ConversationChoices):
         ok = await requests.recall(self.runtime, conv, bytes(message_id), peer)
         await self.runtime.apply(self.store.mark_state, bytes(message_id), int(ok.state))
         return Recalled(bytes(ok.message_id), int(ok.state), ok.control_conversation_seq)
+
+    async def report(self, conversation_id: bytes, message_id: bytes, reason: str, text: str = "",
+                     client_report_id: Optional[bytes] = None) -> reports.Reported:
+        """Report a message of a conversation the user is a member of to the operator
+        (reason: spam, abuse, illegal, other; text at most 1,000 bytes). Pass the returned
+        client_report_id again to retry: it is stored once. ValueError (bad input),
+        ServerError (FORBIDDEN, NOT_FOUND); qim/sdk/reports.py."""
+        conv = bytes(conversation_id)
+        peer = int(await self.store.run(self.store.peer_of, conv) or 0)
+        return await reports.report(self.runtime, conv, message_id, peer, reason, text, client_report_id)
 
     async def mark_read(self, conversation_id: bytes, seq: Optional[int] = None) -> int:
         """Move the read position (default: to the newest message); returns it. Other

@@ -27,6 +27,7 @@ from qim.stores.base import Stores
 from qim.stores.errors import StoreUnavailable
 from qim.stores.reactions import ReactionStore
 from qim.stores.registry import ShardRegistry
+from qim.stores.reports import ReportStore
 from qim.stores.tier import ArchiveTier
 
 logger = logging.getLogger(__name__)
@@ -104,6 +105,23 @@ def open_reactions(stores: Stores) -> ReactionStore:
 
     backend: Any = getattr(stores, "redis", stores)  # TieredStores wraps the Redis backend
     return RedisReactionStore(backend.topology)
+
+
+def open_reports(stores: Stores) -> ReportStore:
+    """The ReportStore on the home instance of `stores` (the writer's REPORT; decision 0124)."""
+    from qim.stores.redis.reports import RedisReportStore
+
+    backend: Any = getattr(stores, "redis", stores)  # TieredStores wraps the Redis backend
+    return RedisReportStore(backend.topology.home, owns_client=False)
+
+
+def open_report_store(redis: "RedisLayout | str") -> ReportStore:
+    """A ReportStore with a Redis client of its own on the home instance (qim-moderation)."""
+    from qim.infra.redis.client import connect
+    from qim.stores.redis.reports import RedisReportStore
+
+    layout = redis if isinstance(redis, RedisLayout) else RedisLayout.single(redis)
+    return RedisReportStore(connect(layout.home, max_connections=4))
 
 
 def open_archive_tier(redis: "RedisLayout | str", scylla: ScyllaConfig) -> ArchiveTier:

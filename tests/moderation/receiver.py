@@ -21,12 +21,13 @@ SECRET = "test-notify-secret-0123456789"
 
 class Receiver:
     """`url`, `down`, `accepted` (message_id hex -> times accepted), `posts` (POSTs seen),
-    `bad_signatures`."""
+    `bad_signatures`, `reports` (the user reports accepted)."""
 
     def __init__(self) -> None:
         self.down = False
         self.accepted: collections.Counter = collections.Counter()
         self.posts = 0
+        self.reports: list[dict] = []  # every report accepted, in arrival order
         self.bad_signatures = 0
         self.url = ""
         self._lock = threading.Lock()
@@ -62,9 +63,10 @@ class Receiver:
             return web.Response(status=401)
         if self.down:
             return web.Response(status=503)
-        items = json.loads(body)["notifications"]
+        doc = json.loads(body)
         with self._lock:
-            self.accepted.update(i["message_id"] for i in items)
+            self.accepted.update(i["message_id"] for i in doc.get("notifications", []))
+            self.reports.extend(doc.get("reports", []))  # user reports (decision 0124)
         return web.Response(status=204)
 
     def count(self, message_ids: set[str]) -> dict[str, int]:

@@ -13,12 +13,14 @@ from typing import Iterator, Optional
 from qim.config.moderation_service import ModerationConfig
 from qim.obs.node import ServiceNode
 from qim.services.moderation.notify import Notifier, NotifyMetrics
+from qim.services.moderation.reports import ReportDelivery, ReportMetrics
+from qim.stores.open import open_report_store
 
 logger = logging.getLogger(__name__)
 
 
 class ModerationNode(ServiceNode):
-    """Runs the Notifier as a supervised task."""
+    """Runs the Notifier and the ReportDelivery as supervised tasks."""
 
     service = "moderation"
 
@@ -40,6 +42,13 @@ class ModerationNode(ServiceNode):
                 self.metrics,
             )
             self.closing(self.notifier.close, "notify consumer")
+        # user reports (decision 0124): from the Redis home instance to the same receiver
+        self.reports: Optional[ReportDelivery] = None
+        if config.url:
+            store = open_report_store(config.common.redis_layout)
+            self.reports = ReportDelivery(store, config.url, config.secret, config.ca_file, config.batch,
+                                          config.timeout_ms, ReportMetrics(self.registry))
+            self.closing(self.reports.close, "report delivery")
 
     def not_ready(self) -> Iterator[str]:
         """Joining the group."""
@@ -53,3 +62,5 @@ class ModerationNode(ServiceNode):
             logger.info("QIM_MODERATION_NOTIFY_URL unset: after-send notifications are off")
             return
         self.spawn(self.notifier.run(), "notifier")
+        if self.reports is not None:
+            self.spawn(self.reports.run(), "report delivery")

@@ -75,6 +75,18 @@ class Reactions:
         self._members.move_to_end(key)
         return view.intervals, cached[1]
 
+    async def visible_message(self, tenant: int, user: int, conversation_id: bytes, peer: int,
+                              message_id: bytes) -> message_pb2.MessageRecord:
+        """The record of a message `user` can see (REPORT, decision 0124): FORBIDDEN for a
+        stranger or a former member, NOT_FOUND for a message it cannot see or a notice."""
+        (intervals, _), found = await asyncio.gather(
+            self._audience(tenant, user, conversation_id, peer), self._messages.get(tenant, conversation_id, message_id))
+        rec = found.record if found is not None else None
+        if (rec is None or rec.conversation_id != conversation_id or not _visible(intervals, rec.conversation_seq)
+                or rec.message_type == common_pb2.MESSAGE_TYPE_CONTROL):
+            raise RequestError(ErrorCode.NOT_FOUND, "no such message in this conversation")
+        return rec
+
     async def react(self, actor: internal_pb2.Actor, tenant: int, req: reaction_pb2.React) -> bytes:
         """REACT: add or remove the actor's emoji (idempotent). NOT_FOUND for a message
         the actor cannot see, FORBIDDEN for a recalled one (adds only) or a non-member,

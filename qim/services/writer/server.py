@@ -38,10 +38,11 @@ from qim.services.writer.planner import DirectAudience, GroupAudience
 from qim.services.writer.reactions import Reactions
 from qim.services.writer.recovery import CommitRecovery
 from qim.services.writer.replies import SendExtras
+from qim.services.writer.reports import Reports
 from qim.services.writer.server_ops import WriterOps
 from qim.services.writer.trimmer import HistoryTrimmer
 from qim.stores.errors import StorageError
-from qim.stores.open import open_reactions, open_stores
+from qim.stores.open import open_reactions, open_reports, open_stores
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +78,9 @@ class ConversationWriter(ServiceNode):
         self.ops = WriterOps(stores.messages, stores.groups, self.committer, self.groups,
                              Moderation(stores.messages, stores.groups, stores.commits, self.committer,
                                         config.recall_window_ms),
-                             Reactions(stores.messages, stores.groups, open_reactions(stores)))
+                             reactions := Reactions(stores.messages, stores.groups, open_reactions(stores)))
+        # user reports (decision 0124): on the home instance, next to the moderation log
+        self.ops.reports = Reports(reactions, open_reports(stores))
         # replies, mentions and edits (docs/decisions/0120): an edit is a send for the policy
         self.ops.edits = Edits(stores.messages, stores.groups, stores.commits, self.committer,
                                config.recall_window_ms, config.max_body, policy)

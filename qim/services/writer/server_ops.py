@@ -17,10 +17,11 @@ from typing import Optional
 from qim._core import ids
 from qim.consts import U63_MAX
 from qim.errors import ErrorCode, RequestError
-from qim.proto.v1 import group_pb2, history_pb2, internal_pb2, message_pb2, reaction_pb2
+from qim.proto.v1 import group_pb2, history_pb2, internal_pb2, message_pb2, moderation_pb2, reaction_pb2
 from qim.protocol import Opcode
 from qim.services.writer.edits import Edits
 from qim.services.writer.history import pull_history
+from qim.services.writer.reports import Reports
 from qim.services.writer.sequencer import NO_TURN, Turn
 from qim.stores.groups import GroupStore
 from qim.stores.messages import MessageStore
@@ -48,6 +49,7 @@ class WriterOps:
         self._moderation = moderation
         self._reactions = reactions  # REACT, TYPING (reactions.py; decision 0121)
         self.edits: Optional[Edits] = None  # EDIT_MESSAGE (edits.Edits, set by the writer; docs/decisions/0120)
+        self.reports: Optional[Reports] = None  # REPORT (reports.Reports, set by the writer; decision 0124)
         self._dispatch = Dispatch(WRITER, self)
 
     async def client(self, actor: internal_pb2.Actor, opcode: int, upstream: bytes) -> tuple[int, bytes]:
@@ -109,6 +111,13 @@ class WriterOps:
     async def react(self, actor: internal_pb2.Actor, tenant: int, req: reaction_pb2.React) -> bytes:
         """REACT: no turn, no conversation_seq (reactions.py)."""
         return await self._reactions.react(actor, tenant, req)
+
+    async def report(self, actor: internal_pb2.Actor, tenant: int,
+                     req: moderation_pb2.Report) -> moderation_pb2.ReportOk:
+        """REPORT: no turn, nothing in the conversation (reports.py; decision 0124)."""
+        if self.reports is None:
+            raise RequestError(ErrorCode.INVALID_ARGUMENT, "this writer takes no reports")
+        return await self.reports.report(actor, tenant, req)
 
     async def typing(self, actor: internal_pb2.Actor, tenant: int, req: reaction_pb2.Typing) -> bytes:
         """TYPING: no turn, nothing stored (reactions.py)."""

@@ -13,10 +13,11 @@ from __future__ import annotations
 from qim._core import ids
 from qim.consts import CONVERSATION_KIND_DIRECT, GROUP_MAX_MEMBERS, U63_MAX
 from qim.errors import ErrorCode, RequestError
-from qim.proto.v1 import group_pb2, history_pb2, message_pb2, reaction_pb2
+from qim.proto.v1 import group_pb2, history_pb2, message_pb2, moderation_pb2, reaction_pb2
 from qim.services.gateway.context import ClientSession
 from qim.wire.names import check_title
 from qim.wire.reaction import check_react, check_typing
+from qim.wire.report import check_report
 from qim.wire.validate import (
     check_conversation,
     check_group_id,
@@ -55,6 +56,13 @@ def edit_key(conn: ClientSession, body: bytes) -> bytes:
     check_id(req.client_message_id, "client_message_id")
     if len(req.body) > conn.gw.config.max_body:
         raise RequestError(ErrorCode.PAYLOAD_TOO_LARGE, f"body exceeds {conn.gw.config.max_body} bytes")
+    return req.conversation_id
+
+
+def report_key(conn: ClientSession, body: bytes) -> bytes:
+    """REPORT (docs/decisions/0124): ids, reason and text size (qim/wire/report.py)."""
+    req = parse_request(moderation_pb2.Report, body, "REPORT")
+    check_report(req)
     return req.conversation_id
 
 
