@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Coroutine, Optional, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Optional, Sequence, TypeVar
 
 from qim.proto.v1 import room_pb2, session_pb2
 from qim.sdk import events as ev
@@ -69,6 +69,8 @@ class RuntimeCore:
         self.on_read_sync: Optional[Callable[[session_pb2.ReadSync], None]] = None
         self.on_room_events: Optional[Callable[[room_pb2.RoomEvents], None]] = None  # qim/sdk/rooms.py
         self.on_ephemeral: Optional[Callable[[int, bytes], None]] = None  # qim/sdk/reactions.py
+        # the entries of every applied MAILBOX_BATCH (their reaction summaries: qim/sdk/reactions.py)
+        self.on_pulled: Optional[Callable[[Sequence[Any]], None]] = None
         # further server-initiated frames by opcode -> handler(body) (qim/sdk/convstate.py)
         self.frame_handlers: dict[int, Callable[[bytes], None]] = {}
         self._tasks: set[asyncio.Task] = set()

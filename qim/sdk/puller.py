@@ -183,6 +183,8 @@ class Puller:
         await core.apply(core.store.apply_mailbox_batch, list(batch.entries), batch.next_cursor, batch.lane,
                          batch.shard_epoch)
         self.position = (batch.lane, batch.next_cursor)  # committed: the store holds it
+        if core.on_pulled is not None:  # summaries ride with the entries (decision 0121 §4)
+            core.on_pulled(batch.entries)
         core.stats["pages"] += 1
         return batch.has_more
 

@@ -4,13 +4,16 @@ docs/decisions/0121-reactions-and-typing-are-ephemeral.md).
     r = await client.reactions.add(conv, message_id, "👍")    # ReactionSummary after it
     await client.reactions.remove(conv, message_id, "👍")
     summaries = await client.reactions.summaries(conv)        # message_id -> ReactionSummary
+    client.reactions.known(message_id)                         # last learnt, pulls included
     await client.reactions.typing(conv)                        # at most one per 2 s goes out
     client.reactions.typing_in(conv)                           # user ids typing now
 
 Nothing here touches the LocalStore, the mailbox cursor, unread or the conversation list:
 a reaction is the ephemeral_aggregate delivery kind. Live REACTION_EVENTS are told as
 ReactionsChanged (absolute counts: a lost one is repaired by the next, or by
-`summaries()`, which reads them with history); TYPING_EVENTS as TypingChanged, and a
+`summaries()`, which reads them with history). A device that was away learns them from
+its mailbox pulls too (MailboxEntry.reactions): `known(message_id)` needs no request.
+TYPING_EVENTS as TypingChanged, and a
 typing indication not renewed within its `expires_in_ms` is told stopped by itself.
 Adding and removing are idempotent per (user, message, emoji). Errors: ServerError
 (NOT_FOUND, FORBIDDEN, PAYLOAD_TOO_LARGE past 20 distinct emoji), ValueError for an
@@ -21,8 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from qim._core import ids
 from qim.consts import CONVERSATION_KIND_DIRECT
@@ -79,6 +83,9 @@ def summary_of(msg: reaction_pb2.MessageReactionSummary, mine: Optional[set[str]
                                  for c in msg.counts))
 
 
+KNOWN_MAX = 10_000  # summaries kept by `known` (a bound on memory, not a protocol limit)
+
+
 class Reactions:
     """Reactions and typing of one ClientRuntime `rt` (its `request`, `store`, `user_id`
     and core: `emit`, `spawn`, `on_ephemeral`)."""
@@ -86,12 +93,36 @@ class Reactions:
     def __init__(self, rt: Any) -> None:
         self._rt = rt
         self._mine: dict[bytes, set[str]] = {}  # message_id -> own emoji (as last learnt)
+        # message_id -> the last summary learnt (pull, history, REACT, event), the newest KNOWN_MAX
+        self._known: OrderedDict[bytes, ReactionSummary] = OrderedDict()
         self._typing: dict[tuple[bytes, int], float] = {}  # (conversation, user) -> monotonic expiry
         self._sent_typing: dict[bytes, float] = {}  # conversation -> monotonic time of our last TYPING
 
     def attach(self) -> None:
         """Hook into the runtime: live REACTION_EVENTS and TYPING_EVENTS."""
         self._rt.core.on_ephemeral = self.on_frame
+        self._rt.core.on_pulled = self.on_pulled
+
+    def known(self, message_id: bytes) -> Optional[ReactionSummary]:
+        """The last summary this client learnt of a message (from a mailbox pull, a history
+        page, a REACT reply or a live event); None: it learnt none (no reactions as far as
+        it knows). In memory only, the newest KNOWN_MAX messages."""
+        return self._known.get(bytes(message_id))
+
+    def _learn(self, message_id: bytes, summary: ReactionSummary) -> None:
+        self._known[message_id] = summary
+        self._known.move_to_end(message_id)
+        while len(self._known) > KNOWN_MAX:
+            self._known.popitem(last=False)
+
+    def on_pulled(self, entries: Sequence[Any]) -> None:
+        """The MailboxEntry list of an applied MAILBOX_BATCH: the summaries it carries
+        (field `reactions`, absent for a message without any; decision 0121 §4)."""
+        for e in entries:
+            if e.HasField("reactions") and e.reactions.counts:
+                mid = bytes(e.message_id)
+                self._learn(mid, summary := summary_of(e.reactions))
+                self._mine[mid] = summary.mine()
 
     async def _peer(self, conversation_id: bytes) -> int:
         """The peer of a direct conversation (0 for a group); ValueError when the store
@@ -125,6 +156,7 @@ class Reactions:
         _, body = await self._rt.request(Opcode.REACT, req.SerializeToString())
         summary = summary_of(reaction_pb2.ReactOk.FromString(body).summary)
         self._mine[mid] = summary.mine()
+        self._learn(mid, summary)
         return summary
 
     async def summaries(self, conversation_id: bytes, anchor_seq: int = 0, limit: int = 50,
@@ -139,6 +171,7 @@ class Reactions:
             if item.HasField("reactions") and item.reactions.counts:
                 out[bytes(item.message_id)] = summary = summary_of(item.reactions)
                 self._mine[bytes(item.message_id)] = summary.mine()
+                self._learn(bytes(item.message_id), summary)
         return out
 
     async def typing(self, conversation_id: bytes, stopped: bool = False) -> bool:
@@ -173,6 +206,7 @@ class Reactions:
         if frame.user_id == self._rt.store.user_id:  # this user on another device
             (mine.discard if frame.removed else mine.add)(frame.emoji)
         summary = ReactionSummary(tuple((c.emoji, c.count, c.emoji in mine) for c in frame.counts))
+        self._learn(mid, summary)
         self._rt.core.emit(ReactionsChanged(bytes(frame.conversation_id), mid, frame.user_id, frame.device_id,
                                             frame.emoji, frame.removed, summary))
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
+from qim.stores.messages import MessageRef
+
 
 @dataclass(frozen=True)
 class EmojiCount:
@@ -57,4 +59,10 @@ class ReactionStore(Protocol):
     async def summaries(self, tenant: int, conversation_id: bytes, message_ids: Sequence[bytes],
                         reader: int) -> list[Summary]:
         """The summary of each message (same order) as `reader` sees it (one round trip)."""
+        ...
+
+    async def summaries_of(self, tenant: int, refs: Sequence[MessageRef], reader: int) -> list[Summary]:
+        """The summary of each (conversation_id, message_id) of a mailbox page, of any
+        conversations (same order), as `reader` sees it: one round trip per Redis
+        instance holding some of them, never one per message."""
         ...

@@ -24,21 +24,22 @@ _sym_db = _symbol_database.Default()
 
 from qim.proto.v1 import common_pb2 as qim_dot_v1_dot_common__pb2
 from qim.proto.v1 import message_pb2 as qim_dot_v1_dot_message__pb2
+from qim.proto.v1 import reaction_pb2 as qim_dot_v1_dot_reaction__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14qim/v1/mailbox.proto\x12\x06qim.v1\x1a\x13qim/v1/common.proto\x1a\x14qim/v1/message.proto\"\xbf\x03\n\x0cMailboxEntry\x12\x13\n\x0bmailbox_seq\x18\x01 \x01(\x04\x12\x12\n\nevent_type\x18\x02 \x01(\r\x12\x10\n\x08\x65vent_id\x18\x03 \x01(\x0c\x12\x12\n\nmessage_id\x18\x04 \x01(\x0c\x12\x17\n\x0f\x63onversation_id\x18\x05 \x01(\x0c\x12\x18\n\x10\x63onversation_seq\x18\x06 \x01(\x04\x12\x11\n\tsender_id\x18\x07 \x01(\x04\x12\x15\n\rcreated_at_ms\x18\x08 \x01(\x04\x12)\n\x0cmessage_type\x18\t \x01(\x0e\x32\x13.qim.v1.MessageType\x12\x13\n\x0b\x63ustom_type\x18\n \x01(\x0c\x12\x19\n\x11\x63lient_message_id\x18\x0b \x01(\x0c\x12\x0c\n\x04\x62ody\x18\x0c \x01(\x0c\x12#\n\x05state\x18\r \x01(\x0e\x32\x14.qim.v1.MessageState\x12\x1f\n\x05reply\x18\x0e \x01(\x0b\x32\x10.qim.v1.ReplyRef\x12\x18\n\x10mention_user_ids\x18\x0f \x03(\x04\x12\x13\n\x0bmention_all\x18\x10 \x01(\x08\x12\x0f\n\x07version\x18\x11 \x01(\r\x12\x14\n\x0c\x65\x64ited_at_ms\x18\x12 \x01(\x04\"E\n\x0bPullMailbox\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\x04\x12\x13\n\x0bmax_entries\x18\x02 \x01(\r\x12\x11\n\tmax_bytes\x18\x03 \x01(\r\"\x7f\n\x0cMailboxBatch\x12%\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x14.qim.v1.MailboxEntry\x12\x13\n\x0bnext_cursor\x18\x02 \x01(\x04\x12\x10\n\x08has_more\x18\x03 \x01(\x08\x12\x0c\n\x04lane\x18\x04 \x01(\r\x12\x13\n\x0bshard_epoch\x18\x05 \x01(\r\"k\n\nPushEvents\x12%\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x14.qim.v1.MailboxEntry\x12\x0c\n\x04lane\x18\x02 \x01(\r\x12\x13\n\x0bmailbox_seq\x18\x03 \x01(\x04\x12\x13\n\x0bmessage_ids\x18\x04 \x03(\x0c\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14qim/v1/mailbox.proto\x12\x06qim.v1\x1a\x13qim/v1/common.proto\x1a\x14qim/v1/message.proto\x1a\x15qim/v1/reaction.proto\"\xf2\x03\n\x0cMailboxEntry\x12\x13\n\x0bmailbox_seq\x18\x01 \x01(\x04\x12\x12\n\nevent_type\x18\x02 \x01(\r\x12\x10\n\x08\x65vent_id\x18\x03 \x01(\x0c\x12\x12\n\nmessage_id\x18\x04 \x01(\x0c\x12\x17\n\x0f\x63onversation_id\x18\x05 \x01(\x0c\x12\x18\n\x10\x63onversation_seq\x18\x06 \x01(\x04\x12\x11\n\tsender_id\x18\x07 \x01(\x04\x12\x15\n\rcreated_at_ms\x18\x08 \x01(\x04\x12)\n\x0cmessage_type\x18\t \x01(\x0e\x32\x13.qim.v1.MessageType\x12\x13\n\x0b\x63ustom_type\x18\n \x01(\x0c\x12\x19\n\x11\x63lient_message_id\x18\x0b \x01(\x0c\x12\x0c\n\x04\x62ody\x18\x0c \x01(\x0c\x12#\n\x05state\x18\r \x01(\x0e\x32\x14.qim.v1.MessageState\x12\x1f\n\x05reply\x18\x0e \x01(\x0b\x32\x10.qim.v1.ReplyRef\x12\x18\n\x10mention_user_ids\x18\x0f \x03(\x04\x12\x13\n\x0bmention_all\x18\x10 \x01(\x08\x12\x0f\n\x07version\x18\x11 \x01(\r\x12\x14\n\x0c\x65\x64ited_at_ms\x18\x12 \x01(\x04\x12\x31\n\treactions\x18\x13 \x01(\x0b\x32\x1e.qim.v1.MessageReactionSummary\"E\n\x0bPullMailbox\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\x04\x12\x13\n\x0bmax_entries\x18\x02 \x01(\r\x12\x11\n\tmax_bytes\x18\x03 \x01(\r\"\x7f\n\x0cMailboxBatch\x12%\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x14.qim.v1.MailboxEntry\x12\x13\n\x0bnext_cursor\x18\x02 \x01(\x04\x12\x10\n\x08has_more\x18\x03 \x01(\x08\x12\x0c\n\x04lane\x18\x04 \x01(\r\x12\x13\n\x0bshard_epoch\x18\x05 \x01(\r\"k\n\nPushEvents\x12%\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x14.qim.v1.MailboxEntry\x12\x0c\n\x04lane\x18\x02 \x01(\r\x12\x13\n\x0bmailbox_seq\x18\x03 \x01(\x04\x12\x13\n\x0bmessage_ids\x18\x04 \x03(\x0c\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'qim.v1.mailbox_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_MAILBOXENTRY']._serialized_start=76
-  _globals['_MAILBOXENTRY']._serialized_end=523
-  _globals['_PULLMAILBOX']._serialized_start=525
-  _globals['_PULLMAILBOX']._serialized_end=594
-  _globals['_MAILBOXBATCH']._serialized_start=596
-  _globals['_MAILBOXBATCH']._serialized_end=723
-  _globals['_PUSHEVENTS']._serialized_start=725
-  _globals['_PUSHEVENTS']._serialized_end=832
+  _globals['_MAILBOXENTRY']._serialized_start=99
+  _globals['_MAILBOXENTRY']._serialized_end=597
+  _globals['_PULLMAILBOX']._serialized_start=599
+  _globals['_PULLMAILBOX']._serialized_end=668
+  _globals['_MAILBOXBATCH']._serialized_start=670
+  _globals['_MAILBOXBATCH']._serialized_end=797
+  _globals['_PUSHEVENTS']._serialized_start=799
+  _globals['_PUSHEVENTS']._serialized_end=906
 # @@protoc_insertion_point(module_scope)

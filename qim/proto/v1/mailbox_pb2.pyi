@@ -1,5 +1,6 @@
 from qim.proto.v1 import common_pb2 as _common_pb2
 from qim.proto.v1 import message_pb2 as _message_pb2
+from qim.proto.v1 import reaction_pb2 as _reaction_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -9,7 +10,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class MailboxEntry(_message.Message):
-    __slots__ = ("mailbox_seq", "event_type", "event_id", "message_id", "conversation_id", "conversation_seq", "sender_id", "created_at_ms", "message_type", "custom_type", "client_message_id", "body", "state", "reply", "mention_user_ids", "mention_all", "version", "edited_at_ms")
+    __slots__ = ("mailbox_seq", "event_type", "event_id", "message_id", "conversation_id", "conversation_seq", "sender_id", "created_at_ms", "message_type", "custom_type", "client_message_id", "body", "state", "reply", "mention_user_ids", "mention_all", "version", "edited_at_ms", "reactions")
     MAILBOX_SEQ_FIELD_NUMBER: _ClassVar[int]
     EVENT_TYPE_FIELD_NUMBER: _ClassVar[int]
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -28,6 +29,7 @@ class MailboxEntry(_message.Message):
     MENTION_ALL_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     EDITED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    REACTIONS_FIELD_NUMBER: _ClassVar[int]
     mailbox_seq: int
     event_type: int
     event_id: bytes
@@ -46,7 +48,8 @@ class MailboxEntry(_message.Message):
     mention_all: bool
     version: int
     edited_at_ms: int
-    def __init__(self, mailbox_seq: _Optional[int] = ..., event_type: _Optional[int] = ..., event_id: _Optional[bytes] = ..., message_id: _Optional[bytes] = ..., conversation_id: _Optional[bytes] = ..., conversation_seq: _Optional[int] = ..., sender_id: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., message_type: _Optional[_Union[_common_pb2.MessageType, str, int]] = ..., custom_type: _Optional[bytes] = ..., client_message_id: _Optional[bytes] = ..., body: _Optional[bytes] = ..., state: _Optional[_Union[_message_pb2.MessageState, str, int]] = ..., reply: _Optional[_Union[_message_pb2.ReplyRef, _Mapping]] = ..., mention_user_ids: _Optional[_Iterable[int]] = ..., mention_all: _Optional[bool] = ..., version: _Optional[int] = ..., edited_at_ms: _Optional[int] = ...) -> None: ...
+    reactions: _reaction_pb2.MessageReactionSummary
+    def __init__(self, mailbox_seq: _Optional[int] = ..., event_type: _Optional[int] = ..., event_id: _Optional[bytes] = ..., message_id: _Optional[bytes] = ..., conversation_id: _Optional[bytes] = ..., conversation_seq: _Optional[int] = ..., sender_id: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., message_type: _Optional[_Union[_common_pb2.MessageType, str, int]] = ..., custom_type: _Optional[bytes] = ..., client_message_id: _Optional[bytes] = ..., body: _Optional[bytes] = ..., state: _Optional[_Union[_message_pb2.MessageState, str, int]] = ..., reply: _Optional[_Union[_message_pb2.ReplyRef, _Mapping]] = ..., mention_user_ids: _Optional[_Iterable[int]] = ..., mention_all: _Optional[bool] = ..., version: _Optional[int] = ..., edited_at_ms: _Optional[int] = ..., reactions: _Optional[_Union[_reaction_pb2.MessageReactionSummary, _Mapping]] = ...) -> None: ...
 
 class PullMailbox(_message.Message):
     __slots__ = ("cursor", "max_entries", "max_bytes")

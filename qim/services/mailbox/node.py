@@ -44,7 +44,7 @@ from qim.services.mailbox.metrics import MailboxMetrics
 from qim.services.mailbox.projection import ProjectionFeed
 from qim.services.mailbox.pull import MailboxPuller
 from qim.services.mailbox.targets import PushTargets
-from qim.stores.open import RedisPlacement, open_registry, open_stores
+from qim.stores.open import RedisPlacement, open_reactions, open_registry, open_stores
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class MailboxNode(ServiceNode):
                                                 FaultPoints(config.fault_point, MAILBOX_POINTS),
                                                 config.dp_gc_safety_ms, self.metrics, on_lost=self.keeper.refused)
         self.puller = MailboxPuller(self.stores.messages, self.store, self.materializer, shard_count,
-                                    holds=self.keeper.holds)
+                                    holds=self.keeper.holds, reactions=open_reactions(self.stores))
         tenant = config.common.tenant.to_bytes(16, "big")
         # session owners (projections) and live gateways (push links, presence), from the registry
         self.peers = OwnerTable(self.shard_registry, {"session": shard_count}, ("gateway",))

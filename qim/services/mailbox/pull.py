@@ -5,17 +5,19 @@ from MessageStore in one read per page (MessageStore.resolve).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Callable, Optional
 
 from qim._core import eventgroup, ids, watermark
 from qim._core import mailbox_seq as mseq
 from qim.consts import ID_LEN, MAILBOX_PAGE_MAX_BYTES, MAILBOX_PAGE_MAX_ENTRIES, U63_MAX
 from qim.errors import EngineError, ErrorCode, RequestError, SeqError
-from qim.proto.v1 import internal_pb2, mailbox_pb2
-from qim.protocol import Opcode
+from qim.proto.v1 import internal_pb2, mailbox_pb2, reaction_pb2
+from qim.protocol import EventType, Opcode
 from qim.services.mailbox.materializer import MailboxMaterializer
 from qim.stores.mailboxes import MailboxStore, Retained
 from qim.stores.messages import MessageRef, MessageStore
+from qim.stores.reactions import ReactionStore
 from qim.topology import MAILBOX
 from qim.wire.calls import Dispatch
 from qim.wire.history import copy_extras
@@ -44,11 +46,14 @@ class MailboxPuller:
     (shard not owned here, its lease ended, or not ready: the gateway asks the
     ShardRegistry again), MAILBOX_DIRTY (the node stopped materializing).
     `holds(shard)`: whether this node's lease of the shard is live (None: no registry).
+    `reactions`: where the summaries of pulled messages are read (None: pulls carry none).
     """
 
     def __init__(self, messages: MessageStore, store: MailboxStore, materializer: MailboxMaterializer,
-                 shard_count: int, holds: Optional[Callable[[int], bool]] = None) -> None:
+                 shard_count: int, holds: Optional[Callable[[int], bool]] = None,
+                 reactions: Optional[ReactionStore] = None) -> None:
         self._messages = messages
+        self._reactions = reactions
         self._store = store
         self._mat = materializer
         self._shard_count = shard_count
@@ -146,7 +151,10 @@ class MailboxPuller:
             except EngineError:
                 raise RequestError(ErrorCode.UNAVAILABLE, "mailbox store unavailable") from None
         if batch.entries:
-            await self._fill_bodies(tenant, refs, [e for e in batch.entries if e.body])
+            # the two reads of the page run concurrently: the summaries add no latency
+            # beyond the slower of them (one round trip per core instance each)
+            await asyncio.gather(self._fill_bodies(tenant, refs, [e for e in batch.entries if e.body]),
+                                 self._annotate(tenant, user, batch))
         return batch
 
     async def _read(self, tenant: int, user: int, kept: Retained, after: int, upto: int,
@@ -177,6 +185,25 @@ class MailboxPuller:
         sizes = await self._messages.record_sizes(tenant, [MessageRef(ev.conversation_id, ev.message_id)
                                                            for ev in events])
         return {ev.message_id: n for ev, n in zip(events, sizes)}
+
+    async def _annotate(self, tenant: int, user: int, batch: mailbox_pb2.MailboxBatch) -> None:
+        """Set `reactions` on each MESSAGE entry whose message has any, as `user` sees them
+        (decision 0121 §4); an entry without reactions carries nothing more. The summary
+        store's errors leave as UNAVAILABLE, like the mailbox's."""
+        if self._reactions is None:
+            return
+        msgs = [e for e in batch.entries if e.event_type == EventType.MESSAGE]
+        if not msgs:
+            return
+        try:
+            summaries = await self._reactions.summaries_of(
+                tenant, [MessageRef(e.conversation_id, e.message_id) for e in msgs], user)
+        except EngineError:
+            raise RequestError(ErrorCode.UNAVAILABLE, "reaction store unavailable") from None
+        for entry, summary in zip(msgs, summaries):
+            if summary.counts:  # `mine` as the puller sees it, like a history page's
+                entry.reactions.counts.extend(reaction_pb2.ReactionCount(emoji=c.emoji, count=c.count, mine=c.mine)
+                                              for c in summary.counts)
 
     async def _fill_bodies(self, tenant: int, refs: list, inline: list) -> None:
         """One store read per page: referenced records (their state is inside), and the

@@ -3,16 +3,19 @@ HASH emoji -> count and a SET of "<user>:<emoji>", in the conversation's commit 
 (keys.py CommitKeys.reactions / reactors) so they live on the instance holding the
 conversation's other keys and move with its bucket (decisions 0096, 0113). A change is
 one script call by cached SHA (lua/reaction_change.lua), a page of summaries one more
-(lua/reaction_read.lua)."""
+(lua/reaction_read.lua), and the summaries of a mailbox page, whatever its conversations,
+one call of it per core instance holding some of them (`summaries_of`)."""
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from qim.stores.errors import StoreCorrupt
+from qim.stores.messages import MessageRef
 from qim.stores.reactions import Change, EmojiCount, Summary
 from qim.stores.redis.keys import CommitKeys
 from qim.stores.redis.scripts import Scripts
+from qim.stores.redis.spread import spread
 from qim.stores.redis.topology import as_topology
 
 
@@ -38,7 +41,9 @@ class RedisReactionStore:
         self._scripts: dict[int, Scripts] = {}
 
     def _of(self, keys: CommitKeys) -> Scripts:
-        client = self._t.core(keys.bucket)
+        return self._on(self._t.core(keys.bucket))
+
+    def _on(self, client: Any) -> Scripts:
         scripts = self._scripts.get(id(client))
         if scripts is None:
             scripts = self._scripts[id(client)] = Scripts(client, ["reaction_change", "reaction_read"])
@@ -62,3 +67,17 @@ class RedisReactionStore:
         flat_keys = [k for mid in message_ids for k in (keys.reactions(mid), keys.reactors(mid))]
         replies = await self._of(keys).call("reaction_read", flat_keys, [reader])
         return [summary_of(flat) for flat in replies]
+
+    async def summaries_of(self, tenant: int, refs: Sequence[MessageRef], reader: int) -> list[Summary]:
+        """ReactionStore.summaries_of: one call of lua/reaction_read.lua per core instance
+        holding some of the messages, the instances concurrently (none for no refs). One
+        script may name keys of several commit buckets: they are all on that instance
+        (decision 0096), and the script reads them in one atomic step."""
+        async def read(client: Any, part: list[MessageRef]) -> list[Summary]:
+            flat_keys = []
+            for conv, mid in part:
+                keys = CommitKeys(tenant, conv)
+                flat_keys += [keys.reactions(mid), keys.reactors(mid)]
+            replies = await self._on(client).call("reaction_read", flat_keys, [reader])
+            return [summary_of(flat) for flat in replies]
+        return await spread(self._t, refs, lambda ref: self._t.core(CommitKeys(tenant, ref[0]).bucket), read)
