@@ -108,9 +108,12 @@ async def reply(app: ChatApp, nth: int, text: str) -> str:
 
 
 async def edit(app: ChatApp, text: str) -> str:
-    """`/edit TEXT`: TEXT replaces this person's newest message shown; the notice line."""
+    """`/edit TEXT`: TEXT replaces this person's newest message shown that is not recalled;
+    the notice line names the message edited (after a /recall that is an older one, which
+    the person must see)."""
     own = _newest(app, own=True)
     if not own:
         raise ValueError("no message of yours here to edit")
+    was = render.cut(render.body_text(own[0].message_type, own[0].custom_type, own[0].body, 0), 40)
     done = await app.client.edit(app.current, own[0].message_id, text)
-    return f"edited (version {done.version}): the others see the new text"
+    return f'edited "{was}" (version {done.version}): the others see the new text'
