@@ -8,6 +8,7 @@ import { ErrorCode } from "../src/gen/qim/v1/common_pb";
 import {
   ReactionCountSchema, ReactionEventsSchema, ReactOkSchema, ReactSchema, TypingEventsSchema, TypingOkSchema,
 } from "../src/gen/qim/v1/reaction_pb";
+import { MailboxEntrySchema } from "../src/gen/qim/v1/mailbox_pb";
 import type { QimEvent } from "../src/sdk/events";
 import { Op } from "../src/sdk/protocol";
 import { Reactions, type ReactionHost } from "../src/sdk/reactions";
@@ -21,7 +22,7 @@ function host(reply: (opcode: number, body: Uint8Array) => Uint8Array) {
   const sent: { opcode: number; body: Uint8Array }[] = [];
   const h: ReactionHost = {
     request: async (opcode, body) => { sent.push({ opcode, body }); return { opcode: opcode + 1, body: reply(opcode, body) }; },
-    emit: (e) => told.push(e), frameHandlers: new Map(),
+    emit: (e) => told.push(e), frameHandlers: new Map(), pulledHandlers: [],
   };
   return { h, told, sent };
 }
@@ -50,6 +51,20 @@ describe("qim-js reactions", () => {
       [{ emoji: "👍", count: 2, mine: true }, { emoji: "🎉", count: 2, mine: true }],
       [{ emoji: "🎉", count: 2, mine: true }, { emoji: "👍", count: 1, mine: false }],
     ]);
+  });
+
+  it("learns the summaries a mailbox pull carries, with mine, and nothing for an entry without", () => {
+    const { h, sent } = host(() => new Uint8Array());
+    const r = new Reactions(h, ME, async () => 0n);
+    const other = new Uint8Array(16).fill(3);
+    expect(h.pulledHandlers.length).toBe(1);
+    h.pulledHandlers[0]([
+      create(MailboxEntrySchema, { messageId: MSG, reactions: { counts: [count("👍", 2, true), count("❤️", 1)] } }),
+      create(MailboxEntrySchema, { messageId: other }),
+    ]);
+    expect(r.known(MSG)).toEqual([{ emoji: "👍", count: 2, mine: true }, { emoji: "❤️", count: 1, mine: false }]);
+    expect(r.known(other)).toBeUndefined();
+    expect(sent.length).toBe(0); // the pull alone: no history request
   });
 
   it("sends typing at most every 2 s and expires a shown indication by itself", async () => {

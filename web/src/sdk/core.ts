@@ -6,6 +6,7 @@
  * module, never runtime.ts, so runtime.ts can own them without an import circle.
  */
 
+import type { MailboxEntry } from "../gen/qim/v1/mailbox_pb";
 import type { Connection, Timing } from "./connection";
 import type { ConnState, QimEvent, SendAck } from "./events";
 import type { Frame } from "./frame";
@@ -61,6 +62,8 @@ export interface RuntimeCore {
   onReadSync: Connection["onReadSync"];
   /** Further server frames by opcode -> handler(body) (convstate.ts). */
   readonly frameHandlers: Map<number, (body: Uint8Array) => void>;
+  /** The entries of every applied MAILBOX_BATCH (their reaction summaries: reactions.ts). */
+  readonly pulledHandlers: ((entries: MailboxEntry[]) => void)[];
   /** Tell the app one event (a throwing listener never stops the SDK). */
   emit(e: QimEvent): void;
   /** Tell one committed apply, in order, and settle the sends it resolved. */

@@ -100,6 +100,7 @@ export class Puller {
     }
     const result = await rt.store.applyMailboxBatch(batch.entries, batch.nextCursor, batch.lane, batch.shardEpoch);
     const committed = await rt.store.cursor(); // what a later push is compared with (notify)
+    for (const h of rt.pulledHandlers) h(batch.entries); // summaries ride with the entries (decision 0121 §4)
     this.position = committed && { lane: committed.lane, seq: committed.seq };
     rt.tell(result);
     return batch.hasMore;

@@ -3,6 +3,7 @@
  * "Reactions and typing"; docs/decisions/0121). Ephemeral: nothing is stored, no unread,
  * no list move. `add`/`remove` answer the message's summary after the change
  * (idempotent per user, message and emoji); `summaries` reads one history page's;
+ * mailbox pulls carry them too (MailboxEntry.reactions): `known(id)` is the last one learnt;
  * REACTION_EVENTS are told as "reactions" (absolute counts, `mine` as far as this client
  * knows), TYPING_EVENTS as "typing", and an indication not renewed within its
  * expires_in_ms is told stopped by itself.
@@ -10,6 +11,7 @@
 
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { ErrorCode } from "../gen/qim/v1/common_pb";
+import type { MailboxEntry } from "../gen/qim/v1/mailbox_pb";
 import { HistoryBatchSchema, HistoryDirection, PullHistorySchema } from "../gen/qim/v1/history_pb";
 import {
   ReactionEventsSchema, ReactOkSchema, ReactSchema, TypingEventsSchema, TypingOkSchema, TypingSchema,
@@ -24,12 +26,15 @@ import { Op } from "./protocol";
 export const REACTION_EMOJI_MAX_BYTES = 32;
 /** One TYPING per conversation at most this often (the gateway's limit). */
 export const TYPING_MIN_INTERVAL_MS = 2000;
+/** Summaries kept by `known` (a bound on memory, as qim.sdk's KNOWN_MAX). */
+export const KNOWN_MAX = 10_000;
 
 /** What reactions.ts needs of the runtime (the Runtime has all of it). */
 export interface ReactionHost {
   request(opcode: number, body: Uint8Array): Promise<{ opcode: number; body: Uint8Array }>;
   emit(e: QimEvent): void;
   readonly frameHandlers: Map<number, (body: Uint8Array) => void>;
+  readonly pulledHandlers: ((entries: MailboxEntry[]) => void)[];
 }
 
 /** Throws ServerError(INVALID_ARGUMENT) for an emoji the server refuses (nothing is sent). */
@@ -47,6 +52,7 @@ function counts(s: MessageReactionSummary | undefined, mine?: Set<string>): Reac
 /** Reactions and typing of one runtime; `peerOf(conv)` names a direct chat's peer (0n: a group). */
 export class Reactions {
   private mine = new Map<string, Set<string>>(); // message id hex -> own emoji
+  private learnt = new Map<string, ReactionCount[]>(); // message id hex -> last summary, insertion order
   private typingUntil = new Map<string, number>(); // conv hex + ":" + user -> Date.now() expiry
   private sentTyping = new Map<string, number>(); // conv hex -> Date.now() of our last TYPING
 
@@ -54,6 +60,28 @@ export class Reactions {
               private readonly peerOf: (conv: Uint8Array) => Promise<bigint>) {
     host.frameHandlers.set(Op.REACTION_EVENTS, (body) => this.onReaction(body));
     host.frameHandlers.set(Op.TYPING_EVENTS, (body) => this.onTyping(body));
+    host.pulledHandlers.push((entries) => this.onPulled(entries));
+  }
+
+  /** The last summary learnt of a message (pull, history, REACT, event); undefined: none. */
+  known(messageId: Uint8Array): ReactionCount[] | undefined {
+    return this.learnt.get(toHex(messageId));
+  }
+
+  private learn(key: string, summary: ReactionCount[]): void {
+    this.learnt.delete(key); // the newest last, the oldest dropped past KNOWN_MAX
+    this.learnt.set(key, summary);
+    if (this.learnt.size > KNOWN_MAX) this.learnt.delete(this.learnt.keys().next().value as string);
+  }
+
+  /** The entries of an applied MAILBOX_BATCH: their summaries (absent: none; decision 0121 §4). */
+  private onPulled(entries: MailboxEntry[]): void {
+    for (const e of entries) {
+      const c = counts(e.reactions);
+      if (!c.length) continue;
+      this.learn(toHex(e.messageId), c);
+      this.mine.set(toHex(e.messageId), new Set(c.filter((x) => x.mine).map((x) => x.emoji)));
+    }
   }
 
   /** Add this user's `emoji` to a message: the summary after it. */
@@ -72,6 +100,7 @@ export class Reactions {
     const reply = await this.host.request(Op.REACT, toBinary(ReactSchema, req));
     const out = counts(fromBinary(ReactOkSchema, reply.body).summary);
     this.mine.set(toHex(messageId), new Set(out.filter((c) => c.mine).map((c) => c.emoji)));
+    this.learn(toHex(messageId), out);
     return out;
   }
 
@@ -85,6 +114,7 @@ export class Reactions {
       const c = counts(item.reactions);
       if (!c.length) continue;
       out.set(toHex(item.messageId), c);
+      this.learn(toHex(item.messageId), c);
       this.mine.set(toHex(item.messageId), new Set(c.filter((x) => x.mine).map((x) => x.emoji)));
     }
     return out;
@@ -114,6 +144,7 @@ export class Reactions {
     if (f.userId === this.userId) { if (f.removed) mine.delete(f.emoji); else mine.add(f.emoji); }
     this.mine.set(key, mine);
     const summary = f.counts.map((c) => ({ emoji: c.emoji, count: c.count, mine: mine.has(c.emoji) }));
+    this.learn(key, summary);
     this.host.emit({ type: "reactions", conversationId: f.conversationId, messageId: f.messageId, userId: f.userId,
       emoji: f.emoji, removed: f.removed, summary });
   }

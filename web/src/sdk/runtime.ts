@@ -52,6 +52,7 @@ export class Runtime implements RuntimeCore, Reconnectable {
   onSessionDelta: Connection["onSessionDelta"] = () => undefined;
   onReadSync: Connection["onReadSync"] = () => undefined;
   readonly frameHandlers = new Map<number, (body: Uint8Array) => void>(); // convstate.ts
+  readonly pulledHandlers: RuntimeCore["pulledHandlers"] = []; // reactions.ts
   onRoomEvents: Connection["onRoomEvents"] = () => undefined; // rooms.ts
   readonly dial: Dialer;
   readonly timing: Timing;
