@@ -86,6 +86,8 @@ async def test_a_member_reports_the_operator_gets_it_and_removes_the_message(rep
 
         await until(b_has_it, "the member did not get the message")
 
+        receiver.down = True  # answers 503: the report must be kept and posted again
+        posts_before = receiver.posts
         first = await b.report(conv, ack.message_id, "spam", "the third one today")
         assert first.report_id and not first.duplicate
         again = await b.report(conv, ack.message_id, "spam", "the third one today", first.client_report_id)
@@ -101,6 +103,13 @@ async def test_a_member_reports_the_operator_gets_it_and_removes_the_message(rep
             await b.report(conv, ack.message_id, "boring")
         with pytest.raises(ValueError):
             await b.report(conv, ack.message_id, "other", "x" * 1001)
+
+        async def refused_once() -> bool:
+            return receiver.posts > posts_before
+
+        await until(refused_once, "the ModerationService did not post the report")
+        assert not any(r["report_id"] == first.report_id for r in list(receiver.reports))
+        receiver.down = False
 
         async def delivered() -> bool:
             return any(r["report_id"] == first.report_id for r in list(receiver.reports))
@@ -148,7 +157,26 @@ async def test_a_member_reports_the_operator_gets_it_and_removes_the_message(rep
             f" {operator} resolve-report:remove-message " in ln and first.report_id in ln
             for ln in log.stdout.splitlines()
         ), log.stdout
+
+        # a second message reported and resolved with a ban of its sender, logged
+        ack2 = await a.send_text(conv, "and again")
+        assert isinstance(ack2, SendAck)
+
+        async def b_has_the_second() -> bool:
+            return any(m.message_id == ack2.message_id for m in await b.messages(conv))
+
+        await until(b_has_the_second, "the member did not get the second message")
+        second = await b.report(conv, ack2.message_id, "abuse")
+        banned = await asyncio.to_thread(
+            qimctl, st, operator, "moderation", "resolve", second.report_id, "--action", "ban", "--reason", "repeat"
+        )
+        assert banned.returncode == 0, banned.stderr + banned.stdout
+        log = await asyncio.to_thread(qimctl, st, operator, "moderation", "log", "--count", "500")
+        mine = [ln for ln in log.stdout.splitlines() if f" {operator} " in ln]
+        assert any(" resolve-report:ban " in ln and f"user={sender} " in ln for ln in mine), mine
+        assert any(" ban " in ln and f"user={sender} " in ln and second.report_id in ln for ln in mine), mine
     finally:
+        receiver.down = False
         for x in (a, b, c):
             await x.close()
 
