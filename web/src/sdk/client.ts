@@ -25,6 +25,7 @@ import { MAX_CUSTOM_TYPE_BYTES, MessageType, Op, PROFILES_MAX_IDS } from "./prot
 import { Backoff, withRetry } from "./retry";
 import { ConvStates } from "./convstate";
 import { Reactions } from "./reactions";
+import { report, type Reported, type ReportReasonName } from "./reports";
 import { checkExtras } from "./extras";
 import { Rooms } from "./rooms";
 import { Runtime, type RuntimeOptions } from "./runtime";
@@ -74,6 +75,16 @@ export class Client {
     const scope = opts.deployment || parseEndpoints(endpoint)[0];
     const store = await LocalStore.open(scope, claims.tenant, claims.userId, claims.deviceId, opts.idbFactory);
     return new Client(new Runtime(endpoint, token, store, opts), store, claims);
+  }
+
+  /**
+   * Report a message of a conversation this user is a member of to the operator
+   * (reports.ts; docs/sdk.md "Reports"); pass the returned clientReportId to retry.
+   */
+  async report(conv: Uint8Array, messageId: Uint8Array, reason: ReportReasonName, text = "",
+               clientReportId?: Uint8Array): Promise<Reported> {
+    const peer = (await this.store.conversation(conv))?.peerUserId ?? 0n;
+    return report(this.runtime, conv, messageId, peer, reason, text, clientReportId);
   }
 
   get userId(): bigint {

@@ -10,6 +10,7 @@ export * from "./model";
 export * from "./extras";
 export * from "./protocol";
 export * from "./reactions";
+export * from "./reports";
 export { Runtime } from "./runtime";
 export { LocalStore } from "./store";
 export type { Dialer, Transport } from "./transport";

@@ -17,6 +17,7 @@ export const Op = {
   JOIN_ROOM: 0x0601, ROOM_JOINED: 0x0602, ROOM_SEND: 0x0603, ROOM_ACK: 0x0604, ROOM_EVENTS: 0x0605,
   LEAVE_ROOM: 0x0606, ROOM_LEFT: 0x0607,
   REACT: 0x0b01, REACT_OK: 0x0b02, REACTION_EVENTS: 0x0b03, TYPING: 0x0b04, TYPING_OK: 0x0b05, TYPING_EVENTS: 0x0b06,
+  REPORT: 0x0c01, REPORT_OK: 0x0c02,
 } as const;
 
 /** Requests the gateway's send-rate buckets charge (qim.protocol RATE_LIMITED_OPCODES). */
