@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Optional
 
+from qim.consts import MESSAGE_TYPE_CONTROL
 from qim.proto.v1 import convstate_pb2, session_pb2
 from qim.protocol import Opcode
 from qim.sdk import events as ev
@@ -75,6 +76,29 @@ class ConvStates:
         sessions.note = self.note_entries
         self._core.frame_handlers[Opcode.CONVERSATION_STATE_SYNC] = self._on_sync
         self._core.frame_handlers[Opcode.READ_RECEIPT] = self._on_receipt
+        told = self._core.tell
+
+        def tell(result: Any, read_source: str = "local") -> None:  # every committed apply
+            told(result, read_source)
+            self._note_mentions(result)
+        self._core.tell = tell  # type: ignore[method-assign]
+
+    def _note_mentions(self, result: Any) -> None:
+        """A stored message that mentions this user (or all) above the read position sets
+        `mentioned` at once, as the server's next entry will (the unread definition's set,
+        qim/services/session/summary.py `mentions`): without it a mention arriving live
+        showed no "@" until the next list pull (a reconnect). A read clears it through
+        the server's SESSION_DELTA (absolute)."""
+        if not result.inserted:
+            return
+        me = self._core.store.user_id
+        reads = {c.conversation_id: c.read_conversation_seq for c in result.conversations}
+        for m in result.inserted:
+            if (m.sender_id != me and m.message_type != MESSAGE_TYPE_CONTROL and m.state == 0
+                    and (m.mention_all or me in m.mentions) and m.conversation_seq > reads.get(m.conversation_id, 0)):
+                old = self.get(m.conversation_id)
+                if not old.mentioned:
+                    self._put(replace(old, mentioned=True), "local")
 
     def get(self, conversation_id: bytes) -> ConversationState:
         """The state held for a conversation (all defaults when none is known)."""
