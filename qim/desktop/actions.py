@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from qim.desktop import commands, marks, reacts, refused, render, replies, rooms
+from qim.desktop import commands, marks, reacts, refused, render, replies, reports, rooms
 
 # `app` below is the ChatApp (qim/desktop/app.py): its client, convs, current, shown and
 # names, and its tell / open_chat / learn_names / action_* methods. Typed loosely so this
@@ -54,8 +54,8 @@ async def run(app: ChatApp, cmd: commands.Command) -> None:
             raise Refused("no refused message to edit (a refused text goes back into an empty composer by itself)")
     elif cmd.name == "leave" and app.room is not None:
         await rooms.leave(app)
-    elif app.room is not None and cmd.name in ("read", "members", "title", "recall", "older", *marks.COMMANDS,
-                                               *reacts.COMMANDS):
+    elif app.room is not None and cmd.name in ("read", "members", "title", "recall", "older", "report",
+                                               *marks.COMMANDS, *reacts.COMMANDS):
         raise Refused(f"/{cmd.name} works in a chat, not in a room (open a chat on the left)")
     elif cmd.name == "older":
         await app.action_older()
@@ -71,6 +71,11 @@ async def run(app: ChatApp, cmd: commands.Command) -> None:
         try:
             app.tell(await reacts.run(app, conv, cmd.name, cmd.text, cmd.ids[0] if cmd.ids else 1))
         except ValueError as exc:  # a bad emoji (the SDK's check) or no such message
+            raise Refused(str(exc)) from None
+    elif cmd.name == "report":
+        try:
+            app.tell(await reports.run(app, conv, cmd.ids[0], cmd.text))
+        except ValueError as exc:  # no such message, or text the SDK refuses
             raise Refused(str(exc)) from None
     elif cmd.name in marks.COMMANDS:
         app.tell(await marks.run(c, conv, cmd.name, cmd.ids[0] if cmd.ids else 0, app.names))

@@ -16,6 +16,8 @@
     /hide                 hide the open chat from the list until its next message
     /receipts on|off      send and see read receipts (✓✓), or neither
     /react EMOJI [N]      react to the newest message (N: the N-th newest); /unreact too
+    /report [N] REASON [TEXT]  report the newest message (N: the N-th newest) to the
+                          operator; REASON: spam, abuse, illegal or other
     /help                 this list
     /quit                 exit (also Ctrl+Q)
 
@@ -34,13 +36,15 @@ import difflib
 from typing import NamedTuple, Optional
 
 from qim.consts import U63_MAX
+from qim.sdk.reports import REASONS as REPORT_REASONS
 from qim.wire.names import check_name
 
 _PARTS = __doc__.split("\n\n")
 HELP = _PARTS[1]
 KEYS = " ".join(_PARTS[2].split())
 NAMES = ("dm", "join", "group", "title", "leave", "members", "recall", "older", "read", "help", "quit", "reply",
-         "edit", "pin", "unpin", "mute", "unmute", "hide", "receipts", "react", "unreact")
+         "edit", "pin", "unpin", "mute", "unmute", "hide", "receipts", "react", "unreact",
+         "report")
 _BARE = ("leave", "members", "older", "read", "help", "quit", "pin", "unpin", "unmute", "hide")
 
 
@@ -120,6 +124,11 @@ def parse(text: str) -> tuple[Optional[Command], str]:
         if len(words) not in (1, 2):
             raise CommandError(f"usage: /{name} EMOJI [N]")
         return Command(name, tuple(_id(w) for w in words[1:]), words[0]), ""
+    if name == "report":  # docs/decisions/0124
+        nth = _id(words.pop(0)) if words and words[0].isdigit() else 1
+        if not words or words[0] not in REPORT_REASONS:
+            raise CommandError("usage: /report [N] REASON [TEXT] (REASON: spam, abuse, illegal or other)")
+        return Command(name, (nth,), " ".join(words)), ""
     if name == "receipts":
         if words not in (["on"], ["off"]):
             raise CommandError("usage: /receipts on|off")

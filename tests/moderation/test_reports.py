@@ -184,3 +184,44 @@ async def test_a_member_reports_the_operator_gets_it_and_removes_the_message(rep
 def test_resolving_an_unknown_report_is_exit_2(report_stack):
     out = qimctl(report_stack, "op-x", "moderation", "resolve", "1-0", "--action", "none", "--reason", "x")
     assert out.returncode == 2 and "no report '1-0'" in out.stderr
+
+
+async def test_desktop_report_reaches_the_operator(report_stack, receiver, tmp_path):
+    """qim-desktop `/report [N] REASON [TEXT]`: the newest message is reported through the
+    SDK and the receiver gets it; a reason it does not know is refused in the composer."""
+    from qim.desktop.app import ChatApp
+    from tests.desktop.pilotkit import enter
+    from tests.sdk.realstack import eventually
+
+    st = report_stack
+    me, bob = users(2)
+    cb = await client(st, tmp_path, bob)
+    desk = await client(st, tmp_path, me, name="-desktop", event_queue=True, on_event=None)
+    try:
+        await cb.connect()
+        await desk.connect()
+        chat = (await cb.open_direct(me)).conversation_id
+        sent = await cb.send_text(chat, "rude words")
+        assert isinstance(sent, SendAck)
+        app = ChatApp(desk, bob)  # opens the chat with bob
+        async with app.run_test(size=(120, 36)) as pilot:
+            await eventually(lambda: "rude words" in app.transcript_text(), what="the message shown")
+            await enter(pilot, app, "/report boring")
+            await eventually(lambda: "usage: /report" in app.notice_text(), what="the refusal")
+            await enter(pilot, app, "/report abuse said twice")
+            await eventually(
+                lambda: 'reported "rude words" to the operator as abuse' in app.notice_text(),
+                what="the report's notice",
+            )
+        await until(
+            lambda: _reported(receiver, sent.message_id.hex(), str(me)), "the receiver did not get the desktop report"
+        )
+        got = [r for r in list(receiver.reports) if r["message_id"] == sent.message_id.hex()]
+        assert got[0]["reason"] == "abuse" and got[0]["text"] == "said twice"
+    finally:
+        await cb.close()
+        await desk.close()
+
+
+async def _reported(receiver, message_id: str, reporter: str) -> bool:
+    return any(r["message_id"] == message_id and r["reporter"] == reporter for r in list(receiver.reports))
