@@ -15,8 +15,8 @@ import { ConversationStateSchema, PullReadersSchema, ReadReceiptSchema, ReadersB
 import type { SessionEntry } from "../gen/qim/v1/session_pb";
 import { toHex } from "./bytes";
 import type { RuntimeCore } from "./core";
-import type { Conversation, ConversationState } from "./model";
-import { Op } from "./protocol";
+import type { ApplyResult, Conversation, ConversationState } from "./model";
+import { MessageType, Op } from "./protocol";
 import { Backoff, withRetry } from "./retry";
 
 export type { ConversationState } from "./model";
@@ -58,6 +58,26 @@ export class ConvStates {
       void this.applyWire(fromBinary(ConversationStateSchema, body), "sync").catch(() => undefined);
     });
     rt.frameHandlers.set(Op.READ_RECEIPT, (body) => this.onReceipt(body));
+    const told = rt.tell.bind(rt);
+    rt.tell = (r, source) => { told(r, source); this.noteMentions(r); };
+  }
+
+  /**
+   * A stored message that mentions this user (or all) above the read position sets
+   * `mentioned` at once, as the server's next entry will (its unread set): without it a
+   * live mention showed no "@" until the next list pull. A read clears it through the
+   * server's SESSION_DELTA. The same rule as qim.sdk (qim/sdk/convstate.py).
+   */
+  private noteMentions(r: ApplyResult): void {
+    const me = this.rt.store.meta.userId;
+    const reads = new Map(r.conversations.map((c) => [toHex(c.conversationId), c.readConversationSeq]));
+    for (const m of r.inserted) {
+      if (m.senderId === me || m.messageType === MessageType.CONTROL || m.state !== 0) continue;
+      if (!(m.mentionAll || m.mentions?.includes(me))) continue;
+      if (m.conversationSeq <= (reads.get(toHex(m.conversationId)) ?? 0n)) continue;
+      const old = this.get(m.conversationId);
+      if (!old.mentioned) this.put({ ...old, mentioned: true }, "local");
+    }
   }
 
   /** The state held for a conversation (defaults when none is known). */
