@@ -49,6 +49,7 @@ from qim.cli.gateways import gateway_for
 from qim.cli.loadgen_args import load_gateway_args, loadgen_parser
 from qim.cli.loadgen_group import GroupSender
 from qim.cli.loadgen_login import LoginFailed, login
+from qim.cli.loadgen_mix import MixLoad, parse_mix
 from qim.cli.loadgen_sdk import SdkLane, default_clients
 from qim.cli.loadgen_sdkcheck import SdkVerdict
 from qim.cli.loadgen_stats import HIST_EDGES_MS, Latencies
@@ -109,6 +110,7 @@ async def run(cfg: argparse.Namespace) -> int:
     pending: dict[tuple[int, int], int] = {}  # (pair, request_id) -> message ordinal n
     error_codes: dict[str, int] = {}
     pad_seed = base.to_bytes(8, "big")
+    mix = MixLoad(cfg.mix, base)
 
     async def read_acks(i: int) -> None:
         while True:
@@ -118,7 +120,10 @@ async def run(cfg: argparse.Namespace) -> int:
             op, rid, body = item
             n = pending.pop((i, rid), None)
             if n is None:
+                mix.answer(i, rid, op, body)  # a REACT or TYPING of --mix (qim/cli/loadgen_mix.py)
                 continue
+            mix.acked(i, n, message_pb2.SendAck.FromString(body).message_id if op == Opcode.SEND_ACK else b"",
+                      op == Opcode.SEND_ACK)
             ack_ms = (time.perf_counter_ns() - ledger.sent[n].sent_ns) / 1e6
             if op == Opcode.SEND_ACK:
                 a = message_pb2.SendAck.FromString(body)
@@ -152,21 +157,24 @@ async def run(cfg: argparse.Namespace) -> int:
     tasks = [loop.create_task(read_acks(i)) for i in range(cfg.pairs)]
     tasks += [loop.create_task(r.read_loop()) for r in rx] + [loop.create_task(r.pull_loop()) for r in rx]
     start = time.perf_counter()
-    seg_start, n, rid = start, 0, 1
+    seg_start, n, rid, ops = start, 0, 1, 0  # n: message ordinal; ops: scheduled operations (--mix)
     total_due = round(rate * cfg.duration)
-    while n < total_due:
+    while ops < total_due:
         now = time.perf_counter()
         if lane is not None:
             await lane.send_due(now - start)
         if group is not None:
             group.send_due(min(now - start, cfg.duration))
-        due = min(total_due, int((now - start) * rate) + 1) - n
+        due = min(total_due, int((now - start) * rate) + 1) - ops
         for _ in range(due):
-            i, rid = n % cfg.pairs, rid + 1
+            i, rid, ops, kind = ops % cfg.pairs, rid + 1, ops + 1, mix.draw()
+            if mix.ephemeral(kind, i, rid, out_streams[i], convs[i], receivers[i]):
+                continue
             sent_ns = time.perf_counter_ns()
             body = struct.pack(">QQ", sent_ns, n) + padding(pad_seed, n, cfg.size - 16)
             msg = message_pb2.SendMessage(client_message_id=os.urandom(16), conversation_id=convs[i],
                                           recipient_user_id=receivers[i], message_type=1, body=body)
+            mix.extras(kind, i, n, msg)
             ledger.sent.append(Sent(i, sent_ns, digest(body)))
             pending[(i, rid)] = n
             out_streams[i].send(Opcode.SEND_MESSAGE, rid, msg.SerializeToString())
@@ -184,7 +192,7 @@ async def run(cfg: argparse.Namespace) -> int:
     if lane is not None:
         await lane.send_due(cfg.duration)  # what fell due in the last tick
         lane_task = loop.create_task(lane.finish(cfg.drain))
-    while pending and time.perf_counter() < deadline:  # noqa: ASYNC110 — ACKs empty it from many tasks
+    while (pending or mix.pending) and time.perf_counter() < deadline:  # noqa: ASYNC110 — ACKs empty it from many tasks
         await asyncio.sleep(0.05)
     if group is not None:
         await group.drain(deadline)
@@ -210,8 +218,10 @@ async def run(cfg: argparse.Namespace) -> int:
         print(group.line(total.ack_ms), flush=True)
         group.stream.abort()
     # a generator that fell behind needed longer than the duration to send them all
-    arrival = total.sent / (rate * max(cfg.duration, send_end - start))
+    arrival = (total.sent + mix.ops()) / (rate * max(cfg.duration, send_end - start))
     sdk_tail = f" sdk_sent={len(lane.intents)} sdk_failures={sdk.failures}" if lane is not None else ""
+    if any(cfg.mix.values()):
+        print(mix.line(), flush=True)
     print(f"loadgen: target_rate={cfg.rate} duration_s={cfg.duration} sent={total.sent} acked={total.acked} "
           f"errors={total.errors} arrival={arrival:.3f} push_coverage={ledger.pushed_first / max(1, total.sent):.3f} "
           f"ack_p99_ms={total.ack_ms.p99():.1f} e2e_p99_ms={total.e2e_ms.p99():.1f} lost={v['lost']} "
@@ -220,8 +230,8 @@ async def run(cfg: argparse.Namespace) -> int:
     if v["out_of_order"]:
         print(f"out_of_order: {ledger.ack_inversions} ACKs below the previous submission's seq, "
               f"{ledger.pull_inversions} pulled after a higher seq", file=sys.stderr)
-    if error_codes:
-        print(f"errors by code: {error_codes}", file=sys.stderr)
+    if error_codes or mix.error_codes:
+        print(f"errors by code: {error_codes} {mix.error_codes}", file=sys.stderr)
     pull_errors = {k: n for r in rx for k, n in r.pull_errors.items()}
     if pull_errors:
         print(f"receiver pull errors by code: {pull_errors}", file=sys.stderr)
@@ -232,7 +242,7 @@ async def run(cfg: argparse.Namespace) -> int:
     await asyncio.gather(*tasks, return_exceptions=True)
     clean = v["lost"] == v["duplicated"] == v["corrupt"] == v["out_of_order"] == 0
     ok = arrival >= 0.99 and total.acked == total.sent and clean and sdk.failures == 0
-    ok = ok and (group is None or group.acked == group.sent)
+    ok = ok and (group is None or group.acked == group.sent) and mix.clean()
     if cfg.json:
         report = {"target_rate": cfg.rate, "frame_rate": rate, "duration_s": cfg.duration, "pairs": cfg.pairs,
                   "size": cfg.size, "ok": ok, "arrival": arrival, "send_s": send_end - start,
@@ -245,7 +255,7 @@ async def run(cfg: argparse.Namespace) -> int:
                       "listing_errors", "unread_errors", "send_failures", "checked")},
                       "sent": len(lane.intents), "failures": sdk.failures, "notes": sdk.notes[:50],
                       "clients_seen": sdk.clients_seen},
-                  "group": None if group is None else group.report(total.ack_ms)}
+                  "group": None if group is None else group.report(total.ack_ms), "mix": mix.report()}
         await asyncio.to_thread(Path(cfg.json).write_text, json.dumps(report, indent=1), "utf-8")
     return 0 if ok else 1
 
@@ -268,6 +278,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--group-rate", type=float, default=None,
                    help="sends per second to the group (default: a direct sender's rate)")
     p.add_argument("--json", default=None, help="write the whole report as JSON to this path")
+    p.add_argument("--mix", default=None, help="fractions of the operations: replies=F,mentions=F,reactions=F,"
+                   "typing=F (the rest plain sends; qim/cli/loadgen_mix.py)")
     return p
 
 
@@ -308,3 +320,4 @@ def check(cfg: argparse.Namespace) -> None:
     if cfg.sdk_clients < 0 or cfg.sdk_clients % 2:
         raise ArgError(f"--sdk-clients must be 0 or an even number (paired), got {cfg.sdk_clients}")
     writable_path("--json", cfg.json)
+    cfg.mix = parse_mix(cfg.mix)  # ArgError naming --mix
