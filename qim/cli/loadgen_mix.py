@@ -102,8 +102,8 @@ class MixLoad:
         """Send a REACT or TYPING of `kind` on the pair's sender `stream` (request `rid`);
         False (nothing sent) for a message kind, or a reaction before anything was ACKed."""
         if kind == TYPING:
-            req = reaction_pb2.Typing(conversation_id=conv, peer_user_id=peer)
-            stream.send(Opcode.TYPING, rid, req.SerializeToString())
+            typing = reaction_pb2.Typing(conversation_id=conv, peer_user_id=peer)
+            stream.send(Opcode.TYPING, rid, typing.SerializeToString())
         elif kind == REACTION and self._rings.get(pair):
             mid = self._rng.choice(self._rings[pair])
             emoji = EMOJI[rid % len(EMOJI)]
