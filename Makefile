@@ -188,7 +188,8 @@ bench-baseline:
 # connections on a lone gateway; 0 skips it; `make perf-conn` runs it alone): the last
 # line is `perf: max_rate=… … low_load_e2e_p99_ms=… conn_kb_per_idle=… logins_per_s=…`.
 # PERF_REDIS=3: the whole run with one Redis and with 3 instances, then a `perf-redis:` line
-# with both side by side (qim/dev/perf_redis.py).
+# with both side by side (qim/dev/perf_redis.py). PERF_MIX=replies=0.1,reactions=0.3,...
+# runs every step with `qim-loadgen rate --mix` (ms/msg then counts REACT and TYPING too).
 .PHONY: perf perf-conn
 perf: install
 	$(BIN)/python -m qim.dev.perf

@@ -146,7 +146,8 @@ class Bench:
         report = steps_dir / f"{label}.json"
         report.unlink(missing_ok=True)
         argv = [sys.executable, "-m", "qim.cli.loadgen", "rate", "--rate", f"{rate:g}", "--duration", f"{seconds:g}",
-                "--pairs", str(self.cfg.pairs), "--drain", f"{DRAIN_S:g}", "--json", str(report), *extra]
+                "--pairs", str(self.cfg.pairs), "--drain", f"{DRAIN_S:g}", "--json", str(report), *extra,
+                *(["--mix", self.cfg.mix] if self.cfg.mix else [])]
         if self.cfg.sdk_clients is not None:
             argv += ["--sdk-clients", str(self.cfg.sdk_clients)]
         pids = self.pids()

@@ -113,6 +113,16 @@ def brokers(text: str) -> int:
     return value
 
 
+def mix(text: str) -> Optional[str]:
+    """Empty: plain sends (None); else a `qim-loadgen rate --mix` value, checked here."""
+    from qim.cli.loadgen_mix import parse_mix
+
+    if not text:
+        return None
+    parse_mix(text)  # ArgError is a ValueError
+    return text
+
+
 class Opt(NamedTuple):
     """One option: its flag, variable, default text, converter and what it must be."""
 
@@ -145,6 +155,8 @@ OPTS = (
         "Redis instances: 1, or N standalone instances measured side by side with one"),
     Opt("--mailbox", "PERF_MAILBOX", "redis", mailbox_store, " or ".join(MAILBOX_STORES),
         "the stack's MailboxStore: cql runs the archive tier too (docs/decisions/0102)"),
+    Opt("--mix", "PERF_MIX", "", mix, "empty or replies=F,mentions=F,reactions=F,typing=F",
+        "messenger features in every step (qim-loadgen rate --mix; ms/msg then counts REACT and TYPING too)"),
     Opt("--connections", "PERF_CONNECTIONS", "10000", connections, f"0 or an integer > {WARMUP} (the warm-up)",
         "idle TLS connections of the connection step (0: no step)"),
 )

@@ -152,9 +152,12 @@ class Step:
 
     @property
     def acked(self) -> int:
-        """Messages ACKed in this step: the frame lane's and the SDK lane's."""
-        sdk = self.report.get("sdk") or {}
-        return int(self.report["total"]["acked"]) + int(sdk.get("acked", 0))
+        """Messages ACKed in this step: the frame lane's and the SDK lane's, plus the REACT
+        and TYPING answered under PERF_MIX (operations of the step, qim/cli/loadgen_mix.py)."""
+        sdk, mix = self.report.get("sdk") or {}, self.report.get("mix") or {}
+        ephemeral = sum(int(mix.get(k, {}).get("acked", 0)) for k in ("reactions", "typing"))
+        ephemeral += int(mix.get("typing_throttled", 0))
+        return int(self.report["total"]["acked"]) + int(sdk.get("acked", 0)) + ephemeral
 
     def p99(self, kind: str) -> Optional[float]:
         """ACK ("ack") or end-to-end ("e2e") P99 in ms of the whole step (None: no sample)."""
