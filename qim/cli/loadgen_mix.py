@@ -16,7 +16,8 @@ the gateway passes at most one per conversation every 2 s and answers the rest
 The report line is `mix: replies=S/A mentions=S/A reactions=S/A/R typing=S/D/T` (sent,
 acked, refused by an ERROR; typing: sent, delivered, throttled); ERROR codes of REACT
 and TYPING on stderr. The run fails (exit 1) when a REACT or TYPING was refused by an
-ERROR or never answered.
+ERROR or never answered. The final arrival counts every operation; the 5 s segment
+lines count messages only (their arrival reads low under a mix).
 """
 
 from __future__ import annotations
