@@ -27,18 +27,16 @@ import base64
 import json
 import logging
 import random
-import ssl
 import time
 from typing import Any, Optional
 
-import aiohttp
 from confluent_kafka import TopicPartition
 
 from qim.consts import KAFKA_BATCH_FETCH, OUTBOX_TOPIC
 from qim.errors import EngineError
 from qim.infra.kafka.bridge import AsyncConsumer
 from qim.obs.metrics import MetricSet
-from qim.policy.webhook import sign
+from qim.services.moderation.poster import SignedPoster
 from qim.wire import outbox as outbox_codec
 
 logger = logging.getLogger(__name__)
@@ -148,8 +146,7 @@ class Notifier:
                 "heartbeat.interval.ms": 1000,
             },
         )
-        self._ssl = ssl.create_default_context(cafile=ca_file or None)
-        self._session: Optional[aiohttp.ClientSession] = None
+        self.poster = SignedPoster(url, secret, ca_file, timeout_ms / 1000)
         self._next: dict[int, int] = {}  # partition -> next offset this node has delivered up to
         self._lag_at = 0.0
         self.failing = ""  # why the last POST failed ("" when it succeeded)
@@ -163,13 +160,12 @@ class Notifier:
 
     async def close(self) -> None:
         """Leave the group (its partitions go to the other nodes) and close the HTTP session."""
-        if self._session is not None:
-            await self._session.close()
+        await self.poster.close()
         await self.consumer.close()
 
     async def run(self) -> None:
         """Consume, deliver, commit, forever (EngineError on a broker error ends it: the node restarts)."""
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+        self.poster.start()
         await self.consumer.subscribe(OUTBOX_TOPIC)
         self.joined = True
         while True:
@@ -207,7 +203,7 @@ class Notifier:
         oldest = min(i["created_at_ms"] for i in items)
         delay = BACKOFF_MIN_S
         while True:
-            outcome = await self._post(body)
+            outcome = await self.poster.post(body)
             self.metrics.attempts.labels(outcome=outcome).inc()
             if outcome == "ok":
                 self.failing = ""
@@ -220,28 +216,6 @@ class Notifier:
             await asyncio.sleep(random.uniform(delay / 2, delay))
             delay = min(BACKOFF_MAX_S, delay * 2)
 
-    async def _post(self, body: bytes) -> str:
-        assert self._session is not None
-        ts = int(time.time())
-        headers = {
-            "Content-Type": "application/json",
-            "X-QIM-Timestamp": str(ts),
-            "X-QIM-Signature": sign(self.secret, ts, body),
-        }
-        try:
-            async with self._session.post(
-                self.url,
-                data=body,
-                headers=headers,
-                allow_redirects=False,
-                ssl=self._ssl if self.url.startswith("https://") else True,
-            ) as resp:
-                await resp.read()
-                return "ok" if 200 <= resp.status < 300 else "status"
-        except asyncio.TimeoutError:
-            return "timeout"
-        except (aiohttp.ClientError, OSError):
-            return "unreachable"
 
     async def _update_lag(self, force: bool = False) -> None:
         """qim_moderation_notify_lag_records over this node's partitions (high watermark -

@@ -18,14 +18,10 @@ import asyncio
 import json
 import logging
 import random
-import ssl
-import time
-from typing import Any, Optional
-
-import aiohttp
+from typing import Any
 
 from qim.obs.metrics import MetricSet
-from qim.policy.webhook import sign
+from qim.services.moderation.poster import SignedPoster
 from qim.stores.errors import StoreUnavailable
 from qim.stores.reports import ReportStore
 
@@ -74,18 +70,16 @@ class ReportDelivery:
         self.store, self.url, self.secret, self.batch = store, url, secret, batch
         self.timeout_s = timeout_ms / 1000
         self.metrics = metrics
-        self._ssl = ssl.create_default_context(cafile=ca_file or None)
-        self._session: Optional[aiohttp.ClientSession] = None
+        self.poster = SignedPoster(url, secret, ca_file, timeout_ms / 1000)
 
     async def close(self) -> None:
         """Close the HTTP session and the Redis client."""
-        if self._session is not None:
-            await self._session.close()
+        await self.poster.close()
         await self.store.close()
 
     async def run(self) -> None:
         """Read the undelivered reports, POST them until a 2xx, mark them delivered, forever."""
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+        self.poster.start()
         delay = BACKOFF_MIN_S
         while True:
             try:
@@ -99,7 +93,7 @@ class ReportDelivery:
             if not reps:
                 await asyncio.sleep(IDLE_S)
                 continue
-            outcome = await self._post(
+            outcome = await self.poster.post(
                 json.dumps({"reports": [report_json(r) for r in reps]}, separators=(",", ":")).encode()
             )
             self.metrics.attempts.labels(outcome=outcome).inc()
@@ -114,26 +108,3 @@ class ReportDelivery:
             except StoreUnavailable as exc:  # they are posted again: the receiver dedupes by report_id
                 logger.warning("delivered reports not marked (%s): they will be posted again", type(exc).__name__)
             self.metrics.delivered.inc(len(reps))
-
-    async def _post(self, body: bytes) -> str:
-        assert self._session is not None
-        ts = int(time.time())
-        headers = {
-            "Content-Type": "application/json",
-            "X-QIM-Timestamp": str(ts),
-            "X-QIM-Signature": sign(self.secret, ts, body),
-        }
-        try:
-            async with self._session.post(
-                self.url,
-                data=body,
-                headers=headers,
-                allow_redirects=False,
-                ssl=self._ssl if self.url.startswith("https://") else True,
-            ) as resp:
-                await resp.read()
-                return "ok" if 200 <= resp.status < 300 else "status"
-        except asyncio.TimeoutError:
-            return "timeout"
-        except (aiohttp.ClientError, OSError):
-            return "unreachable"
