@@ -34,7 +34,13 @@ from qim.stores.cql.errors import is_driver_error, translate
 PAGE_ROWS = 1000
 WRITE_CONCURRENCY = 64
 SKIP_TABLES = ("schema_version",)  # written by the migrations the restore runs
-ENCODED = {"blob": (bytes.hex, bytes.fromhex)}
+ENCODED: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
+    "blob": (bytes.hex, bytes.fromhex),
+    # a set's elements in the driver's (the cells') order: WRITETIME and TTL of a non-frozen
+    # collection are one per element in that order (Cassandra 5)
+    "set<blob>": (lambda v: [b.hex() for b in v], lambda v: [bytes.fromhex(x) for x in v]),
+}
+COLLECTIONS = ("set<blob>",)  # restored element by element, `c = c + {e}` at its own time
 PLAIN = ("bigint", "int", "text", "boolean", "smallint", "tinyint", "varint", "ascii", "double", "float")
 MESSAGE_TABLES = ("message_record", "conversation_history")  # rows name a message_id
 BOUND_TABLE = "conversation_archive"
@@ -85,6 +91,19 @@ def _layout(db: _Cql, table: str) -> tuple[list[str], list[str], list[str]]:
             raise EngineError(f"backup: column {table}.{name} has type {typ}, which qimctl backup does not carry")
     keys = [r[0] for r in rows if r[1] in ("partition_key", "clustering")]
     return [r[0] for r in rows], [r[3] for r in rows], keys
+
+
+def _add_elements(adds: dict[str, list[tuple]], table: str, keys: list[str], c: str, row: dict,
+                  times: Any, ttls: Any) -> None:
+    """One `c = c + {e}` per element of the collection `row[c]`, each at its own write time
+    and TTL (lists aligned with the elements; a single value stands for all of them)."""
+    elems = list(row[c])
+    ts = times if isinstance(times, list) else [times] * len(elems)
+    ls = ttls if isinstance(ttls, list) else [ttls] * len(elems)
+    if len(ts) != len(elems) or len(ls) != len(elems):
+        raise EngineError(f"restore: {table}.{c} has {len(elems)} elements but {len(ts)} write times")
+    for e, t, ttl in zip(elems, ts, ls):
+        adds.setdefault(c, []).append((ttl or 0, t, {e}, *(row[k] for k in keys)))
 
 
 def _tables(db: _Cql) -> list[str]:
@@ -163,7 +182,9 @@ def restore(cfg: ScyllaConfig, dir: Path, left_out: set[bytes],
                 head = json.loads(f.readline())
                 cols, types, keys = head["columns"], head["types"], head["keys"]
                 regular = [c for c in cols if c not in keys]
+                kinds = dict(zip(cols, types))
                 calls: dict[tuple[str, ...], list[tuple]] = {}
+                adds: dict[str, list[tuple]] = {}  # collection column -> (ttl, time, {element}, *keys)
                 n = 0
                 for line in f:
                     values, times, ttls = json.loads(line)
@@ -179,7 +200,11 @@ def restore(cfg: ScyllaConfig, dir: Path, left_out: set[bytes],
                             row["max_seq"], times = top, [top] * len(times)  # write time = max_seq (the tier's rule)
                     groups: dict[tuple[int, int], list[str]] = {}
                     for c, t, ttl in zip(regular, times, ttls):
-                        if row[c] is not None:
+                        if row[c] is None:
+                            continue
+                        if kinds[c] in COLLECTIONS:
+                            _add_elements(adds, table, keys, c, row, t, ttl)
+                        else:
                             groups.setdefault((t, ttl or 0), []).append(c)
                     for (t, ttl), group in sorted(groups.items()):
                         names = tuple([*keys, *group])
@@ -189,6 +214,14 @@ def restore(cfg: ScyllaConfig, dir: Path, left_out: set[bytes],
                 stmt = db.run("prepare", db.session.prepare,
                               f"INSERT INTO {db.ks}.{table} ({', '.join(names)}) VALUES "
                               f"({', '.join('?' for _ in names)}) USING TTL ? AND TIMESTAMP ?")
+                for ok, res in db.run("restore write", execute_concurrent_with_args, db.session, stmt, args,
+                                      WRITE_CONCURRENCY, False):
+                    if not ok:
+                        raise translate(res, "restore write") if is_driver_error(res) else res
+            for c, args in adds.items():
+                stmt = db.run("prepare", db.session.prepare,
+                              f"UPDATE {db.ks}.{table} USING TTL ? AND TIMESTAMP ? SET {c} = {c} + ? WHERE "
+                              + " AND ".join(f"{k} = ?" for k in keys))
                 for ok, res in db.run("restore write", execute_concurrent_with_args, db.session, stmt, args,
                                       WRITE_CONCURRENCY, False):
                     if not ok:
