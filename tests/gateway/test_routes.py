@@ -48,6 +48,7 @@ def test_every_client_request_opcode_has_one_route_to_its_backend():
         Opcode.SEND_MESSAGE: "writer", Opcode.RECALL_MESSAGE: "writer", Opcode.PULL_HISTORY: "writer",
         Opcode.CREATE_GROUP: "writer", Opcode.LEAVE_GROUP: "writer", Opcode.PULL_MEMBERS: "writer",
         Opcode.SET_GROUP_TITLE: "writer", Opcode.EDIT_MESSAGE: "writer", Opcode.REACT: "writer", Opcode.TYPING: "writer",
+        Opcode.REPORT: "writer",  # decision 0124
         Opcode.PULL_SESSION_LIST: "session", Opcode.MARK_READ: "session", Opcode.PULL_PROFILES: "session",
         Opcode.SET_CONVERSATION_STATE: "session", Opcode.SET_RECEIPTS: "session", Opcode.PULL_READERS: "session",
         Opcode.PULL_MAILBOX: "mailbox",

@@ -50,11 +50,12 @@ def test_reactions_clicked_under_a_message_and_typing_in_the_title(pages, stack,
         a.page.wait_for_selector("[data-testid=reaction][data-emoji='👍']", state="detached")
         assert a.page.text_content("[data-testid=reaction][data-emoji='🎉']") == "🎉 1"
 
-        # typing: Bo's shows in the title until it expires; Ada's reaches Bo
+        # typing: Bo's shows beside the title (never in it) until it expires; Ada's reaches Bo
         bo_peer.run(bo_peer.client.reactions.typing(chat))
-        a.page.wait_for_function("() => document.querySelector('[data-testid=chat-title]').textContent"
+        a.page.wait_for_function("() => document.querySelector('[data-testid=chat-typing]').textContent"
                                  ".includes('is typing…')")
-        a.page.wait_for_function("() => !document.querySelector('[data-testid=chat-title]').textContent"
+        assert "typing" not in a.page.text_content("[data-testid=chat-title]")
+        a.page.wait_for_function("() => !document.querySelector('[data-testid=chat-typing]').textContent"
                                  ".includes('typing…')", timeout=int(EXPIRY_WAIT_S * 1000))
         a.page.type("[data-testid=composer-text]", "hi")
         _until(lambda: bo_peer.client.reactions.typing_in(chat) == [ada], "Ada typing at Bo")

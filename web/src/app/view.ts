@@ -181,8 +181,9 @@ export class ChatView {
   private renderRows(scroll: boolean): void {
     if (!this.rows) return;
     const open = this.open ? this.convs.get(this.open) : undefined;
-    // names and titles learnt meanwhile, and who is typing
-    if (open) $("chat-title").textContent = this.titleOf(open) + typingWords(this.client, this.open, (u) => this.nameOf(u));
+    // names and titles learnt meanwhile; who is typing beside the title, never in it
+    if (open) $("chat-title").textContent = this.titleOf(open);
+    $("chat-typing").textContent = typingWords(this.client, this.open, (u) => this.nameOf(u));
     const box = $("messages");
     const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
     const ul = $("rows");
@@ -223,6 +224,7 @@ export class ChatView {
     const c = this.convs.get(id) ?? (await this.client.conversation(conv));
     $("chat").hidden = false;
     $("chat-title").textContent = c ? this.titleOf(c) : id;
+    $("chat-typing").textContent = "";
     $("chat-title").dataset.conversation = id;
     $("show-members").hidden = !c || c.kind !== KIND_GROUP;
     $("members").hidden = true;
