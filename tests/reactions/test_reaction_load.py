@@ -91,10 +91,17 @@ async def test_a_reaction_burst_in_a_1000_member_group_writes_no_mailbox(two_gat
     await asyncio.gather(*(burst(c) for c in clients))
     took = time.monotonic() - started
     changes = REACTORS * len(EMOJI) * 2
-    await eventually(lambda: len([e for e in w2.told.of(ReactionsChanged) if e.message_id == sent.message_id])
-                     == changes, timeout=60, what="every change told to the watcher")
-    final = [e for e in w2.told.of(ReactionsChanged) if e.message_id == sent.message_id][-1]
+    def told() -> list:
+        return [e for e in w2.told.of(ReactionsChanged) if e.message_id == sent.message_id]
+
+    # live events are best effort (decision 0121: a full push queue drops them, counted), so
+    # on a loaded machine the watcher is owed the end state, not every step: all the changes,
+    # or the last one told showing everything removed again
+    await eventually(lambda: len(told()) == changes or (told() and told()[-1].summary.counts == ()),
+                     timeout=60, what="the end of the burst told to the watcher")
+    final = told()[-1]
     assert final.removed and final.summary.counts == ()  # everything added was removed again
+    assert len(told()) <= changes  # never a change told twice
 
     assert mailbox_sizes(redis_addr, tenant_hex, everyone) == before  # no mailbox grew
     assert outbox_end(st.env["QIM_KAFKA_BOOTSTRAP"]) == outbox  # no Outbox record
