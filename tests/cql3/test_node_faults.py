@@ -29,11 +29,11 @@ import time
 from qim.dev.cassandra_cluster import pause, resume, wait_cluster_ready
 from qim.dev.redis_instances import layout_of
 from qim.stores.cql.session import REQUEST_TIMEOUT_S
+from tests.cql3.test_cql_mailbox import frontier_rows
 from tests.e2e.archive import archive_stack, qimctl, wait_floor
 from tests.e2e.instancegate import TENANT, Crowd, until
 from tests.e2e.sdkclient import client, close_all
 from tests.e2e.test_archive_crash import CONVERSATIONS, Traffic, check_everything, metric
-from tests.cql3.test_cql_mailbox import frontier_rows
 from tests.e2e.test_redis_instance_restart import HEAL_S, SEND_DEADLINE_S
 from tests.e2e.test_session_redis_restart import OUTAGE_S
 from tests.sdk.realstack import users

@@ -28,6 +28,7 @@ import psutil
 
 from qim._core import frame as frame_codec
 from qim.errors import ErrorCode, FrameError
+from qim.net.tls_failures import HandshakeFailed
 from qim.proto.v1 import common_pb2
 from qim.protocol import SERVER_INITIATED_OPCODES, Opcode
 from qim.wire.devtoken import issue_dev_token
@@ -38,12 +39,30 @@ from tests.fuzz.live_gen import Sequence, sequence
 DEADLINE_S = 20.0  # a loaded CI machine answers every request well within this
 CONCURRENCY = 12
 RSS_GROWTH_MB = 200
+# a gateway starved of CPU on a loaded 2-core CI host can miss the stack's 5 s handshake
+# bound (tests/fixtures.py AUTH_TIMEOUT_MS) and abort the connection: a client reconnects,
+# and so does this one, a few times; the properties are about what follows the handshake
+HANDSHAKE_TRIES = 3
+MAX_HANDSHAKE_RETRY_SHARE = 0.02
+
+
+async def _open(stack, stats: collections.Counter):
+    """open_raw, again after a failed TLS handshake (counted), HANDSHAKE_TRIES in all."""
+    for attempt in range(HANDSHAKE_TRIES):
+        try:
+            return await open_raw(stack)
+        except HandshakeFailed:
+            if attempt == HANDSHAKE_TRIES - 1:
+                raise
+            stats["handshake_retries"] += 1
+            await asyncio.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 async def _exchange(stack, seq: Sequence, stats: collections.Counter) -> None:
     """Send one sequence, read until every decodable request is answered or the
     gateway closes; Finding on any property of the module doc."""
-    reader, writer = await open_raw(stack)
+    reader, writer = await _open(stack, stats)
     sent = collections.Counter(rid for _, rid, _ in seq.requests)
     opcodes: dict[int, set[int]] = collections.defaultdict(set)
     for op, rid, _ in seq.requests:
@@ -147,6 +166,7 @@ async def test_fuzzed_sequences_end_in_replies_or_a_close_and_the_stack_stays_he
     await client.close()
     print(f"fuzz-live: {dict(stats)}")
     assert stats["requests"] > count  # the sequences really carried requests
+    assert stats["handshake_retries"] <= MAX_HANDSHAKE_RETRY_SHARE * count, "handshakes failing, not a rare miss"
     report = os.environ.get("QIM_FUZZ_REPORT")
     if report:
         _write_report(report, {"target": "live", "inputs": count, "findings": 0, "seed": seed, **stats,
