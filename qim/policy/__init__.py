@@ -8,6 +8,10 @@ Synapse's `check_event_for_spam` module callback and Centrifuge's PublishHandler
 one of:
 
 - ACCEPT: the send goes on to its commit;
+- Replace(body): accepted with another body (e.g. masked words): the replaced body is
+  committed instead of the sent one, the send keeps its identity (the client's original
+  content, so a retry is recognised) and the sender is told in its SEND_ACK / EDIT_OK
+  (`replaced`, `body`; decision 0126). `check` returns the replacement;
 - Refuse(reason): ERROR POLICY_REFUSED with the reason, for good (the SDKs raise
   PolicyRefused and keep the body in the failed row);
 - Hold(retry_after_ms, reason): not committed yet; ERROR UNAVAILABLE with retry_after_ms,
@@ -45,7 +49,7 @@ from qim.obs.metrics import MetricSet
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ACCEPT", "Accept", "Hold", "KeptRefusals", "PolicyHeld", "PolicySeam", "Refuse", "SendFacts",
+__all__ = ["ACCEPT", "Accept", "Hold", "KeptRefusals", "PolicyHeld", "PolicySeam", "Refuse", "Replace", "SendFacts",
            "SendPolicy", "Verdict", "load_policy"]
 
 # A policy answers within this; past it the send is held (not committed, retried by the
@@ -64,7 +68,10 @@ class SendFacts:
     (`tenant`, `user_id`, `device_id`: from the token, never from the request);
     `conversation_id` (a room's is ids.conversation_id_room, and `room_id` is set);
     the content (`message_type`, `custom_type`, `body`: bytes, at most
-    QIM_MAX_MESSAGE_BODY) and the `client_message_id` (16 bytes)."""
+    QIM_MAX_MESSAGE_BODY) and the `client_message_id` (16 bytes); a send's
+    `reply_to_message_id` (16 bytes, b"" when none), `mention_user_ids` and `mention_all`
+    (decision 0120); `edit_of` (the edited message's id, b"" for a send: an edit's
+    `body` is the new body, decision 0126)."""
 
     kind: str
     tenant: int
@@ -76,12 +83,20 @@ class SendFacts:
     body: bytes
     client_message_id: bytes
     room_id: int = 0
+    reply_to_message_id: bytes = b""
+    mention_user_ids: tuple[int, ...] = ()
+    mention_all: bool = False
+    edit_of: bytes = b""
 
     def digest(self) -> bytes:
         """What identifies the content of the send (a cmid reused with another content
-        is CONFLICT, as at the commit)."""
+        is CONFLICT, as at the commit); reply, mentions and edit target only when present."""
         h = hashlib.blake2b(digest_size=16)
-        for part in (self.conversation_id, self.message_type.to_bytes(4, "big"), self.custom_type, self.body):
+        parts = [self.conversation_id, self.message_type.to_bytes(4, "big"), self.custom_type, self.body]
+        if self.reply_to_message_id or self.mention_user_ids or self.mention_all or self.edit_of:
+            mentions = b"".join(u.to_bytes(8, "big") for u in self.mention_user_ids)
+            parts += [self.reply_to_message_id, mentions, bytes([self.mention_all]), self.edit_of]
+        for part in parts:
             h.update(len(part).to_bytes(4, "big") + part)
         return h.digest()
 
@@ -89,6 +104,16 @@ class SendFacts:
 @dataclass(frozen=True)
 class Accept:
     """The send goes on to its commit."""
+
+
+@dataclass(frozen=True)
+class Replace:
+    """Accepted with `body` instead of the sent body (masked words; decision 0126): the
+    writer commits `body` (at most QIM_MAX_MESSAGE_BODY, else the send is refused), the
+    sender's SEND_ACK / EDIT_OK says `replaced` and carries it. A body equal to the sent
+    one is a plain accept."""
+
+    body: bytes
 
 
 @dataclass(frozen=True)
@@ -109,7 +134,7 @@ class Hold:
 
 
 ACCEPT = Accept()
-Verdict = Union[Accept, Refuse, Hold]
+Verdict = Union[Accept, Replace, Refuse, Hold]
 SendPolicy = Callable[[SendFacts], Union[Verdict, Awaitable[Verdict]]]
 
 
@@ -163,7 +188,7 @@ def load_policy(spec: str) -> Optional[SendPolicy]:
 
 class PolicyMetrics(MetricSet):
     """qim_send_policy_verdicts_total{kind, verdict}: the seam's answers by conversation
-    kind and verdict (accept, refuse, hold, remembered, timeout, error)."""
+    kind and verdict (accept, replace, refuse, hold, remembered, timeout, error)."""
 
     def __init__(self, registry: Optional[CollectorRegistry] = None) -> None:
         super().__init__(registry)
@@ -192,8 +217,10 @@ class PolicySeam:
         self._refused: OrderedDict[tuple[int, int, bytes], tuple[bytes, str, float]] = OrderedDict()
 
     async def check(self, facts: SendFacts, committed: Optional[Callable[[], Awaitable[bool]]] = None,
-                    kept: Optional[KeptRefusals] = None) -> None:
-        """Returns when the send may commit. Raises RequestError POLICY_REFUSED (refused
+                    kept: Optional[KeptRefusals] = None) -> Optional[bytes]:
+        """Returns when the send may commit: None (commit the sent body; also when the
+        verdict is kept: a commit exists and the caller's reserve answers it) or the body
+        a Replace verdict commits instead. Raises RequestError POLICY_REFUSED (refused
         now or before for this cmid), CONFLICT (this cmid was refused with another
         content), PolicyHeld (held, the policy did not answer within POLICY_TIMEOUT_S, or
         it failed: fail closed, the client retries). `committed()` is awaited only on a
@@ -220,11 +247,16 @@ class PolicySeam:
                 self.refused_before(facts, stands)
             if accepted_before:  # accepted before: the reserve answers the original ACK
                 self._count(facts.kind, "remembered")
-                return
+                return None
         verdict = await self._ask(facts)
         if isinstance(verdict, Accept):
             self._count(facts.kind, "accept")
-            return
+            return None
+        if isinstance(verdict, Replace):
+            # committed instead of the sent body; the commit binds it to the cmid like an
+            # acceptance (a retry finds the commit and its stored record; decision 0126)
+            self._count(facts.kind, "replace")
+            return verdict.body if verdict.body != facts.body else None
         if isinstance(verdict, Hold):
             stands = await kept.refused() if kept is not None else None
             if stands is not None:  # refused before this process (a restart, a failover)
@@ -239,7 +271,7 @@ class PolicySeam:
             reason = None
         if reason is None:  # accepted earlier and committed: that verdict stands
             self._count(facts.kind, "accept")
-            return
+            return None
         self._keep(facts, reason, now)
         self._count(facts.kind, "refuse")
         raise RequestError(ErrorCode.POLICY_REFUSED, reason)
@@ -277,7 +309,8 @@ class PolicySeam:
             logger.error("send policy failed: %s", type(exc).__name__)  # no body, no message text (it may quote it)
             self._count(facts.kind, "error")
             return Hold(TIMEOUT_HOLD_MS, "the send policy failed")
-        if not isinstance(answer, (Accept, Refuse, Hold)):
+        if not isinstance(answer, (Accept, Replace, Refuse, Hold)) or (
+                isinstance(answer, Replace) and not isinstance(answer.body, bytes)):
             logger.error("send policy returned %s, not a Verdict", type(answer).__name__)
             self._count(facts.kind, "error")
             return Hold(TIMEOUT_HOLD_MS, "the send policy failed")

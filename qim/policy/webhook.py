@@ -8,9 +8,9 @@ makes qim-writer and qim-room ask the operator's HTTP endpoint
   `X-QIM-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>." + body>` with
   QIM_MODERATION_WEBHOOK_SECRET, so the receiver checks it came from QIM and is fresh.
   TLS is verified (the system's CAs, or QIM_MODERATION_WEBHOOK_CA_FILE for a private CA).
-- Answer: 200 with an empty body or a JSON object = accept; a 200 object with "body" (a
-  replaced content) cannot be carried by the seam yet and refuses the send (0114);
-  403 = refuse with the object's "reason"; anything else (another status, a body that is
+- Answer: 200 with an empty body or a JSON object = accept; a 200 object with "body"
+  (base64) or "text" (UTF-8) = accept with that replaced content (masked words): it is
+  committed instead of the sent body (Replace; decision 0126); 403 = refuse with the object's "reason"; anything else (another status, a body that is
   not a JSON object, a broken response), no answer within QIM_MODERATION_SYNC_TIMEOUT_MS
   (a slot of the concurrency cap included), a refused connection or an open circuit
   breaker = "no answer": QIM_WEBHOOK_FAIL_POLICY decides per kind, open = accept,
@@ -37,14 +37,13 @@ from prometheus_client import CollectorRegistry
 from qim.config.moderation import WebhookConfig, webhook_config
 from qim.errors import ConfigError
 from qim.obs.metrics import LATENCY_BUCKETS, MetricSet
-from qim.policy import ACCEPT, REASON_MAX, Refuse, SendFacts, Verdict
+from qim.policy import ACCEPT, REASON_MAX, Refuse, Replace, SendFacts, Verdict
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FAIL_CLOSED_REASON", "MASK_REASON", "WebhookPolicy", "request_body", "sign"]
+__all__ = ["FAIL_CLOSED_REASON", "WebhookPolicy", "request_body", "sign"]
 
 FAIL_CLOSED_REASON = "moderation unavailable"  # the refusal of "no answer" under fail closed
-MASK_REASON = "the moderator would change this message; it was not sent"  # 200 with "body": not built
 DEFAULT_REFUSE_REASON = "refused by moderation"
 NO_ANSWER = ("status", "garbage", "timeout", "unreachable", "breaker", "busy")
 
@@ -60,7 +59,9 @@ def request_body(facts: SendFacts) -> bytes:
     """The JSON the webhook gets: kind, tenant (decimal string), sender {user_id,
     device_id}, conversation_id (hex), room_id (0 unless a room), message_type,
     custom_type (base64), body (base64 of the bytes), text (the body as UTF-8 when it
-    decodes, else null), client_message_id (hex)."""
+    decodes, else null), client_message_id (hex), reply_to_message_id (hex, null when
+    none), mentions {user_ids (decimal strings), all}, edit_of (the edited message_id
+    in hex for an edit, null for a send; decisions 0120, 0126)."""
     try:
         text: Optional[str] = facts.body.decode("utf-8")
     except UnicodeDecodeError:
@@ -72,6 +73,9 @@ def request_body(facts: SendFacts) -> bytes:
         "message_type": facts.message_type, "custom_type": base64.b64encode(facts.custom_type).decode(),
         "body": base64.b64encode(facts.body).decode(), "text": text,
         "client_message_id": facts.client_message_id.hex(),
+        "reply_to_message_id": facts.reply_to_message_id.hex() or None,
+        "mentions": {"user_ids": [str(u) for u in facts.mention_user_ids], "all": facts.mention_all},
+        "edit_of": facts.edit_of.hex() or None,
     }, separators=(",", ":")).encode()
 
 
@@ -219,8 +223,9 @@ class WebhookPolicy:
             reason = answer.get("reason")
             text = reason[:REASON_MAX] if isinstance(reason, str) and reason.strip() else DEFAULT_REFUSE_REASON
             return "refuse", Refuse(text)
-        if "body" in answer:  # a replaced content: the seam cannot carry it (decision 0114)
-            return "masked", Refuse(MASK_REASON)
+        if "body" in answer or "text" in answer:  # a replaced content (decision 0126)
+            replaced = _replacement(answer)
+            return ("masked", Replace(replaced)) if replaced is not None else ("garbage", None)
         return "accept", ACCEPT
 
     def _client(self) -> aiohttp.ClientSession:
@@ -230,6 +235,21 @@ class WebhookPolicy:
             self._session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None))
             self._loop = loop
         return self._session
+
+
+def _replacement(answer: dict) -> Optional[bytes]:
+    """A 200 answer's replaced body: "body" base64 (strict) or "text" a string (UTF-8);
+    None when it is neither (the answer is garbage: the fail policy decides)."""
+    if "body" in answer:
+        value = answer["body"]
+        if not isinstance(value, str):
+            return None
+        try:
+            return base64.b64decode(value, validate=True)
+        except ValueError:
+            return None
+    text = answer["text"]
+    return text.encode("utf-8") if isinstance(text, str) else None
 
 
 _installed: Optional[WebhookPolicy] = None

@@ -282,7 +282,8 @@ class Client(GroupsAndRooms, ConversationChoices):
         data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
         peer = await self.store.run(self.store.peer_of, conv)
         ok = await requests.edit(self.runtime, conv, bytes(message_id), data, peer)
-        return Edited(bytes(ok.message_id), ok.version, ok.control_conversation_seq, ok.edited_at_ms)
+        return Edited(bytes(ok.message_id), ok.version, ok.control_conversation_seq, ok.edited_at_ms,
+                      replaced=ok.replaced, body=ok.body if ok.replaced else None)
 
     async def recall(self, conversation_id: bytes, message_id: bytes) -> Recalled:
         """Recall one of the user's own messages (24 h window on the server); the stored

@@ -19,7 +19,9 @@ from qim.sdk.model import Conversation, Membership, PendingSend, StoredMessage
 @dataclass(frozen=True)
 class SendAck:
     """Outcome of one send. `reconciled` is True when the commit was learnt from our own
-    mailbox entry after a reconnect instead of a SEND_ACK frame."""
+    mailbox entry after a reconnect instead of a SEND_ACK frame. `replaced` True: the
+    server's moderation committed `body` instead of the sent body (masked words; the
+    stored row now has it; docs/decisions/0126); `body` is None otherwise."""
 
     client_message_id: bytes
     message_id: bytes
@@ -27,6 +29,8 @@ class SendAck:
     conversation_seq: int
     created_at_ms: int
     reconciled: bool = False
+    replaced: bool = False
+    body: Optional[bytes] = None
 
 
 @dataclass(frozen=True)
@@ -44,12 +48,15 @@ class Recalled:
 class Edited:
     """Outcome of `Client.edit` (docs/decisions/0120): the message (16 raw bytes) has body
     version `version`, announced by the CONTROL message at `control_conversation_seq`
-    (unix ms `edited_at_ms`)."""
+    (unix ms `edited_at_ms`). `replaced` True: moderation committed `body` as this
+    version instead of the body given (decision 0126); `body` is None otherwise."""
 
     message_id: bytes
     version: int
     control_conversation_seq: int
     edited_at_ms: int
+    replaced: bool = False
+    body: Optional[bytes] = None
 
 
 @dataclass(frozen=True)

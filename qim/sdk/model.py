@@ -107,13 +107,15 @@ class PendingSend:
 
 @dataclass(frozen=True)
 class Resolved:
-    """A pending send found committed: its cmid and the ACK coordinates."""
+    """A pending send found committed: its cmid and the ACK coordinates; `body` the
+    committed body when moderation replaced the sent one (SEND_ACK `replaced`), else None."""
 
     client_message_id: bytes
     message_id: bytes
     conversation_id: bytes
     conversation_seq: int
     created_at_ms: int
+    body: Optional[bytes] = None
 
 
 @dataclass(frozen=True)

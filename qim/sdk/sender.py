@@ -251,9 +251,11 @@ class Sender:
 
     async def _acked(self, cmid: bytes, a: message_pb2.SendAck) -> None:
         core = self._core
+        body = a.body if a.replaced else None  # moderation's replaced body (decision 0126)
         changed = await core.store.run(core.store.mark_acked, Resolved(cmid, a.message_id, a.conversation_id,
-                                                                       a.conversation_seq, a.created_at_ms))
-        ack = SendAck(cmid, a.message_id, a.conversation_id, a.conversation_seq, a.created_at_ms)
+                                                                       a.conversation_seq, a.created_at_ms, body))
+        ack = SendAck(cmid, a.message_id, a.conversation_id, a.conversation_seq, a.created_at_ms,
+                      replaced=a.replaced, body=body)
         self._ledger.resolve(cmid, ack=ack)
         if changed.conversations or changed.reads:  # the row was pending: tell its new state
             core.tell(changed)

@@ -184,6 +184,8 @@ class LocalStore(ListsMixin):
                                     PENDING, FAILED))
             if not cur.rowcount:
                 return ApplyResult([], [])
+            if r.body is not None:  # moderation replaced the body: the row shows what was committed (0126)
+                self._db.execute("UPDATE pending SET body = ? WHERE client_message_id = ?", (r.body, r.client_message_id))
             return conversations.after_ack(self._db, self.user_id, r)
 
     def mark_failed(self, client_message_id: bytes) -> bool:

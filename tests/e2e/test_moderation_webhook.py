@@ -5,12 +5,14 @@ development CA given as QIM_MODERATION_WEBHOOK_CA_FILE) with
 QIM_WEBHOOK_FAIL_POLICY=direct=open,group=closed,room=open.
 
 Through the gateway: 403 is POLICY_REFUSED with the webhook's reason (the SDK raises
-PolicyRefused); a masking answer is refused (not built); 500, garbage, a broken
+PolicyRefused); a masking answer commits the masked body (decision 0126: SEND_ACK,
+ROOM_ACK and EDIT_OK say `replaced` with the committed body, recipients and history have
+only it, the SDK's row too); 500, garbage, a broken
 connection and a hang past the timeout are "no answer": direct sends are accepted (open),
 group sends refused with "moderation unavailable" (closed), room posts accepted (open);
 a retried send (same client_message_id) gets the same verdict without a second webhook
 request, also after the writer is SIGKILLed and restarted; recipients get only what
-was accepted."""
+was accepted. The request names the reply target and the mentions."""
 
 from __future__ import annotations
 
@@ -19,18 +21,23 @@ import os
 
 import pytest
 
+from qim.consts import MESSAGE_TYPE_CONTROL
 from qim.errors import ErrorCode
-from qim.policy.webhook import FAIL_CLOSED_REASON, MASK_REASON
+from qim.policy.webhook import FAIL_CLOSED_REASON
 from qim.proto.v1 import room_pb2
 from qim.protocol import Opcode
 from qim.sdk import PolicyRefused
+from qim.sdk.requests import pull_history
+from qim.wire.control import control_event
 from tests.e2e.rawclient import RawClient, wait_for_entries
 from tests.e2e.roomkit import RawRoomClient, join_all, member, room_id
+from tests.e2e.sdkclient import client, close_all
 from tests.e2e.test_groups import CONTROL, create, users
 from tests.e2e.test_send_policy import gsend, served
 from tests.fixtures import running_stack
 from tests.policy.hookserver import REFUSAL, SECRET, HookServer
 from tests.policy.switchstack import ROOT
+from tests.sdk.realstack import eventually
 
 SEND = Opcode.SEND_MESSAGE
 
@@ -69,7 +76,8 @@ async def test_verdicts_fail_policy_per_kind_and_retries_across_a_writer_kill(ho
         assert op == Opcode.GROUP_OK, created
         direct = {text: os.urandom(16) for text in (b"hello", b"please refuse", b"mask me", b"boom", b"garbage",
                                                      b"broken", b"hang")}
-        gcmids = {text: os.urandom(16) for text in (b"group hello", b"group refuse", b"group boom", b"group hang")}
+        gcmids = {text: os.urandom(16) for text in (b"group hello", b"group mask it", b"group refuse", b"group boom",
+                                                     b"group hang")}
 
         async def check_all() -> dict:
             acks = {}
@@ -77,21 +85,22 @@ async def test_verdicts_fail_policy_per_kind_and_retries_across_a_writer_kill(ho
                 op, reply = await served(lambda text=text, cmid=cmid: a.send_text(ub, text, cmid=cmid))
                 if text == b"please refuse":
                     assert refused(op, reply, REFUSAL), reply
-                elif text == b"mask me":
-                    assert refused(op, reply, MASK_REASON), reply
-                else:  # accepted, or no answer under fail open
+                else:  # accepted (masked: replaced), or no answer under fail open
                     assert op == Opcode.SEND_ACK, (text, reply)
-                    acks[text] = (reply.message_id, reply.conversation_seq)
+                    acks[text] = (reply.message_id, reply.conversation_seq, reply.replaced, reply.body)
             for text, cmid in gcmids.items():
                 op, reply = await served(lambda text=text, cmid=cmid: gsend(a, group, text, cmid))
-                if text == b"group hello":
+                if text in (b"group hello", b"group mask it"):
                     assert op == Opcode.SEND_ACK, reply
-                    acks[text] = (reply.message_id, reply.conversation_seq)
+                    acks[text] = (reply.message_id, reply.conversation_seq, reply.replaced, reply.body)
                 else:
                     assert refused(op, reply, REFUSAL if b"refuse" in text else FAIL_CLOSED_REASON), (text, reply)
             return acks
 
         first = await check_all()
+        # a masked send is committed with the webhook's body, and the sender is told
+        assert first[b"mask me"][2:] == (True, b"**** me") and first[b"group mask it"][2:] == (True, b"group **** it")
+        assert first[b"hello"][2:] == (False, b"")
         again = await check_all()  # every send retried: same verdict, same ACK
         assert again == first
         await asyncio.to_thread(hook_stack.kill_service, "writer")
@@ -100,9 +109,10 @@ async def test_verdicts_fail_policy_per_kind_and_retries_across_a_writer_kill(ho
         assert await check_all() == first  # and after a writer SIGKILL
         # one webhook request per send, whatever its outcome, across the retries and the kill
         assert {hook.calls_for(c) for c in (*direct.values(), *gcmids.values())} == {1}
-        entries = await wait_for_entries(b, 7)  # the group's notice, five direct sends, one group send
+        entries = await wait_for_entries(b, 9)  # the group's notice, six direct sends, two group sends
         bodies = sorted(e.body for e in entries if e.message_type != CONTROL)
-        assert bodies == sorted([b"hello", b"boom", b"garbage", b"broken", b"hang", b"group hello"]), bodies
+        assert bodies == sorted([b"hello", b"**** me", b"boom", b"garbage", b"broken", b"hang", b"group hello",
+                                 b"group **** it"]), bodies
     finally:
         if not hook_stack.alive("writer"):
             await asyncio.to_thread(hook_stack.start_service, "writer")
@@ -121,16 +131,18 @@ async def test_room_posts_and_the_sdk(hook_stack, hook, tmp_path):
         assert op == Opcode.ERROR and (reply.code, reply.message) == (ErrorCode.POLICY_REFUSED, REFUSAL), reply
         for body in (b"room hello", b"room boom", b"room hang"):  # no answer: fail open for rooms
             op, reply = await a.post(room, body)
-            assert op == Opcode.ROOM_ACK, (body, reply)
+            assert op == Opcode.ROOM_ACK and not reply.replaced, (body, reply)
+        op, reply = await a.post(room, b"room mask")
+        assert op == Opcode.ROOM_ACK and (reply.replaced, reply.body) == (True, b"room ****"), reply
 
         def posted() -> list[bytes]:
             return [e.body for evs in b.room_events() for e in evs.events if e.kind == room_pb2.RoomEvent.POST]
 
         for _ in range(50):
-            if len(posted()) >= 3:
+            if len(posted()) >= 4:
                 break
             await b.drain(0.2)
-        assert posted() == [b"room hello", b"room boom", b"room hang"]
+        assert posted() == [b"room hello", b"room boom", b"room hang", b"room ****"]
     finally:
         await a.close()
         await b.close()
@@ -140,9 +152,57 @@ async def test_room_posts_and_the_sdk(hook_stack, hook, tmp_path):
         with pytest.raises(PolicyRefused) as info:
             await sdk.send(conv, b"sdk refuse")
         assert info.value.message == REFUSAL
-        with pytest.raises(PolicyRefused) as masked:
-            await sdk.send(conv, b"sdk mask")
-        assert masked.value.message == MASK_REASON
+        masked = await sdk.send(conv, b"sdk mask")
+        assert (masked.replaced, masked.body) == (True, b"sdk ****")
         assert (await sdk.send(conv, b"sdk boom")).conversation_seq >= 1  # fail open for direct
     finally:
         await sdk.close()
+
+
+async def test_a_masked_group_send_and_edits_seen_masked_by_sender_recipient_and_history(hook_stack, hook, tmp_path):
+    ua, ub = users(2)
+    ca, cb = await client(hook_stack, tmp_path, ua), await client(hook_stack, tmp_path, ub)
+    try:
+        for c in (ca, cb):
+            await c.connect()
+        conv = (await ca.create_group([ub])).conversation_id
+        first = await ca.send_text(conv, "plain words")
+        ack = await ca.send(conv, b"a mask here", reply_to=first.message_id, mentions=[ub])
+        assert (ack.replaced, ack.body) == (True, b"a **** here")
+        # the webhook was asked with the reply target and the mentions (decision 0120's fields)
+        asked = next(r for r in hook.requests if r["client_message_id"] == ack.client_message_id.hex())
+        assert (asked["reply_to_message_id"], asked["mentions"], asked["edit_of"]) == (
+            first.message_id.hex(), {"user_ids": [str(ub)], "all": False}, None)
+
+        async def body_of(c, message_id: bytes) -> bytes | None:
+            rows = await c.store.run(c.store.messages, conv)
+            return next((m.body for m in rows if m.message_id == message_id), None)
+
+        for c in (ca, cb):  # the sender's store and the recipient's: only the masked body
+            await eventually(lambda c=c: _is(body_of(c, ack.message_id), b"a **** here"), timeout=60,
+                             what="the masked body stored")
+        edited = await ca.edit(conv, first.message_id, "edit mask it")
+        assert (edited.replaced, edited.body, edited.version) == (True, b"edit **** it", 1)
+        with pytest.raises(PolicyRefused) as info:
+            await ca.edit(conv, first.message_id, "edit refuse")
+        assert info.value.message == REFUSAL
+        plain = await ca.edit(conv, first.message_id, "edit plainly")
+        assert (plain.replaced, plain.body, plain.version) == (False, None, 2)
+        for c in (ca, cb):
+            await eventually(lambda c=c: _is(body_of(c, first.message_id), b"edit plainly"), timeout=60,
+                             what="the last edit stored")
+        edit_cmids = {r["client_message_id"] for r in hook.requests if r["edit_of"] == first.message_id.hex()}
+        assert len(edit_cmids) == 3  # every edit was asked, with the edited message named
+        batch = await pull_history(cb.runtime, conv, 0, anchor_seq=0, newer=True, limit=50)
+        bodies = {i.message_id: i.body for i in batch.items if i.message_type != MESSAGE_TYPE_CONTROL}
+        assert bodies[ack.message_id] == b"a **** here" and bodies[first.message_id] == b"edit plainly"
+        notices = [control_event(i.body).edit.body for i in batch.items if i.message_type == MESSAGE_TYPE_CONTROL
+                   and control_event(i.body).WhichOneof("event") == "edit"]
+        assert notices == [b"edit **** it", b"edit plainly"]  # the refused edit left no version
+        assert not any(b"mask" in i.body for i in batch.items), "an unmasked body reached history"
+    finally:
+        await close_all(ca, cb)
+
+
+async def _is(got, want: bytes) -> bool:
+    return await got == want

@@ -5,7 +5,8 @@ a thread of its own so a test's loop and the stack's processes both reach it.
 It checks every request's X-QIM-Signature over "<X-QIM-Timestamp>." + body with the
 shared secret (401 when it does not match or the timestamp is stale: the receiver's side
 of the protocol) and answers by the send's text, so every outcome can be steered from a
-send: "refuse" -> 403 {"reason": REFUSAL}; "mask" -> 200 {"body": "***"}; "boom" -> 500;
+send: "refuse" -> 403 {"reason": REFUSAL}; "mask" -> 200 {"body": base64 of the text with
+every "mask" replaced by MASKED} (a replaced body, decision 0126); "boom" -> 500;
 "garbage" -> 200 with a body that is not JSON; "broken" -> the connection closed without
 an answer; "hang" -> no answer for HANG_S; anything else -> 200 (empty). `mode`, when
 set, answers every request that way. `calls` counts requests per client_message_id (hex).
@@ -14,6 +15,7 @@ set, answers every request that way. `calls` counts requests per client_message_
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import hashlib
 import hmac
@@ -30,6 +32,7 @@ from qim.dev.certs import CLIENT_PORT, ensure_dev_pki
 
 SECRET = "test-webhook-secret-0123456789"
 REFUSAL = "not on this server, friend"
+MASKED = "****"
 HANG_S = 5.0
 STALE_S = 300
 
@@ -96,7 +99,8 @@ class HookServer:
         if rule == "refuse":
             return web.json_response({"reason": REFUSAL}, status=403)
         if rule == "mask":
-            return web.json_response({"body": "***"})
+            masked = (facts.get("text") or "").replace("mask", MASKED).encode()
+            return web.json_response({"body": base64.b64encode(masked).decode()})
         if rule == "boom":
             return web.Response(status=500, text="internal error")
         if rule == "garbage":

@@ -1,6 +1,6 @@
 """The moderation webhook policy (qim/policy/webhook.py; docs/decisions/0114) against a
 real HTTPS webhook on loopback (tests/policy/hookserver.py): accept, refuse with the
-receiver's reason, a masking answer refused (not built), and every kind of "no answer"
+receiver's reason, a masking answer as a Replace (decision 0126), and every kind of "no answer"
 (500, garbage, a broken connection, a hang past the timeout, a refused connection, a
 full concurrency cap, an open breaker) decided by the fail policy per kind; the request
 is signed and TLS is verified; nothing of a body reaches a log line."""
@@ -8,6 +8,7 @@ is signed and TLS is verified; nothing of a body reaches a log line."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import socket
@@ -18,8 +19,8 @@ import pytest
 from qim.config.env import Env
 from qim.config.moderation import WebhookConfig, parse_fail_policy
 from qim.errors import ConfigError
-from qim.policy import ACCEPT, Refuse, SendFacts
-from qim.policy.webhook import FAIL_CLOSED_REASON, MASK_REASON, WebhookPolicy
+from qim.policy import ACCEPT, Refuse, Replace, SendFacts
+from qim.policy.webhook import FAIL_CLOSED_REASON, WebhookPolicy
 from tests.policy.hookserver import REFUSAL, SECRET, HookServer
 
 
@@ -57,12 +58,38 @@ async def verdicts(config: WebhookConfig, *sends: SendFacts) -> list:
 async def test_accept_refuse_and_mask_answers(hook, config):
     sends = [facts("hello"), facts("please refuse this"), facts("mask my words"), facts("refuse", "room")]
     got = await verdicts(config, *sends)
-    assert got == [ACCEPT, Refuse(REFUSAL), Refuse(MASK_REASON), Refuse(REFUSAL)]
+    assert got == [ACCEPT, Refuse(REFUSAL), Replace(b"**** my words"), Refuse(REFUSAL)]
     assert [hook.calls_for(f.client_message_id) for f in sends] == [1, 1, 1, 1]
     assert hook.bad_signatures == 0
     asked = next(r for r in hook.requests if r["client_message_id"] == sends[0].client_message_id.hex())
     assert (asked["kind"], asked["sender"], asked["text"], asked["body"]) == ("direct", {"user_id": 7, "device_id": 1},
                                                                             "hello", "aGVsbG8=")
+
+
+async def test_the_request_names_mentions_reply_target_and_edited_message(hook, config):
+    target, edited = os.urandom(16), os.urandom(16)
+    send = replace(facts("hello @8"), reply_to_message_id=target, mention_user_ids=(8, 2**63), mention_all=True)
+    edit = replace(facts("fixed"), edit_of=edited)
+    assert await verdicts(config, send, edit, facts("plain")) == [ACCEPT, ACCEPT, ACCEPT]
+    asked = {r["client_message_id"]: r for r in hook.requests}
+    got = asked[send.client_message_id.hex()]
+    assert (got["reply_to_message_id"], got["mentions"], got["edit_of"]) == (
+        target.hex(), {"user_ids": ["8", str(2**63)], "all": True}, None)
+    assert asked[edit.client_message_id.hex()]["edit_of"] == edited.hex()
+    plain = next(r for r in hook.requests if r["text"] == "plain")
+    assert (plain["reply_to_message_id"], plain["mentions"], plain["edit_of"]) == (
+        None, {"user_ids": [], "all": False}, None)
+
+
+@pytest.mark.parametrize("answer, verdict", [({"text": "h*llo"}, Replace(b"h*llo")),
+                                             ({"body": "aGk="}, Replace(b"hi")),
+                                             ({"body": "not base64!"}, Refuse(FAIL_CLOSED_REASON)),
+                                             ({"text": 5}, Refuse(FAIL_CLOSED_REASON))])
+def test_a_replaced_body_is_base64_body_or_text_else_garbage(answer, verdict):
+    # _answer is the parser of the real server's bytes above; the fail policy (closed for
+    # direct) decides a replacement that does not decode, as any garbage
+    outcome, got = WebhookPolicy._answer(200, json.dumps(answer).encode())
+    assert (got or Refuse(FAIL_CLOSED_REASON)) == verdict, outcome
 
 
 @pytest.mark.parametrize("text", ["boom", "garbage", "broken", "hang"])

@@ -32,6 +32,8 @@ export class FakeGateway {
   acks = new Map<string, Uint8Array>();
   holdAcks = false;
   dropAfterSend = false;
+  /** Moderation of the fake: a replaced body for a send (SEND_ACK replaced, the entry masked), null to keep it. */
+  mask: ((body: Uint8Array) => Uint8Array | null) | null = null;
   cursorFloor = 0n;
   /** The mailbox's shard_epoch: a cursor of another one is CURSOR_EXPIRED, as one ahead of the mailbox (0075/0076). */
   shardEpoch = 1n;
@@ -158,11 +160,13 @@ export class FakeGateway {
     if (!ack) {
       this.seq++;
       const mid = new Uint8Array(16).fill(Number(this.seq % 250n) + 1);
+      const masked = this.mask?.(m.body) ?? null; // moderation's replaced body (decision 0126)
       ack = toBinary(SendAckSchema, create(SendAckSchema, { clientMessageId: m.clientMessageId, messageId: mid,
-        conversationId: m.conversationId, conversationSeq: this.seq, createdAtMs: 1000n + this.seq }));
+        conversationId: m.conversationId, conversationSeq: this.seq, createdAtMs: 1000n + this.seq,
+        ...(masked ? { replaced: true, body: masked } : {}) }));
       this.acks.set(key, ack);
       this.deliver({ eventType: 1, messageId: mid, conversationId: m.conversationId, conversationSeq: this.seq,
-        senderId: this.userId, createdAtMs: 1000n + this.seq, messageType: m.messageType, body: m.body,
+        senderId: this.userId, createdAtMs: 1000n + this.seq, messageType: m.messageType, body: masked ?? m.body,
         clientMessageId: m.clientMessageId });
     }
     if (this.dropAfterSend) {

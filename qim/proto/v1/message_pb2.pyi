@@ -70,18 +70,22 @@ class EditTrail(_message.Message):
     def __init__(self, edited_at_ms: _Optional[int] = ..., control_message_ids: _Optional[_Iterable[bytes]] = ..., control_seqs: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class SendAck(_message.Message):
-    __slots__ = ("client_message_id", "message_id", "conversation_id", "conversation_seq", "created_at_ms")
+    __slots__ = ("client_message_id", "message_id", "conversation_id", "conversation_seq", "created_at_ms", "replaced", "body")
     CLIENT_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     CONVERSATION_SEQ_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    REPLACED_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
     client_message_id: bytes
     message_id: bytes
     conversation_id: bytes
     conversation_seq: int
     created_at_ms: int
-    def __init__(self, client_message_id: _Optional[bytes] = ..., message_id: _Optional[bytes] = ..., conversation_id: _Optional[bytes] = ..., conversation_seq: _Optional[int] = ..., created_at_ms: _Optional[int] = ...) -> None: ...
+    replaced: bool
+    body: bytes
+    def __init__(self, client_message_id: _Optional[bytes] = ..., message_id: _Optional[bytes] = ..., conversation_id: _Optional[bytes] = ..., conversation_seq: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., replaced: _Optional[bool] = ..., body: _Optional[bytes] = ...) -> None: ...
 
 class MessageRecord(_message.Message):
     __slots__ = ("tenant_id", "message_id", "conversation_id", "conversation_seq", "sender_id", "sender_device_id", "client_message_id", "message_type", "custom_type", "body", "created_at_ms", "state", "reply", "mention_user_ids", "mention_all", "version", "edits")
@@ -170,16 +174,20 @@ class EditMessage(_message.Message):
     def __init__(self, conversation_id: _Optional[bytes] = ..., message_id: _Optional[bytes] = ..., client_message_id: _Optional[bytes] = ..., peer_user_id: _Optional[int] = ..., body: _Optional[bytes] = ...) -> None: ...
 
 class EditOk(_message.Message):
-    __slots__ = ("message_id", "version", "control_conversation_seq", "edited_at_ms")
+    __slots__ = ("message_id", "version", "control_conversation_seq", "edited_at_ms", "replaced", "body")
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CONTROL_CONVERSATION_SEQ_FIELD_NUMBER: _ClassVar[int]
     EDITED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    REPLACED_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
     message_id: bytes
     version: int
     control_conversation_seq: int
     edited_at_ms: int
-    def __init__(self, message_id: _Optional[bytes] = ..., version: _Optional[int] = ..., control_conversation_seq: _Optional[int] = ..., edited_at_ms: _Optional[int] = ...) -> None: ...
+    replaced: bool
+    body: bytes
+    def __init__(self, message_id: _Optional[bytes] = ..., version: _Optional[int] = ..., control_conversation_seq: _Optional[int] = ..., edited_at_ms: _Optional[int] = ..., replaced: _Optional[bool] = ..., body: _Optional[bytes] = ...) -> None: ...
 
 class MessageEdit(_message.Message):
     __slots__ = ("message_id", "conversation_seq", "version", "body", "edited_at_ms")

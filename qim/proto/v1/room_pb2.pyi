@@ -101,18 +101,22 @@ class RoomSend(_message.Message):
     def __init__(self, room_id: _Optional[int] = ..., client_message_id: _Optional[bytes] = ..., message_type: _Optional[_Union[_common_pb2.MessageType, str, int]] = ..., custom_type: _Optional[bytes] = ..., body: _Optional[bytes] = ..., recall: _Optional[_Union[RoomPosition, _Mapping]] = ...) -> None: ...
 
 class RoomAck(_message.Message):
-    __slots__ = ("room_id", "client_message_id", "room_epoch", "room_seq", "created_at_ms")
+    __slots__ = ("room_id", "client_message_id", "room_epoch", "room_seq", "created_at_ms", "replaced", "body")
     ROOM_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     ROOM_EPOCH_FIELD_NUMBER: _ClassVar[int]
     ROOM_SEQ_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    REPLACED_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
     room_id: int
     client_message_id: bytes
     room_epoch: int
     room_seq: int
     created_at_ms: int
-    def __init__(self, room_id: _Optional[int] = ..., client_message_id: _Optional[bytes] = ..., room_epoch: _Optional[int] = ..., room_seq: _Optional[int] = ..., created_at_ms: _Optional[int] = ...) -> None: ...
+    replaced: bool
+    body: bytes
+    def __init__(self, room_id: _Optional[int] = ..., client_message_id: _Optional[bytes] = ..., room_epoch: _Optional[int] = ..., room_seq: _Optional[int] = ..., created_at_ms: _Optional[int] = ..., replaced: _Optional[bool] = ..., body: _Optional[bytes] = ...) -> None: ...
 
 class RoomEvents(_message.Message):
     __slots__ = ("events", "room_id", "room_epoch", "member_count", "rejoin")

@@ -175,9 +175,10 @@ class Room:
 
     # --- posts ----------------------------------------------------------------------
     def post(self, link_id: int, connection: int, user: int, name: str, req: room_pb2.RoomSend,
-             identity: bytes) -> tuple[bytes, bool]:
+             identity: bytes, replaced: bool = False) -> tuple[bytes, bool]:
         """Apply a ROOM_SEND of a member: (ROOM_ACK body, True when it was a retry of an
-        earlier post). FORBIDDEN (not joined, another's post), CONFLICT, NOT_FOUND."""
+        earlier post). FORBIDDEN (not joined, another's post), CONFLICT, NOT_FOUND.
+        `replaced`: req.body is the send policy's replacement (the ACK says so, decision 0126)."""
         if (link_id, connection) not in self.members:
             raise RequestError(ErrorCode.FORBIDDEN, "join the room before posting to it")
         now = self._monotonic()
@@ -196,7 +197,8 @@ class Room:
         else:
             event = self._emit(POST, user, name, req.client_message_id, req.message_type, req.custom_type, req.body)
         ack = room_pb2.RoomAck(room_id=self.room_id, client_message_id=req.client_message_id, room_epoch=self.epoch,
-                               room_seq=event.room_seq, created_at_ms=event.created_at_ms).SerializeToString()
+                               room_seq=event.room_seq, created_at_ms=event.created_at_ms, replaced=replaced,
+                               body=req.body if replaced else b"").SerializeToString()
         self._dedup[(user, req.client_message_id)] = (identity, ack, now)
         if len(self._dedup) > ROOM_DEDUP_ENTRIES:
             self._dedup.popitem(last=False)

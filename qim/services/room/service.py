@@ -111,21 +111,33 @@ class RoomService:
         try:
             room = self._joined_room(link, tenant, req)
             user, cmid = call.actor.user_id, req.client_message_id
+            replacement = None
             if not room.posted(user, cmid):
                 facts = SendFacts(kind="room", tenant=tenant, user_id=user, device_id=call.actor.device_id,
                                   conversation_id=ids.conversation_id_room(tenant, req.room_id),
                                   message_type=req.message_type, custom_type=req.custom_type, body=req.body,
                                   client_message_id=cmid, room_id=req.room_id)
-                await self.policy.check(facts, lambda: _posted(self.book.get(tenant, req.room_id), user, cmid))
+                replacement = await self.policy.check(facts, lambda: _posted(self.book.get(tenant, req.room_id), user,
+                                                                             cmid))
             await place.wait()
-            return self._send(link, call, tenant, req)  # read again: the room may have moved meanwhile
+            # read again: the room may have moved meanwhile; a replaced body (decision 0126) is
+            # posted under the identity of the sent one, so a retry is answered from the dedup window
+            return self._send(link, call, tenant, req, replacement)
         finally:
             place.release()
 
-    def _send(self, link: GatewayLink, call: internal_pb2.RoomCall, tenant: int, req: room_pb2.RoomSend) -> bytes:
+    def _send(self, link: GatewayLink, call: internal_pb2.RoomCall, tenant: int, req: room_pb2.RoomSend,
+              replacement: Optional[bytes] = None) -> bytes:
         room = self._joined_room(link, tenant, req)
+        identity = send_identity(req)
+        if replacement is not None and len(replacement) <= self.max_body:
+            sent, req = req, room_pb2.RoomSend()
+            req.CopyFrom(sent)
+            req.body = replacement
+        elif replacement is not None:
+            raise RequestError(ErrorCode.POLICY_REFUSED, "the moderator's replacement exceeds the body limit")
         ack, retry = room.post(link.link_id, call.connection, call.actor.user_id, call.actor.display_name, req,
-                               send_identity(req))
+                               identity, replacement is not None)
         if retry:
             self._m.retries.inc()
         return ack

@@ -41,6 +41,7 @@ from qim.proto.v1 import internal_pb2, message_pb2
 from qim.services.writer.hlc import CeilingPassed, HlcClock
 from qim.services.writer.metrics import WriterMetrics
 from qim.services.writer.outbox import OutboxPublisher, ack
+from qim.services.writer.replaced import checked_replacement, mark_replaced, replay_replaced
 from qim.services.writer.replies import SendExtras, has_extras
 from qim.services.writer.sequencer import ConversationTurns, Turn
 from qim.stores.commits import (
@@ -54,6 +55,7 @@ from qim.stores.commits import (
     Reserved,
 )
 from qim.stores.errors import ClockBehind, MembershipMoved, RecordChanged, StoreUnavailable
+from qim.stores.messages import MessageStore
 from qim.wire.outbox import stored_record
 from qim.wire.validate import check_send_shape, identity_digest
 
@@ -98,11 +100,13 @@ class AudiencePlanner(Protocol):
 
 
 def send_facts(actor: internal_pb2.Actor, tenant: int, kind: int, msg: message_pb2.SendMessage) -> SendFacts:
-    """What the send policy sees of a direct or group SEND_MESSAGE (qim/policy)."""
+    """What the send policy sees of a direct or group SEND_MESSAGE (qim/policy), reply
+    target and mentions included (decision 0120)."""
     return SendFacts(kind="group" if kind == CONVERSATION_KIND_GROUP else "direct", tenant=tenant,
                      user_id=actor.user_id, device_id=actor.device_id, conversation_id=msg.conversation_id,
                      message_type=msg.message_type, custom_type=msg.custom_type, body=msg.body,
-                     client_message_id=msg.client_message_id)
+                     client_message_id=msg.client_message_id, reply_to_message_id=msg.reply_to_message_id,
+                     mention_user_ids=tuple(msg.mention_user_ids), mention_all=msg.mention_all)
 
 
 @dataclass(frozen=True)
@@ -141,8 +145,10 @@ class MessageCommitter:
     def __init__(self, commits: CommitStore, producer: AsyncProducer, clock: HlcClock, shard_count: int,
                  faults: FaultPoints, planners: Mapping[int, AudiencePlanner],
                  metrics: Optional[WriterMetrics] = None, max_body: int = MAX_MESSAGE_BODY,
-                 policy: Optional[PolicySeam] = None, extras: Optional[SendExtras] = None) -> None:
+                 policy: Optional[PolicySeam] = None, extras: Optional[SendExtras] = None,
+                 messages: Optional[MessageStore] = None) -> None:
         self._commits = commits
+        self._messages = messages  # a retried send's committed body (replaced, decision 0126)
         self._extras = extras  # replies and mentions (docs/decisions/0120); None: refused
         self._policy = policy if policy is not None else PolicySeam(None)  # QIM_SEND_POLICY (0099)
         self._max_body = max_body  # QIM_MAX_MESSAGE_BODY, the limit the gateway checks too
@@ -258,6 +264,7 @@ class MessageCommitter:
         ref = CommitRef(tenant, msg.conversation_id, actor.user_id, msg.client_message_id)
         digest = identity_digest(msg)
         facts = send_facts(actor, tenant, kind, msg) if self._policy.active else None
+        replacement: Optional[bytes] = None
         for attempt in range(REPLAN_ATTEMPTS):
             # planned before the conversation's turn comes (reads overlap); a re-plan reads
             # again while the turn is held, so arrival order is kept
@@ -266,9 +273,13 @@ class MessageCommitter:
                 # the send policy (docs/decisions/0099): after the plan (a non-member's send is
                 # FORBIDDEN before any policy sees it), before the reserve, once per request;
                 # a refusal is kept in the CommitStore while no commit of this cmid exists
-                await self._policy.check(facts, kept=StoreRefusals(self._commits, ref, digest))
+                replacement = checked_replacement(
+                    await self._policy.check(facts, kept=StoreRefusals(self._commits, ref, digest)), self._max_body)
+            # a replaced body (decision 0126) is committed under the original identity digest
             record = self.new_record(actor, msg.conversation_id, msg.client_message_id, msg.message_type,
-                                     msg.custom_type, msg.body)
+                                     msg.custom_type, msg.body if replacement is None else replacement)
+            if replacement is not None and len(replacement) > len(msg.body):
+                plan.audience["inline_body"] = False  # planned for the sent size: the pull resolves it
             if has_extras(msg):
                 if self._extras is None:
                     raise RequestError(ErrorCode.INVALID_ARGUMENT, "this writer takes no replies or mentions")
@@ -285,7 +296,7 @@ class MessageCommitter:
                 return self._commits.reserve(res, group)
 
             try:
-                return await self.run_commit(ref, digest, record, self.audience(**plan.audience), turn, reserve,
+                done = await self.run_commit(ref, digest, record, self.audience(**plan.audience), turn, reserve,
                                              msg.previous_client_message_id)
             except MembershipMoved:
                 continue
@@ -293,4 +304,9 @@ class MessageCommitter:
                 if facts is None:  # only a policy-checked reserve reads a kept refusal
                     raise
                 self._policy.refused_before(facts, exc.message)
+            if facts is None:
+                return done
+            if done.message_id == record.message_id:  # this attempt's commit
+                return done if replacement is None else mark_replaced(done, replacement)
+            return await replay_replaced(done, msg.body, self._messages, tenant)  # a retry: the stored body tells
         raise RequestError(ErrorCode.UNAVAILABLE, "group membership kept changing; retry")

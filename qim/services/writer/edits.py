@@ -11,7 +11,8 @@ hot tier (a trimmed one is past any edit window), never a CONTROL message.
 
 An edit is a send for idempotency (its client_message_id: a retry replays the EditOk, the
 same cmid with another body or target is CONFLICT) and for the send policy (decision 0099:
-the new body is checked like a send's, a refusal is kept per cmid). A recall of an edited
+the new body is checked like a send's, a refusal is kept per cmid; a Replace verdict's body
+is the version committed, EDIT_OK `replaced` and `body` tell the sender, decision 0126). A recall of an edited
 message blanks the edit CONTROL messages too (qim/services/writer/moderation.py), so no
 version survives it.
 """
@@ -29,6 +30,7 @@ from qim.protocol import EventType
 from qim.services.writer.access import visible_interval
 from qim.services.writer.committer import REPLAN, REPLAN_ATTEMPTS, MessageCommitter, StoreRefusals, inline_decision
 from qim.services.writer.hlc import now_ms
+from qim.services.writer.replaced import checked_replacement
 from qim.services.writer.sequencer import Turn
 from qim.stores.commits import COMMITTED, CommitRef, CommitStore, Reservation, Reserved, StateChange
 from qim.stores.groups import GroupStore
@@ -90,11 +92,13 @@ class Edits:
             event = control_event(stored.record.body) if stored is not None else None
             if event is not None and event.WhichOneof("event") == "edit":
                 ok.version, ok.edited_at_ms = event.edit.version, event.edit.edited_at_ms
+                if event.edit.body != req.body:  # the policy replaced it (decision 0126)
+                    ok.replaced, ok.body = True, event.edit.body
         return ok
 
     async def _change(self, actor: internal_pb2.Actor, tenant: int, req: message_pb2.EditMessage, ref: CommitRef,
                       digest: bytes, turn: Turn) -> message_pb2.EditOk:
-        checked = False
+        checked, body = False, req.body
         for _ in range(REPLAN_ATTEMPTS):
             stored = await self._messages.get(tenant, req.conversation_id, req.message_id)
             if stored is None or stored.record.conversation_id != req.conversation_id \
@@ -116,27 +120,29 @@ class Edits:
                                   user_id=actor.user_id, device_id=actor.device_id,
                                   conversation_id=req.conversation_id, message_type=target.message_type,
                                   custom_type=target.custom_type, body=req.body,
-                                  client_message_id=req.client_message_id)
-                await self._policy.check(facts, kept=StoreRefusals(self._commits, ref, digest))
+                                  client_message_id=req.client_message_id, edit_of=req.message_id)
+                replacement = checked_replacement(
+                    await self._policy.check(facts, kept=StoreRefusals(self._commits, ref, digest)), self._max_body)
+                body = req.body if replacement is None else replacement  # committed, digest of the sent one
             checked = True
             edited_at = now_ms()
             version = target.version + 1
             notice = message_pb2.MessageEdit(message_id=req.message_id, conversation_seq=target.conversation_seq,
-                                             version=version, body=req.body, edited_at_ms=edited_at)
-            body = message_pb2.ControlEvent(edit=notice).SerializeToString()
+                                             version=version, body=body, edited_at_ms=edited_at)
+            control = message_pb2.ControlEvent(edit=notice).SerializeToString()
             record = self._committer.new_record(actor, req.conversation_id, req.client_message_id,
-                                                MESSAGE_TYPE_CONTROL, b"", body)
-            audience, group_version = await self._audience(tenant, req, target, len(body))
+                                                MESSAGE_TYPE_CONTROL, b"", control)
+            audience, group_version = await self._audience(tenant, req, target, len(control))
             change = StateChange(req.message_id, stored.version, b"", message_pb2.MESSAGE_STATE_NORMAL)
             if group_version is not None:
                 change.group_version, change.actor = group_version, actor.user_id
 
             def reserve(res: Reservation, change: StateChange = change, target: message_pb2.MessageRecord = target,
-                        version: int = version, edited_at: int = edited_at) -> Awaitable[Reserved]:
+                        version: int = version, edited_at: int = edited_at, body: bytes = body) -> Awaitable[Reserved]:
                 # the new version names its own CONTROL message, whose id is drawn only now (HLC)
                 new = message_pb2.MessageRecord()
                 new.CopyFrom(target)
-                new.body, new.version = req.body, version
+                new.body, new.version = body, version
                 new.edits.edited_at_ms = edited_at
                 new.edits.control_message_ids.append(res.message_id)
                 change.new_record = new.SerializeToString()
@@ -146,7 +152,10 @@ class Edits:
                 ack = await self._committer.run_commit(ref, digest, record, audience, turn, reserve)
             except REPLAN:
                 continue
-            return message_pb2.EditOk(message_id=req.message_id, version=version,
+            if ack.message_id != record.message_id:  # a concurrent retry's commit: its own reply
+                return await self._replay(tenant, req, ref, ack.conversation_seq)
+            return message_pb2.EditOk(message_id=req.message_id, version=version, replaced=body != req.body,
+                                      body=body if body != req.body else b"",
                                       control_conversation_seq=ack.conversation_seq, edited_at_ms=edited_at)
         raise RequestError(ErrorCode.UNAVAILABLE, "the message kept changing; retry")
 

@@ -72,7 +72,7 @@ class ConversationWriter(ServiceNode):
         policy = PolicySeam(load_policy(config.send_policy), self.registry)
         self.committer = MessageCommitter(stores.commits, self.producer, self.clock, config.common.shard_count,
                                           FaultPoints(config.fault_point), planners, self.metrics, config.max_body,
-                                          policy, SendExtras(stores.messages, stores.groups))
+                                          policy, SendExtras(stores.messages, stores.groups), stores.messages)
         self.recovery = CommitRecovery(stores.commits, self.committer, config.recovery_stale_ms)
         self.groups = Groups(stores.groups, stores.commits, stores.messages, self.committer)
         self.ops = WriterOps(stores.messages, stores.groups, self.committer, self.groups,

@@ -237,7 +237,8 @@ export class Client {
   /**
    * Edit one of our own messages (within the recall window): every device, this one too,
    * gets messagesUpdated with the new body and version when the edit's notice arrives.
-   * ServerError FORBIDDEN (not ours, too old, recalled), NOT_FOUND, POLICY_REFUSED.
+   * ServerError FORBIDDEN (not ours, too old, recalled), NOT_FOUND, POLICY_REFUSED. The
+   * EditOk's `replaced` is true when moderation committed its `body` instead (decision 0126).
    */
   async edit(conv: Uint8Array, messageId: Uint8Array, text: string): Promise<EditOk> {
     const peer = (await this.conversation(conv))?.peerUserId ?? 0n;

@@ -72,6 +72,8 @@ export interface Resolved {
   conversationId: Uint8Array;
   conversationSeq: bigint;
   createdAtMs: bigint;
+  /** The committed body when moderation replaced the sent one (SEND_ACK replaced; decision 0126). */
+  body?: Uint8Array;
 }
 
 /** The newest visible message of a conversation (body cut at 4 KiB: bodyComplete false). */

@@ -126,7 +126,7 @@ export class Sender {
       this.resolved(row.clientMessageId);
       const ack: SendAck = { clientMessageId: row.clientMessageId, messageId: a.messageId,
         conversationId: a.conversationId, conversationSeq: a.conversationSeq, createdAtMs: a.createdAtMs,
-        reconciled: false };
+        reconciled: false, ...(a.replaced ? { replaced: true, body: a.body } : {}) };
       // null: storage trouble (told as "storage"); the send is committed all the same
       const changed = await rt.store.markAcked(ack).catch(() => null);
       rt.settle(row.clientMessageId, ack);

@@ -140,11 +140,13 @@ export class LocalStore {
       const store = tx.objectStore("pending");
       const p = await store.get(toHex(r.clientMessageId));
       if (!p || (p.state !== "pending" && p.state !== "failed")) return emptyResult();
-      await store.put({ ...p, state: "acked", messageId: r.messageId, conversationSeq: r.conversationSeq });
+      // a body moderation replaced (decision 0126): the row shows what was committed
+      const body = r.body ?? p.body;
+      await store.put({ ...p, body, state: "acked", messageId: r.messageId, conversationSeq: r.conversationSeq });
       const list = new ListTx(tx, this.userId);
       const row = await list.row(r.conversationId, p.recipientUserId);
       if (row) {
-        list.advanceHead(row, headOf(r.messageId, r.conversationSeq, this.userId, r.createdAtMs, p.messageType, p.body,
+        list.advanceHead(row, headOf(r.messageId, r.conversationSeq, this.userId, r.createdAtMs, p.messageType, body,
           MessageState.NORMAL));
         list.moveRead(row, r.conversationSeq, true);
       }
