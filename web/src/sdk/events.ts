@@ -19,6 +19,10 @@ export interface SendAck {
   createdAtMs: bigint;
   /** True when learnt from the user's own mailbox entry rather than the SEND_ACK. */
   reconciled: boolean;
+  /** True when the server's moderation committed `body` instead of the sent body (masked
+   * words; docs/decisions/0126): the stored row has `body`. Absent/false otherwise. */
+  replaced?: boolean;
+  body?: Uint8Array;
 }
 
 /** One chatroom event as the app sees it, at (roomEpoch, roomSeq) (qim.sdk.room_events RoomMessage). */
