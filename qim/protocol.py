@@ -77,6 +77,13 @@ class Opcode(enum.IntEnum):
     REPORT = 0x0C01  # a member reports a message (docs/decisions/0124-user-reports.md)
     REPORT_OK = 0x0C02
 
+    PUSH_REGISTER = 0x0D01  # device push registrations (docs/decisions/0128-device-push-registrations.md)
+    PUSH_REGISTER_OK = 0x0D02
+    PUSH_UNREGISTER = 0x0D03
+    PUSH_UNREGISTER_OK = 0x0D04
+    PUSH_LIST = 0x0D05
+    PUSH_LIST_OK = 0x0D06
+
     WRITER_SEND = 0x7F01
     MAILBOX_PULL = 0x7F02
     PUSH_BATCH = 0x7F03

@@ -11,6 +11,7 @@ One store per domain, each the only owner of its keys, scripts and error mapping
 | mailboxes.py | MailboxStore | user mailboxes, DispatchProgress, shard watermarks |
 | sessions.py | SessionStore | conversation sets, direct peers, the projection checkpoint |
 | reads.py | ReadPositionStore | read_conversation_seq per (user, conversation) |
+| push.py | PushRegistrationStore | device push registrations (docs/decisions/0128) |
 | archive.py | ArchiveStore, ConversationStateStore, ArchiveStateStore, HotHistory | the archive tier (docs/decisions/0023) |
 | tiered.py | TieredMessageStore | MessageStore over Redis above each hot floor and CQL below |
 | retention.py | (pure) | retention classes and row TTLs |

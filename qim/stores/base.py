@@ -15,6 +15,7 @@ from qim.stores.leases import ClockLeaseStore
 from qim.stores.mailboxes import MailboxStore
 from qim.stores.messages import MessageStore
 from qim.stores.presence import SessionEpochStore
+from qim.stores.push import PushRegistrationStore
 from qim.stores.reads import ReadPositionStore
 from qim.stores.rooms import RoomEpochStore
 from qim.stores.sessions import SessionStore
@@ -39,6 +40,7 @@ class Stores:
     epochs: SessionEpochStore
     rooms: RoomEpochStore
     convstates: ConversationStateStore
+    push: PushRegistrationStore  # device push registrations (docs/decisions/0128)
     archive_tier: Optional["ArchiveTier"] = None
     name: ClassVar[str] = ""
 

@@ -51,6 +51,7 @@ def test_every_client_request_opcode_has_one_route_to_its_backend():
         Opcode.REPORT: "writer",  # decision 0124
         Opcode.PULL_SESSION_LIST: "session", Opcode.MARK_READ: "session", Opcode.PULL_PROFILES: "session",
         Opcode.SET_CONVERSATION_STATE: "session", Opcode.SET_RECEIPTS: "session", Opcode.PULL_READERS: "session",
+        Opcode.PUSH_REGISTER: "session", Opcode.PUSH_UNREGISTER: "session", Opcode.PUSH_LIST: "session",  # 0128
         Opcode.PULL_MAILBOX: "mailbox",
         Opcode.JOIN_ROOM: "room", Opcode.ROOM_SEND: "room", Opcode.LEAVE_ROOM: "room"}
     assert BULK_OPS == {Opcode.PULL_HISTORY, Opcode.PULL_MEMBERS, Opcode.PULL_SESSION_LIST, Opcode.PULL_MAILBOX}

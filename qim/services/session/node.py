@@ -86,7 +86,8 @@ class SessionNode(ServiceNode):
                                                     conversations=tier.conversations, messages=stores.messages,
                                                     groups=stores.groups, metrics=self.metrics)
         self.sessions = SessionService(stores.messages, stores.groups, stores.sessions, stores.reads, self.cache,
-                                       self._send_devices, self._unserved, self.metrics, restore, stores.convstates)
+                                       self._send_devices, self._unserved, self.metrics, restore, stores.convstates,
+                                       stores.push)
         self.peers = OwnerTable(self.shard_registry, {}, ("gateway",))
         self.gateways = GatewayLinks(self.peers, lambda gw, addr: OneWayLink(
             addr, Opcode.DEVICE_FRAMES, queue_limit=PEER_QUEUE_LIMIT, on_drop=self._frame_dropped,

@@ -41,8 +41,10 @@ from qim.protocol import Opcode
 from qim.services.session.cache import SessionListCache, Snapshot
 from qim.services.session.convstate import ConvStateCalls
 from qim.services.session.metrics import SessionMetrics
+from qim.services.session.push import PushCalls, PushHandlers
 from qim.services.session.summary import PageError, Summarizer
 from qim.stores.convstate import ConversationStateStore
+from qim.stores.push import PushRegistrationStore
 from qim.stores.errors import StorageError
 from qim.stores.groups import GroupStore
 from qim.stores.intervals import OPEN
@@ -64,14 +66,15 @@ DeviceSend = Callable[[int, int, int, int, bytes], None]  # (tenant, user, exclu
 Unserved = Callable[[int, int, bool], Optional[str]]
 
 
-class SessionService:
+class SessionService(PushHandlers):
     """`await handle(body)` -> (reply_opcode, reply_body) for one SessionCall body."""
 
     def __init__(self, messages: MessageStore, groups: GroupStore, sessions: SessionStore, reads: ReadPositionStore,
                  cache: SessionListCache, send_devices: DeviceSend, unserved: Unserved,
                  metrics: Optional[SessionMetrics] = None,
                  restore: Optional[Callable[[int, int, frozenset], Awaitable[int]]] = None,
-                 states: Optional[ConversationStateStore] = None) -> None:
+                 states: Optional[ConversationStateStore] = None,
+                 push: Optional[PushRegistrationStore] = None) -> None:
         self._m = metrics if metrics is not None else SessionMetrics()
         self._messages = messages
         self._groups = groups
@@ -90,6 +93,8 @@ class SessionService:
         # (docs/decisions/0023, 0065: firstreg.py restore_list); None without the archive tier
         self._restore = restore
         self._tasks: set[asyncio.Task] = set()
+        # device push registrations (push.py, docs/decisions/0128)
+        self._push = None if push is None else PushCalls(push, unserved)
         self._dispatch = Dispatch(SESSION, self)
 
     async def handle(self, body: bytes) -> tuple[int, bytes]:

@@ -15,6 +15,7 @@ from qim.stores.redis.leases import RedisClockLeases
 from qim.stores.redis.mailboxes import RedisMailboxStore
 from qim.stores.redis.messages import RedisMessageStore
 from qim.stores.redis.presence import RedisSessionEpochs
+from qim.stores.redis.push import RedisPushRegistrations
 from qim.stores.redis.rooms import RedisRoomEpochs
 from qim.stores.redis.scripts import boundary
 from qim.stores.redis.sessions import RedisReadPositions, RedisSessionStore
@@ -44,6 +45,7 @@ class RedisBackend(Stores):
             epochs=RedisSessionEpochs(t),
             rooms=RedisRoomEpochs(t),
             convstates=RedisConversationStates(t),
+            push=RedisPushRegistrations(t),
         )
 
     async def check(self, commit_facts: bool, allow_unsafe_dev: bool) -> None:

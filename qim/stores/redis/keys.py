@@ -264,6 +264,12 @@ def receipts_key(tenant: int, user_id: int) -> str:
     return f"qim:receipts:{tenant:032x}:{user_id}"
 
 
+def push_key(tenant: int, user_id: int) -> str:
+    """HASH, PushRegistrationStore (docs/decisions/0128): device_id -> PushRegistration
+    bytes, "t:<device_id>" -> its token's digest, "v" -> the user's version."""
+    return f"qim:push:{tenant:032x}:{user_id}"
+
+
 # --- RevocationStore ------------------------------------------------------------------
 REVOCATION_CHANNEL = "qim:revocations"  # PUBLISH "tenant_hex:user:device:cutoff" to every gateway
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from qim.consts import PROFILES_PAGE_MAX, U63_MAX
 from qim.errors import ErrorCode, RequestError
-from qim.proto.v1 import convstate_pb2, session_pb2
+from qim.proto.v1 import convstate_pb2, push_pb2, session_pb2
 from qim.services.gateway.context import ClientSession
+from qim.wire.push import check_register
 from qim.wire.validate import check_conversation, parse_request
 
 
@@ -62,4 +63,23 @@ def pull_readers_key(conn: ClientSession, body: bytes) -> int:
     check_conversation(req.conversation_id)
     if req.conversation_seq == 0:
         raise RequestError(ErrorCode.INVALID_ARGUMENT, "conversation_seq must be > 0")
+    return conn.shard
+
+
+def push_register_key(conn: ClientSession, body: bytes) -> int:
+    """PUSH_REGISTER: a registration that passes qim/wire/push.py (docs/decisions/0128);
+    the user's session shard."""
+    check_register(parse_request(push_pb2.PushRegister, body, "PUSH_REGISTER"))
+    return conn.shard
+
+
+def push_unregister_key(conn: ClientSession, body: bytes) -> int:
+    """PUSH_UNREGISTER: a valid request; the user's session shard."""
+    parse_request(push_pb2.PushUnregister, body, "PUSH_UNREGISTER")
+    return conn.shard
+
+
+def push_list_key(conn: ClientSession, body: bytes) -> int:
+    """PUSH_LIST: a valid request; the user's session shard."""
+    parse_request(push_pb2.PushList, body, "PUSH_LIST")
     return conn.shard
