@@ -63,6 +63,7 @@ from qim.sdk.events import (
 )
 from qim.sdk.identity import DeviceIdentity, default_data_dir, device_identity
 from qim.sdk.model import Conversation, LastMessage, Membership
+from qim.sdk.push import PushInvalid, PushRegistration
 from qim.sdk.room_events import RoomAck, RoomEventsAdded, RoomInfo, RoomMessage, RoomStateChanged
 from qim.sdk.runtime import ClientRuntime
 from qim.sdk.store import LocalStore, StoredMessage, StoreError
@@ -81,4 +82,5 @@ __all__ = [
     "SendFailed", "SyncFailed", "ReadPositionChanged", "MembershipChanged", "direct_conversation", "TlsError",
     "IdError", "RoomAck", "RoomEventsAdded", "RoomInfo", "RoomMessage", "RoomStateChanged",
     "ConversationState", "ConversationStateChanged", "PeerRead", "Readers", "MUTE_FOREVER",
+    "PushInvalid", "PushRegistration",
 ]

@@ -44,6 +44,7 @@ from qim.sdk.convstate import ConvStates
 from qim.sdk.events import ConnectionLost, Edited, NotConnected, Recalled, SendAck, SendRefused
 from qim.sdk.gateways import Endpoints
 from qim.sdk.model import Conversation, PendingSend, StoredMessage
+from qim.sdk.push import Push
 from qim.sdk.reactions import Reactions
 from qim.sdk.rooms import Rooms
 from qim.sdk.runtime import ClientRuntime
@@ -71,6 +72,7 @@ class Client(GroupsAndRooms, ConversationChoices):
         self.rooms.attach()
         self.reactions = Reactions(runtime)  # reactions and typing, in memory only (qim/sdk/reactions.py)
         self.reactions.attach()
+        self.push = Push(runtime)  # device push registrations (qim/sdk/push.py, decision 0128)
 
     @classmethod
     async def open(cls, endpoint: Endpoints, token: str, *, data_dir: Optional[str] = None,
