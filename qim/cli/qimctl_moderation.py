@@ -15,6 +15,7 @@ from __future__ import annotations
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from qim.cli.qimctl_moderation_ban import add_parsers as add_ban_parsers
+from qim.cli.qimctl_moderation_mute import add_parsers as add_mute_parsers
 from qim.cli.qimctl_moderation_reports import add_parsers as add_report_parsers
 from qim.cli.timearg import parse_time
 from qim.cli.topic_read import KAFKA_CALL_TIMEOUT_S, QUIET_CLIENT, high_watermarks
@@ -70,7 +71,8 @@ def run_replay(args) -> int:
 def add_parsers(sub, env) -> None:
     """Register `moderation replay`."""
     p = sub.add_parser(
-        "moderation", help="the ModerationService: replay notifications, ban and unban users, user reports, the action log"
+        "moderation",
+        help="the ModerationService: replay notifications, ban and unban users, group mutes, user reports, the log",
     )
     msub = p.add_subparsers(dest="moderation", required=True)
     r = msub.add_parser("replay", help="deliver the notifications again from a time (stop the nodes first)")
@@ -84,4 +86,5 @@ def add_parsers(sub, env) -> None:
     r.add_argument("--kafka-bootstrap", default=env.get("QIM_KAFKA_BOOTSTRAP"))
     r.set_defaults(func=run_replay)
     add_ban_parsers(msub, env)
+    add_mute_parsers(msub, env)
     add_report_parsers(msub, env)

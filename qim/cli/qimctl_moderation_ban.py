@@ -129,6 +129,7 @@ def run_log(args: argparse.Namespace, out=None) -> int:
         raise ConfigError(f"moderation log not read: {exc}") from None
     for r in rows:
         until = f" until={r['until']}" if r.get("until", "0") != "0" else ""
+        until += f" group={r['group']}" if "group" in r else ""  # a mute or unmute (decision 0127)
         print(
             f"{r['at_ms']} {r['operator']} {r['action']} user={r['user']} tenant={r['tenant']}{until} "
             f"reason={r['reason']!r}",

@@ -97,6 +97,14 @@ class Revoked(StorageError):
     code = ErrorCode.UNAUTHENTICATED
 
 
+class Muted(StorageError):
+    """The sender is muted in this group by an operator (`qimctl moderation mute`,
+    docs/decisions/0127-group-mute.md): a send, an edit or a reaction there is refused,
+    POLICY_REFUSED with the mute's message (its end and the operator's reason)."""
+
+    code = ErrorCode.POLICY_REFUSED
+
+
 class PreviousNotSequenced(StorageError):
     """SendMessage.previous_client_message_id names a send that holds no commit state yet:
     the client retries with the same cmid (docs/decisions/0017)."""

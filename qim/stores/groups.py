@@ -89,11 +89,21 @@ class MemberView(NamedTuple):
 class GroupSendView(NamedTuple):
     """What a group send is planned from (O(1), never the member list: no per-send cost that grows with the group): the
     membership_version (None: no such group), the current member count, and the
-    sender's own intervals (None: never a member)."""
+    sender's own intervals (None: never a member); `mute`: the sender's group mute as
+    stored, "<until_ms>\t<message>" (qim/stores/redis/mutes.py; None: not muted), read in
+    the same round trip (decision 0127)."""
 
     version: Optional[int]
     member_count: int
     intervals: Optional[tuple[Interval, ...]]
+    mute: Optional[str] = None
+
+    def muted(self, now_ms: int) -> Optional[str]:
+        """The message a muted sender is told while the mute is in force at `now_ms`, else None."""
+        if self.mute is None or "\t" not in self.mute:
+            return None
+        until, _, message = self.mute.partition("\t")
+        return message if until in ("", "0") or not until.isdigit() or int(until) > now_ms else None
 
 
 class SnapshotKey(NamedTuple):

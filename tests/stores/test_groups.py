@@ -105,12 +105,12 @@ async def test_send_view_is_version_count_and_the_senders_intervals(stores):
     """What a group send is planned from: O(1) reads, the same answers as the
     full member read (version, number of current members, the sender's intervals)."""
     g = group(stores, group_id=91)
-    assert await stores.groups.send_view(g.tenant, g.conversation_id, 5) == (None, 0, None)  # no group
+    assert await stores.groups.send_view(g.tenant, g.conversation_id, 5) == (None, 0, None, None)  # no group
     await g.change(5, "create", [5, 6, 7], joins=[5, 6, 7], group_id=91)
     await g.change(0, "edit", [5, 7], version=1, leaves=[6], group_id=91)
     view = await stores.groups.read(g.tenant, g.conversation_id)
     left = await stores.groups.send_view(g.tenant, g.conversation_id, 6)
     assert (left.version, left.member_count, left.intervals) == (2, len(view.current), view.members[6])
     assert left.intervals == ((0, 2),)  # left at J = 2
-    assert await stores.groups.send_view(g.tenant, g.conversation_id, 5) == (2, 2, ((0, None),))
+    assert await stores.groups.send_view(g.tenant, g.conversation_id, 5) == (2, 2, ((0, None),), None)  # not muted
     assert (await stores.groups.send_view(g.tenant, g.conversation_id, 8)).intervals is None

@@ -21,6 +21,7 @@ from qim.stores.errors import (
     Forbidden,
     LeaseLost,
     MembershipMoved,
+    Muted,
     NotFound,
     NotOwner,
     NotRecorded,
@@ -50,6 +51,7 @@ SCRIPT_REPLIES: dict[str, type[QimError]] = {
     "QIM_NOT_FOUND": NotFound,  # no such group; commit state vanished
     "QIM_PREVIOUS_PENDING": PreviousNotSequenced,
     "QIM_REVOKED": Revoked,  # the sender's token is revoked (docs/decisions/0080)
+    "QIM_MUTED": Muted,  # the sender is muted in the group (docs/decisions/0127)
     "QIM_MEMBERSHIP_CHANGED": MembershipMoved,
     "QIM_RECORD_CHANGED": RecordChanged,
     "QIM_CLOCK_BEHIND": ClockBehind,

@@ -52,14 +52,14 @@ class RedisGroupStore:
 
     async def send_view(self, tenant: int, conversation_id: bytes, user: int) -> GroupSendView:
         """GroupStore.send_view: the meta's version and member count (written by every
-        group change) and the sender's member field, one pipeline; StoreCorrupt when
+        group change), the sender's mute field and member field, one pipeline; StoreCorrupt when
         the meta has a version without a count."""
         keys = CommitKeys(tenant, conversation_id)
         with boundary("group read"):
             async with self._t.core(keys.bucket).pipeline(transaction=False) as pipe:
-                pipe.hmget(keys.group_meta(), "ver", "count")
+                pipe.hmget(keys.group_meta(), "ver", "count", f"mute:{user}")  # mutes.py mute_field (0127)
                 pipe.hget(keys.group_members(), user)
-                (ver, count), raw = await pipe.execute()
+                (ver, count, mute), raw = await pipe.execute()
         if ver is None:
             return GroupSendView(None, 0, None)
         try:
@@ -67,7 +67,8 @@ class RedisGroupStore:
         except (TypeError, ValueError):
             raise StoreCorrupt(f"corrupt group meta for {conversation_id.hex()}") from None
         return GroupSendView(version, member_count,
-                             None if raw is None else intervals_or_corrupt(raw, conversation_id))
+                             None if raw is None else intervals_or_corrupt(raw, conversation_id),
+                             None if mute is None else mute.decode("utf-8", errors="replace"))
 
     async def intervals_of(self, tenant: int, conversation_id: bytes, user: int) -> Optional[tuple[Interval, ...]]:
         """GroupStore.intervals_of: one HGET of the members HASH."""

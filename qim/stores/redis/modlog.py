@@ -1,8 +1,8 @@
 """ModerationLog: the operators' moderation actions, one Redis stream on the home
 instance (`qim:moderation:log`; docs/decisions/0123-moderation-notify.md item 6).
 
-Every `qimctl moderation ban|unban` appends one entry {at_ms, operator, action, tenant,
-user, reason, until} before it acts, so an action is never taken unlogged (a failed
+Every `qimctl moderation ban|unban|mute|unmute` appends one entry {at_ms, operator, action,
+tenant, user, reason, until[, group]} before it acts, so an action is never taken unlogged (a failed
 action is logged and then reported as failed by qimctl). Capped near LOG_MAX entries
 (XADD MAXLEN ~). `entries(n)`: the newest n, newest first.
 """
@@ -26,8 +26,11 @@ class ModerationLog:
     def __init__(self, client: Any) -> None:
         self._r = client
 
-    async def record(self, operator: str, action: str, tenant: int, user: int, reason: str, until: int = 0) -> str:
-        """Append one action; its stream id. StoreUnavailable when Redis cannot be written."""
+    async def record(self, operator: str, action: str, tenant: int, user: int, reason: str, until: int = 0,
+                     group: int = 0) -> str:
+        """Append one action; its stream id. `group`: the group_id of a group action (mute,
+        unmute; decision 0127), a `group` field only then. StoreUnavailable when Redis
+        cannot be written."""
         fields = {
             "at_ms": str(int(time.time() * 1000)),
             "operator": operator,
@@ -37,6 +40,8 @@ class ModerationLog:
             "reason": reason,
             "until": str(until),
         }
+        if group:
+            fields["group"] = str(group)
         try:
             got = await self._r.xadd(LOG_KEY, fields, maxlen=LOG_MAX, approximate=True)
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError) as exc:

@@ -57,10 +57,23 @@ end
 
 -- A group actor must be a current member (its last interval is open: ":0" at the end)
 -- and the membership version the caller planned with must still be the group's.
-local function qim_group_check(meta_key, members_key, actor, expected_version)
+-- `check_mute` (sends and edits): the meta's "mute:<actor>" field, "<until_ms>\t<message>"
+-- written by `qimctl moderation mute` (docs/decisions/0127), refuses while until_ms is 0
+-- (no end) or after Redis's now; the same HGET's instance, no extra round trip.
+local function qim_group_check(meta_key, members_key, actor, expected_version, check_mute)
   local m = redis.call('HGET', members_key, actor)
   if not m or not string.find(m, ':0$') then
     error({err = 'QIM_FORBIDDEN not a member of the group'})
+  end
+  if check_mute then
+    local mute = redis.call('HGET', meta_key, 'mute:' .. actor)
+    local tab = mute and string.find(mute, '\t', 1, true)
+    if tab then
+      local until_ms = tonumber(string.sub(mute, 1, tab - 1)) or 0
+      if until_ms == 0 or until_ms > tonumber(qim_now_ms()) then
+        error({err = 'QIM_MUTED ' .. string.sub(mute, tab + 1)})
+      end
+    end
   end
   if redis.call('HGET', meta_key, 'ver') ~= expected_version then
     error({err = 'QIM_MEMBERSHIP_CHANGED membership version moved'})

@@ -14,7 +14,7 @@ if KEYS[14] then
   if refused then return refused end
 end
 qim_revocation_check(KEYS[12], KEYS[13], ARGV[13])
-qim_group_check(KEYS[10], KEYS[11], ARGV[12], ARGV[11])
+qim_group_check(KEYS[10], KEYS[11], ARGV[12], ARGV[11], true)
 qim_reserve_checks(KEYS, ARGV)
 local out = qim_record(KEYS, ARGV)
 return out

@@ -35,7 +35,7 @@ elseif not current or redis.sha1hex(current) ~= ARGV[11] then
   error({err = 'QIM_RECORD_CHANGED target record changed'})
 end
 if ARGV[14] ~= '' then
-  qim_group_check(KEYS[12], KEYS[13], ARGV[15], ARGV[14])
+  qim_group_check(KEYS[12], KEYS[13], ARGV[15], ARGV[14], ARGV[13] == '')  -- an edit: the mute refuses it (0127)
 end
 qim_reserve_checks(KEYS, ARGV)
 if not archived then
