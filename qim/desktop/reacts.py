@@ -31,7 +31,9 @@ async def load(app: ChatApp) -> None:
     if app.current is None:
         return
     try:
-        app.reactions.update(await app.client.reactions.summaries(app.current))
+        page = await app.client.reactions.summaries(app.current)
+        # the SDK's newest (highest version: docs/sdk.md) over a page an event overtook
+        app.reactions.update({mid: app.client.reactions.known(mid) or s for mid, s in page.items()})
     except (ConnectionError, OSError):  # offline: the live events fill them in later
         return
     except Exception as exc:  # noqa: BLE001 — shown, never fatal (NotConnected, ServerError)
@@ -77,7 +79,8 @@ async def run(app: ChatApp, conv: Conversation, name: str, emoji: str, nth: int)
     target = shown[nth - 1]
     act = app.client.reactions.remove if name == "unreact" else app.client.reactions.add
     summary = await act(conv.conversation_id, target.message_id, emoji)
-    app.reactions[target.message_id] = summary
+    # a later change's event may have come first: draw the SDK's newest (docs/sdk.md)
+    app.reactions[target.message_id] = app.client.reactions.known(target.message_id) or summary
     app.show_chat()
     what = render.cut(render.body_text(target.message_type, target.custom_type, target.body, 0), 40)
     return f"{'removed' if name == 'unreact' else 'reacted'} {emoji} on \"{what}\": {line(summary) or 'no reactions'}"

@@ -4,7 +4,7 @@ docs/decisions/0121-reactions-and-typing-are-ephemeral.md).
     r = await client.reactions.add(conv, message_id, "👍")    # ReactionSummary after it
     await client.reactions.remove(conv, message_id, "👍")
     summaries = await client.reactions.summaries(conv)        # message_id -> ReactionSummary
-    client.reactions.known(message_id)                         # last learnt, pulls included
+    client.reactions.known(message_id)                         # the newest learnt, pulls included
     await client.reactions.typing(conv)                        # at most one per 2 s goes out
     client.reactions.typing_in(conv)                           # user ids typing now
 
@@ -13,6 +13,11 @@ a reaction is the ephemeral_aggregate delivery kind. Live REACTION_EVENTS are to
 ReactionsChanged (absolute counts: a lost one is repaired by the next, or by
 `summaries()`, which reads them with history). A device that was away learns them from
 its mailbox pulls too (MailboxEntry.reactions): `known(message_id)` needs no request.
+Every summary carries the message's `version` (the server's order of its changes;
+decision 0121, amended): events arrive out of order (through different gateways), so per
+message only a summary with a higher version than the one held replaces it, whatever
+brought it (event, pull, history page, REACT reply), and an event that is not newer is
+not told at all: a ReactionsChanged always carries what `known` then holds.
 TYPING_EVENTS as TypingChanged, and a
 typing indication not renewed within its `expires_in_ms` is told stopped by itself.
 Adding and removing are idempotent per (user, message, emoji). Errors: ServerError
@@ -39,9 +44,12 @@ from qim.wire.reaction import check_emoji
 
 @dataclass(frozen=True)
 class ReactionSummary:
-    """A message's reactions: (emoji, count, mine) most first; `mine`: this user reacted."""
+    """A message's reactions: (emoji, count, mine) most first; `mine`: this user reacted.
+    `version`: the server's order of the message's summaries (higher: newer; 0: none
+    assigned, from a server before versions); empty `counts` with a version: all removed."""
 
     counts: tuple[tuple[str, int, bool], ...] = ()
+    version: int = 0
 
     def count(self, emoji: str) -> int:
         """How many users reacted with `emoji` (0: none)."""
@@ -56,7 +64,8 @@ class ReactionSummary:
 class ReactionsChanged:
     """A member (`user_id`, `device_id`; possibly this user on another device) added or
     removed (`removed`) `emoji` on `message_id`; `summary` is the message's whole
-    aggregate after it, `mine` as far as this client knows."""
+    aggregate after it, `mine` as far as this client knows, and `version` its version
+    (told only when newer than what the client held: module doc)."""
 
     conversation_id: bytes
     message_id: bytes
@@ -65,6 +74,7 @@ class ReactionsChanged:
     emoji: str
     removed: bool
     summary: ReactionSummary
+    version: int = 0
 
 
 @dataclass(frozen=True)
@@ -80,7 +90,16 @@ class TypingChanged:
 def summary_of(msg: reaction_pb2.MessageReactionSummary, mine: Optional[set[str]] = None) -> ReactionSummary:
     """A ReactionSummary of the wire form; `mine` overrides the wire's flags when given."""
     return ReactionSummary(tuple((c.emoji, c.count, c.mine if mine is None else c.emoji in mine)
-                                 for c in msg.counts))
+                                 for c in msg.counts), msg.version)
+
+
+def newer(summary: ReactionSummary, held: Optional[ReactionSummary]) -> bool:
+    """Whether `summary` replaces `held` (decision 0121, amended: versions): a higher
+    version does; a lower or equal one is nothing new. Unversioned summaries (0, from a
+    server before versions) replace only unversioned ones, the last learnt winning."""
+    if held is None:
+        return True
+    return summary.version > held.version or summary.version == held.version == 0
 
 
 KNOWN_MAX = 10_000  # summaries kept by `known` (a bound on memory, not a protocol limit)
@@ -104,25 +123,29 @@ class Reactions:
         self._rt.core.on_pulled = self.on_pulled
 
     def known(self, message_id: bytes) -> Optional[ReactionSummary]:
-        """The last summary this client learnt of a message (from a mailbox pull, a history
-        page, a REACT reply or a live event); None: it learnt none (no reactions as far as
-        it knows). In memory only, the newest KNOWN_MAX messages."""
+        """The newest summary this client learnt of a message (the highest version of a
+        mailbox pull, a history page, a REACT reply or a live event, whatever the order
+        they arrived in); None: it learnt none (no reactions as far as it knows). In
+        memory only, the KNOWN_MAX messages learnt of last."""
         return self._known.get(bytes(message_id))
 
-    def _learn(self, message_id: bytes, summary: ReactionSummary) -> None:
+    def _learn(self, message_id: bytes, summary: ReactionSummary) -> bool:
+        """Keep `summary` if it is newer than the one held (`newer`); False: ignored."""
+        if not newer(summary, self._known.get(message_id)):
+            return False
         self._known[message_id] = summary
         self._known.move_to_end(message_id)
+        self._mine[message_id] = summary.mine()
         while len(self._known) > KNOWN_MAX:
-            self._known.popitem(last=False)
+            self._mine.pop(self._known.popitem(last=False)[0], None)
+        return True
 
     def on_pulled(self, entries: Sequence[Any]) -> None:
         """The MailboxEntry list of an applied MAILBOX_BATCH: the summaries it carries
-        (field `reactions`, absent for a message without any; decision 0121 §4)."""
+        (field `reactions`, absent for a message that never had any; decision 0121 §4)."""
         for e in entries:
-            if e.HasField("reactions") and e.reactions.counts:
-                mid = bytes(e.message_id)
-                self._learn(mid, summary := summary_of(e.reactions))
-                self._mine[mid] = summary.mine()
+            if e.HasField("reactions"):
+                self._learn(bytes(e.message_id), summary_of(e.reactions))
 
     async def _peer(self, conversation_id: bytes) -> int:
         """The peer of a direct conversation (0 for a group); ValueError when the store
@@ -138,7 +161,8 @@ class Reactions:
         return peer
 
     async def add(self, conversation_id: bytes, message_id: bytes, emoji: str) -> ReactionSummary:
-        """Add this user's `emoji` to a message (a repeat changes nothing): the summary after it."""
+        """Add this user's `emoji` to a message (a repeat changes nothing): the summary
+        after it (`known` may already hold a newer one: module doc)."""
         return await self._react(conversation_id, message_id, emoji, False)
 
     async def remove(self, conversation_id: bytes, message_id: bytes, emoji: str) -> ReactionSummary:
@@ -155,23 +179,24 @@ class Reactions:
                                  emoji=emoji, remove=remove)
         _, body = await self._rt.request(Opcode.REACT, req.SerializeToString())
         summary = summary_of(reaction_pb2.ReactOk.FromString(body).summary)
-        self._mine[mid] = summary.mine()
         self._learn(mid, summary)
         return summary
 
     async def summaries(self, conversation_id: bytes, anchor_seq: int = 0, limit: int = 50,
                         newer: bool = False) -> dict[bytes, ReactionSummary]:
         """The reactions of one history page (PULL_HISTORY from `anchor_seq`, OLDER from
-        the newest by default): message_id -> summary, for the messages that have any."""
+        the newest by default): message_id -> summary, for the messages that have any (as
+        read; `known` keeps whichever is newer, and learns of emptied ones too)."""
         conv = bytes(conversation_id)
         batch = await requests.pull_history(self._rt, conv, await self._peer(conv), anchor_seq=anchor_seq,
                                             newer=newer, limit=limit)
         out = {}
         for item in batch.items:
-            if item.HasField("reactions") and item.reactions.counts:
-                out[bytes(item.message_id)] = summary = summary_of(item.reactions)
-                self._mine[bytes(item.message_id)] = summary.mine()
+            if item.HasField("reactions"):
+                summary = summary_of(item.reactions)
                 self._learn(bytes(item.message_id), summary)
+                if summary.counts:
+                    out[bytes(item.message_id)] = summary
         return out
 
     async def typing(self, conversation_id: bytes, stopped: bool = False) -> bool:
@@ -201,14 +226,15 @@ class Reactions:
             self._on_typing(reaction_pb2.TypingEvents.FromString(body))
 
     def _on_reaction(self, frame: reaction_pb2.ReactionEvents) -> None:
+        """A live event: kept and told only when newer than the summary held (module doc)."""
         mid = bytes(frame.message_id)
-        mine = self._mine.setdefault(mid, set())
+        mine = set(self._mine.get(mid, ()))
         if frame.user_id == self._rt.store.user_id:  # this user on another device
             (mine.discard if frame.removed else mine.add)(frame.emoji)
-        summary = ReactionSummary(tuple((c.emoji, c.count, c.emoji in mine) for c in frame.counts))
-        self._learn(mid, summary)
-        self._rt.core.emit(ReactionsChanged(bytes(frame.conversation_id), mid, frame.user_id, frame.device_id,
-                                            frame.emoji, frame.removed, summary))
+        summary = ReactionSummary(tuple((c.emoji, c.count, c.emoji in mine) for c in frame.counts), frame.version)
+        if self._learn(mid, summary):
+            self._rt.core.emit(ReactionsChanged(bytes(frame.conversation_id), mid, frame.user_id, frame.device_id,
+                                                frame.emoji, frame.removed, summary, frame.version))
 
     def _on_typing(self, frame: reaction_pb2.TypingEvents) -> None:
         key = (bytes(frame.conversation_id), frame.user_id)

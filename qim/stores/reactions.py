@@ -31,9 +31,13 @@ class EmojiCount:
 @dataclass(frozen=True)
 class Summary:
     """The aggregate of one message as one reader sees it: emoji by count, most first
-    (ties by emoji), every count > 0. Empty: no reactions."""
+    (ties by emoji), every count > 0. Empty: no reactions. `version` orders one message's
+    summaries: +1 per change, assigned in the change's own atomic step, so the higher is
+    the newer (0: no change since versions exist; decision 0121, amended: versions); it
+    stays when the last reaction goes, so an empty summary may carry one."""
 
     counts: tuple[EmojiCount, ...] = ()
+    version: int = 0
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,8 @@ class ReactionStore(Protocol):
     async def change(self, tenant: int, conversation_id: bytes, message_id: bytes, user: int, emoji: str,
                      add: bool, max_distinct: int) -> Change:
         """Add (`add`) or remove `user`'s `emoji` on the message, atomically: a repeat
-        changes nothing; an add of a new emoji when `max_distinct` are present is `full`."""
+        changes nothing; an add of a new emoji when `max_distinct` are present is `full`.
+        A change (only) bumps the summary's version in the same atomic step."""
         ...
 
     async def summaries(self, tenant: int, conversation_id: bytes, message_ids: Sequence[bytes],

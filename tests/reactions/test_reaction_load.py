@@ -1,6 +1,9 @@
 """A 1,000-member group with a burst of 100 reactions on one message (issue 37; decision
 0121): no member's mailbox grows, the Outbox gets no record, unread is unchanged, and an
-online member on the other gateway is told every change. The cost figures (writer time
+online member on the other gateway ends holding the burst's end state: its SDK's
+`reactions.known` is empty at the version of the last change, however the events
+crossed the gateways (they arrive out of order; decision 0121, amended: versions), and
+it was never told an older summary after a newer one. The cost figures (writer time
 per REACT against per SEND_MESSAGE, reactions per second of the burst) are printed for
 docs/perf.md, never asserted."""
 
@@ -43,6 +46,18 @@ def mailbox_sizes(addr: str, tenant_hex: str, members: list[int]) -> dict[int, i
         r.close()
 
 
+def ephemeral_dropped(st) -> float:
+    """Ephemeral events the stack's gateways counted as missed (qim_gateway_ephemeral_dropped,
+    _relay_dropped): what a failure message names, never asserted (best effort: decision 0121)."""
+    total = 0.0
+    for name, addr in st.metrics.items():
+        if name.startswith("gateway"):
+            text = urllib.request.urlopen(f"http://{addr}/metrics", timeout=5).read().decode()
+            total += sum(float(v) for v in re.findall(r"^qim_gateway_ephemeral_(?:relay_)?dropped(?:_total)? (\S+)$",
+                                                       text, re.M))
+    return total
+
+
 def writer_seconds(st, op: str) -> tuple[float, float]:
     """(sum, count) of qim_writer_request_seconds{op} over the stack's writers."""
     total = [0.0, 0.0]
@@ -67,16 +82,20 @@ async def test_a_reaction_burst_in_a_1000_member_group_writes_no_mailbox(two_gat
     sent = await o1.send_text(conv, "react to me, everyone")
     await eventually(lambda: w2.told.messages(conv), timeout=60, what="the message on the watcher")
     redis_addr, tenant_hex = st.env["QIM_REDIS_ADDR"].split(",")[0], "%032x" % 0
-    settled: list = []
+    settled: list = []  # (monotonic s, sizes) of the polls
 
-    def steady() -> bool:  # every mailbox written, and no longer moving
+    def steady() -> bool:
+        # every member got the same entries (the group's and the message's), so the fan-out
+        # is done when every member's mailbox holds as many as the watcher's and nothing
+        # moved for a second: two equal polls 20 ms apart were not enough on a loaded
+        # machine (a stalled fan-out looked finished, and its rest then counted as growth)
         now = mailbox_sizes(redis_addr, tenant_hex, everyone)
-        done = all(now.values()) and settled[-1:] == [now]
-        settled.append(now)
-        return done
+        settled.append((time.monotonic(), now))
+        uniform = all(now.values()) and {n for m, n in now.items() if m != owner} == {now[watcher]}
+        return uniform and any(at <= settled[-1][0] - 1.0 and was == now for at, was in settled)
 
     await eventually(steady, timeout=120, what="the fan-out to 1,000 mailboxes finished")
-    before = settled[-1]
+    before = settled[-1][1]
     outbox = outbox_end(st.env["QIM_KAFKA_BOOTSTRAP"])
     listed_before, local_before = await listed(w2), await local_view(w2)
     clients = [await on_gateway(st, tmp_path, r, 1 + i % 2) for i, r in enumerate(reactors)]
@@ -94,14 +113,21 @@ async def test_a_reaction_burst_in_a_1000_member_group_writes_no_mailbox(two_gat
     def told() -> list:
         return [e for e in w2.told.of(ReactionsChanged) if e.message_id == sent.message_id]
 
-    # live events are best effort (decision 0121: a full push queue drops them, counted), so
-    # on a loaded machine the watcher is owed the end state, not every step: all the changes,
-    # or the last one told showing everything removed again
-    await eventually(lambda: len(told()) == changes or (told() and told()[-1].summary.counts == ()),
-                     timeout=60, what="the end of the burst told to the watcher")
-    final = told()[-1]
-    assert final.removed and final.summary.counts == ()  # everything added was removed again
-    assert len(told()) <= changes  # never a change told twice
+    def watcher_version() -> int:
+        known = w2.reactions.known(sent.message_id)
+        return known.version if known is not None else 0
+
+    # every change took one version (a fresh message: 1..changes), so the watcher's SDK is
+    # done when it holds the last; events that arrive after a newer one change nothing
+    try:
+        await eventually(lambda: watcher_version() == changes, timeout=90, what=f"the watcher's SDK at {changes}")
+    except AssertionError as exc:  # name what the gateways counted as missed (best effort: decision 0121)
+        raise AssertionError(f"{exc}: it holds {watcher_version()}, gateways missed {ephemeral_dropped(st)}") from None
+    known = w2.reactions.known(sent.message_id)
+    assert known is not None and known.counts == ()  # everything added was removed again
+    versions = [e.version for e in told()]
+    assert versions == sorted(set(versions)) and versions[-1] == changes  # never an older one told after a newer
+    assert told()[-1].summary == known
 
     assert mailbox_sizes(redis_addr, tenant_hex, everyone) == before  # no mailbox grew
     assert outbox_end(st.env["QIM_KAFKA_BOOTSTRAP"]) == outbox  # no Outbox record

@@ -8,6 +8,7 @@ import { ErrorCode } from "../src/gen/qim/v1/common_pb";
 import {
   ReactionCountSchema, ReactionEventsSchema, ReactOkSchema, ReactSchema, TypingEventsSchema, TypingOkSchema,
 } from "../src/gen/qim/v1/reaction_pb";
+import { HistoryBatchSchema } from "../src/gen/qim/v1/history_pb";
 import { MailboxEntrySchema } from "../src/gen/qim/v1/mailbox_pb";
 import type { QimEvent } from "../src/sdk/events";
 import { Op } from "../src/sdk/protocol";
@@ -84,5 +85,38 @@ describe("qim-js reactions", () => {
     } finally {
       vi.useRealTimers();
     }
+  });
+
+  it("keeps the highest version whatever order events, pulls, pages and replies come in", async () => {
+    const pageBody = { value: new Uint8Array() };
+    const { h, told } = host((opcode) => (opcode === Op.REACT
+      ? toBinary(ReactOkSchema, create(ReactOkSchema, { summary: { counts: [count("🔥", 1, true)], version: 3n }, changed: true }))
+      : pageBody.value));
+    const r = new Reactions(h, ME, async () => 0n);
+    const frame = (version: bigint, emoji: string, removed: boolean, counts: ReturnType<typeof count>[]) =>
+      h.frameHandlers.get(Op.REACTION_EVENTS)!(toBinary(ReactionEventsSchema, create(ReactionEventsSchema, {
+        conversationId: CONV, messageId: MSG, userId: 8n, emoji, removed, counts, version })));
+    // the changes ran v1 add 🔥, v2 add 👍, v3 (ours, the reply below), v4 remove 🔥 by 8, v5 remove 👍 by 8;
+    // the events arrive v2, v5, v1, v4
+    frame(2n, "👍", false, [count("🔥", 1), count("👍", 1)]);
+    frame(5n, "👍", true, []);
+    frame(1n, "🔥", false, [count("🔥", 1)]);
+    frame(4n, "🔥", true, [count("👍", 1)]);
+    expect(r.known(MSG)).toEqual([]);
+    expect(r.knownVersion(MSG)).toBe(5n);
+    // only the newer ones were told, each with its version
+    expect(told.flatMap((e) => (e.type === "reactions" ? [e.version] : []))).toEqual([2n, 5n]);
+    expect(await r.add(CONV, MSG, "🔥")).toEqual([{ emoji: "🔥", count: 1, mine: true }]); // the reply, as read
+    expect(r.knownVersion(MSG)).toBe(5n); // ... but an older one than held
+    h.pulledHandlers[0]([create(MailboxEntrySchema, { messageId: MSG, reactions: { counts: [count("😂", 1)], version: 5n } })]);
+    expect(r.known(MSG)).toEqual([]); // equal: nothing new
+    h.pulledHandlers[0]([create(MailboxEntrySchema, { messageId: MSG, reactions: { counts: [count("😂", 1, true)], version: 6n } })]);
+    expect(r.known(MSG)).toEqual([{ emoji: "😂", count: 1, mine: true }]);
+    pageBody.value = toBinary(HistoryBatchSchema, create(HistoryBatchSchema, {
+      items: [{ messageId: MSG, reactions: { version: 7n } }] })); // every reaction removed since
+    expect((await r.summaries(CONV)).size).toBe(0);
+    expect([r.known(MSG), r.knownVersion(MSG)]).toEqual([[], 7n]);
+    frame(6n, "😂", false, [count("😂", 1)]); // a late event: not told, not kept
+    expect([r.known(MSG), told.filter((e) => e.type === "reactions").length]).toEqual([[], 2]);
   });
 });

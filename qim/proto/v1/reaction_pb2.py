@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15qim/v1/reaction.proto\x12\x06qim.v1\";\n\rReactionCount\x12\r\n\x05\x65moji\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12\x0c\n\x04mine\x18\x03 \x01(\x08\"?\n\x16MessageReactionSummary\x12%\n\x06\x63ounts\x18\x01 \x03(\x0b\x32\x15.qim.v1.ReactionCount\"i\n\x05React\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x14\n\x0cpeer_user_id\x18\x02 \x01(\x04\x12\x12\n\nmessage_id\x18\x03 \x01(\x0c\x12\r\n\x05\x65moji\x18\x04 \x01(\t\x12\x0e\n\x06remove\x18\x05 \x01(\x08\"K\n\x07ReactOk\x12/\n\x07summary\x18\x01 \x01(\x0b\x32\x1e.qim.v1.MessageReactionSummary\x12\x0f\n\x07\x63hanged\x18\x02 \x01(\x08\"\xa8\x01\n\x0eReactionEvents\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x12\n\nmessage_id\x18\x02 \x01(\x0c\x12\x0f\n\x07user_id\x18\x03 \x01(\x04\x12\r\n\x05\x65moji\x18\x04 \x01(\t\x12\x0f\n\x07removed\x18\x05 \x01(\x08\x12%\n\x06\x63ounts\x18\x06 \x03(\x0b\x32\x15.qim.v1.ReactionCount\x12\x11\n\tdevice_id\x18\x07 \x01(\x04\"H\n\x06Typing\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x14\n\x0cpeer_user_id\x18\x02 \x01(\x04\x12\x0f\n\x07stopped\x18\x03 \x01(\x08\"5\n\x08TypingOk\x12\x11\n\tdelivered\x18\x01 \x01(\x08\x12\x16\n\x0eretry_after_ms\x18\x02 \x01(\r\"s\n\x0cTypingEvents\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x0f\n\x07user_id\x18\x02 \x01(\x04\x12\x11\n\tdevice_id\x18\x03 \x01(\x04\x12\x0f\n\x07stopped\x18\x04 \x01(\x08\x12\x15\n\rexpires_in_ms\x18\x05 \x01(\r\"Y\n\rEphemeralDone\x12\r\n\x05reply\x18\x01 \x01(\x0c\x12\x14\n\x0c\x65vent_opcode\x18\x02 \x01(\r\x12\r\n\x05\x65vent\x18\x03 \x01(\x0c\x12\x14\n\x08user_ids\x18\x04 \x03(\x04\x42\x02\x10\x01\"\x8c\x01\n\x0f\x45phemeralFrames\x12\x11\n\ttenant_id\x18\x01 \x01(\x0c\x12\x14\n\x08user_ids\x18\x02 \x03(\x04\x42\x02\x10\x01\x12\x0e\n\x06opcode\x18\x03 \x01(\r\x12\x0c\n\x04\x62ody\x18\x04 \x01(\x0c\x12\x17\n\x0f\x65xclude_user_id\x18\x05 \x01(\x04\x12\x19\n\x11\x65xclude_device_id\x18\x06 \x01(\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15qim/v1/reaction.proto\x12\x06qim.v1\";\n\rReactionCount\x12\r\n\x05\x65moji\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12\x0c\n\x04mine\x18\x03 \x01(\x08\"P\n\x16MessageReactionSummary\x12%\n\x06\x63ounts\x18\x01 \x03(\x0b\x32\x15.qim.v1.ReactionCount\x12\x0f\n\x07version\x18\x02 \x01(\x04\"i\n\x05React\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x14\n\x0cpeer_user_id\x18\x02 \x01(\x04\x12\x12\n\nmessage_id\x18\x03 \x01(\x0c\x12\r\n\x05\x65moji\x18\x04 \x01(\t\x12\x0e\n\x06remove\x18\x05 \x01(\x08\"K\n\x07ReactOk\x12/\n\x07summary\x18\x01 \x01(\x0b\x32\x1e.qim.v1.MessageReactionSummary\x12\x0f\n\x07\x63hanged\x18\x02 \x01(\x08\"\xb9\x01\n\x0eReactionEvents\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x12\n\nmessage_id\x18\x02 \x01(\x0c\x12\x0f\n\x07user_id\x18\x03 \x01(\x04\x12\r\n\x05\x65moji\x18\x04 \x01(\t\x12\x0f\n\x07removed\x18\x05 \x01(\x08\x12%\n\x06\x63ounts\x18\x06 \x03(\x0b\x32\x15.qim.v1.ReactionCount\x12\x11\n\tdevice_id\x18\x07 \x01(\x04\x12\x0f\n\x07version\x18\x08 \x01(\x04\"H\n\x06Typing\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x14\n\x0cpeer_user_id\x18\x02 \x01(\x04\x12\x0f\n\x07stopped\x18\x03 \x01(\x08\"5\n\x08TypingOk\x12\x11\n\tdelivered\x18\x01 \x01(\x08\x12\x16\n\x0eretry_after_ms\x18\x02 \x01(\r\"s\n\x0cTypingEvents\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x0f\n\x07user_id\x18\x02 \x01(\x04\x12\x11\n\tdevice_id\x18\x03 \x01(\x04\x12\x0f\n\x07stopped\x18\x04 \x01(\x08\x12\x15\n\rexpires_in_ms\x18\x05 \x01(\r\"Y\n\rEphemeralDone\x12\r\n\x05reply\x18\x01 \x01(\x0c\x12\x14\n\x0c\x65vent_opcode\x18\x02 \x01(\r\x12\r\n\x05\x65vent\x18\x03 \x01(\x0c\x12\x14\n\x08user_ids\x18\x04 \x03(\x04\x42\x02\x10\x01\"\x8c\x01\n\x0f\x45phemeralFrames\x12\x11\n\ttenant_id\x18\x01 \x01(\x0c\x12\x14\n\x08user_ids\x18\x02 \x03(\x04\x42\x02\x10\x01\x12\x0e\n\x06opcode\x18\x03 \x01(\r\x12\x0c\n\x04\x62ody\x18\x04 \x01(\x0c\x12\x17\n\x0f\x65xclude_user_id\x18\x05 \x01(\x04\x12\x19\n\x11\x65xclude_device_id\x18\x06 \x01(\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,21 +38,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REACTIONCOUNT']._serialized_start=33
   _globals['_REACTIONCOUNT']._serialized_end=92
   _globals['_MESSAGEREACTIONSUMMARY']._serialized_start=94
-  _globals['_MESSAGEREACTIONSUMMARY']._serialized_end=157
-  _globals['_REACT']._serialized_start=159
-  _globals['_REACT']._serialized_end=264
-  _globals['_REACTOK']._serialized_start=266
-  _globals['_REACTOK']._serialized_end=341
-  _globals['_REACTIONEVENTS']._serialized_start=344
-  _globals['_REACTIONEVENTS']._serialized_end=512
-  _globals['_TYPING']._serialized_start=514
-  _globals['_TYPING']._serialized_end=586
-  _globals['_TYPINGOK']._serialized_start=588
-  _globals['_TYPINGOK']._serialized_end=641
-  _globals['_TYPINGEVENTS']._serialized_start=643
-  _globals['_TYPINGEVENTS']._serialized_end=758
-  _globals['_EPHEMERALDONE']._serialized_start=760
-  _globals['_EPHEMERALDONE']._serialized_end=849
-  _globals['_EPHEMERALFRAMES']._serialized_start=852
-  _globals['_EPHEMERALFRAMES']._serialized_end=992
+  _globals['_MESSAGEREACTIONSUMMARY']._serialized_end=174
+  _globals['_REACT']._serialized_start=176
+  _globals['_REACT']._serialized_end=281
+  _globals['_REACTOK']._serialized_start=283
+  _globals['_REACTOK']._serialized_end=358
+  _globals['_REACTIONEVENTS']._serialized_start=361
+  _globals['_REACTIONEVENTS']._serialized_end=546
+  _globals['_TYPING']._serialized_start=548
+  _globals['_TYPING']._serialized_end=620
+  _globals['_TYPINGOK']._serialized_start=622
+  _globals['_TYPINGOK']._serialized_end=675
+  _globals['_TYPINGEVENTS']._serialized_start=677
+  _globals['_TYPINGEVENTS']._serialized_end=792
+  _globals['_EPHEMERALDONE']._serialized_start=794
+  _globals['_EPHEMERALDONE']._serialized_end=883
+  _globals['_EPHEMERALFRAMES']._serialized_start=886
+  _globals['_EPHEMERALFRAMES']._serialized_end=1026
 # @@protoc_insertion_point(module_scope)

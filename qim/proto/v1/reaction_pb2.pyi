@@ -17,10 +17,12 @@ class ReactionCount(_message.Message):
     def __init__(self, emoji: _Optional[str] = ..., count: _Optional[int] = ..., mine: _Optional[bool] = ...) -> None: ...
 
 class MessageReactionSummary(_message.Message):
-    __slots__ = ("counts",)
+    __slots__ = ("counts", "version")
     COUNTS_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     counts: _containers.RepeatedCompositeFieldContainer[ReactionCount]
-    def __init__(self, counts: _Optional[_Iterable[_Union[ReactionCount, _Mapping]]] = ...) -> None: ...
+    version: int
+    def __init__(self, counts: _Optional[_Iterable[_Union[ReactionCount, _Mapping]]] = ..., version: _Optional[int] = ...) -> None: ...
 
 class React(_message.Message):
     __slots__ = ("conversation_id", "peer_user_id", "message_id", "emoji", "remove")
@@ -45,7 +47,7 @@ class ReactOk(_message.Message):
     def __init__(self, summary: _Optional[_Union[MessageReactionSummary, _Mapping]] = ..., changed: _Optional[bool] = ...) -> None: ...
 
 class ReactionEvents(_message.Message):
-    __slots__ = ("conversation_id", "message_id", "user_id", "emoji", "removed", "counts", "device_id")
+    __slots__ = ("conversation_id", "message_id", "user_id", "emoji", "removed", "counts", "device_id", "version")
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
     USER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -53,6 +55,7 @@ class ReactionEvents(_message.Message):
     REMOVED_FIELD_NUMBER: _ClassVar[int]
     COUNTS_FIELD_NUMBER: _ClassVar[int]
     DEVICE_ID_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     conversation_id: bytes
     message_id: bytes
     user_id: int
@@ -60,7 +63,8 @@ class ReactionEvents(_message.Message):
     removed: bool
     counts: _containers.RepeatedCompositeFieldContainer[ReactionCount]
     device_id: int
-    def __init__(self, conversation_id: _Optional[bytes] = ..., message_id: _Optional[bytes] = ..., user_id: _Optional[int] = ..., emoji: _Optional[str] = ..., removed: _Optional[bool] = ..., counts: _Optional[_Iterable[_Union[ReactionCount, _Mapping]]] = ..., device_id: _Optional[int] = ...) -> None: ...
+    version: int
+    def __init__(self, conversation_id: _Optional[bytes] = ..., message_id: _Optional[bytes] = ..., user_id: _Optional[int] = ..., emoji: _Optional[str] = ..., removed: _Optional[bool] = ..., counts: _Optional[_Iterable[_Union[ReactionCount, _Mapping]]] = ..., device_id: _Optional[int] = ..., version: _Optional[int] = ...) -> None: ...
 
 class Typing(_message.Message):
     __slots__ = ("conversation_id", "peer_user_id", "stopped")

@@ -201,7 +201,10 @@ class MailboxPuller:
         except EngineError:
             raise RequestError(ErrorCode.UNAVAILABLE, "reaction store unavailable") from None
         for entry, summary in zip(msgs, summaries):
-            if summary.counts:  # `mine` as the puller sees it, like a history page's
+            # `mine` as the puller sees it, like a history page's; an empty summary with a
+            # version too, so a device holding an older one learns they are gone (0121)
+            if summary.counts or summary.version:
+                entry.reactions.version = summary.version
                 entry.reactions.counts.extend(reaction_pb2.ReactionCount(emoji=c.emoji, count=c.count, mine=c.mine)
                                               for c in summary.counts)
 

@@ -38,8 +38,9 @@ MEMBER_CACHE_GROUPS = 1024  # member lists kept (LRU), each for one membership_v
 
 
 def summary_message(summary: Summary, with_mine: bool = True) -> reaction_pb2.MessageReactionSummary:
-    """The wire form of a Summary (`with_mine` False: the live events, whose readers differ)."""
-    return reaction_pb2.MessageReactionSummary(counts=[
+    """The wire form of a Summary, its version included (`with_mine` False: the live events,
+    whose readers differ)."""
+    return reaction_pb2.MessageReactionSummary(version=summary.version, counts=[
         reaction_pb2.ReactionCount(emoji=c.emoji, count=c.count, mine=c.mine and with_mine) for c in summary.counts])
 
 
@@ -111,18 +112,19 @@ class Reactions:
         if change.changed:
             event = reaction_pb2.ReactionEvents(
                 conversation_id=req.conversation_id, message_id=req.message_id, user_id=actor.user_id,
-                emoji=req.emoji, removed=req.remove, device_id=actor.device_id,
+                emoji=req.emoji, removed=req.remove, device_id=actor.device_id, version=change.summary.version,
                 counts=summary_message(change.summary, with_mine=False).counts)
             done.event_opcode, done.event = Opcode.REACTION_EVENTS, event.SerializeToString()
             done.user_ids.extend(members)
         return done.SerializeToString()
 
     async def annotate(self, tenant: int, reader: int, conversation_id: bytes, batch: history_pb2.HistoryBatch) -> None:
-        """Set `reactions` on each item of a history page that has any, as `reader` sees
-        them (one round trip for the page)."""
+        """Set `reactions` on each item of a history page that has any, or had (an empty
+        summary with its version: a reader holding an older one learns they are gone), as
+        `reader` sees them (one round trip for the page)."""
         ids_ = [item.message_id for item in batch.items]
         for item, summary in zip(batch.items, await self._reactions.summaries(tenant, conversation_id, ids_, reader)):
-            if summary.counts:
+            if summary.counts or summary.version:
                 item.reactions.CopyFrom(summary_message(summary))
 
     async def typing(self, actor: internal_pb2.Actor, tenant: int, req: reaction_pb2.Typing) -> bytes:

@@ -1,7 +1,9 @@
 """ReactionStore on Redis (qim/stores/reactions.py; docs/decisions/0121): per message a
 HASH emoji -> count and a SET of "<user>:<emoji>", in the conversation's commit bucket
 (keys.py CommitKeys.reactions / reactors) so they live on the instance holding the
-conversation's other keys and move with its bucket (decisions 0096, 0113). A change is
+conversation's other keys and move with its bucket (decisions 0096, 0113); the HASH
+also holds the summary's version (a field no emoji can be named: lua/reaction_lib.lua),
+bumped by the change that moves the summary. A change is
 one script call by cached SHA (lua/reaction_change.lua), a page of summaries one more
 (lua/reaction_read.lua), and the summaries of a mailbox page, whatever its conversations,
 one call of it per core instance holding some of them (`summaries_of`)."""
@@ -24,13 +26,15 @@ def _text(value: Any) -> str:
 
 
 def summary_of(flat: Sequence[Any]) -> Summary:
-    """A Summary from the scripts' flat {emoji, count, mine, ...} (StoreCorrupt when not that)."""
+    """A Summary from the scripts' flat {version, emoji, count, mine, ...} (lua/reaction_lib.lua;
+    StoreCorrupt when not that)."""
     try:
+        version = int(flat[0])
         counts = [EmojiCount(_text(flat[i]), int(flat[i + 1]), bool(int(flat[i + 2])))
-                  for i in range(0, len(flat), 3)]
+                  for i in range(1, len(flat), 3)]
     except (ValueError, IndexError, UnicodeDecodeError):
         raise StoreCorrupt("corrupt reaction summary") from None
-    return Summary(tuple(sorted((c for c in counts if c.count > 0), key=lambda c: (-c.count, c.emoji))))
+    return Summary(tuple(sorted((c for c in counts if c.count > 0), key=lambda c: (-c.count, c.emoji))), version)
 
 
 class RedisReactionStore:

@@ -3,7 +3,8 @@
  * typing"; docs/decisions/0121). Under each sent message its reactions are buttons
  * ("👍 2"; yours highlighted): a click takes yours away or adds it; "☺+" offers a few
  * emoji to add. Summaries come from the open chat's newest history page and then from
- * the live "reactions" events; the header says "… is typing…" from the "typing" events,
+ * the live "reactions" events, and what is drawn is qim-js's newest (`reactions.known`: the
+ * highest version, so an out-of-order reply or event never shows an older one); the header says "… is typing…" from the "typing" events,
  * and typing in the composer tells the chat's other members (qim-js sends at most one
  * every 2 s).
  */
@@ -50,8 +51,8 @@ export function reactionBar(client: Client, open: string | null, r: Row, fail: (
   const bar = document.createElement("div");
   bar.className = "reactions";
   bar.setAttribute("data-testid", "message-reactions");
-  const keep = (s: ReactionCount[]) => { summaries.set(r.messageId!, s); redraw(); };
-  for (const c of summaries.get(r.messageId) ?? []) {
+  const keep = (s: ReactionCount[]) => { summaries.set(r.messageId!, client.reactions.known(mid) ?? s); redraw(); };
+  for (const c of client.reactions.known(mid) ?? summaries.get(r.messageId) ?? []) {
     const b = chip(`${c.emoji} ${c.count}`, "reaction", () => (c.mine ? client.reactions.remove(conv, mid, c.emoji)
       : client.reactions.add(conv, mid, c.emoji)).then(keep), fail);
     b.dataset.emoji = c.emoji;

@@ -59,9 +59,10 @@ export type QimEvent =
   | { type: "conversationState"; state: ConversationState; source: "local" | "sync" | "server" }
   /** A read tick: the peer of a direct chat read up to `seq` (only while both have receipts on). */
   | { type: "peerRead"; conversationId: Uint8Array; readerUserId: bigint; seq: bigint }
-  /** A member's reaction on a message changed (reactions.ts): the whole summary after it. */
+  /** A member's reaction on a message changed (reactions.ts): the whole summary after it and
+   * its version; told only when newer than the summary held (events arrive out of order). */
   | { type: "reactions"; conversationId: Uint8Array; messageId: Uint8Array; userId: bigint; emoji: string;
-      removed: boolean; summary: ReactionCount[] }
+      removed: boolean; summary: ReactionCount[]; version: bigint }
   /** A member started or stopped typing (told, or expired without renewal; reactions.ts). */
   | { type: "typing"; conversationId: Uint8Array; userId: bigint; typing: boolean }
   | { type: "kicked"; reason: number }

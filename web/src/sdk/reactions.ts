@@ -3,10 +3,13 @@
  * "Reactions and typing"; docs/decisions/0121). Ephemeral: nothing is stored, no unread,
  * no list move. `add`/`remove` answer the message's summary after the change
  * (idempotent per user, message and emoji); `summaries` reads one history page's;
- * mailbox pulls carry them too (MailboxEntry.reactions): `known(id)` is the last one learnt;
+ * mailbox pulls carry them too (MailboxEntry.reactions): `known(id)` is the newest one learnt;
  * REACTION_EVENTS are told as "reactions" (absolute counts, `mine` as far as this client
  * knows), TYPING_EVENTS as "typing", and an indication not renewed within its
- * expires_in_ms is told stopped by itself.
+ * expires_in_ms is told stopped by itself. Every summary carries the message's `version`
+ * (the server's order of its changes; decision 0121, amended): events arrive out of order
+ * (through different gateways), so per message only a higher version than the one held
+ * replaces it, whatever brought it, and an event that is not newer is not told at all.
  */
 
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
@@ -49,10 +52,20 @@ function counts(s: MessageReactionSummary | undefined, mine?: Set<string>): Reac
   return (s?.counts ?? []).map((c) => ({ emoji: c.emoji, count: c.count, mine: mine ? mine.has(c.emoji) : c.mine }));
 }
 
+/** A learnt summary and its version (0n: none assigned, from a server before versions). */
+interface Learnt { counts: ReactionCount[]; version: bigint }
+
+/** Whether a summary of `version` replaces `held` (qim.sdk.reactions.newer): a higher
+ * version does, a lower or equal one is nothing new; unversioned ones replace only
+ * unversioned ones (the last learnt winning). */
+export function isNewer(version: bigint, held: { version: bigint } | undefined): boolean {
+  return !held || version > held.version || (version === 0n && held.version === 0n);
+}
+
 /** Reactions and typing of one runtime; `peerOf(conv)` names a direct chat's peer (0n: a group). */
 export class Reactions {
   private mine = new Map<string, Set<string>>(); // message id hex -> own emoji
-  private learnt = new Map<string, ReactionCount[]>(); // message id hex -> last summary, insertion order
+  private learnt = new Map<string, Learnt>(); // message id hex -> newest summary, insertion order
   private typingUntil = new Map<string, number>(); // conv hex + ":" + user -> Date.now() expiry
   private sentTyping = new Map<string, number>(); // conv hex -> Date.now() of our last TYPING
 
@@ -63,28 +76,39 @@ export class Reactions {
     host.pulledHandlers.push((entries) => this.onPulled(entries));
   }
 
-  /** The last summary learnt of a message (pull, history, REACT, event); undefined: none. */
+  /** The newest summary learnt of a message (the highest version of a pull, history page,
+   * REACT reply or event, whatever order they came in); undefined: none. */
   known(messageId: Uint8Array): ReactionCount[] | undefined {
-    return this.learnt.get(toHex(messageId));
+    return this.learnt.get(toHex(messageId))?.counts;
   }
 
-  private learn(key: string, summary: ReactionCount[]): void {
-    this.learnt.delete(key); // the newest last, the oldest dropped past KNOWN_MAX
-    this.learnt.set(key, summary);
-    if (this.learnt.size > KNOWN_MAX) this.learnt.delete(this.learnt.keys().next().value as string);
+  /** The version of `known(messageId)` (0n: none learnt, or unversioned). */
+  knownVersion(messageId: Uint8Array): bigint {
+    return this.learnt.get(toHex(messageId))?.version ?? 0n;
   }
 
-  /** The entries of an applied MAILBOX_BATCH: their summaries (absent: none; decision 0121 §4). */
+  /** Keep the summary if newer than the one held (`isNewer`); false: ignored. */
+  private learn(key: string, summary: ReactionCount[], version: bigint): boolean {
+    if (!isNewer(version, this.learnt.get(key))) return false;
+    this.learnt.delete(key); // the latest learnt last, the oldest dropped past KNOWN_MAX
+    this.learnt.set(key, { counts: summary, version });
+    this.mine.set(key, new Set(summary.filter((c) => c.mine).map((c) => c.emoji)));
+    if (this.learnt.size > KNOWN_MAX) {
+      const oldest = this.learnt.keys().next().value as string;
+      this.learnt.delete(oldest);
+      this.mine.delete(oldest);
+    }
+    return true;
+  }
+
+  /** The entries of an applied MAILBOX_BATCH: their summaries (absent: never any; decision 0121 §4). */
   private onPulled(entries: MailboxEntry[]): void {
     for (const e of entries) {
-      const c = counts(e.reactions);
-      if (!c.length) continue;
-      this.learn(toHex(e.messageId), c);
-      this.mine.set(toHex(e.messageId), new Set(c.filter((x) => x.mine).map((x) => x.emoji)));
+      if (e.reactions) this.learn(toHex(e.messageId), counts(e.reactions), e.reactions.version);
     }
   }
 
-  /** Add this user's `emoji` to a message: the summary after it. */
+  /** Add this user's `emoji` to a message: the summary after it (`known` may hold a newer one). */
   add(conv: Uint8Array, messageId: Uint8Array, emoji: string): Promise<ReactionCount[]> {
     return this.react(conv, messageId, emoji, false);
   }
@@ -98,9 +122,9 @@ export class Reactions {
     checkEmoji(emoji);
     const req = create(ReactSchema, { conversationId: conv, peerUserId: await this.peerOf(conv), messageId, emoji, remove });
     const reply = await this.host.request(Op.REACT, toBinary(ReactSchema, req));
-    const out = counts(fromBinary(ReactOkSchema, reply.body).summary);
-    this.mine.set(toHex(messageId), new Set(out.filter((c) => c.mine).map((c) => c.emoji)));
-    this.learn(toHex(messageId), out);
+    const summary = fromBinary(ReactOkSchema, reply.body).summary;
+    const out = counts(summary);
+    this.learn(toHex(messageId), out, summary?.version ?? 0n);
     return out;
   }
 
@@ -111,11 +135,10 @@ export class Reactions {
     const batch = fromBinary(HistoryBatchSchema, (await this.host.request(Op.PULL_HISTORY, toBinary(PullHistorySchema, req))).body);
     const out = new Map<string, ReactionCount[]>();
     for (const item of batch.items) {
+      if (!item.reactions) continue;
       const c = counts(item.reactions);
-      if (!c.length) continue;
-      out.set(toHex(item.messageId), c);
-      this.learn(toHex(item.messageId), c);
-      this.mine.set(toHex(item.messageId), new Set(c.filter((x) => x.mine).map((x) => x.emoji)));
+      this.learn(toHex(item.messageId), c, item.reactions.version); // an emptied one too
+      if (c.length) out.set(toHex(item.messageId), c);
     }
     return out;
   }
@@ -140,13 +163,12 @@ export class Reactions {
   private onReaction(body: Uint8Array): void {
     const f = fromBinary(ReactionEventsSchema, body);
     const key = toHex(f.messageId);
-    const mine = this.mine.get(key) ?? new Set<string>();
+    const mine = new Set(this.mine.get(key) ?? []);
     if (f.userId === this.userId) { if (f.removed) mine.delete(f.emoji); else mine.add(f.emoji); }
-    this.mine.set(key, mine);
     const summary = f.counts.map((c) => ({ emoji: c.emoji, count: c.count, mine: mine.has(c.emoji) }));
-    this.learn(key, summary);
+    if (!this.learn(key, summary, f.version)) return; // not newer: nothing to tell
     this.host.emit({ type: "reactions", conversationId: f.conversationId, messageId: f.messageId, userId: f.userId,
-      emoji: f.emoji, removed: f.removed, summary });
+      emoji: f.emoji, removed: f.removed, summary, version: f.version });
   }
 
   private onTyping(body: Uint8Array): void {
