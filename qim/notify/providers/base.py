@@ -105,19 +105,23 @@ class Outcome:
 
     @staticmethod
     def sent() -> "Outcome":
+        """The provider accepted it."""
         return Outcome("sent")
 
     @staticmethod
     def retry(retry_reason: str, reason: str, retry_after_s: Optional[float] = None) -> "Outcome":
+        """Not now: `retry_reason` one of RETRY_REASONS, `retry_after_s` the provider's hint."""
         assert retry_reason in RETRY_REASONS, retry_reason
         return Outcome("retry_after", reason, retry_after_s, retry_reason)
 
     @staticmethod
     def permanent(reason: str) -> "Outcome":
+        """The token or subscription is dead: the caller removes the registration."""
         return Outcome("permanent", reason)
 
     @staticmethod
     def failed(reason: str) -> "Outcome":
+        """The request is refused and a retry cannot help: the notification is dropped."""
         return Outcome("failed", reason)
 
 

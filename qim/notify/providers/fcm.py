@@ -61,6 +61,7 @@ class FcmConfig:
 
     @property
     def project(self) -> str:
+        """The Firebase project id (the service account's project_id)."""
         return str(self.service_account["project_id"])
 
 
