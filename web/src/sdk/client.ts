@@ -25,6 +25,7 @@ import { MAX_CUSTOM_TYPE_BYTES, MessageType, Op, PROFILES_MAX_IDS } from "./prot
 import { Backoff, withRetry } from "./retry";
 import { ConvStates } from "./convstate";
 import { Reactions } from "./reactions";
+import { Push } from "./push";
 import { report, type Reported, type ReportReasonName } from "./reports";
 import { checkExtras } from "./extras";
 import { Rooms } from "./rooms";
@@ -54,12 +55,15 @@ export class Client {
   readonly convstates: ConvStates;
   /** Reactions and typing, in memory only (reactions.ts; docs/sdk.md "Reactions and typing"). */
   readonly reactions: Reactions;
+  /** Device push registrations (push.ts; docs/sdk.md "Push registrations"). */
+  readonly push: Push;
   private names = new Map<bigint, string>(); // display names learnt by PULL_PROFILES ("" = none given)
 
   private constructor(readonly runtime: Runtime, readonly store: LocalStore, readonly claims: TokenClaims) {
     this.sessions = new Sessions(runtime);
     this.rooms = new Rooms(runtime);
     this.convstates = new ConvStates(runtime);
+    this.push = new Push(runtime);
     this.reactions = new Reactions(runtime, claims.userId,
       async (conv) => (await store.conversation(conv))?.peerUserId ?? 0n);
     this.sessions.note = (entries) => this.convstates.noteEntries(entries);

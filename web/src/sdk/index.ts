@@ -9,6 +9,7 @@ export * from "./ids";
 export * from "./model";
 export * from "./extras";
 export * from "./protocol";
+export * from "./push";
 export * from "./reactions";
 export * from "./reports";
 export { Runtime } from "./runtime";
