@@ -44,11 +44,11 @@ from qim.services.session.metrics import SessionMetrics
 from qim.services.session.push import PushCalls, PushHandlers
 from qim.services.session.summary import PageError, Summarizer
 from qim.stores.convstate import ConversationStateStore
-from qim.stores.push import PushRegistrationStore
 from qim.stores.errors import StorageError
 from qim.stores.groups import GroupStore
 from qim.stores.intervals import OPEN
 from qim.stores.messages import MessageStore
+from qim.stores.push import PushRegistrationStore
 from qim.stores.reads import ReadPositionStore
 from qim.stores.sessions import SessionStore
 from qim.topology import SESSION
