@@ -187,8 +187,9 @@ class MailboxPuller:
         return {ev.message_id: n for ev, n in zip(events, sizes)}
 
     async def _annotate(self, tenant: int, user: int, batch: mailbox_pb2.MailboxBatch) -> None:
-        """Set `reactions` on each MESSAGE entry whose message has any, as `user` sees them
-        (decision 0121 §4); an entry without reactions carries nothing more. The summary
+        """Set `reactions` on each MESSAGE entry whose message has any, or had (empty, with
+        its version), as `user` sees them (decision 0121 §4 and its versions amendment); an
+        entry of a message that never had any carries nothing more. The summary
         store's errors leave as UNAVAILABLE, like the mailbox's."""
         if self._reactions is None:
             return
