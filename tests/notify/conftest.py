@@ -1,6 +1,7 @@
 """Fixtures of the push-provider tests: a development CA and a loopback server
 certificate (qim/dev/certs.py) per test, the fakes' TLS context, and a clock tests move
-by hand (token lifetimes without sleeping)."""
+by hand (token lifetimes without sleeping); the providers against their local endpoints
+(pushfixtures.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from qim.dev.certs import CLIENT_PORT, ensure_dev_pki
+from tests.notify.pushfixtures import apns, fcm, webpush  # noqa: F401
 
 
 @dataclass

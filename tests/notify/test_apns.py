@@ -8,37 +8,12 @@ from __future__ import annotations
 import time
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 
-from qim.notify.providers.apns import ApnsConfig, ApnsProvider
 from qim.notify.providers.base import Alert, Notification, Registration
-from tests.notify.fakes.apns import FakeApns
+from tests.notify.pushfixtures import KEY_ID, TEAM, TOPIC
 
-TEAM, KEY_ID, TOPIC = "TEAM123456", "KEY1234567", "com.example.qim"
 DEVICE = "a1" * 32
 CONV = "0f" * 16
-
-
-def _keys() -> tuple[str, str]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    p8 = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                           serialization.NoEncryption()).decode()
-    pub = key.public_key().public_bytes(serialization.Encoding.PEM,
-                                        serialization.PublicFormat.SubjectPublicKeyInfo).decode()
-    return p8, pub
-
-
-@pytest.fixture
-async def apns(tls, clock):
-    p8, pub = _keys()
-    fake = await FakeApns(pub, KEY_ID, TEAM, TOPIC, tls.server, clock=clock).start()
-    provider = ApnsProvider(ApnsConfig(TEAM, KEY_ID, p8, TOPIC, base_url=fake.base_url, ca_file=tls.ca_file,
-                                       timeout_s=1.5), clock=clock)
-    await provider.start()
-    yield provider, fake
-    await provider.close()
-    await fake.stop()
 
 
 def _note(silent: bool = False, with_content: bool = True) -> Notification:

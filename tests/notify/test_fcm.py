@@ -9,36 +9,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 
 from qim.notify.providers.base import Alert, Notification, Registration
-from qim.notify.providers.fcm import FcmConfig, FcmProvider
-from tests.notify.fakes.fcm import FakeFcm
 
-PROJECT, EMAIL = "qim-test", "push@qim-test.iam.gserviceaccount.com"
 DEVICE = "fcm-registration-token-1"
 CONV = "0e" * 16
-
-
-@pytest.fixture
-async def fcm(tls, clock):
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption()).decode()
-    pub = key.public_key().public_bytes(serialization.Encoding.PEM,
-                                        serialization.PublicFormat.SubjectPublicKeyInfo).decode()
-    fake = FakeFcm(tls.server, PROJECT, EMAIL, pub)
-    fake.clock = clock
-    await fake.start()
-    account = {"type": "service_account", "project_id": PROJECT, "client_email": EMAIL, "private_key": pem,
-               "private_key_id": "k1", "token_uri": fake.token_uri}
-    provider = FcmProvider(FcmConfig(account, base_url=fake.base_url, ca_file=tls.ca_file, timeout_s=1.5),
-                           clock=clock)
-    await provider.start()
-    yield provider, fake
-    await provider.close()
-    await fake.stop()
 
 
 def _note(silent: bool = False) -> Notification:

@@ -9,29 +9,12 @@ from __future__ import annotations
 import time
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
 
 from qim.notify.providers.base import Alert, Notification, Registration
-from qim.notify.providers.webpush import VapidConfig, WebPushProvider, topic
-from tests.notify.fakes.webpush import FakePushService, raw_public
+from qim.notify.providers.webpush import topic
+from tests.notify.pushfixtures import SUBJECT
 
 CONV = "0d" * 16
-SUBJECT = "mailto:ops@example.com"
-
-
-@pytest.fixture
-async def webpush(tls, clock):
-    vapid = ec.generate_private_key(ec.SECP256R1())
-    pem = vapid.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                              serialization.NoEncryption()).decode()
-    fake = await FakePushService(tls.server).start()
-    subscription = fake.subscribe(raw_public(vapid))
-    provider = WebPushProvider(VapidConfig(pem, SUBJECT, ca_file=tls.ca_file, timeout_s=1.5), clock=clock)
-    await provider.start()
-    yield provider, fake, subscription
-    await provider.close()
-    await fake.stop()
 
 
 def _note(subscription, silent: bool = False, with_content: bool = True) -> Notification:

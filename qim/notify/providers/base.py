@@ -24,6 +24,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import email.utils
+import logging
 import random
 import time
 from dataclasses import dataclass, field
@@ -36,6 +37,17 @@ from qim.obs.metrics import LATENCY_BUCKETS, MetricSet
 ProviderName = Literal["apns", "fcm", "webpush"]
 OutcomeKind = Literal["sent", "retry_after", "permanent", "failed"]
 RETRY_REASONS = ("rate_limited", "server_error", "timeout", "unreachable", "credential")
+# httpx logs every request's URL at INFO (an APNs URL ends in the device token), hpack,
+# h2 and httpcore every header at DEBUG (the bearer JWT): no token or credential in a log
+# line (decision 0130 item 8), so these loggers and their children (hpack.hpack, ...)
+# make no record below WARNING.
+CHATTY_HTTP_LOGGERS = ("httpx", "httpcore", "hpack", "h2")
+
+
+def quiet_http_libraries() -> None:
+    """Raise CHATTY_HTTP_LOGGERS to WARNING (their children inherit it); idempotent."""
+    for name in CHATTY_HTTP_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 @dataclass(frozen=True)
@@ -207,6 +219,7 @@ class PushProvider(abc.ABC):
         self.timeout_s, self.concurrency = timeout_s, concurrency
         self.metrics = metrics or PushMetrics()
         self._slots = asyncio.Semaphore(concurrency)
+        quiet_http_libraries()
 
     @abc.abstractmethod
     async def start(self) -> None:
