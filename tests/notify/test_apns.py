@@ -96,3 +96,16 @@ async def test_the_provider_token_is_made_anew_before_an_hour(apns, clock) -> No
     clock.advance(3000)
     assert (await provider.send(_note())).kind == "sent" and fake.rejected == []
     assert provider.metrics.value("qim_push_credential_refreshes_total", {"provider": "apns"}) == 3
+
+
+async def test_an_expired_provider_token_is_dropped_and_a_refused_payload_fails(apns) -> None:
+    provider, fake = apns
+    fake.mode = "403"  # ExpiredProviderToken, as APNs answers a token past its hour
+    outcome = await provider.send(_note())
+    assert (outcome.kind, outcome.retry_reason, outcome.reason) == ("retry_after", "credential", "ExpiredProviderToken")
+    fake.mode = "ok"
+    assert (await provider.send(_note())).kind == "sent"
+    assert len(fake.jwts) == 2  # signed anew although the clock did not move
+    fake.mode = "413"  # the request itself is refused: failed, the registration stays
+    outcome = await provider.send(_note())
+    assert (outcome.kind, outcome.reason) == ("failed", "status 413 PayloadTooLarge")

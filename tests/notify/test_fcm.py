@@ -43,6 +43,7 @@ async def test_a_silent_badge_update_is_data_only(fcm) -> None:
 @pytest.mark.parametrize("mode, kind, reason, retry_after", [
     ("410", "permanent", "NOT_FOUND", None),  # 404 UNREGISTERED
     ("400", "permanent", "INVALID_ARGUMENT", None),  # the token is not a valid registration token
+    ("400payload", "failed", "status 400 INVALID_ARGUMENT", None),  # the message, not the token
     ("429", "retry_after", "status 429", 7.0),
     ("500", "retry_after", "status 500", None),
 ])

@@ -5,7 +5,8 @@ public key with the expected `kid` and `iss` and an `iat` less than an hour old,
 expected apns-topic, an apns-push-type of alert or background, a JSON payload with an
 `aps` object. A request that fails a check is answered 403 (InvalidProviderToken) or 400
 (BadTopic, BadPayload...) and counted in `rejected`; one that passes is recorded in
-`received` and answered by `mode` (tests/notify/fakes/__init__.py)."""
+`received` and answered by `mode` (tests/notify/fakes/__init__.py; here also "403", an
+ExpiredProviderToken, and "413", PayloadTooLarge)."""
 
 from __future__ import annotations
 
@@ -153,7 +154,8 @@ class _H2Protocol(asyncio.Protocol):
             if mode == "hang":  # no answer: the client's timeout decides
                 return
             status, reason = {"ok": (200, ""), "400": (400, "BadDeviceToken"), "410": (410, "Unregistered"),
-                              "429": (429, "TooManyRequests"), "500": (500, "InternalServerError")}[mode]
+                              "429": (429, "TooManyRequests"), "500": (500, "InternalServerError"),
+                              "403": (403, "ExpiredProviderToken"), "413": (413, "PayloadTooLarge")}[mode]
         extra = [("retry-after", self.fake.retry_after)] if status == 429 else []
         answer = json.dumps({"reason": reason}).encode() if reason else b""
         self.conn.send_headers(stream_id, [(":status", str(status)), ("apns-id", f"fake-{stream_id}"), *extra],

@@ -8,7 +8,8 @@ counted in `exchanges`.
 POST /v1/projects/<project>/messages:send: the bearer must be an access token this
 endpoint issued (401 UNAUTHENTICATED otherwise); the body's `message` must have a token
 and a notification or data; accepted requests are recorded in `received` and answered by
-`mode` ("400": INVALID_ARGUMENT on message.token, "410": a 404 UNREGISTERED, as FCM says it)."""
+`mode` ("400": INVALID_ARGUMENT on message.token, "400payload": INVALID_ARGUMENT on another
+field, "410": a 404 UNREGISTERED, as FCM says it)."""
 
 from __future__ import annotations
 
@@ -94,4 +95,7 @@ class FakeFcm(HttpsFake):
             "400": _error(400, "INVALID_ARGUMENT", "The registration token is not a valid FCM registration token",
                           bad_token),
             "410": _error(404, "NOT_FOUND", "Requested entity was not found.", unregistered),
+            "400payload": _error(400, "INVALID_ARGUMENT", "Invalid value at 'message.android.ttl'", [
+                {"@type": "type.googleapis.com/google.rpc.BadRequest",
+                 "fieldViolations": [{"field": "message.android.ttl", "description": "Invalid value"}]}]),
         })
