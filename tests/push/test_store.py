@@ -123,3 +123,36 @@ async def test_a_corrupt_value_is_store_corrupt(backend):
     await backend.topology.user(TENANT, 5).hset(push_key(TENANT, 5), "1", b"\xff\xff not a registration")
     with pytest.raises(StoreCorrupt):
         await backend.push.registrations(TENANT, 5)
+
+
+async def test_round_trips_one_per_write_and_one_per_instance_per_read(backend, monkeypatch):
+    from redis.asyncio.client import Pipeline
+
+    from qim.infra.redis.pipe import PipelinedRedis
+
+    store, t = backend.push, backend.topology
+    users = list(range(200, 216))
+    for u in users:  # also loads the scripts: no NOSCRIPT reload in the counts below
+        await store.put(TENANT, u, reg(1))
+        await store.remove(TENANT, u, 9, "none")
+    count = 0
+
+    def counting(fn):
+        async def counted(*args, **kw):
+            nonlocal count
+            count += 1
+            return await fn(*args, **kw)
+        return counted
+
+    for client in t.clients.values():
+        monkeypatch.setattr(client, "execute_command", counting(client.execute_command))
+    monkeypatch.setattr(Pipeline, "execute", counting(Pipeline.execute))
+    monkeypatch.setattr(PipelinedRedis, "execute", counting(PipelinedRedis.execute))
+    await store.put(TENANT, users[0], reg(2))
+    assert count == 1
+    assert await store.remove(TENANT, users[0], 2, "ab" * 32) and count == 2
+    count = 0
+    got = await store.registrations_of(TENANT, users)
+    instances = len({id(t.user(TENANT, u)) for u in users})
+    assert all(len(got[u]) == 1 for u in users)
+    assert count == instances + 1  # one pipelined HGETALL per instance, one MGET of the cutoffs
