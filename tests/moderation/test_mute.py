@@ -1,6 +1,6 @@
 """`qimctl moderation mute|unmute|mutes` on the session stack (issue 38; docs/decisions/
 0127-group-mute.md): a muted member's group send and edit are refused with the SDK's typed
-PolicyRefused carrying the mute's reason (Chinese text included); it still reads the
+PolicyRefused carrying the mute's reason (Chinese text included), and so is a reaction; it still reads the
 group's history and receives the others' messages; the mute is listed; unmute lets the
 next send commit; a mute with an end ends by itself; every action is in the moderation
 log with the operator's name and the group; bad input is exit 2 with its reason."""
@@ -62,6 +62,9 @@ async def test_a_muted_member_reads_but_cannot_send_until_unmuted_or_the_end(sta
         with pytest.raises(PolicyRefused) as edit:
             await b.edit(conv, own.message_id, "edited while muted")
         assert reason in edit.value.message
+        with pytest.raises(PolicyRefused) as react:
+            await b.reactions.add(conv, own.message_id, "👍")
+        assert reason in react.value.message
 
         # still reads (a PULL_HISTORY from the server, not the local store) and receives
         seen = await a.send_text(conv, "the owner speaks")
@@ -83,6 +86,7 @@ async def test_a_muted_member_reads_but_cannot_send_until_unmuted_or_the_end(sta
             == 0
         )
         assert (await b.send_text(conv, "after the unmute")).conversation_seq > seen.conversation_seq
+        assert (await b.reactions.add(conv, own.message_id, "👍")).counts == (("👍", 1, True),)
 
         end_ms = int(time.time() * 1000) + EXPIRES_S * 1000
         assert (

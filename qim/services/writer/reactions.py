@@ -19,6 +19,7 @@ devices through every gateway.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import OrderedDict
 
 from google.protobuf.message import Message
@@ -54,10 +55,12 @@ class Reactions:
         self._reactions = reactions
         self._members: OrderedDict[tuple[int, bytes], tuple[int, tuple[int, ...]]] = OrderedDict()
 
-    async def _audience(self, tenant: int, user: int, conversation_id: bytes,
-                        peer: int) -> tuple[tuple[Interval, ...], tuple[int, ...]]:
+    async def _audience(self, tenant: int, user: int, conversation_id: bytes, peer: int,
+                        refuse_muted: bool = False) -> tuple[tuple[Interval, ...], tuple[int, ...]]:
         """The actor's visible intervals and the conversation's current members.
-        FORBIDDEN for a stranger or a former member."""
+        FORBIDDEN for a stranger or a former member; with `refuse_muted`, POLICY_REFUSED
+        for a member an operator muted in the group (decision 0127: read in the same
+        send_view round trip)."""
         if ids.conversation_kind(conversation_id) == CONVERSATION_KIND_DIRECT:
             if not peer or ids.conversation_id_direct(tenant, user, peer) != conversation_id:
                 raise RequestError(ErrorCode.FORBIDDEN, "not a participant of this conversation")
@@ -65,6 +68,9 @@ class Reactions:
         view = await self._groups.send_view(tenant, conversation_id, user)
         if view.version is None or view.intervals is None or not is_current(view.intervals):
             raise RequestError(ErrorCode.FORBIDDEN, "not a member of this group")
+        muted = view.muted(int(time.time() * 1000)) if refuse_muted else None
+        if muted:
+            raise RequestError(ErrorCode.POLICY_REFUSED, muted)
         key = (tenant, conversation_id)
         cached = self._members.get(key)
         if cached is None or cached[0] != view.version:
@@ -91,10 +97,11 @@ class Reactions:
     async def react(self, actor: internal_pb2.Actor, tenant: int, req: reaction_pb2.React) -> bytes:
         """REACT: add or remove the actor's emoji (idempotent). NOT_FOUND for a message
         the actor cannot see, FORBIDDEN for a recalled one (adds only) or a non-member,
-        PAYLOAD_TOO_LARGE past REACTION_MAX_DISTINCT emoji."""
+        POLICY_REFUSED for an add by a member muted in the group (decision 0127; taking
+        one's own reaction away is not refused), PAYLOAD_TOO_LARGE past REACTION_MAX_DISTINCT emoji."""
         check_react(req)
         (intervals, members), found = await asyncio.gather(
-            self._audience(tenant, actor.user_id, req.conversation_id, req.peer_user_id),
+            self._audience(tenant, actor.user_id, req.conversation_id, req.peer_user_id, not req.remove),
             self._messages.get(tenant, req.conversation_id, req.message_id))
         rec = found.record if found is not None else None
         if rec is None or rec.conversation_id != req.conversation_id or not _visible(intervals, rec.conversation_seq):

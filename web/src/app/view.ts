@@ -17,6 +17,7 @@ import { convControls, readMark, shapeList } from "./convmarks";
 import { loadReactions, noteReaction, reactionBar, typed, typingWords } from "./reactview";
 import { Rows, type Row } from "./rows";
 import { editLink, refused } from "./refused";
+import { reportLink } from "./reportview";
 import { completeMentions, msgActions, quoteOf, submitDraft } from "./replyedit";
 import { storageWords, tooLongWords } from "./words";
 
@@ -206,7 +207,8 @@ export class ChatView {
     const st = r.state === "pending" ? waiting : r.state === "failed" ? `failed: ${r.failure}` : mine && r.state === "sent" ? "✓" : "";  // a tick is for what I sent
     meta.append(el("span", "st", st, { "data-testid": "message-status" }), ...editLink(r, () => this.schedule()),
       ...readMark(this.client, this.open ? this.convs.get(this.open) : undefined, r),
-      ...msgActions(r, mine && r.key === this.rows?.list().filter((x) => x.senderId === r.senderId).at(-1)?.key));
+      ...msgActions(r, mine && r.key === this.rows?.list().filter((x) => x.senderId === r.senderId).at(-1)?.key),
+      ...reportLink(this.client, this.open, r, this.nameOf(r.senderId)));
     if (mine && r.state === "sent" && r.messageId) {
       const b = el("button", "link", "recall", { "data-testid": "recall" });
       b.onclick = () => void this.recall(r.messageId!);
