@@ -91,3 +91,13 @@ async def test_a_refused_access_token_is_dropped_and_retried(fcm) -> None:
     outcome = await provider.send(_note())
     assert (outcome.kind, outcome.retry_reason) == ("retry_after", "credential")
     assert (await provider.send(_note())).kind == "sent" and fake.exchanges == 2
+
+
+async def test_a_token_endpoint_that_refuses_the_assertion_is_a_credential_retry(fcm) -> None:
+    provider, fake = fcm
+    fake.client_email = "someone-else@qim-test.iam.gserviceaccount.com"  # the key no longer matches the account
+    outcome = await provider.send(_note())
+    assert (outcome.kind, outcome.retry_reason, outcome.reason) == ("retry_after", "credential",
+                                                                    "token endpoint status 400")
+    assert fake.received == [] and fake.rejected and fake.rejected[0].startswith("assertion")
+    assert provider.metrics.value("qim_push_retries_total", {"provider": "fcm", "reason": "credential"}) == 1
