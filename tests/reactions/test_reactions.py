@@ -109,3 +109,21 @@ async def test_reactions_refused_with_reasons(two_gateways, tmp_path):
     assert full.value.code == ErrorCode.PAYLOAD_TOO_LARGE
     assert (await a1.reactions.add(conv, ack.message_id, chr(0x1F600))).count(chr(0x1F600)) == 1  # present: fine
     await close_all(a1, s1)
+
+
+async def test_a_history_page_carries_an_emptied_summary_with_its_version(two_gateways, tmp_path):
+    # decision 0121, amended: a summary keeps its version when the last reaction goes, and
+    # history carries it empty, so a device holding an older summary learns they are gone
+    st = two_gateways
+    a, b = users(2)
+    a1 = await on_gateway(st, tmp_path, a, 1)
+    conv = (await a1.open_direct(b)).conversation_id
+    taken = await a1.send_text(conv, "taken back")
+    assert (await a1.reactions.add(conv, taken.message_id, "👍")).version == 1
+    assert (await a1.reactions.remove(conv, taken.message_id, "👍")).version == 2
+    b2 = await on_gateway(st, tmp_path, b, 2)
+    await b2.open_direct(a)
+    assert taken.message_id not in await b2.reactions.summaries(conv)  # none left to show ...
+    gone = b2.reactions.known(taken.message_id)  # ... and the page said so, with its version
+    assert gone is not None and (gone.counts, gone.version) == ((), 2)
+    await close_all(a1, b2)
