@@ -80,3 +80,14 @@ async def test_a_hang_a_dropped_and_a_refused_connection(webpush) -> None:
     await fake.stop()
     outcome = await provider.send(_note(sub))
     assert (outcome.kind, outcome.retry_reason) == ("retry_after", "unreachable")
+
+
+async def test_a_redirect_is_not_followed_and_plain_http_is_refused(webpush) -> None:
+    provider, fake, sub = webpush
+    fake.mode = "307"  # the endpoint is the client's text: QIM posts nowhere else
+    outcome = await provider.send(_note(sub))
+    assert (outcome.kind, outcome.reason) == ("failed", "status 307") and fake.followed == 0
+    plain = {**sub, "endpoint": sub["endpoint"].replace("https://", "http://")}
+    outcome = await provider.send(_note(plain))
+    assert (outcome.kind, outcome.reason) == ("permanent", "no https subscription endpoint")
+    assert len(fake.received) == 1

@@ -1,9 +1,10 @@
 """Web Push: RFC 8030 delivery, VAPID (RFC 8292) and aes128gcm payload encryption
 (RFC 8291 over RFC 8188) (docs/decisions/0130).
 
-pywebpush (`WebPusher.send_async`, with http-ece for the encryption) sends over QIM's
-own aiohttp session (TLS verified against the system's CAs or `ca_file`, at most
-`concurrency` connections, no redirects); py-vapid signs the VAPID JWT (ES256, the
+pywebpush (`WebPusher.encode`: http-ece's aes128gcm to the subscription's keys) encrypts,
+and the POST goes over QIM's own aiohttp session (TLS verified against the system's CAs
+or `ca_file`, at most `concurrency` connections, no redirects: the endpoint is the
+client's text, and pywebpush's own send follows them); py-vapid signs the VAPID JWT (ES256, the
 deployment's P-256 key): `aud` is the push service's origin, `exp` twelve hours ahead
 (RFC 8292 allows at most 24), `sub` the operator's contact; a token is reused for an
 origin for `vapid_reuse_s` seconds (an injectable clock).
@@ -13,7 +14,7 @@ and, for an alert, title and body per the device's content choice, encrypted to 
 subscription's p256dh/auth keys; headers TTL (the alert's ttl_s), Topic (the
 conversation: a newer message replaces an undelivered older one; at most 32 URL-safe
 base64 characters, so a longer id is hashed) and Urgency (high for an alert, normal for
-a silent badge update). Answers: 201/2xx sent; 404/410 permanent (the subscription is
+a silent badge update). An endpoint that is not https:// is permanent. Answers: 201/2xx sent; 404/410 permanent (the subscription is
 gone); 429 and 5xx retry_after (Retry-After honoured); other 4xx failed (413: the
 payload is too large; 400/401/403: a request or VAPID key the service refuses).
 """
@@ -128,29 +129,31 @@ class WebPushProvider(PushProvider):
     async def _send(self, notification: Notification) -> Outcome:
         assert self._session is not None, "WebPushProvider.start() first"
         subscription = notification.registration.subscription
-        if not subscription or "endpoint" not in subscription:
-            return Outcome.permanent("no subscription")
+        endpoint = str((subscription or {}).get("endpoint", ""))
+        if not endpoint.startswith("https://"):  # RFC 8030 8: push services are HTTPS only
+            return Outcome.permanent("no https subscription endpoint")
         alert = notification.alert
-        headers = {"Authorization": self.vapid.header(str(subscription["endpoint"])),
+        try:
+            encoded = WebPusher(subscription or {}).encode(message(notification), "aes128gcm")
+        except (WebPushException, ValueError, TypeError):  # keys missing or malformed: it can never work
+            return Outcome.permanent("bad subscription keys")
+        headers = {"Authorization": self.vapid.header(endpoint), "Content-Encoding": "aes128gcm",
+                   "Content-Type": "application/octet-stream", "TTL": str(alert.ttl_s),
                    "Urgency": "normal" if alert.silent else "high"}
         if alert.collapse_id:
             headers["Topic"] = topic(alert.collapse_id)
         try:
-            pusher = WebPusher(subscription, aiohttp_session=self._session)
-            resp = await pusher.send_async(message(notification), headers=headers, ttl=alert.ttl_s,
-                                           content_encoding="aes128gcm",
-                                           timeout=aiohttp.ClientTimeout(total=self.timeout_s))
-        except WebPushException:  # keys missing or malformed: this subscription can never work
-            return Outcome.permanent("bad subscription keys")
-        except (ValueError, TypeError):  # an undecodable p256dh/auth
-            return Outcome.permanent("bad subscription keys")
+            # our own POST, not pywebpush's send: no redirects (a subscription's endpoint is
+            # the client's text: never followed elsewhere), our TLS context and timeout
+            async with self._session.post(endpoint, data=encoded["body"], headers=headers, allow_redirects=False,
+                                          timeout=aiohttp.ClientTimeout(total=self.timeout_s)) as resp:
+                await resp.read()
+                status, retry_after = resp.status, resp.headers.get("Retry-After")
         except aiohttp.ClientError as exc:  # refused, closed before an answer
             return Outcome.retry("unreachable", type(exc).__name__)
-        assert isinstance(resp, aiohttp.ClientResponse)
-        resp.release()
-        common = by_status(resp.status, resp.headers.get("Retry-After"))
+        common = by_status(status, retry_after)
         if common is not None:
             return common
-        if resp.status in (404, 410):
-            return Outcome.permanent(f"status {resp.status}")
-        return Outcome.failed(f"status {resp.status}")
+        if status in (404, 410):
+            return Outcome.permanent(f"status {status}")
+        return Outcome.failed(f"status {status}")

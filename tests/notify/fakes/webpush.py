@@ -6,7 +6,8 @@ subscription was made with and whose JWT verifies (ES256) with `aud` this origin
 `exp` within 24 hours and a `sub`; a TTL header; Content-Encoding aes128gcm. It then
 DECRYPTS the body with the subscription's private key and auth secret (RFC 8291, http-ece)
 and records the cleartext JSON with the TTL, Topic and Urgency headers in `received`
-(201 Created in mode "ok"; "400" a 400, "410" a 410 Gone). An unknown subscription is 404,
+(201 Created in mode "ok"; "400" a 400, "410" a 410 Gone, "307" a redirect to /elsewhere,
+which counts the clients that follow it in `followed`). An unknown subscription is 404,
 a check that fails 400/401/403, each counted in `rejected`."""
 
 from __future__ import annotations
@@ -50,9 +51,11 @@ class FakePushService(HttpsFake):
         self.subs: dict[str, tuple[ec.EllipticCurvePrivateKey, bytes, bytes]] = {}
         self.received: list[dict[str, Any]] = []
         self.rejected: list[str] = []
+        self.followed = 0
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/push/{sub}", self._push)
+        app.router.add_route("*", "/elsewhere", self._elsewhere)
 
     def subscribe(self, server_key: bytes) -> dict[str, Any]:
         """A new subscription for the VAPID public key `server_key` (65 raw bytes)."""
@@ -99,4 +102,10 @@ class FakePushService(HttpsFake):
         return await self.by_mode(request, web.Response(status=201), {
             "400": web.Response(status=400, text="bad request"),
             "410": web.Response(status=410, text="gone"),
+            "307": web.Response(status=307, headers={"Location": f"{self.base_url}/elsewhere"}),
         })
+
+    async def _elsewhere(self, request: web.Request) -> web.Response:
+        """Where mode "307" redirects: a client that follows it is counted in `followed`."""
+        self.followed += 1
+        return web.Response(status=201)
