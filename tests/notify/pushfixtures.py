@@ -21,7 +21,8 @@ PROJECT, EMAIL = "qim-test", "push@qim-test.iam.gserviceaccount.com"
 SUBJECT = "mailto:ops@example.com"
 
 
-def _keys() -> tuple[str, str]:
+def apns_keys() -> tuple[str, str]:
+    """(the .p8 private key, its public key), PEM."""
     key = ec.generate_private_key(ec.SECP256R1())
     p8 = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                            serialization.NoEncryption()).decode()
@@ -32,7 +33,7 @@ def _keys() -> tuple[str, str]:
 
 @pytest.fixture
 async def apns(tls, clock):
-    p8, pub = _keys()
+    p8, pub = apns_keys()
     fake = await FakeApns(pub, KEY_ID, TEAM, TOPIC, tls.server, clock=clock).start()
     provider = ApnsProvider(ApnsConfig(TEAM, KEY_ID, p8, TOPIC, base_url=fake.base_url, ca_file=tls.ca_file,
                                        timeout_s=1.5), clock=clock)

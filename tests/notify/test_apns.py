@@ -9,8 +9,10 @@ import time
 
 import pytest
 
+from qim.notify.providers.apns import ApnsConfig, ApnsProvider
 from qim.notify.providers.base import Alert, Notification, Registration
-from tests.notify.pushfixtures import KEY_ID, TEAM, TOPIC
+from tests.notify.fakes.apns import FakeApns
+from tests.notify.pushfixtures import KEY_ID, TEAM, TOPIC, apns_keys
 
 DEVICE = "a1" * 32
 CONV = "0f" * 16
@@ -109,3 +111,23 @@ async def test_an_expired_provider_token_is_dropped_and_a_refused_payload_fails(
     fake.mode = "413"  # the request itself is refused: failed, the registration stays
     outcome = await provider.send(_note())
     assert (outcome.kind, outcome.reason) == ("failed", "status 413 PayloadTooLarge")
+
+
+async def test_a_development_build_goes_to_the_sandbox_with_its_own_topic(tls, clock) -> None:
+    p8, pub = apns_keys()
+    production = await FakeApns(pub, KEY_ID, TEAM, TOPIC, tls.server, clock=clock).start()
+    sandbox = await FakeApns(pub, KEY_ID, TEAM, "com.example.qim.dev", tls.server, clock=clock).start()
+    provider = ApnsProvider(ApnsConfig(TEAM, KEY_ID, p8, TOPIC, base_url=production.base_url,
+                                       sandbox_url=sandbox.base_url, ca_file=tls.ca_file, timeout_s=1.5), clock=clock)
+    await provider.start()
+    try:
+        dev = Registration("apns", token=DEVICE, apns_topic="com.example.qim.dev", apns_sandbox=True)
+        assert (await provider.send(Notification(dev, _note().alert))).kind == "sent"
+        assert (await provider.send(_note())).kind == "sent"
+        assert [r.headers["apns-topic"] for r in sandbox.received] == ["com.example.qim.dev"]
+        assert [r.headers["apns-topic"] for r in production.received] == [TOPIC]
+        assert sandbox.rejected == production.rejected == []
+    finally:
+        await provider.close()
+        await production.stop()
+        await sandbox.stop()

@@ -48,8 +48,9 @@ CREDENTIAL_403 = frozenset({"ExpiredProviderToken", "InvalidProviderToken"})
 @dataclass(frozen=True)
 class ApnsConfig:
     """`team_id`, `key_id` and `key_pem` (the .p8 signing key, PEM) of the provider
-    token; `topic` (the app's bundle id); `base_url` (PRODUCTION, SANDBOX or a test
-    endpoint); `ca_file` ("" = the system's CAs); `timeout_s` (one request, seconds);
+    token; `topic` (the app's bundle id, for a registration that names none); `base_url`
+    (PRODUCTION or a test endpoint) and `sandbox_url` (SANDBOX: a registration of a
+    development build goes there); `ca_file` ("" = the system's CAs); `timeout_s` (one request, seconds);
     `concurrency` (requests at once); `refresh_s` (a token's life here, seconds:
     1200 < refresh_s < 3600)."""
 
@@ -58,6 +59,7 @@ class ApnsConfig:
     key_pem: str
     topic: str
     base_url: str = PRODUCTION
+    sandbox_url: str = SANDBOX
     ca_file: str = ""
     timeout_s: float = 10.0
     concurrency: int = 64
@@ -144,14 +146,15 @@ class ApnsProvider(PushProvider):
         alert = notification.alert
         headers = {
             "authorization": f"bearer {self.token.get()}",
-            "apns-topic": self.config.topic,
+            "apns-topic": notification.registration.apns_topic or self.config.topic,
             "apns-push-type": "background" if alert.silent else "alert",
             "apns-priority": "5" if alert.silent else "10",
             "apns-expiration": str(int(self._clock()) + alert.ttl_s),
         }
         if alert.collapse_id:
             headers["apns-collapse-id"] = alert.collapse_id[:64]  # Apple's limit: 64 bytes
-        url = f"{self.config.base_url}/3/device/{notification.registration.token}"
+        base = self.config.sandbox_url if notification.registration.apns_sandbox else self.config.base_url
+        url = f"{base}/3/device/{notification.registration.token}"
         try:
             resp = await self._client.post(url, content=json.dumps(payload(notification)).encode(), headers=headers)
         except httpx.TimeoutException:

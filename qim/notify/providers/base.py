@@ -56,12 +56,15 @@ class Registration:
     an FCM registration token) or `subscription` (a Web Push PushSubscription as JSON:
     {"endpoint": url, "keys": {"p256dh": b64url, "auth": b64url}}); `with_content`: the
     device's choice to carry the title and body in the payload (False: a content-free
-    text, `Alert.generic`)."""
+    text, `Alert.generic`); `apns_topic`/`apns_sandbox` as the device registered them
+    (push.proto PushRegister, decision 0128)."""
 
     provider: ProviderName
     token: str = ""
     subscription: Optional[Mapping[str, Any]] = None
     with_content: bool = True
+    apns_topic: str = ""  # APNs: the app's bundle id the device registered ("" = the provider's topic)
+    apns_sandbox: bool = False  # APNs: a development build (APNS_ENVIRONMENT_SANDBOX, push.proto)
 
 
 @dataclass(frozen=True)
