@@ -23,6 +23,7 @@ from typing import Any, Optional
 from qim.config.redislayout import RedisLayout
 from qim.config.tier import ScyllaConfig, TierConfig
 from qim.consts import MAILBOX_RETENTION_MS_DEFAULT
+from qim.stores.badges import BadgeStore
 from qim.stores.base import Stores
 from qim.stores.errors import StoreUnavailable
 from qim.stores.reactions import ReactionStore
@@ -105,6 +106,14 @@ def open_reactions(stores: Stores) -> ReactionStore:
 
     backend: Any = getattr(stores, "redis", stores)  # TieredStores wraps the Redis backend
     return RedisReactionStore(backend.topology)
+
+
+def open_badges(stores: Stores) -> BadgeStore:
+    """The BadgeStore (UserBadgeState, decision 0129) over the mailbox instances of `stores`."""
+    from qim.stores.redis.badges import RedisBadgeStore
+
+    backend: Any = getattr(stores, "redis", stores)  # TieredStores wraps the Redis backend
+    return RedisBadgeStore(backend.topology)
 
 
 def open_reports(stores: Stores) -> ReportStore:

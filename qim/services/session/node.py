@@ -37,6 +37,7 @@ from qim.net.oneway import PEER_QUEUE_LIMIT, SENT, OneWayLink
 from qim.obs.node import ServiceNode
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
+from qim.services.session.badge import BadgeSettler
 from qim.services.session.cache import SessionListCache
 from qim.services.session.consumer import DurableProjector
 from qim.services.session.feed import ProjectionIntake
@@ -44,7 +45,7 @@ from qim.services.session.firstreg import FirstRegistrations, restore_list
 from qim.services.session.metrics import SessionMetrics
 from qim.services.session.register import Registration
 from qim.services.session.service import SessionService
-from qim.stores.open import RedisPlacement, open_registry, open_stores
+from qim.stores.open import RedisPlacement, open_badges, open_registry, open_stores
 from qim.topology import GATEWAY
 
 logger = logging.getLogger(__name__)
@@ -88,6 +89,10 @@ class SessionNode(ServiceNode):
         self.sessions = SessionService(stores.messages, stores.groups, stores.sessions, stores.reads, self.cache,
                                        self._send_devices, self._unserved, self.metrics, restore, stores.convstates,
                                        stores.push)
+        # UserBadgeState (badge.py, decision 0129): settled by the owner of the user's shard
+        self.badges = open_badges(stores)
+        self.sessions.badges = self.badges
+        self.settler = BadgeSettler(self.badges, self.sessions.summarize, self._badge_owner, self.metrics)
         self.peers = OwnerTable(self.shard_registry, {}, ("gateway",))
         self.gateways = GatewayLinks(self.peers, lambda gw, addr: OneWayLink(
             addr, Opcode.DEVICE_FRAMES, queue_limit=PEER_QUEUE_LIMIT, on_drop=self._frame_dropped,
@@ -111,6 +116,14 @@ class SessionNode(ServiceNode):
         if not self.keeper.holds(shard):
             return f"session shard {shard} is not served by this node (not its owner)"
         return self.projector.unserved(shard) if pages else None
+
+    def _badge_owner(self, tenant: int, user: int) -> Optional[tuple[int, int]]:
+        """(shard, owner_epoch) of the user's session shard when served here caught up."""
+        shard = self._shard_of(tenant, user)
+        epoch = self.projector.fences.get(shard)
+        if epoch is None or not self.keeper.holds(shard) or self.projector.unserved(shard):
+            return None
+        return shard, epoch
 
     async def _acquire(self, shard: int, owner_epoch: int) -> None:
         await start_together(self.projector.add_shard(shard, owner_epoch), self.presence.add_shard(shard))
@@ -184,3 +197,4 @@ class SessionNode(ServiceNode):
         self.spawn(self.projector.run(), "durable projection")
         self.spawn(self.projector.lag_loop(), "durable projection lag")
         self.spawn(self.keeper.run(), "shard leases")
+        self.spawn(self.settler.run(), "badge settler")

@@ -43,6 +43,7 @@ from qim.services.session.convstate import ConvStateCalls
 from qim.services.session.metrics import SessionMetrics
 from qim.services.session.push import PushCalls, PushHandlers
 from qim.services.session.summary import PageError, Summarizer
+from qim.stores.badges import BadgeStore
 from qim.stores.convstate import ConversationStateStore
 from qim.stores.errors import StorageError
 from qim.stores.groups import GroupStore
@@ -96,6 +97,7 @@ class SessionService(PushHandlers):
         # device push registrations (push.py, docs/decisions/0128)
         self._push = None if push is None else PushCalls(push, unserved)
         self._dispatch = Dispatch(SESSION, self)
+        self.badges: Optional[BadgeStore] = None  # UserBadgeState (decision 0129), set by the node: mutes mark it
 
     async def handle(self, body: bytes) -> tuple[int, bytes]:
         """One SessionCall body -> (reply opcode, reply body); RequestError (see the module docstring)."""
@@ -200,6 +202,11 @@ class SessionService(PushHandlers):
     async def _summarize(self, tenant: int, user: int, convs: list[bytes]) -> dict:
         return await self._summarizer.summarize(tenant, user, convs)
 
+    async def summarize(self, tenant: int, user: int, convs: list[bytes]) -> dict:
+        """{conversation_id: SessionEntry} as the list shows them (Summarizer.summarize;
+        PageError, StoreUnavailable); UserBadgeState settles from these (badge.py)."""
+        return await self._summarizer.summarize(tenant, user, convs)
+
     # --- conversation state and read receipts (convstate.py) ----------------------------
     def _calls(self) -> ConvStateCalls:
         if self._cs is None:
@@ -207,8 +214,11 @@ class SessionService(PushHandlers):
         return self._cs
 
     async def set_state(self, actor, req: convstate_pb2.SetConversationState) -> convstate_pb2.ConversationState:
-        """SET_CONVERSATION_STATE (ConvStateCalls.set_state)."""
-        return await self._calls().set_state(actor, req)
+        """SET_CONVERSATION_STATE (ConvStateCalls.set_state); a mute marks the badge."""
+        reply = await self._calls().set_state(actor, req)
+        if req.HasField("muted_until") and self.badges is not None:  # decision 0129
+            await self.badges.mark(int.from_bytes(actor.tenant_id, "big"), actor.user_id, [reply.conversation_id])
+        return reply
 
     async def set_receipts(self, actor, req: convstate_pb2.SetReceipts) -> convstate_pb2.ReceiptsOk:
         """SET_RECEIPTS (ConvStateCalls.set_receipts)."""

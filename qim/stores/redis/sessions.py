@@ -20,6 +20,7 @@ from typing import Any, Optional, Sequence
 
 from qim.consts import SESSION_PROJECT_MAX_REGS
 from qim.stores.errors import CheckpointConflict, StoreCorrupt
+from qim.stores.redis.badges import BADGE_DIRTY_KEY, dirty_member
 from qim.stores.redis.keys import (
     convs_checked_key,
     convs_key,
@@ -128,11 +129,13 @@ class RedisSessionStore:
 
     @staticmethod
     def _reg_keys(r: Registration) -> tuple:
-        return convs_key(r.tenant, r.user), read_key(r.tenant, r.user), peers_key(r.tenant, r.user)
+        # the last: UserBadgeState's dirty mark, in the same script (decision 0129)
+        return convs_key(r.tenant, r.user), read_key(r.tenant, r.user), peers_key(r.tenant, r.user), BADGE_DIRTY_KEY
 
     def _reg_args(self, r: Registration) -> tuple:
         member = _pending_member(r) if self.first_registrations else ""
-        return r.conversation_id.hex(), r.created_at_ms, r.own_seq, r.peer, member
+        return (r.conversation_id.hex(), r.created_at_ms, r.own_seq, r.peer, member,
+                dirty_member(r.tenant, r.user, r.conversation_id))
 
     async def pending_first(self, limit: int) -> list[FirstSeen]:
         """SessionStore.pending_first: one ZRANGE WITHSCORES of the queue of every mailbox
@@ -288,6 +291,7 @@ class RedisReadPositions:
     async def mark_read(self, tenant: int, user: int, conversation_id: bytes, seq: int) -> tuple[int, bool]:
         """ReadPositionStore.mark_read: session_mark_read.lua (forward only)."""
         scripts = self._scripts_of[id(self._user(tenant, user))]
-        pos, moved = await scripts.call("session_mark_read", [read_key(tenant, user)],
-                                        [conversation_id.hex(), seq])
+        # a move marks UserBadgeState dirty in the same script (decision 0129)
+        pos, moved = await scripts.call("session_mark_read", [read_key(tenant, user), BADGE_DIRTY_KEY],
+                                        [conversation_id.hex(), seq, dirty_member(tenant, user, conversation_id)])
         return int(pos), bool(int(moved))

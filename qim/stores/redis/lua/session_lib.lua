@@ -17,8 +17,11 @@ end
 -- order and any number of times with the same result. `pending` (nil without the
 -- archive tier) queues a first registration for CQL under `member`. Returns 1 when the
 -- conversation is new for the user, else 0.
-local function qim_register(convs, read, peers, pending, conv, created_ms, own_seq, peer, member)
+local function qim_register(convs, read, peers, pending, conv, created_ms, own_seq, peer, member, dirty, dmember)
   local added = redis.call('ZADD', convs, 'GT', created_ms, conv)
+  -- UserBadgeState (docs/decisions/0129): the user's badge for this conversation is to be
+  -- settled again; marked in the same script as the registration (and the checkpoint)
+  redis.call('HINCRBY', dirty, dmember, 1)
   if own_seq ~= '0' then
     -- sending marks the conversation read up to the sent message
     qim_read_forward(read, conv, own_seq)

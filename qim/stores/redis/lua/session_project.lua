@@ -6,12 +6,13 @@
 -- anything is written and moved only after every registration ran: a script error (a
 -- stale fence, a corrupt key) leaves them where they were.
 -- KEYS: 1 first-registration ZSET (used only when ARGV[3] = "1"), then n checkpoint
---       HASHes, then per registration 3 keys: convs ZSET, read HASH, peers HASH
+--       HASHes, then per registration 4 keys: convs ZSET, read HASH, peers HASH, badge dirty HASH
+--       (docs/decisions/0129)
 -- ARGV: 1 binding, 2 number n of checkpoints, 3 "1" with the archive tier else "0",
 --       then n quintuples (shard, owner_epoch, tenure token ("" not checked),
 --       expected next offset, new next offset; the tenure: session_checkpoint.lua),
---       then per registration 5 args: conversation hex, created_at_ms, own seq, peer,
---       pending member
+--       then per registration 6 args: conversation hex, created_at_ms, own seq, peer,
+--       pending member, badge dirty member
 -- Returns the number of conversations new for their user, or -1 when every checkpoint
 -- already holds its new offset (a retry after a lost reply: the registrations ran).
 --#include session_lib
@@ -49,10 +50,11 @@ if not expected_ok then
 end
 local added = 0
 local k = 2 + n
-for a = 4 + 5 * n, #ARGV, 5 do
+for a = 4 + 5 * n, #ARGV, 6 do
   added = added + qim_register(KEYS[k], KEYS[k + 1], KEYS[k + 2], pending,
-                               ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4])
-  k = k + 3
+                               ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4],
+                               KEYS[k + 3], ARGV[a + 5])
+  k = k + 4
 end
 for i = 1, n do
   redis.call('HSET', KEYS[1 + i], 'p', ARGV[4 + (i - 1) * 5 + 4])

@@ -1,0 +1,124 @@
+"""UserBadgeState's settler (docs/decisions/0129-user-badge-state.md): the user's global
+badge, absolute, with a version that only grows.
+
+Every change that can move a user's unread in a conversation marks (user, conversation)
+dirty in the same Redis script as the change itself: a registration of a dispatch
+record (session_lib.lua, in the durable projection's batch under its checkpoint, so a
+crash leaves no record both checkpointed and unmarked; replayed, it only marks again),
+a MARK_READ that moved (session_mark_read.lua), a SET_CONVERSATION_STATE (mute). The
+settler of the session node owning the user's shard (only once that shard is caught up)
+reads the marks, computes each conversation's contribution from canonical history with
+the list's own Summarizer — so the badge is the sum the list shows, never counted
+twice — and writes them with badge_settle.lua, fenced by the shard's owner_epoch:
+
+  contribution = 0 for a group the user left (its latest interval closed);
+               = 1 if `mentioned` else 0 while muted (muted_until in the future or for ever);
+               = `unread` otherwise (past UNREAD_EXACT_WINDOW a lower bound, 200).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Awaitable, Callable, Optional
+
+from qim.errors import EngineError
+from qim.proto.v1 import session_pb2
+from qim.services.session.summary import PageError
+from qim.stores.badges import BadgeStore, Dirty
+from qim.stores.convstate import MUTE_FOREVER
+from qim.stores.errors import NotOwner
+
+logger = logging.getLogger(__name__)
+
+SETTLE_PAGE = 500  # dirty entries read per instance per round
+IDLE_S = 0.2  # pause when a round found nothing to settle
+ERROR_PAUSE_S = 1.0
+
+Summarize = Callable[[int, int, list[bytes]], Awaitable[dict[bytes, session_pb2.SessionEntry]]]
+
+
+def contribution(entry: session_pb2.SessionEntry, now_ms: int) -> int:
+    """What one list entry adds to the badge (module doc, decision 0129)."""
+    if entry.left_at:
+        return 0
+    if entry.muted_until == MUTE_FOREVER or entry.muted_until > now_ms:
+        return 1 if entry.mentioned else 0
+    return entry.unread
+
+
+def badge_of(entries: list[session_pb2.SessionEntry], now_ms: int) -> int:
+    """The badge a list shows: the sum of its entries' contributions (the audit rule)."""
+    return sum(contribution(e, now_ms) for e in entries)
+
+
+class BadgeSettler:
+    """`run()` settles dirty marks of the shards this node serves until cancelled.
+
+    `epoch_of(tenant, user)` -> the owner_epoch of the user's session shard when this node
+    serves it caught up (None otherwise: its marks stay for the owner); `on_settled(tenant,
+    user, badge, version)` after a change."""
+
+    def __init__(
+        self,
+        badges: BadgeStore,
+        summarize: Summarize,
+        epoch_of: Callable[[int, int], Optional[tuple[int, int]]],
+        metrics: Any,
+        on_settled: Optional[Callable[[int, int, int, int], None]] = None,
+    ) -> None:
+        self._badges, self._summarize, self._epoch_of = badges, summarize, epoch_of
+        self._on_settled = on_settled
+        self._settles = metrics.counter("qim_session_badge_settles", "UserBadgeState settles by outcome", ["outcome"])
+        self._errors = metrics.counter(
+            "qim_session_badge_settle_errors", "Badge marks left for a later round", ["reason"]
+        )
+
+    async def run(self) -> None:
+        """Round after round (an outage is retried after a pause, never dropped)."""
+        while True:
+            try:
+                done = await self.round()
+            except EngineError as exc:
+                self._errors.labels(reason="unavailable").inc()
+                logger.warning("badge settle round failed: %s", exc)
+                await asyncio.sleep(ERROR_PAUSE_S)
+                continue
+            if not done:
+                await asyncio.sleep(IDLE_S)
+
+    async def round(self) -> int:
+        """One page of marks per instance settled; how many users were settled."""
+        users: dict[tuple[int, int], list[Dirty]] = {}
+        for client in self._badges.clients():
+            for d in await self._badges.dirty(client, SETTLE_PAGE):
+                users.setdefault((d.tenant, d.user), []).append(d)
+        done = 0
+        for (tenant, user), marks in users.items():
+            owner = self._epoch_of(tenant, user)
+            if owner is None:
+                continue
+            done += await self._settle(tenant, user, owner, marks)
+        return done
+
+    async def _settle(self, tenant: int, user: int, owner: tuple[int, int], marks: list[Dirty]) -> int:
+        convs = list(dict.fromkeys(d.conversation_id for d in marks))
+        try:
+            entries = await self._summarize(tenant, user, convs)
+        except PageError as exc:  # left marked (retried), counted: never a silent zero
+            self._errors.labels(reason="page").inc()
+            logger.warning("badge of a user not settled: %s", exc)
+            return 0
+        now_ms = int(time.time() * 1000)
+        values = {c: contribution(entries[c], now_ms) for c in convs}
+        shard, epoch = owner
+        try:
+            badge, version = await self._badges.settle(shard, epoch, tenant, user, values, marks)
+        except NotOwner:
+            self._errors.labels(reason="fenced").inc()
+            return 0
+        self._settles.labels(outcome="settled").inc()
+        if self._on_settled is not None:
+            self._on_settled(tenant, user, badge, version)
+        return 1

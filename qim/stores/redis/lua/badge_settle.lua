@@ -1,0 +1,40 @@
+-- badge_settle (docs/decisions/0129): UserBadgeState. Write the absolute per-conversation
+-- contributions a settler computed from canonical history for one user, recompute the
+-- user's badge from them and raise its version when the badge changed, then drop the
+-- dirty marks it settled, each only if no registration marked it again meanwhile (its
+-- generation unchanged: a newer mark is settled by the next round). Fenced like the
+-- projection: the session shard's checkpoint must still carry the settler's owner_epoch.
+-- KEYS: 1 checkpoint HASH of the user's session shard, 2 dirty HASH, 3 badge HASH
+-- ARGV: 1 owner_epoch, 2 number n of conversations, then n pairs (conversation hex,
+--       contribution), then pairs (dirty member, generation read)
+-- Returns {badge, version}.
+local oe = redis.call('HGET', KEYS[1], 'oe') or '0'
+if oe ~= ARGV[1] then
+  error({err = 'QIM_NOT_OWNER owner_epoch ' .. ARGV[1] .. ' is stale: fenced at ' .. oe})
+end
+local n = tonumber(ARGV[2])
+local delta = 0
+for i = 0, n - 1 do
+  local conv, value = ARGV[3 + 2 * i], tonumber(ARGV[4 + 2 * i])
+  local old = tonumber(redis.call('HGET', KEYS[3], 'c:' .. conv) or '0')
+  if value == 0 then
+    redis.call('HDEL', KEYS[3], 'c:' .. conv)
+  else
+    redis.call('HSET', KEYS[3], 'c:' .. conv, value)
+  end
+  delta = delta + value - old
+end
+local badge = tonumber(redis.call('HGET', KEYS[3], 'b') or '0') + delta
+local version
+if delta ~= 0 or redis.call('HEXISTS', KEYS[3], 'v') == 0 then
+  redis.call('HSET', KEYS[3], 'b', badge)
+  version = redis.call('HINCRBY', KEYS[3], 'v', 1)
+else
+  version = tonumber(redis.call('HGET', KEYS[3], 'v'))
+end
+for a = 3 + 2 * n, #ARGV, 2 do
+  if redis.call('HGET', KEYS[2], ARGV[a]) == ARGV[a + 1] then
+    redis.call('HDEL', KEYS[2], ARGV[a])
+  end
+end
+return {badge, version}
