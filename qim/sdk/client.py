@@ -308,6 +308,13 @@ class Client(GroupsAndRooms, ConversationChoices):
         peer = int(await self.store.run(self.store.peer_of, conv) or 0)
         return await reports.report(self.runtime, conv, message_id, peer, reason, text, client_report_id)
 
+    @property
+    def badge(self) -> tuple[int, int]:
+        """(badge, version): the user's total unread as the server's UserBadgeState holds it
+        (docs/decisions/0129; muted chats count only a mention, left groups nothing), from
+        the list pull and SESSION_DELTA, the highest version kept; (0, 0) before any."""
+        return self.sessions.badge
+
     async def mark_read(self, conversation_id: bytes, seq: Optional[int] = None) -> int:
         """Move the read position (default: to the newest message); returns it. Other
         devices get READ_SYNC. ServerError (FORBIDDEN, NOT_FOUND)."""

@@ -45,6 +45,13 @@ class Sessions:
         self.pulls = 0  # complete list pulls applied (for tests and status lines)
         # every entry of a page or SESSION_DELTA, after it was applied (ConvStates.note_entries)
         self.note: Callable[[list[session_pb2.SessionEntry]], None] = lambda entries: None
+        # UserBadgeState (docs/decisions/0129): (badge, version), only ever replaced by a
+        # higher version, so a late frame never shows an older badge
+        self.badge: tuple[int, int] = (0, 0)
+
+    def _note_badge(self, badge: int, version: int) -> None:
+        if version > self.badge[1]:
+            self.badge = (badge, version)
 
     def attach(self) -> None:
         """Hook into the runtime: list pull after each sync, server frames."""
@@ -67,6 +74,7 @@ class Sessions:
                 functools.partial(conn.request_probed, Opcode.PULL_SESSION_LIST, body, tuning.ack_deadline_s,
                                   tuning.probe_s), Backoff(budget=tuning.retry_budget_s))
             batch = session_pb2.SessionListBatch.FromString(reply)
+            self._note_badge(batch.badge, batch.badge_version)
             await core.apply(core.store.apply_sessions, list(batch.sessions), source="server")
             self.note(list(batch.sessions))
             if not batch.has_more or not batch.next_cursor:
@@ -85,6 +93,9 @@ class Sessions:
     def on_delta(self, delta: session_pb2.SessionDelta) -> None:
         """SESSION_DELTA: absolute entries, applied in arrival order."""
         core = self._core
+        self._note_badge(delta.badge, delta.badge_version)
+        if not delta.sessions:
+            return
         core.spawn(self._guard("server", core.store.apply_sessions, list(delta.sessions)))
         self.note(list(delta.sessions))
 

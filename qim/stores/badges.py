@@ -39,10 +39,11 @@ class BadgeStore(Protocol):
 
     async def settle(
         self, shard: int, owner_epoch: int, tenant: int, user: int, values: dict[bytes, int], settled: Sequence[Dirty]
-    ) -> tuple[int, int]:
+    ) -> tuple[int, int, bool]:
         """Write the user's per-conversation contributions, the badge (their sum) and its
         version (raised when the badge changed); drop the `settled` marks not marked
-        again; fenced by session shard `shard`'s owner_epoch. (badge, version)."""
+        again; fenced by session shard `shard`'s owner_epoch. (badge, version, whether
+        this call changed the badge)."""
         ...
 
     async def badges_of(self, tenant: int, users: Sequence[int]) -> dict[int, tuple[int, int]]:

@@ -3,7 +3,7 @@ devices, a direct chat and a group. Messages raise the badge by exactly the coun
 ones (the group's creation, a control message, and the user's own sends do not count);
 a recall, a read on the other device, a mute (only mentions count then) and a leave
 lower it; at every step the stored badge equals the sum the server's list shows, and
-its version never went backwards."""
+its version never went backwards; both devices' qim.sdk `Client.badge` follow it."""
 
 from __future__ import annotations
 
@@ -24,8 +24,10 @@ async def test_badge_follows_the_unread_definition_and_only_versions_up(stack, e
 
     async def settles_at(n: int, what: str) -> None:
         async def both() -> bool:
-            badge, _ = await stored(store, me)
-            return badge == n and await listed_badge(m1) == n
+            badge, version = await stored(store, me)
+            listed = await listed_badge(m1)
+            # both devices see it (SESSION_DELTA; qim.sdk Client.badge), the same version
+            return badge == n and listed == n and m1.badge == m2.badge == (n, version)
 
         await eventually(both, timeout=SETTLE_S, what=f"badge {n} ({what})")
 

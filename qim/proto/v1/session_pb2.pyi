@@ -54,20 +54,28 @@ class SessionEntry(_message.Message):
     def __init__(self, conversation_id: _Optional[bytes] = ..., kind: _Optional[int] = ..., last_message: _Optional[_Union[_history_pb2.HistoryItem, _Mapping]] = ..., last_activity_id: _Optional[bytes] = ..., read_conversation_seq: _Optional[int] = ..., unread: _Optional[int] = ..., unread_exact: _Optional[bool] = ..., joined_at: _Optional[int] = ..., left_at: _Optional[int] = ..., peer_user_id: _Optional[int] = ..., group_id: _Optional[int] = ..., group_title: _Optional[str] = ..., pinned: _Optional[bool] = ..., muted_until: _Optional[int] = ..., hidden: _Optional[bool] = ..., mentioned: _Optional[bool] = ..., peer_read_seq: _Optional[int] = ...) -> None: ...
 
 class SessionListBatch(_message.Message):
-    __slots__ = ("sessions", "next_cursor", "has_more")
+    __slots__ = ("sessions", "next_cursor", "has_more", "badge", "badge_version")
     SESSIONS_FIELD_NUMBER: _ClassVar[int]
     NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
     HAS_MORE_FIELD_NUMBER: _ClassVar[int]
+    BADGE_FIELD_NUMBER: _ClassVar[int]
+    BADGE_VERSION_FIELD_NUMBER: _ClassVar[int]
     sessions: _containers.RepeatedCompositeFieldContainer[SessionEntry]
     next_cursor: bytes
     has_more: bool
-    def __init__(self, sessions: _Optional[_Iterable[_Union[SessionEntry, _Mapping]]] = ..., next_cursor: _Optional[bytes] = ..., has_more: _Optional[bool] = ...) -> None: ...
+    badge: int
+    badge_version: int
+    def __init__(self, sessions: _Optional[_Iterable[_Union[SessionEntry, _Mapping]]] = ..., next_cursor: _Optional[bytes] = ..., has_more: _Optional[bool] = ..., badge: _Optional[int] = ..., badge_version: _Optional[int] = ...) -> None: ...
 
 class SessionDelta(_message.Message):
-    __slots__ = ("sessions",)
+    __slots__ = ("sessions", "badge", "badge_version")
     SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    BADGE_FIELD_NUMBER: _ClassVar[int]
+    BADGE_VERSION_FIELD_NUMBER: _ClassVar[int]
     sessions: _containers.RepeatedCompositeFieldContainer[SessionEntry]
-    def __init__(self, sessions: _Optional[_Iterable[_Union[SessionEntry, _Mapping]]] = ...) -> None: ...
+    badge: int
+    badge_version: int
+    def __init__(self, sessions: _Optional[_Iterable[_Union[SessionEntry, _Mapping]]] = ..., badge: _Optional[int] = ..., badge_version: _Optional[int] = ...) -> None: ...
 
 class MarkRead(_message.Message):
     __slots__ = ("conversation_id", "read_conversation_seq", "peer_user_id")

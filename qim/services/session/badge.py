@@ -58,7 +58,7 @@ class BadgeSettler:
 
     `epoch_of(tenant, user)` -> the owner_epoch of the user's session shard when this node
     serves it caught up (None otherwise: its marks stay for the owner); `on_settled(tenant,
-    user, badge, version)` after a change."""
+    user, badge, version)` after a change of the badge."""
 
     def __init__(
         self,
@@ -114,11 +114,11 @@ class BadgeSettler:
         values = {c: contribution(entries[c], now_ms) for c in convs}
         shard, epoch = owner
         try:
-            badge, version = await self._badges.settle(shard, epoch, tenant, user, values, marks)
+            badge, version, changed = await self._badges.settle(shard, epoch, tenant, user, values, marks)
         except NotOwner:
             self._errors.labels(reason="fenced").inc()
             return 0
         self._settles.labels(outcome="settled").inc()
-        if self._on_settled is not None:
+        if changed and self._on_settled is not None:
             self._on_settled(tenant, user, badge, version)
         return 1

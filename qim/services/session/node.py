@@ -35,7 +35,7 @@ from qim.consts import INTERNAL_RPC_INFLIGHT
 from qim.errors import ConfigError, ErrorCode, RequestError
 from qim.net.oneway import PEER_QUEUE_LIMIT, SENT, OneWayLink
 from qim.obs.node import ServiceNode
-from qim.proto.v1 import internal_pb2
+from qim.proto.v1 import internal_pb2, session_pb2
 from qim.protocol import Opcode
 from qim.services.session.badge import BadgeSettler
 from qim.services.session.cache import SessionListCache
@@ -92,7 +92,8 @@ class SessionNode(ServiceNode):
         # UserBadgeState (badge.py, decision 0129): settled by the owner of the user's shard
         self.badges = open_badges(stores)
         self.sessions.badges = self.badges
-        self.settler = BadgeSettler(self.badges, self.sessions.summarize, self._badge_owner, self.metrics)
+        self.settler = BadgeSettler(self.badges, self.sessions.summarize, self._badge_owner, self.metrics,
+                                    on_settled=self._badge_changed)
         self.peers = OwnerTable(self.shard_registry, {}, ("gateway",))
         self.gateways = GatewayLinks(self.peers, lambda gw, addr: OneWayLink(
             addr, Opcode.DEVICE_FRAMES, queue_limit=PEER_QUEUE_LIMIT, on_drop=self._frame_dropped,
@@ -124,6 +125,11 @@ class SessionNode(ServiceNode):
         if epoch is None or not self.keeper.holds(shard) or self.projector.unserved(shard):
             return None
         return shard, epoch
+
+    def _badge_changed(self, tenant: int, user: int, badge: int, version: int) -> None:
+        """A new UserBadgeState: SESSION_DELTA with it to every device of the user."""
+        delta = session_pb2.SessionDelta(badge=badge, badge_version=version).SerializeToString()
+        self._send_devices(tenant, user, 0, Opcode.SESSION_DELTA, delta)
 
     async def _acquire(self, shard: int, owner_epoch: int) -> None:
         await start_together(self.projector.add_shard(shard, owner_epoch), self.presence.add_shard(shard))

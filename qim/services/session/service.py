@@ -148,6 +148,8 @@ class SessionService(PushHandlers):
             batch.sessions.append(summary)
         if nxt is not None:
             batch.next_cursor = CURSOR.pack(nxt[0], _conv(nxt[1]))
+        if not req.cursor and self.badges is not None:  # the first page carries the badge (decision 0129)
+            batch.badge, batch.badge_version = (await self.badges.badges_of(tenant, [user]))[user]
         self._m.list_seconds.labels(snapshot=how).observe(time.perf_counter() - t0)
         return batch
 

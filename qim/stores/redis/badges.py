@@ -94,10 +94,10 @@ class RedisBadgeStore:
 
     async def settle(
         self, shard: int, owner_epoch: int, tenant: int, user: int, values: dict[bytes, int], settled: Sequence[Dirty]
-    ) -> tuple[int, int]:
+    ) -> tuple[int, int, bool]:
         """Write `values` = {conversation_id: contribution} for the user, the badge and its
         version (raised when the badge changed), drop `settled` marks not marked again;
-        fenced by session shard `shard`'s owner_epoch. (badge, version). NotOwner when a
+        fenced by session shard `shard`'s owner_epoch. (badge, version, whether it changed). NotOwner when a
         newer owner fenced the shard."""
         client = self._user(tenant, user)
         args: list = [owner_epoch, len(values)]
@@ -106,8 +106,8 @@ class RedisBadgeStore:
         for d in settled:
             args += [d.member, d.generation]
         keys = [session_shard_checkpoint_key(shard), BADGE_DIRTY_KEY, badge_key(tenant, user)]
-        badge, version = await self._scripts_of[id(client)].call("badge_settle", keys, args)
-        return int(badge), int(version)
+        badge, version, changed = await self._scripts_of[id(client)].call("badge_settle", keys, args)
+        return int(badge), int(version), bool(int(changed))
 
     async def badges_of(self, tenant: int, users: Sequence[int]) -> dict[int, tuple[int, int]]:
         """{user: (badge, version)} (0, 0 for a user never settled): one pipelined round

@@ -7,7 +7,7 @@
 -- KEYS: 1 checkpoint HASH of the user's session shard, 2 dirty HASH, 3 badge HASH
 -- ARGV: 1 owner_epoch, 2 number n of conversations, then n pairs (conversation hex,
 --       contribution), then pairs (dirty member, generation read)
--- Returns {badge, version}.
+-- Returns {badge, version, 1 when this call changed the badge else 0}.
 local oe = redis.call('HGET', KEYS[1], 'oe') or '0'
 if oe ~= ARGV[1] then
   error({err = 'QIM_NOT_OWNER owner_epoch ' .. ARGV[1] .. ' is stale: fenced at ' .. oe})
@@ -25,10 +25,11 @@ for i = 0, n - 1 do
   delta = delta + value - old
 end
 local badge = tonumber(redis.call('HGET', KEYS[3], 'b') or '0') + delta
-local version
+local version, changed = nil, 0
 if delta ~= 0 or redis.call('HEXISTS', KEYS[3], 'v') == 0 then
   redis.call('HSET', KEYS[3], 'b', badge)
   version = redis.call('HINCRBY', KEYS[3], 'v', 1)
+  changed = 1
 else
   version = tonumber(redis.call('HGET', KEYS[3], 'v'))
 end
@@ -37,4 +38,4 @@ for a = 3 + 2 * n, #ARGV, 2 do
     redis.call('HDEL', KEYS[2], ARGV[a])
   end
 end
-return {badge, version}
+return {badge, version, changed}

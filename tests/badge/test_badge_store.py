@@ -1,0 +1,65 @@
+"""UserBadgeState's store on a real Redis (docs/decisions/0129): a replayed projection
+batch only marks again (the settled badge is absolute, never counted twice); a mark made
+while a settle was computing survives it; the version moves only with the badge; a
+settle under a stale owner_epoch is refused; badges_of reads many users at once."""
+
+from __future__ import annotations
+
+import pytest
+
+from qim.infra.redis.client import connect
+from qim.stores.errors import NotOwner
+from qim.stores.redis.badges import BADGE_DIRTY_KEY, RedisBadgeStore
+from qim.stores.redis.keys import session_shard_checkpoint_key
+from qim.stores.redis.sessions import RedisSessionStore
+from qim.stores.sessions import Registration
+
+T, ME = 0, 42
+C1, C2 = bytes([1]) + b"\x01" * 15, bytes([1]) + b"\x02" * 15
+
+
+@pytest.fixture
+async def redis(private_redis):
+    client = connect(private_redis.addr)
+    await client.hset(session_shard_checkpoint_key(0), "oe", "3")  # the shard's owner_epoch
+    yield client
+    await client.aclose()
+
+
+async def test_a_replayed_registration_marks_again_and_the_badge_stays_absolute(redis):
+    sessions, badges = RedisSessionStore(redis), RedisBadgeStore(redis)
+    regs = [Registration(T, ME, C1, 1000, 0, 7), Registration(T, ME, C2, 1001, 0, 0)]
+    await sessions.register(regs)
+    marks = await badges.dirty(redis, 100)
+    assert {(d.user, d.conversation_id) for d in marks} == {(ME, C1), (ME, C2)}
+    assert await badges.settle(0, 3, T, ME, {C1: 2, C2: 3}, marks) == (5, 1, True)
+    assert await redis.hlen(BADGE_DIRTY_KEY) == 0
+    await sessions.register(regs)  # the same batch replayed after a crash
+    again = await badges.dirty(redis, 100)
+    assert len(again) == 2
+    # recomputed from history: the same absolute values, nothing added, no new version
+    assert await badges.settle(0, 3, T, ME, {C1: 2, C2: 3}, again) == (5, 1, False)
+    assert (await badges.badges_of(T, [ME]))[ME] == (5, 1)
+
+
+async def test_a_mark_made_during_a_settle_survives_it_and_versions_follow_the_badge(redis):
+    badges = RedisBadgeStore(redis)
+    await badges.mark(T, ME, [C1])
+    seen = await badges.dirty(redis, 100)
+    await badges.mark(T, ME, [C1])  # a MARK_READ lands while the settler computes
+    assert await badges.settle(0, 3, T, ME, {C1: 4}, seen) == (4, 1, True)
+    left = await badges.dirty(redis, 100)
+    assert [d.conversation_id for d in left] == [C1]  # settled again by the next round
+    assert await badges.settle(0, 3, T, ME, {C1: 0}, left) == (0, 2, True)  # read: lowered, version up
+    assert await redis.hlen(BADGE_DIRTY_KEY) == 0
+    assert (await badges.badges_of(T, [ME, 43]))[43] == (0, 0)
+
+
+async def test_a_settle_under_a_stale_owner_epoch_is_refused_and_writes_nothing(redis):
+    badges = RedisBadgeStore(redis)
+    await badges.mark(T, ME, [C1])
+    seen = await badges.dirty(redis, 100)
+    with pytest.raises(NotOwner):
+        await badges.settle(0, 2, T, ME, {C1: 9}, seen)
+    assert (await badges.badges_of(T, [ME]))[ME] == (0, 0)
+    assert await redis.hlen(BADGE_DIRTY_KEY) == 1  # still to be settled by the owner
