@@ -8,7 +8,7 @@ for a malformed dirty mark.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Protocol, Sequence
+from typing import Any, NamedTuple, Optional, Protocol, Sequence
 
 
 class Dirty(NamedTuple):
@@ -38,12 +38,23 @@ class BadgeStore(Protocol):
         ...
 
     async def settle(
-        self, shard: int, owner_epoch: int, tenant: int, user: int, values: dict[bytes, int], settled: Sequence[Dirty]
+        self,
+        shard: int,
+        owner_epoch: int,
+        tenant: int,
+        user: int,
+        values: dict[bytes, int],
+        settled: Sequence[Dirty],
+        wakes: Optional[dict[bytes, int]] = None,
     ) -> tuple[int, int, bool]:
         """Write the user's per-conversation contributions, the badge (their sum) and its
-        version (raised when the badge changed); drop the `settled` marks not marked
-        again; fenced by session shard `shard`'s owner_epoch. (badge, version, whether
-        this call changed the badge)."""
+        version (raised when the badge changed); queue `wakes` ({conversation: ms}) to be
+        marked again then; drop the `settled` marks not marked again; fenced by session
+        shard `shard`'s owner_epoch. (badge, version, whether this call changed it)."""
+        ...
+
+    async def wake_due(self, client: Any, now_ms: int, count: int) -> int:
+        """Mark again up to `count` queued wakes of one instance due by `now_ms`; how many."""
         ...
 
     async def badges_of(self, tenant: int, users: Sequence[int]) -> dict[int, tuple[int, int]]:

@@ -1,11 +1,14 @@
 """UserBadgeState on the real stack (issue 39; docs/decisions/0129): a user with two
 devices, a direct chat and a group. Messages raise the badge by exactly the countable
 ones (the group's creation, a control message, and the user's own sends do not count);
-a recall, a read on the other device, a mute (only mentions count then) and a leave
-lower it; at every step the stored badge equals the sum the server's list shows, and
-its version never went backwards; both devices' qim.sdk `Client.badge` follow it."""
+a recall, a read on the other device, a mute (only mentions count then, until a timed
+mute ends) and a leave lower it; at every step the stored badge equals the sum the
+server's list shows and both devices' qim.sdk `Client.badge`, and its version never
+went backwards."""
 
 from __future__ import annotations
+
+import time
 
 from tests.badge.audit import badge_store, listed_badge, sampled, stored, versions_only_grow
 from tests.e2e.sdkclient import client, close_all
@@ -55,6 +58,9 @@ async def test_badge_follows_the_unread_definition_and_only_versions_up(stack, e
         await settles_at(1, "a mention in the muted group")
         await m1.unmute(group.conversation_id)
         await settles_at(2, "unmuted: both unread group messages")
+        await m1.mute(group.conversation_id, until_ms=int(time.time() * 1000) + 5000)
+        await settles_at(1, "muted for 5 s: the mention counts")
+        await settles_at(2, "the mute ended by itself")
 
         await m2.leave_group(group.group_id)
         await settles_at(0, "the group left")

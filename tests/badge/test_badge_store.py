@@ -1,7 +1,8 @@
 """UserBadgeState's store on a real Redis (docs/decisions/0129): a replayed projection
 batch only marks again (the settled badge is absolute, never counted twice); a mark made
 while a settle was computing survives it; the version moves only with the badge; a
-settle under a stale owner_epoch is refused; badges_of reads many users at once."""
+settle under a stale owner_epoch is refused; a timed mute is marked again when it ends;
+badges_of reads many users at once."""
 
 from __future__ import annotations
 
@@ -63,3 +64,14 @@ async def test_a_settle_under_a_stale_owner_epoch_is_refused_and_writes_nothing(
         await badges.settle(0, 2, T, ME, {C1: 9}, seen)
     assert (await badges.badges_of(T, [ME]))[ME] == (0, 0)
     assert await redis.hlen(BADGE_DIRTY_KEY) == 1  # still to be settled by the owner
+
+
+async def test_a_timed_mute_is_marked_again_when_it_ends(redis):
+    badges = RedisBadgeStore(redis)
+    await badges.mark(T, ME, [C1])
+    seen = await badges.dirty(redis, 100)
+    assert (await badges.settle(0, 3, T, ME, {C1: 0}, seen, wakes={C1: 5000}))[0] == 0  # muted until 5000
+    assert await badges.wake_due(redis, 4999, 100) == 0 and await redis.hlen(BADGE_DIRTY_KEY) == 0
+    assert await badges.wake_due(redis, 5000, 100) == 1  # the mute ended: settled again
+    assert [(d.user, d.conversation_id) for d in await badges.dirty(redis, 100)] == [(ME, C1)]
+    assert await badges.wake_due(redis, 9999, 100) == 0  # queued once

@@ -9,7 +9,8 @@ a MARK_READ that moved (session_mark_read.lua), a SET_CONVERSATION_STATE (mute).
 settler of the session node owning the user's shard (only once that shard is caught up)
 reads the marks, computes each conversation's contribution from canonical history with
 the list's own Summarizer — so the badge is the sum the list shows, never counted
-twice — and writes them with badge_settle.lua, fenced by the shard's owner_epoch:
+twice — and writes them with badge_settle.lua, fenced by the shard's owner_epoch (a
+timed mute is queued there to be marked again when it ends: `wake_due` each round):
 
   contribution = 0 for a group the user left (its latest interval closed);
                = 1 if `mentioned` else 0 while muted (muted_until in the future or for ever);
@@ -91,7 +92,9 @@ class BadgeSettler:
     async def round(self) -> int:
         """One page of marks per instance settled; how many users were settled."""
         users: dict[tuple[int, int], list[Dirty]] = {}
+        now_ms = int(time.time() * 1000)
         for client in self._badges.clients():
+            await self._badges.wake_due(client, now_ms, SETTLE_PAGE)  # timed mutes that ended
             for d in await self._badges.dirty(client, SETTLE_PAGE):
                 users.setdefault((d.tenant, d.user), []).append(d)
         done = 0
@@ -112,9 +115,11 @@ class BadgeSettler:
             return 0
         now_ms = int(time.time() * 1000)
         values = {c: contribution(entries[c], now_ms) for c in convs}
+        # a timed mute changes the contribution when it ends, with no event: marked again then
+        wakes = {c: entries[c].muted_until for c in convs if now_ms < entries[c].muted_until != MUTE_FOREVER}
         shard, epoch = owner
         try:
-            badge, version, changed = await self._badges.settle(shard, epoch, tenant, user, values, marks)
+            badge, version, changed = await self._badges.settle(shard, epoch, tenant, user, values, marks, wakes)
         except NotOwner:
             self._errors.labels(reason="fenced").inc()
             return 0

@@ -19,7 +19,7 @@ for a dirty member that is not of the shape above.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from qim.stores.badges import Dirty
 from qim.stores.errors import StoreCorrupt
@@ -30,6 +30,7 @@ from qim.stores.redis.spread import spread
 from qim.stores.redis.topology import as_topology
 
 BADGE_DIRTY_KEY = "qim:badge:dirty"
+BADGE_WAKE_KEY = "qim:badge:wake"  # ZSET per instance: dirty member -> ms to mark it again
 BADGE_SCRIPTS = ("badge_settle",)
 
 
@@ -93,21 +94,43 @@ class RedisBadgeStore:
         ]
 
     async def settle(
-        self, shard: int, owner_epoch: int, tenant: int, user: int, values: dict[bytes, int], settled: Sequence[Dirty]
+        self,
+        shard: int,
+        owner_epoch: int,
+        tenant: int,
+        user: int,
+        values: dict[bytes, int],
+        settled: Sequence[Dirty],
+        wakes: Optional[dict[bytes, int]] = None,
     ) -> tuple[int, int, bool]:
         """Write `values` = {conversation_id: contribution} for the user, the badge and its
-        version (raised when the badge changed), drop `settled` marks not marked again;
-        fenced by session shard `shard`'s owner_epoch. (badge, version, whether it changed). NotOwner when a
-        newer owner fenced the shard."""
+        version (raised when the badge changed), queue `wakes` = {conversation_id: ms
+        since the epoch} to be marked again then (a mute that ends), drop `settled` marks
+        not marked again; fenced by session shard `shard`'s owner_epoch. (badge,
+        version, whether it changed). NotOwner when a newer owner fenced the shard."""
         client = self._user(tenant, user)
-        args: list = [owner_epoch, len(values)]
+        args: list = [owner_epoch, len(values), f"{tenant:032x}:{user}:"]
         for conv, value in values.items():
-            args += [conv.hex(), int(value)]
+            args += [conv.hex(), int(value), int((wakes or {}).get(conv, 0))]
         for d in settled:
             args += [d.member, d.generation]
-        keys = [session_shard_checkpoint_key(shard), BADGE_DIRTY_KEY, badge_key(tenant, user)]
+        keys = [session_shard_checkpoint_key(shard), BADGE_DIRTY_KEY, badge_key(tenant, user), BADGE_WAKE_KEY]
         badge, version, changed = await self._scripts_of[id(client)].call("badge_settle", keys, args)
         return int(badge), int(version), bool(int(changed))
+
+    async def wake_due(self, client: Any, now_ms: int, count: int) -> int:
+        """Mark again up to `count` queued wakes of `client`'s instance due by `now_ms`
+        (one MULTI: the marks and their removal from the queue); how many."""
+        with boundary("badge wakes"):
+            due = await client.zrangebyscore(BADGE_WAKE_KEY, "-inf", now_ms, start=0, num=count)
+            if not due:
+                return 0
+            async with client.pipeline(transaction=True) as pipe:
+                for member in due:
+                    pipe.hincrby(BADGE_DIRTY_KEY, member, 1)
+                pipe.zrem(BADGE_WAKE_KEY, *due)
+                await pipe.execute()
+        return len(due)
 
     async def badges_of(self, tenant: int, users: Sequence[int]) -> dict[int, tuple[int, int]]:
         """{user: (badge, version)} (0, 0 for a user never settled): one pipelined round

@@ -4,9 +4,13 @@
 -- dirty marks it settled, each only if no registration marked it again meanwhile (its
 -- generation unchanged: a newer mark is settled by the next round). Fenced like the
 -- projection: the session shard's checkpoint must still carry the settler's owner_epoch.
--- KEYS: 1 checkpoint HASH of the user's session shard, 2 dirty HASH, 3 badge HASH
--- ARGV: 1 owner_epoch, 2 number n of conversations, then n pairs (conversation hex,
---       contribution), then pairs (dirty member, generation read)
+-- A conversation muted until a time is queued in the wake ZSET at that time: the
+-- settler marks it dirty again then (its contribution changes with no event).
+-- KEYS: 1 checkpoint HASH of the user's session shard, 2 dirty HASH, 3 badge HASH,
+--       4 wake ZSET
+-- ARGV: 1 owner_epoch, 2 number n of conversations, 3 the user's dirty member prefix
+--       "<tenant hex>:<user>:", then n triples (conversation hex, contribution, wake at
+--       ms since the epoch or 0), then pairs (dirty member, generation read)
 -- Returns {badge, version, 1 when this call changed the badge else 0}.
 local oe = redis.call('HGET', KEYS[1], 'oe') or '0'
 if oe ~= ARGV[1] then
@@ -15,7 +19,10 @@ end
 local n = tonumber(ARGV[2])
 local delta = 0
 for i = 0, n - 1 do
-  local conv, value = ARGV[3 + 2 * i], tonumber(ARGV[4 + 2 * i])
+  local conv, value, wake = ARGV[4 + 3 * i], tonumber(ARGV[5 + 3 * i]), ARGV[6 + 3 * i]
+  if wake ~= '0' then
+    redis.call('ZADD', KEYS[4], wake, ARGV[3] .. conv)
+  end
   local old = tonumber(redis.call('HGET', KEYS[3], 'c:' .. conv) or '0')
   if value == 0 then
     redis.call('HDEL', KEYS[3], 'c:' .. conv)
@@ -33,7 +40,7 @@ if delta ~= 0 or redis.call('HEXISTS', KEYS[3], 'v') == 0 then
 else
   version = tonumber(redis.call('HGET', KEYS[3], 'v'))
 end
-for a = 3 + 2 * n, #ARGV, 2 do
+for a = 4 + 3 * n, #ARGV, 2 do
   if redis.call('HGET', KEYS[2], ARGV[a]) == ARGV[a + 1] then
     redis.call('HDEL', KEYS[2], ARGV[a])
   end
