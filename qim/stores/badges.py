@@ -25,6 +25,8 @@ class Dirty(NamedTuple):
 class BadgeStore(Protocol):
     """UserBadgeState of the users on a deployment's mailbox instances."""
 
+    dropped_marks: int  # malformed marks `dirty` deleted instead of returning
+
     def clients(self) -> list[Any]:
         """The instances, each with its own dirty marks (pass one to `dirty`)."""
         ...
@@ -34,7 +36,8 @@ class BadgeStore(Protocol):
         ...
 
     async def dirty(self, client: Any, count: int) -> list[Dirty]:
-        """About `count` marks of one instance, page after page round the set."""
+        """About `count` marks of one instance, page after page round the set; a
+        malformed mark (or one of user 0) is deleted and counted in `dropped_marks`."""
         ...
 
     async def settle(

@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 
 from qim.infra.redis.client import connect
+from qim.services.session.register import Message as Msg
+from qim.services.session.register import from_message, registrations
 from qim.stores.errors import NotOwner
 from qim.stores.redis.badges import BADGE_DIRTY_KEY, RedisBadgeStore
 from qim.stores.redis.keys import session_shard_checkpoint_key
@@ -75,3 +77,20 @@ async def test_a_timed_mute_is_marked_again_when_it_ends(redis):
     assert await badges.wake_due(redis, 5000, 100) == 1  # the mute ended: settled again
     assert [(d.user, d.conversation_id) for d in await badges.dirty(redis, 100)] == [(ME, C1)]
     assert await badges.wake_due(redis, 9999, 100) == 0  # queued once
+
+
+async def test_a_malformed_mark_or_one_of_user_0_is_dropped_and_counted_not_raised(redis):
+    # an operator's delete once registered user 0 and its mark killed every settle round
+    badges = RedisBadgeStore(redis)
+    await badges.mark(T, ME, [C1])
+    await redis.hset(BADGE_DIRTY_KEY, mapping={f"{T:032x}:0:{C1.hex()}": 1, "garbage": 1})
+    assert [(d.user, d.conversation_id) for d in await badges.dirty(redis, 100)] == [(ME, C1)]
+    assert badges.dropped_marks == 2
+    assert await redis.hkeys(BADGE_DIRTY_KEY) == [f"{T:032x}:{ME}:{C1.hex()}".encode()]
+
+
+def test_an_operator_action_registers_no_session_for_user_0():
+    direct = bytes([1]) + b"\x05" * 15
+    regs = from_message(T, direct, 9, 1000, 0, [ME, 77], lambda u: True)  # sender 0: an operator
+    assert sorted(r.user for r in regs) == [ME, 77]
+    assert sorted(r.user for r in registrations([Msg(T, direct, 9, 1000, 0, [ME, 77])], lambda u: True)) == [ME, 77]

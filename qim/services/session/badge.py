@@ -92,11 +92,14 @@ class BadgeSettler:
     async def round(self) -> int:
         """One page of marks per instance settled; how many users were settled."""
         users: dict[tuple[int, int], list[Dirty]] = {}
+        dropped = self._badges.dropped_marks
         now_ms = int(time.time() * 1000)
         for client in self._badges.clients():
             await self._badges.wake_due(client, now_ms, SETTLE_PAGE)  # timed mutes that ended
             for d in await self._badges.dirty(client, SETTLE_PAGE):
                 users.setdefault((d.tenant, d.user), []).append(d)
+        if self._badges.dropped_marks > dropped:  # malformed marks the store deleted
+            self._errors.labels(reason="bad_mark").inc(self._badges.dropped_marks - dropped)
         done = 0
         for (tenant, user), marks in users.items():
             owner = self._epoch_of(tenant, user)

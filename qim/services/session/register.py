@@ -55,19 +55,21 @@ def kind_of(conversation_id: bytes) -> int:
 def from_message(tenant: int, conversation_id: bytes, seq: int, created_at_ms: int, sender: int,
                  users: Iterable[int], owns: Callable[[int], bool]) -> list[Registration]:
     """Registrations of one message for the owned users among `users` (the recipients of
-    one dispatch record). ValueError as kind_of."""
+    one dispatch record). ValueError as kind_of. User 0 (an operator's action, e.g. a
+    delete resolving a report) is nobody's session: never registered (a badge mark for
+    it would be settled for no user)."""
     kind = kind_of(conversation_id)
     users = list(users)
     direct = kind == CONVERSATION_KIND_DIRECT
     other = next((u for u in users if u != sender), 0) if direct else 0
     out = []
     for user in users:
-        if not owns(user):
+        if not user or not owns(user):
             continue
         mine = user == sender
         out.append(Registration(tenant, user, conversation_id, created_at_ms, seq if mine else 0,
                                 (other if mine else sender) if direct else 0))
-    if direct and other and sender not in users and owns(sender):
+    if direct and other and sender and sender not in users and owns(sender):
         out.append(Registration(tenant, sender, conversation_id, created_at_ms, seq, other))
     return out
 
@@ -110,5 +112,5 @@ def registrations(messages: Iterable[Message], owns: Callable[[int], bool]) -> l
         if m.seq > seqs.get(m.sender, 0):
             seqs[m.sender] = m.seq  # read only for a sender among the recipients, as from_message
     for (tenant, conv, users), (created, seqs) in collapsed.items():
-        out += [Registration(tenant, u, conv, created, seqs.get(u, 0), 0) for u in users if owns(u)]
+        out += [Registration(tenant, u, conv, created, seqs.get(u, 0), 0) for u in users if u and owns(u)]
     return merge(out)

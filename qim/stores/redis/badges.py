@@ -14,7 +14,10 @@ Keys (with the session keys of qim/stores/redis/keys.py):
 `settle` (badge_settle.lua) writes what a settler computed from canonical history and
 drops only the marks it read (same generation), fenced by the shard's owner_epoch.
 Errors: StoreUnavailable on an outage; NotOwner for a stale owner_epoch; StoreCorrupt
-for a dirty member that is not of the shape above.
+(`parse_dirty`) for a dirty member that is not of the shape above. `dirty` never raises
+it: a member of another shape, or of user 0 (nobody's session), is deleted where it is
+found and counted in `dropped_marks` (a bad mark must not stop every settle after it:
+a settler task that died on one took its session node down at each restart).
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from qim.stores.redis.mailboxes import mailbox_clients
 from qim.stores.redis.scripts import boundary
 from qim.stores.redis.spread import spread
 from qim.stores.redis.topology import as_topology
+
+MAX_USER_ID = 2**64 - 1
 
 BADGE_DIRTY_KEY = "qim:badge:dirty"
 BADGE_WAKE_KEY = "qim:badge:wake"  # ZSET per instance: dirty member -> ms to mark it again
@@ -49,7 +54,7 @@ def parse_dirty(member: bytes, generation: bytes) -> Dirty:
     try:
         tenant_hex, user, conv = member.decode("ascii").split(":")
         conv_id = bytes.fromhex(conv)
-        if len(tenant_hex) != 32 or len(conv_id) != 16:
+        if len(tenant_hex) != 32 or len(conv_id) != 16 or not 1 <= int(user) <= MAX_USER_ID:
             raise ValueError(member)
         return Dirty(int(tenant_hex, 16), int(user), conv_id, member.decode("ascii"), generation.decode("ascii"))
     except (UnicodeDecodeError, ValueError):
@@ -65,6 +70,7 @@ class RedisBadgeStore:
         self._t = t = as_topology(client)
         self._scripts_of = {id(c): t.scripts(c, BADGE_SCRIPTS) for c in mailbox_clients(t)}
         self._cursors: dict[int, int] = {}
+        self.dropped_marks = 0  # malformed dirty members deleted by `dirty` (module doc)
 
     def _user(self, tenant: int, user: int) -> Any:
         return self._t.home if self._t.single else self._t.user(tenant, user)
@@ -84,14 +90,23 @@ class RedisBadgeStore:
 
     async def dirty(self, client: Any, count: int) -> list[Dirty]:
         """About `count` dirty entries of `client`'s instance (one HSCAN page; the cursor
-        goes round the HASH page after page). StoreCorrupt on a malformed member."""
+        goes round the HASH page after page). A malformed member (or one of user 0) is
+        deleted and counted in `dropped_marks`, not returned (module doc)."""
         with boundary("badge dirty scan"):
             cursor, page = await client.hscan(BADGE_DIRTY_KEY, self._cursors.get(id(client), 0), count=count)
         self._cursors[id(client)] = int(cursor)
-        return [
-            parse_dirty(m if isinstance(m, bytes) else m.encode(), g if isinstance(g, bytes) else str(g).encode())
-            for m, g in page.items()
-        ]
+        marks, bad = [], []
+        for m, g in page.items():
+            m = m if isinstance(m, bytes) else m.encode()
+            try:
+                marks.append(parse_dirty(m, g if isinstance(g, bytes) else str(g).encode()))
+            except StoreCorrupt:
+                bad.append(m)
+        if bad:  # deleted, counted: settled for no user, and never a reason to stop
+            with boundary("badge dirty drop"):
+                await client.hdel(BADGE_DIRTY_KEY, *bad)
+            self.dropped_marks += len(bad)
+        return marks
 
     async def settle(
         self,
