@@ -56,7 +56,9 @@ async def test_badge_is_exact_after_a_session_node_is_killed_mid_traffic(two_ses
         killed_at = acked[0]
         await eventually(lambda: acked[0] >= killed_at + 30, timeout=90, what="traffic after the kill")
         stop.set()
-        await asyncio.gather(*tasks)
+        # bounded: a send never acknowledged fails the test instead of hanging CI (a
+        # clean-clone run of 2026-12-06 hung here for 20 min; not yet diagnosed)
+        await asyncio.wait_for(asyncio.gather(*tasks), 120)
         total = acked[0]
 
         async def exact() -> bool:
