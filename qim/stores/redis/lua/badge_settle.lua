@@ -1,6 +1,7 @@
 -- badge_settle (docs/decisions/0129): UserBadgeState. Write the absolute per-conversation
 -- contributions a settler computed from canonical history for one user, recompute the
--- user's badge from them and raise its version when the badge changed, then drop the
+-- user's badge from them and raise its version when the badge changed (a user never
+-- counted is badge 0 at version 0: a first settle at 0 changes nothing), then drop the
 -- dirty marks it settled, each only if no registration marked it again meanwhile (its
 -- generation unchanged: a newer mark is settled by the next round). Fenced like the
 -- projection: the session shard's checkpoint must still carry the settler's owner_epoch.
@@ -33,12 +34,12 @@ for i = 0, n - 1 do
 end
 local badge = tonumber(redis.call('HGET', KEYS[3], 'b') or '0') + delta
 local version, changed = nil, 0
-if delta ~= 0 or redis.call('HEXISTS', KEYS[3], 'v') == 0 then
+if delta ~= 0 then
   redis.call('HSET', KEYS[3], 'b', badge)
   version = redis.call('HINCRBY', KEYS[3], 'v', 1)
   changed = 1
 else
-  version = tonumber(redis.call('HGET', KEYS[3], 'v'))
+  version = tonumber(redis.call('HGET', KEYS[3], 'v') or '0')
 end
 for a = 4 + 3 * n, #ARGV, 2 do
   if redis.call('HGET', KEYS[2], ARGV[a]) == ARGV[a + 1] then
