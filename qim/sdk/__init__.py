@@ -37,6 +37,7 @@ from qim.errors import IdError, TlsError
 from qim.sdk.client import Client, Member
 from qim.sdk.convstate import MUTE_FOREVER, ConversationState, Readers
 from qim.sdk.events import (
+    BadgeChanged,
     ConnectionLost,
     ConnectionState,
     ConversationStateChanged,
@@ -82,5 +83,5 @@ __all__ = [
     "SendFailed", "SyncFailed", "ReadPositionChanged", "MembershipChanged", "direct_conversation", "TlsError",
     "IdError", "RoomAck", "RoomEventsAdded", "RoomInfo", "RoomMessage", "RoomStateChanged",
     "ConversationState", "ConversationStateChanged", "PeerRead", "Readers", "MUTE_FOREVER",
-    "PushInvalid", "PushRegistration",
+    "PushInvalid", "PushRegistration", "BadgeChanged",
 ]

@@ -132,6 +132,15 @@ class PeerRead:
 
 
 @dataclass(frozen=True)
+class BadgeChanged:
+    """The user's badge (total unread, UserBadgeState; docs/decisions/0129) changed:
+    told once per newer `version` (only grows), never for a late, older frame."""
+
+    badge: int
+    version: int
+
+
+@dataclass(frozen=True)
 class MembershipChanged:
     """A membership CONTROL message of a group reached this device (create, join,
     leave, remove): `change.users` are the users it concerns."""
@@ -200,7 +209,7 @@ class CursorReset:
 
 Event = (Connected | Disconnected | KickedEvent | ConnectionState | ConversationsUpdated | MessagesAdded
          | MessagesUpdated | MessagesRemoved | PendingResolved | SendPending | SendFailed | SyncFailed | CursorReset
-         | ReadPositionChanged | MembershipChanged | ConversationStateChanged | PeerRead)
+         | ReadPositionChanged | MembershipChanged | ConversationStateChanged | PeerRead | BadgeChanged)
 
 
 class ServerError(RequestError):

@@ -52,6 +52,7 @@ class Sessions:
     def _note_badge(self, badge: int, version: int) -> None:
         if version > self.badge[1]:
             self.badge = (badge, version)
+            self._core.emit(ev.BadgeChanged(badge, version))
 
     def attach(self) -> None:
         """Hook into the runtime: list pull after each sync, server frames."""

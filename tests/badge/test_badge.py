@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+from qim.sdk import BadgeChanged
 from tests.badge.audit import badge_store, listed_badge, sampled, stored, versions_only_grow
 from tests.e2e.sdkclient import client, close_all
 from tests.sdk.realstack import eventually, users
@@ -69,4 +70,8 @@ async def test_badge_follows_the_unread_definition_and_only_versions_up(stack, e
     assert len(seen) > 10, "the sampler read the badge"
     assert versions_only_grow(seen), f"a version went backwards or a change kept its version: {seen}"
     assert len({v for _, v in seen}) >= 10  # every change got a version of its own
+    # the app is told each newer badge once (BadgeChanged), in version order, ending at it
+    told = [(e.badge, e.version) for e in m2.told.events if isinstance(e, BadgeChanged)]
+    assert len(told) >= 10 and told[-1] == m2.badge
+    assert all(v1 < v2 for (_, v1), (_, v2) in zip(told, told[1:])), told
     await close_all(ca, cb, m1, m2)

@@ -136,6 +136,8 @@ async function signIn(s: Saved, canRedraw = false): Promise<void> {
       showKicked(e.reason);
     }
     if (e.type === "storage") showStorage(e.state, e.message);
+    // the server's exact badge (UserBadgeState) in the tab's title, as messengers do
+    if (e.type === "badge") document.title = e.badge > 0n ? `(${e.badge}) QIM` : "QIM";
   });
   view = new ChatView(c, showError);
   roomView = new RoomView(c, showError);

@@ -103,6 +103,11 @@ export class Client {
     return this.runtime.state;
   }
 
+  /** The user's total unread (UserBadgeState) and its version; the "badge" event tells changes. */
+  get badge(): { badge: bigint; version: bigint } {
+    return this.sessions.badge;
+  }
+
   /** Listen to every event (events.ts); returns the unsubscribe function. */
   on(fn: Listener): () => void {
     return this.runtime.on(fn);

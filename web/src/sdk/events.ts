@@ -65,6 +65,8 @@ export type QimEvent =
       removed: boolean; summary: ReactionCount[]; version: bigint }
   /** A member started or stopped typing (told, or expired without renewal; reactions.ts). */
   | { type: "typing"; conversationId: Uint8Array; userId: bigint; typing: boolean }
+  /** The user's badge (total unread, UserBadgeState) changed; `version` only grows (sessions.ts). */
+  | { type: "badge"; badge: bigint; version: bigint }
   | { type: "kicked"; reason: number }
   | { type: "syncFailed"; code: number; message: string }
   | { type: "cursorReset" }

@@ -6,6 +6,9 @@
  * like a page; READ_SYNC (another device or tab of the user read) moves the position
  * here, forward only, told as readPosition with source "sync". markRead moves the
  * position locally at once, then MARK_READ; offline it is sent after the next pull.
+ * The user's badge (UserBadgeState, docs/decisions/0129) rides on pages and deltas as an
+ * absolute value with a version: only a higher version replaces it (a late frame never
+ * shows an older badge), told as the "badge" event.
  */
 
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
@@ -22,6 +25,8 @@ import type { RuntimeCore } from "./core";
 /** Session list, SESSION_DELTA, READ_SYNC and MARK_READ of one runtime. */
 export class Sessions {
   pulls = 0;
+  /** The user's total unread as the server holds it, and its version (0n: not known yet). */
+  badge = { badge: 0n, version: 0n };
   /** Every entry of a page or SESSION_DELTA, after it was applied (ConvStates.noteEntries). */
   note: (entries: SessionEntry[]) => void = () => undefined;
 
@@ -45,6 +50,7 @@ export class Sessions {
       const req = toBinary(PullSessionListSchema, create(PullSessionListSchema, { cursor, limit: SESSION_PAGE_MAX_LIMIT }));
       const b = await withRetry(() => conn.call(Op.PULL_SESSION_LIST, req, SessionListBatchSchema),
         new Backoff(50, 2000, rt.retryBudgetMs));
+      this.noteBadge(b.badge, b.badgeVersion);
       this.apply("server", await rt.store.applySessions(b.sessions));
       this.note(b.sessions);
       if (!b.hasMore || !b.nextCursor.length) break;
@@ -61,7 +67,16 @@ export class Sessions {
     }
   }
 
+  /** Keep (badge, version) when `version` is newer than the one held; tell the app. */
+  noteBadge(badge: bigint, version: bigint): void {
+    if (version <= this.badge.version) return;
+    this.badge = { badge, version };
+    this.rt.emit({ type: "badge", badge, version });
+  }
+
   private async onDelta(d: SessionDelta): Promise<void> {
+    this.noteBadge(d.badge, d.badgeVersion);
+    if (!d.sessions.length) return;
     this.apply("server", await this.rt.store.applySessions(d.sessions));
     this.note(d.sessions);
   }
