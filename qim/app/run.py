@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Callable
 from qim.config.env import Env
 from qim.config.tls import metrics_tls
 from qim.errors import ConfigError, EngineError
-from qim.obs import logcontext
+from qim.obs import logcontext, otel
 
 if TYPE_CHECKING:
     from qim.obs.node import ServiceNode
@@ -91,6 +91,7 @@ def run_node(service: str, build: Callable[[], "ServiceNode"]) -> None:
     setup_logging(service)
     prog = f"qim-{service}"
     try:
+        otel.setup(service)  # OpenTelemetry traces when OTEL_TRACES_EXPORTER names an exporter (decision 0140)
         with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             runner.run(serve_until_signal(service, build))
     except ConfigError as exc:

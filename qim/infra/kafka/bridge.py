@@ -82,11 +82,13 @@ class AsyncProducer:
                 pass
 
     def produce(self, topic: str, value: Optional[bytes], key: Optional[bytes] = None,
-                partition: Optional[int] = None, timestamp_ms: Optional[int] = None) -> asyncio.Future:
+                partition: Optional[int] = None, timestamp_ms: Optional[int] = None,
+                headers: Optional[list[tuple[str, bytes]]] = None) -> asyncio.Future:
         """Enqueue one record (value None: a tombstone of `key` in a compacted topic);
         the returned future yields (partition, offset).
         `timestamp_ms`: the record's CreateTime (default: librdkafka reads the host's
         clock); QIM topics are LogAppendTime, so the broker replaces it with its own.
+        `headers`: the record's Kafka headers (a traced message's traceparent, decision 0140).
         Must be called on the event loop thread. BufferError from a full local queue is
         raised as EngineError (back-pressure is the caller's)."""
         loop = self._loop = asyncio.get_running_loop()
@@ -107,6 +109,8 @@ class AsyncProducer:
             kwargs["partition"] = partition
         if timestamp_ms is not None:
             kwargs["timestamp"] = timestamp_ms
+        if headers:
+            kwargs["headers"] = headers
         try:
             self._producer.produce(topic, **kwargs)
         except (BufferError, KafkaException) as exc:

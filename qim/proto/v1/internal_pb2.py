@@ -26,7 +26,7 @@ from qim.proto.v1 import mailbox_pb2 as qim_dot_v1_dot_mailbox__pb2
 from qim.proto.v1 import message_pb2 as qim_dot_v1_dot_message__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15qim/v1/internal.proto\x12\x06qim.v1\x1a\x14qim/v1/mailbox.proto\x1a\x14qim/v1/message.proto\"g\n\x05\x41\x63tor\x12\x11\n\ttenant_id\x18\x01 \x01(\x0c\x12\x0f\n\x07user_id\x18\x02 \x01(\x04\x12\x11\n\tdevice_id\x18\x03 \x01(\x04\x12\x14\n\x0c\x64isplay_name\x18\x04 \x01(\t\x12\x11\n\ttoken_iat\x18\x05 \x01(\x04\"L\n\nWriterSend\x12\x1c\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\r.qim.v1.Actor\x12\x10\n\x08upstream\x18\x02 \x01(\x0c\x12\x0e\n\x06opcode\x18\x03 \x01(\r\"\x86\x01\n\x0c\x41\x64minRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\x0c\x12,\n\nmembership\x18\x02 \x01(\x0b\x32\x16.qim.v1.MembershipEditH\x00\x12/\n\x0e\x64\x65lete_message\x18\x03 \x01(\x0b\x32\x15.qim.v1.DeleteMessageH\x00\x42\x04\n\x02op\"S\n\x0eMembershipEdit\x12\x10\n\x08group_id\x18\x01 \x01(\x04\x12\x0b\n\x03\x61\x64\x64\x18\x02 \x03(\x04\x12\x0e\n\x06remove\x18\x03 \x03(\x04\x12\x12\n\nrequest_id\x18\x04 \x01(\x0c\"f\n\rDeleteMessage\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x12\n\nmessage_id\x18\x02 \x01(\x0c\x12\x12\n\nrequest_id\x18\x03 \x01(\x0c\x12\x14\n\x0cpeer_user_id\x18\x04 \x01(\x04\"M\n\x0bSessionCall\x12\x1c\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\r.qim.v1.Actor\x12\x0e\n\x06opcode\x18\x02 \x01(\r\x12\x10\n\x08upstream\x18\x03 \x01(\x0c\"^\n\x08RoomCall\x12\x1c\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\r.qim.v1.Actor\x12\x0e\n\x06opcode\x18\x02 \x01(\r\x12\x10\n\x08upstream\x18\x03 \x01(\x0c\x12\x12\n\nconnection\x18\x04 \x01(\x04\">\n\x08RoomPush\x12\x11\n\ttenant_id\x18\x01 \x01(\x0c\x12\x0f\n\x07room_id\x18\x02 \x01(\x04\x12\x0e\n\x06\x65vents\x18\x03 \x01(\x0c\"k\n\x0c\x44\x65viceFrames\x12\x11\n\ttenant_id\x18\x01 \x01(\x0c\x12\x0f\n\x07user_id\x18\x02 \x01(\x04\x12\x19\n\x11\x65xclude_device_id\x18\x03 \x01(\x04\x12\x0e\n\x06opcode\x18\x04 \x01(\r\x12\x0c\n\x04\x62ody\x18\x05 \x01(\x0c\"=\n\x0bMailboxPull\x12\x1c\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\r.qim.v1.Actor\x12\x10\n\x08upstream\x18\x02 \x01(\x0c\"\xcb\x03\n\tPushBatch\x12\x11\n\ttenant_id\x18\x01 \x01(\x0c\x12)\n\x07targets\x18\x02 \x03(\x0b\x32\x18.qim.v1.PushBatch.Target\x12-\n\tpositions\x18\x07 \x03(\x0b\x32\x1a.qim.v1.PushBatch.Position\x12\r\n\x05hello\x18\x03 \x01(\x08\x12\x10\n\x08wake_all\x18\x06 \x01(\x08\x12\x0f\n\x07node_id\x18\x08 \x01(\t\x12\x0e\n\x06shards\x18\t \x03(\r\x12%\n\x05kicks\x18\n \x03(\x0b\x32\x16.qim.v1.PushBatch.Kick\x1a@\n\x06Target\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\x12%\n\x07\x65ntries\x18\x02 \x03(\x0b\x32\x14.qim.v1.MailboxEntry\x1aW\n\x08Position\x12\x13\n\x0bmailbox_seq\x18\x01 \x01(\x04\x12\x12\n\nmessage_id\x18\x02 \x01(\x0c\x12\x10\n\x08user_ids\x18\x03 \x03(\x04\x12\x10\n\x08trace_id\x18\x04 \x01(\x0c\x1a\x41\n\x04Kick\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\x12\x11\n\tdevice_id\x18\x02 \x01(\x04\x12\x15\n\rsession_epoch\x18\x03 \x01(\x04J\x04\x08\x04\x10\x05J\x04\x08\x05\x10\x06\"t\n\rPresenceEntry\x12\x1b\n\x13gateway_incarnation\x18\x01 \x01(\t\x12\x15\n\rsession_epoch\x18\x02 \x01(\x04\x12\x15\n\rexpires_at_ms\x18\x03 \x01(\x04\x12\x18\n\x10gateway_since_ms\x18\x04 \x01(\x04\"\xd4\x01\n\x0cOutboxRecord\x12%\n\x06record\x18\x01 \x01(\x0b\x32\x15.qim.v1.MessageRecord\x12\x12\n\nrecipients\x18\x02 \x03(\x04\x12\x13\n\x0binline_body\x18\x03 \x01(\x08\x12\x13\n\x0bshard_count\x18\x04 \x01(\r\x12\x1d\n\x15group_conversation_id\x18\x05 \x01(\x0c\x12\x1a\n\x12membership_version\x18\x06 \x01(\x04\x12\x12\n\nevent_type\x18\x07 \x01(\r\x12\x10\n\x08trace_id\x18\x08 \x01(\x0c\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15qim/v1/internal.proto\x12\x06qim.v1\x1a\x14qim/v1/mailbox.proto\x1a\x14qim/v1/message.proto\"g\n\x05\x41\x63tor\x12\x11\n\ttenant_id\x18\x01 \x01(\x0c\x12\x0f\n\x07user_id\x18\x02 \x01(\x04\x12\x11\n\tdevice_id\x18\x03 \x01(\x04\x12\x14\n\x0c\x64isplay_name\x18\x04 \x01(\t\x12\x11\n\ttoken_iat\x18\x05 \x01(\x04\"a\n\nWriterSend\x12\x1c\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\r.qim.v1.Actor\x12\x10\n\x08upstream\x18\x02 \x01(\x0c\x12\x0e\n\x06opcode\x18\x03 \x01(\r\x12\x13\n\x0btraceparent\x18\x04 \x01(\t\"\x86\x01\n\x0c\x41\x64minRequest\x12\x11\n\ttenant_id\x18\x01 \x01(\x0c\x12,\n\nmembership\x18\x02 \x01(\x0b\x32\x16.qim.v1.MembershipEditH\x00\x12/\n\x0e\x64\x65lete_message\x18\x03 \x01(\x0b\x32\x15.qim.v1.DeleteMessageH\x00\x42\x04\n\x02op\"S\n\x0eMembershipEdit\x12\x10\n\x08group_id\x18\x01 \x01(\x04\x12\x0b\n\x03\x61\x64\x64\x18\x02 \x03(\x04\x12\x0e\n\x06remove\x18\x03 \x03(\x04\x12\x12\n\nrequest_id\x18\x04 \x01(\x0c\"f\n\rDeleteMessage\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x12\n\nmessage_id\x18\x02 \x01(\x0c\x12\x12\n\nrequest_id\x18\x03 \x01(\x0c\x12\x14\n\x0cpeer_user_id\x18\x04 \x01(\x04\"M\n\x0bSessionCall\x12\x1c\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\r.qim.v1.Actor\x12\x0e\n\x06opcode\x18\x02 \x01(\r\x12\x10\n\x08upstream\x18\x03 \x01(\x0c\"^\n\x08RoomCall\x12\x1c\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\r.qim.v1.Actor\x12\x0e\n\x06opcode\x18\x02 \x01(\r\x12\x10\n\x08upstream\x18\x03 \x01(\x0c\x12\x12\n\nconnection\x18\x04 \x01(\x04\">\n\x08RoomPush\x12\x11\n\ttenant_id\x18\x01 \x01(\x0c\x12\x0f\n\x07room_id\x18\x02 \x01(\x04\x12\x0e\n\x06\x65vents\x18\x03 \x01(\x0c\"k\n\x0c\x44\x65viceFrames\x12\x11\n\ttenant_id\x18\x01 \x01(\x0c\x12\x0f\n\x07user_id\x18\x02 \x01(\x04\x12\x19\n\x11\x65xclude_device_id\x18\x03 \x01(\x04\x12\x0e\n\x06opcode\x18\x04 \x01(\r\x12\x0c\n\x04\x62ody\x18\x05 \x01(\x0c\"=\n\x0bMailboxPull\x12\x1c\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\r.qim.v1.Actor\x12\x10\n\x08upstream\x18\x02 \x01(\x0c\"\xdc\x03\n\tPushBatch\x12\x11\n\ttenant_id\x18\x01 \x01(\x0c\x12)\n\x07targets\x18\x02 \x03(\x0b\x32\x18.qim.v1.PushBatch.Target\x12-\n\tpositions\x18\x07 \x03(\x0b\x32\x1a.qim.v1.PushBatch.Position\x12\r\n\x05hello\x18\x03 \x01(\x08\x12\x10\n\x08wake_all\x18\x06 \x01(\x08\x12\x0f\n\x07node_id\x18\x08 \x01(\t\x12\x0e\n\x06shards\x18\t \x03(\r\x12%\n\x05kicks\x18\n \x03(\x0b\x32\x16.qim.v1.PushBatch.Kick\x1a@\n\x06Target\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\x12%\n\x07\x65ntries\x18\x02 \x03(\x0b\x32\x14.qim.v1.MailboxEntry\x1ah\n\x08Position\x12\x13\n\x0bmailbox_seq\x18\x01 \x01(\x04\x12\x12\n\nmessage_id\x18\x02 \x01(\x0c\x12\x10\n\x08user_ids\x18\x03 \x03(\x04\x12\x10\n\x08trace_id\x18\x04 \x01(\x0c\x12\x0f\n\x07span_id\x18\x05 \x01(\x0c\x1a\x41\n\x04Kick\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\x12\x11\n\tdevice_id\x18\x02 \x01(\x04\x12\x15\n\rsession_epoch\x18\x03 \x01(\x04J\x04\x08\x04\x10\x05J\x04\x08\x05\x10\x06\"t\n\rPresenceEntry\x12\x1b\n\x13gateway_incarnation\x18\x01 \x01(\t\x12\x15\n\rsession_epoch\x18\x02 \x01(\x04\x12\x15\n\rexpires_at_ms\x18\x03 \x01(\x04\x12\x18\n\x10gateway_since_ms\x18\x04 \x01(\x04\"\xd4\x01\n\x0cOutboxRecord\x12%\n\x06record\x18\x01 \x01(\x0b\x32\x15.qim.v1.MessageRecord\x12\x12\n\nrecipients\x18\x02 \x03(\x04\x12\x13\n\x0binline_body\x18\x03 \x01(\x08\x12\x13\n\x0bshard_count\x18\x04 \x01(\r\x12\x1d\n\x15group_conversation_id\x18\x05 \x01(\x0c\x12\x1a\n\x12membership_version\x18\x06 \x01(\x04\x12\x12\n\nevent_type\x18\x07 \x01(\r\x12\x10\n\x08trace_id\x18\x08 \x01(\x0c\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,33 +36,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ACTOR']._serialized_start=77
   _globals['_ACTOR']._serialized_end=180
   _globals['_WRITERSEND']._serialized_start=182
-  _globals['_WRITERSEND']._serialized_end=258
-  _globals['_ADMINREQUEST']._serialized_start=261
-  _globals['_ADMINREQUEST']._serialized_end=395
-  _globals['_MEMBERSHIPEDIT']._serialized_start=397
-  _globals['_MEMBERSHIPEDIT']._serialized_end=480
-  _globals['_DELETEMESSAGE']._serialized_start=482
-  _globals['_DELETEMESSAGE']._serialized_end=584
-  _globals['_SESSIONCALL']._serialized_start=586
-  _globals['_SESSIONCALL']._serialized_end=663
-  _globals['_ROOMCALL']._serialized_start=665
-  _globals['_ROOMCALL']._serialized_end=759
-  _globals['_ROOMPUSH']._serialized_start=761
-  _globals['_ROOMPUSH']._serialized_end=823
-  _globals['_DEVICEFRAMES']._serialized_start=825
-  _globals['_DEVICEFRAMES']._serialized_end=932
-  _globals['_MAILBOXPULL']._serialized_start=934
-  _globals['_MAILBOXPULL']._serialized_end=995
-  _globals['_PUSHBATCH']._serialized_start=998
-  _globals['_PUSHBATCH']._serialized_end=1457
-  _globals['_PUSHBATCH_TARGET']._serialized_start=1225
-  _globals['_PUSHBATCH_TARGET']._serialized_end=1289
-  _globals['_PUSHBATCH_POSITION']._serialized_start=1291
-  _globals['_PUSHBATCH_POSITION']._serialized_end=1378
-  _globals['_PUSHBATCH_KICK']._serialized_start=1380
-  _globals['_PUSHBATCH_KICK']._serialized_end=1445
-  _globals['_PRESENCEENTRY']._serialized_start=1459
-  _globals['_PRESENCEENTRY']._serialized_end=1575
-  _globals['_OUTBOXRECORD']._serialized_start=1578
-  _globals['_OUTBOXRECORD']._serialized_end=1790
+  _globals['_WRITERSEND']._serialized_end=279
+  _globals['_ADMINREQUEST']._serialized_start=282
+  _globals['_ADMINREQUEST']._serialized_end=416
+  _globals['_MEMBERSHIPEDIT']._serialized_start=418
+  _globals['_MEMBERSHIPEDIT']._serialized_end=501
+  _globals['_DELETEMESSAGE']._serialized_start=503
+  _globals['_DELETEMESSAGE']._serialized_end=605
+  _globals['_SESSIONCALL']._serialized_start=607
+  _globals['_SESSIONCALL']._serialized_end=684
+  _globals['_ROOMCALL']._serialized_start=686
+  _globals['_ROOMCALL']._serialized_end=780
+  _globals['_ROOMPUSH']._serialized_start=782
+  _globals['_ROOMPUSH']._serialized_end=844
+  _globals['_DEVICEFRAMES']._serialized_start=846
+  _globals['_DEVICEFRAMES']._serialized_end=953
+  _globals['_MAILBOXPULL']._serialized_start=955
+  _globals['_MAILBOXPULL']._serialized_end=1016
+  _globals['_PUSHBATCH']._serialized_start=1019
+  _globals['_PUSHBATCH']._serialized_end=1495
+  _globals['_PUSHBATCH_TARGET']._serialized_start=1246
+  _globals['_PUSHBATCH_TARGET']._serialized_end=1310
+  _globals['_PUSHBATCH_POSITION']._serialized_start=1312
+  _globals['_PUSHBATCH_POSITION']._serialized_end=1416
+  _globals['_PUSHBATCH_KICK']._serialized_start=1418
+  _globals['_PUSHBATCH_KICK']._serialized_end=1483
+  _globals['_PRESENCEENTRY']._serialized_start=1497
+  _globals['_PRESENCEENTRY']._serialized_end=1613
+  _globals['_OUTBOXRECORD']._serialized_start=1616
+  _globals['_OUTBOXRECORD']._serialized_end=1828
 # @@protoc_insertion_point(module_scope)

@@ -23,14 +23,16 @@ class Actor(_message.Message):
     def __init__(self, tenant_id: _Optional[bytes] = ..., user_id: _Optional[int] = ..., device_id: _Optional[int] = ..., display_name: _Optional[str] = ..., token_iat: _Optional[int] = ...) -> None: ...
 
 class WriterSend(_message.Message):
-    __slots__ = ("actor", "upstream", "opcode")
+    __slots__ = ("actor", "upstream", "opcode", "traceparent")
     ACTOR_FIELD_NUMBER: _ClassVar[int]
     UPSTREAM_FIELD_NUMBER: _ClassVar[int]
     OPCODE_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     actor: Actor
     upstream: bytes
     opcode: int
-    def __init__(self, actor: _Optional[_Union[Actor, _Mapping]] = ..., upstream: _Optional[bytes] = ..., opcode: _Optional[int] = ...) -> None: ...
+    traceparent: str
+    def __init__(self, actor: _Optional[_Union[Actor, _Mapping]] = ..., upstream: _Optional[bytes] = ..., opcode: _Optional[int] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class AdminRequest(_message.Message):
     __slots__ = ("tenant_id", "membership", "delete_message")
@@ -130,16 +132,18 @@ class PushBatch(_message.Message):
         entries: _containers.RepeatedCompositeFieldContainer[_mailbox_pb2.MailboxEntry]
         def __init__(self, user_id: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[_mailbox_pb2.MailboxEntry, _Mapping]]] = ...) -> None: ...
     class Position(_message.Message):
-        __slots__ = ("mailbox_seq", "message_id", "user_ids", "trace_id")
+        __slots__ = ("mailbox_seq", "message_id", "user_ids", "trace_id", "span_id")
         MAILBOX_SEQ_FIELD_NUMBER: _ClassVar[int]
         MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
         USER_IDS_FIELD_NUMBER: _ClassVar[int]
         TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+        SPAN_ID_FIELD_NUMBER: _ClassVar[int]
         mailbox_seq: int
         message_id: bytes
         user_ids: _containers.RepeatedScalarFieldContainer[int]
         trace_id: bytes
-        def __init__(self, mailbox_seq: _Optional[int] = ..., message_id: _Optional[bytes] = ..., user_ids: _Optional[_Iterable[int]] = ..., trace_id: _Optional[bytes] = ...) -> None: ...
+        span_id: bytes
+        def __init__(self, mailbox_seq: _Optional[int] = ..., message_id: _Optional[bytes] = ..., user_ids: _Optional[_Iterable[int]] = ..., trace_id: _Optional[bytes] = ..., span_id: _Optional[bytes] = ...) -> None: ...
     class Kick(_message.Message):
         __slots__ = ("user_id", "device_id", "session_epoch")
         USER_ID_FIELD_NUMBER: _ClassVar[int]

@@ -37,6 +37,7 @@ from qim.consts import DISPATCH_TOPIC, FANOUT_COMMIT_INTERVAL_S, KAFKA_CONSUME_W
 from qim.errors import EngineError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncConsumer, AsyncProducer
+from qim.obs import otel
 from qim.obs.logcontext import bind, tracer
 from qim.services.fanout.metrics import FanoutMetrics
 from qim.services.fanout.plan import MemberSnapshotCache, PlanError, parse_outbox, plan, snapshot_key
@@ -161,12 +162,14 @@ class FanoutCoordinator:
         # PlanError stops the coordinator; StoreUnavailable (an EngineError) replays the batch
         snapshots = await self._snapshots.load({k for k in map(snapshot_key, outboxes) if k is not None})
         futures = []
-        for outbox in outboxes:
+        for rec, outbox in zip(records, outboxes):
             key = snapshot_key(outbox)
+            span = otel.consumed(otel.SPAN_FANOUT, rec)  # None: tracing off or untraced (decision 0140)
             planned = plan(outbox, self._shard_count, snapshots.get(key) if key else None)
             for shard, dispatch in planned:
-                futures.append(self._producer.produce(DISPATCH_TOPIC, dispatch.encode(),
-                                                      key=dispatch.dispatch_id, partition=shard))
+                futures.append(self._producer.produce(DISPATCH_TOPIC, dispatch.encode(), key=dispatch.dispatch_id,
+                                                      partition=shard, headers=otel.headers_of(span)))
+            otel.end(span)
             if tracer.isEnabledFor(logging.DEBUG):
                 with bind(trace=outbox.trace_id):
                     tracer.debug("dispatch records produced for shards %s", sorted(shard for shard, _ in planned))

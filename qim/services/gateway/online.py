@@ -30,6 +30,7 @@ from qim._core.ids import split_message_id
 from qim.consts import CONNECTION_CAP_RETRY_AFTER_MS, LANE_COUNT
 from qim.errors import IdError
 from qim.obs.logcontext import bind, tracer
+from qim.obs.otel_gateway import push_span
 from qim.proto.v1 import connection_pb2, internal_pb2, mailbox_pb2
 from qim.protocol import Opcode
 from qim.services.gateway.metrics import GatewayMetrics
@@ -207,7 +208,7 @@ class OnlineRegistry:
         started = time.perf_counter()
         tenant = int.from_bytes(batch.tenant_id, "big")
         for pos in batch.positions:
-            with bind(trace=pos.trace_id):
+            with bind(trace=pos.trace_id), push_span(tenant, pos):  # a no-op with tracing off (0140)
                 sent = self._deliver_position(tenant, pos.mailbox_seq, [pos.message_id] if pos.message_id else [],
                                               pos.user_ids)
                 tracer.debug("push of mailbox_seq %d to %d device(s)", pos.mailbox_seq, sent)

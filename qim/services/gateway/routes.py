@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from google.protobuf.message import Message
 
+from qim.obs import otel
+from qim.obs.otel_gateway import traced_call
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
 from qim.services.gateway.context import LocalBackend, RouteKey
@@ -100,6 +102,9 @@ async def forward(router: BackendRouter, route: Route, key: RouteKey, actor: int
     """Send one validated request to its backend through `router` (BackendRouter.call);
     the backend's reply. Raises RequestError (UNAVAILABLE, or the backend's own ERROR as
     RemoteError)."""
+    if otel.ON:  # its spans only when tracing is on (docs/decisions/0140)
+        return await traced_call(router.call, route.backend, key, route.opcode, opcode, actor,
+                                 envelope(route, actor, opcode, upstream, connection))
     return await router.call(route.backend, key, route.opcode, envelope(route, actor, opcode, upstream, connection))
 
 

@@ -47,6 +47,7 @@ from qim.consts import (
 from qim.errors import EngineError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncConsumer
+from qim.obs import otel
 from qim.obs.logcontext import bind, tracer
 from qim.services.mailbox.dpgc import gc_loop
 from qim.services.mailbox.metrics import MailboxMetrics
@@ -231,8 +232,9 @@ class MailboxMaterializer:
             span = f"offset {batch[0].offset()}" if len(batch) == 1 else \
                 f"offsets {batch[0].offset()}..{batch[-1].offset()}"
             async with self._permit:
-                try:
-                    await self._apply(state, [(m.offset(), m.value()) for m in batch])
+                try:  # the batch's spans, when tracing is on (decision 0140)
+                    with otel.batch_spans(state.shard, batch):
+                        await self._apply(state, [(m.offset(), m.value()) for m in batch])
                 except NotOwner as exc:  # a newer owner fenced the shard: this node must stop serving it
                     self._m.fenced.inc()
                     logger.error("mailbox shard %d: write at %s refused (%s); stopping the shard",

@@ -22,6 +22,7 @@ from qim.cluster.links import GatewayLinks
 from qim.cluster.owners import OwnerTable
 from qim.cluster.presence import PresenceFollower
 from qim.net.tls import TlsContexts
+from qim.obs import otel
 from qim.proto.v1 import internal_pb2
 from qim.services.mailbox.metrics import MailboxMetrics
 from qim.services.mailbox.pushlink import PushLink
@@ -117,6 +118,6 @@ def push_bodies(tenant: int, seq: int, message_id: bytes, users: Sequence[int], 
     for i in range(0, len(users), PUSH_USERS_PER_FRAME):
         batch = internal_pb2.PushBatch(tenant_id=tenant_id)
         batch.positions.add(mailbox_seq=seq, message_id=message_id, user_ids=users[i:i + PUSH_USERS_PER_FRAME],
-                            trace_id=trace_id)
+                            trace_id=trace_id, span_id=otel.pushed_span_id(trace_id))  # b"": untraced (0140)
         bodies.append(batch.SerializeToString())
     return bodies

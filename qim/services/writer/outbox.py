@@ -25,6 +25,7 @@ from qim.consts import COMMIT_HELPER_TTL_MS, COMMIT_OP_HELPER_TTL_MS, MESSAGE_TY
 from qim.errors import EngineError, ErrorCode, RequestError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncProducer
+from qim.obs import otel
 from qim.proto.v1 import message_pb2
 from qim.services.writer.hlc import now_ms
 from qim.services.writer.metrics import WriterMetrics
@@ -87,7 +88,8 @@ class OutboxPublisher:
             # one conversation, one partition: its commit bucket decides (docs/decisions/0041)
             partition = ids.commit_bucket(ref.tenant, ref.conversation_id) % self.partitions
             delivery = self._producer.produce(OUTBOX_TOPIC, outbox_codec.encode(audience, record), key=message_id,
-                                              partition=partition, timestamp_ms=now_ms())
+                                              partition=partition, timestamp_ms=now_ms(),
+                                              headers=otel.outbox_headers(audience))  # None: untraced (0140)
         except EngineError as exc:
             self.rescan.add((ref.tenant, ref.conversation_id))
             raise RequestError(ErrorCode.UNAVAILABLE, "outbox unavailable") from exc

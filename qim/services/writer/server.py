@@ -23,6 +23,7 @@ from qim.consts import COMMIT_BUCKET_COUNT, CONVERSATION_KIND_DIRECT, CONVERSATI
 from qim.errors import EngineError, ErrorCode, RequestError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncProducer, topic_partitions
+from qim.obs import otel
 from qim.obs.logcontext import bind
 from qim.obs.node import ServiceNode
 from qim.policy import PolicySeam, load_policy
@@ -119,7 +120,8 @@ class ConversationWriter(ServiceNode):
         kind = Opcode(req.opcode).name if req.opcode in Opcode._value2member_map_ else "SEND_MESSAGE"
         try:
             # a store error is a RequestError with its wire code (qim/stores/errors.py)
-            with bind(op=kind):  # every log line of this request says which one
+            # every log line of this request says which one; its span under the gateway's (0140)
+            with bind(op=kind), otel.writer_span(req.traceparent, kind):
                 reply = await self.ops.client(req.actor, req.opcode, req.upstream)
         except RequestError as exc:
             self.metrics.results.labels(result=exc.code.name).inc()
