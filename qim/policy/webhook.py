@@ -14,7 +14,10 @@ makes qim-writer and qim-room ask the operator's HTTP endpoint
   not a JSON object, a broken response), no answer within QIM_MODERATION_SYNC_TIMEOUT_MS
   (a slot of the concurrency cap included), a refused connection or an open circuit
   breaker = "no answer": QIM_WEBHOOK_FAIL_POLICY decides per kind, open = accept,
-  closed = Refuse(FAIL_CLOSED_REASON).
+  closed = Hold(FAIL_CLOSED_RETRY_MS, FAIL_CLOSED_REASON): ERROR UNAVAILABLE with the
+  request id and a retry hint, so the SDKs keep the send pending and retry it (same
+  client_message_id) until the webhook answers (decision 0133: no answer is "not now",
+  never a final refusal; a 403 stays POLICY_REFUSED).
 - No body, token or secret in a log line: failures are logged by outcome and exception
   type only.
 """
@@ -37,13 +40,16 @@ from prometheus_client import CollectorRegistry
 from qim.config.moderation import WebhookConfig, webhook_config
 from qim.errors import ConfigError
 from qim.obs.metrics import LATENCY_BUCKETS, MetricSet
-from qim.policy import ACCEPT, REASON_MAX, Refuse, Replace, SendFacts, Verdict
+from qim.policy import ACCEPT, REASON_MAX, Hold, Refuse, Replace, SendFacts, Verdict
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["FAIL_CLOSED_REASON", "WebhookPolicy", "request_body", "sign"]
+__all__ = ["FAIL_CLOSED_REASON", "FAIL_CLOSED_RETRY_MS", "WebhookPolicy", "request_body", "sign"]
 
-FAIL_CLOSED_REASON = "moderation unavailable"  # the refusal of "no answer" under fail closed
+FAIL_CLOSED_REASON = "moderation unavailable"  # the hold of "no answer" under fail closed
+# the retry hint of that hold: the SDKs back off (bounded, jittered) from at least this
+# much; one retry a second per held send is little for a webhook coming back (decision 0133)
+FAIL_CLOSED_RETRY_MS = 1000
 DEFAULT_REFUSE_REASON = "refused by moderation"
 NO_ANSWER = ("status", "garbage", "timeout", "unreachable", "breaker", "busy")
 
@@ -130,7 +136,8 @@ class Breaker:
 
 
 class WebhookPolicy:
-    """The policy callable (module doc): `await policy(facts)` -> ACCEPT or Refuse, never
+    """The policy callable (module doc): `await policy(facts)` -> ACCEPT, Replace, Refuse
+    (a 403) or Hold (no answer under fail closed, decision 0133), never
     raises for the webhook's faults (they go to the fail policy). `use_registry` moves its
     metrics onto the node's registry (the seam calls it); `close()` ends its HTTP session."""
 
@@ -168,7 +175,9 @@ class WebhookPolicy:
         mode = self.config.fail.get(facts.kind, "closed")
         self.metrics.failed.labels(kind=facts.kind, mode=mode).inc()
         logger.info("moderation webhook gave no answer (%s): fail %s for %s", outcome, mode, facts.kind)
-        return ACCEPT if mode == "open" else Refuse(FAIL_CLOSED_REASON)
+        # closed holds rather than refuses: no answer is "not now", so the text is kept
+        # pending and sent once the webhook answers again (decision 0133)
+        return ACCEPT if mode == "open" else Hold(FAIL_CLOSED_RETRY_MS, FAIL_CLOSED_REASON)
 
     async def _verdict(self, facts: SendFacts) -> tuple[str, Optional[Verdict]]:
         """(outcome, verdict); verdict None = no answer (the fail policy decides)."""

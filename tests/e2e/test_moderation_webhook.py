@@ -9,7 +9,8 @@ PolicyRefused); a masking answer commits the masked body (decision 0126: SEND_AC
 ROOM_ACK and EDIT_OK say `replaced` with the committed body, recipients and history have
 only it, the SDK's row too); 500, garbage, a broken
 connection and a hang past the timeout are "no answer": direct sends are accepted (open),
-group sends refused with "moderation unavailable" (closed), room posts accepted (open);
+group sends held with "moderation unavailable" (closed: UNAVAILABLE, retryable, decision 0133),
+room posts accepted (open);
 a retried send (same client_message_id) gets the same verdict without a second webhook
 request, also after the writer is SIGKILLed and restarted; recipients get only what
 was accepted. The request names the reply target and the mentions."""
@@ -23,10 +24,11 @@ import pytest
 
 from qim.consts import MESSAGE_TYPE_CONTROL
 from qim.errors import ErrorCode
-from qim.policy.webhook import FAIL_CLOSED_REASON
+from qim.policy.webhook import FAIL_CLOSED_REASON, FAIL_CLOSED_RETRY_MS
 from qim.proto.v1 import room_pb2
 from qim.protocol import Opcode
 from qim.sdk import PolicyRefused
+from qim.sdk import events as ev
 from qim.sdk.requests import pull_history
 from qim.wire.control import control_event
 from tests.e2e.rawclient import RawClient, wait_for_entries
@@ -35,6 +37,7 @@ from tests.e2e.sdkclient import client, close_all
 from tests.e2e.test_groups import CONTROL, create, users
 from tests.e2e.test_send_policy import gsend, served
 from tests.fixtures import running_stack
+from tests.moderation.test_mute import ctl
 from tests.policy.hookserver import REFUSAL, SECRET, HookServer
 from tests.policy.switchstack import ROOT
 from tests.sdk.realstack import eventually
@@ -59,6 +62,24 @@ def hook_stack(tmp_path_factory, hook):
            "QIM_WEBHOOK_FAIL_POLICY": "direct=open,group=closed,room=open", "PYTHONPATH": str(ROOT)}
     with running_stack(tmp_path_factory.mktemp("moderated"), extra_env=env) as st:
         yield st
+
+
+def held(op: int, reply) -> bool:
+    """An ERROR UNAVAILABLE "moderation unavailable" with the webhook's retry hint (decision 0133)."""
+    return op == Opcode.ERROR and (reply.code, reply.message, reply.retry_after_ms, reply.request_opcode) == (
+        ErrorCode.UNAVAILABLE, FAIL_CLOSED_REASON, FAIL_CLOSED_RETRY_MS, SEND)
+
+
+async def answered(request, deadline_s: float = 90.0):
+    """`served`, but a held send (no webhook answer under fail closed) is an answer: only
+    an UNAVAILABLE of a writer not back yet is asked again."""
+    deadline = asyncio.get_running_loop().time() + deadline_s
+    while True:
+        op, reply = await request()
+        if op != Opcode.ERROR or reply.code != ErrorCode.UNAVAILABLE or reply.message == FAIL_CLOSED_REASON \
+                or asyncio.get_running_loop().time() > deadline:
+            return op, reply
+        await asyncio.sleep(0.3)
 
 
 def refused(op: int, reply, reason: str) -> bool:
@@ -89,12 +110,14 @@ async def test_verdicts_fail_policy_per_kind_and_retries_across_a_writer_kill(ho
                     assert op == Opcode.SEND_ACK, (text, reply)
                     acks[text] = (reply.message_id, reply.conversation_seq, reply.replaced, reply.body)
             for text, cmid in gcmids.items():
-                op, reply = await served(lambda text=text, cmid=cmid: gsend(a, group, text, cmid))
+                op, reply = await answered(lambda text=text, cmid=cmid: gsend(a, group, text, cmid))
                 if text in (b"group hello", b"group mask it"):
                     assert op == Opcode.SEND_ACK, reply
                     acks[text] = (reply.message_id, reply.conversation_seq, reply.replaced, reply.body)
-                else:
-                    assert refused(op, reply, REFUSAL if b"refuse" in text else FAIL_CLOSED_REASON), (text, reply)
+                elif b"refuse" in text:
+                    assert refused(op, reply, REFUSAL), (text, reply)
+                else:  # no answer under fail closed: held, retryable (decision 0133), never refused
+                    assert held(op, reply), (text, reply)
             return acks
 
         first = await check_all()
@@ -107,8 +130,11 @@ async def test_verdicts_fail_policy_per_kind_and_retries_across_a_writer_kill(ho
         await asyncio.to_thread(hook_stack.start_service, "writer")
         await asyncio.to_thread(hook_stack.wait_ready, ["writer"])
         assert await check_all() == first  # and after a writer SIGKILL
-        # one webhook request per send, whatever its outcome, across the retries and the kill
-        assert {hook.calls_for(c) for c in (*direct.values(), *gcmids.values())} == {1}
+        # one webhook request per answered send, whatever its answer, across the retries and
+        # the kill; a held send (no answer) is asked again at each retry
+        answered_once = [*direct.values(), *(c for t, c in gcmids.items() if t not in (b"group boom", b"group hang"))]
+        assert {hook.calls_for(c) for c in answered_once} == {1}
+        assert all(hook.calls_for(gcmids[t]) >= 3 for t in (b"group boom", b"group hang"))
         entries = await wait_for_entries(b, 9)  # the group's notice, six direct sends, two group sends
         bodies = sorted(e.body for e in entries if e.message_type != CONTROL)
         assert bodies == sorted([b"hello", b"**** me", b"boom", b"garbage", b"broken", b"hang", b"group hello",
@@ -206,3 +232,51 @@ async def test_a_masked_group_send_and_edits_seen_masked_by_sender_recipient_and
 
 async def _is(got, want: bytes) -> bool:
     return await got == want
+
+
+async def test_fail_closed_holds_a_send_until_the_webhook_answers_then_commits_it_once(hook_stack, hook, tmp_path):
+    """Decision 0133: the receiver down (500) under fail closed keeps the SDK's group send
+    pending (retried, asked again, never failed); back up, the send commits once."""
+    ua, ub = users(2)
+    ca, cb = await client(hook_stack, tmp_path, ua), await client(hook_stack, tmp_path, ub)
+    try:
+        for c in (ca, cb):
+            await c.connect()
+        conv = (await ca.create_group([ub])).conversation_id
+        hook.mode = "boom"  # every request answered 500: no answer
+        cmid = await ca.send(conv, "审核 down, kept".encode(), wait=False)
+        await eventually(lambda: hook.calls_for(cmid) >= 3, timeout=90, what="the held send retried")
+        assert ca.runtime.store.pending_state(cmid) == "pending" and not ca.told.of(ev.SendFailed)
+        hook.mode = None
+        await eventually(lambda: ca.runtime.store.pending_state(cmid) in ("acked", "committed"), timeout=90,
+                         what="the held send committed once the webhook answers")
+
+        async def received() -> list:
+            return [m for m in await cb.messages(conv) if m.body == "审核 down, kept".encode()]
+
+        await eventually(received, timeout=60, what="the recipient got the send")
+        assert len(await received()) == 1 and not ca.told.of(ev.SendFailed)
+    finally:
+        hook.mode = None
+        await close_all(ca, cb)
+
+
+async def test_a_muted_member_is_told_the_mute_while_the_webhook_is_down_or_refuses(hook_stack, hook, tmp_path):
+    """Decision 0127, Amendment: the mute wins over the webhook's hold (no answer, fail
+    closed) and its 403: the muted member is told the mute, not "moderation unavailable"."""
+    owner, muted = users(2)
+    group_id = int.from_bytes(os.urandom(7), "big") | 1
+    ca, cb = await client(hook_stack, tmp_path, owner), await client(hook_stack, tmp_path, muted)
+    reason = f"刷屏 flood {os.urandom(3).hex()}"
+    try:
+        for c in (ca, cb):
+            await c.connect()
+        conv = (await ca.create_group([muted], group_id=group_id)).conversation_id
+        mute = ("moderation", "mute", str(muted), str(group_id), "--reason", reason)
+        assert await asyncio.to_thread(ctl, hook_stack, *mute) == 0
+        for text in ("boom while muted", "hang while muted", "refuse while muted"):
+            with pytest.raises(PolicyRefused) as info:
+                await cb.send_text(conv, text)
+            assert "muted in this group" in info.value.message and reason in info.value.message, (text, info.value)
+    finally:
+        await close_all(ca, cb)

@@ -2,7 +2,8 @@
 real HTTPS webhook on loopback (tests/policy/hookserver.py): accept, refuse with the
 receiver's reason, a masking answer as a Replace (decision 0126), and every kind of "no answer"
 (500, garbage, a broken connection, a hang past the timeout, a refused connection, a
-full concurrency cap, an open breaker) decided by the fail policy per kind; the request
+full concurrency cap, an open breaker) decided by the fail policy per kind (closed holds
+the send: decision 0133); the request
 is signed and TLS is verified; nothing of a body reaches a log line."""
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import pytest
 from qim.config.env import Env
 from qim.config.moderation import WebhookConfig, parse_fail_policy
 from qim.errors import ConfigError
-from qim.policy import ACCEPT, Refuse, Replace, SendFacts
-from qim.policy.webhook import FAIL_CLOSED_REASON, WebhookPolicy
+from qim.policy import ACCEPT, Hold, Refuse, Replace, SendFacts
+from qim.policy.webhook import FAIL_CLOSED_REASON, FAIL_CLOSED_RETRY_MS, WebhookPolicy
 from tests.policy.hookserver import REFUSAL, SECRET, HookServer
 
 
@@ -38,6 +39,10 @@ def config(hook) -> WebhookConfig:
     hook.mode = None
     return WebhookConfig(url=hook.url, secret=SECRET, ca_file=hook.ca_file, timeout_ms=900,
                          fail=parse_fail_policy("closed,room=open"), concurrency=8, breaker_failures=50)
+
+
+# no answer under fail closed: held, retried by the client (decision 0133), never refused
+HELD = Hold(FAIL_CLOSED_RETRY_MS, FAIL_CLOSED_REASON)
 
 
 def facts(text: str, kind: str = "direct") -> SendFacts:
@@ -83,20 +88,20 @@ async def test_the_request_names_mentions_reply_target_and_edited_message(hook, 
 
 @pytest.mark.parametrize("answer, verdict", [({"text": "h*llo"}, Replace(b"h*llo")),
                                              ({"body": "aGk="}, Replace(b"hi")),
-                                             ({"body": "not base64!"}, Refuse(FAIL_CLOSED_REASON)),
-                                             ({"text": 5}, Refuse(FAIL_CLOSED_REASON))])
+                                             ({"body": "not base64!"}, HELD),
+                                             ({"text": 5}, HELD)])
 def test_a_replaced_body_is_base64_body_or_text_else_garbage(answer, verdict):
     # _answer is the parser of the real server's bytes above; the fail policy (closed for
     # direct) decides a replacement that does not decode, as any garbage
     outcome, got = WebhookPolicy._answer(200, json.dumps(answer).encode())
-    assert (got or Refuse(FAIL_CLOSED_REASON)) == verdict, outcome
+    assert (got or HELD) == verdict, outcome
 
 
 @pytest.mark.parametrize("text", ["boom", "garbage", "broken", "hang"])
 async def test_no_answer_follows_the_fail_policy_per_kind(hook, config, text):
     direct, group, room = facts(text), facts(text, "group"), facts(text, "room")
     got = await verdicts(config, direct, group, room)
-    assert got == [Refuse(FAIL_CLOSED_REASON), Refuse(FAIL_CLOSED_REASON), ACCEPT]
+    assert got == [HELD, HELD, ACCEPT]
     opened = await verdicts(replace(config, fail=parse_fail_policy("open")), facts(text), facts(text, "group"))
     assert opened == [ACCEPT, ACCEPT]
 
@@ -106,16 +111,15 @@ async def test_a_refused_connection_and_an_unverified_certificate_are_no_answer(
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     down = replace(config, url=f"https://127.0.0.1:{port}/verdict")
-    assert await verdicts(down, facts("hello"), facts("hello", "room")) == [Refuse(FAIL_CLOSED_REASON), ACCEPT]
+    assert await verdicts(down, facts("hello"), facts("hello", "room")) == [HELD, ACCEPT]
     before = len(hook.requests)
     untrusted = replace(config, ca_file="")  # the system's CAs do not know the development CA
-    assert await verdicts(untrusted, facts("hello")) == [Refuse(FAIL_CLOSED_REASON)]
+    assert await verdicts(untrusted, facts("hello")) == [HELD]
     assert len(hook.requests) == before  # TLS refused before any request was read
 
 
 async def test_a_wrong_secret_is_refused_by_the_receiver(hook, config):
-    assert await verdicts(replace(config, secret="another-secret-entirely"), facts("hello")) == [
-        Refuse(FAIL_CLOSED_REASON)]
+    assert await verdicts(replace(config, secret="another-secret-entirely"), facts("hello")) == [HELD]
     assert hook.bad_signatures >= 1
     hook.bad_signatures = 0
 
@@ -125,12 +129,12 @@ async def test_the_breaker_opens_and_a_trial_closes_it(hook, config):
     try:
         hook.mode = "boom"
         for _ in range(3):
-            assert await policy(facts("x")) == Refuse(FAIL_CLOSED_REASON)
+            assert await policy(facts("x")) == HELD
         assert policy.metrics.value("qim_moderation_breaker_open") == 1
         calls = sum(hook.calls.values())
         hook.mode = None
         skipped = facts("hello")
-        assert await policy(skipped) == Refuse(FAIL_CLOSED_REASON)  # open: not asked at all
+        assert await policy(skipped) == HELD  # open: not asked at all
         assert sum(hook.calls.values()) == calls
         assert policy.metrics.value("qim_moderation_verdicts_total", {"kind": "direct", "outcome": "breaker"}) == 1
         for _ in range(200):  # past the open period a trial goes out and closes it
@@ -149,7 +153,7 @@ async def test_a_full_concurrency_cap_waits_then_is_no_answer(hook, config):
     try:
         async with policy.slots:  # the one slot taken (as by a request in flight)
             got = [await policy(facts("hello")), await policy(facts("hello", "room"))]
-        assert got == [Refuse(FAIL_CLOSED_REASON), ACCEPT]  # no answer: closed for direct, open for rooms
+        assert got == [HELD, ACCEPT]  # no answer: closed for direct, open for rooms
         assert policy.metrics.value("qim_moderation_waited_total") == 2
         assert policy.metrics.value("qim_moderation_verdicts_total", {"kind": "direct", "outcome": "busy"}) == 1
         assert await policy(facts("hello")) == ACCEPT  # the slot is free again

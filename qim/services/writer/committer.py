@@ -41,6 +41,7 @@ from qim.proto.v1 import internal_pb2, message_pb2
 from qim.services.writer.hlc import CeilingPassed, HlcClock
 from qim.services.writer.metrics import WriterMetrics
 from qim.services.writer.outbox import OutboxPublisher, ack
+from qim.services.writer.mutefirst import policy_check
 from qim.services.writer.replaced import checked_replacement, mark_replaced, replay_replaced
 from qim.services.writer.replies import SendExtras, has_extras
 from qim.services.writer.sequencer import ConversationTurns, Turn
@@ -273,8 +274,10 @@ class MessageCommitter:
                 # the send policy (docs/decisions/0099): after the plan (a non-member's send is
                 # FORBIDDEN before any policy sees it), before the reserve, once per request;
                 # a refusal is kept in the CommitStore while no commit of this cmid exists
-                replacement = checked_replacement(
-                    await self._policy.check(facts, kept=StoreRefusals(self._commits, ref, digest)), self._max_body)
+                # a group mute wins over a refusal or hold of the policy (decision 0127, Amendment)
+                replacement = checked_replacement(await policy_check(
+                    self._policy, facts, StoreRefusals(self._commits, ref, digest),
+                    getattr(planner, "groups", None)), self._max_body)
             # a replaced body (decision 0126) is committed under the original identity digest
             record = self.new_record(actor, msg.conversation_id, msg.client_message_id, msg.message_type,
                                      msg.custom_type, msg.body if replacement is None else replacement)

@@ -30,6 +30,7 @@ from qim.protocol import EventType
 from qim.services.writer.access import visible_interval
 from qim.services.writer.committer import REPLAN, REPLAN_ATTEMPTS, MessageCommitter, StoreRefusals, inline_decision
 from qim.services.writer.hlc import now_ms
+from qim.services.writer.mutefirst import policy_check
 from qim.services.writer.replaced import checked_replacement
 from qim.services.writer.sequencer import Turn
 from qim.stores.commits import COMMITTED, CommitRef, CommitStore, Reservation, Reserved, StateChange
@@ -121,8 +122,8 @@ class Edits:
                                   conversation_id=req.conversation_id, message_type=target.message_type,
                                   custom_type=target.custom_type, body=req.body,
                                   client_message_id=req.client_message_id, edit_of=req.message_id)
-                replacement = checked_replacement(
-                    await self._policy.check(facts, kept=StoreRefusals(self._commits, ref, digest)), self._max_body)
+                replacement = checked_replacement(await policy_check(  # a mute wins (decision 0127, Amendment)
+                    self._policy, facts, StoreRefusals(self._commits, ref, digest), self._groups), self._max_body)
                 body = req.body if replacement is None else replacement  # committed, digest of the sent one
             checked = True
             edited_at = now_ms()

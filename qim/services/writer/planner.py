@@ -46,7 +46,7 @@ class GroupAudience:
     `cache_groups`: how many groups' (version, member count) are kept."""
 
     def __init__(self, groups: GroupStore, cache_groups: int = GROUP_PLAN_CACHE_GROUPS) -> None:
-        self._groups = groups
+        self._groups = self.groups = groups  # `groups`: the committer reads a mute there (mutefirst.py)
         self._limit = cache_groups
         self._known: OrderedDict[tuple[int, bytes], tuple[int, int]] = OrderedDict()
 
