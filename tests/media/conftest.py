@@ -31,3 +31,23 @@ def object_store(s3_engine, request) -> ObjectStore:
     store = ObjectStore(S3Config.from_env(Env(s3_engine.env(bucket=name))))
     asyncio.run(store.ensure_bucket())
     return store
+
+
+@pytest.fixture
+def media_env(s3_engine, private_redis, tmp_path, request):
+    """(env, signing key): the variables of a MediaService on this module's s3proxy (a
+    bucket of the test's own) and the test's own Redis, with a token key of its own."""
+    from qim.wire.tokens import SigningKey
+
+    key = SigningKey.generate()
+    pub = tmp_path / "token.pub.pem"
+    pub.write_bytes(key.verify_key().public_pem())
+    bucket = "t-" + "".join(c if c.isalnum() else "-" for c in request.node.name.lower())[:50].strip("-")
+    env = dict(
+        s3_engine.env(bucket=bucket),
+        QIM_REDIS_ADDR=private_redis.addr,
+        QIM_TOKEN_PUBLIC_KEYS=str(pub),
+        QIM_MEDIA_METRICS_LISTEN="127.0.0.1:0",
+        QIM_MEDIA_REF_KEY="k" * 40,
+    )
+    return env, key

@@ -1,0 +1,73 @@
+"""MediaConfig: qim-media, the MediaService (issue 40; docs/decisions/0137, 0138).
+
+The object store (QIM_S3_*: qim/stores/s3.py S3Config), the limits (QIM_MEDIA_MAX_FILE_BYTES
+per file through the service, QIM_MEDIA_QUOTA_BYTES_PER_DAY per user and UTC day,
+QIM_MEDIA_MAX_PIXELS per image), the key that signs media references
+(QIM_MEDIA_REF_KEY, 32+ characters, the same value on the writers that check MEDIA
+bodies), and the device-token settings the gateway's AUTH reads (QIM_TOKEN_*,
+QIM_TENANT_ID). Redis (QIM_REDIS_ADDR) holds the quota counters and object records.
+A bad value stops the start with exit 2 naming the variable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from qim.config.env import Env
+from qim.consts import TOKEN_AUDIENCE_DEFAULT, TOKEN_ISSUER_DEFAULT, TOKEN_LEEWAY_S_DEFAULT, TOKEN_MAX_TTL_S_DEFAULT
+from qim.errors import ConfigError
+from qim.stores.s3 import S3Config
+
+MEDIA_METRICS_DEFAULT = "127.0.0.1:9110"
+MAX_FILE_BYTES_CEILING = 64 * 1024 * 1024  # through the service; larger files: multipart (not built yet)
+REF_KEY_MIN = 32
+
+
+def ref_key(env: Env) -> bytes:
+    """QIM_MEDIA_REF_KEY as bytes: the HMAC key of media references (decision 0138);
+    ConfigError when shorter than 32 characters."""
+    raw = env.raw("QIM_MEDIA_REF_KEY")
+    if len(raw) < REF_KEY_MIN:
+        raise ConfigError(f"QIM_MEDIA_REF_KEY is required (at least {REF_KEY_MIN} characters)")
+    return raw.encode()
+
+
+@dataclass(frozen=True)
+class MediaConfig:
+    """`redis_addr` (home instance), `tenant`, `metrics_listen` (the HTTP routes' listener),
+    `s3`, `max_file_bytes`, `quota_bytes_per_day`, `max_pixels`, `ref_key`, and the token
+    settings (`token_keys`, `token_audience`, `token_issuer`, `token_leeway_s`,
+    `token_max_ttl_s`: as the gateway's)."""
+
+    redis_addr: str
+    tenant: int
+    metrics_listen: str
+    s3: S3Config
+    ref_key: bytes = field(repr=False)
+    token_keys: tuple = ()
+    max_file_bytes: int = 16 * 1024 * 1024
+    quota_bytes_per_day: int = 1024 * 1024 * 1024
+    max_pixels: int = 50_000_000
+    token_audience: str = TOKEN_AUDIENCE_DEFAULT
+    token_issuer: str = TOKEN_ISSUER_DEFAULT
+    token_leeway_s: int = TOKEN_LEEWAY_S_DEFAULT
+    token_max_ttl_s: int = TOKEN_MAX_TTL_S_DEFAULT
+
+    @classmethod
+    def from_env(cls, env: Env) -> "MediaConfig":
+        """Read and validate every variable; ConfigError naming the first bad one."""
+        return cls(
+            redis_addr=env.addr("QIM_REDIS_ADDR"),
+            tenant=env.tenant(),
+            metrics_listen=env.addr("QIM_MEDIA_METRICS_LISTEN", MEDIA_METRICS_DEFAULT),
+            s3=S3Config.from_env(env),
+            ref_key=ref_key(env),
+            token_keys=env.token_keys(),
+            max_file_bytes=env.integer("QIM_MEDIA_MAX_FILE_BYTES", 16 * 1024 * 1024, 1, MAX_FILE_BYTES_CEILING),
+            quota_bytes_per_day=env.integer("QIM_MEDIA_QUOTA_BYTES_PER_DAY", 1024**3, 1, 1 << 50),
+            max_pixels=env.integer("QIM_MEDIA_MAX_PIXELS", 50_000_000, 1, 1_000_000_000),
+            token_audience=env.text("QIM_TOKEN_AUDIENCE", TOKEN_AUDIENCE_DEFAULT),
+            token_issuer=env.text("QIM_TOKEN_ISSUER", TOKEN_ISSUER_DEFAULT),
+            token_leeway_s=env.integer("QIM_TOKEN_LEEWAY_S", TOKEN_LEEWAY_S_DEFAULT, 0, 300),
+            token_max_ttl_s=env.integer("QIM_TOKEN_MAX_TTL_S", TOKEN_MAX_TTL_S_DEFAULT, 60, 30 * 86_400),
+        )

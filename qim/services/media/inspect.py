@@ -1,0 +1,158 @@
+"""What the MediaService checks and changes in an uploaded file before it is stored
+(issue 40; docs/decisions/0138): declared size and SHA-256 against the bytes, the type
+sniffed from the bytes (never the client's claim), image metadata stripped, decompression
+bombs refused, a small thumbnail. Pure functions over bytes; Pillow does the imaging.
+
+Types (ALLOWED): image/jpeg, image/png, image/webp, image/gif, video/mp4, audio/ogg
+(Opus or Vorbis in Ogg), application/pdf, and application/octet-stream for any other
+file. A client that declares one of the named types must send bytes of that type (415
+otherwise); a client that declares octet-stream may send anything, and it is stored and
+served as octet-stream (never rendered inline), unless its bytes are one of the named
+types, which then wins.
+
+Images are decoded: more pixels than `max_pixels` is refused (422) before any decoding
+(Pillow reads the header only), a file Pillow cannot decode is refused (415). With
+`strip` (the default) the stored bytes are the image saved again without EXIF, XMP, ICC
+comments or text chunks, after turning it upright by its EXIF orientation; GIF and
+animated images are stored as sent (GIF carries no EXIF). The thumbnail: at most
+THUMB_PX on the longer side, WebP, for every still or animated image (first frame).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import warnings
+from dataclasses import dataclass
+
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from qim.obs.httpauth import HttpRefused
+
+ALLOWED = (
+    "image/jpeg",
+    "image/png",
+    "image/webp",
+    "image/gif",
+    "video/mp4",
+    "audio/ogg",
+    "application/pdf",
+    "application/octet-stream",
+)
+IMAGES = {"image/jpeg": "JPEG", "image/png": "PNG", "image/webp": "WEBP", "image/gif": "GIF"}
+THUMB_PX = 320
+THUMB_QUALITY = 60
+ORIENTATION = 0x0112  # the EXIF tag
+
+
+class MediaRefused(HttpRefused):
+    """An upload or download refused: `status` (HTTP), `reason` (a fixed word, a metric
+    label) and `message` (one line for the client, with no bytes or names of the file);
+    the HTTP seam answers it as its status with the message (qim/obs/http.py)."""
+
+
+@dataclass(frozen=True)
+class Inspected:
+    """What is stored and what the reference says: `data` (the stored bytes), `mime`,
+    `sha256` (hex, of `data`), `width`/`height` (0 when not an image), `thumbnail`
+    (WebP bytes, b"" when not an image), `stripped` (metadata was removed)."""
+
+    data: bytes
+    mime: str
+    sha256: str
+    width: int = 0
+    height: int = 0
+    thumbnail: bytes = b""
+    stripped: bool = False
+
+
+def sniff(data: bytes) -> str:
+    """The type of `data` by its first bytes: one of ALLOWED (octet-stream when none matches)."""
+    head = data[:16]
+    if head.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    if head[:6] in (b"GIF87a", b"GIF89a"):
+        return "image/gif"
+    if head[4:8] == b"ftyp":
+        return "video/mp4"
+    if head.startswith(b"OggS"):
+        return "audio/ogg"
+    if head.startswith(b"%PDF-"):
+        return "application/pdf"
+    return "application/octet-stream"
+
+
+def check_declared(data: bytes, size: int, sha256: str, mime: str) -> str:
+    """The sniffed type, after checking the declared `size` (bytes), `sha256` (hex) and
+    `mime` against `data`; MediaRefused 400 size_mismatch / hash_mismatch, 415
+    type_not_allowed (a type outside ALLOWED) or type_mismatch (the bytes are not `mime`)."""
+    if len(data) != size:
+        raise MediaRefused(400, "size_mismatch", f"declared size {size} but {len(data)} bytes arrived")
+    if hashlib.sha256(data).hexdigest() != sha256.lower():
+        raise MediaRefused(400, "hash_mismatch", "the SHA-256 of the bytes is not the declared one")
+    if mime not in ALLOWED:
+        raise MediaRefused(415, "type_not_allowed", f"type {mime[:64]!r} is not allowed; allowed: {', '.join(ALLOWED)}")
+    sniffed = sniff(data)
+    if mime != "application/octet-stream" and sniffed != mime:
+        raise MediaRefused(415, "type_mismatch", f"the bytes are {sniffed}, not the declared {mime}")
+    return sniffed
+
+
+def inspect(
+    data: bytes, size: int, sha256: str, mime: str, *, strip: bool = True, max_pixels: int = 50_000_000
+) -> Inspected:
+    """Check `data` against its declaration and prepare what is stored (module doc).
+    MediaRefused for every refusal; nothing is stored by this function."""
+    sniffed = check_declared(data, size, sha256, mime)
+    if sniffed not in IMAGES:
+        return Inspected(data, sniffed, hashlib.sha256(data).hexdigest())
+    return _image(data, sniffed, strip, max_pixels)
+
+
+def _open(data: bytes, max_pixels: int) -> Image.Image:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            im = Image.open(io.BytesIO(data))
+            w, h = im.size  # the header only: nothing decoded yet
+            if w * h > max_pixels:
+                raise MediaRefused(
+                    422, "too_many_pixels", f"the image is {w}x{h} pixels, above the limit of {max_pixels}"
+                )
+            im.load()
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise MediaRefused(
+            422, "too_many_pixels", f"the image has more pixels than allowed: above the limit of {max_pixels}"
+        ) from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        raise MediaRefused(415, "undecodable", f"the image cannot be decoded ({type(exc).__name__})") from None
+    return im
+
+
+def _image(data: bytes, mime: str, strip: bool, max_pixels: int) -> Inspected:
+    im = _open(data, max_pixels)
+    animated = bool(getattr(im, "is_animated", False))
+    stored, stripped = data, False
+    if strip and mime != "image/gif" and not animated:
+        # Pillow writes EXIF, XMP and ICC only when the save is given them: a plain save strips
+        upright = im if im.getexif().get(ORIENTATION, 1) == 1 else ImageOps.exif_transpose(im)
+        out = io.BytesIO()
+        if mime == "image/jpeg":
+            # the source's own quantization tables when not rotated: the least loss Pillow offers
+            upright.save(out, "JPEG", quality="keep" if upright is im else 92)
+        elif mime == "image/png":
+            upright.save(out, "PNG", optimize=False)
+        else:
+            upright.save(out, "WEBP", quality=90)
+        stored, stripped, im = out.getvalue(), True, upright
+    thumb = im.copy()  # the first frame of an animation
+    if thumb.mode not in ("RGB", "RGBA"):
+        thumb = thumb.convert("RGBA" if "A" in thumb.getbands() or thumb.mode == "P" else "RGB")
+    thumb.thumbnail((THUMB_PX, THUMB_PX))
+    tout = io.BytesIO()
+    thumb.save(tout, "WEBP", quality=THUMB_QUALITY)
+    return Inspected(stored, mime, hashlib.sha256(stored).hexdigest(), im.width, im.height, tout.getvalue(), stripped)
