@@ -35,8 +35,8 @@ from typing import Any, Mapping, Optional
 
 from qim.protocol import Opcode
 
-GATEWAY, WRITER, MAILBOX, SESSION, ROOM, FANOUT, ARCHIVER, MODERATION, QIMCTL = (
-    "gateway", "writer", "mailbox", "session", "room", "fanout", "archiver", "moderation", "qimctl")
+GATEWAY, WRITER, MAILBOX, SESSION, ROOM, FANOUT, ARCHIVER, MODERATION, NOTIFY, QIMCTL = (
+    "gateway", "writer", "mailbox", "session", "room", "fanout", "archiver", "moderation", "notify", "qimctl")
 # Routing rules of the gateway's backends (qim/services/gateway/router.py).
 RENDEZVOUS = "rendezvous"  # key: bytes; highest BLAKE3(addr ‖ key) first, the next when one is unreachable
 MODULO = "modulo"  # key: int; node key mod n (static assignment)
@@ -174,26 +174,26 @@ SERVICES: Mapping[str, Service] = MappingProxyType({s.name: s for s in (
             # local: REACT/TYPING events fanned out by the gateway (decision 0121)
             gateway=GatewayBackend(Opcode.WRITER_SEND, "WriterSend", RENDEZVOUS,
                                    local="qim.services.gateway.backends.ephemeral:EphemeralFanout"),
-            engines=True, roll=7),
+            engines=True, roll=8),
     Service(MAILBOX, "MailboxNode", "MAILBOX", 9102,
             "qim.services.mailbox.node:MailboxNode", "qim.config.mailbox:MailboxConfig",
             listeners=(Listener("QIM_MAILBOX_LISTEN", 7102),),
             serves={Opcode.MAILBOX_PULL: _callers(GATEWAY)},
             gateway=GatewayBackend(Opcode.MAILBOX_PULL, "MailboxPull", SHARD_OWNER),  # key: the user's shard
-            engines=True, roll=4, leases=SHARDS),
+            engines=True, roll=5, leases=SHARDS),
     Service(SESSION, "SessionProjection", "SESSION", 9103,
             "qim.services.session.node:SessionNode", "qim.config.session:SessionConfig",
             listeners=(Listener("QIM_SESSION_LISTEN", 7103),),
             serves={Opcode.SESSION_CALL: _callers(GATEWAY), Opcode.PROJECTION: _callers(MAILBOX)},
             gateway=GatewayBackend(Opcode.SESSION_CALL, "SessionCall", SHARD_OWNER),  # key: the user's shard
-            engines=True, roll=3, leases=SHARDS),
+            engines=True, roll=4, leases=SHARDS),
     Service(ROOM, "RoomWriter", "ROOM", 9108,
             "qim.services.room.node:RoomNode", "qim.config.room:RoomConfig",
             listeners=(Listener("QIM_ROOM_LISTEN", 7106),),
             serves={Opcode.ROOM_CALL: _callers(GATEWAY)},
             gateway=GatewayBackend(Opcode.ROOM_CALL, "RoomCall", MODULO,  # key: the room shard
                                    local="qim.services.gateway.backends.room:RoomFanout", pushes=Opcode.ROOM_PUSH),
-            node_index=True, roll=6),
+            node_index=True, roll=7),
     Service(GATEWAY, "ConnectionNode", "GATEWAY", 9100,
             "qim.services.gateway.server:ConnectionNode", "qim.config.gateway:GatewayConfig",
             listeners=(Listener("QIM_GATEWAY_LISTEN", 7100), Listener("QIM_GATEWAY_PUSH_ADDR", 7104, "_push"),
@@ -205,14 +205,19 @@ SERVICES: Mapping[str, Service] = MappingProxyType({s.name: s for s in (
             leases=NODE, engines=True, roll=0),
     Service(FANOUT, "FanoutCoordinator", "FANOUT", 9106,
             "qim.services.fanout.node:FanoutNode", "qim.config.fanout:FanoutConfig", leases=OUTBOX,
-            engines=True, roll=5),
+            engines=True, roll=6),
     Service(ARCHIVER, "HistoryArchiver", "ARCHIVER", 9107,
             "qim.services.archiver.node:ArchiverNode", "qim.config.archiver:ArchiverConfig", archive_only=True,
-            leases=OUTBOX, engines=True, roll=2),
+            leases=OUTBOX, engines=True, roll=3),
     # after-send notifications from the Outbox, a Kafka consumer group (decision 0123); the dev
     # stack starts it only when asked (it needs the operator's receiver: dev_nodes=0)
     Service(MODERATION, "ModerationService", "MODERATION", 9109,
             "qim.services.moderation.node:ModerationNode", "qim.config.moderation_service:ModerationConfig",
+            engines=True, roll=2, dev_nodes=0),
+    # offline push from the dispatch log, a Kafka consumer group (decision 0135); the dev stack
+    # starts it only when asked (it needs the operator's provider credentials: dev_nodes=0)
+    Service(NOTIFY, "NotificationService", "NOTIFY", 9110,
+            "qim.services.notify.node:NotifyNode", "qim.config.notify:NotifyConfig",
             engines=True, roll=1, dev_nodes=0),
     Service(QIMCTL, "operator CLI", "QIMCTL"),  # an identity on internal RPC, not a process
 )})

@@ -26,6 +26,7 @@ from qim.consts import MAILBOX_RETENTION_MS_DEFAULT
 from qim.stores.badges import BadgeStore
 from qim.stores.base import Stores
 from qim.stores.errors import StoreUnavailable
+from qim.stores.notify import NotifyStore
 from qim.stores.reactions import ReactionStore
 from qim.stores.registry import ShardRegistry
 from qim.stores.reports import ReportStore
@@ -114,6 +115,14 @@ def open_badges(stores: Stores) -> BadgeStore:
 
     backend: Any = getattr(stores, "redis", stores)  # TieredStores wraps the Redis backend
     return RedisBadgeStore(backend.topology)
+
+
+def open_notify(stores: Stores) -> NotifyStore:
+    """The NotifyStore (the NotificationService's state, decision 0135) over the mailbox instances of `stores`."""
+    from qim.stores.redis.notify import RedisNotifyStore
+
+    backend: Any = getattr(stores, "redis", stores)  # TieredStores wraps the Redis backend
+    return RedisNotifyStore(backend.topology)
 
 
 def open_reports(stores: Stores) -> ReportStore:

@@ -109,6 +109,8 @@ def payload(notification: Notification) -> dict[str, Any]:
     alert = notification.alert
     data = notification.app_data()
     qim = {"badge_version": int(data["badge_version"]), "conversation": data["conversation"]}
+    if "message" in data:
+        qim["message"] = data["message"]
     if alert.silent:
         return {"aps": {"content-available": 1, "badge": alert.badge}, "qim": qim}
     title, body = notification.shown()

@@ -75,7 +75,8 @@ class Alert:
     absolute unread total) with `badge_version` (only grows: a device ignores an older
     one), `silent` (a badge-only update: APNs background push, FCM data message, a Web
     Push message the service worker shows nothing for), `ttl_s` (how long the provider
-    keeps it for an offline device)."""
+    keeps it for an offline device), `message_id` (the message in hex, "" for a silent
+    update: the app and the tests tell alerts apart by it; decision 0135)."""
 
     badge: int
     badge_version: int
@@ -85,6 +86,7 @@ class Alert:
     generic: str = "New message"
     silent: bool = False
     ttl_s: int = 86400
+    message_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -102,8 +104,11 @@ class Notification:
 
     def app_data(self) -> dict[str, Any]:
         """The QIM fields every provider's payload carries (strings: FCM data is str->str)."""
-        return {"badge": str(self.alert.badge), "badge_version": str(self.alert.badge_version),
+        data = {"badge": str(self.alert.badge), "badge_version": str(self.alert.badge_version),
                 "conversation": self.alert.collapse_id, "silent": "1" if self.alert.silent else "0"}
+        if self.alert.message_id:
+            data["message"] = self.alert.message_id
+        return data
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,9 @@ MAX_USER_ID = 2**64 - 1
 
 BADGE_DIRTY_KEY = "qim:badge:dirty"
 BADGE_WAKE_KEY = "qim:badge:wake"  # ZSET per instance: dirty member -> ms to mark it again
+# HASH per instance: "<tenant hex>:<user>" -> the version at which the badge last fell; the
+# NotificationService's silent badge updates (decision 0135), one field per user at most
+BADGE_FELL_KEY = "qim:badge:fell"
 BADGE_SCRIPTS = ("badge_settle",)
 
 
@@ -129,7 +132,8 @@ class RedisBadgeStore:
             args += [conv.hex(), int(value), int((wakes or {}).get(conv, 0))]
         for d in settled:
             args += [d.member, d.generation]
-        keys = [session_shard_checkpoint_key(shard), BADGE_DIRTY_KEY, badge_key(tenant, user), BADGE_WAKE_KEY]
+        keys = [session_shard_checkpoint_key(shard), BADGE_DIRTY_KEY, badge_key(tenant, user), BADGE_WAKE_KEY,
+                BADGE_FELL_KEY]
         badge, version, changed = await self._scripts_of[id(client)].call("badge_settle", keys, args)
         return int(badge), int(version), bool(int(changed))
 

@@ -7,8 +7,11 @@
 -- projection: the session shard's checkpoint must still carry the settler's owner_epoch.
 -- A conversation muted until a time is queued in the wake ZSET at that time: the
 -- settler marks it dirty again then (its contribution changes with no event).
+-- A badge that fell is recorded in the fell HASH (KEYS[5], when given): member
+-- "<tenant hex>:<user>" -> the new version; the NotificationService sends the user's
+-- offline devices a silent badge update from it and drops it (decision 0135).
 -- KEYS: 1 checkpoint HASH of the user's session shard, 2 dirty HASH, 3 badge HASH,
---       4 wake ZSET
+--       4 wake ZSET, 5 (optional) fell HASH
 -- ARGV: 1 owner_epoch, 2 number n of conversations, 3 the user's dirty member prefix
 --       "<tenant hex>:<user>:", then n triples (conversation hex, contribution, wake at
 --       ms since the epoch or 0), then pairs (dirty member, generation read)
@@ -38,6 +41,9 @@ if delta ~= 0 then
   redis.call('HSET', KEYS[3], 'b', badge)
   version = redis.call('HINCRBY', KEYS[3], 'v', 1)
   changed = 1
+  if delta < 0 and KEYS[5] then
+    redis.call('HSET', KEYS[5], string.sub(ARGV[3], 1, -2), version)
+  end
 else
   version = tonumber(redis.call('HGET', KEYS[3], 'v') or '0')
 end

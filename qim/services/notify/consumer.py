@@ -1,0 +1,211 @@
+"""The NotificationService's log consumer (docs/decisions/0135): the Kafka consumer
+group `qim-notify` over the dispatch log, offsets committed only after every alert of a
+batch reached its end (sent, unregistered, failed, or suppressed), so a SIGKILL, a
+pause or a rebalance loses nothing: the partition's next owner replays from the
+committed offset. A replay makes no second alert: each (device, message) is claimed with
+a Redis SET NX before its send and recorded as made after (NotifyStore.claim / sent);
+a claim left by a node that died mid-send ends after QIM_NOTIFY_CLAIM_MS and the alert is
+made then (at least once to the provider only in that case: the provider collapses it,
+apns-collapse-id / collapse_key / Topic of the conversation).
+
+Per batch: decode; wait (bounded, QIM_NOTIFY_BADGE_WAIT_MS) until the session
+projection's checkpoint of each partition is past the batch and the badge marks of its
+(user, conversation) pairs are settled, so the badge read next counts these messages;
+the verdicts (due.py); the badges (one round trip per instance); claims; the per-device
+badge versions (a late alert carries the newest badge the device was sent); send; wait
+for every end; record; commit. The next batch is read only then: the batch bounds what
+is in flight and a slow provider holds the consumer (back-pressure), never a drop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable, Optional
+
+from confluent_kafka import TopicPartition
+
+from qim.consts import DISPATCH_TOPIC, KAFKA_BATCH_FETCH
+from qim.errors import EngineError
+from qim.infra.kafka.bridge import AsyncConsumer
+from qim.notify.providers.base import Alert, Notification
+from qim.services.notify.due import Due, candidates, provider_registration, verdicts
+from qim.services.notify.metrics import NotifyMetrics
+from qim.services.notify.sender import Delivery, Sender
+from qim.stores.badges import BadgeStore
+from qim.stores.base import Stores
+from qim.stores.notify import AlertKey, NotifyStore
+from qim.wire import dispatch as dispatch_codec
+
+logger = logging.getLogger(__name__)
+
+GROUP_ID = "qim-notify"
+POLL_S = 0.2  # between reads of the checkpoints, marks, presence and claims while waiting
+BODY_MAX = 180  # characters of text in an alert (the providers' payloads are small: 4 KB)
+
+
+class GroupConsumer(AsyncConsumer):
+    """AsyncConsumer in a consumer group (cooperative-sticky): the nodes share the
+    dispatch partitions; a dead node's go to the others."""
+
+    async def subscribe(self, topic: str) -> None:
+        """Join the group on `topic`."""
+        await self._run(self._consumer.subscribe, [topic])
+
+    async def commit_many(self, topic: str, next_offsets: dict[int, int]) -> None:
+        """Synchronously commit {partition: next offset}; EngineError when refused."""
+        tps = [TopicPartition(topic, p, o) for p, o in next_offsets.items()]
+        await self._run(lambda: self._consumer.commit(offsets=tps, asynchronous=False))
+
+
+def alert_text(due: Due) -> tuple[str, str]:
+    """(title, body) of an alert: the text of a text message (cut at BODY_MAX), else a
+    content-free line; the device's content choice is applied by the provider."""
+    body = ""
+    if due.record is not None:
+        try:
+            body = due.record.body.decode("utf-8")
+        except UnicodeDecodeError:
+            body = ""
+    if len(body) > BODY_MAX:
+        body = body[:BODY_MAX - 1] + "…"
+    return "New message", body or "New message"
+
+
+class LogConsumer:
+    """`run()` consumes, notifies and commits until cancelled (module doc).
+    `online(tenant, user, device)`; `presence_ready(tenant, user)` False while the
+    user's presence is still being read."""
+
+    def __init__(self, bootstrap: str, stores: Stores, badges: BadgeStore, notify: NotifyStore, sender: Sender,
+                 metrics: NotifyMetrics, online: Callable[[int, int, int], bool],
+                 presence_ready: Callable[[int, int], bool], batch: int = 200, claim_ms: int = 30_000,
+                 badge_wait_s: float = 30.0) -> None:
+        self.consumer = GroupConsumer(bootstrap, GROUP_ID, {
+            **KAFKA_BATCH_FETCH, "partition.assignment.strategy": "cooperative-sticky",
+            "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000})
+        self._stores, self._badges, self._notify, self._sender, self._m = stores, badges, notify, sender, metrics
+        self._online, self._presence_ready = online, presence_ready
+        self.batch, self.claim_ms, self.badge_wait_s = batch, claim_ms, badge_wait_s
+        self.joined = False
+
+    def not_ready(self) -> Optional[str]:
+        """Not ready until the group is joined."""
+        return None if self.joined else "joining the notify consumer group"
+
+    async def run(self) -> None:
+        """Consume, notify, commit, forever (a broker error ends it: the node restarts)."""
+        await self.consumer.subscribe(DISPATCH_TOPIC)
+        self.joined = True
+        while True:
+            msgs = await self.consumer.consume(self.batch, 0.5)
+            if not msgs:
+                continue
+            await self.notify(msgs)
+            offsets: dict[int, int] = {}
+            for m in msgs:
+                offsets[m.partition()] = m.offset() + 1
+            try:
+                await self.consumer.commit_many(DISPATCH_TOPIC, offsets)
+            except EngineError as exc:  # the partitions moved meanwhile: the new owner replays (no double)
+                logger.warning("notify commit refused (%s): the records are replayed", type(exc).__name__)
+
+    async def notify(self, msgs: list[Any]) -> None:
+        """Every alert of one batch of dispatch messages to its end (module doc)."""
+        records: list[dispatch_codec.Dispatch] = []
+        ends: dict[int, int] = {}
+        for m in msgs:
+            try:
+                records.append(dispatch_codec.decode(m.value()))
+            except dispatch_codec.DispatchDecodeError:
+                self._m.bad_records.inc()
+                logger.error("notify: undecodable dispatch record at partition %d offset %d skipped",
+                             m.partition(), m.offset())
+            ends[m.partition()] = max(ends.get(m.partition(), 0), m.offset() + 1)
+        cands = candidates(records)
+        if not cands:
+            return
+        while not all(self._presence_ready(c.tenant, c.user) for c in cands):  # noqa: ASYNC110 (a Kafka read, no event)
+            await asyncio.sleep(POLL_S)
+        dues = await verdicts(self._stores, cands, self._online, int(time.time() * 1000))
+        for d in dues:
+            if d.outcome != "due":
+                self._m.alerts.labels(d.provider, d.outcome).inc()
+        due = [d for d in dues if d.outcome == "due"]
+        if due:  # only then: a batch for devices with no registration waits for nothing
+            await self._settled(ends, {(d.candidate.tenant, d.candidate.user, d.candidate.conversation_id)
+                                       for d in due})
+        for tenant in dict.fromkeys(d.candidate.tenant for d in due):
+            await self._send(tenant, [d for d in due if d.candidate.tenant == tenant])
+
+    async def _settled(self, ends: dict[int, int], pairs: set[tuple[int, int, bytes]]) -> None:
+        """Wait until the session projection passed `ends` and the pairs' marks are settled."""
+        deadline = time.monotonic() + self.badge_wait_s
+        while time.monotonic() < deadline:
+            ckpts = await self._notify.checkpoints(list(ends))
+            if all(ckpts.get(p, -1) >= end for p, end in ends.items()):
+                pending = False
+                for tenant in dict.fromkeys(t for t, _, _ in pairs):
+                    if await self._notify.marked(tenant, [(u, c) for t, u, c in pairs if t == tenant]):
+                        pending = True
+                        break
+                if not pending:
+                    self._m.badge_waits.labels("settled").inc()
+                    return
+            await asyncio.sleep(POLL_S)
+        self._m.badge_waits.labels("timeout").inc()
+        logger.warning("notify: the badge was not settled within %.0f s; alerts carry it as it stands",
+                       self.badge_wait_s)
+
+    async def _claim(self, tenant: int, dues: list[Due]) -> list[Due]:
+        """The dues claimed here now; the ones made before are counted as duplicates; a
+        claim held by another attempt is waited for (it ends: made, or expired)."""
+        mine, waiting = [], dues
+        while waiting:
+            keys = [AlertKey(d.candidate.user, d.registration.device_id, d.candidate.message_id) for d in waiting]
+            states = await self._notify.claim(tenant, keys, self.claim_ms)
+            held = []
+            for d, s in zip(waiting, states):
+                if s == "new":
+                    mine.append(d)
+                elif s == "sent":
+                    self._m.alerts.labels(d.provider, "suppressed_duplicate").inc()
+                else:
+                    held.append(d)
+            waiting = held
+            if waiting:
+                await asyncio.sleep(POLL_S * 5)
+        return mine
+
+    async def _send(self, tenant: int, dues: list[Due]) -> None:
+        mine = await self._claim(tenant, dues)
+        if not mine:
+            return
+        badges = await self._badges.badges_of(tenant, list(dict.fromkeys(d.candidate.user for d in mine)))
+        deliveries: list[tuple[Due, Delivery]] = []
+        loop = asyncio.get_running_loop()
+        for user in dict.fromkeys(d.candidate.user for d in mine):
+            theirs = [d for d in mine if d.candidate.user == user]
+            badge, version = badges.get(user, (0, 0))
+            chosen = await self._notify.badge_versions(
+                tenant, user, [(d.registration.device_id, version, badge) for d in theirs], silent=False)
+            for d, got in zip(theirs, chosen):
+                v, b = got if got is not None else (version, badge)
+                title, body = alert_text(d)
+                alert = Alert(badge=b, badge_version=v, collapse_id=d.candidate.conversation_id.hex(), title=title,
+                              body=body, message_id=d.candidate.message_id.hex())
+                note = Notification(provider_registration(d.registration), alert)
+                deliveries.append((d, Delivery(tenant, user, d.registration.device_id, d.registration.settings.token,
+                                               note, loop.create_future())))
+        for _, dl in deliveries:
+            await self._sender.submit(dl)
+        ends = await asyncio.gather(*(dl.done for _, dl in deliveries))
+        await self._notify.sent(tenant, [AlertKey(d.candidate.user, d.registration.device_id,
+                                                  d.candidate.message_id) for d, _ in deliveries])
+        for (d, _), end in zip(deliveries, ends):
+            self._m.alerts.labels(d.provider, end).inc()
+
+    async def close(self) -> None:
+        """Leave the group (its partitions go to the other nodes)."""
+        await self.consumer.close()
