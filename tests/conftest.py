@@ -10,6 +10,13 @@ A failed test that ran on a stack reports its services' last warnings
 its teardown errors, naming the variables, and the environment is put back: a leaked
 QIM_MAILBOX_STORE once turned every later stack of the run to another store (decision
 0118 §3: a test file must be safe beside any other).
+
+The test session's JVMs (every Kafka broker and Cassandra node the fixtures and the
+`qim-dev` commands under test start) run with the quick C1 compiler only unless
+QIM_KAFKA_JVM_OPTS / QIM_CASSANDRA_JVM_OPTS say otherwise: they live for seconds to
+minutes under light traffic, where C2's compiling is most of their CPU (docs/perf.md
+"The broker's JIT"; a Kafka start 6.1 -> 3.7 s of CPU, a Cassandra start 10 -> 6 s) on
+the two cores every test shares.
 """
 
 import os
@@ -28,6 +35,9 @@ from tests.fixtures import (  # noqa: F401
     shared_cassandra,
     stack,
 )
+
+for _var in ("QIM_KAFKA_JVM_OPTS", "QIM_CASSANDRA_JVM_OPTS"):
+    os.environ.setdefault(_var, "-XX:TieredStopAtLevel=1")
 
 
 @pytest.hookimpl(hookwrapper=True)

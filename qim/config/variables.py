@@ -259,6 +259,8 @@ _WRITTEN: tuple[Var, ...] = (
        "`-XX:TieredStopAtLevel=1`: docs/perf.md \"The broker's JIT\")"),
     _v("QIM_CASSANDRA_CACHE", "path", "~/.cache/qim", DEV, "Cassandra tarball cache"),
     _v("QIM_CASSANDRA_HEAP_MB", "int", 512, DEV, "Cassandra heap"),
+    _v("QIM_CASSANDRA_JVM_OPTS", "text", "", DEV, "extra JVM options of the development Cassandra node, after "
+       "its own (the tests run `-XX:TieredStopAtLevel=1`: tests/conftest.py)"),
     _v("QIM_CASSANDRA_LOG_LEVEL", "level", "WARN", DEV, "Cassandra log level"),
     _v("QIM_DEV_WITH_CASSANDRA", "flag", 1, DEV, "qim-dev engines up starts Cassandra"),
     _v("QIM_WEB_PORT", "int", 8088, DEV, "qim-web's port"),

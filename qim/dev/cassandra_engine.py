@@ -230,6 +230,9 @@ class CassandraEngine(Engine):
                 # every 2 ms by default: 500 wake-ups a second, a third of an idle node's
                 # CPU (the ScheduledFastTasks thread); 10 ms is precise enough
                 "-Dcassandra.approximate_time_precision_ms=10",
+                # QIM_CASSANDRA_JVM_OPTS: extra JVM options, after ours so they win (the
+                # tests' short-lived nodes: -XX:TieredStopAtLevel=1, tests/conftest.py)
+                *os.environ.get("QIM_CASSANDRA_JVM_OPTS", "").split(),
                 "-cp", f"{self.lib}/*", "org.apache.cassandra.service.CassandraDaemon"]
 
     def _check_ready(self) -> bool:

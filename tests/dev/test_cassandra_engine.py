@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 
+import psutil
 import pytest
 
 from qim.dev._proc import pid_alive
+from qim.dev.cassandra_engine import CassandraEngine
 from qim.dev.engines import EngineSet, cassandra_wanted
 from qim.errors import EngineError
 
@@ -25,6 +27,9 @@ def _session(eng):
 
 def test_keyspace_table_row_survive_restarts_then_stop_by_pid(private_cassandra):
     eng = private_cassandra
+    # QIM_CASSANDRA_JVM_OPTS reaches the node's JVM (tests/conftest.py sets it for the session)
+    extra = os.environ.get("QIM_CASSANDRA_JVM_OPTS", "").split()
+    assert extra and set(extra) <= set(psutil.Process(eng.pid).cmdline())
     cluster, s = _session(eng)
     try:
         s.execute("CREATE KEYSPACE qim_test WITH replication = "
@@ -56,6 +61,20 @@ def test_keyspace_table_row_survive_restarts_then_stop_by_pid(private_cassandra)
     assert pid != first and eng.alive()
     eng.stop()
     assert not pid_alive(pid) and eng.pid is None
+
+
+def test_extra_jvm_options_come_after_ours_so_they_win(tmp_path, monkeypatch):
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "jamm-0.4.0.jar").write_bytes(b"")
+    eng = CassandraEngine(tmp_path / "node", {"main": 1, "storage": 2}, lib=lib)
+    monkeypatch.delenv("QIM_CASSANDRA_HEAP_MB", raising=False)
+    monkeypatch.setenv("QIM_CASSANDRA_JVM_OPTS", "-XX:TieredStopAtLevel=1  -Xmx700m")
+    cmd = eng._command()
+    assert cmd[cmd.index("-cp") - 2:cmd.index("-cp")] == ["-XX:TieredStopAtLevel=1", "-Xmx700m"]
+    assert cmd.index("-Xmx512m") < cmd.index("-Xmx700m")  # the JVM takes the last -Xmx
+    monkeypatch.setenv("QIM_CASSANDRA_JVM_OPTS", "")
+    assert not any(a.startswith("-XX:TieredStopAtLevel") or a == "-Xmx700m" for a in eng._command())
 
 
 def test_engine_set_starts_cassandra_only_when_asked(tmp_path, monkeypatch):
