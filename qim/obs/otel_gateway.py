@@ -34,7 +34,8 @@ async def traced_call(call: Callable[[str, RouteKey, int, bytes], Awaitable[tupl
                       body: bytes) -> tuple[int, bytes]:
     """`call(backend, key, internal_opcode, body)` (BackendRouter.call) with its spans: a
     request to the writer (WRITER_SEND) runs in SPAN_GATEWAY, whose traceparent is added to
-    the envelope (WriterSend.traceparent; protobuf concatenation merges); a MAILBOX_BATCH
+    the envelope when sampled (WriterSend.traceparent; protobuf concatenation merges; an
+    unsampled request costs the writer nothing, its id is drawn there); a MAILBOX_BATCH
     reply gets a SPAN_PULL per returned entry whose push is remembered. Raises what
     `call` raises (the span records it)."""
     if internal_opcode != Opcode.WRITER_SEND:
@@ -49,7 +50,8 @@ async def traced_call(call: Callable[[str, RouteKey, int, bytes], Awaitable[tupl
     name = Opcode(client_opcode).name if client_opcode in Opcode._value2member_map_ else str(client_opcode)
     with otel._tracer.start_as_current_span(otel.SPAN_GATEWAY, kind=SpanKind.SERVER,
                                             attributes={"qim.op": name}) as span:
-        body += internal_pb2.WriterSend(traceparent=otel.traceparent(span)).SerializeToString()
+        if span.get_span_context().trace_flags.sampled:  # unsampled: the writer draws the id, spans nothing
+            body += internal_pb2.WriterSend(traceparent=otel.traceparent(span)).SerializeToString()
         return await call(backend, key, internal_opcode, body)
 
 

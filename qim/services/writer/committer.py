@@ -35,13 +35,14 @@ from qim.consts import (
 from qim.errors import ErrorCode, RequestError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncProducer
+from qim.obs import otel
 from qim.obs.logcontext import bind, tracer
 from qim.policy import PolicySeam, SendFacts
 from qim.proto.v1 import internal_pb2, message_pb2
 from qim.services.writer.hlc import CeilingPassed, HlcClock
 from qim.services.writer.metrics import WriterMetrics
-from qim.services.writer.outbox import OutboxPublisher, ack
 from qim.services.writer.mutefirst import policy_check
+from qim.services.writer.outbox import OutboxPublisher, ack
 from qim.services.writer.replaced import checked_replacement, mark_replaced, replay_replaced
 from qim.services.writer.replies import SendExtras, has_extras
 from qim.services.writer.sequencer import ConversationTurns, Turn
@@ -179,10 +180,11 @@ class MessageCommitter:
 
     def audience(self, **fields) -> internal_pb2.OutboxRecord:
         """The frozen audience part of the Outbox record (shard_count filled in) with the
-        message's trace id: 16 random bytes drawn here, at commit, stored with the
+        message's trace id: 16 random bytes drawn here, at commit (the request's
+        OpenTelemetry trace id when traced: one id, decision 0140), stored with the
         audience (a resumed commit keeps it) and carried by every record after it
         (docs/operations.md "Tracing")."""
-        return internal_pb2.OutboxRecord(shard_count=self._shard_count, trace_id=os.urandom(16), **fields)
+        return internal_pb2.OutboxRecord(shard_count=self._shard_count, trace_id=otel.trace_id(), **fields)
 
     async def run_commit(self, ref: CommitRef, digest: bytes, record: message_pb2.MessageRecord,
                          audience: internal_pb2.OutboxRecord, turn: Turn, reserve: Reserve,
