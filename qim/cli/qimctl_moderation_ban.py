@@ -10,9 +10,12 @@
         the next second on are accepted (the user signs in again).
     qimctl moderation log [--count N]: the actions, newest first.
 
-Every action is appended to the ModerationLog (qim/stores/redis/modlog.py) first, with the
-operator ($QIM_OPERATOR, else the login name). Exit 0 done, 2 a bad argument or an
-unreachable Redis (one line on stderr).
+Every action is validated first (USER a positive id: QIM has no user directory, so a ban
+of an id not seen yet bans its future logins) and then appended to the ModerationLog
+(qim/stores/redis/modlog.py) with the operator ($QIM_OPERATOR, else the login name) and
+explicit fields (target_user, until_ms, ...); a ban that fails after its entry gets a
+second entry `outcome=failed` (decision 0123, Amendment). `log` prints every time as
+ISO-8601 UTC. Exit 0 done, 2 a bad argument or an unreachable Redis (one line on stderr).
 """
 
 from __future__ import annotations
@@ -23,10 +26,13 @@ import getpass
 import os
 import sys
 import time
+from datetime import datetime, timezone
+from typing import Any
 
 from qim.cli.envargs import redis_layout
 from qim.cli.qimctl_ops import REVOCATION_TTL_S
 from qim.cli.timearg import parse_time
+from qim.consts import U63_MAX
 from qim.errors import ConfigError, EngineError
 from qim.infra.redis.client import connect
 from qim.stores.redis.modlog import ModerationLog
@@ -43,28 +49,52 @@ def operator() -> str:
     return os.environ.get("QIM_OPERATOR") or getpass.getuser()
 
 
+def iso_utc(ms: int) -> str:
+    """Unix ms as ISO-8601 UTC to the millisecond, e.g. 2026-12-06T06:10:00.123Z."""
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+async def log_failed(log: ModerationLog, entry: dict[str, Any], exc: BaseException) -> str:
+    """The second entry of an action that failed after its first (`outcome=failed`); ""
+    when written, else why it could not be (the caller names it in its error)."""
+    try:
+        await log.record(**entry, outcome="failed", error=str(exc)[:REASON_MAX])
+    except EngineError as lost:
+        return f"; its log entry could not be marked failed: {lost}"
+    return ""
+
+
 async def act(redis_addr: str, environ, action: str, tenant: int, user: int, reason: str,
-              cutoff: int = FOREVER_S, ttl: int = FOREVER_TTL_S, until: int = 0) -> int:
-    """Log, then ban (revoke up to `cutoff`; the number of gateways told) or unban (lift
-    to `cutoff`; 0). EngineError when Redis cannot be written. The defaults: a ban
-    without an end (`qimctl moderation resolve --action ban` uses them too)."""
+              cutoff: int = FOREVER_S, ttl: int = FOREVER_TTL_S, until_ms: int = 0, report: str = "") -> int:
+    """Validate, log, then ban (revoke up to `cutoff`; the number of gateways told) or
+    unban (lift to `cutoff`; 0). ConfigError for a user id that is not positive;
+    EngineError when Redis cannot be written (the entry then gets its `outcome=failed`
+    twin when the log still answers). The defaults: a ban without an end (`qimctl
+    moderation resolve --action ban` uses them too, with `report`)."""
+    if not 0 < user <= U63_MAX:
+        raise ConfigError(f"USER {user} must be a positive user id")
     layout = redis_layout("--redis-addr", redis_addr, environ)
     log = ModerationLog(connect(layout.home, max_connections=2))
     store = open_revocations(layout)
+    entry: dict[str, Any] = {"operator": operator(), "action": action, "tenant": tenant, "target_user": user, "report": report,
+             "reason": reason, "until_ms": until_ms}
     try:
-        await log.record(operator(), action, tenant, user, reason, until)
-        if action == "ban":
-            return await store.revoke(tenant, user, 0, cutoff, ttl)
-        await store.lift(tenant, user, 0, cutoff, ttl)
-        return 0
+        await log.record(**entry)
+        try:
+            if action == "ban":
+                return await store.revoke(tenant, user, 0, cutoff, ttl)
+            await store.lift(tenant, user, 0, cutoff, ttl)
+            return 0
+        except EngineError as exc:
+            raise EngineError(f"{exc}{await log_failed(log, entry, exc)}") from exc
     finally:
         await store.close()
         await log.close()
 
 
-async def _act(args: argparse.Namespace, action: str, cutoff: int, ttl: int, until: int) -> int:
+async def _act(args: argparse.Namespace, action: str, cutoff: int, ttl: int, until_ms: int) -> int:
     return await act(args.redis_addr, getattr(args, "environ", {}), action, int(args.tenant), args.user, args.reason,
-                     cutoff, ttl, until)
+                     cutoff, ttl, until_ms)
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -88,10 +118,10 @@ def run_ban(args: argparse.Namespace, out=None) -> int:
         raise ConfigError(f"--until {args.until!r} is not in the future")
     cutoff, ttl = (until, until - now + REVOCATION_TTL_S) if until else (FOREVER_S, FOREVER_TTL_S)
     try:
-        gateways = asyncio.run(_act(args, "ban", cutoff, ttl, until))
+        gateways = asyncio.run(_act(args, "ban", cutoff, ttl, until * 1000))
     except EngineError as exc:
         raise ConfigError(f"ban not written: {exc}") from None
-    end = f"until {until}" if until else "until unbanned"
+    end = f"until {iso_utc(until * 1000)}" if until else "until unbanned"
     print(f"banned: user {args.user} {end}; {gateways} gateway(s) notified (open connections closed)", file=out)
     return 0
 
@@ -128,14 +158,23 @@ def run_log(args: argparse.Namespace, out=None) -> int:
     except EngineError as exc:
         raise ConfigError(f"moderation log not read: {exc}") from None
     for r in rows:
-        until = f" until={r['until']}" if r.get("until", "0") != "0" else ""
-        until += f" group={r['group']}" if "group" in r else ""  # a mute or unmute (decision 0127)
-        print(
-            f"{r['at_ms']} {r['operator']} {r['action']} user={r['user']} tenant={r['tenant']}{until} "
-            f"reason={r['reason']!r}",
-            file=out,
-        )
+        print(log_line(r), file=out)
     return 0
+
+
+def log_line(r: dict[str, str]) -> str:
+    """One normalized entry (modlog.normalize) as printed: time, operator, action, then
+    the fields that apply (a user, group or end of 0 does not), times ISO-8601 UTC."""
+    at = iso_utc(int(r["at_ms"])) if r["at_ms"].isdigit() else r["at_ms"] or "?"
+    parts = [at, r["operator"], r["action"], f"tenant={r['tenant']}"]
+    parts += [f"{k}={r[k]}" for k in ("target_user", "reporter", "group") if r[k] != "0"]
+    parts += [f"report={r['report']}"] if r["report"] else []
+    if r["until_ms"] != "0":
+        parts.append(f"until={iso_utc(int(r['until_ms']))}" if r["until_ms"].isdigit() else f"until={r['until_ms']}")
+    parts.append(f"reason={r['reason']!r}")
+    if r["outcome"]:
+        parts += [f"outcome={r['outcome']}", f"error={r['error']!r}"]
+    return " ".join(parts)
 
 
 def add_parsers(msub, env) -> None:

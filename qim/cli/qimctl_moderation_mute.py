@@ -8,9 +8,11 @@
     qimctl moderation unmute USER GROUP --reason R: ends it now.
     qimctl moderation mutes [GROUP]: the mutes in force, soonest end first.
 
-Every action is appended to the moderation log first (`qimctl moderation log`), with the
-operator ($QIM_OPERATOR, else the login name) and the group. Exit 0 done, 2 a bad argument,
-an unknown group or an unreachable Redis (one line on stderr).
+Every action is validated (the group exists; a mute's user is a current member), then
+appended to the moderation log (`qimctl moderation log`) with the operator ($QIM_OPERATOR,
+else the login name), target_user, group and until_ms, then carried out; one that fails
+after its entry gets a second `outcome=failed` entry. Exit 0 done, 2 a bad argument,
+an unknown group, a mute of a non-member or an unreachable Redis (one line on stderr).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import time
 from datetime import datetime, timezone
 
 from qim.cli.envargs import redis_layout, tenant_arg
-from qim.cli.qimctl_moderation_ban import REASON_MAX, operator
+from qim.cli.qimctl_moderation_ban import REASON_MAX, log_failed, operator
 from qim.cli.timearg import parse_time
 from qim.consts import U63_MAX
 from qim.errors import ConfigError, EngineError
@@ -48,12 +50,23 @@ async def _act(args: argparse.Namespace, action: str, until_ms: int) -> bool:
     topology = topology_of(layout)
     try:
         who = operator()
-        await log.record(who, action, args.tenant, args.user, args.reason, until_ms // 1000, args.group)
         mutes = GroupMutes(topology)
-        if action == "mute":
-            await mutes.mute(args.tenant, args.group, args.user, until_ms, args.reason, who)
-            return True
-        return await mutes.unmute(args.tenant, args.group, args.user)
+        # validated before it is logged: only an action that is carried out is in the log
+        # (a mute needs a current member; an unmute only the group: a member who left
+        # may still be muted; decision 0123, Amendment)
+        await mutes.check(args.tenant, args.group, args.user, member=action == "mute")
+        entry = {"operator": who, "action": action, "tenant": args.tenant, "target_user": args.user,
+                 "group": args.group, "reason": args.reason, "until_ms": until_ms}
+        await log.record(**entry)
+        try:
+            if action == "mute":
+                await mutes.mute(args.tenant, args.group, args.user, until_ms, args.reason, who)
+                return True
+            return await mutes.unmute(args.tenant, args.group, args.user)
+        except EngineError as exc:  # NotFound: the group went away meanwhile; Redis lost
+            raise EngineError(f"{exc}{await log_failed(log, entry, exc)}") from exc
+        except NotFound as exc:
+            raise NotFound(f"{exc}{await log_failed(log, entry, exc)}") from exc
     finally:
         await topology.aclose()
         await log.close()
@@ -68,9 +81,7 @@ def run_mute(args: argparse.Namespace, out=None) -> int:
         raise ConfigError(f"--until {args.until!r} is not in the future")
     try:
         asyncio.run(_act(args, "mute", until_ms))
-    except NotFound as exc:
-        raise ConfigError(f"mute not written: {exc}") from None
-    except EngineError as exc:
+    except (NotFound, EngineError) as exc:
         raise ConfigError(f"mute not written: {exc}") from None
     end = f"until {_iso(until_ms)}" if until_ms else "until unmuted"
     print(f"muted: user {args.user} in group {args.group} {end}", file=out)
@@ -83,7 +94,7 @@ def run_unmute(args: argparse.Namespace, out=None) -> int:
     _check(args)
     try:
         was = asyncio.run(_act(args, "unmute", 0))
-    except EngineError as exc:
+    except (NotFound, EngineError) as exc:
         raise ConfigError(f"unmute not written: {exc}") from None
     print(f"unmuted: user {args.user} in group {args.group}" + ("" if was else " (was not muted)"), file=out)
     return 0

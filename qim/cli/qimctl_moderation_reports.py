@@ -7,11 +7,15 @@
             [--writer H:P] [--redis-addr H:P]
         none: closes it; remove-message: the operator delete (`qimctl message delete`,
         the message loses its body for every member); ban: `qimctl moderation ban` of the
-        message's sender without an end. The resolution is appended to the moderation log
-        first, then the action runs, then the report is marked resolved.
+        message's sender without an end. A report is resolved once: the report is claimed
+        in one Lua call (of two operators at once one wins), then the resolution is
+        appended to the moderation log (target_user the message's sender, reporter,
+        report), then the action runs; one that fails is logged again `outcome=failed`
+        and the report is open again (decision 0124, Amendment).
 
-Exit 0 done, 1 the writer refused the delete, 2 a bad argument, an unknown report or an
-unreachable Redis or writer (one line on stderr).
+Exit 0 done, 1 the writer refused the delete, 2 a bad argument, an unknown report, a
+report already resolved ("report ID already resolved at T by OPERATOR: ACTION", nothing
+changed) or an unreachable Redis or writer (one line on stderr).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import argparse
 import asyncio
 import os
 import sys
+import time
 
 from qim.cli import qimctl_moderation_ban as ban
 from qim.cli.envargs import check_addr, first_writer, redis_layout
@@ -91,32 +96,39 @@ async def _delete(args: argparse.Namespace, rep: dict[str, str]) -> None:
 
 
 async def _resolve(args: argparse.Namespace, layout) -> dict[str, str]:
+    """Validate, claim the report (once: one Lua call), log, act; an action that fails
+    after its entry gets an `outcome=failed` entry and the report is opened again."""
     store = RedisReportStore(connect(layout.home, max_connections=2))
     log = ModerationLog(connect(layout.home, max_connections=2))
     try:
         rep = await store.get(args.report_id)
         if rep is None:
             raise ConfigError(f"no report {args.report_id!r}")
-        user = int(rep.get("sender") or 0) if args.action == "ban" else int(rep["reporter"])
-        await log.record(
-            ban.operator(),
-            f"resolve-report:{args.action}",
-            int(rep["tenant"]),
-            user,
-            f"report {args.report_id}: {args.reason}",
-        )
-        if args.action == "remove-message":
-            await _delete(args, rep)
-        elif args.action == "ban":
-            await ban.act(
-                args.redis_addr,
-                getattr(args, "environ", {}),
-                "ban",
-                int(rep["tenant"]),
-                user,
-                f"report {args.report_id}: {args.reason}",
-            )
-        await store.resolve(args.report_id, ban.operator(), args.action, args.reason)
+        tenant, reporter, sender = int(rep["tenant"]), int(rep["reporter"]), int(rep.get("sender") or 0)
+        if args.action == "ban" and sender <= 0:
+            raise ConfigError(f"report {args.report_id} names no sender to ban")
+        who, at_ms = ban.operator(), int(time.time() * 1000)
+        stands = await store.claim(args.report_id, who, args.action, args.reason, at_ms)
+        if stands is not None:  # resolve is once (decision 0124, Amendment): nothing changes
+            when = ban.iso_utc(stands.at_ms) if stands.at_ms else "an unrecorded time"
+            raise ConfigError(f"report {args.report_id} already resolved at {when} by {stands.operator}: "
+                              f"{stands.action}")
+        entry = {"operator": who, "action": f"resolve-report:{args.action}", "tenant": tenant,
+                 "target_user": sender if args.action != "none" else 0, "reporter": reporter,
+                 "report": args.report_id, "reason": args.reason}
+        await log.record(**entry)
+        try:
+            if args.action == "remove-message":
+                await _delete(args, rep)
+            elif args.action == "ban":
+                await ban.act(args.redis_addr, getattr(args, "environ", {}), "ban", tenant, sender, args.reason,
+                              report=args.report_id)
+        except (EngineError, RequestError, RemoteError) as exc:
+            lost = await ban.log_failed(log, entry, exc)
+            await store.reopen(args.report_id, who, at_ms)  # open for another try
+            if lost:
+                raise EngineError(f"{exc}{lost}") from exc
+            raise
         return rep
     finally:
         await log.close()

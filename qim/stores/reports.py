@@ -10,7 +10,7 @@ Errors: StoreUnavailable when the store cannot be reached.
 
 from __future__ import annotations
 
-from typing import Optional, Protocol
+from typing import Any, Optional, Protocol
 
 
 class ReportStore(Protocol):
@@ -31,8 +31,13 @@ class ReportStore(Protocol):
         """The newest `count` reports (only the open ones with `open_only`), newest first."""
         ...
 
-    async def resolve(self, report_id: str, operator: str, action: str, reason: str) -> None:
-        """Mark a report resolved."""
+    async def claim(self, report_id: str, operator: str, action: str, reason: str, at_ms: int) -> Optional[Any]:
+        """Resolve an open report once (atomically): None when this call did, else who
+        did (at_ms, operator, action); NotFound when there is no such report."""
+        ...
+
+    async def reopen(self, report_id: str, operator: str, at_ms: int) -> bool:
+        """Open again the report this (operator, at_ms) claim resolved (its action failed)."""
         ...
 
     async def undelivered(self, count: int) -> list[dict[str, str]]:

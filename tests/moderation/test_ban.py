@@ -68,7 +68,7 @@ async def test_a_ban_kicks_refuses_logins_and_sends_until_unbanned(stack, tmp_pa
         assert op == Opcode.AUTH_OK
         capsys.readouterr()
         assert await asyncio.to_thread(ctl, st, "moderation", "log", "--count", "200") == 0
-        mine = [ln for ln in capsys.readouterr().out.splitlines() if f" {operator} " in ln and f"user={user} " in ln]
+        mine = [ln for ln in capsys.readouterr().out.splitlines() if f" {operator} " in ln and f"target_user={user} " in ln]
         assert len(mine) == 2 and " unban " in mine[0] and "appeal granted" in mine[0], mine
         assert " ban " in mine[1] and reason in mine[1], mine
     finally:

@@ -15,6 +15,7 @@ import uuid
 import pytest
 
 from qim.cli import qimctl
+from qim.cli.qimctl_moderation_ban import iso_utc
 from qim.sdk import PolicyRefused, requests
 from tests.e2e.sdkclient import client
 from tests.e2e.test_groups import users
@@ -124,8 +125,8 @@ async def test_a_muted_member_reads_but_cannot_send_until_unmuted_or_the_end(sta
         assert await asyncio.to_thread(ctl, st, "moderation", "log", "--count", "500") == 0
         mine = [ln for ln in capsys.readouterr().out.splitlines() if f" {operator} " in ln]
         assert [ln.split()[2] for ln in mine] == ["mute", "unmute", "mute"], mine
-        assert all(f"user={muted} " in ln and f"group={group_id}" in ln for ln in mine), mine
-        assert "cool down" in mine[0] and f"until={end_ms // 1000}" in mine[0]
+        assert all(f"target_user={muted} " in ln and f"group={group_id}" in ln for ln in mine), mine
+        assert "cool down" in mine[0] and f"until={iso_utc(end_ms)} " in mine[0]  # ms, printed ISO-8601 UTC
         assert "appeal granted" in mine[1] and reason in mine[2]
     finally:
         await a.close()

@@ -173,8 +173,9 @@ async def test_a_member_reports_the_operator_gets_it_and_removes_the_message(rep
         assert banned.returncode == 0, banned.stderr + banned.stdout
         log = await asyncio.to_thread(qimctl, st, operator, "moderation", "log", "--count", "500")
         mine = [ln for ln in log.stdout.splitlines() if f" {operator} " in ln]
-        assert any(" resolve-report:ban " in ln and f"user={sender} " in ln for ln in mine), mine
-        assert any(" ban " in ln and f"user={sender} " in ln and second.report_id in ln for ln in mine), mine
+        assert any(" resolve-report:ban " in ln and f"target_user={sender} " in ln for ln in mine), mine
+        assert any(" ban " in ln and f"target_user={sender} " in ln and f"report={second.report_id} " in ln
+                   for ln in mine), mine
     finally:
         receiver.down = False
         for x in (a, b, c):

@@ -21,6 +21,8 @@ import redis.exceptions
 
 from qim._core import ids
 from qim.stores.errors import NotFound, StoreUnavailable
+from qim.stores.intervals import is_current
+from qim.stores.redis.groups import RedisGroupStore
 from qim.stores.redis.keys import CommitKeys
 from qim.stores.redis.topology import RedisTopology
 
@@ -62,6 +64,19 @@ class GroupMutes:
 
     def _keys(self, tenant: int, group_id: int) -> CommitKeys:
         return CommitKeys(tenant, ids.conversation_id_group(tenant, group_id))
+
+    async def check(self, tenant: int, group_id: int, user: int, member: bool) -> None:
+        """Before an action is logged (decision 0123, Amendment): NotFound when the group
+        does not exist, or (`member`) when `user` is not a current member of it."""
+        conversation_id = ids.conversation_id_group(tenant, group_id)
+        try:
+            view = await RedisGroupStore(self._t).send_view(tenant, conversation_id, user)
+        except _ERRORS as exc:
+            raise StoreUnavailable(f"group mute: {exc}") from exc
+        if view.version is None:
+            raise NotFound(f"no group {group_id} in tenant {tenant}")
+        if member and (view.intervals is None or not is_current(view.intervals)):
+            raise NotFound(f"user {user} is not a member of group {group_id}")
 
     async def mute(self, tenant: int, group_id: int, user: int, until_ms: int, reason: str, operator: str) -> None:
         """Mute `user` in the group until `until_ms` (0: until unmuted); a second mute replaces the first."""

@@ -4,7 +4,7 @@ moderation log (docs/decisions/0124-user-reports.md).
 Keys (all on the home instance):
 - `qim:moderation:report:<id>`: a hash {id, at_ms, tenant, reporter, device, conversation_id
   (hex), message_id (hex), peer, reason, text, state (open|resolved), action, operator,
-  resolution}; `<id>` is the stream id of its entry in `qim:moderation:reports`.
+  resolution, resolved_at_ms}; `claim` resolves it once (a Lua call: one winner); `<id>` is the stream id of its entry in `qim:moderation:reports`.
 - `qim:moderation:reports`: a stream of the report ids in arrival order (the listing),
   capped near REPORTS_MAX (XADD MAXLEN ~); a hash is removed with its entry's trim
   (EXPIRE REPORT_TTL_S on each hash bounds the hashes whose entries were trimmed).
@@ -20,11 +20,11 @@ undelivered mark are written together or not at all.
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import redis.exceptions
 
-from qim.stores.errors import StoreUnavailable
+from qim.stores.errors import NotFound, StoreUnavailable
 
 STREAM_KEY = "qim:moderation:reports"
 UNDELIVERED_KEY = "qim:moderation:reports:undelivered"
@@ -48,6 +48,36 @@ return {id, 0}
 """
 
 
+# KEYS: the report hash; ARGV: operator, action, resolution, resolved_at_ms. One winner:
+# an open report becomes resolved by this call; otherwise what resolved it is returned
+_CLAIM = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing'} end
+if redis.call('HGET', KEYS[1], 'state') ~= 'open' then
+  local got = redis.call('HMGET', KEYS[1], 'resolved_at_ms', 'operator', 'action')
+  return {'resolved', got[1] or '', got[2] or '', got[3] or ''}
+end
+redis.call('HSET', KEYS[1], 'state', 'resolved', 'operator', ARGV[1], 'action', ARGV[2], 'resolution', ARGV[3],
+           'resolved_at_ms', ARGV[4])
+return {'claimed'}
+"""
+# KEYS: the report hash; ARGV: operator, resolved_at_ms: open again only the claim it names
+_REOPEN = """
+local got = redis.call('HMGET', KEYS[1], 'state', 'operator', 'resolved_at_ms')
+if got[1] ~= 'resolved' or got[2] ~= ARGV[1] or got[3] ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], 'state', 'open')
+redis.call('HDEL', KEYS[1], 'operator', 'action', 'resolution', 'resolved_at_ms')
+return 1
+"""
+
+
+class Resolved(NamedTuple):
+    """Who resolved a report: `at_ms` (0: before resolutions carried it), `operator`, `action`."""
+
+    at_ms: int
+    operator: str
+    action: str
+
+
 def _s(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
@@ -61,6 +91,8 @@ class RedisReportStore:
         self._r = client
         self._owns = owns_client
         self._add = client.register_script(_ADD)
+        self._claim = client.register_script(_CLAIM)
+        self._reopen = client.register_script(_REOPEN)
 
     async def _call(self, coro: Any) -> Any:
         try:
@@ -101,14 +133,24 @@ class RedisReportStore:
             last = _s(rows[-1][0])
         return out[:count]
 
-    async def resolve(self, report_id: str, operator: str, action: str, reason: str) -> None:
-        """Mark a report resolved with the operator's action and reason."""
-        await self._call(
-            self._r.hset(
-                REPORT_PREFIX + report_id,
-                mapping={"state": "resolved", "action": action, "operator": operator, "resolution": reason},
-            )
-        )
+    async def claim(self, report_id: str, operator: str, action: str, reason: str, at_ms: int) -> Optional[Resolved]:
+        """Resolve an open report, once (one Lua call: of two operators at once one wins):
+        None when this call resolved it, else the Resolved that stands (nothing changed).
+        NotFound when there is no such report."""
+        got = await self._call(self._claim(keys=[REPORT_PREFIX + report_id],
+                                           args=[operator, action, reason, str(at_ms)]))
+        state = _s(got[0])
+        if state == "missing":
+            raise NotFound(f"no report {report_id!r}")
+        if state == "claimed":
+            return None
+        at = _s(got[1])
+        return Resolved(int(at) if at.isdigit() else 0, _s(got[2]), _s(got[3]))
+
+    async def reopen(self, report_id: str, operator: str, at_ms: int) -> bool:
+        """Open again a report resolved by the claim of (`operator`, `at_ms`) whose action
+        failed; False when another resolution stands."""
+        return bool(await self._call(self._reopen(keys=[REPORT_PREFIX + report_id], args=[operator, str(at_ms)])))
 
     async def undelivered(self, count: int) -> list[dict[str, str]]:
         """The oldest `count` reports the webhook has not accepted yet (ids whose hash is
