@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from qim.dev import progress
@@ -44,6 +45,29 @@ from qim.topology import ARCHIVER, FANOUT, GATEWAY, MAILBOX, SESSION, WRITER
 # restarted with it, never left answering "already up" without it (its module must be
 # importable by the services: PYTHONPATH of `stack up`)
 POLICY = "QIM_SEND_POLICY"
+
+
+def _policy_vars() -> tuple[str, ...]:
+    """QIM_SEND_POLICY and every moderation variable of the variables table (the webhook's
+    URL, secret, CA, timeout, fail policy, ... and the notifications'): all of them are
+    passed and compared like the policy, so changing any restarts the services reading it
+    (issue 38; derived from the table, so a new QIM_MODERATION_* / QIM_WEBHOOK_* row is
+    covered without a hand list)."""
+    from qim.config.variables import variables  # the table imports the service rows: at first use
+
+    # the stack's own rows (listeners, metrics addresses, node lists and indexes) are the
+    # stack's to set, never a setting passed through
+    own = ("_LISTEN", "_ADDRS", "_NODE_INDEX", "_NODE_COUNT")
+    return (POLICY, *sorted(n for n in variables() if n.startswith(("QIM_MODERATION_", "QIM_WEBHOOK_"))
+                            and not n.endswith(own)))
+
+
+POLICY_VARS = _policy_vars()
+
+
+def policy_settings(environ: Mapping[str, str]) -> dict[str, str]:
+    """The POLICY_VARS set (non-empty) in `environ`: what `stack up` passes and records."""
+    return {k: environ[k] for k in POLICY_VARS if environ.get(k)}
 
 # `stack up` flags -> the service whose node count they set (qim/topology.py rows)
 NODE_FLAGS = {"gateways": GATEWAY, "writers": WRITER, "mailbox-nodes": MAILBOX, "session-nodes": SESSION,
@@ -113,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _up(args: argparse.Namespace, dir: Path, existing: Stack | None) -> int:
     settings = settings_from(os.environ)  # the archive tier's (docs/decisions/0023): e.g. the demo's short hot window
-    settings.update({POLICY: os.environ[POLICY]} if os.environ.get(POLICY) else {})
+    settings.update(policy_settings(os.environ))  # the send policy and the moderation settings
     nodes = {service: getattr(args, flag.replace("-", "_")) for flag, service in NODE_FLAGS.items()}
     wanted = {k: v for k, v in nodes.items() if v is not None}
     if args.unhealthy_restart_s is not None and not 0 < args.unhealthy_restart_s < float("inf"):  # nan, inf too
@@ -206,9 +230,9 @@ def cassandra_for(engines_dir: Path | str | None) -> bool:
 
 
 def policy_differs(stack_env: dict[str, str], wanted: dict[str, str]) -> bool:
-    """Whether a recorded stack runs another send policy (QIM_SEND_POLICY, "" = none)
-    than `wanted` asks for."""
-    return stack_env.get(POLICY, "") != wanted.get(POLICY, "")
+    """Whether a recorded stack runs another send policy (QIM_SEND_POLICY, "" = none) or
+    other moderation settings (any other POLICY_VARS) than `wanted` asks for."""
+    return any(stack_env.get(k, "") != wanted.get(k, "") for k in POLICY_VARS)
 
 
 def restart_words(existing: Stack, wanted: dict[str, int], settings: dict[str, str]) -> str:
@@ -223,9 +247,14 @@ def restart_words(existing: Stack, wanted: dict[str, int], settings: dict[str, s
         moved = [f"{k} {existing.env.get(k) or 'default'} -> {settings.get(k) or 'default'}" for k in SETTINGS
                  if existing.env.get(k, "") != settings.get(k, "")]
         reasons.append("other archive-tier settings (" + ", ".join(moved) + ")")
-    if policy_differs(existing.env, settings):
+    if existing.env.get(POLICY, "") != settings.get(POLICY, ""):
         reasons.append(f"another send policy ({POLICY} {existing.env.get(POLICY) or 'none'} -> "
                        f"{settings.get(POLICY) or 'none'})")
+    moved = [k for k in POLICY_VARS[1:] if existing.env.get(k, "") != settings.get(k, "")]
+    if moved:  # a secret's value is never printed
+        reasons.append("other moderation settings (" + ", ".join(
+            f"{k} changed" if "SECRET" in k else f"{k} {existing.env.get(k) or 'unset'} -> {settings.get(k) or 'unset'}"
+            for k in moved) + ")")
     why = " and ".join(reasons) or "other token keys, or a service that did not answer /healthz"
     return (f"stack: restarting every service for {why}: connected clients reconnect by themselves; the engines "
             "and their data stay")
