@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from qim.config.env import Env
+from qim.config.s3 import S3Config
 from qim.consts import TOKEN_AUDIENCE_DEFAULT, TOKEN_ISSUER_DEFAULT, TOKEN_LEEWAY_S_DEFAULT, TOKEN_MAX_TTL_S_DEFAULT
 from qim.errors import ConfigError
-from qim.stores.s3 import S3Config
 
 MEDIA_METRICS_DEFAULT = "127.0.0.1:9110"
 MAX_FILE_BYTES_CEILING = 64 * 1024 * 1024  # through the service; larger files: multipart (not built yet)

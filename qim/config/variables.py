@@ -198,6 +198,19 @@ _WRITTEN: tuple[Var, ...] = (
     _v("QIM_HISTORY_TRIM_PERIOD_MS", "int ms", 5000, _CQL, "trim period"),
     _v("QIM_ARCHIVER_BATCH_SIZE", "int", 512, ARCHIVER, "rows per archive batch"),
     _v("QIM_ARCHIVER_FAULT_POINT", "name", "unset", ARCHIVER, "crash point (tests only)"),
+    # the MediaService (qim-media; issue 40, docs/decisions/0137 and 0138)
+    _v("QIM_MEDIA_METRICS_LISTEN", "addr", "127.0.0.1:9110", "media",
+       "the MediaService's HTTP routes (uploads, downloads) with /metrics and /healthz"),
+    _v("QIM_MEDIA_MAX_FILE_BYTES", "int 1..67108864", 16777216, "media", "largest file uploaded through the service"),
+    _v("QIM_MEDIA_QUOTA_BYTES_PER_DAY", "int", 1073741824, "media", "bytes each user may upload per UTC day"),
+    _v("QIM_MEDIA_MAX_PIXELS", "int", 50000000, "media", "largest image (pixels); more is refused as a decompression bomb"),
+    _v("QIM_MEDIA_REF_KEY", "text, 32+ characters", "required (media); unset: the writer refuses MEDIA",
+       ("media", WRITER), "HMAC key signing media references (MEDIA message bodies); the same on media and writers"),
+    _v("QIM_S3_ENDPOINT", "URL", "unset (AWS S3)", "media", "the S3-compatible object store"),
+    _v("QIM_S3_BUCKET", "S3 bucket name", "required", "media", "the bucket of the media originals"),
+    _v("QIM_S3_REGION", "text", "us-east-1", "media", "the region requests are signed for"),
+    _v("QIM_S3_ACCESS_KEY", "text", "unset (boto3's credential chain)", "media", "access key id"),
+    _v("QIM_S3_SECRET_KEY", "text", "unset (boto3's credential chain)", "media", "secret access key (never logged)"),
     # the ModerationService (qim-moderation; docs/decisions/0123)
     _v("QIM_MODERATION_NOTIFY_URL", "URL", "unset (notifications off)", MODERATION,
        "the operator's receiver of after-send notifications (batched, signed POSTs)"),
@@ -254,6 +267,8 @@ _WRITTEN: tuple[Var, ...] = (
     _v("QIM_QIMCTL_TLS_KEY", "path", "unset", QIMCTL, "its key"),
     # development engines and pages
     _v("QIM_KAFKA_CACHE", "path", "~/.cache/qim", DEV, "broker jar cache"),
+    _v("QIM_S3PROXY_CACHE", "path", "~/.cache/qim/s3proxy-<version>", DEV,
+       "s3proxy jar cache (the development object store; decision 0137)"),
     _v("QIM_KAFKA_LOG_LEVEL", "level", "WARN", DEV, "broker log level"),
     _v("QIM_KAFKA_JVM_OPTS", "text", "", DEV, "extra JVM options of the development broker (e.g. "
        "`-XX:TieredStopAtLevel=1`: docs/perf.md \"The broker's JIT\")"),

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 from qim.config.common import CommonConfig
 from qim.config.env import Env
+from qim.config.media import ref_key
 from qim.config.moderation import WebhookConfig
 from qim.config.tls import service_tls
 from qim.consts import MAX_MESSAGE_BODY, RECALL_WINDOW_MS_DEFAULT, WRITER_INFLIGHT_DEFAULT, WRITER_INFLIGHT_MAX
@@ -35,6 +36,8 @@ class WriterConfig:
     internal_tls: Optional[TlsFiles] = None  # QIM_INTERNAL_* (qim/config/tls.py); None: plaintext development
     send_policy: str = ""  # QIM_SEND_POLICY module:callable ("" = accept all; loaded at start: qim/policy)
     moderation: WebhookConfig = WebhookConfig()  # QIM_MODERATION_* (qim/policy/webhook.py, decision 0114)
+    # QIM_MEDIA_REF_KEY: verifies MEDIA bodies (qim/wire/media.py; decision 0138); b"": MEDIA refused
+    media_ref_key: bytes = field(default=b"", repr=False)
 
     @classmethod
     def from_env(cls, env: Env) -> "WriterConfig":
@@ -53,5 +56,6 @@ class WriterConfig:
             max_body=env.max_body(),
             send_policy=env.raw("QIM_SEND_POLICY").strip(),
             moderation=WebhookConfig.from_env(env),
+            media_ref_key=ref_key(env) if env.raw("QIM_MEDIA_REF_KEY") else b"",
         )
         return replace(cfg, internal_tls=service_tls(env, WRITER, cfg.listen, {}))

@@ -12,6 +12,7 @@ development flags, and the archive tier's schema (qim.dev.stack_archive).
 from __future__ import annotations
 
 import os
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
@@ -78,6 +79,8 @@ def plan_stack(dir: Path, engine_env: Mapping[str, str], extra_env: Optional[Map
     book.save()
     shared, instance_env = environment(layout, ports)
     env = {**shared, **env, "QIM_TOKEN_PUBLIC_KEYS": env.get("QIM_TOKEN_PUBLIC_KEYS", str(public_key.resolve()))}
+    # the writers verify MEDIA bodies with the MediaService's key (decision 0138): one per stack directory
+    env.setdefault("QIM_MEDIA_REF_KEY", dev_media_ref_key(dir))
     if scylla is not None:
         apply_schema(scylla)
     if pki is not None:
@@ -86,3 +89,14 @@ def plan_stack(dir: Path, engine_env: Mapping[str, str], extra_env: Optional[Map
                 instance_env[inst.name].update(pki.service_env(inst.service.name))
     metrics = {inst.name: instance_env[inst.name][inst.service.metrics_var] for inst in layout}
     return StackEnv(env, instance_env, metrics)
+
+
+def dev_media_ref_key(dir: Path) -> str:
+    """The stack's QIM_MEDIA_REF_KEY (DIR/media_ref.key, 43 random characters made the
+    first time, mode 600): kept across `make down && make up`, so MEDIA messages sent
+    before a restart still verify."""
+    path = Path(dir) / "media_ref.key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(32))
+        path.chmod(0o600)
+    return path.read_text().strip()

@@ -43,6 +43,7 @@ from qim.sdk.client_groups import GroupsAndRooms, Member  # noqa: F401 — Membe
 from qim.sdk.convstate import ConvStates
 from qim.sdk.events import ConnectionLost, Edited, NotConnected, Recalled, SendAck, SendRefused
 from qim.sdk.gateways import Endpoints
+from qim.sdk.media import MediaCalls
 from qim.sdk.model import Conversation, PendingSend, StoredMessage
 from qim.sdk.push import Push
 from qim.sdk.reactions import Reactions
@@ -54,7 +55,7 @@ from qim.wire.tokens import token_claims, token_name
 PAGE = 50  # messages per page of messages()
 
 
-class Client(GroupsAndRooms, ConversationChoices):
+class Client(GroupsAndRooms, ConversationChoices, MediaCalls):
     """The app's client: one user on one device at one endpoint (module docstring).
     Create with `await Client.open(...)`; `events` is the asyncio.Queue of typed events
     (None when `event_queue=False`; `on_event` is then the only listener)."""

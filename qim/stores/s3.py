@@ -2,7 +2,7 @@
 docs/decisions/0137).
 
 boto3 is synchronous; every call runs in a worker thread (`asyncio.to_thread`) so the
-event loop never waits on the store. The client is built from S3Config (QIM_S3_*
+event loop never waits on the store. The client is built from S3Config (qim/config/s3.py: QIM_S3_*
 variables: endpoint, bucket, region, access key, secret key), path-style addressing (a
 bucket in the path works with every S3-compatible server, a bucket in the host name
 needs DNS), signature v4, and checksums only where S3 requires them: boto3's default
@@ -15,49 +15,20 @@ the operation and S3's error code (never the credentials).
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import boto3
 import botocore.config
 import botocore.exceptions
 
-from qim.config.env import Env
-from qim.errors import ConfigError, EngineError
+from qim.config.s3 import S3Config
+from qim.errors import EngineError
+
+__all__ = ["ObjectMissing", "ObjectStore", "S3Config"]
 
 
 class ObjectMissing(Exception):
     """No object under that key (S3 NoSuchKey / 404)."""
-
-
-@dataclass(frozen=True)
-class S3Config:
-    """Where the objects go: `endpoint` (http(s)://host:port; "" = AWS's own), `bucket`,
-    `region`, `access_key`, `secret_key` (never in a repr or a log)."""
-
-    endpoint: str
-    bucket: str
-    region: str = "us-east-1"
-    access_key: str = ""
-    secret_key: str = field(default="", repr=False)
-
-    @classmethod
-    def from_env(cls, env: Env) -> "S3Config":
-        """QIM_S3_ENDPOINT, QIM_S3_BUCKET (required), QIM_S3_REGION, QIM_S3_ACCESS_KEY,
-        QIM_S3_SECRET_KEY; ConfigError naming the first bad one."""
-        endpoint = env.raw("QIM_S3_ENDPOINT").strip()
-        if endpoint and not endpoint.startswith(("http://", "https://")):
-            raise ConfigError(f"QIM_S3_ENDPOINT={endpoint!r}: expected an http:// or https:// URL")
-        bucket = env.text("QIM_S3_BUCKET")
-        if not (3 <= len(bucket) <= 63) or not all(c.islower() or c.isdigit() or c in ".-" for c in bucket):
-            raise ConfigError(f"QIM_S3_BUCKET={bucket!r}: expected an S3 bucket name (3-63 of a-z 0-9 . -)")
-        key, secret = env.raw("QIM_S3_ACCESS_KEY"), env.raw("QIM_S3_SECRET_KEY")
-        if bool(key) != bool(secret):
-            raise ConfigError(
-                "QIM_S3_ACCESS_KEY and QIM_S3_SECRET_KEY are set together (or neither: "
-                "boto3's own credential chain, e.g. an instance role)"
-            )
-        return cls(endpoint, bucket, env.raw("QIM_S3_REGION").strip() or "us-east-1", key, secret)
 
 
 def _code(exc: botocore.exceptions.ClientError) -> str:

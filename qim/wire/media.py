@@ -75,6 +75,26 @@ def check_media_body(key: bytes, tenant: int, sender: int, body: bytes) -> Media
     return ref
 
 
+def sniff(data: bytes) -> str:
+    """The type of `data` by its first bytes: one of ALLOWED (octet-stream when none matches)."""
+    head = data[:16]
+    if head.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    if head[:6] in (b"GIF87a", b"GIF89a"):
+        return "image/gif"
+    if head[4:8] == b"ftyp":
+        return "video/mp4"
+    if head.startswith(b"OggS"):
+        return "audio/ogg"
+    if head.startswith(b"%PDF-"):
+        return "application/pdf"
+    return "application/octet-stream"
+
+
 def decode_ref(body: bytes) -> MediaRef:
     """The MediaRef of a received MEDIA body (unverified: the writer verified it);
     BadMediaRef when it does not decode."""

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from qim.obs.httpauth import HttpRefused
+from qim.wire.media import sniff
 
 ALLOWED = (
     "image/jpeg",
@@ -64,26 +65,6 @@ class Inspected:
     height: int = 0
     thumbnail: bytes = b""
     stripped: bool = False
-
-
-def sniff(data: bytes) -> str:
-    """The type of `data` by its first bytes: one of ALLOWED (octet-stream when none matches)."""
-    head = data[:16]
-    if head.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if head.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        return "image/webp"
-    if head[:6] in (b"GIF87a", b"GIF89a"):
-        return "image/gif"
-    if head[4:8] == b"ftyp":
-        return "video/mp4"
-    if head.startswith(b"OggS"):
-        return "audio/ogg"
-    if head.startswith(b"%PDF-"):
-        return "application/pdf"
-    return "application/octet-stream"
 
 
 def check_declared(data: bytes, size: int, sha256: str, mime: str) -> str:

@@ -82,6 +82,7 @@ class ConversationWriter(ServiceNode):
                              reactions := Reactions(stores.messages, stores.groups, open_reactions(stores)))
         # user reports (decision 0124): on the home instance, next to the moderation log
         self.ops.reports = Reports(reactions, open_reports(stores))
+        self.ops.media_key = config.media_ref_key  # MEDIA bodies (decision 0138)
         # replies, mentions and edits (docs/decisions/0120): an edit is a send for the policy
         self.ops.edits = Edits(stores.messages, stores.groups, stores.commits, self.committer,
                                config.recall_window_ms, config.max_body, policy)

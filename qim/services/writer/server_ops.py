@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Optional
 
 from qim._core import ids
-from qim.consts import U63_MAX
+from qim.consts import MESSAGE_TYPE_MEDIA, U63_MAX
 from qim.errors import ErrorCode, RequestError
 from qim.proto.v1 import group_pb2, history_pb2, internal_pb2, message_pb2, moderation_pb2, reaction_pb2
 from qim.protocol import Opcode
@@ -27,6 +27,7 @@ from qim.stores.groups import GroupStore
 from qim.stores.messages import MessageStore
 from qim.topology import WRITER
 from qim.wire.calls import Dispatch
+from qim.wire.media import BadMediaRef, check_media_body
 from qim.wire.validate import check_group_id
 
 
@@ -50,6 +51,7 @@ class WriterOps:
         self._reactions = reactions  # REACT, TYPING (reactions.py; decision 0121)
         self.edits: Optional[Edits] = None  # EDIT_MESSAGE (edits.Edits, set by the writer; docs/decisions/0120)
         self.reports: Optional[Reports] = None  # REPORT (reports.Reports, set by the writer; decision 0124)
+        self.media_key = b""  # QIM_MEDIA_REF_KEY (set by the writer): verifies MEDIA bodies (decision 0138)
         self._dispatch = Dispatch(WRITER, self)
 
     async def client(self, actor: internal_pb2.Actor, opcode: int, upstream: bytes) -> tuple[int, bytes]:
@@ -65,7 +67,17 @@ class WriterOps:
         return self._committer.ticket(actor.tenant_id, conversation_id)
 
     async def send(self, actor: internal_pb2.Actor, tenant: int, msg: message_pb2.SendMessage) -> message_pb2.SendAck:
-        """SEND_MESSAGE, in its conversation's turn."""
+        """SEND_MESSAGE, in its conversation's turn. A MEDIA body must be a MediaRef the
+        MediaService signed for this sender (decision 0138): INVALID_ARGUMENT otherwise,
+        checked before the turn (no await: a local HMAC)."""
+        if msg.message_type == MESSAGE_TYPE_MEDIA:
+            if not self.media_key:
+                raise RequestError(ErrorCode.INVALID_ARGUMENT, "MEDIA messages need the MediaService "
+                                   "(QIM_MEDIA_REF_KEY is not set on this writer)")
+            try:
+                check_media_body(self.media_key, tenant, actor.user_id, msg.body)
+            except BadMediaRef as exc:
+                raise RequestError(ErrorCode.INVALID_ARGUMENT, str(exc)) from None
         with self._ticket(actor, msg.conversation_id) as turn:
             return await self._committer.commit(actor, msg, turn)
 
