@@ -28,7 +28,7 @@ from tests.e2e.sdkclient import client
 
 REVOKE_WITHIN_S = 5.0
 JWKS_WITHIN_S = 12.0  # a refresh every 5 s, at once on an unknown kid (at most every 5 s)
-TTL_S = 24  # the refresh test's token lifetime: the SDK refreshes at half of it
+TTL_S = 14  # the refresh test's token lifetime: the SDK refreshes at half of it (7 s)
 
 
 async def _auth(st, token: str) -> tuple[int, object]:
