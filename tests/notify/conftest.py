@@ -104,3 +104,24 @@ async def webpush(tls, clock):
     yield provider, fake, subscription
     await provider.close()
     await fake.stop()
+
+
+@pytest.fixture(scope="module")
+def apns_endpoint(tmp_path_factory):
+    """A local APNs endpoint in a thread of its own (tests/notify/servicefakes.py), for a
+    module's NotificationService."""
+    from tests.notify.servicefakes import ThreadedApns
+
+    server = ThreadedApns().start(tmp_path_factory.mktemp("apns"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def push_stack(tmp_path_factory, apns_endpoint):
+    """A private stack with two qim-notify nodes sending to `apns_endpoint` (claims of 3 s)."""
+    from tests.fixtures import running_stack
+
+    env = {**apns_endpoint.env, "QIM_NOTIFY_CLAIM_MS": "3000"}
+    with running_stack(tmp_path_factory.mktemp("notify"), extra_env=env, nodes={"notify": 2}) as st:
+        yield st

@@ -1,11 +1,14 @@
 """A local APNs endpoint (tests/notify/fakes/apns.py) in a thread of its own, for the
 NotificationService's tests: the service runs in other processes, the test's event loop
 is pytest's, so the endpoint keeps its own loop and answers whatever the test does.
-`alerts(token)` / `silents(token)` read what it accepted (payload by payload)."""
+`alerts(token)` / `silents(token)` read what it was asked (payload by payload),
+`per_message(token)` what it accepted; `offline_phone` makes a registered, disconnected
+device."""
 
 from __future__ import annotations
 
 import asyncio
+import secrets
 import ssl
 import threading
 from collections import Counter
@@ -13,8 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from qim.dev.certs import CLIENT_PORT, ensure_dev_pki
+from tests.e2e.sdkclient import client
 from tests.notify.fakes.apns import FakeApns
 from tests.notify.pushfixtures import KEY_ID, TEAM, TOPIC, apns_keys
+
+DEADLINE_S = 120.0  # the projection, the settler and the notify batch on a busy machine
+OFFLINE_S = 3.0  # a closed connection's presence tombstone reaching the notify nodes
 
 
 class ThreadedApns:
@@ -61,5 +68,30 @@ class ThreadedApns:
                 if r.token == token and r.payload["aps"].get("content-available") == 1]
 
     def per_message(self, token: str) -> Counter:
-        """How many alerts each message (hex id) made for device `token`."""
-        return Counter(p["qim"]["message"] for p in self.alerts(token))
+        """How many alerts each message (hex id) made for device `token`: accepted ones
+        (answered 200 to a client still connected: FakeApns.accepted)."""
+        return Counter(r.payload["qim"]["message"] for r in list(self.fake.accepted)
+                       if r.token == token and "content-available" not in r.payload["aps"])
+
+
+async def register(c: Any) -> str:
+    """Register client `c` for APNs (production, the test topic) with a fresh token; the token."""
+    token = secrets.token_hex(32)
+    await c.push.register("apns", token, apns_topic=TOPIC, apns_environment="production")
+    return token
+
+
+class Phone:
+    """A user's device registered for APNs, then disconnected: its `token`."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+
+async def offline_phone(st: Any, tmp_path: Path, user: int, device: int = 1) -> Phone:
+    """Connect `user`'s `device`, register it for APNs, disconnect it."""
+    phone = await client(st, tmp_path, user, device)
+    await phone.connect()
+    token = await register(phone)
+    await phone.close()
+    return Phone(token)

@@ -1,74 +1,29 @@
 """The NotificationService end to end (issue 39; docs/decisions/0135): a private stack
 with two qim-notify nodes (one Kafka consumer group over the dispatch log) sending to a
-local APNs endpoint (tests/notify/servicefakes.py). Each test has users of its own; a
-"phone" registers an APNs token and disconnects (offline), a "laptop" stays connected.
+local APNs endpoint (tests/notify/conftest.py `push_stack`, `apns_endpoint`). Each test
+has users of its own; a "phone" registers an APNs token and disconnects (offline), a
+"laptop" stays connected.
 
 - an offline device gets exactly one alert per unread message, each with the exact
   absolute badge (the server's UserBadgeState at that point); an online device none;
 - a muted group stays silent, except a message that mentions the user;
 - a read on the other device sends the phone a silent badge update (badge 0, a higher
   version than its last alert); a recall lowers the badge the same way;
-- a 410 from APNs removes the registration (PUSH_LIST no longer shows it);
-- a notify node SIGKILLed under traffic: every alert still made, none twice (counted per
-  (device, message) at the endpoint)."""
+- a 410 from APNs removes the registration (PUSH_LIST no longer shows it).
+A notify node killed: test_service_kill.py."""
 
 from __future__ import annotations
 
 import asyncio
-import secrets
-
-import pytest
 
 from tests.badge.audit import badge_store, stored
 from tests.e2e.sdkclient import client, close_all
-from tests.fixtures import running_stack
-from tests.notify.pushfixtures import TOPIC
-from tests.notify.servicefakes import ThreadedApns
+from tests.notify.servicefakes import DEADLINE_S, OFFLINE_S, offline_phone, register
 from tests.sdk.realstack import eventually, users
 
-DEADLINE_S = 120.0  # the projection, the settler and the notify batch on a busy machine
-OFFLINE_S = 3.0  # a closed connection's presence tombstone reaching the notify nodes
 
-
-@pytest.fixture(scope="module")
-def apns(tmp_path_factory):
-    server = ThreadedApns().start(tmp_path_factory.mktemp("apns"))
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def push_stack(tmp_path_factory, apns):
-    """A stack with two qim-notify nodes sending to `apns`."""
-    env = {**apns.env, "QIM_NOTIFY_CLAIM_MS": "3000"}
-    with running_stack(tmp_path_factory.mktemp("notify"), extra_env=env, nodes={"notify": 2}) as st:
-        yield st
-
-
-async def register(c) -> str:
-    """Register `c` for APNs (production, the test topic) with a fresh token; the token."""
-    token = secrets.token_hex(32)
-    await c.push.register("apns", token, apns_topic=TOPIC, apns_environment="production")
-    return token
-
-
-class Phone:
-    """A user's device registered for APNs, then disconnected."""
-
-    def __init__(self, token: str) -> None:
-        self.token = token
-
-
-async def offline_phone(st, tmp_path, user: int, device: int = 1) -> Phone:
-    phone = await client(st, tmp_path, user, device)
-    await phone.connect()
-    token = await register(phone)
-    await phone.close()
-    return Phone(token)
-
-
-async def test_offline_gets_one_alert_per_message_with_the_exact_badge_online_none(push_stack, apns, tmp_path):
-    st = push_stack
+async def test_offline_gets_one_alert_per_message_with_the_exact_badge_online_none(push_stack, apns_endpoint, tmp_path):
+    st, apns = push_stack, apns_endpoint
     a, me = users(2)
     phone = await offline_phone(st, tmp_path, me, 1)
     sender, laptop = await client(st, tmp_path, a), await client(st, tmp_path, me, 2)
@@ -82,7 +37,7 @@ async def test_offline_gets_one_alert_per_message_with_the_exact_badge_online_no
     for n in (1, 2, 3):
         ack = await sender.send_text(direct, f"hello {n}")
         sent.append(ack.message_id.hex())
-        await eventually(lambda: len(apns.alerts(phone.token)) == n, DEADLINE_S, f"alert {n} at the phone")
+        await eventually(lambda n=n: len(apns.alerts(phone.token)) == n, DEADLINE_S, f"alert {n} at the phone")
         last = apns.alerts(phone.token)[-1]
         assert last["qim"]["message"] == sent[-1]
         assert last["aps"]["badge"] == n, last  # the exact absolute badge: n unread
@@ -93,8 +48,8 @@ async def test_offline_gets_one_alert_per_message_with_the_exact_badge_online_no
     await close_all(sender, laptop)
 
 
-async def test_a_muted_group_is_silent_except_a_mention(push_stack, apns, tmp_path):
-    st = push_stack
+async def test_a_muted_group_is_silent_except_a_mention(push_stack, apns_endpoint, tmp_path):
+    st, apns = push_stack, apns_endpoint
     a, me = users(2)
     phone = await offline_phone(st, tmp_path, me, 1)
     owner, laptop = await client(st, tmp_path, a), await client(st, tmp_path, me, 2)
@@ -113,8 +68,8 @@ async def test_a_muted_group_is_silent_except_a_mention(push_stack, apns, tmp_pa
     await close_all(owner)
 
 
-async def test_a_read_elsewhere_and_a_recall_send_silent_badge_updates(push_stack, apns, tmp_path):
-    st = push_stack
+async def test_a_read_elsewhere_and_a_recall_send_silent_badge_updates(push_stack, apns_endpoint, tmp_path):
+    st, apns = push_stack, apns_endpoint
     a, me = users(2)
     phone = await offline_phone(st, tmp_path, me, 1)
     sender, laptop = await client(st, tmp_path, a), await client(st, tmp_path, me, 2)
@@ -145,8 +100,8 @@ async def test_a_read_elsewhere_and_a_recall_send_silent_badge_updates(push_stac
     await close_all(sender, laptop)
 
 
-async def test_a_410_removes_the_registration(push_stack, apns, tmp_path):
-    st = push_stack
+async def test_a_410_removes_the_registration(push_stack, apns_endpoint, tmp_path):
+    st, apns = push_stack, apns_endpoint
     a, me = users(2)
     phone = await offline_phone(st, tmp_path, me, 1)
     sender, laptop = await client(st, tmp_path, a), await client(st, tmp_path, me, 2)
@@ -165,25 +120,3 @@ async def test_a_410_removes_the_registration(push_stack, apns, tmp_path):
         apns.fake.mode = "ok"
     assert len(apns.alerts(phone.token)) == 1  # asked once: a permanent answer is not retried
     await close_all(sender, laptop)
-
-
-async def test_a_notify_node_killed_under_traffic_loses_no_alert_and_doubles_none(push_stack, apns, tmp_path):
-    st = push_stack
-    a, *them = users(7)
-    phones = [await offline_phone(st, tmp_path, u, 1) for u in them]
-    sender = await client(st, tmp_path, a)
-    await sender.connect()
-    await asyncio.sleep(OFFLINE_S)
-    convs = [(await sender.open_direct(u)).conversation_id for u in them]
-    sent: list[list[str]] = [[] for _ in them]
-    for rnd in range(8):
-        for i, conv in enumerate(convs):
-            sent[i].append((await sender.send_text(conv, f"r{rnd}")).message_id.hex())
-        if rnd == 3:
-            await asyncio.to_thread(st.kill_service, "notify2")
-    for i, phone in enumerate(phones):
-        await eventually(lambda: set(apns.per_message(phone.token)) >= set(sent[i]), DEADLINE_S * 2,
-                         f"every alert of user {i} after the kill")
-    for i, phone in enumerate(phones):
-        assert apns.per_message(phone.token) == {m: 1 for m in sent[i]}, f"user {i}: a lost or doubled alert"
-    await close_all(sender)

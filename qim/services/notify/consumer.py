@@ -5,8 +5,10 @@ pause or a rebalance loses nothing: the partition's next owner replays from the
 committed offset. A replay makes no second alert: each (device, message) is claimed with
 a Redis SET NX before its send and recorded as made after (NotifyStore.claim / sent);
 a claim left by a node that died mid-send ends after QIM_NOTIFY_CLAIM_MS and the alert is
-made then (at least once to the provider only in that case: the provider collapses it,
-apns-collapse-id / collapse_key / Topic of the conversation).
+made then: at least once to the provider only for a request in flight when its node
+died (its answer never read), and the provider collapses it (apns-collapse-id,
+collapse_key, Topic: the conversation). Each alert is recorded as made as soon as its
+provider answered, not with its batch.
 
 Per batch: decode; wait (bounded, QIM_NOTIFY_BADGE_WAIT_MS) until the session
 projection's checkpoint of each partition is past the batch and the badge marks of its
@@ -200,11 +202,14 @@ class LogConsumer:
                                                note, loop.create_future())))
         for _, dl in deliveries:
             await self._sender.submit(dl)
-        ends = await asyncio.gather(*(dl.done for _, dl in deliveries))
-        await self._notify.sent(tenant, [AlertKey(d.candidate.user, d.registration.device_id,
-                                                  d.candidate.message_id) for d, _ in deliveries])
-        for (d, _), end in zip(deliveries, ends):
-            self._m.alerts.labels(d.provider, end).inc()
+        await asyncio.gather(*(self._finish(tenant, d, dl) for d, dl in deliveries))
+
+    async def _finish(self, tenant: int, d: Due, dl: Delivery) -> None:
+        """Record one alert as made as soon as it ended, not with its batch: a node dying
+        mid-batch leaves only the alerts still in flight to be made again (module doc)."""
+        end = await dl.done
+        await self._notify.sent(tenant, [AlertKey(d.candidate.user, d.registration.device_id, d.candidate.message_id)])
+        self._m.alerts.labels(d.provider, end).inc()
 
     async def close(self) -> None:
         """Leave the group (its partitions go to the other nodes)."""

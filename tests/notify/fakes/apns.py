@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import ssl
 import time
 from dataclasses import dataclass, field
@@ -49,7 +50,10 @@ class FakeApns:
     clock: Callable[[], float] = time.time
     mode: str = "ok"
     retry_after: str = "7"
+    delay_s: float = 0.0  # > 0: each answer waits a random 0..delay_s seconds (requests in flight)
+    slow: dict[str, float] = field(default_factory=dict)  # device token -> seconds its answers wait
     received: list[ApnsRequest] = field(default_factory=list)
+    accepted: list[ApnsRequest] = field(default_factory=list)  # answered 200 on a connection still open
     rejected: list[str] = field(default_factory=list)
     jwts: list[str] = field(default_factory=list)
     base_url: str = ""
@@ -156,6 +160,25 @@ class _H2Protocol(asyncio.Protocol):
             status, reason = {"ok": (200, ""), "400": (400, "BadDeviceToken"), "410": (410, "Unregistered"),
                               "429": (429, "TooManyRequests"), "500": (500, "InternalServerError"),
                               "403": (403, "ExpiredProviderToken"), "413": (413, "PayloadTooLarge")}[mode]
+            wait = self.fake.slow.get(request.token) or random.uniform(0, self.fake.delay_s)
+            if wait > 0:
+                asyncio.get_running_loop().call_later(wait, self._late, stream_id, status, reason, request)
+                return
+            if status == 200:
+                self.fake.accepted.append(request)
+        self._reply(stream_id, status, reason)
+
+    def _late(self, stream_id: int, status: int, reason: str, request: ApnsRequest) -> None:
+        """A delayed answer: accepted only if the client is still there to read it."""
+        assert self.transport is not None
+        if self.transport.is_closing():
+            return
+        if status == 200:
+            self.fake.accepted.append(request)
+        self._reply(stream_id, status, reason)
+        self.transport.write(self.conn.data_to_send())
+
+    def _reply(self, stream_id: int, status: int, reason: str) -> None:
         extra = [("retry-after", self.fake.retry_after)] if status == 429 else []
         answer = json.dumps({"reason": reason}).encode() if reason else b""
         self.conn.send_headers(stream_id, [(":status", str(status)), ("apns-id", f"fake-{stream_id}"), *extra],
