@@ -11,9 +11,11 @@ qim.dev.devkeys), and `tls/`, the development CA and certificates every port use
 (qim.dev.certs; clients trust `tls/ca.crt`, QIM_CA_FILE in stack.env).
 
     qim-dev stack up [--gateways N] [--writers N] [--mailbox-nodes N] [--session-nodes N]
-                     [--fanout-nodes N] [--archivers N]
+                     [--fanout-nodes N] [--archivers N] [--notify-nodes N]
 
-runs N nodes of each kind (1 each by default, as `make up`); their shards and Outbox
+runs N nodes of each kind (1 each by default, as `make up`; qim-notify, the
+NotificationService, only with `--notify-nodes N`, sending with the QIM_PUSH_* provider
+credentials of the environment: docs/operations.md "Offline push"); their shards and Outbox
 partitions are leased from the ShardRegistry (docs/operations.md "Several nodes of each
 kind"). `--token-public-keys`, `--token-jwks`, `--token-jwks-refresh-s`: the gateways'
 token keys besides the development key (qim/dev/stack_tokens.py). `status` prints each process, then who owns which shards since which
@@ -38,7 +40,7 @@ from qim.dev.stack_ports import PORTS_FILE, PortBook
 from qim.dev.stack_tokens import add_arguments as add_token_arguments
 from qim.dev.stack_tokens import token_settings, tokens_differ
 from qim.dev.supervisor import request_restart, supervised_stack_up
-from qim.topology import ARCHIVER, FANOUT, GATEWAY, MAILBOX, SESSION, WRITER
+from qim.topology import ARCHIVER, FANOUT, GATEWAY, MAILBOX, NOTIFY, SERVICES, SESSION, WRITER
 
 # the send policy (docs/decisions/0099) `stack up` passes from its environment to the
 # services, like the archive settings: a running stack with another one (or none) is
@@ -52,13 +54,14 @@ def _policy_vars() -> tuple[str, ...]:
     URL, secret, CA, timeout, fail policy, ... and the notifications'): all of them are
     passed and compared like the policy, so changing any restarts the services reading it
     (issue 38; derived from the table, so a new QIM_MODERATION_* / QIM_WEBHOOK_* row is
-    covered without a hand list)."""
+    covered without a hand list). The NotificationService's QIM_PUSH_* and QIM_NOTIFY_*
+    (`--notify-nodes N`, decision 0135) are passed and compared the same way."""
     from qim.config.variables import variables  # the table imports the service rows: at first use
 
     # the stack's own rows (listeners, metrics addresses, node lists and indexes) are the
     # stack's to set, never a setting passed through
     own = ("_LISTEN", "_ADDRS", "_NODE_INDEX", "_NODE_COUNT")
-    return (POLICY, *sorted(n for n in variables() if n.startswith(("QIM_MODERATION_", "QIM_WEBHOOK_"))
+    return (POLICY, *sorted(n for n in variables() if n.startswith(("QIM_MODERATION_", "QIM_WEBHOOK_", "QIM_PUSH_", "QIM_NOTIFY_"))
                             and not n.endswith(own)))
 
 
@@ -71,7 +74,8 @@ def policy_settings(environ: Mapping[str, str]) -> dict[str, str]:
 
 # `stack up` flags -> the service whose node count they set (qim/topology.py rows)
 NODE_FLAGS = {"gateways": GATEWAY, "writers": WRITER, "mailbox-nodes": MAILBOX, "session-nodes": SESSION,
-              "fanout-nodes": FANOUT, "archivers": ARCHIVER}
+              "fanout-nodes": FANOUT, "archivers": ARCHIVER, "notify-nodes": NOTIFY}
+OPTIONAL = (ARCHIVER, NOTIFY)  # kinds that may run 0 nodes (qim-notify: 0 unless asked, it needs credentials)
 
 
 def default_stack_dir() -> Path:
@@ -92,7 +96,7 @@ def add_parser(sub) -> None:
     p.add_argument("--engines-dir", default=None, help=f"engine directory (default {default_dir()})")
     for flag, service in NODE_FLAGS.items():
         p.add_argument(f"--{flag}", type=int, default=None, metavar="N",
-                       help=f"up: {service} nodes (default: as recorded, else 1)")
+                       help=f"up: {service} nodes (default: as recorded, else {SERVICES[service].dev_nodes})")
     add_token_arguments(p)  # the gateways' token keys (qim/dev/stack_tokens.py)
     p.add_argument("--unhealthy-restart-s", type=float, default=None, metavar="S",
                    help="up: the supervisor restarts a service whose /healthz failed for longer than S "
@@ -145,8 +149,8 @@ def _up(args: argparse.Namespace, dir: Path, existing: Stack | None) -> int:
               file=sys.stderr)
         return 2
     for service, n in wanted.items():
-        if n < (0 if service == ARCHIVER else 1) or n > 16:
-            print(f"qim-dev: error: {service} nodes must be {'0' if service == ARCHIVER else '1'}..16, got {n}",
+        if n < (0 if service in OPTIONAL else 1) or n > 16:
+            print(f"qim-dev: error: {service} nodes must be {'0' if service in OPTIONAL else '1'}..16, got {n}",
                   file=sys.stderr)
             return 2
     tokens = token_settings(args, dir, existing.env if existing is not None else None)
