@@ -19,7 +19,7 @@ runs): the line then ends with `conn_kb_per_idle=… logins_per_s=…`.
 while one more connection sends PERF_GROUP_SENDS a second to a 1,000-member group (its
 ACK P99 against the direct sends'); the line
 then ends with `group_entries_per_s=…` (mailbox entries appended per second until the
-pipeline drained). `--topology scaled` (PERF_TOPOLOGY=scaled) runs two nodes of every
+pipeline drained) and `group_direct_e2e_p99_ms=…` (the direct messages' E2E P99 of the step). `--topology scaled` (PERF_TOPOLOGY=scaled) runs two nodes of every
 kind (`scaled_nodes`) on the same machine, on engines of their own (.perf/engines-scaled:
 the Outbox gets two partitions), to compare CPU per message with the single topology.
 `--redis N` (PERF_REDIS=N > 1) measures one Redis and N instances side by side

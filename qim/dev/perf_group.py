@@ -24,7 +24,8 @@ def entries(bench: Any) -> float:
 
 def group_step(bench: Any) -> tuple[Step, dict]:
     """The group step and its figures: mailbox entries appended from its start until
-    the pipeline drained, per second of that time (perf_report, group_entries_per_s)."""
+    the pipeline drained, per second of that time (perf_report, group_entries_per_s), and
+    the E2E P99 of the step's direct messages (group_direct_e2e_p99_ms)."""
     bench.until_drained()
     pids = bench.pids()
     redis = bench.engines.redis.client()
@@ -37,7 +38,9 @@ def group_step(bench: Any) -> tuple[Step, dict]:
     stats = redis.info("commandstats")
     redis.close()
     figures: dict = {"entries": appended, "seconds": round(elapsed, 2),
-                     "entries_per_s": round(appended / elapsed, 1)}
+                     "entries_per_s": round(appended / elapsed, 1),
+                     # the direct receivers' E2E P99 beside the group (issue 41; None: no sample)
+                     "direct_e2e_p99_ms": step.p99("e2e")}
     bench.console.print(f"group: {appended:.0f} mailbox entries in {elapsed:.1f} s "
                        f"({figures['entries_per_s']:g} per second, until drained)")
     if appended >= 1000:  # CPU of the whole step and drain (direct sends included), per 1,000 entries

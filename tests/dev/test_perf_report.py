@@ -129,9 +129,10 @@ def test_the_final_line() -> None:
     with_loadgen = [_step(500, 12.0, 40.0, cpu={"kafka": 1.0, "writer": 0.8, "loadgen": 0.5})]
     assert final_line(with_loadgen, holds, {"kafka": 20.0, "writer": 5.5}).endswith(
         "cpu_ms_per_msg=1.8 low_load_e2e_p99_ms=nan idle_cpu_ms_per_s=25.5 cpu_ms_per_msg_loadgen=0.50")
-    assert final_line(steps, holds, group={"entries_per_s": 51234.4}).endswith(
-        "cpu_ms_per_msg_loadgen=nan group_entries_per_s=51234.4")
-    assert final_line(steps, holds, group={}).endswith(" group_entries_per_s=nan")  # ran, not measured
+    assert final_line(steps, holds, group={"entries_per_s": 51234.4, "direct_e2e_p99_ms": 4983.2}).endswith(
+        "cpu_ms_per_msg_loadgen=nan group_entries_per_s=51234.4 group_direct_e2e_p99_ms=4983.2")
+    assert final_line(steps, holds, group={}).endswith(  # ran, not measured
+        " group_entries_per_s=nan group_direct_e2e_p99_ms=nan")
 
 
 def test_a_counter_is_summed_over_its_labels() -> None:
