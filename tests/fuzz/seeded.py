@@ -1,4 +1,4 @@
-"""The deterministic driver of the fuzz targets: CI's 10^5 inputs (tests/fuzz/test_targets.py).
+"""The deterministic driver of the fuzz targets: CI's 5 x 10^4 inputs (tests/fuzz/test_targets.py).
 
     python -m tests.fuzz.seeded TARGET [--runs N] [--seed S]
 

@@ -1,4 +1,4 @@
-"""CI budget of the in-process fuzz targets: 10^5 inputs in all, fixed seeds.
+"""CI budget of the in-process fuzz targets: 5 x 10^4 inputs in all, fixed seeds.
 
 Each target runs in its own process under the deterministic driver (tests/fuzz/seeded.py:
 the saved corpus, then seeded random and mutated inputs), so CI runs the same inputs
@@ -20,8 +20,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# inputs per target: 10^5 together; the frame decoder (two twins, many shapes) gets most
-BUDGET = {"frames": 30_000, "zstd": 20_000, "requests": 25_000, "backends": 25_000}
+# inputs per target: 5 x 10^4 together (10^5 until the CI run neared its 50-minute budget:
+# every target and its whole saved corpus still run; `make fuzz` explores far more); the
+# frame decoder (two twins, many shapes) gets most
+BUDGET = {"frames": 15_000, "zstd": 10_000, "requests": 12_500, "backends": 12_500}
 CI_SEED = 1
 SUMMARY = re.compile(r"fuzz-target: target=(\w+) inputs=(\d+) findings=(\d+)")
 EXECUTED = re.compile(r"stat::number_of_executed_units:\s*(\d+)")
