@@ -26,6 +26,7 @@ class ErrorCode(enum.IntEnum):
     UNAVAILABLE = 11
     INTERNAL = 12
     POLICY_REFUSED = 13  # the deployment's send policy refused the send (docs/decisions/0099)
+    BANNED = 14  # AUTH of a banned user, with the reason and Error.until_ms (docs/decisions/0123, Amendment 2)
 
 
 class QimError(Exception):

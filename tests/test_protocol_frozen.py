@@ -43,6 +43,12 @@ def test_anchored_values_and_message_types():
     assert connection_pb2.Kicked.REPLACED == 1 and "REPLACED = 1" in DOC
 
 
+def test_every_kick_reason_is_documented_with_its_number():
+    section = DOC.split("## Kick reasons")[1].split("\n## ")[0]
+    documented = {name: int(num) for name, num in re.findall(r"\b([A-Z_]+) = (\d+)", section)}
+    assert documented == {v.name: v.number for v in connection_pb2.Kicked.Reason.DESCRIPTOR.values if v.number}
+
+
 def test_opcode_categories_follow_the_design():
     categories = {"AUTH": 0x01, "SEND_MESSAGE": 0x02, "PULL_MAILBOX": 0x03, "MARK_READ": 0x04,
                   "PULL_HISTORY": 0x05, "JOIN_ROOM": 0x06, "CREATE_GROUP": 0x0A, "WRITER_SEND": 0x7F}

@@ -2,10 +2,11 @@
 
     qimctl moderation ban USER --reason R [--until TIME] [--tenant T] [--redis-addr H:P]
         refuses every token of every device of USER issued before TIME (no --until: for
-        good): its logins are refused (ERROR UNAUTHENTICATED "token revoked"), its sends
-        refused at commit, and every gateway closes its open connections with
-        KICKED{REVOKED} within seconds: the revocation machinery of `qimctl token revoke`
-        (decisions 0036, 0080, 0100) with a cutoff in the future.
+        good): its logins are refused (ERROR BANNED "banned until …: R" with until_ms),
+        its sends refused at commit, and every gateway closes its open connections with
+        KICKED{BANNED} (the reason and the end) within seconds: the revocation machinery
+        of `qimctl token revoke` (decisions 0036, 0080, 0100) with a cutoff in the
+        future, and the ban's reason and end on the home instance (bans.py).
     qimctl moderation unban USER --reason R: lowers the cutoff to now; tokens issued from
         the next second on are accepted (the user signs in again).
     qimctl moderation log [--count N]: the actions, newest first.
@@ -35,6 +36,7 @@ from qim.cli.timearg import parse_time
 from qim.consts import U63_MAX
 from qim.errors import ConfigError, EngineError
 from qim.infra.redis.client import connect
+from qim.stores.redis.bans import clear_ban, set_ban
 from qim.stores.redis.modlog import ModerationLog
 from qim.stores.revocations import open_revocations
 from qim.wire.addr import parse_addr
@@ -74,7 +76,8 @@ async def act(redis_addr: str, environ, action: str, tenant: int, user: int, rea
     if not 0 < user <= U63_MAX:
         raise ConfigError(f"USER {user} must be a positive user id")
     layout = redis_layout("--redis-addr", redis_addr, environ)
-    log = ModerationLog(connect(layout.home, max_connections=2))
+    home = connect(layout.home, max_connections=2)
+    log = ModerationLog(home)
     store = open_revocations(layout)
     entry: dict[str, Any] = {"operator": operator(), "action": action, "tenant": tenant, "target_user": user, "report": report,
              "reason": reason, "until_ms": until_ms}
@@ -82,8 +85,12 @@ async def act(redis_addr: str, environ, action: str, tenant: int, user: int, rea
         await log.record(**entry)
         try:
             if action == "ban":
+                # why and until when, read by the gateways before they refuse or kick
+                # (KICKED{BANNED}, ERROR BANNED): written before the revocation is published
+                await set_ban(home, tenant, user, until_ms, reason)
                 return await store.revoke(tenant, user, 0, cutoff, ttl)
             await store.lift(tenant, user, 0, cutoff, ttl)
+            await clear_ban(home, tenant, user)
             return 0
         except EngineError as exc:
             raise EngineError(f"{exc}{await log_failed(log, entry, exc)}") from exc

@@ -217,7 +217,10 @@ def connection_words(state: str, reason: str = "") -> str:
 def kicked_words(reason: str) -> str:
     """What qim-desktop says when it stops because the server ended the session (the
     SDK's ConnectionState("kicked", reason): "REVOKED" when an operator revoked the
-    device's sign-in, docs/sdk.md; anything else is this device signing in elsewhere)."""
+    device's sign-in, docs/sdk.md; "banned until …: <reason>" for an operator's ban,
+    printed as it is; anything else is this device signing in elsewhere)."""
+    if reason.startswith("banned "):  # qim.sdk Banned's words (docs/decisions/0123, Amendment 2)
+        return reason
     if reason == "REVOKED":
         return "kicked: an operator revoked this device's sign-in; sign in again"
     return "kicked: this device logged in again elsewhere"

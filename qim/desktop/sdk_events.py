@@ -90,7 +90,9 @@ async def on_state(app: ChatApp, e: ev.ConnectionState) -> None:
         app.leaving = True
         app.exit()
         return
-    if e.state == "offline" and e.reason and not app.leaving:
+    if e.state == "offline" and e.reason.startswith("banned ") and not app.leaving:
+        app.tell(f"{e.reason}. Messages wait unsent; quit (Ctrl+Q)")  # a refused login of a banned user
+    elif e.state == "offline" and e.reason and not app.leaving:
         app.tell(f"offline: {e.reason}. Messages wait unsent; quit (Ctrl+Q) and start qim-desktop again "
                  "(with a new --token, or --user for fresh tokens)")
     if app.current is not None:

@@ -38,6 +38,7 @@ from qim.sdk.client import Client, Member
 from qim.sdk.convstate import MUTE_FOREVER, ConversationState, Readers
 from qim.sdk.events import (
     BadgeChanged,
+    Banned,
     ConnectionLost,
     ConnectionState,
     ConversationStateChanged,
@@ -83,5 +84,5 @@ __all__ = [
     "SendFailed", "SyncFailed", "ReadPositionChanged", "MembershipChanged", "direct_conversation", "TlsError",
     "IdError", "RoomAck", "RoomEventsAdded", "RoomInfo", "RoomMessage", "RoomStateChanged",
     "ConversationState", "ConversationStateChanged", "PeerRead", "Readers", "MUTE_FOREVER",
-    "PushInvalid", "PushRegistration", "BadgeChanged",
+    "PushInvalid", "PushRegistration", "BadgeChanged", "Banned",
 ]

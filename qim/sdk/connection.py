@@ -31,9 +31,9 @@ from typing import Callable, Optional
 
 from qim.errors import ErrorCode, FrameError
 from qim.net.transport import FrameTransport, StreamClosed
-from qim.proto.v1 import connection_pb2, mailbox_pb2, room_pb2, session_pb2
+from qim.proto.v1 import common_pb2, connection_pb2, mailbox_pb2, room_pb2, session_pb2
 from qim.protocol import RATE_LIMITED_OPCODES, Opcode
-from qim.sdk.events import ConnectionLost, PolicyRefused, ServerError
+from qim.sdk.events import Banned, ConnectionLost, PolicyRefused, ServerError
 from qim.sdk.liveness import Liveness
 from qim.sdk.transports import ProgressReader, endpoint_tls, open_transport
 from qim.wire.errors import decode_error
@@ -64,6 +64,9 @@ def _server_error(body: bytes) -> ServerError:
     """The ServerError of an ERROR body (qim/wire/errors.py decode_error: an unreadable
     body is INTERNAL, never a silent success); PolicyRefused for a send policy's refusal."""
     err = decode_error(body)
+    if err.code == ErrorCode.BANNED:  # a refused login of a banned user (docs/decisions/0123, Amendment 2)
+        reason = err.message.partition(": ")[2] or err.message
+        return Banned(reason, common_pb2.Error.FromString(body).until_ms, err.message)
     return (PolicyRefused if err.code == ErrorCode.POLICY_REFUSED else ServerError)(*err)
 
 
@@ -78,6 +81,7 @@ class Connection(Liveness):
         self.auth = connection_pb2.AuthOk()  # filled by open(), which returns only after AUTH_OK
         self.on_push: Callable[[mailbox_pb2.PushEvents], None] = lambda push: None
         self.on_kicked: Callable[[int], None] = lambda reason: None
+        self.kicked: Optional[connection_pb2.Kicked] = None  # the last KICKED frame
         self.on_session_delta: Callable[[session_pb2.SessionDelta], None] = lambda delta: None
         self.on_read_sync: Callable[[session_pb2.ReadSync], None] = lambda sync: None
         self.frame_handlers: dict[int, Callable[[bytes], None]] = {}  # further server frames: opcode -> handler(body)
@@ -208,7 +212,8 @@ class Connection(Liveness):
             if opcode == Opcode.PUSH_EVENTS:
                 self.on_push(mailbox_pb2.PushEvents.FromString(body))
             elif opcode == Opcode.KICKED:
-                self.on_kicked(connection_pb2.Kicked.FromString(body).reason)
+                self.kicked = connection_pb2.Kicked.FromString(body)  # BANNED's reason and end: the runtime reads them
+                self.on_kicked(self.kicked.reason)
             elif opcode == Opcode.SESSION_DELTA:
                 self.on_session_delta(session_pb2.SessionDelta.FromString(body))
             elif opcode == Opcode.READ_SYNC:

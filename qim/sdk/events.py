@@ -10,6 +10,7 @@ pull).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, Optional
 
 from qim.errors import ErrorCode, QimError, RequestError
@@ -77,7 +78,9 @@ class Disconnected:
 class KickedEvent:
     """The server closed the connection for good (a newer login of this device, or shutdown).
     KICKED{TOKEN_EXPIRED} is no such event: the runtime reconnects with a fresh token."""
-    reason: int  # Kicked.Reason: 1 REPLACED, 2 SERVER_SHUTDOWN
+    reason: int  # Kicked.Reason: 1 REPLACED, 2 SERVER_SHUTDOWN, 4 REVOKED, 5 BANNED
+    message: str = ""  # BANNED: the operator's reason
+    until_ms: int = 0  # BANNED: the ban's end (unix ms; 0 = until unbanned)
 
 
 @dataclass(frozen=True)
@@ -227,6 +230,27 @@ class PolicyRefused(ServerError):
     docs/decisions/0099): for good, never retried; `message` is the policy's reason, safe
     to show. The pending row is `failed` and keeps its body (the app may offer it for
     editing)."""
+
+
+class Banned(ServerError):
+    """An operator banned this user (`qimctl moderation ban`; docs/decisions/0123,
+    Amendment 2): the gateway refused the login (ERROR BANNED) or closed the connection
+    (KICKED{BANNED}). The runtime stops for it (ConnectionState "kicked" or "offline"
+    with this message) and does not reconnect; pending sends stay pending. `reason` is
+    the operator's reason, `until_ms` the ban's end (unix ms; 0 = until unbanned);
+    `message`: "banned until 2026-12-31 00:00 UTC: <reason>"."""
+
+    def __init__(self, reason: str, until_ms: int, message: str = "") -> None:
+        super().__init__(ErrorCode.BANNED, message or ban_message(reason, until_ms))
+        self.reason, self.until_ms = reason, until_ms
+
+
+def ban_message(reason: str, until_ms: int) -> str:
+    """What a banned user is told (the gateway's words, qim/stores/bans.py)."""
+    if not until_ms:
+        return f"banned by a moderator: {reason}"
+    end = datetime.fromtimestamp(until_ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return f"banned until {end}: {reason}"
 
 
 class SendRefused(RequestError):

@@ -137,6 +137,8 @@ class Supervisor:
                 try:
                     conn = await self._open(not first)
                 except ServerError as exc:
+                    if exc.code == ErrorCode.BANNED:  # stopped for the ban, never retried (0123, Amendment 2)
+                        raise Stop(exc.message, exc, fail_sends=False) from exc
                     if exc.code == ErrorCode.UNAUTHENTICATED:
                         if self._tokens.provider is not None and not refreshed:
                             refreshed = self._tokens.refresh_next = True  # once more with a fresh token

@@ -41,7 +41,7 @@ from qim.sdk import events as ev
 from qim.sdk.connection import Connection
 from qim.sdk.core import RuntimeCore, Tuning
 from qim.sdk.credentials import TokenProvider, TokenSource, keep_fresh
-from qim.sdk.events import ConnectionLost, Kicked, NotConnected
+from qim.sdk.events import Banned, ConnectionLost, Kicked, NotConnected
 from qim.sdk.faults import LinkFaults
 from qim.sdk.gateways import Endpoints, Gateways
 from qim.sdk.liveness import PROBE_S
@@ -265,6 +265,13 @@ class ClientRuntime(Submitting):
             self._supervisor.expired = True
             return
         core.closing = True  # a kicked device does not fight back by reconnecting
+        kicked = conn.kicked
+        if reason == connection_pb2.Kicked.BANNED and kicked is not None:  # told as a ban (0123, Amendment 2)
+            banned = Banned(kicked.message, kicked.until_ms)
+            core.set_state("kicked", banned.message)
+            core.emit(ev.KickedEvent(reason, kicked.message, kicked.until_ms))
+            core.ledger.fail_waiters(banned)
+            return
         try:  # the app is told why: REPLACED, REVOKED (qimctl token revoke), ...
             why = connection_pb2.Kicked.Reason.Name(reason)
         except ValueError:

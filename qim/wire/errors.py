@@ -15,11 +15,13 @@ from qim.errors import ErrorCode, RequestError
 from qim.proto.v1 import common_pb2
 
 
-def error_body(code: ErrorCode, message: str, request_opcode: int = 0, retry_after_ms: int = 0) -> bytes:
+def error_body(code: ErrorCode, message: str, request_opcode: int = 0, retry_after_ms: int = 0,
+               until_ms: int = 0) -> bytes:
     """Serialized `qim.v1.Error` for an ERROR frame (`message` must be safe to show:
-    no keys, tokens or bodies; `retry_after_ms`: the RATE_LIMITED hint, 0 = none)."""
+    no keys, tokens or bodies; `retry_after_ms`: the RATE_LIMITED hint, 0 = none;
+    `until_ms`: a BANNED refusal's end, unix ms, 0 = none)."""
     return common_pb2.Error(code=int(code), message=message, request_opcode=request_opcode,
-                            retry_after_ms=retry_after_ms).SerializeToString()
+                            retry_after_ms=retry_after_ms, until_ms=until_ms).SerializeToString()
 
 
 class RemoteError(RequestError):

@@ -39,6 +39,7 @@ export class FakeGateway {
   shardEpoch = 1n;
   refuseDial = false;
   refuseAuth = false;
+  banned: { words: string; untilMs: bigint } | null = null; // AUTH answered ERROR BANNED
   /** A token bucket of one token refilled every `refillMs` for sends (0: no limit). */
   refillMs = 0;
   refused = 0;
@@ -94,9 +95,9 @@ export class FakeGateway {
     this.reply(l, Op.PUSH_EVENTS, 0, PushEventsSchema, { entries });
   }
 
-  kick(reason: number): void {
+  kick(reason: number, message = "", untilMs = 0n): void {
     const l = this.live!;
-    this.reply(l, Op.KICKED, 0, KickedSchema, { reason });
+    this.reply(l, Op.KICKED, 0, KickedSchema, { reason, message, untilMs });
     setTimeout(() => l.close("kicked"), 1);
   }
 
@@ -109,7 +110,11 @@ export class FakeGateway {
   }
 
   private handle(link: Link, op: number, rid: number, body: Uint8Array): void {
-    if (op === Op.AUTH && this.refuseAuth) {
+    if (op === Op.AUTH && this.banned) { // ERROR BANNED with the end (docs/decisions/0123, Amendment 2)
+      this.reply(link, Op.ERROR, rid, ErrorSchema, { code: ErrorCode.BANNED, message: this.banned.words,
+        requestOpcode: op, untilMs: this.banned.untilMs });
+      setTimeout(() => link.close("banned"), 1);
+    } else if (op === Op.AUTH && this.refuseAuth) {
       this.error(link, rid, op, ErrorCode.UNAUTHENTICATED, "token refused");
       setTimeout(() => link.close("auth refused"), 1);
     } else if (op === Op.AUTH) {

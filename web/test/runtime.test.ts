@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { fromUtf8, toHex, utf8 } from "../src/sdk/bytes";
 import { Client, tokenClaims } from "../src/sdk/client";
 import type { QimEvent } from "../src/sdk/events";
+import { Banned } from "../src/sdk/errors";
 import { KickReason } from "../src/sdk/protocol";
 import { FakeGateway } from "./fakeserver";
 
@@ -142,6 +143,31 @@ describe("qim-js runtime against a fake gateway", () => {
     expect(gw.dials).toBe(1);
     expect(events.some((e) => e.type === "kicked" && e.reason === KickReason.REPLACED)).toBe(true);
     await expect(c.connect()).rejects.toThrow(/kicked/);
+  });
+
+  it("a ban is told as a ban: KICKED{BANNED} and ERROR BANNED stop with the reason and the end", async () => {
+    const gw = new FakeGateway(1001n, 1n);
+    const { c, events } = await client(gw);
+    await c.connect();
+    const end = Date.UTC(2026, 11, 31);
+    gw.kick(KickReason.BANNED, "广告 spam", BigInt(end));
+    await until(() => c.state === "kicked");
+    await new Promise((r) => setTimeout(r, 150));
+    expect(gw.dials).toBe(1); // no reconnect
+    expect(events.some((e) => e.type === "kicked" && e.reason === KickReason.BANNED && e.message === "广告 spam"
+      && e.untilMs === end)).toBe(true);
+    expect(events.some((e) => e.type === "state" && e.state === "kicked"
+      && e.reason === "banned until 2026-12-31 00:00 UTC: 广告 spam")).toBe(true);
+    const gw2 = new FakeGateway(1002n, 1n);
+    gw2.banned = { words: "banned by a moderator: abuse", untilMs: 0n };
+    const { c: c2, events: events2 } = await client(gw2);
+    const refused = await c2.connect().then(() => null, (e: unknown) => e);
+    expect(refused).toBeInstanceOf(Banned);
+    expect([(refused as Banned).reason, (refused as Banned).untilMs]).toEqual(["abuse", 0]);
+    expect(events2.some((e) => e.type === "state" && e.state === "offline" && e.reason === "banned by a moderator: abuse"))
+      .toBe(true);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(gw2.dials).toBe(1); // never retried
   });
 
   it("a refused token stops the reconnect: offline with the reason, waiting sends fail", async () => {

@@ -24,17 +24,17 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13qim/v1/common.proto\x12\x06qim.v1\"i\n\x05\x45rror\x12\x1f\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x11.qim.v1.ErrorCode\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x16\n\x0erequest_opcode\x18\x03 \x01(\r\x12\x16\n\x0eretry_after_ms\x18\x04 \x01(\r*\x89\x01\n\x0bMessageType\x12\x18\n\x14MESSAGE_TYPE_UNKNOWN\x10\x00\x12\x15\n\x11MESSAGE_TYPE_TEXT\x10\x01\x12\x16\n\x12MESSAGE_TYPE_MEDIA\x10\x02\x12\x17\n\x13MESSAGE_TYPE_CUSTOM\x10\x03\x12\x18\n\x14MESSAGE_TYPE_CONTROL\x10\x04*\x90\x02\n\tErrorCode\x12\x1a\n\x16\x45RROR_CODE_UNSPECIFIED\x10\x00\x12\r\n\tBAD_FRAME\x10\x01\x12\x13\n\x0fUNAUTHENTICATED\x10\x02\x12\r\n\tFORBIDDEN\x10\x03\x12\r\n\tNOT_FOUND\x10\x04\x12\x14\n\x10INVALID_ARGUMENT\x10\x05\x12\x15\n\x11PAYLOAD_TOO_LARGE\x10\x06\x12\x10\n\x0cRATE_LIMITED\x10\x07\x12\x0c\n\x08\x43ONFLICT\x10\x08\x12\x12\n\x0e\x43URSOR_EXPIRED\x10\t\x12\x11\n\rMAILBOX_DIRTY\x10\n\x12\x0f\n\x0bUNAVAILABLE\x10\x0b\x12\x0c\n\x08INTERNAL\x10\x0c\x12\x12\n\x0ePOLICY_REFUSED\x10\rb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13qim/v1/common.proto\x12\x06qim.v1\"{\n\x05\x45rror\x12\x1f\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x11.qim.v1.ErrorCode\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x16\n\x0erequest_opcode\x18\x03 \x01(\r\x12\x16\n\x0eretry_after_ms\x18\x04 \x01(\r\x12\x10\n\x08until_ms\x18\x05 \x01(\x04*\x89\x01\n\x0bMessageType\x12\x18\n\x14MESSAGE_TYPE_UNKNOWN\x10\x00\x12\x15\n\x11MESSAGE_TYPE_TEXT\x10\x01\x12\x16\n\x12MESSAGE_TYPE_MEDIA\x10\x02\x12\x17\n\x13MESSAGE_TYPE_CUSTOM\x10\x03\x12\x18\n\x14MESSAGE_TYPE_CONTROL\x10\x04*\x9c\x02\n\tErrorCode\x12\x1a\n\x16\x45RROR_CODE_UNSPECIFIED\x10\x00\x12\r\n\tBAD_FRAME\x10\x01\x12\x13\n\x0fUNAUTHENTICATED\x10\x02\x12\r\n\tFORBIDDEN\x10\x03\x12\r\n\tNOT_FOUND\x10\x04\x12\x14\n\x10INVALID_ARGUMENT\x10\x05\x12\x15\n\x11PAYLOAD_TOO_LARGE\x10\x06\x12\x10\n\x0cRATE_LIMITED\x10\x07\x12\x0c\n\x08\x43ONFLICT\x10\x08\x12\x12\n\x0e\x43URSOR_EXPIRED\x10\t\x12\x11\n\rMAILBOX_DIRTY\x10\n\x12\x0f\n\x0bUNAVAILABLE\x10\x0b\x12\x0c\n\x08INTERNAL\x10\x0c\x12\x12\n\x0ePOLICY_REFUSED\x10\r\x12\n\n\x06\x42\x41NNED\x10\x0e\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'qim.v1.common_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_MESSAGETYPE']._serialized_start=139
-  _globals['_MESSAGETYPE']._serialized_end=276
-  _globals['_ERRORCODE']._serialized_start=279
-  _globals['_ERRORCODE']._serialized_end=551
+  _globals['_MESSAGETYPE']._serialized_start=157
+  _globals['_MESSAGETYPE']._serialized_end=294
+  _globals['_ERRORCODE']._serialized_start=297
+  _globals['_ERRORCODE']._serialized_end=581
   _globals['_ERROR']._serialized_start=31
-  _globals['_ERROR']._serialized_end=136
+  _globals['_ERROR']._serialized_end=154
 # @@protoc_insertion_point(module_scope)

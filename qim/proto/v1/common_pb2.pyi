@@ -29,6 +29,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     UNAVAILABLE: _ClassVar[ErrorCode]
     INTERNAL: _ClassVar[ErrorCode]
     POLICY_REFUSED: _ClassVar[ErrorCode]
+    BANNED: _ClassVar[ErrorCode]
 MESSAGE_TYPE_UNKNOWN: MessageType
 MESSAGE_TYPE_TEXT: MessageType
 MESSAGE_TYPE_MEDIA: MessageType
@@ -48,15 +49,18 @@ MAILBOX_DIRTY: ErrorCode
 UNAVAILABLE: ErrorCode
 INTERNAL: ErrorCode
 POLICY_REFUSED: ErrorCode
+BANNED: ErrorCode
 
 class Error(_message.Message):
-    __slots__ = ("code", "message", "request_opcode", "retry_after_ms")
+    __slots__ = ("code", "message", "request_opcode", "retry_after_ms", "until_ms")
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     REQUEST_OPCODE_FIELD_NUMBER: _ClassVar[int]
     RETRY_AFTER_MS_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
     code: ErrorCode
     message: str
     request_opcode: int
     retry_after_ms: int
-    def __init__(self, code: _Optional[_Union[ErrorCode, str, int]] = ..., message: _Optional[str] = ..., request_opcode: _Optional[int] = ..., retry_after_ms: _Optional[int] = ...) -> None: ...
+    until_ms: int
+    def __init__(self, code: _Optional[_Union[ErrorCode, str, int]] = ..., message: _Optional[str] = ..., request_opcode: _Optional[int] = ..., retry_after_ms: _Optional[int] = ..., until_ms: _Optional[int] = ...) -> None: ...

@@ -52,7 +52,7 @@ class Pong(_message.Message):
     def __init__(self, server_time_ms: _Optional[int] = ..., heartbeat_s: _Optional[int] = ...) -> None: ...
 
 class Kicked(_message.Message):
-    __slots__ = ("reason",)
+    __slots__ = ("reason", "message", "until_ms")
     class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         REASON_UNSPECIFIED: _ClassVar[Kicked.Reason]
@@ -60,11 +60,17 @@ class Kicked(_message.Message):
         SERVER_SHUTDOWN: _ClassVar[Kicked.Reason]
         TOKEN_EXPIRED: _ClassVar[Kicked.Reason]
         REVOKED: _ClassVar[Kicked.Reason]
+        BANNED: _ClassVar[Kicked.Reason]
     REASON_UNSPECIFIED: Kicked.Reason
     REPLACED: Kicked.Reason
     SERVER_SHUTDOWN: Kicked.Reason
     TOKEN_EXPIRED: Kicked.Reason
     REVOKED: Kicked.Reason
+    BANNED: Kicked.Reason
     REASON_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
     reason: Kicked.Reason
-    def __init__(self, reason: _Optional[_Union[Kicked.Reason, str, int]] = ...) -> None: ...
+    message: str
+    until_ms: int
+    def __init__(self, reason: _Optional[_Union[Kicked.Reason, str, int]] = ..., message: _Optional[str] = ..., until_ms: _Optional[int] = ...) -> None: ...

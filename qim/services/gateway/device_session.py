@@ -44,6 +44,7 @@ from qim.services.gateway.online import DeviceConn
 from qim.services.gateway.pages import PageReplies
 from qim.services.gateway.ratelimit import LIMITED_OPCODES, NOT_NOW
 from qim.services.gateway.routes import RESERVED, ROUTES, Route, RouteKey, forward
+from qim.stores.bans import Ban
 from qim.wire.errors import error_body, parse_error
 
 logger = logging.getLogger(__name__)
@@ -187,15 +188,18 @@ class DeviceSession(LoginMixin):
             return
         super()._token_expired()
 
-    def revoked(self) -> None:
-        """Its token was revoked (revocation.py): KICKED{REVOKED}, then close (a detached
+    def revoked(self, ban: Optional[Ban] = None) -> None:
+        """Its token was revoked (revocation.py): KICKED{REVOKED}, or KICKED{BANNED} with
+        the operator's reason and the end for a moderation ban, then close (a detached
         session ends at once)."""
         if self.link is None:
             self.end()
             return
         if self.link.stream.closed:
             return
-        self.stream.send(Opcode.KICKED, 0, connection_pb2.Kicked(reason=connection_pb2.Kicked.REVOKED).SerializeToString())
+        kicked = (connection_pb2.Kicked(reason=connection_pb2.Kicked.BANNED, message=ban.reason, until_ms=ban.until_ms)
+                  if ban is not None else connection_pb2.Kicked(reason=connection_pb2.Kicked.REVOKED))
+        self.stream.send(Opcode.KICKED, 0, kicked.SerializeToString())
         self.stream.close()
 
     def wake_when_drained(self, limit: int, wake: Callable[[DeviceConn], None]) -> None:
@@ -285,7 +289,8 @@ class DeviceSession(LoginMixin):
         except RequestError as exc:
             self._m.request_errors.labels(code=exc.code.name).inc()
             reply_opcode, reply = Opcode.ERROR, error_body(exc.code, exc.message, opcode,
-                                                           getattr(exc, "retry_after_ms", 0))  # RateLimited, LoginBusy
+                                                           getattr(exc, "retry_after_ms", 0),  # RateLimited, LoginBusy
+                                                           getattr(exc, "until_ms", 0))  # BannedRefusal
         except Exception:
             logger.exception("request 0x%04x failed", opcode)
             self._m.request_errors.labels(code="INTERNAL").inc()

@@ -33,6 +33,7 @@ from qim._core import ids
 from qim.errors import ErrorCode, RequestError
 from qim.proto.v1 import connection_pb2
 from qim.protocol import Opcode
+from qim.stores.bans import Ban
 from qim.wire.tokens import TokenRefused
 
 if TYPE_CHECKING:
@@ -145,8 +146,8 @@ class LoginMixin:
         """The attached connection's FrameTransport: DeviceSession's."""
         raise NotImplementedError
 
-    def revoked(self) -> None:
-        """KICKED{REVOKED}, then close: DeviceSession's."""
+    def revoked(self, ban: Optional[Ban] = None) -> None:
+        """KICKED{REVOKED} (KICKED{BANNED} for a ban), then close: DeviceSession's."""
         raise NotImplementedError
 
     def _token_expired(self) -> None:
@@ -186,8 +187,8 @@ class LoginMixin:
             try:
                 if revocations is not None:
                     await revocations.admit(self)
-            except TokenRefused:  # revoked: this device is cut now, whatever its old token
-                self.revoked()
+            except TokenRefused as exc:  # revoked: this device is cut now, whatever its old token
+                self.revoked(getattr(exc, "ban", None))
                 raise
             except BaseException:
                 self.token_iat = old_iat

@@ -35,6 +35,7 @@ from qim.proto.v1 import connection_pb2, internal_pb2, mailbox_pb2
 from qim.protocol import Opcode
 from qim.services.gateway.metrics import GatewayMetrics
 from qim.services.gateway.ratelimit import RateLimited
+from qim.stores.bans import Ban
 
 logger = logging.getLogger(__name__)
 # Outbound bytes above which a device's pushes are dropped (it is still reading an
@@ -85,8 +86,8 @@ class DeviceConn(Protocol):
     def silent_s(self, now: float) -> float:
         """Seconds (time.monotonic `now`) since the device last showed it is alive (0077)."""
 
-    def revoked(self) -> None:
-        """Its token was revoked: KICKED{REVOKED}, then close (revocation.py)."""
+    def revoked(self, ban: Optional[Ban] = None) -> None:
+        """Its token was revoked: KICKED{REVOKED} (KICKED{BANNED} for `ban`), then close (revocation.py)."""
 
 
 class OnlineRegistry:

@@ -28,9 +28,10 @@ import asyncio
 import logging
 from typing import Optional, Protocol, Sequence
 
-from qim.errors import EngineError
+from qim.errors import EngineError, ErrorCode
 from qim.services.gateway.metrics import GatewayMetrics
 from qim.services.gateway.online import OnlineRegistry
+from qim.stores.bans import Ban
 from qim.wire.tokens import TokenRefused
 
 logger = logging.getLogger(__name__)
@@ -63,6 +64,10 @@ class RevocationSource(Protocol):
         """Follow the revocations published from now on (EngineError when unreachable)."""
         ...
 
+    async def ban_of(self, tenant: int, user_id: int) -> Optional[Ban]:
+        """The moderation ban in force of the user, None when none (EngineError when unreachable)."""
+        ...
+
 
 class Revocable(Protocol):
     """What a device session gives the watcher at AUTH."""
@@ -72,8 +77,18 @@ class Revocable(Protocol):
     device_id: int
     token_iat: int
 
-    def revoked(self) -> None:
-        """Send KICKED{REVOKED} and close."""
+    def revoked(self, ban: Optional[Ban] = None) -> None:
+        """Send KICKED{REVOKED} (KICKED{BANNED} with the ban's reason and end) and close."""
+
+
+class BannedRefusal(TokenRefused):
+    """AUTH of a banned user: ERROR BANNED "banned until …: reason" with `until_ms`
+    (the ban's end, unix ms, 0 = until unbanned; docs/decisions/0123, Amendment 2)."""
+
+    def __init__(self, ban: Ban) -> None:
+        super().__init__("banned", ban.message())
+        self.code = ErrorCode.BANNED
+        self.ban, self.until_ms = ban, ban.until_ms
 
 
 class Revocations:
@@ -99,15 +114,28 @@ class Revocations:
             logger.warning("revocation list unreadable at AUTH (%s): let in, checked again later", exc)
             return self._unchecked()
         if conn.token_iat <= cutoff:
-            self._m.auth_refused.labels(reason="revoked").inc()
+            ban = await self._ban(conn.tenant, conn.user_id)  # only on a refusal: no cost to a login that passes
+            self._m.auth_refused.labels(reason="revoked" if ban is None else "banned").inc()
+            if ban is not None:
+                raise BannedRefusal(ban)
             raise TokenRefused("revoked", "token revoked for this device: sign in again")
 
-    def apply(self, tenant: int, user_id: int, device_id: int, cutoff: int) -> int:
-        """Close the matching connections (device 0: all of the user's); how many."""
+    async def _ban(self, tenant: int, user_id: int) -> Optional[Ban]:
+        """The user's ban in force, None when none or unreadable (then the device is told
+        "token revoked": the refusal stands, only its words are plainer)."""
+        try:
+            return await self.store.ban_of(tenant, user_id)
+        except EngineError as exc:
+            logger.warning("ban record unreadable (%s): refused as revoked", exc)
+            return None
+
+    def apply(self, tenant: int, user_id: int, device_id: int, cutoff: int, ban: Optional[Ban] = None) -> int:
+        """Close the matching connections (device 0: all of the user's; `ban`: with
+        KICKED{BANNED}); how many."""
         closed = 0
         for conn in self.online.connections(tenant, user_id):
             if device_id in (0, conn.device_id) and conn.token_iat <= cutoff:
-                conn.revoked()
+                conn.revoked(ban)
                 closed += 1
         self._m.revoked_kicks.inc(closed)
         return closed
@@ -118,7 +146,7 @@ class Revocations:
         cutoffs = await self.store.cutoffs([(c.tenant, c.user_id, c.device_id) for c in conns])
         for conn, cutoff in zip(conns, cutoffs):
             if conn.token_iat <= cutoff:
-                conn.revoked()
+                conn.revoked(await self._ban(conn.tenant, conn.user_id))
                 self._m.revoked_kicks.inc()
 
     async def run(self) -> None:
@@ -144,7 +172,10 @@ class Revocations:
                     item = await feed.next()
                     if item is not None:
                         (tenant, user, device), cutoff = item
-                        n = self.apply(tenant, user, device, cutoff)
+                        # a user-wide cutoff with connections to close may be a ban: told as one
+                        ban = (await self._ban(tenant, user) if device == 0 and self.online.connections(tenant, user)
+                               else None)
+                        n = self.apply(tenant, user, device, cutoff, ban)
                         logger.info("revocation of user %d device %d: %d connection(s) closed", user, device, n)
             except EngineError as exc:
                 self.feed_up = False

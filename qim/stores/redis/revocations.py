@@ -27,6 +27,7 @@ from typing import Optional, Sequence
 import redis.exceptions
 
 from qim.stores.errors import StoreUnavailable
+from qim.stores.redis.bans import Ban, ban_of
 from qim.stores.redis.keys import REVOCATION_CHANNEL, revocation_key
 from qim.stores.redis.topology import as_topology
 
@@ -97,6 +98,11 @@ class RevocationStore:
         failed = [self._t.addr_of(c) for c, r in zip(clients, got) if isinstance(r, BaseException)]
         if failed:
             raise StoreUnavailable(f"revocations: not lowered on {', '.join(failed)}; retry")
+
+    async def ban_of(self, tenant: int, user_id: int) -> Optional[Ban]:
+        """The moderation ban in force of the user (why a user-wide cutoff was written:
+        bans.py), None when none. StoreUnavailable when the home cannot be read."""
+        return await ban_of(self._r, tenant, user_id)
 
     async def subscribe(self) -> "RevocationFeed":
         """The revocations published from now on (subscribed when this returns);

@@ -13,6 +13,8 @@
 
 import "./style.css";
 import { Client, tokenClaims } from "../sdk/client";
+import { banWords } from "../sdk/errors";
+import { KickReason } from "../sdk/protocol";
 import { RoomView } from "./roomview";
 import { claimDevice, newDevice, releaseDevices } from "./tab";
 import { ChatView } from "./view";
@@ -84,8 +86,8 @@ function setConn(state: string, reason: string): void {
   pill.title = reason;
 }
 
-function showKicked(reason: number): void {
-  $("kicked-text").textContent = kickWords(reason);
+function showKicked(reason: number, banned = ""): void {
+  $("kicked-text").textContent = kickWords(reason, banned);
   $("kicked").dataset.reason = String(reason);
   $("kicked").hidden = false;
   setConn("kicked", kickLabel(reason));
@@ -133,7 +135,7 @@ async function signIn(s: Saved, canRedraw = false): Promise<void> {
     if (e.type === "state") setConn(e.state, e.reason);
     if (e.type === "kicked") {
       save({ ...session, kicked: e.reason });
-      showKicked(e.reason);
+      showKicked(e.reason, e.reason === KickReason.BANNED ? banWords(e.message ?? "", e.untilMs ?? 0) : "");
     }
     if (e.type === "storage") showStorage(e.state, e.message);
     // the server's exact badge (UserBadgeState) in the tab's title, as messengers do

@@ -7,8 +7,11 @@
 import { KickReason } from "../sdk/protocol";
 
 /** The sentence of a KICKED reason (docs/protocol.md "Kick reasons"); unknown ones name their number. */
-export function kickWords(reason: number): string {
+export function kickWords(reason: number, banned = ""): string {
   switch (reason) {
+    case KickReason.BANNED: // `banned`: qim-js's words, "banned until … UTC: <reason>" (decision 0123, Amendment 2)
+      return `${banned ? banned.charAt(0).toUpperCase() + banned.slice(1) : "An operator banned this account"}. ` +
+        "This page will not reconnect by itself.";
     case KickReason.REPLACED:
       return "This device signed in on another page or browser, so this page stopped. It will not reconnect by itself.";
     case KickReason.REVOKED:
@@ -25,7 +28,7 @@ export function kickWords(reason: number): string {
 /** A short label of a KICKED reason (the pill's tooltip, sessionStorage). */
 export function kickLabel(reason: number): string {
   return ({ [KickReason.REPLACED]: "signed in elsewhere", [KickReason.REVOKED]: "sign-in revoked",
-    [KickReason.TOKEN_EXPIRED]: "sign-in expired", [KickReason.SERVER_SHUTDOWN]: "server shut down" } as
+    [KickReason.TOKEN_EXPIRED]: "sign-in expired", [KickReason.SERVER_SHUTDOWN]: "server shut down", [KickReason.BANNED]: "banned" } as
     Record<number, string>)[reason] ?? `ended by the server (reason ${reason})`;
 }
 

@@ -47,7 +47,7 @@ export class Connection {
   /** Further server frames by opcode -> handler(body): CONVERSATION_STATE_SYNC, READ_RECEIPT (convstate.ts). */
   frameHandlers = new Map<number, (body: Uint8Array) => void>();
   onRoomEvents: (f: RoomEvents) => void = () => undefined;
-  onKicked: (reason: number) => void = () => undefined;
+  onKicked: (reason: number, message: string, untilMs: number) => void = () => undefined;
   onClosed: (reason: string) => void = () => undefined;
   auth!: AuthOk;
   open = true;
@@ -152,7 +152,10 @@ export class Connection {
       else if (f.opcode === Op.SESSION_DELTA) this.onSessionDelta(fromBinary(SessionDeltaSchema, f.body));
       else if (f.opcode === Op.READ_SYNC) this.onReadSync(fromBinary(ReadSyncSchema, f.body));
       else if (f.opcode === Op.ROOM_EVENTS) this.onRoomEvents(fromBinary(RoomEventsSchema, f.body));
-      else if (f.opcode === Op.KICKED) this.onKicked(fromBinary(KickedSchema, f.body).reason);
+      else if (f.opcode === Op.KICKED) {
+        const k = fromBinary(KickedSchema, f.body); // BANNED carries the reason and the end
+        this.onKicked(k.reason, k.message, Number(k.untilMs));
+      }
       else this.frameHandlers.get(f.opcode)?.(f.body);
       return; // PONG of a liveness probe, or a future server frame: bytes count as life
     }
@@ -162,7 +165,7 @@ export class Connection {
     if (w.timer) clearTimeout(w.timer);
     if (f.opcode === Op.ERROR) {
       const e = fromBinary(ErrorSchema, f.body);
-      w.reject(serverError(e.code, e.message, e.retryAfterMs));
+      w.reject(serverError(e.code, e.message, e.retryAfterMs, Number(e.untilMs)));
     } else w.resolve(f);
   }
 

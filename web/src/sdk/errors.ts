@@ -22,8 +22,32 @@ export class PolicyRefused extends ServerError {
   }
 }
 
-/** The ServerError of one ERROR frame: PolicyRefused for a policy's refusal. */
-export function serverError(code: ErrorCode, message: string, retryAfterMs = 0): ServerError {
+/**
+ * An operator banned the user (ERROR BANNED at AUTH, or KICKED{BANNED}; docs/decisions/0123,
+ * Amendment 2): the runtime stops, never reconnects; `reason` the operator's reason,
+ * `untilMs` the end (unix ms, 0 = until unbanned), `words` "banned until … UTC: reason".
+ * The counterpart of qim.sdk's Banned.
+ */
+export class Banned extends ServerError {
+  readonly words: string;
+  constructor(readonly reason: string, readonly untilMs: number, words = "") {
+    const told = words || banWords(reason, untilMs);
+    super(ErrorCode.BANNED, told);
+    this.words = told;
+    this.name = "Banned";
+  }
+}
+
+/** What a banned user is told (the gateway's words): "banned until 2026-12-31 00:00 UTC: reason". */
+export function banWords(reason: string, untilMs: number): string {
+  if (!untilMs) return `banned by a moderator: ${reason}`;
+  const end = new Date(untilMs).toISOString().slice(0, 16).replace("T", " ");
+  return `banned until ${end} UTC: ${reason}`;
+}
+
+/** The ServerError of one ERROR frame: PolicyRefused for a policy's refusal, Banned for a ban. */
+export function serverError(code: ErrorCode, message: string, retryAfterMs = 0, untilMs = 0): ServerError {
+  if (code === ErrorCode.BANNED) return new Banned(message.split(": ").slice(1).join(": ") || message, untilMs, message);
   return code === ErrorCode.POLICY_REFUSED ? new PolicyRefused(message) : new ServerError(code, message, retryAfterMs);
 }
 

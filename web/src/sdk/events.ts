@@ -67,7 +67,7 @@ export type QimEvent =
   | { type: "typing"; conversationId: Uint8Array; userId: bigint; typing: boolean }
   /** The user's badge (total unread, UserBadgeState) changed; `version` only grows (sessions.ts). */
   | { type: "badge"; badge: bigint; version: bigint }
-  | { type: "kicked"; reason: number }
+  | { type: "kicked"; reason: number; message?: string; untilMs?: number } // BANNED: the reason and the end
   | { type: "syncFailed"; code: number; message: string }
   | { type: "cursorReset" }
   /** The browser's storage: "full" (writes refused: new messages are not stored and a send

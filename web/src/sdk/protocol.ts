@@ -37,7 +37,7 @@ export const MessageType = { UNKNOWN: 0, TEXT: 1, MEDIA: 2, CUSTOM: 3, CONTROL: 
 export const MessageState = { NORMAL: 0, RECALLED: 1, DELETED: 2 } as const;
 
 /** Kicked.Reason. */
-export const KickReason = { REPLACED: 1, SERVER_SHUTDOWN: 2, TOKEN_EXPIRED: 3, REVOKED: 4 } as const;
+export const KickReason = { REPLACED: 1, SERVER_SHUTDOWN: 2, TOKEN_EXPIRED: 3, REVOKED: 4, BANNED: 5 } as const;
 
 /** Limits the server enforces (qim.consts); the SDK refuses before storing. */
 export const MAX_MESSAGE_BODY = 1024 * 1024;

@@ -13,7 +13,7 @@
  */
 
 import { ErrorCode } from "../gen/qim/v1/common_pb";
-import { ServerError, StoreError } from "./errors";
+import { Banned, ServerError, StoreError } from "./errors";
 import { sleep } from "./retry";
 import type { Reconnectable } from "./core";
 
@@ -37,6 +37,10 @@ export async function reconnectLoop(rt: Reconnectable, [start, cap]: [number, nu
       await rt.establish(true);
       return;
     } catch (e) {
+      if (e instanceof Banned) { // banned: stopped for it, never retried (docs/decisions/0123, Amendment 2)
+        rt.stop(e.words, e);
+        return;
+      }
       if (e instanceof ServerError && e.code === ErrorCode.UNAUTHENTICATED) {
         if (hasProvider && !refreshed) {
           refreshed = true;

@@ -15,7 +15,7 @@ import { Connection, DEFAULT_TIMING, type Timing } from "./connection";
 import type { Reconnectable, ReadSource, RuntimeCore, RuntimeOptions, RuntimeStats } from "./core";
 
 export type { RuntimeOptions } from "./core";
-import { ConnectionLost, Kicked, NotConnected, retryable, ServerError, StorageTrouble, StoreError } from "./errors";
+import { Banned, ConnectionLost, Kicked, NotConnected, retryable, ServerError, StorageTrouble, StoreError } from "./errors";
 import type { ConnState, Listener, QimEvent, SendAck } from "./events";
 import type { ApplyResult } from "./model";
 import { KickReason, RATE_LIMITED_OPS } from "./protocol";
@@ -153,7 +153,9 @@ export class Runtime implements RuntimeCore, Reconnectable {
             return;
           }
           this.closing = true;
-          if ((this.state as ConnState) !== "kicked") this.setState("offline", `connect failed: ${(e as Error).message}`);
+          if ((this.state as ConnState) !== "kicked") {
+            this.setState("offline", e instanceof Banned ? e.words : `connect failed: ${(e as Error).message}`);
+          }
           throw e;
         }
       }
@@ -212,7 +214,7 @@ export class Runtime implements RuntimeCore, Reconnectable {
     if (conn.auth.maxBodyBytes) this.maxBodyBytes = conn.auth.maxBodyBytes;
     this.conn?.abort("replaced by a new connection");
     conn.onPush = (p) => this.onPush(p);
-    conn.onKicked = (r) => this.onKicked(r);
+    conn.onKicked = (r, m, u) => this.onKicked(r, m, u);
     conn.onSessionDelta = (d) => this.onSessionDelta(d);
     conn.onReadSync = (r) => this.onReadSync(r);
     conn.frameHandlers = this.frameHandlers;
@@ -272,13 +274,20 @@ export class Runtime implements RuntimeCore, Reconnectable {
     });
   }
 
-  private onKicked(reason: number): void {
+  private onKicked(reason: number, message = "", untilMs = 0): void {
     if (reason === KickReason.TOKEN_EXPIRED) {
       this.refreshToken = true; // the reconnect asks the provider (offline without one)
       return;
     }
     this.closing = true; // a kicked device does not fight back by reconnecting
     this.ready = false;
+    if (reason === KickReason.BANNED) { // told as a ban (docs/decisions/0123, Amendment 2)
+      const banned = new Banned(message, untilMs);
+      this.setState("kicked", banned.words);
+      this.emit({ type: "kicked", reason, message, untilMs });
+      this.failWaiters(banned);
+      return;
+    }
     this.setState("kicked", `reason ${reason}`);
     this.emit({ type: "kicked", reason });
     this.failWaiters(new Kicked(reason));
