@@ -15,6 +15,7 @@ A notify node killed: test_service_kill.py."""
 from __future__ import annotations
 
 import asyncio
+import urllib.request
 
 from tests.badge.audit import badge_store, stored
 from tests.e2e.sdkclient import client, close_all
@@ -120,3 +121,48 @@ async def test_a_410_removes_the_registration(push_stack, apns_endpoint, tmp_pat
         apns.fake.mode = "ok"
     assert len(apns.alerts(phone.token)) == 1  # asked once: a permanent answer is not retried
     await close_all(sender, laptop)
+
+
+def node_metric(st, name: str, metric: str) -> float:
+    """An unlabelled metric of node `name` (0 when absent or the node is unreachable)."""
+    try:
+        text = urllib.request.urlopen(f"http://{st.metrics[name]}/metrics", timeout=3).read().decode()
+    except OSError:
+        return 0.0
+    for line in text.splitlines():
+        if line.startswith(metric + " "):
+            return float(line.split()[1])
+    return 0.0
+
+
+async def test_a_429_waits_its_retry_after_and_the_log_lags_meanwhile(push_stack, apns_endpoint, tmp_path):
+    st, apns = push_stack, apns_endpoint
+    a, me = users(2)
+    phone = await offline_phone(st, tmp_path, me, 1)
+    sender = await client(st, tmp_path, a)
+    await sender.connect()
+    await asyncio.sleep(OFFLINE_S)
+    direct = (await sender.open_direct(me)).conversation_id
+    apns.fake.mode, apns.fake.retry_after = "429", "10"
+
+    def lagging() -> float:
+        return sum(node_metric(st, n, "qim_notify_lag_records") for n in ("notify", "notify2"))
+    try:
+        first = (await sender.send_text(direct, "rate limited")).message_id.hex()
+        await eventually(lambda: len(apns.alerts(phone.token)) == 1, DEADLINE_S, "the first request (429)")
+        apns.fake.mode = "ok"
+        later = [(await sender.send_text(direct, f"behind {i}")).message_id.hex() for i in range(3)]
+        # Retry-After 10 s from the 429: the batch is held, the log lags (the gauge is read
+        # every 2 s), and nothing comes in the next 8 s (a busy machine only delays it)
+        lagged = False
+        for _ in range(16):
+            await asyncio.sleep(0.5)
+            lagged = lagged or await asyncio.to_thread(lagging) > 0
+            assert len(apns.alerts(phone.token)) == 1, "retried before the provider's Retry-After"
+        assert lagged, "qim_notify_lag_records stayed 0 while a batch was held"
+        await eventually(lambda: apns.per_message(phone.token) == {m: 1 for m in [first, *later]}, DEADLINE_S,
+                         "every message once after the retry")
+        await eventually(lambda: lagging() == 0, DEADLINE_S, "the log caught up")
+    finally:
+        apns.fake.mode, apns.fake.retry_after = "ok", "7"
+    await close_all(sender)

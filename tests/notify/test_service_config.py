@@ -42,7 +42,8 @@ def test_apns_half_configured_or_with_a_bad_endpoint_or_key_file_is_refused(tmp_
         config(**full, QIM_PUSH_APNS_ENDPOINT="http://x")
     apns = config(**full, QIM_PUSH_APNS_ENDPOINT="https://127.0.0.1:9/").apns
     assert apns is not None and apns.base_url == apns.sandbox_url == "https://127.0.0.1:9"
-    assert config(**full, QIM_PUSH_APNS_ENDPOINT="sandbox").apns.base_url.startswith("https://api.sandbox")
+    sandbox = config(**full, QIM_PUSH_APNS_ENDPOINT="sandbox").apns
+    assert sandbox is not None and sandbox.base_url.startswith("https://api.sandbox")
 
 
 def test_web_push_needs_both_key_and_subject() -> None:

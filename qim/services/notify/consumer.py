@@ -55,6 +55,10 @@ class GroupConsumer(AsyncConsumer):
         """Join the group on `topic`."""
         await self._run(self._consumer.subscribe, [topic])
 
+    async def assigned(self) -> list[int]:
+        """The partitions this member holds now."""
+        return [tp.partition for tp in await self._run(self._consumer.assignment)]
+
     async def commit_many(self, topic: str, next_offsets: dict[int, int]) -> None:
         """Synchronously commit {partition: next offset}; EngineError when refused."""
         tps = [TopicPartition(topic, p, o) for p, o in next_offsets.items()]
@@ -91,6 +95,7 @@ class LogConsumer:
         self._online, self._presence_ready = online, presence_ready
         self.batch, self.claim_ms, self.badge_wait_s = batch, claim_ms, badge_wait_s
         self.joined = False
+        self._done: dict[int, int] = {}  # partition -> next offset this node has notified up to
 
     def not_ready(self) -> Optional[str]:
         """Not ready until the group is joined."""
@@ -108,10 +113,25 @@ class LogConsumer:
             offsets: dict[int, int] = {}
             for m in msgs:
                 offsets[m.partition()] = m.offset() + 1
+            self._done.update(offsets)
             try:
                 await self.consumer.commit_many(DISPATCH_TOPIC, offsets)
             except EngineError as exc:  # the partitions moved meanwhile: the new owner replays (no double)
                 logger.warning("notify commit refused (%s): the records are replayed", type(exc).__name__)
+
+    async def lag_loop(self, period_s: float = 2.0) -> None:
+        """qim_notify_lag_records over this node's partitions (high watermark - notified
+        position; the committed offset for a partition not notified here yet)."""
+        while True:
+            await asyncio.sleep(period_s)
+            try:
+                parts = await self.consumer.assigned()
+                high = await self.consumer.high_watermarks(DISPATCH_TOPIC, parts) if parts else {}
+                missing = [p for p in parts if p not in self._done]
+                done = {**(await self.consumer.committed(DISPATCH_TOPIC, missing) if missing else {}), **self._done}
+                self._m.lag.set(sum(max(0, high[p] - max(done.get(p, 0), 0)) for p in parts))
+            except EngineError as exc:  # a broker hiccup: the next pass reads it again
+                logger.info("notify lag not read (%s)", type(exc).__name__)
 
     async def notify(self, msgs: list[Any]) -> None:
         """Every alert of one batch of dispatch messages to its end (module doc)."""

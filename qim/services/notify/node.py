@@ -106,4 +106,5 @@ class NotifyNode(ServiceNode):
         for shard in range(self.config.common.shard_count):  # every shard: presence is read, not leased
             await self.presence.add_shard(shard)
         self.spawn(self.consumer.run(), "dispatch consumer")
+        self.spawn(self.consumer.lag_loop(), "dispatch lag")
         self.spawn(self.silent.run(), "silent badge updates")
