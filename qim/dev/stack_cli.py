@@ -75,7 +75,8 @@ def policy_settings(environ: Mapping[str, str]) -> dict[str, str]:
 # `stack up` flags -> the service whose node count they set (qim/topology.py rows)
 NODE_FLAGS = {"gateways": GATEWAY, "writers": WRITER, "mailbox-nodes": MAILBOX, "session-nodes": SESSION,
               "fanout-nodes": FANOUT, "archivers": ARCHIVER, "notify-nodes": NOTIFY}
-OPTIONAL = (ARCHIVER, NOTIFY)  # kinds that may run 0 nodes (qim-notify: 0 unless asked, it needs credentials)
+# kinds that may run 0 nodes: the archiver (no Cassandra) and those started only when asked
+OPTIONAL = tuple(n for n, s in SERVICES.items() if s.archive_only or (s.process and s.dev_nodes == 0))
 
 
 def default_stack_dir() -> Path:
