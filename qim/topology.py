@@ -37,6 +37,7 @@ from qim.protocol import Opcode
 
 GATEWAY, WRITER, MAILBOX, SESSION, ROOM, FANOUT, ARCHIVER, MODERATION, NOTIFY, QIMCTL = (
     "gateway", "writer", "mailbox", "session", "room", "fanout", "archiver", "moderation", "notify", "qimctl")
+MEDIA = "media"
 # Routing rules of the gateway's backends (qim/services/gateway/router.py).
 RENDEZVOUS = "rendezvous"  # key: bytes; highest BLAKE3(addr ‖ key) first, the next when one is unreachable
 MODULO = "modulo"  # key: int; node key mod n (static assignment)
@@ -174,7 +175,7 @@ SERVICES: Mapping[str, Service] = MappingProxyType({s.name: s for s in (
             # local: REACT/TYPING events fanned out by the gateway (decision 0121)
             gateway=GatewayBackend(Opcode.WRITER_SEND, "WriterSend", RENDEZVOUS,
                                    local="qim.services.gateway.backends.ephemeral:EphemeralFanout"),
-            engines=True, roll=8),
+            engines=True, roll=9),
     Service(MAILBOX, "MailboxNode", "MAILBOX", 9102,
             "qim.services.mailbox.node:MailboxNode", "qim.config.mailbox:MailboxConfig",
             listeners=(Listener("QIM_MAILBOX_LISTEN", 7102),),
@@ -219,6 +220,14 @@ SERVICES: Mapping[str, Service] = MappingProxyType({s.name: s for s in (
     Service(NOTIFY, "NotificationService", "NOTIFY", 9110,
             "qim.services.notify.node:NotifyNode", "qim.config.notify:NotifyConfig",
             engines=True, roll=1, dev_nodes=0),
+    # photos and files in object storage over HTTP (issue 40; decisions 0137, 0138); rolled just
+    # before the writers (the Outbox writer stays last); the dev stack starts it only when asked
+    # (it needs an S3 store: dev_nodes=0)
+    Service(MEDIA, "MediaService", "MEDIA", 9111,
+            "qim.services.media.node:MediaNode", "qim.config.media:MediaConfig",
+            http=(HttpRoute("POST", "/v1/media", "upload", max_body=64 * 1024 * 1024, timeout_s=120.0),
+                  HttpRoute("GET", "/v1/media/{media_id}", "download", timeout_s=120.0)),
+            engines=True, roll=8, dev_nodes=0),
     Service(QIMCTL, "operator CLI", "QIMCTL"),  # an identity on internal RPC, not a process
 )})
 

@@ -235,7 +235,7 @@ def test_derived_lists_follow_the_table():
     assert set(ROLL_ORDER) == {s.name for s in processes()}
     assert ROLL_ORDER.index(GATEWAY) == 0 and ROLL_ORDER[-1] == "writer"  # every frame's reader first, Outbox writer last
     assert set(engine_readers()) == {"writer", "mailbox", "session", "fanout", "archiver", "gateway", "moderation",
-                                   "notify"}
+                                   "notify", "media"}
 
 
 def test_a_new_service_is_one_row(monkeypatch):

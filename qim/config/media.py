@@ -5,7 +5,9 @@ per file through the service, QIM_MEDIA_QUOTA_BYTES_PER_DAY per user and UTC day
 QIM_MEDIA_MAX_PIXELS per image), the key that signs media references
 (QIM_MEDIA_REF_KEY, 32+ characters, the same value on the writers that check MEDIA
 bodies), and the device-token settings the gateway's AUTH reads (QIM_TOKEN_*,
-QIM_TENANT_ID). Redis (QIM_REDIS_ADDR) holds the quota counters and object records.
+QIM_TENANT_ID). Redis (the home instance of QIM_REDIS_ADDR / _CORE_ADDRS) holds the quota
+counters and object records; downloads read messages and groups as the writer does
+(both tiers with QIM_SCYLLA_ADDRS).
 A bad value stops the start with exit 2 naming the variable.
 """
 
@@ -13,12 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from qim.config.common import CommonConfig
 from qim.config.env import Env
 from qim.config.s3 import S3Config
 from qim.consts import TOKEN_AUDIENCE_DEFAULT, TOKEN_ISSUER_DEFAULT, TOKEN_LEEWAY_S_DEFAULT, TOKEN_MAX_TTL_S_DEFAULT
 from qim.errors import ConfigError
+from qim.topology import MEDIA
 
-MEDIA_METRICS_DEFAULT = "127.0.0.1:9110"
 MAX_FILE_BYTES_CEILING = 64 * 1024 * 1024  # through the service; larger files: multipart (not built yet)
 REF_KEY_MIN = 32
 
@@ -34,13 +37,13 @@ def ref_key(env: Env) -> bytes:
 
 @dataclass(frozen=True)
 class MediaConfig:
-    """`redis_addr` (home instance), `tenant`, `metrics_listen` (the HTTP routes' listener),
+    """`common` (Redis layout, tenant, tier: the messages and groups downloads are checked
+    against), `metrics_listen` (the HTTP routes' listener),
     `s3`, `max_file_bytes`, `quota_bytes_per_day`, `max_pixels`, `ref_key`, and the token
     settings (`token_keys`, `token_audience`, `token_issuer`, `token_leeway_s`,
     `token_max_ttl_s`: as the gateway's)."""
 
-    redis_addr: str
-    tenant: int
+    common: CommonConfig
     metrics_listen: str
     s3: S3Config
     ref_key: bytes = field(repr=False)
@@ -57,9 +60,8 @@ class MediaConfig:
     def from_env(cls, env: Env) -> "MediaConfig":
         """Read and validate every variable; ConfigError naming the first bad one."""
         return cls(
-            redis_addr=env.addr("QIM_REDIS_ADDR"),
-            tenant=env.tenant(),
-            metrics_listen=env.addr("QIM_MEDIA_METRICS_LISTEN", MEDIA_METRICS_DEFAULT),
+            common=CommonConfig.from_env(env),
+            metrics_listen=env.metrics_listen(MEDIA),
             s3=S3Config.from_env(env),
             ref_key=ref_key(env),
             token_keys=env.token_keys(),
@@ -71,3 +73,8 @@ class MediaConfig:
             token_leeway_s=env.integer("QIM_TOKEN_LEEWAY_S", TOKEN_LEEWAY_S_DEFAULT, 0, 300),
             token_max_ttl_s=env.integer("QIM_TOKEN_MAX_TTL_S", TOKEN_MAX_TTL_S_DEFAULT, 60, 30 * 86_400),
         )
+
+    @property
+    def tenant(self) -> int:
+        """QIM_TENANT_ID."""
+        return self.common.tenant

@@ -61,7 +61,9 @@ def base_env():
                "QIM_INTERNAL_PLAINTEXT_DEV": "1", "QIM_SCYLLA_ADDRS": "127.0.0.1:9042",
                # qim-moderation needs its receiver (docs/decisions/0123)
                "QIM_MODERATION_NOTIFY_URL": "https://127.0.0.1:1/notify",
-               "QIM_MODERATION_NOTIFY_SECRET": "0123456789abcdef"}
+               "QIM_MODERATION_NOTIFY_SECRET": "0123456789abcdef",
+               # qim-media needs its bucket and reference key (docs/decisions/0137, 0138)
+               "QIM_S3_BUCKET": "qim-media", "QIM_MEDIA_REF_KEY": "k" * 32}
 
 
 @pytest.mark.parametrize("row", processes(), ids=lambda r: r.name)

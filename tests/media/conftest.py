@@ -46,6 +46,7 @@ def media_env(s3_engine, private_redis, tmp_path, request):
     env = dict(
         s3_engine.env(bucket=bucket),
         QIM_REDIS_ADDR=private_redis.addr,
+        QIM_KAFKA_BOOTSTRAP="127.0.0.1:1",  # read with the shared engine variables, never dialled
         QIM_TOKEN_PUBLIC_KEYS=str(pub),
         QIM_MEDIA_METRICS_LISTEN="127.0.0.1:0",
         QIM_MEDIA_REF_KEY="k" * 40,

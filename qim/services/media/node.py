@@ -3,7 +3,7 @@
 in Redis (qim/stores/media.py), so any number of nodes serve side by side and a client
 may use any of them.
 
-Routes (ROUTES, on the node's HTTP listener, QIM_MEDIA_METRICS_LISTEN; device tokens as
+Routes (the `http` column of its row in qim/topology.py, on the node's HTTP listener, QIM_MEDIA_METRICS_LISTEN; device tokens as
 the gateway's AUTH, qim/obs/httpauth.py):
 - `POST /v1/media` (body: the file; Content-Type: its declared type; X-QIM-Size and
   X-QIM-SHA256: its declared size and SHA-256 hex; `?name=` its file name, optional;
@@ -41,17 +41,11 @@ from qim.stores.media import open_media_ledger
 from qim.stores.open import open_stores
 from qim.stores.revocations import open_revocations
 from qim.stores.s3 import ObjectMissing, ObjectStore
-from qim.topology import HttpRoute
 from qim.wire.media import NAME_MAX, THUMBNAIL_MAX, sign_ref
 from qim.wire.tokens import TokenVerifier
 
 logger = logging.getLogger(__name__)
 
-ROUTES = (
-    HttpRoute("POST", "/v1/media", "upload", max_body=64 * 1024 * 1024, timeout_s=120.0),
-    HttpRoute("GET", "/v1/media/{media_id}", "download", timeout_s=120.0),
-)
-CHUNK = 256 * 1024
 
 
 def check_name(name: str) -> str:
@@ -94,17 +88,14 @@ class MediaNode(ServiceNode):
             config.token_leeway_s,
             config.token_max_ttl_s,
         )
-        revocations = open_revocations(config.redis_addr)
+        layout = config.common.redis_layout
+        revocations = open_revocations(layout)
         self.http_auth = DeviceAuth(verifier, config.tenant, revocations.cutoffs)
         self.objects = ObjectStore(config.s3)
-        self.ledger = open_media_ledger(config.redis_addr)
+        self.ledger = open_media_ledger(layout)
         self.closing(self.ledger.close, "media ledger")
-        self.stores = stores if stores is not None else open_stores(config.redis_addr)
+        self.stores = stores if stores is not None else open_stores(layout, tier=config.common.tier)
         self.closing(self.stores.close, "stores")
-
-    def http_routes(self) -> tuple[HttpRoute, ...]:
-        """ROUTES (module doc)."""
-        return ROUTES
 
     @property
     def http_port(self) -> int:
