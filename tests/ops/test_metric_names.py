@@ -4,8 +4,9 @@ session stack, after one message went through it, so labelled series exist too),
 the label values they select (opcode names, every send-path stage) are really exported.
 Names the stack cannot have: node_exporter's `node_*` and Prometheus' own `up`; the
 archiver's (`qim_archiver_*`, the archive tier is not in the session stack) and the
-ModerationService's (`qim_moderation_notify_*`, not started by a dev stack) are checked
-against their MetricSets instead."""
+ModerationService's (`qim_moderation_notify_*`) and the NotificationService's
+(`qim_notify_*`), not started by a dev stack, are checked against their MetricSets
+instead."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from qim.obs.metrics import SEND_STAGES
 from qim.protocol import Opcode
 from qim.services.archiver.metrics import ArchiverMetrics
 from qim.services.moderation.notify import NotifyMetrics
+from qim.services.notify.metrics import NotifyMetrics as PushNotifyMetrics
 from tests.e2e.rawclient import RawClient, wait_for_entries
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,6 +69,7 @@ async def test_dashboard_and_rule_metrics_exist_in_a_live_stack(stack):
              for addr in stack.metrics.values()]
     live = set().union(*map(_exported, texts)) | _exported(generate_latest(ArchiverMetrics().registry).decode())
     live |= _exported(generate_latest(NotifyMetrics().registry).decode())
+    live |= _exported(generate_latest(PushNotifyMetrics().registry).decode())
     wanted = set().union(*map(_names, _exprs()))
     assert {"qim_gateway_request_seconds_bucket", "qim_send_stage_seconds_bucket", "qim_mailbox_dispatch_lag"} <= wanted
     missing = sorted(n for n in wanted if not EXTERNAL.match(n) and n not in live)
