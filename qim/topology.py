@@ -226,7 +226,12 @@ SERVICES: Mapping[str, Service] = MappingProxyType({s.name: s for s in (
     Service(MEDIA, "MediaService", "MEDIA", 9111,
             "qim.services.media.node:MediaNode", "qim.config.media:MediaConfig",
             http=(HttpRoute("POST", "/v1/media", "upload", max_body=64 * 1024 * 1024, timeout_s=120.0),
-                  HttpRoute("GET", "/v1/media/{media_id}", "download", timeout_s=120.0)),
+                  HttpRoute("GET", "/v1/media/{media_id}", "download", timeout_s=120.0),
+                  # large files: presigned multipart parts, resumable (qim/services/media/multipart.py)
+                  HttpRoute("POST", "/v1/media/uploads", "start_upload", max_body=4096),
+                  HttpRoute("GET", "/v1/media/uploads/{upload}", "upload_status"),
+                  HttpRoute("POST", "/v1/media/uploads/{upload}/complete", "complete_upload", max_body=4096,
+                            timeout_s=600.0)),
             engines=True, roll=8, dev_nodes=0),
     Service(QIMCTL, "operator CLI", "QIMCTL"),  # an identity on internal RPC, not a process
 )})

@@ -1,7 +1,7 @@
 """MediaConfig: qim-media, the MediaService (issue 40; docs/decisions/0137, 0138).
 
 The object store (QIM_S3_*: qim/stores/s3.py S3Config), the limits (QIM_MEDIA_MAX_FILE_BYTES
-per file through the service, QIM_MEDIA_QUOTA_BYTES_PER_DAY per user and UTC day,
+per file through the service, QIM_MEDIA_MAX_UPLOAD_BYTES per multipart upload, QIM_MEDIA_QUOTA_BYTES_PER_DAY per user and UTC day,
 QIM_MEDIA_MAX_PIXELS per image), the key that signs media references
 (QIM_MEDIA_REF_KEY, 32+ characters, the same value on the writers that check MEDIA
 bodies), and the device-token settings the gateway's AUTH reads (QIM_TOKEN_*,
@@ -22,7 +22,7 @@ from qim.consts import TOKEN_AUDIENCE_DEFAULT, TOKEN_ISSUER_DEFAULT, TOKEN_LEEWA
 from qim.errors import ConfigError
 from qim.topology import MEDIA
 
-MAX_FILE_BYTES_CEILING = 64 * 1024 * 1024  # through the service; larger files: multipart (not built yet)
+MAX_FILE_BYTES_CEILING = 64 * 1024 * 1024  # through the service; larger files: multipart (multipart.py)
 REF_KEY_MIN = 32
 
 
@@ -49,6 +49,7 @@ class MediaConfig:
     ref_key: bytes = field(repr=False)
     token_keys: tuple = ()
     max_file_bytes: int = 16 * 1024 * 1024
+    max_upload_bytes: int = 1024**3
     quota_bytes_per_day: int = 1024 * 1024 * 1024
     max_pixels: int = 50_000_000
     token_audience: str = TOKEN_AUDIENCE_DEFAULT
@@ -66,6 +67,7 @@ class MediaConfig:
             ref_key=ref_key(env),
             token_keys=env.token_keys(),
             max_file_bytes=env.integer("QIM_MEDIA_MAX_FILE_BYTES", 16 * 1024 * 1024, 1, MAX_FILE_BYTES_CEILING),
+            max_upload_bytes=env.integer("QIM_MEDIA_MAX_UPLOAD_BYTES", 1024**3, 1, 8 * 10**9),
             quota_bytes_per_day=env.integer("QIM_MEDIA_QUOTA_BYTES_PER_DAY", 1024**3, 1, 1 << 50),
             max_pixels=env.integer("QIM_MEDIA_MAX_PIXELS", 50_000_000, 1, 1_000_000_000),
             token_audience=env.text("QIM_TOKEN_AUDIENCE", TOKEN_AUDIENCE_DEFAULT),

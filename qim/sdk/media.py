@@ -13,8 +13,9 @@ too large, 415 not an allowed type or not its declared type, 422 too many pixels
 the daily quota, 403 not a member, 404 not a message the user can see, 410 recalled or
 deleted). Needs aiohttp (`pip install 'qim[server]'` or aiohttp itself).
 
-Not yet: the upload itself does not survive an app restart (the send after it does);
-multipart uploads of large files.
+Large files (above LARGE_BYTES) go in presigned parts straight to the object store
+(`upload_large`, resumable by its upload id after a cut). Not yet: an upload does not
+survive an app restart by itself (the send after it does).
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ from qim.consts import CONVERSATION_KIND_DIRECT, MESSAGE_TYPE_MEDIA
 from qim.proto.v1.media_pb2 import MediaRef
 from qim.wire.media import decode_ref, sniff
 
+IMAGE_TYPES = ("image/jpeg", "image/png", "image/webp", "image/gif")  # always through the service
 Progress = Callable[[int, int], None]  # (bytes sent, bytes in all)
 CHUNK = 64 * 1024
+LARGE_BYTES = 16 * 1024 * 1024  # the MediaService's default through-the-service limit
 
 
 class MediaRefused(Exception):
@@ -100,6 +103,61 @@ async def upload(
             headers=headers,
             ssl=ssl_context if ssl_context is not None else True,
         ) as r:
+            if r.status != 201:
+                raise MediaRefused(r.status, (await r.text()).strip())
+            answer = await r.json()
+    body = base64.b64decode(answer["ref"])
+    return Uploaded(decode_ref(body), body)
+
+
+async def upload_large(
+    media_url: str,
+    token: str,
+    data: bytes,
+    *,
+    mime: str = "",
+    name: str = "",
+    resume: str = "",
+    progress: Optional[Progress] = None,
+    ssl_context: Optional[ssl.SSLContext] = None,
+) -> Uploaded:
+    """Upload `data` in presigned parts (POST /v1/media/uploads), or finish the upload
+    `resume` started before a cut: only the parts the store lacks are sent. Returns the
+    reference; MediaRefused when the service refuses (the upload id is in the message of
+    a refusal after the start, so the app can resume it)."""
+    aiohttp = _aiohttp()
+    auth = {"Authorization": f"Bearer {token}"}
+    base = media_url.rstrip("/") + "/v1/media/uploads"
+    tls = ssl_context if ssl_context is not None else True
+    async with aiohttp.ClientSession() as http:
+        if resume:
+            async with http.get(f"{base}/{resume}", headers=auth, ssl=tls) as r:
+                if r.status != 200:
+                    raise MediaRefused(r.status, (await r.text()).strip())
+                plan = await r.json()
+        else:
+            spec = {
+                "size": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "mime": mime or sniff(data),
+                "name": name,
+            }
+            async with http.post(base, json=spec, headers=auth, ssl=tls) as r:
+                if r.status != 201:
+                    raise MediaRefused(r.status, (await r.text()).strip())
+                plan = await r.json()
+        part = int(plan["part_bytes"])
+        todo = [(int(n), url) for n, url in sorted(plan["urls"].items(), key=lambda kv: int(kv[0]))]
+        chunks = {n: data[(n - 1) * part : n * part] for n, _ in todo}
+        sent = len(data) - sum(len(c) for c in chunks.values())  # what the store already holds
+        for number, url in todo:
+            async with http.put(url, data=chunks[number]) as r:  # signed by the URL: no token to the store
+                if r.status != 200:
+                    raise MediaRefused(r.status, f"upload {plan['upload']}: part {number} refused by the store")
+            sent += len(chunks[number])
+            if progress is not None:
+                progress(sent, len(data))
+        async with http.post(f"{base}/{plan['upload']}/complete", headers=auth, ssl=tls) as r:
             if r.status != 201:
                 raise MediaRefused(r.status, (await r.text()).strip())
             answer = await r.json()

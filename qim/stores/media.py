@@ -25,8 +25,13 @@ class MediaLedger(Protocol):
         """Take back a charge whose upload was then refused or failed."""
         ...
 
-    async def record(self, tenant: int, media_id: str, fields: dict[str, str]) -> None:
-        """Store the record of a stored object (owner, key, mime, size, sha256, ...)."""
+    async def record(self, tenant: int, media_id: str, fields: dict[str, str], ttl_s: int = 0) -> None:
+        """Store the record of a stored object (owner, key, mime, size, sha256, ...) or of an
+        upload under way ("u" + its id), expiring after `ttl_s` seconds (0: never)."""
+        ...
+
+    async def forget(self, tenant: int, media_id: str) -> None:
+        """Delete a record (an upload finished or refused)."""
         ...
 
     async def get(self, tenant: int, media_id: str) -> Optional[dict[str, str]]:

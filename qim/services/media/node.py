@@ -15,6 +15,7 @@ the gateway's AUTH, qim/obs/httpauth.py):
 - `GET /v1/media/{media_id}?conversation=<hex>&message=<hex>[&peer=<user id>]`: the
   original, to a member who may see that message (qim/services/media/access.py), with
   HTTP Range (206, 416).
+- Large files: presigned multipart uploads, resumable (qim/services/media/multipart.py).
 Refusals are a status with a one-line reason (MediaRefused); nothing is stored for a
 refused upload.
 """
@@ -37,6 +38,7 @@ from qim.obs.node import ServiceNode
 from qim.proto.v1.media_pb2 import MediaRef
 from qim.services.media.access import check_download
 from qim.services.media.inspect import MediaRefused, inspect
+from qim.services.media.multipart import Multipart
 from qim.stores.media import open_media_ledger
 from qim.stores.open import open_stores
 from qim.stores.revocations import open_revocations
@@ -45,7 +47,6 @@ from qim.wire.media import NAME_MAX, THUMBNAIL_MAX, sign_ref
 from qim.wire.tokens import TokenVerifier
 
 logger = logging.getLogger(__name__)
-
 
 
 def check_name(name: str) -> str:
@@ -73,7 +74,7 @@ def _hexid(raw: str, what: str) -> bytes:
     return value
 
 
-class MediaNode(ServiceNode):
+class MediaNode(ServiceNode, Multipart):
     """The MediaService's node (module doc)."""
 
     service = "media"
@@ -147,6 +148,34 @@ class MediaNode(ServiceNode):
         except BaseException:
             await self.ledger.refund(cfg.tenant, device.user_id, day, len(got.data))
             raise
+        return await self.finish(
+            device,
+            media_id,
+            got.mime,
+            len(got.data),
+            got.sha256,
+            name,
+            got.width,
+            got.height,
+            got.thumbnail,
+            got.stripped,
+        )
+
+    async def finish(
+        self,
+        device: Any,
+        media_id: str,
+        mime: str,
+        size: int,
+        sha256: str,
+        name: str,
+        width: int = 0,
+        height: int = 0,
+        thumbnail: bytes = b"",
+        stripped: bool = False,
+    ) -> web.Response:
+        """Record a stored object and answer its signed reference (201, module doc)."""
+        cfg = self.config
         await self.ledger.record(
             cfg.tenant,
             media_id,
@@ -154,20 +183,20 @@ class MediaNode(ServiceNode):
                 "owner": str(device.user_id),
                 "device": str(device.device_id),
                 "key": "o/" + media_id,
-                "mime": got.mime,
-                "size": str(len(got.data)),
-                "sha256": got.sha256,
+                "mime": mime,
+                "size": str(size),
+                "sha256": sha256,
                 "created_ms": str(int(time.time() * 1000)),
             },
         )
-        thumb = got.thumbnail if len(got.thumbnail) <= THUMBNAIL_MAX else b""
+        thumb = thumbnail if len(thumbnail) <= THUMBNAIL_MAX else b""
         ref = MediaRef(
             media_id=media_id,
-            mime=got.mime,
-            size=len(got.data),
-            width=got.width,
-            height=got.height,
-            sha256=bytes.fromhex(got.sha256),
+            mime=mime,
+            size=size,
+            width=width,
+            height=height,
+            sha256=bytes.fromhex(sha256),
             thumbnail=thumb,
             owner=device.user_id,
             name=name,
@@ -177,13 +206,13 @@ class MediaNode(ServiceNode):
             status=201,
             data={
                 "media_id": media_id,
-                "mime": got.mime,
-                "size": len(got.data),
-                "width": got.width,
-                "height": got.height,
-                "sha256": got.sha256,
+                "mime": mime,
+                "size": size,
+                "width": width,
+                "height": height,
+                "sha256": sha256,
                 "name": name,
-                "stripped": got.stripped,
+                "stripped": stripped,
                 "thumbnail": base64.b64encode(thumb).decode(),
                 "ref": base64.b64encode(body).decode(),
             },

@@ -6,7 +6,8 @@ Keys:
   (days since the epoch), expiring two days later. `charge` is one Lua script (INCRBY
   only when the sum stays within the limit), so two nodes never both pass the limit.
 - `qim:media:obj:<tenant>:<media_id>`: a hash {owner, device, key, mime, size, sha256,
-  width, height, created_ms}.
+  created_ms}; `qim:media:obj:<tenant>:u<upload id>` a multipart upload under way {owner,
+  media_id, s3, size, sha256, mime, name, parts, day}, expiring.
 """
 
 from __future__ import annotations
@@ -59,9 +60,18 @@ class RedisMediaLedger:
         """See MediaLedger.refund."""
         await self._call(self._r.decrby(f"{QUOTA_PREFIX}{tenant}:{user}:{day}", nbytes))
 
-    async def record(self, tenant: int, media_id: str, fields: dict[str, str]) -> None:
-        """See MediaLedger.record."""
-        await self._call(self._r.hset(f"{OBJ_PREFIX}{tenant}:{media_id}", mapping=fields))
+    async def record(self, tenant: int, media_id: str, fields: dict[str, str], ttl_s: int = 0) -> None:
+        """See MediaLedger.record (HSET, then EXPIRE with `ttl_s`, in one transaction)."""
+        key = f"{OBJ_PREFIX}{tenant}:{media_id}"
+        pipe = self._r.pipeline(transaction=True)
+        pipe.hset(key, mapping=fields)
+        if ttl_s:
+            pipe.expire(key, ttl_s)
+        await self._call(pipe.execute())
+
+    async def forget(self, tenant: int, media_id: str) -> None:
+        """See MediaLedger.forget."""
+        await self._call(self._r.delete(f"{OBJ_PREFIX}{tenant}:{media_id}"))
 
     async def get(self, tenant: int, media_id: str) -> Optional[dict[str, str]]:
         """See MediaLedger.get."""
