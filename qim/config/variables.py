@@ -201,6 +201,8 @@ _WRITTEN: tuple[Var, ...] = (
     _v("QIM_ARCHIVER_FAULT_POINT", "name", "unset", ARCHIVER, "crash point (tests only)"),
     # the MediaService (qim-media; issue 40, docs/decisions/0137 and 0138)
     _v("QIM_MEDIA_MAX_FILE_BYTES", "int 1..67108864", 16777216, MEDIA, "largest file uploaded through the service"),
+    _v("QIM_MEDIA_MAX_UPLOAD_BYTES", "int 1..8000000000", 1073741824, MEDIA,
+       "largest file uploaded in presigned parts (8 MiB each, at most 1000)"),
     _v("QIM_MEDIA_QUOTA_BYTES_PER_DAY", "int", 1073741824, MEDIA, "bytes each user may upload per UTC day"),
     _v("QIM_MEDIA_MAX_PIXELS", "int", 50000000, MEDIA, "largest image (pixels); more is refused as a decompression bomb"),
     _v("QIM_MEDIA_REF_KEY", "text, 32+ characters", "required (media); unset: the writer refuses MEDIA",
