@@ -86,6 +86,7 @@ class NotifyConfig:
     this one is done); `claim_ms`: how long an alert's claim lasts (a node that died
     holding it: its alert is made again after this); `badge_wait_ms`: how long a batch
     waits for the session projection to settle its messages into the badge;
+    `max_age_ms`: a message older than this makes no alert (counted suppressed_expired);
     `registry_addr`: the ShardRegistry's Redis, where the live gateways are listed (presence)."""
 
     common: CommonConfig
@@ -97,6 +98,7 @@ class NotifyConfig:
     batch: int = 200
     claim_ms: int = 30_000
     badge_wait_ms: int = 30_000
+    max_age_ms: int = 86_400_000
 
     @classmethod
     def from_env(cls, env: Env) -> "NotifyConfig":
@@ -110,4 +112,5 @@ class NotifyConfig:
                    _vapid(env, timeout_s, concurrency),
                    env.integer("QIM_NOTIFY_BATCH", 200, 1, 10_000),
                    env.integer("QIM_NOTIFY_CLAIM_MS", 30_000, 1000, 3_600_000),
-                   env.integer("QIM_NOTIFY_BADGE_WAIT_MS", 30_000, 0, 600_000))
+                   env.integer("QIM_NOTIFY_BADGE_WAIT_MS", 30_000, 0, 600_000),
+                   env.integer("QIM_NOTIFY_MAX_AGE_MS", 86_400_000, 60_000, 2_592_000_000))

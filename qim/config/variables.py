@@ -248,6 +248,8 @@ _WRITTEN: tuple[Var, ...] = (
        "how long an alert's claim lasts: a node that died mid-send has it made again after this"),
     _v("QIM_NOTIFY_BADGE_WAIT_MS", "int 0..600000", 30000, NOTIFY,
        "how long a batch waits for its messages to be settled into the badge before sending"),
+    _v("QIM_NOTIFY_MAX_AGE_MS", "int 60000..2592000000", 86400000, NOTIFY,
+       "a message older than this makes no alert (a first start replays the log's retention)"),
     # clients and qimctl
     _v("QIM_GATEWAY_ADDR", "addr", "127.0.0.1:7100", (CLIENTS, QIMCTL), "the gateway a client dials"),
     _v("QIM_GATEWAY_ADDRS", "addrs", "QIM_GATEWAY_ADDR", CLIENTS,

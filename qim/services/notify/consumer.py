@@ -87,13 +87,13 @@ class LogConsumer:
     def __init__(self, bootstrap: str, stores: Stores, badges: BadgeStore, notify: NotifyStore, sender: Sender,
                  metrics: NotifyMetrics, online: Callable[[int, int, int], bool],
                  presence_ready: Callable[[int, int], bool], batch: int = 200, claim_ms: int = 30_000,
-                 badge_wait_s: float = 30.0) -> None:
+                 badge_wait_s: float = 30.0, max_age_ms: int = 86_400_000) -> None:
         self.consumer = GroupConsumer(bootstrap, GROUP_ID, {
             **KAFKA_BATCH_FETCH, "partition.assignment.strategy": "cooperative-sticky",
             "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000})
         self._stores, self._badges, self._notify, self._sender, self._m = stores, badges, notify, sender, metrics
         self._online, self._presence_ready = online, presence_ready
-        self.batch, self.claim_ms, self.badge_wait_s = batch, claim_ms, badge_wait_s
+        self.batch, self.claim_ms, self.badge_wait_s, self.max_age_ms = batch, claim_ms, badge_wait_s, max_age_ms
         self.joined = False
         self._done: dict[int, int] = {}  # partition -> next offset this node has notified up to
 
@@ -150,7 +150,7 @@ class LogConsumer:
             return
         while not all(self._presence_ready(c.tenant, c.user) for c in cands):  # noqa: ASYNC110 (a Kafka read, no event)
             await asyncio.sleep(POLL_S)
-        dues = await verdicts(self._stores, cands, self._online, int(time.time() * 1000))
+        dues = await verdicts(self._stores, cands, self._online, int(time.time() * 1000), self.max_age_ms)
         for d in dues:
             if d.outcome != "due":
                 self._m.alerts.labels(d.provider, d.outcome).inc()

@@ -3,6 +3,8 @@ definition of the session list (qim/services/session/summary.py; docs/design.md 
 
 a dispatch record of event MESSAGE, not CONTROL, to each recipient other than its sender
 (user 0 is an operator: nobody); then per recipient device, in this order:
+  older than QIM_NOTIFY_MAX_AGE_MS (a day: the providers' own expiry of an alert; a
+  first start on a deployment replays the log's retention) -> suppressed_expired;
   recalled or deleted (the record's state is not NORMAL, or it is gone) -> suppressed_recalled;
   the user's read position already at or past it (read on another device) -> suppressed_read;
   the conversation muted by the user (muted_until in the future or for ever) and the
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable, Optional, Sequence
 
 from qim.consts import MESSAGE_TYPE_CONTROL
@@ -42,6 +45,7 @@ class Candidate:
     conversation_id: bytes
     message_id: bytes
     seq: int
+    created_at_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,7 @@ def candidates(records: Sequence[Dispatch]) -> list[Candidate]:
         c = d.coord
         if d.event_type != EventType.MESSAGE or c.message_type == MESSAGE_TYPE_CONTROL:
             continue
-        out += [Candidate(d.tenant, u, c.conversation_id, c.message_id, c.conversation_seq)
+        out += [Candidate(d.tenant, u, c.conversation_id, c.message_id, c.conversation_seq, c.created_at_ms)
                 for u in d.recipients if u and u != c.sender_id]
     return out
 
@@ -89,7 +93,7 @@ def muted(muted_until: int, now_ms: int) -> bool:
 
 
 async def verdicts(stores: Stores, cands: Sequence[Candidate], online: Callable[[int, int, int], bool],
-                   now_ms: int) -> list[Due]:
+                   now_ms: int, max_age_ms: int = 86_400_000) -> list[Due]:
     """Every (device, message) pair of `cands` with its verdict (module doc). Reads, per
     tenant: the records and their states (one round trip), every recipient's read
     positions and conversation states (concurrently), their registrations (one round trip
@@ -113,16 +117,24 @@ async def verdicts(stores: Stores, cands: Sequence[Candidate], online: Callable[
             for reg in regs.get(c.user, []):
                 if reg.settings.provider not in PROVIDER_NAMES:
                     continue
-                if rec is None or state != NORMAL:
-                    verdict = "suppressed_recalled"
-                elif read_at[(c.user, c.conversation_id)] >= c.seq:
-                    verdict = "suppressed_read"
-                elif muted(mute_at[(c.user, c.conversation_id)], now_ms) and not (
-                        rec.mention_all or c.user in rec.mention_user_ids):
-                    verdict = "suppressed_muted"
-                elif online(tenant, c.user, reg.device_id):
-                    verdict = "suppressed_online"
-                else:
-                    verdict = "due"
+                verdict = verdict_of(c, rec, state, read_at[(c.user, c.conversation_id)],
+                                     mute_at[(c.user, c.conversation_id)],
+                                     partial(online, tenant, c.user, reg.device_id), now_ms, max_age_ms)
                 out.append(Due(c, reg, rec, verdict))
     return out
+
+
+def verdict_of(c: Candidate, rec: Optional[message_pb2.MessageRecord], state: int, read_seq: int,
+               muted_until: int, online: Callable[[], bool], now_ms: int, max_age_ms: int) -> str:
+    """One device's verdict on one message (module doc, in that order; `online` asked last)."""
+    if c.created_at_ms < now_ms - max_age_ms:
+        return "suppressed_expired"
+    if rec is None or state != NORMAL:
+        return "suppressed_recalled"
+    if read_seq >= c.seq:
+        return "suppressed_read"
+    if muted(muted_until, now_ms) and not (rec.mention_all or c.user in rec.mention_user_ids):
+        return "suppressed_muted"
+    if online():
+        return "suppressed_online"
+    return "due"

@@ -4,7 +4,8 @@ message id as a label.
 - `qim_notify_alerts_total{provider, outcome}`: one per (device, message) that was due,
   by its end: sent, failed, unregistered (the provider said the token is dead: the
   registration was removed), suppressed_online, suppressed_muted, suppressed_read,
-  suppressed_recalled, suppressed_duplicate (made before: a replay). due = the sum.
+  suppressed_recalled, suppressed_expired (older than QIM_NOTIFY_MAX_AGE_MS),
+  suppressed_duplicate (made before: a replay). due = the sum.
 - `qim_notify_silent_total{provider, outcome}`: silent badge updates: sent, failed,
   unregistered, suppressed_online, suppressed_stale (the device already had a newer one).
 - `qim_notify_retries_total{provider}`: retryable provider answers retried later.
@@ -22,7 +23,7 @@ from qim.obs.metrics import MetricSet
 
 PROVIDERS = ("apns", "fcm", "webpush")
 ALERT_OUTCOMES = ("sent", "failed", "unregistered", "suppressed_online", "suppressed_muted", "suppressed_read",
-                  "suppressed_recalled", "suppressed_duplicate")
+                  "suppressed_recalled", "suppressed_expired", "suppressed_duplicate")
 SILENT_OUTCOMES = ("sent", "failed", "unregistered", "suppressed_online", "suppressed_stale")
 
 

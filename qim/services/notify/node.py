@@ -61,7 +61,7 @@ class NotifyNode(ServiceNode):
         self.sender = Sender(providers, stores.push, self.metrics)
         self.consumer = LogConsumer(config.common.kafka_bootstrap, stores, self.badges, self.notify_store, self.sender,
                                     self.metrics, self.online, self.presence_ready, config.batch, config.claim_ms,
-                                    config.badge_wait_ms / 1000)
+                                    config.badge_wait_ms / 1000, config.max_age_ms)
         self.silent = SilentUpdates(self.notify_store, self.badges, stores.push, self.sender, self.metrics,
                                     self.online, self.presence_ready)
         self.closing(self.shard_registry.close, "shard registry")
