@@ -39,8 +39,6 @@ from qim._core.types import MailboxEvent
 from qim.consts import (
     DISPATCH_TOPIC,
     KAFKA_CONSUME_WAIT_S,
-    MAILBOX_BATCH_BYTES,
-    MAILBOX_BATCH_RECORDS,
     MAILBOX_GLOBAL_PERMIT,
     MAILBOX_SHARD_FIFO,
 )
@@ -49,9 +47,10 @@ from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncConsumer
 from qim.obs import otel
 from qim.obs.logcontext import bind, tracer
+from qim.services.mailbox import overtake
 from qim.services.mailbox.dpgc import gc_loop
 from qim.services.mailbox.metrics import MailboxMetrics
-from qim.services.mailbox.record import ShardCursor, materialize
+from qim.services.mailbox.record import Materialized, ShardCursor, batch_of, materialize
 from qim.stores.errors import NotOwner
 from qim.stores.mailboxes import MailboxStore
 
@@ -74,6 +73,7 @@ class ShardState(ShardCursor):
         self.dirty = ""
         self.catch_up_to = 0  # high watermark at start: ready once W reaches it - 1
         self.next_offset = watermark.start_offset(self.blob)  # the first offset not yet queued
+        self.decoded: dict = {}  # offset -> Dispatch of queued records scanned for overtakes (overtake.py)
         self.worker: Optional[asyncio.Task] = None
 
 
@@ -83,11 +83,14 @@ class MailboxMaterializer:
     (default: an AsyncConsumer on `bootstrap`). `writer` is this instance's token, stored
     beside every watermark it writes: unique per process start, so a restarted or second
     owner never passes for this one. `shards`: the shards `start()` takes without a
-    registry (empty with one: `add_shard`)."""
+    registry (empty with one: `add_shard`). `overtake`: direct records queued behind a
+    backlog finish first, lane by lane (overtake.py, decision 0142; only a store whose
+    watermark holds 64 independent lanes)."""
 
     def __init__(self, bootstrap: str, store: MailboxStore, shards: list[int], push: PushHook,
                  faults: FaultPoints, dp_gc_safety_ms: int = 0, metrics: Optional[MailboxMetrics] = None,
-                 consumer: Optional[AsyncConsumer] = None, on_lost: Optional[LostHook] = None) -> None:
+                 consumer: Optional[AsyncConsumer] = None, on_lost: Optional[LostHook] = None,
+                 overtake: bool = False) -> None:
         self._m = metrics if metrics is not None else MailboxMetrics()
         self._consumer = consumer if consumer is not None else AsyncConsumer(bootstrap, "qim-mailbox")
         self._store = store
@@ -100,6 +103,7 @@ class MailboxMaterializer:
         self.running = False
         self.writer = f"{os.getpid()}-{secrets.token_hex(8)}".encode()
         self._on_lost = on_lost
+        self._overtake = overtake
 
     @property
     def dirty_reasons(self) -> list[str]:
@@ -228,13 +232,18 @@ class MailboxMaterializer:
                 state.wakeup.clear()
                 await state.wakeup.wait()
                 continue
-            batch = self._batch(state)
+            batch = batch_of(state.queue, self._faults.active)  # decisions/0067
             span = f"offset {batch[0].offset()}" if len(batch) == 1 else \
                 f"offsets {batch[0].offset()}..{batch[-1].offset()}"
             async with self._permit:
-                try:  # the batch's spans, when tracing is on (decision 0140)
-                    with otel.batch_spans(state.shard, batch):
-                        await self._apply(state, [(m.offset(), m.value()) for m in batch])
+                try:  # a direct record behind the batch first, in its lanes (decision 0142); never with a fault armed
+                    if self._overtake and not self._faults.active:
+                        self._m.overtakes.inc(await overtake.turn(self._store, state, self._pushed))
+                    # W covers the records that overtook up to the next queued one (decision 0142)
+                    through = state.queue[len(batch)].offset() - 1 if len(state.queue) > len(batch) else \
+                        state.next_offset - 1
+                    with otel.batch_spans(state.shard, batch):  # the batch's spans, when tracing is on (0140)
+                        await self._apply(state, [(m.offset(), m.value()) for m in batch], through)
                 except NotOwner as exc:  # a newer owner fenced the shard: this node must stop serving it
                     self._m.fenced.inc()
                     logger.error("mailbox shard %d: write at %s refused (%s); stopping the shard",
@@ -256,31 +265,15 @@ class MailboxMaterializer:
             for _ in batch:
                 state.queue.popleft()
 
-    def _batch(self, state: ShardState) -> list:
-        """The queued records materialized together (decisions/0067): the head of the
-        FIFO and the records after it, at most MAILBOX_BATCH_RECORDS and
-        MAILBOX_BATCH_BYTES of record values; one while a fault point is armed (the
-        step-wise path). Never waits for more: an idle shard's record goes alone."""
-        if self._faults.active:
-            return [state.queue[0]]
-        batch: list = []
-        size = 0
-        for msg in state.queue:
-            value = msg.value()
-            size += len(value) if value is not None else 0  # a null record fails in materialize (dirty)
-            if batch and (len(batch) == MAILBOX_BATCH_RECORDS or size > MAILBOX_BATCH_BYTES):
-                break
-            batch.append(msg)
-        return batch
-
-    async def _apply(self, state: ShardState, records: list[tuple[int, bytes]]) -> None:
+    async def _apply(self, state: ShardState, records: list[tuple[int, bytes]], through: int) -> None:
         """Materialize `records` (retried after an engine failure with the same records:
-        safe, record.py), then count and push each one that is new."""
+        safe, record.py; W advanced `through` that offset), then count and push each one
+        that is new."""
         delay = 0.2
         started = time.perf_counter()
         while True:
             try:
-                done = await materialize(self._store, state, records, self._faults)
+                done = await materialize(self._store, state, records, self._faults, through)
                 break
             except EngineError as exc:  # applied or not: repeating the call is safe (module doc)
                 self._m.retries.inc()
@@ -291,14 +284,18 @@ class MailboxMaterializer:
         self._m.stage.labels(stage="materialize").observe(time.perf_counter() - started)
         self._m.batch.observe(len(records))
         state.stored_blob = done[-1].new_blob
-        for (offset, _), one in zip(records, done):
-            self._m.records.labels(status=one.status).inc()
-            with bind(trace=one.trace_id):  # the log lines' trace=; pushes and projections get it passed
-                tracer.debug("materialized shard %d offset %d for %d recipient(s): %s", state.shard, offset,
-                             len(one.recipients), one.status)
-                if one.status != "DUPLICATE":  # RECOVERED: the push of the lost attempt never happened
-                    self._m.entries.inc(len(one.recipients))
-                    self._push(one.tenant, one.mailbox_seq, one.recipients, one.event, one.trace_id)
+        for one in done:
+            self._pushed(one)
+
+    def _pushed(self, one: Materialized) -> None:
+        """Count one materialized record and push it unless it is a DUPLICATE."""
+        self._m.records.labels(status=one.status).inc()
+        with bind(trace=one.trace_id):  # the log lines' trace=; pushes and projections get it passed
+            tracer.debug("materialized mailbox_seq %d for %d recipient(s): %s", one.mailbox_seq,
+                         len(one.recipients), one.status)
+            if one.status != "DUPLICATE":  # RECOVERED: the push of the lost attempt never happened
+                self._m.entries.inc(len(one.recipients))
+                self._push(one.tenant, one.mailbox_seq, one.recipients, one.event, one.trace_id)
 
     async def _gc_loop(self) -> None:
         """DispatchProgress GC of the owned shards (dpgc.py), until cancelled."""

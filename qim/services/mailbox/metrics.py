@@ -28,6 +28,8 @@ class MailboxMetrics(MetricSet):
         self.fenced = self.counter("qim_mailbox_fenced_writes",
                                    "Writes refused because a newer owner fenced the shard (the shard stopped here)")
         self.retries = self.counter("qim_mailbox_store_retries", "Fused calls retried after a Redis failure")
+        self.overtakes = self.counter("qim_mailbox_overtakes",
+                                      "Direct records finished before group records queued ahead (decision 0142)")
         self.pauses = self.counter("qim_mailbox_partition_pauses", "Partitions paused because their FIFO was full")
         self.queued = self.gauge("qim_mailbox_queued_records", "Records queued in shard FIFOs")
         # progress of the dispatch consumer (materializer.lag_loop): records behind the

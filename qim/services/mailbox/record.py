@@ -23,6 +23,7 @@ from typing import Optional, Sequence
 from qim._core import eventgroup, ids, watermark
 from qim._core import mailbox_seq as mseq
 from qim._core.types import MailboxEvent
+from qim.consts import MAILBOX_BATCH_BYTES, MAILBOX_BATCH_RECORDS
 from qim.errors import MailboxDirty
 from qim.faults import FaultPoints
 from qim.stores.mailboxes import DUPLICATE, RECOVERED, FusedRecord, MailboxStore, day_of
@@ -88,15 +89,33 @@ def entries(d: dispatch_record.Dispatch, seq8: bytes) -> tuple[MailboxEvent, lis
     return event, list(zip(d.recipients, packed))
 
 
+def batch_of(queue: Sequence, one: bool) -> list:
+    """The queued records (Kafka messages) materialized together (decisions/0067): the
+    head of the FIFO and the records after it, at most MAILBOX_BATCH_RECORDS and
+    MAILBOX_BATCH_BYTES of record values; the head alone when `one` (a fault point is
+    armed: the step-wise path). Never waits for more: an idle shard's record goes alone."""
+    if one:
+        return [queue[0]]
+    batch: list = []
+    size = 0
+    for msg in queue:
+        value = msg.value()
+        size += len(value) if value is not None else 0  # a null record fails in materialize (dirty)
+        if batch and (len(batch) == MAILBOX_BATCH_RECORDS or size > MAILBOX_BATCH_BYTES):
+            break
+        batch.append(msg)
+    return batch
+
+
 @dataclass
-class _Prepared:
+class Prepared:
     """A decoded record ready for the store: the dispatch, its fused-call form and events."""
     d: dispatch_record.Dispatch
     fused: FusedRecord
     event: MailboxEvent
 
 
-def _prepare(cur: ShardCursor, offset: int, value: bytes) -> _Prepared:
+def prepare(cur: ShardCursor, offset: int, value: bytes) -> Prepared:
     """Decode and check the record at `offset` (MailboxDirty when it is undecodable or not
     this shard's) and build its entries with this offset's mailbox_seq."""
     try:
@@ -109,20 +128,22 @@ def _prepare(cur: ShardCursor, offset: int, value: bytes) -> _Prepared:
     event, members = entries(d, seq8)
     fused = FusedRecord(d.tenant, d.dispatch_id, dispatch_record.payload_digest(value), offset, seq8,
                         day_of(d.coord.created_at_ms), members)
-    return _Prepared(d, fused, event)
+    return Prepared(d, fused, event)
 
 
 async def materialize(store: MailboxStore, cur: ShardCursor, records: Sequence[tuple[int, bytes]],
-                      faults: FaultPoints) -> list[Materialized]:
+                      faults: FaultPoints, through: Optional[int] = None) -> list[Materialized]:
     """Materialize consecutive records [(offset, value)] of the cursor's shard, in offset
     order, as one fused call (one record while a fault point is armed takes the
     step-wise path). One Materialized per record, each with the watermark after the
     last. Raises MailboxDirty (stop the shard; nothing written when a record does not
     decode or W moved), NotOwner (a newer owner fenced the shard: stop serving it) or
     StoreUnavailable, an EngineError (call again with the same cursor and records:
-    whatever applied, the repeat completes them or recognises that this writer did)."""
-    prepared = [_prepare(cur, offset, value) for offset, value in records]
-    new_blob = watermark.advance_all(cur.blob, records[-1][0])
+    whatever applied, the repeat completes them or recognises that this writer did).
+    `through` (>= the last record's offset): W advances to it when the offsets after the
+    last record up to it were finished already (records that overtook: decision 0142)."""
+    prepared = [prepare(cur, offset, value) for offset, value in records]
+    new_blob = watermark.advance_all(cur.blob, max(records[-1][0], -1 if through is None else through))
     if faults.active and len(prepared) == 1:  # step by step, so a fault point can stop it between the steps
         results = [await _stepwise(store, cur, prepared[0].fused, new_blob, faults)]
     else:  # one round trip, whatever the number of records and recipients (a batch formed
