@@ -78,6 +78,13 @@ def set_state(db: sqlite3.Connection, message_id: bytes, state: int) -> Optional
     return row(db, message_id) if cur.rowcount else None
 
 
+def unquoted(db: sqlite3.Connection, target: bytes, state: int) -> list[StoredMessage]:
+    """The stored replies quoting `target`, now recalled or deleted, without its text
+    (extras.unquote; docs/decisions/0134): the rows changed, to tell the app."""
+    rows = (row(db, mid) for mid in extras.unquote(db, target, state))
+    return [r for r in rows if r is not None]
+
+
 def resolve_own(db: sqlite3.Connection, user_id: int, msg: StoredMessage) -> Optional[Resolved]:
     """Our own committed message carries its cmid: the pending row becomes committed,
     but only when the message is the send that row holds. The writer's identity of a
@@ -126,6 +133,7 @@ def apply_mailbox_entries(db: sqlite3.Connection, user_id: int, entries: Iterabl
             changed = set_state(db, target, state) if target else None
             if changed is not None:
                 out.updated.append(changed)
+            out.updated.extend(unquoted(db, target, state) if target else [])  # decision 0134
             continue
         if e.event_type != EventType.MESSAGE:
             continue  # MEMBERSHIP notices are not stored as messages

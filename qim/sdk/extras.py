@@ -35,6 +35,12 @@ DDL = (
     " DELETE FROM message_extras WHERE message_id = old.message_id; END",
     "CREATE TRIGGER IF NOT EXISTS pending_extras_gone AFTER DELETE ON pending BEGIN"
     " DELETE FROM pending_extras WHERE client_message_id = old.client_message_id; END",
+    # replies holding a quote, by the quoted message: a recall or removal of it clears
+    # their quotes (`unquote`, docs/decisions/0134) without a scan
+    "CREATE TABLE IF NOT EXISTS reply_quotes (target_id BLOB NOT NULL, message_id BLOB NOT NULL,"
+    " PRIMARY KEY (target_id, message_id)) WITHOUT ROWID",
+    "CREATE TRIGGER IF NOT EXISTS reply_quotes_gone AFTER DELETE ON messages BEGIN"
+    " DELETE FROM reply_quotes WHERE message_id = old.message_id; END",
 )
 # the extras of a messages / pending row as one more selected column (b"" when none)
 MESSAGE_COLUMN = ("coalesce((SELECT x.extras FROM message_extras x WHERE x.message_id = messages.message_id),"
@@ -87,11 +93,39 @@ def stored(db: sqlite3.Connection, message_id: bytes) -> bytes:
 
 
 def put(db: sqlite3.Connection, message_id: bytes, extras: bytes) -> bool:
-    """Store `extras` for a message; whether anything changed."""
+    """Store `extras` for a message; whether anything changed. A reply's quote of a
+    message this store holds as recalled or deleted is stored without its preview, and
+    one with a preview is indexed for `unquote` (docs/decisions/0134)."""
+    rec = message_pb2.MessageRecord.FromString(extras) if extras else None
+    if rec is not None and rec.HasField("reply") and rec.reply.preview:
+        target = bytes(rec.reply.message_id)
+        got = db.execute("SELECT state FROM messages WHERE message_id = ?", (target,)).fetchone()
+        if got is not None and got[0] != message_pb2.MESSAGE_STATE_NORMAL:
+            rec.reply.state, rec.reply.preview = got[0], ""
+            extras = rec.SerializeToString(deterministic=True)
+        else:
+            db.execute("INSERT OR IGNORE INTO reply_quotes (target_id, message_id) VALUES (?, ?)", (target, message_id))
     if extras == stored(db, message_id):
         return False
     db.execute("INSERT OR REPLACE INTO message_extras (message_id, extras) VALUES (?, ?)", (message_id, extras))
     return True
+
+
+def unquote(db: sqlite3.Connection, target: bytes, state: int) -> list[bytes]:
+    """`target` was recalled or deleted (`state`): the stored replies quoting it lose the
+    preview and take the state (docs/decisions/0134). Returns the replies changed."""
+    changed = []
+    for (mid,) in db.execute("SELECT message_id FROM reply_quotes WHERE target_id = ?", (target,)).fetchall():
+        old = stored(db, bytes(mid))
+        if old:
+            rec = message_pb2.MessageRecord.FromString(old)
+            rec.reply.MergeFrom(message_pb2.ReplyRef(state=state))  # an open enum: the int as given
+            rec.reply.preview = ""
+            db.execute("UPDATE message_extras SET extras = ? WHERE message_id = ?",
+                       (rec.SerializeToString(deterministic=True), bytes(mid)))
+            changed.append(bytes(mid))
+    db.execute("DELETE FROM reply_quotes WHERE target_id = ?", (target,))
+    return changed
 
 
 def put_pending(db: sqlite3.Connection, cmid: bytes, extras: bytes) -> None:

@@ -96,6 +96,7 @@ class ListsMixin:
             if changed is not None:
                 out.updated.append(changed)
                 conversations.note_message(self._db, self.user_id, changed, touch)
+            out.updated.extend(apply.unquoted(self._db, message_id, state))  # their quotes lose its text (0134)
             return conversations.finish(self._db, self.user_id, touch, out)
 
     def note_title(self, conversation_id: bytes, group_id: int, title: str, seq: int) -> ApplyResult:

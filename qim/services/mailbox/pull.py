@@ -15,6 +15,7 @@ from qim.errors import EngineError, ErrorCode, RequestError, SeqError
 from qim.proto.v1 import internal_pb2, mailbox_pb2, reaction_pb2
 from qim.protocol import EventType, Opcode
 from qim.services.mailbox.materializer import MailboxMaterializer
+from qim.stores import quotes
 from qim.stores.mailboxes import MailboxStore, Retained
 from qim.stores.messages import MessageRef, MessageStore
 from qim.stores.reactions import ReactionStore
@@ -221,6 +222,8 @@ class MailboxPuller:
                 raise RequestError(ErrorCode.INTERNAL, "referenced message missing from MessageStore")
             entry.body, entry.state = rec.body, rec.state
             copy_extras(rec, entry)  # replies and mentions are never inlined (decision 0120)
+        # a quote of a message recalled or removed since is read without its text (decision 0134)
+        await quotes.refresh(self._messages, tenant, [(entry.conversation_id, entry) for entry, _ in refs])
         for entry, state in zip(inline, states):
             if state:  # recalled or deleted
                 entry.body = b""

@@ -16,6 +16,7 @@ from qim.consts import HISTORY_PAGE_DEFAULT_LIMIT, HISTORY_PAGE_MAX_BYTES, HISTO
 from qim.errors import ErrorCode, RequestError
 from qim.proto.v1 import history_pb2, internal_pb2
 from qim.services.writer.access import visible_interval
+from qim.stores import quotes
 from qim.stores.groups import GroupStore
 from qim.stores.messages import MessageStore
 from qim.wire.history import history_item
@@ -36,4 +37,6 @@ async def pull_history(messages: MessageStore, groups: GroupStore, actor: intern
     for rec in page.records:
         batch.items.append(history_item(rec, actor.user_id))
         batch.next_anchor = rec.conversation_seq
+    # a quote of a message recalled or removed since is read without its text (decision 0134)
+    await quotes.refresh(messages, tenant, [(req.conversation_id, item) for item in batch.items])
     return batch
