@@ -46,7 +46,7 @@ async def test_a_stuck_shard_pauses_only_its_partition_and_others_flow(monkeypat
     release = asyncio.Event()
     done: dict[int, list[int]] = {0: [], 1: []}
 
-    async def fake_materialize(store, cur, records, faults, through=None):
+    async def fake_materialize(store, cur, records, faults, through=None, memo=None):
         if cur.shard == 0:
             await release.wait()  # shard 0's store call hangs
         done[cur.shard].extend(offset for offset, _ in records)

@@ -73,7 +73,7 @@ class ShardState(ShardCursor):
         self.dirty = ""
         self.catch_up_to = 0  # high watermark at start: ready once W reaches it - 1
         self.next_offset = watermark.start_offset(self.blob)  # the first offset not yet queued
-        self.decoded: dict = {}  # offset -> Dispatch of queued records scanned for overtakes (overtake.py)
+        self.prepared: dict = {}  # offset -> Prepared of queued records an overtake read (overtake.py)
         self.worker: Optional[asyncio.Task] = None
 
 
@@ -273,7 +273,7 @@ class MailboxMaterializer:
         started = time.perf_counter()
         while True:
             try:
-                done = await materialize(self._store, state, records, self._faults, through)
+                done = await materialize(self._store, state, records, self._faults, through, state.prepared)
                 break
             except EngineError as exc:  # applied or not: repeating the call is safe (module doc)
                 self._m.retries.inc()

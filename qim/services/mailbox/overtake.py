@@ -28,10 +28,9 @@ from typing import Any, Callable, Optional
 from qim._core import ids, watermark
 from qim._core import mailbox_seq as mseq
 from qim.consts import MAILBOX_BATCH_RECORDS, WM_FLAG_MATERIALIZED
-from qim.errors import EngineError
+from qim.errors import EngineError, MailboxDirty
 from qim.services.mailbox.record import Materialized, Prepared, ShardCursor, prepare
 from qim.stores.mailboxes import DUPLICATE, RECOVERED, MailboxStore
-from qim.wire import dispatch as dispatch_record
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +38,7 @@ logger = logging.getLogger(__name__)
 OVERTAKE_FROM = MAILBOX_BATCH_RECORDS
 OVERTAKES_PER_TURN = 4  # bounds one worker turn: the head batch is never starved
 DIRECT = 1  # conversation kind byte of a direct conversation (docs/design.md §3)
+KIND_AT = 49  # its place in a dispatch record: version, tenant, dispatch_id, message_id (qim/wire/dispatch.py)
 RETRY_MAX_S = 5.0
 
 
@@ -59,24 +59,15 @@ def advance_lanes(blob: bytes, lanes: set[int], offset: int) -> bytes:
     return watermark.encode(out)
 
 
-def targets(queue: Any, decoded: dict[int, Any]) -> list[int]:
-    """Indexes (ascending, at most OVERTAKES_PER_TURN) of the direct records of `queue`
-    (Kafka messages of one shard, offset order) at OVERTAKE_FROM or later. `decoded`
-    memoizes offset -> Dispatch (None: undecodable; nothing behind it overtakes, the
-    in-order path stops the shard on it)."""
+def targets(queue: Any) -> list[int]:
+    """Indexes (ascending, at most OVERTAKES_PER_TURN) of the records of `queue` (Kafka
+    messages of one shard, offset order) at OVERTAKE_FROM or later whose conversation is
+    direct, by the kind byte alone (no decode: `overtake` decodes, and leaves a record
+    that does not decode to the in-order path)."""
     found: list[int] = []
     for i in range(OVERTAKE_FROM, len(queue)):
-        msg = queue[i]
-        d = decoded.get(msg.offset(), False)
-        if d is False:
-            try:
-                d = dispatch_record.decode(msg.value())
-            except (dispatch_record.DispatchDecodeError, TypeError):
-                d = None
-            decoded[msg.offset()] = d
-        if d is None:
-            break
-        if d.coord.conversation_id[0] == DIRECT:
+        value = queue[i].value()
+        if value is not None and len(value) > KIND_AT and value[KIND_AT] == DIRECT:
             found.append(i)
             if len(found) == OVERTAKES_PER_TURN:
                 break
@@ -84,23 +75,28 @@ def targets(queue: Any, decoded: dict[int, Any]) -> list[int]:
 
 
 async def overtake(store: MailboxStore, cur: ShardCursor, ahead: list[tuple[int, bytes]],
-                   target: tuple[int, bytes]) -> Optional[Materialized]:
+                   target: tuple[int, bytes], memo: dict[int, Prepared]) -> Optional[Materialized]:
     """Finish the record `target` (offset, value) before the records `ahead` of it
     (offset order; every record between W and the target): append their entries of
     the target's lanes (begun, not finished), then the target's own, then finish it
     with W advanced in its lanes only. Returns its Materialized (cur.stored_blob is
     then its new W), or None when it may not overtake (a dispatch_id twice among them:
-    the in-order path decides which offset comes first). A store failure is retried
-    with backoff by repeating the whole (begin and append are idempotent; finish
-    recognises its own write). MailboxDirty / NotOwner as materialize()."""
-    t = prepare(cur, *target)
-    lanes = {lane_of(t.d.tenant, u) for u in t.d.recipients}
-    parts: list[tuple[Prepared, list]] = []
-    for offset, value in ahead:
-        p = prepare(cur, offset, value)
-        mine = [m for m in p.fused.members if lane_of(p.d.tenant, m[0]) in lanes]
-        if mine:
-            parts.append((p, mine))
+    the in-order path decides which offset comes first, or a record that does not
+    decode: the in-order path stops the shard on it). `memo`: offset -> Prepared,
+    filled here and reused by the in-order batch. A store failure is retried with
+    backoff by repeating the whole (begin and append are idempotent; finish recognises
+    its own write). MailboxDirty / NotOwner as materialize()."""
+    try:
+        t = prepare(cur, *target)
+        lanes = {lane_of(t.d.tenant, u) for u in t.d.recipients}
+        parts: list[tuple[Prepared, list]] = []
+        for offset, value in ahead:
+            p = memo.get(offset) or memo.setdefault(offset, prepare(cur, offset, value))
+            mine = [m for m in p.fused.members if lane_of(p.d.tenant, m[0]) in lanes]
+            if mine:
+                parts.append((p, mine))
+    except MailboxDirty:
+        return None
     if len({p.d.dispatch_id for p, _ in parts} | {t.d.dispatch_id}) != len(parts) + 1:
         return None
     new_blob = advance_lanes(cur.blob, lanes, t.fused.offset)
@@ -126,12 +122,13 @@ async def turn(store: MailboxStore, state: Any, push: Callable[[Materialized], N
     if len(queue) <= OVERTAKE_FROM:
         return 0
     head = queue[0].offset()
-    state.decoded = {o: d for o, d in state.decoded.items() if o >= head}
+    if state.prepared and min(state.prepared) < head:  # taken over by a record that overtook, or stale
+        state.prepared = {o: p for o, p in state.prepared.items() if o >= head}
     n = 0
-    for i in targets(queue, state.decoded):
+    for i in targets(queue):
         i -= n  # the records overtaken before this one left the queue
         ahead = [(m.offset(), m.value()) for m in itertools.islice(queue, 0, i)]
-        done = await overtake(store, state, ahead, (queue[i].offset(), queue[i].value()))
+        done = await overtake(store, state, ahead, (queue[i].offset(), queue[i].value()), state.prepared)
         if done is None:
             break
         del queue[i]

@@ -132,7 +132,8 @@ def prepare(cur: ShardCursor, offset: int, value: bytes) -> Prepared:
 
 
 async def materialize(store: MailboxStore, cur: ShardCursor, records: Sequence[tuple[int, bytes]],
-                      faults: FaultPoints, through: Optional[int] = None) -> list[Materialized]:
+                      faults: FaultPoints, through: Optional[int] = None,
+                      memo: Optional[dict[int, Prepared]] = None) -> list[Materialized]:
     """Materialize consecutive records [(offset, value)] of the cursor's shard, in offset
     order, as one fused call (one record while a fault point is armed takes the
     step-wise path). One Materialized per record, each with the watermark after the
@@ -141,8 +142,10 @@ async def materialize(store: MailboxStore, cur: ShardCursor, records: Sequence[t
     StoreUnavailable, an EngineError (call again with the same cursor and records:
     whatever applied, the repeat completes them or recognises that this writer did).
     `through` (>= the last record's offset): W advances to it when the offsets after the
-    last record up to it were finished already (records that overtook: decision 0142)."""
-    prepared = [prepare(cur, offset, value) for offset, value in records]
+    last record up to it were finished already (records that overtook: decision 0142).
+    `memo`: offset -> Prepared of this cursor's records prepared before (taken out)."""
+    memo = {} if memo is None else memo
+    prepared = [memo.pop(offset) if offset in memo else prepare(cur, offset, value) for offset, value in records]
     new_blob = watermark.advance_all(cur.blob, max(records[-1][0], -1 if through is None else through))
     if faults.active and len(prepared) == 1:  # step by step, so a fault point can stop it between the steps
         results = [await _stepwise(store, cur, prepared[0].fused, new_blob, faults)]
