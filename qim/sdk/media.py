@@ -233,16 +233,22 @@ class MediaCalls:
             data, name = await asyncio.to_thread(path.read_bytes), name or path.name
         else:
             data = bytes(file)
-        up = await upload(
-            self._media(),
-            self.runtime.tokens.token,
-            data,
-            mime=mime,
-            name=name,
-            keep_metadata=keep_metadata,
-            progress=progress,
-            ssl_context=self.media_ssl,
-        )
+        token = self.runtime.tokens.token
+        if len(data) > LARGE_BYTES and sniff(data) not in IMAGE_TYPES:  # images always pass the service
+            up = await upload_large(
+                self._media(), token, data, mime=mime, name=name, progress=progress, ssl_context=self.media_ssl
+            )
+        else:
+            up = await upload(
+                self._media(),
+                token,
+                data,
+                mime=mime,
+                name=name,
+                keep_metadata=keep_metadata,
+                progress=progress,
+                ssl_context=self.media_ssl,
+            )
         send: Any = self.send  # type: ignore[attr-defined]  # the Client's
         return await send(conversation_id, up.body, MESSAGE_TYPE_MEDIA, b"", wait)
 

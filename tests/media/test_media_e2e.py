@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 
 import pytest
 from PIL import Image
@@ -90,4 +91,36 @@ async def test_photo_sent_downloaded_refused_and_recalled(stack, s3_engine, tmp_
         with pytest.raises(MediaRefused) as wrong:
             await upload(base, issue_dev_token(stack.token_key, 0, a, 1), b"%PDF-1.7 x", mime="image/png")
         assert wrong.value.status == 415
+        await close_all(ca, cb)
+
+
+async def test_large_file_in_parts_in_a_direct_chat(stack, s3_engine, tmp_path) -> None:
+    """A 17 MiB file goes in presigned parts (above the SDK's 16 MiB through-the-service
+    size), is sent in a direct conversation and streamed back to the peer whole and by range."""
+    env = {**stack.env, **s3_engine.env(bucket="t-media-e2e-large"), "QIM_MEDIA_METRICS_LISTEN": "127.0.0.1:0"}
+    a, b = users(2)
+    blob = os.urandom(17 * 1024 * 1024)
+    async with running_media(env) as (node, _, base):
+        ca, cb = await client(stack, tmp_path, a), await client(stack, tmp_path, b)
+        await ca.connect()
+        await cb.connect()
+        ca.media_url = cb.media_url = base
+        conv = (await ca.open_direct(b)).conversation_id
+        await cb.open_direct(a)
+        await ca.send_media(conv, blob, name="big.bin")
+        find = _media(cb, conv)
+        await eventually(find, timeout=60, what="the MEDIA message reaches b")
+        (got,) = await find()
+        ref = decode_ref(got.body)
+        assert (ref.mime, ref.size, ref.name) == ("application/octet-stream", len(blob), "big.bin")
+        assert await cb.download(got) == blob
+        tok = issue_dev_token(stack.token_key, 0, b, 1)
+        across = (4 * 1024 * 1024 - 10, 8 * 1024 * 1024 + 10)  # over two of the service's pieces
+        assert (
+            await fetch(base, tok, ref, conv, got.message_id, peer=a, byte_range=across)
+            == blob[across[0] : across[1] + 1]
+        )
+        with pytest.raises(MediaRefused) as no_peer:
+            await fetch(base, tok, ref, conv, got.message_id)
+        assert no_peer.value.status == 403
         await close_all(ca, cb)

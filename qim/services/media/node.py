@@ -47,6 +47,7 @@ from qim.wire.media import NAME_MAX, THUMBNAIL_MAX, sign_ref
 from qim.wire.tokens import TokenVerifier
 
 logger = logging.getLogger(__name__)
+STREAM_BYTES = 4 * 1024 * 1024  # a download is read from the store and sent in pieces of this
 
 
 def check_name(name: str) -> str:
@@ -246,23 +247,37 @@ class MediaNode(ServiceNode, Multipart):
         if record is None:
             raise MediaRefused(404, "no_media", "no such media")
         total = int(record["size"])
+        ranged = bool(request.headers.get("Range"))
         first, last = _range(request.headers.get("Range"), total)
-        try:
-            data = await self.objects.get(record["key"], first, last) if total else b""
+        start, end = (first or 0), (last if last is not None else total - 1)
+        try:  # the first piece before the status is sent: a missing object is still a 404
+            piece = await self.objects.get(record["key"], start, min(end, start + STREAM_BYTES - 1)) if total else b""
         except ObjectMissing:
             raise MediaRefused(404, "no_media", "the media object is gone") from None
         headers = {
             "Content-Type": record["mime"],
+            "Content-Length": str(end - start + 1 if total else 0),
             "Accept-Ranges": "bytes",
             "ETag": f'"{record["sha256"]}"',
             "Cache-Control": "private, max-age=300",
             "X-Content-Type-Options": "nosniff",
             "Content-Disposition": "inline" if record["mime"].startswith("image/") else "attachment",
         }
-        if first is not None:
-            headers["Content-Range"] = f"bytes {first}-{first + len(data) - 1}/{total}"
-            return web.Response(status=206, body=data, headers=headers)
-        return web.Response(status=200, body=data, headers=headers)
+        if ranged:
+            headers["Content-Range"] = f"bytes {start}-{end}/{total}"
+        # streamed in STREAM_BYTES pieces: a large file never sits whole in the node's memory
+        response = web.StreamResponse(status=206 if ranged else 200, headers=headers)
+        await response.prepare(request)
+        await response.write(piece)
+        at = start + len(piece)
+        while at <= end and total:
+            piece = await self.objects.get(record["key"], at, min(end, at + STREAM_BYTES - 1))
+            if not piece:  # shorter than recorded: end the body (its length tells the client)
+                break
+            await response.write(piece)
+            at += len(piece)
+        await response.write_eof()
+        return response
 
 
 def _range(header: Optional[str], total: int) -> tuple[Optional[int], Optional[int]]:
