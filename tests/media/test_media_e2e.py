@@ -83,6 +83,11 @@ async def test_photo_sent_downloaded_refused_and_recalled(stack, s3_engine, tmp_
         with pytest.raises(ServerError):
             await ca.send(conv, b"not a reference", MESSAGE_TYPE_MEDIA)
 
+        # nor can an edit swap the reference of a sent one
+        with pytest.raises(ServerError) as edited:
+            await ca.edit(conv, got.message_id, forged.SerializeToString())
+        assert "cannot be edited" in str(edited.value)
+
         await ca.recall(conv, got.message_id)
         with pytest.raises(MediaRefused) as gone:
             await fetch(base, tok[b], ref, conv, got.message_id)

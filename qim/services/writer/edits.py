@@ -22,7 +22,13 @@ from __future__ import annotations
 from typing import Awaitable
 
 from qim._core import ids
-from qim.consts import CONVERSATION_KIND_GROUP, ID_LEN, MAX_EDITS_PER_MESSAGE, MESSAGE_TYPE_CONTROL
+from qim.consts import (
+    CONVERSATION_KIND_GROUP,
+    ID_LEN,
+    MAX_EDITS_PER_MESSAGE,
+    MESSAGE_TYPE_CONTROL,
+    MESSAGE_TYPE_MEDIA,
+)
 from qim.errors import ErrorCode, RequestError
 from qim.policy import PolicySeam, SendFacts
 from qim.proto.v1 import internal_pb2, message_pb2
@@ -110,6 +116,8 @@ class Edits:
                 raise RequestError(ErrorCode.FORBIDDEN, "only the sender may edit a message")
             if target.state != message_pb2.MESSAGE_STATE_NORMAL:
                 raise RequestError(ErrorCode.FORBIDDEN, "a recalled or deleted message cannot be edited")
+            if target.message_type == MESSAGE_TYPE_MEDIA:  # its body is a signed reference (decision 0138)
+                raise RequestError(ErrorCode.FORBIDDEN, "a MEDIA message cannot be edited: send another")
             if now_ms() - target.created_at_ms > self._window_ms or stored.version == "":
                 raise RequestError(ErrorCode.FORBIDDEN, "the edit window has passed")
             if target.version >= MAX_EDITS_PER_MESSAGE:  # a recall blanks every notice in one call
