@@ -35,7 +35,8 @@ OTHER_LANE = [u for u in MEMBERS if ids.lane_id(TENANT, u) != LANE]
 
 
 class Gated(RedisMailboxStore):
-    """The real store; fused calls (the in-order batches) wait until `gate` is set."""
+    """The real store; the in-order batches' fused calls wait until `gate` is set (an
+    overtake's call, which leaves records unfinished, goes through)."""
 
     def __init__(self, client: Any) -> None:
         super().__init__(client)
@@ -43,8 +44,9 @@ class Gated(RedisMailboxStore):
         self.fused_waiting = asyncio.Event()
 
     async def fused(self, *a: Any, **kw: Any) -> Any:
-        self.fused_waiting.set()
-        await self.gate.wait()
+        if not kw.get("unfinished"):
+            self.fused_waiting.set()
+            await self.gate.wait()
         return await super().fused(*a, **kw)
 
 

@@ -4,7 +4,7 @@ Statically assigns its dispatch partitions and seeks each to the watermark's sta
 offset (never trusts committed group offsets); reports ready only after catching up to
 the high watermark seen at start. One FIFO worker per shard (capacity 128, strictly
 serial within a partition) under a global permit (64); a full FIFO pauses only its
-partition. The worker materializes the records its FIFO holds together, up to a batch
+partition (with overtakes, decision 0142, it reads further ahead: overtake.py). The worker materializes the records its FIFO holds together, up to a batch
 (decisions/0067: a backlog costs one round trip and one watermark write per batch). A
 Redis failure is retried with backoff by repeating the call: the failed call may have
 applied (a reply lost to a client timeout), and the repeat either completes it or
@@ -40,7 +40,6 @@ from qim.consts import (
     DISPATCH_TOPIC,
     KAFKA_CONSUME_WAIT_S,
     MAILBOX_GLOBAL_PERMIT,
-    MAILBOX_SHARD_FIFO,
 )
 from qim.errors import EngineError
 from qim.faults import FaultPoints
@@ -74,6 +73,8 @@ class ShardState(ShardCursor):
         self.catch_up_to = 0  # high watermark at start: ready once W reaches it - 1
         self.next_offset = watermark.start_offset(self.blob)  # the first offset not yet queued
         self.prepared: dict = {}  # offset -> Prepared of queued records an overtake read (overtake.py)
+        self.directs: list[int] = []  # offsets of the queued records of direct conversations
+        self.bytes = 0  # of the queued records' values
         self.worker: Optional[asyncio.Task] = None
 
 
@@ -205,8 +206,9 @@ class MailboxMaterializer:
                         continue  # a shard given up, or a record queued before (never twice)
                     state.next_offset = m.offset() + 1
                     state.queue.append(m)
+                    overtake.queued(state, m)
                     state.wakeup.set()
-                    if len(state.queue) >= MAILBOX_SHARD_FIFO and not state.paused:
+                    if not state.paused and overtake.full(state, self._overtake):  # reads ahead to overtake (0142)
                         state.paused = True
                         full.append(state.shard)
                 if full:
@@ -214,7 +216,7 @@ class MailboxMaterializer:
                     await self._consumer.pause(DISPATCH_TOPIC, full)
                 self._m.queued.set(sum(len(s.queue) for s in self.shards.values()))
                 drained = [s for s in self.shards.values()
-                           if s.paused and not s.dirty and len(s.queue) < MAILBOX_SHARD_FIFO // 2]
+                           if s.paused and not s.dirty and overtake.drained(s, self._overtake)]
                 if drained:
                     for s in drained:
                         s.paused = False
@@ -263,7 +265,7 @@ class MailboxMaterializer:
                     await self._consumer.pause(DISPATCH_TOPIC, [state.shard])
                     return
             for _ in batch:
-                state.queue.popleft()
+                overtake.taken(state, state.queue.popleft())
 
     async def _apply(self, state: ShardState, records: list[tuple[int, bytes]], through: int) -> None:
         """Materialize `records` (retried after an engine failure with the same records:

@@ -13,6 +13,9 @@ them. A user's entries stay in offset order and none appears below a W already
 shown. A restart replays from min(W) + 1: the overtaken record is then a DUPLICATE
 (nothing appended), the begun ones RESUME.
 
+One call per overtake: the Redis store's fused script with the records ahead left
+unfinished. So that a direct record is read at all while a backlog waits, a shard that
+may overtake reads ahead of its FIFO's usual bound (READ_AHEAD_RECORDS and _BYTES).
 Only stores whose watermark holds 64 independent lanes can do this (the Redis
 MailboxStore; the CQL frontier holds one value for all lanes: decisions/0102).
 """
@@ -20,17 +23,18 @@ MailboxStore; the CQL frontier holds one value for all lanes: decisions/0102).
 from __future__ import annotations
 
 import asyncio
+import bisect
 import functools
 import itertools
 import logging
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, cast
 
 from qim._core import ids, watermark
 from qim._core import mailbox_seq as mseq
-from qim.consts import MAILBOX_BATCH_RECORDS, WM_FLAG_MATERIALIZED
+from qim.consts import MAILBOX_BATCH_RECORDS, MAILBOX_SHARD_FIFO, WM_FLAG_MATERIALIZED
 from qim.errors import EngineError, MailboxDirty
 from qim.services.mailbox.record import Materialized, Prepared, ShardCursor, prepare
-from qim.stores.mailboxes import DUPLICATE, RECOVERED, MailboxStore
+from qim.stores.mailboxes import DUPLICATE, RECOVERED, FusedRecord, MailboxStore
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +43,10 @@ OVERTAKE_FROM = MAILBOX_BATCH_RECORDS
 OVERTAKES_PER_TURN = 4  # bounds one worker turn: the head batch is never starved
 DIRECT = 1  # conversation kind byte of a direct conversation (docs/design.md §3)
 KIND_AT = 49  # its place in a dispatch record: version, tenant, dispatch_id, message_id (qim/wire/dispatch.py)
+# how far a shard that may overtake reads ahead before its partition is paused (memory
+# bound: 64 shards x 2 MiB); without overtakes MAILBOX_SHARD_FIFO records, as before
+READ_AHEAD_RECORDS = 8 * MAILBOX_SHARD_FIFO
+READ_AHEAD_BYTES = 2 << 20
 RETRY_MAX_S = 5.0
 
 
@@ -59,102 +67,150 @@ def advance_lanes(blob: bytes, lanes: set[int], offset: int) -> bytes:
     return watermark.encode(out)
 
 
-def targets(queue: Any) -> list[int]:
-    """Indexes (ascending, at most OVERTAKES_PER_TURN) of the records of `queue` (Kafka
-    messages of one shard, offset order) at OVERTAKE_FROM or later whose conversation is
-    direct, by the kind byte alone (no decode: `overtake` decodes, and leaves a record
-    that does not decode to the in-order path)."""
+def queued(state: Any, msg: Any) -> None:
+    """Account for `msg` appended to shard `state`'s FIFO: its bytes, and its offset in
+    `state.directs` when its conversation is direct (the kind byte: no decode here)."""
+    value = msg.value()
+    if value is None:
+        return
+    state.bytes += len(value)
+    if len(value) > KIND_AT and value[KIND_AT] == DIRECT:
+        state.directs.append(msg.offset())
+
+
+def taken(state: Any, msg: Any) -> None:
+    """Account for `msg` leaving shard `state`'s FIFO."""
+    value = msg.value()
+    state.bytes -= len(value) if value is not None else 0
+
+
+def full(state: Any, deep: bool) -> bool:
+    """Whether the shard's partition must pause: its FIFO's usual bound, or with `deep`
+    (overtakes on) READ_AHEAD_RECORDS or READ_AHEAD_BYTES."""
+    if not deep:
+        return len(state.queue) >= MAILBOX_SHARD_FIFO
+    return len(state.queue) >= READ_AHEAD_RECORDS or state.bytes >= READ_AHEAD_BYTES
+
+
+def drained(state: Any, deep: bool) -> bool:
+    """Whether a paused partition may resume (half of the bound `full` applies)."""
+    if not deep:
+        return len(state.queue) < MAILBOX_SHARD_FIFO // 2
+    return len(state.queue) < READ_AHEAD_RECORDS // 2 and state.bytes < READ_AHEAD_BYTES // 2
+
+
+def _index(queue: Any, offset: int) -> Optional[int]:
+    """Where the record at `offset` is in `queue` (offset order), None when gone."""
+    i = bisect.bisect_left(_Offsets(queue), offset)
+    return i if i < len(queue) and queue[i].offset() == offset else None
+
+
+class _Offsets:
+    """The offsets of a FIFO of Kafka messages, as a sequence for bisect."""
+
+    def __init__(self, queue: Any) -> None:
+        self.queue = queue
+
+    def __len__(self) -> int:
+        return len(self.queue)
+
+    def __getitem__(self, i: int) -> int:
+        return self.queue[i].offset()
+
+
+def targets(state: Any) -> list[int]:
+    """Indexes (ascending, at most OVERTAKES_PER_TURN) in shard `state`'s FIFO of the
+    direct records at OVERTAKE_FROM or later; forgets those gone or within the next batch."""
     found: list[int] = []
-    for i in range(OVERTAKE_FROM, len(queue)):
-        value = queue[i].value()
-        if value is not None and len(value) > KIND_AT and value[KIND_AT] == DIRECT:
-            found.append(i)
-            if len(found) == OVERTAKES_PER_TURN:
-                break
+    for offset in list(state.directs):
+        i = _index(state.queue, offset)
+        if i is None or i < OVERTAKE_FROM:
+            state.directs.remove(offset)
+            continue
+        found.append(i)
+        if len(found) == OVERTAKES_PER_TURN:
+            break
     return found
+
+
+def _lanes(p: Prepared) -> dict:
+    """lane -> the record's (user, entry) in that lane (computed once per record)."""
+    if p.by_lane is None:
+        p.by_lane = {}
+        for m in p.fused.members:
+            p.by_lane.setdefault(lane_of(p.d.tenant, m[0]), []).append(m)
+    return p.by_lane
 
 
 async def overtake(store: MailboxStore, cur: ShardCursor, ahead: list[tuple[int, bytes]],
                    target: tuple[int, bytes], memo: dict[int, Prepared]) -> Optional[Materialized]:
     """Finish the record `target` (offset, value) before the records `ahead` of it
-    (offset order; every record between W and the target): append their entries of
-    the target's lanes (begun, not finished), then the target's own, then finish it
-    with W advanced in its lanes only. Returns its Materialized (cur.stored_blob is
-    then its new W), or None when it may not overtake (a dispatch_id twice among them:
-    the in-order path decides which offset comes first, or a record that does not
-    decode: the in-order path stops the shard on it). `memo`: offset -> Prepared,
-    filled here and reused by the in-order batch. A store failure is retried with
-    backoff by repeating the whole (begin and append are idempotent; finish recognises
-    its own write). MailboxDirty / NotOwner as materialize()."""
+    (offset order; every record between W and the target): their entries of the
+    target's lanes are begun and appended unfinished, the target's appended and
+    finished, W advanced in its lanes only, in one fused call. Returns its Materialized
+    (cur.stored_blob is then its new W), or None when it may not overtake (a
+    dispatch_id twice among them: the in-order path decides which offset comes first,
+    or a record that does not decode: the in-order path stops the shard on it). `memo`:
+    offset -> Prepared, filled here and reused by the in-order batch. A store failure is
+    retried with backoff by repeating the call (it recognises its own earlier write).
+    MailboxDirty / NotOwner as materialize()."""
     try:
         t = prepare(cur, *target)
         lanes = {lane_of(t.d.tenant, u) for u in t.d.recipients}
-        parts: list[tuple[Prepared, list]] = []
+        parts: list[FusedRecord] = []
         for offset, value in ahead:
             p = memo.get(offset) or memo.setdefault(offset, prepare(cur, offset, value))
-            mine = [m for m in p.fused.members if lane_of(p.d.tenant, m[0]) in lanes]
+            by_lane = _lanes(p)
+            mine = [m for lane in lanes for m in by_lane.get(lane, ())]
             if mine:
-                parts.append((p, mine))
+                parts.append(p.fused._replace(members=sorted(mine)))
     except MailboxDirty:
         return None
-    if len({p.d.dispatch_id for p, _ in parts} | {t.d.dispatch_id}) != len(parts) + 1:
+    if len({r.dispatch_id for r in parts} | {t.fused.dispatch_id}) != len(parts) + 1:
         return None
     new_blob = advance_lanes(cur.blob, lanes, t.fused.offset)
     delay = 0.2
     while True:
-        try:
-            done = await _apply(store, cur, parts, t, new_blob)
+        try:  # the Redis store's fused call (overtakes run only on it: decisions/0142)
+            results = await cast(Any, store).fused(cur.shard, cur.epoch, [*parts, t.fused], cur.stored_blob,
+                                                    new_blob, writer=cur.writer, fence=cur.owner_epoch,
+                                                    unfinished=len(parts))
             break
         except EngineError as exc:
             logger.warning("shard %d offset %d (overtaking): %s; retrying", cur.shard, t.fused.offset, exc)
             await asyncio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX_S)
     cur.stored_blob = new_blob
-    return done
-
-
-async def turn(store: MailboxStore, state: Any, push: Callable[[Materialized], None]) -> int:
-    """One worker turn's overtakes in shard `state` (a ShardState: its queue of Kafka
-    messages, `decoded` memo, cursor): each direct record found by `targets` finishes
-    now and leaves the FIFO; `push(materialized)` is called for each. Returns how many
-    overtook. Errors as `overtake`."""
-    queue = state.queue
-    if len(queue) <= OVERTAKE_FROM:
-        return 0
-    head = queue[0].offset()
-    if state.prepared and min(state.prepared) < head:  # taken over by a record that overtook, or stale
-        state.prepared = {o: p for o, p in state.prepared.items() if o >= head}
-    n = 0
-    for i in targets(queue):
-        i -= n  # the records overtaken before this one left the queue
-        ahead = [(m.offset(), m.value()) for m in itertools.islice(queue, 0, i)]
-        done = await overtake(store, state, ahead, (queue[i].offset(), queue[i].value()), state.prepared)
-        if done is None:
-            break
-        del queue[i]
-        n += 1
-        push(done)
-    return n
-
-
-async def _apply(store: MailboxStore, cur: ShardCursor, parts: list[tuple[Prepared, list]], t: Prepared,
-                 new_blob: bytes) -> Materialized:
-    """One attempt: begin the records ahead (one DP key each: concurrent), append their
-    lane entries, then begin, append and finish the target."""
-    fence = cur.owner_epoch
-    begun = await asyncio.gather(*(store.begin(cur.shard, p.fused.dispatch_id, p.fused.digest, p.fused.offset,
-                                               p.fused.seq8, fence=fence) for p, _ in parts))
-    await asyncio.gather(*(store.append(p.fused.tenant, p.fused.offset, p.fused.day,
-                                        [(u, used + m[8:]) for u, m in mine], shard=cur.shard, fence=fence)
-                           for (p, mine), (status, used) in zip(parts, begun) if status != DUPLICATE))
-    r = t.fused
-    status, used = await store.begin(cur.shard, r.dispatch_id, r.digest, r.offset, r.seq8, fence=fence)
-    if status != DUPLICATE:
-        await store.append(r.tenant, r.offset, r.day, [(u, used + m[8:]) for u, m in r.members],
-                           shard=cur.shard, fence=fence)
-    if not await store.finish(cur.shard, cur.epoch, r.dispatch_id, cur.stored_blob, new_blob, writer=cur.writer,
-                              fence=fence):  # this writer's earlier attempt applied (its reply was lost)
-        status = DUPLICATE if used != r.seq8 else RECOVERED
+    status, used = results[-1]
+    if status == RECOVERED and used != t.fused.seq8:
+        status = DUPLICATE  # first materialized at an earlier offset: nothing new here
     # the first attempt's offset in this shard_epoch, as materialize() pushes it (decisions/0075)
     seq = mseq.compose(cur.epoch, mseq.split(mseq.from_bytes(used))[1])
     return Materialized(status, t.d.tenant, seq, t.d.recipients, t.event, new_blob, t.d.trace_id)
+
+
+async def turn(store: MailboxStore, state: Any, push: Callable[[Materialized], None]) -> int:
+    """One worker turn's overtakes in shard `state` (a ShardState: its FIFO of Kafka
+    messages, `directs`, `prepared` memo, cursor): each direct record found by `targets`
+    finishes now and leaves the FIFO; `push(materialized)` is called for each. Returns
+    how many overtook. Errors as `overtake`."""
+    queue = state.queue
+    if not state.directs or len(queue) <= OVERTAKE_FROM:
+        return 0
+    head = queue[0].offset()
+    if state.prepared and min(state.prepared) < head:  # left by a record that overtook, or stale
+        state.prepared = {o: p for o, p in state.prepared.items() if o >= head}
+    n = 0
+    for i in targets(state):
+        i -= n  # the records overtaken before this one left the queue
+        msg = queue[i]
+        state.directs.remove(msg.offset())  # overtaken now, or left to the in-order path
+        ahead = [(m.offset(), m.value()) for m in itertools.islice(queue, 0, i)]
+        done = await overtake(store, state, ahead, (msg.offset(), msg.value()), state.prepared)
+        if done is None:
+            break
+        del queue[i]
+        taken(state, msg)
+        n += 1
+        push(done)
+    return n

@@ -113,6 +113,7 @@ class Prepared:
     d: dispatch_record.Dispatch
     fused: FusedRecord
     event: MailboxEvent
+    by_lane: Optional[dict] = None  # lane -> its members' (user, entry), once an overtake needed it (0142)
 
 
 def prepare(cur: ShardCursor, offset: int, value: bytes) -> Prepared:

@@ -139,16 +139,18 @@ class RedisMailboxStore:
         return bool(wrote)
 
     async def fused(self, shard: int, epoch: int, records: Sequence[FusedRecord], expected_wm: Optional[bytes],
-                    new_wm: bytes, writer: bytes = b"", fence: int = 0) -> list[tuple[str, bytes]]:
+                    new_wm: bytes, writer: bytes = b"", fence: int = 0, unfinished: int = 0) -> list[tuple[str, bytes]]:
         """MailboxStore.fused: mailbox_fused.lua on the shard's instance, every recipient
         of every record in one call; each (user, day) bucket's keys are sent once, its
         entries go in one ZADD. A recipient placed on another instance refuses the call
         before anything is written (MailboxDirty; decision 0097: a record is DONE only
-        after all its entries, which one call on one instance guarantees)."""
+        after all its entries, which one call on one instance guarantees). The first
+        `unfinished` records are begun and appended, never marked DONE (the records a
+        direct one overtakes, with some of their members: decisions/0142)."""
         client, scripts = self._at_shard(shard)
         keys: list = [wm_key(shard), dpidx_key(shard)]
         keys += [dp_key(shard, r.dispatch_id) for r in records]
-        args: list = [fence, expected_wm or b"", new_wm, epoch, writer, self.index_ttl_s, len(records)]
+        args: list = [fence, expected_wm or b"", new_wm, epoch, writer, self.index_ttl_s, len(records), unfinished]
         buckets: list = []
         pairs: dict[tuple[int, int, int], int] = {}
         for r in records:

@@ -9,7 +9,9 @@
 -- KEYS: 1 shard watermark, 2 DP index, 3 .. K+2 DispatchProgress of each record, then
 --       pairs (day bucket, day index), one per distinct (user, day) of the records
 -- ARGV: 1 owner_epoch fence, 2 expected blob ("" = none yet), 3 new blob, 4 shard_epoch,
---       5 writer ("" = none), 6 index ttl s, 7 K; then per record: digest, offset,
+--       5 writer ("" = none), 6 index ttl s, 7 K, 8 U (the first U records are begun and
+--       appended but not marked DONE: the records a direct one overtakes, their members
+--       of its lanes only, docs/decisions/0142; 0 otherwise); then per record: digest, offset,
 --       mailbox_seq (8 B), day, the bucket's expire_at, N, then N pairs (the number of
 --       its (bucket, day index) pair in KEYS, counted from 1; member). Every member
 --       starts with the record's mailbox_seq.
@@ -24,7 +26,7 @@ local first_pair = records + 3
 -- Refusals before any write: a dispatch_id seen with another payload, stored or earlier
 -- in this call (a script's writes are not undone by a later error).
 local digest_of = {}
-local a = 8
+local a = 9
 for r = 1, records do
   local dp, digest = KEYS[2 + r], ARGV[a]
   local known = digest_of[dp] or redis.call('HGET', dp, 'dg')
@@ -36,7 +38,7 @@ for r = 1, records do
 end
 local entries, newest, day_of, expire_of, begun = {}, {}, {}, {}, {}
 local out = {write and 1 or 0}
-a = 8
+a = 9
 for r = 1, records do
   local digest, offset, seq8, day, expire_at = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
   local n = tonumber(ARGV[a + 5])
@@ -83,7 +85,7 @@ for p = 1, (#KEYS - first_pair + 1) / 2 do
 end
 -- DONE only once every entry is written: an error above leaves them begun (a replay
 -- resumes them), never done without their entries
-for r = 1, records do
+for r = tonumber(ARGV[8]) + 1, records do
   redis.call('HSET', KEYS[2 + r], 'st', 'DONE')
 end
 if write then
