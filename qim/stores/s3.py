@@ -69,6 +69,11 @@ class ObjectStore:
         except botocore.exceptions.BotoCoreError as exc:
             raise EngineError(f"object store {op} failed: {type(exc).__name__}: {exc}") from None
 
+    async def ping(self) -> None:
+        """One HEAD of the bucket: EngineError (or ObjectMissing: no bucket) when the store
+        does not answer as it should."""
+        await self._call("head_bucket", Bucket=self.bucket)
+
     async def ensure_bucket(self) -> None:
         """Create the bucket unless it exists (development and tests; production creates it)."""
         try:

@@ -28,11 +28,12 @@ import binascii
 import logging
 import secrets
 import time
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from aiohttp import web
 
 from qim.config.media import MediaConfig
+from qim.errors import EngineError
 from qim.obs.httpauth import DeviceAuth
 from qim.obs.node import ServiceNode
 from qim.proto.v1.media_pb2 import MediaRef
@@ -47,6 +48,7 @@ from qim.wire.media import NAME_MAX, THUMBNAIL_MAX, sign_ref
 from qim.wire.tokens import TokenVerifier
 
 logger = logging.getLogger(__name__)
+PROBE_S = 5.0  # how often the object store is probed (readiness)
 STREAM_BYTES = 4 * 1024 * 1024  # a download is read from the store and sent in pieces of this
 
 
@@ -98,6 +100,7 @@ class MediaNode(ServiceNode, Multipart):
         self.closing(self.ledger.close, "media ledger")
         self.stores = stores if stores is not None else open_stores(layout, tier=config.common.tier)
         self.closing(self.stores.close, "stores")
+        self.store_error = ""  # the last probe's failure ("" when the store answered)
 
     @property
     def http_port(self) -> int:
@@ -105,9 +108,27 @@ class MediaNode(ServiceNode, Multipart):
         assert self._http is not None, "not started"
         return int(self._http.sockets[0].getsockname()[1])
 
+    def not_ready(self) -> Iterator[str]:
+        """The object store did not answer the last probe (/healthz 503 until it does)."""
+        if self.store_error:
+            yield f"object store unreachable: {self.store_error}"
+
     async def setup(self) -> None:
-        """Create the bucket when missing (a development store; production creates it)."""
+        """Create the bucket when missing (a development store; production creates it),
+        then probe the store every PROBE_S seconds (a supervised task)."""
         await self.objects.ensure_bucket()
+        self.spawn(self._probe(), "object store probe")
+
+    async def _probe(self) -> None:
+        # not ready while the store is away, ready again when it answers: the node heals by
+        # itself, and a balancer sends uploads and downloads to the nodes that can serve them
+        while True:
+            await asyncio.sleep(PROBE_S)
+            try:
+                await self.objects.ping()
+                self.store_error = ""
+            except (EngineError, ObjectMissing) as exc:
+                self.store_error = str(exc)[:200]
 
     async def upload(self, request: web.Request, device: Any) -> web.Response:
         """POST /v1/media (module doc)."""
