@@ -47,7 +47,8 @@ class Multipart:
     objects: Any
     ledger: Any
 
-    async def finish(self, *args: Any, **kw: Any) -> web.Response:  # the node's
+    async def finish(self, *args: Any, **kw: Any) -> web.Response:
+        """Record the object and answer its reference: the MediaNode's (node.py)."""
         raise NotImplementedError
 
     async def start_upload(self, request: web.Request, device: Any) -> web.Response:
