@@ -241,7 +241,23 @@ def build_parser(environ=None) -> argparse.ArgumentParser:
     qimctl_shards.add_parser(sub, env)
     qimctl_redis.add_parsers(sub, env)
     qimctl_moderation.add_parsers(sub, env)
+    _name_choices(parser)
     return parser
+
+
+def _name_choices(parser: argparse.ArgumentParser) -> None:
+    """Give every sub-command level the metavar `{a,b,...}` of its choices, recursively.
+
+    argparse names a missing sub-command by its `dest` ("the following arguments are
+    required: redis_command"), a word the user never typed and cannot act on; with the
+    metavar it lists what may follow ("required: {ban,unban,...}"). The usage line is the
+    same as argparse's own.
+    """
+    for action in parser._actions:  # argparse has no public walk of its sub-parsers
+        if isinstance(action, argparse._SubParsersAction):
+            action.metavar = "{" + ",".join(action.choices) + "}"
+            for child in dict.fromkeys(action.choices.values()):
+                _name_choices(child)
 
 
 def _validate(args: argparse.Namespace) -> None:
