@@ -165,3 +165,44 @@ async def test_a_restart_after_an_overtake_replays_without_a_second_entry(redis)
 
 async def _true(event: asyncio.Event) -> bool:
     return event.is_set()
+
+
+async def test_two_direct_records_overtake_together_and_their_lanes_hold_every_group_entry_below(redis):
+    second = next(u for u in range(7, 10_000) if ids.lane_id(TENANT, u) not in (LANE, ids.lane_id(TENANT, SENDER)))
+    lane2 = ids.lane_id(TENANT, second)
+    log = DispatchLog()
+    for offset in range(GROUP_RECORDS + 1):  # the first direct record at 60, the second at 101
+        log.add(SHARD, offset, direct_record(offset) if offset == 60 else group_record(offset))
+    coord = MessageCoord(b"N" + (101).to_bytes(15, "big"), ids.conversation_id_direct(TENANT, SENDER, second), 1,
+                         SENDER, NOW_MS + 101, 1, b"")
+    log.add(SHARD, 101, Dispatch(TENANT, b"e" + (101).to_bytes(15, "big"), coord, SHARD, b"c" * 16, (second,),
+                                 b"hi").encode())
+    store, pushes = Gated(redis), list[int]()
+    m = materializer(store, log, pushes)
+    await m.start()
+    task = asyncio.get_running_loop().create_task(m.run())
+    try:
+        state = m.shards[SHARD]
+
+        async def delivered() -> bool:
+            return {mseq.compose(EPOCH, 60), mseq.compose(EPOCH, 101)} <= set(pushes)
+
+        await until(delivered, "the direct records waited behind the group records")
+        assert m._m.overtakes._value.get() == 2 and not store.gate.is_set()
+        assert await offsets_of(store, RECEIVER) == [60] and await offsets_of(store, second) == [101]
+        below = [o for o in range(GROUP_RECORDS + 1) if o != 60]  # every group record below the last overtaker
+        for user in [*SAME_LANE, *(u for u in MEMBERS if ids.lane_id(TENANT, u) == lane2)]:
+            assert await offsets_of(store, user) == below
+        assert watermark.visible_offset(state.blob, LANE) == watermark.visible_offset(state.blob, lane2) == 101
+        store.gate.set()
+
+        async def drained() -> bool:
+            return watermark.start_offset(state.blob) > 101 or bool(state.dirty)
+
+        await until(drained, "the group records were not materialized after the gate opened")
+        assert state.dirty == ""
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    for user in OTHER_LANE[:5]:
+        assert await offsets_of(store, user) == [o for o in range(GROUP_RECORDS + 1) if o != 60]

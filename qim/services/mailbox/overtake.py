@@ -40,7 +40,7 @@ logger = logging.getLogger(__name__)
 
 # a record within the next batch waits for one fused call at most: only records behind it overtake
 OVERTAKE_FROM = MAILBOX_BATCH_RECORDS
-OVERTAKES_PER_TURN = 4  # bounds one worker turn: the head batch is never starved
+OVERTAKES_PER_TURN = 64  # direct records finished together in one turn (one fused call)
 DIRECT = 1  # conversation kind byte of a direct conversation (docs/design.md §3)
 KIND_AT = 49  # its place in a dispatch record: version, tenant, dispatch_id, message_id (qim/wire/dispatch.py)
 # how far a shard that may overtake reads ahead before its partition is paused (memory
@@ -143,20 +143,21 @@ def _lanes(p: Prepared) -> dict:
 
 
 async def overtake(store: MailboxStore, cur: ShardCursor, ahead: list[tuple[int, bytes]],
-                   target: tuple[int, bytes], memo: dict[int, Prepared]) -> Optional[Materialized]:
-    """Finish the record `target` (offset, value) before the records `ahead` of it
-    (offset order; every record between W and the target): their entries of the
-    target's lanes are begun and appended unfinished, the target's appended and
-    finished, W advanced in its lanes only, in one fused call. Returns its Materialized
-    (cur.stored_blob is then its new W), or None when it may not overtake (a
-    dispatch_id twice among them: the in-order path decides which offset comes first,
-    or a record that does not decode: the in-order path stops the shard on it). `memo`:
-    offset -> Prepared, filled here and reused by the in-order batch. A store failure is
-    retried with backoff by repeating the call (it recognises its own earlier write).
-    MailboxDirty / NotOwner as materialize()."""
+                   chosen: list[tuple[int, bytes]], memo: dict[int, Prepared]) -> Optional[list[Materialized]]:
+    """Finish the records `chosen` [(offset, value)], direct ones, before the other
+    records `ahead` (every queued record below the last chosen one that is not chosen;
+    both in offset order): the entries of the chosen records' lanes L in the records
+    ahead are begun and appended unfinished, the chosen records appended and finished,
+    W advanced to the last chosen offset in L only, in one fused call. Returns their
+    Materialized (cur.stored_blob is then the new W), or None when they may not overtake
+    (a dispatch_id twice among them: the in-order path decides which offset comes
+    first, or a record that does not decode: the in-order path stops the shard on it).
+    `memo`: offset -> Prepared, filled here and reused by the in-order batch. A store
+    failure is retried with backoff by repeating the call (it recognises its own earlier
+    write). MailboxDirty / NotOwner as materialize()."""
     try:
-        t = prepare(cur, *target)
-        lanes = {lane_of(t.d.tenant, u) for u in t.d.recipients}
+        ts = [prepare(cur, offset, value) for offset, value in chosen]
+        lanes = {lane_of(t.d.tenant, u) for t in ts for u in t.d.recipients}
         parts: list[FusedRecord] = []
         for offset, value in ahead:
             p = memo.get(offset) or memo.setdefault(offset, prepare(cur, offset, value))
@@ -166,51 +167,56 @@ async def overtake(store: MailboxStore, cur: ShardCursor, ahead: list[tuple[int,
                 parts.append(p.fused._replace(members=sorted(mine)))
     except MailboxDirty:
         return None
-    if len({r.dispatch_id for r in parts} | {t.fused.dispatch_id}) != len(parts) + 1:
+    records = [*parts, *(t.fused for t in ts)]
+    if len({r.dispatch_id for r in records}) != len(records):
         return None
-    new_blob = advance_lanes(cur.blob, lanes, t.fused.offset)
+    new_blob = advance_lanes(cur.blob, lanes, ts[-1].fused.offset)
     delay = 0.2
     while True:
         try:  # the Redis store's fused call (overtakes run only on it: decisions/0142)
-            results = await cast(Any, store).fused(cur.shard, cur.epoch, [*parts, t.fused], cur.stored_blob,
-                                                    new_blob, writer=cur.writer, fence=cur.owner_epoch,
-                                                    unfinished=len(parts))
+            results = await cast(Any, store).fused(cur.shard, cur.epoch, records, cur.stored_blob, new_blob,
+                                                    writer=cur.writer, fence=cur.owner_epoch, unfinished=len(parts))
             break
         except EngineError as exc:
-            logger.warning("shard %d offset %d (overtaking): %s; retrying", cur.shard, t.fused.offset, exc)
+            logger.warning("shard %d offsets %s (overtaking): %s; retrying", cur.shard, [o for o, _ in chosen], exc)
             await asyncio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX_S)
     cur.stored_blob = new_blob
-    status, used = results[-1]
-    if status == RECOVERED and used != t.fused.seq8:
-        status = DUPLICATE  # first materialized at an earlier offset: nothing new here
-    # the first attempt's offset in this shard_epoch, as materialize() pushes it (decisions/0075)
-    seq = mseq.compose(cur.epoch, mseq.split(mseq.from_bytes(used))[1])
-    return Materialized(status, t.d.tenant, seq, t.d.recipients, t.event, new_blob, t.d.trace_id)
+    out = []
+    for t, (status, used) in zip(ts, results[len(parts):]):
+        if status == RECOVERED and used != t.fused.seq8:
+            status = DUPLICATE  # first materialized at an earlier offset: nothing new here
+        # the first attempt's offset in this shard_epoch, as materialize() pushes it (decisions/0075)
+        seq = mseq.compose(cur.epoch, mseq.split(mseq.from_bytes(used))[1])
+        out.append(Materialized(status, t.d.tenant, seq, t.d.recipients, t.event, new_blob, t.d.trace_id))
+    return out
 
 
 async def turn(store: MailboxStore, state: Any, push: Callable[[Materialized], None]) -> int:
-    """One worker turn's overtakes in shard `state` (a ShardState: its FIFO of Kafka
-    messages, `directs`, `prepared` memo, cursor): each direct record found by `targets`
-    finishes now and leaves the FIFO; `push(materialized)` is called for each. Returns
-    how many overtook. Errors as `overtake`."""
+    """One worker turn's overtake in shard `state` (a ShardState: its FIFO of Kafka
+    messages, `directs`, `prepared` memo, cursor): the direct records found by `targets`
+    finish now, together, and leave the FIFO; `push(materialized)` is called for each.
+    Returns how many overtook. Errors as `overtake`."""
     queue = state.queue
     if not state.directs or len(queue) <= OVERTAKE_FROM:
         return 0
     head = queue[0].offset()
     if state.prepared and min(state.prepared) < head:  # left by a record that overtook, or stale
         state.prepared = {o: p for o, p in state.prepared.items() if o >= head}
-    n = 0
-    for i in targets(state):
-        i -= n  # the records overtaken before this one left the queue
-        msg = queue[i]
-        state.directs.remove(msg.offset())  # overtaken now, or left to the in-order path
-        ahead = [(m.offset(), m.value()) for m in itertools.islice(queue, 0, i)]
-        done = await overtake(store, state, ahead, (msg.offset(), msg.value()), state.prepared)
-        if done is None:
-            break
+    found = targets(state)
+    if not found:
+        return 0
+    chosen = set(found)
+    msgs = [queue[i] for i in found]
+    ahead = [(m.offset(), m.value()) for i, m in enumerate(itertools.islice(queue, 0, found[-1])) if i not in chosen]
+    for m in msgs:
+        state.directs.remove(m.offset())  # overtaken now, or left to the in-order path
+    done = await overtake(store, state, ahead, [(m.offset(), m.value()) for m in msgs], state.prepared)
+    if done is None:
+        return 0
+    for i in reversed(found):
         del queue[i]
-        taken(state, msg)
-        n += 1
-        push(done)
-    return n
+    for m, one in zip(msgs, done):
+        taken(state, m)
+        push(one)
+    return len(done)

@@ -10,8 +10,9 @@
 --       pairs (day bucket, day index), one per distinct (user, day) of the records
 -- ARGV: 1 owner_epoch fence, 2 expected blob ("" = none yet), 3 new blob, 4 shard_epoch,
 --       5 writer ("" = none), 6 index ttl s, 7 K, 8 U (the first U records are begun and
---       appended but not marked DONE: the records a direct one overtakes, their members
---       of its lanes only, docs/decisions/0142; 0 otherwise); then per record: digest, offset,
+--       appended but not marked DONE: the records direct ones overtake, their members of
+--       those lanes only, then the direct ones, each part in offset order: docs/decisions/
+--       0142; 0 otherwise); then per record: digest, offset,
 --       mailbox_seq (8 B), day, the bucket's expire_at, N, then N pairs (the number of
 --       its (bucket, day index) pair in KEYS, counted from 1; member). Every member
 --       starts with the record's mailbox_seq.
@@ -67,7 +68,9 @@ for r = 1, records do
       end
       t[#t + 1] = offset
       t[#t + 1] = member
-      newest[p] = offset
+      if newest[p] == nil or tonumber(offset) > tonumber(newest[p]) then  -- records may come out of offset order (0142)
+        newest[p] = offset
+      end
     end
   end
   a = a + 2 * n
