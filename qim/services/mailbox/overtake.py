@@ -159,12 +159,14 @@ async def overtake(store: MailboxStore, cur: ShardCursor, ahead: list[tuple[int,
         ts = [prepare(cur, offset, value) for offset, value in chosen]
         lanes = {lane_of(t.d.tenant, u) for t in ts for u in t.d.recipients}
         parts: list[FusedRecord] = []
+        done_now: list[tuple[Prepared, set]] = []
         for offset, value in ahead:
             p = memo.get(offset) or memo.setdefault(offset, prepare(cur, offset, value))
             by_lane = _lanes(p)
-            mine = [m for lane in lanes for m in by_lane.get(lane, ())]
-            if mine:
-                parts.append(p.fused._replace(members=sorted(mine)))
+            new = {lane for lane in lanes if lane in by_lane} - (p.lanes_done or set())
+            if new:  # a (record, lane) is appended by one overtake only: its entries are durable then
+                parts.append(p.fused._replace(members=sorted(m for lane in new for m in by_lane[lane])))
+                done_now.append((p, new))
     except MailboxDirty:
         return None
     records = [*parts, *(t.fused for t in ts)]
@@ -182,6 +184,8 @@ async def overtake(store: MailboxStore, cur: ShardCursor, ahead: list[tuple[int,
             await asyncio.sleep(delay)
             delay = min(delay * 2, RETRY_MAX_S)
     cur.stored_blob = new_blob
+    for p, new in done_now:
+        p.lanes_done = new | (p.lanes_done or set())
     out = []
     for t, (status, used) in zip(ts, results[len(parts):]):
         if status == RECOVERED and used != t.fused.seq8:

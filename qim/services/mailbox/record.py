@@ -114,6 +114,7 @@ class Prepared:
     fused: FusedRecord
     event: MailboxEvent
     by_lane: Optional[dict] = None  # lane -> its members' (user, entry), once an overtake needed it (0142)
+    lanes_done: Optional[set] = None  # lanes whose entries an overtake appended already (0142)
 
 
 def prepare(cur: ShardCursor, offset: int, value: bytes) -> Prepared:
