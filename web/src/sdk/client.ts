@@ -32,6 +32,7 @@ import { Rooms } from "./rooms";
 import { Runtime, type RuntimeOptions } from "./runtime";
 import { Sessions } from "./sessions";
 import { LocalStore } from "./store";
+import { decodeRef, fetchMedia, upload, type MediaHttp, type Progress } from "./media";
 import { markState, noteGroup, oldestReached, openConversation, setOldestReached } from "./storeops";
 
 export { tokenClaims, type TokenClaims } from "./claims";
@@ -201,6 +202,31 @@ export class Client {
     rt.sender.track(row);
     if (rt.connected && rt.conn) rt.sender.start(rt.conn, row);
     return ack ?? row.clientMessageId;
+  }
+
+  /** The MediaService's base URL (https://host:port), set by the app before sendMedia/download (media.ts). */
+  mediaUrl = "";
+  /** How media.ts talks HTTP (a fake fetch in unit tests). */
+  mediaHttp: MediaHttp = {};
+
+  /** Upload `file` with the device's token and send its reference as a MEDIA message
+   * (docs/sdk.md "Media"); returns what send returns. MediaRefused, then send's errors. */
+  async sendMedia(conv: Uint8Array, file: Blob | Uint8Array, opts: { name?: string; mime?: string;
+    keepMetadata?: boolean; progress?: Progress } = {}, wait = true): Promise<SendAck | Uint8Array> {
+    if (!this.mediaUrl) throw new RangeError("set client.mediaUrl to the MediaService's address first");
+    const data = file instanceof Uint8Array ? file : new Uint8Array(await file.arrayBuffer());
+    const name = opts.name ?? (typeof File !== "undefined" && file instanceof File ? file.name : "");
+    const up = await upload(this.mediaUrl, await this.runtime.currentToken(), data, { ...opts, name }, this.mediaHttp);
+    return this.send(conv, up.body, MessageType.MEDIA, new Uint8Array(0), wait);
+  }
+
+  /** The original of a MEDIA message as a Blob, checked against its SHA-256. MediaRefused. */
+  async download(message: StoredMessage): Promise<Blob> {
+    if (message.messageType !== MessageType.MEDIA) throw new RangeError("not a MEDIA message");
+    if (!this.mediaUrl) throw new RangeError("set client.mediaUrl to the MediaService's address first");
+    const peer = (await this.conversation(message.conversationId))?.peerUserId ?? 0n;
+    return fetchMedia(this.mediaUrl, await this.runtime.currentToken(), decodeRef(message.body),
+      message.conversationId, message.messageId, peer, this.mediaHttp);
   }
 
   /** A TEXT message of UTF-8 `text` (any script, emoji, several lines), a reply or mention with `extras`. */

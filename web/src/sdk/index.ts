@@ -7,6 +7,7 @@ export * from "./events";
 export * from "./frame";
 export * from "./ids";
 export * from "./model";
+export * from "./media";
 export * from "./extras";
 export * from "./protocol";
 export * from "./push";

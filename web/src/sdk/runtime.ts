@@ -186,9 +186,9 @@ export class Runtime implements RuntimeCore, Reconnectable {
   /**
    * The token for the next AUTH: the provider's when a fresh one is wanted. One provider
    * call at a time (issue 34 item 4): a caller that finds one in flight shares its token
-   * or its error instead of asking again.
+   * or its error instead of asking again. Also the bearer token of media uploads (media.ts).
    */
-  private currentToken(): Promise<string> {
+  currentToken(): Promise<string> {
     const provider = this.opts.tokenProvider;
     if (!this.refreshToken || !provider) return Promise.resolve(this.token);
     this.asking ??= provider().then((token) => {
