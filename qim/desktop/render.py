@@ -22,9 +22,11 @@ from qim.consts import MESSAGE_TYPE_CONTROL, MESSAGE_TYPE_CUSTOM, MESSAGE_TYPE_M
 from qim.proto.v1 import message_pb2
 from qim.sdk.model import Conversation, LastMessage, PendingSend, StoredMessage
 from qim.wire.control import control_event
+from qim.wire.media import BadMediaRef, decode_ref
 
 RECALLED = message_pb2.MESSAGE_STATE_RECALLED
 DELETED = message_pb2.MESSAGE_STATE_DELETED
+MEDIA_KINDS = {"image": "photo", "video": "video", "audio": "voice note"}  # by the mime's top type; else "file"
 MEMBERSHIP_WORDS = {1: "created the group with", 2: "added", 3: "left", 4: "removed"}
 LIST_CELLS = 29  # a list row: the 30-column list less its border (qim/desktop/app.py CSS)
 PREVIEW_CELLS = LIST_CELLS - 5  # the second line, after its 4-column indent (CJK counts two)
@@ -95,6 +97,33 @@ def describe_control(body: bytes, names: Names = NO_NAMES) -> str:
     return "(a group event)"
 
 
+def media_words(body: bytes) -> str:
+    """A MEDIA message in words: its kind, file name, pixels and size from the reference
+    it carries (docs/sdk.md "Media"), e.g. "[photo: beach.jpg, 800×600, 8.0 KiB]"; never
+    the reference's bytes (binary: they would show as garbage)."""
+    try:
+        ref = decode_ref(body)
+    except BadMediaRef:
+        return "[media: unreadable reference]"
+    kind = MEDIA_KINDS.get(ref.mime.split("/")[0], "file")
+    parts = [ref.name] if ref.name else []
+    if ref.width and ref.height:
+        parts.append(f"{ref.width}×{ref.height}")
+    if ref.duration_ms:
+        parts.append(f"{ref.duration_ms / 1000:.0f} s")
+    parts.append(size_words(ref.size))
+    return f"[{kind}: {', '.join(parts)}]"
+
+
+def size_words(size: int) -> str:
+    """Bytes as a person reads them: "512 B", "8.0 KiB", "17.0 MiB"."""
+    if size < 1024:
+        return f"{size} B"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.1f} KiB"
+    return f"{size / (1024 * 1024):.1f} MiB"
+
+
 def body_text(message_type: int, custom_type: bytes, body: bytes, state: int, names: Names = NO_NAMES) -> str:
     """What a message says, in words for everything that is not plain text."""
     if state == RECALLED:
@@ -108,7 +137,7 @@ def body_text(message_type: int, custom_type: bytes, body: bytes, state: int, na
     if message_type == MESSAGE_TYPE_CUSTOM:
         return f"<custom:{custom_type.decode('utf-8', errors='replace')}> {len(body)} bytes"
     if message_type == MESSAGE_TYPE_MEDIA:
-        return f"<media> {len(body)} bytes"
+        return media_words(body)
     return f"<type {message_type}> {len(body)} bytes"
 
 
