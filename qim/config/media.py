@@ -52,6 +52,8 @@ class MediaConfig:
     max_upload_bytes: int = 1024**3
     quota_bytes_per_day: int = 1024 * 1024 * 1024
     max_pixels: int = 50_000_000
+    orphan_ms: int = 3_600_000  # QIM_MEDIA_ORPHAN_MS: an upload no message references is deleted after it (0139)
+    sweep_interval_ms: int = 60_000  # QIM_MEDIA_SWEEP_INTERVAL_MS: how often the sweeper runs (0139)
     token_audience: str = TOKEN_AUDIENCE_DEFAULT
     token_issuer: str = TOKEN_ISSUER_DEFAULT
     token_leeway_s: int = TOKEN_LEEWAY_S_DEFAULT
@@ -70,6 +72,8 @@ class MediaConfig:
             max_upload_bytes=env.integer("QIM_MEDIA_MAX_UPLOAD_BYTES", 1024**3, 1, 8 * 10**9),
             quota_bytes_per_day=env.integer("QIM_MEDIA_QUOTA_BYTES_PER_DAY", 1024**3, 1, 1 << 50),
             max_pixels=env.integer("QIM_MEDIA_MAX_PIXELS", 50_000_000, 1, 1_000_000_000),
+            orphan_ms=env.integer("QIM_MEDIA_ORPHAN_MS", 3_600_000, 1000, 30 * 86_400_000),
+            sweep_interval_ms=env.integer("QIM_MEDIA_SWEEP_INTERVAL_MS", 60_000, 100, 86_400_000),
             token_audience=env.text("QIM_TOKEN_AUDIENCE", TOKEN_AUDIENCE_DEFAULT),
             token_issuer=env.text("QIM_TOKEN_ISSUER", TOKEN_ISSUER_DEFAULT),
             token_leeway_s=env.integer("QIM_TOKEN_LEEWAY_S", TOKEN_LEEWAY_S_DEFAULT, 0, 300),

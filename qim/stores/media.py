@@ -38,6 +38,26 @@ class MediaLedger(Protocol):
         """The record of `media_id`, None when there is none."""
         ...
 
+    async def refer(self, tenant: int, media_id: str, ref: str) -> bool:
+        """Add a reference to the object (decision 0139): False when it has no record."""
+        ...
+
+    async def refs(self, tenant: int, media_id: str) -> set[str]:
+        """The object's references (decision 0139)."""
+        ...
+
+    async def claim(self, tenant: int, media_id: str, seen: int) -> bool:
+        """Delete the record and references while there are still `seen` references."""
+        ...
+
+    async def media_ids(self, tenant: int) -> list[str]:
+        """Every recorded media_id of `tenant`."""
+        ...
+
+    async def lease(self, tenant: int, holder: str, ttl_ms: int) -> bool:
+        """Take or renew the sweeper's lease: False while another node holds it."""
+        ...
+
     async def close(self) -> None:
         """Close the client when the ledger owns it."""
         ...

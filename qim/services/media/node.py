@@ -40,6 +40,7 @@ from qim.proto.v1.media_pb2 import MediaRef
 from qim.services.media.access import check_download
 from qim.services.media.inspect import MediaRefused, inspect
 from qim.services.media.multipart import Multipart
+from qim.services.media.sweep import MediaSweeper
 from qim.stores.media import open_media_ledger
 from qim.stores.open import open_stores
 from qim.stores.revocations import open_revocations
@@ -101,6 +102,8 @@ class MediaNode(ServiceNode, Multipart):
         self.stores = stores if stores is not None else open_stores(layout, tier=config.common.tier)
         self.closing(self.stores.close, "stores")
         self.store_error = ""  # the last probe's failure ("" when the store answered)
+        held = (self.ledger, self.objects, self.stores.messages)  # the sweeper's (decision 0139)
+        self.sweeper = MediaSweeper(*held, config.tenant, config.orphan_ms, secrets.token_hex(8), self.registry)
 
     @property
     def http_port(self) -> int:
@@ -118,6 +121,7 @@ class MediaNode(ServiceNode, Multipart):
         then probe the store every PROBE_S seconds (a supervised task)."""
         await self.objects.ensure_bucket()
         self.spawn(self._probe(), "object store probe")
+        self.spawn(self.sweeper.run(self.config.sweep_interval_ms / 1000), "media sweeper")  # decision 0139
 
     async def _probe(self) -> None:
         # not ready while the store is away, ready again when it answers: the node heals by

@@ -43,6 +43,7 @@ from qim.services.writer.reports import Reports
 from qim.services.writer.server_ops import WriterOps
 from qim.services.writer.trimmer import HistoryTrimmer
 from qim.stores.errors import StorageError
+from qim.stores.media import open_media_ledger
 from qim.stores.open import open_reactions, open_reports, open_stores
 
 logger = logging.getLogger(__name__)
@@ -83,6 +84,9 @@ class ConversationWriter(ServiceNode):
         # user reports (decision 0124): on the home instance, next to the moderation log
         self.ops.reports = Reports(reactions, open_reports(stores))
         self.ops.media_key = config.media_ref_key  # MEDIA bodies (decision 0138)
+        if config.media_ref_key:  # which media a message references, for the sweeper (decision 0139)
+            self.ops.media_refs = open_media_ledger(config.common.redis_layout)
+            self.closing(self.ops.media_refs.close, "media ledger")
         # replies, mentions and edits (docs/decisions/0120): an edit is a send for the policy
         self.ops.edits = Edits(stores.messages, stores.groups, stores.commits, self.committer,
                                config.recall_window_ms, config.max_body, policy)

@@ -12,6 +12,7 @@ is released when the request ends at the latest.
 
 from __future__ import annotations
 
+import time
 from typing import Optional
 
 from qim._core import ids
@@ -52,6 +53,7 @@ class WriterOps:
         self.edits: Optional[Edits] = None  # EDIT_MESSAGE (edits.Edits, set by the writer; docs/decisions/0120)
         self.reports: Optional[Reports] = None  # REPORT (reports.Reports, set by the writer; decision 0124)
         self.media_key = b""  # QIM_MEDIA_REF_KEY (set by the writer): verifies MEDIA bodies (decision 0138)
+        self.media_refs = None  # the MediaLedger (set by the writer): references of sent media (decision 0139)
         self._dispatch = Dispatch(WRITER, self)
 
     async def client(self, actor: internal_pb2.Actor, opcode: int, upstream: bytes) -> tuple[int, bytes]:
@@ -70,16 +72,26 @@ class WriterOps:
         """SEND_MESSAGE, in its conversation's turn. A MEDIA body must be a MediaRef the
         MediaService signed for this sender (decision 0138): INVALID_ARGUMENT otherwise,
         checked before the turn (no await: a local HMAC)."""
+        media_id = ""
         if msg.message_type == MESSAGE_TYPE_MEDIA:
             if not self.media_key:
                 raise RequestError(ErrorCode.INVALID_ARGUMENT, "MEDIA messages need the MediaService "
                                    "(QIM_MEDIA_REF_KEY is not set on this writer)")
             try:
-                check_media_body(self.media_key, tenant, actor.user_id, msg.body)
+                media_id = check_media_body(self.media_key, tenant, actor.user_id, msg.body).media_id
             except BadMediaRef as exc:
                 raise RequestError(ErrorCode.INVALID_ARGUMENT, str(exc)) from None
         with self._ticket(actor, msg.conversation_id) as turn:
-            return await self._committer.commit(actor, msg, turn)
+            if media_id and self.media_refs is not None:  # decision 0139: the sweeper keeps it from here
+                conv = msg.conversation_id.hex()
+                if not await self.media_refs.refer(tenant, media_id, f"c:{conv}:{msg.client_message_id.hex()}:"
+                                                   f"{int(time.time() * 1000)}"):
+                    raise RequestError(ErrorCode.INVALID_ARGUMENT, "MEDIA body references media that is gone "
+                                       "(never sent within QIM_MEDIA_ORPHAN_MS of its upload): upload it again")
+            ack = await self._committer.commit(actor, msg, turn)
+            if media_id and self.media_refs is not None:  # a retry of the send marks it again (idempotent)
+                await self.media_refs.refer(tenant, media_id, f"m:{conv}:{ack.message_id.hex()}")
+            return ack
 
     async def recall(self, actor: internal_pb2.Actor, tenant: int,
                      recall: message_pb2.RecallMessage) -> message_pb2.RecallOk:

@@ -1,0 +1,86 @@
+"""The media sweeper on real engines (issue 40; docs/decisions/0139): with a short
+QIM_MEDIA_ORPHAN_MS, an upload never sent is deleted from the store (and a late send of it
+refused), a sent one stays and downloads, a recalled one is deleted; one node sweeps at a
+time (the lease)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from qim.consts import MESSAGE_TYPE_MEDIA
+from qim.sdk.events import ServerError
+from qim.sdk.media import upload
+from qim.stores.s3 import ObjectMissing
+from qim.wire.devtoken import issue_dev_token
+from qim.wire.media import decode_ref
+from tests.e2e.sdkclient import client, close_all
+from tests.media.helpers import photo_with_gps, running_media
+from tests.sdk.realstack import eventually, users
+
+ORPHAN_MS = 10_000  # long enough for a busy machine to upload and send within it
+
+
+def media_id(message) -> str:
+    """The media_id a MEDIA message carries."""
+    return decode_ref(message.body).media_id
+
+
+async def _gone(node, media_id: str) -> bool:
+    try:
+        await node.objects.size("o/" + media_id)
+    except ObjectMissing:
+        return await node.ledger.get(0, media_id) is None
+    return False
+
+
+async def test_orphan_deleted_sent_kept_recalled_deleted(stack, s3_engine, tmp_path) -> None:
+    env = {
+        **stack.env,
+        **s3_engine.env(bucket="t-media-sweep"),
+        "QIM_MEDIA_METRICS_LISTEN": "127.0.0.1:0",
+        "QIM_MEDIA_ORPHAN_MS": str(ORPHAN_MS),
+        "QIM_MEDIA_SWEEP_INTERVAL_MS": "300",
+    }
+    a, b = users(2)
+    async with running_media(env) as (node, _, base):
+        ca, cb = await client(stack, tmp_path, a), await client(stack, tmp_path, b)
+        await ca.connect()
+        await cb.connect()
+        ca.media_url = cb.media_url = base
+        conv = (await ca.open_direct(b)).conversation_id
+        await cb.open_direct(a)
+        tok = issue_dev_token(stack.token_key, 0, a, 1)
+        orphan = await upload(base, tok, os.urandom(3000), name="never.bin")
+        kept = await ca.send_media(conv, photo_with_gps(), name="kept.jpg")
+        recalled = await upload(base, tok, os.urandom(2000), name="recalled.bin")
+        ack = await ca.send(conv, recalled.body, MESSAGE_TYPE_MEDIA)
+        await ca.recall(conv, ack.message_id)
+
+        await eventually(lambda: _gone(node, orphan.ref.media_id), timeout=90, what="the orphan upload is swept")
+        await eventually(lambda: _gone(node, recalled.ref.media_id), timeout=90, what="the recalled media is swept")
+        # the sent one outlives the sweeps past its window, and downloads
+        await node.sweeper.sweep_once()
+
+        async def received():
+            return [m for m in await cb.messages(conv) if m.message_id == kept.message_id]
+
+        await eventually(received, timeout=60, what="b has the kept MEDIA message")
+        (got,) = await received()
+        data = await cb.download(got)
+        assert len(data) > 1000 and data == await node.objects.get("o/" + media_id(got))
+        # a late send of the swept upload is refused with the reason
+        with pytest.raises(ServerError) as late:
+            await ca.send(conv, orphan.body, MESSAGE_TYPE_MEDIA)
+        assert "gone" in str(late.value)
+        assert node.sweeper.deleted.labels("orphan")._value.get() >= 1
+        await close_all(ca, cb)
+
+
+async def test_one_node_sweeps_at_a_time(s3_engine, media_env) -> None:
+    env, _ = media_env
+    async with running_media({**env, "QIM_MEDIA_SWEEP_INTERVAL_MS": "86400000"}) as (node, _, _base):
+        assert await node.ledger.lease(0, "node-a", 60_000)
+        assert not await node.ledger.lease(0, "node-b", 60_000)
+        assert await node.ledger.lease(0, "node-a", 60_000)  # the holder renews
