@@ -75,6 +75,7 @@ def records(shards: int, groups: int, members: int, every: int, base: int) -> tu
         for g in range(groups):
             for direct in ((False, True) if (g + 1) % every == 0 else (False,)):
                 mid = b"M" + shard.to_bytes(3, "big") + offset.to_bytes(12, "big")
+                rcpt: tuple[int, ...]
                 if direct:
                     a, b = base + 9_000_000 + 2 * offset, base + 9_000_001 + 2 * offset
                     conv, rcpt, cmid = ids.conversation_id_direct(TENANT, a, b), (b,), b""
@@ -110,7 +111,7 @@ async def one(addr: str, args: argparse.Namespace, overtake: bool, base: int) ->
     t0 = time.perf_counter()
     task = asyncio.get_running_loop().create_task(m.run())
     last = {s: max(o for (ss, o) in [(x.partition(), x.offset()) for x in msgs] if ss == s) for s in range(args.shards)}
-    while any(watermark.start_offset(m.shards[s].blob) <= last[s] for s in m.shards):
+    while any(watermark.start_offset(m.shards[s].blob) <= last[s] for s in m.shards):  # noqa: ASYNC110 - W is not signalled
         await asyncio.sleep(0.01)
     drain = time.perf_counter() - t0
     task.cancel()
