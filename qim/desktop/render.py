@@ -100,7 +100,10 @@ def describe_control(body: bytes, names: Names = NO_NAMES) -> str:
 def media_words(body: bytes) -> str:
     """A MEDIA message in words: its kind, file name, pixels and size from the reference
     it carries (docs/sdk.md "Media"), e.g. "[photo: beach.jpg, 800×600, 8.0 KiB]"; never
-    the reference's bytes (binary: they would show as garbage)."""
+    the reference's bytes (binary: they would show as garbage). "[media]" for an empty
+    body (a list head whose body was cut: a large thumbnail)."""
+    if not body:
+        return "[media]"
     try:
         ref = decode_ref(body)
     except BadMediaRef:
@@ -148,6 +151,8 @@ def preview(last: Optional[LastMessage], me: int, names: Names = NO_NAMES, cells
     text = body_text(last.message_type, last.custom_type, last.body, last.state, names)
     if last.message_type == MESSAGE_TYPE_TEXT and not last.body_complete and last.state == 0:
         text = "(long message)"
+    elif last.message_type == MESSAGE_TYPE_MEDIA and not last.body_complete and last.state == 0:
+        text = "[media]"  # a cut reference does not decode
     if last.message_type != MESSAGE_TYPE_CONTROL:
         text = f"{who(last.sender_id, me, names)}: {text}"
     return cut(text, cells)

@@ -33,6 +33,7 @@ def test_a_photo_a_voice_note_and_a_file_are_named():
 
 def test_a_reference_that_does_not_decode_says_so():
     assert render.media_words(b"\xff\xff\xff") == "[media: unreadable reference]"
+    assert render.media_words(b"") == "[media]"  # a list head whose body was cut
 
 
 def test_the_chat_line_and_the_list_preview_show_the_words():
@@ -42,3 +43,9 @@ def test_the_chat_line_and_the_list_preview_show_the_words():
     assert line.endswith(" Bob: [photo: cat.png, 32×32, 2.0 KiB]"), line
     last = LastMessage(b"m" * 16, 9, 1002, 0, MESSAGE_TYPE_MEDIA, b"", body, True, 0)
     assert render.preview(last, ME, {1002: "Bob"}) == "Bob: [photo: cat.png, 3…"
+
+
+def test_a_cut_reference_in_the_list_says_media():
+    body = media_body(mime="image/png", size=2048, width=32, height=32, name="cat.png", thumbnail=b"R" * 5000)
+    last = LastMessage(b"m" * 16, 9, 1002, 0, MESSAGE_TYPE_MEDIA, b"", body[:4096], False, 0)
+    assert render.preview(last, ME, {1002: "Bob"}) == "Bob: [media]"
