@@ -4,6 +4,7 @@
     qimctl token --user U --device D   qimctl group create ...     (qim/cli/qimctl_dev.py)
     qimctl schema apply|check                                      (qim/cli/qimctl_schema.py)
     qimctl audit archive ...   qimctl retention set|get ...        (qim/cli/qimctl_archive.py)
+    qimctl audit media [--orphan-ms MS]   objects against media records (qim/cli/qimctl_media.py)
     qimctl shards [--kind K] ...   the ShardRegistry: nodes, owners, owner epochs (qim/cli/qimctl_shards.py)
     qimctl redis move-shard --shard S --to H:P   move a MailboxShard (qim/cli/qimctl_redis.py)
     qimctl redis move-bucket --bucket B --to H:P   move a commit bucket (qim/cli/qimctl_redis.py)
@@ -55,6 +56,7 @@ from qim.cli import (
     qimctl_archive,
     qimctl_backup,
     qimctl_dev,
+    qimctl_media,
     qimctl_moderation,
     qimctl_redis,
     qimctl_schema,
@@ -232,6 +234,7 @@ def build_parser(environ=None) -> argparse.ArgumentParser:
     d.add_argument("--timeout", type=float, default=60.0, help="seconds per wait step / read stall (default 60)")
     d.set_defaults(func=audit_dispatch, environ=env)
     qimctl_archive.add_audit_parser(audit_sub, env)
+    qimctl_media.add_audit_parser(audit_sub, env)
     qimctl_admin.add_parsers(sub, env)
     qimctl_dev.add_parsers(sub, env)
     qimctl_schema.add_parsers(sub, env)

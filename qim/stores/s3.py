@@ -107,14 +107,18 @@ class ObjectStore:
 
     async def keys(self, prefix: str = "") -> list[str]:
         """Every key under `prefix`, in S3's order (paged through)."""
-        out: list[str] = []
+        return [k for k, _ in await self.listing(prefix)]
+
+    async def listing(self, prefix: str = "") -> list[tuple[str, int]]:
+        """(key, last modified in ms since the epoch) of every object under `prefix`."""
+        out: list[tuple[str, int]] = []
         token: Optional[str] = None
         while True:
             kw: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
             if token:
                 kw["ContinuationToken"] = token
             page = await self._call("list_objects_v2", **kw)
-            out.extend(o["Key"] for o in page.get("Contents", []))
+            out.extend((o["Key"], int(o["LastModified"].timestamp() * 1000)) for o in page.get("Contents", []))
             if not page.get("IsTruncated"):
                 return out
             token = page["NextContinuationToken"]
