@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from qim.desktop import commands, marks, reacts, refused, render, replies, reports, rooms
+from qim.desktop import commands, marks, media, reacts, refused, render, replies, reports, rooms
 
 # `app` below is the ChatApp (qim/desktop/app.py): its client, convs, current, shown and
 # names, and its tell / open_chat / learn_names / action_* methods. Typed loosely so this
 # module does not import the screen that imports it.
 ChatApp = Any
+MEDIA = ("attach", "save")
 
 
 class Refused(Exception):
@@ -54,7 +55,7 @@ async def run(app: ChatApp, cmd: commands.Command) -> None:
             raise Refused("no refused message to edit (a refused text goes back into an empty composer by itself)")
     elif cmd.name == "leave" and app.room is not None:
         await rooms.leave(app)
-    elif app.room is not None and cmd.name in ("read", "members", "title", "recall", "older", "report",
+    elif app.room is not None and cmd.name in ("read", "members", "title", "recall", "older", "report", *MEDIA,
                                                *marks.COMMANDS, *reacts.COMMANDS):
         raise Refused(f"/{cmd.name} works in a chat, not in a room (open a chat on the left)")
     elif cmd.name == "older":
@@ -71,6 +72,12 @@ async def run(app: ChatApp, cmd: commands.Command) -> None:
         try:
             app.tell(await reacts.run(app, conv, cmd.name, cmd.text, cmd.ids[0] if cmd.ids else 1))
         except ValueError as exc:  # a bad emoji (the SDK's check) or no such message
+            raise Refused(str(exc)) from None
+    elif cmd.name in MEDIA:  # qim/desktop/media.py (issue 40)
+        try:
+            app.tell(await (media.attach(app, conv, cmd.text) if cmd.name == "attach"
+                            else media.save(app, cmd.ids[0], cmd.text)))
+        except ValueError as exc:  # no service, no such file, or the service's refusal and reason
             raise Refused(str(exc)) from None
     elif cmd.name == "report":
         try:

@@ -111,6 +111,9 @@ def build_parser(environ=None) -> argparse.ArgumentParser:
                    help="open the direct chat with this user id at start (default: none)")
     p.add_argument("--connect-timeout", type=_seconds, default=15.0,
                    help="seconds to wait for the first connection and sync (default: 15)")
+    p.add_argument("--media-url", default=env.get("QIM_MEDIA_URL") or "",
+                   help="the MediaService's base URL for /attach and /save, e.g. https://host:8443 "
+                        "(default: $QIM_MEDIA_URL; none: media cannot be sent)")
     add_client_args(p, env)  # --ca-file (default $QIM_CA_FILE), --plaintext (qim/cli/tlsopts.py)
     return p
 
@@ -167,6 +170,8 @@ async def _login(args: argparse.Namespace) -> Client:
         raise UsageError(_second_device(f"local store: {exc}", None)) from None
     except OSError as exc:
         raise UsageError(f"local store: {exc}") from None
+    client.media_url = args.media_url or None  # qim/desktop/media.py; its TLS: the --ca-file context
+    client.media_ssl = tls if args.media_url.startswith("https:") else None
     try:
         await asyncio.wait_for(client.connect(), args.connect_timeout)
     except asyncio.TimeoutError:

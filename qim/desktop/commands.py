@@ -18,6 +18,8 @@
     /react EMOJI [N]      react to the newest message (N: the N-th newest); /unreact too
     /report [N] REASON [TEXT]  report the newest message (N: the N-th newest) to the
                           operator; REASON: spam, abuse, illegal or other
+    /attach PATH          send the file at PATH (a photo, voice note or any file)
+    /save [N] PATH        save the newest media message (N: the N-th newest) to PATH
     /help                 this list
     /quit                 exit (also Ctrl+Q)
 
@@ -44,7 +46,7 @@ HELP = _PARTS[1]
 KEYS = " ".join(_PARTS[2].split())
 NAMES = ("dm", "join", "group", "title", "leave", "members", "recall", "older", "read", "help", "quit", "reply",
          "edit", "pin", "unpin", "mute", "unmute", "hide", "receipts", "react", "unreact",
-         "report")
+         "report", "attach", "save")
 _BARE = ("leave", "members", "older", "read", "help", "quit", "pin", "unpin", "unmute", "hide")
 
 
@@ -129,6 +131,13 @@ def parse(text: str) -> tuple[Optional[Command], str]:
         if not words or words[0] not in REPORT_REASONS:
             raise CommandError("usage: /report [N] REASON [TEXT] (REASON: spam, abuse, illegal or other)")
         return Command(name, (nth,), " ".join(words)), ""
+    if name in ("attach", "save"):  # the path keeps its own spacing (qim/desktop/media.py)
+        nth, rest = 1, (stripped[1:].split(None, 1) + [""])[1]
+        if name == "save" and len(words) > 1 and words[0].isdigit():
+            nth, rest = _id(words[0]), rest.split(None, 1)[1]
+        if not rest:
+            raise CommandError("usage: /attach PATH" if name == "attach" else "usage: /save [N] PATH")
+        return Command(name, (nth,) if name == "save" else (), rest), ""
     if name == "receipts":
         if words not in (["on"], ["off"]):
             raise CommandError("usage: /receipts on|off")

@@ -1,0 +1,104 @@
+"""/attach and /save of qim-desktop (issue 40; docs/desktop.md "Commands"; docs/sdk.md "Media").
+
+`/attach PATH` uploads a file to the MediaService with the device's token (qim.sdk
+`send_media`: the service checks it, strips image metadata and signs a reference) and
+sends it to the open chat as a MEDIA message; the notice line tells the upload's
+progress in steps of a tenth. `/save [N] PATH` downloads the N-th newest media message
+shown (default the newest), checked against its reference's SHA-256, to PATH (a
+directory: the file's own name inside it). The MediaService's address is --media-url
+(or $QIM_MEDIA_URL). Every refusal is a ValueError whose message is the one line the
+person reads (actions.py shows it as a refusal and keeps the typed text).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from qim.consts import MESSAGE_TYPE_MEDIA
+from qim.desktop import render
+from qim.sdk.media import MediaRefused
+from qim.wire.media import BadMediaRef, decode_ref
+
+ChatApp = Any  # qim/desktop/app.py's ChatApp (typed loosely: it imports actions, which imports this)
+NO_SERVICE = "no media service: start qim-desktop with --media-url URL (or $QIM_MEDIA_URL)"
+
+
+def _refusal(verb: str, exc: MediaRefused) -> ValueError:
+    return ValueError(f"{verb} refused by the media service ({exc.status}): {exc.reason}")
+
+
+async def attach(app: ChatApp, conv: Any, path_text: str) -> str:
+    """Upload the file at `path_text` and send it to `conv` (a Conversation); the
+    notice line after it ("sent photo.jpg (1.2 MB)"). ValueError: no service, no such
+    file, or the service's refusal with its status and reason."""
+    c = app.client
+    if not c.media_url:
+        raise ValueError(NO_SERVICE)
+    path, size = await asyncio.to_thread(_file, path_text)
+    told = [-1]
+
+    def progress(sent: int, total: int) -> None:
+        tenth = sent * 10 // max(total, 1)
+        if tenth != told[0]:  # one notice per tenth: a line per 64 KiB chunk would flood the screen
+            told[0] = tenth
+            app.tell(f"uploading {path.name}: {tenth * 10}% of {render.size_words(total)}")
+
+    try:
+        await c.send_media(conv.conversation_id, path, progress=progress, wait=False)
+    except MediaRefused as exc:
+        raise _refusal("/attach", exc) from None
+    return f"sent {path.name} ({render.size_words(size)})"
+
+
+def _file(path_text: str) -> tuple[Path, int]:
+    path = Path(path_text).expanduser()
+    if not path.is_file():
+        raise ValueError(f"/attach: no file {path_text!r}" + (" (a directory)" if path.is_dir() else ""))
+    return path, path.stat().st_size
+
+
+def _target(path_text: str, name: str) -> Path:
+    path = Path(path_text).expanduser()
+    if path.is_dir():
+        path = path / name  # the service checked the name holds no path (decision 0138)
+    if path.exists():
+        raise ValueError(f"/save: {path} exists; give another path")
+    if not path.parent.is_dir():
+        raise ValueError(f"/save: no directory {str(path.parent)!r}")
+    return path
+
+
+def nth_media(app: ChatApp, nth: int) -> Any:
+    """The `nth` newest MEDIA message shown in the open chat (StoredMessage). ValueError
+    when there are fewer."""
+    media = sorted(
+        (m for m in app.shown.values() if m.message_type == MESSAGE_TYPE_MEDIA and m.state == 0),
+        key=lambda m: m.conversation_seq,
+        reverse=True,
+    )
+    if len(media) < nth:
+        have = "no media message" if not media else f"only {len(media)} media message(s)"
+        raise ValueError(f"{have} here to save" + ("" if nth == 1 else f" (asked for the {nth}th newest)"))
+    return media[nth - 1]
+
+
+async def save(app: ChatApp, nth: int, path_text: str) -> str:
+    """Download the `nth` newest media message shown to `path_text` (inside it when a
+    directory); the notice line after it. ValueError: no service, an existing file
+    (never overwritten), a missing directory, or the service's refusal."""
+    c = app.client
+    if not c.media_url:
+        raise ValueError(NO_SERVICE)
+    msg = nth_media(app, nth)
+    try:
+        ref = decode_ref(msg.body)
+    except BadMediaRef as exc:
+        raise ValueError(f"/save: {exc}") from None
+    path = await asyncio.to_thread(_target, path_text, ref.name or ref.media_id)
+    try:
+        await c.download(msg, path)
+    except MediaRefused as exc:
+        raise _refusal("/save", exc) from None
+    return f"saved {render.media_words(msg.body)} to {path}"
