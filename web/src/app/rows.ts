@@ -9,7 +9,8 @@
 import { toHex, fromUtf8 } from "../sdk/bytes";
 import type { SendAck } from "../sdk/events";
 import type { PendingSend, StoredMessage } from "../sdk/model";
-import { MessageState } from "../sdk/protocol";
+import { MessageState, MessageType } from "../sdk/protocol";
+import { mediaWords } from "./notices";
 
 export type RowState = "pending" | "sent" | "failed" | "recalled" | "deleted";
 
@@ -45,7 +46,7 @@ export class Rows {
     const key = this.keyOfMid.get(mid) ?? (m.clientMessageId ? toHex(m.clientMessageId) : mid);
     const old = this.byKey.get(key);
     this.byKey.set(key, { key, messageId: mid, seq: m.conversationSeq, ordinal: old?.ordinal ?? null,
-      senderId: m.senderId, text: fromUtf8(m.body), state: stateOf(m.state), createdAtMs: Number(m.createdAtMs),
+      senderId: m.senderId, text: m.messageType === MessageType.MEDIA ? mediaWords(m.body) : fromUtf8(m.body), state: stateOf(m.state), createdAtMs: Number(m.createdAtMs),
       failure: "", reply: m.reply ? { messageId: toHex(m.reply.messageId), senderId: m.reply.senderId,
         state: m.reply.state, preview: m.reply.preview } : null, edited: (m.version ?? 0) > 0 && m.state === 0 });
     this.keyOfMid.set(mid, key);

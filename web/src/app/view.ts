@@ -12,6 +12,7 @@ import type { QimEvent } from "../sdk/events";
 import { KIND_GROUP } from "../sdk/ids";
 import type { Conversation } from "../sdk/model";
 import { MessageType } from "../sdk/protocol";
+import { controlPreview, mediaWords } from "./notices";
 import { StorageTrouble } from "../sdk/errors";
 import { convControls, readMark, shapeList } from "./convmarks";
 import { loadReactions, noteReaction, reactionBar, typed, typingWords } from "./reactview";
@@ -168,7 +169,8 @@ export class ChatView {
       let preview = "";
       if (last) {
         if (last.state !== 0) preview = "(message recalled)";
-        else if (last.messageType === MessageType.CONTROL) preview = "(group change)";
+        else if (last.messageType === MessageType.CONTROL) preview = controlPreview(last.body);
+        else if (last.messageType === MessageType.MEDIA) preview = `${last.senderId === this.client.userId ? "me" : this.nameOf(last.senderId)}: ${mediaWords(last.body)}`;
         else if (!last.bodyComplete) preview = `${last.senderId === this.client.userId ? "me" : this.nameOf(last.senderId)}: (long message)`;
         else preview = `${last.senderId === this.client.userId ? "me" : this.nameOf(last.senderId)}: ${fromUtf8(last.body)}`;
       }
