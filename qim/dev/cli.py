@@ -1,10 +1,11 @@
 """`qim-dev`: development helpers.
 
     qim-dev engines up     [--dir DIR] [--shard-count N] [--brokers 1|3] [--outbox-partitions N]
-                           [--without-cassandra] [--cql-nodes 1|3] [--redis-instances N]
+                           [--without-cassandra] [--cql-nodes 1|3] [--redis-instances N] [--without-s3]
                                           start Redis (one, or N standalone instances) + Kafka
                                           (one broker or a KRaft cluster of three) + Cassandra
-                                          (one node or three, RF 3), print env file
+                                          (one node or three, RF 3) + s3proxy (the object
+                                          store: qim/dev/engines_s3.py), print env file
     qim-dev engines down   [--dir DIR]    stop exactly the recorded pids
     qim-dev engines status [--dir DIR]    exit 1 unless every running engine answers
 
@@ -26,6 +27,7 @@ import time
 
 from qim.dev import progress, stack_cli
 from qim.dev.engines import EngineSet, cassandra_wanted, default_dir
+from qim.dev.engines_s3 import s3_wanted
 from qim.errors import EngineError
 
 
@@ -55,6 +57,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="up: N standalone Redis instances (own ports and dirs; core = all N, mailbox = all N "
                           "rotated by one: QIM_REDIS_CORE_ADDRS, QIM_REDIS_MAILBOX_ADDRS; docs/decisions/0098) "
                           "(default: recorded, else 1)")
+    eng.add_argument("--without-s3", dest="with_s3", action="store_false", default=None,
+                     help="up: no object store (s3proxy), so `stack up` starts no MediaService "
+                          "(default: $QIM_DEV_WITH_S3, else yes)")
     eng.add_argument("--timeout", type=float, default=15.0,
                      help="down: seconds between SIGTERM and SIGKILL")
     stack_cli.add_parser(sub)
@@ -74,7 +79,8 @@ def _up(args) -> int:
         raise EngineError(f"--outbox-partitions must be 1..256, got {args.outbox_partitions}")
     es = EngineSet.up(args.dir, args.shard_count, with_cassandra=with_cassandra, brokers=args.brokers,
                       outbox_partitions=args.outbox_partitions, cql_nodes=args.cql_nodes,
-                      redis_instances=args.redis_instances)
+                      redis_instances=args.redis_instances,
+                      with_s3=args.with_s3 if args.with_s3 is not None else s3_wanted(default=True))
     print(es.env_path.read_text(), end="")
     print(f"# engines up in {time.monotonic() - t0:.1f}s; env file:")
     print(es.env_path)

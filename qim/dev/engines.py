@@ -15,7 +15,8 @@ data) the engines, creates the QIM topics and writes:
 Cassandra (the local stand-in for ScyllaDB, the archive tier, docs/decisions/0015 and 0023): `qim-dev
 engines up` starts it unless `--without-cassandra` or QIM_DEV_WITH_CASSANDRA=0; the
 library (`with_cassandra=None`) and the pytest fixtures in tests/fixtures.py only with
-QIM_DEV_WITH_CASSANDRA=1 or `with_cassandra=True`.
+QIM_DEV_WITH_CASSANDRA=1 or `with_cassandra=True`. The object store (s3proxy) likewise with
+QIM_DEV_WITH_S3 / `with_s3`, recorded in `dir/s3.json` (qim/dev/engines_s3.py).
 """
 
 from __future__ import annotations
@@ -32,15 +33,15 @@ from qim.dev._proc import pick_ports, rss_bytes
 from qim.dev.cassandra_cluster import cluster_nodes, start_nodes
 from qim.dev.cassandra_engine import CassandraEngine, ensure_cassandra_jars
 from qim.dev.engine import Engine
+from qim.dev.engines_s3 import s3_env, s3_of, s3_save, s3_up, s3_wanted
 from qim.dev.kafka_cluster import bootstrap_of, cluster_of, start_engines
 from qim.dev.kafka_engine import KafkaEngine, create_topics, ensure_kafka_jars, kafka_cache_dir, start_kafka
 from qim.dev.redis_engine import RedisEngine, ensure_redis_installed, redis_instance, start_redis
 from qim.dev.redis_instances import check_count, engines_of, layout_env
 from qim.errors import EngineError
 
-__all__ = ["EngineSet", "RedisEngine", "KafkaEngine", "CassandraEngine", "start_redis",
-           "start_kafka", "create_topics", "default_dir", "kafka_cache_dir",
-           "cassandra_wanted"]
+__all__ = ["EngineSet", "RedisEngine", "KafkaEngine", "CassandraEngine", "start_redis", "start_kafka",
+           "create_topics", "default_dir", "kafka_cache_dir", "cassandra_wanted"]
 
 log = logging.getLogger(__name__)
 STATE_FILE = "state.json"
@@ -81,14 +82,12 @@ class EngineSet:
                  kafkas: list[KafkaEngine] | None = None, outbox_partitions: int = 1,
                  cassandras: list[CassandraEngine] | None = None, redises: list[RedisEngine] | None = None) -> None:
         self.dir = Path(dir).resolve()
-        self.redises = list(redises or [redis])
-        self.redis = self.redises[0]
-        self.kafkas = list(kafkas or [kafka])
-        self.kafka = self.kafkas[0]
+        self.redises, self.kafkas = list(redises or [redis]), list(kafkas or [kafka])
+        self.redis, self.kafka = self.redises[0], self.kafkas[0]
         self.cassandras = list(cassandras or ([cassandra] if cassandra else []))
         self.cassandra = self.cassandras[0] if self.cassandras else None
-        self.shard_count = shard_count
-        self.outbox_partitions = outbox_partitions
+        self.shard_count, self.outbox_partitions = shard_count, outbox_partitions
+        self.s3 = s3_of(self.dir)  # the object store, when one was started (engines_s3.py)
 
     # --- addresses ----------------------------------------------------------
     @property
@@ -109,7 +108,7 @@ class EngineSet:
     @property
     def engines(self) -> list[Engine]:
         """Every recorded engine, in start order."""
-        return [*self.redises, *self.kafkas, *self.cassandras]
+        return [*self.redises, *self.kafkas, *self.cassandras, *([self.s3] if self.s3 else [])]
 
     @property
     def env_path(self) -> Path:
@@ -130,7 +129,7 @@ class EngineSet:
             env["QIM_SCYLLA_ADDRS"] = ",".join(c.addr for c in self.cassandras)
             if len(self.cassandras) == 1:
                 env["QIM_SCYLLA_ALLOW_SINGLE_NODE_DEV"] = "1"  # DESIGN §8: RF=1 only with it
-        return env
+        return {**env, **s3_env(self.s3)}
 
     # --- persistence ----------------------------------------------------------
     def to_state(self) -> dict[str, Any]:
@@ -153,6 +152,7 @@ class EngineSet:
         tmp = self.dir / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(self.to_state(), indent=2) + "\n")
         os.replace(tmp, self.dir / STATE_FILE)
+        s3_save(self.dir, self.s3)
 
     def write_env(self) -> Path:
         """Write engines.env and return its path."""
@@ -187,7 +187,7 @@ class EngineSet:
     def up(cls, dir: Path | str | None = None, shard_count: int | None = None,
            die_with_parent: bool = False, with_cassandra: bool | None = None, brokers: int | None = None,
            outbox_partitions: int | None = None, cql_nodes: int | None = None,
-           redis_instances: int | None = None) -> "EngineSet":
+           redis_instances: int | None = None, with_s3: bool | None = None) -> "EngineSet":
         """Start the engines (idempotent) and return the running set, each truly ready.
 
         Healthy recorded engines are left alone; dead ones are restarted on their
@@ -256,8 +256,7 @@ class EngineSet:
         for k in es.kafkas:
             k.lib = lib
         for c in es.cassandras:
-            if cassandra_lib is not None:
-                c.lib = cassandra_lib
+            c.lib = cassandra_lib or c.lib
         wanted: list[Engine] = [*es.redises, *es.kafkas]
         if with_cassandra:  # es.cassandras set just above when wanted
             wanted.extend(es.cassandras)
@@ -278,6 +277,8 @@ class EngineSet:
         progress.note(f"waiting for every partition of {len(topics)} topics to answer")
         for k in es.kafkas:
             k.wait_ready(k.start_timeout)  # every new partition answers
+        if with_s3 if with_s3 is not None else s3_wanted():  # the object store (engines_s3.py)
+            es.s3 = s3_up(dir, die_with_parent)
         progress.note("every engine ready")
         es.write_env()
         return es

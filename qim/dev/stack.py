@@ -41,7 +41,7 @@ from qim.dev.stack_env import CLIENT_VARS, TLS_DIR, plan_stack
 from qim.dev.stack_layout import kind_of
 from qim.errors import EngineError
 from qim.net.tls import TlsFiles
-from qim.topology import GATEWAY, MAILBOX, SESSION, WRITER
+from qim.topology import GATEWAY, MAILBOX, MEDIA, SESSION, WRITER
 
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
@@ -106,7 +106,8 @@ class Stack:
         """The variables of stack.env: what a client or qimctl needs after sourcing it
         (QIM_GATEWAY_WS_ADDR / QIM_GATEWAY_WSS_ADDR: the WebSocket endpoints;
         QIM_GATEWAY_ADDRS / QIM_GATEWAY_WS_ADDRS: every gateway's; QIM_DEPLOYMENT: the
-        name the clients' local stores are kept under)."""
+        name the clients' local stores are kept under; QIM_MEDIA_URL: the MediaService's
+        base URL, when the stack runs one)."""
         client_env = {"QIM_GATEWAY_ADDR": self.gateway_addr, "QIM_GATEWAY_ADDRS": ",".join(self.gateway_addrs),
                       "QIM_DEV_TOKEN_KEY": self.token_key}
         ws_listen = self.instance_env[GATEWAY].get("QIM_GATEWAY_WS_LISTEN")
@@ -118,6 +119,8 @@ class Stack:
             client_env["QIM_GATEWAY_WS_ADDRS"] = ",".join(ws_all)
         # the stores of this stack's clients are its, whichever gateway they use (0082)
         client_env["QIM_DEPLOYMENT"] = self.gateway_addr
+        if MEDIA in self.metrics:  # the MediaService's base URL: the app sets client.media_url to it
+            client_env["QIM_MEDIA_URL"] = f"http://{self.metrics[MEDIA]}"
         if self.tls:
             client_env["QIM_GATEWAY_WSS_ADDR"] = f"wss://{self.gateway_addr}{WS_PATH}"
         client_env.update({k: self.env[k] for k in CLIENT_VARS if k in self.env})
@@ -304,7 +307,9 @@ def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str
     """
     dir = Path(dir)
     dir.mkdir(parents=True, exist_ok=True)
-    counts = {WRITER: writers, MAILBOX: mailboxes, SESSION: sessions, **(nodes or {})}
+    # one MediaService node when the engines have an object store (qim/dev/engines_s3.py)
+    media = {MEDIA: 1} if engine_env.get("QIM_S3_ENDPOINT") else {}
+    counts = {WRITER: writers, MAILBOX: mailboxes, SESSION: sessions, **media, **(nodes or {})}
     plan = plan_stack(dir, engine_env, extra_env, counts, ports_file, tls)
     stack = Stack(dir, plan.env, plan.metrics, die_with_parent=die_with_parent, instance_env=plan.instance_env)
     if not start:  # a supervisor starts the services (qim/dev/supervisor.py)
