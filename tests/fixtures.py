@@ -258,7 +258,10 @@ def stack(engines, tmp_path_factory):
         st, err = stack_up(tmp_path_factory.mktemp("stack"), engines.env(), die_with_parent=True,
                            extra_env={"QIM_AUTH_TIMEOUT_MS": str(AUTH_TIMEOUT_MS),
                                       # small rings: the room tests wrap one with 40 posts
-                                      "QIM_ROOM_RING_EVENTS": str(ROOM_RING_EVENTS)}), None
+                                      "QIM_ROOM_RING_EVENTS": str(ROOM_RING_EVENTS),
+                                      # the session's tests run the overtake path (off by
+                                      # default; decisions/0142), private stacks the default
+                                      "QIM_MAILBOX_OVERTAKE": "1"}), None
     except EngineError as exc:
         st, err = None, str(exc)
     if err:
