@@ -2,9 +2,12 @@
 docs/decisions/0137, 0139): s3proxy recorded in the engine directory, reused while
 healthy, restarted on its port and data, its QIM_S3_* variables in the engine env only
 while it runs; and a stack on engines with it runs one MediaService node whose base URL
-stack.env gives the SDK (QIM_MEDIA_URL), which sends and downloads a photo through it."""
+stack.env gives the SDK (QIM_MEDIA_URL); the docs/sdk.md "Media" example runs as written."""
 
 from __future__ import annotations
+
+import asyncio
+import re
 
 import pytest
 
@@ -13,9 +16,8 @@ from qim.dev.engines_s3 import s3_env, s3_of, s3_up, s3_wanted
 from qim.dev.stack import stack_up
 from qim.errors import EngineError
 from qim.topology import MEDIA
-from tests.e2e.sdkclient import client, close_all
-from tests.media.helpers import photo_with_gps
-from tests.sdk.realstack import eventually, users
+from tests.e2e.docrun import ROOT, client_env, run_python
+from tests.media.helpers import running_media
 
 
 def test_s3_wanted_reads_its_variable(monkeypatch) -> None:
@@ -44,33 +46,33 @@ def test_s3_recorded_reused_restarted_and_in_the_env(tmp_path) -> None:
             eng.stop()
 
 
-async def test_stack_on_an_object_store_runs_media_for_the_sdk(engines, tmp_path) -> None:
+def test_stack_on_an_object_store_plans_one_media_node_and_its_url(tmp_path) -> None:
+    s3 = {"QIM_S3_ENDPOINT": "http://127.0.0.1:9", "QIM_S3_BUCKET": "qim-media"}
+    engine_env = {"QIM_REDIS_ADDR": "127.0.0.1:6379", "QIM_KAFKA_BOOTSTRAP": "127.0.0.1:9092", **s3}
+    st = stack_up(tmp_path / "stack", engine_env, start=False)  # laid out, nothing started
+    assert st.names.count(MEDIA) == 1
+    url = st.client_env()["QIM_MEDIA_URL"]
+    assert (
+        url == f"http://{st.metrics[MEDIA]}"
+        and f"QIM_MEDIA_URL={url}\n" in (tmp_path / "stack" / "stack.env").read_text()
+    )
+    plain = stack_up(tmp_path / "plain", {k: v for k, v in engine_env.items() if k not in s3}, start=False)
+    assert MEDIA not in plain.names and "QIM_MEDIA_URL" not in plain.client_env()
+
+
+async def test_docs_media_example_runs_as_written(stack, tmp_path) -> None:
+    """The docs/sdk.md "Media" example against the session stack plus a MediaService on
+    an s3proxy of this test (what `make up` runs), its URL as stack.env gives it."""
     store = s3_up(tmp_path / "engines", die_with_parent=True)
-    st = None
     try:
-        st = stack_up(tmp_path / "stack", {**engines.env(), **s3_env(store)}, die_with_parent=True)
-        assert MEDIA in st.names
-        url = st.client_env()["QIM_MEDIA_URL"]
-        assert f"QIM_MEDIA_URL={url}" in (tmp_path / "stack" / "stack.env").read_text()
-        a, b = users(2)
-        ca, cb = await client(st, tmp_path, a), await client(st, tmp_path, b)
-        await ca.connect()
-        await cb.connect()
-        ca.media_url = cb.media_url = url
-        conv = (await ca.open_direct(b)).conversation_id
-        await cb.open_direct(a)
-        ack = await ca.send_media(conv, photo_with_gps(), name="p.jpg")
-
-        async def got():
-            return [m for m in await cb.messages(conv) if m.message_id == ack.message_id]
-
-        await eventually(got, timeout=60, what="b has the photo")
-        (msg,) = await got()
-        assert (await cb.download(msg))[:3] == b"\xff\xd8\xff"
-        await close_all(ca, cb)
+        env = {**stack.env, **s3_env(store), "QIM_MEDIA_METRICS_LISTEN": "127.0.0.1:0"}
+        async with running_media(env) as (_node, _http, base):
+            (example,) = re.findall(r"```python media-stack\n(.*?)```", (ROOT / "docs" / "sdk.md").read_text(), re.S)
+            done = await asyncio.to_thread(run_python, example, client_env(stack, QIM_MEDIA_URL=base), tmp_path)
+        assert done.returncode == 0, done.stderr[-3000:]
+        for promised in re.findall(r"# prints: (.*)$", example, flags=re.M):
+            assert promised.strip() in done.stdout, (promised, done.stdout)
     finally:
-        if st is not None:
-            st.down()
         store.stop()
 
 
