@@ -184,6 +184,8 @@ async function boot(): Promise<void> {
   f.onsubmit = (ev) => {
     ev.preventDefault();
     const v = (n: string) => (f.elements.namedItem(n) as HTMLInputElement).value.trim();
+    // a pasted token names its user: the user id is needed only without one (not `required` in the form)
+    if (!v("user") && !v("token")) return showError("sign in: give a user id, or paste a token");
     const device = v("device") || tabDevice();
     if (v("device")) sessionStorage.setItem("qim.device", device);
     signIn({ user: v("user"), name: v("name"), device, token: v("token") }, !v("device") && !v("token"))
