@@ -221,8 +221,8 @@ SERVICES: Mapping[str, Service] = MappingProxyType({s.name: s for s in (
             "qim.services.notify.node:NotifyNode", "qim.config.notify:NotifyConfig",
             engines=True, roll=1, dev_nodes=0),
     # photos and files in object storage over HTTP (issue 40; decisions 0137, 0138); rolled just
-    # before the writers (the Outbox writer stays last); the dev stack starts it only when asked
-    # (it needs an S3 store: dev_nodes=0)
+    # before the writers (the Outbox writer stays last); the dev stack starts one when its engines
+    # have an object store (qim/dev/engines_s3.py, qim/dev/stack.py), none otherwise (dev_nodes=0)
     Service(MEDIA, "MediaService", "MEDIA", 9111,
             "qim.services.media.node:MediaNode", "qim.config.media:MediaConfig",
             http=(HttpRoute("POST", "/v1/media", "upload", max_body=64 * 1024 * 1024, timeout_s=120.0),
