@@ -85,8 +85,8 @@ class ConversationWriter(ServiceNode):
         self.ops.reports = Reports(reactions, open_reports(stores))
         self.ops.media_key = config.media_ref_key  # MEDIA bodies (decision 0138)
         if config.media_ref_key:  # which media a message references, for the sweeper (decision 0139)
-            self.ops.media_refs = open_media_ledger(config.common.redis_layout)
-            self.closing(self.ops.media_refs.close, "media ledger")
+            self.ops.media_refs = ledger = open_media_ledger(config.common.redis_layout)
+            self.closing(ledger.close, "media ledger")
         # replies, mentions and edits (docs/decisions/0120): an edit is a send for the policy
         self.ops.edits = Edits(stores.messages, stores.groups, stores.commits, self.committer,
                                config.recall_window_ms, config.max_body, policy)
