@@ -262,6 +262,8 @@ _WRITTEN: tuple[Var, ...] = (
     _v("QIM_GATEWAY_WS_ADDR", "ws:// URL", "unset", (CLIENTS, DEV), "the development WebSocket endpoint"),
     _v("QIM_GATEWAY_WS_ADDRS", "ws:// URLs", "QIM_GATEWAY_WS_ADDR", (CLIENTS, DEV),
        "every gateway's development WebSocket endpoint (qim-web hands the page all of them)"),
+    _v("QIM_MEDIA_URL", "http:// URL", "unset", (CLIENTS, DEV),
+       "the development stack's MediaService base URL (stack.env; the app sets client.media_url)"),
     _v("QIM_DEPLOYMENT", "name", "the first gateway", CLIENTS,
        "the name local stores are kept under, whichever gateway a client uses"),
     _v("QIM_GATEWAY_WSS_ADDR", "wss:// URL", "unset", CLIENTS, "the WebSocket endpoint on the client port"),
@@ -286,6 +288,7 @@ _WRITTEN: tuple[Var, ...] = (
        "its own (the tests run `-XX:TieredStopAtLevel=1`: tests/conftest.py)"),
     _v("QIM_CASSANDRA_LOG_LEVEL", "level", "WARN", DEV, "Cassandra log level"),
     _v("QIM_DEV_WITH_CASSANDRA", "flag", 1, DEV, "qim-dev engines up starts Cassandra"),
+    _v("QIM_DEV_WITH_S3", "flag", 1, DEV, "qim-dev engines up starts s3proxy (then stack up a MediaService node)"),
     _v("QIM_WEB_PORT", "int", 8088, DEV, "qim-web's port"),
     _v("QIM_DEV_TENANT", "int", 0, DEV, "tenant of qim-web's development tokens"),
 )

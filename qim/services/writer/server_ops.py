@@ -13,7 +13,7 @@ is released when the request ends at the latest.
 from __future__ import annotations
 
 import time
-from typing import Optional
+from typing import Any, Optional
 
 from qim._core import ids
 from qim.consts import MESSAGE_TYPE_MEDIA, U63_MAX
@@ -53,7 +53,7 @@ class WriterOps:
         self.edits: Optional[Edits] = None  # EDIT_MESSAGE (edits.Edits, set by the writer; docs/decisions/0120)
         self.reports: Optional[Reports] = None  # REPORT (reports.Reports, set by the writer; decision 0124)
         self.media_key = b""  # QIM_MEDIA_REF_KEY (set by the writer): verifies MEDIA bodies (decision 0138)
-        self.media_refs = None  # the MediaLedger (set by the writer): references of sent media (decision 0139)
+        self.media_refs: Any = None  # the MediaLedger (set by the writer): references of sent media (decision 0139)
         self._dispatch = Dispatch(WRITER, self)
 
     async def client(self, actor: internal_pb2.Actor, opcode: int, upstream: bytes) -> tuple[int, bytes]:
