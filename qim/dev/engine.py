@@ -22,6 +22,12 @@ from qim.dev._proc import Launcher, death_wrapper, kill_pid, log_tail, pid_alive
 from qim.errors import EngineError
 
 log = logging.getLogger(__name__)
+# What to do after a start that timed out: on a machine busy with other work a JVM engine
+# can take longer than its start_timeout (Kafka's KRaft activation took over 90 s at a load
+# of 20 on two cores, where a second `make demo` had it ready in seconds); the next
+# `up` keeps the engines already running and starts only the missing one.
+NOT_READY_HINT = ("; a busy machine can take longer: run the same command again (make demo, make up, "
+                  "qim-dev engines up), the engines already up are kept")
 
 
 class Engine:
@@ -100,7 +106,7 @@ class Engine:
         except TimeoutExpired:
             self._forget()  # mirakuru killed it already
             raise EngineError(f"{self.name} at {self.addr} was not ready within "
-                              f"{timeout:.0f}s (last error: {launcher.last_error})\n"
+                              f"{timeout:.0f}s (last error: {launcher.last_error}){NOT_READY_HINT}\n"
                               + log_tail(*self.log_paths)) from None
         except BaseException:
             self.kill()
@@ -128,7 +134,7 @@ class Engine:
                 last = e
             if time.monotonic() > deadline:
                 raise EngineError(f"{self.name} at {self.addr} was not ready within "
-                                  f"{timeout:.0f}s (last error: {last})\n"
+                                  f"{timeout:.0f}s (last error: {last}){NOT_READY_HINT}\n"
                                   + log_tail(*self.log_paths))
             time.sleep(0.1)
 
