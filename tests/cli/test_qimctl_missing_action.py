@@ -15,7 +15,7 @@ CASES = {
                      "{replay,ban,unban,log,mute,unmute,mutes,reports,resolve}",
     ("redis",): "qimctl redis: error: the following arguments are required: "
                 "{move-shard,pin-shards,move-bucket,pin-buckets,where}",
-    ("audit",): "qimctl audit: error: the following arguments are required: {dispatch,archive}",
+    ("audit",): "qimctl audit: error: the following arguments are required: {dispatch,archive,media}",
     ("membership",): "qimctl membership: error: the following arguments are required: {add,remove}",
 }
 
