@@ -28,7 +28,11 @@ def test_s3_wanted_reads_its_variable(monkeypatch) -> None:
         s3_wanted()
 
 
-def test_s3_recorded_reused_restarted_and_in_the_env(tmp_path) -> None:
+async def test_s3_recorded_reused_restarted_and_the_docs_media_example_runs(stack, tmp_path) -> None:
+    """s3_up records the store, leaves a healthy one alone, brings a stopped one back on
+    its port; then the docs/sdk.md "Media" example runs as written against the session
+    stack plus a MediaService on that store (what `make up` runs), its URL as stack.env
+    gives it (one JVM start less than two tests)."""
     first = s3_up(tmp_path, die_with_parent=True)
     try:
         assert s3_env(first)["QIM_S3_ENDPOINT"] == first.endpoint and s3_env(first)["QIM_S3_BUCKET"] == "qim-media"
@@ -40,6 +44,14 @@ def test_s3_recorded_reused_restarted_and_in_the_env(tmp_path) -> None:
         assert s3_env(s3_of(tmp_path)) == {}  # not running: no variables pointing at a dead port
         back = s3_up(tmp_path, die_with_parent=True)
         assert back.ports == first.ports and back.pid != first.pid and back.healthy()
+
+        env = {**stack.env, **s3_env(back), "QIM_MEDIA_METRICS_LISTEN": "127.0.0.1:0"}
+        async with running_media(env) as (_node, _http, base):
+            (example,) = re.findall(r"```python media-stack\n(.*?)```", (ROOT / "docs" / "sdk.md").read_text(), re.S)
+            done = await asyncio.to_thread(run_python, example, client_env(stack, QIM_MEDIA_URL=base), tmp_path)
+        assert done.returncode == 0, done.stderr[-3000:]
+        for promised in re.findall(r"# prints: (.*)$", example, flags=re.M):
+            assert promised.strip() in done.stdout, (promised, done.stdout)
     finally:
         eng = s3_of(tmp_path)
         if eng is not None:
@@ -58,22 +70,6 @@ def test_stack_on_an_object_store_plans_one_media_node_and_its_url(tmp_path) -> 
     )
     plain = stack_up(tmp_path / "plain", {k: v for k, v in engine_env.items() if k not in s3}, start=False)
     assert MEDIA not in plain.names and "QIM_MEDIA_URL" not in plain.client_env()
-
-
-async def test_docs_media_example_runs_as_written(stack, tmp_path) -> None:
-    """The docs/sdk.md "Media" example against the session stack plus a MediaService on
-    an s3proxy of this test (what `make up` runs), its URL as stack.env gives it."""
-    store = s3_up(tmp_path / "engines", die_with_parent=True)
-    try:
-        env = {**stack.env, **s3_env(store), "QIM_MEDIA_METRICS_LISTEN": "127.0.0.1:0"}
-        async with running_media(env) as (_node, _http, base):
-            (example,) = re.findall(r"```python media-stack\n(.*?)```", (ROOT / "docs" / "sdk.md").read_text(), re.S)
-            done = await asyncio.to_thread(run_python, example, client_env(stack, QIM_MEDIA_URL=base), tmp_path)
-        assert done.returncode == 0, done.stderr[-3000:]
-        for promised in re.findall(r"# prints: (.*)$", example, flags=re.M):
-            assert promised.strip() in done.stdout, (promised, done.stdout)
-    finally:
-        store.stop()
 
 
 def test_engine_set_without_s3_has_no_s3_variables(engines) -> None:
