@@ -70,6 +70,7 @@ class ConvStates:
         self._rt = runtime  # a ClientRuntime: request, retry_budget_s and its core
         self._core: RuntimeCore = runtime.core
         self._states: dict[bytes, ConversationState] = {}
+        self._ticked: dict[bytes, int] = {}  # conversation -> the highest READ_RECEIPT told
 
     def attach(self, sessions: Any) -> None:
         """Hook into the runtime: list entries (`sessions.note`) and the two server frames."""
@@ -138,6 +139,11 @@ class ConvStates:
         old = self.get(bytes(r.conversation_id))
         if r.read_conversation_seq > old.peer_read_seq:  # watermarks only move forward
             self._states[old.conversation_id] = replace(old, peer_read_seq=r.read_conversation_seq)
+        # told once per newer receipt, by its own watermark: the user's SESSION_DELTA
+        # carries the same position and may arrive first (it raises peer_read_seq
+        # silently), and the receipt after it must still tell the tick
+        if r.read_conversation_seq > self._ticked.get(old.conversation_id, 0):
+            self._ticked[old.conversation_id] = r.read_conversation_seq
             self._core.emit(ev.PeerRead(old.conversation_id, r.reader_user_id, r.read_conversation_seq))
 
     def shape(self, listing: list[Conversation]) -> list[Conversation]:

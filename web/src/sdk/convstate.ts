@@ -52,6 +52,8 @@ function same(a: ConversationState, b: ConversationState): boolean {
 /** The in-memory states of one runtime and the calls that change them. */
 export class ConvStates {
   private states = new Map<string, ConversationState>();
+  /** conversation (hex) -> the highest READ_RECEIPT told as "peerRead". */
+  private ticked = new Map<string, bigint>();
 
   constructor(private readonly rt: RuntimeCore) {
     rt.frameHandlers.set(Op.CONVERSATION_STATE_SYNC, (body) => {
@@ -113,8 +115,13 @@ export class ConvStates {
   private onReceipt(body: Uint8Array): void {
     const r = fromBinary(ReadReceiptSchema, body);
     const old = this.get(r.conversationId);
-    if (r.readConversationSeq <= old.peerReadSeq) return; // watermarks only move forward
-    this.states.set(toHex(r.conversationId), { ...old, peerReadSeq: r.readConversationSeq });
+    const key = toHex(r.conversationId);
+    // watermarks only move forward
+    if (r.readConversationSeq > old.peerReadSeq) this.states.set(key, { ...old, peerReadSeq: r.readConversationSeq });
+    // told once per newer receipt, by its own watermark: the user's SESSION_DELTA carries the
+    // same position and may arrive first (raising peerReadSeq silently); the receipt still tells it
+    if (r.readConversationSeq <= (this.ticked.get(key) ?? 0n)) return;
+    this.ticked.set(key, r.readConversationSeq);
     this.rt.emit({ type: "peerRead", conversationId: r.conversationId, readerUserId: r.readerUserId,
       seq: r.readConversationSeq });
   }
