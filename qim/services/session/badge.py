@@ -36,6 +36,7 @@ logger = logging.getLogger(__name__)
 SETTLE_PAGE = 500  # dirty entries read per instance per round
 IDLE_S = 0.2  # pause when a round found nothing to settle
 ERROR_PAUSE_S = 1.0
+PAGE_RETRY_S = (1.0, 300.0)  # a user whose page fails is retried after 1 s, doubling up to 5 min
 
 Summarize = Callable[[int, int, list[bytes]], Awaitable[dict[bytes, session_pb2.SessionEntry]]]
 
@@ -71,6 +72,10 @@ class BadgeSettler:
     ) -> None:
         self._badges, self._summarize, self._epoch_of = badges, summarize, epoch_of
         self._on_settled = on_settled
+        # (tenant, user) -> (retry at monotonic s, last pause s): a page that keeps failing
+        # (a record missing) is retried with a growing pause, not every round at 5 Hz with a
+        # warning each time; its marks stay, so nothing is lost when it heals
+        self._page_failed: dict[tuple[int, int], tuple[float, float]] = {}
         self._settles = metrics.counter("qim_session_badge_settles", "UserBadgeState settles by outcome", ["outcome"])
         self._errors = metrics.counter(
             "qim_session_badge_settle_errors", "Badge marks left for a later round", ["reason"]
@@ -101,9 +106,11 @@ class BadgeSettler:
         if self._badges.dropped_marks > dropped:  # malformed marks the store deleted
             self._errors.labels(reason="bad_mark").inc(self._badges.dropped_marks - dropped)
         done = 0
+        now = time.monotonic()
         for (tenant, user), marks in users.items():
             owner = self._epoch_of(tenant, user)
-            if owner is None:
+            failed = self._page_failed.get((tenant, user))
+            if owner is None or (failed is not None and now < failed[0]):
                 continue
             done += await self._settle(tenant, user, owner, marks)
         return done
@@ -112,10 +119,13 @@ class BadgeSettler:
         convs = list(dict.fromkeys(d.conversation_id for d in marks))
         try:
             entries = await self._summarize(tenant, user, convs)
-        except PageError as exc:  # left marked (retried), counted: never a silent zero
+        except PageError as exc:  # left marked (retried later), counted: never a silent zero
             self._errors.labels(reason="page").inc()
-            logger.warning("badge of a user not settled: %s", exc)
+            pause = min(PAGE_RETRY_S[1], 2 * self._page_failed.get((tenant, user), (0.0, PAGE_RETRY_S[0] / 2))[1])
+            self._page_failed[(tenant, user)] = (time.monotonic() + pause, pause)
+            logger.warning("badge of a user not settled (retried in %.0f s): %s", pause, exc)
             return 0
+        self._page_failed.pop((tenant, user), None)
         now_ms = int(time.time() * 1000)
         values = {c: contribution(entries[c], now_ms) for c in convs}
         # a timed mute changes the contribution when it ends, with no event: marked again then
