@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from qim.obs.httpauth import HttpRefused
-from qim.wire.media import sniff
+from qim.wire.media import NAME_MAX, sniff
 
 ALLOWED = (
     "image/jpeg",
@@ -50,6 +50,21 @@ class MediaRefused(HttpRefused):
     """An upload or download refused: `status` (HTTP), `reason` (a fixed word, a metric
     label) and `message` (one line for the client, with no bytes or names of the file);
     the HTTP seam answers it as its status with the message (qim/obs/http.py)."""
+
+
+def check_name(name: str) -> str:
+    """A file name as given, when it is one: MediaRefused 400 bad_name for a path (/ or
+    \\), a dot-only name, a control character or more than NAME_MAX bytes."""
+    if (
+        len(name.encode()) > NAME_MAX
+        or "/" in name
+        or "\\" in name
+        or name.strip(".") == ""
+        and name
+        or any(ord(c) < 32 or ord(c) == 127 for c in name)
+    ):
+        raise MediaRefused(400, "bad_name", "the file name must be a plain name (no path, no control characters)")
+    return name
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from typing import Any
 
 from aiohttp import web
 
-from qim.services.media.inspect import ALLOWED, IMAGES, MediaRefused
+from qim.services.media.inspect import ALLOWED, IMAGES, MediaRefused, check_name
 from qim.wire.media import sniff
 
 PART_BYTES = 8 * 1024 * 1024  # S3's smallest part is 5 MiB (all but the last)
@@ -53,8 +53,6 @@ class Multipart:
 
     async def start_upload(self, request: web.Request, device: Any) -> web.Response:
         """POST /v1/media/uploads (module doc)."""
-        from qim.services.media.node import check_name  # one rule for names
-
         cfg = self.config
         try:
             spec = await request.json()

@@ -38,34 +38,19 @@ from qim.obs.httpauth import DeviceAuth
 from qim.obs.node import ServiceNode
 from qim.proto.v1.media_pb2 import MediaRef
 from qim.services.media.access import check_download
-from qim.services.media.inspect import MediaRefused, inspect
+from qim.services.media.inspect import MediaRefused, check_name, inspect
 from qim.services.media.multipart import Multipart
 from qim.services.media.sweep import MediaSweeper
 from qim.stores.media import open_media_ledger
 from qim.stores.open import open_stores
 from qim.stores.revocations import open_revocations
 from qim.stores.s3 import ObjectMissing, ObjectStore
-from qim.wire.media import NAME_MAX, THUMBNAIL_MAX, sign_ref
+from qim.wire.media import THUMBNAIL_MAX, sign_ref
 from qim.wire.tokens import TokenVerifier
 
 logger = logging.getLogger(__name__)
 PROBE_S = 5.0  # how often the object store is probed (readiness)
 STREAM_BYTES = 4 * 1024 * 1024  # a download is read from the store and sent in pieces of this
-
-
-def check_name(name: str) -> str:
-    """A file name as given, when it is one: MediaRefused 400 bad_name for a path (/ or
-    \\), a dot-only name, a control character or more than NAME_MAX bytes."""
-    if (
-        len(name.encode()) > NAME_MAX
-        or "/" in name
-        or "\\" in name
-        or name.strip(".") == ""
-        and name
-        or any(ord(c) < 32 or ord(c) == 127 for c in name)
-    ):
-        raise MediaRefused(400, "bad_name", "the file name must be a plain name (no path, no control characters)")
-    return name
 
 
 def _hexid(raw: str, what: str) -> bytes:
