@@ -15,6 +15,7 @@ import time
 from typing import Optional
 
 from qim._core import ids
+from qim.errors import ErrorCode
 from qim.net.framed import FramedStream, open_framed, parse_addr
 from qim.net.tls import client_port_context
 from qim.net.tls import connect as tls_connect
@@ -110,10 +111,17 @@ class RawClient:
         return await self.request(Opcode.SEND_MESSAGE, msg.SerializeToString())
 
     async def pull_all(self, cursor: int = 0, timeout: float = 10.0) -> tuple[list, int]:
-        """Pull until has_more is false; returns (entries, cursor)."""
+        """Pull until has_more is false; returns (entries, cursor). UNAVAILABLE (a mailbox
+        shard between owners, e.g. after a node's restart) is pulled again for up to
+        `timeout` s, as every client does; any other answer fails."""
         entries = []
+        deadline = asyncio.get_running_loop().time() + timeout
         while True:
             op, batch = await self.request(Opcode.PULL_MAILBOX, mailbox_pb2.PullMailbox(cursor=cursor).SerializeToString())
+            if (op == Opcode.ERROR and batch.code == ErrorCode.UNAVAILABLE
+                    and asyncio.get_running_loop().time() < deadline):
+                await asyncio.sleep(0.1)
+                continue
             assert op == Opcode.MAILBOX_BATCH, batch
             entries.extend(batch.entries)
             cursor = batch.next_cursor
