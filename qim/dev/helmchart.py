@@ -27,7 +27,8 @@ One entry per process row, in table order:
 - `rpc`: it holds a service certificate (internal mutual TLS); `leases`, `engines`,
   `archiveOnly`, `roll` (rolling-upgrade order: docs/operations.md "Rolling upgrade");
 - `startGraceS`, `unhealthyS`: the supervision rule's numbers (qim/dev/healthwatch.py),
-  turned into the startup and liveness probes.
+  turned into the startup and liveness probes;
+- `optional`: the kind may run 0 replicas (its row's `dev_nodes` is 0).
 """
 
 from __future__ import annotations
@@ -95,6 +96,9 @@ def entry(row: Service) -> dict[str, Any]:
         "sharedConfig": any(row.name in table[v].readers for v in SHARED_CONFIG),
         "archiveOnly": row.archive_only, "roll": roll_order().index(row.name),
         "startGraceS": int(START_GRACE_S), "unhealthyS": int(UNHEALTHY_RESTART_S),
+        # a kind that needs the operator's outside system first (dev_nodes=0: moderation's
+        # receiver, notify's provider credentials, media's S3 store) may run 0 replicas
+        "optional": row.dev_nodes == 0,
     }
     return out
 

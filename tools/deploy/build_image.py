@@ -43,6 +43,10 @@ UID = 10001
 # what the image's Python (Debian's 3.11.2) needs beyond the build machine's: redis asks
 # for async-timeout below 3.11.3, a marker pip download evaluates for this interpreter
 IMAGE_ONLY = ["async-timeout>=4.0.3"]
+# pure-Python dependencies PyPI serves only as source (the push extra's Web Push payload
+# encryption, decision 0130): a wheel is built from the pinned source on the host, never in
+# the image (no compiler or build tools are left there)
+SDIST_ONLY = ("http-ece",)
 VENV = "/opt/qim/venv"
 # removed from the root file system once the venv is installed: package managers and
 # what only an install needs (the image is rebuilt, never updated in place)
@@ -82,8 +86,20 @@ def wheels(wheel: pathlib.Path, out: pathlib.Path) -> None:
         for old in out.glob("qim-*.whl"):
             old.unlink()
         shutil.copy2(wheel, out / wheel.name)
+    for name in SDIST_ONLY:  # built here once, at the pinned version, found by --find-links
+        pin = next((p for p in pins_of(constraints) if p.lower().startswith(name + "==")), name)
+        if not list(out.glob(name.replace("-", "_") + "-*.whl")):
+            run(f"a wheel of {pin} (PyPI serves it as source only)",
+                [str(ROOT / ".venv/bin/python"), "-m", "pip", "wheel", "-q", "--no-deps", "--no-binary", name,
+                 "-w", str(out), pin], env={**os.environ, "SOURCE_DATE_EPOCH": "315532800"})
     run("dependency wheels (PyPI, cached)", [str(ROOT / ".venv/bin/python"), "-m", "pip", "download", "-q",
-        "--only-binary=:all:", "-c", str(constraints), "-d", str(out), f"{out / wheel.name}[server]", *IMAGE_ONLY])
+        "--only-binary=:all:", "--find-links", str(out), "-c", str(constraints), "-d", str(out),
+        f"{out / wheel.name}[server]", *IMAGE_ONLY])
+
+
+def pins_of(constraints: pathlib.Path) -> list[str]:
+    """The name==version lines of a constraints file."""
+    return [line.strip() for line in constraints.read_text().splitlines() if "==" in line]
 
 
 def mounts_below(target: pathlib.Path) -> list[str]:

@@ -57,7 +57,9 @@ helm.sh/chart: {{ .root.Chart.Name }}-{{ .root.Chart.Version | replace "+" "_" }
 {{- range $table.services -}}{{- $names = append $names .name -}}{{- end -}}
 {{- range $kind, $node := .Values.nodes -}}
 {{- if not (has $kind $names) -}}{{- fail (printf "nodes.%s: no such process kind; the kinds: %s" $kind (join ", " $names)) -}}{{- end -}}
-{{- if lt (int $node.replicas) 1 -}}{{- fail (printf "nodes.%s.replicas must be at least 1" $kind) -}}{{- end -}}
+{{- $least := 1 -}}
+{{- range $table.services -}}{{- if and (eq .name $kind) .optional -}}{{- $least = 0 -}}{{- end -}}{{- end -}}
+{{- if lt (int $node.replicas) $least -}}{{- fail (printf "nodes.%s.replicas must be at least %d" $kind $least) -}}{{- end -}}
 {{- end -}}
 {{- range $names -}}
 {{- if not (hasKey $.Values.nodes .) -}}{{- fail (printf "nodes.%s is missing" .) -}}{{- end -}}
