@@ -69,8 +69,17 @@ POLICY_VARS = _policy_vars()
 
 
 def policy_settings(environ: Mapping[str, str]) -> dict[str, str]:
-    """The POLICY_VARS set (non-empty) in `environ`: what `stack up` passes and records."""
-    return {k: environ[k] for k in POLICY_VARS if environ.get(k)}
+    """The POLICY_VARS set (non-empty) in `environ`, and every OTEL_* variable set there
+    (decision 0140's tracing): what `stack up` passes and records, so a later `stack
+    restart NAME` from another shell starts the service with them again (it reads only
+    the recorded environment)."""
+    return {**{k: environ[k] for k in POLICY_VARS if environ.get(k)},
+            **{k: v for k, v in environ.items() if k.startswith("OTEL_") and v}}
+
+
+def _compared(stack_env: Mapping[str, str], wanted: Mapping[str, str]) -> list[str]:
+    """POLICY_VARS and the OTEL_* names either side has: the names policy_differs compares."""
+    return [*POLICY_VARS, *sorted({k for k in (*stack_env, *wanted) if k.startswith("OTEL_")})]
 
 # `stack up` flags -> the service whose node count they set (qim/topology.py rows)
 NODE_FLAGS = {"gateways": GATEWAY, "writers": WRITER, "mailbox-nodes": MAILBOX, "session-nodes": SESSION,
@@ -236,8 +245,9 @@ def cassandra_for(engines_dir: Path | str | None) -> bool:
 
 def policy_differs(stack_env: dict[str, str], wanted: dict[str, str]) -> bool:
     """Whether a recorded stack runs another send policy (QIM_SEND_POLICY, "" = none) or
-    other moderation settings (any other POLICY_VARS) than `wanted` asks for."""
-    return any(stack_env.get(k, "") != wanted.get(k, "") for k in POLICY_VARS)
+    other moderation settings (any other POLICY_VARS) or other OTEL_* variables than
+    `wanted` asks for."""
+    return any(stack_env.get(k, "") != wanted.get(k, "") for k in _compared(stack_env, wanted))
 
 
 def restart_words(existing: Stack, wanted: dict[str, int], settings: dict[str, str]) -> str:
@@ -255,11 +265,13 @@ def restart_words(existing: Stack, wanted: dict[str, int], settings: dict[str, s
     if existing.env.get(POLICY, "") != settings.get(POLICY, ""):
         reasons.append(f"another send policy ({POLICY} {existing.env.get(POLICY) or 'none'} -> "
                        f"{settings.get(POLICY) or 'none'})")
-    moved = [k for k in POLICY_VARS[1:] if existing.env.get(k, "") != settings.get(k, "")]
-    if moved:  # a secret's value is never printed
-        reasons.append("other moderation settings (" + ", ".join(
-            f"{k} changed" if "SECRET" in k else f"{k} {existing.env.get(k) or 'unset'} -> {settings.get(k) or 'unset'}"
-            for k in moved) + ")")
+    moved = [k for k in _compared(existing.env, settings)[1:] if existing.env.get(k, "") != settings.get(k, "")]
+    for group, names in (("moderation", [k for k in moved if not k.startswith("OTEL_")]),
+                         ("tracing", [k for k in moved if k.startswith("OTEL_")])):
+        if names:  # a secret's value is never printed (OTLP headers carry a collector's credentials)
+            reasons.append(f"other {group} settings (" + ", ".join(
+                f"{k} changed" if "SECRET" in k or "HEADERS" in k
+                else f"{k} {existing.env.get(k) or 'unset'} -> {settings.get(k) or 'unset'}" for k in names) + ")")
     why = " and ".join(reasons) or "other token keys, or a service that did not answer /healthz"
     return (f"stack: restarting every service for {why}: connected clients reconnect by themselves; the engines "
             "and their data stay")
