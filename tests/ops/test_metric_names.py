@@ -5,7 +5,7 @@ the label values they select (opcode names, every send-path stage) are really ex
 Names the stack cannot have: node_exporter's `node_*` and Prometheus' own `up`; the
 archiver's (`qim_archiver_*`, the archive tier is not in the session stack) and the
 ModerationService's (`qim_moderation_notify_*`) and the NotificationService's
-(`qim_notify_*`), not started by a dev stack, are checked against their MetricSets
+(`qim_notify_*`, its providers' `qim_push_*`), not started by a dev stack, are checked against their MetricSets
 instead."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 
 from prometheus_client import generate_latest
 
+from qim.notify.providers.base import PushMetrics
 from qim.obs.metrics import SEND_STAGES
 from qim.protocol import Opcode
 from qim.services.archiver.metrics import ArchiverMetrics
@@ -31,7 +32,7 @@ SUFFIXES = ("_bucket", "_count", "_sum")
 
 def _exprs() -> list[str]:
     dash = json.loads((ROOT / "deploy" / "grafana" / "qim-dashboard.json").read_text())
-    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]  # a row panel has none
     rules = (ROOT / "deploy" / "prometheus" / "qim-rules.yml").read_text()
     return exprs + [rules]
 
@@ -70,6 +71,7 @@ async def test_dashboard_and_rule_metrics_exist_in_a_live_stack(stack):
     live = set().union(*map(_exported, texts)) | _exported(generate_latest(ArchiverMetrics().registry).decode())
     live |= _exported(generate_latest(NotifyMetrics().registry).decode())
     live |= _exported(generate_latest(PushNotifyMetrics().registry).decode())
+    live |= _exported(generate_latest(PushMetrics().registry).decode())
     wanted = set().union(*map(_names, _exprs()))
     assert {"qim_gateway_request_seconds_bucket", "qim_send_stage_seconds_bucket", "qim_mailbox_dispatch_lag"} <= wanted
     missing = sorted(n for n in wanted if not EXTERNAL.match(n) and n not in live)
