@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 # Top-level modules of the `server` extra (pyproject.toml): a service importing one of
 # them on an app-only install fails with EXIT_NO_SERVER_EXTRA and the pip command.
 SERVER_EXTRA_MODULES = frozenset({"uvloop", "redis", "hiredis", "confluent_kafka", "prometheus_client", "pyroaring", "numpy",
-                                  "cassandra", "websockets", "aiohttp"})
+                                  "cassandra", "websockets", "aiohttp", "aiohttp_cors"})
 EXIT_CONFIG, EXIT_CANNOT_START, EXIT_NO_SERVER_EXTRA, EXIT_TASK_DIED = 2, 3, 4, 5
 EVENT_LOOP_ENV = "QIM_EVENT_LOOP"
 EVENT_LOOPS = ("uvloop", "asyncio")  # the first is the default

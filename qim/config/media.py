@@ -5,7 +5,9 @@ per file through the service, QIM_MEDIA_MAX_UPLOAD_BYTES per multipart upload, Q
 QIM_MEDIA_MAX_PIXELS per image), the key that signs media references
 (QIM_MEDIA_REF_KEY, 32+ characters, the same value on the writers that check MEDIA
 bodies), and the device-token settings the gateway's AUTH reads (QIM_TOKEN_*,
-QIM_TENANT_ID). Redis (the home instance of QIM_REDIS_ADDR / _CORE_ADDRS) holds the quota
+QIM_TENANT_ID), and the web origins allowed to call the routes from a page
+(QIM_MEDIA_CORS_ORIGINS, comma-separated `scheme://host[:port]`; empty: no CORS; decision
+0146). Redis (the home instance of QIM_REDIS_ADDR / _CORE_ADDRS) holds the quota
 counters and object records; downloads read messages and groups as the writer does
 (both tiers with QIM_SCYLLA_ADDRS).
 A bad value stops the start with exit 2 naming the variable.
@@ -20,6 +22,7 @@ from qim.config.env import Env
 from qim.config.s3 import S3Config
 from qim.consts import TOKEN_AUDIENCE_DEFAULT, TOKEN_ISSUER_DEFAULT, TOKEN_LEEWAY_S_DEFAULT, TOKEN_MAX_TTL_S_DEFAULT
 from qim.errors import ConfigError
+from qim.obs.httpcors import parse_origins
 from qim.topology import MEDIA
 
 MAX_FILE_BYTES_CEILING = 64 * 1024 * 1024  # through the service; larger files: multipart (multipart.py)
@@ -41,7 +44,7 @@ class MediaConfig:
     against), `metrics_listen` (the HTTP routes' listener),
     `s3`, `max_file_bytes`, `quota_bytes_per_day`, `max_pixels`, `ref_key`, and the token
     settings (`token_keys`, `token_audience`, `token_issuer`, `token_leeway_s`,
-    `token_max_ttl_s`: as the gateway's)."""
+    `token_max_ttl_s`: as the gateway's), `cors_origins` (QIM_MEDIA_CORS_ORIGINS)."""
 
     common: CommonConfig
     metrics_listen: str
@@ -58,6 +61,7 @@ class MediaConfig:
     token_issuer: str = TOKEN_ISSUER_DEFAULT
     token_leeway_s: int = TOKEN_LEEWAY_S_DEFAULT
     token_max_ttl_s: int = TOKEN_MAX_TTL_S_DEFAULT
+    cors_origins: tuple[str, ...] = ()  # web pages of these origins may call the routes (0146)
 
     @classmethod
     def from_env(cls, env: Env) -> "MediaConfig":
@@ -78,6 +82,7 @@ class MediaConfig:
             token_issuer=env.text("QIM_TOKEN_ISSUER", TOKEN_ISSUER_DEFAULT),
             token_leeway_s=env.integer("QIM_TOKEN_LEEWAY_S", TOKEN_LEEWAY_S_DEFAULT, 0, 300),
             token_max_ttl_s=env.integer("QIM_TOKEN_MAX_TTL_S", TOKEN_MAX_TTL_S_DEFAULT, 60, 30 * 86_400),
+            cors_origins=parse_origins(env.raw("QIM_MEDIA_CORS_ORIGINS"), "QIM_MEDIA_CORS_ORIGINS"),
         )
 
     @property

@@ -3,7 +3,8 @@
 
 The layout and its ports come from qim.dev.stack_layout and qim.dev.stack_ports; this
 module adds what makes them a development stack: the token audience and key
-(qim.dev.devkeys), short shard leases, the browser origins of the WebSocket listener,
+(qim.dev.devkeys), short shard leases, the browser origins of the WebSocket listener and of the
+MediaService (the web page's, QIM_MEDIA_CORS_ORIGINS),
 TLS (docs/decisions/0022: a development CA under DIR/tls, the gateway's client-port
 certificate and each internal service its own for mutual TLS) or the plaintext
 development flags, and the archive tier's schema (qim.dev.stack_archive).
@@ -81,6 +82,8 @@ def plan_stack(dir: Path, engine_env: Mapping[str, str], extra_env: Optional[Map
     env = {**shared, **env, "QIM_TOKEN_PUBLIC_KEYS": env.get("QIM_TOKEN_PUBLIC_KEYS", str(public_key.resolve()))}
     # the writers verify MEDIA bodies with the MediaService's key (decision 0138): one per stack directory
     env.setdefault("QIM_MEDIA_REF_KEY", dev_media_ref_key(dir))
+    # the web page (qim-web on QIM_WEB_PORT) uploads and downloads from its own origin (decision 0146)
+    env.setdefault("QIM_MEDIA_CORS_ORIGINS", os.environ.get("QIM_MEDIA_CORS_ORIGINS") or dev_web_origins())
     if scylla is not None:
         apply_schema(scylla)
     if pki is not None:
@@ -89,6 +92,13 @@ def plan_stack(dir: Path, engine_env: Mapping[str, str], extra_env: Optional[Map
                 instance_env[inst.name].update(pki.service_env(inst.service.name))
     metrics = {inst.name: instance_env[inst.name][inst.service.metrics_var] for inst in layout}
     return StackEnv(env, instance_env, metrics)
+
+
+def dev_web_origins() -> str:
+    """The development web page's origins (qim-web on $QIM_WEB_PORT, else 8088, by both
+    loopback names): the MediaService's CORS allowlist in a development stack."""
+    port = os.environ.get("QIM_WEB_PORT") or "8088"
+    return f"http://127.0.0.1:{port},http://localhost:{port}"
 
 
 def dev_media_ref_key(dir: Path) -> str:

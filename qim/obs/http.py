@@ -43,6 +43,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from qim.errors import ConfigError, RequestError
 from qim.net.framed import parse_addr
 from qim.obs.httpauth import DeviceAuth, HttpRefused
+from qim.obs.httpcors import enable_cors
 from qim.obs.metrics import invariant_reasons
 from qim.topology import HttpRoute
 
@@ -151,7 +152,12 @@ def _bind(route: HttpRoute, target: Any, auth: Optional[DeviceAuth], m: _Metrics
 
 
 def _app(
-    health: Readiness, registry: CollectorRegistry, routes: Sequence[HttpRoute], target: Any, auth: Optional[DeviceAuth]
+    health: Readiness,
+    registry: CollectorRegistry,
+    routes: Sequence[HttpRoute],
+    target: Any,
+    auth: Optional[DeviceAuth],
+    cors_origins: Sequence[str] = (),
 ) -> web.Application:
     m = _Metrics(registry)
 
@@ -191,6 +197,7 @@ def _app(
     app.router.add_get("/healthz", healthz)
     for r in routes:
         app.router.add_route(r.method, r.path, _bind(r, target, auth, m))
+    enable_cors(app, cors_origins, skip=BUILTIN)  # a page of another origin (decision 0146); none by default
     return app
 
 
@@ -203,16 +210,18 @@ async def serve_http(
     target: Any = None,
     auth: Optional[DeviceAuth] = None,
     idle_timeout_s: float = REQUEST_TIMEOUT_S,
+    cors_origins: Sequence[str] = (),
 ) -> HttpServer:
     """Serve /metrics, /healthz and `routes` (handlers: methods of `target`) on
     'host:port' (port 0 picks a free one: see `.sockets`); HTTPS with `tls` (a TLS 1.3
     server context: QIM_METRICS_TLS_CERT, qim/config/tls.py). `health()` yields the
     reasons against health (none = 200); `registry` is what /metrics renders and where
     the request metrics are made (once per registry); `auth` verifies the routes that
-    require a device token. Raises OSError when the address cannot be bound, ValueError
+    require a device token; `cors_origins` the web origins allowed to call the routes
+    (qim/obs/httpcors.py; none: no CORS). Raises OSError when the address cannot be bound, ValueError
     on a malformed address, ConfigError for a route the node cannot serve."""
     host, port = parse_addr(listen)
-    app = _app(health, registry, routes, target, auth)
+    app = _app(health, registry, routes, target, auth, cors_origins)
     # keepalive_timeout also runs from the connection's start: a client that never
     # completes a request head is closed after idle_timeout_s (no slow-loris hold)
     runner = web.AppRunner(

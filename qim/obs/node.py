@@ -89,6 +89,7 @@ class ServiceNode(NodeTls):
         self.metrics_listen = metrics_listen
         self.metrics_tls: Optional[TlsFiles] = None  # HTTPS for /metrics, /healthz (set by qim/app/run.py)
         self.http_auth: Optional[DeviceAuth] = None  # verifies device tokens of HTTP routes (the service's config)
+        self.http_cors: tuple[str, ...] = ()  # web origins allowed to call the HTTP routes (decision 0146)
         self.metrics_base = MetricSet()
         self.registry = self.metrics_base.registry
         # the process, Python platform and GC metrics /metrics always had (the default
@@ -245,7 +246,8 @@ class ServiceNode(NodeTls):
         try:
             tls = server_context(self.metrics_tls) if self.metrics_tls is not None else None
             self._http = await serve_http(self.metrics_listen, self.health, self.registry, tls,
-                                          routes=self.http_routes(), target=self, auth=self.http_auth)
+                                          routes=self.http_routes(), target=self, auth=self.http_auth,
+                                          cors_origins=self.http_cors)
             await self.setup()
             self._set_up = True
             if os.environ.get("NOTIFY_SOCKET"):

@@ -58,8 +58,8 @@ def _hexid(raw: str, what: str) -> bytes:
         value = bytes.fromhex(raw)
     except ValueError:
         value = b""
-    if len(value) != 16:
-        raise MediaRefused(400, "bad_request", f"{what} must be 32 hex characters")
+    if len(value) != 16 or not any(value):  # an all-zero id is no id (the id codec would raise: a 500)
+        raise MediaRefused(400, "bad_request", f"{what} must be 32 hex characters, not all zero")
     return value
 
 
@@ -81,6 +81,7 @@ class MediaNode(ServiceNode, Multipart):
         layout = config.common.redis_layout
         revocations = open_revocations(layout)
         self.http_auth = DeviceAuth(verifier, config.tenant, revocations.cutoffs)
+        self.http_cors = config.cors_origins  # a web page of these origins may upload and download (0146)
         self.objects = ObjectStore(config.s3)
         self.ledger = open_media_ledger(layout)
         self.closing(self.ledger.close, "media ledger")
