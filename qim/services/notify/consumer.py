@@ -28,13 +28,15 @@ from typing import Any, Callable, Optional
 
 from confluent_kafka import TopicPartition
 
-from qim.consts import DISPATCH_TOPIC, KAFKA_BATCH_FETCH
+from qim._core import ids
+from qim.consts import CONVERSATION_KIND_GROUP, DISPATCH_TOPIC, KAFKA_BATCH_FETCH
 from qim.errors import EngineError
 from qim.infra.kafka.bridge import AsyncConsumer
 from qim.notify.providers.base import Alert, Notification
 from qim.services.notify.due import Due, candidates, provider_registration, verdicts
 from qim.services.notify.metrics import NotifyMetrics
 from qim.services.notify.sender import Delivery, Sender
+from qim.services.notify.text import alert_text
 from qim.stores.badges import BadgeStore
 from qim.stores.base import Stores
 from qim.stores.notify import AlertKey, NotifyStore
@@ -44,7 +46,6 @@ logger = logging.getLogger(__name__)
 
 GROUP_ID = "qim-notify"
 POLL_S = 0.2  # between reads of the checkpoints, marks, presence and claims while waiting
-BODY_MAX = 180  # characters of text in an alert (the providers' payloads are small: 4 KB)
 
 
 class GroupConsumer(AsyncConsumer):
@@ -63,20 +64,6 @@ class GroupConsumer(AsyncConsumer):
         """Synchronously commit {partition: next offset}; EngineError when refused."""
         tps = [TopicPartition(topic, p, o) for p, o in next_offsets.items()]
         await self._run(lambda: self._consumer.commit(offsets=tps, asynchronous=False))
-
-
-def alert_text(due: Due) -> tuple[str, str]:
-    """(title, body) of an alert: the text of a text message (cut at BODY_MAX), else a
-    content-free line; the device's content choice is applied by the provider."""
-    body = ""
-    if due.record is not None:
-        try:
-            body = due.record.body.decode("utf-8")
-        except UnicodeDecodeError:
-            body = ""
-    if len(body) > BODY_MAX:
-        body = body[:BODY_MAX - 1] + "…"
-    return "New message", body or "New message"
 
 
 class LogConsumer:
@@ -205,6 +192,7 @@ class LogConsumer:
         if not mine:
             return
         badges = await self._badges.badges_of(tenant, list(dict.fromkeys(d.candidate.user for d in mine)))
+        names, titles = await self._labels(tenant, mine)
         deliveries: list[tuple[Due, Delivery]] = []
         loop = asyncio.get_running_loop()
         for user in dict.fromkeys(d.candidate.user for d in mine):
@@ -214,15 +202,27 @@ class LogConsumer:
                 tenant, user, [(d.registration.device_id, version, badge) for d in theirs], silent=False)
             for d, got in zip(theirs, chosen):
                 v, b = got if got is not None else (version, badge)
-                title, body = alert_text(d)
-                alert = Alert(badge=b, badge_version=v, collapse_id=d.candidate.conversation_id.hex(), title=title,
-                              body=body, message_id=d.candidate.message_id.hex())
+                c = d.candidate
+                title, body, generic = alert_text(d.record, c.sender, names.get(c.sender, ""),
+                                                  titles.get(c.conversation_id, ""), d.registration.settings.locale)
+                alert = Alert(badge=b, badge_version=v, collapse_id=c.conversation_id.hex(), title=title,
+                              body=body, generic=generic, message_id=c.message_id.hex())
                 note = Notification(provider_registration(d.registration), alert)
                 deliveries.append((d, Delivery(tenant, user, d.registration.device_id, d.registration.settings.token,
                                                note, loop.create_future())))
         for _, dl in deliveries:
             await self._sender.submit(dl)
         await asyncio.gather(*(self._finish(tenant, d, dl) for d, dl in deliveries))
+
+    async def _labels(self, tenant: int, dues: list[Due]) -> tuple[dict[int, str], dict[bytes, str]]:
+        """The senders' display names and the groups' titles of `dues` (text.py), one
+        round trip each (per instance)."""
+        senders = list(dict.fromkeys(d.candidate.sender for d in dues))
+        groups = list(dict.fromkeys(d.candidate.conversation_id for d in dues
+                                    if ids.conversation_kind(d.candidate.conversation_id) == CONVERSATION_KIND_GROUP))
+        names, views = await asyncio.gather(self._stores.sessions.display_names(tenant, senders),
+                                            self._stores.groups.member_views(tenant, 0, groups))
+        return dict(zip(senders, names)), {g: v.title for g, v in zip(groups, views)}
 
     async def _finish(self, tenant: int, d: Due, dl: Delivery) -> None:
         """Record one alert as made as soon as it ended, not with its batch: a node dying

@@ -46,6 +46,7 @@ class Candidate:
     message_id: bytes
     seq: int
     created_at_ms: int = 0
+    sender: int = 0
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,8 @@ def candidates(records: Sequence[Dispatch]) -> list[Candidate]:
         c = d.coord
         if d.event_type != EventType.MESSAGE or c.message_type == MESSAGE_TYPE_CONTROL:
             continue
-        out += [Candidate(d.tenant, u, c.conversation_id, c.message_id, c.conversation_seq, c.created_at_ms)
-                for u in d.recipients if u and u != c.sender_id]
+        out += [Candidate(d.tenant, u, c.conversation_id, c.message_id, c.conversation_seq, c.created_at_ms,
+                          c.sender_id) for u in d.recipients if u and u != c.sender_id]
     return out
 
 

@@ -32,7 +32,8 @@ def _error(status: int, code: str, message: str, details: list[dict[str, Any]]) 
 
 class FakeFcm(HttpsFake):
     """The endpoint (module doc): `token_uri` once started; `received` (message objects with
-    the bearer used), `exchanges`, `rejected` (reasons), `expires_in` (seconds); `clock`
+    the bearer used, "_bearer", and the monotonic time it came, "_at"), `accepted` (those
+    answered "ok"), `modes` (a device token -> its own mode), `exchanges`, `rejected` (reasons), `expires_in` (seconds); `clock`
     (unix seconds) judges assertions and access tokens."""
 
     def __init__(self, ssl_context: ssl.SSLContext, project: str, client_email: str, public_key_pem: str) -> None:
@@ -86,7 +87,8 @@ class FakeFcm(HttpsFake):
         if not msg.get("token") or not (msg.get("notification") or msg.get("data")):
             self.rejected.append("message")
             return _error(400, "INVALID_ARGUMENT", "bad message", [])
-        self.received.append({**msg, "_bearer": bearer})
+        entry = {**msg, "_bearer": bearer, "_at": time.monotonic()}
+        self.received.append(entry)
         bad_token = [{"@type": "type.googleapis.com/google.rpc.BadRequest",
                       "fieldViolations": [{"field": "message.token", "description": "Invalid registration token"}]}]
         unregistered = [{"@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": "UNREGISTERED"}]
@@ -98,4 +100,4 @@ class FakeFcm(HttpsFake):
             "400payload": _error(400, "INVALID_ARGUMENT", "Invalid value at 'message.android.ttl'", [
                 {"@type": "type.googleapis.com/google.rpc.BadRequest",
                  "fieldViolations": [{"field": "message.android.ttl", "description": "Invalid value"}]}]),
-        })
+        }, msg["token"], entry)

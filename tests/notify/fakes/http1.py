@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 from typing import Optional
 
 from aiohttp import web
@@ -13,13 +14,17 @@ from tests.notify.fakes import HANG_S
 
 
 class HttpsFake:
-    """`base_url` once started; `mode`, `retry_after` (the 429's header); subclasses add
-    routes in `routes(app)` and call `by_mode(request, ok, errors)` for an accepted request."""
+    """`base_url` once started; `mode`, `retry_after` (the 429's header); `modes` (a
+    device key -> its own mode, over `mode`); `accepted` (what was answered "ok", with the
+    monotonic time, key "at"); subclasses add routes in `routes(app)` and call
+    `by_mode(request, ok, errors, key, entry)` for a request that passed their checks."""
 
     def __init__(self, ssl_context: ssl.SSLContext) -> None:
         self.ssl_context = ssl_context
         self.mode = "ok"
+        self.modes: dict[str, str] = {}
         self.retry_after = "7"
+        self.accepted: list[dict] = []
         self.base_url = ""
         self._runner: Optional[web.AppRunner] = None
 
@@ -45,22 +50,27 @@ class HttpsFake:
         if self._runner is not None:
             await self._runner.cleanup()
 
-    async def by_mode(self, request: web.Request, ok: web.Response,
-                      errors: dict[str, web.Response]) -> web.StreamResponse:
-        """`ok` in mode "ok"; `errors[mode]` for "400"/"410" (provider-specific bodies); 429
-        with Retry-After; 500; "hang" answers nothing for HANG_S; "close" drops the connection."""
-        if self.mode == "ok":
+    async def by_mode(self, request: web.Request, ok: web.Response, errors: dict[str, web.Response],
+                      key: str = "", entry: Optional[dict] = None) -> web.StreamResponse:
+        """By the mode of device `key` (`modes`, else `mode`): `ok` in mode "ok" (`entry`
+        then recorded in `accepted`); `errors[mode]` for "400"/"410" (provider-specific
+        bodies); 429 with Retry-After; 500; "hang" answers nothing for HANG_S; "close" drops
+        the connection."""
+        mode = self.modes.get(key, self.mode)
+        if mode == "ok":
+            if entry is not None:
+                self.accepted.append({**entry, "at": time.monotonic()})
             return ok
-        if self.mode in errors:
-            return errors[self.mode]
-        if self.mode == "429":
+        if mode in errors:
+            return errors[mode]
+        if mode == "429":
             return web.Response(status=429, headers={"Retry-After": self.retry_after})
-        if self.mode == "500":
+        if mode == "500":
             return web.Response(status=500, text="internal error")
-        if self.mode == "hang":
+        if mode == "hang":
             await asyncio.sleep(HANG_S)
             return ok
-        assert self.mode == "close", self.mode
+        assert mode == "close", mode
         assert request.transport is not None
         request.transport.abort()
         return ok

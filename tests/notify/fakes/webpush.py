@@ -44,7 +44,9 @@ def raw_public(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 
 class FakePushService(HttpsFake):
-    """The push service (module doc): `received`, `rejected` (reasons)."""
+    """The push service (module doc): `received` (each with its monotonic time, "at"),
+    `accepted` (those answered "ok"), `modes` (a subscription id -> its own mode),
+    `rejected` (reasons)."""
 
     def __init__(self, ssl_context: ssl.SSLContext) -> None:
         super().__init__(ssl_context)
@@ -96,14 +98,15 @@ class FakePushService(HttpsFake):
             clear = http_ece.decrypt(await request.read(), private_key=key, auth_secret=auth, version="aes128gcm")
         except Exception as exc:  # http-ece raises several types for a bad record
             return self._reject(400, f"decrypt: {type(exc).__name__}")
-        self.received.append({"sub": request.match_info["sub"], "ttl": request.headers["TTL"],
-                              "topic": request.headers.get("Topic"), "urgency": request.headers.get("Urgency"),
-                              "sub_claim": claims["sub"], "payload": json.loads(clear)})
+        entry = {"sub": request.match_info["sub"], "ttl": request.headers["TTL"],
+                 "topic": request.headers.get("Topic"), "urgency": request.headers.get("Urgency"),
+                 "sub_claim": claims["sub"], "payload": json.loads(clear), "at": time.monotonic()}
+        self.received.append(entry)
         return await self.by_mode(request, web.Response(status=201), {
             "400": web.Response(status=400, text="bad request"),
             "410": web.Response(status=410, text="gone"),
             "307": web.Response(status=307, headers={"Location": f"{self.base_url}/elsewhere"}),
-        })
+        }, entry["sub"], entry)
 
     async def _elsewhere(self, request: web.Request) -> web.Response:
         """Where mode "307" redirects: a client that follows it is counted in `followed`."""
