@@ -1,0 +1,169 @@
+/**
+ * "Notify me when offline": the page's Web Push control (issue 39; docs/decisions/0143;
+ * docs/sdk.md "Web Push on the page"). Shown only where the browser has `serviceWorker`
+ * and `PushManager`. Turning it on asks the notification permission, registers the
+ * service worker /sw.js (sw.ts), subscribes with the VAPID public key qim-web publishes in
+ * /config.json (`vapidPublicKey`) and registers the subscription for this tab's device
+ * (`client.push.register("webpush", …)`); turning it off or signing out calls
+ * `client.push.unregister()` and drops the browser's subscription. Every refusal — the
+ * permission denied, no VAPID key, the server's PushInvalid, a push service that
+ * refuses the subscription — is said in the control's status line and the error box.
+ * The tab remembers "on" (sessionStorage) and registers again at every sign-in, as
+ * docs/sdk.md asks of apps.
+ *
+ * Test hook: `window.qimTestPushSubscription` (a PushSubscription's JSON), when set, is
+ * registered instead of asking the browser's push service (a headless browser reaches
+ * none); everything else — permission, service worker, register — runs as for a person.
+ */
+
+import type { Client } from "../sdk/client";
+import { fromSubscription, PushInvalid } from "../sdk/push";
+
+/** What the page's /config.json says about Web Push. */
+export interface PushConfig {
+  vapidPublicKey?: string;
+}
+
+interface SubscriptionJson {
+  endpoint?: string;
+  keys?: Record<string, string>;
+}
+
+const ON_KEY = "qim.push"; // sessionStorage: this tab turned offline notifications on
+const SW_URL = "/sw.js";
+
+/** True where the page can offer Web Push (a service worker and the Push API). */
+export function pushAvailable(): boolean {
+  return "serviceWorker" in navigator && "PushManager" in window;
+}
+
+/** The 65 bytes of a VAPID public key in base64url; Error when it is not one. */
+export function vapidKeyBytes(key: string): Uint8Array {
+  const bare = key.replace(/=+$/, "");
+  if (!/^[A-Za-z0-9_-]+$/.test(bare)) throw new Error("the server's VAPID public key is not base64url");
+  const bin = atob(bare.replace(/-/g, "+").replace(/_/g, "/") + "=".repeat((4 - (bare.length % 4)) % 4));
+  const bytes = Uint8Array.from(bin, (c) => c.charCodeAt(0));
+  if (bytes.length !== 65 || bytes[0] !== 4) throw new Error("the server's VAPID public key is not a P-256 point");
+  return bytes;
+}
+
+/** The conversation (hex) a notification's click asked to open (`?conversation=`), once. */
+export function wantedConversation(): string | null {
+  const url = new URL(location.href);
+  const id = url.searchParams.get("conversation");
+  if (id === null) return null;
+  url.searchParams.delete("conversation");
+  history.replaceState(null, "", url.href); // a reload should not open it again
+  return /^[0-9a-f]{1,64}$/.test(id) ? id : null;
+}
+
+/** The control in the page's header (module doc). */
+export class PushView {
+  private readonly button = document.createElement("button");
+  private readonly status = document.createElement("span");
+  private readonly onMessage = (e: MessageEvent) => {
+    const d = e.data as { qim?: string; conversation?: string } | null;
+    if (d?.qim === "open" && d.conversation) this.open(d.conversation);
+  };
+
+  constructor(private readonly client: Client, private readonly config: PushConfig,
+    private readonly showError: (m: string) => void, private readonly open: (conversation: string) => void) {}
+
+  /** Put the control in the header (only where pushAvailable()); turn on again if this tab had it on. */
+  mount(): void {
+    if (!pushAvailable()) return;
+    this.button.dataset.testid = "push-toggle";
+    this.status.dataset.testid = "push-status";
+    this.status.className = "push-status";
+    this.setState("off", "");
+    this.button.onclick = () => void (this.button.dataset.state === "on" ? this.turnOff() : this.turnOn());
+    document.getElementById("logout")?.before(this.button, this.status);
+    navigator.serviceWorker.addEventListener("message", this.onMessage);
+    if (sessionStorage.getItem(ON_KEY) === "on") void this.turnOn();
+  }
+
+  /** Remove the control (sign-out, re-login). */
+  dispose(): void {
+    this.button.remove();
+    this.status.remove();
+    if (pushAvailable()) navigator.serviceWorker.removeEventListener("message", this.onMessage);
+  }
+
+  private setState(state: "off" | "on" | "working" | "refused", words: string): void {
+    this.button.dataset.state = state;
+    this.button.textContent = state === "on" ? "Stop offline notifications" : "Notify me when offline";
+    this.button.disabled = state === "working";
+    this.status.textContent = words;
+    this.status.dataset.state = state;
+  }
+
+  private refuse(words: string): void {
+    sessionStorage.removeItem(ON_KEY);
+    this.setState("refused", words);
+    this.showError(words);
+  }
+
+  /** Permission, service worker, subscription, PUSH_REGISTER; a refusal is said (module doc). */
+  async turnOn(): Promise<void> {
+    const key = this.config.vapidPublicKey ?? "";
+    if (!key) return this.refuse("Offline notifications are not available: this server publishes no Web Push key.");
+    this.setState("working", "Turning on offline notifications…");
+    const permission = await Notification.requestPermission();
+    if (permission !== "granted") {
+      return this.refuse(permission === "denied"
+        ? "Notifications are blocked for this page: allow them in the browser's site settings, then try again."
+        : "Notifications were not allowed, so this page cannot notify you when offline.");
+    }
+    try {
+      const sub = await this.subscription(key);
+      const reg = fromSubscription(sub);
+      await this.client.push.register("webpush", reg.token,
+        { webpushP256dh: reg.webpushP256dh, webpushAuth: reg.webpushAuth, content: true });
+      sessionStorage.setItem(ON_KEY, "on");
+      this.setState("on", "You will be notified of new messages while this page is closed.");
+    } catch (e) {
+      const why = (e as Error).message;
+      this.refuse(e instanceof PushInvalid ? `The server refused this browser's push subscription: ${why}`
+        : `Offline notifications could not be turned on: ${why}`);
+    }
+  }
+
+  private async subscription(key: string): Promise<SubscriptionJson> {
+    const registration = await navigator.serviceWorker.register(SW_URL, { scope: "/" });
+    await navigator.serviceWorker.ready;
+    const given = (window as unknown as { qimTestPushSubscription?: SubscriptionJson }).qimTestPushSubscription;
+    if (given) return given; // the test hook (module doc)
+    const server = vapidKeyBytes(key);
+    let sub = await registration.pushManager.getSubscription();
+    const had = sub?.options.applicationServerKey;
+    if (sub && (!had || !sameBytes(new Uint8Array(had), server))) {
+      await sub.unsubscribe(); // made for another VAPID key: it could never be delivered to
+      sub = null;
+    }
+    sub ??= await registration.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: server as BufferSource });
+    return sub.toJSON() as SubscriptionJson;
+  }
+
+  /** PUSH_UNREGISTER and drop the browser's subscription; a failure is said. */
+  async turnOff(): Promise<void> {
+    this.setState("working", "Turning off offline notifications…");
+    sessionStorage.removeItem(ON_KEY);
+    try {
+      await this.client.push.unregister();
+      const registration = await navigator.serviceWorker.getRegistration("/");
+      await (await registration?.pushManager.getSubscription())?.unsubscribe();
+      this.setState("off", "");
+    } catch (e) {
+      this.refuse(`Offline notifications could not be turned off: ${(e as Error).message}`);
+    }
+  }
+
+  /** At sign-out: turn off when on (QIM has no logout frame: unregister is the logout path, decision 0128). */
+  async signOut(): Promise<void> {
+    if (this.button.dataset.state === "on" || sessionStorage.getItem(ON_KEY) === "on") await this.turnOff();
+  }
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((v, i) => v === b[i]);
+}
