@@ -7,7 +7,8 @@ body used to wait for a SendTimeout and stay pending for ever). Raises SendRefus
 with PAYLOAD_TOO_LARGE (body above the server's AuthOk.max_body_bytes, custom_type
 above 64 bytes) or INVALID_ARGUMENT (CONTROL or out-of-range message_type, a
 conversation_id that is not 16 non-zero bytes of a direct or group conversation, a
-direct recipient that is not the conversation's peer, a recipient on a group send).
+direct recipient that is not the conversation's peer, a recipient on a group send, a
+TEXT body that is empty or only white space).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from qim.consts import (
 )
 from qim.errors import ErrorCode, IdError
 from qim.sdk.events import SendRefused
+from qim.wire.validate import BLANK_TEXT, blank_text
 
 U32_MAX = 0xFFFFFFFF
 
@@ -64,3 +66,5 @@ def check_send(tenant: int, user_id: int, conversation_id: bytes, recipient_user
             raise SendRefused(ErrorCode.INVALID_ARGUMENT, "a group send names no recipient_user_id (use 0)")
     else:
         raise SendRefused(ErrorCode.INVALID_ARGUMENT, "rooms are not sent with SEND_MESSAGE")
+    if blank_text(message_type, body):  # the server's rule (qim.wire.validate), refused here first
+        raise SendRefused(ErrorCode.INVALID_ARGUMENT, BLANK_TEXT)

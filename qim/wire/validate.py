@@ -23,6 +23,7 @@ from qim.consts import (
     MAX_MENTIONS,
     MAX_MESSAGE_BODY,
     MESSAGE_TYPE_CONTROL,
+    MESSAGE_TYPE_TEXT,
     U63_MAX,
 )
 from qim.errors import ErrorCode, IdError, RequestError
@@ -80,6 +81,21 @@ def parse_send(raw: bytes) -> message_pb2.SendMessage:
     return msg
 
 
+BLANK_TEXT = "a text message must not be empty or only white space"
+
+
+def blank_text(message_type: int, body: bytes) -> bool:
+    """True for a TEXT body that shows nothing: empty, or only white space in any script
+    (U+3000, the ideographic space of a Chinese input method, too). Such a send is
+    refused INVALID_ARGUMENT (BLANK_TEXT) by the SDKs and the server alike: a chat row
+    with nothing in it is never what a person meant (what a newcomer found)."""
+    if message_type != MESSAGE_TYPE_TEXT:
+        return False
+    if body and 0x20 < body[0] < 0x7F:  # the usual text starts with a visible ASCII byte: no decode
+        return False
+    return not body.decode("utf-8", "replace").strip()
+
+
 def check_send_shape(msg: message_pb2.SendMessage, max_body: int = MAX_MESSAGE_BODY) -> int:
     """Checks that need no identity: id lengths, custom_type, body size, kind.
     Returns the conversation kind. RequestError on a violation."""
@@ -109,6 +125,8 @@ def check_send_shape(msg: message_pb2.SendMessage, max_body: int = MAX_MESSAGE_B
     if kind not in (CONVERSATION_KIND_DIRECT, CONVERSATION_KIND_GROUP):
         # Rooms have their own send path (room_seq) and never go through the writer.
         raise RequestError(ErrorCode.INVALID_ARGUMENT, "rooms are not sent with SEND_MESSAGE")
+    if blank_text(msg.message_type, msg.body):
+        raise RequestError(ErrorCode.INVALID_ARGUMENT, BLANK_TEXT)
     return kind
 
 

@@ -79,6 +79,7 @@ async def test_frame_faults_close_the_connection(stack, name):
 
 
 def send(cmid=None, conv=None, peer=USER_B, **kw) -> bytes:
+    kw.setdefault("body", b"x")  # each fault alone: an empty TEXT is a fault of its own
     return message_pb2.SendMessage(
         client_message_id=os.urandom(16) if cmid is None else cmid,
         conversation_id=ids.conversation_id_direct(0, USER_A, USER_B) if conv is None else conv,
@@ -93,6 +94,8 @@ REQUEST_FAULTS = {
     "oversized custom_type": (Opcode.SEND_MESSAGE, send(custom_type=b"c" * 65), ErrorCode.PAYLOAD_TOO_LARGE),
     "oversized body": (Opcode.SEND_MESSAGE, send(body=b"b" * (1024 * 1024 + 1)), ErrorCode.PAYLOAD_TOO_LARGE),
     "missing recipient": (Opcode.SEND_MESSAGE, send(peer=0), ErrorCode.INVALID_ARGUMENT),
+    "empty text": (Opcode.SEND_MESSAGE, send(body=b""), ErrorCode.INVALID_ARGUMENT),
+    "white-space text": (Opcode.SEND_MESSAGE, send(body=" \u3000\n\t".encode()), ErrorCode.INVALID_ARGUMENT),
     "foreign conversation": (Opcode.SEND_MESSAGE, send(peer=USER_B + 1), ErrorCode.FORBIDDEN),
     "garbage pull": (Opcode.PULL_MAILBOX, b"\x0a\xff", ErrorCode.INVALID_ARGUMENT),
     "internal opcode": (Opcode.WRITER_SEND, b"", ErrorCode.FORBIDDEN),

@@ -35,6 +35,8 @@ async def test_over_limit_and_malformed_sends_are_refused_before_storing(stack, 
         (dict(body=b"x", conversation_id=ids.conversation_id_room(0, 5)), ErrorCode.INVALID_ARGUMENT),
         (dict(body=b"x", recipient_user_id=b + 1), ErrorCode.INVALID_ARGUMENT),  # not this conversation's peer
         (dict(body=b"x", recipient_user_id=0), ErrorCode.INVALID_ARGUMENT),
+        (dict(), ErrorCode.INVALID_ARGUMENT),  # an empty TEXT shows nothing
+        (dict(body=" \u3000\n".encode()), ErrorCode.INVALID_ARGUMENT),  # white space in any script too
     ]
     for change, code in cases:
         args = dict(conversation_id=conv, recipient_user_id=b, body=b"", message_type=1, custom_type=b"")

@@ -53,6 +53,20 @@ describe("qim-js runtime against a fake gateway", () => {
     expect(await c.unsent(conv)).toEqual([]);
   });
 
+  it("refuses an empty or white-space text before storing or sending it", async () => {
+    const gw = new FakeGateway(1001n, 1n);
+    const { c } = await client(gw);
+    await c.connect();
+    const conv = (await c.openDirect(1002n)).conversationId;
+    for (const text of ["", " \u3000\n\t"]) {
+      await expect(c.sendText(conv, text)).rejects.toThrow(/must not be empty or only white space/);
+    }
+    expect(gw.sends.length).toBe(0);
+    expect(await c.unsent(conv)).toEqual([]);
+    await c.sendText(conv, " ok ");  // text with white space around it is still text
+    expect(gw.sends.length).toBe(1);
+  });
+
   it("reconnects after a drop, reconciles the committed send and resends the other", async () => {
     const gw = new FakeGateway(1001n, 1n);
     const { c, events } = await client(gw);

@@ -245,6 +245,10 @@ export class Client {
     } catch {
       throw new SendRefused("conversation_id must be 16 non-zero bytes of a known kind");
     }
+    // the server's rule (qim/wire/validate.py blank_text): a row with nothing in it is never meant
+    if (type === MessageType.TEXT && !new TextDecoder().decode(body).trim()) {
+      throw new SendRefused("a text message must not be empty or only white space");
+    }
     if (kind === KIND_GROUP) return 0n;
     if (kind !== KIND_DIRECT) throw new SendRefused("rooms are not sent with SEND_MESSAGE");
     const peer = (await this.conversation(conv))?.peerUserId ?? 0n;
