@@ -139,12 +139,13 @@ class LocalStore(ListsMixin):
 
     def add_pending(self, conversation_id: bytes, recipient_user_id: int, message_type: int,
                     custom_type: bytes, body: bytes, now_ms: Optional[int] = None,
-                    send_extras: bytes = b"") -> PendingSend:
+                    send_extras: bytes = b"", cmid: bytes = b"") -> PendingSend:
         """Reserve a cmid and store the local_pending row durably before anything is sent,
         with its reply target and mentions (`send_extras`, qim/sdk/extras.py). The caller
-        validated the send (qim/sdk/validate.py)."""
+        validated the send (qim/sdk/validate.py). `cmid`: one a media send reserved
+        before its upload (qim/sdk/media_outbox.py); the row's ordinal is new either way."""
         ordinal = self.reserve_ordinal()
-        row = PendingSend(self.cmid_for(ordinal), ordinal, bytes(conversation_id),
+        row = PendingSend(cmid or self.cmid_for(ordinal), ordinal, bytes(conversation_id),
                           recipient_user_id, message_type, bytes(custom_type), bytes(body),
                           now_ms if now_ms is not None else int(time.time() * 1000), PENDING, send_extras)
         with self._tx():

@@ -35,15 +35,16 @@ class Submitting:
 
     async def submit_message(self, conversation_id: bytes, recipient_user_id: int, body: bytes,
                              message_type: int = MESSAGE_TYPE_TEXT, custom_type: bytes = b"",
-                             send_extras: bytes = b"") -> bytes:
+                             send_extras: bytes = b"", cmid: bytes = b"") -> bytes:
         """Validate, store the local_pending row (durable) and start sending; returns the
         cmid. SendRefused (nothing stored) for what the server would refuse. Sent now
-        when ready, otherwise after the next (re)connect's reconciliation."""
+        when ready, otherwise after the next (re)connect's reconciliation. `cmid`: one
+        reserved earlier (a media send: qim/sdk/media_outbox.py)."""
         core = self.core
         check_send(self.store.tenant, self.store.user_id, conversation_id, recipient_user_id, body, message_type,
                    custom_type, self.max_body_bytes)
         row = await self.store.run(self.store.add_pending, conversation_id, recipient_user_id,
-                                   message_type, custom_type, body, None, send_extras)
+                                   message_type, custom_type, body, None, send_extras, cmid)
         core.ledger.waiter(row.client_message_id)
         core.emit(ev.SendPending(row))
         core.ledger.track(row)

@@ -14,7 +14,9 @@
   naming the missing ones otherwise, the upload kept), the parts joined, then the whole
   object read back: its SHA-256 and sniffed type must be the declared ones, else the
   object is deleted, the quota refunded and 400/415 answered. Then the reference, as
-  `POST /v1/media` answers it.
+  `POST /v1/media` answers it. The upload stays recorded as done: completing it again
+  (a client whose answer was lost) answers the same reference while its file exists
+  (docs/decisions/0147); its status then says `done`.
 
 An upload belongs to the user who started it (another user's id is 404) and is
 recorded for UPLOAD_TTL_S.
@@ -124,8 +126,22 @@ class Multipart:
         return upload, rec
 
     async def upload_status(self, request: web.Request, device: Any) -> web.Response:
-        """GET /v1/media/uploads/{upload}: the parts received and URLs for the others."""
+        """GET /v1/media/uploads/{upload}: the parts received and URLs for the others;
+        `done: true` (no URLs) once completed: completing again answers the reference."""
         upload, rec = await self._mine(request, device)
+        if rec.get("done"):
+            parts = int(rec["parts"])
+            return web.json_response(
+                {
+                    "upload": upload,
+                    "media_id": rec["media_id"],
+                    "part_bytes": PART_BYTES,
+                    "parts": parts,
+                    "received": list(range(1, parts + 1)),
+                    "urls": {},
+                    "done": True,
+                }
+            )
         done = {p["PartNumber"]: p["Size"] for p in await self.objects.parts("o/" + rec["media_id"], rec["s3"])}
         missing = [n for n in range(1, int(rec["parts"]) + 1) if n not in done]
         return web.json_response(
@@ -144,6 +160,10 @@ class Multipart:
         cfg = self.config
         upload, rec = await self._mine(request, device)
         key, size, count = "o/" + rec["media_id"], int(rec["size"]), int(rec["parts"])
+        if rec.get("done"):  # completed, its answer lost to a cut or a killed node: the same reference (0147)
+            if await self.ledger.get(cfg.tenant, rec["media_id"]) is None:
+                raise MediaRefused(404, "no_upload", "the upload was completed and its file is gone; upload it again")
+            return await self.finish(device, rec["media_id"], rec["done"], size, rec["sha256"], rec["name"])
         parts = await self.objects.parts(key, rec["s3"])
         want = {n: PART_BYTES if n < count else size - PART_BYTES * (count - 1) for n in range(1, count + 1)}
         got = {p["PartNumber"]: p["Size"] for p in parts}
@@ -164,9 +184,12 @@ class Multipart:
             refusal = MediaRefused(415, "type_mismatch", f"the bytes are {sniffed}, not the declared {rec['mime']}")
         elif sniffed in IMAGES:
             refusal = MediaRefused(415, "image_multipart", "images go through POST /v1/media")
-        await self.ledger.forget(cfg.tenant, "u" + upload)
         if refusal is not None:
+            await self.ledger.forget(cfg.tenant, "u" + upload)
             await self.objects.delete(key)
             await self.ledger.refund(cfg.tenant, device.user_id, int(rec["day"]), size)
             raise refusal
-        return await self.finish(device, rec["media_id"], sniffed, size, rec["sha256"], rec["name"])
+        answer = await self.finish(device, rec["media_id"], sniffed, size, rec["sha256"], rec["name"])
+        # kept as done, not forgotten: a client whose answer was cut completes again on any node (0147)
+        await self.ledger.record(cfg.tenant, "u" + upload, {"done": sniffed}, UPLOAD_TTL_S)
+        return answer
