@@ -2,6 +2,8 @@ import { describe, expect, it } from "vitest";
 import { Rows } from "../src/app/rows";
 import { toHex, utf8 } from "../src/sdk/bytes";
 import type { PendingSend, StoredMessage } from "../src/sdk/model";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { MediaRefSchema } from "../src/gen/qim/v1/media_pb";
 
 const conv = new Uint8Array(16).fill(1);
 const cmid = new Uint8Array(16).fill(7);
@@ -44,5 +46,16 @@ describe("one row per send, never a ghost", () => {
     r.failed(cmid, "PAYLOAD_TOO_LARGE");
     expect(r.list().map((x) => [x.state, x.failure])).toEqual([["sent", ""], ["failed", "PAYLOAD_TOO_LARGE"]]);
     expect(r.oldestSeq()).toBe(4n);
+  });
+  it("a MEDIA send is its words and its reference, pending and sent, never the reference's bytes as text", () => {
+    const body = toBinary(MediaRefSchema, create(MediaRefSchema, { mediaId: "ab".repeat(16), mime: "image/jpeg",
+      size: 8192n, width: 800, height: 600, name: "beach.jpg", thumbnail: new Uint8Array([1, 2, 3]) }));
+    const r = new Rows(toHex(conv), 1n);
+    r.pending({ ...pending, messageType: 2, body });
+    expect(r.list().map((x) => [x.state, x.text, x.media])).toEqual([["pending", "[photo: beach.jpg, 800×600, 8.0 KiB]", body]]);
+    r.message({ ...committed, messageType: 2, body });
+    expect(r.list().map((x) => [x.state, x.text, x.media])).toEqual([["sent", "[photo: beach.jpg, 800×600, 8.0 KiB]", body]]);
+    r.message(committed);
+    expect(r.list()[0].media).toBeUndefined();
   });
 });

@@ -27,6 +27,8 @@ export interface Row {
   /** The quoted message of a reply (decision 0120); whether the body is an edited version. */
   reply?: { messageId: string; senderId: bigint; state: number; preview: string } | null;
   edited?: boolean;
+  /** A MEDIA message's body (its signed MediaRef: the thumbnail and what opens it; mediaview.ts). */
+  media?: Uint8Array;
 }
 
 const stateOf = (s: number): RowState => s === MessageState.RECALLED ? "recalled"
@@ -47,7 +49,7 @@ export class Rows {
     const old = this.byKey.get(key);
     this.byKey.set(key, { key, messageId: mid, seq: m.conversationSeq, ordinal: old?.ordinal ?? null,
       senderId: m.senderId, text: m.messageType === MessageType.MEDIA ? mediaWords(m.body) : fromUtf8(m.body), state: stateOf(m.state), createdAtMs: Number(m.createdAtMs),
-      failure: "", reply: m.reply ? { messageId: toHex(m.reply.messageId), senderId: m.reply.senderId,
+      failure: "", media: m.messageType === MessageType.MEDIA ? m.body : undefined, reply: m.reply ? { messageId: toHex(m.reply.messageId), senderId: m.reply.senderId,
         state: m.reply.state, preview: m.reply.preview } : null, edited: (m.version ?? 0) > 0 && m.state === 0 });
     this.keyOfMid.set(mid, key);
   }
@@ -58,10 +60,12 @@ export class Rows {
     const key = toHex(p.clientMessageId);
     const old = this.byKey.get(key);
     if (old && old.state !== "pending" && old.state !== "failed") return; // already committed: never back
+    const media = p.messageType === MessageType.MEDIA; // words and a thumbnail, never the reference's bytes
     const state: RowState = p.state === "failed" ? "failed" : p.state === "pending" ? "pending" : "sent";
     this.byKey.set(key, { key, messageId: p.messageId ? toHex(p.messageId) : null,
       seq: p.state === "pending" || p.state === "failed" ? null : p.conversationSeq, ordinal: p.ordinal,
-      senderId: this.me, text: fromUtf8(p.body), state, createdAtMs: p.createdLocalMs, failure: p.failure });
+      senderId: this.me, text: media ? mediaWords(p.body) : fromUtf8(p.body), state, createdAtMs: p.createdLocalMs,
+      failure: p.failure, media: media ? p.body : undefined });
     if (p.messageId) this.keyOfMid.set(toHex(p.messageId), key);
   }
 

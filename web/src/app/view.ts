@@ -13,6 +13,8 @@ import { KIND_GROUP } from "../sdk/ids";
 import type { Conversation } from "../sdk/model";
 import { MessageType } from "../sdk/protocol";
 import { controlPreview, mediaWords } from "./notices";
+import { Attach } from "./attach";
+import { mediaParts } from "./mediaview";
 import { StorageTrouble } from "../sdk/errors";
 import { convControls, readMark, shapeList } from "./convmarks";
 import { loadReactions, noteReaction, reactionBar, typed, typingWords } from "./reactview";
@@ -43,11 +45,13 @@ export class ChatView {
   private pendingRender = false;
   private wanted = new Set<bigint>(); // user ids drawn without a known name
   private off: () => void;
+  private attach: Attach; // attach button, drop, paste and pending uploads (attach.ts)
 
   constructor(private readonly client: Client, private readonly showError: (m: string) => void) {
     if (client.claims.name) this.names.set(String(client.userId), client.claims.name);
     this.off = client.on((e) => this.onEvent(e));
     this.bindForms();
+    this.attach = new Attach(client, () => this.open, showError);
   }
 
   /** Stop listening (sign out, re-login). */
@@ -191,6 +195,7 @@ export class ChatView {
     const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
     const ul = $("rows");
     ul.replaceChildren(...this.rows.list().map((r) => this.rowNode(r)));
+    this.attach.render();
     if (scroll || atBottom) box.scrollTop = box.scrollHeight;
     this.askNames();
   }
@@ -202,7 +207,7 @@ export class ChatView {
     li.append(el("div", "who", mine ? "me" : this.nameOf(r.senderId), { "data-testid": "message-sender" }),
       ...quoteOf(r, (u) => (u === this.client.userId ? "me" : this.nameOf(u))));
     const text = r.state === "recalled" ? "message recalled" : r.state === "deleted" ? "message deleted" : r.text;
-    li.append(el("div", "text", text, { "data-testid": "message-text" }));
+    li.append(...mediaParts(this.client, this.open, r, this.showError), el("div", "text", text, { "data-testid": "message-text" }));
     const meta = el("div", "meta");
     meta.append(el("span", "time", new Date(r.createdAtMs).toLocaleTimeString()));
     const waiting = this.client.runtime.connected ? "sending…" : "not sent yet: offline (sent when back online)";
