@@ -1,7 +1,7 @@
 """`qimctl moderation reports|resolve`: the users' reports (docs/decisions/0124-user-reports.md).
 
     qimctl moderation reports [--open] [--count N] [--redis-addr H:P]
-        one line per report, newest first: id, state, reason, reporter, the message
+        one line per report, newest first: id, at (ISO-8601 UTC), state, reason, reporter, the message
         (conversation and message ids, its sender) and the reporter's text.
     qimctl moderation resolve REPORT_ID --action none|remove-message|ban --reason R
             [--writer H:P] [--redis-addr H:P]
@@ -66,12 +66,21 @@ def run_reports(args: argparse.Namespace, out=None) -> int:
     for r in rows:
         done = f" action={r.get('action')} by={r.get('operator')}" if r.get("state") == "resolved" else ""
         print(
-            f"{r['id']} {r.get('state')} {r.get('reason')} reporter={r.get('reporter')} tenant={r.get('tenant')} "
+            f"{r['id']} at={_reported_at(r['id'])} {r.get('state')} {r.get('reason')} reporter={r.get('reporter')} "
+            f"tenant={r.get('tenant')} "
             f"conversation={r.get('conversation_id')} message={r.get('message_id')} sender={r.get('sender')}"
             f"{done} text={r.get('text', '')!r}",
             file=out,
         )
     return 0
+
+
+def _reported_at(report_id: str) -> str:
+    """When a report was made, ISO-8601 UTC: its id is the reports stream's entry id, whose
+    first part is the Redis server's Unix ms (an operator reads the time, not the id; the
+    id stays first, it is what `resolve` takes); "?" for an id of another shape."""
+    ms = report_id.split("-", 1)[0]
+    return ban.iso_utc(int(ms)) if ms.isdigit() else "?"
 
 
 def _delete_request(rep: dict[str, str]) -> internal_pb2.AdminRequest:

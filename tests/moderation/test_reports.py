@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import uuid
+from datetime import datetime, timezone
 
 import pytest
 
@@ -126,7 +127,12 @@ async def test_a_member_reports_the_operator_gets_it_and_removes_the_message(rep
 
         listed = await asyncio.to_thread(qimctl, st, operator, "moderation", "reports", "--open", "--count", "500")
         assert listed.returncode == 0, listed.stderr
-        assert f"{first.report_id} open spam reporter={member}" in listed.stdout
+        line = next(ln for ln in listed.stdout.splitlines() if ln.startswith(f"{first.report_id} "))
+        at = line.split()[1]  # when it was reported, ISO-8601 UTC, beside the id resolve takes
+        assert at.startswith("at=") and at.endswith("Z"), line
+        made = datetime.fromisoformat(at[3:-1]).replace(tzinfo=timezone.utc)
+        assert abs((datetime.now(timezone.utc) - made).total_seconds()) < 600, line
+        assert f"{at} open spam reporter={member}" in line
 
         done = await asyncio.to_thread(
             qimctl,
