@@ -266,6 +266,20 @@ soak-malformed: install
 soak: install
 	$(BIN)/python -m tests.soak.chaos_soak
 
+# Offline push soak at the issue's size (issue 39, docs/decisions/0145;
+# tests/scale/test_notify_soak.py, which `make test-scale` runs at 200 devices for 3 min):
+# NOTIFY_SOAK_DEVICES (1000) offline phones, NOTIFY_SOAK_MINUTES (20) of traffic with reads
+# on other devices and APNs faults, two qim-notify nodes. Fails unless every phone ends at
+# the server's badge, none is alerted twice and the outcomes add up to the messages; prints
+# `soak-notify:` lines (CPU per push per process, pushes/s, load average). About 30 min.
+NOTIFY_SOAK_DEVICES ?= 1000
+NOTIFY_SOAK_MINUTES ?= 20
+.PHONY: soak-notify
+soak-notify: install
+	@start=$$(date +%s); NOTIFY_SOAK_DEVICES=$(NOTIFY_SOAK_DEVICES) NOTIFY_SOAK_MINUTES=$(NOTIFY_SOAK_MINUTES) \
+	  $(BIN)/python -m pytest -q -s -p no:cacheprovider tests/scale/test_notify_soak.py $(PYTEST_ARGS); rc=$$?; \
+	  echo "soak-notify: $$(( $$(date +%s) - start )) s"; exit $$rc
+
 # Fuzzing (tests/fuzz/README.md): atheris (coverage-guided) on the frame
 # decoder, zstd bodies and request parsing with a random seed, then fuzzed frame
 # sequences against a private stack. FUZZ_RUNS per target (default 250000, 10^6 in all)
