@@ -105,8 +105,21 @@ def test_group_members_and_recall(pages, stack, tmp_path):
         assert b.page.text_content("[data-testid=conversation-title]") == "周末爬山 ⛰️"  # the title given at creation
         b.open_conversation(0)
         b.wait_rows("rows => rows.some(r => r.text === '秘密 🤫 secret')")
+        asked: list[str] = []
+
+        def answer(dialog, yes: bool) -> None:  # runs on the playwright thread (tests/web/browser.py)
+            asked.append(dialog.message)
+            dialog.accept() if yes else dialog.dismiss()
+
+        a.page.once("dialog", lambda d: answer(d, False))  # "cancel": nothing is recalled
+        a.page.click("[data-testid=recall]")
+        a.page.wait_for_timeout(1000)
+        assert len(asked) == 1 and "cannot be undone" in asked[0], asked
+        assert a.page.eval_on_selector_all("[data-testid=message]", "els => els.map(e => e.dataset.state)") == ["sent"]
+        a.page.once("dialog", lambda d: answer(d, True))
         a.page.click("[data-testid=recall]")
         a.wait_rows("rows => rows.length === 1 && rows[0].state === 'recalled'")
+        assert len(asked) == 2
         b.wait_rows("rows => rows.length === 1 && rows[0].state === 'recalled'")
         assert "秘密" not in b.page.inner_text("[data-testid=messages]")
         group_conv = bytes.fromhex(a.page.get_attribute("[data-testid=conversation]", "data-conversation"))

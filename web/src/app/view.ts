@@ -272,6 +272,8 @@ export class ChatView {
   }
 
   private async recall(messageId: string): Promise<void> {
+    // a recall cannot be undone and takes the text from everyone: asked once (a newcomer's misclick)
+    if (!window.confirm("Recall this message for everyone? This cannot be undone.")) return;
     try {
       await this.client.recall(fromHex(this.open!), fromHex(messageId));
     } catch (e) {
