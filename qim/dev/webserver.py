@@ -8,17 +8,24 @@ is configured, `POST /api/dev-token` {"user", "device", "name"} → {"token"}: a
 signed with the development key exactly as `qimctl token` signs one (1 h). Ids travel
 as decimal strings (64-bit values never pass through a JSON number). Loopback only:
 it refuses to bind another address, since it hands out tokens. Bad input gets a 400
-with a one-line {"error"}; nothing is logged about tokens.
+with a one-line {"error"}; nothing is logged about tokens. With Web Push configured
+(QIM_PUSH_VAPID_PRIVATE_KEY_FILE, the NotificationService's key, docs/operations.md
+"Push providers"), /config.json also carries `vapidPublicKey`, the base64url public
+point the page subscribes with (docs/decisions/0143); the page's service worker is
+web/dist/sw.js, served at /sw.js so its scope is the page.
 
 Config: --gateway-ws, one URL or several comma-separated (else $QIM_GATEWAY_WS_ADDRS,
 else $QIM_GATEWAY_WS_ADDR), --port (else $QIM_WEB_PORT, else 8088),
 --dist (else web/dist of the checkout), $QIM_DEV_TOKEN_KEY (the key's path; without
-it the page takes pasted tokens only), $QIM_DEV_TENANT (tenant of issued tokens, 0).
+it the page takes pasted tokens only), $QIM_DEV_TENANT (tenant of issued tokens, 0),
+$QIM_MEDIA_URL (the MediaService's base URL, handed to the page as `media` in
+/config.json: the page uploads and downloads media there by CORS, decision 0146).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import inspect
 import ipaddress
 import json
@@ -32,6 +39,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from qim.errors import ConfigError
 from qim.wire.devtoken import issue_dev_token
 
 log = logging.getLogger("qim.web")
@@ -68,6 +76,22 @@ def token_for(key: str, tenant: int, request: dict) -> str:
             issue: Any = issue_dev_token  # the keyword is checked above, not by mypy
             return str(issue(key, tenant, user, device, **{keyword: name}))
     return issue_dev_token(key, tenant, user, device)
+
+
+def vapid_public_key(pem: str) -> str:
+    """The base64url (unpadded) uncompressed point of a VAPID P-256 private key in PEM:
+    the `applicationServerKey` a page subscribes with. ConfigError when it is not one."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    try:
+        key = serialization.load_pem_private_key(pem.encode(), password=None)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError("the VAPID private key is not a PEM key without a password") from exc
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name != "secp256r1":
+        raise ConfigError("the VAPID private key is not a P-256 key")
+    raw = key.public_key().public_bytes(serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def make_handler(dist: Path, config: dict, tokens: Optional[Callable[[dict], str]]) -> type:
@@ -137,9 +161,12 @@ def gateway_urls(value: str) -> list[str]:
 
 
 def serve(host: str, port: int, dist: Path, gateway_ws: str, key: Optional[str],
-          tenant: int = 0) -> ThreadingHTTPServer:
+          tenant: int = 0, vapid_public: str = "", media_url: str = "") -> ThreadingHTTPServer:
     """Start qim-web in a thread; returns the server (`.server_address`, `.shutdown()`).
-    `gateway_ws`: one ws:// or wss:// URL or several comma-separated. ValueError for a
+    `gateway_ws`: one ws:// or wss:// URL or several comma-separated; `vapid_public`: the
+    VAPID public key /config.json hands the page ("" = no Web Push); `media_url`: the
+    MediaService's base URL the page uploads to ("" = no media; it must allow this page's
+    origin, QIM_MEDIA_CORS_ORIGINS: decision 0146). ValueError for a
     non-loopback host, a missing dist directory or a URL that is not ws:// or wss://."""
     if not ipaddress.ip_address(host).is_loopback:
         raise ValueError(f"qim-web serves loopback only, not {host}")
@@ -148,6 +175,12 @@ def serve(host: str, port: int, dist: Path, gateway_ws: str, key: Optional[str],
     tokens = (lambda req: token_for(key, tenant, req)) if key else None
     gateways = gateway_urls(gateway_ws)
     config = {"gateway": gateways[0], "gateways": gateways, "deployment": gateways[0], "devTokens": tokens is not None}
+    if vapid_public:
+        config["vapidPublicKey"] = vapid_public
+    if media_url:
+        if not media_url.startswith(("http://", "https://")):
+            raise ValueError(f"media URL {media_url!r} is not http:// or https://")
+        config["media"] = media_url.rstrip("/")
     httpd = ThreadingHTTPServer((host, port), make_handler(dist, config, tokens))
     threading.Thread(target=httpd.serve_forever, name="qim-web", daemon=True).start()
     return httpd
@@ -169,9 +202,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"qim-web: --gateway-ws (or $QIM_GATEWAY_WS_ADDRS): {exc}: give ws:// or wss:// URLs", file=sys.stderr)
         return 2
     try:
+        vapid_file = (os.environ.get("QIM_PUSH_VAPID_PRIVATE_KEY_FILE") or "").strip()
+        vapid = vapid_public_key(Path(vapid_file).read_text()) if vapid_file else ""
         httpd = serve(args.host, args.port, args.dist, args.gateway_ws, os.environ.get("QIM_DEV_TOKEN_KEY"),
-                      int(os.environ.get("QIM_DEV_TENANT") or 0))
-    except (ValueError, OSError) as exc:
+                      int(os.environ.get("QIM_DEV_TENANT") or 0), vapid, os.environ.get("QIM_MEDIA_URL") or "")
+    except (ValueError, OSError, ConfigError) as exc:
         print(f"qim-web: {exc}", file=sys.stderr)
         return 2
     host, port = str(httpd.server_address[0]), int(httpd.server_address[1])

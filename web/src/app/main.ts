@@ -15,6 +15,7 @@ import "./style.css";
 import { Client, tokenClaims } from "../sdk/client";
 import { banWords } from "../sdk/errors";
 import { KickReason } from "../sdk/protocol";
+import { PushView, wantedConversation } from "./pushview";
 import { RoomView } from "./roomview";
 import { claimDevice, newDevice, releaseDevices } from "./tab";
 import { ChatView } from "./view";
@@ -27,6 +28,10 @@ interface Config {
   /** The name the page's store is kept under, whichever gateway is in use. */
   deployment?: string;
   devTokens: boolean;
+  /** The MediaService's base URL (attach, thumbnails' originals: attach.ts, mediaview.ts); absent: no media. */
+  media?: string;
+  /** The VAPID public key the page subscribes with (base64url); absent: no Web Push (pushview.ts). */
+  vapidPublicKey?: string;
 }
 
 interface Saved {
@@ -43,6 +48,7 @@ let config: Config;
 let client: Client | null = null;
 let view: ChatView | null = null;
 let roomView: RoomView | null = null;
+let pushView: PushView | null = null;
 let errorTimer: ReturnType<typeof setTimeout> | undefined;
 
 function showError(message: string): void {
@@ -130,6 +136,7 @@ async function signIn(s: Saved, canRedraw = false): Promise<void> {
     tokenProvider: config.devTokens ? () => devToken(session.user, session.name, session.device) : undefined,
   });
   client = c;
+  c.mediaUrl = config.media ?? ""; // before the ChatView: its attach button is enabled by it
   (window as unknown as { qimClient: Client }).qimClient = c; // for debugging from the console
   c.on((e) => {
     if (e.type === "state") setConn(e.state, e.reason);
@@ -143,6 +150,9 @@ async function signIn(s: Saved, canRedraw = false): Promise<void> {
   });
   view = new ChatView(c, showError);
   roomView = new RoomView(c, showError);
+  const chats = view;
+  pushView = new PushView(c, config, showError, (id) => void chats.openConversation(id));
+  pushView.mount();
   $("me").textContent = `${session.name || `user ${session.user}`} · ${deviceWords(session.device)}`;
   $("me").title = `user ${session.user}, device ${session.device} (this tab)`;
   $("login").hidden = true;
@@ -151,7 +161,8 @@ async function signIn(s: Saved, canRedraw = false): Promise<void> {
   $("kicked").hidden = true;
   showStorage("ok", "");
   await view.load();
-  void view.restore();
+  const wanted = wantedConversation(); // a notification's click opened the page at a conversation
+  void (wanted ? view.openConversation(wanted) : view.restore());
   void roomView.restore();
   c.connect(true).catch((e) => showError(`connect: ${(e as Error).message}`));
 }
@@ -160,6 +171,8 @@ function stop(): void {
   view?.dispose();
   roomView?.dispose();
   roomView = null;
+  pushView?.dispose();
+  pushView = null;
   client?.close();
   client?.store.close();
   view = client = null;
@@ -196,7 +209,8 @@ async function boot(): Promise<void> {
     if (s) signIn({ ...s, token: "", kicked: false }).catch((e) => showError(`sign in: ${e.message}`));
   };
   $("storage-reload").onclick = () => location.reload();
-  $("logout").onclick = () => {
+  $("logout").onclick = async () => {
+    await pushView?.signOut(); // unregister: QIM has no logout frame (decision 0128)
     save(null);
     sessionStorage.removeItem("qim.open");
     releaseDevices();

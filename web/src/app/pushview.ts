@@ -123,7 +123,8 @@ export class PushView {
       this.setState("on", "You will be notified of new messages while this page is closed.");
     } catch (e) {
       const why = (e as Error).message;
-      this.refuse(e instanceof PushInvalid ? `The server refused this browser's push subscription: ${why}`
+      // PushInvalid's message starts with its code (INVALID_ARGUMENT: …): a person reads the rule only
+      this.refuse(e instanceof PushInvalid ? `The server refused this browser's push subscription: ${why.replace(/^[A-Z_]+: /, "")}`
         : `Offline notifications could not be turned on: ${why}`);
     }
   }
