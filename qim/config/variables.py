@@ -210,6 +210,8 @@ _WRITTEN: tuple[Var, ...] = (
        "an upload no message references is deleted after it (docs/decisions/0139)"),
     _v("QIM_MEDIA_SWEEP_INTERVAL_MS", "int ms 100..1 day", 60000, MEDIA,
        "how often the sweeper deletes orphans and released media (one node at a time)"),
+    _v("QIM_MEDIA_CORS_ORIGINS", "origins, comma-separated", "unset (no CORS)", MEDIA,
+       "web pages of these origins (scheme://host[:port]) may upload and download (docs/decisions/0146)"),
     _v("QIM_MEDIA_REF_KEY", "text, 32+ characters", "required (media); unset: the writer refuses MEDIA",
        (MEDIA, WRITER), "HMAC key signing media references (MEDIA message bodies); the same on media and writers"),
     _v("QIM_S3_ENDPOINT", "URL", "unset (AWS S3)", MEDIA, "the S3-compatible object store"),

@@ -100,6 +100,7 @@ function xhrPost(url: string, headers: Record<string, string>, data: Uint8Array,
     x.open("POST", url);
     for (const [k, v] of Object.entries(headers)) if (k !== "Content-Length") x.setRequestHeader(k, v);
     if (progress) x.upload.onprogress = (e) => progress(e.loaded, data.length);
+    if (progress) x.upload.onload = () => progress(data.length, data.length); // all sent, whatever the last chunk told
     x.onload = () => resolve({ status: x.status, text: x.responseText });
     x.onerror = () => reject(new MediaRefused(0, "the media service could not be reached"));
     x.send(new Blob([new Uint8Array(data)]));
