@@ -59,3 +59,9 @@ class ConversationStateStore(Protocol):
         """(read_conversation_seq, receipts on) of each (user, conversation_id): what a
         read receipt shows (one round trip per instance holding some of the users)."""
         ...
+
+    async def read_states(self, tenant: int, pairs: Sequence[tuple[int, bytes]]) -> list[tuple[int, ConvState]]:
+        """(read_conversation_seq, ConvState) of each (user, conversation_id): what decides
+        whether a message is still unread and muted for the user (the NotificationService's
+        verdicts, docs/decisions/0145), in one round trip per instance holding some of the users."""
+        ...

@@ -96,9 +96,10 @@ def muted(muted_until: int, now_ms: int) -> bool:
 async def verdicts(stores: Stores, cands: Sequence[Candidate], online: Callable[[int, int, int], bool],
                    now_ms: int, max_age_ms: int = 86_400_000) -> list[Due]:
     """Every (device, message) pair of `cands` with its verdict (module doc). Reads, per
-    tenant: the records and their states (one round trip), every recipient's read
-    positions and conversation states (concurrently), their registrations (one round trip
-    per instance); `online(tenant, user, device)` answers from memory (PresenceFollower)."""
+    tenant: the records and their states (one round trip), the recipients' read positions
+    and conversation states (one round trip per instance: ConversationStateStore.read_states)
+    and their registrations (one round trip per instance), the last two concurrently;
+    `online(tenant, user, device)` answers from memory (PresenceFollower)."""
     out: list[Due] = []
     for tenant in dict.fromkeys(c.tenant for c in cands):
         mine = [c for c in cands if c.tenant == tenant]
@@ -106,13 +107,12 @@ async def verdicts(stores: Stores, cands: Sequence[Candidate], online: Callable[
         records, states = await stores.messages.resolve(tenant, refs, refs)
         by_ref = {r: (rec, st) for r, rec, st in zip(refs, records, states)}
         users = list(dict.fromkeys(c.user for c in mine))
-        convs = {u: list(dict.fromkeys(c.conversation_id for c in mine if c.user == u)) for u in users}
-        reads, cstates, regs = await asyncio.gather(
-            asyncio.gather(*(stores.reads.positions(tenant, u, convs[u]) for u in users)),
-            asyncio.gather(*(stores.convstates.states(tenant, u, convs[u]) for u in users)),
-            stores.push.registrations_of(tenant, users))
-        read_at = {(u, cv): p for u, ps in zip(users, reads) for cv, p in zip(convs[u], ps)}
-        mute_at = {(u, cv): s.muted_until for u, ss in zip(users, cstates) for cv, s in zip(convs[u], ss)}
+        pairs = list(dict.fromkeys((c.user, c.conversation_id) for c in mine))
+        # one round trip per instance, not two per recipient (decision 0145)
+        rows, regs = await asyncio.gather(stores.convstates.read_states(tenant, pairs),
+                                          stores.push.registrations_of(tenant, users))
+        read_at = {pair: p for pair, (p, _) in zip(pairs, rows)}
+        mute_at = {pair: s.muted_until for pair, (_, s) in zip(pairs, rows)}
         for c in mine:
             rec, state = by_ref[MessageRef(c.conversation_id, c.message_id)]
             for reg in regs.get(c.user, []):

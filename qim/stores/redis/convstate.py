@@ -96,3 +96,21 @@ class RedisConversationStates:
             return [(int(pos or 0), flag != b"0") for pos, flag in rows]
         except ValueError:
             raise StoreCorrupt("corrupt read position") from None
+
+    async def read_states(self, tenant: int, pairs: Sequence[tuple[int, bytes]]) -> list[tuple[int, ConvState]]:
+        """ConversationStateStore.read_states: one pipeline of two HGETs per pair per instance."""
+        async def read(client: Any, part: Sequence[tuple[int, bytes]]) -> list:
+            with boundary("read positions and states read"):
+                async with client.pipeline(transaction=False) as pipe:
+                    for u, conv in part:
+                        pipe.hget(read_key(tenant, u), conv.hex())
+                        pipe.hget(convstate_key(tenant, u), conv.hex())
+                    got = await pipe.execute()
+            return list(zip(got[0::2], got[1::2]))
+        if not pairs:
+            return []
+        rows = await spread(self._t, pairs, lambda pair: self._user(tenant, pair[0]), read)
+        try:
+            return [(int(pos or 0), parse_state(state)) for pos, state in rows]
+        except ValueError:
+            raise StoreCorrupt("corrupt read position") from None
