@@ -20,12 +20,13 @@ import { EventType, MessageState, MessageType } from "./protocol";
 import { StoreError } from "./errors";
 import type { MessageRow, Tx } from "./storedb";
 import { headOf, ListTx } from "./storelist";
+import { clearQuotes, indexed, quoteAsStored } from "./quotes";
 
 const NOTICE_STATES: Record<number, number> = { [EventType.RECALL]: MessageState.RECALLED,
   [EventType.DELETE]: MessageState.DELETED };
 
 function rowOf(m: StoredMessage): MessageRow {
-  return { ...m, id: toHex(m.messageId), conv: toHex(m.conversationId), seqKey: seqKey(m.conversationSeq) };
+  return indexed({ ...m, id: toHex(m.messageId), conv: toHex(m.conversationId), seqKey: seqKey(m.conversationSeq) });
 }
 
 /** Store a full copy: "inserted", "updated" (state or body differed) or "" (nothing). */
@@ -40,8 +41,9 @@ async function upsert(tx: Tx, m: StoredMessage): Promise<string> {
   const sameExtras = (old.version ?? 0) === (m.version ?? 0) && (old.reply ?? null) !== null === (m.reply != null);
   if ((old.state === m.state && equalBytes(old.body, m.body) && sameExtras) || (old.state !== MessageState.NORMAL &&
       m.state === MessageState.NORMAL)) return "";
-  await store.put({ ...old, state: m.state, body: m.body, reply: m.reply ?? old.reply, mentions: m.mentions ?? old.mentions,
-    mentionAll: m.mentionAll ?? old.mentionAll, version: m.version ?? old.version, editedAtMs: m.editedAtMs ?? old.editedAtMs });
+  await store.put(indexed({ ...old, state: m.state, body: m.body, reply: m.reply ?? old.reply,
+    mentions: m.mentions ?? old.mentions, mentionAll: m.mentionAll ?? old.mentionAll, version: m.version ?? old.version,
+    editedAtMs: m.editedAtMs ?? old.editedAtMs }));
   return "updated";
 }
 
@@ -56,11 +58,15 @@ async function resolveOwn(tx: Tx, userId: bigint, m: StoredMessage): Promise<Res
     conversationSeq: m.conversationSeq, createdAtMs: m.createdAtMs };
 }
 
-async function record(list: ListTx, m: StoredMessage, out: ApplyResult): Promise<void> {
+async function record(list: ListTx, given: StoredMessage, out: ApplyResult): Promise<void> {
+  const m = await quoteAsStored(list.tx, given);
   const outcome = await upsert(list.tx, m);
   if (outcome === "inserted") out.inserted.push(m);
   else if (outcome === "updated") out.updated.push(m);
   if (outcome) await list.noteMessage(m);
+  if (outcome && m.state !== MessageState.NORMAL) {  // a removed copy (a history read): its quotes go too
+    for (const reply of await clearQuotes(list.tx, m.messageId, m.state)) out.updated.push(reply);
+  }
   const r = await resolveOwn(list.tx, list.userId, m);
   if (r) out.resolved.push(r);
 }
@@ -77,14 +83,18 @@ async function applyEdit(tx: Tx, body: Uint8Array): Promise<StoredMessage | null
   return row;
 }
 
-/** A recall/delete notice: the stored copy loses its body and takes the state. */
-async function setState(tx: Tx, messageId: Uint8Array, state: number): Promise<StoredMessage | null> {
+/** A recall/delete notice: the stored copy loses its body and takes the state; the
+ * stored replies quoting it lose its text (quotes.ts). The rows changed, the target first. */
+async function setState(tx: Tx, messageId: Uint8Array, state: number): Promise<StoredMessage[]> {
   const store = tx.objectStore("messages");
   const old = await store.get(toHex(messageId));
-  if (!old || (old.state === state && old.body.length === 0)) return null;
-  const row = { ...old, state, body: new Uint8Array(0) };
-  await store.put(row);
-  return row;
+  const changed: StoredMessage[] = [];
+  if (old && !(old.state === state && old.body.length === 0)) {
+    const row = { ...old, state, body: new Uint8Array(0) };
+    await store.put(row);
+    changed.push(row);
+  }
+  return [...changed, ...await clearQuotes(tx, messageId, state)];  // also when the target was never stored here
 }
 
 function control(body: Uint8Array) {
@@ -132,8 +142,7 @@ export async function applyMailboxEntries(list: ListTx, entries: MailboxEntry[],
       const ev = control(e.body);
       const change = ev?.event.case === "stateChange" ? ev.event.value : null;
       if (change && change.messageId.length) {
-        const changed = await setState(list.tx, change.messageId, change.state || NOTICE_STATES[e.eventType]);
-        if (changed) {
+        for (const changed of await setState(list.tx, change.messageId, change.state || NOTICE_STATES[e.eventType])) {
           out.updated.push(changed);
           await list.noteMessage(changed);
         }

@@ -15,6 +15,7 @@
 
 import { openDB, type DBSchema, type IDBPDatabase, type IDBPTransaction } from "idb";
 import type { LastMessage, PendingSend, StoredMessage } from "./model";
+import { indexed } from "./quotes";
 
 export interface Meta {
   tenant: bigint;
@@ -35,6 +36,8 @@ export interface MessageRow extends StoredMessage {
   id: string;
   conv: string;
   seqKey: string;
+  /** The quoted message's id (hex) while the quote has text: index byReplyTarget (quotes.ts). */
+  replyTarget?: string;
 }
 
 export interface PendingRow extends PendingSend {
@@ -77,7 +80,7 @@ export interface OpRow {
 export interface QimSchema extends DBSchema {
   meta: { key: string; value: Meta };
   cursor: { key: string; value: CursorRow };
-  messages: { key: string; value: MessageRow; indexes: { byConv: [string, string] } };
+  messages: { key: string; value: MessageRow; indexes: { byConv: [string, string]; byReplyTarget: string } };
   pending: { key: string; value: PendingRow; indexes: { byOrdinal: string } };
   conversations: { key: string; value: ConvRow };
   ops: { key: [string, string]; value: OpRow };
@@ -87,17 +90,29 @@ export type Db = IDBPDatabase<QimSchema>;
 export type StoreName = "meta" | "cursor" | "messages" | "pending" | "conversations" | "ops";
 export type Tx = IDBPTransaction<QimSchema, StoreName[], "readwrite">;
 export const ALL: StoreName[] = ["meta", "cursor", "messages", "pending", "conversations", "ops"];
-export const SCHEMA_VERSION = 1;
+/** 2 adds the messages' byReplyTarget index (decision 0134), filled from the rows already stored. */
+export const SCHEMA_VERSION = 2;
 
 /** Open (or create) the database `name`; `terminated`: the browser closed it under the page (deleted). */
 export function openQimDb(name: string, factory?: IDBFactory, terminated?: () => void): Promise<Db> {
-  const upgrade = (db: IDBPDatabase<QimSchema>) => {
-    db.createObjectStore("meta");
-    db.createObjectStore("cursor");
-    db.createObjectStore("messages", { keyPath: "id" }).createIndex("byConv", ["conv", "seqKey"]);
-    db.createObjectStore("pending", { keyPath: "id" }).createIndex("byOrdinal", "ordinalKey");
-    db.createObjectStore("conversations", { keyPath: "id" });
-    db.createObjectStore("ops", { keyPath: ["kind", "key"] });
+  const upgrade = async (db: IDBPDatabase<QimSchema>, oldVersion: number, _v: number | null,
+    tx: IDBPTransaction<QimSchema, StoreName[], "versionchange">) => {
+    if (oldVersion < 1) {
+      db.createObjectStore("meta");
+      db.createObjectStore("cursor");
+      db.createObjectStore("messages", { keyPath: "id" }).createIndex("byConv", ["conv", "seqKey"]);
+      db.createObjectStore("pending", { keyPath: "id" }).createIndex("byOrdinal", "ordinalKey");
+      db.createObjectStore("conversations", { keyPath: "id" });
+      db.createObjectStore("ops", { keyPath: ["kind", "key"] });
+    }
+    if (oldVersion < 2) {
+      const messages = tx.objectStore("messages");
+      messages.createIndex("byReplyTarget", "replyTarget");
+      for (let c = await messages.openCursor(); c; c = await c.continue()) {
+        const row = indexed(c.value);
+        if (row.replyTarget !== c.value.replyTarget) await c.update(row);
+      }
+    }
   };
   if (factory) {
     // fake-indexeddb in unit tests: idb's openDB uses the global indexedDB

@@ -9,6 +9,7 @@ import { GroupOkSchema } from "../gen/qim/v1/group_pb";
 import { toHex } from "./bytes";
 import { emptyResult, type ApplyResult } from "./model";
 import type { LocalStore } from "./store";
+import { clearQuotes } from "./quotes";
 import { ListTx } from "./storelist";
 
 /** List the conversation from now on (direct: with its peer; group: with its id). */
@@ -46,14 +47,18 @@ export function markState(s: LocalStore, messageId: Uint8Array, state: number): 
   return s.transact(async (tx) => {
     const out = emptyResult();
     const m = await tx.objectStore("messages").get(toHex(messageId));
+    const list = new ListTx(tx, s.userId);
     if (m && (m.state !== state || m.body.length)) {
       const row = { ...m, state, body: new Uint8Array(0) };
       await tx.objectStore("messages").put(row);
       out.updated.push(row);
-      const list = new ListTx(tx, s.userId);
       await list.noteMessage(row);
-      await list.finish(out);
     }
+    for (const reply of await clearQuotes(tx, messageId, state)) {  // the replies quoting it (decision 0134)
+      out.updated.push(reply);
+      await list.noteMessage(reply);
+    }
+    if (out.updated.length) await list.finish(out);
     return out;
   });
 }
