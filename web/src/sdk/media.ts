@@ -11,8 +11,8 @@
  * (413 too large, 415 not an allowed type or not its declared type, 422 too many pixels,
  * 429 the day's quota, 403 not a member, 404 a message this user cannot see, 410
  * recalled or deleted; 502 when the bytes do not match the reference, 0 when the
- * service could not be reached). Not built here: presigned multipart uploads of large
- * files (qim.sdk's upload_large); a file over the service's limit is refused with 413.
+ * service could not be reached). Large files that are not images go in presigned parts
+ * (mediaparts.ts; client.sendMedia chooses, as qim.sdk does above LARGE_BYTES).
  */
 
 import { fromBinary } from "@bufbuild/protobuf";
@@ -79,15 +79,18 @@ export function humanSize(bytes: number | bigint): string {
   return `${n} B`;
 }
 
-async function sha256Hex(data: Uint8Array): Promise<string> {
+/** SHA-256 of `data` as 64 hex characters (WebCrypto). */
+export async function sha256Hex(data: Uint8Array): Promise<string> {
   return toHex(new Uint8Array(await crypto.subtle.digest("SHA-256", new Uint8Array(data))));
 }
 
-function b64decode(s: string): Uint8Array {
+/** Base64 text as bytes (the service's JSON carries the reference so). */
+export function b64decode(s: string): Uint8Array {
   return Uint8Array.from(atob(s), (c) => c.charCodeAt(0));
 }
 
-async function refusal(r: Response): Promise<MediaRefused> {
+/** A refusal answer as MediaRefused: its status and first line of text. */
+export async function refusal(r: Response): Promise<MediaRefused> {
   const text = (await r.text().catch(() => "")).trim();
   return new MediaRefused(r.status, text || r.statusText || "refused");
 }
