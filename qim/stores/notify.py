@@ -2,7 +2,8 @@
 the Redis implementation: qim/stores/redis/notify.py, whose module doc has the keys).
 
 - the at-most-once record of an alert per (device, message): `claim` before the send,
-  `sent` after the provider accepted it (or gave it up for good);
+  `renew` just before each request (decision 0144), `sent` after the provider accepted it
+  (or gave it up for good);
 - the highest badge version sent to each device (`badge_versions`): a late push never
   carries an older badge;
 - the session projection's checkpoints and the badge's dirty marks, read to wait until a
@@ -51,9 +52,16 @@ class NotifyStore(Protocol):
         """The (user, conversation) pairs whose badge mark is still unsettled."""
         ...
 
-    async def claim(self, tenant: int, keys: Sequence[AlertKey], claim_ms: int) -> list[ClaimState]:
-        """Per key: "new" (claimed now for `claim_ms`), "sent" (an alert was made before)
-        or "claimed" (another attempt holds it: retry after its claim ends)."""
+    async def claim(self, tenant: int, keys: Sequence[AlertKey], claim_ms: int, token: str = "c") -> list[ClaimState]:
+        """Per key: "new" (claimed now for `claim_ms` by the attempt `token`, "c..."),
+        "sent" (an alert was made before) or "claimed" (another attempt holds it: retry
+        after its claim ends)."""
+        ...
+
+    async def renew(self, tenant: int, key: AlertKey, token: str, claim_ms: int) -> bool:
+        """Just before a request: True when the claim is still the attempt `token`'s (held
+        another `claim_ms`; taken again if it expired unclaimed), False when the alert was
+        made or another attempt claimed it since (the request must not be made)."""
         ...
 
     async def sent(self, tenant: int, keys: Sequence[AlertKey]) -> None:

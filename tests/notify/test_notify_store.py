@@ -1,6 +1,6 @@
 """The NotificationService's store on a real Redis (qim/stores/redis/notify.py;
-docs/decisions/0135): the claim per (device, message) is taken once, a replay finds it
-made; the per-device badge versions never go back (an older alert carries the newer
+docs/decisions/0135, 0144): the claim per (device, message) is taken once, a replay finds it
+made, only the attempt holding it renews it before a request; the per-device badge versions never go back (an older alert carries the newer
 badge, a stale silent update is skipped); a badge settle that lowers the badge records
 the user as fallen in the same script, one that raises it does not, and a fall handled
 is dropped only if no newer one came; the session checkpoints and badge marks read."""
@@ -47,6 +47,20 @@ async def test_a_claim_of_a_dead_node_ends_and_can_be_taken_again(redis):
     while await redis.exists(*await redis.keys("qim:notify:a:*") or ["none"]):  # noqa: ASYNC110 (Redis expiry)
         await asyncio.sleep(0.01)
     assert await store.claim(T, key, 1000) == ["new"]
+
+
+async def test_a_claim_is_renewed_only_by_its_own_attempt(redis):
+    store = RedisNotifyStore(redis)
+    key, other = AlertKey(ME, 1, M1), AlertKey(ME, 2, M1)
+    assert await store.claim(T, [key], 60_000, "cA") == ["new"]
+    assert await store.renew(T, key, "cA", 60_000) is True
+    assert await store.renew(T, key, "cB", 60_000) is False  # another attempt's claim
+    await store.sent(T, [key])
+    assert await store.renew(T, key, "cA", 60_000) is False  # made meanwhile: not to be sent again
+    assert await store.renew(T, other, "cA", 60_000) is True  # expired, nobody took it: taken again
+    assert await store.claim(T, [other], 60_000, "cB") == ["claimed"]
+    with pytest.raises(ValueError):
+        await store.claim(T, [key], 1000, "s")  # "s" is a made alert, never a claim
 
 
 async def test_badge_versions_never_go_back_per_device(redis):

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
+from functools import partial
 from typing import Any, Callable, Optional
 
 from confluent_kafka import TopicPartition
@@ -39,12 +41,14 @@ from qim.services.notify.sender import Delivery, Sender
 from qim.services.notify.text import alert_text
 from qim.stores.badges import BadgeStore
 from qim.stores.base import Stores
+from qim.stores.errors import StoreUnavailable
 from qim.stores.notify import AlertKey, NotifyStore
 from qim.wire import dispatch as dispatch_codec
 
 logger = logging.getLogger(__name__)
 
 GROUP_ID = "qim-notify"
+STORE_RETRY_S = 1.0  # between passes of a batch while a store is unavailable
 POLL_S = 0.2  # between reads of the checkpoints, marks, presence and claims while waiting
 
 
@@ -89,14 +93,15 @@ class LogConsumer:
         return None if self.joined else "joining the notify consumer group"
 
     async def run(self) -> None:
-        """Consume, notify, commit, forever (a broker error ends it: the node restarts)."""
+        """Consume, notify, commit, forever (a broker error ends it: the node restarts; a
+        store outage holds the batch, which is notified again: `notify_through`)."""
         await self.consumer.subscribe(DISPATCH_TOPIC)
         self.joined = True
         while True:
             msgs = await self.consumer.consume(self.batch, 0.5)
             if not msgs:
                 continue
-            await self.notify(msgs)
+            await self.notify_through(msgs)
             offsets: dict[int, int] = {}
             for m in msgs:
                 offsets[m.partition()] = m.offset() + 1
@@ -119,6 +124,20 @@ class LogConsumer:
                 self._m.lag.set(sum(max(0, high[p] - max(done.get(p, 0), 0)) for p in parts))
             except EngineError as exc:  # a broker hiccup: the next pass reads it again
                 logger.info("notify lag not read (%s)", type(exc).__name__)
+
+    async def notify_through(self, msgs: list[Any]) -> None:
+        """`notify(msgs)` again after STORE_RETRY_S while a store is unavailable (a Redis
+        instance down, a MailboxShard marked moving: decision 0144) instead of ending the
+        node: the batch holds (the log lags), nothing is dropped, and a second pass makes
+        no alert twice (the claims: what the first pass sent is "s" or still its claim)."""
+        while True:
+            try:
+                await self.notify(msgs)
+                return
+            except StoreUnavailable as exc:
+                self._m.store_waits.inc()
+                logger.warning("notify: a store is unavailable (%s); the batch is notified again", exc)
+                await asyncio.sleep(STORE_RETRY_S)
 
     async def notify(self, msgs: list[Any]) -> None:
         """Every alert of one batch of dispatch messages to its end (module doc)."""
@@ -167,13 +186,14 @@ class LogConsumer:
         logger.warning("notify: the badge was not settled within %.0f s; alerts carry it as it stands",
                        self.badge_wait_s)
 
-    async def _claim(self, tenant: int, dues: list[Due]) -> list[Due]:
-        """The dues claimed here now; the ones made before are counted as duplicates; a
-        claim held by another attempt is waited for (it ends: made, or expired)."""
+    async def _claim(self, tenant: int, dues: list[Due], token: str) -> list[Due]:
+        """The dues claimed here now by the attempt `token`; the ones made before are
+        counted as duplicates; a claim held by another attempt is waited for (it ends:
+        made, or expired)."""
         mine, waiting = [], dues
         while waiting:
             keys = [AlertKey(d.candidate.user, d.registration.device_id, d.candidate.message_id) for d in waiting]
-            states = await self._notify.claim(tenant, keys, self.claim_ms)
+            states = await self._notify.claim(tenant, keys, self.claim_ms, token)
             held = []
             for d, s in zip(waiting, states):
                 if s == "new":
@@ -188,7 +208,8 @@ class LogConsumer:
         return mine
 
     async def _send(self, tenant: int, dues: list[Due]) -> None:
-        mine = await self._claim(tenant, dues)
+        token = "c" + secrets.token_hex(8)  # this batch's attempt: a replay anywhere else has another
+        mine = await self._claim(tenant, dues, token)
         if not mine:
             return
         badges = await self._badges.badges_of(tenant, list(dict.fromkeys(d.candidate.user for d in mine)))
@@ -208,8 +229,10 @@ class LogConsumer:
                 alert = Alert(badge=b, badge_version=v, collapse_id=c.conversation_id.hex(), title=title,
                               body=body, generic=generic, message_id=c.message_id.hex())
                 note = Notification(provider_registration(d.registration), alert)
+                key = AlertKey(user, d.registration.device_id, c.message_id)
+                guard = partial(self._notify.renew, tenant, key, token, self.claim_ms)
                 deliveries.append((d, Delivery(tenant, user, d.registration.device_id, d.registration.settings.token,
-                                               note, loop.create_future())))
+                                               note, loop.create_future(), guard=guard)))
         for _, dl in deliveries:
             await self._sender.submit(dl)
         await asyncio.gather(*(self._finish(tenant, d, dl) for d, dl in deliveries))
@@ -228,7 +251,17 @@ class LogConsumer:
         """Record one alert as made as soon as it ended, not with its batch: a node dying
         mid-batch leaves only the alerts still in flight to be made again (module doc)."""
         end = await dl.done
-        await self._notify.sent(tenant, [AlertKey(d.candidate.user, d.registration.device_id, d.candidate.message_id)])
+        if end == "duplicate":  # another attempt made it or holds it (decision 0144): not ours to record
+            self._m.alerts.labels(d.provider, "suppressed_duplicate").inc()
+            return
+        key = AlertKey(d.candidate.user, d.registration.device_id, d.candidate.message_id)
+        while True:  # through an outage (a shard move): an unrecorded alert would be made again
+            try:
+                await self._notify.sent(tenant, [key])
+                break
+            except EngineError as exc:
+                logger.warning("alert not recorded as made yet: %s", type(exc).__name__)
+                await asyncio.sleep(POLL_S * 5)
         self._m.alerts.labels(d.provider, end).inc()
 
     async def close(self) -> None:

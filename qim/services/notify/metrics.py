@@ -5,14 +5,18 @@ message id as a label.
   by its end: sent, failed, unregistered (the provider said the token is dead: the
   registration was removed), suppressed_online, suppressed_muted, suppressed_read,
   suppressed_recalled, suppressed_expired (older than QIM_NOTIFY_MAX_AGE_MS),
-  suppressed_duplicate (made before: a replay). due = the sum.
+  suppressed_duplicate (made before: a replay; or made or claimed by another node while
+  this one was paused or waiting on a Retry-After past its claim, decision 0144). due =
+  the sum.
 - `qim_notify_silent_total{provider, outcome}`: silent badge updates: sent, failed,
   unregistered, suppressed_online, suppressed_stale (the device already had a newer one).
 - `qim_notify_retries_total{provider}`: retryable provider answers retried later.
 - `qim_notify_queue_depth`: notifications waiting for a sender (bounded: a full queue
   holds the log consumer), `qim_notify_lag_records`: dispatch records not yet done on
   this node's partitions, `qim_notify_badge_waits_total{result}`: batches that waited for
-  the badge to be settled (settled, timeout: sent with the badge as it stood).
+  the badge to be settled (settled, timeout: sent with the badge as it stood),
+  `qim_notify_store_waits_total`: passes of a batch that met an unavailable store (a
+  Redis instance down, a MailboxShard marked moving) and were made again after a pause.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ class NotifyMetrics(MetricSet):
         self.badge_waits = self.counter("qim_notify_badge_waits", "Batches that waited for the badge to settle",
                                         ["result"])
         self.bad_records = self.counter("qim_notify_bad_records", "Dispatch records that do not decode (skipped)")
+        self.store_waits = self.counter("qim_notify_store_waits", "Batch passes that met an unavailable store")
         for p in PROVIDERS:  # every series exists from the start: a reconciliation sums them
             for o in ALERT_OUTCOMES:
                 self.alerts.labels(p, o)

@@ -7,7 +7,10 @@ attempts), its end reported through the Delivery's future:
 - "unregistered": the provider said the token or subscription is dead; the registration
   was removed with the store's conditional remove (only while it still holds that token:
   a re-register that raced the answer survives, decision 0128);
-- "failed": refused for good, retries exhausted, or the device's provider is off here.
+- "failed": refused for good, retries exhausted, or the device's provider is off here;
+- "duplicate": the Delivery's `guard` said no just before a request: its claim is not
+  its own any more (another node made the alert, or holds it, after this one was paused
+  or waited on a Retry-After past the claim; decision 0144). Nothing is sent.
 
 `submit` waits while the queue is full: the log consumer is held, nothing is dropped.
 A retry waits in a timer task of its own (not a worker), then queues again.
@@ -18,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Optional
+from typing import Any, Awaitable, Callable, Literal, Mapping, Optional
 
 from qim.errors import EngineError
 from qim.notify.providers.base import Notification, PushProvider, RetryPolicy
@@ -27,14 +30,15 @@ from qim.stores.push import PushRegistrationStore
 
 logger = logging.getLogger(__name__)
 
-End = Literal["sent", "unregistered", "failed"]
-REMOVE_RETRY_S = 1.0
+End = Literal["sent", "unregistered", "failed", "duplicate"]
+REMOVE_RETRY_S = 1.0  # between tries of a store write through an outage
 
 
 @dataclass
 class Delivery:
     """One notification to one device of `user` (`token`: the registration's token, for
-    the conditional remove); `done` resolves to its End."""
+    the conditional remove); `done` resolves to its End; `guard` (None: none) is asked
+    just before each request and False ends it "duplicate" (module doc)."""
 
     tenant: int
     user: int
@@ -44,6 +48,7 @@ class Delivery:
     done: "asyncio.Future[End]"
     attempt: int = 0
     tasks: list = field(default_factory=list)
+    guard: Optional[Callable[[], Awaitable[bool]]] = None
 
     @property
     def provider(self) -> str:
@@ -96,6 +101,9 @@ class Sender:
         if provider is None:  # this deployment has no credentials for it (docs/operations.md)
             d.done.set_result("failed")
             return
+        if d.guard is not None and not await self._guarded(d):
+            d.done.set_result("duplicate")
+            return
         d.attempt += 1
         outcome = await provider.send(d.notification)
         if outcome.kind == "sent":
@@ -118,6 +126,18 @@ class Sender:
     async def _later(self, d: Delivery, delay: float) -> None:
         await asyncio.sleep(delay)
         await self.submit(d)
+
+    async def _guarded(self, d: Delivery) -> bool:
+        """The guard's answer, asked again through a store outage (a shard move refuses
+        the user's instance for seconds): the alert waits, it is neither sent unclaimed
+        nor dropped."""
+        assert d.guard is not None
+        while True:
+            try:
+                return await d.guard()
+            except EngineError as exc:
+                logger.warning("alert claim not renewed yet: %s", type(exc).__name__)
+                await asyncio.sleep(REMOVE_RETRY_S)
 
     async def _remove(self, d: Delivery) -> None:
         """The conditional remove (decision 0128), retried through an outage."""

@@ -1,4 +1,4 @@
-"""What an alert shows (docs/decisions/0144-alert-text-and-claims-that-move.md; protocol.md
+"""What an alert shows (docs/decisions/0144-alert-text-paused-nodes-and-claims-that-move.md; protocol.md
 "Push registrations"): a title naming who wrote, a body with the message's text, and the
 fixed strings in the device's locale.
 

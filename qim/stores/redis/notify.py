@@ -1,9 +1,10 @@
 """NotifyStore on Redis (qim/stores/notify.py; docs/decisions/0135-notification-service.md).
 
 Keys, on the user's instance (the mailbox instance of its MailboxShard):
-- `qim:notify:a:<tenant hex>:<user>:<device>:<message hex>`: STRING, "c" while an alert
-  is being made (PX the claim time), "s" once made (PX SENT_TTL_MS): SET NX is the one
-  at-most-once decision, whichever node replays the record;
+- `qim:notify:a:<tenant hex>:<user>:<device>:<message hex>`: STRING, the claiming
+  attempt's token "c<hex>" while an alert is being made (PX the claim time; renewed by
+  notify_claim_renew.lua just before each request), "s" once made (PX SENT_TTL_MS): SET
+  NX is the one at-most-once decision, whichever node replays the record;
 - `qim:notify:bv:<tenant hex>:<user>`: HASH device -> "<badge version>:<badge>", the
   highest version sent to the device (notify_badge.lua);
 - `qim:badge:fell` (qim/stores/redis/badges.py): users whose badge fell, written by
@@ -26,7 +27,7 @@ from qim.stores.redis.spread import spread
 from qim.stores.redis.topology import as_topology
 
 SENT_TTL_MS = 7 * 86400 * 1000  # a replay later than a week makes no alert: the log keeps less
-NOTIFY_SCRIPTS = ("notify_badge", "notify_fell_done")
+NOTIFY_SCRIPTS = ("notify_badge", "notify_fell_done", "notify_claim_renew")
 
 
 def alert_key(tenant: int, key: AlertKey) -> str:
@@ -81,14 +82,16 @@ class RedisNotifyStore:
         got = await spread(self._t, pairs, lambda p: self._user(tenant, p[0]), read)
         return {p for p, m in zip(pairs, got) if m}
 
-    async def claim(self, tenant: int, keys: Sequence[AlertKey], claim_ms: int) -> list[ClaimState]:
+    async def claim(self, tenant: int, keys: Sequence[AlertKey], claim_ms: int, token: str = "c") -> list[ClaimState]:
         """NotifyStore.claim: SET NX PX then GET, pipelined per instance."""
+        if not token.startswith("c"):
+            raise ValueError("a claim token starts with 'c' ('s' is a made alert)")
         async def run(client: Any, part: list[AlertKey]) -> list[ClaimState]:
             with boundary("alert claim"):
                 async with client.pipeline(transaction=False) as pipe:
                     for k in part:
                         name = alert_key(tenant, k)
-                        pipe.set(name, "c", nx=True, px=claim_ms)
+                        pipe.set(name, token, nx=True, px=claim_ms)
                         pipe.get(name)
                     got = await pipe.execute()
             out: list[ClaimState] = []
@@ -97,6 +100,13 @@ class RedisNotifyStore:
                 out.append("new" if made else "sent" if value == b"s" else "claimed")
             return out
         return await spread(self._t, list(keys), lambda k: self._user(tenant, k.user), run)
+
+    async def renew(self, tenant: int, key: AlertKey, token: str, claim_ms: int) -> bool:
+        """NotifyStore.renew: notify_claim_renew.lua on the user's instance."""
+        client = self._user(tenant, key.user)
+        got = await self._scripts_of[id(client)].call("notify_claim_renew", [alert_key(tenant, key)],
+                                                      [token, claim_ms])
+        return int(got) == 1
 
     async def sent(self, tenant: int, keys: Sequence[AlertKey]) -> None:
         """NotifyStore.sent: SET "s" PX SENT_TTL_MS, pipelined per instance."""

@@ -18,7 +18,10 @@ from qim.stores.redis.keys import session_shard_checkpoint_key, ucs_pending_key,
 # the families of a user's keys on a mailbox instance (keys.py): "<prefix><tenant hex>:<user>..."
 USER_PREFIXES = (b"qim:mbx:", b"qim:mbxdays:", b"qim:convs:", b"qim:convpeer:", b"qim:convchecked:",
                  b"qim:name:", b"qim:read:", b"qim:sepoch:", b"qim:convstate:", b"qim:receipts:",
-                 b"qim:push:", b"qim:badge:")  # qim:badge:dirty is the instance's, not a user's (decision 0129)
+                 b"qim:push:", b"qim:badge:",  # qim:badge:dirty is the instance's, not a user's (decision 0129)
+                 # the NotificationService's alert claims and badge versions sent (decision 0144): left
+                 # behind, a replay of records older than the move would alert a device again
+                 b"qim:notify:a:", b"qim:notify:bv:")
 BATCH = 256  # keys per pipelined round trip
 SCAN_COUNT = 1000
 

@@ -38,7 +38,8 @@ class ApnsRequest:
 
 @dataclass
 class FakeApns:
-    """The endpoint (module doc): `base_url` once started; `mode`, `retry_after`;
+    """The endpoint (module doc): `base_url` once started; `mode`, `retry_after`, `modes`
+    (a device token's own mode), `slow` (a device token's answers wait that long);
     `received`, `rejected` (reasons), `jwts` (every distinct provider token seen); `clock`
     (unix seconds) judges a token's age."""
 
@@ -52,6 +53,7 @@ class FakeApns:
     retry_after: str = "7"
     delay_s: float = 0.0  # > 0: each answer waits a random 0..delay_s seconds (requests in flight)
     slow: dict[str, float] = field(default_factory=dict)  # device token -> seconds its answers wait
+    modes: dict[str, str] = field(default_factory=dict)  # device token -> its own mode (over `mode`)
     received: list[ApnsRequest] = field(default_factory=list)
     accepted: list[ApnsRequest] = field(default_factory=list)  # answered 200 on a connection still open
     rejected: list[str] = field(default_factory=list)
@@ -151,7 +153,7 @@ class _H2Protocol(asyncio.Protocol):
             self.fake.rejected.append(reason)
         else:
             self.fake.received.append(request)
-            mode = self.fake.mode
+            mode = self.fake.modes.get(request.token, self.fake.mode)
             if mode == "close":
                 self.transport.abort()
                 return
