@@ -42,6 +42,7 @@ class CutProxy:
     part_connections: int = 0
     port: int = 0
     _server: Optional[asyncio.AbstractServer] = None
+    _open: set = field(default_factory=set)
 
     @property
     def endpoint(self) -> str:
@@ -55,9 +56,12 @@ class CutProxy:
         return self
 
     async def stop(self) -> None:
-        """Stop listening (open connections end with their peers)."""
+        """Stop listening and end the open connections."""
         if self._server is not None:
             self._server.close()
+        for task in list(self._open):
+            task.cancel()
+        await asyncio.gather(*self._open, return_exceptions=True)
 
     def _count(self, n: int) -> None:
         """`n` more part bytes arrived: run the actions now due (CUT raises)."""
@@ -72,6 +76,17 @@ class CutProxy:
             action()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._open.add(task)
+        try:
+            await self._pipe(reader, writer)
+        except asyncio.CancelledError:
+            writer.transport.abort()  # stopped by stop(): the connection ends with the proxy
+        finally:
+            self._open.discard(task)
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         host, port = self.upstream.rsplit(":", 1)
         try:
             up_reader, up_writer = await asyncio.open_connection(host, int(port))
