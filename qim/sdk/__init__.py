@@ -64,7 +64,7 @@ from qim.sdk.events import (
     SyncFailed,
 )
 from qim.sdk.identity import DeviceIdentity, default_data_dir, device_identity
-from qim.sdk.media import MediaRefused
+from qim.sdk.media import MediaRefused, MediaUnavailable
 from qim.sdk.model import Conversation, LastMessage, Membership
 from qim.sdk.push import PushInvalid, PushRegistration
 from qim.sdk.room_events import RoomAck, RoomEventsAdded, RoomInfo, RoomMessage, RoomStateChanged
@@ -86,4 +86,5 @@ __all__ = [
     "IdError", "RoomAck", "RoomEventsAdded", "RoomInfo", "RoomMessage", "RoomStateChanged",
     "ConversationState", "ConversationStateChanged", "PeerRead", "Readers", "MUTE_FOREVER",
     "PushInvalid", "PushRegistration", "BadgeChanged", "Banned", "MediaRefused",
+    "MediaUnavailable",
 ]
