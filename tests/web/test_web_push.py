@@ -192,8 +192,11 @@ def test_an_offline_tab_gets_one_alert_with_the_exact_badge_then_a_silent_update
         assert worker.evaluate(handle, json.dumps(silent)) == {"show": False, "badge": True, "stale": False}
         assert worker.evaluate(handle, json.dumps(body))["stale"] is True  # the late alert: older than the read
 
+        # a notification's click opens the page at its conversation (sw.ts conversationUrl)
+        again.sign_in(f"{url}?conversation={direct.hex()}", "Mo", device)
+        again.page.wait_for_selector(f"[data-testid=chat-title][data-conversation='{direct.hex()}']")
+        assert "conversation=" not in again.page.url  # a reload does not open it again
         # sign-out unregisters the device (QIM has no logout frame: decision 0128)
-        again.sign_in(url, "Mo", device)
         turn_on(again, subscription)
         assert [r.device_id for r in other.run(other.client.push.list())] == [device]
         again.page.click("#logout")
