@@ -116,6 +116,13 @@ class S3Engine(Engine):
             f"jclouds.filesystem.basedir={self.dir / 'data'}",
             f"jclouds.identity={creds['access_key']}",
             f"jclouds.credential={creds['secret_key']}",
+            # a development web page (any loopback port, as the gateway's dev WebSocket origins)
+            # PUTs large files' parts to presigned URLs (web/src/sdk/mediaparts.ts; decision 0146);
+            # regexes, space-separated, the backslashes doubled for the properties format
+            r"s3proxy.cors-allow-origins=http://127\\.0\\.0\\.1:[0-9]+ http://localhost:[0-9]+",
+            "s3proxy.cors-allow-methods=GET HEAD PUT",
+            "s3proxy.cors-allow-headers=content-type Content-Type",  # compared as written: both spellings
+            "s3proxy.cors-exposed-headers=ETag",
         ]
         conf = self.dir / "s3proxy.conf"
         conf.write_text("\n".join(lines) + "\n")

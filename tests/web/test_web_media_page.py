@@ -9,6 +9,9 @@ to the MediaService (another origin, QIM_MEDIA_CORS_ORIGINS naming the page's) b
 - A photo the SDK sends shows its thumbnail in the page (the reference's bytes, drawn with
   no request), and a click opens the full image, whose bytes (read back from the viewer's
   object URL in the page) hash to the reference's SHA-256.
+- A 17 MiB PDF attached in the page goes in presigned parts straight to the object store
+  (s3proxy allows the page's origin: qim/dev/s3_engine.py), and the SDK downloads it
+  byte-exact; the page's row offers "open".
 - A photo dropped onto the chat (a synthetic drop event) over the user's daily quota is
   refused: the upload stays with "daily upload quota reached" and its reason, its progress
   bar full (the bytes went), nothing is sent; Retry is refused again and keeps it, Remove
@@ -38,7 +41,8 @@ from tests.sdk.realstack import eventually, users
 from tests.web.conftest import gateway_ws_url
 from tests.web.harness import DIST, WebPage
 
-QUOTA = 400_000  # bytes a user may upload per day here: one photo passes, the noise PNG does not
+DOC = 17 * 1024 * 1024 + 12_345  # a PDF above LARGE_BYTES: three presigned parts (the last short)
+QUOTA = DOC + 300_000  # bytes a user may upload per day here: the photo and the PDF pass, the noise PNG does not
 PAGE_SHA256 = """async (sel) => {
   const src = document.querySelector(sel).src;
   const data = await (await fetch(src)).arrayBuffer();
@@ -50,6 +54,11 @@ DROP = """([b64, name]) => {
   dt.items.add(new File([bytes], name, { type: "image/png" }));
   document.getElementById("chat").dispatchEvent(new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true }));
 }"""
+
+
+async def _count(messages, n: int) -> bool:
+    """Whether the coroutine function `messages` lists `n` messages now."""
+    return len(await messages()) == n
 
 
 def free_port() -> int:
@@ -79,7 +88,7 @@ async def test_photos_from_and_to_the_page_and_a_refusal_kept(stack, s3_engine, 
     photo = tmp_path / "beach.jpg"
     photo.write_bytes(photo_with_gps())
     big = noise_png()
-    assert len(big) > QUOTA
+    assert len(big) > QUOTA - DOC - len(photo.read_bytes())  # what the photo and the PDF leave
     on = asyncio.to_thread  # the page's calls block: they run off the loop the media node serves on
     async with running_media(env) as (node, _, base):
         httpd = serve("127.0.0.1", web_port, DIST, gateway_ws_url(stack), stack.token_key, media_url=base)
@@ -148,7 +157,18 @@ async def test_photos_from_and_to_the_page_and_a_refusal_kept(stack, s3_engine, 
                 assert digest == ref_b.sha256.hex()
                 await on(page.page.click, "[data-testid=media-close]")
 
-                # 3. a drop over the quota: refused with its reason, kept for a retry, never sent
+                # 3. a large file: presigned parts from the page to the store, joined and checked by the service
+                doc = tmp_path / "report.pdf"
+                doc.write_bytes(b"%PDF-1.7\n" + os.urandom(DOC - 9))
+                await on(page.page.set_input_files, "[data-testid=attach-input]", str(doc))
+                await eventually(lambda: _count(media_at_b, 3), timeout=180, what="the PDF reaches the SDK")
+                (pdf,) = [m for m in await media_at_b() if decode_ref(m.body).mime == "application/pdf"]
+                ref_doc = decode_ref(pdf.body)
+                assert (ref_doc.name, ref_doc.size, ref_doc.owner) == ("report.pdf", DOC, a)
+                assert await cb.download(pdf) == doc.read_bytes()
+                await on(page.page.wait_for_selector, "[data-testid=message][data-state=sent] [data-testid=media-open]")
+
+                # 4. a drop over the quota: refused with its reason, kept for a retry, never sent
                 await on(page.page.evaluate, DROP, [base64.b64encode(big).decode(), "noise.png"])
                 failed = "[data-testid=upload][data-state=failed]"
                 await on(page.page.wait_for_selector, failed, timeout=90_000)
@@ -161,7 +181,7 @@ async def test_photos_from_and_to_the_page_and_a_refusal_kept(stack, s3_engine, 
                 assert await on(page.page.locator("[data-testid=upload]").count) == 1
                 await on(page.page.click, f"{failed} [data-testid=upload-remove]")
                 await on(page.page.wait_for_selector, "[data-testid=upload]", state="detached")
-                assert len(await media_at_b()) == 2  # the refused file was never sent
+                assert len(await media_at_b()) == 3  # the refused file was never sent
                 await pilot.press("ctrl+q")
             await close_all(cb, desk.client)
         finally:
