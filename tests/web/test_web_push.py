@@ -218,6 +218,15 @@ def test_a_refusal_is_said_on_the_page(stack, browser, web_push, pages):
     assert "publishes no Web Push key" in p.page.text_content(STATUS)
     assert "publishes no Web Push key" in p.page.text_content("[data-testid=error]")
 
+    # a browser without the Push API gets no control at all
+    ctx = browser.new_context()
+    try:
+        ctx.add_init_script("delete window.PushManager;")
+        tab = WebPage(ctx.new_page(), new_user()).sign_in(url, "Nopush")
+        assert tab.page.query_selector(TOGGLE) is None
+    finally:
+        ctx.close()
+
     # permission not granted (headless Chromium denies a prompt nobody answers)
     ctx = browser.new_context()
     try:
