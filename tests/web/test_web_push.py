@@ -199,6 +199,11 @@ def test_an_offline_tab_gets_one_alert_with_the_exact_badge_then_a_silent_update
         # sign-out unregisters the device (QIM has no logout frame: decision 0128)
         turn_on(again, subscription)
         assert [r.device_id for r in other.run(other.client.push.list())] == [device]
+        again.page.click(TOGGLE)  # "Stop offline notifications" unregisters
+        again.page.wait_for_selector(f"{TOGGLE}[data-state=off]")
+        assert other.run(other.client.push.list()) == []
+        turn_on(again, subscription)
+        assert [r.device_id for r in other.run(other.client.push.list())] == [device]
         again.page.click("#logout")
         again.page.wait_for_selector("[data-testid=login-form]", state="visible")
         eventually(lambda: other.run(other.client.push.list()) == [], "the registration removed at sign-out")
