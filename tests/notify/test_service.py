@@ -9,12 +9,16 @@ has users of its own; a "phone" registers an APNs token and disconnects (offline
 - a muted group stays silent, except a message that mentions the user;
 - a read on the other device sends the phone a silent badge update (badge 0, a higher
   version than its last alert); a recall lowers the badge the same way;
+- a mute, a leave and an operator delete lower the badge by silent updates too;
 - a 410 from APNs removes the registration (PUSH_LIST no longer shows it).
 A notify node killed: test_service_kill.py."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import urllib.request
 
 from tests.badge.audit import badge_store, stored
@@ -166,3 +170,47 @@ async def test_a_429_waits_its_retry_after_and_the_log_lags_meanwhile(push_stack
     finally:
         apns.fake.mode, apns.fake.retry_after = "ok", "7"
     await close_all(sender)
+
+
+async def test_a_leave_a_mute_and_an_operator_delete_each_lower_the_badge_silently(push_stack, apns_endpoint,
+                                                                                    tmp_path):
+    """Issue 39: every change that lowers the badge reaches the offline phone as a silent
+    update with the new absolute badge and a higher version (read and recall: above)."""
+    st, apns = push_stack, apns_endpoint
+    a, me = users(2)
+    phone = await offline_phone(st, tmp_path, me, 1)
+    owner, laptop = await client(st, tmp_path, a), await client(st, tmp_path, me, 2)
+    for c in (owner, laptop):
+        await c.connect()
+    muted, left = await owner.create_group([me], title="to mute"), await owner.create_group([me], title="to leave")
+    direct = (await owner.open_direct(me)).conversation_id
+    await asyncio.sleep(OFFLINE_S)
+    await owner.send_text(muted.conversation_id, "m")
+    await owner.send_text(left.conversation_id, "l")
+    doomed = await owner.send_text(direct, "d")
+    await eventually(lambda: len(apns.alerts(phone.token)) == 3, DEADLINE_S, "three alerts")
+    assert apns.alerts(phone.token)[-1]["aps"]["badge"] == 3
+
+    def last_version() -> int:
+        return max(p.payload["qim"]["badge_version"] for p in apns.fake.received if p.token == phone.token)
+
+    async def falls_to(badge: int, action, why: str) -> None:
+        before = last_version()  # read before the action: its update may come before the action returns
+        await action()
+        await eventually(lambda: any(s["aps"]["badge"] == badge and s["qim"]["badge_version"] > before
+                                     for s in apns.silents(phone.token)), DEADLINE_S, why)
+
+    async def operator_delete() -> None:
+        env = {**os.environ, **st.client_env()}  # the writer, the CA and qimctl's certificate
+        done = await asyncio.to_thread(subprocess.run, [
+            sys.executable, "-m", "qim.cli.qimctl", "message", "delete", "--conversation", direct.hex(),
+            "--message-id", doomed.message_id.hex(), "--peer", str(me)], env=env, capture_output=True, text=True,
+            timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    await falls_to(2, lambda: laptop.mute(muted.conversation_id), "the mute's silent update (badge 2)")
+    await falls_to(1, lambda: laptop.leave_group(left.group_id), "the leave's silent update (badge 1)")
+    await falls_to(0, operator_delete, "the operator delete's silent update (badge 0)")
+    versions = [p.payload["qim"]["badge_version"] for p in apns.fake.received if p.token == phone.token]
+    assert versions == sorted(versions), versions  # never an older badge after a newer one
+    await close_all(owner, laptop)
