@@ -154,6 +154,7 @@ def test_an_offline_tab_gets_one_alert_with_the_exact_badge_then_a_silent_update
         subscription = service.fake.subscribe(raw_public(vapid))
         endpoint = subscription["endpoint"]
         turn_on(tab, subscription)
+        tab.shot("push-on")
         regs = other.run(other.client.push.list())
         assert [(r.device_id, r.provider, r.token, r.webpush_p256dh, r.content) for r in regs] == [
             (device, "webpush", endpoint, subscription["keys"]["p256dh"], True)]
@@ -239,6 +240,7 @@ def test_a_refusal_is_said_on_the_page(stack, browser, web_push, pages):
         tab.page.click(TOGGLE)
         tab.page.wait_for_selector(f"{STATUS}[data-state=refused]")
         assert tab.page.text_content(STATUS).startswith("Notifications"), tab.page.text_content(STATUS)
+        tab.shot("push-refused")
     finally:
         ctx.close()
 
