@@ -11,22 +11,12 @@
 import { toHex } from "./bytes";
 import type { StoredMessage } from "./model";
 import { MessageState } from "./protocol";
+import { indexed, replyTarget } from "./quotekey";
 import type { MessageRow, Tx } from "./storedb";
 
+export { indexed, replyTarget };
+
 export const QUOTE_INDEX = "byReplyTarget";
-
-/** The index key of a row: the quoted message's id while the quote has text, else undefined. */
-export function replyTarget(m: StoredMessage): string | undefined {
-  return m.reply && m.reply.preview && m.reply.state === MessageState.NORMAL ? toHex(m.reply.messageId) : undefined;
-}
-
-/** `row` with its index key recomputed (an absent key keeps the row out of the index). */
-export function indexed(row: MessageRow): MessageRow {
-  const target = replyTarget(row);
-  const out = { ...row, replyTarget: target };
-  if (target === undefined) delete out.replyTarget;
-  return out;
-}
 
 /** The stored replies quoting `targetId` lose its text and take `state`; the rows changed. */
 export async function clearQuotes(tx: Tx, targetId: Uint8Array, state: number): Promise<MessageRow[]> {

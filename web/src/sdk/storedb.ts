@@ -15,7 +15,7 @@
 
 import { openDB, type DBSchema, type IDBPDatabase, type IDBPTransaction } from "idb";
 import type { LastMessage, PendingSend, StoredMessage } from "./model";
-import { indexed } from "./quotes";
+import { indexed } from "./quotekey";
 
 export interface Meta {
   tenant: bigint;
