@@ -10,8 +10,20 @@ from tests.fixtures import running_stack
 
 
 @pytest.fixture(scope="session")
-def stack3(tmp_path_factory):
-    """Three Redis instances, every service kind, two mailbox and two session nodes."""
+def stack3_apns(tmp_path_factory):
+    """A local APNs endpoint for stack3's NotificationService node (tests/notify/servicefakes.py)."""
+    from tests.notify.servicefakes import ThreadedApns
+
+    server = ThreadedApns().start(tmp_path_factory.mktemp("apns3"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def stack3(tmp_path_factory, stack3_apns):
+    """Three Redis instances, every service kind, two mailbox and two session nodes, one
+    qim-notify node sending to `stack3_apns` (alert claims move with a shard: decision 0144)."""
     with running_stack(tmp_path_factory.mktemp("redismove"), engines_kw={"redis_instances": 3},
-                       nodes={"mailbox": 2, "session": 2}) as st:
+                       extra_env={**stack3_apns.env, "QIM_NOTIFY_CLAIM_MS": "3000"},
+                       nodes={"mailbox": 2, "session": 2, "notify": 1}) as st:
         yield st
