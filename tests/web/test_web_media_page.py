@@ -6,6 +6,7 @@ to the MediaService (another origin, QIM_MEDIA_CORS_ORIGINS naming the page's) b
   qim-desktop (another device of the same user, `/save`) byte-exact to the stored object
   (its SHA-256 is the reference's), with a WebP thumbnail in the reference; the page's own
   row shows that thumbnail.
+- An image pasted into the composer is attached and sent the same way (a synthetic paste).
 - A photo the SDK sends shows its thumbnail in the page (the reference's bytes, drawn with
   no request), and a click opens the full image, whose bytes (read back from the viewer's
   object URL in the page) hash to the reference's SHA-256.
@@ -47,6 +48,13 @@ PAGE_SHA256 = """async (sel) => {
   const src = document.querySelector(sel).src;
   const data = await (await fetch(src)).arrayBuffer();
   return [...new Uint8Array(await crypto.subtle.digest("SHA-256", data))].map(b => b.toString(16).padStart(2, "0")).join("");
+}"""
+PASTE = """([b64, name]) => {
+  const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+  const dt = new DataTransfer();
+  dt.items.add(new File([bytes], name, { type: "image/png" }));
+  document.querySelector("[data-testid=composer-text]").dispatchEvent(
+    new ClipboardEvent("paste", { clipboardData: dt, bubbles: true, cancelable: true }));
 }"""
 DROP = """([b64, name]) => {
   const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
@@ -142,6 +150,15 @@ async def test_photos_from_and_to_the_page_and_a_refusal_kept(stack, s3_engine, 
                 await eventually(lambda: out.exists() and "saved" in desk.notice_text(), timeout=60, what="saved")
                 assert out.read_bytes() == stored
 
+                # an image pasted into the composer (a screenshot) is attached and sent the same way
+                shot = io.BytesIO()
+                Image.new("RGB", (64, 48), (10, 200, 90)).save(shot, "PNG")
+                await on(page.page.evaluate, PASTE, [base64.b64encode(shot.getvalue()).decode(), "shot.png"])
+                await eventually(lambda: _count(media_at_b, 2), timeout=90, what="the pasted image reaches the SDK")
+                pasted = decode_ref((await media_at_b())[1].body)
+                assert (pasted.name, pasted.mime, pasted.width, pasted.height) == ("shot.png", "image/png", 64, 48)
+                assert await on(page.page.input_value, "[data-testid=composer-text]") == ""  # not pasted as text
+
                 # 2. the SDK sends a photo: its thumbnail in the page, the click opens the full bytes
                 sunset = photo_with_gps(640, 480)
                 await cb.send_media(conv, sunset, name="sunset.jpg")
@@ -161,7 +178,7 @@ async def test_photos_from_and_to_the_page_and_a_refusal_kept(stack, s3_engine, 
                 doc = tmp_path / "report.pdf"
                 doc.write_bytes(b"%PDF-1.7\n" + os.urandom(DOC - 9))
                 await on(page.page.set_input_files, "[data-testid=attach-input]", str(doc))
-                await eventually(lambda: _count(media_at_b, 3), timeout=180, what="the PDF reaches the SDK")
+                await eventually(lambda: _count(media_at_b, 4), timeout=180, what="the PDF reaches the SDK")
                 (pdf,) = [m for m in await media_at_b() if decode_ref(m.body).mime == "application/pdf"]
                 ref_doc = decode_ref(pdf.body)
                 assert (ref_doc.name, ref_doc.size, ref_doc.owner) == ("report.pdf", DOC, a)
@@ -181,7 +198,7 @@ async def test_photos_from_and_to_the_page_and_a_refusal_kept(stack, s3_engine, 
                 assert await on(page.page.locator("[data-testid=upload]").count) == 1
                 await on(page.page.click, f"{failed} [data-testid=upload-remove]")
                 await on(page.page.wait_for_selector, "[data-testid=upload]", state="detached")
-                assert len(await media_at_b()) == 3  # the refused file was never sent
+                assert len(await media_at_b()) == 4  # the refused file was never sent
                 await pilot.press("ctrl+q")
             await close_all(cb, desk.client)
         finally:
