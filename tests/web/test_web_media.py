@@ -7,8 +7,8 @@ and qim-js downloads it through the message byte-exact to the stored object (the
 stripped bytes whose SHA-256 the reference carries); a stranger's download is
 MediaRefused 403 with the service's reason, a decompression bomb 422.
 
-The page's attach button, progress bar and thumbnails with a Chromium test are not built
-yet (docs/sdk.md "Media")."""
+The page's attach button, progress bars, thumbnails and click-to-open in Chromium:
+tests/web/test_web_media_page.py (docs/sdk.md "The web page's media")."""
 
 from __future__ import annotations
 
