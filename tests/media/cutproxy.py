@@ -40,6 +40,7 @@ class CutProxy:
     refused: int = 0  # part connections dropped at once during an outage
     outage: bool = False
     part_connections: int = 0
+    open_parts: int = 0  # part connections still open (a store may still be writing their part)
     port: int = 0
     _server: Optional[asyncio.AbstractServer] = None
     _open: set = field(default_factory=set)
@@ -102,6 +103,21 @@ class CutProxy:
         line = first.split(b"\r\n", 1)[0]
         counted = line.startswith(b"PUT ") and b"partNumber=" in line
         self.part_connections += counted
+        self.open_parts += counted
+        try:
+            await self._relay(reader, writer, up_reader, up_writer, first, counted)
+        finally:
+            self.open_parts -= counted
+
+    async def _relay(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        up_reader: asyncio.StreamReader,
+        up_writer: asyncio.StreamWriter,
+        first: bytes,
+        counted: bool,
+    ) -> None:
 
         async def down() -> None:
             try:
@@ -155,11 +171,19 @@ class CutProxy:
                 self._count(len(first))
             await up(first)
         except (ConnectionError, OSError):
+            writer.transport.abort()  # a cut is a reset of the device's side, mid-part
+        try:
+            # the store's side ends cleanly: only whole requests went to it, and one it is
+            # still reading must not be reset under it (s3proxy would keep half a part)
+            if up_writer.can_write_eof() and not up_writer.is_closing():
+                up_writer.write_eof()
+            await asyncio.wait_for(back, 60)
+        except (ConnectionError, OSError, asyncio.TimeoutError):
             pass
         finally:
             back.cancel()
             for w in (writer, up_writer):
-                w.transport.abort()  # a cut is a reset, not a clean close
+                w.transport.abort()
 
 
 def _content_length(head: bytes) -> int:

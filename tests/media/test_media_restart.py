@@ -62,6 +62,8 @@ async def test_pending_media_send_resumes_after_a_restart(stack, s3_engine, tmp_
             with contextlib.suppress(asyncio.CancelledError):
                 await sending
             await ca.close()
+            # the part on its way may still be written by the store: wait until it answered
+            await eventually(lambda: proxy.open_parts == 0, timeout=60, what="the part connections end")
             before = proxy.sent
 
             again = await client(stack, tmp_path, a)  # the same data directory: the same store
