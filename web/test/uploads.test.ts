@@ -45,6 +45,7 @@ describe("uploads of the page", () => {
     expect(refusalWords(new MediaRefused(0, "the media service could not be reached"))).toBe(
       "the media service could not be reached (retry when online)");
     expect(refusalWords(new MediaRefused(507, "disk"))).toBe("refused (507): disk");
+    expect(refusalWords(new MediaRefused(410, "the message was recalled"))).toBe("recalled or deleted: the message was recalled");
     expect(refusalWords(new RangeError("body of 99999 bytes exceeds 16384"))).toBe("not sent: body of 99999 bytes exceeds 16384");
     const up = new Uploads().add("aa", file(1_200_000), "a.mp4");
     expect(uploadWords(up)).toBe("a.mp4 · 0 B of 1.2 MB");

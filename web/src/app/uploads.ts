@@ -24,12 +24,15 @@ export interface Upload {
   failure: string; // what went wrong, in words ("" while uploading)
 }
 
-/** Words for a refusal of the MediaService (or any error of an upload), safe to show. */
+/** Words for a refusal of the MediaService (an upload's or a download's; any other error too), safe to show. */
 export function refusalWords(e: unknown): string {
   if (!(e instanceof MediaRefused)) return `not sent: ${e instanceof Error ? e.message : String(e)}`;
   const why: Record<number, string> = {
     0: "the media service could not be reached (retry when online)",
     401: "not signed in any more (sign in again, then retry)",
+    403: "not a member of this conversation",
+    404: "not found (a message this device cannot see, or a file that is gone)",
+    410: "recalled or deleted",
     413: "file too big",
     415: "file type not allowed, or not what its bytes are",
     422: "image refused",
