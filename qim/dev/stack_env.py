@@ -29,10 +29,13 @@ from qim.dev.stack_ports import PortBook
 DEV_LEASE_MS, DEV_RENEW_MS = 6000, 1000  # QIM_SHARD_LEASE_MS / QIM_SHARD_RENEW_MS of a development stack
 TLS_DIR = "tls"  # the development CA and certificates, under the stack directory
 DEV_WS_ORIGINS = "http://localhost:*,http://127.0.0.1:*"  # pages of the development web client
+# the object store's, for `qimctl audit media` (docs/operations.md "Media and object storage")
+S3_CLIENT_VARS = ("QIM_S3_ENDPOINT", "QIM_S3_BUCKET", "QIM_S3_REGION", "QIM_S3_ACCESS_KEY", "QIM_S3_SECRET_KEY")
 # copied into stack.env so qim-loadgen and qimctl work after sourcing one file
 CLIENT_VARS = ("QIM_WRITER_ADDRS", "QIM_REDIS_ADDR", "QIM_REDIS_CORE_ADDRS", "QIM_REDIS_MAILBOX_ADDRS",
                "QIM_KAFKA_BOOTSTRAP",
-               "QIM_MAILBOX_SHARD_COUNT", "QIM_TENANT_ID", "QIM_TOKEN_AUDIENCE", *ARCHIVE_CLIENT_VARS)
+               "QIM_MAILBOX_SHARD_COUNT", "QIM_TENANT_ID", "QIM_TOKEN_AUDIENCE", *ARCHIVE_CLIENT_VARS,
+               *S3_CLIENT_VARS)
 
 
 @dataclass(frozen=True)
