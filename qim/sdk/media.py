@@ -129,7 +129,9 @@ class MediaCalls:
         cmid = await outbox.run(outbox.reserve)
         path: Optional[Path]
         if isinstance(file, (str, os.PathLike)):
-            path, spooled, source = Path(file), False, PartSource(file)
+            # absolute: a later run may have another working directory
+            path, spooled = Path(await asyncio.to_thread(os.path.abspath, os.fspath(file))), False
+            source = await asyncio.to_thread(PartSource, file)  # stat(): FileNotFoundError here
             name = name or path.name
         else:
             data, spool = bytes(file), outbox.spool_dir()
@@ -168,7 +170,7 @@ class MediaCalls:
             except MediaRefused:
                 await outbox.run(outbox.remove, cmid)
                 raise
-        if self.runtime.core.closing:
+        if wait and self.runtime.core.closing:  # as send(): without wait it goes after the next connect()
             raise NotConnected("call connect() first (the upload is done and recorded; resume_media sends it)")
         if await outbox.run(outbox.pending_state, cmid) is None:
             await self.runtime.submit_message(
@@ -237,7 +239,7 @@ class MediaCalls:
         outbox, out = self._outbox(), []  # type: MediaOutbox, list[tuple[PendingMedia, Any]]
         for row in await self.pending_media():
             try:
-                source = PartSource(row.path)
+                source = await asyncio.to_thread(PartSource, row.path)
             except FileNotFoundError as exc:
                 await outbox.run(outbox.remove, row.client_message_id)
                 out.append((row, exc))
