@@ -157,15 +157,17 @@ class LogConsumer:
         while not all(self._presence_ready(c.tenant, c.user) for c in cands):  # noqa: ASYNC110 (a Kafka read, no event)
             await asyncio.sleep(POLL_S)
         dues = await verdicts(self._stores, cands, self._online, int(time.time() * 1000), self.max_age_ms)
-        for d in dues:
-            if d.outcome != "due":
-                self._m.alerts.labels(d.provider, d.outcome).inc()
         due = [d for d in dues if d.outcome == "due"]
         if due:  # only then: a batch for devices with no registration waits for nothing
             await self._settled(ends, {(d.candidate.tenant, d.candidate.user, d.candidate.conversation_id)
                                        for d in due})
         for tenant in dict.fromkeys(d.candidate.tenant for d in due):
             await self._send(tenant, [d for d in due if d.candidate.tenant == tenant])
+        # counted once the pass ended: a pass that met a store outage is counted by the next
+        # (notify_through), so the outcomes still add up to what was due
+        for d in dues:
+            if d.outcome != "due":
+                self._m.alerts.labels(d.provider, d.outcome).inc()
 
     async def _settled(self, ends: dict[int, int], pairs: set[tuple[int, int, bytes]]) -> None:
         """Wait until the session projection passed `ends` and the pairs' marks are settled."""
