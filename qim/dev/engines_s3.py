@@ -66,10 +66,10 @@ def s3_up(dir: Path, die_with_parent: bool = False) -> S3Engine:
         eng.die_with_parent = die_with_parent
         if eng.alive():
             eng.wait_ready(eng.start_timeout)
+            progress.note(f"s3 ready at {eng.addr}")  # a start says so itself (qim/dev/engine.py)
         else:
             eng.start()
     s3_save(dir, eng)
-    progress.note(f"s3 ready at {eng.addr}")
     return eng
 
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 
 import pytest
 
+from qim.dev import progress
 from qim.dev.engines import EngineSet
 from qim.dev.engines_s3 import s3_env, s3_of, s3_up, s3_wanted
 from qim.dev.stack import stack_up
@@ -28,13 +30,15 @@ def test_s3_wanted_reads_its_variable(monkeypatch) -> None:
         s3_wanted()
 
 
-async def test_s3_recorded_reused_restarted_and_the_docs_media_example_runs(stack, tmp_path) -> None:
+async def test_s3_recorded_reused_restarted_and_the_docs_media_example_runs(stack, tmp_path, monkeypatch, capsys) -> None:
     """s3_up records the store, leaves a healthy one alone, brings a stopped one back on
     its port; then the docs/sdk.md "Media" example runs as written against the session
     stack plus a MediaService on that store (what `make up` runs), its URL as stack.env
-    gives it (one JVM start less than two tests)."""
+    gives it (one JVM start less than two tests). `make up` says "s3 ready" once per start."""
+    monkeypatch.setattr(progress, "_started", time.monotonic())  # the progress lines `qim-dev engines up` prints
     first = s3_up(tmp_path, die_with_parent=True)
     try:
+        assert capsys.readouterr().err.count("s3 ready at") == 1
         assert s3_env(first)["QIM_S3_ENDPOINT"] == first.endpoint and s3_env(first)["QIM_S3_BUCKET"] == "qim-media"
         again = s3_up(tmp_path, die_with_parent=True)
         assert again.pid == first.pid  # healthy: left alone
@@ -42,8 +46,10 @@ async def test_s3_recorded_reused_restarted_and_the_docs_media_example_runs(stac
         assert recorded is not None and recorded.pid == first.pid and recorded.ports == first.ports
         first.stop()
         assert s3_env(s3_of(tmp_path)) == {}  # not running: no variables pointing at a dead port
+        capsys.readouterr()
         back = s3_up(tmp_path, die_with_parent=True)
         assert back.ports == first.ports and back.pid != first.pid and back.healthy()
+        assert capsys.readouterr().err.count("s3 ready at") == 1
 
         env = {**stack.env, **s3_env(back), "QIM_MEDIA_METRICS_LISTEN": "127.0.0.1:0"}
         async with running_media(env) as (_node, _http, base):
