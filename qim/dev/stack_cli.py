@@ -252,7 +252,8 @@ def policy_differs(stack_env: dict[str, str], wanted: dict[str, str]) -> bool:
 
 def restart_words(existing: Stack, wanted: dict[str, int], settings: dict[str, str]) -> str:
     """The line `stack up` prints before it stops a running stack to start it again: why
-    (new node counts, other archive settings, another send policy, a service not answering) and what it means
+    (new node counts, other archive settings, another send policy, other moderation, offline push or
+    tracing settings, a service not answering) and what it means
     (every service restarts, clients reconnect; the engines and their data stay). New node
     counts and other archive-tier settings are both named when both changed: `stack up
     --gateways 2` after `make demo` also drops the demo's short hot window (decision 0093)."""
@@ -266,7 +267,9 @@ def restart_words(existing: Stack, wanted: dict[str, int], settings: dict[str, s
         reasons.append(f"another send policy ({POLICY} {existing.env.get(POLICY) or 'none'} -> "
                        f"{settings.get(POLICY) or 'none'})")
     moved = [k for k in _compared(existing.env, settings)[1:] if existing.env.get(k, "") != settings.get(k, "")]
-    for group, names in (("moderation", [k for k in moved if not k.startswith("OTEL_")]),
+    push = ("QIM_PUSH_", "QIM_NOTIFY_")  # qim-notify's (docs/operations.md "Offline push"), not moderation's
+    for group, names in (("moderation", [k for k in moved if not k.startswith(("OTEL_", *push))]),
+                         ("offline push", [k for k in moved if k.startswith(push)]),
                          ("tracing", [k for k in moved if k.startswith("OTEL_")])):
         if names:  # a secret's value is never printed (OTLP headers carry a collector's credentials)
             reasons.append(f"other {group} settings (" + ", ".join(
