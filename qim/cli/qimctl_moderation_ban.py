@@ -166,6 +166,8 @@ def run_log(args: argparse.Namespace, out=None) -> int:
         raise ConfigError(f"moderation log not read: {exc}") from None
     for r in rows:
         print(log_line(r), file=out)
+    if not rows:  # said: an empty output reads like a command that read nowhere
+        print("no moderation actions", file=out)
     return 0
 
 

@@ -72,6 +72,8 @@ def run_reports(args: argparse.Namespace, out=None) -> int:
             f"{done} text={r.get('text', '')!r}",
             file=out,
         )
+    if not rows:  # said, as `mutes` does: an empty output reads like a command that read nowhere
+        print("no open reports" if args.open else "no reports", file=out)
     return 0
 
 
