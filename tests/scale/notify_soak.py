@@ -117,6 +117,7 @@ class Traffic:
     laptops: dict[int, Any]
     sent: int = 0
     reads: int = 0
+    bursts: int = 0  # fault bursts injected
     convs: dict[tuple[int, int], bytes] = field(default_factory=dict)
     load: list[float] = field(default_factory=list)
 
@@ -160,6 +161,7 @@ class Traffic:
             mode = random.choice(FAULTS)
             fake.mode = "ok" if mode == "slow" else mode
             fake.delay_s = 1.0 if mode == "slow" else 0.0
+            self.bursts += 1
             await asyncio.sleep(random.uniform(0.3, 1.0))
             fake.mode, fake.delay_s = "ok", 0.0
 
@@ -199,10 +201,12 @@ def figures(size: Size, traffic: Traffic, setup_s: float, took_s: float, cpu: di
             idle: dict[str, float], nodes: dict[str, dict[str, float]]) -> list[str]:
     """The report lines (module doc). `cpu`: CPU seconds per process during the traffic
     and the drain; `idle`: CPU seconds per second of each process before the traffic;
-    `nodes`: per notify node, its pushes made (alerts and silent updates sent)."""
+    `nodes`: per notify node, its pushes made (alerts and silent updates sent) and its
+    provider answers retried (`retries`)."""
     pushes = sum(nodes[n]["pushes"] for n in NODES)
     lines = [f"soak-notify: devices={size.devices} minutes={size.seconds / 60:.1f} messages={traffic.sent} "
-             f"reads={traffic.reads} setup_s={setup_s:.0f} ({size.devices / max(setup_s, 1e-9):.1f} phones/s)",
+             f"reads={traffic.reads} fault_bursts={traffic.bursts} retries={sum(nodes[n]['retries'] for n in NODES):.0f} "
+             f"setup_s={setup_s:.0f} ({size.devices / max(setup_s, 1e-9):.1f} phones/s)",
              f"soak-notify: pushes={pushes:.0f} in {took_s:.0f} s = {pushes / took_s:.1f}/s; "
              f"load average (1 min) mean={sum(traffic.load) / max(len(traffic.load), 1):.2f} "
              f"max={max(traffic.load, default=0.0):.2f} on {os.cpu_count()} cores (figures are upper bounds)"]

@@ -101,7 +101,9 @@ async def test_a_soak_ends_with_every_badge_right_and_the_counters_reconciled(so
         for k, v in by_label(samples[n], "qim_notify_alerts_total", "outcome").items():
             outcomes[k] = outcomes.get(k, 0.0) + v
     nodes = {n: {"pushes": by_label(samples[n], "qim_notify_alerts_total", "outcome").get("sent", 0.0)
-                 + by_label(samples[n], "qim_notify_silent_total", "outcome").get("sent", 0.0)} for n in NODES}
+                 + by_label(samples[n], "qim_notify_silent_total", "outcome").get("sent", 0.0),
+                 "retries": sum(by_label(samples[n], "qim_notify_retries_total", "provider").values())}
+             for n in NODES}
     for line in figures(size, traffic, setup_s, took, cpu, idle, nodes):
         print(line)
     print(f"soak-notify: at the server's badge {len(phones) - len(wrong)}/{len(phones)}, doubled={len(doubled)}, "
