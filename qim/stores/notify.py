@@ -15,7 +15,7 @@ Errors: StoreUnavailable on an outage.
 
 from __future__ import annotations
 
-from typing import Any, Literal, NamedTuple, Optional, Protocol, Sequence
+from typing import Any, Literal, Mapping, NamedTuple, Optional, Protocol, Sequence
 
 ClaimState = Literal["new", "sent", "claimed"]
 
@@ -73,6 +73,12 @@ class NotifyStore(Protocol):
         """Per (device, version, badge): the (version, badge) to send — the given one, or
         for an alert a newer one already sent to the device — recording the highest;
         None for a silent update not newer than what the device was sent (skip it)."""
+        ...
+
+    async def badge_versions_of(self, tenant: int, rows: Mapping[int, Sequence[tuple[int, int, int]]],
+                                silent: bool) -> dict[int, list[Optional[tuple[int, int]]]]:
+        """`badge_versions` of many users ({user: rows}), in one round trip per instance
+        (a batch's alerts: decision 0145)."""
         ...
 
     async def fell(self, client: Any, count: int) -> list[Fell]:

@@ -218,12 +218,16 @@ class LogConsumer:
         names, titles = await self._labels(tenant, mine)
         deliveries: list[tuple[Due, Delivery]] = []
         loop = asyncio.get_running_loop()
-        for user in dict.fromkeys(d.candidate.user for d in mine):
-            theirs = [d for d in mine if d.candidate.user == user]
+        theirs_of = {u: [d for d in mine if d.candidate.user == u] for u in dict.fromkeys(d.candidate.user for d in mine)}
+        rows = {}
+        for u, theirs in theirs_of.items():
+            badge, version = badges.get(u, (0, 0))
+            rows[u] = [(d.registration.device_id, version, badge) for d in theirs]
+        # every user's badge versions in one round trip per instance, not one per user (decision 0145)
+        chosen_of = await self._notify.badge_versions_of(tenant, rows, silent=False)
+        for user, theirs in theirs_of.items():
             badge, version = badges.get(user, (0, 0))
-            chosen = await self._notify.badge_versions(
-                tenant, user, [(d.registration.device_id, version, badge) for d in theirs], silent=False)
-            for d, got in zip(theirs, chosen):
+            for d, got in zip(theirs, chosen_of[user]):
                 v, b = got if got is not None else (version, badge)
                 c = d.candidate
                 title, body, generic = alert_text(d.record, c.sender, names.get(c.sender, ""),

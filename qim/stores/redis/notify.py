@@ -15,7 +15,8 @@ badge's dirty marks (`qim:badge:dirty`) are read, never written.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+import asyncio
+from typing import Any, Mapping, Optional, Sequence
 
 from qim.stores.badges import Dirty
 from qim.stores.notify import AlertKey, ClaimState, Fell
@@ -33,6 +34,22 @@ NOTIFY_SCRIPTS = ("notify_badge", "notify_fell_done", "notify_claim_renew")
 def alert_key(tenant: int, key: AlertKey) -> str:
     """The at-most-once STRING of one alert (module doc)."""
     return f"qim:notify:a:{tenant:032x}:{key.user}:{key.device}:{key.message_id.hex()}"
+
+
+def chosen(rows: Sequence[tuple[int, int, int]], got: Sequence[Any]) -> list[Optional[tuple[int, int]]]:
+    """notify_badge.lua's answers for `rows` (device, version, badge): None ("0": skip a
+    stale silent update), the row's own (version, badge) ("1"), or the newer one recorded."""
+    out: list[Optional[tuple[int, int]]] = []
+    for (_, version, badge), g in zip(rows, got):
+        g = g.decode() if isinstance(g, bytes) else str(g)
+        if g == "0":
+            out.append(None)
+        elif g == "1":
+            out.append((version, badge))
+        else:
+            v, b = g.split(":")
+            out.append((int(v), int(b)))
+    return out
 
 
 def versions_key(tenant: int, user: int) -> str:
@@ -129,16 +146,27 @@ class RedisNotifyStore:
         for device, version, badge in rows:
             args += [device, version, badge]
         got = await self._scripts_of[id(client)].call("notify_badge", [versions_key(tenant, user)], args)
-        out: list[Optional[tuple[int, int]]] = []
-        for (_, version, badge), g in zip(rows, got):
-            g = g.decode() if isinstance(g, bytes) else str(g)
-            if g == "0":
-                out.append(None)
-            elif g == "1":
-                out.append((version, badge))
-            else:
-                v, b = g.split(":")
-                out.append((int(v), int(b)))
+        return chosen(rows, got)
+
+    async def badge_versions_of(self, tenant: int, rows: Mapping[int, Sequence[tuple[int, int, int]]],
+                                silent: bool) -> dict[int, list[Optional[tuple[int, int]]]]:
+        """NotifyStore.badge_versions_of: notify_badge.lua once per user, one pipeline per
+        instance (the script only raises what it records: safe to replay on NOSCRIPT)."""
+        by_client: dict[int, tuple[Any, list[int]]] = {}
+        for user, r in rows.items():
+            if r:
+                client = self._user(tenant, user)
+                by_client.setdefault(id(client), (client, []))[1].append(user)
+
+        async def run(client: Any, users: list[int]) -> list[Any]:
+            calls = [([versions_key(tenant, u)], ["1" if silent else "0"] + [x for row in rows[u] for x in row])
+                     for u in users]
+            return await self._scripts_of[id(client)].call_many("notify_badge", calls)
+        parts = list(by_client.values())
+        got = await asyncio.gather(*(run(client, users) for client, users in parts))
+        out: dict[int, list[Optional[tuple[int, int]]]] = {u: [] for u, r in rows.items() if not r}
+        for (_, users), replies in zip(parts, got):
+            out.update({u: chosen(rows[u], g) for u, g in zip(users, replies)})
         return out
 
     async def fell(self, client: Any, count: int) -> list[Fell]:
