@@ -172,10 +172,14 @@ class MediaCalls:
                 raise
         if wait and self.runtime.core.closing:  # as send(): without wait it goes after the next connect()
             raise NotConnected("call connect() first (the upload is done and recorded; resume_media sends it)")
-        if await outbox.run(outbox.pending_state, cmid) is None:
-            await self.runtime.submit_message(
-                row.conversation_id, row.recipient_user_id, body, MESSAGE_TYPE_MEDIA, b"", b"", cmid
-            )
+        if await outbox.run(outbox.pending_state, cmid) is not None:
+            # an earlier run handed it to the sender and died before dropping the row: the
+            # pending send is the sender's (its outcome comes as events), nothing to wait for here
+            await outbox.run(outbox.remove, cmid)
+            return cmid
+        await self.runtime.submit_message(
+            row.conversation_id, row.recipient_user_id, body, MESSAGE_TYPE_MEDIA, b"", b"", cmid
+        )
         await outbox.run(outbox.remove, cmid)
         return await self.runtime.wait_ack(cmid) if wait else cmid
 
@@ -233,7 +237,8 @@ class MediaCalls:
     ) -> list[tuple[PendingMedia, Any]]:
         """Finish every pending media send of this store (an earlier run's, cut by a
         restart): (row, outcome) each, the outcome the SendAck (the client_message_id
-        without `wait`) or the exception that ended it: MediaRefused (dropped),
+        without `wait`, or when an earlier run had already handed the send to the sender:
+        its outcome comes as events) or the exception that ended it: MediaRefused (dropped),
         FileNotFoundError (its file is gone: dropped), MediaUnavailable (kept for a
         later call). Needs media_url(s) set and, to send, connect()."""
         outbox, out = self._outbox(), []  # type: MediaOutbox, list[tuple[PendingMedia, Any]]

@@ -1,9 +1,9 @@
 """The steps of a pending media send a crash can cut (qim/sdk/media_outbox.py; decision
 0147), on the session stack and a MediaService node: a row whose upload completed (its
 reference recorded) is only sent by `resume_media`, nothing uploaded again; the same row
-found again after its send was acknowledged (a crash before the row was dropped) is sent
-again with the same client_message_id and body, and the writer answers the first
-message: the other member has it once. A row whose file is gone is dropped and told."""
+found again after its send was handed to the sender (a crash before the row was
+dropped) is dropped, not sent again: the other member has the message once. A row whose
+file is gone is dropped and told."""
 
 from __future__ import annotations
 
@@ -44,9 +44,11 @@ async def test_a_recorded_reference_is_sent_once_whatever_step_was_cut(stack, s3
         assert done.client_message_id == cmid and isinstance(ack, SendAck), ack
         assert await node.objects.keys() == keys  # only sent: nothing uploaded again
 
-        await outbox.run(outbox.add, row)  # found again after its ack: a crash before the row went
+        # found again after the send was handed to the sender (a crash before the media row
+        # went): not sent again, the row dropped, the send's own outcome is the sender's
+        await outbox.run(outbox.add, row)
         ((_, again),) = await ca.resume_media()
-        assert isinstance(again, SendAck) and again.message_id == ack.message_id, again
+        assert again == cmid and await ca.pending_media() == []
 
         gone = PendingMedia(
             await outbox.run(outbox.reserve), conv, b, str(tmp_path / "nope.bin"), False, 10, "", "", "nope.bin", False
