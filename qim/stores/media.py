@@ -38,8 +38,9 @@ class MediaLedger(Protocol):
         """The record of `media_id`, None when there is none."""
         ...
 
-    async def refer(self, tenant: int, media_id: str, ref: str) -> bool:
-        """Add a reference to the object (decision 0139): False when it has no record."""
+    async def refer(self, tenant: int, media_id: str, ref: str, replaces: str = "") -> bool:
+        """Add a reference to the object and drop `replaces` ("" none) at once (decision
+        0139): False when it has no record."""
         ...
 
     async def refs(self, tenant: int, media_id: str) -> set[str]:

@@ -84,6 +84,29 @@ async def test_orphan_deleted_sent_kept_recalled_deleted(stack, s3_engine, tmp_p
         await close_all(ca, cb)
 
 
+async def test_a_recalled_photo_goes_at_the_next_sweep_however_young(stack, s3_engine, tmp_path) -> None:
+    """The orphan window keeps an upload not sent yet; it never kept a recalled one (what a
+    newcomer found: a photo recalled right after its upload stayed in the store an hour)."""
+    env = {**stack.env, **s3_engine.env(bucket="t-media-young"), "QIM_MEDIA_METRICS_LISTEN": "127.0.0.1:0",
+           "QIM_MEDIA_ORPHAN_MS": "3600000", "QIM_MEDIA_SWEEP_INTERVAL_MS": "3600000"}
+    a, b = users(2)
+    async with running_media(env) as (node, _, base):
+        ca = await client(stack, tmp_path, a)
+        await ca.connect()
+        ca.media_url = base
+        conv = (await ca.open_direct(b)).conversation_id
+        tok = issue_dev_token(stack.token_key, 0, a, 1)
+        unsent = await upload(base, tok, os.urandom(1500), name="later.bin")
+        photo = await upload(base, tok, photo_with_gps(), name="oops.jpg")
+        ack = await ca.send(conv, photo.body, MESSAGE_TYPE_MEDIA)
+        await ca.recall(conv, ack.message_id)
+        result = await node.sweeper.sweep_once()
+        assert photo.ref.media_id in result.released, result
+        assert await _gone(node, photo.ref.media_id)
+        assert not await _gone(node, unsent.ref.media_id)  # young and not sent: kept for its hour
+        await close_all(ca)
+
+
 async def test_one_node_sweeps_at_a_time(s3_engine, media_env) -> None:
     env, _ = media_env
     async with running_media({**env, "QIM_MEDIA_SWEEP_INTERVAL_MS": "86400000"}) as (node, _, _base):

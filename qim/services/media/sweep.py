@@ -107,10 +107,14 @@ class MediaSweeper:
         result = SweepResult()
         for media_id in await self.ledger.media_ids(self.tenant):
             record = await self.ledger.get(self.tenant, media_id)
-            if record is None or now_ms - int(record.get("created_ms", now_ms)) < self.orphan_ms:
-                continue  # gone meanwhile, or young: may still be sent
+            if record is None:
+                continue  # gone meanwhile
             refs = await self.ledger.refs(self.tenant, media_id)
             sent = any(r.startswith("m:") for r in refs)
+            if not sent and now_ms - int(record.get("created_ms", now_ms)) < self.orphan_ms:
+                continue  # young and never sent: may still be sent
+            # a sent one is looked at whatever its age: a photo recalled a minute after its
+            # upload is deleted at this sweep, not an hour later (decision 0139, a newcomer)
             if await self._in_use(refs) or _held_by_send(refs, now_ms, self.orphan_ms):
                 result.kept += 1
                 continue

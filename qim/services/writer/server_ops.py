@@ -84,13 +84,14 @@ class WriterOps:
         with self._ticket(actor, msg.conversation_id) as turn:
             if media_id and self.media_refs is not None:  # decision 0139: the sweeper keeps it from here
                 conv = msg.conversation_id.hex()
-                if not await self.media_refs.refer(tenant, media_id, f"c:{conv}:{msg.client_message_id.hex()}:"
-                                                   f"{int(time.time() * 1000)}"):
+                sending = f"c:{conv}:{msg.client_message_id.hex()}:{int(time.time() * 1000)}"
+                if not await self.media_refs.refer(tenant, media_id, sending):
                     raise RequestError(ErrorCode.INVALID_ARGUMENT, "MEDIA body references media that is gone "
                                        "(never sent within QIM_MEDIA_ORPHAN_MS of its upload): upload it again")
             ack = await self._committer.commit(actor, msg, turn)
             if media_id and self.media_refs is not None:  # a retry of the send marks it again (idempotent)
-                await self.media_refs.refer(tenant, media_id, f"m:{conv}:{ack.message_id.hex()}")
+                # the message's reference replaces the send's: a recall releases it at once
+                await self.media_refs.refer(tenant, media_id, f"m:{conv}:{ack.message_id.hex()}", replaces=sending)
             return ack
 
     async def recall(self, actor: internal_pb2.Actor, tenant: int,

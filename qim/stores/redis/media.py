@@ -11,7 +11,8 @@ Keys:
 - `qim:media:refs:<tenant>:<media_id>`: a set of the references to the object
   (docs/decisions/0139): `c:<conversation hex>:<client_message_id hex>:<ms>` written by
   the writer before it commits a MEDIA message, `m:<conversation hex>:<message_id hex>`
-  after. `refer` adds one only while the object's record exists; `claim` deletes the
+  after, in place of that `c:` (so a committed send no longer holds the object for the
+  orphan window: a recalled one goes at the next sweep). `refer` adds one only while the object's record exists; `claim` deletes the
   record and the set only while the set is as the sweeper saw it (both Lua scripts), so
   a send racing the sweeper either is refused or keeps the object.
 - `qim:media:sweep:<tenant>`: the sweeper's lease (one node sweeps at a time).
@@ -40,10 +41,12 @@ redis.call('EXPIRE', KEYS[1], ARGV[3])
 return 1
 """
 
-# KEYS: the record, its reference set; ARGV: the reference. 1 added, 0 no such record.
+# KEYS: the record, its reference set; ARGV: the reference, the one it replaces ("" none).
+# 1 added, 0 no such record.
 _REFER = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('SADD', KEYS[2], ARGV[1])
+if ARGV[2] ~= '' then redis.call('SREM', KEYS[2], ARGV[2]) end
 return 1
 """
 
@@ -112,11 +115,12 @@ class RedisMediaLedger:
         raw = await self._call(self._r.hgetall(f"{OBJ_PREFIX}{tenant}:{media_id}"))
         return {_s(k): _s(v) for k, v in raw.items()} if raw else None
 
-    async def refer(self, tenant: int, media_id: str, ref: str) -> bool:
-        """Add `ref` to the object's references (module doc): False when the object has no
-        record (never uploaded, or swept as an orphan)."""
+    async def refer(self, tenant: int, media_id: str, ref: str, replaces: str = "") -> bool:
+        """Add `ref` to the object's references (module doc) and drop `replaces` in the same
+        script (the writer's `m:` replaces its send's `c:` once committed): False when the
+        object has no record (never uploaded, or swept as an orphan)."""
         keys = [f"{OBJ_PREFIX}{tenant}:{media_id}", f"{REFS_PREFIX}{tenant}:{media_id}"]
-        return bool(int(await self._call(self._refer(keys=keys, args=[ref]))))
+        return bool(int(await self._call(self._refer(keys=keys, args=[ref, replaces]))))
 
     async def refs(self, tenant: int, media_id: str) -> set[str]:
         """The object's references (module doc), empty when none."""
