@@ -280,7 +280,7 @@ soak: install
 # NOTIFY_SOAK_DEVICES (1000) offline phones, NOTIFY_SOAK_MINUTES (20) of traffic with reads
 # on other devices and APNs faults, two qim-notify nodes. Fails unless every phone ends at
 # the server's badge, none is alerted twice and the outcomes add up to the messages; prints
-# `soak-notify:` lines (CPU per push per process, pushes/s, load average). About 30 min.
+# `soak-notify:` lines (CPU per push per process, pushes/s, load average). About 23 min (22.4 on two loaded cores, docs/perf.md "Offline push").
 NOTIFY_SOAK_DEVICES ?= 1000
 NOTIFY_SOAK_MINUTES ?= 20
 .PHONY: soak-notify
