@@ -75,7 +75,12 @@ def test_bad_uploads_are_refused_and_nothing_is_stored(media_env) -> None:
         ("hash mismatch", photo, declared(photo, "image/jpeg", sha="0" * 64), "", 400, "SHA-256"),
         ("not the declared type", pdf, declared(pdf, "image/png"), "", 415, "not the declared image/png"),
         ("a type not allowed", pdf, declared(pdf, "text/html"), "", 415, "not allowed"),
-        ("a decompression bomb", bomb_png(), declared(bomb_png(), "image/png"), "", 422, "above the limit"),
+        ("a decompression bomb", bomb_png(), declared(bomb_png(), "image/png"), "", 422, "megapixels"),
+        ("an empty file", b"", declared(b"", "application/octet-stream"), "", 400, "the file is empty"),
+        ("a name too long", photo, declared(photo, "image/jpeg"), "?name=" + "照" * 86 + ".jpg", 400,
+         "bytes of UTF-8; at most 255 (shorten it)"),
+        ("above one upload", pdf, declared(pdf, "application/pdf", size=17 << 20), "", 413,
+         "the file is 17 MiB; a photo can be at most 16 MiB"),
         ("a path in the name", photo, declared(photo, "image/jpeg"), "?name=../../etc/passwd", 400, "plain name"),
         ("a backslash path", photo, declared(photo, "image/jpeg"), "?name=..%5Cx.jpg", 400, "plain name"),
         ("no declaration", photo, {"Content-Type": "image/jpeg"}, "", 400, "X-QIM-Size"),
@@ -121,7 +126,7 @@ def test_file_above_the_limit_is_413(media_env) -> None:
             async with http.post(
                 f"{base}/v1/media", data=blob, headers={**token(key, 7), **declared(blob, "application/octet-stream")}
             ) as r:
-                assert r.status == 413 and "at most 4096" in await r.text()
+                assert r.status == 413 and "the file is 5 KiB; a photo can be at most 4 KiB" in await r.text()
             assert await node.objects.keys() == []
         assert await ObjectStore(S3Config.from_env(Env(env))).keys() == []
 

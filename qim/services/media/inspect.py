@@ -52,17 +52,25 @@ class MediaRefused(HttpRefused):
     the HTTP seam answers it as its status with the message (qim/obs/http.py)."""
 
 
+def mib(nbytes: int) -> str:
+    """A size in a refusal's words: "16.6 MiB", "512 KiB", "300 bytes" (the SDKs and the
+    page show the reason as it is: a person reads it, not a byte count)."""
+    if nbytes >= 1 << 20:
+        return f"{nbytes / (1 << 20):.1f} MiB".replace(".0 MiB", " MiB")
+    if nbytes >= 1 << 10:
+        return f"{nbytes / (1 << 10):.0f} KiB"
+    return f"{nbytes} bytes"
+
+
 def check_name(name: str) -> str:
     """A file name as given, when it is one: MediaRefused 400 bad_name for a path (/ or
-    \\), a dot-only name, a control character or more than NAME_MAX bytes."""
-    if (
-        len(name.encode()) > NAME_MAX
-        or "/" in name
-        or "\\" in name
-        or name.strip(".") == ""
-        and name
-        or any(ord(c) < 32 or ord(c) == 127 for c in name)
-    ):
+    \\), a dot-only name, a control character, or more than NAME_MAX bytes (its own
+    words: an 86-character Chinese name is too long, not a path)."""
+    if len(name.encode()) > NAME_MAX:
+        raise MediaRefused(
+            400, "bad_name", f"the file name is {len(name.encode())} bytes of UTF-8; at most {NAME_MAX} (shorten it)"
+        )
+    if "/" in name or "\\" in name or name.strip(".") == "" and name or any(ord(c) < 32 or ord(c) == 127 for c in name):
         raise MediaRefused(400, "bad_name", "the file name must be a plain name (no path, no control characters)")
     return name
 
@@ -88,6 +96,8 @@ def check_declared(data: bytes, size: int, sha256: str, mime: str) -> str:
     type_not_allowed (a type outside ALLOWED) or type_mismatch (the bytes are not `mime`)."""
     if len(data) != size:
         raise MediaRefused(400, "size_mismatch", f"declared size {size} but {len(data)} bytes arrived")
+    if not data:  # a row with nothing behind it is never what a person meant (a newcomer sent one)
+        raise MediaRefused(400, "empty", "the file is empty (0 bytes): nothing to send")
     if hashlib.sha256(data).hexdigest() != sha256.lower():
         raise MediaRefused(400, "hash_mismatch", "the SHA-256 of the bytes is not the declared one")
     if mime not in ALLOWED:
@@ -117,12 +127,15 @@ def _open(data: bytes, max_pixels: int) -> Image.Image:
             w, h = im.size  # the header only: nothing decoded yet
             if w * h > max_pixels:
                 raise MediaRefused(
-                    422, "too_many_pixels", f"the image is {w}x{h} pixels, above the limit of {max_pixels}"
+                    422,
+                    "too_many_pixels",
+                    f"the image is {w}×{h} pixels ({w * h / 1e6:.0f} megapixels); at most "
+                    f"{max_pixels / 1e6:.0f} megapixels",
                 )
             im.load()
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
         raise MediaRefused(
-            422, "too_many_pixels", f"the image has more pixels than allowed: above the limit of {max_pixels}"
+            422, "too_many_pixels", f"the image has more pixels than allowed: at most {max_pixels / 1e6:.0f} megapixels"
         ) from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
         raise MediaRefused(415, "undecodable", f"the image cannot be decoded ({type(exc).__name__})") from None

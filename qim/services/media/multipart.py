@@ -31,7 +31,7 @@ from typing import Any
 
 from aiohttp import web
 
-from qim.services.media.inspect import ALLOWED, IMAGES, MediaRefused, check_name
+from qim.services.media.inspect import ALLOWED, IMAGES, MediaRefused, check_name, mib
 from qim.wire.media import sniff
 
 PART_BYTES = 8 * 1024 * 1024  # S3's smallest part is 5 MiB (all but the last)
@@ -70,8 +70,7 @@ class Multipart:
             raise MediaRefused(
                 413,
                 "too_large",
-                f"the file is {size} bytes; at most {cfg.max_upload_bytes} "
-                f"in at most {MAX_PARTS} parts of {PART_BYTES}",
+                f"the file is {mib(size)}; at most {mib(min(cfg.max_upload_bytes, MAX_PARTS * PART_BYTES))}",
             )
         if mime not in ALLOWED:
             raise MediaRefused(415, "type_not_allowed", f"type {mime[:64]!r} is not allowed")

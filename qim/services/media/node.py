@@ -38,7 +38,7 @@ from qim.obs.httpauth import DeviceAuth
 from qim.obs.node import ServiceNode
 from qim.proto.v1.media_pb2 import MediaRef
 from qim.services.media.access import check_download
-from qim.services.media.inspect import MediaRefused, check_name, inspect
+from qim.services.media.inspect import MediaRefused, check_name, inspect, mib
 from qim.services.media.multipart import Multipart
 from qim.services.media.sweep import MediaSweeper
 from qim.stores.media import open_media_ledger
@@ -127,7 +127,8 @@ class MediaNode(ServiceNode, Multipart):
             raise MediaRefused(
                 413,
                 "too_large",
-                f"the file is {request.content_length} bytes; at most {cfg.max_file_bytes} through the service",
+                f"the file is {mib(request.content_length)}; a photo can be at most {mib(cfg.max_file_bytes)} "
+                "(other files that large are sent in parts)",
             )
         try:
             size = int(request.headers.get("X-QIM-Size", ""))
@@ -141,7 +142,10 @@ class MediaNode(ServiceNode, Multipart):
             raise MediaRefused(
                 413 if size > cfg.max_file_bytes else 400,
                 "bad_request",
-                f"declared size above {cfg.max_file_bytes} bytes or SHA-256 not 64 hex characters",
+                f"the file is {mib(size)}; a photo can be at most {mib(cfg.max_file_bytes)} (other files that "
+                "large are sent in parts)"
+                if size > cfg.max_file_bytes
+                else "SHA-256 not 64 hex characters",
             )
         name = check_name(request.query.get("name", ""))
         strip = request.query.get("keep_metadata", "0") != "1"
