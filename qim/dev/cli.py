@@ -28,6 +28,7 @@ import time
 from qim.dev import progress, stack_cli
 from qim.dev.engines import EngineSet, cassandra_wanted, default_dir
 from qim.dev.engines_s3 import s3_wanted
+from qim.dev.envshow import shown
 from qim.errors import EngineError
 
 
@@ -81,7 +82,7 @@ def _up(args) -> int:
                       outbox_partitions=args.outbox_partitions, cql_nodes=args.cql_nodes,
                       redis_instances=args.redis_instances,
                       with_s3=args.with_s3 if args.with_s3 is not None else s3_wanted(default=True))
-    print(es.env_path.read_text(), end="")
+    print(shown(es.env_path.read_text()), end="")  # the file keeps the secrets, the terminal does not
     print(f"# engines up in {time.monotonic() - t0:.1f}s; env file:")
     print(es.env_path)
     return 0

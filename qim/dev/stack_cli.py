@@ -32,6 +32,7 @@ from pathlib import Path
 
 from qim.dev import progress
 from qim.dev.engines import EngineSet, cassandra_wanted, default_dir
+from qim.dev.envshow import shown
 from qim.dev.rolling import rolling_order
 from qim.dev.stack import Stack
 from qim.dev.stack_archive import SETTINGS, settings_differ, settings_from
@@ -183,7 +184,7 @@ def _up(args: argparse.Namespace, dir: Path, existing: Stack | None) -> int:
         recorded[kind_of(name).name] += 1
     stack = supervised_stack_up(dir, engines.env(), ports_file=dir / PORTS_FILE, extra_env={**settings, **tokens},
                                 nodes={**recorded, **wanted}, unhealthy_restart_s=args.unhealthy_restart_s)
-    print((dir / "stack.env").read_text(), end="")
+    print(shown((dir / "stack.env").read_text()), end="")  # the file keeps the secrets, the terminal does not
     print(f"# services up: {', '.join(f'{k}={v}' for k, v in stack.pids.items())}; "
           f"env file:\n{dir / 'stack.env'}")
     return 0
