@@ -265,8 +265,9 @@ _WRITTEN: tuple[Var, ...] = (
     _v("QIM_GATEWAY_WS_ADDR", "ws:// URL", "unset", (CLIENTS, DEV), "the development WebSocket endpoint"),
     _v("QIM_GATEWAY_WS_ADDRS", "ws:// URLs", "QIM_GATEWAY_WS_ADDR", (CLIENTS, DEV),
        "every gateway's development WebSocket endpoint (qim-web hands the page all of them)"),
-    _v("QIM_MEDIA_URL", "http:// URL", "unset", (CLIENTS, DEV),
-       "the development stack's MediaService base URL (stack.env; the app sets client.media_url)"),
+    _v("QIM_MEDIA_URL", "http:// URLs", "unset", (CLIENTS, DEV),
+       "the MediaService's base URL, or several comma separated (qim.sdk moves to the next on an outage; "
+       "stack.env; the app sets client.media_url)"),
     _v("QIM_DEPLOYMENT", "name", "the first gateway", CLIENTS,
        "the name local stores are kept under, whichever gateway a client uses"),
     _v("QIM_GATEWAY_WSS_ADDR", "wss:// URL", "unset", CLIENTS, "the WebSocket endpoint on the client port"),
