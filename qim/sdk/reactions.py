@@ -19,7 +19,9 @@ message only a summary with a higher version than the one held replaces it, what
 brought it (event, pull, history page, REACT reply), and an event that is not newer is
 not told at all: a ReactionsChanged always carries what `known` then holds.
 TYPING_EVENTS as TypingChanged, and a
-typing indication not renewed within its `expires_in_ms` is told stopped by itself.
+typing indication not renewed within its `expires_in_ms` is told stopped by itself; a
+message from the typist in that conversation (a pulled MESSAGE entry) ends it at once
+(told stopped: what the typist typed has arrived, no "typing…" lingers behind it).
 Adding and removing are idempotent per (user, message, emoji). Errors: ServerError
 (NOT_FOUND, FORBIDDEN, PAYLOAD_TOO_LARGE past 20 distinct emoji), ValueError for an
 emoji the server would refuse (nothing sent), NotConnected, ConnectionLost.
@@ -37,7 +39,7 @@ from qim._core import ids
 from qim.consts import CONVERSATION_KIND_DIRECT
 from qim.errors import IdError, RequestError
 from qim.proto.v1 import reaction_pb2
-from qim.protocol import Opcode
+from qim.protocol import EventType, Opcode
 from qim.sdk import requests
 from qim.wire.reaction import check_emoji
 
@@ -80,7 +82,7 @@ class ReactionsChanged:
 @dataclass(frozen=True)
 class TypingChanged:
     """`user_id` started (`typing`) or stopped typing in `conversation_id` (stopped:
-    told, or the indication expired without renewal)."""
+    told, the indication expired without renewal, or a message from them arrived there)."""
 
     conversation_id: bytes
     user_id: int
@@ -142,10 +144,13 @@ class Reactions:
 
     def on_pulled(self, entries: Sequence[Any]) -> None:
         """The MailboxEntry list of an applied MAILBOX_BATCH: the summaries it carries
-        (field `reactions`, absent for a message that never had any; decision 0121 §4)."""
+        (field `reactions`, absent for a message that never had any; decision 0121 §4);
+        a new message ends its sender's typing in its conversation (module doc)."""
         for e in entries:
             if e.HasField("reactions"):
                 self._learn(bytes(e.message_id), summary_of(e.reactions))
+            if e.event_type == EventType.MESSAGE:
+                self._end_typing((bytes(e.conversation_id), int(e.sender_id)))
 
     async def _peer(self, conversation_id: bytes) -> int:
         """The peer of a direct conversation (0 for a group); ValueError when the store
@@ -240,15 +245,20 @@ class Reactions:
         key = (bytes(frame.conversation_id), frame.user_id)
         was = self._typing.get(key, 0.0) > time.monotonic()
         if frame.stopped or not frame.expires_in_ms:
-            self._typing.pop(key, None)
-            if was:
-                self._rt.core.emit(TypingChanged(key[0], key[1], False))
+            self._end_typing(key)
             return
         until = time.monotonic() + frame.expires_in_ms / 1000
         self._typing[key] = until
         if not was:
             self._rt.core.emit(TypingChanged(key[0], key[1], True))
         asyncio.get_running_loop().call_later(frame.expires_in_ms / 1000 + 0.05, self._expire, key, until)
+
+    def _end_typing(self, key: tuple[bytes, int]) -> None:
+        """(conversation, user) stopped typing: forgotten, and told when it was typing
+        (its pending expiry then finds nothing to end: `_expire`)."""
+        was = self._typing.pop(key, 0.0) > time.monotonic()
+        if was:
+            self._rt.core.emit(TypingChanged(key[0], key[1], False))
 
     def _expire(self, key: tuple[bytes, int], until: float) -> None:
         if self._typing.get(key) == until:  # not renewed or stopped since

@@ -1,7 +1,8 @@
 // qim-js reactions and typing without a network (src/sdk/reactions.ts; the rules of
 // qim/sdk/reactions.py, decision 0121): the reply's summary and `mine`, live events with
 // `mine` learnt from this user's other devices, a bad emoji refused before any request,
-// the SDK's own 2 s typing limit, and a typing indication that expires by itself.
+// the SDK's own 2 s typing limit, a typing indication that expires by itself and one that
+// a message from the typist ends at once.
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { describe, expect, it, vi } from "vitest";
 import { ErrorCode } from "../src/gen/qim/v1/common_pb";
@@ -11,7 +12,8 @@ import {
 import { HistoryBatchSchema } from "../src/gen/qim/v1/history_pb";
 import { MailboxEntrySchema } from "../src/gen/qim/v1/mailbox_pb";
 import type { QimEvent } from "../src/sdk/events";
-import { Op } from "../src/sdk/protocol";
+import { toHex } from "../src/sdk/bytes";
+import { EventType, Op } from "../src/sdk/protocol";
 import { Reactions, type ReactionHost } from "../src/sdk/reactions";
 
 const ME = 7n;
@@ -82,6 +84,34 @@ describe("qim-js reactions", () => {
       vi.advanceTimersByTime(7000);
       expect(r.typingIn(CONV)).toEqual([]);
       expect(told.flatMap((e) => (e.type === "typing" ? [[e.userId, e.typing]] : []))).toEqual([[8n, true], [8n, false]]);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("a message from the typist ends its typing in that conversation at once; the later expiry tells nothing", () => {
+    vi.useFakeTimers();
+    try {
+      const { h, told } = host(() => new Uint8Array());
+      const r = new Reactions(h, ME, async () => 0n);
+      const other = new Uint8Array(16).fill(3);
+      const typing = (conv: Uint8Array, userId: bigint) => h.frameHandlers.get(Op.TYPING_EVENTS)!(toBinary(TypingEventsSchema,
+        create(TypingEventsSchema, { conversationId: conv, userId, expiresInMs: 6000 })));
+      const entry = (conv: Uint8Array, senderId: bigint, eventType = EventType.MESSAGE) =>
+        create(MailboxEntrySchema, { eventType, conversationId: conv, senderId, messageId: MSG, body: new Uint8Array([104]) });
+      typing(CONV, 8n);
+      typing(other, 8n);
+      typing(CONV, 9n);
+      h.pulledHandlers[0]([entry(CONV, 8n, EventType.RECALL), entry(other, 9n)]); // neither ends 8's typing in CONV
+      expect(r.typingIn(CONV)).toEqual([8n, 9n]);
+      vi.advanceTimersByTime(1000);
+      h.pulledHandlers[0]([entry(CONV, 8n)]); // what 8 typed has arrived
+      expect(r.typingIn(CONV)).toEqual([9n]);
+      expect(r.typingIn(other)).toEqual([8n]); // only in the message's conversation
+      const stops = () => told.flatMap((e) => (e.type === "typing" && !e.typing ? [[toHex(e.conversationId), e.userId]] : []));
+      expect(stops()).toEqual([[toHex(CONV), 8n]]);
+      vi.advanceTimersByTime(7000); // the expiries: CONV's 8 is not told again
+      expect(stops()).toEqual([[toHex(CONV), 8n], [toHex(other), 8n], [toHex(CONV), 9n]]);
     } finally {
       vi.useRealTimers();
     }

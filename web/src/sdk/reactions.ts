@@ -6,7 +6,9 @@
  * mailbox pulls carry them too (MailboxEntry.reactions): `known(id)` is the newest one learnt;
  * REACTION_EVENTS are told as "reactions" (absolute counts, `mine` as far as this client
  * knows), TYPING_EVENTS as "typing", and an indication not renewed within its
- * expires_in_ms is told stopped by itself. Every summary carries the message's `version`
+ * expires_in_ms is told stopped by itself; a message from the typist in that
+ * conversation (a pulled MESSAGE entry) ends it at once, told stopped (no "typing…"
+ * lingers behind what was typed). Every summary carries the message's `version`
  * (the server's order of its changes; decision 0121, amended): events arrive out of order
  * (through different gateways), so per message only a higher version than the one held
  * replaces it, whatever brought it, and an event that is not newer is not told at all.
@@ -23,7 +25,7 @@ import {
 import { toHex } from "./bytes";
 import { ServerError } from "./errors";
 import type { QimEvent, ReactionCount } from "./events";
-import { Op } from "./protocol";
+import { EventType, Op } from "./protocol";
 
 /** The emoji limit of qim.wire.reaction (1..32 bytes of UTF-8, no whitespace or controls). */
 export const REACTION_EMOJI_MAX_BYTES = 32;
@@ -101,11 +103,21 @@ export class Reactions {
     return true;
   }
 
-  /** The entries of an applied MAILBOX_BATCH: their summaries (absent: never any; decision 0121 §4). */
+  /** The entries of an applied MAILBOX_BATCH: their summaries (absent: never any; decision 0121 §4);
+   * a new message ends its sender's typing in its conversation (module doc). */
   private onPulled(entries: MailboxEntry[]): void {
     for (const e of entries) {
       if (e.reactions) this.learn(toHex(e.messageId), counts(e.reactions), e.reactions.version);
+      if (e.eventType === EventType.MESSAGE) this.endTyping(e.conversationId, e.senderId);
     }
+  }
+
+  /** `user` stopped typing in `conv`: forgotten, and told when it was typing (a pending expiry then finds nothing). */
+  private endTyping(conv: Uint8Array, user: bigint): void {
+    const key = `${toHex(conv)}:${user}`;
+    const was = (this.typingUntil.get(key) ?? 0) > Date.now();
+    this.typingUntil.delete(key);
+    if (was) this.host.emit({ type: "typing", conversationId: conv, userId: user, typing: false });
   }
 
   /** Add this user's `emoji` to a message: the summary after it (`known` may hold a newer one). */
@@ -175,11 +187,7 @@ export class Reactions {
     const f = fromBinary(TypingEventsSchema, body);
     const key = `${toHex(f.conversationId)}:${f.userId}`;
     const was = (this.typingUntil.get(key) ?? 0) > Date.now();
-    if (f.stopped || !f.expiresInMs) {
-      this.typingUntil.delete(key);
-      if (was) this.host.emit({ type: "typing", conversationId: f.conversationId, userId: f.userId, typing: false });
-      return;
-    }
+    if (f.stopped || !f.expiresInMs) return this.endTyping(f.conversationId, f.userId);
     const until = Date.now() + f.expiresInMs;
     this.typingUntil.set(key, until);
     if (!was) this.host.emit({ type: "typing", conversationId: f.conversationId, userId: f.userId, typing: true });
