@@ -97,7 +97,7 @@ describe("qim-js reactions", () => {
       const other = new Uint8Array(16).fill(3);
       const typing = (conv: Uint8Array, userId: bigint) => h.frameHandlers.get(Op.TYPING_EVENTS)!(toBinary(TypingEventsSchema,
         create(TypingEventsSchema, { conversationId: conv, userId, expiresInMs: 6000 })));
-      const entry = (conv: Uint8Array, senderId: bigint, eventType = EventType.MESSAGE) =>
+      const entry = (conv: Uint8Array, senderId: bigint, eventType: number = EventType.MESSAGE) =>
         create(MailboxEntrySchema, { eventType, conversationId: conv, senderId, messageId: MSG, body: new Uint8Array([104]) });
       typing(CONV, 8n);
       typing(other, 8n);
