@@ -13,10 +13,12 @@ to the MediaService (another origin, QIM_MEDIA_CORS_ORIGINS naming the page's) b
 - A 17 MiB PDF attached in the page goes in presigned parts straight to the object store
   (s3proxy allows the page's origin: qim/dev/s3_engine.py), and the SDK downloads it
   byte-exact; the page's row offers "open".
+- An empty file is refused (400): the upload shows the reason, no progress bar and no
+  Retry (the same bytes are refused again), only Remove.
 - A photo dropped onto the chat (a synthetic drop event) over the user's daily quota is
-  refused: the upload stays with "daily upload quota reached" and its reason, its progress
-  bar full (the bytes went), nothing is sent; Retry is refused again and keeps it, Remove
-  drops it.
+  refused: the upload stays with "daily upload quota reached", that it renews tomorrow and
+  the service's reason, no progress bar, nothing is sent; Retry is refused again and keeps
+  it, Remove drops it.
 """
 
 from __future__ import annotations
@@ -185,14 +187,24 @@ async def test_photos_from_and_to_the_page_and_a_refusal_kept(stack, s3_engine, 
                 assert await cb.download(pdf) == doc.read_bytes()
                 await on(page.page.wait_for_selector, "[data-testid=message][data-state=sent] [data-testid=media-open]")
 
-                # 4. a drop over the quota: refused with its reason, kept for a retry, never sent
-                await on(page.page.evaluate, DROP, [base64.b64encode(big).decode(), "noise.png"])
+                # 4. an empty file: refused for good (400), so Remove only (no Retry, no bar)
                 failed = "[data-testid=upload][data-state=failed]"
+                await on(page.page.evaluate, DROP, ["", "empty.png"])
                 await on(page.page.wait_for_selector, failed, timeout=90_000)
                 why = await on(page.page.text_content, f"{failed} [data-testid=upload-error]")
-                assert why.startswith("daily upload quota reached: ") and "quota" in why[28:], why
-                bar = await on(page.page.eval_on_selector, f"{failed} progress", "p => [p.value, p.max]")
-                assert bar == [len(big), len(big)], bar  # the bytes went; the service refused them
+                assert why.startswith("file refused: the file is empty"), why
+                assert await on(page.page.locator(f"{failed} [data-testid=upload-retry]").count) == 0
+                assert await on(page.page.locator(f"{failed} progress").count) == 0
+                await on(page.page.click, f"{failed} [data-testid=upload-remove]")
+                await on(page.page.wait_for_selector, "[data-testid=upload]", state="detached")
+
+                # 5. a drop over the quota: refused with its reason, kept for a retry, never sent
+                await on(page.page.evaluate, DROP, [base64.b64encode(big).decode(), "noise.png"])
+                await on(page.page.wait_for_selector, failed, timeout=90_000)
+                why = await on(page.page.text_content, f"{failed} [data-testid=upload-error]")
+                assert why.startswith("daily upload quota reached (it renews tomorrow; retry then): "), why
+                assert "quota" in why.split(": ", 1)[1], why
+                assert await on(page.page.locator(f"{failed} progress").count) == 0  # a refusal shows no (full) bar
                 await on(page.page.click, f"{failed} [data-testid=upload-retry]")
                 await on(page.page.wait_for_selector, failed, timeout=90_000)  # refused again, still kept
                 assert await on(page.page.locator("[data-testid=upload]").count) == 1

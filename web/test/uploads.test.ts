@@ -3,7 +3,7 @@
 // starts it again from 0, and only a success or the person's removal drops it.
 import { describe, expect, it } from "vitest";
 import { MediaRefused } from "../src/sdk/media";
-import { refusalWords, uploadWords, Uploads } from "../src/app/uploads";
+import { refusalWords, retryable, uploadWords, Uploads } from "../src/app/uploads";
 
 const file = (n: number) => new Blob([new Uint8Array(n)]);
 
@@ -30,7 +30,8 @@ describe("uploads of the page", () => {
     u.failed(a.id, new MediaRefused(429, "daily upload quota of 100 bytes reached"));
     expect(u.of("aa")).toHaveLength(1);
     expect(u.get(a.id)).toMatchObject({ state: "failed",
-      failure: "daily upload quota reached: daily upload quota of 100 bytes reached" });
+      failure: "daily upload quota reached (it renews tomorrow; retry then): daily upload quota of 100 bytes reached",
+      retryable: true });
     u.progress(a.id, 10, 2000); // no progress for a failed upload
     expect(u.get(a.id)!.sent).toBe(2000);
     expect(u.retry(a.id)).toMatchObject({ state: "uploading", sent: 0, failure: "" });
@@ -45,9 +46,42 @@ describe("uploads of the page", () => {
     expect(refusalWords(new MediaRefused(0, "the media service could not be reached"))).toBe(
       "the media service could not be reached (retry when online)");
     expect(refusalWords(new MediaRefused(507, "disk"))).toBe("refused (507): disk");
+    expect(refusalWords(new MediaRefused(400, "the file is empty (0 bytes): nothing to send"))).toBe(
+      "file refused: the file is empty (0 bytes): nothing to send");
     expect(refusalWords(new MediaRefused(410, "the message was recalled"))).toBe("recalled or deleted: the message was recalled");
     expect(refusalWords(new RangeError("body of 99999 bytes exceeds 16384"))).toBe("not sent: body of 99999 bytes exceeds 16384");
     const up = new Uploads().add("aa", file(1_200_000), "a.mp4");
-    expect(uploadWords(up)).toBe("a.mp4 · 0 B of 1.2 MB");
+    expect(uploadWords(up)).toBe("a.mp4 · 0 B of 1.1 MiB");
+  });
+
+  it("sizes in KiB/MiB, the units of the service's refusals and of the message rows", () => {
+    const u = new Uploads();
+    const up = u.add("aa", file(21 * 1024 * 1024 + 5), "talk.mp4"); // a refusal says "20 MiB" of such a file
+    u.progress(up.id, Math.round(5.6 * 1024 * 1024), up.size);
+    expect(uploadWords(u.get(up.id)!)).toBe("talk.mp4 · 5.6 MiB of 21.0 MiB");
+    u.progress(up.id, 512 * 1024 * 1024, up.size);
+    expect(uploadWords(u.get(up.id)!)).toBe("talk.mp4 · 21.0 MiB");
+    expect(uploadWords(new Uploads().add("aa", file(340 * 1024), "b.jpg"))).toBe("b.jpg · 0 B of 340.0 KiB");
+  });
+
+  it("a refusal that can never pass is not offered a retry; a transient one is", () => {
+    for (const status of [400, 403, 404, 410, 413, 415, 422]) {
+      const u = new Uploads();
+      const a = u.add("aa", file(10), "x.png");
+      u.failed(a.id, new MediaRefused(status, "no"));
+      expect([status, u.get(a.id)!.retryable]).toEqual([status, false]);
+      expect(u.retry(a.id)).toBeUndefined(); // the same bytes would be refused again
+      expect(u.get(a.id)!.state).toBe("failed");
+    }
+    for (const e of [new MediaRefused(0, "unreachable"), new MediaRefused(429, "quota"), new MediaRefused(503, "down"),
+      new MediaRefused(500, "boom"), new MediaRefused(401, "expired"), new Error("connection closed")]) {
+      expect(retryable(e)).toBe(true);
+      const u = new Uploads();
+      const a = u.add("aa", file(10), "x.png");
+      u.failed(a.id, e);
+      expect(u.retry(a.id)).toMatchObject({ state: "uploading", retryable: false });
+    }
+    expect(refusalWords(new MediaRefused(429, "daily upload quota of 1 MiB reached"))).toMatch(/renews tomorrow/);
+    expect(refusalWords(new MediaRefused(503, "MediaUnavailable"))).toMatch(/^the media service is unavailable now \(retry later\)/);
   });
 });

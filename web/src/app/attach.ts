@@ -6,9 +6,11 @@
  * (client.sendMedia: POST /v1/media with the device's token, across origins by CORS,
  * decision 0146) and its reference goes out as a MEDIA message, whose row then shows the
  * thumbnail (mediaview.ts). A refusal keeps the upload with its reason in words (quota,
- * too big, type ...), a Retry and a Remove: a file is never lost without the person
- * seeing why. Uploads live as long as the page (a reload forgets those not yet accepted;
- * an accepted one is a pending send, kept in the store like text).
+ * too big, type ...) and a Remove, and a Retry only where trying again can pass (the
+ * network, the quota, the service down: uploads.ts retryable): a file is never lost
+ * without the person seeing why. A refused upload shows no progress bar. Uploads live
+ * as long as the page (a reload forgets those not yet accepted; an accepted one is a
+ * pending send, kept in the store like text).
  */
 
 import { fromHex } from "../sdk/bytes";
@@ -107,28 +109,34 @@ export class Attach {
     const words = document.createElement("span");
     words.dataset.testid = "upload-name";
     words.textContent = uploadWords(up);
-    const bar = document.createElement("progress");
-    bar.dataset.testid = "upload-progress";
-    bar.max = Math.max(up.size, 1);
-    bar.value = up.sent;
-    li.append(words, bar);
-    if (up.state === "failed") {
+    li.append(words);
+    if (up.state === "uploading") { // a refused upload shows its reason, never a (full) bar
+      const bar = document.createElement("progress");
+      bar.dataset.testid = "upload-progress";
+      bar.max = Math.max(up.size, 1);
+      bar.value = up.sent;
+      li.append(bar);
+    } else {
       const why = document.createElement("span");
       why.className = "upload-error";
       why.dataset.testid = "upload-error";
       why.textContent = up.failure;
-      const retry = document.createElement("button");
-      Object.assign(retry, { type: "button", className: "link", textContent: "retry" });
-      retry.dataset.testid = "upload-retry";
-      retry.onclick = () => {
-        const again = this.uploads.retry(up.id);
-        if (again) void this.start(again);
-      };
+      li.append(why);
+      if (up.retryable) { // only a refusal that can pass later (uploads.ts retryable); never 413/415 ...
+        const retry = document.createElement("button");
+        Object.assign(retry, { type: "button", className: "link", textContent: "retry" });
+        retry.dataset.testid = "upload-retry";
+        retry.onclick = () => {
+          const again = this.uploads.retry(up.id);
+          if (again) void this.start(again);
+        };
+        li.append(retry);
+      }
       const remove = document.createElement("button");
       Object.assign(remove, { type: "button", className: "link", textContent: "remove" });
       remove.dataset.testid = "upload-remove";
       remove.onclick = () => this.uploads.done(up.id);
-      li.append(why, retry, remove);
+      li.append(remove);
     }
     return li;
   }

@@ -4,11 +4,15 @@
  * accepted it and its MEDIA message is stored as a pending send (from then on the row of
  * the send shows it, sendPending). While uploading it has a progress (bytes sent of all);
  * refused, it stays with the service's status and reason in words, to be tried again or
- * removed by the person: an upload is never dropped silently. Pure: no DOM (unit-tested
- * in test/uploads.test.ts).
+ * removed by the person: an upload is never dropped silently. Only a refusal that can pass
+ * later (retryable: the network, the daily quota, the service down) is offered a retry; one
+ * that never can (400 bad file, 403, 404, 410, 413 too big, 415 type, 422 image) only a
+ * removal. Sizes are in KiB/MiB, the units of the service's refusals and of the message
+ * rows (notices.ts sizeWords). Pure: no DOM (unit-tested in test/uploads.test.ts).
  */
 
-import { humanSize, MediaRefused } from "../sdk/media";
+import { MediaRefused } from "../sdk/media";
+import { sizeWords } from "./notices";
 
 export type UploadState = "uploading" | "failed";
 
@@ -22,6 +26,20 @@ export interface Upload {
   sent: number; // bytes of the body sent so far (progress)
   state: UploadState;
   failure: string; // what went wrong, in words ("" while uploading)
+  retryable: boolean; // failed, and a retry could pass (retryable(e)); false while uploading
+}
+
+/**
+ * Whether an upload refused with `e` may pass when tried again: the service unreachable
+ * (status 0), the sign-in expired (401), a timeout (408), the daily quota (429: it renews
+ * the next day), the service or store failing (5xx, 503 MediaUnavailable). Any other
+ * MediaRefused (400, 403, 404, 410, 413, 415, 422 ...) says what is wrong with the file or
+ * the conversation: the same bytes are refused again. Another error (the MEDIA send after
+ * the upload, e.g. the connection closing) is treated as transient.
+ */
+export function retryable(e: unknown): boolean {
+  if (!(e instanceof MediaRefused)) return true;
+  return e.status === 0 || e.status === 401 || e.status === 408 || e.status === 429 || e.status >= 500;
 }
 
 /** Words for a refusal of the MediaService (an upload's or a download's; any other error too), safe to show. */
@@ -29,6 +47,7 @@ export function refusalWords(e: unknown): string {
   if (!(e instanceof MediaRefused)) return `not sent: ${e instanceof Error ? e.message : String(e)}`;
   const why: Record<number, string> = {
     0: "the media service could not be reached (retry when online)",
+    400: "file refused",
     401: "not signed in any more (sign in again, then retry)",
     403: "not a member of this conversation",
     404: "not found (a message this device cannot see, or a file that is gone)",
@@ -36,7 +55,8 @@ export function refusalWords(e: unknown): string {
     413: "file too big",
     415: "file type not allowed, or not what its bytes are",
     422: "image refused",
-    429: "daily upload quota reached",
+    429: "daily upload quota reached (it renews tomorrow; retry then)",
+    503: "the media service is unavailable now (retry later)",
   };
   const head = why[e.status] ?? `refused (${e.status})`;
   return e.reason && e.status !== 0 ? `${head}: ${e.reason}` : head;
@@ -53,7 +73,7 @@ export class Uploads {
   add(conversation: string, file: Blob, name = ""): Upload {
     const fileName = name || (typeof File !== "undefined" && file instanceof File ? file.name : "") || "pasted image";
     const up: Upload = { id: this.next++, conversation, file, name: fileName, size: file.size, sent: 0,
-      state: "uploading", failure: "" };
+      state: "uploading", failure: "", retryable: false };
     this.items.push(up);
     this.changed();
     return up;
@@ -72,15 +92,15 @@ export class Uploads {
   failed(id: number, e: unknown): void {
     const up = this.get(id);
     if (!up) return;
-    Object.assign(up, { state: "failed", failure: refusalWords(e) });
+    Object.assign(up, { state: "failed", failure: refusalWords(e), retryable: retryable(e) });
     this.changed();
   }
 
-  /** Try `id` again (a failed one): uploading from the start. The Upload, or undefined. */
+  /** Try `id` again (a failed, retryable one): uploading from the start. The Upload, or undefined. */
   retry(id: number): Upload | undefined {
     const up = this.get(id);
-    if (!up || up.state !== "failed") return undefined;
-    Object.assign(up, { state: "uploading", failure: "", sent: 0 });
+    if (!up || up.state !== "failed" || !up.retryable) return undefined;
+    Object.assign(up, { state: "uploading", failure: "", sent: 0, retryable: false });
     this.changed();
     return up;
   }
@@ -102,9 +122,9 @@ export class Uploads {
   }
 }
 
-/** "beach.jpg · 340 KB of 1.2 MB" while uploading, "beach.jpg · 1.2 MB" otherwise. */
+/** "beach.jpg · 340.0 KiB of 1.2 MiB" while uploading, "beach.jpg · 1.2 MiB" otherwise (binary units, as the message rows). */
 export function uploadWords(up: Upload): string {
   return up.state === "uploading" && up.sent < up.size
-    ? `${up.name} · ${humanSize(up.sent)} of ${humanSize(up.size)}`
-    : `${up.name} · ${humanSize(up.size)}`;
+    ? `${up.name} · ${sizeWords(up.sent)} of ${sizeWords(up.size)}`
+    : `${up.name} · ${sizeWords(up.size)}`;
 }
