@@ -8,8 +8,10 @@ read on another device sends a silent update with a higher badge_version; the pa
 service worker shows the alert the server sent, badges the silent one and then ignores
 the older alert; signing out unregisters. Headless Chromium reaches no browser vendor's
 push service, so the subscription is given to the page (`window.qimTestPushSubscription`,
-pushview.ts); everything else runs as for a person. Refusals (no VAPID key, permission
-not granted, a subscription the rules refuse) are said on the page."""
+pushview.ts); everything else runs as for a person. No VAPID key: the control is shown
+disabled, saying offline notifications are not set up on this server. Refusals
+(permission not granted, a subscription the rules refuse, a push service that refuses to
+subscribe, named as such) are said once, beside the control."""
 
 from __future__ import annotations
 
@@ -217,12 +219,11 @@ def test_an_offline_tab_gets_one_alert_with_the_exact_badge_then_a_silent_update
 
 def test_a_refusal_is_said_on_the_page(stack, browser, web_push, pages):
     url, vapid, base, service = web_push
-    # the session's qim-web publishes no VAPID key
+    # the session's qim-web publishes no VAPID key: the control is there, disabled, saying why
     p = pages(new_user(), "Nokey")
-    p.page.click(TOGGLE)
-    p.page.wait_for_selector(f"{STATUS}[data-state=refused]")
-    assert "publishes no Web Push key" in p.page.text_content(STATUS)
-    assert "publishes no Web Push key" in p.page.text_content("[data-testid=error]")
+    p.page.wait_for_selector(f"{TOGGLE}[data-state=unavailable]")
+    assert p.page.is_disabled(TOGGLE)
+    assert p.page.text_content(STATUS) == "Offline notifications are not set up on this server."
 
     # a browser without the Push API gets no control at all
     ctx = browser.new_context()
@@ -255,5 +256,20 @@ def test_a_refusal_is_said_on_the_page(stack, browser, web_push, pages):
         tab.page.wait_for_selector(f"{STATUS}[data-state=refused]")
         assert tab.page.text_content(STATUS) == ("The server refused this browser's push subscription: "
                                                  "webpush endpoint must be https (http only for a loopback host)")
+        assert "refused" not in (tab.page.text_content("[data-testid=error]") or "")  # said once, beside the control
+    finally:
+        ctx.close()
+
+    # permission granted, but the browser's push service refuses to subscribe (headless Chromium
+    # reaches none): the push service is named, with the browser's words; said once
+    ctx = browser.new_context(permissions=["notifications"])
+    try:
+        tab = WebPage(ctx.new_page(), new_user()).sign_in(url, "Nopushservice")
+        tab.page.click(TOGGLE)
+        tab.page.wait_for_selector(f"{STATUS}[data-state=refused]", timeout=60_000)
+        said = tab.page.text_content(STATUS)
+        head = "Offline notifications could not be turned on: this browser could not subscribe to its push service: "
+        assert said.startswith(head) and len(said) > len(head), said  # the browser's own words follow
+        assert "push service" not in (tab.page.text_content("[data-testid=error]") or "")
     finally:
         ctx.close()

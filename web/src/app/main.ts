@@ -151,7 +151,7 @@ async function signIn(s: Saved, canRedraw = false): Promise<void> {
   view = new ChatView(c, showError);
   roomView = new RoomView(c, showError);
   const chats = view;
-  pushView = new PushView(c, config, showError, (id) => void chats.openConversation(id));
+  pushView = new PushView(c, config, (id) => void chats.openConversation(id));
   pushView.mount();
   $("me").textContent = `${session.name || `user ${session.user}`} · ${deviceWords(session.device)}`;
   $("me").title = `user ${session.user}, device ${session.device} (this tab)`;

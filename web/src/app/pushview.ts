@@ -5,9 +5,13 @@
  * service worker /sw.js (sw.ts), subscribes with the VAPID public key qim-web publishes in
  * /config.json (`vapidPublicKey`) and registers the subscription for this tab's device
  * (`client.push.register("webpush", …)`); turning it off or signing out calls
- * `client.push.unregister()` and drops the browser's subscription. Every refusal — the
- * permission denied, no VAPID key, the server's PushInvalid, a push service that
- * refuses the subscription — is said in the control's status line and the error box.
+ * `client.push.unregister()` and drops the browser's subscription. A server whose
+ * /config.json has no `vapidPublicKey` gets the control disabled, saying offline
+ * notifications are not set up on this server (a click could only be refused). Every
+ * refusal — the permission denied, the server's PushInvalid, a browser whose push
+ * service refuses to subscribe (said as that, with the browser's words: its "permission
+ * denied" is not the notification permission, which was given) — is said once, in the
+ * control's status line beside it (not again in the page's error box).
  * The tab remembers "on" (sessionStorage) and registers again at every sign-in, as
  * docs/sdk.md asks of apps.
  *
@@ -22,6 +26,14 @@ import { fromSubscription, PushInvalid } from "../sdk/push";
 /** What the page's /config.json says about Web Push. */
 export interface PushConfig {
   vapidPublicKey?: string;
+}
+
+/** The browser's push service refused `pushManager.subscribe` (its message kept as `browserWords`). */
+export class PushServiceRefused extends Error {
+  constructor(readonly browserWords: string) {
+    super(`this browser could not subscribe to its push service: ${browserWords}`);
+    this.name = "PushServiceRefused";
+  }
 }
 
 interface SubscriptionJson {
@@ -67,17 +79,24 @@ export class PushView {
   };
 
   constructor(private readonly client: Client, private readonly config: PushConfig,
-    private readonly showError: (m: string) => void, private readonly open: (conversation: string) => void) {}
+    private readonly open: (conversation: string) => void) {}
 
-  /** Put the control in the header (only where pushAvailable()); turn on again if this tab had it on. */
+  /**
+   * Put the control in the header (only where pushAvailable()): disabled, with the reason,
+   * when the server offers no VAPID key; else turn on again if this tab had it on.
+   */
   mount(): void {
     if (!pushAvailable()) return;
     this.button.dataset.testid = "push-toggle";
     this.status.dataset.testid = "push-status";
     this.status.className = "push-status";
+    document.getElementById("logout")?.before(this.button, this.status);
+    if (!this.config.vapidPublicKey) { // nothing a click could do: say why instead of refusing later
+      this.setState("unavailable", "Offline notifications are not set up on this server.");
+      return;
+    }
     this.setState("off", "");
     this.button.onclick = () => void (this.button.dataset.state === "on" ? this.turnOff() : this.turnOn());
-    document.getElementById("logout")?.before(this.button, this.status);
     navigator.serviceWorker.addEventListener("message", this.onMessage);
     if (sessionStorage.getItem(ON_KEY) === "on") void this.turnOn();
   }
@@ -89,24 +108,24 @@ export class PushView {
     if (pushAvailable()) navigator.serviceWorker.removeEventListener("message", this.onMessage);
   }
 
-  private setState(state: "off" | "on" | "working" | "refused", words: string): void {
+  private setState(state: "off" | "on" | "working" | "refused" | "unavailable", words: string): void {
     this.button.dataset.state = state;
     this.button.textContent = state === "on" ? "Stop offline notifications" : "Notify me when offline";
-    this.button.disabled = state === "working";
+    this.button.disabled = state === "working" || state === "unavailable";
     this.status.textContent = words;
     this.status.dataset.state = state;
   }
 
+  /** Said once, beside the control (not again in the error box: the same words twice read as two faults). */
   private refuse(words: string): void {
     sessionStorage.removeItem(ON_KEY);
     this.setState("refused", words);
-    this.showError(words);
   }
 
   /** Permission, service worker, subscription, PUSH_REGISTER; a refusal is said (module doc). */
   async turnOn(): Promise<void> {
     const key = this.config.vapidPublicKey ?? "";
-    if (!key) return this.refuse("Offline notifications are not available: this server publishes no Web Push key.");
+    if (!key) return this.refuse("Offline notifications are not set up on this server.");
     this.setState("working", "Turning on offline notifications…");
     const permission = await Notification.requestPermission();
     if (permission !== "granted") {
@@ -125,7 +144,7 @@ export class PushView {
       const why = (e as Error).message;
       // PushInvalid's message starts with its code (INVALID_ARGUMENT: …): a person reads the rule only
       this.refuse(e instanceof PushInvalid ? `The server refused this browser's push subscription: ${why.replace(/^[A-Z_]+: /, "")}`
-        : `Offline notifications could not be turned on: ${why}`);
+        : `Offline notifications could not be turned on: ${why}`); // PushServiceRefused's words name the push service
     }
   }
 
@@ -141,7 +160,13 @@ export class PushView {
       await sub.unsubscribe(); // made for another VAPID key: it could never be delivered to
       sub = null;
     }
-    sub ??= await registration.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: server as BufferSource });
+    try {
+      sub ??= await registration.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: server as BufferSource });
+    } catch (e) {
+      // the browser's push service said no (Chromium: "Registration failed - permission denied"
+      // even with notifications allowed): name the party that refused, keep its words
+      throw new PushServiceRefused(e instanceof Error ? e.message : String(e));
+    }
     return sub.toJSON() as SubscriptionJson;
   }
 
