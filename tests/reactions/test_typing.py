@@ -91,3 +91,21 @@ async def test_a_client_that_knows_neither_keeps_working(two_gateways, tmp_path)
     await eventually(both_seen, what="both kinds reached the old client")
     await old.close()
     await close_all(a1)
+
+
+async def test_a_message_from_the_typist_ends_its_typing(two_gateways, tmp_path, monkeypatch):
+    """b's devices stop showing a as typing when a's message arrives, not 6 s later: the
+    expiry is switched off on b's device, so only the message can tell it stopped."""
+    st = two_gateways
+    a, b = users(2)
+    a1, b2 = await on_gateway(st, tmp_path, a, 1), await on_gateway(st, tmp_path, b, 2)
+    conv = (await a1.open_direct(b)).conversation_id
+    await b2.open_direct(a)
+    monkeypatch.setattr(b2.reactions, "_expire", lambda key, until: None)  # no end by time (module doc)
+    assert await a1.reactions.typing(conv) is True
+    await eventually(lambda: typing_told(b2, conv) == [(a, True)], what="typing shown on b2")
+    await a1.send_text(conv, "here it is")
+    await eventually(lambda: typing_told(b2, conv) == [(a, True), (a, False)], timeout=60, what="typing ended by the message")
+    assert [m.body for m in await b2.messages(conv)] == [b"here it is"]
+    assert b2.reactions.typing_in(conv) == []
+    await close_all(a1, b2)
