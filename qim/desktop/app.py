@@ -25,7 +25,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static
 
-from qim.desktop import actions, compose, marks, reacts, refused, render, rooms, sdk_events
+from qim.desktop import actions, compose, marks, media, reacts, refused, render, rooms, sdk_events
 from qim.desktop.widgets import Composer, ConvItem, ConvList
 from qim.errors import QimError
 from qim.sdk import Client
@@ -115,6 +115,7 @@ class ChatApp(App):
         self.tell("")
         self.run_worker(self.pump(), exclusive=True, group="sdk-events")
         self.run_worker(self.learn_names(sdk_events.people(self.convs.values())), group="names")
+        self.run_worker(media.resume(self), group="media")  # an attachment a quit cut (issue 40)
 
     # --- SDK events ----------------------------------------------------------------
     async def pump(self) -> None:

@@ -2,7 +2,8 @@
 
 `/attach PATH` uploads a file to the MediaService with the device's token (qim.sdk
 `send_media`: the service checks it, strips image metadata and signs a reference) and
-sends it to the open chat as a MEDIA message; the notice line tells the upload's
+sends it to the open chat as a MEDIA message (the SDK keeps the send in its store until it
+is handed on, so an attachment cut by quitting is finished at the next start: `resume`); the notice line tells the upload's
 progress in steps of a tenth. `/save [N] PATH` downloads the N-th newest media message
 shown (default the newest), checked against its reference's SHA-256, to PATH (a
 directory: the file's own name inside it). The MediaService's address is --media-url
@@ -18,7 +19,7 @@ from typing import Any
 
 from qim.consts import MESSAGE_TYPE_MEDIA
 from qim.desktop import render
-from qim.sdk.media import MediaRefused
+from qim.sdk.media import MediaRefused, MediaUnavailable
 from qim.wire.media import BadMediaRef, decode_ref
 
 ChatApp = Any  # qim/desktop/app.py's ChatApp (typed loosely: it imports actions, which imports this)
@@ -102,3 +103,32 @@ async def save(app: ChatApp, nth: int, path_text: str) -> str:
     except MediaRefused as exc:
         raise _refusal("/save", exc) from None
     return f"saved {render.media_words(msg.body)} to {path}"
+
+
+async def resume(app: ChatApp) -> str:
+    """Finish the attachments an earlier run left unsent (issue 40: pending media survive
+    a restart like pending text; qim.sdk `resume_media`), told on the notice line; the
+    line told last ("" when nothing was pending or no service is set). A refusal or a
+    vanished file is named, never dropped silently; an unreachable service leaves them
+    for the next start."""
+    c = app.client
+    if not c.media_url or not (pending := await c.pending_media()):
+        return ""
+    app.tell(f"resuming {len(pending)} unsent attachment(s)…")
+    sent, lost = [], []
+    for row, outcome in await c.resume_media(wait=False):
+        name = row.name or "a file"
+        if isinstance(outcome, MediaUnavailable):  # every node away: kept in the store for the next start
+            lost.append(f"{name} kept for the next start (the media service did not answer)")
+        elif isinstance(outcome, MediaRefused):
+            lost.append(f"{name} refused ({outcome.status}): {outcome.reason}")
+        elif isinstance(outcome, FileNotFoundError):
+            lost.append(f"{name}: its file is gone")
+        elif isinstance(outcome, BaseException):
+            lost.append(f"{name}: {outcome}")
+        else:
+            sent.append(name)
+    line = f"resumed and sent {', '.join(sent)}" if sent else "no unsent attachment could be sent"
+    line += f"; not sent: {'; '.join(lost)}" if lost else ""
+    app.tell(line)
+    return line
