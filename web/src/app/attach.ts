@@ -8,9 +8,9 @@
  * thumbnail (mediaview.ts). A refusal keeps the upload with its reason in words (quota,
  * too big, type ...) and a Remove, and a Retry only where trying again can pass (the
  * network, the quota, the service down: uploads.ts retryable): a file is never lost
- * without the person seeing why. A refused upload shows no progress bar. Uploads live
- * as long as the page (a reload forgets those not yet accepted; an accepted one is a
- * pending send, kept in the store like text).
+ * without the person seeing why. A refused upload shows no progress bar. An upload under
+ * way when the page reloads or closes is kept in the store and sent at the next start
+ * (client.resumeMedia, main.ts); a refused one is not (the person saw it refused).
  */
 
 import { fromHex } from "../sdk/bytes";

@@ -165,6 +165,12 @@ async function signIn(s: Saved, canRedraw = false): Promise<void> {
   void (wanted ? view.openConversation(wanted) : view.restore());
   void roomView.restore();
   c.connect(true).catch((e) => showError(`connect: ${(e as Error).message}`));
+  // attachments a reload or a closed tab cut mid-upload are sent now, once (mediaoutbox.ts)
+  if (c.mediaUrl) void c.resumeMedia().then((done) => {
+    for (const [name, out] of done) {
+      if (out instanceof Error) showError(`${name || "an attachment"} from before the reload was not sent: ${out.message}`);
+    }
+  }, (e) => showError(`attachments from before the reload: ${(e as Error).message}`));
 }
 
 function stop(): void {

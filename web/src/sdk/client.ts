@@ -32,8 +32,8 @@ import { Rooms } from "./rooms";
 import { Runtime, type RuntimeOptions } from "./runtime";
 import { Sessions } from "./sessions";
 import { LocalStore } from "./store";
-import { decodeRef, fetchMedia, IMAGE_TYPES, sniff, upload, type MediaHttp, type Progress } from "./media";
-import { LARGE_BYTES, uploadParts } from "./mediaparts";
+import { decodeRef, fetchMedia, type MediaHttp } from "./media";
+import { resumeMediaSends, sendMediaOnce, type MediaOpts } from "./mediasend";
 import { markState, noteGroup, oldestReached, openConversation, setOldestReached } from "./storeops";
 
 export { tokenClaims, type TokenClaims } from "./claims";
@@ -213,16 +213,18 @@ export class Client {
   /** Upload `file` with the device's token (in presigned parts above LARGE_BYTES unless an
    * image: mediaparts.ts) and send its reference as a MEDIA message (docs/sdk.md "Media");
    * returns what send returns. MediaRefused, then send's errors. */
-  async sendMedia(conv: Uint8Array, file: Blob | Uint8Array, opts: { name?: string; mime?: string;
-    keepMetadata?: boolean; progress?: Progress } = {}, wait = true): Promise<SendAck | Uint8Array> {
+  async sendMedia(conv: Uint8Array, file: Blob | Uint8Array, opts: MediaOpts = {},
+    wait = true): Promise<SendAck | Uint8Array> {
     if (!this.mediaUrl) throw new RangeError("set client.mediaUrl to the MediaService's address first");
-    const data = file instanceof Uint8Array ? file : new Uint8Array(await file.arrayBuffer());
     const name = opts.name ?? (typeof File !== "undefined" && file instanceof File ? file.name : "");
-    const token = await this.runtime.currentToken(), mime = opts.mime || sniff(data);
-    const parts = data.length > LARGE_BYTES && !(IMAGE_TYPES as readonly string[]).includes(mime); // mediaparts.ts
-    const up = parts ? await uploadParts(this.mediaUrl, token, data, { ...opts, mime, name }, this.mediaHttp)
-      : await upload(this.mediaUrl, token, data, { ...opts, name }, this.mediaHttp);
-    return this.send(conv, up.body, MessageType.MEDIA, new Uint8Array(0), wait);
+    return sendMediaOnce(this, conv, file, { ...opts, name }, wait); // recorded until pending (mediasend.ts)
+  }
+
+  /** Finish the media sends a reload or a closed page cut (call once mediaUrl is set):
+   * [file name, the send's cmid or the error that ended it] each (mediasend.ts). */
+  async resumeMedia(): Promise<[string, Uint8Array | Error][]> {
+    if (!this.mediaUrl) throw new RangeError("set client.mediaUrl to the MediaService's address first");
+    return resumeMediaSends(this);
   }
 
   /** The original of a MEDIA message as a Blob, checked against its SHA-256. MediaRefused. */

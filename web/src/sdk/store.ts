@@ -35,6 +35,11 @@ export class LocalStore {
 
   private constructor(private db: Db, readonly name: string, readonly meta: Meta) {}
 
+  /** The open database, for the side tables kept beside the store's own (mediaoutbox.ts). */
+  get database(): Db {
+    return this.db;
+  }
+
   /** The database name of an identity (storedb.ts). */
   static nameFor(endpoint: string, tenant: bigint, userId: bigint, deviceId: bigint): string {
     return `qim/${endpointScope(endpoint)}/${tenant.toString(16).padStart(32, "0")}/${userId}/${deviceId}`;

@@ -69,6 +69,20 @@ export interface ConvRow {
   updatedLocalMs: number;
 }
 
+/** A media send not yet handed to the sender (mediaoutbox.ts): the file itself (a Blob is
+ * stored as it is), until its MEDIA send is pending like text. */
+export interface MediaRow {
+  id: string;
+  conversationId: Uint8Array;
+  data: Blob | Uint8Array;
+  name: string;
+  mime: string;
+  keepMetadata: boolean;
+  /** The signed MediaRef once uploaded (its MEDIA body), else null. */
+  ref: Uint8Array | null;
+  createdMs: number;
+}
+
 export interface OpRow {
   kind: string;
   key: string;
@@ -84,14 +98,16 @@ export interface QimSchema extends DBSchema {
   pending: { key: string; value: PendingRow; indexes: { byOrdinal: string } };
   conversations: { key: string; value: ConvRow };
   ops: { key: [string, string]; value: OpRow };
+  media: { key: string; value: MediaRow };
 }
 
 export type Db = IDBPDatabase<QimSchema>;
-export type StoreName = "meta" | "cursor" | "messages" | "pending" | "conversations" | "ops";
+export type StoreName = "meta" | "cursor" | "messages" | "pending" | "conversations" | "ops" | "media";
 export type Tx = IDBPTransaction<QimSchema, StoreName[], "readwrite">;
 export const ALL: StoreName[] = ["meta", "cursor", "messages", "pending", "conversations", "ops"];
-/** 2 adds the messages' byReplyTarget index (decision 0134), filled from the rows already stored. */
-export const SCHEMA_VERSION = 2;
+/** 2 adds the messages' byReplyTarget index (decision 0134), filled from the rows already
+ * stored; 3 the media outbox (mediaoutbox.ts). */
+export const SCHEMA_VERSION = 3;
 
 /** Open (or create) the database `name`; `terminated`: the browser closed it under the page (deleted). */
 export function openQimDb(name: string, factory?: IDBFactory, terminated?: () => void): Promise<Db> {
@@ -113,6 +129,7 @@ export function openQimDb(name: string, factory?: IDBFactory, terminated?: () =>
         if (row.replyTarget !== c.value.replyTarget) await c.update(row);
       }
     }
+    if (oldVersion < 3) db.createObjectStore("media", { keyPath: "id" });
   };
   if (factory) {
     // fake-indexeddb in unit tests: idb's openDB uses the global indexedDB
