@@ -17,12 +17,12 @@ preflight and response rules), configured here.
 from __future__ import annotations
 
 import re
-from typing import Iterable
-
-import aiohttp_cors
-from aiohttp import web
+from typing import TYPE_CHECKING, Iterable
 
 from qim.errors import ConfigError
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 # what the clients send: the bearer token, a declared type, a range, an upload's declarations
 ALLOW_HEADERS = ("Authorization", "Content-Type", "Range", "X-QIM-Size", "X-QIM-SHA256")
@@ -56,6 +56,10 @@ def enable_cors(app: web.Application, origins: Iterable[str], skip: Iterable[str
     allowed = tuple(origins)
     if not allowed:
         return
+    # imported here: qim.config reads the allowlist (parse_origins) in every process, also
+    # where the `server` extra is not installed (the wheel's plain install, an SDK app)
+    import aiohttp_cors
+
     options = aiohttp_cors.ResourceOptions(
         allow_credentials=False, expose_headers=EXPOSE_HEADERS, allow_headers=ALLOW_HEADERS, max_age=MAX_AGE_S
     )
