@@ -139,15 +139,22 @@ async def test_a_lost_conversation_list_is_rebuilt_from_user_conversation_state(
     # Redis loses the user's list (its peers and its checked mark); a message arrives
     # before the user's first page, so the set is not empty (a replayed registration
     # does the same) and must still be completed; the session node starts cold
+    # (a is offline meanwhile: a connected device of a's may ask for a page on its own
+    # send's delta, and a page rebuilds the list before the case under test; CI saw that)
+    await ca.close()
     r.delete(convs_key(0, a), peers_key(0, a), convs_checked_key(0, a))
-    heads[d2] = await ca.send(d2, b"to c again")
+    cc = await client(st, tmp_path, c)
+    await cc.connect()
+    heads[d2] = await cc.send(d2, b"to a again")
     await eventually(lambda: r.zcard(convs_key(0, a)) == 1, 30, "the new message registered alone")
     st.restart_service("session")
+    ca = await client(st, tmp_path, a)
+    await ca.connect()
     listed = await server_list(ca)
     assert {conv: e.last_message.message_id for conv, e in listed.items()} == {
         conv: ack.message_id for conv, ack in heads.items()}
     assert listed[d1].peer_user_id == b and listed[d2].peer_user_id == c
-    await close_all(ca)
+    await close_all(ca, cc)
 
 
 async def test_an_edit_and_a_reply_survive_the_seam_and_a_recall_blanks_every_archived_version(st, tmp_path):
