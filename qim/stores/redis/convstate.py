@@ -79,19 +79,26 @@ class RedisConversationStates:
             else:
                 await client.set(receipts_key(tenant, user), b"0")
 
-    async def receipt_positions(self, tenant: int, pairs: Sequence[tuple[int, bytes]]) -> list[tuple[int, bool]]:
-        """ConversationStateStore.receipt_positions: one pipeline of HGET + GET per instance."""
+    async def _read_pairs(self, tenant: int, pairs: Sequence[tuple[int, bytes]], second: Any,
+                          what: str) -> list[tuple[Any, Any]]:
+        """(read position, second(tenant, user, conv) queued on the pipe) per (user, conv)
+        of `pairs`, in order: one pipeline per instance (receipt_positions, read_states)."""
         async def read(client: Any, part: Sequence[tuple[int, bytes]]) -> list:
-            with boundary("receipt positions read"):
+            with boundary(what):
                 async with client.pipeline(transaction=False) as pipe:
                     for u, conv in part:
                         pipe.hget(read_key(tenant, u), conv.hex())
-                        pipe.get(receipts_key(tenant, u))
+                        second(pipe, u, conv)
                     got = await pipe.execute()
             return list(zip(got[0::2], got[1::2]))
         if not pairs:
             return []
-        rows = await spread(self._t, pairs, lambda pair: self._user(tenant, pair[0]), read)
+        return await spread(self._t, pairs, lambda pair: self._user(tenant, pair[0]), read)
+
+    async def receipt_positions(self, tenant: int, pairs: Sequence[tuple[int, bytes]]) -> list[tuple[int, bool]]:
+        """ConversationStateStore.receipt_positions: one pipeline of HGET + GET per instance."""
+        rows = await self._read_pairs(tenant, pairs, lambda pipe, u, conv: pipe.get(receipts_key(tenant, u)),
+                                      "receipt positions read")
         try:
             return [(int(pos or 0), flag != b"0") for pos, flag in rows]
         except ValueError:
@@ -99,17 +106,9 @@ class RedisConversationStates:
 
     async def read_states(self, tenant: int, pairs: Sequence[tuple[int, bytes]]) -> list[tuple[int, ConvState]]:
         """ConversationStateStore.read_states: one pipeline of two HGETs per pair per instance."""
-        async def read(client: Any, part: Sequence[tuple[int, bytes]]) -> list:
-            with boundary("read positions and states read"):
-                async with client.pipeline(transaction=False) as pipe:
-                    for u, conv in part:
-                        pipe.hget(read_key(tenant, u), conv.hex())
-                        pipe.hget(convstate_key(tenant, u), conv.hex())
-                    got = await pipe.execute()
-            return list(zip(got[0::2], got[1::2]))
-        if not pairs:
-            return []
-        rows = await spread(self._t, pairs, lambda pair: self._user(tenant, pair[0]), read)
+        rows = await self._read_pairs(tenant, pairs,
+                                      lambda pipe, u, conv: pipe.hget(convstate_key(tenant, u), conv.hex()),
+                                      "read positions and states read")
         try:
             return [(int(pos or 0), parse_state(state)) for pos, state in rows]
         except ValueError:
