@@ -116,10 +116,19 @@ async def test_a_checkpoint_moved_under_a_session_node_heals_that_shard(two_sess
 
     # counted before the move: a durable batch still catching up may meet it first
     before = heals()
-    # shard s's checkpoint moves under its owner (a rewind: what is behind it is projected again)
     shard = random.choice(sorted(users))
     redis = redis_of(st)
-    await redis.hset(session_shard_checkpoint_key(shard), "p", "0")
+    key = session_shard_checkpoint_key(shard)
+    # the list pages above come from the low-latency projection; the durable one may still
+    # be at offset 0 of this shard, and a rewind to 0 is then no move at all (CI, a busy
+    # machine: its batch from 0 went through and nothing ever conflicted). Wait until the
+    # durable projection wrote past it: every later batch then expects an offset above 0.
+    deadline = time.monotonic() + HEAL_S
+    while int(await redis.hget(key, "p") or 0) == 0:
+        assert time.monotonic() < deadline, f"shard {shard}'s durable projection never wrote its first record"
+        await asyncio.sleep(0.2)
+    # shard s's checkpoint moves under its owner (a rewind: what is behind it is projected again)
+    await redis.hset(key, "p", "0")
     await redis.aclose()
     other = random.getrandbits(40) + 1000
     assert await send_once(st, other, users[shard], b"after the move")
