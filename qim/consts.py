@@ -123,6 +123,9 @@ FANOUT_BATCH_DEFAULT = 512
 FANOUT_BATCH_MAX = 1024
 MAILBOX_SHARD_FIFO = 128
 MAILBOX_GLOBAL_PERMIT = 64
+# of those, turns of shards holding no direct record at once (docs/decisions/0148): few
+# enough that a direct record's call waits behind a handful, enough to keep Redis busy
+MAILBOX_BULK_TURNS = 4
 # A shard worker materializes the records queued in its FIFO together, in one fused call
 # (docs/decisions/0067): at most this many records and this many bytes of record values
 # (about 8 bytes a recipient plus an inline body), so one call holds Redis for a few ms

@@ -8,6 +8,8 @@ per-record materialization is replaced by one that blocks on a chosen shard.
 from __future__ import annotations
 
 import asyncio
+import collections
+import time
 from types import SimpleNamespace
 
 from qim._core import watermark
@@ -16,6 +18,7 @@ from qim.faults import FaultPoints
 from qim.services.mailbox import materializer as mat_mod
 from qim.services.mailbox.materializer import MailboxMaterializer
 from qim.services.mailbox.metrics import MailboxMetrics
+from qim.services.mailbox.turngate import TurnGate
 
 
 class FakeConsumer:
@@ -51,7 +54,8 @@ async def test_a_stuck_shard_pauses_only_its_partition_and_others_flow(monkeypat
             await release.wait()  # shard 0's store call hangs
         done[cur.shard].extend(offset for offset, _ in records)
         blob = watermark.advance_all(cur.blob, records[-1][0])
-        return [SimpleNamespace(new_blob=blob, status="FRESH", tenant=0, mailbox_seq=0, recipients=(), event=None,
+        event = SimpleNamespace(created_at_ms=int(time.time() * 1000), conversation_id=b"\x02" + b"g" * 15)
+        return [SimpleNamespace(new_blob=blob, status="FRESH", tenant=0, mailbox_seq=0, recipients=(), event=event,
                                 trace_id="")
                 for _ in records]
 
@@ -59,7 +63,8 @@ async def test_a_stuck_shard_pauses_only_its_partition_and_others_flow(monkeypat
     m = MailboxMaterializer.__new__(MailboxMaterializer)
     m._consumer = FakeConsumer({0: 1000, 1: 1000})
     m._store, m._owned, m._push, m._faults, m._gc_safety_ms = None, [0, 1], lambda *a: None, FaultPoints(), 0
-    m._permit = asyncio.Semaphore(64)
+    m._gate = TurnGate(64, 4)
+    m._ages = collections.defaultdict(lambda: MailboxMetrics().record_age.labels(kind="other"))
     m._overtake = False  # plain log order: this test counts the partition's flow
     m._m = MailboxMetrics()
     m.shards = {s: mat_mod.ShardState(s, 1, None) for s in (0, 1)}

@@ -206,3 +206,31 @@ async def test_two_direct_records_overtake_together_and_their_lanes_hold_every_g
         await asyncio.gather(task, return_exceptions=True)
     for user in OTHER_LANE[:5]:
         assert await offsets_of(store, user) == [o for o in range(GROUP_RECORDS + 1) if o != 60]
+
+
+async def test_without_overtakes_no_direct_offset_is_kept_after_its_record_left(redis):
+    """`directs` holds the queued direct records only (decision 0148: the gate's urgency);
+    before, with overtakes off (the default then) it kept every direct offset for ever."""
+    log = queued()
+    for offset in range(DIRECT_AT + 1, DIRECT_AT + 40):  # more direct records, some in one batch
+        log.add(SHARD, offset, direct_record(offset) if offset % 3 else group_record(offset))
+    pushes: list[int] = []
+    m = MailboxMaterializer("unused:1", RedisMailboxStore(redis), [SHARD],
+                            lambda t, seq, users, event, trace: pushes.append(seq),
+                            FaultPoints("", MAILBOX_POINTS), consumer=log, overtake=False)  # type: ignore[arg-type]
+    await m.start()
+    task = asyncio.get_running_loop().create_task(m.run())
+    try:
+        state = m.shards[SHARD]
+
+        async def drained() -> bool:
+            return watermark.start_offset(state.blob) > DIRECT_AT + 39 or bool(state.dirty)
+
+        await until(drained, "the records were not materialized")
+        assert state.dirty == "" and not state.queue
+        assert list(state.directs) == []
+        turns = {kind: m._m.turns.labels(kind=kind)._value.get() for kind in ("direct", "bulk")}
+        assert turns["direct"] >= 1 and turns["direct"] + turns["bulk"] >= 1
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -3,7 +3,8 @@
 Statically assigns its dispatch partitions and seeks each to the watermark's start
 offset (never trusts committed group offsets); reports ready only after catching up to
 the high watermark seen at start. One FIFO worker per shard (capacity 128, strictly
-serial within a partition) under a global permit (64); a full FIFO pauses only its
+serial within a partition) under a global permit (64), of which shards holding no
+direct record get 4 (turngate.py, decision 0148); a full FIFO pauses only its
 partition (with overtakes, decision 0142, it reads further ahead: overtake.py). The worker materializes the records its FIFO holds together, up to a batch
 (decisions/0067: a backlog costs one round trip and one watermark write per batch). A
 Redis failure is retried with backoff by repeating the call: the failed call may have
@@ -39,6 +40,7 @@ from qim._core.types import MailboxEvent
 from qim.consts import (
     DISPATCH_TOPIC,
     KAFKA_CONSUME_WAIT_S,
+    MAILBOX_BULK_TURNS,
     MAILBOX_GLOBAL_PERMIT,
 )
 from qim.errors import EngineError
@@ -50,12 +52,14 @@ from qim.services.mailbox import overtake
 from qim.services.mailbox.dpgc import gc_loop
 from qim.services.mailbox.metrics import MailboxMetrics
 from qim.services.mailbox.record import Materialized, ShardCursor, batch_of, materialize
+from qim.services.mailbox.turngate import TurnGate
 from qim.stores.errors import NotOwner
 from qim.stores.mailboxes import MailboxStore
 
 logger = logging.getLogger(__name__)
 
 PAUSED_POLL_S = 0.1
+KINDS = {1: "direct", 2: "group", 3: "room"}  # a conversation id's kind byte (qim/_core/ids.pyx)
 # (tenant, mailbox_seq, recipients, their MailboxEvent, the message's trace id: 16 bytes
 # or b"") of one record; must not await
 PushHook = Callable[[int, int, tuple, MailboxEvent, bytes], None]
@@ -73,7 +77,7 @@ class ShardState(ShardCursor):
         self.catch_up_to = 0  # high watermark at start: ready once W reaches it - 1
         self.next_offset = watermark.start_offset(self.blob)  # the first offset not yet queued
         self.prepared: dict = {}  # offset -> Prepared of queued records an overtake read (overtake.py)
-        self.directs: list[int] = []  # offsets of the queued records of direct conversations
+        self.directs: Deque[int] = collections.deque()  # offsets of the queued records of direct conversations
         self.bytes = 0  # of the queued records' values
         self.worker: Optional[asyncio.Task] = None
 
@@ -99,7 +103,11 @@ class MailboxMaterializer:
         self._push = push
         self._faults = faults
         self._gc_safety_ms = dp_gc_safety_ms
-        self._permit = asyncio.Semaphore(MAILBOX_GLOBAL_PERMIT)
+        # a shard holding a direct record takes its turn before the group's bulk (decision 0148)
+        kinds = {True: self._m.turns.labels(kind="direct"), False: self._m.turns.labels(kind="bulk")}
+        self._ages = collections.defaultdict(lambda: self._m.record_age.labels(kind="other"),
+                                             {k: self._m.record_age.labels(kind=n) for k, n in KINDS.items()})
+        self._gate = TurnGate(MAILBOX_GLOBAL_PERMIT, MAILBOX_BULK_TURNS, lambda urgent: kinds[urgent].inc())
         self.shards: dict[int, ShardState] = {}
         self.running = False
         self.writer = f"{os.getpid()}-{secrets.token_hex(8)}".encode()
@@ -237,7 +245,7 @@ class MailboxMaterializer:
             batch = batch_of(state.queue, self._faults.active)  # decisions/0067
             span = f"offset {batch[0].offset()}" if len(batch) == 1 else \
                 f"offsets {batch[0].offset()}..{batch[-1].offset()}"
-            async with self._permit:
+            async with self._gate.turn(lambda: bool(state.directs)):
                 try:  # a direct record behind the batch first, in its lanes (decision 0142); never with a fault armed
                     if self._overtake and not self._faults.active:
                         self._m.overtakes.inc(await overtake.turn(self._store, state, self._pushed))
@@ -297,6 +305,8 @@ class MailboxMaterializer:
                          len(one.recipients), one.status)
             if one.status != "DUPLICATE":  # RECOVERED: the push of the lost attempt never happened
                 self._m.entries.inc(len(one.recipients))
+                age = time.time() - one.event.created_at_ms / 1000
+                self._ages[one.event.conversation_id[0]].observe(max(age, 0.0))
                 self._push(one.tenant, one.mailbox_seq, one.recipients, one.event, one.trace_id)
 
     async def _gc_loop(self) -> None:

@@ -6,7 +6,7 @@ from typing import Optional
 
 from prometheus_client import CollectorRegistry
 
-from qim.obs.metrics import MetricSet
+from qim.obs.metrics import LATENCY_BUCKETS, MetricSet
 
 
 class MailboxMetrics(MetricSet):
@@ -30,6 +30,14 @@ class MailboxMetrics(MetricSet):
         self.retries = self.counter("qim_mailbox_store_retries", "Fused calls retried after a Redis failure")
         self.overtakes = self.counter("qim_mailbox_overtakes",
                                       "Direct records finished before group records queued ahead (decision 0142)")
+        self.turns = self.counter("qim_mailbox_turns",
+                                  "Shard worker turns by kind: direct (a direct record queued) or bulk (decision 0148)",
+                                  ["kind"])
+        # commit (the message's created_at_ms, the writer's clock) to materialized here:
+        # where a direct message waits beside a group's burst (issue 41; decision 0148)
+        self.record_age = self.histogram("qim_mailbox_record_age_seconds",
+                                         "Message commit to its record materialized, by conversation kind",
+                                         ["kind"], LATENCY_BUCKETS)
         self.pauses = self.counter("qim_mailbox_partition_pauses", "Partitions paused because their FIFO was full")
         self.queued = self.gauge("qim_mailbox_queued_records", "Records queued in shard FIFOs")
         # progress of the dispatch consumer (materializer.lag_loop): records behind the

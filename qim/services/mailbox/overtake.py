@@ -78,10 +78,16 @@ def queued(state: Any, msg: Any) -> None:
         state.directs.append(msg.offset())
 
 
-def taken(state: Any, msg: Any) -> None:
-    """Account for `msg` leaving shard `state`'s FIFO."""
+def taken(state: Any, msg: Any, head: bool = True) -> None:
+    """Account for `msg` leaving shard `state`'s FIFO: its bytes, and with `head` (the
+    in-order path pops the FIFO's head) every direct offset up to it leaves
+    `state.directs`, which must hold queued direct records only (the gate's urgency,
+    decision 0148). An overtaken record (`head` False) left `directs` before."""
     value = msg.value()
     state.bytes -= len(value) if value is not None else 0
+    if head:
+        while state.directs and state.directs[0] <= msg.offset():
+            state.directs.popleft()
 
 
 def full(state: Any, deep: bool) -> bool:
@@ -120,12 +126,15 @@ class _Offsets:
 
 def targets(state: Any) -> list[int]:
     """Indexes (ascending, at most OVERTAKES_PER_TURN) in shard `state`'s FIFO of the
-    direct records at OVERTAKE_FROM or later; forgets those gone or within the next batch."""
+    direct records at OVERTAKE_FROM or later; forgets those gone (those within the next
+    batch stay: they leave with it, `taken`)."""
     found: list[int] = []
     for offset in list(state.directs):
         i = _index(state.queue, offset)
-        if i is None or i < OVERTAKE_FROM:
+        if i is None:
             state.directs.remove(offset)
+            continue
+        if i < OVERTAKE_FROM:
             continue
         found.append(i)
         if len(found) == OVERTAKES_PER_TURN:
@@ -221,6 +230,6 @@ async def turn(store: MailboxStore, state: Any, push: Callable[[Materialized], N
     for i in reversed(found):
         del queue[i]
     for m, one in zip(msgs, done):
-        taken(state, m)
+        taken(state, m, head=False)
         push(one)
     return len(done)
