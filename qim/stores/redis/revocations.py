@@ -29,6 +29,7 @@ import redis.exceptions
 from qim.stores.errors import StoreUnavailable
 from qim.stores.redis.bans import Ban, ban_of
 from qim.stores.redis.keys import REVOCATION_CHANNEL, revocation_key
+from qim.stores.redis.scripts import boundary
 from qim.stores.redis.topology import as_topology
 
 Ident = tuple[int, int, int]  # (tenant, user_id, device_id)
@@ -49,6 +50,12 @@ class RevocationStore:
         (0: nothing revoked). One round trip for all."""
         if not idents:
             return []
+        if len(idents) == 1:  # AUTH: the logins of one loop turn share one pipelined round trip (issue 41)
+            t, u, d = idents[0]
+            scripts = self._t.scripts(self._r, ("revocation_read",), coalesce=True)
+            with boundary("revocations"):
+                return [int(await scripts.call("revocation_read", [revocation_key(t, u, d), revocation_key(t, u, 0)],
+                                               []))]
         keys = [k for t, u, d in idents for k in (revocation_key(t, u, d), revocation_key(t, u, 0))]
         try:
             values = await self._r.mget(keys)
