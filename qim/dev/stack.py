@@ -37,7 +37,7 @@ from qim.dev import progress
 from qim.dev._proc import Launcher, death_wrapper, pid_alive, pid_cwd, stop_pid
 from qim.dev.certs import DevPki
 from qim.dev.devkeys import KEY_FILE as DEV_KEY_FILE
-from qim.dev.stack_env import CLIENT_VARS, TLS_DIR, plan_stack
+from qim.dev.stack_env import CLIENT_VARS, DEPLOYMENT_FILE, TLS_DIR, plan_stack
 from qim.dev.stack_layout import kind_of
 from qim.errors import EngineError
 from qim.net.tls import TlsFiles
@@ -106,7 +106,8 @@ class Stack:
         """The variables of stack.env: what a client or qimctl needs after sourcing it
         (QIM_GATEWAY_WS_ADDR / QIM_GATEWAY_WSS_ADDR: the WebSocket endpoints;
         QIM_GATEWAY_ADDRS / QIM_GATEWAY_WS_ADDRS: every gateway's; QIM_DEPLOYMENT: the
-        name the clients' local stores are kept under; QIM_MEDIA_URL: the MediaService's
+        name the clients' local stores are kept under, DIR/deployment when the stack keeps
+        one, else the first gateway's address; QIM_MEDIA_URL: the MediaService's
         base URL, when the stack runs one)."""
         client_env = {"QIM_GATEWAY_ADDR": self.gateway_addr, "QIM_GATEWAY_ADDRS": ",".join(self.gateway_addrs),
                       "QIM_DEV_TOKEN_KEY": self.token_key}
@@ -117,8 +118,10 @@ class Stack:
                   if name.rstrip("0123456789") == GATEWAY and env.get("QIM_GATEWAY_WS_LISTEN")]
         if ws_all:  # every gateway's, for a page that fails over (docs/decisions/0082)
             client_env["QIM_GATEWAY_WS_ADDRS"] = ",".join(ws_all)
-        # the stores of this stack's clients are its, whichever gateway they use (0082)
-        client_env["QIM_DEPLOYMENT"] = self.gateway_addr
+        # the stores of this stack's clients are its, whichever gateway they use (0082),
+        # and whichever port it moved to: a stack with remembered ports keeps its name (0150)
+        kept = self.dir / DEPLOYMENT_FILE
+        client_env["QIM_DEPLOYMENT"] = kept.read_text().strip() if kept.exists() else self.gateway_addr
         if MEDIA in self.metrics:  # the MediaService's base URL: the app sets client.media_url to it
             client_env["QIM_MEDIA_URL"] = f"http://{self.metrics[MEDIA]}"
         if self.tls:
@@ -301,8 +304,9 @@ def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str
     QIM_TOKEN_PUBLIC_KEYS (a second key for rotation tests). With `tls` (always, but for
     a plaintext measurement) the development certificates of DIR/tls are made or reused
     (qim.dev.certs) and every port is TLS; without, the plaintext development flags.
-    Raises EngineError when a remembered port is taken or a service cannot start
-    (everything started is stopped first). `start=False` lays the stack out and saves
+    A remembered port another process holds is replaced by a free one, said in one line
+    (decision 0150). Raises EngineError when a service cannot start (everything started
+    is stopped first). `start=False` lays the stack out and saves
     stack.json without starting anything (the supervisor does: qim.dev.supervisor).
     """
     dir = Path(dir)

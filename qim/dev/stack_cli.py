@@ -7,8 +7,10 @@ dies is restarted with bounded backoff, `status` shows each one's restart counte
 The stack directory keeps `ports.json` and the development token key
 (`dev_token_key.pem`, 0600, and `dev_token_pub.pem`) across `down`/`up`, so the gateway
 address and the tokens of one checkout never change by themselves (qim.dev.stack_ports,
-qim.dev.devkeys), and `tls/`, the development CA and certificates every port uses
-(qim.dev.certs; clients trust `tls/ca.crt`, QIM_CA_FILE in stack.env).
+qim.dev.devkeys; a remembered port another process holds is replaced, said in one line,
+and the deployment name stays: decision 0150), and `tls/`, the development CA and
+certificates every port uses (qim.dev.certs; clients trust `tls/ca.crt`, QIM_CA_FILE in
+stack.env).
 
     qim-dev stack up [--gateways N] [--writers N] [--mailbox-nodes N] [--session-nodes N]
                      [--fanout-nodes N] [--archivers N] [--notify-nodes N]
@@ -175,9 +177,10 @@ def _up(args: argparse.Namespace, dir: Path, existing: Stack | None) -> int:
     if existing is not None:
         print(restart_words(existing, wanted, settings), file=sys.stderr, flush=True)
         existing.down()
-    # a remembered port someone else took fails here, before any engine is started
-    book = PortBook(dir / PORTS_FILE)
-    book.check_free(sorted(book.remembered))
+    # a remembered port someone else took is replaced once the engines hold theirs
+    # (qim.dev.stack_env.plan_stack; decision 0150), one line each on stderr; a corrupt
+    # ports.json still stops here, before any engine is started
+    PortBook(dir / PORTS_FILE)
     engines = EngineSet.up(args.engines_dir, None, with_cassandra=cassandra_for(args.engines_dir))
     recorded = {kind_of(n).name: 0 for n in existing.names} if existing is not None else {}
     for name in existing.names if existing is not None else ():

@@ -1,9 +1,10 @@
 """The environment of a development stack's services, before any of them runs: what
 `qim-dev stack up` (qim.dev.stack.stack_up) gives every node and each one of them.
 
-The layout and its ports come from qim.dev.stack_layout and qim.dev.stack_ports; this
-module adds what makes them a development stack: the token audience and key
-(qim.dev.devkeys), short shard leases, the browser origins of the WebSocket listener and of the
+The layout and its ports come from qim.dev.stack_layout and qim.dev.stack_ports (a
+remembered port another process holds is replaced, said in one line on stderr, and the
+deployment name kept: decision 0150); this module adds what makes them a development
+stack: the token audience and key (qim.dev.devkeys), short shard leases, the browser origins of the WebSocket listener and of the
 MediaService (the web page's, QIM_MEDIA_CORS_ORIGINS),
 TLS (docs/decisions/0022: a development CA under DIR/tls, the gateway's client-port
 certificate and each internal service its own for mutual TLS) or the plaintext
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
@@ -23,11 +25,13 @@ from qim.dev.certs import CLIENT_PORT, DEV_SERVICES, ensure_dev_pki
 from qim.dev.devkeys import dev_token_key
 from qim.dev.stack_archive import CLIENT_VARS as ARCHIVE_CLIENT_VARS
 from qim.dev.stack_archive import apply_schema, scylla_of
-from qim.dev.stack_layout import environment, instances, port_keys
+from qim.dev.stack_layout import Instance, environment, instances, port_keys
 from qim.dev.stack_ports import PortBook
+from qim.topology import GATEWAY
 
 DEV_LEASE_MS, DEV_RENEW_MS = 6000, 1000  # QIM_SHARD_LEASE_MS / QIM_SHARD_RENEW_MS of a development stack
 TLS_DIR = "tls"  # the development CA and certificates, under the stack directory
+DEPLOYMENT_FILE = "deployment"  # the stack's QIM_DEPLOYMENT, kept when its gateway's port moves (0150)
 DEV_WS_ORIGINS = "http://localhost:*,http://127.0.0.1:*"  # pages of the development web client
 # the object store's, for `qimctl audit media` (docs/operations.md "Media and object storage")
 S3_CLIENT_VARS = ("QIM_S3_ENDPOINT", "QIM_S3_BUCKET", "QIM_S3_REGION", "QIM_S3_ACCESS_KEY", "QIM_S3_SECRET_KEY")
@@ -57,7 +61,9 @@ def plan_stack(dir: Path, engine_env: Mapping[str, str], extra_env: Optional[Map
     tests). Takes the ports (fresh, or remembered in `ports_file`), keeps or generates the
     development token key, makes or reuses the certificates of DIR/tls when `tls`, and
     applies the archive schema when the engines have the archive tier. Starts no service.
-    Raises EngineError when a remembered port is taken."""
+    A remembered port in use by another process is replaced by a free one (one line on
+    stderr each, moved_line); with `ports_file`, the deployment name is kept in
+    DIR/deployment (dev_deployment). EngineError when no free port is left."""
     env = {**engine_env, "QIM_TOKEN_AUDIENCE": TOKEN_AUDIENCE_DEFAULT,
            # shorter leases than production: a killed node's shards move within ~7 s
            # (docs/operations.md "Several nodes of each kind")
@@ -77,8 +83,13 @@ def plan_stack(dir: Path, engine_env: Mapping[str, str], extra_env: Optional[Map
     layout = instances(counts, archive=scylla is not None)
     book = PortBook(ports_file)
     keys = port_keys(layout)
-    ports = {k: f"127.0.0.1:{p}" for k, p in book.take(keys).items()}
-    book.check_free(keys)
+    book.take(keys)
+    first = next((i for i in layout if i.service.name == GATEWAY), None)
+    if ports_file is not None and first is not None:  # named by the first gateway's address before a move
+        dev_deployment(dir, f"127.0.0.1:{book.ports[first.port_keys[0]]}")
+    for key, old, new in book.replace_taken(keys):
+        print(moved_line(layout, key, old, new, book.path), file=sys.stderr, flush=True)
+    ports = {k: f"127.0.0.1:{book.ports[k]}" for k in keys}
     _, public_key = dev_token_key(dir)
     book.save()
     shared, instance_env = environment(layout, ports)
@@ -95,6 +106,31 @@ def plan_stack(dir: Path, engine_env: Mapping[str, str], extra_env: Optional[Map
                 instance_env[inst.name].update(pki.service_env(inst.service.name))
     metrics = {inst.name: instance_env[inst.name][inst.service.metrics_var] for inst in layout}
     return StackEnv(env, instance_env, metrics)
+
+
+def moved_line(layout: list[Instance], key: str, old: int, new: int, path: Optional[Path]) -> str:
+    """The line `stack up` prints for a remembered port it replaced: the service instance,
+    the variable, the old and the new port ("stack: port 7100 of gateway
+    (QIM_GATEWAY_LISTEN) is in use by another process; gateway moves to port 43121
+    (remembered in .../ports.json; stack.env follows)")."""
+    for inst in layout:
+        names = {inst.name + ln.suffix: ln.var for ln in inst.service.listeners}
+        names[f"{inst.name}_metrics"] = inst.service.metrics_var
+        if key in names:
+            return (f"stack: port {old} of {inst.name} ({names[key]}) is in use by another process; "
+                    f"{inst.name} moves to port {new} (remembered in {path}; stack.env follows)")
+    return f"stack: port {old} ({key}) is in use by another process; it moves to port {new}"
+
+
+def dev_deployment(dir: Path, gateway_addr: str) -> str:
+    """The stack's deployment name (QIM_DEPLOYMENT: what the clients' local stores are kept
+    under): DIR/deployment, written the first time with `gateway_addr` (the first
+    gateway's remembered address). Kept afterwards, so a gateway moved off a taken port
+    (decision 0150) does not orphan the stores named by its old address."""
+    path = Path(dir) / DEPLOYMENT_FILE
+    if not path.exists():
+        path.write_text(gateway_addr + "\n")
+    return path.read_text().strip()
 
 
 def dev_web_origins() -> str:

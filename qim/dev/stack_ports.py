@@ -5,9 +5,12 @@ path is derived from the gateway address). The stack CLI remembers the ports in 
 directory: `.qim/stack/ports.json` ({key: port}). The development token key is kept
 beside it the same way (qim.dev.devkeys), so tokens a client holds stay valid.
 
-A remembered port that another process holds is an error naming the port, not a
-reason to pick another one silently: a moved gateway would orphan every client's local
-store (docs/decisions/0014-dev-stack-stable-ports-and-readiness.md).
+A remembered port that another process holds when the stack starts is replaced by a
+free one, remembered from then on, and `stack up` says so in one line naming the
+service, the old and the new port (docs/decisions/0150-a-taken-remembered-port-moves.md;
+before, decision 0014 refused to start). The clients' local stores keep their name: the
+stack's deployment name (QIM_DEPLOYMENT) is kept in its own file, not derived from the
+gateway's port again (qim.dev.stack_env.dev_deployment).
 """
 
 from __future__ import annotations
@@ -50,13 +53,18 @@ class PortBook:
             self.ports[key] = port
         return {k: self.ports[k] for k in keys}
 
-    def check_free(self, keys: list[str]) -> None:
-        """Raise EngineError (one line) if a remembered port of `keys` is in use."""
-        for key in keys:
-            if key in self.remembered and port_in_use(self.ports[key]):
-                raise EngineError(
-                    f"port {self.ports[key]} ({key}) remembered in {self.path} is in use by "
-                    f"another process; stop it, or remove {self.path} to choose new ports")
+    def replace_taken(self, keys: list[str]) -> list[tuple[str, int, int]]:
+        """Give every remembered port of `keys` that is in use now (another process
+        listens on it or holds it bound) a free port instead; returns (key, old port,
+        new port) per replacement, in `keys` order ([] when none was taken). The new
+        ports are remembered by the next save(). EngineError when no port is free."""
+        taken = [k for k in keys if k in self.remembered and port_in_use(self.ports[k])]
+        # exclude every port of the book: a replacement never lands on another key's port
+        fresh = pick_ports(len(taken), exclude=self.ports.values())
+        moved = [(k, self.ports[k], port) for k, port in zip(taken, fresh)]
+        for key, _, port in moved:
+            self.ports[key] = port
+        return moved
 
     def save(self) -> None:
         """Write the file (no-op without a path)."""

@@ -12,10 +12,16 @@ was restarted more than START_RESTARTS_MAX times during the start (the backoff b
 them is 0.5, 1, 2 s: a service that cannot start is refused within seconds), when one
 is not healthy within its time, or when the supervisor itself stopped. So the whole
 wait is bounded by (1 + START_RESTARTS_MAX) × READY_TIMEOUT_S.
+
+A service that died because its port is in use by another process (the supervisor's
+line says so: listen_failure) is refused at its first restart, with that reason: `stack
+up` replaced every taken port before the start (decision 0150), so this is a race with
+another process, which restarting on the same port does not win.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Callable
@@ -27,6 +33,24 @@ from qim.errors import EngineError
 START_RESTARTS_MAX = 3  # restarts of one service while `stack up` waits, before it gives up
 POLL_S = 0.2
 SUPERVISOR_MARK = "qim-dev supervisor: "  # how the supervisor's lines in a service's log begin
+IN_USE = "its port is in use by another process"  # in the supervisor's line of such a death
+# qim/app/run.py's exit-3 line for a listener's OSError: "qim-gateway: cannot start: cannot
+# listen: [Errno 98] error while attempting to bind on address ('127.0.0.1', 7100): address
+# already in use" (the same text from uvloop and asyncio)
+_BIND_ADDR = re.compile(r"\('([^']+)', (\d+)\)")
+
+
+def listen_failure(log_tail: str) -> str:
+    """", its port is in use by another process (127.0.0.1:7100)" when the service's
+    last run (its log lines after the supervisor's last line) ended on a listener whose
+    address was in use; "" otherwise. What the supervisor adds to its line of the death."""
+    for line in reversed(log_tail.splitlines()):
+        if SUPERVISOR_MARK in line:
+            return ""  # an earlier run's: this one said nothing about its listeners
+        if "cannot listen:" in line and "in use" in line.lower():
+            m = _BIND_ADDR.search(line)
+            return f", {IN_USE} ({m.group(1)}:{m.group(2)})" if m else f", {IN_USE}"
+    return ""
 
 
 def death_words(stack: Stack, name: str) -> str:
@@ -49,8 +73,8 @@ def wait_supervised(
     """Block until every service of the stack recorded in `dir` answers /healthz 200 and
     return that Stack (module doc for the rule). `supervisor_alive()` is polled too.
 
-    Raises EngineError naming the service, with its last log lines: restarted more than
-    `max_restarts` times, not healthy within `timeout` s of its (re)start, or the
+    Raises EngineError naming the service, with its last log lines: its port in use by
+    another process (at its first restart), restarted more than `max_restarts` times, not healthy within `timeout` s of its (re)start, or the
     supervisor stopped (then with the supervisor log's tail)."""
     deadline = time.monotonic() + timeout
     seen: dict[str, int] = {}
@@ -69,6 +93,12 @@ def wait_supervised(
                 continue
             seen[name] = n
             ready.discard(name)
+            if IN_USE in death_words(stack, name):
+                raise EngineError(
+                    f"{name} could not listen during start ({death_words(stack, name)}): another process "
+                    f"took the port after `stack up` checked it; stop that process or run `stack up` again "
+                    f"(it replaces a taken port); its last log lines:\n{stack.log_tail(name)}"
+                )
             if n > max_restarts:
                 raise EngineError(
                     f"{name} kept dying during start ({death_words(stack, name)}; "

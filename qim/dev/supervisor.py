@@ -14,7 +14,10 @@ same ports and environment after a bounded backoff: BACKOFF_FIRST_S, doubling fo
 death in a row up to BACKOFF_MAX_S; a service that ran STABLE_S or longer starts the row
 again. Each restart counts in stack.json `restarts` (shown by `qim-dev stack status`)
 and logs one line naming the exit status, in DIR/logs/supervisor.log and the service's
-own log. `qim-dev stack restart NAME` asks the supervisor (DIR/supervisor.request +
+own log; a service whose listener's address was in use says so ("gateway (pid N) exit
+status 3, its port is in use by another process (127.0.0.1:7100); restart 1 in 0.5s"),
+and `stack up` refuses such a death during the start at once (qim.dev.start_watch;
+decision 0150). `qim-dev stack restart NAME` asks the supervisor (DIR/supervisor.request +
 SIGUSR1): a requested restart is not a death and does not count.
 
 Health rule (qim/dev/healthwatch.py; docs/decisions/0074-supervision-acts-on-health.md):
@@ -40,7 +43,7 @@ from typing import Optional
 from qim.dev._proc import death_wrapper, pid_alive
 from qim.dev.healthwatch import START_GRACE_S, UNHEALTHY_RESTART_S, HealthWatch
 from qim.dev.stack import READY_TIMEOUT_S, STOP_TIMEOUT_S, Stack
-from qim.dev.start_watch import wait_supervised
+from qim.dev.start_watch import listen_failure, wait_supervised
 from qim.errors import EngineError
 from qim.obs.engine_probe import engines_away
 
@@ -124,7 +127,9 @@ class Supervisor:
                 continue
             pid = proc.pid
             self.stack._launchers.pop(name)
-            self._died(name, f"(pid {pid}) {describe_exit(proc.returncode)}")
+            # a port taken by another process is named: restarting on it cures nothing (0150)
+            why = describe_exit(proc.returncode) + listen_failure(self.stack.log_tail(name, 50))
+            self._died(name, f"(pid {pid}) {why}")
         for name, why in self.health.overdue():
             stuck = self.stack.pids.get(name)
             self._note(name, f"{name} (pid {stuck}) {why}: stopping it")

@@ -1,5 +1,6 @@
 """`qim-dev stack` of one checkout: same addresses and token key across down/up, restart of
-one service by its recorded pid, and one-line errors for a user's mistakes.
+one service by its recorded pid, a remembered port another process took replaced by a
+free one (decision 0150), and one-line errors for a user's mistakes.
 
 Real engines and real service processes, started through the CLI as `make up` does,
 under a tmp dir with their own ports.
@@ -19,9 +20,10 @@ from qim.dev.engines import EngineSet
 from qim.dev.stack import Stack
 
 
-def _cli(*args, timeout: float = 240) -> subprocess.CompletedProcess:
+def _cli(*args, timeout: float = 240, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "qim.dev.cli", *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **env} if env else None)
 
 
 def _env(path) -> dict[str, str]:
@@ -87,19 +89,42 @@ def test_down_up_keeps_addresses_and_token_key_and_restart_one_service(tmp_path)
             es.down(timeout=5)
 
 
-def test_remembered_port_taken_fails_in_one_line_before_starting_anything(tmp_path):
+def test_remembered_port_taken_moves_to_a_free_port_said_in_one_line(tmp_path):
+    """The newcomer's `make demo`: the gateway's remembered port is held by another
+    process. Before, the gateway failed to bind and the supervisor restarted it until its
+    budget ran out; now `stack up` gives it a free port, says so, and nothing restarts."""
     sd, ed = tmp_path / "stack", tmp_path / "engines"
-    with socket.socket() as s:
+    with socket.socket() as s:  # "another process": a listener of the test's own
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
         sd.mkdir()
         (sd / "ports.json").write_text(json.dumps({"gateway": port}))
-        r = _cli("stack", "up", "--dir", sd, "--engines-dir", ed)
-    err = _one_line_error(r)
-    assert r.returncode == 2
-    assert f"port {port} (gateway)" in err and "ports.json" in err
-    assert not ed.exists()  # no engine was started for a stack that cannot come up
+        try:  # the archive tier plays no part in the ports: no Cassandra to start
+            r = _cli("stack", "up", "--dir", sd, "--engines-dir", ed, env={"QIM_DEV_WITH_CASSANDRA": "0"})
+            assert r.returncode == 0, r.stderr
+            moved = json.loads((sd / "ports.json").read_text())["gateway"]  # remembered from now on
+            assert moved != port
+            said = [line for line in r.stderr.splitlines() if str(port) in line]
+            assert said == [f"stack: port {port} of gateway (QIM_GATEWAY_LISTEN) is in use by another process; "
+                            f"gateway moves to port {moved} (remembered in {sd / 'ports.json'}; stack.env follows)"], r.stderr
+            env = _env(sd / "stack.env")
+            assert env["QIM_GATEWAY_ADDR"] == env["QIM_GATEWAY_ADDRS"] == f"127.0.0.1:{moved}"
+            assert env["QIM_GATEWAY_WSS_ADDR"].startswith(f"wss://127.0.0.1:{moved}/")
+            # the clients' local stores keep their name: the deployment is the remembered address
+            assert env["QIM_DEPLOYMENT"] == f"127.0.0.1:{port}"
+            st = Stack.load(sd)
+            assert st.instance_env["gateway"]["QIM_GATEWAY_LISTEN"] == f"127.0.0.1:{moved}"
+            assert all(st.healthz(name)[0] == 200 for name in st.names)
+            assert st.restarts == {}  # nothing failed to bind, nothing was restarted
+            assert "restart" not in (sd / "logs" / "supervisor.log").read_text()
+        finally:
+            st = Stack.load(sd)
+            if st is not None:
+                st.down()
+            es = EngineSet.load(ed)
+            if es is not None:
+                es.down(timeout=5)
 
 
 def test_restart_without_a_stack_or_with_an_unknown_name(tmp_path):

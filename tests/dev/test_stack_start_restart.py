@@ -14,6 +14,7 @@ service has its pid recorded: the moment the old wait had already read stack.jso
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -98,3 +99,71 @@ def test_stack_up_gives_up_on_a_service_that_keeps_dying_with_its_log(own_engine
     ), text
     assert "qim-dev supervisor: mailbox (pid" in text  # the service's log, with the supervisor's lines
     assert Stack.load(sd) is None  # everything stopped (stack.json removed by down)
+
+
+BIND_LINE = ("qim-gateway: cannot start: cannot listen: [Errno 98] error while attempting to bind on "
+             "address ('127.0.0.1', 7100): address already in use")
+
+
+def test_a_port_taken_by_another_process_is_named_and_refused_at_the_first_restart(tmp_path):
+    """The race after `stack up` replaced the taken ports (decision 0150): a service whose
+    listener's address is in use is not restarted on it until the budget ends. The
+    supervisor's line names the reason (listen_failure over the service's log), and the
+    start's wait refuses at the first restart with it. A stack recorded by hand, no process."""
+    from qim.dev.start_watch import IN_USE, listen_failure, wait_supervised
+
+    sd = tmp_path / "stack"
+    (sd / "logs").mkdir(parents=True)
+    assert listen_failure(f"x started\n{BIND_LINE}\n") == f", {IN_USE} (127.0.0.1:7100)"
+    earlier = f"{BIND_LINE}\n2026-01-01 00:00:00 qim-dev supervisor: gateway (pid 1) exit status 3\nstarted\n"
+    assert listen_failure(earlier) == ""  # an earlier run's line says nothing about this one
+    assert listen_failure("Traceback\nValueError: in use\n") == ""
+    (sd / "stack.json").write_text(json.dumps({"env": {}, "metrics": {"gateway": "127.0.0.1:1"}, "pids": {},
+                                               "instance_env": {}, "supervisor": 1, "restarts": {"gateway": 1}}))
+    (sd / "logs" / "gateway.log").write_text(
+        f"{BIND_LINE}\n2026-01-01 00:00:00 qim-dev supervisor: gateway (pid 42) exit status 3"
+        f"{listen_failure(BIND_LINE)}; restart 1 in 0.5s\n")
+    with pytest.raises(EngineError) as caught:
+        wait_supervised(sd, lambda: True, timeout=5)
+    text = str(caught.value)
+    assert text.startswith(
+        f"gateway could not listen during start (exit status 3, {IN_USE} (127.0.0.1:7100)): another "
+        "process took the port after `stack up` checked it; stop that process or run `stack up` again"), text
+
+
+TAKER = """
+import os, socket, sys, time
+if sys.orig_argv[-3:] == ["-m", "qim.app", "gateway"] and not os.path.exists("port-taken"):
+    open("port-taken", "w").write("1")
+    port = int(os.environ["QIM_GATEWAY_LISTEN"].rsplit(":", 1)[1])
+    s = socket.socket()
+    s.bind(("127.0.0.1", port))
+    s.listen()
+    if os.fork() == 0:  # "another process" holds the port until the test releases it (60 s at most)
+        deadline = time.monotonic() + 60
+        while not os.path.exists("release") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        os._exit(0)
+    s.close()
+"""
+
+
+def test_a_real_gateway_losing_its_port_in_the_race_is_refused_with_the_reason(own_engines, tmp_path):
+    """The same race with real processes: a process of the hook's own takes the gateway's
+    port just before the gateway binds it (after every check); `stack up` stops at the
+    gateway's first restart with the supervisor's reason, not after its budget."""
+    sd = tmp_path / "stack"
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(TAKER)
+    env = {"PYTHONPATH": os.pathsep.join(p for p in (str(hook), os.environ.get("PYTHONPATH", "")) if p)}
+    try:
+        with pytest.raises(EngineError) as caught:
+            supervised_stack_up(sd, own_engines.env(), die_with_parent=True, extra_env=env)
+    finally:
+        (sd / "release").write_text("1")
+    text = str(caught.value)
+    assert text.startswith("gateway could not listen during start (exit status 3, its port is in use by "
+                           "another process (127.0.0.1:"), text
+    assert "restart 2" not in text  # refused at the first restart, not after the budget
+    assert Stack.load(sd) is None  # everything stopped
