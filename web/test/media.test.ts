@@ -104,6 +104,7 @@ describe("qim-js media", () => {
     expect(sniff(new Uint8Array([0x52, 0x49, 0x46, 0x46, 0, 0, 0, 0, 0x57, 0x45, 0x42, 0x50]))).toBe("image/webp");
     expect(sniff(new Uint8Array([0x25, 0x50, 0x44, 0x46, 0x2d]))).toBe("application/pdf");
     expect(sniff(new Uint8Array([1, 2]))).toBe("application/octet-stream");
-    expect([humanSize(1_234_567), humanSize(3400), humanSize(12)]).toEqual(["1.2 MB", "3 KB", "12 B"]);
+    expect([humanSize(1_234_567), humanSize(3400), humanSize(12), humanSize(1024n)]).toEqual(
+      ["1.2 MiB", "3.3 KiB", "12 B", "1.0 KiB"]);
   });
 });

@@ -9,6 +9,7 @@
 import { fromBinary } from "@bufbuild/protobuf";
 import { MediaRefSchema } from "../gen/qim/v1/media_pb";
 import { ControlEventSchema } from "../gen/qim/v1/message_pb";
+import { humanSize } from "../sdk/media";
 import { MessageState } from "../sdk/protocol";
 
 const KINDS: Record<string, string> = { image: "photo", video: "video", audio: "voice note" };
@@ -27,13 +28,8 @@ export function controlPreview(body: Uint8Array): string {
   return "(group change)";
 }
 
-/** Bytes as a person reads them: "512 B", "8.0 KiB", "17.0 MiB". */
-export function sizeWords(size: bigint | number): string {
-  const n = Number(size);
-  if (n < 1024) return `${n} B`;
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
-  return `${(n / (1024 * 1024)).toFixed(1)} MiB`;
-}
+/** Bytes as a person reads them: "512 B", "8.0 KiB", "17.0 MiB" (qim-js's humanSize). */
+export const sizeWords = humanSize;
 
 /**
  * A MEDIA body in words, e.g. "[photo: beach.jpg, 800×600, 8.0 KiB]"; "[media]" for an

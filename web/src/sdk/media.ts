@@ -71,12 +71,15 @@ export function decodeRef(body: Uint8Array): MediaRef {
   }
 }
 
-/** "1.2 MB", "340 KB", "12 B": a size as the clients show it (decimal units). */
+/**
+ * Bytes as a person reads them, in binary units as the service's refusals and qim-desktop
+ * say them: "512 B", "8.0 KiB", "17.0 MiB" (1 KiB = 1,024 bytes).
+ */
 export function humanSize(bytes: number | bigint): string {
   const n = Number(bytes);
-  if (n >= 1e6) return `${(n / 1e6).toFixed(1)} MB`;
-  if (n >= 1e3) return `${Math.round(n / 1e3)} KB`;
-  return `${n} B`;
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
+  return `${(n / (1024 * 1024)).toFixed(1)} MiB`;
 }
 
 /** SHA-256 of `data` as 64 hex characters (WebCrypto). */
