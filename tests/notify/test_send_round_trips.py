@@ -7,6 +7,7 @@ sender that accepts at once."""
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from types import SimpleNamespace
@@ -18,9 +19,10 @@ from qim.proto.v1 import message_pb2, push_pb2
 from qim.services.notify.consumer import LogConsumer
 from qim.services.notify.due import Candidate, Due
 from qim.services.notify.metrics import NotifyMetrics
+from qim.stores.notify import AlertKey
 from qim.stores.redis.badges import RedisBadgeStore
-from qim.stores.redis.notify import RedisNotifyStore
-from qim.stores.redis.scripts import Scripts
+from qim.stores.redis.notify import RedisNotifyStore, alert_key
+from qim.stores.redis.scripts import Scripts, load_source
 
 T, USERS, SENDER = 0, 30, 1
 
@@ -68,12 +70,15 @@ async def test_a_batch_records_its_badge_versions_in_one_round_trip(redis, monke
     users = [2000 + i for i in range(USERS)]
     # the first user's phone was already sent badge 4 at version 9 (a silent update, say)
     assert await notify.badge_versions(T, users[0], [(1, 9, 4)], silent=True) == [(9, 4)]
-    badge_trips = []
+    await redis.script_load(load_source("notify_sent"))  # a NOSCRIPT reload is no alert's cost
+    badge_trips, sent_trips = [], []
     pipeline = Scripts._pipeline
 
     async def counted(self, batch):
         if any(name == "notify_badge" for name, *_ in batch):
             badge_trips.append(len(batch))
+        if any(name == "notify_sent" for name, *_ in batch):
+            sent_trips.append(len(batch))
         return await pipeline(self, batch)
     monkeypatch.setattr(Scripts, "_pipeline", counted)
     try:
@@ -85,3 +90,26 @@ async def test_a_batch_records_its_badge_versions_in_one_round_trip(redis, monke
     assert got[users[0]] == (4, 9), "an alert carries the newer badge its device was sent"
     assert all(got[u] == (0, 0) for u in users[1:]), got
     assert badge_trips == [USERS], f"badge version round trips (calls in each): {badge_trips}"
+    # each alert is recorded as made as soon as it ended; those ending in one loop turn
+    # share one round trip (issue 39's open item: one round trip per alert)
+    assert sent_trips == [USERS], f"sent record round trips (calls in each): {sent_trips}"
+    made = [await redis.get(alert_key(T, AlertKey(u, 1, bytes.fromhex(a.message_id)))) for u, a in sender.alerts.items()]
+    assert made == [b"s"] * USERS
+
+
+async def test_the_claim_checks_of_alerts_of_one_loop_turn_share_a_round_trip(redis, monkeypatch):
+    notify = RedisNotifyStore(redis)
+    keys = [AlertKey(3000 + i, 1, secrets.token_bytes(16)) for i in range(USERS)]
+    states = await notify.claim(T, keys, 60_000, token="cA")
+    assert states == ["new"] * USERS
+    await redis.script_load(load_source("notify_claim_renew"))  # a NOSCRIPT reload is no alert's cost
+    trips = []
+    pipeline = Scripts._pipeline
+
+    async def counted(self, batch):
+        trips.append([name for name, *_ in batch])
+        return await pipeline(self, batch)
+    monkeypatch.setattr(Scripts, "_pipeline", counted)
+    got = await asyncio.gather(*(notify.renew(T, k, "cA" if i % 2 else "cB", 60_000) for i, k in enumerate(keys)))
+    assert got == [bool(i % 2) for i in range(USERS)]  # only the holder of the claim may send
+    assert trips == [["notify_claim_renew"] * USERS]

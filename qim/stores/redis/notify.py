@@ -28,7 +28,7 @@ from qim.stores.redis.spread import spread
 from qim.stores.redis.topology import as_topology
 
 SENT_TTL_MS = 7 * 86400 * 1000  # a replay later than a week makes no alert: the log keeps less
-NOTIFY_SCRIPTS = ("notify_badge", "notify_fell_done", "notify_claim_renew")
+NOTIFY_SCRIPTS = ("notify_badge", "notify_fell_done", "notify_claim_renew", "notify_sent")
 
 
 def alert_key(tenant: int, key: AlertKey) -> str:
@@ -62,7 +62,9 @@ class RedisNotifyStore:
 
     def __init__(self, client: Any) -> None:
         self._t = t = as_topology(client)
-        self._scripts_of = {id(c): t.scripts(c, NOTIFY_SCRIPTS) for c in mailbox_clients(t)}
+        # coalesced: the claim checks and sent records of the alerts of one loop turn share
+        # one pipelined round trip per instance (issue 39's open item)
+        self._scripts_of = {id(c): t.scripts(c, NOTIFY_SCRIPTS, coalesce=True) for c in mailbox_clients(t)}
         self._cursors: dict[int, int] = {}
 
     def _user(self, tenant: int, user: int) -> Any:
@@ -126,7 +128,13 @@ class RedisNotifyStore:
         return int(got) == 1
 
     async def sent(self, tenant: int, keys: Sequence[AlertKey]) -> None:
-        """NotifyStore.sent: SET "s" PX SENT_TTL_MS, pipelined per instance."""
+        """NotifyStore.sent: SET "s" PX SENT_TTL_MS, pipelined per instance (one alert:
+        notify_sent.lua, sharing the loop turn's round trip with the other alerts')."""
+        if len(keys) == 1:
+            client = self._user(tenant, keys[0].user)
+            with boundary("alert sent"):
+                await self._scripts_of[id(client)].call("notify_sent", [alert_key(tenant, keys[0])], [SENT_TTL_MS])
+            return
         async def run(client: Any, part: list[AlertKey]) -> list[None]:
             with boundary("alert sent"):
                 async with client.pipeline(transaction=False) as pipe:
