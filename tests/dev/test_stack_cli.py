@@ -81,12 +81,17 @@ def test_down_up_keeps_addresses_and_token_key_and_restart_one_service(tmp_path)
         assert (sd / "tls" / "ca.crt").read_bytes() == ca_pem  # clients keep trusting the gateway
         assert json.loads((sd / "ports.json").read_text()) == ports1
     finally:
-        st = Stack.load(sd)
-        if st is not None:
-            st.down()
-        es = EngineSet.load(ed)
-        if es is not None:
-            es.down(timeout=5)
+        _down(sd, ed)
+
+
+def _down(sd, ed) -> None:
+    """Stop the stack in `sd` and the engines in `ed` (by their recorded pids), if any."""
+    st = Stack.load(sd)
+    if st is not None:
+        st.down()
+    es = EngineSet.load(ed)
+    if es is not None:
+        es.down(timeout=5)
 
 
 def test_remembered_port_taken_moves_to_a_free_port_said_in_one_line(tmp_path):
@@ -119,12 +124,7 @@ def test_remembered_port_taken_moves_to_a_free_port_said_in_one_line(tmp_path):
             assert st.restarts == {}  # nothing failed to bind, nothing was restarted
             assert "restart" not in (sd / "logs" / "supervisor.log").read_text()
         finally:
-            st = Stack.load(sd)
-            if st is not None:
-                st.down()
-            es = EngineSet.load(ed)
-            if es is not None:
-                es.down(timeout=5)
+            _down(sd, ed)
 
 
 def test_restart_without_a_stack_or_with_an_unknown_name(tmp_path):
