@@ -92,3 +92,21 @@ async def test_a_clock_that_woke_past_its_ceiling_publishes_it_instead_of_refusi
     assert ms >= real + 3 * HLC_CEILING_SLACK_MS and ms <= clock._ceiling
     assert ids.split_message_id(mid)[3] == clock.writer_id
     await redis.aclose()
+
+
+async def test_two_extensions_at_once_keep_the_window(engines):
+    """The background loop and a request's catch_up (after a newer id from a writer whose
+    clock is ahead) extend the window at the same moment: before, the second one's
+    compare-and-set met the first one's end, read it as QIM_HLC_LOST and the writer gave
+    its window up (test_hlc_restart failed so under CI's load)."""
+    import asyncio
+
+    redis = connect(engines.redis_addr)
+    clock = await new_clock(redis, 0)
+    ahead = ids.compose_message_id(hlc.now_ms() + 60_000, 0, 7, 1)  # a writer a minute ahead
+    clock.observe(ahead)
+    await asyncio.gather(clock.catch_up(), clock._lease_window(), clock.catch_up())
+    assert clock.ready
+    mid, _ = clock.next_id()
+    assert key(mid) > key(ahead)
+    await redis.aclose()

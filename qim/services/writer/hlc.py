@@ -80,6 +80,7 @@ class HlcClock:
         self._ceiling = 0  # highest ms this writer may issue: published to the cluster key
         self._publish_soon = asyncio.Event()
         self._publishing = asyncio.Lock()  # one publication at a time for raise_ceiling's waiters
+        self._windowing = asyncio.Lock()  # one window lease or extension at a time (_lease_window)
 
     @property
     def ready(self) -> bool:
@@ -101,13 +102,18 @@ class HlcClock:
         logger.info("writer_id %d leased, window %d..%d", self.writer_id, self._start, self._end)
 
     async def _lease_window(self) -> None:
-        """Fresh lease at start, then extensions while we still hold the high-water."""
-        window = await self._leases.lease_window(self.region_id, self.writer_id, max(now_ms(), self._last_ms),
-                                                 HLC_WINDOW_MS, self._end, HLC_CEILING_SLACK_MS)
-        if window.start is not None:
-            self._start = window.start
-            self._ceiling = window.ceiling or 0
-        self._end = window.end
+        """Fresh lease at start, then extensions while we still hold the high-water. One
+        at a time, each compare-and-set against the end the one before left: the
+        background loop and a request's `catch_up` (after an observed newer id) both extend,
+        and the second one's stale expected end read as QIM_HLC_LOST, so the writer gave
+        its window up and refused every send (CI, 2026-12-06: test_hlc_restart)."""
+        async with self._windowing:
+            window = await self._leases.lease_window(self.region_id, self.writer_id, max(now_ms(), self._last_ms),
+                                                     HLC_WINDOW_MS, self._end, HLC_CEILING_SLACK_MS)
+            if window.start is not None:
+                self._start = window.start
+                self._ceiling = window.ceiling or 0
+            self._end = window.end
 
     async def _publish_ceiling(self) -> bool:
         """Renew the writer_id lease and publish the issue ceiling max(now + slack,
