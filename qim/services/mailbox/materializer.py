@@ -38,6 +38,9 @@ from typing import Callable, Deque, Optional
 from qim._core import watermark
 from qim._core.types import MailboxEvent
 from qim.consts import (
+    CONVERSATION_KIND_DIRECT,
+    CONVERSATION_KIND_GROUP,
+    CONVERSATION_KIND_ROOM,
     DISPATCH_TOPIC,
     KAFKA_CONSUME_WAIT_S,
     MAILBOX_BULK_TURNS,
@@ -59,7 +62,8 @@ from qim.stores.mailboxes import MailboxStore
 logger = logging.getLogger(__name__)
 
 PAUSED_POLL_S = 0.1
-KINDS = {1: "direct", 2: "group", 3: "room"}  # a conversation id's kind byte (qim/_core/ids.pyx)
+# a conversation id's kind byte -> the record-age label
+KINDS = {CONVERSATION_KIND_DIRECT: "direct", CONVERSATION_KIND_GROUP: "group", CONVERSATION_KIND_ROOM: "room"}
 # (tenant, mailbox_seq, recipients, their MailboxEvent, the message's trace id: 16 bytes
 # or b"") of one record; must not await
 PushHook = Callable[[int, int, tuple, MailboxEvent, bytes], None]

@@ -31,7 +31,7 @@ from typing import Any, Callable, Optional, cast
 
 from qim._core import ids, watermark
 from qim._core import mailbox_seq as mseq
-from qim.consts import MAILBOX_BATCH_RECORDS, MAILBOX_SHARD_FIFO, WM_FLAG_MATERIALIZED
+from qim.consts import CONVERSATION_KIND_DIRECT, MAILBOX_BATCH_RECORDS, MAILBOX_SHARD_FIFO, WM_FLAG_MATERIALIZED
 from qim.errors import EngineError, MailboxDirty
 from qim.services.mailbox.record import Materialized, Prepared, ShardCursor, prepare
 from qim.stores.mailboxes import DUPLICATE, RECOVERED, FusedRecord, MailboxStore
@@ -41,7 +41,7 @@ logger = logging.getLogger(__name__)
 # a record within the next batch waits for one fused call at most: only records behind it overtake
 OVERTAKE_FROM = MAILBOX_BATCH_RECORDS
 OVERTAKES_PER_TURN = 64  # direct records finished together in one turn (one fused call)
-DIRECT = 1  # conversation kind byte of a direct conversation (docs/design.md §3)
+DIRECT = CONVERSATION_KIND_DIRECT  # the kind byte of a direct conversation (docs/design.md §3)
 KIND_AT = 49  # its place in a dispatch record: version, tenant, dispatch_id, message_id (qim/wire/dispatch.py)
 # how far a shard that may overtake reads ahead before its partition is paused (memory
 # bound: 64 shards x 2 MiB); without overtakes MAILBOX_SHARD_FIFO records, as before
