@@ -64,8 +64,11 @@ class WebPage:
                 raise
             shown = self.state()
             self.shot(f"wait-{state}-{self.user}")
+            error = self.page.text_content("[data-testid=error]") or ""  # kept after the box hides
+            login_shown = not self.page.is_hidden("#login")
             raise AssertionError(f"page of user {self.user} never showed {state!r} within {timeout} ms: it shows "
-                                 f"{shown!r}; {len(self.sockets)} socket(s) opened; console: "
+                                 f"{shown!r}; login form {'shown' if login_shown else 'hidden'}; last error "
+                                 f"{error!r}; {len(self.sockets)} socket(s) opened; console: "
                                  + " | ".join(self.console[-20:])) from None
 
     def state(self) -> str:

@@ -55,6 +55,7 @@ function showError(message: string): void {
   const box = $("error");
   box.textContent = message;
   box.hidden = false;
+  console.warn(message); // the box hides after 8 s; the console keeps it (and a test's failure names it)
   clearTimeout(errorTimer);
   errorTimer = setTimeout(() => (box.hidden = true), 8000);
 }
@@ -198,7 +199,9 @@ function showLogin(s: Saved | null): void {
 }
 
 async function boot(): Promise<void> {
-  config = (await (await fetch("/config.json")).json()) as Config;
+  const r = await fetch("/config.json");
+  if (!r.ok) throw new Error(`/config.json answered ${r.status} ${r.statusText}`);
+  config = (await r.json()) as Config;
   const f = $<HTMLFormElement>("login-form");
   f.onsubmit = (ev) => {
     ev.preventDefault();
@@ -210,6 +213,9 @@ async function boot(): Promise<void> {
     signIn({ user: v("user"), name: v("name"), device, token: v("token") }, !v("device") && !v("token"))
       .catch((e) => showError(`sign in: ${e.message}`));
   };
+  // the button is disabled in index.html until the handler above is set: a click before
+  // (a slow /config.json) would submit the form natively, reload the page and lose what was typed
+  f.querySelector<HTMLButtonElement>("[type=submit]")!.disabled = false;
   $("relogin").onclick = () => {
     const s = saved();
     if (s) signIn({ ...s, token: "", kicked: false }).catch((e) => showError(`sign in: ${e.message}`));
@@ -241,4 +247,4 @@ async function boot(): Promise<void> {
   } else showLogin(null);
 }
 
-void boot();
+boot().catch((e) => showError(`the page could not start: ${(e as Error).message}`));
