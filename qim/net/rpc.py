@@ -154,8 +154,16 @@ class RpcClient:
                     logger.exception("on_lost of the connection to %s failed", self.addr)
 
     async def call(self, opcode: int, body: bytes, timeout: float = 10.0) -> tuple[int, bytes]:
-        """One request -> (reply_opcode, reply_body); see the class doc for the errors."""
-        stream = await self._ensure()
+        """One request -> (reply_opcode, reply_body); see the class doc for the errors.
+        `timeout` (s) bounds the whole call, a connect it has to make or wait for included:
+        a connect that never ends is RpcTimeout here, never a call waiting for ever
+        (docs/decisions/0151)."""
+        stream = self._stream
+        if stream is None or stream.closed:
+            try:
+                stream = await asyncio.wait_for(self._ensure(), timeout)
+            except asyncio.TimeoutError as exc:
+                raise RpcTimeout(ErrorCode.UNAVAILABLE, f"{self.addr}: no connection in {timeout}s") from exc
         request_id = next(self._ids) & 0xFFFFFFFF or next(self._ids)
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         self._pending[request_id] = fut

@@ -192,17 +192,29 @@ def _limit_raw_buffer(writer: asyncio.StreamWriter, chunk_bytes: int) -> None:
         writer.transport.set_write_buffer_limits(high=chunk_bytes, low=chunk_bytes // 4)
 
 
+# How long past its own ssl_handshake_timeout a start_tls may run before connect()
+# gives up on it (the loop's timeout fires first whenever it works).
+HANDSHAKE_BOUND_SLACK_S = 1.0
+
+
 async def connect(host: str, port: int, context: ssl.SSLContext, *, server_hostname: Optional[str],
                   chunk_bytes: int, timeout: float) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """Open a TCP connection and upgrade it to TLS as the client (certificate verified by
     `context`). Raises OSError or asyncio.TimeoutError when no TCP connection is made in
-    `timeout`, HandshakeFailed (an OSError) when the handshake fails or takes longer, or
-    the connection closed under it (uvloop's RuntimeError on a closed transport);
-    nothing stays open on failure."""
+    `timeout`, HandshakeFailed (an OSError) when the handshake fails or takes longer (at
+    most `timeout` + HANDSHAKE_BOUND_SLACK_S even when the loop's handshake timeout does
+    not fire), or the connection closed under it (uvloop's RuntimeError on a closed
+    transport); nothing stays open on failure."""
     reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
     try:
         _limit_raw_buffer(writer, chunk_bytes)
-        await writer.start_tls(context, server_hostname=server_hostname, ssl_handshake_timeout=timeout)
+        # the loop's own handshake timeout is the rule; the outer bound is for the paths
+        # where it does not fire (start_tls hangs on some handshake-failure paths of
+        # CPython < 3.13 and uvloop, gh-142352 family): a connect that never ends held
+        # an RpcClient's connect lock, so every later call to that peer waited for ever
+        # (a gateway that stopped forwarding sends: docs/decisions/0151)
+        await asyncio.wait_for(writer.start_tls(context, server_hostname=server_hostname,
+                                                ssl_handshake_timeout=timeout), timeout + HANDSHAKE_BOUND_SLACK_S)
     except (OSError, asyncio.TimeoutError) as exc:
         writer.transport.close()
         raise HandshakeFailed(exc) from exc
