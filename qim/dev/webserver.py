@@ -1,9 +1,11 @@
 """qim-web: the development server of the QIM web client (web/, docs/sdk.md "qim-js").
 
 Serves the built page (web/dist, made by `make web-build`), `/config.json` (the
-WebSocket address of every gateway, in order: `gateways`; the first also as `gateway`
-and as the `deployment` the page's store is named after, so the page fails over
-without becoming a new device: docs/decisions/0082) and, when a development token key
+WebSocket address of every gateway, in order: `gateways`; the first also as `gateway`;
+the `deployment` the page's store is named after, so the page fails over without
+becoming a new device (docs/decisions/0082): $QIM_DEPLOYMENT when set, the name the
+development stack keeps when its gateway's port moves (0150), else the first gateway's
+URL) and, when a development token key
 is configured, `POST /api/dev-token` {"user", "device", "name"} → {"token"}: a token
 signed with the development key exactly as `qimctl token` signs one (1 h). Ids travel
 as decimal strings (64-bit values never pass through a JSON number). Loopback only:
@@ -161,12 +163,14 @@ def gateway_urls(value: str) -> list[str]:
 
 
 def serve(host: str, port: int, dist: Path, gateway_ws: str, key: Optional[str],
-          tenant: int = 0, vapid_public: str = "", media_url: str = "") -> ThreadingHTTPServer:
+          tenant: int = 0, vapid_public: str = "", media_url: str = "",
+          deployment: str = "") -> ThreadingHTTPServer:
     """Start qim-web in a thread; returns the server (`.server_address`, `.shutdown()`).
     `gateway_ws`: one ws:// or wss:// URL or several comma-separated; `vapid_public`: the
     VAPID public key /config.json hands the page ("" = no Web Push); `media_url`: the
     MediaService's base URL the page uploads to ("" = no media; it must allow this page's
-    origin, QIM_MEDIA_CORS_ORIGINS: decision 0146). ValueError for a
+    origin, QIM_MEDIA_CORS_ORIGINS: decision 0146); `deployment`: the name the page's
+    store is kept under ("" = the first gateway's URL). ValueError for a
     non-loopback host, a missing dist directory or a URL that is not ws:// or wss://."""
     if not ipaddress.ip_address(host).is_loopback:
         raise ValueError(f"qim-web serves loopback only, not {host}")
@@ -174,7 +178,8 @@ def serve(host: str, port: int, dist: Path, gateway_ws: str, key: Optional[str],
         raise ValueError(f"{dist}/index.html is missing: run `make web-build` first")
     tokens = (lambda req: token_for(key, tenant, req)) if key else None
     gateways = gateway_urls(gateway_ws)
-    config = {"gateway": gateways[0], "gateways": gateways, "deployment": gateways[0], "devTokens": tokens is not None}
+    config = {"gateway": gateways[0], "gateways": gateways, "deployment": deployment.strip() or gateways[0],
+              "devTokens": tokens is not None}
     if vapid_public:
         config["vapidPublicKey"] = vapid_public
     if media_url:
@@ -205,7 +210,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         vapid_file = (os.environ.get("QIM_PUSH_VAPID_PRIVATE_KEY_FILE") or "").strip()
         vapid = vapid_public_key(Path(vapid_file).read_text()) if vapid_file else ""
         httpd = serve(args.host, args.port, args.dist, args.gateway_ws, os.environ.get("QIM_DEV_TOKEN_KEY"),
-                      int(os.environ.get("QIM_DEV_TENANT") or 0), vapid, os.environ.get("QIM_MEDIA_URL") or "")
+                      int(os.environ.get("QIM_DEV_TENANT") or 0), vapid, os.environ.get("QIM_MEDIA_URL") or "",
+                      os.environ.get("QIM_DEPLOYMENT") or "")
     except (ValueError, OSError, ConfigError) as exc:
         print(f"qim-web: {exc}", file=sys.stderr)
         return 2

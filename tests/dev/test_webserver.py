@@ -78,3 +78,17 @@ def test_every_gateway_goes_to_the_page_in_order(tmp_path):
     assert got["gateway"] == got["deployment"] == "ws://127.0.0.1:1/qim/ws"
     with pytest.raises(ValueError, match="not a ws://"):
         serve("127.0.0.1", 0, tmp_path, "ws://127.0.0.1:1/qim/ws,127.0.0.1:2", None)
+
+
+def test_the_stacks_deployment_names_the_pages_store(tmp_path):
+    """The development stack keeps its deployment name when its gateway's port moves
+    (decision 0150): the page's store follows that name, not the gateway's URL, so a
+    moved port does not empty the page's store."""
+    (tmp_path / "index.html").write_text("x")
+    httpd = serve("127.0.0.1", 0, tmp_path, "ws://127.0.0.1:43121/qim/ws", None, deployment="127.0.0.1:7100")
+    try:
+        status, body = get(f"http://127.0.0.1:{httpd.server_address[1]}/config.json")
+    finally:
+        httpd.shutdown()
+    got = json.loads(body)
+    assert status == 200 and got["deployment"] == "127.0.0.1:7100" and got["gateway"].endswith(":43121/qim/ws")
