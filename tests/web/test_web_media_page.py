@@ -9,7 +9,9 @@ to the MediaService (another origin, QIM_MEDIA_CORS_ORIGINS naming the page's) b
 - An image pasted into the composer is attached and sent the same way (a synthetic paste).
 - A photo the SDK sends shows its thumbnail in the page (the reference's bytes, drawn with
   no request), and a click opens the full image, whose bytes (read back from the viewer's
-  object URL in the page) hash to the reference's SHA-256.
+  object URL in the page) hash to the reference's SHA-256; the viewer's "save" link is not
+  cancelled by the viewer's own click handler (it was: the download never started).
+- The page's own photo row offers no "edit" (the server refuses to edit MEDIA).
 - A 17 MiB PDF attached in the page goes in presigned parts straight to the object store
   (s3proxy allows the page's origin: qim/dev/s3_engine.py), and the SDK downloads it
   byte-exact; the page's row offers "open".
@@ -64,6 +66,12 @@ DROP = """([b64, name]) => {
   dt.items.add(new File([bytes], name, { type: "image/png" }));
   document.getElementById("chat").dispatchEvent(new DragEvent("drop", { dataTransfer: dt, bubbles: true, cancelable: true }));
 }"""
+# whether a click on `sel` keeps its default action (a download link's download) once every
+# handler on its way up ran: window's listener runs last in the bubble phase
+NOT_CANCELLED = """(sel) => new Promise((resolve) => {
+  window.addEventListener("click", (ev) => { resolve(!ev.defaultPrevented); ev.preventDefault(); }, { once: true });
+  document.querySelector(sel).click();
+})"""
 
 
 async def _count(messages, n: int) -> bool:
@@ -141,6 +149,8 @@ async def test_photos_from_and_to_the_page_and_a_refusal_kept(stack, s3_engine, 
                 assert Image.open(io.BytesIO(ref.thumbnail)).format == "WEBP"
                 shown = await on(page.page.get_attribute, sent_thumb, "src")
                 assert base64.b64decode(shown.split(",", 1)[1]) == ref.thumbnail  # the page's own row, from the ref
+                mine = "[data-testid=message][data-state=sent]:has([data-testid=media-thumb])"
+                assert await on(page.page.locator(f"{mine} [data-testid=edit-message]").count) == 0
 
                 await eventually(
                     lambda: "[photo: beach.jpg, 800×600" in desk.transcript_text(),
@@ -174,6 +184,7 @@ async def test_photos_from_and_to_the_page_and_a_refusal_kept(stack, s3_engine, 
                 await on(page.page.wait_for_selector, "[data-testid=media-full]", timeout=60_000)
                 digest = await on(page.page.evaluate, PAGE_SHA256, "[data-testid=media-full]")
                 assert digest == ref_b.sha256.hex()
+                assert await on(page.page.evaluate, NOT_CANCELLED, "[data-testid=media-save]")
                 await on(page.page.click, "[data-testid=media-close]")
 
                 # 3. a large file: presigned parts from the page to the store, joined and checked by the service

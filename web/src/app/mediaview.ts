@@ -89,6 +89,7 @@ function viewer(url: string, ref: MediaRef): void {
   const bar = document.createElement("div");
   const save = document.createElement("a");
   Object.assign(save, { href: url, download: ref.name || "photo", textContent: "save" });
+  save.dataset.testid = "media-save";
   const close = document.createElement("button");
   Object.assign(close, { type: "button", textContent: "close" });
   close.dataset.testid = "media-close";
@@ -101,7 +102,11 @@ function viewer(url: string, ref: MediaRef): void {
   };
   const esc = (ev: KeyboardEvent) => ev.key === "Escape" && shut();
   close.onclick = shut;
-  box.onclick = (ev) => ev.target === box && shut();
+  // a block, never `ev.target === box && shut()`: a handler property that returns false
+  // cancels the click, and every click inside bubbles here (the save link's download was lost)
+  box.onclick = (ev) => {
+    if (ev.target === box) shut();
+  };
   document.addEventListener("keydown", esc);
   document.body.append(box);
 }

@@ -61,7 +61,7 @@ export function quoteOf(r: Row, nameOf: (user: bigint) => string): HTMLElement[]
   return [q];
 }
 
-/** "edited" and the reply / edit buttons of a row (`lastOwn`: my newest sent message). */
+/** "edited" and the reply / edit buttons of a row (`lastOwn`: my newest sent message; no edit for a photo or file). */
 export function msgActions(r: Row, lastOwn: boolean): HTMLElement[] {
   const out: HTMLElement[] = [];
   if (r.edited) out.push(node("span", "edited", "edited", "edited"));
@@ -74,7 +74,7 @@ export function msgActions(r: Row, lastOwn: boolean): HTMLElement[] {
     composer().focus();
   };
   out.push(reply);
-  if (lastOwn) {
+  if (lastOwn && !r.media) { // the server refuses to edit a MEDIA message (FORBIDDEN: send another)
     const edit = node("button", "link", "edit", "edit-message");
     edit.onclick = () => {
       draft.replyTo = null;
