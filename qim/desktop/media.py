@@ -50,6 +50,7 @@ async def attach(app: ChatApp, conv: Any, path_text: str) -> str:
         await c.send_media(conv.conversation_id, path, progress=progress, wait=False)
     except MediaRefused as exc:
         raise _refusal("/attach", exc) from None
+    app.show_chat(scroll_end=True)  # as a text send does: one's own photo in view, even after paging back
     return f"sent {path.name} ({render.size_words(size)})"
 
 

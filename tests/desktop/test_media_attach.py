@@ -5,12 +5,16 @@ other user receives the MEDIA message byte-exact to the stored object; the trans
 shows `[photo: name, W×H, size]`; `/save N PATH` writes the stored bytes (their SHA-256 is
 the reference's). A missing file, an existing target and the service's refusal (a
 decompression bomb: 422) are one-line refusals naming the reason, the typed command kept.
+A photo attached after paging back (/older) brings the newest messages into view, as a
+text send does.
 Textual's pilot at 100x30; what the person reads is taken from the screen's widgets.
 """
 
 from __future__ import annotations
 
 import hashlib
+
+from textual.containers import VerticalScroll
 
 from qim.consts import MESSAGE_TYPE_MEDIA
 from qim.desktop.app import ChatApp
@@ -41,9 +45,17 @@ async def test_attach_sends_a_photo_the_peer_downloads_and_save_writes_it(stack,
         app.tell = lambda text, lines=False: (told.append(text), tell(text, lines))[1]
         async with app.run_test(size=SIZE) as pilot:
             await eventually(lambda: app.current is not None, timeout=60, what="the chat with b open")
+            await cb.open_direct(a)
+            for i in range(40):  # more lines than the chat pane holds: paging back scrolls
+                await cb.send(app.current, f"line {i}".encode())
+            await eventually(lambda: "line 39" in app.transcript_text(), timeout=60, what="b's lines shown")
+            scroll = app.query_one("#scroll", VerticalScroll)
+            await enter(pilot, app, "/older")
+            await eventually(lambda: scroll.scroll_y < scroll.max_scroll_y, what="paged back")
             await enter(pilot, app, f"/attach {photo}")
             await eventually(lambda: "sent beach.jpg" in app.notice_text(), timeout=60, what="the photo sent")
             assert any(t.startswith("uploading beach.jpg: 100% of") for t in told), told
+            await eventually(lambda: scroll.scroll_y == scroll.max_scroll_y, what="the newest in view after /attach")
 
             async def received():  # b's store learns the chat with the message (no history pull before)
                 if await cb.conversation(app.current) is None:
