@@ -262,9 +262,13 @@ class MediaCalls:
         reference's SHA-256, also written to `path` when given; or only `byte_range`
         ((first, last), (first, None) to the end, (None, n) the last n bytes; not
         checked, not written). ValueError for a message that is not MEDIA; MediaRefused
-        when the service refuses (416: a range outside the file)."""
+        when the service refuses (416: a range outside the file), and 410 without a request
+        for a message stored as recalled or deleted (state 1 or 2)."""
         if message.message_type != MESSAGE_TYPE_MEDIA:
             raise ValueError("not a MEDIA message")
+        if message.state != 0 or not message.body:
+            # its body, the reference, is gone: a request would ask for no media id (a bare 404)
+            raise MediaRefused(410, "the message was recalled or deleted: its media is no longer served")
         ref = decode_ref(message.body)
         conv = bytes(message.conversation_id)
         peer = 0
