@@ -4,8 +4,8 @@
 
 After the replay's verdict line: the stack stays up, the two terminal commands (Alice
 and Bob), the web page's address (only when qim-web is running, else how to start it),
-how to add a second device, and `make down`. Exit 1 (with one line saying so) when the
-stack's stack.env is missing: then there is nothing to chat on.
+how to send photos and files, how to add a second device, and `make down`. Exit 1 (with
+one line saying so) when the stack's stack.env is missing: then there is nothing to chat on.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ def next_steps(stack_env_exists: bool, web_port: int, web_up: bool) -> list[str]
         f"    {SOURCE}{DESKTOP} --user 1001 --name Alice --chat 1002",
         f"    {SOURCE}{DESKTOP} --user 1002 --name Bob --chat 1001",
         f"  the web page: {web}",
+        "  photos and files: /attach PATH and /save [N] PATH in qim-desktop, the 📎 button on the page",
         "  a second device of Alice (a device is a local store; each needs its own directory):",
         f"    {SOURCE}{DESKTOP} --user 1001 --name Alice --chat 1002 --data-dir ~/.local/share/qim-device2",
         "  several nodes of each kind: docs/operations.md \"Several nodes of each kind\"",

@@ -44,12 +44,13 @@ def test_the_demo_recipe_installs_the_page_tools_replays_a_short_corpus_and_ends
     assert "--limit 0" in full[first(full, "qim-loadgen replay")]
 
 
-def test_next_steps_name_both_terminals_the_page_a_second_device_and_make_down():
+def test_next_steps_name_both_terminals_the_page_media_a_second_device_and_make_down():
     text = "\n".join(demo_next.next_steps(True, 8088, True))
     assert "qim-desktop --user 1001 --name Alice --chat 1002" in text
     assert "qim-desktop --user 1002 --name Bob --chat 1001" in text
     assert "http://127.0.0.1:8088/" in text and "--data-dir" in text and "make down" in text
     assert "set -a; . .qim/stack/stack.env; set +a" in text
+    assert "/attach PATH" in text and "/save [N] PATH" in text  # the newest features are named (issue 40)
     offline = "\n".join(demo_next.next_steps(True, 8088, False))
     assert "http://" not in offline and "make web-up" in offline
 
