@@ -295,7 +295,12 @@ class ChatApp(App):
         first = len(older) < PAGE and await store.run(store.oldest_reached, self.current)
         self.note = "(beginning of the conversation)" if first else ""
         self.show_chat()
-        self.query_one("#scroll", VerticalScroll).scroll_home(animate=False)  # releases the anchor
+        scroll = self.query_one("#scroll", VerticalScroll)
+
+        def home() -> None:  # once laid out; a chat that fits stays anchored ("home" hid its newest line)
+            if scroll.max_scroll_y > 0:
+                scroll.scroll_home(animate=False)  # the oldest line in view: releases the anchor
+        self.call_after_refresh(home)
         self.tell(actions.older_note(len(older), first))
         await self.learn_names(m.sender_id for m in older)
 

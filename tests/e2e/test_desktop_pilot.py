@@ -130,3 +130,25 @@ async def test_a_peer_who_logs_in_after_the_chat_opened_is_named_without_writing
         await eventually(lambda: "Alice" in app.list_text(), timeout=20, what="the peer's name after her login")
         await app.action_leave_app()
     await close_all(alice, app.client)
+
+
+async def test_paging_back_in_a_short_chat_keeps_the_newest_message_in_view(stack, tmp_path):
+    """Ctrl+U in a chat that fits the pane adds "(beginning of the conversation)" above
+    it; the newest message stayed hidden under the composer (the pane was scrolled
+    "home" from its bottom-aligned place) with no key to bring it back."""
+    a, b = users(2)
+    app = await desktop(stack, tmp_path, b, peer=a)
+    async with app.run_test(size=SIZE) as pilot:
+        await eventually(lambda: app.current is not None, what="the chat open")
+        for i in range(3):
+            await app.client.send_text(app.current, f"short {i}")
+        await eventually(lambda: "short 2" in app.transcript_text(), what="three lines shown")
+        await pilot.press("ctrl+u")
+        await eventually(lambda: "beginning" in app.transcript_text(), what="the beginning reached")
+        await pilot.pause()
+        scroll, log = app.query_one("#scroll"), app.query_one("#log")
+        # what the pane shows of the transcript, in its lines: [scroll_y, scroll_y + height)
+        await eventually(lambda: scroll.scroll_y + scroll.container_size.height >= log.outer_size.height,
+                         what="the newest line in view")
+        await app.action_leave_app()
+    await close_all(app.client)
