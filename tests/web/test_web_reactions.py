@@ -1,8 +1,9 @@
 """Reactions and typing on the web page (qim-js) against the real stack, with a Python SDK
 peer (issue 37; docs/decisions/0121): what a person clicks under a message reaches the
 peer and is shown with its count, the peer's reaction appears live, a second click takes
-one's own away; the peer's typing shows in the chat title and goes by itself, and typing
-in the composer reaches the peer."""
+one's own away, and a reload with the chat open shows its reactions again (no error);
+the peer's typing shows in the chat title and goes by itself, and typing in the composer
+reaches the peer."""
 
 from __future__ import annotations
 
@@ -49,6 +50,13 @@ def test_reactions_clicked_under_a_message_and_typing_in_the_title(pages, stack,
         a.page.click("[data-testid=reaction][data-emoji='👍']")
         a.page.wait_for_selector("[data-testid=reaction][data-emoji='👍']", state="detached")
         assert a.page.text_content("[data-testid=reaction][data-emoji='🎉']") == "🎉 1"
+
+        # a reload with the chat open: its reactions are read once connected (the page reopened
+        # the chat before connecting and said "reactions: call connect() first", showing none)
+        a.page.reload()
+        a.page.wait_for_selector("[data-testid=conn-state][data-state=ready]")
+        a.page.wait_for_selector("[data-testid=reaction][data-emoji='🎉'][data-mine=false]")
+        assert not a.page.is_visible("[data-testid=error]"), a.page.text_content("[data-testid=error]")
 
         # typing: Bo's shows beside the title (never in it) until it expires; Ada's reaches Bo
         bo_peer.run(bo_peer.client.reactions.typing(chat))

@@ -132,11 +132,14 @@ export class ChatView {
       case "reactions": // under the message; "typing…" in the header (reactview.ts)
         noteReaction(e.messageId, e.summary);
         break;
+      case "state": // (re)connected: the open chat's reactions, unread while offline
+        if (e.state === "ready" && this.open) void loadReactions(this.client, fromHex(this.open), this.showError)
+          .then(() => this.schedule());
+        break; // redraw: a pending row says "not sent yet" while offline; names unknown offline are asked now
       case "typing":
       case "conversationState": // pin, mute, hide, mention marks; a read tick (convmarks.ts)
       case "peerRead":
-      case "state":
-        break; // redraw: a pending row says "not sent yet" while offline; names unknown offline are asked now
+        break;
       case "syncFailed":
         this.showError(`sync failed: ${e.message}`);
         break;
@@ -243,7 +246,8 @@ export class ChatView {
     } catch (e) {
       this.showError(`history: ${(e as Error).message}`);
     }
-    await loadReactions(this.client, conv, this.showError);
+    // before the first connection (a reload restores the open chat first) the "ready" state reads them
+    if (this.client.state === "ready") await loadReactions(this.client, conv, this.showError);
     if (this.rows !== rows) return; // another conversation was opened meanwhile
     this.renderList();
     this.renderRows(true);
