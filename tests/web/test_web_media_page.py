@@ -176,7 +176,12 @@ async def test_photos_from_and_to_the_page_and_a_refusal_kept(stack, s3_engine, 
                 await cb.send_media(conv, sunset, name="sunset.jpg")
                 theirs = "[data-testid=message]:not(.mine) [data-testid=media-thumb]"
                 await on(page.page.wait_for_selector, theirs, timeout=90_000)
-                (mine_b,) = [m for m in await media_at_b() if m.sender_id == b]
+
+                async def own_at_b():  # b's own copy may reach b's store after the page has it
+                    return [m for m in await media_at_b() if m.sender_id == b]
+
+                await eventually(own_at_b, timeout=90, what="b's photo in b's own store")
+                (mine_b,) = await own_at_b()
                 ref_b = decode_ref(mine_b.body)
                 shown = await on(page.page.get_attribute, theirs, "src")
                 assert base64.b64decode(shown.split(",", 1)[1]) == ref_b.thumbnail
