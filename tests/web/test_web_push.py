@@ -224,6 +224,7 @@ def test_a_refusal_is_said_on_the_page(stack, browser, web_push, pages):
     p.page.wait_for_selector(f"{TOGGLE}[data-state=unavailable]")
     assert p.page.is_disabled(TOGGLE)
     assert p.page.text_content(STATUS) == "Offline notifications are not set up on this server."
+    assert "QIM_PUSH_VAPID_PRIVATE_KEY_FILE" in p.page.get_attribute(STATUS, "title")  # how, for the operator
 
     # a browser without the Push API gets no control at all
     ctx = browser.new_context()

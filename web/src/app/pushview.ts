@@ -93,6 +93,9 @@ export class PushView {
     document.getElementById("logout")?.before(this.button, this.status);
     if (!this.config.vapidPublicKey) { // nothing a click could do: say why instead of refusing later
       this.setState("unavailable", "Offline notifications are not set up on this server.");
+      // for whoever runs the server (a newcomer on the demo asked how): where it is set up
+      this.status.title = "The operator gives qim-web and the NotificationService a VAPID key: "
+        + "QIM_PUSH_VAPID_PRIVATE_KEY_FILE (docs/operations.md, \"Push providers\").";
       return;
     }
     this.setState("off", "");
