@@ -8,7 +8,7 @@
     /members              list the open group's members
     /recall [N]           recall your newest message here (N: your N-th newest)
     /reply [N] TEXT       reply to the newest message (N: the N-th newest), quoted
-    /edit [TEXT]          TEXT replaces your newest message; bare: a refused text back
+    /edit [TEXT]          TEXT replaces your newest text; bare: a refused text back
     /older                load older messages of the open chat (also Ctrl+U)
     /read                 mark the open chat read
     /pin, /unpin          pin the open chat to the top of the list (every device)

@@ -4,7 +4,8 @@ qim.sdk Client.send(reply_to=, mentions=) and Client.edit):
 - `/reply [N] TEXT` answers the N-th newest message of the open chat (1: the newest);
   the chat shows the server's quote above the reply ("↩ Bob: Lunch at noon?", or
   "↩ Bob: (message recalled)");
-- `/edit TEXT` replaces your newest message here with TEXT (bare `/edit` still puts a
+- `/edit TEXT` replaces your newest message here that can be edited (not recalled, not a
+  photo or file: the writer refuses a MEDIA edit) with TEXT (bare `/edit` still puts a
   refused text back, qim/desktop/refused.py); an edited message ends with "(edited)";
 - `@name` in any text mentions the person of that display name (or `@ID`), `@all`
   everyone; Tab after `@` and the start of a name completes it from the people the
@@ -19,6 +20,7 @@ from typing import Any, Iterable, Optional
 
 from rich.text import Text
 
+from qim.consts import MESSAGE_TYPE_MEDIA
 from qim.desktop import render
 from qim.sdk.model import StoredMessage
 
@@ -108,10 +110,11 @@ async def reply(app: ChatApp, nth: int, text: str) -> str:
 
 
 async def edit(app: ChatApp, text: str) -> str:
-    """`/edit TEXT`: TEXT replaces this person's newest message shown that is not recalled;
-    the notice line names the message edited (after a /recall that is an older one, which
-    the person must see)."""
-    own = _newest(app, own=True)
+    """`/edit TEXT`: TEXT replaces this person's newest message shown that is not recalled
+    and not MEDIA (the writer refuses to edit a photo or file, so after sending one the
+    text before it is the one meant); the notice line names the message edited (after a
+    /recall or a photo that is an older one, which the person must see)."""
+    own = [m for m in _newest(app, own=True) if m.message_type != MESSAGE_TYPE_MEDIA]
     if not own:
         raise ValueError("no message of yours here to edit")
     was = render.cut(render.body_text(own[0].message_type, own[0].custom_type, own[0].body, 0), 40)
