@@ -7,6 +7,10 @@ holds a node lease whose `extra` is its push address, and a node keeps one link 
 lists. A gateway that joins is linked within one refresh of the OwnerTable; a link to a
 gateway whose lease ended keeps retrying with its bounded backlog (the gateway may come
 back under its id); a gateway that came back on another push address gets a new link.
+A gateway listed again under the same address after one refresh did not list it (its
+lease lapsed while its process and its devices' connections lived on: a stall, a pause)
+goes to `on_back(link)`: what was sent for its devices meanwhile was withheld from it
+(presence counts only listed gateways), and nothing else tells them (decision 0153).
 The links run as tasks of this object. A link's own loop survives any error of one
 connection (qim/net/oneway.py); should its task still end, `run()` logs it, counts it
 (`qim_link_failures_total{link, error="task_died: <class>"}`) and starts it again: one
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 from qim.cluster.owners import OwnerTable
 
@@ -29,8 +33,10 @@ class GatewayLinks:
     """Links by gateway node id; `links` is read by the push paths (never blocks)."""
 
     def __init__(self, owners: OwnerTable, make: Callable[[str, str], Any], refresh_s: float = 0.5,
-                 failures: Any = None) -> None:
+                 failures: Any = None, on_back: Optional[Callable[[Any], None]] = None) -> None:
         self._owners = owners
+        self._on_back = on_back  # module doc: a lapsed gateway listed again
+        self._lapsed: set[str] = set()  # linked gateways the last sync did not list
         self._make = make
         self._failures = failures  # qim_link_failures_total{link, error} (a labelled Counter), or None
         self._refresh_s = refresh_s
@@ -48,13 +54,19 @@ class GatewayLinks:
         return {n.node_id: n.since_ms for n in self._owners.nodes("gateway")}
 
     def sync(self) -> None:
-        """Make a link for every listed gateway without one (or whose address moved)."""
+        """Make a link for every listed gateway without one (or whose address moved);
+        `on_back(link)` for a linked one listed again after a sync that did not list it."""
+        listed = set()
         for node in self._owners.nodes("gateway"):
             addr = node.extra
             if not addr:
                 continue
+            listed.add(node.node_id)
             old = self.links.get(node.node_id)
             if old is not None and old.addr == addr:
+                if node.node_id in self._lapsed and self._on_back is not None:
+                    logger.info("gateway %s listed again after its lease lapsed", node.node_id)
+                    self._on_back(old)
                 continue
             if old is not None:
                 task = self._tasks.pop(node.node_id, None)
@@ -66,6 +78,7 @@ class GatewayLinks:
                 link.failures = self._failures
             self._start(node.node_id, link)
             logger.info("linked to gateway %s at %s", node.node_id, addr)
+        self._lapsed = set(self.links) - listed
 
     def _start(self, node_id: str, link: Any) -> None:
         self._tasks[node_id] = asyncio.get_running_loop().create_task(link.run(), name=f"{link.name} link {node_id}")

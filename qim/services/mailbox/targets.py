@@ -11,7 +11,9 @@ shard's presence is still being read (just taken over), its pushes go to every g
 A device seen logging in is woken at once (a message materialized between its login
 pull and its entry reaching this node would otherwise wait for its next pull); a device
 whose newer session logged in on another gateway has its older session kicked there,
-exactly that session, once.
+exactly that session, once. A gateway listed again after its lease lapsed (its process
+and connections lived on) has the devices of this node's shards woken: their pushes were
+withheld meanwhile (qim/cluster/links.py; decision 0153).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ class PushTargets:
         self._tenant = tenant
         self.gateways = GatewayLinks(peers, lambda gw, addr: PushLink(addr, node_id, served, tenant, metrics=metrics,
                                                                        tls=tls, expect_service=GATEWAY),
-                                     failures=link_failures)
+                                     failures=link_failures, on_back=lambda link: link.wake(served()))
         self.presence = PresenceFollower(bootstrap, "qim-mailbox-presence", self.gateways.live,
                                          on_online=self._online, on_replaced=self._replaced,
                                          on_bad=metrics.presence_bad.inc)
