@@ -87,6 +87,11 @@ class ShardKeeper:
         self.gone = ""  # why this node stopped for good (its node id was taken)
         self.registry_error = ""  # the last failed renewal, "" once one succeeds
         self.valid_until = 0.0  # monotonic: every lease of this node ends by then
+        # called (with the seconds it was lapsed) after the first renewal that follows a
+        # lapse of the node lease: the registry dropped this node meanwhile and its peers
+        # sent it nothing (a gateway resyncs its devices: docs/decisions/0154)
+        self.on_lapsed: Callable[[float], object] = lambda lapsed_s: None
+        self._lapsed_at = 0.0  # monotonic: when the lease was found lapsed (0: not lapsed)
         self._changed = asyncio.Event()
         self._m.owned.labels(kind=kind).set_function(lambda: float(len(self.owned)))
         self._m.lease_left.labels(kind=kind).set_function(lambda: max(0.0, self.valid_until - time.monotonic()))
@@ -131,9 +136,19 @@ class ShardKeeper:
         while not self.gone:
             started = time.monotonic()
             self._changed.clear()
+            if self.joined and not self._lapsed_at and started >= self.valid_until + self._margin():
+                self._lapsed_at = self.valid_until + self._margin()  # the registry's expiry, about
             try:
                 await self.tick()
                 delay = self.renew_s - (time.monotonic() - started)
+                if self._lapsed_at and time.monotonic() < self.valid_until:  # renewed after a lapse
+                    lapsed_s, self._lapsed_at = time.monotonic() - self._lapsed_at, 0.0
+                    logger.warning("%s node %s: its node lease had lapsed (%.1f s without a renewal: a stall "
+                                   "or the registry away); renewed now", self.kind, self.node_id, lapsed_s)
+                    try:
+                        self.on_lapsed(lapsed_s)
+                    except Exception:  # the lease loop goes on whatever the node's reaction did
+                        logger.exception("%s node %s: on_lapsed failed", self.kind, self.node_id)
             except (StorageError, EngineError, asyncio.TimeoutError) as exc:
                 self._failed("heartbeat", exc)
                 delay = min(self.renew_s / 4, max(0.05, self.valid_until - time.monotonic()))

@@ -60,7 +60,8 @@ class GatewayMetrics(MetricSet):
         # liveness and login admission (keepalive.py, login.py)
         self.silent_closed = self.counter("qim_gateway_silent_closed",
                                           "Authenticated connections closed for silence, by reason (silent: the "
-                                          "keepalive deadline; evicted: for a new login of the user at the cap)",
+                                          "keepalive deadline; evicted: for a new login of the user at the cap; lease_lapsed: "
+                                          "reconnected to resync after the node lease lapsed, decision 0154)",
                                           ["reason"])
         self.login_refused = self.counter("qim_gateway_login_refused",
                                           "AUTHs refused with UNAVAILABLE and a retry hint: the login queue was full")

@@ -31,6 +31,7 @@ from qim.services.gateway.auth import Authenticator
 from qim.services.gateway.cluster import GatewayCluster
 from qim.services.gateway.conn import CLIENT_CHUNK_BYTES, ClientConnection
 from qim.services.gateway.keepalive import EVICTABLE_FACTOR, Keepalive
+from qim.services.gateway.lapse import resync_all
 from qim.services.gateway.listener import ClientListener
 from qim.services.gateway.login import LoginAdmission
 from qim.services.gateway.metrics import GatewayMetrics
@@ -130,6 +131,9 @@ class ConnectionNode(ServiceNode):
         """Join the registry, push listener first (mailbox nodes link while clients
         connect), then clients; the revocation feed and the JWKS refresh as node tasks."""
         if self.cluster is not None:
+            # after a lapse of the node lease the cluster dropped what it had for this
+            # gateway's devices: they reconnect to resync (lapse.py, decision 0154)
+            self.cluster.keeper.on_lapsed = lambda lapsed_s: resync_all(self.online.connections, lapsed_s)
             await self.cluster.start(self, self.online.connections)
         if self.revocations is not None:
             self.spawn(self.revocations.run(), "revocation feed")
