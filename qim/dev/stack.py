@@ -203,6 +203,19 @@ class Stack:
         except (urllib.error.URLError, OSError) as exc:
             return 0, str(exc)
 
+    def _answered_by_another(self, name: str) -> int:
+        """The pid that answered `name`'s /healthz when it is not a process of this stack
+        (its cwd is not this stack's directory: another process holds the port), else 0.
+        Services say their pid in X-Qim-Pid (qim/obs/http.py; docs/decisions/0155)."""
+        try:
+            with urllib.request.urlopen(f"http://{self.metrics[name]}/healthz", timeout=1.0) as r:
+                pid = int(r.headers.get("X-Qim-Pid") or 0)
+        except (urllib.error.URLError, OSError, ValueError):
+            return 0  # unreachable now: the next round decides
+        if pid and pid_alive(pid) and pid_cwd(pid) != str(Path(self.dir).resolve()):
+            return pid
+        return 0
+
     def alive(self, name: str) -> bool:
         """True if the service's process runs (a recorded pid only while it still runs
         in this stack's directory: the pid may have been reused since)."""
@@ -221,6 +234,9 @@ class Stack:
             if not self.alive(name):
                 raise EngineError(f"{name} exited during start:\n{self.log_tail(name)}")
             status, body = self.healthz(name)
+            if status == 200 and (other := self._answered_by_another(name)):
+                raise PortTaken(f"{name}: its /healthz port {self.metrics[name]} answered for another process "
+                                f"(pid {other}), not this stack's service:\n{self.log_tail(name)}")
             if status == 200:
                 pending.pop(0)
                 progress.note(f"{name} ready")
@@ -286,6 +302,23 @@ class Stack:
         (self.dir / "stack.env").unlink(missing_ok=True)  # a stale file would point at dead ports
 
 
+class PortTaken(EngineError):
+    """A service's port answered for another process (wait_ready): the port was free
+    when the stack was laid out and taken before the service bound it."""
+
+
+def _port_race(exc: EngineError) -> bool:
+    """`exc` says a port of the plan was taken before its service bound it."""
+    text = str(exc)
+    return isinstance(exc, PortTaken) or ("cannot listen:" in text and "in use" in text)
+
+
+# fresh ports are chosen free, then bound by each service seconds later; another
+# process (a parallel test's engine or stack) may take one in between: the stack is laid
+# out again with other fresh ports this many times (docs/decisions/0155)
+PORT_RACE_RETRIES = 2
+
+
 def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str, str]] = None,
              die_with_parent: bool = False, writers: int = 1, mailboxes: int = 1,
              sessions: int = 1, ports_file: Optional[Path] = None, tls: bool = True,
@@ -305,8 +338,9 @@ def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str
     a plaintext measurement) the development certificates of DIR/tls are made or reused
     (qim.dev.certs) and every port is TLS; without, the plaintext development flags.
     A remembered port another process holds is replaced by a free one, said in one line
-    (decision 0150). Raises EngineError when a service cannot start (everything started
-    is stopped first). `start=False` lays the stack out and saves
+    (decision 0150); a fresh port taken before its service bound it lays the stack out
+    again with other ports (PORT_RACE_RETRIES times, decision 0155). Raises EngineError
+    when a service cannot start (everything started is stopped first). `start=False` lays the stack out and saves
     stack.json without starting anything (the supervisor does: qim.dev.supervisor).
     """
     dir = Path(dir)
@@ -314,16 +348,24 @@ def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str
     # one MediaService node when the engines have an object store (qim/dev/engines_s3.py)
     media = {MEDIA: 1} if engine_env.get("QIM_S3_ENDPOINT") else {}
     counts = {WRITER: writers, MAILBOX: mailboxes, SESSION: sessions, **media, **(nodes or {})}
-    plan = plan_stack(dir, engine_env, extra_env, counts, ports_file, tls)
-    stack = Stack(dir, plan.env, plan.metrics, die_with_parent=die_with_parent, instance_env=plan.instance_env)
-    if not start:  # a supervisor starts the services (qim/dev/supervisor.py)
-        stack.save()
-        return stack
-    try:
-        for name in stack.names:
-            stack.start_service(name)
-        stack.wait_ready()
-    except BaseException:
-        stack.down()
-        raise
-    return stack
+    for attempt in range(PORT_RACE_RETRIES + 1):
+        plan = plan_stack(dir, engine_env, extra_env, counts, ports_file, tls)
+        stack = Stack(dir, plan.env, plan.metrics, die_with_parent=die_with_parent, instance_env=plan.instance_env)
+        if not start:  # a supervisor starts the services (qim/dev/supervisor.py)
+            stack.save()
+            return stack
+        try:
+            for name in stack.names:
+                stack.start_service(name)
+            stack.wait_ready()
+            return stack
+        except EngineError as exc:
+            stack.down()
+            if ports_file is not None or attempt == PORT_RACE_RETRIES or not _port_race(exc):
+                raise
+            progress.note(f"a port was taken before its service bound it ({str(exc).splitlines()[0]}); "
+                          "laying the stack out again with other ports")
+        except BaseException:
+            stack.down()
+            raise
+    raise AssertionError("unreachable")

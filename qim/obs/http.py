@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import os
 import ssl
 import time
 from typing import Any, Awaitable, Callable, Iterable, Optional, Sequence
@@ -166,7 +167,9 @@ def _app(
 
     async def healthz(_: web.Request) -> web.Response:
         reasons = list(health())
-        return _text(503 if reasons else 200, "\n".join(reasons) if reasons else "ok")
+        # X-Qim-Pid: a starter checks that its own process answered, not another one that
+        # holds the port (qim/dev/stack.py wait_ready; docs/decisions/0155)
+        return _text(503 if reasons else 200, "\n".join(reasons) if reasons else "ok", {"X-Qim-Pid": str(os.getpid())})
 
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
