@@ -76,13 +76,17 @@ class MailboxBatch(_message.Message):
     def __init__(self, entries: _Optional[_Iterable[_Union[MailboxEntry, _Mapping]]] = ..., next_cursor: _Optional[int] = ..., has_more: _Optional[bool] = ..., lane: _Optional[int] = ..., shard_epoch: _Optional[int] = ...) -> None: ...
 
 class PushEvents(_message.Message):
-    __slots__ = ("entries", "lane", "mailbox_seq", "message_ids")
+    __slots__ = ("entries", "lane", "mailbox_seq", "message_ids", "prev_mailbox_seq", "inline_entries")
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     LANE_FIELD_NUMBER: _ClassVar[int]
     MAILBOX_SEQ_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_IDS_FIELD_NUMBER: _ClassVar[int]
+    PREV_MAILBOX_SEQ_FIELD_NUMBER: _ClassVar[int]
+    INLINE_ENTRIES_FIELD_NUMBER: _ClassVar[int]
     entries: _containers.RepeatedCompositeFieldContainer[MailboxEntry]
     lane: int
     mailbox_seq: int
     message_ids: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, entries: _Optional[_Iterable[_Union[MailboxEntry, _Mapping]]] = ..., lane: _Optional[int] = ..., mailbox_seq: _Optional[int] = ..., message_ids: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    prev_mailbox_seq: int
+    inline_entries: _containers.RepeatedCompositeFieldContainer[MailboxEntry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[MailboxEntry, _Mapping]]] = ..., lane: _Optional[int] = ..., mailbox_seq: _Optional[int] = ..., message_ids: _Optional[_Iterable[bytes]] = ..., prev_mailbox_seq: _Optional[int] = ..., inline_entries: _Optional[_Iterable[_Union[MailboxEntry, _Mapping]]] = ...) -> None: ...
