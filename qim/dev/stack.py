@@ -39,6 +39,7 @@ from qim.dev.certs import DevPki
 from qim.dev.devkeys import KEY_FILE as DEV_KEY_FILE
 from qim.dev.stack_env import CLIENT_VARS, DEPLOYMENT_FILE, TLS_DIR, plan_stack
 from qim.dev.stack_layout import kind_of
+from qim.dev.stack_race import PORT_RACE_RETRIES, PortTaken, foreign_pid, port_race
 from qim.errors import EngineError
 from qim.net.tls import TlsFiles
 from qim.topology import GATEWAY, MAILBOX, MEDIA, SESSION, WRITER
@@ -195,26 +196,25 @@ class Stack:
     def healthz(self, name: str, timeout: float = 1.0) -> tuple[int, str]:
         """(HTTP status, body) of a service's /healthz within `timeout` s; (0, reason)
         when unreachable or unanswered."""
+        status, body, _ = self._probe(name, timeout)
+        return status, body
+
+    def _probe(self, name: str, timeout: float = 1.0) -> tuple[int, str, int]:
+        """(status, body, foreign pid) of one /healthz request: the pid of X-Qim-Pid when
+        the answer came from a process outside this stack's directory, else 0
+        (qim.dev.stack_race; docs/decisions/0155)."""
         try:
             with urllib.request.urlopen(f"http://{self.metrics[name]}/healthz", timeout=timeout) as r:
-                return r.status, r.read().decode()
+                return r.status, r.read().decode(), foreign_pid(r.headers.get("X-Qim-Pid"), self.dir)
         except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode()
+            return exc.code, exc.read().decode(), 0
         except (urllib.error.URLError, OSError) as exc:
-            return 0, str(exc)
+            return 0, str(exc), 0
 
     def _answered_by_another(self, name: str) -> int:
-        """The pid that answered `name`'s /healthz when it is not a process of this stack
-        (its cwd is not this stack's directory: another process holds the port), else 0.
-        Services say their pid in X-Qim-Pid (qim/obs/http.py; docs/decisions/0155)."""
-        try:
-            with urllib.request.urlopen(f"http://{self.metrics[name]}/healthz", timeout=1.0) as r:
-                pid = int(r.headers.get("X-Qim-Pid") or 0)
-        except (urllib.error.URLError, OSError, ValueError):
-            return 0  # unreachable now: the next round decides
-        if pid and pid_alive(pid) and pid_cwd(pid) != str(Path(self.dir).resolve()):
-            return pid
-        return 0
+        """The pid that answered `name`'s /healthz when it is not a process of this stack,
+        else 0 (also when unreachable now: the next round decides)."""
+        return self._probe(name)[2]
 
     def alive(self, name: str) -> bool:
         """True if the service's process runs (a recorded pid only while it still runs
@@ -233,8 +233,8 @@ class Stack:
             name = pending[0]
             if not self.alive(name):
                 raise EngineError(f"{name} exited during start:\n{self.log_tail(name)}")
-            status, body = self.healthz(name)
-            if status == 200 and (other := self._answered_by_another(name)):
+            status, body, other = self._probe(name)
+            if status == 200 and other:
                 raise PortTaken(f"{name}: its /healthz port {self.metrics[name]} answered for another process "
                                 f"(pid {other}), not this stack's service:\n{self.log_tail(name)}")
             if status == 200:
@@ -302,23 +302,6 @@ class Stack:
         (self.dir / "stack.env").unlink(missing_ok=True)  # a stale file would point at dead ports
 
 
-class PortTaken(EngineError):
-    """A service's port answered for another process (wait_ready): the port was free
-    when the stack was laid out and taken before the service bound it."""
-
-
-def _port_race(exc: EngineError) -> bool:
-    """`exc` says a port of the plan was taken before its service bound it."""
-    text = str(exc)
-    return isinstance(exc, PortTaken) or ("cannot listen:" in text and "in use" in text)
-
-
-# fresh ports are chosen free, then bound by each service seconds later; another
-# process (a parallel test's engine or stack) may take one in between: the stack is laid
-# out again with other fresh ports this many times (docs/decisions/0155)
-PORT_RACE_RETRIES = 2
-
-
 def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str, str]] = None,
              die_with_parent: bool = False, writers: int = 1, mailboxes: int = 1,
              sessions: int = 1, ports_file: Optional[Path] = None, tls: bool = True,
@@ -361,7 +344,7 @@ def stack_up(dir: Path, engine_env: dict[str, str], extra_env: Optional[dict[str
             return stack
         except EngineError as exc:
             stack.down()
-            if ports_file is not None or attempt == PORT_RACE_RETRIES or not _port_race(exc):
+            if ports_file is not None or attempt == PORT_RACE_RETRIES or not port_race(exc):
                 raise
             progress.note(f"a port was taken before its service bound it ({str(exc).splitlines()[0]}); "
                           "laying the stack out again with other ports")

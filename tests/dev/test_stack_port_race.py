@@ -15,7 +15,9 @@ import threading
 import pytest
 
 import qim.dev.stack as stack_mod
-from qim.dev.stack import PortTaken, Stack, _port_race
+from qim.dev.stack import Stack
+from qim.dev.stack_race import PortTaken
+from qim.dev.stack_race import port_race as _port_race
 from qim.errors import EngineError
 
 
