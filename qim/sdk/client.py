@@ -144,7 +144,9 @@ class Client(GroupsAndRooms, ConversationChoices, MediaCalls):
 
     @property
     def connected(self) -> bool:
-        """True while a connection is up and synced."""
+        """True while a connection is up and its mailbox sync finished: sends go out at
+        once. It turns true a step before the state `ready` (the after-sync steps, such
+        as the session list, still run under `syncing`; docs/sdk.md "Connection states")."""
         return self.runtime.connected
 
     def update_token(self, token: str) -> None:
