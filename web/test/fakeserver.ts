@@ -1,9 +1,10 @@
 /**
  * A fake gateway for unit tests of the qim-js state machine only (the browser tests
  * use the real stack). It speaks real frames over an in-memory Transport and keeps
- * one user's mailbox: AUTH, PULL_MAILBOX, SEND_MESSAGE (idempotent on cmid: a retry
- * gets the original ack), PULL_SESSION_LIST (empty), MARK_READ, PULL_HISTORY, PING.
- * Hooks let a test hold acks, drop connections, push, kick and expire the cursor.
+ * one user's mailbox: AUTH, PULL_MAILBOX (lane LANE), SEND_MESSAGE (idempotent on cmid:
+ * a retry gets the original ack), PULL_SESSION_LIST (empty), MARK_READ, PULL_HISTORY, PING.
+ * Hooks let a test hold acks or pulls, drop connections, push (positions, inline
+ * entries), kick and expire the cursor.
  */
 import { create, fromBinary, toBinary, type DescMessage, type MessageInitShape } from "@bufbuild/protobuf";
 import { ErrorCode, ErrorSchema } from "../src/gen/qim/v1/common_pb";
@@ -17,6 +18,9 @@ import { toHex } from "../src/sdk/bytes";
 import { encodeFrame, FrameDecoder } from "../src/sdk/frame";
 import { Op } from "../src/sdk/protocol";
 import type { Dialer, Transport } from "../src/sdk/transport";
+
+/** The lane of every MAILBOX_BATCH of the fake (and of its pushes unless told). */
+export const LANE = 3;
 
 interface Link {
   send: (op: number, rid: number, body: Uint8Array) => void;
@@ -43,6 +47,11 @@ export class FakeGateway {
   /** A token bucket of one token refilled every `refillMs` for sends (0: no limit). */
   refillMs = 0;
   refused = 0;
+  /** PULL_MAILBOX requests answered or held. */
+  pulls = 0;
+  /** Hold PULL_MAILBOX replies until releasePulls() (each answered from the mailbox then). */
+  holdPulls = false;
+  private heldPulls: (() => void)[] = [];
   private tokenAt = 0;
   private seq = 0n;
 
@@ -95,6 +104,22 @@ export class FakeGateway {
     this.reply(l, Op.PUSH_EVENTS, 0, PushEventsSchema, { entries });
   }
 
+  /**
+   * PUSH_EVENTS of a position (lane, mailboxSeq; 0: a wake-up) and, when `inline` is
+   * given, the user's previous position on the lane with the entries at mailboxSeq
+   * (decision 0156).
+   */
+  pushAt(mailboxSeq: bigint, inline: { prev: bigint; entries: MailboxEntry[] } | null = null, lane = LANE): void {
+    this.reply(this.live!, Op.PUSH_EVENTS, 0, PushEventsSchema, { lane, mailboxSeq,
+      prevMailboxSeq: inline?.prev ?? 0n, inlineEntries: inline?.entries ?? [] });
+  }
+
+  /** Answer every held pull (from the mailbox as it is now). */
+  releasePulls(): void {
+    this.holdPulls = false;
+    for (const answer of this.heldPulls.splice(0)) answer();
+  }
+
   kick(reason: number, message = "", untilMs = 0n): void {
     const l = this.live!;
     this.reply(l, Op.KICKED, 0, KickedSchema, { reason, message, untilMs });
@@ -122,16 +147,9 @@ export class FakeGateway {
         deviceId: this.deviceId, heartbeatS: 60, maxBodyBytes: 1 << 20 });
     } else if (op === Op.PING) this.reply(link, Op.PONG, rid, PongSchema, {});
     else if (op === Op.PULL_MAILBOX) {
-      const cursor = fromBinary(PullMailboxSchema, body).cursor;
-      if (cursor && cursor < this.cursorFloor) return this.error(link, rid, op, ErrorCode.CURSOR_EXPIRED, "trimmed");
-      const top = this.mailbox.length ? this.mailbox[this.mailbox.length - 1].mailboxSeq : 0n;
-      if (cursor && (cursor >> 48n !== this.shardEpoch || cursor > top)) {
-        return this.error(link, rid, op, ErrorCode.CURSOR_EXPIRED, "another shard_epoch or ahead of the mailbox");
-      }
-      const entries = this.mailbox.filter((e) => e.mailboxSeq > cursor);
-      const next = entries.length ? entries[entries.length - 1].mailboxSeq : cursor;
-      this.reply(link, Op.MAILBOX_BATCH, rid, MailboxBatchSchema, { entries, nextCursor: next, lane: 3,
-        shardEpoch: Number(this.shardEpoch) });
+      this.pulls++;
+      if (this.holdPulls) this.heldPulls.push(() => this.pullMailbox(link, rid, body));
+      else this.pullMailbox(link, rid, body);
     } else if (op === Op.SEND_MESSAGE) this.onSend(link, rid, fromBinary(SendMessageSchema, body));
     else if (op === Op.PULL_SESSION_LIST) this.reply(link, Op.SESSION_LIST_BATCH, rid, SessionListBatchSchema, {});
     else if (op === Op.MARK_READ) {
@@ -146,6 +164,20 @@ export class FakeGateway {
         body: e.body, bodyIncluded: true, clientMessageId: e.clientMessageId }));
       this.reply(link, Op.HISTORY_BATCH, rid, HistoryBatchSchema, { items, hasMore: false });
     } else this.error(link, rid, op, ErrorCode.INVALID_ARGUMENT, "not in the fake");
+  }
+
+  private pullMailbox(link: Link, rid: number, body: Uint8Array): void {
+    const op = Op.PULL_MAILBOX;
+    const cursor = fromBinary(PullMailboxSchema, body).cursor;
+    if (cursor && cursor < this.cursorFloor) return this.error(link, rid, op, ErrorCode.CURSOR_EXPIRED, "trimmed");
+    const top = this.mailbox.length ? this.mailbox[this.mailbox.length - 1].mailboxSeq : 0n;
+    if (cursor && (cursor >> 48n !== this.shardEpoch || cursor > top)) {
+      return this.error(link, rid, op, ErrorCode.CURSOR_EXPIRED, "another shard_epoch or ahead of the mailbox");
+    }
+    const entries = this.mailbox.filter((e) => e.mailboxSeq > cursor);
+    const next = entries.length ? entries[entries.length - 1].mailboxSeq : cursor;
+    this.reply(link, Op.MAILBOX_BATCH, rid, MailboxBatchSchema, { entries, nextCursor: next, lane: LANE,
+      shardEpoch: Number(this.shardEpoch) });
   }
 
   private onSend(link: Link, rid: number, m: SendMessage): void {

@@ -38,6 +38,8 @@ export interface RuntimeStats {
   pushes: number;
   /** Pushes whose position the committed cursor already covered: no pull (Puller.notify). */
   pushesSkipped: number;
+  /** Inline pushes applied as a page, no pull (Puller.applyInline, decision 0156). */
+  pushesApplied: number;
   rebuilds: number;
 }
 

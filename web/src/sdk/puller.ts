@@ -1,32 +1,55 @@
 /**
- * Mailbox pulls and REBUILD of one runtime (qim.sdk.puller, qim.sdk.rebuild).
+ * Mailbox pulls, inline pushes and REBUILD of one runtime (qim.sdk.puller, qim.sdk.rebuild).
  *
  * Single flight, never losing a wake-up: every request (a PUSH_EVENTS, the connect-time
- * sync, an explicit pull) sets a dirty mark and a running pull loops again while it is
- * set. Only MAILBOX_BATCH reaches the store. A push is a position (lane, mailbox_seq;
- * decision 0033): one the committed cursor already covers asks for no pull (notify),
- * as in qim.sdk; one above it, on another lane or without a position wakes a pull. Transient errors are retried with bounded
+ * sync, an explicit pull) sets a dirty mark and a running flight loops again while it is
+ * set. What reaches the store is a MAILBOX_BATCH page or an inline push applied as one.
+ * A push is a position (lane, mailbox_seq; decision 0033): one the committed cursor
+ * already covers asks for nothing (stats.pushesSkipped), as in qim.sdk. An inline push
+ * (decision 0156: inline_entries with the user's prev_mailbox_seq on that lane) is
+ * applied exactly as MailboxBatch{inline_entries, next_cursor=mailbox_seq, lane,
+ * shard_epoch=mailbox_seq >> 48, has_more=false} (the same store call, app events and
+ * pulled handlers; stats.pushesApplied) only when no flight runs, the device is synced
+ * and the store's committed cursor is on that lane and shard_epoch at exactly
+ * prev_mailbox_seq (every entry at mailbox_seq, a text never without its body); it runs
+ * as the single flight itself, never beside a pull. Anything else (a gap, a flight
+ * running, no inline entries, another lane, mailbox_seq 0) wakes a pull, which brings
+ * the same entries. Transient errors are retried with bounded
  * backoff; CURSOR_EXPIRED runs REBUILD: the session list, then for every listed or
  * held conversation its history NEWER from just below the lowest stored seq to the end
  * (new messages stored, states applied, rows history did not return removed), and
- * only then the cursor restarts from 0. A background pull that fails tells syncFailed.
+ * only then the cursor restarts from 0. A background flight that fails tells syncFailed.
  */
 
 import { create, toBinary } from "@bufbuild/protobuf";
 import { ErrorCode } from "../gen/qim/v1/common_pb";
 import { HistoryBatchSchema, HistoryDirection, PullHistorySchema } from "../gen/qim/v1/history_pb";
-import { MailboxBatchSchema, PullMailboxSchema, type PushEvents } from "../gen/qim/v1/mailbox_pb";
+import { MailboxBatchSchema, PullMailboxSchema, type MailboxEntry, type PushEvents } from "../gen/qim/v1/mailbox_pb";
 import { PullSessionListSchema, SessionListBatchSchema, type SessionEntry } from "../gen/qim/v1/session_pb";
 import { fromHex, toHex } from "./bytes";
 import type { Connection } from "./connection";
 import { ConnectionLost, NotConnected, ServerError, StorageTrouble } from "./errors";
 import { conversationKind, KIND_GROUP } from "./ids";
-import { HISTORY_PAGE_MAX_BYTES, HISTORY_PAGE_MAX_LIMIT, MAILBOX_PAGE_MAX_BYTES, MAILBOX_PAGE_MAX_ENTRIES, Op,
-  SESSION_PAGE_MAX_LIMIT } from "./protocol";
+import { EventType, HISTORY_PAGE_MAX_BYTES, HISTORY_PAGE_MAX_LIMIT, MAILBOX_PAGE_MAX_BYTES, MAILBOX_PAGE_MAX_ENTRIES,
+  MessageState, Op, SESSION_PAGE_MAX_LIMIT } from "./protocol";
 import { Backoff, withRetry } from "./retry";
 import type { RuntimeCore } from "./core";
 
-/** Single-flight PULL_MAILBOX loop with dirty marks, retries and REBUILD. */
+/** The shard_epoch of a mailbox_seq: its top 16 bits (docs/design.md, mailbox_seq). */
+const shardEpochOf = (mailboxSeq: bigint): number => Number(mailboxSeq >> 48n);
+
+/**
+ * An inline entry fit to apply: at the pushed mailbox_seq and, when it shows a text (a
+ * MESSAGE or an EDIT not recalled or deleted), with its body. The server inlines only
+ * bodies carried inline (decision 0156); one without would show an empty message, so
+ * it is pulled instead (the pull fills a referenced body).
+ */
+function whole(e: MailboxEntry, mailboxSeq: bigint): boolean {
+  const shows = (e.eventType === EventType.MESSAGE || e.eventType === EventType.EDIT) && e.state === MessageState.NORMAL;
+  return e.mailboxSeq === mailboxSeq && !(shows && e.body.length === 0);
+}
+
+/** The single flight of PULL_MAILBOX pages and inline pushes, with dirty marks, retries and REBUILD. */
 export class Puller {
   private running: Promise<void> | null = null;
   private dirty = false;
@@ -37,7 +60,9 @@ export class Puller {
 
   /**
    * A PUSH_EVENTS frame: nothing when the committed cursor covers its position (same
-   * lane, mailbox_seq at or below; counted in stats.pushesSkipped), else wake().
+   * lane, mailbox_seq at or below; counted in stats.pushesSkipped); an inline push while
+   * no flight runs and the device is synced starts a flight that applies it when the
+   * cursor check holds (applyInline); anything else wake().
    */
   notify(push: PushEvents): void {
     const pos = this.position;
@@ -45,20 +70,29 @@ export class Puller {
       this.rt.stats.pushesSkipped++;
       return;
     }
+    // Not while a flight runs (its apply could commit past prev under us) nor before
+    // the sync (a REBUILD may be about to reset the cursor): a pull covers those.
+    if (push.mailboxSeq && push.inlineEntries.length && !this.running && this.rt.connected) {
+      this.background(push);
+      return;
+    }
     this.wake();
   }
 
-  /** A notification: pull soon; never lost (a running pull runs again). */
+  /** A notification: pull soon; never lost (a running flight runs again). */
   wake(): void {
-    const rt = this.rt;
     this.dirty = true;
-    if (!this.running && this.rt.conn?.open) {
-      this.start().catch((e) => {
-        if (e instanceof ConnectionLost || e instanceof NotConnected) return; // the reconnect syncs again
-        if (e instanceof StorageTrouble || rt.store.health.trouble) return; // told as "storage"; the watch pulls again
-        this.rt.emit({ type: "syncFailed", code: (e as ServerError).code ?? ErrorCode.INTERNAL, message: String(e) });
-      });
-    }
+    if (!this.running && this.rt.conn?.open) this.background();
+  }
+
+  /** A flight nobody awaits (first: an inline push to try before any pull). */
+  private background(first?: PushEvents): void {
+    const rt = this.rt;
+    this.start(first).catch((e) => {
+      if (e instanceof ConnectionLost || e instanceof NotConnected) return; // the reconnect syncs again
+      if (e instanceof StorageTrouble || rt.store.health.trouble) return; // told as "storage"; the watch pulls again
+      rt.emit({ type: "syncFailed", code: (e as ServerError).code ?? ErrorCode.INTERNAL, message: String(e) });
+    });
   }
 
   /** Pull until has_more is false, joining a running pull (it runs again). */
@@ -67,9 +101,11 @@ export class Puller {
     return this.running ?? this.start();
   }
 
-  private start(): Promise<void> {
+  /** The single flight: `first` (an inline push) if given, then pages while dirty. */
+  private start(first?: PushEvents): Promise<void> {
     const run = (async () => {
       try {
+        if (first && !(await this.applyInline(first))) this.dirty = true; // a gap: the pull brings it
         while (this.dirty) {
           this.dirty = false;
           while (await this.page());
@@ -80,6 +116,30 @@ export class Puller {
     })();
     this.running = run;
     return run;
+  }
+
+  /**
+   * One inline push inside the flight (decision 0156): true when applied (as a
+   * MAILBOX_BATCH page to mailbox_seq; stats.pushesApplied) or already covered, false
+   * when the store's committed cursor is not (lane, shard_epoch of mailbox_seq,
+   * prev_mailbox_seq) or an entry is not whole(): an entry past a gap is never applied,
+   * a pull is due instead.
+   */
+  private async applyInline(push: PushEvents): Promise<boolean> {
+    const rt = this.rt;
+    const epoch = shardEpochOf(push.mailboxSeq);
+    const cursor = await rt.store.cursor(); // the committed one: position may lag a REBUILD
+    const same = cursor !== null && cursor.lane === push.lane && cursor.shardEpoch === epoch;
+    if (same && cursor.seq >= push.mailboxSeq) {
+      rt.stats.pushesSkipped++;
+      return true;
+    }
+    if (!same || cursor.seq !== push.prevMailboxSeq || !push.inlineEntries.every((e) => whole(e, push.mailboxSeq))) {
+      return false;
+    }
+    await this.applyPage(push.inlineEntries, push.mailboxSeq, push.lane, epoch);
+    rt.stats.pushesApplied++;
+    return true;
   }
 
   private async page(): Promise<boolean> {
@@ -98,12 +158,18 @@ export class Puller {
       await this.rebuild(conn);
       return true;
     }
-    const result = await rt.store.applyMailboxBatch(batch.entries, batch.nextCursor, batch.lane, batch.shardEpoch);
+    await this.applyPage(batch.entries, batch.nextCursor, batch.lane, batch.shardEpoch);
+    return batch.hasMore;
+  }
+
+  /** One page (pulled, or an inline push): entries and cursor in one transaction, then told. */
+  private async applyPage(entries: MailboxEntry[], nextCursor: bigint, lane: number, shardEpoch: number): Promise<void> {
+    const rt = this.rt;
+    const result = await rt.store.applyMailboxBatch(entries, nextCursor, lane, shardEpoch);
     const committed = await rt.store.cursor(); // what a later push is compared with (notify)
-    for (const h of rt.pulledHandlers) h(batch.entries); // summaries ride with the entries (decision 0121 §4)
+    for (const h of rt.pulledHandlers) h(entries); // summaries ride with the entries (decision 0121 §4)
     this.position = committed && { lane: committed.lane, seq: committed.seq };
     rt.tell(result);
-    return batch.hasMore;
   }
 
   /** REBUILD on `conn` (module docstring); tells the app what changed, page by page. */

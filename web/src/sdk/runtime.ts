@@ -48,7 +48,8 @@ export class Runtime implements RuntimeCore, Reconnectable {
   /** Wake-up probes (the app calls watch.probe()) and storage trouble (watch.ts). */
   readonly watch: Watch;
   readonly afterSync: ((c: Connection) => Promise<void>)[] = [];
-  readonly stats: RuntimeStats = { reconnects: 0, resends: 0, reconciled: 0, pushes: 0, pushesSkipped: 0, rebuilds: 0 };
+  readonly stats: RuntimeStats = { reconnects: 0, resends: 0, reconciled: 0, pushes: 0, pushesSkipped: 0, pushesApplied: 0,
+    rebuilds: 0 };
   onSessionDelta: Connection["onSessionDelta"] = () => undefined;
   onReadSync: Connection["onReadSync"] = () => undefined;
   readonly frameHandlers = new Map<number, (body: Uint8Array) => void>(); // convstate.ts
@@ -295,7 +296,7 @@ export class Runtime implements RuntimeCore, Reconnectable {
 
   private onPush(p: PushEvents): void {
     this.stats.pushes++;
-    this.puller.notify(p); // a wake-up and a position: its entries never reach the store (decision 0033)
+    this.puller.notify(p); // a position (0033); its inline entries reach the store only past the cursor check (0156)
   }
 
   // --- requests and send waiters ------------------------------------------------------
