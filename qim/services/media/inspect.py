@@ -12,8 +12,10 @@ types, which then wins.
 
 Images are decoded: more pixels than `max_pixels` is refused (422) before any decoding
 (Pillow reads the header only), a file Pillow cannot decode is refused (415). With
-`strip` (the default) the stored bytes are the image saved again without EXIF, XMP, ICC
-comments or text chunks, after turning it upright by its EXIF orientation; GIF and
+`strip` (the default) the stored bytes are without EXIF, XMP, ICC, comments or text
+chunks: an upright JPEG has those segments dropped and its image data kept byte for byte
+(qim/services/media/jpegstrip.py, the pixels checked); any other image is saved again,
+after turning it upright by its EXIF orientation; GIF and
 animated images are stored as sent (GIF carries no EXIF). The thumbnail: at most
 THUMB_PX on the longer side, WebP, for every still or animated image (first frame).
 """
@@ -25,9 +27,10 @@ import io
 import warnings
 from dataclasses import dataclass
 
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, ImageChops, ImageOps, UnidentifiedImageError
 
 from qim.obs.httpauth import HttpRefused
+from qim.services.media.jpegstrip import strip_jpeg
 from qim.wire.media import NAME_MAX, sniff
 
 ALLOWED = (
@@ -142,6 +145,22 @@ def _open(data: bytes, max_pixels: int) -> Image.Image:
     return im
 
 
+def _same_pixels(im: Image.Image, data: bytes) -> bool:
+    """`data` decodes to `im`'s size, mode and pixels (the check of a lossless strip: a
+    walk that went wrong falls back to saving the image again)."""
+    try:
+        again = Image.open(io.BytesIO(data))
+        again.load()
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
+        return False
+    if again.size != im.size or again.mode != im.mode:
+        return False
+    try:
+        return ImageChops.difference(again, im).getbbox() is None
+    except ValueError:  # a mode the comparison does not take: save it again
+        return False
+
+
 def _image(data: bytes, mime: str, strip: bool, max_pixels: int) -> Inspected:
     im = _open(data, max_pixels)
     animated = bool(getattr(im, "is_animated", False))
@@ -150,7 +169,12 @@ def _image(data: bytes, mime: str, strip: bool, max_pixels: int) -> Inspected:
         # Pillow writes EXIF, XMP and ICC only when the save is given them: a plain save strips
         upright = im if im.getexif().get(ORIENTATION, 1) == 1 else ImageOps.exif_transpose(im)
         out = io.BytesIO()
-        if mime == "image/jpeg":
+        lossless = strip_jpeg(data) if mime == "image/jpeg" and upright is im else None
+        if lossless is not None and _same_pixels(im, lossless):
+            # an upright JPEG: its metadata segments dropped, its image data kept as sent
+            # (never re-encoded, never larger; qim/services/media/jpegstrip.py)
+            out.write(lossless)
+        elif mime == "image/jpeg":
             # the source's own quantization tables when not rotated: the least loss Pillow offers
             upright.save(out, "JPEG", quality="keep" if upright is im else 92)
         elif mime == "image/png":
