@@ -59,7 +59,8 @@ class Retained(NamedTuple):
 class FusedRecord(NamedTuple):
     """One dispatch record of a fused call: its tenant, dispatch_id, payload digest, log
     offset, mailbox_seq (8 bytes), UTC day of created_at and (user, entry) per
-    recipient, each entry starting with `seq8`."""
+    recipient, each entry starting with `seq8`. `inline`: a record whose members'
+    previous entry offsets the call returns (`prevs`: inline pushes, decisions/0156)."""
 
     tenant: int
     dispatch_id: bytes
@@ -68,6 +69,7 @@ class FusedRecord(NamedTuple):
     seq8: bytes
     day: int
     members: Sequence[tuple[int, bytes]]
+    inline: bool = False
 
 
 class MailboxStore(Protocol):
@@ -102,7 +104,8 @@ class MailboxStore(Protocol):
         ...
 
     async def fused(self, shard: int, epoch: int, records: Sequence["FusedRecord"], expected_wm: Optional[bytes],
-                    new_wm: bytes, writer: bytes = b"", fence: int = 0) -> list[tuple[str, bytes]]:
+                    new_wm: bytes, writer: bytes = b"", fence: int = 0, *,
+                    prevs: Optional[dict] = None) -> list[tuple[str, bytes]]:
         """begin + append + finish of one or more consecutive records of `shard` (offset
         order) in one operation, every recipient of every record: the same outcome as
         the step-wise calls one record after the other, with W written once, as
@@ -112,7 +115,11 @@ class MailboxStore(Protocol):
         (status, mailbox_seq) per record; every status is RECOVERED when W already was
         `new_wm` written by this same `writer` (the call applied before, its reply was
         lost). W is checked before anything is written: MailboxDirty (QIM_WM_CONFLICT)
-        when it is anything else, with nothing written."""
+        when it is anything else, with nothing written. `prevs` (a dict, filled when
+        the store can: decisions/0156): (record index, user) -> the offset of that
+        user's entry just below the record's, read after every entry of the call is
+        written (-1: none), for each member of a record marked `inline`; a pair left
+        out is unknown (the push carries the position only)."""
         ...
 
     async def trim_and_days(self, tenant: int, user_id: int, now_ms: Optional[int] = None) -> Retained:

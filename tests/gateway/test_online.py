@@ -95,3 +95,29 @@ def test_a_push_to_a_user_with_no_device_here_is_counted():
     assert len(sent) == 1
     assert metrics.push_no_device._value.get() == 2
     assert metrics.push_frames._value.get() == 1
+
+
+def test_a_position_with_a_users_inline_entries_gives_that_users_devices_them_and_the_others_the_position():
+    """decisions/0156: the mailbox's serialized entries are copied into PushEvents
+    (prev_mailbox_seq, inline_entries) for the devices of the user they belong to, byte
+    for byte as serializing the whole message; a user without them gets the position."""
+    from qim.proto.v1 import internal_pb2, mailbox_pb2
+
+    metrics = GatewayMetrics()
+    registry = OnlineRegistry(metrics)
+    frames: dict[tuple[int, int], bytes] = {}
+    for user, device, lane in ((1, 1, 4), (1, 2, 4), (2, 1, 9)):
+        d = Device(user, device)
+        d.lane = lane
+        d.send = lambda opcode, request_id, body, key=(user, device): frames.__setitem__(key, body)  # type: ignore
+        registry.register(d)
+    entry = mailbox_pb2.MailboxEntry(mailbox_seq=7, event_id=b"e" * 16, body=b"hello")
+    batch = internal_pb2.PushBatch(tenant_id=(0).to_bytes(16, "big"))
+    pos = batch.positions.add(mailbox_seq=7, message_id=b"m" * 16, user_ids=[1, 2])
+    pos.inline.add(user_id=1, prev_mailbox_seq=5, entries=[entry.SerializeToString()])
+    registry.deliver(batch)
+    whole = mailbox_pb2.PushEvents(lane=4, mailbox_seq=7, message_ids=[b"m" * 16], prev_mailbox_seq=5,
+                                   inline_entries=[entry]).SerializeToString()
+    assert frames[(1, 1)] == frames[(1, 2)] == whole
+    assert frames[(2, 1)] == mailbox_pb2.PushEvents(lane=9, mailbox_seq=7, message_ids=[b"m" * 16]).SerializeToString()
+    assert metrics.push_inline._value.get() == 2

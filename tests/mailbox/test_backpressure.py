@@ -56,7 +56,7 @@ async def test_a_stuck_shard_pauses_only_its_partition_and_others_flow(monkeypat
         blob = watermark.advance_all(cur.blob, records[-1][0])
         event = SimpleNamespace(created_at_ms=int(time.time() * 1000), conversation_id=b"\x02" + b"g" * 15)
         return [SimpleNamespace(new_blob=blob, status="FRESH", tenant=0, mailbox_seq=0, recipients=(), event=event,
-                                trace_id="")
+                                trace_id="", inline={})
                 for _ in records]
 
     monkeypatch.setattr(mat_mod, "materialize", fake_materialize)

@@ -160,7 +160,7 @@ class Node:
         self.log = DispatchLog()
         self.pushes: list[int] = []
         faults = StepWise("", MAILBOX_POINTS) if path == "step-wise" else FaultPoints("", MAILBOX_POINTS)
-        self.m = MailboxMaterializer("unused:1", store, [SHARD], lambda t, seq, users, event, trace: self.pushes.append(seq),
+        self.m = MailboxMaterializer("unused:1", store, [SHARD], lambda t, seq, users, event, trace, inline: self.pushes.append(seq),
                                      faults, consumer=self.log)  # type: ignore[arg-type]
 
     async def __aenter__(self) -> "Node":

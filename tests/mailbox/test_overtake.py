@@ -64,7 +64,7 @@ def direct_record(offset: int) -> bytes:
 
 
 def materializer(store: RedisMailboxStore, log: DispatchLog, pushes: list[int]) -> MailboxMaterializer:
-    return MailboxMaterializer("unused:1", store, [SHARD], lambda t, seq, users, event, trace: pushes.append(seq),
+    return MailboxMaterializer("unused:1", store, [SHARD], lambda t, seq, users, event, trace, inline: pushes.append(seq),
                                FaultPoints("", MAILBOX_POINTS), consumer=log, overtake=True)  # type: ignore[arg-type]
 
 
@@ -216,7 +216,7 @@ async def test_without_overtakes_no_direct_offset_is_kept_after_its_record_left(
         log.add(SHARD, offset, direct_record(offset) if offset % 3 else group_record(offset))
     pushes: list[int] = []
     m = MailboxMaterializer("unused:1", RedisMailboxStore(redis), [SHARD],
-                            lambda t, seq, users, event, trace: pushes.append(seq),
+                            lambda t, seq, users, event, trace, inline: pushes.append(seq),
                             FaultPoints("", MAILBOX_POINTS), consumer=log, overtake=False)  # type: ignore[arg-type]
     await m.start()
     task = asyncio.get_running_loop().create_task(m.run())

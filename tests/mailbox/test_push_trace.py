@@ -41,7 +41,7 @@ async def test_the_push_hook_gets_each_records_trace_id_as_a_parameter(private_r
     pushed: list[tuple[int, bytes]] = []
     log = DispatchLog()
     m = MailboxMaterializer("unused:1", RedisMailboxStore(client), [SHARD],
-                            lambda tenant, seq, users, event, trace_id: pushed.append((event.conversation_seq, trace_id)),
+                            lambda tenant, seq, users, event, trace_id, inline: pushed.append((event.conversation_seq, trace_id)),
                             FaultPoints("", MAILBOX_POINTS), consumer=log)  # type: ignore[arg-type]
     await m.start()
     task = asyncio.get_running_loop().create_task(m.run())

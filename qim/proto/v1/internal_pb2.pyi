@@ -132,18 +132,29 @@ class PushBatch(_message.Message):
         entries: _containers.RepeatedCompositeFieldContainer[_mailbox_pb2.MailboxEntry]
         def __init__(self, user_id: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[_mailbox_pb2.MailboxEntry, _Mapping]]] = ...) -> None: ...
     class Position(_message.Message):
-        __slots__ = ("mailbox_seq", "message_id", "user_ids", "trace_id", "span_id")
+        __slots__ = ("mailbox_seq", "message_id", "user_ids", "trace_id", "span_id", "inline")
         MAILBOX_SEQ_FIELD_NUMBER: _ClassVar[int]
         MESSAGE_ID_FIELD_NUMBER: _ClassVar[int]
         USER_IDS_FIELD_NUMBER: _ClassVar[int]
         TRACE_ID_FIELD_NUMBER: _ClassVar[int]
         SPAN_ID_FIELD_NUMBER: _ClassVar[int]
+        INLINE_FIELD_NUMBER: _ClassVar[int]
         mailbox_seq: int
         message_id: bytes
         user_ids: _containers.RepeatedScalarFieldContainer[int]
         trace_id: bytes
         span_id: bytes
-        def __init__(self, mailbox_seq: _Optional[int] = ..., message_id: _Optional[bytes] = ..., user_ids: _Optional[_Iterable[int]] = ..., trace_id: _Optional[bytes] = ..., span_id: _Optional[bytes] = ...) -> None: ...
+        inline: _containers.RepeatedCompositeFieldContainer[PushBatch.Inline]
+        def __init__(self, mailbox_seq: _Optional[int] = ..., message_id: _Optional[bytes] = ..., user_ids: _Optional[_Iterable[int]] = ..., trace_id: _Optional[bytes] = ..., span_id: _Optional[bytes] = ..., inline: _Optional[_Iterable[_Union[PushBatch.Inline, _Mapping]]] = ...) -> None: ...
+    class Inline(_message.Message):
+        __slots__ = ("user_id", "prev_mailbox_seq", "entries")
+        USER_ID_FIELD_NUMBER: _ClassVar[int]
+        PREV_MAILBOX_SEQ_FIELD_NUMBER: _ClassVar[int]
+        ENTRIES_FIELD_NUMBER: _ClassVar[int]
+        user_id: int
+        prev_mailbox_seq: int
+        entries: _containers.RepeatedScalarFieldContainer[bytes]
+        def __init__(self, user_id: _Optional[int] = ..., prev_mailbox_seq: _Optional[int] = ..., entries: _Optional[_Iterable[bytes]] = ...) -> None: ...
     class Kick(_message.Message):
         __slots__ = ("user_id", "device_id", "session_epoch")
         USER_ID_FIELD_NUMBER: _ClassVar[int]

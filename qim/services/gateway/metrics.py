@@ -30,6 +30,8 @@ class GatewayMetrics(MetricSet):
         self.remote_kicks = self.counter("qim_gateway_remote_kicks",
                                          "Connections replaced by a newer session of the device on another gateway")
         self.push_frames = self.counter("qim_gateway_push_frames", "PUSH_EVENTS frames queued to devices")
+        self.push_inline = self.counter("qim_gateway_push_inline",
+                                        "PUSH_EVENTS frames carrying the user's entries inline (decisions/0156)")
         self.push_dropped = self.counter("qim_gateway_push_dropped", "PUSH_EVENTS dropped for a slow device")
         self.push_no_device = self.counter(
             "qim_gateway_push_no_device",

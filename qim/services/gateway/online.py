@@ -8,9 +8,12 @@ unless one of its connections has been silent for longer than `evict_after_s` (a
 path the keepalive has not reaped yet: keepalive.py, docs/decisions/0077): that one is
 closed and the login admitted, so dead connections never lock out live devices; the
 hint of a refusal is then the time until its most silent connection becomes evictable.
-Pushes never move a cursor. A push is a position (docs/decisions/0033): PUSH_EVENTS
-with the device's lane, the record's mailbox_seq and its message id, serialized once per
-lane and position, never an entry or a body. A push to a connection whose outbound
+A push is a position (docs/decisions/0033): PUSH_EVENTS with the device's lane, the
+record's mailbox_seq and its message id, serialized once per lane and position. A
+position carrying a user's entries inline (a small direct record: docs/decisions/0156)
+gives that user's devices PUSH_EVENTS with the user's prev_mailbox_seq and the entries
+appended, copied as the mailbox serialized them (never decoded here); the device
+applies them only when its cursor is at prev_mailbox_seq, and pulls otherwise. A push to a connection whose outbound
 queue is over PUSH_QUEUE_LIMIT is dropped (counted) and that device gets a wake-up (a
 PUSH_EVENTS without a position: the client pulls) once its queue has drained to half the limit;
 `wake_shards` wakes every device of some mailbox shards when pushes for them may have
@@ -36,12 +39,14 @@ from qim.protocol import Opcode
 from qim.services.gateway.metrics import GatewayMetrics
 from qim.services.gateway.ratelimit import RateLimited
 from qim.stores.bans import Ban
+from qim.wire.outbox import varint
 
 logger = logging.getLogger(__name__)
 # Outbound bytes above which a device's pushes are dropped (it is still reading an
 # earlier page; the wake-up after the drain makes it pull everything at once).
 PUSH_QUEUE_LIMIT = 1024 * 1024
 WAKE_BODY = mailbox_pb2.PushEvents().SerializeToString()  # no position: pull
+INLINE_ENTRY_TAG = bytes([6 << 3 | 2])  # PushEvents.inline_entries: field 6, length-delimited
 DEVICE_FRAMES_QUEUE_LIMIT = 4 * 1024 * 1024  # READ_SYNC / SESSION_DELTA (absolute values)
 # what a session node may push to a user's devices (READ_RECEIPT, CONVERSATION_STATE_SYNC: decision 0122)
 DEVICE_FRAME_OPCODES = frozenset({Opcode.READ_SYNC, Opcode.SESSION_DELTA, Opcode.CONVERSATION_STATE_SYNC,
@@ -52,6 +57,15 @@ DEVICE_FRAME_OPCODES = frozenset({Opcode.READ_SYNC, Opcode.SESSION_DELTA, Opcode
 def _lane_field(lane: int) -> bytes:
     """PushEvents.lane alone, serialized (a lane is one of LANE_COUNT)."""
     return mailbox_pb2.PushEvents(lane=lane).SerializeToString()
+
+
+def _inline_fields(one: internal_pb2.PushBatch.Inline) -> bytes:
+    """PushEvents.prev_mailbox_seq and inline_entries of one user (decisions/0156),
+    serialized: the mailbox's MailboxEntry bytes copied as fields 6, not decoded."""
+    out = [mailbox_pb2.PushEvents(prev_mailbox_seq=one.prev_mailbox_seq).SerializeToString()]
+    for entry in one.entries:
+        out += (INLINE_ENTRY_TAG, varint(len(entry)), entry)
+    return b"".join(out)
 
 
 class DeviceConn(Protocol):
@@ -211,7 +225,7 @@ class OnlineRegistry:
         for pos in batch.positions:
             with bind(trace=pos.trace_id), push_span(tenant, pos):  # a no-op with tracing off (0140)
                 sent = self._deliver_position(tenant, pos.mailbox_seq, [pos.message_id] if pos.message_id else [],
-                                              pos.user_ids)
+                                              pos.user_ids, pos.inline)
                 tracer.debug("push of mailbox_seq %d to %d device(s)", pos.mailbox_seq, sent)
         for target in batch.targets:
             seq = max((e.mailbox_seq for e in target.entries), default=0)
@@ -226,18 +240,23 @@ class OnlineRegistry:
                 continue
             self._m.commit_to_push.observe(max(0.0, now_ms - committed_ms) / 1000)
 
-    def _deliver_position(self, tenant: int, seq: int, message_ids: list[bytes], users: Sequence[int]) -> int:
+    def _deliver_position(self, tenant: int, seq: int, message_ids: list[bytes], users: Sequence[int],
+                          inline: Sequence[internal_pb2.PushBatch.Inline] = ()) -> int:
         # serialized once per position; a device's frame is its lane field + this (protobuf
         # concatenation is a merge: the same bytes as serializing the whole message)
         common = mailbox_pb2.PushEvents(mailbox_seq=seq, message_ids=message_ids).SerializeToString()
+        whole = {one.user_id: common + _inline_fields(one) for one in inline} if inline else {}
         sent = 0
         for user in users:
             devices = self._users.get((tenant, user))
             if not devices:
                 self._m.push_no_device.inc()  # nothing lost: the device pulls when it logs in
                 continue
+            tail = whole.get(user, common)
+            if tail is not common:
+                self._m.push_inline.inc(len(devices))
             for conn in list(devices.values()):
-                body = _lane_field(conn.lane) + common
+                body = _lane_field(conn.lane) + tail
                 if conn.queued_bytes > PUSH_QUEUE_LIMIT:
                     self._m.push_dropped.inc()
                     conn.wake_when_drained(PUSH_QUEUE_LIMIT // 2, self._wake_drained)

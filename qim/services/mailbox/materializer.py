@@ -53,6 +53,7 @@ from qim.obs import otel
 from qim.obs.logcontext import bind, tracer
 from qim.services.mailbox import overtake
 from qim.services.mailbox.dpgc import gc_loop
+from qim.services.mailbox.inline import Inline
 from qim.services.mailbox.metrics import MailboxMetrics
 from qim.services.mailbox.record import Materialized, ShardCursor, batch_of, materialize
 from qim.services.mailbox.turngate import TurnGate
@@ -65,8 +66,9 @@ PAUSED_POLL_S = 0.1
 # a conversation id's kind byte -> the record-age label
 KINDS = {CONVERSATION_KIND_DIRECT: "direct", CONVERSATION_KIND_GROUP: "group", CONVERSATION_KIND_ROOM: "room"}
 # (tenant, mailbox_seq, recipients, their MailboxEvent, the message's trace id: 16 bytes
-# or b"") of one record; must not await
-PushHook = Callable[[int, int, tuple, MailboxEvent, bytes], None]
+# or b"", what the push carries whole per user: inline.py, decisions/0156) of one record;
+# must not await
+PushHook = Callable[[int, int, tuple, MailboxEvent, bytes, Inline], None]
 LostHook = Callable[[int, str], None]  # (shard, reason): a shard this node stopped serving by itself
 
 
@@ -312,7 +314,7 @@ class MailboxMaterializer:
                 self._m.entries.inc(len(one.recipients))
                 age = time.time() - one.event.created_at_ms / 1000
                 self._ages[one.event.conversation_id[0]].observe(max(age, 0.0))
-                self._push(one.tenant, one.mailbox_seq, one.recipients, one.event, one.trace_id)
+                self._push(one.tenant, one.mailbox_seq, one.recipients, one.event, one.trace_id, one.inline)
 
     async def _gc_loop(self) -> None:
         """DispatchProgress GC of the owned shards (dpgc.py), until cancelled."""

@@ -60,6 +60,8 @@ class MailboxMetrics(MetricSet):
         self.push_gateways = self.histogram("qim_mailbox_push_gateways",
                                             "Gateways one materialized record was pushed to (one frame each)",
                                             buckets=(0, 1, 2, 3, 4, 8, 16, 64))
+        self.inline_pushes = self.counter("qim_mailbox_inline_pushes",
+                                          "Recipient users whose push carried their entries inline (decisions/0156)")
         self.presence_bad = self.counter("qim_mailbox_presence_bad_records",
                                          "qim.presence records that did not decode (skipped)")
         self.kicks_requested = self.counter("qim_mailbox_kicks_requested",

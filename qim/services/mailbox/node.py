@@ -7,10 +7,12 @@ a shard this node does not hold (or whose lease ended) is UNAVAILABLE, and the g
 asks the registry again. A shard taken over wakes its online devices on every gateway
 (its previous owner may have died between a finish and its push).
 
-Push is best effort and off the shard path. A push is a position, not a payload
-(docs/decisions/0033): per materialized record one PushBatch position (its mailbox_seq,
-its message_id and its recipients; split to stay far below the frame limit), never the
-entries or their bodies, which the devices pull. The frames are queued to the push link
+Push is best effort and off the shard path. A push is a position (docs/decisions/0033):
+per materialized record one PushBatch position (its mailbox_seq, its message_id and its
+recipients; split to stay far below the frame limit); a small direct record's position
+also carries each recipient user's entries and previous position (inline.py,
+docs/decisions/0156), which a device whose cursor is there applies without a pull;
+everything else the devices pull. The frames are queued to the push link
 of each gateway holding a recipient's device (qim/services/mailbox/targets.py: the
 PresenceDirectory of the node's shards; a link per live gateway of the registry,
 qim/services/mailbox/pushlink.py): a link that is down keeps a bounded backlog for its
@@ -22,7 +24,7 @@ makes that gateway wake the affected devices, which pull
 from __future__ import annotations
 
 import logging
-from typing import Iterator
+from typing import Iterator, Optional
 
 from google.protobuf.message import DecodeError
 
@@ -39,6 +41,7 @@ from qim.faults import MAILBOX_POINTS, FaultPoints
 from qim.obs.node import ServiceNode
 from qim.proto.v1 import internal_pb2
 from qim.protocol import Opcode
+from qim.services.mailbox.inline import Inline
 from qim.services.mailbox.materializer import MailboxMaterializer
 from qim.services.mailbox.metrics import MailboxMetrics
 from qim.services.mailbox.projection import ProjectionFeed
@@ -123,16 +126,18 @@ class MailboxNode(ServiceNode):
             yield "catching up with the dispatch log"
         yield from self.materializer.dirty_reasons
 
-    def push(self, tenant: int, seq: int, recipients: tuple, event: MailboxEvent, trace_id: bytes = b"") -> None:
+    def push(self, tenant: int, seq: int, recipients: tuple, event: MailboxEvent, trace_id: bytes = b"",
+             inline: Optional[Inline] = None) -> None:
         """PushBatch of one materialized record to the gateways holding its recipients'
         devices, PROJECTION to the owner of its session shard (never awaits). `event`:
         the recipients' event (its message's coordinates); `trace_id`: its message's
-        (16 bytes, b"" when untraced), carried by both for their log lines."""
+        (16 bytes, b"" when untraced), carried by both for their log lines; `inline`:
+        what the push carries whole per user (decisions/0156)."""
         if not recipients:
             return
         # every recipient of a record is in its shard: the first one names it
         shard = ids.user_placement(tenant, recipients[0], self.config.common.shard_count)[2]
-        self.targets.push(shard, tenant, seq, recipients, event.message_id, trace_id)
+        self.targets.push(shard, tenant, seq, recipients, event.message_id, trace_id, inline)
         self._projection.send(shard, tenant, recipients, event, trace_id)
 
     async def handle(self, opcode: int, body: bytes) -> tuple[int, bytes]:

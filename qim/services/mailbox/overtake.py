@@ -30,11 +30,10 @@ import logging
 from typing import Any, Callable, Optional, cast
 
 from qim._core import ids, watermark
-from qim._core import mailbox_seq as mseq
 from qim.consts import CONVERSATION_KIND_DIRECT, MAILBOX_BATCH_RECORDS, MAILBOX_SHARD_FIFO, WM_FLAG_MATERIALIZED
 from qim.errors import EngineError, MailboxDirty
-from qim.services.mailbox.record import Materialized, Prepared, ShardCursor, prepare
-from qim.stores.mailboxes import DUPLICATE, RECOVERED, FusedRecord, MailboxStore
+from qim.services.mailbox.record import Materialized, Prepared, ShardCursor, outcomes, prepare
+from qim.stores.mailboxes import FusedRecord, MailboxStore
 
 logger = logging.getLogger(__name__)
 
@@ -174,7 +173,7 @@ async def overtake(store: MailboxStore, cur: ShardCursor, ahead: list[tuple[int,
             by_lane = _lanes(p)
             new = {lane for lane in lanes if lane in by_lane} - (p.lanes_done or set())
             if new:  # a (record, lane) is appended by one overtake only: its entries are durable then
-                parts.append(p.fused._replace(members=sorted(m for lane in new for m in by_lane[lane])))
+                parts.append(p.fused._replace(members=sorted(m for lane in new for m in by_lane[lane]), inline=False))
                 done_now.append((p, new))
     except MailboxDirty:
         return None
@@ -183,10 +182,13 @@ async def overtake(store: MailboxStore, cur: ShardCursor, ahead: list[tuple[int,
         return None
     new_blob = advance_lanes(cur.blob, lanes, ts[-1].fused.offset)
     delay = 0.2
+    prevs: dict = {}
     while True:
         try:  # the Redis store's fused call (overtakes run only on it: decisions/0142)
+            prevs.clear()
             results = await cast(Any, store).fused(cur.shard, cur.epoch, records, cur.stored_blob, new_blob,
-                                                    writer=cur.writer, fence=cur.owner_epoch, unfinished=len(parts))
+                                                    writer=cur.writer, fence=cur.owner_epoch, unfinished=len(parts),
+                                                    prevs=prevs)
             break
         except EngineError as exc:
             logger.warning("shard %d offsets %s (overtaking): %s; retrying", cur.shard, [o for o, _ in chosen], exc)
@@ -195,14 +197,10 @@ async def overtake(store: MailboxStore, cur: ShardCursor, ahead: list[tuple[int,
     cur.stored_blob = new_blob
     for p, new in done_now:
         p.lanes_done = new | (p.lanes_done or set())
-    out = []
-    for t, (status, used) in zip(ts, results[len(parts):]):
-        if status == RECOVERED and used != t.fused.seq8:
-            status = DUPLICATE  # first materialized at an earlier offset: nothing new here
-        # the first attempt's offset in this shard_epoch, as materialize() pushes it (decisions/0075)
-        seq = mseq.compose(cur.epoch, mseq.split(mseq.from_bytes(used))[1])
-        out.append(Materialized(status, t.d.tenant, seq, t.d.recipients, t.event, new_blob, t.d.trace_id))
-    return out
+    # the chosen records' outcomes as materialize() makes them (decisions/0075, 0156): their
+    # previous positions were read after the records ahead got their entries of lanes L
+    return outcomes(cur, ts, results[len(parts):], new_blob,
+                    {(i - len(parts), user): prev for (i, user), prev in prevs.items()})
 
 
 async def turn(store: MailboxStore, state: Any, push: Callable[[Materialized], None]) -> int:

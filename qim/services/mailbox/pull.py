@@ -14,6 +14,7 @@ from qim.consts import ID_LEN, MAILBOX_PAGE_MAX_BYTES, MAILBOX_PAGE_MAX_ENTRIES,
 from qim.errors import EngineError, ErrorCode, RequestError, SeqError
 from qim.proto.v1 import internal_pb2, mailbox_pb2, reaction_pb2
 from qim.protocol import EventType, Opcode
+from qim.services.mailbox.inline import entry_pb  # one wire form for pulls and inline pushes (0156)
 from qim.services.mailbox.materializer import MailboxMaterializer
 from qim.stores import quotes
 from qim.stores.mailboxes import MailboxStore, Retained
@@ -26,16 +27,6 @@ from qim.wire.history import copy_extras
 # A zero-cursor pull that finds only expired entries removes this many pages of them
 # before it answers (empty, has_more) so that one request stays bounded.
 ZERO_CURSOR_TRIM_ROUNDS = 8
-
-
-def entry_pb(seq: int, ev) -> mailbox_pb2.MailboxEntry:
-    """Wire form of one MailboxEvent at `seq` (body filled later when referenced)."""
-    return mailbox_pb2.MailboxEntry(
-        mailbox_seq=seq, event_type=ev.event_type, event_id=ev.event_id, message_id=ev.message_id,
-        conversation_id=ev.conversation_id, conversation_seq=ev.conversation_seq, sender_id=ev.sender_id,
-        created_at_ms=ev.created_at_ms, message_type=ev.message_type, custom_type=ev.custom_type,
-        client_message_id=ev.client_message_id, body=ev.body or b"",
-    )
 
 
 class MailboxPuller:

@@ -17,7 +17,7 @@ this record (RECOVERED: its reply was lost) while still refusing any other write
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from qim._core import eventgroup, ids, watermark
@@ -26,7 +26,8 @@ from qim._core.types import MailboxEvent
 from qim.consts import MAILBOX_BATCH_BYTES, MAILBOX_BATCH_RECORDS
 from qim.errors import MailboxDirty
 from qim.faults import FaultPoints
-from qim.stores.mailboxes import DUPLICATE, RECOVERED, FusedRecord, MailboxStore, day_of
+from qim.services.mailbox.inline import Inline, inlinable, inline_entries
+from qim.stores.mailboxes import DUPLICATE, FRESH, RECOVERED, FusedRecord, MailboxStore, day_of
 from qim.wire import dispatch as dispatch_record
 
 
@@ -52,7 +53,8 @@ class ShardCursor:
 @dataclass
 class Materialized:
     """The outcome of one record: status, tenant, the mailbox_seq used, its recipients and
-    their event (push and projection need only its message's coordinates), the new W."""
+    their event (push and projection need only its message's coordinates), the new W;
+    `inline`: what its push carries whole, per recipient user (inline.py, decisions/0156)."""
     status: str  # FRESH | RESUME | DUPLICATE | RECOVERED (this writer finished it before; reply lost)
     tenant: int
     mailbox_seq: int
@@ -60,6 +62,7 @@ class Materialized:
     event: MailboxEvent  # the recipients' event but for its event_id (and the sender's cmid)
     new_blob: bytes
     trace_id: bytes = b""  # the message's (dispatch version 2), for log lines and pushes
+    inline: Inline = field(default_factory=dict)
 
 
 def build_events(d: dispatch_record.Dispatch) -> list[tuple[int, list[MailboxEvent]]]:
@@ -129,7 +132,7 @@ def prepare(cur: ShardCursor, offset: int, value: bytes) -> Prepared:
     seq8 = mseq.to_bytes(mseq.compose(cur.epoch, offset))
     event, members = entries(d, seq8)
     fused = FusedRecord(d.tenant, d.dispatch_id, dispatch_record.payload_digest(value), offset, seq8,
-                        day_of(d.coord.created_at_ms), members)
+                        day_of(d.coord.created_at_ms), members, inlinable(d))
     return Prepared(d, fused, event)
 
 
@@ -153,17 +156,35 @@ async def materialize(store: MailboxStore, cur: ShardCursor, records: Sequence[t
         results = [await _stepwise(store, cur, prepared[0].fused, new_blob, faults)]
     else:  # one round trip, whatever the number of records and recipients (a batch formed
         # before a point was armed is repeated as it was formed)
+        prevs: dict = {}
         results = await store.fused(cur.shard, cur.epoch, [p.fused for p in prepared], cur.stored_blob, new_blob,
-                                    writer=cur.writer, fence=cur.owner_epoch)
+                                    writer=cur.writer, fence=cur.owner_epoch, prevs=prevs)
+        return outcomes(cur, prepared, results, new_blob, prevs)
+    return outcomes(cur, prepared, results, new_blob, {})
+
+
+def outcomes(cur: ShardCursor, prepared: Sequence[Prepared], results: Sequence[tuple[str, bytes]], new_blob: bytes,
+             prevs: dict) -> list[Materialized]:
+    """One Materialized per record of a store call (`results`: (status, mailbox_seq used)
+    per record; `prevs`: (record index, user) -> previous entry offset, as the store's
+    fused call fills it), with the inline part of each FRESH one (decisions/0156)."""
+    per_record: dict[int, dict[int, int]] = {}
+    for (i, user), prev in prevs.items():
+        per_record.setdefault(i, {})[user] = prev
     out = []
-    for p, (status, used) in zip(prepared, results):
+    for i, (p, (status, used)) in enumerate(zip(prepared, results)):
         if status == RECOVERED and used != p.fused.seq8:
             status = DUPLICATE  # the dispatch was first materialized at an earlier offset: nothing new here
         # the first attempt's mailbox_seq may be of an earlier shard_epoch (begun before a
         # restore moved the shard on): pushed with its offset in this life, as pulls serve
         # it (docs/decisions/0075)
         seq = mseq.compose(cur.epoch, mseq.split(mseq.from_bytes(used))[1])
-        out.append(Materialized(status, p.d.tenant, seq, p.d.recipients, p.event, new_blob, p.d.trace_id))
+        # only FRESH: its entries were written by this very call at this offset, after
+        # which the store read the previous positions (a RESUME's may have been written
+        # by an earlier owner, a RECOVERED call's read was lost with its reply)
+        mine = per_record.get(i) if status == FRESH else None
+        out.append(Materialized(status, p.d.tenant, seq, p.d.recipients, p.event, new_blob, p.d.trace_id,
+                                inline_entries(p.d, seq, cur.epoch, mine)))
     return out
 
 

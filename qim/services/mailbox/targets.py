@@ -3,8 +3,9 @@
 One push link per live gateway of the ShardRegistry (qim/cluster/links.py). The node
 follows the presence partitions of the shards it owns (qim/cluster/presence.py) and
 sends a materialized record's position (PushBatch position: mailbox_seq, message id and
-the recipients a gateway holds; never the entries, which the devices pull:
-docs/decisions/0033-path-push-positions-not-payloads.md) only to the gateways holding one
+the recipients a gateway holds; docs/decisions/0033-path-push-positions-not-payloads.md;
+the entries only of a small direct record, with each user's previous position:
+docs/decisions/0156-inline-pushes.md) only to the gateways holding one
 of its recipients' devices, one frame per holding gateway: no synchronous remote call
 on the push path (`qim_mailbox_push_gateways` counts the gateways each record went to). While a
 shard's presence is still being read (just taken over), its pushes go to every gateway.
@@ -18,7 +19,7 @@ withheld meanwhile (qim/cluster/links.py; decision 0153).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 from qim.cluster.links import GatewayLinks
 from qim.cluster.owners import OwnerTable
@@ -26,6 +27,7 @@ from qim.cluster.presence import PresenceFollower
 from qim.net.tls import TlsContexts
 from qim.obs import otel
 from qim.proto.v1 import internal_pb2
+from qim.services.mailbox.inline import Inline
 from qim.services.mailbox.metrics import MailboxMetrics
 from qim.services.mailbox.pushlink import PushLink
 from qim.topology import GATEWAY
@@ -62,11 +64,12 @@ class PushTargets:
         await self.presence.remove_shard(shard)
 
     def push(self, shard: int, tenant: int, seq: int, users: Sequence[int], message_id: bytes,
-             trace_id: bytes = b"") -> None:
+             trace_id: bytes = b"", inline: Optional[Inline] = None) -> None:
         """The position of one record of `shard` (its mailbox_seq and message; `trace_id`:
         the message's, for the gateway's log lines) to each gateway holding a recipient's
         device, with the recipients it holds (every gateway, every recipient, while the
-        shard's presence is being read). Never awaits."""
+        shard's presence is being read) and the inline part of those it holds (`inline`:
+        user -> (prev_mailbox_seq, entries), decisions/0156). Never awaits."""
         by_gateway: dict[str, list[int]] = {}
         for user in users:
             gateways = self.presence.gateways_of(shard, tenant, user)
@@ -80,9 +83,11 @@ class PushTargets:
             link = self.gateways.links.get(gw)
             if link is None:
                 continue  # a gateway the registry did not list yet: its devices pull on the hello's wake
-            for body in push_bodies(tenant, seq, message_id, held, trace_id):
+            for body in push_bodies(tenant, seq, message_id, held, trace_id, inline):
                 link.push(body)
             sent += 1
+            if inline:
+                self._m.inline_pushes.inc(sum(1 for user in held if user in inline))
         self._m.push_gateways.observe(sent)
 
     def _online(self, key: PresenceKey) -> None:
@@ -109,17 +114,26 @@ class PushTargets:
         await self.presence.close()
 
 
-def push_bodies(tenant: int, seq: int, message_id: bytes, users: Sequence[int], trace_id: bytes = b"") -> list[bytes]:
+def push_bodies(tenant: int, seq: int, message_id: bytes, users: Sequence[int], trace_id: bytes = b"",
+                inline: Optional[Inline] = None) -> list[bytes]:
     """Serialized PushBatch frames of one record's position: mailbox_seq `seq` (0: a
     wake-up), the record's `message_id` (16 bytes; the load generator's first sighting)
     and the recipients `users` a gateway holds, at most PUSH_USERS_PER_FRAME per frame.
-    No entry and no body: a device pulls them (its cursor may already be there).
-    `trace_id`: the message's, for the gateway's log lines."""
+    No entry and no body, but for the users of `inline` (user -> (prev_mailbox_seq, the
+    serialized entries at `seq`): a small direct record, at most INLINE_MAX_USERS of
+    INLINE_MAX_BYTES each; decisions/0156); the others' devices pull (their cursor may
+    already be there). `trace_id`: the message's, for the gateway's log lines."""
     tenant_id = tenant.to_bytes(16, "big")
     bodies = []
     for i in range(0, len(users), PUSH_USERS_PER_FRAME):
         batch = internal_pb2.PushBatch(tenant_id=tenant_id)
-        batch.positions.add(mailbox_seq=seq, message_id=message_id, user_ids=users[i:i + PUSH_USERS_PER_FRAME],
-                            trace_id=trace_id, span_id=otel.pushed_span_id(trace_id))  # b"": untraced (0140)
+        part = users[i:i + PUSH_USERS_PER_FRAME]
+        pos = batch.positions.add(mailbox_seq=seq, message_id=message_id, user_ids=part, trace_id=trace_id,
+                                  span_id=otel.pushed_span_id(trace_id))  # b"": untraced (0140)
+        if inline:
+            for user in part:
+                whole = inline.get(user)
+                if whole is not None:
+                    pos.inline.add(user_id=user, prev_mailbox_seq=whole[0], entries=whole[1])
         bodies.append(batch.SerializeToString())
     return bodies

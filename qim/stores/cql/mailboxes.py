@@ -139,9 +139,12 @@ class CqlMailboxStore:
         new_wm: bytes,
         writer: bytes = b"",
         fence: int = 0,
+        *,
+        prevs: Optional[dict] = None,
     ) -> list[tuple[str, bytes]]:
         """MailboxStore.fused (module doc: reads, checks, entries, frontier); ValueError
-        for more than FUSED_RECORDS_MAX records (the materializer's batches are smaller)."""
+        for more than FUSED_RECORDS_MAX records (the materializer's batches are smaller).
+        `prevs` is left empty: no inline pushes from this store (decisions/0156)."""
         if not 0 < len(records) <= FUSED_RECORDS_MAX:
             raise ValueError(f"fused takes 1..{FUSED_RECORDS_MAX} records, not {len(records)}")
         top, idents = await asyncio.gather(

@@ -139,14 +139,17 @@ class RedisMailboxStore:
         return bool(wrote)
 
     async def fused(self, shard: int, epoch: int, records: Sequence[FusedRecord], expected_wm: Optional[bytes],
-                    new_wm: bytes, writer: bytes = b"", fence: int = 0, unfinished: int = 0) -> list[tuple[str, bytes]]:
+                    new_wm: bytes, writer: bytes = b"", fence: int = 0, unfinished: int = 0, *,
+                    prevs: Optional[dict] = None) -> list[tuple[str, bytes]]:
         """MailboxStore.fused: mailbox_fused.lua on the shard's instance, every recipient
         of every record in one call; each (user, day) bucket's keys are sent once, its
         entries go in one ZADD. A recipient placed on another instance refuses the call
         before anything is written (MailboxDirty; decision 0097: a record is DONE only
         after all its entries, which one call on one instance guarantees). The first
         `unfinished` records are begun and appended, never marked DONE (the records a
-        direct one overtakes, with some of their members: decisions/0142)."""
+        direct one overtakes, with some of their members: decisions/0142). `prevs`:
+        filled for the members of `inline` records, read by the same script after its
+        writes (no extra round trip; decisions/0156)."""
         client, scripts = self._at_shard(shard)
         keys: list = [wm_key(shard), dpidx_key(shard)]
         keys += [dp_key(shard, r.dispatch_id) for r in records]
@@ -163,9 +166,20 @@ class RedisMailboxStore:
                     p = pairs[(r.tenant, user, r.day)] = len(pairs) + 1
                     buckets += (mailbox_key(r.tenant, user, r.day), days_key(r.tenant, user))
                 args += (p, member)
+        asked = [(i, user, pairs[(r.tenant, user, r.day)], r.offset) for i, r in enumerate(records)
+                 if r.inline and prevs is not None for user, _ in r.members]
+        if asked:
+            args.append(len(asked))
+            for _, _, p, offset in asked:
+                args += (p, offset)
         reply = await scripts.call("mailbox_fused", keys + buckets, args)
-        if len(reply) != 1 + 2 * len(records):
+        if len(reply) != 1 + 2 * len(records) + len(asked):
             raise StoreCorrupt(f"mailbox_fused: {len(reply)} reply items for {len(records)} records")
+        if prevs is not None:
+            for (i, user, _, _), prev in zip(asked, reply[1 + 2 * len(records):]):
+                if prev >= -1:  # -2: unknown (another day holds a later offset)
+                    prevs[(i, user)] = prev
+        reply = reply[:1 + 2 * len(records)]
         if reply[0] == 1:
             return [(reply[i].decode(), reply[i + 1]) for i in range(1, len(reply), 2)]
         return [(RECOVERED, reply[i + 1]) for i in range(1, len(reply), 2)]

@@ -15,10 +15,15 @@
 --       0142; 0 otherwise); then per record: digest, offset,
 --       mailbox_seq (8 B), day, the bucket's expire_at, N, then N pairs (the number of
 --       its (bucket, day index) pair in KEYS, counted from 1; member). Every member
---       starts with the record's mailbox_seq.
--- Returns {written, status 1, mailbox_seq 1, ..., status K, mailbox_seq K}; written is 1
--- when W was written now, 0 when this writer had already finished this very call (its
--- reply was lost: the caller reports RECOVERED). status: FRESH | RESUME | DUPLICATE.
+--       starts with the record's mailbox_seq. Then, optionally (inline pushes, docs/
+--       decisions/0156): M, then M pairs (pair number, offset): the user of that pair's
+--       previous entry below that offset, read once every entry of the call is written.
+-- Returns {written, status 1, mailbox_seq 1, ..., status K, mailbox_seq K, prev 1, ...,
+-- prev M}; written is 1 when W was written now, 0 when this writer had already finished
+-- this very call (its reply was lost: the caller reports RECOVERED). status: FRESH |
+-- RESUME | DUPLICATE. prev: the highest offset below the asked one among the user's
+-- entries (the trim boundary counts: a pull from it is served), -1 none, -2 unknown (a
+-- day other than the pair's holds an offset at or above it: not read here).
 --#include mailbox_lib
 qim_fenced(KEYS[1], ARGV[1])
 local write = qim_wm_check(KEYS[1], ARGV[2], ARGV[3], ARGV[5])
@@ -93,5 +98,13 @@ for r = tonumber(ARGV[8]) + 1, records do
 end
 if write then
   redis.call('HSET', KEYS[1], 'blob', ARGV[3], 'layout', '1', 'epoch', ARGV[4], 'writer', ARGV[5])
+end
+-- previous positions, after every write: an overtake's records ahead (0142) have their
+-- entries of these lanes in this very call, so nothing below the offset is missing
+local asked = tonumber(ARGV[a] or '0')
+for i = a + 1, a + 2 * asked, 2 do
+  local p = tonumber(ARGV[i])
+  out[#out + 1] = qim_prev_offset(KEYS[first_pair + 2 * (p - 1)], KEYS[first_pair + 2 * p - 1],
+                                  day_of[p] or '', ARGV[i + 1])
 end
 return out

@@ -125,3 +125,34 @@ local function qim_finish(dp_key, wm_key, expected_wm, new_wm, epoch, writer)
   redis.call('HSET', wm_key, 'blob', new_wm, 'layout', '1', 'epoch', epoch, 'writer', writer)
   return 1
 end
+
+-- Inline pushes (docs/decisions/0156): the highest offset below `offset` among a user's
+-- entries: its bucket of `day` read (one ZREVRANGEBYSCORE), every other day of its index
+-- by the day's highest offset (a day wholly below `offset` needs no read) and the trim
+-- boundary (a pull from it is served, from below it is not). -1: none; -2: another day
+-- holds an offset at or above `offset` (created_at out of offset order near midnight):
+-- unknown, the caller pushes the position only.
+local function qim_prev_offset(bucket, days_key, day, offset_arg)
+  local offset, best = tonumber(offset_arg), -1
+  -- the argument's own digits: a Lua number above 1e14 would print in exponent form
+  local row = redis.call('ZREVRANGEBYSCORE', bucket, '(' .. offset_arg, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  if row[2] then
+    best = tonumber(row[2])
+  end
+  local ok, index = pcall(redis.call, 'ZRANGE', days_key, 0, -1, 'WITHSCORES')
+  if not ok then
+    return -2  -- an index of the old layout (a HASH): not read here
+  end
+  for i = 1, #index, 2 do
+    if index[i] ~= day then
+      local hi = tonumber(index[i + 1])
+      if hi >= offset then
+        return -2
+      end
+      if hi > best then
+        best = hi
+      end
+    end
+  end
+  return best
+end
