@@ -101,7 +101,7 @@ async def one(addr: str, args: argparse.Namespace, overtake: bool, base: int) ->
     waits: list[float] = []
     t0 = time.perf_counter()
 
-    def push(tenant, seq, users, event, trace) -> None:
+    def push(tenant, seq, users, event, trace, inline) -> None:
         if seq in seqs and len(users) == 1:
             waits.append((time.perf_counter() - t0) * 1000)
 
