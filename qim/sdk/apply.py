@@ -1,10 +1,11 @@
 """How the LocalStore applies what the server says about messages (docs/design.md §9).
 
 Only two sources carry whole bodies and reach the store: MAILBOX_BATCH entries (the
-mailbox resolves referenced bodies before it answers) and HISTORY_BATCH items.
-PUSH_EVENTS never reach it (a push entry may carry only a reference, so it
-is a wake-up for a pull and nothing else), and neither do session heads (their body
-may be left out). A row is never kept with a body known to be incomplete: a history
+mailbox resolves referenced bodies before it answers) and HISTORY_BATCH items. An
+inline PUSH_EVENTS reaches it only as the MAILBOX_BATCH it stands for (its entries are
+the page a pull from prev_mailbox_seq returns, bodies inline: qim/sdk/puller.py,
+docs/decisions/0156); any other push is a wake-up for a pull and nothing else, and
+session heads never reach it (their body may be left out). A row is never kept with a body known to be incomplete: a history
 item in state NORMAL without its body is refused (StoreError), and a stored row that
 disagrees with a later full copy (an empty body left by a version-1 store) is repaired.
 

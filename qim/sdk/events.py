@@ -3,8 +3,8 @@
 Ordering rule: for one applied batch, ConversationsUpdated comes before MessagesAdded
 (then MessagesUpdated, MessagesRemoved), all only after the SQLite transaction
 committed (seed 004 §7). MessagesAdded holds each conversation in conversation_seq
-order with whole bodies; nothing is told from a PUSH_EVENTS frame (a push only wakes a
-pull).
+order with whole bodies; nothing is told from a PUSH_EVENTS frame but through the page an
+inline push stands for (the same events as the pull's: docs/decisions/0156).
 """
 
 from __future__ import annotations

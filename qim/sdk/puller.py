@@ -4,11 +4,20 @@
   explicit pull_mailbox(), the connect-time sync) sets a dirty mark; a running pull
   loops again while the mark is set, so a request that arrives during any state of
   the runtime (syncing, a pull in flight) is honoured.
-- A push is only a wake-up: nothing from a push reaches the store or the app;
-  MAILBOX_BATCH does. A push is a position (lane, mailbox_seq; docs/decisions/0033):
-  one at or below this device's cursor on that lane asks for nothing (the entries are
-  applied already), also when it arrives during a pull that brings it; one without a
-  position (a wake-up) or above the cursor pulls.
+- A push is a position (lane, mailbox_seq; docs/decisions/0033): one at or below this
+  device's cursor on that lane asks for nothing (the entries are applied already), also
+  when it arrives during a pull that brings it; one without a position (a wake-up) or
+  above the cursor pulls.
+- An inline push (docs/decisions/0156) carries the user's entries at mailbox_seq and
+  the user's previous position: it is applied exactly as the page MailboxBatch{entries
+  = inline_entries, next_cursor = mailbox_seq, lane, shard_epoch = the top 16 bits of
+  mailbox_seq, has_more false} (same store call, same app events), inside the single
+  flight, only when the store's committed cursor (lane, shard_epoch, seq) is (lane,
+  that shard_epoch, prev_mailbox_seq) at that moment: the entries are then exactly the
+  page a pull would return. A push arriving while a pull is in flight waits for it
+  (never applied concurrently) and is checked against the cursor the pull committed.
+  Any other cursor (a gap: a lost push, a device that was offline) pulls; an entry is
+  never applied on a failed check (stats["pushes_applied"] counts the applied ones).
 - Transient ERRORs (UNAVAILABLE, RATE_LIMITED, MAILBOX_DIRTY) are retried with bounded
   exponential backoff (qim/sdk/retry.py); CURSOR_EXPIRED runs REBUILD; other errors
   surface (and a background pull that fails tells the app SyncFailed).
@@ -28,6 +37,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import time
 from typing import Any, Callable, Optional
 
@@ -58,6 +68,9 @@ PULL_REPEAT_PROBES = 4
 # then would make the gateway send the page a second time behind the first on the very
 # link that is too slow (issue 34 item 3, decision 0087).
 PULL_QUIET_BYTES = 4096
+# inline pushes waiting for the single flight; more are dropped oldest first (each is a
+# position too: the pull it then needs brings its entries)
+INLINE_QUEUE_MAX = 256
 
 
 class Puller:
@@ -72,6 +85,7 @@ class Puller:
         # (lane, last applied mailbox_seq) as committed to the store, None while unknown
         self.position: Optional[tuple[int, int]] = None
         self._wanted: Optional[tuple[int, int]] = None  # the highest position pushed since the last pull began
+        self._inline: collections.deque = collections.deque(maxlen=INLINE_QUEUE_MAX)  # PushEvents with entries
 
     def wake(self) -> None:
         """A notification (PUSH_EVENTS): pull soon. Never awaits and is never lost: a
@@ -83,8 +97,10 @@ class Puller:
 
     def notify(self, push: mailbox_pb2.PushEvents) -> None:
         """A PUSH_EVENTS frame: nothing when this device's cursor already covers its
-        position (counted in stats["pushes_skipped"]), else pull soon (as `wake`, but a
-        pull already running that brings the position does not run again for it)."""
+        position (counted in stats["pushes_skipped"]); with inline entries, applied in
+        the single flight when the committed cursor is at its prev_mailbox_seq (module
+        doc); else pull soon (as `wake`, but a pull already running that brings the
+        position does not run again for it)."""
         if not push.mailbox_seq:  # a wake-up without a position
             self.wake()
             return
@@ -95,6 +111,8 @@ class Puller:
         wanted = self._wanted
         if wanted is None or wanted[0] != push.lane or wanted[1] < push.mailbox_seq:
             self._wanted = (push.lane, push.mailbox_seq)
+        if push.inline_entries:  # tried before the pull its position would need
+            self._inline.append(push)
         conn = self._core.conn
         if (self._task is None or self._task.done()) and conn is not None and conn.is_open:
             self._start()
@@ -144,10 +162,33 @@ class Puller:
         self._core.emit(ev.SyncFailed(code, str(exc)))
 
     async def _loop(self) -> None:
-        while self._dirty or self._behind():
+        while True:
+            await self._apply_inline()
+            if not (self._dirty or self._behind()):
+                return
             self._dirty = False
             while await self._page():
                 pass
+
+    async def _apply_inline(self) -> None:
+        """Apply the waiting inline pushes that follow the committed cursor, in arrival
+        order, each as the page it stands for (module doc). One that does not follow is
+        dropped: its position is wanted, and the pull brings it."""
+        core = self._core
+        while self._inline:
+            push = self._inline.popleft()
+            if self._covered(push.lane, push.mailbox_seq):
+                continue
+            epoch = push.mailbox_seq >> 48
+            cursor = await core.store.run(core.store.cursor)
+            if cursor is None or tuple(cursor) != (push.lane, epoch, push.prev_mailbox_seq):
+                continue  # a gap (or another lane or shard_epoch): pull
+            await core.apply(core.store.apply_mailbox_batch, list(push.inline_entries), push.mailbox_seq, push.lane,
+                             epoch)
+            self.position = (push.lane, push.mailbox_seq)  # committed: the store holds it
+            if core.on_pulled is not None:  # as for a page (decision 0121 §4): a fresh message has no summary
+                core.on_pulled(push.inline_entries)
+            core.stats["pushes_applied"] = core.stats.get("pushes_applied", 0) + 1
 
     async def _page(self) -> bool:
         core, tuning = self._core, self._core.tuning

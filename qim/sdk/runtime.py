@@ -16,9 +16,10 @@ permanent ERROR raises ServerError and tells the app SendFailed; UNAVAILABLE /
 RATE_LIMITED / MAILBOX_DIRTY are retried with the same cmid. The ACK deadline is 3 s,
 then a PING probe; no PONG and no byte → connection dead → reconnect.
 
-Pulls (qim/sdk/puller.py): PUSH_EVENTS only wake a single-flight pull (their entries
-may carry references, not bodies); only MAILBOX_BATCH and history pages reach the
-store and the app. Events go to `events` (an asyncio.Queue) and/or `on_event`.
+Pulls (qim/sdk/puller.py): PUSH_EVENTS wake a single-flight pull, but for an inline
+push whose previous position is the committed cursor, applied as the page it stands
+for (docs/decisions/0156); only MAILBOX_BATCH pages (and those) and history pages
+reach the store and the app. Events go to `events` (an asyncio.Queue) and/or `on_event`.
 
 The runtime is a façade: what its parts share is a RuntimeCore (qim/sdk/core.py: the
 current connection, events, tasks, the send ledger, apply-and-tell); the sender, the
@@ -308,8 +309,9 @@ class ClientRuntime(Submitting):
         await self._puller.pull()
 
     def _on_push(self, push: mailbox_pb2.PushEvents) -> None:
-        """PUSH_EVENTS are a wake-up only, and a position: nothing of them is stored or
-        told (decision 0016); one the cursor covers asks for no pull (puller.py)."""
+        """PUSH_EVENTS are a position: one the cursor covers asks for no pull; an inline
+        one at the cursor is applied as its page, anything else pulls (puller.py;
+        decisions 0033, 0156)."""
         self.core.stats["pushes"] += 1
         self._puller.notify(push)
 

@@ -12,11 +12,12 @@ owns every durable device fact:
   out twice, even by two processes on one file. client_message_id =
   ids.client_message_id(store_nonce, device_id, ordinal): unique per local store for
   ever, also when a reinstalled device reuses its device_id.
-- cursor: (lane, shard_epoch, last_applied_seq), moved only by a MAILBOX_BATCH and only
-  in the same transaction as the batch's messages.
+- cursor: (lane, shard_epoch, last_applied_seq), moved only by a MAILBOX_BATCH (or the
+  page an inline push stands for: docs/decisions/0156) and only in the same transaction
+  as the batch's messages.
 - messages: one row per message_id with its state (NORMAL, RECALLED, DELETED), only
   from MAILBOX_BATCH and HISTORY_BATCH, which carry whole bodies (qim/sdk/apply.py);
-  never from PUSH_EVENTS.
+  from PUSH_EVENTS only as such a page (its cursor check passed).
 - pending: one row per send the device has not seen committed yet (`state` pending →
   acked on SEND_ACK → committed once its own mailbox entry is applied; failed on a
   permanent ERROR, body kept so the app can show or resend the text).
