@@ -5,9 +5,9 @@ import os
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-MODULES = ("frame", "mailbox_seq", "watermark", "eventgroup", "ids")
+MODULES = ("frame", "mailbox_seq", "watermark", "eventgroup", "ids", "sendkey")
 DEBUG = os.environ.get("QIM_DEBUG", "") == "1"
-# Cythonize and compile the five modules in parallel (the wheel check builds from scratch)
+# Cythonize and compile the modules in parallel (the wheel check builds from scratch)
 JOBS = min(len(MODULES), os.cpu_count() or 1)
 
 extensions = [

@@ -3,7 +3,7 @@
 Every bench is parametrised over `impl` ("pure", "compiled") so each compiled function
 is timed against its pure twin in the same run; `@pytest.mark.benchmark(group=...)`
 names the figure it feeds in benches/report.py (frame_stream, watermark, eventgroup,
-frame_header, mailbox_seq, ids). Files are named bench_*.py and collected only with
+frame_header, mailbox_seq, ids, sendkey). Files are named bench_*.py and collected only with
 `-o python_files=bench_*.py` (see the Makefile), so a plain `pytest` never runs them.
 A compiled module that is missing or not an extension fails every bench: comparing
 the pure twin with itself would print a meaningless ratio.
@@ -19,7 +19,7 @@ from typing import Callable
 
 import pytest
 
-NAMES = ("frame", "mailbox_seq", "watermark", "eventgroup", "ids")
+NAMES = ("frame", "mailbox_seq", "watermark", "eventgroup", "ids", "sendkey")
 
 
 def _compiled(name: str) -> ModuleType:

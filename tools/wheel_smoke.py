@@ -19,7 +19,7 @@ import subprocess
 import sys
 import sysconfig
 
-NAMES = ("frame", "mailbox_seq", "watermark", "eventgroup", "ids")
+NAMES = ("frame", "mailbox_seq", "watermark", "eventgroup", "ids", "sendkey")
 SERVER_EXTRA = ("redis", "confluent_kafka", "prometheus_client", "pyroaring", "numpy")
 # PING, opcode 0x0103, request_id 1, empty body: written out literally (docs/design.md §4)
 PING_1 = b"\x51\x49\x01\x00\x01\x03\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x94\x2b\x9c\x1a"

@@ -1,6 +1,6 @@
 """Compiled hot paths of QIM, chosen once at import (STYLE.md: msgpack/aiokafka).
 
-`from qim._core import frame, mailbox_seq, watermark, eventgroup, ids` gives the
+`from qim._core import frame, mailbox_seq, watermark, eventgroup, ids, sendkey` gives the
 compiled Cython modules, or their pure-Python twins in `qim._core._pure` when
 `QIM_PUREPYTHON=1`. There is no silent fallback: a missing or broken compiled module
 raises ImportError, so a broken wheel fails loudly.
@@ -13,7 +13,7 @@ import os
 import sys
 
 PURE = os.environ.get("QIM_PUREPYTHON", "") == "1"
-_NAMES = ("frame", "mailbox_seq", "watermark", "eventgroup", "ids")
+_NAMES = ("frame", "mailbox_seq", "watermark", "eventgroup", "ids", "sendkey")
 _base = "qim._core._pure" if PURE else "qim._core"
 
 frame = importlib.import_module(f"{_base}.frame")
@@ -21,6 +21,7 @@ mailbox_seq = importlib.import_module(f"{_base}.mailbox_seq")
 watermark = importlib.import_module(f"{_base}.watermark")
 eventgroup = importlib.import_module(f"{_base}.eventgroup")
 ids = importlib.import_module(f"{_base}.ids")
+sendkey = importlib.import_module(f"{_base}.sendkey")  # after ids: it calls conversation_id_direct
 
 COMPILED = not PURE
 
@@ -30,4 +31,4 @@ if PURE:
     for _name in _NAMES:
         sys.modules[f"qim._core.{_name}"] = globals()[_name]
 
-__all__ = ["frame", "mailbox_seq", "watermark", "eventgroup", "ids", "COMPILED", "PURE"]
+__all__ = ["frame", "mailbox_seq", "watermark", "eventgroup", "ids", "sendkey", "COMPILED", "PURE"]

@@ -14,7 +14,7 @@ import importlib.machinery
 import os
 from types import ModuleType
 
-NAMES = ("frame", "mailbox_seq", "watermark", "eventgroup", "ids")
+NAMES = ("frame", "mailbox_seq", "watermark", "eventgroup", "ids", "sendkey")
 PURE_MODE = os.environ.get("QIM_PUREPYTHON", "") == "1"
 
 

@@ -190,3 +190,60 @@ message_id = (st.tuples(st.integers(0, M48), st.integers(0, 0xFFFF), st.integers
                         st.integers(0, 0xFFFF)).filter(any).map(
     lambda t: PURE["ids"].compose_message_id(*t)),
               st.one_of(bad_id, st.binary(min_size=16, max_size=16)))
+
+# --- sendkey ---------------------------------------------------------------------------
+# SendMessage encodings near every check of the gateway's send path (qim/wire/validate.py):
+# ids good, zero or short; the direct conversation of (tenant, user, peer) or another;
+# custom_type and body at their limits; message types 0-5 and past the int32 enum; TEXT
+# bodies blank or not; reply and mentions sometimes; then wire oddities appended
+# (a repeated field, an unknown one, a wrong wire type, an overlong varint).
+SEND_MAX_BODY = 300  # a small limit so bodies reach it
+_id_or_bad = st.one_of(nz_id, nz_id, nz_id, st.just(bytes(16)), st.binary(max_size=17))
+_text_body = st.one_of(st.binary(max_size=SEND_MAX_BODY + 2), st.just(b""), st.just(" \u3000\n".encode()),
+                       st.binary(min_size=1, max_size=8).map(lambda b: b"hello " + b))
+_ODDITIES = (b"\x18\x05", b"\x0a\x02ab", b"\x60\x01", b"\x52\x00", b"\x58\x01",
+             b"\x50\x07", b"\x5a\x01\x07", b"\x08\x01", b"\x22\x00", b"\xa0\x01\x01", b"\x80\x00",
+             b"\x20\x81\x80\x80\x80\x80\x80\x80\x80\x80\x01", b"\x20\xff\xff\xff\xff\x0f", b"\x38\x80\x00")
+
+
+@st.composite
+def send_case(draw) -> tuple[bytes, int, int, int]:
+    """(SendMessage bytes, tenant, user_id, max_body): a send the gateway takes with, most
+    of the time, one or two of its parts drawn from near or past a check instead."""
+    from qim.proto.v1 import message_pb2
+
+    def odd(good, bad):  # the good value 5 times in 6
+        return draw(st.one_of(st.just(good), bad) if draw(st.integers(0, 5)) == 0 else st.just(good))
+
+    tenant = draw(st.one_of(st.integers(0, 3), st.integers(0, U128)))
+    user, peer = draw(st.integers(1, U63)), draw(st.integers(1, U63))
+    peer = odd(peer, st.sampled_from([0, U63 + 1, U64]))
+    kind = odd(draw(st.sampled_from([1, 1, 2])), st.sampled_from([3, 0, 9]))
+    if kind == 1 and 0 < peer <= U64:
+        conversation = odd(PURE["ids"].conversation_id_direct(tenant, user, peer), _id_or_bad)
+    else:
+        conversation = bytes([kind]) + draw(st.binary(min_size=15, max_size=15))
+    cmid = odd(draw(nz_id), _id_or_bad)
+    message_type = odd(draw(st.sampled_from([1, 1, 2, 3, 5])), st.sampled_from([0, 4, 99, 0x7FFFFFFF, -1]))
+    body = draw(st.binary(min_size=1, max_size=20).map(lambda b: b"hi " + b)) if message_type == 1 else b""
+    msg = message_pb2.SendMessage(
+        client_message_id=cmid, conversation_id=conversation, recipient_user_id=min(peer, U64),
+        group_id=draw(st.sampled_from([0, 0, 5, U64])), message_type=message_type,
+        custom_type=odd(b"", st.binary(max_size=66)), body=odd(body, _text_body),
+        previous_client_message_id=odd(b"", st.one_of(_id_or_bad, st.just(cmid))))
+    if draw(st.integers(0, 7)) == 0:
+        msg.reply_to_message_id = draw(_id_or_bad)
+    if draw(st.integers(0, 7)) == 0:
+        msg.mention_user_ids.extend(draw(st.lists(st.integers(0, U64), max_size=3)))
+    if draw(st.integers(0, 9)) == 0:
+        msg.mention_all = True
+    raw = msg.SerializeToString() + odd(b"", st.sampled_from(_ODDITIES))
+    return raw, tenant, user, odd(SEND_MAX_BODY, st.integers(-2, SEND_MAX_BODY + 2))
+
+
+send_args = st.one_of(
+    send_case(),
+    send_case().flatmap(lambda c: st.tuples(st.one_of(corrupted(st.just(c[0])), as_buffer(c[0])),
+                                            st.just(c[1]), st.just(c[2]), st.just(c[3]))),
+    call_args((send_case().map(lambda c: c[0]), st.binary(max_size=40)), tenant, nz64,
+              (st.integers(0, 1 << 70), st.one_of(JUNK, st.integers(-(1 << 70), -1)))))

@@ -51,6 +51,11 @@ def ids(impl: str):
     return module("ids", impl)
 
 
+@pytest.fixture
+def sendkey(impl: str):
+    return module("sendkey", impl)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under QIM_PUREPYTHON=1 the compiled side of a differential test is absent by
     design: deselect those tests (reported as deselected, never as skipped or passed)."""

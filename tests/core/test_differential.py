@@ -89,6 +89,9 @@ SPECS: dict[str, dict[str, st.SearchStrategy[tuple]]] = {
                                           S.uint(0, 0xFFFF)),
         "split_message_id": S.call_args(S.message_id),
     },
+    "sendkey": {
+        "route_key": S.send_args,
+    },
 }
 # public members of the one public class; feed, buffered and at_boundary are all
 # observed after every step of _decoder_trace

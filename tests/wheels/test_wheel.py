@@ -21,7 +21,7 @@ import zipfile
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-NAMES = ("frame", "mailbox_seq", "watermark", "eventgroup", "ids")
+NAMES = ("frame", "mailbox_seq", "watermark", "eventgroup", "ids", "sendkey")
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 

@@ -10,7 +10,7 @@ bytes are forwarded unchanged; authorisation against membership happens in the w
 
 from __future__ import annotations
 
-from qim._core import ids
+from qim._core import ids, sendkey
 from qim.consts import CONVERSATION_KIND_DIRECT, GROUP_MAX_MEMBERS, U63_MAX
 from qim.errors import ErrorCode, RequestError
 from qim.proto.v1 import group_pb2, history_pb2, message_pb2, moderation_pb2, reaction_pb2
@@ -30,7 +30,13 @@ from qim.wire.validate import (
 
 
 def send_key(conn: ClientSession, body: bytes) -> bytes:
-    """SEND_MESSAGE: shape, body size (QIM_MAX_MESSAGE_BODY), direct audience."""
+    """SEND_MESSAGE: shape, body size (QIM_MAX_MESSAGE_BODY), direct audience. A plain
+    send that passes every check is keyed by the compiled fast path straight from its
+    bytes (qim/_core/sendkey.pyx, the same answer: its twin's rule); anything else
+    (replies, mentions, a refusal, odd encodings) by the full path below."""
+    key = sendkey.route_key(body, conn.tenant, conn.user_id, conn.gw.config.max_body)
+    if key is not None:
+        return key
     msg = parse_send(body)
     kind = check_send_shape(msg, conn.gw.config.max_body)
     if kind == CONVERSATION_KIND_DIRECT:
