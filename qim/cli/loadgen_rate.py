@@ -248,6 +248,8 @@ async def run(cfg: argparse.Namespace) -> int:
                   "size": cfg.size, "ok": ok, "arrival": arrival, "send_s": send_end - start,
                   "push_coverage": ledger.pushed_first / max(1, total.sent), "verdict": v,
                   "error_codes": error_codes, "pull_errors": pull_errors,
+                  # the receivers' pulls and the pushes they applied instead (decisions/0156)
+                  "receiver_pulls": sum(r.pulls for r in rx), "pushes_applied": sum(r.pushes_applied for r in rx),
                   "total": total.to_dict(), "segments": segments, "hist_edges_ms": HIST_EDGES_MS.tolist(),
                   "hist": {"ack": total.ack_ms.histogram(), "e2e": total.e2e_ms.histogram()},
                   "sdk": None if lane is None else {**{k: getattr(sdk, k) for k in (

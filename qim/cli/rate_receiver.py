@@ -2,10 +2,14 @@
 
 A receiver is one raw authenticated connection of a user that only receives. PUSH_EVENTS
 are a wake-up and the first sighting of a message for latency (pushes may be dropped by
-design); what is verified is what the receiver PULLs with its own cursor
-(PULL_MAILBOX -> MAILBOX_BATCH), pulled after a push (pushes within PULL_GAP_S are
-coalesced into one pull, so verification does not multiply the server's pull load) and
-at least every PULL_EVERY_S.
+design); what is verified is what the receiver takes with its own cursor: PULLed
+(PULL_MAILBOX -> MAILBOX_BATCH) after a push (pushes within PULL_GAP_S are coalesced
+into one pull, so verification does not multiply the server's pull load) and at least
+every PULL_EVERY_S, or applied from an inline push (docs/decisions/0156) under the SDK's
+rule: on the receiver's lane (learnt from its first page), its cursor equal to the
+push's prev_mailbox_seq, no pull in flight; the entries are then taken exactly as the
+page {inline_entries, next_cursor = mailbox_seq} (`pushes_applied`). Any other push
+wakes a pull, so the checks below see every entry once whichever way it came.
 
 `Ledger` holds what the senders intended (per message ordinal n: pair, send time, body
 digest, and after the ACK its message_id and conversation_seq) and what the receivers
@@ -153,7 +157,11 @@ class Receiver:
         self.pair, self.stream, self.ledger, self.pull_gap_s = pair, stream, ledger, pull_gap_s
         self.user = ledger.receivers[pair]
         self.cursor = 0
+        self.lane: Optional[int] = None  # the lane of its pages (None before the first)
         self.pushes = 0
+        self.pushes_applied = 0
+        self.pulls = 0  # PULL_MAILBOX requests sent
+        self._pulling = False  # from a PULL_MAILBOX sent until its page is taken
         self.pull_errors: dict[str, int] = {}
         self.wake = asyncio.Event()
         self._rid = 1
@@ -184,7 +192,8 @@ class Receiver:
                     # a gateway from before positions sent whole entries
                     for mid in [*push.message_ids, *(e.message_id for e in push.entries)]:
                         self.ledger.sighted(mid, now, push=True)
-                    self.wake.set()
+                    if not self._apply_inline(push, now):
+                        self.wake.set()
                 continue
             if self._reply is not None and not self._reply.done() and rid == self._rid:
                 self._reply.set_result((op, body))
@@ -212,26 +221,47 @@ class Receiver:
                     return
             await asyncio.sleep(max(0.0, started + self.pull_gap_s - loop.time()))
 
-    async def pull_page(self) -> bool:
-        """One PULL_MAILBOX from the own cursor; True when the server has more."""
-        self._rid += 1
-        self._reply = asyncio.get_running_loop().create_future()
-        req = mailbox_pb2.PullMailbox(cursor=self.cursor)
-        self.stream.send(Opcode.PULL_MAILBOX, self._rid, req.SerializeToString())
-        op, body = await asyncio.wait_for(self._reply, 30.0)
-        if op != Opcode.MAILBOX_BATCH:
-            code = decode_error(body).code.name if op == Opcode.ERROR else hex(op)
-            self.pull_errors[code] = self.pull_errors.get(code, 0) + 1
-            await asyncio.sleep(0.2)
+    def _apply_inline(self, push: mailbox_pb2.PushEvents, now: int) -> bool:
+        """Take an inline push's entries as the page it stands for when they follow the
+        cursor and no pull is in flight (module doc); False when it must pull instead
+        (nothing is taken then). Runs between two awaits: never beside a pull."""
+        if (not push.inline_entries or self._pulling or push.mailbox_seq <= self.cursor
+                or self.lane is None or push.lane != self.lane or push.prev_mailbox_seq != self.cursor):
             return False
-        batch = mailbox_pb2.MailboxBatch.FromString(body)
-        now = time.perf_counter_ns()
+        self._take(push.inline_entries, now)
+        self.cursor = push.mailbox_seq
+        self.pushes_applied += 1
+        return True
+
+    def _take(self, entries, now: int) -> None:
+        """Record the entries of one page (pulled or applied from a push) in the ledger."""
         rows = self.ledger.pulled[self.pair]
-        for e in batch.entries:
+        for e in entries:
             if e.message_type == MESSAGE_TYPE_CONTROL:
                 continue
             self.ledger.sighted(e.message_id, now)
             n_hint = struct.unpack_from(">Q", e.body, 8)[0] if len(e.body) >= 16 else -1
             rows.append((e.message_id, e.conversation_seq, digest(e.body), e.conversation_id, e.sender_id, n_hint))
-        self.cursor = batch.next_cursor or self.cursor
-        return batch.has_more
+
+    async def pull_page(self) -> bool:
+        """One PULL_MAILBOX from the own cursor; True when the server has more."""
+        self._rid += 1
+        self._reply = asyncio.get_running_loop().create_future()
+        req = mailbox_pb2.PullMailbox(cursor=self.cursor)
+        self._pulling = True  # until its page is taken: an inline push meanwhile wakes a pull instead
+        self.pulls += 1
+        try:
+            self.stream.send(Opcode.PULL_MAILBOX, self._rid, req.SerializeToString())
+            op, body = await asyncio.wait_for(self._reply, 30.0)
+            if op != Opcode.MAILBOX_BATCH:
+                code = decode_error(body).code.name if op == Opcode.ERROR else hex(op)
+                self.pull_errors[code] = self.pull_errors.get(code, 0) + 1
+                await asyncio.sleep(0.2)
+                return False
+            batch = mailbox_pb2.MailboxBatch.FromString(body)
+            self._take(batch.entries, time.perf_counter_ns())
+            self.cursor = batch.next_cursor or self.cursor
+            self.lane = batch.lane
+            return batch.has_more
+        finally:
+            self._pulling = False

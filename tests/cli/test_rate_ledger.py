@@ -141,3 +141,48 @@ async def test_receiver_pulls_on_pushes_coalesced_and_follows_its_cursor():
     assert pulls == [0, 11] and rx.cursor == 12 and rx.pushes == 6
     assert led.all_pulled() and led.pushed_first == 1
     assert led.verdict() == {"lost": 0, "duplicated": 0, "corrupt": 0, "out_of_order": 0}
+
+
+async def test_receiver_applies_inline_pushes_at_its_cursor_and_pulls_on_a_gap():
+    """decisions/0156: an inline push whose prev_mailbox_seq is the receiver's cursor (its
+    lane known from a page) is taken as that page without a pull; one after a withheld
+    push, or while a pull is in flight, wakes a pull; the verdict stays exact."""
+    led = Ledger(SENDERS, RECEIVERS, CONVS)
+    bodies = [struct.pack(">QQ", 0, n) + b"pad" for n in range(4)]
+    for n, b in enumerate(bodies):
+        led.sent.append(Sent(0, 0, digest(b)))
+        led.acked(n, b"r%015d" % n, n + 1)
+    lane = 7
+    first = mailbox_pb2.MailboxBatch(entries=[entry(led, 0, 10, bodies[0])], next_cursor=10, lane=lane)
+    gap = mailbox_pb2.MailboxBatch(entries=[entry(led, 2, 12, bodies[2]), entry(led, 3, 13, bodies[3])],
+                                   next_cursor=13, lane=lane)
+    stream = FakeStream([first, gap])
+    rx = Receiver(0, stream, led, pull_gap_s=0.0)
+    tasks = [asyncio.create_task(rx.read_loop()), asyncio.create_task(rx.pull_loop())]
+
+    def push(n: int, seq: int, prev: int) -> None:
+        body = mailbox_pb2.PushEvents(lane=lane, mailbox_seq=seq, prev_mailbox_seq=prev,
+                                      inline_entries=[entry(led, n, seq, bodies[n])]).SerializeToString()
+        stream.incoming.put_nowait((Opcode.PUSH_EVENTS, 0, body))
+
+    push(0, 10, 0)  # lane not known yet: pulls (the first page)
+    for _ in range(100):
+        if rx.cursor == 10:
+            break
+        await asyncio.sleep(0.01)
+    push(1, 11, 10)  # at the cursor: applied
+    await asyncio.sleep(0.05)
+    assert rx.cursor == 11 and rx.pushes_applied == 1
+    push(3, 13, 12)  # 12 was withheld: a gap, pulled from 11
+    for _ in range(100):
+        if rx.cursor == 13:
+            break
+        await asyncio.sleep(0.01)
+    rx.stop()
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    pulls = [mailbox_pb2.PullMailbox.FromString(b).cursor for op, _, b in stream.sent if op == Opcode.PULL_MAILBOX]
+    assert pulls[:2] == [0, 11] and rx.cursor == 13 and rx.pushes_applied == 1
+    assert led.all_pulled()
+    assert led.verdict() == {"lost": 0, "duplicated": 0, "corrupt": 0, "out_of_order": 0}
