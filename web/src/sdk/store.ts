@@ -1,10 +1,11 @@
 /**
  * LocalStore of qim-js: the device's IndexedDB database (schema: storedb.ts), the
  * counterpart of qim.sdk.store. A send is stored as pending (its cmid reserved from
- * the store's ordinal) before anything leaves; a MAILBOX_BATCH is applied with its
- * cursor in ONE transaction (any failure leaves messages, pending and cursor as they
- * were); every change returns an ApplyResult that the runtime tells the app after the
- * commit. StoreError for another identity's store or a cursor moving backwards.
+ * the store's ordinal) before anything leaves; a MAILBOX_BATCH (or the page an inline
+ * push stands for, decision 0156) is applied with its cursor in ONE transaction (any
+ * failure leaves messages, pending and cursor as they were); every change returns an
+ * ApplyResult that the runtime tells the app after the commit. StoreError for another
+ * identity's store or a cursor moving backwards.
  */
 
 import type { HistoryItem } from "../gen/qim/v1/history_pb";

@@ -1,9 +1,10 @@
 /**
  * How the store applies what the server says (a port of qim.sdk.apply and the list
  * half of qim.sdk.conversations). Only MAILBOX_BATCH entries and HISTORY_BATCH items
- * carry whole bodies and reach the store; PUSH_EVENTS never do (a push is a wake-up),
- * nor session heads (their body may be cut). Every function runs inside the caller's
- * transaction and returns what changed, so the app is told only after the commit.
+ * carry whole bodies and reach the store; PUSH_EVENTS only as the MAILBOX_BATCH page an
+ * inline push stands for (its cursor check passed, bodies inline: puller.ts, decision
+ * 0156), never session heads (their body may be cut). Every function runs inside the
+ * caller's transaction and returns what changed, so the app is told only after the commit.
  * Recall and delete are final: a recalled row never turns NORMAL again.
  */
 
