@@ -11,7 +11,8 @@ key is allocated (the conversation_id slice). None sends the caller to the full 
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.pyport cimport PY_SSIZE_T_MAX
-from libc.stdint cimport uint64_t
+from cpython.unicode cimport Py_UNICODE_ISSPACE
+from libc.stdint cimport uint32_t, uint64_t
 from libc.string cimport memcmp
 
 from qim._core.bytesio cimport all_zero, bptr
@@ -57,6 +58,44 @@ cdef inline Py_ssize_t read_varint(const unsigned char* p, Py_ssize_t pos, Py_ss
         shift += 7
         i += 1
     return -1
+
+
+cdef bint shows_text(const unsigned char* p, Py_ssize_t end) noexcept:
+    """True when the text certainly passes the full path's blank rule: a character that is
+    not white space (Py_UNICODE_ISSPACE, what str.strip removes) before any malformed
+    UTF-8 (as _pure/sendkey.py _shows_text: the well-formed sequences of Unicode's table
+    3-7, which Python's strict decoder accepts). Usual text returns at its first byte."""
+    cdef Py_ssize_t pos = 0, n, i
+    cdef unsigned char lead, second
+    cdef uint32_t cp  # a code point as an integer (a Py_UCS4 would be a character to Cython)
+    while pos < end:
+        lead = p[pos]
+        if lead < 0x80:
+            n, cp = 1, lead
+        elif 0xC2 <= lead <= 0xDF:
+            n, cp = 2, lead & 0x1F
+        elif 0xE0 <= lead <= 0xEF:
+            n, cp = 3, lead & 0x0F
+        elif 0xF0 <= lead <= 0xF4:
+            n, cp = 4, lead & 0x07
+        else:
+            return False
+        if pos + n > end:
+            return False
+        if n > 1:
+            second = p[pos + 1]
+            # overlong forms, surrogates and past U+10FFFF are malformed (table 3-7)
+            if ((lead == 0xE0 and second < 0xA0) or (lead == 0xED and second > 0x9F)
+                    or (lead == 0xF0 and second < 0x90) or (lead == 0xF4 and second > 0x8F)):
+                return False
+            for i in range(1, n):
+                if p[pos + i] & 0xC0 != 0x80:
+                    return False
+                cp = (cp << 6) | (p[pos + i] & 0x3F)
+        if not Py_UNICODE_ISSPACE(<Py_UCS4>cp):
+            return True
+        pos += n
+    return False
 
 
 cdef inline bint good_id(const unsigned char* p, Py_ssize_t n) noexcept:
@@ -116,7 +155,7 @@ def route_key(body, tenant, user_id, max_body):
     cdef uint64_t message_type = f[4].value
     if message_type > ENUM_MAX or message_type == 4:  # CONTROL
         return None
-    if message_type == 1 and not (f[6].n > 0 and 0x20 < p[f[6].at] < 0x7F):  # TEXT: the blank rule
+    if message_type == 1 and not shows_text(p + f[6].at, content):  # TEXT: the blank rule
         return None
     cdef int kind = p[f[2].at]
     if kind != 1 and kind != 2:  # direct, group (rooms and unknown kinds: the full path)

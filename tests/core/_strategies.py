@@ -199,8 +199,16 @@ message_id = (st.tuples(st.integers(0, M48), st.integers(0, 0xFFFF), st.integers
 # (a repeated field, an unknown one, a wrong wire type, an overlong varint).
 SEND_MAX_BODY = 300  # a small limit so bodies reach it
 _id_or_bad = st.one_of(nz_id, nz_id, nz_id, st.just(bytes(16)), st.binary(max_size=17))
-_text_body = st.one_of(st.binary(max_size=SEND_MAX_BODY + 2), st.just(b""), st.just(" \u3000\n".encode()),
-                       st.binary(min_size=1, max_size=8).map(lambda b: b"hello " + b))
+_SPACES = " \t\n\x0b\x0c\r\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u200a\u2028\u2029\u202f\u205f\u3000"
+_text_body = st.one_of(  # near the blank rule: white space of every kind, then text or malformed UTF-8
+    st.binary(max_size=SEND_MAX_BODY + 2), st.just(b""), st.just(" \u3000\n".encode()),
+    st.binary(min_size=1, max_size=8).map(lambda b: b"hello " + b),
+    st.tuples(st.text(_SPACES, max_size=4), st.text(max_size=4), st.binary(max_size=3)).map(
+        lambda t: (t[0] + t[1]).encode("utf-8", "surrogatepass") + t[2]),
+    st.tuples(st.text(_SPACES, max_size=3), st.sampled_from(
+        [b"\xc0\xa0", b"\xe0\x80\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xf0\x8f\xbf\xbf",
+         b"\xe3\x80", b"\xc2", b"\xf5", b"\x80", b"\xe4\xbd\xa0", b"\xf0\x9f\x98\x80", b"\xc2\xa0"])).map(
+        lambda t: t[0].encode() + t[1]))
 _ODDITIES = (b"\x18\x05", b"\x0a\x02ab", b"\x60\x01", b"\x52\x00", b"\x58\x01",
              b"\x50\x07", b"\x5a\x01\x07", b"\x08\x01", b"\x22\x00", b"\xa0\x01\x01", b"\x80\x00",
              b"\x20\x81\x80\x80\x80\x80\x80\x80\x80\x80\x01", b"\x20\xff\xff\xff\xff\x0f", b"\x38\x80\x00")
@@ -225,7 +233,9 @@ def send_case(draw) -> tuple[bytes, int, int, int]:
         conversation = bytes([kind]) + draw(st.binary(min_size=15, max_size=15))
     cmid = odd(draw(nz_id), _id_or_bad)
     message_type = odd(draw(st.sampled_from([1, 1, 2, 3, 5])), st.sampled_from([0, 4, 99, 0x7FFFFFFF, -1]))
-    body = draw(st.binary(min_size=1, max_size=20).map(lambda b: b"hi " + b)) if message_type == 1 else b""
+    body = draw(st.one_of(st.binary(min_size=1, max_size=20).map(lambda b: b"hi " + b),
+                          st.text(min_size=1, max_size=5).map(lambda t: t.encode("utf-8", "surrogatepass")))) \
+        if message_type == 1 else b""
     msg = message_pb2.SendMessage(
         client_message_id=cmid, conversation_id=conversation, recipient_user_id=min(peer, U64),
         group_id=draw(st.sampled_from([0, 0, 5, U64])), message_type=message_type,

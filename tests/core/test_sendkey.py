@@ -62,6 +62,9 @@ def test_plain_sends_take_the_fast_path(sendkey, ids) -> None:
         _plain(ids, previous_client_message_id=b"\x02" * 16, custom_type=b"x" * 64, body=b"a" * SEND_MAX_BODY),
         _plain(ids, message_type=2, body=b""),  # IMAGE: no blank-text rule
         _plain(ids, message_type=99),  # an enum value newer than this gateway
+        _plain(ids, body="你好".encode()),
+        _plain(ids, body="\u3000\t 好".encode()),  # white space first, then text
+        _plain(ids, body=b"\x00\x00\x17\x5e" + b"\xff" * 12),  # qim-loadgen's: a timestamp first
         _plain(ids, conversation_id=group, recipient_user_id=0, group_id=55),
     ]
     for body in cases:
@@ -74,7 +77,8 @@ def test_plain_sends_take_the_fast_path(sendkey, ids) -> None:
 
 @pytest.mark.parametrize("fields,tail", [
     ({"body": b" \xe3\x80\x80"}, b""),  # blank TEXT: the full path refuses it
-    ({"body": b"\xe4\xbd\xa0\xe5\xa5\xbd"}, b""),  # non-ASCII TEXT: the full path judges blankness
+    ({"body": b"\xff hello"}, b""),  # malformed UTF-8 first: the full path judges blankness
+    ({"body": b" \xed\xa0\x80"}, b""),  # an encoded surrogate after a space: malformed too
     ({"message_type": 4}, b""),  # CONTROL
     ({"recipient_user_id": U63_MAX + 1}, b""),
     ({"recipient_user_id": 3}, b""),  # not the pair's conversation

@@ -17,9 +17,10 @@ unknown numbers), a repeated field, a malformed varint or length, or a check tha
 gives None. Checks: client_message_id and conversation_id 16 non-zero bytes;
 previous_client_message_id empty or 16 non-zero bytes and not the send's own;
 custom_type <= MAX_CUSTOM_TYPE_BYTES; body <= `max_body`; message_type 0..2**31-1 and
-not CONTROL; a TEXT body starting with a visible ASCII byte (anything else goes to the
-full blank-text rule); conversation kind direct or group; a direct send's recipient
-non-zero with bit 63 clear and the conversation_id the one of (tenant, user, recipient).
+not CONTROL; a TEXT body shows something (`shows_text`: a character that is not white
+space, read before any malformed UTF-8); conversation kind direct or group; a direct
+send's recipient non-zero with bit 63 clear and the conversation_id the one of (tenant,
+user, recipient).
 """
 
 from __future__ import annotations
@@ -56,6 +57,40 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
             return value, i + 1
         shift += 7
     return -1, pos
+
+
+def _utf8_length(lead: int) -> int:
+    """Bytes of the UTF-8 sequence a lead byte starts (0: not a lead byte)."""
+    if lead < 0x80:
+        return 1
+    if 0xC2 <= lead <= 0xDF:
+        return 2
+    if 0xE0 <= lead <= 0xEF:
+        return 3
+    if 0xF0 <= lead <= 0xF4:
+        return 4
+    return 0
+
+
+def _shows_text(body: bytes) -> bool:
+    """True when `body` certainly passes the full path's blank rule (qim/wire/validate.py
+    blank_text: the text decoded with replacement, stripped of white space, is not empty):
+    a character that is not white space (str.isspace) comes before any malformed UTF-8.
+    False for an empty or all-white body and for one whose first malformed sequence comes
+    first: the full path decides those."""
+    pos, end = 0, len(body)
+    while pos < end:
+        n = _utf8_length(body[pos])
+        try:
+            char = body[pos:pos + n].decode("utf-8") if n and pos + n <= end else ""
+        except UnicodeDecodeError:
+            char = ""
+        if not char:
+            return False
+        if not char.isspace():
+            return True
+        pos += n
+    return False
 
 
 def _good_id(value: bytes) -> bool:
@@ -109,7 +144,7 @@ def route_key(body: bytes, tenant: int, user_id: int, max_body: int) -> Optional
         return None
     if message_type > _ENUM_MAX or message_type == MESSAGE_TYPE_CONTROL:
         return None
-    if message_type == MESSAGE_TYPE_TEXT and not (content and 0x20 < content[0] < 0x7F):
+    if message_type == MESSAGE_TYPE_TEXT and not _shows_text(content):
         return None
     kind = conversation[0]
     if kind == CONVERSATION_KIND_GROUP:
