@@ -49,7 +49,7 @@ export class FakeGateway {
   refused = 0;
   /** PULL_MAILBOX requests answered or held. */
   pulls = 0;
-  /** Hold PULL_MAILBOX replies until releasePulls() (each answered from the mailbox then). */
+  /** Hold PULL_MAILBOX replies (composed when asked) until releasePulls(). */
   holdPulls = false;
   private heldPulls: (() => void)[] = [];
   private tokenAt = 0;
@@ -114,7 +114,7 @@ export class FakeGateway {
       prevMailboxSeq: inline?.prev ?? 0n, inlineEntries: inline?.entries ?? [] });
   }
 
-  /** Answer every held pull (from the mailbox as it is now). */
+  /** Send every held pull's reply. */
   releasePulls(): void {
     this.holdPulls = false;
     for (const answer of this.heldPulls.splice(0)) answer();
@@ -148,8 +148,8 @@ export class FakeGateway {
     } else if (op === Op.PING) this.reply(link, Op.PONG, rid, PongSchema, {});
     else if (op === Op.PULL_MAILBOX) {
       this.pulls++;
-      if (this.holdPulls) this.heldPulls.push(() => this.pullMailbox(link, rid, body));
-      else this.pullMailbox(link, rid, body);
+      const held: Link = { open: true, close: link.close, send: (o, r, b) => this.heldPulls.push(() => link.send(o, r, b)) };
+      this.pullMailbox(this.holdPulls ? held : link, rid, body);
     } else if (op === Op.SEND_MESSAGE) this.onSend(link, rid, fromBinary(SendMessageSchema, body));
     else if (op === Op.PULL_SESSION_LIST) this.reply(link, Op.SESSION_LIST_BATCH, rid, SessionListBatchSchema, {});
     else if (op === Op.MARK_READ) {

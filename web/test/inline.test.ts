@@ -102,29 +102,44 @@ describe("qim-js inline pushes (decision 0156)", () => {
     expect(await texts()).toEqual(["lost push", "after the gap", "back in step"]);
   });
 
-  it("a pull in flight: no apply beside it, the position is still reached, the next push applies", async () => {
+  it("a pull in flight: no apply beside it; a push that waited is checked against the cursor the pull committed", async () => {
     const { gw, c, incoming, added, texts, idle } = await synced();
     const e1 = incoming("one");
     gw.holdPulls = true;
     const pulls = gw.pulls;
-    c.runtime.puller.wake(); // a pull from cursor 0, held by the fake
+    c.runtime.puller.wake(); // a pull from cursor 0 (its page: e1), held by the fake
     await until(() => gw.pulls === pulls + 1);
     gw.pushAt(e1.mailboxSeq, { prev: 0n, entries: [e1] }); // cursor == prev, but a pull is in flight
-    await settle();
-    expect(c.runtime.stats.pushesApplied).toBe(0);
-    expect(added()).toBe(0);
-    gw.releasePulls();
-    await until(() => added() === 1);
-    await until(() => idle());
-    expect((await c.runtime.store.cursor())!.seq).toBe(e1.mailboxSeq);
-    expect(c.runtime.stats.pushesApplied).toBe(0);
-    const after = gw.pulls;
     const e2 = incoming("two");
-    gw.pushAt(e2.mailboxSeq, { prev: e1.mailboxSeq, entries: [e2] });
-    await until(() => added() === 2);
+    gw.pushAt(e2.mailboxSeq, { prev: e1.mailboxSeq, entries: [e2] }); // follows what the held page brings
     await settle();
-    expect([c.runtime.stats.pushesApplied, gw.pulls]).toEqual([1, after]);
+    expect([c.runtime.stats.pushesApplied, added()]).toEqual([0, 0]);
+    gw.releasePulls();
+    await until(() => idle() && c.runtime.stats.pushesApplied === 1);
+    expect((await c.runtime.store.cursor())!.seq).toBe(e2.mailboxSeq);
     expect(await texts()).toEqual(["one", "two"]);
+    expect([gw.pulls, c.runtime.stats.pushesSkipped]).toEqual([pulls + 1, 1]); // e1 came with the page
+    const e3 = incoming("three");
+    gw.pushAt(e3.mailboxSeq, { prev: e2.mailboxSeq, entries: [e3] });
+    await until(() => added() === 3);
+    await settle();
+    expect([c.runtime.stats.pushesApplied, gw.pulls]).toEqual([2, pulls + 1]);
+  });
+
+  it("a burst: pushes arriving while one is applied wait their turn and are applied in order, no pull", async () => {
+    const { gw, c, incoming, texts, idle } = await synced();
+    const pulls = gw.pulls;
+    let prev = 0n;
+    const sent: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      const e = incoming(`burst ${i}`);
+      gw.pushAt(e.mailboxSeq, { prev, entries: [e] });
+      prev = e.mailboxSeq;
+      sent.push(`burst ${i}`);
+    }
+    await until(() => c.runtime.stats.pushesApplied === 20 && idle());
+    expect(await texts()).toEqual(sent);
+    expect(gw.pulls).toBe(pulls);
   });
 
   it("another lane, mailbox_seq 0, no inline entries: pulled as before, never applied", async () => {

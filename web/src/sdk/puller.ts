@@ -6,19 +6,20 @@
  * set. What reaches the store is a MAILBOX_BATCH page or an inline push applied as one.
  * A push is a position (lane, mailbox_seq; decision 0033): one the committed cursor
  * already covers asks for nothing (stats.pushesSkipped), as in qim.sdk. An inline push
- * (decision 0156: inline_entries with the user's prev_mailbox_seq on that lane) is
- * applied exactly as MailboxBatch{inline_entries, next_cursor=mailbox_seq, lane,
- * shard_epoch=mailbox_seq >> 48, has_more=false} (the same store call, app events and
- * pulled handlers; stats.pushesApplied) only when no flight runs, the device is synced
- * and the store's committed cursor is on that lane and shard_epoch at exactly
- * prev_mailbox_seq (every entry at mailbox_seq, a text never without its body); it runs
- * as the single flight itself, never beside a pull. Anything else (a gap, a flight
- * running, no inline entries, another lane, mailbox_seq 0) wakes a pull, which brings
- * the same entries. Transient errors are retried with bounded
- * backoff; CURSOR_EXPIRED runs REBUILD: the session list, then for every listed or
- * held conversation its history NEWER from just below the lowest stored seq to the end
- * (new messages stored, states applied, rows history did not return removed), and
- * only then the cursor restarts from 0. A background flight that fails tells syncFailed.
+ * (decision 0156: inline_entries with the user's prev_mailbox_seq on that lane) of a
+ * synced device waits for the single flight (started if none runs; never beside a
+ * page) and is then applied exactly as MailboxBatch{inline_entries,
+ * next_cursor=mailbox_seq, lane, shard_epoch=mailbox_seq >> 48, has_more=false} (the
+ * same store call, app events and pulled handlers; stats.pushesApplied) only when the
+ * store's committed cursor at that moment, after any page before it, is on that lane
+ * and shard_epoch at exactly prev_mailbox_seq (every entry at mailbox_seq, a text never
+ * without its body). Anything else (a gap, no inline entries, another lane, mailbox_seq
+ * 0, a device still syncing) pulls, which brings the same entries. Transient errors are
+ * retried with bounded backoff; CURSOR_EXPIRED runs REBUILD: the session list, then for
+ * every listed or held conversation its history NEWER from just below the lowest stored
+ * seq to the end (new messages stored, states applied, rows history did not return
+ * removed), and only then the cursor restarts from 0. A background flight that fails
+ * tells syncFailed.
  */
 
 import { create, toBinary } from "@bufbuild/protobuf";
@@ -37,6 +38,8 @@ import type { RuntimeCore } from "./core";
 
 /** The shard_epoch of a mailbox_seq: its top 16 bits (docs/design.md, mailbox_seq). */
 const shardEpochOf = (mailboxSeq: bigint): number => Number(mailboxSeq >> 48n);
+/** Inline pushes waiting for the flight; beyond, the oldest is dropped and pulled instead. */
+const INLINE_QUEUE_MAX = 256;
 
 /**
  * An inline entry fit to apply: at the pushed mailbox_seq and, when it shows a text (a
@@ -55,14 +58,16 @@ export class Puller {
   private dirty = false;
   /** (lane, last applied mailbox_seq) as committed to the store; null while unknown. */
   private position: { lane: number; seq: bigint } | null = null;
+  /** Inline pushes waiting for the single flight, in arrival order. */
+  private inline: PushEvents[] = [];
 
   constructor(private readonly rt: RuntimeCore) {}
 
   /**
    * A PUSH_EVENTS frame: nothing when the committed cursor covers its position (same
-   * lane, mailbox_seq at or below; counted in stats.pushesSkipped); an inline push while
-   * no flight runs and the device is synced starts a flight that applies it when the
-   * cursor check holds (applyInline); anything else wake().
+   * lane, mailbox_seq at or below; counted in stats.pushesSkipped); an inline push of a
+   * synced device waits for the single flight (started when none runs), which applies
+   * it when the cursor check holds then (applyInline) or pulls; anything else wake().
    */
   notify(push: PushEvents): void {
     const pos = this.position;
@@ -70,10 +75,14 @@ export class Puller {
       this.rt.stats.pushesSkipped++;
       return;
     }
-    // Not while a flight runs (its apply could commit past prev under us) nor before
-    // the sync (a REBUILD may be about to reset the cursor): a pull covers those.
-    if (push.mailboxSeq && push.inlineEntries.length && !this.running && this.rt.connected) {
-      this.background(push);
+    // Not before the sync ends (a REBUILD may be about to reset the cursor): its pull covers it.
+    if (push.mailboxSeq && push.inlineEntries.length && this.rt.connected) {
+      if (this.inline.length >= INLINE_QUEUE_MAX) {
+        this.inline.shift();
+        this.dirty = true; // its position is still wanted: the pull brings it
+      }
+      this.inline.push(push);
+      if (!this.running && this.rt.conn?.open) this.background();
       return;
     }
     this.wake();
@@ -85,10 +94,10 @@ export class Puller {
     if (!this.running && this.rt.conn?.open) this.background();
   }
 
-  /** A flight nobody awaits (first: an inline push to try before any pull). */
-  private background(first?: PushEvents): void {
+  /** A flight nobody awaits. */
+  private background(): void {
     const rt = this.rt;
-    this.start(first).catch((e) => {
+    this.start().catch((e) => {
       if (e instanceof ConnectionLost || e instanceof NotConnected) return; // the reconnect syncs again
       if (e instanceof StorageTrouble || rt.store.health.trouble) return; // told as "storage"; the watch pulls again
       rt.emit({ type: "syncFailed", code: (e as ServerError).code ?? ErrorCode.INTERNAL, message: String(e) });
@@ -101,20 +110,28 @@ export class Puller {
     return this.running ?? this.start();
   }
 
-  /** The single flight: `first` (an inline push) if given, then pages while dirty. */
-  private start(first?: PushEvents): Promise<void> {
+  /**
+   * The single flight: the waiting inline pushes (each applied or, on a gap, a pull
+   * wanted), then pages while dirty, again until neither is left.
+   */
+  private start(): Promise<void> {
+    let ended = false; // a flight with nothing to do ends before `running` is set: never leave it set
     const run = (async () => {
       try {
-        if (first && !(await this.applyInline(first))) this.dirty = true; // a gap: the pull brings it
-        while (this.dirty) {
+        for (;;) {
+          while (this.inline.length) {
+            if (!(await this.applyInline(this.inline.shift()!))) this.dirty = true; // a gap: the pull brings it
+          }
+          if (!this.dirty) break;
           this.dirty = false;
           while (await this.page());
         }
       } finally {
+        ended = true;
         this.running = null;
       }
     })();
-    this.running = run;
+    if (!ended) this.running = run;
     return run;
   }
 
