@@ -17,7 +17,8 @@
   page a pull would return. A push arriving while a pull is in flight waits for it
   (never applied concurrently) and is checked against the cursor the pull committed.
   Any other cursor (a gap: a lost push, a device that was offline) pulls; an entry is
-  never applied on a failed check (stats["pushes_applied"] counts the applied ones).
+  never applied on a failed check, nor a text entry without its body (stats
+  ["pushes_applied"] counts the applied ones).
 - Transient ERRORs (UNAVAILABLE, RATE_LIMITED, MAILBOX_DIRTY) are retried with bounded
   exponential backoff (qim/sdk/retry.py); CURSOR_EXPIRED runs REBUILD; other errors
   surface (and a background pull that fails tells the app SyncFailed).
@@ -44,7 +45,7 @@ from typing import Any, Callable, Optional
 from qim.consts import MAILBOX_PAGE_MAX_BYTES, MAILBOX_PAGE_MAX_ENTRIES
 from qim.errors import ErrorCode, QimError
 from qim.proto.v1 import mailbox_pb2
-from qim.protocol import Opcode
+from qim.protocol import EventType, Opcode
 from qim.sdk import events as ev
 from qim.sdk.connection import Connection
 from qim.sdk.core import RuntimeCore
@@ -183,6 +184,8 @@ class Puller:
             cursor = await core.store.run(core.store.cursor)
             if cursor is None or tuple(cursor) != (push.lane, epoch, push.prev_mailbox_seq):
                 continue  # a gap (or another lane or shard_epoch): pull
+            if any(e.event_type == EventType.MESSAGE and not e.body for e in push.inline_entries):
+                continue  # never a text without its body (the server inlines none): the pull fills it
             await core.apply(core.store.apply_mailbox_batch, list(push.inline_entries), push.mailbox_seq, push.lane,
                              epoch)
             self.position = (push.lane, push.mailbox_seq)  # committed: the store holds it

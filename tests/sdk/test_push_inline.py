@@ -70,13 +70,24 @@ async def test_an_inline_push_at_the_cursor_is_applied_without_a_pull_and_a_gap_
             inline_entries=[fourth])
     await wait_for(lambda: b.store.has_message(fourth.message_id))
     assert len(pulls) == before + 1 and b.stats["pushes_applied"] == 2
+    # a text without its body is never applied (the server inlines none): pulled
+    bodiless = await sent(gw, a, b"bodiless")
+    empty = mailbox_pb2.MailboxEntry()
+    empty.CopyFrom(bodiless)
+    empty.body = b""
+    push_to(gw, B, lane=LANE, mailbox_seq=bodiless.mailbox_seq, prev_mailbox_seq=fourth.mailbox_seq,
+            inline_entries=[empty])
+    await wait_for(lambda: b.store.has_message(bodiless.message_id))
+    assert len(pulls) == before + 2 and b.stats["pushes_applied"] == 2
     # another lane, or another shard_epoch, with the right previous offset: pulls too
+    fourth = bodiless
     fifth = await sent(gw, a, b"fifth")
     push_to(gw, B, lane=LANE + 1, mailbox_seq=fifth.mailbox_seq, prev_mailbox_seq=fourth.mailbox_seq,
             inline_entries=[fifth])
     await wait_for(lambda: b.store.has_message(fifth.message_id))
-    assert len(pulls) == before + 2 and b.stats["pushes_applied"] == 2
-    assert [m.body for m in b.store.messages(CONV)] == [b"first", b"second", b"third", b"fourth", b"fifth"]
+    assert len(pulls) == before + 3 and b.stats["pushes_applied"] == 2
+    assert [m.body for m in b.store.messages(CONV)] == [b"first", b"second", b"third", b"fourth", b"bodiless",
+                                                        b"fifth"]
     await a.close()
     await b.close()
 
