@@ -45,6 +45,19 @@ def test_pin_mute_hide_from_the_list_and_read_ticks(pages, stack, tmp_path):
         a.page.wait_for_selector(f"[data-conversation='{with_cy.hex()}'] [data-testid=conversation-marks][data-muted=true]")
         _until(lambda: phone.client.conversation_state(with_cy).muted(), "mute on the other device")
         assert a.page.get_attribute(f"[data-conversation='{with_cy.hex()}']", "data-unread") == "1"
+        # the marks and the three buttons share one line under the preview (they zigzagged
+        # between the row's two grid columns: a newcomer's report)
+        boxes = a.page.eval_on_selector_all(
+            f"[data-conversation='{with_cy.hex()}'] :is([data-testid=conversation-marks], [data-testid=conversation-pin],"
+            " [data-testid=conversation-mute], [data-testid=conversation-hide], [data-testid=last-message])",
+            "els => els.map(e => [e.dataset.testid, e.getBoundingClientRect().top, e.getBoundingClientRect().bottom,"
+            " e.getBoundingClientRect().left])")
+        line = {tid: (top, bottom, left) for tid, top, bottom, left in boxes}
+        tops = [line[t][0] for t in ("conversation-marks", "conversation-pin", "conversation-mute", "conversation-hide")]
+        assert max(tops) - min(tops) < 6, line
+        assert min(tops) >= line["last-message"][1] - 1, line
+        lefts = [line[t][2] for t in ("conversation-marks", "conversation-pin", "conversation-mute", "conversation-hide")]
+        assert lefts == sorted(lefts), line
 
         # hide it: gone from the page and the phone's list until cy writes again
         a.page.click(f"[data-conversation='{with_cy.hex()}'] [data-testid=conversation-hide]")

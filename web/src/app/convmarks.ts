@@ -28,8 +28,17 @@ export function shapeList(client: Client, newestFirst: Conversation[]): Conversa
   return client.convstates.shape(newestFirst);
 }
 
-/** Marks and buttons of one list row: 📌 pinned, 🔕 muted, @ mentioned; pin, mute, hide. */
+/** Marks and buttons of one list row: 📌 pinned, 🔕 muted, @ mentioned; pin, mute, hide;
+ * in one line of their own under the row's preview (style.css `.conv .tools`: the row is
+ * a two-column grid, and loose cells fell into both columns, a newcomer saw them zigzag). */
 export function convControls(client: Client, c: Conversation, fail: (m: string) => void): HTMLElement[] {
+  const tools = document.createElement("div");
+  tools.className = "tools";
+  tools.append(...convParts(client, c, fail));
+  return [tools];
+}
+
+function convParts(client: Client, c: Conversation, fail: (m: string) => void): HTMLElement[] {
   const s = client.convstates.get(c.conversationId);
   const muted = isMuted(s);
   const marks = document.createElement("span");
