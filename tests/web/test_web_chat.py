@@ -68,6 +68,10 @@ def test_two_pages_and_an_sdk_client_chat(pages, stack, tmp_path):
         a.wait_rows("rows => rows.length === 4 && rows.every(r => r.state === 'sent')")
         assert [r["text"] for r in a.rows()] == [HELLO, REPLY, "🙂 好", LONG]
         assert len({r["key"] for r in a.rows()}) == 4  # one row per message: no ghost
+        # the online peer took the small messages from their pushes, without a pull
+        # (decision 0156: inline pushes; the long one is above the inline budget)
+        applied = a.page.evaluate("() => window.qimClient.runtime.stats.pushesApplied")
+        assert applied >= 1, applied
         # the Python SDK peer writes to Ada; Ada answers; both sides byte-exact
         conv = peer.run(peer.client.open_direct(ada)).conversation_id
         peer.run(peer.client.send_text(conv, "来自 Python 的问候 🐍"))
