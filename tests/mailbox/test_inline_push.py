@@ -161,3 +161,40 @@ async def test_an_overtaking_direct_record_reads_its_previous_position_after_the
                                                                       B: mseq.compose(epoch, 2)}
     finally:
         await client.aclose()
+
+
+async def test_the_previous_position_spans_day_buckets_and_is_unknown_when_a_later_day_holds_more(private_redis):
+    """qim_prev_offset (lua/mailbox_lib.lua): another day wholly below the offset counts
+    by its highest offset (no read); a day holding a higher offset (created_at out of
+    offset order near midnight) makes it unknown, so the push carries the position only."""
+    from qim.stores.mailboxes import FusedRecord, day_of
+
+    client = connect(private_redis.addr)
+    try:
+        store = RedisMailboxStore(client)
+        day = day_of(NOW_MS) - 1
+        seq8 = [mseq.to_bytes(mseq.compose(1, o)) for o in range(40)]
+        await store.append(TENANT, 3, day - 1, [(A, seq8[3] + b"x")])
+        await store.append(TENANT, 5, day - 1, [(A, seq8[5] + b"x")])
+
+        async def prev(offset: int, d: int, dispatch: bytes) -> dict:
+            got: dict = {}
+            rec = FusedRecord(TENANT, dispatch * 16, dispatch * 32, offset, seq8[offset], d, [(A, seq8[offset] + b"y")],
+                              inline=True)
+            blob, _ = await store.load_watermark(SHARD)
+            [(status, _)] = await store.fused(SHARD, 1, [rec], blob, b"W%d" % offset, prevs=got)
+            assert status == "FRESH"
+            return got
+
+        assert await prev(9, day, b"a") == {(0, A): 5}  # the day before, by its index
+        assert await prev(10, day, b"b") == {(0, A): 9}  # its own day's bucket
+        await store.append(TENANT, 30, day + 1, [(A, seq8[30] + b"x")])  # a later day, a higher offset
+        assert await prev(12, day, b"c") == {}  # unknown: position only
+        other = placed(6)[-1]
+        got: dict = {}
+        rec = FusedRecord(TENANT, b"d" * 16, b"d" * 32, 13, seq8[13], day, [(other, seq8[13] + b"y")], inline=True)
+        blob, _ = await store.load_watermark(SHARD)
+        await store.fused(SHARD, 1, [rec], blob, b"W13", prevs=got)
+        assert got == {(0, other): -1}  # no earlier entry
+    finally:
+        await client.aclose()
