@@ -11,6 +11,8 @@ its field 10 (the caller then runs the full path). Every bench checks its result
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from qim._core._pure import ids as pure_ids
@@ -19,7 +21,7 @@ from qim.proto.v1 import message_pb2
 TENANT, ALICE, BOB = 7, 1001, 1002
 DIRECT = pure_ids.conversation_id_direct(TENANT, ALICE, BOB)
 GROUP = pure_ids.conversation_id_group(TENANT, 55)
-_SEND = dict(client_message_id=b"\x11" * 16, previous_client_message_id=b"\x12" * 16, message_type=1,
+_SEND: dict[str, Any] = dict(client_message_id=b"\x11" * 16, previous_client_message_id=b"\x12" * 16, message_type=1,
              body=b"hello, bob! " * 5 + b"abcd")
 SENDS = {
     "direct": (message_pb2.SendMessage(conversation_id=DIRECT, recipient_user_id=BOB, **_SEND), DIRECT),
