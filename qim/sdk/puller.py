@@ -12,13 +12,13 @@
   the user's previous position: it is applied exactly as the page MailboxBatch{entries
   = inline_entries, next_cursor = mailbox_seq, lane, shard_epoch = the top 16 bits of
   mailbox_seq, has_more false} (same store call, same app events), inside the single
-  flight, only when the store's committed cursor (lane, shard_epoch, seq) is (lane,
-  that shard_epoch, prev_mailbox_seq) at that moment: the entries are then exactly the
-  page a pull would return. A push arriving while a pull is in flight waits for it
-  (never applied concurrently) and is checked against the cursor the pull committed.
-  Any other cursor (a gap: a lost push, a device that was offline) pulls; an entry is
-  never applied on a failed check, nor a text entry without its body (stats
-  ["pushes_applied"] counts the applied ones).
+  flight, once the runtime is synced, only when the store's committed cursor (lane,
+  shard_epoch, seq) is (lane, that shard_epoch, prev_mailbox_seq) at that moment: the
+  entries are then exactly the page a pull would return. A push arriving while a pull
+  is in flight waits for it (never applied concurrently) and is checked against the
+  cursor the pull committed. Any other cursor (a gap: a lost push, a device that was
+  offline) pulls; an entry is never applied on a failed check, nor a text entry
+  without its body (stats["pushes_applied"] counts the applied ones).
 - Transient ERRORs (UNAVAILABLE, RATE_LIMITED, MAILBOX_DIRTY) are retried with bounded
   exponential backoff (qim/sdk/retry.py); CURSOR_EXPIRED runs REBUILD; other errors
   surface (and a background pull that fails tells the app SyncFailed).
@@ -179,6 +179,8 @@ class Puller:
         while self._inline:
             push = self._inline.popleft()
             if self._covered(push.lane, push.mailbox_seq):
+                continue
+            if not core.ready:  # syncing (a REBUILD may run beside this flight): the sync's pull brings it
                 continue
             epoch = push.mailbox_seq >> 48
             cursor = await core.store.run(core.store.cursor)
