@@ -18,7 +18,7 @@ import pytest
 
 from tests.e2e.sdkclient import client, close_all
 from tests.e2e.test_inline_push_attack import store_view, told_once
-from tests.e2e.test_shard_takeover import node_id, owners, until_split, user_on
+from tests.e2e.test_shard_takeover import metric, node_id, owners, until_split, user_on
 from tests.fixtures import running_stack
 from tests.sdk.realstack import eventually
 
@@ -27,7 +27,8 @@ LEASE_MS, RENEW_MS = 4000, 500
 
 @pytest.fixture(scope="module")
 def two_mailboxes(tmp_path_factory):
-    env = {"QIM_SHARD_LEASE_MS": str(LEASE_MS), "QIM_SHARD_RENEW_MS": str(RENEW_MS)}
+    # the overtake path on (decisions/0142): the new owner's backlog is where records overtake
+    env = {"QIM_SHARD_LEASE_MS": str(LEASE_MS), "QIM_SHARD_RENEW_MS": str(RENEW_MS), "QIM_MAILBOX_OVERTAKE": "1"}
     with running_stack(tmp_path_factory.mktemp("inline-takeover"), mailboxes=2, extra_env=env) as st:
         yield st
 
@@ -103,7 +104,9 @@ async def _chat_through(st, tmp_path, victim_name: str, label: str, fault) -> No
         chat.stop()
         await task
         await _converged(st, tmp_path, chat, label)
+        overtakes = sum(metric(st, n, "qim_mailbox_overtakes_total") for n in ("mailbox", "mailbox2"))
         print(f"{label}: {chat.sent} messages, converged {time.monotonic() - started:.1f} s after the fault;",
+              f"{overtakes:.0f} overtakes in the stack so far;",
               {(d.user_id == me, d.device_id): (d.stats.get("pushes_applied", 0), d.stats["pages"])
                for ds in devices.values() for d in ds})
     finally:
