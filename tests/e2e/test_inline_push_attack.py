@@ -231,3 +231,39 @@ async def test_inline_pushes_arriving_during_slow_pulls_apply_nothing_twice(stac
     finally:
         await close_all(sa, rb)
         await proxy.stop()
+
+
+async def test_more_inline_pushes_than_the_queue_holds_behind_a_held_flight_are_pulled(stack, tmp_path):
+    a, b = users(2)
+    sa, rb = await client(stack, tmp_path, a, 1), await client(stack, tmp_path, b, 1)
+    await sa.connect(), await rb.connect()
+    conv = (await sa.open_direct(b)).conversation_id
+    await sa.send_text(conv, "first")
+    await eventually(_count(rb, conv, 1), what="the first message")
+    core, stalled, release = rb.runtime.core, asyncio.Event(), asyncio.Event()
+    apply = core.apply
+
+    async def held_apply(fn, *args, **kw):  # the flight's next store change waits (a busy disk)
+        if not stalled.is_set():
+            stalled.set()
+            await release.wait()
+        return await apply(fn, *args, **kw)
+
+    core.apply = held_apply
+    n = INLINE_QUEUE_MAX + 44
+    bodies = [b"first"] + [f"burst {i}".encode() for i in range(n)]
+    pushes = rb.stats.get("pushes", 0)
+    try:
+        for body in bodies[1:]:
+            await sa.send(conv, body, wait=False)
+        # every push arrived while the flight is held: more than the queue holds wait
+        await eventually(lambda: rb.stats.get("pushes", 0) - pushes >= n, timeout=60, what="the pushes arrived")
+        assert stalled.is_set()
+        release.set()
+        await eventually(_count(rb, conv, len(bodies)), timeout=90, what="the burst behind the held flight")
+        assert [r[2] for r in await store_view(rb, conv)] == bodies
+        assert told_once(rb, conv) and len(rb.told.messages(conv)) == len(bodies)
+        assert rb.stats.get("pushes_applied", 0) <= INLINE_QUEUE_MAX + 1, rb.stats  # the oldest were dropped
+        print("held:", rb.stats.get("pushes_applied", 0), "applied,", rb.stats["pages"], "pages")
+    finally:
+        await close_all(sa, rb)
