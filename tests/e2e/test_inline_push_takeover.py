@@ -1,9 +1,10 @@
 """Inline pushes (docs/decisions/0156) across a mailbox shard takeover, on a private
 stack of two mailbox nodes: the owner of a user's shard SIGKILLed, or SIGSTOPped past
-its lease, while SDK devices exchange messages fast. The shard moves (a new
-shard_epoch; RESUME and RECOVERED outcomes push positions only) and devices whose
-cursor is in the old epoch must converge: every acknowledged message on every device
-exactly once, in order, equal to a fresh device's full sync, no device stuck.
+its lease, while SDK devices exchange messages fast, the overtake path on. The shard
+moves to the other node (a new owner epoch, the same shard_epoch: only a restore moves
+that, decisions/0075; RESUME and RECOVERED outcomes push positions only, the new
+owner's backlog overtakes) and every acknowledged message reaches every device exactly
+once, in order, equal to a fresh device's full sync, no device stuck.
 """
 
 from __future__ import annotations
