@@ -4,7 +4,9 @@ its lease, while SDK devices exchange messages fast, the overtake path on. The s
 moves to the other node (a new owner epoch, the same shard_epoch: only a restore moves
 that, decisions/0075; RESUME and RECOVERED outcomes push positions only, the new
 owner's backlog overtakes) and every acknowledged message reaches every device exactly
-once, in order, equal to a fresh device's full sync, no device stuck.
+once, in order, equal to a fresh device's full sync, no device stuck. Then every shard
+moved to a new shard_epoch under online devices (their cursors of the old one).
+Each test prints per device (pushes applied, pages, rebuilds).
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ import signal
 import time
 
 import pytest
+import redis
 
+from qim.cli.backup_redis import move_shard_epochs
 from tests.e2e.sdkclient import client, close_all
 from tests.e2e.test_inline_push_attack import store_view, told_once
 from tests.e2e.test_shard_takeover import metric, node_id, owners, until_split, user_on
-from tests.fixtures import running_stack
+from tests.fixtures import TEST_SHARD_COUNT, running_stack
 from tests.sdk.realstack import eventually
 
 LEASE_MS, RENEW_MS = 4000, 500
@@ -108,7 +112,8 @@ async def _chat_through(st, tmp_path, victim_name: str, label: str, fault) -> No
         overtakes = sum(metric(st, n, "qim_mailbox_overtakes_total") for n in ("mailbox", "mailbox2"))
         print(f"{label}: {chat.sent} messages, converged {time.monotonic() - started:.1f} s after the fault;",
               f"{overtakes:.0f} overtakes in the stack so far;",
-              {(d.user_id == me, d.device_id): (d.stats.get("pushes_applied", 0), d.stats["pages"])
+              {(d.user_id == me, d.device_id): (d.stats.get("pushes_applied", 0), d.stats["pages"],
+                                                d.stats.get("rebuilds", 0))
                for ds in devices.values() for d in ds})
     finally:
         chat.stop()
@@ -145,3 +150,26 @@ async def test_a_paused_mailbox_owner_mid_burst_loses_and_doubles_nothing_on_any
             os.kill(pid, signal.SIGCONT)
 
     await _chat_through(st, tmp_path, "mailbox2", "pause", pause)
+
+
+async def test_devices_online_through_a_new_shard_epoch_converge(two_mailboxes, tmp_path):
+    """The mailbox nodes stopped, every shard moved to a new shard_epoch (what a restore
+    does, qim/cli/backup_redis.py; nothing rewound), started again mid-burst: a device's
+    cursor is then of the old epoch, the inline pushes' of the new one (never applied:
+    the cursor check fails, the pull answers CURSOR_EXPIRED, REBUILD) and each device
+    still ends equal to a fresh sync."""
+    st = two_mailboxes
+
+    async def new_epoch() -> None:
+        for name in ("mailbox", "mailbox2"):
+            st.stop_service(name)
+        r = redis.Redis(*st.env["QIM_REDIS_ADDR"].split(":"))
+        try:
+            await asyncio.to_thread(move_shard_epochs, r, TEST_SHARD_COUNT, time.time())
+        finally:
+            r.close()
+        for name in ("mailbox", "mailbox2"):
+            st.start_service(name)
+        await asyncio.to_thread(st.wait_ready, ["mailbox", "mailbox2"])
+
+    await _chat_through(st, tmp_path, "mailbox", "epoch", new_epoch)
