@@ -256,8 +256,12 @@ class Stack:
                      timeout: float = STOP_TIMEOUT_S) -> None:
         """Stop exactly the recorded pid (`sig`, SIGKILL after `timeout` s).
 
-        A service that already exited (a fault-injection crash) is only reaped.
+        A service that already exited (a fault-injection crash) is only reaped. EngineError
+        for a name that is not one of this stack's services (a crash test with a typo in
+        it would otherwise pass having crashed nothing).
         """
+        if name not in self.metrics:
+            raise EngineError(f"no service {name!r} in this stack; it has {', '.join(self.names)}")
         launcher = self._launchers.pop(name, None)
         if launcher is not None and launcher.pid is not None:
             try:

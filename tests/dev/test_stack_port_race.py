@@ -84,3 +84,13 @@ def test_a_service_says_its_pid_on_healthz(stack):
     with urllib.request.urlopen(f"http://{stack.metrics[name]}/healthz", timeout=5) as r:
         assert r.status == 200 and int(r.headers["X-Qim-Pid"]) == stack.pids[name]
     assert stack._answered_by_another(name) == 0  # its own process answered
+
+
+def test_stopping_a_name_the_stack_does_not_run_is_an_error(tmp_path):
+    # a crash test naming "gateway1" (the first gateway is "gateway") passed having
+    # crashed nothing: stop and kill refuse a name that is not one of the stack's
+    st = Stack(tmp_path, {}, {"gateway": "127.0.0.1:1", "gateway2": "127.0.0.1:2"})
+    for act in (st.kill_service, st.stop_service):
+        with pytest.raises(EngineError, match="no service 'gateway1' in this stack; it has gateway, gateway2"):
+            act("gateway1")
+    st.stop_service("gateway2")  # a service of the stack that is not running: only reaped, no error
