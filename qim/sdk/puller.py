@@ -44,7 +44,7 @@ from typing import Any, Callable, Optional
 
 from qim.consts import MAILBOX_PAGE_MAX_BYTES, MAILBOX_PAGE_MAX_ENTRIES
 from qim.errors import ErrorCode, QimError
-from qim.proto.v1 import mailbox_pb2
+from qim.proto.v1 import mailbox_pb2, message_pb2
 from qim.protocol import EventType, Opcode
 from qim.sdk import events as ev
 from qim.sdk.connection import Connection
@@ -72,6 +72,14 @@ PULL_QUIET_BYTES = 4096
 # inline pushes waiting for the single flight; more are dropped oldest first (each is a
 # position too: the pull it then needs brings its entries)
 INLINE_QUEUE_MAX = 256
+
+
+def _whole(entry: mailbox_pb2.MailboxEntry, mailbox_seq: int) -> bool:
+    """An inline entry the page {inline_entries, next_cursor = mailbox_seq} may hold: at
+    that mailbox_seq, and a MESSAGE or EDIT shown as written carries its body (the server
+    inlines only such entries, decision 0156; qim-js's `whole` is the same rule)."""
+    shows = entry.event_type in (EventType.MESSAGE, EventType.EDIT) and entry.state == message_pb2.MESSAGE_STATE_NORMAL
+    return entry.mailbox_seq == mailbox_seq and not (shows and not entry.body)
 
 
 class Puller:
@@ -186,8 +194,8 @@ class Puller:
             cursor = await core.store.run(core.store.cursor)
             if cursor is None or tuple(cursor) != (push.lane, epoch, push.prev_mailbox_seq):
                 continue  # a gap (or another lane or shard_epoch): pull
-            if any(e.event_type == EventType.MESSAGE and not e.body for e in push.inline_entries):
-                continue  # never a text without its body (the server inlines none): the pull fills it
+            if not all(_whole(e, push.mailbox_seq) for e in push.inline_entries):
+                continue  # never a text without its body, nor an entry elsewhere: the pull serves them
             await core.apply(core.store.apply_mailbox_batch, list(push.inline_entries), push.mailbox_seq, push.lane,
                              epoch)
             self.position = (push.lane, push.mailbox_seq)  # committed: the store holds it

@@ -86,8 +86,18 @@ async def test_an_inline_push_at_the_cursor_is_applied_without_a_pull_and_a_gap_
             inline_entries=[fifth])
     await wait_for(lambda: b.store.has_message(fifth.message_id))
     assert len(pulls) == before + 3 and b.stats["pushes_applied"] == 2
+    # an entry whose mailbox_seq is not the push's (a server bug): pulled, never applied
+    fourth = fifth
+    sixth = await sent(gw, a, b"sixth")
+    elsewhere = mailbox_pb2.MailboxEntry()
+    elsewhere.CopyFrom(sixth)
+    elsewhere.mailbox_seq = sixth.mailbox_seq + 1
+    push_to(gw, B, lane=LANE, mailbox_seq=sixth.mailbox_seq, prev_mailbox_seq=fourth.mailbox_seq,
+            inline_entries=[elsewhere])
+    await wait_for(lambda: b.store.has_message(sixth.message_id))
+    assert len(pulls) == before + 4 and b.stats["pushes_applied"] == 2
     assert [m.body for m in b.store.messages(CONV)] == [b"first", b"second", b"third", b"fourth", b"bodiless",
-                                                        b"fifth"]
+                                                        b"fifth", b"sixth"]
     await a.close()
     await b.close()
 
