@@ -34,7 +34,10 @@ from qim.stores.errors import NotOwner
 logger = logging.getLogger(__name__)
 
 SETTLE_PAGE = 500  # dirty entries read per instance per round
-IDLE_S = 0.2  # pause when a round found nothing to settle
+# pause after every round unless a page came back full (a backlog): the marks a busy
+# conversation makes meanwhile are settled by one summarize, not one each (docs/perf.md
+# "Round six: the session's CPU per message"); the lag stays one round + this pause
+IDLE_S = 0.2
 ERROR_PAUSE_S = 1.0
 PAGE_RETRY_S = (1.0, 300.0)  # a user whose page fails is retried after 1 s, doubling up to 5 min
 
@@ -72,6 +75,7 @@ class BadgeSettler:
     ) -> None:
         self._badges, self._summarize, self._epoch_of = badges, summarize, epoch_of
         self._on_settled = on_settled
+        self.backlog = False  # the last round read a full page of some instance: no pause
         # (tenant, user) -> (retry at monotonic s, last pause s): a page that keeps failing
         # (a record missing) is retried with a growing pause, not every round at 5 Hz with a
         # warning each time; its marks stay, so nothing is lost when it heals
@@ -82,16 +86,20 @@ class BadgeSettler:
         )
 
     async def run(self) -> None:
-        """Round after round (an outage is retried after a pause, never dropped)."""
+        """Round after round, IDLE_S apart unless the last round read a full page of some
+        instance (a backlog: the next page at once); an outage is retried after a pause,
+        never dropped. Rounds back to back summarized a user once per message at any rate
+        (each mark alone in its round): the doubled CPU per message of docs/perf.md
+        "Round six: the session's CPU per message"."""
         while True:
             try:
-                done = await self.round()
+                await self.round()
             except EngineError as exc:
                 self._errors.labels(reason="unavailable").inc()
                 logger.warning("badge settle round failed: %s", exc)
                 await asyncio.sleep(ERROR_PAUSE_S)
                 continue
-            if not done:
+            if not self.backlog:
                 await asyncio.sleep(IDLE_S)
 
     async def round(self) -> int:
@@ -99,9 +107,12 @@ class BadgeSettler:
         users: dict[tuple[int, int], list[Dirty]] = {}
         dropped = self._badges.dropped_marks
         now_ms = int(time.time() * 1000)
+        self.backlog = False
         for client in self._badges.clients():
             await self._badges.wake_due(client, now_ms, SETTLE_PAGE)  # timed mutes that ended
-            for d in await self._badges.dirty(client, SETTLE_PAGE):
+            page = await self._badges.dirty(client, SETTLE_PAGE)
+            self.backlog = self.backlog or len(page) >= SETTLE_PAGE
+            for d in page:
                 users.setdefault((d.tenant, d.user), []).append(d)
         if self._badges.dropped_marks > dropped:  # malformed marks the store deleted
             self._errors.labels(reason="bad_mark").inc(self._badges.dropped_marks - dropped)

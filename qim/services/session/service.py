@@ -205,9 +205,11 @@ class SessionService(PushHandlers):
         return await self._summarizer.summarize(tenant, user, convs)
 
     async def summarize(self, tenant: int, user: int, convs: list[bytes]) -> dict:
-        """{conversation_id: SessionEntry} as the list shows them (Summarizer.summarize;
-        PageError, StoreUnavailable); UserBadgeState settles from these (badge.py)."""
-        return await self._summarizer.summarize(tenant, user, convs)
+        """{conversation_id: SessionEntry} as the list shows them but without the direct
+        peer and its read position (Summarizer.summarize with_peers=False; PageError,
+        StoreUnavailable); UserBadgeState settles from these (badge.py), which reads
+        neither."""
+        return await self._summarizer.summarize(tenant, user, convs, with_peers=False)
 
     # --- conversation state and read receipts (convstate.py) ----------------------------
     def _calls(self) -> ConvStateCalls:

@@ -74,6 +74,11 @@ def parse_member_intervals(raw: Optional[bytes], conv: bytes) -> tuple[Interval,
         raise PageError(f"corrupt member interval for group {conv.hex()}") from None
 
 
+async def _zeros(n: int) -> list[int]:
+    """No direct peer for any of `n` conversations (Summarizer.summarize with_peers=False)."""
+    return [0] * n
+
+
 class Summarizer:
     """`await summarize(tenant, user, convs)` -> {conversation_id: SessionEntry}."""
 
@@ -89,16 +94,22 @@ class Summarizer:
         self._states = states
         self._peer_reads = peer_reads
 
-    async def summarize(self, tenant: int, user: int, convs: list[bytes]) -> dict[bytes, session_pb2.SessionEntry]:
+    async def summarize(self, tenant: int, user: int, convs: list[bytes],
+                        with_peers: bool = True) -> dict[bytes, session_pb2.SessionEntry]:
         """SessionEntry per conversation of `convs` for `user`. Raises PageError (corrupt or
-        missing data) and StoreUnavailable (the caller answers UNAVAILABLE)."""
+        missing data) and StoreUnavailable (the caller answers UNAVAILABLE).
+        `with_peers=False` (the badge's settle, badge.py): the direct peer and its read
+        position are neither read nor checked (peer_user_id = peer_read_seq = 0); every
+        other field as the list shows it (those two reads were half the settle's own
+        samples: docs/perf.md "Round six: the session's CPU per message")."""
         if not convs:
             return {}
         kinds = [ids.conversation_kind(c) for c in convs]
         group_convs = [c for c, k in zip(convs, kinds) if k == CONVERSATION_KIND_GROUP]
         try:
             reads, peers, views = await asyncio.gather(
-                self._reads.positions(tenant, user, convs), self._sessions.peers(tenant, user, convs),
+                self._reads.positions(tenant, user, convs),
+                self._sessions.peers(tenant, user, convs) if with_peers else _zeros(len(convs)),
                 self._groups.member_views(tenant, user, group_convs))
         except StoreCorrupt as exc:
             raise PageError(exc.message) from None

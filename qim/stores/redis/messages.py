@@ -159,10 +159,11 @@ async def _tails_on(client, tenant: int, queries: Sequence[TailQuery], window: i
         for (q, keys, _), (head, rows) in zip(plans, found):
             for mid, seq in ([head] if head else []) + (rows or []):
                 wanted.setdefault((q.conversation_id, mid), (keys, seq))
-        async with client.pipeline(transaction=False) as pipe:
-            for (_, mid), (keys, _) in wanted.items():
-                pipe.get(keys.record(mid))
-            raws = await pipe.execute() if wanted else []
+        # one MGET, not a pipeline of GETs: the same values, but a window of 200 records was
+        # 200 commands packed and 200 replies parsed in Python per entry, and the badge's
+        # settler summarizes every marked user each round (docs/perf.md "Round six: the
+        # session's CPU per message")
+        raws = await client.mget([keys.record(mid) for (_, mid), (keys, _) in wanted.items()]) if wanted else []
     records = {(conv, mid): _checked(raw, conv, mid, seq)
                for ((conv, mid), (_, seq)), raw in zip(wanted.items(), raws)}
     return [Tail(records[(q.conversation_id, head[0])] if head else None,
