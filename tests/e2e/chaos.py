@@ -31,7 +31,14 @@ class Conversation:
 
     async def _conn(self) -> RawClient:
         if self.client is None:
-            self.client = await RawClient.login(self.stack, self.sender, device=random.getrandbits(31) + 1)
+            try:
+                self.client = await RawClient.login(self.stack, self.sender, device=random.getrandbits(31) + 1)
+            except AssertionError as exc:
+                # AUTH refused UNAVAILABLE (an engine restarting: the session epoch's Redis
+                # is down) is transient, as for the SDK: `send` reconnects and retries
+                if "UNAVAILABLE" not in str(exc):
+                    raise
+                raise ConnectionError(f"AUTH refused for now: {str(exc).splitlines()[0]}") from None
         return self.client
 
     async def send(self, body: bytes, deadline_s: float = 60.0) -> None:
