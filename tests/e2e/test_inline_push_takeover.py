@@ -131,6 +131,9 @@ async def test_a_killed_mailbox_owner_mid_burst_loses_and_doubles_nothing_on_any
             assert time.monotonic() < deadline, "the killed owner's shards were not taken over"
             await asyncio.sleep(0.2)
         st.start_service("mailbox")  # back under its id: the shards move again (another epoch)
+        # ready before the chat goes on: a restart still importing under a loaded CI
+        # machine had no /metrics yet when the test read it (CI: refused)
+        await asyncio.to_thread(st.wait_ready, ["mailbox"])
 
     await _chat_through(st, tmp_path, "mailbox", "kill", kill)
 
