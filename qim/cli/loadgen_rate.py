@@ -9,8 +9,11 @@ PUSH_EVENTS as a wake-up and as the first sighting for latency, and PULL their m
 with their own cursor after pushes (at most every --pull-gap, 0.25 s) and at least once
 a second: hash, order and loss are verified on what they pull (pushes may be dropped by
 design).
-Every 5 s segment prints sent, arrival ratio (sent / target), ACK and end-to-end
-P50/P95/P99/max in ms (np.percentile); the last line is
+The timed window starts once every receiver's login settled (its login wake-up came,
+so the mailbox pushes to it, and its first page was answered; at most 5 s, printed as
+`settle: …`; qim/cli/rate_receiver.py `settle`): the first segment holds the stack's
+first messages, not its logins' aftermath. Every 5 s segment prints sent, arrival ratio
+(sent / target), ACK and end-to-end P50/P95/P99/max in ms (np.percentile); the last line is
 `loadgen: target_rate=R duration_s=D sent=S acked=A errors=E arrival=X push_coverage=Y
 ack_p99_ms=… e2e_p99_ms=… lost=L duplicated=U corrupt=C out_of_order=O`.
 push_coverage = messages first seen in a push / sent. Exit 0 when arrival ≥ 0.99,
@@ -26,7 +29,8 @@ the lane gets N / (pairs + N) of it, the frame-level senders the rest); their vi
 checked at the end (`sdk_lane: …` line) and its failures make the exit code 1. The last
 line then also has `sdk_sent=… sdk_failures=…`. Latency statistics: numpy
 (qim/cli/loadgen_stats.py). `--json PATH` writes the whole report (segments, totals,
-histograms, the SDK lane's verdict) for qim/dev/perf.py.
+histograms, the SDK lane's verdict, `settle` and `first_seconds`: the first segment per
+second of send time and its slowest samples, `Ledger.first_seconds`) for qim/dev/perf.py.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ from qim.cli.loadgen_mix import MixLoad, parse_mix
 from qim.cli.loadgen_sdk import SdkLane, default_clients
 from qim.cli.loadgen_sdkcheck import SdkVerdict
 from qim.cli.loadgen_stats import HIST_EDGES_MS, Latencies
-from qim.cli.rate_receiver import PULL_GAP_S, Ledger, Receiver, Sent
+from qim.cli.rate_receiver import PULL_GAP_S, Ledger, Receiver, Sent, settle
 from qim.consts import GROUP_MAX_MEMBERS
 from qim.errors import ConfigError
 from qim.proto.v1 import message_pb2
@@ -124,10 +128,11 @@ async def run(cfg: argparse.Namespace) -> int:
                 continue
             mix.acked(i, n, message_pb2.SendAck.FromString(body).message_id if op == Opcode.SEND_ACK else b"",
                       op == Opcode.SEND_ACK)
-            ack_ms = (time.perf_counter_ns() - ledger.sent[n].sent_ns) / 1e6
+            now_ns = time.perf_counter_ns()
+            ack_ms = (now_ns - ledger.sent[n].sent_ns) / 1e6
             if op == Opcode.SEND_ACK:
                 a = message_pb2.SendAck.FromString(body)
-                ledger.acked(n, a.message_id, a.conversation_seq)
+                ledger.acked(n, a.message_id, a.conversation_seq, now_ns)
             else:
                 code = decode_error(body).code.name if op == Opcode.ERROR else hex(op)
                 error_codes[code] = error_codes.get(code, 0) + 1
@@ -156,7 +161,11 @@ async def run(cfg: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     tasks = [loop.create_task(read_acks(i)) for i in range(cfg.pairs)]
     tasks += [loop.create_task(r.read_loop()) for r in rx] + [loop.create_task(r.pull_loop()) for r in rx]
-    start = time.perf_counter()
+    # the timed window starts once every receiver's login settled (rate_receiver.settle):
+    # its first sends are then the stack's first messages, not its logins' aftermath
+    settle_s, unsettled = await settle(rx)
+    print(f"settle: {settle_s:.2f} s, {unsettled} of {len(rx)} receivers not settled", flush=True)
+    start, start_ns = time.perf_counter(), time.perf_counter_ns()
     seg_start, n, rid, ops = start, 0, 1, 0  # n: message ordinal; ops: scheduled operations (--mix)
     total_due = round(rate * cfg.duration)
     while ops < total_due:
@@ -251,6 +260,8 @@ async def run(cfg: argparse.Namespace) -> int:
                   # the receivers' pulls and the pushes they applied instead (decisions/0156)
                   "receiver_pulls": sum(r.pulls for r in rx), "pushes_applied": sum(r.pushes_applied for r in rx),
                   "total": total.to_dict(), "segments": segments, "hist_edges_ms": HIST_EDGES_MS.tolist(),
+                  "settle": {"seconds": round(settle_s, 3), "unsettled": unsettled},
+                  "first_seconds": ledger.first_seconds(start_ns, SEGMENT_S),
                   "hist": {"ack": total.ack_ms.histogram(), "e2e": total.e2e_ms.histogram()},
                   "sdk": None if lane is None else {**{k: getattr(sdk, k) for k in (
                       "clients", "acked", "delivered", "lost", "duplicated", "out_of_order", "corrupt",

@@ -11,6 +11,11 @@ push's prev_mailbox_seq, no pull in flight; the entries are then taken exactly a
 page {inline_entries, next_cursor = mailbox_seq} (`pushes_applied`). Any other push
 wakes a pull, so the checks below see every entry once whichever way it came.
 
+Before the timed window, `settle` waits (at most SETTLE_S) until every receiver is
+`settled`: its login's wake-up came (the mailbox saw its presence entry; decision 0042)
+and its first page was answered. After the run, `Ledger.first_seconds` says where the
+first segment's latency went (per second of send time, and its slowest samples).
+
 `Ledger` holds what the senders intended (per message ordinal n: pair, send time, body
 digest, and after the ACK its message_id and conversation_seq) and what the receivers
 pulled, and computes lost / duplicated / corrupt / out_of_order:
@@ -43,6 +48,7 @@ from qim.wire.errors import decode_error
 
 PULL_EVERY_S = 1.0  # a receiver pulls at least this often: a dropped push costs at most this much latency
 PULL_GAP_S = 0.25  # and at most this often: pushes in between are coalesced (latency comes from the push)
+SETTLE_S = 5.0  # the longest wait for every receiver's login to settle before the timed window
 
 
 def summary(values) -> str:
@@ -56,6 +62,11 @@ def p99(values) -> float:
     return percentiles(values, (99.0,))[0]
 
 
+def _p99_or_none(values) -> Optional[float]:
+    """The 99th percentile of `values` rounded to 0.1 ms, None when empty (JSON has no NaN)."""
+    return round(p99(values), 1) if len(values) else None
+
+
 @dataclass
 class Sent:
     """One send of the rate lane: pair, send time (ns), body digest, message_id once acked."""
@@ -65,6 +76,7 @@ class Sent:
     digest: bytes
     message_id: Optional[bytes] = None
     conversation_seq: int = 0
+    acked_ns: int = 0  # perf_counter_ns of its SEND_ACK (0: none yet)
 
 
 @dataclass
@@ -80,13 +92,15 @@ class Ledger:
     pulled: dict = field(default_factory=dict)                # pair -> [(message_id, seq, digest, conv, sender, n)]
     on_latency: Optional[Callable[[float], None]] = None  # callable(ms) for the segment statistics
     pushed_first: int = 0                                     # messages first sighted in a push
+    pulled_first: set = field(default_factory=set)            # message_ids first sighted in a page
     ack_inversions: int = 0                                   # out_of_order parts (set by verdict)
     pull_inversions: int = 0
 
-    def acked(self, n: int, message_id: bytes, conversation_seq: int) -> None:
-        """SEND_ACK of message `n`: its coordinates, and its latency if already sighted."""
+    def acked(self, n: int, message_id: bytes, conversation_seq: int, now_ns: int = 0) -> None:
+        """SEND_ACK of message `n` (received at perf_counter_ns `now_ns`): its
+        coordinates, and its latency if already sighted."""
         s = self.sent[n]
-        s.message_id, s.conversation_seq = message_id, conversation_seq
+        s.message_id, s.conversation_seq, s.acked_ns = message_id, conversation_seq, now_ns
         self.by_mid[message_id] = n
         seen = self.first_seen.get(message_id)
         if seen is not None and self.on_latency is not None:
@@ -98,9 +112,35 @@ class Ledger:
             return
         self.first_seen[message_id] = now_ns
         self.pushed_first += push
+        if not push:
+            self.pulled_first.add(message_id)
         n = self.by_mid.get(message_id)
         if n is not None and self.on_latency is not None:
             self.on_latency((now_ns - self.sent[n].sent_ns) / 1e6)
+
+    def first_seconds(self, start_ns: int, seconds: float = 5.0, slowest: int = 10) -> dict:
+        """Where the first `seconds` of sends went (the cold start), by send time from
+        `start_ns` (perf_counter_ns of the timed window's start): {"bins": one per second,
+        {from_s, count, ack_p99_ms, e2e_p99_ms} (None when empty), "slowest": the
+        `slowest` largest end-to-end samples, {t_s (send), pair, ack_ms, e2e_ms, pushed:
+        first sighted in a push, not a page}}. Read after the run, from the ledger: no
+        cost per message."""
+        rows = []  # (t_s, pair, ack_ms, e2e_ms, pushed) of the window's sighted messages
+        for s in self.sent:
+            t = (s.sent_ns - start_ns) / 1e9
+            seen = self.first_seen.get(s.message_id) if s.message_id is not None else None
+            if t < seconds and seen is not None:
+                rows.append((t, s.pair, (s.acked_ns - s.sent_ns) / 1e6 if s.acked_ns else None,
+                             (seen - s.sent_ns) / 1e6, s.message_id not in self.pulled_first))
+        bins = []
+        for b in range(int(seconds + 0.999)):
+            inside = [r for r in rows if b <= r[0] < b + 1]
+            acks = [r[2] for r in inside if r[2] is not None]
+            bins.append({"from_s": b, "count": len(inside), "ack_p99_ms": _p99_or_none(acks),
+                         "e2e_p99_ms": _p99_or_none([r[3] for r in inside])})
+        top = sorted(rows, key=lambda r: -r[3])[:slowest]
+        return {"bins": bins, "slowest": [{"t_s": round(t, 3), "pair": pair, "ack_ms": None if a is None else round(a, 1),
+                                           "e2e_ms": round(e, 1), "pushed": p} for t, pair, a, e, p in top]}
 
     def unanswered(self, n: int, dig: bytes, pair: int) -> bool:
         """True when message `n` (from the body header) was sent by `pair` with this
@@ -168,6 +208,13 @@ class Receiver:
         self._reply: Optional[asyncio.Future] = None
         self._running = True
         ledger.pulled.setdefault(pair, [])
+
+    @property
+    def settled(self) -> bool:
+        """Logged in and idle: its login's wake-up came (the mailbox saw its presence
+        entry, so what is materialized for it from now on is pushed) and its first page
+        was answered (its lane is known, no pull in flight)."""
+        return self.pushes > 0 and self.lane is not None and not self._pulling
 
     def stop(self) -> None:
         """Stop the read loop after the current frame."""
@@ -265,3 +312,13 @@ class Receiver:
             return batch.has_more
         finally:
             self._pulling = False
+
+
+async def settle(receivers: list, timeout_s: float = SETTLE_S, poll_s: float = 0.02) -> tuple[float, int]:
+    """Wait until every receiver is `settled`, at most `timeout_s` (their read and pull
+    loops running). Returns (seconds waited, receivers still not settled): a receiver
+    whose wake-up never came is measured as it is, and reported."""
+    t0 = time.perf_counter()
+    while any(not r.settled for r in receivers) and time.perf_counter() - t0 < timeout_s:  # noqa: ASYNC110 — set by many tasks
+        await asyncio.sleep(poll_s)
+    return time.perf_counter() - t0, sum(1 for r in receivers if not r.settled)

@@ -255,14 +255,17 @@ def final_line(steps: list[Step], holds: list[Step], idle: Optional[dict[str, fl
 def document(cfg, steps: list[Step], holds: list[Step], group: Optional[tuple[Step, dict]], line: str,
              idle: Optional[dict[str, float]], conn: Optional[dict] = None) -> dict:
     """The JSON document of a run (.perf/perf.json): the line, the configuration, the
-    machine's load, every step and hold, the cold start, the idle, connection and group
-    figures."""
+    machine's load, every step and hold, the cold start (and its detail), the idle,
+    connection and group figures."""
     return {"line": line, "config": {k: v for k, v in vars(cfg).items()}, "loadavg": os.getloadavg(),
             "idle_cpu_ms_per_s": idle,
             "connection_step": conn,
             "cpus": os.cpu_count(), "max_rate": max_rate(holds),
             "steps": [s.to_dict() for s in steps], "holds": [h.to_dict() for h in holds],
             "cold_start": steps[0].segments() if steps else [],
+            # how long the load generator waited for its logins to settle, and the first
+            # segment per second of send time with its slowest samples (qim/cli/loadgen_rate.py)
+            "cold_start_detail": {k: steps[0].report.get(k) for k in ("settle", "first_seconds")} if steps else None,
             "group_step": None if group is None else {**(group[0].report.get("group") or {}), **group[1],
                                                      "step": group[0].to_dict()}}
 

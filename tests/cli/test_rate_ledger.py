@@ -8,7 +8,7 @@ import math
 import struct
 
 from qim.cli.bodies import digest
-from qim.cli.rate_receiver import Ledger, Receiver, Sent, p99, summary
+from qim.cli.rate_receiver import Ledger, Receiver, Sent, p99, settle, summary
 from qim.proto.v1 import mailbox_pb2
 from qim.protocol import Opcode
 
@@ -186,3 +186,46 @@ async def test_receiver_applies_inline_pushes_at_its_cursor_and_pulls_on_a_gap()
     assert pulls[:2] == [0, 11] and rx.cursor == 13 and rx.pushes_applied == 1
     assert led.all_pulled()
     assert led.verdict() == {"lost": 0, "duplicated": 0, "corrupt": 0, "out_of_order": 0}
+
+
+async def test_the_timed_window_waits_for_every_receivers_login_wake_and_first_page():
+    """rate_receiver.settle (issue 41's cold start): a receiver is settled once its login
+    wake-up (a PUSH_EVENTS without a position) came and the pull it woke was answered;
+    one that never gets its wake-up is waited for at most the timeout, then reported."""
+    led = Ledger(SENDERS, RECEIVERS, CONVS)
+    woken, silent = Receiver(0, FakeStream([]), led, pull_gap_s=0.0), Receiver(1, FakeStream([]), led, pull_gap_s=0.0)
+    tasks = [asyncio.create_task(f()) for r in (woken, silent) for f in (r.read_loop, r.pull_loop)]
+    try:
+        assert not woken.settled and not silent.settled
+        woken.stream.incoming.put_nowait((Opcode.PUSH_EVENTS, 0, b""))  # the mailbox saw its presence entry
+        waited, unsettled = await settle([woken], timeout_s=2.0, poll_s=0.005)
+        assert woken.settled and unsettled == 0 and waited < 0.5
+        waited, unsettled = await settle([woken, silent], timeout_s=0.3, poll_s=0.005)
+        assert unsettled == 1 and waited >= 0.3 and silent.pushes == 0  # no wake-up came: reported
+    finally:
+        for r in (woken, silent):
+            r.stop()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def test_the_first_seconds_by_send_time_with_the_slowest_samples():
+    """Ledger.first_seconds: per second of the first window by send time, ACK and E2E P99
+    of the messages sent then; the slowest samples with their send time, ACK, E2E and
+    whether a push or a page showed them first. Messages after the window are left out."""
+    led = Ledger(SENDERS, RECEIVERS, CONVS)
+    ms = 1_000_000
+    start = 10_000 * ms
+    for n, (t_ms, ack_ms, e2e_ms, push) in enumerate([(100, 5, 300, True), (900, 5, 20, True), (1500, 40, 60, False),
+                                                      (6000, 5, 999, True)]):
+        led.sent.append(Sent(n % 2, start + t_ms * ms, digest(b"b%d" % n)))
+        mid = b"f%015d" % n
+        led.acked(n, mid, n + 1, start + (t_ms + ack_ms) * ms)
+        led.sighted(mid, start + (t_ms + e2e_ms) * ms, push=push)
+    got = led.first_seconds(start, seconds=5.0, slowest=2)
+    assert [b["count"] for b in got["bins"]] == [2, 1, 0, 0, 0]
+    assert got["bins"][1] == {"from_s": 1, "count": 1, "ack_p99_ms": 40.0, "e2e_p99_ms": 60.0}
+    assert got["bins"][2]["e2e_p99_ms"] is None
+    assert got["slowest"] == [{"t_s": 0.1, "pair": 0, "ack_ms": 5.0, "e2e_ms": 300.0, "pushed": True},
+                              {"t_s": 1.5, "pair": 0, "ack_ms": 40.0, "e2e_ms": 60.0, "pushed": False}]
