@@ -117,21 +117,6 @@ class AsyncProducer:
             raise EngineError(f"kafka produce to {topic} refused: {exc}") from exc
         return fut
 
-    async def warm(self, topic: str, timeout: float = 5.0) -> int:
-        """Before a node reports ready: this producer's connection and its metadata of
-        `topic` (the first produce then waits for neither). No record is written. Returns
-        the partition count; EngineError when the broker does not answer within `timeout`
-        s or the topic is missing (readiness fails: a warm-up never hides an error)."""
-        def fetch() -> int:
-            t = self._producer.list_topics(topic, timeout=timeout).topics.get(topic)
-            if t is None or t.error is not None or not t.partitions:
-                raise EngineError(f"topic {topic} missing: {t.error if t is not None else 'absent'}")
-            return len(t.partitions)
-        try:
-            return await asyncio.to_thread(fetch)
-        except KafkaException as exc:
-            raise EngineError(f"kafka producer metadata of {topic} failed: {exc}") from exc
-
     async def close(self, timeout: float = 10.0) -> None:
         """Flush what is queued (up to `timeout` s, off the event loop) and stop the poll thread."""
         await asyncio.get_running_loop().run_in_executor(None, self._producer.flush, timeout)

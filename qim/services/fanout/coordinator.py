@@ -71,12 +71,6 @@ class FanoutCoordinator:
         self.stopped_reason = ""
         self.ready = False
 
-    async def warm(self) -> None:
-        """Before the node reports ready: the dispatch producer's connection and its
-        metadata of the dispatch topic (the first record planned waits for neither;
-        EngineError when the broker or the topic is not there)."""
-        await self._producer.warm(DISPATCH_TOPIC)
-
     async def _committed(self, partition: int, timeout_s: float = 60.0) -> int:
         # A fresh broker answers NOT_COORDINATOR until its offsets topic is loaded:
         # retry (not ready meanwhile) instead of dying.

@@ -66,11 +66,9 @@ class FanoutNode(ServiceNode):
             yield "fanout not running" + (f": {reason}" if reason else "")
 
     async def setup(self) -> None:
-        """Read the Outbox partition count, warm the dispatch producer (EngineError when
-        it cannot: never ready then), join the registry (JoinRefused when the node id is
-        in use), then run the coordinator, the lag exporter and the leases."""
+        """Read the Outbox partition count, join the registry (JoinRefused when the node
+        id is in use), then run the coordinator, the lag exporter and the leases."""
         self.keeper.count = await topic_partitions(self.config.common.kafka_bootstrap, OUTBOX_TOPIC)
-        await self.coordinator.warm()
         await self.keeper.join()
         self.spawn(self.coordinator.run(), "coordinator")
         self.spawn(self.coordinator.lag_loop(), "outbox lag")

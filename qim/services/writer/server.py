@@ -5,9 +5,8 @@ over mutual TLS with the allow-list of qim/net/allow.py (a mailbox or gateway
 certificate calling WRITER_ADMIN gets FORBIDDEN before anything here runs); counts every
 request received (the bad-input test
 reads `qim_writer_requests_total` to prove malformed client input never got here).
-Readiness: the stores reachable, HLC window held, Outbox topic confirmed by the Outbox
-producer's own metadata request (so the first send waits for no metadata). Storage
-comes from qim.stores.open (no driver here).
+Readiness: the stores reachable, HLC window held, Outbox topic confirmed by broker
+metadata. Storage comes from qim.stores.open (no driver here).
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from qim.config import WriterConfig
 from qim.consts import COMMIT_BUCKET_COUNT, CONVERSATION_KIND_DIRECT, CONVERSATION_KIND_GROUP, OUTBOX_TOPIC
 from qim.errors import EngineError, ErrorCode, RequestError
 from qim.faults import FaultPoints
-from qim.infra.kafka.bridge import AsyncProducer
+from qim.infra.kafka.bridge import AsyncProducer, topic_partitions
 from qim.obs import otel
 from qim.obs.logcontext import bind
 from qim.obs.node import ServiceNode
@@ -150,9 +149,7 @@ class ConversationWriter(ServiceNode):
         EngineError when not possible."""
         await self.stores.check(commit_facts=True, allow_unsafe_dev=self.config.common.allow_unsafe_dev)
         self._redis_ok = True
-        # the Outbox producer's own metadata (and connection), not another client's: the
-        # first send then waits for neither (issue 41's cold start, docs/perf.md round seven)
-        partitions = await self.producer.warm(OUTBOX_TOPIC, timeout=10.0)
+        partitions = await topic_partitions(self.config.common.kafka_bootstrap, OUTBOX_TOPIC)
         if not 1 <= partitions <= COMMIT_BUCKET_COUNT:
             raise EngineError(f"{OUTBOX_TOPIC} has {partitions} partitions: 1..{COMMIT_BUCKET_COUNT} (one conversation "
                               "per commit bucket, docs/decisions/0033)")

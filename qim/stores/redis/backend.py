@@ -51,13 +51,11 @@ class RedisBackend(Stores):
     async def check(self, commit_facts: bool, allow_unsafe_dev: bool) -> None:
         """Refuse an unsafe deployment: every instance of the layout checked (version,
         standalone, AOF, fsync, noeviction); RedisDeploymentError (an EngineError) naming
-        every problem of the first bad instance; StoreUnavailable when one cannot be reached.
-        Then every store's scripts are loaded (a script Redis refuses fails the start)."""
+        every problem of the first bad instance; StoreUnavailable when one cannot be reached."""
         for addr, client in self.topology.clients.items():
             with boundary(f"redis at {addr}"):
                 await check_deployment(client, addr, commit_facts=commit_facts, allow_unsafe_dev=allow_unsafe_dev)
         await self.load_placement()
-        await self.topology.load_scripts()
 
     async def load_placement(self) -> None:
         """Read the placement map of MailboxShards and commit buckets now (decisions 0104,

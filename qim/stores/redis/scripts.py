@@ -71,14 +71,6 @@ class Scripts:
         self._queued: list[tuple[str, list, list, asyncio.Future]] = []
         self._flushing: set[asyncio.Task] = set()
 
-    async def load(self) -> None:
-        """SCRIPT LOAD every script of this client now (a node's start, before it reports
-        ready: its first calls then meet no NOSCRIPT round trip); the typed store error
-        (StoreUnavailable, ...) when Redis cannot be reached or refuses a script."""
-        for name, script in self._scripts.items():
-            with boundary(f"SCRIPT LOAD {name}"):
-                script.sha = await self._client.script_load(script.script)
-
     async def call(self, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """EVALSHA of script `name` (loaded on NOSCRIPT)."""
         loop = asyncio.get_running_loop()

@@ -160,13 +160,6 @@ class RedisTopology:
             got = self._scripts[key] = Scripts(client, names, coalesce=coalesce)
         return got
 
-    async def load_scripts(self) -> None:
-        """SCRIPT LOAD every Scripts made so far (the stores make theirs when built) on
-        its instance: a node's start warms what its first messages would load (issue 41's
-        cold start). The typed store error when an instance refuses."""
-        for scripts in list(self._scripts.values()):
-            await scripts.load()
-
     def group_by(self, items: Sequence[Any], client_of: Any) -> list[tuple[Any, list[Any]]]:
         """[(client, its items in order)] for `items` split by `client_of(item)`; one
         group per instance touched, in order of first appearance."""
