@@ -5,7 +5,10 @@ Held in memory, exact after every connect: each session list page and SESSION_DE
 carries the absolute state of its entries (SessionEntry pinned, muted_until, hidden,
 mentioned, peer_read_seq), CONVERSATION_STATE_SYNC brings another device's change,
 READ_RECEIPT the peer's read position of a direct conversation (forward only between
-list pulls). A change is told as ConversationStateChanged, a read tick as PeerRead.
+list pulls). A change is told as ConversationStateChanged, a read tick as PeerRead. The choices
+(pinned, muted_until, hidden) carry the server's version (docs/decisions/0157): one
+older than the held state is late (a SESSION_DELTA summarized before the change, or a
+sync overtaken by the reply) and is not applied.
 
 The list the app shows (`shape`): pinned first, newest activity first in each part;
 hidden ones left out while their newest message is not newer than the one they were
@@ -36,7 +39,8 @@ class ConversationState:
     `muted_until` (ms since the epoch, 0 not muted, MUTE_FOREVER for ever); `hidden`
     with `hidden_upto` (the newest conversation_seq when hidden: a newer message shows it
     again); `mentioned` (an unread message mentions the user); `peer_read_seq` (direct:
-    the peer's read position, 0 when receipts are off on either side)."""
+    the peer's read position, 0 when receipts are off on either side); `version` (the
+    server's version of the three choices, growing with every change; 0 unknown)."""
 
     conversation_id: bytes
     pinned: bool = False
@@ -45,6 +49,7 @@ class ConversationState:
     hidden_upto: int = 0
     mentioned: bool = False
     peer_read_seq: int = 0
+    version: int = 0
 
     def muted(self, now_ms: Optional[int] = None) -> bool:
         """Whether the conversation is muted at `now_ms` (default: now)."""
@@ -107,22 +112,32 @@ class ConvStates:
         return self._states.get(conv) or ConversationState(conv)
 
     def _put(self, new: ConversationState, source: str) -> None:
-        if self._states.get(new.conversation_id, ConversationState(new.conversation_id)) != new:
+        old = self._states.get(new.conversation_id, ConversationState(new.conversation_id))
+        if old != new:
             self._states[new.conversation_id] = new
-            self._core.emit(ev.ConversationStateChanged(new, source))
+            if replace(old, version=new.version) != new:  # a new version alone is not news to the app
+                self._core.emit(ev.ConversationStateChanged(new, source))
 
     def note_entries(self, entries: Iterable[session_pb2.SessionEntry]) -> None:
-        """Absolute states from a list page or SESSION_DELTA."""
+        """Absolute states from a list page or SESSION_DELTA; the choices of an entry whose
+        state_version is below the held one are late and kept as held (decision 0157),
+        its `mentioned` and `peer_read_seq` are applied either way."""
         for e in entries:
             conv = bytes(e.conversation_id)
+            old = self.get(conv)
+            if e.state_version < old.version:
+                self._put(replace(old, mentioned=e.mentioned, peer_read_seq=e.peer_read_seq), "server")
+                continue
             seq = e.last_message.conversation_seq if e.HasField("last_message") else 0
             self._put(ConversationState(conv, e.pinned, e.muted_until, e.hidden, seq if e.hidden else 0,
-                                        e.mentioned, e.peer_read_seq), "server")
+                                        e.mentioned, e.peer_read_seq, e.state_version), "server")
 
     def _apply(self, st: convstate_pb2.ConversationState, last_seq: int, source: str) -> ConversationState:
         old = self.get(bytes(st.conversation_id))
+        if st.version < old.version:  # late: a newer state is held (decision 0157)
+            return old
         new = replace(old, pinned=st.pinned, muted_until=st.muted_until, hidden=st.hidden,
-                      hidden_upto=(max(old.hidden_upto, last_seq) if st.hidden else 0))
+                      hidden_upto=(max(old.hidden_upto, last_seq) if st.hidden else 0), version=st.version)
         self._put(new, source)
         return new
 

@@ -5,7 +5,9 @@ Per (user, conversation): `pinned`, `muted_until` (ms since the epoch; 0 not mut
 MUTE_FOREVER for ever) and `hidden_at` (0 = shown; else the conversation set score, the
 created_at_ms of its newest message, when the user hid it: the conversation stays out of
 the list while its score is not above it, so the next message unhides it without any
-write on the message path). Per user: `receipts` (default on). Read positions stay in
+write on the message path), and `version`, which grows by one at every change so a
+device can order the states it is told (docs/decisions/0157). Per user: `receipts`
+(default on). Read positions stay in
 ReadPositionStore, membership in GroupStore. Every value lives on the user's instance.
 
 Errors: StoreUnavailable; StoreCorrupt for a value that is not the stored shape.
@@ -24,6 +26,7 @@ class ConvState(NamedTuple):
     pinned: bool = False
     muted_until: int = 0
     hidden_at: int = 0
+    version: int = 0  # grows by one at every change (docs/decisions/0157); 0 = never set
 
 
 class StateChange(NamedTuple):

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16qim/v1/convstate.proto\x12\x06qim.v1\"\xaf\x01\n\x14SetConversationState\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x13\n\x06pinned\x18\x02 \x01(\x08H\x00\x88\x01\x01\x12\x18\n\x0bmuted_until\x18\x03 \x01(\x04H\x01\x88\x01\x01\x12\x13\n\x06hidden\x18\x04 \x01(\x08H\x02\x88\x01\x01\x12\x14\n\x0cpeer_user_id\x18\x05 \x01(\x04\x42\t\n\x07_pinnedB\x0e\n\x0c_muted_untilB\t\n\x07_hidden\"a\n\x11\x43onversationState\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x0e\n\x06pinned\x18\x02 \x01(\x08\x12\x13\n\x0bmuted_until\x18\x03 \x01(\x04\x12\x0e\n\x06hidden\x18\x04 \x01(\x08\"/\n\x0bSetReceipts\x12\x14\n\x07\x65nabled\x18\x01 \x01(\x08H\x00\x88\x01\x01\x42\n\n\x08_enabled\"\x1d\n\nReceiptsOk\x12\x0f\n\x07\x65nabled\x18\x01 \x01(\x08\"]\n\x0bReadReceipt\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x16\n\x0ereader_user_id\x18\x02 \x01(\x04\x12\x1d\n\x15read_conversation_seq\x18\x03 \x01(\x04\"V\n\x0bPullReaders\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x18\n\x10\x63onversation_seq\x18\x02 \x01(\x04\x12\x14\n\x0cpeer_user_id\x18\x03 \x01(\x04\"k\n\x0cReadersBatch\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x18\n\x10\x63onversation_seq\x18\x02 \x01(\x04\x12\x17\n\x0freader_user_ids\x18\x03 \x03(\x04\x12\x0f\n\x07\x63ounted\x18\x04 \x01(\rb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16qim/v1/convstate.proto\x12\x06qim.v1\"\xaf\x01\n\x14SetConversationState\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x13\n\x06pinned\x18\x02 \x01(\x08H\x00\x88\x01\x01\x12\x18\n\x0bmuted_until\x18\x03 \x01(\x04H\x01\x88\x01\x01\x12\x13\n\x06hidden\x18\x04 \x01(\x08H\x02\x88\x01\x01\x12\x14\n\x0cpeer_user_id\x18\x05 \x01(\x04\x42\t\n\x07_pinnedB\x0e\n\x0c_muted_untilB\t\n\x07_hidden\"r\n\x11\x43onversationState\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x0e\n\x06pinned\x18\x02 \x01(\x08\x12\x13\n\x0bmuted_until\x18\x03 \x01(\x04\x12\x0e\n\x06hidden\x18\x04 \x01(\x08\x12\x0f\n\x07version\x18\x05 \x01(\x04\"/\n\x0bSetReceipts\x12\x14\n\x07\x65nabled\x18\x01 \x01(\x08H\x00\x88\x01\x01\x42\n\n\x08_enabled\"\x1d\n\nReceiptsOk\x12\x0f\n\x07\x65nabled\x18\x01 \x01(\x08\"]\n\x0bReadReceipt\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x16\n\x0ereader_user_id\x18\x02 \x01(\x04\x12\x1d\n\x15read_conversation_seq\x18\x03 \x01(\x04\"V\n\x0bPullReaders\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x18\n\x10\x63onversation_seq\x18\x02 \x01(\x04\x12\x14\n\x0cpeer_user_id\x18\x03 \x01(\x04\"k\n\x0cReadersBatch\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x18\n\x10\x63onversation_seq\x18\x02 \x01(\x04\x12\x17\n\x0freader_user_ids\x18\x03 \x03(\x04\x12\x0f\n\x07\x63ounted\x18\x04 \x01(\rb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,15 +34,15 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SETCONVERSATIONSTATE']._serialized_start=35
   _globals['_SETCONVERSATIONSTATE']._serialized_end=210
   _globals['_CONVERSATIONSTATE']._serialized_start=212
-  _globals['_CONVERSATIONSTATE']._serialized_end=309
-  _globals['_SETRECEIPTS']._serialized_start=311
-  _globals['_SETRECEIPTS']._serialized_end=358
-  _globals['_RECEIPTSOK']._serialized_start=360
-  _globals['_RECEIPTSOK']._serialized_end=389
-  _globals['_READRECEIPT']._serialized_start=391
-  _globals['_READRECEIPT']._serialized_end=484
-  _globals['_PULLREADERS']._serialized_start=486
-  _globals['_PULLREADERS']._serialized_end=572
-  _globals['_READERSBATCH']._serialized_start=574
-  _globals['_READERSBATCH']._serialized_end=681
+  _globals['_CONVERSATIONSTATE']._serialized_end=326
+  _globals['_SETRECEIPTS']._serialized_start=328
+  _globals['_SETRECEIPTS']._serialized_end=375
+  _globals['_RECEIPTSOK']._serialized_start=377
+  _globals['_RECEIPTSOK']._serialized_end=406
+  _globals['_READRECEIPT']._serialized_start=408
+  _globals['_READRECEIPT']._serialized_end=501
+  _globals['_PULLREADERS']._serialized_start=503
+  _globals['_PULLREADERS']._serialized_end=589
+  _globals['_READERSBATCH']._serialized_start=591
+  _globals['_READERSBATCH']._serialized_end=698
 # @@protoc_insertion_point(module_scope)

@@ -21,16 +21,18 @@ class SetConversationState(_message.Message):
     def __init__(self, conversation_id: _Optional[bytes] = ..., pinned: _Optional[bool] = ..., muted_until: _Optional[int] = ..., hidden: _Optional[bool] = ..., peer_user_id: _Optional[int] = ...) -> None: ...
 
 class ConversationState(_message.Message):
-    __slots__ = ("conversation_id", "pinned", "muted_until", "hidden")
+    __slots__ = ("conversation_id", "pinned", "muted_until", "hidden", "version")
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     PINNED_FIELD_NUMBER: _ClassVar[int]
     MUTED_UNTIL_FIELD_NUMBER: _ClassVar[int]
     HIDDEN_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
     conversation_id: bytes
     pinned: bool
     muted_until: int
     hidden: bool
-    def __init__(self, conversation_id: _Optional[bytes] = ..., pinned: _Optional[bool] = ..., muted_until: _Optional[int] = ..., hidden: _Optional[bool] = ...) -> None: ...
+    version: int
+    def __init__(self, conversation_id: _Optional[bytes] = ..., pinned: _Optional[bool] = ..., muted_until: _Optional[int] = ..., hidden: _Optional[bool] = ..., version: _Optional[int] = ...) -> None: ...
 
 class SetReceipts(_message.Message):
     __slots__ = ("enabled",)

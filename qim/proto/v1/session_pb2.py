@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from qim.proto.v1 import history_pb2 as qim_dot_v1_dot_history__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14qim/v1/session.proto\x12\x06qim.v1\x1a\x14qim/v1/history.proto\"0\n\x0fPullSessionList\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\x0c\x12\r\n\x05limit\x18\x02 \x01(\r\"\xff\x02\n\x0cSessionEntry\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x0c\n\x04kind\x18\x02 \x01(\r\x12)\n\x0clast_message\x18\x03 \x01(\x0b\x32\x13.qim.v1.HistoryItem\x12\x18\n\x10last_activity_id\x18\x04 \x01(\x0c\x12\x1d\n\x15read_conversation_seq\x18\x05 \x01(\x04\x12\x0e\n\x06unread\x18\x06 \x01(\r\x12\x14\n\x0cunread_exact\x18\x07 \x01(\x08\x12\x11\n\tjoined_at\x18\x08 \x01(\x04\x12\x0f\n\x07left_at\x18\t \x01(\x04\x12\x14\n\x0cpeer_user_id\x18\n \x01(\x04\x12\x10\n\x08group_id\x18\x0b \x01(\x04\x12\x13\n\x0bgroup_title\x18\x0c \x01(\t\x12\x0e\n\x06pinned\x18\r \x01(\x08\x12\x13\n\x0bmuted_until\x18\x0e \x01(\x04\x12\x0e\n\x06hidden\x18\x0f \x01(\x08\x12\x11\n\tmentioned\x18\x10 \x01(\x08\x12\x15\n\rpeer_read_seq\x18\x11 \x01(\x04\"\x87\x01\n\x10SessionListBatch\x12&\n\x08sessions\x18\x01 \x03(\x0b\x32\x14.qim.v1.SessionEntry\x12\x13\n\x0bnext_cursor\x18\x02 \x01(\x0c\x12\x10\n\x08has_more\x18\x03 \x01(\x08\x12\r\n\x05\x62\x61\x64ge\x18\x04 \x01(\x04\x12\x15\n\rbadge_version\x18\x05 \x01(\x04\"\\\n\x0cSessionDelta\x12&\n\x08sessions\x18\x01 \x03(\x0b\x32\x14.qim.v1.SessionEntry\x12\r\n\x05\x62\x61\x64ge\x18\x02 \x01(\x04\x12\x15\n\rbadge_version\x18\x03 \x01(\x04\"X\n\x08MarkRead\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x1d\n\x15read_conversation_seq\x18\x02 \x01(\x04\x12\x14\n\x0cpeer_user_id\x18\x03 \x01(\x04\"D\n\nMarkReadOk\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x1d\n\x15read_conversation_seq\x18\x02 \x01(\x04\" \n\x0cPullProfiles\x12\x10\n\x08user_ids\x18\x01 \x03(\x04\"0\n\x07Profile\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\x12\x14\n\x0c\x64isplay_name\x18\x02 \x01(\t\"2\n\rProfilesBatch\x12!\n\x08profiles\x18\x01 \x03(\x0b\x32\x0f.qim.v1.Profile\"B\n\x08ReadSync\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x1d\n\x15read_conversation_seq\x18\x02 \x01(\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14qim/v1/session.proto\x12\x06qim.v1\x1a\x14qim/v1/history.proto\"0\n\x0fPullSessionList\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\x0c\x12\r\n\x05limit\x18\x02 \x01(\r\"\x96\x03\n\x0cSessionEntry\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x0c\n\x04kind\x18\x02 \x01(\r\x12)\n\x0clast_message\x18\x03 \x01(\x0b\x32\x13.qim.v1.HistoryItem\x12\x18\n\x10last_activity_id\x18\x04 \x01(\x0c\x12\x1d\n\x15read_conversation_seq\x18\x05 \x01(\x04\x12\x0e\n\x06unread\x18\x06 \x01(\r\x12\x14\n\x0cunread_exact\x18\x07 \x01(\x08\x12\x11\n\tjoined_at\x18\x08 \x01(\x04\x12\x0f\n\x07left_at\x18\t \x01(\x04\x12\x14\n\x0cpeer_user_id\x18\n \x01(\x04\x12\x10\n\x08group_id\x18\x0b \x01(\x04\x12\x13\n\x0bgroup_title\x18\x0c \x01(\t\x12\x0e\n\x06pinned\x18\r \x01(\x08\x12\x13\n\x0bmuted_until\x18\x0e \x01(\x04\x12\x0e\n\x06hidden\x18\x0f \x01(\x08\x12\x11\n\tmentioned\x18\x10 \x01(\x08\x12\x15\n\rpeer_read_seq\x18\x11 \x01(\x04\x12\x15\n\rstate_version\x18\x12 \x01(\x04\"\x87\x01\n\x10SessionListBatch\x12&\n\x08sessions\x18\x01 \x03(\x0b\x32\x14.qim.v1.SessionEntry\x12\x13\n\x0bnext_cursor\x18\x02 \x01(\x0c\x12\x10\n\x08has_more\x18\x03 \x01(\x08\x12\r\n\x05\x62\x61\x64ge\x18\x04 \x01(\x04\x12\x15\n\rbadge_version\x18\x05 \x01(\x04\"\\\n\x0cSessionDelta\x12&\n\x08sessions\x18\x01 \x03(\x0b\x32\x14.qim.v1.SessionEntry\x12\r\n\x05\x62\x61\x64ge\x18\x02 \x01(\x04\x12\x15\n\rbadge_version\x18\x03 \x01(\x04\"X\n\x08MarkRead\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x1d\n\x15read_conversation_seq\x18\x02 \x01(\x04\x12\x14\n\x0cpeer_user_id\x18\x03 \x01(\x04\"D\n\nMarkReadOk\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x1d\n\x15read_conversation_seq\x18\x02 \x01(\x04\" \n\x0cPullProfiles\x12\x10\n\x08user_ids\x18\x01 \x03(\x04\"0\n\x07Profile\x12\x0f\n\x07user_id\x18\x01 \x01(\x04\x12\x14\n\x0c\x64isplay_name\x18\x02 \x01(\t\"2\n\rProfilesBatch\x12!\n\x08profiles\x18\x01 \x03(\x0b\x32\x0f.qim.v1.Profile\"B\n\x08ReadSync\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x1d\n\x15read_conversation_seq\x18\x02 \x01(\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,21 +35,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PULLSESSIONLIST']._serialized_start=54
   _globals['_PULLSESSIONLIST']._serialized_end=102
   _globals['_SESSIONENTRY']._serialized_start=105
-  _globals['_SESSIONENTRY']._serialized_end=488
-  _globals['_SESSIONLISTBATCH']._serialized_start=491
-  _globals['_SESSIONLISTBATCH']._serialized_end=626
-  _globals['_SESSIONDELTA']._serialized_start=628
-  _globals['_SESSIONDELTA']._serialized_end=720
-  _globals['_MARKREAD']._serialized_start=722
-  _globals['_MARKREAD']._serialized_end=810
-  _globals['_MARKREADOK']._serialized_start=812
-  _globals['_MARKREADOK']._serialized_end=880
-  _globals['_PULLPROFILES']._serialized_start=882
-  _globals['_PULLPROFILES']._serialized_end=914
-  _globals['_PROFILE']._serialized_start=916
-  _globals['_PROFILE']._serialized_end=964
-  _globals['_PROFILESBATCH']._serialized_start=966
-  _globals['_PROFILESBATCH']._serialized_end=1016
-  _globals['_READSYNC']._serialized_start=1018
-  _globals['_READSYNC']._serialized_end=1084
+  _globals['_SESSIONENTRY']._serialized_end=511
+  _globals['_SESSIONLISTBATCH']._serialized_start=514
+  _globals['_SESSIONLISTBATCH']._serialized_end=649
+  _globals['_SESSIONDELTA']._serialized_start=651
+  _globals['_SESSIONDELTA']._serialized_end=743
+  _globals['_MARKREAD']._serialized_start=745
+  _globals['_MARKREAD']._serialized_end=833
+  _globals['_MARKREADOK']._serialized_start=835
+  _globals['_MARKREADOK']._serialized_end=903
+  _globals['_PULLPROFILES']._serialized_start=905
+  _globals['_PULLPROFILES']._serialized_end=937
+  _globals['_PROFILE']._serialized_start=939
+  _globals['_PROFILE']._serialized_end=987
+  _globals['_PROFILESBATCH']._serialized_start=989
+  _globals['_PROFILESBATCH']._serialized_end=1039
+  _globals['_READSYNC']._serialized_start=1041
+  _globals['_READSYNC']._serialized_end=1107
 # @@protoc_insertion_point(module_scope)

@@ -16,7 +16,7 @@ class PullSessionList(_message.Message):
     def __init__(self, cursor: _Optional[bytes] = ..., limit: _Optional[int] = ...) -> None: ...
 
 class SessionEntry(_message.Message):
-    __slots__ = ("conversation_id", "kind", "last_message", "last_activity_id", "read_conversation_seq", "unread", "unread_exact", "joined_at", "left_at", "peer_user_id", "group_id", "group_title", "pinned", "muted_until", "hidden", "mentioned", "peer_read_seq")
+    __slots__ = ("conversation_id", "kind", "last_message", "last_activity_id", "read_conversation_seq", "unread", "unread_exact", "joined_at", "left_at", "peer_user_id", "group_id", "group_title", "pinned", "muted_until", "hidden", "mentioned", "peer_read_seq", "state_version")
     CONVERSATION_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     LAST_MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -34,6 +34,7 @@ class SessionEntry(_message.Message):
     HIDDEN_FIELD_NUMBER: _ClassVar[int]
     MENTIONED_FIELD_NUMBER: _ClassVar[int]
     PEER_READ_SEQ_FIELD_NUMBER: _ClassVar[int]
+    STATE_VERSION_FIELD_NUMBER: _ClassVar[int]
     conversation_id: bytes
     kind: int
     last_message: _history_pb2.HistoryItem
@@ -51,7 +52,8 @@ class SessionEntry(_message.Message):
     hidden: bool
     mentioned: bool
     peer_read_seq: int
-    def __init__(self, conversation_id: _Optional[bytes] = ..., kind: _Optional[int] = ..., last_message: _Optional[_Union[_history_pb2.HistoryItem, _Mapping]] = ..., last_activity_id: _Optional[bytes] = ..., read_conversation_seq: _Optional[int] = ..., unread: _Optional[int] = ..., unread_exact: _Optional[bool] = ..., joined_at: _Optional[int] = ..., left_at: _Optional[int] = ..., peer_user_id: _Optional[int] = ..., group_id: _Optional[int] = ..., group_title: _Optional[str] = ..., pinned: _Optional[bool] = ..., muted_until: _Optional[int] = ..., hidden: _Optional[bool] = ..., mentioned: _Optional[bool] = ..., peer_read_seq: _Optional[int] = ...) -> None: ...
+    state_version: int
+    def __init__(self, conversation_id: _Optional[bytes] = ..., kind: _Optional[int] = ..., last_message: _Optional[_Union[_history_pb2.HistoryItem, _Mapping]] = ..., last_activity_id: _Optional[bytes] = ..., read_conversation_seq: _Optional[int] = ..., unread: _Optional[int] = ..., unread_exact: _Optional[bool] = ..., joined_at: _Optional[int] = ..., left_at: _Optional[int] = ..., peer_user_id: _Optional[int] = ..., group_id: _Optional[int] = ..., group_title: _Optional[str] = ..., pinned: _Optional[bool] = ..., muted_until: _Optional[int] = ..., hidden: _Optional[bool] = ..., mentioned: _Optional[bool] = ..., peer_read_seq: _Optional[int] = ..., state_version: _Optional[int] = ...) -> None: ...
 
 class SessionListBatch(_message.Message):
     __slots__ = ("sessions", "next_cursor", "has_more", "badge", "badge_version")

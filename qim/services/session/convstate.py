@@ -99,7 +99,7 @@ class ConvStateCalls:
         st = await self._states.change(tenant, user, conv, change)
         self._mark((tenant, user), conv.hex().encode())
         reply = convstate_pb2.ConversationState(conversation_id=conv, pinned=st.pinned, muted_until=st.muted_until,
-                                                hidden=bool(st.hidden_at))
+                                                hidden=bool(st.hidden_at), version=st.version)
         self._spawn(self._sync_state(tenant, user, actor.device_id, reply))
         return reply
 

@@ -153,7 +153,7 @@ class Summarizer:
             st = choices.get(conv)
             if st is not None:
                 e = out[conv]
-                e.pinned, e.muted_until = st.pinned, st.muted_until
+                e.pinned, e.muted_until, e.state_version = st.pinned, st.muted_until, st.version
                 e.hidden = bool(st.hidden_at) and tail.head.created_at_ms <= st.hidden_at
             out[conv].mentioned = tail.window is not None and mentions(tail.window, user, base)
             out[conv].peer_read_seq = peer_reads.get(conv, 0)

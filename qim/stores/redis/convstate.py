@@ -1,7 +1,7 @@
 """ConversationStateStore on Redis (qim/stores/convstate.py; docs/decisions/0122): the
 convstate HASH and the receipts STRING of each user (keys.py), on the user's instance
 like its read positions; convstate_change.lua makes a change (and a hide's score read)
-atomic.
+atomic and grows its version (decision 0157).
 """
 
 from __future__ import annotations
@@ -20,14 +20,20 @@ CONVSTATE_SCRIPTS = ("convstate_change",)
 
 
 def parse_state(raw: Any) -> ConvState:
-    """The stored "<pinned>:<muted_until>:<hidden_at>" (None = never set); StoreCorrupt otherwise."""
+    """The stored "<pinned>:<muted_until>:<hidden_at>:<version>" (None = never set; the
+    older shape without a version reads as version 0, decision 0157); StoreCorrupt otherwise."""
     if raw is None:
         return ConvState()
     try:
-        p, m, h = (int(x) for x in (raw.decode("ascii") if isinstance(raw, bytes) else raw).split(":"))
+        parts = [int(x) for x in (raw.decode("ascii") if isinstance(raw, bytes) else raw).split(":")]
     except (ValueError, UnicodeDecodeError):
         raise StoreCorrupt("corrupt conversation state") from None
-    return ConvState(bool(p), m, h)
+    if len(parts) == 3:
+        parts.append(0)
+    if len(parts) != 4:
+        raise StoreCorrupt("corrupt conversation state")
+    p, m, h, v = parts
+    return ConvState(bool(p), m, h, v)
 
 
 def _opt(value: Any) -> str:

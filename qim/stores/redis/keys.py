@@ -254,8 +254,8 @@ def read_key(tenant: int, user_id: int) -> str:
 
 
 def convstate_key(tenant: int, user_id: int) -> str:
-    """HASH, ConversationStateStore: conversation_id hex -> "<pinned>:<muted_until>:<hidden_at>"
-    (the user's own choices, docs/decisions/0122; absent = all zero)."""
+    """HASH, ConversationStateStore: conversation_id hex -> "<pinned>:<muted_until>:<hidden_at>:<version>"
+    (the user's own choices, docs/decisions/0122; the version, 0157; absent = all zero)."""
     return f"qim:convstate:{tenant:032x}:{user_id}"
 
 

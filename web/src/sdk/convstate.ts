@@ -6,7 +6,9 @@
  * READ_RECEIPT the peer's read position in a direct chat (forward only between pulls).
  * Told as "conversationState" and "peerRead". The list the app shows (`shape`): pinned
  * first, newest activity first in each part; hidden ones left out until a message newer
- * than the one they were hidden at arrives; muted ones keep their unread count.
+ * than the one they were hidden at arrives; muted ones keep their unread count. The
+ * choices carry the server's version (docs/decisions/0157): an older one arriving late
+ * (a SESSION_DELTA summarized before the change) is not applied.
  */
 
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
@@ -41,7 +43,7 @@ export function isMuted(s: ConversationState, nowMs: bigint = BigInt(Date.now())
 
 function blank(conv: Uint8Array): ConversationState {
   return { conversationId: conv, pinned: false, mutedUntil: 0n, hidden: false, hiddenUpto: 0n, mentioned: false,
-    peerReadSeq: 0n };
+    peerReadSeq: 0n, version: 0n };
 }
 
 function same(a: ConversationState, b: ConversationState): boolean {
@@ -88,17 +90,25 @@ export class ConvStates {
   }
 
   private put(s: ConversationState, source: "local" | "sync" | "server"): void {
-    if (same(this.get(s.conversationId), s)) return;
+    const old = this.get(s.conversationId);
+    if (same(old, s) && old.version === s.version) return;
     this.states.set(toHex(s.conversationId), s);
-    this.rt.emit({ type: "conversationState", state: s, source });
+    if (!same(old, s)) this.rt.emit({ type: "conversationState", state: s, source }); // a new version alone is not news
   }
 
-  /** Absolute states from a list page or SESSION_DELTA (Sessions.note). */
+  /** Absolute states from a list page or SESSION_DELTA (Sessions.note); the choices of
+   * an entry older than the held version are late and kept as held (decision 0157). */
   noteEntries(entries: SessionEntry[]): void {
     for (const e of entries) {
+      const old = this.get(e.conversationId);
+      if (e.stateVersion < old.version) {
+        this.put({ ...old, mentioned: e.mentioned, peerReadSeq: e.peerReadSeq }, "server");
+        continue;
+      }
       const seq = e.lastMessage?.conversationSeq ?? 0n;
       this.put({ conversationId: e.conversationId, pinned: e.pinned, mutedUntil: e.mutedUntil, hidden: e.hidden,
-        hiddenUpto: e.hidden ? seq : 0n, mentioned: e.mentioned, peerReadSeq: e.peerReadSeq }, "server");
+        hiddenUpto: e.hidden ? seq : 0n, mentioned: e.mentioned, peerReadSeq: e.peerReadSeq,
+        version: e.stateVersion }, "server");
     }
   }
 
@@ -106,8 +116,10 @@ export class ConvStates {
     const entry = await this.rt.store.conversation(w.conversationId);
     const last = entry?.lastMessage?.conversationSeq ?? 0n;
     const old = this.get(w.conversationId);
+    if (w.version < old.version) return old; // late: a newer state is held (decision 0157)
     const upto = w.hidden ? (old.hiddenUpto > last ? old.hiddenUpto : last) : 0n;
-    const s = { ...old, pinned: w.pinned, mutedUntil: w.mutedUntil, hidden: w.hidden, hiddenUpto: upto };
+    const s = { ...old, pinned: w.pinned, mutedUntil: w.mutedUntil, hidden: w.hidden, hiddenUpto: upto,
+      version: w.version };
     this.put(s, source);
     return s;
   }

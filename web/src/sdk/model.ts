@@ -142,4 +142,7 @@ export interface ConversationState {
   mentioned: boolean;
   /** Direct: the peer's read position (0 when receipts are off on either side). */
   peerReadSeq: bigint;
+  /** The server's version of pinned, mutedUntil and hidden: grows with every change; an
+   * older state arriving late is not applied (docs/decisions/0157). 0 unknown. */
+  version: bigint;
 }
