@@ -10,7 +10,7 @@ import sys
 
 from qim.errors import ErrorCode
 from qim.protocol import Opcode
-from tests.e2e.rawclient import RawClient
+from tests.e2e.rawclient import LoginRefused, RawClient
 from tests.fixtures import start_private_stack
 
 
@@ -33,12 +33,12 @@ class Conversation:
         if self.client is None:
             try:
                 self.client = await RawClient.login(self.stack, self.sender, device=random.getrandbits(31) + 1)
-            except AssertionError as exc:
+            except LoginRefused as exc:
                 # AUTH refused UNAVAILABLE (an engine restarting: the session epoch's Redis
                 # is down) is transient, as for the SDK: `send` reconnects and retries
-                if "UNAVAILABLE" not in str(exc):
+                if exc.code != ErrorCode.UNAVAILABLE:
                     raise
-                raise ConnectionError(f"AUTH refused for now: {str(exc).splitlines()[0]}") from None
+                raise ConnectionError(f"AUTH refused for now: {exc.reply.message}") from None
         return self.client
 
     async def send(self, body: bytes, deadline_s: float = 60.0) -> None:

@@ -55,6 +55,18 @@ def end_input(writer: asyncio.StreamWriter) -> None:
         writer.close()
 
 
+class LoginRefused(AssertionError):
+    """AUTH answered with something other than AUTH_OK: `code` is the ERROR's ErrorCode
+    (None for another frame), `reply` the parsed frame. An AssertionError, as before, for
+    the tests that expect a refusal; a caller that treats UNAVAILABLE (an engine
+    restarting) as transient checks `code`, not the message text."""
+
+    def __init__(self, op: int, reply) -> None:
+        super().__init__(f"AUTH refused: opcode {op:#06x}: {reply}")
+        self.op, self.reply = op, reply
+        self.code = ErrorCode(reply.code) if op == Opcode.ERROR else None
+
+
 class RawClient:
     """One authenticated connection; `request()` returns (opcode, parsed reply)."""
 
@@ -67,14 +79,16 @@ class RawClient:
 
     @classmethod
     async def login(cls, stack, user: int, device: int = 1, addr: str | None = None) -> "RawClient":
-        """AUTH as (user, device) on the stack's first gateway, or on `addr`."""
+        """AUTH as (user, device) on the stack's first gateway, or on `addr`. LoginRefused
+        when the gateway answers anything but AUTH_OK; OSError / TimeoutError on the way."""
         host, port = parse_addr(addr or stack.gateway_addr)
         stream = await open_framed(host, port, tls=client_tls(stack), server_hostname=host)
         client = cls(stream, user, device)
         token = issue_dev_token(stack.token_key, 0, user, device)
         try:
             op, reply = await client.request(Opcode.AUTH, connection_pb2.Auth(token=token).SerializeToString())
-            assert op == Opcode.AUTH_OK, reply
+            if op != Opcode.AUTH_OK:
+                raise LoginRefused(op, reply)
         except BaseException:
             stream.abort()  # a login that failed or timed out keeps no connection (16 lock a user out)
             raise
