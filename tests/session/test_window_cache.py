@@ -20,8 +20,9 @@ from qim.proto.v1 import message_pb2
 from qim.services.session.summary import count_unread, mentions
 from qim.stores.commits import StateChange
 from qim.stores.messages import TailQuery
+from qim.stores.redis import messages
 from qim.stores.redis.backend import RedisBackend
-from qim.stores.redis.windows import WindowCache
+from qim.stores.redis.windows import MIN_WINDOW, WindowCache
 from tests.stores.conftest import Conv, direct
 
 RECALLED = message_pb2.MESSAGE_STATE_RECALLED
@@ -106,7 +107,9 @@ async def both(stores, cache: WindowCache, queries: list[tuple[int, TailQuery]],
             [seen(t, u, q.base) for (u, q), t in zip(queries, plain)])
 
 
-async def test_held_windows_equal_fresh_reads_over_random_operations(window_stores):
+@pytest.mark.parametrize("min_window", [1, MIN_WINDOW])
+async def test_held_windows_equal_fresh_reads_over_random_operations(window_stores, monkeypatch, min_window):
+    monkeypatch.setattr(messages, "MIN_WINDOW", min_window)  # 1: every window starts an entry
     rng = random.Random(158)
     metrics = _Metrics()
     cache = WindowCache(metrics)
@@ -180,50 +183,52 @@ async def test_a_recipient_who_never_reads_reads_only_the_new_records(window_sto
 async def test_a_recall_or_an_edit_of_a_held_record_changes_the_count(window_stores):
     metrics = _Metrics()
     cache, c = WindowCache(metrics), direct(window_stores)
-    mids = [(await send(c, 9))[1].message_id for _ in range(5)]
-    assert await _unread(window_stores, cache, c.conversation_id) == (5, False)
+    mids = [(await send(c, 9))[1].message_id for _ in range(20)]
+    assert await _unread(window_stores, cache, c.conversation_id) == (20, False)
     await rewrite(c, mids[1])  # recalled after it was held
-    assert await _unread(window_stores, cache, c.conversation_id) == (4, False)
+    assert await _unread(window_stores, cache, c.conversation_id) == (19, False)
     await rewrite(c, mids[2], 0, to=(5,))  # an edit rewriting the mentions of a held record
-    assert await _unread(window_stores, cache, c.conversation_id) == (4, True)
+    assert await _unread(window_stores, cache, c.conversation_id) == (19, True)
     assert metrics.counts[("qim_session_window_drops", "control")] == 2
 
 
 async def test_a_recall_reserved_in_split_mode_is_seen_before_its_seq_is_indexed(window_stores):
     metrics = _Metrics()
     cache, c = WindowCache(metrics), direct(window_stores)
-    mids = [(await send(c, 9))[1].message_id for _ in range(4)]
-    assert await _unread(window_stores, cache, c.conversation_id) == (4, False)
+    mids = [(await send(c, 9))[1].message_id for _ in range(20)]
+    assert await _unread(window_stores, cache, c.conversation_id) == (20, False)
     res, _ = await rewrite(c, mids[0], split=True)  # the record rewritten, its notice's seq not indexed
-    assert await _unread(window_stores, cache, c.conversation_id) == (3, False)
+    assert await _unread(window_stores, cache, c.conversation_id) == (19, False)
     await send(c, 9)  # a seq above the missing one
-    assert await _unread(window_stores, cache, c.conversation_id) == (4, False)
+    assert await _unread(window_stores, cache, c.conversation_id) == (20, False)
     await window_stores.commits.record(res.ref, res.message_id)
-    assert await _unread(window_stores, cache, c.conversation_id) == (4, False)
+    assert await _unread(window_stores, cache, c.conversation_id) == (20, False)
     # one drop: the read after the split reserve (its seq not indexed); it read C' past that
     # seq and every record again, so the later reads had nothing to drop
     assert metrics.counts[("qim_session_window_drops", "gap")] == 1
 
 
-async def test_the_bound_evicts_the_least_recently_used_conversations_first(window_stores):
-    cache = WindowCache(max_records=25, max_conversations=2)
+async def test_the_bound_evicts_the_least_recently_used_conversations_first(window_stores, monkeypatch):
+    cache = WindowCache(max_records=45, max_conversations=2)
     convs = _apart([direct(window_stores, a=5, b=b) for b in (9, 11, 13)])
     for c in convs:
-        for _ in range(10):
+        for _ in range(20):
             await send(c, 9)
     for c in convs:
         await _unread(window_stores, cache, c.conversation_id)
-        assert cache.records <= 25 and len(cache) <= 2
+        assert cache.records <= 45 and len(cache) <= 2
     assert cache.get(7, convs[0].conversation_id) is None and cache.get(7, convs[2].conversation_id) is not None
-    assert await _unread(window_stores, cache, convs[0].conversation_id) == (10, False)
+    assert await _unread(window_stores, cache, convs[0].conversation_id) == (20, False)
     # one conversation keeps about one window: records a window below `checked` are pruned
-    small = WindowCache()
-    for _ in range(30):
-        await send(convs[1], 9)
-        tail = (await window_stores.messages.tails(7, [TailQuery(convs[1].conversation_id, ((0, None),), 0)], 5,
-                                                   cache=small))[0]
-        assert tail.window is None or len(tail.window) <= 6
-    assert small.records <= 2 * 6
+    monkeypatch.setattr(messages, "MIN_WINDOW", 1)
+    small, most = WindowCache(), 0
+    for _ in range(30):  # a reader 4 behind: a window of 4 exact records, 5 at most
+        _, sent = await send(convs[1], 9)
+        query = TailQuery(convs[1].conversation_id, ((0, None),), sent.conversation_seq - 4)
+        tail = (await window_stores.messages.tails(7, [query], 5, cache=small))[0]
+        assert len(tail.window) == 4 and count_unread(tail.window, 5, query.base, None) == 4
+        most = max(most, small.records)
+    assert most == 2 * 6 and small.records <= 2 * 6  # pruned whenever above two windows
 
 
 async def test_a_state_change_must_reserve_a_control_message(window_stores):

@@ -21,7 +21,7 @@ from qim.stores.redis.keys import CommitKeys
 from qim.stores.redis.scripts import boundary, int_score_pairs
 from qim.stores.redis.spread import spread
 from qim.stores.redis.topology import as_topology
-from qim.stores.redis.windows import Held, WindowCache, WindowRecord, contiguous, window_record
+from qim.stores.redis.windows import MIN_WINDOW, Held, WindowCache, WindowRecord, contiguous, window_record
 
 STATES = {b"RECALLED": message_pb2.MESSAGE_STATE_RECALLED, b"DELETED": message_pb2.MESSAGE_STATE_DELETED}
 
@@ -204,8 +204,8 @@ class _Read:
 async def _tails_held(client, tenant: int, queries: Sequence[TailQuery], window: int,
                       cache: WindowCache) -> list[Tail]:
     """`_tails_on` with the settler's window cache (the rule: qim/stores/redis/windows.py,
-    docs/decisions/0158): per conversation the seq counter C' is read before the index above
-    the held `checked`, in the same pipeline as the heads and windows; then one MGET of the
+    docs/decisions/0158): per held conversation the seq counter C' is read before the index
+    above its `checked`, in the same pipeline as the heads and windows; then one MGET of the
     heads, the window records not held and the new records (seqs (checked, C']: their
     types decide whether the held ones stay); a second MGET only for the window records a
     CONTROL message among the new ones made stale."""
@@ -213,8 +213,8 @@ async def _tails_held(client, tenant: int, queries: Sequence[TailQuery], window:
     with boundary("session heads"):
         async with client.pipeline(transaction=False) as pipe:  # raw replies: see int_score_pairs
             for r in reads:
-                pipe.get(r.keys.seq())  # C', before the index above `checked`
-                if r.held is not None:
+                if r.held is not None:  # C', then the index above `checked`
+                    pipe.get(r.keys.seq())
                     pipe.execute_command("ZRANGEBYSCORE", r.keys.history(), f"({r.held.checked}", "+inf",
                                          "WITHSCORES", "LIMIT", 0, window + 2)
                 for lo, hi in r.ranges:
@@ -226,15 +226,16 @@ async def _tails_held(client, tenant: int, queries: Sequence[TailQuery], window:
             res = await pipe.execute()
         at = 0
         for r in reads:
-            r.current = int(res[at] or 0)
-            at += 1
             if r.held is not None:
-                new = [p for p in int_score_pairs(res[at]) if p[1] <= r.current]
-                at += 1
+                r.current = int(res[at] or 0)
+                new = [p for p in int_score_pairs(res[at + 1]) if p[1] <= r.current]
+                at += 2
                 if r.current >= r.held.checked and contiguous(new, r.held.checked, r.current):
                     r.new, r.kept = new, r.held.records
             n = len(r.ranges)
             r.head = next((p[0] for p in map(int_score_pairs, res[at:at + n]) if p), None)
+            if r.held is None and r.head is not None:
+                r.current = r.head[1]  # indexed, so reserved before the MGET: a valid `checked`
             if r.head is not None and r.head[1] - r.q.base <= window:
                 r.rows = [p for part in res[at + n:at + 2 * n] for p in int_score_pairs(part)]
                 if r.held is not None and r.new is None:
@@ -264,8 +265,9 @@ async def _tails_held(client, tenant: int, queries: Sequence[TailQuery], window:
         for i, mid in r.missing:
             window_rows[i] = fetched[(conv, mid)]
         cache.counted(len(r.rows) - len(r.missing), len(r.missing))
-        fresh = {mid: window_record(fetched[(conv, mid)]) for mid in r.read}
-        cache.write(tenant, conv, r.held, r.gen, r.new is not None, r.current, fresh, window)
+        if r.held is not None or len(r.rows) >= MIN_WINDOW:
+            fresh = {mid: window_record(fetched[(conv, mid)]) for mid in r.read}
+            cache.write(tenant, conv, r.held, r.gen, r.new is not None, r.current, fresh, window)
         out.append(Tail(head, window_rows))
     return out
 
@@ -281,17 +283,14 @@ def _plan(r: _Read, wanted: dict[tuple[bytes, bytes], tuple[CommitKeys, int]]) -
     wanted[(conv, head[0])] = (keys, head[1])  # the head: always read whole
     if r.rows is None:
         return
-    window: list = [None] * len(r.rows)
-    missing = []
-    for i, (mid, seq) in enumerate(r.rows):
-        w = kept.get(mid)
-        if w is not None and w.conversation_seq == seq:
-            window[i] = w
-        else:
-            missing.append((i, mid))
-            if (conv, mid) not in wanted:
-                wanted[(conv, mid)] = (keys, seq)
-                r.read.append(mid)
+    # held where the index row is the held record's (a message_id never moves seq; checked anyway)
+    window: list = [w if (w := kept.get(mid)) is not None and w.conversation_seq == seq else None
+                    for mid, seq in r.rows]
+    missing = [(i, r.rows[i][0]) for i, w in enumerate(window) if w is None]
+    for i, mid in missing:
+        if (conv, mid) not in wanted:
+            wanted[(conv, mid)] = (keys, r.rows[i][1])
+            r.read.append(mid)
     for mid, seq in r.new or ():
         w = kept.get(mid)
         if (w is None or w.conversation_seq != seq) and (conv, mid) not in wanted:

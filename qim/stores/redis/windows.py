@@ -6,14 +6,15 @@ UNREAD_EXACT_WINDOW + 1 records) of a recipient who never reads, five rounds a s
 What it holds, per (tenant, conversation): `checked`, a conversation_seq, and
 message_id -> WindowRecord (conversation_seq, sender_id, message_type, state,
 mention_all, mention_user_ids: every field count_unread and mentions read). The rule
-that keeps it exact (RedisMessageStore.tails, `_tails_on` with a cache): a record changes
-in place only in state_change.lua (recall, delete, edit), which reserves a CONTROL
-message of the same conversation in the same call (RedisCommitStore.reserve_state_change
-refuses any other type). So every cached record reflects every rewrite whose CONTROL
-message's seq is <= `checked`; each read first GETs the conversation's seq counter C'
-and then its history index above `checked`; unless that shows every seq of
-(checked, C'] and none of them is a CONTROL message, the conversation's cached records
-are dropped (re-read), and `checked` becomes C'. The head is always read whole; the read
+that keeps it exact (RedisMessageStore.tails, `_tails_held`): a record changes in place
+only in state_change.lua (recall, delete, edit), which reserves a CONTROL message of the
+same conversation in the same call (RedisCommitStore.reserve_state_change refuses any
+other type). So every cached record reflects every rewrite whose CONTROL message's seq
+is <= `checked`; each read of a held conversation first GETs its seq counter C' and then
+its history index above `checked`; unless that shows every seq of (checked, C'] and none
+of them is a CONTROL message, the conversation's cached records are dropped (re-read),
+and `checked` becomes C'. A new entry starts at the seq of the head it read (indexed,
+hence reserved before its records were read). The head is always read whole; the read
 position, the intervals and the user's choices are read every time, never cached.
 
 Bound: at most MAX_RECORDS records and MAX_CONVERSATIONS conversations, least recently
@@ -31,6 +32,10 @@ from qim.stores.messages import Tail, TailQuery
 
 MAX_RECORDS = 50_000
 MAX_CONVERSATIONS = 20_000
+# a window shorter than this starts no entry: read as before, since the seq counter and
+# the index above `checked` cost about what reading a few records does (a sender's own
+# window, a reader's)
+MIN_WINDOW = 16
 
 
 class WindowRecord(NamedTuple):
