@@ -20,7 +20,8 @@ from qim.proto.v1 import message_pb2
 from qim.services.session.summary import count_unread, mentions
 from qim.stores.commits import StateChange
 from qim.stores.messages import TailQuery
-from qim.stores.redis import messages
+from qim.stores.redis import held as held_reads
+from qim.stores.redis.archive import RedisArchiveState
 from qim.stores.redis.backend import RedisBackend
 from qim.stores.redis.windows import MIN_WINDOW, WindowCache
 from tests.stores.conftest import Conv, direct
@@ -109,7 +110,7 @@ async def both(stores, cache: WindowCache, queries: list[tuple[int, TailQuery]],
 
 @pytest.mark.parametrize("min_window", [1, MIN_WINDOW])
 async def test_held_windows_equal_fresh_reads_over_random_operations(window_stores, monkeypatch, min_window):
-    monkeypatch.setattr(messages, "MIN_WINDOW", min_window)  # 1: every window starts an entry
+    monkeypatch.setattr(held_reads, "MIN_WINDOW", min_window)  # 1: every window starts an entry
     rng = random.Random(158)
     metrics = _Metrics()
     cache = WindowCache(metrics)
@@ -118,7 +119,8 @@ async def test_held_windows_equal_fresh_reads_over_random_operations(window_stor
     bases = {(c.conversation_id, u): 0 for c in convs for u in USERS}
     top = {c.conversation_id: 0 for c in convs}  # the newest conversation_seq reserved
     pending: list[object] = []  # split reservations not yet recorded
-    for step in range(160):
+    archive, trimmed = RedisArchiveState(window_stores.topology), 0
+    for step in range(200):
         c = rng.choice(convs)
         conv, op, reserved = c.conversation_id, rng.random(), None
         if op < 0.45 or not sent[conv]:
@@ -137,6 +139,13 @@ async def test_held_windows_equal_fresh_reads_over_random_operations(window_stor
         elif op < 0.85 and pending:
             res = pending.pop(0)
             await window_stores.commits.record(res.ref, res.message_id)
+        elif op < 0.89:  # the archiver trims the oldest rows (the hot floor rises)
+            _, rows = await archive.hot_rows(7, conv, 100)
+            rows = [row for row in rows if row.conversation_seq <= top[conv] - rng.randint(2, 12)][:rng.randint(1, 6)]
+            if rows:
+                trimmed += (await archive.trim(7, conv, rows)).trimmed
+                gone = {row.message_id for row in rows}
+                sent[conv] = [m for m in sent[conv] if m not in gone]
         else:  # a read: the base moves up, at most to the newest seq
             user = rng.choice(USERS)
             bases[(conv, user)] = max(bases[(conv, user)], rng.randint(0, top[conv]))
@@ -152,7 +161,9 @@ async def test_held_windows_equal_fresh_reads_over_random_operations(window_stor
         held, plain = await both(window_stores, cache, queries, rng.choice((8, 8, 30)))
         assert held == plain, f"step {step}"
     counts = metrics.counts
-    assert counts[("qim_session_window_records", "hit")] > 1000  # the comparison was not vacuous
+    # the comparison was not vacuous: records and whole windows served held, trims made
+    assert counts[("qim_session_window_records", "hit")] > 1000 and counts[("qim_session_window_reads", "held")] > 20
+    assert trimmed > 10
     assert counts[("qim_session_window_drops", "control")] > 0 and counts[("qim_session_window_drops", "gap")] > 0
 
 
@@ -178,6 +189,9 @@ async def test_a_recipient_who_never_reads_reads_only_the_new_records(window_sto
     assert await _unread(window_stores, cache, c.conversation_id) == (23, False)
     assert _counts(metrics) == (20, 23)  # the three new ones read, the twenty held
     assert cache.records == 23
+    # the second read took its window from the held index: no index read of the window
+    assert metrics.counts[("qim_session_window_reads", "index")] == 1
+    assert metrics.counts[("qim_session_window_reads", "held")] == 1
 
 
 async def test_a_recall_or_an_edit_of_a_held_record_changes_the_count(window_stores):
@@ -220,7 +234,7 @@ async def test_the_bound_evicts_the_least_recently_used_conversations_first(wind
     assert cache.get(7, convs[0].conversation_id) is None and cache.get(7, convs[2].conversation_id) is not None
     assert await _unread(window_stores, cache, convs[0].conversation_id) == (20, False)
     # one conversation keeps about one window: records a window below `checked` are pruned
-    monkeypatch.setattr(messages, "MIN_WINDOW", 1)
+    monkeypatch.setattr(held_reads, "MIN_WINDOW", 1)
     small, most = WindowCache(), 0
     for _ in range(30):  # a reader 4 behind: a window of 4 exact records, 5 at most
         _, sent = await send(convs[1], 9)
@@ -241,7 +255,8 @@ async def test_a_state_change_must_reserve_a_control_message(window_stores):
             StateChange(sent.message_id, stored.version, stored.record.SerializeToString(), RECALLED))
 
 
-async def test_the_settle_summarize_with_the_cache_equals_it_without_through_reads_and_mutes(window_stores):
+async def test_the_settle_summarize_with_the_cache_equals_it_without_through_reads_and_mutes(window_stores,
+                                                                                             monkeypatch):
     from qim.services.session.badge import contribution
     from qim.services.session.summary import Summarizer
     from qim.stores.convstate import MUTE_FOREVER
@@ -251,8 +266,10 @@ async def test_the_settle_summarize_with_the_cache_equals_it_without_through_rea
     async def no_peers(tenant, user, direct_):
         return [0] * len(direct_)
 
+    monkeypatch.setattr(held_reads, "MIN_WINDOW", 1)  # every window held
+    metrics = _Metrics()
     s = window_stores
-    held = Summarizer(WindowedMessages(s.messages, WindowCache()), s.groups, s.sessions, s.reads, s.convstates,
+    held = Summarizer(WindowedMessages(s.messages, WindowCache(metrics)), s.groups, s.sessions, s.reads, s.convstates,
                       no_peers)
     plain = Summarizer(s.messages, s.groups, s.sessions, s.reads, s.convstates, no_peers)
     c = direct(s)
@@ -275,3 +292,4 @@ async def test_the_settle_summarize_with_the_cache_equals_it_without_through_rea
     assert await badge() == 1
     await send(c, 9)
     assert await badge() == 2
+    assert metrics.counts[("qim_session_window_reads", "held")] >= 4  # the cache was read

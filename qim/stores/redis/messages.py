@@ -8,11 +8,10 @@ round trips once per core instance holding some of them, the instances concurren
 from __future__ import annotations
 
 import hashlib
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from google.protobuf.message import DecodeError
 
-from qim.consts import MESSAGE_TYPE_CONTROL
 from qim.proto.v1 import message_pb2
 from qim.stores.errors import StoreCorrupt
 from qim.stores.intervals import Interval, ascending_ranges, descending_ranges
@@ -21,7 +20,9 @@ from qim.stores.redis.keys import CommitKeys
 from qim.stores.redis.scripts import boundary, int_score_pairs
 from qim.stores.redis.spread import spread
 from qim.stores.redis.topology import as_topology
-from qim.stores.redis.windows import MIN_WINDOW, Held, WindowCache, WindowRecord, contiguous, window_record
+
+if TYPE_CHECKING:
+    from qim.stores.redis.windows import WindowCache
 
 STATES = {b"RECALLED": message_pb2.MESSAGE_STATE_RECALLED, b"DELETED": message_pb2.MESSAGE_STATE_DELETED}
 
@@ -127,16 +128,19 @@ class RedisMessageStore:
         return int(rows[0][1]) if rows else None
 
     async def tails(self, tenant: int, queries: Sequence[TailQuery], window: int,
-                    cache: Optional[WindowCache] = None) -> list[Tail]:
+                    cache: Optional["WindowCache"] = None) -> list[Tail]:
         """MessageStore.tails: index heads and windows in one pipeline, then every record
         needed in one (per core instance holding some of the conversations). With `cache`
-        (the badge settler's, windows.py) only the records not held are read and decoded;
-        the window then holds WindowRecords (the unread definition's fields) where held."""
+        (the badge settler's: qim/stores/redis/held.py, docs/decisions/0158) only what is
+        not held is read; the window then holds WindowRecords (the unread definition's
+        fields) where held."""
         if cache is None:
             return await spread(self._t, queries, lambda q: self._of(tenant, q.conversation_id),
                                 lambda client, part: _tails_on(client, tenant, part, window))
+        from qim.stores.redis.held import tails_held  # held.py reads this module's helpers
+
         return await spread(self._t, queries, lambda q: self._of(tenant, q.conversation_id),
-                            lambda client, part: _tails_held(client, tenant, part, window, cache))
+                            lambda client, part: tails_held(client, tenant, part, window, cache))
 
 
 async def _tails_on(client, tenant: int, queries: Sequence[TailQuery], window: int) -> list[Tail]:
@@ -177,141 +181,6 @@ async def _tails_on(client, tenant: int, queries: Sequence[TailQuery], window: i
     return [Tail(records[(q.conversation_id, head[0])] if head else None,
                  None if rows is None else [records[(q.conversation_id, m)] for m, _ in rows])
             for (q, _, _), (head, rows) in zip(plans, found)]
-
-
-class _Read:
-    """One conversation of a `_tails_held` call: the held entry as found (`held`, `gen`),
-    the index rows read (`head`, `rows`: None past the window), the seq counter C'
-    (`current`), the index rows of (checked, C'] (`new`: None when the held records are
-    not used), the held records used (`kept`) and what `_plan` made of them."""
-
-    __slots__ = ("q", "keys", "ranges", "held", "gen", "head", "rows", "current", "new", "kept", "window",
-                 "missing", "read")
-
-    def __init__(self, q: TailQuery, keys: CommitKeys, held: Optional[Held]) -> None:
-        self.q, self.keys, self.ranges, self.held = q, keys, descending_ranges(q.intervals, None), held
-        self.gen = held.gen if held is not None else 0
-        self.head: Optional[tuple[bytes, int]] = None
-        self.rows: Optional[list[tuple[bytes, int]]] = None
-        self.current = 0
-        self.new: Optional[list[tuple[bytes, int]]] = None
-        self.kept: dict[bytes, WindowRecord] = {}
-        self.window: list = []  # the window as it is assembled (_plan)
-        self.missing: list[tuple[int, bytes]] = []
-        self.read: list[bytes] = []
-
-
-async def _tails_held(client, tenant: int, queries: Sequence[TailQuery], window: int,
-                      cache: WindowCache) -> list[Tail]:
-    """`_tails_on` with the settler's window cache (the rule: qim/stores/redis/windows.py,
-    docs/decisions/0158): per held conversation the seq counter C' is read before the index
-    above its `checked`, in the same pipeline as the heads and windows; then one MGET of the
-    heads, the window records not held and the new records (seqs (checked, C']: their
-    types decide whether the held ones stay); a second MGET only for the window records a
-    CONTROL message among the new ones made stale."""
-    reads = [_Read(q, CommitKeys(tenant, q.conversation_id), cache.get(tenant, q.conversation_id)) for q in queries]
-    with boundary("session heads"):
-        async with client.pipeline(transaction=False) as pipe:  # raw replies: see int_score_pairs
-            for r in reads:
-                if r.held is not None:  # C', then the index above `checked`
-                    pipe.get(r.keys.seq())
-                    pipe.execute_command("ZRANGEBYSCORE", r.keys.history(), f"({r.held.checked}", "+inf",
-                                         "WITHSCORES", "LIMIT", 0, window + 2)
-                for lo, hi in r.ranges:
-                    pipe.execute_command("ZREVRANGEBYSCORE", r.keys.history(), _bound(hi), f"({lo}",
-                                         "WITHSCORES", "LIMIT", 0, 1)
-                for lo, hi in r.ranges:
-                    pipe.execute_command("ZREVRANGEBYSCORE", r.keys.history(), _bound(hi),
-                                         f"({max(lo, r.q.base)}", "WITHSCORES", "LIMIT", 0, window + 1)
-            res = await pipe.execute()
-        at = 0
-        for r in reads:
-            if r.held is not None:
-                r.current = int(res[at] or 0)
-                new = [p for p in int_score_pairs(res[at + 1]) if p[1] <= r.current]
-                at += 2
-                if r.current >= r.held.checked and contiguous(new, r.held.checked, r.current):
-                    r.new, r.kept = new, r.held.records
-            n = len(r.ranges)
-            r.head = next((p[0] for p in map(int_score_pairs, res[at:at + n]) if p), None)
-            if r.held is None and r.head is not None:
-                r.current = r.head[1]  # indexed, so reserved before the MGET: a valid `checked`
-            if r.head is not None and r.head[1] - r.q.base <= window:
-                r.rows = [p for part in res[at + n:at + 2 * n] for p in int_score_pairs(part)]
-                if r.held is not None and r.new is None:
-                    cache.dropped("gap")
-            at += 2 * n
-        wanted: dict[tuple[bytes, bytes], tuple[CommitKeys, int]] = {}
-        for r in reads:
-            if r.head is not None:
-                _plan(r, wanted)
-        fetched = await _records(client, wanted)
-        stale: dict[tuple[bytes, bytes], tuple[CommitKeys, int]] = {}
-        for r in reads:
-            if r.rows is not None and r.new and any(_type(fetched, r, m) == MESSAGE_TYPE_CONTROL for m, _ in r.new):
-                cache.dropped("control")  # a rewrite may have happened: nothing held is used
-                r.new, r.kept = None, {}
-                _plan(r, stale)
-        if stale:
-            fetched.update(await _records(client, {k: v for k, v in stale.items() if k not in fetched}))
-    out = []
-    for r in reads:
-        conv = r.q.conversation_id
-        head = fetched[(conv, r.head[0])] if r.head is not None else None
-        if r.rows is None:  # not exact (or nothing visible): no window read, the entry left as it is
-            out.append(Tail(head, None))
-            continue
-        window_rows = r.window
-        for i, mid in r.missing:
-            window_rows[i] = fetched[(conv, mid)]
-        cache.counted(len(r.rows) - len(r.missing), len(r.missing))
-        if r.held is not None or len(r.rows) >= MIN_WINDOW:
-            fresh = {mid: window_record(fetched[(conv, mid)]) for mid in r.read}
-            cache.write(tenant, conv, r.held, r.gen, r.new is not None, r.current, fresh, window)
-        out.append(Tail(head, window_rows))
-    return out
-
-
-def _plan(r: _Read, wanted: dict[tuple[bytes, bytes], tuple[CommitKeys, int]]) -> None:
-    """What `r` needs read (into `wanted`): the head always, the window rows and the new
-    rows not held; `r.window` gets the held WindowRecords in place (None where read),
-    `r.missing` the (index, message_id) to fill, `r.read` every message_id read."""
-    conv, keys, kept = r.q.conversation_id, r.keys, r.kept
-    head = r.head
-    assert head is not None
-    r.read = [head[0]]
-    wanted[(conv, head[0])] = (keys, head[1])  # the head: always read whole
-    if r.rows is None:
-        return
-    # held where the index row is the held record's (a message_id never moves seq; checked anyway)
-    window: list = [w if (w := kept.get(mid)) is not None and w.conversation_seq == seq else None
-                    for mid, seq in r.rows]
-    missing = [(i, r.rows[i][0]) for i, w in enumerate(window) if w is None]
-    for i, mid in missing:
-        if (conv, mid) not in wanted:
-            wanted[(conv, mid)] = (keys, r.rows[i][1])
-            r.read.append(mid)
-    for mid, seq in r.new or ():
-        w = kept.get(mid)
-        if (w is None or w.conversation_seq != seq) and (conv, mid) not in wanted:
-            wanted[(conv, mid)] = (keys, seq)
-            r.read.append(mid)
-    r.window, r.missing = window, missing
-
-
-def _type(fetched: dict, r: _Read, mid: bytes) -> int:
-    """The message_type of a new row: as read by this call, else as held."""
-    rec = fetched.get((r.q.conversation_id, mid))
-    return rec.message_type if rec is not None else r.kept[mid].message_type
-
-
-async def _records(client, wanted: dict[tuple[bytes, bytes], tuple[CommitKeys, int]]
-                   ) -> dict[tuple[bytes, bytes], message_pb2.MessageRecord]:
-    """{(conversation_id, message_id): checked record} of `wanted` (one MGET)."""
-    if not wanted:
-        return {}
-    raws = await client.mget([keys.record(mid) for (_, mid), (keys, _) in wanted.items()])
-    return {(conv, mid): _checked(raw, conv, mid, seq) for ((conv, mid), (_, seq)), raw in zip(wanted.items(), raws)}
 
 
 def _checked(raw: Optional[bytes], conv: bytes, mid: bytes, seq: int) -> message_pb2.MessageRecord:
