@@ -194,7 +194,7 @@ async def test_a_recipient_who_never_reads_reads_only_the_new_records(window_sto
     assert metrics.counts[("qim_session_window_reads", "held")] == 1
 
 
-async def test_a_recall_or_an_edit_of_a_held_record_changes_the_count(window_stores):
+async def test_a_recall_an_edit_or_a_delete_of_a_held_record_changes_the_count(window_stores):
     metrics = _Metrics()
     cache, c = WindowCache(metrics), direct(window_stores)
     mids = [(await send(c, 9))[1].message_id for _ in range(20)]
@@ -203,7 +203,9 @@ async def test_a_recall_or_an_edit_of_a_held_record_changes_the_count(window_sto
     assert await _unread(window_stores, cache, c.conversation_id) == (19, False)
     await rewrite(c, mids[2], 0, to=(5,))  # an edit rewriting the mentions of a held record
     assert await _unread(window_stores, cache, c.conversation_id) == (19, True)
-    assert metrics.counts[("qim_session_window_drops", "control")] == 2
+    await rewrite(c, mids[3], message_pb2.MESSAGE_STATE_DELETED)  # an operator delete
+    assert await _unread(window_stores, cache, c.conversation_id) == (18, True)
+    assert metrics.counts[("qim_session_window_drops", "control")] == 3
 
 
 async def test_a_recall_reserved_in_split_mode_is_seen_before_its_seq_is_indexed(window_stores):
