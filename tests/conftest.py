@@ -38,6 +38,9 @@ from tests.fixtures import (  # noqa: F401
 
 for _var in ("QIM_KAFKA_JVM_OPTS", "QIM_CASSANDRA_JVM_OPTS"):
     os.environ.setdefault(_var, "-XX:TieredStopAtLevel=1")
+# and no warm-up of a broker a fixture starts (qim/dev/kafka_warmup.py): it lives for
+# seconds; tests/dev/test_kafka_warmup.py runs the warm-up itself
+os.environ.setdefault("QIM_KAFKA_WARMUP_S", "0")
 
 
 @pytest.hookimpl(hookwrapper=True)

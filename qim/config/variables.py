@@ -286,6 +286,9 @@ _WRITTEN: tuple[Var, ...] = (
     _v("QIM_KAFKA_LOG_LEVEL", "level", "WARN", DEV, "broker log level"),
     _v("QIM_KAFKA_JVM_OPTS", "text", "", DEV, "extra JVM options of the development broker (e.g. "
        "`-XX:TieredStopAtLevel=1`: docs/perf.md \"The broker's JIT\")"),
+    _v("QIM_KAFKA_WARMUP_S", "int 0..120", 10, DEV, "seconds of produce and fetch a development broker just "
+       "started by `qim-dev engines up` serves on a topic of its own before the engines report ready, so its JIT "
+       "compiles before the stack's first traffic (0 skips; docs/decisions/0159)"),
     _v("QIM_CASSANDRA_CACHE", "path", "~/.cache/qim", DEV, "Cassandra tarball cache"),
     _v("QIM_CASSANDRA_HEAP_MB", "int", 512, DEV, "Cassandra heap"),
     _v("QIM_CASSANDRA_JVM_OPTS", "text", "", DEV, "extra JVM options of the development Cassandra node, after "

@@ -36,6 +36,7 @@ from qim.dev.engine import Engine
 from qim.dev.engines_s3 import s3_env, s3_of, s3_save, s3_up, s3_wanted
 from qim.dev.kafka_cluster import bootstrap_of, cluster_of, start_engines
 from qim.dev.kafka_engine import KafkaEngine, create_topics, ensure_kafka_jars, kafka_cache_dir, start_kafka
+from qim.dev.kafka_warmup import warm_started
 from qim.dev.redis_engine import RedisEngine, ensure_redis_installed, redis_instance, start_redis
 from qim.dev.redis_instances import check_count, engines_of, layout_env
 from qim.errors import EngineError
@@ -268,7 +269,7 @@ class EngineSet:
                 start_nodes(es.cassandras)
             finally:
                 es.save()
-        es._start_kafkas()
+        started = es._start_kafkas()
         topics = create_topics(es.kafka_bootstrap, es.shard_count, outbox_partitions=es.outbox_partitions,
                                replicas=min(3, len(es.kafkas)))
         for k in es.kafkas:
@@ -277,6 +278,8 @@ class EngineSet:
         progress.note(f"waiting for every partition of {len(topics)} topics to answer")
         for k in es.kafkas:
             k.wait_ready(k.start_timeout)  # every new partition answers
+        if started:
+            warm_started(es.kafka_bootstrap, es.shard_count, min(3, len(es.kafkas)))
         if with_s3 if with_s3 is not None else s3_wanted():  # the object store (engines_s3.py)
             es.s3 = s3_up(dir, die_with_parent)
         progress.note("every engine ready")
@@ -295,13 +298,15 @@ class EngineSet:
                 eng.start()
             self.save()
 
-    def _start_kafkas(self) -> None:
-        """Every broker that is not healthy, together (a quorum needs two of three)."""
+    def _start_kafkas(self) -> list[KafkaEngine]:
+        """Every broker that is not healthy, together (a quorum needs two of three); the
+        ones started."""
         down = [k for k in self.kafkas if not k.healthy()]
         try:
             start_engines(down)
         finally:
             self.save()
+        return down
 
     def down(self, timeout: float = 15.0) -> None:
         """Stop exactly the recorded pids (SIGTERM, then SIGKILL after `timeout`).
