@@ -37,7 +37,12 @@ RECORD = b"w" * 120  # about a direct message's dispatch record
 WIDE_EVERY = 8  # every eighth request goes to every partition (a group's fan-out)
 
 log = logging.getLogger(__name__)
-_rdkafka_log = logging.getLogger("qim.dev.librdkafka")
+# The warm-up's clients log below ERROR only what librdkafka retries by itself (on a
+# broker just started: "Coordinator load in progress" while it loads its transaction
+# state): a failure still ends as an EngineError (a record not acknowledged), and `make
+# up` does not print a WARNING for a broker that is only starting.
+_rdkafka_log = logging.getLogger("qim.dev.librdkafka.warmup")
+_rdkafka_log.setLevel(logging.ERROR)
 
 
 def _create(admin: Any, partitions: int, replicas: int) -> None:
