@@ -26,7 +26,6 @@ from qim.consts import MAILBOX_RETENTION_MS_DEFAULT
 from qim.stores.badges import BadgeStore
 from qim.stores.base import Stores
 from qim.stores.errors import StoreUnavailable
-from qim.stores.messages import MessageStore
 from qim.stores.notify import NotifyStore
 from qim.stores.reactions import ReactionStore
 from qim.stores.registry import ShardRegistry
@@ -116,18 +115,6 @@ def open_badges(stores: Stores) -> BadgeStore:
 
     backend: Any = getattr(stores, "redis", stores)  # TieredStores wraps the Redis backend
     return RedisBadgeStore(backend.topology)
-
-
-def open_settle_messages(stores: Stores, metrics: Any) -> Optional[MessageStore]:
-    """The MessageStore the badge settler's summarize reads: the Redis MessageStore with a
-    window cache of its own (qim/stores/redis/windows.py, decision 0158); None over any
-    other MessageStore (the TieredMessageStore: the settler reads it without a cache)."""
-    from qim.stores.redis.messages import RedisMessageStore
-    from qim.stores.redis.windows import WindowCache, WindowedMessages
-
-    if not isinstance(stores.messages, RedisMessageStore):
-        return None
-    return WindowedMessages(stores.messages, WindowCache(metrics))  # type: ignore[return-value]
 
 
 def open_notify(stores: Stores) -> NotifyStore:

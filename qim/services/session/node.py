@@ -45,7 +45,7 @@ from qim.services.session.firstreg import FirstRegistrations, restore_list
 from qim.services.session.metrics import SessionMetrics
 from qim.services.session.register import Registration
 from qim.services.session.service import SessionService
-from qim.stores.open import RedisPlacement, open_badges, open_registry, open_settle_messages, open_stores
+from qim.stores.open import RedisPlacement, open_badges, open_registry, open_stores
 from qim.topology import GATEWAY
 
 logger = logging.getLogger(__name__)
@@ -86,12 +86,9 @@ class SessionNode(ServiceNode):
         restore = None if tier is None else partial(restore_list, sessions=stores.sessions,
                                                     conversations=tier.conversations, messages=stores.messages,
                                                     groups=stores.groups, metrics=self.metrics)
-        # the badge settler reads only the window records it does not hold (decision 0158);
-        # over the Redis MessageStore only (the TieredMessageStore reads without it)
-        settle_messages = open_settle_messages(stores, self.metrics)
         self.sessions = SessionService(stores.messages, stores.groups, stores.sessions, stores.reads, self.cache,
                                        self._send_devices, self._unserved, self.metrics, restore, stores.convstates,
-                                       stores.push, settle_messages=settle_messages)
+                                       stores.push)
         # UserBadgeState (badge.py, decision 0129): settled by the owner of the user's shard
         self.badges = open_badges(stores)
         self.sessions.badges = self.badges

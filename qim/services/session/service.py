@@ -75,7 +75,7 @@ class SessionService(PushHandlers):
                  metrics: Optional[SessionMetrics] = None,
                  restore: Optional[Callable[[int, int, frozenset], Awaitable[int]]] = None,
                  states: Optional[ConversationStateStore] = None,
-                 push: Optional[PushRegistrationStore] = None, settle_messages: Optional[MessageStore] = None) -> None:
+                 push: Optional[PushRegistrationStore] = None) -> None:
         self._m = metrics if metrics is not None else SessionMetrics()
         self._messages = messages
         self._groups = groups
@@ -88,10 +88,6 @@ class SessionService(PushHandlers):
             lambda key: self.cache.forget(lambda k: k == key), unserved)
         self._summarizer = Summarizer(messages, groups, sessions, reads, states,
                                       None if self._cs is None else self._cs.peer_reads)
-        # the badge settle's (`summarize`): `settle_messages` reads windows through the
-        # settler's window cache (qim/stores/redis/windows.py, docs/decisions/0158)
-        self._settle_summarizer = self._summarizer if settle_messages is None else Summarizer(
-            settle_messages, groups, sessions, reads, states, None if self._cs is None else self._cs.peer_reads)
         self._send_devices = send_devices
         self._unserved = unserved
         # completes a conversation set not yet checked against CQL user_conversation_state
@@ -213,7 +209,7 @@ class SessionService(PushHandlers):
         peer and its read position (Summarizer.summarize with_peers=False; PageError,
         StoreUnavailable); UserBadgeState settles from these (badge.py), which reads
         neither."""
-        return await self._settle_summarizer.summarize(tenant, user, convs, with_peers=False)
+        return await self._summarizer.summarize(tenant, user, convs, with_peers=False)
 
     # --- conversation state and read receipts (convstate.py) ----------------------------
     def _calls(self) -> ConvStateCalls:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from qim._core import ids
-from qim.consts import COMMIT_BUCKET_COUNT, MESSAGE_TYPE_CONTROL
+from qim.consts import COMMIT_BUCKET_COUNT
 from qim.proto.v1 import message_pb2
 from qim.stores.commits import (
     CommitRef,
@@ -127,12 +127,7 @@ class RedisCommitStore:
 
     async def reserve_state_change(self, res: Reservation, change: StateChange) -> Reserved:
         """CommitStore.reserve_state_change: state_change.lua, guarded by the SHA-1 of the record as read
-        (expected_version "": the record was read from the archive, docs/decisions/0023).
-        ValueError unless the reserved message is a CONTROL message: a rewrite in place is
-        seen by the badge settler's window cache only through the CONTROL message of the
-        same call (qim/stores/redis/windows.py, docs/decisions/0158)."""
-        if message_pb2.MessageRecord.FromString(res.record_prefix).message_type != MESSAGE_TYPE_CONTROL:
-            raise ValueError("a state change reserves a CONTROL message")
+        (expected_version "": the record was read from the archive, docs/decisions/0023)."""
         keys = CommitKeys(res.ref.tenant, res.ref.conversation_id)
         return await self._reserve(
             "state_change", res,

@@ -8,7 +8,7 @@ round trips once per core instance holding some of them, the instances concurren
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import Optional, Sequence
 
 from google.protobuf.message import DecodeError
 
@@ -20,9 +20,6 @@ from qim.stores.redis.keys import CommitKeys
 from qim.stores.redis.scripts import boundary, int_score_pairs
 from qim.stores.redis.spread import spread
 from qim.stores.redis.topology import as_topology
-
-if TYPE_CHECKING:
-    from qim.stores.redis.windows import WindowCache
 
 STATES = {b"RECALLED": message_pb2.MESSAGE_STATE_RECALLED, b"DELETED": message_pb2.MESSAGE_STATE_DELETED}
 
@@ -127,20 +124,11 @@ class RedisMessageStore:
                 rows: list = next((r for r in await pipe.execute() if r), []) if len(pipe) else []
         return int(rows[0][1]) if rows else None
 
-    async def tails(self, tenant: int, queries: Sequence[TailQuery], window: int,
-                    cache: Optional["WindowCache"] = None) -> list[Tail]:
+    async def tails(self, tenant: int, queries: Sequence[TailQuery], window: int) -> list[Tail]:
         """MessageStore.tails: index heads and windows in one pipeline, then every record
-        needed in one (per core instance holding some of the conversations). With `cache`
-        (the badge settler's: qim/stores/redis/held.py, docs/decisions/0158) only what is
-        not held is read; the window then holds WindowRecords (the unread definition's
-        fields) where held."""
-        if cache is None:
-            return await spread(self._t, queries, lambda q: self._of(tenant, q.conversation_id),
-                                lambda client, part: _tails_on(client, tenant, part, window))
-        from qim.stores.redis.held import tails_held  # held.py reads this module's helpers
-
+        needed in one (per core instance holding some of the conversations)."""
         return await spread(self._t, queries, lambda q: self._of(tenant, q.conversation_id),
-                            lambda client, part: tails_held(client, tenant, part, window, cache))
+                            lambda client, part: _tails_on(client, tenant, part, window))
 
 
 async def _tails_on(client, tenant: int, queries: Sequence[TailQuery], window: int) -> list[Tail]:
