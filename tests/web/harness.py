@@ -71,6 +71,23 @@ class WebPage:
                                  f"{error!r}; {len(self.sockets)} socket(s) opened; console: "
                                  + " | ".join(self.console[-20:])) from None
 
+    def wait_true(self, js: str, what: str, timeout: int = TIMEOUT_MS) -> None:
+        """Wait until the page's `js` (a function of no arguments) is true; AssertionError
+        naming `what`, the list the page shows (unread, last message of each row), the
+        connection state, the sockets and the last console lines when it is not (a CI
+        failure of 2026-12-07 told only Playwright's "Timeout 30000ms exceeded")."""
+        try:
+            self.page.wait_for_function(js, timeout=timeout)
+        except Exception as exc:
+            if "Timeout" not in type(exc).__name__:
+                raise
+            self.shot(f"wait-{self.user}")
+            shown = self.page.eval_on_selector_all("[data-testid=conversation]", """els => els.map(e =>
+                `unread=${e.dataset.unread} last=${e.querySelector('[data-testid=last-message]')?.textContent}`)""")
+            raise AssertionError(f"page of user {self.user} never showed {what} within {timeout} ms: list {shown}; "
+                                 f"state {self.state()!r}; {len(self.sockets)} socket(s) opened; console: "
+                                 + " | ".join(self.console[-20:])) from None
+
     def state(self) -> str:
         """The connection state the page shows."""
         return self.page.get_attribute("[data-testid=conn-state]", "data-state") or ""

@@ -11,8 +11,23 @@ wants: deterministic, no timing."""
 from __future__ import annotations
 
 import queue
+import time
 
-from tests.web.harness import WebPage, new_user
+from tests.web.harness import TIMEOUT_MS, WebPage, new_user
+
+
+def held_route(a: WebPage, held: "queue.Queue"):
+    """The route the page's /config.json request was held at. Playwright runs the route
+    handler on its thread only while a call lets its loop run (tests/web/browser.py):
+    waiting on the queue alone saw nothing when the request came after `goto` had
+    returned (a CI run on a busy machine, 2026-12-07), so the wait pumps that loop."""
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while True:
+        try:
+            return held.get_nowait()
+        except queue.Empty:
+            assert time.monotonic() < deadline, f"the page never asked for /config.json within {TIMEOUT_MS} ms"
+            a.page.wait_for_timeout(50)
 
 
 def test_sign_in_waits_for_the_page_to_start_and_then_connects(browser, web_url):
@@ -21,8 +36,8 @@ def test_sign_in_waits_for_the_page_to_start_and_then_connects(browser, web_url)
     try:
         a = WebPage(ctx.new_page(), new_user())
         a.page.route("**/config.json", lambda route: held.put(route))
-        a.page.goto(web_url)
-        route = browser._owner.wrap(held.get(timeout=30))  # the page asked; the answer is held
+        a.page.goto(web_url, wait_until="commit")  # back before the page's script asked: held_route pumps
+        route = browser._owner.wrap(held_route(a, held))  # the page asked; the answer is held
         assert a.page.is_disabled("[data-testid=login-submit]")  # no native submit meanwhile
         a.page.fill("[data-testid=login-user]", str(a.user))
         a.page.fill("[data-testid=login-name]", "Early")

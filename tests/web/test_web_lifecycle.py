@@ -62,10 +62,10 @@ def test_unread_rises_and_clears_in_two_tabs(pages):
     # follows: a2's badge for it is at most a moment's "1", never a state to wait for
     b.send("四")
     a1.wait_rows("rows => rows.length === 4 && rows[3].text === '四'")
-    a2.page.wait_for_function("""() => {
+    a2.wait_true("""() => {
         const c = document.querySelector('[data-testid=conversation]');
         return c?.dataset.unread === '0' && c.querySelector('[data-testid=last-message]').textContent.endsWith('四');
-    }""")
+    }""", "the chat read up to '四'")
     a1.page.close()  # no tab of Ada shows it now: the next message stays unread in a2
     b.send("五")
     a2.page.wait_for_function("() => document.querySelector('[data-testid=unread-badge]')?.textContent === '1'")
