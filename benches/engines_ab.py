@@ -48,7 +48,7 @@ def cpu(pids: dict[str, int]) -> dict[str, float]:
 def outbox_end(engines) -> int:
     """The Outbox's high watermark: how many records the writers committed so far."""
     from qim.consts import OUTBOX_TOPIC
-    from qim.infra.kafka.bridge import AsyncConsumer
+    from qim.infra.kafka.consumer import AsyncConsumer
 
     async def read() -> int:
         c = AsyncConsumer(engines.kafka_bootstrap, "qim-engines-ab")

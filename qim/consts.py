@@ -300,7 +300,7 @@ KAFKA_BATCH_FETCH = {"fetch.min.bytes": 256 * 1024, "fetch.wait.max.ms": KAFKA_C
 KAFKA_OFFSETS_TIMEOUT_S = 10.0
 KAFKA_OFFSETS_ATTEMPT_S = 2.0
 # A consumer asks for a topic's partition leaders before it is assigned partitions of it
-# (qim/infra/kafka/bridge.py `_leaders_then`): at most this long, then it is assigned anyway.
+# (qim/infra/kafka/consumer.py `_leaders_then`): at most this long, then it is assigned anyway.
 KAFKA_ASSIGN_METADATA_S = 1.0
 # How long a service's consume call waits for a first record before it returns empty
 # (it returns on the first record): only the idle loop's wake-ups.

@@ -32,7 +32,7 @@ from typing import Callable, Optional
 
 from qim.consts import PRESENCE_TOPIC
 from qim.errors import EngineError
-from qim.infra.kafka.bridge import EARLIEST, AsyncConsumer
+from qim.infra.kafka.consumer import EARLIEST, AsyncConsumer
 from qim.wire.presence import PresenceError, PresenceKey, decode_entry, decode_key
 
 logger = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """A consumer asks for a topic's partition leaders before its first assignment of the
-topic (qim/infra/kafka/bridge.py `_leaders_then`, docs/decisions/0160): assigned a topic it
+topic (qim/infra/kafka/consumer.py `_leaders_then`, docs/decisions/0160): assigned a topic it
 had no metadata of, librdkafka began fetching about 0.9 s later, and a stack's first
 messages (or a taken-over shard's) waited that long at the fanout and the mailbox. The
 read is a head start only: with no broker the assignment is still made."""
@@ -11,7 +11,8 @@ from typing import Any
 
 from confluent_kafka import TopicPartition
 
-from qim.infra.kafka.bridge import AsyncConsumer, AsyncProducer
+from qim.infra.kafka.bridge import AsyncProducer
+from qim.infra.kafka.consumer import AsyncConsumer
 from tests.infra.test_kafka_bridge import private_topic
 
 

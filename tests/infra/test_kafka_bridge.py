@@ -70,7 +70,7 @@ async def test_a_partition_given_up_while_paused_and_taken_again_fetches_again(e
     """librdkafka keeps a partition's pause across unassign and assign: a mailbox shard
     given up with a full FIFO and taken back later never fetched again (found by the
     SIGSTOP takeover gate; docs/decisions/0040-scale-leases-and-fencing.md)."""
-    from qim.infra.kafka.bridge import AsyncConsumer
+    from qim.infra.kafka.consumer import AsyncConsumer
 
     bootstrap = engines.env()["QIM_KAFKA_BOOTSTRAP"]
     topic = "qim.test.pause-reassign"
@@ -113,7 +113,7 @@ async def test_records_already_fetched_are_taken_without_a_thread_handoff(engine
     """A consume that finds records queued takes them on the loop (docs/decisions/0053):
     after the first batch, the rest of what one fetch brought costs no hand-off; every
     record arrives once, in log order."""
-    from qim.infra.kafka.bridge import AsyncConsumer
+    from qim.infra.kafka.consumer import AsyncConsumer
 
     bootstrap = engines.env()["QIM_KAFKA_BOOTSTRAP"]
     topic = private_topic(bootstrap)
@@ -139,7 +139,7 @@ async def test_watermarks_are_read_while_the_consumers_thread_is_busy(engines):
     while the consumer's only thread waits in a long consume of an idle partition, they
     are answered without it, for every partition, low and high as written; an unknown
     partition is an EngineError, not an empty answer."""
-    from qim.infra.kafka.bridge import AsyncConsumer
+    from qim.infra.kafka.consumer import AsyncConsumer
 
     bootstrap = engines.env()["QIM_KAFKA_BOOTSTRAP"]
     topic = private_topic(bootstrap, partitions=4)
@@ -169,7 +169,7 @@ async def test_earliest_starts_at_the_first_record_whatever_the_group_committed(
     the group's committed position: the position is never asked of the group coordinator,
     whose lookup stalled on a fresh broker (docs/decisions/0060). A committed offset of the
     same group shows which one was used; -1 still means the committed position."""
-    from qim.infra.kafka.bridge import EARLIEST, AsyncConsumer
+    from qim.infra.kafka.consumer import EARLIEST, AsyncConsumer
 
     bootstrap = engines.env()["QIM_KAFKA_BOOTSTRAP"]
     topic = private_topic(bootstrap)

@@ -42,7 +42,7 @@ from typing import Callable, Optional, Sequence
 from qim.consts import KAFKA_BATCH_FETCH, OUTBOX_TOPIC
 from qim.errors import EngineError
 from qim.faults import FaultPoints
-from qim.infra.kafka.bridge import AsyncConsumer
+from qim.infra.kafka.consumer import AsyncConsumer
 from qim.infra.kafka.identity import wait_topic_identity
 from qim.services.archiver.metrics import ArchiverMetrics
 from qim.services.archiver.plan import ArchivePlanError, plan, records_of

@@ -36,7 +36,8 @@ from typing import Optional, Sequence
 from qim.consts import DISPATCH_TOPIC, FANOUT_COMMIT_INTERVAL_S, KAFKA_CONSUME_WAIT_S, OUTBOX_TOPIC
 from qim.errors import EngineError
 from qim.faults import FaultPoints
-from qim.infra.kafka.bridge import AsyncConsumer, AsyncProducer
+from qim.infra.kafka.bridge import AsyncProducer
+from qim.infra.kafka.consumer import AsyncConsumer
 from qim.obs import otel
 from qim.obs.logcontext import bind, tracer
 from qim.services.fanout.metrics import FanoutMetrics

@@ -48,7 +48,7 @@ from qim.consts import (
 )
 from qim.errors import EngineError
 from qim.faults import FaultPoints
-from qim.infra.kafka.bridge import AsyncConsumer
+from qim.infra.kafka.consumer import AsyncConsumer
 from qim.obs import otel
 from qim.obs.logcontext import bind, tracer
 from qim.services.mailbox import overtake

@@ -34,7 +34,7 @@ from confluent_kafka import TopicPartition
 
 from qim.consts import KAFKA_BATCH_FETCH, OUTBOX_TOPIC
 from qim.errors import EngineError
-from qim.infra.kafka.bridge import AsyncConsumer
+from qim.infra.kafka.consumer import AsyncConsumer
 from qim.obs.metrics import MetricSet
 from qim.services.moderation.poster import SignedPoster
 from qim.wire import outbox as outbox_codec

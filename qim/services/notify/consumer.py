@@ -33,7 +33,7 @@ from confluent_kafka import TopicPartition
 from qim._core import ids
 from qim.consts import CONVERSATION_KIND_GROUP, DISPATCH_TOPIC, KAFKA_BATCH_FETCH
 from qim.errors import EngineError
-from qim.infra.kafka.bridge import AsyncConsumer
+from qim.infra.kafka.consumer import AsyncConsumer
 from qim.notify.providers.base import Alert, Notification
 from qim.services.notify.due import Due, candidates, provider_registration, verdicts
 from qim.services.notify.metrics import NotifyMetrics

@@ -45,7 +45,7 @@ from typing import Callable, Optional, Sequence
 
 from qim.consts import DISPATCH_TOPIC, KAFKA_BATCH_FETCH, KAFKA_CONSUME_WAIT_S, SESSION_CONSUME_BATCH
 from qim.errors import EngineError
-from qim.infra.kafka.bridge import AsyncConsumer
+from qim.infra.kafka.consumer import AsyncConsumer
 from qim.infra.kafka.identity import wait_topic_identity
 from qim.services.session.durablebatch import BatchWrites, Pending
 from qim.services.session.metrics import SessionMetrics
