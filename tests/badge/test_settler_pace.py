@@ -16,7 +16,7 @@ from qim.stores.badges import Dirty
 
 class _Metrics:
     def counter(self, *args, **kwargs):
-        return SimpleNamespace(labels=lambda **kw: SimpleNamespace(inc=lambda n=1: None))
+        return SimpleNamespace(labels=lambda **kw: SimpleNamespace(inc=lambda n=1: None), inc=lambda n=1: None)
 
 
 class _Stop(Exception):
@@ -54,6 +54,7 @@ async def _run(pages: list[int], monkeypatch) -> tuple[list[str], list[int]]:
     store = SimpleNamespace(clients=lambda: [object()], dirty=dirty, wake_due=wake_due, settle=settle,
                             dropped_marks=0)
     monkeypatch.setattr(badge.asyncio, "sleep", sleep)
+    monkeypatch.setattr(badge, "BUSY_SETTLE_S", 0.0)  # the pace alone (test_settler_busy.py: a busy user)
     with pytest.raises(_Stop):
         await BadgeSettler(store, summarize, lambda t, u: (1, 1), _Metrics()).run()
     return events, summarized

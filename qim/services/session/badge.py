@@ -38,6 +38,12 @@ SETTLE_PAGE = 500  # dirty entries read per instance per round
 # conversation makes meanwhile are settled by one summarize, not one each (docs/perf.md
 # "Round six: the session's CPU per message"); the lag stays one round + this pause
 IDLE_S = 0.2
+# a user settled less than this long ago waits for it to pass before its next settle
+# (outside a backlog): a recipient who keeps receiving is summarized about once a second,
+# not once a round, whose window read (up to 201 records) was half the session's CPU per
+# message at 100 msg/s (docs/perf.md "Round nine: a busy user settled once a second");
+# its badge lags at most this + IDLE_S, a user settled longer ago still one round
+BUSY_SETTLE_S = 1.0
 ERROR_PAUSE_S = 1.0
 PAGE_RETRY_S = (1.0, 300.0)  # a user whose page fails is retried after 1 s, doubling up to 5 min
 
@@ -80,9 +86,13 @@ class BadgeSettler:
         # (a record missing) is retried with a growing pause, not every round at 5 Hz with a
         # warning each time; its marks stay, so nothing is lost when it heals
         self._page_failed: dict[tuple[int, int], tuple[float, float]] = {}
+        self._settled_at: dict[tuple[int, int], float] = {}  # (tenant, user) -> monotonic s, the last BUSY_SETTLE_S
         self._settles = metrics.counter("qim_session_badge_settles", "UserBadgeState settles by outcome", ["outcome"])
         self._errors = metrics.counter(
             "qim_session_badge_settle_errors", "Badge marks left for a later round", ["reason"]
+        )
+        self._deferred = metrics.counter(
+            "qim_session_badge_settles_deferred", "Users whose marks wait for BUSY_SETTLE_S since their last settle"
         )
 
     async def run(self) -> None:
@@ -118,12 +128,19 @@ class BadgeSettler:
             self._errors.labels(reason="bad_mark").inc(self._badges.dropped_marks - dropped)
         done = 0
         now = time.monotonic()
+        recent = self._settled_at = {k: t for k, t in self._settled_at.items() if now - t < BUSY_SETTLE_S}
         for (tenant, user), marks in users.items():
             owner = self._epoch_of(tenant, user)
             failed = self._page_failed.get((tenant, user))
             if owner is None or (failed is not None and now < failed[0]):
                 continue
-            done += await self._settle(tenant, user, owner, marks)
+            # a backlog (a full page) settles everyone: the page would come back the same
+            if not self.backlog and (tenant, user) in recent:
+                self._deferred.inc()
+                continue
+            if await self._settle(tenant, user, owner, marks):
+                recent[(tenant, user)] = now
+                done += 1
         return done
 
     async def _settle(self, tenant: int, user: int, owner: tuple[int, int], marks: list[Dirty]) -> int:
