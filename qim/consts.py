@@ -121,6 +121,11 @@ SESSION_PROJECTION_QUEUE = 65536  # low-latency projections waiting for Redis; p
 # --- defaults (docs/design.md §11) ----------------------------------------------------
 FANOUT_BATCH_DEFAULT = 512
 FANOUT_BATCH_MAX = 1024
+# dispatch records a FanoutCoordinator keeps in flight while it reads on (batches settled
+# in order; docs/decisions/0162): a direct record read during a group's burst does not
+# wait for the batches before it to be delivered. Below librdkafka's local queue
+# (queue.buffering.max.messages, 100,000), which refuses a produce past it.
+FANOUT_WINDOW_DISPATCHES = 32768
 MAILBOX_SHARD_FIFO = 128
 MAILBOX_GLOBAL_PERMIT = 64
 # of those, turns of shards holding no direct record at once (docs/decisions/0148): few

@@ -52,6 +52,7 @@ from typing import Any, Optional, Sequence
 
 from qim.dev import perf_conn, perf_redis
 from qim.dev.perf_args import PerfArgError, options
+from qim.dev.perf_fresh import fresh_engines
 from qim.dev.perf_group import group_step
 from qim.dev.perf_report import (
     LOADGEN,
@@ -112,6 +113,7 @@ class Bench:
         suffix = (("-scaled" if scaled else "") + ("-3brokers" if self.cfg.brokers == 3 else "")
                   + (f"-redis{self.cfg.redis}" if self.cfg.redis > 1 else ""))
         try:
+            fresh_engines(self.out / f"engines{suffix}")  # the same starting state every run (perf_fresh.py)
             self.engines = EngineSet.up(self.out / f"engines{suffix}", die_with_parent=True,
                                         with_cassandra=self.cfg.archive, outbox_partitions=2 if scaled else None,
                                         brokers=self.cfg.brokers, redis_instances=self.cfg.redis)

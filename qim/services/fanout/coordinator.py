@@ -3,10 +3,17 @@
 The Outbox partitions this coordinator owns are read by static assignment from their
 committed positions. Per batch: plan every record, produce every dispatch (partition =
 shard, key = dispatch_id), await every delivery, then advance the position of every
-partition the batch covered. Any failure leaves the positions where they were; the
-batch is re-read from them (the only seek besides the first positioning) and converges
-through dispatch_id. No Kafka transactions. An unplannable record stops the
-coordinator (never skipped).
+partition the batch covered. Batches are produced while earlier ones still await their
+deliveries (up to FANOUT_WINDOW_DISPATCHES records in flight) and are settled in order (window.py,
+docs/decisions/0162). Any failure leaves the positions where they were; the batch is
+re-read from them (the only seek besides the first positioning) and converges through
+dispatch_id. No Kafka transactions. An unplannable record stops the coordinator (never
+skipped).
+
+Dispatches of direct conversations leave on a producer of their own (decision 0162): on
+the shared one they waited behind the requests carrying a large group's 64 dispatch
+records per message (each partition fsynced by the broker). A conversation's kind never
+changes, so each conversation's records stay on one producer, in order per partition.
 
 Partitions (docs/decisions/0041-scale-outbox-partitions.md, 0040-scale-leases-and-fencing.md):
 the writer keeps every conversation in one Outbox partition (its commit bucket), so a
@@ -33,7 +40,14 @@ import logging
 import time
 from typing import Optional, Sequence
 
-from qim.consts import DISPATCH_TOPIC, FANOUT_COMMIT_INTERVAL_S, KAFKA_CONSUME_WAIT_S, OUTBOX_TOPIC
+from qim.consts import (
+    CONVERSATION_KIND_DIRECT,
+    DISPATCH_TOPIC,
+    FANOUT_COMMIT_INTERVAL_S,
+    FANOUT_WINDOW_DISPATCHES,
+    KAFKA_CONSUME_WAIT_S,
+    OUTBOX_TOPIC,
+)
 from qim.errors import EngineError
 from qim.faults import FaultPoints
 from qim.infra.kafka.bridge import AsyncProducer
@@ -42,6 +56,7 @@ from qim.obs import otel
 from qim.obs.logcontext import bind, tracer
 from qim.services.fanout.metrics import FanoutMetrics
 from qim.services.fanout.plan import MemberSnapshotCache, PlanError, parse_outbox, plan, snapshot_key
+from qim.services.fanout.window import DeliveryWindow, Pending
 from qim.stores.groups import GroupStore
 
 logger = logging.getLogger(__name__)
@@ -52,10 +67,12 @@ GROUP_ID = "qim-fanout"
 class FanoutCoordinator:
     """`run()` loops until cancelled; `stopped_reason` is set when it stops on a bad record.
     Counts into `metrics` (a private FanoutMetrics when None). `partitions`: what `run()`
-    takes without a registry (tests); with one, `add_partition` / `remove_partition`."""
+    takes without a registry (tests); with one, `add_partition` / `remove_partition`.
+    `window`: dispatch records in flight while it reads on (window.py, decision 0162)."""
 
     def __init__(self, bootstrap: str, shard_count: int, batch_size: int, faults: FaultPoints, groups: GroupStore,
-                 metrics: Optional[FanoutMetrics] = None, partitions: Sequence[int] = (0,)) -> None:
+                 metrics: Optional[FanoutMetrics] = None, partitions: Sequence[int] = (0,),
+                 window: int = FANOUT_WINDOW_DISPATCHES) -> None:
         self._m = metrics if metrics is not None else FanoutMetrics()
         self._faults = faults
         self._snapshots = MemberSnapshotCache(groups, shard_count)
@@ -64,9 +81,12 @@ class FanoutCoordinator:
         self._batch_size = batch_size
         self._consumer = AsyncConsumer(bootstrap, GROUP_ID)
         self._producer = AsyncProducer(bootstrap)
+        self._direct = AsyncProducer(bootstrap)  # direct conversations' dispatches (decision 0162)
         self._static = list(partitions)
+        self._window_size = window
         # next Outbox offset to fan out per served partition: every dispatch below it is delivered
         self.positions: dict[int, int] = {}
+        self._next: dict[int, int] = {}  # next Outbox offset to produce per partition (>= positions)
         self.committed: dict[int, int] = {}  # the position last committed to the broker
         self._advanced = asyncio.Event()  # a position moved past its committed one
         self.stopped_reason = ""
@@ -90,7 +110,7 @@ class FanoutCoordinator:
         """Fan out Outbox `partition` from its committed position (EngineError when the
         broker cannot say where that is)."""
         position = await self._committed(partition)
-        self.positions[partition] = self.committed[partition] = position
+        self.positions[partition] = self.committed[partition] = self._next[partition] = position
         await self._consumer.add_partitions(OUTBOX_TOPIC, {partition: position})
         logger.info("fanout of outbox partition %d from offset %d (owner_epoch %d)", partition, position,
                     owner_epoch)
@@ -104,6 +124,7 @@ class FanoutCoordinator:
             await self._commit(partition)
         self.positions.pop(partition, None)
         self.committed.pop(partition, None)
+        self._next.pop(partition, None)
         try:
             await self._consumer.remove_partitions(OUTBOX_TOPIC, [partition])
         except EngineError as exc:
@@ -124,66 +145,105 @@ class FanoutCoordinator:
             await asyncio.gather(committer, return_exceptions=True)
 
     async def _fan_out(self) -> None:
-        while True:
-            try:
-                records = await self._consumer.consume(self._batch_size, KAFKA_CONSUME_WAIT_S)
-            except EngineError as exc:
-                logger.warning("outbox read failed: %s", exc)
-                await asyncio.sleep(0.5)
-                continue
-            records = [r for r in records if r.offset() >= self.positions.get(r.partition(), 1 << 62)]
-            if not records:
-                continue
-            try:
-                await self._process(records)
-            except PlanError as exc:
-                self._m.unplannable.inc()
-                self.stopped_reason = str(exc)
-                self.ready = False
-                logger.error("fanout stopped at outbox offset %d: %s", records[0].offset(), exc)
-                return
-            except EngineError as exc:
-                self._m.replays.inc()
-                logger.warning("fanout batch failed, replaying from %s: %s", self.positions, exc)
-                await asyncio.sleep(0.5)
-                await self._consumer.assign(OUTBOX_TOPIC, dict(self.positions))
+        window = DeliveryWindow(self._window_size, self._settle)
+        self._m.in_flight.set_function(lambda: window.in_flight)
+        window.start()
+        try:
+            while True:
+                if window.failure is not None:
+                    await self._replay(window)
+                    continue
+                try:
+                    records = await self._consumer.consume(self._batch_size, KAFKA_CONSUME_WAIT_S)
+                except EngineError as exc:
+                    logger.warning("outbox read failed: %s", exc)
+                    await asyncio.sleep(0.5)
+                    continue
+                records = [r for r in records if r.offset() >= self._next.get(r.partition(), 1 << 62)]
+                if not records:
+                    continue
+                try:
+                    pending = await self._produce(records)
+                except PlanError as exc:
+                    await window.drain()  # the batches before it still advance their positions
+                    self._m.unplannable.inc()
+                    self.stopped_reason = str(exc)
+                    self.ready = False
+                    logger.error("fanout stopped at outbox offset %d: %s", records[0].offset(), exc)
+                    return
+                except EngineError as exc:  # a snapshot read or a produce refused: replay like a failed delivery
+                    window.failure = window.failure or exc
+                    continue
+                await window.put(pending)  # waits while the window is full: reads no further
+        finally:
+            await window.stop()
+
+    async def _replay(self, window: DeliveryWindow) -> None:
+        """After a failed batch: let every batch in the window end (none advances a
+        position), then re-read from the positions. A failure that is not an engine's
+        (a bug) is raised: the node stops visibly rather than replaying forever."""
+        await window.drain()
+        exc = window.take_failure()
+        if not isinstance(exc, EngineError):
+            raise exc  # type: ignore[misc]
+        self._m.replays.inc()
+        logger.warning("fanout batch failed, replaying from %s: %s", self.positions, exc)
+        await asyncio.sleep(0.5)
+        self._next = dict(self.positions)
+        await self._consumer.assign(OUTBOX_TOPIC, dict(self.positions))
 
     async def _process(self, records: list) -> None:
-        first: dict[int, int] = {}
+        """Produce `records`' dispatches and settle them (one batch, no window)."""
+        await self._settle(await self._produce(records))
+
+    async def _produce(self, records: list) -> Pending:
+        """Plan every record and produce its dispatches; the futures are not awaited.
+        PlanError on an unplannable record, EngineError (StoreUnavailable) when the
+        member snapshots cannot be read or the producer refuses a record."""
         for rec in records:
-            first.setdefault(rec.partition(), rec.offset())
-        for partition, offset in first.items():
-            if offset != self.positions.get(partition):
+            expected = self._next.get(rec.partition())
+            if expected is not None and rec.offset() != expected:
                 # A discontinuity (e.g. a retention gap) is logged; positions are hints.
-                logger.info("outbox partition %d position moved from %s to %d", partition,
-                            self.positions.get(partition), offset)
+                logger.info("outbox partition %d position moved from %s to %d", rec.partition(), expected,
+                            rec.offset())
+            self._next[rec.partition()] = rec.offset() + 1
         self._m.batch_records.observe(len(records))
-        batch_started = time.perf_counter()
+        pending = Pending(records, started=time.perf_counter())
         outboxes = [parse_outbox(rec.value(), self._shard_count) for rec in records]
-        # PlanError stops the coordinator; StoreUnavailable (an EngineError) replays the batch
         snapshots = await self._snapshots.load({k for k in map(snapshot_key, outboxes) if k is not None})
-        futures = []
-        for rec, outbox in zip(records, outboxes):
-            key = snapshot_key(outbox)
-            span = otel.consumed(otel.SPAN_FANOUT, rec)  # None: tracing off or untraced (decision 0140)
-            planned = plan(outbox, self._shard_count, snapshots.get(key) if key else None)
-            for shard, dispatch in planned:
-                futures.append(self._producer.produce(DISPATCH_TOPIC, dispatch.encode(), key=dispatch.dispatch_id,
-                                                      partition=shard, headers=otel.headers_of(span)))
-            otel.end(span)
-            if tracer.isEnabledFor(logging.DEBUG):
-                with bind(trace=outbox.trace_id):
-                    tracer.debug("dispatch records produced for shards %s", sorted(shard for shard, _ in planned))
-        started = time.perf_counter()
-        results = await asyncio.gather(*futures, return_exceptions=True)
-        self._m.delivery_wait.observe(time.perf_counter() - started)
+        try:
+            for rec, outbox in zip(records, outboxes):
+                key = snapshot_key(outbox)
+                span = otel.consumed(otel.SPAN_FANOUT, rec)  # None: tracing off or untraced (decision 0140)
+                planned = plan(outbox, self._shard_count, snapshots.get(key) if key else None)
+                for shard, dispatch in planned:
+                    producer = self._direct if dispatch.coord.conversation_id[0] == CONVERSATION_KIND_DIRECT \
+                        else self._producer
+                    pending.futures.append(producer.produce(DISPATCH_TOPIC, dispatch.encode(), key=dispatch.dispatch_id,
+                                                            partition=shard, headers=otel.headers_of(span)))
+                otel.end(span)
+                if tracer.isEnabledFor(logging.DEBUG):
+                    with bind(trace=outbox.trace_id):
+                        tracer.debug("dispatch records produced for shards %s", sorted(shard for shard, _ in planned))
+        except BaseException:
+            # the records produced so far are delivered or fail on their own; nobody reads them
+            asyncio.ensure_future(asyncio.gather(*pending.futures, return_exceptions=True))
+            raise
+        pending.produced = time.perf_counter()
+        return pending
+
+    async def _settle(self, pending: Pending) -> None:
+        """Await a batch's deliveries, then advance its partitions' positions (never past
+        an undelivered dispatch). EngineError when any delivery failed (nothing advances)."""
+        results = await asyncio.gather(*pending.futures, return_exceptions=True)
+        self._m.delivery_wait.observe(time.perf_counter() - pending.produced)
         failed = [r for r in results if isinstance(r, BaseException)]
         if failed:
             raise EngineError(f"{len(failed)} of {len(results)} dispatch deliveries failed: {failed[0]}")
         self._m.dispatches.inc(len(results))
-        self._m.stage.labels(stage="fanout").observe(time.perf_counter() - batch_started)
+        self._m.stage.labels(stage="fanout").observe(time.perf_counter() - pending.started)
         self._faults.hit("after_dispatch")
-        for rec in records:
+        for rec in pending.records:
             if rec.partition() in self.positions:  # not given up while the batch was in flight
                 self.positions[rec.partition()] = rec.offset() + 1
         self._m.position.set(sum(self.positions.values()))
@@ -238,7 +298,8 @@ class FanoutCoordinator:
             await asyncio.sleep(period_s)
 
     async def close(self) -> None:
-        """Commit the positions, flush and close the producer and the consumer."""
+        """Commit the positions, flush and close the producers and the consumer."""
         await self.commit_position()
         await self._producer.close()
+        await self._direct.close()
         await self._consumer.close()

@@ -18,6 +18,8 @@ class FanoutMetrics(MetricSet):
                                             buckets=(1, 4, 16, 64, 256, 512, 1024))
         self.delivery_wait = self.histogram("qim_fanout_delivery_wait_seconds",
                                             "Wait for all dispatch deliveries of a batch")
+        self.in_flight = self.gauge("qim_fanout_batches_in_flight",
+                                    "Batches produced and not yet settled (delivery window, decision 0162)")
         self.stage = self.send_stages()  # fanout: one Outbox batch planned, dispatched, delivered
         self.offset_commit = self.histogram("qim_fanout_offset_commit_seconds", "Synchronous source offset commit")
         self.dispatches = self.counter("qim_fanout_dispatches", "Dispatch records produced")
