@@ -9,6 +9,7 @@ the same coordinator: tests/fanout/test_commit.py and every e2e test)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 
 from qim._core import ids
@@ -98,11 +99,18 @@ class Rig:
         self.task = asyncio.get_running_loop().create_task(self.coordinator.run())
 
     async def stop(self) -> None:
+        """Stop the coordinator and close its real clients, then free their librdkafka
+        handles now: the coordinator sits in a reference cycle through its metrics'
+        callback, and a handle left to the collector can outlive the session's broker
+        (refused-connection lines at the end of a run)."""
         self.task.cancel()
         await asyncio.gather(self.task, return_exceptions=True)
         for producer in self.real[:2]:
             await producer.close()
         await self.real[2].close()
+        self.real = ()
+        del self.coordinator
+        gc.collect()
 
     async def group_then_direct(self) -> None:
         """A group batch (offset 0) held undelivered, then a direct one (offset 1) read
