@@ -2,7 +2,8 @@
 a direct record read while an earlier group batch awaits its deliveries is produced at
 once, on its own producer; positions advance only over delivered batches, in order; a
 failed batch is re-read from its first record even when a later batch was delivered;
-the window bounds how far the fanout reads ahead. The Outbox consumer and the producers
+the window bounds how far the fanout reads ahead; a batch still in flight when its
+partition was given up never moves the position of a later tenure (decision 0163). The Outbox consumer and the producers
 are stand-ins that hold each delivery until the test decides it (the real Kafka path of
 the same coordinator: tests/fanout/test_commit.py and every e2e test)."""
 
@@ -57,6 +58,7 @@ class Outbox:
         self.batches: asyncio.Queue = asyncio.Queue()
         self.reads = 0
         self.seeks: list[dict] = []
+        self.start = 0  # the committed position add_partition reads
 
     async def consume(self, n: int, wait: float) -> list:
         try:
@@ -67,9 +69,12 @@ class Outbox:
         return batch
 
     async def committed(self, topic, partitions) -> dict:
-        return {p: 0 for p in partitions}
+        return {p: self.start for p in partitions}
 
     async def add_partitions(self, topic, starts) -> None:
+        pass
+
+    async def remove_partitions(self, topic, partitions) -> None:
         pass
 
     async def assign(self, topic, starts) -> None:
@@ -167,5 +172,30 @@ async def test_the_window_bounds_how_far_the_fanout_reads_ahead(engines):
             rig.bulk.deliver()
             await asyncio.sleep(0.02)
         assert rig.outbox.reads == 5
+    finally:
+        await rig.stop()
+
+
+async def test_a_batch_from_an_earlier_tenure_never_moves_the_position_of_a_later_one(engines):
+    """Paused past its lease (a takeover), then given the partition back: a batch
+    produced before never advances the new tenure's position, whose records from the
+    committed position on this node has not delivered (a commit of that position and a
+    crash would lose them)."""
+    rig = Rig(engines.env()["QIM_KAFKA_BOOTSTRAP"])
+    try:
+        await _until(lambda: rig.coordinator.ready, "positioned")
+        await rig.outbox.batches.put([record(5, group=True), record(6, group=True)])
+        await _until(lambda: rig.bulk.held, "the stale batch's dispatches")
+        await rig.coordinator.remove_partition(0, "lease lost")
+        rig.outbox.start = 3  # the other owner delivered everything below 3, and gave it back
+        await rig.coordinator.add_partition(0)
+        rig.bulk.deliver()
+        await asyncio.sleep(0.2)
+        assert rig.coordinator.positions[0] == 3 and rig.coordinator.committed[0] == 3
+        rig.bulk.held.clear()
+        await rig.outbox.batches.put([record(3, group=True)])  # the new tenure's own records advance it
+        await _until(lambda: rig.bulk.held, "the new tenure's dispatches")
+        rig.bulk.deliver()
+        await _until(lambda: rig.coordinator.positions[0] == 4, "the new tenure's batch settled")
     finally:
         await rig.stop()

@@ -88,6 +88,10 @@ class FanoutCoordinator:
         self.positions: dict[int, int] = {}
         self._next: dict[int, int] = {}  # next Outbox offset to produce per partition (>= positions)
         self.committed: dict[int, int] = {}  # the position last committed to the broker
+        # partition -> its tenure here (a new one per add_partition): a batch produced in an
+        # earlier tenure never advances a later one's position (decision 0163)
+        self._tenure: dict[int, int] = {}
+        self._tenures = 0
         self._advanced = asyncio.Event()  # a position moved past its committed one
         self.stopped_reason = ""
         self.ready = False
@@ -111,6 +115,8 @@ class FanoutCoordinator:
         broker cannot say where that is)."""
         position = await self._committed(partition)
         self.positions[partition] = self.committed[partition] = self._next[partition] = position
+        self._tenures += 1
+        self._tenure[partition] = self._tenures
         await self._consumer.add_partitions(OUTBOX_TOPIC, {partition: position})
         logger.info("fanout of outbox partition %d from offset %d (owner_epoch %d)", partition, position,
                     owner_epoch)
@@ -125,6 +131,7 @@ class FanoutCoordinator:
         self.positions.pop(partition, None)
         self.committed.pop(partition, None)
         self._next.pop(partition, None)
+        self._tenure.pop(partition, None)
         try:
             await self._consumer.remove_partitions(OUTBOX_TOPIC, [partition])
         except EngineError as exc:
@@ -208,7 +215,8 @@ class FanoutCoordinator:
                             rec.offset())
             self._next[rec.partition()] = rec.offset() + 1
         self._m.batch_records.observe(len(records))
-        pending = Pending(records, started=time.perf_counter())
+        pending = Pending(records, started=time.perf_counter(),
+                          tenures={p: self._tenure.get(p, 0) for p in {rec.partition() for rec in records}})
         outboxes = [parse_outbox(rec.value(), self._shard_count) for rec in records]
         snapshots = await self._snapshots.load({k for k in map(snapshot_key, outboxes) if k is not None})
         try:
@@ -244,8 +252,11 @@ class FanoutCoordinator:
         self._m.stage.labels(stage="fanout").observe(time.perf_counter() - pending.started)
         self._faults.hit("after_dispatch")
         for rec in pending.records:
-            if rec.partition() in self.positions:  # not given up while the batch was in flight
-                self.positions[rec.partition()] = rec.offset() + 1
+            # not given up while the batch was in flight, nor given up and taken again: a
+            # stale batch's offsets may lie above the new tenure's undelivered records (0163)
+            p = rec.partition()
+            if p in self.positions and self._tenure.get(p) == pending.tenures.get(p):
+                self.positions[p] = rec.offset() + 1
         self._m.position.set(sum(self.positions.values()))
         self._advanced.set()
 

@@ -31,12 +31,15 @@ from typing import Awaitable, Callable, Optional
 class Pending:
     """One produced batch awaiting its deliveries: the Outbox records it covers, one
     future per dispatch record (AsyncProducer.produce), when the batch was read
-    (time.perf_counter(), seconds) and when its last dispatch was produced."""
+    (time.perf_counter(), seconds) and when its last dispatch was produced; `tenures`:
+    Outbox partition -> the coordinator's tenure of it when the batch was produced
+    (decision 0163)."""
 
     records: list
     futures: list = field(default_factory=list)
     started: float = 0.0
     produced: float = 0.0
+    tenures: dict = field(default_factory=dict)
 
 
 Settle = Callable[[Pending], Awaitable[None]]
