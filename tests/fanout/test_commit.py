@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
+
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
 
 from qim._core import ids
 from qim.consts import FANOUT_COMMIT_INTERVAL_S
@@ -22,6 +25,7 @@ class OutboxMessage:
 
     def __init__(self, offset: int, value: bytes) -> None:
         self._offset, self._value = offset, value
+        self._appended_ms = int(time.time() * 1000)  # the broker's LogAppendTime
 
     def offset(self) -> int:
         return self._offset
@@ -31,6 +35,9 @@ class OutboxMessage:
 
     def value(self) -> bytes:
         return self._value
+
+    def timestamp(self) -> tuple[int, int]:
+        return TIMESTAMP_LOG_APPEND_TIME, self._appended_ms
 
 
 def outbox_record(offset: int) -> OutboxMessage:

@@ -24,6 +24,7 @@ from typing import Any, Optional
 
 import pytest
 import redis.asyncio as aioredis
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
 
 from qim._core import ids, watermark
 from qim._core import mailbox_seq as mseq
@@ -111,8 +112,11 @@ class DispatchLog:
         self.pending: list = []
         self.paused: set[int] = set()
 
-    def add(self, shard: int, offset: int, value: bytes) -> None:
-        self.pending.append(SimpleNamespace(partition=lambda: shard, offset=lambda: offset, value=lambda: value))
+    def add(self, shard: int, offset: int, value: bytes, appended_ms: Optional[int] = None) -> None:
+        """Append a record; `appended_ms`: its broker append time (default now)."""
+        appended = (TIMESTAMP_LOG_APPEND_TIME, appended_ms or int(time.time() * 1000))  # LogAppendTime
+        self.pending.append(SimpleNamespace(partition=lambda: shard, offset=lambda: offset, value=lambda: value,
+                                            timestamp=lambda: appended))
 
     async def assign(self, topic: str, starts: dict[int, int]) -> None:
         self.starts = starts

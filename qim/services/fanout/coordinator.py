@@ -36,6 +36,7 @@ more, which converges through dispatch_id like any replay (docs/decisions/0026).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from typing import Optional, Sequence
@@ -219,16 +220,23 @@ class FanoutCoordinator:
                           tenures={p: self._tenure.get(p, 0) for p in {rec.partition() for rec in records}})
         outboxes = [parse_outbox(rec.value(), self._shard_count) for rec in records]
         snapshots = await self._snapshots.load({k for k in map(snapshot_key, outboxes) if k is not None})
+        now_ms, produced_at = time.time() * 1000, time.perf_counter()
+        delivered = functools.partial(_observe_since, self._m.direct_delivery, produced_at)
         try:
             for rec, outbox in zip(records, outboxes):
                 key = snapshot_key(outbox)
+                direct = outbox.record.conversation_id[0] == CONVERSATION_KIND_DIRECT
+                if direct:  # the broker's LogAppendTime (QIM topics): the same clock on one machine
+                    self._m.direct_read_lag.observe(max(0.0, now_ms - rec.timestamp()[1]) / 1000)
                 span = otel.consumed(otel.SPAN_FANOUT, rec)  # None: tracing off or untraced (decision 0140)
                 planned = plan(outbox, self._shard_count, snapshots.get(key) if key else None)
                 for shard, dispatch in planned:
-                    producer = self._direct if dispatch.coord.conversation_id[0] == CONVERSATION_KIND_DIRECT \
-                        else self._producer
-                    pending.futures.append(producer.produce(DISPATCH_TOPIC, dispatch.encode(), key=dispatch.dispatch_id,
-                                                            partition=shard, headers=otel.headers_of(span)))
+                    producer = self._direct if direct else self._producer  # a conversation's kind never changes
+                    fut = producer.produce(DISPATCH_TOPIC, dispatch.encode(), key=dispatch.dispatch_id,
+                                           partition=shard, headers=otel.headers_of(span))
+                    if direct:
+                        fut.add_done_callback(delivered)
+                    pending.futures.append(fut)
                 otel.end(span)
                 if tracer.isEnabledFor(logging.DEBUG):
                     with bind(trace=outbox.trace_id):
@@ -255,7 +263,7 @@ class FanoutCoordinator:
             # not given up while the batch was in flight, nor given up and taken again: a
             # stale batch's offsets may lie above the new tenure's undelivered records (0163)
             p = rec.partition()
-            if p in self.positions and self._tenure.get(p) == pending.tenures.get(p):
+            if p in self.positions and self._tenure.get(p, 0) == pending.tenures.get(p, 0):
                 self.positions[p] = rec.offset() + 1
         self._m.position.set(sum(self.positions.values()))
         self._advanced.set()
@@ -314,3 +322,8 @@ class FanoutCoordinator:
         await self._producer.close()
         await self._direct.close()
         await self._consumer.close()
+
+
+def _observe_since(histogram, started: float, _fut: asyncio.Future) -> None:
+    """A delivery's done-callback: `started` (time.perf_counter()) to now into `histogram`."""
+    histogram.observe(time.perf_counter() - started)

@@ -18,6 +18,12 @@ class FanoutMetrics(MetricSet):
                                             buckets=(1, 4, 16, 64, 256, 512, 1024))
         self.delivery_wait = self.histogram("qim_fanout_delivery_wait_seconds",
                                             "Wait for all dispatch deliveries of a batch")
+        # where a direct message waits beside a group (issue 41): the Outbox append (the
+        # broker's LogAppendTime) to its read here, and its dispatch's produce to delivery
+        self.direct_read_lag = self.histogram("qim_fanout_direct_read_lag_seconds",
+                                              "Outbox append to read, direct conversations' records")
+        self.direct_delivery = self.histogram("qim_fanout_direct_delivery_seconds",
+                                              "Produce to delivered, direct conversations' dispatch records")
         self.in_flight = self.gauge("qim_fanout_batches_in_flight",
                                     "Batches produced and not yet settled (delivery window, decision 0162)")
         self.stage = self.send_stages()  # fanout: one Outbox batch planned, dispatched, delivered

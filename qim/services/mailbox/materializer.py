@@ -215,13 +215,15 @@ class MailboxMaterializer:
                     await asyncio.sleep(0.5)
                     continue
                 full = []
+                now_ms = time.time() * 1000
                 for m in msgs:
                     state = self.shards.get(m.partition())
                     if state is None or m.offset() < state.next_offset:
                         continue  # a shard given up, or a record queued before (never twice)
                     state.next_offset = m.offset() + 1
                     state.queue.append(m)
-                    overtake.queued(state, m)
+                    if overtake.queued(state, m):  # LogAppendTime: one clock on one machine
+                        self._m.direct_read_lag.observe(max(0.0, now_ms - m.timestamp()[1]) / 1000)
                     state.wakeup.set()
                     if not state.paused and overtake.full(state, self._overtake):  # reads ahead to overtake (0142)
                         state.paused = True

@@ -38,6 +38,10 @@ class MailboxMetrics(MetricSet):
         self.record_age = self.histogram("qim_mailbox_record_age_seconds",
                                          "Message commit to its record materialized, by conversation kind",
                                          ["kind"], LATENCY_BUCKETS)
+        # the broker's append (LogAppendTime) to the record read into its shard's FIFO, direct
+        # conversations' records only: the dispatch log's share of a direct message's wait
+        self.direct_read_lag = self.histogram("qim_mailbox_direct_read_lag_seconds",
+                                              "Dispatch append to read, direct conversations' records")
         self.pauses = self.counter("qim_mailbox_partition_pauses", "Partitions paused because their FIFO was full")
         self.queued = self.gauge("qim_mailbox_queued_records", "Records queued in shard FIFOs")
         # progress of the dispatch consumer (materializer.lag_loop): records behind the

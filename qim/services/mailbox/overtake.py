@@ -66,15 +66,18 @@ def advance_lanes(blob: bytes, lanes: set[int], offset: int) -> bytes:
     return watermark.encode(out)
 
 
-def queued(state: Any, msg: Any) -> None:
+def queued(state: Any, msg: Any) -> bool:
     """Account for `msg` appended to shard `state`'s FIFO: its bytes, and its offset in
-    `state.directs` when its conversation is direct (the kind byte: no decode here)."""
+    `state.directs` when its conversation is direct (the kind byte: no decode here).
+    Returns whether it is a direct conversation's record."""
     value = msg.value()
     if value is None:
-        return
+        return False
     state.bytes += len(value)
     if len(value) > KIND_AT and value[KIND_AT] == DIRECT:
         state.directs.append(msg.offset())
+        return True
+    return False
 
 
 def taken(state: Any, msg: Any, head: bool = True) -> None:
