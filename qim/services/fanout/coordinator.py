@@ -63,6 +63,7 @@ from qim.stores.groups import GroupStore
 logger = logging.getLogger(__name__)
 
 GROUP_ID = "qim-fanout"
+DIRECT_KIND = bytes([CONVERSATION_KIND_DIRECT])  # a conversation id's first byte (docs/design.md §3)
 
 
 class FanoutCoordinator:
@@ -225,7 +226,8 @@ class FanoutCoordinator:
         try:
             for rec, outbox in zip(records, outboxes):
                 key = snapshot_key(outbox)
-                direct = outbox.record.conversation_id[0] == CONVERSATION_KIND_DIRECT
+                # a slice, not [0]: an empty id is the plan's PlanError below, never an IndexError here
+                direct = outbox.record.conversation_id[:1] == DIRECT_KIND
                 if direct:  # the broker's LogAppendTime (QIM topics): the same clock on one machine
                     self._m.direct_read_lag.observe(max(0.0, now_ms - rec.timestamp()[1]) / 1000)
                 span = otel.consumed(otel.SPAN_FANOUT, rec)  # None: tracing off or untraced (decision 0140)
