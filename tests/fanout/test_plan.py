@@ -58,6 +58,9 @@ def test_records_that_cannot_be_planned_are_plan_errors_never_skipped():
         parse_outbox(outbox(shard_count=16), SHARDS)
     with pytest.raises(PlanError, match="without message_id or audience"):
         parse_outbox(outbox(recipients=[]), SHARDS)
+    for bad in (b"", bytes(16), b"\x01" * 15):  # none, kind 0, short
+        with pytest.raises(PlanError, match="without a conversation_id"):
+            parse_outbox(outbox(record=record(conversation_id=bad)), SHARDS)
     group = parse_outbox(outbox(recipients=[], group_conversation_id=ids.conversation_id_group(0, 4),
                                 membership_version=3), SHARDS)
     assert tuple(snapshot_key(group)) == (TENANT, ids.conversation_id_group(0, 4), 3)

@@ -226,8 +226,7 @@ class FanoutCoordinator:
         try:
             for rec, outbox in zip(records, outboxes):
                 key = snapshot_key(outbox)
-                # a slice, not [0]: an empty id is the plan's PlanError below, never an IndexError here
-                direct = outbox.record.conversation_id[:1] == DIRECT_KIND
+                direct = outbox.record.conversation_id[:1] == DIRECT_KIND  # 16 bytes: parse_outbox checked
                 if direct:  # the broker's LogAppendTime (QIM topics): the same clock on one machine
                     self._m.direct_read_lag.observe(max(0.0, now_ms - rec.timestamp()[1]) / 1000)
                 span = otel.consumed(otel.SPAN_FANOUT, rec)  # None: tracing off or untraced (decision 0140)

@@ -41,6 +41,9 @@ def parse_outbox(outbox_bytes: bytes, shard_count: int) -> internal_pb2.OutboxRe
         raise PlanError(f"outbox record frozen with shard_count={rec.shard_count}, fanout runs {shard_count}")
     if len(rec.record.message_id) != 16 or not (rec.recipients or rec.group_conversation_id):
         raise PlanError("outbox record without message_id or audience")
+    if len(rec.record.conversation_id) != 16 or rec.record.conversation_id[0] == 0:
+        # docs/design.md §3: 16 bytes, byte 0 the kind; the producer is chosen by it
+        raise PlanError("outbox record without a conversation_id")
     return rec
 
 
