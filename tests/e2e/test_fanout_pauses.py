@@ -20,7 +20,6 @@ import os
 import random
 import signal
 import time
-import urllib.request
 
 import pytest
 
@@ -32,6 +31,7 @@ from tests.e2e.chaos import delivered_once, run_audit
 from tests.e2e.rawclient import RawClient
 from tests.e2e.test_direct_beside_group import _direct, pipelined
 from tests.e2e.test_groups import create, gconv
+from tests.e2e.test_shard_takeover import metric
 from tests.fixtures import running_stack
 
 LEASE_MS, RENEW_MS = 4000, 500
@@ -44,12 +44,6 @@ def two_fanouts(tmp_path_factory):
     env = {"QIM_SHARD_LEASE_MS": str(LEASE_MS), "QIM_SHARD_RENEW_MS": str(RENEW_MS)}
     with running_stack(tmp_path_factory.mktemp("fanout-pause"), nodes={"fanout": 2}, extra_env=env) as st:
         yield st
-
-
-def metric(stack, service: str, name: str) -> float:
-    text = urllib.request.urlopen(f"http://{stack.metrics[service]}/metrics", timeout=2).read().decode()
-    return sum(float(line.split()[-1]) for line in text.splitlines()
-               if line.startswith(name + " ") or line.startswith(name + "{"))
 
 
 async def owner(stack) -> str:
