@@ -128,6 +128,11 @@ FANOUT_BATCH_MAX = 1024
 FANOUT_WINDOW_DISPATCHES = 32768
 MAILBOX_SHARD_FIFO = 128
 MAILBOX_GLOBAL_PERMIT = 64
+# turns at once in a node on the Redis MailboxStore (docs/decisions/0165): Redis runs one
+# call at a time, so calls past a few only queue there (a fused call sat 381 ms in that
+# queue with 64 in flight during the group step); 8 keep it busy, and a direct record's
+# call waits behind at most 7 (4: the drain fell and the backlog grew; 16: no better)
+MAILBOX_REDIS_TURNS = 8
 # of those, turns of shards holding no direct record at once (docs/decisions/0148): few
 # enough that a direct record's call waits behind a handful, enough to keep Redis busy
 MAILBOX_BULK_TURNS = 4

@@ -69,12 +69,13 @@ class Env:
                 raise ConfigError(f"{name}: {exc}") from None
         return out
 
-    def flag(self, name: str) -> bool:
-        """'1' -> True, '0' or unset -> False; anything else is a ConfigError."""
+    def flag(self, name: str, default: bool = False) -> bool:
+        """'1' -> True, '0' -> False, unset or empty -> `default`; anything else is a
+        ConfigError."""
         raw = self._env.get(name, "")
         if raw not in ("", "0", "1"):
             raise ConfigError(f"{name}={raw!r} must be 0 or 1")
-        return raw == "1"
+        return default if raw == "" else raw == "1"
 
     def shard_count(self) -> int:
         """QIM_MAILBOX_SHARD_COUNT: power of two, validated identically by every service."""

@@ -32,8 +32,8 @@ class MailboxConfig:
     internal_tls: Optional[TlsFiles] = None  # QIM_INTERNAL_* (qim/config/tls.py); None: plaintext development
     registry: Optional[RegistryConfig] = None  # the ShardRegistry (qim/config/registry.py)
     # QIM_MAILBOX_OVERTAKE: direct records overtake a shard's backlog (decisions/0142;
-    # off until its cost and gain are measured on a quiet machine)
-    overtake: bool = False
+    # on by default since it was measured with 8 turns a node: decisions/0165)
+    overtake: bool = True
 
     @classmethod
     def from_env(cls, env: Env) -> "MailboxConfig":
@@ -48,7 +48,7 @@ class MailboxConfig:
             peers=env.peers(MAILBOX),
             retention_ms=env.integer("QIM_MAILBOX_RETENTION_MS", MAILBOX_RETENTION_MS_DEFAULT, MAILBOX_RETENTION_MS_MIN,
                                      MAILBOX_RETENTION_MS_MAX),
-            overtake=env.flag("QIM_MAILBOX_OVERTAKE"),
+            overtake=env.flag("QIM_MAILBOX_OVERTAKE", True),
         )
         return replace(cfg, internal_tls=service_tls(env, MAILBOX, cfg.listen, cfg.peers),
                        registry=RegistryConfig.from_env(env, MAILBOX, cfg.listen))

@@ -164,7 +164,7 @@ _WRITTEN: tuple[Var, ...] = (
     # mailbox, session, fanout
     _v("QIM_DISPATCH_PROGRESS_GC_SAFETY_MS", "int ms", 0, MAILBOX, "dispatch-progress GC safety (0 = GC off)"),
     _v("QIM_MAILBOX_RETENTION_MS", "int 1000..3650 days", 604800000, MAILBOX, "entries older are not served"),
-    _v("QIM_MAILBOX_OVERTAKE", "flag", 0, MAILBOX, "direct records overtake a shard's group backlog (Redis store; decision 0142)"),
+    _v("QIM_MAILBOX_OVERTAKE", "flag", 1, MAILBOX, "direct records overtake a shard's group backlog (Redis store; decisions 0142, 0165)"),
     _v("QIM_MAILBOX_FAULT_POINT", "name", "unset", MAILBOX, "crash point (tests only)"),
     _v("QIM_SESSION_SNAPSHOT_TTL_MS", "int 0..3600000", 300000, SESSION, "session-list snapshot lifetime"),
     _v("QIM_FANOUT_BATCH_SIZE", "int 1..1024", 512, FANOUT, "Outbox records per fanout batch"),

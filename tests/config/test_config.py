@@ -65,6 +65,15 @@ def test_a_bad_value_names_its_variable(name, value, needle):
     assert needle in refused(WriterConfig.from_env, **{name: value})
 
 
+def test_overtakes_are_on_unless_turned_off():
+    """docs/decisions/0165: on by default (Redis store only, qim/services/mailbox/node.py)."""
+    assert MailboxConfig.from_env(env()).overtake is True
+    assert MailboxConfig.from_env(env(QIM_MAILBOX_OVERTAKE="")).overtake is True
+    assert MailboxConfig.from_env(env(QIM_MAILBOX_OVERTAKE="0")).overtake is False
+    assert MailboxConfig.from_env(env(QIM_MAILBOX_OVERTAKE="1")).overtake is True
+    assert "QIM_MAILBOX_OVERTAKE='on' must be 0 or 1" in refused(MailboxConfig.from_env, QIM_MAILBOX_OVERTAKE="on")
+
+
 def test_lists_addresses_and_indexes_are_checked_per_service():
     assert "QIM_WRITER_ADDRS lists no address" in refused(GatewayConfig.from_env, QIM_WRITER_ADDRS=" , ")
     assert "QIM_MAILBOX_ADDRS: bad address 'nope'" in refused(GatewayConfig.from_env,

@@ -97,12 +97,14 @@ class MailboxMaterializer:
     registry (empty with one: `add_shard`). `overtake`: direct records queued behind a
     backlog finish first, lane by lane (overtake.py, decision 0142; only a store whose
     watermark holds 64 independent lanes). `bulk_turns`: how many turns of shards holding
-    no direct record run at once (turngate.py, decision 0148)."""
+    no direct record run at once (turngate.py, decision 0148); `turns`: how many turns run
+    at once in all (8 on the Redis store, whose calls only queue past a few: decision 0165)."""
 
     def __init__(self, bootstrap: str, store: MailboxStore, shards: list[int], push: PushHook,
                  faults: FaultPoints, dp_gc_safety_ms: int = 0, metrics: Optional[MailboxMetrics] = None,
                  consumer: Optional[AsyncConsumer] = None, on_lost: Optional[LostHook] = None,
-                 overtake: bool = False, bulk_turns: int = MAILBOX_BULK_TURNS) -> None:
+                 overtake: bool = False, bulk_turns: int = MAILBOX_BULK_TURNS,
+                 turns: int = MAILBOX_GLOBAL_PERMIT) -> None:
         self._m = metrics if metrics is not None else MailboxMetrics()
         self._consumer = consumer if consumer is not None else AsyncConsumer(bootstrap, "qim-mailbox")
         self._store = store
@@ -114,7 +116,7 @@ class MailboxMaterializer:
         kinds = {True: self._m.turns.labels(kind="direct"), False: self._m.turns.labels(kind="bulk")}
         self._ages = collections.defaultdict(lambda: self._m.record_age.labels(kind="other"),
                                              {k: self._m.record_age.labels(kind=n) for k, n in KINDS.items()})
-        self._gate = TurnGate(MAILBOX_GLOBAL_PERMIT, bulk_turns, lambda urgent: kinds[urgent].inc())
+        self._gate = TurnGate(turns, min(bulk_turns, turns), lambda urgent: kinds[urgent].inc())
         self.shards: dict[int, ShardState] = {}
         self.running = False
         self.writer = f"{os.getpid()}-{secrets.token_hex(8)}".encode()

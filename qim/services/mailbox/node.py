@@ -35,7 +35,7 @@ from qim.cluster.metrics import ShardMetrics
 from qim.cluster.owners import OwnerTable
 from qim.cluster.parts import start_together
 from qim.config import MailboxConfig
-from qim.consts import INTERNAL_RPC_INFLIGHT, MAILBOX_BULK_TURNS, MAILBOX_GLOBAL_PERMIT
+from qim.consts import INTERNAL_RPC_INFLIGHT, MAILBOX_BULK_TURNS, MAILBOX_GLOBAL_PERMIT, MAILBOX_REDIS_TURNS
 from qim.errors import ConfigError, ErrorCode, RequestError
 from qim.faults import MAILBOX_POINTS, FaultPoints
 from qim.obs.node import ServiceNode
@@ -78,16 +78,17 @@ class MailboxNode(ServiceNode):
                                   on_release=self._release, metrics=ShardMetrics(self.registry))
         # a shard an operator is moving to another Redis instance is held by nobody (decision 0104)
         self.keeper.paused = RedisPlacement(self.stores, self.registry).moving_shards
+        redis = config.common.tier.mailbox_store == "redis"
         self.materializer = MailboxMaterializer(config.common.kafka_bootstrap, self.store, [], self.push,
                                                 FaultPoints(config.fault_point, MAILBOX_POINTS),
                                                 config.dp_gc_safety_ms, self.metrics, on_lost=self.keeper.refused,
-                                                # lanes advance apart only on Redis (decisions/0142, 0102);
-                                                # off by default until measured on a quiet machine
-                                                overtake=config.overtake and config.common.tier.mailbox_store == "redis",
-                                                # Redis runs one call at a time: 4 keep it busy; Cassandra's
-                                                # calls gain from concurrency (decision 0148)
-                                                bulk_turns=MAILBOX_BULK_TURNS if config.common.tier.mailbox_store == "redis"
-                                                else MAILBOX_GLOBAL_PERMIT)
+                                                # lanes advance apart only on Redis (decisions/0142, 0102)
+                                                overtake=config.overtake and redis,
+                                                # Redis runs one call at a time: 4 bulk turns keep it busy, 8 in
+                                                # all keep its queue short; Cassandra's calls gain from
+                                                # concurrency (decisions 0148, 0165)
+                                                bulk_turns=MAILBOX_BULK_TURNS if redis else MAILBOX_GLOBAL_PERMIT,
+                                                turns=MAILBOX_REDIS_TURNS if redis else MAILBOX_GLOBAL_PERMIT)
         self.puller = MailboxPuller(self.stores.messages, self.store, self.materializer, shard_count,
                                     holds=self.keeper.holds, reactions=open_reactions(self.stores))
         tenant = config.common.tenant.to_bytes(16, "big")
