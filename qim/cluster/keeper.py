@@ -143,6 +143,7 @@ class ShardKeeper:
                 delay = self.renew_s - (time.monotonic() - started)
                 if self._lapsed_at and time.monotonic() < self.valid_until:  # renewed after a lapse
                     lapsed_s, self._lapsed_at = time.monotonic() - self._lapsed_at, 0.0
+                    self._m.lapses.labels(kind=self.kind).inc()
                     logger.warning("%s node %s: its node lease had lapsed (%.1f s without a renewal: a stall "
                                    "or the registry away); renewed now", self.kind, self.node_id, lapsed_s)
                     try:

@@ -23,6 +23,9 @@ class ShardMetrics(MetricSet):
                                  "taken (the registry names another owner), refused (a write was fenced), "
                                  "lapsed (the lease ended without a renewal), gone (the node id was taken)",
                                  ["kind", "reason"])
+        # renewed late (a stall, the registry away): whether the shards were kept or lost
+        self.lapses = self.counter("qim_node_lease_lapses", "Times this node's lease lapsed before it was renewed",
+                                   ["kind"])
         self.registry_failures = self.counter("qim_registry_failures", "Registry calls that failed or timed out",
                                               ["kind", "call"])
         self.lease_left = self.gauge("qim_registry_lease_seconds_left",

@@ -8,6 +8,7 @@ stops the coordinator), so nothing here writes into qim.outbox."""
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 
 import pytest
@@ -194,3 +195,32 @@ async def test_earliest_starts_at_the_first_record_whatever_the_group_committed(
         await first.close()
         await second.close()
         await producer.close()
+
+
+def rdk_threads() -> int:
+    """librdkafka's native threads in this process ("rdk:main", "rdk:broker…")."""
+    count = 0
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as f:
+                count += f.read().startswith("rdk:")
+        except FileNotFoundError:  # the thread ended meanwhile
+            pass
+    return count
+
+
+async def test_close_destroys_the_handle_and_a_later_produce_is_refused():
+    """A closed producer's broker threads end at once (before, they lived, dialling the
+    broker, until garbage collection freed the handle); a record queued for a broker that
+    never answers fails with EngineError; produce after close is an EngineError too."""
+    before = rdk_threads()
+    producer = AsyncProducer("127.0.0.1:1")  # nothing listens: the record stays queued
+    assert rdk_threads() > before
+    queued = producer.produce("qim.test.bridge-nowhere", b"x")
+    await producer.close(timeout=0.2)
+    assert rdk_threads() == before  # `producer` is still referenced: only close() ended them
+    with pytest.raises(EngineError):
+        await asyncio.wait_for(queued, 5)
+    with pytest.raises(EngineError, match="the producer is closed"):
+        producer.produce("qim.test.bridge-nowhere", b"y")
+    await producer.close()  # a second close does nothing

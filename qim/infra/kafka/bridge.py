@@ -32,7 +32,8 @@ class AsyncProducer:
     """Idempotent producer with acks=all (docs/design.md §5.2).
 
     `await produce(topic, value, key, partition)` -> (partition, offset) once the record
-    is durable on the broker; raises EngineError on delivery failure.
+    is durable on the broker; raises EngineError on delivery failure, and at once after
+    `close()`.
 
     Per-message cost (docs/perf-profile.md): the delivery reports of one poll are handed to the event
     loop in ONE `call_soon_threadsafe` (one self-pipe wake-up per poll, not per record).
@@ -57,6 +58,7 @@ class AsyncProducer:
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         # (future, result) of deliveries reported by the current poll, handed over at its end
         self._reported: list[tuple[asyncio.Future, Any]] = []
+        self._closed = False
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, name="qim-kafka-producer", daemon=True)
@@ -87,6 +89,8 @@ class AsyncProducer:
         `headers`: the record's Kafka headers (a traced message's traceparent, decision 0140).
         Must be called on the event loop thread. BufferError from a full local queue is
         raised as EngineError (back-pressure is the caller's)."""
+        if self._closed:
+            raise EngineError(f"kafka produce to {topic} refused: the producer is closed")
         loop = self._loop = asyncio.get_running_loop()
         fut = loop.create_future()
 
@@ -114,10 +118,22 @@ class AsyncProducer:
         return fut
 
     async def close(self, timeout: float = 10.0) -> None:
-        """Flush what is queued (up to `timeout` s, off the event loop) and stop the poll thread."""
-        await asyncio.get_running_loop().run_in_executor(None, self._producer.flush, timeout)
+        """Flush what is queued (up to `timeout` s, off the event loop), stop the poll
+        thread, then destroy the librdkafka handle, so that its broker threads stop and
+        stop reconnecting (a handle only garbage collection would free kept dialling a
+        broker long gone). A record still queued after the flush is purged: its future
+        fails with EngineError. A second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._producer.flush, timeout)
         self._stop.set()
-        self._hand_over()  # reports served by flush() on the executor thread
+        await loop.run_in_executor(None, self._thread.join)  # poll() returns within KAFKA_PRODUCER_POLL_S
+        self._producer.purge()  # never blocks; the purged records' reports come with the poll below
+        self._producer.poll(0)
+        await loop.run_in_executor(None, self._producer.close)  # nothing queued: no flush wait
+        self._hand_over()  # reports served by flush() and poll() off the poll thread
 
 
 def _resolve_all(reported: list[tuple[asyncio.Future, Any]]) -> None:
