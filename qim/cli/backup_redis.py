@@ -91,7 +91,14 @@ def restore(addr: str, rdb: Path, workdir: Path, timeout: float = SYNC_TIMEOUT_S
 
             def up() -> bool:
                 try:
-                    return bool(source.ping()) and source.info("persistence").get("loading") == 0
+                    if not source.ping():
+                        return False
+                    # the port was chosen free, not reserved: a server that answers on it
+                    # must be ours, or the restore would copy another Redis's data
+                    if int(source.info("server")["process_id"]) != temp.pid:
+                        raise EngineError(f"127.0.0.1:{temp_port} answers for another process: "
+                                          "the temporary redis-server could not take it; run the restore again")
+                    return source.info("persistence").get("loading") == 0
                 except redis.exceptions.ConnectionError:
                     if temp.poll() is not None:
                         raise EngineError(f"the temporary redis-server exited ({temp.returncode})") from None

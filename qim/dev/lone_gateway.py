@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from qim.dev._proc import death_wrapper
+from qim.dev._proc import death_wrapper, pick_ports
 from qim.dev.certs import CLIENT_PORT, ensure_dev_pki
 from qim.dev.devkeys import dev_token_key
 from qim.dev.redis_engine import start_redis
@@ -26,11 +26,12 @@ from qim.dev.redis_engine import start_redis
 START_TIMEOUT_S = 30.0
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on `host` now."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+def free_port() -> int:
+    """A TCP port free on the loopback now, outside the kernel's ephemeral range
+    (`pick_ports`, port-for): a port from bind(("127.0.0.1", 0)) is an ephemeral one, and
+    an outgoing connection of another process could take it before the caller binds it
+    (a clean-clone CI run lost a gateway test to "address already in use" that way)."""
+    return pick_ports(1)[0]
 
 
 def proc_status_kib(pid: int, field: str) -> int:

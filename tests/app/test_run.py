@@ -19,6 +19,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from qim.dev import lone_gateway
 from qim.infra.redis.client import connect
 from qim.net.framed import FramedStream
 from qim.proto.v1 import connection_pb2, internal_pb2
@@ -33,9 +34,7 @@ TRACEBACK_MARKS = ("Traceback", "CancelledError", "Task was destroyed", "Event l
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return lone_gateway.free_port()  # outside the ephemeral range
 
 
 _KEY_DIR = tempfile.TemporaryDirectory()  # removed when the test process ends

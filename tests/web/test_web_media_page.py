@@ -30,12 +30,12 @@ import base64
 import hashlib
 import io
 import os
-import socket
 
 from PIL import Image
 
 from qim.consts import MESSAGE_TYPE_MEDIA
 from qim.desktop.app import ChatApp
+from qim.dev import lone_gateway
 from qim.dev.webserver import serve
 from qim.wire.media import decode_ref
 from tests.desktop.pilotkit import enter
@@ -80,10 +80,9 @@ async def _count(messages, n: int) -> bool:
 
 
 def free_port() -> int:
-    """A port free now on the loopback (qim-web binds it next: the media node's CORS names it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port free now on the loopback (qim-web binds it next: the media node's CORS names
+    it), outside the ephemeral range."""
+    return lone_gateway.free_port()
 
 
 def noise_png(side: int = 420) -> bytes:
