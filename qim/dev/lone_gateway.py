@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from qim.dev._proc import death_wrapper, pick_ports
+from qim.dev._proc import death_wrapper
 from qim.dev.certs import CLIENT_PORT, ensure_dev_pki
 from qim.dev.devkeys import dev_token_key
 from qim.dev.redis_engine import start_redis
@@ -27,11 +27,14 @@ START_TIMEOUT_S = 30.0
 
 
 def free_port() -> int:
-    """A TCP port free on the loopback now, outside the kernel's ephemeral range
-    (`pick_ports`, port-for): a port from bind(("127.0.0.1", 0)) is an ephemeral one, and
-    an outgoing connection of another process could take it before the caller binds it
-    (a clean-clone CI run lost a gateway test to "address already in use" that way)."""
-    return pick_ports(1)[0]
+    """A TCP port free on the loopback now (an ephemeral one: bind(0)). Not port-for's
+    pool on purpose: the stacks and engines of a parallel test pick from that pool, and
+    a fixture picking there too took a stack's port between its check and its bind (a
+    clean-clone CI run, 2026-12-07). An outgoing connection can still take an ephemeral
+    port before the caller binds it (seen once); the caller's bind then fails loudly."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def proc_status_kib(pid: int, field: str) -> int:
