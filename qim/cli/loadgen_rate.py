@@ -16,7 +16,7 @@ first messages, not its logins' aftermath. Every 5 s segment prints sent, arriva
 (sent / target), ACK and end-to-end P50/P95/P99/max in ms (np.percentile); the last line is
 `loadgen: target_rate=R duration_s=D sent=S acked=A errors=E arrival=X push_coverage=Y
 ack_p99_ms=… e2e_p99_ms=… lost=L duplicated=U corrupt=C out_of_order=O`.
-push_coverage = messages first seen in a push / sent. Exit 0 when arrival ≥ 0.99,
+push_coverage = messages first seen in a push / sent. Exit 0 when arrival ≥ --min-arrival (0.99),
 every send was acknowledged and L = U = C = O = 0, 1 otherwise (out_of_order: ACKs
 below the previous submission's conversation_seq plus messages pulled after a higher
 one; stderr splits them). Short runs are smoke, never capacity claims. Loopback
@@ -250,7 +250,7 @@ async def run(cfg: argparse.Namespace) -> int:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     clean = v["lost"] == v["duplicated"] == v["corrupt"] == v["out_of_order"] == 0
-    ok = arrival >= 0.99 and total.acked == total.sent and clean and sdk.failures == 0
+    ok = arrival >= cfg.min_arrival and total.acked == total.sent and clean and sdk.failures == 0
     ok = ok and (group is None or group.acked == group.sent) and mix.clean()
     if cfg.json:
         report = {"target_rate": cfg.rate, "frame_rate": rate, "duration_s": cfg.duration, "pairs": cfg.pairs,
@@ -290,6 +290,8 @@ def parser() -> argparse.ArgumentParser:
                    help="also send from one more connection to a group of this many members (0: off)")
     p.add_argument("--group-rate", type=float, default=None,
                    help="sends per second to the group (default: a direct sender's rate)")
+    p.add_argument("--min-arrival", type=float, default=0.99,
+                   help="arrival below this fails the run (a functional check on a busy machine may lower it)")
     p.add_argument("--json", default=None, help="write the whole report as JSON to this path")
     p.add_argument("--mix", default=None, help="fractions of the operations: replies=F,mentions=F,reactions=F,"
                    "typing=F (the rest plain sends; qim/cli/loadgen_mix.py)")
@@ -297,7 +299,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the open-loop load: 0 when arrival reached 99 % of the target, every send was
+    """Run the open-loop load: 0 when arrival reached --min-arrival (99 %) of the target, every send was
     acknowledged and the client view is clean; 1 otherwise (also when a login failed:
     one line naming the gateway), 2 on bad arguments (one line naming the option)."""
     cfg = parser().parse_args(argv)
@@ -324,6 +326,8 @@ def check(cfg: argparse.Namespace) -> None:
     in_range("--size", cfg.size, 16)
     non_negative("--pull-gap", cfg.pull_gap)
     non_negative("--drain", cfg.drain)
+    if not 0.0 <= cfg.min_arrival <= 1.0:  # NaN fails this too
+        raise ArgError(f"--min-arrival must be 0..1, got {cfg.min_arrival}")
     if cfg.group_members:
         in_range("--group-members", cfg.group_members, 2, GROUP_MAX_MEMBERS)  # GroupSender's bound
     if cfg.group_rate is not None:

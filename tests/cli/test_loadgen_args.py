@@ -32,6 +32,8 @@ RATE_BAD = [
     (["--rate", "0"], "--rate must be a finite number > 0, got 0"),
     (["--duration", "-2"], "--duration must be a finite number > 0, got -2"),
     (["--pairs", "0"], "--pairs must be >= 1, got 0"),
+    (["--min-arrival", "1.5"], "--min-arrival must be 0..1, got 1.5"),
+    (["--min-arrival", "nan"], "--min-arrival must be 0..1, got nan"),
     (["--size", "8"], "--size must be >= 16, got 8"),
     (["--json", "/nonexistent/dir/x.json"], "--json '/nonexistent/dir/x.json': directory '/nonexistent/dir' "
                                             "does not exist"),

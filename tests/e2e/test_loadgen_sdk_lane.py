@@ -18,7 +18,10 @@ def test_rate_with_sdk_lane_checks_the_clients_view(stack, tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "qim.cli.loadgen", "rate", "--gateway", stack.gateway_addr, "--token-key",
          stack.token_key, "--rate", "60", "--duration", "5", "--pairs", "4", "--sdk-clients", "2",
-         "--group-members", "50", "--ca-file", stack.ca_file, "--json", str(report)],
+         "--group-members", "50", "--ca-file", stack.ca_file, "--json", str(report),
+         # the client's view is under test, not the rate: a 5 s run on a busy CI machine
+         # read arrival 0.967 (its last tick 170 ms late) with every message delivered
+         "--min-arrival", "0.9"],
         capture_output=True, text=True, timeout=120, env=dict(os.environ))
     lines = proc.stdout.strip().splitlines()
     assert lines, proc.stderr[-4000:]
