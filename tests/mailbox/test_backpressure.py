@@ -18,6 +18,7 @@ from qim.faults import FaultPoints
 from qim.services.mailbox import materializer as mat_mod
 from qim.services.mailbox.materializer import MailboxMaterializer
 from qim.services.mailbox.metrics import MailboxMetrics
+from qim.services.mailbox.shardstate import ShardState
 from qim.services.mailbox.turngate import TurnGate
 
 
@@ -67,7 +68,7 @@ async def test_a_stuck_shard_pauses_only_its_partition_and_others_flow(monkeypat
     m._ages = collections.defaultdict(lambda: MailboxMetrics().record_age.labels(kind="other"))
     m._overtake = False  # plain log order: this test counts the partition's flow
     m._m = MailboxMetrics()
-    m.shards = {s: mat_mod.ShardState(s, 1, None) for s in (0, 1)}
+    m.shards = {s: ShardState(s, 1, None) for s in (0, 1)}
     m.running = False
     runner = asyncio.get_running_loop().create_task(m.run())
     for _ in range(500):

@@ -11,7 +11,8 @@ from types import SimpleNamespace
 from qim._core import watermark
 from qim.faults import MAILBOX_POINTS, FaultPoints
 from qim.services.mailbox import dpgc
-from qim.services.mailbox.materializer import MailboxMaterializer, ShardState
+from qim.services.mailbox.materializer import MailboxMaterializer
+from qim.services.mailbox.shardstate import ShardState
 
 SAFETY_MS = 10
 

@@ -3,9 +3,11 @@
 Statically assigns its dispatch partitions and seeks each to the watermark's start
 offset (never trusts committed group offsets); reports ready only after catching up to
 the high watermark seen at start. One FIFO worker per shard (capacity 128, strictly
-serial within a partition) under a global permit (64), of which shards holding no
-direct record get 4 (turngate.py, decision 0148); a full FIFO pauses only its
-partition (with overtakes, decision 0142, it reads further ahead: overtake.py). The worker materializes the records its FIFO holds together, up to a batch
+serial within a partition; its state: shardstate.py) under the node's turn permits (8
+on the Redis store, 64 on CQL: decision 0165), of which shards holding no direct record
+get 4 (turngate.py, decision 0148); a full FIFO pauses only its partition (with
+overtakes, decision 0142, it reads further ahead: overtake.py). The worker materializes
+the records its FIFO holds together, up to a batch
 (decisions/0067: a backlog costs one round trip and one watermark write per batch). A
 Redis failure is retried with backoff by repeating the call: the failed call may have
 applied (a reply lost to a client timeout), and the repeat either completes it or
@@ -33,7 +35,7 @@ import logging
 import os
 import secrets
 import time
-from typing import Callable, Deque, Optional
+from typing import Callable, Optional
 
 from qim._core import watermark
 from qim._core.types import MailboxEvent
@@ -55,7 +57,9 @@ from qim.services.mailbox import overtake
 from qim.services.mailbox.dpgc import gc_loop
 from qim.services.mailbox.inline import Inline
 from qim.services.mailbox.metrics import MailboxMetrics
-from qim.services.mailbox.record import Materialized, ShardCursor, batch_of, materialize
+from qim.services.mailbox.record import Materialized, batch_of, materialize
+from qim.services.mailbox.shardstate import ShardState
+from qim.services.mailbox.shardstate import lowest_w as _w
 from qim.services.mailbox.turngate import TurnGate
 from qim.stores.errors import NotOwner
 from qim.stores.mailboxes import MailboxStore
@@ -70,22 +74,6 @@ KINDS = {CONVERSATION_KIND_DIRECT: "direct", CONVERSATION_KIND_GROUP: "group", C
 # must not await
 PushHook = Callable[[int, int, tuple, MailboxEvent, bytes, Inline], None]
 LostHook = Callable[[int, str], None]  # (shard, reason): a shard this node stopped serving by itself
-
-
-class ShardState(ShardCursor):
-    """A shard worker's state: its cursor, FIFO of records, pause flag, dirty reason and catch-up target."""
-    def __init__(self, shard: int, epoch: int, blob, writer: bytes = b"", owner_epoch: int = 0) -> None:
-        super().__init__(shard, epoch, blob, writer, owner_epoch)
-        self.queue: Deque = collections.deque()
-        self.wakeup = asyncio.Event()
-        self.paused = False
-        self.dirty = ""
-        self.catch_up_to = 0  # high watermark at start: ready once W reaches it - 1
-        self.next_offset = watermark.start_offset(self.blob)  # the first offset not yet queued
-        self.prepared: dict = {}  # offset -> Prepared of queued records an overtake read (overtake.py)
-        self.directs: Deque[int] = collections.deque()  # offsets of the queued records of direct conversations
-        self.bytes = 0  # of the queued records' values
-        self.worker: Optional[asyncio.Task] = None
 
 
 class MailboxMaterializer:
@@ -339,8 +327,3 @@ class MailboxMaterializer:
     async def close(self) -> None:
         """Close the dispatch consumer."""
         await self._consumer.close()
-
-
-def _w(state: ShardCursor) -> int:
-    """Lowest materialized W over the lanes, -1 when nothing was materialized."""
-    return watermark.start_offset(state.blob) - 1
