@@ -10,7 +10,9 @@ group's share of a shard on 64 shards is about 16) with a direct record after ev
 leaves one). Prints, for overtakes off and on (alternating, `--rounds` each): each
 direct record's wait from the start until its push (P50, P99, max, ms) and the time
 until every record of every shard was materialized (the group's drain: entries a
-second). Wall-clock figures of one process on a shared machine: compare within a run.
+second), and this process's CPU (the materializer's Python and the Redis client; Redis
+is another process) per 1,000 entries. Wall-clock figures of one process on a shared
+machine: compare within a run.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME  # noqa: E402
 
 from qim._core import ids, watermark  # noqa: E402
 from qim._core import mailbox_seq as mseq  # noqa: E402
@@ -88,8 +92,9 @@ def records(shards: int, groups: int, members: int, every: int, base: int) -> tu
                 out.append((offset, shard, value))
                 offset += 1
     out.sort()
-    return [SimpleNamespace(partition=lambda s=s: s, offset=lambda o=o: o, value=lambda v=v: v)
-            for o, s, v in out], directs
+    appended = (TIMESTAMP_LOG_APPEND_TIME, NOW_MS)  # the reader times direct records' read lag
+    return [SimpleNamespace(partition=lambda s=s: s, offset=lambda o=o: o, value=lambda v=v: v,
+                            timestamp=lambda: appended) for o, s, v in out], directs
 
 
 async def one(addr: str, args: argparse.Namespace, overtake: bool, base: int) -> dict:
@@ -108,19 +113,24 @@ async def one(addr: str, args: argparse.Namespace, overtake: bool, base: int) ->
     m = MailboxMaterializer("unused:1", RedisMailboxStore(client), list(range(args.shards)), push,
                             FaultPoints("", MAILBOX_POINTS), consumer=Log(msgs), overtake=overtake)  # type: ignore[arg-type]
     await m.start()
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     task = asyncio.get_running_loop().create_task(m.run())
     last = {s: max(o for (ss, o) in [(x.partition(), x.offset()) for x in msgs] if ss == s) for s in range(args.shards)}
     while any(watermark.start_offset(m.shards[s].blob) <= last[s] for s in m.shards):  # noqa: ASYNC110 - W is not signalled
+        if task.done():  # the materializer died: say why instead of waiting for ever
+            raise RuntimeError(f"the materializer stopped: {task.exception()!r}")
+        if any(s.dirty for s in m.shards.values()):
+            raise RuntimeError(f"a shard stopped: {m.dirty_reasons}")
         await asyncio.sleep(0.01)
-    drain = time.perf_counter() - t0
+    drain, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     await client.aclose()
     waits.sort()
     entries = args.shards * args.groups * args.members + len(directs)
     return {"p50": waits[len(waits) // 2], "p99": waits[min(len(waits) - 1, int(len(waits) * 0.99))],
-            "max": waits[-1], "directs": len(waits), "drain_s": drain, "entries_per_s": entries / drain}
+            "max": waits[-1], "directs": len(waits), "drain_s": drain, "entries_per_s": entries / drain,
+            "cpu_ms_per_1k": cpu * 1e6 / entries}
 
 
 def main() -> None:
@@ -140,7 +150,8 @@ def main() -> None:
                     f = asyncio.run(one(engine.addr, args, overtake, 1000 + r))
                     print(f"overtake={'on ' if overtake else 'off'} round={r + 1} directs={f['directs']} "
                           f"wait_ms p50={f['p50']:.0f} p99={f['p99']:.0f} max={f['max']:.0f} "
-                          f"drain_s={f['drain_s']:.2f} entries_per_s={f['entries_per_s']:.0f}", flush=True)
+                          f"drain_s={f['drain_s']:.2f} entries_per_s={f['entries_per_s']:.0f} "
+                          f"cpu_ms_per_1k={f['cpu_ms_per_1k']:.1f}", flush=True)
         finally:
             engine.stop()
 

@@ -234,3 +234,18 @@ async def test_without_overtakes_no_direct_offset_is_kept_after_its_record_left(
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+def test_lane_index_groups_each_lane_s_recipients_as_the_per_member_lanes_do():
+    """overtake.lane_index (cached per recipients tuple) against the lane of each member
+    computed one by one (ids.lane_id, BLAKE3): the same users in the same lanes."""
+    from qim.services.mailbox.overtake import lane_index
+
+    for recipients in (MEMBERS, (RECEIVER,), tuple(range(3, 3000, 7))):
+        index = lane_index(TENANT, recipients)
+        want: dict[int, list[int]] = {}
+        for user in recipients:
+            want.setdefault(ids.lane_id(TENANT, user), []).append(user)
+        assert {lane: [recipients[i] for i in ix] for lane, ix in index.items()} == want
+        assert sorted(i for ix in index.values() for i in ix) == list(range(len(recipients)))
+    assert lane_index(TENANT + 1, MEMBERS) != lane_index(TENANT, MEMBERS)  # the tenant is part of a lane

@@ -116,7 +116,7 @@ class Prepared:
     d: dispatch_record.Dispatch
     fused: FusedRecord
     event: MailboxEvent
-    by_lane: Optional[dict] = None  # lane -> its members' (user, entry), once an overtake needed it (0142)
+    lane_index: Optional[dict] = None  # lane -> indexes of its recipients, once an overtake needed it (0142)
     lanes_done: Optional[set] = None  # lanes whose entries an overtake appended already (0142)
 
 
