@@ -226,14 +226,19 @@ class Stack:
         return pid is not None and pid_alive(pid) and pid_cwd(pid) == str(Path(self.dir).resolve())
 
     def wait_ready(self, names=None, timeout: float = READY_TIMEOUT_S) -> None:
-        """Block until every named /healthz is 200. EngineError (with log tail) otherwise."""
+        """Block until every named /healthz is 200. EngineError (with log tail) otherwise,
+        naming the last answer too when the last probe got none (a loop that stopped
+        answering after saying why it was not ready)."""
         deadline = time.monotonic() + timeout
         pending = list(names or self.names)
+        answered: dict[str, str] = {}
         while pending:
             name = pending[0]
             if not self.alive(name):
                 raise EngineError(f"{name} exited during start:\n{self.log_tail(name)}")
             status, body, other = self._probe(name)
+            if status:
+                answered[name] = f"{status} {body.strip()}"
             if status == 200 and other:
                 raise PortTaken(f"{name}: its /healthz port {self.metrics[name]} answered for another process "
                                 f"(pid {other}), not this stack's service:\n{self.log_tail(name)}")
@@ -242,8 +247,9 @@ class Stack:
                 progress.note(f"{name} ready")
                 continue
             if time.monotonic() > deadline:
+                last = "" if status or name not in answered else f"; its last answer: {answered[name]}"
                 raise EngineError(f"{name} not ready after {timeout}s ({status} "
-                                  f"{body.strip()}):\n{self.log_tail(name)}")
+                                  f"{body.strip()}{last}):\n{self.log_tail(name)}")
             time.sleep(0.2)
 
     def log_tail(self, name: str, lines: int = 30) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.server
 import os
 import threading
+import time
 
 import pytest
 
@@ -94,3 +95,36 @@ def test_stopping_a_name_the_stack_does_not_run_is_an_error(tmp_path):
         with pytest.raises(EngineError, match="no service 'gateway1' in this stack; it has gateway, gateway2"):
             act("gateway1")
     st.stop_service("gateway2")  # a service of the stack that is not running: only reaped, no error
+
+
+class _AnswersThenHangs(http.server.BaseHTTPRequestHandler):
+    """503 with its reasons once, then no answer within the probe's second (a service
+    whose event loop stopped after it said why it was not ready)."""
+    calls = 0
+
+    def do_GET(self) -> None:  # noqa: N802 — http.server's name
+        type(self).calls += 1
+        if type(self).calls > 1:
+            time.sleep(1.5)
+        self.send_response(503)
+        self.end_headers()
+        self.wfile.write(b"not ready: shard leases 0 of 64\n")
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_not_ready_names_the_last_answer_when_the_last_probe_got_none(tmp_path):
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _AnswersThenHangs)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        st = Stack(tmp_path, {}, {"session": f"127.0.0.1:{httpd.server_address[1]}"})
+        st.pids["session"] = os.getpid()
+        st.alive = lambda name: True
+        with pytest.raises(EngineError) as err:
+            st.wait_ready(timeout=2)
+        said = str(err.value).splitlines()[0]
+        assert said.startswith("session not ready after 2s (0 ") and \
+            said.endswith("; its last answer: 503 not ready: shard leases 0 of 64):"), said
+    finally:
+        httpd.shutdown()
