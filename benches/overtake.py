@@ -143,7 +143,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2)
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="qim-bench-overtake-") as tmp:
-        engine = start_redis(Path(tmp) / "redis")
+        engine = start_redis(Path(tmp) / "redis", die_with_parent=True)  # a killed bench leaves no Redis
         try:
             for r in range(args.rounds):
                 for overtake in (False, True):
