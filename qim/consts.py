@@ -117,6 +117,11 @@ SESSION_CONSUME_BATCH = 512  # dispatch records per durable projection batch
 # bounds how long one script holds Redis (a larger batch sends the rest pipelined first)
 SESSION_PROJECT_MAX_REGS = 2048
 SESSION_PROJECTION_QUEUE = 65536  # low-latency projections waiting for Redis; past it they drop
+# dispatch records the low-latency path registered, remembered until the durable consumer
+# reaches them and skips them (qim/services/session/projected.py, docs/decisions/0167):
+# the durable consumer trails by about one fetch wait (0.5 s), a few thousand records
+# at the group step's rate; one forgotten is written twice, as before the decision
+SESSION_PROJECTED_REMEMBERED = 65536
 
 # --- defaults (docs/design.md §11) ----------------------------------------------------
 FANOUT_BATCH_DEFAULT = 512

@@ -69,6 +69,8 @@ def test_pushes_and_projections_carry_the_trace_id_they_are_given_not_the_bound_
     feed.links["127.0.0.1:1"] = link  # type: ignore[assignment]  # the session owner's link: nothing is dialled
     event = SimpleNamespace(conversation_id=b"c" * 16, conversation_seq=3, created_at_ms=NOW_MS, sender_id=21)
     with bind(trace=b"\xff" * 16):  # a different id bound for the log lines changes nothing
-        feed.send(SHARD, TENANT, [21], event, TRACE)  # type: ignore[arg-type]
+        feed.send(SHARD, TENANT, [21], event, TRACE, mailbox_seq=(3 << 48) | 77)  # type: ignore[arg-type]
     frame = projection_pb2.Projection.FromString(sent[0])
     assert [msg.trace_id for msg in frame.messages] == [TRACE]
+    # where the record was read: the session skips it on its durable path (decision 0167)
+    assert [(msg.shard, msg.mailbox_seq) for msg in frame.messages] == [(SHARD, (3 << 48) | 77)]

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17qim/v1/projection.proto\x12\x06qim.v1\"\x90\x01\n\x10ProjectedMessage\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x18\n\x10\x63onversation_seq\x18\x02 \x01(\x04\x12\x15\n\rcreated_at_ms\x18\x03 \x01(\x04\x12\x11\n\tsender_id\x18\x04 \x01(\x04\x12\r\n\x05users\x18\x05 \x03(\x04\x12\x10\n\x08trace_id\x18\x06 \x01(\x0c\"K\n\nProjection\x12\x11\n\ttenant_id\x18\x01 \x01(\x0c\x12*\n\x08messages\x18\x02 \x03(\x0b\x32\x18.qim.v1.ProjectedMessageb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17qim/v1/projection.proto\x12\x06qim.v1\"\xb4\x01\n\x10ProjectedMessage\x12\x17\n\x0f\x63onversation_id\x18\x01 \x01(\x0c\x12\x18\n\x10\x63onversation_seq\x18\x02 \x01(\x04\x12\x15\n\rcreated_at_ms\x18\x03 \x01(\x04\x12\x11\n\tsender_id\x18\x04 \x01(\x04\x12\r\n\x05users\x18\x05 \x03(\x04\x12\x10\n\x08trace_id\x18\x06 \x01(\x0c\x12\r\n\x05shard\x18\x07 \x01(\r\x12\x13\n\x0bmailbox_seq\x18\x08 \x01(\x04\"K\n\nProjection\x12\x11\n\ttenant_id\x18\x01 \x01(\x0c\x12*\n\x08messages\x18\x02 \x03(\x0b\x32\x18.qim.v1.ProjectedMessageb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,7 +32,7 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'qim.v1.projection_pb2', _gl
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_PROJECTEDMESSAGE']._serialized_start=36
-  _globals['_PROJECTEDMESSAGE']._serialized_end=180
-  _globals['_PROJECTION']._serialized_start=182
-  _globals['_PROJECTION']._serialized_end=257
+  _globals['_PROJECTEDMESSAGE']._serialized_end=216
+  _globals['_PROJECTION']._serialized_start=218
+  _globals['_PROJECTION']._serialized_end=293
 # @@protoc_insertion_point(module_scope)

@@ -139,7 +139,7 @@ class MailboxNode(ServiceNode):
         # every recipient of a record is in its shard: the first one names it
         shard = ids.user_placement(tenant, recipients[0], self.config.common.shard_count)[2]
         self.targets.push(shard, tenant, seq, recipients, event.message_id, trace_id, inline)
-        self._projection.send(shard, tenant, recipients, event, trace_id)
+        self._projection.send(shard, tenant, recipients, event, trace_id, seq)
 
     async def handle(self, opcode: int, body: bytes) -> tuple[int, bytes]:
         """MAILBOX_PULL from a gateway -> MAILBOX_BATCH (RequestError otherwise)."""

@@ -10,8 +10,10 @@ a direct message too, whatever its shard, exactly as its durable consumer does. 
 awaited on the shard path; a session shard without a live owner, or a session node that
 is down or has more than PEER_QUEUE_LIMIT bytes unread, loses the frame (counted in
 `qim_mailbox_projection_dropped_total`). Dropping is safe: the session owner's durable
-dispatch consumer registers the same messages with the same script. The session side
-is qim/services/session/feed.py (ProjectionIntake).
+dispatch consumer registers the same messages with the same script. Each message names
+where its record was read (shard and mailbox_seq), so the durable consumer skips the
+records this path registered instead of writing them again (docs/decisions/0167). The
+session side is qim/services/session/feed.py (ProjectionIntake).
 """
 
 from __future__ import annotations
@@ -63,17 +65,20 @@ class ProjectionFeed:
         return link
 
     def send(self, shard: int, tenant: int, recipients: Sequence[int], event: MailboxEvent,
-             trace_id: bytes = b"") -> None:
+             trace_id: bytes = b"", mailbox_seq: int = 0) -> None:
         """PROJECTION of one record's message to its `recipients` (`event`: their event;
-        `trace_id`: the message's, for the session's log lines). Never raises: it runs on the mailbox shard path, whose worker must not die for a
-        best-effort optimisation."""
+        `trace_id`: the message's, for the session's log lines; `mailbox_seq`: the
+        record's in dispatch partition `shard`, 0 when unknown: the session then cannot
+        skip it on its durable path, decision 0167). Never raises: it runs on the
+        mailbox shard path, whose worker must not die for a best-effort optimisation."""
         try:
-            self._send(shard, tenant, recipients, event, trace_id)
+            self._send(shard, tenant, recipients, event, trace_id, mailbox_seq)
         except Exception:  # noqa: BLE001 — counted and logged; the durable path recovers
             self._m.projection_dropped.inc()
             logger.exception("PROJECTION frame not built")
 
-    def _send(self, shard: int, tenant: int, recipients: Sequence[int], event: MailboxEvent, trace_id: bytes) -> None:
+    def _send(self, shard: int, tenant: int, recipients: Sequence[int], event: MailboxEvent, trace_id: bytes,
+              mailbox_seq: int) -> None:
         owner = self._owners.owner("session", shard)
         if owner is None:
             self._m.projection_dropped.inc()  # no live owner now: its durable consumer catches up
@@ -82,6 +87,6 @@ class ProjectionFeed:
         # one message per record: every recipient's event has the same coordinates
         frame.messages.add(conversation_id=event.conversation_id, conversation_seq=event.conversation_seq,
                            created_at_ms=event.created_at_ms, sender_id=event.sender_id, users=recipients,
-                           trace_id=trace_id)
+                           trace_id=trace_id, shard=shard, mailbox_seq=mailbox_seq)
         if self._link(owner.addr).send(frame.SerializeToString()) == SENT:
             self._m.projection_frames.inc()

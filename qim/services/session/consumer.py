@@ -49,6 +49,7 @@ from qim.infra.kafka.consumer import AsyncConsumer
 from qim.infra.kafka.identity import wait_topic_identity
 from qim.services.session.durablebatch import BatchWrites, Pending
 from qim.services.session.metrics import SessionMetrics
+from qim.services.session.projected import Projected
 from qim.services.session.register import Registration
 from qim.stores.sessions import SessionStore
 
@@ -61,12 +62,16 @@ class DurableProjector(BatchWrites):
     `on_registered(regs)` is called after each batch's store writes (cache marks);
     `on_lost(shard, reason)` when a shard stopped here ("refused": a newer owner's fence;
     "conflict": its checkpoint moved under it, take it again from a fresh read).
-    `shards`: what `start()` takes without a registry."""
+    `shards`: what `start()` takes without a registry. `projected`: the records the
+    low-latency path registered, skipped here (decision 0167; None: every record is
+    written)."""
 
     def __init__(self, bootstrap: str, sessions: SessionStore, shard_count: int,
                  on_registered: Callable[[list[Registration]], None], metrics: Optional[SessionMetrics] = None,
-                 shards: Sequence[int] = (), on_lost: Optional[Callable[[int, str], None]] = None) -> None:
+                 shards: Sequence[int] = (), on_lost: Optional[Callable[[int, str], None]] = None,
+                 projected: Optional[Projected] = None) -> None:
         self._m = metrics if metrics is not None else SessionMetrics()
+        self._projected = projected
         self._bootstrap = bootstrap
         # no user waits on this path (the mailbox's low-latency feed comes first): large
         # fetches, one script call per batch of many records (docs/decisions/0053)

@@ -19,6 +19,10 @@ attempted (same offsets: a write whose reply was lost is recognised as its own).
 other shards go on batch after batch. Written at last, what was read meanwhile is
 written next, then the checkpoint has passed everything held and the partition resumes. A registration written while the shard was held, then again, is
 the same order-independent write (nothing registered twice changes a result).
+
+A record whose registrations the low-latency path already wrote (remembered in
+`_projected`, qim/services/session/projected.py) is not decoded nor written again: only
+the checkpoint moves past it (docs/decisions/0167).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any, Callable, Optional
 from qim.consts import DISPATCH_TOPIC
 from qim.errors import EngineError
 from qim.obs.logcontext import bind, tracer
+from qim.services.session.projected import Projected
 from qim.services.session.register import Message, Registration, kind_of, registrations
 from qim.stores.errors import CheckpointConflict, NotOwner, ShardsUnavailable, StorageError
 from qim.wire import dispatch as dispatch_record
@@ -75,6 +80,7 @@ class BatchWrites:
     tenures: dict[int, str]
     held: dict[int, Pending]
     stopped: str
+    _projected: Optional[Projected]  # records the low-latency path registered (decision 0167)
 
     # provided by DurableProjector (consumer.py)
     def _fail_closed(self, reason: str) -> None:
@@ -92,18 +98,13 @@ class BatchWrites:
             tail = (held.later or held) if held is not None else None
             if part not in self.next or off < (tail.new if tail is not None else self.next[part]):
                 continue  # a shard given up, or a record read before
-            try:
-                d = dispatch_record.decode(m.value())
-                c = d.coord
-                if d.trace_id and tracer.isEnabledFor(logging.DEBUG):
-                    with bind(trace=d.trace_id):
-                        tracer.debug("durable projection of partition %d offset %d", part, off)
-                kind_of(c.conversation_id)
-                msg = Message(d.tenant, c.conversation_id, c.conversation_seq, c.created_at_ms, c.sender_id,
-                              d.recipients)
-            except (dispatch_record.DispatchDecodeError, ValueError) as exc:
-                # never skip a record: a gap here is a conversation missing from a list
-                return self._fail_closed(f"partition {part} offset {off}: {exc}")
+            msg: Optional[Message] = None
+            if self._projected is not None and self._projected.take(part, off):
+                self._m.durable_skipped.inc()  # written by the low-latency path: the checkpoint moves past it
+            else:
+                msg = self._message(part, off, m.value())
+                if msg is None:
+                    return  # failed closed
             pend: Optional[Pending]
             if held is not None:  # read after the hold: kept apart (a retry repeats its attempt exactly)
                 if held.later is None:
@@ -113,7 +114,8 @@ class BatchWrites:
                 pend = fresh.get(part)
             if pend is None:
                 pend = fresh[part] = Pending(self.tenures[part], self.fences[part], self.next[part], off + 1)
-            pend.messages.append(msg)
+            if msg is not None:
+                pend.messages.append(msg)
             pend.new, pend.count = off + 1, pend.count + 1
         if fresh:
             await self._write(fresh)
@@ -121,6 +123,23 @@ class BatchWrites:
         due = {p: h for p, h in self.held.items() if h.retry_at <= now}
         if due and not self.stopped:  # apart: an instance still down delays only its own shards' retry
             await self._write(due)
+
+    def _message(self, part: int, off: int, value: bytes) -> Optional[Message]:
+        """The registration input of the record at `off` of partition `part`; None after
+        failing the projection closed on a record that does not decode (never skipped:
+        a gap here is a conversation missing from a list)."""
+        try:
+            d = dispatch_record.decode(value)
+            c = d.coord
+            if d.trace_id and tracer.isEnabledFor(logging.DEBUG):
+                with bind(trace=d.trace_id):
+                    tracer.debug("durable projection of partition %d offset %d", part, off)
+            kind_of(c.conversation_id)
+            return Message(d.tenant, c.conversation_id, c.conversation_seq, c.created_at_ms, c.sender_id,
+                           d.recipients)
+        except (dispatch_record.DispatchDecodeError, ValueError) as exc:
+            self._fail_closed(f"partition {part} offset {off}: {exc}")
+            return None
 
     async def _write(self, pending: dict[int, Pending]) -> None:
         """Write `pending` (one project call, again without a shard a refusal dropped);

@@ -5,7 +5,9 @@ PROJECTION frames (one-way, from qim/services/mailbox/projection.py) are queued
 (bounded, drop counted) and ONE consumer drains everything queued into one pipelined
 registration batch (the seed's session awaited one write per projection: throughput ≈
 1/RTT, 75 % dropped at 15k/s). Dropping is safe: the durable dispatch consumer registers
-the same messages with the same script.
+the same messages with the same script. What this path wrote is remembered by where
+its record was read (`Projected`), and the durable consumer skips those records
+(docs/decisions/0167).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from qim.consts import SESSION_PROJECTION_QUEUE
 from qim.obs.logcontext import bind, tracer
 from qim.proto.v1 import projection_pb2
 from qim.services.session.metrics import SessionMetrics
+from qim.services.session.projected import Projected
 from qim.services.session.register import Message, Registration, kind_of, registrations
 from qim.stores.errors import StorageError
 from qim.stores.sessions import SessionStore
@@ -32,12 +35,15 @@ DRAIN_MAX = 4096  # projected messages per registration batch
 
 class ProjectionIntake:
     """`offer(body)` from the RPC listener (never awaits); `run()` drains. Counts into
-    `metrics` (a private SessionMetrics when None)."""
+    `metrics` (a private SessionMetrics when None). `projected`: where the records whose
+    registrations were written are remembered for the durable consumer (decision 0167;
+    None: nothing is remembered)."""
 
     def __init__(self, sessions: SessionStore, owns: Callable[[int], bool],
                  on_registered: Callable[[list[Registration]], None], limit: int = SESSION_PROJECTION_QUEUE,
-                 metrics: Optional[SessionMetrics] = None) -> None:
+                 metrics: Optional[SessionMetrics] = None, projected: Optional[Projected] = None) -> None:
         self._m = metrics if metrics is not None else SessionMetrics()
+        self._projected = projected
         self._sessions = sessions
         self._owns = owns
         self._on_registered = on_registered
@@ -72,6 +78,7 @@ class ProjectionIntake:
                 continue
             batch = [self._queue.popleft() for _ in range(min(DRAIN_MAX, len(self._queue)))]
             messages: list[Message] = []
+            places: list[tuple[int, int]] = []  # (shard, mailbox_seq) of each message written
             for tenant, m in batch:
                 try:
                     kind_of(m.conversation_id)
@@ -80,6 +87,7 @@ class ProjectionIntake:
                     continue
                 messages.append(Message(tenant, m.conversation_id, m.conversation_seq, m.created_at_ms,
                                         m.sender_id, m.users))
+                places.append((m.shard, m.mailbox_seq))
             regs = registrations(messages, self._owns)
             try:
                 await self._sessions.register(regs)
@@ -92,4 +100,7 @@ class ProjectionIntake:
                 logger.exception("low-latency projection of %d messages failed", len(batch))
                 continue
             self._m.registrations.labels(path="lowlatency").inc(len(regs))
+            if self._projected is not None:  # written: the durable consumer need not write them again
+                for shard, seq in places:
+                    self._projected.add(shard, seq)
             self._on_registered(regs)

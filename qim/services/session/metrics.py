@@ -40,6 +40,10 @@ class SessionMetrics(MetricSet):
                                                ["reason"])
         self.dispatch_records = self.counter("qim_session_dispatch_records",
                                              "Dispatch records projected by the durable consumer")
+        # decision 0167: records the low-latency path had written, not written again
+        self.durable_skipped = self.counter("qim_session_durable_skipped_records",
+                                            "Dispatch records the durable consumer skipped: the low-latency "
+                                            "path had written their registrations")
         self.durable_retries = self.counter("qim_session_durable_retries",
                                             "Durable projection batches retried after an outage")
         self.device_frames = self.counter("qim_session_device_frames", "DEVICE_FRAMES queued to gateways",
@@ -62,6 +66,11 @@ class SessionMetrics(MetricSet):
         """Export `cache`'s event counters and dirty-mark count (SessionListCache)."""
         self.registry.register(_CacheCollector(cache))
 
+    def watch_projected(self, projected: Any) -> None:
+        """Export what `projected` (qim/services/session/projected.py) remembers and how
+        many it forgot before the durable consumer came (each then written twice)."""
+        self.registry.register(_ProjectedCollector(projected))
+
 
 class _CacheCollector:
     """Reads the cache's plain counters at scrape time."""
@@ -75,3 +84,18 @@ class _CacheCollector:
             c.add_metric([event], getattr(self._cache, event))
         yield c
         yield GaugeMetricFamily("qim_session_dirty_marks", "Dirty conversation marks held", self._cache.mark_count)
+
+
+class _ProjectedCollector:
+    """Reads the low-latency path's memory (decision 0167) at scrape time."""
+
+    def __init__(self, projected: Any) -> None:
+        self._projected = projected
+
+    def collect(self) -> Iterator[Any]:
+        yield GaugeMetricFamily("qim_session_projected_remembered",
+                                "Records the low-latency path wrote that the durable consumer has not reached",
+                                len(self._projected))
+        yield CounterMetricFamily("qim_session_projected_forgotten",
+                                  "Records forgotten before the durable consumer reached them (written twice)",
+                                  self._projected.forgotten)

@@ -43,6 +43,7 @@ from qim.services.session.consumer import DurableProjector
 from qim.services.session.feed import ProjectionIntake
 from qim.services.session.firstreg import FirstRegistrations, restore_list
 from qim.services.session.metrics import SessionMetrics
+from qim.services.session.projected import Projected
 from qim.services.session.register import Registration
 from qim.services.session.service import SessionService
 from qim.stores.open import RedisPlacement, open_badges, open_registry, open_stores
@@ -76,10 +77,15 @@ class SessionNode(ServiceNode):
                                   on_release=self._release, metrics=ShardMetrics(self.registry))
         # a shard an operator is moving to another Redis instance is held by nobody (decision 0104)
         self.keeper.paused = RedisPlacement(self.stores, self.registry).moving_shards
+        # what the low-latency path wrote, skipped by the durable one (decision 0167)
+        self.projected = Projected()
+        self.metrics.watch_projected(self.projected)
         self.projector = DurableProjector(config.common.kafka_bootstrap, stores.sessions, config.common.shard_count,
-                                          self._marked, self.metrics, on_lost=self.keeper.refused)
+                                          self._marked, self.metrics, on_lost=self.keeper.refused,
+                                          projected=self.projected)
         # a PROJECTION frame comes from the mailbox owner of the same shard: register all of it
-        self.intake = ProjectionIntake(stores.sessions, lambda user: True, self._marked, metrics=self.metrics)
+        self.intake = ProjectionIntake(stores.sessions, lambda user: True, self._marked, metrics=self.metrics,
+                                       projected=self.projected)
         tier = stores.archive_tier  # the archive tier: first registrations in CQL, lists rebuilt from them
         self.first_registrations = (FirstRegistrations(stores.sessions, tier.conversations, self.metrics)
                                     if tier is not None else None)
