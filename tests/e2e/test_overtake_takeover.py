@@ -50,7 +50,7 @@ from tests.e2e.sdkclient import client, close_all, unread_pair
 from tests.e2e.test_direct_beside_group import pipelined
 from tests.e2e.test_groups import create, gconv
 from tests.e2e.test_inline_push_attack import store_view, told_once
-from tests.e2e.test_inline_push_takeover import Chat
+from tests.e2e.test_inline_push_takeover import Chat, _count, _no_unsent
 from tests.e2e.test_shard_takeover import metric, node_id, owners, until_split, user_on
 from tests.fixtures import TEST_SHARD_COUNT, running_stack
 from tests.sdk.realstack import eventually
@@ -299,16 +299,6 @@ async def _converged(st, tmp_path, label, devices, chats, group, group_bodies) -
             await eventually(badge_exact, timeout=SETTLE_S, what=f"{label}: badge {total} of {user}")
         finally:
             await fresh.close()
-
-
-async def _no_unsent(c) -> bool:
-    return not await c.unsent()
-
-
-def _count(c, conv: bytes, n: int):
-    async def check() -> bool:
-        return len(await c.store.run(c.store.messages, conv)) == n
-    return check
 
 
 async def test_an_owner_killed_mid_overtake_resumes_its_begun_group_records_on_the_next_owner(two_owners, tmp_path):
